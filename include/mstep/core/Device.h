@@ -1,0 +1,23 @@
+// Device: which backend owns a tensor's memory.
+#pragma once
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+namespace mstep {
+
+/// The kinds of device a backend can drive. Only `ref` exists today; the
+/// others are reserved for the backends named in DESIGN.md.
+enum class DeviceType : uint8_t { ref, cpu, cuda, xla, neuron };
+
+absl::string_view device_type_name(DeviceType type);
+
+struct Device {
+  DeviceType type = DeviceType::ref;
+  int index = 0;
+
+  std::string to_string() const;
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+}  // namespace mstep

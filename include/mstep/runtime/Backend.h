@@ -1,0 +1,69 @@
+// Backend: the small interface every execution target implements (IREE's
+// HAL device + executable cache, tinygrad's allocator + compiler +
+// program). lib/backends/ref is the model to copy.
+//
+// compile() takes a TraceGraph today. The compiler issue routes the miss
+// path through MLIR (import -> passes -> backend), at which point compile
+// receives the lowered module instead; nothing above the backend changes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "mstep/core/Device.h"
+#include "mstep/ir/TraceGraph.h"
+#include "mstep/runtime/Buffer.h"
+
+namespace mstep {
+
+using BufferPtr = std::shared_ptr<Buffer>;
+
+/// A compiled graph. run() takes one buffer per graph input (in
+/// TraceGraph::input_types order) and returns one buffer per output.
+/// Thread-safety: run() may not be called concurrently on one executable.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual absl::StatusOr<std::vector<BufferPtr>> run(
+      absl::Span<const BufferPtr> inputs) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual absl::string_view name() const = 0;
+  virtual DeviceType device_type() const = 0;
+
+  /// Compiles `graph`. Errors name the first unsupported op.
+  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(
+      const TraceGraph& graph) = 0;
+
+  virtual absl::StatusOr<BufferPtr> allocate(const TensorType& type) = 0;
+  /// Copies `bytes` from host memory into `dst` (exactly dst.type().bytes()).
+  virtual absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) = 0;
+  /// Copies the whole of `src` to host memory.
+  virtual absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) = 0;
+  /// Waits for all work queued on this backend.
+  virtual void synchronize() = 0;
+  /// Whether compile() handles `op` for `dtype` natively.
+  virtual bool supports(OpKind op, DType dtype) const = 0;
+};
+
+/// Registry of backends by device type. Backends register themselves from
+/// a static initializer in their own library.
+class BackendRegistry {
+ public:
+  using Factory = std::unique_ptr<Backend> (*)();
+  static void register_backend(DeviceType type, Factory factory);
+  /// The backend for `type`, created on first use; an error names the
+  /// backends that are available.
+  static absl::StatusOr<Backend*> get(DeviceType type);
+  static std::vector<DeviceType> available();
+};
+
+}  // namespace mstep

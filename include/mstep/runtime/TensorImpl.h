@@ -1,0 +1,61 @@
+// TensorImpl: the state behind an mstep::Tensor handle. A tensor is either
+// pending (a result of a trace node not yet executed) or materialized (a
+// backend buffer). The tracer keeps pending tensors on an intrusive list so
+// mark_step() can find every live one without a hash set.
+#pragma once
+
+#include <memory>
+
+#include "mstep/core/Device.h"
+#include "mstep/core/TensorType.h"
+#include "mstep/ir/Node.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep {
+
+class TensorImpl {
+ public:
+  TensorImpl(TensorType type, Device device)
+      : type_(std::move(type)), device_(device) {}
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+
+  const TensorType& type() const { return type_; }
+  Device device() const { return device_; }
+
+  bool is_pending() const { return pending_.node != nullptr; }
+  const Value& pending() const { return pending_; }
+  const BufferPtr& buffer() const { return buffer_; }
+
+  /// Makes this tensor the pending result `value`, dropping any buffer.
+  /// Registers it with the tracer's live list.
+  void set_pending(Value value);
+  /// Makes this tensor materialized with `buffer`, dropping the node.
+  void set_buffer(BufferPtr buffer);
+
+  /// The value to use when this tensor is an operand of a new op: the
+  /// pending node, or a `data` leaf for the buffer (created once, reused,
+  /// so every use in a graph refers to one graph input).
+  Value as_operand();
+
+  /// Whether a pending node other than this tensor still refers to the
+  /// current buffer's data leaf (in-place writes must then copy first).
+  bool buffer_has_pending_users() const;
+
+ private:
+  friend class Tracer;
+  TensorType type_;
+  Device device_;
+  Value pending_;
+  BufferPtr buffer_;
+  NodePtr data_node_;
+  // Intrusive links of the tracer's live pending list.
+  TensorImpl* live_prev_ = nullptr;
+  TensorImpl* live_next_ = nullptr;
+  bool live_ = false;
+};
+
+using TensorImplPtr = std::shared_ptr<TensorImpl>;
+
+}  // namespace mstep

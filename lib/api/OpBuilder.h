@@ -1,0 +1,69 @@
+// Helpers shared by the op implementations in lib/api: recording nodes,
+// scalar constants, dim normalization, broadcasting, type promotion and
+// error messages. Library-internal.
+#pragma once
+
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "mstep/api/Tensor.h"
+#include "mstep/ir/Node.h"
+
+namespace mstep::detail {
+
+/// Records `op` on `operands` with a single result of `type`. All operands
+/// must live on one device (checked). With no operands the tensor goes to
+/// `device`.
+Tensor record(absl::string_view api_name, OpKind op,
+              absl::Span<const Tensor> operands, AttrList attrs,
+              TensorType type, std::optional<Device> device = std::nullopt);
+/// The same with several results.
+std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
+                                 absl::Span<const Tensor> operands,
+                                 AttrList attrs, ResultTypes types);
+/// Records `op` on operand values already prepared by the caller (e.g. a
+/// scalar constant or the RNG state). Fast path for elementwise ops.
+Tensor record_values(OpKind op, Operands operands, AttrList attrs,
+                     TensorType type, Device device);
+
+/// A 0-d constant node holding `value` as `dtype`. The value is a host
+/// constant: it is hashed as such, and changing it recompiles (with a
+/// warning when it keeps happening).
+Value constant_value(double value, DType dtype);
+
+/// "f32[2, 3]"
+std::string describe(const Tensor& t);
+
+/// InvalidArgument "mstep::<op>: <problem>. Got <inputs>. <hint>"
+absl::Status op_error(absl::string_view op, absl::string_view problem,
+                      absl::string_view inputs, absl::string_view hint);
+/// Throws op_error(...) as mstep::Error.
+[[noreturn]] void throw_op_error(absl::string_view op, absl::string_view problem,
+                                 absl::string_view inputs, absl::string_view hint);
+
+/// Wraps a possibly negative `dim` into [0, rank); throws naming `op`.
+int64_t normalize_dim(absl::string_view op, int64_t dim, int64_t rank,
+                      const Tensor& x);
+/// Normalizes, sorts and checks for duplicates. Empty means all dims.
+IntList normalize_dims(absl::string_view op, absl::Span<const int64_t> dims,
+                       const Tensor& x);
+
+/// The broadcast of two shapes, or an error naming the mismatched dim.
+absl::StatusOr<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+/// PyTorch's result_type over tensors (0-d tensors weigh less than
+/// dimensioned ones) and host scalars (weigh least).
+DType result_type(absl::Span<const Tensor> tensors,
+                  absl::Span<const Scalar> scalars = {});
+
+/// `x` converted to `dtype` (no node when it already has it).
+Tensor cast_to(const Tensor& x, DType dtype);
+
+/// Throws when `x` is not floating, naming `op`.
+void require_floating(absl::string_view op, const Tensor& x);
+
+}  // namespace mstep::detail

@@ -1,0 +1,139 @@
+// The reference backend: host buffers and an interpreter that runs each
+// node of a TraceGraph with the plain C++ kernel registered for its op.
+// It is the numerical oracle for every other backend and their fallback.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/ref/RefKernels.h"
+#include "mstep/core/Error.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep::ref {
+
+namespace {
+
+const KernelTable& kernels() {
+  static const KernelTable table = [] {
+    KernelTable t{};
+    register_creation_kernels(t);
+    register_elementwise_kernels(t);
+    register_reduction_kernels(t);
+    register_shape_kernels(t);
+    register_linalg_kernels(t);
+    register_nn_kernels(t);
+    register_attention_kernels(t);
+    register_loss_kernels(t);
+    return t;
+  }();
+  return table;
+}
+
+/// Runs a TraceGraph node by node. Each intermediate buffer is released
+/// after its last use, so peak memory follows liveness.
+class RefExecutable final : public Executable {
+ public:
+  explicit RefExecutable(TraceGraph graph) : graph_(std::move(graph)) {
+    last_use_.assign(graph_.nodes.size(), 0);
+    for (uint32_t i = 0; i < graph_.nodes.size(); ++i)
+      for (ValueRef v : graph_.nodes[i].operands) last_use_[v.node] = i;
+    for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
+  }
+
+  absl::StatusOr<std::vector<BufferPtr>> run(
+      absl::Span<const BufferPtr> inputs) override {
+    if (inputs.size() != graph_.input_types.size())
+      return absl::InvalidArgumentError(
+          absl::StrCat("ref executable expects ", graph_.input_types.size(),
+                       " inputs, got ", inputs.size()));
+    std::vector<absl::InlinedVector<BufferPtr, 1>> values(graph_.nodes.size());
+    std::vector<const HostBuffer*> in_ptrs;
+    std::vector<HostBuffer*> out_ptrs;
+    for (uint32_t i = 0; i < graph_.nodes.size(); ++i) {
+      const GraphNode& node = graph_.nodes[i];
+      if (node.op == OpKind::parameter) {
+        const int64_t index = attr_int(node.attrs, AttrName::index);
+        const BufferPtr& buf = inputs[index];
+        if (!buf || buf->type() != graph_.input_types[index])
+          return absl::InvalidArgumentError(absl::StrCat(
+              "ref executable input ", index, " should be ",
+              graph_.input_types[index].to_string(), ", got ",
+              buf ? buf->type().to_string() : "null"));
+        values[i].push_back(buf);
+        continue;
+      }
+      in_ptrs.clear();
+      out_ptrs.clear();
+      for (ValueRef v : node.operands)
+        in_ptrs.push_back(static_cast<const HostBuffer*>(values[v.node][v.index].get()));
+      for (const TensorType& t : node.results) {
+        auto buf = std::make_shared<HostBuffer>(t);
+        out_ptrs.push_back(buf.get());
+        values[i].push_back(std::move(buf));
+      }
+      RefKernel kernel = kernels()[static_cast<int>(node.op)];
+      MSTEP_RETURN_IF_ERROR(kernel(KernelArgs{node, in_ptrs, out_ptrs}));
+      for (ValueRef v : node.operands)
+        if (last_use_[v.node] == i) values[v.node].clear();
+    }
+    std::vector<BufferPtr> outputs;
+    outputs.reserve(graph_.outputs.size());
+    for (ValueRef v : graph_.outputs) outputs.push_back(values[v.node][v.index]);
+    return outputs;
+  }
+
+ private:
+  TraceGraph graph_;
+  std::vector<uint32_t> last_use_;
+};
+
+class RefBackend final : public Backend {
+ public:
+  absl::string_view name() const override { return "ref"; }
+  DeviceType device_type() const override { return DeviceType::ref; }
+
+  absl::StatusOr<std::unique_ptr<Executable>> compile(
+      const TraceGraph& graph) override {
+    for (const GraphNode& n : graph.nodes)
+      if (n.op != OpKind::parameter && !kernels()[static_cast<int>(n.op)])
+        return absl::UnimplementedError(absl::StrCat(
+            "ref backend has no kernel for op '", op_name(n.op), "'"));
+    return std::make_unique<RefExecutable>(graph);
+  }
+
+  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
+    return std::make_shared<HostBuffer>(type);
+  }
+
+  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
+    if (bytes != dst.type().bytes())
+      return absl::InvalidArgumentError(
+          absl::StrCat("copy_in of ", bytes, " bytes into ",
+                       dst.type().to_string(), " (", dst.type().bytes(), " bytes)"));
+    if (bytes) std::memcpy(static_cast<HostBuffer&>(dst).bytes(), src, bytes);
+    return absl::OkStatus();
+  }
+
+  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
+    if (bytes != src.type().bytes())
+      return absl::InvalidArgumentError(
+          absl::StrCat("copy_out of ", bytes, " bytes from ",
+                       src.type().to_string(), " (", src.type().bytes(), " bytes)"));
+    if (bytes) std::memcpy(dst, static_cast<const HostBuffer&>(src).bytes(), bytes);
+    return absl::OkStatus();
+  }
+
+  void synchronize() override {}
+
+  bool supports(OpKind op, DType) const override {
+    return op == OpKind::parameter || kernels()[static_cast<int>(op)] != nullptr;
+  }
+};
+
+const bool registered = [] {
+  BackendRegistry::register_backend(
+      DeviceType::ref, [] { return std::unique_ptr<Backend>(new RefBackend()); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace mstep::ref

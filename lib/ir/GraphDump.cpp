@@ -1,0 +1,61 @@
+// Text and Graphviz dumps of a TraceGraph (written under MSTEP_DUMP_DIR).
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mstep/ir/TraceGraph.h"
+
+namespace mstep {
+
+namespace {
+std::string value_name(const TraceGraph& g, ValueRef v) {
+  if (g.nodes[v.node].results.size() == 1) return absl::StrCat("%", v.node);
+  return absl::StrCat("%", v.node, "#", v.index);
+}
+
+std::string result_types(const GraphNode& n) {
+  return absl::StrJoin(n.results, ", ",
+                       [](std::string* out, const TensorType& t) {
+                         out->append(t.to_string());
+                       });
+}
+}  // namespace
+
+std::string TraceGraph::to_text() const {
+  std::string out = absl::StrCat("graph(inputs=", input_types.size(),
+                                 ", nodes=", nodes.size(), ") {\n");
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNode& n = nodes[i];
+    std::string operands = absl::StrJoin(
+        n.operands, ", ",
+        [&](std::string* o, ValueRef v) { o->append(value_name(*this, v)); });
+    absl::StrAppend(&out, "  %", i, " = ", op_name(n.op), "(", operands, ")");
+    if (!n.attrs.empty()) absl::StrAppend(&out, " {", attrs_to_string(n.attrs), "}");
+    absl::StrAppend(&out, " : ", result_types(n), "\n");
+  }
+  std::string outs = absl::StrJoin(
+      outputs, ", ",
+      [&](std::string* o, ValueRef v) { o->append(value_name(*this, v)); });
+  absl::StrAppend(&out, "  return ", outs, "\n}\n");
+  return out;
+}
+
+std::string TraceGraph::to_dot() const {
+  std::string out = "digraph mstep {\n  node [shape=box, fontname=monospace];\n";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GraphNode& n = nodes[i];
+    std::string label = absl::StrCat("%", i, " ", op_name(n.op));
+    if (!n.attrs.empty()) absl::StrAppend(&label, "\\n", attrs_to_string(n.attrs));
+    absl::StrAppend(&label, "\\n", result_types(n));
+    absl::StrAppend(&out, "  n", i, " [label=\"", label, "\"",
+                    n.op == OpKind::parameter ? ", style=filled, fillcolor=lightblue" : "",
+                    "];\n");
+    for (ValueRef v : n.operands) absl::StrAppend(&out, "  n", v.node, " -> n", i, ";\n");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    absl::StrAppend(&out, "  out", i, " [label=\"output ", i,
+                    "\", shape=ellipse];\n  n", outputs[i].node, " -> out", i, ";\n");
+  }
+  out += "}\n";
+  return out;
+}
+
+}  // namespace mstep

@@ -1,0 +1,36 @@
+// TensorImpl state transitions.
+#include "mstep/runtime/TensorImpl.h"
+
+#include "mstep/runtime/Tracer.h"
+
+namespace mstep {
+
+TensorImpl::~TensorImpl() {
+  if (live_) Tracer::get().unlink_live(this);
+}
+
+void TensorImpl::set_pending(Value value) {
+  pending_ = std::move(value);
+  buffer_.reset();
+  data_node_.reset();
+  if (!live_) Tracer::get().link_live(this);
+}
+
+void TensorImpl::set_buffer(BufferPtr buffer) {
+  if (live_) Tracer::get().unlink_live(this);
+  pending_ = Value{};
+  buffer_ = std::move(buffer);
+  data_node_.reset();
+}
+
+Value TensorImpl::as_operand() {
+  if (pending_.node) return pending_;
+  if (!data_node_) data_node_ = std::make_shared<Node>(buffer_, type_);
+  return Value{data_node_, 0};
+}
+
+bool TensorImpl::buffer_has_pending_users() const {
+  return data_node_ && data_node_.use_count() > 1;
+}
+
+}  // namespace mstep

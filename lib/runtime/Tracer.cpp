@@ -1,0 +1,283 @@
+// Tracer: the live-tensor list, graph cutting, cache lookup and execution.
+//
+// A cut works in one pass:
+//   1. Depth-first post-order from every output, stopping at buffers
+//      (`data` leaves), numbering nodes as they finish.
+//   2. The key folds each node's precomputed hashes with the positions of
+//      its operands, so sharing (x+x vs x+y) changes the key.
+//   3. Hit: run the cached executable on the leaf buffers. Miss: flatten
+//      the visited nodes into a TraceGraph, compile it, then run.
+//   4. Bind each result buffer to its tensors; their nodes are released.
+#include "mstep/runtime/Tracer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "lib/runtime/RuntimeInternal.h"
+#include "mstep/core/Error.h"
+#include "mstep/core/Hash.h"
+#include "mstep/runtime/Runtime.h"
+
+namespace mstep {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+/// Flattens the visited nodes into an owned TraceGraph.
+TraceGraph build_graph(absl::Span<const Node* const> order,
+                       absl::Span<const ValueRef> outputs) {
+  TraceGraph g;
+  g.nodes.reserve(order.size());
+  for (const Node* n : order) {
+    GraphNode gn;
+    gn.results = ResultTypes(n->results().begin(), n->results().end());
+    if (n->op() == OpKind::data) {
+      gn.op = OpKind::parameter;
+      gn.attrs.push_back(
+          {AttrName::index, static_cast<int64_t>(g.input_types.size())});
+      g.input_types.push_back(n->result());
+    } else {
+      gn.op = n->op();
+      gn.attrs = n->attrs();
+      for (const Value& v : n->operands())
+        gn.operands.push_back({v.node->visit_index, v.index});
+    }
+    g.nodes.push_back(std::move(gn));
+  }
+  g.outputs.assign(outputs.begin(), outputs.end());
+  return g;
+}
+
+/// Every host constant in `g`, with a description naming its user.
+std::vector<ConstantSite> constant_sites(const TraceGraph& g) {
+  std::vector<ConstantSite> sites;
+  for (uint32_t i = 0; i < g.nodes.size(); ++i) {
+    for (const Attr& a : g.nodes[i].attrs) {
+      const double* d = std::get_if<double>(&a.value);
+      if (!d) continue;
+      std::string where = absl::StrCat("attribute '", attr_name(a.name),
+                                       "' of ", op_name(g.nodes[i].op), " %", i);
+      if (g.nodes[i].op == OpKind::constant) {
+        where = absl::StrCat("the scalar constant %", i);
+        for (uint32_t u = i + 1; u < g.nodes.size(); ++u) {
+          bool uses = false;
+          for (ValueRef v : g.nodes[u].operands) uses |= v.node == i;
+          if (uses) {
+            absl::StrAppend(&where, " (an operand of ", op_name(g.nodes[u].op),
+                            " %", u, ")");
+            break;
+          }
+        }
+      }
+      sites.push_back({i, std::move(where), *d});
+    }
+  }
+  return sites;
+}
+
+void dump_graph(const std::string& dir, const GraphKey& key,
+                const TraceGraph& g) {
+  std::string base = absl::StrFormat("%s/graph_%016x", dir, key.full());
+  std::ofstream(base + ".txt") << g.to_text();
+  std::ofstream(base + ".dot") << g.to_dot();
+}
+}  // namespace
+
+Tracer& Tracer::get() {
+  static Tracer* tracer = new Tracer();  // never destroyed: tensors may outlive main
+  return *tracer;
+}
+
+Tracer::Tracer()
+    : options_(RuntimeOptions::from_env()),
+      default_device_{options_.default_device, 0} {
+  live_head_.live_prev_ = live_head_.live_next_ = &live_head_;
+}
+
+void Tracer::link_live(TensorImpl* impl) {
+  impl->live_ = true;
+  impl->live_prev_ = live_head_.live_prev_;
+  impl->live_next_ = &live_head_;
+  live_head_.live_prev_->live_next_ = impl;
+  live_head_.live_prev_ = impl;
+}
+
+void Tracer::unlink_live(TensorImpl* impl) {
+  impl->live_ = false;
+  impl->live_prev_->live_next_ = impl->live_next_;
+  impl->live_next_->live_prev_ = impl->live_prev_;
+  impl->live_prev_ = impl->live_next_ = nullptr;
+}
+
+absl::Status Tracer::mark_step() {
+  ++internal::mutable_metrics().mark_steps;
+  std::vector<TensorImpl*> live;
+  for (TensorImpl* t = live_head_.live_next_; t != &live_head_; t = t->live_next_)
+    live.push_back(t);
+  if (!live.empty()) MSTEP_RETURN_IF_ERROR(execute(live));
+  advance_rng_after_step();
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::sync(TensorImpl& impl) {
+  if (!impl.is_pending()) return absl::OkStatus();
+  ++internal::mutable_metrics().sync_points;
+  TensorImpl* one = &impl;
+  return execute({&one, 1});
+}
+
+absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
+  Metrics& m = internal::mutable_metrics();
+  const Device device = outputs.front()->device();
+  MSTEP_ASSIGN_OR_RETURN(Backend * backend, BackendRegistry::get(device.type));
+
+  // 1-2. Post-order traversal and key.
+  const uint64_t epoch = ++epoch_;
+  order_.clear();
+  inputs_.clear();
+  GraphKey key;
+  key.backend = hash_combine(static_cast<uint64_t>(device.type), device.index);
+  struct Frame {
+    const Node* node;
+    uint32_t next_operand;
+  };
+  std::vector<Frame> stack;
+  auto visit = [&](const Node* root) {
+    if (root->visit_epoch == epoch) return;
+    root->visit_epoch = epoch;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      auto operands = f.node->operands();
+      if (f.next_operand < operands.size()) {
+        const Node* child = operands[f.next_operand++].node.get();
+        if (child->visit_epoch != epoch) {
+          child->visit_epoch = epoch;
+          stack.push_back({child, 0});
+        }
+        continue;
+      }
+      const Node* n = f.node;
+      stack.pop_back();
+      n->visit_index = static_cast<uint32_t>(order_.size());
+      order_.push_back(n);
+      if (n->op() == OpKind::data) inputs_.push_back(n->buffer());
+      key.structure = hash_combine(key.structure, n->structural_hash());
+      for (const Value& v : operands)
+        key.structure = hash_combine(
+            key.structure, (uint64_t{v.node->visit_index} << 8) | v.index);
+      key.types = hash_combine(key.types, n->type_hash());
+      if (uint64_t c = n->constant_hash())
+        key.constants = hash_combine(key.constants, c ^ n->visit_index);
+    }
+  };
+
+  std::vector<ValueRef> graph_outputs;
+  std::vector<uint32_t> output_slot(outputs.size());
+  absl::flat_hash_map<std::pair<const Node*, uint32_t>, uint32_t> slot_of;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Value& v = outputs[i]->pending();
+    if (outputs[i]->device() != device)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mark_step: pending tensors live on different devices (",
+          device.to_string(), " and ", outputs[i]->device().to_string(),
+          "); move them to one device with .to(device) before the step"));
+    visit(v.node.get());
+    auto [it, inserted] = slot_of.try_emplace(
+        std::make_pair(v.node.get(), v.index),
+        static_cast<uint32_t>(graph_outputs.size()));
+    if (inserted) {
+      graph_outputs.push_back({v.node->visit_index, v.index});
+      key.structure = hash_combine(
+          key.structure, (uint64_t{v.node->visit_index} << 8) | v.index);
+    }
+    output_slot[i] = it->second;
+  }
+
+  // 3. Look up, or compile.
+  const auto num_nodes = static_cast<uint32_t>(order_.size());
+  const auto num_inputs = static_cast<uint32_t>(inputs_.size());
+  GraphCache::Entry* entry = cache_.find(key, num_nodes, num_inputs);
+  if (entry) {
+    ++m.cache_hits;
+  } else {
+    ++m.cache_misses;
+    auto t0 = std::chrono::steady_clock::now();
+    TraceGraph graph = build_graph(order_, graph_outputs);
+    if (!options_.dump_dir.empty()) dump_graph(options_.dump_dir, key, graph);
+    if (options_.log_recompiles)
+      std::fprintf(stderr, "mstep: compiling graph %016lx (%u nodes, %u inputs)\n",
+                   static_cast<unsigned long>(key.full()), num_nodes, num_inputs);
+    auto executable = backend->compile(graph);
+    if (!executable.ok()) return executable.status();
+    if (key.constants != 0) {
+      GraphCache::CompileNote note = cache_.note_compile(
+          key, constant_sites(graph), options_.constant_recompile_warn_threshold);
+      if (note.constants_only) ++m.constant_recompiles;
+      if (!note.warning.empty()) internal::emit_warning(note.warning);
+    }
+    entry = &cache_.insert(key, {std::move(*executable), num_nodes, num_inputs});
+    m.compile_seconds += seconds_since(t0);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto results = entry->executable->run(inputs_);
+  m.execute_seconds += seconds_since(t0);
+  ++m.graphs_executed;
+  order_.clear();
+  if (!results.ok()) {
+    inputs_.clear();
+    return results.status();
+  }
+
+  // 4. Bind.
+  for (size_t i = 0; i < outputs.size(); ++i)
+    outputs[i]->set_buffer((*results)[output_slot[i]]);
+  inputs_.clear();
+  return absl::OkStatus();
+}
+
+Tracer::RandomDraw Tracer::draw_random(int64_t count, Device device) {
+  if (!rng_state_ || rng_state_->device() != device) {
+    rng_state_ = std::make_shared<TensorImpl>(
+        TensorType{Shape{2}, DType::i64}, device);
+    Backend* backend = *BackendRegistry::get(device.type);
+    BufferPtr buf = *backend->allocate(rng_state_->type());
+    int64_t state[2] = {static_cast<int64_t>(rng_seed_),
+                        static_cast<int64_t>(rng_offset_)};
+    (void)backend->copy_in(*buf, state, sizeof state);
+    rng_state_->set_buffer(std::move(buf));
+  }
+  RandomDraw draw{rng_state_->as_operand(), rng_reserved_};
+  // Round up so every op starts on a fresh Philox block.
+  rng_reserved_ += (count + 3) / 4 * 4;
+  return draw;
+}
+
+void Tracer::advance_rng_after_step() {
+  if (rng_reserved_ == 0) return;
+  rng_offset_ += rng_reserved_;
+  rng_reserved_ = 0;
+  rng_state_.reset();  // rebuilt with the new offset on the next draw
+}
+
+void Tracer::manual_seed(uint64_t seed) {
+  rng_seed_ = seed;
+  rng_offset_ = 0;
+  rng_reserved_ = 0;
+  rng_state_.reset();
+}
+
+// Public entry points.
+void mark_step() { throw_if_error(Tracer::get().mark_step()); }
+void manual_seed(uint64_t seed) { Tracer::get().manual_seed(seed); }
+void set_default_device(Device device) { Tracer::get().set_default_device(device); }
+Device default_device() { return Tracer::get().default_device(); }
+
+}  // namespace mstep
