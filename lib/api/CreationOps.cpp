@@ -33,7 +33,7 @@ Tensor materialize(const TensorType& type, Device device, const void* bytes) {
   Backend& backend = *value_or_throw(BackendRegistry::get(device.type));
   BufferPtr buf = value_or_throw(backend.allocate(type));
   throw_if_error(backend.copy_in(*buf, bytes, type.bytes()));
-  auto impl = std::make_shared<TensorImpl>(type, device);
+  auto impl = TensorImpl::make(type, device);
   impl->set_buffer(std::move(buf));
   return Tensor(std::move(impl));
 }

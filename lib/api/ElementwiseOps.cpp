@@ -22,6 +22,9 @@ enum class ResultKind {
 Tensor unary(absl::string_view name, OpKind op, const Tensor& x,
              ResultKind kind, AttrList attrs = {}) {
   if (!x.defined()) throw_op_error(name, "the input is undefined", "", "");
+  if (kind == ResultKind::same || (kind == ResultKind::floating && is_floating(x.dtype())))
+    return detail::record_values(op, detail::operands_of(x), std::move(attrs), x.type(),
+                                 x.device());
   Tensor in = x;
   DType out = x.dtype();
   if (kind == ResultKind::floating && !is_floating(x.dtype())) {
@@ -59,6 +62,15 @@ Tensor binary(absl::string_view name, OpKind op, const Tensor& a,
   if (!a.defined() || !b.defined())
     throw_op_error(name, "an operand is undefined",
                    absl::StrCat(describe(a), " and ", describe(b)), "");
+  const TensorType& ta = a.type();
+  const TensorType& tb = b.type();
+  if (ta == tb && a.device() == b.device() &&
+      (kind == ResultKind::same || (kind == ResultKind::floating && is_floating(ta.dtype))) &&
+      !(op == OpKind::sub && ta.dtype == DType::boolean)) {
+    // Fast path (the common case on the tracing hot path): same shape and
+    // dtype, so no broadcasting, promotion or casts to work out.
+    return detail::record_values(op, detail::operands_of(a, b), {}, ta, a.device());
+  }
   Shape shape = broadcast_or_throw(name, a, b);
   DType compute = detail::result_type({a, b});
   if (kind == ResultKind::floating && !is_floating(compute)) compute = kDefaultFloat;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "mstep/api/Tensor.h"
 #include "mstep/ir/Node.h"
+#include "mstep/runtime/TensorImpl.h"
 
 namespace mstep::detail {
 
@@ -29,6 +30,19 @@ std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
 /// scalar constant or the RNG state). Fast path for elementwise ops.
 Tensor record_values(OpKind op, Operands operands, AttrList attrs,
                      TensorType type, Device device);
+
+/// The operand values of `tensors`, moved into place (no refcount churn).
+inline Operands operands_of(const Tensor& a) {
+  Operands ops;
+  ops.push_back(a.impl()->as_operand());
+  return ops;
+}
+inline Operands operands_of(const Tensor& a, const Tensor& b) {
+  Operands ops;
+  ops.push_back(a.impl()->as_operand());
+  ops.push_back(b.impl()->as_operand());
+  return ops;
+}
 
 /// A 0-d constant node holding `value` as `dtype`. The value is a host
 /// constant: it is hashed as such, and changing it recompiles (with a

@@ -116,7 +116,7 @@ Tensor Tensor::scalar(double value, DType dtype) {
 }
 
 Tensor Tensor::scalar(double value, DType dtype, Device device) {
-  auto impl = std::make_shared<TensorImpl>(TensorType{Shape{}, dtype}, device);
+  auto impl = TensorImpl::make(TensorType{Shape{}, dtype}, device);
   Tensor t(std::move(impl));
   t.fill_(value);
   return t;

@@ -30,4 +30,22 @@ Node::Node(std::shared_ptr<Buffer> buffer, TensorType type)
   buffer_ = std::move(buffer);
 }
 
+void destroy_node(Node* node) {
+  // Deleting a node releases its operands, which may reach zero and call
+  // back in here; queue them instead of recursing.
+  // The queue is an intrusive list through Node::free_next_.
+  static MSTEP_FAST_TLS Node* queue = nullptr;
+  static MSTEP_FAST_TLS bool draining = false;
+  node->free_next_ = queue;
+  queue = node;
+  if (draining) return;
+  draining = true;
+  while (queue) {
+    Node* n = queue;
+    queue = n->free_next_;
+    delete n;
+  }
+  draining = false;
+}
+
 }  // namespace mstep

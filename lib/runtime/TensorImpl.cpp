@@ -25,7 +25,7 @@ void TensorImpl::set_buffer(BufferPtr buffer) {
 
 Value TensorImpl::as_operand() {
   if (pending_.node) return pending_;
-  if (!data_node_) data_node_ = std::make_shared<Node>(buffer_, type_);
+  if (!data_node_) data_node_ = make_node(buffer_, type_);
   return Value{data_node_, 0};
 }
 

@@ -245,7 +245,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
 
 Tracer::RandomDraw Tracer::draw_random(int64_t count, Device device) {
   if (!rng_state_ || rng_state_->device() != device) {
-    rng_state_ = std::make_shared<TensorImpl>(
+    rng_state_ = TensorImpl::make(
         TensorType{Shape{2}, DType::i64}, device);
     Backend* backend = *BackendRegistry::get(device.type);
     BufferPtr buf = *backend->allocate(rng_state_->type());

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "mstep/core/Device.h"
+#include "mstep/core/FreeListPool.h"
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/Node.h"
 #include "mstep/runtime/Backend.h"
@@ -18,6 +19,11 @@ class TensorImpl {
   TensorImpl(TensorType type, Device device)
       : type_(std::move(type)), device_(device) {}
   ~TensorImpl();
+  /// Allocates from the tracer's free-list pool (one per traced op).
+  static std::shared_ptr<TensorImpl> make(TensorType type, Device device) {
+    return std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), std::move(type),
+                                            device);
+  }
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
 

@@ -20,6 +20,8 @@ class Tracer {
   static Tracer& get();
 
   const RuntimeOptions& options() const { return options_; }
+  /// For tests and tools that change options after start-up.
+  RuntimeOptions& mutable_options() { return options_; }
   Device default_device() const { return default_device_; }
   void set_default_device(Device d) { default_device_ = d; }
   GraphCache& cache() { return cache_; }

@@ -1,8 +1,198 @@
-// Ref kernels: attention ops. STUB: not implemented yet.
+// Ref kernel for `sdpa` (scaled dot-product attention with FusedSDPA's
+// options). Naive O(L * S) per query row, accumulated in double: it is the
+// readable oracle the fused backends are checked against.
+//
+// Per batch-head b and query row i:
+//   1. A row outside valid_seq_len produces zeros (out and probs).
+//   2. score[j] = scale * q[i] . k[j]; a key j is excluded (-inf) when the
+//      causal rule (j > i), a false bool mask, or valid_seq_len rules it
+//      out; a floating mask is added.
+//   3. probs = softmax(score). A row with every key excluded gives zero
+//      probabilities and a zero output (PyTorch 1.13 gives NaN there).
+//   4. Dropout: key j is kept iff Philox::uniform(seed, state offset +
+//      node offset, linear index of (b, i, j) in [..., L, S]) >= p; kept
+//      probabilities are scaled by 1 / (1 - p).
+//   5. out[i] = sum_j probs[j] * v[j].
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "lib/backends/ref/RefKernels.h"
+#include "mstep/core/Philox.h"
 
 namespace mstep::ref {
 
-void register_attention_kernels(KernelTable&) {}
+namespace {
+
+/// The node's static description, read once from the attributes.
+struct SdpaParams {
+  int64_t batch = 1;        // product of the leading dims
+  int64_t rows_per_b0 = 1;  // flat batch-heads per index of dim 0
+  int64_t L = 0, S = 0, E = 0, Ev = 0;
+  bool causal = false, has_mask = false, has_len = false, left_pad = false;
+  bool return_probs = false, return_mask = false;
+  double scale = 1, p = 0;
+  bool dropout = false;
+  uint64_t seed = 0, offset = 0;
+};
+
+/// Clamps a runtime valid length to [0, n] and returns the kept range.
+void valid_range(int64_t len, int64_t n, bool left, int64_t& lo, int64_t& hi) {
+  len = len < 0 ? 0 : len > n ? n : len;
+  lo = left ? n - len : 0;
+  hi = left ? n : len;
+}
+
+/// Offset of the mask element for batch-head b (row 0, column 0), with
+/// `strides` the mask's broadcast strides over [..., L, S].
+int64_t mask_base(const Shape& scores, const Shape::Dims& strides, int64_t b) {
+  int64_t off = 0;
+  for (int64_t d = scores.rank() - 3; d >= 0; --d) {
+    off += (b % scores[d]) * strides[d];
+    b /= scores[d];
+  }
+  return off;
+}
+
+template <typename T>
+absl::Status run_sdpa(const KernelArgs& a, const SdpaParams& P) {
+  const T* q = a.in(0).data<T>();
+  const T* k = a.in(1).data<T>();
+  const T* v = a.in(2).data<T>();
+  size_t next_in = 3;
+  const HostBuffer* mask = P.has_mask ? &a.in(next_in++) : nullptr;
+  const HostBuffer* lens = P.has_len ? &a.in(next_in++) : nullptr;
+
+  T* out = a.out(0).data<T>();
+  size_t next_out = 1;
+  T* probs_out = P.return_probs ? a.out(next_out++).data<T>() : nullptr;
+  bool* mask_out = P.return_mask ? a.out(next_out++).data<bool>() : nullptr;
+
+  Shape scores(a.in(0).type().shape.dims());  // [..., L, S]
+  scores[scores.rank() - 1] = P.S;
+  Shape::Dims mstrides;
+  if (mask) mstrides = broadcast_strides(mask->type().shape, scores);
+  const bool bool_mask = mask && mask->type().dtype == DType::boolean;
+  const int64_t ms_row = mask ? mstrides[scores.rank() - 2] : 0;
+  const int64_t ms_col = mask ? mstrides[scores.rank() - 1] : 0;
+
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  const double keep_scale = P.p < 1 ? 1.0 / (1.0 - P.p) : 0.0;
+  std::vector<double> s(P.S), acc(P.Ev);
+
+  for (int64_t b = 0; b < P.batch; ++b) {
+    int64_t row_lo = 0, row_hi = P.L, key_lo = 0, key_hi = P.S;
+    if (lens) {
+      const int64_t len = lens->type().dtype == DType::i32
+                              ? lens->data<int32_t>()[b / P.rows_per_b0]
+                              : lens->data<int64_t>()[b / P.rows_per_b0];
+      valid_range(len, P.L, P.left_pad, row_lo, row_hi);
+      valid_range(len, P.S, P.left_pad, key_lo, key_hi);
+    }
+    const int64_t mbase = mask ? mask_base(scores, mstrides, b) : 0;
+    for (int64_t i = 0; i < P.L; ++i) {
+      const int64_t row = b * P.L + i;  // row of the flat [..., L, S] matrix
+      const T* qi = q + row * P.E;
+      // Steps 2-3: masked scores and a NaN-propagating running max.
+      double m = kNegInf;
+      const bool row_valid = i >= row_lo && i < row_hi;
+      for (int64_t j = 0; j < P.S; ++j) {
+        bool excluded =
+            !row_valid || j < key_lo || j >= key_hi || (P.causal && j > i);
+        double add = 0;
+        if (mask && !excluded) {
+          const int64_t mo = mbase + i * ms_row + j * ms_col;
+          if (bool_mask)
+            excluded = !mask->data<bool>()[mo];
+          else
+            add = static_cast<double>(
+                static_cast<Compute<T>>(mask->data<T>()[mo]));
+        }
+        if (excluded) {
+          s[j] = kNegInf;
+          continue;
+        }
+        const T* kj = k + (b * P.S + j) * P.E;
+        double dot = 0;
+        for (int64_t e = 0; e < P.E; ++e)
+          dot += static_cast<double>(static_cast<Compute<T>>(qi[e])) *
+                 static_cast<double>(static_cast<Compute<T>>(kj[e]));
+        s[j] = P.scale * dot + add;
+        if (s[j] > m || std::isnan(s[j])) m = std::isnan(m) ? m : s[j];
+      }
+      double sum = 0;
+      if (m != kNegInf) {
+        for (int64_t j = 0; j < P.S; ++j) sum += s[j] = std::exp(s[j] - m);
+      } else {
+        for (int64_t j = 0; j < P.S; ++j) s[j] = 0;  // no key left: zeros
+        sum = 1;
+      }
+      // Steps 4-5.
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t j = 0; j < P.S; ++j) {
+        const int64_t flat = row * P.S + j;
+        double pj = s[j] / sum;
+        bool keep = true;
+        if (P.dropout) {
+          keep = Philox::uniform(P.seed, P.offset, flat) >= P.p;
+          pj = keep ? pj * keep_scale : 0.0;
+        }
+        if (probs_out)
+          probs_out[flat] = static_cast<T>(static_cast<Compute<T>>(pj));
+        if (mask_out) mask_out[flat] = keep;
+        // Excluded and dropped keys do not contribute at all, so a padded
+        // key's (possibly garbage, even NaN) value cannot leak in.
+        if (pj == 0) continue;
+        const T* vj = v + (b * P.S + j) * P.Ev;
+        for (int64_t e = 0; e < P.Ev; ++e)
+          acc[e] += pj * static_cast<double>(static_cast<Compute<T>>(vj[e]));
+      }
+      T* oi = out + row * P.Ev;
+      for (int64_t e = 0; e < P.Ev; ++e)
+        oi[e] = static_cast<T>(static_cast<Compute<T>>(acc[e]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status sdpa(const KernelArgs& a) {
+  const AttrList& attrs = a.node.attrs;
+  const Shape& qs = a.in(0).type().shape;
+  SdpaParams P;
+  const int64_t r = qs.rank();
+  for (int64_t d = 0; d < r - 2; ++d) P.batch *= qs[d];
+  for (int64_t d = 1; d < r - 2; ++d) P.rows_per_b0 *= qs[d];
+  P.L = qs[r - 2];
+  P.E = qs[r - 1];
+  P.S = a.in(1).type().shape[r - 2];
+  P.Ev = a.in(2).type().shape[r - 1];
+  P.causal = attr_int(attrs, AttrName::is_causal) != 0;
+  P.scale = attr_double(attrs, AttrName::scale);
+  P.p = attr_double(attrs, AttrName::dropout_p);
+  P.has_mask = attr_int(attrs, AttrName::has_mask) != 0;
+  P.has_len = attr_int(attrs, AttrName::has_valid_len) != 0;
+  P.left_pad = attr_int(attrs, AttrName::padding_side) == 1;
+  P.return_probs = attr_int(attrs, AttrName::return_probs) != 0;
+  P.return_mask = attr_int(attrs, AttrName::return_mask) != 0;
+  const int64_t offset = attr_int(attrs, AttrName::offset);
+  P.dropout = offset >= 0;  // -1: no RNG operand (dropout_p == 0)
+  if (P.dropout) {
+    const size_t rng = 3 + P.has_mask + P.has_len;
+    if (a.inputs.size() <= rng)
+      return absl::InternalError("sdpa: dropout without an RNG state operand");
+    const int64_t* state = a.in(rng).data<int64_t>();
+    P.seed = static_cast<uint64_t>(state[0]);
+    P.offset = static_cast<uint64_t>(state[1]) + static_cast<uint64_t>(offset);
+  }
+  return dispatch_floating(a.in(0).type().dtype,
+                           [&]<typename T>() { return run_sdpa<T>(a, P); });
+}
+
+}  // namespace
+
+void register_attention_kernels(KernelTable& t) {
+  t[static_cast<int>(OpKind::sdpa)] = sdpa;
+}
 
 }  // namespace mstep::ref

@@ -18,6 +18,7 @@ const KernelTable& kernels() {
     register_creation_kernels(t);
     register_elementwise_kernels(t);
     register_reduction_kernels(t);
+    register_reshape_kernels(t);
     register_shape_kernels(t);
     register_linalg_kernels(t);
     register_nn_kernels(t);

@@ -30,6 +30,7 @@ using KernelTable = std::array<RefKernel, kNumOpKinds>;
 void register_creation_kernels(KernelTable& table);
 void register_elementwise_kernels(KernelTable& table);
 void register_reduction_kernels(KernelTable& table);
+void register_reshape_kernels(KernelTable& table);
 void register_shape_kernels(KernelTable& table);
 void register_linalg_kernels(KernelTable& table);
 void register_nn_kernels(KernelTable& table);

@@ -1,0 +1,88 @@
+// trace_bench: host cost of tracing on a cache hit.
+//
+// A chain of 1,000 elementwise ops on an 8-element tensor is traced,
+// cut, hashed and looked up in the graph cache (a hit). The executable's
+// run time is measured separately by the runtime and subtracted, so the
+// figure is trace + hash + lookup + result binding per op. The peer is the
+// same chain in libtorch C++ eager, measured in the same process.
+//
+// Prints one summary line: trace_ns_per_op <mstep> libtorch_ns_per_op <peer>
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "bench/peers/TorchPeer.h"
+#include "mstep/mstep.h"
+
+namespace {
+
+constexpr int64_t kOps = 1000;
+
+mstep::Tensor trace_chain(const mstep::Tensor& a, const mstep::Tensor& b) {
+  mstep::Tensor y = mstep::ones({8});
+  for (int64_t i = 0; i < kOps; i += 4) {
+    y = y * a;
+    y = y + b;
+    y = mstep::tanh(y);
+    y = y - b;
+  }
+  return y;
+}
+
+void BM_MstepTraceHit(benchmark::State& state) {
+  mstep::Tensor a = mstep::full({8}, 0.999);
+  mstep::Tensor b = mstep::full({8}, 0.001);
+  mstep::mark_step();
+  { mstep::Tensor warm = trace_chain(a, b); mstep::mark_step(); }  // compile once
+  const double exec0 = mstep::metrics().execute_seconds;
+  const int64_t hits0 = mstep::metrics().cache_hits;
+  for (auto _ : state) {
+    mstep::Tensor y = trace_chain(a, b);
+    mstep::mark_step();
+    benchmark::DoNotOptimize(y);
+  }
+  // Execution is excluded: subtract the runtime's own measurement of it.
+  const double excluded = mstep::metrics().execute_seconds - exec0;
+  if (mstep::metrics().cache_hits - hits0 != static_cast<int64_t>(state.iterations()))
+    state.SkipWithError("expected a cache hit on every iteration");
+  state.counters["excluded_exec_s"] = excluded;
+  state.counters["ops"] = kOps;
+}
+BENCHMARK(BM_MstepTraceHit)->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+
+void BM_LibtorchEager(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(mstep::bench::torch_elementwise_chain(kOps));
+  state.counters["ops"] = kOps;
+}
+BENCHMARK(BM_LibtorchEager)->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+
+/// Console output plus a copy of each run for the summary line.
+class CapturingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) captured[r.run_name.function_name] = r;
+    ConsoleReporter::ReportRuns(runs);
+  }
+  std::map<std::string, Run> captured;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  CapturingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  auto per_op_ns = [](const benchmark::BenchmarkReporter::Run& r, double excluded_s) {
+    const double total_s = r.real_accumulated_time - excluded_s;
+    return total_s * 1e9 / (static_cast<double>(r.iterations) * kOps);
+  };
+  auto m = reporter.captured.find("BM_MstepTraceHit");
+  auto t = reporter.captured.find("BM_LibtorchEager");
+  if (m == reporter.captured.end() || t == reporter.captured.end()) return 1;
+  std::printf("trace_ns_per_op %.1f libtorch_ns_per_op %.1f\n",
+              per_op_ns(m->second, m->second.counters.at("excluded_exec_s")),
+              per_op_ns(t->second, 0));
+  return 0;
+}
