@@ -161,12 +161,11 @@ SdpaResult record_sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
           absl::StrCat(q.device().to_string(), " and ", t.device().to_string()),
           "Move q, k, v, attn_mask and valid_seq_len to one device.");
   int64_t offset = -1;
-  Value rng_state;
   if (o.dropout_p > 0) {
     Tracer::RandomDraw draw =
         Tracer::get().draw_random(scores.numel(), q.device());
     offset = draw.offset;
-    rng_state = std::move(draw.state);
+    operands.emplace_back(std::move(draw.state));  // the RNG state goes last
   }
 
   AttrList attrs = {{AttrName::is_causal, int64_t{o.is_causal}},
@@ -186,15 +185,6 @@ SdpaResult record_sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
   if (o.return_attn_probs) types.push_back({scores, q.dtype()});
   if (o.return_dropout_mask) types.push_back({scores, DType::boolean});
 
-  if (rng_state.node) {
-    // The RNG state is a Value, not a Tensor: a short-lived handle lets
-    // record_multi take it like any operand. It is dropped (and leaves the
-    // tracer's live list) before anything can run.
-    auto impl = TensorImpl::make(
-        rng_state.node->result(rng_state.index), q.device());
-    impl->set_pending(std::move(rng_state));
-    operands.emplace_back(std::move(impl));
-  }
   std::vector<Tensor> results = detail::record_multi(
       kOp, OpKind::sdpa, operands, std::move(attrs), std::move(types));
   SdpaResult r;

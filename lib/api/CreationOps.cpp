@@ -113,7 +113,7 @@ Tensor random(absl::string_view op, OpKind kind, const Shape& shape, DType dtype
   Device d = device.value_or(default_device());
   Tracer::RandomDraw draw = Tracer::get().draw_random(shape.numel(), d);
   return detail::record_values(
-      kind, {std::move(draw.state)},
+      kind, {draw.state->as_operand()},
       {{AttrName::shape, to_int_list(shape)}, {AttrName::offset, draw.offset}},
       {shape, dtype}, d);
 }

@@ -153,7 +153,7 @@ Tensor dropout(const Tensor& x, double p, bool train) {
   Tracer::RandomDraw draw = Tracer::get().draw_random(x.numel(), x.device());
   Operands operands;
   operands.push_back(x.impl()->as_operand());
-  operands.push_back(std::move(draw.state));
+  operands.push_back(draw.state->as_operand());
   return detail::record_values(OpKind::dropout, std::move(operands),
                                {{AttrName::p, p}, {AttrName::offset, draw.offset}},
                                x.type(), x.device());

@@ -106,9 +106,9 @@ Tensor permute(const Tensor& x, absl::Span<const int64_t> perm) {
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   if (!x.defined()) throw_op_error("transpose", "the input is undefined", "", "");
-  if (x.dim() == 0) return x;
   const int64_t a = detail::normalize_dim("transpose", dim0, x.dim(), x);
   const int64_t b = detail::normalize_dim("transpose", dim1, x.dim(), x);
+  if (x.dim() == 0) return x;
   IntList perm;
   for (int64_t d = 0; d < x.dim(); ++d) perm.push_back(d == a ? b : d == b ? a : d);
   return permute(x, perm);
@@ -128,10 +128,12 @@ Tensor expand(const Tensor& x, absl::Span<const int64_t> shape) {
     const int64_t src = i - (rank - x.dim());
     int64_t want = shape[i];
     if (src < 0) {
-      if (want < 0) fail(absl::StrCat("a new leading dim cannot be -1 (dim ", i, ")"));
+      if (want < 0)
+        fail(absl::StrCat("a new leading dim needs a size >= 0, got ", want, " (dim ", i, ")"));
     } else {
       const int64_t have = x.shape()[src];
       if (want == -1) want = have;
+      if (want < 0) fail(absl::StrCat("invalid size ", want, " for dim ", i));
       if (want != have && have != 1)
         fail(absl::StrCat("dim ", i, " has size ", have, " and cannot become ", want));
     }
@@ -153,8 +155,8 @@ Tensor squeeze(const Tensor& x) {
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
   if (!x.defined()) throw_op_error("squeeze", "the input is undefined", "", "");
-  if (x.dim() == 0) return x;
   const int64_t d = detail::normalize_dim("squeeze", dim, x.dim(), x);
+  if (x.dim() == 0) return x;
   if (x.shape()[d] != 1) return x;  // PyTorch: squeezing a non-1 dim is a no-op
   Shape out;
   for (int64_t i = 0; i < x.dim(); ++i)

@@ -254,7 +254,7 @@ Tracer::RandomDraw Tracer::draw_random(int64_t count, Device device) {
     (void)backend->copy_in(*buf, state, sizeof state);
     rng_state_->set_buffer(std::move(buf));
   }
-  RandomDraw draw{rng_state_->as_operand(), rng_reserved_};
+  RandomDraw draw{rng_state_, rng_reserved_};
   // Round up so every op starts on a fresh Philox block.
   rng_reserved_ += (count + 3) / 4 * 4;
   return draw;

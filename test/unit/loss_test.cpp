@@ -157,7 +157,8 @@ TEST(Loss, BinaryCrossEntropyWithLogits) {
               Pointwise(DoubleNear(1e-4), {std::log(2.0), 100.0, 100.0, last}));
   EXPECT_NEAR(binary_cross_entropy_with_logits(x, y, Reduction::sum).item(),
               std::log(2.0) + 200 + last, 1e-3);
-  EXPECT_NEAR(binary_cross_entropy_with_logits(x, y).item(), (std::log(2.0) + 200 + last) / 4, 1e-3);
+  EXPECT_NEAR(binary_cross_entropy_with_logits(x, y).item(),
+              (std::log(2.0) + 200 + last) / 4, 1e-3);
 }
 
 TEST(LossErrors, NllLossIntegerLogProbs) {
@@ -195,7 +196,8 @@ TEST(LossErrors, UnknownReduction) {
 }
 
 TEST(LossErrors, CrossEntropyBadLabelSmoothing) {
-  std::string msg = error_of([] { cross_entropy(lp23(), i64({0, 1}, {2}), Reduction::mean, -100, 1.5); });
+  std::string msg = error_of(
+      [] { cross_entropy(lp23(), i64({0, 1}, {2}), Reduction::mean, -100, 1.5); });
   EXPECT_THAT(msg, HasSubstr("mstep::cross_entropy: label_smoothing must be in [0, 1], got 1.5"));
 }
 

@@ -115,10 +115,12 @@ TEST(NN, LayerNormAffineAndTwoDims) {
   Tensor b = f32({10, 20, 30}, {3});
   const double r0 = 1 / std::sqrt(2.0 / 3), r1 = 1 / std::sqrt(8.0 / 3);
   EXPECT_THAT(layer_norm(x, {3}, w, b, 0.0).to_vector<double>(),
-              Pointwise(DoubleNear(1e-5), {10 - r0, 20.0, 30 + 3 * r0, 10 - 2 * r1, 20.0, 30 + 6 * r1}));
+              Pointwise(DoubleNear(1e-5), {10 - r0, 20.0, 30 + 3 * r0,  //
+                                           10 - 2 * r1, 20.0, 30 + 6 * r1}));
   // Bias without weight.
   EXPECT_THAT(layer_norm(x, {3}, Tensor(), b, 0.0).to_vector<double>(),
-              Pointwise(DoubleNear(1e-5), {10 - r0, 20.0, 30 + r0, 10 - 2 * r1, 20.0, 30 + 2 * r1}));
+              Pointwise(DoubleNear(1e-5), {10 - r0, 20.0, 30 + r0,  //
+                                           10 - 2 * r1, 20.0, 30 + 2 * r1}));
   // Over both dims: mean 3, biased var (4+1+0+1+1+9)/6 = 8/3.
   const double r = 1 / std::sqrt(8.0 / 3);
   EXPECT_THAT(layer_norm(x, {2, 3}, {}, {}, 0.0).to_vector<double>(),

@@ -190,7 +190,7 @@ TEST(ShapeErrors, ExpandNonSingletonDim) {
 
 TEST(ShapeErrors, ExpandNewDimMinusOne) {
   std::string msg = error_of([] { expand(iota({3}), {-1, 3}); });
-  EXPECT_THAT(msg, HasSubstr("new leading dim cannot be -1"));
+  EXPECT_THAT(msg, HasSubstr("new leading dim needs a size >= 0, got -1"));
 }
 
 TEST(ShapeErrors, SqueezeDimOutOfRange) {
@@ -208,6 +208,35 @@ TEST(ShapeErrors, UnsqueezeDimOutOfRange) {
 TEST(ShapeErrors, UndefinedInput) {
   std::string msg = error_of([] { reshape(Tensor(), {1}); });
   EXPECT_THAT(msg, HasSubstr("the input is undefined"));
+}
+
+}  // namespace
+}  // namespace mstep
+
+namespace mstep {
+namespace {
+
+TEST(ShapeErrors, ExpandRejectsNegativeSizesOtherThanMinusOne) {
+  try {
+    expand(zeros({1}), {-5});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("invalid size -5"));
+  }
+  try {
+    expand(zeros({2}), {-3, 2});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("needs a size >= 0, got -3"));
+  }
+}
+
+TEST(ShapeErrors, ZeroDimTensorsStillCheckDims) {
+  Tensor s = Tensor::scalar(1.0);
+  EXPECT_THROW(squeeze(s, 7), Error);
+  EXPECT_THROW(transpose(s, 0, 3), Error);
+  EXPECT_EQ(squeeze(s, -1).dim(), 0);
+  EXPECT_EQ(transpose(s, 0, -1).dim(), 0);
 }
 
 }  // namespace

@@ -35,10 +35,11 @@ class Tracer {
   /// Materializes `impl` alone (a sync point: item(), to_vector()).
   absl::Status sync(TensorImpl& impl);
 
-  /// RNG: the current (seed, offset) state as a graph operand, and the
-  /// offset this random op should add to it. Reserves `count` numbers.
+  /// RNG: the current (seed, offset) state, an i64[2] tensor to pass as
+  /// the op's operand, and the offset this random op adds to it. Reserves
+  /// `count` numbers.
   struct RandomDraw {
-    Value state;
+    TensorImplPtr state;
     int64_t offset;
   };
   RandomDraw draw_random(int64_t count, Device device);
