@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mstep/api/Attention.h"
+#include "mstep/api/Autograd.h"
 #include "mstep/api/Creation.h"
 #include "mstep/api/Elementwise.h"
 #include "mstep/api/Linalg.h"

@@ -202,13 +202,11 @@ Tensor pad(const Tensor& x, absl::Span<const int64_t> pads, double value) {
   if (noop) return x;
   // The fill value is a 0-d constant operand of x's dtype (a host
   // constant: a new value recompiles with the same structure).
-  Operands operands;
-  operands.push_back(x.impl()->as_operand());
-  operands.push_back(detail::constant_value(value, x.dtype()));
-  return detail::record_values(
-      OpKind::pad, std::move(operands),
-      {{AttrName::pads, IntList(pads.begin(), pads.end())}},
-      {std::move(out), x.dtype()}, x.device());
+  // The fill value is a host constant operand (hashed as a constant).
+  return detail::record("pad", OpKind::pad,
+                        {x, detail::constant_tensor(value, x.dtype(), x.device())},
+                        {{AttrName::pads, IntList(pads.begin(), pads.end())}},
+                        {std::move(out), x.dtype()});
 }
 
 namespace {

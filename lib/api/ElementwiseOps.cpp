@@ -13,6 +13,9 @@ using detail::throw_op_error;
 
 namespace {
 
+constexpr absl::string_view kUndefinedHint =
+    "Pass a defined tensor (a default-constructed Tensor holds no value).";
+
 enum class ResultKind {
   same,        // result has the operand dtype
   floating,    // integers and bools are promoted to f32 first
@@ -21,8 +24,9 @@ enum class ResultKind {
 
 Tensor unary(absl::string_view name, OpKind op, const Tensor& x,
              ResultKind kind, AttrList attrs = {}) {
-  if (!x.defined()) throw_op_error(name, "the input is undefined", "", "");
-  if (kind == ResultKind::same || (kind == ResultKind::floating && is_floating(x.dtype())))
+  if (!x.defined()) throw_op_error(name, "the input is undefined", "undefined", kUndefinedHint);
+  if (!detail::needs_autograd(x) &&
+      (kind == ResultKind::same || (kind == ResultKind::floating && is_floating(x.dtype()))))
     return detail::record_values(op, detail::operands_of(x), std::move(attrs), x.type(),
                                  x.device());
   Tensor in = x;
@@ -47,13 +51,31 @@ Shape broadcast_or_throw(absl::string_view name, const Tensor& a,
   return *shape;
 }
 
-void require_not_bool(absl::string_view name, DType compute, const Tensor& a,
-                      const Tensor& b, absl::string_view hint) {
+/// "bool scalar true", "int scalar -1", "float scalar 2.5"
+std::string describe_scalar(Scalar s) {
+  if (s.dtype() == DType::boolean)
+    return absl::StrCat("bool scalar ", s.value() != 0 ? "true" : "false");
+  return absl::StrCat(s.dtype() == DType::i64 ? "int" : "float", " scalar ", s.value());
+}
+
+/// PyTorch rejects subtraction with any bool operand, even when the
+/// result type would be numeric (bool - 1).
+void check_sub(bool a_bool, bool b_bool, absl::string_view inputs) {
+  if (a_bool && b_bool)
+    throw_op_error("sub", "is not defined for two bool operands", inputs,
+                   "Use ne(a, b) (logical xor) instead.");
+  if (a_bool || b_bool)
+    throw_op_error("sub", "is not defined for a bool operand", inputs,
+                   "To invert a mask use logical_not(); otherwise convert the "
+                   "bool operand with .to(DType::i64) or .to(DType::f32) first.");
+}
+
+/// pow computes in the promoted dtype, which must not be bool.
+void check_pow(DType compute, absl::string_view inputs) {
   if (compute == DType::boolean)
-    throw_op_error(name, "is not defined for bool tensors",
-                   b.defined() ? absl::StrCat(describe(a), " and ", describe(b))
-                               : describe(a),
-                   hint);
+    throw_op_error("pow", "is not defined for bool operands", inputs,
+                   "Convert an operand to a numeric dtype first, e.g. "
+                   ".to(DType::i64).");
 }
 
 /// Binary op on two tensors. `kind` decides the compute and result dtype.
@@ -61,12 +83,12 @@ Tensor binary(absl::string_view name, OpKind op, const Tensor& a,
               const Tensor& b, ResultKind kind) {
   if (!a.defined() || !b.defined())
     throw_op_error(name, "an operand is undefined",
-                   absl::StrCat(describe(a), " and ", describe(b)), "");
+                   absl::StrCat(describe(a), " and ", describe(b)), kUndefinedHint);
   const TensorType& ta = a.type();
   const TensorType& tb = b.type();
-  if (ta == tb && a.device() == b.device() &&
+  if (ta == tb && a.device() == b.device() && !detail::needs_autograd(a, b) &&
       (kind == ResultKind::same || (kind == ResultKind::floating && is_floating(ta.dtype))) &&
-      !(op == OpKind::sub && ta.dtype == DType::boolean)) {
+      !(ta.dtype == DType::boolean && (op == OpKind::sub || op == OpKind::pow))) {
     // Fast path (the common case on the tracing hot path): same shape and
     // dtype, so no broadcasting, promotion or casts to work out.
     return detail::record_values(op, detail::operands_of(a, b), {}, ta, a.device());
@@ -74,8 +96,13 @@ Tensor binary(absl::string_view name, OpKind op, const Tensor& a,
   Shape shape = broadcast_or_throw(name, a, b);
   DType compute = detail::result_type({a, b});
   if (kind == ResultKind::floating && !is_floating(compute)) compute = kDefaultFloat;
-  if (op == OpKind::sub)
-    require_not_bool(name, compute, a, b, "Use logical_xor-style logic: ne(a, b).");
+  if (op == OpKind::sub || op == OpKind::pow) {
+    const std::string inputs = absl::StrCat(describe(a), " and ", describe(b));
+    if (op == OpKind::sub)
+      check_sub(a.dtype() == DType::boolean, b.dtype() == DType::boolean, inputs);
+    else
+      check_pow(compute, inputs);
+  }
   DType out = kind == ResultKind::boolean ? DType::boolean : compute;
   return record(name, op, {detail::cast_to(a, compute), detail::cast_to(b, compute)},
                 {}, {std::move(shape), out});
@@ -85,12 +112,35 @@ Tensor binary(absl::string_view name, OpKind op, const Tensor& a,
 /// `scalar_first`). The scalar becomes a constant node of the compute dtype.
 Tensor binary_scalar(absl::string_view name, OpKind op, const Tensor& a,
                      Scalar s, ResultKind kind, bool scalar_first = false) {
-  if (!a.defined()) throw_op_error(name, "the tensor operand is undefined", "", "");
+  if (!a.defined())
+    throw_op_error(name, "the tensor operand is undefined",
+                   absl::StrCat("undefined and ", describe_scalar(s)), kUndefinedHint);
   DType compute = detail::result_type({a}, {s});
   if (kind == ResultKind::floating && !is_floating(compute)) compute = kDefaultFloat;
-  if (op == OpKind::sub) require_not_bool(name, compute, a, Tensor(), "");
+  if (op == OpKind::sub || op == OpKind::pow) {
+    const std::string inputs = scalar_first
+                                   ? absl::StrCat(describe_scalar(s), " and ", describe(a))
+                                   : absl::StrCat(describe(a), " and ", describe_scalar(s));
+    const bool a_bool = a.dtype() == DType::boolean;
+    const bool s_bool = s.dtype() == DType::boolean;
+    if (op == OpKind::sub) check_sub(scalar_first ? s_bool : a_bool,
+                                     scalar_first ? a_bool : s_bool, inputs);
+    if (op == OpKind::pow) check_pow(compute, inputs);
+    if (op == OpKind::pow && !scalar_first && is_integral(compute) &&
+        s.dtype() == DType::i64 && s.value() < 0)
+      throw_op_error("pow", "integers to negative integer powers are not allowed",
+                     inputs,
+                     "Use a floating exponent (e.g. -1.0) or convert the tensor "
+                     "to a floating dtype first.");
+  }
   DType out = kind == ResultKind::boolean ? DType::boolean : compute;
   Tensor in = detail::cast_to(a, compute);
+  if (detail::needs_autograd(in)) {
+    // Through record() so the backward sees the constant as an input.
+    Tensor c = detail::constant_tensor(s.value(), compute, a.device());
+    return scalar_first ? record(name, op, {c, in}, {}, {a.shape(), out})
+                        : record(name, op, {in, c}, {}, {a.shape(), out});
+  }
   Value c = detail::constant_value(s.value(), compute);
   Operands operands;
   if (scalar_first) operands.push_back(std::move(c));
@@ -104,7 +154,7 @@ Tensor logical(absl::string_view name, OpKind op, const Tensor& a,
                const Tensor& b) {
   if (!a.defined() || !b.defined())
     throw_op_error(name, "an operand is undefined",
-                   absl::StrCat(describe(a), " and ", describe(b)), "");
+                   absl::StrCat(describe(a), " and ", describe(b)), kUndefinedHint);
   Shape shape = broadcast_or_throw(name, a, b);
   return record(name, op,
                 {detail::cast_to(a, DType::boolean), detail::cast_to(b, DType::boolean)},
@@ -119,7 +169,12 @@ Tensor neg(const Tensor& x) {
                    "Use logical_not() instead.");
   return unary("neg", OpKind::neg, x, ResultKind::same);
 }
-Tensor abs(const Tensor& x) { return unary("abs", OpKind::abs, x, ResultKind::same); }
+Tensor abs(const Tensor& x) {
+  if (x.defined() && x.dtype() == DType::boolean)
+    throw_op_error("abs", "is not defined for bool tensors", describe(x),
+                   "Convert to a numeric dtype first.");
+  return unary("abs", OpKind::abs, x, ResultKind::same);
+}
 Tensor exp(const Tensor& x) { return unary("exp", OpKind::exp, x, ResultKind::floating); }
 Tensor log(const Tensor& x) { return unary("log", OpKind::log, x, ResultKind::floating); }
 Tensor log1p(const Tensor& x) { return unary("log1p", OpKind::log1p, x, ResultKind::floating); }
@@ -156,13 +211,14 @@ Tensor isfinite(const Tensor& x) {
   return unary("isfinite", OpKind::isfinite, x, ResultKind::boolean);
 }
 Tensor logical_not(const Tensor& x) {
-  if (!x.defined()) throw_op_error("logical_not", "the input is undefined", "", "");
+  if (!x.defined())
+    throw_op_error("logical_not", "the input is undefined", "undefined", kUndefinedHint);
   return unary("logical_not", OpKind::logical_not, detail::cast_to(x, DType::boolean),
                ResultKind::boolean);
 }
 
 Tensor to(const Tensor& x, DType dtype) {
-  if (!x.defined()) throw_op_error("to", "the input is undefined", "", "");
+  if (!x.defined()) throw_op_error("to", "the input is undefined", "undefined", kUndefinedHint);
   if (x.dtype() == dtype) return x;
   return record("to", OpKind::cast, {x}, {{AttrName::dtype, dtype}},
                 {x.shape(), dtype});
@@ -218,7 +274,10 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (!cond.defined() || !a.defined() || !b.defined())
-    throw_op_error("where", "an operand is undefined", "", "");
+    throw_op_error("where", "an operand is undefined",
+                   absl::StrCat("condition ", describe(cond), ", values ", describe(a),
+                                " and ", describe(b)),
+                   kUndefinedHint);
   if (cond.dtype() != DType::boolean)
     throw_op_error("where", "the condition must be bool",
                    absl::StrCat("condition ", describe(cond)),
@@ -237,7 +296,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
-  if (!a.defined()) throw_op_error("where", "an operand is undefined", "", "");
+  if (!a.defined())
+    throw_op_error("where", "an operand is undefined",
+                   absl::StrCat("condition ", describe(cond), ", values undefined and ",
+                                describe_scalar(b)),
+                   kUndefinedHint);
   DType dtype = detail::result_type({a}, {b});
   return where(cond, a, detail::record_values(OpKind::full,
                                               {detail::constant_value(b.value(), dtype)},
@@ -246,7 +309,11 @@ Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
 }
 
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
-  if (!b.defined()) throw_op_error("where", "an operand is undefined", "", "");
+  if (!b.defined())
+    throw_op_error("where", "an operand is undefined",
+                   absl::StrCat("condition ", describe(cond), ", values ",
+                                describe_scalar(a), " and undefined"),
+                   kUndefinedHint);
   DType dtype = detail::result_type({b}, {a});
   return where(cond, detail::record_values(OpKind::full,
                                            {detail::constant_value(a.value(), dtype)},

@@ -151,12 +151,8 @@ Tensor dropout(const Tensor& x, double p, bool train) {
   // as an operand and adds its own offset, so a replayed step draws fresh
   // numbers and manual_seed() reproduces them.
   Tracer::RandomDraw draw = Tracer::get().draw_random(x.numel(), x.device());
-  Operands operands;
-  operands.push_back(x.impl()->as_operand());
-  operands.push_back(draw.state->as_operand());
-  return detail::record_values(OpKind::dropout, std::move(operands),
-                               {{AttrName::p, p}, {AttrName::offset, draw.offset}},
-                               x.type(), x.device());
+  return detail::record("dropout", OpKind::dropout, {x, Tensor(draw.state)},
+                        {{AttrName::p, p}, {AttrName::offset, draw.offset}}, x.type());
 }
 
 }  // namespace mstep

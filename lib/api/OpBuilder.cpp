@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_join.h"
+#include "lib/api/autograd/GradFn.h"
 #include "mstep/api/Elementwise.h"
 #include "mstep/runtime/Runtime.h"
 #include "mstep/runtime/TensorImpl.h"
@@ -45,8 +46,17 @@ Tensor record(absl::string_view api_name, OpKind op,
   Device d = common_device(api_name, operands, device);
   Operands values;
   for (const Tensor& t : operands) values.push_back(t.impl()->as_operand());
-  return record_values(op, std::move(values), std::move(attrs), std::move(type),
-                       d);
+  const bool grads = autograd::any_requires_grad(operands);
+  AttrList saved_attrs = grads ? attrs : AttrList{};
+  Tensor out = record_values(op, std::move(values), std::move(attrs), std::move(type), d);
+  if (grads) autograd::record_op(op, saved_attrs, operands, {&out, 1});
+  return out;
+}
+
+Tensor constant_tensor(double value, DType dtype, Device device) {
+  auto impl = TensorImpl::make(TensorType{Shape{}, dtype}, device);
+  impl->set_pending(constant_value(value, dtype));
+  return Tensor(std::move(impl));
 }
 
 std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
@@ -63,6 +73,7 @@ std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
     impl->set_pending(Value{node, i});
     out.emplace_back(std::move(impl));
   }
+  autograd::record_op(op, node->attrs(), operands, out);
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "mstep/api/Autograd.h"
 #include "mstep/api/Tensor.h"
 #include "mstep/ir/Node.h"
 #include "mstep/runtime/TensorImpl.h"
@@ -26,8 +27,9 @@ Tensor record(absl::string_view api_name, OpKind op,
 std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
                                  absl::Span<const Tensor> operands,
                                  AttrList attrs, ResultTypes types);
-/// Records `op` on operand values already prepared by the caller (e.g. a
-/// scalar constant or the RNG state). Fast path for elementwise ops.
+/// Records `op` on operand values already prepared by the caller. The fast
+/// path for ops whose inputs need no gradient: it skips autograd, so
+/// callers check needs_autograd() first and use record() otherwise.
 Tensor record_values(OpKind op, Operands operands, AttrList attrs,
                      TensorType type, Device device);
 
@@ -43,6 +45,17 @@ inline Operands operands_of(const Tensor& a, const Tensor& b) {
   ops.push_back(b.impl()->as_operand());
   return ops;
 }
+
+/// Whether recording an op on these inputs must also record its backward.
+inline bool needs_autograd(const Tensor& a) {
+  return a.impl()->autograd_meta() != nullptr && a.requires_grad() && grad_enabled();
+}
+inline bool needs_autograd(const Tensor& a, const Tensor& b) {
+  return needs_autograd(a) || needs_autograd(b);
+}
+
+/// The same 0-d constant as constant_value(), as a tensor operand.
+Tensor constant_tensor(double value, DType dtype, Device device);
 
 /// A 0-d constant node holding `value` as `dtype`. The value is a host
 /// constant: it is hashed as such, and changing it recompiles (with a

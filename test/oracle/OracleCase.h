@@ -23,8 +23,10 @@ struct OracleCase {
   std::map<std::string, std::vector<std::string>> attrs;
   std::vector<HostTensor> inputs, expected;
 
-  /// Input i as a materialized mstep tensor on the default device.
+  /// Input i as a materialized mstep tensor on the default device (the
+  /// bound tensor when the harness set one, e.g. one requiring grad).
   Tensor in(size_t i) const;
+  std::vector<Tensor> bound;
   bool has(const std::string& key) const { return attrs.count(key) > 0; }
   int64_t attr_int(const std::string& key) const;
   int64_t attr_int(const std::string& key, int64_t fallback) const;

@@ -72,8 +72,16 @@ class Case:
         return out
 
 
-def case(name, op, inputs, fn, attrs=None, rtol=None, atol=None):
-    """Builds a Case whose expected outputs are fn(*inputs)."""
+def case(name, op, inputs, fn, attrs=None, rtol=None, atol=None, grad=False):
+    """Builds a Case whose expected outputs are fn(*inputs).
+
+    With grad=True the case also checks gradients: every floating input
+    requires grad, a random weight w (appended as the last input) shapes
+    the loss sum(fn(...)[0] * w), and the expected outputs are the forward
+    outputs followed by the gradient of each floating input, in order.
+    """
+    if grad:
+        return _grad_case(name, op, inputs, fn, attrs, rtol, atol)
     with torch.no_grad():
         try:
             expect = fn(*inputs)
@@ -102,3 +110,17 @@ def rand(*shape, dtype=torch.float32, lo=0.0, hi=1.0):
 
 def randint(lo, hi, *shape, dtype=torch.int64):
     return torch.randint(lo, hi, shape, generator=_gen).to(dtype)
+
+
+def _grad_case(name, op, inputs, fn, attrs, rtol, atol):
+    leaves = [t.detach().clone().requires_grad_(t.dtype.is_floating_point) for t in inputs]
+    out = fn(*leaves)
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    w = randn(*outs[0].shape, dtype=outs[0].dtype)
+    (outs[0] * w).sum().backward()
+    grads = [t.grad if t.grad is not None else torch.zeros_like(t)
+             for t in leaves if t.dtype.is_floating_point]
+    attrs = dict(attrs or {})
+    attrs["backward"] = 1
+    expect = [o.detach() for o in outs] + grads
+    return Case(name, op, [t.detach() for t in inputs] + [w], expect, attrs, rtol, atol)

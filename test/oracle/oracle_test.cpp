@@ -91,13 +91,39 @@ const std::vector<OracleCase>& all_cases() {
   return cases;
 }
 
+/// Runs a gradient case: the last input is the weight w; every floating
+/// input before it requires grad; returns the forward outputs followed by
+/// d sum(out0 * w) / d input for each floating input.
+std::vector<Tensor> run_with_gradients(const OracleCase& c, const OracleFn& fn) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i + 1 < c.inputs.size(); ++i) {
+    Tensor t = c.in(i);
+    if (is_floating(t.dtype())) t.requires_grad_();
+    inputs.push_back(t);
+  }
+  Tensor w = c.in(c.inputs.size() - 1);
+  OracleCase forward_case = c;  // the op sees only the forward inputs
+  forward_case.inputs.pop_back();
+  forward_case.bound = inputs;
+  std::vector<Tensor> outs = fn(forward_case);
+  sum(outs[0] * w).backward();
+  for (const Tensor& t : inputs)
+    if (is_floating(t.dtype())) outs.push_back(t.grad().defined() ? t.grad() : zeros_like(t));
+  return outs;
+}
+
 class OracleTest : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(OracleTest, MatchesPyTorch) {
   const OracleCase& c = all_cases()[GetParam()];
   auto it = registry().find(c.op);
   ASSERT_NE(it, registry().end()) << "no mstep call registered for op " << c.op;
-  std::vector<Tensor> got = it->second(c);
+  std::vector<Tensor> got;
+  if (c.attr_int("backward", 0)) {
+    got = run_with_gradients(c, it->second);
+  } else {
+    got = it->second(c);
+  }
   mark_step();
   ASSERT_EQ(got.size(), c.expected.size()) << c.name;
   for (size_t k = 0; k < got.size(); ++k) {
@@ -174,6 +200,7 @@ TEST(OracleCoverage, EveryPublicOpIsRegistered) {
 }  // namespace
 
 Tensor OracleCase::in(size_t i) const {
+  if (i < bound.size()) return bound[i];
   const HostTensor& t = inputs.at(i);
   switch (t.dtype) {
     case DType::f64:

@@ -82,6 +82,27 @@ class Tensor {
   /// and dtype). Lazy: records nothing until `src` itself is computed.
   Tensor& copy_(const Tensor& src);
 
+  // ---- Autograd ----------------------------------------------------
+  /// Whether gradients flow to or through this tensor.
+  bool requires_grad() const;
+  /// Marks a leaf tensor as a parameter whose .grad() backward() fills.
+  Tensor& requires_grad_(bool requires_grad = true);
+  /// The accumulated gradient of a leaf (undefined until a backward).
+  Tensor grad() const;
+  /// Replaces the gradient (undefined clears it, as set_to_none).
+  void set_grad(const Tensor& grad);
+  /// A leaf: created by the user, not by a differentiable op.
+  bool is_leaf() const;
+  /// Name of the backward function that produced it ("" for leaves).
+  std::string grad_fn_name() const;
+  /// Reverse-mode autodiff from this tensor. A non-scalar needs `gradient`.
+  /// The backward ops are recorded lazily, like any other op; they run
+  /// at the next mark_step(). Without retain_graph the graph's saved
+  /// tensors are freed, and a second backward through it is an error.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false) const;
+  /// The same value, cut from the autograd graph.
+  Tensor detach() const;
+
   // ---- Common methods (forward to the free functions) --------------
   Tensor reshape(absl::Span<const int64_t> shape) const;
   Tensor reshape(std::initializer_list<int64_t> shape) const;

@@ -14,6 +14,12 @@
 
 namespace mstep {
 
+/// Autograd state attached to a tensor (defined by lib/api/autograd; the
+/// runtime only owns it).
+struct AutogradMetaBase {
+  virtual ~AutogradMetaBase() = default;
+};
+
 class TensorImpl {
  public:
   TensorImpl(TensorType type, Device device)
@@ -49,6 +55,12 @@ class TensorImpl {
   /// current buffer's data leaf (in-place writes must then copy first).
   bool buffer_has_pending_users() const;
 
+  /// Autograd state, or null for tensors autograd never touched.
+  AutogradMetaBase* autograd_meta() const { return autograd_meta_.get(); }
+  void set_autograd_meta(std::unique_ptr<AutogradMetaBase> meta) {
+    autograd_meta_ = std::move(meta);
+  }
+
  private:
   friend class Tracer;
   TensorType type_;
@@ -56,6 +68,7 @@ class TensorImpl {
   Value pending_;
   BufferPtr buffer_;
   NodePtr data_node_;
+  std::unique_ptr<AutogradMetaBase> autograd_meta_;
   // Intrusive links of the tracer's live pending list.
   TensorImpl* live_prev_ = nullptr;
   TensorImpl* live_next_ = nullptr;

@@ -1,5 +1,7 @@
 // Ref kernels for leaves and creation ops: constant, full, arange, rand,
 // randn.
+#include <cmath>
+
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Philox.h"
 
@@ -42,10 +44,21 @@ absl::Status random(const KernelArgs& a) {
   const auto offset = static_cast<uint64_t>(state[1]) +
                       static_cast<uint64_t>(attr_int(a.node.attrs, AttrName::offset));
   dispatch_floating(a.out().type().dtype, [&]<typename T>() {
+    // Uniform values keep only as many bits as T's significand (as
+    // PyTorch's uniform_real_distribution), so rounding to a 16-bit float
+    // can never reach 1.
+    constexpr int kDigits = std::is_same_v<T, BFloat16> ? 8
+                            : std::is_same_v<T, Float16> ? 11
+                                                          : 24;
+    constexpr float kGrid = static_cast<float>(1 << kDigits);
     T* out = a.out().data<T>();
     for (int64_t i = 0; i < a.out().numel(); ++i) {
-      const float r = kNormal ? Philox::normal(seed, offset, i)
-                              : Philox::uniform(seed, offset, i);
+      float r;
+      if constexpr (kNormal) {
+        r = Philox::normal(seed, offset, i);
+      } else {
+        r = std::floor(Philox::uniform(seed, offset, i) * kGrid) / kGrid;
+      }
       out[i] = static_cast<T>(r);
     }
   });

@@ -70,12 +70,18 @@ auto fp(V x) {
   if constexpr (std::is_floating_point_v<V>) return x; else return static_cast<double>(x);
 }
 
+/// |x|; std::fabs for floats so that abs(-0.0) is +0.0, as PyTorch.
+template <typename V>
+V abs_value(V x) {
+  if constexpr (std::is_floating_point_v<V>) return std::fabs(x); else return x < 0 ? V(-x) : x;
+}
+
 #define MSTEP_UNARY(op, expr)                                         \
   absl::Status op##_kernel(const KernelArgs& a) {                     \
     return map_unary(a, [](auto x) { return expr; });                 \
   }
 MSTEP_UNARY(neg, -x)
-MSTEP_UNARY(abs, x < 0 ? -x : x)
+MSTEP_UNARY(abs, abs_value(x))
 MSTEP_UNARY(exp, std::exp(fp(x)))
 MSTEP_UNARY(log, std::log(fp(x)))
 MSTEP_UNARY(log1p, std::log1p(fp(x)))
@@ -85,7 +91,8 @@ MSTEP_UNARY(sin, std::sin(fp(x)))
 MSTEP_UNARY(cos, std::cos(fp(x)))
 MSTEP_UNARY(tanh, std::tanh(fp(x)))
 MSTEP_UNARY(sigmoid, sigmoid(fp(x)))
-MSTEP_UNARY(relu, x > 0 ? x : decltype(x)(0))
+// x < 0 (not x > 0) keeps NaN and -0.0, as PyTorch.
+MSTEP_UNARY(relu, x < 0 ? decltype(x)(0) : x)
 MSTEP_UNARY(silu, fp(x) * sigmoid(fp(x)))
 MSTEP_UNARY(erf, std::erf(fp(x)))
 MSTEP_UNARY(reciprocal, decltype(fp(x))(1) / fp(x))
@@ -128,12 +135,14 @@ absl::Status pow_kernel(const KernelArgs& a) {
       // Exact integer power by squaring (negative exponents give 0 unless
       // the base is +-1, as PyTorch's integer pow).
       if (y < 0) return x == 1 ? V(1) : x == -1 ? (y % 2 ? V(-1) : V(1)) : V(0);
-      V result = 1, base = x;
+      // Unsigned arithmetic: overflow wraps (as PyTorch) instead of being UB.
+      using UV = std::make_unsigned_t<V>;
+      UV result = 1, base = static_cast<UV>(x);
       for (V e = y; e > 0; e >>= 1) {
         if (e & 1) result *= base;
-        base *= base;
+        if (e > 1) base *= base;
       }
-      return result;
+      return static_cast<V>(result);
     } else {
       return static_cast<V>(std::pow(fp(x), fp(y)));
     }

@@ -61,6 +61,9 @@ def cases():
                     attrs={"scalar": 0.5}))
     out.append(case("mul_scalar_int", "mul_scalar", [randint(0, 9, 4)], lambda x: x * 3,
                     attrs={"scalar": 3, "kind": "int"}))
+    out.append(case("sub_scalar", "sub_scalar", [randn(3, 2)], lambda x: x - 0.75, attrs={"scalar": 0.75}))
+    out.append(case("div_scalar_int_int", "div_scalar", [randint(-9, 9, 5)], lambda x: x / 4,
+                    attrs={"scalar": 4, "kind": "int"}))
     out.append(case("sub_scalar_first", "rsub_scalar", [randn(4)], lambda x: 1.0 - x, attrs={"scalar": 1.0}))
     out.append(case("div_scalar_first", "rdiv_scalar", [rand(4, lo=0.5)], lambda x: 2.0 / x, attrs={"scalar": 2.0}))
     out.append(case("pow_scalar", "pow_scalar", [rand(4, lo=0.5)], lambda x: x ** 2.0, attrs={"scalar": 2.0}))
