@@ -82,20 +82,28 @@ Tensor from_host(absl::string_view op, const std::vector<T>& data,
 
 }  // namespace
 
-Tensor full(const Shape& shape, Scalar value, std::optional<DType> dtype,
-            std::optional<Device> device) {
-  check_shape("full", shape);
+namespace {
+/// full() with the name of the public op that was called, for messages.
+Tensor full_named(absl::string_view op, const Shape& shape, Scalar value,
+                  std::optional<DType> dtype, std::optional<Device> device) {
+  check_shape(op, shape);
   DType d = dtype.value_or(scalar_default_dtype(value));
   return detail::record_values(OpKind::full, {detail::constant_value(value.value(), d)},
                                {{AttrName::shape, to_int_list(shape)}}, {shape, d},
                                device.value_or(default_device()));
 }
+}  // namespace
+
+Tensor full(const Shape& shape, Scalar value, std::optional<DType> dtype,
+            std::optional<Device> device) {
+  return full_named("full", shape, value, dtype, device);
+}
 
 Tensor zeros(const Shape& shape, DType dtype, std::optional<Device> device) {
-  return full(shape, 0, dtype, device);
+  return full_named("zeros", shape, 0, dtype, device);
 }
 Tensor ones(const Shape& shape, DType dtype, std::optional<Device> device) {
-  return full(shape, 1, dtype, device);
+  return full_named("ones", shape, 1, dtype, device);
 }
 Tensor zeros_like(const Tensor& t) {
   check_defined("zeros_like", t);

@@ -172,7 +172,8 @@ TEST(ElementwiseCast, Bf16RoundsToNearestEven) {
   Tensor b = to(x, DType::bf16);
   EXPECT_EQ(b.dtype(), DType::bf16);
   EXPECT_THAT(floats(b), ElementsAre(1.0f, 1.015625f, 1.0078125f, 3.0040553e38f));
-  EXPECT_THAT(floats(to(f32({65520, 1.0009765625f}), DType::f16)), ElementsAre(kInf, 1.0009765625f));
+  EXPECT_THAT(floats(to(f32({65520, 1.0009765625f}), DType::f16)),
+              ElementsAre(kInf, 1.0009765625f));
 }
 
 TEST(ElementwiseCast, SameDtypeIsANoOpAndIntWidening) {

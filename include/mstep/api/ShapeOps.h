@@ -44,4 +44,19 @@ Tensor pad(const Tensor& x, absl::Span<const int64_t> pads, double value = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 
+/// x with src added at the positions `index` names along `dim`:
+/// out[index[i][j]][j] += src[i][j] for dim 0, and so on; duplicate
+/// indices accumulate (torch.scatter_add). index, src and x have one rank;
+/// index may be smaller than src in any dim and than x outside `dim`.
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+/// x with slice j of `source` along `dim` added to slice index[j] of x;
+/// duplicate indices accumulate (torch.index_add with alpha 1). The index
+/// is 1-d (or 0-d); source matches x except in `dim`, of size index.numel().
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source);
+/// x with src written into x[start:end:step] along `dim` (bounds clamped
+/// as slice()); src has the slice's shape and is cast to x's dtype
+/// (torch.slice_scatter).
+Tensor slice_scatter(const Tensor& x, const Tensor& src, int64_t dim = 0, int64_t start = 0,
+                     int64_t end = kSliceEnd, int64_t step = 1);
+
 }  // namespace mstep

@@ -20,9 +20,12 @@ const KernelTable& kernels() {
     register_reduction_kernels(t);
     register_reshape_kernels(t);
     register_shape_kernels(t);
+    register_scatter_kernels(t);
     register_linalg_kernels(t);
+    register_linalg_grad_kernels(t);
     register_nn_kernels(t);
     register_attention_kernels(t);
+    register_attention_grad_kernels(t);
     register_loss_kernels(t);
     return t;
   }();

@@ -32,9 +32,12 @@ void register_elementwise_kernels(KernelTable& table);
 void register_reduction_kernels(KernelTable& table);
 void register_reshape_kernels(KernelTable& table);
 void register_shape_kernels(KernelTable& table);
+void register_scatter_kernels(KernelTable& table);
 void register_linalg_kernels(KernelTable& table);
+void register_linalg_grad_kernels(KernelTable& table);
 void register_nn_kernels(KernelTable& table);
 void register_attention_kernels(KernelTable& table);
+void register_attention_grad_kernels(KernelTable& table);
 void register_loss_kernels(KernelTable& table);
 
 /// The arithmetic type used for storage type T: float for the 16-bit

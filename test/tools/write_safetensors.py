@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Writes PyTorch tensors in the safetensors format, by hand: Debian's
+python3-torch (1.13) comes without the safetensors package.
+
+    write_safetensors(path, {name: tensor}, metadata=None)
+
+lays the file out as safetensors.torch.save_file does: an 8-byte
+little-endian header length, the JSON header padded with spaces to a
+multiple of 8, then the tensors' bytes ordered by alignment (widest dtype
+first), then name.
+
+Run as a script, `write_safetensors.py fixture OUT_DIR` writes the files
+test/unit/checkpoint_test.cpp loads:
+  dtypes.safetensors  one tensor per dtype, values from arange
+  linear.safetensors  a torch.nn.Linear(3, 2) state_dict
+"""
+import json
+import pathlib
+import struct
+import sys
+
+import torch
+
+CODES = {
+    torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16",
+    torch.float16: "F16", torch.int32: "I32", torch.int64: "I64",
+    torch.bool: "BOOL",
+}
+
+
+def _bytes(t):
+    t = t.detach().contiguous().cpu()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.view(torch.int16)  # numpy has no bfloat16; the bits are what matter
+    elif t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.numpy().tobytes()
+
+
+def write_safetensors(path, tensors, metadata=None):
+    header = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    order = sorted(tensors, key=lambda n: (-tensors[n].element_size(), n))
+    blobs, offset = [], 0
+    for name in order:
+        t = tensors[name]
+        data = _bytes(t)
+        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def fixture(out_dir):
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = torch.arange(6, dtype=torch.float64).reshape(2, 3) * 0.5 - 1  # -1 .. 1.5
+    tensors = {
+        "f32": base.float(),
+        "f64": base / 3,
+        "bf16": base.bfloat16(),
+        "f16": base.half(),
+        "i32": torch.arange(-2, 2, dtype=torch.int32),
+        "i64": torch.tensor([[1 << 40], [-7]], dtype=torch.int64),
+        "bool": torch.tensor([True, False, True]),
+        "scalar": torch.tensor(2.5),
+        "empty": torch.zeros(0, 4),
+    }
+    write_safetensors(out_dir / "dtypes.safetensors", tensors, {"format": "pt", "source": "torch"})
+
+    lin = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        lin.weight.copy_(torch.arange(6, dtype=torch.float32).reshape(2, 3) / 4)
+        lin.bias.copy_(torch.tensor([-1.0, 2.0]))
+    write_safetensors(out_dir / "linear.safetensors", lin.state_dict(), {"format": "pt"})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "fixture":
+        sys.exit("usage: write_safetensors.py fixture OUT_DIR")
+    fixture(sys.argv[2])
