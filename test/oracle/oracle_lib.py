@@ -101,11 +101,12 @@ _gen = torch.Generator().manual_seed(1234)
 
 
 def randn(*shape, dtype=torch.float32):
-    return torch.randn(*shape, generator=_gen, dtype=torch.float64).to(dtype)
+    # The shape as one tuple, so randn() with no dims gives a 0-d tensor.
+    return torch.randn(shape, generator=_gen, dtype=torch.float64).to(dtype)
 
 
 def rand(*shape, dtype=torch.float32, lo=0.0, hi=1.0):
-    return (lo + (hi - lo) * torch.rand(*shape, generator=_gen, dtype=torch.float64)).to(dtype)
+    return (lo + (hi - lo) * torch.rand(shape, generator=_gen, dtype=torch.float64)).to(dtype)
 
 
 def randint(lo, hi, *shape, dtype=torch.int64):

@@ -192,7 +192,8 @@ TEST(OracleCoverage, EveryPublicOpIsRegistered) {
       "bmm", "linear", "conv2d", "max_pool2d", "avg_pool2d", "softmax",
       "log_softmax", "layer_norm", "rms_norm", "dropout",
       "scaled_dot_product_attention", "cross_entropy", "nll_loss", "mse_loss",
-      "binary_cross_entropy_with_logits"};
+      "binary_cross_entropy_with_logits", "scatter_add", "index_add", "slice_scatter",
+      "log1p", "flatten"};
   for (const char* op : ops)
     EXPECT_TRUE(registry().count(op)) << "public op " << op << " has no oracle registration";
 }

@@ -16,21 +16,8 @@ DTYPES = {"f32": F32, "f64": F64}
 REDUCTIONS = ("none", "mean", "sum")
 
 
-def case(name, op, inputs, fn, attrs=None, rtol=None, atol=None):
-    """A gradient case, as oracle_lib.case(..., grad=True) builds it, that
-    also handles 0-d outputs (every reduced loss): there the weight w comes
-    from oracle_lib.randn(*()), i.e. torch.randn() without a size, which
-    fails. Drop this once oracle_lib draws w as torch.randn(shape, ...)."""
-    leaves = [t.detach().clone().requires_grad_(t.dtype.is_floating_point) for t in inputs]
-    out = fn(*leaves)
-    outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    w = randn(*outs[0].shape, dtype=outs[0].dtype) if outs[0].dim() else randn(1, dtype=outs[0].dtype)[0]
-    (outs[0] * w).sum().backward()
-    grads = [t.grad if t.grad is not None else torch.zeros_like(t)
-             for t in leaves if t.dtype.is_floating_point]
-    attrs = dict(attrs or {}, backward=1)
-    expect = [o.detach() for o in outs] + grads
-    return oracle_lib.Case(name, op, [t.detach() for t in inputs] + [w], expect, attrs, rtol, atol)
+def case(*args, **kwargs):
+    return oracle_lib.case(*args, grad=True, **kwargs)
 
 
 def _reduce(fn, dims, keepdim, **kw):
