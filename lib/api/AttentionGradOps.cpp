@@ -21,7 +21,8 @@ constexpr absl::string_view kOp = "scaled_dot_product_attention_backward";
 }  // namespace
 
 SdpaGradResult record_sdpa_grad(const Tensor& grad_out, const std::vector<Tensor>& forward_inputs,
-                                const AttrList& forward_attrs, bool mask_grad) {
+                                const AttrList& forward_attrs, bool mask_grad,
+                                const Tensor& saved_probs) {
   const bool has_mask = attr_int(forward_attrs, AttrName::has_mask) != 0;
   const bool has_len = attr_int(forward_attrs, AttrName::has_valid_len) != 0;
   const bool has_rng = attr_int(forward_attrs, AttrName::offset) >= 0;
@@ -39,6 +40,16 @@ SdpaGradResult record_sdpa_grad(const Tensor& grad_out, const std::vector<Tensor
     throw_internal("a mask gradient needs a floating attn_mask",
                    has_mask ? describe(forward_inputs[3]) : "no mask");
 
+  Shape scores(q.shape().dims());
+  scores[scores.rank() - 1] = k.size(-2);
+  const bool recompute = attr_int(forward_attrs, AttrName::recompute) != 0;
+  if (recompute == saved_probs.defined() ||
+      (!recompute && saved_probs.type() != TensorType{scores, q.dtype()}))
+    throw_internal(absl::StrCat("recompute=", recompute, " needs ",
+                                recompute ? "no saved probabilities"
+                                          : TensorType{scores, q.dtype()}.to_string()),
+                   describe(saved_probs));
+
   AttrList attrs;
   for (const Attr& a : forward_attrs) {
     if (a.name == AttrName::return_probs)
@@ -51,6 +62,7 @@ SdpaGradResult record_sdpa_grad(const Tensor& grad_out, const std::vector<Tensor
 
   std::vector<Tensor> operands = {grad_out};
   operands.insert(operands.end(), forward_inputs.begin(), forward_inputs.end());
+  if (!recompute) operands.push_back(saved_probs);
   ResultTypes types = {q.type(), k.type(), v.type()};
   if (mask_grad) types.push_back(forward_inputs[3].type());
   std::vector<Tensor> results =

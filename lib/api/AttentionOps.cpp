@@ -5,18 +5,23 @@
 //   operands  q, k, v [, mask] [, valid_len] [, rng_state]
 //   attrs     is_causal, scale (double), dropout_p (double), offset,
 //             has_mask, has_valid_len, padding_side (0 right / 1 left),
-//             return_probs, return_mask
-//   results   out [, probs] [, dropout mask (bool)]
+//             return_probs, return_mask, recompute
+//   results   out [, probs] [, dropout mask (bool)] [, saved probs]
 // The RNG state operand is present only when dropout_p > 0; `offset` is
 // then the op's offset into the Philox stream, and -1 says "no RNG
 // operand". Without dropout the node is deterministic and draws nothing,
 // so inference graphs neither take the RNG state as an input nor advance it.
+// With recompute = 0 the last result is the softmax before dropout
+// ([..., L, S], q's dtype), kept for `sdpa_grad`; the user never sees it.
+// recompute is 0 only when the call records a backward: with nothing to
+// differentiate, both modes give the same (cache-sharing) node.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "lib/api/OpBuilder.h"
+#include "lib/api/autograd/GradFn.h"
 #include "mstep/api/Attention.h"
 #include "mstep/runtime/TensorImpl.h"
 #include "mstep/runtime/Tracer.h"
@@ -160,6 +165,9 @@ SdpaResult record_sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
           kOp, "operands live on different devices",
           absl::StrCat(q.device().to_string(), " and ", t.device().to_string()),
           "Move q, k, v, attn_mask and valid_seq_len to one device.");
+  // Saved probabilities only serve a backward; checked on the inputs
+  // before the RNG state joins them.
+  const bool save_probs = !o.recompute && autograd::any_requires_grad(operands);
   int64_t offset = -1;
   if (o.dropout_p > 0) {
     Tracer::RandomDraw draw =
@@ -174,16 +182,17 @@ SdpaResult record_sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
                     {AttrName::offset, offset},
                     {AttrName::has_mask, int64_t{has_mask}},
                     {AttrName::has_valid_len, int64_t{has_len}},
-                    {AttrName::padding_side,
-                     int64_t{o.padding_side == PaddingSide::left ? 1 : 0}},
+                    {AttrName::padding_side, int64_t{o.padding_side == PaddingSide::left ? 1 : 0}},
                     {AttrName::return_probs, int64_t{o.return_attn_probs}},
-                    {AttrName::return_mask, int64_t{o.return_dropout_mask}}};
+                    {AttrName::return_mask, int64_t{o.return_dropout_mask}},
+                    {AttrName::recompute, int64_t{!save_probs}}};
 
   Shape out_shape(q.shape().dims());
   out_shape[out_shape.rank() - 1] = v.size(-1);
   ResultTypes types = {TensorType{out_shape, q.dtype()}};
   if (o.return_attn_probs) types.push_back({scores, q.dtype()});
   if (o.return_dropout_mask) types.push_back({scores, DType::boolean});
+  if (save_probs) types.push_back({scores, q.dtype()}); // hidden, see top
 
   std::vector<Tensor> results = detail::record_multi(
       kOp, OpKind::sdpa, operands, std::move(attrs), std::move(types));

@@ -1,6 +1,7 @@
 // Oracle registrations: scaled dot-product attention. Inputs are q, k, v,
 // then the mask (attr has_mask) and valid_seq_len (attr has_valid_len);
-// attrs is_causal, scale and padding_side ("left"/"right") set the options.
+// attrs is_causal, scale, padding_side ("left"/"right") and recompute (0:
+// the backward reads saved probabilities) set the options.
 #include "test/oracle/OracleCase.h"
 
 namespace mstep::oracle {
@@ -18,6 +19,7 @@ SdpaOptions options(const OracleCase& c) {
   o.padding_side = c.attr_str("padding_side", "right") == "left"
                        ? PaddingSide::left
                        : PaddingSide::right;
+  o.recompute = c.attr_int("recompute", 1) != 0;
   return o;
 }
 

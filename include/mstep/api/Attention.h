@@ -25,6 +25,13 @@ struct SdpaOptions {
   PaddingSide padding_side = PaddingSide::right;
   bool return_attn_probs = false;
   bool return_dropout_mask = false;
+  /// FusedSDPA's recompute_mode. true: the backward recomputes the
+  /// probabilities from q and k, so the forward saves nothing [..., L, S].
+  /// false: the forward also keeps the pre-dropout probabilities (q's dtype)
+  /// and the backward reads them instead, trading memory for compute. Only
+  /// a call that records a backward saves them; otherwise the two modes
+  /// record the same node.
+  bool recompute = true;
 };
 
 struct SdpaResult {

@@ -9,6 +9,8 @@
 //      out; a floating mask is added.
 //   3. probs = softmax(score). A row with every key excluded gives zero
 //      probabilities and a zero output (PyTorch 1.13 gives NaN there).
+//      With recompute = 0 they are also written, before dropout, to the
+//      last result for the backward.
 //   4. Dropout: key j is kept iff Philox::uniform(seed, state offset +
 //      node offset, linear index of (b, i, j) in [..., L, S]) >= p; kept
 //      probabilities are scaled by 1 / (1 - p).
@@ -31,7 +33,7 @@ struct SdpaParams {
   int64_t rows_per_b0 = 1;  // flat batch-heads per index of dim 0
   int64_t L = 0, S = 0, E = 0, Ev = 0;
   bool causal = false, has_mask = false, has_len = false, left_pad = false;
-  bool return_probs = false, return_mask = false;
+  bool return_probs = false, return_mask = false, save_probs = false;
   double scale = 1, p = 0;
   bool dropout = false;
   uint64_t seed = 0, offset = 0;
@@ -68,6 +70,7 @@ absl::Status run_sdpa(const KernelArgs& a, const SdpaParams& P) {
   size_t next_out = 1;
   T* probs_out = P.return_probs ? a.out(next_out++).data<T>() : nullptr;
   bool* mask_out = P.return_mask ? a.out(next_out++).data<bool>() : nullptr;
+  T* saved_out = P.save_probs ? a.out(next_out++).data<T>() : nullptr;
 
   Shape scores(a.in(0).type().shape.dims());  // [..., L, S]
   scores[scores.rank() - 1] = P.S;
@@ -133,6 +136,7 @@ absl::Status run_sdpa(const KernelArgs& a, const SdpaParams& P) {
       for (int64_t j = 0; j < P.S; ++j) {
         const int64_t flat = row * P.S + j;
         double pj = s[j] / sum;
+        if (saved_out) saved_out[flat] = static_cast<T>(static_cast<Compute<T>>(pj));
         bool keep = true;
         if (P.dropout) {
           keep = Philox::uniform(P.seed, P.offset, flat) >= P.p;
@@ -175,6 +179,9 @@ absl::Status sdpa(const KernelArgs& a) {
   P.left_pad = attr_int(attrs, AttrName::padding_side) == 1;
   P.return_probs = attr_int(attrs, AttrName::return_probs) != 0;
   P.return_mask = attr_int(attrs, AttrName::return_mask) != 0;
+  P.save_probs = attr_int(attrs, AttrName::recompute) == 0;
+  if (a.outputs.size() != size_t{1} + P.return_probs + P.return_mask + P.save_probs)
+    return absl::InternalError("sdpa: result count disagrees with the attrs");
   const int64_t offset = attr_int(attrs, AttrName::offset);
   P.dropout = offset >= 0;  // -1: no RNG operand (dropout_p == 0)
   if (P.dropout) {

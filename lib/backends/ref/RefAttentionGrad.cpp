@@ -5,7 +5,8 @@
 //
 // The probabilities are recomputed from q and k (nothing [..., L, S] is
 // saved by the forward), with the forward kernel's exclusion rules
-// (RefAttention.cpp; the two must agree). Per batch-head b and query row i,
+// (RefAttention.cpp; the two must agree), or with recompute = 0 read from
+// the forward's saved pre-dropout probabilities. Per batch-head b and query row i,
 // with g = grad_out[i], P the softmax and P' the probabilities after
 // dropout (keep_j / (1 - p), or P itself without dropout):
 //   1. A row outside valid_seq_len, or with every key excluded, has P = 0:
@@ -36,7 +37,7 @@ struct SdpaGradParams {
   int64_t rows_per_b0 = 1;  // flat batch-heads per index of dim 0
   int64_t L = 0, S = 0, E = 0, Ev = 0;
   bool causal = false, has_mask = false, has_len = false, left_pad = false;
-  bool mask_grad = false;
+  bool mask_grad = false, saved_probs = false;
   double scale = 1, p = 0;
   bool dropout = false;
   uint64_t seed = 0, offset = 0;
@@ -80,6 +81,8 @@ absl::Status run_sdpa_grad(const KernelArgs& a, const SdpaGradParams& P) {
   size_t next_in = 4;
   const HostBuffer* mask = P.has_mask ? &a.in(next_in++) : nullptr;
   const HostBuffer* lens = P.has_len ? &a.in(next_in++) : nullptr;
+  next_in += P.dropout; // the RNG state, read into P
+  const T* saved = P.saved_probs ? a.in(next_in++).data<T>() : nullptr;
   T* dq = a.out(0).data<T>();
   T* dk = a.out(1).data<T>();
   T* dv = a.out(2).data<T>();
@@ -117,32 +120,42 @@ absl::Status run_sdpa_grad(const KernelArgs& a, const SdpaGradParams& P) {
       const T* qi = q + row * P.E;
       const T* gi = g + row * P.Ev;
       std::fill(dq_row.begin(), dq_row.end(), 0.0);
-      // Recompute the masked scores and the softmax (forward steps 2-3).
-      double m = kNegInf;
-      const bool row_valid = i >= row_lo && i < row_hi;
-      for (int64_t j = 0; j < P.S; ++j) {
-        bool excluded = !row_valid || j < key_lo || j >= key_hi || (P.causal && j > i);
-        double add = 0;
-        if (mask && !excluded) {
-          const int64_t mo = mbase + i * ms_row + j * ms_col;
-          if (bool_mask)
-            excluded = !mask->data<bool>()[mo];
-          else
-            add = load(mask->data<T>(), mo);
+      // P: the forward's saved probabilities, or recomputed from the masked
+      // scores (forward steps 2-3). `live` is false for a row with every key
+      // excluded (step 1); a saved all-zero row skips every key below anyway.
+      bool live = true;
+      if (saved) {
+        for (int64_t j = 0; j < P.S; ++j) s[j] = load(saved, row * P.S + j);
+      } else {
+        double m = kNegInf;
+        const bool row_valid = i >= row_lo && i < row_hi;
+        for (int64_t j = 0; j < P.S; ++j) {
+          bool excluded = !row_valid || j < key_lo || j >= key_hi || (P.causal && j > i);
+          double add = 0;
+          if (mask && !excluded) {
+            const int64_t mo = mbase + i * ms_row + j * ms_col;
+            if (bool_mask)
+              excluded = !mask->data<bool>()[mo];
+            else
+              add = load(mask->data<T>(), mo);
+          }
+          if (excluded) {
+            s[j] = kNegInf;
+            continue;
+          }
+          double dot = 0;
+          for (int64_t e = 0; e < P.E; ++e) dot += load(qi, e) * load(k, (b * P.S + j) * P.E + e);
+          s[j] = P.scale * dot + add;
+          if (s[j] > m || std::isnan(s[j])) m = std::isnan(m) ? m : s[j];
         }
-        if (excluded) {
-          s[j] = kNegInf;
-          continue;
+        live = m != kNegInf;
+        if (live) {
+          double sum = 0;
+          for (int64_t j = 0; j < P.S; ++j) sum += s[j] = std::exp(s[j] - m);
+          for (int64_t j = 0; j < P.S; ++j) s[j] /= sum;
         }
-        double dot = 0;
-        for (int64_t e = 0; e < P.E; ++e) dot += load(qi, e) * load(k, (b * P.S + j) * P.E + e);
-        s[j] = P.scale * dot + add;
-        if (s[j] > m || std::isnan(s[j])) m = std::isnan(m) ? m : s[j];
       }
-      if (m != kNegInf) {
-        double sum = 0;
-        for (int64_t j = 0; j < P.S; ++j) sum += s[j] = std::exp(s[j] - m);
-        for (int64_t j = 0; j < P.S; ++j) s[j] /= sum;
+      if (live) {
         // Steps 2-3; `d` is sum_k P[k] dP[k] for step 4.
         double d = 0;
         for (int64_t j = 0; j < P.S; ++j) {
@@ -204,6 +217,7 @@ absl::Status sdpa_grad(const KernelArgs& a) {
   P.has_len = attr_int(attrs, AttrName::has_valid_len) != 0;
   P.left_pad = attr_int(attrs, AttrName::padding_side) == 1;
   P.mask_grad = attr_int(attrs, AttrName::return_mask) != 0;
+  P.saved_probs = attr_int(attrs, AttrName::recompute) == 0;
   if (P.mask_grad &&
       (!P.has_mask || a.in(4).type().dtype == DType::boolean || a.outputs.size() < 4))
     return absl::InternalError("sdpa_grad: a mask gradient needs a floating mask and 4 results");
@@ -217,6 +231,8 @@ absl::Status sdpa_grad(const KernelArgs& a) {
     P.seed = static_cast<uint64_t>(state[0]);
     P.offset = static_cast<uint64_t>(state[1]) + static_cast<uint64_t>(offset);
   }
+  if (a.inputs.size() != size_t{4} + P.has_mask + P.has_len + P.dropout + P.saved_probs)
+    return absl::InternalError("sdpa_grad: operand count disagrees with the attrs");
   return dispatch_floating(a.in(1).type().dtype,
                            [&]<typename T>() { return run_sdpa_grad<T>(a, P); });
 }

@@ -8,11 +8,14 @@ a zero output and zero gradients, where torch.softmax would give NaN.
 Inputs are q, k, v, then the mask (attr has_mask), then valid_seq_len
 (attr has_valid_len); every floating input, a float mask included, gets a
 gradient. Dropout is left to the unit tests: its random stream is mstep's.
+Cases with attr recompute=0 check the mode whose backward reads the
+forward's saved probabilities instead of recomputing them.
 """
 import math
 
 import torch
 
+import oracle_lib
 from oracle_lib import case, randn, randint
 
 F32, F64 = torch.float32, torch.float64
@@ -54,9 +57,9 @@ def reference(q, k, v, mask=None, valid_len=None, is_causal=False, scale=None, l
 
 
 def grad_case(name, q, k, v, mask=None, valid_len=None, is_causal=False, scale=None,
-              left=False):
+              left=False, recompute=True):
     inputs = [q, k, v]
-    attrs = {}
+    attrs = {} if recompute else {"recompute": 0}
     if is_causal:
         attrs["is_causal"] = 1
     if scale is not None:
@@ -136,4 +139,33 @@ def cases():
                                  randn(3, 2, 6, 4, dtype=dt), randn(3, 2, 6, 4, dtype=dt),
                                  randn(3, 2, 6, 4, dtype=dt), valid_len=lens, left=left,
                                  is_causal=True))
+    return out + saved_probs_cases()
+
+
+def saved_probs_cases():
+    """recompute=0 cases. The shared generator's state is restored after, so
+    the inputs of every case in later modules stay as they were."""
+    state = oracle_lib._gen.get_state()
+    out = []
+    for dt, n in [(F32, "f32"), (F64, "f64")]:
+        out.append(grad_case(f"grad_sdpa_saved_probs_causal_{n}", randn(2, 2, 5, 4, dtype=dt),
+                             randn(2, 2, 5, 4, dtype=dt), randn(2, 2, 5, 4, dtype=dt),
+                             is_causal=True, recompute=False))
+        holes = bool_mask(4, 5)
+        holes[2] = False
+        out.append(grad_case(f"grad_sdpa_saved_probs_bool_mask_{n}", randn(2, 4, 8, dtype=dt),
+                             randn(2, 5, 8, dtype=dt), randn(2, 5, 8, dtype=dt), mask=holes,
+                             recompute=False))
+        out.append(grad_case(f"grad_sdpa_saved_probs_float_mask_{n}",
+                             randn(2, 3, 4, 8, dtype=dt), randn(2, 3, 5, 8, dtype=dt),
+                             randn(2, 3, 5, 8, dtype=dt), mask=randn(2, 1, 1, 5, dtype=dt),
+                             recompute=False))
+        lens = torch.tensor([3, 6, 0], dtype=torch.int64)
+        for left in (False, True):
+            side = "left" if left else "right"
+            out.append(grad_case(f"grad_sdpa_saved_probs_valid_len_{side}_{n}",
+                                 randn(3, 2, 6, 4, dtype=dt), randn(3, 2, 6, 4, dtype=dt),
+                                 randn(3, 2, 6, 5, dtype=dt), valid_len=lens, left=left,
+                                 mask=randn(6, 6, dtype=dt), recompute=False))
+    oracle_lib._gen.set_state(state)
     return out
