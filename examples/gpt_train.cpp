@@ -29,8 +29,8 @@ using namespace mstep;
 namespace {
 
 struct Args {
-  int64_t steps = 200, batch = 16, seq = 64, dim = 64, layers = 2, heads = 4;
-  double lr = 3e-3;
+  int64_t steps = 300, batch = 16, seq = 64, dim = 64, layers = 2, heads = 4;
+  double lr = 6e-3;
   uint64_t seed = 0;
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
 };
