@@ -10,6 +10,8 @@
 //
 //   gpt_train [--steps N] [--batch B] [--seq S] [--dim D] [--layers L]
 //             [--heads H] [--lr LR] [--text FILE] [--seed N]
+//             [--explicit-attention 1]   (attention written out; the compiler
+//                                         fuses it back into mstep.sdpa)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,6 +34,7 @@ struct Args {
   int64_t steps = 300, batch = 16, seq = 64, dim = 64, layers = 2, heads = 4;
   double lr = 6e-3;
   uint64_t seed = 0;
+  bool explicit_attention = false;
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
 };
 
@@ -53,6 +56,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--lr") a.lr = std::atof(v);
     else if (flag == "--seed") a.seed = std::strtoull(v, nullptr, 10);
     else if (flag == "--text") a.text = v;
+    else if (flag == "--explicit-attention") a.explicit_attention = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "gpt_train: unknown flag %s\n", flag.c_str());
       std::exit(2);
@@ -152,7 +156,8 @@ int main(int argc, char** argv) {
   manual_seed(args.seed);
   std::mt19937_64 rng(args.seed);
   examples::GptMini model({.vocab = codec.vocab(), .dim = args.dim, .heads = args.heads,
-                           .layers = args.layers, .max_seq = args.seq});
+                           .layers = args.layers, .max_seq = args.seq,
+                           .explicit_attention = args.explicit_attention});
   optim::AdamW opt(model.parameters(), {.lr = args.lr, .weight_decay = 0.1});
   optim::WarmupCosineLR schedule(opt, /*warmup_steps=*/std::max<int64_t>(1, args.steps / 10),
                                  std::max<int64_t>(2, args.steps),

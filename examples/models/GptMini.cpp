@@ -1,5 +1,7 @@
 #include "GptMini.h"
 
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -18,11 +20,25 @@ Tensor GptBlock::attention(const Tensor& x, const Tensor& lengths) {
   const int64_t b = x.size(0), s = x.size(1), d = config_.dim, h = config_.heads;
   std::vector<Tensor> parts = chunk((*qkv)(x), 3, /*dim=*/2);
   auto heads = [&](const Tensor& t) { return t.reshape({b, s, h, d / h}).transpose(1, 2); };
+  const double p = is_training() ? config_.dropout : 0.0;
+  if (config_.explicit_attention) {
+    // softmax(q k^T / sqrt(hd) masked) v; the mask keeps causal pairs whose
+    // key is inside the row's valid length.
+    Tensor q = heads(parts[0]), k = heads(parts[1]), v = heads(parts[2]);
+    Tensor scores = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d / h)));
+    Tensor pos = arange(s, DType::i64);
+    Tensor causal = tril(ones({s, s}, DType::boolean));
+    Tensor key_valid = lt(pos.unsqueeze(0), lengths.unsqueeze(1));     // [B, S]
+    Tensor mask = logical_and(causal, key_valid.unsqueeze(1).unsqueeze(1));  // [B, 1, S, S]
+    Tensor probs = softmax(where(mask, scores, -HUGE_VAL), -1);
+    Tensor out = matmul(dropout(probs, p, p > 0), v);  // [B, H, S, hd]
+    return (*proj)(out.transpose(1, 2).reshape({b, s, d}));
+  }
   SdpaOptions options;
   options.is_causal = true;
   options.valid_seq_len = lengths;
   options.padding_side = PaddingSide::right;
-  options.dropout_p = is_training() ? config_.dropout : 0.0;
+  options.dropout_p = p;
   Tensor out = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]),
                                             options);  // [B, H, S, hd]
   return (*proj)(out.transpose(1, 2).reshape({b, s, d}));

@@ -24,6 +24,13 @@ struct GptConfig {
   int64_t layers = 2;
   int64_t max_seq = 32;
   double dropout = 0.0;  // on attention probabilities and residual branches
+  /// Write attention out as matmul -> scale -> mask -> softmax -> dropout ->
+  /// matmul instead of calling scaled_dot_product_attention: the form a
+  /// model ported from hand-written PyTorch has, which the compiler's
+  /// mstep-fuse-attention pass turns back into one fused op. Padded query
+  /// rows then attend to the valid keys instead of producing zeros; the
+  /// loss ignores them either way.
+  bool explicit_attention = false;
 };
 
 class GptBlock : public nn::Module {

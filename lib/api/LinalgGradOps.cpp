@@ -18,7 +18,11 @@ void check_4d(absl::string_view op, absl::string_view what, const Tensor& t) {
                    t.defined() ? describe(t) : "undefined", "");
 }
 
-void check_same_dtype(absl::string_view op, const Tensor& a, const Tensor& b) {
+/// Both operands floating 4-D tensors, of one dtype.
+void check_4d_pair(absl::string_view op, absl::string_view a_name, const Tensor& a,
+                   absl::string_view b_name, const Tensor& b) {
+  check_4d(op, a_name, a);
+  check_4d(op, b_name, b);
   if (a.dtype() != b.dtype())
     throw_op_error(op, "expects operands of one dtype",
                    absl::StrCat(describe(a), " and ", describe(b)), "");
@@ -44,6 +48,17 @@ void check_conv(absl::string_view op, const Shape& in, const Shape& w, const Ten
                    "");
 }
 
+/// The attrs of both conv2d gradients: the shape of the result, then the
+/// forward's stride, padding, dilation and groups.
+AttrList conv_grad_attrs(const Shape& result_shape, const IntList& stride, const IntList& padding,
+                         const IntList& dilation, int64_t groups) {
+  return {{AttrName::shape, to_int_list(result_shape)},
+          {AttrName::stride, stride},
+          {AttrName::padding, padding},
+          {AttrName::dilation, dilation},
+          {AttrName::groups, groups}};
+}
+
 /// grad_out [N, C, OH, OW] against the input [N, C, H, W].
 void check_pool(absl::string_view op, const Tensor& grad_out, const Shape& in) {
   const Shape& g = grad_out.shape();
@@ -58,15 +73,9 @@ Tensor conv2d_input_grad(const Tensor& grad_out, const Tensor& weight, const Sha
                          const IntList& stride, const IntList& padding, const IntList& dilation,
                          int64_t groups) {
   constexpr absl::string_view op = "conv2d_input_grad";
-  check_4d(op, "grad_out", grad_out);
-  check_4d(op, "weight", weight);
-  check_same_dtype(op, grad_out, weight);
+  check_4d_pair(op, "grad_out", grad_out, "weight", weight);
   check_conv(op, input_shape, weight.shape(), grad_out, stride, padding, dilation, groups);
-  AttrList attrs = {{AttrName::shape, to_int_list(input_shape)},
-                    {AttrName::stride, stride},
-                    {AttrName::padding, padding},
-                    {AttrName::dilation, dilation},
-                    {AttrName::groups, groups}};
+  AttrList attrs = conv_grad_attrs(input_shape, stride, padding, dilation, groups);
   return record(op, OpKind::conv2d_input_grad, {grad_out, weight}, std::move(attrs),
                 {input_shape, grad_out.dtype()});
 }
@@ -75,15 +84,9 @@ Tensor conv2d_weight_grad(const Tensor& input, const Tensor& grad_out, const Sha
                           const IntList& stride, const IntList& padding, const IntList& dilation,
                           int64_t groups) {
   constexpr absl::string_view op = "conv2d_weight_grad";
-  check_4d(op, "input", input);
-  check_4d(op, "grad_out", grad_out);
-  check_same_dtype(op, input, grad_out);
+  check_4d_pair(op, "input", input, "grad_out", grad_out);
   check_conv(op, input.shape(), weight_shape, grad_out, stride, padding, dilation, groups);
-  AttrList attrs = {{AttrName::shape, to_int_list(weight_shape)},
-                    {AttrName::stride, stride},
-                    {AttrName::padding, padding},
-                    {AttrName::dilation, dilation},
-                    {AttrName::groups, groups}};
+  AttrList attrs = conv_grad_attrs(weight_shape, stride, padding, dilation, groups);
   return record(op, OpKind::conv2d_weight_grad, {input, grad_out}, std::move(attrs),
                 {weight_shape, grad_out.dtype()});
 }
@@ -92,9 +95,7 @@ Tensor max_pool2d_grad(const Tensor& grad_out, const Tensor& input, const IntLis
                        const IntList& stride, const IntList& padding, const IntList& dilation,
                        bool ceil_mode) {
   constexpr absl::string_view op = "max_pool2d_grad";
-  check_4d(op, "grad_out", grad_out);
-  check_4d(op, "input", input);
-  check_same_dtype(op, grad_out, input);
+  check_4d_pair(op, "grad_out", grad_out, "input", input);
   check_pool(op, grad_out, input.shape());
   AttrList attrs = {{AttrName::kernel, kernel},
                     {AttrName::stride, stride},

@@ -39,16 +39,26 @@ void require_same_dtype(absl::string_view op, const Tensor& x, const Tensor& src
                    got, absl::StrCat("Convert the ", role, " with .to() to the input's dtype."));
 }
 
+/// The checks scatter_add and index_add share: the input, the index and
+/// the added values (`role`: "src" or "source") are defined and the index
+/// is an integer tensor. Returns what their errors print as "got".
+auto check_add_operands(absl::string_view op, const Tensor& x, const Tensor& index,
+                        const Tensor& src, absl::string_view role) {
+  require_defined(op, x, "input");
+  require_defined(op, index, "index");
+  require_defined(op, src, role);
+  auto got = [&x, &index, &src, role] {
+    return absl::StrCat(describe(x), ", index ", describe(index), " and ", role, " ",
+                        describe(src));
+  };
+  require_integer_index(op, index, got());
+  return got;
+}
+
 }  // namespace
 
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
-  require_defined("scatter_add", x, "input");
-  require_defined("scatter_add", index, "index");
-  require_defined("scatter_add", src, "src");
-  auto got = [&] {
-    return absl::StrCat(describe(x), ", index ", describe(index), " and src ", describe(src));
-  };
-  require_integer_index("scatter_add", index, got());
+  auto got = check_add_operands("scatter_add", x, index, src, "src");
   if (index.dim() != x.dim() || src.dim() != x.dim())
     throw_op_error("scatter_add",
                    absl::StrCat("the input, index and src must have the same number of dims; "
@@ -78,13 +88,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source) {
-  require_defined("index_add", x, "input");
-  require_defined("index_add", index, "index");
-  require_defined("index_add", source, "source");
-  auto got = [&] {
-    return absl::StrCat(describe(x), ", index ", describe(index), " and source ", describe(source));
-  };
-  require_integer_index("index_add", index, got());
+  auto got = check_add_operands("index_add", x, index, source, "source");
   if (index.dim() > 1)
     throw_op_error("index_add",
                    absl::StrCat("the index must be 1-d (or 0-d), it has ", index.dim(), " dims"),

@@ -117,6 +117,7 @@ Tensor Tensor::scalar(double value, DType dtype) {
 
 Tensor Tensor::scalar(double value, DType dtype, Device device) {
   auto impl = TensorImpl::make(TensorType{Shape{}, dtype}, device);
+  impl->set_input_role(InputRole::device_scalar);
   Tensor t(std::move(impl));
   t.fill_(value);
   return t;

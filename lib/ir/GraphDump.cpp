@@ -19,6 +19,17 @@ std::string result_types(const GraphNode& n) {
 }
 }  // namespace
 
+absl::string_view input_role_name(InputRole role) {
+  switch (role) {
+    case InputRole::input: return "input";
+    case InputRole::parameter: return "parameter";
+    case InputRole::optimizer_state: return "optimizer_state";
+    case InputRole::rng_state: return "rng_state";
+    case InputRole::device_scalar: return "device_scalar";
+  }
+  return "input";
+}
+
 std::string TraceGraph::to_text() const {
   std::string out = absl::StrCat("graph(inputs=", input_types.size(),
                                  ", nodes=", nodes.size(), ") {\n");

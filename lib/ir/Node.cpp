@@ -25,9 +25,13 @@ Node::Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results)
   constant_hash_ = hash_attrs_constants(attrs_);
 }
 
-Node::Node(std::shared_ptr<Buffer> buffer, TensorType type)
+Node::Node(std::shared_ptr<Buffer> buffer, TensorType type, InputRole role)
     : Node(OpKind::data, {}, {}, {std::move(type)}) {
   buffer_ = std::move(buffer);
+  input_role_ = role;
+  // The role reaches the compiled program (argument attributes), so it is
+  // part of the structure.
+  structural_hash_ = hash_combine(structural_hash_, static_cast<uint64_t>(role));
 }
 
 void destroy_node(Node* node) {

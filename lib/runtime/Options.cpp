@@ -18,6 +18,7 @@ RuntimeOptions RuntimeOptions::from_env() {
   RuntimeOptions o;
   if (const char* dir = std::getenv("MSTEP_DUMP_DIR")) o.dump_dir = dir;
   o.log_recompiles = env_flag("MSTEP_LOG_RECOMPILES");
+  if (const char* fuse = std::getenv("MSTEP_FUSE")) o.fuse = absl::string_view(fuse) != "0";
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::string_view d(dev);
     if (d == "ref") {

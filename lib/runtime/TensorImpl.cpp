@@ -11,6 +11,7 @@ TensorImpl::~TensorImpl() {
 
 void TensorImpl::set_pending(Value value) {
   pending_ = std::move(value);
+  if (buffer_) replaced_buffer_ = std::move(buffer_);
   buffer_.reset();
   data_node_.reset();
   if (!live_) Tracer::get().link_live(this);
@@ -19,13 +20,14 @@ void TensorImpl::set_pending(Value value) {
 void TensorImpl::set_buffer(BufferPtr buffer) {
   if (live_) Tracer::get().unlink_live(this);
   pending_ = Value{};
+  replaced_buffer_.reset();
   buffer_ = std::move(buffer);
   data_node_.reset();
 }
 
 Value TensorImpl::as_operand() {
   if (pending_.node) return pending_;
-  if (!data_node_) data_node_ = make_node(buffer_, type_);
+  if (!data_node_) data_node_ = make_node(buffer_, type_, input_role_);
   return Value{data_node_, 0};
 }
 

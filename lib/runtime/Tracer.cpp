@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "lib/runtime/Compiler.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"
 #include "mstep/core/Hash.h"
@@ -43,6 +44,7 @@ TraceGraph build_graph(absl::Span<const Node* const> order,
       gn.attrs.push_back(
           {AttrName::index, static_cast<int64_t>(g.input_types.size())});
       g.input_types.push_back(n->result());
+      g.input_roles.push_back(n->input_role());
     } else {
       gn.op = n->op();
       gn.attrs = n->attrs();
@@ -52,7 +54,22 @@ TraceGraph build_graph(absl::Span<const Node* const> order,
     g.nodes.push_back(std::move(gn));
   }
   g.outputs.assign(outputs.begin(), outputs.end());
+  g.donated_to.assign(g.input_types.size(), -1);
   return g;
+}
+
+/// Marks each input whose tensor was replaced by an output (an in-place
+/// update such as `w.copy_(w - lr * g)`) as donated to that output.
+void mark_donations(TraceGraph& g, absl::Span<TensorImpl* const> outputs,
+                    absl::Span<const uint32_t> output_slot, absl::Span<const BufferPtr> inputs) {
+  absl::flat_hash_map<const Buffer*, int32_t> input_of;
+  for (size_t j = 0; j < inputs.size(); ++j) input_of.emplace(inputs[j].get(), j);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    BufferPtr old = outputs[i]->replaced_buffer();
+    if (!old) continue;
+    auto it = input_of.find(old.get());
+    if (it != input_of.end()) g.donated_to[it->second] = static_cast<int32_t>(output_slot[i]);
+  }
 }
 
 /// Every host constant in `g`, with a description naming its user.
@@ -133,16 +150,13 @@ absl::Status Tracer::sync(TensorImpl& impl) {
   return execute({&one, 1});
 }
 
-absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
-  Metrics& m = internal::mutable_metrics();
-  const Device device = outputs.front()->device();
-  MSTEP_ASSIGN_OR_RETURN(Backend * backend, BackendRegistry::get(device.type));
-
+absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, Device device) {
   // 1-2. Post-order traversal and key.
   const uint64_t epoch = ++epoch_;
   order_.clear();
   inputs_.clear();
-  GraphKey key;
+  Cut c;
+  GraphKey& key = c.key;
   key.backend = hash_combine(static_cast<uint64_t>(device.type), device.index);
   struct Frame {
     const Node* node;
@@ -179,8 +193,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     }
   };
 
-  std::vector<ValueRef> graph_outputs;
-  std::vector<uint32_t> output_slot(outputs.size());
+  c.output_slot.resize(outputs.size());
   absl::flat_hash_map<std::pair<const Node*, uint32_t>, uint32_t> slot_of;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Value& v = outputs[i]->pending();
@@ -192,14 +205,42 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     visit(v.node.get());
     auto [it, inserted] = slot_of.try_emplace(
         std::make_pair(v.node.get(), v.index),
-        static_cast<uint32_t>(graph_outputs.size()));
+        static_cast<uint32_t>(c.graph_outputs.size()));
     if (inserted) {
-      graph_outputs.push_back({v.node->visit_index, v.index});
+      c.graph_outputs.push_back({v.node->visit_index, v.index});
       key.structure = hash_combine(
           key.structure, (uint64_t{v.node->visit_index} << 8) | v.index);
     }
-    output_slot[i] = it->second;
+    c.output_slot[i] = it->second;
   }
+  return c;
+}
+
+TraceGraph Tracer::build_cut_graph(const Cut& c, absl::Span<TensorImpl* const> outputs) {
+  TraceGraph graph = build_graph(order_, c.graph_outputs);
+  mark_donations(graph, outputs, c.output_slot, inputs_);
+  return graph;
+}
+
+absl::StatusOr<TraceGraph> Tracer::pending_graph() {
+  std::vector<TensorImpl*> live;
+  for (TensorImpl* t = live_head_.live_next_; t != &live_head_; t = t->live_next_)
+    live.push_back(t);
+  if (live.empty()) return TraceGraph{};
+  MSTEP_ASSIGN_OR_RETURN(Cut c, cut(live, live.front()->device()));
+  TraceGraph graph = build_cut_graph(c, live);
+  order_.clear();
+  inputs_.clear();
+  return graph;
+}
+
+absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
+  Metrics& m = internal::mutable_metrics();
+  const Device device = outputs.front()->device();
+  MSTEP_ASSIGN_OR_RETURN(Backend * backend, BackendRegistry::get(device.type));
+  MSTEP_ASSIGN_OR_RETURN(Cut c, cut(outputs, device));
+  const GraphKey& key = c.key;
+  const std::vector<uint32_t>& output_slot = c.output_slot;
 
   // 3. Look up, or compile.
   const auto num_nodes = static_cast<uint32_t>(order_.size());
@@ -210,12 +251,13 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
   } else {
     ++m.cache_misses;
     auto t0 = std::chrono::steady_clock::now();
-    TraceGraph graph = build_graph(order_, graph_outputs);
+    TraceGraph graph = build_cut_graph(c, outputs);
     if (!options_.dump_dir.empty()) dump_graph(options_.dump_dir, key, graph);
     if (options_.log_recompiles)
       std::fprintf(stderr, "mstep: compiling graph %016lx (%u nodes, %u inputs)\n",
                    static_cast<unsigned long>(key.full()), num_nodes, num_inputs);
-    auto executable = backend->compile(graph);
+    auto executable = compile_graph(
+        graph, *backend, {.fuse = options_.fuse, .dump_dir = options_.dump_dir, .key = key.full()});
     if (!executable.ok()) return executable.status();
     if (key.constants != 0) {
       GraphCache::CompileNote note = cache_.note_compile(
@@ -247,6 +289,7 @@ Tracer::RandomDraw Tracer::draw_random(int64_t count, Device device) {
   if (!rng_state_ || rng_state_->device() != device) {
     rng_state_ = TensorImpl::make(
         TensorType{Shape{2}, DType::i64}, device);
+    rng_state_->set_input_role(InputRole::rng_state);
     Backend* backend = *BackendRegistry::get(device.type);
     BufferPtr buf = *backend->allocate(rng_state_->type());
     int64_t state[2] = {static_cast<int64_t>(rng_seed_),
@@ -277,6 +320,7 @@ void Tracer::manual_seed(uint64_t seed) {
 // Public entry points.
 void mark_step() { throw_if_error(Tracer::get().mark_step()); }
 void manual_seed(uint64_t seed) { Tracer::get().manual_seed(seed); }
+TraceGraph pending_graph() { return value_or_throw(Tracer::get().pending_graph()); }
 void set_default_device(Device device) { Tracer::get().set_default_device(device); }
 Device default_device() { return Tracer::get().default_device(); }
 

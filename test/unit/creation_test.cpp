@@ -12,27 +12,19 @@
 
 #include "mstep/core/HalfTypes.h"
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::Each;
 using ::testing::ElementsAre;
+using testing::error_of;
 using ::testing::FloatNear;
 using ::testing::Ge;
 using ::testing::HasSubstr;
 using ::testing::Lt;
 using ::testing::Pointwise;
-
-template <typename F> std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mstep::Error";
-  return "";
-}
 
 double mean_of(const std::vector<float>& v) {
   return std::accumulate(v.begin(), v.end(), 0.0) / v.size();

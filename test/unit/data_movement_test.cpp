@@ -7,26 +7,15 @@
 #include <gtest/gtest.h>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::error_of;
 using ::testing::HasSubstr;
-
-Tensor iota(const Shape& shape, DType dtype = DType::f32) {
-  return arange(shape.numel(), dtype).reshape(shape.dims());
-}
-
-template <typename F> std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mstep::Error";
-  return "";
-}
+using testing::iota;
 
 // ---- slice ------------------------------------------------------------
 
@@ -340,7 +329,7 @@ TEST(DataMovementTriangle, DiagonalOffsets) {
               ElementsAre(0, 0, 0, 3, 0, 0, 6, 7, 0));
   EXPECT_THAT(tril(m, 5).to_vector<float>(),
               ElementsAre(0, 1, 2, 3, 4, 5, 6, 7, 8));
-  EXPECT_THAT(triu(m, 3).to_vector<float>(), testing::Each(0.0f));
+  EXPECT_THAT(triu(m, 3).to_vector<float>(), ::testing::Each(0.0f));
 }
 
 TEST(DataMovementTriangle, BatchedNonSquareAndDtypes) {

@@ -8,33 +8,21 @@
 #include <functional>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
+using testing::error_of;
+using testing::f32;
 using ::testing::HasSubstr;
+using testing::i64;
+using testing::iota;
 
-Tensor f32(std::vector<float> v, Shape s) { return from_vector(v, s); }
-Tensor i64(std::vector<int64_t> v, Shape s) { return from_vector(v, s); }
 Tensor boolean(std::vector<bool> v, Shape s) { return from_vector(v, s); }
 std::vector<float> floats(const Tensor& t) { return t.to_vector<float>(); }
-
-/// 0, 1, 2, ... laid out as `shape`.
-Tensor iota(const Shape& shape, DType dtype = DType::f32) {
-  return arange(shape.numel(), dtype).reshape(shape.dims());
-}
-
-template <typename F> std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mstep::Error";
-  return "";
-}
 
 // ---- broadcasting ---------------------------------------------------------
 

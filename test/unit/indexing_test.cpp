@@ -7,45 +7,17 @@
 #include <gtest/gtest.h>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::error_of;
+using testing::expect_step_error;
 using ::testing::HasSubstr;
-
-Tensor iota(const Shape& shape, DType dtype = DType::f32) {
-  return arange(shape.numel(), dtype).reshape(shape.dims());
-}
-
-Tensor idx(std::vector<int64_t> v, Shape shape) {
-  return from_vector(v, shape);
-}
-
-template <typename F> std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mstep::Error";
-  return "";
-}
-
-/// Records `make()`, expects mark_step() to fail with a message containing
-/// every string of `parts`, then checks that a following step succeeds.
-template <typename F>
-void expect_step_error(F&& make, std::vector<std::string> parts) {
-  {
-    Tensor bad = make();
-    EXPECT_TRUE(bad.is_pending());  // nothing was checked at call time
-    std::string msg = error_of([] { mark_step(); });
-    for (const std::string& p : parts) EXPECT_THAT(msg, HasSubstr(p));
-  }  // the failed value dies here, so the next step does not retry it
-  Tensor ok = iota({3}) * 2.0;
-  mark_step();
-  EXPECT_THAT(ok.to_vector<float>(), ElementsAre(0, 2, 4));
-}
+using testing::idx;
+using testing::iota;
 
 // ---- gather -----------------------------------------------------------
 

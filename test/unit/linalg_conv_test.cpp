@@ -6,36 +6,26 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <numeric>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::AllOf;
+using testing::error_of;
 using ::testing::FloatNear;
 using ::testing::HasSubstr;
 using ::testing::Pointwise;
+using testing::values;
 
 /// [0, 1, ..., numel - 1] as f32 of `shape`, plus `offset`.
 Tensor iota(const Shape& shape, float offset = 0) {
   std::vector<float> v(shape.numel());
   std::iota(v.begin(), v.end(), offset);
   return from_vector(v, shape);
-}
-
-std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mstep::Error";
-  return "";
 }
 
 // ---- conv2d: values ---------------------------------------------------

@@ -5,35 +5,24 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <numeric>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::AllOf;
+using testing::error_of;
 using ::testing::HasSubstr;
+using testing::values;
 
 /// [0, 1, ..., numel - 1] as f32 of `shape`, plus `offset`.
 Tensor iota(const Shape& shape, float offset = 0) {
   std::vector<float> v(shape.numel());
   std::iota(v.begin(), v.end(), offset);
   return from_vector(v, shape);
-}
-
-std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
-
-/// The message of the mstep::Error `f` throws ("" and a failure if none).
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mstep::Error";
-  return "";
 }
 
 // ---- matmul: values ---------------------------------------------------

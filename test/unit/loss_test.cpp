@@ -5,29 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
+using testing::error_of;
+using testing::f32;
 using ::testing::HasSubstr;
+using testing::i64;
 using ::testing::Pointwise;
-
-Tensor f32(std::vector<float> v, Shape s) { return from_vector(v, s); }
-Tensor i64(std::vector<int64_t> v, Shape s) { return from_vector(v, s); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 /// log-probabilities [[-1, -2, -3], [-0.5, -1.5, -2.5]] (not normalized:
 /// nll_loss only picks entries).

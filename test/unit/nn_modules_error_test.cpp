@@ -4,26 +4,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::AllOf;
+using testing::error_of;
 using ::testing::HasSubstr;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(NNModuleErrors, LinearInputShape) {
   auto lin = std::make_shared<nn::Linear>(4, 3);

@@ -10,25 +10,18 @@
 #include <vector>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::Each;
 using ::testing::ElementsAre;
+using testing::f32;
+using testing::filled;
 using ::testing::FloatNear;
 using ::testing::Pointwise;
-
-Tensor f32(std::vector<float> v, Shape s) { return from_vector(v, s); }
-
-Tensor filled(Shape s, int seed) {
-  std::vector<float> v(s.numel());
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(std::sin(0.731 * i + 1.37 * seed));
-  return f32(v, s);
-}
-
-std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
+using testing::values;
 
 /// Every parameter has a gradient of its own shape.
 void expect_all_grads(const nn::Module& m) {

@@ -12,34 +12,26 @@
 #include <vector>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
+using testing::f32;
+using testing::filled;
 using ::testing::FloatNear;
 using ::testing::Pointwise;
+using testing::values;
 
 using NameShapes = std::vector<std::pair<std::string, Shape>>;
-
-Tensor f32(std::vector<float> v, Shape s) { return from_vector(v, s); }
-
-/// Deterministic values in [-1, 1).
-Tensor filled(Shape s, int seed) {
-  std::vector<float> v(s.numel());
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(std::sin(0.731 * i + 1.37 * seed));
-  return f32(v, s);
-}
 
 NameShapes name_shapes(const nn::Module& m) {
   NameShapes out;
   for (const auto& [name, t] : m.named_parameters()) out.emplace_back(name, t.shape());
   return out;
 }
-
-std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
 
 // ---- Parameter names and shapes ------------------------------------------
 // The expected lists were printed by /usr/bin/python3 with torch 1.13:

@@ -6,29 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::DoubleNear;
 using ::testing::ElementsAre;
+using testing::error_of;
+using testing::f32;
 using ::testing::HasSubstr;
 using ::testing::Pointwise;
-
-Tensor f32(std::vector<float> v, Shape s) { return from_vector(v, s); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::vector<double> softmax_ref(std::vector<double> v) {
   double m = v[0], s = 0;

@@ -5,18 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::error_of;
+using testing::f32;
 using ::testing::HasSubstr;
-
-Tensor f32(std::vector<float> v, Shape s) { return from_vector(v, s); }
 
 /// 0, 1, 2, ... laid out as `shape` (built directly, not with reshape).
 Tensor iota(Shape s) {
@@ -27,15 +27,6 @@ Tensor iota(Shape s) {
 
 /// [[1, 2, 3], [4, 5, 6]]
 Tensor x23() { return f32({1, 2, 3, 4, 5, 6}, {2, 3}); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(Reduction, SumAllDimsGivesScalar) {
   Tensor s = sum(x23());

@@ -6,27 +6,15 @@
 #include <gtest/gtest.h>
 
 #include "mstep/mstep.h"
+#include "test/unit/TestUtil.h"
 
 namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::error_of;
 using ::testing::HasSubstr;
-
-Tensor iota(const Shape& shape, DType dtype = DType::f32) {
-  return arange(shape.numel(), dtype).reshape(shape.dims());
-}
-
-/// The message of the mstep::Error `fn` throws ("" and a failure if none).
-template <typename F> std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an mstep::Error";
-  return "";
-}
+using testing::iota;
 
 TEST(ShapeReshape, InfersMinusOneAndKeepsOrder) {
   Tensor x = iota({2, 3});

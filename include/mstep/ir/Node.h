@@ -14,6 +14,7 @@
 #include "mstep/core/FreeListPool.h"
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/Attr.h"
+#include "mstep/ir/InputRole.h"
 #include "mstep/ir/OpKind.h"
 
 namespace mstep {
@@ -69,7 +70,7 @@ class Node {
  public:
   Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results);
   /// A leaf that stands for an already materialized buffer.
-  Node(std::shared_ptr<Buffer> buffer, TensorType type);
+  Node(std::shared_ptr<Buffer> buffer, TensorType type, InputRole role = InputRole::input);
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -83,6 +84,8 @@ class Node {
   absl::Span<const TensorType> results() const { return results_; }
   const TensorType& result(uint32_t i = 0) const { return results_[i]; }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  /// For a `data` leaf: what the buffer is to the program.
+  InputRole input_role() const { return input_role_; }
 
   /// op + non-constant attributes. Equal for nodes that compute the same
   /// function of their operands up to host constants.
@@ -103,6 +106,7 @@ class Node {
   uint32_t refs_ = 0;
   Node* free_next_ = nullptr;  // destroy_node's queue
   OpKind op_;
+  InputRole input_role_ = InputRole::input;
   Operands operands_;
   AttrList attrs_;
   ResultTypes results_;

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/string_view.h"
+#include "mstep/ir/InputRole.h"
 #include "mstep/ir/Node.h"
 
 namespace mstep {
@@ -20,11 +23,16 @@ struct ValueRef {
   friend bool operator==(const ValueRef&, const ValueRef&) = default;
 };
 
+struct TraceGraph;
+
 struct GraphNode {
   OpKind op;
   AttrList attrs;
   absl::InlinedVector<ValueRef, 3> operands;
   ResultTypes results;
+  /// For a `fusion` node: the elementwise DAG it computes. Its inputs are
+  /// the node's operands, its outputs the node's results.
+  std::shared_ptr<const TraceGraph> body;
 };
 
 struct TraceGraph {
@@ -32,6 +40,13 @@ struct TraceGraph {
   /// attribute is their position in `input_types`.
   std::vector<GraphNode> nodes;
   std::vector<TensorType> input_types;
+  /// Parallel to input_types (empty means every input is `input`).
+  std::vector<InputRole> input_roles;
+  /// Parallel to input_types: the output that holds this input's new
+  /// value when the program replaced the tensor (`w.copy_(w - lr * g)`),
+  /// or -1. Such an input may be updated in place (it is donated) when
+  /// nothing else holds its buffer.
+  std::vector<int32_t> donated_to;
   std::vector<ValueRef> outputs;
 
   const TensorType& type_of(ValueRef v) const {

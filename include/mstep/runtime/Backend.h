@@ -2,9 +2,9 @@
 // HAL device + executable cache, tinygrad's allocator + compiler +
 // program). lib/backends/ref is the model to copy.
 //
-// compile() takes a TraceGraph today. The compiler issue routes the miss
-// path through MLIR (import -> passes -> backend), at which point compile
-// receives the lowered module instead; nothing above the backend changes.
+// compile() takes the module the pass pipeline produced (see
+// docs/backend-contract.md for what it may assume). mlir::ModuleOp is only
+// declared here, so the tracer and the Tensor API stay free of MLIR headers.
 #pragma once
 
 #include <memory>
@@ -17,6 +17,10 @@
 #include "mstep/core/Device.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Buffer.h"
+
+namespace mlir {
+class ModuleOp;
+}
 
 namespace mstep {
 
@@ -39,9 +43,10 @@ class Backend {
   virtual absl::string_view name() const = 0;
   virtual DeviceType device_type() const = 0;
 
-  /// Compiles `graph`. Errors name the first unsupported op.
-  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(
-      const TraceGraph& graph) = 0;
+  /// Compiles the module's step function (one func.func, public, named
+  /// "step") whose arguments are the graph inputs and results the outputs.
+  /// Errors name the first unsupported op.
+  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module) = 0;
 
   virtual absl::StatusOr<BufferPtr> allocate(const TensorType& type) = 0;
   /// Copies `bytes` from host memory into `dst` (exactly dst.type().bytes()).

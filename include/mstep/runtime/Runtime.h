@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mstep/core/Device.h"
+#include "mstep/ir/TraceGraph.h"
 
 namespace mstep {
 
@@ -13,6 +14,10 @@ namespace mstep {
 /// every live tensor is materialized. Throws mstep::Error on failure; the
 /// pending tensors are then left pending, so nothing is lost.
 void mark_step();
+
+/// The graph the next mark_step() would cut, without running it (for
+/// tests, tools and benchmarks: import it, dump it, compile it).
+TraceGraph pending_graph();
 
 /// Seeds the counter-based RNG (Philox) used by rand, randn, dropout and
 /// attention dropout, and resets its offset to 0.

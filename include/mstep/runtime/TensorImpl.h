@@ -55,6 +55,16 @@ class TensorImpl {
   /// current buffer's data leaf (in-place writes must then copy first).
   bool buffer_has_pending_users() const;
 
+  /// What this tensor's buffer is to the program when it is a graph input
+  /// (set by the API: parameters, optimizer state, device scalars).
+  InputRole input_role() const { return input_role_; }
+  void set_input_role(InputRole role) { input_role_ = role; }
+
+  /// The buffer this tensor held before it became pending again (an
+  /// in-place update such as `w.copy_(w - lr * g)`), if it still exists.
+  /// The tracer marks the matching graph input as donated to the output.
+  BufferPtr replaced_buffer() const { return replaced_buffer_.lock(); }
+
   /// Autograd state, or null for tensors autograd never touched.
   AutogradMetaBase* autograd_meta() const { return autograd_meta_.get(); }
   void set_autograd_meta(std::unique_ptr<AutogradMetaBase> meta) {
@@ -68,6 +78,8 @@ class TensorImpl {
   Value pending_;
   BufferPtr buffer_;
   NodePtr data_node_;
+  std::weak_ptr<Buffer> replaced_buffer_;
+  InputRole input_role_ = InputRole::input;
   std::unique_ptr<AutogradMetaBase> autograd_meta_;
   // Intrusive links of the tracer's live pending list.
   TensorImpl* live_prev_ = nullptr;

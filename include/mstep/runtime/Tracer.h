@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "mstep/runtime/GraphCache.h"
 #include "mstep/runtime/Options.h"
@@ -34,6 +35,8 @@ class Tracer {
   absl::Status mark_step();
   /// Materializes `impl` alone (a sync point: item(), to_vector()).
   absl::Status sync(TensorImpl& impl);
+  /// The graph mark_step() would cut now; nothing runs or changes.
+  absl::StatusOr<TraceGraph> pending_graph();
 
   /// RNG: the current (seed, offset) state, an i64[2] tensor to pass as
   /// the op's operand, and the offset this random op adds to it. Reserves
@@ -47,6 +50,16 @@ class Tracer {
 
  private:
   Tracer();
+  /// One cut: its key, its outputs (deduplicated) and, per requested
+  /// tensor, its output slot. Fills order_ and inputs_.
+  struct Cut {
+    GraphKey key;
+    std::vector<ValueRef> graph_outputs;
+    std::vector<uint32_t> output_slot;
+  };
+  absl::StatusOr<Cut> cut(absl::Span<TensorImpl* const> outputs, Device device);
+  /// The TraceGraph of the cut in order_/inputs_, with roles and donations.
+  TraceGraph build_cut_graph(const Cut& c, absl::Span<TensorImpl* const> outputs);
   /// Cuts, looks up or compiles, runs, and binds results to `outputs`.
   absl::Status execute(absl::Span<TensorImpl* const> outputs);
   void advance_rng_after_step();

@@ -27,15 +27,26 @@ Grads log_softmax_bw(const BackwardContext& c) {
   return {g - exp(c.output()) * sum(g, {dim}, /*keepdim=*/true)};
 }
 
-/// The dtype the norm backward computes in.
-DType compute_dtype(DType dtype) {
-  return dtype == DType::f16 || dtype == DType::bf16 ? DType::f32 : dtype;
-}
+/// What both norm backwards start from: the input's dtype (the gradients'
+/// too), the dtype they compute in (`acc`), the trailing normalized_ndim
+/// dims (`norm`) and the leading ones (`batch`), and the input and the
+/// output gradient converted to `acc`.
+struct NormInputs {
+  DType dtype, acc;
+  IntList norm, batch;
+  Tensor x, g;
+};
 
-/// The trailing `normalized_ndim` dims (`norm`) and the leading ones
-/// (`batch`) of a rank-`rank` input.
-void split_dims(int64_t rank, int64_t normalized_ndim, IntList& norm, IntList& batch) {
-  for (int64_t d = 0; d < rank; ++d) (d < rank - normalized_ndim ? batch : norm).push_back(d);
+NormInputs norm_inputs(const BackwardContext& c) {
+  NormInputs n;
+  n.dtype = c.input(0).dtype();
+  n.acc = n.dtype == DType::f16 || n.dtype == DType::bf16 ? DType::f32 : n.dtype;
+  const int64_t rank = c.input(0).dim();
+  const int64_t normalized_ndim = attr_int(c.attrs, AttrName::normalized_ndim);
+  for (int64_t d = 0; d < rank; ++d) (d < rank - normalized_ndim ? n.batch : n.norm).push_back(d);
+  n.x = to(c.input(0), n.acc);
+  n.g = to(c.grad(), n.acc);
+  return n;
 }
 
 /// The gradient of an affine parameter of shape normalized_shape: `g`
@@ -51,13 +62,7 @@ Grads layer_norm_bw(const BackwardContext& c) {
   const bool has_weight = attr_int(c.attrs, AttrName::has_weight) != 0;
   const bool has_bias = attr_int(c.attrs, AttrName::has_bias) != 0;
   const double eps = attr_double(c.attrs, AttrName::eps);
-  const DType dtype = c.input(0).dtype();
-  const DType acc = compute_dtype(dtype);
-  IntList norm, batch;
-  split_dims(c.input(0).dim(), attr_int(c.attrs, AttrName::normalized_ndim), norm, batch);
-
-  Tensor x = to(c.input(0), acc);
-  Tensor g = to(c.grad(), acc);
+  const auto [dtype, acc, norm, batch, x, g] = norm_inputs(c);
   Tensor centered = x - mean(x, norm, /*keepdim=*/true);
   Tensor rstd = rsqrt(mean(centered * centered, norm, /*keepdim=*/true) + eps);
   Tensor xhat = centered * rstd;
@@ -80,13 +85,7 @@ Grads rms_norm_bw(const BackwardContext& c) {
   //   dx = r * (dxhat - xhat * mean(dxhat * xhat)), dweight = sum g * xhat.
   const bool has_weight = attr_int(c.attrs, AttrName::has_weight) != 0;
   const double eps = attr_double(c.attrs, AttrName::eps);
-  const DType dtype = c.input(0).dtype();
-  const DType acc = compute_dtype(dtype);
-  IntList norm, batch;
-  split_dims(c.input(0).dim(), attr_int(c.attrs, AttrName::normalized_ndim), norm, batch);
-
-  Tensor x = to(c.input(0), acc);
-  Tensor g = to(c.grad(), acc);
+  const auto [dtype, acc, norm, batch, x, g] = norm_inputs(c);
   Tensor r = rsqrt(mean(x * x, norm, /*keepdim=*/true) + eps);
   Tensor xhat = x * r;
 

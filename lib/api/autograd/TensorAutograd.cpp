@@ -21,6 +21,7 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
     detail::throw_op_error("requires_grad_", "only floating-point tensors can require gradients",
                            detail::describe(*this), "Convert it with .to(DType::f32) first.");
   autograd::ensure_meta(*this).requires_grad = requires_grad;
+  if (is_leaf()) impl()->set_input_role(requires_grad ? InputRole::parameter : InputRole::input);
   return *this;
 }
 

@@ -118,8 +118,10 @@ const Tensor& Optimizer::hyper_as(const std::string& name, DType dtype) {
 Tensor& Optimizer::state_tensor(size_t index, const std::string& name, const TensorType& type) {
   auto& tensors = state_[index].tensors;
   auto it = tensors.find(name);
-  if (it == tensors.end())
+  if (it == tensors.end()) {
     it = tensors.emplace(name, materialized_zeros(type, params_[index].device())).first;
+    it->second.impl()->set_input_role(InputRole::optimizer_state);
+  }
   return it->second;
 }
 
@@ -279,6 +281,7 @@ LoadReport Optimizer::load_state_dict(const std::map<std::string, Tensor>& dict,
       // A new handle: later in-place updates must not write into the
       // caller's tensors.
       tensors[name] = detail::cast_to(t.detach(), dtype);
+      tensors[name].impl()->set_input_role(InputRole::optimizer_state);
     }
     state_[i].tensors = std::move(tensors);
   }

@@ -1,7 +1,12 @@
 // The reference backend: host buffers and an interpreter that runs each
 // node of a TraceGraph with the plain C++ kernel registered for its op.
 // It is the numerical oracle for every other backend and their fallback.
+// compile() exports the compiled module back to a TraceGraph; a fusion
+// region runs as a nested graph, op by op on whole tensors.
 #include <cstring>
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mstep/ir/MlirImport.h"
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/ref/RefKernels.h"
@@ -37,6 +42,9 @@ const KernelTable& kernels() {
 class RefExecutable final : public Executable {
  public:
   explicit RefExecutable(TraceGraph graph) : graph_(std::move(graph)) {
+    bodies_.resize(graph_.nodes.size());
+    for (uint32_t i = 0; i < graph_.nodes.size(); ++i)
+      if (graph_.nodes[i].body) bodies_[i] = std::make_unique<RefExecutable>(*graph_.nodes[i].body);
     last_use_.assign(graph_.nodes.size(), 0);
     for (uint32_t i = 0; i < graph_.nodes.size(); ++i)
       for (ValueRef v : graph_.nodes[i].operands) last_use_[v.node] = i;
@@ -65,6 +73,14 @@ class RefExecutable final : public Executable {
         values[i].push_back(buf);
         continue;
       }
+      if (bodies_[i]) {  // a fusion: run its DAG on the operands
+        std::vector<BufferPtr> body_inputs;
+        for (ValueRef v : node.operands) body_inputs.push_back(values[v.node][v.index]);
+        MSTEP_ASSIGN_OR_RETURN(std::vector<BufferPtr> body_outputs, bodies_[i]->run(body_inputs));
+        values[i].assign(body_outputs.begin(), body_outputs.end());
+        release_operands(i, values);
+        continue;
+      }
       in_ptrs.clear();
       out_ptrs.clear();
       for (ValueRef v : node.operands)
@@ -76,8 +92,7 @@ class RefExecutable final : public Executable {
       }
       RefKernel kernel = kernels()[static_cast<int>(node.op)];
       MSTEP_RETURN_IF_ERROR(kernel(KernelArgs{node, in_ptrs, out_ptrs}));
-      for (ValueRef v : node.operands)
-        if (last_use_[v.node] == i) values[v.node].clear();
+      release_operands(i, values);
     }
     std::vector<BufferPtr> outputs;
     outputs.reserve(graph_.outputs.size());
@@ -86,22 +101,41 @@ class RefExecutable final : public Executable {
   }
 
  private:
+  /// Drops the buffers whose last use is node `i`.
+  void release_operands(uint32_t i, std::vector<absl::InlinedVector<BufferPtr, 1>>& values) const {
+    for (ValueRef v : graph_.nodes[i].operands)
+      if (last_use_[v.node] == i) values[v.node].clear();
+  }
+
   TraceGraph graph_;
+  std::vector<std::unique_ptr<RefExecutable>> bodies_;  // per node: its fusion body
   std::vector<uint32_t> last_use_;
 };
+
+/// Every node of `graph` (and of its fusion bodies) has a kernel.
+absl::Status check_kernels(const TraceGraph& graph) {
+  for (const GraphNode& n : graph.nodes) {
+    if (n.body) {
+      MSTEP_RETURN_IF_ERROR(check_kernels(*n.body));
+    } else if (n.op != OpKind::parameter && !kernels()[static_cast<int>(n.op)]) {
+      return absl::UnimplementedError(
+          absl::StrCat("ref backend has no kernel for op '", op_name(n.op), "'"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 class RefBackend final : public Backend {
  public:
   absl::string_view name() const override { return "ref"; }
   DeviceType device_type() const override { return DeviceType::ref; }
 
-  absl::StatusOr<std::unique_ptr<Executable>> compile(
-      const TraceGraph& graph) override {
-    for (const GraphNode& n : graph.nodes)
-      if (n.op != OpKind::parameter && !kernels()[static_cast<int>(n.op)])
-        return absl::UnimplementedError(absl::StrCat(
-            "ref backend has no kernel for op '", op_name(n.op), "'"));
-    return std::make_unique<RefExecutable>(graph);
+  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module) override {
+    auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+    if (!step) return absl::InvalidArgumentError("ref backend: the module has no func @step");
+    MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
+    MSTEP_RETURN_IF_ERROR(check_kernels(graph));
+    return std::make_unique<RefExecutable>(std::move(graph));
   }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {

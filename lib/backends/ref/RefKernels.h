@@ -1,12 +1,13 @@
 // The ref backend's kernel interface: one plain C++ function per op,
 // registered into a table by op family, plus the helpers kernels share
-// (dtype dispatch, broadcast indexing).
+// (dtype dispatch, broadcast indexing, index tensors).
 #pragma once
 
 #include <array>
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "lib/backends/ref/HostBuffer.h"
 #include "mstep/core/HalfTypes.h"
@@ -99,6 +100,37 @@ void for_each_strided(const Shape& shape,
       idx[d] = 0;
     }
   }
+}
+
+/// Product of shape[begin, end).
+inline int64_t span_numel(const Shape& shape, int64_t begin, int64_t end) {
+  int64_t n = 1;
+  for (int64_t d = begin; d < end; ++d) n *= shape[d];
+  return n;
+}
+
+/// Element i of an integer (i32 or i64) index buffer.
+inline int64_t load_index(const HostBuffer& index, int64_t i) {
+  if (index.type().dtype == DType::i32) return index.data<int32_t>()[i];
+  return index.data<int64_t>()[i];
+}
+
+/// Checks that every value of `index` is in [0, size), the extent of dim
+/// `dim` of `input`, before a kernel reads or writes through it. As in
+/// PyTorch, negative indices are not wrapped. `note` ends the message.
+inline absl::Status check_indices(absl::string_view op, const HostBuffer& index,
+                                  const HostBuffer& input, int64_t dim, int64_t size,
+                                  absl::string_view note = "") {
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    const int64_t v = load_index(index, i);
+    if (v < 0 || v >= size)
+      return absl::InvalidArgumentError(
+          absl::StrCat("mstep::", op, ": index ", v, " (element ", i, " of the index ",
+                       index.type().to_string(), ") is out of range [0, ", size, ") for dim ", dim,
+                       " of the input ", input.type().to_string(),
+                       ". Indices must be in [0, size); negative indices are not wrapped.", note));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace mstep::ref

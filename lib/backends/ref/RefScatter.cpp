@@ -6,42 +6,12 @@
 // is an error, never an out-of-bounds write.
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::ref {
 
 namespace {
-
-/// Product of shape[begin, end).
-int64_t span_numel(const Shape& shape, int64_t begin, int64_t end) {
-  int64_t n = 1;
-  for (int64_t d = begin; d < end; ++d) n *= shape[d];
-  return n;
-}
-
-/// Element i of an integer (i32 or i64) index buffer.
-int64_t load_index(const HostBuffer& index, int64_t i) {
-  if (index.type().dtype == DType::i32) return index.data<int32_t>()[i];
-  return index.data<int64_t>()[i];
-}
-
-/// Checks that every value of `index` is in [0, size), the extent of dim
-/// `dim` of `input`. As in PyTorch, negative indices are not wrapped.
-absl::Status check_indices(absl::string_view op, const HostBuffer& index, const HostBuffer& input,
-                           int64_t dim, int64_t size) {
-  for (int64_t i = 0; i < index.numel(); ++i) {
-    const int64_t v = load_index(index, i);
-    if (v < 0 || v >= size)
-      return absl::InvalidArgumentError(
-          absl::StrCat("mstep::", op, ": index ", v, " (element ", i, " of the index ",
-                       index.type().to_string(), ") is out of range [0, ", size, ") for dim ", dim,
-                       " of the input ", input.type().to_string(),
-                       ". Indices must be in [0, size); negative indices are not wrapped."));
-  }
-  return absl::OkStatus();
-}
 
 /// dst[i] += src[j] in storage type T.
 template <typename T> void add_into(std::byte* dst, const std::byte* src) {

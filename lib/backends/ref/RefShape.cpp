@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 
@@ -18,36 +17,10 @@ size_t element_bytes(const HostBuffer& b) {
   return element_size(b.type().dtype);
 }
 
-/// Product of shape[begin, end).
-int64_t span_numel(const Shape& shape, int64_t begin, int64_t end) {
-  int64_t n = 1;
-  for (int64_t d = begin; d < end; ++d) n *= shape[d];
-  return n;
-}
-
-/// Element i of an integer (i32 or i64) index buffer.
-int64_t load_index(const HostBuffer& index, int64_t i) {
-  if (index.type().dtype == DType::i32) return index.data<int32_t>()[i];
-  return index.data<int64_t>()[i];
-}
-
-/// Checks that every value of `index` is in [0, size), where `size` is the
-/// extent of dim `dim` of `input`. PyTorch's index_select and gather do not
-/// wrap negative indices, so neither do we.
-absl::Status check_indices(absl::string_view op, const HostBuffer& index,
-                           const HostBuffer& input, int64_t dim, int64_t size) {
-  for (int64_t i = 0; i < index.numel(); ++i) {
-    const int64_t v = load_index(index, i);
-    if (v < 0 || v >= size)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mstep::", op, ": index ", v, " (element ", i, " of the index ",
-          index.type().to_string(), ") is out of range [0, ", size,
-          ") for dim ", dim, " of the input ", input.type().to_string(),
-          ". Indices must be in [0, size); negative indices are not "
-          "wrapped. (embedding reports bad token ids through index_select.)"));
-  }
-  return absl::OkStatus();
-}
+/// Ends gather's and index_select's index errors: embedding records
+/// index_select, so its users see them too.
+constexpr absl::string_view kEmbeddingNote =
+    " (embedding reports bad token ids through index_select.)";
 
 absl::Status slice(const KernelArgs& a) {
   const int64_t dim = attr_int(a.node.attrs, AttrName::dim);
@@ -99,7 +72,7 @@ absl::Status gather(const KernelArgs& a) {
   // A 0-d input acts as a [1] tensor.
   const int64_t rank = in_shape.rank();
   const int64_t size = rank == 0 ? 1 : in_shape[dim];
-  MSTEP_RETURN_IF_ERROR(check_indices("gather", index, in, dim, size));
+  MSTEP_RETURN_IF_ERROR(check_indices("gather", index, in, dim, size, kEmbeddingNote));
   // out[i...] = in[i... with i_dim replaced by index[i...]]: walk the
   // index's positions with the input's strides, minus the gathered dim.
   Shape::Dims strides = in_shape.strides();
@@ -122,7 +95,7 @@ absl::Status index_select(const KernelArgs& a) {
   HostBuffer& out = a.out();
   const Shape& in_shape = in.type().shape;
   const int64_t size = in_shape[dim];
-  MSTEP_RETURN_IF_ERROR(check_indices("index_select", index, in, dim, size));
+  MSTEP_RETURN_IF_ERROR(check_indices("index_select", index, in, dim, size, kEmbeddingNote));
   // Blocks of `inner` contiguous elements, one per (outer, index) pair.
   const int64_t outer = span_numel(in_shape, 0, dim);
   const size_t inner =

@@ -22,8 +22,14 @@ constexpr double kWeightTol = 1e-4;
 // adds q.b_k to every score of a row, and softmax ignores a constant
 // shift. Both frameworks therefore feed AdamW rounding noise (~1e-9),
 // which m / (sqrt(v) + eps) amplifies to updates of up to lr; those
-// entries are compared 10x looser. Everything else holds 1e-4.
+// entries are compared 10x looser. Everything else holds 1e-4, except
+// that a tensor may have a few entries (kMaxOutlierFraction) up to the
+// looser bound: Adam divides each update by sqrt(v), so entries with a
+// small second moment turn last-bit differences of float reductions
+// (PyTorch's summation order depends on the CPU's vector width) into
+// visible weight differences over 8 steps.
 constexpr double kIllConditionedTol = 1e-3;
+constexpr double kMaxOutlierFraction = 1e-3;
 
 std::string case_file(const std::string& name) {
   return std::string(MSTEP_TRAINING_CASES_DIR) + "/" + name + ".safetensors";
@@ -53,14 +59,17 @@ void expect_weights_match(const nn::Module& model, const std::map<std::string, T
     ASSERT_EQ(tensor.shape(), want_t.shape()) << name;
     std::vector<float> got = tensor.to_vector<float>(), want = want_t.to_vector<float>();
     double worst = 0;
-    size_t worst_at = 0;
+    size_t worst_at = 0, outliers = 0;
     for (size_t i = 0; i < got.size(); ++i) {
       double err = std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(double(want[i])));
       if (loose && loose(name, i)) err *= kWeightTol / kIllConditionedTol;
+      if (err > kWeightTol) ++outliers, err *= kWeightTol / kIllConditionedTol;
       if (err > worst) worst = err, worst_at = i;
     }
     EXPECT_LE(worst, kWeightTol) << name << "[" << worst_at << "]: mstep " << got[worst_at]
                                  << ", PyTorch " << want[worst_at];
+    EXPECT_LE(outliers, std::max<size_t>(1, size_t(kMaxOutlierFraction * got.size())))
+        << name << ": entries beyond " << kWeightTol;
   }
 }
 

@@ -1,0 +1,71 @@
+// The arena memory plan of one step function: which bytes of one arena
+// each intermediate tensor occupies, computed from liveness in program
+// order. mstep-plan-memory (lib/passes/PlanMemory.cpp) writes it onto the
+// IR; a runtime or a benchmark can call plan_memory() directly.
+// Includes MLIR headers: compiler code only.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+namespace mstep::passes {
+
+/// Where one op result lives. Exactly one of these holds:
+/// - `arena_offset >= 0`: bytes [arena_offset, arena_offset + bytes) of
+///   the arena (possibly shared with `in_place_operand`, see below);
+/// - `aliased_arg >= 0`: the result is written straight into the buffer of
+///   that donated function argument (the argument's `mstep.aliased_result`
+///   names this result) and takes no arena space.
+struct PlannedValue {
+  mlir::OpResult value;
+  /// Unaligned size in bytes (elements x element size).
+  int64_t bytes = 0;
+  /// Program points (indices of the function's top-level ops) of the
+  /// definition and of the last use; returned values live to the
+  /// `func.return`, the last point.
+  int64_t def_point = 0;
+  int64_t last_use_point = 0;
+  int64_t arena_offset = -1;
+  int64_t aliased_arg = -1;
+  /// The operand number of the defining op whose arena slot this result
+  /// takes over (that operand dies at this op); -1 if none.
+  int64_t in_place_operand = -1;
+};
+
+/// The plan of one function. Every result of every op in the function
+/// body (top level only: values inside an `mstep.fusion` region are the
+/// kernel's own business) has one PlannedValue, in program order.
+/// Function arguments live in their own buffers, outside the arena.
+struct MemoryPlan {
+  int64_t alignment = 64;
+  /// Bytes the arena needs: the largest aligned slot end.
+  int64_t arena_bytes = 0;
+  /// The largest sum, over program points, of the aligned sizes of the
+  /// arena slots live at that point: no packing can use less.
+  int64_t liveness_bound_bytes = 0;
+  /// Results that take over a dying operand's slot / a donated argument.
+  int64_t num_in_place = 0;
+  int64_t num_aliased_args = 0;
+  std::vector<PlannedValue> values;
+
+  /// The entry of `value`, or nullptr if it is not an op result planned here.
+  const PlannedValue* find(mlir::Value value) const;
+};
+
+/// Plans `func`'s arena with offsets that are multiples of `alignment` (a
+/// power of two). The body must be a single block of ops whose results are
+/// statically shaped ranked tensors of f32, f64, bf16, f16, i32, i64 or i1.
+/// On a function it cannot plan, emits a located error and fails.
+mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, int64_t alignment = 64);
+
+/// Checks `plan` independently of how it was built: offsets aligned and
+/// inside the arena, and no two values live at the same program point
+/// overlap in the arena, except an operand and the result that took over
+/// its slot at the op where the operand dies. Emits a located error naming
+/// both values on the first violation.
+mlir::LogicalResult verify_memory_plan(const MemoryPlan& plan, mlir::func::FuncOp func);
+
+} // namespace mstep::passes

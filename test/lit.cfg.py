@@ -1,0 +1,20 @@
+# lit suite for mstep's MLIR tests: every *.mlir file under test/ is a test
+# whose RUN lines use mstep-opt (from the build) and FileCheck, not, count
+# (from LLVM 19). Run it through ctest (`ctest -L lit`) or directly:
+#   /usr/lib/llvm-19/build/utils/lit/lit.py -sv <build>/test
+# which finds <build>/test/lit.site.cfg.py, configured by CMake.
+import os
+
+import lit.formats
+
+config.name = "mstep"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mstep_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "unit", "oracle",
+                   "tools"]
+
+# The build's mstep-opt first, then LLVM 19's FileCheck, not and count.
+config.environment["PATH"] = os.pathsep.join(
+    [config.mstep_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
