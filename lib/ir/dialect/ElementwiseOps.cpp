@@ -80,9 +80,64 @@ LogicalResult ArangeOp::verify() {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// Whether converting `from` to `to` keeps every value exactly.
+bool isLosslessWidening(mlir::Type from, mlir::Type to) {
+  if (from == to) return true;
+  if (auto f = llvm::dyn_cast<mlir::FloatType>(from))
+    if (auto t = llvm::dyn_cast<mlir::FloatType>(to))
+      // bf16 and f16 both widen exactly to f32 and f64, f32 to f64.
+      return f.getWidth() < t.getWidth() && (t.isF32() || t.isF64());
+  if (from.isInteger() && to.isInteger())
+    return from.getIntOrFloatBitWidth() > 1 &&
+           from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth();
+  return false;
+}
+
+/// Whether `v` is an mstep.constant equal to `value`.
+bool isConstant(mlir::Value v, double value) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  return c && c.getValue().convertToDouble() == value;
+}
+
+/// `x op c` folds to x when c is the identity `value` and the result has
+/// x's type (the constant does not broadcast x to a larger shape).
+mlir::OpFoldResult foldRightIdentity(mlir::Value lhs, mlir::Value rhs, mlir::Value result,
+                                     double value) {
+  if (isConstant(rhs, value) && lhs.getType() == result.getType()) return lhs;
+  return {};
+}
+}  // namespace
+
 mlir::OpFoldResult CastOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType()) return getInput();
+  // cast(cast(x)) with an exact first cast converts x directly.
+  if (auto inner = getInput().getDefiningOp<CastOp>()) {
+    if (isLosslessWidening(elementTypeOf(inner.getInput()), elementTypeOf(inner.getResult()))) {
+      if (inner.getInput().getType() == getType()) return inner.getInput();
+      getInputMutable().assign(inner.getInput());
+      return getResult();
+    }
+  }
   return {};
+}
+
+mlir::OpFoldResult NegOp::fold(FoldAdaptor) {
+  if (auto inner = getInput().getDefiningOp<NegOp>()) return inner.getInput();
+  return {};
+}
+
+mlir::OpFoldResult SubOp::fold(FoldAdaptor) {
+  return foldRightIdentity(getLhs(), getRhs(), getResult(), 0.0);
+}
+
+mlir::OpFoldResult MulOp::fold(FoldAdaptor) {
+  if (auto folded = foldRightIdentity(getLhs(), getRhs(), getResult(), 1.0)) return folded;
+  return foldRightIdentity(getRhs(), getLhs(), getResult(), 1.0);
+}
+
+mlir::OpFoldResult DivOp::fold(FoldAdaptor) {
+  return foldRightIdentity(getLhs(), getRhs(), getResult(), 1.0);
 }
 
 //===----------------------------------------------------------------------===//

@@ -108,8 +108,17 @@ LogicalResult PermuteOp::verify() {
 }
 
 mlir::OpFoldResult PermuteOp::fold(FoldAdaptor) {
+  // permute(permute(x, inner), outer) = permute(x, inner[outer[i]]).
+  bool changed = false;
+  if (auto producer = getInput().getDefiningOp<PermuteOp>()) {
+    llvm::SmallVector<int64_t> composed;
+    for (int64_t p : getPerm()) composed.push_back(producer.getPerm()[p]);
+    setPerm(composed);
+    getInputMutable().assign(producer.getInput());
+    changed = true;
+  }
   for (auto [i, p] : llvm::enumerate(getPerm()))
-    if (p != static_cast<int64_t>(i)) return {};
+    if (p != static_cast<int64_t>(i)) return changed ? getResult() : mlir::OpFoldResult{};
   return getInput();
 }
 
@@ -130,6 +139,10 @@ LogicalResult ExpandOp::verify() {
 
 mlir::OpFoldResult ExpandOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType()) return getInput();
+  if (auto producer = getInput().getDefiningOp<ExpandOp>()) {
+    getInputMutable().assign(producer.getInput());  // expand(expand(x)) = expand(x)
+    return getResult();
+  }
   return {};
 }
 

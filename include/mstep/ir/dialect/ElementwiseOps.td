@@ -31,7 +31,9 @@ class Mstep_UnaryPredicateOp<string mnemonic, string fn>
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
 }
 
-def Mstep_NegOp : Mstep_UnaryOp<"neg", Mstep_NumericTensor, "-x">;
+def Mstep_NegOp : Mstep_UnaryOp<"neg", Mstep_NumericTensor, "-x"> {
+  let hasFolder = 1;  // neg(neg(x)) = x
+}
 def Mstep_AbsOp : Mstep_UnaryOp<"abs", Mstep_NumericTensor, "|x|">;
 def Mstep_ExpOp : Mstep_UnaryOp<"exp", Mstep_FloatTensor, "e^x">;
 def Mstep_LogOp : Mstep_UnaryOp<"log", Mstep_FloatTensor, "natural log">;
@@ -118,9 +120,17 @@ def Mstep_AddOp : Mstep_ArithmeticOp<"add", Mstep_Tensor, "a + b", [Commutative]
     ```
   }];
 }
-def Mstep_SubOp : Mstep_ArithmeticOp<"sub", Mstep_NumericTensor, "a - b">;
-def Mstep_MulOp : Mstep_ArithmeticOp<"mul", Mstep_Tensor, "a * b", [Commutative]>;
-def Mstep_DivOp : Mstep_ArithmeticOp<"div", Mstep_FloatTensor, "a / b">;
+// Folders: x - 0, x * 1 and x / 1 are x when the result has x's type
+// (exact in IEEE arithmetic; x + 0 is not folded: -0 + 0 is +0).
+def Mstep_SubOp : Mstep_ArithmeticOp<"sub", Mstep_NumericTensor, "a - b"> {
+  let hasFolder = 1;
+}
+def Mstep_MulOp : Mstep_ArithmeticOp<"mul", Mstep_Tensor, "a * b", [Commutative]> {
+  let hasFolder = 1;
+}
+def Mstep_DivOp : Mstep_ArithmeticOp<"div", Mstep_FloatTensor, "a / b"> {
+  let hasFolder = 1;
+}
 def Mstep_PowOp : Mstep_ArithmeticOp<"pow", Mstep_NumericTensor, "a ^ b">;
 def Mstep_MaximumOp : Mstep_ArithmeticOp<"maximum", Mstep_Tensor, "max(a, b)",
                                          [Commutative]>;
