@@ -175,15 +175,20 @@ LogicalResult checkOptional(mlir::Operation* op, mlir::Value value, bool wanted,
   return success();
 }
 
+/// The checks sdpa and sdpa_backward share, on the op's own accessors.
+template <typename SdpaLikeOp>
+LogicalResult verifySdpaOperands(SdpaLikeOp op, rules::Dims& scores, rules::Dims& out) {
+  return verifySdpaInputs(op, op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
+                          op.getValidSeqLen(), op.getRngState(), op.getScale().convertToDouble(),
+                          op.getDropoutP().convertToDouble(), op.getIsCausal(), op.getRngOffset(),
+                          scores, out);
+}
+
 }  // namespace
 
 LogicalResult SdpaOp::verify() {
   rules::Dims scores, out;
-  if (failed(verifySdpaInputs(*this, getQuery(), getKey(), getValue(), getMask(), getValidSeqLen(),
-                              getRngState(), getScale().convertToDouble(),
-                              getDropoutP().convertToDouble(), getIsCausal(), getRngOffset(),
-                              scores, out)))
-    return failure();
+  if (failed(verifySdpaOperands(*this, scores, out))) return failure();
   mlir::Type et = elementTypeOf(getQuery());
   auto probsType = mlir::RankedTensorType::get(scores, et);
   auto outType = mlir::RankedTensorType::get(out, et);
@@ -203,11 +208,7 @@ LogicalResult SdpaOp::verify() {
 
 LogicalResult SdpaBackwardOp::verify() {
   rules::Dims scores, out;
-  if (failed(verifySdpaInputs(*this, getQuery(), getKey(), getValue(), getMask(), getValidSeqLen(),
-                              getRngState(), getScale().convertToDouble(),
-                              getDropoutP().convertToDouble(), getIsCausal(), getRngOffset(),
-                              scores, out)))
-    return failure();
+  if (failed(verifySdpaOperands(*this, scores, out))) return failure();
   mlir::Type et = elementTypeOf(getQuery());
   auto outType = mlir::RankedTensorType::get(out, et);
   if (getGradOut().getType() != outType)
