@@ -3,17 +3,14 @@
 // types and attributes are uniqued once and reused by every compile.
 #include "lib/runtime/Compiler.h"
 
-#include <filesystem>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mstep/ir/MlirImport.h"
-#include "mstep/passes/Passes.h"
+#include "mstep/passes/IRDump.h"
 #include "mstep/passes/Pipeline.h"
 
 namespace mstep {
@@ -29,28 +26,6 @@ mlir::MLIRContext& context() {
   return *ctx;
 }
 
-void write_module(const std::filesystem::path& path, mlir::Operation* op) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path.string(), ec);
-  if (!ec) op->print(os);
-}
-
-/// Writes the module after every pass: <dir>/NN_<pass-argument>.mlir.
-class DumpAfterEachPass : public mlir::PassInstrumentation {
- public:
-  explicit DumpAfterEachPass(std::filesystem::path dir) : dir_(std::move(dir)) {}
-  void runAfterPass(mlir::Pass* pass, mlir::Operation* op) override {
-    if (pass->getArgument().empty()) return;  // a pass manager nesting passes
-    // Nested passes run on functions; dump the whole module.
-    while (op->getParentOp()) op = op->getParentOp();
-    write_module(dir_ / absl::StrFormat("%02d_%s.mlir", ++count_, pass->getArgument().str()), op);
-  }
-
- private:
-  std::filesystem::path dir_;
-  int count_ = 0;
-};
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Executable>> compile_graph(const TraceGraph& graph,
@@ -62,14 +37,9 @@ absl::StatusOr<std::unique_ptr<Executable>> compile_graph(const TraceGraph& grap
 
   mlir::PassManager pm(&ctx);
   passes::build_pipeline(pm, {.fuse = options.fuse});
-  if (!options.dump_dir.empty()) {
-    std::filesystem::path dir =
-        std::filesystem::path(options.dump_dir) / absl::StrFormat("graph_%016x", options.key);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    write_module(dir / "00_import.mlir", module->get());
-    pm.addInstrumentation(std::make_unique<DumpAfterEachPass>(dir));
-  }
+  if (!options.dump_dir.empty())
+    passes::add_ir_dump(pm, absl::StrFormat("%s/graph_%016x", options.dump_dir, options.key),
+                        "import");
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic& d) {
     llvm::raw_string_ostream os(diagnostics);

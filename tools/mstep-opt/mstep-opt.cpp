@@ -1,13 +1,25 @@
 // mstep-opt: parses, verifies and transforms MLIR that uses the mstep
 // dialect, like mlir-opt. It registers the mstep dialect and passes, the
 // upstream dialects mstep modules use or lower to (func, arith, math,
-// tensor, linalg) and the upstream transforms (canonicalize, cse,
-// symbol-dce, inline, ...) and the pipelines `mstep-pipeline` and
+// tensor, linalg), the upstream transforms (canonicalize, cse, symbol-dce,
+// inline, ...) and the pipelines `mstep-pipeline` and
 // `mstep-pipeline-unfused`. MlirOptMain provides the flags:
 // --pass-pipeline, --split-input-file, --verify-diagnostics,
 // --mlir-print-ir-after-all and the rest.
+//
+// With MSTEP_DUMP_DIR set, every run writes the module before the first
+// pass and after each pass to $MSTEP_DUMP_DIR/mstep-opt/chunk_<N>/ (one
+// chunk per --split-input-file section), as mark_step() does.
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "mstep/passes/IRDump.h"
 #include "mstep/passes/Passes.h"
 #include "mstep/passes/Pipeline.h"
 
@@ -19,6 +31,33 @@ int main(int argc, char** argv) {
   mlir::registerTransformsPasses();
   mstep::passes::registerMstepPasses();
   mstep::passes::register_pipelines();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "mstep optimizer driver\n", registry));
+
+  auto [input, output_name] =
+      mlir::registerAndParseCLIOptions(argc, argv, "mstep optimizer driver\n", registry);
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  if (const char* dir = std::getenv("MSTEP_DUMP_DIR"); dir && *dir) {
+    auto chunk = std::make_shared<int>(0);
+    config.setPassPipelineSetupFn(
+        [from_flags = config, root = std::string(dir) + "/mstep-opt", chunk](mlir::PassManager& pm) {
+          if (mlir::failed(from_flags.setupPassPipeline(pm))) return mlir::failure();
+          mstep::passes::add_ir_dump(pm, root + "/chunk_" + std::to_string((*chunk)++));
+          return mlir::success();
+        });
+  }
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &error);
+  if (!file) {
+    llvm::errs() << error << "\n";
+    return EXIT_FAILURE;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> output = mlir::openOutputFile(output_name, &error);
+  if (!output) {
+    llvm::errs() << error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(file), registry, config)))
+    return EXIT_FAILURE;
+  output->keep();
+  return EXIT_SUCCESS;
 }
