@@ -8,7 +8,7 @@
 namespace mstep {
 
 uint64_t GraphKey::without_constants() const {
-  return hash_combine(hash_combine(structure, types), backend);
+  return hash_combine(hash_combine(hash_combine(structure, types), backend), compile_options);
 }
 
 uint64_t GraphKey::full() const {

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -233,6 +234,43 @@ TEST_F(RuntimeTest, DumpDirGetsTextAndDot) {
   EXPECT_EQ(dot, 1);
   EXPECT_THAT(text, HasSubstr("relu("));
   EXPECT_THAT(text, HasSubstr(": f32[2]"));
+}
+
+TEST_F(RuntimeTest, DumpDirGetsTheMlirAfterImportAndEveryPass) {
+  auto dir = std::filesystem::temp_directory_path() / "mstep_mlir_dump_test";
+  std::filesystem::remove_all(dir);
+  Tracer::get().mutable_options().dump_dir = dir.string();
+  Tensor y = step_fn(ones({2}));
+  mark_step();
+  Tracer::get().mutable_options().dump_dir.clear();
+  std::vector<std::string> files;
+  for (const auto& graph : std::filesystem::directory_iterator(dir))
+    if (graph.is_directory())
+      for (const auto& f : std::filesystem::directory_iterator(graph.path()))
+        files.push_back(f.path().filename().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_FALSE(files.empty());
+  EXPECT_EQ(files.front(), "00_import.mlir");
+  EXPECT_THAT(files, ::testing::Contains("07_mstep-fuse-elementwise.mlir"));
+  std::ifstream in(dir / std::filesystem::directory_iterator(dir)->path().filename() /
+                   "00_import.mlir");
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  EXPECT_THAT(text, HasSubstr("mstep.relu"));
+}
+
+TEST_F(RuntimeTest, FusionSettingIsPartOfTheKey) {
+  // A graph compiled with fusion must not be served to a run without it.
+  const bool fuse = Tracer::get().options().fuse;
+  std::vector<float> results[2];
+  for (int i = 0; i < 2; ++i) {
+    Tracer::get().mutable_options().fuse = i == 0;
+    Tensor y = step_fn(from_vector(std::vector<float>{-1, 0, 1, 2}, {4}));
+    mark_step();
+    results[i] = y.to_vector<float>();
+  }
+  Tracer::get().mutable_options().fuse = fuse;
+  EXPECT_EQ(metrics().cache_misses, 2);
+  EXPECT_EQ(results[0], results[1]);
 }
 
 TEST_F(RuntimeTest, CopyInPlaceRebindsTheTensor) {

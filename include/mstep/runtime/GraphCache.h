@@ -20,6 +20,7 @@ struct GraphKey {
   uint64_t types = 0;      // shapes and dtypes
   uint64_t constants = 0;  // host constant values
   uint64_t backend = 0;
+  uint64_t compile_options = 0;  // what changes the compiled code (fusion on/off)
 
   /// Everything but constants: equal for graphs that differ only in them.
   uint64_t without_constants() const;
