@@ -28,5 +28,5 @@ struct LowerToLinalgPass : impl::LowerToLinalgBase<LowerToLinalgPass> {
   }
 };
 
-}  // namespace
-}  // namespace mstep::passes
+} // namespace
+} // namespace mstep::passes

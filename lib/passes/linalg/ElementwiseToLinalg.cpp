@@ -42,21 +42,21 @@ Value lowerElementwiseOp(OpBuilder& b, Operation* op, ValueRange operands) {
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
   if (auto constant = dyn_cast<md::ConstantOp>(op))
     return b.create<arith::ConstantOp>(
-        loc, DenseElementsAttr::get(resultType,
-                                    constantAttr(b, resultType.getElementType(),
-                                                 constant.getValue().convertToDouble())));
+        loc,
+        DenseElementsAttr::get(resultType, constantAttr(b, resultType.getElementType(),
+                                                        constant.getValue().convertToDouble())));
   SmallVector<AffineMap> maps;
   for (Value operand : operands)
     maps.push_back(broadcastingMap(shapeOf(operand), resultType.getShape(), b.getContext()));
   maps.push_back(b.getMultiDimIdentityMap(resultType.getRank()));
   Value init = createEmptyTensor(b, loc, resultType.getShape(), resultType.getElementType());
-  auto generic = b.create<linalg::GenericOp>(
-      loc, TypeRange{resultType}, operands, ValueRange{init}, maps,
-      parallelIterators(resultType.getRank()),
-      [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
-        Value result = emitScalarOp(body, op, elements.drop_back());
-        body.create<linalg::YieldOp>(bodyLoc, result);
-      });
+  auto generic =
+      b.create<linalg::GenericOp>(loc, TypeRange{resultType}, operands, ValueRange{init}, maps,
+                                  parallelIterators(resultType.getRank()),
+                                  [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
+                                    Value result = emitScalarOp(body, op, elements.drop_back());
+                                    body.create<linalg::YieldOp>(bodyLoc, result);
+                                  });
   return generic.getResult(0);
 }
 
@@ -151,14 +151,15 @@ struct FusionToGeneric : OpConversionPattern<md::FusionOp> {
                                 ConversionPatternRewriter& rewriter) const override {
     if (!isLowerableFusion(fusion)) return failure();
     std::optional<SmallVector<int64_t>> loopShape = sharedLoopShape(fusion);
-    rewriter.replaceOp(fusion, loopShape ? lowerFusionToOneGeneric(rewriter, fusion,
-                                                                   adaptor.getInputs(), *loopShape)
-                                         : lowerFusionOpByOp(rewriter, fusion, adaptor.getInputs()));
+    rewriter.replaceOp(
+        fusion, loopShape
+                    ? lowerFusionToOneGeneric(rewriter, fusion, adaptor.getInputs(), *loopShape)
+                    : lowerFusionOpByOp(rewriter, fusion, adaptor.getInputs()));
     return success();
   }
 };
 
-}  // namespace
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // Tensor helpers.
@@ -191,9 +192,8 @@ Value createEmptyTensor(OpBuilder& b, Location loc, ArrayRef<int64_t> shape, Typ
 
 Value broadcastTensor(OpBuilder& b, Location loc, Value value, RankedTensorType type) {
   if (value.getType() == type) return value;
-  SmallVector<AffineMap> maps = {
-      broadcastingMap(shapeOf(value), type.getShape(), b.getContext()),
-      b.getMultiDimIdentityMap(type.getRank())};
+  SmallVector<AffineMap> maps = {broadcastingMap(shapeOf(value), type.getShape(), b.getContext()),
+                                 b.getMultiDimIdentityMap(type.getRank())};
   Value init = createEmptyTensor(b, loc, type.getShape(), type.getElementType());
   auto generic = b.create<linalg::GenericOp>(
       loc, TypeRange{type}, value, init, maps, parallelIterators(type.getRank()),
@@ -231,4 +231,4 @@ void populateElementwiseToLinalg(RewritePatternSet& patterns, ConversionTarget& 
   });
 }
 
-}  // namespace mstep::passes::linalg_lowering
+} // namespace mstep::passes::linalg_lowering

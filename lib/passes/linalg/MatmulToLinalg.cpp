@@ -82,11 +82,11 @@ struct MatmulToNamedOp : OpConversionPattern<md::MatmulOp> {
       // 2. Batch dims fold into lhs's rows.
       const int64_t rowDims = lhsType.getRank() - 1;
       Value rows = collapseLeadingDims(rewriter, loc, lhs, rowDims);
-      Value flat = rewriter
-                       .create<linalg::MatmulOp>(
-                           loc, ValueRange{rows, rhs},
-                           zeroTensor(rewriter, loc, {batch * n, p}, accumulatorType))
-                       .getResult(0);
+      Value flat =
+          rewriter
+              .create<linalg::MatmulOp>(loc, ValueRange{rows, rhs},
+                                        zeroTensor(rewriter, loc, {batch * n, p}, accumulatorType))
+              .getResult(0);
       product = expandLeadingDim(rewriter, loc, flat, accumulatorResultType, rowDims);
     } else {
       // 3. Broadcast to the result's batch dims, collapse them, batch_matmul.
@@ -117,11 +117,11 @@ struct MatmulToNamedOp : OpConversionPattern<md::MatmulOp> {
   }
 };
 
-}  // namespace
+} // namespace
 
 void populateMatmulToLinalg(RewritePatternSet& patterns, ConversionTarget& target) {
   patterns.add<MatmulToNamedOp>(patterns.getContext());
   target.addIllegalOp<md::MatmulOp>();
 }
 
-}  // namespace mstep::passes::linalg_lowering
+} // namespace mstep::passes::linalg_lowering

@@ -85,8 +85,7 @@ SmallVector<ReassociationIndices> keepdimReassociation(int64_t rank, ArrayRef<in
 /// 3. mean divides by the number of reduced elements; an f32 accumulator
 ///    rounds back to bf16/f16.
 /// 4. keepdim puts the reduced dims back as 1 with `tensor.expand_shape`.
-template <typename ReductionOp>
-struct ReductionToGeneric : OpConversionPattern<ReductionOp> {
+template <typename ReductionOp> struct ReductionToGeneric : OpConversionPattern<ReductionOp> {
   using OpConversionPattern<ReductionOp>::OpConversionPattern;
   using OpAdaptor = typename ReductionOp::Adaptor;
 
@@ -118,9 +117,9 @@ struct ReductionToGeneric : OpConversionPattern<ReductionOp> {
       keptShape.push_back(inputType.getDimSize(dim));
       keptDims.push_back(rewriter.getAffineDimExpr(dim));
     }
-    Combiner combiner = isSum ? sumCombiner(rewriter, accumulatorType)
-                              : extremumCombiner(rewriter, accumulatorType,
-                                                 std::is_same_v<ReductionOp, md::MaxOp>);
+    Combiner combiner =
+        isSum ? sumCombiner(rewriter, accumulatorType)
+              : extremumCombiner(rewriter, accumulatorType, std::is_same_v<ReductionOp, md::MaxOp>);
     Value identity = rewriter.create<arith::ConstantOp>(loc, combiner.identity);
     Value empty = createEmptyTensor(rewriter, loc, keptShape, accumulatorType);
     Value init = rewriter.create<linalg::FillOp>(loc, identity, empty).getResult(0);
@@ -129,29 +128,28 @@ struct ReductionToGeneric : OpConversionPattern<ReductionOp> {
     SmallVector<AffineMap> maps = {
         rewriter.getMultiDimIdentityMap(rank),
         AffineMap::get(rank, /*symbolCount=*/0, keptDims, rewriter.getContext())};
-    Value reduced =
-        rewriter
-            .create<linalg::GenericOp>(
-                loc, TypeRange{init.getType()}, input, init, maps, iterators,
-                [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
-                  Value element = convertScalar(body, bodyLoc, elements[0], accumulatorType);
-                  body.create<linalg::YieldOp>(
-                      bodyLoc, combiner.combine(body, bodyLoc, element, elements[1]));
-                })
-            .getResult(0);
+    Value reduced = rewriter
+                        .create<linalg::GenericOp>(
+                            loc, TypeRange{init.getType()}, input, init, maps, iterators,
+                            [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
+                              Value element =
+                                  convertScalar(body, bodyLoc, elements[0], accumulatorType);
+                              body.create<linalg::YieldOp>(
+                                  bodyLoc, combiner.combine(body, bodyLoc, element, elements[1]));
+                            })
+                        .getResult(0);
 
     // 3. mean's division and the rounding of an f32 accumulator.
     if (isMean || accumulatorType != elementType)
-      reduced = mapElements(rewriter, loc, reduced, elementType,
-                            [&](OpBuilder& body, Location bodyLoc, Value value) {
-                              if (isMean) {
-                                Value count = body.create<arith::ConstantOp>(
-                                    bodyLoc, body.getFloatAttr(accumulatorType,
-                                                               static_cast<double>(reducedCount)));
-                                value = body.create<arith::DivFOp>(bodyLoc, value, count);
-                              }
-                              return convertScalar(body, bodyLoc, value, elementType);
-                            });
+      reduced = mapElements(
+          rewriter, loc, reduced, elementType, [&](OpBuilder& body, Location bodyLoc, Value value) {
+            if (isMean) {
+              Value count = body.create<arith::ConstantOp>(
+                  bodyLoc, body.getFloatAttr(accumulatorType, static_cast<double>(reducedCount)));
+              value = body.create<arith::DivFOp>(bodyLoc, value, count);
+            }
+            return convertScalar(body, bodyLoc, value, elementType);
+          });
 
     // 4. keepdim.
     if (reduced.getType() != resultType)
@@ -162,13 +160,12 @@ struct ReductionToGeneric : OpConversionPattern<ReductionOp> {
   }
 };
 
-}  // namespace
+} // namespace
 
 void populateReductionToLinalg(RewritePatternSet& patterns, ConversionTarget& target) {
   patterns.add<ReductionToGeneric<md::SumOp>, ReductionToGeneric<md::MeanOp>,
-               ReductionToGeneric<md::MaxOp>, ReductionToGeneric<md::MinOp>>(
-      patterns.getContext());
+               ReductionToGeneric<md::MaxOp>, ReductionToGeneric<md::MinOp>>(patterns.getContext());
   target.addIllegalOp<md::SumOp, md::MeanOp, md::MaxOp, md::MinOp>();
 }
 
-}  // namespace mstep::passes::linalg_lowering
+} // namespace mstep::passes::linalg_lowering

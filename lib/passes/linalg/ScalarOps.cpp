@@ -30,8 +30,7 @@ Value intConstant(OpBuilder& b, Location loc, Type type, int64_t value) {
 /// Runs `compute` on `operands`, widened to f32 first and the result rounded
 /// back when `type` is bf16 or f16: one rounding per op, as PyTorch's CPU
 /// kernels do. Other types compute in place.
-Value computeWidened(OpBuilder& b, Location loc, Type type, ValueRange operands,
-                     ScalarFn compute) {
+Value computeWidened(OpBuilder& b, Location loc, Type type, ValueRange operands, ScalarFn compute) {
   if (!isHalfFloat(type)) return compute(operands);
   SmallVector<Value> wide;
   for (Value operand : operands)
@@ -40,8 +39,7 @@ Value computeWidened(OpBuilder& b, Location loc, Type type, ValueRange operands,
 }
 
 /// A float op with one math/arith op, computed widened for bf16/f16.
-template <typename FloatOp>
-Value floatOp(OpBuilder& b, Location loc, ValueRange operands) {
+template <typename FloatOp> Value floatOp(OpBuilder& b, Location loc, ValueRange operands) {
   return computeWidened(b, loc, operands[0].getType(), operands,
                         [&](ValueRange v) -> Value { return b.create<FloatOp>(loc, v); });
 }
@@ -137,7 +135,7 @@ Value isFiniteOf(OpBuilder& b, Location loc, Value x) {
                                  floatConstant(b, loc, type, INFINITY));
 }
 
-}  // namespace
+} // namespace
 
 TypedAttr constantAttr(Builder& b, Type type, double value) {
   if (isa<FloatType>(type)) return b.getFloatAttr(type, value);
@@ -167,8 +165,7 @@ Value convertScalar(OpBuilder& b, Location loc, Value value, Type to) {
       return fromBool ? b.create<arith::UIToFPOp>(loc, to, value).getResult()
                       : b.create<arith::SIToFPOp>(loc, to, value).getResult();
     if (fromFloat.getWidth() < toFloat.getWidth()) return b.create<arith::ExtFOp>(loc, to, value);
-    if (fromFloat.getWidth() > toFloat.getWidth())
-      return b.create<arith::TruncFOp>(loc, to, value);
+    if (fromFloat.getWidth() > toFloat.getWidth()) return b.create<arith::TruncFOp>(loc, to, value);
     // bf16 <-> f16: widening to f32 is exact, so this rounds once.
     Value wide = b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
     return b.create<arith::TruncFOp>(loc, to, wide);
@@ -196,7 +193,7 @@ Value emitScalarOp(OpBuilder& b, Operation* op, ValueRange operands) {
   Location loc = op->getLoc();
   using P = arith::CmpFPredicate;
   using I = arith::CmpIPredicate;
-  /// A widened float computation of the op's first operand.
+  // A widened float computation of the op's first operand.
   auto widened = [&](auto compute) {
     Value x = operands[0];
     return computeWidened(b, loc, x.getType(), x,
@@ -218,8 +215,9 @@ Value emitScalarOp(OpBuilder& b, Operation* op, ValueRange operands) {
       .Case([&](md::ErfOp) { return floatOp<math::ErfOp>(b, loc, operands); })
       .Case([&](md::SigmoidOp) { return widened([&](Value x) { return sigmoidOf(b, loc, x); }); })
       .Case([&](md::SiluOp) {
-        return widened(
-            [&](Value x) -> Value { return b.create<arith::MulFOp>(loc, x, sigmoidOf(b, loc, x)); });
+        return widened([&](Value x) -> Value {
+          return b.create<arith::MulFOp>(loc, x, sigmoidOf(b, loc, x));
+        });
       })
       .Case([&](md::ReciprocalOp) {
         return widened([&](Value x) -> Value {
@@ -268,9 +266,9 @@ Value emitScalarOp(OpBuilder& b, Operation* op, ValueRange operands) {
       // Creation and broadcasting: the indexing maps do the broadcasting, so
       // one element of the result is the operand's element.
       .Case([&](md::ConstantOp constant) -> Value {
-        return b.create<arith::ConstantOp>(
-            loc, constantAttr(b, constant.getType().getElementType(),
-                              constant.getValue().convertToDouble()));
+        return b.create<arith::ConstantOp>(loc,
+                                           constantAttr(b, constant.getType().getElementType(),
+                                                        constant.getValue().convertToDouble()));
       })
       .Case<md::FullOp, md::ExpandOp>([&](Operation*) { return operands[0]; })
       .Default([](Operation*) -> Value {
@@ -278,4 +276,4 @@ Value emitScalarOp(OpBuilder& b, Operation* op, ValueRange operands) {
       });
 }
 
-}  // namespace mstep::passes::linalg_lowering
+} // namespace mstep::passes::linalg_lowering
