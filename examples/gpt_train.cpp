@@ -9,7 +9,7 @@
 // targets are -100 (ignore_index).
 //
 //   gpt_train [--steps N] [--batch B] [--seq S] [--dim D] [--layers L]
-//             [--heads H] [--lr LR] [--text FILE] [--seed N]
+//             [--heads H] [--lr LR] [--text FILE] [--seed N] [--dropout P]
 //             [--explicit-attention 1]   (attention written out; the compiler
 //                                         fuses it back into mstep.sdpa)
 #include <algorithm>
@@ -34,6 +34,7 @@ struct Args {
   int64_t steps = 300, batch = 16, seq = 64, dim = 64, layers = 2, heads = 4;
   double lr = 6e-3;
   uint64_t seed = 0;
+  double dropout = 0.0;
   bool explicit_attention = false;
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
 };
@@ -56,6 +57,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--lr") a.lr = std::atof(v);
     else if (flag == "--seed") a.seed = std::strtoull(v, nullptr, 10);
     else if (flag == "--text") a.text = v;
+    else if (flag == "--dropout") a.dropout = std::atof(v);
     else if (flag == "--explicit-attention") a.explicit_attention = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "gpt_train: unknown flag %s\n", flag.c_str());
@@ -156,7 +158,7 @@ int main(int argc, char** argv) {
   manual_seed(args.seed);
   std::mt19937_64 rng(args.seed);
   examples::GptMini model({.vocab = codec.vocab(), .dim = args.dim, .heads = args.heads,
-                           .layers = args.layers, .max_seq = args.seq,
+                           .layers = args.layers, .max_seq = args.seq, .dropout = args.dropout,
                            .explicit_attention = args.explicit_attention});
   optim::AdamW opt(model.parameters(), {.lr = args.lr, .weight_decay = 0.1});
   optim::WarmupCosineLR schedule(opt, /*warmup_steps=*/std::max<int64_t>(1, args.steps / 10),

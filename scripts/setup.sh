@@ -13,6 +13,8 @@ PACKAGES=(
   libdnnl-dev ocl-icd-opencl-dev libabsl-dev
   # test and benchmark
   libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzz test (test/fuzz): clang and its libFuzzer + sanitizer runtimes
+  clang-19 libclang-rt-19-dev
   # oracle (python3-torch) and benchmark peer (libtorch-dev + OpenBLAS)
   python3-torch python3-numpy libtorch-dev libopenblas0-pthread
 )

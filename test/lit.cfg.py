@@ -12,8 +12,9 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mstep_obj_root, "test")
+# fuzz/ holds the fuzzer's seed corpus: .mlir inputs, not lit tests.
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "unit", "oracle",
-                   "tools"]
+                   "tools", "fuzz"]
 
 # The build's mstep-opt first, then LLVM 19's FileCheck, not and count.
 config.environment["PATH"] = os.pathsep.join(

@@ -1188,7 +1188,7 @@ func.func @sdpa_backward_mask_grad_type(%q: tensor<2x8x16xf32>, %m: tensor<8x8xf
 
 func.func @update_no_params(%lr: tensor<f64>) {
   // expected-error @+1 {{'mstep.multi_tensor_update' op needs at least one parameter}}
-  "mstep.multi_tensor_update"(%lr) <{kind = #mstep.optimizer<sgd>, operandSegmentSizes = array<i32: 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 0, 0>}> : (tensor<f64>) -> ()
+  "mstep.multi_tensor_update"(%lr) <{kind = #mstep.optimizer<sgd>, operandSegmentSizes = array<i32: 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 0, 0, 0, 0, 0>}> : (tensor<f64>) -> ()
   return
 }
 
@@ -1314,9 +1314,25 @@ func.func @update_norm_type(%w: tensor<4xf32>, %lr: tensor<f64>) {
 
 // -----
 
+func.func @update_clipped_grads_without_clip(%w: tensor<4xf32>, %lr: tensor<f64>) {
+  // expected-error @+1 {{returns clipped_grads only when max_grad_norm is given}}
+  %0:2 = mstep.multi_tensor_update <sgd> params(%w : tensor<4xf32>) grads(%w : tensor<4xf32>) lr(%lr) clipped_grads(tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @update_clipped_grads_count(%w: tensor<4xf32>, %b: tensor<2xf32>, %lr: tensor<f64>) {
+  // expected-error @+1 {{returns 1 clipped_grads; expected none or one per grad (2), each of its grad's type}}
+  %0:4 = mstep.multi_tensor_update <sgd> params(%w, %b : tensor<4xf32>, tensor<2xf32>) grads(%w, %b : tensor<4xf32>, tensor<2xf32>) lr(%lr) {max_grad_norm = 1.0 : f64} -> total_grad_norm tensor<f32> clipped_grads(tensor<4xf32>)
+  return
+}
+
+// -----
+
 func.func @update_result_types(%w: tensor<4xf32>, %lr: tensor<f64>) {
   // expected-error @+1 {{results must be the updated params, states and steps, each of its operand's type}}
-  %0 = "mstep.multi_tensor_update"(%w, %w, %lr) <{kind = #mstep.optimizer<sgd>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<f64>) -> tensor<2x2xf32>
+  %0 = "mstep.multi_tensor_update"(%w, %w, %lr) <{kind = #mstep.optimizer<sgd>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<f64>) -> tensor<2x2xf32>
   return
 }
 
@@ -1324,6 +1340,6 @@ func.func @update_result_types(%w: tensor<4xf32>, %lr: tensor<f64>) {
 
 func.func @update_hyper_not_f64(%w: tensor<4xf32>, %lr: tensor<f32>) {
   // expected-error @+1 {{operand #2 must be 0D tensor of 64-bit float values, but got 'tensor<f32>'}}
-  %0 = "mstep.multi_tensor_update"(%w, %w, %lr) <{kind = #mstep.optimizer<sgd>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %0 = "mstep.multi_tensor_update"(%w, %w, %lr) <{kind = #mstep.optimizer<sgd>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return
 }

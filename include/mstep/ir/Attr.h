@@ -24,7 +24,9 @@ namespace mstep {
   X(ceil_mode) X(count_include_pad) X(normalized_ndim) X(eps) X(p)           \
   X(is_causal) X(scale) X(has_mask) X(has_valid_len) X(padding_side)         \
   X(return_probs) X(return_mask) X(softmax_mode) X(recompute)                \
-  X(ignore_index) X(reduction) X(has_weight) X(has_bias) X(dropout_p)
+  X(ignore_index) X(reduction) X(has_weight) X(has_bias) X(dropout_p)        \
+  X(kind) X(nesterov) X(amsgrad) X(maximize) X(max_grad_norm)                \
+  X(grad_norm_type) X(operand_segments) X(result_segments)
 
 enum class AttrName : uint8_t {
 #define MSTEP_ATTR_ENUM(n) n,

@@ -9,8 +9,87 @@ include "mlir/Pass/PassBase.td"
 def FuseAttention : Pass<"mstep-fuse-attention", "mlir::func::FuncOp"> {
   let summary = "Rewrite hand-written attention (and its autograd backward) into mstep.sdpa";
   let description = [{
-    TODO(fuse-attention): before/after IR.
+    From each `mstep.softmax`, matches attention written out op by op,
+    `out = matmul(dropout(softmax(mask(scale * matmul(q, kT)))), v)`, and
+    rewrites it into one `mstep.sdpa` (recompute_mode = true):
+
+    - kT: a `mstep.permute` of k (any perm: canonicalize composes the head
+      split with the transpose), or a value that arrives transposed (sdpa
+      then reads it through a new permute);
+    - scale: `mstep.mul` by a uniform constant (either side) or `mstep.div`
+      by one, on the scores, on q or on k (before or after its permute);
+      the factors multiply into `scale`. A non-constant scale does not match;
+    - mask: `where(m, scores, -inf)` with a bool `m` is `is_causal = true`
+      when `m` is a constant causal triangle (tril of all-true, diagonal 0,
+      through reshapes/expands), else the `mask` operand; a float tensor
+      added to the scores is the `mask` operand. A finite fill does not match;
+    - dropout: `mstep.dropout` of the probabilities becomes dropout_p, the
+      rng operand and rng_offset = its offset. Both kernels keep element i of
+      [..., L, S] iff Philox(seed, state offset + offset, i) >= p, so the
+      fused op drops exactly the same elements;
+    - softmax over the last dim; q, kT and v of one rank with identical
+      leading dims (no broadcasting).
+
+    The backward autograd records for that attention (found from the softmax
+    backward reading the probabilities: dO @ v^T, the replayed dropout,
+    p * (dP - sum(dP * p)), where(m, dX, 0), the scale, dS @ kT^T and
+    q^T @ dS, then q's and kT's chains in reverse) becomes one
+    `mstep.sdpa_backward` with the same options, at the place of the chain's
+    first op; its dq, dk, dv replace the gradients of q, k (or of kT,
+    transposed back) and v. Each layer's forward pairs with its own backward.
+
+    Every value that disappears must be read only by ops that disappear too
+    (the transposes autograd takes of p, q and kT go with them); otherwise
+    the attention is left alone. The final probabilities may have other
+    readers: sdpa then returns them (`return_attn_probs`). That is also how a
+    forward whose backward does not match is fused (the unfused backward
+    reads them); with dropout, readers of the pre-dropout probabilities block
+    fusion.
+
+    Before (bool mask, dropout; dO = %g):
+    ```mlir
+    %kt = mstep.permute %k {perm = array<i64: 0, 2, 1>} : tensor<2x6x8xf32> -> tensor<2x8x6xf32>
+    %s = mstep.matmul %q, %kt : tensor<2x4x8xf32>, tensor<2x8x6xf32> -> tensor<2x4x6xf32>
+    %y = mstep.mul %s, %c : tensor<2x4x6xf32>, tensor<f32> -> tensor<2x4x6xf32>
+    %x = mstep.where %m, %y, %ninf : tensor<2x1x6xi1>, tensor<2x4x6xf32>, tensor<f32> -> tensor<2x4x6xf32>
+    %p = mstep.softmax %x {dim = 2 : i64} : tensor<2x4x6xf32>
+    %pd = mstep.dropout %p, %rng {offset = 16 : i64, p = 1.000000e-01 : f64} : tensor<2x4x6xf32>
+    %o = mstep.matmul %pd, %v : tensor<2x4x6xf32>, tensor<2x6x5xf32> -> tensor<2x4x5xf32>
+    %pdt = mstep.permute %pd {perm = array<i64: 0, 2, 1>} : tensor<2x4x6xf32> -> tensor<2x6x4xf32>
+    %dv = mstep.matmul %pdt, %g : tensor<2x6x4xf32>, tensor<2x4x5xf32> -> tensor<2x6x5xf32>
+    %vt = mstep.permute %v {perm = array<i64: 0, 2, 1>} : tensor<2x6x5xf32> -> tensor<2x5x6xf32>
+    %dpd = mstep.matmul %g, %vt : tensor<2x4x5xf32>, tensor<2x5x6xf32> -> tensor<2x4x6xf32>
+    %dp = mstep.dropout %dpd, %rng {offset = 16 : i64, p = 1.000000e-01 : f64} : tensor<2x4x6xf32>
+    %t1 = mstep.mul %dp, %p : tensor<2x4x6xf32>, tensor<2x4x6xf32> -> tensor<2x4x6xf32>
+    %t2 = mstep.sum %t1 {dims = array<i64: 2>, keepdim = true} : tensor<2x4x6xf32> -> tensor<2x4x1xf32>
+    %t3 = mstep.sub %dp, %t2 : tensor<2x4x6xf32>, tensor<2x4x1xf32> -> tensor<2x4x6xf32>
+    %dx = mstep.mul %p, %t3 : tensor<2x4x6xf32>, tensor<2x4x6xf32> -> tensor<2x4x6xf32>
+    %dy = mstep.where %m, %dx, %zeros : tensor<2x1x6xi1>, tensor<2x4x6xf32>, tensor<2x4x6xf32> -> tensor<2x4x6xf32>
+    %ds = mstep.mul %dy, %c : tensor<2x4x6xf32>, tensor<f32> -> tensor<2x4x6xf32>
+    %ktt = mstep.permute %kt {perm = array<i64: 0, 2, 1>} : tensor<2x8x6xf32> -> tensor<2x6x8xf32>
+    %dq = mstep.matmul %ds, %ktt : tensor<2x4x6xf32>, tensor<2x6x8xf32> -> tensor<2x4x8xf32>
+    %qt = mstep.permute %q {perm = array<i64: 0, 2, 1>} : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+    %dkt = mstep.matmul %qt, %ds : tensor<2x8x4xf32>, tensor<2x4x6xf32> -> tensor<2x8x6xf32>
+    %dk = mstep.permute %dkt {perm = array<i64: 0, 2, 1>} : tensor<2x8x6xf32> -> tensor<2x6x8xf32>
+    ```
+
+    After (%c = 0.125):
+    ```mlir
+    %o = mstep.sdpa %q, %k, %v mask(%m : tensor<2x1x6xi1>) rng(%rng)
+        {dropout_p = 1.000000e-01 : f64, rng_offset = 16 : i64, scale = 1.250000e-01 : f64}
+        : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x5xf32> -> tensor<2x4x5xf32>
+    %dq, %dk, %dv = mstep.sdpa_backward %g, %q, %k, %v mask(%m : tensor<2x1x6xi1>) rng(%rng)
+        {dropout_p = 1.000000e-01 : f64, rng_offset = 16 : i64, scale = 1.250000e-01 : f64}
+        : tensor<2x4x5xf32>, tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x5xf32>
+    ```
   }];
+  let statistics = [
+    Statistic<"numForwards", "fused-forwards", "Attention forwards rewritten into mstep.sdpa">,
+    Statistic<"numBackwards", "fused-backwards",
+              "Attention backwards rewritten into mstep.sdpa_backward">,
+    Statistic<"numReturnedProbs", "returned-probs",
+              "Fused forwards whose probabilities are still read (return_attn_probs)">
+  ];
   let dependentDialects = ["::mstep::dialect::MstepDialect"];
 }
 
@@ -102,9 +181,74 @@ def FuseElementwise : Pass<"mstep-fuse-elementwise", "mlir::func::FuncOp"> {
 def FuseOptimizer : Pass<"mstep-fuse-optimizer", "mlir::func::FuncOp"> {
   let summary = "Fuse per-parameter optimizer chains into one mstep.multi_tensor_update";
   let description = [{
-    TODO(fuse-optimizer): before/after IR.
+    Finds the update chain lib/api/optim records for each parameter (SGD
+    with or without momentum, dampening, nesterov and weight decay; Adam,
+    AdamW, with or without amsgrad and weight decay; Adadelta) and replaces
+    all chains of one rule and one set of hyperparameters with one
+    `mstep.multi_tensor_update`; a clip_grad_norm_ over exactly those
+    gradients folds into it (`max_grad_norm`, `grad_norm_type`).
+
+    A chain is a parameter argument updated in place (`mstep.role =
+    "parameter"`, `mstep.aliased_result`), the optimizer-state arguments and
+    step counter updated with it, its gradient and its f64 hyperparameters
+    (device scalars). It matches only op for op, as the optimizer records
+    it; nothing outside the chain may read a value it computes from the
+    tensors, except the new param and state. A parameter whose chain does
+    not match keeps its ops (and the other parameters still fuse);
+    different optimizers in one graph give one op each. The clip folds
+    when its norms cover exactly the group's gradients, all of one dtype,
+    and nothing else reads its intermediates; the total norm and the
+    clipped gradients (when something else reads them: the `.grad`
+    tensors a training step returns) become results of the op.
+
+    Before (Adadelta, one parameter; cse has shared the casts):
+    ```mlir
+    func.func @step(%step: tensor<i64> {mstep.aliased_result = 0 : i64, mstep.role = "optimizer_state"},
+                    %sq: tensor<4xf32> {mstep.aliased_result = 1 : i64, mstep.role = "optimizer_state"},
+                    %acc: tensor<4xf32> {mstep.aliased_result = 2 : i64, mstep.role = "optimizer_state"},
+                    %w: tensor<4xf32> {mstep.aliased_result = 3 : i64, mstep.role = "parameter"},
+                    %g: tensor<4xf32> {mstep.role = "input"},
+                    %rho: tensor<f64> {mstep.role = "device_scalar"}, %eps: ..., %lr: ...) -> (...) {
+      %t = mstep.add %step, %one : tensor<i64>, tensor<i64> -> tensor<i64>
+      %rho32 = mstep.cast %rho : tensor<f64> -> tensor<f32>
+      %omr = mstep.sub %c1, %rho : tensor<f64>, tensor<f64> -> tensor<f64>
+      %omr32 = mstep.cast %omr : tensor<f64> -> tensor<f32>
+      %0 = mstep.mul %sq, %rho32 ...      %1 = mstep.mul %omr32, %g ...
+      %2 = mstep.mul %1, %g ...           %sq1 = mstep.add %0, %2 ...
+      ... delta = sqrt(acc + eps) / sqrt(sq1 + eps) * g,
+          acc1 = acc * rho + (1 - rho) * delta * delta, w1 = w - lr * delta ...
+      return %t, %sq1, %acc1, %w1 : ...
+    }
+    ```
+    After:
+    ```mlir
+      %w1, %sq1, %acc1, %t = mstep.multi_tensor_update <adadelta>
+          params(%w : tensor<4xf32>) grads(%g : tensor<4xf32>)
+          states(%sq, %acc : tensor<4xf32>, tensor<4xf32>) steps(%step)
+          lr(%lr) rho(%rho) eps(%eps)
+      return %t, %sq1, %acc1, %w1 : ...
+    ```
+    With clip_grad_norm_(params, 1.0) before an AdamW step whose `.grad`
+    tensors stay alive, the op also takes the raw gradients and returns
+    the clipped ones and the total norm:
+    ```mlir
+      %p:2, %s:4, %t:2, %clipped:2, %total = mstep.multi_tensor_update <adamw>
+          params(%w, %b : ...) grads(%gw, %gb : ...) states(...) steps(%tw, %tb)
+          lr(%lr) beta1(%b1) beta2(%b2) eps(%eps) weight_decay(%wd)
+          {max_grad_norm = 1.000000e+00 : f64}
+          -> total_grad_norm tensor<f32> clipped_grads(tensor<4x3xf32>, tensor<4xf32>)
+    ```
+    The kernel recomputes the derived scalars (1 - beta, the bias
+    corrections, ...) in f64 and every tensor op in the parameter's dtype,
+    in the chain's order: the fused step equals the unfused one bit for bit
+    on the ref backend.
   }];
   let dependentDialects = ["::mstep::dialect::MstepDialect"];
+  let statistics = [
+    Statistic<"numFusedOps", "fused-ops", "mstep.multi_tensor_update ops created">,
+    Statistic<"numFusedParams", "fused-params", "Parameters whose update chains were fused">,
+    Statistic<"numFoldedClips", "folded-clips", "clip_grad_norm_ chains folded into a fused update">,
+  ];
 }
 
 def PlanMemory : Pass<"mstep-plan-memory", "mlir::func::FuncOp"> {

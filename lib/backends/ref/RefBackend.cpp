@@ -32,6 +32,7 @@ const KernelTable& kernels() {
     register_attention_kernels(t);
     register_attention_grad_kernels(t);
     register_loss_kernels(t);
+    register_optimizer_kernels(t);
     return t;
   }();
   return table;

@@ -40,6 +40,7 @@ void register_nn_kernels(KernelTable& table);
 void register_attention_kernels(KernelTable& table);
 void register_attention_grad_kernels(KernelTable& table);
 void register_loss_kernels(KernelTable& table);
+void register_optimizer_kernels(KernelTable& table);
 
 /// The arithmetic type used for storage type T: float for the 16-bit
 /// floats and f32, double for f64, T itself for integers and bool.

@@ -58,7 +58,8 @@ LogicalResult ConstantOp::verify() {
     return emitOpError() << "value " << rules::formatDouble(value)
                          << " is not 0 or 1, but the result is " << getType();
   const unsigned width = type.getIntOrFloatBitWidth();
-  if (width > 1 && width < 64 && std::abs(value) >= std::ldexp(1.0, width - 1) &&
+  // [-2^(w-1), 2^(w-1)) is exact in a double for w <= 64 (inf fails too).
+  if (width > 1 && std::abs(value) >= std::ldexp(1.0, width - 1) &&
       value != -std::ldexp(1.0, width - 1))
     return emitOpError() << "value " << rules::formatDouble(value) << " does not fit in " << type;
   return success();

@@ -1,6 +1,7 @@
 // Verifiers of matmul, conv2d, pooling and their gradients.
 #include "lib/ir/dialect/Verification.h"
 #include "mstep/ir/dialect/MstepOps.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 namespace mstep::dialect {
 
@@ -35,14 +36,28 @@ mlir::FailureOr<rules::Dims> convOutputShape(mlir::Operation* op, ArrayRef<int64
   if (channels % groups != 0 || outChannels % groups != 0)
     return op->emitOpError() << "groups = " << groups << " must divide the input's " << channels
                              << " channels and the weight's " << outChannels << " output channels";
-  if (weight[1] * groups != channels)
-    return op->emitOpError() << "weight " << shapeString(weight) << " expects "
-                             << weight[1] * groups << " input channels (dim 1 x groups = " << groups
-                             << ") but the input " << shapeString(input) << " has " << channels;
+  if (weight[1] != channels / groups) {
+    auto diag = op->emitOpError() << "weight " << shapeString(weight) << " expects ";
+    if (std::optional<int64_t> expected = llvm::checkedMul(weight[1], groups))
+      diag << *expected;
+    else
+      diag << "more than 2^63";
+    return diag << " input channels (dim 1 x groups = " << groups << ") but the input "
+                << shapeString(input) << " has " << channels;
+  }
+  if (weight[2] < 1 || weight[3] < 1)
+    return op->emitOpError() << "weight " << shapeString(weight)
+                             << " has an empty kernel; its spatial dims must be >= 1";
   rules::Dims out{input[0], outChannels, 0, 0};
   for (int i = 0; i < 2; ++i) {
-    out[2 + i] =
+    std::optional<int64_t> size =
         rules::convOutputSize(input[2 + i], weight[2 + i], stride[i], padding[i], dilation[i]);
+    if (!size)
+      return op->emitOpError() << "the window arithmetic of kernel " << weight[2] << "x"
+                               << weight[3] << " (stride " << shapeString(stride) << ", padding "
+                               << shapeString(padding) << ", dilation " << shapeString(dilation)
+                               << ") on input " << shapeString(input) << " overflows int64";
+    out[2 + i] = *size;
     if (out[2 + i] < 1)
       return op->emitOpError() << "kernel " << weight[2] << "x" << weight[3] << " with dilation "
                                << shapeString(dilation) << " does not fit the input "
@@ -61,8 +76,14 @@ mlir::FailureOr<rules::Dims> poolOutputShape(mlir::Operation* op, ArrayRef<int64
     if (padding[i] > kernel[i] / 2)
       return op->emitOpError() << "padding " << shapeString(padding)
                                << " must be at most half the kernel " << shapeString(kernel);
-    out[2 + i] = rules::poolOutputSize(input[2 + i], kernel[i], stride[i], padding[i], dilation[i],
-                                       ceilMode);
+    std::optional<int64_t> size = rules::poolOutputSize(input[2 + i], kernel[i], stride[i],
+                                                         padding[i], dilation[i], ceilMode);
+    if (!size)
+      return op->emitOpError() << "the window arithmetic of kernel " << shapeString(kernel)
+                               << " (stride " << shapeString(stride) << ", padding "
+                               << shapeString(padding) << ", dilation " << shapeString(dilation)
+                               << ") on input " << shapeString(input) << " overflows int64";
+    out[2 + i] = *size;
     if (out[2 + i] < 1)
       return op->emitOpError() << "window " << shapeString(kernel) << " (dilation "
                                << shapeString(dilation) << ") does not fit the input "

@@ -121,6 +121,14 @@ LogicalResult MultiTensorUpdateOp::verify() {
   // Clipping.
   if (getMaxGradNorm().has_value() != static_cast<bool>(getTotalGradNorm()))
     return emitOpError("returns total_grad_norm exactly when max_grad_norm is given");
+  if (!getClippedGrads().empty()) {
+    if (!getMaxGradNorm())
+      return emitOpError("returns clipped_grads only when max_grad_norm is given");
+    if (getClippedGrads().getTypes() != getGrads().getTypes())
+      return emitOpError() << "returns " << getClippedGrads().size()
+                           << " clipped_grads; expected none or one per grad (" << n
+                           << "), each of its grad's type";
+  }
   if (getMaxGradNorm()) {
     const double maxNorm = getMaxGradNorm()->convertToDouble();
     const double p = getGradNormType().convertToDouble();

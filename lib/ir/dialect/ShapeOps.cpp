@@ -2,6 +2,7 @@
 #include "lib/ir/dialect/Verification.h"
 #include "mlir/IR/Builders.h"
 #include "mstep/ir/dialect/MstepOps.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 namespace mstep::dialect {
 
@@ -71,11 +72,14 @@ LogicalResult verifyReduction(mlir::Operation* op, ArrayRef<int64_t> dims, bool 
 //===----------------------------------------------------------------------===//
 
 LogicalResult ReshapeOp::verify() {
-  const int64_t in = rules::numElements(dimsOf(getInput()));
-  const int64_t out = rules::numElements(getType().getShape());
-  if (in == out) return success();
-  return emitOpError() << "cannot reshape " << getInput().getType() << " (" << in
-                       << " elements) to " << getType() << " (" << out
+  const std::optional<int64_t> in = rules::numElements(dimsOf(getInput()));
+  const std::optional<int64_t> out = rules::numElements(getType().getShape());
+  if (!in || !out)
+    return emitOpError() << "the element count of " << (in ? getType() : getInput().getType())
+                         << " overflows int64";
+  if (*in == *out) return success();
+  return emitOpError() << "cannot reshape " << getInput().getType() << " (" << *in
+                       << " elements) to " << getType() << " (" << *out
                        << " elements): the element count must stay the same";
 }
 
@@ -173,7 +177,11 @@ LogicalResult CatOp::verify() {
         return emitOpError() << "input #" << i << " " << input.getType()
                              << " differs from input #0 " << first.getType() << " in dim " << k
                              << "; sizes must match except in dim " << dim;
-    expected[dim] += dimsOf(input)[dim];
+    std::optional<int64_t> joined = llvm::checkedAdd(expected[dim], dimsOf(input)[dim]);
+    if (!joined)
+      return emitOpError() << "the inputs' sizes in dim " << dim << " add up to more than int64 "
+                           << "holds (at input #" << i << " " << input.getType() << ")";
+    expected[dim] = *joined;
   }
   return checkResultShape(*this, expected, "the inputs joined along dim");
 }
@@ -186,7 +194,7 @@ LogicalResult GatherOp::verify() {
                          << getInput().getType();
   if (failed(checkDim(*this, getDim(), getInput(), /*scalarAsVector=*/true)))
     return mlir::failure();
-  if (rules::numElements(index) > 0)
+  if (!llvm::is_contained(index, 0))  // an empty index reads nothing
     for (size_t k = 0; k < in.size(); ++k)
       if (static_cast<int64_t>(k) != static_cast<int64_t>(getDim()) && index[k] > in[k])
         return emitOpError() << "index " << getIndex().getType() << " exceeds input "
@@ -217,10 +225,15 @@ LogicalResult PadOp::verify() {
   rules::Dims expected(in);
   for (size_t k = 0; k < pads.size() / 2; ++k) {
     const size_t d = in.size() - 1 - k;
-    expected[d] = in[d] + pads[2 * k] + pads[2 * k + 1];
-    if (expected[d] < 0)
+    std::optional<int64_t> padded = llvm::checkedAdd(in[d], pads[2 * k]);
+    if (padded) padded = llvm::checkedAdd(*padded, pads[2 * k + 1]);
+    if (!padded)
+      return emitOpError() << "pads " << shapeString(pads) << " overflow int64 in dim " << d
+                           << " (size " << in[d] << ")";
+    if (*padded < 0)
       return emitOpError() << "pads " << shapeString(pads) << " crop dim " << d << " (size "
                            << in[d] << ") to a negative size";
+    expected[d] = *padded;
   }
   return checkResultShape(*this, expected, "the input padded by pads");
 }
@@ -245,7 +258,7 @@ LogicalResult ScatterAddOp::verify() {
                          << " and src " << getSrc().getType() << " must have one rank";
   if (failed(checkDim(*this, getDim(), getInput(), /*scalarAsVector=*/true)))
     return mlir::failure();
-  if (rules::numElements(index) > 0)
+  if (!llvm::is_contained(index, 0))  // an empty index writes nothing
     for (size_t k = 0; k < in.size(); ++k) {
       if (index[k] > src[k])
         return emitOpError() << "index " << getIndex().getType() << " exceeds src "

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
 namespace mstep::dialect::rules {
 
 std::string shapeString(llvm::ArrayRef<int64_t> shape) {
@@ -21,9 +24,11 @@ std::string formatDouble(double value) {
   return buf;
 }
 
-int64_t numElements(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+std::optional<int64_t> numElements(llvm::ArrayRef<int64_t> shape) {
+  if (llvm::is_contained(shape, 0)) return 0;  // even when the other dims overflow
+  std::optional<int64_t> n = 1;
+  for (int64_t d : shape)
+    if (!(n = llvm::checkedMul(*n, d))) return std::nullopt;
   return n;
 }
 
@@ -72,25 +77,34 @@ int64_t sliceLength(int64_t start, int64_t end, int64_t step) {
   return end <= start ? 0 : (end - start - 1) / step + 1;
 }
 
-int64_t convOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
-                       int64_t dilation) {
-  const int64_t span = dilation * (kernel - 1) + 1;
-  const int64_t padded = in + 2 * padding;
-  if (span > padded) return 0;
-  return (padded - span) / stride + 1;
+std::optional<int64_t> convOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
+                                      int64_t dilation) {
+  // span = dilation * (kernel - 1) + 1 (>= 1), padded = in + 2 * padding.
+  const std::optional<int64_t> span = llvm::checkedMulAdd<int64_t>(dilation, kernel - 1, 1);
+  const std::optional<int64_t> padded = llvm::checkedMulAdd<int64_t>(padding, 2, in);
+  if (!span || !padded) return std::nullopt;
+  if (*span > *padded) return 0;
+  return llvm::checkedAdd<int64_t>((*padded - *span) / stride, 1);
 }
 
 namespace {
 int64_t floorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 }  // namespace
 
-int64_t poolOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
-                       int64_t dilation, bool ceilMode) {
-  int64_t out =
-      floorDiv(in + 2 * padding - dilation * (kernel - 1) - 1 + (ceilMode ? stride - 1 : 0),
-               stride) +
-      1;
-  if (ceilMode && (out - 1) * stride >= in + padding) --out;
+std::optional<int64_t> poolOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
+                                      int64_t dilation, bool ceilMode) {
+  // out = floor((in + 2 * padding - span + (ceilMode ? stride - 1 : 0)) / stride) + 1
+  // with span = dilation * (kernel - 1) + 1, every step checked.
+  const std::optional<int64_t> span = llvm::checkedMulAdd<int64_t>(dilation, kernel - 1, 1);
+  std::optional<int64_t> numerator = llvm::checkedMulAdd<int64_t>(padding, 2, in);
+  if (!span || !numerator) return std::nullopt;
+  numerator = llvm::checkedSub(*numerator, *span);
+  if (numerator && ceilMode) numerator = llvm::checkedAdd<int64_t>(*numerator, stride - 1);
+  if (!numerator) return std::nullopt;
+  const int64_t out = floorDiv(*numerator, stride) + 1;  // no overflow: span >= 1
+  // ceil_mode: a last window that would start in the right padding is dropped.
+  const std::optional<int64_t> lastStart = llvm::checkedMul<int64_t>(out - 1, stride);
+  if (ceilMode && (!lastStart || *lastStart >= in + padding)) return out - 1;
   return out;
 }
 

@@ -60,6 +60,7 @@ absl::StatusOr<AttrValue> convert_attr(mlir::Attribute a) {
   if (auto e = llvm::dyn_cast<LossReductionAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   if (auto e = llvm::dyn_cast<PaddingSideAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   if (auto e = llvm::dyn_cast<SoftmaxModeAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
+  if (auto e = llvm::dyn_cast<OptimizerKindAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   return absl::InvalidArgumentError("unsupported attribute kind");
 }
 
@@ -117,6 +118,28 @@ void add_implied_attrs(mlir::Operation* op, OpKind kind, GraphNode& n) {
       bool has_dropout = false;
       for (const Attr& a : n.attrs) has_dropout |= a.name == AttrName::dropout_p;
       if (!has_dropout) set(AttrName::dropout_p, 0.0);
+      break;
+    }
+    case OpKind::multi_tensor_update: {
+      // The segment sizes say which operands and results are present.
+      auto sizes = [&](llvm::StringRef attr) {
+        IntList list;
+        if (auto a = op->getAttrOfType<mlir::DenseI32ArrayAttr>(attr))
+          for (int32_t size : a.asArrayRef()) list.push_back(size);
+        return list;
+      };
+      set(AttrName::operand_segments, sizes("operandSegmentSizes"));
+      set(AttrName::result_segments, sizes("resultSegmentSizes"));
+      // Defaulted attributes are absent from the dictionary.
+      auto defaulted = [&](AttrName name, AttrValue v) {
+        for (const Attr& a : n.attrs)
+          if (a.name == name) return;
+        set(name, std::move(v));
+      };
+      defaulted(AttrName::nesterov, int64_t{0});
+      defaulted(AttrName::amsgrad, int64_t{0});
+      defaulted(AttrName::maximize, int64_t{0});
+      defaulted(AttrName::grad_norm_type, 2.0);
       break;
     }
     default: break;

@@ -74,6 +74,9 @@ absl::StatusOr<mlir::Attribute> convert_attr(mlir::Builder& b, OpKind op, const 
     case AttrEncoding::softmax_mode:
       if (auto e = symbolizeSoftmaxMode(v)) return mlir::Attribute(SoftmaxModeAttr::get(ctx, *e));
       return bad_code();
+    case AttrEncoding::optimizer_kind:
+      if (auto e = symbolizeOptimizerKind(v)) return mlir::Attribute(OptimizerKindAttr::get(ctx, *e));
+      return bad_code();
     default: return mlir::Attribute(b.getI64IntegerAttr(v));
   }
 }

@@ -63,12 +63,19 @@ AttrSpelling mlir_attr(OpKind op, AttrName name) {
     case AttrName::has_valid_len:
     case AttrName::has_weight:
     case AttrName::has_bias:
+    // multi_tensor_update's operandSegmentSizes / resultSegmentSizes.
+    case AttrName::operand_segments:
+    case AttrName::result_segments:
       return {name_of(name), E::implied};
     case AttrName::keepdim:
     case AttrName::ceil_mode:
     case AttrName::count_include_pad:
     case AttrName::is_causal:
+    case AttrName::nesterov:
+    case AttrName::amsgrad:
+    case AttrName::maximize:
       return {name_of(name), E::boolean};
+    case AttrName::kind: return {name_of(name), E::optimizer_kind};
     // FusedSDPA's names.
     case AttrName::recompute: return {"recompute_mode", E::boolean};
     case AttrName::return_probs: return {"return_attn_probs", E::boolean};

@@ -37,12 +37,23 @@ def Mstep_MultiTensorUpdateOp : Mstep_Op<"multi_tensor_update",
     min(max_grad_norm / (total + 1e-6), 1), where total is the
     `grad_norm_type`-norm of all gradients (torch.nn.utils.clip_grad_norm_),
     and total is returned as the last result `total_grad_norm`. The
-    clipped gradients themselves are not results: fuse-optimizer fuses a
-    clip only when nothing else reads them.
+    clipped gradients are results too (`clipped_grads`, n of them, each of
+    its grad's type) when something else reads them: clip_grad_norm_
+    rescales the `.grad` tensors in place, and a training step that keeps
+    them alive returns them from the graph. Without `clipped_grads` they
+    exist only inside the kernel.
+
+    Derived scalars: the update rules consume values computed from the
+    hyperparameters and step counters (1 - beta1, 1 - lr * weight_decay,
+    lr / (1 - beta1^t), sqrt(1 - beta2^t), ...), each in f64 and then cast
+    to the parameter's dtype, exactly as lib/api/optim records them. The
+    op takes the f64 inputs and recomputes those values in the same order,
+    so a kernel reproduces the unfused graph bit for bit.
 
     Results: the updated params, states and steps, in operand order, each
     of its operand's type; the function marks the corresponding arguments
-    donated, so plan-memory updates them in place.
+    donated, so plan-memory updates them in place. Then the optional
+    `clipped_grads` and `total_grad_norm`.
 
     ```mlir
     %p:2, %s:4, %t:2 = mstep.multi_tensor_update <adam>
@@ -74,6 +85,7 @@ def Mstep_MultiTensorUpdateOp : Mstep_Op<"multi_tensor_update",
   let results = (outs Variadic<Mstep_FloatTensor>:$new_params,
                       Variadic<Mstep_FloatTensor>:$new_states,
                       Variadic<Mstep_StepCounter>:$new_steps,
+                      Variadic<Mstep_FloatTensor>:$clipped_grads,
                       Optional<Mstep_FloatScalar>:$total_grad_norm);
   let assemblyFormat = [{
     $kind
@@ -91,6 +103,7 @@ def Mstep_MultiTensorUpdateOp : Mstep_Op<"multi_tensor_update",
     (`weight_decay` `(` $weight_decay^ `)`)?
     attr-dict
     (`->` `total_grad_norm` type($total_grad_norm)^)?
+    (`clipped_grads` `(` type($clipped_grads)^ `)`)?
   }];
   let hasVerifier = 1;
 }
