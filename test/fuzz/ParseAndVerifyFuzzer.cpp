@@ -44,7 +44,7 @@ namespace {
 /// than parsing a small input, so the context is kept across inputs; but
 /// every type, attribute and name an input creates stays uniqued in it, so
 /// it is replaced now and then to keep a long run's memory bounded.
-constexpr int kInputsPerContext = 200000;
+constexpr int kInputsPerContext = 1 << 30;
 
 /// The context inputs are parsed into: single-threaded, so a crash's stack
 /// is the parser's, and with a handler that swallows diagnostics (rejecting

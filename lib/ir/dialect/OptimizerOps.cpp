@@ -44,19 +44,6 @@ void printStepCounters(mlir::OpAsmPrinter& printer, mlir::Operation*, mlir::Oper
   printer << steps;
 }
 
-/// The state slots each parameter has under `kind`.
-int64_t stateSlots(OptimizerKind kind, bool hasMomentum, bool amsgrad) {
-  switch (kind) {
-  case OptimizerKind::sgd:
-    return hasMomentum ? 1 : 0;
-  case OptimizerKind::adam:
-  case OptimizerKind::adamw:
-    return amsgrad ? 3 : 2;
-  case OptimizerKind::adadelta:
-    return 2;
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -100,7 +87,7 @@ LogicalResult MultiTensorUpdateOp::verify() {
   if (getAmsgrad() && !adam) return emitOpError("amsgrad applies to adam and adamw only");
 
   // State, slot-major, each of its parameter's type.
-  const int64_t slots = stateSlots(kind, static_cast<bool>(getMomentum()), getAmsgrad());
+  const int64_t slots = optimizerStateSlots(kind, static_cast<bool>(getMomentum()), getAmsgrad());
   if (getStates().size() != slots * n)
     return emitOpError() << kindName << " keeps " << slots << " state tensors per parameter ("
                          << slots * n << " for " << n << " params), got " << getStates().size();
@@ -147,6 +134,19 @@ LogicalResult MultiTensorUpdateOp::verify() {
     return emitOpError("results must be the updated params, states and steps, each of its "
                        "operand's type");
   return success();
+}
+
+int64_t optimizerStateSlots(OptimizerKind kind, bool hasMomentum, bool amsgrad) {
+  switch (kind) {
+  case OptimizerKind::sgd:
+    return hasMomentum ? 1 : 0;
+  case OptimizerKind::adam:
+  case OptimizerKind::adamw:
+    return amsgrad ? 3 : 2;
+  case OptimizerKind::adadelta:
+    return 2;
+  }
+  return 0;
 }
 
 void MstepDialect::registerOptimizerOps() {

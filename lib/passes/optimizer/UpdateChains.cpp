@@ -14,16 +14,7 @@ using dialect::OptimizerKind;
 // ---- Rule variants ----------------------------------------------------------
 
 int RuleVariant::stateSlots() const {
-  switch (kind) {
-  case OptimizerKind::sgd:
-    return momentum ? 1 : 0;
-  case OptimizerKind::adam:
-  case OptimizerKind::adamw:
-    return amsgrad ? 3 : 2;
-  case OptimizerKind::adadelta:
-    return 2;
-  }
-  return 0;
+  return static_cast<int>(dialect::optimizerStateSlots(kind, momentum, amsgrad));
 }
 
 bool RuleVariant::countsSteps() const { return kind != OptimizerKind::sgd || momentum; }

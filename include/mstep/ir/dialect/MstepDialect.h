@@ -15,6 +15,16 @@
 #define GET_ATTRDEF_CLASSES
 #include "mstep/ir/dialect/MstepAttrs.h.inc"
 
+namespace mstep::dialect {
+
+/// The optimizer-state tensors each parameter has in an
+/// mstep.multi_tensor_update of `kind` (sgd: a momentum buffer iff
+/// momentum; adam, adamw: exp_avg, exp_avg_sq, max_exp_avg_sq iff amsgrad;
+/// adadelta: square_avg, acc_delta).
+int64_t optimizerStateSlots(OptimizerKind kind, bool hasMomentum, bool amsgrad);
+
+}  // namespace mstep::dialect
+
 namespace mstep::dialect::OpTrait {
 
 /// Marks an op that may sit inside an `mstep.fusion` region: elementwise
