@@ -77,7 +77,7 @@ mlir::FailureOr<rules::Dims> poolOutputShape(mlir::Operation* op, ArrayRef<int64
       return op->emitOpError() << "padding " << shapeString(padding)
                                << " must be at most half the kernel " << shapeString(kernel);
     std::optional<int64_t> size = rules::poolOutputSize(input[2 + i], kernel[i], stride[i],
-                                                         padding[i], dilation[i], ceilMode);
+                                                        padding[i], dilation[i], ceilMode);
     if (!size)
       return op->emitOpError() << "the window arithmetic of kernel " << shapeString(kernel)
                                << " (stride " << shapeString(stride) << ", padding "
