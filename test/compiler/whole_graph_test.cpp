@@ -68,6 +68,14 @@ struct Run {
   std::vector<double> losses;
   std::vector<std::string> names;
   std::vector<std::vector<float>> params;
+
+  /// Records the model's final parameters by name.
+  void keep_params(const nn::Module& model) {
+    for (const auto& [name, p] : model.named_parameters()) {
+      names.push_back(name);
+      params.push_back(p.to_vector<float>());
+    }
+  }
 };
 
 class WholeGraphTest : public ::testing::Test {
@@ -130,10 +138,7 @@ Run train_mlp(bool fuse, int steps, TraceGraph* graph = nullptr) {
     mark_step();
     run.losses.push_back(loss.item());
   }
-  for (const auto& [name, p] : model.named_parameters()) {
-    run.names.push_back(name);
-    run.params.push_back(p.to_vector<float>());
-  }
+  run.keep_params(model);
   return run;
 }
 
@@ -179,10 +184,7 @@ Run train_gpt(bool fuse, int steps, double dropout, TraceGraph* graph = nullptr)
     mark_step();
     run.losses.push_back(loss.item());
   }
-  for (const auto& [name, p] : model.named_parameters()) {
-    run.names.push_back(name);
-    run.params.push_back(p.to_vector<float>());
-  }
+  run.keep_params(model);
   return run;
 }
 
