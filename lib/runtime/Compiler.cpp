@@ -6,9 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "llvm/Support/raw_ostream.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
 #include "mstep/passes/IRDump.h"
 #include "mstep/passes/Pipeline.h"
@@ -26,11 +31,45 @@ mlir::MLIRContext& context() {
   return *ctx;
 }
 
+/// Collects the context's diagnostics into one string while alive.
+class DiagnosticCollector {
+ public:
+  explicit DiagnosticCollector(mlir::MLIRContext& ctx)
+      : handler_(&ctx, [this](mlir::Diagnostic& d) {
+          llvm::raw_string_ostream os(text_);
+          os << "\n  " << d.getLocation() << ": " << d;
+          return mlir::success();
+        }) {}
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
+std::string print_module(mlir::ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module.print(os);
+  return text;
+}
+
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> parse_module(absl::string_view text,
+                                                              absl::string_view what) {
+  mlir::MLIRContext& ctx = context();
+  DiagnosticCollector diagnostics(ctx);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(llvm::StringRef(text.data(), text.size()),
+                                                        mlir::ParserConfig(&ctx));
+  if (!module || mlir::failed(mlir::verify(*module)))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is not a valid mstep module:", diagnostics.text()));
+  return module;
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Executable>> compile_graph(const TraceGraph& graph,
-                                                          Backend& backend,
-                                                          const CompileOptions& options) {
+absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
+                                            const CompileOptions& options) {
   mlir::MLIRContext& ctx = context();
   auto module = import_trace_graph(graph, ctx);
   if (!module.ok()) return module.status();
@@ -40,15 +79,34 @@ absl::StatusOr<std::unique_ptr<Executable>> compile_graph(const TraceGraph& grap
   if (!options.dump_dir.empty())
     passes::add_ir_dump(pm, absl::StrFormat("%s/graph_%016x", options.dump_dir, options.key),
                         "import");
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&ctx, [&](mlir::Diagnostic& d) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << "\n  " << d.getLocation() << ": " << d;
-    return mlir::success();
-  });
+  DiagnosticCollector diagnostics(ctx);
   if (mlir::failed(pm.run(module->get())))
-    return absl::InternalError(absl::StrCat("the mstep pass pipeline failed:", diagnostics));
-  return backend.compile(module->get());
+    return absl::InternalError(absl::StrCat("the mstep pass pipeline failed:", diagnostics.text()));
+  CompiledGraph compiled;
+  if (auto step = module->get().lookupSymbol<mlir::func::FuncOp>("step"))
+    if (auto size = step->getAttrOfType<mlir::IntegerAttr>("mstep.arena_size"))
+      compiled.arena_bytes = size.getInt();
+  if (options.keep_module_text) compiled.module_text = print_module(module->get());
+  MSTEP_ASSIGN_OR_RETURN(compiled.executable, backend.compile(module->get()));
+  return compiled;
+}
+
+absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,
+                                                                 Backend& backend) {
+  MSTEP_ASSIGN_OR_RETURN(auto module, parse_module(text, "the cached module"));
+  return backend.compile(module.get());
+}
+
+absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph) {
+  MSTEP_ASSIGN_OR_RETURN(auto module, import_trace_graph(graph, context()));
+  return print_module(module.get());
+}
+
+absl::StatusOr<TraceGraph> trace_graph_from_mlir(absl::string_view text) {
+  MSTEP_ASSIGN_OR_RETURN(auto module, parse_module(text, "the graph"));
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
+  if (!step) return absl::InvalidArgumentError("the graph module has no func @step");
+  return export_trace_graph(step);
 }
 
 }  // namespace mstep

@@ -1,6 +1,9 @@
 // The one way the runtime reaches the compiler: a trace graph in, an
-// executable out (import -> pass pipeline -> backend compile). No MLIR in
-// this header, so the tracer stays free of MLIR headers. Library-internal.
+// executable out (import -> pass pipeline -> backend compile), and the
+// textual form of compiled modules that the disk cache and the NaN-guard
+// reproducers store. No MLIR in this header, so the tracer stays free of
+// MLIR headers. Library-internal; not thread-safe (one MLIRContext, used
+// from the tracer's thread).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Backend.h"
 
@@ -19,12 +23,32 @@ struct CompileOptions {
   /// to <dump_dir>/graph_<key>/NN_<stage>.mlir.
   std::string dump_dir;
   uint64_t key = 0;
+  /// Also print the optimized module (CompiledGraph::module_text), for
+  /// the disk cache.
+  bool keep_module_text = false;
+};
+
+struct CompiledGraph {
+  std::unique_ptr<Executable> executable;
+  /// The module after the pass pipeline, when keep_module_text was set.
+  std::string module_text;
+  /// mstep.arena_size of the planned step function (0 when unplanned).
+  int64_t arena_bytes = 0;
 };
 
 /// Imports `graph`, runs the pipeline and compiles the result on `backend`.
-/// Not thread-safe: the tracer calls it from its one thread.
-absl::StatusOr<std::unique_ptr<Executable>> compile_graph(const TraceGraph& graph,
-                                                          Backend& backend,
-                                                          const CompileOptions& options);
+absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
+                                            const CompileOptions& options);
+
+/// Parses a module printed by compile_graph (keep_module_text) and hands
+/// it to `backend` without running the pipeline again. A text that does
+/// not parse or verify is an error, never a crash.
+absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,
+                                                                 Backend& backend);
+
+/// The imported (not yet optimized) module of `graph` as text.
+absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph);
+/// Parses a module printed by trace_graph_to_mlir back into a graph.
+absl::StatusOr<TraceGraph> trace_graph_from_mlir(absl::string_view text);
 
 }  // namespace mstep

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
 
 namespace mstep {
@@ -19,6 +20,20 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (const char* dir = std::getenv("MSTEP_DUMP_DIR")) o.dump_dir = dir;
   o.log_recompiles = env_flag("MSTEP_LOG_RECOMPILES");
   if (const char* fuse = std::getenv("MSTEP_FUSE")) o.fuse = absl::string_view(fuse) != "0";
+  if (const char* n = std::getenv("MSTEP_MAX_GRAPHS")) {
+    int v = 0;
+    if (absl::SimpleAtoi(n, &v) && v > 0) {
+      o.max_graphs = v;
+    } else {
+      std::fprintf(stderr, "mstep warning: MSTEP_MAX_GRAPHS=%s is not a positive integer; using %d\n",
+                   n, o.max_graphs);
+    }
+  }
+  if (const char* c = std::getenv("MSTEP_CACHE")) o.disk_cache = c;
+  o.log_cache = env_flag("MSTEP_LOG_CACHE");
+  o.log_fallback = env_flag("MSTEP_LOG_FALLBACK");
+  if (const char* t = std::getenv("MSTEP_TRACE")) o.trace_file = t;
+  if (const char* g = std::getenv("MSTEP_NAN_GUARD")) o.nan_guard_dir = g;
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::string_view d(dev);
     if (d == "ref") {

@@ -1,14 +1,63 @@
-// Library-internal runtime hooks: the mutable metrics and warning output.
+// Library-internal runtime hooks: metrics recording, warnings, the
+// fallback log and the Chrome trace.
 #pragma once
 
-#include "absl/strings/string_view.h"
+#include <chrono>
+#include <string>
 
+#include "absl/strings/string_view.h"
+#include "mstep/core/DType.h"
 #include "mstep/runtime/Metrics.h"
 
 namespace mstep::internal {
 
+/// The counters, written by the tracer's thread. The timing samples and
+/// recompile_reasons are not written here: use the record_* calls, which
+/// lock against metrics() readers on other threads.
 Metrics& mutable_metrics();
 /// Sends `message` to the warning handler (stderr by default).
 void emit_warning(absl::string_view message);
+
+/// Timing samples for the percentiles in metrics().
+void record_compile_time(double seconds);
+void record_execute_time(double seconds);
+void record_replay_time(double seconds);
+/// Counts one compile under `reason` (a short, fixed phrase).
+void record_recompile_reason(absl::string_view reason);
+/// An op that ran on the host instead of the device: counted, logged with
+/// MSTEP_LOG_FALLBACK=1, and tabulated at exit.
+void record_fallback(absl::string_view op, DType dtype);
+/// Overrides MSTEP_LOG_FALLBACK (for RuntimeOptions::log_fallback and tests).
+void set_log_fallback(bool on);
+/// The per-(op, dtype) fallback counts since start, most frequent first, as
+/// the text printed at exit.
+std::string fallback_table();
+
+using Clock = std::chrono::steady_clock;
+/// Whether a Chrome trace is being recorded (MSTEP_TRACE or set_trace_file).
+bool trace_enabled();
+/// Records one complete event ("ph":"X") on the timeline.
+void trace_event(absl::string_view name, absl::string_view category, Clock::time_point start,
+                 Clock::time_point end);
+
+/// Records the enclosing scope as a trace event (nothing when tracing is off).
+class TraceScope {
+ public:
+  TraceScope(const char* name, const char* category)
+      : name_(name), category_(category), on_(trace_enabled()) {
+    if (on_) start_ = Clock::now();
+  }
+  ~TraceScope() {
+    if (on_) trace_event(name_, category_, start_, Clock::now());
+  }
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+ private:
+  const char* name_;
+  const char* category_;
+  bool on_;
+  Clock::time_point start_;
+};
 
 }  // namespace mstep::internal

@@ -27,7 +27,10 @@ void TensorImpl::set_buffer(BufferPtr buffer) {
 
 Value TensorImpl::as_operand() {
   if (pending_.node) return pending_;
-  if (!data_node_) data_node_ = make_node(buffer_, type_, input_role_);
+  if (!data_node_) {
+    data_node_ = make_node(buffer_, type_, input_role_);
+    data_node_->set_owner(weak_from_this());
+  }
   return Value{data_node_, 0};
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/runtime/Compiler.h"
+#include "lib/runtime/DiskCache.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"
 #include "mstep/core/Hash.h"
@@ -72,33 +73,6 @@ void mark_donations(TraceGraph& g, absl::Span<TensorImpl* const> outputs,
   }
 }
 
-/// Every host constant in `g`, with a description naming its user.
-std::vector<ConstantSite> constant_sites(const TraceGraph& g) {
-  std::vector<ConstantSite> sites;
-  for (uint32_t i = 0; i < g.nodes.size(); ++i) {
-    for (const Attr& a : g.nodes[i].attrs) {
-      const double* d = std::get_if<double>(&a.value);
-      if (!d) continue;
-      std::string where = absl::StrCat("attribute '", attr_name(a.name),
-                                       "' of ", op_name(g.nodes[i].op), " %", i);
-      if (g.nodes[i].op == OpKind::constant) {
-        where = absl::StrCat("the scalar constant %", i);
-        for (uint32_t u = i + 1; u < g.nodes.size(); ++u) {
-          bool uses = false;
-          for (ValueRef v : g.nodes[u].operands) uses |= v.node == i;
-          if (uses) {
-            absl::StrAppend(&where, " (an operand of ", op_name(g.nodes[u].op),
-                            " %", u, ")");
-            break;
-          }
-        }
-      }
-      sites.push_back({i, std::move(where), *d});
-    }
-  }
-  return sites;
-}
-
 void dump_graph(const std::string& dir, const GraphKey& key,
                 const TraceGraph& g) {
   std::string base = absl::StrFormat("%s/graph_%016x", dir, key.full());
@@ -114,8 +88,43 @@ Tracer& Tracer::get() {
 
 Tracer::Tracer()
     : options_(RuntimeOptions::from_env()),
-      default_device_{options_.default_device, 0} {
+      default_device_{options_.default_device, 0},
+      cache_(static_cast<size_t>(options_.max_graphs)),
+      last_step_end_(std::chrono::steady_clock::now()) {
   live_head_.live_prev_ = live_head_.live_next_ = &live_head_;
+}
+
+DiskCache* Tracer::disk_cache() {
+  if (disk_opened_) return disk_.get();
+  disk_opened_ = true;
+  if (options_.disk_cache.empty()) return nullptr;
+  auto config = DiskCache::Config::parse(options_.disk_cache);
+  if (!config.ok()) {
+    internal::emit_warning(absl::StrCat("MSTEP_CACHE=", options_.disk_cache, " is not valid (",
+                                        config.status().message(),
+                                        "); the disk cache is off for this process"));
+    return nullptr;
+  }
+  config->log = options_.log_cache;
+  auto warn = [](absl::string_view w) { internal::emit_warning(w); };
+  auto opened = DiskCache::open(*std::move(config), warn);
+  if (!opened.ok()) {
+    internal::emit_warning(absl::StrCat("cannot open the disk cache: ", opened.status().message(),
+                                        "; it is off for this process"));
+    return nullptr;
+  }
+  disk_ = *std::move(opened);
+  return disk_.get();
+}
+
+void Tracer::reset_disk_cache() {
+  disk_.reset();
+  disk_opened_ = false;
+}
+
+void Tracer::set_record_steps(bool on) {
+  record_steps_ = on;
+  if (!on) last_step_ = StepRecord{};
 }
 
 void Tracer::link_live(TensorImpl* impl) {
@@ -135,11 +144,14 @@ void Tracer::unlink_live(TensorImpl* impl) {
 
 absl::Status Tracer::mark_step() {
   ++internal::mutable_metrics().mark_steps;
+  if (internal::trace_enabled())
+    internal::trace_event("trace", "lazy", last_step_end_, std::chrono::steady_clock::now());
   std::vector<TensorImpl*> live;
   for (TensorImpl* t = live_head_.live_next_; t != &live_head_; t = t->live_next_)
     live.push_back(t);
   if (!live.empty()) MSTEP_RETURN_IF_ERROR(execute(live));
   advance_rng_after_step();
+  last_step_end_ = std::chrono::steady_clock::now();
   return absl::OkStatus();
 }
 
@@ -155,6 +167,7 @@ absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, D
   const uint64_t epoch = ++epoch_;
   order_.clear();
   inputs_.clear();
+  input_nodes_.clear();
   Cut c;
   GraphKey& key = c.key;
   key.backend = hash_combine(static_cast<uint64_t>(device.type), device.index);
@@ -183,7 +196,10 @@ absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, D
       stack.pop_back();
       n->visit_index = static_cast<uint32_t>(order_.size());
       order_.push_back(n);
-      if (n->op() == OpKind::data) inputs_.push_back(n->buffer());
+      if (n->op() == OpKind::data) {
+        inputs_.push_back(n->buffer());
+        input_nodes_.push_back(n);
+      }
       key.structure = hash_combine(key.structure, n->structural_hash());
       for (const Value& v : operands)
         key.structure = hash_combine(
@@ -232,7 +248,76 @@ absl::StatusOr<TraceGraph> Tracer::pending_graph() {
   TraceGraph graph = build_cut_graph(c, live);
   order_.clear();
   inputs_.clear();
+  input_nodes_.clear();
   return graph;
+}
+
+absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
+    const Cut& c, absl::Span<TensorImpl* const> outputs, Backend& backend) {
+  Metrics& m = internal::mutable_metrics();
+  const GraphKey& key = c.key;
+  const auto num_nodes = static_cast<uint32_t>(order_.size());
+  const auto num_inputs = static_cast<uint32_t>(inputs_.size());
+  TraceGraph graph = build_cut_graph(c, outputs);
+  ModuleCache::Entry entry{nullptr, num_nodes, num_inputs, nullptr};
+
+  // Memory -> disk -> compile.
+  DiskCache* disk = disk_cache();
+  const std::string disk_name =
+      absl::StrFormat("%s-%016x", backend.name(), key.full());
+  if (disk) {
+    internal::TraceScope scope("disk load", "cache");
+    DiskCache::LoadResult found = disk->load(disk_name, key.to_text());
+    if (found.lookup == DiskCache::Lookup::hit) {
+      auto loaded = load_compiled_module(found.payload, backend);
+      if (loaded.ok()) {
+        ++m.disk_hits;
+        entry.executable = std::move(*loaded);
+      } else {
+        ++m.disk_corrupt;
+        internal::emit_warning(absl::StrCat("disk cache entry ", disk_name,
+                                            " could not be loaded (", loaded.status().message(),
+                                            "); recompiling it"));
+      }
+    } else {
+      if (found.lookup == DiskCache::Lookup::corrupt) ++m.disk_corrupt;
+      ++m.disk_misses;
+    }
+  }
+
+  if (!entry.executable) {
+    internal::TraceScope scope("compile", "compile");
+    auto t0 = std::chrono::steady_clock::now();
+    if (!options_.dump_dir.empty()) dump_graph(options_.dump_dir, key, graph);
+    ModuleCache::MissReason reason = cache_.explain_miss(key, graph);
+    internal::record_recompile_reason(reason.category);
+    if (options_.log_recompiles)
+      std::fprintf(stderr, "mstep: compiling graph %016lx (%u nodes, %u inputs): %s: %s\n",
+                   static_cast<unsigned long>(key.full()), num_nodes, num_inputs,
+                   reason.category.c_str(), reason.detail.c_str());
+    MSTEP_ASSIGN_OR_RETURN(
+        CompiledGraph compiled,
+        compile_graph(graph, backend,
+                      {.fuse = options_.fuse, .dump_dir = options_.dump_dir, .key = key.full(),
+                       .keep_module_text = disk != nullptr}));
+    ModuleCache::CompileNote note =
+        cache_.note_compile(key, graph, options_.constant_recompile_warn_threshold);
+    if (note.constants_only) ++m.constant_recompiles;
+    if (!note.warning.empty()) internal::emit_warning(note.warning);
+    ++m.compiles;
+    m.arena_bytes = std::max(m.arena_bytes, compiled.arena_bytes);
+    entry.executable = std::move(compiled.executable);
+    if (disk)
+      disk->store(disk_name, key.to_text(),
+                  [text = std::move(compiled.module_text)]() mutable { return std::move(text); });
+    const double seconds = seconds_since(t0);
+    internal::record_compile_time(seconds);
+  }
+  if (record_steps_) entry.graph = std::make_shared<const TraceGraph>(std::move(graph));
+  int evicted = 0;
+  ModuleCache::Entry& inserted = cache_.insert(key, std::move(entry), &evicted);
+  m.memory_evictions += evicted;
+  return &inserted;
 }
 
 absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
@@ -243,46 +328,51 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
   const GraphKey& key = c.key;
   const std::vector<uint32_t>& output_slot = c.output_slot;
 
-  // 3. Look up, or compile.
+  // 3. Look up, or load / compile.
   const auto num_nodes = static_cast<uint32_t>(order_.size());
   const auto num_inputs = static_cast<uint32_t>(inputs_.size());
-  GraphCache::Entry* entry = cache_.find(key, num_nodes, num_inputs);
+  ModuleCache::Entry* entry = cache_.find(key, num_nodes, num_inputs);
   if (entry) {
     ++m.cache_hits;
+    if (record_steps_ && !entry->graph)
+      entry->graph = std::make_shared<const TraceGraph>(build_cut_graph(c, outputs));
   } else {
     ++m.cache_misses;
-    auto t0 = std::chrono::steady_clock::now();
-    TraceGraph graph = build_cut_graph(c, outputs);
-    if (!options_.dump_dir.empty()) dump_graph(options_.dump_dir, key, graph);
-    if (options_.log_recompiles)
-      std::fprintf(stderr, "mstep: compiling graph %016lx (%u nodes, %u inputs)\n",
-                   static_cast<unsigned long>(key.full()), num_nodes, num_inputs);
-    auto executable = compile_graph(
-        graph, *backend, {.fuse = options_.fuse, .dump_dir = options_.dump_dir, .key = key.full()});
-    if (!executable.ok()) return executable.status();
-    if (key.constants != 0) {
-      GraphCache::CompileNote note = cache_.note_compile(
-          key, constant_sites(graph), options_.constant_recompile_warn_threshold);
-      if (note.constants_only) ++m.constant_recompiles;
-      if (!note.warning.empty()) internal::emit_warning(note.warning);
+    auto loaded = load_or_compile(c, outputs, *backend);
+    if (!loaded.ok()) {
+      order_.clear();
+      inputs_.clear();
+      input_nodes_.clear();
+      return loaded.status();
     }
-    entry = &cache_.insert(key, {std::move(*executable), num_nodes, num_inputs});
-    m.compile_seconds += seconds_since(t0);
+    entry = *loaded;
   }
-  auto t0 = std::chrono::steady_clock::now();
-  auto results = entry->executable->run(inputs_);
-  m.execute_seconds += seconds_since(t0);
+  absl::StatusOr<std::vector<BufferPtr>> results;
+  {
+    internal::TraceScope scope("execute", "execute");
+    auto t0 = std::chrono::steady_clock::now();
+    results = entry->executable->run(inputs_);
+    const double seconds = seconds_since(t0);
+    internal::record_execute_time(seconds);
+  }
   ++m.graphs_executed;
   order_.clear();
   if (!results.ok()) {
     inputs_.clear();
+    input_nodes_.clear();
     return results.status();
   }
+  if (record_steps_)
+    last_step_ = {key, entry->graph, inputs_, *results, rng_seed_, rng_offset_};
+  if (recorder_)
+    recorder_->record({entry->executable, input_nodes_, inputs_, outputs, output_slot, *results,
+                       rng_offset_});
 
   // 4. Bind.
   for (size_t i = 0; i < outputs.size(); ++i)
     outputs[i]->set_buffer((*results)[output_slot[i]]);
   inputs_.clear();
+  input_nodes_.clear();
   return absl::OkStatus();
 }
 
@@ -309,6 +399,11 @@ void Tracer::advance_rng_after_step() {
   rng_offset_ += rng_reserved_;
   rng_reserved_ = 0;
   rng_state_.reset();  // rebuilt with the new offset on the next draw
+}
+
+void Tracer::set_rng_offset(uint64_t offset) {
+  rng_offset_ = offset;
+  rng_state_.reset();
 }
 
 void Tracer::manual_seed(uint64_t seed) {

@@ -86,6 +86,10 @@ class Node {
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   /// For a `data` leaf: what the buffer is to the program.
   InputRole input_role() const { return input_role_; }
+  /// For a `data` leaf: the tensor whose buffer it read (a TensorImpl, held
+  /// weakly). Graph capture uses it to re-read that tensor at replay.
+  const std::weak_ptr<void>& owner() const { return owner_; }
+  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
   /// op + non-constant attributes. Equal for nodes that compute the same
   /// function of their operands up to host constants.
@@ -111,6 +115,7 @@ class Node {
   AttrList attrs_;
   ResultTypes results_;
   std::shared_ptr<Buffer> buffer_;
+  std::weak_ptr<void> owner_;
   uint64_t structural_hash_ = 0;
   uint64_t type_hash_ = 0;
   uint64_t constant_hash_ = 0;

@@ -34,6 +34,8 @@ class Executable {
   virtual ~Executable() = default;
   virtual absl::StatusOr<std::vector<BufferPtr>> run(
       absl::Span<const BufferPtr> inputs) = 0;
+  /// Kernel launches per run (a fusion counts once), for replay figures.
+  virtual size_t num_kernels() const { return 0; }
 };
 
 class Backend {

@@ -1,35 +1,75 @@
 // Runtime counters. metrics() is a snapshot for tests and tools;
-// metrics_report() is the human-readable form.
+// metrics_report() is the human-readable form (see the README).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace mstep {
 
+/// Count, total and percentiles of one kind of timed event.
+struct TimeStats {
+  int64_t count = 0;
+  double total_seconds = 0;
+  double p50_seconds = 0, p90_seconds = 0, p99_seconds = 0;
+};
+
 struct Metrics {
   int64_t mark_steps = 0;        // calls to mark_step()
   int64_t sync_points = 0;       // item(), to_vector(), printing
-  int64_t graphs_executed = 0;   // executions, hits and misses
-  int64_t cache_hits = 0;
-  int64_t cache_misses = 0;      // = compiles
-  int64_t constant_recompiles = 0;  // misses that differed only in constants
+  int64_t graphs_executed = 0;   // executions in lazy mode, hits and misses
+  int64_t cache_hits = 0;        // in-memory module cache
+  int64_t cache_misses = 0;
+  int64_t disk_hits = 0;         // memory misses served from MSTEP_CACHE
+  int64_t disk_misses = 0;
+  int64_t disk_corrupt = 0;      // entries found bad, removed and recompiled
+  int64_t memory_evictions = 0;  // LRU evictions beyond MSTEP_MAX_GRAPHS
+  int64_t compiles = 0;          // graphs compiled (misses in memory and on disk)
+  int64_t constant_recompiles = 0;  // compiles that differed only in constants
+  /// Why each compile happened ("new structure", "input shape changed",
+  /// "host constant changed", ...), with counts.
+  std::map<std::string, int64_t> recompile_reasons;
   int64_t warnings = 0;
+  int64_t fallbacks = 0;         // ops run on the host instead of the device
+  int64_t replays = 0;           // mstep::Graph::replay() calls
+  int64_t arena_bytes = 0;       // largest planned arena of a compiled graph
+  TimeStats compile_time;
+  TimeStats execute_time;        // executable runs in lazy mode
+  TimeStats replay_time;         // whole replay() calls
+  // Totals of compile_time / execute_time, kept for older callers. metrics()
+  // fills them from the samples (internal::record_compile_time and
+  // record_execute_time); writes through mutable_metrics() are overwritten.
   double compile_seconds = 0;
   double execute_seconds = 0;
 };
 
-/// A copy of the counters.
+/// A copy of the counters, with percentiles computed now. Safe to call from
+/// any thread. Percentiles (nearest rank) cover the newest 100,000 samples
+/// of each kind; count and total cover every sample since the last reset.
 Metrics metrics();
-/// Resets every counter to zero.
+/// Resets every counter, timing sample and recompile reason to zero. The
+/// host-fallback table of MSTEP_LOG_FALLBACK covers the whole run and is
+/// kept.
 void reset_metrics();
-/// Counters as text, one per line.
+/// Counters as text, one per line, percentiles in milliseconds.
 std::string metrics_report();
 
 /// Where warnings go: stderr by default. Tests install a handler to check
 /// them. Passing nullptr restores stderr.
 void set_warning_handler(std::function<void(absl::string_view)> handler);
+
+/// Like MSTEP_TRACE: starts (or, with an empty path, stops) recording a
+/// Chrome/Perfetto trace to `path`, overriding the environment. The file
+/// is written by flush_trace() and at exit; events recorded for a previous
+/// path are written there first. Thread-safe.
+void set_trace_file(const std::string& path);
+/// Writes every event recorded so far to the trace file (the whole file is
+/// rewritten, so it is always complete JSON). A file that cannot be written
+/// is reported through the warning handler, not thrown.
+void flush_trace();
 
 }  // namespace mstep

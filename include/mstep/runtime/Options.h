@@ -17,11 +17,28 @@ struct RuntimeOptions {
   /// MSTEP_FUSE=0: compile without the fusion passes (one kernel per
   /// trace op). For debugging a fused graph against the unfused one.
   bool fuse = true;
-  /// MSTEP_LOG_RECOMPILES=1: log each compile and why the key was new.
+  /// MSTEP_LOG_RECOMPILES=1: on each compile, log which key component
+  /// changed against the nearest cached graph of the same structure.
   bool log_recompiles = false;
   /// Compiles of one graph structure, differing only in host constants,
   /// after which a warning names the changing constant.
   int constant_recompile_warn_threshold = 3;
+  /// MSTEP_MAX_GRAPHS: entries the in-memory module cache keeps (LRU).
+  int max_graphs = 256;
+  /// MSTEP_CACHE=dir,clear_on_start,max_mb: the on-disk module cache
+  /// (empty: off). Parsed by DiskCache::Config::parse.
+  std::string disk_cache;
+  /// MSTEP_LOG_CACHE=1: log each disk-cache removal and the size after it.
+  bool log_cache = false;
+  /// MSTEP_LOG_FALLBACK=1: one line per op that falls back to the host,
+  /// and a frequency table at exit.
+  bool log_fallback = false;
+  /// MSTEP_TRACE=file.json: Chrome/Perfetto timeline of trace, compile,
+  /// execute and replay, written at exit (and by flush_trace()).
+  std::string trace_file;
+  /// MSTEP_NAN_GUARD=dir: check gradients for non-finite values before
+  /// each optimizer update; on a hit write a reproducer to dir and stop.
+  std::string nan_guard_dir;
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.

@@ -20,7 +20,7 @@ struct AutogradMetaBase {
   virtual ~AutogradMetaBase() = default;
 };
 
-class TensorImpl {
+class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
  public:
   TensorImpl(TensorType type, Device device)
       : type_(std::move(type)), device_(device) {}

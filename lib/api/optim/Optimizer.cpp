@@ -139,6 +139,9 @@ Tensor Optimizer::state(size_t param_index, const std::string& name) const {
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  // NaN guard: runs the step graph up to here and throws NanGuardError,
+  // before anything of the update is recorded, on a non-finite gradient.
+  detail::check_gradients_before_update(*this);
   step_values_.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor grad = params_[i].grad();

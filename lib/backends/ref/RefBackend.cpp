@@ -50,7 +50,10 @@ class RefExecutable final : public Executable {
     for (uint32_t i = 0; i < graph_.nodes.size(); ++i)
       for (ValueRef v : graph_.nodes[i].operands) last_use_[v.node] = i;
     for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
+    for (const GraphNode& n : graph_.nodes) num_kernels_ += n.op != OpKind::parameter;
   }
+
+  size_t num_kernels() const override { return num_kernels_; }
 
   absl::StatusOr<std::vector<BufferPtr>> run(
       absl::Span<const BufferPtr> inputs) override {
@@ -111,6 +114,7 @@ class RefExecutable final : public Executable {
   TraceGraph graph_;
   std::vector<std::unique_ptr<RefExecutable>> bodies_;  // per node: its fusion body
   std::vector<uint32_t> last_use_;
+  size_t num_kernels_ = 0;
 };
 
 /// Every node of `graph` (and of its fusion bodies) has a kernel.

@@ -1,0 +1,108 @@
+// Graph: capture a step once, replay it many times (HPU Graphs / CUDA
+// Graphs style).
+//
+//   mstep::Graph g;
+//   for (int i = 0; i < 3; ++i) train_step(static_x, static_y);   // warmup (lazy)
+//   g.capture_begin();
+//   train_step(static_x, static_y);     // traced and run once, like a lazy step
+//   g.capture_end();
+//   for (auto& [x, y] : batches) {
+//     static_x.copy_(x);  static_y.copy_(y);   // materialized: no copy, no trace
+//     g.replay();                              // no tracing, hashing or lookup
+//     float loss = static_loss.item();
+//   }
+//
+// Capture runs the step once in lazy mode and records, per executable run
+// (each mark_step() or sync point inside the capture is one segment), where
+// every input came from and which tensors its results went to. replay()
+// re-runs those executables in order: an input is re-read from the tensor
+// it came from (static inputs, parameters, optimizer state), from an
+// earlier segment's result, or is a constant frozen at capture; results
+// are bound to the same tensors as in the capture, so parameters and
+// optimizer state update in place and static outputs show the new values.
+// The Philox offset advances by as much as the captured step consumed, so
+// each replay draws fresh dropout masks and a seed reproduces them: replay
+// gives the same numbers as lazy mode.
+//
+// Host constants (doubles in the traced code) are frozen into the captured
+// executables. Pass values that change as device scalars
+// (Tensor::scalar + fill_), or use ModuleCacher, which keys on them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "mstep/core/Error.h"
+
+namespace mstep {
+
+/// A replay that cannot run as captured. Nothing ran and nothing changed.
+class ReplayError : public Error {
+ public:
+  enum class Kind {
+    not_captured,      // replay() before capture_end()
+    capture_active,    // replay() or capture_begin() inside a capture
+    input_freed,       // a captured input tensor no longer exists
+    shape_mismatch,    // an input has another shape than at capture
+    dtype_mismatch,
+    device_mismatch,
+    argument_changed,  // a non-tensor argument differs from the capture
+    arity_mismatch,    // a different number of inputs
+  };
+  ReplayError(Kind kind, const std::string& message);
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  /// Runs mark_step() for work traced before, then records every graph the
+  /// tracer runs until capture_end(). Throws if another capture is active.
+  void capture_begin();
+  /// Runs mark_step() for the captured work and closes the capture.
+  void capture_end();
+  /// Drops a capture that was begun (after an exception inside it).
+  void capture_abort();
+
+  /// Runs the captured executables. Throws ReplayError (before running
+  /// anything) when an input tensor was freed or changed type or device.
+  void replay();
+
+  bool captured() const;
+  /// Executable runs per replay, and kernel launches among them.
+  size_t num_segments() const;
+  size_t num_kernels() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Captures into `graph` for its scope: capture_begin() now, capture_end()
+/// at scope exit, or capture_abort() when an exception leaves the scope.
+class CaptureGuard {
+ public:
+  explicit CaptureGuard(Graph& graph);
+  ~CaptureGuard() noexcept(false);
+  CaptureGuard(const CaptureGuard&) = delete;
+  CaptureGuard& operator=(const CaptureGuard&) = delete;
+
+ private:
+  Graph& graph_;
+  int exceptions_;
+};
+
+/// Whether a capture is active (dynamic-shape ops refuse to run in one).
+bool is_capturing();
+
+}  // namespace mstep

@@ -1,0 +1,215 @@
+// The Chrome/Perfetto trace: complete events ("ph":"X") kept in memory and
+// written as {"traceEvents":[...]} by flush_trace() and at exit.
+//
+// 1. The first trace_enabled() reads MSTEP_TRACE once (empty or unset:
+//    off). set_trace_file() overrides it at any time.
+// 2. trace_enabled() is one relaxed atomic load after that.
+// 3. Events carry microseconds since the first trace use, the process id
+//    and a small per-thread id (1, 2, ... in order of first event).
+// 4. Each flush rewrites the whole file (via a temporary and a rename), so
+//    the file is always one complete JSON document. At most kMaxEvents are
+//    kept; later events are dropped and counted in the file's metadata.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "lib/runtime/RuntimeInternal.h"
+
+namespace mstep {
+
+namespace {
+
+using internal::Clock;
+
+constexpr size_t kMaxEvents = 1'000'000;
+
+struct Event {
+  std::string name;
+  std::string category;
+  double ts_us;
+  double dur_us;
+  int tid;
+};
+
+/// Never destroyed, so the atexit flush can run after static destructors.
+struct TraceState {
+  std::mutex mutex;
+  std::string path;
+  std::vector<Event> events;
+  int64_t dropped = 0;
+  bool atexit_registered = false;
+  Clock::time_point epoch = Clock::now();
+};
+
+TraceState& state() {
+  static TraceState* s = new TraceState;
+  return *s;
+}
+
+// 0: MSTEP_TRACE not read yet, 1: off, 2: on.
+std::atomic<int> g_trace_mode{0};
+std::atomic<int> g_next_tid{1};
+
+int current_tid() {
+  thread_local int tid = g_next_tid.fetch_add(1, std::memory_order_relaxed);
+  return tid;
+}
+
+/// Length of the valid UTF-8 sequence starting at s[i], or 0.
+size_t utf8_length(absl::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+  if (c >= 0xF5) n = 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  return n;
+}
+
+/// `s` as a JSON string literal: quotes, backslashes and control characters
+/// escaped, bytes that are not UTF-8 replaced by U+FFFD.
+std::string json_string(absl::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20) {
+      switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        absl::StrAppendFormat(&out, "\\u%04x", c);
+      }
+      ++i;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (size_t n = utf8_length(s, i)) {
+      out.append(s.data() + i, n);
+      i += n;
+    } else {
+      out += "\\ufffd";
+      ++i;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+void flush_at_exit() { flush_trace(); }
+
+/// Starts recording to `path` (empty: stops). Caller holds s.mutex.
+void open_locked(TraceState& s, std::string path) {
+  s.path = std::move(path);
+  s.events.clear();
+  s.dropped = 0;
+  const bool on = !s.path.empty();
+  if (on && !s.atexit_registered) {
+    s.atexit_registered = true;
+    std::atexit(flush_at_exit);
+  }
+  g_trace_mode.store(on ? 2 : 1, std::memory_order_release);
+}
+
+/// Step 1: the first use reads MSTEP_TRACE, unless set_trace_file() came first.
+void init_from_env() {
+  TraceState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (g_trace_mode.load(std::memory_order_acquire) != 0) return;
+  const char* env = std::getenv("MSTEP_TRACE");
+  open_locked(s, env ? env : "");
+}
+
+void write_locked(TraceState& s) {
+  if (s.path.empty()) return;
+  std::string out = "{\"traceEvents\":[";
+  const int pid = static_cast<int>(::getpid());
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const Event& e = s.events[i];
+    absl::StrAppend(&out, i ? ",\n" : "\n", "{\"name\":", json_string(e.name),
+                    ",\"cat\":", json_string(e.category),
+                    absl::StrFormat(",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
+                                    e.ts_us, e.dur_us, pid, e.tid));
+  }
+  absl::StrAppendFormat(
+      &out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%d}}\n", s.dropped);
+  const std::string tmp = s.path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << out;
+    if (!f) {
+      internal::emit_warning(absl::StrCat("cannot write the trace file ", tmp,
+                                          "; check that its directory exists and is writable"));
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, s.path, ec);
+  if (ec)
+    internal::emit_warning(
+        absl::StrCat("cannot rename ", tmp, " to the trace file ", s.path, ": ", ec.message()));
+}
+
+} // namespace
+
+namespace internal {
+
+bool trace_enabled() {
+  const int mode = g_trace_mode.load(std::memory_order_relaxed);
+  if (mode != 0) return mode == 2;
+  init_from_env();
+  return g_trace_mode.load(std::memory_order_acquire) == 2;
+}
+
+void trace_event(absl::string_view name, absl::string_view category, Clock::time_point start,
+                 Clock::time_point end) {
+  if (!trace_enabled()) return;
+  const int tid = current_tid();
+  TraceState& s = state();
+  using us = std::chrono::duration<double, std::micro>;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.path.empty()) return; // stopped since the check above
+  if (s.events.size() >= kMaxEvents) {
+    ++s.dropped;
+    return;
+  }
+  const double ts = us(start - s.epoch).count();
+  const double dur = us(end - start).count();
+  s.events.push_back(Event{std::string(name), std::string(category), ts, dur < 0 ? 0 : dur, tid});
+}
+
+} // namespace internal
+
+void set_trace_file(const std::string& path) {
+  TraceState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  // Events recorded for the previous file are written there first.
+  if (g_trace_mode.load(std::memory_order_acquire) == 2) write_locked(s);
+  open_locked(s, path);
+}
+
+void flush_trace() {
+  TraceState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  write_locked(s);
+}
+
+} // namespace mstep

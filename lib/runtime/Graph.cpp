@@ -1,0 +1,284 @@
+// Capture and replay (see include/mstep/runtime/Graph.h).
+#include "mstep/runtime/Graph.h"
+
+#include <chrono>
+#include <exception>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "lib/runtime/RuntimeInternal.h"
+#include "mstep/runtime/Runtime.h"
+#include "mstep/runtime/Tracer.h"
+
+namespace mstep {
+
+ReplayError::ReplayError(Kind kind, const std::string& message)
+    : Error(absl::FailedPreconditionError(message)), kind_(kind) {}
+
+namespace {
+
+/// Where a captured input comes from at replay.
+struct InputBinding {
+  enum class Source : uint8_t { tensor, segment, constant, rng };
+  Source source = Source::constant;
+  std::weak_ptr<TensorImpl> tensor;  // Source::tensor
+  uint32_t segment = 0, slot = 0;    // Source::segment
+  BufferPtr constant;                // Source::constant; the state buffer for Source::rng
+  TensorType type;
+  Device device;
+  InputRole role = InputRole::input;
+};
+
+struct Segment {
+  std::shared_ptr<Executable> executable;
+  std::vector<InputBinding> inputs;
+  std::vector<std::vector<std::weak_ptr<TensorImpl>>> outputs;  // per result: bound tensors
+  uint64_t rng_offset = 0;  // relative to the capture's first offset
+  // Replay scratch, kept to avoid allocating each step.
+  std::vector<BufferPtr> buffers;
+  std::vector<BufferPtr> results;
+};
+
+Graph::Impl* g_active = nullptr;  // the capture in progress, if any
+
+std::string describe_input(size_t segment, size_t index, const InputBinding& b) {
+  return absl::StrCat("input ", index, " of captured graph ", segment, " (",
+                      input_role_name(b.role), ", captured as ", b.type.to_string(), " on ",
+                      b.device.to_string(), ")");
+}
+
+}  // namespace
+
+struct Graph::Impl final : CaptureRecorder {
+  std::vector<Segment> segments;
+  bool capturing = false;
+  bool captured = false;
+  uint64_t rng_begin = 0;
+  uint64_t rng_consumed = 0;
+  // During capture: results of earlier segments, by buffer.
+  absl::flat_hash_map<const Buffer*, std::pair<uint32_t, uint32_t>> produced;
+  std::vector<BufferPtr> produced_keepalive;
+  std::vector<std::shared_ptr<TensorImpl>> locked;  // replay scratch
+
+  void record(const ExecutedGraph& run) override {
+    Segment seg;
+    seg.executable = run.executable;
+    seg.inputs.resize(run.inputs.size());
+    for (size_t j = 0; j < run.inputs.size(); ++j) {
+      const Node* node = run.input_nodes[j];
+      const BufferPtr& buf = run.inputs[j];
+      InputBinding& b = seg.inputs[j];
+      b.type = buf->type();
+      b.device = buf->device();
+      b.role = node->input_role();
+      if (b.role == InputRole::rng_state) {
+        b.source = InputBinding::Source::rng;
+        Backend* backend = value_or_throw(BackendRegistry::get(b.device.type));
+        b.constant = value_or_throw(backend->allocate(b.type));
+        seg.rng_offset = run.rng_offset - rng_begin;
+      } else if (auto it = produced.find(buf.get()); it != produced.end()) {
+        b.source = InputBinding::Source::segment;
+        b.segment = it->second.first;
+        b.slot = it->second.second;
+      } else if (auto owner = std::static_pointer_cast<TensorImpl>(node->owner().lock());
+                 owner && (owner->is_pending() || owner->buffer() == buf)) {
+        // Re-read from the tensor: a parameter, optimizer state or static
+        // input. (A tensor that moved to another buffer outside the graph
+        // keeps the captured value: it is no longer what this input read.)
+        b.source = InputBinding::Source::tensor;
+        b.tensor = owner;
+      } else {
+        b.source = InputBinding::Source::constant;  // nobody can change it
+        b.constant = buf;
+      }
+    }
+    seg.outputs.resize(run.results.size());
+    for (size_t i = 0; i < run.outputs.size(); ++i)
+      seg.outputs[run.output_slot[i]].push_back(run.outputs[i]->weak_from_this());
+    const auto index = static_cast<uint32_t>(segments.size());
+    for (uint32_t k = 0; k < run.results.size(); ++k) {
+      produced.emplace(run.results[k].get(), std::make_pair(index, k));
+      produced_keepalive.push_back(run.results[k]);
+    }
+    segments.push_back(std::move(seg));
+  }
+
+  void close_capture() {
+    Tracer::get().set_capture_recorder(nullptr);
+    capturing = false;
+    g_active = nullptr;
+    produced.clear();
+    produced_keepalive.clear();
+  }
+};
+
+Graph::Graph() : impl_(std::make_unique<Impl>()) {}
+Graph::~Graph() {
+  if (impl_ && impl_->capturing) impl_->close_capture();
+}
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+
+bool Graph::captured() const { return impl_->captured; }
+size_t Graph::num_segments() const { return impl_->segments.size(); }
+size_t Graph::num_kernels() const {
+  size_t n = 0;
+  for (const Segment& s : impl_->segments) n += s.executable->num_kernels();
+  return n;
+}
+
+void Graph::capture_begin() {
+  if (g_active)
+    throw ReplayError(ReplayError::Kind::capture_active,
+                      "Graph::capture_begin: another capture is active; end it with "
+                      "capture_end() before starting a new one");
+  Tracer& tracer = Tracer::get();
+  mark_step();  // work traced before the capture is not part of it
+  impl_->segments.clear();
+  impl_->captured = false;
+  impl_->capturing = true;
+  impl_->rng_begin = tracer.rng_offset();
+  g_active = impl_.get();
+  tracer.set_capture_recorder(impl_.get());
+}
+
+void Graph::capture_end() {
+  if (!impl_->capturing)
+    throw ReplayError(ReplayError::Kind::not_captured,
+                      "Graph::capture_end: no capture is active on this graph; call "
+                      "capture_begin() first");
+  Tracer& tracer = Tracer::get();
+  try {
+    mark_step();
+  } catch (...) {
+    impl_->close_capture();
+    impl_->segments.clear();
+    throw;
+  }
+  impl_->rng_consumed = tracer.rng_offset() - impl_->rng_begin;
+  impl_->close_capture();
+  if (impl_->segments.empty())
+    throw ReplayError(ReplayError::Kind::not_captured,
+                      "Graph::capture_end: the capture ran no graph (no tensor op was traced "
+                      "between capture_begin() and capture_end())");
+  impl_->captured = true;
+}
+
+void Graph::capture_abort() {
+  if (impl_->capturing) impl_->close_capture();
+  impl_->segments.clear();
+  impl_->captured = false;
+}
+
+void Graph::replay() {
+  Impl& g = *impl_;
+  if (g_active)
+    throw ReplayError(ReplayError::Kind::capture_active,
+                      "Graph::replay: called inside a capture; replays are not captured. End the "
+                      "capture first");
+  if (!g.captured)
+    throw ReplayError(ReplayError::Kind::not_captured,
+                      g.capturing ? "Graph::replay: the capture is still open; call capture_end()"
+                                  : "Graph::replay: nothing captured; call capture_begin(), run "
+                                    "the step, then capture_end()");
+  const auto t0 = std::chrono::steady_clock::now();
+  Tracer& tracer = Tracer::get();
+
+  // Check every input before running anything, so a failed replay changes nothing.
+  g.locked.clear();
+  for (size_t s = 0; s < g.segments.size(); ++s) {
+    for (size_t j = 0; j < g.segments[s].inputs.size(); ++j) {
+      const InputBinding& b = g.segments[s].inputs[j];
+      if (b.source != InputBinding::Source::tensor) continue;
+      std::shared_ptr<TensorImpl> t = b.tensor.lock();
+      if (!t)
+        throw ReplayError(ReplayError::Kind::input_freed,
+                          absl::StrCat("Graph::replay: ", describe_input(s, j, b),
+                                       " was freed. Keep the static input, parameter and "
+                                       "optimizer-state tensors alive while the graph is used"));
+      if (t->type() != b.type) {
+        const bool dtype = t->type().shape == b.type.shape;
+        throw ReplayError(
+            dtype ? ReplayError::Kind::dtype_mismatch : ReplayError::Kind::shape_mismatch,
+            absl::StrCat("Graph::replay: ", describe_input(s, j, b), " is now ",
+                         t->type().to_string(), ". A graph replays only the shapes and dtypes "
+                         "it captured; capture another graph (ModuleCacher does it per shape)"));
+      }
+      if (t->device() != b.device)
+        throw ReplayError(ReplayError::Kind::device_mismatch,
+                          absl::StrCat("Graph::replay: ", describe_input(s, j, b),
+                                       " is now on ", t->device().to_string(),
+                                       "; copy it back to the captured device"));
+      g.locked.push_back(std::move(t));
+    }
+  }
+  // A static input filled from a pending tensor (copy_ of a lazy result)
+  // runs that small graph first.
+  for (const auto& t : g.locked)
+    if (t->is_pending()) throw_if_error(tracer.sync(*t));
+
+  const uint64_t rng_base = tracer.rng_offset();
+  size_t next_locked = 0;
+  for (size_t s = 0; s < g.segments.size(); ++s) {
+    Segment& seg = g.segments[s];
+    seg.buffers.resize(seg.inputs.size());
+    for (size_t j = 0; j < seg.inputs.size(); ++j) {
+      InputBinding& b = seg.inputs[j];
+      switch (b.source) {
+        case InputBinding::Source::tensor:
+          seg.buffers[j] = g.locked[next_locked++]->buffer();
+          break;
+        case InputBinding::Source::segment:
+          seg.buffers[j] = g.segments[b.segment].results[b.slot];
+          break;
+        case InputBinding::Source::constant:
+          seg.buffers[j] = b.constant;
+          break;
+        case InputBinding::Source::rng: {
+          const int64_t state[2] = {static_cast<int64_t>(tracer.rng_seed()),
+                                    static_cast<int64_t>(rng_base + seg.rng_offset)};
+          Backend* backend = value_or_throw(BackendRegistry::get(b.device.type));
+          throw_if_error(backend->copy_in(*b.constant, state, sizeof state));
+          seg.buffers[j] = b.constant;
+          break;
+        }
+      }
+    }
+    auto results = seg.executable->run(seg.buffers);
+    if (!results.ok())
+      throw Error(absl::Status(results.status().code(),
+                               absl::StrCat("Graph::replay: captured graph ", s,
+                                            " failed: ", results.status().message())));
+    seg.results = *std::move(results);
+    for (size_t k = 0; k < seg.outputs.size(); ++k)
+      for (const std::weak_ptr<TensorImpl>& w : seg.outputs[k])
+        if (std::shared_ptr<TensorImpl> t = w.lock()) t->set_buffer(seg.results[k]);
+  }
+  for (Segment& seg : g.segments) {
+    seg.results.clear();
+    seg.buffers.clear();
+  }
+  g.locked.clear();
+  if (g.rng_consumed) tracer.set_rng_offset(rng_base + g.rng_consumed);
+
+  const auto t1 = std::chrono::steady_clock::now();
+  ++internal::mutable_metrics().replays;
+  internal::record_replay_time(std::chrono::duration<double>(t1 - t0).count());
+  if (internal::trace_enabled()) internal::trace_event("replay", "replay", t0, t1);
+}
+
+CaptureGuard::CaptureGuard(Graph& graph)
+    : graph_(graph), exceptions_(std::uncaught_exceptions()) {
+  graph_.capture_begin();
+}
+
+CaptureGuard::~CaptureGuard() noexcept(false) {
+  if (std::uncaught_exceptions() > exceptions_)
+    graph_.capture_abort();
+  else
+    graph_.capture_end();
+}
+
+bool is_capturing() { return g_active != nullptr; }
+
+}  // namespace mstep

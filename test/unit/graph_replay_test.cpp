@@ -1,0 +1,260 @@
+// mstep::Graph: capture once, replay many times, equal to lazy mode.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "mstep/mstep.h"
+
+namespace mstep {
+namespace {
+
+using ::testing::HasSubstr;
+
+/// A two-layer model with dropout, trained with Adam: parameters, state,
+/// RNG, and two mark_step() segments per step, as in the Gaudi example.
+struct Model {
+  explicit Model(uint64_t seed) {
+    manual_seed(seed);
+    fc1 = std::make_shared<nn::Linear>(8, 16);
+    fc2 = std::make_shared<nn::Linear>(16, 3);
+    std::vector<Tensor> params = fc1->parameters();
+    for (const Tensor& p : fc2->parameters()) params.push_back(p);
+    opt = std::make_unique<optim::Adam>(params, optim::AdamOptions{.lr = 0.01});
+  }
+  Tensor step(const Tensor& x, const Tensor& y) {
+    opt->zero_grad();
+    Tensor loss = cross_entropy((*fc2)(dropout(relu((*fc1)(x)), 0.3)), y);
+    loss.backward();
+    mark_step();
+    opt->step();
+    mark_step();
+    return loss;
+  }
+  std::vector<std::vector<float>> weights() const {
+    std::vector<std::vector<float>> w;
+    for (const Tensor& p : opt->parameters()) w.push_back(p.to_vector<float>());
+    return w;
+  }
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::unique_ptr<optim::Adam> opt;
+};
+
+std::pair<Tensor, Tensor> batch(int i) {
+  std::mt19937 rng(100 + i);
+  std::normal_distribution<float> n;
+  std::vector<float> x(4 * 8);
+  for (float& v : x) v = n(rng);
+  std::vector<int64_t> y = {i % 3, (i + 1) % 3, (i + 2) % 3, i % 2};
+  return {from_vector(x, {4, 8}), from_vector(y, {4})};
+}
+
+class GraphReplayTest : public ::testing::Test {
+ protected:
+  void SetUp() override { reset_metrics(); }
+};
+
+TEST_F(GraphReplayTest, ReplayEqualsLazyModeForTheSameSeed) {
+  constexpr int kSteps = 6;
+  // Lazy reference.
+  Model lazy(7);
+  std::vector<float> lazy_losses;
+  for (int i = 0; i < kSteps; ++i) {
+    auto [x, y] = batch(i);
+    lazy_losses.push_back(static_cast<float>(lazy.step(x, y).item()));
+  }
+  const std::vector<std::vector<float>> lazy_weights = lazy.weights();
+  auto [x9, y9] = batch(9);
+  const auto lazy_next = static_cast<float>(lazy.step(x9, y9).item());
+  // Warmup 1 lazy step, capture step 2, replay the rest.
+  Model replayed(7);
+  std::vector<float> losses;
+  auto [x0, y0] = batch(0);
+  losses.push_back(static_cast<float>(replayed.step(x0, y0).item()));
+  Tensor static_x = zeros({4, 8});
+  Tensor static_y = zeros({4}, DType::i64);
+  auto [x1, y1] = batch(1);
+  static_x.copy_(x1);
+  static_y.copy_(y1);
+  Graph g;
+  g.capture_begin();
+  Tensor static_loss = replayed.step(static_x, static_y);
+  g.capture_end();
+  EXPECT_EQ(g.num_segments(), 2u);
+  EXPECT_GT(g.num_kernels(), 2u);
+  losses.push_back(static_cast<float>(static_loss.item()));
+  const Metrics before = metrics();
+  for (int i = 2; i < kSteps; ++i) {
+    auto [x, y] = batch(i);
+    static_x.copy_(x);
+    static_y.copy_(y);
+    g.replay();
+    losses.push_back(static_cast<float>(static_loss.item()));
+  }
+  const Metrics after = metrics();
+  EXPECT_EQ(after.replays - before.replays, kSteps - 2);
+  EXPECT_EQ(after.cache_hits, before.cache_hits) << "replay does no cache lookup";
+  EXPECT_EQ(after.cache_misses, before.cache_misses);
+  EXPECT_EQ(after.graphs_executed, before.graphs_executed) << "replay does not trace";
+  EXPECT_EQ(after.replay_time.count - before.replay_time.count, kSteps - 2);
+  // Bitwise equal: the same executables on the same inputs and RNG offsets.
+  EXPECT_EQ(losses, lazy_losses);
+  EXPECT_EQ(replayed.weights(), lazy_weights);
+  // A lazy step after the replays continues the same RNG stream.
+  EXPECT_EQ(static_cast<float>(replayed.step(x9, y9).item()), lazy_next);
+}
+
+TEST_F(GraphReplayTest, DropoutDrawsFreshNumbersOnEachReplay) {
+  manual_seed(3);
+  Tensor x = ones({64});
+  Tensor out;
+  Graph g;
+  {
+    CaptureGuard capture(g);
+    out = dropout(x, 0.5);
+  }
+  std::vector<float> first = out.to_vector<float>();
+  g.replay();
+  std::vector<float> second = out.to_vector<float>();
+  g.replay();
+  std::vector<float> third = out.to_vector<float>();
+  EXPECT_NE(first, second);
+  EXPECT_NE(second, third);
+  // The same seed reproduces the sequence lazily.
+  manual_seed(3);
+  std::vector<std::vector<float>> lazy;
+  for (int i = 0; i < 3; ++i) {
+    Tensor o = dropout(x, 0.5);
+    mark_step();
+    lazy.push_back(o.to_vector<float>());
+  }
+  EXPECT_EQ(lazy[0], first);
+  EXPECT_EQ(lazy[1], second);
+  EXPECT_EQ(lazy[2], third);
+}
+
+TEST_F(GraphReplayTest, StaticOutputsAndChainedSegments) {
+  Tensor a = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor acc = zeros({3});
+  acc.copy_(acc + 0.0);
+  mark_step();
+  Graph g;
+  Tensor doubled;
+  g.capture_begin();
+  doubled = a * 2.0;
+  mark_step();  // segment 0
+  acc.copy_(acc + doubled);
+  g.capture_end();  // segment 1 reads segment 0's result
+  ASSERT_EQ(g.num_segments(), 2u);
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  a.copy_(from_vector(std::vector<float>{10, 20, 30}, {3}));
+  g.replay();
+  EXPECT_EQ(doubled.to_vector<float>(), (std::vector<float>{20, 40, 60}));
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{22, 44, 66}));
+  g.replay();
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{42, 84, 126}));
+}
+
+TEST_F(GraphReplayTest, PendingStaticInputIsMaterializedFirst) {
+  Tensor x = zeros({2});
+  x.copy_(x + 0.0);
+  mark_step();
+  Graph g;
+  Tensor y;
+  g.capture_begin();
+  y = x + 1.0;
+  g.capture_end();
+  x.copy_(from_vector(std::vector<float>{1, 2}, {2}) * 3.0);  // lazy
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{4, 7}));
+}
+
+TEST_F(GraphReplayTest, ErrorsAreTypedAndChangeNothing) {
+  Graph g;
+  try {
+    g.replay();
+    FAIL();
+  } catch (const ReplayError& e) {
+    EXPECT_EQ(e.kind(), ReplayError::Kind::not_captured);
+  }
+  auto x = std::make_unique<Tensor>(from_vector(std::vector<float>{1, 2}, {2}));
+  Tensor y;
+  g.capture_begin();
+  {
+    Graph inner;
+    try {
+      inner.capture_begin();
+      FAIL();
+    } catch (const ReplayError& e) {
+      EXPECT_EQ(e.kind(), ReplayError::Kind::capture_active);
+    }
+  }
+  y = *x * 5.0;
+  g.capture_end();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{5, 10}));
+  x.reset();  // the static input is gone
+  try {
+    g.replay();
+    FAIL();
+  } catch (const ReplayError& e) {
+    EXPECT_EQ(e.kind(), ReplayError::Kind::input_freed);
+    EXPECT_THAT(e.what(), HasSubstr("f32[2]"));
+    EXPECT_THAT(e.what(), HasSubstr("freed"));
+  }
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{5, 10})) << "nothing ran";
+  EXPECT_EQ(metrics().replays, 0);
+}
+
+TEST_F(GraphReplayTest, CaptureGuardAbortsOnException) {
+  Graph g;
+  Tensor x = ones({2});
+  try {
+    CaptureGuard capture(g);
+    Tensor y = x + 1.0;
+    throw std::runtime_error("user error");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(g.captured());
+  EXPECT_FALSE(is_capturing());
+  Graph other;  // a new capture can start
+  other.capture_begin();
+  Tensor z = x * 2.0;
+  other.capture_end();
+  EXPECT_TRUE(other.captured());
+}
+
+TEST_F(GraphReplayTest, EmptyCaptureIsAnError) {
+  Graph g;
+  g.capture_begin();
+  EXPECT_THROW(g.capture_end(), ReplayError);
+  EXPECT_FALSE(is_capturing());
+}
+
+TEST_F(GraphReplayTest, DynamicOpRunsEagerlyBetweenTwoGraphs) {
+  // graph | dynamic op | graph, as in the HPU Graphs documentation.
+  Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {4});
+  Tensor count = zeros({1});
+  count.copy_(count + 0.0);
+  mark_step();
+  Graph first, second;
+  Tensor y, out;
+  first.capture_begin();
+  y = x * 2.0;
+  EXPECT_THROW(nonzero(y), Error) << "a data-dependent shape cannot be captured";
+  first.capture_end();
+  second.capture_begin();
+  out = count * 10.0;
+  second.capture_end();
+  for (float scale : {1.0f, 3.0f}) {
+    x.copy_(from_vector(std::vector<float>{1 * scale, 2 * scale, 3 * scale, 4 * scale}, {4}));
+    first.replay();
+    Tensor hits = nonzero(gt(y, 3.0));  // eager, between the graphs
+    count.copy_(from_vector(std::vector<float>{static_cast<float>(hits.shape()[0])}, {1}));
+    second.replay();
+    const float expected = scale == 1.0f ? 30.0f : 40.0f;  // 2 of {2,4,6,8} vs 4 of {6,..,24}
+    EXPECT_EQ(out.to_vector<float>(), std::vector<float>{expected});
+  }
+}
+
+}  // namespace
+}  // namespace mstep
