@@ -7,6 +7,7 @@
 #include "mstep/api/Creation.h"
 #include "mstep/api/DynamicOps.h"
 #include "mstep/api/Elementwise.h"
+#include "mstep/api/Graphed.h"
 #include "mstep/api/Linalg.h"
 #include "mstep/api/Losses.h"
 #include "mstep/api/NanGuard.h"

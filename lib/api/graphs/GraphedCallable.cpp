@@ -1,0 +1,203 @@
+// make_graphed_callable: a forward Graph and a backward Graph joined to
+// autograd by one GradFn (see include/mstep/api/Graphed.h).
+#include "absl/strings/str_cat.h"
+#include "lib/api/OpBuilder.h"
+#include "lib/api/autograd/GradFn.h"
+#include "mstep/api/Autograd.h"
+#include "mstep/api/Creation.h"
+#include "mstep/api/Elementwise.h"
+#include "mstep/api/Graphed.h"
+#include "mstep/runtime/Runtime.h"
+#include "mstep/runtime/Tracer.h"
+
+namespace mstep {
+
+namespace {
+
+/// A new tensor on the same (immutable) buffer as `t`, which must be
+/// materialized: later replays rebind `t`, never this alias.
+Tensor alias_of(const Tensor& t) {
+  auto impl = TensorImpl::make(t.type(), t.device());
+  impl->set_buffer(t.impl()->buffer());
+  return Tensor(std::move(impl));
+}
+
+void materialize(const Tensor& t) {
+  if (t.is_pending()) throw_if_error(Tracer::get().sync(*t.impl()));
+}
+
+/// A materialized zero tensor of `t`'s type.
+Tensor materialized_zeros_like(const Tensor& t) {
+  std::vector<std::byte> bytes(t.type().bytes());
+  return from_buffer(bytes.data(), t.type(), t.device());
+}
+
+void check_signature(const std::vector<Tensor>& inputs, const std::vector<Tensor>& statics) {
+  if (inputs.size() != statics.size())
+    throw ReplayError(ReplayError::Kind::arity_mismatch,
+                      absl::StrCat("graphed callable: captured with ", statics.size(),
+                                   " inputs, called with ", inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    const Tensor& st = statics[i];
+    if (!in.defined())
+      throw ReplayError(ReplayError::Kind::input_freed,
+                        absl::StrCat("graphed callable: input ", i, " is undefined"));
+    const std::string where =
+        absl::StrCat("graphed callable: input ", i, " is ", detail::describe(in),
+                     " but the graph was captured for ", detail::describe(st), ". ");
+    if (in.shape() != st.shape())
+      throw ReplayError(ReplayError::Kind::shape_mismatch,
+                        where + "Use mstep::ModuleCacher to keep one graph per input shape "
+                                "(e.g. for the last, smaller batch).");
+    if (in.dtype() != st.dtype())
+      throw ReplayError(ReplayError::Kind::dtype_mismatch, where + "Convert it with .to(dtype).");
+    if (in.device() != st.device())
+      throw ReplayError(ReplayError::Kind::device_mismatch, where + "Move it with .to(device).");
+  }
+}
+
+}  // namespace
+
+struct GraphedCallable::State {
+  Graph forward, backward;
+  std::vector<Tensor> static_inputs;        // leaves; bound to the caller's buffers per call
+  std::vector<Tensor> static_outputs;
+  std::vector<Tensor> static_grad_outputs;  // backward's inputs
+  std::vector<Tensor> static_input_grads;   // backward's outputs (undefined: no grad)
+  std::vector<Tensor> static_param_grads;
+  std::vector<Tensor> parameters;
+  std::vector<bool> output_requires_grad;
+};
+
+namespace {
+
+/// The backward of one graphed call: replays the backward graph.
+class GraphedBackward final : public autograd::GradFn {
+ public:
+  explicit GraphedBackward(std::shared_ptr<GraphedCallable::State> state)
+      : state_(std::move(state)) {}
+  std::string name() const override { return "GraphedBackward"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override {
+    GraphedCallable::State& s = *state_;
+    for (size_t k = 0; k < s.static_grad_outputs.size(); ++k) {
+      Tensor g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
+      Tensor& dst = s.static_grad_outputs[k];
+      if (!g.defined()) g = materialized_zeros_like(dst);
+      if (g.dtype() != dst.dtype()) g = to(g, dst.dtype());
+      materialize(g);
+      dst.impl()->set_buffer(g.impl()->buffer());
+    }
+    s.backward.replay();
+    std::vector<Tensor> grads;
+    for (const Tensor& g : s.static_input_grads) grads.push_back(g.defined() ? alias_of(g) : Tensor());
+    for (const Tensor& g : s.static_param_grads) grads.push_back(g.defined() ? alias_of(g) : Tensor());
+    return grads;
+  }
+
+ private:
+  std::shared_ptr<GraphedCallable::State> state_;
+};
+
+}  // namespace
+
+GraphedCallable make_graphed_callable(TensorFn fn, const std::vector<Tensor>& sample_inputs,
+                                      const std::vector<Tensor>& parameters) {
+  if (is_capturing())
+    throw ReplayError(ReplayError::Kind::capture_active,
+                      "make_graphed_callable: called inside a capture; make it before capturing");
+  auto state = std::make_shared<GraphedCallable::State>();
+  GraphedCallable::State& s = *state;
+  s.parameters = parameters;
+  mark_step();
+  for (const Tensor& sample : sample_inputs) {
+    if (!sample.defined())
+      detail::throw_op_error("make_graphed_callable", "a sample input is undefined", "",
+                             "Pass one materialized example tensor per input.");
+    materialize(sample);
+    Tensor st = alias_of(sample);
+    if (sample.requires_grad()) st.requires_grad_();
+    s.static_inputs.push_back(st);
+  }
+
+  // Forward: every saved activation becomes a static result of this graph.
+  {
+    CaptureGuard capture(s.forward);
+    s.static_outputs = fn(s.static_inputs);
+  }
+  bool any_grad = false;
+  for (const Tensor& o : s.static_outputs) {
+    s.output_requires_grad.push_back(o.requires_grad());
+    any_grad |= o.requires_grad();
+  }
+  GraphedCallable callable;
+  callable.state_ = state;
+  if (!any_grad || !grad_enabled()) return callable;
+
+  // Backward, with the parameters' .grad set aside so the capture neither
+  // reads nor changes it.
+  std::vector<Tensor> roots, seeds;
+  for (size_t k = 0; k < s.static_outputs.size(); ++k) {
+    s.static_grad_outputs.push_back(materialized_zeros_like(s.static_outputs[k]));
+    if (s.output_requires_grad[k]) {
+      roots.push_back(s.static_outputs[k]);
+      seeds.push_back(s.static_grad_outputs[k]);
+    }
+  }
+  std::vector<Tensor> stashed;
+  for (const Tensor& p : parameters) {
+    autograd::AutogradMeta* m = autograd::meta(p);
+    stashed.push_back(m ? m->grad : Tensor());
+    if (m) m->grad = Tensor();
+  }
+  {
+    CaptureGuard capture(s.backward);
+    backward(roots, seeds, /*retain_graph=*/true);
+  }
+  for (const Tensor& in : s.static_inputs) s.static_input_grads.push_back(in.grad());
+  for (size_t j = 0; j < parameters.size(); ++j) {
+    autograd::AutogradMeta* m = autograd::meta(parameters[j]);
+    s.static_param_grads.push_back(m ? m->grad : Tensor());
+    if (m) m->grad = stashed[j];
+  }
+  for (const Tensor& in : s.static_inputs)
+    if (autograd::AutogradMeta* m = autograd::meta(in)) m->grad = Tensor();
+
+  return callable;
+}
+
+std::vector<Tensor> GraphedCallable::operator()(const std::vector<Tensor>& inputs) const {
+  State& s = *state_;
+  check_signature(inputs, s.static_inputs);
+  for (const Tensor& in : inputs) materialize(in);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    s.static_inputs[i].impl()->set_buffer(inputs[i].impl()->buffer());
+  s.forward.replay();
+
+  std::vector<Tensor> outputs;
+  for (const Tensor& o : s.static_outputs) outputs.push_back(alias_of(o));
+  if (!has_backward() || !grad_enabled()) return outputs;
+  bool needs_grad = false;
+  for (const Tensor& in : inputs) needs_grad |= in.requires_grad();
+  for (const Tensor& p : s.parameters) needs_grad |= p.requires_grad();
+  if (!needs_grad) return outputs;
+  auto fn = std::make_shared<GraphedBackward>(state_);
+  for (const Tensor& in : inputs) fn->next.push_back(autograd::gradient_edge(in));
+  for (const Tensor& p : s.parameters) fn->next.push_back(autograd::gradient_edge(p));
+  for (uint32_t k = 0; k < outputs.size(); ++k) {
+    fn->output_types.push_back(outputs[k].type());
+    if (!s.output_requires_grad[k]) continue;
+    autograd::AutogradMeta& m = autograd::ensure_meta(outputs[k]);
+    m.requires_grad = true;
+    m.grad_fn = fn;
+    m.output_nr = k;
+  }
+  return outputs;
+}
+
+const Graph& GraphedCallable::forward_graph() const { return state_->forward; }
+const Graph& GraphedCallable::backward_graph() const { return state_->backward; }
+bool GraphedCallable::has_backward() const { return state_->backward.captured(); }
+
+}  // namespace mstep
