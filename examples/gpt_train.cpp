@@ -12,16 +12,28 @@
 //             [--heads H] [--lr LR] [--text FILE] [--seed N] [--dropout P]
 //             [--explicit-attention 1]   (attention written out; the compiler
 //                                         fuses it back into mstep.sdpa)
+//             [--mode lazy|replay|graphed|cacher] [--samples 0]
+//
+// Modes: lazy traces every step; replay captures one step (after one lazy
+// warmup step) into an mstep::Graph and replays it from static batch
+// tensors; graphed runs the model through make_graphed_callable (forward
+// and backward graphs, loss and optimizer lazy); cacher through a
+// ModuleCacher. Each prints step time and host time per step (the step's
+// wall time minus the time inside compiled executables).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <time.h>
+#include <unistd.h>
 
 #include "examples/models/GptMini.h"
 #include "mstep/mstep.h"
@@ -30,12 +42,27 @@ using namespace mstep;
 
 namespace {
 
+/// Seconds since this process was exec'd (from /proc/self/stat; 10 ms
+/// resolution), so start-up figures include loading the libraries.
+double seconds_since_process_start() {
+  std::ifstream stat("/proc/self/stat");
+  std::string field;
+  for (int i = 0; i < 22 && stat >> field; ++i) {
+  }
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  const double start = std::strtod(field.c_str(), nullptr) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return now.tv_sec + now.tv_nsec * 1e-9 - start;
+}
+
 struct Args {
   int64_t steps = 300, batch = 16, seq = 64, dim = 64, layers = 2, heads = 4;
   double lr = 6e-3;
   uint64_t seed = 0;
   double dropout = 0.0;
   bool explicit_attention = false;
+  std::string mode = "lazy";
+  bool samples = true;
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
 };
 
@@ -43,6 +70,10 @@ Args parse_args(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag.rfind("--mode=", 0) == 0) {
+      a.mode = flag.substr(7);
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "gpt_train: %s needs a value\n", flag.c_str());
       std::exit(2);
@@ -59,10 +90,17 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--text") a.text = v;
     else if (flag == "--dropout") a.dropout = std::atof(v);
     else if (flag == "--explicit-attention") a.explicit_attention = std::atoi(v) != 0;
+    else if (flag == "--mode") a.mode = v;
+    else if (flag == "--samples") a.samples = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "gpt_train: unknown flag %s\n", flag.c_str());
       std::exit(2);
     }
+  }
+  if (a.mode != "lazy" && a.mode != "replay" && a.mode != "graphed" && a.mode != "cacher") {
+    std::fprintf(stderr, "gpt_train: unknown --mode %s (use lazy, replay, graphed or cacher)\n",
+                 a.mode.c_str());
+    std::exit(2);
   }
   return a;
 }
@@ -168,32 +206,91 @@ int main(int argc, char** argv) {
   for (const Tensor& p : model.parameters()) n_params += p.numel();
   std::printf("gpt_train: %zu chars of %s, vocab %lld; GPT %lld layers, dim %lld, %lld heads, "
               "%lld parameters; batch %lld x seq %lld (right-padded), AdamW + warmup/cosine, "
-              "clip 1.0, lazy mode on the ref backend\n",
+              "clip 1.0, %s mode on the ref backend\n",
               text.size(), args.text.c_str(), (long long)codec.vocab(), (long long)args.layers,
               (long long)args.dim, (long long)args.heads, (long long)n_params,
-              (long long)args.batch, (long long)args.seq);
+              (long long)args.batch, (long long)args.seq, args.mode.c_str());
 
   const std::string prompt = "Shall I ";
   std::mt19937_64 sample_rng(args.seed + 1);
-  std::printf("\nsample before training:\n");
-  print_indented(sample_text(model, codec, prompt, 120, sample_rng));
-  std::printf("\n");
+  if (args.samples) {
+    std::printf("\nsample before training:\n");
+    print_indented(sample_text(model, codec, prompt, 120, sample_rng));
+    std::printf("\n");
+  }
 
   reset_metrics();
   model.train();
-  double first_loss = 0, last_loss = 0, window_loss = 0;
-  int64_t tokens_seen = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < args.steps; ++step) {
-    Batch batch = sample_batch(ids, args.batch, args.seq, rng);
+  // One training step on `b`: forward, loss, backward, clip, AdamW, one
+  // mark_step(). `forward` is the model itself or its graphed form.
+  auto forward = [&](const Tensor& tokens, const Tensor& lengths) { return model.forward(tokens, lengths); };
+  std::optional<GraphedCallable> graphed;
+  std::optional<ModuleCacher> cacher;
+  auto train_step = [&](const Batch& b) {
     opt.zero_grad();
-    Tensor logits = model.forward(batch.tokens, batch.lengths);
-    Tensor loss = cross_entropy(logits.reshape({-1, codec.vocab()}), batch.targets.reshape({-1}));
+    Tensor logits = graphed   ? (*graphed)({b.tokens, b.lengths})[0]
+                    : cacher ? (*cacher)({b.tokens, b.lengths})[0]
+                             : forward(b.tokens, b.lengths);
+    Tensor loss = cross_entropy(logits.reshape({-1, codec.vocab()}), b.targets.reshape({-1}));
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
-    schedule.step();
     mark_step();  // forward + backward + clip + AdamW: one graph
+    return loss;
+  };
+  Graph step_graph;  // --mode replay
+  Batch static_batch;
+  Tensor static_loss;
+
+  double first_loss = 0, last_loss = 0, window_loss = 0, engine_seconds = 0;
+  int64_t tokens_seen = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Steady-state figures start after the warmup/capture steps.
+  constexpr int64_t kSettleSteps = 2;
+  double settled_engine_seconds = 0;
+  Metrics settled;
+  for (int64_t step = 0; step < args.steps; ++step) {
+    if (step == kSettleSteps) {
+      settled_engine_seconds = engine_seconds;
+      settled = metrics();
+    }
+    Batch batch = sample_batch(ids, args.batch, args.seq, rng);
+    const auto s0 = std::chrono::steady_clock::now();
+    Tensor loss;
+    if (args.mode == "replay" && step >= 1) {
+      if (!step_graph.captured()) {  // capture once, after one lazy warmup step
+        static_batch = batch;
+        CaptureGuard capture(step_graph);
+        static_loss = train_step(static_batch);
+      } else {
+        static_batch.tokens.copy_(batch.tokens);  // materialized: shares the buffer
+        static_batch.targets.copy_(batch.targets);
+        static_batch.lengths.copy_(batch.lengths);
+        step_graph.replay();
+      }
+      loss = static_loss;
+    } else {
+      if (step == 0 && args.mode == "graphed") {
+        graphed = make_graphed_callable(
+            [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{forward(in[0], in[1])}; },
+            {batch.tokens, batch.lengths}, model.parameters());
+      }
+      if (step == 0 && args.mode == "cacher")
+        cacher.emplace([&](const std::vector<Tensor>& in, const CallArgs&) {
+          return std::vector<Tensor>{forward(in[0], in[1])};
+        }, model.parameters());
+      loss = train_step(batch);
+    }
+    engine_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+    if (step == 0) {
+      // Start-up: from exec to the first step ready to run (its kernels
+      // excluded). With a populated MSTEP_CACHE this is the warm start.
+      const Metrics m0 = metrics();
+      std::printf("first_step_ready_ms %.1f  (compiles %lld, disk hits %lld)\n",
+                  1e3 * (seconds_since_process_start() - m0.execute_seconds),
+                  (long long)m0.compiles, (long long)m0.disk_hits);
+    }
+    schedule.step();  // fills the lr device scalar: outside any graph
 
     const double value = loss.item();
     if (step == 0) first_loss = value;
@@ -203,20 +300,36 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const Metrics m = metrics();
     std::printf("step %4lld  loss %.4f  lr %.2e  %.2f steps/s  %.0f tokens/s  compiles %lld  "
-                "cache hits %lld\n",
+                "cache hits %lld  replays %lld\n",
                 (long long)step + 1, value, schedule.get_last_lr(), (step + 1) / secs,
-                tokens_seen / secs, (long long)m.cache_misses, (long long)m.cache_hits);
+                tokens_seen / secs, (long long)m.cache_misses, (long long)m.cache_hits,
+                (long long)m.replays);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Metrics m = metrics();
 
-  std::printf("\nsample after %lld steps:\n", (long long)args.steps);
-  print_indented(sample_text(model, codec, prompt, 240, sample_rng));
+  if (args.samples) {
+    std::printf("\nsample after %lld steps:\n", (long long)args.steps);
+    print_indented(sample_text(model, codec, prompt, 240, sample_rng));
+  }
   std::printf("\nloss %.4f -> %.4f (mean of the last 10 steps %.4f); uniform guess would be %.4f\n",
               first_loss, last_loss, window_loss, std::log(double(codec.vocab())));
   std::printf("%lld steps in %.2f s: %.2f steps/s, %.0f tokens/s; training graphs compiled %lld, "
-              "cache hits %lld, compile time %.2f s\n",
+              "cache hits %lld, replays %lld, compile time %.2f s\n",
               (long long)args.steps, secs, args.steps / secs, tokens_seen / secs,
-              (long long)m.cache_misses, (long long)m.cache_hits, m.compile_seconds);
-  return window_loss < first_loss ? 0 : 1;
+              (long long)m.cache_misses, (long long)m.cache_hits, (long long)m.replays,
+              m.compile_seconds);
+  // Host time per step: the engine's share of each steady-state step (after
+  // the warmup and capture steps) without the time inside executables.
+  if (args.steps > kSettleSteps) {
+    const int64_t n = args.steps - kSettleSteps;
+    const double wall = engine_seconds - settled_engine_seconds;
+    const double kernels = (m.execute_seconds - settled.execute_seconds) +
+                           (m.replay_execute_seconds - settled.replay_execute_seconds);
+    const double compile = m.compile_seconds - settled.compile_seconds;
+    std::printf("mode %s  step_ms %.3f  host_us_per_step %.1f  (steps %lld..%lld)\n",
+                args.mode.c_str(), 1e3 * wall / n, 1e6 * (wall - kernels - compile) / n,
+                (long long)kSettleSteps + 1, (long long)args.steps);
+  }
+  return args.steps < 20 || window_loss < first_loss ? 0 : 1;  // short runs (timing) need not learn
 }

@@ -244,7 +244,10 @@ void Graph::replay() {
         }
       }
     }
+    const auto run_start = std::chrono::steady_clock::now();
     auto results = seg.executable->run(seg.buffers);
+    internal::mutable_metrics().replay_execute_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (!results.ok())
       throw Error(absl::Status(results.status().code(),
                                absl::StrCat("Graph::replay: captured graph ", s,

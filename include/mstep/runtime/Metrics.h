@@ -45,6 +45,9 @@ struct Metrics {
   // record_execute_time); writes through mutable_metrics() are overwritten.
   double compile_seconds = 0;
   double execute_seconds = 0;
+  /// Time inside the captured executables during replay() (replay_time
+  /// minus this is the replay's own host overhead).
+  double replay_execute_seconds = 0;
 };
 
 /// A copy of the counters, with percentiles computed now. Safe to call from
