@@ -331,5 +331,6 @@ int main(int argc, char** argv) {
                 args.mode.c_str(), 1e3 * wall / n, 1e6 * (wall - kernels - compile) / n,
                 (long long)kSettleSteps + 1, (long long)args.steps);
   }
+  std::printf("\nmetrics_report():\n%s", metrics_report().c_str());
   return args.steps < 20 || window_loss < first_loss ? 0 : 1;  // short runs (timing) need not learn
 }

@@ -63,14 +63,12 @@ std::vector<std::byte> raw_bytes(const Tensor& t) {
 /// What the guard found, for meta.txt.
 struct Hit {
   std::vector<size_t> nonfinite_parameters;
-  std::map<size_t, size_t> parameter_inputs;  // parameter -> graph input
-  std::map<size_t, size_t> gradient_outputs;  // parameter -> graph output
+  std::map<size_t, size_t> parameter_inputs; // parameter -> graph input
+  std::map<size_t, size_t> gradient_outputs; // parameter -> graph output
   std::vector<size_t> nonfinite_outputs;
 };
 
-[[noreturn]] void write_failed(const std::string& what) {
-  throw Error(absl::DataLossError(what));
-}
+[[noreturn]] void write_failed(const std::string& what) { throw Error(absl::DataLossError(what)); }
 
 void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -116,15 +114,13 @@ std::string write_reproducer(const optim::Optimizer& optimizer, const StepRecord
   const fs::path root = nan_guard_dir();
   std::error_code ec;
   fs::create_directories(root, ec);
-  if (ec)
-    write_failed(absl::StrCat("cannot create '", root.string(), "' (", ec.message(), ")"));
+  if (ec) write_failed(absl::StrCat("cannot create '", root.string(), "' (", ec.message(), ")"));
   fs::path final_dir;
   for (int n = 0;; ++n) {
     final_dir = root / absl::StrCat("reproducer_", n);
     if (!fs::exists(final_dir)) break;
   }
-  const fs::path tmp =
-      root / absl::StrCat(".", final_dir.filename().string(), ".tmp.", ::getpid());
+  const fs::path tmp = root / absl::StrCat(".", final_dir.filename().string(), ".tmp.", ::getpid());
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec) || ec)
     write_failed(absl::StrCat("cannot create '", tmp.string(), "' (", ec.message(), ")"));
@@ -154,8 +150,8 @@ std::string write_reproducer(const optim::Optimizer& optimizer, const StepRecord
   if (ec) {
     std::error_code ignored;
     fs::remove_all(tmp, ignored);
-    write_failed(absl::StrCat("cannot rename '", tmp.string(), "' to '", final_dir.string(),
-                              "' (", ec.message(), ")"));
+    write_failed(absl::StrCat("cannot rename '", tmp.string(), "' to '", final_dir.string(), "' (",
+                              ec.message(), ")"));
   }
   return final_dir.string();
 }
@@ -195,8 +191,8 @@ struct RecordSteps {
 
 [[noreturn]] void load_failed(absl::StatusCode code, const fs::path& file,
                               absl::string_view problem, absl::string_view hint) {
-  throw Error(absl::Status(code, absl::StrCat("mstep::load_reproducer: '", file.string(), "': ",
-                                              problem, ". ", hint)));
+  throw Error(absl::Status(
+      code, absl::StrCat("mstep::load_reproducer: '", file.string(), "': ", problem, ". ", hint)));
 }
 
 constexpr char kRewrite[] =
@@ -236,7 +232,7 @@ std::optional<size_t> parse_index(absl::string_view text, size_t limit, bool all
   return v;
 }
 
-}  // namespace
+} // namespace
 
 // ---- The guard --------------------------------------------------------
 
@@ -289,8 +285,8 @@ void check_gradients_before_update(const optim::Optimizer& optimizer) {
   try {
     written = write_reproducer(optimizer, step, describe_hit(optimizer, step, bad));
     where = absl::StrCat("A reproducer of the step (its graph, the weights before the update, "
-                         "the batch, the RNG state and the graph key) is in '", written,
-                         "': load it with mstep::load_reproducer(\"", written,
+                         "the batch, the RNG state and the graph key) is in '",
+                         written, "': load it with mstep::load_reproducer(\"", written,
                          "\") and call run() to re-run the step; nonfinite_outputs() lists "
                          "the outputs that are NaN or Inf.");
   } catch (const Error& e) {
@@ -309,7 +305,7 @@ void check_gradients_before_update(const optim::Optimizer& optimizer) {
   throw NanGuardError(status, written, std::move(bad));
 }
 
-}  // namespace detail
+} // namespace detail
 
 // ---- Reproducer ---------------------------------------------------------
 
@@ -389,8 +385,7 @@ Reproducer load_reproducer(const std::string& dir) {
   }
   if (!has_key || !has_seed || !has_offset || !num_inputs || !num_outputs)
     load_failed(absl::StatusCode::kDataLoss, meta_path,
-                "graph_key, rng_seed, rng_offset, num_inputs or num_outputs is missing",
-                kRewrite);
+                "graph_key, rng_seed, rng_offset, num_inputs or num_outputs is missing", kRewrite);
   for (const ParamLine& p : param_lines) {
     if (p.input) r.parameter_inputs_[p.k] = *p.input;
     if (p.output) r.gradient_outputs_[p.k] = *p.output;
@@ -398,8 +393,7 @@ Reproducer load_reproducer(const std::string& dir) {
   for (const auto& [s, line] : nonfinite_params)
     r.nonfinite_parameters_.push_back(*parse_index(s, SIZE_MAX, false, meta_path, line));
   for (const auto& [s, line] : nonfinite_outputs)
-    r.recorded_nonfinite_outputs_.push_back(
-        *parse_index(s, *num_outputs, false, meta_path, line));
+    r.recorded_nonfinite_outputs_.push_back(*parse_index(s, *num_outputs, false, meta_path, line));
 
   // 2. graph.mlir.
   const fs::path graph_path = root / kGraphFile;
@@ -454,8 +448,7 @@ std::vector<Tensor> Reproducer::run(Device device) const {
   if (!compiled.ok())
     throw Error(absl::Status(compiled.status().code(),
                              absl::StrCat(op, ": the graph of '", dir_, "' does not compile on ",
-                                          device.to_string(), ": ",
-                                          compiled.status().message())));
+                                          device.to_string(), ": ", compiled.status().message())));
   // Fresh copies: the executable may update donated inputs in place, and
   // run() must be repeatable.
   std::vector<BufferPtr> buffers;
@@ -484,4 +477,4 @@ std::vector<size_t> Reproducer::nonfinite_outputs() const {
   return out;
 }
 
-}  // namespace mstep
+} // namespace mstep

@@ -81,7 +81,11 @@ namespace internal {
 Metrics& mutable_metrics() { return g_metrics; }
 
 void emit_warning(absl::string_view message) {
-  ++g_metrics.warnings;
+  {
+    // The disk cache warns from its background thread.
+    std::lock_guard<std::mutex> counters(g_samples_mutex);
+    ++g_metrics.warnings;
+  }
   std::lock_guard<std::mutex> lock(g_warning_mutex);
   if (g_warning_handler) {
     g_warning_handler(message);

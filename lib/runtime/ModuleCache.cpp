@@ -108,7 +108,16 @@ ModuleCache::MissReason ModuleCache::explain_miss(const GraphKey& key,
     return {"new structure", absl::StrCat("no cached graph has this structure (",
                                           graph.nodes.size(), " nodes, ",
                                           graph.input_types.size(), " inputs)")};
-  const StructureHistory& h = it->second;
+  // The nearest signature: fewest differing components, most significant first.
+  const Signature* nearest = nullptr;
+  int best = 1 << 30;
+  for (const Signature& sig : it->second.recent) {
+    const int score = 8 * (sig.key.backend != key.backend) +
+                      4 * (sig.key.compile_options != key.compile_options) +
+                      2 * (sig.key.types != key.types) + (sig.key.constants != key.constants);
+    if (score < best) best = score, nearest = &sig;
+  }
+  const Signature& h = *nearest;
   if (h.key.backend != key.backend)
     return {"backend changed", "the same graph was compiled for another device"};
   if (h.key.compile_options != key.compile_options)
@@ -144,17 +153,22 @@ ModuleCache::MissReason ModuleCache::explain_miss(const GraphKey& key,
 
 ModuleCache::CompileNote ModuleCache::note_compile(const GraphKey& key, const TraceGraph& graph,
                                                    int threshold) {
-  StructureHistory& h = histories_[key.structure];
+  StructureHistory& hist = histories_[key.structure];
   CompileNote note;
   std::vector<ConstantSite> constants = constant_sites(graph);
-  const bool same_signature = h.compiles > 0 && h.key.without_constants() == key.without_constants();
+  // The last compile with the same shapes, backend and options, if any.
+  const Signature* last = nullptr;
+  for (const Signature& sig : hist.recent)
+    if (!last && sig.key.without_constants() == key.without_constants()) last = &sig;
+  const bool same_signature = last != nullptr;
+  StructureHistory& h = hist;
   h.compiles = same_signature ? h.compiles + 1 : 1;
-  if (same_signature && h.constants.size() == constants.size()) {
+  if (same_signature && last->constants.size() == constants.size()) {
     note.constants_only = true;
     // Same structure and shapes, so a different constant caused this miss.
     for (size_t i = 0; i < constants.size(); ++i) {
-      if (constants[i].value == h.constants[i].value) continue;
-      if (h.changed_values.empty()) h.changed_values.push_back(h.constants[i].value);
+      if (constants[i].value == last->constants[i].value) continue;
+      if (h.changed_values.empty()) h.changed_values.push_back(last->constants[i].value);
       h.changed_values.push_back(constants[i].value);
       if (!h.warned && h.compiles >= threshold) {
         h.warned = true;
@@ -170,10 +184,8 @@ ModuleCache::CompileNote ModuleCache::note_compile(const GraphKey& key, const Tr
       break;
     }
   }
-  h.key = key;
-  h.input_types = graph.input_types;
-  h.input_roles = graph.input_roles;
-  h.constants = std::move(constants);
+  h.recent.insert(h.recent.begin(), Signature{key, graph.input_types, std::move(constants)});
+  if (h.recent.size() > kRecentSignatures) h.recent.pop_back();
   return note;
 }
 

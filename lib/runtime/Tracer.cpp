@@ -273,6 +273,8 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
       if (loaded.ok()) {
         ++m.disk_hits;
         entry.executable = std::move(*loaded);
+        // Remember the signature, so a later miss is explained against it.
+        (void)cache_.note_compile(key, graph, options_.constant_recompile_warn_threshold);
       } else {
         ++m.disk_corrupt;
         internal::emit_warning(absl::StrCat("disk cache entry ", disk_name,

@@ -67,11 +67,10 @@ std::string nan_guard_dir();
 /// update was not applied. what() says which parameters, where the
 /// reproducer is and how to load it.
 class NanGuardError : public Error {
- public:
+public:
   NanGuardError(const absl::Status& status, std::string reproducer_dir,
                 std::vector<size_t> nonfinite_parameters)
-      : Error(status),
-        reproducer_dir_(std::move(reproducer_dir)),
+      : Error(status), reproducer_dir_(std::move(reproducer_dir)),
         nonfinite_parameters_(std::move(nonfinite_parameters)) {}
   /// The reproducer's directory; "" when it could not be written (what()
   /// then says why).
@@ -79,14 +78,14 @@ class NanGuardError : public Error {
   /// Indices into Optimizer::parameters() whose gradient was non-finite.
   const std::vector<size_t>& nonfinite_parameters() const { return nonfinite_parameters_; }
 
- private:
+private:
   std::string reproducer_dir_;
   std::vector<size_t> nonfinite_parameters_;
 };
 
 /// A reproducer written by the NaN guard, loaded back.
 class Reproducer {
- public:
+public:
   /// GraphKey::full() of the step graph, and every key component as text.
   uint64_t graph_key() const { return graph_key_; }
   const std::string& graph_key_text() const { return graph_key_text_; }
@@ -125,7 +124,7 @@ class Reproducer {
   /// when it has not run yet).
   std::vector<size_t> nonfinite_outputs() const;
 
- private:
+private:
   friend Reproducer load_reproducer(const std::string& dir);
   std::string dir_;
   uint64_t graph_key_ = 0;
@@ -140,7 +139,7 @@ class Reproducer {
   std::map<size_t, size_t> parameter_inputs_;
   std::map<size_t, size_t> gradient_outputs_;
   std::vector<size_t> recorded_nonfinite_outputs_;
-  mutable std::vector<Tensor> last_outputs_;  // of the latest run()
+  mutable std::vector<Tensor> last_outputs_; // of the latest run()
 };
 
 /// Reads a reproducer directory. A missing file, malformed meta.txt or
@@ -157,6 +156,6 @@ namespace detail {
 /// with the gradient check and throws NanGuardError on a hit. Returns
 /// at once when the guard is off.
 void check_gradients_before_update(const optim::Optimizer& optimizer);
-}  // namespace detail
+} // namespace detail
 
-}  // namespace mstep
+} // namespace mstep

@@ -89,17 +89,21 @@ class ModuleCache {
     uint64_t key;
     Entry entry;
   };
-  /// What the last compile of one structure looked like.
-  struct StructureHistory {
+  /// One compiled signature of a structure.
+  struct Signature {
     GraphKey key;
     std::vector<TensorType> input_types;
-    std::vector<InputRole> input_roles;
     std::vector<ConstantSite> constants;
+  };
+  /// The recent compiles of one structure (the last one first).
+  struct StructureHistory {
+    std::vector<Signature> recent;  // at most kRecentSignatures
     std::vector<double> changed_values;  // values seen at the changing site
     int compiles = 0;
     bool warned = false;
   };
   void evict_to(size_t n, int* evicted);
+  static constexpr size_t kRecentSignatures = 8;
 
   size_t max_entries_;
   std::list<Slot> lru_;  // most recent first

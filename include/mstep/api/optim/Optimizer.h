@@ -50,6 +50,10 @@ class Optimizer {
 
   /// Records one update of every parameter that has a gradient (the
   /// others are skipped, as in PyTorch). Lazy: it runs at mark_step().
+  /// With the NaN guard on (mstep/api/NanGuard.h), step() first runs the
+  /// forward, backward and one gradient check through mark_step() and may
+  /// throw NanGuardError; the update then runs as its own graph at the
+  /// next mark_step().
   void step();
   /// Clears every gradient (set_to_none) or replaces it with zeros.
   void zero_grad(bool set_to_none = true);
