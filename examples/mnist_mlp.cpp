@@ -1,22 +1,40 @@
 // mnist_mlp: the HPU-Graphs MNIST training example from the Gaudi
-// documentation, in mstep's lazy mode.
+// documentation, in mstep's lazy mode or with captured graphs.
 //
 // Model: Linear 784->128, ReLU, Dropout(0.5), Linear 128->10, log_softmax,
 // NLL loss; Adadelta with lr 0.1; batch 200; mark_step() after backward
 // and after the optimizer step, as the Gaudi example does.
 //
-//   mnist_mlp [--data DIR] [--epochs N] [--max-steps N]
+//   mnist_mlp [--data DIR] [--epochs N] [--max-steps N] [--log-every N]
+//             [--mode lazy|replay|graphed|cacher]      (--flag=value works too)
+//
+// Modes:
+//   lazy     trace, hash, look up and run every step (the default).
+//   replay   the HPU-Graphs recipe: 3 lazy warmup steps, then one whole
+//            step (zero_grad, forward, loss, backward, mark_step, step,
+//            mark_step) captured into an mstep::Graph on static inputs;
+//            each later batch is copied into them and the graph replayed.
+//            Same seed, same losses as lazy mode.
+//   graphed  make_graphed_callable(model) replays forward and backward;
+//            loss and optimizer stay lazy.
+//   cacher   ModuleCacher(model): one graphed callable per input shape. Its
+//            epoch ends with a smaller batch, so it captures two graphs.
+// At the end it prints steps/s and, over the steady-state steps (after the
+// first 4), step_ms (wall time inside the step) and host_us_per_step (that
+// wall time minus the time inside executables, lazy runs and replays).
 //
 // With --data, DIR holds the MNIST IDX files (train-images-idx3-ubyte,
 // train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte).
 // Nothing can be downloaded on these machines, so without it the example
 // makes a synthetic, learnable data set and says so.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,7 +49,7 @@ namespace {
 constexpr int64_t kPixels = 784, kClasses = 10, kBatch = 200;
 
 struct Dataset {
-  std::vector<float> images;  // [n, 784], normalized
+  std::vector<float> images; // [n, 784], normalized
   std::vector<int64_t> labels;
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
@@ -72,7 +90,7 @@ Dataset read_idx(const std::string& images_path, const std::string& labels_path)
 /// Ten Gaussian clusters in 784 dimensions, one per class: learnable, but
 /// noisy enough that the first steps are far from perfect.
 Dataset synthetic(int64_t n, uint64_t seed) {
-  std::mt19937_64 proto_rng(1234);  // the same class centres for train and test
+  std::mt19937_64 proto_rng(1234); // the same class centres for train and test
   std::normal_distribution<float> unit(0.f, 1.f);
   std::vector<float> centres(kClasses * kPixels);
   for (float& c : centres) c = 0.3f * unit(proto_rng);
@@ -89,16 +107,17 @@ Dataset synthetic(int64_t n, uint64_t seed) {
   return d;
 }
 
+/// Rows order[first, first + rows) as a batch: x [rows, 784], y [rows].
 std::pair<Tensor, Tensor> batch_at(const Dataset& d, const std::vector<int64_t>& order,
-                                   int64_t first) {
-  std::vector<float> x(kBatch * kPixels);
-  std::vector<int64_t> y(kBatch);
-  for (int64_t i = 0; i < kBatch; ++i) {
+                                   int64_t first, int64_t rows = kBatch) {
+  std::vector<float> x(rows * kPixels);
+  std::vector<int64_t> y(rows);
+  for (int64_t i = 0; i < rows; ++i) {
     int64_t row = order[first + i];
     std::copy_n(d.images.begin() + row * kPixels, kPixels, x.begin() + i * kPixels);
     y[i] = d.labels[row];
   }
-  return {from_vector(x, {kBatch, kPixels}), from_vector(y, {kBatch})};
+  return {from_vector(x, {rows, kPixels}), from_vector(y, {rows})};
 }
 
 double accuracy(examples::Mlp& model, const Dataset& test) {
@@ -118,24 +137,95 @@ double accuracy(examples::Mlp& model, const Dataset& test) {
   return seen ? double(correct) / seen : 0;
 }
 
-}  // namespace
+enum class Mode { lazy, replay, graphed, cacher };
+
+const char* mode_name(Mode m) {
+  switch (m) {
+  case Mode::lazy:
+    return "lazy";
+  case Mode::replay:
+    return "replay";
+  case Mode::graphed:
+    return "graphed";
+  case Mode::cacher:
+    return "cacher";
+  }
+  return "?";
+}
+
+struct Flags {
+  std::string data_dir;
+  int64_t epochs = 1, max_steps = -1, log_every = 10;
+  Mode mode = Mode::lazy;
+};
+
+int64_t parse_int(const std::string& flag, const std::string& value) {
+  int64_t n = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, n);
+  if (ec != std::errc() || ptr != end) fail(flag + " wants an integer, got '" + value + "'");
+  return n;
+}
+
+/// Accepts `--flag value` and `--flag=value`.
+Flags parse_flags(int argc, char** argv) {
+  const std::string usage = " (use --data DIR, --epochs N, --max-steps N, --log-every N, "
+                            "--mode lazy|replay|graphed|cacher)";
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      fail(flag + " needs a value" + usage);
+    }
+    if (flag == "--data")
+      f.data_dir = value;
+    else if (flag == "--epochs")
+      f.epochs = parse_int(flag, value);
+    else if (flag == "--max-steps")
+      f.max_steps = parse_int(flag, value);
+    else if (flag == "--log-every")
+      f.log_every = std::max<int64_t>(1, parse_int(flag, value));
+    else if (flag == "--mode") {
+      if (value == "lazy")
+        f.mode = Mode::lazy;
+      else if (value == "replay")
+        f.mode = Mode::replay;
+      else if (value == "graphed")
+        f.mode = Mode::graphed;
+      else if (value == "cacher")
+        f.mode = Mode::cacher;
+      else
+        fail("unknown --mode '" + value + "'; use lazy, replay, graphed or cacher");
+    } else {
+      fail("unknown flag " + flag + usage);
+    }
+  }
+  return f;
+}
+
+/// Steps before the host-time window opens: lazy mode compiles in its
+/// first steps, replay mode warms up and captures, graphed and cacher
+/// capture. The window measures the steady state.
+constexpr int64_t kReplayWarmupSteps = 3;
+constexpr int64_t kUnmeasuredSteps = kReplayWarmupSteps + 1;
+
+} // namespace
 
 int main(int argc, char** argv) {
-  std::string data_dir;
-  int64_t epochs = 1, max_steps = -1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    if (flag == "--data") data_dir = argv[i + 1];
-    else if (flag == "--epochs") epochs = std::atoll(argv[i + 1]);
-    else if (flag == "--max-steps") max_steps = std::atoll(argv[i + 1]);
-    else fail("unknown flag " + flag + " (use --data DIR, --epochs N, --max-steps N)");
-  }
+  const Flags flags = parse_flags(argc, argv);
 
   Dataset train, test;
-  if (!data_dir.empty()) {
-    train = read_idx(data_dir + "/train-images-idx3-ubyte", data_dir + "/train-labels-idx1-ubyte");
-    test = read_idx(data_dir + "/t10k-images-idx3-ubyte", data_dir + "/t10k-labels-idx1-ubyte");
-    std::printf("mnist_mlp: MNIST from %s: %lld train, %lld test images\n", data_dir.c_str(),
+  if (!flags.data_dir.empty()) {
+    train = read_idx(flags.data_dir + "/train-images-idx3-ubyte",
+                     flags.data_dir + "/train-labels-idx1-ubyte");
+    test = read_idx(flags.data_dir + "/t10k-images-idx3-ubyte",
+                    flags.data_dir + "/t10k-labels-idx1-ubyte");
+    std::printf("mnist_mlp: MNIST from %s: %lld train, %lld test images\n", flags.data_dir.c_str(),
                 (long long)train.size(), (long long)test.size());
   } else {
     train = synthetic(12000, 1);
@@ -147,44 +237,143 @@ int main(int argc, char** argv) {
   }
 
   manual_seed(0);
-  examples::Mlp model;
-  optim::Adadelta opt(model.parameters(), {.lr = 0.1});
+  auto model = std::make_shared<examples::Mlp>();
+  optim::Adadelta opt(model->parameters(), {.lr = 0.1});
   std::printf("model: Linear 784->128, ReLU, Dropout(0.5), Linear 128->10, log_softmax; "
-              "Adadelta lr 0.1, batch %lld\n", (long long)kBatch);
-  std::printf("test accuracy before training: %.1f%%\n", 100 * accuracy(model, test));
+              "Adadelta lr 0.1, batch %lld; mode %s\n",
+              (long long)kBatch, mode_name(flags.mode));
+  std::printf("test accuracy before training: %.1f%%\n", 100 * accuracy(*model, test));
+
+  // One training step in lazy mode, as in the Gaudi example.
+  auto lazy_step = [&](const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    Tensor loss = nll_loss(model->forward(x), y);
+    loss.backward();
+    mark_step(); // after backward ...
+    opt.step();
+    mark_step(); // ... and after the optimizer step
+    return loss;
+  };
+
+  // replay: the whole step (optimizer included) captured once on static
+  // inputs, then replayed. Warmup and capture steps train like lazy ones,
+  // so the RNG stream and the losses are those of lazy mode.
+  Graph graph;
+  Tensor static_x, static_y, static_loss;
+  if (flags.mode == Mode::replay) {
+    static_x = zeros({kBatch, kPixels});
+    static_y = zeros({kBatch}, DType::i64);
+  }
+  auto replay_step = [&](const Tensor& x, const Tensor& y, int64_t step) {
+    static_x.copy_(x); // materialized batches: no data copy, no trace
+    static_y.copy_(y);
+    if (step < kReplayWarmupSteps) return lazy_step(static_x, static_y);
+    if (!graph.captured()) {
+      CaptureGuard capture(graph);
+      static_loss = lazy_step(static_x, static_y);
+      return static_loss;
+    }
+    graph.replay();
+    return static_loss;
+  };
+
+  // graphed / cacher: forward and backward replayed, loss and optimizer lazy.
+  std::optional<GraphedCallable> graphed;
+  if (flags.mode == Mode::graphed) graphed = make_graphed_callable(model, zeros({kBatch, kPixels}));
+  std::optional<ModuleCacher> cacher;
+  if (flags.mode == Mode::cacher) cacher.emplace(model);
+  auto module_step = [&](const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    Tensor out = graphed ? (*graphed)({x})[0] : (*cacher)(x);
+    Tensor loss = nll_loss(out, y);
+    loss.backward(); // replays the backward graph
+    mark_step();
+    opt.step();
+    mark_step();
+    return loss;
+  };
+
+  // Batches per epoch: full batches only, except in cacher mode, whose
+  // epoch ends with a smaller batch (half a batch when the data set
+  // divides evenly), so that it captures a second graph.
+  int64_t epoch_size = train.size() - train.size() % kBatch;
+  if (flags.mode == Mode::cacher)
+    epoch_size = train.size() % kBatch ? train.size() : train.size() - kBatch / 2;
 
   reset_metrics();
   std::mt19937_64 shuffle_rng(0);
   std::vector<int64_t> order(train.size());
   std::iota(order.begin(), order.end(), 0);
   int64_t step = 0;
+  double in_step_seconds = 0; // wall time inside the steps of the window
+  Metrics window_start;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+  for (int64_t epoch = 0; epoch < flags.epochs; ++epoch) {
     std::shuffle(order.begin(), order.end(), shuffle_rng);
-    for (int64_t first = 0; first + kBatch <= train.size(); first += kBatch) {
-      if (max_steps >= 0 && step >= max_steps) break;
-      auto [x, y] = batch_at(train, order, first);
-      opt.zero_grad();
-      Tensor loss = nll_loss(model.forward(x), y);
-      loss.backward();
-      mark_step();  // as in the Gaudi example: after backward ...
-      opt.step();
-      mark_step();  // ... and after the optimizer step
+    for (int64_t first = 0; first < epoch_size; first += kBatch) {
+      if (flags.max_steps >= 0 && step >= flags.max_steps) break;
+      auto [x, y] = batch_at(train, order, first, std::min(kBatch, epoch_size - first));
+      if (step == kUnmeasuredSteps) window_start = metrics();
+      const auto s0 = std::chrono::steady_clock::now();
+      Tensor loss;
+      switch (flags.mode) {
+      case Mode::lazy:
+        loss = lazy_step(x, y);
+        break;
+      case Mode::replay:
+        loss = replay_step(x, y, step);
+        break;
+      case Mode::graphed:
+      case Mode::cacher:
+        loss = module_step(x, y);
+        break;
+      }
+      if (step >= kUnmeasuredSteps)
+        in_step_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
       ++step;
-      if (step == 1 || step % 10 == 0) {
+      if (step == 1 || step % flags.log_every == 0) {
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const Metrics m = metrics();
-        std::printf("epoch %lld step %4lld  loss %.4f  %.1f steps/s  %.0f samples/s  "
-                    "compiles %lld  cache hits %lld\n",
+        std::printf("epoch %lld step %4lld  loss %.6f  %.1f steps/s  %.0f samples/s  "
+                    "compiles %lld  cache hits %lld  replays %lld\n",
                     (long long)epoch + 1, (long long)step, loss.item(), step / secs,
-                    step * kBatch / secs, (long long)m.cache_misses, (long long)m.cache_hits);
+                    step * kBatch / secs, (long long)m.cache_misses, (long long)m.cache_hits,
+                    (long long)m.replays);
       }
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double acc = accuracy(model, test);
-  std::printf("test accuracy after %lld steps: %.1f%%  (%.2f s, %.1f steps/s)\n", (long long)step,
-              100 * acc, secs, step / secs);
+  const Metrics end = metrics();
+
+  // Host time: wall time inside the steps minus time inside executables
+  // (lazy runs and replays), per step of the steady-state window.
+  std::printf("mode %s: %lld steps in %.3f s, %.1f steps/s (whole loop)\n", mode_name(flags.mode),
+              (long long)step, secs, step / secs);
+  if (const int64_t measured = step - kUnmeasuredSteps; measured > 0) {
+    const double executing = (end.execute_seconds - window_start.execute_seconds) +
+                             (end.replay_execute_seconds - window_start.replay_execute_seconds);
+    std::printf("steps %lld-%lld: step_ms %.3f  host_us_per_step %.1f  (inside executables "
+                "%.3f ms/step, compiles %lld)\n",
+                (long long)kUnmeasuredSteps + 1, (long long)step, 1e3 * in_step_seconds / measured,
+                1e6 * (in_step_seconds - executing) / measured, 1e3 * executing / measured,
+                (long long)(end.compiles - window_start.compiles));
+  } else {
+    std::printf("step_ms n/a  host_us_per_step n/a  (the first %lld steps warm up; run more)\n",
+                (long long)kUnmeasuredSteps);
+  }
+  if (graphed)
+    std::printf("graphed: forward %zu kernels, backward %zu kernels\n",
+                graphed->forward_graph().num_kernels(), graphed->backward_graph().num_kernels());
+  if (cacher)
+    std::printf("captured graphs %zu  (captures %lld, hits %lld)\n", cacher->num_graphs(),
+                (long long)cacher->captures(), (long long)cacher->hits());
+  if (graph.captured())
+    std::printf("replay graph: %zu segments, %zu kernels\n", graph.num_segments(),
+                graph.num_kernels());
+
+  const double acc = accuracy(*model, test);
+  std::printf("test accuracy after %lld steps: %.1f%%\n", (long long)step, 100 * acc);
   return acc > 0.5 ? 0 : 1;
 }

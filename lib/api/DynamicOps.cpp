@@ -37,15 +37,6 @@ void refuse_in_capture(absl::string_view op, const Tensor& x) {
                    "graph | dynamic op | graph.");
 }
 
-/// Runs what `t` still depends on (a sync point) and copies its bytes out.
-std::vector<std::byte> host_bytes(const Tensor& t) {
-  TensorImpl& impl = *t.impl();
-  throw_if_error(Tracer::get().sync(impl));
-  std::vector<std::byte> bytes(impl.type().bytes());
-  Backend& backend = *value_or_throw(BackendRegistry::get(impl.device().type));
-  throw_if_error(backend.copy_out(*impl.buffer(), bytes.data(), bytes.size()));
-  return bytes;
-}
 
 /// Whether the element at `p` is nonzero. Integers are compared exactly
 /// (no trip through double); for floats -0.0 is zero and NaN is nonzero.
@@ -90,7 +81,7 @@ std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& out) {
 Tensor nonzero(const Tensor& x) {
   require_defined("nonzero", x, "x");
   refuse_in_capture("nonzero", x);
-  const std::vector<std::byte> data = host_bytes(x);
+  const std::vector<std::byte> data = detail::host_bytes(x);
   const Shape& shape = x.shape();
   const int64_t rank = shape.rank();
   const size_t esize = element_size(x.dtype());
@@ -122,8 +113,8 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
     throw_op_error("masked_select", out.status().message(), inputs,
                    "Trailing dims must be equal or 1; use unsqueeze() or reshape() to line "
                    "them up.");
-  const std::vector<std::byte> xs = host_bytes(x);
-  const std::vector<std::byte> ms = host_bytes(mask);
+  const std::vector<std::byte> xs = detail::host_bytes(x);
+  const std::vector<std::byte> ms = detail::host_bytes(mask);
   const std::vector<int64_t> xstride = broadcast_strides(x.shape(), *out);
   const std::vector<int64_t> mstride = broadcast_strides(mask.shape(), *out);
   const size_t esize = element_size(x.dtype());

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 
+#include "lib/api/OpBuilder.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -48,15 +49,6 @@ bool has_nonfinite(const Tensor& t) {
   return false;
 }
 
-/// The raw bytes of a materialized tensor.
-std::vector<std::byte> raw_bytes(const Tensor& t) {
-  TensorImpl& impl = *t.impl();
-  throw_if_error(Tracer::get().sync(impl));
-  std::vector<std::byte> bytes(impl.type().bytes());
-  Backend* backend = value_or_throw(BackendRegistry::get(impl.device().type));
-  throw_if_error(backend->copy_out(*impl.buffer(), bytes.data(), bytes.size()));
-  return bytes;
-}
 
 // ---- Writing ----------------------------------------------------------
 
@@ -453,7 +445,7 @@ std::vector<Tensor> Reproducer::run(Device device) const {
   // run() must be repeatable.
   std::vector<BufferPtr> buffers;
   for (const Tensor& t : inputs_) {
-    const std::vector<std::byte> bytes = raw_bytes(t);
+    const std::vector<std::byte> bytes = detail::host_bytes(t);
     BufferPtr b = value_or_throw(backend.allocate(t.type()));
     throw_if_error(backend.copy_in(*b, bytes.data(), bytes.size()));
     buffers.push_back(std::move(b));

@@ -9,6 +9,7 @@
 #include "mstep/api/Elementwise.h"
 #include "mstep/runtime/Runtime.h"
 #include "mstep/runtime/TensorImpl.h"
+#include "mstep/runtime/Tracer.h"
 
 namespace mstep::detail {
 
@@ -180,6 +181,15 @@ void require_floating(absl::string_view op, const Tensor& x) {
   if (!is_floating(x.dtype()))
     throw_op_error(op, "expects a floating-point tensor", describe(x),
                    "Convert it first, e.g. x.to(mstep::DType::f32).");
+}
+
+std::vector<std::byte> host_bytes(const Tensor& t) {
+  TensorImpl& impl = *t.impl();
+  throw_if_error(Tracer::get().sync(impl));
+  std::vector<std::byte> bytes(impl.type().bytes());
+  Backend& backend = *value_or_throw(BackendRegistry::get(impl.device().type));
+  throw_if_error(backend.copy_out(*impl.buffer(), bytes.data(), bytes.size()));
+  return bytes;
 }
 
 }  // namespace mstep::detail

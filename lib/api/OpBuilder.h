@@ -3,6 +3,7 @@
 // error messages. Library-internal.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -92,5 +93,9 @@ Tensor cast_to(const Tensor& x, DType dtype);
 
 /// Throws when `x` is not floating, naming `op`.
 void require_floating(absl::string_view op, const Tensor& x);
+
+/// The bytes of `t` on the host, running what it still depends on first
+/// (a sync point).
+std::vector<std::byte> host_bytes(const Tensor& t);
 
 }  // namespace mstep::detail

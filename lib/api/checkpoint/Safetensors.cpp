@@ -10,6 +10,7 @@
 #include <optional>
 #include <unistd.h>
 
+#include "lib/api/OpBuilder.h"
 #include "absl/strings/str_cat.h"
 #include "mstep/api/Checkpoint.h"
 #include "mstep/mstep.h"
@@ -57,15 +58,6 @@ std::optional<DType> dtype_of_code(llvm::StringRef code) {
 constexpr char kLoad[] = "load_safetensors";
 constexpr char kCorruptHint[] = "The file is truncated or not a safetensors file; write it again.";
 
-/// The raw bytes of `t`, computing it first if it is pending.
-std::vector<std::byte> tensor_bytes(const Tensor& t) {
-  TensorImpl& impl = *t.impl();
-  throw_if_error(Tracer::get().sync(impl));
-  std::vector<std::byte> bytes(impl.type().bytes());
-  Backend* backend = value_or_throw(BackendRegistry::get(impl.device().type));
-  throw_if_error(backend->copy_out(*impl.buffer(), bytes.data(), bytes.size()));
-  return bytes;
-}
 
 /// A parsed, checked header entry.
 struct Entry {
@@ -218,7 +210,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 
   // 1. Every tensor's bytes (sync points), in name order.
   std::vector<std::vector<std::byte>> data;
-  for (const auto& [name, t] : tensors) data.push_back(tensor_bytes(t));
+  for (const auto& [name, t] : tensors) data.push_back(detail::host_bytes(t));
 
   // 2. The header, laid out in the same order with contiguous offsets.
   std::string header;
