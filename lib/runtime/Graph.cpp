@@ -21,9 +21,12 @@ namespace {
 struct InputBinding {
   enum class Source : uint8_t { tensor, segment, constant, rng };
   Source source = Source::constant;
-  std::weak_ptr<TensorImpl> tensor;  // Source::tensor
+  // Source::tensor. Held strongly (no weak_ptr lock per replay); when the
+  // graph holds the only reference, the user freed it.
+  std::shared_ptr<TensorImpl> tensor;
   uint32_t segment = 0, slot = 0;    // Source::segment
   BufferPtr constant;                // Source::constant; the state buffer for Source::rng
+  Backend* backend = nullptr;        // Source::rng: writes the state
   TensorType type;
   Device device;
   InputRole role = InputRole::input;
@@ -32,7 +35,9 @@ struct InputBinding {
 struct Segment {
   std::shared_ptr<Executable> executable;
   std::vector<InputBinding> inputs;
-  std::vector<std::vector<std::weak_ptr<TensorImpl>>> outputs;  // per result: bound tensors
+  // Per result: the tensors bound to it (a tensor only the graph still
+  // holds is skipped: nobody can read it).
+  std::vector<std::vector<std::shared_ptr<TensorImpl>>> outputs;
   uint64_t rng_offset = 0;  // relative to the capture's first offset
   // Replay scratch, kept to avoid allocating each step.
   std::vector<BufferPtr> buffers;
@@ -58,7 +63,6 @@ struct Graph::Impl final : CaptureRecorder {
   // During capture: results of earlier segments, by buffer.
   absl::flat_hash_map<const Buffer*, std::pair<uint32_t, uint32_t>> produced;
   std::vector<BufferPtr> produced_keepalive;
-  std::vector<std::shared_ptr<TensorImpl>> locked;  // replay scratch
 
   void record(const ExecutedGraph& run) override {
     Segment seg;
@@ -73,8 +77,8 @@ struct Graph::Impl final : CaptureRecorder {
       b.role = node->input_role();
       if (b.role == InputRole::rng_state) {
         b.source = InputBinding::Source::rng;
-        Backend* backend = value_or_throw(BackendRegistry::get(b.device.type));
-        b.constant = value_or_throw(backend->allocate(b.type));
+        b.backend = value_or_throw(BackendRegistry::get(b.device.type));
+        b.constant = value_or_throw(b.backend->allocate(b.type));
         seg.rng_offset = run.rng_offset - rng_begin;
       } else if (auto it = produced.find(buf.get()); it != produced.end()) {
         b.source = InputBinding::Source::segment;
@@ -94,7 +98,7 @@ struct Graph::Impl final : CaptureRecorder {
     }
     seg.outputs.resize(run.results.size());
     for (size_t i = 0; i < run.outputs.size(); ++i)
-      seg.outputs[run.output_slot[i]].push_back(run.outputs[i]->weak_from_this());
+      seg.outputs[run.output_slot[i]].push_back(run.outputs[i]->shared_from_this());
     const auto index = static_cast<uint32_t>(segments.size());
     for (uint32_t k = 0; k < run.results.size(); ++k) {
       produced.emplace(run.results[k].get(), std::make_pair(index, k));
@@ -185,13 +189,13 @@ void Graph::replay() {
   Tracer& tracer = Tracer::get();
 
   // Check every input before running anything, so a failed replay changes nothing.
-  g.locked.clear();
+  bool any_pending = false;
   for (size_t s = 0; s < g.segments.size(); ++s) {
     for (size_t j = 0; j < g.segments[s].inputs.size(); ++j) {
       const InputBinding& b = g.segments[s].inputs[j];
       if (b.source != InputBinding::Source::tensor) continue;
-      std::shared_ptr<TensorImpl> t = b.tensor.lock();
-      if (!t)
+      const TensorImpl* t = b.tensor.get();
+      if (b.tensor.use_count() == 1)
         throw ReplayError(ReplayError::Kind::input_freed,
                           absl::StrCat("Graph::replay: ", describe_input(s, j, b),
                                        " was freed. Keep the static input, parameter and "
@@ -209,16 +213,18 @@ void Graph::replay() {
                           absl::StrCat("Graph::replay: ", describe_input(s, j, b),
                                        " is now on ", t->device().to_string(),
                                        "; copy it back to the captured device"));
-      g.locked.push_back(std::move(t));
+      any_pending |= t->is_pending();
     }
   }
   // A static input filled from a pending tensor (copy_ of a lazy result)
   // runs that small graph first.
-  for (const auto& t : g.locked)
-    if (t->is_pending()) throw_if_error(tracer.sync(*t));
+  if (any_pending)
+    for (Segment& seg : g.segments)
+      for (InputBinding& b : seg.inputs)
+        if (b.source == InputBinding::Source::tensor && b.tensor->is_pending())
+          throw_if_error(tracer.sync(*b.tensor));
 
   const uint64_t rng_base = tracer.rng_offset();
-  size_t next_locked = 0;
   for (size_t s = 0; s < g.segments.size(); ++s) {
     Segment& seg = g.segments[s];
     seg.buffers.resize(seg.inputs.size());
@@ -226,7 +232,7 @@ void Graph::replay() {
       InputBinding& b = seg.inputs[j];
       switch (b.source) {
         case InputBinding::Source::tensor:
-          seg.buffers[j] = g.locked[next_locked++]->buffer();
+          seg.buffers[j] = b.tensor->buffer();
           break;
         case InputBinding::Source::segment:
           seg.buffers[j] = g.segments[b.segment].results[b.slot];
@@ -237,8 +243,7 @@ void Graph::replay() {
         case InputBinding::Source::rng: {
           const int64_t state[2] = {static_cast<int64_t>(tracer.rng_seed()),
                                     static_cast<int64_t>(rng_base + seg.rng_offset)};
-          Backend* backend = value_or_throw(BackendRegistry::get(b.device.type));
-          throw_if_error(backend->copy_in(*b.constant, state, sizeof state));
+          throw_if_error(b.backend->copy_in(*b.constant, state, sizeof state));
           seg.buffers[j] = b.constant;
           break;
         }
@@ -254,14 +259,13 @@ void Graph::replay() {
                                             " failed: ", results.status().message())));
     seg.results = *std::move(results);
     for (size_t k = 0; k < seg.outputs.size(); ++k)
-      for (const std::weak_ptr<TensorImpl>& w : seg.outputs[k])
-        if (std::shared_ptr<TensorImpl> t = w.lock()) t->set_buffer(seg.results[k]);
+      for (const std::shared_ptr<TensorImpl>& t : seg.outputs[k])
+        t->set_buffer(t.use_count() > 1 ? seg.results[k] : nullptr);  // dead: free its memory
   }
   for (Segment& seg : g.segments) {
     seg.results.clear();
     seg.buffers.clear();
   }
-  g.locked.clear();
   if (g.rng_consumed) tracer.set_rng_offset(rng_base + g.rng_consumed);
 
   const auto t1 = std::chrono::steady_clock::now();
