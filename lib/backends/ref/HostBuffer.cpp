@@ -10,12 +10,8 @@ namespace mstep::ref {
 
 HostBuffer::HostBuffer(TensorType type, Device device)
     : Buffer(std::move(type), device) {
-  // aligned_alloc needs a size that is a multiple of the alignment; a
-  // zero-element tensor still gets a valid pointer.
-  size_t bytes = (this->type().bytes() + 63) / 64 * 64;
-  if (bytes == 0) bytes = 64;
-  data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
-  if (!data_) throw std::bad_alloc();
+  const size_t bytes = this->type().bytes();  // a zero-element tensor still gets a block
+  data_ = std::unique_ptr<std::byte[], Free>(host_allocate(bytes), Free{bytes});
 }
 
 Shape::Dims broadcast_strides(const Shape& in, const Shape& out) {

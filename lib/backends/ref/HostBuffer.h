@@ -1,10 +1,12 @@
-// HostBuffer: a ref-backend buffer in host memory, 64-byte aligned.
+// HostBuffer: a ref-backend buffer in host memory, 64-byte aligned, from
+// the caching host allocator.
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
 
+#include "lib/backends/ref/HostAllocator.h"
 #include "mstep/runtime/Buffer.h"
 
 namespace mstep::ref {
@@ -23,9 +25,10 @@ class HostBuffer : public Buffer {
 
  private:
   struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
+    size_t bytes;
+    void operator()(std::byte* p) const { host_free(p, bytes); }
   };
-  std::unique_ptr<std::byte[], Free> data_;
+  std::unique_ptr<std::byte[], Free> data_{nullptr, Free{0}};
 };
 
 }  // namespace mstep::ref
