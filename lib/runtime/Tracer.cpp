@@ -92,6 +92,9 @@ Tracer::Tracer()
       cache_(static_cast<size_t>(options_.max_graphs)),
       last_step_end_(std::chrono::steady_clock::now()) {
   live_head_.live_prev_ = live_head_.live_next_ = &live_head_;
+  // RuntimeOptions is the one reader of the environment.
+  if (!options_.trace_file.empty()) set_trace_file(options_.trace_file);
+  if (options_.log_fallback) internal::set_log_fallback(true);
 }
 
 DiskCache* Tracer::disk_cache() {

@@ -2,7 +2,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <unistd.h>
 
 #include "mstep/mstep.h"
 
@@ -254,6 +259,31 @@ TEST_F(GraphReplayTest, DynamicOpRunsEagerlyBetweenTwoGraphs) {
     const float expected = scale == 1.0f ? 30.0f : 40.0f;  // 2 of {2,4,6,8} vs 4 of {6,..,24}
     EXPECT_EQ(out.to_vector<float>(), std::vector<float>{expected});
   }
+}
+
+TEST_F(GraphReplayTest, ChromeTraceShowsTraceCompileExecuteAndReplay) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("mstep_replay_trace_" + std::to_string(getpid()) + ".json");
+  set_trace_file(path.string());
+  Tensor x = from_vector(std::vector<float>{1, 2}, {2});
+  Tensor y = x * 7.0 + 1.0;  // a structure no other test compiles first
+  mark_step();
+  Graph g;
+  g.capture_begin();
+  Tensor z = x * 3.0 - 1.0;
+  g.capture_end();
+  g.replay();
+  set_trace_file("");  // writes the file and stops recording
+  std::ofstream(path.string() + ".py")
+      << "import json,sys\n"
+         "ev=json.load(open(sys.argv[1]))['traceEvents']\n"
+         "names={e['name'] for e in ev}\n"
+         "assert {'trace','compile','execute','replay'} <= names, names\n"
+         "assert all(e['dur']>=0 for e in ev)\n";
+  const std::string cmd = "/usr/bin/python3 " + path.string() + ".py " + path.string();
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::filesystem::remove(path);
+  std::filesystem::remove(path.string() + ".py");
 }
 
 }  // namespace
