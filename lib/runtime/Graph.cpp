@@ -137,6 +137,11 @@ void Graph::capture_begin() {
                       "Graph::capture_begin: another capture is active; end it with "
                       "capture_end() before starting a new one");
   Tracer& tracer = Tracer::get();
+  if (!tracer.options().nan_guard_dir.empty())
+    internal::emit_warning(
+        "Graph::capture_begin: the NaN guard is on, but it checks gradients in "
+        "optimizer.step(), host code that replay() does not run: replayed steps are not "
+        "checked. Check a replayed step's loss yourself, or train lazily to use the guard");
   mark_step();  // work traced before the capture is not part of it
   impl_->segments.clear();
   impl_->captured = false;
