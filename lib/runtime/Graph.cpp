@@ -19,12 +19,14 @@ namespace {
 
 /// Where a captured input comes from at replay.
 struct InputBinding {
-  enum class Source : uint8_t { tensor, segment, constant, rng };
+  // segment: an earlier segment's result; segment_input: the buffer an
+  // earlier segment read (a tensor updated since, e.g. by a sync point).
+  enum class Source : uint8_t { tensor, segment, segment_input, constant, rng };
   Source source = Source::constant;
   // Source::tensor. Held strongly (no weak_ptr lock per replay); when the
   // graph holds the only reference, the user freed it.
   std::shared_ptr<TensorImpl> tensor;
-  uint32_t segment = 0, slot = 0;    // Source::segment
+  uint32_t segment = 0, slot = 0;    // Source::segment (result) / segment_input (input)
   BufferPtr constant;                // Source::constant; the state buffer for Source::rng
   Backend* backend = nullptr;        // Source::rng: writes the state
   TensorType type;
@@ -62,6 +64,7 @@ struct Graph::Impl final : CaptureRecorder {
   uint64_t rng_consumed = 0;
   // During capture: results of earlier segments, by buffer.
   absl::flat_hash_map<const Buffer*, std::pair<uint32_t, uint32_t>> produced;
+  absl::flat_hash_map<const Buffer*, std::pair<uint32_t, uint32_t>> consumed;
   std::vector<BufferPtr> produced_keepalive;
 
   void record(const ExecutedGraph& run) override {
@@ -84,6 +87,10 @@ struct Graph::Impl final : CaptureRecorder {
         b.source = InputBinding::Source::segment;
         b.segment = it->second.first;
         b.slot = it->second.second;
+      } else if (auto it = consumed.find(buf.get()); it != consumed.end()) {
+        b.source = InputBinding::Source::segment_input;
+        b.segment = it->second.first;
+        b.slot = it->second.second;
       } else if (auto owner = std::static_pointer_cast<TensorImpl>(node->owner().lock());
                  owner && (owner->is_pending() || owner->buffer() == buf)) {
         // Re-read from the tensor: a parameter, optimizer state or static
@@ -100,6 +107,10 @@ struct Graph::Impl final : CaptureRecorder {
     for (size_t i = 0; i < run.outputs.size(); ++i)
       seg.outputs[run.output_slot[i]].push_back(run.outputs[i]->shared_from_this());
     const auto index = static_cast<uint32_t>(segments.size());
+    for (uint32_t j = 0; j < run.inputs.size(); ++j) {
+      consumed.try_emplace(run.inputs[j].get(), index, j);
+      produced_keepalive.push_back(run.inputs[j]);
+    }
     for (uint32_t k = 0; k < run.results.size(); ++k) {
       produced.emplace(run.results[k].get(), std::make_pair(index, k));
       produced_keepalive.push_back(run.results[k]);
@@ -112,6 +123,7 @@ struct Graph::Impl final : CaptureRecorder {
     capturing = false;
     g_active = nullptr;
     produced.clear();
+    consumed.clear();
     produced_keepalive.clear();
   }
 };
@@ -241,6 +253,9 @@ void Graph::replay() {
           break;
         case InputBinding::Source::segment:
           seg.buffers[j] = g.segments[b.segment].results[b.slot];
+          break;
+        case InputBinding::Source::segment_input:
+          seg.buffers[j] = g.segments[b.segment].buffers[b.slot];
           break;
         case InputBinding::Source::constant:
           seg.buffers[j] = b.constant;

@@ -160,6 +160,28 @@ TEST_F(GraphReplayTest, StaticOutputsAndChainedSegments) {
   EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{42, 84, 126}));
 }
 
+TEST_F(GraphReplayTest, ASyncPointInsideTheCaptureKeepsReadingTheOldValue) {
+  // y reads w before its update; a sync point runs the update first (its
+  // own segment), so the next segment computes y from the buffer w had.
+  Tensor w = from_vector(std::vector<float>{1, 2}, {2});
+  w.copy_(w + 0.0);
+  mark_step();
+  Graph g;
+  Tensor y;
+  g.capture_begin();
+  y = w + 100.0;
+  w.copy_(w * 2.0);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{2, 4}));  // sync: segment 0
+  g.capture_end();                                                // y: segment 1
+  ASSERT_EQ(g.num_segments(), 2u);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{101, 102}));
+  g.replay();
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{4, 8}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{102, 104})) << "y uses w before this update";
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{104, 108}));
+}
+
 TEST_F(GraphReplayTest, PendingStaticInputIsMaterializedFirst) {
   Tensor x = zeros({2});
   x.copy_(x + 0.0);
