@@ -15,7 +15,7 @@ trap 'rm -rf "$out"' EXIT
 ./build/examples/gpt_train --mode lazy "$@" | tee "$out/lazy.txt"
 echo
 echo "=== the same training, captured once and replayed ==="
-./build/examples/gpt_train --mode replay --samples 0 "$@" | tee "$out/replay.txt" | tail -4
+./build/examples/gpt_train --mode replay --samples 0 "$@" | tee "$out/replay.txt" | grep -E "^step |steps in "
 echo
 echo "=== lazy vs replay (steady-state steps; host = step time minus time inside executables) ==="
 grep -h '^mode ' "$out/lazy.txt" "$out/replay.txt"
