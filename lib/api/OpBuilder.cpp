@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_join.h"
 #include "lib/api/autograd/GradFn.h"
+#include "mstep/api/Creation.h"
 #include "mstep/api/Elementwise.h"
 #include "mstep/runtime/Runtime.h"
 #include "mstep/runtime/TensorImpl.h"
@@ -181,6 +182,11 @@ void require_floating(absl::string_view op, const Tensor& x) {
   if (!is_floating(x.dtype()))
     throw_op_error(op, "expects a floating-point tensor", describe(x),
                    "Convert it first, e.g. x.to(mstep::DType::f32).");
+}
+
+Tensor materialized_zeros(const TensorType& type, Device device) {
+  std::vector<std::byte> bytes(type.bytes());
+  return from_buffer(bytes.data(), type, device);
 }
 
 std::vector<std::byte> host_bytes(const Tensor& t) {

@@ -94,6 +94,10 @@ Tensor cast_to(const Tensor& x, DType dtype);
 /// Throws when `x` is not floating, naming `op`.
 void require_floating(absl::string_view op, const Tensor& x);
 
+/// A materialized zero tensor: unlike zeros(), it is not a node, so a graph
+/// that reads it is the same graph every step.
+Tensor materialized_zeros(const TensorType& type, Device device);
+
 /// The bytes of `t` on the host, running what it still depends on first
 /// (a sync point).
 std::vector<std::byte> host_bytes(const Tensor& t);

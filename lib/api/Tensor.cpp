@@ -28,12 +28,7 @@ Backend& backend_for(Device device) {
 /// Materializes `t` and copies its bytes to the host.
 std::vector<std::byte> read_bytes(const Tensor& t, absl::string_view what) {
   require_defined(t, what);
-  TensorImpl& impl = *t.impl();
-  throw_if_error(Tracer::get().sync(impl));
-  std::vector<std::byte> bytes(impl.type().bytes());
-  throw_if_error(backend_for(impl.device()).copy_out(*impl.buffer(),
-                                                     bytes.data(), bytes.size()));
-  return bytes;
+  return detail::host_bytes(t);
 }
 
 }  // namespace

@@ -62,10 +62,11 @@ struct Graph::Impl final : CaptureRecorder {
   bool captured = false;
   uint64_t rng_begin = 0;
   uint64_t rng_consumed = 0;
-  // During capture: results of earlier segments, by buffer.
+  // During capture: the results and the inputs of earlier segments, by
+  // buffer; the buffers are kept alive so no address is reused meanwhile.
   absl::flat_hash_map<const Buffer*, std::pair<uint32_t, uint32_t>> produced;
   absl::flat_hash_map<const Buffer*, std::pair<uint32_t, uint32_t>> consumed;
-  std::vector<BufferPtr> produced_keepalive;
+  std::vector<BufferPtr> capture_keepalive;
 
   void record(const ExecutedGraph& run) override {
     Segment seg;
@@ -109,11 +110,11 @@ struct Graph::Impl final : CaptureRecorder {
     const auto index = static_cast<uint32_t>(segments.size());
     for (uint32_t j = 0; j < run.inputs.size(); ++j) {
       consumed.try_emplace(run.inputs[j].get(), index, j);
-      produced_keepalive.push_back(run.inputs[j]);
+      capture_keepalive.push_back(run.inputs[j]);
     }
     for (uint32_t k = 0; k < run.results.size(); ++k) {
       produced.emplace(run.results[k].get(), std::make_pair(index, k));
-      produced_keepalive.push_back(run.results[k]);
+      capture_keepalive.push_back(run.results[k]);
     }
     segments.push_back(std::move(seg));
   }
@@ -124,7 +125,7 @@ struct Graph::Impl final : CaptureRecorder {
     g_active = nullptr;
     produced.clear();
     consumed.clear();
-    produced_keepalive.clear();
+    capture_keepalive.clear();
   }
 };
 

@@ -153,15 +153,18 @@ ModuleCache::MissReason ModuleCache::explain_miss(const GraphKey& key,
 
 ModuleCache::CompileNote ModuleCache::note_compile(const GraphKey& key, const TraceGraph& graph,
                                                    int threshold) {
-  StructureHistory& hist = histories_[key.structure];
+  StructureHistory& h = histories_[key.structure];
   CompileNote note;
   std::vector<ConstantSite> constants = constant_sites(graph);
   // The last compile with the same shapes, backend and options, if any.
   const Signature* last = nullptr;
-  for (const Signature& sig : hist.recent)
-    if (!last && sig.key.without_constants() == key.without_constants()) last = &sig;
+  for (const Signature& sig : h.recent) {
+    if (sig.key.without_constants() == key.without_constants()) {
+      last = &sig;
+      break;
+    }
+  }
   const bool same_signature = last != nullptr;
-  StructureHistory& h = hist;
   h.compiles = same_signature ? h.compiles + 1 : 1;
   if (same_signature && last->constants.size() == constants.size()) {
     note.constants_only = true;

@@ -168,9 +168,7 @@ absl::Status Tracer::sync(TensorImpl& impl) {
 absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, Device device) {
   // 1-2. Post-order traversal and key.
   const uint64_t epoch = ++epoch_;
-  order_.clear();
-  inputs_.clear();
-  input_nodes_.clear();
+  clear_scratch();
   Cut c;
   GraphKey& key = c.key;
   key.backend = hash_combine(static_cast<uint64_t>(device.type), device.index);
@@ -249,9 +247,7 @@ absl::StatusOr<TraceGraph> Tracer::pending_graph() {
   if (live.empty()) return TraceGraph{};
   MSTEP_ASSIGN_OR_RETURN(Cut c, cut(live, live.front()->device()));
   TraceGraph graph = build_cut_graph(c, live);
-  order_.clear();
-  inputs_.clear();
-  input_nodes_.clear();
+  clear_scratch();
   return graph;
 }
 
@@ -345,9 +341,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     ++m.cache_misses;
     auto loaded = load_or_compile(c, outputs, *backend);
     if (!loaded.ok()) {
-      order_.clear();
-      inputs_.clear();
-      input_nodes_.clear();
+      clear_scratch();
       return loaded.status();
     }
     entry = *loaded;
@@ -361,10 +355,8 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     internal::record_execute_time(seconds);
   }
   ++m.graphs_executed;
-  order_.clear();
   if (!results.ok()) {
-    inputs_.clear();
-    input_nodes_.clear();
+    clear_scratch();
     return results.status();
   }
   if (record_steps_)
@@ -376,9 +368,14 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
   // 4. Bind.
   for (size_t i = 0; i < outputs.size(); ++i)
     outputs[i]->set_buffer((*results)[output_slot[i]]);
+  clear_scratch();
+  return absl::OkStatus();
+}
+
+void Tracer::clear_scratch() {
+  order_.clear();
   inputs_.clear();
   input_nodes_.clear();
-  return absl::OkStatus();
 }
 
 Tracer::RandomDraw Tracer::draw_random(int64_t count, Device device) {

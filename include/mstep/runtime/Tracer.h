@@ -120,6 +120,8 @@ class Tracer {
   /// Cuts, looks up or compiles, runs, and binds results to `outputs`.
   absl::Status execute(absl::Span<TensorImpl* const> outputs);
   void advance_rng_after_step();
+  /// Drops the cut's scratch (order_, inputs_, input_nodes_), keeping capacity.
+  void clear_scratch();
 
   RuntimeOptions options_;
   Device default_device_;

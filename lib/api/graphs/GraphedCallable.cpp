@@ -4,7 +4,6 @@
 #include "lib/api/OpBuilder.h"
 #include "lib/api/autograd/GradFn.h"
 #include "mstep/api/Autograd.h"
-#include "mstep/api/Creation.h"
 #include "mstep/api/Elementwise.h"
 #include "mstep/api/Graphed.h"
 #include "mstep/runtime/Runtime.h"
@@ -14,22 +13,8 @@ namespace mstep {
 
 namespace {
 
-/// A new tensor on the same (immutable) buffer as `t`, which must be
-/// materialized: later replays rebind `t`, never this alias.
-Tensor alias_of(const Tensor& t) {
-  auto impl = TensorImpl::make(t.type(), t.device());
-  impl->set_buffer(t.impl()->buffer());
-  return Tensor(std::move(impl));
-}
-
 void materialize(const Tensor& t) {
   if (t.is_pending()) throw_if_error(Tracer::get().sync(*t.impl()));
-}
-
-/// A materialized zero tensor of `t`'s type.
-Tensor materialized_zeros_like(const Tensor& t) {
-  std::vector<std::byte> bytes(t.type().bytes());
-  return from_buffer(bytes.data(), t.type(), t.device());
 }
 
 void check_signature(const std::vector<Tensor>& inputs, const std::vector<Tensor>& statics) {
@@ -59,6 +44,9 @@ void check_signature(const std::vector<Tensor>& inputs, const std::vector<Tensor
 
 }  // namespace
 
+// Tensors handed out (outputs, gradients) and static inputs are detach()es:
+// new tensors on the same immutable buffers, so a later replay rebinds the
+// static tensors and never changes what a caller holds.
 struct GraphedCallable::State {
   Graph forward, backward;
   std::vector<Tensor> static_inputs;        // leaves; bound to the caller's buffers per call
@@ -84,15 +72,15 @@ class GraphedBackward final : public autograd::GradFn {
     for (size_t k = 0; k < s.static_grad_outputs.size(); ++k) {
       Tensor g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
       Tensor& dst = s.static_grad_outputs[k];
-      if (!g.defined()) g = materialized_zeros_like(dst);
+      if (!g.defined()) g = detail::materialized_zeros(dst.type(), dst.device());
       if (g.dtype() != dst.dtype()) g = to(g, dst.dtype());
       materialize(g);
       dst.impl()->set_buffer(g.impl()->buffer());
     }
     s.backward.replay();
     std::vector<Tensor> grads;
-    for (const Tensor& g : s.static_input_grads) grads.push_back(g.defined() ? alias_of(g) : Tensor());
-    for (const Tensor& g : s.static_param_grads) grads.push_back(g.defined() ? alias_of(g) : Tensor());
+    for (const Tensor& g : s.static_input_grads) grads.push_back(g.detach());
+    for (const Tensor& g : s.static_param_grads) grads.push_back(g.detach());
     return grads;
   }
 
@@ -116,7 +104,7 @@ GraphedCallable make_graphed_callable(TensorFn fn, const std::vector<Tensor>& sa
       detail::throw_op_error("make_graphed_callable", "a sample input is undefined", "",
                              "Pass one materialized example tensor per input.");
     materialize(sample);
-    Tensor st = alias_of(sample);
+    Tensor st = sample.detach();
     if (sample.requires_grad()) st.requires_grad_();
     s.static_inputs.push_back(st);
   }
@@ -139,7 +127,7 @@ GraphedCallable make_graphed_callable(TensorFn fn, const std::vector<Tensor>& sa
   // reads nor changes it.
   std::vector<Tensor> roots, seeds;
   for (size_t k = 0; k < s.static_outputs.size(); ++k) {
-    s.static_grad_outputs.push_back(materialized_zeros_like(s.static_outputs[k]));
+    s.static_grad_outputs.push_back(detail::materialized_zeros(s.static_outputs[k].type(), s.static_outputs[k].device()));
     if (s.output_requires_grad[k]) {
       roots.push_back(s.static_outputs[k]);
       seeds.push_back(s.static_grad_outputs[k]);
@@ -176,7 +164,7 @@ std::vector<Tensor> GraphedCallable::operator()(const std::vector<Tensor>& input
   s.forward.replay();
 
   std::vector<Tensor> outputs;
-  for (const Tensor& o : s.static_outputs) outputs.push_back(alias_of(o));
+  for (const Tensor& o : s.static_outputs) outputs.push_back(o.detach());
   if (!has_backward() || !grad_enabled()) return outputs;
   bool needs_grad = false;
   for (const Tensor& in : inputs) needs_grad |= in.requires_grad();

@@ -19,13 +19,6 @@ namespace {
 constexpr char kGroupPrefix[] = "param_groups.";
 constexpr char kStatePrefix[] = "state.";
 
-/// A materialized zero tensor: unlike zeros(), it is not a node, so the
-/// first step's graph matches every later one.
-Tensor materialized_zeros(const TensorType& type, Device device) {
-  std::vector<std::byte> bytes(type.bytes());
-  return from_buffer(bytes.data(), type, device);
-}
-
 std::string range_text(double lo, double hi, bool hi_open) {
   return absl::StrCat("[", lo, ", ", std::isinf(hi) ? "inf" : absl::StrCat(hi),
                       hi_open ? ")" : "]");
@@ -119,7 +112,7 @@ Tensor& Optimizer::state_tensor(size_t index, const std::string& name, const Ten
   auto& tensors = state_[index].tensors;
   auto it = tensors.find(name);
   if (it == tensors.end()) {
-    it = tensors.emplace(name, materialized_zeros(type, params_[index].device())).first;
+    it = tensors.emplace(name, detail::materialized_zeros(type, params_[index].device())).first;
     it->second.impl()->set_input_role(InputRole::optimizer_state);
   }
   return it->second;
