@@ -13,6 +13,7 @@
 //             [--explicit-attention 1]   (attention written out; the compiler
 //                                         fuses it back into mstep.sdpa)
 //             [--mode lazy|replay|graphed|cacher] [--samples 0]
+//             [--device cpu|ref]   (default cpu)   [--vocab N] (pad the vocabulary)
 //
 // Modes: lazy traces every step; replay captures one step (after one lazy
 // warmup step) into an mstep::Graph and replays it from static batch
@@ -35,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "examples/models/DeviceFlag.h"
 #include "examples/models/GptMini.h"
 #include "mstep/mstep.h"
 
@@ -57,11 +59,13 @@ double seconds_since_process_start() {
 
 struct Args {
   int64_t steps = 300, batch = 16, seq = 64, dim = 64, layers = 2, heads = 4;
+  int64_t vocab = 0;  // pads the model's vocabulary to this size (benchmarks)
   double lr = 6e-3;
   uint64_t seed = 0;
   double dropout = 0.0;
   bool explicit_attention = false;
   std::string mode = "lazy";
+  std::string device = "cpu";
   bool samples = true;
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
 };
@@ -85,12 +89,14 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--dim") a.dim = std::atoll(v);
     else if (flag == "--layers") a.layers = std::atoll(v);
     else if (flag == "--heads") a.heads = std::atoll(v);
+    else if (flag == "--vocab") a.vocab = std::atoll(v);
     else if (flag == "--lr") a.lr = std::atof(v);
     else if (flag == "--seed") a.seed = std::strtoull(v, nullptr, 10);
     else if (flag == "--text") a.text = v;
     else if (flag == "--dropout") a.dropout = std::atof(v);
     else if (flag == "--explicit-attention") a.explicit_attention = std::atoi(v) != 0;
     else if (flag == "--mode") a.mode = v;
+    else if (flag == "--device") a.device = v;
     else if (flag == "--samples") a.samples = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "gpt_train: unknown flag %s\n", flag.c_str());
@@ -100,6 +106,11 @@ Args parse_args(int argc, char** argv) {
   if (a.mode != "lazy" && a.mode != "replay" && a.mode != "graphed" && a.mode != "cacher") {
     std::fprintf(stderr, "gpt_train: unknown --mode %s (use lazy, replay, graphed or cacher)\n",
                  a.mode.c_str());
+    std::exit(2);
+  }
+  if (!examples::parse_device(a.device)) {
+    std::fprintf(stderr, "gpt_train: unknown --device %s (use %s)\n", a.device.c_str(),
+                 examples::kDeviceChoices);
     std::exit(2);
   }
   return a;
@@ -149,7 +160,9 @@ Batch sample_batch(const std::vector<int64_t>& ids, int64_t batch, int64_t seq,
 /// not a constant), so generation compiles once.
 std::string sample_text(examples::GptMini& model, const CharCodec& codec, const std::string& prompt,
                         int count, std::mt19937_64& rng) {
-  const int64_t seq = model.config().max_seq, vocab = codec.vocab();
+  // The model's vocabulary may be padded past the text's (--vocab): sample
+  // only the text's characters.
+  const int64_t seq = model.config().max_seq, vocab = codec.vocab(), stride = model.config().vocab;
   NoGradGuard no_grad;
   model.eval();
   std::vector<int64_t> context;
@@ -163,7 +176,7 @@ std::string sample_text(examples::GptMini& model, const CharCodec& codec, const 
         model.forward(from_vector(window, {1, seq}), from_vector(std::vector<int64_t>{len}, {1}))
             .to_vector<float>();
     std::vector<double> weights(vocab);
-    const float* row = logits.data() + (len - 1) * vocab;
+    const float* row = logits.data() + (len - 1) * stride;
     const float top = *std::max_element(row, row + vocab);
     for (int64_t v = 0; v < vocab; ++v) weights[v] = std::exp((row[v] - top) / 0.8);
     int64_t next = std::discrete_distribution<int64_t>(weights.begin(), weights.end())(rng);
@@ -193,9 +206,10 @@ int main(int argc, char** argv) {
   std::vector<int64_t> ids;
   for (unsigned char c : text) ids.push_back(codec.id_of[c]);
 
+  set_default_device(*examples::parse_device(args.device));
   manual_seed(args.seed);
   std::mt19937_64 rng(args.seed);
-  examples::GptMini model({.vocab = codec.vocab(), .dim = args.dim, .heads = args.heads,
+  examples::GptMini model({.vocab = std::max(codec.vocab(), args.vocab), .dim = args.dim, .heads = args.heads,
                            .layers = args.layers, .max_seq = args.seq, .dropout = args.dropout,
                            .explicit_attention = args.explicit_attention});
   optim::AdamW opt(model.parameters(), {.lr = args.lr, .weight_decay = 0.1});

@@ -7,6 +7,7 @@
 //
 //   mnist_mlp [--data DIR] [--epochs N] [--max-steps N] [--log-every N]
 //             [--mode lazy|replay|graphed|cacher]      (--flag=value works too)
+//             [--device cpu|ref]                      (default cpu)
 //
 // Modes:
 //   lazy     trace, hash, look up and run every step (the default).
@@ -39,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/models/DeviceFlag.h"
 #include "examples/models/Mlp.h"
 #include "mstep/mstep.h"
 
@@ -157,6 +159,7 @@ struct Flags {
   std::string data_dir;
   int64_t epochs = 1, max_steps = -1, log_every = 10;
   Mode mode = Mode::lazy;
+  Device device{DeviceType::cpu, 0};
 };
 
 int64_t parse_int(const std::string& flag, const std::string& value) {
@@ -170,7 +173,7 @@ int64_t parse_int(const std::string& flag, const std::string& value) {
 /// Accepts `--flag value` and `--flag=value`.
 Flags parse_flags(int argc, char** argv) {
   const std::string usage = " (use --data DIR, --epochs N, --max-steps N, --log-every N, "
-                            "--mode lazy|replay|graphed|cacher)";
+                            "--mode lazy|replay|graphed|cacher, --device cpu|ref)";
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
@@ -201,6 +204,10 @@ Flags parse_flags(int argc, char** argv) {
         f.mode = Mode::cacher;
       else
         fail("unknown --mode '" + value + "'; use lazy, replay, graphed or cacher");
+    } else if (flag == "--device") {
+      auto device = examples::parse_device(value);
+      if (!device) fail("unknown --device '" + value + "'; use " + examples::kDeviceChoices);
+      f.device = *device;
     } else {
       fail("unknown flag " + flag + usage);
     }
@@ -218,6 +225,7 @@ constexpr int64_t kUnmeasuredSteps = kReplayWarmupSteps + 1;
 
 int main(int argc, char** argv) {
   const Flags flags = parse_flags(argc, argv);
+  set_default_device(flags.device);
 
   Dataset train, test;
   if (!flags.data_dir.empty()) {

@@ -93,6 +93,8 @@ absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& ba
 
 absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,
                                                                  Backend& backend) {
+  auto native = backend.deserialize(text);
+  if (!absl::IsUnimplemented(native.status())) return native;
   MSTEP_ASSIGN_OR_RETURN(auto module, parse_module(text, "the cached module"));
   return backend.compile(module.get());
 }

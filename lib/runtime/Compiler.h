@@ -40,9 +40,10 @@ struct CompiledGraph {
 absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
                                             const CompileOptions& options);
 
-/// Parses a module printed by compile_graph (keep_module_text) and hands
-/// it to `backend` without running the pipeline again. A text that does
-/// not parse or verify is an error, never a crash.
+/// Loads a disk-cache payload (Executable::serialize()): through
+/// Backend::deserialize when the backend has a native format, otherwise
+/// parses the module text and hands it to `backend` without running the
+/// pipeline again. A payload that does not load is an error, never a crash.
 absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,
                                                                  Backend& backend);
 

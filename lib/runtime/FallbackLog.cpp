@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "lib/runtime/RuntimeInternal.h"
+#include "mstep/runtime/Backend.h"
 
 namespace mstep::internal {
 
@@ -80,6 +81,10 @@ void record_fallback(absl::string_view op, DType dtype) {
     std::fprintf(stderr, "mstep fallback: %.*s (%.*s) ran on the host\n",
                  static_cast<int>(op.size()), op.data(), static_cast<int>(dtype_name(dtype).size()),
                  dtype_name(dtype).data());
+}
+
+void record_host_fallbacks(const Executable& executable) {
+  for (const HostFallbackOp& f : executable.host_fallbacks()) record_fallback(op_name(f.op), f.dtype);
 }
 
 std::string fallback_table() {

@@ -272,6 +272,7 @@ void Graph::replay() {
     }
     const auto run_start = std::chrono::steady_clock::now();
     auto results = seg.executable->run(seg.buffers);
+    internal::record_host_fallbacks(*seg.executable);
     internal::mutable_metrics().replay_execute_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (!results.ok())

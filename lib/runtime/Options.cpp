@@ -38,10 +38,12 @@ RuntimeOptions RuntimeOptions::from_env() {
     absl::string_view d(dev);
     if (d == "ref") {
       o.default_device = DeviceType::ref;
+    } else if (d == "cpu") {
+      o.default_device = DeviceType::cpu;
     } else {
       std::fprintf(stderr,
                    "mstep warning: MSTEP_DEVICE=%s is not a backend built into "
-                   "this library; using 'ref'. Available: ref\n",
+                   "this library; using 'ref'. Available: ref, cpu\n",
                    dev);
     }
   }

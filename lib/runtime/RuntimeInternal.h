@@ -9,6 +9,10 @@
 #include "mstep/core/DType.h"
 #include "mstep/runtime/Metrics.h"
 
+namespace mstep {
+class Executable;
+}
+
 namespace mstep::internal {
 
 /// The counters, written by the tracer's thread. The timing samples and
@@ -27,6 +31,8 @@ void record_recompile_reason(absl::string_view reason);
 /// An op that ran on the host instead of the device: counted, logged with
 /// MSTEP_LOG_FALLBACK=1, and tabulated at exit.
 void record_fallback(absl::string_view op, DType dtype);
+/// Records the host fallbacks one run of `executable` made.
+void record_host_fallbacks(const Executable& executable);
 /// Overrides MSTEP_LOG_FALLBACK (for RuntimeOptions::log_fallback and tests).
 void set_log_fallback(bool on);
 /// The per-(op, dtype) fallback counts since start, most frequent first, as

@@ -308,9 +308,17 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
     ++m.compiles;
     m.arena_bytes = std::max(m.arena_bytes, compiled.arena_bytes);
     entry.executable = std::move(compiled.executable);
-    if (disk)
-      disk->store(disk_name, key.to_text(),
-                  [text = std::move(compiled.module_text)]() mutable { return std::move(text); });
+    if (disk) {
+      // Serialized here, on the compiling thread: the executable may be
+      // evicted before the background writer runs.
+      auto payload = entry.executable->serialize(compiled.module_text);
+      if (payload.ok())
+        disk->store(disk_name, key.to_text(),
+                    [text = std::move(*payload)]() mutable { return std::move(text); });
+      else
+        internal::emit_warning(absl::StrCat("graph ", disk_name, " is not written to the disk cache: ",
+                                            payload.status().message()));
+    }
     const double seconds = seconds_since(t0);
     internal::record_compile_time(seconds);
   }
@@ -355,6 +363,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     internal::record_execute_time(seconds);
   }
   ++m.graphs_executed;
+  internal::record_host_fallbacks(*entry->executable);
   if (!results.ok()) {
     clear_scratch();
     return results.status();

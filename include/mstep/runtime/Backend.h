@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "mstep/core/Device.h"
 #include "mstep/ir/TraceGraph.h"
@@ -26,8 +27,19 @@ namespace mstep {
 
 using BufferPtr = std::shared_ptr<Buffer>;
 
+/// An op a backend runs with the ref backend's host kernel because it has
+/// no kernel of its own; the runtime counts each such call as a fallback.
+struct HostFallbackOp {
+  OpKind op;
+  DType dtype;
+};
+
 /// A compiled graph. run() takes one buffer per graph input (in
 /// TraceGraph::input_types order) and returns one buffer per output.
+/// An input donated to an output (TraceGraph::donated_to) may be
+/// overwritten in place when the caller's `inputs` entry and one owner (the
+/// tensor being replaced) are its only references; the output is then that
+/// same buffer. Any other input is only read.
 /// Thread-safety: run() may not be called concurrently on one executable.
 class Executable {
  public:
@@ -36,6 +48,15 @@ class Executable {
       absl::Span<const BufferPtr> inputs) = 0;
   /// Kernel launches per run (a fusion counts once), for replay figures.
   virtual size_t num_kernels() const { return 0; }
+  /// The ops each run() executes as host fallbacks (empty for most).
+  virtual absl::Span<const HostFallbackOp> host_fallbacks() const { return {}; }
+  /// The disk-cache form of this executable, given the optimized module it
+  /// was compiled from. The default is the module text itself, which the
+  /// runtime compiles again on load; a backend with native code appends it
+  /// so that Backend::deserialize() skips code generation.
+  virtual absl::StatusOr<std::string> serialize(absl::string_view module_text) const {
+    return std::string(module_text);
+  }
 };
 
 class Backend {
@@ -49,6 +70,11 @@ class Backend {
   /// "step") whose arguments are the graph inputs and results the outputs.
   /// Errors name the first unsupported op.
   virtual absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module) = 0;
+  /// Rebuilds an executable from Executable::serialize(). Unimplemented
+  /// (the default) means the blob is module text for compile().
+  virtual absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob) {
+    return absl::UnimplementedError(absl::StrCat(name(), " has no native executable format"));
+  }
 
   virtual absl::StatusOr<BufferPtr> allocate(const TensorType& type) = 0;
   /// Copies `bytes` from host memory into `dst` (exactly dst.type().bytes()).

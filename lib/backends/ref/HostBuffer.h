@@ -1,11 +1,14 @@
-// HostBuffer: a ref-backend buffer in host memory, 64-byte aligned, from
-// the caching host allocator.
+// HostBuffer: a host-memory buffer, 64-byte aligned, from the caching host
+// allocator. The ref and cpu backends share it, so a cpu step can run a ref
+// kernel on its buffers. A view (HostBuffer::view) points into memory
+// someone else owns, such as the cpu backend's arena, and frees nothing.
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "lib/backends/ref/HostAllocator.h"
 #include "mstep/runtime/Buffer.h"
 
@@ -14,6 +17,10 @@ namespace mstep::ref {
 class HostBuffer : public Buffer {
  public:
   explicit HostBuffer(TensorType type, Device device = Device{DeviceType::ref, 0});
+  /// A buffer over `data` (owned elsewhere, at least type.bytes() long).
+  static HostBuffer view(TensorType type, Device device, std::byte* data);
+  /// Points a view at other memory; views only.
+  void rebind(std::byte* data);
 
   std::byte* bytes() { return data_.get(); }
   const std::byte* bytes() const { return data_.get(); }
@@ -24,11 +31,21 @@ class HostBuffer : public Buffer {
   int64_t numel() const { return type().numel(); }
 
  private:
+  HostBuffer(TensorType type, Device device, std::byte* view_of);
+
   struct Free {
     size_t bytes;
-    void operator()(std::byte* p) const { host_free(p, bytes); }
+    bool owned = true;
+    void operator()(std::byte* p) const {
+      if (owned) host_free(p, bytes);
+    }
   };
   std::unique_ptr<std::byte[], Free> data_{nullptr, Free{0}};
 };
+
+/// Backend::copy_in / copy_out for host buffers (the ref and cpu backends):
+/// `bytes` must be the buffer's whole size.
+absl::Status host_copy_in(Buffer& dst, const void* src, size_t bytes);
+absl::Status host_copy_out(const Buffer& src, void* dst, size_t bytes);
 
 }  // namespace mstep::ref

@@ -148,21 +148,11 @@ class RefBackend final : public Backend {
   }
 
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
-    if (bytes != dst.type().bytes())
-      return absl::InvalidArgumentError(
-          absl::StrCat("copy_in of ", bytes, " bytes into ",
-                       dst.type().to_string(), " (", dst.type().bytes(), " bytes)"));
-    if (bytes) std::memcpy(static_cast<HostBuffer&>(dst).bytes(), src, bytes);
-    return absl::OkStatus();
+    return host_copy_in(dst, src, bytes);
   }
 
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
-    if (bytes != src.type().bytes())
-      return absl::InvalidArgumentError(
-          absl::StrCat("copy_out of ", bytes, " bytes from ",
-                       src.type().to_string(), " (", src.type().bytes(), " bytes)"));
-    if (bytes) std::memcpy(dst, static_cast<const HostBuffer&>(src).bytes(), bytes);
-    return absl::OkStatus();
+    return host_copy_out(src, dst, bytes);
   }
 
   void synchronize() override {}
@@ -171,6 +161,17 @@ class RefBackend final : public Backend {
     return op == OpKind::parameter || kernels()[static_cast<int>(op)] != nullptr;
   }
 };
+
+}  // namespace
+
+RefKernel ref_kernel(OpKind op) { return kernels()[static_cast<int>(op)]; }
+
+absl::StatusOr<std::unique_ptr<Executable>> make_ref_executable(TraceGraph graph) {
+  MSTEP_RETURN_IF_ERROR(check_kernels(graph));
+  return std::make_unique<RefExecutable>(std::move(graph));
+}
+
+namespace {
 
 const bool registered = [] {
   BackendRegistry::register_backend(

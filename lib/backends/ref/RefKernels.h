@@ -12,6 +12,7 @@
 #include "lib/backends/ref/HostBuffer.h"
 #include "mstep/core/HalfTypes.h"
 #include "mstep/ir/TraceGraph.h"
+#include "mstep/runtime/Backend.h"
 
 namespace mstep::ref {
 
@@ -41,6 +42,13 @@ void register_attention_kernels(KernelTable& table);
 void register_attention_grad_kernels(KernelTable& table);
 void register_loss_kernels(KernelTable& table);
 void register_optimizer_kernels(KernelTable& table);
+
+/// The ref kernel of `op` (nullptr if it has none). The cpu backend runs
+/// these for the ops it has no kernel of its own for.
+RefKernel ref_kernel(OpKind op);
+/// An interpreter of `graph` (as the ref backend's compile() builds), for a
+/// fusion region another backend could not compile.
+absl::StatusOr<std::unique_ptr<Executable>> make_ref_executable(TraceGraph graph);
 
 /// The arithmetic type used for storage type T: float for the 16-bit
 /// floats and f32, double for f64, T itself for integers and bool.

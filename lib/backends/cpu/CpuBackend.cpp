@@ -1,0 +1,106 @@
+// The cpu backend: host memory (the same 64-byte aligned blocks as ref),
+// and executables that run oneDNN primitives, MLIR-JIT fusion kernels, a
+// flash-style attention kernel and hand-written host kernels from one
+// static arena (CpuExecutable). An op none of them covers runs its ref
+// kernel, counted as a host fallback.
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/ArenaPlan.h"
+#include "lib/backends/cpu/CpuExecutable.h"
+#include "lib/backends/cpu/FusionJit.h"
+#include "lib/backends/cpu/NativeFormat.h"
+#include "lib/backends/ref/HostBuffer.h"
+#include "lib/backends/ref/RefKernels.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mstep/core/Error.h"
+#include "mstep/ir/MlirImport.h"
+
+namespace mstep::cpu {
+
+namespace {
+
+constexpr Device kCpu{DeviceType::cpu, 0};
+
+/// Builds the executable of the step function of `module`. `jit` holds its
+/// compiled fusions (compiled now, or loaded from a disk-cache entry).
+absl::StatusOr<std::unique_ptr<Executable>> build_executable(mlir::ModuleOp module,
+                                                             std::shared_ptr<FusionJit> jit) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  if (!step) return absl::InvalidArgumentError("cpu backend: the module has no func @step");
+  MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
+  MSTEP_ASSIGN_OR_RETURN(ArenaPlan plan, read_arena_plan(step));
+  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe,
+                         CpuExecutable::create(std::move(graph), std::move(plan), std::move(jit)));
+  return std::unique_ptr<Executable>(std::move(exe));
+}
+
+/// The context disk-cache entries are parsed in (compile() uses the
+/// caller's module and context).
+mlir::MLIRContext& load_context() {
+  static mlir::MLIRContext* ctx = [] {
+    auto* c = new mlir::MLIRContext(mlir::MLIRContext::Threading::DISABLED);
+    register_mstep_dialects(*c);
+    return c;
+  }();
+  return *ctx;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  absl::string_view name() const override { return "cpu"; }
+  DeviceType device_type() const override { return DeviceType::cpu; }
+
+  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module) override {
+    std::shared_ptr<FusionJit> jit;
+    MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::compile(module));
+    return build_executable(module, std::move(jit));
+  }
+
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob) override {
+    MSTEP_ASSIGN_OR_RETURN(NativeParts parts, read_native_format(blob));
+    mlir::MLIRContext& ctx = load_context();
+    // A copy: MLIR's lexer reads up to a terminating NUL, and the text sits
+    // in the middle of the blob.
+    const std::string text(parts.module_text);
+    auto module = mlir::parseSourceString<mlir::ModuleOp>(text, mlir::ParserConfig(&ctx));
+    if (!module) return absl::DataLossError("cpu executable: the module text does not parse");
+    std::shared_ptr<FusionJit> jit;
+    if (!parts.object.empty()) {
+      MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::load(parts.object));
+    }
+    return build_executable(module.get(), std::move(jit));
+  }
+
+  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
+    return std::make_shared<ref::HostBuffer>(type, kCpu);
+  }
+
+  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
+    return ref::host_copy_in(dst, src, bytes);
+  }
+
+  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
+    return ref::host_copy_out(src, dst, bytes);
+  }
+
+  void synchronize() override {}
+
+  /// Every op the ref backend runs: the cpu backend's own kernels or, for
+  /// the rest, the counted host fallback.
+  bool supports(OpKind op, DType) const override {
+    return op == OpKind::parameter || ref::ref_kernel(op) != nullptr;
+  }
+};
+
+const bool registered = [] {
+  BackendRegistry::register_backend(DeviceType::cpu,
+                                    [] { return std::unique_ptr<Backend>(new CpuBackend()); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace mstep::cpu

@@ -1,0 +1,264 @@
+#include "lib/backends/cpu/CpuExecutable.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/KernelSelection.h"
+#include "lib/backends/cpu/NativeFormat.h"
+#include "lib/backends/cpu/OneDnnKernels.h"
+#include "lib/backends/ref/HostBuffer.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::cpu {
+
+namespace {
+
+constexpr Device kCpu{DeviceType::cpu, 0};
+
+std::byte* data_of(const BufferPtr& b) {
+  return static_cast<ref::HostBuffer&>(*b).bytes();
+}
+
+}  // namespace
+
+CpuExecutable::CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit)
+    : graph_(std::move(graph)), plan_(std::move(plan)), jit_(std::move(jit)) {}
+
+CpuExecutable::~CpuExecutable() = default;
+
+absl::StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(
+    TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit) {
+  std::unique_ptr<CpuExecutable> exe(
+      new CpuExecutable(std::move(graph), std::move(plan), std::move(jit)));
+  MSTEP_RETURN_IF_ERROR(exe->build());
+  return exe;
+}
+
+absl::Status CpuExecutable::build() {
+  const size_t num_args = graph_.input_types.size();
+  if (plan_.ops.size() + num_args != graph_.nodes.size())
+    return absl::InternalError(absl::StrCat("cpu backend: the memory plan covers ", plan_.ops.size(),
+                                            " ops but the step has ",
+                                            graph_.nodes.size() - num_args));
+  // Slots: one per value. Arguments first (the exporter puts the parameter
+  // nodes first, in argument order), then each op's results.
+  value_base_.resize(graph_.nodes.size());
+  uint32_t slots = 0;
+  for (uint32_t i = 0; i < graph_.nodes.size(); ++i) {
+    value_base_[i] = slots;
+    slots += static_cast<uint32_t>(graph_.nodes[i].results.size());
+  }
+  slot_kind_.assign(slots, SlotKind::arena);
+  slot_arg_.assign(slots, -1);
+  slot_ptr_.assign(slots, nullptr);
+  std::vector<int64_t> slot_offset(slots, -1), slot_alias(slots, -1);
+  for (uint32_t i = 0; i < num_args; ++i) {
+    const GraphNode& n = graph_.nodes[i];
+    if (n.op != OpKind::parameter || attr_int(n.attrs, AttrName::index) != i)
+      return absl::InternalError("cpu backend: the step's arguments are not its first nodes");
+    slot_kind_[value_base_[i]] = SlotKind::input;
+    slot_arg_[value_base_[i]] = i;
+  }
+  for (size_t k = 0; k < plan_.ops.size(); ++k) {
+    const uint32_t node = static_cast<uint32_t>(num_args + k);
+    const ArenaPlan::OpPlacement& p = plan_.ops[k];
+    if (p.offsets.size() != graph_.nodes[node].results.size())
+      return absl::InternalError(absl::StrCat("cpu backend: plan/graph mismatch at op '",
+                                              op_name(graph_.nodes[node].op), "'"));
+    for (size_t r = 0; r < p.offsets.size(); ++r) {
+      slot_offset[value_base_[node] + r] = p.offsets[r];
+      slot_alias[value_base_[node] + r] = p.aliased_arg[r];
+    }
+  }
+  // Outputs get their own memory each run (a caller keeps last step's
+  // results), or the donated argument's buffer when the plan writes there.
+  for (ValueRef v : graph_.outputs) {
+    Output out;
+    out.slot = value_base_[v.node] + v.index;
+    if (slot_kind_[out.slot] == SlotKind::input) {
+      out.input = static_cast<int32_t>(slot_arg_[out.slot]);
+    } else {
+      out.donated_arg = static_cast<int32_t>(slot_alias[out.slot]);
+      if (slot_kind_[out.slot] != SlotKind::output) output_values_.push_back(out.slot);
+      slot_kind_[out.slot] = SlotKind::output;
+    }
+    outputs_.push_back(out);
+  }
+  for (uint32_t s = 0; s < slots; ++s)
+    if (slot_kind_[s] == SlotKind::arena && slot_offset[s] < 0)
+      return absl::InternalError("cpu backend: a value written into a donated argument is not "
+                                 "a step output");
+
+  // The arena is allocated now, so a run never allocates it; arena slots
+  // get their fixed addresses.
+  const size_t arena = static_cast<size_t>(std::max<int64_t>(plan_.arena_bytes, 1));
+  const size_t align = static_cast<size_t>(std::max<int64_t>(plan_.alignment, 64));
+  arena_ = {static_cast<std::byte*>(std::aligned_alloc(align, (arena + align - 1) / align * align)),
+            [](std::byte* p) { std::free(p); }};
+  if (!arena_)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cpu backend: cannot allocate the step's arena of ", arena, " bytes"));
+  for (uint32_t s = 0; s < slots; ++s)
+    if (slot_kind_[s] == SlotKind::arena) slot_ptr_[s] = arena_.get() + slot_offset[s];
+
+  // The first op that writes each donated argument in place: a kernel
+  // after it may not read that argument (see below).
+  std::vector<uint32_t> first_write_of_arg(num_args, UINT32_MAX);
+  for (size_t k = 0; k < plan_.ops.size(); ++k)
+    for (int64_t a : plan_.ops[k].aliased_arg)
+      if (a >= 0) first_write_of_arg[a] = std::min<uint32_t>(first_write_of_arg[a], num_args + k);
+  auto slot_of = [&](ValueRef v) { return value_base_[v.node] + v.index; };
+  // A oneDNN matmul reads a transposed parameter in place of its permuted
+  // copy (transposed_source), which is safe unless an earlier op already
+  // overwrote that parameter in place.
+  auto lookthrough_safe = [&](uint32_t node) {
+    for (ValueRef v : graph_.nodes[node].operands)
+      if (auto src = transposed_source(graph_, v); src && first_write_of_arg[src->node] < node)
+        return false;
+    return true;
+  };
+  auto read_operand = [&](uint32_t node, ValueRef v, absl::string_view family) {
+    if (graph_.nodes[node].op == OpKind::matmul && family == "onednn")
+      if (auto src = transposed_source(graph_, v)) return slot_of(*src);
+    return slot_of(v);
+  };
+  auto add_call = [&](CpuKernel* kernel, std::vector<uint32_t> operands,
+                      std::vector<uint32_t> results,
+                      std::optional<HostFallbackOp> fallback = std::nullopt) {
+    calls_.push_back({kernel, static_cast<uint32_t>(operand_slots_.size()),
+                      static_cast<uint32_t>(operands.size()),
+                      static_cast<uint32_t>(result_slots_.size()),
+                      static_cast<uint32_t>(results.size()), fallback});
+    operand_slots_.insert(operand_slots_.end(), operands.begin(), operands.end());
+    result_slots_.insert(result_slots_.end(), results.begin(), results.end());
+  };
+
+  // matmul + bias (+ relu/gelu) fusions become one oneDNN matmul with an
+  // epilogue, run at the matmul's place and writing the fusion's result.
+  // That is safe when the result's memory is free there: the fusion was
+  // planned in place over the matmul's result, or is a step output (its own
+  // buffer); and when the bias already exists at the matmul.
+  std::vector<int64_t> epilogue_fusion(graph_.nodes.size(), -1);
+  std::vector<bool> absorbed(graph_.nodes.size(), false);
+  if (!kernel_family_disabled("onednn")) {
+    for (uint32_t f = static_cast<uint32_t>(num_args); f < graph_.nodes.size(); ++f) {
+      if (graph_.nodes[f].op != OpKind::fusion) continue;
+      auto e = find_matmul_epilogue(graph_, f);
+      if (!e || e->bias.node >= e->matmul || !lookthrough_safe(e->matmul)) continue;
+      const uint32_t result = value_base_[f], mm = value_base_[e->matmul];
+      if (slot_kind_[result] != SlotKind::output && slot_offset[result] != slot_offset[mm]) continue;
+      epilogue_fusion[e->matmul] = f;
+    }
+  }
+
+  // One kernel per op, in program order.
+  int fusion_index = 0;
+  for (uint32_t node = static_cast<uint32_t>(num_args); node < graph_.nodes.size(); ++node) {
+    const GraphNode& n = graph_.nodes[node];
+    const int this_fusion = n.op == OpKind::fusion ? fusion_index++ : -1;
+    if (absorbed[node]) continue;
+    if (epilogue_fusion[node] >= 0) {
+      const uint32_t f = static_cast<uint32_t>(epilogue_fusion[node]);
+      auto e = find_matmul_epilogue(graph_, f);
+      MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernel> kernel,
+                             make_onednn_matmul_epilogue_kernel(graph_, *e));
+      if (kernel) {
+        absorbed[f] = true;
+        add_call(kernel.get(),
+                 {read_operand(node, n.operands[0], "onednn"),
+                  read_operand(node, n.operands[1], "onednn"), slot_of(e->bias)},
+                 {value_base_[f]});
+        kernels_.push_back(std::move(kernel));
+        continue;
+      }
+    }
+    MSTEP_ASSIGN_OR_RETURN(SelectedKernel selected,
+                           select_kernel(KernelRequest{graph_, node}, jit_.get(), this_fusion,
+                                         /*skip_onednn=*/!lookthrough_safe(node)));
+    std::optional<HostFallbackOp> fallback;
+    if (selected.fallback)
+      fallback = HostFallbackOp{n.op, n.results.empty() ? DType::f32 : n.results[0].dtype};
+    std::vector<uint32_t> operands, results;
+    for (ValueRef v : n.operands) operands.push_back(read_operand(node, v, selected.family));
+    for (uint32_t r = 0; r < n.results.size(); ++r) results.push_back(value_base_[node] + r);
+    add_call(selected.kernel.get(), std::move(operands), std::move(results), fallback);
+    kernels_.push_back(std::move(selected.kernel));
+  }
+  drop_unread_calls();
+  operand_ptrs_.resize(operand_slots_.size());
+  result_ptrs_.resize(result_slots_.size());
+  output_buffers_.resize(slots);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const BufferPtr> inputs) {
+  if (inputs.size() != graph_.input_types.size())
+    return absl::InvalidArgumentError(absl::StrCat("cpu executable expects ",
+                                                   graph_.input_types.size(), " inputs, got ",
+                                                   inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BufferPtr& b = inputs[i];
+    if (!b || b->type() != graph_.input_types[i] || b->device().type != DeviceType::cpu)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cpu executable input ", i, " should be a cpu ", graph_.input_types[i].to_string(),
+          ", got ", b ? absl::StrCat(b->device().to_string(), " ", b->type().to_string()) : "null"));
+    slot_ptr_[value_base_[i]] = data_of(b);
+  }
+  for (const Output& out : outputs_) {
+    if (out.input >= 0 || output_buffers_[out.slot]) continue;
+    // A donated argument is written in place only when the caller's entry
+    // and the tensor it replaces are its only owners.
+    BufferPtr buf;
+    if (out.donated_arg >= 0 && inputs[out.donated_arg].use_count() <= 2)
+      buf = inputs[out.donated_arg];
+    else
+      buf = std::make_shared<ref::HostBuffer>(graph_.type_of(graph_.outputs[&out - outputs_.data()]),
+                                              kCpu);
+    slot_ptr_[out.slot] = data_of(buf);
+    output_buffers_[out.slot] = std::move(buf);
+  }
+  for (size_t i = 0; i < operand_slots_.size(); ++i) operand_ptrs_[i] = slot_ptr_[operand_slots_[i]];
+  for (size_t i = 0; i < result_slots_.size(); ++i) result_ptrs_[i] = slot_ptr_[result_slots_[i]];
+  for (const Call& c : calls_)
+    c.kernel->run(operand_ptrs_.data() + c.first_operand, result_ptrs_.data() + c.first_result);
+
+  std::vector<BufferPtr> results;
+  results.reserve(outputs_.size());
+  for (const Output& out : outputs_)
+    results.push_back(out.input >= 0 ? inputs[out.input] : output_buffers_[out.slot]);
+  for (uint32_t s : output_values_) output_buffers_[s].reset();
+  return results;
+}
+
+void CpuExecutable::drop_unread_calls() {
+  // Backwards: a call is needed if a later needed call or the caller reads
+  // one of its results (a permute whose only readers look through it is
+  // not). Kernels have no side effects besides their results.
+  std::vector<bool> read(slot_kind_.size(), false);
+  for (const Output& out : outputs_) read[out.slot] = true;
+  std::vector<Call> kept;
+  for (size_t i = calls_.size(); i-- > 0;) {
+    const Call& c = calls_[i];
+    bool needed = false;
+    for (uint32_t r = 0; r < c.num_results; ++r) needed |= read[result_slots_[c.first_result + r]];
+    if (!needed) continue;
+    for (uint32_t o = 0; o < c.num_operands; ++o) read[operand_slots_[c.first_operand + o]] = true;
+    kept.push_back(c);
+  }
+  calls_.assign(kept.rbegin(), kept.rend());
+  for (const Call& c : calls_)
+    if (c.fallback) fallbacks_.push_back(*c.fallback);
+}
+
+std::vector<std::string> CpuExecutable::kernel_names() const {
+  std::vector<std::string> names;
+  for (const Call& c : calls_) names.emplace_back(c.kernel->name());
+  return names;
+}
+
+absl::StatusOr<std::string> CpuExecutable::serialize(absl::string_view module_text) const {
+  return write_native_format(module_text, jit_.get());
+}
+
+}  // namespace mstep::cpu

@@ -1,0 +1,83 @@
+// The cpu backend's executable: a precomputed list of kernel calls over one
+// static arena. Every intermediate value has a fixed address in the arena
+// (from mstep-plan-memory), so a run only fills in the addresses of the
+// inputs and of the outputs, then calls the kernels in order: no
+// allocation besides the output buffers, no lookup, no dispatch on op kind.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/backends/cpu/ArenaPlan.h"
+#include "lib/backends/cpu/CpuKernel.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep::cpu {
+
+class FusionJit;
+
+class CpuExecutable final : public Executable {
+ public:
+  /// Builds the call list for `graph` (exported from the step function that
+  /// `plan` was read from). `jit` holds the compiled fusions (may be null:
+  /// every fusion then runs on the ref interpreter as a fallback).
+  static absl::StatusOr<std::unique_ptr<CpuExecutable>> create(TraceGraph graph, ArenaPlan plan,
+                                                               std::shared_ptr<FusionJit> jit);
+  ~CpuExecutable() override;
+
+  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs) override;
+  size_t num_kernels() const override { return calls_.size(); }
+  absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
+  absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;
+
+  /// Kernel names in call order ("onednn.matmul", "jit.fusion", ...), for
+  /// tests and logs.
+  std::vector<std::string> kernel_names() const;
+  int64_t arena_bytes() const { return plan_.arena_bytes; }
+
+ private:
+  CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit);
+  absl::Status build();
+  /// Removes the calls whose results nobody reads.
+  void drop_unread_calls();
+
+  /// Where a value's memory comes from on each run.
+  enum class SlotKind : uint8_t { arena, input, output };
+  struct Call {
+    CpuKernel* kernel;
+    uint32_t first_operand, num_operands;  // into operand_slots_
+    uint32_t first_result, num_results;    // into result_slots_
+    std::optional<HostFallbackOp> fallback;  // runs a ref kernel
+  };
+  struct Output {
+    uint32_t slot;
+    int32_t input = -1;        // a graph input returned as is
+    int32_t donated_arg = -1;  // the argument the plan writes this output into
+  };
+
+  TraceGraph graph_;
+  ArenaPlan plan_;
+  std::shared_ptr<FusionJit> jit_;
+  std::vector<std::unique_ptr<CpuKernel>> kernels_;
+  std::vector<Call> calls_;
+  std::vector<HostFallbackOp> fallbacks_;
+
+  std::vector<uint32_t> value_base_;  // per node: slot of its result 0
+  std::vector<SlotKind> slot_kind_;
+  std::vector<int64_t> slot_arg_;     // input slots: the argument index
+  std::vector<std::byte*> slot_ptr_;  // filled per run for input/output slots
+  std::vector<uint32_t> operand_slots_, result_slots_;
+  std::vector<Output> outputs_;       // per graph output
+  std::vector<uint32_t> output_values_;  // distinct output slots
+
+  std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
+  // Scratch reused by every run.
+  std::vector<const void*> operand_ptrs_;
+  std::vector<void*> result_ptrs_;
+  std::vector<BufferPtr> output_buffers_;  // per slot, during a run
+};
+
+}  // namespace mstep::cpu

@@ -1,0 +1,42 @@
+// The cpu backend's kernel interface. compile() turns each top-level node
+// of the step graph into one CpuKernel, built once; run() then calls the
+// kernels in order with raw pointers into the arena or into argument
+// buffers. A kernel keeps everything it needs (oneDNN primitives, JIT
+// function pointers, loop bounds) so a call does no lookup and no
+// allocation.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "mstep/ir/TraceGraph.h"
+
+namespace mstep::cpu {
+
+class CpuKernel {
+ public:
+  virtual ~CpuKernel() = default;
+  /// `operands[i]` points at the data of the node's operand i and
+  /// `results[j]` at the memory of its result j (dense row-major, sized by
+  /// the result type). A result may share memory with an operand when the
+  /// memory plan put it in place (elementwise kernels only).
+  virtual void run(const void* const* operands, void* const* results) = 0;
+  /// For logs and traces: "onednn.matmul", "jit.fusion", "flash.sdpa", ...
+  virtual absl::string_view name() const = 0;
+};
+
+/// What a kernel family is asked to build: node `index` of `graph`.
+/// `graph.type_of(operand)` gives each operand's type.
+struct KernelRequest {
+  const TraceGraph& graph;
+  uint32_t index;
+  const GraphNode& node() const { return graph.nodes[index]; }
+};
+
+/// A kernel family's factory: a kernel for the node, nullptr when the
+/// family does not handle it (op, dtype or attributes), or an error when it
+/// should handle it and cannot.
+using KernelFactory = absl::StatusOr<std::unique_ptr<CpuKernel>> (*)(const KernelRequest&);
+
+}  // namespace mstep::cpu

@@ -1,0 +1,222 @@
+// FusionJit: compile (emit kernels, lower, generate one object), load (the
+// object into an ORC LLJIT with the process's symbols, each nest's entry
+// looked up once) and the CpuKernel that runs a fusion's nests, split over
+// the OpenMP threads when large.
+#include "lib/backends/cpu/FusionJit.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/FusionJitLowering.h"
+#include "lib/backends/cpu/FusionKernelEmitter.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mstep/core/Error.h"
+#include "mstep/ir/MlirImport.h"
+
+namespace mstep::cpu {
+
+struct FusionJit::Code {
+  /// Null when no fusion was compiled.
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  /// Per fusion, per nest.
+  std::vector<std::vector<FusionEntry>> entries;
+};
+
+namespace {
+
+/// Runs the nests of one fusion, each over its whole outer dim: on the
+/// calling thread, or in contiguous chunks (multiples of the nest's grain)
+/// on every OpenMP thread.
+class JitFusionKernel final : public CpuKernel {
+ public:
+  struct Nest {
+    FusionEntry entry;
+    int64_t outer;
+    int64_t grain;
+    bool empty;
+    bool parallel;
+  };
+
+  JitFusionKernel(std::shared_ptr<const FusionJit> owner, absl::InlinedVector<Nest, 1> nests)
+      : owner_(std::move(owner)), nests_(std::move(nests)) {}
+
+  void run(const void* const* operands, void* const* results) override {
+    for (const Nest& nest : nests_) {
+      if (nest.empty) continue;
+      if (!nest.parallel) {
+        nest.entry(operands, results, 0, nest.outer);
+        continue;
+      }
+      const Nest* split = &nest;
+#pragma omp parallel
+      {
+        const int64_t threads = omp_get_num_threads();
+        const int64_t thread = omp_get_thread_num();
+        const int64_t units = (split->outer + split->grain - 1) / split->grain;
+        const int64_t begin = std::min(split->outer, units * thread / threads * split->grain);
+        const int64_t end = std::min(split->outer, units * (thread + 1) / threads * split->grain);
+        if (begin < end) split->entry(operands, results, begin, end);
+      }
+    }
+  }
+
+  absl::string_view name() const override { return "jit.fusion"; }
+
+ private:
+  std::shared_ptr<const FusionJit> owner_;
+  absl::InlinedVector<Nest, 1> nests_;
+};
+
+std::string error_text(llvm::Error error) { return llvm::toString(std::move(error)); }
+
+absl::Status type_mismatch(int k, absl::string_view what, size_t i, const TensorType& expected,
+                           const TensorType& got) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "FusionJit::kernel: fusion ", k, " was compiled with ", what, " ", i, " of type ",
+      expected.to_string(), ", but the node has ", got.to_string(),
+      "; compile the kernels from the module this graph was exported from"));
+}
+
+}  // namespace
+
+FusionJit::FusionJit(FusionObject index, std::unique_ptr<Code> code)
+    : index_(std::move(index)), code_(std::move(code)) {}
+
+FusionJit::~FusionJit() = default;
+
+absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile(mlir::ModuleOp module) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  if (!step) return absl::InvalidArgumentError("FusionJit::compile: the module has no func @step");
+  mlir::MLIRContext* context = module.getContext();
+  load_kernel_dialects(*context);
+  mlir::OwningOpRef<mlir::ModuleOp> kernels = mlir::ModuleOp::create(mlir::UnknownLoc::get(context));
+  auto E0=std::chrono::steady_clock::now();
+  EmittedKernels emitted = emit_fusion_kernels(step, *kernels);
+  fprintf(stderr,"emit %.0f\n", std::chrono::duration<double,std::milli>(std::chrono::steady_clock::now()-E0).count());
+  FusionObject object;
+  object.host = host_description();
+  object.fusions = std::move(emitted.fusions);
+  if (!emitted.nests.empty()) {
+    MSTEP_ASSIGN_OR_RETURN(object.object, generate_object(*kernels, emitted.nests));
+  }
+  return from_object(std::move(object));
+}
+
+absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile_text(absl::string_view module_text) {
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  register_mstep_dialects(context);
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& diagnostic) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << "\n  " << diagnostic.getLocation() << ": " << diagnostic;
+    return mlir::success();
+  });
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(
+      llvm::StringRef(module_text.data(), module_text.size()), mlir::ParserConfig(&context));
+  if (!module || mlir::failed(mlir::verify(*module)))
+    return absl::InvalidArgumentError(
+        absl::StrCat("FusionJit::compile_text: not a valid mstep module:", diagnostics));
+  return compile(*module);
+}
+
+absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::load(absl::string_view object) {
+  MSTEP_ASSIGN_OR_RETURN(FusionObject parsed, parse_fusion_object(object));
+  return from_object(std::move(parsed));
+}
+
+absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::from_object(FusionObject object) {
+  auto code = std::make_unique<Code>();
+  code->entries.resize(object.fusions.size());
+  if (!object.object.empty()) {
+    initialize_native_target();
+    auto machine = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!machine)
+      return absl::InternalError(
+          absl::StrCat("FusionJit: no JIT target for this host: ", error_text(machine.takeError())));
+    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*machine)).create();
+    if (!jit)
+      return absl::InternalError(
+          absl::StrCat("FusionJit: cannot create the JIT: ", error_text(jit.takeError())));
+    // Failures surface as the errors of the lookups below; the session's
+    // own report would only print them a second time.
+    (*jit)->getExecutionSession().setErrorReporter([](llvm::Error error) {
+      llvm::consumeError(std::move(error));
+    });
+    auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        (*jit)->getDataLayout().getGlobalPrefix());
+    if (!process)
+      return absl::InternalError(absl::StrCat("FusionJit: cannot resolve process symbols: ",
+                                              error_text(process.takeError())));
+    (*jit)->getMainJITDylib().addGenerator(std::move(*process));
+    if (llvm::Error error = (*jit)->addObjectFile(
+            llvm::MemoryBuffer::getMemBufferCopy(object.object, "mstep_fusions.o")))
+      return absl::DataLossError(
+          absl::StrCat("FusionJit: the object does not load: ", error_text(std::move(error))));
+    for (size_t k = 0; k < object.fusions.size(); ++k) {
+      for (const FusionNestInfo& nest : object.fusions[k].nests) {
+        auto address = (*jit)->lookup(nest.symbol);
+        if (!address)
+          return absl::DataLossError(absl::StrCat("FusionJit: the object has no usable entry '",
+                                                  nest.symbol, "': ", error_text(address.takeError())));
+        code->entries[k].push_back(address->toPtr<FusionEntry>());
+      }
+    }
+    code->jit = std::move(*jit);
+  } else if (std::any_of(object.fusions.begin(), object.fusions.end(),
+                         [](const FusionInfo& f) { return f.compiled; })) {
+    return absl::DataLossError("FusionJit: compiled fusions but no object code");
+  }
+  return std::shared_ptr<FusionJit>(new FusionJit(std::move(object), std::move(code)));
+}
+
+std::string FusionJit::object() const { return serialize_fusion_object(index_); }
+
+absl::string_view FusionJit::skip_reason(int k) const {
+  if (k < 0 || k >= num_fusions()) return "no such fusion";
+  return index_.fusions[k].skip_reason;
+}
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> FusionJit::kernel(int k,
+                                                             const KernelRequest& request) const {
+  if (k < 0 || k >= num_fusions())
+    return absl::InvalidArgumentError(absl::StrCat("FusionJit::kernel: fusion ", k,
+                                                   " does not exist; the step has ",
+                                                   num_fusions(), " fusions"));
+  const FusionInfo& fusion = index_.fusions[k];
+  if (!fusion.compiled) return std::unique_ptr<CpuKernel>();
+  const GraphNode& node = request.node();
+  if (node.op != OpKind::fusion || node.operands.size() != fusion.operand_types.size() ||
+      node.results.size() != fusion.result_types.size())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FusionJit::kernel: node ", request.index, " ('", op_name(node.op), "', ",
+        node.operands.size(), " operands, ", node.results.size(), " results) is not fusion ", k,
+        " (", fusion.operand_types.size(), " operands, ", fusion.result_types.size(), " results)"));
+  for (size_t i = 0; i < node.operands.size(); ++i)
+    if (request.graph.type_of(node.operands[i]) != fusion.operand_types[i])
+      return type_mismatch(k, "operand", i, fusion.operand_types[i],
+                           request.graph.type_of(node.operands[i]));
+  for (size_t j = 0; j < node.results.size(); ++j)
+    if (node.results[j] != fusion.result_types[j])
+      return type_mismatch(k, "result", j, fusion.result_types[j], node.results[j]);
+
+  absl::InlinedVector<JitFusionKernel::Nest, 1> nests;
+  for (size_t n = 0; n < fusion.nests.size(); ++n) {
+    const FusionNestInfo& info = fusion.nests[n];
+    nests.push_back({code_->entries[k][n], info.outer, info.grain, info.elements == 0,
+                     info.elements >= kParallelElements && info.outer >= 2});
+  }
+  return std::unique_ptr<CpuKernel>(new JitFusionKernel(shared_from_this(), std::move(nests)));
+}
+
+}  // namespace mstep::cpu

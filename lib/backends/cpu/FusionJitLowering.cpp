@@ -1,0 +1,301 @@
+// From vectorized kernels on memrefs to one object file:
+// 1. Math: integer pow expanded (no division by zero), sin/cos to libm
+//    calls, the other f32 transcendentals to polynomials, bf16 conversions
+//    to integer ops (round to nearest even, like mstep's BFloat16).
+// 2. The MLIR lowering tail of MLIR_NOTES.md, with bare-pointer memrefs.
+// 3. LLVM IR plus one entry per nest that unpacks the pointer arrays.
+// 4. LLVM -O2 and codegen for the host CPU (AVX-512 where it has it).
+#include "lib/backends/cpu/FusionJitLowering.h"
+
+#include <mutex>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+static double tnow(){return 1000.0*std::clock()/CLOCKS_PER_SEC;}
+
+#include "absl/strings/str_cat.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MathToLibm/MathToLibm.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/Passes.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mstep::cpu {
+
+namespace {
+
+using namespace mlir;
+
+/// An integer or a splat of it, in `type` (an integer or a vector of them).
+Value integerConstant(OpBuilder& b, Location loc, Type type, int64_t value) {
+  Type element = getElementTypeOrSelf(type);
+  auto attr = b.getIntegerAttr(element, value);
+  if (auto vector = dyn_cast<VectorType>(type))
+    return b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(vector, attr));
+  return b.create<arith::ConstantOp>(loc, attr);
+}
+
+/// math.ipowi as square-and-multiply over the exponent's bits, with
+/// selects instead of branches so it vectorizes, and PyTorch's integer pow
+/// for negative exponents (0 unless the base is 1 or -1). Products wrap.
+/// (MLIR's math-to-funcs version divides by zero for 0 ** -n.)
+struct ExpandIntegerPow : OpRewritePattern<math::IPowIOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(math::IPowIOp op, PatternRewriter& b) const override {
+    Location loc = op.getLoc();
+    Type type = op.getType();
+    const unsigned width = getElementTypeOrSelf(type).getIntOrFloatBitWidth();
+    auto constant = [&](int64_t value) { return integerConstant(b, loc, type, value); };
+    Value zero = constant(0), one = constant(1), minusOne = constant(-1);
+    Value base = op.getLhs(), exponent = op.getRhs();
+    Value power = one;
+    for (unsigned bit = 0; bit + 1 < width; ++bit) {
+      Value masked = b.create<arith::AndIOp>(loc, exponent, constant(int64_t{1} << bit));
+      Value set = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, masked, zero);
+      power = b.create<arith::SelectOp>(loc, set, b.create<arith::MulIOp>(loc, power, base), power);
+      base = b.create<arith::MulIOp>(loc, base, base);
+    }
+    base = op.getLhs();
+    Value odd = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
+                                        b.create<arith::AndIOp>(loc, exponent, one), zero);
+    Value ofMinusOne = b.create<arith::SelectOp>(loc, odd, minusOne, one);
+    Value isOne = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, base, one);
+    Value isMinusOne = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, base, minusOne);
+    Value negativePower = b.create<arith::SelectOp>(
+        loc, isOne, one, b.create<arith::SelectOp>(loc, isMinusOne, ofMinusOne, zero));
+    Value negative = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, exponent, zero);
+    b.replaceOpWithNewOp<arith::SelectOp>(op, negative, negativePower, power);
+    return success();
+  }
+};
+
+/// Collects the context's diagnostics while alive.
+class DiagnosticText {
+ public:
+  explicit DiagnosticText(MLIRContext* context)
+      : handler_(context, [this](Diagnostic& diagnostic) {
+          llvm::raw_string_ostream os(text_);
+          os << "\n  " << diagnostic.getLocation() << ": " << diagnostic;
+          return success();
+        }) {}
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  ScopedDiagnosticHandler handler_;
+};
+
+LogicalResult rewriteMath(ModuleOp kernels) {
+  MLIRContext* context = kernels.getContext();
+  // 1. sin and cos: libm, whose range reduction stays exact for large
+  //    arguments (the polynomial forms reduce in f32).
+  SmallVector<Operation*> trigonometric;
+  kernels.walk([&](Operation* op) {
+    if (isa<math::SinOp, math::CosOp>(op)) trigonometric.push_back(op);
+  });
+  if (!trigonometric.empty()) {
+    RewritePatternSet libm(context);
+    populateMathToLibmConversionPatterns(libm);
+    GreedyRewriteConfig config;
+    config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
+    if (failed(applyOpPatternsAndFold(trigonometric, std::move(libm), config))) return failure();
+  }
+  // 2. The rest in one greedy walk.
+  RewritePatternSet patterns(context);
+  patterns.add<ExpandIntegerPow>(context);
+  populateMathPolynomialApproximationPatterns(patterns);
+  arith::populateExpandBFloat16Patterns(patterns);
+  if (failed(applyPatternsAndFoldGreedily(kernels, std::move(patterns)))) return failure();
+  // 3. What has no polynomial form (f64 erf, tanh, log1p, ...): libm. As
+  //    patterns, not the convert-math-to-libm pass, which rejects the math
+  //    ops it does not convert (exp, sqrt, absi: convert-math-to-llvm's).
+  RewritePatternSet libm(context);
+  populateMathToLibmConversionPatterns(libm);
+  return applyPatternsAndFoldGreedily(kernels, std::move(libm));
+}
+
+void buildLoweringPipeline(PassManager& pm) {
+  pm.addNestedPass<func::FuncOp>(vector::createLowerVectorMaskPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createConvertSCFToCFPass());
+  pm.addPass(createConvertVectorToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  ConvertFuncToLLVMPassOptions funcOptions;
+  funcOptions.useBarePtrCallConv = true;
+  pm.addPass(createConvertFuncToLLVMPass(funcOptions));
+  pm.addPass(createUBToLLVMConversionPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+/// Adds `void entry(ptr operands, ptr results, i64 begin, i64 end)` for
+/// each nest: it loads the pointers the kernel takes and calls it. The
+/// kernel becomes internal, so the optimizer inlines it into its entry.
+absl::Status addEntries(llvm::Module& module, const std::vector<NestSignature>& nests) {
+  llvm::LLVMContext& context = module.getContext();
+  llvm::Type* ptr = llvm::PointerType::getUnqual(context);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(context);
+  auto* type =
+      llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr, ptr, i64, i64}, false);
+  for (const NestSignature& nest : nests) {
+    llvm::Function* kernel = module.getFunction(nest.kernel);
+    if (!kernel || kernel->arg_size() != nest.operands.size() + nest.results.size() + 2)
+      return absl::InternalError(absl::StrCat("fusion JIT: kernel '", nest.kernel,
+                                              "' is missing or has an unexpected signature"));
+    kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
+    auto* entry = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, nest.entry, module);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(context, "entry", entry));
+    llvm::SmallVector<llvm::Value*> arguments;
+    auto load = [&](llvm::Value* array, unsigned position) {
+      arguments.push_back(b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, array, position)));
+    };
+    for (unsigned operand : nest.operands) load(entry->getArg(0), operand);
+    for (unsigned result : nest.results) load(entry->getArg(1), result);
+    arguments.push_back(entry->getArg(2));
+    arguments.push_back(entry->getArg(3));
+    b.CreateCall(kernel, arguments);
+    b.CreateRetVoid();
+  }
+  return absl::OkStatus();
+}
+
+std::string errorText(llvm::Error error) { return llvm::toString(std::move(error)); }
+
+} // namespace
+
+void initialize_native_target() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+void load_kernel_dialects(MLIRContext& context) {
+  DialectRegistry registry;
+  registry.insert<affine::AffineDialect, arith::ArithDialect, cf::ControlFlowDialect,
+                  func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
+                  memref::MemRefDialect, scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  context.appendDialectRegistry(registry);
+  context.loadDialect<affine::AffineDialect, arith::ArithDialect, cf::ControlFlowDialect,
+                      func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
+                      math::MathDialect, memref::MemRefDialect, scf::SCFDialect, ub::UBDialect,
+                      vector::VectorDialect>();
+}
+
+absl::StatusOr<std::string> generate_object(ModuleOp kernels,
+                                            const std::vector<NestSignature>& nests) {
+  MLIRContext* context = kernels.getContext();
+  DiagnosticText diagnostics(context);
+
+  double T0=tnow();
+  // 1-2. MLIR.
+  if (failed(rewriteMath(kernels)))
+    return absl::InternalError(
+        absl::StrCat("fusion JIT: rewriting math ops failed:", diagnostics.text()));
+  double T1=tnow();
+  PassManager pm(context);
+  pm.enableVerifier(getenv("JV")!=nullptr);
+  buildLoweringPipeline(pm);
+  if (failed(pm.run(kernels)))
+    return absl::InternalError(
+        absl::StrCat("fusion JIT: lowering the kernels to LLVM failed:", diagnostics.text()));
+
+  double T2=tnow();
+  // 3. LLVM IR for this host.
+  initialize_native_target();
+  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!machineBuilder)
+    return absl::InternalError(
+        absl::StrCat("fusion JIT: no target for this host: ", errorText(machineBuilder.takeError())));
+  machineBuilder->setRelocationModel(llvm::Reloc::PIC_);
+  machineBuilder->setCodeGenOptLevel(getenv("JC")?llvm::CodeGenOptLevel::Less:llvm::CodeGenOptLevel::Default);
+  auto machine = machineBuilder->createTargetMachine();
+  if (!machine)
+    return absl::InternalError(
+        absl::StrCat("fusion JIT: no target machine: ", errorText(machine.takeError())));
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> module =
+      translateModuleToLLVMIR(kernels, llvmContext, "mstep_fusions");
+  if (!module)
+    return absl::InternalError(
+        absl::StrCat("fusion JIT: translation to LLVM IR failed:", diagnostics.text()));
+  module->setDataLayout((*machine)->createDataLayout());
+  module->setTargetTriple((*machine)->getTargetTriple().getTriple());
+  if (absl::Status status = addEntries(*module, nests); !status.ok()) return status;
+  if (getenv("JD")) { std::error_code ec; llvm::raw_fd_ostream f("/tmp/jitbench/before.ll", ec); module->print(f, nullptr); std::string mt; llvm::raw_string_ostream mo(mt); }
+
+  double T3=tnow();
+  // 4. Optimize and emit.
+  if (getenv("JP")) {
+    llvm::LoopAnalysisManager lam; llvm::FunctionAnalysisManager fam; llvm::CGSCCAnalysisManager cgam; llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions tuning; tuning.LoopUnrolling = false; tuning.LoopInterleaving = false; tuning.LoopVectorization = false; tuning.SLPVectorization = false;
+    llvm::PassBuilder pb(machine->get(), tuning);
+    pb.registerModuleAnalyses(mam); pb.registerCGSCCAnalyses(cgam); pb.registerFunctionAnalyses(fam); pb.registerLoopAnalyses(lam); pb.crossRegisterProxies(lam, fam, cgam, mam);
+    int lvl = atoi(getenv("JP"));
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(lvl == 1 ? llvm::OptimizationLevel::O1 : llvm::OptimizationLevel::O2);
+    mpm.run(*module, mam);
+  } else {
+  auto optimize = makeOptimizingTransformer(/*optLevel=*/getenv("JO")?atoi(getenv("JO")):2, /*sizeLevel=*/0, machine->get());
+  if (llvm::Error error = optimize(module.get()))
+    return absl::InternalError(
+        absl::StrCat("fusion JIT: LLVM optimization failed: ", errorText(std::move(error))));
+  }
+  double T4=tnow();
+  if (getenv("JD")) { std::error_code ec; llvm::raw_fd_ostream f("/tmp/jitbench/after.ll", ec); module->print(f, nullptr); }
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager codegen;
+  if ((*machine)->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    return absl::InternalError("fusion JIT: the host target cannot emit object files");
+  codegen.run(*module);
+  double T5=tnow();
+  fprintf(stderr,"math %.0f lower %.0f translate %.0f opt %.0f codegen %.0f\n",T1-T0,T2-T1,T3-T2,T4-T3,T5-T4);
+  return std::string(buffer.data(), buffer.size());
+}
+
+} // namespace mstep::cpu

@@ -1,0 +1,31 @@
+// The back half of the fusion JIT: the vectorized kernel module (from
+// FusionKernelEmitter.h) through the MLIR lowering to the LLVM dialect, LLVM
+// IR with one FusionEntry per nest, the LLVM optimizer and codegen for this
+// host, to the bytes of one relocatable object. Library-internal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backends/cpu/FusionKernelEmitter.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+namespace mstep::cpu {
+
+/// Registers and loads the dialects and LLVM IR translations the kernels
+/// and their lowering use into `context`. Idempotent.
+void load_kernel_dialects(mlir::MLIRContext& context);
+
+/// Lowers `kernels` in place and generates the object. Math functions:
+/// exp, log, log1p, tanh and erf on f32 (and on bf16/f16, which compute in
+/// f32) use MLIR's polynomial approximations, which vectorize; sin, cos and
+/// every f64 transcendental call libm.
+absl::StatusOr<std::string> generate_object(mlir::ModuleOp kernels,
+                                            const std::vector<NestSignature>& nests);
+
+/// Makes LLVM's native target usable (once per process).
+void initialize_native_target();
+
+}  // namespace mstep::cpu

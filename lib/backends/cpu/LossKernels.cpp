@@ -1,0 +1,80 @@
+// Host kernel for f32 nll_loss (lib/backends/ref/RefLoss.cpp gives the
+// semantics): loss i = -log_probs[i, target[i]], 0 for ignore_index; the
+// mean divides by the targets not ignored (0/0 = NaN when all are). The
+// work is one load per row, so it runs on one thread; what it saves is
+// the ref fallback's per-call overhead.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/HostKernels.h"
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+
+namespace mstep::cpu {
+
+namespace {
+
+class NllLossKernel final : public IndexCheckedKernel {
+public:
+  NllLossKernel(int64_t rows, int64_t classes, int64_t ignore_index, int64_t reduction)
+      : rows_(rows), classes_(classes), ignore_index_(ignore_index), reduction_(reduction) {}
+
+  void run(const void* const* operands, void* const* results) override {
+    const auto* x = static_cast<const float*>(operands[0]);
+    const auto* t = static_cast<const int64_t*>(operands[1]);
+    auto* y = static_cast<float*>(results[0]);
+    const int64_t outputs = reduction_ == 0 ? rows_ : 1;
+    for (int64_t i = 0; i < rows_; ++i)
+      if (t[i] != ignore_index_ && (t[i] < 0 || t[i] >= classes_)) {
+        last_error_ = absl::InvalidArgumentError(absl::StrCat(
+            "mstep::nll_loss: target ", t[i], " at position ", i,
+            " is out of range for C = ", classes_, " classes (valid: 0 to ", classes_ - 1,
+            ", or ignore_index ", ignore_index_, "). Check the labels and the number of classes."));
+        std::fill(y, y + outputs, std::numeric_limits<float>::quiet_NaN());
+        return;
+      }
+    last_error_ = absl::OkStatus();
+    double total = 0;
+    int64_t count = 0;
+    for (int64_t i = 0; i < rows_; ++i) {
+      double loss = 0;
+      if (t[i] != ignore_index_) {
+        loss = -static_cast<double>(x[i * classes_ + t[i]]);
+        ++count;
+      }
+      if (reduction_ == 0) y[i] = static_cast<float>(loss);
+      total += loss;
+    }
+    if (reduction_ == 1) total /= static_cast<double>(count);
+    if (reduction_ != 0) y[0] = static_cast<float>(total);
+  }
+  absl::string_view name() const override { return "host.nll_loss"; }
+
+private:
+  int64_t rows_, classes_, ignore_index_, reduction_;
+};
+
+} // namespace
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_loss_kernel(const KernelRequest& request) {
+  const GraphNode& node = request.node();
+  if (node.op != OpKind::nll_loss || node.operands.size() != 2 || node.results.size() != 1)
+    return nullptr;
+  const TensorType& log_probs = request.graph.type_of(node.operands[0]);
+  const TensorType& target = request.graph.type_of(node.operands[1]);
+  if (log_probs.dtype != DType::f32 || node.results[0].dtype != DType::f32 ||
+      target.dtype != DType::i64 || log_probs.shape.rank() < 1)
+    return nullptr;
+  const int64_t classes = log_probs.shape[log_probs.shape.rank() - 1];
+  const int64_t rows = target.numel();
+  if (rows * classes != log_probs.numel()) return nullptr;
+  return std::make_unique<NllLossKernel>(rows, classes,
+                                         attr_int(node.attrs, AttrName::ignore_index),
+                                         attr_int(node.attrs, AttrName::reduction));
+}
+
+} // namespace mstep::cpu
+
+#endif // __AVX512F__ && __AVX512DQ__

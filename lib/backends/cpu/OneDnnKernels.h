@@ -1,0 +1,66 @@
+// oneDNN kernels for the cpu backend: matmul (f32/bf16, batched, with
+// broadcast batch dims), conv2d and its two gradients, max/avg pooling and
+// their gradients, softmax, log_softmax and layer_norm. Each kernel builds
+// its primitives once, at construction, and allocates its scratchpad and
+// workspaces then too; run() only points the memories at the given
+// buffers and executes. Cases whose semantics oneDNN cannot match exactly
+// (other dtypes, empty tensors, ceil-mode windows with a different divisor)
+// are declined with nullptr, and the backend runs the ref kernel instead.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "lib/backends/cpu/CpuKernel.h"
+
+namespace mstep::cpu {
+
+/// A KernelFactory: a oneDNN kernel for `request.node()`, nullptr when
+/// this family does not handle the node (op, dtype, shapes or attributes,
+/// or no oneDNN implementation on this CPU), or an error when oneDNN
+/// failed unexpectedly.
+///
+/// Operand look-through (matmul only): a kernel built here for an
+/// `OpKind::matmul` node reads its operand i from
+///   `transposed_source(graph, node.operands[i]).value_or(node.operands[i])`,
+/// so the executor must pass that value's pointer as `operands[i]`.
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_kernel(const KernelRequest& request);
+
+/// When `operand` is the result of a `permute` that swaps the last two
+/// dims of a graph input (a `parameter` node), returns that parameter's
+/// value: a matmul kernel reads it directly through a transposed (strided)
+/// memory desc, and the permuted copy is not needed by that kernel.
+/// Returns nullopt otherwise, in particular for a permute of an
+/// intermediate value, whose memory may be reused after its last use.
+///
+/// The executor's liveness must count the matmul as a reader of the
+/// parameter: an input donated to an output (TraceGraph::donated_to) must
+/// not be overwritten before that matmul has run.
+std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand);
+
+/// A matmul whose only use is an `mstep.fusion` node computing
+///   act(matmul + bias), act in {none, relu, gelu (erf or tanh)},
+/// with a bias that broadcasts along the last dim only ([p], [1, p], ...).
+/// One oneDNN matmul computes it, the bias add and the activation running
+/// as its epilogue on the f32 accumulator.
+struct MatmulEpilogue {
+  uint32_t matmul;   // node index of the matmul
+  uint32_t fusion;   // node index of the fusion
+  ValueRef bias;     // the fusion operand that is not the matmul result
+};
+
+/// The epilogue pattern rooted at fusion node `fusion_index`, or nullopt.
+/// It checks that the matmul's result has no use besides the fusion (no
+/// other node, no graph output), so the executor can skip the matmul node.
+std::optional<MatmulEpilogue> find_matmul_epilogue(const TraceGraph& graph,
+                                                   uint32_t fusion_index);
+
+/// The kernel for a found epilogue, replacing both nodes. Its operands are
+/// (lhs, rhs, bias) — lhs and rhs the matmul's operands after
+/// transposed_source() look-through, as for make_onednn_kernel — and its
+/// result is the fusion's result. nullptr when oneDNN declines (dtype).
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
+    const TraceGraph& graph, const MatmulEpilogue& epilogue);
+
+}  // namespace mstep::cpu

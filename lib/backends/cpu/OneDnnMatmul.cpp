@@ -1,0 +1,228 @@
+// oneDNN matmul kernels: the plain `matmul` node, and matmul with a fused
+// bias + activation epilogue taken from the `fusion` node that consumes it.
+//
+// Batch dims: oneDNN wants src, weights and dst of one rank, so an operand
+// of lower rank gets leading unit dims; unit batch dims broadcast, as the
+// op's semantics say. A weight that is a permuted graph input is read in
+// place through a transposed memory desc (see transposed_source()).
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/OneDnnKernels.h"
+#include "lib/backends/cpu/OneDnnPrimitiveKernel.h"
+
+namespace mstep::cpu {
+
+std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand) {
+  const GraphNode& node = graph.nodes[operand.node];
+  if (node.op != OpKind::permute) return std::nullopt;
+  const IntList& perm = attr_ints(node.attrs, AttrName::perm);
+  const int64_t rank = static_cast<int64_t>(perm.size());
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2) return std::nullopt;
+  for (int64_t d = 0; d < rank - 2; ++d)
+    if (perm[d] != d) return std::nullopt;
+  const ValueRef source = node.operands[0];
+  // Only a graph input keeps its buffer for the whole run; an intermediate
+  // value's memory may be reused once the permute (its last reader) ran.
+  if (graph.nodes[source.node].op != OpKind::parameter) return std::nullopt;
+  return source;
+}
+
+namespace onednn {
+namespace {
+
+using dnnl::memory;
+
+/// The activation an epilogue applies after the bias add.
+enum class Activation { none, relu, gelu_erf, gelu_tanh };
+
+/// What one oneDNN matmul computes: act(lhs @ rhs [+ bias]).
+struct MatmulSpec {
+  ValueRef lhs, rhs;
+  std::optional<ValueRef> bias;  // broadcast along all but the last dim
+  TensorType result;
+  Activation activation = Activation::none;
+};
+
+/// The desc of a matmul operand at `rank` dims (leading unit dims added).
+/// A look-through operand keeps its dims but takes the strides of its
+/// parameter read transposed: the last two dims swap their strides.
+memory::desc operand_desc(const TraceGraph& graph, ValueRef operand, int64_t rank,
+                          memory::data_type type) {
+  const Shape& shape = graph.type_of(operand).shape;
+  const int64_t pad = rank - shape.rank();
+  memory::dims dims(rank, 1);
+  for (int64_t d = 0; d < shape.rank(); ++d) dims[pad + d] = shape[d];
+  memory::desc dense = dense_desc(dims, type);
+  if (!transposed_source(graph, operand)) return dense;
+  memory::dims strides(rank);
+  const int64_t rows = dims[rank - 2], cols = dims[rank - 1];
+  strides[rank - 1] = rows;  // the parameter is [..., cols, rows], row-major
+  strides[rank - 2] = 1;
+  for (int64_t d = rank - 3; d >= 0; --d)
+    strides[d] = (d == rank - 3 ? rows * cols : strides[d + 1] * dims[d + 1]);
+  return memory::desc(dims, type, strides);
+}
+
+dnnl::algorithm eltwise_algorithm(Activation activation) {
+  switch (activation) {
+    case Activation::relu: return dnnl::algorithm::eltwise_relu;
+    case Activation::gelu_erf: return dnnl::algorithm::eltwise_gelu_erf;
+    case Activation::gelu_tanh: return dnnl::algorithm::eltwise_gelu_tanh;
+    case Activation::none: break;
+  }
+  return dnnl::algorithm::undef;
+}
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
+                                                        const MatmulSpec& spec,
+                                                        const std::string& what) {
+  const TensorType& lhs = graph.type_of(spec.lhs);
+  const TensorType& rhs = graph.type_of(spec.rhs);
+  const std::optional<memory::data_type> type = data_type_of(spec.result.dtype);
+  if (!type || lhs.dtype != spec.result.dtype || rhs.dtype != spec.result.dtype) return nullptr;
+  // Empty products (and k = 0, whose result is all zeros) stay with the
+  // ref kernel: oneDNN skips zero-volume primitives without writing dst.
+  if (spec.result.numel() == 0 || lhs.numel() == 0 || rhs.numel() == 0) return nullptr;
+  const int64_t rank = spec.result.shape.rank();
+  if (rank < 2 || rank > DNNL_MAX_NDIMS || lhs.shape.rank() > rank || rhs.shape.rank() > rank)
+    return nullptr;
+  return build_or_decline(what, [&]() -> std::unique_ptr<CpuKernel> {
+    const memory::desc lhs_desc = operand_desc(graph, spec.lhs, rank, *type);
+    const memory::desc rhs_desc = operand_desc(graph, spec.rhs, rank, *type);
+    const memory::desc out_desc = dense_desc(spec.result.shape, *type);
+    std::optional<memory::desc> bias_desc;
+    if (spec.bias) {
+      memory::dims dims(rank, 1);
+      dims[rank - 1] = spec.result.shape[rank - 1];
+      bias_desc = dense_desc(dims, *type);
+    }
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    if (spec.activation != Activation::none) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.f, eltwise_algorithm(spec.activation), 0.f, 0.f);
+      attr.set_post_ops(ops);
+    }
+    const dnnl::matmul::desc desc =
+        bias_desc ? dnnl::matmul::desc(lhs_desc, rhs_desc, *bias_desc, out_desc)
+                  : dnnl::matmul::desc(lhs_desc, rhs_desc, out_desc);
+    const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+    auto kernel = std::make_unique<PrimitiveKernel>(
+        spec.bias ? "onednn.matmul_epilogue" : "onednn.matmul");
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, kernel->bind_operand(0, lhs_desc)},
+        {DNNL_ARG_WEIGHTS, kernel->bind_operand(1, rhs_desc)},
+        {DNNL_ARG_DST, kernel->bind_result(0, out_desc)}};
+    if (bias_desc) args[DNNL_ARG_BIAS] = kernel->bind_operand(2, *bias_desc);
+    kernel->add_step(pd, dnnl::matmul(pd), std::move(args));
+    return kernel;
+  });
+}
+
+/// `node` is `param` of `body`, or `expand(param)`: the body input index.
+std::optional<int64_t> body_input(const TraceGraph& body, ValueRef value, bool allow_expand) {
+  const GraphNode* node = &body.nodes[value.node];
+  if (allow_expand && node->op == OpKind::expand) node = &body.nodes[node->operands[0].node];
+  if (node->op != OpKind::parameter) return std::nullopt;
+  return attr_int(node->attrs, AttrName::index);
+}
+
+/// Whether `type` holds one value per last-dim column of a `[..., p]`
+/// result: shape [p], [1, p], [1, 1, p], ...
+bool is_row_bias(const TensorType& type, int64_t p) {
+  const Shape& s = type.shape;
+  if (s.rank() == 0 || s[s.rank() - 1] != p) return false;
+  return type.numel() == p;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_matmul_kernel(const KernelRequest& request) {
+  const GraphNode& node = request.node();
+  MatmulSpec spec;
+  // The permute's value, not its source: operand_desc() reads the
+  // permuted type and picks transposed strides for a look-through.
+  spec.lhs = node.operands[0];
+  spec.rhs = node.operands[1];
+  spec.result = node.results[0];
+  return build_matmul(request.graph, spec, describe_node(request));
+}
+
+}  // namespace onednn
+
+std::optional<MatmulEpilogue> find_matmul_epilogue(const TraceGraph& graph,
+                                                   uint32_t fusion_index) {
+  const GraphNode& fusion = graph.nodes[fusion_index];
+  if (fusion.op != OpKind::fusion || !fusion.body || fusion.operands.size() != 2 ||
+      fusion.results.size() != 1)
+    return std::nullopt;
+  const TraceGraph& body = *fusion.body;
+  if (body.outputs.size() != 1) return std::nullopt;
+
+  // 1. Peel the activation off the body's output.
+  ValueRef sum = body.outputs[0];
+  size_t expected_nodes = 2 + 1;  // two inputs and the add
+  const GraphNode& last = body.nodes[sum.node];
+  if (last.op == OpKind::relu || last.op == OpKind::gelu) {
+    sum = last.operands[0];
+    ++expected_nodes;
+  }
+  // 2. The add of the matmul result and a row bias (perhaps expanded).
+  const GraphNode& add = body.nodes[sum.node];
+  if (add.op != OpKind::add) return std::nullopt;
+  std::optional<uint32_t> matmul;
+  std::optional<ValueRef> bias;
+  for (int side = 0; side < 2; ++side) {
+    const std::optional<int64_t> mm_input = onednn::body_input(body, add.operands[side], false);
+    const std::optional<int64_t> bias_input = onednn::body_input(body, add.operands[1 - side], true);
+    if (!mm_input || !bias_input || *mm_input == *bias_input) continue;
+    const ValueRef mm_value = fusion.operands[*mm_input];
+    if (graph.nodes[mm_value.node].op != OpKind::matmul) continue;
+    matmul = mm_value.node;
+    bias = fusion.operands[*bias_input];
+    if (body.nodes[add.operands[1 - side].node].op == OpKind::expand) ++expected_nodes;
+    break;
+  }
+  if (!matmul || body.nodes.size() != expected_nodes) return std::nullopt;
+
+  // 3. Types: the fusion's result is the matmul's, the bias a row vector.
+  const TensorType& product = graph.nodes[*matmul].results[0];
+  const int64_t p = product.shape[product.shape.rank() - 1];
+  if (fusion.results[0] != product || graph.type_of(*bias).dtype != product.dtype ||
+      !onednn::is_row_bias(graph.type_of(*bias), p))
+    return std::nullopt;
+
+  // 4. The fusion must be the matmul's only reader, so the executor can
+  //    drop the matmul node.
+  int uses = 0;
+  for (const GraphNode& n : graph.nodes)
+    for (ValueRef v : n.operands) uses += v.node == *matmul;
+  for (ValueRef v : graph.outputs)
+    if (v.node == *matmul) return std::nullopt;
+  if (uses != 1) return std::nullopt;
+  return MatmulEpilogue{*matmul, fusion_index, *bias};
+}
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
+    const TraceGraph& graph, const MatmulEpilogue& epilogue) {
+  const GraphNode& matmul = graph.nodes[epilogue.matmul];
+  const GraphNode& fusion = graph.nodes[epilogue.fusion];
+  onednn::MatmulSpec spec;
+  spec.lhs = matmul.operands[0];
+  spec.rhs = matmul.operands[1];
+  spec.bias = epilogue.bias;
+  spec.result = fusion.results[0];
+  const GraphNode& last = fusion.body->nodes[fusion.body->outputs[0].node];
+  if (last.op == OpKind::relu) spec.activation = onednn::Activation::relu;
+  if (last.op == OpKind::gelu)
+    spec.activation = attr_int(last.attrs, AttrName::approximate) != 0
+                          ? onednn::Activation::gelu_tanh
+                          : onednn::Activation::gelu_erf;
+  return onednn::build_matmul(
+      graph, spec,
+      absl::StrCat("matmul + bias epilogue ", graph.type_of(spec.lhs).to_string(), ", ",
+                   graph.type_of(spec.rhs).to_string(), ", bias ",
+                   graph.type_of(*spec.bias).to_string()));
+}
+
+}  // namespace mstep::cpu

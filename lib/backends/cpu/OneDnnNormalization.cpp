@@ -1,0 +1,101 @@
+// oneDNN kernels for softmax, log_softmax and layer_norm (forward).
+//
+// Both view their input as a small dense tensor: softmax as
+// [outer, n, inner] normalized along dim 1 (or [outer, n] when the dim is
+// the last), layer_norm as [rows, cols] with cols the product of the
+// normalized dims, which oneDNN normalizes along the last dim. oneDNN
+// takes layer_norm's scale and shift in f32 only, so a bf16 weight or
+// bias is converted by a reorder step in the kernel.
+//
+// oneDNN's softmax takes its lane maximum with an ordered compare, so a
+// NaN is skipped instead of poisoning the lane; softmax therefore runs
+// behind a SpecialValueGuard.
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/OneDnnPrimitiveKernel.h"
+#include "lib/backends/cpu/OneDnnSpecialValueGuard.h"
+
+namespace mstep::cpu::onednn {
+
+namespace {
+
+using dnnl::memory;
+
+std::unique_ptr<CpuKernel> build_softmax(const KernelRequest& request, memory::data_type type) {
+  const GraphNode& node = request.node();
+  const Shape& shape = node.results[0].shape;
+  const int64_t dim = attr_int(node.attrs, AttrName::dim);
+  const bool log = node.op == OpKind::log_softmax;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (int64_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
+  const int64_t n = shape[dim];
+  const memory::desc data = inner == 1 ? dense_desc(memory::dims{outer, n}, type)
+                                       : dense_desc(memory::dims{outer, n, inner}, type);
+  const dnnl::algorithm alg =
+      log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
+  const dnnl::softmax_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, data, data,
+                                            /*softmax_axis=*/1);
+  const dnnl::softmax_v2_forward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine());
+  auto kernel = std::make_unique<PrimitiveKernel>(absl::StrCat("onednn.", op_name(node.op)));
+  kernel->add_step(pd, dnnl::softmax_v2_forward(pd),
+                   {{DNNL_ARG_SRC, kernel->bind_operand(0, data)},
+                    {DNNL_ARG_DST, kernel->bind_result(0, data)}});
+  return kernel;
+}
+
+std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request,
+                                            memory::data_type type) {
+  const GraphNode& node = request.node();
+  const Shape& shape = node.results[0].shape;
+  const int64_t normalized = attr_int(node.attrs, AttrName::normalized_ndim);
+  const bool has_weight = attr_int(node.attrs, AttrName::has_weight) != 0;
+  const bool has_bias = attr_int(node.attrs, AttrName::has_bias) != 0;
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < shape.rank(); ++d) (d < shape.rank() - normalized ? rows : cols) *= shape[d];
+  const memory::desc data = dense_desc(memory::dims{rows, cols}, type);
+  auto flags = dnnl::normalization_flags::none;
+  if (has_weight) flags |= dnnl::normalization_flags::use_scale;
+  if (has_bias) flags |= dnnl::normalization_flags::use_shift;
+  const dnnl::layer_normalization_forward::desc desc(
+      dnnl::prop_kind::forward_inference, data,
+      static_cast<float>(attr_double(node.attrs, AttrName::eps)), flags);
+  const dnnl::layer_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(),
+                                                             cpu_engine());
+  auto kernel = std::make_unique<PrimitiveKernel>("onednn.layer_norm");
+  // Scale and shift: the operand itself when f32, else a converted copy.
+  const memory::desc affine = dense_desc(memory::dims{cols}, type);
+  const memory::desc affine_f32 = dense_desc(memory::dims{cols}, memory::data_type::f32);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, kernel->bind_operand(0, data)},
+                                          {DNNL_ARG_DST, kernel->bind_result(0, data)}};
+  int operand = 1;
+  if (has_weight)
+    args[DNNL_ARG_SCALE] = kernel->reordered_to(kernel->bind_operand(operand++, affine), affine_f32);
+  if (has_bias)
+    args[DNNL_ARG_SHIFT] = kernel->reordered_to(kernel->bind_operand(operand++, affine), affine_f32);
+  kernel->add_step(pd, dnnl::layer_normalization_forward(pd), std::move(args));
+  return kernel;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_normalization_kernel(
+    const KernelRequest& request) {
+  const GraphNode& node = request.node();
+  const TensorType& result = node.results[0];
+  const std::optional<memory::data_type> type = data_type_of(result.dtype);
+  if (!type || result.numel() == 0 || result.shape.rank() == 0) return nullptr;
+  for (ValueRef v : node.operands)
+    if (request.graph.type_of(v).dtype != result.dtype) return nullptr;
+  const std::string what = describe_node(request);
+  switch (node.op) {
+    case OpKind::softmax:
+    case OpKind::log_softmax:
+      return guard_special_values(
+          request, build_or_decline(what, [&] { return build_softmax(request, *type); }));
+    case OpKind::layer_norm:
+      return build_or_decline(what, [&] { return build_layer_norm(request, *type); });
+    default: return nullptr;
+  }
+}
+
+}  // namespace mstep::cpu::onednn

@@ -1,0 +1,106 @@
+// The machinery the oneDNN kernels share: the CPU engine, dtype and shape
+// conversion, and PrimitiveKernel, a CpuKernel that runs a fixed sequence
+// of oneDNN primitives over memories bound to its operands and results.
+// Each op family (OneDnnMatmul.cpp, OneDnnConv.cpp, OneDnnPool.cpp,
+// OneDnnNormalization.cpp) only describes its primitives.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backends/cpu/CpuKernel.h"
+#include "mstep/core/TensorType.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace mstep::cpu::onednn {
+
+/// The process-wide CPU engine; engines are costly to create and every
+/// kernel can share one.
+const dnnl::engine& cpu_engine();
+
+/// oneDNN's data type for `dtype`: f32 and bf16 (accumulated in f32);
+/// nullopt for the dtypes these kernels leave to the ref backend.
+std::optional<dnnl::memory::data_type> data_type_of(DType dtype);
+
+dnnl::memory::dims dims_of(const Shape& shape);
+
+/// A dense row-major desc of `dims`.
+dnnl::memory::desc dense_desc(const dnnl::memory::dims& dims, dnnl::memory::data_type type);
+inline dnnl::memory::desc dense_desc(const Shape& shape, dnnl::memory::data_type type) {
+  return dense_desc(dims_of(shape), type);
+}
+
+/// Primitive attributes with the scratchpad in user mode, so that
+/// PrimitiveKernel allocates it once instead of oneDNN per call.
+dnnl::primitive_attr user_scratchpad_attr();
+
+/// A CpuKernel that runs oneDNN primitives in order. Build it with
+/// bind_operand/bind_result/owned and add_step; after that it is fixed.
+/// run() is not reentrant: one kernel runs on one thread at a time.
+class PrimitiveKernel final : public CpuKernel {
+ public:
+  explicit PrimitiveKernel(std::string name);
+
+  /// A memory whose data is operand `index`'s buffer at each run.
+  dnnl::memory bind_operand(int index, const dnnl::memory::desc& desc);
+  /// A memory whose data is result `index`'s buffer at each run.
+  dnnl::memory bind_result(int index, const dnnl::memory::desc& desc);
+  /// A memory the kernel owns and allocates now (a workspace, a converted
+  /// copy, an intermediate result).
+  dnnl::memory owned(const dnnl::memory::desc& desc);
+  /// Appends a primitive run with `args`. The primitive must come from
+  /// `pd`, built with user_scratchpad_attr(); its scratchpad is allocated
+  /// here, once.
+  void add_step(const dnnl::primitive_desc_base& pd, const dnnl::primitive& primitive,
+                std::unordered_map<int, dnnl::memory> args);
+  /// Appends a step copying `from` into `to`, converting the layout (and
+  /// dtype) on the way.
+  void add_reorder(const dnnl::memory& from, const dnnl::memory& to);
+  /// `from` in the layout `desc`: `from` itself when the layouts match,
+  /// else an owned memory that a reorder step, appended now, fills.
+  dnnl::memory reordered_to(const dnnl::memory& from, const dnnl::memory::desc& desc);
+
+  void run(const void* const* operands, void* const* results) override;
+  absl::string_view name() const override { return name_; }
+
+ private:
+  struct Binding {
+    dnnl::memory memory;
+    int index;
+  };
+  struct Step {
+    dnnl::primitive primitive;
+    std::vector<dnnl_exec_arg_t> args;  // the C form, so a run allocates nothing
+  };
+  std::string name_;
+  dnnl::stream stream_;
+  std::vector<Binding> operand_bindings_;
+  std::vector<Binding> result_bindings_;
+  std::vector<dnnl::memory> memories_;  // keeps every memory in args alive
+  std::vector<Step> steps_;
+};
+
+/// Runs `build` (which creates primitive descriptors and may throw
+/// dnnl::error) and turns oneDNN's "unimplemented" into nullptr, so the
+/// ref kernel runs instead; other oneDNN errors become a Status naming
+/// `what` (the op and its shapes).
+absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_decline(
+    const std::string& what, const std::function<std::unique_ptr<CpuKernel>()>& build);
+
+/// "conv2d f32[2, 3, 8, 8], f32[4, 3, 3, 3]": the node's op and operand
+/// types, for error messages.
+std::string describe_node(const KernelRequest& request);
+
+// The op families, one file each. Each returns nullptr for nodes it does
+// not handle.
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_matmul_kernel(const KernelRequest& request);
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_conv_kernel(const KernelRequest& request);
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_pool_kernel(const KernelRequest& request);
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_normalization_kernel(const KernelRequest& request);
+
+}  // namespace mstep::cpu::onednn

@@ -1,0 +1,175 @@
+// The cpu backend as the runtime sees it: results equal ref's, steps run
+// from the arena without disturbing earlier results, donated parameters
+// are updated in place only when nothing else holds them, host fallbacks
+// are counted, and executables round-trip through the disk cache.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lib/backends/cpu/NativeFormat.h"
+#include "lib/runtime/DiskCache.h"
+#include "mstep/runtime/Backend.h"
+#include "mstep/runtime/Tracer.h"
+#include "test/unit/TestUtil.h"
+
+namespace mstep {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr Device kCpu{DeviceType::cpu, 0};
+constexpr Device kRef{DeviceType::ref, 0};
+
+Tensor on(Device d, Shape s, int seed) {
+  std::vector<float> v(s.numel());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(std::sin(0.731 * i + 1.37 * seed));
+  return from_vector(v, s, DType::f32, d);
+}
+
+void expect_near(const std::vector<float>& a, const std::vector<float>& b, float tol = 1e-4f) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(a[i], b[i], tol * (1 + std::abs(b[i]))) << "element " << i;
+}
+
+/// A small MLP step: matmuls, a fused bias+relu, a reduction, a loss.
+std::vector<float> mlp_forward(Device d) {
+  Tensor x = on(d, {5, 7}, 1), w1 = on(d, {7, 9}, 2), b1 = on(d, {9}, 3), w2 = on(d, {9, 3}, 4);
+  Tensor h = relu(matmul(x, w1) + b1);
+  Tensor y = matmul(h, w2);
+  Tensor loss = mean(y * y);
+  mark_step();
+  std::vector<float> out = y.to_vector<float>();
+  out.push_back(loss.item());
+  return out;
+}
+
+TEST(CpuBackend, IsRegisteredAndRunsTensorsPlacedOnIt) {
+  auto backend = BackendRegistry::get(DeviceType::cpu);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  EXPECT_EQ((*backend)->name(), "cpu");
+  Tensor t = on(kCpu, {3}, 0) * 2.0;
+  mark_step();
+  EXPECT_EQ(t.device().type, DeviceType::cpu);
+}
+
+TEST(CpuBackend, MlpForwardMatchesRef) { expect_near(mlp_forward(kCpu), mlp_forward(kRef)); }
+
+TEST(CpuBackend, EarlierResultsSurviveLaterRunsOfTheSameGraph) {
+  // The same graph twice: the second run reuses the arena; the first
+  // step's result must keep its values.
+  Tensor a = on(kCpu, {4, 4}, 1), b = on(kCpu, {4, 4}, 2);
+  Tensor first = matmul(a, b) + 1.0;
+  mark_step();
+  const std::vector<float> first_values = first.to_vector<float>();
+  Tensor c = on(kCpu, {4, 4}, 3);
+  Tensor second = matmul(c, b) + 1.0;
+  mark_step();
+  EXPECT_EQ(first.to_vector<float>(), first_values);
+  EXPECT_NE(second.to_vector<float>(), first_values);
+}
+
+TEST(CpuBackend, DonatedParameterIsUpdatedInPlaceOnlyWhenUnshared) {
+  Tensor w = on(kCpu, {64}, 1);
+  Tensor g = on(kCpu, {64}, 2);
+  mark_step();
+  const std::vector<float> before = w.to_vector<float>();
+  // A second tensor sharing w's buffer: the update must not change it.
+  Tensor snapshot = w.detach();
+  w.copy_(w - g * 0.5);
+  mark_step();
+  EXPECT_EQ(snapshot.to_vector<float>(), before);
+  std::vector<float> expected(before);
+  const std::vector<float> gv = g.to_vector<float>();
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] -= gv[i] * 0.5f;
+  expect_near(w.to_vector<float>(), expected, 1e-6f);
+  // Without a second owner the same step updates w in place and still
+  // computes the same values.
+  snapshot = Tensor();
+  w.copy_(w - g * 0.5);
+  mark_step();
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] -= gv[i] * 0.5f;
+  expect_near(w.to_vector<float>(), expected, 1e-6f);
+}
+
+TEST(CpuBackend, TrainingStepsMatchRef) {
+  auto train = [](Device d) {
+    Tensor w = on(d, {6, 4}, 1).requires_grad_();
+    Tensor x = on(d, {8, 6}, 2), y = on(d, {8, 4}, 3);
+    std::vector<float> losses;
+    for (int step = 0; step < 3; ++step) {
+      Tensor loss = mean((matmul(x, w) - y) * (matmul(x, w) - y));
+      loss.backward();
+      {
+        NoGradGuard no_grad;
+        w.copy_(w - w.grad() * 0.1);
+        w.set_grad(Tensor());
+      }
+      mark_step();
+      losses.push_back(loss.item());
+    }
+    return losses;
+  };
+  expect_near(train(kCpu), train(kRef));
+}
+
+TEST(CpuBackend, OpsWithoutACpuKernelRunOnRefAndAreCountedEachRun) {
+  // With every kernel family off, each compute op is a ref fallback; data
+  // movement (reshape) is not counted. Each run counts again.
+  ::setenv("MSTEP_CPU_DISABLE", "all", 1);
+  Tracer::get().cache().clear();
+  reset_metrics();
+  auto step = [] {
+    Tensor v = var(on(kCpu, {5, 6}, 1), {1}).reshape({5, 1});
+    mark_step();
+    return v.to_vector<float>();
+  };
+  const std::vector<float> first = step();
+  const int64_t per_run = metrics().fallbacks;
+  const std::vector<float> second = step();
+  ::unsetenv("MSTEP_CPU_DISABLE");
+  Tracer::get().cache().clear();
+  EXPECT_EQ(per_run, 1);  // var
+  EXPECT_EQ(metrics().fallbacks, 2 * per_run);
+  EXPECT_EQ(first, second);
+  Tensor r = var(on(kRef, {5, 6}, 1), {1});
+  expect_near(first, r.to_vector<float>());
+}
+
+TEST(CpuBackend, CorruptNativeBlobIsAnErrorNotACrash) {
+  Backend* cpu = *BackendRegistry::get(DeviceType::cpu);
+  for (std::string blob : {std::string(""), std::string("MSTEPCPU"), std::string("not a blob"),
+                           cpu::write_native_format("module {", nullptr),
+                           cpu::write_native_format("module {}", nullptr).substr(0, 20)}) {
+    auto loaded = cpu->deserialize(blob);
+    EXPECT_FALSE(loaded.ok()) << "blob of " << blob.size() << " bytes loaded";
+  }
+}
+
+TEST(CpuBackend, DiskCacheRoundTripSkipsCompilation) {
+  const std::string dir = (fs::temp_directory_path() / "mstep_cpu_disk_cache_test").string();
+  fs::remove_all(dir);
+  RuntimeOptions saved = Tracer::get().options();
+  Tracer::get().mutable_options().disk_cache = dir + ",false,64";
+  Tracer::get().reset_disk_cache();
+  Tracer::get().cache().clear();
+  const std::vector<float> compiled = mlp_forward(kCpu);
+  Tracer::get().disk_cache()->flush();
+  Tracer::get().cache().clear();
+  reset_metrics();
+  const std::vector<float> loaded = mlp_forward(kCpu);
+  const Metrics m = metrics();
+  Tracer::get().mutable_options() = saved;
+  Tracer::get().reset_disk_cache();
+  fs::remove_all(dir);
+  EXPECT_EQ(m.compiles, 0);
+  EXPECT_GE(m.disk_hits, 1);
+  EXPECT_EQ(loaded, compiled);
+}
+
+}  // namespace
+}  // namespace mstep
