@@ -12,7 +12,7 @@
 // printed is the median over --reps runs of --steps steps, after warmup. The batches are made
 // before timing and reused in turn, so no data preparation (nor freeing of a batch) is timed.
 //
-//   replay_bench [--steps N] [--reps N] [--tiny]
+//   replay_bench [--steps N] [--reps N] [--tiny] [--device ref|cpu]  (default ref)
 //
 // Prints one explanatory line, then exactly one summary line:
 //   lazy_host_us <a> replay_host_us <b> kernels <k> ratio <a/b>
@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/models/DeviceFlag.h"
 #include "examples/models/Mlp.h"
 #include "mstep/mstep.h"
 
@@ -131,8 +132,12 @@ int main(int argc, char** argv) {
       steps = parse_positive("--steps", value);
     else if (flag == "--reps")
       reps = parse_positive("--reps", value);
+    else if (flag == "--device" && examples::parse_device(value))
+      set_default_device(*examples::parse_device(value));
     else {
-      std::fprintf(stderr, "replay_bench: unknown flag %s (use --steps N, --reps N, --tiny)\n",
+      std::fprintf(stderr,
+                   "replay_bench: unknown flag %s (use --steps N, --reps N, --tiny, "
+                   "--device cpu|ref)\n",
                    flag.c_str());
       return 2;
     }

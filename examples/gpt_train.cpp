@@ -220,10 +220,10 @@ int main(int argc, char** argv) {
   for (const Tensor& p : model.parameters()) n_params += p.numel();
   std::printf("gpt_train: %zu chars of %s, vocab %lld; GPT %lld layers, dim %lld, %lld heads, "
               "%lld parameters; batch %lld x seq %lld (right-padded), AdamW + warmup/cosine, "
-              "clip 1.0, %s mode on the ref backend\n",
+              "clip 1.0, %s mode on the %s backend\n",
               text.size(), args.text.c_str(), (long long)codec.vocab(), (long long)args.layers,
               (long long)args.dim, (long long)args.heads, (long long)n_params,
-              (long long)args.batch, (long long)args.seq, args.mode.c_str());
+              (long long)args.batch, (long long)args.seq, args.mode.c_str(), args.device.c_str());
 
   const std::string prompt = "Shall I ";
   std::mt19937_64 sample_rng(args.seed + 1);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mstep/api/Attention.h"
+#include "mstep/api/Autocast.h"
 #include "mstep/api/Autograd.h"
 #include "mstep/api/Checkpoint.h"
 #include "mstep/api/Creation.h"

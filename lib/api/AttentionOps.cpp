@@ -213,11 +213,19 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k,
   SdpaOptions o = options;
   o.return_attn_probs = false;
   o.return_dropout_mask = false;
+  if (detail::autocast_target({&q, &k, &v})) return fused_sdpa(q, k, v, o).out;
   return record_sdpa(q, k, v, o).out;
 }
 
 SdpaResult fused_sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
                       const SdpaOptions& options) {
+  if (auto d = detail::autocast_target({&q, &k, &v})) {
+    SdpaOptions o = options;
+    if (o.attn_mask.defined() && o.attn_mask.dtype() != DType::boolean)
+      o.attn_mask = detail::autocast_operand(o.attn_mask, *d);
+    return fused_sdpa(detail::autocast_operand(q, *d), detail::autocast_operand(k, *d),
+                      detail::autocast_operand(v, *d), o);
+  }
   return record_sdpa(q, k, v, options);
 }
 

@@ -100,6 +100,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   constexpr absl::string_view op = "matmul";
   require_defined(op, "first operand", a);
   require_defined(op, "second operand", b);
+  if (auto d = detail::autocast_target({&a, &b}))
+    return matmul(detail::autocast_operand(a, *d), detail::autocast_operand(b, *d));
   if (a.dim() == 0 || b.dim() == 0)
     throw_op_error(op, "both operands need at least 1 dim", describe_pair(a, b),
                    "Use mul() to scale by a 0-d tensor.");
@@ -153,6 +155,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   constexpr absl::string_view op = "bmm";
   require_defined(op, "first operand", a);
   require_defined(op, "second operand", b);
+  if (auto d = detail::autocast_target({&a, &b}))
+    return bmm(detail::autocast_operand(a, *d), detail::autocast_operand(b, *d));
   if (a.dim() != 3 || b.dim() != 3)
     throw_op_error(op, "expects two 3-D tensors [B, n, m] and [B, m, p]",
                    describe_pair(a, b),
@@ -178,6 +182,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   constexpr absl::string_view op = "linear";
   require_defined(op, "input", x);
   require_defined(op, "weight", weight);
+  if (auto d = detail::autocast_target({&x, &weight, &bias}))
+    return linear(detail::autocast_operand(x, *d), detail::autocast_operand(weight, *d),
+                  detail::autocast_operand(bias, *d));
   const std::string got =
       absl::StrCat("input ", describe(x), ", weight ", describe(weight),
                    ", bias ", bias.defined() ? describe(bias) : "none");

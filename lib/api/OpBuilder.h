@@ -18,6 +18,13 @@
 
 namespace mstep::detail {
 
+/// Autocast (mstep/api/Autocast.h): the dtype to run a covered op in when
+/// an autocast scope is active and some operand is f32, else nullopt.
+std::optional<DType> autocast_target(std::initializer_list<const Tensor*> operands);
+/// `t` cast to `dtype` if it is f32 (undefined and other dtypes as is).
+Tensor autocast_operand(const Tensor& t, DType dtype);
+
+
 /// Records `op` on `operands` with a single result of `type`. All operands
 /// must live on one device (checked). With no operands the tensor goes to
 /// `device`.

@@ -31,21 +31,21 @@ using CaseFn = std::function<Outputs(const Inputs& in, Device device)>;
 
 /// How an input's elements are chosen.
 enum class Fill : uint8_t {
-  uniform,      // floats in [-1, 1)
-  positive,     // floats in [0.2, 2): the domain of log, sqrt, rsqrt, pow's base
-  probability,  // floats in [0, 1): targets of binary_cross_entropy_with_logits
-  integers,     // whole numbers in [lo, hi): indices, class targets, ties for eq
-  mask,         // bools, about 70 % true (so attention rows rarely see no key)
-  special,      // uniform with NaN, +inf, -inf and 0 mixed in
-  literal,      // exactly `literal`
+  uniform,     // floats in [-1, 1)
+  positive,    // floats in [0.2, 2): the domain of log, sqrt, rsqrt, pow's base
+  probability, // floats in [0, 1): targets of binary_cross_entropy_with_logits
+  integers,    // whole numbers in [lo, hi): indices, class targets, ties for eq
+  mask,        // bools, about 70 % true (so attention rows rarely see no key)
+  special,     // uniform with NaN, +inf, -inf and 0 mixed in
+  literal,     // exactly `literal`
 };
 
 struct InputSpec {
   Shape shape;
   DType dtype = DType::f32;
   Fill fill = Fill::uniform;
-  int64_t lo = 0, hi = 0;        // Fill::integers
-  std::vector<double> literal;   // Fill::literal
+  int64_t lo = 0, hi = 0;      // Fill::integers
+  std::vector<double> literal; // Fill::literal
   bool requires_grad = false;
 };
 
@@ -89,19 +89,28 @@ inline std::vector<double> input_values(const InputSpec& spec, uint64_t slot) {
   for (size_t i = 0; i < v.size(); ++i) {
     const double u = hashed_unit(slot, i);
     switch (spec.fill) {
-      case Fill::uniform: v[i] = 2 * u - 1; break;
-      case Fill::positive: v[i] = 0.2 + 1.8 * u; break;
-      case Fill::probability: v[i] = u; break;
-      case Fill::integers:
-        v[i] = static_cast<double>(spec.lo + static_cast<int64_t>(u * (spec.hi - spec.lo)));
-        break;
-      case Fill::mask: v[i] = u < 0.7 ? 1 : 0; break;
-      case Fill::special: {
-        constexpr double kSpecials[] = {NAN, INFINITY, -INFINITY, 0.0};
-        v[i] = i % 3 == 1 ? kSpecials[(i / 3) % 4] : 2 * u - 1;
-        break;
-      }
-      case Fill::literal: break;
+    case Fill::uniform:
+      v[i] = 2 * u - 1;
+      break;
+    case Fill::positive:
+      v[i] = 0.2 + 1.8 * u;
+      break;
+    case Fill::probability:
+      v[i] = u;
+      break;
+    case Fill::integers:
+      v[i] = static_cast<double>(spec.lo + static_cast<int64_t>(u * (spec.hi - spec.lo)));
+      break;
+    case Fill::mask:
+      v[i] = u < 0.7 ? 1 : 0;
+      break;
+    case Fill::special: {
+      constexpr double kSpecials[] = {NAN, INFINITY, -INFINITY, 0.0};
+      v[i] = i % 3 == 1 ? kSpecials[(i / 3) % 4] : 2 * u - 1;
+      break;
+    }
+    case Fill::literal:
+      break;
     }
   }
   return v;
@@ -112,19 +121,19 @@ inline Tensor make_input(const InputSpec& spec, uint64_t slot, Device device) {
   const std::vector<double> v = input_values(spec, slot);
   Tensor t;
   switch (spec.dtype) {
-    case DType::boolean: {
-      std::vector<bool> b(v.begin(), v.end());
-      t = from_vector(b, spec.shape, device);
-      break;
-    }
-    case DType::i64:
-      t = from_vector(std::vector<int64_t>(v.begin(), v.end()), spec.shape, std::nullopt, device);
-      break;
-    case DType::i32:
-      t = from_vector(std::vector<int32_t>(v.begin(), v.end()), spec.shape, std::nullopt, device);
-      break;
-    default:  // floating: converted from f64 (bf16 rounds once, here)
-      t = from_vector(v, spec.shape, spec.dtype, device);
+  case DType::boolean: {
+    std::vector<bool> b(v.begin(), v.end());
+    t = from_vector(b, spec.shape, device);
+    break;
+  }
+  case DType::i64:
+    t = from_vector(std::vector<int64_t>(v.begin(), v.end()), spec.shape, std::nullopt, device);
+    break;
+  case DType::i32:
+    t = from_vector(std::vector<int32_t>(v.begin(), v.end()), spec.shape, std::nullopt, device);
+    break;
+  default: // floating: converted from f64 (bf16 rounds once, here)
+    t = from_vector(v, spec.shape, spec.dtype, device);
   }
   if (spec.requires_grad) t.requires_grad_();
   return t;
@@ -142,7 +151,7 @@ inline Tensor fixed_tensor(Shape shape, uint64_t seed, Device device, double sca
 }
 
 struct ConformanceCase {
-  std::string name;  // unique, [A-Za-z0-9_]: op, then each input's dtype and shape
+  std::string name; // unique, [A-Za-z0-9_]: op, then each input's dtype and shape
   std::vector<InputSpec> inputs;
   CaseFn fn;
   /// Backward through sum(out * w) over the outputs that require grad,
@@ -175,8 +184,9 @@ template <typename F> CaseFn on_device(F f) {
 
 /// Collects cases; each case's name is `op` plus its inputs' signatures.
 class CaseTable {
- public:
-  void add(const std::string& op, std::vector<InputSpec> inputs, CaseFn fn, double tol_scale = 1.0) {
+public:
+  void add(const std::string& op, std::vector<InputSpec> inputs, CaseFn fn,
+           double tol_scale = 1.0) {
     std::string name = op;
     for (const InputSpec& s : inputs) absl::StrAppend(&name, "_", describe(s));
     cases_.push_back({std::move(name), std::move(inputs), std::move(fn), true, tol_scale});
@@ -188,7 +198,7 @@ class CaseTable {
   }
   std::vector<ConformanceCase> take() { return std::move(cases_); }
 
- private:
+private:
   std::vector<ConformanceCase> cases_;
 };
 
@@ -211,16 +221,19 @@ inline void add_creation_cases(CaseTable& t) {
     const std::string sig = absl::StrJoin(s.dims(), "x");
     t.add("zeros_" + sig, {}, on_device([s](Device d) { return zeros(s, DType::f32, d); }));
     t.add("ones_bf16_" + sig, {}, on_device([s](Device d) { return ones(s, DType::bf16, d); }));
-    t.add("full_f32_" + sig, {}, on_device([s](Device d) { return full(s, 2.5, std::nullopt, d); }));
+    t.add("full_f32_" + sig, {},
+          on_device([s](Device d) { return full(s, 2.5, std::nullopt, d); }));
     t.add("full_i64_" + sig, {}, on_device([s](Device d) { return full(s, 3, std::nullopt, d); }));
-    t.add("full_bool_" + sig, {}, on_device([s](Device d) { return full(s, true, std::nullopt, d); }));
+    t.add("full_bool_" + sig, {},
+          on_device([s](Device d) { return full(s, true, std::nullopt, d); }));
     // Philox draws: the same seed must give the same numbers on every backend.
     t.add("rand_" + sig, {}, on_device([s](Device d) { return rand(s, DType::f32, d); }));
     t.add("randn_" + sig, {}, on_device([s](Device d) { return randn(s, DType::f32, d); }));
     t.add("rand_bf16_" + sig, {}, on_device([s](Device d) { return rand(s, DType::bf16, d); }));
     t.add("zeros_like", {data(s)}, unary([](const Tensor& x) { return zeros_like(x); }));
     t.add("ones_like", {ints(s, 0, 5)}, unary([](const Tensor& x) { return ones_like(x); }));
-    t.add("full_like", {data(s, DType::bf16)}, unary([](const Tensor& x) { return full_like(x, -1.25); }));
+    t.add("full_like", {data(s, DType::bf16)},
+          unary([](const Tensor& x) { return full_like(x, -1.25); }));
     // A materialized input read straight back: allocate, copy_in, copy_out.
     t.add("from_vector", {data(s)}, unary([](const Tensor& x) { return x; }));
     t.add("from_vector", {ints(s, -9, 9)}, unary([](const Tensor& x) { return x; }));
@@ -246,7 +259,7 @@ inline void add_creation_cases(CaseTable& t) {
 struct UnaryOp {
   const char* name;
   std::function<Tensor(const Tensor&)> fn;
-  bool positive_domain;  // log, sqrt, ...: inputs in [0.2, 2)
+  bool positive_domain; // log, sqrt, ...: inputs in [0.2, 2)
 };
 
 inline std::vector<UnaryOp> differentiable_unary_ops() {
@@ -277,7 +290,8 @@ inline std::vector<UnaryOp> differentiable_unary_ops() {
 inline void add_unary_cases(CaseTable& t) {
   for (const UnaryOp& op : differentiable_unary_ops()) {
     auto input = [&](Shape s, DType d) { return op.positive_domain ? positive(s, d) : arg(s, d); };
-    for (const Shape& s : elementwise_shapes()) t.add(op.name, {input(s, DType::f32)}, unary(op.fn));
+    for (const Shape& s : elementwise_shapes())
+      t.add(op.name, {input(s, DType::f32)}, unary(op.fn));
     for (const Shape& s : bf16_shapes()) t.add(op.name, {input(s, DType::bf16)}, unary(op.fn));
   }
   t.add("neg", {ints({17, 33}, -50, 50)}, unary([](const Tensor& x) { return neg(x); }));
@@ -295,7 +309,8 @@ inline void add_unary_cases(CaseTable& t) {
   // Casts: float to int truncates toward zero; bf16 rounds to nearest even.
   for (Shape s : {Shape{1}, Shape{3, 1, 5}, Shape{17, 33}}) {
     t.add("to_bf16", {arg(s)}, unary([](const Tensor& x) { return to(x * 3.0, DType::bf16); }));
-    t.add("to_f32", {arg(s, DType::bf16)}, unary([](const Tensor& x) { return to(x, DType::f32); }));
+    t.add("to_f32", {arg(s, DType::bf16)},
+          unary([](const Tensor& x) { return to(x, DType::f32); }));
     t.add("to_i64", {data(s)}, unary([](const Tensor& x) { return to(x * 7.5, DType::i64); }));
     t.add("to_i32", {data(s)}, unary([](const Tensor& x) { return to(x * 7.5, DType::i32); }));
     t.add("to_bool", {special(s)}, unary([](const Tensor& x) { return to(x, DType::boolean); }));
@@ -310,7 +325,7 @@ inline void add_unary_cases(CaseTable& t) {
 struct BinaryOp {
   const char* name;
   std::function<Tensor(const Tensor&, const Tensor&)> fn;
-  bool positive_domain;  // pow: base in [0.2, 2)
+  bool positive_domain; // pow: base in [0.2, 2)
 };
 
 inline std::vector<BinaryOp> differentiable_binary_ops() {
@@ -327,10 +342,15 @@ inline std::vector<BinaryOp> differentiable_binary_ops() {
 
 inline void add_binary_cases(CaseTable& t) {
   // Same shapes, then broadcasting (both sides, and a size-1 middle dim).
-  const std::vector<std::pair<Shape, Shape>> shape_pairs = {
-      {{1}, {1}},         {{7}, {7}},       {{3, 1, 5}, {3, 1, 5}}, {{17, 33}, {17, 33}},
-      {{64, 257}, {64, 257}}, {{17, 33}, {33}}, {{3, 1, 5}, {4, 1}},  {{1}, {17, 33}},
-      {{64, 1}, {1, 257}}};
+  const std::vector<std::pair<Shape, Shape>> shape_pairs = {{{1}, {1}},
+                                                            {{7}, {7}},
+                                                            {{3, 1, 5}, {3, 1, 5}},
+                                                            {{17, 33}, {17, 33}},
+                                                            {{64, 257}, {64, 257}},
+                                                            {{17, 33}, {33}},
+                                                            {{3, 1, 5}, {4, 1}},
+                                                            {{1}, {17, 33}},
+                                                            {{64, 1}, {1, 257}}};
   for (const BinaryOp& op : differentiable_binary_ops()) {
     auto input = [&](Shape s, DType d) { return op.positive_domain ? positive(s, d) : arg(s, d); };
     for (const auto& [a, b] : shape_pairs)
@@ -352,7 +372,8 @@ inline void add_binary_cases(CaseTable& t) {
     t.add(name, {ints({17, 33}, -40, 40), ints({33}, 1, 9)}, binary(fn));
     t.add(name, {ints({3, 1, 5}, -40, 40, DType::i32), ints({4, 1}, 1, 9, DType::i32)}, binary(fn));
   }
-  t.add("add_i64_f32_promotes", {ints({17, 33}, -5, 5), arg({17, 33})}, binary([](const Tensor& a, const Tensor& b) { return add(a, b); }));
+  t.add("add_i64_f32_promotes", {ints({17, 33}, -5, 5), arg({17, 33})},
+        binary([](const Tensor& a, const Tensor& b) { return add(a, b); }));
   t.add("pow_int_exponent", {ints({7}, -4, 4)}, unary([](const Tensor& a) { return pow(a, 3); }));
   // Host-scalar forms.
   for (Shape s : {Shape{7}, Shape{3, 1, 5}, Shape{64, 257}}) {
@@ -395,7 +416,8 @@ inline void add_comparison_cases(CaseTable& t) {
     t.add(name, {ints({7}, -2, 3, DType::f32), ints({7}, -2, 3, DType::f32)}, binary(fn));
     t.add(name, {ints({17, 33}, -2, 3, DType::f32), ints({33}, -2, 3, DType::f32)}, binary(fn));
     t.add(name, {ints({3, 1, 5}, -2, 3), ints({4, 1}, -2, 3)}, binary(fn));
-    t.add(name, {ints({17, 33}, -2, 3, DType::bf16), ints({17, 33}, -2, 3, DType::f32)}, binary(fn));
+    t.add(name, {ints({17, 33}, -2, 3, DType::bf16), ints({17, 33}, -2, 3, DType::f32)},
+          binary(fn));
     t.add(name, {mask({64, 257}), mask({64, 257})}, binary(fn));
   }
   for (const auto& [name, fn] : scalar_cmps) {
@@ -403,16 +425,21 @@ inline void add_comparison_cases(CaseTable& t) {
     t.add(name, {ints({3, 1, 5}, -2, 3)}, unary(fn));
   }
   for (Shape s : {Shape{7}, Shape{17, 33}}) {
-    t.add("logical_and", {mask(s), mask(s)}, binary([](const Tensor& a, const Tensor& b) { return logical_and(a, b); }));
-    t.add("logical_or", {mask(s), mask(s)}, binary([](const Tensor& a, const Tensor& b) { return logical_or(a, b); }));
+    t.add("logical_and", {mask(s), mask(s)},
+          binary([](const Tensor& a, const Tensor& b) { return logical_and(a, b); }));
+    t.add("logical_or", {mask(s), mask(s)},
+          binary([](const Tensor& a, const Tensor& b) { return logical_or(a, b); }));
     // Any dtype: nonzero is true (NaN too).
-    t.add("logical_and", {special(s), ints(s, -1, 2)}, binary([](const Tensor& a, const Tensor& b) { return logical_and(a, b); }));
-    t.add("logical_or", {special(s), mask(s)}, binary([](const Tensor& a, const Tensor& b) { return logical_or(a, b); }));
+    t.add("logical_and", {special(s), ints(s, -1, 2)},
+          binary([](const Tensor& a, const Tensor& b) { return logical_and(a, b); }));
+    t.add("logical_or", {special(s), mask(s)},
+          binary([](const Tensor& a, const Tensor& b) { return logical_or(a, b); }));
   }
 }
 
 inline void add_where_cases(CaseTable& t) {
-  auto where3 = ternary([](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); });
+  auto where3 =
+      ternary([](const Tensor& c, const Tensor& a, const Tensor& b) { return where(c, a, b); });
   for (Shape s : {Shape{1}, Shape{7}, Shape{3, 1, 5}, Shape{17, 33}, Shape{64, 257}})
     t.add("where", {mask(s), arg(s), arg(s)}, where3);
   t.add("where", {mask({17, 33}), arg({17, 33}), arg({33})}, where3);
@@ -438,7 +465,8 @@ inline void add_reduction_cases(CaseTable& t) {
       {"mean", [](const Tensor& x, const DimList& d, bool k) { return mean(x, d, k); }},
       {"max", [](const Tensor& x, const DimList& d, bool k) { return max(x, d, k); }},
       {"min", [](const Tensor& x, const DimList& d, bool k) { return min(x, d, k); }},
-      {"logsumexp", [](const Tensor& x, const DimList& d, bool k) {
+      {"logsumexp",
+       [](const Tensor& x, const DimList& d, bool k) {
          // logsumexp needs dims: reduce every dim when the list is empty.
          DimList all = d;
          if (all.empty())
@@ -455,9 +483,9 @@ inline void add_reduction_cases(CaseTable& t) {
     const char* label;
   };
   const std::vector<Reduction> layouts = {
-      {{7}, {}, false, "all"},          {{3, 1, 5}, {}, false, "all"},
+      {{7}, {}, false, "all"},           {{3, 1, 5}, {}, false, "all"},
       {{3, 1, 5}, {0, 2}, false, "d02"}, {{3, 1, 5}, {1}, true, "d1_keep"},
-      {{17, 33}, {0}, false, "d0"},     {{17, 33}, {-1}, true, "dlast_keep"},
+      {{17, 33}, {0}, false, "d0"},      {{17, 33}, {-1}, true, "dlast_keep"},
       {{64, 257}, {-1}, false, "dlast"}, {{64, 257}, {}, false, "all"},
   };
   for (const Reduce& r : reductions)
@@ -482,19 +510,24 @@ inline void add_reduction_cases(CaseTable& t) {
     t.add(name, {arg({17, 33}, DType::bf16)}, unary(fn), 2.0);
   }
   t.add("sum_all", {ints({17, 33}, -100, 100)}, unary([](const Tensor& x) { return sum(x); }));
-  t.add("sum_d0", {ints({3, 1, 5}, -100, 100, DType::i32)}, unary([](const Tensor& x) { return sum(x, {0}); }));
+  t.add("sum_d0", {ints({3, 1, 5}, -100, 100, DType::i32)},
+        unary([](const Tensor& x) { return sum(x, {0}); }));
   t.add("sum_dlast", {mask({17, 33})}, unary([](const Tensor& x) { return sum(x, {-1}); }));
-  t.add("max_dlast", {ints({17, 33}, -100, 100)}, unary([](const Tensor& x) { return max(x, {-1}); }));
+  t.add("max_dlast", {ints({17, 33}, -100, 100)},
+        unary([](const Tensor& x) { return max(x, {-1}); }));
   t.add("min_all", {ints({7}, -100, 100)}, unary([](const Tensor& x) { return min(x); }));
   // argmax: first maximum. Whole-number inputs make ties.
   for (Shape s : {Shape{1}, Shape{7}, Shape{3, 1, 5}, Shape{17, 33}, Shape{64, 257}}) {
     t.add("argmax_flat", {data(s)}, unary([](const Tensor& x) { return argmax(x); }));
     t.add("argmax_d0", {data(s)}, unary([](const Tensor& x) { return argmax(x, 0); }));
-    t.add("argmax_dlast_keep", {data(s)}, unary([](const Tensor& x) { return argmax(x, -1, true); }));
+    t.add("argmax_dlast_keep", {data(s)},
+          unary([](const Tensor& x) { return argmax(x, -1, true); }));
   }
-  t.add("argmax_ties", {ints({17, 33}, 0, 4, DType::f32)}, unary([](const Tensor& x) { return argmax(x, 1); }));
+  t.add("argmax_ties", {ints({17, 33}, 0, 4, DType::f32)},
+        unary([](const Tensor& x) { return argmax(x, 1); }));
   t.add("argmax_ties", {ints({17, 33}, 0, 4)}, unary([](const Tensor& x) { return argmax(x, 0); }));
-  t.add("argmax_d1", {data({17, 33}, DType::bf16)}, unary([](const Tensor& x) { return argmax(x, 1); }));
+  t.add("argmax_d1", {data({17, 33}, DType::bf16)},
+        unary([](const Tensor& x) { return argmax(x, 1); }));
 }
 
 // ---- shape and data movement ------------------------------------------------
@@ -502,17 +535,25 @@ inline void add_reduction_cases(CaseTable& t) {
 inline void add_shape_cases(CaseTable& t) {
   t.add("reshape", {arg({17, 33})}, unary([](const Tensor& x) { return reshape(x, {33, 17}); }));
   t.add("reshape_infer", {arg({3, 1, 5})}, unary([](const Tensor& x) { return reshape(x, {-1}); }));
-  t.add("reshape", {arg({64, 257})}, unary([](const Tensor& x) { return reshape(x, {257, 8, 8}); }));
+  t.add("reshape", {arg({64, 257})}, unary([](const Tensor& x) {
+          return reshape(x, {257, 8, 8});
+        }));
   t.add("view", {arg({7})}, unary([](const Tensor& x) { return view(x, {7, 1}); }));
   t.add("flatten_1", {arg({2, 3, 4, 5})}, unary([](const Tensor& x) { return flatten(x, 1); }));
-  t.add("flatten_1_2", {ints({2, 3, 4, 5}, 0, 9)}, unary([](const Tensor& x) { return flatten(x, 1, 2); }));
-  t.add("permute", {arg({2, 3, 4, 5})}, unary([](const Tensor& x) { return permute(x, {3, 1, 0, 2}); }));
+  t.add("flatten_1_2", {ints({2, 3, 4, 5}, 0, 9)},
+        unary([](const Tensor& x) { return flatten(x, 1, 2); }));
+  t.add("permute", {arg({2, 3, 4, 5})}, unary([](const Tensor& x) {
+          return permute(x, {3, 1, 0, 2});
+        }));
   t.add("permute", {arg({3, 1, 5})}, unary([](const Tensor& x) { return permute(x, {2, 0, 1}); }));
   t.add("permute", {mask({3, 1, 5})}, unary([](const Tensor& x) { return permute(x, {2, 0, 1}); }));
-  t.add("permute", {arg({2, 3, 4, 5}, DType::bf16)}, unary([](const Tensor& x) { return permute(x, {0, 2, 1, 3}); }));
+  t.add("permute", {arg({2, 3, 4, 5}, DType::bf16)}, unary([](const Tensor& x) {
+          return permute(x, {0, 2, 1, 3});
+        }));
   for (Shape s : {Shape{17, 33}, Shape{64, 257}})
     t.add("transpose", {arg(s)}, unary([](const Tensor& x) { return transpose(x, 0, 1); }));
-  t.add("transpose", {ints({3, 1, 5}, 0, 9)}, unary([](const Tensor& x) { return transpose(x, 0, 2); }));
+  t.add("transpose", {ints({3, 1, 5}, 0, 9)},
+        unary([](const Tensor& x) { return transpose(x, 0, 2); }));
   // Transposed then consumed: a non-contiguous producer feeding math.
   t.add("transpose_then_exp", {arg({17, 33})},
         unary([](const Tensor& x) { return exp(transpose(x, 0, 1)) * 2.0; }));
@@ -525,11 +566,16 @@ inline void add_shape_cases(CaseTable& t) {
   t.add("squeeze_all", {arg({1})}, unary([](const Tensor& x) { return squeeze(x); }));
   t.add("unsqueeze_0", {arg({17, 33})}, unary([](const Tensor& x) { return unsqueeze(x, 0); }));
   t.add("unsqueeze_last", {arg({7})}, unary([](const Tensor& x) { return unsqueeze(x, -1); }));
-  t.add("slice_step3", {arg({17, 33})}, unary([](const Tensor& x) { return slice(x, 1, 3, 29, 3); }));
-  t.add("slice_negative_start", {arg({17, 33})}, unary([](const Tensor& x) { return slice(x, 0, -5); }));
-  t.add("slice_step2", {arg({64, 257})}, unary([](const Tensor& x) { return slice(x, 1, 1, 256, 2); }));
-  t.add("slice_clamped", {arg({3, 1, 5})}, unary([](const Tensor& x) { return slice(x, 2, 2, 100); }));
-  t.add("slice", {ints({17, 33}, 0, 9)}, unary([](const Tensor& x) { return slice(x, 0, 1, 16, 4); }));
+  t.add("slice_step3", {arg({17, 33})},
+        unary([](const Tensor& x) { return slice(x, 1, 3, 29, 3); }));
+  t.add("slice_negative_start", {arg({17, 33})},
+        unary([](const Tensor& x) { return slice(x, 0, -5); }));
+  t.add("slice_step2", {arg({64, 257})},
+        unary([](const Tensor& x) { return slice(x, 1, 1, 256, 2); }));
+  t.add("slice_clamped", {arg({3, 1, 5})},
+        unary([](const Tensor& x) { return slice(x, 2, 2, 100); }));
+  t.add("slice", {ints({17, 33}, 0, 9)},
+        unary([](const Tensor& x) { return slice(x, 0, 1, 16, 4); }));
   t.add("cat_d0", {arg({3, 5}), arg({1, 5}), arg({7, 5})},
         [](const Inputs& in, Device) { return Outputs{cat(in, 0)}; });
   t.add("cat_d1", {arg({17, 33}), arg({17, 1}), arg({17, 2})},
@@ -546,7 +592,8 @@ inline void add_shape_cases(CaseTable& t) {
         [](const Inputs& in, Device) { return Outputs{stack(in, 1)}; });
   t.add("chunk_4_d1", {arg({17, 33})}, [](const Inputs& in, Device) { return chunk(in[0], 4, 1); });
   t.add("chunk_3_d0", {arg({7})}, [](const Inputs& in, Device) { return chunk(in[0], 3, 0); });
-  t.add("chunk_3_dlast", {arg({64, 257})}, [](const Inputs& in, Device) { return chunk(in[0], 3, -1); });
+  t.add("chunk_3_dlast", {arg({64, 257})},
+        [](const Inputs& in, Device) { return chunk(in[0], 3, -1); });
 }
 
 inline void add_indexing_cases(CaseTable& t) {
@@ -575,16 +622,24 @@ inline void add_indexing_cases(CaseTable& t) {
   t.add("embedding", {arg({257, 64}), ints({2, 9}, 0, 257, DType::i32)}, embed);
   t.add("embedding", {arg({17, 33}, DType::bf16), ints({5}, 0, 17)}, embed);
   t.add("pad_last", {arg({3, 1, 5})}, unary([](const Tensor& x) { return pad(x, {1, 2}); }));
-  t.add("pad_two_dims", {arg({3, 1, 5})}, unary([](const Tensor& x) { return pad(x, {2, 1, 0, 3}, -1.5); }));
-  t.add("pad_three_dims", {arg({17, 33})}, unary([](const Tensor& x) { return pad(x, {0, 1, 3, 0}); }));
+  t.add("pad_two_dims", {arg({3, 1, 5})}, unary([](const Tensor& x) {
+          return pad(x, {2, 1, 0, 3}, -1.5);
+        }));
+  t.add("pad_three_dims", {arg({17, 33})}, unary([](const Tensor& x) {
+          return pad(x, {0, 1, 3, 0});
+        }));
   t.add("pad_last", {ints({7}, 0, 9)}, unary([](const Tensor& x) { return pad(x, {3, 3}, 4); }));
-  t.add("pad_last", {arg({64, 257}, DType::bf16)}, unary([](const Tensor& x) { return pad(x, {1, 0}, 2); }));
+  t.add("pad_last", {arg({64, 257}, DType::bf16)}, unary([](const Tensor& x) {
+          return pad(x, {1, 0}, 2);
+        }));
   for (int64_t diag : {0, 2, -3}) {
     const std::string sfx = diag < 0 ? absl::StrCat("m", -diag) : absl::StrCat(diag);
     t.add("triu_" + sfx, {arg({17, 33})}, unary([diag](const Tensor& x) { return triu(x, diag); }));
     t.add("tril_" + sfx, {arg({17, 33})}, unary([diag](const Tensor& x) { return tril(x, diag); }));
-    t.add("triu_" + sfx, {arg({3, 7, 5})}, unary([diag](const Tensor& x) { return triu(x, diag); }));
-    t.add("tril_" + sfx, {arg({3, 7, 5})}, unary([diag](const Tensor& x) { return tril(x, diag); }));
+    t.add("triu_" + sfx, {arg({3, 7, 5})},
+          unary([diag](const Tensor& x) { return triu(x, diag); }));
+    t.add("tril_" + sfx, {arg({3, 7, 5})},
+          unary([diag](const Tensor& x) { return tril(x, diag); }));
   }
   t.add("triu_0", {ints({7, 7}, -9, 9)}, unary([](const Tensor& x) { return triu(x); }));
   t.add("tril_0", {mask({1, 7})}, unary([](const Tensor& x) { return tril(x); }));
@@ -603,8 +658,8 @@ inline void add_scatter_cases(CaseTable& t) {
   t.add("scatter_add_d0", {arg({7}), ints({20}, 0, 7), arg({20})}, scatter_on(0));
   t.add("scatter_add_d2", {arg({3, 1, 5}), ints({3, 1, 4}, 0, 5), arg({3, 1, 4})}, scatter_on(2));
   t.add("scatter_add_d1", {arg({64, 257}), ints({64, 300}, 0, 257), arg({64, 300})}, scatter_on(1));
-  t.add("scatter_add_d0", {ints({5, 7}, -9, 9), ints({9, 7}, 0, 5, DType::i32), ints({9, 7}, -9, 9)},
-        scatter_on(0));
+  t.add("scatter_add_d0",
+        {ints({5, 7}, -9, 9), ints({9, 7}, 0, 5, DType::i32), ints({9, 7}, -9, 9)}, scatter_on(0));
   t.add("scatter_add_d0", {arg({5, 7}, DType::bf16), ints({9, 7}, 0, 5), arg({9, 7}, DType::bf16)},
         scatter_on(0), 2.0);
   auto index_add_on = [](int64_t dim) {
@@ -617,7 +672,8 @@ inline void add_scatter_cases(CaseTable& t) {
   t.add("index_add_d0", {arg({7}), ints({12}, 0, 7), arg({12})}, index_add_on(0));
   t.add("index_add_d1", {arg({3, 1, 5}), ints({3}, 0, 1), arg({3, 3, 5})}, index_add_on(1));
   t.add("index_add_d0", {arg({64, 257}), ints({100}, 0, 64), arg({100, 257})}, index_add_on(0));
-  t.add("index_add_d0", {ints({5, 3}, -9, 9), ints({4}, 0, 5), ints({4, 3}, -9, 9)}, index_add_on(0));
+  t.add("index_add_d0", {ints({5, 3}, -9, 9), ints({4}, 0, 5), ints({4, 3}, -9, 9)},
+        index_add_on(0));
   t.add("slice_scatter_d1_step3", {arg({17, 33}), arg({17, 9})},
         binary([](const Tensor& x, const Tensor& s) { return slice_scatter(x, s, 1, 3, 29, 3); }));
   t.add("slice_scatter_d0", {arg({17, 33}), arg({7, 33})},
@@ -635,7 +691,8 @@ inline void add_scatter_cases(CaseTable& t) {
 inline void add_dynamic_shape_cases(CaseTable& t) {
   t.add("nonzero", {special({17, 33})}, unary([](const Tensor& x) { return nonzero(x); }));
   t.add("nonzero", {mask({3, 1, 5})}, unary([](const Tensor& x) { return nonzero(x); }));
-  t.add("nonzero_of_pending", {data({64, 257})}, unary([](const Tensor& x) { return nonzero(gt(x, 0.2)); }));
+  t.add("nonzero_of_pending", {data({64, 257})},
+        unary([](const Tensor& x) { return nonzero(gt(x, 0.2)); }));
   t.add("masked_select", {data({17, 33}), mask({17, 33})},
         binary([](const Tensor& x, const Tensor& m) { return masked_select(x, m); }));
   t.add("masked_select_broadcast_pending", {data({3, 1, 5}), mask({4, 1})},
@@ -666,17 +723,21 @@ inline void add_linalg_cases(CaseTable& t) {
   t.add("bmm", {arg({1, 7, 1}), arg({1, 1, 7})}, bm);
   t.add("bmm", {arg({4, 17, 33}), arg({4, 33, 9})}, bm);
   t.add("bmm", {arg({2, 7, 5}, DType::bf16), arg({2, 5, 3}, DType::bf16)}, bm);
-  auto lin = ternary([](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); });
+  auto lin =
+      ternary([](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); });
   auto lin_nobias = binary([](const Tensor& x, const Tensor& w) { return linear(x, w); });
   t.add("linear", {arg({7, 5}), arg({3, 5}), arg({3})}, lin);
   t.add("linear", {arg({2, 3, 5}), arg({4, 5}), arg({4})}, lin);
   t.add("linear", {arg({1}), arg({7, 1}), arg({7})}, lin);
   t.add("linear_no_bias", {arg({2, 3, 5}), arg({4, 5})}, lin_nobias);
   t.add("linear", {arg({64, 257}), arg({33, 257}), arg({33})}, lin, 2.0);
-  t.add("linear", {arg({17, 33}, DType::bf16), arg({9, 33}, DType::bf16), arg({9}, DType::bf16)}, lin);
+  t.add("linear", {arg({17, 33}, DType::bf16), arg({9, 33}, DType::bf16), arg({9}, DType::bf16)},
+        lin);
   // Linear followed by activations: what a matmul + eltwise post-op fusion sees.
   t.add("linear_gelu", {arg({17, 33}), arg({9, 33}), arg({9})},
-        ternary([](const Tensor& x, const Tensor& w, const Tensor& b) { return gelu(linear(x, w, b)); }));
+        ternary([](const Tensor& x, const Tensor& w, const Tensor& b) {
+          return gelu(linear(x, w, b));
+        }));
   t.add("linear_relu_scale", {arg({17, 33}), arg({9, 33}), arg({9})},
         ternary([](const Tensor& x, const Tensor& w, const Tensor& b) {
           return relu(linear(x, w, b)) * 0.5 + 1.0;
@@ -705,10 +766,13 @@ inline void add_conv_pool_cases(CaseTable& t) {
   for (const Conv& c : convs) {
     std::vector<InputSpec> in = {arg(c.input), arg(c.weight)};
     if (c.bias) in.push_back(arg({c.weight[0]}));
-    t.add(absl::StrCat("conv2d_", c.label), in, [c](const Inputs& x, Device) {
-      return Outputs{conv2d(x[0], x[1], c.bias ? x[2] : Tensor(), c.stride, c.padding, c.dilation,
-                            c.groups)};
-    }, c.input.numel() > 10000 ? 2.0 : 1.0);
+    t.add(
+        absl::StrCat("conv2d_", c.label), in,
+        [c](const Inputs& x, Device) {
+          return Outputs{conv2d(x[0], x[1], c.bias ? x[2] : Tensor(), c.stride, c.padding,
+                                c.dilation, c.groups)};
+        },
+        c.input.numel() > 10000 ? 2.0 : 1.0);
   }
   t.add("conv2d_basic", {arg({2, 3, 7, 9}, DType::bf16), arg({4, 3, 3, 3}, DType::bf16)},
         binary([](const Tensor& x, const Tensor& w) { return conv2d(x, w); }), 2.0);
@@ -757,13 +821,16 @@ inline void add_nn_cases(CaseTable& t) {
   for (const auto& [s, dim] : softmax_layouts) {
     const std::string d = dim < 0 ? "dlast" : absl::StrCat("d", dim);
     t.add("softmax_" + d, {arg(s)}, unary([dim](const Tensor& x) { return softmax(x, dim); }));
-    t.add("log_softmax_" + d, {arg(s)}, unary([dim](const Tensor& x) { return log_softmax(x, dim); }));
+    t.add("log_softmax_" + d, {arg(s)},
+          unary([dim](const Tensor& x) { return log_softmax(x, dim); }));
   }
-  t.add("softmax_dlast", {arg({17, 33}, DType::bf16)}, unary([](const Tensor& x) { return softmax(x, -1); }));
+  t.add("softmax_dlast", {arg({17, 33}, DType::bf16)},
+        unary([](const Tensor& x) { return softmax(x, -1); }));
   t.add("log_softmax_dlast", {arg({17, 33}, DType::bf16)},
         unary([](const Tensor& x) { return log_softmax(x, -1); }));
   // Large logits: the max subtraction matters.
-  t.add("softmax_scaled_logits", {arg({17, 33})}, unary([](const Tensor& x) { return softmax(x * 80.0, -1); }));
+  t.add("softmax_scaled_logits", {arg({17, 33})},
+        unary([](const Tensor& x) { return softmax(x * 80.0, -1); }));
 
   auto ln = ternary([](const Tensor& x, const Tensor& w, const Tensor& b) {
     return layer_norm(x, w.shape().dims(), w, b);
@@ -772,18 +839,23 @@ inline void add_nn_cases(CaseTable& t) {
   t.add("layer_norm", {arg({3, 1, 5}), arg({1, 5}), arg({1, 5})}, ln);
   t.add("layer_norm", {arg({2, 3, 7}), arg({3, 7}), arg({3, 7})}, ln);
   t.add("layer_norm", {arg({64, 257}), arg({257}), arg({257})}, ln, 2.0);
-  t.add("layer_norm", {arg({17, 33}, DType::bf16), arg({33}, DType::bf16), arg({33}, DType::bf16)}, ln, 2.0);
+  t.add("layer_norm", {arg({17, 33}, DType::bf16), arg({33}, DType::bf16), arg({33}, DType::bf16)},
+        ln, 2.0);
   t.add("layer_norm_no_affine", {arg({17, 33})},
         unary([](const Tensor& x) { return layer_norm(x, {33}); }));
   t.add("layer_norm_eps_0_1", {arg({7}), arg({7}), arg({7})},
-        ternary([](const Tensor& x, const Tensor& w, const Tensor& b) { return layer_norm(x, {7}, w, b, 0.1); }));
-  auto rms = binary([](const Tensor& x, const Tensor& w) { return rms_norm(x, w.shape().dims(), w, 1e-6); });
+        ternary([](const Tensor& x, const Tensor& w, const Tensor& b) {
+          return layer_norm(x, {7}, w, b, 0.1);
+        }));
+  auto rms = binary(
+      [](const Tensor& x, const Tensor& w) { return rms_norm(x, w.shape().dims(), w, 1e-6); });
   t.add("rms_norm", {arg({17, 33}), arg({33})}, rms);
   t.add("rms_norm", {arg({3, 1, 5}), arg({5})}, rms);
   t.add("rms_norm", {arg({64, 257}), arg({257})}, rms, 2.0);
   t.add("rms_norm", {arg({17, 33}, DType::bf16), arg({33}, DType::bf16)}, rms, 2.0);
-  t.add("rms_norm_default_eps_no_weight", {arg({2, 3, 7})},
-        unary([](const Tensor& x) { return rms_norm(x, {3, 7}); }));
+  t.add("rms_norm_default_eps_no_weight", {arg({2, 3, 7})}, unary([](const Tensor& x) {
+          return rms_norm(x, {3, 7});
+        }));
 
   // Dropout: the runner seeds both backends alike, so the keep masks must
   // be identical; the second output compares them exactly.
@@ -814,8 +886,8 @@ struct SdpaCase {
   Shape q, k, v;
   DType dtype = DType::f32;
   std::function<SdpaOptions()> options;
-  std::vector<InputSpec> extra;  // attn_mask (float or bool), then valid_seq_len
-  bool fused = false;            // fused_sdpa returning probabilities and mask
+  std::vector<InputSpec> extra; // attn_mask (float or bool), then valid_seq_len
+  bool fused = false;           // fused_sdpa returning probabilities and mask
 };
 
 inline SdpaOptions sdpa_opts(bool causal = false, double dropout_p = 0, bool recompute = true) {
@@ -829,8 +901,8 @@ inline SdpaOptions sdpa_opts(bool causal = false, double dropout_p = 0, bool rec
 inline void add_sdpa_case(CaseTable& t, const SdpaCase& c) {
   std::vector<InputSpec> in = {arg(c.q, c.dtype), arg(c.k, c.dtype), arg(c.v, c.dtype)};
   for (const InputSpec& e : c.extra) in.push_back(e);
-  const bool has_mask = !c.extra.empty() && c.extra[0].dtype != DType::i64 &&
-                        c.extra[0].dtype != DType::i32;
+  const bool has_mask =
+      !c.extra.empty() && c.extra[0].dtype != DType::i64 && c.extra[0].dtype != DType::i32;
   const bool has_len = c.extra.size() == 2 || (!c.extra.empty() && !has_mask);
   t.add((c.fused ? "fused_sdpa_" : "sdpa_") + c.label, in,
         [c, has_mask, has_len](const Inputs& x, Device) {
@@ -868,6 +940,7 @@ inline void add_attention_cases(CaseTable& t) {
   };
   const InputSpec lens = literal({2, 6, 1}, {3});
   const InputSpec lens_with_zero = literal({0, 3}, {2}, DType::i32);
+  // clang-format off
   const std::vector<SdpaCase> cases = {
       {"basic", {2, 5, 4}, {2, 7, 4}, {2, 7, 3}, DType::f32, plain},
       {"single_query_key", {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, DType::f32, plain},
@@ -921,6 +994,7 @@ inline void add_attention_cases(CaseTable& t) {
       {"probs_recompute_off_dropout", {2, 6, 4}, {2, 6, 4}, {2, 6, 4}, DType::f32,
        [] { return sdpa_opts(false, 0.4, false); }},
   };
+  // clang-format on
   for (SdpaCase& c : fused) {
     c.fused = true;
     add_sdpa_case(t, c);
@@ -931,7 +1005,9 @@ inline void add_attention_cases(CaseTable& t) {
 
 inline void add_loss_cases(CaseTable& t) {
   auto ce = [](Reduction r, int64_t ignore = -100, double smoothing = 0) {
-    return binary([=](const Tensor& x, const Tensor& y) { return cross_entropy(x, y, r, ignore, smoothing); });
+    return binary([=](const Tensor& x, const Tensor& y) {
+      return cross_entropy(x, y, r, ignore, smoothing);
+    });
   };
   t.add("cross_entropy_mean", {arg({7, 5}), ints({7}, 0, 5)}, ce(Reduction::mean));
   t.add("cross_entropy_sum", {arg({17, 33}), ints({17}, 0, 33)}, ce(Reduction::sum));
@@ -941,12 +1017,14 @@ inline void add_loss_cases(CaseTable& t) {
         ce(Reduction::mean));
   t.add("cross_entropy_ignore_index_3", {arg({7, 5}), literal({0, 3, 4, 3, 3, 1, 2}, {7})},
         ce(Reduction::none, 3));
-  t.add("cross_entropy_label_smoothing", {arg({17, 33}), ints({17}, 0, 33)}, ce(Reduction::mean, -100, 0.1));
+  t.add("cross_entropy_label_smoothing", {arg({17, 33}), ints({17}, 0, 33)},
+        ce(Reduction::mean, -100, 0.1));
   t.add("cross_entropy_smoothing_ignore", {arg({7, 5}), literal({0, -100, 4, 2, -100, 1, 3}, {7})},
         ce(Reduction::sum, -100, 0.2));
   t.add("cross_entropy_mean", {arg({64, 257}), ints({64}, 0, 257)}, ce(Reduction::mean));
   t.add("cross_entropy_mean", {arg({17, 33}), ints({17}, 0, 33, DType::i32)}, ce(Reduction::mean));
-  t.add("cross_entropy_mean", {arg({17, 33}, DType::bf16), ints({17}, 0, 33)}, ce(Reduction::mean), 2.0);
+  t.add("cross_entropy_mean", {arg({17, 33}, DType::bf16), ints({17}, 0, 33)}, ce(Reduction::mean),
+        2.0);
   auto nll = [](Reduction r, int64_t ignore = -100) {
     return binary([=](const Tensor& x, const Tensor& y) { return nll_loss(x, y, r, ignore); });
   };
@@ -970,7 +1048,8 @@ inline void add_loss_cases(CaseTable& t) {
   t.add("mse_loss_mean", {arg({64, 257}), arg({64, 257})},
         binary([](const Tensor& a, const Tensor& b) { return mse_loss(a, b); }), 4.0);
   // Large logits: the log-sum-exp form must stay finite.
-  t.add("bce_with_logits_large_logits", {arg({17, 33}), data({17, 33}, DType::f32, Fill::probability)},
+  t.add("bce_with_logits_large_logits",
+        {arg({17, 33}), data({17, 33}, DType::f32, Fill::probability)},
         binary([](const Tensor& a, const Tensor& b) {
           return binary_cross_entropy_with_logits(a * 60.0, b, Reduction::none);
         }));
@@ -1007,34 +1086,47 @@ inline CaseFn optimizer_steps(OptimizerFactory make, bool clip = false) {
 
 inline void add_optimizer_cases(CaseTable& t) {
   const std::vector<std::pair<const char*, OptimizerFactory>> optimizers = {
-      {"sgd", [](std::vector<Tensor> p) {
+      {"sgd",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1});
        }},
-      {"sgd_momentum_dampening_decay", [](std::vector<Tensor> p) {
+      {"sgd_momentum_dampening_decay",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::SGD>(
-             p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+             p,
+             optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
        }},
-      {"sgd_nesterov", [](std::vector<Tensor> p) {
-         return std::make_unique<optim::SGD>(p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+      {"sgd_nesterov",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::SGD>(
+             p, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
        }},
-      {"adam", [](std::vector<Tensor> p) {
+      {"adam",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01});
        }},
-      {"adam_amsgrad_decay", [](std::vector<Tensor> p) {
-         return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+      {"adam_amsgrad_decay",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::Adam>(
+             p, optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
        }},
-      {"adamw", [](std::vector<Tensor> p) {
+      {"adamw",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.01});
        }},
-      {"adamw_amsgrad", [](std::vector<Tensor> p) {
-         return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+      {"adamw_amsgrad",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<optim::AdamW>(
+             p, optim::AdamWOptions{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
        }},
-      {"adadelta", [](std::vector<Tensor> p) {
+      {"adadelta",
+       [](std::vector<Tensor> p) {
          return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.lr = 1.0});
        }},
   };
   for (const auto& [name, make] : optimizers) {
-    t.add_without_grads(absl::StrCat("optim_", name), {arg({17, 33}), arg({33})}, optimizer_steps(make));
+    t.add_without_grads(absl::StrCat("optim_", name), {arg({17, 33}), arg({33})},
+                        optimizer_steps(make));
   }
   t.add_without_grads("optim_adamw_clip_grad_norm", {arg({17, 33}), arg({33})},
                       optimizer_steps(optimizers[5].second, /*clip=*/true));
@@ -1069,4 +1161,4 @@ inline const std::vector<ConformanceCase>& all_cases() {
   return cases;
 }
 
-}  // namespace mstep::conformance
+} // namespace mstep::conformance

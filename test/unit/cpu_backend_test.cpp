@@ -140,6 +140,24 @@ TEST(CpuBackend, OpsWithoutACpuKernelRunOnRefAndAreCountedEachRun) {
   expect_near(first, r.to_vector<float>());
 }
 
+TEST(CpuBackend, AnIndexOutOfRangeFailsTheStepAndLeavesParametersAlone) {
+  Tensor table = on(kCpu, {4, 3}, 1);
+  mark_step();
+  const std::vector<float> before = table.to_vector<float>();
+  const std::string msg = testing::error_of([&] {
+    Tensor ids = from_vector(std::vector<int64_t>{0, 7}, {2}, std::nullopt, kCpu);
+    Tensor rows = embedding(ids, table);
+    table.copy_(table * 2.0);  // donated: would be written in place
+    mark_step();
+  });
+  EXPECT_THAT(msg, HasSubstr("7"));
+  // The update is still pending; had the failed step written it in place
+  // already, this would read 4x.
+  std::vector<float> doubled(before);
+  for (float& v : doubled) v *= 2;
+  EXPECT_EQ(table.to_vector<float>(), doubled);
+}
+
 TEST(CpuBackend, CorruptNativeBlobIsAnErrorNotACrash) {
   Backend* cpu = *BackendRegistry::get(DeviceType::cpu);
   for (std::string blob : {std::string(""), std::string("MSTEPCPU"), std::string("not a blob"),

@@ -31,7 +31,8 @@ struct HostTensor {
   TensorType type;
   std::vector<uint8_t> bytes;
 
-  explicit HostTensor(TensorType t) : type(std::move(t)), bytes(std::max<size_t>(type.bytes(), 1)) {}
+  explicit HostTensor(TensorType t)
+      : type(std::move(t)), bytes(std::max<size_t>(type.bytes(), 1)) {}
   void* data() { return bytes.data(); }
 
   double at(int64_t i) const {
@@ -42,13 +43,20 @@ struct HostTensor {
       return v;
     };
     switch (type.dtype) {
-      case DType::f32: return read(float{});
-      case DType::f64: return read(double{});
-      case DType::bf16: return static_cast<float>(read(BFloat16{}));
-      case DType::f16: return static_cast<float>(read(Float16{}));
-      case DType::i32: return read(int32_t{});
-      case DType::i64: return static_cast<double>(read(int64_t{}));
-      case DType::boolean: return read(uint8_t{});
+    case DType::f32:
+      return read(float{});
+    case DType::f64:
+      return read(double{});
+    case DType::bf16:
+      return static_cast<float>(read(BFloat16{}));
+    case DType::f16:
+      return static_cast<float>(read(Float16{}));
+    case DType::i32:
+      return read(int32_t{});
+    case DType::i64:
+      return static_cast<double>(read(int64_t{}));
+    case DType::boolean:
+      return read(uint8_t{});
     }
     return 0;
   }
@@ -57,13 +65,20 @@ struct HostTensor {
     uint8_t* p = bytes.data() + i * element_size(type.dtype);
     auto write = [p](auto v) { std::memcpy(p, &v, sizeof(v)); };
     switch (type.dtype) {
-      case DType::f32: return write(static_cast<float>(value));
-      case DType::f64: return write(value);
-      case DType::bf16: return write(BFloat16(static_cast<float>(value)));
-      case DType::f16: return write(Float16(static_cast<float>(value)));
-      case DType::i32: return write(static_cast<int32_t>(value));
-      case DType::i64: return write(static_cast<int64_t>(value));
-      case DType::boolean: return write(static_cast<uint8_t>(value != 0));
+    case DType::f32:
+      return write(static_cast<float>(value));
+    case DType::f64:
+      return write(value);
+    case DType::bf16:
+      return write(BFloat16(static_cast<float>(value)));
+    case DType::f16:
+      return write(Float16(static_cast<float>(value)));
+    case DType::i32:
+      return write(static_cast<int32_t>(value));
+    case DType::i64:
+      return write(static_cast<int64_t>(value));
+    case DType::boolean:
+      return write(static_cast<uint8_t>(value != 0));
     }
   }
 };
@@ -100,11 +115,16 @@ struct Tolerance {
 
 Tolerance default_tolerance(DType dtype) {
   switch (dtype) {
-    case DType::f32: return {2e-6, 1e-6};
-    case DType::f64: return {1e-13, 1e-14};
-    case DType::bf16: return {1.6e-2, 1e-2};  // two bf16 ulps: a last-op rounding flip
-    case DType::f16: return {2e-3, 1e-3};
-    default: return {0, 0};
+  case DType::f32:
+    return {2e-6, 1e-6};
+  case DType::f64:
+    return {1e-13, 1e-14};
+  case DType::bf16:
+    return {1.6e-2, 1e-2}; // two bf16 ulps: a last-op rounding flip
+  case DType::f16:
+    return {2e-3, 1e-3};
+  default:
+    return {0, 0};
   }
 }
 
@@ -129,7 +149,7 @@ void expect_close(const HostTensor& got, const HostTensor& want, const std::stri
 
 /// A step module of fusions, run on the ref backend and through FusionJit.
 class StepCase {
- public:
+public:
   explicit StepCase(std::string text) : text_(std::move(text)) {
     auto graph = trace_graph_from_mlir(text_);
     EXPECT_TRUE(graph.ok()) << graph.status() << "\n" << text_;
@@ -221,7 +241,7 @@ class StepCase {
       expect_close(got[i], want[i], absl::StrCat("output ", i), tolerance);
   }
 
- private:
+private:
   std::string text_;
   TraceGraph graph_;
 };
@@ -251,15 +271,16 @@ std::string one_fusion(const std::vector<std::string>& inputs, const std::string
 /// relu(a * b + c) * d with b a row, c a column and d a 0-d scalar, over
 /// an [m, n] result ($S and $M, $N in `text` are replaced).
 std::string broadcast_chain(int64_t m, int64_t n, absl::string_view dtype = "f32") {
-  const std::string body = R"(    %m = mstep.mul %a0, %a1 : tensor<$Sx$T>, tensor<$Nx$T> -> tensor<$Sx$T>
+  const std::string body =
+      R"(    %m = mstep.mul %a0, %a1 : tensor<$Sx$T>, tensor<$Nx$T> -> tensor<$Sx$T>
     %s = mstep.add %m, %a2 : tensor<$Sx$T>, tensor<$Mx1x$T> -> tensor<$Sx$T>
     %r = mstep.relu %s : tensor<$Sx$T>
     %y = mstep.mul %r, %a3 : tensor<$Sx$T>, tensor<$T> -> tensor<$Sx$T>
     %z = mstep.add %y, %a4 : tensor<$Sx$T>, tensor<1x$Nx$T> -> tensor<$Sx$T>
 )";
-  std::string text = one_fusion({"tensor<$Sx$T>", "tensor<$Nx$T>", "tensor<$Mx1x$T>",
-                                 "tensor<$T>", "tensor<1x$Nx$T>"},
-                                body, {"%z"}, {"tensor<$Sx$T>"});
+  std::string text = one_fusion(
+      {"tensor<$Sx$T>", "tensor<$Nx$T>", "tensor<$Mx1x$T>", "tensor<$T>", "tensor<1x$Nx$T>"}, body,
+      {"%z"}, {"tensor<$Sx$T>"});
   return absl::StrReplaceAll(text, {{"$S", absl::StrCat(m, "x", n)},
                                     {"$M", absl::StrCat(m)},
                                     {"$N", absl::StrCat(n)},
@@ -305,13 +326,15 @@ TEST(FusionJit, ZeroDimensionalFusion) {
 }
 
 TEST(FusionJit, ResultsOfOneShape) {
-  StepCase(one_fusion({"tensor<5x33xf32>", "tensor<33xf32>"},
-                      "    %s = mstep.add %a0, %a1 : tensor<5x33xf32>, tensor<33xf32> -> tensor<5x33xf32>\n"
-                      "    %t = mstep.tanh %s : tensor<5x33xf32>\n"
-                      "    %g = mstep.ge %t, %a1 : tensor<5x33xf32>, tensor<33xf32> -> tensor<5x33xi1>\n"
-                      "    %c = mstep.cast %g : tensor<5x33xi1> -> tensor<5x33xi32>\n",
-                      {"%t", "%g", "%s", "%c"},
-                      {"tensor<5x33xf32>", "tensor<5x33xi1>", "tensor<5x33xf32>", "tensor<5x33xi32>"}))
+  StepCase(
+      one_fusion(
+          {"tensor<5x33xf32>", "tensor<33xf32>"},
+          "    %s = mstep.add %a0, %a1 : tensor<5x33xf32>, tensor<33xf32> -> tensor<5x33xf32>\n"
+          "    %t = mstep.tanh %s : tensor<5x33xf32>\n"
+          "    %g = mstep.ge %t, %a1 : tensor<5x33xf32>, tensor<33xf32> -> tensor<5x33xi1>\n"
+          "    %c = mstep.cast %g : tensor<5x33xi1> -> tensor<5x33xi32>\n",
+          {"%t", "%g", "%s", "%c"},
+          {"tensor<5x33xf32>", "tensor<5x33xi1>", "tensor<5x33xf32>", "tensor<5x33xi32>"}))
       .check(6);
 }
 
@@ -363,7 +386,8 @@ TEST(FusionJit, HalfFloatsComputeInF32) {
         {"tensor<13x77x$T>", "tensor<77x$T>"},
         "    %m = mstep.mul %a0, %a1 : tensor<13x77x$T>, tensor<77x$T> -> tensor<13x77x$T>\n"
         "    %g = mstep.gelu %m : tensor<13x77x$T>\n"
-        "    %h = mstep.gelu %a0 {approximate = #mstep.gelu_approximation<tanh>} : tensor<13x77x$T>\n"
+        "    %h = mstep.gelu %a0 {approximate = #mstep.gelu_approximation<tanh>} : "
+        "tensor<13x77x$T>\n"
         "    %e = mstep.exp %a1 : tensor<77x$T>\n"
         "    %s = mstep.add %g, %e : tensor<13x77x$T>, tensor<77x$T> -> tensor<13x77x$T>\n"
         "    %d = mstep.div %s, %h : tensor<13x77x$T>, tensor<13x77x$T> -> tensor<13x77x$T>\n",
@@ -374,26 +398,32 @@ TEST(FusionJit, HalfFloatsComputeInF32) {
 }
 
 TEST(FusionJit, ComparisonsAndLogicGiveBools) {
-  StepCase(one_fusion(
-               {"tensor<4x50xf32>", "tensor<50xf32>", "tensor<4x50xi1>"},
-               "    %gt = mstep.gt %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xi1>\n"
-               "    %eq = mstep.eq %a0, %a0 : tensor<4x50xf32>, tensor<4x50xf32> -> tensor<4x50xi1>\n"
-               "    %ne = mstep.ne %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xi1>\n"
-               "    %le = mstep.le %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xi1>\n"
-               "    %and = mstep.logical_and %gt, %a2 : tensor<4x50xi1>, tensor<4x50xi1> -> tensor<4x50xi1>\n"
-               "    %or = mstep.logical_or %and, %le : tensor<4x50xi1>, tensor<4x50xi1> -> tensor<4x50xi1>\n"
-               "    %not = mstep.logical_not %or : tensor<4x50xi1>\n"
-               "    %nan = mstep.isnan %a0 : tensor<4x50xf32> -> tensor<4x50xi1>\n"
-               "    %fin = mstep.isfinite %a1 : tensor<50xf32> -> tensor<50xi1>\n"
-               "    %w = mstep.where %a2, %a0, %a1 : tensor<4x50xi1>, tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xf32>\n"
-               "    %mx = mstep.maximum %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xf32>\n"
-               "    %bm = mstep.mul %a2, %gt : tensor<4x50xi1>, tensor<4x50xi1> -> tensor<4x50xi1>\n"
-               "    %ba = mstep.add %a2, %gt : tensor<4x50xi1>, tensor<4x50xi1> -> tensor<4x50xi1>\n"
-               "    %bx = mstep.maximum %a2, %ne : tensor<4x50xi1>, tensor<4x50xi1> -> tensor<4x50xi1>\n",
-               {"%gt", "%eq", "%ne", "%not", "%nan", "%fin", "%w", "%mx", "%bm", "%ba", "%bx"},
-               {"tensor<4x50xi1>", "tensor<4x50xi1>", "tensor<4x50xi1>", "tensor<4x50xi1>",
-                "tensor<4x50xi1>", "tensor<50xi1>", "tensor<4x50xf32>", "tensor<4x50xf32>",
-                "tensor<4x50xi1>", "tensor<4x50xi1>", "tensor<4x50xi1>"}))
+  StepCase(
+      one_fusion(
+          {"tensor<4x50xf32>", "tensor<50xf32>", "tensor<4x50xi1>"},
+          "    %gt = mstep.gt %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xi1>\n"
+          "    %eq = mstep.eq %a0, %a0 : tensor<4x50xf32>, tensor<4x50xf32> -> tensor<4x50xi1>\n"
+          "    %ne = mstep.ne %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xi1>\n"
+          "    %le = mstep.le %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> tensor<4x50xi1>\n"
+          "    %and = mstep.logical_and %gt, %a2 : tensor<4x50xi1>, tensor<4x50xi1> -> "
+          "tensor<4x50xi1>\n"
+          "    %or = mstep.logical_or %and, %le : tensor<4x50xi1>, tensor<4x50xi1> -> "
+          "tensor<4x50xi1>\n"
+          "    %not = mstep.logical_not %or : tensor<4x50xi1>\n"
+          "    %nan = mstep.isnan %a0 : tensor<4x50xf32> -> tensor<4x50xi1>\n"
+          "    %fin = mstep.isfinite %a1 : tensor<50xf32> -> tensor<50xi1>\n"
+          "    %w = mstep.where %a2, %a0, %a1 : tensor<4x50xi1>, tensor<4x50xf32>, tensor<50xf32> "
+          "-> tensor<4x50xf32>\n"
+          "    %mx = mstep.maximum %a0, %a1 : tensor<4x50xf32>, tensor<50xf32> -> "
+          "tensor<4x50xf32>\n"
+          "    %bm = mstep.mul %a2, %gt : tensor<4x50xi1>, tensor<4x50xi1> -> tensor<4x50xi1>\n"
+          "    %ba = mstep.add %a2, %gt : tensor<4x50xi1>, tensor<4x50xi1> -> tensor<4x50xi1>\n"
+          "    %bx = mstep.maximum %a2, %ne : tensor<4x50xi1>, tensor<4x50xi1> -> "
+          "tensor<4x50xi1>\n",
+          {"%gt", "%eq", "%ne", "%not", "%nan", "%fin", "%w", "%mx", "%bm", "%ba", "%bx"},
+          {"tensor<4x50xi1>", "tensor<4x50xi1>", "tensor<4x50xi1>", "tensor<4x50xi1>",
+           "tensor<4x50xi1>", "tensor<50xi1>", "tensor<4x50xf32>", "tensor<4x50xf32>",
+           "tensor<4x50xi1>", "tensor<4x50xi1>", "tensor<4x50xi1>"}))
       .check(12, {-2, 2, /*special=*/true});
 }
 
@@ -407,9 +437,9 @@ std::string float_math(absl::string_view dtype, int64_t n) {
     yields.push_back(absl::StrCat("%", op));
     types.push_back("tensor<$Nx$T>");
   }
-  absl::StrAppend(&body,
-                  "    %pow = mstep.pow %a0, %a1 : tensor<$Nx$T>, tensor<$T> -> tensor<$Nx$T>\n"
-                  "    %mn = mstep.minimum %a0, %a1 : tensor<$Nx$T>, tensor<$T> -> tensor<$Nx$T>\n");
+  absl::StrAppend(
+      &body, "    %pow = mstep.pow %a0, %a1 : tensor<$Nx$T>, tensor<$T> -> tensor<$Nx$T>\n"
+             "    %mn = mstep.minimum %a0, %a1 : tensor<$Nx$T>, tensor<$T> -> tensor<$Nx$T>\n");
   yields.insert(yields.end(), {"%pow", "%mn"});
   types.insert(types.end(), 2, "tensor<$Nx$T>");
   std::string text = one_fusion({"tensor<$Nx$T>", "tensor<$T>"}, body, yields, types);
@@ -450,14 +480,16 @@ TEST(FusionJit, IntegerOps) {
 }
 
 TEST(FusionJit, CreationOpsInsideTheRegion) {
-  StepCase(one_fusion({"tensor<6x10xf32>", "tensor<f32>", "tensor<10xf32>"},
-                      "    %f = mstep.full %a1 : tensor<f32> -> tensor<6x10xf32>\n"
-                      "    %e = mstep.expand %a2 : tensor<10xf32> -> tensor<6x10xf32>\n"
-                      "    %c = mstep.constant -2.0 : tensor<f32>\n"
-                      "    %m = mstep.mul %f, %e : tensor<6x10xf32>, tensor<6x10xf32> -> tensor<6x10xf32>\n"
-                      "    %s = mstep.add %m, %c : tensor<6x10xf32>, tensor<f32> -> tensor<6x10xf32>\n"
-                      "    %t = mstep.add %s, %a0 : tensor<6x10xf32>, tensor<6x10xf32> -> tensor<6x10xf32>\n",
-                      {"%t", "%e"}, {"tensor<6x10xf32>", "tensor<6x10xf32>"}))
+  StepCase(
+      one_fusion(
+          {"tensor<6x10xf32>", "tensor<f32>", "tensor<10xf32>"},
+          "    %f = mstep.full %a1 : tensor<f32> -> tensor<6x10xf32>\n"
+          "    %e = mstep.expand %a2 : tensor<10xf32> -> tensor<6x10xf32>\n"
+          "    %c = mstep.constant -2.0 : tensor<f32>\n"
+          "    %m = mstep.mul %f, %e : tensor<6x10xf32>, tensor<6x10xf32> -> tensor<6x10xf32>\n"
+          "    %s = mstep.add %m, %c : tensor<6x10xf32>, tensor<f32> -> tensor<6x10xf32>\n"
+          "    %t = mstep.add %s, %a0 : tensor<6x10xf32>, tensor<6x10xf32> -> tensor<6x10xf32>\n",
+          {"%t", "%e"}, {"tensor<6x10xf32>", "tensor<6x10xf32>"}))
       .check(17);
 }
 
@@ -477,7 +509,8 @@ TEST(FusionJit, ResultsWrittenOverOperands) {
   in = shapes.inputs(19);
   std::vector<HostTensor> want = shapes.run_ref(in);
   std::vector<HostTensor> got = shapes.run_jit(**jit2, in, {{1, 0}, {2, 3}, {0, 1}});
-  for (size_t i = 0; i < want.size(); ++i) expect_close(got[i], want[i], absl::StrCat("output ", i));
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_close(got[i], want[i], absl::StrCat("output ", i));
 }
 
 /// Two fusions with a reduction between them, in program order.
@@ -519,7 +552,7 @@ TEST(FusionJit, ObjectRoundTripGivesIdenticalResults) {
   EXPECT_EQ((*loaded)->object(), object);
   std::vector<HostTensor> in = step.inputs(21);
   std::vector<HostTensor> first = step.run_jit(**compiled, in);
-  compiled->reset();  // the loaded code stands alone
+  compiled->reset(); // the loaded code stands alone
   std::vector<HostTensor> second = step.run_jit(**loaded, in);
   ASSERT_EQ(first.size(), second.size());
   for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(first[i].bytes, second[i].bytes) << i;
@@ -529,18 +562,36 @@ TEST(FusionJit, CorruptObjectsAreErrors) {
   auto jit = FusionJit::compile_text(broadcast_chain(4, 9));
   ASSERT_TRUE(jit.ok()) << jit.status();
   const std::string object = (*jit)->object();
-  std::vector<std::string> corrupt = {"", "garbage", std::string(1000, '\0'),
+  std::vector<std::string> corrupt = {"",
+                                      "garbage",
+                                      std::string(1000, '\0'),
                                       object.substr(0, object.size() / 2),
-                                      object.substr(0, 40), object + "x"};
+                                      object.substr(0, 40),
+                                      object + "x"};
   for (size_t at : {size_t{5}, size_t{20}, object.size() / 3, object.size() - 10}) {
     std::string flipped = object;
     flipped[at] ^= 0x5a;
     corrupt.push_back(flipped);
   }
-  corrupt.push_back(absl::StrReplaceAll(object, {{"mstep-fusion-jit 1 ", "mstep-fusion-jit 999 "}}));
+  corrupt.push_back(
+      absl::StrReplaceAll(object, {{"mstep-fusion-jit 1 ", "mstep-fusion-jit 999 "}}));
   for (const std::string& bytes : corrupt) {
     auto loaded = FusionJit::load(bytes);
     EXPECT_FALSE(loaded.ok()) << "loaded " << bytes.size() << " corrupt bytes";
+  }
+}
+
+TEST(FusionJit, MalformedObjectCodeIsAnError) {
+  // A well-formed index around code that is not an object file.
+  auto jit = FusionJit::compile_text(broadcast_chain(4, 9));
+  ASSERT_TRUE(jit.ok()) << jit.status();
+  auto index = parse_fusion_object((*jit)->object());
+  ASSERT_TRUE(index.ok()) << index.status();
+  for (std::string code : {std::string("not an ELF object"), index->object.substr(0, 64),
+                           std::string(index->object.size(), '\x7f')}) {
+    FusionObject bad = *index;
+    bad.object = code;
+    EXPECT_FALSE(FusionJit::load(serialize_fusion_object(bad)).ok());
   }
 }
 
@@ -553,7 +604,7 @@ TEST(FusionJit, KernelChecksTheNode) {
   ASSERT_FALSE(mismatched.ok());
   EXPECT_THAT(mismatched.status().message(), HasSubstr("f32[4, 9]"));
   EXPECT_FALSE((*jit)->kernel(1, KernelRequest{other.graph(), fusion_node}).ok());
-  EXPECT_FALSE((*jit)->kernel(0, KernelRequest{other.graph(), 0}).ok());  // a parameter
+  EXPECT_FALSE((*jit)->kernel(0, KernelRequest{other.graph(), 0}).ok()); // a parameter
 }
 
 TEST(FusionJit, ModuleWithoutFusionsCompiles) {
@@ -570,5 +621,5 @@ func.func @step(%x: tensor<4xf32>) -> tensor<f32> {
   EXPECT_FALSE(FusionJit::compile_text("not mlir").ok());
 }
 
-}  // namespace
-}  // namespace mstep::cpu
+} // namespace
+} // namespace mstep::cpu

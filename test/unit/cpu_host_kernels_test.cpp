@@ -2,7 +2,8 @@
 // the ref kernels of the same ops on the same inputs: one-op TraceGraphs
 // built by hand, random data, odd sizes (1, 3, 17, 1000003 elements), every
 // optimizer kind and flag, results written in place over their operands,
-// and reductions over inner, outer, middle and all dims.
+// reductions over inner, outer, middle and all dims, and softmax over the
+// last, a middle and the first dim.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -556,6 +557,90 @@ TEST(CpuHostOptimizerTest, NonFloat32ParametersKeepTheRefKernel) {
       make_host_kernel(KernelRequest{p.graph, static_cast<uint32_t>(p.graph.nodes.size() - 1)});
   ASSERT_TRUE(k.ok());
   EXPECT_EQ(*k, nullptr);
+}
+
+// ---- softmax, log_softmax -------------------------------------------------------
+
+constexpr OpKind kSoftmaxes[] = {OpKind::softmax, OpKind::log_softmax};
+
+void compare_softmax(OpKind op, const ref::HostBuffer& input, int64_t dim) {
+  BufferList inputs;
+  inputs.push_back(std::make_unique<ref::HostBuffer>(input.type()));
+  std::memcpy(inputs[0]->bytes(), input.bytes(), input.type().bytes());
+  // Both compute in f64 and round once: only the order of the f64 sum's
+  // additions differs.
+  compare_with_ref(op, inputs, {input.type()}, {{AttrName::dim, dim}}, 1e-6,
+                   absl::StrCat(op_name(op), " of ", input.type().to_string(), " over dim ", dim));
+}
+
+TEST(CpuHostSoftmaxTest, MatchRefOverLastAndMiddleDims) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  uint32_t seed = 20;
+  for (int64_t n : {1, 3, 17, 1000}) {
+    // Last dim (rows), middle dims with 7 and 33 lanes (column blocks with
+    // a tail) and the first dim.
+    const auto rows = random_f32({5, n}, seed++, -5, 5);
+    const auto middle = random_f32({4, n, 7}, seed++, -5, 5);
+    const auto wide_middle = random_f32({2, n, 33}, seed++, -5, 5);
+    for (OpKind op : kSoftmaxes) {
+      compare_softmax(op, *rows, 1);
+      compare_softmax(op, *rows, 0);
+      compare_softmax(op, *middle, 1);
+      compare_softmax(op, *middle, 0);
+      compare_softmax(op, *wide_middle, 1);
+    }
+  }
+}
+
+TEST(CpuHostSoftmaxTest, LargeTensorsSplitOverThreads) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  const auto rows = random_f32({300, 1000}, 30, -8, 8);
+  const auto columns = random_f32({8, 1000, 40}, 31, -8, 8);
+  const auto one_long_row = random_f32({100003}, 32, -8, 8);
+  for (OpKind op : kSoftmaxes) {
+    compare_softmax(op, *rows, 1);
+    compare_softmax(op, *rows, 0);
+    compare_softmax(op, *columns, 1);
+    compare_softmax(op, *one_long_row, 0);
+  }
+}
+
+TEST(CpuHostSoftmaxTest, NanAndInfinitiesAsRef) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  // Rows (dim 1) and columns (dim 0) holding a NaN, -inf among finite
+  // values, only -inf, a +inf, and values far from 0 (the shift matters).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {1,    nan,  3,    2,    0,    -inf, 1,    -inf, 2,    -inf,
+                          -inf, -inf, -inf, -inf, -inf, 2,    inf,  1,    0,    -1,
+                          -300, -301, -299, -300, -305, 500,  499,  -inf, 498,  500};
+  const auto x = filled<float>({6, 5}, DType::f32, v);
+  // The same rows long enough for full vectors and a tail, the special
+  // value late in the row.
+  std::vector<float> long_rows(4 * 37, 0.5f);
+  long_rows[33] = nan;
+  long_rows[37 + 36] = -inf;
+  for (int i = 2 * 37; i < 3 * 37; ++i) long_rows[i] = -inf;
+  long_rows[3 * 37 + 20] = inf;
+  const auto y = filled<float>({4, 37}, DType::f32, long_rows);
+  const auto single = filled<float>({3, 1}, DType::f32, {-inf, nan, 7});
+  for (OpKind op : kSoftmaxes) {
+    for (int64_t dim : {0, 1}) {
+      compare_softmax(op, *x, dim);
+      compare_softmax(op, *y, dim);
+      compare_softmax(op, *single, dim);
+    }
+  }
+}
+
+TEST(CpuHostSoftmaxTest, OtherDtypesKeepTheRefKernel) {
+  for (DType dtype : {DType::bf16, DType::f64}) {
+    const TraceGraph g = one_op_graph(OpKind::softmax, {TensorType{{2, 3}, dtype}},
+                                      {TensorType{{2, 3}, dtype}}, {{AttrName::dim, int64_t{1}}});
+    auto k = make_host_kernel(KernelRequest{g, 1});
+    ASSERT_TRUE(k.ok());
+    EXPECT_EQ(*k, nullptr);
+  }
 }
 
 // ---- nll_loss, rms_norm, dropout ----------------------------------------------

@@ -565,30 +565,16 @@ TEST(OneDnnPool, AvgGrad) {
       }
 }
 
-// ---- softmax, log_softmax, layer_norm ---------------------------------
+// ---- softmax, log_softmax (declined), layer_norm ----------------------
 
-TEST(OneDnnNormalization, SoftmaxAndLogSoftmaxOverEachDim) {
-  const Shape shapes[] = {{127}, {3, 17}, {2, 3, 17}, {1, 17, 3, 5}};
+TEST(OneDnnNormalization, SoftmaxAndLogSoftmaxAreDeclined) {
+  // oneDNN misses the ref kernel by ~1e-6; the host kernel takes them.
   for (OpKind op : {OpKind::softmax, OpKind::log_softmax})
-    for (DType dtype : {DType::f32, DType::bf16})
-      for (const Shape& s : shapes)
-        for (int64_t dim = 0; dim < s.rank(); ++dim) {
-          GraphBuilder b;
-          ValueRef x = b.input(s, dtype);
-          check_node(b, b.op(op, {x}, {{AttrName::dim, dim}}, {s, dtype}),
-                     dtype == DType::f32 ? 1e-5f : kBf16Tol);
-        }
-}
-
-TEST(OneDnnNormalization, SoftmaxPropagatesNaNAndInf) {
-  for (OpKind op : {OpKind::softmax, OpKind::log_softmax})
-    for (DType dtype : {DType::f32, DType::bf16})
-      for (int64_t dim : {0, 1}) {
-        GraphBuilder b;
-        ValueRef x = b.input({17, 13}, dtype);
-        check_node(b, b.op(op, {x}, {{AttrName::dim, dim}}, {{17, 13}, dtype}),
-                   dtype == DType::f32 ? 1e-5f : kBf16Tol, Fill::specials);
-      }
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      GraphBuilder b;
+      ValueRef x = b.input({3, 17}, dtype);
+      expect_declined(b, b.op(op, {x}, {{AttrName::dim, int64_t{1}}}, {{3, 17}, dtype}));
+    }
 }
 
 TEST(OneDnnNormalization, LayerNorm) {

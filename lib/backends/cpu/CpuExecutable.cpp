@@ -129,7 +129,7 @@ absl::Status CpuExecutable::build() {
     calls_.push_back({kernel, static_cast<uint32_t>(operand_slots_.size()),
                       static_cast<uint32_t>(operands.size()),
                       static_cast<uint32_t>(result_slots_.size()),
-                      static_cast<uint32_t>(results.size()), fallback});
+                      static_cast<uint32_t>(results.size()), fallback, kernel->can_fail()});
     operand_slots_.insert(operand_slots_.end(), operands.begin(), operands.end());
     result_slots_.insert(result_slots_.end(), results.begin(), results.end());
   };
@@ -220,8 +220,16 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
   }
   for (size_t i = 0; i < operand_slots_.size(); ++i) operand_ptrs_[i] = slot_ptr_[operand_slots_[i]];
   for (size_t i = 0; i < result_slots_.size(); ++i) result_ptrs_[i] = slot_ptr_[result_slots_[i]];
-  for (const Call& c : calls_)
+  for (const Call& c : calls_) {
     c.kernel->run(operand_ptrs_.data() + c.first_operand, result_ptrs_.data() + c.first_result);
+    if (c.can_fail) {
+      absl::Status s = c.kernel->last_error();
+      if (!s.ok()) {
+        for (uint32_t slot : output_values_) output_buffers_[slot].reset();
+        return s;
+      }
+    }
+  }
 
   std::vector<BufferPtr> results;
   results.reserve(outputs_.size());

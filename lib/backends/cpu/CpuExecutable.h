@@ -51,6 +51,7 @@ class CpuExecutable final : public Executable {
     uint32_t first_operand, num_operands;  // into operand_slots_
     uint32_t first_result, num_results;    // into result_slots_
     std::optional<HostFallbackOp> fallback;  // runs a ref kernel
+    bool can_fail = false;                   // check last_error() after it
   };
   struct Output {
     uint32_t slot;

@@ -24,6 +24,12 @@ class CpuKernel {
   virtual void run(const void* const* operands, void* const* results) = 0;
   /// For logs and traces: "onednn.matmul", "jit.fusion", "flash.sdpa", ...
   virtual absl::string_view name() const = 0;
+  /// Whether run() can fail on the data it reads (an index out of range).
+  /// The executable then checks last_error() right after the call and
+  /// stops the step before any later kernel writes a donated parameter.
+  virtual bool can_fail() const { return false; }
+  /// The failure of the latest run(), or OK.
+  virtual absl::Status last_error() const { return absl::OkStatus(); }
 };
 
 /// What a kernel family is asked to build: node `index` of `graph`.

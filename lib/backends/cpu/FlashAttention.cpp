@@ -8,8 +8,10 @@
 //      so padded and above-diagonal key tiles are never computed.
 //   2. One online-softmax pass over the key tiles gives out = acc / l.
 //   3. A node that returns [L, S] probabilities (attn_probs, or saved
-//      probs for the backward) needs them normalized, so it runs a second
-//      pass with the final row max and sum that writes them and sums out.
+//      probs for the backward) needs them normalized, so a second pass
+//      recomputes the scores with the final row max and sum and writes
+//      them. `out` still comes from step 2, so it is bit for bit the out
+//      of the same node without those results.
 // A returned dropout mask is drawn first for all [L, S] positions (the ref
 // kernel's mask covers excluded ones too) and then read instead of
 // redrawing.
@@ -124,23 +126,22 @@ class FlashSdpaKernel final : public FlashAttentionKernel {
     for (int64_t j0 = key_begin; j0 < key_end; j0 += kBlockKeys) {
       const int64_t nc = std::min(kBlockKeys, key_end - j0);
       rows.scores(j0, nc);
-      rows.accumulate(j0, nc, /*apply_dropout=*/!two_pass_);
+      rows.accumulate(j0, nc, /*apply_dropout=*/true);
     }
     rows.finish_normalizer();  // tiles.alpha = 1 / l
     // Step 3.
     if (two_pass_) {
-      rows.clear_accumulator();
       for (int64_t j0 = key_begin; j0 < key_end; j0 += kBlockKeys) {
         const int64_t nc = std::min(kBlockKeys, key_end - j0);
         rows.normalized_probabilities(j0, nc);
         if (out.saved) rows.write_probabilities(out.saved, j0, nc);
+        if (!out.probs) continue;
         rows.apply_dropout_factors(j0, nc);
-        if (out.probs) rows.write_probabilities(out.probs, j0, nc);
-        rows.add_probs_times_values(j0, nc);
+        rows.write_probabilities(out.probs, j0, nc);
       }
     }
     for (int64_t r = 0; r < last - first; ++r) {
-      const float norm = two_pass_ ? 1.0f : tiles.alpha[r];
+      const float norm = tiles.alpha[r];
       const float* acc = tiles.acc + r * P_.Ev;
       T* dst = out.out + (b * P_.L + first + r) * P_.Ev;
       for (int64_t e = 0; e < P_.Ev; ++e) dst[e] = from_f32<T>(acc[e] * norm);

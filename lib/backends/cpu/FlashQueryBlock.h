@@ -90,10 +90,8 @@ class QueryBlock {
                     static_cast<float>(P_.scale));
     std::fill(t_.m, t_.m + kBlockRows, kNegInf);
     std::fill(t_.l, t_.l + kBlockRows, 0.0f);
-    clear_accumulator();
+    std::fill(t_.acc, t_.acc + nr * P_.Ev, 0.0f);
   }
-
-  void clear_accumulator() { std::fill(t_.acc, t_.acc + nr_ * P_.Ev, 0.0f); }
 
   /// Step 1 for keys [j0, j0 + nc): t.st[c][r] = masked, scaled scores.
   void scores(int64_t j0, int64_t nc) {

@@ -7,22 +7,20 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/FusionJitLowering.h"
 #include "lib/backends/cpu/FusionKernelEmitter.h"
-#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace mstep::cpu {
 
@@ -39,7 +37,7 @@ namespace {
 /// calling thread, or in contiguous chunks (multiples of the nest's grain)
 /// on every OpenMP thread.
 class JitFusionKernel final : public CpuKernel {
- public:
+public:
   struct Nest {
     FusionEntry entry;
     int64_t outer;
@@ -73,7 +71,7 @@ class JitFusionKernel final : public CpuKernel {
 
   absl::string_view name() const override { return "jit.fusion"; }
 
- private:
+private:
   std::shared_ptr<const FusionJit> owner_;
   absl::InlinedVector<Nest, 1> nests_;
 };
@@ -82,13 +80,13 @@ std::string error_text(llvm::Error error) { return llvm::toString(std::move(erro
 
 absl::Status type_mismatch(int k, absl::string_view what, size_t i, const TensorType& expected,
                            const TensorType& got) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "FusionJit::kernel: fusion ", k, " was compiled with ", what, " ", i, " of type ",
-      expected.to_string(), ", but the node has ", got.to_string(),
-      "; compile the kernels from the module this graph was exported from"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("FusionJit::kernel: fusion ", k, " was compiled with ", what, " ", i,
+                   " of type ", expected.to_string(), ", but the node has ", got.to_string(),
+                   "; compile the kernels from the module this graph was exported from"));
 }
 
-}  // namespace
+} // namespace
 
 FusionJit::FusionJit(FusionObject index, std::unique_ptr<Code> code)
     : index_(std::move(index)), code_(std::move(code)) {}
@@ -100,10 +98,9 @@ absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile(mlir::ModuleOp mod
   if (!step) return absl::InvalidArgumentError("FusionJit::compile: the module has no func @step");
   mlir::MLIRContext* context = module.getContext();
   load_kernel_dialects(*context);
-  mlir::OwningOpRef<mlir::ModuleOp> kernels = mlir::ModuleOp::create(mlir::UnknownLoc::get(context));
-  auto E0=std::chrono::steady_clock::now();
+  mlir::OwningOpRef<mlir::ModuleOp> kernels =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(context));
   EmittedKernels emitted = emit_fusion_kernels(step, *kernels);
-  fprintf(stderr,"emit %.0f\n", std::chrono::duration<double,std::milli>(std::chrono::steady_clock::now()-E0).count());
   FusionObject object;
   object.host = host_description();
   object.fusions = std::move(emitted.fusions);
@@ -142,17 +139,16 @@ absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::from_object(FusionObject o
     initialize_native_target();
     auto machine = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!machine)
-      return absl::InternalError(
-          absl::StrCat("FusionJit: no JIT target for this host: ", error_text(machine.takeError())));
+      return absl::InternalError(absl::StrCat("FusionJit: no JIT target for this host: ",
+                                              error_text(machine.takeError())));
     auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*machine)).create();
     if (!jit)
       return absl::InternalError(
           absl::StrCat("FusionJit: cannot create the JIT: ", error_text(jit.takeError())));
     // Failures surface as the errors of the lookups below; the session's
     // own report would only print them a second time.
-    (*jit)->getExecutionSession().setErrorReporter([](llvm::Error error) {
-      llvm::consumeError(std::move(error));
-    });
+    (*jit)->getExecutionSession().setErrorReporter(
+        [](llvm::Error error) { llvm::consumeError(std::move(error)); });
     auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
         (*jit)->getDataLayout().getGlobalPrefix());
     if (!process)
@@ -168,7 +164,8 @@ absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::from_object(FusionObject o
         auto address = (*jit)->lookup(nest.symbol);
         if (!address)
           return absl::DataLossError(absl::StrCat("FusionJit: the object has no usable entry '",
-                                                  nest.symbol, "': ", error_text(address.takeError())));
+                                                  nest.symbol,
+                                                  "': ", error_text(address.takeError())));
         code->entries[k].push_back(address->toPtr<FusionEntry>());
       }
     }
@@ -191,8 +188,8 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> FusionJit::kernel(int k,
                                                              const KernelRequest& request) const {
   if (k < 0 || k >= num_fusions())
     return absl::InvalidArgumentError(absl::StrCat("FusionJit::kernel: fusion ", k,
-                                                   " does not exist; the step has ",
-                                                   num_fusions(), " fusions"));
+                                                   " does not exist; the step has ", num_fusions(),
+                                                   " fusions"));
   const FusionInfo& fusion = index_.fusions[k];
   if (!fusion.compiled) return std::unique_ptr<CpuKernel>();
   const GraphNode& node = request.node();
@@ -219,4 +216,4 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> FusionJit::kernel(int k,
   return std::unique_ptr<CpuKernel>(new JitFusionKernel(shared_from_this(), std::move(nests)));
 }
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

@@ -24,7 +24,7 @@ class ModuleOp;
 namespace mstep::cpu {
 
 class FusionJit : public std::enable_shared_from_this<FusionJit> {
- public:
+public:
   ~FusionJit();
 
   /// Compiles every top-level mstep.fusion of func @step in `module`
@@ -56,8 +56,8 @@ class FusionJit : public std::enable_shared_from_this<FusionJit> {
   /// Below this many elements a nest runs on the calling thread.
   static constexpr int64_t kParallelElements = 32 * 1024;
 
- private:
-  struct Code;  // the loaded object and each nest's entry
+private:
+  struct Code; // the loaded object and each nest's entry
   FusionJit(FusionObject index, std::unique_ptr<Code> code);
   static absl::StatusOr<std::shared_ptr<FusionJit>> from_object(FusionObject object);
 
@@ -65,4 +65,4 @@ class FusionJit : public std::enable_shared_from_this<FusionJit> {
   std::unique_ptr<Code> code_;
 };
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

@@ -21,10 +21,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "mstep/core/Error.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/TargetParser/Host.h"
-#include "mstep/core/Error.h"
 
 namespace mstep::cpu {
 
@@ -38,8 +38,8 @@ constexpr int64_t kMaxCount = 1 << 20;
 constexpr int64_t kMaxRank = 64;
 
 uint64_t checksum(absl::string_view bytes) {
-  return llvm::xxh3_64bits(llvm::ArrayRef<uint8_t>(
-      reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  return llvm::xxh3_64bits(
+      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
 }
 
 void append_type(std::string& out, const TensorType& type) {
@@ -50,13 +50,14 @@ void append_type(std::string& out, const TensorType& type) {
 
 /// Reads the index line by line; every read checks what it finds.
 class IndexReader {
- public:
+public:
   explicit IndexReader(absl::string_view payload) : rest_(payload) {}
 
   /// The next line split at spaces, which must start with `keyword`.
   absl::StatusOr<std::vector<absl::string_view>> line(absl::string_view keyword) {
     size_t end = rest_.find('\n');
-    if (end == absl::string_view::npos) return corrupt(absl::StrCat("missing '", keyword, "' line"));
+    if (end == absl::string_view::npos)
+      return corrupt(absl::StrCat("missing '", keyword, "' line"));
     absl::string_view text = rest_.substr(0, end);
     rest_.remove_prefix(end + 1);
     std::vector<absl::string_view> fields = absl::StrSplit(text, ' ', absl::SkipEmpty());
@@ -95,11 +96,11 @@ class IndexReader {
                      "); delete the cache entry so the step is compiled again"));
   }
 
- private:
+private:
   absl::string_view rest_;
 };
 
-}  // namespace
+} // namespace
 
 std::string host_description() {
   std::vector<std::string> features;
@@ -142,14 +143,14 @@ absl::StatusOr<FusionObject> parse_fusion_object(absl::string_view bytes) {
   if (header.size() != 4 || header[0] != kMagic)
     return IndexReader::corrupt("not a FusionJit object");
   if (header[1] != absl::StrCat(kVersion))
-    return absl::FailedPreconditionError(absl::StrCat(
-        "FusionJit::load: the object has format version ", header[1].substr(0, 8), ", this build reads ",
-        kVersion, "; the step is compiled again"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("FusionJit::load: the object has format version ", header[1].substr(0, 8),
+                     ", this build reads ", kVersion, "; the step is compiled again"));
   absl::string_view payload = bytes.substr(header_end + 1);
   uint64_t expected_sum = 0;
   MSTEP_ASSIGN_OR_RETURN(int64_t size, IndexReader::integer(header[2], 0, INT64_MAX));
-  if (static_cast<size_t>(size) != payload.size() || !absl::SimpleHexAtoi(header[3], &expected_sum) ||
-      checksum(payload) != expected_sum)
+  if (static_cast<size_t>(size) != payload.size() ||
+      !absl::SimpleHexAtoi(header[3], &expected_sum) || checksum(payload) != expected_sum)
     return IndexReader::corrupt("size or checksum mismatch");
 
   // 2. The index.
@@ -209,4 +210,4 @@ absl::StatusOr<FusionObject> parse_fusion_object(absl::string_view bytes) {
   return object;
 }
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

@@ -69,4 +69,4 @@ std::string serialize_fusion_object(const FusionObject& object);
 /// string, or one generated for another CPU, is an error (never a crash).
 absl::StatusOr<FusionObject> parse_fusion_object(absl::string_view bytes);
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

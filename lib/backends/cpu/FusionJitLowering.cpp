@@ -1,27 +1,17 @@
 // From vectorized kernels on memrefs to one object file:
 // 1. Math: integer pow expanded (no division by zero), sin/cos to libm
 //    calls, the other f32 transcendentals to polynomials, bf16 conversions
-//    to integer ops (round to nearest even, like mstep's BFloat16).
+//    to integer ops (round to nearest even, like mstep's BFloat16), the f64
+//    transcendentals LLVM has no exact intrinsic for to libm calls.
 // 2. The MLIR lowering tail of MLIR_NOTES.md, with bare-pointer memrefs.
 // 3. LLVM IR plus one entry per nest that unpacks the pointer arrays.
-// 4. LLVM -O2 and codegen for the host CPU (AVX-512 where it has it).
+// 4. LLVM -O2 (no unrolling) and codegen for the host CPU (AVX-512 where
+//    it has it).
 #include "lib/backends/cpu/FusionJitLowering.h"
 
 #include <mutex>
-#include <chrono>
-#include <cstdio>
-#include <ctime>
-static double tnow(){return 1000.0*std::clock()/CLOCKS_PER_SEC;}
 
 #include "absl/strings/str_cat.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/IR/IRBuilder.h"
-#include "llvm/IR/LegacyPassManager.h"
-#include "llvm/IR/Module.h"
-#include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -48,14 +38,22 @@ static double tnow(){return 1000.0*std::clock()/CLOCKS_PER_SEC;}
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/Transforms/Passes.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
 
 namespace mstep::cpu {
 
@@ -109,7 +107,7 @@ struct ExpandIntegerPow : OpRewritePattern<math::IPowIOp> {
 
 /// Collects the context's diagnostics while alive.
 class DiagnosticText {
- public:
+public:
   explicit DiagnosticText(MLIRContext* context)
       : handler_(context, [this](Diagnostic& diagnostic) {
           llvm::raw_string_ostream os(text_);
@@ -118,38 +116,42 @@ class DiagnosticText {
         }) {}
   const std::string& text() const { return text_; }
 
- private:
+private:
   std::string text_;
   ScopedDiagnosticHandler handler_;
 };
+
+/// Rewrites the ops `select` picks into libm calls (vector ops unrolled).
+LogicalResult callLibm(ModuleOp kernels, llvm::function_ref<bool(Operation*)> select) {
+  SmallVector<Operation*> ops;
+  kernels.walk([&](Operation* op) {
+    if (select(op)) ops.push_back(op);
+  });
+  if (ops.empty()) return success();
+  RewritePatternSet libm(kernels.getContext());
+  populateMathToLibmConversionPatterns(libm);
+  GreedyRewriteConfig config;
+  config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
+  return applyOpPatternsAndFold(ops, std::move(libm), config);
+}
 
 LogicalResult rewriteMath(ModuleOp kernels) {
   MLIRContext* context = kernels.getContext();
   // 1. sin and cos: libm, whose range reduction stays exact for large
   //    arguments (the polynomial forms reduce in f32).
-  SmallVector<Operation*> trigonometric;
-  kernels.walk([&](Operation* op) {
-    if (isa<math::SinOp, math::CosOp>(op)) trigonometric.push_back(op);
-  });
-  if (!trigonometric.empty()) {
-    RewritePatternSet libm(context);
-    populateMathToLibmConversionPatterns(libm);
-    GreedyRewriteConfig config;
-    config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
-    if (failed(applyOpPatternsAndFold(trigonometric, std::move(libm), config))) return failure();
-  }
+  if (failed(callLibm(kernels, [](Operation* op) { return isa<math::SinOp, math::CosOp>(op); })))
+    return failure();
   // 2. The rest in one greedy walk.
   RewritePatternSet patterns(context);
   patterns.add<ExpandIntegerPow>(context);
   populateMathPolynomialApproximationPatterns(patterns);
   arith::populateExpandBFloat16Patterns(patterns);
   if (failed(applyPatternsAndFoldGreedily(kernels, std::move(patterns)))) return failure();
-  // 3. What has no polynomial form (f64 erf, tanh, log1p, ...): libm. As
-  //    patterns, not the convert-math-to-libm pass, which rejects the math
-  //    ops it does not convert (exp, sqrt, absi: convert-math-to-llvm's).
-  RewritePatternSet libm(context);
-  populateMathToLibmConversionPatterns(libm);
-  return applyPatternsAndFoldGreedily(kernels, std::move(libm));
+  // 3. What is left without a polynomial (f64) and without an exact LLVM
+  //    intrinsic: libm. (convert-math-to-llvm has log1p as log(1 + x).)
+  return callLibm(kernels, [](Operation* op) {
+    return isa<math::ErfOp, math::TanhOp, math::Log1pOp, math::ExpM1Op>(op);
+  });
 }
 
 void buildLoweringPipeline(PassManager& pm) {
@@ -176,15 +178,15 @@ absl::Status addEntries(llvm::Module& module, const std::vector<NestSignature>& 
   llvm::LLVMContext& context = module.getContext();
   llvm::Type* ptr = llvm::PointerType::getUnqual(context);
   llvm::Type* i64 = llvm::Type::getInt64Ty(context);
-  auto* type =
-      llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr, ptr, i64, i64}, false);
+  auto* type = llvm::FunctionType::get(llvm::Type::getVoidTy(context), {ptr, ptr, i64, i64}, false);
   for (const NestSignature& nest : nests) {
     llvm::Function* kernel = module.getFunction(nest.kernel);
     if (!kernel || kernel->arg_size() != nest.operands.size() + nest.results.size() + 2)
       return absl::InternalError(absl::StrCat("fusion JIT: kernel '", nest.kernel,
                                               "' is missing or has an unexpected signature"));
     kernel->setLinkage(llvm::GlobalValue::InternalLinkage);
-    auto* entry = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, nest.entry, module);
+    auto* entry =
+        llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, nest.entry, module);
     llvm::IRBuilder<> b(llvm::BasicBlock::Create(context, "entry", entry));
     llvm::SmallVector<llvm::Value*> arguments;
     auto load = [&](llvm::Value* array, unsigned position) {
@@ -201,6 +203,28 @@ absl::Status addEntries(llvm::Module& module, const std::vector<NestSignature>& 
 }
 
 std::string errorText(llvm::Error error) { return llvm::toString(std::move(error)); }
+
+/// LLVM's -O2 function pipeline without its loop unroller and vectorizers:
+/// the kernels are vector code already, and unrolling only grows what
+/// codegen must compile (a third more time, no faster kernel).
+void optimize(llvm::Module& module, llvm::TargetMachine& machine) {
+  llvm::LoopAnalysisManager loops;
+  llvm::FunctionAnalysisManager functions;
+  llvm::CGSCCAnalysisManager sccs;
+  llvm::ModuleAnalysisManager modules;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = false;
+  tuning.LoopInterleaving = false;
+  tuning.LoopVectorization = false;
+  tuning.SLPVectorization = false;
+  llvm::PassBuilder builder(&machine, tuning);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2).run(module, modules);
+}
 
 } // namespace
 
@@ -221,10 +245,10 @@ void load_kernel_dialects(MLIRContext& context) {
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
   context.appendDialectRegistry(registry);
-  context.loadDialect<affine::AffineDialect, arith::ArithDialect, cf::ControlFlowDialect,
-                      func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
-                      math::MathDialect, memref::MemRefDialect, scf::SCFDialect, ub::UBDialect,
-                      vector::VectorDialect>();
+  context
+      .loadDialect<affine::AffineDialect, arith::ArithDialect, cf::ControlFlowDialect,
+                   func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
+                   memref::MemRefDialect, scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
 }
 
 absl::StatusOr<std::string> generate_object(ModuleOp kernels,
@@ -232,28 +256,29 @@ absl::StatusOr<std::string> generate_object(ModuleOp kernels,
   MLIRContext* context = kernels.getContext();
   DiagnosticText diagnostics(context);
 
-  double T0=tnow();
   // 1-2. MLIR.
   if (failed(rewriteMath(kernels)))
     return absl::InternalError(
         absl::StrCat("fusion JIT: rewriting math ops failed:", diagnostics.text()));
-  double T1=tnow();
+  if (failed(verify(kernels)))
+    return absl::InternalError(
+        absl::StrCat("fusion JIT: the emitted kernels do not verify:", diagnostics.text()));
   PassManager pm(context);
-  pm.enableVerifier(getenv("JV")!=nullptr);
+  // Verified once above: checking after every pass doubles the time.
+  pm.enableVerifier(false);
   buildLoweringPipeline(pm);
   if (failed(pm.run(kernels)))
     return absl::InternalError(
         absl::StrCat("fusion JIT: lowering the kernels to LLVM failed:", diagnostics.text()));
 
-  double T2=tnow();
   // 3. LLVM IR for this host.
   initialize_native_target();
   auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!machineBuilder)
-    return absl::InternalError(
-        absl::StrCat("fusion JIT: no target for this host: ", errorText(machineBuilder.takeError())));
+    return absl::InternalError(absl::StrCat("fusion JIT: no target for this host: ",
+                                            errorText(machineBuilder.takeError())));
   machineBuilder->setRelocationModel(llvm::Reloc::PIC_);
-  machineBuilder->setCodeGenOptLevel(getenv("JC")?llvm::CodeGenOptLevel::Less:llvm::CodeGenOptLevel::Default);
+  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
   auto machine = machineBuilder->createTargetMachine();
   if (!machine)
     return absl::InternalError(
@@ -267,34 +292,15 @@ absl::StatusOr<std::string> generate_object(ModuleOp kernels,
   module->setDataLayout((*machine)->createDataLayout());
   module->setTargetTriple((*machine)->getTargetTriple().getTriple());
   if (absl::Status status = addEntries(*module, nests); !status.ok()) return status;
-  if (getenv("JD")) { std::error_code ec; llvm::raw_fd_ostream f("/tmp/jitbench/before.ll", ec); module->print(f, nullptr); std::string mt; llvm::raw_string_ostream mo(mt); }
 
-  double T3=tnow();
   // 4. Optimize and emit.
-  if (getenv("JP")) {
-    llvm::LoopAnalysisManager lam; llvm::FunctionAnalysisManager fam; llvm::CGSCCAnalysisManager cgam; llvm::ModuleAnalysisManager mam;
-    llvm::PipelineTuningOptions tuning; tuning.LoopUnrolling = false; tuning.LoopInterleaving = false; tuning.LoopVectorization = false; tuning.SLPVectorization = false;
-    llvm::PassBuilder pb(machine->get(), tuning);
-    pb.registerModuleAnalyses(mam); pb.registerCGSCCAnalyses(cgam); pb.registerFunctionAnalyses(fam); pb.registerLoopAnalyses(lam); pb.crossRegisterProxies(lam, fam, cgam, mam);
-    int lvl = atoi(getenv("JP"));
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(lvl == 1 ? llvm::OptimizationLevel::O1 : llvm::OptimizationLevel::O2);
-    mpm.run(*module, mam);
-  } else {
-  auto optimize = makeOptimizingTransformer(/*optLevel=*/getenv("JO")?atoi(getenv("JO")):2, /*sizeLevel=*/0, machine->get());
-  if (llvm::Error error = optimize(module.get()))
-    return absl::InternalError(
-        absl::StrCat("fusion JIT: LLVM optimization failed: ", errorText(std::move(error))));
-  }
-  double T4=tnow();
-  if (getenv("JD")) { std::error_code ec; llvm::raw_fd_ostream f("/tmp/jitbench/after.ll", ec); module->print(f, nullptr); }
+  optimize(*module, **machine);
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager codegen;
   if ((*machine)->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile))
     return absl::InternalError("fusion JIT: the host target cannot emit object files");
   codegen.run(*module);
-  double T5=tnow();
-  fprintf(stderr,"math %.0f lower %.0f translate %.0f opt %.0f codegen %.0f\n",T1-T0,T2-T1,T3-T2,T4-T3,T5-T4);
   return std::string(buffer.data(), buffer.size());
 }
 

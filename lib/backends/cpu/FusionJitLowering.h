@@ -28,4 +28,4 @@ absl::StatusOr<std::string> generate_object(mlir::ModuleOp kernels,
 /// Makes LLVM's native target usable (once per process).
 void initialize_native_target();
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

@@ -9,9 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/passes/linalg/LinalgLowering.h"
-#include "llvm/ADT/SmallPtrSet.h"
-#include "llvm/ADT/StringMap.h"
-#include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -20,6 +17,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mstep/ir/dialect/MstepOps.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace mstep::cpu {
 
@@ -33,7 +33,9 @@ namespace ll = ::mstep::passes::linalg_lowering;
 /// op of a tile is a couple of instructions with some independent work.
 constexpr int64_t kTileBytes = 128;
 
-ArrayRef<int64_t> shapeOf(Value value) { return cast<RankedTensorType>(value.getType()).getShape(); }
+ArrayRef<int64_t> shapeOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape();
+}
 
 Type elementTypeOf(Value value) { return cast<RankedTensorType>(value.getType()).getElementType(); }
 
@@ -141,7 +143,8 @@ void completePlan(md::FusionOp fusion, NestPlan& plan) {
     widest = std::max(widest, computeBytes(elementTypeOf(region.getArgument(a))));
   for (unsigned r : plan.results)
     widest = std::max(widest, computeBytes(elementTypeOf(yield->getOperand(r))));
-  for (Operation* op : plan.ops) widest = std::max(widest, computeBytes(elementTypeOf(op->getResult(0))));
+  for (Operation* op : plan.ops)
+    widest = std::max(widest, computeBytes(elementTypeOf(op->getResult(0))));
   plan.vectorLength = std::clamp<int64_t>(kTileBytes / widest, 8, 64);
 }
 
@@ -183,7 +186,7 @@ struct Tile {
 
 /// Emits the kernel function of one nest.
 class NestEmitter {
- public:
+public:
   NestEmitter(md::FusionOp fusion, const NestPlan& plan, std::vector<Tile>& tiles)
       : fusion_(fusion), plan_(plan), tiles_(tiles) {}
 
@@ -213,7 +216,7 @@ class NestEmitter {
     return func;
   }
 
- private:
+private:
   Value operandMemref(size_t i) { return func_.getArgument(i); }
   Value resultMemref(size_t k) { return func_.getArgument(plan_.operands.size() + k); }
 
@@ -298,14 +301,14 @@ class NestEmitter {
       outputs.push_back(rowSlice(b, loc, resultMemref(k), outerIvs_, at, size));
       maps.push_back(indexedMap);
     }
-    auto generic = b.create<linalg::GenericOp>(
-        loc, TypeRange{}, inputs, outputs, maps,
-        SmallVector<utils::IteratorType>{utils::IteratorType::parallel},
-        [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
-          SmallVector<Value> results =
-              computeElements(body, bodyLoc, elements.take_front(inputs.size()));
-          body.create<linalg::YieldOp>(bodyLoc, results);
-        });
+    auto generic =
+        b.create<linalg::GenericOp>(loc, TypeRange{}, inputs, outputs, maps,
+                                    SmallVector<utils::IteratorType>{utils::IteratorType::parallel},
+                                    [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
+                                      SmallVector<Value> results = computeElements(
+                                          body, bodyLoc, elements.take_front(inputs.size()));
+                                      body.create<linalg::YieldOp>(bodyLoc, results);
+                                    });
     tiles_.push_back({generic, plan_.vectorLength});
   }
 

@@ -51,4 +51,4 @@ struct EmittedKernels {
 ///    per row.
 EmittedKernels emit_fusion_kernels(mlir::func::FuncOp step, mlir::ModuleOp kernels);
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

@@ -45,12 +45,14 @@ class RefOpKernel final : public CpuKernel {
 
   void run(const void* const* operands, void* const* results) override {
     views_.bind(operands, results);
-    // Ref kernels fail only on inputs compile() already checked.
-    (void)kernel_(ref::KernelArgs{node_, views_.in, views_.out});
+    error_ = kernel_(ref::KernelArgs{node_, views_.in, views_.out});
   }
   absl::string_view name() const override { return "ref.op"; }
+  bool can_fail() const override { return true; }
+  absl::Status last_error() const override { return error_; }
 
  private:
+  absl::Status error_;
   GraphNode node_;
   ref::RefKernel kernel_;
   Views views_;
@@ -67,14 +69,18 @@ class RefFusionKernel final : public CpuKernel {
   void run(const void* const* operands, void* const* results) override {
     views_.bind(operands, results);
     auto outputs = body_->run(inputs_);
+    error_ = outputs.status();
     if (!outputs.ok()) return;
     for (size_t j = 0; j < outputs->size(); ++j)
       std::memcpy(results[j], static_cast<const ref::HostBuffer&>(*(*outputs)[j]).bytes(),
                   (*outputs)[j]->type().bytes());
   }
   absl::string_view name() const override { return "ref.fusion"; }
+  bool can_fail() const override { return true; }
+  absl::Status last_error() const override { return error_; }
 
  private:
+  absl::Status error_;
   std::unique_ptr<Executable> body_;
   Views views_;
   std::vector<BufferPtr> inputs_;

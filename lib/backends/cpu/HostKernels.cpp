@@ -26,6 +26,9 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_host_kernel(const KernelRequest&
     return make_reduction_kernel(request);
   case OpKind::nll_loss:
     return make_loss_kernel(request);
+  case OpKind::softmax:
+  case OpKind::log_softmax:
+    return make_softmax_kernel(request);
   case OpKind::rms_norm:
     return make_rms_norm_kernel(request);
   case OpKind::dropout:

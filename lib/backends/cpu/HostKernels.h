@@ -1,9 +1,9 @@
 // The cpu backend's hand-vectorized host kernels: the compute ops of a
 // training step that neither oneDNN nor the fusion JIT covers (the fused
-// optimizer step, reductions, rms_norm, nll_loss, dropout and the
-// embedding-style index ops). Each family lives in its own file and
-// matches the ref kernel of its op (lib/backends/ref) to float rounding;
-// every kernel splits its work over the cores with OpenMP.
+// optimizer step, reductions, softmax and log_softmax, rms_norm, nll_loss,
+// dropout and the embedding-style index ops). Each family lives in its own
+// file and matches the ref kernel of its op (lib/backends/ref) to float
+// rounding; every kernel splits its work over the cores with OpenMP.
 //
 // A family builds a kernel only for the cases it has a fast path for
 // (f32 data, layouts it can vectorize) and returns nullptr otherwise, so
@@ -35,8 +35,8 @@ bool host_kernels_available();
 /// and keep the error, which the backend should report after the run.
 class IndexCheckedKernel : public CpuKernel {
 public:
-  /// The error of the latest run(), or OK.
-  const absl::Status& last_error() const { return last_error_; }
+  bool can_fail() const override { return true; }
+  absl::Status last_error() const override { return last_error_; }
 
 protected:
   absl::Status last_error_;
@@ -46,6 +46,7 @@ protected:
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_optimizer_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_reduction_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_loss_kernel(const KernelRequest& request);
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_softmax_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_rms_norm_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_dropout_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_index_kernel(const KernelRequest& request);

@@ -6,6 +6,9 @@
 // buffers and executes. Cases whose semantics oneDNN cannot match exactly
 // (other dtypes, empty tensors, ceil-mode windows with a different divisor)
 // are declined with nullptr, and the backend runs the ref kernel instead.
+// conv, max pooling and softmax kernels also check their inputs at run
+// time: on NaN or inf, which oneDNN propagates differently, that call runs
+// the ref kernel (OneDnnSpecialValueGuard.h).
 #pragma once
 
 #include <memory>
@@ -42,8 +45,9 @@ std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef oper
 /// A matmul whose only use is an `mstep.fusion` node computing
 ///   act(matmul + bias), act in {none, relu, gelu (erf or tanh)},
 /// with a bias that broadcasts along the last dim only ([p], [1, p], ...).
-/// One oneDNN matmul computes it, the bias add and the activation running
-/// as its epilogue on the f32 accumulator.
+/// One oneDNN matmul computes it, the bias add (and gelu) running as its
+/// epilogue on the f32 accumulator; relu runs as an in-place pass over the
+/// result right after, since oneDNN's relu maps NaN to 0.
 struct MatmulEpilogue {
   uint32_t matmul;   // node index of the matmul
   uint32_t fusion;   // node index of the fusion

@@ -1,10 +1,13 @@
 // oneDNN matmul kernels: the plain `matmul` node, and matmul with a fused
 // bias + activation epilogue taken from the `fusion` node that consumes it.
+// (oneDNN's matmul keeps NaN and inf as IEEE arithmetic does, measured on
+// f32 and bf16 with odd k, so unlike conv it needs no SpecialValueGuard.)
 //
 // Batch dims: oneDNN wants src, weights and dst of one rank, so an operand
 // of lower rank gets leading unit dims; unit batch dims broadcast, as the
 // op's semantics say. A weight that is a permuted graph input is read in
 // place through a transposed memory desc (see transposed_source()).
+#include <cstdint>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -64,15 +67,43 @@ memory::desc operand_desc(const TraceGraph& graph, ValueRef operand, int64_t ran
   return memory::desc(dims, type, strides);
 }
 
+/// oneDNN's post-op for a gelu epilogue. relu has none here: oneDNN's
+/// relu is max(x, 0), which maps NaN to 0 where the op keeps it (x < 0 ?
+/// 0 : x), so ReluAfterKernel applies it in a pass of its own.
 dnnl::algorithm eltwise_algorithm(Activation activation) {
-  switch (activation) {
-    case Activation::relu: return dnnl::algorithm::eltwise_relu;
-    case Activation::gelu_erf: return dnnl::algorithm::eltwise_gelu_erf;
-    case Activation::gelu_tanh: return dnnl::algorithm::eltwise_gelu_tanh;
-    case Activation::none: break;
-  }
-  return dnnl::algorithm::undef;
+  return activation == Activation::gelu_tanh ? dnnl::algorithm::eltwise_gelu_tanh
+                                             : dnnl::algorithm::eltwise_gelu_erf;
 }
+
+/// Runs a kernel, then relu (x < 0 ? 0 : x, NaN kept) in place on its
+/// result, while that is still in cache.
+class ReluAfterKernel final : public CpuKernel {
+ public:
+  ReluAfterKernel(std::unique_ptr<CpuKernel> kernel, DType dtype, int64_t numel)
+      : kernel_(std::move(kernel)), dtype_(dtype), numel_(numel) {}
+
+  void run(const void* const* operands, void* const* results) override {
+    kernel_->run(operands, results);
+    const int64_t n = numel_;
+    if (dtype_ == DType::bf16) {
+      // On the bits: negative (sign set, above -0) and not NaN becomes +0.
+      uint16_t* y = static_cast<uint16_t*>(results[0]);
+#pragma omp parallel for if (n > (1 << 16))
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = (y[i] > 0x8000 && (y[i] & 0x7FFF) <= 0x7F80) ? 0 : y[i];
+    } else {
+      float* y = static_cast<float*>(results[0]);
+#pragma omp parallel for if (n > (1 << 16))
+      for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.f ? 0.f : y[i];
+    }
+  }
+  absl::string_view name() const override { return kernel_->name(); }
+
+ private:
+  std::unique_ptr<CpuKernel> kernel_;
+  DType dtype_;
+  int64_t numel_;
+};
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
                                                         const MatmulSpec& spec,
@@ -98,7 +129,7 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
       bias_desc = dense_desc(dims, *type);
     }
     dnnl::primitive_attr attr = user_scratchpad_attr();
-    if (spec.activation != Activation::none) {
+    if (spec.activation == Activation::gelu_erf || spec.activation == Activation::gelu_tanh) {
       dnnl::post_ops ops;
       ops.append_eltwise(1.f, eltwise_algorithm(spec.activation), 0.f, 0.f);
       attr.set_post_ops(ops);
@@ -115,7 +146,9 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
         {DNNL_ARG_DST, kernel->bind_result(0, out_desc)}};
     if (bias_desc) args[DNNL_ARG_BIAS] = kernel->bind_operand(2, *bias_desc);
     kernel->add_step(pd, dnnl::matmul(pd), std::move(args));
-    return kernel;
+    if (spec.activation != Activation::relu) return kernel;
+    return std::make_unique<ReluAfterKernel>(std::move(kernel), spec.result.dtype,
+                                             spec.result.numel());
   });
 }
 

@@ -1,47 +1,20 @@
-// oneDNN kernels for softmax, log_softmax and layer_norm (forward).
+// oneDNN kernel for layer_norm (forward).
 //
-// Both view their input as a small dense tensor: softmax as
-// [outer, n, inner] normalized along dim 1 (or [outer, n] when the dim is
-// the last), layer_norm as [rows, cols] with cols the product of the
-// normalized dims, which oneDNN normalizes along the last dim. oneDNN
+// The input is viewed as a dense [rows, cols] tensor, cols the product of
+// the normalized dims, which oneDNN normalizes along the last dim. oneDNN
 // takes layer_norm's scale and shift in f32 only, so a bf16 weight or
 // bias is converted by a reorder step in the kernel.
 //
-// oneDNN's softmax takes its lane maximum with an ordered compare, so a
-// NaN is skipped instead of poisoning the lane; softmax therefore runs
-// behind a SpecialValueGuard.
-#include "absl/strings/str_cat.h"
+// softmax and log_softmax are declined: oneDNN's versions (an approximate
+// log, f32 sums) miss the ref kernel by ~1e-6, which autograd amplifies;
+// the host kernel (SoftmaxKernel.cpp) computes them as the ref does.
 #include "lib/backends/cpu/OneDnnPrimitiveKernel.h"
-#include "lib/backends/cpu/OneDnnSpecialValueGuard.h"
 
 namespace mstep::cpu::onednn {
 
 namespace {
 
 using dnnl::memory;
-
-std::unique_ptr<CpuKernel> build_softmax(const KernelRequest& request, memory::data_type type) {
-  const GraphNode& node = request.node();
-  const Shape& shape = node.results[0].shape;
-  const int64_t dim = attr_int(node.attrs, AttrName::dim);
-  const bool log = node.op == OpKind::log_softmax;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
-  for (int64_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
-  const int64_t n = shape[dim];
-  const memory::desc data = inner == 1 ? dense_desc(memory::dims{outer, n}, type)
-                                       : dense_desc(memory::dims{outer, n, inner}, type);
-  const dnnl::algorithm alg =
-      log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
-  const dnnl::softmax_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, data, data,
-                                            /*softmax_axis=*/1);
-  const dnnl::softmax_v2_forward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine());
-  auto kernel = std::make_unique<PrimitiveKernel>(absl::StrCat("onednn.", op_name(node.op)));
-  kernel->add_step(pd, dnnl::softmax_v2_forward(pd),
-                   {{DNNL_ARG_SRC, kernel->bind_operand(0, data)},
-                    {DNNL_ARG_DST, kernel->bind_result(0, data)}});
-  return kernel;
-}
 
 std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request,
                                             memory::data_type type) {
@@ -81,21 +54,14 @@ std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request,
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_normalization_kernel(
     const KernelRequest& request) {
   const GraphNode& node = request.node();
+  if (node.op != OpKind::layer_norm) return nullptr;
   const TensorType& result = node.results[0];
   const std::optional<memory::data_type> type = data_type_of(result.dtype);
   if (!type || result.numel() == 0 || result.shape.rank() == 0) return nullptr;
   for (ValueRef v : node.operands)
     if (request.graph.type_of(v).dtype != result.dtype) return nullptr;
-  const std::string what = describe_node(request);
-  switch (node.op) {
-    case OpKind::softmax:
-    case OpKind::log_softmax:
-      return guard_special_values(
-          request, build_or_decline(what, [&] { return build_softmax(request, *type); }));
-    case OpKind::layer_norm:
-      return build_or_decline(what, [&] { return build_layer_norm(request, *type); });
-    default: return nullptr;
-  }
+  return build_or_decline(describe_node(request),
+                          [&] { return build_layer_norm(request, *type); });
 }
 
 }  // namespace mstep::cpu::onednn
