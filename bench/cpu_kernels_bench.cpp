@@ -107,14 +107,27 @@ BENCHMARK(BM_OneDnnMatmul)->Unit(benchmark::kMillisecond)->UseRealTime();
 // S=1024, head dim 64.
 constexpr int64_t kHeads = 4, kSeq = 1024, kHeadDim = 64;
 
-/// One forward+backward of causal attention; `fused` picks the pipeline.
+/// One forward+backward of causal attention: fused, the `sdpa` op (the
+/// flash kernel); unfused, attention written out (matmul, scale, additive
+/// causal mask, softmax, matmul) and compiled with MSTEP_FUSE=0 so
+/// fuse-attention does not turn it back into `sdpa`.
 void sdpa_step(benchmark::State& state, bool fused) {
   Tracer::get().mutable_options().fuse = fused;
   Tensor q = randn_cpu({1, kHeads, kSeq, kHeadDim}, 1).requires_grad_();
   Tensor k = randn_cpu({1, kHeads, kSeq, kHeadDim}, 2).requires_grad_();
   Tensor v = randn_cpu({1, kHeads, kSeq, kHeadDim}, 3).requires_grad_();
+  std::vector<float> causal(kSeq * kSeq, 0.f);
+  for (int64_t i = 0; i < kSeq; ++i)
+    for (int64_t j = i + 1; j < kSeq; ++j) causal[i * kSeq + j] = -1e30f;
+  Tensor mask = from_vector(causal, {kSeq, kSeq}, DType::f32, kCpu);
   for (auto _ : state) {
-    Tensor out = scaled_dot_product_attention(q, k, v, {.is_causal = true});
+    Tensor out;
+    if (fused) {
+      out = scaled_dot_product_attention(q, k, v, {.is_causal = true});
+    } else {
+      Tensor scores = matmul(q, transpose(k, 2, 3)) * (1.0 / 8.0) + mask;
+      out = matmul(softmax(scores, 3), v);
+    }
     sum(out).backward();
     Tensor dq = q.grad();
     mark_step();

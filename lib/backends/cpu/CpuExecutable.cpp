@@ -1,6 +1,11 @@
 #include "lib/backends/cpu/CpuExecutable.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <string_view>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -25,7 +30,42 @@ std::byte* data_of(const BufferPtr& b) {
 CpuExecutable::CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit)
     : graph_(std::move(graph)), plan_(std::move(plan)), jit_(std::move(jit)) {}
 
-CpuExecutable::~CpuExecutable() = default;
+namespace {
+// MSTEP_CPU_PROFILE=1: the profiled executables, reported at exit (the
+// module cache keeps executables for the life of the process).
+std::mutex g_profiled_mutex;
+std::vector<CpuExecutable*>* g_profiled = nullptr;
+void report_profiles() {
+  std::lock_guard<std::mutex> lock(g_profiled_mutex);
+  if (g_profiled)
+    for (CpuExecutable* e : *g_profiled) e->report_profile();
+}
+}  // namespace
+
+CpuExecutable::~CpuExecutable() {
+  if (profile_.empty()) return;
+  report_profile();
+  std::lock_guard<std::mutex> lock(g_profiled_mutex);
+  std::erase(*g_profiled, this);
+}
+
+void CpuExecutable::report_profile() {
+  if (profile_.empty() || runs_ == 0) return;
+  // MSTEP_CPU_PROFILE=1: where this executable's time went, per call.
+  std::vector<size_t> order(calls_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return profile_[a] > profile_[b]; });
+  double total = 0;
+  for (double t : profile_) total += t;
+  std::fprintf(stderr, "mstep cpu profile: %zu calls, %.3f ms per run over %lld runs\n",
+               calls_.size(), total * 1e3 / runs_, static_cast<long long>(runs_));
+  for (size_t i = 0; i < std::min<size_t>(order.size(), 15); ++i)
+    std::fprintf(stderr, "  %8.3f ms  %5.1f%%  #%zu %.*s\n", profile_[order[i]] * 1e3 / runs_,
+                 100 * profile_[order[i]] / total, order[i],
+                 static_cast<int>(calls_[order[i]].kernel->name().size()),
+                 calls_[order[i]].kernel->name().data());
+  runs_ = 0;  // reported once
+}
 
 absl::StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(
     TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit) {
@@ -186,6 +226,15 @@ absl::Status CpuExecutable::build() {
     kernels_.push_back(std::move(selected.kernel));
   }
   drop_unread_calls();
+  if (const char* p = std::getenv("MSTEP_CPU_PROFILE"); p && std::string_view(p) == "1") {
+    profile_.assign(calls_.size(), 0.0);
+    std::lock_guard<std::mutex> lock(g_profiled_mutex);
+    if (!g_profiled) {
+      g_profiled = new std::vector<CpuExecutable*>();
+      std::atexit(report_profiles);
+    }
+    g_profiled->push_back(this);
+  }
   operand_ptrs_.resize(operand_slots_.size());
   result_ptrs_.resize(result_slots_.size());
   output_buffers_.resize(slots);
@@ -221,7 +270,12 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
   for (size_t i = 0; i < operand_slots_.size(); ++i) operand_ptrs_[i] = slot_ptr_[operand_slots_[i]];
   for (size_t i = 0; i < result_slots_.size(); ++i) result_ptrs_[i] = slot_ptr_[result_slots_[i]];
   for (const Call& c : calls_) {
+    const auto t0 = profile_.empty() ? std::chrono::steady_clock::time_point{}
+                                     : std::chrono::steady_clock::now();
     c.kernel->run(operand_ptrs_.data() + c.first_operand, result_ptrs_.data() + c.first_result);
+    if (!profile_.empty())
+      profile_[&c - calls_.data()] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (c.can_fail) {
       absl::Status s = c.kernel->last_error();
       if (!s.ok()) {
@@ -231,6 +285,7 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
     }
   }
 
+  ++runs_;
   std::vector<BufferPtr> results;
   results.reserve(outputs_.size());
   for (const Output& out : outputs_)

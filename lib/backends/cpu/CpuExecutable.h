@@ -37,6 +37,9 @@ class CpuExecutable final : public Executable {
   /// tests and logs.
   std::vector<std::string> kernel_names() const;
   int64_t arena_bytes() const { return plan_.arena_bytes; }
+  /// With MSTEP_CPU_PROFILE=1: prints time per call, slowest first, to
+  /// stderr (also done at exit and on destruction).
+  void report_profile();
 
  private:
   CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit);
@@ -79,6 +82,9 @@ class CpuExecutable final : public Executable {
   std::vector<const void*> operand_ptrs_;
   std::vector<void*> result_ptrs_;
   std::vector<BufferPtr> output_buffers_;  // per slot, during a run
+  // MSTEP_CPU_PROFILE=1: seconds per call, summed over runs.
+  std::vector<double> profile_;
+  int64_t runs_ = 0;
 };
 
 }  // namespace mstep::cpu

@@ -41,13 +41,13 @@ struct Views {
 class RefOpKernel final : public CpuKernel {
  public:
   RefOpKernel(const KernelRequest& r, ref::RefKernel kernel)
-      : node_(r.node()), kernel_(kernel), views_(r) {}
+      : node_(r.node()), kernel_(kernel), views_(r), name_(absl::StrCat("ref.", op_name(node_.op))) {}
 
   void run(const void* const* operands, void* const* results) override {
     views_.bind(operands, results);
     error_ = kernel_(ref::KernelArgs{node_, views_.in, views_.out});
   }
-  absl::string_view name() const override { return "ref.op"; }
+  absl::string_view name() const override { return name_; }
   bool can_fail() const override { return true; }
   absl::Status last_error() const override { return error_; }
 
@@ -56,6 +56,7 @@ class RefOpKernel final : public CpuKernel {
   GraphNode node_;
   ref::RefKernel kernel_;
   Views views_;
+  std::string name_;
 };
 
 /// A fusion the JIT did not compile: its body through the ref interpreter.

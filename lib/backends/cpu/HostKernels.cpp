@@ -33,6 +33,8 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_host_kernel(const KernelRequest&
     return make_rms_norm_kernel(request);
   case OpKind::dropout:
     return make_dropout_kernel(request);
+  case OpKind::permute:
+    return make_transpose_kernel(request);
   case OpKind::gather:
   case OpKind::index_select:
   case OpKind::index_add:

@@ -49,6 +49,8 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_loss_kernel(const KernelRequest&
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_softmax_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_rms_norm_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_dropout_kernel(const KernelRequest& request);
+/// permute that swaps the last two dims (any element size but 1 byte).
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_transpose_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_index_kernel(const KernelRequest& request);
 
 } // namespace mstep::cpu

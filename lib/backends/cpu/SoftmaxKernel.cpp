@@ -6,8 +6,9 @@
 // lanes of n elements is normalized on its own:
 //   1. m = the lane's maximum (exact in f32);
 //   2. sum = the sum of exp(x - m), in f64 with the f64 vector exp;
-//   3. softmax: exp(x - m) * (1 / sum), the exp computed again (cheaper
-//      than a round trip through an f64 scratch row);
+//   3. softmax: exp(x - m) * (1 / sum), the exps kept from step 2 in a
+//      per-thread f64 scratch row when it fits in L2 (reloading them is
+//      cheaper than a second exp), else computed again;
 //      log_softmax: (x - m) - log(sum).
 // NaN and infinities need no special case: a NaN, a +inf (inf - inf) or a
 // lane of only -inf (-inf - -inf) makes the sum NaN and with it every
@@ -22,6 +23,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "lib/backends/cpu/HostKernels.h"
 
@@ -48,6 +50,18 @@ inline F64Lanes exp_minus(__m512 x, const F64Lanes& shift) {
           simd::exp(_mm512_sub_pd(wide.hi, shift.hi))};
 }
 
+/// Lane i of the result is lane i ^ k of `v`. (The zero-masking forms with
+/// a full mask, as in HostSimd.h: the plain intrinsics trip GCC 12's
+/// -Wuninitialized on their internal undefined operand.)
+inline __m512 swap_lanes(__m512 v, int k) {
+  return _mm512_maskz_permutexvar_ps(
+      0xFFFF, _mm512_xor_si512(simd::iota_i32(), _mm512_set1_epi32(k)), v);
+}
+inline __m512d swap_lanes(__m512d v, int k) {
+  const __m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm512_maskz_permutexvar_pd(0xFF, _mm512_xor_si512(iota, _mm512_set1_epi64(k)), v);
+}
+
 /// Row mode: one lane of `n` contiguous elements; step q covers elements
 /// [16q, 16q + 16).
 struct RowUnit {
@@ -58,12 +72,17 @@ struct RowUnit {
   int64_t steps() const { return (n + simd::kLanes - 1) / simd::kLanes; }
   int64_t offset(int64_t q) const { return q * simd::kLanes; }
   __mmask16 mask(int64_t q) const { return simd::tail_mask(n - q * simd::kLanes); }
-  /// The row's maximum and sum from the 16 lanes' partial ones, in every lane.
+  /// The row's maximum and sum from the 16 lanes' partial ones, in every
+  /// lane (butterflies of lane swaps).
   __m512 combine_max(__m512 partial) const {
-    return _mm512_set1_ps(_mm512_reduce_max_ps(partial));
+    for (int k : {8, 4, 2, 1})
+      partial = _mm512_maskz_max_ps(0xFFFF, partial, swap_lanes(partial, k));
+    return partial;
   }
   F64Lanes combine_sum(const F64Lanes& partial) const {
-    return broadcast(_mm512_reduce_add_pd(_mm512_add_pd(partial.lo, partial.hi)));
+    __m512d sum = _mm512_add_pd(partial.lo, partial.hi);
+    for (int k : {4, 2, 1}) sum = _mm512_maskz_add_pd(0xFF, sum, swap_lanes(sum, k));
+    return {sum, sum};
   }
   /// log(sum) (one per row).
   F64Lanes log_of(const F64Lanes& sum) const {
@@ -97,8 +116,9 @@ struct ColumnUnit {
 
 /// Steps 1-3 of the file comment for one unit. Masked-off lanes load as 0
 /// and are kept out of the maximum and the sum; an in-place y reads each
-/// block before writing it.
-template <bool kLog, typename Unit> void normalize(const Unit& u) {
+/// block before writing it. `exps` (softmax only) has room for the 16
+/// lanes of every step, or is null.
+template <bool kLog, typename Unit> void normalize(const Unit& u, double* exps) {
   __m512 partial_max = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t q = 0; q < u.steps(); ++q) {
     const __mmask16 m = u.mask(q);
@@ -110,6 +130,10 @@ template <bool kLog, typename Unit> void normalize(const Unit& u) {
   for (int64_t q = 0; q < u.steps(); ++q) {
     const __mmask16 m = u.mask(q);
     const F64Lanes e = exp_minus(simd::load(u.x + u.offset(q), m), max);
+    if (exps) {
+      _mm512_storeu_pd(exps + q * simd::kLanes, e.lo);
+      _mm512_storeu_pd(exps + q * simd::kLanes + 8, e.hi);
+    }
     partial_sum.lo =
         _mm512_mask_add_pd(partial_sum.lo, static_cast<__mmask8>(m), partial_sum.lo, e.lo);
     partial_sum.hi =
@@ -134,7 +158,10 @@ template <bool kLog, typename Unit> void normalize(const Unit& u) {
     const F64Lanes inverse = {_mm512_div_pd(one, sum.lo), _mm512_div_pd(one, sum.hi)};
     for (int64_t q = 0; q < u.steps(); ++q) {
       const __mmask16 m = u.mask(q);
-      const F64Lanes e = exp_minus(simd::load(u.x + u.offset(q), m), max);
+      const F64Lanes e =
+          exps ? F64Lanes{_mm512_loadu_pd(exps + q * simd::kLanes),
+                          _mm512_loadu_pd(exps + q * simd::kLanes + 8)}
+               : exp_minus(simd::load(u.x + u.offset(q), m), max);
       simd::store(u.y + u.offset(q),
                   simd::narrow(_mm512_mul_pd(e.lo, inverse.lo), _mm512_mul_pd(e.hi, inverse.hi)),
                   m);
@@ -142,9 +169,19 @@ template <bool kLog, typename Unit> void normalize(const Unit& u) {
   }
 }
 
+/// The largest scratch row, in doubles (512 KiB, half of a Zen 4 L2).
+inline constexpr int64_t kMaxScratch = int64_t{1} << 16;
+
 template <bool kLog> class SoftmaxKernel final : public CpuKernel {
 public:
-  SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {}
+  SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {
+    const int64_t steps = inner == 1 ? (n + simd::kLanes - 1) / simd::kLanes : n;
+    scratch_row_ = steps * simd::kLanes;
+    if (!kLog && scratch_row_ <= kMaxScratch) {
+      slots_ = simd::max_slots();
+      scratch_.resize(slots_ * scratch_row_);
+    }
+  }
 
   void run(const void* const* operands, void* const* results) override {
     const auto* x = static_cast<const float*>(operands[0]);
@@ -153,7 +190,8 @@ public:
     const bool large = outer * n * inner >= simd::kParallelWork;
     if (inner == 1) {
 #pragma omp parallel for schedule(static) if (large && outer > 1)
-      for (int64_t o = 0; o < outer; ++o) normalize<kLog>(RowUnit{x + o * n, y + o * n, n});
+      for (int64_t o = 0; o < outer; ++o)
+        normalize<kLog>(RowUnit{x + o * n, y + o * n, n}, scratch_of_this_thread());
       return;
     }
     const int64_t blocks = (inner + simd::kLanes - 1) / simd::kLanes;
@@ -161,14 +199,24 @@ public:
     for (int64_t unit = 0; unit < outer * blocks; ++unit) {
       const int64_t o = unit / blocks, column = unit % blocks * simd::kLanes;
       const int64_t base = o * n * inner + column;
-      normalize<kLog>(
-          ColumnUnit{x + base, y + base, n, inner, simd::tail_mask(inner - column)});
+      normalize<kLog>(ColumnUnit{x + base, y + base, n, inner, simd::tail_mask(inner - column)},
+                      scratch_of_this_thread());
     }
   }
   absl::string_view name() const override { return kLog ? "host.log_softmax" : "host.softmax"; }
 
 private:
+  /// The calling thread's scratch row, or null (log_softmax, rows too long,
+  /// or more threads than at construction).
+  double* scratch_of_this_thread() {
+    const int slot = omp_get_thread_num();
+    return slot < slots_ ? scratch_.data() + slot * scratch_row_ : nullptr;
+  }
+
   int64_t outer_, n_, inner_;
+  int64_t scratch_row_ = 0;
+  int slots_ = 0;
+  std::vector<double> scratch_;
 };
 
 } // namespace
