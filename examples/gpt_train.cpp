@@ -245,7 +245,7 @@ int main(int argc, char** argv) {
     Tensor logits = graphed   ? (*graphed)({b.tokens, b.lengths})[0]
                     : cacher ? (*cacher)({b.tokens, b.lengths})[0]
                              : forward(b.tokens, b.lengths);
-    Tensor loss = cross_entropy(logits.reshape({-1, codec.vocab()}), b.targets.reshape({-1}));
+    Tensor loss = cross_entropy(logits.reshape({-1, model.config().vocab}), b.targets.reshape({-1}));
     loss.backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();

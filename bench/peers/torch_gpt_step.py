@@ -1,8 +1,8 @@
 """PyTorch eager peer of the GPT-mini training step (bench/cpu_peers.sh).
 
 The same model as examples/models/GptMini: token + position embeddings,
-pre-norm blocks (LayerNorm, causal multi-head attention through
-F.scaled_dot_product_attention, LayerNorm, MLP 4x with GELU), final
+pre-norm blocks (LayerNorm, causal multi-head attention written out, as
+torch 1.13 has no fused SDPA, LayerNorm, MLP 4x with GELU), final
 LayerNorm and a linear head without bias; AdamW; cross-entropy. Prints
 `torch_gpt_step_ms <median ms>`.
 
@@ -33,7 +33,11 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
         shape = (b, s, self.heads, d // self.heads)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        # torch 1.13 (Debian) has no F.scaled_dot_product_attention: the
+        # eager composition it would run.
+        scores = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        a = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1) @ v
         x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 

@@ -611,9 +611,9 @@ TEST(CpuHostSoftmaxTest, NanAndInfinitiesAsRef) {
   // values, only -inf, a +inf, and values far from 0 (the shift matters).
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> v = {1,    nan,  3,    2,    0,    -inf, 1,    -inf, 2,    -inf,
-                          -inf, -inf, -inf, -inf, -inf, 2,    inf,  1,    0,    -1,
-                          -300, -301, -299, -300, -305, 500,  499,  -inf, 498,  500};
+  std::vector<float> v = {1,    nan,  3,    2,    0,    -inf, 1,   -inf, 2,   -inf,
+                          -inf, -inf, -inf, -inf, -inf, 2,    inf, 1,    0,   -1,
+                          -300, -301, -299, -300, -305, 500,  499, -inf, 498, 500};
   const auto x = filled<float>({6, 5}, DType::f32, v);
   // The same rows long enough for full vectors and a tail, the special
   // value late in the row.

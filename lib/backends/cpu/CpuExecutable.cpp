@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string_view>
 #include <cstring>
@@ -59,7 +60,17 @@ void CpuExecutable::report_profile() {
   for (double t : profile_) total += t;
   std::fprintf(stderr, "mstep cpu profile: %zu calls, %.3f ms per run over %lld runs\n",
                calls_.size(), total * 1e3 / runs_, static_cast<long long>(runs_));
-  for (size_t i = 0; i < std::min<size_t>(order.size(), 15); ++i)
+  std::map<std::string, double> by_kernel;
+  for (size_t i = 0; i < calls_.size(); ++i)
+    by_kernel[std::string(calls_[i].kernel->name())] += profile_[i];
+  std::vector<std::pair<double, std::string>> kernels;
+  for (const auto& [name, t] : by_kernel) kernels.push_back({t, name});
+  std::sort(kernels.rbegin(), kernels.rend());
+  std::fprintf(stderr, "  by kernel:");
+  for (const auto& [t, name] : kernels)
+    std::fprintf(stderr, " %s %.3f ms (%.0f%%);", name.c_str(), t * 1e3 / runs_, 100 * t / total);
+  std::fprintf(stderr, "\n  slowest calls:\n");
+  for (size_t i = 0; i < std::min<size_t>(order.size(), 10); ++i)
     std::fprintf(stderr, "  %8.3f ms  %5.1f%%  #%zu %.*s\n", profile_[order[i]] * 1e3 / runs_,
                  100 * profile_[order[i]] / total, order[i],
                  static_cast<int>(calls_[order[i]].kernel->name().size()),
@@ -154,15 +165,17 @@ absl::Status CpuExecutable::build() {
   // overwrote that parameter in place.
   auto lookthrough_safe = [&](uint32_t node) {
     for (ValueRef v : graph_.nodes[node].operands)
-      if (auto src = transposed_source(graph_, v); src && first_write_of_arg[src->node] < node)
+      if (auto src = transposed_source(graph_, v, &see_through_);
+          src && src->node < num_args && first_write_of_arg[src->node] < node)
         return false;
     return true;
   };
   auto read_operand = [&](uint32_t node, ValueRef v, absl::string_view family) {
     if (graph_.nodes[node].op == OpKind::matmul && family == "onednn")
-      if (auto src = transposed_source(graph_, v)) return slot_of(*src);
+      if (auto src = transposed_source(graph_, v, &see_through_)) return slot_of(*src);
     return slot_of(v);
   };
+  plan_see_through(slot_offset);
   auto add_call = [&](CpuKernel* kernel, std::vector<uint32_t> operands,
                       std::vector<uint32_t> results,
                       std::optional<HostFallbackOp> fallback = std::nullopt) {
@@ -202,7 +215,7 @@ absl::Status CpuExecutable::build() {
       const uint32_t f = static_cast<uint32_t>(epilogue_fusion[node]);
       auto e = find_matmul_epilogue(graph_, f);
       MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernel> kernel,
-                             make_onednn_matmul_epilogue_kernel(graph_, *e));
+                             make_onednn_matmul_epilogue_kernel(graph_, *e, &see_through_));
       if (kernel) {
         absorbed[f] = true;
         add_call(kernel.get(),
@@ -214,7 +227,8 @@ absl::Status CpuExecutable::build() {
       }
     }
     MSTEP_ASSIGN_OR_RETURN(SelectedKernel selected,
-                           select_kernel(KernelRequest{graph_, node}, jit_.get(), this_fusion,
+                           select_kernel(KernelRequest{graph_, node, &see_through_}, jit_.get(),
+                                         this_fusion,
                                          /*skip_onednn=*/!lookthrough_safe(node)));
     std::optional<HostFallbackOp> fallback;
     if (selected.fallback)
@@ -292,6 +306,39 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
     results.push_back(out.input >= 0 ? inputs[out.input] : output_buffers_[out.slot]);
   for (uint32_t s : output_values_) output_buffers_[s].reset();
   return results;
+}
+
+void CpuExecutable::plan_see_through(const std::vector<int64_t>& slot_offset) {
+  // A matmul may read a transposed intermediate `s` in place of
+  // permute(s) when s's arena bytes are not written by any op from the
+  // permute up to the permute's last reader (the plan freed s's slot after
+  // the permute, its last reader in the graph).
+  see_through_.assign(graph_.nodes.size(), false);
+  std::vector<uint32_t> last_reader(graph_.nodes.size(), 0);
+  for (uint32_t n = 0; n < graph_.nodes.size(); ++n)
+    for (ValueRef v : graph_.nodes[n].operands) last_reader[v.node] = n;
+  for (ValueRef v : graph_.outputs) last_reader[v.node] = UINT32_MAX;
+  for (uint32_t p = 0; p < graph_.nodes.size(); ++p) {
+    const GraphNode& permute = graph_.nodes[p];
+    if (permute.op != OpKind::permute || last_reader[p] == UINT32_MAX) continue;
+    const uint32_t source = value_base_[permute.operands[0].node] + permute.operands[0].index;
+    if (slot_kind_[source] != SlotKind::arena) {
+      see_through_[p] = slot_kind_[source] == SlotKind::output;  // its own buffer
+      continue;
+    }
+    const int64_t begin = slot_offset[source];
+    const int64_t end = begin + static_cast<int64_t>(graph_.type_of(permute.operands[0]).bytes());
+    bool intact = true;
+    for (uint32_t n = p + 1; n <= last_reader[p] && intact; ++n)
+      for (uint32_t r = 0; r < graph_.nodes[n].results.size(); ++r) {
+        const uint32_t slot = value_base_[n] + r;
+        if (slot_kind_[slot] != SlotKind::arena) continue;
+        const int64_t b = slot_offset[slot];
+        const int64_t e = b + static_cast<int64_t>(graph_.nodes[n].results[r].bytes());
+        if (b < end && begin < e) intact = false;
+      }
+    see_through_[p] = intact;
+  }
 }
 
 void CpuExecutable::drop_unread_calls() {

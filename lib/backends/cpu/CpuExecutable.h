@@ -46,6 +46,8 @@ class CpuExecutable final : public Executable {
   absl::Status build();
   /// Removes the calls whose results nobody reads.
   void drop_unread_calls();
+  /// Fills see_through_ (KernelRequest::see_through_permutes).
+  void plan_see_through(const std::vector<int64_t>& slot_offset);
 
   /// Where a value's memory comes from on each run.
   enum class SlotKind : uint8_t { arena, input, output };
@@ -75,6 +77,7 @@ class CpuExecutable final : public Executable {
   std::vector<std::byte*> slot_ptr_;  // filled per run for input/output slots
   std::vector<uint32_t> operand_slots_, result_slots_;
   std::vector<Output> outputs_;       // per graph output
+  std::vector<bool> see_through_;     // per node, see plan_see_through()
   std::vector<uint32_t> output_values_;  // distinct output slots
 
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};

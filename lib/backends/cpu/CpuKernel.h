@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -37,6 +38,11 @@ class CpuKernel {
 struct KernelRequest {
   const TraceGraph& graph;
   uint32_t index;
+  /// Per node: a `permute` whose source a matmul may read directly
+  /// (transposed) although the source is an intermediate value: the
+  /// executor checked that the arena keeps it intact until every reader
+  /// of the permute ran. Null: only graph inputs are read through.
+  const std::vector<bool>* see_through_permutes = nullptr;
   const GraphNode& node() const { return graph.nodes[index]; }
 };
 

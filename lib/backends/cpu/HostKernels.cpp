@@ -33,8 +33,16 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_host_kernel(const KernelRequest&
     return make_rms_norm_kernel(request);
   case OpKind::dropout:
     return make_dropout_kernel(request);
-  case OpKind::permute:
-    return make_transpose_kernel(request);
+  case OpKind::permute: {
+    auto transpose = make_transpose_kernel(request);
+    if (!transpose.ok() || *transpose) return transpose;
+    return make_strided_copy_kernel(request);
+  }
+  case OpKind::reshape:
+  case OpKind::expand:
+  case OpKind::slice:
+  case OpKind::slice_scatter:
+    return make_strided_copy_kernel(request);
   case OpKind::gather:
   case OpKind::index_select:
   case OpKind::index_add:

@@ -51,6 +51,8 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_rms_norm_kernel(const KernelRequ
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_dropout_kernel(const KernelRequest& request);
 /// permute that swaps the last two dims (any element size but 1 byte).
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_transpose_kernel(const KernelRequest& request);
+/// reshape, permute, expand, slice, slice_scatter as row copies.
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_strided_copy_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_index_kernel(const KernelRequest& request);
 
 } // namespace mstep::cpu

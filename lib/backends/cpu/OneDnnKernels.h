@@ -40,7 +40,10 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_kernel(const KernelReques
 /// The executor's liveness must count the matmul as a reader of the
 /// parameter: an input donated to an output (TraceGraph::donated_to) must
 /// not be overwritten before that matmul has run.
-std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand);
+/// With `see_through` (KernelRequest::see_through_permutes), a permute of
+/// an intermediate value that the executor cleared is looked through too.
+std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand,
+                                          const std::vector<bool>* see_through = nullptr);
 
 /// A matmul whose only use is an `mstep.fusion` node computing
 ///   act(matmul + bias), act in {none, relu, gelu (erf or tanh)},
@@ -65,6 +68,7 @@ std::optional<MatmulEpilogue> find_matmul_epilogue(const TraceGraph& graph,
 /// transposed_source() look-through, as for make_onednn_kernel — and its
 /// result is the fusion's result. nullptr when oneDNN declines (dtype).
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
-    const TraceGraph& graph, const MatmulEpilogue& epilogue);
+    const TraceGraph& graph, const MatmulEpilogue& epilogue,
+    const std::vector<bool>* see_through = nullptr);
 
 }  // namespace mstep::cpu

@@ -16,7 +16,8 @@
 
 namespace mstep::cpu {
 
-std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand) {
+std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand,
+                                          const std::vector<bool>* see_through) {
   const GraphNode& node = graph.nodes[operand.node];
   if (node.op != OpKind::permute) return std::nullopt;
   const IntList& perm = attr_ints(node.attrs, AttrName::perm);
@@ -27,7 +28,9 @@ std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef oper
   const ValueRef source = node.operands[0];
   // Only a graph input keeps its buffer for the whole run; an intermediate
   // value's memory may be reused once the permute (its last reader) ran.
-  if (graph.nodes[source.node].op != OpKind::parameter) return std::nullopt;
+  if (graph.nodes[source.node].op != OpKind::parameter &&
+      !(see_through && (*see_through)[operand.node]))
+    return std::nullopt;
   return source;
 }
 
@@ -45,19 +48,20 @@ struct MatmulSpec {
   std::optional<ValueRef> bias;  // broadcast along all but the last dim
   TensorType result;
   Activation activation = Activation::none;
+  const std::vector<bool>* see_through = nullptr;  // see transposed_source()
 };
 
 /// The desc of a matmul operand at `rank` dims (leading unit dims added).
 /// A look-through operand keeps its dims but takes the strides of its
 /// parameter read transposed: the last two dims swap their strides.
 memory::desc operand_desc(const TraceGraph& graph, ValueRef operand, int64_t rank,
-                          memory::data_type type) {
+                          memory::data_type type, const std::vector<bool>* see_through) {
   const Shape& shape = graph.type_of(operand).shape;
   const int64_t pad = rank - shape.rank();
   memory::dims dims(rank, 1);
   for (int64_t d = 0; d < shape.rank(); ++d) dims[pad + d] = shape[d];
   memory::desc dense = dense_desc(dims, type);
-  if (!transposed_source(graph, operand)) return dense;
+  if (!transposed_source(graph, operand, see_through)) return dense;
   memory::dims strides(rank);
   const int64_t rows = dims[rank - 2], cols = dims[rank - 1];
   strides[rank - 1] = rows;  // the parameter is [..., cols, rows], row-major
@@ -119,8 +123,8 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
   if (rank < 2 || rank > DNNL_MAX_NDIMS || lhs.shape.rank() > rank || rhs.shape.rank() > rank)
     return nullptr;
   return build_or_decline(what, [&]() -> std::unique_ptr<CpuKernel> {
-    const memory::desc lhs_desc = operand_desc(graph, spec.lhs, rank, *type);
-    const memory::desc rhs_desc = operand_desc(graph, spec.rhs, rank, *type);
+    const memory::desc lhs_desc = operand_desc(graph, spec.lhs, rank, *type, spec.see_through);
+    const memory::desc rhs_desc = operand_desc(graph, spec.rhs, rank, *type, spec.see_through);
     const memory::desc out_desc = dense_desc(spec.result.shape, *type);
     std::optional<memory::desc> bias_desc;
     if (spec.bias) {
@@ -178,6 +182,7 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_matmul_kernel(const KernelReques
   spec.lhs = node.operands[0];
   spec.rhs = node.operands[1];
   spec.result = node.results[0];
+  spec.see_through = request.see_through_permutes;
   return build_matmul(request.graph, spec, describe_node(request));
 }
 
@@ -237,7 +242,7 @@ std::optional<MatmulEpilogue> find_matmul_epilogue(const TraceGraph& graph,
 }
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
-    const TraceGraph& graph, const MatmulEpilogue& epilogue) {
+    const TraceGraph& graph, const MatmulEpilogue& epilogue, const std::vector<bool>* see_through) {
   const GraphNode& matmul = graph.nodes[epilogue.matmul];
   const GraphNode& fusion = graph.nodes[epilogue.fusion];
   onednn::MatmulSpec spec;
@@ -245,6 +250,7 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
   spec.rhs = matmul.operands[1];
   spec.bias = epilogue.bias;
   spec.result = fusion.results[0];
+  spec.see_through = see_through;
   const GraphNode& last = fusion.body->nodes[fusion.body->outputs[0].node];
   if (last.op == OpKind::relu) spec.activation = onednn::Activation::relu;
   if (last.op == OpKind::gelu)

@@ -46,16 +46,15 @@ inline F64Lanes broadcast(double v) { return {_mm512_set1_pd(v), _mm512_set1_pd(
 /// exp(x - shift), lane-wise in f64.
 inline F64Lanes exp_minus(__m512 x, const F64Lanes& shift) {
   const F64Lanes wide = widen(x);
-  return {simd::exp(_mm512_sub_pd(wide.lo, shift.lo)),
-          simd::exp(_mm512_sub_pd(wide.hi, shift.hi))};
+  return {simd::exp(_mm512_sub_pd(wide.lo, shift.lo)), simd::exp(_mm512_sub_pd(wide.hi, shift.hi))};
 }
 
 /// Lane i of the result is lane i ^ k of `v`. (The zero-masking forms with
 /// a full mask, as in HostSimd.h: the plain intrinsics trip GCC 12's
 /// -Wuninitialized on their internal undefined operand.)
 inline __m512 swap_lanes(__m512 v, int k) {
-  return _mm512_maskz_permutexvar_ps(
-      0xFFFF, _mm512_xor_si512(simd::iota_i32(), _mm512_set1_epi32(k)), v);
+  return _mm512_maskz_permutexvar_ps(0xFFFF,
+                                     _mm512_xor_si512(simd::iota_i32(), _mm512_set1_epi32(k)), v);
 }
 inline __m512d swap_lanes(__m512d v, int k) {
   const __m512i iota = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
@@ -153,15 +152,14 @@ template <bool kLog, typename Unit> void normalize(const Unit& u, double* exps) 
     }
   } else {
     // A product with the reciprocal instead of the ref's quotient: both
-    // are within an f64 ulp of e / sum, far below the f32 rounding.
+    // are within two f64 ulps of e / sum, far below the f32 rounding.
     const __m512d one = _mm512_set1_pd(1.0);
     const F64Lanes inverse = {_mm512_div_pd(one, sum.lo), _mm512_div_pd(one, sum.hi)};
     for (int64_t q = 0; q < u.steps(); ++q) {
       const __mmask16 m = u.mask(q);
-      const F64Lanes e =
-          exps ? F64Lanes{_mm512_loadu_pd(exps + q * simd::kLanes),
-                          _mm512_loadu_pd(exps + q * simd::kLanes + 8)}
-               : exp_minus(simd::load(u.x + u.offset(q), m), max);
+      const F64Lanes e = exps ? F64Lanes{_mm512_loadu_pd(exps + q * simd::kLanes),
+                                         _mm512_loadu_pd(exps + q * simd::kLanes + 8)}
+                              : exp_minus(simd::load(u.x + u.offset(q), m), max);
       simd::store(u.y + u.offset(q),
                   simd::narrow(_mm512_mul_pd(e.lo, inverse.lo), _mm512_mul_pd(e.hi, inverse.hi)),
                   m);
@@ -223,8 +221,8 @@ private:
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_softmax_kernel(const KernelRequest& request) {
   const GraphNode& node = request.node();
-  if ((node.op != OpKind::softmax && node.op != OpKind::log_softmax) ||
-      node.operands.size() != 1 || node.results.size() != 1)
+  if ((node.op != OpKind::softmax && node.op != OpKind::log_softmax) || node.operands.size() != 1 ||
+      node.results.size() != 1)
     return nullptr;
   const TensorType& in = request.graph.type_of(node.operands[0]);
   if (in.dtype != DType::f32 || node.results[0] != in || in.numel() == 0) return nullptr;
