@@ -186,6 +186,7 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   }
   void summary() {
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    std::printf("\n");  // the console reporter leaves a color reset on the line
     double e = gbps_["BM_ElementwiseChain/real_time"], s = gbps_["BM_StreamCopy/real_time"];
     std::printf("elementwise_gbps %.1f stream_copy_gbps %.1f ratio %.2f\n", e, s, ratio(e, s));
     double m = gflops_["BM_Matmul/real_time"], o = gflops_["BM_OneDnnMatmul/real_time"];

@@ -3,6 +3,9 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
+#include <string>
+
 namespace mstep::bench {
 
 double torch_elementwise_chain(int64_t ops) {
@@ -20,7 +23,16 @@ double torch_elementwise_chain(int64_t ops) {
 }
 
 const char* torch_blas_info() {
-  static std::string info = at::globalContext().hasMKL() ? "MKL" : "system BLAS (see ldd libtorch_cpu.so)";
+  // Debian's libtorch links libblas.so.3, which the alternatives system
+  // points at the reference BLAS or at OpenBLAS.
+  static std::string info = [] {
+    if (at::globalContext().hasMKL()) return std::string("MKL");
+    std::error_code ec;
+    const std::string blas =
+        std::filesystem::canonical("/lib/x86_64-linux-gnu/libblas.so.3", ec).string();
+    if (blas.find("openblas") != std::string::npos) return "OpenBLAS (" + blas + ")";
+    return "reference BLAS (" + blas + "); install libopenblas0-pthread for a fair peer";
+  }();
   return info.c_str();
 }
 

@@ -205,6 +205,43 @@ absl::Status CpuExecutable::build() {
     }
   }
 
+  // A matmul whose only reader is the next op, a permute swapping the
+  // last two dims (a weight gradient), writes its result transposed
+  // straight into the permute's result. Safe when that memory is free at
+  // the matmul: a step output, or arena bytes that none of the matmul's
+  // operands occupy (nothing else is live at the matmul but not at the
+  // permute).
+  std::vector<int64_t> transposed_into(graph_.nodes.size(), -1);
+  std::vector<int> readers(slots, 0);
+  for (const GraphNode& n : graph_.nodes)
+    for (ValueRef v : n.operands) ++readers[slot_of(v)];
+  std::vector<int64_t> slot_bytes(slots);
+  for (uint32_t n = 0; n < graph_.nodes.size(); ++n)
+    for (uint32_t r = 0; r < graph_.nodes[n].results.size(); ++r)
+      slot_bytes[value_base_[n] + r] = static_cast<int64_t>(graph_.nodes[n].results[r].bytes());
+  auto overlaps = [&](uint32_t a, uint32_t b) {
+    if (slot_kind_[a] != SlotKind::arena || slot_kind_[b] != SlotKind::arena) return false;
+    const int64_t a_end = slot_offset[a] + slot_bytes[a];
+    const int64_t b_end = slot_offset[b] + slot_bytes[b];
+    return slot_offset[a] < b_end && slot_offset[b] < a_end;
+  };
+  if (!kernel_family_disabled("onednn")) {
+    for (uint32_t m = static_cast<uint32_t>(num_args); m + 1 < graph_.nodes.size(); ++m) {
+      const GraphNode& mm = graph_.nodes[m];
+      const uint32_t p = m + 1;
+      if (mm.op != OpKind::matmul || epilogue_fusion[m] >= 0 || !lookthrough_safe(m)) continue;
+      const uint32_t result = value_base_[m];
+      if (readers[result] != 1 || slot_kind_[result] != SlotKind::arena) continue;
+      if (!is_matrix_transpose(graph_.nodes[p]) || slot_of(graph_.nodes[p].operands[0]) != result)
+        continue;
+      bool free = true;
+      for (ValueRef v : mm.operands)
+        free &= !overlaps(read_operand(m, v, "onednn"), value_base_[p]) &&
+                !overlaps(slot_of(v), value_base_[p]);
+      if (free) transposed_into[m] = p, see_through_[p] = false;
+    }
+  }
+
   // One kernel per op, in program order.
   int fusion_index = 0;
   for (uint32_t node = static_cast<uint32_t>(num_args); node < graph_.nodes.size(); ++node) {
@@ -222,6 +259,21 @@ absl::Status CpuExecutable::build() {
                  {read_operand(node, n.operands[0], "onednn"),
                   read_operand(node, n.operands[1], "onednn"), slot_of(e->bias)},
                  {value_base_[f]});
+        kernels_.push_back(std::move(kernel));
+        continue;
+      }
+    }
+    if (transposed_into[node] >= 0) {
+      const uint32_t p = static_cast<uint32_t>(transposed_into[node]);
+      MSTEP_ASSIGN_OR_RETURN(
+          std::unique_ptr<CpuKernel> kernel,
+          make_onednn_transposed_matmul_kernel(KernelRequest{graph_, node, &see_through_}));
+      if (kernel) {
+        absorbed[p] = true;
+        add_call(kernel.get(),
+                 {read_operand(node, n.operands[0], "onednn"),
+                  read_operand(node, n.operands[1], "onednn")},
+                 {value_base_[p]});
         kernels_.push_back(std::move(kernel));
         continue;
       }

@@ -46,6 +46,18 @@ struct KernelRequest {
   const GraphNode& node() const { return graph.nodes[index]; }
 };
 
+/// Whether `node` is a permute that swaps the last two dims and keeps the
+/// others (a matrix transpose, batched or not).
+inline bool is_matrix_transpose(const GraphNode& node) {
+  if (node.op != OpKind::permute) return false;
+  const IntList& perm = attr_ints(node.attrs, AttrName::perm);
+  const int64_t rank = static_cast<int64_t>(perm.size());
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2) return false;
+  for (int64_t d = 0; d < rank - 2; ++d)
+    if (perm[d] != d) return false;
+  return true;
+}
+
 /// A kernel family's factory: a kernel for the node, nullptr when the
 /// family does not handle it (op, dtype or attributes), or an error when it
 /// should handle it and cannot.

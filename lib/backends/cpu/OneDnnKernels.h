@@ -45,6 +45,14 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_kernel(const KernelReques
 std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand,
                                           const std::vector<bool>* see_through = nullptr);
 
+/// A kernel for matmul node `request` that computes its result transposed
+/// (last two dims swapped; rhs^T @ lhs^T), i.e. the value of a permute
+/// that swaps them: the executor points its result at the permute's result
+/// and drops the permute. Operands are (lhs, rhs) as for
+/// make_onednn_kernel. nullptr when oneDNN declines (dtype, shapes).
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_transposed_matmul_kernel(
+    const KernelRequest& request);
+
 /// A matmul whose only use is an `mstep.fusion` node computing
 ///   act(matmul + bias), act in {none, relu, gelu (erf or tanh)},
 /// with a bias that broadcasts along the last dim only ([p], [1, p], ...).

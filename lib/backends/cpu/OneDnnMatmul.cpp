@@ -9,6 +9,7 @@
 // place through a transposed memory desc (see transposed_source()).
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/OneDnnKernels.h"
@@ -19,12 +20,7 @@ namespace mstep::cpu {
 std::optional<ValueRef> transposed_source(const TraceGraph& graph, ValueRef operand,
                                           const std::vector<bool>* see_through) {
   const GraphNode& node = graph.nodes[operand.node];
-  if (node.op != OpKind::permute) return std::nullopt;
-  const IntList& perm = attr_ints(node.attrs, AttrName::perm);
-  const int64_t rank = static_cast<int64_t>(perm.size());
-  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2) return std::nullopt;
-  for (int64_t d = 0; d < rank - 2; ++d)
-    if (perm[d] != d) return std::nullopt;
+  if (!is_matrix_transpose(node)) return std::nullopt;
   const ValueRef source = node.operands[0];
   // Only a graph input keeps its buffer for the whole run; an intermediate
   // value's memory may be reused once the permute (its last reader) ran.
@@ -49,7 +45,24 @@ struct MatmulSpec {
   TensorType result;
   Activation activation = Activation::none;
   const std::vector<bool>* see_through = nullptr;  // see transposed_source()
+  /// Compute the transposed product, (lhs @ rhs)^T = rhs^T @ lhs^T, for a
+  /// matmul whose only reader is a permute swapping the last two dims. Both
+  /// operands are read through transposed descs (a strided dst would take
+  /// oneDNN's slow reference kernel); the result is the permute's value.
+  bool transposed_product = false;
 };
+
+/// Strides that read a dense [..., cols, rows] buffer as [..., rows, cols].
+memory::dims transposed_strides(const memory::dims& dims) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t rows = dims[rank - 2], cols = dims[rank - 1];
+  memory::dims strides(rank);
+  strides[rank - 1] = rows;
+  strides[rank - 2] = 1;
+  for (int64_t d = rank - 3; d >= 0; --d)
+    strides[d] = (d == rank - 3 ? rows * cols : strides[d + 1] * dims[d + 1]);
+  return strides;
+}
 
 /// The desc of a matmul operand at `rank` dims (leading unit dims added).
 /// A look-through operand keeps its dims but takes the strides of its
@@ -62,13 +75,22 @@ memory::desc operand_desc(const TraceGraph& graph, ValueRef operand, int64_t ran
   for (int64_t d = 0; d < shape.rank(); ++d) dims[pad + d] = shape[d];
   memory::desc dense = dense_desc(dims, type);
   if (!transposed_source(graph, operand, see_through)) return dense;
-  memory::dims strides(rank);
-  const int64_t rows = dims[rank - 2], cols = dims[rank - 1];
-  strides[rank - 1] = rows;  // the parameter is [..., cols, rows], row-major
-  strides[rank - 2] = 1;
-  for (int64_t d = rank - 3; d >= 0; --d)
-    strides[d] = (d == rank - 3 ? rows * cols : strides[d + 1] * dims[d + 1]);
-  return memory::desc(dims, type, strides);
+  // The source is [..., cols, rows], row-major.
+  return memory::desc(dims, type, transposed_strides(dims));
+}
+
+/// The desc of operand^T (last two dims swapped) at `rank` dims, over the
+/// operand's memory: dense when that memory is a look-through source
+/// (already transposed), else transposed strides over the dense operand.
+memory::desc transposed_operand_desc(const TraceGraph& graph, ValueRef operand, int64_t rank,
+                                     memory::data_type type, const std::vector<bool>* see_through) {
+  const Shape& shape = graph.type_of(operand).shape;
+  const int64_t pad = rank - shape.rank();
+  memory::dims dims(rank, 1);
+  for (int64_t d = 0; d < shape.rank(); ++d) dims[pad + d] = shape[d];
+  std::swap(dims[rank - 1], dims[rank - 2]);
+  if (transposed_source(graph, operand, see_through)) return dense_desc(dims, type);
+  return memory::desc(dims, type, transposed_strides(dims));
 }
 
 /// oneDNN's post-op for a gelu epilogue. relu has none here: oneDNN's
@@ -123,9 +145,16 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
   if (rank < 2 || rank > DNNL_MAX_NDIMS || lhs.shape.rank() > rank || rhs.shape.rank() > rank)
     return nullptr;
   return build_or_decline(what, [&]() -> std::unique_ptr<CpuKernel> {
-    const memory::desc lhs_desc = operand_desc(graph, spec.lhs, rank, *type, spec.see_through);
-    const memory::desc rhs_desc = operand_desc(graph, spec.rhs, rank, *type, spec.see_through);
-    const memory::desc out_desc = dense_desc(spec.result.shape, *type);
+    const bool swap = spec.transposed_product;
+    const memory::desc lhs_desc =
+        swap ? transposed_operand_desc(graph, spec.rhs, rank, *type, spec.see_through)
+             : operand_desc(graph, spec.lhs, rank, *type, spec.see_through);
+    const memory::desc rhs_desc =
+        swap ? transposed_operand_desc(graph, spec.lhs, rank, *type, spec.see_through)
+             : operand_desc(graph, spec.rhs, rank, *type, spec.see_through);
+    memory::dims out_dims = dims_of(spec.result.shape);
+    if (swap) std::swap(out_dims[rank - 1], out_dims[rank - 2]);
+    const memory::desc out_desc = dense_desc(out_dims, *type);
     std::optional<memory::desc> bias_desc;
     if (spec.bias) {
       memory::dims dims(rank, 1);
@@ -145,8 +174,8 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
     auto kernel = std::make_unique<PrimitiveKernel>(
         spec.bias ? "onednn.matmul_epilogue" : "onednn.matmul");
     std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, kernel->bind_operand(0, lhs_desc)},
-        {DNNL_ARG_WEIGHTS, kernel->bind_operand(1, rhs_desc)},
+        {DNNL_ARG_SRC, kernel->bind_operand(swap ? 1 : 0, lhs_desc)},
+        {DNNL_ARG_WEIGHTS, kernel->bind_operand(swap ? 0 : 1, rhs_desc)},
         {DNNL_ARG_DST, kernel->bind_result(0, out_desc)}};
     if (bias_desc) args[DNNL_ARG_BIAS] = kernel->bind_operand(2, *bias_desc);
     kernel->add_step(pd, dnnl::matmul(pd), std::move(args));
@@ -173,6 +202,18 @@ bool is_row_bias(const TensorType& type, int64_t p) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_transposed_matmul_kernel(
+    const KernelRequest& request) {
+  const GraphNode& node = request.node();
+  MatmulSpec spec;
+  spec.lhs = node.operands[0];
+  spec.rhs = node.operands[1];
+  spec.result = node.results[0];
+  spec.see_through = request.see_through_permutes;
+  spec.transposed_product = true;
+  return build_matmul(request.graph, spec, describe_node(request));
+}
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_matmul_kernel(const KernelRequest& request) {
   const GraphNode& node = request.node();
@@ -262,6 +303,11 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
       absl::StrCat("matmul + bias epilogue ", graph.type_of(spec.lhs).to_string(), ", ",
                    graph.type_of(spec.rhs).to_string(), ", bias ",
                    graph.type_of(*spec.bias).to_string()));
+}
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_transposed_matmul_kernel(
+    const KernelRequest& request) {
+  return onednn::make_transposed_matmul_kernel(request);
 }
 
 }  // namespace mstep::cpu

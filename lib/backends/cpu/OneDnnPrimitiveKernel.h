@@ -99,6 +99,7 @@ std::string describe_node(const KernelRequest& request);
 // The op families, one file each. Each returns nullptr for nodes it does
 // not handle.
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_matmul_kernel(const KernelRequest& request);
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_transposed_matmul_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_conv_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_pool_kernel(const KernelRequest& request);
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_normalization_kernel(const KernelRequest& request);

@@ -53,13 +53,9 @@ class TransposeKernel final : public CpuKernel {
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_transpose_kernel(const KernelRequest& request) {
   const GraphNode& node = request.node();
-  if (node.op != OpKind::permute) return nullptr;
-  const IntList& perm = attr_ints(node.attrs, AttrName::perm);
-  const int64_t rank = static_cast<int64_t>(perm.size());
-  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2) return nullptr;
-  for (int64_t d = 0; d < rank - 2; ++d)
-    if (perm[d] != d) return nullptr;
+  if (!is_matrix_transpose(node)) return nullptr;
   const TensorType& in = request.graph.type_of(node.operands[0]);
+  const int64_t rank = in.shape.rank();
   int64_t batch = 1;
   for (int64_t d = 0; d < rank - 2; ++d) batch *= in.shape[d];
   const int64_t rows = in.shape[rank - 2], cols = in.shape[rank - 1];
