@@ -15,8 +15,6 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_kernel(const KernelReques
     case OpKind::max_pool2d_grad:
     case OpKind::avg_pool2d:
     case OpKind::avg_pool2d_grad: return onednn::make_pool_kernel(request);
-    case OpKind::softmax:
-    case OpKind::log_softmax:
     case OpKind::layer_norm: return onednn::make_normalization_kernel(request);
     default: return nullptr;
   }

@@ -1,12 +1,13 @@
 // oneDNN kernels for the cpu backend: matmul (f32/bf16, batched, with
 // broadcast batch dims), conv2d and its two gradients, max/avg pooling and
-// their gradients, softmax, log_softmax and layer_norm. Each kernel builds
+// their gradients, and layer_norm (softmax is a host kernel: oneDNN's is
+// less accurate than the PyTorch oracle allows). Each kernel builds
 // its primitives once, at construction, and allocates its scratchpad and
 // workspaces then too; run() only points the memories at the given
 // buffers and executes. Cases whose semantics oneDNN cannot match exactly
 // (other dtypes, empty tensors, ceil-mode windows with a different divisor)
 // are declined with nullptr, and the backend runs the ref kernel instead.
-// conv, max pooling and softmax kernels also check their inputs at run
+// conv and max pooling kernels also check their inputs at run
 // time: on NaN or inf, which oneDNN propagates differently, that call runs
 // the ref kernel (OneDnnSpecialValueGuard.h).
 #pragma once

@@ -67,29 +67,20 @@ memory::dims transposed_strides(const memory::dims& dims) {
 /// The desc of a matmul operand at `rank` dims (leading unit dims added).
 /// A look-through operand keeps its dims but takes the strides of its
 /// parameter read transposed: the last two dims swap their strides.
+/// `transpose` asks for operand^T (last two dims swapped) instead: dense
+/// over a look-through source (already transposed), else transposed
+/// strides over the dense operand.
 memory::desc operand_desc(const TraceGraph& graph, ValueRef operand, int64_t rank,
-                          memory::data_type type, const std::vector<bool>* see_through) {
+                          memory::data_type type, const std::vector<bool>* see_through,
+                          bool transpose = false) {
   const Shape& shape = graph.type_of(operand).shape;
   const int64_t pad = rank - shape.rank();
   memory::dims dims(rank, 1);
   for (int64_t d = 0; d < shape.rank(); ++d) dims[pad + d] = shape[d];
-  memory::desc dense = dense_desc(dims, type);
-  if (!transposed_source(graph, operand, see_through)) return dense;
-  // The source is [..., cols, rows], row-major.
-  return memory::desc(dims, type, transposed_strides(dims));
-}
-
-/// The desc of operand^T (last two dims swapped) at `rank` dims, over the
-/// operand's memory: dense when that memory is a look-through source
-/// (already transposed), else transposed strides over the dense operand.
-memory::desc transposed_operand_desc(const TraceGraph& graph, ValueRef operand, int64_t rank,
-                                     memory::data_type type, const std::vector<bool>* see_through) {
-  const Shape& shape = graph.type_of(operand).shape;
-  const int64_t pad = rank - shape.rank();
-  memory::dims dims(rank, 1);
-  for (int64_t d = 0; d < shape.rank(); ++d) dims[pad + d] = shape[d];
-  std::swap(dims[rank - 1], dims[rank - 2]);
-  if (transposed_source(graph, operand, see_through)) return dense_desc(dims, type);
+  if (transpose) std::swap(dims[rank - 1], dims[rank - 2]);
+  // A look-through source is [..., cols, rows], row-major.
+  if (transposed_source(graph, operand, see_through).has_value() == transpose)
+    return dense_desc(dims, type);
   return memory::desc(dims, type, transposed_strides(dims));
 }
 
@@ -147,10 +138,10 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
   return build_or_decline(what, [&]() -> std::unique_ptr<CpuKernel> {
     const bool swap = spec.transposed_product;
     const memory::desc lhs_desc =
-        swap ? transposed_operand_desc(graph, spec.rhs, rank, *type, spec.see_through)
+        swap ? operand_desc(graph, spec.rhs, rank, *type, spec.see_through, /*transpose=*/true)
              : operand_desc(graph, spec.lhs, rank, *type, spec.see_through);
     const memory::desc rhs_desc =
-        swap ? transposed_operand_desc(graph, spec.lhs, rank, *type, spec.see_through)
+        swap ? operand_desc(graph, spec.lhs, rank, *type, spec.see_through, /*transpose=*/true)
              : operand_desc(graph, spec.rhs, rank, *type, spec.see_through);
     memory::dims out_dims = dims_of(spec.result.shape);
     if (swap) std::swap(out_dims[rank - 1], out_dims[rank - 2]);

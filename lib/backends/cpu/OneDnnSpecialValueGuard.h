@@ -1,6 +1,7 @@
 // SpecialValueGuard: a oneDNN kernel for an op whose primitive treats
 // non-finite inputs differently from the op. Measured differences:
-// - max pooling and softmax take maxima with an ordered compare starting
+// - max pooling (and oneDNN's softmax, which mstep does not use) take
+//   maxima with an ordered compare starting
 //   from -FLT_MAX, so a NaN is skipped instead of propagated and an
 //   all -inf window yields -FLT_MAX;
 // - convolutions pad their reduction blocks (channel blocks, bf16 pairs,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "lib/backends/cpu/HostKernels.h"
+#include "mstep/ir/MultiTensorUpdate.h"
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 
@@ -42,26 +43,7 @@ namespace {
 
 using simd::tail_mask;
 
-// The op's operand and result segments (operandSegmentSizes,
-// resultSegmentSizes), in order.
-enum Operand {
-  kParams,
-  kGrads,
-  kStates,
-  kSteps,
-  kLr,
-  kMomentum,
-  kDampening,
-  kBeta1,
-  kBeta2,
-  kRho,
-  kEps,
-  kWeightDecay,
-  kNumOperandSegments
-};
-enum Result { kNewParams, kNewStates, kNewSteps, kClippedGrads, kTotalNorm, kNumResultSegments };
-// dialect::OptimizerKind's codes.
-enum class Rule { sgd = 0, adam = 1, adamw = 2, adadelta = 3 };
+using namespace multi_tensor_update;  // the op's segments and rule codes
 
 /// First position and length of each segment.
 template <int N> struct Segments {

@@ -13,31 +13,13 @@
 #include <optional>
 
 #include "lib/backends/ref/RefKernels.h"
+#include "mstep/ir/MultiTensorUpdate.h"
 
 namespace mstep::ref {
 
 namespace {
 
-// The op's operand and result segments (operandSegmentSizes,
-// resultSegmentSizes), in order.
-enum Operand {
-  kParams,
-  kGrads,
-  kStates,
-  kSteps,
-  kLr,
-  kMomentum,
-  kDampening,
-  kBeta1,
-  kBeta2,
-  kRho,
-  kEps,
-  kWeightDecay,
-  kNumOperandSegments
-};
-enum Result { kNewParams, kNewStates, kNewSteps, kClippedGrads, kTotalNorm, kNumResultSegments };
-// dialect::OptimizerKind's codes.
-enum class Rule { sgd = 0, adam = 1, adamw = 2, adadelta = 3 };
+using namespace multi_tensor_update;  // the op's segments and rule codes
 
 /// The node's operands and results by segment.
 class Segments {
