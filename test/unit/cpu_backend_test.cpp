@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "lib/backends/cpu/CpuExecutable.h"
 #include "lib/backends/cpu/NativeFormat.h"
+#include "lib/runtime/Compiler.h"
 #include "lib/runtime/DiskCache.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
@@ -156,6 +158,53 @@ TEST(CpuBackend, AnIndexOutOfRangeFailsTheStepAndLeavesParametersAlone) {
   std::vector<float> doubled(before);
   for (float& v : doubled) v *= 2;
   EXPECT_EQ(table.to_vector<float>(), doubled);
+}
+
+/// The kernels the cpu backend picks for the graph of the last step.
+std::vector<std::string> kernels_of_last_step() {
+  const StepRecord& step = Tracer::get().last_step();
+  EXPECT_NE(step.graph, nullptr);
+  auto compiled = compile_graph(*step.graph, **BackendRegistry::get(DeviceType::cpu), {});
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  auto* exe = dynamic_cast<cpu::CpuExecutable*>(compiled->executable.get());
+  EXPECT_NE(exe, nullptr);
+  return exe ? exe->kernel_names() : std::vector<std::string>{};
+}
+
+TEST(CpuBackend, LinearTrainingStepCopiesNoTransposes) {
+  // y = x W^T + b, loss, backward: the forward reads W transposed in place
+  // and the weight gradient (a transposed product) is computed as such: no
+  // transpose kernel at all.
+  Tracer::get().set_record_steps(true);
+  Tensor w = on(kCpu, {16, 32}, 1).requires_grad_(), b = on(kCpu, {16}, 2).requires_grad_();
+  Tensor x = on(kCpu, {8, 32}, 3);
+  Tensor loss = mean(relu(linear(x, w, b)));
+  loss.backward();
+  Tensor gw = w.grad(), gb = b.grad();
+  mark_step();
+  const std::vector<std::string> names = kernels_of_last_step();
+  Tracer::get().set_record_steps(false);
+  EXPECT_THAT(names, ::testing::Contains("onednn.matmul"));
+  EXPECT_THAT(names, ::testing::Not(::testing::Contains(::testing::HasSubstr("transpose"))));
+  EXPECT_THAT(names, ::testing::Not(::testing::Contains("ref.permute")));
+  // And the gradients still match ref.
+  Tensor wr = on(kRef, {16, 32}, 1).requires_grad_(), br = on(kRef, {16}, 2).requires_grad_();
+  Tensor lr = mean(relu(linear(on(kRef, {8, 32}, 3), wr, br)));
+  lr.backward();
+  expect_near(gw.to_vector<float>(), wr.grad().to_vector<float>());
+  expect_near(gb.to_vector<float>(), br.grad().to_vector<float>());
+}
+
+TEST(CpuBackend, InferenceLinearReluIsOneMatmulWithAnEpilogue) {
+  Tracer::get().set_record_steps(true);
+  Tensor w = on(kCpu, {16, 32}, 1), b = on(kCpu, {16}, 2), x = on(kCpu, {8, 32}, 3);
+  Tensor y = relu(linear(x, w, b));
+  mark_step();
+  const std::vector<std::string> names = kernels_of_last_step();
+  Tracer::get().set_record_steps(false);
+  EXPECT_THAT(names, ::testing::ElementsAre("onednn.matmul_epilogue"));
+  Tensor yr = relu(linear(on(kRef, {8, 32}, 3), on(kRef, {16, 32}, 1), on(kRef, {16}, 2)));
+  expect_near(y.to_vector<float>(), yr.to_vector<float>());
 }
 
 TEST(CpuBackend, CorruptNativeBlobIsAnErrorNotACrash) {
