@@ -301,8 +301,18 @@ absl::Status CpuExecutable::build() {
     }
     g_profiled->push_back(this);
   }
+  // Arena addresses are fixed: fill them in once; a run patches only the
+  // positions that name an input or an output.
   operand_ptrs_.resize(operand_slots_.size());
   result_ptrs_.resize(result_slots_.size());
+  for (size_t i = 0; i < operand_slots_.size(); ++i) {
+    operand_ptrs_[i] = slot_ptr_[operand_slots_[i]];
+    if (slot_kind_[operand_slots_[i]] != SlotKind::arena) dynamic_operands_.push_back(i);
+  }
+  for (size_t i = 0; i < result_slots_.size(); ++i) {
+    result_ptrs_[i] = slot_ptr_[result_slots_[i]];
+    if (slot_kind_[result_slots_[i]] != SlotKind::arena) dynamic_results_.push_back(i);
+  }
   output_buffers_.resize(slots);
   return absl::OkStatus();
 }
@@ -333,8 +343,8 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
     slot_ptr_[out.slot] = data_of(buf);
     output_buffers_[out.slot] = std::move(buf);
   }
-  for (size_t i = 0; i < operand_slots_.size(); ++i) operand_ptrs_[i] = slot_ptr_[operand_slots_[i]];
-  for (size_t i = 0; i < result_slots_.size(); ++i) result_ptrs_[i] = slot_ptr_[result_slots_[i]];
+  for (uint32_t i : dynamic_operands_) operand_ptrs_[i] = slot_ptr_[operand_slots_[i]];
+  for (uint32_t i : dynamic_results_) result_ptrs_[i] = slot_ptr_[result_slots_[i]];
   for (const Call& c : calls_) {
     const auto t0 = profile_.empty() ? std::chrono::steady_clock::time_point{}
                                      : std::chrono::steady_clock::now();

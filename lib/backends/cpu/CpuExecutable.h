@@ -84,6 +84,8 @@ class CpuExecutable final : public Executable {
   // Scratch reused by every run.
   std::vector<const void*> operand_ptrs_;
   std::vector<void*> result_ptrs_;
+  // Positions in operand_ptrs_ / result_ptrs_ of input and output slots.
+  std::vector<uint32_t> dynamic_operands_, dynamic_results_;
   std::vector<BufferPtr> output_buffers_;  // per slot, during a run
   // MSTEP_CPU_PROFILE=1: seconds per call, summed over runs.
   std::vector<double> profile_;
