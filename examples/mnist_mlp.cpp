@@ -8,6 +8,7 @@
 //   mnist_mlp [--data DIR] [--epochs N] [--max-steps N] [--log-every N]
 //             [--mode lazy|replay|graphed|cacher]      (--flag=value works too)
 //             [--device cpu|ref]                      (default cpu)
+//             [--print-losses]          (also print "step N loss X" every step)
 //
 // Modes:
 //   lazy     trace, hash, look up and run every step (the default).
@@ -27,19 +28,19 @@
 // With --data, DIR holds the MNIST IDX files (train-images-idx3-ubyte,
 // train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte).
 // Nothing can be downloaded on these machines, so without it the example
-// makes a synthetic, learnable data set and says so.
+// makes a synthetic, learnable data set and says so. The data, the shuffle
+// and the batches come from examples/common/mnist_data.c, shared with the C
+// host (examples/c_host/mnist_c.c): same seed, same batches, same losses.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <numeric>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "examples/common/mnist_data.h"
 #include "examples/models/DeviceFlag.h"
 #include "examples/models/Mlp.h"
 #include "mstep/mstep.h"
@@ -48,65 +49,28 @@ using namespace mstep;
 
 namespace {
 
-constexpr int64_t kPixels = 784, kClasses = 10, kBatch = 200;
-
-struct Dataset {
-  std::vector<float> images; // [n, 784], normalized
-  std::vector<int64_t> labels;
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
-};
-
-uint32_t read_be32(std::ifstream& in) {
-  unsigned char b[4] = {};
-  in.read(reinterpret_cast<char*>(b), 4);
-  return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | b[3];
-}
+constexpr int64_t kPixels = MNIST_PIXELS, kBatch = 200;
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "mnist_mlp: %s\n", message.c_str());
   std::exit(2);
 }
 
-/// Reads an IDX image file and its label file, normalized as in the
-/// PyTorch MNIST example ((x / 255 - 0.1307) / 0.3081).
-Dataset read_idx(const std::string& images_path, const std::string& labels_path) {
-  std::ifstream images(images_path, std::ios::binary), labels(labels_path, std::ios::binary);
-  if (!images) fail("cannot open " + images_path);
-  if (!labels) fail("cannot open " + labels_path);
-  if (read_be32(images) != 2051) fail(images_path + " is not an IDX image file (magic 2051)");
-  if (read_be32(labels) != 2049) fail(labels_path + " is not an IDX label file (magic 2049)");
-  const uint32_t n = read_be32(images), rows = read_be32(images), cols = read_be32(images);
-  if (rows * cols != kPixels) fail(images_path + ": images are not 28x28");
-  if (read_be32(labels) != n) fail(labels_path + ": label count differs from the image count");
-  std::vector<unsigned char> pixels(size_t(n) * kPixels), raw_labels(n);
-  images.read(reinterpret_cast<char*>(pixels.data()), std::streamsize(pixels.size()));
-  labels.read(reinterpret_cast<char*>(raw_labels.data()), n);
-  if (!images || !labels) fail("truncated IDX file in " + images_path + " or " + labels_path);
-  Dataset d;
-  d.images.reserve(pixels.size());
-  for (unsigned char p : pixels) d.images.push_back((p / 255.0f - 0.1307f) / 0.3081f);
-  d.labels.assign(raw_labels.begin(), raw_labels.end());
-  return d;
-}
+/// Owns one split of the C data set (examples/common/mnist_data.h).
+struct Dataset {
+  mnist_dataset d{};
+  Dataset() = default;
+  Dataset(const Dataset&) = delete;
+  Dataset& operator=(const Dataset&) = delete;
+  ~Dataset() { mnist_dataset_free(&d); }
+  int64_t size() const { return d.size; }
+};
 
-/// Ten Gaussian clusters in 784 dimensions, one per class: learnable, but
-/// noisy enough that the first steps are far from perfect.
-Dataset synthetic(int64_t n, uint64_t seed) {
-  std::mt19937_64 proto_rng(1234); // the same class centres for train and test
-  std::normal_distribution<float> unit(0.f, 1.f);
-  std::vector<float> centres(kClasses * kPixels);
-  for (float& c : centres) c = 0.3f * unit(proto_rng);
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int64_t> label_dist(0, kClasses - 1);
-  Dataset d;
-  d.images.resize(n * kPixels);
-  d.labels.resize(n);
-  for (int64_t i = 0; i < n; ++i) {
-    d.labels[i] = label_dist(rng);
-    for (int64_t p = 0; p < kPixels; ++p)
-      d.images[i * kPixels + p] = centres[d.labels[i] * kPixels + p] + unit(rng);
-  }
-  return d;
+/// 0, 1, ..., n - 1.
+std::vector<int64_t> identity_order(int64_t n) {
+  std::vector<int64_t> order(n);
+  mnist_identity_order(order.data(), n);
+  return order;
 }
 
 /// Rows order[first, first + rows) as a batch: x [rows, 784], y [rows].
@@ -114,19 +78,14 @@ std::pair<Tensor, Tensor> batch_at(const Dataset& d, const std::vector<int64_t>&
                                    int64_t first, int64_t rows = kBatch) {
   std::vector<float> x(rows * kPixels);
   std::vector<int64_t> y(rows);
-  for (int64_t i = 0; i < rows; ++i) {
-    int64_t row = order[first + i];
-    std::copy_n(d.images.begin() + row * kPixels, kPixels, x.begin() + i * kPixels);
-    y[i] = d.labels[row];
-  }
+  mnist_batch(&d.d, order.data(), first, rows, x.data(), y.data());
   return {from_vector(x, {rows, kPixels}), from_vector(y, {rows})};
 }
 
 double accuracy(examples::Mlp& model, const Dataset& test) {
   NoGradGuard no_grad;
   model.eval();
-  std::vector<int64_t> order(test.size());
-  std::iota(order.begin(), order.end(), 0);
+  const std::vector<int64_t> order = identity_order(test.size());
   int64_t correct = 0, seen = 0;
   for (int64_t first = 0; first + kBatch <= test.size(); first += kBatch) {
     auto [x, y] = batch_at(test, order, first);
@@ -160,6 +119,7 @@ struct Flags {
   int64_t epochs = 1, max_steps = -1, log_every = 10;
   Mode mode = Mode::lazy;
   Device device{DeviceType::cpu, 0};
+  bool print_losses = false; // "step N loss X" every step (test/examples/c_host_matches_cpp.sh)
 };
 
 int64_t parse_int(const std::string& flag, const std::string& value) {
@@ -173,10 +133,15 @@ int64_t parse_int(const std::string& flag, const std::string& value) {
 /// Accepts `--flag value` and `--flag=value`.
 Flags parse_flags(int argc, char** argv) {
   const std::string usage = " (use --data DIR, --epochs N, --max-steps N, --log-every N, "
-                            "--mode lazy|replay|graphed|cacher, --device cpu|ref)";
+                            "--mode lazy|replay|graphed|cacher, --device cpu|ref, "
+                            "--print-losses)";
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
+    if (flag == "--print-losses") {
+      f.print_losses = true;
+      continue;
+    }
     if (const size_t eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -228,16 +193,14 @@ int main(int argc, char** argv) {
   set_default_device(flags.device);
 
   Dataset train, test;
-  if (!flags.data_dir.empty()) {
-    train = read_idx(flags.data_dir + "/train-images-idx3-ubyte",
-                     flags.data_dir + "/train-labels-idx1-ubyte");
-    test = read_idx(flags.data_dir + "/t10k-images-idx3-ubyte",
-                    flags.data_dir + "/t10k-labels-idx1-ubyte");
+  char error[512] = "";
+  int is_synthetic = 0;
+  const char* dir = flags.data_dir.c_str();
+  if (mnist_load(dir, &train.d, &test.d, &is_synthetic, error, sizeof error) != 0) fail(error);
+  if (!is_synthetic) {
     std::printf("mnist_mlp: MNIST from %s: %lld train, %lld test images\n", flags.data_dir.c_str(),
                 (long long)train.size(), (long long)test.size());
   } else {
-    train = synthetic(12000, 1);
-    test = synthetic(2000, 2);
     std::printf("mnist_mlp: no --data DIR given and nothing can be downloaded here, so this run "
                 "uses a SYNTHETIC, learnable data set (10 Gaussian clusters in 784-d): %lld train, "
                 "%lld test samples\n",
@@ -309,15 +272,15 @@ int main(int argc, char** argv) {
     epoch_size = train.size() % kBatch ? train.size() : train.size() - kBatch / 2;
 
   reset_metrics();
-  std::mt19937_64 shuffle_rng(0);
-  std::vector<int64_t> order(train.size());
-  std::iota(order.begin(), order.end(), 0);
+  mnist_rng shuffle_rng;
+  mnist_rng_seed(&shuffle_rng, 0);
+  std::vector<int64_t> order = identity_order(train.size());
   int64_t step = 0;
   double in_step_seconds = 0; // wall time inside the steps of the window
   Metrics window_start;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; epoch < flags.epochs; ++epoch) {
-    std::shuffle(order.begin(), order.end(), shuffle_rng);
+    mnist_shuffle(order.data(), train.size(), &shuffle_rng);
     for (int64_t first = 0; first < epoch_size; first += kBatch) {
       if (flags.max_steps >= 0 && step >= flags.max_steps) break;
       auto [x, y] = batch_at(train, order, first, std::min(kBatch, epoch_size - first));
@@ -340,6 +303,7 @@ int main(int argc, char** argv) {
         in_step_seconds +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
       ++step;
+      if (flags.print_losses) std::printf("step %lld loss %.6f\n", (long long)step, loss.item());
       if (step == 1 || step % flags.log_every == 0) {
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -124,9 +124,11 @@ Tensor& Tensor::fill_(double value) {
   Backend& backend = backend_for(impl.device());
   // Ops recorded before this call must still see the old value, so a
   // buffer that pending nodes refer to is replaced, not overwritten.
+  // Anyone else holding the buffer (a snapshot, a capture) keeps the old
+  // value too; `buffer` and the tensor account for two references.
   BufferPtr buffer = impl.buffer();
   if (!buffer || impl.is_pending() || impl.buffer_has_pending_users() ||
-      buffer.use_count() > 1)
+      buffer.use_count() > 2)
     buffer = value_or_throw(backend.allocate(impl.type()));
   std::vector<std::byte> host(impl.type().bytes());
   const size_t esize = element_size(dtype());

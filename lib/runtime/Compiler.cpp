@@ -106,8 +106,16 @@ absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph) {
 
 absl::StatusOr<TraceGraph> trace_graph_from_mlir(absl::string_view text) {
   MSTEP_ASSIGN_OR_RETURN(auto module, parse_module(text, "the graph"));
+  // func @step, or the module's only function (a module a host wrote).
   auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
-  if (!step) return absl::InvalidArgumentError("the graph module has no func @step");
+  if (!step) {
+    auto funcs = module->getOps<mlir::func::FuncOp>();
+    if (std::distance(funcs.begin(), funcs.end()) != 1)
+      return absl::InvalidArgumentError(
+          "the graph module has no func @step and not exactly one func.func; name the "
+          "function to run @step");
+    step = *funcs.begin();
+  }
   return export_trace_graph(step);
 }
 

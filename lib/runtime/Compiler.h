@@ -49,7 +49,9 @@ absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_vi
 
 /// The imported (not yet optimized) module of `graph` as text.
 absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph);
-/// Parses a module printed by trace_graph_to_mlir back into a graph.
+/// Parses a module printed by trace_graph_to_mlir (or written by hand in the
+/// same form) back into a graph: its func @step, or its only function.
+/// Errors carry the parser's and verifier's diagnostics with locations.
 absl::StatusOr<TraceGraph> trace_graph_from_mlir(absl::string_view text);
 
 }  // namespace mstep

@@ -10,6 +10,7 @@
 //   4. Bind each result buffer to its tensors; their nodes are released.
 #include "mstep/runtime/Tracer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -163,6 +164,16 @@ absl::Status Tracer::sync(TensorImpl& impl) {
   ++internal::mutable_metrics().sync_points;
   TensorImpl* one = &impl;
   return execute({&one, 1});
+}
+
+absl::Status Tracer::sync(absl::Span<TensorImpl* const> impls) {
+  std::vector<TensorImpl*> pending;
+  for (TensorImpl* impl : impls)
+    if (impl->is_pending() && std::find(pending.begin(), pending.end(), impl) == pending.end())
+      pending.push_back(impl);
+  if (pending.empty()) return absl::OkStatus();
+  ++internal::mutable_metrics().sync_points;
+  return execute(pending);
 }
 
 absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, Device device) {

@@ -7,6 +7,7 @@
 // declared here, so the tracer and the Tensor API stay free of MLIR headers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -77,6 +78,13 @@ class Backend {
   }
 
   virtual absl::StatusOr<BufferPtr> allocate(const TensorType& type) = 0;
+  /// A buffer over host memory the caller owns (zero-copy), or
+  /// Unimplemented when this backend cannot use it in place (the caller
+  /// then copies). `release` runs once the buffer is no longer used.
+  virtual absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
+                                              std::function<void()> release) {
+    return absl::UnimplementedError(absl::StrCat(name(), " cannot use host memory in place"));
+  }
   /// Copies `bytes` from host memory into `dst` (exactly dst.type().bytes()).
   virtual absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) = 0;
   /// Copies the whole of `src` to host memory.

@@ -74,6 +74,9 @@ class Tracer {
   absl::Status mark_step();
   /// Materializes `impl` alone (a sync point: item(), to_vector()).
   absl::Status sync(TensorImpl& impl);
+  /// Materializes the pending tensors among `impls` as one graph (the C
+  /// API's compiled-graph runs); other pending work stays pending.
+  absl::Status sync(absl::Span<TensorImpl* const> impls);
   /// The graph mark_step() would cut now; nothing runs or changes.
   absl::StatusOr<TraceGraph> pending_graph();
 

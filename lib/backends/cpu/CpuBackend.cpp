@@ -79,6 +79,11 @@ class CpuBackend final : public Backend {
     return std::make_shared<ref::HostBuffer>(type, kCpu);
   }
 
+  absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
+                                      std::function<void()> release) override {
+    return ref::host_wrap(type, kCpu, data, std::move(release));
+  }
+
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
     return ref::host_copy_in(dst, src, bytes);
   }

@@ -23,6 +23,25 @@ HostBuffer HostBuffer::view(TensorType type, Device device, std::byte* data) {
   return HostBuffer(std::move(type), device, data);
 }
 
+std::shared_ptr<HostBuffer> HostBuffer::external(TensorType type, Device device, std::byte* data,
+                                                 std::function<void()> release) {
+  auto buffer = std::make_shared<HostBuffer>(HostBuffer(std::move(type), device, data));
+  buffer->release_ = std::move(release);
+  return buffer;
+}
+
+HostBuffer::~HostBuffer() {
+  data_.reset();
+  if (release_) release_();
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> host_wrap(const TensorType& type, Device device, void* data,
+                                    std::function<void()> release) {
+  if (reinterpret_cast<uintptr_t>(data) % 64 != 0)
+    return absl::UnimplementedError("host memory that is not 64-byte aligned is copied");
+  return HostBuffer::external(type, device, static_cast<std::byte*>(data), std::move(release));
+}
+
 void HostBuffer::rebind(std::byte* data) {
   data_.release();  // a view owns nothing
   data_.reset(data);

@@ -4,11 +4,15 @@
 // someone else owns, such as the cpu backend's arena, and frees nothing.
 #pragma once
 
+#include <functional>
+#include <memory>
+
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "lib/backends/ref/HostAllocator.h"
 #include "mstep/runtime/Buffer.h"
 
@@ -21,6 +25,13 @@ class HostBuffer : public Buffer {
   static HostBuffer view(TensorType type, Device device, std::byte* data);
   /// Points a view at other memory; views only.
   void rebind(std::byte* data);
+  /// A buffer over host memory the embedding host owns (the C API's
+  /// mstep_tensor_wrap_host): `release` runs when the buffer is destroyed.
+  static std::shared_ptr<HostBuffer> external(TensorType type, Device device, std::byte* data,
+                                              std::function<void()> release);
+  ~HostBuffer() override;
+  HostBuffer(HostBuffer&&) = default;
+  HostBuffer& operator=(HostBuffer&&) = default;
 
   std::byte* bytes() { return data_.get(); }
   const std::byte* bytes() const { return data_.get(); }
@@ -41,7 +52,14 @@ class HostBuffer : public Buffer {
     }
   };
   std::unique_ptr<std::byte[], Free> data_{nullptr, Free{0}};
+  std::function<void()> release_;  // external memory only
 };
+
+/// Backend::wrap_host for host buffers (the ref and cpu backends): zero-copy
+/// when `data` is 64-byte aligned (what the kernels may assume), else
+/// Unimplemented so that the caller copies.
+absl::StatusOr<std::shared_ptr<Buffer>> host_wrap(const TensorType& type, Device device, void* data,
+                                    std::function<void()> release);
 
 /// Backend::copy_in / copy_out for host buffers (the ref and cpu backends):
 /// `bytes` must be the buffer's whole size.

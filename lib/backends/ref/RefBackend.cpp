@@ -147,6 +147,11 @@ class RefBackend final : public Backend {
     return std::make_shared<HostBuffer>(type);
   }
 
+  absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
+                                      std::function<void()> release) override {
+    return host_wrap(type, Device{DeviceType::ref, 0}, data, std::move(release));
+  }
+
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
     return host_copy_in(dst, src, bytes);
   }
