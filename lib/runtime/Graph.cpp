@@ -206,32 +206,23 @@ void Graph::replay() {
   const auto t0 = std::chrono::steady_clock::now();
   Tracer& tracer = Tracer::get();
 
-  // Check every input before running anything, so a failed replay changes nothing.
+  // Check every input before running anything, so a failed replay changes
+  // nothing. Only liveness needs checking: a TensorImpl's type and device
+  // never change (a handle assigned another shape holds another impl, and
+  // the captured one then has no owner left but the graph).
   bool any_pending = false;
   for (size_t s = 0; s < g.segments.size(); ++s) {
     for (size_t j = 0; j < g.segments[s].inputs.size(); ++j) {
       const InputBinding& b = g.segments[s].inputs[j];
       if (b.source != InputBinding::Source::tensor) continue;
-      const TensorImpl* t = b.tensor.get();
       if (b.tensor.use_count() == 1)
         throw ReplayError(ReplayError::Kind::input_freed,
                           absl::StrCat("Graph::replay: ", describe_input(s, j, b),
-                                       " was freed. Keep the static input, parameter and "
-                                       "optimizer-state tensors alive while the graph is used"));
-      if (t->type() != b.type) {
-        const bool dtype = t->type().shape == b.type.shape;
-        throw ReplayError(
-            dtype ? ReplayError::Kind::dtype_mismatch : ReplayError::Kind::shape_mismatch,
-            absl::StrCat("Graph::replay: ", describe_input(s, j, b), " is now ",
-                         t->type().to_string(), ". A graph replays only the shapes and dtypes "
-                         "it captured; capture another graph (ModuleCacher does it per shape)"));
-      }
-      if (t->device() != b.device)
-        throw ReplayError(ReplayError::Kind::device_mismatch,
-                          absl::StrCat("Graph::replay: ", describe_input(s, j, b),
-                                       " is now on ", t->device().to_string(),
-                                       "; copy it back to the captured device"));
-      any_pending |= t->is_pending();
+                                       " was freed, or its handle was assigned another tensor. "
+                                       "Keep the static input, parameter and optimizer-state "
+                                       "tensors alive while the graph is used, and fill static "
+                                       "inputs with copy_(), not by assignment"));
+      any_pending |= b.tensor->is_pending();
     }
   }
   // A static input filled from a pending tensor (copy_ of a lazy result)

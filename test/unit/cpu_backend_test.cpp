@@ -2,6 +2,7 @@
 // from the arena without disturbing earlier results, donated parameters
 // are updated in place only when nothing else holds them, host fallbacks
 // are counted, and executables round-trip through the disk cache.
+#include <functional>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -205,6 +206,42 @@ TEST(CpuBackend, InferenceLinearReluIsOneMatmulWithAnEpilogue) {
   EXPECT_THAT(names, ::testing::ElementsAre("onednn.matmul_epilogue"));
   Tensor yr = relu(linear(on(kRef, {8, 32}, 3), on(kRef, {16, 32}, 1), on(kRef, {16}, 2)));
   expect_near(y.to_vector<float>(), yr.to_vector<float>());
+}
+
+// A transformer's residual: x + linear(h), and x + gelu(linear(h)), and a
+// bias-free x + h @ w, each one oneDNN matmul whose epilogue adds the
+// residual. relu + residual keeps its own pass (relu must run last).
+TEST(CpuBackend, ResidualAddIsPartOfTheMatmulEpilogue) {
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&)> f;
+    bool one_kernel;
+  };
+  const std::vector<Case> cases = {
+      {"x + linear", [](auto& x, auto& h, auto& w, auto& b) { return x + linear(h, w, b); }, true},
+      {"linear + x", [](auto& x, auto& h, auto& w, auto& b) { return linear(h, w, b) + x; }, true},
+      {"x + gelu(linear)",
+       [](auto& x, auto& h, auto& w, auto& b) { return x + gelu(linear(h, w, b)); }, true},
+      {"x + h @ w^T", [](auto& x, auto& h, auto& w, auto&) { return x + linear(h, w); }, true},
+      {"x + relu(linear)",
+       [](auto& x, auto& h, auto& w, auto& b) { return x + relu(linear(h, w, b)); }, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tracer::get().set_record_steps(true);
+    Tensor y = c.f(on(kCpu, {8, 16}, 4), on(kCpu, {8, 32}, 3), on(kCpu, {16, 32}, 1),
+                   on(kCpu, {16}, 2));
+    mark_step();
+    const std::vector<std::string> names = kernels_of_last_step();
+    Tracer::get().set_record_steps(false);
+    if (c.one_kernel)
+      EXPECT_THAT(names, ::testing::ElementsAre("onednn.matmul_epilogue"));
+    else
+      EXPECT_GE(names.size(), 2u);
+    Tensor yr = c.f(on(kRef, {8, 16}, 4), on(kRef, {8, 32}, 3), on(kRef, {16, 32}, 1),
+                    on(kRef, {16}, 2));
+    expect_near(y.to_vector<float>(), yr.to_vector<float>());
+  }
 }
 
 TEST(CpuBackend, CorruptNativeBlobIsAnErrorNotACrash) {

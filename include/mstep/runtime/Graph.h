@@ -74,7 +74,9 @@ class Graph {
   void capture_abort();
 
   /// Runs the captured executables. Throws ReplayError (before running
-  /// anything) when an input tensor was freed or changed type or device.
+  /// anything) when an input tensor was freed, or its handle was assigned
+  /// another tensor (which may have another shape): a captured tensor keeps
+  /// its type and device, so new data must come in through copy_().
   void replay();
 
   bool captured() const;

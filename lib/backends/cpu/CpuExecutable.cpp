@@ -187,7 +187,7 @@ absl::Status CpuExecutable::build() {
     result_slots_.insert(result_slots_.end(), results.begin(), results.end());
   };
 
-  // matmul + bias (+ relu/gelu) fusions become one oneDNN matmul with an
+  // matmul + bias (+ relu/gelu) (+ residual) fusions become one oneDNN matmul with an
   // epilogue, run at the matmul's place and writing the fusion's result.
   // That is safe when the result's memory is free there: the fusion was
   // planned in place over the matmul's result, or is a step output (its own
@@ -198,7 +198,10 @@ absl::Status CpuExecutable::build() {
     for (uint32_t f = static_cast<uint32_t>(num_args); f < graph_.nodes.size(); ++f) {
       if (graph_.nodes[f].op != OpKind::fusion) continue;
       auto e = find_matmul_epilogue(graph_, f);
-      if (!e || e->bias.node >= e->matmul || !lookthrough_safe(e->matmul)) continue;
+      // The bias and residual must exist at the matmul's place.
+      if (!e || (e->bias && e->bias->node >= e->matmul) ||
+          (e->residual && e->residual->node >= e->matmul) || !lookthrough_safe(e->matmul))
+        continue;
       const uint32_t result = value_base_[f], mm = value_base_[e->matmul];
       if (slot_kind_[result] != SlotKind::output && slot_offset[result] != slot_offset[mm]) continue;
       epilogue_fusion[e->matmul] = f;
@@ -255,10 +258,11 @@ absl::Status CpuExecutable::build() {
                              make_onednn_matmul_epilogue_kernel(graph_, *e, &see_through_));
       if (kernel) {
         absorbed[f] = true;
-        add_call(kernel.get(),
-                 {read_operand(node, n.operands[0], "onednn"),
-                  read_operand(node, n.operands[1], "onednn"), slot_of(e->bias)},
-                 {value_base_[f]});
+        std::vector<uint32_t> operands = {read_operand(node, n.operands[0], "onednn"),
+                                          read_operand(node, n.operands[1], "onednn")};
+        if (e->bias) operands.push_back(slot_of(*e->bias));
+        if (e->residual) operands.push_back(slot_of(*e->residual));
+        add_call(kernel.get(), operands, {value_base_[f]});
         kernels_.push_back(std::move(kernel));
         continue;
       }

@@ -55,15 +55,19 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_transposed_matmul_kernel(
     const KernelRequest& request);
 
 /// A matmul whose only use is an `mstep.fusion` node computing
-///   act(matmul + bias), act in {none, relu, gelu (erf or tanh)},
-/// with a bias that broadcasts along the last dim only ([p], [1, p], ...).
-/// One oneDNN matmul computes it, the bias add (and gelu) running as its
-/// epilogue on the f32 accumulator; relu runs as an in-place pass over the
-/// result right after, since oneDNN's relu maps NaN to 0.
+///   act(matmul [+ bias]) [+ residual], act in {none, relu, gelu (erf or tanh)},
+/// with a bias that broadcasts along the last dim only ([p], [1, p], ...)
+/// and a residual of the product's own type (a transformer's `x + proj(h)`),
+/// and at least one of the two. One oneDNN matmul computes it: the bias
+/// add, gelu and the residual add run as its epilogue on the f32
+/// accumulator. relu runs as an in-place pass right after, since oneDNN's
+/// relu maps NaN to 0, so relu is not combined with a residual.
 struct MatmulEpilogue {
-  uint32_t matmul;   // node index of the matmul
-  uint32_t fusion;   // node index of the fusion
-  ValueRef bias;     // the fusion operand that is not the matmul result
+  uint32_t matmul;                   // node index of the matmul
+  uint32_t fusion;                   // node index of the fusion
+  std::optional<ValueRef> bias;      // fusion operands
+  std::optional<ValueRef> residual;
+  int32_t activation = -1;           // the relu/gelu node of the body, or -1
 };
 
 /// The epilogue pattern rooted at fusion node `fusion_index`, or nullopt.
@@ -73,7 +77,7 @@ std::optional<MatmulEpilogue> find_matmul_epilogue(const TraceGraph& graph,
                                                    uint32_t fusion_index);
 
 /// The kernel for a found epilogue, replacing both nodes. Its operands are
-/// (lhs, rhs, bias) — lhs and rhs the matmul's operands after
+/// (lhs, rhs[, bias][, residual]) — lhs and rhs the matmul's operands after
 /// transposed_source() look-through, as for make_onednn_kernel — and its
 /// result is the fusion's result. nullptr when oneDNN declines (dtype).
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(

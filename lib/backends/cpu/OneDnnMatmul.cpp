@@ -38,10 +38,11 @@ using dnnl::memory;
 /// The activation an epilogue applies after the bias add.
 enum class Activation { none, relu, gelu_erf, gelu_tanh };
 
-/// What one oneDNN matmul computes: act(lhs @ rhs [+ bias]).
+/// What one oneDNN matmul computes: act(lhs @ rhs [+ bias]) [+ residual].
 struct MatmulSpec {
   ValueRef lhs, rhs;
-  std::optional<ValueRef> bias;  // broadcast along all but the last dim
+  std::optional<ValueRef> bias;      // broadcast along all but the last dim
+  std::optional<ValueRef> residual;  // the result's type
   TensorType result;
   Activation activation = Activation::none;
   const std::vector<bool>* see_through = nullptr;  // see transposed_source()
@@ -153,22 +154,26 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
       bias_desc = dense_desc(dims, *type);
     }
     dnnl::primitive_attr attr = user_scratchpad_attr();
-    if (spec.activation == Activation::gelu_erf || spec.activation == Activation::gelu_tanh) {
-      dnnl::post_ops ops;
+    dnnl::post_ops ops;
+    if (spec.activation == Activation::gelu_erf || spec.activation == Activation::gelu_tanh)
       ops.append_eltwise(1.f, eltwise_algorithm(spec.activation), 0.f, 0.f);
-      attr.set_post_ops(ops);
-    }
+    if (spec.residual) ops.append_binary(dnnl::algorithm::binary_add, out_desc);
+    if (ops.len() > 0) attr.set_post_ops(ops);
     const dnnl::matmul::desc desc =
         bias_desc ? dnnl::matmul::desc(lhs_desc, rhs_desc, *bias_desc, out_desc)
                   : dnnl::matmul::desc(lhs_desc, rhs_desc, out_desc);
     const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
     auto kernel = std::make_unique<PrimitiveKernel>(
-        spec.bias ? "onednn.matmul_epilogue" : "onednn.matmul");
+        spec.bias || spec.residual ? "onednn.matmul_epilogue" : "onednn.matmul");
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, kernel->bind_operand(swap ? 1 : 0, lhs_desc)},
         {DNNL_ARG_WEIGHTS, kernel->bind_operand(swap ? 0 : 1, rhs_desc)},
         {DNNL_ARG_DST, kernel->bind_result(0, out_desc)}};
-    if (bias_desc) args[DNNL_ARG_BIAS] = kernel->bind_operand(2, *bias_desc);
+    int next_operand = 2;
+    if (bias_desc) args[DNNL_ARG_BIAS] = kernel->bind_operand(next_operand++, *bias_desc);
+    if (spec.residual)
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len() - 1) | DNNL_ARG_SRC_1] =
+          kernel->bind_operand(next_operand++, out_desc);
     kernel->add_step(pd, dnnl::matmul(pd), std::move(args));
     if (spec.activation != Activation::relu) return kernel;
     return std::make_unique<ReluAfterKernel>(std::move(kernel), spec.result.dtype,
@@ -223,54 +228,92 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_matmul_kernel(const KernelReques
 std::optional<MatmulEpilogue> find_matmul_epilogue(const TraceGraph& graph,
                                                    uint32_t fusion_index) {
   const GraphNode& fusion = graph.nodes[fusion_index];
-  if (fusion.op != OpKind::fusion || !fusion.body || fusion.operands.size() != 2 ||
-      fusion.results.size() != 1)
+  if (fusion.op != OpKind::fusion || !fusion.body || fusion.operands.size() < 2 ||
+      fusion.operands.size() > 3 || fusion.results.size() != 1)
     return std::nullopt;
   const TraceGraph& body = *fusion.body;
   if (body.outputs.size() != 1) return std::nullopt;
+  size_t nodes = fusion.operands.size();  // the body's parameters
+  std::optional<int64_t> bias_input, residual_input;
 
-  // 1. Peel the activation off the body's output.
-  ValueRef sum = body.outputs[0];
-  size_t expected_nodes = 2 + 1;  // two inputs and the add
-  const GraphNode& last = body.nodes[sum.node];
-  if (last.op == OpKind::relu || last.op == OpKind::gelu) {
-    sum = last.operands[0];
-    ++expected_nodes;
+  // 1. A residual add at the top: add(expression, parameter).
+  ValueRef v = body.outputs[0];
+  if (fusion.operands.size() == 3 && body.nodes[v.node].op == OpKind::add) {
+    const GraphNode& add = body.nodes[v.node];
+    for (int side = 0; side < 2 && !residual_input; ++side)
+      if (auto r = onednn::body_input(body, add.operands[side], false);
+          r && body.nodes[add.operands[1 - side].node].op != OpKind::parameter) {
+        residual_input = r;
+        v = add.operands[1 - side];
+        ++nodes;
+      }
   }
-  // 2. The add of the matmul result and a row bias (perhaps expanded).
-  const GraphNode& add = body.nodes[sum.node];
-  if (add.op != OpKind::add) return std::nullopt;
-  std::optional<uint32_t> matmul;
-  std::optional<ValueRef> bias;
-  for (int side = 0; side < 2; ++side) {
-    const std::optional<int64_t> mm_input = onednn::body_input(body, add.operands[side], false);
-    const std::optional<int64_t> bias_input = onednn::body_input(body, add.operands[1 - side], true);
-    if (!mm_input || !bias_input || *mm_input == *bias_input) continue;
-    const ValueRef mm_value = fusion.operands[*mm_input];
-    if (graph.nodes[mm_value.node].op != OpKind::matmul) continue;
-    matmul = mm_value.node;
-    bias = fusion.operands[*bias_input];
-    if (body.nodes[add.operands[1 - side].node].op == OpKind::expand) ++expected_nodes;
-    break;
+  // 2. The activation.
+  std::optional<OpKind> activation;
+  int32_t activation_node = -1;
+  if (body.nodes[v.node].op == OpKind::relu || body.nodes[v.node].op == OpKind::gelu) {
+    activation = body.nodes[v.node].op;
+    activation_node = static_cast<int32_t>(v.node);
+    v = body.nodes[v.node].operands[0];
+    ++nodes;
   }
-  if (!matmul || body.nodes.size() != expected_nodes) return std::nullopt;
-
-  // 3. Types: the fusion's result is the matmul's, the bias a row vector.
-  const TensorType& product = graph.nodes[*matmul].results[0];
-  const int64_t p = product.shape[product.shape.rank() - 1];
-  if (fusion.results[0] != product || graph.type_of(*bias).dtype != product.dtype ||
-      !onednn::is_row_bias(graph.type_of(*bias), p))
+  if (activation == OpKind::relu && residual_input) return std::nullopt;  // relu runs last
+  // 3. The matmul's own value, plus a bias (perhaps expanded) or, when
+  //    nothing else was found, a residual.
+  std::optional<int64_t> mm_input = onednn::body_input(body, v, false);
+  if (!mm_input) {
+    const GraphNode& add = body.nodes[v.node];
+    if (add.op != OpKind::add) return std::nullopt;
+    ++nodes;
+    for (int side = 0; side < 2 && !mm_input; ++side) {
+      const std::optional<int64_t> m = onednn::body_input(body, add.operands[side], false);
+      const std::optional<int64_t> other = onednn::body_input(body, add.operands[1 - side], true);
+      if (!m || !other || *m == *other ||
+          graph.nodes[fusion.operands[*m].node].op != OpKind::matmul)
+        continue;
+      mm_input = m;
+      const bool expanded = body.nodes[add.operands[1 - side].node].op == OpKind::expand;
+      nodes += expanded;
+      const TensorType& product = graph.nodes[fusion.operands[*m].node].results[0];
+      if (!expanded && !residual_input && !activation &&
+          graph.type_of(fusion.operands[*other]) == product)
+        residual_input = other;  // matmul + residual, no bias
+      else
+        bias_input = other;
+    }
+  }
+  if (!mm_input || body.nodes.size() != nodes || (!bias_input && !residual_input))
     return std::nullopt;
+  const ValueRef mm_value = fusion.operands[*mm_input];
+  if (graph.nodes[mm_value.node].op != OpKind::matmul) return std::nullopt;
+  const uint32_t matmul = mm_value.node;
 
-  // 4. The fusion must be the matmul's only reader, so the executor can
+  // 4. Types: the fusion's result is the matmul's, the bias a row vector,
+  //    the residual of the result's type.
+  const TensorType& product = graph.nodes[matmul].results[0];
+  const int64_t p = product.shape[product.shape.rank() - 1];
+  if (fusion.results[0] != product) return std::nullopt;
+  std::optional<ValueRef> bias, residual;
+  if (bias_input) {
+    bias = fusion.operands[*bias_input];
+    if (graph.type_of(*bias).dtype != product.dtype ||
+        !onednn::is_row_bias(graph.type_of(*bias), p))
+      return std::nullopt;
+  }
+  if (residual_input) {
+    residual = fusion.operands[*residual_input];
+    if (graph.type_of(*residual) != product) return std::nullopt;
+  }
+
+  // 5. The fusion must be the matmul's only reader, so the executor can
   //    drop the matmul node.
   int uses = 0;
   for (const GraphNode& n : graph.nodes)
-    for (ValueRef v : n.operands) uses += v.node == *matmul;
-  for (ValueRef v : graph.outputs)
-    if (v.node == *matmul) return std::nullopt;
+    for (ValueRef u : n.operands) uses += u.node == matmul;
+  for (ValueRef u : graph.outputs)
+    if (u.node == matmul) return std::nullopt;
   if (uses != 1) return std::nullopt;
-  return MatmulEpilogue{*matmul, fusion_index, *bias};
+  return MatmulEpilogue{matmul, fusion_index, bias, residual, activation_node};
 }
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
@@ -281,19 +324,23 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_matmul_epilogue_kernel(
   spec.lhs = matmul.operands[0];
   spec.rhs = matmul.operands[1];
   spec.bias = epilogue.bias;
+  spec.residual = epilogue.residual;
   spec.result = fusion.results[0];
   spec.see_through = see_through;
-  const GraphNode& last = fusion.body->nodes[fusion.body->outputs[0].node];
-  if (last.op == OpKind::relu) spec.activation = onednn::Activation::relu;
-  if (last.op == OpKind::gelu)
-    spec.activation = attr_int(last.attrs, AttrName::approximate) != 0
-                          ? onednn::Activation::gelu_tanh
-                          : onednn::Activation::gelu_erf;
+  if (epilogue.activation >= 0) {
+    const GraphNode& act = fusion.body->nodes[epilogue.activation];
+    if (act.op == OpKind::relu) spec.activation = onednn::Activation::relu;
+    if (act.op == OpKind::gelu)
+      spec.activation = attr_int(act.attrs, AttrName::approximate) != 0
+                            ? onednn::Activation::gelu_tanh
+                            : onednn::Activation::gelu_erf;
+  }
   return onednn::build_matmul(
       graph, spec,
-      absl::StrCat("matmul + bias epilogue ", graph.type_of(spec.lhs).to_string(), ", ",
-                   graph.type_of(spec.rhs).to_string(), ", bias ",
-                   graph.type_of(*spec.bias).to_string()));
+      absl::StrCat("matmul epilogue ", graph.type_of(spec.lhs).to_string(), ", ",
+                   graph.type_of(spec.rhs).to_string(),
+                   spec.bias ? absl::StrCat(", bias ", graph.type_of(*spec.bias).to_string()) : "",
+                   spec.residual ? ", residual" : ""));
 }
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_onednn_transposed_matmul_kernel(
