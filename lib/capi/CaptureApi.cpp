@@ -141,10 +141,7 @@ mstep_status* mstep_captured_graph_stats(const mstep_captured_graph* captured,
 mstep_status* mstep_captured_graph_release(mstep_captured_graph* captured) {
   if (captured == nullptr) return nullptr;
   return guard(__func__, [&] {
-    check_captured(captured);
-    mstep_context* context = captured->context;
-    retire(captured);
-    count_released(context);
+    release_owned(captured, HandleKind::captured, "captured");
   });
 }
 

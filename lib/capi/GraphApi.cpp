@@ -125,10 +125,7 @@ mstep_status* mstep_graph_builder_create(mstep_context* context, mstep_device* d
 mstep_status* mstep_graph_builder_release(mstep_graph_builder* builder) {
   if (builder == nullptr) return nullptr;
   return guard(__func__, [&] {
-    check_builder(builder);
-    mstep_context* context = builder->context;
-    retire(builder);
-    count_released(context);
+    release_owned(builder, HandleKind::builder, "builder");
   });
 }
 
@@ -229,10 +226,7 @@ mstep_status* mstep_compiled_graph_from_mlir(mstep_context* context, mstep_devic
 mstep_status* mstep_compiled_graph_release(mstep_compiled_graph* graph) {
   if (graph == nullptr) return nullptr;
   return guard(__func__, [&] {
-    check_compiled(graph);
-    mstep_context* context = graph->context;
-    retire(graph);
-    count_released(context);
+    release_owned(graph, HandleKind::compiled, "graph");
   });
 }
 

@@ -131,4 +131,14 @@ std::vector<Tensor> tensors_of(mstep_tensor* const* handles, size_t count, const
 /// One handle made through `context` was released.
 void count_released(mstep_context* context);
 
+/// The body of the *_release functions of handles with one owner: checks
+/// `handle`, retires it and takes it off its context's count.
+template <typename Handle>
+void release_owned(Handle* handle, HandleKind kind, const char* what) {
+  check_handle(handle, kind, what);
+  mstep_context* context = handle->context;
+  retire(handle);
+  count_released(context);
+}
+
 }  // namespace mstep::capi

@@ -123,10 +123,7 @@ mstep_status* mstep_optimizer_set_lr(mstep_optimizer* optimizer, double lr) {
 mstep_status* mstep_optimizer_release(mstep_optimizer* optimizer) {
   if (optimizer == nullptr) return nullptr;
   return guard(__func__, [&] {
-    check_optimizer(optimizer);
-    mstep_context* context = optimizer->context;
-    retire(optimizer);
-    count_released(context);
+    release_owned(optimizer, HandleKind::optimizer, "optimizer");
   });
 }
 

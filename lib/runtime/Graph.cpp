@@ -29,6 +29,12 @@ struct InputBinding {
   uint32_t segment = 0, slot = 0;    // Source::segment (result) / segment_input (input)
   BufferPtr constant;                // Source::constant; the state buffer for Source::rng
   Backend* backend = nullptr;        // Source::rng: writes the state
+};
+
+/// What an input was at capture, for error messages only. Kept apart from
+/// InputBinding so that replay's loops walk small, dense bindings: after a
+/// step's kernels they run with cold caches.
+struct InputInfo {
   TensorType type;
   Device device;
   InputRole role = InputRole::input;
@@ -37,9 +43,14 @@ struct InputBinding {
 struct Segment {
   std::shared_ptr<Executable> executable;
   std::vector<InputBinding> inputs;
-  // Per result: the tensors bound to it (a tensor only the graph still
-  // holds is skipped: nobody can read it).
-  std::vector<std::vector<std::shared_ptr<TensorImpl>>> outputs;
+  std::vector<InputInfo> input_info;  // parallel to inputs
+  // The tensors bound to results, with their result's index, in one flat
+  // list (a tensor only the graph still holds is skipped: nobody can read it).
+  struct OutputBinding {
+    uint32_t result;
+    std::shared_ptr<TensorImpl> tensor;
+  };
+  std::vector<OutputBinding> outputs;
   uint64_t rng_offset = 0;  // relative to the capture's first offset
   // Replay scratch, kept to avoid allocating each step.
   std::vector<BufferPtr> buffers;
@@ -48,7 +59,7 @@ struct Segment {
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
 
-std::string describe_input(size_t segment, size_t index, const InputBinding& b) {
+std::string describe_input(size_t segment, size_t index, const InputInfo& b) {
   return absl::StrCat("input ", index, " of captured graph ", segment, " (",
                       input_role_name(b.role), ", captured as ", b.type.to_string(), " on ",
                       b.device.to_string(), ")");
@@ -72,17 +83,19 @@ struct Graph::Impl final : CaptureRecorder {
     Segment seg;
     seg.executable = run.executable;
     seg.inputs.resize(run.inputs.size());
+    seg.input_info.resize(run.inputs.size());
     for (size_t j = 0; j < run.inputs.size(); ++j) {
       const Node* node = run.input_nodes[j];
       const BufferPtr& buf = run.inputs[j];
       InputBinding& b = seg.inputs[j];
-      b.type = buf->type();
-      b.device = buf->device();
-      b.role = node->input_role();
-      if (b.role == InputRole::rng_state) {
+      InputInfo& info = seg.input_info[j];
+      info.type = buf->type();
+      info.device = buf->device();
+      info.role = node->input_role();
+      if (info.role == InputRole::rng_state) {
         b.source = InputBinding::Source::rng;
-        b.backend = value_or_throw(BackendRegistry::get(b.device.type));
-        b.constant = value_or_throw(b.backend->allocate(b.type));
+        b.backend = value_or_throw(BackendRegistry::get(info.device.type));
+        b.constant = value_or_throw(b.backend->allocate(info.type));
         seg.rng_offset = run.rng_offset - rng_begin;
       } else if (auto it = produced.find(buf.get()); it != produced.end()) {
         b.source = InputBinding::Source::segment;
@@ -104,9 +117,8 @@ struct Graph::Impl final : CaptureRecorder {
         b.constant = buf;
       }
     }
-    seg.outputs.resize(run.results.size());
     for (size_t i = 0; i < run.outputs.size(); ++i)
-      seg.outputs[run.output_slot[i]].push_back(run.outputs[i]->shared_from_this());
+      seg.outputs.push_back({run.output_slot[i], run.outputs[i]->shared_from_this()});
     const auto index = static_cast<uint32_t>(segments.size());
     for (uint32_t j = 0; j < run.inputs.size(); ++j) {
       consumed.try_emplace(run.inputs[j].get(), index, j);
@@ -217,7 +229,7 @@ void Graph::replay() {
       if (b.source != InputBinding::Source::tensor) continue;
       if (b.tensor.use_count() == 1)
         throw ReplayError(ReplayError::Kind::input_freed,
-                          absl::StrCat("Graph::replay: ", describe_input(s, j, b),
+                          absl::StrCat("Graph::replay: ", describe_input(s, j, g.segments[s].input_info[j]),
                                        " was freed, or its handle was assigned another tensor. "
                                        "Keep the static input, parameter and optimizer-state "
                                        "tensors alive while the graph is used, and fill static "
@@ -271,9 +283,8 @@ void Graph::replay() {
                                absl::StrCat("Graph::replay: captured graph ", s,
                                             " failed: ", results.status().message())));
     seg.results = *std::move(results);
-    for (size_t k = 0; k < seg.outputs.size(); ++k)
-      for (const std::shared_ptr<TensorImpl>& t : seg.outputs[k])
-        t->set_buffer(t.use_count() > 1 ? seg.results[k] : nullptr);  // dead: free its memory
+    for (const Segment::OutputBinding& o : seg.outputs)  // a dead tensor: free its memory
+      o.tensor->set_buffer(o.tensor.use_count() > 1 ? seg.results[o.result] : nullptr);
   }
   for (Segment& seg : g.segments) {
     seg.results.clear();
