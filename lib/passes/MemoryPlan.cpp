@@ -66,6 +66,9 @@ bool mayWriteResultOver(Operation* op, OpResult result, unsigned operandNumber) 
            isPair(update.getNewStates(), update.getStates()) ||
            isPair(update.getNewSteps(), update.getSteps());
   }
+  // A reshape keeps the row-major bytes as they are: planned over its
+  // dying operand it is free (the cpu backend skips the copy onto itself).
+  if (llvm::isa<dialect::ReshapeOp>(op)) return true;
   bool positional = llvm::isa<dialect::FusionOp>(op) || op->hasTrait<dialect::OpTrait::Fusible>() ||
                     op->hasTrait<mlir::OpTrait::Elementwise>();
   if (!positional) return false;

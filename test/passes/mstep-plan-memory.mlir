@@ -60,6 +60,26 @@ func.func @in_place(%x: tensor<4x8xf32> {mstep.role = "input"}) -> tensor<4x8xf1
 
 // -----
 
+// A reshape keeps the bytes as they are: it takes the slot of an operand
+// that dies at it (%r over %e), never of one still read later (%s: %r is
+// read by %m after it), and never an argument's.
+// e: p0..p1, r: p1..p3 (in %e's slot), s: p2.. (returned), m: p3 (in %r's).
+// CHECK-LABEL: func.func @reshape_in_place(
+// CHECK: %[[E:.*]] = mstep.exp %{{.*}} {mstep.arena_offsets = array<i64: 0>}
+// CHECK: %[[R:.*]] = mstep.reshape %[[E]] {mstep.arena_offsets = array<i64: 0>, mstep.in_place = array<i64: 0>, shape = array<i64: 32>}
+// CHECK: %[[S:.*]] = mstep.reshape %[[R]] {mstep.arena_offsets = array<i64: 128>, shape = array<i64: 8, 4>}
+// CHECK: mstep.neg %[[R]] {mstep.arena_offsets = array<i64: 0>, mstep.in_place = array<i64: 0>}
+// CHECK: return
+func.func @reshape_in_place(%x: tensor<4x8xf32> {mstep.role = "input"}) -> (tensor<32xf32>, tensor<8x4xf32>) {
+  %e = mstep.exp %x : tensor<4x8xf32>
+  %r = mstep.reshape %e {shape = array<i64: 32>} : tensor<4x8xf32> -> tensor<32xf32>
+  %s = mstep.reshape %r {shape = array<i64: 8, 4>} : tensor<32xf32> -> tensor<8x4xf32>
+  %m = mstep.neg %r : tensor<32xf32>
+  return %m, %s : tensor<32xf32>, tensor<8x4xf32>
+}
+
+// -----
+
 // Donated arguments: %w2 is written into %w (its op reads %w elementwise and
 // nothing reads %w later). %v2 is not written into %v (%o reads %v after
 // it), and %u2 not into %u (a matmul cannot write over its operand): both

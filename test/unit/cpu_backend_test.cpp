@@ -244,6 +244,25 @@ TEST(CpuBackend, ResidualAddIsPartOfTheMatmulEpilogue) {
   }
 }
 
+// A reshape whose operand dies there is planned over it and moves nothing;
+// the values are still right, including when the reshaped value is read
+// later and when the reshape's source stays alive.
+TEST(CpuBackend, ReshapeOverItsDyingOperandIsFree) {
+  auto chain = [](Device d) {
+    Tensor x = on(d, {6, 8}, 1);
+    Tensor e = exp(x * 0.5);
+    Tensor r = e.reshape({8, 6});         // e dies here: in place
+    Tensor y = relu(r - 1.0).reshape({48});
+    Tensor kept = (x + 1.0).reshape({2, 24});  // its source x is a graph input
+    return std::vector<Tensor>{r.sum({}), y, kept};
+  };
+  std::vector<Tensor> c = chain(kCpu);
+  mark_step();  // one graph with all three
+  std::vector<Tensor> r = chain(kRef);
+  mark_step();
+  for (size_t i = 0; i < c.size(); ++i) expect_near(c[i].to_vector<float>(), r[i].to_vector<float>());
+}
+
 TEST(CpuBackend, CorruptNativeBlobIsAnErrorNotACrash) {
   Backend* cpu = *BackendRegistry::get(DeviceType::cpu);
   for (std::string blob : {std::string(""), std::string("MSTEPCPU"), std::string("not a blob"),
