@@ -77,19 +77,19 @@ class CapiTest : public ::testing::Test {
     EXPECT_EQ(o.code, MSTEP_OK) << "handles leaked by the test: " << o.message;
   }
 
-  /// An f32 tensor from values, released at the end of the test.
+  /// An f32 / i64 tensor from values on cpu, released at the end of the test.
   mstep_tensor* f32(const std::vector<float>& values, const std::vector<int64_t>& shape) {
-    mstep_tensor* t = nullptr;
-    Outcome o = outcome(mstep_tensor_from_host(ctx, cpu, MSTEP_F32, shape.data(), shape.size(),
-                                               values.data(), values.size() * sizeof(float), &t));
-    EXPECT_EQ(o.code, MSTEP_OK) << o.message;
-    return keep(t);
+    return from_host(MSTEP_F32, values, shape);
   }
   mstep_tensor* i64(const std::vector<int64_t>& values, const std::vector<int64_t>& shape) {
+    return from_host(MSTEP_I64, values, shape);
+  }
+  template <typename T>
+  mstep_tensor* from_host(mstep_dtype dtype, const std::vector<T>& values,
+                          const std::vector<int64_t>& shape) {
     mstep_tensor* t = nullptr;
-    Outcome o = outcome(mstep_tensor_from_host(ctx, cpu, MSTEP_I64, shape.data(), shape.size(),
-                                               values.data(), values.size() * sizeof(int64_t),
-                                               &t));
+    Outcome o = outcome(mstep_tensor_from_host(ctx, cpu, dtype, shape.data(), shape.size(),
+                                               values.data(), values.size() * sizeof(T), &t));
     EXPECT_EQ(o.code, MSTEP_OK) << o.message;
     return keep(t);
   }
