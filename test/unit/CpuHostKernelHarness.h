@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/backends/cpu/HostKernels.h"
 #include "lib/backends/ref/RefKernels.h"
+#include "mstep/core/HalfTypes.h"
 
 namespace mstep::cpu::host_test {
 
@@ -141,8 +142,39 @@ inline std::unique_ptr<ref::HostBuffer> scalar_i64(int64_t v) {
   return filled<int64_t>({}, DType::i64, {v});
 }
 
-/// Same type; floats within `rel` of each other relative to the larger
-/// magnitude (NaN matching NaN, infinities equal); other dtypes bitwise.
+/// `b` (f32) converted to `dtype` (f32, bf16 or f16), rounded as the ref
+/// kernels store: for bf16 and f16 test inputs from random_f32 or filled.
+inline std::unique_ptr<ref::HostBuffer> converted(const ref::HostBuffer& b, DType dtype) {
+  auto out = std::make_unique<ref::HostBuffer>(TensorType{b.type().shape, dtype});
+  const float* x = b.data<float>();
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    if (dtype == DType::bf16)
+      out->data<BFloat16>()[i] = BFloat16(x[i]);
+    else if (dtype == DType::f16)
+      out->data<Float16>()[i] = Float16(x[i]);
+    else
+      out->data<float>()[i] = x[i];
+  }
+  return out;
+}
+
+/// Element i of a floating buffer (f32, f64, bf16, f16) as a double.
+inline double float_element(const ref::HostBuffer& b, int64_t i) {
+  switch (b.type().dtype) {
+  case DType::f32:
+    return b.data<float>()[i];
+  case DType::bf16:
+    return static_cast<float>(b.data<BFloat16>()[i]);
+  case DType::f16:
+    return static_cast<float>(b.data<Float16>()[i]);
+  default:
+    return b.data<double>()[i];
+  }
+}
+
+/// Same type; floats (f32, f64, bf16, f16) within `rel` of each other
+/// relative to the larger magnitude (NaN matching NaN, infinities equal;
+/// rel 0: the same value); other dtypes bitwise.
 inline void expect_close(const ref::HostBuffer& expected, const ref::HostBuffer& actual, double rel,
                   const std::string& what) {
   ASSERT_EQ(expected.type(), actual.type()) << what;
@@ -153,12 +185,11 @@ inline void expect_close(const ref::HostBuffer& expected, const ref::HostBuffer&
                   << ": expected " << e << ", got " << a;
     return ++failures < 5;
   };
-  if (expected.type().dtype == DType::f32 || expected.type().dtype == DType::f64) {
+  const DType dtype = expected.type().dtype;
+  if (dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16 || dtype == DType::f16) {
     for (int64_t i = 0; i < n; ++i) {
-      const double e = expected.type().dtype == DType::f32 ? expected.data<float>()[i]
-                                                           : expected.data<double>()[i];
-      const double a =
-          actual.type().dtype == DType::f32 ? actual.data<float>()[i] : actual.data<double>()[i];
+      const double e = float_element(expected, i);
+      const double a = float_element(actual, i);
       const bool same = (std::isnan(e) && std::isnan(a)) || e == a ||
                         std::fabs(e - a) <= rel * std::max(std::fabs(e), std::fabs(a));
       if (!same && !report(i, e, a)) return;

@@ -1,8 +1,14 @@
 // The cpu backend's other host kernels against the ref kernels of the
 // same ops on the same inputs: softmax and log_softmax over the last, a
 // middle and the first dim; nll_loss, rms_norm, dropout (the same Philox
-// stream) and the index ops, including bad indices.
+// stream) and the index ops, including bad indices. softmax, log_softmax,
+// nll_loss, rms_norm and dropout also in bf16 and f16, where the host
+// kernel must give the ref kernel's values exactly.
 #include "test/unit/CpuHostKernelHarness.h"
+
+#include "lib/runtime/RuntimeInternal.h"
+#include "mstep/mstep.h"
+#include "mstep/runtime/Tracer.h"
 
 namespace mstep::cpu {
 namespace {
@@ -13,13 +19,15 @@ using namespace host_test;
 
 constexpr OpKind kSoftmaxes[] = {OpKind::softmax, OpKind::log_softmax};
 
-void compare_softmax(OpKind op, const ref::HostBuffer& input, int64_t dim) {
+/// `rel` 0 (bf16, f16): the same value, since both round the f64 result
+/// to f32 and then to the half type.
+void compare_softmax(OpKind op, const ref::HostBuffer& input, int64_t dim, double rel = 1e-6) {
   BufferList inputs;
   inputs.push_back(std::make_unique<ref::HostBuffer>(input.type()));
   std::memcpy(inputs[0]->bytes(), input.bytes(), input.type().bytes());
   // Both compute in f64 and round once: only the order of the f64 sum's
   // additions differs.
-  compare_with_ref(op, inputs, {input.type()}, {{AttrName::dim, dim}}, 1e-6,
+  compare_with_ref(op, inputs, {input.type()}, {{AttrName::dim, dim}}, rel,
                    absl::StrCat(op_name(op), " of ", input.type().to_string(), " over dim ", dim));
 }
 
@@ -83,8 +91,45 @@ TEST(CpuHostSoftmaxTest, NanAndInfinitiesAsRef) {
   }
 }
 
+TEST(CpuHostSoftmaxTest, HalfTypesMatchRefExactly) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  uint32_t seed = 120;
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    for (int64_t n : {1, 3, 17, 1000}) {
+      const auto rows = converted(*random_f32({5, n}, seed++, -5, 5), dtype);
+      const auto middle = converted(*random_f32({4, n, 7}, seed++, -5, 5), dtype);
+      const auto wide_middle = converted(*random_f32({2, n, 33}, seed++, -5, 5), dtype);
+      for (OpKind op : kSoftmaxes) {
+        compare_softmax(op, *rows, 1, 0);
+        compare_softmax(op, *rows, 0, 0);
+        compare_softmax(op, *middle, 1, 0);
+        compare_softmax(op, *middle, 0, 0);
+        compare_softmax(op, *wide_middle, 1, 0);
+      }
+    }
+    // NaN and infinities (as NanAndInfinitiesAsRef), and a large tensor.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> long_rows(4 * 37, 0.5f);
+    long_rows[33] = nan;
+    long_rows[37 + 36] = -inf;
+    for (int i = 2 * 37; i < 3 * 37; ++i) long_rows[i] = -inf;
+    long_rows[3 * 37 + 20] = inf;
+    const auto y = converted(*filled<float>({4, 37}, DType::f32, long_rows), dtype);
+    const auto single = converted(*filled<float>({3, 1}, DType::f32, {-inf, nan, 7}), dtype);
+    const auto large = converted(*random_f32({300, 1000}, seed++, -8, 8), dtype);
+    for (OpKind op : kSoftmaxes) {
+      for (int64_t dim : {0, 1}) {
+        compare_softmax(op, *y, dim, 0);
+        compare_softmax(op, *single, dim, 0);
+        compare_softmax(op, *large, dim, 0);
+      }
+    }
+  }
+}
+
 TEST(CpuHostSoftmaxTest, OtherDtypesKeepTheRefKernel) {
-  for (DType dtype : {DType::bf16, DType::f64}) {
+  for (DType dtype : {DType::f64}) {
     const TraceGraph g = one_op_graph(OpKind::softmax, {TensorType{{2, 3}, dtype}},
                                       {TensorType{{2, 3}, dtype}}, {{AttrName::dim, int64_t{1}}});
     auto k = make_host_kernel(KernelRequest{g, 1});
@@ -117,6 +162,25 @@ TEST(CpuHostLossTest, NllLossEveryReductionAndIgnoredTargets) {
   compare_with_ref(OpKind::nll_loss, inputs, {TensorType{{}, DType::f32}},
                    {{AttrName::ignore_index, int64_t{7}}, {AttrName::reduction, int64_t{1}}}, 0,
                    "nll_loss, all ignored");
+}
+
+TEST(CpuHostLossTest, NllLossHalfTypesMatchRefExactly) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (int64_t rows : {1, 3, 17, 1000}) {
+      BufferList inputs;
+      inputs.push_back(converted(*random_f32({rows, 10}, 3, -5, 0), dtype));
+      std::vector<int64_t> target(rows);
+      for (int64_t i = 0; i < rows; ++i) target[i] = i % 4 == 1 ? -100 : (i * 7) % 10;
+      inputs.push_back(filled<int64_t>({rows}, DType::i64, target));
+      for (int64_t reduction : {0, 1, 2}) {
+        const Shape out = reduction == 0 ? Shape{rows} : Shape{};
+        compare_with_ref(
+            OpKind::nll_loss, inputs, {TensorType{out, dtype}},
+            {{AttrName::ignore_index, int64_t{-100}}, {AttrName::reduction, reduction}}, 0,
+            absl::StrCat("nll_loss ", dtype_name(dtype), " rows ", rows, " reduction ", reduction));
+      }
+    }
 }
 
 TEST(CpuHostLossTest, NllLossBadTargetIsReportedNotRead) {
@@ -158,6 +222,48 @@ TEST(CpuHostNormTest, RmsNormWithAndWithoutWeight) {
                         {AttrName::has_weight, int64_t{weight}}},
                        1e-6, absl::StrCat("rms_norm ", c.shape.to_string(), " weight ", weight));
     }
+}
+
+TEST(CpuHostNormTest, RmsNormHalfTypesMatchRefExactly) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  struct Case {
+    Shape shape;
+    int64_t normalized_ndim;
+  };
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (const Case& c : {Case{{1, 1}, 1}, Case{{3, 17}, 1}, Case{{2, 3, 40}, 2},
+                          Case{{1000, 33}, 1}, Case{{2, 100003}, 1}})
+      for (bool weight : {false, true}) {
+        BufferList inputs;
+        inputs.push_back(converted(*random_f32(c.shape, 6, -3, 3), dtype));
+        int64_t cols = 1;
+        for (int64_t d = c.shape.rank() - c.normalized_ndim; d < c.shape.rank(); ++d)
+          cols *= c.shape[d];
+        if (weight) inputs.push_back(converted(*random_f32({cols}, 7), dtype));
+        compare_with_ref(
+            OpKind::rms_norm, inputs, {inputs[0]->type()},
+            {{AttrName::normalized_ndim, c.normalized_ndim},
+             {AttrName::eps, 1e-5},
+             {AttrName::has_weight, int64_t{weight}}},
+            0, absl::StrCat("rms_norm ", inputs[0]->type().to_string(), " weight ", weight));
+      }
+}
+
+TEST(CpuHostDropoutTest, HalfTypesSamePhiloxStreamAsRef) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (int64_t numel : {1, 3, 17, 100003})
+      for (double p : {0.0, 0.1, 0.5, 1.0}) {
+        BufferList inputs;
+        auto x = random_f32({numel}, 8, -4, 4);
+        x->data<float>()[numel / 2] = nan;
+        inputs.push_back(converted(*x, dtype));
+        inputs.push_back(filled<int64_t>({2}, DType::i64, {-7, 0xFFFFFFF5LL}));
+        compare_with_ref(OpKind::dropout, inputs, {inputs[0]->type()},
+                         {{AttrName::p, p}, {AttrName::offset, int64_t{3}}}, 0,
+                         absl::StrCat("dropout ", inputs[0]->type().to_string(), " p ", p));
+      }
 }
 
 TEST(CpuHostDropoutTest, SamePhiloxStreamAsRef) {
@@ -269,6 +375,62 @@ TEST(CpuHostIndexTest, BadIndexIsReportedNotFollowed) {
   inputs[1]->data<int64_t>()[1] = 4;
   run_host(*kernel, g.nodes.back(), inputs);
   EXPECT_TRUE(checked->last_error().ok());
+}
+
+} // namespace
+} // namespace mstep::cpu
+
+// ---- A bf16 autocast step on the cpu backend ------------------------------------
+
+namespace mstep::cpu {
+namespace {
+
+TEST(CpuHostAutocastTest, Bf16StepRunsItsNormsLossesAndReductionsOnHostKernels) {
+  SKIP_WITHOUT_HOST_KERNELS();
+  // An MLP step under autocast: the matmuls produce bf16, so rms_norm,
+  // dropout, softmax, log_softmax, nll_loss and the reductions below run
+  // on bf16 tensors, forward and backward. None of them may fall back to
+  // the ref kernel.
+  auto values = [](Shape s, int seed) {
+    std::vector<float> v(s.numel());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>(std::sin(0.731 * i + 1.37 * seed));
+    return from_vector(v, s, DType::f32, Device{DeviceType::cpu, 0});
+  };
+  Tensor x = values({8, 16}, 1);
+  Tensor w1 = values({16, 33}, 2).requires_grad_();
+  Tensor w2 = values({33, 10}, 3).requires_grad_();
+  std::vector<int64_t> labels = {0, 3, 9, 1, 4, 4, 7, 2};
+  Tensor target = from_vector(labels, {8}, DType::i64, Device{DeviceType::cpu, 0});
+  Tracer::get().cache().clear();
+  reset_metrics();
+  for (int step = 0; step < 2; ++step) {
+    Tensor loss;
+    {
+      auto scope = autocast(DType::bf16);
+      Tensor h = matmul(x, w1);
+      EXPECT_EQ(h.dtype(), DType::bf16);
+      h = dropout(rms_norm(h, {33}), 0.1);
+      Tensor a = softmax(h, 1);
+      Tensor logits = matmul(a, w2);
+      loss = nll_loss(log_softmax(logits, 1), target);
+      EXPECT_EQ(loss.dtype(), DType::bf16);
+      Tensor extra =
+          mean(logsumexp(logits, {1})) + sum(max(h, {1})) * 1e-3 + mean(var(logits, {0})) * 1e-3;
+      loss = loss + extra;
+    }
+    loss.backward();
+    {
+      NoGradGuard no_grad;
+      w1.copy_(w1 - w1.grad() * 0.1);
+      w2.copy_(w2 - w2.grad() * 0.1);
+      w1.set_grad(Tensor());
+      w2.set_grad(Tensor());
+    }
+    mark_step();
+  }
+  EXPECT_EQ(metrics().fallbacks, 0) << internal::fallback_table();
+  Tracer::get().cache().clear();
 }
 
 } // namespace

@@ -1,11 +1,13 @@
-// Host kernel for f32 dropout: the ref kernel's (lib/backends/ref/RefNN.cpp)
-// Philox4x32-10 stream (mstep/core/Philox.h), 16 counters at a time.
+// Host kernel for f32, bf16 and f16 dropout: the ref kernel's
+// (lib/backends/ref/RefNN.cpp) Philox4x32-10 stream (mstep/core/Philox.h),
+// 16 counters at a time.
 //
 // Element i draws word 0 of Philox::block(seed, offset + i) and is kept
 // iff its uniform (w >> 8) * 2^-24 is >= p, which for the integer
 // k = w >> 8 is k >= ceil(p * 2^24): an exact integer test. The output is
-// x * (kept ? 1/(1-p) : 0) in f64, rounded once, so NaN stays NaN where
-// dropped, as in the ref kernel.
+// x * (kept ? 1/(1-p) : 0) in f64, rounded once (f64 -> f32 -> bf16 or
+// f16 for the half types, as ref rounds), so NaN stays NaN where dropped,
+// as in the ref kernel.
 #include <immintrin.h>
 
 #include <cmath>
@@ -60,7 +62,8 @@ inline __m512i philox_word0(uint64_t seed, uint64_t first) {
   return c0;
 }
 
-class DropoutKernel final : public CpuKernel {
+/// Over elements of type T: float, BFloat16 or Float16.
+template <typename T> class DropoutKernel final : public CpuKernel {
 public:
   DropoutKernel(int64_t numel, double p, uint64_t offset)
       : numel_(numel), offset_(offset), scale_(1.0 / (1.0 - p)) {
@@ -72,9 +75,9 @@ public:
   }
 
   void run(const void* const* operands, void* const* results) override {
-    const auto* x = static_cast<const float*>(operands[0]);
+    const auto* x = static_cast<const T*>(operands[0]);
     const auto* state = static_cast<const int64_t*>(operands[1]);
-    auto* y = static_cast<float*>(results[0]);
+    auto* y = static_cast<T*>(results[0]);
     const auto seed = static_cast<uint64_t>(state[0]);
     const uint64_t first = static_cast<uint64_t>(state[1]) + offset_;
     const __m512i threshold = _mm512_set1_epi32(static_cast<int32_t>(threshold_));
@@ -111,13 +114,15 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_dropout_kernel(const KernelReque
     return nullptr;
   const TensorType& in = request.graph.type_of(node.operands[0]);
   const TensorType& rng = request.graph.type_of(node.operands[1]);
-  if (in.dtype != DType::f32 || node.results[0] != in || rng.dtype != DType::i64 ||
+  if (!simd::is_f32_or_half(in.dtype) || node.results[0] != in || rng.dtype != DType::i64 ||
       rng.numel() != 2)
     return nullptr;
   const double p = attr_double(node.attrs, AttrName::p);
   if (!(p >= 0 && p <= 1)) return nullptr;
-  return std::make_unique<DropoutKernel>(
-      in.numel(), p, static_cast<uint64_t>(attr_int(node.attrs, AttrName::offset)));
+  const auto offset = static_cast<uint64_t>(attr_int(node.attrs, AttrName::offset));
+  return simd::dispatch_f32_or_half(in.dtype, [&]<typename T>() -> std::unique_ptr<CpuKernel> {
+    return std::make_unique<DropoutKernel<T>>(in.numel(), p, offset);
+  });
 }
 
 } // namespace mstep::cpu

@@ -7,7 +7,10 @@
 //
 // A family builds a kernel only for the cases it has a fast path for
 // (f32 data, layouts it can vectorize) and returns nullptr otherwise, so
-// the backend runs the ref kernel: always correct, only slower.
+// the backend runs the ref kernel: always correct, only slower. The
+// reductions, softmax, log_softmax, rms_norm, nll_loss and dropout also
+// take bf16 and f16, read as f32 and rounded on store as ref rounds them
+// (HostSimd.h).
 #pragma once
 
 #include <memory>

@@ -1,7 +1,8 @@
 // What the hand-vectorized host kernels share: 16-lane AVX-512 helpers
-// (tail masks, f32 -> f64 accumulation, a vector exp) and the one way they
-// split work over the cores. Only included where __AVX512F__ is defined;
-// HostKernels.cpp builds no host kernel elsewhere.
+// (tail masks, f32 -> f64 accumulation, a vector exp, bf16/f16 loads and
+// stores through f32) and the one way they split work over the cores.
+// Only included where __AVX512F__ is defined; HostKernels.cpp builds no
+// host kernel elsewhere.
 #pragma once
 
 #include <immintrin.h>
@@ -9,6 +10,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "mstep/core/DType.h"
+#include "mstep/core/HalfTypes.h"
 
 namespace mstep::cpu::simd {
 
@@ -22,6 +28,80 @@ inline __mmask16 tail_mask(int64_t remaining) {
 /// Masked load: lanes outside `m` read as 0 and touch no memory.
 inline __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 inline void store(float* p, __m512 v, __mmask16 m) { _mm512_mask_storeu_ps(p, m, v); }
+
+// ---- bf16 and f16 through f32 ---------------------------------------------------
+// A kernel templated on its element type T (float, BFloat16, Float16)
+// reads 16 elements as f32 lanes (exact for both half types) and rounds
+// its f32 results once more on store, as the ref kernels do
+// (double -> float -> T, HalfTypes.h's round-to-nearest-even), so the
+// f32 code path serves all three.
+
+/// Whether `dtype` is one a templated kernel handles (f32, bf16, f16).
+inline bool is_f32_or_half(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
+}
+
+/// Calls `f.template operator()<T>()` with T the storage type of `dtype`,
+/// which must satisfy is_f32_or_half.
+template <typename F> decltype(auto) dispatch_f32_or_half(DType dtype, F&& f) {
+  switch (dtype) {
+  case DType::bf16:
+    return f.template operator()<BFloat16>();
+  case DType::f16:
+    return f.template operator()<Float16>();
+  default:
+    return f.template operator()<float>();
+  }
+}
+
+/// Masked load of 16 16-bit elements: lanes outside `m` read as 0 and
+/// touch no memory.
+inline __m256i load_u16(const void* p, __mmask16 m) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  return _mm256_maskz_loadu_epi16(m, p);
+#else
+  if (m == 0xFFFF) return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+  alignas(32) uint16_t lanes[kLanes] = {};
+  for (int i = 0; i < kLanes; ++i)
+    if (m >> i & 1) std::memcpy(&lanes[i], static_cast<const uint16_t*>(p) + i, 2);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+#endif
+}
+
+inline __m512 load(const BFloat16* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_u16(p, m)), 16));
+}
+inline __m512 load(const Float16* p, __mmask16 m) { return _mm512_cvtph_ps(load_u16(p, m)); }
+
+/// f32 lanes rounded to bf16 bits (in the low half of each 32-bit lane)
+/// exactly as BFloat16(float): round to nearest even, and a NaN kept as a
+/// quiet NaN of its sign and top payload bits.
+inline __m512i to_bf16_bits(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i high = _mm512_srli_epi32(u, 16);
+  const __m512i odd = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd)), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(rounded, nan, high, _mm512_set1_epi32(0x40));
+}
+
+inline void store(BFloat16* p, __m512 v, __mmask16 m) {
+  _mm512_mask_cvtepi32_storeu_epi16(p, m, to_bf16_bits(v));
+}
+inline void store(Float16* p, __m512 v, __mmask16 m) {
+  // Round to nearest even, as the _Float16 conversion of Float16(float).
+  const __m256i halves = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  _mm512_mask_cvtepi32_storeu_epi16(p, m, _mm512_cvtepu16_epi32(halves));
+}
+
+/// One f32 value as a T (the scalar form of store).
+template <typename T> inline T from_f32(float v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else
+    return T(v);
+}
 
 /// Lanes 0-7 and 8-15 of `x` widened to f64. (The zero-masking forms with
 /// a full mask compile to the plain instructions; the plain intrinsics

@@ -1,12 +1,18 @@
-// Host kernels for the f32 reductions sum, mean, max, min, argmax,
-// logsumexp and var (lib/backends/ref/RefReduction.cpp gives the
+// Host kernels for the f32, bf16 and f16 reductions sum, mean, max, min,
+// argmax, logsumexp and var (lib/backends/ref/RefReduction.cpp gives the
 // semantics: f64 accumulation, NaN wins max and min, first maximum wins
-// argmax).
+// argmax), and the i64 sum. bf16 and f16 elements are read as f32 (exact)
+// and results are rounded f64 -> f32 -> the dtype, as the ref kernel
+// rounds them.
 //
 // 1. The input is viewed as [outer, reduced, inner] after dropping size-1
-//    dims and merging neighbours of the same kind. Reduced dims that are
-//    not one contiguous block (say dims 0 and 2 of three) keep the ref
-//    kernel.
+//    dims and merging neighbours of the same kind, `reduced` being the
+//    last block of reduced dims. Reduced dims that are not one contiguous
+//    block (say dims 0 and 2 of three) leave further reduced dims in
+//    front of it: each output then reduces its [reduced, inner] slab at
+//    every offset those dims give (row-major, as the ref kernel reads
+//    them) and merges the states, and the kept dims among them give each
+//    output block's start.
 // 2. A *unit* is 16 outputs' worth of lanes: with inner == 1, one output
 //    whose row is read 16 elements at a time (row mode); otherwise 16
 //    neighbouring outputs whose columns are read one row at a time
@@ -24,6 +30,8 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,10 +50,41 @@ using simd::tail_mask;
 
 // ---- Layout -----------------------------------------------------------------
 
-/// The input as [outer, reduced, inner], row-major.
+/// The input as [outer, reduced, inner], row-major; with reduced dims in
+/// front of the `reduced` block, [outer, reduced, inner] slabs at input
+/// offsets given by the tables.
 struct ReductionLayout {
   int64_t outer = 1, reduced = 1, inner = 1;
+  /// Where output block o (its `inner` outputs) starts in the input, for
+  /// o in [0, outer); empty when that is o * reduced * inner.
+  std::vector<int64_t> outer_offsets;
+  /// The offsets of the reduced dims in front of the `reduced` block, in
+  /// row-major order; {0} when there are none.
+  std::vector<int64_t> extra_offsets = {0};
+
+  int64_t base(int64_t o) const {
+    return outer_offsets.empty() ? o * reduced * inner : outer_offsets[o];
+  }
+  /// How many elements each output reduces.
+  int64_t count() const { return reduced * static_cast<int64_t>(extra_offsets.size()); }
 };
+
+/// The offsets of every index over `dims` ({extent, stride} each, outer
+/// first), in row-major order.
+std::vector<int64_t> offsets_over(const std::vector<std::pair<int64_t, int64_t>>& dims) {
+  std::vector<int64_t> out = {0};
+  for (const auto& [extent, stride] : dims) {
+    std::vector<int64_t> next;
+    next.reserve(out.size() * extent);
+    for (int64_t base : out)
+      for (int64_t i = 0; i < extent; ++i) next.push_back(base + i * stride);
+    out = std::move(next);
+  }
+  return out;
+}
+
+/// The most entries layout_of puts in a layout's offset tables.
+inline constexpr int64_t kMaxOffsets = int64_t{1} << 20;
 
 std::optional<ReductionLayout> layout_of(const Shape& shape, const IntList& dims) {
   struct Group {
@@ -61,13 +100,38 @@ std::optional<ReductionLayout> layout_of(const Shape& shape, const IntList& dims
     else
       groups.push_back({reduced, shape[d]});
   }
-  // Pad to [kept, reduced, kept] with extent-1 groups where missing.
+  // The last reduced group and the kept one after it are [reduced,
+  // inner]; the groups in front are the prefix.
+  size_t last = groups.size();
+  for (size_t g = 0; g < groups.size(); ++g)
+    if (groups[g].reduced) last = g;
   ReductionLayout l;
-  size_t g = 0;
-  if (g < groups.size() && !groups[g].reduced) l.outer = groups[g++].extent;
-  if (g < groups.size() && groups[g].reduced) l.reduced = groups[g++].extent;
-  if (g < groups.size() && !groups[g].reduced) l.inner = groups[g++].extent;
-  if (g != groups.size()) return std::nullopt;
+  if (last == groups.size()) { // nothing reduced: one kept group at most
+    for (const Group& g : groups) l.outer *= g.extent;
+    return l;
+  }
+  l.reduced = groups[last].extent;
+  if (last + 1 < groups.size()) l.inner = groups[last + 1].extent;
+  bool prefix_reduces = false;
+  for (size_t g = 0; g < last; ++g) prefix_reduces |= groups[g].reduced;
+  if (!prefix_reduces) { // [kept, reduced, kept], with extent-1 padding
+    if (last == 1) l.outer = groups[0].extent;
+    return l;
+  }
+  std::vector<std::pair<int64_t, int64_t>> kept, reduced;
+  int64_t stride = l.reduced * l.inner;
+  int64_t kept_count = 1, reduced_count = 1;
+  for (size_t g = last; g-- > 0;) {
+    auto& side = groups[g].reduced ? reduced : kept;
+    side.insert(side.begin(), {groups[g].extent, stride});
+    (groups[g].reduced ? reduced_count : kept_count) *= groups[g].extent;
+    stride *= groups[g].extent;
+  }
+  // Offset tables beyond a few MiB: keep the ref kernel.
+  if (kept_count + reduced_count > kMaxOffsets) return std::nullopt;
+  l.outer_offsets = offsets_over(kept);
+  l.outer = static_cast<int64_t>(l.outer_offsets.size());
+  l.extra_offsets = offsets_over(reduced);
   return l;
 }
 
@@ -215,8 +279,9 @@ template <typename P> typename P::State merge_lanes(const P& p, typename P::Stat
 
 /// Row mode: one output, its `length` elements contiguous from `base`,
 /// read 16 at a time; position q is elements [16q, 16q + 16).
-struct RowUnit {
-  const float* base;
+template <typename T> struct RowUnit {
+  static constexpr bool kRow = true;
+  const T* base;
   int64_t length;
 
   int64_t positions() const { return (length + simd::kLanes - 1) / simd::kLanes; }
@@ -230,8 +295,9 @@ struct RowUnit {
 
 /// Column mode: the outputs of the `valid` lanes, element r of each at
 /// base + r * stride + lane; position q is element q.
-struct ColumnUnit {
-  const float* base;
+template <typename T> struct ColumnUnit {
+  static constexpr bool kRow = false;
+  const T* base;
   int64_t rows, stride;
   __mmask16 valid;
 
@@ -278,7 +344,7 @@ typename P::State reduce_unit(const P& p, const U& u, bool split) {
     s = partial[0];
     for (size_t t = 1; t < partial.size(); ++t) s = p.merge(s, partial[t]);
   }
-  if constexpr (std::is_same_v<U, RowUnit>) s = merge_lanes(p, s);
+  if constexpr (U::kRow) s = merge_lanes(p, s);
   return s;
 }
 
@@ -288,19 +354,22 @@ typename P::State reduce_unit(const P& p, const U& u, bool split) {
 
 inline __m512d div_pd(__m512d v, double d) { return _mm512_div_pd(v, _mm512_set1_pd(d)); }
 
+// `Out` is the element type of the result: the input's (float, BFloat16
+// or Float16), or int64_t for argmax (kIndexResult).
+
 struct SumOp {
-  using Out = float;
-  template <typename Reduce>
-  void unit(const Reduce& reduce, int64_t, float* out, __mmask16 store) const {
+  static constexpr bool kIndexResult = false;
+  template <typename Reduce, typename Out>
+  void unit(const Reduce& reduce, int64_t, Out* out, __mmask16 store) const {
     const SumLanes s = reduce(SumOf{});
     simd::store(out, simd::narrow(s.lo, s.hi), store);
   }
 };
 
 struct MeanOp {
-  using Out = float;
-  template <typename Reduce>
-  void unit(const Reduce& reduce, int64_t n, float* out, __mmask16 store) const {
+  static constexpr bool kIndexResult = false;
+  template <typename Reduce, typename Out>
+  void unit(const Reduce& reduce, int64_t n, Out* out, __mmask16 store) const {
     const SumLanes s = reduce(SumOf{});
     const double count = static_cast<double>(n);
     simd::store(out, simd::narrow(div_pd(s.lo, count), div_pd(s.hi, count)), store);
@@ -308,15 +377,15 @@ struct MeanOp {
 };
 
 template <bool kMax> struct ExtremumOp {
-  using Out = float;
-  template <typename Reduce>
-  void unit(const Reduce& reduce, int64_t, float* out, __mmask16 store) const {
+  static constexpr bool kIndexResult = false;
+  template <typename Reduce, typename Out>
+  void unit(const Reduce& reduce, int64_t, Out* out, __mmask16 store) const {
     simd::store(out, reduce(ExtremumOf<kMax>{}).v, store);
   }
 };
 
 struct ArgmaxOp {
-  using Out = int64_t;
+  static constexpr bool kIndexResult = true;
   template <typename Reduce>
   void unit(const Reduce& reduce, int64_t, int64_t* out, __mmask16 store) const {
     const ArgLanes s = reduce(ArgmaxOf{});
@@ -328,9 +397,9 @@ struct ArgmaxOp {
 };
 
 struct LogSumExpOp {
-  using Out = float;
-  template <typename Reduce>
-  void unit(const Reduce& reduce, int64_t, float* out, __mmask16 store) const {
+  static constexpr bool kIndexResult = false;
+  template <typename Reduce, typename Out>
+  void unit(const Reduce& reduce, int64_t, Out* out, __mmask16 store) const {
     // log(sum(exp(x - m))) + m with m the maximum, or 0 when m is
     // infinite (RefReduction.cpp). A NaN max makes every term NaN, as a
     // NaN element does in the ref kernel.
@@ -348,15 +417,16 @@ struct LogSumExpOp {
     _mm512_store_ps(shifts, shift);
     for (int lane = 0; lane < 16; ++lane)
       if (store >> lane & 1)
-        out[lane] = static_cast<float>(std::log(sums[lane]) + static_cast<double>(shifts[lane]));
+        out[lane] = simd::from_f32<Out>(
+            static_cast<float>(std::log(sums[lane]) + static_cast<double>(shifts[lane])));
   }
 };
 
 struct VarOp {
-  using Out = float;
+  static constexpr bool kIndexResult = false;
   int64_t correction;
-  template <typename Reduce>
-  void unit(const Reduce& reduce, int64_t n, float* out, __mmask16 store) const {
+  template <typename Reduce, typename Out>
+  void unit(const Reduce& reduce, int64_t n, Out* out, __mmask16 store) const {
     // Two passes in f64, as the ref kernel: the mean, then the squared
     // deviations over max(0, n - correction).
     const SumLanes s = reduce(SumOf{});
@@ -371,28 +441,43 @@ struct VarOp {
 
 // ---- The kernel --------------------------------------------------------------
 
-template <typename Op> class ReductionKernel final : public CpuKernel {
+/// Op over elements of type T (float, BFloat16 or Float16).
+template <typename Op, typename T> class ReductionKernel final : public CpuKernel {
 public:
+  using Out = std::conditional_t<Op::kIndexResult, int64_t, T>;
+
   ReductionKernel(Op op, ReductionLayout layout, std::string name)
-      : op_(op), layout_(layout), name_(std::move(name)) {}
+      : op_(op), layout_(std::move(layout)), name_(std::move(name)) {}
 
   void run(const void* const* operands, void* const* results) override {
-    const auto* x = static_cast<const float*>(operands[0]);
-    auto* y = static_cast<typename Op::Out*>(results[0]);
+    const auto* x = static_cast<const T*>(operands[0]);
+    auto* y = static_cast<Out*>(results[0]);
     const int64_t outer = layout_.outer, n = layout_.reduced, inner = layout_.inner;
+    const std::vector<int64_t>& extra = layout_.extra_offsets;
+    const int64_t count = layout_.count();
+    // A policy's state over every slab of one unit (at most one slab
+    // unless reduced dims are split).
+    auto over_slabs = [&](const auto& p, auto make_unit, bool split) {
+      auto s = reduce_unit(p, make_unit(extra[0]), split);
+      for (size_t e = 1; e < extra.size(); ++e)
+        s = p.merge(s, reduce_unit(p, make_unit(extra[e]), split));
+      return s;
+    };
     if (inner == 1) {
-      for_units(outer, n, [&](int64_t o, bool split) {
-        const RowUnit u{x + o * n, n};
-        op_.unit([&](const auto& p) { return reduce_unit(p, u, split); }, n, y + o, 1);
+      for_units(outer, count, [&](int64_t o, bool split) {
+        const T* base = x + layout_.base(o);
+        auto unit = [&](int64_t e) { return RowUnit<T>{base + e, n}; };
+        op_.unit([&](const auto& p) { return over_slabs(p, unit, split); }, count, y + o, 1);
       });
     } else {
       const int64_t blocks = (inner + simd::kLanes - 1) / simd::kLanes;
-      for_units(outer * blocks, n * std::min(inner, simd::kLanes), [&](int64_t unit, bool split) {
-        const int64_t o = unit / blocks, column = unit % blocks * simd::kLanes;
+      for_units(outer * blocks, count * std::min(inner, simd::kLanes), [&](int64_t u, bool split) {
+        const int64_t o = u / blocks, column = u % blocks * simd::kLanes;
         const __mmask16 valid = tail_mask(inner - column);
-        const ColumnUnit u{x + o * n * inner + column, n, inner, valid};
-        op_.unit([&](const auto& p) { return reduce_unit(p, u, split); }, n, y + o * inner + column,
-                 valid);
+        const T* base = x + layout_.base(o) + column;
+        auto unit = [&](int64_t e) { return ColumnUnit<T>{base + e, n, inner, valid}; };
+        op_.unit([&](const auto& p) { return over_slabs(p, unit, split); }, count,
+                 y + o * inner + column, valid);
       });
     }
   }
@@ -418,9 +503,40 @@ private:
   std::string name_;
 };
 
+/// i64 sum (the count of kept targets in a loss's backward, say): exact
+/// in any order, so plain loops that the compiler vectorizes. Adds wrap
+/// around (unsigned arithmetic) where the ref kernel's i64 sum would
+/// overflow.
+class IntegerSumKernel final : public CpuKernel {
+public:
+  explicit IntegerSumKernel(ReductionLayout layout) : layout_(std::move(layout)) {}
+
+  void run(const void* const* operands, void* const* results) override {
+    const auto* x = static_cast<const uint64_t*>(operands[0]);
+    auto* y = static_cast<uint64_t*>(results[0]);
+    const int64_t outer = layout_.outer, n = layout_.reduced, inner = layout_.inner;
+    for (int64_t o = 0; o < outer; ++o) {
+      uint64_t* out = y + o * inner;
+      std::fill(out, out + inner, uint64_t{0});
+      for (int64_t e : layout_.extra_offsets)
+        for (int64_t r = 0; r < n; ++r) {
+          const uint64_t* row = x + layout_.base(o) + e + r * inner;
+          for (int64_t i = 0; i < inner; ++i) out[i] += row[i];
+        }
+    }
+  }
+  absl::string_view name() const override { return "host.sum"; }
+
+private:
+  ReductionLayout layout_;
+};
+
 template <typename Op>
-std::unique_ptr<CpuKernel> make(Op op, const ReductionLayout& layout, absl::string_view what) {
-  return std::make_unique<ReductionKernel<Op>>(op, layout, absl::StrCat("host.", what));
+std::unique_ptr<CpuKernel> make(Op op, DType dtype, const ReductionLayout& layout,
+                                absl::string_view what) {
+  return simd::dispatch_f32_or_half(dtype, [&]<typename T>() -> std::unique_ptr<CpuKernel> {
+    return std::make_unique<ReductionKernel<Op, T>>(op, layout, absl::StrCat("host.", what));
+  });
 }
 
 } // namespace
@@ -430,30 +546,36 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_reduction_kernel(const KernelReq
   if (node.operands.size() != 1 || node.results.size() != 1) return nullptr;
   const TensorType& in = request.graph.type_of(node.operands[0]);
   const TensorType& out = node.results[0];
-  const DType out_dtype = node.op == OpKind::argmax ? DType::i64 : DType::f32;
   // Empty inputs (an error for max, min and argmax) keep the ref kernel.
-  if (in.dtype != DType::f32 || out.dtype != out_dtype || in.numel() == 0) return nullptr;
-  // Positions are i32 lanes.
-  if (in.numel() > std::numeric_limits<int32_t>::max() - simd::kLanes) return nullptr;
-  const std::optional<ReductionLayout> layout =
+  if (in.numel() == 0) return nullptr;
+  std::optional<ReductionLayout> layout =
       layout_of(in.shape, attr_ints(node.attrs, AttrName::dims));
   if (!layout) return nullptr;
+  // Positions count along one block of reduced dims only: argmax over
+  // split dims (which the API does not make) keeps the ref kernel.
+  if (node.op == OpKind::argmax && layout->extra_offsets.size() > 1) return nullptr;
+  if (node.op == OpKind::sum && in.dtype == DType::i64 && out.dtype == DType::i64)
+    return std::make_unique<IntegerSumKernel>(std::move(*layout));
+  const DType out_dtype = node.op == OpKind::argmax ? DType::i64 : in.dtype;
+  if (!simd::is_f32_or_half(in.dtype) || out.dtype != out_dtype) return nullptr;
+  // Positions are i32 lanes.
+  if (in.numel() > std::numeric_limits<int32_t>::max() - simd::kLanes) return nullptr;
   const absl::string_view what = op_name(node.op);
   switch (node.op) {
   case OpKind::sum:
-    return make(SumOp{}, *layout, what);
+    return make(SumOp{}, in.dtype, *layout, what);
   case OpKind::mean:
-    return make(MeanOp{}, *layout, what);
+    return make(MeanOp{}, in.dtype, *layout, what);
   case OpKind::max:
-    return make(ExtremumOp<true>{}, *layout, what);
+    return make(ExtremumOp<true>{}, in.dtype, *layout, what);
   case OpKind::min:
-    return make(ExtremumOp<false>{}, *layout, what);
+    return make(ExtremumOp<false>{}, in.dtype, *layout, what);
   case OpKind::argmax:
-    return make(ArgmaxOp{}, *layout, what);
+    return make(ArgmaxOp{}, in.dtype, *layout, what);
   case OpKind::logsumexp:
-    return make(LogSumExpOp{}, *layout, what);
+    return make(LogSumExpOp{}, in.dtype, *layout, what);
   case OpKind::var:
-    return make(VarOp{attr_int(node.attrs, AttrName::correction)}, *layout, what);
+    return make(VarOp{attr_int(node.attrs, AttrName::correction)}, in.dtype, *layout, what);
   default:
     return nullptr;
   }

@@ -1,7 +1,8 @@
-// Host kernel for f32 rms_norm: per row of the trailing normalized_ndim
-// dims, x / sqrt(mean(x^2) + eps) * weight, computed as the ref kernel
-// (lib/backends/ref/RefNN.cpp) does, in f64 and rounded once; rows split
-// over the threads.
+// Host kernel for f32, bf16 and f16 rms_norm: per row of the trailing
+// normalized_ndim dims, x / sqrt(mean(x^2) + eps) * weight, computed as the
+// ref kernel (lib/backends/ref/RefNN.cpp) does, in f64 and rounded once
+// (f64 -> f32 -> bf16 or f16 for the half types, as ref rounds); rows
+// split over the threads.
 #include <immintrin.h>
 
 #include <cmath>
@@ -16,15 +17,17 @@ namespace mstep::cpu {
 
 namespace {
 
-class RmsNormKernel final : public CpuKernel {
+/// Over elements (input, weight, output) of type T: float, BFloat16 or
+/// Float16.
+template <typename T> class RmsNormKernel final : public CpuKernel {
 public:
   RmsNormKernel(int64_t rows, int64_t cols, double eps, bool has_weight)
       : rows_(rows), cols_(cols), eps_(eps), has_weight_(has_weight) {}
 
   void run(const void* const* operands, void* const* results) override {
-    const auto* x = static_cast<const float*>(operands[0]);
-    const auto* w = has_weight_ ? static_cast<const float*>(operands[1]) : nullptr;
-    auto* y = static_cast<float*>(results[0]);
+    const auto* x = static_cast<const T*>(operands[0]);
+    const auto* w = has_weight_ ? static_cast<const T*>(operands[1]) : nullptr;
+    auto* y = static_cast<T*>(results[0]);
     const int64_t rows = rows_;
 #pragma omp parallel for schedule(static) if (rows * cols_ >= simd::kParallelWork && rows > 1)
     for (int64_t r = 0; r < rows; ++r) normalize_row(x + r * cols_, w, y + r * cols_);
@@ -32,7 +35,7 @@ public:
   absl::string_view name() const override { return "host.rms_norm"; }
 
 private:
-  void normalize_row(const float* x, const float* w, float* y) const {
+  void normalize_row(const T* x, const T* w, T* y) const {
     // 1. mean(x^2) in f64.
     __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
     for (int64_t c = 0; c < cols_; c += simd::kLanes) {
@@ -73,7 +76,7 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_rms_norm_kernel(const KernelRequ
       attr_int_or(node.attrs, AttrName::has_weight, node.operands.size() > 1) != 0;
   if (node.operands.size() != (has_weight ? 2u : 1u)) return nullptr;
   const TensorType& in = request.graph.type_of(node.operands[0]);
-  if (in.dtype != DType::f32 || node.results[0] != in) return nullptr;
+  if (!simd::is_f32_or_half(in.dtype) || node.results[0] != in) return nullptr;
   const int64_t normalized_ndim = attr_int(node.attrs, AttrName::normalized_ndim);
   if (normalized_ndim < 1 || normalized_ndim > in.shape.rank()) return nullptr;
   int64_t rows = 1, cols = 1;
@@ -81,11 +84,13 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_rms_norm_kernel(const KernelRequ
     (d < in.shape.rank() - normalized_ndim ? rows : cols) *= in.shape[d];
   if (has_weight) {
     const TensorType& w = request.graph.type_of(node.operands[1]);
-    if (w.dtype != DType::f32 || w.numel() != cols) return nullptr;
+    if (w.dtype != in.dtype || w.numel() != cols) return nullptr;
   }
   if (cols == 0) return nullptr;
-  return std::make_unique<RmsNormKernel>(rows, cols, attr_double(node.attrs, AttrName::eps),
-                                         has_weight);
+  const double eps = attr_double(node.attrs, AttrName::eps);
+  return simd::dispatch_f32_or_half(in.dtype, [&]<typename T>() -> std::unique_ptr<CpuKernel> {
+    return std::make_unique<RmsNormKernel<T>>(rows, cols, eps, has_weight);
+  });
 }
 
 } // namespace mstep::cpu

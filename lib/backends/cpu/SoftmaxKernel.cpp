@@ -1,6 +1,7 @@
-// Host kernel for f32 softmax and log_softmax along one dim, computed as the
-// ref kernel (lib/backends/ref/RefNN.cpp) does: in f64 from the f32 inputs,
-// each output rounded once, so the two agree to float rounding.
+// Host kernel for f32, bf16 and f16 softmax and log_softmax along one dim,
+// computed as the ref kernel (lib/backends/ref/RefNN.cpp) does: in f64
+// from the inputs, each output rounded f64 -> f32 (-> bf16 or f16), so the
+// two agree to float rounding.
 //
 // The input is [outer, n, inner] around the dim; each of the outer * inner
 // lanes of n elements is normalized on its own:
@@ -63,9 +64,9 @@ inline __m512d swap_lanes(__m512d v, int k) {
 
 /// Row mode: one lane of `n` contiguous elements; step q covers elements
 /// [16q, 16q + 16).
-struct RowUnit {
-  const float* x;
-  float* y;
+template <typename T> struct RowUnit {
+  const T* x;
+  T* y;
   int64_t n;
 
   int64_t steps() const { return (n + simd::kLanes - 1) / simd::kLanes; }
@@ -91,9 +92,9 @@ struct RowUnit {
 
 /// Column mode: the 16 lanes (`valid` of them real) starting at x, element
 /// q of each at x + q * stride; step q covers element q.
-struct ColumnUnit {
-  const float* x;
-  float* y;
+template <typename T> struct ColumnUnit {
+  const T* x;
+  T* y;
   int64_t n, stride;
   __mmask16 valid;
 
@@ -170,7 +171,8 @@ template <bool kLog, typename Unit> void normalize(const Unit& u, double* exps) 
 /// The largest scratch row, in doubles (512 KiB, half of a Zen 4 L2).
 inline constexpr int64_t kMaxScratch = int64_t{1} << 16;
 
-template <bool kLog> class SoftmaxKernel final : public CpuKernel {
+/// Over elements of type T (float, BFloat16 or Float16).
+template <bool kLog, typename T> class SoftmaxKernel final : public CpuKernel {
 public:
   SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {
     const int64_t steps = inner == 1 ? (n + simd::kLanes - 1) / simd::kLanes : n;
@@ -182,14 +184,14 @@ public:
   }
 
   void run(const void* const* operands, void* const* results) override {
-    const auto* x = static_cast<const float*>(operands[0]);
-    auto* y = static_cast<float*>(results[0]);
+    const auto* x = static_cast<const T*>(operands[0]);
+    auto* y = static_cast<T*>(results[0]);
     const int64_t outer = outer_, n = n_, inner = inner_;
     const bool large = outer * n * inner >= simd::kParallelWork;
     if (inner == 1) {
 #pragma omp parallel for schedule(static) if (large && outer > 1)
       for (int64_t o = 0; o < outer; ++o)
-        normalize<kLog>(RowUnit{x + o * n, y + o * n, n}, scratch_of_this_thread());
+        normalize<kLog>(RowUnit<T>{x + o * n, y + o * n, n}, scratch_of_this_thread());
       return;
     }
     const int64_t blocks = (inner + simd::kLanes - 1) / simd::kLanes;
@@ -197,7 +199,7 @@ public:
     for (int64_t unit = 0; unit < outer * blocks; ++unit) {
       const int64_t o = unit / blocks, column = unit % blocks * simd::kLanes;
       const int64_t base = o * n * inner + column;
-      normalize<kLog>(ColumnUnit{x + base, y + base, n, inner, simd::tail_mask(inner - column)},
+      normalize<kLog>(ColumnUnit<T>{x + base, y + base, n, inner, simd::tail_mask(inner - column)},
                       scratch_of_this_thread());
     }
   }
@@ -225,16 +227,18 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_softmax_kernel(const KernelReque
       node.results.size() != 1)
     return nullptr;
   const TensorType& in = request.graph.type_of(node.operands[0]);
-  if (in.dtype != DType::f32 || node.results[0] != in || in.numel() == 0) return nullptr;
+  if (!simd::is_f32_or_half(in.dtype) || node.results[0] != in || in.numel() == 0) return nullptr;
   const Shape& shape = in.shape;
   const int64_t dim = attr_int(node.attrs, AttrName::dim);
   if (dim < 0 || dim >= shape.rank()) return nullptr;
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
   for (int64_t d = dim + 1; d < shape.rank(); ++d) inner *= shape[d];
-  if (node.op == OpKind::log_softmax)
-    return std::make_unique<SoftmaxKernel<true>>(outer, shape[dim], inner);
-  return std::make_unique<SoftmaxKernel<false>>(outer, shape[dim], inner);
+  const bool log = node.op == OpKind::log_softmax;
+  return simd::dispatch_f32_or_half(in.dtype, [&]<typename T>() -> std::unique_ptr<CpuKernel> {
+    if (log) return std::make_unique<SoftmaxKernel<true, T>>(outer, shape[dim], inner);
+    return std::make_unique<SoftmaxKernel<false, T>>(outer, shape[dim], inner);
+  });
 }
 
 } // namespace mstep::cpu
