@@ -14,6 +14,7 @@
 //                                         fuses it back into mstep.sdpa)
 //             [--mode lazy|replay|graphed|cacher] [--samples 0]
 //             [--device cpu|ref]   (default cpu)   [--vocab N] (pad the vocabulary)
+//             [--autocast bf16]   (matmuls and attention in bf16, f32 master weights)
 //
 // Modes: lazy traces every step; replay captures one step (after one lazy
 // warmup step) into an mstep::Graph and replays it from static batch
@@ -66,6 +67,7 @@ struct Args {
   bool explicit_attention = false;
   std::string mode = "lazy";
   std::string device = "cpu";
+  bool autocast_bf16 = false;
   bool samples = true;
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
 };
@@ -98,6 +100,13 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--mode") a.mode = v;
     else if (flag == "--device") a.device = v;
     else if (flag == "--samples") a.samples = std::atoi(v) != 0;
+    else if (flag == "--autocast") {
+      if (std::string(v) != "bf16") {
+        std::fprintf(stderr, "gpt_train: --autocast takes bf16, got %s\n", v);
+        std::exit(2);
+      }
+      a.autocast_bf16 = true;
+    }
     else {
       std::fprintf(stderr, "gpt_train: unknown flag %s\n", flag.c_str());
       std::exit(2);
@@ -237,7 +246,13 @@ int main(int argc, char** argv) {
   model.train();
   // One training step on `b`: forward, loss, backward, clip, AdamW, one
   // mark_step(). `forward` is the model itself or its graphed form.
-  auto forward = [&](const Tensor& tokens, const Tensor& lengths) { return model.forward(tokens, lengths); };
+  auto forward = [&](const Tensor& tokens, const Tensor& lengths) {
+    // Under --autocast bf16 the matmuls and attention run in bf16; the
+    // backward follows the forward's dtypes.
+    std::optional<AutocastScope> bf16;
+    if (args.autocast_bf16) bf16.emplace(DType::bf16);
+    return model.forward(tokens, lengths);
+  };
   std::optional<GraphedCallable> graphed;
   std::optional<ModuleCacher> cacher;
   auto train_step = [&](const Batch& b) {
