@@ -59,6 +59,13 @@ struct Segment {
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
 
+/// Asks for the cache line of a shared object's reference counts (a
+/// make_shared control block sits just before the object).
+template <typename T>
+void prefetch_counts(const std::shared_ptr<T>& p) {
+  if (p) __builtin_prefetch(reinterpret_cast<const char*>(p.get()) - 16, 1);
+}
+
 std::string describe_input(size_t segment, size_t index, const InputInfo& b) {
   return absl::StrCat("input ", index, " of captured graph ", segment, " (",
                       input_role_name(b.role), ", captured as ", b.type.to_string(), " on ",
@@ -241,6 +248,7 @@ void Graph::replay() {
                                        "tensors alive while the graph is used, and fill static "
                                        "inputs with copy_(), not by assignment"));
       any_pending |= b.tensor->is_pending();
+      prefetch_counts(b.tensor->buffer());  // gathered below
     }
   }
   // A static input filled from a pending tensor (copy_ of a lazy result)
@@ -289,8 +297,18 @@ void Graph::replay() {
                                absl::StrCat("Graph::replay: captured graph ", s,
                                             " failed: ", results.status().message())));
     seg.results = *std::move(results);
-    for (const Segment::OutputBinding& o : seg.outputs)  // a dead tensor: free its memory
-      o.tensor->set_buffer(o.tensor.use_count() > 1 ? seg.results[o.result] : nullptr);
+    // The kernels evicted the bindings again: fetch the tensors, then the
+    // buffers they drop, in parallel rather than one miss after another.
+    for (const Segment::OutputBinding& o : seg.outputs) __builtin_prefetch(o.tensor.get(), 1);
+    for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
+    for (const BufferPtr& b : seg.buffers) prefetch_counts(b);
+    for (const Segment::OutputBinding& o : seg.outputs) {
+      const BufferPtr& result = seg.results[o.result];
+      if (o.tensor.use_count() == 1)
+        o.tensor->set_buffer(nullptr);  // a dead tensor: free its memory
+      else if (o.tensor->buffer() != result)  // else updated in place: nothing held it
+        o.tensor->set_buffer(result);
+    }
   }
   for (Segment& seg : g.segments) {
     seg.results.clear();
