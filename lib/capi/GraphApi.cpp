@@ -44,14 +44,12 @@ int32_t operand_id(mstep_graph_builder* builder, mstep_tensor* handle, size_t i)
     return handle->value_id;
   }
   for (size_t c = 0; c < tape.captured.size(); ++c)
-    if (tape.captured[c].impl() == handle->tensor.impl())
-      for (size_t id = 0; id < tape.values.size(); ++id)
-        if (tape.values[id].source == Tape::Source::captured &&
-            tape.values[id].index == static_cast<int32_t>(c))
-          return static_cast<int32_t>(id);
+    if (tape.captured[c].impl() == handle->tensor.impl()) return tape.captured_values[c];
+  const auto id = static_cast<int32_t>(tape.values.size());
+  tape.values.push_back({Tape::Source::captured, static_cast<int32_t>(tape.captured.size())});
   tape.captured.push_back(handle->tensor);
-  tape.values.push_back({Tape::Source::captured, static_cast<int32_t>(tape.captured.size() - 1)});
-  return static_cast<int32_t>(tape.values.size() - 1);
+  tape.captured_values.push_back(id);
+  return id;
 }
 
 /// A builder tensor: typed zeros standing for value `id` (the builder's

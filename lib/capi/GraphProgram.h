@@ -54,7 +54,8 @@ struct Tape {
   };
   Device device;
   std::vector<TensorType> input_types;
-  std::vector<Tensor> captured;  // tensors from outside, read at each run
+  std::vector<Tensor> captured;           // tensors from outside, read at each run
+  std::vector<int32_t> captured_values;   // parallel: each one's value id
   std::vector<ValueInfo> values;
   std::vector<Op> ops;
 };

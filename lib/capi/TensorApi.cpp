@@ -6,7 +6,6 @@
 #include "lib/api/OpBuilder.h"
 #include "lib/capi/Handles.h"
 #include "mstep/api/Creation.h"
-#include "mstep/core/ElementConvert.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Runtime.h"
 #include "mstep/runtime/TensorImpl.h"
@@ -100,10 +99,9 @@ mstep_status* mstep_tensor_full(mstep_context* context, mstep_device* device, ms
     check_handle(context, HandleKind::context, "context");
     require_out(out_tensor, "out_tensor");
     const TensorType type{to_shape(shape, rank, "shape"), to_dtype(dtype, "dtype")};
-    std::vector<std::byte> bytes(type.bytes());
-    const size_t size = element_size(type.dtype);
-    for (size_t at = 0; at < bytes.size(); at += size) store_element(value, type.dtype, &bytes[at]);
-    *out_tensor = new_tensor(context, from_buffer(bytes.data(), type, device_or_default(device)));
+    Tensor t = detail::materialized_zeros(type, device_or_default(device));
+    t.fill_(value);
+    *out_tensor = new_tensor(context, std::move(t));
   });
 }
 

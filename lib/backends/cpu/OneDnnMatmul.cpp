@@ -199,28 +199,30 @@ bool is_row_bias(const TensorType& type, int64_t p) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CpuKernel>> make_transposed_matmul_kernel(
-    const KernelRequest& request) {
+namespace {
+/// The matmul `request` names. Its operands are the permutes' values, not
+/// their sources: operand_desc() reads the permuted type and picks
+/// transposed strides for a look-through.
+absl::StatusOr<std::unique_ptr<CpuKernel>> build_node_matmul(const KernelRequest& request,
+                                                             bool transposed_product) {
   const GraphNode& node = request.node();
   MatmulSpec spec;
   spec.lhs = node.operands[0];
   spec.rhs = node.operands[1];
   spec.result = node.results[0];
   spec.see_through = request.see_through_permutes;
-  spec.transposed_product = true;
+  spec.transposed_product = transposed_product;
   return build_matmul(request.graph, spec, describe_node(request));
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuKernel>> make_transposed_matmul_kernel(
+    const KernelRequest& request) {
+  return build_node_matmul(request, /*transposed_product=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<CpuKernel>> make_matmul_kernel(const KernelRequest& request) {
-  const GraphNode& node = request.node();
-  MatmulSpec spec;
-  // The permute's value, not its source: operand_desc() reads the
-  // permuted type and picks transposed strides for a look-through.
-  spec.lhs = node.operands[0];
-  spec.rhs = node.operands[1];
-  spec.result = node.results[0];
-  spec.see_through = request.see_through_permutes;
-  return build_matmul(request.graph, spec, describe_node(request));
+  return build_node_matmul(request, /*transposed_product=*/false);
 }
 
 }  // namespace onednn
