@@ -64,12 +64,6 @@ std::vector<Batch> random_batches() {
 
 double median(std::vector<double> v);
 
-/// Seconds spent inside executables so far (lazy runs and replays).
-double executing_seconds() {
-  const Metrics m = metrics();
-  return m.execute_seconds + m.replay_execute_seconds;
-}
-
 struct HostTime {
   double median_step = 0; // median over the steps of (wall - executing)
   double mean_step = 0;   // (total wall - total executing) / steps

@@ -52,9 +52,15 @@ struct Segment {
   };
   std::vector<OutputBinding> outputs;
   uint64_t rng_offset = 0;  // relative to the capture's first offset
+  // Whether a later segment reads this one's results / inputs. If not,
+  // replay drops the segment's references to them as soon as it has run,
+  // so the next segment may update those buffers in place.
+  bool results_read_later = false;
+  bool inputs_read_later = false;
   // Replay scratch, kept to avoid allocating each step.
   std::vector<BufferPtr> buffers;
   std::vector<BufferPtr> results;
+  std::vector<BufferPtr> reuse;  // per result, see Executable::run
 };
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
@@ -64,6 +70,25 @@ Graph::Impl* g_active = nullptr;  // the capture in progress, if any
 template <typename T>
 void prefetch_counts(const std::shared_ptr<T>& p) {
   if (p) __builtin_prefetch(reinterpret_cast<const char*>(p.get()) - 16, 1);
+}
+
+/// Asks for a tensor's reference counts and the fields replay reads (its
+/// buffer and pending value lead the object).
+void prefetch_tensor(const std::shared_ptr<TensorImpl>& t) {
+  if (!t) return;
+  __builtin_prefetch(reinterpret_cast<const char*>(t.get()) - 16, 1);
+  __builtin_prefetch(reinterpret_cast<const char*>(t.get()) + 48, 1);
+}
+
+/// Asks for what replay reads of a segment's tensors: the tensors, then
+/// their buffers' counts. The step's kernels evicted them since they were
+/// last used; asking for all at once overlaps the misses.
+void prefetch_bindings(const Segment& seg) {
+  for (const InputBinding& b : seg.inputs) prefetch_tensor(b.tensor);
+  for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
+  for (const InputBinding& b : seg.inputs)
+    if (b.tensor) prefetch_counts(b.tensor->buffer());
+  for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
 }
 
 std::string describe_input(size_t segment, size_t index, const InputInfo& b) {
@@ -104,26 +129,41 @@ struct Graph::Impl final : CaptureRecorder {
         b.backend = value_or_throw(BackendRegistry::get(info.device.type));
         b.constant = value_or_throw(b.backend->allocate(info.type));
         seg.rng_offset = run.rng_offset - rng_begin;
-      } else if (auto it = produced.find(buf.get()); it != produced.end()) {
+        continue;
+      }
+      auto owner = std::static_pointer_cast<TensorImpl>(node->owner().lock());
+      if (auto it = produced.find(buf.get()); it != produced.end()) {
         b.source = InputBinding::Source::segment;
         b.segment = it->second.first;
         b.slot = it->second.second;
+        segments[b.segment].results_read_later = true;
+      } else if (owner && (owner->is_pending() ? owner->replaced_buffer() : owner->buffer()) == buf) {
+        // Re-read from the tensor that holds this value: a parameter,
+        // optimizer state or static input, also when an earlier segment read
+        // it too (the optimizer reads the parameters the forward pass read).
+        // The segment then holds the only reference besides the tensor's
+        // and the backend may update the buffer in place.
+        b.source = InputBinding::Source::tensor;
+        b.tensor = std::move(owner);
       } else if (auto it = consumed.find(buf.get()); it != consumed.end()) {
+        // A value an earlier segment read whose tensor has moved on (a sync
+        // point updated it): re-read what that segment read.
         b.source = InputBinding::Source::segment_input;
         b.segment = it->second.first;
         b.slot = it->second.second;
-      } else if (auto owner = std::static_pointer_cast<TensorImpl>(node->owner().lock());
-                 owner && (owner->is_pending() || owner->buffer() == buf)) {
-        // Re-read from the tensor: a parameter, optimizer state or static
-        // input. (A tensor that moved to another buffer outside the graph
-        // keeps the captured value: it is no longer what this input read.)
+        segments[b.segment].inputs_read_later = true;
+      } else if (owner && owner->is_pending()) {
         b.source = InputBinding::Source::tensor;
-        b.tensor = owner;
+        b.tensor = std::move(owner);
       } else {
-        b.source = InputBinding::Source::constant;  // nobody can change it
+        // Nobody can change it (a tensor that moved to another buffer
+        // outside the graph keeps the captured value: it is no longer what
+        // this input read).
+        b.source = InputBinding::Source::constant;
         b.constant = buf;
       }
     }
+    seg.reuse.resize(run.results.size());
     for (size_t i = 0; i < run.outputs.size(); ++i)
       seg.outputs.push_back({run.output_slot[i], run.outputs[i]->shared_from_this()});
     const auto index = static_cast<uint32_t>(segments.size());
@@ -224,12 +264,7 @@ void Graph::replay() {
                                     "the step, then capture_end()");
   const auto t0 = std::chrono::steady_clock::now();
   Tracer& tracer = Tracer::get();
-  // The step's kernels evicted these from the caches since the last
-  // replay: ask for all of them at once rather than one miss at a time.
-  for (const Segment& seg : g.segments) {
-    for (const InputBinding& b : seg.inputs) __builtin_prefetch(b.tensor.get());
-    for (const Segment::OutputBinding& o : seg.outputs) __builtin_prefetch(o.tensor.get());
-  }
+  for (const Segment& seg : g.segments) prefetch_bindings(seg);
 
   // Check every input before running anything, so a failed replay changes
   // nothing. Only liveness needs checking: a TensorImpl's type and device
@@ -248,7 +283,6 @@ void Graph::replay() {
                                        "tensors alive while the graph is used, and fill static "
                                        "inputs with copy_(), not by assignment"));
       any_pending |= b.tensor->is_pending();
-      prefetch_counts(b.tensor->buffer());  // gathered below
     }
   }
   // A static input filled from a pending tensor (copy_ of a lazy result)
@@ -262,6 +296,7 @@ void Graph::replay() {
   const uint64_t rng_base = tracer.rng_offset();
   for (size_t s = 0; s < g.segments.size(); ++s) {
     Segment& seg = g.segments[s];
+    if (s > 0) prefetch_bindings(seg);  // evicted by the last segment's kernels
     seg.buffers.resize(seg.inputs.size());
     for (size_t j = 0; j < seg.inputs.size(); ++j) {
       InputBinding& b = seg.inputs[j];
@@ -287,11 +322,26 @@ void Graph::replay() {
         }
       }
     }
+    // An output whose tensor holds the only reference to its last value
+    // (nothing read it since, nor is it an input of this run) is computed
+    // into that buffer again, like a CUDA Graph's static output: no
+    // allocation now and no free at the rebinding.
+    bool reusing = false;
+    for (const Segment::OutputBinding& o : seg.outputs) {
+      const BufferPtr& last = o.tensor->buffer();
+      if (last && last.use_count() == 1 && o.tensor.use_count() > 1) {
+        seg.reuse[o.result] = last;
+        reusing = true;
+      }
+    }
     const auto run_start = std::chrono::steady_clock::now();
-    auto results = seg.executable->run(seg.buffers);
-    internal::record_host_fallbacks(*seg.executable);
+    auto results = seg.executable->run(seg.buffers, reusing ? absl::MakeConstSpan(seg.reuse)
+                                                            : absl::Span<const BufferPtr>());
     internal::mutable_metrics().replay_execute_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    internal::record_host_fallbacks(*seg.executable);
+    if (reusing)
+      for (BufferPtr& b : seg.reuse) b.reset();
     if (!results.ok())
       throw Error(absl::Status(results.status().code(),
                                absl::StrCat("Graph::replay: captured graph ", s,
@@ -299,7 +349,7 @@ void Graph::replay() {
     seg.results = *std::move(results);
     // The kernels evicted the bindings again: fetch the tensors, then the
     // buffers they drop, in parallel rather than one miss after another.
-    for (const Segment::OutputBinding& o : seg.outputs) __builtin_prefetch(o.tensor.get(), 1);
+    for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
     for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
     for (const BufferPtr& b : seg.buffers) prefetch_counts(b);
     for (const Segment::OutputBinding& o : seg.outputs) {
@@ -309,6 +359,10 @@ void Graph::replay() {
       else if (o.tensor->buffer() != result)  // else updated in place: nothing held it
         o.tensor->set_buffer(result);
     }
+    // Drop what no later segment reads now, so that the buffers the
+    // tensors hold have no other owner when the next segment runs.
+    if (!seg.inputs_read_later) seg.buffers.clear();
+    if (!seg.results_read_later) seg.results.clear();
   }
   for (Segment& seg : g.segments) {
     seg.results.clear();

@@ -125,6 +125,11 @@ Metrics metrics() {
   return m;
 }
 
+double executing_seconds() {
+  std::lock_guard<std::mutex> lock(g_samples_mutex);
+  return g_execute.total_seconds + g_metrics.replay_execute_seconds;
+}
+
 void reset_metrics() {
   std::lock_guard<std::mutex> lock(g_samples_mutex);
   g_metrics = Metrics{};

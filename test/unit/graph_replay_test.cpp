@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "mstep/mstep.h"
+#include "mstep/runtime/TensorImpl.h"
 
 namespace mstep {
 namespace {
@@ -307,6 +308,141 @@ TEST_F(GraphReplayTest, ChromeTraceShowsTraceCompileExecuteAndReplay) {
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + ".py");
 }
+
+/// The same checks on every host backend: the interpreter (ref) and the
+/// compiled cpu backend update in place and reuse buffers differently.
+class GraphReplayOnDevice : public ::testing::TestWithParam<DeviceType> {
+ protected:
+  void SetUp() override {
+    previous_ = default_device();
+    set_default_device(Device{GetParam(), 0});
+  }
+  void TearDown() override { set_default_device(previous_); }
+
+ private:
+  Device previous_;
+};
+
+const Buffer* buffer_of(const Tensor& t) { return t.impl()->buffer().get(); }
+
+/// Every parameter and optimizer-state tensor of the model, in a fixed order.
+std::vector<Tensor> training_state(const Model& m) {
+  std::vector<Tensor> state = m.opt->parameters();
+  for (size_t i = 0; i < m.opt->parameters().size(); ++i)
+    for (const char* name : {"step", "exp_avg", "exp_avg_sq"}) state.push_back(m.opt->state(i, name));
+  return state;
+}
+
+TEST_P(GraphReplayOnDevice, EqualsLazyModeAndUpdatesTheStateInPlace) {
+  constexpr int kSteps = 6;
+  Model lazy(11);
+  std::vector<float> lazy_losses;
+  for (int i = 0; i < kSteps; ++i) {
+    auto [x, y] = batch(i);
+    lazy_losses.push_back(static_cast<float>(lazy.step(x, y).item()));
+  }
+
+  Model replayed(11);
+  std::vector<float> losses;
+  auto [x0, y0] = batch(0);
+  losses.push_back(static_cast<float>(replayed.step(x0, y0).item()));  // warmup: creates the state
+  Tensor static_x = zeros({4, 8});
+  Tensor static_y = zeros({4}, DType::i64);
+  auto [x1, y1] = batch(1);
+  static_x.copy_(x1);
+  static_y.copy_(y1);
+  Graph g;
+  Tensor static_loss;
+  {
+    CaptureGuard capture(g);
+    static_loss = replayed.step(static_x, static_y);
+  }
+  losses.push_back(static_cast<float>(static_loss.item()));
+  std::vector<const Buffer*> state_buffers, loss_buffers;
+  for (int i = 2; i < kSteps; ++i) {
+    auto [x, y] = batch(i);
+    static_x.copy_(x);
+    static_y.copy_(y);
+    g.replay();
+    if (i == 2)
+      for (const Tensor& t : training_state(replayed)) state_buffers.push_back(buffer_of(t));
+    loss_buffers.push_back(buffer_of(static_loss));
+    losses.push_back(static_cast<float>(static_loss.item()));
+  }
+  EXPECT_EQ(losses, lazy_losses);
+  EXPECT_EQ(replayed.weights(), lazy.weights());
+  // Replays after the first write parameters, optimizer state and the
+  // static loss into the buffers they already hold.
+  std::vector<const Buffer*> now;
+  for (const Tensor& t : training_state(replayed)) now.push_back(buffer_of(t));
+  EXPECT_EQ(now, state_buffers);
+  EXPECT_THAT(loss_buffers, ::testing::Each(loss_buffers.front()));
+}
+
+TEST_P(GraphReplayOnDevice, AStaticOutputAnotherTensorSharesKeepsItsValue) {
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = x * 2.0;
+  }
+  g.replay();  // y's buffer now has no other owner: the next replay rewrites it
+  Tensor kept = zeros({3});
+  kept.copy_(y);  // shares y's buffer (no copy)
+  x.copy_(from_vector(std::vector<float>{5, 6, 7}, {3}));
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{10, 12, 14}));
+  EXPECT_EQ(kept.to_vector<float>(), (std::vector<float>{2, 4, 6})) << "not overwritten";
+  EXPECT_NE(buffer_of(kept), buffer_of(y));
+}
+
+TEST_P(GraphReplayOnDevice, AReplayThatFailsInAKernelKeepsParametersAndState) {
+  Model m(5);
+  auto [x0, y0] = batch(0);
+  m.step(x0, y0);
+  Tensor static_x = zeros({4, 8});
+  Tensor static_y = zeros({4}, DType::i64);
+  static_x.copy_(x0);
+  static_y.copy_(y0);
+  Graph g;
+  Tensor static_loss;
+  {
+    CaptureGuard capture(g);
+    static_loss = m.step(static_x, static_y);
+  }
+  g.replay();
+  const std::vector<std::vector<float>> weights = m.weights();
+  std::vector<std::vector<float>> state;
+  for (const Tensor& t : training_state(m)) state.push_back(t.to(DType::f32).to_vector<float>());
+  // Class 7 of 3: the loss kernel rejects the batch before the optimizer runs.
+  static_y.copy_(from_vector(std::vector<int64_t>{0, 7, 1, 2}, {4}));
+  try {
+    g.replay();
+    FAIL() << "an out-of-range class was accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("captured graph 0"));
+    EXPECT_THAT(e.what(), HasSubstr("7"));
+  }
+  EXPECT_EQ(m.weights(), weights);
+  std::vector<std::vector<float>> state_after;
+  for (const Tensor& t : training_state(m)) state_after.push_back(t.to(DType::f32).to_vector<float>());
+  EXPECT_EQ(state_after, state);
+  // A good batch replays as if the failed replay had not happened (it
+  // advanced no RNG offset either).
+  auto [x3, y3] = batch(3);
+  static_x.copy_(x3);
+  static_y.copy_(y3);
+  g.replay();
+  Model lazy(5);
+  for (int i = 0; i < 3; ++i) lazy.step(x0, y0);  // warmup, capture, first replay
+  EXPECT_EQ(static_cast<float>(static_loss.item()), static_cast<float>(lazy.step(x3, y3).item()));
+  EXPECT_EQ(m.weights(), lazy.weights());
+}
+
+INSTANTIATE_TEST_SUITE_P(HostBackends, GraphReplayOnDevice,
+                         ::testing::Values(DeviceType::ref, DeviceType::cpu),
+                         [](const auto& info) { return std::string(device_type_name(info.param)); });
 
 }  // namespace
 }  // namespace mstep

@@ -45,8 +45,18 @@ struct HostFallbackOp {
 class Executable {
  public:
   virtual ~Executable() = default;
-  virtual absl::StatusOr<std::vector<BufferPtr>> run(
-      absl::Span<const BufferPtr> inputs) = 0;
+  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs) {
+    return run(inputs, {});
+  }
+  /// run() that may write output k into `reuse[k]` instead of a new buffer
+  /// (replay passes the buffers its static outputs held). `reuse` is empty
+  /// or has one entry per output: null, or a buffer of that output's type
+  /// that only the entry and the tensor about to receive output k hold,
+  /// so nothing else can observe the write (an executable checks
+  /// use_count() <= 2 and the type). If run() fails, reused buffers hold
+  /// unspecified values.
+  virtual absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
+                                                     absl::Span<const BufferPtr> reuse) = 0;
   /// Kernel launches per run (a fusion counts once), for replay figures.
   virtual size_t num_kernels() const { return 0; }
   /// The ops each run() executes as host fallbacks (empty for most).

@@ -54,6 +54,11 @@ struct Metrics {
 /// any thread. Percentiles (nearest rank) cover the newest 100,000 samples
 /// of each kind; count and total cover every sample since the last reset.
 Metrics metrics();
+/// Seconds spent inside executables so far, in lazy runs and replays
+/// (metrics().execute_seconds + replay_execute_seconds) without copying the
+/// timing samples: cheap enough to read around every step, to split a
+/// step's wall time into host time and execution.
+double executing_seconds();
 /// Resets every counter, timing sample and recompile reason to zero. The
 /// host-fallback table of MSTEP_LOG_FALLBACK covers the whole run and is
 /// kept.

@@ -73,10 +73,13 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
  private:
   friend class Tracer;
+  // The state replay() reads of every bound tensor comes first, next to
+  // the reference counts, so that a cold tensor costs one or two cache
+  // lines rather than three.
+  BufferPtr buffer_;
+  Value pending_;
   TensorType type_;
   Device device_;
-  Value pending_;
-  BufferPtr buffer_;
   NodePtr data_node_;
   std::weak_ptr<Buffer> replaced_buffer_;
   InputRole input_role_ = InputRole::input;

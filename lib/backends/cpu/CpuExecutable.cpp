@@ -321,7 +321,8 @@ absl::Status CpuExecutable::build() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const BufferPtr> inputs) {
+absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const BufferPtr> inputs,
+                                                           absl::Span<const BufferPtr> reuse) {
   if (inputs.size() != graph_.input_types.size())
     return absl::InvalidArgumentError(absl::StrCat("cpu executable expects ",
                                                    graph_.input_types.size(), " inputs, got ",
@@ -338,12 +339,16 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
     if (out.input >= 0 || output_buffers_[out.slot]) continue;
     // A donated argument is written in place only when the caller's entry
     // and the tensor it replaces are its only owners.
+    const size_t k = &out - outputs_.data();
+    const TensorType& type = graph_.type_of(graph_.outputs[k]);
     BufferPtr buf;
     if (out.donated_arg >= 0 && inputs[out.donated_arg].use_count() <= 2)
       buf = inputs[out.donated_arg];
+    else if (!reuse.empty() && reuse[k] && reuse[k].use_count() <= 2 &&
+             reuse[k]->device().type == DeviceType::cpu && reuse[k]->type() == type)
+      buf = reuse[k];
     else
-      buf = std::make_shared<ref::HostBuffer>(graph_.type_of(graph_.outputs[&out - outputs_.data()]),
-                                              kCpu);
+      buf = std::make_shared<ref::HostBuffer>(type, kCpu);
     slot_ptr_[out.slot] = data_of(buf);
     output_buffers_[out.slot] = std::move(buf);
   }

@@ -28,7 +28,9 @@ class CpuExecutable final : public Executable {
                                                                std::shared_ptr<FusionJit> jit);
   ~CpuExecutable() override;
 
-  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs) override;
+  using Executable::run;
+  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
+                                             absl::Span<const BufferPtr> reuse) override;
   size_t num_kernels() const override { return calls_.size(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;

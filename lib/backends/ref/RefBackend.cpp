@@ -51,12 +51,14 @@ class RefExecutable final : public Executable {
       for (ValueRef v : graph_.nodes[i].operands) last_use_[v.node] = i;
     for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
     for (const GraphNode& n : graph_.nodes) num_kernels_ += n.op != OpKind::parameter;
+    plan_placements();
   }
 
   size_t num_kernels() const override { return num_kernels_; }
 
-  absl::StatusOr<std::vector<BufferPtr>> run(
-      absl::Span<const BufferPtr> inputs) override {
+  using Executable::run;
+  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
+                                             absl::Span<const BufferPtr> reuse) override {
     if (inputs.size() != graph_.input_types.size())
       return absl::InvalidArgumentError(
           absl::StrCat("ref executable expects ", graph_.input_types.size(),
@@ -89,10 +91,22 @@ class RefExecutable final : public Executable {
       out_ptrs.clear();
       for (ValueRef v : node.operands)
         in_ptrs.push_back(static_cast<const HostBuffer*>(values[v.node][v.index].get()));
-      for (const TensorType& t : node.results) {
-        auto buf = std::make_shared<HostBuffer>(t);
-        out_ptrs.push_back(buf.get());
-        values[i].push_back(std::move(buf));
+      auto& results = values[i];
+      results.resize(node.results.size());
+      // A donated input is overwritten when the caller's entry, the tensor
+      // it replaces and values[] are its only owners (the rule of
+      // Executable::run, counting our own operand table).
+      for (const Placement& u : in_place_[i])
+        if (inputs[u.source].use_count() <= 3) results[u.result] = inputs[u.source];
+      if (!reuse.empty())
+        for (const Placement& u : outputs_of_[i]) {
+          const BufferPtr& b = reuse[u.source];
+          if (!results[u.result] && b && b.use_count() <= 2 && b->type() == node.results[u.result])
+            results[u.result] = b;
+        }
+      for (size_t r = 0; r < results.size(); ++r) {
+        if (!results[r]) results[r] = std::make_shared<HostBuffer>(node.results[r]);
+        out_ptrs.push_back(static_cast<HostBuffer*>(results[r].get()));
       }
       RefKernel kernel = kernels()[static_cast<int>(node.op)];
       MSTEP_RETURN_IF_ERROR(kernel(KernelArgs{node, in_ptrs, out_ptrs}));
@@ -111,7 +125,41 @@ class RefExecutable final : public Executable {
       if (last_use_[v.node] == i) values[v.node].clear();
   }
 
+  /// Fills outputs_of_ (where run()'s `reuse` buffers may go) and
+  /// in_place_: the donated inputs (TraceGraph::donated_to) whose new
+  /// value a kernel that reads every element before writing it computes
+  /// (multi_tensor_update: the optimizer step), when no later node reads
+  /// the old value. Updating them in place spares the step a new buffer
+  /// per parameter and per optimizer state.
+  void plan_placements() {
+    in_place_.resize(graph_.nodes.size());
+    outputs_of_.resize(graph_.nodes.size());
+    for (uint32_t k = 0; k < graph_.outputs.size(); ++k)
+      outputs_of_[graph_.outputs[k].node].push_back({graph_.outputs[k].index, k});
+    std::vector<int64_t> input_node(graph_.input_types.size(), -1);
+    for (uint32_t i = 0; i < graph_.nodes.size(); ++i)
+      if (graph_.nodes[i].op == OpKind::parameter)
+        input_node[attr_int(graph_.nodes[i].attrs, AttrName::index)] = i;
+    for (uint32_t in = 0; in < graph_.donated_to.size(); ++in) {
+      if (graph_.donated_to[in] < 0 || input_node[in] < 0) continue;
+      const ValueRef out = graph_.outputs[graph_.donated_to[in]];
+      const GraphNode& writer = graph_.nodes[out.node];
+      if (writer.op != OpKind::multi_tensor_update || last_use_[input_node[in]] != out.node ||
+          writer.results[out.index] != graph_.input_types[in])
+        continue;
+      in_place_[out.node].push_back({out.index, in});
+    }
+  }
+
+  /// A result of a node that may live in a given buffer.
+  struct Placement {
+    uint32_t result;  // of the node
+    uint32_t source;  // the graph input (in_place_) or output (outputs_of_)
+  };
+
   TraceGraph graph_;
+  std::vector<std::vector<Placement>> in_place_;    // per node
+  std::vector<std::vector<Placement>> outputs_of_;  // per node: its graph outputs
   std::vector<std::unique_ptr<RefExecutable>> bodies_;  // per node: its fusion body
   std::vector<uint32_t> last_use_;
   size_t num_kernels_ = 0;
