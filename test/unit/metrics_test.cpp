@@ -64,6 +64,27 @@ TEST_F(MetricsTest, EachKindKeepsItsOwnSamples) {
   EXPECT_EQ(m.compile_seconds, 0);
 }
 
+TEST_F(MetricsTest, ExecutingSecondsAddsLazyRunsAndReplays) {
+  internal::record_execute_time(0.25);
+  internal::mutable_metrics().replay_execute_seconds += 0.5;
+  EXPECT_DOUBLE_EQ(executing_seconds(), 0.75);
+  // A real lazy step and a replay both add to it, as metrics() reports.
+  Tensor x = ones({4});
+  Tensor y = x * 3.0;
+  mark_step();
+  Graph g;
+  {
+    CaptureGuard capture(g);
+    y = x * 5.0;
+  }
+  g.replay();
+  const Metrics m = metrics();
+  EXPECT_GT(m.replay_execute_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(executing_seconds(), m.execute_seconds + m.replay_execute_seconds);
+  reset_metrics();
+  EXPECT_EQ(executing_seconds(), 0);
+}
+
 TEST_F(MetricsTest, SamplesAreBoundedButCountAndTotalAreExact) {
   // 100k old samples of 1 s, then 100k new ones of 2 s: the ring keeps
   // only the newest, while count and total cover all of them.
