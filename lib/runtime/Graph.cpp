@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/runtime/Runtime.h"
@@ -57,8 +58,15 @@ struct Segment {
   // so the next segment may update those buffers in place.
   bool results_read_later = false;
   bool inputs_read_later = false;
-  // Replay scratch, kept to avoid allocating each step.
+  // Replay scratch, kept to avoid allocating each step. `buffers` keeps
+  // between replays the entries of constants, of the RNG state and of
+  // tensors no later segment reads: while a tensor keeps its buffer (a
+  // parameter updated in place), gathering it costs a pointer comparison,
+  // not a reference count up and down. The other entries, listed in
+  // `transient`, are dropped once the segment has run: a later segment's
+  // donation or reuse needs their buffers to have no other owner.
   std::vector<BufferPtr> buffers;
+  std::vector<uint32_t> transient;
   std::vector<BufferPtr> results;
   std::vector<BufferPtr> reuse;  // per result, see Executable::run
 };
@@ -178,6 +186,26 @@ struct Graph::Impl final : CaptureRecorder {
     segments.push_back(std::move(seg));
   }
 
+  /// Fills each segment's `transient` list (see Segment::buffers).
+  void plan_scratch() {
+    absl::flat_hash_set<const TensorImpl*> read_later;
+    for (size_t s = segments.size(); s-- > 0;) {
+      Segment& seg = segments[s];
+      seg.buffers.assign(seg.inputs.size(), nullptr);
+      seg.transient.clear();
+      for (uint32_t j = 0; j < seg.inputs.size(); ++j) {
+        const InputBinding& b = seg.inputs[j];
+        const bool kept = b.source == InputBinding::Source::constant ||
+                          b.source == InputBinding::Source::rng ||
+                          (b.source == InputBinding::Source::tensor &&
+                           !read_later.contains(b.tensor.get()));
+        if (!kept) seg.transient.push_back(j);
+      }
+      for (const InputBinding& b : seg.inputs)
+        if (b.source == InputBinding::Source::tensor) read_later.insert(b.tensor.get());
+    }
+  }
+
   void close_capture() {
     Tracer::get().set_capture_recorder(nullptr);
     capturing = false;
@@ -242,6 +270,7 @@ void Graph::capture_end() {
     throw ReplayError(ReplayError::Kind::not_captured,
                       "Graph::capture_end: the capture ran no graph (no tensor op was traced "
                       "between capture_begin() and capture_end())");
+  impl_->plan_scratch();
   impl_->captured = true;
 }
 
@@ -297,12 +326,11 @@ void Graph::replay() {
   for (size_t s = 0; s < g.segments.size(); ++s) {
     Segment& seg = g.segments[s];
     if (s > 0) prefetch_bindings(seg);  // evicted by the last segment's kernels
-    seg.buffers.resize(seg.inputs.size());
     for (size_t j = 0; j < seg.inputs.size(); ++j) {
       InputBinding& b = seg.inputs[j];
       switch (b.source) {
         case InputBinding::Source::tensor:
-          seg.buffers[j] = b.tensor->buffer();
+          if (seg.buffers[j] != b.tensor->buffer()) seg.buffers[j] = b.tensor->buffer();
           break;
         case InputBinding::Source::segment:
           seg.buffers[j] = g.segments[b.segment].results[b.slot];
@@ -311,13 +339,13 @@ void Graph::replay() {
           seg.buffers[j] = g.segments[b.segment].buffers[b.slot];
           break;
         case InputBinding::Source::constant:
-          seg.buffers[j] = b.constant;
+          if (!seg.buffers[j]) seg.buffers[j] = b.constant;
           break;
         case InputBinding::Source::rng: {
           const int64_t state[2] = {static_cast<int64_t>(tracer.rng_seed()),
                                     static_cast<int64_t>(rng_base + seg.rng_offset)};
           throw_if_error(b.backend->copy_in(*b.constant, state, sizeof state));
-          seg.buffers[j] = b.constant;
+          if (!seg.buffers[j]) seg.buffers[j] = b.constant;
           break;
         }
       }
@@ -351,7 +379,7 @@ void Graph::replay() {
     // buffers they drop, in parallel rather than one miss after another.
     for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
     for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
-    for (const BufferPtr& b : seg.buffers) prefetch_counts(b);
+    for (uint32_t j : seg.transient) prefetch_counts(seg.buffers[j]);
     for (const Segment::OutputBinding& o : seg.outputs) {
       const BufferPtr& result = seg.results[o.result];
       if (o.tensor.use_count() == 1)
@@ -361,12 +389,13 @@ void Graph::replay() {
     }
     // Drop what no later segment reads now, so that the buffers the
     // tensors hold have no other owner when the next segment runs.
-    if (!seg.inputs_read_later) seg.buffers.clear();
+    if (!seg.inputs_read_later)
+      for (uint32_t j : seg.transient) seg.buffers[j].reset();
     if (!seg.results_read_later) seg.results.clear();
   }
   for (Segment& seg : g.segments) {
     seg.results.clear();
-    seg.buffers.clear();
+    for (uint32_t j : seg.transient) seg.buffers[j].reset();
   }
   if (g.rng_consumed) tracer.set_rng_offset(rng_base + g.rng_consumed);
 
