@@ -20,6 +20,14 @@
 // earlier segment's result, or is a constant frozen at capture; results
 // are bound to the same tensors as in the capture, so parameters and
 // optimizer state update in place and static outputs show the new values.
+//
+// Memory, as with CUDA Graphs' static tensors: a replay writes a static
+// output (the loss, the gradients) into the buffer its tensor already holds
+// when nothing else holds that buffer; a tensor that shares it (through
+// copy_()) keeps the old value, because the replay then allocates. Between
+// replays the graph keeps a reference to the buffers its inputs last read
+// (parameters, optimizer state, the last batch copied into a static input),
+// so that an unchanged input costs no reference counting.
 // The Philox offset advances by as much as the captured step consumed, so
 // each replay draws fresh dropout masks and a seed reproduces them: replay
 // gives the same numbers as lazy mode.
