@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "mstep/mstep.h"
+#include "mstep/runtime/TensorImpl.h"
 #include "test/unit/TestUtil.h"
 
 namespace mstep {
@@ -102,6 +103,31 @@ TEST(Optimizer, UpdatesAreLazyUntilMarkStep) {
   mark_step();
   EXPECT_FALSE(w.is_pending());
   EXPECT_EQ(values(w), (V{0, 1}));
+}
+
+TEST(Optimizer, StepUpdatesInPlaceUnlessAnotherTensorSharesTheParameter) {
+  // On the default (ref) backend as on cpu: the fused update writes a
+  // donated parameter and its state into their own buffers.
+  Tensor w = param({1, 2}, {2});
+  optim::SGD opt({w}, {.lr = 0.5, .momentum = 0.9});
+  auto step = [&] {
+    w.set_grad(from_vector(V{2, 2}, {2}));
+    opt.step();
+    mark_step();
+  };
+  step();  // creates the momentum buffer
+  const Buffer* weight = w.impl()->buffer().get();
+  const Buffer* momentum = opt.state(0, "momentum_buffer").impl()->buffer().get();
+  step();
+  EXPECT_EQ(w.impl()->buffer().get(), weight);
+  EXPECT_EQ(opt.state(0, "momentum_buffer").impl()->buffer().get(), momentum);
+  Tensor snapshot = zeros({2});
+  snapshot.copy_(w);  // shares w's buffer: the next step must not write into it
+  const V kept = values(snapshot);
+  step();
+  EXPECT_EQ(values(snapshot), kept);
+  EXPECT_NE(values(w), kept);
+  EXPECT_NE(w.impl()->buffer().get(), weight);
 }
 
 TEST(Optimizer, LearningRateChangeTakesEffect) {
