@@ -206,6 +206,79 @@ struct Graph::Impl final : CaptureRecorder {
     }
   }
 
+  // ---- Replay steps (see replay()) ----
+
+  /// Points the segment's scratch at this replay's input buffers and
+  /// writes its RNG state.
+  void gather(Segment& seg, uint64_t rng_base) {
+    for (size_t j = 0; j < seg.inputs.size(); ++j) {
+      InputBinding& b = seg.inputs[j];
+      switch (b.source) {
+        case InputBinding::Source::tensor:
+          if (seg.buffers[j] != b.tensor->buffer()) seg.buffers[j] = b.tensor->buffer();
+          break;
+        case InputBinding::Source::segment:
+          seg.buffers[j] = segments[b.segment].results[b.slot];
+          break;
+        case InputBinding::Source::segment_input:
+          seg.buffers[j] = segments[b.segment].buffers[b.slot];
+          break;
+        case InputBinding::Source::constant:
+          if (!seg.buffers[j]) seg.buffers[j] = b.constant;
+          break;
+        case InputBinding::Source::rng: {
+          const int64_t state[2] = {static_cast<int64_t>(Tracer::get().rng_seed()),
+                                    static_cast<int64_t>(rng_base + seg.rng_offset)};
+          throw_if_error(b.backend->copy_in(*b.constant, state, sizeof state));
+          if (!seg.buffers[j]) seg.buffers[j] = b.constant;
+          break;
+        }
+      }
+    }
+  }
+
+  /// Offers the executable (in seg.reuse) the buffer of each output whose
+  /// tensor holds the only reference to its last value: nothing read it
+  /// since, nor is it an input of this run. The result is computed into it
+  /// again, like a CUDA Graph's static output: no allocation now and no free
+  /// at the rebinding. Returns whether anything was offered.
+  bool offer_outputs(Segment& seg) {
+    bool reusing = false;
+    for (const Segment::OutputBinding& o : seg.outputs) {
+      const BufferPtr& last = o.tensor->buffer();
+      if (last && last.use_count() == 1 && o.tensor.use_count() > 1) {
+        seg.reuse[o.result] = last;
+        reusing = true;
+      }
+    }
+    return reusing;
+  }
+
+  /// Binds the segment's results to their tensors.
+  void rebind(Segment& seg) {
+    // The kernels evicted the bindings again: fetch the tensors, then the
+    // buffers they drop, in parallel rather than one miss after another.
+    for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
+    for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
+    for (uint32_t j : seg.transient) prefetch_counts(seg.buffers[j]);
+    for (const Segment::OutputBinding& o : seg.outputs) {
+      const BufferPtr& result = seg.results[o.result];
+      if (o.tensor.use_count() == 1)
+        o.tensor->set_buffer(nullptr);  // a dead tensor: free its memory
+      else if (o.tensor->buffer() != result)  // else updated in place: nothing held it
+        o.tensor->set_buffer(result);
+    }
+  }
+
+  /// Drops the references a replay took (after the last segment, or when
+  /// one fails: they would block the next step's in-place updates).
+  void drop_scratch() {
+    for (Segment& seg : segments) {
+      seg.results.clear();
+      for (uint32_t j : seg.transient) seg.buffers[j].reset();
+    }
+  }
+
   void close_capture() {
     Tracer::get().set_capture_recorder(nullptr);
     capturing = false;
@@ -326,42 +399,8 @@ void Graph::replay() {
   for (size_t s = 0; s < g.segments.size(); ++s) {
     Segment& seg = g.segments[s];
     if (s > 0) prefetch_bindings(seg);  // evicted by the last segment's kernels
-    for (size_t j = 0; j < seg.inputs.size(); ++j) {
-      InputBinding& b = seg.inputs[j];
-      switch (b.source) {
-        case InputBinding::Source::tensor:
-          if (seg.buffers[j] != b.tensor->buffer()) seg.buffers[j] = b.tensor->buffer();
-          break;
-        case InputBinding::Source::segment:
-          seg.buffers[j] = g.segments[b.segment].results[b.slot];
-          break;
-        case InputBinding::Source::segment_input:
-          seg.buffers[j] = g.segments[b.segment].buffers[b.slot];
-          break;
-        case InputBinding::Source::constant:
-          if (!seg.buffers[j]) seg.buffers[j] = b.constant;
-          break;
-        case InputBinding::Source::rng: {
-          const int64_t state[2] = {static_cast<int64_t>(tracer.rng_seed()),
-                                    static_cast<int64_t>(rng_base + seg.rng_offset)};
-          throw_if_error(b.backend->copy_in(*b.constant, state, sizeof state));
-          if (!seg.buffers[j]) seg.buffers[j] = b.constant;
-          break;
-        }
-      }
-    }
-    // An output whose tensor holds the only reference to its last value
-    // (nothing read it since, nor is it an input of this run) is computed
-    // into that buffer again, like a CUDA Graph's static output: no
-    // allocation now and no free at the rebinding.
-    bool reusing = false;
-    for (const Segment::OutputBinding& o : seg.outputs) {
-      const BufferPtr& last = o.tensor->buffer();
-      if (last && last.use_count() == 1 && o.tensor.use_count() > 1) {
-        seg.reuse[o.result] = last;
-        reusing = true;
-      }
-    }
+    g.gather(seg, rng_base);
+    const bool reusing = g.offer_outputs(seg);
     const auto run_start = std::chrono::steady_clock::now();
     auto results = seg.executable->run(seg.buffers, reusing ? absl::MakeConstSpan(seg.reuse)
                                                             : absl::Span<const BufferPtr>());
@@ -370,33 +409,21 @@ void Graph::replay() {
     internal::record_host_fallbacks(*seg.executable);
     if (reusing)
       for (BufferPtr& b : seg.reuse) b.reset();
-    if (!results.ok())
+    if (!results.ok()) {
+      g.drop_scratch();
       throw Error(absl::Status(results.status().code(),
                                absl::StrCat("Graph::replay: captured graph ", s,
                                             " failed: ", results.status().message())));
-    seg.results = *std::move(results);
-    // The kernels evicted the bindings again: fetch the tensors, then the
-    // buffers they drop, in parallel rather than one miss after another.
-    for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
-    for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
-    for (uint32_t j : seg.transient) prefetch_counts(seg.buffers[j]);
-    for (const Segment::OutputBinding& o : seg.outputs) {
-      const BufferPtr& result = seg.results[o.result];
-      if (o.tensor.use_count() == 1)
-        o.tensor->set_buffer(nullptr);  // a dead tensor: free its memory
-      else if (o.tensor->buffer() != result)  // else updated in place: nothing held it
-        o.tensor->set_buffer(result);
     }
+    seg.results = *std::move(results);
+    g.rebind(seg);
     // Drop what no later segment reads now, so that the buffers the
     // tensors hold have no other owner when the next segment runs.
     if (!seg.inputs_read_later)
       for (uint32_t j : seg.transient) seg.buffers[j].reset();
     if (!seg.results_read_later) seg.results.clear();
   }
-  for (Segment& seg : g.segments) {
-    seg.results.clear();
-    for (uint32_t j : seg.transient) seg.buffers[j].reset();
-  }
+  g.drop_scratch();
   if (g.rng_consumed) tracer.set_rng_offset(rng_base + g.rng_consumed);
 
   const auto t1 = std::chrono::steady_clock::now();
