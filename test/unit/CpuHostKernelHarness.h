@@ -50,20 +50,6 @@ inline TraceGraph one_op_graph(OpKind op, const std::vector<TensorType>& inputs,
   return g;
 }
 
-inline const ref::KernelTable& ref_kernels() {
-  static const ref::KernelTable table = [] {
-    ref::KernelTable t{};
-    ref::register_reduction_kernels(t);
-    ref::register_optimizer_kernels(t);
-    ref::register_loss_kernels(t);
-    ref::register_nn_kernels(t);
-    ref::register_shape_kernels(t);
-    ref::register_scatter_kernels(t);
-    return t;
-  }();
-  return table;
-}
-
 inline BufferList allocate(const ResultTypes& types) {
   BufferList out;
   for (const TensorType& t : types) out.push_back(std::make_unique<ref::HostBuffer>(t));
@@ -86,7 +72,7 @@ inline BufferList run_ref(const GraphNode& node, const BufferList& inputs) {
   std::vector<ref::HostBuffer*> out;
   for (const auto& b : inputs) in.push_back(b.get());
   for (const auto& b : outputs) out.push_back(b.get());
-  const ref::RefKernel kernel = ref_kernels()[static_cast<int>(node.op)];
+  const ref::RefKernel kernel = ref::ref_kernel(node.op);
   EXPECT_NE(kernel, nullptr) << op_name(node.op);
   const absl::Status s = kernel(ref::KernelArgs{node, in, out});
   EXPECT_TRUE(s.ok()) << s;

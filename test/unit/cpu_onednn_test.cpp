@@ -19,19 +19,6 @@ namespace {
 
 using ref::HostBuffer;
 
-const ref::KernelTable& ref_kernels() {
-  static const ref::KernelTable table = [] {
-    ref::KernelTable t{};
-    ref::register_elementwise_kernels(t);
-    ref::register_reshape_kernels(t);
-    ref::register_linalg_kernels(t);
-    ref::register_linalg_grad_kernels(t);
-    ref::register_nn_kernels(t);
-    return t;
-  }();
-  return table;
-}
-
 using Values = std::vector<std::vector<std::shared_ptr<HostBuffer>>>;
 
 /// Runs `graph` with the ref kernels on `inputs` (one per parameter);
@@ -58,7 +45,7 @@ Values run_ref(const TraceGraph& graph, const std::vector<std::shared_ptr<HostBu
       values[i].push_back(std::make_shared<HostBuffer>(t));
       out.push_back(values[i].back().get());
     }
-    const ref::RefKernel kernel = ref_kernels()[static_cast<int>(node.op)];
+    const ref::RefKernel kernel = ref::ref_kernel(node.op);
     EXPECT_NE(kernel, nullptr) << op_name(node.op);
     const absl::Status status = kernel(ref::KernelArgs{node, in, out});
     EXPECT_TRUE(status.ok()) << status;
