@@ -366,7 +366,8 @@ void Graph::replay() {
                                     "the step, then capture_end()");
   const auto t0 = std::chrono::steady_clock::now();
   Tracer& tracer = Tracer::get();
-  for (const Segment& seg : g.segments) prefetch_bindings(seg);
+  for (const Segment& seg : g.segments)  // the checks below read them all
+    for (const InputBinding& b : seg.inputs) prefetch_tensor(b.tensor);
 
   // Check every input before running anything, so a failed replay changes
   // nothing. Only liveness needs checking: a TensorImpl's type and device
@@ -398,7 +399,7 @@ void Graph::replay() {
   const uint64_t rng_base = tracer.rng_offset();
   for (size_t s = 0; s < g.segments.size(); ++s) {
     Segment& seg = g.segments[s];
-    if (s > 0) prefetch_bindings(seg);  // evicted by the last segment's kernels
+    prefetch_bindings(seg);  // the last segment's kernels evicted them
     g.gather(seg, rng_base);
     const bool reusing = g.offer_outputs(seg);
     const auto run_start = std::chrono::steady_clock::now();
