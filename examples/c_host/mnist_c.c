@@ -8,7 +8,7 @@
  *   nll_loss; Adadelta lr 0.1; batch 200; each step: zero_grad, forward,
  *   loss, backward, mark_step, optimizer step, mark_step.
  *
- *   mnist_c [--data DIR] [--epochs N] [--max-steps N] [--log-every N]
+ *   mnist_c [--data DIR | --synthetic] [--epochs N] [--max-steps N] [--log-every N]
  *           [--device cpu|ref] [--mode lazy|replay] [--print-losses]
  *
  * Modes:
@@ -195,11 +195,13 @@ typedef struct Flags {
   long long epochs, max_steps, log_every;
   int replay;
   const char* device;
+  int synthetic; /* --synthetic: the synthetic set even when real data is installed */
   int print_losses;
 } Flags;
 
-static const char kUsage[] = " (use --data DIR, --epochs N, --max-steps N, --log-every N, "
-                             "--device cpu|ref, --mode lazy|replay, --print-losses)";
+static const char kUsage[] =
+    " (use --data DIR, --synthetic, --epochs N, --max-steps N, --log-every N, "
+    "--device cpu|ref, --mode lazy|replay, --print-losses)";
 
 static long long parse_int(const char* flag, const char* value) {
   char* end = NULL;
@@ -224,6 +226,10 @@ static Flags parse_flags(int argc, char** argv) {
     }
     if (strcmp(flag, "--print-losses") == 0) {
       f.print_losses = 1;
+      continue;
+    }
+    if (strcmp(flag, "--synthetic") == 0) {
+      f.synthetic = 1;
       continue;
     }
     if (value == NULL) {
@@ -294,17 +300,11 @@ int main(int argc, char** argv) {
   CHECK(mstep_context_device(ctx, flags.device, &device));
 
   mnist_dataset train = {0}, test = {0};
-  char error[512] = "";
-  int synthetic = 0;
-  if (mnist_load(flags.data_dir, &train, &test, &synthetic, error, sizeof error) != 0)
+  char what[512] = "", error[512] = "";
+  if (mnist_load(flags.data_dir, flags.synthetic, &train, &test, what, sizeof what, error,
+                 sizeof error) != 0)
     fail("%s", error);
-  if (synthetic)
-    printf("mnist_c: no --data DIR given, so this run uses the SYNTHETIC data set of mnist_mlp "
-           "(10 Gaussian clusters in 784-d): %lld train, %lld test samples\n",
-           (long long)train.size, (long long)test.size);
-  else
-    printf("mnist_c: MNIST from %s: %lld train, %lld test images\n", flags.data_dir,
-           (long long)train.size, (long long)test.size);
+  printf("mnist_c: data: %s\n", what);
 
   CHECK(mstep_context_manual_seed(ctx, 0));
   Mlp model;

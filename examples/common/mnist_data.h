@@ -1,6 +1,7 @@
-/* The MNIST data of the examples, in portable C11: a seeded PRNG
+/* The MNIST data of the examples, in portable C11 (+ zlib): a seeded PRNG
  * (xoshiro256** seeded by splitmix64), Box-Muller normals, the synthetic
- * data set, IDX file reading, a Fisher-Yates shuffle and batch assembly.
+ * data set, IDX file reading (gzipped or not, through zlib), a Fisher-Yates
+ * shuffle and batch assembly.
  *
  * The C++ example (examples/mnist_mlp.cpp) and the C host
  * (examples/c_host/mnist_c.c) both link this one object file, so they see
@@ -60,20 +61,33 @@ void mnist_dataset_free(mnist_dataset* d);
 int mnist_synthetic(mnist_dataset* out, int64_t n, uint64_t seed, char* error, size_t error_size);
 
 /** Reads an IDX image file (magic 2051, 28x28 images) and its label file
- *  (magic 2049), normalized as in the PyTorch MNIST example:
- *  (x / 255 - 0.1307) / 0.3081. Returns 0, or -1 with a message in `error`
- *  naming the file and what is wrong with it. */
+ *  (magic 2049), gzipped or not, normalized as in the PyTorch MNIST
+ *  example: (x / 255 - 0.1307) / 0.3081. Returns 0, or -1 with a message in
+ *  `error` naming the file and what is wrong with it (cannot open, wrong
+ *  magic number, truncated, corrupt gzip data, a label out of range, ...). */
 int mnist_read_idx(const char* images_path, const char* labels_path, mnist_dataset* out,
                    char* error, size_t error_size);
 
-/** The examples' data: with a non-empty `dir`, the four MNIST IDX files in
- *  it (train-images-idx3-ubyte, train-labels-idx1-ubyte,
- *  t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte); otherwise the synthetic
- *  set, 12000 train samples (seed 1) and 2000 test samples (seed 2), and
- *  `*out_synthetic` (may be NULL) is set to 1. Returns 0, or -1 with a
- *  message in `error` (nothing is left allocated). */
-int mnist_load(const char* dir, mnist_dataset* train, mnist_dataset* test, int* out_synthetic,
-               char* error, size_t error_size);
+/** Where Debian's dataset-fashion-mnist package puts Fashion-MNIST: the
+ *  MNIST format (four gzipped IDX files), clothes instead of digits. */
+#define MNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+
+/** MNIST_DEFAULT_DIR when its four files are there, else NULL. */
+const char* mnist_default_dir(void);
+
+/** The examples' data:
+ *  - `synthetic` non-zero: the synthetic set, 12000 train samples (seed 1)
+ *    and 2000 test samples (seed 2);
+ *  - else a non-empty `dir`: the four IDX files in it, each named as in
+ *    MNIST (train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ *    t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte) or that name + .gz;
+ *  - else Fashion-MNIST from MNIST_DEFAULT_DIR when it is installed, and the
+ *    synthetic set when it is not.
+ *  Writes one line saying which data it read (source, sample counts, and
+ *  why when it fell back to the synthetic set) into `what` (may be NULL).
+ *  Returns 0, or -1 with a message in `error` (nothing is left allocated). */
+int mnist_load(const char* dir, int synthetic, mnist_dataset* train, mnist_dataset* test,
+               char* what, size_t what_size, char* error, size_t error_size);
 
 /** order[i] = i for i < n. */
 void mnist_identity_order(int64_t* order, int64_t n);

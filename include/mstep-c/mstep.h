@@ -269,14 +269,14 @@ typedef struct mstep_attr {
   ((mstep_attr){.name = (n), .kind = MSTEP_ATTR_INTS, .ints = (p), .num_ints = (k)})
 
 /* Records one op of the C++ API lazily, with autograd, on tensors that may
- * live anywhere (their device runs it). `op` is a name from
- * mstep_op_names(), e.g. "matmul", "relu", "sum", "nll_loss"; `attrs` its
- * non-tensor arguments by name. An unknown op is MSTEP_NOT_FOUND; a wrong
- * operand count, an unknown or mistyped attribute, and the C++ API's own
- * shape and dtype checks are MSTEP_INVALID_ARGUMENT with a message naming
- * the op, the shapes and what to do. The results (most ops have one) go to
- * outputs[0..*out_num_outputs); `capacity` too small is
- * MSTEP_OUT_OF_RANGE. */
+ * live anywhere (their device runs it). `op` is a name that
+ * mstep_op_signatures() lists, e.g. "matmul", "relu", "sum", "nll_loss";
+ * `attrs` its non-tensor arguments by name. An unknown op is
+ * MSTEP_NOT_FOUND; a wrong operand count, an unknown or mistyped attribute,
+ * and the C++ API's own shape and dtype checks are MSTEP_INVALID_ARGUMENT
+ * with a message naming the op, the shapes and what to do. The results
+ * (most ops have one) go to outputs[0..*out_num_outputs); `capacity` too
+ * small is MSTEP_OUT_OF_RANGE. */
 MSTEP_C_API mstep_status* mstep_op(mstep_context* context, const char* op,
                                    mstep_tensor* const* inputs, size_t num_inputs,
                                    const mstep_attr* attrs, size_t num_attrs,

@@ -6,8 +6,10 @@
 
 namespace mstep {
 
-/// The kinds of device a backend can drive. Only `ref` exists today; the
-/// others are reserved for the backends named in DESIGN.md.
+/// The kinds of device a backend can drive. Two backends exist: `ref` (the
+/// naive reference kernels) and `cpu` (oneDNN and LLVM-compiled kernels).
+/// `cuda`, `xla` and `neuron` are reserved names for planned backends
+/// (docs/architecture.md); no backend drives them yet.
 enum class DeviceType : uint8_t { ref, cpu, cuda, xla, neuron };
 
 absl::string_view device_type_name(DeviceType type);

@@ -3,7 +3,7 @@
 // the exporter that turns a function of the dialect back into a TraceGraph
 // (how the ref backend runs a compiled module with its kernels).
 //
-// Includes MLIR headers: compiler code only (DESIGN.md).
+// Includes MLIR headers: compiler code only (docs/architecture.md).
 #pragma once
 
 #include "absl/status/statusor.h"

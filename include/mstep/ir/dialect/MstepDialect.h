@@ -2,7 +2,7 @@
 //
 // Includes MLIR headers: only compiler code (lib/ir/dialect, lib/passes,
 // importers, backends' compile paths, tools) includes this file. The
-// tracer, the Tensor API and the cache key never do (DESIGN.md).
+// tracer, the Tensor API and the cache key never do (docs/architecture.md).
 #pragma once
 
 #include "mlir/IR/BuiltinAttributes.h"
