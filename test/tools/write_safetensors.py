@@ -59,11 +59,12 @@ def write_safetensors(path, tensors, metadata=None):
             f.write(b)
 
 
-def fixture(out_dir):
-    out_dir = pathlib.Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def fixture_tensors():
+    """One tensor per dtype, values from arange. test/unit/checkpoint_test.cpp
+    builds the same tensors in mstep, and test/tools/check_safetensors.py
+    compares mstep's file against these."""
     base = torch.arange(6, dtype=torch.float64).reshape(2, 3) * 0.5 - 1  # -1 .. 1.5
-    tensors = {
+    return {
         "f32": base.float(),
         "f64": base / 3,
         "bf16": base.bfloat16(),
@@ -74,13 +75,24 @@ def fixture(out_dir):
         "scalar": torch.tensor(2.5),
         "empty": torch.zeros(0, 4),
     }
-    write_safetensors(out_dir / "dtypes.safetensors", tensors, {"format": "pt", "source": "torch"})
 
+
+def fixture_linear():
+    """A torch.nn.Linear(3, 2) with weight arange(6) / 4 and bias [-1, 2]."""
     lin = torch.nn.Linear(3, 2)
     with torch.no_grad():
         lin.weight.copy_(torch.arange(6, dtype=torch.float32).reshape(2, 3) / 4)
         lin.bias.copy_(torch.tensor([-1.0, 2.0]))
-    write_safetensors(out_dir / "linear.safetensors", lin.state_dict(), {"format": "pt"})
+    return lin
+
+
+def fixture(out_dir):
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_safetensors(out_dir / "dtypes.safetensors", fixture_tensors(),
+                      {"format": "pt", "source": "torch"})
+    write_safetensors(out_dir / "linear.safetensors", fixture_linear().state_dict(),
+                      {"format": "pt"})
 
 
 if __name__ == "__main__":

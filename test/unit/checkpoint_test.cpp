@@ -1,11 +1,14 @@
 // Checkpoints: safetensors round trips for every dtype, files written by
-// PyTorch (test/tools/write_safetensors.py), module and optimizer
-// save / load with strict and non-strict reports, and corrupt files, after
-// each of which the process keeps working.
+// PyTorch (test/tools/write_safetensors.py), files mstep wrote read into
+// PyTorch by PyPI's safetensors (test/tools/check_safetensors.py), module
+// and optimizer save / load with strict and non-strict reports, and corrupt
+// files, after each of which the process keeps working.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -144,12 +147,83 @@ TEST_F(CheckpointTest, LoadsFilesWrittenByPyTorch) {
   EXPECT_EQ(lin.weight.to_vector<float>(), (V{0, 0.25f, 0.5f, 0.75f, 1, 1.25f}));
   EXPECT_EQ(lin.bias.to_vector<float>(), (V{-1, 2}));
 
-  // And what mstep writes, PyTorch-style code reads back identically:
-  // round trip through our writer.
+  // mstep's writer keeps what PyTorch wrote (read back with mstep's reader;
+  // PyTorchReadsFilesMstepWrote has PyTorch read mstep's files).
   save_safetensors(path("again.safetensors"), t);
   std::map<std::string, Tensor> again = load_safetensors(path("again.safetensors"));
   for (const auto& [name, v] : t)
     EXPECT_EQ(again.at(name).to_vector<double>(), v.to_vector<double>());
+}
+
+/// Runs test/tools/check_safetensors.py KIND FILE with the Python that has
+/// PyPI's safetensors (scripts/setup.sh makes it; CMake passes its path):
+/// {exit status, output}.
+std::pair<int, std::string> check_with_pytorch(const std::string& kind, const std::string& file) {
+  const std::string python = MSTEP_SAFETENSORS_PYTHON;
+  const std::string cmd = python + " " + MSTEP_TEST_TOOLS_DIR + "/check_safetensors.py " + kind +
+                          " " + file + " 2>&1";
+  std::string output;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return {-1, "cannot run " + cmd};
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, cmd + "\n" + output};
+}
+
+/// The tensors of write_safetensors.py's fixture_tensors(), built by mstep.
+std::map<std::string, Tensor> fixture_tensors() {
+  const std::vector<double> base = {-1, -0.5, 0, 0.5, 1, 1.5};
+  std::vector<double> thirds;
+  for (double v : base) thirds.push_back(v / 3);
+  return {
+      {"f32", from_vector(base, {2, 3}, DType::f32)},
+      {"f64", from_vector(thirds, {2, 3})},
+      {"bf16", from_vector(base, {2, 3}, DType::bf16)},
+      {"f16", from_vector(base, {2, 3}, DType::f16)},
+      {"i32", from_vector(std::vector<int32_t>{-2, -1, 0, 1}, {4})},
+      {"i64", from_vector(std::vector<int64_t>{int64_t{1} << 40, -7}, {2, 1})},
+      {"bool", from_vector(std::vector<bool>{true, false, true}, {3})},
+      {"scalar", Tensor::scalar(2.5)},
+      {"empty", zeros({0, 4})},
+  };
+}
+
+TEST_F(CheckpointTest, PyTorchReadsFilesMstepWrote) {
+  if (!fs::exists(MSTEP_SAFETENSORS_PYTHON))
+    FAIL() << "no Python with PyTorch and safetensors at " << MSTEP_SAFETENSORS_PYTHON
+           << ": run scripts/setup.sh (it creates that virtual environment), or configure with "
+              "-DMSTEP_SAFETENSORS_PYTHON=/path/to/python";
+
+  // One tensor per dtype; the f32 one still pending when it is saved.
+  std::map<std::string, Tensor> tensors = fixture_tensors();
+  tensors["f32"] = from_vector(std::vector<double>{-0.5, -0.25, 0, 0.25, 0.5, 0.75}, {2, 3},
+                               DType::f32) * 2.0;
+  ASSERT_TRUE(tensors["f32"].is_pending());
+  save_safetensors(path("dtypes.safetensors"), tensors, {{"format", "pt"}});
+  auto [status, output] = check_with_pytorch("dtypes", path("dtypes.safetensors"));
+  EXPECT_EQ(status, 0) << output;
+
+  // A module's checkpoint loads into torch.nn.Linear(3, 2) with strict names.
+  TinyLinear lin;
+  lin.weight.copy_(from_vector(V{0, 0.25f, 0.5f, 0.75f, 1, 1.25f}, {2, 3}));
+  lin.bias.copy_(from_vector(V{-1, 2}, {2}));
+  save(lin, path("linear.safetensors"));
+  std::tie(status, output) = check_with_pytorch("linear", path("linear.safetensors"));
+  EXPECT_EQ(status, 0) << output;
+
+  // The check can fail: a changed value, a changed dtype and a missing
+  // tensor are each reported by name.
+  tensors = fixture_tensors();
+  tensors["f16"] = from_vector(std::vector<double>{-1, -0.5, 0, 0.5, 1, 1.25}, {2, 3}, DType::f16);
+  tensors["i64"] = from_vector(std::vector<int32_t>{1 << 30, -7}, {2, 1});
+  tensors.erase("bf16");
+  save_safetensors(path("wrong.safetensors"), tensors, {{"format", "pt"}});
+  std::tie(status, output) = check_with_pytorch("dtypes", path("wrong.safetensors"));
+  EXPECT_EQ(status, 1) << output;
+  EXPECT_THAT(output, HasSubstr("'f16': values"));
+  EXPECT_THAT(output, HasSubstr("'i64': dtype torch.int32, want torch.int64"));
+  EXPECT_THAT(output, HasSubstr("missing tensor 'bf16'"));
 }
 
 TEST_F(CheckpointTest, ModuleRoundTripKeepsParameterIdentity) {
