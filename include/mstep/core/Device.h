@@ -6,10 +6,8 @@
 
 namespace mstep {
 
-/// The kinds of device a backend can drive. Two backends exist: `ref` (the
-/// naive reference kernels) and `cpu` (oneDNN and LLVM-compiled kernels).
-/// `cuda`, `xla` and `neuron` are reserved names for planned backends
-/// (docs/architecture.md); no backend drives them yet.
+/// The kinds of device a backend can drive. Backends exist for `ref` and `cpu`;
+/// `cuda`, `xla` and `neuron` are reserved for planned ones (docs/architecture.md).
 enum class DeviceType : uint8_t { ref, cpu, cuda, xla, neuron };
 
 absl::string_view device_type_name(DeviceType type);
