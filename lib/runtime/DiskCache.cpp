@@ -273,7 +273,7 @@ absl::StatusOr<std::unique_ptr<DiskCache>> DiskCache::open(Config config, Logger
     return absl::FailedPreconditionError(absl::StrCat(
         "the disk cache directory '", config.dir, "' (MSTEP_CACHE) is refused: ",
         trusted.status().message(),
-        "; or pick another directory with MSTEP_CACHE=<dir> (mstep creates it with mode 0700). "
+        ", or pick another directory with MSTEP_CACHE=<dir> (mstep creates it with mode 0700). "
         "mstep runs code it loads from this directory, so no other user may be able to change "
         "it"));
   std::unique_ptr<DiskCache> cache(
@@ -342,7 +342,7 @@ DiskCache::LoadResult DiskCache::load(const std::string& name, absl::string_view
   // store() of the same graph replaces them.
   auto refuse = [&](const absl::Status& why) {
     warn(absl::StrCat("disk cache entry ", path, " is refused, not loaded: ", why.message(),
-                      "; this process compiles the graph and writes a fresh entry in its place"));
+                      ". This process compiles the graph and writes a fresh entry in its place"));
     result.lookup = Lookup::refused;
     return result;
   };

@@ -22,13 +22,19 @@ constexpr int kMaxSymlinks = 40;  // as the kernel's ELOOP limit
 
 std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-/// "nobody (uid 65534)", or "uid 1234" without a passwd entry.
-std::string user_text(uid_t uid) {
+/// The user's name, or "" without a passwd entry.
+std::string user_name(uid_t uid) {
   struct passwd pw, *found = nullptr;
   char buf[4096];
   if (::getpwuid_r(uid, &pw, buf, sizeof(buf), &found) == 0 && found != nullptr)
-    return absl::StrCat(found->pw_name, " (uid ", uid, ")");
-  return absl::StrCat("uid ", uid);
+    return found->pw_name;
+  return "";
+}
+
+/// "nobody (uid 65534)", or "uid 1234" without a passwd entry.
+std::string user_text(uid_t uid) {
+  std::string name = user_name(uid);
+  return name.empty() ? absl::StrCat("uid ", uid) : absl::StrCat(name, " (uid ", uid, ")");
 }
 
 /// Who besides the owner may write it: "its group", "others", "its group and others".
@@ -70,10 +76,13 @@ absl::Status check_trusted_target(const std::string& path, const struct stat& st
   if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
     return absl::FailedPreconditionError(
         absl::StrCat("'", path, "' is not a ", dir ? "directory" : "regular file"));
-  if (st.st_uid != ::geteuid())
+  if (st.st_uid != ::geteuid()) {
+    const std::string me = user_name(::geteuid());
     return refuse(path, "is owned by another user", st,
-                  absl::StrCat("only ", user_text(::geteuid()), " may own it: ",
-                               dir ? "use a directory you own" : "remove it"));
+                  dir ? absl::StrCat("make it yours (as root: `chown ",
+                                     me.empty() ? absl::StrCat(::geteuid()) : me, " ", path, "`)")
+                      : absl::StrCat("remove it (`rm ", path, "`)"));
+  }
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return refuse(path, absl::StrCat("is writable by ", writers(st.st_mode)), st,
                   absl::StrCat("run `chmod ", dir ? "700 " : "600 ", path, "`"));

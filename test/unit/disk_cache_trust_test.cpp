@@ -70,7 +70,8 @@ class DiskCacheTrustTest : public ::testing::Test {
   absl::StatusOr<std::unique_ptr<DiskCache>> open_at(const std::string& dir) {
     DiskCache::Config c;
     c.dir = dir;
-    return DiskCache::open(std::move(c), [this](absl::string_view m) { warnings_.emplace_back(m); });
+    return DiskCache::open(std::move(c),
+                           [this](absl::string_view m) { warnings_.emplace_back(m); });
   }
   std::unique_ptr<DiskCache> open_ok(const std::string& dir) {
     auto cache = open_at(dir);
@@ -152,7 +153,7 @@ TEST_F(DiskCacheTrustTest, ADirectoryOfAnotherUserIsRefused) {
   EXPECT_THAT(refusal(dir),
               AllOf(HasSubstr("the disk cache directory '" + dir + "'"),
                     HasSubstr("is owned by another user"), HasSubstr(owner_text(kOtherUid)),
-                    HasSubstr("mode 0700"), HasSubstr("use a directory you own"),
+                    HasSubstr("mode 0700"), HasSubstr("`chown "),
                     HasSubstr("pick another directory with MSTEP_CACHE=")));
   EXPECT_EQ(owner_of(dir), kOtherUid);
   expect_round_trip(root_ + "/mine");  // the process goes on
@@ -202,9 +203,10 @@ TEST_F(DiskCacheTrustTest, AParentDirectoryOfAnotherUserIsRefused) {
   ASSERT_TRUE(fs::create_directory(dir));
   ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
   testing::give_to_other_user(theirs);
-  EXPECT_THAT(refusal(dir), AllOf(HasSubstr("'" + theirs + "' (a directory on the way)"),
-                                  HasSubstr("is owned by another user"),
-                                  HasSubstr(owner_text(kOtherUid)), HasSubstr("use a path outside it")));
+  EXPECT_THAT(refusal(dir),
+              AllOf(HasSubstr("'" + theirs + "' (a directory on the way)"),
+                    HasSubstr("is owned by another user"), HasSubstr(owner_text(kOtherUid)),
+                    HasSubstr("use a path outside it")));
 }
 
 // --- Entries in a trusted directory -----------------------------------------
@@ -232,8 +234,9 @@ class DiskCacheEntryTrustTest : public DiskCacheTrustTest {
     EXPECT_TRUE(fs::exists(fs::symlink_status(path_)));
     EXPECT_EQ(warnings_.size(), 1u);
     if (warnings_.empty()) return "";
-    EXPECT_THAT(warnings_[0], AllOf(HasSubstr("disk cache entry " + path_ + " is refused, not loaded"),
-                                    HasSubstr("writes a fresh entry in its place")));
+    EXPECT_THAT(warnings_[0],
+                AllOf(HasSubstr("disk cache entry " + path_ + " is refused, not loaded"),
+                      HasSubstr("writes a fresh entry in its place")));
     return warnings_[0];
   }
   /// The next store replaces the entry with one of ours, which loads.
@@ -267,7 +270,7 @@ TEST_F(DiskCacheEntryTrustTest, AnEntryWrittenByAnotherUserIsRefusedNotLoaded) {
   EXPECT_THAT(expect_refused(),
               AllOf(HasSubstr("'" + path_ + "' is owned by another user"),
                     HasSubstr(owner_text(kOtherUid)), HasSubstr("mode 0644"),
-                    HasSubstr("remove it")));
+                    HasSubstr("remove it (`rm " + path_ + "`)")));
   EXPECT_EQ(read_file(path_), bytes) << "left as it was";
   expect_replaced_and_loaded();
 }
@@ -278,7 +281,8 @@ TEST_F(DiskCacheEntryTrustTest, AnEntryOthersCanWriteIsRefused) {
     store_now("payload");
     ASSERT_EQ(::chmod(path_.c_str(), mode), 0);
     EXPECT_THAT(expect_refused(),
-                AllOf(HasSubstr("'" + path_ + "' is writable by"), HasSubstr(owner_text(::geteuid())),
+                AllOf(HasSubstr("'" + path_ + "' is writable by"),
+                      HasSubstr(owner_text(::geteuid())),
                       HasSubstr(absl::StrFormat("mode %04o", mode)),
                       HasSubstr("run `chmod 600 " + path_ + "`")));
     expect_replaced_and_loaded();
