@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "lib/runtime/TrustedPath.h"
 #include "llvm/Support/xxhash.h"
 
 namespace mstep {
@@ -179,7 +180,7 @@ class EvictionLock {
  public:
   explicit EvictionLock(const std::string& dir) {
     std::string path = absl::StrCat(dir, "/", kLockFile);
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd_ < 0) {
       error_ = absl::StrCat("cannot open ", path, ": ", errno_text(errno));
       return;
@@ -255,12 +256,26 @@ absl::StatusOr<std::unique_ptr<DiskCache>> DiskCache::open(Config config, Logger
   if (!(config.max_mb > 0) || !std::isfinite(config.max_mb))
     return absl::InvalidArgumentError(absl::StrCat(
         "disk cache: max_mb is ", config.max_mb, ", not a positive number; ", kExpectedForm));
-  std::error_code ec;
-  std::filesystem::create_directories(config.dir, ec);
-  if (ec)
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create the disk cache directory '", config.dir, "' (MSTEP_CACHE): ",
-                     ec.message(), "; point MSTEP_CACHE at a writable directory"));
+  // The walk stops at the first untrusted component, so NotFound means that
+  // everything above the missing part is trusted: create it there, 0700. An
+  // existing directory with lax permissions is refused, never chmod-ed: it
+  // is the user's to fix.
+  auto trusted = internal::check_trusted_path(config.dir, internal::PathKind::directory);
+  if (trusted.status().code() == absl::StatusCode::kNotFound ||
+      trusted.status().code() == absl::StatusCode::kFailedPrecondition) {
+    if (absl::Status made = internal::create_private_directories(config.dir); !made.ok())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot create the disk cache directory '", config.dir, "' (MSTEP_CACHE): ",
+          made.message(), "; point MSTEP_CACHE at a writable directory"));
+    trusted = internal::check_trusted_path(config.dir, internal::PathKind::directory);
+  }
+  if (!trusted.ok())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the disk cache directory '", config.dir, "' (MSTEP_CACHE) is refused: ",
+        trusted.status().message(),
+        ", or pick another directory with MSTEP_CACHE=<dir> (mstep creates it with mode 0700). "
+        "mstep runs code it loads from this directory, so no other user may be able to change "
+        "it"));
   std::unique_ptr<DiskCache> cache(
       new DiskCache(std::move(config), std::move(warn), std::move(log)));
   // Opening the lock file also proves the directory is writable.
@@ -322,7 +337,25 @@ DiskCache::LoadResult DiskCache::load(const std::string& name, absl::string_view
     return result;
   }
   std::string path = path_of(name);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // The entry, and every symlink on the way to it, must be this user's:
+  // it is code this process will run. Refused entries are left in place; a
+  // store() of the same graph replaces them.
+  auto refuse = [&](const absl::Status& why) {
+    warn(absl::StrCat("disk cache entry ", path, " is refused, not loaded: ", why.message(),
+                      ". This process compiles the graph and writes a fresh entry in its place"));
+    result.lookup = Lookup::refused;
+    return result;
+  };
+  absl::StatusOr<std::string> real = internal::check_trusted_path(path, internal::PathKind::file);
+  if (!real.ok()) {
+    if (real.status().code() == absl::StatusCode::kPermissionDenied) return refuse(real.status());
+    if (real.status().code() != absl::StatusCode::kNotFound)
+      warn(absl::StrCat("disk cache: cannot open ", path, ": ", real.status().message(),
+                        "; the graph will be compiled"));
+    return result;
+  }
+  // O_NOFOLLOW and the fstat check: the file read is the file checked.
+  int fd = ::open(real->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     if (errno != ENOENT)
       warn(absl::StrCat("disk cache: cannot open ", path, ": ", errno_text(errno),
@@ -330,8 +363,13 @@ DiskCache::LoadResult DiskCache::load(const std::string& name, absl::string_view
     return result;
   }
   struct stat st {};
-  absl::StatusOr<std::string> bytes = absl::DataLossError("fstat failed");
-  if (::fstat(fd, &st) == 0) bytes = read_all(fd, st.st_size);
+  if (::fstat(fd, &st) != 0) st = {};
+  if (absl::Status trusted = internal::check_trusted_target(*real, st, internal::PathKind::file);
+      !trusted.ok()) {
+    ::close(fd);
+    return refuse(trusted);
+  }
+  absl::StatusOr<std::string> bytes = read_all(fd, st.st_size);
   absl::string_view payload;
   absl::Status ok = bytes.ok() ? check_entry(*bytes, &key_text, &payload) : bytes.status();
   if (ok.ok()) {
@@ -408,11 +446,11 @@ void DiskCache::write_entry(const std::string& name, const std::string& key_text
     warn(absl::StrCat("disk cache: cannot write ", path, " (", what, ": ", errno_text(err),
                       "); the entry is not cached"));
   };
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // 0600: entries are code only this user may change (see TrustedPath.h).
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0 && errno == ENOENT) {  // the directory was removed under us
-    std::error_code ec;
-    std::filesystem::create_directories(config_.dir, ec);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    (void)internal::create_private_directories(config_.dir);
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   }
   if (fd < 0) return fail("create", errno);
   int err = write_all(fd, encode_header(key_text, payload));

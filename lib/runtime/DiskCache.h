@@ -1,5 +1,6 @@
-// DiskCache: compiled graphs on disk, shared by every process that points
-// MSTEP_CACHE at the same directory (Gaudi's PT_HPU_RECIPE_CACHE_CONFIG):
+// DiskCache: compiled graphs on disk, shared by every process of one user
+// that points MSTEP_CACHE at the same directory (Gaudi's
+// PT_HPU_RECIPE_CACHE_CONFIG):
 //
 //   MSTEP_CACHE=<dir>,<clear_on_start>,<max_mb>     e.g. /tmp/mstep,false,1024
 //
@@ -9,6 +10,11 @@
 // and an xxh3-64 checksum of the payload. A file that fails any check is
 // removed with a warning and reported as corrupt: it is never handed to a
 // backend.
+//
+// An entry is code the process runs, so the directory and each entry must
+// be trusted (TrustedPath.h: owned by this user, not writable by group or
+// others, no foreign symlink or directory on the way). The directory is
+// created with mode 0700, entries and the lock file with 0600.
 //
 // store() queues the write on one background thread; after each write the
 // directory is trimmed, oldest (least recently used: load() refreshes the
@@ -61,9 +67,12 @@ class DiskCache {
   /// from the background thread, one call at a time.
   using Logger = std::function<void(absl::string_view)>;
 
-  /// Creates the directory if needed (mkdir -p); with clear_on_start removes
-  /// every entry in it (under the eviction lock). Fails, naming the
-  /// directory, if it cannot be created or written.
+  /// Creates the directory if needed (mkdir -p, mode 0700 for each one it
+  /// creates); with clear_on_start removes every entry in it (under the
+  /// eviction lock). Fails, naming the directory, if it cannot be created
+  /// or written, or if it is not trusted (the message names the offending
+  /// path, its owner and mode, and what to do); an existing directory is
+  /// never chmod-ed.
   static absl::StatusOr<std::unique_ptr<DiskCache>> open(Config config, Logger warn = nullptr,
                                                          Logger log = nullptr);
   /// Finishes queued writes, then stops the background thread.
@@ -72,7 +81,8 @@ class DiskCache {
   DiskCache& operator=(const DiskCache&) = delete;
 
   /// What a lookup found.
-  enum class Lookup { hit, miss, corrupt };
+  /// refused: the entry is not trusted (TrustedPath.h); not read.
+  enum class Lookup { hit, miss, corrupt, refused };
   struct LoadResult {
     Lookup lookup = Lookup::miss;
     std::string payload;  // set on hit
@@ -81,7 +91,10 @@ class DiskCache {
   /// checks that it was stored for `key_text` (the full key, to guard
   /// against hash collisions). A corrupt, truncated, foreign-version or
   /// mismatched entry is removed, warned about and reported as corrupt;
-  /// a hit refreshes the file's mtime (least-recently-used eviction).
+  /// an untrusted one (another user's, writable by group or others, or
+  /// reached through another user's symlink) is warned about, left in
+  /// place and reported as refused; a hit refreshes the file's mtime
+  /// (least-recently-used eviction).
   LoadResult load(const std::string& name, absl::string_view key_text);
 
   /// Queues a write of entry `name`; `make_payload` runs on the background

@@ -1,11 +1,14 @@
 // The disk cache as the tracer uses it (MSTEP_CACHE): a second run of the
 // same training steps loads every graph from disk and computes the same
 // bits, corrupt entries are warned about and recompiled, clear_on_start
-// empties the directory, a bad setting turns the cache off with one
-// warning. Then several processes (cache_process_worker.cpp) share one
-// small directory through the environment, as the jobs of a cluster would.
+// empties the directory, a bad setting or a directory other users can
+// write turns the cache off with one warning, another user's entries are
+// refused and replaced. Then several processes (cache_process_worker.cpp)
+// share one small directory through the environment, as the jobs of a
+// cluster would.
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +32,7 @@
 #include "lib/runtime/DiskCache.h"
 #include "mstep/mstep.h"
 #include "mstep/runtime/Tracer.h"
+#include "test/unit/OtherUser.h"
 #include "test/unit/TestUtil.h"
 
 extern char** environ;
@@ -286,6 +290,69 @@ TEST_F(TracerDiskCacheTest, ADirectoryThatCannotBeCreatedWarnsOnceAndRunsWithout
   EXPECT_THAT(w[0], AllOf(HasSubstr("cannot open the disk cache"), HasSubstr(dir_ + "/plain"),
                           HasSubstr("off for this process")));
   EXPECT_EQ(got.size(), 6u);
+}
+
+TEST_F(TracerDiskCacheTest, ADirectoryOthersCanWriteWarnsOnceAndRunsWithoutTheDiskCache) {
+  const Values expected = train_run();  // no disk cache
+  forget_memory();
+
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+  use_disk_cache(dir_ + ",false,64");
+  const Values got = train_run();
+  forget_memory();
+  EXPECT_TRUE(same_bits(expected, train_run()));  // a second run: no second warning
+  EXPECT_TRUE(same_bits(expected, got));
+  EXPECT_EQ(Tracer::get().disk_cache(), nullptr);
+  Metrics m = metrics();
+  EXPECT_GT(m.compiles, 0);
+  EXPECT_EQ(m.disk_hits + m.disk_misses + m.disk_corrupt, 0);
+  std::vector<std::string> w = warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_THAT(w[0], AllOf(HasSubstr("cannot open the disk cache"),
+                          HasSubstr("'" + dir_ + "' is writable by its group and others"),
+                          HasSubstr("(uid " + std::to_string(::geteuid()) + ")"),
+                          HasSubstr("mode 0777"), HasSubstr("run `chmod 700 " + dir_ + "`"),
+                          HasSubstr("MSTEP_CACHE="), HasSubstr("off for this process")));
+  EXPECT_TRUE(fs::is_empty(dir_)) << "nothing is written to a refused directory";
+  EXPECT_EQ(fs::status(dir_).permissions(), fs::perms::all) << "and it is not chmod-ed";
+}
+
+TEST_F(TracerDiskCacheTest, EntriesOfAnotherUserAreRefusedRecompiledAndReplaced) {
+  if (std::string why = testing::other_user_unavailable(); !why.empty()) GTEST_SKIP() << why;
+  use_disk_cache(dir_ + ",false,64");
+  const Values first = train_run();
+  flush();
+  const std::vector<std::string> files = entry_files(dir_);
+  ASSERT_GT(files.size(), 1u);
+  for (const std::string& f : files) testing::give_to_other_user(f);
+
+  forget_memory();
+  const Values second = train_run();
+  Metrics m = metrics();
+  const auto n = static_cast<int64_t>(files.size());
+  EXPECT_EQ(m.disk_hits, 0) << "another user's entry must never be run";
+  EXPECT_EQ(m.disk_misses, n);
+  EXPECT_EQ(m.compiles, n);
+  EXPECT_TRUE(same_bits(first, second));
+  std::vector<std::string> w = warnings();
+  ASSERT_EQ(static_cast<int64_t>(w.size()), n);
+  for (const std::string& line : w)
+    EXPECT_THAT(line, AllOf(HasSubstr(dir_), HasSubstr("is refused, not loaded"),
+                            HasSubstr("is owned by another user"),
+                            HasSubstr("(uid " + std::to_string(testing::kOtherUid) + ")")))
+        << line;
+
+  // Replaced by entries of ours, which load.
+  flush();
+  for (const std::string& f : entry_files(dir_)) {
+    struct stat st;
+    ASSERT_EQ(::stat(f.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, ::geteuid()) << f;
+  }
+  forget_memory();
+  EXPECT_TRUE(same_bits(first, train_run()));
+  EXPECT_EQ(metrics().disk_hits, n);
+  EXPECT_EQ(metrics().compiles, 0);
 }
 
 // --- Several processes ------------------------------------------------------
