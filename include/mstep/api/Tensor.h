@@ -112,6 +112,13 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(int64_t dim) const;
   Tensor to(DType dtype) const;
+  /// A copy on `device` (through the host, with the backends' copy_out and
+  /// copy_in), keeping dtype, shape and requires_grad; a leaf of its own,
+  /// like detach(). A pending tensor is computed first (a sync point).
+  /// The same tensor when it already lives there. Not inside a Graph
+  /// capture (replay would not repeat the copy). Module::to moves a
+  /// module's tensors in place instead.
+  Tensor to(Device device) const;
   Tensor sum(std::initializer_list<int64_t> dims = {}, bool keepdim = false) const;
   Tensor mean(std::initializer_list<int64_t> dims = {}, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
