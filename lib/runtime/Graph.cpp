@@ -43,6 +43,7 @@ struct InputInfo {
 
 struct Segment {
   std::shared_ptr<Executable> executable;
+  Device device;  // the executable's, and its bound tensors' at capture
   std::vector<InputBinding> inputs;
   std::vector<InputInfo> input_info;  // parallel to inputs
   // The tensors bound to results, with their result's index, in one flat
@@ -113,6 +114,9 @@ struct Graph::Impl final : CaptureRecorder {
   bool captured = false;
   uint64_t rng_begin = 0;
   uint64_t rng_consumed = 0;
+  // TensorImpl::device_moves() when the bound tensors' devices were last
+  // found as captured.
+  uint64_t devices_checked_at = 0;
   // During capture: the results and the inputs of earlier segments, by
   // buffer; the buffers are kept alive so no address is reused meanwhile.
   absl::flat_hash_map<const Buffer*, std::pair<uint32_t, uint32_t>> produced;
@@ -122,6 +126,7 @@ struct Graph::Impl final : CaptureRecorder {
   void record(const ExecutedGraph& run) override {
     Segment seg;
     seg.executable = run.executable;
+    seg.device = run.outputs.front()->device();
     seg.inputs.resize(run.inputs.size());
     seg.input_info.resize(run.inputs.size());
     for (size_t j = 0; j < run.inputs.size(); ++j) {
@@ -184,6 +189,33 @@ struct Graph::Impl final : CaptureRecorder {
       capture_keepalive.push_back(run.results[k]);
     }
     segments.push_back(std::move(seg));
+  }
+
+  /// Throws device_mismatch, before anything runs, when Module::to moved
+  /// a tensor the graph reads or writes: its executables run on the device
+  /// they were captured on.
+  void check_devices() const {
+    auto fail = [](const std::string& what, Device now, Device captured) {
+      throw ReplayError(
+          ReplayError::Kind::device_mismatch,
+          absl::StrCat("Graph::replay: ", what, " now lives on ", now.to_string(),
+                       " (moved by Module::to) but the graph was captured on ",
+                       captured.to_string(), "; it runs only there. Capture a new graph after "
+                       "the move, or move the tensor back to ", captured.to_string()));
+    };
+    for (size_t s = 0; s < segments.size(); ++s) {
+      const Segment& seg = segments[s];
+      for (size_t j = 0; j < seg.inputs.size(); ++j) {
+        const InputBinding& b = seg.inputs[j];
+        if (b.source == InputBinding::Source::tensor && b.tensor->device() != seg.input_info[j].device)
+          fail(describe_input(s, j, seg.input_info[j]), b.tensor->device(), seg.input_info[j].device);
+      }
+      for (const Segment::OutputBinding& o : seg.outputs)
+        if (o.tensor->device() != seg.device)
+          fail(absl::StrCat("the tensor bound to result ", o.result, " of captured graph ", s, " (",
+                            o.tensor->type().to_string(), ")"),
+               o.tensor->device(), seg.device);
+    }
   }
 
   /// Fills each segment's `transient` list (see Segment::buffers).
@@ -344,6 +376,7 @@ void Graph::capture_end() {
                       "Graph::capture_end: the capture ran no graph (no tensor op was traced "
                       "between capture_begin() and capture_end())");
   impl_->plan_scratch();
+  impl_->devices_checked_at = TensorImpl::device_moves();
   impl_->captured = true;
 }
 
@@ -370,9 +403,14 @@ void Graph::replay() {
     for (const InputBinding& b : seg.inputs) prefetch_tensor(b.tensor);
 
   // Check every input before running anything, so a failed replay changes
-  // nothing. Only liveness needs checking: a TensorImpl's type and device
-  // never change (a handle assigned another shape holds another impl, and
-  // the captured one then has no owner left but the graph).
+  // nothing. A TensorImpl's type never changes (a handle assigned another
+  // shape holds another impl, and the captured one then has no owner left
+  // but the graph); its device changes only by Module::to, counted by
+  // TensorImpl::device_moves(), so devices are checked only after a move.
+  if (const uint64_t moves = TensorImpl::device_moves(); moves != g.devices_checked_at) {
+    g.check_devices();
+    g.devices_checked_at = moves;
+  }
   bool any_pending = false;
   for (size_t s = 0; s < g.segments.size(); ++s) {
     for (size_t j = 0; j < g.segments[s].inputs.size(); ++j) {

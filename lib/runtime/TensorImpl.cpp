@@ -1,6 +1,8 @@
 // TensorImpl state transitions.
 #include "mstep/runtime/TensorImpl.h"
 
+#include <atomic>
+
 #include "mstep/runtime/Tracer.h"
 
 namespace mstep {
@@ -24,6 +26,18 @@ void TensorImpl::set_buffer(BufferPtr buffer) {
   buffer_ = std::move(buffer);
   data_node_.reset();
 }
+
+namespace {
+std::atomic<uint64_t> g_device_moves{0};
+}  // namespace
+
+void TensorImpl::move_to(Device device, BufferPtr buffer) {
+  set_buffer(std::move(buffer));
+  device_ = device;
+  g_device_moves.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t TensorImpl::device_moves() { return g_device_moves.load(std::memory_order_relaxed); }
 
 Value TensorImpl::as_operand() {
   if (pending_.node) return pending_;

@@ -153,7 +153,22 @@ absl::Status Tracer::mark_step() {
   std::vector<TensorImpl*> live;
   for (TensorImpl* t = live_head_.live_next_; t != &live_head_; t = t->live_next_)
     live.push_back(t);
-  if (!live.empty()) MSTEP_RETURN_IF_ERROR(execute(live));
+  // One graph per device (Module::to / Tensor::to can leave pending work
+  // on two), in the order the devices first appear.
+  while (!live.empty()) {
+    const Device device = live.front()->device();
+    std::vector<TensorImpl*> rest;
+    size_t kept = 0;
+    for (TensorImpl* t : live) {
+      if (t->device() == device)
+        live[kept++] = t;
+      else
+        rest.push_back(t);
+    }
+    live.resize(kept);
+    MSTEP_RETURN_IF_ERROR(execute(live));
+    live = std::move(rest);
+  }
   advance_rng_after_step();
   last_step_end_ = std::chrono::steady_clock::now();
   return absl::OkStatus();

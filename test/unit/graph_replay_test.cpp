@@ -183,6 +183,67 @@ TEST_F(GraphReplayTest, ErrorsAreTypedAndChangeNothing) {
   EXPECT_EQ(metrics().replays, 0);
 }
 
+TEST_F(GraphReplayTest, ReplayInsideACaptureIsATypedErrorAndTheCaptureGoesOn) {
+  Tensor x = from_vector(std::vector<float>{1, 2}, {2});
+  Tensor y, z;
+  Graph g, other;
+  {
+    CaptureGuard capture(g);
+    y = x * 5.0;
+  }
+  other.capture_begin();
+  try {
+    g.replay();
+    FAIL();
+  } catch (const ReplayError& e) {
+    EXPECT_EQ(e.kind(), ReplayError::Kind::capture_active);
+    EXPECT_THAT(e.what(), HasSubstr("inside a capture"));
+    EXPECT_THAT(e.what(), HasSubstr("End the capture first"));
+  }
+  EXPECT_EQ(metrics().replays, 0);
+  z = x + 1.0;
+  other.capture_end();
+  g.replay();
+  other.replay();
+  EXPECT_EQ(metrics().replays, 2);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{5, 10}));
+  EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{2, 3}));
+}
+
+TEST_F(GraphReplayTest, ATensorMovedToAnotherDeviceAfterCaptureIsADeviceMismatch) {
+  constexpr Device kRef{DeviceType::ref, 0}, kCpu{DeviceType::cpu, 0};
+  Model m(9);
+  for (int i = 0; i < 2; ++i) {
+    auto [x, y] = batch(i);
+    m.step(x, y);
+  }
+  auto [x, y] = batch(2);
+  Tensor static_x = x, static_y = y, loss;
+  Graph g;
+  {
+    CaptureGuard capture(g);
+    loss = m.step(static_x, static_y);
+  }
+  const std::vector<std::vector<float>> captured = m.weights();
+  m.fc1->to(kCpu);
+  try {
+    g.replay();
+    FAIL();
+  } catch (const ReplayError& e) {
+    EXPECT_EQ(e.kind(), ReplayError::Kind::device_mismatch);
+    EXPECT_THAT(e.what(), HasSubstr("(parameter, captured as f32[16, 8] on ref:0)"));
+    EXPECT_THAT(e.what(), HasSubstr("now lives on cpu:0"));
+    EXPECT_THAT(e.what(), HasSubstr("Capture a new graph after the move, or move the tensor back to ref:0"));
+  }
+  EXPECT_EQ(metrics().replays, 0) << "nothing ran";
+  EXPECT_EQ(m.weights(), captured) << "nothing changed";
+  // Moved back, the graph replays as captured.
+  m.fc1->to(kRef);
+  g.replay();
+  EXPECT_EQ(metrics().replays, 1);
+  EXPECT_NE(m.weights(), captured);
+}
+
 TEST_F(GraphReplayTest, CaptureGuardAbortsOnException) {
   Graph g;
   Tensor x = ones({2});

@@ -125,6 +125,63 @@ TEST(GraphedCallableTest, WrongInputsAreTypedErrors) {
   expect_close(graphed({good})[0], model->forward(good), "after errors");
 }
 
+TEST(GraphedCallableTest, AnInputOnAnotherDeviceNamesBothDevices) {
+  auto model = std::make_shared<Mlp>();
+  GraphedCallable graphed = make_graphed_callable(model, random_input(4, 0));
+  try {
+    graphed({random_input(4, 1).to(Device{DeviceType::cpu, 0})});
+    FAIL();
+  } catch (const ReplayError& e) {
+    EXPECT_EQ(e.kind(), ReplayError::Kind::device_mismatch);
+    EXPECT_THAT(e.what(), HasSubstr("input 0 lives on cpu:0 but the graph was captured on ref:0"));
+    EXPECT_THAT(e.what(), HasSubstr(".to(device)"));
+  }
+  Tensor good = random_input(4, 3);
+  NoGradGuard no_grad;
+  expect_close(graphed({good})[0], model->forward(good), "after the error");
+}
+
+TEST(GraphedCallableTest, BackwardOfAnEarlierCallAfterALaterForwardIsAnError) {
+  manual_seed(2);
+  auto model = std::make_shared<Mlp>();
+  GraphedCallable graphed = make_graphed_callable(model, random_input(5, 0));
+  Tensor first = graphed({random_input(5, 1)})[0];
+  Tensor second = graphed({random_input(5, 2)})[0];
+  try {
+    sum(first * first).backward();
+    FAIL();
+  } catch (const ReplayError&) {
+    FAIL() << "not a replay error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("backward of forward call #1 after forward call #2"));
+    EXPECT_THAT(e.what(), HasSubstr("call backward before the next forward"));
+  }
+  for (const Tensor& p : model->parameters()) EXPECT_FALSE(p.grad().defined()) << "nothing accumulated";
+
+  // The latest call's backward works, and so does the next pair.
+  auto lazy_grads = [&](const Tensor& x) {
+    Tensor ref = model->forward(x);
+    sum(ref * ref).backward();
+    mark_step();
+    std::vector<Tensor> grads;
+    for (Tensor p : model->parameters()) {
+      grads.push_back(p.grad().detach());
+      p.set_grad(Tensor());
+    }
+    return grads;
+  };
+  auto expect_grads = [&](const Tensor& out, const std::vector<Tensor>& want, const char* what) {
+    sum(out * out).backward();
+    mark_step();
+    std::vector<Tensor> params = model->parameters();
+    for (size_t j = 0; j < params.size(); ++j) expect_close(params[j].grad(), want[j], what);
+    for (Tensor p : params) p.set_grad(Tensor());
+  };
+  expect_grads(second, lazy_grads(random_input(5, 2)), "latest call");
+  const std::vector<Tensor> want = lazy_grads(random_input(5, 3));
+  expect_grads(graphed({random_input(5, 3)})[0], want, "next pair");
+}
+
 TEST(ModuleCacherTest, OneGraphPerShapeWithLruEviction) {
   auto model = std::make_shared<Mlp>();
   model->eval();

@@ -18,7 +18,10 @@
 //
 // Limits: outputs alias the static outputs of the graph (the next call
 // rebinds those, it does not overwrite returned tensors); backward must
-// follow the forward call it belongs to before the next forward call.
+// follow the forward call it belongs to before the next forward call, whose
+// replay overwrites the saved activations (backward then throws
+// mstep::Error naming both calls). A module applied twice before one
+// backward needs two graphed callables.
 #pragma once
 
 #include <cstdint>

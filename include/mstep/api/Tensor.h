@@ -112,6 +112,14 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(int64_t dim) const;
   Tensor to(DType dtype) const;
+  /// A copy on `device` (through the host, with the backends' copy_out and
+  /// copy_in) with the same dtype and shape; the same tensor when it
+  /// already lives there. A pending tensor is computed first (a sync
+  /// point). The copy is a leaf: a leaf that requires grad gives one that
+  /// requires grad, a tensor computed from such leaves is refused (autograd
+  /// does not record the copy). Not inside a Graph capture (replay would
+  /// not repeat the copy). Module::to moves a module's tensors in place.
+  Tensor to(Device device) const;
   Tensor sum(std::initializer_list<int64_t> dims = {}, bool keepdim = false) const;
   Tensor mean(std::initializer_list<int64_t> dims = {}, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;

@@ -51,6 +51,9 @@ class ReplayError : public Error {
     not_captured,      // replay() before capture_end()
     capture_active,    // replay() or capture_begin() inside a capture
     input_freed,       // a captured input tensor no longer exists
+    // Graph::replay raises the three above and device_mismatch (a tensor
+    // moved by Module::to since the capture); GraphedCallable raises the
+    // mismatches of the inputs it is called with.
     shape_mismatch,    // an input has another shape than at capture
     dtype_mismatch,
     device_mismatch,
@@ -82,9 +85,13 @@ class Graph {
   void capture_abort();
 
   /// Runs the captured executables. Throws ReplayError (before running
-  /// anything) when an input tensor was freed, or its handle was assigned
-  /// another tensor (which may have another shape): a captured tensor keeps
-  /// its type and device, so new data must come in through copy_().
+  /// anything): capture_active inside a capture; not_captured before
+  /// capture_end(); input_freed when an input tensor was freed, or its
+  /// handle was assigned another tensor (which may have another shape): a
+  /// captured tensor keeps its type, so new data must come in through
+  /// copy_(); device_mismatch when Module::to moved a tensor the graph
+  /// reads or writes to another device (capture again after the move).
+  /// It checks no shape or dtype: it re-reads the tensors it captured.
   void replay();
 
   bool captured() const;

@@ -45,6 +45,14 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   void set_pending(Value value);
   /// Makes this tensor materialized with `buffer`, dropping the node.
   void set_buffer(BufferPtr buffer);
+  /// Moves this materialized tensor to `device`, whose `buffer` holds its
+  /// value (Module::to moves parameters in place so that every handle,
+  /// an optimizer's included, follows). Ops recorded before keep reading
+  /// the old buffer.
+  void move_to(Device device, BufferPtr buffer);
+  /// How many move_to() calls this process made: a Graph checks its
+  /// tensors' devices again only when it changed since its last check.
+  static uint64_t device_moves();
 
   /// The value to use when this tensor is an operand of a new op: the
   /// pending node, or a `data` leaf for the buffer (created once, reused,

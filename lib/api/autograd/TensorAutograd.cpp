@@ -36,6 +36,11 @@ void Tensor::set_grad(const Tensor& grad) {
                            absl::StrCat("tensor ", detail::describe(*this), ", gradient ",
                                         detail::describe(grad)),
                            "");
+  if (grad.defined() && grad.device() != device())
+    detail::throw_op_error("set_grad", "the gradient lives on another device than the tensor",
+                           absl::StrCat("tensor on ", device().to_string(), ", gradient on ",
+                                        grad.device().to_string()),
+                           "Move the gradient with .to(device) first.");
   autograd::ensure_meta(*this).grad = grad;
 }
 

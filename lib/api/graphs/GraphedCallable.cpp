@@ -38,7 +38,12 @@ void check_signature(const std::vector<Tensor>& inputs, const std::vector<Tensor
     if (in.dtype() != st.dtype())
       throw ReplayError(ReplayError::Kind::dtype_mismatch, where + "Convert it with .to(dtype).");
     if (in.device() != st.device())
-      throw ReplayError(ReplayError::Kind::device_mismatch, where + "Move it with .to(device).");
+      throw ReplayError(ReplayError::Kind::device_mismatch,
+                        absl::StrCat("graphed callable: input ", i, " lives on ",
+                                     in.device().to_string(), " but the graph was captured on ",
+                                     st.device().to_string(), ". Move it there with .to(device), "
+                                     "or make a graphed callable on ", in.device().to_string(),
+                                     "."));
   }
 }
 
@@ -56,6 +61,9 @@ struct GraphedCallable::State {
   std::vector<Tensor> static_param_grads;
   std::vector<Tensor> parameters;
   std::vector<bool> output_requires_grad;
+  // Forward calls so far: each replay overwrites the state the backward of
+  // the previous one would read.
+  uint64_t forward_calls = 0;
 };
 
 namespace {
@@ -63,12 +71,20 @@ namespace {
 /// The backward of one graphed call: replays the backward graph.
 class GraphedBackward final : public autograd::GradFn {
  public:
-  explicit GraphedBackward(std::shared_ptr<GraphedCallable::State> state)
-      : state_(std::move(state)) {}
+  GraphedBackward(std::shared_ptr<GraphedCallable::State> state, uint64_t call)
+      : state_(std::move(state)), call_(call) {}
   std::string name() const override { return "GraphedBackward"; }
 
   std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override {
     GraphedCallable::State& s = *state_;
+    // The backward graph reads the activations the forward graph saved in
+    // static tensors, which a later forward call replaced.
+    if (s.forward_calls != call_)
+      throw Error(absl::FailedPreconditionError(absl::StrCat(
+          "graphed callable: backward of forward call #", call_, " after forward call #",
+          s.forward_calls, " overwrote its saved state; call backward before the next "
+          "forward, or use one graphed callable per call in a step (two for a module applied "
+          "twice before one backward)")));
     for (size_t k = 0; k < s.static_grad_outputs.size(); ++k) {
       Tensor g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
       Tensor& dst = s.static_grad_outputs[k];
@@ -86,6 +102,7 @@ class GraphedBackward final : public autograd::GradFn {
 
  private:
   std::shared_ptr<GraphedCallable::State> state_;
+  uint64_t call_;  // the forward call this backward belongs to
 };
 
 }  // namespace
@@ -162,6 +179,7 @@ std::vector<Tensor> GraphedCallable::operator()(const std::vector<Tensor>& input
   for (size_t i = 0; i < inputs.size(); ++i)
     s.static_inputs[i].impl()->set_buffer(inputs[i].impl()->buffer());
   s.forward.replay();
+  const uint64_t call = ++s.forward_calls;
 
   std::vector<Tensor> outputs;
   for (const Tensor& o : s.static_outputs) outputs.push_back(o.detach());
@@ -170,7 +188,7 @@ std::vector<Tensor> GraphedCallable::operator()(const std::vector<Tensor>& input
   for (const Tensor& in : inputs) needs_grad |= in.requires_grad();
   for (const Tensor& p : s.parameters) needs_grad |= p.requires_grad();
   if (!needs_grad) return outputs;
-  auto fn = std::make_shared<GraphedBackward>(state_);
+  auto fn = std::make_shared<GraphedBackward>(state_, call);
   for (const Tensor& in : inputs) fn->next.push_back(autograd::gradient_edge(in));
   for (const Tensor& p : s.parameters) fn->next.push_back(autograd::gradient_edge(p));
   for (uint32_t k = 0; k < outputs.size(); ++k) {

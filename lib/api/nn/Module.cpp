@@ -3,6 +3,7 @@
 
 #include <unordered_set>
 
+#include "lib/api/DeviceTransfer.h"
 #include "lib/api/OpBuilder.h"
 #include "mstep/mstep.h"
 
@@ -103,18 +104,14 @@ void convert_slots(const std::vector<std::pair<std::string, Tensor*>>& slots, bo
 }  // namespace
 
 void Module::to(Device device) {
-  // Only the ref backend exists today, so every tensor already lives on
-  // the one device; moving between devices arrives with the second
-  // backend. Refuse a real move rather than pretend.
+  // In place: parameters keep their identity, so an optimizer built before
+  // the move updates the moved tensors (its state follows at step()).
   std::vector<std::pair<std::string, Tensor*>> slots;
   collect("", true, false, slots);
   collect("", true, true, slots);
-  for (const auto& [name, slot] : slots)
-    if (slot->device() != device)
-      detail::throw_op_error("Module::to", "moving tensors between devices is not supported yet",
-                             name + " on " + slot->device().to_string() + ", target " +
-                                 device.to_string(),
-                             "Create the module after set_default_device().");
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, slot] : slots) tensors.emplace_back(name, *slot);
+  detail::move_in_place("Module::to", tensors, device);
 }
 
 void Module::to(DType dtype) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "lib/api/DeviceTransfer.h"
 #include "lib/api/OpBuilder.h"
 #include "lib/api/checkpoint/CheckpointInternal.h"
 #include "mstep/mstep.h"
@@ -130,7 +131,30 @@ Tensor Optimizer::state(size_t param_index, const std::string& name) const {
   return it == state_[param_index].tensors.end() ? Tensor() : it->second;
 }
 
+void Optimizer::follow_parameters() {
+  const Device device = params_.front().device();
+  bool moved = false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].device() != device)
+      detail::throw_op_error(
+          "optim::" + name_ + "::step", "the parameters live on different devices",
+          absl::StrCat("parameter 0 on ", device.to_string(), ", parameter ", i, " on ",
+                       params_[i].device().to_string()),
+          "Move the whole model with Module::to(), or use one optimizer per device.");
+    for (const auto& [name, t] : state_[i].tensors) moved |= t.device() != device;
+  }
+  for (const auto& [name, h] : hypers_) moved |= h.scalar.device() != device;
+  if (!moved) return;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (const auto& [name, t] : state_[i].tensors)
+      tensors.emplace_back(absl::StrCat("state '", name, "' of parameter ", i), t);
+  for (const auto& [name, h] : hypers_) tensors.emplace_back("hyperparameter " + name, h.scalar);
+  detail::move_in_place("optim::" + name_ + "::step", tensors, device);
+}
+
 void Optimizer::step() {
+  follow_parameters();
   NoGradGuard no_grad;
   // NaN guard: runs the step graph up to here and throws NanGuardError,
   // before anything of the update is recorded, on a non-finite gradient.

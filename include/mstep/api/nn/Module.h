@@ -43,7 +43,14 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Clears (set_to_none) or zeroes every parameter's gradient.
   void zero_grad(bool set_to_none = true);
 
-  /// Moves parameters and buffers to `device` (they keep requires_grad).
+  /// Moves parameters, their gradients and buffers to `device` in place:
+  /// every handle follows (an optimizer built before the move updates the
+  /// moved parameters; its state follows at its next step()), and they
+  /// keep requires_grad. A copy through the host; pending values are
+  /// computed first. Nothing to move: a no-op. Throws, naming the tensor
+  /// and both devices, inside a Graph capture or for a device with no
+  /// backend built in; a Graph or graphed callable captured before the
+  /// move refuses to replay (capture again on the new device).
   void to(Device device);
   /// Converts floating parameters and buffers to `dtype`.
   void to(DType dtype);

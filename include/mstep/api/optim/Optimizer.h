@@ -53,7 +53,9 @@ class Optimizer {
   /// With the NaN guard on (mstep/api/NanGuard.h), step() first runs the
   /// forward, backward and one gradient check through mark_step() and may
   /// throw NanGuardError; the update then runs as its own graph at the
-  /// next mark_step().
+  /// next mark_step(). After Module::to moved the parameters, their state
+  /// and the hyperparameters move after them first (a copy through the
+  /// host, so not inside a capture: step once after the move, then capture).
   void step();
   /// Clears every gradient (set_to_none) or replaces it with zeros.
   void zero_grad(bool set_to_none = true);
@@ -146,6 +148,10 @@ class Optimizer {
     bool hi_open;
   };
   static Tensor cast_value(const Tensor& value, DType dtype);
+  /// Moves the hyperparameter scalars and the state to the parameters'
+  /// device when Module::to moved them (throws when the parameters live on
+  /// different devices, or inside a capture).
+  void follow_parameters();
   void check_hyper(const std::string& name, const Hyper& h, double value) const;
 
   std::string name_;
