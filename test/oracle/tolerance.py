@@ -1,0 +1,233 @@
+"""How far mstep may be from PyTorch: one rule per family of computation.
+
+Neither side is exact, and PyTorch's own last bits move between CPUs (its
+kernels dispatch per ISA: AVX2 on one host, AVX-512 on another, other
+summation orders and exp/log polynomials). So a tolerance is a bound on the
+rounding error both sides may make, from the op's error analysis:
+
+    family          rtol                     atol
+    exact           0                        0
+    rounded(n)      n*eps                    n*eps*scale
+    pointwise       eps + ULPS*eps_c         same * scale
+    accumulation    eps                      LAMBDA*sqrt(k)*eps_a*M
+    composite       eps + ULPS*eps_c         LAMBDA*(sqrt(k) + spread)*eps_a*M
+
+eps is the output dtype's machine epsilon (one rounding of the result,
+one ulp apart at most); eps_c that of the type the kernels compute in
+(f32 for 16-bit and f32 outputs, f64 for f64); eps_a that of the type the
+sums accumulate in (eps_c, or the 16-bit type where PyTorch rounds every
+partial result to it). k is the length of the longest sum, M the sum of
+|terms| (magnitudes(): the op on |inputs|, which for sums of products is
+exactly the sum of |terms| that rounding errors scale with), spread the
+range of the arguments of exp inside a softmax (its result moves by
+p * delta, with delta ~ eps * spread).
+
+Why these hold: LAMBDA*sqrt(k)*u*M bounds a length-k sum's error with
+probability >= 1 - 2*exp(-LAMBDA**2 / 2) (Higham and Mary, "A new approach
+to probabilistic rounding error analysis", SIAM J. Sci. Comput. 2019),
+whatever order the kernel sums in, so it holds for both vendors' PyTorch
+and for mstep; the two sides' errors add (2u = eps). Transcendentals
+(Sleef, glibc, mstep's own polynomials) are within ULPS/2 ulps each.
+
+Why they still catch bugs: a wrong scale, a missing mask row, a dropped
+bias or a wrong reduction moves an output by a fraction of M itself;
+these bounds are LAMBDA*sqrt(k)*eps_a of M, 1e-5 of it for f32 and k <= 64.
+"""
+import math
+
+import torch
+
+# Integer and bool results are exact whatever the op.
+EXACT_DTYPES = ("i32", "i64", "bool")
+EPS = {"f32": 2.0 ** -23, "f64": 2.0 ** -52, "bf16": 2.0 ** -7, "f16": 2.0 ** -10}
+LAMBDA = 5.0  # failure probability 2*exp(-12.5) = 7e-6 per element
+ULPS = 8  # both sides' transcendentals, 4 ulps each (Sleef's u35 is 3.5)
+
+
+def _compute(dt):
+    return "f64" if dt == "f64" else "f32"
+
+
+def exact(dt):
+    """Data movement, casts, neg/abs/relu, selections (max, where,
+    pooling max), comparisons: no rounding, so nothing may differ."""
+    return (0.0, 0.0)
+
+
+def rounded(dt, ops=1, scale=1.0):
+    """`ops` correctly rounded IEEE operations in a row (add, mul, div,
+    sqrt): each side is within ops*u of the exact value. atol covers
+    results that cancel to near zero from operands of size `scale`."""
+    r = ops * EPS[dt]
+    return (r, r * scale)
+
+
+def pointwise(dt, scale=1.0):
+    """One transcendental (exp, log, tanh, erf, gelu, pow...): one rounding
+    of the output plus the few-ulp error of each side's polynomial."""
+    r = EPS[dt] + ULPS * EPS[_compute(dt)]
+    return (r, r * scale)
+
+
+def accumulation(dt, k, magnitude, acc=None):
+    """A sum of k terms whose |terms| sum to `magnitude` (sum, mean, matmul,
+    linear, conv2d, avg_pool2d, scatter_add). `acc` is the dtype partial
+    sums are rounded to, where wider than the compute type's."""
+    eps_a = EPS[acc or _compute(dt)]
+    return (EPS[dt], LAMBDA * math.sqrt(max(k, 1)) * eps_a * magnitude)
+
+
+def composite(dt, k, magnitude, spread=0.0, acc=None):
+    """A chain of the above (softmax, norms, attention, losses, nn
+    modules, optimizer steps, every gradient): the stages' errors add and
+    each is at most amplified by what follows, so the bound is that of
+    the whole chain's sums (k: their total length) on the chain's
+    magnitude, plus the softmax's amplification of its input's error."""
+    eps_a = EPS[acc or _compute(dt)]
+    rtol = EPS[dt] + ULPS * EPS[_compute(dt)]
+    return (rtol, LAMBDA * (math.sqrt(max(k, 1)) + spread) * eps_a * magnitude)
+
+
+# ---- Which family each op is in -------------------------------------------
+
+EXACT_OPS = {
+    "neg", "abs", "relu", "to", "isnan", "isfinite", "logical_not", "logical_and", "logical_or",
+    "eq", "ne", "lt", "le", "gt", "ge", "eq_scalar", "ne_scalar", "lt_scalar", "le_scalar",
+    "gt_scalar", "ge_scalar", "where", "where_scalar", "rwhere_scalar", "maximum", "minimum",
+    "max", "min", "argmax", "max_pool2d", "dropout", "zeros", "ones", "full", "zeros_like",
+    "ones_like", "full_like", "from_buffer", "from_vector", "nonzero", "masked_select",
+    "reshape", "view", "flatten", "permute", "transpose", "expand", "squeeze", "unsqueeze",
+    "slice", "cat", "stack", "chunk", "gather", "index_select", "embedding", "pad", "triu",
+    "tril", "slice_scatter", "detach",
+}
+# Correctly rounded arithmetic; a host scalar may be rounded to the
+# tensor's dtype first on one side and not the other (one more rounding).
+ROUNDED_OPS = {"add": 1, "sub": 1, "mul": 1, "div": 1, "reciprocal": 1, "sqrt": 1, "rsqrt": 2,
+               "add_scalar": 2, "sub_scalar": 2, "rsub_scalar": 2, "mul_scalar": 2,
+               "div_scalar": 2, "rdiv_scalar": 2, "arange": 2}
+POINTWISE_OPS = {"exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "erf", "gelu",
+                 "pow", "pow_scalar", "rpow_scalar"}
+ACCUMULATION_OPS = {"sum", "mean", "matmul", "bmm", "linear", "conv2d", "avg_pool2d",
+                    "scatter_add", "index_add", "module_linear", "module_conv2d"}
+
+
+# Ops whose output is a softmax's probabilities or their logs: the error is
+# the spread's, not scaled by any further magnitude.
+SOFTMAX_OPS = {"softmax", "log_softmax", "logsumexp", "cross_entropy"}
+
+
+def _numel(shape):
+    return math.prod(shape) if len(shape) else 1
+
+
+def reduction_length(c):
+    """k: the longest sum the op computes (its forward)."""
+    op, x = c.op, c.inputs[0] if c.inputs else None
+    a = c.attrs
+    if op in ("sum", "mean", "logsumexp", "var"):
+        return _numel(x.shape) // max(_numel(c.expect[0].shape), 1)
+    if op in ("matmul", "bmm", "linear"):
+        return x.shape[-1] + 1
+    if op in ("conv2d", "module_conv2d"):
+        w = c.inputs[1] if op == "conv2d" else c.inputs[0]
+        return _numel(w.shape[1:]) + 1
+    if op == "avg_pool2d":
+        k = a["kernel"]
+        return k[0] * k[-1]
+    if op in ("scatter_add", "index_add"):
+        return _numel(c.inputs[2].shape) + 1
+    if op in ("softmax", "log_softmax"):
+        return x.shape[a["dim"]] if x.dim() else 1
+    if op in ("scaled_dot_product_attention", "fused_sdpa"):
+        return x.shape[-1] + c.inputs[1].shape[-2]  # q.k over E, then p.v over S
+    if op in ("layer_norm", "rms_norm", "module_layer_norm"):
+        return _numel(a["normalized_shape"])
+    if op == "module_linear":
+        return a["in_features"] + 1
+    if op == "module_mha":
+        e = a["embed_dim"]
+        return 2 * (e + 1) + e // a["num_heads"] + c.inputs[-1].shape[-1]
+    if op.startswith("optim_"):
+        return a["steps"] * 4  # each step: a few rounded ops per moment
+    # Losses, clip_grad_norm_: sums over every element.
+    return sum(_numel(t.shape) for t in c.inputs if t.dtype.is_floating_point)
+
+
+def softmax_spread(c):
+    """Range of the exp arguments of a softmax inside the op (0 if none)."""
+    if c.op in ("softmax", "log_softmax", "logsumexp", "cross_entropy"):
+        return 2 * _finite_max(c.inputs[0])
+    if c.op in ("scaled_dot_product_attention", "fused_sdpa"):
+        q, k = c.inputs[0].double().abs(), c.inputs[1].double().abs()
+        scale = c.attrs.get("scale", 1 / math.sqrt(q.shape[-1]))
+        mask = _finite_max(c.inputs[3]) if c.attrs.get("has_mask") and c.inputs[3].dtype.is_floating_point else 0
+        return 2 * (float((q @ k.transpose(-2, -1)).max()) * scale + mask) if q.numel() and k.numel() else 0
+    return 0.0
+
+
+def _finite_max(t):
+    t = t.detach().double().abs()
+    t = t[torch.isfinite(t)]
+    return float(t.max()) if t.numel() else 0.0
+
+
+def magnitudes(fn, inputs, expect, w=None, n_forward=None):
+    """Per output, the sum of |terms| its rounding errors scale with: fn run
+    in f64 on |inputs| (non-finite values as 0), and for the gradient
+    outputs the gradient of sum(|fn(|x|)| * |w|). Never below the
+    output's own largest |value|."""
+    n_forward = len(expect) if n_forward is None else n_forward
+    mags = [_finite_max(t) for t in expect]
+    leaves = []
+    for t in inputs:
+        if t.dtype.is_floating_point:
+            a = t.detach().double().abs()
+            a[~torch.isfinite(a)] = 0
+            leaves.append(a.requires_grad_(w is not None))
+        else:
+            leaves.append(t)
+    try:
+        with torch.set_grad_enabled(w is not None):
+            out = fn(*leaves)
+            outs = list(out) if isinstance(out, (list, tuple)) else [out]
+            abs_mags = [_finite_max(o) for o in outs]
+            if w is not None:
+                (outs[0].abs() * w.double().abs()).sum().backward()
+                abs_mags += [_finite_max(t.grad) if t.grad is not None else 0.0
+                             for t in leaves if t.dtype.is_floating_point]
+    except Exception:  # an op without an f64 kernel: the outputs' own size
+        return mags
+    return [max(m, a) for m, a in zip(mags, abs_mags)]
+
+
+def for_case(c, **hints):
+    """(rtol, atol) for each of the case's expected outputs: its op's family
+    rule at the output's own dtype. Gradient outputs (after n_forward) are
+    composites: w pushed back through the op, summing at most
+    numel(output 0) terms per element on top of the forward's."""
+    k = reduction_length(c)
+    spread = hints.get("spread", softmax_spread(c))
+    acc = hints.get("acc")
+    tols = []
+    for i, t in enumerate(c.expect):
+        dt = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16",
+              torch.float16: "f16"}.get(t.dtype)
+        if dt is None:
+            tols.append(exact(dt))
+            continue
+        m = c.magnitudes[i] or 1.0
+        if c.op in SOFTMAX_OPS and i < c.n_forward:
+            m = 1.0  # probabilities, or logs whose error is eps * spread itself
+        if i >= c.n_forward:
+            tols.append(composite(dt, k + _numel(c.expect[0].shape), m, spread, acc))
+        elif c.op in EXACT_OPS:
+            tols.append(exact(dt))
+        elif c.op in ROUNDED_OPS:
+            tols.append(rounded(dt, ROUNDED_OPS[c.op], m))
+        elif c.op in POINTWISE_OPS:
+            tols.append(pointwise(dt, m))
+        elif c.op in ACCUMULATION_OPS:
+            tols.append(accumulation(dt, k, m, acc))
+        else:
+            tols.append(composite(dt, k, m, spread, acc))
+    return tols
