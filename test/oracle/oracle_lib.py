@@ -82,7 +82,7 @@ class Case:
         return out
 
 
-def case(name, op, inputs, fn, attrs=None, tol=None, grad=False):
+def case(name, op, inputs, fn, attrs=None, tol=None, grad=False, gen=None):
     """Builds a Case whose expected outputs are fn(*inputs).
 
     With grad=True the case also checks gradients: every floating input
@@ -91,9 +91,11 @@ def case(name, op, inputs, fn, attrs=None, tol=None, grad=False):
     outputs followed by the gradient of each floating input, in order.
     Each output's magnitude (tolerance.magnitudes: fn on |inputs|, the
     sum of |terms| its rounding errors scale with) goes to the family rule.
+    `gen` draws w (default: the shared stream below; a case file with a
+    generator of its own passes it, so other files' inputs stay put).
     """
     if grad:
-        return _grad_case(name, op, inputs, fn, attrs, tol)
+        return _grad_case(name, op, inputs, fn, attrs, tol, gen or _gen)
     with torch.no_grad():
         try:
             expect = fn(*inputs)
@@ -126,11 +128,11 @@ def randint(lo, hi, *shape, dtype=torch.int64):
     return torch.randint(lo, hi, shape, generator=_gen).to(dtype)
 
 
-def _grad_case(name, op, inputs, fn, attrs, tol):
+def _grad_case(name, op, inputs, fn, attrs, tol, gen):
     leaves = [t.detach().clone().requires_grad_(t.dtype.is_floating_point) for t in inputs]
     out = fn(*leaves)
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    w = randn(*outs[0].shape, dtype=outs[0].dtype)
+    w = torch.randn(outs[0].shape, generator=gen, dtype=torch.float64).to(outs[0].dtype)
     (outs[0] * w).sum().backward()
     grads = [t.grad if t.grad is not None else torch.zeros_like(t)
              for t in leaves if t.dtype.is_floating_point]

@@ -78,10 +78,10 @@ def scalar_cases():
                    "div": lambda x: x / 4.0, "pow": lambda x: x ** 3.0}.items():
         out.append(case(f"grad_{op}_scalar_f64", f"{op}_scalar", [rand(3, 4, lo=0.5, hi=2.0, dtype=D)], fn,
                         attrs={"scalar": {"add": 1.5, "sub": 1.5, "mul": -2.0, "div": 4.0, "pow": 3.0}[op]},
-                        grad=True))
+                        grad=True, gen=_gen))
     for op, fn in {"sub": lambda x: 1.5 - x, "pow": lambda x: 2.0 ** x}.items():
         out.append(case(f"grad_r{op}_scalar_f64", f"r{op}_scalar", [rand(3, 4, lo=0.5, hi=2.0, dtype=D)], fn,
-                        attrs={"scalar": {"sub": 1.5, "pow": 2.0}[op]}, grad=True))
+                        attrs={"scalar": {"sub": 1.5, "pow": 2.0}[op]}, grad=True, gen=_gen))
     return out
 
 
@@ -99,9 +99,9 @@ def where_cases():
                         lambda c, x, s=s: torch.where(c, s, x), attrs=attrs))
     cond = randint(0, 2, 3, 4, dtype=torch.bool)
     out.append(case("grad_where_scalar", "where_scalar", [cond, randn(3, 4, dtype=torch.float64)],
-                    lambda c, x: torch.where(c, x, 0.5), attrs={"scalar": 0.5}, grad=True))
+                    lambda c, x: torch.where(c, x, 0.5), attrs={"scalar": 0.5}, grad=True, gen=_gen))
     out.append(case("grad_rwhere_scalar", "rwhere_scalar", [cond, randn(4, dtype=torch.float64)],
-                    lambda c, x: torch.where(c, -2.0, x), attrs={"scalar": -2.0}, grad=True))
+                    lambda c, x: torch.where(c, -2.0, x), attrs={"scalar": -2.0}, grad=True, gen=_gen))
     return out
 
 
@@ -160,7 +160,7 @@ def sum_grad_cases():
         for tag, shape, dims, keepdim in shapes:
             fn = lambda x, d=dims, k=keepdim: torch.sum(x, tuple(d) if d else tuple(range(x.dim())), keepdim=k)
             out.append(case(f"grad_sum_{tag}_{_name(dt)}", "sum", [randn(*shape, dtype=dt)], fn,
-                            attrs={"dims": dims, "keepdim": int(keepdim)}, grad=True))
+                            attrs={"dims": dims, "keepdim": int(keepdim)}, grad=True, gen=_gen))
     return out
 
 
