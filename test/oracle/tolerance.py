@@ -88,6 +88,68 @@ def composite(dt, k, magnitude, spread=0.0, acc=None):
     return (rtol, LAMBDA * (math.sqrt(max(k, 1)) + spread) * eps_a * magnitude)
 
 
+def from_sigma(dt, sigma):
+    """A chain whose error was propagated as a standard deviation (below):
+    LAMBDA standard deviations of the two sides' difference (sqrt(2)
+    sigma), and the composite rtol for the last roundings."""
+    return (EPS[dt] + ULPS * EPS[_compute(dt)], LAMBDA * math.sqrt(2) * sigma)
+
+
+# ---- Attention: the error propagated as a standard deviation ---------------
+# Through attention, the chain bound above compounds worst cases: every
+# stage's error times |W| of every later one, and score errors driving exp
+# (scores reach ~40). That lands ~1000x above what either side's rounding
+# does. The same model (each rounding an independent error of at most u, a
+# length-n sum's error of standard deviation sqrt(n)*u*sum|terms|, Higham
+# and Mary) carried to first order through the f64 intermediates as
+# variances gives each output element's sigma, which from_sigma bounds.
+
+def _u(dt):
+    return EPS[_compute(dt)] / 2
+
+
+def linear_sigma(x, w, b=None, sx=None, dt="f32"):
+    """y = x @ w.T + b (f64) and the standard deviation of its rounding
+    error: the sum's own, plus x's error sx carried through w."""
+    y = x @ w.T
+    terms = x.abs() @ w.abs().T
+    if b is not None:
+        y, terms = y + b, terms + b.abs()
+    var = (math.sqrt(x.shape[-1] + 1) * _u(dt) * terms) ** 2
+    if sx is not None:
+        var = var + sx ** 2 @ (w ** 2).T
+    return y, var.sqrt()
+
+
+def attention_sigma(q, k, v, sq, sk, sv, scale, excluded=None, added=None, dt="f32"):
+    """softmax(q k^T * scale + added, keys `excluded` masked out) @ v in f64,
+    given q, k, v's standard deviations; returns (out, sigma_out, probs,
+    sigma_probs)."""
+    u = _u(dt)
+    kt, skt = k.transpose(-2, -1), sk.transpose(-2, -1)
+    s = q @ kt * scale
+    var_s = scale ** 2 * (sq ** 2 @ kt ** 2 + q ** 2 @ skt ** 2
+                          + (math.sqrt(q.shape[-1]) * u * (q.abs() @ kt.abs())) ** 2) + (u * s) ** 2
+    if added is not None:
+        s = s + added
+        var_s = var_s + (u * s) ** 2
+    if excluded is not None:
+        s = s.masked_fill(excluded, -math.inf)
+        var_s = var_s.masked_fill(excluded, 0)
+    p = torch.softmax(s, -1)
+    x = (s - s.amax(-1, keepdim=True)).nan_to_num(0, 0, 0)  # exp's arguments (-inf: 0, exact)
+    var_x = var_s + (u * x) ** 2
+    # p_i = e^x_i / Z: dp_i / p_i = dx_i - sum_j p_j dx_j, and the roundings
+    # of exp (ULPS / 2 ulps a side), Z (a length-S sum) and the division.
+    S = s.shape[-1]
+    var_rel = var_x + (p ** 2 * var_x).sum(-1, keepdim=True) + (ULPS / 2 * 2 * u) ** 2 \
+        + (math.sqrt(S + 1) * u) ** 2
+    sp = (p ** 2 * var_rel).sqrt()
+    out = p @ v
+    var_o = sp ** 2 @ v ** 2 + p ** 2 @ sv ** 2 + (math.sqrt(S) * u * (p @ v.abs())) ** 2
+    return out, var_o.sqrt(), p, sp
+
+
 # ---- Which family each op is in -------------------------------------------
 
 EXACT_OPS = {
@@ -208,6 +270,7 @@ def for_case(c, **hints):
     k = reduction_length(c)
     spread = hints.get("spread", softmax_spread(c))
     acc = hints.get("acc")
+    sigma = hints.get("sigma", [])  # forward outputs' error sigmas, where propagated
     tols = []
     for i, t in enumerate(c.expect):
         dt = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16",
@@ -218,7 +281,9 @@ def for_case(c, **hints):
         m = c.magnitudes[i] or 1.0
         if c.op in SOFTMAX_OPS and i < c.n_forward:
             m = 1.0  # probabilities, or logs whose error is eps * spread itself
-        if i >= c.n_forward:
+        if i < len(sigma):
+            tols.append(from_sigma(dt, sigma[i]))
+        elif i >= c.n_forward:
             tols.append(composite(dt, k + _numel(c.expect[0].shape), m, spread, acc))
         elif c.op in EXACT_OPS:
             tols.append(exact(dt))
