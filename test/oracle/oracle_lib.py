@@ -112,6 +112,22 @@ def case(name, op, inputs, fn, attrs=None, tol=None, grad=False, gen=None):
     return Case(name, op, list(inputs), expect, attrs, tol, tolerance.magnitudes(fn, inputs, expect))
 
 
+def rounded_once(fn):
+    """fn on f64 copies of its 16-bit float inputs, each floating result
+    rounded once to that 16-bit dtype: what a kernel that accumulates in
+    float and rounds its result once computes (mstep's do). PyTorch 1.13's
+    bf16 CPU sum, matmul and layer_norm round partial results to bf16, a
+    few bf16 ulps off, in an order that depends on the CPU."""
+    def run(*ins):
+        low = next((t.dtype for t in ins if t.dtype in (torch.bfloat16, torch.float16)), None)
+        if low is None:
+            return fn(*ins)
+        out = fn(*[t.double() if t.dtype == low else t for t in ins])
+        back = lambda t: t.to(low) if t.dtype.is_floating_point else t
+        return [back(t) for t in out] if isinstance(out, (list, tuple)) else back(out)
+    return run
+
+
 _gen = torch.Generator().manual_seed(1234)
 
 

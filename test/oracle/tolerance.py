@@ -11,6 +11,7 @@ rounding error both sides may make, from the op's error analysis:
     pointwise       eps + ULPS*eps_c         same * scale
     accumulation    eps                      LAMBDA*sqrt(k)*eps_a*M
     composite       eps + ULPS*eps_c         LAMBDA*(sqrt(k) + spread)*eps_a*M
+    from_sigma      eps + ULPS*eps_c         LAMBDA*sqrt(2)*sigma   (attention chains)
 
 eps is the output dtype's machine epsilon (one rounding of the result,
 one ulp apart at most); eps_c that of the type the kernels compute in
@@ -20,7 +21,10 @@ partial result to it). k is the length of the longest sum, M the sum of
 |terms| (magnitudes(): the op on |inputs|, which for sums of products is
 exactly the sum of |terms| that rounding errors scale with), spread the
 range of the arguments of exp inside a softmax (its result moves by
-p * delta, with delta ~ eps * spread).
+p * delta, with delta ~ eps * spread). sigma: the standard deviation of
+an output's rounding error, propagated through a chain's f64
+intermediates (attention_sigma), where the chain rule's worst cases
+compound.
 
 Why these hold: LAMBDA*sqrt(k)*u*M bounds a length-k sum's error with
 probability >= 1 - 2*exp(-LAMBDA**2 / 2) (Higham and Mary, "A new approach
@@ -211,6 +215,8 @@ def reduction_length(c):
         return 2 * (e + 1) + e // a["num_heads"] + c.inputs[-1].shape[-1]
     if op.startswith("optim_"):
         return a["steps"] * 4  # each step: a few rounded ops per moment
+    if a.get("reduction") == "none":  # a loss per row: only cross_entropy sums (its classes)
+        return x.shape[-1] if op == "cross_entropy" and x.dim() else 1
     # Losses, clip_grad_norm_: sums over every element.
     return sum(_numel(t.shape) for t in c.inputs if t.dtype.is_floating_point)
 
