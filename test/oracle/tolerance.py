@@ -81,15 +81,19 @@ def accumulation(dt, k, magnitude, acc=None):
     return (EPS[dt], LAMBDA * math.sqrt(max(k, 1)) * eps_a * magnitude)
 
 
-def composite(dt, k, magnitude, spread=0.0, acc=None):
+def composite(dt, k, magnitude, spread=0.0, acc=None, stored=0):
     """A chain of the above (softmax, norms, attention, losses, nn
     modules, optimizer steps, every gradient): the stages' errors add and
     each is at most amplified by what follows, so the bound is that of
     the whole chain's sums (k: their total length) on the chain's
-    magnitude, plus the softmax's amplification of its input's error."""
+    magnitude, plus the softmax's amplification of its input's error.
+    `stored`: how many intermediate results a term passes through that
+    are rounded to the (16-bit) output dtype, where the chain is made of
+    ops that each store their result (Higham and Mary's sqrt(n) again)."""
     eps_a = EPS[acc or _compute(dt)]
     rtol = EPS[dt] + ULPS * EPS[_compute(dt)]
-    return (rtol, LAMBDA * (math.sqrt(max(k, 1)) + spread) * eps_a * magnitude)
+    chain = (math.sqrt(max(k, 1)) + spread) * eps_a + math.sqrt(stored) * EPS[dt]
+    return (rtol, LAMBDA * chain * magnitude)
 
 
 def from_sigma(dt, sigma):
@@ -276,6 +280,7 @@ def for_case(c, **hints):
     k = reduction_length(c)
     spread = hints.get("spread", softmax_spread(c))
     acc = hints.get("acc")
+    stored = hints.get("stored", 0)
     sigma = hints.get("sigma", [])  # forward outputs' error sigmas, where propagated
     tols = []
     for i, t in enumerate(c.expect):
@@ -300,5 +305,5 @@ def for_case(c, **hints):
         elif c.op in ACCUMULATION_OPS:
             tols.append(accumulation(dt, k, m, acc))
         else:
-            tols.append(composite(dt, k, m, spread, acc))
+            tols.append(composite(dt, k, m, spread, acc, stored))
     return tols
