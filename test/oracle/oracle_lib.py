@@ -109,7 +109,18 @@ def case(name, op, inputs, fn, attrs=None, tol=None, grad=False, gen=None):
             back = lambda t: t.half() if t.dtype == torch.float32 else t
             expect = [back(t) for t in expect] if isinstance(expect, (list, tuple)) else back(expect)
     expect = list(expect) if isinstance(expect, (list, tuple)) else [expect]
-    return Case(name, op, list(inputs), expect, attrs, tol, tolerance.magnitudes(fn, inputs, expect))
+    return Case(name, op, list(inputs), expect, attrs, _simulated(tol, fn, inputs, expect),
+                tolerance.magnitudes(fn, inputs, expect))
+
+
+def _simulated(tol, fn, inputs, expect, w=None):
+    """The hints with "simulate" replaced by each output's simulated error
+    sigma (tolerance.simulated_sigma)."""
+    if not (isinstance(tol, dict) and tol.get("simulate")):
+        return tol
+    hints = {k: v for k, v in tol.items() if k != "simulate"}
+    hints["sigma"] = tolerance.simulated_sigma(DTYPES[expect[0].dtype], fn, inputs, w)
+    return hints
 
 
 def rounded_once(fn):
@@ -156,4 +167,5 @@ def _grad_case(name, op, inputs, fn, attrs, tol, gen):
     attrs["backward"] = 1
     expect = [o.detach() for o in outs] + grads
     mags = tolerance.magnitudes(fn, inputs, expect, w=w, n_forward=len(outs))
+    tol = _simulated(tol, fn, inputs, expect, w)
     return Case(name, op, [t.detach() for t in inputs] + [w], expect, attrs, tol, mags, n_forward=len(outs))

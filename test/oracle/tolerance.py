@@ -11,7 +11,7 @@ rounding error both sides may make, from the op's error analysis:
     pointwise       eps + ULPS*eps_c         same * scale
     accumulation    eps                      LAMBDA*sqrt(k)*eps_a*M
     composite       eps + ULPS*eps_c         LAMBDA*(sqrt(k) + spread)*eps_a*M
-    from_sigma      eps + ULPS*eps_c         LAMBDA*sqrt(2)*sigma   (attention chains)
+    from_sigma      eps + ULPS*eps_c         LAMBDA*sqrt(2)*sigma   (attention modules)
 
 eps is the output dtype's machine epsilon (one rounding of the result,
 one ulp apart at most); eps_c that of the type the kernels compute in
@@ -22,8 +22,8 @@ partial result to it). k is the length of the longest sum, M the sum of
 exactly the sum of |terms| that rounding errors scale with), spread the
 range of the arguments of exp inside a softmax (its result moves by
 p * delta, with delta ~ eps * spread). sigma: the standard deviation of
-an output's rounding error, propagated through a chain's f64
-intermediates (attention_sigma), where the chain rule's worst cases
+an output's rounding error, simulated through a chain's f64
+intermediates (simulated_sigma), where the chain rule's worst cases
 compound.
 
 Why these hold: LAMBDA*sqrt(k)*u*M bounds a length-k sum's error with
@@ -37,9 +37,12 @@ Why they still catch bugs: a wrong scale, a missing mask row, a dropped
 bias or a wrong reduction moves an output by a fraction of M itself;
 these bounds are LAMBDA*sqrt(k)*eps_a of M, 1e-5 of it for f32 and k <= 64.
 """
+import contextlib
 import math
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 # Integer and bool results are exact whatever the op.
 EXACT_DTYPES = ("i32", "i64", "bool")
@@ -97,65 +100,102 @@ def composite(dt, k, magnitude, spread=0.0, acc=None, stored=0):
 
 
 def from_sigma(dt, sigma):
-    """A chain whose error was propagated as a standard deviation (below):
+    """A chain whose error was simulated as a standard deviation (below):
     LAMBDA standard deviations of the two sides' difference (sqrt(2)
     sigma), and the composite rtol for the last roundings."""
     return (EPS[dt] + ULPS * EPS[_compute(dt)], LAMBDA * math.sqrt(2) * sigma)
 
 
-# ---- Attention: the error propagated as a standard deviation ---------------
+# ---- Attention: the error simulated as a standard deviation ---------------
 # Through attention, the chain bound above compounds worst cases: every
 # stage's error times |W| of every later one, and score errors driving exp
-# (scores reach ~40). That lands ~1000x above what either side's rounding
-# does. The same model (each rounding an independent error of at most u, a
-# length-n sum's error of standard deviation sqrt(n)*u*sum|terms|, Higham
-# and Mary) carried to first order through the f64 intermediates as
-# variances gives each output element's sigma, which from_sigma bounds.
+# (scores reach ~40), and lands ~1000x above what either side's rounding
+# does. simulated_sigma() takes the same model instead (every rounding an
+# independent error of standard deviation u relative to its result, a
+# length-n sum's of sqrt(n)*u*sum|terms|, Higham and Mary) and runs the op
+# and its backward in f64 with those errors drawn at random (Monte Carlo
+# arithmetic, Parker 1997), so each stage's error travels through the
+# real intermediates. from_sigma bounds the spread it measures.
 
-def _u(dt):
-    return EPS[_compute(dt)] / 2
-
-
-def linear_sigma(x, w, b=None, sx=None, dt="f32"):
-    """y = x @ w.T + b (f64) and the standard deviation of its rounding
-    error: the sum's own, plus x's error sx carried through w."""
-    y = x @ w.T
-    terms = x.abs() @ w.abs().T
-    if b is not None:
-        y, terms = y + b, terms + b.abs()
-    var = (math.sqrt(x.shape[-1] + 1) * _u(dt) * terms) ** 2
-    if sx is not None:
-        var = var + sx ** 2 @ (w ** 2).T
-    return y, var.sqrt()
+_U_SIM = {"f32": 2.0 ** -24, "f64": 2.0 ** -53}
+_ATEN = torch.ops.aten
+# Sums of products: the op on |operands| is their sum of |terms|.
+_SUMS = {_ATEN.mm.default: lambda a: a[0].shape[-1], _ATEN.bmm.default: lambda a: a[0].shape[-1],
+         _ATEN.addmm.default: lambda a: a[1].shape[-1] + 1,
+         _ATEN.baddbmm.default: lambda a: a[1].shape[-1] + 1,
+         _ATEN.sum.dim_IntList: lambda a: a[0].numel(), _ATEN.sum.default: lambda a: a[0].numel()}
 
 
-def attention_sigma(q, k, v, sq, sk, sv, scale, excluded=None, added=None, dt="f32"):
-    """softmax(q k^T * scale + added, keys `excluded` masked out) @ v in f64,
-    given q, k, v's standard deviations; returns (out, sigma_out, probs,
-    sigma_probs)."""
-    u = _u(dt)
-    kt, skt = k.transpose(-2, -1), sk.transpose(-2, -1)
-    s = q @ kt * scale
-    var_s = scale ** 2 * (sq ** 2 @ kt ** 2 + q ** 2 @ skt ** 2
-                          + (math.sqrt(q.shape[-1]) * u * (q.abs() @ kt.abs())) ** 2) + (u * s) ** 2
-    if added is not None:
-        s = s + added
-        var_s = var_s + (u * s) ** 2
-    if excluded is not None:
-        s = s.masked_fill(excluded, -math.inf)
-        var_s = var_s.masked_fill(excluded, 0)
-    p = torch.softmax(s, -1)
-    x = (s - s.amax(-1, keepdim=True)).nan_to_num(0, 0, 0)  # exp's arguments (-inf: 0, exact)
-    var_x = var_s + (u * x) ** 2
-    # p_i = e^x_i / Z: dp_i / p_i = dx_i - sum_j p_j dx_j, and the roundings
-    # of exp (ULPS / 2 ulps a side), Z (a length-S sum) and the division.
-    S = s.shape[-1]
-    var_rel = var_x + (p ** 2 * var_x).sum(-1, keepdim=True) + (ULPS / 2 * 2 * u) ** 2 \
-        + (math.sqrt(S + 1) * u) ** 2
-    sp = (p ** 2 * var_rel).sqrt()
-    out = p @ v
-    var_o = sp ** 2 @ v ** 2 + p ** 2 @ sv ** 2 + (math.sqrt(S) * u * (p @ v.abs())) ** 2
-    return out, var_o.sqrt(), p, sp
+# Ops whose results are values of their operands: nothing rounds.
+_EXACT_ATEN = {"clone", "_to_copy", "copy_", "cat", "stack", "masked_fill", "masked_fill_",
+               "where", "zeros_like", "ones_like", "new_zeros", "fill_", "index_select", "gather",
+               "embedding", "constant_pad_nd", "neg", "abs", "relu", "threshold_backward",
+               "_unsafe_view", "unsqueeze", "squeeze", "detach", "expand", "slice_backward",
+               "select_backward", "zero_", "scalar_tensor", "zeros", "ones", "full", "empty"}
+
+
+def _moves_data(func):
+    """A view (the result aliases an operand) or an op in _EXACT_ATEN."""
+    returns = func._schema.returns
+    return func.overloadpacket.__name__ in _EXACT_ATEN or any(r.alias_info for r in returns)
+
+
+class _RandomRounding(TorchDispatchMode):
+    """Adds to every floating result its simulated rounding error."""
+
+    def __init__(self, u, gen):
+        super().__init__()
+        self.u, self.gen = u, gen
+
+    def _noisy(self, out, scale):
+        if not (isinstance(out, torch.Tensor) and out.dtype.is_floating_point and out.numel()):
+            return out
+        scale = scale.nan_to_num(0, 0, 0)  # inf and NaN results stay as they are
+        return out + torch.randn(out.shape, generator=self.gen, dtype=out.dtype) * scale
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func in _SUMS:
+            absolute = [a.abs() if isinstance(a, torch.Tensor) else a for a in args]
+            n = _SUMS[func](args) // (max(out.numel(), 1) if func in (_ATEN.sum.dim_IntList,
+                                                                      _ATEN.sum.default) else 1)
+            return self._noisy(out, math.sqrt(max(n, 1)) * self.u * func(*absolute, **kwargs))
+        if func in (_ATEN._softmax.default, _ATEN._log_softmax.default):
+            # exp (ULPS / 2 ulps), the row's sum and the division or log.
+            n = args[0].shape[args[1]] if args[0].dim() else 1
+            return self._noisy(out, (math.sqrt(n + 1) + ULPS) * self.u * out.abs())
+        if func == _ATEN._softmax_backward_data.default:  # p * (g - sum(g * p))
+            g, p, dim = args[0], args[1], args[2]
+            terms = p.abs() * (g.abs() + (g * p).abs().sum(dim, keepdim=True))
+            return self._noisy(out, math.sqrt(p.shape[dim] + 1) * self.u * terms)
+        if _moves_data(func):
+            return out
+        return tree_map(lambda o: self._noisy(o, self.u * o.abs()) if isinstance(o, torch.Tensor)
+                        and o.dtype.is_floating_point else o, out)
+
+
+def simulated_sigma(dt, fn, inputs, w=None, runs=40):
+    """Per output of fn (then, with the weight w, the gradients of
+    sum(fn(...)[0] * w) by each floating input), the largest standard
+    deviation over its elements of the error simulated by _RandomRounding."""
+    gen = torch.Generator().manual_seed(0)
+    ins = [t.detach().double() if t.dtype.is_floating_point else t for t in inputs]
+
+    def once(rounding):
+        leaves = [t.clone().requires_grad_(w is not None and t.dtype.is_floating_point) for t in ins]
+        with rounding or contextlib.nullcontext():
+            out = fn(*leaves)
+            outs = list(out) if isinstance(out, (list, tuple)) else [out]
+            if w is not None:
+                (outs[0] * w.double()).sum().backward()
+                outs += [t.grad for t in leaves if t.dtype.is_floating_point]
+        return [o.detach() for o in outs]
+
+    exact = once(None)
+    samples = [once(_RandomRounding(_U_SIM[_compute(dt)], gen)) for _ in range(runs)]
+    return [float(torch.stack([s[i] - e for s in samples]).nan_to_num(0, 0, 0).std(0).max())
+            if e.numel() else 0.0 for i, e in enumerate(exact)]
 
 
 # ---- Which family each op is in -------------------------------------------
@@ -281,7 +321,7 @@ def for_case(c, **hints):
     spread = hints.get("spread", softmax_spread(c))
     acc = hints.get("acc")
     stored = hints.get("stored", 0)
-    sigma = hints.get("sigma", [])  # forward outputs' error sigmas, where propagated
+    sigma = hints.get("sigma", [])  # each output's simulated error sigma, where asked for
     tols = []
     for i, t in enumerate(c.expect):
         dt = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16",

@@ -13,7 +13,7 @@ PyTorch 1.13's MultiheadAttention has no is_causal: those cases pass the
 equivalent bool attn_mask (True = masked) to PyTorch and only attr
 is_causal to mstep. Masks never hide every key of a row (PyTorch gives
 NaN there, mstep zeros). Tolerances are tolerance.py's rules; a
-MultiheadAttention case tells it the range of its softmax's scores.
+MultiheadAttention case asks for its outputs' simulated error sigmas.
 """
 import math
 
@@ -21,7 +21,6 @@ import torch
 from torch.nn.utils.stateless import functional_call
 
 from oracle_lib import case, randn, randint
-import tolerance
 
 
 def randomized(module):
@@ -152,67 +151,8 @@ def mha_case(name, E, H, B, L, S, qkv="self", bias=True, batch_first=True, batch
                             attn_mask=mask, average_attn_weights=average)
         return [out, weights] if need_weights else out
 
-    def hints(m):
-        key = inputs[min(1, n_qkv - 1)]
-        mask = attn_mask
-        if causal is not None:  # as forward() joins them
-            mask = causal if mask is None else mask | causal if mask.dtype == torch.bool \
-                else mask.masked_fill(causal, float("-inf"))
-        sigma = _mha_sigma(m, inputs[0], key, inputs[n_qkv - 1], mask, kpm, batch_first, average)
-        return {"spread": _score_spread(m, inputs[0], key),
-                "sigma": sigma if need_weights else sigma[:1]}
-
     return module_case(f"module_mha_{name}", "module_mha", m, inputs, forward, attrs, grad=grad,
-                       tol=hints)
-
-
-def _mha_sigma(m, query, key, value, attn_mask, kpm, batch_first, average):
-    """The largest error standard deviation of the module's output and of
-    its attention weights (tolerance.attention_sigma), all in f64."""
-    E, H = m.embed_dim, m.num_heads
-    d = lambda t: t.detach().double()
-    batched = query.dim() == 3
-    def bf(x):  # to [B, n, E]
-        x = d(x)
-        return x.transpose(0, 1) if batched and not batch_first else x if batched else x[None]
-    w, b = d(m.in_proj_weight), d(m.in_proj_bias) if m.in_proj_bias is not None else None
-    part = lambda t, i: None if t is None else t[i * E:(i + 1) * E]
-    q, sq = tolerance.linear_sigma(bf(query), part(w, 0), part(b, 0))
-    k, sk = tolerance.linear_sigma(bf(key), part(w, 1), part(b, 1))
-    v, sv = tolerance.linear_sigma(bf(value), part(w, 2), part(b, 2))
-    B, L, S = q.shape[0], q.shape[1], k.shape[1]
-    heads = lambda t: t.reshape(B, t.shape[1], H, E // H).transpose(1, 2)  # [B, H, n, E/H]
-    excluded = torch.zeros(B, H, L, S, dtype=torch.bool)
-    added = None
-    if attn_mask is not None:
-        mask = attn_mask.reshape(B, H, L, S) if attn_mask.dim() == 3 else attn_mask  # [B*H, L, S]
-        if mask.dtype == torch.bool:
-            excluded = excluded | mask
-        else:
-            added = d(mask)
-    if kpm is not None:
-        excluded = excluded | kpm.reshape(B, 1, 1, S)
-    o, so, p, sp = tolerance.attention_sigma(heads(q), heads(k), heads(v), heads(sq), heads(sk),
-                                             heads(sv), (E // H) ** -0.5, excluded, added)
-    merge = lambda t: t.transpose(1, 2).reshape(B, L, E)
-    out, sout = tolerance.linear_sigma(merge(o), d(m.out_proj.weight),
-                                       None if m.out_proj.bias is None else d(m.out_proj.bias),
-                                       merge(so))
-    s_weights = (sp ** 2).sum(1).sqrt() / H if average else sp
-    return [float(sout.max()), float(s_weights.max())]
-
-
-def _score_spread(m, query, key):
-    """Twice the largest |q.k| / sqrt(head_dim) the module can form: the
-    range of its softmax's arguments (drawn after randomized() ran)."""
-    E, H = m.embed_dim, m.num_heads
-    w = m.in_proj_weight.detach().double().abs() if m.in_proj_weight is not None else None
-    b = m.in_proj_bias.detach().double().abs() if m.in_proj_bias is not None else torch.zeros(3 * E)
-    q = query.double().abs() @ w[:E].T + b[:E]
-    k = key.double().abs() @ w[E:2 * E].T + b[E:2 * E]
-    qh = q.reshape(*q.shape[:-1], H, E // H)
-    kh = k.reshape(*k.shape[:-1], H, E // H)
-    return 2 * float(qh.max(-2).values.max() * kh.max(-2).values.max()) * (E // H) / math.sqrt(E // H)
+                       tol={"simulate": True})
 
 
 def mha_cases():
