@@ -15,12 +15,11 @@ is_causal to mstep. Masks never hide every key of a row (PyTorch gives
 NaN there, mstep zeros). Tolerances are tolerance.py's rules; a
 MultiheadAttention case asks for its outputs' simulated error sigmas.
 """
-import math
 
 import torch
 from torch.nn.utils.stateless import functional_call
 
-from oracle_lib import case, randn, randint
+from oracle_lib import case, randn
 
 
 def randomized(module):
