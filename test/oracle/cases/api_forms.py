@@ -87,8 +87,9 @@ def scalar_cases():
 
 def where_cases():
     out = []
+    # A float scalar lifts an integer tensor to f32, a bool one keeps it.
     for dt, s in [(torch.float32, 2.5), (torch.float64, -1.0), (torch.bfloat16, 0.5), (torch.int64, 7),
-                  (torch.bool, True)]:
+                  (torch.bool, True), (torch.int32, 2.75), (torch.int64, True)]:
         n = f"{_name(dt)}_{_kind(s)}"
         cond = randint(0, 2, 3, 4, dtype=torch.bool)
         x = _sample(dt, 4)  # broadcast against cond
