@@ -10,21 +10,30 @@ rounding error both sides may make, from the op's error analysis:
     rounded(n)      n*eps                    n*eps*scale
     pointwise       eps + ULPS*eps_c         same * scale
     accumulation    eps                      LAMBDA*sqrt(k)*eps_a*M
-    composite       eps + ULPS*eps_c         LAMBDA*(sqrt(k) + spread)*eps_a*M
+    composite       eps + ULPS*eps_c         LAMBDA*((sqrt(k) + spread)*eps_a
+                                                    + sqrt(stored)*eps)*M
     from_sigma      eps + ULPS*eps_c         LAMBDA*sqrt(2)*sigma   (attention modules)
 
 eps is the output dtype's machine epsilon (one rounding of the result,
 one ulp apart at most); eps_c that of the type the kernels compute in
 (f32 for 16-bit and f32 outputs, f64 for f64); eps_a that of the type the
-sums accumulate in (eps_c, or the 16-bit type where PyTorch rounds every
-partial result to it). k is the length of the longest sum, M the sum of
+sums accumulate in (eps_c, or the 16-bit type where both sides round every
+partial result to it: the bf16 optimizers). k is the length of the longest sum, M the sum of
 |terms| (magnitudes(): the op on |inputs|, which for sums of products is
 exactly the sum of |terms| that rounding errors scale with), spread the
 range of the arguments of exp inside a softmax (its result moves by
 p * delta, with delta ~ eps * spread). sigma: the standard deviation of
 an output's rounding error, simulated through a chain's f64
 intermediates (simulated_sigma), where the chain rule's worst cases
-compound.
+compound. stored: how many 16-bit intermediate results a term passes
+through (mstep's bf16 losses are compositions of bf16 ops).
+
+16-bit expectations: where mstep accumulates in float and rounds once
+(sums, matmul, norms, softmax, losses), the case computes the op in f64
+on the same 16-bit inputs and rounds once (oracle_lib.rounded_once):
+PyTorch 1.13's bf16 CPU kernels round partial results to bf16, a few
+ulps off, differently per ISA. Then the two sides are at most 1 ulp
+apart (rtol = eps).
 
 Why these hold: LAMBDA*sqrt(k)*u*M bounds a length-k sum's error with
 probability >= 1 - 2*exp(-LAMBDA**2 / 2) (Higham and Mary, "A new approach
