@@ -67,7 +67,7 @@ def _linear_cases():
     for dt, n in ((F32, "f32"), (F64, "f64"), (BF16, "bf16")):
         out.append(case(f"linear_{n}", "linear",
                         [randn(4, 8, dtype=dt), randn(5, 8, dtype=dt), randn(5, dtype=dt)],
-                        F.linear))
+                        rounded_once(F.linear)))
     out.append(case("linear_no_bias", "linear", [randn(4, 3), randn(5, 3)], F.linear))
     out.append(case("linear_vec_input", "linear", [randn(3), randn(5, 3), randn(5)], F.linear))
     out.append(case("linear_3d_input", "linear", [randn(2, 3, 4), randn(6, 4), randn(6)], F.linear))
@@ -159,7 +159,7 @@ def _pool_cases():
     for dt, n in ((F64, "f64"), (BF16, "bf16")):
         attrs = {"kernel": [3], "stride": [2], "padding": [1], "count_include_pad": 0}
         out.append(case(f"avg_pool2d_{n}", "avg_pool2d", [randn(2, 2, 6, 6, dtype=dt)],
-                        _pool_fn(F.avg_pool2d, attrs), attrs=attrs))
+                        rounded_once(_pool_fn(F.avg_pool2d, attrs)), attrs=attrs))
     return out
 
 
