@@ -15,11 +15,13 @@ struct HostTensor {
   DType dtype;
   Shape shape;
   std::vector<double> values;
+  /// An expected output's own tolerance (tolerance.py's family rule at its
+  /// dtype): |got - want| <= atol + rtol * |want|. Zero: exact.
+  double rtol = 0, atol = 0;
 };
 
 struct OracleCase {
   std::string name, op;
-  double rtol = 0, atol = 0;
   std::map<std::string, std::vector<std::string>> attrs;
   std::vector<HostTensor> inputs, expected;
 

@@ -27,7 +27,7 @@ MSTEP_ORACLE_OP("scaled_dot_product_attention", [](const OracleCase& c) {
   return V{scaled_dot_product_attention(c.in(0), c.in(1), c.in(2), options(c))};
 });
 // fused_sdpa returning {out, probabilities}.
-MSTEP_ORACLE_OP("sdpa_probs", [](const OracleCase& c) {
+MSTEP_ORACLE_OP("fused_sdpa", [](const OracleCase& c) {
   SdpaOptions o = options(c);
   o.return_attn_probs = true;
   SdpaResult r = fused_sdpa(c.in(0), c.in(1), c.in(2), o);

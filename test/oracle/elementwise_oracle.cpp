@@ -23,13 +23,21 @@ MSTEP_ORACLE_OP("to", [](const OracleCase& c) { return V{to(c.in(0), c.attr_dtyp
 BINARY(add); BINARY(sub); BINARY(mul); BINARY(div); BINARY(pow);
 BINARY(eq); BINARY(ne); BINARY(lt); BINARY(le); BINARY(gt); BINARY(ge);
 #undef BINARY
+// r<op>_scalar: the host scalar on the left (1 - x, 2 / x, 2 ** x).
 MSTEP_ORACLE_OP("rsub_scalar", [](const OracleCase& c) { return V{sub(c.scalar(), c.in(0))}; });
 MSTEP_ORACLE_OP("rdiv_scalar", [](const OracleCase& c) { return V{div(c.scalar(), c.in(0))}; });
+MSTEP_ORACLE_OP("rpow_scalar", [](const OracleCase& c) { return V{pow(c.scalar(), c.in(0))}; });
 MSTEP_ORACLE_OP("maximum", [](const OracleCase& c) { return V{maximum(c.in(0), c.in(1))}; });
 MSTEP_ORACLE_OP("minimum", [](const OracleCase& c) { return V{minimum(c.in(0), c.in(1))}; });
 MSTEP_ORACLE_OP("logical_and", [](const OracleCase& c) { return V{logical_and(c.in(0), c.in(1))}; });
 MSTEP_ORACLE_OP("logical_or", [](const OracleCase& c) { return V{logical_or(c.in(0), c.in(1))}; });
 MSTEP_ORACLE_OP("where", [](const OracleCase& c) { return V{where(c.in(0), c.in(1), c.in(2))}; });
+MSTEP_ORACLE_OP("where_scalar", [](const OracleCase& c) {
+  return V{where(c.in(0), c.in(1), c.scalar())};
+});
+MSTEP_ORACLE_OP("rwhere_scalar", [](const OracleCase& c) {
+  return V{where(c.in(0), c.scalar(), c.in(1))};
+});
 
 Scalar attr_scalar(const OracleCase& c, const std::string& key) {
   const std::string s = c.attr_str(key);

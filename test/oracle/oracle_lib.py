@@ -1,30 +1,27 @@
 """Helpers for writing oracle cases: PyTorch computes the expected outputs.
 
 A case file is plain text, one token stream per case:
-    case <name> <op> <rtol> <atol>
+    case <name> <op>
     attr <key> <token> ...
     input <dtype> <rank> <dims...> <values...>
-    expect <dtype> <rank> <dims...> <values...>
+    expect <rtol> <atol> <dtype> <rank> <dims...> <values...>
     end
 The C++ side (oracle_test.cpp) parses it, runs the mstep op named <op>
-with the inputs and attrs, and compares every output.
+with the inputs and attrs, and compares every output within its own
+tolerance: |mstep - PyTorch| <= atol + rtol * |PyTorch|. The tolerances
+come from tolerance.py's family rules (one per kind of computation).
 """
 import math
 
 import torch
+
+import tolerance
 
 DTYPES = {
     torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16",
     torch.float16: "f16", torch.int32: "i32", torch.int64: "i64",
     torch.bool: "bool",
 }
-
-# Default tolerances per dtype: (rtol, atol).
-TOLERANCE = {
-    "f32": (1e-5, 1e-6), "f64": (1e-12, 1e-12), "bf16": (1.6e-2, 1e-2),
-    "f16": (2e-3, 1e-3), "i32": (0, 0), "i64": (0, 0), "bool": (0, 0),
-}
-
 
 def _fmt(v, dtype):
     if dtype in ("i32", "i64"):
@@ -51,37 +48,54 @@ def tensor_line(kind, t):
 
 
 class Case:
-    def __init__(self, name, op, inputs, expect, attrs=None, rtol=None, atol=None):
+    """One oracle case. `tol` gives each expected output its (rtol, atol):
+    a list with one pair per output, or a function of the output's dtype
+    name (a tolerance.py family rule); None or a dict of hints (spread,
+    acc) asks tolerance.for_case, which applies the op's family rule.
+    Integer and bool outputs are always exact."""
+
+    def __init__(self, name, op, inputs, expect, attrs=None, tol=None, magnitudes=None, n_forward=None):
         self.name, self.op = name, op
         self.inputs = inputs
-        self.expect = expect if isinstance(expect, (list, tuple)) else [expect]
+        self.expect = list(expect) if isinstance(expect, (list, tuple)) else [expect]
         self.attrs = attrs or {}
-        out_dtype = DTYPES[self.expect[0].dtype]
-        d_rtol, d_atol = TOLERANCE[out_dtype]
-        self.rtol = d_rtol if rtol is None else rtol
-        self.atol = d_atol if atol is None else atol
+        self.n_forward = len(self.expect) if n_forward is None else n_forward
+        self.magnitudes = magnitudes or [None] * len(self.expect)
+        if tol is None or isinstance(tol, dict):
+            tol = tolerance.for_case(self, **(tol or {}))
+        if callable(tol):
+            self.tols = [tol(DTYPES[t.dtype]) for t in self.expect]
+        else:
+            self.tols = list(tol)
+        assert len(self.tols) == len(self.expect), name
+        self.tols = [(0.0, 0.0) if DTYPES[t.dtype] in tolerance.EXACT_DTYPES else tuple(map(float, tl))
+                     for t, tl in zip(self.expect, self.tols)]
 
     def lines(self):
-        out = [f"case {self.name} {self.op} {self.rtol!r} {self.atol!r}"]
+        out = [f"case {self.name} {self.op}"]
         for k, v in self.attrs.items():
             vals = v if isinstance(v, (list, tuple)) else [v]
             out.append(" ".join(["attr", k] + [str(int(x)) if isinstance(x, bool) else str(x) for x in vals]))
         out += [tensor_line("input", t) for t in self.inputs]
-        out += [tensor_line("expect", t) for t in self.expect]
+        out += [tensor_line(f"expect {rtol!r} {atol!r}", t) for t, (rtol, atol) in zip(self.expect, self.tols)]
         out.append("end")
         return out
 
 
-def case(name, op, inputs, fn, attrs=None, rtol=None, atol=None, grad=False):
+def case(name, op, inputs, fn, attrs=None, tol=None, grad=False, gen=None):
     """Builds a Case whose expected outputs are fn(*inputs).
 
     With grad=True the case also checks gradients: every floating input
     requires grad, a random weight w (appended as the last input) shapes
     the loss sum(fn(...)[0] * w), and the expected outputs are the forward
     outputs followed by the gradient of each floating input, in order.
+    Each output's magnitude (tolerance.magnitudes: fn on |inputs|, the
+    sum of |terms| its rounding errors scale with) goes to the family rule.
+    `gen` draws w (default: the shared stream below; a case file with a
+    generator of its own passes it, so other files' inputs stay put).
     """
     if grad:
-        return _grad_case(name, op, inputs, fn, attrs, rtol, atol)
+        return _grad_case(name, op, inputs, fn, attrs, tol, gen or _gen)
     with torch.no_grad():
         try:
             expect = fn(*inputs)
@@ -94,7 +108,35 @@ def case(name, op, inputs, fn, attrs=None, rtol=None, atol=None, grad=False):
             expect = fn(*up)
             back = lambda t: t.half() if t.dtype == torch.float32 else t
             expect = [back(t) for t in expect] if isinstance(expect, (list, tuple)) else back(expect)
-    return Case(name, op, list(inputs), expect, attrs, rtol, atol)
+    expect = list(expect) if isinstance(expect, (list, tuple)) else [expect]
+    return Case(name, op, list(inputs), expect, attrs, _simulated(tol, fn, inputs, expect),
+                tolerance.magnitudes(fn, inputs, expect))
+
+
+def _simulated(tol, fn, inputs, expect, w=None):
+    """The hints with "simulate" replaced by each output's simulated error
+    sigma (tolerance.simulated_sigma)."""
+    if not (isinstance(tol, dict) and tol.get("simulate")):
+        return tol
+    hints = {k: v for k, v in tol.items() if k != "simulate"}
+    hints["sigma"] = tolerance.simulated_sigma(DTYPES[expect[0].dtype], fn, inputs, w)
+    return hints
+
+
+def rounded_once(fn):
+    """fn on f64 copies of its 16-bit float inputs, each floating result
+    rounded once to that 16-bit dtype: what a kernel that accumulates in
+    float and rounds its result once computes (mstep's do). PyTorch 1.13's
+    bf16 CPU sum, matmul and layer_norm round partial results to bf16, a
+    few bf16 ulps off, in an order that depends on the CPU."""
+    def run(*ins):
+        low = next((t.dtype for t in ins if t.dtype in (torch.bfloat16, torch.float16)), None)
+        if low is None:
+            return fn(*ins)
+        out = fn(*[t.double() if t.dtype == low else t for t in ins])
+        back = lambda t: t.to(low) if t.dtype.is_floating_point else t
+        return [back(t) for t in out] if isinstance(out, (list, tuple)) else back(out)
+    return run
 
 
 _gen = torch.Generator().manual_seed(1234)
@@ -113,15 +155,17 @@ def randint(lo, hi, *shape, dtype=torch.int64):
     return torch.randint(lo, hi, shape, generator=_gen).to(dtype)
 
 
-def _grad_case(name, op, inputs, fn, attrs, rtol, atol):
+def _grad_case(name, op, inputs, fn, attrs, tol, gen):
     leaves = [t.detach().clone().requires_grad_(t.dtype.is_floating_point) for t in inputs]
     out = fn(*leaves)
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    w = randn(*outs[0].shape, dtype=outs[0].dtype)
+    w = torch.randn(outs[0].shape, generator=gen, dtype=torch.float64).to(outs[0].dtype)
     (outs[0] * w).sum().backward()
     grads = [t.grad if t.grad is not None else torch.zeros_like(t)
              for t in leaves if t.dtype.is_floating_point]
     attrs = dict(attrs or {})
     attrs["backward"] = 1
     expect = [o.detach() for o in outs] + grads
-    return Case(name, op, [t.detach() for t in inputs] + [w], expect, attrs, rtol, atol)
+    mags = tolerance.magnitudes(fn, inputs, expect, w=w, n_forward=len(outs))
+    tol = _simulated(tol, fn, inputs, expect, w)
+    return Case(name, op, [t.detach() for t in inputs] + [w], expect, attrs, tol, mags, n_forward=len(outs))

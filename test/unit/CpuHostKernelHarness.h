@@ -210,6 +210,8 @@ inline void compare_with_ref(OpKind op, const BufferList& inputs, ResultTypes re
 }
 
 #define SKIP_WITHOUT_HOST_KERNELS()                                                                \
-  if (!host_kernels_available()) GTEST_SKIP() << "the host kernels need AVX-512"
+  if (!host_kernels_available())                                                                   \
+    GTEST_SKIP() << "needs AVX-512 (F and DQ): libmstep was built with -march=native on a CPU "      \
+                 "without them, so the cpu backend has no host kernels to test"
 
 } // namespace mstep::cpu::host_test

@@ -12,12 +12,10 @@ namespace mstep {
 
 class Philox {
  public:
-  /// Four 32-bit random words for counter `counter` under key `seed`.
-  static std::array<uint32_t, 4> block(uint64_t seed, uint64_t counter) {
-    std::array<uint32_t, 4> c = {static_cast<uint32_t>(counter),
-                                 static_cast<uint32_t>(counter >> 32), 0, 0};
-    std::array<uint32_t, 2> k = {static_cast<uint32_t>(seed),
-                                 static_cast<uint32_t>(seed >> 32)};
+  /// The Philox4x32-10 bijection: 10 rounds on a 128-bit counter under a
+  /// 64-bit key (Random123's philox4x32_R(10, ctr, key)).
+  static std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c,
+                                               std::array<uint32_t, 2> k) {
     for (int round = 0; round < 10; ++round) {
       uint64_t p0 = uint64_t{0xD2511F53} * c[0];
       uint64_t p1 = uint64_t{0xCD9E8D57} * c[2];
@@ -29,6 +27,14 @@ class Philox {
       k[1] += 0xBB67AE85u;
     }
     return c;
+  }
+
+  /// Four 32-bit random words for counter `counter` under key `seed`: the
+  /// counter fills the low 64 bits of Philox's 128-bit counter.
+  static std::array<uint32_t, 4> block(uint64_t seed, uint64_t counter) {
+    const auto lo = [](uint64_t v) { return static_cast<uint32_t>(v); };
+    const auto hi = [](uint64_t v) { return static_cast<uint32_t>(v >> 32); };
+    return philox4x32_10({lo(counter), hi(counter), 0, 0}, {lo(seed), hi(seed)});
   }
 
   /// Uniform float in [0, 1) for element `index` of the stream that starts

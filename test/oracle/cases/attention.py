@@ -51,7 +51,7 @@ def reference(q, k, v, mask=None, is_causal=False, scale=None, valid_len=None,
 
 
 def sdpa_case(name, q, k, v, mask=None, valid_len=None, is_causal=False,
-              scale=None, left=False, probs=False, rtol=None, atol=None):
+              scale=None, left=False, probs=False):
     inputs = [q, k, v]
     attrs = {}
     if is_causal:
@@ -73,8 +73,8 @@ def sdpa_case(name, q, k, v, mask=None, valid_len=None, is_causal=False,
                            is_causal=is_causal, scale=scale, left=left)
         return [out, p] if probs else out
 
-    op = "sdpa_probs" if probs else "scaled_dot_product_attention"
-    return case(name, op, inputs, fn, attrs=attrs, rtol=rtol, atol=atol)
+    op = "fused_sdpa" if probs else "scaled_dot_product_attention"
+    return case(name, op, inputs, fn, attrs=attrs)
 
 
 def cases():

@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from oracle_lib import case
+from oracle_lib import case, rounded_once
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
 
@@ -19,17 +19,8 @@ def randn(*shape, dtype=F32):
 def randint(lo, hi, *shape, dtype=torch.int64):
     return torch.randint(lo, hi, shape, generator=_gen).to(dtype)
 
-# bf16 matmul/bmm: PyTorch 1.13's CPU kernel rounds partial sums to bf16,
-# mstep sums in float and rounds once. For these sizes (k <= 16, sums of a
-# few units) torch's result is up to ~0.06 off the exact value while
-# mstep's is within one rounding (~0.017), so near-zero outputs need a
-# looser atol than the default 1e-2. linear and conv2d go through oneDNN,
-# which rounds once like mstep: they keep the default tolerance.
-BF16_SUM_TOL = {"rtol": 1.6e-2, "atol": 8e-2}
-
-
-def _tol(dt):
-    return BF16_SUM_TOL if dt == BF16 else {}
+# bf16 matmul/bmm: mstep sums in float and rounds once (ref: a float
+# accumulator; cpu: oneDNN), so the expectation is rounded_once's.
 
 
 def _matmul_cases():
@@ -54,18 +45,18 @@ def _matmul_cases():
         out.append(case(f"matmul_{name}", "matmul", [randn(*sa), randn(*sb)], torch.matmul))
     for dt, n in ((F64, "f64"), (BF16, "bf16")):
         out.append(case(f"matmul_2d_{n}", "matmul", [randn(3, 16, dtype=dt), randn(16, 5, dtype=dt)],
-                        torch.matmul, **_tol(dt)))
+                        rounded_once(torch.matmul)))
         out.append(case(f"matmul_batched_bcast_{n}", "matmul",
-                        [randn(2, 1, 3, 8, dtype=dt), randn(4, 8, 2, dtype=dt)], torch.matmul, **_tol(dt)))
+                        [randn(2, 1, 3, 8, dtype=dt), randn(4, 8, 2, dtype=dt)], rounded_once(torch.matmul)))
         out.append(case(f"matmul_dot_{n}", "matmul", [randn(8, dtype=dt), randn(8, dtype=dt)],
-                        torch.matmul, **_tol(dt)))
+                        rounded_once(torch.matmul)))
     for dt, n in ((torch.int32, "i32"), (torch.int64, "i64")):
         out.append(case(f"matmul_{n}", "matmul",
                         [randint(-9, 9, 2, 3, 4, dtype=dt), randint(-9, 9, 4, 5, dtype=dt)], torch.matmul))
 
     for dt, n in ((F32, "f32"), (F64, "f64"), (BF16, "bf16")):
         out.append(case(f"bmm_{n}", "bmm", [randn(3, 2, 8, dtype=dt), randn(3, 8, 5, dtype=dt)],
-                        torch.bmm, **_tol(dt)))
+                        rounded_once(torch.bmm)))
     out.append(case("bmm_batch0", "bmm", [randn(0, 2, 3), randn(0, 3, 4)], torch.bmm))
     out.append(case("bmm_i64", "bmm", [randint(-5, 5, 2, 3, 4), randint(-5, 5, 2, 4, 2)], torch.bmm))
     return out
@@ -76,7 +67,7 @@ def _linear_cases():
     for dt, n in ((F32, "f32"), (F64, "f64"), (BF16, "bf16")):
         out.append(case(f"linear_{n}", "linear",
                         [randn(4, 8, dtype=dt), randn(5, 8, dtype=dt), randn(5, dtype=dt)],
-                        F.linear))
+                        rounded_once(F.linear)))
     out.append(case("linear_no_bias", "linear", [randn(4, 3), randn(5, 3)], F.linear))
     out.append(case("linear_vec_input", "linear", [randn(3), randn(5, 3), randn(5)], F.linear))
     out.append(case("linear_3d_input", "linear", [randn(2, 3, 4), randn(6, 4), randn(6)], F.linear))
@@ -108,13 +99,11 @@ def _conv_cases():
         fn = lambda x, w, b=None, kw=kw: F.conv2d(x, w, b, **{k: tuple(v) if isinstance(v, list) else v
                                                               for k, v in kw.items()})
         out.append(case(f"conv2d_{name}", "conv2d", inputs, fn, attrs=kw))
-    # bf16: the expectation is PyTorch's conv in f64 on the same bf16 inputs,
-    # rounded once to bf16, as mstep computes. PyTorch's own bf16 CPU conv
+    # bf16: the expectation is rounded_once's, as mstep computes. PyTorch's own bf16 CPU conv
     # accumulates in bf16 on CPUs without AVX512-BF16 (errors of ~0.1 here).
     for dt, n in ((F64, "f64"), (BF16, "bf16")):
         kw = {"stride": [2], "padding": [1], "groups": 2}
-        fn = lambda x, w, b, dt=dt: F.conv2d(x.double(), w.double(), b.double(), stride=2, padding=1,
-                                             groups=2).to(dt)
+        fn = rounded_once(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2))
         out.append(case(f"conv2d_{n}", "conv2d",
                         [randn(2, 4, 7, 7, dtype=dt), randn(4, 2, 3, 3, dtype=dt), randn(4, dtype=dt)],
                         fn, attrs=kw))
@@ -170,7 +159,7 @@ def _pool_cases():
     for dt, n in ((F64, "f64"), (BF16, "bf16")):
         attrs = {"kernel": [3], "stride": [2], "padding": [1], "count_include_pad": 0}
         out.append(case(f"avg_pool2d_{n}", "avg_pool2d", [randn(2, 2, 6, 6, dtype=dt)],
-                        _pool_fn(F.avg_pool2d, attrs), attrs=attrs))
+                        rounded_once(_pool_fn(F.avg_pool2d, attrs)), attrs=attrs))
     return out
 
 

@@ -9,7 +9,7 @@ random stream differs from PyTorch's; the unit tests check the rest.
 import torch
 import torch.nn.functional as F
 
-from oracle_lib import case, randn
+from oracle_lib import case, randn, rounded_once
 
 F32, F64, BF16 = torch.float32, torch.float64, torch.bfloat16
 DTYPES = {"f32": F32, "f64": F64, "bf16": BF16}
@@ -30,34 +30,34 @@ def cases():
     out = []
     for n, dt in DTYPES.items():
         for op, fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax)):
-            out.append(case(f"{op}_dim1_{n}", op, [randn(4, 7, dtype=dt)], lambda x, fn=fn: fn(x, 1),
-                            attrs={"dim": 1}))
-            out.append(case(f"{op}_dim0_{n}", op, [randn(5, 3, dtype=dt)], lambda x, fn=fn: fn(x, 0),
-                            attrs={"dim": 0}))
-            out.append(case(f"{op}_mid_dim_{n}", op, [randn(2, 3, 5, dtype=dt)], lambda x, fn=fn: fn(x, -2),
-                            attrs={"dim": -2}))
-            out.append(case(f"{op}_size1_{n}", op, [randn(3, 1, dtype=dt)], lambda x, fn=fn: fn(x, -1),
-                            attrs={"dim": -1}))
-        out.append(case(f"softmax_large_{n}", "softmax", [randn(3, 6, dtype=dt) * 80], lambda x: F.softmax(x, 1),
-                        attrs={"dim": 1}))
+            out.append(case(f"{op}_dim1_{n}", op, [randn(4, 7, dtype=dt)],
+                            rounded_once(lambda x, fn=fn: fn(x, 1)), attrs={"dim": 1}))
+            out.append(case(f"{op}_dim0_{n}", op, [randn(5, 3, dtype=dt)],
+                            rounded_once(lambda x, fn=fn: fn(x, 0)), attrs={"dim": 0}))
+            out.append(case(f"{op}_mid_dim_{n}", op, [randn(2, 3, 5, dtype=dt)],
+                            rounded_once(lambda x, fn=fn: fn(x, -2)), attrs={"dim": -2}))
+            out.append(case(f"{op}_size1_{n}", op, [randn(3, 1, dtype=dt)],
+                            rounded_once(lambda x, fn=fn: fn(x, -1)), attrs={"dim": -1}))
+        out.append(case(f"softmax_large_{n}", "softmax", [randn(3, 6, dtype=dt) * 80],
+                        rounded_once(lambda x: F.softmax(x, 1)), attrs={"dim": 1}))
         out.append(case(f"log_softmax_large_{n}", "log_softmax", [randn(3, 6, dtype=dt) * 80],
-                        lambda x: F.log_softmax(x, 1), attrs={"dim": 1}))
+                        rounded_once(lambda x: F.log_softmax(x, 1)), attrs={"dim": 1}))
 
         # layer_norm: with weight and bias, weight only, neither, two dims.
         x = randn(4, 8, dtype=dt)
         w, b = randn(8, dtype=dt), randn(8, dtype=dt)
         out.append(case(f"layer_norm_affine_{n}", "layer_norm", [x, w, b],
-                        lambda x, w, b: F.layer_norm(x, (8,), w, b),
+                        rounded_once(lambda x, w, b: F.layer_norm(x, (8,), w, b)),
                         attrs={"normalized_shape": [8], "has_weight": 1, "has_bias": 1, "eps": 1e-5}))
         out.append(case(f"layer_norm_weight_only_{n}", "layer_norm", [x, w],
-                        lambda x, w: F.layer_norm(x, (8,), w, None),
+                        rounded_once(lambda x, w: F.layer_norm(x, (8,), w, None)),
                         attrs={"normalized_shape": [8], "has_weight": 1, "has_bias": 0, "eps": 1e-5}))
         out.append(case(f"layer_norm_plain_{n}", "layer_norm", [randn(2, 3, 4, dtype=dt)],
-                        lambda x: F.layer_norm(x, (3, 4), eps=1e-3),
+                        rounded_once(lambda x: F.layer_norm(x, (3, 4), eps=1e-3)),
                         attrs={"normalized_shape": [3, 4], "has_weight": 0, "has_bias": 0, "eps": 1e-3}))
         x3, w3, b3 = randn(2, 3, 4, dtype=dt), randn(3, 4, dtype=dt), randn(3, 4, dtype=dt)
         out.append(case(f"layer_norm_2dims_affine_{n}", "layer_norm", [x3, w3, b3],
-                        lambda x, w, b: F.layer_norm(x, (3, 4), w, b),
+                        rounded_once(lambda x, w, b: F.layer_norm(x, (3, 4), w, b)),
                         attrs={"normalized_shape": [3, 4], "has_weight": 1, "has_bias": 1, "eps": 1e-5}))
 
         # rms_norm: default eps (the dtype's), explicit eps, no weight.
