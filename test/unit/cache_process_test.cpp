@@ -141,6 +141,24 @@ class TracerDiskCacheTest : public ::testing::Test {
     ASSERT_NE(disk, nullptr);
     disk->flush();
   }
+  /// Trains with MSTEP_CACHE=`setting`, which the test made unusable: the
+  /// results equal a run without a disk cache, twice (the second run warns
+  /// no more), and no disk lookup happens. Returns the warnings.
+  std::vector<std::string> runs_without_the_disk_cache(const std::string& setting) {
+    const Values expected = train_run();  // no disk cache
+    forget_memory();
+    use_disk_cache(setting);
+    const Values got = train_run();
+    forget_memory();
+    EXPECT_TRUE(same_bits(expected, train_run()));
+    EXPECT_TRUE(same_bits(expected, got));
+    EXPECT_EQ(Tracer::get().disk_cache(), nullptr);
+    Metrics m = metrics();
+    EXPECT_GT(m.compiles, 0);
+    EXPECT_EQ(m.disk_hits + m.disk_misses + m.disk_corrupt, 0);
+    return warnings();
+  }
+
   /// The next run starts from an empty memory cache and zero counters.
   void forget_memory() {
     Tracer::get().cache().clear();
@@ -258,20 +276,8 @@ TEST_F(TracerDiskCacheTest, ClearOnStartEmptiesTheDirectoryOnReopen) {
 }
 
 TEST_F(TracerDiskCacheTest, AnInvalidSettingWarnsOnceAndRunsWithoutTheDiskCache) {
-  const Values expected = train_run();  // no disk cache
-  forget_memory();
-
   const std::string setting = dir_ + ",maybe,1";
-  use_disk_cache(setting);
-  const Values got = train_run();
-  forget_memory();
-  EXPECT_TRUE(same_bits(expected, train_run()));  // a second run: no second warning
-  EXPECT_TRUE(same_bits(expected, got));
-  EXPECT_EQ(Tracer::get().disk_cache(), nullptr);
-  Metrics m = metrics();
-  EXPECT_GT(m.compiles, 0);
-  EXPECT_EQ(m.disk_hits + m.disk_misses + m.disk_corrupt, 0);
-  std::vector<std::string> w = warnings();
+  const std::vector<std::string> w = runs_without_the_disk_cache(setting);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_THAT(w[0], AllOf(HasSubstr("MSTEP_CACHE=" + setting), HasSubstr("not valid"),
                           HasSubstr("clear_on_start"), HasSubstr("off for this process")));
@@ -293,20 +299,8 @@ TEST_F(TracerDiskCacheTest, ADirectoryThatCannotBeCreatedWarnsOnceAndRunsWithout
 }
 
 TEST_F(TracerDiskCacheTest, ADirectoryOthersCanWriteWarnsOnceAndRunsWithoutTheDiskCache) {
-  const Values expected = train_run();  // no disk cache
-  forget_memory();
-
   ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
-  use_disk_cache(dir_ + ",false,64");
-  const Values got = train_run();
-  forget_memory();
-  EXPECT_TRUE(same_bits(expected, train_run()));  // a second run: no second warning
-  EXPECT_TRUE(same_bits(expected, got));
-  EXPECT_EQ(Tracer::get().disk_cache(), nullptr);
-  Metrics m = metrics();
-  EXPECT_GT(m.compiles, 0);
-  EXPECT_EQ(m.disk_hits + m.disk_misses + m.disk_corrupt, 0);
-  std::vector<std::string> w = warnings();
+  const std::vector<std::string> w = runs_without_the_disk_cache(dir_ + ",false,64");
   ASSERT_EQ(w.size(), 1u);
   EXPECT_THAT(w[0], AllOf(HasSubstr("cannot open the disk cache"),
                           HasSubstr("'" + dir_ + "' is writable by its group and others"),

@@ -57,7 +57,7 @@ class ReplayError : public Error {
     shape_mismatch,    // an input has another shape than at capture
     dtype_mismatch,
     device_mismatch,
-    argument_changed,  // a non-tensor argument differs from the capture
+    argument_changed,  // reserved: nothing raises it (ModuleCacher keys on arguments)
     arity_mismatch,    // a different number of inputs
   };
   ReplayError(Kind kind, const std::string& message);
