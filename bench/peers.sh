@@ -109,7 +109,7 @@ side() {
   local name=$1 t=$2
   shift 2
   if pinned "$t" "$@" >"$WORK/out" 2>"$WORK/err"; then
-    grep '^RESULT ' "$WORK/out" | sed "s/^/round=$round /" >>"$RESULTS"
+    grep -o 'RESULT .*' "$WORK/out" | sed "s/^/round=$round /" >>"$RESULTS"
   else
     echo "# $name at $t threads failed: $(tail -n 3 "$WORK/err" | tr '\n' ' ')" | tee -a "$WORK/failures"
   fi
@@ -129,7 +129,7 @@ mstep_gpt() {  # mstep_gpt METRIC [gpt_train flags]
   local metric=$1
   shift
   "$B/examples/gpt_train" --device cpu --mode replay --dim 256 --layers 4 --heads 4 --seq 256 \
-    --batch 8 --vocab 1024 --steps "$GPT_STEPS" --samples 0 --clip 0 "$@" | awk -v t="$OMP_NUM_THREADS" -v m="$metric" '
+    --batch 8 --vocab 1024 --lr 3e-4 --steps "$GPT_STEPS" --samples 0 --clip 0 "$@" | awk -v t="$OMP_NUM_THREADS" -v m="$metric" '
     /^gpt_train:/ { for (i = 1; i <= NF; ++i) if ($i == "parameters;") p = $(i - 1) }
     /^loss / { first = $2; last = $4 }
     / step_ms / { for (i = 1; i < NF; ++i) if ($i == "step_ms") ms = $(i + 1) }
@@ -161,9 +161,10 @@ for round in $(seq "$ROUNDS"); do
     if [ -f "$VENV/jax.ok" ]; then
       side "JAX" "$t" "$VENV/bin/python" bench/peers/jax_steps.py --threads "$t" $PEER_QUICK
     fi
-    side "mstep cpu_kernels_bench" "$t" "$B/bench/cpu_kernels_bench" --benchmark_min_time="$MIN_TIME"
+    side "mstep cpu_kernels_bench" "$t" "$B/bench/cpu_kernels_bench" --benchmark_min_time="$MIN_TIME" \
+      --benchmark_color=false
     if [ -x "$B/bench/trace_bench" ]; then
-      side "trace_bench" "$t" "$B/bench/trace_bench" --benchmark_min_time="$MIN_TIME"
+      side "trace_bench" "$t" "$B/bench/trace_bench" --benchmark_color=false
     fi
   done
 done

@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
   if (m == reporter.captured.end() || t == reporter.captured.end()) return 1;
   const std::string torch_impl = std::string("libtorch-") + mstep::bench::torch_version() + "-eager";
   const int threads = mstep::bench::torch_threads();
+  std::printf("\n");  // the console reporter leaves a color reset on the line
   std::printf("RESULT metric=trace_ns_per_op impl=mstep value=%.1f threads=%d\n",
               per_op_ns(m->second, 0), threads);
   std::printf("RESULT metric=trace_ns_per_op impl=%s value=%.1f threads=%d\n", torch_impl.c_str(),

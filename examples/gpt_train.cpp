@@ -243,6 +243,8 @@ int main(int argc, char** argv) {
                                  /*eta_min=*/args.lr / 10);
   int64_t n_params = 0;
   for (const Tensor& p : model.parameters()) n_params += p.numel();
+  char clip_text[32] = "off";
+  if (args.clip > 0) std::snprintf(clip_text, sizeof clip_text, "%g", args.clip);
   std::printf("gpt_train: %zu chars of %s, vocab %lld; GPT %lld layers, dim %lld, %lld heads, "
               "%lld parameters; batch %lld x seq %lld (%s), AdamW + warmup/cosine, "
               "clip %s, %s mode on the %s backend\n",
@@ -250,8 +252,7 @@ int main(int argc, char** argv) {
               (long long)args.dim, (long long)args.heads, (long long)n_params,
               (long long)args.batch, (long long)args.seq,
               args.padding ? "right-padded" : "full length",
-              args.clip > 0 ? std::to_string(args.clip).c_str() : "off", args.mode.c_str(),
-              args.device.c_str());
+              clip_text, args.mode.c_str(), args.device.c_str());
 
   const std::string prompt = "Shall I ";
   std::mt19937_64 sample_rng(args.seed + 1);

@@ -22,6 +22,7 @@ Random data, made before timing: the time of a step does not depend on it.
                                        [--modes eager,compile] [--quick]
 """
 import argparse
+import re
 import statistics
 import time
 
@@ -174,7 +175,8 @@ def main():
     p.add_argument("--vocab", type=int, default=1024)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    version = torch.__version__.split("+")[0]
+    # "1.13.0a0" (Debian) and "2.15.0+cpu" name the release in their first three fields.
+    version = ".".join(re.findall(r"\d+", torch.__version__)[:3])
     cases, modes = a.cases.split(","), a.modes.split(",")
     if not hasattr(torch, "compile"):
         modes = [m for m in modes if m != "compile"]
