@@ -77,6 +77,10 @@ for exe in examples/mnist_mlp examples/gpt_train bench/cpu_kernels_bench; do
     exit 2
   fi
 done
+if [ ! -x "$B/bench/torch_mlp_step" ] || [ ! -x "$B/bench/trace_bench" ]; then
+  echo "# libtorch peers (torch_mlp_step, trace_bench) skipped: not built, as CMake found no" \
+       "libtorch (Debian's libtorch-dev; scripts/setup.sh installs it)"
+fi
 MAX_T=$(echo "$THREADS" | tr ' ' '\n' | sort -n | tail -1)
 
 if [ "$QUICK" = 1 ]; then
