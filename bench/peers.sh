@@ -121,8 +121,9 @@ side() {
 
 # mstep's examples print their own summaries: turn them into RESULT lines.
 mstep_mlp() {
-  "$B/examples/mnist_mlp" --mode replay --device cpu --max-steps "$MLP_STEPS" \
-    --log-every "$MLP_STEPS" | awk -v t="$OMP_NUM_THREADS" '
+  # --epochs: the synthetic data set has 60 batches an epoch.
+  "$B/examples/mnist_mlp" --mode replay --device cpu --epochs 100 --max-steps "$MLP_STEPS" \
+    --log-every 10 | awk -v t="$OMP_NUM_THREADS" '
     /parameters\)/ { for (i = 1; i <= NF; ++i) if ($i == "parameters);") { p = $(i - 1); sub(/\(/, "", p) } }
     / loss / { for (i = 1; i < NF; ++i) if ($i == "loss") { if (first == "") first = $(i + 1); last = $(i + 1) } }
     / step_ms / { for (i = 1; i < NF; ++i) if ($i == "step_ms") ms = $(i + 1) }
