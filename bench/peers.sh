@@ -56,7 +56,7 @@
 # Usage: bash bench/peers.sh [--quick] [--build DIR] [--threads "1 2"] [--rounds N]
 #   --quick: fewer steps and one round, to check the script (noisy figures).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 B=build QUICK=0 ROUNDS=3
 THREADS="1 $(nproc)"

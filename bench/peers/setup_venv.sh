@@ -23,10 +23,11 @@ set -uo pipefail
 VENV=$1
 TORCH=torch==2.15.0
 # torch 2.15.0's own pins (its Requires-Dist) of the libraries installed here.
-CUDA_LIBS="nvidia-cufile==1.17.1.22 nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2
-           nvidia-nccl-cu13==2.30.7"
-PURE_DEPS="filelock typing-extensions>=4.13.0 setuptools>=77.0.3 sympy>=1.13.3 networkx>=2.5.1 jinja2 fsspec>=0.8.5 numpy"
-JAX="jax[cpu]==0.10.2 optax==0.2.8"
+CUDA_LIBS=(nvidia-cufile==1.17.1.22 nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2
+           nvidia-nccl-cu13==2.30.7)
+PURE_DEPS=(filelock "typing-extensions>=4.13.0" "setuptools>=77.0.3" "sympy>=1.13.3" "networkx>=2.5.1"
+           jinja2 "fsspec>=0.8.5" numpy)
+JAX=("jax[cpu]==0.10.2" optax==0.2.8)
 
 if [ -f "$VENV/setup.done" ]; then
   exit 0
@@ -50,7 +51,7 @@ fi
 pip() { "$VENV/bin/python" -m pip install --disable-pip-version-check "$@" >>"$VENV/pip.log" 2>&1; }
 torch_imports() { "$VENV/bin/python" -c 'import torch; torch.ones(2).sum()' 2>"$VENV/torch-import.log"; }
 
-if pip --no-deps "$TORCH" && pip $PURE_DEPS && pip --no-deps $CUDA_LIBS && torch_imports; then
+if pip --no-deps "$TORCH" && pip "${PURE_DEPS[@]}" && pip --no-deps "${CUDA_LIBS[@]}" && torch_imports; then
   echo "# PyTorch: $TORCH without its CUDA dependencies (the machine's CUDA toolkit serves them)" >&2
   touch "$VENV/torch.ok"
 else
@@ -62,10 +63,10 @@ else
     skip torch "$TORCH does not install or import here: $(tail -n 1 "$VENV/torch-import.log") (pip: $VENV/pip.log)"
   fi
 fi
-if pip $JAX && "$VENV/bin/python" -c 'import jax, optax; jax.numpy.ones(2).sum()' 2>"$VENV/jax-import.log"; then
+if pip "${JAX[@]}" && "$VENV/bin/python" -c 'import jax, optax; jax.numpy.ones(2).sum()' 2>"$VENV/jax-import.log"; then
   touch "$VENV/jax.ok"
 else
-  skip jax "$JAX does not install or import here: $(tail -n 1 "$VENV/jax-import.log") (pip: $VENV/pip.log)"
+  skip jax "${JAX[*]} does not install or import here: $(tail -n 1 "$VENV/jax-import.log") (pip: $VENV/pip.log)"
 fi
 touch "$VENV/setup.done"
 echo "# peers' virtual environment made in $(($(date +%s) - start)) s" >&2
