@@ -1,32 +1,32 @@
 // cpu_kernels_bench: the cpu backend's kernels against a peer measured in
-// the same run (Google Benchmark). Each case runs one mstep step on cpu
-// tensors (trace, cache hit, execute), so a figure includes the fixed
-// per-step cost.
+// the same process on the same threads (Google Benchmark; bench/peers.sh
+// runs it with OMP_NUM_THREADS, which sets the thread count of mstep's
+// kernels, of oneDNN's OpenMP runtime and of the STREAM loop). Each mstep
+// case runs one mstep step on cpu tensors (trace, cache hit, execute), so a
+// figure includes the fixed per-step cost.
 //   - elementwise: relu(a*b+c)*d over 16M f32 (one JIT fusion) against a
-//     STREAM-style copy of the same arrays on the same threads (OpenMP);
-//     GB/s counts every byte read and written.
-//   - matmul 512^3 f32 against oneDNN called directly (same primitive).
-//   - sdpa forward+backward, S=1024: fused (mstep.sdpa, flash kernel)
-//     against the unfused graph (MSTEP_FUSE=0: matmul, softmax, matmul).
-//   - sdpa with 50% right padding: valid_seq_len against computing the
-//     padded keys with a boolean mask.
-// After the Google Benchmark table it prints one line per benchmark:
-//   elementwise_gbps <x> stream_copy_gbps <y> ratio <x/y>
-//   matmul_gflops <x> onednn_gflops <y> ratio <x/y>
-//   sdpa_fwd_bwd_ms <fused> <unfused> speedup <u/f>
-//   sdpa_padded_ms <valid_seq_len> <masked> speedup <m/v>
+//     STREAM triad a = b + s*c over arrays of the same size. GB/s counts the
+//     bytes each really moves: its reads, its write, and the write-allocate
+//     read of the destination line (both store with ordinary stores): 6
+//     arrays for the chain, 4 for the triad.
+//   - matmul 1024^3 f32 against oneDNN's matmul primitive called directly.
+//   - sdpa forward + backward (batch 4, 4 heads, S=1024, head dim 64,
+//     causal; mstep's flash kernel), also as a fraction of the oneDNN
+//     matmul's GFLOP/s: the machine's measured matmul throughput. The
+//     attention's FLOPs are the useful ones of causal attention, 6*S*S*D per
+//     batch-head (forward 2, backward 4), not counting recomputation.
+// After the Google Benchmark table it prints one line per figure:
+//   RESULT metric=<m> impl=<i> value=<v> threads=<n>
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "dnnl.hpp"
 #include "mstep/mstep.h"
-#include "mstep/runtime/Tracer.h"
 
 namespace {
 
@@ -55,23 +55,28 @@ void BM_ElementwiseChain(benchmark::State& state) {
     mark_step();
     benchmark::DoNotOptimize(out);
   }
-  state.SetBytesProcessed(state.iterations() * kElems * 5 * sizeof(float));
+  // 4 reads + 1 write + the write-allocate read of the output.
+  state.SetBytesProcessed(state.iterations() * kElems * 6 * sizeof(float));
 }
 BENCHMARK(BM_ElementwiseChain)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_StreamCopy(benchmark::State& state) {
-  std::vector<float> src(kElems, 1.f), dst(kElems);
+void BM_StreamTriad(benchmark::State& state) {
+  std::vector<float> a(kElems), b(kElems, 1.f), c(kElems, 2.f);
+  const float scalar = 3.f;
   for (auto _ : state) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < kElems; ++i) dst[i] = src[i];
-    benchmark::DoNotOptimize(dst.data());
+    for (int64_t i = 0; i < kElems; ++i) a[i] = b[i] + scalar * c[i];
+    benchmark::DoNotOptimize(a.data());
+    benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(state.iterations() * kElems * 2 * sizeof(float));
+  // 2 reads + 1 write + the write-allocate read of a.
+  state.SetBytesProcessed(state.iterations() * kElems * 4 * sizeof(float));
 }
-BENCHMARK(BM_StreamCopy)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_StreamTriad)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // --- matmul --------------------------------------------------------------
-constexpr int64_t kN = 512;
+constexpr int64_t kN = 1024;
+constexpr double kMatmulFlops = 2.0 * kN * kN * kN;
 
 void BM_Matmul(benchmark::State& state) {
   Tensor a = randn_cpu({kN, kN}, 1), b = randn_cpu({kN, kN}, 2);
@@ -80,8 +85,6 @@ void BM_Matmul(benchmark::State& state) {
     mark_step();
     benchmark::DoNotOptimize(c);
   }
-  state.counters["GFLOPs"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * 2 * kN * kN * kN * 1e-9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Matmul)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -97,108 +100,66 @@ void BM_OneDnnMatmul(benchmark::State& state) {
     strm.wait();
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOPs"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * 2 * kN * kN * kN * 1e-9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_OneDnnMatmul)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // --- attention -----------------------------------------------------------
-// GPT-mini's head shape at the long sequence: batch 1, 4 heads,
-// S=1024, head dim 64.
-constexpr int64_t kHeads = 4, kSeq = 1024, kHeadDim = 64;
+constexpr int64_t kBatch = 4, kHeads = 4, kSeq = 1024, kHeadDim = 64;
+constexpr double kSdpaFlops = 6.0 * kSeq * kSeq * kHeadDim * kBatch * kHeads;
 
-/// One forward+backward of causal attention: fused, the `sdpa` op (the
-/// flash kernel); unfused, attention written out (matmul, scale, additive
-/// causal mask, softmax, matmul) and compiled with MSTEP_FUSE=0 so
-/// fuse-attention does not turn it back into `sdpa`.
-void sdpa_step(benchmark::State& state, bool fused) {
-  Tracer::get().mutable_options().fuse = fused;
-  Tensor q = randn_cpu({1, kHeads, kSeq, kHeadDim}, 1).requires_grad_();
-  Tensor k = randn_cpu({1, kHeads, kSeq, kHeadDim}, 2).requires_grad_();
-  Tensor v = randn_cpu({1, kHeads, kSeq, kHeadDim}, 3).requires_grad_();
-  std::vector<float> causal(kSeq * kSeq, 0.f);
-  for (int64_t i = 0; i < kSeq; ++i)
-    for (int64_t j = i + 1; j < kSeq; ++j) causal[i * kSeq + j] = -1e30f;
-  Tensor mask = from_vector(causal, {kSeq, kSeq}, DType::f32, kCpu);
+/// One forward + backward of causal attention through the `sdpa` op.
+void BM_Sdpa(benchmark::State& state) {
+  const Shape shape{kBatch, kHeads, kSeq, kHeadDim};
+  Tensor q = randn_cpu(shape, 1).requires_grad_();
+  Tensor k = randn_cpu(shape, 2).requires_grad_();
+  Tensor v = randn_cpu(shape, 3).requires_grad_();
   for (auto _ : state) {
-    Tensor out;
-    if (fused) {
-      out = scaled_dot_product_attention(q, k, v, {.is_causal = true});
-    } else {
-      Tensor scores = matmul(q, transpose(k, 2, 3)) * (1.0 / 8.0) + mask;
-      out = matmul(softmax(scores, 3), v);
-    }
-    sum(out).backward();
+    sum(scaled_dot_product_attention(q, k, v, {.is_causal = true})).backward();
     Tensor dq = q.grad();
     mark_step();
     benchmark::DoNotOptimize(dq);
     q.set_grad({}), k.set_grad({}), v.set_grad({});
   }
-  Tracer::get().mutable_options().fuse = true;
 }
-void BM_SdpaFused(benchmark::State& state) { sdpa_step(state, true); }
-void BM_SdpaUnfused(benchmark::State& state) { sdpa_step(state, false); }
-BENCHMARK(BM_SdpaFused)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_SdpaUnfused)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sdpa)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-/// Batch 4, half of each row padded on the right.
-constexpr int64_t kPadBatch = 4;
-
-void sdpa_padded(benchmark::State& state, bool with_valid_len) {
-  Tensor q = randn_cpu({kPadBatch, kHeads, kSeq, kHeadDim}, 1);
-  Tensor k = randn_cpu({kPadBatch, kHeads, kSeq, kHeadDim}, 2);
-  Tensor v = randn_cpu({kPadBatch, kHeads, kSeq, kHeadDim}, 3);
-  SdpaOptions options;
-  if (with_valid_len) {
-    options.valid_seq_len =
-        from_vector(std::vector<int64_t>(kPadBatch, kSeq / 2), {kPadBatch}, std::nullopt, kCpu);
-  } else {
-    std::vector<uint8_t> keep(kSeq * kSeq);
-    for (int64_t i = 0; i < kSeq; ++i)
-      for (int64_t j = 0; j < kSeq; ++j) keep[i * kSeq + j] = j < kSeq / 2;
-    std::vector<float> keepf(keep.begin(), keep.end());
-    options.attn_mask = from_vector(keepf, {kSeq, kSeq}, DType::boolean, kCpu);
-  }
-  for (auto _ : state) {
-    Tensor out = scaled_dot_product_attention(q, k, v, options);
-    mark_step();
-    benchmark::DoNotOptimize(out);
-  }
-}
-void BM_SdpaValidLen(benchmark::State& state) { sdpa_padded(state, true); }
-void BM_SdpaMaskedPadding(benchmark::State& state) { sdpa_padded(state, false); }
-BENCHMARK(BM_SdpaValidLen)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_SdpaMaskedPadding)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-/// Keeps each run's real time per iteration (ms) and counters for the summary.
+/// Keeps each run's real time per iteration (ms) and GB/s for the summary.
 class SummaryReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
-      const std::string name = r.benchmark_name();
+      const std::string name = r.run_name.function_name;
       ms_[name] = r.GetAdjustedRealTime();
       auto bytes = r.counters.find("bytes_per_second");
       if (bytes != r.counters.end()) gbps_[name] = bytes->second.value * 1e-9;
-      auto gf = r.counters.find("GFLOPs");
-      if (gf != r.counters.end()) gflops_[name] = gf->second.value;
     }
   }
   void summary() {
-    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
     std::printf("\n");  // the console reporter leaves a color reset on the line
-    double e = gbps_["BM_ElementwiseChain/real_time"], s = gbps_["BM_StreamCopy/real_time"];
-    std::printf("elementwise_gbps %.1f stream_copy_gbps %.1f ratio %.2f\n", e, s, ratio(e, s));
-    double m = gflops_["BM_Matmul/real_time"], o = gflops_["BM_OneDnnMatmul/real_time"];
-    std::printf("matmul_gflops %.1f onednn_gflops %.1f ratio %.2f\n", m, o, ratio(m, o));
-    double f = ms_["BM_SdpaFused/real_time"], u = ms_["BM_SdpaUnfused/real_time"];
-    std::printf("sdpa_fwd_bwd_ms %.2f %.2f speedup %.2f\n", f, u, ratio(u, f));
-    double vl = ms_["BM_SdpaValidLen/real_time"], mk = ms_["BM_SdpaMaskedPadding/real_time"];
-    std::printf("sdpa_padded_ms %.2f %.2f speedup %.2f\n", vl, mk, ratio(mk, vl));
+    const int threads = omp_get_max_threads();
+    auto line = [&](const char* metric, const char* impl, double value) {
+      std::printf("RESULT metric=%s impl=%s value=%.4g threads=%d\n", metric, impl, value, threads);
+    };
+    auto gflops = [&](const char* name, double flops) { return flops / (ms_[name] * 1e6); };
+    line("elementwise_gbps", "mstep", gbps_["BM_ElementwiseChain"]);
+    line("elementwise_gbps", "stream-triad", gbps_["BM_StreamTriad"]);
+    const std::string onednn = "onednn-" + onednn_version();
+    line("matmul_ms", "mstep", ms_["BM_Matmul"]);
+    line("matmul_ms", onednn.c_str(), ms_["BM_OneDnnMatmul"]);
+    line("sdpa_fwd_bwd_ms", "mstep", ms_["BM_Sdpa"]);
+    line("sdpa_gflops_vs_matmul", "mstep", gflops("BM_Sdpa", kSdpaFlops));
+    line("sdpa_gflops_vs_matmul", (onednn + "-matmul").c_str(),
+         gflops("BM_OneDnnMatmul", kMatmulFlops));
   }
 
  private:
-  std::map<std::string, double> ms_, gbps_, gflops_;
+  static std::string onednn_version() {
+    const dnnl_version_t* v = dnnl_version();
+    return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+           std::to_string(v->patch);
+  }
+  std::map<std::string, double> ms_, gbps_;
 };
 
 }  // namespace

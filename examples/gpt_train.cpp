@@ -15,6 +15,9 @@
 //             [--mode lazy|replay|graphed|cacher] [--samples 0]
 //             [--device cpu|ref]   (default cpu)   [--vocab N] (pad the vocabulary)
 //             [--autocast bf16]   (matmuls and attention in bf16, f32 master weights)
+//             [--clip C]   (clip_grad_norm_ max norm, default 1.0; 0: no clipping)
+//             [--padding 0]   (full-length windows, no valid_seq_len: the
+//                              like-for-like peer benchmark, bench/peers.sh)
 //
 // Modes: lazy traces every step; replay captures one step (after one lazy
 // warmup step) into an mstep::Graph and replays it from static batch
@@ -69,6 +72,8 @@ struct Args {
   std::string device = "cpu";
   bool autocast_bf16 = false;
   bool samples = true;
+  double clip = 1.0;    // 0: no clipping
+  bool padding = true;  // false: every window is seq long, no valid_seq_len
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
 };
 
@@ -100,6 +105,8 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--mode") a.mode = v;
     else if (flag == "--device") a.device = v;
     else if (flag == "--samples") a.samples = std::atoi(v) != 0;
+    else if (flag == "--clip") a.clip = std::atof(v);
+    else if (flag == "--padding") a.padding = std::atoi(v) != 0;
     else if (flag == "--autocast") {
       if (std::string(v) != "bf16") {
         std::fprintf(stderr, "gpt_train: --autocast takes bf16, got %s\n", v);
@@ -111,6 +118,12 @@ Args parse_args(int argc, char** argv) {
       std::fprintf(stderr, "gpt_train: unknown flag %s\n", flag.c_str());
       std::exit(2);
     }
+  }
+  if (!a.padding && (a.mode == "graphed" || a.mode == "cacher")) {
+    std::fprintf(stderr, "gpt_train: --padding 0 works in lazy and replay modes (%s mode takes the "
+                         "lengths as a graph input); drop --padding 0 or use --mode replay\n",
+                 a.mode.c_str());
+    std::exit(2);
   }
   if (a.mode != "lazy" && a.mode != "replay" && a.mode != "graphed" && a.mode != "cacher") {
     std::fprintf(stderr, "gpt_train: unknown --mode %s (use lazy, replay, graphed or cacher)\n",
@@ -146,10 +159,13 @@ struct Batch {
 
 /// `batch` windows of random length in [seq/2, seq], right-padded with
 /// token 0; targets are the next characters, -100 where there is none.
-Batch sample_batch(const std::vector<int64_t>& ids, int64_t batch, int64_t seq,
+/// Without `padding` every window is seq long and `lengths` is undefined
+/// (attention then computes every position, as a model without
+/// valid_seq_len does).
+Batch sample_batch(const std::vector<int64_t>& ids, int64_t batch, int64_t seq, bool padding,
                    std::mt19937_64& rng) {
   std::vector<int64_t> tokens(batch * seq, 0), targets(batch * seq, -100), lengths(batch);
-  std::uniform_int_distribution<int64_t> len_dist(seq / 2, seq);
+  std::uniform_int_distribution<int64_t> len_dist(padding ? seq / 2 : seq, seq);
   for (int64_t b = 0; b < batch; ++b) {
     int64_t len = len_dist(rng);
     std::uniform_int_distribution<int64_t> start_dist(0, int64_t(ids.size()) - len - 1);
@@ -161,7 +177,7 @@ Batch sample_batch(const std::vector<int64_t>& ids, int64_t batch, int64_t seq,
     }
   }
   return {from_vector(tokens, {batch, seq}), from_vector(targets, {batch, seq}),
-          from_vector(lengths, {batch})};
+          padding ? from_vector(lengths, {batch}) : Tensor()};
 }
 
 /// Continues `prompt` by `count` characters, sampling with temperature
@@ -227,12 +243,16 @@ int main(int argc, char** argv) {
                                  /*eta_min=*/args.lr / 10);
   int64_t n_params = 0;
   for (const Tensor& p : model.parameters()) n_params += p.numel();
+  char clip_text[32] = "off";
+  if (args.clip > 0) std::snprintf(clip_text, sizeof clip_text, "%g", args.clip);
   std::printf("gpt_train: %zu chars of %s, vocab %lld; GPT %lld layers, dim %lld, %lld heads, "
-              "%lld parameters; batch %lld x seq %lld (right-padded), AdamW + warmup/cosine, "
-              "clip 1.0, %s mode on the %s backend\n",
+              "%lld parameters; batch %lld x seq %lld (%s), AdamW + warmup/cosine, "
+              "clip %s, %s mode on the %s backend\n",
               text.size(), args.text.c_str(), (long long)codec.vocab(), (long long)args.layers,
               (long long)args.dim, (long long)args.heads, (long long)n_params,
-              (long long)args.batch, (long long)args.seq, args.mode.c_str(), args.device.c_str());
+              (long long)args.batch, (long long)args.seq,
+              args.padding ? "right-padded" : "full length",
+              clip_text, args.mode.c_str(), args.device.c_str());
 
   const std::string prompt = "Shall I ";
   std::mt19937_64 sample_rng(args.seed + 1);
@@ -262,7 +282,7 @@ int main(int argc, char** argv) {
                              : forward(b.tokens, b.lengths);
     Tensor loss = cross_entropy(logits.reshape({-1, model.config().vocab}), b.targets.reshape({-1}));
     loss.backward();
-    optim::clip_grad_norm_(model.parameters(), 1.0);
+    if (args.clip > 0) optim::clip_grad_norm_(model.parameters(), args.clip);
     opt.step();
     mark_step();  // forward + backward + clip + AdamW: one graph
     return loss;
@@ -283,7 +303,7 @@ int main(int argc, char** argv) {
       settled_engine_seconds = engine_seconds;
       settled = metrics();
     }
-    Batch batch = sample_batch(ids, args.batch, args.seq, rng);
+    Batch batch = sample_batch(ids, args.batch, args.seq, args.padding, rng);
     const auto s0 = std::chrono::steady_clock::now();
     Tensor loss;
     if (args.mode == "replay" && step >= 1) {
@@ -294,7 +314,7 @@ int main(int argc, char** argv) {
       } else {
         static_batch.tokens.copy_(batch.tokens);  // materialized: shares the buffer
         static_batch.targets.copy_(batch.targets);
-        static_batch.lengths.copy_(batch.lengths);
+        if (args.padding) static_batch.lengths.copy_(batch.lengths);
         step_graph.replay();
       }
       loss = static_loss;
@@ -325,7 +345,10 @@ int main(int argc, char** argv) {
     if (step == 0) first_loss = value;
     last_loss = value;
     if (step >= args.steps - 10) window_loss += value / std::min<int64_t>(10, args.steps);
-    for (int64_t len : batch.lengths.to_vector<int64_t>()) tokens_seen += len;
+    if (args.padding)
+      for (int64_t len : batch.lengths.to_vector<int64_t>()) tokens_seen += len;
+    else
+      tokens_seen += args.batch * args.seq;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const Metrics m = metrics();
     std::printf("step %4lld  loss %.4f  lr %.2e  %.2f steps/s  %.0f tokens/s  compiles %lld  "

@@ -205,9 +205,11 @@ int main(int argc, char** argv) {
   manual_seed(0);
   auto model = std::make_shared<examples::Mlp>();
   optim::Adadelta opt(model->parameters(), {.lr = 0.1});
-  std::printf("model: Linear 784->128, ReLU, Dropout(0.5), Linear 128->10, log_softmax; "
-              "Adadelta lr 0.1, batch %lld; mode %s\n",
-              (long long)kBatch, mode_name(flags.mode));
+  int64_t n_params = 0;
+  for (const Tensor& p : model->parameters()) n_params += p.numel();
+  std::printf("model: Linear 784->128, ReLU, Dropout(0.5), Linear 128->10, log_softmax "
+              "(%lld parameters); Adadelta lr 0.1, batch %lld; mode %s\n",
+              (long long)n_params, (long long)kBatch, mode_name(flags.mode));
   std::printf("test accuracy before training: %.1f%%\n", 100 * accuracy(*model, test));
 
   // One training step in lazy mode, as in the Gaudi example.

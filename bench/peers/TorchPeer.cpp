@@ -36,4 +36,8 @@ const char* torch_blas_info() {
   return info.c_str();
 }
 
+const char* torch_version() { return TORCH_VERSION; }
+
+int torch_threads() { return torch::get_num_threads(); }
+
 }  // namespace mstep::bench

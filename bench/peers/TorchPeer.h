@@ -15,4 +15,8 @@ double torch_elementwise_chain(int64_t ops);
 /// Which BLAS libtorch was built against, for the report.
 const char* torch_blas_info();
 
+/// libtorch's version ("1.13.1") and its intra-op thread count.
+const char* torch_version();
+int torch_threads();
+
 }  // namespace mstep::bench

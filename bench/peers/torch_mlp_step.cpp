@@ -1,9 +1,12 @@
 // torch_mlp_step: the libtorch (C++ eager) peer of examples/mnist_mlp: the
 // same model (Linear 784->128, ReLU, Dropout(0.5), Linear 128->10,
 // log_softmax), NLL loss, Adadelta lr 0.1, batch 200, random data made
-// before timing. Prints `torch_mlp_step_ms <median ms>` and the BLAS
-// libtorch uses.
-//   torch_mlp_step [--steps N]
+// before timing. Prints the RESULT line of bench/peers/torch_steps.py
+// (median ms per step, threads, parameters, first and last loss) and, on
+// stderr, the BLAS libtorch uses. --threads sets libtorch's intra-op
+// threads; Debian's libtorch runs its GEMMs in OpenBLAS, whose threads
+// OPENBLAS_NUM_THREADS sets (bench/peers.sh sets both).
+//   torch_mlp_step --threads N [--steps N]
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -16,9 +19,16 @@
 #include "bench/peers/TorchPeer.h"
 
 int main(int argc, char** argv) {
-  int steps = 100;
-  for (int i = 1; i + 1 < argc; ++i)
+  int steps = 100, threads = 0;
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
+  }
+  if (threads < 1) {
+    std::fprintf(stderr, "torch_mlp_step: give the thread count, --threads N (N >= 1)\n");
+    return 2;
+  }
+  torch::set_num_threads(threads);
   torch::manual_seed(0);
   torch::nn::Sequential model(torch::nn::Linear(784, 128), torch::nn::ReLU(),
                               torch::nn::Dropout(0.5), torch::nn::Linear(128, 10),
@@ -45,7 +55,7 @@ int main(int argc, char** argv) {
     xs.push_back(torch::randn({200, 784}));
     ys.push_back(torch::randint(0, 10, {200}, torch::kLong));
   }
-  std::vector<double> ms;
+  std::vector<double> ms, losses;
   for (int s = 0; s < steps + 5; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();
@@ -55,9 +65,15 @@ int main(int argc, char** argv) {
     const double step_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (s >= 5) ms.push_back(step_ms);  // after warmup
+    losses.push_back(loss.item<double>());
   }
   std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  std::printf("torch_mlp_step_ms %.3f  (libtorch %s, BLAS: %s, %d threads)\n", ms[ms.size() / 2],
-              TORCH_VERSION, mstep::bench::torch_blas_info(), torch::get_num_threads());
+  int64_t params_count = 0;
+  for (const torch::Tensor& p : params) params_count += p.numel();
+  std::printf("RESULT metric=mlp_step_ms impl=libtorch-%s-eager value=%.3f threads=%d params=%lld "
+              "loss=%.3f->%.3f\n",
+              TORCH_VERSION, ms[ms.size() / 2], torch::get_num_threads(), (long long)params_count,
+              losses.front(), losses.back());
+  std::fprintf(stderr, "torch_mlp_step: BLAS %s\n", mstep::bench::torch_blas_info());
   return 0;
 }

@@ -28,8 +28,11 @@ Tensor GptBlock::attention(const Tensor& x, const Tensor& lengths) {
     Tensor scores = matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(d / h)));
     Tensor pos = arange(s, DType::i64);
     Tensor causal = tril(ones({s, s}, DType::boolean));
-    Tensor key_valid = lt(pos.unsqueeze(0), lengths.unsqueeze(1));     // [B, S]
-    Tensor mask = logical_and(causal, key_valid.unsqueeze(1).unsqueeze(1));  // [B, 1, S, S]
+    Tensor mask = causal;  // undefined lengths: every row is full length
+    if (lengths.defined()) {
+      Tensor key_valid = lt(pos.unsqueeze(0), lengths.unsqueeze(1));  // [B, S]
+      mask = logical_and(causal, key_valid.unsqueeze(1).unsqueeze(1));  // [B, 1, S, S]
+    }
     Tensor probs = softmax(where(mask, scores, -HUGE_VAL), -1);
     Tensor out = matmul(dropout(probs, p, p > 0), v);  // [B, H, S, hd]
     return (*proj)(out.transpose(1, 2).reshape({b, s, d}));

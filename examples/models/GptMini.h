@@ -7,7 +7,8 @@
 //
 // Sequences are right-padded: `lengths` [B] gives each row's valid length;
 // padded keys are never attended to and padded query rows produce zeros
-// (scaled_dot_product_attention's valid_seq_len).
+// (scaled_dot_product_attention's valid_seq_len). Undefined `lengths`: every
+// row is full length.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,7 @@ class GptMini : public nn::Module {
  public:
   explicit GptMini(const GptConfig& config);
 
-  /// tokens i64 [B, S] (S <= max_seq), lengths i64 [B] -> logits [B, S, vocab].
+  /// tokens i64 [B, S] (S <= max_seq), lengths i64 [B] or undefined -> logits [B, S, vocab].
   Tensor forward(const Tensor& tokens, const Tensor& lengths);
 
   const GptConfig& config() const { return config_; }

@@ -1,0 +1,200 @@
+"""PyTorch peers of mstep's MLP step, GPT-mini step and SDPA (bench/peers.sh).
+
+Runs under Debian's PyTorch 1.13 (/usr/bin/python3) and under PyTorch 2.x
+(the peers virtual environment). Each case prints one line
+
+    RESULT metric=<m> impl=<i> value=<median ms per step> threads=<n> [params=<p>] [loss=<a>-><b>]
+
+  mlp   examples/mnist_mlp's model: Linear 784->128, ReLU, Dropout(0.5),
+        Linear 128->10, log_softmax, NLL loss, Adadelta lr 0.1, batch 200.
+  gpt   examples/models/GptMini: token + position embeddings, pre-norm
+        blocks (LayerNorm, causal attention, LayerNorm, MLP 4x, exact GELU),
+        final LayerNorm, linear head without bias; cross-entropy over full
+        length sequences; AdamW (lr 3e-4, weight decay 0.1); no clipping.
+  sdpa  causal attention forward + backward of sum(out) into q, k and v:
+        written out (matmul, mask, softmax, matmul), and on PyTorch 2.x also
+        F.scaled_dot_product_attention (its fused CPU kernel).
+  matmul  a @ b, 1024 x 1024 f32.
+Modes: eager, and on PyTorch 2.x also torch.compile (inductor, CPU).
+Random data, made before timing: the time of a step does not depend on it.
+
+    python3 bench/peers/torch_steps.py --threads N [--cases mlp,gpt,sdpa,matmul]
+                                       [--modes eager,compile] [--quick]
+"""
+import argparse
+import re
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        shape = (b, s, self.heads, d // self.heads)
+        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
+        a = attention(q, k, v, fused=hasattr(F, "scaled_dot_product_attention"))
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, dim, heads, layers, seq):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def attention(q, k, v, fused):
+    """Causal attention: PyTorch's fused op where it has one (2.x), else
+    the eager composition (1.13 has no F.scaled_dot_product_attention)."""
+    if fused:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    s = q.shape[-2]
+    scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
+    causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+    return torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1) @ v
+
+
+def timed(step, warmup, reps):
+    """Median wall ms of `reps` calls of step() after `warmup` calls."""
+    times = []
+    for i in range(warmup + reps):
+        t0 = time.perf_counter()
+        step()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def report(metric, impl, ms, **extra):
+    fields = " ".join(f"{k}={v}" for k, v in extra.items())
+    print(f"RESULT metric={metric} impl={impl} value={ms:.3f} threads={torch.get_num_threads()} {fields}",
+          flush=True)
+
+
+def run_mlp(impl, compile_, reps):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Dropout(0.5), nn.Linear(128, 10),
+                          nn.LogSoftmax(dim=1))
+    opt = torch.optim.Adadelta(model.parameters(), lr=0.1)
+    forward, opt_step = model, opt.step
+    if compile_:
+        forward, opt_step = torch.compile(model), torch.compile(opt.step)
+    xs = [torch.randn(200, 784) for _ in range(8)]
+    ys = [torch.randint(0, 10, (200,)) for _ in range(8)]
+    losses, i = [], [0]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.nll_loss(forward(xs[i[0] % 8]), ys[i[0] % 8])
+        loss.backward()
+        opt_step()
+        i[0] += 1
+        losses.append(loss.item())
+
+    ms = timed(step, warmup=5, reps=reps)
+    params = sum(p.numel() for p in model.parameters())
+    report("mlp_step_ms", impl, ms, params=params, loss=f"{losses[0]:.3f}->{losses[-1]:.3f}")
+
+
+def run_gpt(impl, compile_, reps, a):
+    torch.manual_seed(0)
+    model = Gpt(a.vocab, a.dim, a.heads, a.layers, a.seq)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    forward, opt_step = model, opt.step
+    if compile_:
+        forward, opt_step = torch.compile(model), torch.compile(opt.step)
+    ids = torch.randint(0, a.vocab, (a.batch, a.seq + 1))
+    losses = []
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = forward(ids[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
+        loss.backward()
+        opt_step()
+        losses.append(loss.item())
+
+    ms = timed(step, warmup=2, reps=reps)
+    params = sum(p.numel() for p in model.parameters())
+    report("gpt_step_ms", impl, ms, params=params, loss=f"{losses[0]:.3f}->{losses[-1]:.3f}")
+
+
+def run_sdpa(impl, fused, reps):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(4, 4, 1024, 64, requires_grad=True) for _ in range(3))
+
+    def step():
+        for t in (q, k, v):
+            t.grad = None
+        attention(q, k, v, fused).sum().backward()
+
+    report("sdpa_fwd_bwd_ms", impl, timed(step, warmup=1, reps=reps))
+
+
+def run_matmul(impl, reps):
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    report("matmul_ms", impl, timed(lambda: a @ b, warmup=2, reps=reps))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--cases", default="mlp,gpt,sdpa,matmul")
+    p.add_argument("--modes", default="eager,compile")
+    p.add_argument("--quick", action="store_true", help="fewer timed steps (smoke test)")
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=1024)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    # "1.13.0a0" (Debian) and "2.15.0+cpu" name the release in their first three fields.
+    version = ".".join(re.findall(r"\d+", torch.__version__)[:3])
+    cases, modes = a.cases.split(","), a.modes.split(",")
+    if not hasattr(torch, "compile"):
+        modes = [m for m in modes if m != "compile"]
+    for mode in modes:
+        impl = f"torch-{version}-{mode}"
+        compile_ = mode == "compile"
+        if "mlp" in cases:
+            run_mlp(impl, compile_, reps=20 if a.quick else 100)
+        if "gpt" in cases:
+            run_gpt(impl, compile_, 2 if a.quick else 4, a)
+    if "sdpa" in cases:
+        reps = 2 if a.quick else 5
+        run_sdpa(f"torch-{version}-written-out", False, reps)
+        if hasattr(F, "scaled_dot_product_attention"):
+            run_sdpa(f"torch-{version}-fused", True, reps)
+    if "matmul" in cases:
+        run_matmul(f"torch-{version}", 5 if a.quick else 20)
+
+
+if __name__ == "__main__":
+    main()
