@@ -1,7 +1,8 @@
 // mstep-lower-to-linalg: lowers mstep ops to linalg on tensors for the
 // codegen backends. This file only wires the op families together; the
 // patterns live in lib/passes/linalg/ (elementwise and fusion, reductions,
-// matmul) and the scalar forms of the elementwise ops in ScalarOps.cpp.
+// matmul) and the scalar forms of the elementwise ops in
+// mstep/ir/dialect/ScalarForms.h (shared with the cpu backend).
 #include "lib/passes/linalg/LinalgLowering.h"
 #include "mstep/passes/Passes.h"
 

@@ -23,7 +23,7 @@
 
 namespace mstep::cpu::host_test {
 
-using BufferList = std::vector<std::unique_ptr<ref::HostBuffer>>;
+using BufferList = std::vector<std::unique_ptr<host::HostBuffer>>;
 
 // ---- Graphs, buffers and the two kernels -----------------------------------
 
@@ -52,14 +52,14 @@ inline TraceGraph one_op_graph(OpKind op, const std::vector<TensorType>& inputs,
 
 inline BufferList allocate(const ResultTypes& types) {
   BufferList out;
-  for (const TensorType& t : types) out.push_back(std::make_unique<ref::HostBuffer>(t));
+  for (const TensorType& t : types) out.push_back(std::make_unique<host::HostBuffer>(t));
   return out;
 }
 
 inline BufferList copies(const BufferList& from) {
   BufferList out;
   for (const auto& b : from) {
-    out.push_back(std::make_unique<ref::HostBuffer>(b->type()));
+    out.push_back(std::make_unique<host::HostBuffer>(b->type()));
     std::memcpy(out.back()->bytes(), b->bytes(), b->type().bytes());
   }
   return out;
@@ -68,8 +68,8 @@ inline BufferList copies(const BufferList& from) {
 /// The ref kernel's results for `inputs`.
 inline BufferList run_ref(const GraphNode& node, const BufferList& inputs) {
   BufferList outputs = allocate(node.results);
-  std::vector<const ref::HostBuffer*> in;
-  std::vector<ref::HostBuffer*> out;
+  std::vector<const host::HostBuffer*> in;
+  std::vector<host::HostBuffer*> out;
   for (const auto& b : inputs) in.push_back(b.get());
   for (const auto& b : outputs) out.push_back(b.get());
   const ref::RefKernel kernel = ref::ref_kernel(node.op);
@@ -103,9 +103,9 @@ inline BufferList run_host(CpuKernel& kernel, const GraphNode& node, const Buffe
 
 // ---- Data and comparison ----------------------------------------------------
 
-inline std::unique_ptr<ref::HostBuffer> random_f32(const Shape& shape, uint32_t seed, float lo = -1,
-                                            float hi = 1) {
-  auto b = std::make_unique<ref::HostBuffer>(TensorType{shape, DType::f32});
+inline std::unique_ptr<host::HostBuffer> random_f32(const Shape& shape, uint32_t seed,
+                                                    float lo = -1, float hi = 1) {
+  auto b = std::make_unique<host::HostBuffer>(TensorType{shape, DType::f32});
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   float* x = b->data<float>();
@@ -114,24 +114,24 @@ inline std::unique_ptr<ref::HostBuffer> random_f32(const Shape& shape, uint32_t 
 }
 
 template <typename T>
-std::unique_ptr<ref::HostBuffer> filled(const Shape& shape, DType dtype, std::vector<T> values) {
-  auto b = std::make_unique<ref::HostBuffer>(TensorType{shape, dtype});
+std::unique_ptr<host::HostBuffer> filled(const Shape& shape, DType dtype, std::vector<T> values) {
+  auto b = std::make_unique<host::HostBuffer>(TensorType{shape, dtype});
   EXPECT_EQ(static_cast<int64_t>(values.size()), b->numel());
   std::memcpy(b->bytes(), values.data(), values.size() * sizeof(T));
   return b;
 }
 
-inline std::unique_ptr<ref::HostBuffer> scalar_f64(double v) {
+inline std::unique_ptr<host::HostBuffer> scalar_f64(double v) {
   return filled<double>({}, DType::f64, {v});
 }
-inline std::unique_ptr<ref::HostBuffer> scalar_i64(int64_t v) {
+inline std::unique_ptr<host::HostBuffer> scalar_i64(int64_t v) {
   return filled<int64_t>({}, DType::i64, {v});
 }
 
 /// `b` (f32) converted to `dtype` (f32, bf16 or f16), rounded as the ref
 /// kernels store: for bf16 and f16 test inputs from random_f32 or filled.
-inline std::unique_ptr<ref::HostBuffer> converted(const ref::HostBuffer& b, DType dtype) {
-  auto out = std::make_unique<ref::HostBuffer>(TensorType{b.type().shape, dtype});
+inline std::unique_ptr<host::HostBuffer> converted(const host::HostBuffer& b, DType dtype) {
+  auto out = std::make_unique<host::HostBuffer>(TensorType{b.type().shape, dtype});
   const float* x = b.data<float>();
   for (int64_t i = 0; i < b.numel(); ++i) {
     if (dtype == DType::bf16)
@@ -145,7 +145,7 @@ inline std::unique_ptr<ref::HostBuffer> converted(const ref::HostBuffer& b, DTyp
 }
 
 /// Element i of a floating buffer (f32, f64, bf16, f16) as a double.
-inline double float_element(const ref::HostBuffer& b, int64_t i) {
+inline double float_element(const host::HostBuffer& b, int64_t i) {
   switch (b.type().dtype) {
   case DType::f32:
     return b.data<float>()[i];
@@ -161,8 +161,8 @@ inline double float_element(const ref::HostBuffer& b, int64_t i) {
 /// Same type; floats (f32, f64, bf16, f16) within `rel` of each other
 /// relative to the larger magnitude (NaN matching NaN, infinities equal;
 /// rel 0: the same value); other dtypes bitwise.
-inline void expect_close(const ref::HostBuffer& expected, const ref::HostBuffer& actual, double rel,
-                  const std::string& what) {
+inline void expect_close(const host::HostBuffer& expected, const host::HostBuffer& actual,
+                         double rel, const std::string& what) {
   ASSERT_EQ(expected.type(), actual.type()) << what;
   const int64_t n = expected.numel();
   int failures = 0;

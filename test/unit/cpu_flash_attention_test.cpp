@@ -22,7 +22,7 @@
 namespace mstep::cpu {
 namespace {
 
-using ref::HostBuffer;
+using host::HostBuffer;
 using BufferList = std::vector<std::shared_ptr<HostBuffer>>;
 
 /// One sdpa configuration; the backward uses the same one.

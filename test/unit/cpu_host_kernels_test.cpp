@@ -21,9 +21,9 @@ constexpr OpKind kSoftmaxes[] = {OpKind::softmax, OpKind::log_softmax};
 
 /// `rel` 0 (bf16, f16): the same value, since both round the f64 result
 /// to f32 and then to the half type.
-void compare_softmax(OpKind op, const ref::HostBuffer& input, int64_t dim, double rel = 1e-6) {
+void compare_softmax(OpKind op, const host::HostBuffer& input, int64_t dim, double rel = 1e-6) {
   BufferList inputs;
-  inputs.push_back(std::make_unique<ref::HostBuffer>(input.type()));
+  inputs.push_back(std::make_unique<host::HostBuffer>(input.type()));
   std::memcpy(inputs[0]->bytes(), input.bytes(), input.type().bytes());
   // Both compute in f64 and round once: only the order of the f64 sum's
   // additions differs.
@@ -288,9 +288,9 @@ TEST(CpuHostDropoutTest, SamePhiloxStreamAsRef) {
 // ---- Index ops ----------------------------------------------------------------
 
 template <typename I>
-std::unique_ptr<ref::HostBuffer> random_index(const Shape& shape, int64_t size, uint32_t seed) {
+std::unique_ptr<host::HostBuffer> random_index(const Shape& shape, int64_t size, uint32_t seed) {
   const DType dtype = std::is_same_v<I, int32_t> ? DType::i32 : DType::i64;
-  auto b = std::make_unique<ref::HostBuffer>(TensorType{shape, dtype});
+  auto b = std::make_unique<host::HostBuffer>(TensorType{shape, dtype});
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int64_t> dist(0, size - 1);
   for (int64_t i = 0; i < b->numel(); ++i) b->data<I>()[i] = static_cast<I>(dist(rng));

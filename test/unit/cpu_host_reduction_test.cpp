@@ -32,14 +32,14 @@ constexpr OpKind kReductions[] = {OpKind::sum,    OpKind::mean,      OpKind::max
 /// value (0): both kernels round the f64 result to f32 and then to the
 /// half type, so only a sum-order difference right at a rounding boundary
 /// could tell them apart.
-void compare_reduction(OpKind op, const ref::HostBuffer& input, const IntList& dims, bool keepdim,
+void compare_reduction(OpKind op, const host::HostBuffer& input, const IntList& dims, bool keepdim,
                        int64_t correction = 1, double rel = 1e-6) {
   const Shape& shape = input.type().shape;
   const DType out_dtype = op == OpKind::argmax ? DType::i64 : input.type().dtype;
   AttrList attrs = {{AttrName::dims, dims}, {AttrName::keepdim, int64_t{keepdim}}};
   if (op == OpKind::var) attrs.push_back({AttrName::correction, correction});
   BufferList inputs;
-  inputs.push_back(std::make_unique<ref::HostBuffer>(input.type()));
+  inputs.push_back(std::make_unique<host::HostBuffer>(input.type()));
   std::memcpy(inputs[0]->bytes(), input.bytes(), input.type().bytes());
   // Both kernels sum in f64 and round once: only the order of the f64
   // additions differs.
@@ -172,7 +172,7 @@ TEST(CpuHostReductionTest, I64SumMatchesRef) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int64_t> dist(-1000000, 1000000);
   for (const Shape& shape : shapes) {
-    auto input = std::make_unique<ref::HostBuffer>(TensorType{shape, DType::i64});
+    auto input = std::make_unique<host::HostBuffer>(TensorType{shape, DType::i64});
     for (int64_t i = 0; i < input->numel(); ++i) input->data<int64_t>()[i] = dist(rng);
     for (const IntList& dims : contiguous_dim_sets(shape.rank()))
       for (bool keepdim : {false, true}) compare_reduction(OpKind::sum, *input, dims, keepdim);
@@ -238,7 +238,7 @@ TEST(CpuHostReductionTest, SplitDimSetsMatchRef) {
   for (OpKind op : kReductions)
     if (op != OpKind::argmax) compare_reduction(op, *x, {0, 2}, false);
   // The i64 sum.
-  auto ints = std::make_unique<ref::HostBuffer>(TensorType{{4, 5, 6}, DType::i64});
+  auto ints = std::make_unique<host::HostBuffer>(TensorType{{4, 5, 6}, DType::i64});
   for (int64_t i = 0; i < ints->numel(); ++i) ints->data<int64_t>()[i] = i * 7919 % 1001 - 500;
   compare_reduction(OpKind::sum, *ints, {0, 2}, false);
 }

@@ -17,7 +17,7 @@
 namespace mstep::cpu {
 namespace {
 
-using ref::HostBuffer;
+using host::HostBuffer;
 
 using Values = std::vector<std::vector<std::shared_ptr<HostBuffer>>>;
 

@@ -10,7 +10,7 @@
 #include "lib/backends/cpu/CpuExecutable.h"
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/NativeFormat.h"
-#include "lib/backends/ref/HostBuffer.h"
+#include "lib/backends/host/HostBuffer.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -76,20 +76,20 @@ class CpuBackend final : public Backend {
   }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
-    return std::make_shared<ref::HostBuffer>(type, kCpu);
+    return std::make_shared<host::HostBuffer>(type, kCpu);
   }
 
   absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
                                       std::function<void()> release) override {
-    return ref::host_wrap(type, kCpu, data, std::move(release));
+    return host::host_wrap(type, kCpu, data, std::move(release));
   }
 
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
-    return ref::host_copy_in(dst, src, bytes);
+    return host::host_copy_in(dst, src, bytes);
   }
 
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
-    return ref::host_copy_out(src, dst, bytes);
+    return host::host_copy_out(src, dst, bytes);
   }
 
   void synchronize() override {}

@@ -13,7 +13,7 @@
 #include "lib/backends/cpu/KernelSelection.h"
 #include "lib/backends/cpu/NativeFormat.h"
 #include "lib/backends/cpu/OneDnnKernels.h"
-#include "lib/backends/ref/HostBuffer.h"
+#include "lib/backends/host/HostBuffer.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::cpu {
@@ -22,9 +22,7 @@ namespace {
 
 constexpr Device kCpu{DeviceType::cpu, 0};
 
-std::byte* data_of(const BufferPtr& b) {
-  return static_cast<ref::HostBuffer&>(*b).bytes();
-}
+std::byte* data_of(const BufferPtr& b) { return static_cast<host::HostBuffer&>(*b).bytes(); }
 
 }  // namespace
 
@@ -348,7 +346,7 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
              reuse[k]->device().type == DeviceType::cpu && reuse[k]->type() == type)
       buf = reuse[k];
     else
-      buf = std::make_shared<ref::HostBuffer>(type, kCpu);
+      buf = std::make_shared<host::HostBuffer>(type, kCpu);
     slot_ptr_[out.slot] = data_of(buf);
     output_buffers_[out.slot] = std::move(buf);
   }

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "lib/passes/linalg/LinalgLowering.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -17,6 +16,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mstep/ir/dialect/MstepOps.h"
+#include "mstep/ir/dialect/ScalarForms.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
@@ -27,7 +27,6 @@ namespace {
 
 using namespace mlir;
 namespace md = ::mstep::dialect;
-namespace ll = ::mstep::passes::linalg_lowering;
 
 /// Bytes of the widest value in one tile: two AVX-512 registers, so each
 /// op of a tile is a couple of instructions with some independent work.
@@ -53,7 +52,7 @@ Type storageType(Type element) {
 
 /// Bytes per element as computed: bf16 and f16 compute in f32.
 int64_t computeBytes(Type element) {
-  if (ll::isHalfFloat(element)) return 4;
+  if (md::isHalfFloat(element)) return 4;
   return std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
 }
 
@@ -336,7 +335,7 @@ private:
     for (Operation* op : plan_.ops) {
       SmallVector<Value> operands;
       for (Value operand : op->getOperands()) operands.push_back(elementOf.lookup(operand));
-      elementOf.map(op->getResult(0), ll::emitScalarOp(b, op, operands));
+      elementOf.map(op->getResult(0), md::emitScalarOp(b, op, operands));
     }
     SmallVector<Value> results;
     for (unsigned r : plan_.results) {
@@ -372,7 +371,7 @@ void vectorizeTiles(MLIRContext* context, std::vector<Tile>& tiles) {
 /// Why `fusion` cannot be compiled, or nullopt.
 std::optional<std::string> skipReason(md::FusionOp fusion) {
   for (Operation& op : fusion.getBody().front().without_terminator())
-    if (!ll::hasScalarForm(&op))
+    if (!md::hasScalarForm(&op))
       return absl::StrCat("'", op.getName().getStringRef().str(), "' has no scalar form");
   for (Type type : fusion->getOperandTypes())
     if (!tensorTypeOf(type)) return "an operand is not a static tensor of a supported dtype";

@@ -38,7 +38,8 @@ struct EmittedKernels {
 ///
 /// A nest computes the fusion results of one shape:
 /// 1. It replays the region ops those results depend on, each as its scalar
-///    form (mstep-lower-to-linalg's emitScalarOp), at every position.
+///    form (mstep/ir/dialect/ScalarForms.h, as in mstep-lower-to-linalg), at
+///    every position.
 /// 2. Its dims are collapsed: size-1 dims are dropped, and neighbours that
 ///    every operand reads alike (both indexed or both broadcast) merge, so
 ///    an elementwise op on a [B, T, C] tensor with a [C] bias is a 2-D nest.

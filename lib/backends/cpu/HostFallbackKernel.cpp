@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/host/HostBuffer.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 
@@ -15,18 +16,19 @@ constexpr Device kCpu{DeviceType::cpu, 0};
 
 /// Ref buffers that view the pointers of each call.
 struct Views {
-  std::vector<std::shared_ptr<ref::HostBuffer>> operands, results;
-  std::vector<const ref::HostBuffer*> in;
-  std::vector<ref::HostBuffer*> out;
+  std::vector<std::shared_ptr<host::HostBuffer>> operands, results;
+  std::vector<const host::HostBuffer*> in;
+  std::vector<host::HostBuffer*> out;
 
   explicit Views(const KernelRequest& r) {
     for (ValueRef v : r.node().operands) {
-      operands.push_back(std::make_shared<ref::HostBuffer>(
-          ref::HostBuffer::view(r.graph.type_of(v), kCpu, nullptr)));
+      operands.push_back(std::make_shared<host::HostBuffer>(
+          host::HostBuffer::view(r.graph.type_of(v), kCpu, nullptr)));
       in.push_back(operands.back().get());
     }
     for (const TensorType& t : r.node().results) {
-      results.push_back(std::make_shared<ref::HostBuffer>(ref::HostBuffer::view(t, kCpu, nullptr)));
+      results.push_back(
+          std::make_shared<host::HostBuffer>(host::HostBuffer::view(t, kCpu, nullptr)));
       out.push_back(results.back().get());
     }
   }
@@ -73,7 +75,7 @@ class RefFusionKernel final : public CpuKernel {
     error_ = outputs.status();
     if (!outputs.ok()) return;
     for (size_t j = 0; j < outputs->size(); ++j)
-      std::memcpy(results[j], static_cast<const ref::HostBuffer&>(*(*outputs)[j]).bytes(),
+      std::memcpy(results[j], static_cast<const host::HostBuffer&>(*(*outputs)[j]).bytes(),
                   (*outputs)[j]->type().bytes());
   }
   absl::string_view name() const override { return "ref.fusion"; }

@@ -197,15 +197,15 @@ class RefBackend final : public Backend {
 
   absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
                                       std::function<void()> release) override {
-    return host_wrap(type, Device{DeviceType::ref, 0}, data, std::move(release));
+    return host::host_wrap(type, Device{DeviceType::ref, 0}, data, std::move(release));
   }
 
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
-    return host_copy_in(dst, src, bytes);
+    return host::host_copy_in(dst, src, bytes);
   }
 
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
-    return host_copy_out(src, dst, bytes);
+    return host::host_copy_out(src, dst, bytes);
   }
 
   void synchronize() override {}

@@ -7,6 +7,14 @@
 
 namespace mstep::ref {
 
+Shape::Dims broadcast_strides(const Shape& in, const Shape& out) {
+  Shape::Dims strides(out.rank(), 0);
+  Shape::Dims in_strides = in.strides();
+  const int64_t lead = out.rank() - in.rank();
+  for (int64_t d = 0; d < in.rank(); ++d) strides[lead + d] = in[d] == 1 ? 0 : in_strides[d];
+  return strides;
+}
+
 namespace {
 
 /// Applies `f(x)` elementwise; input and output may differ in dtype.

@@ -9,12 +9,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "lib/backends/ref/HostBuffer.h"
+#include "lib/backends/host/HostBuffer.h"
 #include "mstep/core/HalfTypes.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Backend.h"
 
 namespace mstep::ref {
+
+// Ref kernels read and write host buffers, so the cpu backend can run them on
+// its own (lib/backends/host).
+using host::HostBuffer;
 
 struct KernelArgs {
   const GraphNode& node;

@@ -25,13 +25,13 @@ SmallVector<utils::IteratorType> parallelIterators(int64_t rank) {
 /// An op this family lowers on its own: it has a scalar form and sits
 /// outside any fusion region (the region's lowering takes the ops inside).
 bool isLoweredElementwise(Operation* op) {
-  return hasScalarForm(op) && !isa_and_nonnull<md::FusionOp>(op->getParentOp());
+  return md::hasScalarForm(op) && !isa_and_nonnull<md::FusionOp>(op->getParentOp());
 }
 
 /// A fusion whose every op has a scalar form; others stay as they are.
 bool isLowerableFusion(md::FusionOp fusion) {
   return llvm::all_of(fusion.getBody().front().without_terminator(),
-                      [](Operation& op) { return hasScalarForm(&op); });
+                      [](Operation& op) { return md::hasScalarForm(&op); });
 }
 
 /// Lowers one op with a scalar form: a dense splat for `mstep.constant`,
@@ -42,9 +42,9 @@ Value lowerElementwiseOp(OpBuilder& b, Operation* op, ValueRange operands) {
   auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
   if (auto constant = dyn_cast<md::ConstantOp>(op))
     return b.create<arith::ConstantOp>(
-        loc,
-        DenseElementsAttr::get(resultType, constantAttr(b, resultType.getElementType(),
-                                                        constant.getValue().convertToDouble())));
+        loc, DenseElementsAttr::get(resultType,
+                                    md::constantAttr(b, resultType.getElementType(),
+                                                     constant.getValue().convertToDouble())));
   SmallVector<AffineMap> maps;
   for (Value operand : operands)
     maps.push_back(broadcastingMap(shapeOf(operand), resultType.getShape(), b.getContext()));
@@ -54,7 +54,7 @@ Value lowerElementwiseOp(OpBuilder& b, Operation* op, ValueRange operands) {
       b.create<linalg::GenericOp>(loc, TypeRange{resultType}, operands, ValueRange{init}, maps,
                                   parallelIterators(resultType.getRank()),
                                   [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
-                                    Value result = emitScalarOp(body, op, elements.drop_back());
+                                    Value result = md::emitScalarOp(body, op, elements.drop_back());
                                     body.create<linalg::YieldOp>(bodyLoc, result);
                                   });
   return generic.getResult(0);
@@ -104,7 +104,7 @@ SmallVector<Value> lowerFusionToOneGeneric(OpBuilder& b, md::FusionOp fusion, Va
         for (Operation& op : region.without_terminator()) {
           SmallVector<Value> operands;
           for (Value operand : op.getOperands()) operands.push_back(elementOf.lookup(operand));
-          elementOf.map(op.getResult(0), emitScalarOp(body, &op, operands));
+          elementOf.map(op.getResult(0), md::emitScalarOp(body, &op, operands));
         }
         SmallVector<Value> yielded;
         for (Value value : region.getTerminator()->getOperands())

@@ -1,10 +1,13 @@
 // Internal interface of mstep-lower-to-linalg (lib/passes/LowerToLinalg.cpp):
-// the conversion patterns of each op family and the tensor and scalar
-// helpers they share. Library-internal; include only from lib/passes.
+// the conversion patterns of each op family and the tensor helpers they
+// share. Library-internal; include only from lib/passes. The scalar forms
+// the patterns build loop bodies from are shared with the cpu backend:
+// mstep/ir/dialect/ScalarForms.h.
 #pragma once
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Transforms/DialectConversion.h"
+#include "mstep/ir/dialect/ScalarForms.h"
 
 namespace mstep::passes::linalg_lowering {
 
@@ -13,7 +16,7 @@ namespace mstep::passes::linalg_lowering {
 // illegal on `target`, so the pass file only wires the families together.
 //===----------------------------------------------------------------------===//
 
-/// Elementwise ops (every op with a scalar form, see `hasScalarForm`) and
+/// Elementwise ops (every op with a scalar form, see `dialect::hasScalarForm`) and
 /// `mstep.fusion` regions. Sets the dialect-wide legality rule of `mstep`:
 /// the other families override it for their ops with op-specific rules.
 void populateElementwiseToLinalg(mlir::RewritePatternSet& patterns, mlir::ConversionTarget& target);
@@ -23,34 +26,6 @@ void populateReductionToLinalg(mlir::RewritePatternSet& patterns, mlir::Conversi
 
 /// `mstep.matmul`, any rank and any broadcast of the batch dims.
 void populateMatmulToLinalg(mlir::RewritePatternSet& patterns, mlir::ConversionTarget& target);
-
-//===----------------------------------------------------------------------===//
-// Scalar forms of the fusible ops (ScalarOps.cpp).
-//===----------------------------------------------------------------------===//
-
-/// True when `emitScalarOp` knows `op`: every mstep op with the Fusible trait
-/// today. An op without a scalar form (and any fusion holding one) is left
-/// in place.
-bool hasScalarForm(mlir::Operation* op);
-
-/// Emits the scalar computation of `op` (which `hasScalarForm`) at `b`'s
-/// insertion point: `operands` are single elements of `op`'s operands, in
-/// their element types; the result is one element of `op`'s result.
-/// bf16 and f16 arithmetic is computed in f32 and rounded once per op, as
-/// PyTorch's CPU kernels do.
-mlir::Value emitScalarOp(mlir::OpBuilder& b, mlir::Operation* op, mlir::ValueRange operands);
-
-/// Converts one element to `to` with PyTorch's `to(dtype)` semantics:
-/// floats round to nearest even, float to int truncates toward zero,
-/// nonzero (and NaN) converts to true, bool converts to 0 or 1.
-mlir::Value convertScalar(mlir::OpBuilder& b, mlir::Location loc, mlir::Value value, mlir::Type to);
-
-/// The value of `mstep.constant` (a double) as an attribute of `type`:
-/// integral for integer types, 0 or 1 for i1 (the op's verifier checks).
-mlir::TypedAttr constantAttr(mlir::Builder& b, mlir::Type type, double value);
-
-/// True for the element types computed in f32 (bf16 and f16).
-bool isHalfFloat(mlir::Type type);
 
 //===----------------------------------------------------------------------===//
 // Tensor helpers (ElementwiseToLinalg.cpp).

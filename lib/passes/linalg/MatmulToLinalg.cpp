@@ -62,7 +62,7 @@ struct MatmulToNamedOp : OpConversionPattern<md::MatmulOp> {
     auto rhsType = cast<RankedTensorType>(rhs.getType());
     auto resultType = cast<RankedTensorType>(op.getType());
     Type elementType = resultType.getElementType();
-    Type accumulatorType = isHalfFloat(elementType) ? rewriter.getF32Type() : elementType;
+    Type accumulatorType = md::isHalfFloat(elementType) ? rewriter.getF32Type() : elementType;
     ArrayRef<int64_t> resultShape = resultType.getShape();
     ArrayRef<int64_t> batchShape = resultShape.drop_back(2);
     const int64_t n = resultShape[resultShape.size() - 2];
@@ -110,7 +110,7 @@ struct MatmulToNamedOp : OpConversionPattern<md::MatmulOp> {
     if (accumulatorType != elementType)
       product = mapElements(rewriter, loc, product, elementType,
                             [&](OpBuilder& body, Location bodyLoc, Value value) {
-                              return convertScalar(body, bodyLoc, value, elementType);
+                              return md::convertScalar(body, bodyLoc, value, elementType);
                             });
     rewriter.replaceOp(op, product);
     return success();

@@ -98,7 +98,8 @@ template <typename ReductionOp> struct ReductionToGeneric : OpConversionPattern<
     auto inputType = cast<RankedTensorType>(input.getType());
     auto resultType = cast<RankedTensorType>(op.getType());
     Type elementType = inputType.getElementType();
-    Type accumulatorType = isSum && isHalfFloat(elementType) ? rewriter.getF32Type() : elementType;
+    Type accumulatorType =
+        isSum && md::isHalfFloat(elementType) ? rewriter.getF32Type() : elementType;
     ArrayRef<int64_t> dims = op.getDims();
     const int64_t rank = inputType.getRank();
 
@@ -133,7 +134,7 @@ template <typename ReductionOp> struct ReductionToGeneric : OpConversionPattern<
                             loc, TypeRange{init.getType()}, input, init, maps, iterators,
                             [&](OpBuilder& body, Location bodyLoc, ValueRange elements) {
                               Value element =
-                                  convertScalar(body, bodyLoc, elements[0], accumulatorType);
+                                  md::convertScalar(body, bodyLoc, elements[0], accumulatorType);
                               body.create<linalg::YieldOp>(
                                   bodyLoc, combiner.combine(body, bodyLoc, element, elements[1]));
                             })
@@ -148,7 +149,7 @@ template <typename ReductionOp> struct ReductionToGeneric : OpConversionPattern<
                   bodyLoc, body.getFloatAttr(accumulatorType, static_cast<double>(reducedCount)));
               value = body.create<arith::DivFOp>(bodyLoc, value, count);
             }
-            return convertScalar(body, bodyLoc, value, elementType);
+            return md::convertScalar(body, bodyLoc, value, elementType);
           });
 
     // 4. keepdim.

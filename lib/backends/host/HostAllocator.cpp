@@ -1,5 +1,5 @@
 // The caching host allocator (see HostAllocator.h).
-#include "lib/backends/ref/HostAllocator.h"
+#include "lib/backends/host/HostAllocator.h"
 
 #include <cstdlib>
 #include <mutex>
@@ -8,7 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 
-namespace mstep::ref {
+namespace mstep::host {
 
 namespace {
 
@@ -17,17 +17,17 @@ constexpr size_t kMaxCachedBytes = size_t{1} << 30;
 size_t rounded(size_t bytes) { return bytes == 0 ? 64 : (bytes + 63) / 64 * 64; }
 
 struct Cache {
-  std::mutex mu;  // buffers may be released on any thread
+  std::mutex mu; // buffers may be released on any thread
   absl::flat_hash_map<size_t, std::vector<std::byte*>> free_blocks;
   size_t cached_bytes = 0;
 };
 
 Cache& cache() {
-  static Cache* c = new Cache();  // never destroyed: buffers may outlive main
+  static Cache* c = new Cache(); // never destroyed: buffers may outlive main
   return *c;
 }
 
-}  // namespace
+} // namespace
 
 std::byte* host_allocate(size_t bytes) {
   const size_t size = rounded(bytes);
@@ -62,4 +62,4 @@ void host_free(std::byte* p, size_t bytes) {
   std::free(p);
 }
 
-}  // namespace mstep::ref
+} // namespace mstep::host

@@ -1,18 +1,17 @@
-// HostBuffer allocation and the shared broadcast-stride helper.
-#include "lib/backends/ref/HostBuffer.h"
+// HostBuffer: owned, view and external host memory, and the host
+// wrap/copy_in/copy_out that host-memory backends share.
+#include "lib/backends/host/HostBuffer.h"
 
+#include <cstdint>
 #include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
 
-#include "lib/backends/ref/RefKernels.h"
+namespace mstep::host {
 
-namespace mstep::ref {
-
-HostBuffer::HostBuffer(TensorType type, Device device)
-    : Buffer(std::move(type), device) {
-  const size_t bytes = this->type().bytes();  // a zero-element tensor still gets a block
+HostBuffer::HostBuffer(TensorType type, Device device) : Buffer(std::move(type), device) {
+  const size_t bytes = this->type().bytes(); // a zero-element tensor still gets a block
   data_ = std::unique_ptr<std::byte[], Free>(host_allocate(bytes), Free{bytes});
 }
 
@@ -36,22 +35,22 @@ HostBuffer::~HostBuffer() {
 }
 
 absl::StatusOr<std::shared_ptr<Buffer>> host_wrap(const TensorType& type, Device device, void* data,
-                                    std::function<void()> release) {
+                                                  std::function<void()> release) {
   if (reinterpret_cast<uintptr_t>(data) % 64 != 0)
     return absl::UnimplementedError("host memory that is not 64-byte aligned is copied");
   return HostBuffer::external(type, device, static_cast<std::byte*>(data), std::move(release));
 }
 
 void HostBuffer::rebind(std::byte* data) {
-  data_.release();  // a view owns nothing
+  data_.release(); // a view owns nothing
   data_.reset(data);
 }
 
 absl::Status host_copy_in(Buffer& dst, const void* src, size_t bytes) {
   if (bytes != dst.type().bytes())
     return absl::InvalidArgumentError(absl::StrCat("copy_in of ", bytes, " bytes into ",
-                                                   dst.type().to_string(), " (",
-                                                   dst.type().bytes(), " bytes)"));
+                                                   dst.type().to_string(), " (", dst.type().bytes(),
+                                                   " bytes)"));
   if (bytes) std::memcpy(static_cast<HostBuffer&>(dst).bytes(), src, bytes);
   return absl::OkStatus();
 }
@@ -59,19 +58,10 @@ absl::Status host_copy_in(Buffer& dst, const void* src, size_t bytes) {
 absl::Status host_copy_out(const Buffer& src, void* dst, size_t bytes) {
   if (bytes != src.type().bytes())
     return absl::InvalidArgumentError(absl::StrCat("copy_out of ", bytes, " bytes from ",
-                                                   src.type().to_string(), " (",
-                                                   src.type().bytes(), " bytes)"));
+                                                   src.type().to_string(), " (", src.type().bytes(),
+                                                   " bytes)"));
   if (bytes) std::memcpy(dst, static_cast<const HostBuffer&>(src).bytes(), bytes);
   return absl::OkStatus();
 }
 
-Shape::Dims broadcast_strides(const Shape& in, const Shape& out) {
-  Shape::Dims strides(out.rank(), 0);
-  Shape::Dims in_strides = in.strides();
-  const int64_t lead = out.rank() - in.rank();
-  for (int64_t d = 0; d < in.rank(); ++d)
-    strides[lead + d] = in[d] == 1 ? 0 : in_strides[d];
-  return strides;
-}
-
-}  // namespace mstep::ref
+} // namespace mstep::host

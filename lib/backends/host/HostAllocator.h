@@ -7,11 +7,11 @@
 
 #include <cstddef>
 
-namespace mstep::ref {
+namespace mstep::host {
 
 /// 64-byte aligned memory of at least `bytes` (rounded up to 64, min 64).
 std::byte* host_allocate(size_t bytes);
 /// Returns a block from host_allocate(bytes) (the same `bytes`).
 void host_free(std::byte* p, size_t bytes);
 
-}  // namespace mstep::ref
+} // namespace mstep::host

@@ -1,16 +1,14 @@
-// Scalar forms of the fusible mstep ops: one element of each op's result as
-// arith and math ops on its operands' elements. The elementwise, fusion and
-// reduction lowerings of mstep-lower-to-linalg build their linalg.generic
-// bodies from these.
+// Scalar forms of the fusible mstep ops (see ScalarForms.h).
+#include "mstep/ir/dialect/ScalarForms.h"
+
 #include <cmath>
 
-#include "lib/passes/linalg/LinalgLowering.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mstep/ir/dialect/MstepOps.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-namespace mstep::passes::linalg_lowering {
+namespace mstep::dialect {
 
 using namespace mlir;
 namespace md = ::mstep::dialect;
@@ -276,4 +274,4 @@ Value emitScalarOp(OpBuilder& b, Operation* op, ValueRange operands) {
       });
 }
 
-} // namespace mstep::passes::linalg_lowering
+} // namespace mstep::dialect

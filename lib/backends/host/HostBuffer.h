@@ -1,25 +1,23 @@
 // HostBuffer: a host-memory buffer, 64-byte aligned, from the caching host
-// allocator. The ref and cpu backends share it, so a cpu step can run a ref
-// kernel on its buffers. A view (HostBuffer::view) points into memory
+// allocator. Every host-memory backend (ref, cpu) uses it, so a cpu step can
+// run a ref kernel on its buffers. A view (HostBuffer::view) points into memory
 // someone else owns, such as the cpu backend's arena, and frees nothing.
 #pragma once
 
-#include <functional>
-#include <memory>
-
 #include <cstddef>
-#include <cstdlib>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "lib/backends/ref/HostAllocator.h"
+#include "lib/backends/host/HostAllocator.h"
 #include "mstep/runtime/Buffer.h"
 
-namespace mstep::ref {
+namespace mstep::host {
 
 class HostBuffer : public Buffer {
- public:
+public:
+  /// A new block of type.bytes(); `device` is the backend's (ref by default).
   explicit HostBuffer(TensorType type, Device device = Device{DeviceType::ref, 0});
   /// A buffer over `data` (owned elsewhere, at least type.bytes() long).
   static HostBuffer view(TensorType type, Device device, std::byte* data);
@@ -35,13 +33,11 @@ class HostBuffer : public Buffer {
 
   std::byte* bytes() { return data_.get(); }
   const std::byte* bytes() const { return data_.get(); }
-  template <typename T>
-  T* data() { return reinterpret_cast<T*>(data_.get()); }
-  template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(data_.get()); }
+  template <typename T> T* data() { return reinterpret_cast<T*>(data_.get()); }
+  template <typename T> const T* data() const { return reinterpret_cast<const T*>(data_.get()); }
   int64_t numel() const { return type().numel(); }
 
- private:
+private:
   HostBuffer(TensorType type, Device device, std::byte* view_of);
 
   struct Free {
@@ -52,18 +48,18 @@ class HostBuffer : public Buffer {
     }
   };
   std::unique_ptr<std::byte[], Free> data_{nullptr, Free{0}};
-  std::function<void()> release_;  // external memory only
+  std::function<void()> release_; // external memory only
 };
 
-/// Backend::wrap_host for host buffers (the ref and cpu backends): zero-copy
+/// Backend::wrap_host for host buffers (every host-memory backend): zero-copy
 /// when `data` is 64-byte aligned (what the kernels may assume), else
 /// Unimplemented so that the caller copies.
 absl::StatusOr<std::shared_ptr<Buffer>> host_wrap(const TensorType& type, Device device, void* data,
-                                    std::function<void()> release);
+                                                  std::function<void()> release);
 
-/// Backend::copy_in / copy_out for host buffers (the ref and cpu backends):
+/// Backend::copy_in / copy_out for host buffers (every host-memory backend):
 /// `bytes` must be the buffer's whole size.
 absl::Status host_copy_in(Buffer& dst, const void* src, size_t bytes);
 absl::Status host_copy_out(const Buffer& src, void* dst, size_t bytes);
 
-}  // namespace mstep::ref
+} // namespace mstep::host
