@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "lib/runtime/Prefetch.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/runtime/Runtime.h"
 #include "mstep/runtime/Tracer.h"
@@ -74,19 +75,12 @@ struct Segment {
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
 
-/// Asks for the cache line of a shared object's reference counts (a
-/// make_shared control block sits just before the object).
-template <typename T>
-void prefetch_counts(const std::shared_ptr<T>& p) {
-  if (p) __builtin_prefetch(reinterpret_cast<const char*>(p.get()) - 16, 1);
-}
-
-/// Asks for a tensor's reference counts and the fields replay reads (its
-/// buffer and pending value lead the object).
+/// Asks for a tensor's reference counts and the fields replay reads.
 void prefetch_tensor(const std::shared_ptr<TensorImpl>& t) {
   if (!t) return;
-  __builtin_prefetch(reinterpret_cast<const char*>(t.get()) - 16, 1);
-  __builtin_prefetch(reinterpret_cast<const char*>(t.get()) + 48, 1);
+  internal::prefetch_counts(t);
+  __builtin_prefetch(t->replay_fields_begin(), 1);
+  __builtin_prefetch(t->replay_fields_end() - 1, 1);
 }
 
 /// Asks for what replay reads of a segment's tensors: the tensors, then
@@ -96,8 +90,8 @@ void prefetch_bindings(const Segment& seg) {
   for (const InputBinding& b : seg.inputs) prefetch_tensor(b.tensor);
   for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
   for (const InputBinding& b : seg.inputs)
-    if (b.tensor) prefetch_counts(b.tensor->buffer());
-  for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
+    if (b.tensor) internal::prefetch_counts(b.tensor->buffer());
+  for (const Segment::OutputBinding& o : seg.outputs) internal::prefetch_counts(o.tensor->buffer());
 }
 
 std::string describe_input(size_t segment, size_t index, const InputInfo& b) {
@@ -291,8 +285,8 @@ struct Graph::Impl final : CaptureRecorder {
     // The kernels evicted the bindings again: fetch the tensors, then the
     // buffers they drop, in parallel rather than one miss after another.
     for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
-    for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
-    for (uint32_t j : seg.transient) prefetch_counts(seg.buffers[j]);
+    for (const Segment::OutputBinding& o : seg.outputs) internal::prefetch_counts(o.tensor->buffer());
+    for (uint32_t j : seg.transient) internal::prefetch_counts(seg.buffers[j]);
     for (const Segment::OutputBinding& o : seg.outputs) {
       const BufferPtr& result = seg.results[o.result];
       if (o.tensor.use_count() == 1)
