@@ -75,11 +75,15 @@ struct Segment {
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
 
-/// Asks for a tensor's reference counts and the fields replay reads.
+using internal::prefetch_counts;
+
+/// Asks for a tensor's reference counts and the fields replay reads. The
+/// counts precede the object, and counts and fields span two cache lines at
+/// most (prefetch_test checks it): the first and the last line cover them.
 void prefetch_tensor(const std::shared_ptr<TensorImpl>& t) {
   if (!t) return;
-  internal::prefetch_counts(t);
-  __builtin_prefetch(t->replay_fields_begin(), 1);
+  const void* counts = internal::shared_counts_address(t.get());
+  __builtin_prefetch(counts ? counts : t->replay_fields_begin(), 1);
   __builtin_prefetch(t->replay_fields_end() - 1, 1);
 }
 
@@ -90,8 +94,8 @@ void prefetch_bindings(const Segment& seg) {
   for (const InputBinding& b : seg.inputs) prefetch_tensor(b.tensor);
   for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
   for (const InputBinding& b : seg.inputs)
-    if (b.tensor) internal::prefetch_counts(b.tensor->buffer());
-  for (const Segment::OutputBinding& o : seg.outputs) internal::prefetch_counts(o.tensor->buffer());
+    if (b.tensor) prefetch_counts(b.tensor->buffer());
+  for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
 }
 
 std::string describe_input(size_t segment, size_t index, const InputInfo& b) {
@@ -285,8 +289,8 @@ struct Graph::Impl final : CaptureRecorder {
     // The kernels evicted the bindings again: fetch the tensors, then the
     // buffers they drop, in parallel rather than one miss after another.
     for (const Segment::OutputBinding& o : seg.outputs) prefetch_tensor(o.tensor);
-    for (const Segment::OutputBinding& o : seg.outputs) internal::prefetch_counts(o.tensor->buffer());
-    for (uint32_t j : seg.transient) internal::prefetch_counts(seg.buffers[j]);
+    for (const Segment::OutputBinding& o : seg.outputs) prefetch_counts(o.tensor->buffer());
+    for (uint32_t j : seg.transient) prefetch_counts(seg.buffers[j]);
     for (const Segment::OutputBinding& o : seg.outputs) {
       const BufferPtr& result = seg.results[o.result];
       if (o.tensor.use_count() == 1)

@@ -196,7 +196,8 @@ TEST(CpuBackend, AnIndexOutOfRangeFailsTheStepAndLeavesParametersAlone) {
 std::vector<std::string> kernels_of_last_step() {
   const StepRecord& step = Tracer::get().last_step();
   EXPECT_NE(step.graph, nullptr);
-  auto compiled = compile_graph(*step.graph, **BackendRegistry::get(DeviceType::cpu), {}, RuntimeOptions{});
+  auto compiled =
+      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::cpu), {}, RuntimeOptions{});
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   auto* exe = dynamic_cast<cpu::CpuExecutable*>(compiled->executable.get());
   EXPECT_NE(exe, nullptr);

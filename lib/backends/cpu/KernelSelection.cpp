@@ -45,7 +45,8 @@ absl::StatusOr<SelectedKernel> select_kernel(const KernelRequest& request, const
     if (kernel) return SelectedKernel{std::move(kernel), false, "jit"};
   }
   for (const Family& family : kFamilies) {
-    if (kernel_family_disabled(disabled, family.name) || (skip_onednn && family.name == "onednn")) continue;
+    if (kernel_family_disabled(disabled, family.name) || (skip_onednn && family.name == "onednn"))
+      continue;
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernel> kernel, family.factory(request));
     if (kernel) return SelectedKernel{std::move(kernel), false, family.name};
   }
