@@ -142,6 +142,11 @@ MSTEP_C_API mstep_status* mstep_context_release(mstep_context* context);
  *   "dump_dir"        directory for graph/IR dumps, "" off (MSTEP_DUMP_DIR)
  *   "trace"           Chrome trace file, "" off (MSTEP_TRACE)
  *   "nan_guard"       reproducer directory, "" off (MSTEP_NAN_GUARD)
+ *   "cpu_disable"     cpu kernel families to turn off: "onednn,flash,jit,host",
+ *                     "all" or "" (MSTEP_CPU_DISABLE); for steps compiled or
+ *                     loaded from then on
+ *   "cpu_profile"     "0"/"1": time each cpu kernel call of steps compiled or
+ *                     loaded from then on, report at exit (MSTEP_CPU_PROFILE)
  * An unknown key is MSTEP_NOT_FOUND, a bad value MSTEP_INVALID_ARGUMENT;
  * either way nothing changes. */
 MSTEP_C_API mstep_status* mstep_context_set_option(mstep_context* context, const char* key,

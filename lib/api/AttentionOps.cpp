@@ -171,7 +171,7 @@ SdpaResult record_sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
   int64_t offset = -1;
   if (o.dropout_p > 0) {
     Tracer::RandomDraw draw =
-        Tracer::get().draw_random(scores.numel(), q.device());
+        value_or_throw(Tracer::get().draw_random(scores.numel(), q.device()));
     offset = draw.offset;
     operands.emplace_back(std::move(draw.state));  // the RNG state goes last
   }

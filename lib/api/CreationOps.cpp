@@ -157,7 +157,7 @@ Tensor random(absl::string_view op, OpKind kind, const Shape& shape, DType dtype
                    TensorType{shape, dtype}.to_string(),
                    "Use a floating dtype (f32, f64, bf16, f16).");
   Device d = device.value_or(default_device());
-  Tracer::RandomDraw draw = Tracer::get().draw_random(shape.numel(), d);
+  Tracer::RandomDraw draw = value_or_throw(Tracer::get().draw_random(shape.numel(), d));
   return detail::record_values(
       kind, {draw.state->as_operand()},
       {{AttrName::shape, to_int_list(shape)}, {AttrName::offset, draw.offset}},

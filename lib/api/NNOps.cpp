@@ -150,7 +150,7 @@ Tensor dropout(const Tensor& x, double p, bool train) {
   // Same RNG protocol as rand(): the node reads the (seed, offset) state
   // as an operand and adds its own offset, so a replayed step draws fresh
   // numbers and manual_seed() reproduces them.
-  Tracer::RandomDraw draw = Tracer::get().draw_random(x.numel(), x.device());
+  Tracer::RandomDraw draw = value_or_throw(Tracer::get().draw_random(x.numel(), x.device()));
   return detail::record("dropout", OpKind::dropout, {x, Tensor(draw.state)},
                         {{AttrName::p, p}, {AttrName::offset, draw.offset}}, x.type());
 }

@@ -434,9 +434,10 @@ Reproducer load_reproducer(const std::string& dir) {
 std::vector<Tensor> Reproducer::run(Device device) const {
   const std::string op = "mstep::Reproducer::run";
   Backend& backend = *value_or_throw(BackendRegistry::get(device.type));
+  const RuntimeOptions& runtime = Tracer::get().options();
   CompileOptions options;
-  options.fuse = Tracer::get().options().fuse;
-  absl::StatusOr<CompiledGraph> compiled = compile_graph(*graph_, backend, options);
+  options.fuse = runtime.fuse;
+  absl::StatusOr<CompiledGraph> compiled = compile_graph(*graph_, backend, options, runtime);
   if (!compiled.ok())
     throw Error(absl::Status(compiled.status().code(),
                              absl::StrCat(op, ": the graph of '", dir_, "' does not compile on ",

@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kOptionKeys =
     "device, cache, max_graphs, log_recompiles, log_cache, log_fallback, fuse, dump_dir, "
-    "trace, nan_guard";
+    "trace, nan_guard, cpu_disable, cpu_profile";
 
 /// "cpu", "ref", "cpu:0"; only registered backends.
 Device parse_device(const std::string& name) {
@@ -92,6 +92,10 @@ void set_option(const std::string& key, const std::string& value) {
     set_trace_file(value);
   } else if (key == "nan_guard") {
     enable_nan_guard(value);
+  } else if (key == "cpu_disable") {
+    o.cpu_disable = value;
+  } else if (key == "cpu_profile") {
+    o.cpu_profile = parse_flag("cpu_profile", value);
   } else {
     fail(MSTEP_NOT_FOUND, absl::StrCat("unknown option '", key, "'; the options are ", kOptionKeys));
   }

@@ -1,8 +1,9 @@
 // The Chrome/Perfetto trace: complete events ("ph":"X") kept in memory and
 // written as {"traceEvents":[...]} by flush_trace() and at exit.
 //
-// 1. The first trace_enabled() reads MSTEP_TRACE once (empty or unset:
-//    off). set_trace_file() overrides it at any time.
+// 1. The tracer's constructor starts the trace of RuntimeOptions::trace_file
+//    (MSTEP_TRACE; empty: off); the first trace_enabled() constructs the
+//    tracer. set_trace_file() overrides it at any time.
 // 2. trace_enabled() is one relaxed atomic load after that.
 // 3. Events carry microseconds since the first trace use, the process id
 //    and a small per-thread id (1, 2, ... in order of first event).
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/runtime/RuntimeInternal.h"
+#include "mstep/runtime/Tracer.h"
 
 namespace mstep {
 
@@ -54,7 +56,7 @@ TraceState& state() {
   return *s;
 }
 
-// 0: MSTEP_TRACE not read yet, 1: off, 2: on.
+// 0: not set yet (the tracer's options set it), 1: off, 2: on.
 std::atomic<int> g_trace_mode{0};
 std::atomic<int> g_next_tid{1};
 
@@ -129,15 +131,6 @@ void open_locked(TraceState& s, std::string path) {
   g_trace_mode.store(on ? 2 : 1, std::memory_order_release);
 }
 
-/// Step 1: the first use reads MSTEP_TRACE, unless set_trace_file() came first.
-void init_from_env() {
-  TraceState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (g_trace_mode.load(std::memory_order_acquire) != 0) return;
-  const char* env = std::getenv("MSTEP_TRACE");
-  open_locked(s, env ? env : "");
-}
-
 void write_locked(TraceState& s) {
   if (s.path.empty()) return;
   std::string out = "{\"traceEvents\":[";
@@ -175,8 +168,15 @@ namespace internal {
 bool trace_enabled() {
   const int mode = g_trace_mode.load(std::memory_order_relaxed);
   if (mode != 0) return mode == 2;
-  init_from_env();
+  Tracer::get(); // its constructor calls init_trace_file(options().trace_file)
   return g_trace_mode.load(std::memory_order_acquire) == 2;
+}
+
+void init_trace_file(const std::string& path) {
+  TraceState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (g_trace_mode.load(std::memory_order_acquire) != 0) return; // set_trace_file() came first
+  open_locked(s, path);
 }
 
 void trace_event(absl::string_view name, absl::string_view category, Clock::time_point start,

@@ -69,7 +69,8 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> parse_module(absl::string_view
 }  // namespace
 
 absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
-                                            const CompileOptions& options) {
+                                            const CompileOptions& options,
+                                            const RuntimeOptions& runtime) {
   mlir::MLIRContext& ctx = context();
   auto module = import_trace_graph(graph, ctx);
   if (!module.ok()) return module.status();
@@ -87,16 +88,17 @@ absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& ba
     if (auto size = step->getAttrOfType<mlir::IntegerAttr>("mstep.arena_size"))
       compiled.arena_bytes = size.getInt();
   if (options.keep_module_text) compiled.module_text = print_module(module->get());
-  MSTEP_ASSIGN_OR_RETURN(compiled.executable, backend.compile(module->get()));
+  MSTEP_ASSIGN_OR_RETURN(compiled.executable, backend.compile(module->get(), runtime));
   return compiled;
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,
-                                                                 Backend& backend) {
-  auto native = backend.deserialize(text);
+                                                                 Backend& backend,
+                                                                 const RuntimeOptions& runtime) {
+  auto native = backend.deserialize(text, runtime);
   if (!absl::IsUnimplemented(native.status())) return native;
   MSTEP_ASSIGN_OR_RETURN(auto module, parse_module(text, "the cached module"));
-  return backend.compile(module.get());
+  return backend.compile(module.get(), runtime);
 }
 
 absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph) {

@@ -36,16 +36,19 @@ struct CompiledGraph {
   int64_t arena_bytes = 0;
 };
 
-/// Imports `graph`, runs the pipeline and compiles the result on `backend`.
+/// Imports `graph`, runs the pipeline and compiles the result on `backend`,
+/// which reads its settings in `runtime`.
 absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
-                                            const CompileOptions& options);
+                                            const CompileOptions& options,
+                                            const RuntimeOptions& runtime);
 
 /// Loads a disk-cache payload (Executable::serialize()): through
 /// Backend::deserialize when the backend has a native format, otherwise
 /// parses the module text and hands it to `backend` without running the
 /// pipeline again. A payload that does not load is an error, never a crash.
 absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,
-                                                                 Backend& backend);
+                                                                 Backend& backend,
+                                                                 const RuntimeOptions& runtime);
 
 /// The imported (not yet optimized) module of `graph` as text.
 absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph);

@@ -1,7 +1,7 @@
 // The host-fallback log: every op that ran on the host instead of the
 // device is counted in metrics().fallbacks and per (op, dtype). With
-// MSTEP_LOG_FALLBACK=1 each one is printed, and the per-(op, dtype)
-// frequency table is printed at exit.
+// RuntimeOptions::log_fallback (MSTEP_LOG_FALLBACK=1) each one is printed,
+// and the per-(op, dtype) frequency table is printed at exit.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/Tracer.h"
 
 namespace mstep::internal {
 
@@ -32,7 +33,7 @@ FallbackState& state() {
   return *s;
 }
 
-// 0: MSTEP_LOG_FALLBACK not read yet, 1: off, 2: on.
+// 0: not set yet (the tracer's options set it), 1: off, 2: on.
 std::atomic<int> g_log_mode{0};
 
 bool log_enabled();
@@ -55,10 +56,7 @@ void register_atexit_locked(FallbackState& s) {
 bool log_enabled() {
   int mode = g_log_mode.load(std::memory_order_relaxed);
   if (mode == 0) {
-    const char* env = std::getenv("MSTEP_LOG_FALLBACK");
-    const bool on = env != nullptr && std::string(env) == "1";
-    int expected = 0;
-    g_log_mode.compare_exchange_strong(expected, on ? 2 : 1); // set_log_fallback may win
+    Tracer::get(); // its constructor calls init_log_fallback(options().log_fallback)
     mode = g_log_mode.load(std::memory_order_relaxed);
   }
   return mode == 2;
@@ -67,6 +65,11 @@ bool log_enabled() {
 } // namespace
 
 void set_log_fallback(bool on) { g_log_mode.store(on ? 2 : 1, std::memory_order_relaxed); }
+
+void init_log_fallback(bool on) {
+  int expected = 0;
+  g_log_mode.compare_exchange_strong(expected, on ? 2 : 1); // set_log_fallback may have won
+}
 
 void record_fallback(absl::string_view op, DType dtype) {
   ++mutable_metrics().fallbacks;

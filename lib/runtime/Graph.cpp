@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "lib/runtime/Prefetch.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/runtime/Runtime.h"
 #include "mstep/runtime/Tracer.h"
@@ -74,19 +75,16 @@ struct Segment {
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
 
-/// Asks for the cache line of a shared object's reference counts (a
-/// make_shared control block sits just before the object).
-template <typename T>
-void prefetch_counts(const std::shared_ptr<T>& p) {
-  if (p) __builtin_prefetch(reinterpret_cast<const char*>(p.get()) - 16, 1);
-}
+using internal::prefetch_counts;
 
-/// Asks for a tensor's reference counts and the fields replay reads (its
-/// buffer and pending value lead the object).
+/// Asks for a tensor's reference counts and the fields replay reads. The
+/// counts precede the object, and counts and fields span two cache lines at
+/// most (prefetch_test checks it): the first and the last line cover them.
 void prefetch_tensor(const std::shared_ptr<TensorImpl>& t) {
   if (!t) return;
-  __builtin_prefetch(reinterpret_cast<const char*>(t.get()) - 16, 1);
-  __builtin_prefetch(reinterpret_cast<const char*>(t.get()) + 48, 1);
+  const void* counts = internal::shared_counts_address(t.get());
+  __builtin_prefetch(counts ? counts : t->replay_fields_begin(), 1);
+  __builtin_prefetch(t->replay_fields_end() - 1, 1);
 }
 
 /// Asks for what replay reads of a segment's tensors: the tensors, then

@@ -34,6 +34,8 @@ RuntimeOptions RuntimeOptions::from_env() {
   o.log_fallback = env_flag("MSTEP_LOG_FALLBACK");
   if (const char* t = std::getenv("MSTEP_TRACE")) o.trace_file = t;
   if (const char* g = std::getenv("MSTEP_NAN_GUARD")) o.nan_guard_dir = g;
+  if (const char* d = std::getenv("MSTEP_CPU_DISABLE")) o.cpu_disable = d;
+  if (const char* p = std::getenv("MSTEP_CPU_PROFILE")) o.cpu_profile = absl::string_view(p) == "1";
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::string_view d(dev);
     if (d == "ref") {

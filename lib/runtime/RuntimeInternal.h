@@ -33,15 +33,22 @@ void record_recompile_reason(absl::string_view reason);
 void record_fallback(absl::string_view op, DType dtype);
 /// Records the host fallbacks one run of `executable` made.
 void record_host_fallbacks(const Executable& executable);
-/// Overrides MSTEP_LOG_FALLBACK (for RuntimeOptions::log_fallback and tests).
+/// Turns the fallback log on or off (the C API's log_fallback, tests).
 void set_log_fallback(bool on);
+/// Starts the fallback log as RuntimeOptions::log_fallback says, unless
+/// set_log_fallback() came first. Called once, by the tracer's constructor.
+void init_log_fallback(bool on);
 /// The per-(op, dtype) fallback counts since start, most frequent first, as
 /// the text printed at exit.
 std::string fallback_table();
 
 using Clock = std::chrono::steady_clock;
-/// Whether a Chrome trace is being recorded (MSTEP_TRACE or set_trace_file).
+/// Whether a Chrome trace is being recorded (RuntimeOptions::trace_file or
+/// set_trace_file).
 bool trace_enabled();
+/// Starts the trace of RuntimeOptions::trace_file (empty: none), unless
+/// set_trace_file() came first. Called once, by the tracer's constructor.
+void init_trace_file(const std::string& path);
 /// Records one complete event ("ph":"X") on the timeline.
 void trace_event(absl::string_view name, absl::string_view category, Clock::time_point start,
                  Clock::time_point end);

@@ -93,9 +93,10 @@ Tracer::Tracer()
       cache_(static_cast<size_t>(options_.max_graphs)),
       last_step_end_(std::chrono::steady_clock::now()) {
   live_head_.live_prev_ = live_head_.live_next_ = &live_head_;
-  // RuntimeOptions is the one reader of the environment.
-  if (!options_.trace_file.empty()) set_trace_file(options_.trace_file);
-  if (options_.log_fallback) internal::set_log_fallback(true);
+  // RuntimeOptions is the one reader of the environment; the trace and the
+  // fallback log, used from any thread, start from it.
+  internal::init_trace_file(options_.trace_file);
+  internal::init_log_fallback(options_.log_fallback);
 }
 
 DiskCache* Tracer::disk_cache() {
@@ -294,7 +295,7 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
     internal::TraceScope scope("disk load", "cache");
     DiskCache::LoadResult found = disk->load(disk_name, key.to_text());
     if (found.lookup == DiskCache::Lookup::hit) {
-      auto loaded = load_compiled_module(found.payload, backend);
+      auto loaded = load_compiled_module(found.payload, backend, options_);
       if (loaded.ok()) {
         ++m.disk_hits;
         entry.executable = std::move(*loaded);
@@ -326,7 +327,8 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
         CompiledGraph compiled,
         compile_graph(graph, backend,
                       {.fuse = options_.fuse, .dump_dir = options_.dump_dir, .key = key.full(),
-                       .keep_module_text = disk != nullptr}));
+                       .keep_module_text = disk != nullptr},
+                      options_));
     ModuleCache::CompileNote note =
         cache_.note_compile(key, graph, options_.constant_recompile_warn_threshold);
     if (note.constants_only) ++m.constant_recompiles;
@@ -413,17 +415,20 @@ void Tracer::clear_scratch() {
   input_nodes_.clear();
 }
 
-Tracer::RandomDraw Tracer::draw_random(int64_t count, Device device) {
+absl::StatusOr<Tracer::RandomDraw> Tracer::draw_random(int64_t count, Device device) {
   if (!rng_state_ || rng_state_->device() != device) {
-    rng_state_ = TensorImpl::make(
-        TensorType{Shape{2}, DType::i64}, device);
-    rng_state_->set_input_role(InputRole::rng_state);
-    Backend* backend = *BackendRegistry::get(device.type);
-    BufferPtr buf = *backend->allocate(rng_state_->type());
-    int64_t state[2] = {static_cast<int64_t>(rng_seed_),
-                        static_cast<int64_t>(rng_offset_)};
-    (void)backend->copy_in(*buf, state, sizeof state);
-    rng_state_->set_buffer(std::move(buf));
+    // Built aside and kept only once filled: a failure leaves the RNG as it was.
+    TensorImplPtr state = TensorImpl::make(TensorType{Shape{2}, DType::i64}, device);
+    state->set_input_role(InputRole::rng_state);
+    MSTEP_ASSIGN_OR_RETURN(Backend * backend, BackendRegistry::get(device.type));
+    MSTEP_ASSIGN_OR_RETURN(BufferPtr buf, backend->allocate(state->type()));
+    const int64_t values[2] = {static_cast<int64_t>(rng_seed_), static_cast<int64_t>(rng_offset_)};
+    if (absl::Status copied = backend->copy_in(*buf, values, sizeof values); !copied.ok())
+      return absl::Status(copied.code(), absl::StrCat("random op on ", device.to_string(),
+                                                      ": cannot write the RNG state: ",
+                                                      copied.message()));
+    state->set_buffer(std::move(buf));
+    rng_state_ = std::move(state);
   }
   RandomDraw draw{rng_state_, rng_reserved_};
   // Round up so every op starts on a fresh Philox block.

@@ -119,6 +119,22 @@ TEST_F(CapiContextTest, OptionsAreCheckedAndBadOnesChangeNothing) {
   EXPECT_EQ(def, cpu) << "a rejected device option must not change the default";
 }
 
+// The option takes effect on the steps compiled after it: every compute op
+// then runs its ref kernel, counted as a host fallback.
+TEST_F(CapiContextTest, CpuDisableOptionRunsOpsOnTheRefKernels) {
+  MSTEP_ASSERT_OK(mstep_context_set_option(ctx, "cpu_disable", "all"));
+  MSTEP_ASSERT_OK(mstep_metrics_reset(ctx));
+  mstep_tensor* a = f32({1, 2, 3, 4, 5, 6, 7}, {7});  // a shape no other test compiles
+  mstep_tensor* b = op("mul", {a, a});
+  MSTEP_ASSERT_OK(mstep_context_mark_step(ctx));
+  MSTEP_ASSERT_OK(mstep_context_set_option(ctx, "cpu_disable", ""));
+  EXPECT_EQ(values(b), (std::vector<float>{1, 4, 9, 16, 25, 36, 49}));
+  EXPECT_EQ(metric("fallbacks"), 1);
+  EXPECT_EQ(outcome(mstep_context_set_option(ctx, "cpu_profile", "often")).code,
+            MSTEP_INVALID_ARGUMENT);
+  MSTEP_EXPECT_OK(mstep_context_set_option(ctx, "cpu_profile", "0"));
+}
+
 TEST_F(CapiContextTest, MetricsCountersAndReport) {
   MSTEP_ASSERT_OK(mstep_metrics_reset(ctx));
   mstep_tensor* a = f32({1, 2}, {2});

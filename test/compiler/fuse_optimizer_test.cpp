@@ -240,7 +240,7 @@ INSTANTIATE_TEST_SUITE_P(
 /// steps and RNG states).
 std::vector<std::vector<double>> run_on_ref(mlir::ModuleOp module, const TraceGraph& graph) {
   Backend* ref = *BackendRegistry::get(DeviceType::ref);
-  auto exe = ref->compile(module);
+  auto exe = ref->compile(module, RuntimeOptions{});
   EXPECT_TRUE(exe.ok()) << exe.status();
   if (!exe.ok()) return {};
   std::vector<BufferPtr> inputs;

@@ -120,27 +120,58 @@ TEST(CpuBackend, TrainingStepsMatchRef) {
   expect_near(train(kCpu), train(kRef));
 }
 
+/// One step of an op the cpu backend has a kernel for (var) and one it
+/// runs as data movement (reshape).
+std::vector<float> var_step() {
+  Tensor v = var(on(kCpu, {5, 6}, 1), {1}).reshape({5, 1});
+  mark_step();
+  return v.to_vector<float>();
+}
+
 TEST(CpuBackend, OpsWithoutACpuKernelRunOnRefAndAreCountedEachRun) {
   // With every kernel family off, each compute op is a ref fallback; data
   // movement (reshape) is not counted. Each run counts again.
-  ::setenv("MSTEP_CPU_DISABLE", "all", 1);
+  Tracer::get().mutable_options().cpu_disable = "all";
   Tracer::get().cache().clear();
   reset_metrics();
-  auto step = [] {
-    Tensor v = var(on(kCpu, {5, 6}, 1), {1}).reshape({5, 1});
-    mark_step();
-    return v.to_vector<float>();
-  };
-  const std::vector<float> first = step();
+  const std::vector<float> first = var_step();
   const int64_t per_run = metrics().fallbacks;
-  const std::vector<float> second = step();
-  ::unsetenv("MSTEP_CPU_DISABLE");
+  const std::vector<float> second = var_step();
+  Tracer::get().mutable_options().cpu_disable.clear();
   Tracer::get().cache().clear();
   EXPECT_EQ(per_run, 1);  // var
   EXPECT_EQ(metrics().fallbacks, 2 * per_run);
   EXPECT_EQ(first, second);
   Tensor r = var(on(kRef, {5, 6}, 1), {1});
   expect_near(first, r.to_vector<float>());
+}
+
+// MSTEP_CPU_DISABLE is read once, into RuntimeOptions, when the process
+// starts (a fresh process: threadsafe death tests re-run the binary).
+TEST(CpuBackend, DisableEnvVarIsReadAtStart) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ::setenv("MSTEP_CPU_DISABLE", "onednn,all", 1);
+  EXPECT_EXIT(
+      {
+        if (Tracer::get().options().cpu_disable != "onednn,all") std::_Exit(2);
+        var_step();
+        std::_Exit(metrics().fallbacks == 1 ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+  ::unsetenv("MSTEP_CPU_DISABLE");
+}
+
+// RuntimeOptions::cpu_profile (MSTEP_CPU_PROFILE=1) reports the executables
+// compiled while it is on at exit.
+TEST(CpuBackend, ProfileOptionReportsAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Tracer::get().mutable_options().cpu_profile = true;
+        var_step();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "mstep cpu profile: [0-9]+ calls");
 }
 
 TEST(CpuBackend, AnIndexOutOfRangeFailsTheStepAndLeavesParametersAlone) {
@@ -165,7 +196,8 @@ TEST(CpuBackend, AnIndexOutOfRangeFailsTheStepAndLeavesParametersAlone) {
 std::vector<std::string> kernels_of_last_step() {
   const StepRecord& step = Tracer::get().last_step();
   EXPECT_NE(step.graph, nullptr);
-  auto compiled = compile_graph(*step.graph, **BackendRegistry::get(DeviceType::cpu), {});
+  auto compiled =
+      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::cpu), {}, RuntimeOptions{});
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   auto* exe = dynamic_cast<cpu::CpuExecutable*>(compiled->executable.get());
   EXPECT_NE(exe, nullptr);
@@ -268,7 +300,7 @@ TEST(CpuBackend, CorruptNativeBlobIsAnErrorNotACrash) {
   for (std::string blob : {std::string(""), std::string("MSTEPCPU"), std::string("not a blob"),
                            cpu::write_native_format("module {", nullptr),
                            cpu::write_native_format("module {}", nullptr).substr(0, 20)}) {
-    auto loaded = cpu->deserialize(blob);
+    auto loaded = cpu->deserialize(blob, RuntimeOptions{});
     EXPECT_FALSE(loaded.ok()) << "blob of " << blob.size() << " bytes loaded";
   }
 }

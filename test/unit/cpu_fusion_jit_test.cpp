@@ -171,7 +171,7 @@ public:
     auto ref = BackendRegistry::get(DeviceType::ref);
     EXPECT_TRUE(ref.ok()) << ref.status();
     if (!ref.ok()) return outputs;
-    auto executable = load_compiled_module(text_, **ref);
+    auto executable = load_compiled_module(text_, **ref, RuntimeOptions{});
     EXPECT_TRUE(executable.ok()) << executable.status();
     if (!executable.ok()) return outputs;
     std::vector<BufferPtr> buffers;

@@ -19,6 +19,7 @@
 #include "mstep/core/Device.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Buffer.h"
+#include "mstep/runtime/Options.h"
 
 namespace mlir {
 class ModuleOp;
@@ -79,11 +80,15 @@ class Backend {
 
   /// Compiles the module's step function (one func.func, public, named
   /// "step") whose arguments are the graph inputs and results the outputs.
-  /// Errors name the first unsupported op.
-  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module) = 0;
+  /// Errors name the first unsupported op. `options` are the runtime's
+  /// (a backend reads its own settings there, e.g. cpu_disable).
+  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module,
+                                                              const RuntimeOptions& options) = 0;
   /// Rebuilds an executable from Executable::serialize(). Unimplemented
   /// (the default) means the blob is module text for compile().
-  virtual absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob) {
+  virtual absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
+                                                                  const RuntimeOptions& options) {
+    (void)options;
     return absl::UnimplementedError(absl::StrCat(name(), " has no native executable format"));
   }
 

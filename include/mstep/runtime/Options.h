@@ -40,6 +40,13 @@ struct RuntimeOptions {
   /// MSTEP_NAN_GUARD=dir: check gradients for non-finite values before
   /// each optimizer update; on a hit write a reproducer to dir and stop.
   std::string nan_guard_dir;
+  /// MSTEP_CPU_DISABLE=onednn,flash,jit,host (or all): cpu kernel families
+  /// turned off, so their ops run the ref kernel: for bisecting a wrong
+  /// result to a family. Read when a cpu step is compiled or loaded.
+  std::string cpu_disable;
+  /// MSTEP_CPU_PROFILE=1: time every kernel call of each cpu executable
+  /// compiled or loaded from then on; print the slowest calls at exit.
+  bool cpu_profile = false;
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.

@@ -39,6 +39,10 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   bool is_pending() const { return pending_.node != nullptr; }
   const Value& pending() const { return pending_; }
   const BufferPtr& buffer() const { return buffer_; }
+  /// The bytes of the fields Graph::replay() reads and writes of every
+  /// bound tensor (its buffer and pending value), for prefetching them.
+  const char* replay_fields_begin() const { return reinterpret_cast<const char*>(&buffer_); }
+  const char* replay_fields_end() const { return reinterpret_cast<const char*>(&pending_ + 1); }
 
   /// Makes this tensor the pending result `value`, dropping any buffer.
   /// Registers it with the tracer's live list.

@@ -89,12 +89,13 @@ class Tracer {
 
   /// RNG: the current (seed, offset) state, an i64[2] tensor to pass as
   /// the op's operand, and the offset this random op adds to it. Reserves
-  /// `count` numbers.
+  /// `count` numbers. An error (no backend for `device`, or it cannot
+  /// allocate or fill the state) reserves nothing and changes no state.
   struct RandomDraw {
     TensorImplPtr state;
     int64_t offset;
   };
-  RandomDraw draw_random(int64_t count, Device device);
+  absl::StatusOr<RandomDraw> draw_random(int64_t count, Device device);
   void manual_seed(uint64_t seed);
   uint64_t rng_seed() const { return rng_seed_; }
   /// The offset the next step's state starts from (after mark_step()).

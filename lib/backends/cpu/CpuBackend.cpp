@@ -28,13 +28,16 @@ constexpr Device kCpu{DeviceType::cpu, 0};
 /// Builds the executable of the step function of `module`. `jit` holds its
 /// compiled fusions (compiled now, or loaded from a disk-cache entry).
 absl::StatusOr<std::unique_ptr<Executable>> build_executable(mlir::ModuleOp module,
-                                                             std::shared_ptr<FusionJit> jit) {
+                                                             std::shared_ptr<FusionJit> jit,
+                                                             const RuntimeOptions& options) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
   if (!step) return absl::InvalidArgumentError("cpu backend: the module has no func @step");
   MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
   MSTEP_ASSIGN_OR_RETURN(ArenaPlan plan, read_arena_plan(step));
   MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe,
-                         CpuExecutable::create(std::move(graph), std::move(plan), std::move(jit)));
+                         CpuExecutable::create(std::move(graph), std::move(plan), std::move(jit),
+                                               {.disabled_families = options.cpu_disable,
+                                                .profile = options.cpu_profile}));
   return std::unique_ptr<Executable>(std::move(exe));
 }
 
@@ -54,13 +57,15 @@ class CpuBackend final : public Backend {
   absl::string_view name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::cpu; }
 
-  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module) override {
+  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module,
+                                                      const RuntimeOptions& options) override {
     std::shared_ptr<FusionJit> jit;
     MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::compile(module));
-    return build_executable(module, std::move(jit));
+    return build_executable(module, std::move(jit), options);
   }
 
-  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob) override {
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
+                                                          const RuntimeOptions& options) override {
     MSTEP_ASSIGN_OR_RETURN(NativeParts parts, read_native_format(blob));
     mlir::MLIRContext& ctx = load_context();
     // A copy: MLIR's lexer reads up to a terminating NUL, and the text sits
@@ -72,7 +77,7 @@ class CpuBackend final : public Backend {
     if (!parts.object.empty()) {
       MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::load(parts.object));
     }
-    return build_executable(module.get(), std::move(jit));
+    return build_executable(module.get(), std::move(jit), options);
   }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {

@@ -26,12 +26,17 @@ std::byte* data_of(const BufferPtr& b) { return static_cast<host::HostBuffer&>(*
 
 }  // namespace
 
-CpuExecutable::CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit)
-    : graph_(std::move(graph)), plan_(std::move(plan)), jit_(std::move(jit)) {}
+CpuExecutable::CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit,
+                             BuildOptions options)
+    : graph_(std::move(graph)),
+      plan_(std::move(plan)),
+      jit_(std::move(jit)),
+      options_(std::move(options)) {}
 
 namespace {
-// MSTEP_CPU_PROFILE=1: the profiled executables, reported at exit (the
-// module cache keeps executables for the life of the process).
+// BuildOptions::profile (MSTEP_CPU_PROFILE=1): the profiled executables,
+// reported at exit (the module cache keeps executables for the life of the
+// process).
 std::mutex g_profiled_mutex;
 std::vector<CpuExecutable*>* g_profiled = nullptr;
 void report_profiles() {
@@ -50,7 +55,7 @@ CpuExecutable::~CpuExecutable() {
 
 void CpuExecutable::report_profile() {
   if (profile_.empty() || runs_ == 0) return;
-  // MSTEP_CPU_PROFILE=1: where this executable's time went, per call.
+  // BuildOptions::profile: where this executable's time went, per call.
   std::vector<size_t> order(calls_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return profile_[a] > profile_[b]; });
@@ -77,9 +82,9 @@ void CpuExecutable::report_profile() {
 }
 
 absl::StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(
-    TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit) {
+    TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit, BuildOptions options) {
   std::unique_ptr<CpuExecutable> exe(
-      new CpuExecutable(std::move(graph), std::move(plan), std::move(jit)));
+      new CpuExecutable(std::move(graph), std::move(plan), std::move(jit), std::move(options)));
   MSTEP_RETURN_IF_ERROR(exe->build());
   return exe;
 }
@@ -192,7 +197,7 @@ absl::Status CpuExecutable::build() {
   // buffer); and when the bias already exists at the matmul.
   std::vector<int64_t> epilogue_fusion(graph_.nodes.size(), -1);
   std::vector<bool> absorbed(graph_.nodes.size(), false);
-  if (!kernel_family_disabled("onednn")) {
+  if (!kernel_family_disabled(options_.disabled_families, "onednn")) {
     for (uint32_t f = static_cast<uint32_t>(num_args); f < graph_.nodes.size(); ++f) {
       if (graph_.nodes[f].op != OpKind::fusion) continue;
       auto e = find_matmul_epilogue(graph_, f);
@@ -226,7 +231,7 @@ absl::Status CpuExecutable::build() {
     const int64_t b_end = slot_offset[b] + slot_bytes[b];
     return slot_offset[a] < b_end && slot_offset[b] < a_end;
   };
-  if (!kernel_family_disabled("onednn")) {
+  if (!kernel_family_disabled(options_.disabled_families, "onednn")) {
     for (uint32_t m = static_cast<uint32_t>(num_args); m + 1 < graph_.nodes.size(); ++m) {
       const GraphNode& mm = graph_.nodes[m];
       const uint32_t p = m + 1;
@@ -282,7 +287,7 @@ absl::Status CpuExecutable::build() {
     }
     MSTEP_ASSIGN_OR_RETURN(SelectedKernel selected,
                            select_kernel(KernelRequest{graph_, node, &see_through_}, jit_.get(),
-                                         this_fusion,
+                                         this_fusion, options_.disabled_families,
                                          /*skip_onednn=*/!lookthrough_safe(node)));
     std::optional<HostFallbackOp> fallback;
     if (selected.fallback)
@@ -294,7 +299,7 @@ absl::Status CpuExecutable::build() {
     kernels_.push_back(std::move(selected.kernel));
   }
   drop_unread_calls();
-  if (const char* p = std::getenv("MSTEP_CPU_PROFILE"); p && std::string_view(p) == "1") {
+  if (options_.profile) {
     profile_.assign(calls_.size(), 0.0);
     std::lock_guard<std::mutex> lock(g_profiled_mutex);
     if (!g_profiled) {

@@ -21,11 +21,20 @@ class FusionJit;
 
 class CpuExecutable final : public Executable {
  public:
+  /// The runtime options the cpu backend reads (RuntimeOptions::cpu_disable
+  /// and cpu_profile).
+  struct BuildOptions {
+    /// Kernel families turned off: "onednn,flash,jit,host" or "all".
+    std::string disabled_families;
+    /// Time every call; report the slowest at exit.
+    bool profile = false;
+  };
   /// Builds the call list for `graph` (exported from the step function that
   /// `plan` was read from). `jit` holds the compiled fusions (may be null:
   /// every fusion then runs on the ref interpreter as a fallback).
   static absl::StatusOr<std::unique_ptr<CpuExecutable>> create(TraceGraph graph, ArenaPlan plan,
-                                                               std::shared_ptr<FusionJit> jit);
+                                                               std::shared_ptr<FusionJit> jit,
+                                                               BuildOptions options);
   ~CpuExecutable() override;
 
   using Executable::run;
@@ -39,12 +48,13 @@ class CpuExecutable final : public Executable {
   /// tests and logs.
   std::vector<std::string> kernel_names() const;
   int64_t arena_bytes() const { return plan_.arena_bytes; }
-  /// With MSTEP_CPU_PROFILE=1: prints time per call, slowest first, to
+  /// With BuildOptions::profile (MSTEP_CPU_PROFILE=1): prints time per call, slowest first, to
   /// stderr (also done at exit and on destruction).
   void report_profile();
 
  private:
-  CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit);
+  CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit,
+                BuildOptions options);
   absl::Status build();
   /// Removes the calls whose results nobody reads.
   void drop_unread_calls();
@@ -69,6 +79,7 @@ class CpuExecutable final : public Executable {
   TraceGraph graph_;
   ArenaPlan plan_;
   std::shared_ptr<FusionJit> jit_;
+  BuildOptions options_;
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
   std::vector<Call> calls_;
   std::vector<HostFallbackOp> fallbacks_;

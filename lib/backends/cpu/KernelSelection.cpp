@@ -1,7 +1,5 @@
 #include "lib/backends/cpu/KernelSelection.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_split.h"
 
 #include "lib/backends/cpu/FlashAttention.h"
@@ -27,29 +25,28 @@ constexpr Family kFamilies[] = {
     {"host", make_host_kernel},
 };
 
-/// MSTEP_CPU_DISABLE=family,... (or "all") turns kernel families off, so
-/// their ops run the ref kernel: for bisecting a wrong result to a family.
-bool disabled(absl::string_view family) {
-  const char* env = std::getenv("MSTEP_CPU_DISABLE");
-  if (!env) return false;
-  for (absl::string_view f : absl::StrSplit(env, ','))
+}  // namespace
+
+/// RuntimeOptions::cpu_disable turns kernel families off, so their ops run
+/// the ref kernel: for bisecting a wrong result to a family.
+bool kernel_family_disabled(absl::string_view disabled, absl::string_view family) {
+  if (disabled.empty()) return false;
+  for (absl::string_view f : absl::StrSplit(disabled, ','))
     if (f == family || f == "all") return true;
   return false;
 }
 
-}  // namespace
-
-bool kernel_family_disabled(absl::string_view family) { return disabled(family); }
-
 absl::StatusOr<SelectedKernel> select_kernel(const KernelRequest& request, const FusionJit* jit,
-                                             int fusion_index, bool skip_onednn) {
+                                             int fusion_index, absl::string_view disabled,
+                                             bool skip_onednn) {
   const GraphNode& node = request.node();
-  if (node.op == OpKind::fusion && jit && !disabled("jit")) {
+  if (node.op == OpKind::fusion && jit && !kernel_family_disabled(disabled, "jit")) {
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernel> kernel, jit->kernel(fusion_index, request));
     if (kernel) return SelectedKernel{std::move(kernel), false, "jit"};
   }
   for (const Family& family : kFamilies) {
-    if (disabled(family.name) || (skip_onednn && family.name == "onednn")) continue;
+    if (kernel_family_disabled(disabled, family.name) || (skip_onednn && family.name == "onednn"))
+      continue;
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernel> kernel, family.factory(request));
     if (kernel) return SelectedKernel{std::move(kernel), false, family.name};
   }

@@ -183,7 +183,8 @@ class RefBackend final : public Backend {
   absl::string_view name() const override { return "ref"; }
   DeviceType device_type() const override { return DeviceType::ref; }
 
-  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module) override {
+  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module,
+                                                      const RuntimeOptions&) override {
     auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
     if (!step) return absl::InvalidArgumentError("ref backend: the module has no func @step");
     MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
