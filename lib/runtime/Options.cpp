@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
+#include "mstep/runtime/Backend.h"
 
 namespace mstep {
 
@@ -35,16 +36,12 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (const char* t = std::getenv("MSTEP_TRACE")) o.trace_file = t;
   if (const char* g = std::getenv("MSTEP_NAN_GUARD")) o.nan_guard_dir = g;
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
-    absl::string_view d(dev);
-    if (d == "ref") {
-      o.default_device = DeviceType::ref;
-    } else if (d == "cpu") {
-      o.default_device = DeviceType::cpu;
+    absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
+    if (type.ok()) {
+      o.default_device = *type;
     } else {
-      std::fprintf(stderr,
-                   "mstep warning: MSTEP_DEVICE=%s is not a backend built into "
-                   "this library; using 'ref'. Available: ref, cpu\n",
-                   dev);
+      std::fprintf(stderr, "mstep warning: MSTEP_DEVICE=%s: %s; using 'ref'\n", dev,
+                   std::string(type.status().message()).c_str());
     }
   }
   return o;
