@@ -132,7 +132,7 @@ Args parse_args(int argc, char** argv) {
   }
   if (!examples::parse_device(a.device)) {
     std::fprintf(stderr, "gpt_train: unknown --device %s (use %s)\n", a.device.c_str(),
-                 examples::kDeviceChoices);
+                 examples::device_choices().c_str());
     std::exit(2);
   }
   return a;

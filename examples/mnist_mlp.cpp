@@ -174,7 +174,8 @@ Flags parse_flags(int argc, char** argv) {
         fail("unknown --mode '" + value + "'; use lazy, replay, graphed or cacher");
     } else if (flag == "--device") {
       auto device = examples::parse_device(value);
-      if (!device) fail("unknown --device '" + value + "'; use " + examples::kDeviceChoices);
+      if (!device)
+        fail("unknown --device '" + value + "'; use one of " + examples::device_choices());
       f.device = *device;
     } else {
       fail("unknown flag " + flag + usage);

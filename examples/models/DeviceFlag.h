@@ -4,18 +4,23 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_join.h"
 #include "mstep/core/Device.h"
+#include "mstep/runtime/Backend.h"
 
 namespace mstep::examples {
 
-/// The backends the examples accept; the default is cpu.
-inline constexpr const char* kDeviceChoices = "cpu or ref";
+/// The backends --device accepts: every registered one ("ref, cpu"); the
+/// examples default to cpu.
+inline std::string device_choices() {
+  return absl::StrJoin(BackendRegistry::registered_backends(), ", ");
+}
 
-/// "cpu" or "ref", else nullopt.
+/// The device of a registered backend's name ("cpu", "ref"), else nullopt.
 inline std::optional<Device> parse_device(const std::string& name) {
-  if (name == "cpu") return Device{DeviceType::cpu, 0};
-  if (name == "ref") return Device{DeviceType::ref, 0};
-  return std::nullopt;
+  absl::StatusOr<DeviceType> type = BackendRegistry::device_type(name);
+  if (!type.ok()) return std::nullopt;
+  return Device{*type, 0};
 }
 
 }  // namespace mstep::examples

@@ -132,7 +132,8 @@ MSTEP_C_API mstep_status* mstep_context_release(mstep_context* context);
 
 /* Sets one runtime option by name; the value is text, as in the
  * environment variable of the same meaning:
- *   "device"          "cpu" or "ref": default device of new tensors (MSTEP_DEVICE)
+ *   "device"          a registered backend ("cpu", "ref"): default device of new tensors
+ *                     (MSTEP_DEVICE)
  *   "cache"           "dir,clear_on_start,max_mb" or "": disk cache (MSTEP_CACHE)
  *   "max_graphs"      entries of the in-memory module cache (MSTEP_MAX_GRAPHS)
  *   "log_recompiles"  "0"/"1" (MSTEP_LOG_RECOMPILES)
@@ -153,8 +154,9 @@ MSTEP_C_API mstep_status* mstep_context_set_option(mstep_context* context, const
                                                    const char* value);
 /* Seeds the Philox stream of rand, randn, dropout (torch.manual_seed). */
 MSTEP_C_API mstep_status* mstep_context_manual_seed(mstep_context* context, uint64_t seed);
-/* Looks a device up by name: "cpu", "ref", "cpu:0". Unknown or unavailable
- * devices are MSTEP_NOT_FOUND, naming the available ones. */
+/* Looks a device up by name: any registered backend's name ("cpu", "ref"),
+ * optionally with index 0 ("cpu:0"). Unknown or unavailable devices are
+ * MSTEP_NOT_FOUND, naming the available ones. */
 MSTEP_C_API mstep_status* mstep_context_device(mstep_context* context, const char* name,
                                                mstep_device** out_device);
 /* The device new tensors go to when none is given. */

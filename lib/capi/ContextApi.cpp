@@ -1,6 +1,5 @@
 // C API: contexts, devices, runtime options, the RNG seed, mark_step and the
 // grad mode.
-#include <optional>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -26,21 +25,17 @@ constexpr const char* kOptionKeys =
     "device, cache, max_graphs, log_recompiles, log_cache, log_fallback, fuse, dump_dir, "
     "trace, nan_guard, cpu_disable, cpu_profile";
 
-/// "cpu", "ref", "cpu:0"; only registered backends.
+/// "cpu", "ref", "cpu:0": any registered backend's name, index 0.
 Device parse_device(const std::string& name) {
   std::vector<std::string> parts = absl::StrSplit(name, ':');
-  std::optional<DeviceType> type;
-  std::vector<std::string> available;
-  for (DeviceType t : BackendRegistry::available()) {
-    available.emplace_back(device_type_name(t));
-    if (!parts.empty() && parts[0] == device_type_name(t)) type = t;
-  }
+  absl::StatusOr<DeviceType> type = BackendRegistry::device_type(parts[0]);
   int index = 0;
   bool index_ok = parts.size() == 1 ||
                   (parts.size() == 2 && absl::SimpleAtoi(parts[1], &index) && index == 0);
-  if (!type || !index_ok)
-    fail(MSTEP_NOT_FOUND, absl::StrCat("no device '", name, "'; available: ",
-                                       absl::StrJoin(available, ", "), " (index 0)"));
+  if (!type.ok() || !index_ok)
+    fail(MSTEP_NOT_FOUND,
+         absl::StrCat("no device '", name, "'; available: ",
+                      absl::StrJoin(BackendRegistry::registered_backends(), ", "), " (index 0)"));
   return Device{*type, index};
 }
 

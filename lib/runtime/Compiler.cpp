@@ -8,13 +8,11 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
 #include "mstep/passes/IRDump.h"
 #include "mstep/passes/Pipeline.h"
 
@@ -31,39 +29,11 @@ mlir::MLIRContext& context() {
   return *ctx;
 }
 
-/// Collects the context's diagnostics into one string while alive.
-class DiagnosticCollector {
- public:
-  explicit DiagnosticCollector(mlir::MLIRContext& ctx)
-      : handler_(&ctx, [this](mlir::Diagnostic& d) {
-          llvm::raw_string_ostream os(text_);
-          os << "\n  " << d.getLocation() << ": " << d;
-          return mlir::success();
-        }) {}
-  const std::string& text() const { return text_; }
-
- private:
-  std::string text_;
-  mlir::ScopedDiagnosticHandler handler_;
-};
-
 std::string print_module(mlir::ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
   module.print(os);
   return text;
-}
-
-absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> parse_module(absl::string_view text,
-                                                              absl::string_view what) {
-  mlir::MLIRContext& ctx = context();
-  DiagnosticCollector diagnostics(ctx);
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(llvm::StringRef(text.data(), text.size()),
-                                                        mlir::ParserConfig(&ctx));
-  if (!module || mlir::failed(mlir::verify(*module)))
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is not a valid mstep module:", diagnostics.text()));
-  return module;
 }
 
 }  // namespace
@@ -97,7 +67,7 @@ absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_vi
                                                                  const RuntimeOptions& runtime) {
   auto native = backend.deserialize(text, runtime);
   if (!absl::IsUnimplemented(native.status())) return native;
-  MSTEP_ASSIGN_OR_RETURN(auto module, parse_module(text, "the cached module"));
+  MSTEP_ASSIGN_OR_RETURN(auto module, parse_mstep_module(text, context(), "the cached module"));
   return backend.compile(module.get(), runtime);
 }
 
@@ -107,7 +77,7 @@ absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph) {
 }
 
 absl::StatusOr<TraceGraph> trace_graph_from_mlir(absl::string_view text) {
-  MSTEP_ASSIGN_OR_RETURN(auto module, parse_module(text, "the graph"));
+  MSTEP_ASSIGN_OR_RETURN(auto module, parse_mstep_module(text, context(), "the graph"));
   // func @step, or the module's only function (a module a host wrote).
   auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
   if (!step) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
+#include "mstep/runtime/Backend.h"
 
 namespace mstep {
 
@@ -37,16 +38,12 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (const char* d = std::getenv("MSTEP_CPU_DISABLE")) o.cpu_disable = d;
   if (const char* p = std::getenv("MSTEP_CPU_PROFILE")) o.cpu_profile = absl::string_view(p) == "1";
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
-    absl::string_view d(dev);
-    if (d == "ref") {
-      o.default_device = DeviceType::ref;
-    } else if (d == "cpu") {
-      o.default_device = DeviceType::cpu;
+    absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
+    if (type.ok()) {
+      o.default_device = *type;
     } else {
-      std::fprintf(stderr,
-                   "mstep warning: MSTEP_DEVICE=%s is not a backend built into "
-                   "this library; using 'ref'. Available: ref, cpu\n",
-                   dev);
+      std::fprintf(stderr, "mstep warning: MSTEP_DEVICE=%s: %s; using 'ref'\n", dev,
+                   std::string(type.status().message()).c_str());
     }
   }
   return o;

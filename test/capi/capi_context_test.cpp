@@ -88,11 +88,24 @@ TEST_F(CapiContextTest, Devices) {
   mstep_device* none = nullptr;
   Outcome o = outcome(mstep_context_device(ctx, "tpu", &none));
   EXPECT_EQ(o.code, MSTEP_NOT_FOUND);
-  EXPECT_NE(o.message.find("cpu"), std::string::npos) << "lists what exists: " << o.message;
+  EXPECT_NE(o.message.find("available: ref, cpu"), std::string::npos)
+      << "lists every registered backend: " << o.message;
   EXPECT_EQ(outcome(mstep_context_device(ctx, "cpu:7", &none)).code, MSTEP_NOT_FOUND);
   EXPECT_EQ(outcome(mstep_context_device(ctx, nullptr, &none)).code, MSTEP_INVALID_ARGUMENT);
   EXPECT_EQ(outcome(mstep_context_device(ctx, "cpu", nullptr)).code, MSTEP_INVALID_ARGUMENT);
   EXPECT_EQ(none, nullptr);
+}
+
+TEST_F(CapiContextTest, EveryRegisteredBackendNameIsADevice) {
+  for (const char* name : {"ref", "cpu"}) {
+    mstep_device* d = nullptr;
+    MSTEP_ASSERT_OK(mstep_context_device(ctx, name, &d));
+    EXPECT_EQ(std::string(mstep_device_name(d)), std::string(name) + ":0");
+    MSTEP_ASSERT_OK(mstep_context_set_option(ctx, "device", name));
+    mstep_device* def = nullptr;
+    MSTEP_ASSERT_OK(mstep_context_default_device(ctx, &def));
+    EXPECT_EQ(def, d);
+  }
 }
 
 TEST_F(CapiContextTest, OptionsAreCheckedAndBadOnesChangeNothing) {
@@ -108,7 +121,9 @@ TEST_F(CapiContextTest, OptionsAreCheckedAndBadOnesChangeNothing) {
             MSTEP_INVALID_ARGUMENT);
   EXPECT_EQ(outcome(mstep_context_set_option(ctx, "max_graphs", "0")).code,
             MSTEP_INVALID_ARGUMENT);
-  EXPECT_EQ(outcome(mstep_context_set_option(ctx, "device", "gpu")).code, MSTEP_NOT_FOUND);
+  Outcome device = outcome(mstep_context_set_option(ctx, "device", "gpu"));
+  EXPECT_EQ(device.code, MSTEP_NOT_FOUND);
+  EXPECT_NE(device.message.find("available: ref, cpu"), std::string::npos) << device.message;
   Outcome cache = outcome(mstep_context_set_option(ctx, "cache", "/tmp/x,sometimes"));
   EXPECT_EQ(cache.code, MSTEP_INVALID_ARGUMENT) << cache.message;
   EXPECT_EQ(outcome(mstep_context_set_option(ctx, nullptr, "1")).code, MSTEP_INVALID_ARGUMENT);

@@ -47,7 +47,7 @@ class FailingCopyInBackend final : public Backend {
 
 // Registered for this test binary only (the slot is otherwise empty).
 TEST(RngStateError, FailedCopyInIsAnErrorAndReservesNothing) {
-  BackendRegistry::register_backend(kTestDevice.type, [] {
+  BackendRegistry::register_backend("failing_copy_in", kTestDevice.type, [] {
     return std::unique_ptr<Backend>(new FailingCopyInBackend);
   });
   Tracer& tracer = Tracer::get();

@@ -110,16 +110,56 @@ class Backend {
   virtual bool supports(OpKind op, DType dtype) const = 0;
 };
 
-/// Registry of backends by device type. Backends register themselves from
-/// a static initializer in their own library.
+/// Registry of backends by name ("ref", "cpu"). Each backend registers
+/// itself from a static initializer in its own library, with its name and
+/// the DeviceType that Device uses for it; a name and a type each belong to
+/// one backend. A backend is created on first use, once.
+/// Thread-safety: every member may be called from any thread; concurrent
+/// first uses of one backend get the same instance. Backends live as long
+/// as their registry (the global one: the process).
 class BackendRegistry {
  public:
   using Factory = std::unique_ptr<Backend> (*)();
-  static void register_backend(DeviceType type, Factory factory);
-  /// The backend for `type`, created on first use; an error names the
-  /// backends that are available.
-  static absl::StatusOr<Backend*> get(DeviceType type);
-  static std::vector<DeviceType> available();
+
+  BackendRegistry();
+  ~BackendRegistry();
+  BackendRegistry(const BackendRegistry&) = delete;
+  BackendRegistry& operator=(const BackendRegistry&) = delete;
+
+  /// The process's registry, the one the static functions below use.
+  static BackendRegistry& global();
+
+  /// Adds a backend; AlreadyExists when `name` or `type` is taken.
+  absl::Status add(absl::string_view name, DeviceType type, Factory factory);
+  /// The backend registered as `name` (or for `type`), created on first
+  /// use; NotFound names the registered backends.
+  absl::StatusOr<Backend*> backend(absl::string_view name);
+  absl::StatusOr<Backend*> backend(DeviceType type);
+  /// The DeviceType of the backend registered as `name`; NotFound names the
+  /// registered backends.
+  absl::StatusOr<DeviceType> lookup(absl::string_view name) const;
+  /// Registered names, in DeviceType order.
+  std::vector<std::string> names() const;
+  /// Registered types, in DeviceType order.
+  std::vector<DeviceType> types() const;
+
+  // ---- the global registry ----
+  /// add() on global(); a taken name or type aborts (two backends built
+  /// into one library under one name is a build error).
+  static void register_backend(absl::string_view name, DeviceType type, Factory factory);
+  static absl::StatusOr<Backend*> get(DeviceType type) { return global().backend(type); }
+  static absl::StatusOr<Backend*> get(absl::string_view name) { return global().backend(name); }
+  /// Parses a device name (MSTEP_DEVICE, the C API): any registered name.
+  static absl::StatusOr<DeviceType> device_type(absl::string_view name) {
+    return global().lookup(name);
+  }
+  static std::vector<std::string> registered_backends() { return global().names(); }
+  static std::vector<DeviceType> available() { return global().types(); }
+
+ private:
+  struct Entry;
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace mstep

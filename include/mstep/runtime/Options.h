@@ -8,8 +8,8 @@
 namespace mstep {
 
 struct RuntimeOptions {
-  /// MSTEP_DEVICE: default device for new tensors: "ref" (the default) or
-  /// "cpu".
+  /// MSTEP_DEVICE: default device for new tensors: the name of any
+  /// registered backend ("ref", the default, or "cpu").
   DeviceType default_device = DeviceType::ref;
   /// MSTEP_DUMP_DIR: when set, every compiled graph is written there as
   /// text (graph_<key>.txt) and Graphviz (graph_<key>.dot), and its MLIR

@@ -15,9 +15,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
 
 namespace mstep::cpu {
 
@@ -68,16 +68,14 @@ class CpuBackend final : public Backend {
                                                           const RuntimeOptions& options) override {
     MSTEP_ASSIGN_OR_RETURN(NativeParts parts, read_native_format(blob));
     mlir::MLIRContext& ctx = load_context();
-    // A copy: MLIR's lexer reads up to a terminating NUL, and the text sits
-    // in the middle of the blob.
-    const std::string text(parts.module_text);
-    auto module = mlir::parseSourceString<mlir::ModuleOp>(text, mlir::ParserConfig(&ctx));
-    if (!module) return absl::DataLossError("cpu executable: the module text does not parse");
+    auto module = parse_mstep_module(parts.module_text, ctx, "its module text");
+    if (!module.ok())
+      return absl::DataLossError(absl::StrCat("cpu executable: ", module.status().message()));
     std::shared_ptr<FusionJit> jit;
     if (!parts.object.empty()) {
       MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::load(parts.object));
     }
-    return build_executable(module.get(), std::move(jit), options);
+    return build_executable(module->get(), std::move(jit), options);
   }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
@@ -107,7 +105,7 @@ class CpuBackend final : public Backend {
 };
 
 const bool registered = [] {
-  BackendRegistry::register_backend(DeviceType::cpu,
+  BackendRegistry::register_backend("cpu", DeviceType::cpu,
                                     [] { return std::unique_ptr<Backend>(new CpuBackend()); });
   return true;
 }();

@@ -12,12 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/FusionJitLowering.h"
 #include "lib/backends/cpu/FusionKernelEmitter.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Parser/Parser.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -113,17 +111,8 @@ absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile(mlir::ModuleOp mod
 absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile_text(absl::string_view module_text) {
   mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
   register_mstep_dialects(context);
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& diagnostic) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << "\n  " << diagnostic.getLocation() << ": " << diagnostic;
-    return mlir::success();
-  });
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(
-      llvm::StringRef(module_text.data(), module_text.size()), mlir::ParserConfig(&context));
-  if (!module || mlir::failed(mlir::verify(*module)))
-    return absl::InvalidArgumentError(
-        absl::StrCat("FusionJit::compile_text: not a valid mstep module:", diagnostics));
+  MSTEP_ASSIGN_OR_RETURN(auto module, parse_mstep_module(module_text, context,
+                                                         "FusionJit::compile_text: the text"));
   return compile(*module);
 }
 

@@ -38,7 +38,6 @@
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/Vector/Transforms/Passes.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
@@ -54,6 +53,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
+#include "mstep/ir/MlirParse.h"
 
 namespace mstep::cpu {
 
@@ -103,22 +103,6 @@ struct ExpandIntegerPow : OpRewritePattern<math::IPowIOp> {
     b.replaceOpWithNewOp<arith::SelectOp>(op, negative, negativePower, power);
     return success();
   }
-};
-
-/// Collects the context's diagnostics while alive.
-class DiagnosticText {
-public:
-  explicit DiagnosticText(MLIRContext* context)
-      : handler_(context, [this](Diagnostic& diagnostic) {
-          llvm::raw_string_ostream os(text_);
-          os << "\n  " << diagnostic.getLocation() << ": " << diagnostic;
-          return success();
-        }) {}
-  const std::string& text() const { return text_; }
-
-private:
-  std::string text_;
-  ScopedDiagnosticHandler handler_;
 };
 
 /// Rewrites the ops `select` picks into libm calls (vector ops unrolled).
@@ -254,7 +238,7 @@ void load_kernel_dialects(MLIRContext& context) {
 absl::StatusOr<std::string> generate_object(ModuleOp kernels,
                                             const std::vector<NestSignature>& nests) {
   MLIRContext* context = kernels.getContext();
-  DiagnosticText diagnostics(context);
+  DiagnosticCollector diagnostics(*context);
 
   // 1-2. MLIR.
   if (failed(rewriteMath(kernels)))

@@ -229,7 +229,7 @@ namespace {
 
 const bool registered = [] {
   BackendRegistry::register_backend(
-      DeviceType::ref, [] { return std::unique_ptr<Backend>(new RefBackend()); });
+      "ref", DeviceType::ref, [] { return std::unique_ptr<Backend>(new RefBackend()); });
   return true;
 }();
 

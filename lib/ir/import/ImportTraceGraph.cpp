@@ -12,10 +12,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
-#include "llvm/Support/raw_ostream.h"
 #include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
 #include "mstep/ir/dialect/MstepDialect.h"
 
 namespace mstep {
@@ -200,15 +199,10 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> import_trace_graph(const Trace
   b.create<mlir::func::ReturnOp>(loc, results);
 
   // 3. Verify, collecting the diagnostics into the error.
-  std::string diagnostics;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& d) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << "\n  " << d.getLocation() << ": " << d;
-    return mlir::success();
-  });
+  DiagnosticCollector diagnostics(context);
   if (mlir::failed(mlir::verify(*module)))
     return absl::InternalError(
-        absl::StrCat("the imported MLIR module does not verify:", diagnostics));
+        absl::StrCat("the imported MLIR module does not verify:", diagnostics.text()));
   return module;
 }
 
