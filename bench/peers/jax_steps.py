@@ -12,34 +12,23 @@ its CPU affinity does not match --threads.
 
     python3 bench/peers/jax_steps.py --threads N [--cases mlp,gpt,sdpa,matmul] [--quick]
 """
-import argparse
 import math
 import os
-import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import optax
 
+import peer_common
+
 
 def timed(step, warmup, reps):
-    """Median wall ms of `reps` calls of step() after `warmup` calls; step()
-    returns a value it blocks on."""
-    times = []
-    for i in range(warmup + reps):
-        t0 = time.perf_counter()
-        jax.block_until_ready(step())
-        if i >= warmup:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return peer_common.timed(step, warmup, reps, block=jax.block_until_ready)
 
 
 def report(metric, ms, threads, **extra):
-    fields = " ".join(f"{k}={v}" for k, v in extra.items())
-    print(f"RESULT metric={metric} impl=jax-{jax.__version__}-jit value={ms:.3f} threads={threads} "
-          f"{fields}", flush=True)
+    peer_common.report(metric, f"jax-{jax.__version__}-jit", ms, threads, **extra)
 
 
 def n_params(params):
@@ -178,16 +167,7 @@ def run_matmul(reps, threads):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--threads", type=int, required=True)
-    p.add_argument("--cases", default="mlp,gpt,sdpa,matmul")
-    p.add_argument("--quick", action="store_true", help="fewer timed steps (smoke test)")
-    p.add_argument("--dim", type=int, default=256)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=1024)
+    p = peer_common.arg_parser("The peer steps in JAX jit (XLA:CPU).")
     a = p.parse_args()
     cores = len(os.sched_getaffinity(0))
     if cores != a.threads:

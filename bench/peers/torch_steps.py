@@ -21,14 +21,13 @@ Random data, made before timing: the time of a step does not depend on it.
     python3 bench/peers/torch_steps.py --threads N [--cases mlp,gpt,sdpa,matmul]
                                        [--modes eager,compile] [--quick]
 """
-import argparse
 import re
-import statistics
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import peer_common
 
 
 class Block(nn.Module):
@@ -79,21 +78,11 @@ def attention(q, k, v, fused):
     return torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1) @ v
 
 
-def timed(step, warmup, reps):
-    """Median wall ms of `reps` calls of step() after `warmup` calls."""
-    times = []
-    for i in range(warmup + reps):
-        t0 = time.perf_counter()
-        step()
-        if i >= warmup:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+timed = peer_common.timed
 
 
 def report(metric, impl, ms, **extra):
-    fields = " ".join(f"{k}={v}" for k, v in extra.items())
-    print(f"RESULT metric={metric} impl={impl} value={ms:.3f} threads={torch.get_num_threads()} {fields}",
-          flush=True)
+    peer_common.report(metric, impl, ms, torch.get_num_threads(), **extra)
 
 
 def run_mlp(impl, compile_, reps):
@@ -162,17 +151,8 @@ def run_matmul(impl, reps):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--threads", type=int, required=True)
-    p.add_argument("--cases", default="mlp,gpt,sdpa,matmul")
+    p = peer_common.arg_parser("The peer steps in PyTorch (1.13 or 2.x), eager or compiled.")
     p.add_argument("--modes", default="eager,compile")
-    p.add_argument("--quick", action="store_true", help="fewer timed steps (smoke test)")
-    p.add_argument("--dim", type=int, default=256)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=1024)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     # "1.13.0a0" (Debian) and "2.15.0+cpu" name the release in their first three fields.
