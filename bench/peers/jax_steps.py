@@ -31,6 +31,14 @@ def report(metric, ms, threads, **extra):
     peer_common.report(metric, f"jax-{jax.__version__}-jit", ms, threads, **extra)
 
 
+def report_training_step(metric, one, warmup, reps, threads, params, losses):
+    """Times one() (a training step that appends its loss to `losses`) and
+    reports it with the parameter count and the first and last loss."""
+    ms = timed(one, warmup=warmup, reps=reps)
+    report(metric, ms, threads, params=n_params(params),
+           loss=f"{losses[0]:.3f}->{losses[-1]:.3f}")
+
+
 def n_params(params):
     return sum(x.size for x in jax.tree_util.tree_leaves(params))
 
@@ -94,10 +102,7 @@ def run_mlp(reps, threads):
         box["losses"].append(float(loss))
         return loss
 
-    ms = timed(one, warmup=5, reps=reps)
-    losses = box["losses"]
-    report("mlp_step_ms", ms, threads, params=n_params(params),
-           loss=f"{losses[0]:.3f}->{losses[-1]:.3f}")
+    report_training_step("mlp_step_ms", one, 5, reps, threads, params, box["losses"])
 
 
 def run_gpt(reps, threads, a):
@@ -146,10 +151,7 @@ def run_gpt(reps, threads, a):
         box["losses"].append(float(loss))
         return loss
 
-    ms = timed(one, warmup=2, reps=reps)
-    losses = box["losses"]
-    report("gpt_step_ms", ms, threads, params=n_params(params),
-           loss=f"{losses[0]:.3f}->{losses[-1]:.3f}")
+    report_training_step("gpt_step_ms", one, 2, reps, threads, params, box["losses"])
 
 
 def run_sdpa(reps, threads):
