@@ -58,7 +58,7 @@ Compiled import_and_run_pipeline(const mstep::TraceGraph& graph, mlir::MLIRConte
     std::exit(1);
   }
   mlir::PassManager pm(&ctx);
-  mstep::passes::build_pipeline(pm);
+  mstep::passes::build_planned_pipeline(pm);
   if (mlir::failed(pm.run(module->get()))) {
     std::fprintf(stderr, "pipeline failed\n");
     std::exit(1);

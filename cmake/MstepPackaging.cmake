@@ -47,9 +47,9 @@ file(RELATIVE_PATH mstep_bin_to_lib
 
 # A consumer of the C++ API compiles the public headers, which need C++20.
 set_property(TARGET mstep APPEND PROPERTY INTERFACE_COMPILE_FEATURES cxx_std_20)
-set_target_properties(mstep PROPERTIES
+set_target_properties(mstep mstep_runtime mstep_compiler PROPERTIES
   INSTALL_RPATH "\$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
-set(mstep_install_targets mstep)
+set(mstep_install_targets mstep_runtime mstep_compiler mstep)
 if(TARGET mstep_c)
   set_target_properties(mstep_c PROPERTIES
     INSTALL_RPATH "\$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
@@ -59,10 +59,11 @@ set_target_properties(mstep-opt PROPERTIES
   INSTALL_RPATH "\$ORIGIN/${mstep_bin_to_lib}" INSTALL_RPATH_USE_LINK_PATH ON)
 list(APPEND mstep_install_targets mstep-opt)
 
-# libmstep links the compiler (mstep_passes, mstep_dialect: static), MLIR,
-# LLVM, oneDNN and OpenMP PRIVATE. For a SHARED library CMake exports no
-# private dependency, so the export set holds only these targets and its
-# interface names only absl (checked by test/package/run_consumer_test.sh).
+# libmstep_compiler holds the dialect and passes (object files) and links
+# MLIR, LLVM, oneDNN and OpenMP PRIVATE; libmstep links LLVM PRIVATE. For a
+# SHARED library CMake exports no private dependency, so the export set holds
+# only these targets and its interface names absl and the three libraries
+# (checked by test/package/run_consumer_test.sh).
 install(TARGETS ${mstep_install_targets} EXPORT mstepTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT mstep_runtime
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT mstep_development

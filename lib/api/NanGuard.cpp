@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "lib/runtime/Compiler.h"
+#include "lib/compiler/Compiler.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/mstep.h"
 #include "mstep/runtime/Tracer.h"

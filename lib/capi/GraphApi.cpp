@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/api/OpBuilder.h"
 #include "lib/capi/Graphs.h"
-#include "lib/runtime/Compiler.h"
+#include "lib/compiler/Compiler.h"
 #include "mstep/api/Autograd.h"
 #include "mstep/api/Creation.h"
 #include "mstep/runtime/Runtime.h"

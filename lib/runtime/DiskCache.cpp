@@ -114,19 +114,6 @@ absl::Status check_entry(absl::string_view bytes, const absl::string_view* expec
 }
 
 /// Reads an open file to its end.
-absl::StatusOr<std::string> read_all(int fd, off_t size_hint) {
-  std::string out;
-  out.reserve(size_hint > 0 ? static_cast<size_t>(size_hint) : 0);
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::DataLossError(absl::StrCat("read failed: ", errno_text(errno)));
-    if (n == 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
-}
-
 /// Writes all of `bytes`; returns 0 or the errno.
 int write_all(int fd, absl::string_view bytes) {
   while (!bytes.empty()) {
@@ -369,7 +356,7 @@ DiskCache::LoadResult DiskCache::load(const std::string& name, absl::string_view
     ::close(fd);
     return refuse(trusted);
   }
-  absl::StatusOr<std::string> bytes = read_all(fd, st.st_size);
+  absl::StatusOr<std::string> bytes = internal::read_all(fd, st.st_size);
   absl::string_view payload;
   absl::Status ok = bytes.ok() ? check_entry(*bytes, &key_text, &payload) : bytes.status();
   if (ok.ok()) {
@@ -514,7 +501,7 @@ absl::Status DiskCache::verify_file(const std::string& path) {
   }
   struct stat st;
   absl::StatusOr<std::string> bytes = absl::DataLossError("fstat failed");
-  if (::fstat(fd, &st) == 0) bytes = read_all(fd, st.st_size);
+  if (::fstat(fd, &st) == 0) bytes = internal::read_all(fd, st.st_size);
   ::close(fd);
   absl::string_view payload;
   absl::Status ok = bytes.ok() ? check_entry(*bytes, nullptr, &payload) : bytes.status();

@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "lib/runtime/Compiler.h"
+#include "lib/compiler/Compiler.h"
 #include "lib/runtime/DiskCache.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"

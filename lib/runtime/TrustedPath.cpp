@@ -2,6 +2,7 @@
 // TrustedPath.h).
 #include "lib/runtime/TrustedPath.h"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -179,6 +180,40 @@ absl::Status create_private_directories(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return failed(path, errno);
   if (!S_ISDIR(st.st_mode)) return failed(path, ENOTDIR);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> read_all(int fd, off_t size_hint) {
+  std::string out;
+  out.reserve(size_hint > 0 ? static_cast<size_t>(size_hint) : 0);
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::DataLossError(absl::StrCat("read failed: ", errno_text(errno)));
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+absl::StatusOr<std::string> read_trusted_file(const std::string& path) {
+  absl::StatusOr<std::string> real = check_trusted_path(path, PathKind::file);
+  if (!real.ok())
+    return absl::Status(real.status().code(),
+                        absl::StrCat("cannot load ", path, ": ", real.status().message()));
+  const int fd = ::open(real->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", errno_text(errno)));
+  struct stat st {};
+  absl::Status status = ::fstat(fd, &st) == 0
+                            ? check_trusted_target(*real, st, PathKind::file)
+                            : absl::DataLossError(absl::StrCat("fstat: ", errno_text(errno)));
+  absl::StatusOr<std::string> bytes =
+      status.ok() ? read_all(fd, st.st_size) : absl::StatusOr<std::string>(status);
+  ::close(fd);
+  if (!bytes.ok())
+    return absl::Status(bytes.status().code(),
+                        absl::StrCat("cannot load ", path, ": ", bytes.status().message()));
+  return bytes;
 }
 
 }  // namespace mstep::internal

@@ -39,6 +39,14 @@ absl::StatusOr<std::string> check_trusted_path(absl::string_view path, PathKind 
 /// closes the window between check_trusted_path and open.
 absl::Status check_trusted_target(const std::string& path, const struct stat& st, PathKind kind);
 
+/// All of the file open at `fd` (`size_hint`: its size, or 0).
+absl::StatusOr<std::string> read_all(int fd, off_t size_hint);
+
+/// The bytes of the file at `path`, which must pass the rule above (the file
+/// read is the file checked: it is opened without following a final symlink
+/// and checked again by fstat). Errors name the path.
+absl::StatusOr<std::string> read_trusted_file(const std::string& path);
+
 /// mkdir -p where every directory it creates gets mode 0700 (before the
 /// umask); existing directories are left as they are (check them with
 /// check_trusted_path). FailedPrecondition naming the path it could not

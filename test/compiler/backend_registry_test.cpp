@@ -1,6 +1,6 @@
 // BackendRegistry: backends by name, created once under concurrent first
 // use, and device names (MSTEP_DEVICE) accepted for any registered backend.
-// A compiler test because its stand-in backend overrides compile(ModuleOp).
+// Also the compile halves' registry (CompilerRegistry), by backend name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "mlir/IR/BuiltinOps.h"
+#include "mstep/compiler/BackendCompiler.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Options.h"
 
@@ -25,10 +25,6 @@ class NullBackend final : public Backend {
  public:
   absl::string_view name() const override { return "null"; }
   DeviceType device_type() const override { return DeviceType::xla; }
-  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp,
-                                                      const RuntimeOptions&) override {
-    return absl::UnimplementedError("null");
-  }
   absl::StatusOr<BufferPtr> allocate(const TensorType&) override {
     return absl::UnimplementedError("null");
   }
@@ -68,6 +64,20 @@ TEST(BackendRegistry, ListsTheBuiltInBackendsInDeviceTypeOrder) {
   EXPECT_THAT(BackendRegistry::available(), ElementsAre(DeviceType::ref, DeviceType::cpu));
   EXPECT_EQ(*BackendRegistry::device_type("cpu"), DeviceType::cpu);
   EXPECT_EQ(*BackendRegistry::device_type("ref"), DeviceType::ref);
+}
+
+TEST(CompilerRegistry, EveryBuiltInBackendHasACompileHalf) {
+  EXPECT_THAT(CompilerRegistry::names(), ElementsAre("cpu", "ref"));
+  for (const char* name : {"ref", "cpu"}) {
+    absl::StatusOr<BackendCompiler*> compiler = CompilerRegistry::get(name);
+    ASSERT_TRUE(compiler.ok()) << compiler.status();
+    EXPECT_EQ((*compiler)->backend_name(), name);
+    EXPECT_EQ(*CompilerRegistry::get(name), *compiler) << "created once";
+  }
+  absl::StatusOr<BackendCompiler*> missing = CompilerRegistry::get("null");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("no compiler for backend 'null'"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("compilers: cpu, ref"));
 }
 
 TEST(BackendRegistry, NameAndTypeGiveTheSameBackend) {

@@ -33,7 +33,7 @@ std::map<std::string, int> ops_after_pipeline(const TraceGraph& graph) {
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return {};
   mlir::PassManager pm(&ctx);
-  passes::build_pipeline(pm);
+  passes::build_planned_pipeline(pm);
   EXPECT_TRUE(mlir::succeeded(pm.run(module->get())));
   std::map<std::string, int> counts;
   (*module)->walk([&](mlir::Operation* op) { ++counts[op->getName().getStringRef().str()]; });

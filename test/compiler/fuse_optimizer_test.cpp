@@ -26,6 +26,7 @@
 #include "mstep/mstep.h"
 #include "mstep/passes/Passes.h"
 #include "mstep/passes/Pipeline.h"
+#include "mstep/compiler/BackendCompiler.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
 
@@ -76,7 +77,7 @@ void unfused(mlir::PassManager& pm) {
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
 }
-void full_pipeline(mlir::PassManager& pm) { passes::build_pipeline(pm); }
+void full_pipeline(mlir::PassManager& pm) { passes::build_planned_pipeline(pm); }
 
 /// Every value of a tensor as f64 (exact for every floating dtype) or i64.
 std::vector<double> values_of(const Tensor& t) {
@@ -240,7 +241,7 @@ INSTANTIATE_TEST_SUITE_P(
 /// steps and RNG states).
 std::vector<std::vector<double>> run_on_ref(mlir::ModuleOp module, const TraceGraph& graph) {
   Backend* ref = *BackendRegistry::get(DeviceType::ref);
-  auto exe = ref->compile(module, RuntimeOptions{});
+  auto exe = (*CompilerRegistry::get("ref"))->compile(module, *ref, RuntimeOptions{});
   EXPECT_TRUE(exe.ok()) << exe.status();
   if (!exe.ok()) return {};
   std::vector<BufferPtr> inputs;

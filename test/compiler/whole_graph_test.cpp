@@ -56,7 +56,7 @@ std::pair<OpCounts, OpCounts> counts_before_and_after(const TraceGraph& graph) {
   auto func = (*module)->lookupSymbol<mlir::func::FuncOp>("step");
   OpCounts before = count_ops(func);
   mlir::PassManager pm(&ctx);
-  passes::build_pipeline(pm);
+  passes::build_planned_pipeline(pm);
   EXPECT_TRUE(mlir::succeeded(pm.run(module->get())));
   return {before, count_ops(func)};
 }

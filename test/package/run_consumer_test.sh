@@ -45,7 +45,7 @@ targets=$(dirname "$config")/mstepTargets.cmake
 # (mstepTargets-<config>.cmake) may name LLVM or DNNL::dnnl: CMake uses it
 # only for -rpath-link, and skips a name that is not a target in the
 # consumer, which step 2 checks by building with those packages disabled.
-if grep -nE 'INTERFACE_[A-Z_]+ ".*(MLIR|LLVM|DNNL|dnnl|OpenMP|omp|mstep_passes|mstep_dialect|/usr/lib/llvm)' \
+if grep -nE 'INTERFACE_[A-Z_]+ ".*(MLIR|LLVM|DNNL|dnnl|OpenMP|\bg?omp\b|mstep_passes|mstep_dialect|/usr/lib/llvm)' \
      "$(dirname "$config")"/mstepTargets*.cmake ||
    grep -nE 'LINK_ONLY|mstep_passes|mstep_dialect' "$(dirname "$config")"/mstepTargets*.cmake; then
   fail "the exported targets (lines above) need a private dependency of libmstep: consumers would need it"

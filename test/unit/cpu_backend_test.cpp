@@ -12,7 +12,7 @@
 
 #include "lib/backends/cpu/CpuExecutable.h"
 #include "lib/backends/cpu/NativeFormat.h"
-#include "lib/runtime/Compiler.h"
+#include "lib/compiler/Compiler.h"
 #include "lib/runtime/DiskCache.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"

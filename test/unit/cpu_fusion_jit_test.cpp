@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "lib/backends/cpu/FusionJit.h"
-#include "lib/runtime/Compiler.h"
+#include "lib/compiler/Compiler.h"
 #include "mstep/core/HalfTypes.h"
 #include "mstep/runtime/Backend.h"
 

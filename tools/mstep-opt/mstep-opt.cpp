@@ -2,8 +2,8 @@
 // dialect, like mlir-opt. It registers the mstep dialect and passes, the
 // upstream dialects mstep modules use or lower to (func, arith, math,
 // tensor, linalg), the upstream transforms (canonicalize, cse, symbol-dce,
-// inline, ...) and the pipelines `mstep-pipeline` and
-// `mstep-pipeline-unfused`. MlirOptMain provides the flags:
+// inline, ...) and the backends' pipelines `mstep-pipeline[=<backend>]` and
+// `mstep-pipeline-unfused[=<backend>]`. MlirOptMain provides the flags:
 // --pass-pipeline, --split-input-file, --verify-diagnostics,
 // --mlir-print-ir-after-all and the rest.
 //
@@ -19,6 +19,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "mstep/compiler/Pipelines.h"
 #include "mstep/passes/IRDump.h"
 #include "mstep/passes/Passes.h"
 #include "mstep/passes/Pipeline.h"
@@ -30,7 +31,7 @@ int main(int argc, char** argv) {
                   mlir::linalg::LinalgDialect>();
   mlir::registerTransformsPasses();
   mstep::passes::registerMstepPasses();
-  mstep::passes::register_pipelines();
+  mstep::register_backend_pipelines();
 
   auto [input, output_name] =
       mlir::registerAndParseCLIOptions(argc, argv, "mstep optimizer driver\n", registry);

@@ -1,7 +1,10 @@
 // The mstep compile pipeline: the passes a trace graph goes through between
-// import and a backend, in order. Includes MLIR headers.
+// import and a backend, in order. This file orders the shared passes; a
+// backend adds its own between them and the final check
+// (BackendCompiler::build_target_pipeline). Includes MLIR headers.
 #pragma once
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "mlir/Pass/PassManager.h"
 
 namespace mstep::passes {
@@ -10,21 +13,29 @@ struct PipelineOptions {
   /// Run the fusion passes (attention, optimizer, elementwise). Off, the
   /// module keeps one op per trace node: the unfused reference.
   bool fuse = true;
-  /// Plan the arena (mstep-plan-memory).
-  bool plan_memory = true;
 };
+
+/// The passes a backend adds (BackendCompiler::build_target_pipeline).
+using TargetPasses = llvm::function_ref<void(mlir::OpPassManager&)>;
 
 /// Adds, to a module-level pass manager:
 ///   canonicalize, cse,
 ///   [mstep-fuse-attention, mstep-fuse-optimizer, canonicalize, cse,
 ///    mstep-fuse-elementwise,]               (with options.fuse)
-///   [mstep-plan-memory,]                     (with options.plan_memory)
+///   target_passes(pm)                        (the backend's own)
 ///   [mstep-verify-backend-contract]          (with options.fuse: the
 ///                                             contract assumes fused form)
-void build_pipeline(mlir::OpPassManager& pm, const PipelineOptions& options = {});
+void build_pipeline(mlir::OpPassManager& pm, const PipelineOptions& options,
+                    TargetPasses target_passes);
 
-/// Registers `mstep-pipeline` (fused) and `mstep-pipeline-unfused` with
-/// MLIR's pass registry, for mstep-opt's --pass-pipeline and flags.
-void register_pipelines();
+/// The cpu backend's target passes: the arena plan (mstep-plan-memory).
+/// Here rather than with the cpu compiler so that pass-level tests and
+/// benchmarks can build the planned pipeline without a backend.
+void add_arena_plan(mlir::OpPassManager& pm);
+
+/// build_pipeline with add_arena_plan: the planned pipeline.
+inline void build_planned_pipeline(mlir::OpPassManager& pm, const PipelineOptions& options = {}) {
+  build_pipeline(pm, options, add_arena_plan);
+}
 
 }  // namespace mstep::passes

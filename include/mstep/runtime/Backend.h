@@ -1,10 +1,9 @@
-// Backend: the small interface every execution target implements (IREE's
-// HAL device + executable cache, tinygrad's allocator + compiler +
-// program). lib/backends/ref is the model to copy.
-//
-// compile() takes the module the pass pipeline produced (see
-// docs/backend-contract.md for what it may assume). mlir::ModuleOp is only
-// declared here, so the tracer and the Tensor API stay free of MLIR headers.
+// Backend: the runtime half every execution target implements (IREE's HAL
+// device, tinygrad's allocator + program): memory, copies, and loading
+// serialized executables. Its compile half (BackendCompiler, in
+// libmstep_compiler) turns an MLIR module into an Executable of this
+// backend. lib/backends/ref is the model to copy. No MLIR here: this is
+// libmstep_runtime's interface.
 #pragma once
 
 #include <functional>
@@ -20,10 +19,6 @@
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Buffer.h"
 #include "mstep/runtime/Options.h"
-
-namespace mlir {
-class ModuleOp;
-}
 
 namespace mstep {
 
@@ -78,14 +73,8 @@ class Backend {
   virtual absl::string_view name() const = 0;
   virtual DeviceType device_type() const = 0;
 
-  /// Compiles the module's step function (one func.func, public, named
-  /// "step") whose arguments are the graph inputs and results the outputs.
-  /// Errors name the first unsupported op. `options` are the runtime's
-  /// (a backend reads its own settings there, e.g. cpu_disable).
-  virtual absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module,
-                                                              const RuntimeOptions& options) = 0;
   /// Rebuilds an executable from Executable::serialize(). Unimplemented
-  /// (the default) means the blob is module text for compile().
+  /// (the default) means the blob is module text for the compile half.
   virtual absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
                                                                   const RuntimeOptions& options) {
     (void)options;
@@ -106,7 +95,7 @@ class Backend {
   virtual absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) = 0;
   /// Waits for all work queued on this backend.
   virtual void synchronize() = 0;
-  /// Whether compile() handles `op` for `dtype` natively.
+  /// Whether this backend's executables run `op` for `dtype` natively.
   virtual bool supports(OpKind op, DType dtype) const = 0;
 };
 

@@ -2,12 +2,12 @@
 // and executables that run oneDNN primitives, MLIR-JIT fusion kernels, a
 // flash-style attention kernel and hand-written host kernels from one
 // static arena (CpuExecutable). An op none of them covers runs its ref
-// kernel, counted as a host fallback.
+// kernel, counted as a host fallback. This is the runtime half; the compile
+// half is CpuCompiler.cpp.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "lib/backends/cpu/ArenaPlan.h"
-#include "lib/backends/cpu/CpuExecutable.h"
+#include "lib/backends/cpu/CpuCompiler.h"
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/NativeFormat.h"
 #include "lib/backends/host/HostBuffer.h"
@@ -25,22 +25,6 @@ namespace {
 
 constexpr Device kCpu{DeviceType::cpu, 0};
 
-/// Builds the executable of the step function of `module`. `jit` holds its
-/// compiled fusions (compiled now, or loaded from a disk-cache entry).
-absl::StatusOr<std::unique_ptr<Executable>> build_executable(mlir::ModuleOp module,
-                                                             std::shared_ptr<FusionJit> jit,
-                                                             const RuntimeOptions& options) {
-  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
-  if (!step) return absl::InvalidArgumentError("cpu backend: the module has no func @step");
-  MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
-  MSTEP_ASSIGN_OR_RETURN(ArenaPlan plan, read_arena_plan(step));
-  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe,
-                         CpuExecutable::create(std::move(graph), std::move(plan), std::move(jit),
-                                               {.disabled_families = options.cpu_disable,
-                                                .profile = options.cpu_profile}));
-  return std::unique_ptr<Executable>(std::move(exe));
-}
-
 /// The context disk-cache entries are parsed in (compile() uses the
 /// caller's module and context).
 mlir::MLIRContext& load_context() {
@@ -57,13 +41,6 @@ class CpuBackend final : public Backend {
   absl::string_view name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::cpu; }
 
-  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module,
-                                                      const RuntimeOptions& options) override {
-    std::shared_ptr<FusionJit> jit;
-    MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::compile(module));
-    return build_executable(module, std::move(jit), options);
-  }
-
   absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
                                                           const RuntimeOptions& options) override {
     MSTEP_ASSIGN_OR_RETURN(NativeParts parts, read_native_format(blob));
@@ -75,7 +52,7 @@ class CpuBackend final : public Backend {
     if (!parts.object.empty()) {
       MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::load(parts.object));
     }
-    return build_executable(module->get(), std::move(jit), options);
+    return build_cpu_executable(module->get(), std::move(jit), options);
   }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {

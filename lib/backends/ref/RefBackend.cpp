@@ -1,12 +1,10 @@
 // The reference backend: host buffers and an interpreter that runs each
 // node of a TraceGraph with the plain C++ kernel registered for its op.
 // It is the numerical oracle for every other backend and their fallback.
-// compile() exports the compiled module back to a TraceGraph; a fusion
-// region runs as a nested graph, op by op on whole tensors.
+// This is its runtime half; the compile half (RefCompiler.cpp) exports the
+// compiled module back to a TraceGraph. A fusion region runs as a nested
+// graph, op by op on whole tensors.
 #include <cstring>
-
-#include "mlir/IR/BuiltinOps.h"
-#include "mstep/ir/MlirImport.h"
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/ref/RefKernels.h"
@@ -182,15 +180,6 @@ class RefBackend final : public Backend {
  public:
   absl::string_view name() const override { return "ref"; }
   DeviceType device_type() const override { return DeviceType::ref; }
-
-  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module,
-                                                      const RuntimeOptions&) override {
-    auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
-    if (!step) return absl::InvalidArgumentError("ref backend: the module has no func @step");
-    MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
-    MSTEP_RETURN_IF_ERROR(check_kernels(graph));
-    return std::make_unique<RefExecutable>(std::move(graph));
-  }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
     return std::make_shared<HostBuffer>(type);

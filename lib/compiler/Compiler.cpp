@@ -1,7 +1,9 @@
-// The miss path of mark_step(): TraceGraph -> mstep MLIR module -> pass
-// pipeline -> backend executable. One MLIRContext lives for the process:
-// types and attributes are uniqued once and reused by every compile.
-#include "lib/runtime/Compiler.h"
+// The miss path of mark_step(): TraceGraph -> mstep MLIR module -> the
+// backend's pass pipeline -> its compile half -> an executable of its
+// runtime half. One MLIRContext lives for the process: types and attributes
+// are uniqued once and reused by every compile, and passes load the
+// dialects they declare (dependentDialects) into it.
+#include "lib/compiler/Compiler.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,6 +12,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
 #include "mstep/ir/MlirParse.h"
@@ -41,12 +44,14 @@ std::string print_module(mlir::ModuleOp module) {
 absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
                                             const CompileOptions& options,
                                             const RuntimeOptions& runtime) {
+  MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend.name()));
   mlir::MLIRContext& ctx = context();
   auto module = import_trace_graph(graph, ctx);
   if (!module.ok()) return module.status();
 
   mlir::PassManager pm(&ctx);
-  passes::build_pipeline(pm, {.fuse = options.fuse});
+  passes::build_pipeline(pm, {.fuse = options.fuse},
+                         [&](mlir::OpPassManager& target) { compiler->build_target_pipeline(target); });
   if (!options.dump_dir.empty())
     passes::add_ir_dump(pm, absl::StrFormat("%s/graph_%016x", options.dump_dir, options.key),
                         "import");
@@ -58,7 +63,7 @@ absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& ba
     if (auto size = step->getAttrOfType<mlir::IntegerAttr>("mstep.arena_size"))
       compiled.arena_bytes = size.getInt();
   if (options.keep_module_text) compiled.module_text = print_module(module->get());
-  MSTEP_ASSIGN_OR_RETURN(compiled.executable, backend.compile(module->get(), runtime));
+  MSTEP_ASSIGN_OR_RETURN(compiled.executable, compiler->compile(module->get(), backend, runtime));
   return compiled;
 }
 
@@ -67,8 +72,9 @@ absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_vi
                                                                  const RuntimeOptions& runtime) {
   auto native = backend.deserialize(text, runtime);
   if (!absl::IsUnimplemented(native.status())) return native;
+  MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend.name()));
   MSTEP_ASSIGN_OR_RETURN(auto module, parse_mstep_module(text, context(), "the cached module"));
-  return backend.compile(module.get(), runtime);
+  return compiler->compile(module.get(), backend, runtime);
 }
 
 absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph) {

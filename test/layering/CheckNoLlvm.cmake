@@ -1,0 +1,15 @@
+# Fails when a binary loads LLVM or MLIR (ldd): libmstep_runtime and
+# mstep-run must run where neither is installed.
+#   cmake -DBINARIES="a;b" -P CheckNoLlvm.cmake
+foreach(binary IN LISTS BINARIES)
+  execute_process(COMMAND ldd ${binary} RESULT_VARIABLE status OUTPUT_VARIABLE libs ERROR_VARIABLE err)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "ldd ${binary} failed: ${err}")
+  endif()
+  string(REGEX MATCHALL "lib(LLVM|MLIR|mstep_compiler|mstep)[^ ]*\\.so[^ ]*" found "${libs}")
+  if(found)
+    message(FATAL_ERROR "${binary} loads ${found}; it may load neither LLVM, MLIR nor the "
+                        "compiler:\n${libs}")
+  endif()
+  message(STATUS "${binary}: no LLVM, MLIR or compiler among\n${libs}")
+endforeach()
