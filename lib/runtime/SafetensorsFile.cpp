@@ -227,7 +227,9 @@ absl::Status check_tiling(const std::string& path, const std::vector<Entry>& ent
 /// Steps 1-4: opens `path` into `fd` and checks its header.
 absl::StatusOr<CheckedHeader> read_header(const std::string& path,
                                           std::optional<FileDescriptor>& fd) {
-  fd.emplace(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO in place of the file must not hang the open; it
+  // has no effect on reading a regular file.
+  fd.emplace(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd->get() < 0)
     return file_error(absl::StatusCode::kNotFound, path,
                       absl::StrCat("cannot open the file (", std::strerror(errno), ")"));

@@ -249,6 +249,9 @@ TEST_F(SafetensorsFileTest, DamagedFilesGiveOneClearErrorEach) {
     tiny << "abc";
   }
   cases.push_back({"tiny", path("tiny"), "the file has 3 bytes, fewer than the 8-byte header"});
+  // A FIFO with no writer: refused at once, not waited on.
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  cases.push_back({"fifo", path("fifo"), "not a regular file", absl::StatusCode::kInvalidArgument});
   for (const Bad& c : cases) {
     SCOPED_TRACE(c.name);
     absl::StatusOr<SafetensorsContents> file = read_safetensors(c.file);
