@@ -9,6 +9,9 @@ values, bit for bit. mstep's own reader plays no part.
     check_safetensors.py linear FILE   a torch.nn.Linear(3, 2) state_dict
                                        (write_safetensors.fixture_linear()),
                                        loaded with load_state_dict(strict=True)
+    check_safetensors.py unicode FILE  write_safetensors.fixture_unicode(): names
+                                       and metadata that need JSON escapes; the
+                                       metadata must be exactly the fixture's
 
 Exit status 0 when everything matches, 1 with one line per difference, 3
 when the safetensors package is missing. test/unit/checkpoint_test.cpp runs
@@ -18,7 +21,7 @@ import sys
 
 import torch
 
-from write_safetensors import fixture_linear, fixture_tensors
+from write_safetensors import fixture_linear, fixture_tensors, fixture_unicode
 
 try:
     from safetensors import safe_open
@@ -48,12 +51,16 @@ def differences(got, want):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("dtypes", "linear"):
-        sys.exit("usage: check_safetensors.py dtypes|linear FILE")
+    if len(sys.argv) != 3 or sys.argv[1] not in ("dtypes", "linear", "unicode"):
+        sys.exit("usage: check_safetensors.py dtypes|linear|unicode FILE")
     kind, path = sys.argv[1], sys.argv[2]
     got = load_file(path)
+    want_metadata = None
     if kind == "dtypes":
         problems = differences(got, fixture_tensors())
+    elif kind == "unicode":
+        want, want_metadata = fixture_unicode()
+        problems = differences(got, want)
     else:
         want = fixture_linear()
         problems = differences(got, want.state_dict())
@@ -66,6 +73,8 @@ def main():
     with safe_open(path, framework="pt") as f:
         if f.metadata() is None or f.metadata().get("format") != "pt":
             problems.append(f"metadata {f.metadata()}, want format=pt (PyTorch loaders check it)")
+        elif want_metadata is not None and f.metadata() != want_metadata:
+            problems.append(f"metadata {f.metadata()!r}, want {want_metadata!r}")
     for p in problems:
         print(f"{path}: {p}")
     if problems:

@@ -13,6 +13,8 @@ Run as a script, `write_safetensors.py fixture OUT_DIR` writes the files
 test/unit/checkpoint_test.cpp loads:
   dtypes.safetensors  one tensor per dtype, values from arange
   linear.safetensors  a torch.nn.Linear(3, 2) state_dict
+  unicode.safetensors names and metadata that need JSON escapes
+                      (json.dumps writes non-ASCII as \\uXXXX)
 """
 import json
 import pathlib
@@ -86,6 +88,23 @@ def fixture_linear():
     return lin
 
 
+def fixture_unicode():
+    """Names and metadata that need escapes in a JSON header: non-ASCII
+    (json.dumps writes \\uXXXX, a surrogate pair above U+FFFF; PyPI's
+    safetensors writes the UTF-8 bytes), a quote, a backslash, a tab and a
+    newline. Returns (tensors, metadata); test/unit/checkpoint_test.cpp
+    builds the same in mstep."""
+    tensors = {
+        "caf\u00e9.weight": torch.tensor([1.0, 2.0]),
+        "emoji \U0001F600": torch.tensor([3], dtype=torch.int64),
+        'quote" back\\slash\ttab': torch.tensor([True]),
+        "\u540d\u524d/\u043a\u043b\u044e\u0447": torch.zeros(0),
+    }
+    metadata = {"format": "pt", "note": "h\u00e9llo \U0001F600",
+                "\u043a\u043b\u044e\u0447": 'line\n"quoted"'}
+    return tensors, metadata
+
+
 def fixture(out_dir):
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -93,6 +112,8 @@ def fixture(out_dir):
                       {"format": "pt", "source": "torch"})
     write_safetensors(out_dir / "linear.safetensors", fixture_linear().state_dict(),
                       {"format": "pt"})
+    tensors, metadata = fixture_unicode()
+    write_safetensors(out_dir / "unicode.safetensors", tensors, metadata)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 // Checkpoints: safetensors round trips for every dtype, files written by
 // PyTorch (test/tools/write_safetensors.py), files mstep wrote read into
-// PyTorch by PyPI's safetensors (test/tools/check_safetensors.py), module
+// PyTorch by PyPI's safetensors (test/tools/check_safetensors.py), files
+// PyPI's safetensors wrote (test/tools/pypi_write_safetensors.py), names and
+// metadata that need JSON escapes, module
 // and optimizer save / load with strict and non-strict reports, and corrupt
 // files, after each of which the process keeps working.
 #include <gmock/gmock.h>
@@ -224,6 +226,72 @@ TEST_F(CheckpointTest, PyTorchReadsFilesMstepWrote) {
   EXPECT_THAT(output, HasSubstr("'f16': values"));
   EXPECT_THAT(output, HasSubstr("'i64': dtype torch.int32, want torch.int64"));
   EXPECT_THAT(output, HasSubstr("missing tensor 'bf16'"));
+}
+
+/// write_safetensors.py's fixture_unicode(): names and metadata that need
+/// JSON escapes (non-ASCII, above U+FFFF, a quote, a backslash, a tab).
+std::map<std::string, Tensor> unicode_tensors() {
+  return {
+      {"café.weight", from_vector(V{1, 2}, {2})},
+      {"emoji 😀", from_vector(std::vector<int64_t>{3}, {1})},
+      {"quote\" back\\slash\ttab", from_vector(std::vector<bool>{true}, {1})},
+      {"名前/ключ", zeros({0})},
+  };
+}
+const std::map<std::string, std::string> kUnicodeMetadata = {
+    {"format", "pt"}, {"note", "héllo 😀"}, {"ключ", "line\n\"quoted\""}};
+
+/// `got` has exactly the names, types and values of `want`.
+void expect_same_tensors(const std::map<std::string, Tensor>& got,
+                         const std::map<std::string, Tensor>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, w] : want) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(got.count(name));
+    EXPECT_EQ(got.at(name).type(), w.type());
+    EXPECT_EQ(got.at(name).to_vector<double>(), w.to_vector<double>());
+  }
+}
+
+TEST_F(CheckpointTest, LoadsEscapedUnicodeNamesWrittenByPython) {
+  // json.dumps writes \uXXXX escapes, a surrogate pair for U+1F600.
+  if (!fs::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3 (python3-torch)";
+  const std::string cmd = "/usr/bin/python3 " + std::string(MSTEP_TEST_TOOLS_DIR) +
+                          "/write_safetensors.py fixture " + dir_.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  expect_same_tensors(load_safetensors(path("unicode.safetensors")), unicode_tensors());
+  EXPECT_EQ(load_safetensors_metadata(path("unicode.safetensors")), kUnicodeMetadata);
+}
+
+TEST_F(CheckpointTest, LoadsFilesPyPISafetensorsWrote) {
+  if (!fs::exists(MSTEP_SAFETENSORS_PYTHON))
+    FAIL() << "no Python with PyTorch and safetensors at " << MSTEP_SAFETENSORS_PYTHON
+           << ": run scripts/setup.sh";
+  const std::string cmd = std::string(MSTEP_SAFETENSORS_PYTHON) + " " + MSTEP_TEST_TOOLS_DIR +
+                          "/pypi_write_safetensors.py " + dir_.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  // PyPI orders the data by alignment and writes UTF-8 names unescaped.
+  expect_same_tensors(load_safetensors(path("dtypes.safetensors")), fixture_tensors());
+  EXPECT_EQ(load_safetensors_metadata(path("dtypes.safetensors")),
+            (std::map<std::string, std::string>{{"format", "pt"}, {"source", "safetensors"}}));
+  expect_same_tensors(load_safetensors(path("unicode.safetensors")), unicode_tensors());
+  EXPECT_EQ(load_safetensors_metadata(path("unicode.safetensors")), kUnicodeMetadata);
+}
+
+TEST_F(CheckpointTest, PyTorchReadsUnicodeNamesAndMetadataMstepWrote) {
+  if (!fs::exists(MSTEP_SAFETENSORS_PYTHON))
+    FAIL() << "no Python with PyTorch and safetensors at " << MSTEP_SAFETENSORS_PYTHON
+           << ": run scripts/setup.sh";
+  save_safetensors(path("unicode.safetensors"), unicode_tensors(), kUnicodeMetadata);
+  auto [status, output] = check_with_pytorch("unicode", path("unicode.safetensors"));
+  EXPECT_EQ(status, 0) << output;
+  // The check compares the metadata too: a changed value fails it.
+  std::map<std::string, std::string> changed = kUnicodeMetadata;
+  changed["note"] = "hello";
+  save_safetensors(path("changed.safetensors"), unicode_tensors(), changed);
+  std::tie(status, output) = check_with_pytorch("unicode", path("changed.safetensors"));
+  EXPECT_EQ(status, 1) << output;
+  EXPECT_THAT(output, HasSubstr("'note': 'hello'"));
 }
 
 TEST_F(CheckpointTest, ModuleRoundTripKeepsParameterIdentity) {
