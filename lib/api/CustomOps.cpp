@@ -52,7 +52,7 @@ AttrList node_attrs(const CustomOp& op, const CustomAttrs& attrs, absl::string_v
   return out;
 }
 
-}  // namespace
+} // namespace
 
 std::vector<Tensor> custom_op(absl::string_view name, absl::Span<const Tensor> inputs,
                               const CustomAttrs& attrs) {
@@ -77,9 +77,9 @@ std::vector<Tensor> custom_op(absl::string_view name, absl::Span<const Tensor> i
   const CustomAttrView view(op.attr_names, custom_attr_values(node));
   absl::StatusOr<std::vector<TensorType>> results = op.shape_rule(input_types, view);
   if (!results.ok())
-    detail::throw_op_error(api, absl::StrCat("its shape rule rejects the inputs: ",
-                                             results.status().message()),
-                           describe_all(inputs), "");
+    detail::throw_op_error(
+        api, absl::StrCat("its shape rule rejects the inputs: ", results.status().message()),
+        describe_all(inputs), "");
   if (results->empty())
     detail::throw_op_error(api, "its shape rule gave no results", describe_all(inputs),
                            "A custom op returns at least one tensor.");
@@ -87,4 +87,4 @@ std::vector<Tensor> custom_op(absl::string_view name, absl::Span<const Tensor> i
                               ResultTypes(results->begin(), results->end()));
 }
 
-}  // namespace mstep
+} // namespace mstep

@@ -28,16 +28,14 @@ absl::StatusOr<T> get_as(const CustomAttrView& view, absl::string_view name,
                          absl::string_view type_name) {
   const AttrValue* v = view.find(name);
   if (v == nullptr)
-    return absl::InvalidArgumentError(
-        absl::StrCat("the op declares no attribute '", name, "'"));
+    return absl::InvalidArgumentError(absl::StrCat("the op declares no attribute '", name, "'"));
   if (const T* t = std::get_if<T>(v)) return *t;
   if constexpr (std::is_same_v<T, double>)
     if (const int64_t* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
-  return absl::InvalidArgumentError(
-      absl::StrCat("attribute '", name, "' is not ", type_name));
+  return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' is not ", type_name));
 }
 
-}  // namespace
+} // namespace
 
 absl::StatusOr<int64_t> CustomAttrView::get_int(absl::string_view name) const {
   return get_as<int64_t>(*this, name, "an int");
@@ -68,7 +66,7 @@ uint64_t custom_op_id(absl::string_view name) {
 // ---- CustomOpRegistry ----
 
 struct CustomOpRegistry::State {
-  mutable std::mutex mutex;  // guards both maps
+  mutable std::mutex mutex; // guards both maps
   absl::flat_hash_map<std::string, std::shared_ptr<const CustomOp>> by_name;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const CustomOp>> by_id;
 
@@ -105,7 +103,7 @@ absl::Status check_kernel(absl::string_view op, absl::string_view backend,
   return absl::OkStatus();
 }
 
-}  // namespace
+} // namespace
 
 absl::Status CustomOpRegistry::add(CustomOpDef def) {
   const std::string& name = def.name;
@@ -152,9 +150,8 @@ absl::Status CustomOpRegistry::add_kernel(absl::string_view name, absl::string_v
     return absl::NotFoundError(absl::StrCat("no custom op '", name, "' to add a '", backend,
                                             "' kernel to; registered: ", state_->names()));
   if (it->second->kernel(backend) != nullptr)
-    return absl::AlreadyExistsError(absl::StrCat("custom op '", name,
-                                                 "' already has a kernel for backend '", backend,
-                                                 "'"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("custom op '", name, "' already has a kernel for backend '", backend, "'"));
   // Copy on write: lookups that already hold the old version keep it.
   auto op = std::make_shared<CustomOp>(*it->second);
   op->kernels.emplace_back(std::string(backend), std::move(kernel));
@@ -162,8 +159,8 @@ absl::Status CustomOpRegistry::add_kernel(absl::string_view name, absl::string_v
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const CustomOp>> CustomOpRegistry::find(
-    absl::string_view name) const {
+absl::StatusOr<std::shared_ptr<const CustomOp>>
+CustomOpRegistry::find(absl::string_view name) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto it = state_->by_name.find(name);
   if (it == state_->by_name.end())
@@ -177,8 +174,8 @@ absl::StatusOr<std::shared_ptr<const CustomOp>> CustomOpRegistry::find(uint64_t 
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto it = state_->by_id.find(id);
   if (it == state_->by_id.end())
-    return absl::NotFoundError(absl::StrCat("no custom op with id ", id, " is registered (registered: ",
-                                            state_->names(), ")"));
+    return absl::NotFoundError(absl::StrCat("no custom op with id ", id,
+                                            " is registered (registered: ", state_->names(), ")"));
   return it->second;
 }
 
@@ -186,4 +183,4 @@ void register_custom_op(CustomOpDef def) {
   throw_if_error(CustomOpRegistry::global().add(std::move(def)));
 }
 
-}  // namespace mstep
+} // namespace mstep

@@ -165,7 +165,8 @@ void ImportTest::round_trip_other_ops() {
                         .attr_names = {"k", "scale", "dims", "out"},
                         .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView& at)
                             -> absl::StatusOr<std::vector<TensorType>> {
-                          return std::vector<TensorType>{in[0], TensorType{in[1].shape, *at.get_dtype("out")}};
+                          const DType out = *at.get_dtype("out");
+                          return std::vector<TensorType>{in[0], TensorType{in[1].shape, out}};
                         },
                         .kernels = {{"ref", host_kernel([](const HostKernelCall& c) {
                                        for (size_t r = 0; r < c.outputs.size(); ++r)

@@ -20,8 +20,8 @@ namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 constexpr Device kRef{DeviceType::ref, 0};
 constexpr Device kCpu{DeviceType::cpu, 0};
@@ -69,8 +69,8 @@ CustomOpDef row_softplus_def(std::string name, std::vector<std::string> backends
   CustomOpDef def{.name = std::move(name), .attr_names = {"beta"}, .shape_rule = row_softplus_rule};
   for (const std::string& b : backends)
     def.kernels.emplace_back(b, host_kernel([b](const HostKernelCall& call) {
-      return row_softplus_kernel(call, b == "ref" ? ref_calls : cpu_calls);
-    }));
+                               return row_softplus_kernel(call, b == "ref" ? ref_calls : cpu_calls);
+                             }));
   return def;
 }
 
@@ -102,12 +102,14 @@ void expect_row_softplus(const Tensor& x, const std::vector<Tensor>& out, double
 }
 
 class CustomOpTest : public ::testing::TestWithParam<Device> {
- protected:
+protected:
   void SetUp() override {
     register_once("test.row_softplus", {"ref", "cpu"});
     reset_metrics();
   }
-  std::atomic<int>& own_calls() { return GetParam().type == DeviceType::ref ? ref_calls : cpu_calls; }
+  std::atomic<int>& own_calls() {
+    return GetParam().type == DeviceType::ref ? ref_calls : cpu_calls;
+  }
 };
 
 TEST_P(CustomOpTest, LazyCallMatchesAnIndependentComputation) {
@@ -117,9 +119,11 @@ TEST_P(CustomOpTest, LazyCallMatchesAnIndependentComputation) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_TRUE(out[0].is_pending());
   EXPECT_EQ(out[1].type().to_string(), "f32[3]");
+  // Dumps name the op.
+  EXPECT_THAT(pending_graph().to_text(), HasSubstr("custom[test.row_softplus]("));
   mark_step();
   expect_row_softplus(x, out, 2.0);
-  EXPECT_EQ(own_calls(), before + 1);  // this backend's own kernel ran
+  EXPECT_EQ(own_calls(), before + 1); // this backend's own kernel ran
   EXPECT_EQ(metrics().fallbacks, 0);
 }
 
@@ -175,7 +179,7 @@ TEST(CustomOpCall, ErrorsNameTheOpAndTheInputs) {
   Tensor v = from_vector(std::vector<float>{1, 2, 3, 4}, {4});
   std::string msg = error_of([&] { custom_op("test.nope", {x}); });
   EXPECT_THAT(msg, HasSubstr("no custom op named 'test.nope' is registered"));
-  EXPECT_THAT(msg, HasSubstr("test.row_softplus"));  // lists what is registered
+  EXPECT_THAT(msg, HasSubstr("test.row_softplus")); // lists what is registered
 
   msg = error_of([&] { custom_op("test.row_softplus", {v}, {{"beta", 1.0}}); });
   EXPECT_THAT(msg, HasSubstr("custom_op 'test.row_softplus'"));
@@ -187,7 +191,9 @@ TEST(CustomOpCall, ErrorsNameTheOpAndTheInputs) {
 
   msg = error_of([&] { custom_op("test.row_softplus", {x}); });
   EXPECT_THAT(msg, HasSubstr("attribute 'beta' is missing"));
-  msg = error_of([&] { custom_op("test.row_softplus", {x}, {{"beta", 1.0}, {"gamma", int64_t{2}}}); });
+  msg = error_of([&] {
+    custom_op("test.row_softplus", {x}, {{"beta", 1.0}, {"gamma", int64_t{2}}});
+  });
   EXPECT_THAT(msg, HasSubstr("has no attribute 'gamma'"));
   EXPECT_THAT(msg, HasSubstr("It declares: beta"));
   msg = error_of([&] { custom_op("test.row_softplus", {x}, {{"beta", 1.0}, {"beta", 2.0}}); });
@@ -199,7 +205,7 @@ TEST(CustomOpCall, ErrorsNameTheOpAndTheInputs) {
   msg = error_of([&] { custom_op("test.row_softplus", {w}, {{"beta", 1.0}}); });
   EXPECT_THAT(msg, HasSubstr("has no backward"));
   {
-    NoGradGuard no_grad;  // without autograd the same call is fine
+    NoGradGuard no_grad; // without autograd the same call is fine
     EXPECT_EQ(custom_op("test.row_softplus", {w}, {{"beta", 1.0}}).size(), 2u);
   }
 
@@ -214,7 +220,9 @@ TEST(CustomOpCall, ErrorsNameTheOpAndTheInputs) {
 TEST(CustomOpKernels, MissingKernelIsACompileErrorNamingOpAndBackend) {
   register_once("test.cpu_only", {"cpu"});
   testing::expect_step_error(
-      [] { return custom_op("test.cpu_only", {matrix(kRef, 1)}, {{"beta", 1.0}})[0]; },
+      [] {
+        return custom_op("test.cpu_only", {matrix(kRef, 1)}, {{"beta", 1.0}})[0];
+      },
       {"custom op 'test.cpu_only' has no kernel for backend 'ref'", "it has kernels for: cpu",
        "add_kernel(\"test.cpu_only\", \"ref\""});
   // The same op on cpu runs its own kernel.
@@ -235,9 +243,8 @@ TEST(CustomOpKernels, AKernelAddedLaterIsFound) {
   mark_step();
   expect_row_softplus(x, out, 1.0);
   EXPECT_EQ(CustomOpRegistry::global()
-                .add_kernel("test.added_later", "ref", host_kernel([](const HostKernelCall&) {
-                              return absl::OkStatus();
-                            }))
+                .add_kernel("test.added_later", "ref",
+                            host_kernel([](const HostKernelCall&) { return absl::OkStatus(); }))
                 .code(),
             absl::StatusCode::kAlreadyExists);
 }
@@ -257,7 +264,7 @@ TEST(CustomOpKernels, CpuFallsBackToTheRefHostKernelAndCountsIt) {
 /// A kernel of a kind no host backend runs (what a device backend's
 /// kernel is to ref and cpu).
 class DeviceKernel final : public CustomKernel {
- public:
+public:
   static constexpr absl::string_view kKind = "test-device";
   absl::string_view kind() const override { return kKind; }
 };
@@ -274,7 +281,9 @@ TEST(CustomOpKernels, AKernelOfAnotherKindIsRefusedByAHostBackend) {
   EXPECT_NE(custom_kernel_as<DeviceKernel>((*op)->kernel("ref")), nullptr);
   EXPECT_EQ(custom_kernel_as<HostCustomKernel>((*op)->kernel("ref")), nullptr);
   testing::expect_step_error(
-      [] { return custom_op("test.device_kind", {matrix(kRef, 1)}, {{"beta", 1.0}})[0]; },
+      [] {
+        return custom_op("test.device_kind", {matrix(kRef, 1)}, {{"beta", 1.0}})[0];
+      },
       {"is a 'test-device' kernel", "runs host kernels"});
 }
 
@@ -287,7 +296,9 @@ TEST(CustomOpKernels, AFailingKernelFailsTheStepWithItsMessage) {
     register_custom_op(std::move(def));
   }
   testing::expect_step_error(
-      [] { return custom_op("test.failing", {matrix(kRef, 1)}, {{"beta", 1.0}})[0]; },
+      [] {
+        return custom_op("test.failing", {matrix(kRef, 1)}, {{"beta", 1.0}})[0];
+      },
       {"custom op 'test.failing' kernel failed: bad luck"});
 }
 
@@ -354,14 +365,15 @@ TEST(CustomOpCache, TheCpuStepKeepsTheCustomOpOutsideFusions) {
 // ---- the registry ----
 
 TEST(CustomOpRegistryTest, RejectsBadDefinitionsAndDuplicates) {
-  CustomOpRegistry registry;  // a private one: the global registry is untouched
+  CustomOpRegistry registry; // a private one: the global registry is untouched
   EXPECT_EQ(registry.add(row_softplus_def("", {"ref"})).code(), absl::StatusCode::kInvalidArgument);
   CustomOpDef no_rule = row_softplus_def("a", {"ref"});
   no_rule.shape_rule = nullptr;
   EXPECT_THAT(registry.add(std::move(no_rule)).message(), HasSubstr("has no shape rule"));
   CustomOpDef twice = row_softplus_def("a", {"ref"});
   twice.attr_names = {"beta", "beta"};
-  EXPECT_THAT(registry.add(std::move(twice)).message(), HasSubstr("declares attribute 'beta' twice"));
+  EXPECT_THAT(registry.add(std::move(twice)).message(),
+              HasSubstr("declares attribute 'beta' twice"));
   EXPECT_THAT(registry.add(row_softplus_def("a", {"ref", "ref"})).message(),
               HasSubstr("two kernels for backend 'ref'"));
   CustomOpDef null_kernel = row_softplus_def("a", {});
@@ -408,9 +420,9 @@ TEST(CustomOpRegistryTest, ConcurrentRegistrationsAndLookupsAgree) {
   for (int i = 0; i < 50; ++i) {
     auto op = registry.find(absl::StrCat("op", i));
     ASSERT_TRUE(op.ok());
-    EXPECT_EQ((*op)->kernels.size(), 9u);  // ref + one per thread
+    EXPECT_EQ((*op)->kernels.size(), 9u); // ref + one per thread
   }
 }
 
-}  // namespace
-}  // namespace mstep
+} // namespace
+} // namespace mstep

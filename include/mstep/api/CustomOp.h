@@ -21,4 +21,4 @@ namespace mstep {
 std::vector<Tensor> custom_op(absl::string_view name, absl::Span<const Tensor> inputs,
                               const CustomAttrs& attrs = {});
 
-}  // namespace mstep
+} // namespace mstep

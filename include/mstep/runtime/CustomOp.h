@@ -43,7 +43,7 @@ using CustomAttrs = std::vector<CustomAttr>;
 /// the op's declared names with the call's values. A view: valid for the
 /// duration of the call it is passed to.
 class CustomAttrView {
- public:
+public:
   /// `values[i].value` is the value of `names[i]` (the `custom_attr`
   /// entries of a node, see custom_attr_values); the spans must outlive the
   /// view.
@@ -59,7 +59,7 @@ class CustomAttrView {
   absl::StatusOr<IntList> get_ints(absl::string_view name) const;
   absl::StatusOr<DType> get_dtype(absl::string_view name) const;
 
- private:
+private:
   absl::Span<const std::string> names_;
   absl::Span<const Attr> values_;
 };
@@ -80,7 +80,7 @@ using CustomShapeRule = std::function<absl::StatusOr<std::vector<TensorType>>(
 /// A kernel of one backend, type-erased. kind() names the calling
 /// convention; a backend checks it before casting (custom_kernel_as).
 class CustomKernel {
- public:
+public:
   virtual ~CustomKernel() = default;
   virtual absl::string_view kind() const = 0;
 };
@@ -100,7 +100,7 @@ struct HostKernelCall {
 /// must be a pure function of its inputs and attributes (graphs with it
 /// are cached and replayed) and safe to call from several threads.
 class HostCustomKernel final : public CustomKernel {
- public:
+public:
   static constexpr absl::string_view kKind = "host";
   using Fn = std::function<absl::Status(const HostKernelCall&)>;
 
@@ -108,14 +108,13 @@ class HostCustomKernel final : public CustomKernel {
   absl::string_view kind() const override { return kKind; }
   absl::Status operator()(const HostKernelCall& call) const { return fn_(call); }
 
- private:
+private:
   Fn fn_;
 };
 
 /// `kernel` as a `T` (a CustomKernel subclass with a static kKind), or null
 /// when it is of another kind.
-template <typename T>
-const T* custom_kernel_as(const CustomKernel* kernel) {
+template <typename T> const T* custom_kernel_as(const CustomKernel* kernel) {
   return kernel != nullptr && kernel->kind() == T::kKind ? static_cast<const T*>(kernel) : nullptr;
 }
 
@@ -156,7 +155,7 @@ uint64_t custom_op_id(absl::string_view name);
 /// called from any thread; ops are never removed, so what a lookup returns
 /// stays valid.
 class CustomOpRegistry {
- public:
+public:
   CustomOpRegistry();
   ~CustomOpRegistry();
   CustomOpRegistry(const CustomOpRegistry&) = delete;
@@ -179,7 +178,7 @@ class CustomOpRegistry {
   /// The op with id `id` (a node's custom_op attribute), or NotFound.
   absl::StatusOr<std::shared_ptr<const CustomOp>> find(uint64_t id) const;
 
- private:
+private:
   struct State;
   std::unique_ptr<State> state_;
 };
@@ -187,4 +186,4 @@ class CustomOpRegistry {
 /// CustomOpRegistry::global().add(def), throwing mstep::Error on failure.
 void register_custom_op(CustomOpDef def);
 
-}  // namespace mstep
+} // namespace mstep

@@ -10,11 +10,9 @@ namespace mstep::cpu {
 namespace {
 
 class CustomCpuKernel final : public CpuKernel {
- public:
+public:
   explicit CustomCpuKernel(host::HostCustomCall call, size_t num_operands, size_t num_results)
-      : call_(std::move(call)),
-        num_operands_(num_operands),
-        num_results_(num_results),
+      : call_(std::move(call)), num_operands_(num_operands), num_results_(num_results),
         name_(absl::StrCat("custom.", call_.op().name)) {}
 
   void run(const void* const* operands, void* const* results) override {
@@ -25,14 +23,14 @@ class CustomCpuKernel final : public CpuKernel {
   bool can_fail() const override { return true; }
   absl::Status last_error() const override { return error_; }
 
- private:
+private:
   host::HostCustomCall call_;
   size_t num_operands_, num_results_;
   std::string name_;
   absl::Status error_;
 };
 
-}  // namespace
+} // namespace
 
 absl::StatusOr<SelectedKernel> select_custom_kernel(const KernelRequest& request) {
   const GraphNode& node = request.node();
@@ -49,4 +47,4 @@ absl::StatusOr<SelectedKernel> select_custom_kernel(const KernelRequest& request
   return SelectedKernel{std::move(fallback), true, "ref"};
 }
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

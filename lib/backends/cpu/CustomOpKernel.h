@@ -11,4 +11,4 @@ namespace mstep::cpu {
 
 absl::StatusOr<SelectedKernel> select_custom_kernel(const KernelRequest& request);
 
-}  // namespace mstep::cpu
+} // namespace mstep::cpu

@@ -14,7 +14,7 @@ absl::StatusOr<std::shared_ptr<const CustomOp>> op_of(const GraphNode& node) {
       static_cast<uint64_t>(attr_int(node.attrs, AttrName::custom_op)));
 }
 
-}  // namespace
+} // namespace
 
 bool HostCustomCall::has_kernel(const GraphNode& node, absl::string_view backend) {
   auto op = op_of(node);
@@ -31,16 +31,19 @@ absl::StatusOr<HostCustomCall> HostCustomCall::bind(const GraphNode& node,
   if (kernel == nullptr) {
     std::vector<absl::string_view> have;
     for (const auto& [name, k] : op.kernels) have.push_back(name);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "custom op '", op.name, "' has no kernel for backend '", backend, "' (it has kernels for: ",
-        have.empty() ? "none" : absl::StrJoin(have, ", "), "). Register one with "
-        "CustomOpRegistry::global().add_kernel(\"", op.name, "\", \"", backend, "\", ...)."));
+    return absl::FailedPreconditionError(
+        absl::StrCat("custom op '", op.name, "' has no kernel for backend '", backend,
+                     "' (it has kernels for: ", have.empty() ? "none" : absl::StrJoin(have, ", "),
+                     "). Register one with "
+                     "CustomOpRegistry::global().add_kernel(\"",
+                     op.name, "\", \"", backend, "\", ...)."));
   }
   call.kernel_ = custom_kernel_as<HostCustomKernel>(kernel);
   if (call.kernel_ == nullptr)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "custom op '", op.name, "': the kernel registered for backend '", backend, "' is a '",
-        kernel->kind(), "' kernel; backend '", backend, "' runs host kernels (mstep::host_kernel)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("custom op '", op.name, "': the kernel registered for backend '", backend,
+                     "' is a '", kernel->kind(), "' kernel; backend '", backend,
+                     "' runs host kernels (mstep::host_kernel)"));
   call.attrs_ = node.attrs;
   call.input_types_ = std::move(input_types);
   call.output_types_.assign(node.results.begin(), node.results.end());
@@ -52,8 +55,8 @@ absl::Status HostCustomCall::run(absl::Span<const void* const> inputs,
   const CustomAttrView view(op_->attr_names, custom_attr_values(attrs_));
   absl::Status s = (*kernel_)(HostKernelCall{inputs, input_types_, outputs, output_types_, view});
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("custom op '", op_->name, "' kernel failed: ",
-                                             s.message()));
+  return absl::Status(s.code(),
+                      absl::StrCat("custom op '", op_->name, "' kernel failed: ", s.message()));
 }
 
-}  // namespace mstep::host
+} // namespace mstep::host

@@ -14,14 +14,13 @@
 namespace mstep::host {
 
 class HostCustomCall {
- public:
+public:
   /// The host kernel `backend` registered for the custom op of `node`, whose
   /// operand types are `input_types`. FailedPrecondition naming the op and
   /// the backend when there is none, or when the kernel registered for it
   /// is not a host kernel.
-  static absl::StatusOr<HostCustomCall> bind(const GraphNode& node,
-                                             std::vector<TensorType> input_types,
-                                             absl::string_view backend);
+  static absl::StatusOr<HostCustomCall>
+  bind(const GraphNode& node, std::vector<TensorType> input_types, absl::string_view backend);
   /// Whether the custom op of `node` has a host kernel for `backend`.
   static bool has_kernel(const GraphNode& node, absl::string_view backend);
 
@@ -31,11 +30,11 @@ class HostCustomCall {
 
   const CustomOp& op() const { return *op_; }
 
- private:
+private:
   std::shared_ptr<const CustomOp> op_;
-  const HostCustomKernel* kernel_ = nullptr;  // owned by op_
-  AttrList attrs_;                            // the node's
+  const HostCustomKernel* kernel_ = nullptr; // owned by op_
+  AttrList attrs_;                           // the node's
   std::vector<TensorType> input_types_, output_types_;
 };
 
-}  // namespace mstep::host
+} // namespace mstep::host

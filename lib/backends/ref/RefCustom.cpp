@@ -27,7 +27,7 @@ absl::Status run_custom(const KernelArgs& a) {
   return call.run(in, out);
 }
 
-}  // namespace
+} // namespace
 
 absl::Status check_custom_kernel(const GraphNode& node) {
   return host::HostCustomCall::bind(node, {}, "ref").status();
@@ -37,4 +37,4 @@ void register_custom_kernels(KernelTable& table) {
   table[static_cast<int>(OpKind::custom)] = run_custom;
 }
 
-}  // namespace mstep::ref
+} // namespace mstep::ref

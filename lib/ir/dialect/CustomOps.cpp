@@ -19,8 +19,8 @@ llvm::LogicalResult CustomOp::verify() {
     if ((i && i.getType().isInteger(64)) || (f && f.getType().isF64()) ||
         llvm::isa<mlir::DenseI64ArrayAttr>(v) || llvm::isa<mlir::TypeAttr>(v))
       continue;
-    return emitOpError("'") << getOpName() << "': attribute '" << a.getName().strref()
-                            << "' is " << v << "; user attributes are i64, f64, array<i64> or "
+    return emitOpError("'") << getOpName() << "': attribute '" << a.getName().strref() << "' is "
+                            << v << "; user attributes are i64, f64, array<i64> or "
                             << "an element type";
   }
   return mlir::success();
@@ -33,4 +33,4 @@ void MstepDialect::registerCustomOps() {
       >();
 }
 
-}  // namespace mstep::dialect
+} // namespace mstep::dialect

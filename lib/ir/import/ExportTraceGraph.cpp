@@ -69,19 +69,24 @@ absl::StatusOr<AttrValue> convert_attr(mlir::Attribute a) {
 /// The trace attributes of an mstep.custom: the id of the registered op its
 /// `op_name` names, then its `user_attrs` in the op's declaration order.
 absl::Status export_custom_attrs(dialect::CustomOp op, GraphNode& n) {
+  const std::string where = describe(op.getOperation());
   auto found = CustomOpRegistry::global().find(op.getOpName().str());
   if (!found.ok())
     return absl::FailedPreconditionError(absl::StrCat(
-        describe(op.getOperation()), ": ", found.status().message(),
+        where, ": ", found.status().message(),
         " (register custom ops before compiling or loading a module that calls them)"));
   const CustomOp& custom = **found;
-  n.attrs.push_back({AttrName::custom_op, static_cast<int64_t>(custom.id)});
   mlir::DictionaryAttr given = op.getUserAttrs();
+  if (given.size() != custom.attr_names.size())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.name,
+                                                   "' declares ", custom.attr_names.size(),
+                                                   " attributes, the call gives ", given.size()));
+  n.attrs.push_back({AttrName::custom_op, static_cast<int64_t>(custom.id)});
   for (const std::string& name : custom.attr_names) {
     mlir::Attribute v = given.get(name);
     if (!v)
-      return absl::InvalidArgumentError(absl::StrCat(describe(op.getOperation()), ": custom op '", custom.name,
-                                                     "' needs attribute '", name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": custom op '", custom.name, "' needs attribute '", name, "'"));
     if (auto t = llvm::dyn_cast<mlir::TypeAttr>(v)) {
       MSTEP_ASSIGN_OR_RETURN(DType dtype, to_dtype(t.getValue()));
       n.attrs.push_back({AttrName::custom_attr, dtype});
@@ -90,10 +95,6 @@ absl::Status export_custom_attrs(dialect::CustomOp op, GraphNode& n) {
     MSTEP_ASSIGN_OR_RETURN(AttrValue value, convert_attr(v));
     n.attrs.push_back({AttrName::custom_attr, std::move(value)});
   }
-  if (given.size() != custom.attr_names.size())
-    return absl::InvalidArgumentError(absl::StrCat(
-        describe(op.getOperation()), ": custom op '", custom.name, "' declares ", custom.attr_names.size(),
-        " attributes, the call gives ", given.size()));
   return absl::OkStatus();
 }
 

@@ -137,12 +137,17 @@ absl::Status add_custom_attrs(mlir::Builder& b, const GraphNode& n, mlir::Operat
                                             op->attr_names.size()));
   llvm::SmallVector<mlir::NamedAttribute> attrs;
   for (size_t i = 0; i < values.size(); ++i) {
+    const AttrValue& value = values[i].value;
     mlir::Attribute v;
-    if (const auto* x = std::get_if<int64_t>(&values[i].value)) v = b.getI64IntegerAttr(*x);
-    else if (const auto* d = std::get_if<double>(&values[i].value)) v = b.getF64FloatAttr(*d);
-    else if (const auto* l = std::get_if<IntList>(&values[i].value))
+    if (const auto* x = std::get_if<int64_t>(&value)) {
+      v = b.getI64IntegerAttr(*x);
+    } else if (const auto* d = std::get_if<double>(&value)) {
+      v = b.getF64FloatAttr(*d);
+    } else if (const auto* l = std::get_if<IntList>(&value)) {
       v = b.getDenseI64ArrayAttr(llvm::ArrayRef<int64_t>(l->data(), l->size()));
-    else v = mlir::TypeAttr::get(element_type(*b.getContext(), std::get<DType>(values[i].value)));
+    } else {
+      v = mlir::TypeAttr::get(element_type(*b.getContext(), std::get<DType>(value)));
+    }
     attrs.push_back(b.getNamedAttr(op->attr_names[i], v));
   }
   state.addAttribute("op_name", b.getStringAttr(op->name));
