@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mstep/ir/TraceGraph.h"
+#include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
 
@@ -9,6 +10,16 @@ namespace {
 std::string value_name(const TraceGraph& g, ValueRef v) {
   if (g.nodes[v.node].results.size() == 1) return absl::StrCat("%", v.node);
   return absl::StrCat("%", v.node, "#", v.index);
+}
+
+/// The op's name; a custom op's with its registered name: "custom[my.op]".
+std::string op_label(const GraphNode& n) {
+  if (n.op == OpKind::custom) {
+    auto op = CustomOpRegistry::global().find(
+        static_cast<uint64_t>(attr_int(n.attrs, AttrName::custom_op)));
+    if (op.ok()) return absl::StrCat("custom[", (*op)->name, "]");
+  }
+  return std::string(op_name(n.op));
 }
 
 std::string result_types(const GraphNode& n) {
@@ -38,7 +49,7 @@ std::string TraceGraph::to_text() const {
     std::string operands = absl::StrJoin(
         n.operands, ", ",
         [&](std::string* o, ValueRef v) { o->append(value_name(*this, v)); });
-    absl::StrAppend(&out, "  %", i, " = ", op_name(n.op), "(", operands, ")");
+    absl::StrAppend(&out, "  %", i, " = ", op_label(n), "(", operands, ")");
     if (!n.attrs.empty()) absl::StrAppend(&out, " {", attrs_to_string(n.attrs), "}");
     absl::StrAppend(&out, " : ", result_types(n), "\n");
   }
@@ -53,7 +64,7 @@ std::string TraceGraph::to_dot() const {
   std::string out = "digraph mstep {\n  node [shape=box, fontname=monospace];\n";
   for (size_t i = 0; i < nodes.size(); ++i) {
     const GraphNode& n = nodes[i];
-    std::string label = absl::StrCat("%", i, " ", op_name(n.op));
+    std::string label = absl::StrCat("%", i, " ", op_label(n));
     if (!n.attrs.empty()) absl::StrAppend(&label, "\\n", attrs_to_string(n.attrs));
     absl::StrAppend(&label, "\\n", result_types(n));
     absl::StrAppend(&out, "  n", i, " [label=\"", label, "\"",

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "examples/models/GptMini.h"
@@ -158,6 +159,24 @@ void ImportTest::round_trip_other_ops() {
       rms_norm(a, {4}, seq({4})), rms_norm(a, {4}, {}, 1e-6), dropout(a, 0.25),
       nll_loss(log_softmax(b, 1), i, Reduction::sum), nll_loss(log_softmax(b, 1), i, Reduction::none),
       a.to(DType::bf16).to(DType::f16)};
+  // A custom op with an attribute of every kind and two results.
+  if (!CustomOpRegistry::global().find("import_test.pair").ok())
+    register_custom_op({.name = "import_test.pair",
+                        .attr_names = {"k", "scale", "dims", "out"},
+                        .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView& at)
+                            -> absl::StatusOr<std::vector<TensorType>> {
+                          const DType out = *at.get_dtype("out");
+                          return std::vector<TensorType>{in[0], TensorType{in[1].shape, out}};
+                        },
+                        .kernels = {{"ref", host_kernel([](const HostKernelCall& c) {
+                                       for (size_t r = 0; r < c.outputs.size(); ++r)
+                                         std::memset(c.outputs[r], 0, c.output_types[r].bytes());
+                                       return absl::OkStatus();
+                                     })}}});
+  for (const Tensor& t : custom_op("import_test.pair", {a, b},
+                                   {{"out", DType::f16}, {"k", int64_t{3}}, {"scale", 0.5},
+                                    {"dims", IntList{1, 2}}}))
+    outs.push_back(t);
   // Attention with every option the trace op carries.
   Tensor q = seq({1, 2, 4, 8}), k = seq({1, 2, 4, 8}, 0.3), v = seq({1, 2, 4, 8}, 0.05);
   SdpaOptions o;

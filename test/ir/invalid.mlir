@@ -1343,3 +1343,31 @@ func.func @update_hyper_not_f64(%w: tensor<4xf32>, %lr: tensor<f32>) {
   %0 = "mstep.multi_tensor_update"(%w, %w, %lr) <{kind = #mstep.optimizer<sgd>, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0>}> : (tensor<4xf32>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Custom
+//===----------------------------------------------------------------------===//
+
+func.func @custom_empty_name(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'mstep.custom' op needs a non-empty op_name}}
+  %0 = mstep.custom ""(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @custom_no_results(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'mstep.custom' op 'f' has no results}}
+  mstep.custom "f"(%x) : (tensor<4xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @custom_string_attr(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'f': attribute 'mode' is "fast"; user attributes are i64, f64, array<i64> or an element type}}
+  %0 = mstep.custom "f"(%x) {user_attrs = {mode = "fast"}} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}

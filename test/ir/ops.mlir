@@ -345,3 +345,20 @@ func.func @optimizers(%w: tensor<4x3xf32>, %b: tensor<4xf32>, %gw: tensor<4x3xf3
   %6:5 = mstep.multi_tensor_update <sgd> params(%w, %b : tensor<4x3xf32>, tensor<4xf32>) grads(%gw, %gb : tensor<4x3xf32>, tensor<4xf32>) lr(%lr) {max_grad_norm = 1.0 : f64} -> total_grad_norm tensor<f32> clipped_grads(tensor<4x3xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Custom (a user-registered op: the dialect checks only its form)
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @custom(
+func.func @custom(%x: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // CHECK: mstep.custom "scaled_softplus"(%{{.*}}) {user_attrs = {beta = 2.000000e+00 : f64}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %0 = mstep.custom "scaled_softplus"(%x) {user_attrs = {beta = 2.0 : f64}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: mstep.custom "split_rows"(%{{.*}}, %{{.*}}) {user_attrs = {dims = array<i64: 1, 2>, k = 3 : i64, out = f16}} : (tensor<2x3xf32>, tensor<4xi64>) -> (tensor<1x3xf16>, tensor<1x3xf16>)
+  %1:2 = mstep.custom "split_rows"(%x, %i) {user_attrs = {k = 3 : i64, dims = array<i64: 1, 2>, out = f16}} : (tensor<2x3xf32>, tensor<4xi64>) -> (tensor<1x3xf16>, tensor<1x3xf16>)
+  // CHECK: mstep.custom "no_inputs"() : () -> tensor<f32>
+  %2 = mstep.custom "no_inputs"() : () -> tensor<f32>
+  return
+}

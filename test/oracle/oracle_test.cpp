@@ -243,6 +243,8 @@ const std::map<std::string, std::string>& without_oracle() {
                "checks the generator against Random123's vectors, unit/creation_test.cpp the "
                "distribution"},
       {"randn", "the same Philox stream as rand (Box-Muller on two words)"},
+      {"custom_op", "calls a user-registered op, which PyTorch does not have: "
+                    "unit/custom_op_test.cpp checks a custom op against values computed there"},
   };
   return ops;
 }

@@ -386,3 +386,23 @@ func.func @where_three_inputs(%c: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<4x
   %w = mstep.where %c, %a, %b : tensor<4xi1>, tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
   return %w : tensor<4xf32>
 }
+
+// -----
+
+// A custom op is a fusion boundary: the elementwise ops before and after it
+// form two regions, and it stays at the top level between them.
+// CHECK-LABEL: func.func @custom_op_boundary(
+// CHECK-NEXT:    %[[F0:.*]] = mstep.fusion ins(
+// CHECK:           mstep.exp
+// CHECK:         }
+// CHECK-NEXT:    %[[C:.*]] = mstep.custom "scaled_softplus"(%[[F0]]) {user_attrs = {beta = 2.000000e+00 : f64}} : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    %[[F1:.*]] = mstep.fusion ins(%[[C]] : tensor<4xf32>) -> tensor<4xf32> {
+// CHECK:           mstep.neg
+// CHECK:         }
+// CHECK-NEXT:    return %[[F1]] : tensor<4xf32>
+func.func @custom_op_boundary(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = mstep.exp %x : tensor<4xf32>
+  %1 = mstep.custom "scaled_softplus"(%0) {user_attrs = {beta = 2.0 : f64}} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = mstep.neg %1 : tensor<4xf32>
+  return %2 : tensor<4xf32>
+}

@@ -181,6 +181,23 @@ func.func @replan(%x: tensor<4xf32> {mstep.role = "input"}) -> tensor<4xf32>
 
 // -----
 
+// A custom op is never in place: its kernel may read any operand element
+// after writing any result element. a: p0..p1, c: p1..p2 (returned).
+// CHECK-LABEL: func.func @custom_op(
+// CHECK-SAME: mstep.arena_size = 128 : i64
+// CHECK: mstep.neg %{{.*}} {mstep.arena_offsets = array<i64: 0>} :
+// CHECK-NOT: mstep.in_place
+// CHECK: mstep.custom "scaled_softplus"{{.*}}mstep.arena_offsets = array<i64: 64>
+// CHECK-NOT: mstep.in_place
+// CHECK: return
+func.func @custom_op(%x: tensor<4xf32> {mstep.role = "input"}) -> tensor<4xf32> {
+  %a = mstep.neg %x : tensor<4xf32>
+  %c = mstep.custom "scaled_softplus"(%a) {user_attrs = {beta = 2.0 : f64}} : (tensor<4xf32>) -> tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// -----
+
 // A result that is not a statically shaped tensor cannot be planned.
 func.func @not_a_tensor(%x: tensor<4xf32> {mstep.role = "input"}) -> tensor<4xf32> {
   // expected-error @+1 {{plan-memory: result #0 of 'arith.constant' has type 'i32', which has no static size; every result must be a statically shaped ranked tensor}}

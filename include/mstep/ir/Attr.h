@@ -26,7 +26,8 @@ namespace mstep {
   X(return_probs) X(return_mask) X(softmax_mode) X(recompute)                \
   X(ignore_index) X(reduction) X(has_weight) X(has_bias) X(dropout_p)        \
   X(kind) X(nesterov) X(amsgrad) X(maximize) X(max_grad_norm)                \
-  X(grad_norm_type) X(operand_segments) X(result_segments)
+  X(grad_norm_type) X(operand_segments) X(result_segments) X(custom_op)      \
+  X(custom_attr)
 
 enum class AttrName : uint8_t {
 #define MSTEP_ATTR_ENUM(n) n,

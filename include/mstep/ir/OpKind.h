@@ -17,7 +17,7 @@ inline constexpr int kNumOpKinds = 0
     ;
 
 enum class OpFamily : uint8_t {
-  leaf, creation, unary, binary, ternary, reduction, shape, linalg, nn, loss, fused
+  leaf, creation, unary, binary, ternary, reduction, shape, linalg, nn, loss, fused, custom
 };
 
 absl::string_view op_name(OpKind op);

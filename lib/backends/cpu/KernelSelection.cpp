@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_split.h"
 
+#include "lib/backends/cpu/CustomOpKernel.h"
 #include "lib/backends/cpu/FlashAttention.h"
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/HostFallbackKernel.h"
@@ -40,6 +41,7 @@ absl::StatusOr<SelectedKernel> select_kernel(const KernelRequest& request, const
                                              int fusion_index, absl::string_view disabled,
                                              bool skip_onednn) {
   const GraphNode& node = request.node();
+  if (node.op == OpKind::custom) return select_custom_kernel(request);
   if (node.op == OpKind::fusion && jit && !kernel_family_disabled(disabled, "jit")) {
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuKernel> kernel, jit->kernel(fusion_index, request));
     if (kernel) return SelectedKernel{std::move(kernel), false, "jit"};

@@ -31,6 +31,7 @@ const KernelTable& kernels() {
     register_attention_grad_kernels(t);
     register_loss_kernels(t);
     register_optimizer_kernels(t);
+    register_custom_kernels(t);
     return t;
   }();
   return table;
@@ -168,6 +169,8 @@ absl::Status check_kernels(const TraceGraph& graph) {
   for (const GraphNode& n : graph.nodes) {
     if (n.body) {
       MSTEP_RETURN_IF_ERROR(check_kernels(*n.body));
+    } else if (n.op == OpKind::custom) {
+      MSTEP_RETURN_IF_ERROR(check_custom_kernel(n));
     } else if (n.op != OpKind::parameter && !kernels()[static_cast<int>(n.op)]) {
       return absl::UnimplementedError(
           absl::StrCat("ref backend has no kernel for op '", op_name(n.op), "'"));

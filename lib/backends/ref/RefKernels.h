@@ -46,6 +46,11 @@ void register_attention_kernels(KernelTable& table);
 void register_attention_grad_kernels(KernelTable& table);
 void register_loss_kernels(KernelTable& table);
 void register_optimizer_kernels(KernelTable& table);
+void register_custom_kernels(KernelTable& table);
+
+/// OK when the user registered a "ref" host kernel for the custom op of
+/// `node`; else an error naming the op and the backend (RefCustom.cpp).
+absl::Status check_custom_kernel(const GraphNode& node);
 
 /// The ref kernel of `op` (nullptr if it has none). The cpu backend runs
 /// these for the ops it has no kernel of its own for.

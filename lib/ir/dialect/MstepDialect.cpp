@@ -28,6 +28,7 @@ void MstepDialect::initialize() {
   registerNNOps();
   registerAttentionOps();
   registerOptimizerOps();
+  registerCustomOps();
 }
 
 llvm::ArrayRef<int64_t> dimsOf(mlir::Value value) {

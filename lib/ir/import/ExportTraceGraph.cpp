@@ -6,8 +6,10 @@
 #include "lib/ir/import/OpMapping.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
 #include "mstep/ir/dialect/MstepOps.h"
+#include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
 
@@ -62,6 +64,38 @@ absl::StatusOr<AttrValue> convert_attr(mlir::Attribute a) {
   if (auto e = llvm::dyn_cast<SoftmaxModeAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   if (auto e = llvm::dyn_cast<OptimizerKindAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   return absl::InvalidArgumentError("unsupported attribute kind");
+}
+
+/// The trace attributes of an mstep.custom: the id of the registered op its
+/// `op_name` names, then its `user_attrs` in the op's declaration order.
+absl::Status export_custom_attrs(dialect::CustomOp op, GraphNode& n) {
+  const std::string where = describe(op.getOperation());
+  auto found = CustomOpRegistry::global().find(op.getOpName().str());
+  if (!found.ok())
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ": ", found.status().message(),
+        " (register custom ops before compiling or loading a module that calls them)"));
+  const CustomOp& custom = **found;
+  mlir::DictionaryAttr given = op.getUserAttrs();
+  if (given.size() != custom.attr_names.size())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.name,
+                                                   "' declares ", custom.attr_names.size(),
+                                                   " attributes, the call gives ", given.size()));
+  n.attrs.push_back({AttrName::custom_op, static_cast<int64_t>(custom.id)});
+  for (const std::string& name : custom.attr_names) {
+    mlir::Attribute v = given.get(name);
+    if (!v)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": custom op '", custom.name, "' needs attribute '", name, "'"));
+    if (auto t = llvm::dyn_cast<mlir::TypeAttr>(v)) {
+      MSTEP_ASSIGN_OR_RETURN(DType dtype, to_dtype(t.getValue()));
+      n.attrs.push_back({AttrName::custom_attr, dtype});
+      continue;
+    }
+    MSTEP_ASSIGN_OR_RETURN(AttrValue value, convert_attr(v));
+    n.attrs.push_back({AttrName::custom_attr, std::move(value)});
+  }
+  return absl::OkStatus();
 }
 
 /// Trace attributes the dialect implies: result types and the presence of
@@ -206,6 +240,8 @@ absl::Status export_block(mlir::Block& block, TraceGraph& g,
       n.attrs.push_back({*name, std::move(*value)});
     }
     add_implied_attrs(&op, *kind, n);
+    if (auto custom = llvm::dyn_cast<dialect::CustomOp>(&op))
+      MSTEP_RETURN_IF_ERROR(export_custom_attrs(custom, n));
     if (*kind == OpKind::fusion) {
       auto body = export_region(op.getRegion(0));
       if (!body.ok()) return body.status();

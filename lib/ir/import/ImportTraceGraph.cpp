@@ -13,9 +13,11 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Verifier.h"
+#include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
 #include "mstep/ir/MlirParse.h"
 #include "mstep/ir/dialect/MstepDialect.h"
+#include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
 
@@ -122,6 +124,37 @@ double stored_constant(double value, DType dtype) {
   return value;
 }
 
+/// `op_name` and `user_attrs` of an mstep.custom from the node's id (looked
+/// up in the custom-op registry) and its attribute values.
+absl::Status add_custom_attrs(mlir::Builder& b, const GraphNode& n, mlir::OperationState& state) {
+  MSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const CustomOp> op,
+                         CustomOpRegistry::global().find(static_cast<uint64_t>(
+                             attr_int(n.attrs, AttrName::custom_op))));
+  absl::Span<const Attr> values = custom_attr_values(n.attrs);
+  if (values.size() != op->attr_names.size())
+    return absl::InternalError(absl::StrCat("custom op '", op->name, "' node has ", values.size(),
+                                            " attributes, the op declares ",
+                                            op->attr_names.size()));
+  llvm::SmallVector<mlir::NamedAttribute> attrs;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const AttrValue& value = values[i].value;
+    mlir::Attribute v;
+    if (const auto* x = std::get_if<int64_t>(&value)) {
+      v = b.getI64IntegerAttr(*x);
+    } else if (const auto* d = std::get_if<double>(&value)) {
+      v = b.getF64FloatAttr(*d);
+    } else if (const auto* l = std::get_if<IntList>(&value)) {
+      v = b.getDenseI64ArrayAttr(llvm::ArrayRef<int64_t>(l->data(), l->size()));
+    } else {
+      v = mlir::TypeAttr::get(element_type(*b.getContext(), std::get<DType>(value)));
+    }
+    attrs.push_back(b.getNamedAttr(op->attr_names[i], v));
+  }
+  state.addAttribute("op_name", b.getStringAttr(op->name));
+  state.addAttribute("user_attrs", b.getDictionaryAttr(attrs));
+  return absl::OkStatus();
+}
+
 /// Attributes the trace form stores but the dialect leaves out when they
 /// hold their "absent" value.
 bool skip_attr(OpKind op, const Attr& a) {
@@ -181,8 +214,9 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> import_trace_graph(const Trace
                                ir_mapping::mlir_op_name(n.op));
     for (ValueRef v : n.operands) state.addOperands(values[v.node][v.index]);
     for (const TensorType& t : n.results) state.addTypes(tensor_type(context, t));
+    if (n.op == OpKind::custom) MSTEP_RETURN_IF_ERROR(add_custom_attrs(b, n, state));
     for (const Attr& a : n.attrs) {
-      if (skip_attr(n.op, a)) continue;
+      if (n.op == OpKind::custom || skip_attr(n.op, a)) continue;
       Attr stored = a;
       if (n.op == OpKind::constant && a.name == AttrName::value)
         stored.value = stored_constant(std::get<double>(a.value), n.results[0].dtype);

@@ -30,7 +30,9 @@ def Mstep_Dialect : Dialect {
     - attributes that give a shape or dtype (shape of full/rand/reshape/
       expand/grads, dtype of cast) are the result type;
     - int codes become enum attributes (MstepEnums.td, same values), int
-      flags BoolAttr, int lists DenseI64ArrayAttr, doubles F64Attr.
+      flags BoolAttr, int lists DenseI64ArrayAttr, doubles F64Attr;
+    - a `custom` node (a user-registered op) is `mstep.custom` with the
+      op's name as `op_name` and its attributes by name in `user_attrs`.
   }];
   let useDefaultAttributePrinterParser = 1;
   let extraClassDeclaration = [{
@@ -47,6 +49,7 @@ def Mstep_Dialect : Dialect {
     void registerNNOps();
     void registerAttentionOps();
     void registerOptimizerOps();
+    void registerCustomOps();
   }];
 }
 

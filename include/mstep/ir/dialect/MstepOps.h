@@ -28,3 +28,5 @@
 #include "mstep/ir/dialect/AttentionOps.h.inc"
 #define GET_OP_CLASSES
 #include "mstep/ir/dialect/OptimizerOps.h.inc"
+#define GET_OP_CLASSES
+#include "mstep/ir/dialect/CustomOps.h.inc"

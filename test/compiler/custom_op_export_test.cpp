@@ -1,0 +1,78 @@
+// mstep.custom -> trace graph: the exporter maps a call to its registered
+// op and refuses one it cannot (the name is not registered, the attributes
+// do not match the declaration), naming the op.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
+#include "mstep/mstep.h"
+
+namespace mstep {
+namespace {
+
+using ::testing::HasSubstr;
+
+/// A module with one call of `callee` with `attrs` on a tensor<4xf32>.
+std::string call_module(const std::string& callee, const std::string& attrs) {
+  return "func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+         "  %0 = mstep.custom \"" +
+         callee + "\"(%x) " + attrs +
+         " : (tensor<4xf32>) -> tensor<4xf32>\n"
+         "  return %0 : tensor<4xf32>\n}\n";
+}
+
+class CustomOpExportTest : public ::testing::Test {
+protected:
+  CustomOpExportTest() {
+    register_mstep_dialects(ctx_);
+    if (!CustomOpRegistry::global().find("export_test.scale").ok())
+      register_custom_op({.name = "export_test.scale",
+                          .attr_names = {"factor"},
+                          .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView&)
+                              -> absl::StatusOr<std::vector<TensorType>> {
+                            return std::vector<TensorType>{in[0]};
+                          }});
+  }
+
+  absl::StatusOr<TraceGraph> export_text(const std::string& text) {
+    auto module = parse_mstep_module(text, ctx_, "test");
+    if (!module.ok()) return module.status();
+    return export_trace_graph((*module)->lookupSymbol<mlir::func::FuncOp>("step"));
+  }
+
+  mlir::MLIRContext ctx_;
+};
+
+TEST_F(CustomOpExportTest, ARegisteredCallExportsToItsIdAndAttributes) {
+  auto g = export_text(call_module("export_test.scale", "{user_attrs = {factor = 2.5 : f64}}"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  const GraphNode& n = g->nodes.back();
+  ASSERT_EQ(n.op, OpKind::custom);
+  EXPECT_EQ(attr_int(n.attrs, AttrName::custom_op),
+            static_cast<int64_t>(custom_op_id("export_test.scale")));
+  ASSERT_EQ(custom_attr_values(n.attrs).size(), 1u);
+  EXPECT_EQ(std::get<double>(custom_attr_values(n.attrs)[0].value), 2.5);
+}
+
+TEST_F(CustomOpExportTest, AnUnregisteredNameIsAnErrorNamingIt) {
+  auto g = export_text(call_module("export_test.unknown", ""));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(g.status().message(), HasSubstr("no custom op named 'export_test.unknown'"));
+  EXPECT_THAT(g.status().message(), HasSubstr("register custom ops before compiling"));
+}
+
+TEST_F(CustomOpExportTest, AttributesThatDoNotMatchTheDeclarationAreErrors) {
+  auto missing = export_text(call_module("export_test.scale", ""));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("declares 1 attributes, the call gives 0"));
+  auto renamed = export_text(call_module("export_test.scale", "{user_attrs = {f = 2.5 : f64}}"));
+  ASSERT_FALSE(renamed.ok());
+  EXPECT_THAT(renamed.status().message(), HasSubstr("needs attribute 'factor'"));
+}
+
+} // namespace
+} // namespace mstep
