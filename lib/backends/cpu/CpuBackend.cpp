@@ -2,7 +2,9 @@
 // and executables that run oneDNN primitives, MLIR-JIT fusion kernels, a
 // flash-style attention kernel and hand-written host kernels from one
 // static arena (CpuExecutable). An op none of them covers runs its ref
-// kernel, counted as a host fallback.
+// kernel, counted as a host fallback. compile() reads the graph and the
+// memory plan off MLIR; deserialize() reads them from the native form
+// (NativeFormat.h) without MLIR.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -14,10 +16,8 @@
 #include "lib/backends/ref/RefKernels.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
-#include "mstep/ir/MlirParse.h"
 
 namespace mstep::cpu {
 
@@ -25,8 +25,12 @@ namespace {
 
 constexpr Device kCpu{DeviceType::cpu, 0};
 
+CpuExecutable::BuildOptions build_options(const RuntimeOptions& options) {
+  return {.disabled_families = options.cpu_disable, .profile = options.cpu_profile};
+}
+
 /// Builds the executable of the step function of `module`. `jit` holds its
-/// compiled fusions (compiled now, or loaded from a disk-cache entry).
+/// compiled fusions.
 absl::StatusOr<std::unique_ptr<Executable>> build_executable(mlir::ModuleOp module,
                                                              std::shared_ptr<FusionJit> jit,
                                                              const RuntimeOptions& options) {
@@ -36,20 +40,8 @@ absl::StatusOr<std::unique_ptr<Executable>> build_executable(mlir::ModuleOp modu
   MSTEP_ASSIGN_OR_RETURN(ArenaPlan plan, read_arena_plan(step));
   MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe,
                          CpuExecutable::create(std::move(graph), std::move(plan), std::move(jit),
-                                               {.disabled_families = options.cpu_disable,
-                                                .profile = options.cpu_profile}));
+                                               build_options(options)));
   return std::unique_ptr<Executable>(std::move(exe));
-}
-
-/// The context disk-cache entries are parsed in (compile() uses the
-/// caller's module and context).
-mlir::MLIRContext& load_context() {
-  static mlir::MLIRContext* ctx = [] {
-    auto* c = new mlir::MLIRContext(mlir::MLIRContext::Threading::DISABLED);
-    register_mstep_dialects(*c);
-    return c;
-  }();
-  return *ctx;
 }
 
 class CpuBackend final : public Backend {
@@ -66,16 +58,10 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
                                                           const RuntimeOptions& options) override {
-    MSTEP_ASSIGN_OR_RETURN(NativeParts parts, read_native_format(blob));
-    mlir::MLIRContext& ctx = load_context();
-    auto module = parse_mstep_module(parts.module_text, ctx, "its module text");
-    if (!module.ok())
-      return absl::DataLossError(absl::StrCat("cpu executable: ", module.status().message()));
-    std::shared_ptr<FusionJit> jit;
-    if (!parts.object.empty()) {
-      MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::load(parts.object));
-    }
-    return build_executable(module->get(), std::move(jit), options);
+    // No MLIR: the graph, the plan and the fusion object are stored.
+    MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe,
+                           load_native_format(blob, build_options(options)));
+    return std::unique_ptr<Executable>(std::move(exe));
   }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {

@@ -2,13 +2,15 @@
 // node of a TraceGraph with the plain C++ kernel registered for its op.
 // It is the numerical oracle for every other backend and their fallback.
 // compile() exports the compiled module back to a TraceGraph; a fusion
-// region runs as a nested graph, op by op on whole tensors.
+// region runs as a nested graph, op by op on whole tensors. The disk-cache
+// form is that graph (RefExecutableFormat.h): it loads without MLIR.
 #include <cstring>
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mstep/ir/MlirImport.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/ref/RefExecutableFormat.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 #include "mstep/runtime/Backend.h"
@@ -55,6 +57,11 @@ class RefExecutable final : public Executable {
   }
 
   size_t num_kernels() const override { return num_kernels_; }
+
+  /// The native form (RefExecutableFormat.h): the graph, loaded without MLIR.
+  absl::StatusOr<std::string> serialize(absl::string_view) const override {
+    return write_ref_executable(graph_);
+  }
 
   using Executable::run;
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
@@ -188,6 +195,13 @@ class RefBackend final : public Backend {
     auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
     if (!step) return absl::InvalidArgumentError("ref backend: the module has no func @step");
     MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
+    MSTEP_RETURN_IF_ERROR(check_kernels(graph));
+    return std::make_unique<RefExecutable>(std::move(graph));
+  }
+
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
+                                                          const RuntimeOptions&) override {
+    MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, read_ref_executable(blob));
     MSTEP_RETURN_IF_ERROR(check_kernels(graph));
     return std::make_unique<RefExecutable>(std::move(graph));
   }
