@@ -2,7 +2,7 @@
 //
 // Entry file layout (integers little-endian):
 //   magic "MSTEPDC\n" (8) | version u32 | key length u32 | key bytes |
-//   payload size u64 | xxh3-64 of the payload u64 | payload
+//   payload size u64 | XXH64 of the payload u64 | payload
 #include "lib/runtime/DiskCache.h"
 
 #include <fcntl.h>
@@ -30,7 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "lib/runtime/TrustedPath.h"
-#include "llvm/Support/xxhash.h"
+#include "mstep/core/Checksum.h"
 
 namespace mstep {
 
@@ -60,9 +60,7 @@ uint64_t get_le(absl::string_view bytes, size_t at, int width) {
   return v;
 }
 
-uint64_t checksum(absl::string_view payload) {
-  return llvm::xxh3_64bits(llvm::StringRef(payload.data(), payload.size()));
-}
+uint64_t checksum(absl::string_view payload) { return xxhash64(payload); }
 
 std::string encode_header(absl::string_view key_text, absl::string_view payload) {
   std::string h(kMagic, sizeof(kMagic));

@@ -7,7 +7,7 @@
 // One file per entry, <dir>/<name>.mstep, written to a temporary file in the
 // same directory and renamed, so a reader never sees half an entry. Each
 // file carries a magic, a format version, the full key, the payload size
-// and an xxh3-64 checksum of the payload. A file that fails any check is
+// and an XXH64 checksum of the payload (core/Checksum.h). A file that fails any check is
 // removed with a warning and reported as corrupt: it is never handed to a
 // backend.
 //
@@ -117,7 +117,9 @@ class DiskCache {
   static absl::Status verify_file(const std::string& path);
 
   /// On-disk format version; bump it when the layout or payload changes.
-  static constexpr uint32_t kFormatVersion = 1;
+  /// 2: XXH64 checksums (1 had LLVM's xxh3); ref and cpu payloads in their
+  /// native forms.
+  static constexpr uint32_t kFormatVersion = 2;
   /// Entry files end in this; temporaries (".tmp-<pid>-<n>" after it) don't.
   static constexpr absl::string_view kExtension = ".mstep";
 

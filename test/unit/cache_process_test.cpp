@@ -423,7 +423,9 @@ class CacheProcessesTest : public ::testing::Test {
     return wait(spawn(tag, first, count, rounds, seed));
   }
 
-  static constexpr double kMaxMb = 0.05;  // 52428 bytes
+  // 20971 bytes: about 16 of the workers' entries (each about 1.2 KB, a ref
+  // executable's native form), so 40 overflow it and 4 fit.
+  static constexpr double kMaxMb = 0.02;
   static uint64_t max_bytes() {
     DiskCache::Config c;
     c.max_mb = kMaxMb;

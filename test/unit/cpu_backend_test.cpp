@@ -297,9 +297,10 @@ TEST(CpuBackend, ReshapeOverItsDyingOperandIsFree) {
 
 TEST(CpuBackend, CorruptNativeBlobIsAnErrorNotACrash) {
   Backend* cpu = *BackendRegistry::get(DeviceType::cpu);
+  const TraceGraph empty;
   for (std::string blob : {std::string(""), std::string("MSTEPCPU"), std::string("not a blob"),
-                           cpu::write_native_format("module {", nullptr),
-                           cpu::write_native_format("module {}", nullptr).substr(0, 20)}) {
+                           cpu::write_native_format(empty, {}, "not an object"),
+                           cpu::write_native_format(empty, {}, "").substr(0, 20)}) {
     auto loaded = cpu->deserialize(blob, RuntimeOptions{});
     EXPECT_FALSE(loaded.ok()) << "blob of " << blob.size() << " bytes loaded";
   }

@@ -35,6 +35,12 @@ enum class AttrName : uint8_t {
 #undef MSTEP_ATTR_ENUM
 };
 
+inline constexpr int kNumAttrNames = 0
+#define MSTEP_ATTR_COUNT(n) +1
+    MSTEP_ATTR_NAMES(MSTEP_ATTR_COUNT)
+#undef MSTEP_ATTR_COUNT
+    ;
+
 absl::string_view attr_name(AttrName name);
 
 using IntList = absl::InlinedVector<int64_t, 4>;

@@ -18,6 +18,7 @@ enum class InputRole : uint8_t {
   rng_state,        // the Philox (seed, offset) pair
   device_scalar,    // a Tensor::scalar (lr, betas, ...): changes without recompiling
 };
+inline constexpr int kNumInputRoles = 5;
 absl::string_view input_role_name(InputRole role);
 
 }  // namespace mstep

@@ -2,39 +2,23 @@
 // and executables that run oneDNN primitives, MLIR-JIT fusion kernels, a
 // flash-style attention kernel and hand-written host kernels from one
 // static arena (CpuExecutable). An op none of them covers runs its ref
-// kernel, counted as a host fallback. This is the runtime half; the compile
-// half is CpuCompiler.cpp.
+// kernel, counted as a host fallback. This is the runtime half: deserialize()
+// reads the graph, the memory plan and the fusion object from the native
+// form (NativeFormat.h) without MLIR. The compile half is CpuCompiler.cpp.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "lib/backends/cpu/CpuCompiler.h"
-#include "lib/backends/cpu/FusionJit.h"
+#include "lib/backends/cpu/CpuExecutable.h"
 #include "lib/backends/cpu/NativeFormat.h"
 #include "lib/backends/host/HostBuffer.h"
 #include "lib/backends/ref/RefKernels.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mstep/core/Error.h"
-#include "mstep/ir/MlirImport.h"
-#include "mstep/ir/MlirParse.h"
 
 namespace mstep::cpu {
 
 namespace {
 
 constexpr Device kCpu{DeviceType::cpu, 0};
-
-/// The context disk-cache entries are parsed in (compile() uses the
-/// caller's module and context).
-mlir::MLIRContext& load_context() {
-  static mlir::MLIRContext* ctx = [] {
-    auto* c = new mlir::MLIRContext(mlir::MLIRContext::Threading::DISABLED);
-    register_mstep_dialects(*c);
-    return c;
-  }();
-  return *ctx;
-}
 
 class CpuBackend final : public Backend {
  public:
@@ -43,16 +27,10 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
                                                           const RuntimeOptions& options) override {
-    MSTEP_ASSIGN_OR_RETURN(NativeParts parts, read_native_format(blob));
-    mlir::MLIRContext& ctx = load_context();
-    auto module = parse_mstep_module(parts.module_text, ctx, "its module text");
-    if (!module.ok())
-      return absl::DataLossError(absl::StrCat("cpu executable: ", module.status().message()));
-    std::shared_ptr<FusionJit> jit;
-    if (!parts.object.empty()) {
-      MSTEP_ASSIGN_OR_RETURN(jit, FusionJit::load(parts.object));
-    }
-    return build_cpu_executable(module->get(), std::move(jit), options);
+    // No MLIR: the graph, the plan and the fusion object are stored.
+    MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe,
+                           load_native_format(blob, CpuExecutable::BuildOptions::from(options)));
+    return std::unique_ptr<Executable>(std::move(exe));
   }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {

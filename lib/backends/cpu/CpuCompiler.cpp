@@ -1,10 +1,9 @@
 // The cpu backend's compile half: the arena plan as its own pass, then the
 // step's fusions compiled to native code (FusionJit) and the CpuExecutable
 // that runs them with oneDNN and the host kernels.
-#include "lib/backends/cpu/CpuCompiler.h"
-
 #include "lib/backends/cpu/ArenaPlan.h"
 #include "lib/backends/cpu/CpuExecutable.h"
+#include "lib/backends/cpu/FusionJit.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mstep/compiler/BackendCompiler.h"
@@ -14,6 +13,10 @@
 
 namespace mstep::cpu {
 
+namespace {
+
+/// The executable of func @step of `module` (after the cpu pipeline: its
+/// arena plan is read from the IR). `jit` holds its compiled fusions.
 absl::StatusOr<std::unique_ptr<Executable>> build_cpu_executable(mlir::ModuleOp module,
                                                                  std::shared_ptr<FusionJit> jit,
                                                                  const RuntimeOptions& options) {
@@ -23,12 +26,9 @@ absl::StatusOr<std::unique_ptr<Executable>> build_cpu_executable(mlir::ModuleOp 
   MSTEP_ASSIGN_OR_RETURN(ArenaPlan plan, read_arena_plan(step));
   MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CpuExecutable> exe,
                          CpuExecutable::create(std::move(graph), std::move(plan), std::move(jit),
-                                               {.disabled_families = options.cpu_disable,
-                                                .profile = options.cpu_profile}));
+                                               CpuExecutable::BuildOptions::from(options)));
   return std::unique_ptr<Executable>(std::move(exe));
 }
-
-namespace {
 
 class CpuCompiler final : public BackendCompiler {
  public:

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/KernelSelection.h"
 #include "lib/backends/cpu/NativeFormat.h"
 #include "lib/backends/cpu/OneDnnKernels.h"
@@ -441,8 +442,8 @@ std::vector<std::string> CpuExecutable::kernel_names() const {
   return names;
 }
 
-absl::StatusOr<std::string> CpuExecutable::serialize(absl::string_view module_text) const {
-  return write_native_format(module_text, jit_.get());
+absl::StatusOr<std::string> CpuExecutable::serialize(absl::string_view) const {
+  return write_native_format(graph_, plan_, jit_ ? jit_->object() : std::string());
 }
 
 }  // namespace mstep::cpu

@@ -28,6 +28,10 @@ class CpuExecutable final : public Executable {
     std::string disabled_families;
     /// Time every call; report the slowest at exit.
     bool profile = false;
+    /// The settings RuntimeOptions holds (MSTEP_CPU_DISABLE, MSTEP_CPU_PROFILE).
+    static BuildOptions from(const RuntimeOptions& options) {
+      return {.disabled_families = options.cpu_disable, .profile = options.cpu_profile};
+    }
   };
   /// Builds the call list for `graph` (exported from the step function that
   /// `plan` was read from). `jit` holds the compiled fusions (may be null:

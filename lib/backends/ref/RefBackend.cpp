@@ -3,10 +3,12 @@
 // It is the numerical oracle for every other backend and their fallback.
 // This is its runtime half; the compile half (RefCompiler.cpp) exports the
 // compiled module back to a TraceGraph. A fusion region runs as a nested
-// graph, op by op on whole tensors.
+// graph, op by op on whole tensors. The serialized form is that graph
+// (RefExecutableFormat.h): it loads without MLIR.
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/ref/RefExecutableFormat.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 #include "mstep/runtime/Backend.h"
@@ -54,6 +56,11 @@ class RefExecutable final : public Executable {
   }
 
   size_t num_kernels() const override { return num_kernels_; }
+
+  /// The native form (RefExecutableFormat.h): the graph, loaded without MLIR.
+  absl::StatusOr<std::string> serialize(absl::string_view) const override {
+    return write_ref_executable(graph_);
+  }
 
   using Executable::run;
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
@@ -183,6 +190,13 @@ class RefBackend final : public Backend {
  public:
   absl::string_view name() const override { return "ref"; }
   DeviceType device_type() const override { return DeviceType::ref; }
+
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
+                                                          const RuntimeOptions&) override {
+    MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, read_ref_executable(blob));
+    MSTEP_RETURN_IF_ERROR(check_kernels(graph));
+    return std::make_unique<RefExecutable>(std::move(graph));
+  }
 
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
     return std::make_shared<HostBuffer>(type);

@@ -10,12 +10,6 @@ namespace mstep::ir_mapping {
 
 namespace {
 
-constexpr int kNumAttrNames = 0
-#define MSTEP_ATTR_COUNT(n) +1
-    MSTEP_ATTR_NAMES(MSTEP_ATTR_COUNT)
-#undef MSTEP_ATTR_COUNT
-    ;
-
 /// "mstep.<name>" for every op, built once.
 const std::vector<std::string>& op_names() {
   static const std::vector<std::string> names = [] {
