@@ -60,7 +60,7 @@ struct Segment {
   uint64_t rng_offset = 0;  // relative to the capture's first offset
   // Whether a later segment reads this one's results / inputs. If not,
   // replay drops the segment's references to them as soon as it has run,
-  // so the next segment may update those buffers in place.
+  // freeing memory early.
   bool results_read_later = false;
   bool inputs_read_later = false;
   // Replay scratch, kept to avoid allocating each step. `buffers` keeps
@@ -68,8 +68,8 @@ struct Segment {
   // tensors no later segment reads: while a tensor keeps its buffer (a
   // parameter updated in place), gathering it costs a pointer comparison,
   // not a reference count up and down. The other entries, listed in
-  // `transient`, are dropped once the segment has run: a later segment's
-  // donation or reuse needs their buffers to have no other owner.
+  // `transient`, are dropped once the segment has run (what may be donated
+  // is decided by plan_donations(), not by who holds a pointer).
   std::vector<BufferPtr> buffers;
   std::vector<uint32_t> transient;
   std::vector<BufferPtr> results;
@@ -351,7 +351,7 @@ struct Graph::Impl final : CaptureRecorder {
   }
 
   /// Drops the references a replay took (after the last segment, or when
-  /// one fails: they would block the next step's in-place updates).
+  /// one fails), so that it keeps no buffer alive between replays.
   void drop_scratch() {
     for (Segment& seg : segments) {
       seg.results.clear();
@@ -507,8 +507,7 @@ void Graph::replay() {
     }
     seg.results = *std::move(results);
     g.rebind(seg);
-    // Drop what no later segment reads now, so that the buffers the
-    // tensors hold have no other owner when the next segment runs.
+    // Drop what no later segment reads now: its memory may be freed.
     if (!seg.inputs_read_later)
       for (uint32_t j : seg.transient) seg.buffers[j].reset();
     if (!seg.results_read_later) seg.results.clear();

@@ -27,6 +27,9 @@ void TensorImpl::set_buffer(BufferPtr buffer) {
   if (live_) Tracer::get().unlink_live(this);
   pending_ = Value{};
   replaced_buffer_.reset();
+  // The same buffer holds the same value: keep its data leaf, so that a
+  // buffer no tensor shares is one graph input (Tracer::donations).
+  if (buffer && buffer == buffer_) return;
   if (buffer_) buffer_->remove_holder();
   buffer_ = std::move(buffer);
   if (buffer_) buffer_->add_holder();

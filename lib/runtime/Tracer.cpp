@@ -417,8 +417,11 @@ absl::Span<const uint8_t> Tracer::donations(size_t num_outputs) {
   // an input is donated when no tensor holds its buffer (its tensor was
   // replaced, e.g. by `w.copy_(w - lr * g)`, and nothing shares it) and no
   // pending work outside this cut can read it later through its data leaf
-  // (the cut materializes every pending tensor). A recorded step keeps its
-  // inputs as they were (the NaN guard writes them to a reproducer).
+  // (the cut materializes every pending tensor). Such a buffer is one
+  // input of the cut: its leaves come from the one tensor that held it
+  // (TensorImpl::set_buffer keeps the leaf of an unchanged buffer). A
+  // recorded step keeps its inputs as they were (the NaN guard writes them
+  // to a reproducer).
   donated_.assign(inputs_.size(), 0);
   if (record_steps_ || num_outputs != num_pending_) return donated_;
   for (size_t j = 0; j < inputs_.size(); ++j)

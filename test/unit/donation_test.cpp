@@ -128,6 +128,21 @@ TEST_P(Donation, SyncingOneTensorKeepsTheBufferPendingWorkStillReads) {
   EXPECT_EQ(values(doubled), want);
 }
 
+TEST_P(Donation, ACopyOfATensorIntoItselfKeepsOneGraphInputForItsBuffer) {
+  Trainer t;
+  t.step();
+  const V old = values(t.w);
+  Tensor doubled = t.w * 2.0;  // reads w's buffer through its data leaf
+  t.w.copy_(t.w);              // the same buffer: the leaf stays the one input
+  (t.w * t.x).sum().backward();
+  t.opt.step();
+  mark_step();  // the update is donated w's buffer after every read of it
+  V want;
+  for (float v : old) want.push_back(2 * v);
+  EXPECT_EQ(values(doubled), want);
+  EXPECT_NE(values(t.w), old);
+}
+
 TEST_P(Donation, FillOverwritesAnExclusiveBufferAndLeavesAnAliasAlone) {
   Tensor t = zeros({3});
   mark_step();

@@ -40,9 +40,12 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   const Value& pending() const { return pending_; }
   const BufferPtr& buffer() const { return buffer_; }
   /// The bytes of the fields Graph::replay() reads and writes of every
-  /// bound tensor (its buffer and pending value), for prefetching them.
+  /// bound tensor (its buffer, pending value and data leaf), for
+  /// prefetching them.
   const char* replay_fields_begin() const { return reinterpret_cast<const char*>(&buffer_); }
-  const char* replay_fields_end() const { return reinterpret_cast<const char*>(&pending_ + 1); }
+  const char* replay_fields_end() const {
+    return reinterpret_cast<const char*>(&data_node_ + 1);
+  }
 
   /// Makes this tensor the pending result `value`, dropping any buffer.
   /// Registers it with the tracer's live list.
@@ -97,12 +100,12 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   static bool pending_work_exists();
   // The state replay() reads of every bound tensor comes first, next to
   // the reference counts, so that a cold tensor costs one or two cache
-  // lines rather than three.
+  // lines rather than three (data_node_: owns_buffer_exclusively()).
   BufferPtr buffer_;
   Value pending_;
+  NodePtr data_node_;
   TensorType type_;
   Device device_;
-  NodePtr data_node_;
   std::weak_ptr<Buffer> replaced_buffer_;
   InputRole input_role_ = InputRole::input;
   std::unique_ptr<AutogradMetaBase> autograd_meta_;
