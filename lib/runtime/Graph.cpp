@@ -73,10 +73,10 @@ struct Segment {
   std::vector<BufferPtr> buffers;
   std::vector<uint32_t> transient;
   std::vector<BufferPtr> results;
-  // The donation protocol (Executable::run). Per input: whether replay may
-  // donate it (see Impl::plan_donations), and this replay's flags; per
-  // result: the buffers this replay offers.
-  std::vector<uint8_t> donatable;
+  // The donation protocol (Executable::run): the inputs replay may donate
+  // (see Impl::plan_donations), this replay's flags per input, and per
+  // result the buffers this replay offers.
+  std::vector<uint32_t> donatable;
   std::vector<uint8_t> donated;
   std::vector<BufferPtr> offered;
 };
@@ -270,12 +270,12 @@ struct Graph::Impl final : CaptureRecorder {
         if (!bound.insert(o.tensor.get()).second) bound_twice.insert(o.tensor.get());
     }
     for (Segment& seg : segments) {
-      seg.donatable.assign(seg.inputs.size(), 0);
+      seg.donatable.clear();
       seg.donated.assign(seg.inputs.size(), 0);
-      for (size_t j = 0; j < seg.inputs.size(); ++j) {
+      for (uint32_t j = 0; j < seg.inputs.size(); ++j) {
         const InputBinding& b = seg.inputs[j];
-        seg.donatable[j] = b.source == InputBinding::Source::tensor &&
-                           !read_directly.contains(b.tensor.get());
+        if (b.source == InputBinding::Source::tensor && !read_directly.contains(b.tensor.get()))
+          seg.donatable.push_back(j);
       }
       for (Segment::OutputBinding& o : seg.outputs)
         o.offerable = !read.contains(o.tensor.get()) && !bound_twice.contains(o.tensor.get());
@@ -320,8 +320,8 @@ struct Graph::Impl final : CaptureRecorder {
   /// again, like a CUDA Graph's static output: no allocation now and no
   /// free at the rebinding. Returns whether anything was offered.
   bool donate(Segment& seg) {
-    for (size_t j = 0; j < seg.inputs.size(); ++j)
-      seg.donated[j] = seg.donatable[j] && seg.inputs[j].tensor->owns_buffer_exclusively();
+    for (uint32_t j : seg.donatable)
+      seg.donated[j] = seg.inputs[j].tensor->owns_buffer_exclusively();
     bool offering = false;
     for (const Segment::OutputBinding& o : seg.outputs) {
       if (o.offerable && o.tensor->owns_buffer_exclusively()) {
