@@ -122,14 +122,12 @@ Tensor& Tensor::fill_(double value) {
   require_defined(*this, "fill_");
   TensorImpl& impl = *impl_;
   Backend& backend = backend_for(impl.device());
-  // Ops recorded before this call must still see the old value, so a
-  // buffer that pending nodes refer to is replaced, not overwritten.
-  // Anyone else holding the buffer (a snapshot, a capture) keeps the old
-  // value too; `buffer` and the tensor account for two references.
+  // Overwritten only when this tensor owns its buffer exclusively (the
+  // runtime's bookkeeping, see Executable::run): ops recorded before this
+  // call and anyone sharing the buffer (a detach()ed alias, a copy_()
+  // snapshot) keep the old value, in a buffer this tensor leaves.
   BufferPtr buffer = impl.buffer();
-  if (!buffer || impl.is_pending() || impl.buffer_has_pending_users() ||
-      buffer.use_count() > 2)
-    buffer = value_or_throw(backend.allocate(impl.type()));
+  if (!impl.owns_buffer_exclusively()) buffer = value_or_throw(backend.allocate(impl.type()));
   std::vector<std::byte> host(impl.type().bytes());
   const size_t esize = element_size(dtype());
   for (size_t off = 0; off < host.size(); off += esize)

@@ -51,13 +51,16 @@ struct Segment {
   // list (a tensor only the graph still holds is skipped: nobody can read it).
   struct OutputBinding {
     uint32_t result;
+    // Whether replay may offer the tensor's buffer for its result (see
+    // Impl::plan_donations); it does when the tensor also holds it alone.
+    bool offerable = false;
     std::shared_ptr<TensorImpl> tensor;
   };
   std::vector<OutputBinding> outputs;
   uint64_t rng_offset = 0;  // relative to the capture's first offset
   // Whether a later segment reads this one's results / inputs. If not,
   // replay drops the segment's references to them as soon as it has run,
-  // so the next segment may update those buffers in place.
+  // freeing memory early.
   bool results_read_later = false;
   bool inputs_read_later = false;
   // Replay scratch, kept to avoid allocating each step. `buffers` keeps
@@ -65,12 +68,17 @@ struct Segment {
   // tensors no later segment reads: while a tensor keeps its buffer (a
   // parameter updated in place), gathering it costs a pointer comparison,
   // not a reference count up and down. The other entries, listed in
-  // `transient`, are dropped once the segment has run: a later segment's
-  // donation or reuse needs their buffers to have no other owner.
+  // `transient`, are dropped once the segment has run (what may be donated
+  // is decided by plan_donations(), not by who holds a pointer).
   std::vector<BufferPtr> buffers;
   std::vector<uint32_t> transient;
   std::vector<BufferPtr> results;
-  std::vector<BufferPtr> reuse;  // per result, see Executable::run
+  // The donation protocol (Executable::run): the inputs replay may donate
+  // (see Impl::plan_donations), this replay's flags per input, and per
+  // result the buffers this replay offers.
+  std::vector<uint32_t> donatable;
+  std::vector<uint8_t> donated;
+  std::vector<BufferPtr> offered;
 };
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
@@ -174,9 +182,9 @@ struct Graph::Impl final : CaptureRecorder {
         b.constant = buf;
       }
     }
-    seg.reuse.resize(run.results.size());
+    seg.offered.resize(run.results.size());
     for (size_t i = 0; i < run.outputs.size(); ++i)
-      seg.outputs.push_back({run.output_slot[i], run.outputs[i]->shared_from_this()});
+      seg.outputs.push_back({run.output_slot[i], false, run.outputs[i]->shared_from_this()});
     const auto index = static_cast<uint32_t>(segments.size());
     for (uint32_t j = 0; j < run.inputs.size(); ++j) {
       consumed.try_emplace(run.inputs[j].get(), index, j);
@@ -236,6 +244,44 @@ struct Graph::Impl final : CaptureRecorder {
     }
   }
 
+  /// The static half of the donation protocol (Executable::run), from the
+  /// graph's bindings: what a replay may hand over when the tensor holds
+  /// its buffer alone at that time (TensorImpl::owns_buffer_exclusively).
+  /// 1. An input read from a tensor may be donated unless a later segment
+  ///    reads that tensor's buffer directly (an earlier segment's input or
+  ///    result, not through the tensor, which sees the new value).
+  /// 2. A tensor's buffer may be offered for its result when the tensor is
+  ///    bound to no other result and no segment reads it: the graph keeps
+  ///    no other reference to its buffer then.
+  void plan_donations() {
+    absl::flat_hash_set<const TensorImpl*> read_directly, read, bound_twice, bound;
+    for (const Segment& seg : segments) {
+      for (const InputBinding& b : seg.inputs) {
+        if (b.source == InputBinding::Source::tensor) read.insert(b.tensor.get());
+        if (b.source == InputBinding::Source::segment_input) {
+          const InputBinding& earlier = segments[b.segment].inputs[b.slot];
+          if (earlier.tensor) read_directly.insert(earlier.tensor.get());
+        }
+        if (b.source == InputBinding::Source::segment)
+          for (const Segment::OutputBinding& o : segments[b.segment].outputs)
+            if (o.result == b.slot) read_directly.insert(o.tensor.get());
+      }
+      for (const Segment::OutputBinding& o : seg.outputs)
+        if (!bound.insert(o.tensor.get()).second) bound_twice.insert(o.tensor.get());
+    }
+    for (Segment& seg : segments) {
+      seg.donatable.clear();
+      seg.donated.assign(seg.inputs.size(), 0);
+      for (uint32_t j = 0; j < seg.inputs.size(); ++j) {
+        const InputBinding& b = seg.inputs[j];
+        if (b.source == InputBinding::Source::tensor && !read_directly.contains(b.tensor.get()))
+          seg.donatable.push_back(j);
+      }
+      for (Segment::OutputBinding& o : seg.outputs)
+        o.offerable = !read.contains(o.tensor.get()) && !bound_twice.contains(o.tensor.get());
+    }
+  }
+
   // ---- Replay steps (see replay()) ----
 
   /// Points the segment's scratch at this replay's input buffers and
@@ -267,21 +313,23 @@ struct Graph::Impl final : CaptureRecorder {
     }
   }
 
-  /// Offers the executable (in seg.reuse) the buffer of each output whose
-  /// tensor holds the only reference to its last value: nothing read it
-  /// since, nor is it an input of this run. The result is computed into it
-  /// again, like a CUDA Graph's static output: no allocation now and no free
-  /// at the rebinding. Returns whether anything was offered.
-  bool offer_outputs(Segment& seg) {
-    bool reusing = false;
+  /// Fills this replay's donation (Executable::run): the inputs and the
+  /// outputs' buffers that plan_donations() allows and that their tensors
+  /// hold alone now (a detach()ed alias or a copy_() snapshot shares a
+  /// buffer, and keeps its values). An offered buffer gets the result
+  /// again, like a CUDA Graph's static output: no allocation now and no
+  /// free at the rebinding. Returns whether anything was offered.
+  bool donate(Segment& seg) {
+    for (uint32_t j : seg.donatable)
+      seg.donated[j] = seg.inputs[j].tensor->owns_buffer_exclusively();
+    bool offering = false;
     for (const Segment::OutputBinding& o : seg.outputs) {
-      const BufferPtr& last = o.tensor->buffer();
-      if (last && last.use_count() == 1 && o.tensor.use_count() > 1) {
-        seg.reuse[o.result] = last;
-        reusing = true;
+      if (o.offerable && o.tensor->owns_buffer_exclusively()) {
+        seg.offered[o.result] = o.tensor->buffer();
+        offering = true;
       }
     }
-    return reusing;
+    return offering;
   }
 
   /// Binds the segment's results to their tensors.
@@ -293,15 +341,17 @@ struct Graph::Impl final : CaptureRecorder {
     for (uint32_t j : seg.transient) prefetch_counts(seg.buffers[j]);
     for (const Segment::OutputBinding& o : seg.outputs) {
       const BufferPtr& result = seg.results[o.result];
+      // Liveness, not ownership: when the graph holds the tensor's only
+      // handle, nobody can read it, so its memory is freed.
       if (o.tensor.use_count() == 1)
-        o.tensor->set_buffer(nullptr);  // a dead tensor: free its memory
+        o.tensor->set_buffer(nullptr);
       else if (o.tensor->buffer() != result)  // else updated in place: nothing held it
         o.tensor->set_buffer(result);
     }
   }
 
   /// Drops the references a replay took (after the last segment, or when
-  /// one fails: they would block the next step's in-place updates).
+  /// one fails), so that it keeps no buffer alive between replays.
   void drop_scratch() {
     for (Segment& seg : segments) {
       seg.results.clear();
@@ -374,6 +424,7 @@ void Graph::capture_end() {
                       "Graph::capture_end: the capture ran no graph (no tensor op was traced "
                       "between capture_begin() and capture_end())");
   impl_->plan_scratch();
+  impl_->plan_donations();
   impl_->devices_checked_at = TensorImpl::device_moves();
   impl_->captured = true;
 }
@@ -414,7 +465,7 @@ void Graph::replay() {
     for (size_t j = 0; j < g.segments[s].inputs.size(); ++j) {
       const InputBinding& b = g.segments[s].inputs[j];
       if (b.source != InputBinding::Source::tensor) continue;
-      if (b.tensor.use_count() == 1)
+      if (b.tensor.use_count() == 1)  // liveness: no handle is left but the graph's
         throw ReplayError(ReplayError::Kind::input_freed,
                           absl::StrCat("Graph::replay: ", describe_input(s, j, g.segments[s].input_info[j]),
                                        " was freed, or its handle was assigned another tensor. "
@@ -437,15 +488,17 @@ void Graph::replay() {
     Segment& seg = g.segments[s];
     prefetch_bindings(seg);  // the last segment's kernels evicted them
     g.gather(seg, rng_base);
-    const bool reusing = g.offer_outputs(seg);
+    const bool offering = g.donate(seg);
     const auto run_start = std::chrono::steady_clock::now();
-    auto results = seg.executable->run(seg.buffers, reusing ? absl::MakeConstSpan(seg.reuse)
-                                                            : absl::Span<const BufferPtr>());
+    auto results = seg.executable->run(
+        seg.buffers, {.inputs = seg.donated,
+                      .outputs = offering ? absl::MakeConstSpan(seg.offered)
+                                          : absl::Span<const BufferPtr>()});
     internal::mutable_metrics().replay_execute_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     internal::record_host_fallbacks(*seg.executable);
-    if (reusing)
-      for (BufferPtr& b : seg.reuse) b.reset();
+    if (offering)
+      for (BufferPtr& b : seg.offered) b.reset();
     if (!results.ok()) {
       g.drop_scratch();
       throw Error(absl::Status(results.status().code(),
@@ -454,8 +507,7 @@ void Graph::replay() {
     }
     seg.results = *std::move(results);
     g.rebind(seg);
-    // Drop what no later segment reads now, so that the buffers the
-    // tensors hold have no other owner when the next segment runs.
+    // Drop what no later segment reads now: its memory may be freed.
     if (!seg.inputs_read_later)
       for (uint32_t j : seg.transient) seg.buffers[j].reset();
     if (!seg.results_read_later) seg.results.clear();

@@ -9,11 +9,15 @@ namespace mstep {
 
 TensorImpl::~TensorImpl() {
   if (live_) Tracer::get().unlink_live(this);
+  if (buffer_) buffer_->remove_holder();
 }
 
 void TensorImpl::set_pending(Value value) {
   pending_ = std::move(value);
-  if (buffer_) replaced_buffer_ = std::move(buffer_);
+  if (buffer_) {
+    buffer_->remove_holder();
+    replaced_buffer_ = std::move(buffer_);
+  }
   buffer_.reset();
   data_node_.reset();
   if (!live_) Tracer::get().link_live(this);
@@ -23,7 +27,12 @@ void TensorImpl::set_buffer(BufferPtr buffer) {
   if (live_) Tracer::get().unlink_live(this);
   pending_ = Value{};
   replaced_buffer_.reset();
+  // The same buffer holds the same value: keep its data leaf, so that a
+  // buffer no tensor shares is one graph input (Tracer::donations).
+  if (buffer && buffer == buffer_) return;
+  if (buffer_) buffer_->remove_holder();
   buffer_ = std::move(buffer);
+  if (buffer_) buffer_->add_holder();
   data_node_.reset();
 }
 
@@ -48,8 +57,10 @@ Value TensorImpl::as_operand() {
   return Value{data_node_, 0};
 }
 
-bool TensorImpl::buffer_has_pending_users() const {
-  return data_node_ && data_node_.use_count() > 1;
+bool TensorImpl::pending_work_exists() {
+  // Tracer bookkeeping, not the data leaf's reference count: only pending
+  // work reads a data leaf, and all of it hangs off live pending tensors.
+  return Tracer::get().has_pending();
 }
 
 }  // namespace mstep

@@ -134,6 +134,7 @@ void Tracer::set_record_steps(bool on) {
 
 void Tracer::link_live(TensorImpl* impl) {
   impl->live_ = true;
+  ++num_pending_;
   impl->live_prev_ = live_head_.live_prev_;
   impl->live_next_ = &live_head_;
   live_head_.live_prev_->live_next_ = impl;
@@ -142,6 +143,7 @@ void Tracer::link_live(TensorImpl* impl) {
 
 void Tracer::unlink_live(TensorImpl* impl) {
   impl->live_ = false;
+  --num_pending_;
   impl->live_prev_->live_next_ = impl->live_next_;
   impl->live_next_->live_prev_ = impl->live_prev_;
   impl->live_prev_ = impl->live_next_ = nullptr;
@@ -386,7 +388,8 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
   {
     internal::TraceScope scope("execute", "execute");
     auto t0 = std::chrono::steady_clock::now();
-    results = entry->executable->run(inputs_);
+    results =
+        entry->executable->run(inputs_, {.inputs = donations(outputs.size()), .outputs = {}});
     const double seconds = seconds_since(t0);
     internal::record_execute_time(seconds);
   }
@@ -407,6 +410,23 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     outputs[i]->set_buffer((*results)[output_slot[i]]);
   clear_scratch();
   return absl::OkStatus();
+}
+
+absl::Span<const uint8_t> Tracer::donations(size_t num_outputs) {
+  // The donation protocol (Executable::run), from the tracer's bookkeeping:
+  // an input is donated when no tensor holds its buffer (its tensor was
+  // replaced, e.g. by `w.copy_(w - lr * g)`, and nothing shares it) and no
+  // pending work outside this cut can read it later through its data leaf
+  // (the cut materializes every pending tensor). Such a buffer is one
+  // input of the cut: its leaves come from the one tensor that held it
+  // (TensorImpl::set_buffer keeps the leaf of an unchanged buffer). A
+  // recorded step keeps its inputs as they were (the NaN guard writes them
+  // to a reproducer).
+  donated_.assign(inputs_.size(), 0);
+  if (record_steps_ || num_outputs != num_pending_) return donated_;
+  for (size_t j = 0; j < inputs_.size(); ++j)
+    donated_[j] = inputs_[j]->holders() == Buffer::Holders::none;
+  return donated_;
 }
 
 void Tracer::clear_scratch() {

@@ -31,28 +31,46 @@ struct HostFallbackOp {
   DType dtype;
 };
 
+/// What the caller of Executable::run() hands over besides read access to
+/// its inputs: the donation protocol (IREE's buffer donation, JAX's
+/// donate_argnums, XLA's input-output aliasing).
+///
+/// 1. The memory plan states what may alias: input i may hold output
+///    TraceGraph::donated_to[i] (the tensor it feeds was replaced by that
+///    output, `w.copy_(w - lr * g)`), and any output may be written into a
+///    buffer the caller offers for it.
+/// 2. The caller states what it owns, from its own bookkeeping (the tracer:
+///    Buffer::holders() and its pending tensors; replay: its bindings),
+///    never from a reference count: `inputs[i]` nonzero donates input i
+///    (after run() starts, nothing reads that buffer but run() itself), and
+///    `outputs[k]` non-null offers a buffer of output k's type that nothing
+///    else reads or writes.
+/// 3. The executable writes into a buffer only where both agree, and never
+///    inspects reference counts: an extra holder of a buffer, such as
+///    in-flight work on an asynchronous device, changes nothing.
+/// A handed-over buffer that run() did not use stays the caller's. If
+/// run() fails, handed-over buffers hold unspecified values.
+struct Donation {
+  /// Empty (nothing donated) or one flag per input.
+  absl::Span<const uint8_t> inputs;
+  /// Empty (nothing offered) or one entry per output: null, or a buffer.
+  absl::Span<const BufferPtr> outputs;
+};
+
 /// A compiled graph. run() takes one buffer per graph input (in
-/// TraceGraph::input_types order) and returns one buffer per output.
-/// An input donated to an output (TraceGraph::donated_to) may be
-/// overwritten in place when the caller's `inputs` entry and one owner (the
-/// tensor being replaced) are its only references; the output is then that
-/// same buffer. Any other input is only read.
+/// TraceGraph::input_types order) and returns one buffer per output: a new
+/// buffer, a donated input or an offered buffer (see Donation), or an
+/// input passed through unchanged. Inputs not donated are only read.
 /// Thread-safety: run() may not be called concurrently on one executable.
 class Executable {
  public:
   virtual ~Executable() = default;
+  /// run() that donates nothing: every input is only read.
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs) {
-    return run(inputs, {});
+    return run(inputs, Donation{});
   }
-  /// run() that may write output k into `reuse[k]` instead of a new buffer
-  /// (replay passes the buffers its static outputs held). `reuse` is empty
-  /// or has one entry per output: null, or a buffer of that output's type
-  /// that only the entry and the tensor about to receive output k hold,
-  /// so nothing else can observe the write (an executable checks
-  /// use_count() <= 2 and the type). If run() fails, reused buffers hold
-  /// unspecified values.
   virtual absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
-                                                     absl::Span<const BufferPtr> reuse) = 0;
+                                                     const Donation& donation) = 0;
   /// Kernel launches per run (a fusion counts once), for replay figures.
   virtual size_t num_kernels() const { return 0; }
   /// The ops each run() executes as host fallbacks (empty for most).

@@ -40,14 +40,19 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   const Value& pending() const { return pending_; }
   const BufferPtr& buffer() const { return buffer_; }
   /// The bytes of the fields Graph::replay() reads and writes of every
-  /// bound tensor (its buffer and pending value), for prefetching them.
+  /// bound tensor (its buffer, pending value and data leaf), for
+  /// prefetching them.
   const char* replay_fields_begin() const { return reinterpret_cast<const char*>(&buffer_); }
-  const char* replay_fields_end() const { return reinterpret_cast<const char*>(&pending_ + 1); }
+  const char* replay_fields_end() const {
+    return reinterpret_cast<const char*>(&data_node_ + 1);
+  }
 
   /// Makes this tensor the pending result `value`, dropping any buffer.
   /// Registers it with the tracer's live list.
   void set_pending(Value value);
-  /// Makes this tensor materialized with `buffer`, dropping the node.
+  /// Makes this tensor materialized with `buffer`, dropping the node. The
+  /// tensor claims the buffer (Buffer::add_holder): a buffer another tensor
+  /// holds becomes shared. set_pending() and the destructor release it.
   void set_buffer(BufferPtr buffer);
   /// Moves this materialized tensor to `device`, whose `buffer` holds its
   /// value (Module::to moves parameters in place so that every handle,
@@ -63,9 +68,16 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   /// so every use in a graph refers to one graph input).
   Value as_operand();
 
-  /// Whether a pending node other than this tensor still refers to the
-  /// current buffer's data leaf (in-place writes must then copy first).
-  bool buffer_has_pending_users() const;
+  /// Whether pending work may still read the current buffer through its
+  /// data leaf (in-place writes must then copy first). Conservative: true
+  /// while the leaf exists and any tensor is pending.
+  bool buffer_has_pending_users() const { return data_node_ && pending_work_exists(); }
+  /// Whether this tensor may overwrite its buffer in place: it is the
+  /// buffer's one holder (Buffer::holders(), never shared) and no pending
+  /// work reads it. The runtime's bookkeeping decides, not reference counts.
+  bool owns_buffer_exclusively() const {
+    return buffer_ && buffer_->held_by_one() && !buffer_has_pending_users();
+  }
 
   /// What this tensor's buffer is to the program when it is a graph input
   /// (set by the API: parameters, optimizer state, device scalars).
@@ -85,14 +97,15 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
 
  private:
   friend class Tracer;
+  static bool pending_work_exists();
   // The state replay() reads of every bound tensor comes first, next to
   // the reference counts, so that a cold tensor costs one or two cache
-  // lines rather than three.
+  // lines rather than three (data_node_: owns_buffer_exclusively()).
   BufferPtr buffer_;
   Value pending_;
+  NodePtr data_node_;
   TensorType type_;
   Device device_;
-  NodePtr data_node_;
   std::weak_ptr<Buffer> replaced_buffer_;
   InputRole input_role_ = InputRole::input;
   std::unique_ptr<AutogradMetaBase> autograd_meta_;

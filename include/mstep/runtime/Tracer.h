@@ -68,7 +68,9 @@ class Tracer {
   /// Adds / removes a pending tensor from the live list.
   void link_live(TensorImpl* impl);
   void unlink_live(TensorImpl* impl);
-  bool has_pending() const { return live_head_.live_next_ != &live_head_; }
+  bool has_pending() const { return num_pending_ != 0; }
+  /// How many tensors are pending (on the live list).
+  size_t num_pending() const { return num_pending_; }
 
   /// mark_step(): materializes every live pending tensor.
   absl::Status mark_step();
@@ -123,6 +125,9 @@ class Tracer {
                                                       Backend& backend);
   /// Cuts, looks up or compiles, runs, and binds results to `outputs`.
   absl::Status execute(absl::Span<TensorImpl* const> outputs);
+  /// Per input of the cut in inputs_: whether execute() of a cut that
+  /// materializes `num_outputs` tensors donates it (see the .cpp).
+  absl::Span<const uint8_t> donations(size_t num_outputs);
   void advance_rng_after_step();
   /// Drops the cut's scratch (order_, inputs_, input_nodes_), keeping capacity.
   void clear_scratch();
@@ -137,10 +142,12 @@ class Tracer {
   StepRecord last_step_;
 
   TensorImpl live_head_{TensorType{}, Device{}};  // sentinel of live list
+  size_t num_pending_ = 0;                         // tensors on the live list
   uint64_t epoch_ = 0;
   // Scratch reused across cuts so a cache hit allocates nothing new.
   std::vector<const Node*> order_;
   std::vector<BufferPtr> inputs_;
+  std::vector<uint8_t> donated_;  // per input: what execute() donates to run()
   std::vector<const Node*> input_nodes_;
 
   uint64_t rng_seed_ = 0x5EEDull;

@@ -326,7 +326,7 @@ absl::Status CpuExecutable::build() {
 }
 
 absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const BufferPtr> inputs,
-                                                           absl::Span<const BufferPtr> reuse) {
+                                                           const Donation& donation) {
   if (inputs.size() != graph_.input_types.size())
     return absl::InvalidArgumentError(absl::StrCat("cpu executable expects ",
                                                    graph_.input_types.size(), " inputs, got ",
@@ -341,16 +341,17 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
   }
   for (const Output& out : outputs_) {
     if (out.input >= 0 || output_buffers_[out.slot]) continue;
-    // A donated argument is written in place only when the caller's entry
-    // and the tensor it replaces are its only owners.
+    // The plan aliases the argument (donated_arg) and the caller donates
+    // it, or the caller offers a buffer for the output (Donation).
     const size_t k = &out - outputs_.data();
     const TensorType& type = graph_.type_of(graph_.outputs[k]);
     BufferPtr buf;
-    if (out.donated_arg >= 0 && inputs[out.donated_arg].use_count() <= 2)
+    const BufferPtr* offered = donation.outputs.empty() ? nullptr : &donation.outputs[k];
+    if (out.donated_arg >= 0 && !donation.inputs.empty() && donation.inputs[out.donated_arg])
       buf = inputs[out.donated_arg];
-    else if (!reuse.empty() && reuse[k] && reuse[k].use_count() <= 2 &&
-             reuse[k]->device().type == DeviceType::cpu && reuse[k]->type() == type)
-      buf = reuse[k];
+    else if (offered && *offered && (*offered)->device().type == DeviceType::cpu &&
+             (*offered)->type() == type)
+      buf = *offered;
     else
       buf = std::make_shared<host::HostBuffer>(type, kCpu);
     slot_ptr_[out.slot] = data_of(buf);

@@ -43,7 +43,7 @@ class CpuExecutable final : public Executable {
 
   using Executable::run;
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
-                                             absl::Span<const BufferPtr> reuse) override;
+                                             const Donation& donation) override;
   size_t num_kernels() const override { return calls_.size(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;

@@ -64,7 +64,7 @@ class RefExecutable final : public Executable {
 
   using Executable::run;
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
-                                             absl::Span<const BufferPtr> reuse) override {
+                                             const Donation& donation) override {
     if (inputs.size() != graph_.input_types.size())
       return absl::InvalidArgumentError(
           absl::StrCat("ref executable expects ", graph_.input_types.size(),
@@ -99,15 +99,15 @@ class RefExecutable final : public Executable {
         in_ptrs.push_back(static_cast<const HostBuffer*>(values[v.node][v.index].get()));
       auto& results = values[i];
       results.resize(node.results.size());
-      // A donated input is overwritten when the caller's entry, the tensor
-      // it replaces and values[] are its only owners (the rule of
-      // Executable::run, counting our own operand table).
-      for (const Placement& u : in_place_[i])
-        if (inputs[u.source].use_count() <= 3) results[u.result] = inputs[u.source];
-      if (!reuse.empty())
+      // A result goes into an input the plan aliases to it and the caller
+      // donates, or into a buffer the caller offers (see Donation).
+      if (!donation.inputs.empty())
+        for (const Placement& u : in_place_[i])
+          if (donation.inputs[u.source]) results[u.result] = inputs[u.source];
+      if (!donation.outputs.empty())
         for (const Placement& u : outputs_of_[i]) {
-          const BufferPtr& b = reuse[u.source];
-          if (!results[u.result] && b && b.use_count() <= 2 && b->type() == node.results[u.result])
+          const BufferPtr& b = donation.outputs[u.source];
+          if (!results[u.result] && b && b->type() == node.results[u.result])
             results[u.result] = b;
         }
       for (size_t r = 0; r < results.size(); ++r) {
