@@ -114,4 +114,44 @@ absl::StatusOr<absl::string_view> unseal(absl::string_view blob, absl::string_vi
   return body;
 }
 
+namespace {
+// A stored tensor is at most this large (256 TiB): larger is corruption.
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
+}  // namespace
+
+void write_tensor_type(ByteWriter& w, const TensorType& t) {
+  w.u8(static_cast<uint8_t>(t.dtype));
+  w.u8(static_cast<uint8_t>(t.shape.rank()));
+  for (int64_t d : t.shape) w.i64(d);
+}
+
+TensorType read_tensor_type(ByteReader& r, absl::string_view what) {
+  TensorType t;
+  const uint8_t dtype = r.u8("a dtype");
+  const uint8_t rank = r.u8("a rank");
+  if (!r.ok()) return t;
+  if (dtype >= kNumDTypes) {
+    r.fail(absl::StrCat(what, " has dtype ", int{dtype}, ", not a valid DType"));
+    return t;
+  }
+  if (rank > kMaxStoredRank) {
+    r.fail(absl::StrCat(what, " has rank ", int{rank}, ", more than ", kMaxStoredRank));
+    return t;
+  }
+  t.dtype = static_cast<DType>(dtype);
+  uint64_t bytes = element_size(t.dtype);
+  for (int d = 0; d < rank && r.ok(); ++d) {
+    const int64_t size = r.i64("a dimension");
+    if (!r.ok()) break;
+    if (size < 0 || (size > 0 && bytes > kMaxTensorBytes / static_cast<uint64_t>(size))) {
+      r.fail(absl::StrCat(what, " has dimension ", d, " of size ", size,
+                          size < 0 ? " (negative)" : " (the tensor would exceed 2^48 bytes)"));
+      break;
+    }
+    bytes = size == 0 ? 0 : bytes * static_cast<uint64_t>(size);
+    t.shape.push_back(size);
+  }
+  return t;
+}
+
 }  // namespace mstep

@@ -23,8 +23,6 @@ namespace mstep {
 namespace {
 
 constexpr absl::string_view kMagic = "MSTEPGRF";
-// A stored tensor is at most this large (256 TiB): larger is corruption.
-constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
 // The fewest bytes each encoded item takes (for ByteReader::count).
 constexpr size_t kMinTypeBytes = 2, kMinAttrBytes = 3, kMinRefBytes = 8;
 constexpr size_t kMinNodeBytes = 2 + 4 + 4 + 4 + 1;
@@ -32,12 +30,6 @@ constexpr size_t kMinNodeBytes = 2 + 4 + 4 + 4 + 1;
 enum class AttrKind : uint8_t { integer, real, int_list, dtype };
 
 // ---- writing ----
-
-void write_type(ByteWriter& w, const TensorType& t) {
-  w.u8(static_cast<uint8_t>(t.dtype));
-  w.u8(static_cast<uint8_t>(t.shape.rank()));
-  for (int64_t d : t.shape) w.i64(d);
-}
 
 void write_ref(ByteWriter& w, ValueRef v) {
   w.u32(v.node);
@@ -67,7 +59,7 @@ struct AttrWriter {
 
 void write_graph(ByteWriter& w, const TraceGraph& g) {
   w.u32(static_cast<uint32_t>(g.input_types.size()));
-  for (const TensorType& t : g.input_types) write_type(w, t);
+  for (const TensorType& t : g.input_types) write_tensor_type(w, t);
   w.u32(static_cast<uint32_t>(g.input_roles.size()));
   for (InputRole r : g.input_roles) w.u8(static_cast<uint8_t>(r));
   w.u32(static_cast<uint32_t>(g.donated_to.size()));
@@ -83,7 +75,7 @@ void write_graph(ByteWriter& w, const TraceGraph& g) {
     w.u32(static_cast<uint32_t>(n.operands.size()));
     for (ValueRef v : n.operands) write_ref(w, v);
     w.u32(static_cast<uint32_t>(n.results.size()));
-    for (const TensorType& t : n.results) write_type(w, t);
+    for (const TensorType& t : n.results) write_tensor_type(w, t);
     w.u8(n.body ? 1 : 0);
     if (n.body) write_graph(w, *n.body);
   }
@@ -136,34 +128,7 @@ class GraphReader {
   }
 
  private:
-  TensorType read_type(absl::string_view what) {
-    TensorType t;
-    const uint8_t dtype = r_.u8("a dtype");
-    const uint8_t rank = r_.u8("a rank");
-    if (!r_.ok()) return t;
-    if (dtype >= kNumDTypes) {
-      r_.fail(absl::StrCat(what, " has dtype ", int{dtype}, ", not a valid DType"));
-      return t;
-    }
-    if (rank > kMaxStoredRank) {
-      r_.fail(absl::StrCat(what, " has rank ", int{rank}, ", more than ", kMaxStoredRank));
-      return t;
-    }
-    t.dtype = static_cast<DType>(dtype);
-    uint64_t bytes = element_size(t.dtype);
-    for (int d = 0; d < rank && r_.ok(); ++d) {
-      const int64_t size = r_.i64("a dimension");
-      if (!r_.ok()) break;
-      if (size < 0 || (size > 0 && bytes > kMaxTensorBytes / static_cast<uint64_t>(size))) {
-        r_.fail(absl::StrCat(what, " has dimension ", d, " of size ", size,
-                             size < 0 ? " (negative)" : " (the tensor would exceed 2^48 bytes)"));
-        break;
-      }
-      bytes = size == 0 ? 0 : bytes * static_cast<uint64_t>(size);
-      t.shape.push_back(size);
-    }
-    return t;
-  }
+  TensorType read_type(absl::string_view what) { return read_tensor_type(r_, what); }
 
   /// A reference to result `index` of a node before `limit`.
   ValueRef read_ref(const TraceGraph& g, size_t limit, absl::string_view what) {

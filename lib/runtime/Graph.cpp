@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "lib/runtime/CapturedSegment.h"
 #include "lib/runtime/Prefetch.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/runtime/Runtime.h"
@@ -19,67 +20,9 @@ ReplayError::ReplayError(Kind kind, const std::string& message)
 
 namespace {
 
-/// Where a captured input comes from at replay.
-struct InputBinding {
-  // segment: an earlier segment's result; segment_input: the buffer an
-  // earlier segment read (a tensor updated since, e.g. by a sync point).
-  enum class Source : uint8_t { tensor, segment, segment_input, constant, rng };
-  Source source = Source::constant;
-  // Source::tensor. Held strongly (no weak_ptr lock per replay); when the
-  // graph holds the only reference, the user freed it.
-  std::shared_ptr<TensorImpl> tensor;
-  uint32_t segment = 0, slot = 0;    // Source::segment (result) / segment_input (input)
-  BufferPtr constant;                // Source::constant; the state buffer for Source::rng
-  Backend* backend = nullptr;        // Source::rng: writes the state
-};
-
-/// What an input was at capture, for error messages only. Kept apart from
-/// InputBinding so that replay's loops walk small, dense bindings: after a
-/// step's kernels they run with cold caches.
-struct InputInfo {
-  TensorType type;
-  Device device;
-  InputRole role = InputRole::input;
-};
-
-struct Segment {
-  std::shared_ptr<Executable> executable;
-  Device device;  // the executable's, and its bound tensors' at capture
-  std::vector<InputBinding> inputs;
-  std::vector<InputInfo> input_info;  // parallel to inputs
-  // The tensors bound to results, with their result's index, in one flat
-  // list (a tensor only the graph still holds is skipped: nobody can read it).
-  struct OutputBinding {
-    uint32_t result;
-    // Whether replay may offer the tensor's buffer for its result (see
-    // Impl::plan_donations); it does when the tensor also holds it alone.
-    bool offerable = false;
-    std::shared_ptr<TensorImpl> tensor;
-  };
-  std::vector<OutputBinding> outputs;
-  uint64_t rng_offset = 0;  // relative to the capture's first offset
-  // Whether a later segment reads this one's results / inputs. If not,
-  // replay drops the segment's references to them as soon as it has run,
-  // freeing memory early.
-  bool results_read_later = false;
-  bool inputs_read_later = false;
-  // Replay scratch, kept to avoid allocating each step. `buffers` keeps
-  // between replays the entries of constants, of the RNG state and of
-  // tensors no later segment reads: while a tensor keeps its buffer (a
-  // parameter updated in place), gathering it costs a pointer comparison,
-  // not a reference count up and down. The other entries, listed in
-  // `transient`, are dropped once the segment has run (what may be donated
-  // is decided by plan_donations(), not by who holds a pointer).
-  std::vector<BufferPtr> buffers;
-  std::vector<uint32_t> transient;
-  std::vector<BufferPtr> results;
-  // The donation protocol (Executable::run): the inputs replay may donate
-  // (see Impl::plan_donations), this replay's flags per input, and per
-  // result the buffers this replay offers.
-  std::vector<uint32_t> donatable;
-  std::vector<uint8_t> donated;
-  std::vector<BufferPtr> offered;
-};
+using internal::InputBinding;
+using internal::InputInfo;
+using internal::Segment;
 
 Graph::Impl* g_active = nullptr;  // the capture in progress, if any
 
@@ -183,6 +126,7 @@ struct Graph::Impl final : CaptureRecorder {
       }
     }
     seg.offered.resize(run.results.size());
+    for (const BufferPtr& r : run.results) seg.result_types.push_back(r->type());
     for (size_t i = 0; i < run.outputs.size(); ++i)
       seg.outputs.push_back({run.output_slot[i], false, run.outputs[i]->shared_from_this()});
     const auto index = static_cast<uint32_t>(segments.size());
@@ -519,6 +463,14 @@ void Graph::replay() {
   ++internal::mutable_metrics().replays;
   internal::record_replay_time(std::chrono::duration<double>(t1 - t0).count());
   if (internal::trace_enabled()) internal::trace_event("replay", "replay", t0, t1);
+}
+
+void Graph::save(const std::string& path, const std::map<std::string, Tensor>& names) const {
+  if (!impl_->captured)
+    throw ReplayError(ReplayError::Kind::not_captured,
+                      impl_->capturing ? "Graph::save: the capture is still open; call capture_end()"
+                                       : "Graph::save: nothing captured; capture the step first");
+  internal::save_captured_graph(path, names, impl_->segments, impl_->rng_consumed);
 }
 
 CaptureGuard::CaptureGuard(Graph& graph)

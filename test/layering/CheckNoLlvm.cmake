@@ -6,7 +6,7 @@ foreach(binary IN LISTS BINARIES)
   if(NOT status EQUAL 0)
     message(FATAL_ERROR "ldd ${binary} failed: ${err}")
   endif()
-  string(REGEX MATCHALL "lib(LLVM|MLIR|mstep_compiler|mstep)[^ ]*\\.so[^ ]*" found "${libs}")
+  string(REGEX MATCHALL "lib(LLVM|MLIR)[^ ]*\\.so[^ ]*|libmstep(_compiler)?\\.so[^ ]*" found "${libs}")
   if(found)
     message(FATAL_ERROR "${binary} loads ${found}; it may load neither LLVM, MLIR nor the "
                         "compiler:\n${libs}")

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "mstep/core/TensorType.h"
 
 namespace mstep {
 
@@ -86,5 +87,15 @@ std::string seal(absl::string_view magic, uint32_t version, absl::string_view bo
 /// size or a checksum mismatch.
 absl::StatusOr<absl::string_view> unseal(absl::string_view blob, absl::string_view magic,
                                          uint32_t version, absl::string_view what);
+
+/// The largest rank a stored tensor type may have.
+inline constexpr int kMaxStoredRank = 64;
+
+/// A tensor type: dtype u8 | rank u8 | each dimension i64.
+void write_tensor_type(ByteWriter& w, const TensorType& type);
+/// What write_tensor_type wrote. A dtype out of range, a rank above
+/// kMaxStoredRank, a negative dimension or a tensor above 2^48 bytes is an
+/// error naming `what`.
+TensorType read_tensor_type(ByteReader& r, absl::string_view what);
 
 }  // namespace mstep

@@ -28,8 +28,6 @@ namespace mstep {
 inline constexpr uint32_t kGraphFormatVersion = 1;
 /// Fusion bodies inside fusion bodies: at most this many levels.
 inline constexpr int kMaxGraphNesting = 8;
-/// The largest rank a stored tensor type may have.
-inline constexpr int kMaxStoredRank = 64;
 
 /// The stored form of `graph` (header included).
 std::string serialize_graph(const TraceGraph& graph);

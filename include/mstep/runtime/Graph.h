@@ -37,12 +37,15 @@
 // (Tensor::scalar + fill_), or use ModuleCacher, which keys on them.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "mstep/core/Error.h"
 
 namespace mstep {
+
+class Tensor;
 
 /// A replay that cannot run as captured. Nothing ran and nothing changed.
 class ReplayError : public Error {
@@ -93,6 +96,18 @@ class Graph {
   /// reads or writes to another device (capture again after the move).
   /// It checks no shape or dtype: it re-reads the tensors it captured.
   void replay();
+
+  /// Writes the captured step to `path` as one versioned, checksummed file
+  /// (mode 0600, replaced atomically) that mstep::load_graph
+  /// (runtime/LoadedGraph.h) and tools/mstep-run replay with the runtime
+  /// alone: every executable in its backend's serialized form, where each
+  /// input comes from, the RNG offsets, and every tensor the step reads or
+  /// writes with its current value. `names` names those tensors (static
+  /// inputs, outputs, parameters); the others are named after their role
+  /// and position ("optimizer_state_7"). Throws ReplayError(not_captured)
+  /// before capture_end(), and an Error when a segment's backend cannot
+  /// serialize its executable or the file cannot be written.
+  void save(const std::string& path, const std::map<std::string, Tensor>& names = {}) const;
 
   bool captured() const;
   /// Executable runs per replay, and kernel launches among them.

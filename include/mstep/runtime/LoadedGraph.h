@@ -1,0 +1,90 @@
+// LoadedGraph: an exported step (Graph::save) loaded by the runtime alone,
+// with no tracer, compiler, LLVM or MLIR: how a step compiled on one machine
+// runs on another (tools/mstep-run, a deployment, a lent GPU machine).
+//
+//   auto step = mstep::load_graph("step.mstep");          // StatusOr
+//   (*step)->write("x", batch.data(), batch.size());      // a static input
+//   (*step)->replay();                                    // one training step
+//   (*step)->read("loss", &loss, sizeof loss);
+//
+// Its tensors are slots, named when the graph was saved: static inputs,
+// parameters, optimizer state and outputs. They start with their values at
+// export, replay() updates them as the captured step did, and the RNG
+// offset advances as in the exporting process, so N replays here give
+// bitwise what N replays there gave. The loaded graph owns every slot's
+// buffer alone; data moves only through write() and read() (copy_in and
+// copy_out of the backend).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "mstep/core/TensorType.h"
+#include "mstep/ir/InputRole.h"
+#include "mstep/runtime/Options.h"
+
+namespace mstep {
+
+class LoadedGraph {
+ public:
+  struct SlotInfo {
+    std::string name;
+    InputRole role;
+    /// Whether replay() reads it (static inputs, parameters, state).
+    bool read;
+    /// Whether replay() writes it (parameters, state, outputs).
+    bool written;
+    TensorType type;
+  };
+
+  ~LoadedGraph();
+  LoadedGraph(const LoadedGraph&) = delete;
+  LoadedGraph& operator=(const LoadedGraph&) = delete;
+
+  /// Loads `path`. Errors name the file and the problem: not an exported
+  /// graph, truncated, corrupt (checksum), another format version, a
+  /// backend this runtime lacks, code for a CPU feature this host lacks.
+  /// Nothing runs on error.
+  static absl::StatusOr<std::unique_ptr<LoadedGraph>> load(const std::string& path,
+                                                           const RuntimeOptions& options = {});
+
+  const std::vector<SlotInfo>& slots() const { return slots_; }
+  /// The slot named `name`; NotFound lists the names.
+  absl::StatusOr<size_t> find(absl::string_view name) const;
+  /// The name of the backend it runs on.
+  absl::string_view backend() const;
+
+  /// Copies `bytes` (exactly the slot's size) into slot `name`.
+  absl::Status write(absl::string_view name, const void* data, size_t bytes);
+  /// Copies slot `name` out (waits for the work that writes it).
+  absl::Status read(absl::string_view name, void* data, size_t bytes) const;
+
+  /// Runs the step once. On error the slots hold unspecified values.
+  absl::Status replay();
+
+  /// Seconds the last replay() spent inside executables (the rest of its
+  /// time is host overhead).
+  double last_execute_seconds() const;
+  /// Executable runs per replay.
+  size_t num_segments() const;
+  uint64_t rng_offset() const;
+
+  struct Impl;
+
+ private:
+  explicit LoadedGraph(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::vector<SlotInfo> slots_;
+};
+
+/// LoadedGraph::load.
+inline absl::StatusOr<std::unique_ptr<LoadedGraph>> load_graph(const std::string& path,
+                                                               const RuntimeOptions& options = {}) {
+  return LoadedGraph::load(path, options);
+}
+
+}  // namespace mstep

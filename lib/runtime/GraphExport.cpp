@@ -1,0 +1,143 @@
+// Graph::save: a captured graph as an exported graph file (GraphArchive),
+// which LoadedGraph replays with the runtime alone.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "lib/runtime/GraphArchive.h"
+#include "lib/runtime/CapturedSegment.h"
+#include "mstep/api/Tensor.h"
+#include "mstep/runtime/Tracer.h"
+
+namespace mstep::internal {
+
+namespace {
+
+/// The host bytes of `buffer`.
+std::string download(const BufferPtr& buffer) {
+  std::string bytes(buffer->type().bytes(), '\0');
+  Backend* backend = value_or_throw(BackendRegistry::get(buffer->device().type));
+  throw_if_error(backend->copy_out(*buffer, bytes.data(), bytes.size()));
+  return bytes;
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, mode
+/// 0600: a reader never sees half a file, and only this user can change
+/// code that load_graph will run.
+void write_file(const std::string& path, const std::string& bytes) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error(absl::FailedPreconditionError(absl::StrCat(
+                  "Graph::save: cannot create ", tmp, ": ", std::strerror(errno))));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(absl::DataLossError(
+          absl::StrCat("Graph::save: writing ", tmp, " failed: ", std::strerror(err))));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(absl::DataLossError(
+        absl::StrCat("Graph::save: cannot write ", path, ": ", std::strerror(err))));
+  }
+}
+
+}  // namespace
+
+void save_captured_graph(const std::string& path, const std::map<std::string, Tensor>& names,
+                         const std::vector<Segment>& segments, uint64_t rng_consumed) {
+  Tracer& tracer = Tracer::get();
+  GraphArchive archive;
+  const Device device = segments.front().device;
+  archive.backend = std::string(value_or_throw(BackendRegistry::get(device.type))->name());
+  archive.rng_seed = tracer.rng_seed();
+  archive.rng_offset = tracer.rng_offset();
+  archive.rng_consumed = rng_consumed;
+
+  absl::flat_hash_map<const TensorImpl*, std::string> name_of;
+  for (const auto& [name, tensor] : names) {
+    if (!name_of.emplace(tensor.impl(), name).second)
+      throw Error(absl::InvalidArgumentError(absl::StrCat(
+          "Graph::save: '", name, "' names a tensor that has another name already")));
+  }
+  // One slot per tensor the step reads or writes, in first-use order.
+  absl::flat_hash_map<const TensorImpl*, uint32_t> slot_of;
+  auto slot = [&](const std::shared_ptr<TensorImpl>& t, InputRole role) -> uint32_t {
+    auto [it, added] = slot_of.try_emplace(t.get(), archive.slots.size());
+    if (added) {
+      GraphArchive::Slot s;
+      auto named = name_of.find(t.get());
+      s.name = named != name_of.end()
+                   ? named->second
+                   : absl::StrCat(input_role_name(role), "_", archive.slots.size());
+      s.role = role;
+      s.type = t->type();
+      if (t->is_pending()) throw_if_error(tracer.sync(*t));
+      s.value = t->buffer() ? download(t->buffer()) : std::string(s.type.bytes(), '\0');
+      archive.slots.push_back(std::move(s));
+    }
+    return it->second;
+  };
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const Segment& seg = segments[s];
+    if (seg.device != device)
+      throw Error(absl::UnimplementedError(absl::StrCat(
+          "Graph::save: the graph runs on ", device.to_string(), " and ", seg.device.to_string(),
+          "; an exported graph runs on one backend. Capture the step on one device")));
+    GraphArchive::Segment out;
+    auto blob = seg.executable->serialize("");
+    if (!blob.ok())
+      throw Error(absl::Status(blob.status().code(),
+                               absl::StrCat("Graph::save: segment ", s, ": ",
+                                            blob.status().message())));
+    out.executable = *std::move(blob);
+    out.rng_offset = seg.rng_offset;
+    out.result_types = seg.result_types;
+    for (size_t j = 0; j < seg.inputs.size(); ++j) {
+      const InputBinding& b = seg.inputs[j];
+      out.input_types.push_back(seg.input_info[j].type);
+      GraphArchive::Binding a;
+      switch (b.source) {
+        case InputBinding::Source::tensor:
+          a = {GraphArchive::Binding::Source::slot, slot(b.tensor, seg.input_info[j].role), 0};
+          break;
+        case InputBinding::Source::segment:
+          a = {GraphArchive::Binding::Source::segment_result, b.segment, b.slot};
+          break;
+        case InputBinding::Source::segment_input:
+          a = {GraphArchive::Binding::Source::segment_input, b.segment, b.slot};
+          break;
+        case InputBinding::Source::constant:
+          a = {GraphArchive::Binding::Source::constant,
+               static_cast<uint32_t>(archive.constants.size()), 0};
+          archive.constants.push_back({b.constant->type(), download(b.constant)});
+          break;
+        case InputBinding::Source::rng:
+          a = {GraphArchive::Binding::Source::rng, 0, 0};
+          break;
+      }
+      out.inputs.push_back(a);
+    }
+    for (const Segment::OutputBinding& o : seg.outputs) {
+      const uint32_t k = slot(o.tensor, InputRole::input);
+      archive.slots[k].written = true;
+      out.outputs.push_back({o.result, k});
+    }
+    archive.segments.push_back(std::move(out));
+  }
+  write_file(path, encode_graph_archive(archive));
+}
+
+}  // namespace mstep::internal

@@ -1,0 +1,184 @@
+// Replay of an exported step with the runtime alone (see LoadedGraph.h).
+// The loop is Graph::replay's without tensors: inputs come from slots,
+// earlier segments' results or inputs, constants and the RNG state;
+// results go to slots.
+#include "mstep/runtime/LoadedGraph.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/runtime/GraphArchive.h"
+#include "lib/runtime/TrustedPath.h"
+#include "mstep/core/Error.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep {
+
+struct LoadedGraph::Impl {
+  using Source = GraphArchive::Binding::Source;
+  struct Segment {
+    std::unique_ptr<Executable> executable;
+    std::vector<GraphArchive::Binding> inputs;
+    std::vector<GraphArchive::Output> outputs;
+    uint64_t rng_offset = 0;
+    // Replay scratch.
+    std::vector<BufferPtr> buffers;  // per input
+    std::vector<BufferPtr> results;
+  };
+
+  std::string path;
+  Backend* backend = nullptr;
+  std::vector<BufferPtr> slots;
+  std::vector<BufferPtr> constants;
+  BufferPtr rng_state;  // written before each segment that draws
+  std::vector<Segment> segments;
+  uint64_t rng_seed = 0, rng_offset = 0, rng_consumed = 0;
+  double execute_seconds = 0;  // of the last replay
+
+  absl::Status run_segment(Segment& seg, size_t s, uint64_t rng_base) {
+    for (size_t j = 0; j < seg.inputs.size(); ++j) {
+      const GraphArchive::Binding& b = seg.inputs[j];
+      switch (b.source) {
+        case Source::slot: seg.buffers[j] = slots[b.index]; break;
+        case Source::constant: seg.buffers[j] = constants[b.index]; break;
+        case Source::segment_result: seg.buffers[j] = segments[b.index].results[b.slot]; break;
+        case Source::segment_input: seg.buffers[j] = segments[b.index].buffers[b.slot]; break;
+        case Source::rng: {
+          const int64_t state[2] = {static_cast<int64_t>(rng_seed),
+                                    static_cast<int64_t>(rng_base + seg.rng_offset)};
+          MSTEP_RETURN_IF_ERROR(backend->copy_in(*rng_state, state, sizeof state));
+          seg.buffers[j] = rng_state;
+          break;
+        }
+      }
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto results = seg.executable->run(seg.buffers);
+    execute_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!results.ok())
+      return absl::Status(results.status().code(),
+                          absl::StrCat(path, ": segment ", s, " failed: ", results.status().message()));
+    seg.results = *std::move(results);
+    for (const GraphArchive::Output& o : seg.outputs) slots[o.slot] = seg.results[o.result];
+    return absl::OkStatus();
+  }
+};
+
+LoadedGraph::LoadedGraph(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+LoadedGraph::~LoadedGraph() = default;
+
+namespace {
+
+/// A buffer of `backend` holding `value`.
+absl::StatusOr<BufferPtr> upload(Backend& backend, const TensorType& type, const std::string& value) {
+  MSTEP_ASSIGN_OR_RETURN(BufferPtr buffer, backend.allocate(type));
+  MSTEP_RETURN_IF_ERROR(backend.copy_in(*buffer, value.data(), value.size()));
+  return buffer;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LoadedGraph>> LoadedGraph::load(const std::string& path,
+                                                               const RuntimeOptions& options) {
+  // Its executables hold native code this process will run: the file must
+  // be this user's, as a disk-cache entry (TrustedPath.h).
+  MSTEP_ASSIGN_OR_RETURN(std::string bytes, internal::read_trusted_file(path));
+  MSTEP_ASSIGN_OR_RETURN(GraphArchive archive, decode_graph_archive(bytes, path));
+  auto backend = BackendRegistry::get(archive.backend);
+  if (!backend.ok())
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " was exported for backend '", archive.backend,
+                     "', which this runtime does not have (",
+                     absl::StrJoin(BackendRegistry::registered_backends(), ", "), ")"));
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->backend = *backend;
+  impl->rng_seed = archive.rng_seed;
+  impl->rng_offset = archive.rng_offset;
+  impl->rng_consumed = archive.rng_consumed;
+  std::vector<SlotInfo> infos;
+  for (const GraphArchive::Slot& s : archive.slots) {
+    MSTEP_ASSIGN_OR_RETURN(BufferPtr buffer, upload(**backend, s.type, s.value));
+    impl->slots.push_back(std::move(buffer));
+    infos.push_back({s.name, s.role, /*read=*/false, s.written, s.type});
+  }
+  for (const GraphArchive::Constant& c : archive.constants) {
+    MSTEP_ASSIGN_OR_RETURN(BufferPtr buffer, upload(**backend, c.type, c.value));
+    impl->constants.push_back(std::move(buffer));
+  }
+  for (size_t s = 0; s < archive.segments.size(); ++s) {
+    GraphArchive::Segment& from = archive.segments[s];
+    Impl::Segment seg;
+    auto exe = (*backend)->deserialize(from.executable, options);
+    if (!exe.ok())
+      return absl::Status(exe.status().code(), absl::StrCat(path, ": executable of segment ", s,
+                                                            " does not load: ",
+                                                            exe.status().message()));
+    seg.executable = *std::move(exe);
+    for (size_t j = 0; j < from.inputs.size(); ++j)
+      if (from.inputs[j].source == Impl::Source::rng && !impl->rng_state) {
+        MSTEP_ASSIGN_OR_RETURN(impl->rng_state, (*backend)->allocate(from.input_types[j]));
+      }
+    for (const GraphArchive::Binding& b : from.inputs)
+      if (b.source == Impl::Source::slot) infos[b.index].read = true;
+    seg.inputs = std::move(from.inputs);
+    seg.outputs = std::move(from.outputs);
+    seg.rng_offset = from.rng_offset;
+    seg.buffers.resize(seg.inputs.size());
+    impl->segments.push_back(std::move(seg));
+  }
+  std::unique_ptr<LoadedGraph> graph(new LoadedGraph(std::move(impl)));
+  graph->slots_ = std::move(infos);
+  return graph;
+}
+
+absl::StatusOr<size_t> LoadedGraph::find(absl::string_view name) const {
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].name == name) return i;
+  std::vector<std::string> names;
+  for (const SlotInfo& s : slots_) names.push_back(s.name);
+  return absl::NotFoundError(absl::StrCat(impl_->path, " has no tensor named '", name,
+                                          "'; its tensors: ", absl::StrJoin(names, ", ")));
+}
+
+absl::string_view LoadedGraph::backend() const { return impl_->backend->name(); }
+size_t LoadedGraph::num_segments() const { return impl_->segments.size(); }
+uint64_t LoadedGraph::rng_offset() const { return impl_->rng_offset; }
+double LoadedGraph::last_execute_seconds() const { return impl_->execute_seconds; }
+
+absl::Status LoadedGraph::write(absl::string_view name, const void* data, size_t bytes) {
+  MSTEP_ASSIGN_OR_RETURN(size_t i, find(name));
+  const TensorType& type = slots_[i].type;
+  if (bytes != type.bytes())
+    return absl::InvalidArgumentError(absl::StrCat("writing '", name, "' of ", impl_->path, ": got ",
+                                                   bytes, " bytes, its type ", type.to_string(),
+                                                   " holds ", type.bytes()));
+  return impl_->backend->copy_in(*impl_->slots[i], data, bytes);
+}
+
+absl::Status LoadedGraph::read(absl::string_view name, void* data, size_t bytes) const {
+  MSTEP_ASSIGN_OR_RETURN(size_t i, find(name));
+  const TensorType& type = slots_[i].type;
+  if (bytes != type.bytes())
+    return absl::InvalidArgumentError(absl::StrCat("reading '", name, "' of ", impl_->path,
+                                                   ": asked for ", bytes, " bytes, its type ",
+                                                   type.to_string(), " holds ", type.bytes()));
+  return impl_->backend->copy_out(*impl_->slots[i], data, bytes);
+}
+
+absl::Status LoadedGraph::replay() {
+  Impl& g = *impl_;
+  g.execute_seconds = 0;
+  for (size_t s = 0; s < g.segments.size(); ++s)
+    MSTEP_RETURN_IF_ERROR(g.run_segment(g.segments[s], s, g.rng_offset));
+  for (Impl::Segment& seg : g.segments) {
+    seg.results.clear();
+    for (BufferPtr& b : seg.buffers) b.reset();
+  }
+  g.rng_offset += g.rng_consumed;
+  return absl::OkStatus();
+}
+
+}  // namespace mstep

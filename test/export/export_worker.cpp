@@ -1,0 +1,148 @@
+// The exporting side of the exported-graph round trip (test/export): trains
+// mnist_mlp's model (examples::Mlp, Adadelta lr 0.1, NLL loss) for two lazy
+// steps on a small batch, captures the whole step, saves it, then replays
+// it in process on N fresh batches. A second process (mstep-run, linked
+// with the runtime only) replays the saved step on the same batches; the
+// `compare` mode checks that its losses and weights equal these bitwise.
+//
+//   export_worker export <dir> <cpu|ref> <steps>
+//       writes <dir>/step.mstep, <dir>/inputs.safetensors (x [N,B,784],
+//       y [N,B]) and <dir>/expected.safetensors (loss [N], the weights)
+//   export_worker compare <expected.safetensors> <got.safetensors>
+//       exit 0 when every tensor of the first is in the second, bitwise
+//   export_worker bad_inputs <file>
+//       inputs of a wrong name, a wrong shape and a wrong dtype
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+
+#include "examples/models/Mlp.h"
+#include "mstep/mstep.h"
+#include "mstep/runtime/SafetensorsFile.h"
+
+namespace {
+
+using namespace mstep;
+
+constexpr int64_t kBatch = 16, kPixels = 784, kClasses = 10;
+
+/// The values of an f32 tensor (a sync point).
+HostTensor host(const Tensor& t) {
+  const std::vector<float> v = t.to_vector<float>();
+  return {DType::f32, t.shape(), std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)};
+}
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "export_worker: %s\n", message.c_str());
+  return 1;
+}
+
+int export_step(const std::string& dir, const std::string& device, int64_t steps) {
+  set_default_device(Device{device == "ref" ? DeviceType::ref : DeviceType::cpu, 0});
+  manual_seed(0);
+  auto model = std::make_shared<examples::Mlp>();
+  optim::Adadelta opt(model->parameters(), {.lr = 0.1});
+  Tensor x = zeros({kBatch, kPixels}), y = zeros({kBatch}, DType::i64), loss;
+  auto step = [&] {
+    opt.zero_grad();
+    loss = nll_loss(model->forward(x), y);
+    loss.backward();
+    mark_step();
+    opt.step();
+    mark_step();
+  };
+  // N + 3 batches: two lazy warmup steps, the capture, then the N replayed.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int64_t> label(0, kClasses - 1);
+  std::vector<std::vector<float>> xs(steps + 3, std::vector<float>(kBatch * kPixels));
+  std::vector<std::vector<int64_t>> ys(steps + 3, std::vector<int64_t>(kBatch));
+  for (auto& b : xs) for (float& v : b) v = normal(rng);
+  for (auto& b : ys) for (int64_t& v : b) v = label(rng);
+  auto feed = [&](int64_t i) {
+    x.copy_(from_vector(xs[i], {kBatch, kPixels}));
+    y.copy_(from_vector(ys[i], {kBatch}));
+  };
+  Graph graph;
+  for (int64_t i = 0; i < 2; ++i) feed(i), step();
+  feed(2);
+  {
+    CaptureGuard capture(graph);
+    step();
+  }
+  std::map<std::string, Tensor> names{{"x", x}, {"y", y}, {"loss", loss}};
+  for (auto& [name, p] : model->named_parameters()) names.emplace(name, p);
+  graph.save(dir + "/step.mstep", names);
+
+  std::map<std::string, HostTensor> inputs, expected;
+  HostTensor all_x{DType::f32, Shape({steps, kBatch, kPixels}), {}};
+  HostTensor all_y{DType::i64, Shape({steps, kBatch}), {}};
+  HostTensor losses{DType::f32, Shape({steps}), {}};
+  for (int64_t i = 0; i < steps; ++i) {
+    all_x.bytes.append(reinterpret_cast<const char*>(xs[i + 3].data()), xs[i + 3].size() * 4);
+    all_y.bytes.append(reinterpret_cast<const char*>(ys[i + 3].data()), ys[i + 3].size() * 8);
+    feed(i + 3);
+    graph.replay();
+    losses.bytes += host(loss).bytes;
+  }
+  inputs["x"] = std::move(all_x);
+  inputs["y"] = std::move(all_y);
+  expected["loss"] = std::move(losses);
+  for (auto& [name, p] : model->named_parameters()) expected[name] = host(p);
+  if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", inputs); !s.ok())
+    return fail(std::string(s.message()));
+  if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
+    return fail(std::string(s.message()));
+  std::printf("exported %s/step.mstep (%zu segments); replayed %lld steps\n", dir.c_str(),
+              graph.num_segments(), static_cast<long long>(steps));
+  return 0;
+}
+
+int compare(const std::string& expected_path, const std::string& got_path) {
+  auto expected = read_safetensors(expected_path);
+  auto got = read_safetensors(got_path);
+  if (!expected.ok()) return fail(std::string(expected.status().message()));
+  if (!got.ok()) return fail(std::string(got.status().message()));
+  int problems = 0;
+  for (const auto& [name, want] : expected->tensors) {
+    auto it = got->tensors.find(name);
+    if (it == got->tensors.end()) {
+      std::fprintf(stderr, "'%s' is missing from %s\n", name.c_str(), got_path.c_str());
+      ++problems;
+    } else if (!(it->second == want)) {
+      std::fprintf(stderr, "'%s' differs: %s %s vs %s %s\n", name.c_str(),
+                   want.type().to_string().c_str(), expected_path.c_str(),
+                   it->second.type().to_string().c_str(), got_path.c_str());
+      ++problems;
+    }
+  }
+  if (problems) return fail(std::to_string(problems) + " tensors differ");
+  std::printf("%zu tensors bitwise equal\n", expected->tensors.size());
+  return 0;
+}
+
+}  // namespace
+
+int bad_inputs(const std::string& path) {
+  std::map<std::string, HostTensor> bad;
+  bad["images"] = {DType::f32, Shape({2}), std::string(8, '\0')};
+  bad["x"] = {DType::f32, Shape({3, 5}), std::string(60, '\0')};
+  bad["y"] = {DType::f32, Shape({kBatch}), std::string(kBatch * 4, '\0')};
+  absl::Status s = write_safetensors(path, bad);
+  return s.ok() ? 0 : fail(std::string(s.message()));
+}
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "export" && argc == 5) return export_step(argv[2], argv[3], std::atoll(argv[4]));
+    if (mode == "compare" && argc == 4) return compare(argv[2], argv[3]);
+    if (mode == "bad_inputs" && argc == 3) return bad_inputs(argv[2]);
+  } catch (const std::exception& e) {
+    return fail(e.what());
+  }
+  std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | compare <a> <b>\n");
+  return 2;
+}

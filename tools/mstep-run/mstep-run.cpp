@@ -1,0 +1,205 @@
+// mstep-run: replays an exported step (Graph::save) with the runtime alone.
+//
+//   mstep-run step.mstep [--inputs batch.safetensors] [--steps N]
+//                        [--outputs out.safetensors] [--list] [--time]
+//
+// --inputs: tensors named as the step's inputs. A tensor of the input's
+//   shape is used for every step; one with an extra leading dimension N
+//   (= --steps) gives step i its slice i.
+// --outputs: the step's outputs (e.g. the loss), stacked over the steps
+//   (shape [N, ...]), and the final value of every tensor the step updates
+//   (parameters, optimizer state), by name.
+// --list: prints the step's tensors and exits.
+// --time: prints the median host time per step outside the executables
+//   (replay_host_us) and the median step time.
+// Exit status: 0 ok, 1 the file does not load or a step fails, 2 bad
+// arguments or inputs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mstep/runtime/LoadedGraph.h"
+#include "mstep/runtime/SafetensorsFile.h"
+
+namespace {
+
+using namespace mstep;
+
+struct Args {
+  std::string step, inputs, outputs;
+  int64_t steps = 1;
+  bool list = false, time = false;
+};
+
+[[noreturn]] void fail(int code, const std::string& message) {
+  std::fprintf(stderr, "mstep-run: %s\n", message.c_str());
+  std::exit(code);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(2, absl::StrCat(arg, " needs a value"));
+      return argv[++i];
+    };
+    if (arg == "--inputs") a.inputs = value();
+    else if (arg == "--outputs") a.outputs = value();
+    else if (arg == "--steps") {
+      const std::string v = value();
+      if (!absl::SimpleAtoi(v, &a.steps) || a.steps < 1)
+        fail(2, absl::StrCat("--steps wants a positive integer, got '", v, "'"));
+    } else if (arg == "--list") a.list = true;
+    else if (arg == "--time") a.time = true;
+    else if (arg == "-h" || arg == "--help") {
+      std::printf("usage: mstep-run step.mstep [--inputs in.safetensors] [--steps N] "
+                  "[--outputs out.safetensors] [--list] [--time]\n");
+      std::exit(0);
+    } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
+    else if (a.step.empty()) a.step = arg;
+    else fail(2, absl::StrCat("one step file only; got '", a.step, "' and '", arg, "'"));
+  }
+  if (a.step.empty()) fail(2, "no step file; usage: mstep-run step.mstep [options]");
+  return a;
+}
+
+/// `shape` with a leading dimension of `steps`.
+Shape with_steps(const Shape& shape, int64_t steps) {
+  Shape stacked = shape;
+  stacked.mutable_dims().insert(stacked.mutable_dims().begin(), steps);
+  return stacked;
+}
+
+/// Where step i reads input `slot` from: the file's tensor, whole or its
+/// slice i.
+struct Feed {
+  std::string name;
+  const HostTensor* tensor;
+  size_t bytes;  // per step
+  bool per_step;
+};
+
+/// Matches the file's tensors to the step's inputs; every mismatch is named.
+std::vector<Feed> match_inputs(const LoadedGraph& graph, const SafetensorsContents& file,
+                               const Args& a) {
+  std::vector<Feed> feeds;
+  std::vector<std::string> problems, inputs;
+  for (const LoadedGraph::SlotInfo& s : graph.slots())
+    if (s.read) inputs.push_back(s.name);
+  for (const auto& [name, tensor] : file.tensors) {
+    auto index = graph.find(name);
+    if (!index.ok() || !graph.slots()[*index].read) {
+      problems.push_back(absl::StrCat("'", name, "' is not an input of the step"));
+      continue;
+    }
+    const LoadedGraph::SlotInfo& slot = graph.slots()[*index];
+    if (tensor.dtype != slot.type.dtype) {
+      problems.push_back(absl::StrCat("'", name, "' is ", dtype_name(tensor.dtype), ", the step's input is ",
+                                      slot.type.to_string()));
+      continue;
+    }
+    const Shape stacked = with_steps(slot.type.shape, a.steps);
+    if (tensor.shape == slot.type.shape) {
+      feeds.push_back({name, &tensor, slot.type.bytes(), false});
+    } else if (tensor.shape == stacked) {
+      feeds.push_back({name, &tensor, slot.type.bytes(), true});
+    } else {
+      problems.push_back(absl::StrCat("'", name, "' has shape ", tensor.shape.to_string(),
+                                      "; the step's input is ", slot.type.shape.to_string(),
+                                      " (or ", stacked.to_string(), " for one per step)"));
+    }
+  }
+  if (!problems.empty())
+    fail(2, absl::StrCat(a.inputs, ": ", absl::StrJoin(problems, "; "),
+                         ". The step's inputs: ", absl::StrJoin(inputs, ", ")));
+  return feeds;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const auto load_start = std::chrono::steady_clock::now();
+  auto loaded = load_graph(a.step, RuntimeOptions::from_env());
+  if (!loaded.ok()) fail(1, std::string(loaded.status().message()));
+  LoadedGraph& graph = **loaded;
+  const double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
+  if (a.list) {
+    std::printf("%s: backend %s, %zu segments, loaded in %.1f ms\n", a.step.c_str(),
+                std::string(graph.backend()).c_str(), graph.num_segments(), load_ms);
+    for (const LoadedGraph::SlotInfo& s : graph.slots())
+      std::printf("  %-24s %-16s %-20s %s%s\n", s.name.c_str(),
+                  std::string(input_role_name(s.role)).c_str(), s.type.to_string().c_str(),
+                  s.read ? "read" : "", s.written ? (s.read ? ", written" : "written") : "");
+    return 0;
+  }
+
+  SafetensorsContents in;
+  std::vector<Feed> feeds;
+  if (!a.inputs.empty()) {
+    auto file = read_safetensors(a.inputs);
+    if (!file.ok()) fail(2, std::string(file.status().message()));
+    in = *std::move(file);
+    feeds = match_inputs(graph, in, a);
+  }
+  // Outputs (written, never read: the loss) are kept per step.
+  std::map<std::string, HostTensor> out;
+  std::vector<const LoadedGraph::SlotInfo*> per_step, final_state;
+  for (const LoadedGraph::SlotInfo& s : graph.slots()) {
+    if (!s.written) continue;
+    (s.read ? final_state : per_step).push_back(&s);
+    if (!s.read) {
+      out[s.name] = {s.type.dtype, with_steps(s.type.shape, a.steps), std::string(s.type.bytes() * a.steps, '\0')};
+    }
+  }
+
+  std::vector<double> host_us, step_ms;
+  for (int64_t i = 0; i < a.steps; ++i) {
+    for (const Feed& f : feeds) {
+      const char* data = f.tensor->bytes.data() + (f.per_step ? f.bytes * i : 0);
+      if (absl::Status s = graph.write(f.name, data, f.bytes); !s.ok())
+        fail(1, std::string(s.message()));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    if (absl::Status s = graph.replay(); !s.ok())
+      fail(1, absl::StrCat("step ", i, ": ", s.message()));
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    host_us.push_back((wall - graph.last_execute_seconds()) * 1e6);
+    step_ms.push_back(wall * 1e3);
+    for (const LoadedGraph::SlotInfo* s : per_step) {
+      HostTensor& t = out[s->name];
+      if (absl::Status st = graph.read(s->name, t.bytes.data() + s->type.bytes() * i, s->type.bytes());
+          !st.ok())
+        fail(1, std::string(st.message()));
+    }
+  }
+  if (a.time)
+    std::printf("steps %lld load_ms %.1f step_ms %.3f replay_host_us %.2f\n",
+                static_cast<long long>(a.steps), load_ms, median(step_ms), median(host_us));
+  if (!a.outputs.empty()) {
+    for (const LoadedGraph::SlotInfo* s : final_state) {
+      HostTensor t{s->type.dtype, s->type.shape, std::string(s->type.bytes(), '\0')};
+      if (absl::Status st = graph.read(s->name, t.bytes.data(), t.bytes.size()); !st.ok())
+        fail(1, std::string(st.message()));
+      out[s->name] = std::move(t);
+    }
+    if (absl::Status s = write_safetensors(a.outputs, out, {{"steps", std::to_string(a.steps)}});
+        !s.ok())
+      fail(1, std::string(s.message()));
+  }
+  return 0;
+}
