@@ -6,9 +6,14 @@
 // polynomial approximations; bf16/f16 round once per op, as the ref does).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,9 +22,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "lib/backends/cpu/FusionJit.h"
+#include "lib/backends/cpu/HostCpuFeatures.h"
 #include "lib/compiler/Compiler.h"
 #include "mstep/core/HalfTypes.h"
 #include "mstep/runtime/Backend.h"
+
+extern char** environ;
 
 namespace mstep::cpu {
 namespace {
@@ -574,7 +582,7 @@ TEST(FusionJit, CorruptObjectsAreErrors) {
     corrupt.push_back(flipped);
   }
   corrupt.push_back(
-      absl::StrReplaceAll(object, {{"mstep-fusion-jit 1 ", "mstep-fusion-jit 999 "}}));
+      absl::StrReplaceAll(object, {{"mstep-fusion-jit 2 ", "mstep-fusion-jit 999 "}}));
   for (const std::string& bytes : corrupt) {
     auto loaded = FusionJit::load(bytes);
     EXPECT_FALSE(loaded.ok()) << "loaded " << bytes.size() << " corrupt bytes";
@@ -582,17 +590,130 @@ TEST(FusionJit, CorruptObjectsAreErrors) {
 }
 
 TEST(FusionJit, MalformedObjectCodeIsAnError) {
-  // A well-formed index around code that is not an object file.
+  // A well-formed index around code that is not a shared object.
   auto jit = FusionJit::compile_text(broadcast_chain(4, 9));
   ASSERT_TRUE(jit.ok()) << jit.status();
   auto index = parse_fusion_object((*jit)->object());
   ASSERT_TRUE(index.ok()) << index.status();
-  for (std::string code : {std::string("not an ELF object"), index->object.substr(0, 64),
-                           std::string(index->object.size(), '\x7f')}) {
+  for (std::string code :
+       {std::string("not an ELF object"), index->shared_object.substr(0, 64),
+        index->shared_object.substr(0, index->shared_object.size() / 2),
+        std::string(index->shared_object.size(), '\x7f')}) {
     FusionObject bad = *index;
-    bad.object = code;
+    bad.shared_object = code;
     EXPECT_FALSE(FusionJit::load(serialize_fusion_object(bad)).ok());
   }
+  // A nest entry the shared object does not export.
+  FusionObject renamed = *index;
+  renamed.fusions[0].nests[0].symbol = "no_such_entry";
+  auto loaded = FusionJit::load(serialize_fusion_object(renamed));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(), HasSubstr("no_such_entry"));
+}
+
+/// The index of a compiled broadcast chain, to forge targets from.
+FusionObject compiled_index() {
+  auto jit = FusionJit::compile_text(broadcast_chain(4, 9));
+  EXPECT_TRUE(jit.ok()) << jit.status();
+  auto index = parse_fusion_object((*jit)->object());
+  EXPECT_TRUE(index.ok()) << index.status();
+  return *index;
+}
+
+TEST(FusionJit, RecordsTheTargetFeaturesOfThisHost) {
+  const FusionTarget target = compiled_index().target;
+  EXPECT_EQ(target.arch, host_architecture());
+  EXPECT_FALSE(target.cpu.empty());
+  for (const std::string& feature : target.features)
+    EXPECT_TRUE(host_has_cpu_feature(feature)) << feature;
+#if defined(__x86_64__)
+  EXPECT_THAT(target.features, ::testing::Contains("sse2"));
+#endif
+}
+
+TEST(FusionJit, CodeForACpuWithAFeatureThisHostLacksIsAnError) {
+  // Forge the record: a feature this host's CPU does not have (AMD and
+  // Intel each have some the other lacks), as if compiled elsewhere.
+  std::string lacking;
+  for (const std::string& feature : known_cpu_features())
+    if (!host_has_cpu_feature(feature)) lacking = feature;
+  if (lacking.empty()) GTEST_SKIP() << "this host has every feature the runtime knows";
+  FusionObject forged = compiled_index();
+  forged.target.features.push_back(lacking);
+  auto loaded = FusionJit::load(serialize_fusion_object(forged));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(loaded.status().message(), HasSubstr(lacking));
+  EXPECT_THAT(loaded.status().message(), HasSubstr("lacks"));
+}
+
+TEST(FusionJit, CodeWithAnUncheckableFeatureOrForAnotherArchitectureIsAnError) {
+  FusionObject unknown = compiled_index();
+  unknown.target.features.push_back("quantum-entanglement");
+  auto loaded = FusionJit::load(serialize_fusion_object(unknown));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(loaded.status().message(), HasSubstr("quantum-entanglement"));
+
+  FusionObject other = compiled_index();
+  other.target.arch = "riscv64";
+  loaded = FusionJit::load(serialize_fusion_object(other));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.status().message(), HasSubstr("riscv64"));
+}
+
+// The child of SerializedCodeRunsTheSameInAFreshProcess: it loads the file
+// the parent names and writes the outputs' bytes (skipped when run alone).
+TEST(FusionJitChild, LoadsAndRuns) {
+  const char* object_path = std::getenv("MSTEP_TEST_FUSION_OBJECT");
+  const char* results_path = std::getenv("MSTEP_TEST_FUSION_RESULTS");
+  if (!object_path || !results_path) GTEST_SKIP() << "run by the FreshProcess test";
+  std::ifstream in(object_path, std::ios::binary);
+  const std::string object(std::istreambuf_iterator<char>(in), {});
+  auto loaded = FusionJit::load(object);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  StepCase step(results_of_several_shapes(40, 2000));
+  std::ofstream out(results_path, std::ios::binary);
+  for (const HostTensor& t : step.run_jit(**loaded, step.inputs(21)))
+    out.write(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  ASSERT_TRUE(out.good());
+}
+
+TEST(FusionJit, SerializedCodeRunsTheSameInAFreshProcess) {
+  StepCase step(results_of_several_shapes(40, 2000));
+  auto compiled = FusionJit::compile_text(step.text());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  std::string want;
+  for (const HostTensor& t : step.run_jit(**compiled, step.inputs(21)))
+    want.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+
+  std::string dir = (std::filesystem::temp_directory_path() / "mstep_fresh_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string object_path = dir + "/fusions.jit", results_path = dir + "/results.bin";
+  {
+    std::ofstream out(object_path, std::ios::binary);
+    out << (*compiled)->object();
+  }
+  // This test binary again, running only the child test, in a process that
+  // has compiled nothing.
+  std::vector<std::string> env = {"MSTEP_TEST_FUSION_OBJECT=" + object_path,
+                                  "MSTEP_TEST_FUSION_RESULTS=" + results_path};
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  std::vector<char*> envp, argv;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string exe = "/proc/self/exe", filter = "--gtest_filter=FusionJitChild.LoadsAndRuns";
+  argv = {exe.data(), filter.data(), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  std::ifstream in(results_path, std::ios::binary);
+  const std::string got(std::istreambuf_iterator<char>(in), {});
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want) << "the fresh process computed different bits";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(FusionJit, KernelChecksTheNode) {

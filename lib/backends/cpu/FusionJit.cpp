@@ -1,7 +1,7 @@
-// FusionJit: compile (emit kernels, lower, generate one object), load (the
-// object into an ORC LLJIT with the process's symbols, each nest's entry
-// looked up once) and the CpuKernel that runs a fusion's nests, split over
-// the OpenMP threads when large.
+// FusionJit's runtime half: load (check the target against this host's CPU,
+// dlopen the shared object, look each nest's entry up once) and the
+// CpuKernel that runs a fusion's nests, split over the OpenMP threads when
+// large. No MLIR or LLVM: compile() is FusionJitCompile.cpp.
 #include "lib/backends/cpu/FusionJit.h"
 
 #include <omp.h>
@@ -10,21 +10,16 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "lib/backends/cpu/FusionJitLowering.h"
-#include "lib/backends/cpu/FusionKernelEmitter.h"
-#include "mlir/IR/MLIRContext.h"
+#include "absl/strings/str_join.h"
+#include "lib/backends/cpu/HostCpuFeatures.h"
+#include "lib/backends/cpu/SharedLibrary.h"
 #include "mstep/core/Error.h"
-#include "mstep/ir/MlirImport.h"
-#include "mstep/ir/MlirParse.h"
-#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 namespace mstep::cpu {
 
 struct FusionJit::Code {
-  /// Null when no fusion was compiled.
-  std::unique_ptr<llvm::orc::LLJIT> jit;
+  /// Null when no fusion was compiled. Every kernel keeps it open.
+  std::unique_ptr<SharedLibrary> library;
   /// Per fusion, per nest.
   std::vector<std::vector<FusionEntry>> entries;
 };
@@ -74,7 +69,33 @@ private:
   absl::InlinedVector<Nest, 1> nests_;
 };
 
-std::string error_text(llvm::Error error) { return llvm::toString(std::move(error)); }
+/// OK when this host runs code generated for `target`: the same
+/// architecture and a CPU with every feature the code was generated with.
+absl::Status check_target(const FusionTarget& target) {
+  if (target.arch != host_architecture())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FusionJit::load: the kernels were generated for ", target.arch, ", this host is ",
+        host_architecture(), "; compile the step on this host"));
+  std::vector<std::string> missing, unknown;
+  for (const std::string& feature : target.features) {
+    if (!knows_cpu_feature(feature))
+      unknown.push_back(feature);
+    else if (!host_has_cpu_feature(feature))
+      missing.push_back(feature);
+  }
+  if (!missing.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FusionJit::load: the kernels were generated for a CPU (", target.cpu,
+        ") with features this host's CPU lacks: ", absl::StrJoin(missing, ", "),
+        "; running them would crash (illegal instruction), so nothing was loaded; compile the "
+        "step on this host"));
+  if (!unknown.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FusionJit::load: the kernels were generated with CPU features this build cannot check "
+        "on this host: ",
+        absl::StrJoin(unknown, ", "), "; compile the step on this host"));
+  return absl::OkStatus();
+}
 
 absl::Status type_mismatch(int k, absl::string_view what, size_t i, const TensorType& expected,
                            const TensorType& got) {
@@ -91,31 +112,6 @@ FusionJit::FusionJit(FusionObject index, std::unique_ptr<Code> code)
 
 FusionJit::~FusionJit() = default;
 
-absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile(mlir::ModuleOp module) {
-  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
-  if (!step) return absl::InvalidArgumentError("FusionJit::compile: the module has no func @step");
-  mlir::MLIRContext* context = module.getContext();
-  load_kernel_dialects(*context);
-  mlir::OwningOpRef<mlir::ModuleOp> kernels =
-      mlir::ModuleOp::create(mlir::UnknownLoc::get(context));
-  EmittedKernels emitted = emit_fusion_kernels(step, *kernels);
-  FusionObject object;
-  object.host = host_description();
-  object.fusions = std::move(emitted.fusions);
-  if (!emitted.nests.empty()) {
-    MSTEP_ASSIGN_OR_RETURN(object.object, generate_object(*kernels, emitted.nests));
-  }
-  return from_object(std::move(object));
-}
-
-absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile_text(absl::string_view module_text) {
-  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
-  register_mstep_dialects(context);
-  MSTEP_ASSIGN_OR_RETURN(auto module, parse_mstep_module(module_text, context,
-                                                         "FusionJit::compile_text: the text"));
-  return compile(*module);
-}
-
 absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::load(absl::string_view object) {
   MSTEP_ASSIGN_OR_RETURN(FusionObject parsed, parse_fusion_object(object));
   return from_object(std::move(parsed));
@@ -124,41 +120,16 @@ absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::load(absl::string_view obj
 absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::from_object(FusionObject object) {
   auto code = std::make_unique<Code>();
   code->entries.resize(object.fusions.size());
-  if (!object.object.empty()) {
-    initialize_native_target();
-    auto machine = llvm::orc::JITTargetMachineBuilder::detectHost();
-    if (!machine)
-      return absl::InternalError(absl::StrCat("FusionJit: no JIT target for this host: ",
-                                              error_text(machine.takeError())));
-    auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*machine)).create();
-    if (!jit)
-      return absl::InternalError(
-          absl::StrCat("FusionJit: cannot create the JIT: ", error_text(jit.takeError())));
-    // Failures surface as the errors of the lookups below; the session's
-    // own report would only print them a second time.
-    (*jit)->getExecutionSession().setErrorReporter(
-        [](llvm::Error error) { llvm::consumeError(std::move(error)); });
-    auto process = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-        (*jit)->getDataLayout().getGlobalPrefix());
-    if (!process)
-      return absl::InternalError(absl::StrCat("FusionJit: cannot resolve process symbols: ",
-                                              error_text(process.takeError())));
-    (*jit)->getMainJITDylib().addGenerator(std::move(*process));
-    if (llvm::Error error = (*jit)->addObjectFile(
-            llvm::MemoryBuffer::getMemBufferCopy(object.object, "mstep_fusions.o")))
-      return absl::DataLossError(
-          absl::StrCat("FusionJit: the object does not load: ", error_text(std::move(error))));
+  if (!object.shared_object.empty()) {
+    MSTEP_RETURN_IF_ERROR(check_target(object.target));
+    MSTEP_ASSIGN_OR_RETURN(code->library,
+                           SharedLibrary::load(object.shared_object, "FusionJit: the fused kernels' shared object"));
     for (size_t k = 0; k < object.fusions.size(); ++k) {
       for (const FusionNestInfo& nest : object.fusions[k].nests) {
-        auto address = (*jit)->lookup(nest.symbol);
-        if (!address)
-          return absl::DataLossError(absl::StrCat("FusionJit: the object has no usable entry '",
-                                                  nest.symbol,
-                                                  "': ", error_text(address.takeError())));
-        code->entries[k].push_back(address->toPtr<FusionEntry>());
+        MSTEP_ASSIGN_OR_RETURN(void* address, code->library->symbol(nest.symbol));
+        code->entries[k].push_back(reinterpret_cast<FusionEntry>(address));
       }
     }
-    code->jit = std::move(*jit);
   } else if (std::any_of(object.fusions.begin(), object.fusions.end(),
                          [](const FusionInfo& f) { return f.compiled; })) {
     return absl::DataLossError("FusionJit: compiled fusions but no object code");

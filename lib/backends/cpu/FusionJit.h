@@ -1,12 +1,17 @@
 // FusionJit: the native kernels of a step's mstep.fusion ops, compiled
 // together (MLIR linalg -> vectorized LLVM -> one object file for the host
-// CPU) and loaded in process; or loaded from that object (the disk cache)
-// without running MLIR or LLVM codegen. No MLIR headers here.
+// CPU -> one shared object, by the system linker) and dlopen'ed; or loaded
+// from their serialized form (the disk cache, an exported graph) without
+// MLIR or LLVM. No MLIR or LLVM headers here.
 //
-// Thread-safety: compile/compile_text/load use the given MLIRContext (or
-// their own) and must not run concurrently with other users of it; a
-// loaded FusionJit and its kernels are immutable and may be used from any
-// thread.
+// The compile half, compile() and compile_text(), is FusionJitCompile.cpp
+// (MLIR and LLVM); the rest, FusionJit.cpp, is runtime code that links
+// neither.
+//
+// Thread-safety: compile/compile_text use the given MLIRContext (or their
+// own) and must not run concurrently with other users of it; load may run
+// on any thread; a loaded FusionJit and its kernels are immutable and may
+// be used from any thread.
 #pragma once
 
 #include <memory>
@@ -35,12 +40,15 @@ public:
   /// compile() on a module given as text (mstep dialect), parsed in a
   /// context of its own. For tests and tools that hold no MLIR objects.
   static absl::StatusOr<std::shared_ptr<FusionJit>> compile_text(absl::string_view module_text);
-  /// Loads what object() returned, with this process's symbols (libm) for
-  /// the calls the code makes. A corrupt or truncated string, or one
-  /// generated for another CPU, is an error.
+  /// Loads what object() returned: dlopens its shared object, with this
+  /// process's symbols (libm) for the calls the code makes. A corrupt or
+  /// truncated string is a DataLoss error; code generated for a CPU with a
+  /// feature this host lacks (or another architecture) is a
+  /// FailedPrecondition error that names the features, and nothing of it
+  /// is loaded.
   static absl::StatusOr<std::shared_ptr<FusionJit>> load(absl::string_view object);
 
-  /// The machine code and the index that load() needs, as one string.
+  /// The shared object and the index that load() needs, as one string.
   std::string object() const;
 
   /// The kernel of fusion k for `request`, a fusion node with the MLIR
@@ -57,7 +65,7 @@ public:
   static constexpr int64_t kParallelElements = 32 * 1024;
 
 private:
-  struct Code; // the loaded object and each nest's entry
+  struct Code; // the loaded shared object and each nest's entry
   FusionJit(FusionObject index, std::unique_ptr<Code> code);
   static absl::StatusOr<std::shared_ptr<FusionJit>> from_object(FusionObject object);
 

@@ -1,15 +1,15 @@
 // The serialized FusionJit: a one-line header (magic, version, payload size
-// and xxh3 checksum), then a line-based text index, then the raw object.
+// and checksum), then a line-based text index, then the raw shared object.
 //
-//   mstep-fusion-jit 1 <payload bytes> <xxh3 hex>
-//   host <cpu> <feature digest>
+//   mstep-fusion-jit 2 <payload bytes> <hash_string hex>
+//   target <arch> <cpu> <#features> <features...>
 //   fusions <n>
 //   fusion <compiled 0|1> <#operands> <#results> <#nests>
 //   type <dtype> <rank> <dims...>        (one per operand, then per result)
 //   nest <symbol> <outer> <elements> <grain>
 //   skip <reason>                        (only when not compiled)
 //   object <bytes>
-//   <object bytes>
+//   <shared object bytes>
 #include "lib/backends/cpu/FusionJitFormat.h"
 
 #include <algorithm>
@@ -22,25 +22,20 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "mstep/core/Error.h"
-#include "llvm/ADT/StringMap.h"
-#include "llvm/Support/xxhash.h"
-#include "llvm/TargetParser/Host.h"
+#include "mstep/core/Hash.h"
 
 namespace mstep::cpu {
 
 namespace {
 
 constexpr absl::string_view kMagic = "mstep-fusion-jit";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
 // Sanity bounds on counts read back, so a corrupt index fails cleanly
 // instead of allocating without end.
 constexpr int64_t kMaxCount = 1 << 20;
 constexpr int64_t kMaxRank = 64;
 
-uint64_t checksum(absl::string_view bytes) {
-  return llvm::xxh3_64bits(
-      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
-}
+uint64_t checksum(absl::string_view bytes) { return hash_string(bytes); }
 
 void append_type(std::string& out, const TensorType& type) {
   absl::StrAppend(&out, "type ", static_cast<int>(type.dtype), " ", type.shape.rank());
@@ -102,18 +97,12 @@ private:
 
 } // namespace
 
-std::string host_description() {
-  std::vector<std::string> features;
-  for (const auto& feature : llvm::sys::getHostCPUFeatures())
-    if (feature.getValue()) features.push_back(feature.getKey().str());
-  std::sort(features.begin(), features.end());
-  const std::string joined = absl::StrJoin(features, ",");
-  return absl::StrFormat("%s %016x", llvm::sys::getHostCPUName().str(), checksum(joined));
-}
-
 std::string serialize_fusion_object(const FusionObject& object) {
   std::string payload;
-  absl::StrAppend(&payload, "host ", object.host, "\n");
+  const FusionTarget& target = object.target;
+  absl::StrAppend(&payload, "target ", target.arch, " ", target.cpu, " ", target.features.size());
+  for (const std::string& feature : target.features) absl::StrAppend(&payload, " ", feature);
+  payload += '\n';
   absl::StrAppend(&payload, "fusions ", object.fusions.size(), "\n");
   for (const FusionInfo& fusion : object.fusions) {
     absl::StrAppend(&payload, "fusion ", fusion.compiled ? 1 : 0, " ", fusion.operand_types.size(),
@@ -127,8 +116,8 @@ std::string serialize_fusion_object(const FusionObject& object) {
       absl::StrAppend(&payload, "skip ", absl::StrReplaceAll(fusion.skip_reason, {{"\n", " "}}),
                       "\n");
   }
-  absl::StrAppend(&payload, "object ", object.object.size(), "\n");
-  payload += object.object;
+  absl::StrAppend(&payload, "object ", object.shared_object.size(), "\n");
+  payload += object.shared_object;
   return absl::StrFormat("%s %d %d %016x\n", kMagic, kVersion, payload.size(), checksum(payload)) +
          payload;
 }
@@ -156,13 +145,14 @@ absl::StatusOr<FusionObject> parse_fusion_object(absl::string_view bytes) {
   // 2. The index.
   IndexReader reader(payload);
   FusionObject object;
-  MSTEP_ASSIGN_OR_RETURN(auto host, reader.line("host"));
-  if (host.size() != 3) return IndexReader::corrupt("bad 'host' line");
-  object.host = absl::StrCat(host[1], " ", host[2]);
-  if (object.host != host_description())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "FusionJit::load: the object was generated for CPU '", object.host, "', this host is '",
-        host_description(), "'; the step is compiled again for this host"));
+  MSTEP_ASSIGN_OR_RETURN(auto target, reader.line("target"));
+  if (target.size() < 4) return IndexReader::corrupt("short 'target' line");
+  MSTEP_ASSIGN_OR_RETURN(int64_t features, IndexReader::integer(target[3], 0, kMaxCount));
+  if (static_cast<int64_t>(target.size()) != 4 + features)
+    return IndexReader::corrupt("'target' feature count mismatch");
+  object.target.arch = std::string(target[1]);
+  object.target.cpu = std::string(target[2]);
+  for (size_t i = 4; i < target.size(); ++i) object.target.features.emplace_back(target[i]);
   MSTEP_ASSIGN_OR_RETURN(auto count_line, reader.line("fusions"));
   if (count_line.size() != 2) return IndexReader::corrupt("bad 'fusions' line");
   MSTEP_ASSIGN_OR_RETURN(int64_t count, IndexReader::integer(count_line[1], 0, kMaxCount));
@@ -206,7 +196,7 @@ absl::StatusOr<FusionObject> parse_fusion_object(absl::string_view bytes) {
   MSTEP_ASSIGN_OR_RETURN(int64_t object_size, IndexReader::integer(object_line[1], 0, INT64_MAX));
   if (static_cast<size_t>(object_size) != reader.rest().size())
     return IndexReader::corrupt("object size mismatch");
-  object.object = std::string(reader.rest());
+  object.shared_object = std::string(reader.rest());
   return object;
 }
 

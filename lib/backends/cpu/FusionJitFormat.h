@@ -1,7 +1,7 @@
 // What a FusionJit holds besides machine code, and its serialized form for
-// the disk cache: per fusion, its operand and result types and the entry
-// symbol of each loop nest, followed by one relocatable object file.
-// Library-internal; no MLIR or LLVM headers.
+// the disk cache: the target the code was generated for, per fusion its
+// operand and result types and the entry symbol of each loop nest, then one
+// ELF shared object. Library-internal; no MLIR or LLVM headers.
 #pragma once
 
 #include <cstdint>
@@ -47,26 +47,33 @@ struct FusionInfo {
   std::vector<FusionNestInfo> nests;
 };
 
-struct FusionObject {
-  /// The CPU and features the code was generated for (host_description()).
-  std::string host;
-  /// One entry per top-level mstep.fusion of func @step, in program order.
-  std::vector<FusionInfo> fusions;
-  /// An ELF relocatable object with every nest's entry; empty when no
-  /// fusion was compiled.
-  std::string object;
+/// What the code was generated for: the code runs on a host of the same
+/// architecture whose CPU has every feature (another CPU model is fine).
+struct FusionTarget {
+  /// As LLVM's triple names it: "x86_64".
+  std::string arch;
+  /// LLVM's name of the CPU the code is tuned for ("znver4"), for messages.
+  std::string cpu;
+  /// The target features LLVM generated the code with, as LLVM names them
+  /// ("avx512f"), sorted; HostCpuFeatures.h checks them without LLVM.
+  std::vector<std::string> features;
 };
 
-/// This machine's CPU name and a digest of its feature set: code generated
-/// for one host may use instructions another lacks.
-std::string host_description();
+struct FusionObject {
+  FusionTarget target;
+  /// One entry per top-level mstep.fusion of func @step, in program order.
+  std::vector<FusionInfo> fusions;
+  /// An ELF shared object that exports every nest's entry; empty when no
+  /// fusion was compiled.
+  std::string shared_object;
+};
 
 /// A self-checking byte string: a header with a version, the payload's
 /// size and checksum, then the index and the object bytes.
 std::string serialize_fusion_object(const FusionObject& object);
 
 /// The inverse of serialize_fusion_object. A truncated, corrupt or foreign
-/// string, or one generated for another CPU, is an error (never a crash).
+/// string is an error (never a crash); the target is not checked here.
 absl::StatusOr<FusionObject> parse_fusion_object(absl::string_view bytes);
 
 } // namespace mstep::cpu

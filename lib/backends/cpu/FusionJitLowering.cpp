@@ -6,9 +6,10 @@
 // 2. The MLIR lowering tail of MLIR_NOTES.md, with bare-pointer memrefs.
 // 3. LLVM IR plus one entry per nest that unpacks the pointer arrays.
 // 4. LLVM -O2 (no unrolling) and codegen for the host CPU (AVX-512 where
-//    it has it).
+//    it has it), position-independent, for a shared object.
 #include "lib/backends/cpu/FusionJitLowering.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -45,14 +46,18 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "lib/backends/cpu/HostCpuFeatures.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/TargetParser/Triple.h"
 #include "mstep/ir/MlirParse.h"
 
 namespace mstep::cpu {
@@ -186,8 +191,6 @@ absl::Status addEntries(llvm::Module& module, const std::vector<NestSignature>& 
   return absl::OkStatus();
 }
 
-std::string errorText(llvm::Error error) { return llvm::toString(std::move(error)); }
-
 /// LLVM's -O2 function pipeline without its loop unroller and vectorizers:
 /// the kernels are vector code already, and unrolling only grows what
 /// codegen must compile (a third more time, no faster kernel).
@@ -235,8 +238,20 @@ void load_kernel_dialects(MLIRContext& context) {
                    memref::MemRefDialect, scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
 }
 
+FusionTarget host_target() {
+  FusionTarget target;
+  target.arch = llvm::Triple(llvm::sys::getProcessTriple()).getArchName().str();
+  target.cpu = llvm::sys::getHostCPUName().str();
+  for (const auto& feature : llvm::sys::getHostCPUFeatures())
+    if (feature.getValue() && knows_cpu_feature(feature.getKey().str()))
+      target.features.push_back(feature.getKey().str());
+  std::sort(target.features.begin(), target.features.end());
+  return target;
+}
+
 absl::StatusOr<std::string> generate_object(ModuleOp kernels,
-                                            const std::vector<NestSignature>& nests) {
+                                            const std::vector<NestSignature>& nests,
+                                            const FusionTarget& target) {
   MLIRContext* context = kernels.getContext();
   DiagnosticCollector diagnostics(*context);
 
@@ -255,34 +270,41 @@ absl::StatusOr<std::string> generate_object(ModuleOp kernels,
     return absl::InternalError(
         absl::StrCat("fusion JIT: lowering the kernels to LLVM failed:", diagnostics.text()));
 
-  // 3. LLVM IR for this host.
+  // 3. LLVM IR for the target: its features on, every other feature LLVM
+  //    detects on this host off (what the runtime cannot check).
   initialize_native_target();
-  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!machineBuilder)
-    return absl::InternalError(absl::StrCat("fusion JIT: no target for this host: ",
-                                            errorText(machineBuilder.takeError())));
-  machineBuilder->setRelocationModel(llvm::Reloc::PIC_);
-  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
-  auto machine = machineBuilder->createTargetMachine();
-  if (!machine)
+  const std::string triple = llvm::sys::getProcessTriple();
+  std::string lookupError;
+  const llvm::Target* llvmTarget = llvm::TargetRegistry::lookupTarget(triple, lookupError);
+  if (!llvmTarget)
     return absl::InternalError(
-        absl::StrCat("fusion JIT: no target machine: ", errorText(machine.takeError())));
+        absl::StrCat("fusion JIT: no target for this host (", triple, "): ", lookupError));
+  llvm::SubtargetFeatures features;
+  for (const auto& feature : llvm::sys::getHostCPUFeatures())
+    features.AddFeature(feature.getKey(),
+                        std::binary_search(target.features.begin(), target.features.end(),
+                                           feature.getKey().str()));
+  std::unique_ptr<llvm::TargetMachine> machine(llvmTarget->createTargetMachine(
+      triple, target.cpu, features.getString(), llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Default));
+  if (!machine)
+    return absl::InternalError(absl::StrCat("fusion JIT: no target machine for ", triple));
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> module =
       translateModuleToLLVMIR(kernels, llvmContext, "mstep_fusions");
   if (!module)
     return absl::InternalError(
         absl::StrCat("fusion JIT: translation to LLVM IR failed:", diagnostics.text()));
-  module->setDataLayout((*machine)->createDataLayout());
-  module->setTargetTriple((*machine)->getTargetTriple().getTriple());
+  module->setDataLayout(machine->createDataLayout());
+  module->setTargetTriple(machine->getTargetTriple().getTriple());
   if (absl::Status status = addEntries(*module, nests); !status.ok()) return status;
 
   // 4. Optimize and emit.
-  optimize(*module, **machine);
+  optimize(*module, *machine);
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager codegen;
-  if ((*machine)->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+  if (machine->addPassesToEmitFile(codegen, os, nullptr, llvm::CodeGenFileType::ObjectFile))
     return absl::InternalError("fusion JIT: the host target cannot emit object files");
   codegen.run(*module);
   return std::string(buffer.data(), buffer.size());

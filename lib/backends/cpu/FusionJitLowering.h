@@ -1,7 +1,8 @@
 // The back half of the fusion JIT: the vectorized kernel module (from
 // FusionKernelEmitter.h) through the MLIR lowering to the LLVM dialect, LLVM
 // IR with one FusionEntry per nest, the LLVM optimizer and codegen for this
-// host, to the bytes of one relocatable object. Library-internal.
+// host, to the bytes of one relocatable object (SharedObjectLink.h links it
+// into the shared object the runtime loads). Library-internal.
 #pragma once
 
 #include <string>
@@ -18,12 +19,19 @@ namespace mstep::cpu {
 /// and their lowering use into `context`. Idempotent.
 void load_kernel_dialects(mlir::MLIRContext& context);
 
-/// Lowers `kernels` in place and generates the object. Math functions:
-/// exp, log, log1p, tanh and erf on f32 (and on bf16/f16, which compute in
-/// f32) use MLIR's polynomial approximations, which vectorize; sin, cos and
-/// every f64 transcendental call libm.
+/// This host as a code generation target: its CPU and every feature LLVM
+/// detects on it that the runtime can check (HostCpuFeatures.h); a feature
+/// it cannot check is left off, so the code never needs it.
+FusionTarget host_target();
+
+/// Lowers `kernels` in place and generates a position-independent object
+/// for `target` (host_target()). Math functions: exp, log, log1p, tanh and
+/// erf on f32 (and on bf16/f16, which compute in f32) use MLIR's polynomial
+/// approximations, which vectorize; sin, cos and every f64 transcendental
+/// call libm.
 absl::StatusOr<std::string> generate_object(mlir::ModuleOp kernels,
-                                            const std::vector<NestSignature>& nests);
+                                            const std::vector<NestSignature>& nests,
+                                            const FusionTarget& target);
 
 /// Makes LLVM's native target usable (once per process).
 void initialize_native_target();

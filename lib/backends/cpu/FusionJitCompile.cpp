@@ -1,0 +1,43 @@
+// The compile half of FusionJit: emit the kernels (FusionKernelEmitter),
+// lower and generate one object for this host (FusionJitLowering), link it
+// into a shared object (SharedObjectLink), then load it as the runtime
+// loads a serialized one.
+#include "lib/backends/cpu/FusionJit.h"
+#include "lib/backends/cpu/FusionJitLowering.h"
+#include "lib/backends/cpu/FusionKernelEmitter.h"
+#include "lib/backends/cpu/SharedObjectLink.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mstep/core/Error.h"
+#include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
+
+namespace mstep::cpu {
+
+absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile(mlir::ModuleOp module) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  if (!step) return absl::InvalidArgumentError("FusionJit::compile: the module has no func @step");
+  mlir::MLIRContext* context = module.getContext();
+  load_kernel_dialects(*context);
+  mlir::OwningOpRef<mlir::ModuleOp> kernels =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(context));
+  EmittedKernels emitted = emit_fusion_kernels(step, *kernels);
+  FusionObject object;
+  object.target = host_target();
+  object.fusions = std::move(emitted.fusions);
+  if (!emitted.nests.empty()) {
+    MSTEP_ASSIGN_OR_RETURN(std::string code,
+                           generate_object(*kernels, emitted.nests, object.target));
+    MSTEP_ASSIGN_OR_RETURN(object.shared_object, link_shared_object(code));
+  }
+  return from_object(std::move(object));
+}
+
+absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::compile_text(absl::string_view module_text) {
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  register_mstep_dialects(context);
+  MSTEP_ASSIGN_OR_RETURN(auto module, parse_mstep_module(module_text, context,
+                                                         "FusionJit::compile_text: the text"));
+  return compile(*module);
+}
+
+} // namespace mstep::cpu
