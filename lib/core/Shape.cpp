@@ -39,6 +39,7 @@ absl::string_view device_type_name(DeviceType type) {
     case DeviceType::cuda: return "cuda";
     case DeviceType::xla: return "xla";
     case DeviceType::neuron: return "neuron";
+    case DeviceType::async_host: return "async_host";
   }
   return "?";
 }

@@ -15,7 +15,7 @@
 namespace mstep {
 
 namespace {
-constexpr int kNumDeviceTypes = static_cast<int>(DeviceType::neuron) + 1;
+constexpr int kNumDeviceTypes = static_cast<int>(DeviceType::async_host) + 1;
 }  // namespace
 
 struct BackendRegistry::Entry {

@@ -37,6 +37,17 @@ RuntimeOptions RuntimeOptions::from_env() {
   if (const char* g = std::getenv("MSTEP_NAN_GUARD")) o.nan_guard_dir = g;
   if (const char* d = std::getenv("MSTEP_CPU_DISABLE")) o.cpu_disable = d;
   if (const char* p = std::getenv("MSTEP_CPU_PROFILE")) o.cpu_profile = absl::string_view(p) == "1";
+  if (const char* d = std::getenv("MSTEP_ASYNC_HOST_DELAY_US")) {
+    int64_t v = 0;
+    if (absl::SimpleAtoi(d, &v) && v >= 0) {
+      o.async_host_delay_us = v;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_ASYNC_HOST_DELAY_US=%s is not a non-negative integer; "
+                   "using %lld\n",
+                   d, static_cast<long long>(o.async_host_delay_us));
+    }
+  }
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
     if (type.ok()) {

@@ -30,7 +30,7 @@ class NullBackend final : public Backend {
   }
   absl::Status copy_in(Buffer&, const void*, size_t) override { return absl::OkStatus(); }
   absl::Status copy_out(const Buffer&, void*, size_t) override { return absl::OkStatus(); }
-  void synchronize() override {}
+  absl::Status synchronize() override { return absl::OkStatus(); }
   bool supports(OpKind, DType) const override { return false; }
 };
 

@@ -33,7 +33,7 @@ class FailingCopyInBackend final : public Backend {
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
     return ref().copy_out(src, dst, bytes);
   }
-  void synchronize() override {}
+  absl::Status synchronize() override { return absl::OkStatus(); }
   bool supports(OpKind op, DType dtype) const override { return ref().supports(op, dtype); }
 
  private:

@@ -211,7 +211,9 @@ TEST_F(GraphReplayTest, ReplayInsideACaptureIsATypedErrorAndTheCaptureGoesOn) {
 }
 
 TEST_F(GraphReplayTest, ATensorMovedToAnotherDeviceAfterCaptureIsADeviceMismatch) {
-  constexpr Device kRef{DeviceType::ref, 0}, kCpu{DeviceType::cpu, 0};
+  // Captured on the default device (MSTEP_DEVICE), moved to another one.
+  const Device home = default_device();
+  const Device other{home.type == DeviceType::cpu ? DeviceType::ref : DeviceType::cpu, 0};
   Model m(9);
   for (int i = 0; i < 2; ++i) {
     auto [x, y] = batch(i);
@@ -225,20 +227,21 @@ TEST_F(GraphReplayTest, ATensorMovedToAnotherDeviceAfterCaptureIsADeviceMismatch
     loss = m.step(static_x, static_y);
   }
   const std::vector<std::vector<float>> captured = m.weights();
-  m.fc1->to(kCpu);
+  m.fc1->to(other);
   try {
     g.replay();
     FAIL();
   } catch (const ReplayError& e) {
     EXPECT_EQ(e.kind(), ReplayError::Kind::device_mismatch);
-    EXPECT_THAT(e.what(), HasSubstr("(parameter, captured as f32[16, 8] on ref:0)"));
-    EXPECT_THAT(e.what(), HasSubstr("now lives on cpu:0"));
-    EXPECT_THAT(e.what(), HasSubstr("Capture a new graph after the move, or move the tensor back to ref:0"));
+    EXPECT_THAT(e.what(), HasSubstr("(parameter, captured as f32[16, 8] on " + home.to_string() + ")"));
+    EXPECT_THAT(e.what(), HasSubstr("now lives on " + other.to_string()));
+    EXPECT_THAT(e.what(), HasSubstr("Capture a new graph after the move, or move the tensor back to " +
+                                    home.to_string()));
   }
   EXPECT_EQ(metrics().replays, 0) << "nothing ran";
   EXPECT_EQ(m.weights(), captured) << "nothing changed";
   // Moved back, the graph replays as captured.
-  m.fc1->to(kRef);
+  m.fc1->to(home);
   g.replay();
   EXPECT_EQ(metrics().replays, 1);
   EXPECT_NE(m.weights(), captured);

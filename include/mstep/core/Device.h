@@ -8,7 +8,9 @@ namespace mstep {
 
 /// The kinds of device a backend can drive. Backends exist for `ref` and `cpu`;
 /// `cuda`, `xla` and `neuron` are reserved for planned ones (docs/architecture.md).
-enum class DeviceType : uint8_t { ref, cpu, cuda, xla, neuron };
+/// `async_host` is the conformance test backend (lib/backends/async_host):
+/// only test binaries link it, so it is registered nowhere else.
+enum class DeviceType : uint8_t { ref, cpu, cuda, xla, neuron, async_host };
 
 absl::string_view device_type_name(DeviceType type);
 

@@ -4,6 +4,27 @@
 // libmstep_compiler) turns an MLIR module into an Executable of this
 // backend. lib/backends/ref is the model to copy. No MLIR here: this is
 // libmstep_runtime's interface.
+//
+// Asynchronous execution (the protocol every backend follows):
+// 1. Executable::run() may return before its work is done. The buffers it
+//    returns exist at once; their contents are defined only once the work
+//    that writes them completes.
+// 2. A backend orders its own work: everything queued on one backend runs
+//    in the order it was queued (one stream or queue per backend), so a
+//    run() may take the not-yet-written outputs of an earlier run() as
+//    inputs without waiting.
+// 3. Host code reads a buffer only through Backend::copy_out, which first
+//    waits for the work that writes that buffer; copy_in first waits for
+//    the work that reads or writes it (a later write must not overtake an
+//    earlier read). Nothing else waits: these are the sync points (item(),
+//    to_vector(), a checkpoint, a transfer between backends all end in
+//    copy_out).
+// 4. An error of deferred work surfaces at the next sync point that
+//    touches a buffer it was to write (and at synchronize()); run() itself
+//    reports only what it can check before queuing (arity, types).
+// ref and cpu run synchronously, which satisfies all of this trivially;
+// the test backend async_host (lib/backends/async_host) defers every run
+// and poisons its results until they are written.
 #pragma once
 
 #include <functional>
@@ -60,7 +81,8 @@ struct Donation {
 /// A compiled graph. run() takes one buffer per graph input (in
 /// TraceGraph::input_types order) and returns one buffer per output: a new
 /// buffer, a donated input or an offered buffer (see Donation), or an
-/// input passed through unchanged. Inputs not donated are only read.
+/// input passed through unchanged. Inputs not donated are only read. It
+/// may return before the work is done (see the protocol at the top).
 /// Thread-safety: run() may not be called concurrently on one executable.
 class Executable {
  public:
@@ -107,12 +129,16 @@ class Backend {
                                               std::function<void()> release) {
     return absl::UnimplementedError(absl::StrCat(name(), " cannot use host memory in place"));
   }
-  /// Copies `bytes` from host memory into `dst` (exactly dst.type().bytes()).
+  /// Copies `bytes` from host memory into `dst` (exactly dst.type().bytes()),
+  /// after the queued work that reads or writes `dst` is done. `src` may be
+  /// reused when this returns.
   virtual absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) = 0;
-  /// Copies the whole of `src` to host memory.
+  /// Copies the whole of `src` to host memory, after the queued work that
+  /// writes `src` is done; that work's error, if it failed, is returned.
   virtual absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) = 0;
-  /// Waits for all work queued on this backend.
-  virtual void synchronize() = 0;
+  /// Waits for all work queued on this backend; returns the first error of
+  /// deferred work since the last synchronize(), if any.
+  virtual absl::Status synchronize() = 0;
   /// Whether this backend's executables run `op` for `dtype` natively.
   virtual bool supports(OpKind op, DType dtype) const = 0;
 };

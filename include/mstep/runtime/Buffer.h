@@ -1,5 +1,7 @@
 // Buffer: device memory owned by a backend. Opaque to everything but the
 // backend that made it; other layers move data with Backend::copy_in/out.
+// Its contents may still be in the making (Executable::run returns before
+// the work is done): copy_out waits for them, nothing else may read them.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // RuntimeOptions: every environment variable mstep reads, read once.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "mstep/core/Device.h"
@@ -47,6 +48,10 @@ struct RuntimeOptions {
   /// MSTEP_CPU_PROFILE=1: time every kernel call of each cpu executable
   /// compiled or loaded from then on; print the slowest calls at exit.
   bool cpu_profile = false;
+  /// MSTEP_ASYNC_HOST_DELAY_US: how long the async_host test backend
+  /// (lib/backends/async_host) holds each queued run before running it.
+  /// Read when an async_host step is compiled.
+  int64_t async_host_delay_us = 2000;
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.

@@ -50,7 +50,7 @@ class CpuBackend final : public Backend {
     return host::host_copy_out(src, dst, bytes);
   }
 
-  void synchronize() override {}
+  absl::Status synchronize() override { return absl::OkStatus(); }
 
   /// Every op the ref backend runs: the cpu backend's own kernels or, for
   /// the rest, the counted host fallback.

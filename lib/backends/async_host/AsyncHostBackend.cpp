@@ -1,0 +1,194 @@
+// async_host's runtime half: private buffers, the stream (one worker
+// thread running queued work in order) and the sync points copy_in,
+// copy_out and synchronize.
+#include "lib/backends/async_host/AsyncHostBackend.h"
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::async_host {
+
+namespace {
+
+constexpr Device kDevice{DeviceType::async_host, 0};
+
+template <typename T>
+void fill(host::HostBuffer& b, T value) {
+  T* p = b.data<T>();
+  for (int64_t i = 0; i < b.numel(); ++i) p[i] = value;
+}
+
+/// Host memory of `type` holding poison: NaN for floats, 0xA5 bytes for
+/// integers and bool (-1515870811 as i32), which no test expects.
+std::shared_ptr<host::HostBuffer> poisoned(const TensorType& type) {
+  auto b = std::make_shared<host::HostBuffer>(type, kDevice);
+  switch (type.dtype) {
+    case DType::f32: fill(*b, std::numeric_limits<float>::quiet_NaN()); break;
+    case DType::f64: fill(*b, std::numeric_limits<double>::quiet_NaN()); break;
+    case DType::bf16: fill(*b, uint16_t{0x7fc0}); break;
+    case DType::f16: fill(*b, uint16_t{0x7e00}); break;
+    case DType::i32:
+    case DType::i64:
+    case DType::boolean: std::memset(b->bytes(), 0xA5, type.bytes()); break;
+  }
+  return b;
+}
+
+AsyncHostBuffer& as_async(const Buffer& b) {
+  return const_cast<AsyncHostBuffer&>(static_cast<const AsyncHostBuffer&>(b));
+}
+
+absl::Status check_buffer(const Buffer& b, absl::string_view what, size_t bytes) {
+  if (b.device().type != DeviceType::async_host)
+    return absl::InvalidArgumentError(absl::StrCat("async_host ", what, " of a ",
+                                                   b.device().to_string(), " buffer"));
+  if (bytes != b.type().bytes())
+    return absl::InvalidArgumentError(absl::StrCat(what, " of ", bytes, " bytes with ",
+                                                   b.type().to_string(), " (", b.type().bytes(),
+                                                   " bytes)"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+AsyncHostBuffer::AsyncHostBuffer(TensorType type)
+    : Buffer(type, kDevice), storage_(poisoned(type)) {}
+
+AsyncHostBackend::AsyncHostBackend() : worker_([this] { worker_loop(); }) {}
+
+AsyncHostBackend::~AsyncHostBackend() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  worker_.join();
+}
+
+absl::StatusOr<BufferPtr> AsyncHostBackend::allocate(const TensorType& type) {
+  return std::make_shared<AsyncHostBuffer>(type);
+}
+
+absl::Status AsyncHostBackend::copy_in(Buffer& dst, const void* src, size_t bytes) {
+  MSTEP_RETURN_IF_ERROR(check_buffer(dst, "copy_in", bytes));
+  AsyncHostBuffer& b = as_async(dst);
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_for(b.last_use_, lock);  // a queued read must see the old contents
+  if (bytes) std::memcpy(b.storage_->bytes(), src, bytes);
+  b.error_ = absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status AsyncHostBackend::copy_out(const Buffer& src, void* dst, size_t bytes) {
+  MSTEP_RETURN_IF_ERROR(check_buffer(src, "copy_out", bytes));
+  AsyncHostBuffer& b = as_async(src);
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_for(b.last_write_, lock);
+  MSTEP_RETURN_IF_ERROR(b.error_);
+  if (bytes) std::memcpy(dst, b.storage_->bytes(), bytes);
+  return absl::OkStatus();
+}
+
+absl::Status AsyncHostBackend::synchronize() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_for(next_ticket_ - 1, lock);
+  absl::Status error = std::move(first_error_);
+  first_error_ = absl::OkStatus();
+  return error;
+}
+
+bool AsyncHostBackend::supports(OpKind op, DType dtype) const {
+  absl::StatusOr<Backend*> ref = BackendRegistry::get(DeviceType::ref);
+  return ref.ok() && (*ref)->supports(op, dtype);
+}
+
+void AsyncHostBackend::enqueue(std::vector<BufferPtr> inputs, std::vector<BufferPtr> outputs,
+                               HostWork work, int64_t delay_us) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t ticket = next_ticket_++;
+  for (const BufferPtr& in : inputs) as_async(*in).last_use_ = ticket;
+  for (const BufferPtr& out : outputs) {
+    AsyncHostBuffer& b = as_async(*out);
+    b.last_use_ = b.last_write_ = ticket;
+  }
+  queue_.push_back(Task{ticket, std::move(inputs), std::move(outputs), std::move(work), delay_us});
+  queued_.notify_one();
+}
+
+void AsyncHostBackend::wait_for(uint64_t ticket, std::unique_lock<std::mutex>& lock) {
+  done_.wait(lock, [&] { return completed_ >= ticket; });
+}
+
+void AsyncHostBackend::worker_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and drained
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    // Every earlier task is done, so the inputs' memory and errors are
+    // final; copy_in cannot overwrite them while this task is queued.
+    absl::Status input_error;
+    std::vector<BufferPtr> host_inputs;
+    for (const BufferPtr& in : task.inputs) {
+      const AsyncHostBuffer& b = as_async(*in);
+      if (!b.error_.ok() && input_error.ok()) input_error = b.error_;
+      host_inputs.push_back(b.storage_);
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(task.delay_us));
+    absl::StatusOr<std::vector<BufferPtr>> results =
+        input_error.ok() ? task.work(host_inputs) : absl::StatusOr<std::vector<BufferPtr>>(input_error);
+    host_inputs.clear();
+    lock.lock();
+    finish(task, std::move(results));
+    completed_ = task.ticket;
+    done_.notify_all();
+    lock.unlock();
+    task = Task{};  // release the buffers outside the lock
+    lock.lock();
+  }
+}
+
+void AsyncHostBackend::finish(Task& task, absl::StatusOr<std::vector<BufferPtr>> results) {
+  if (results.ok() && results->size() != task.outputs.size())
+    results = absl::InternalError(absl::StrCat("async_host work returned ", results->size(),
+                                               " results for ", task.outputs.size(), " outputs"));
+  if (!results.ok()) {
+    if (first_error_.ok()) first_error_ = results.status();
+    for (const BufferPtr& out : task.outputs) as_async(*out).error_ = results.status();
+    return;
+  }
+  for (size_t k = 0; k < task.outputs.size(); ++k) {
+    AsyncHostBuffer& out = as_async(*task.outputs[k]);
+    auto result = std::static_pointer_cast<host::HostBuffer>((*results)[k]);
+    // A result that is an input's (or an earlier output's) memory is
+    // copied: two buffers never share memory, so copy_in into one cannot
+    // change the other.
+    bool shared = false;
+    for (const BufferPtr& in : task.inputs) shared |= as_async(*in).storage_ == result;
+    for (size_t j = 0; j < k; ++j) shared |= as_async(*task.outputs[j]).storage_ == result;
+    if (shared) {
+      std::memcpy(out.storage_->bytes(), result->bytes(), out.type().bytes());
+    } else {
+      out.storage_ = std::move(result);
+    }
+    out.error_ = absl::OkStatus();
+  }
+}
+
+namespace {
+
+const bool registered = [] {
+  BackendRegistry::register_backend("async_host", DeviceType::async_host, [] {
+    return std::unique_ptr<Backend>(new AsyncHostBackend());
+  });
+  return true;
+}();
+
+}  // namespace
+}  // namespace mstep::async_host

@@ -1,0 +1,93 @@
+// async_host: the conformance test backend for asynchronous execution
+// (Backend.h, "Asynchronous execution"). Its executables are the ref
+// backend's, run on one worker thread (the backend's stream) a delay after
+// they are queued; run() returns at once with result buffers that hold
+// poison (NaN, or 0xA5 bytes for integers and bool) until the work that
+// writes them completes. Its buffers keep their memory private: no host
+// pointer is handed out and wrap_host is Unimplemented. So a runtime that
+// reads a result before its sync point, or reads a buffer's memory other
+// than through copy_out, gets poison or fails here. Only test binaries link
+// it (test/CMakeLists.txt); it is in no production device list.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "lib/backends/host/HostBuffer.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep::async_host {
+
+class AsyncHostBackend;
+
+/// A buffer of async_host: host memory only this backend touches, and the
+/// queued work that reads or writes it. Every member is guarded by the
+/// backend's mutex.
+class AsyncHostBuffer final : public Buffer {
+ public:
+  /// A buffer holding poison until it is written.
+  explicit AsyncHostBuffer(TensorType type);
+
+ private:
+  friend class AsyncHostBackend;
+  std::shared_ptr<host::HostBuffer> storage_;
+  uint64_t last_write_ = 0;  // ticket of the last queued work writing it (0: none)
+  uint64_t last_use_ = 0;    // ticket of the last queued work reading or writing it
+  absl::Status error_;       // of the work that wrote it, if that failed
+};
+
+/// Work for the stream: reads the inputs' memory, returns the outputs'
+/// (one HostBuffer per output) or the error.
+using HostWork = std::function<absl::StatusOr<std::vector<BufferPtr>>(
+    const std::vector<BufferPtr>& host_inputs)>;
+
+class AsyncHostBackend final : public Backend {
+ public:
+  AsyncHostBackend();
+  ~AsyncHostBackend() override;  // drains the stream, then stops the worker
+
+  absl::string_view name() const override { return "async_host"; }
+  DeviceType device_type() const override { return DeviceType::async_host; }
+
+  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override;
+  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override;
+  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override;
+  absl::Status synchronize() override;
+  bool supports(OpKind op, DType dtype) const override;
+
+  /// Queues `work` to run `delay_us` after the worker reaches it, on the
+  /// memory of `inputs` (async_host buffers) once every earlier work is
+  /// done; its results are then moved into `outputs` (new async_host
+  /// buffers, poisoned until then). A failure, or a failed input, poisons
+  /// `outputs` with the error for copy_out and synchronize() to report.
+  void enqueue(std::vector<BufferPtr> inputs, std::vector<BufferPtr> outputs, HostWork work,
+               int64_t delay_us);
+
+ private:
+  struct Task {
+    uint64_t ticket;
+    std::vector<BufferPtr> inputs, outputs;
+    HostWork work;
+    int64_t delay_us;
+  };
+  /// Blocks until every work up to `ticket` is done; call with `lock` held.
+  void wait_for(uint64_t ticket, std::unique_lock<std::mutex>& lock);
+  void worker_loop();
+  void finish(Task& task, absl::StatusOr<std::vector<BufferPtr>> results);
+
+  std::mutex mutex_;
+  std::condition_variable queued_, done_;
+  std::deque<Task> queue_;
+  uint64_t next_ticket_ = 1;
+  uint64_t completed_ = 0;    // every ticket <= this one is done
+  absl::Status first_error_;  // since the last synchronize()
+  bool stopping_ = false;
+  std::thread worker_;        // started last, joined first
+};
+
+}  // namespace mstep::async_host
