@@ -15,7 +15,10 @@
 // the adjacent pairs' ratios. The batches are made before timing and
 // reused in turn, so no data preparation (nor freeing of a batch) is timed.
 //
-//   replay_bench [--steps N] [--reps N] [--tiny] [--device cpu|ref]
+//   replay_bench [--steps N] [--reps N] [--tiny] [--device cpu|ref] [--save step.mstep]
+//
+// --save writes the captured step (Graph::save) for mstep-run, whose host
+// time per replay bench/export_bench.sh compares with this one's.
 //
 // The default device is mnist_mlp's, the cpu backend; --device ref runs the
 // interpreter, whose ~13 ms of naive kernels per step evict the host's
@@ -31,6 +34,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -117,6 +121,7 @@ int64_t parse_positive(const char* flag, const std::string& value) {
 
 int main(int argc, char** argv) {
   int64_t steps = 200, reps = 5;
+  std::string save_path;
   set_default_device(Device{DeviceType::cpu, 0});  // mnist_mlp's default
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
@@ -134,12 +139,14 @@ int main(int argc, char** argv) {
       steps = parse_positive("--steps", value);
     else if (flag == "--reps")
       reps = parse_positive("--reps", value);
+    else if (flag == "--save" && !value.empty())
+      save_path = value;
     else if (flag == "--device" && examples::parse_device(value))
       set_default_device(*examples::parse_device(value));
     else {
       std::fprintf(stderr,
                    "replay_bench: unknown flag %s (use --steps N, --reps N, --tiny, "
-                   "--device cpu|ref)\n",
+                   "--device cpu|ref, --save FILE)\n",
                    flag.c_str());
       return 2;
     }
@@ -186,6 +193,11 @@ int main(int argc, char** argv) {
   {
     CaptureGuard capture(graph);
     static_loss = replay_trainer.step(static_x, static_y);
+  }
+  if (!save_path.empty()) {
+    std::map<std::string, Tensor> names{{"x", static_x}, {"y", static_y}, {"loss", static_loss}};
+    for (auto& [name, p] : replay_trainer.model->named_parameters()) names.emplace(name, p);
+    graph.save(save_path, names);
   }
   auto replay_step = [&](int64_t i) {
     static_x.copy_(batches[i % kBatches].x);

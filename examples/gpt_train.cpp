@@ -16,6 +16,7 @@
 //             [--device cpu|ref]   (default cpu)   [--vocab N] (pad the vocabulary)
 //             [--autocast bf16]   (matmuls and attention in bf16, f32 master weights)
 //             [--clip C]   (clip_grad_norm_ max norm, default 1.0; 0: no clipping)
+//             [--save step.mstep]   (--mode replay: write the captured step for mstep-run)
 //             [--padding 0]   (full-length windows, no valid_seq_len: the
 //                              like-for-like peer benchmark, bench/peers.sh)
 //
@@ -30,6 +31,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -75,6 +77,7 @@ struct Args {
   double clip = 1.0;    // 0: no clipping
   bool padding = true;  // false: every window is seq long, no valid_seq_len
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
+  std::string save;  // --mode replay: write the captured step here (Graph::save)
 };
 
 Args parse_args(int argc, char** argv) {
@@ -104,6 +107,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--explicit-attention") a.explicit_attention = std::atoi(v) != 0;
     else if (flag == "--mode") a.mode = v;
     else if (flag == "--device") a.device = v;
+    else if (flag == "--save") a.save = v;
     else if (flag == "--samples") a.samples = std::atoi(v) != 0;
     else if (flag == "--clip") a.clip = std::atof(v);
     else if (flag == "--padding") a.padding = std::atoi(v) != 0;
@@ -309,8 +313,20 @@ int main(int argc, char** argv) {
     if (args.mode == "replay" && step >= 1) {
       if (!step_graph.captured()) {  // capture once, after one lazy warmup step
         static_batch = batch;
-        CaptureGuard capture(step_graph);
-        static_loss = train_step(static_batch);
+        {
+          CaptureGuard capture(step_graph);
+          static_loss = train_step(static_batch);
+        }
+        if (!args.save.empty()) {
+          std::map<std::string, Tensor> names{{"tokens", static_batch.tokens},
+                                              {"targets", static_batch.targets},
+                                              {"loss", static_loss}};
+          if (args.padding) names.emplace("lengths", static_batch.lengths);
+          for (auto& [name, p] : model.named_parameters()) names.emplace(name, p);
+          step_graph.save(args.save, names);
+          std::printf("saved the captured step to %s (replay it with mstep-run)\n",
+                      args.save.c_str());
+        }
       } else {
         static_batch.tokens.copy_(batch.tokens);  // materialized: shares the buffer
         static_batch.targets.copy_(batch.targets);

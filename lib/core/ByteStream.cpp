@@ -108,7 +108,8 @@ absl::StatusOr<absl::string_view> unseal(absl::string_view blob, absl::string_vi
   absl::string_view body = blob.substr(kSealBytes);
   if (body.size() != size)
     return absl::DataLossError(
-        absl::StrCat(what, ": the header says ", size, " body bytes, there are ", body.size()));
+        absl::StrCat(what, body.size() < size ? ": truncated" : ": trailing bytes",
+                     ": the header says ", size, " body bytes, there are ", body.size()));
   if (xxhash64(body) != sum)
     return absl::DataLossError(absl::StrCat(what, ": checksum mismatch, the bytes are corrupt"));
   return body;

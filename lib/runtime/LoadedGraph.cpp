@@ -22,6 +22,12 @@ struct LoadedGraph::Impl {
     std::vector<GraphArchive::Binding> inputs;
     std::vector<GraphArchive::Output> outputs;
     uint64_t rng_offset = 0;
+    // The donation protocol (Executable::run): the graph owns every slot's
+    // buffer alone, so it may hand one over where nothing it runs later
+    // reads the old value (plan_donations).
+    std::vector<uint8_t> donated;   // per input
+    std::vector<BufferPtr> offered;  // per result: this replay's offers
+    std::vector<int64_t> offer_slot;  // per result: the slot offered, or -1
     // Replay scratch.
     std::vector<BufferPtr> buffers;  // per input
     std::vector<BufferPtr> results;
@@ -53,8 +59,10 @@ struct LoadedGraph::Impl {
         }
       }
     }
+    for (size_t k = 0; k < seg.offer_slot.size(); ++k)
+      if (seg.offer_slot[k] >= 0) seg.offered[k] = slots[seg.offer_slot[k]];
     const auto start = std::chrono::steady_clock::now();
-    auto results = seg.executable->run(seg.buffers);
+    auto results = seg.executable->run(seg.buffers, Donation{seg.donated, seg.offered});
     execute_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!results.ok())
@@ -62,7 +70,44 @@ struct LoadedGraph::Impl {
                           absl::StrCat(path, ": segment ", s, " failed: ", results.status().message()));
     seg.results = *std::move(results);
     for (const GraphArchive::Output& o : seg.outputs) slots[o.slot] = seg.results[o.result];
+    for (BufferPtr& b : seg.offered) b.reset();
     return absl::OkStatus();
+  }
+
+  /// Which slot buffers each segment may hand over. A slot input is
+  /// donated when this segment writes that slot, reads it nowhere else, and
+  /// no segment re-reads an input that held the slot (segment_input). A
+  /// slot no segment reads (an output such as the loss) is offered for the
+  /// result bound to it.
+  void plan_donations(const std::vector<size_t>& num_results) {
+    std::vector<bool> reread(slots.size(), false), read(slots.size(), false);
+    for (const Segment& seg : segments)
+      for (const GraphArchive::Binding& b : seg.inputs) {
+        if (b.source == Source::slot) read[b.index] = true;
+        if (b.source == Source::segment_input) {
+          const GraphArchive::Binding& origin = segments[b.index].inputs[b.slot];
+          if (origin.source == Source::slot) reread[origin.index] = true;
+        }
+      }
+    for (size_t s = 0; s < segments.size(); ++s) {
+      Segment& seg = segments[s];
+      seg.donated.assign(seg.inputs.size(), 0);
+      seg.offered.assign(num_results[s], nullptr);
+      seg.offer_slot.assign(num_results[s], -1);
+      for (const GraphArchive::Output& o : seg.outputs) {
+        if (!read[o.slot]) {
+          seg.offer_slot[o.result] = o.slot;
+          continue;
+        }
+        int readers = 0;
+        for (const GraphArchive::Binding& b : seg.inputs)
+          readers += b.source == Source::slot && b.index == o.slot;
+        if (readers != 1 || reread[o.slot]) continue;
+        for (size_t j = 0; j < seg.inputs.size(); ++j)
+          if (seg.inputs[j].source == Source::slot && seg.inputs[j].index == o.slot)
+            seg.donated[j] = 1;
+      }
+    }
   }
 };
 
@@ -129,6 +174,9 @@ absl::StatusOr<std::unique_ptr<LoadedGraph>> LoadedGraph::load(const std::string
     seg.buffers.resize(seg.inputs.size());
     impl->segments.push_back(std::move(seg));
   }
+  std::vector<size_t> num_results;
+  for (const GraphArchive::Segment& seg : archive.segments) num_results.push_back(seg.result_types.size());
+  impl->plan_donations(num_results);
   std::unique_ptr<LoadedGraph> graph(new LoadedGraph(std::move(impl)));
   graph->slots_ = std::move(infos);
   return graph;

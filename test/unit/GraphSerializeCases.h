@@ -7,7 +7,7 @@
 
 #include "examples/models/Mlp.h"
 #include "lib/backends/ref/RefExecutableFormat.h"
-#include "lib/runtime/Compiler.h"
+#include "lib/compiler/Compiler.h"
 #include "mstep/mstep.h"
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/TestUtil.h"

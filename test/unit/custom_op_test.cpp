@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/CpuExecutable.h"
-#include "lib/runtime/Compiler.h"
+#include "lib/compiler/Compiler.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/TestUtil.h"
