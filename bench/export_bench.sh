@@ -11,7 +11,7 @@ build=${1:-build}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/mstep-export-bench.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, $(date -u +%F)"
+echo "# $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores, OMP_NUM_THREADS=$OMP_NUM_THREADS, $(date -u +%F)"
 
 in_process=()
 exported=()
@@ -27,6 +27,6 @@ echo "mnist_mlp replay host us: in-process replay() $(median "${in_process[@]}")
 "$build/examples/gpt_train" --mode replay --steps 3 --samples 0 --save "$dir/gpt.mstep" >/dev/null
 loads=()
 for rep in 1 2 3 4 5; do
-  loads+=("$("$build/tools/mstep-run/mstep-run" "$dir/gpt.mstep" --list | head -1 | grep -o 'loaded in [0-9.]*' | grep -o '[0-9.]*$')")
+  loads+=("$("$build/tools/mstep-run/mstep-run" "$dir/gpt.mstep" --list | grep -o "loaded in [0-9.]*" | grep -o "[0-9.]*$")")
 done
 echo "gpt_train exported step: load $(median "${loads[@]}") ms (runs: ${loads[*]}); $(du -k "$dir/gpt.mstep" | cut -f1) KiB"
