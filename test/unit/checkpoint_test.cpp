@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "mstep/mstep.h"
+#include "test/unit/SafetensorsTestDir.h"
 #include "test/unit/TestUtil.h"
 
 namespace mstep {
@@ -28,29 +29,10 @@ using ::testing::HasSubstr;
 using V = std::vector<float>;
 
 /// A fresh directory per test.
-class CheckpointTest : public ::testing::Test {
+class CheckpointTest : public testing::SafetensorsTestDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           (std::string("mstep_checkpoint_") + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  CheckpointTest() : SafetensorsTestDir("mstep_checkpoint_") {}
 
-  /// Writes raw bytes: an 8-byte header length, the header, the data.
-  std::string write_raw(const std::string& name, const std::string& header, const std::string& data,
-                        std::optional<uint64_t> length = {}) {
-    std::ofstream out(path(name), std::ios::binary);
-    uint64_t n = length.value_or(header.size());
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out << header << data;
-    return path(name);
-  }
-
-  fs::path dir_;
 };
 
 /// A module defined here, so the test does not depend on nn's layers:

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "mstep/runtime/SafetensorsFile.h"
+#include "test/unit/SafetensorsTestDir.h"
 
 namespace mstep {
 namespace {
@@ -37,35 +38,14 @@ HostTensor host(DType dtype, Shape shape, int seed) {
 }
 
 /// A fresh directory per test.
-class SafetensorsFileTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           (std::string("mstep_safetensors_file_") + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  /// Writes an 8-byte header length (`length`, else the header's size),
-  /// the header and the data.
-  std::string write_raw(const std::string& name, const std::string& header, const std::string& data,
-                        std::optional<uint64_t> length = {}) {
-    std::ofstream out(path(name), std::ios::binary);
-    const uint64_t n = length.value_or(header.size());
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out << header << data;
-    return path(name);
-  }
+class SafetensorsFileTest : public testing::SafetensorsTestDir {
+ protected:
+  SafetensorsFileTest() : SafetensorsTestDir("mstep_safetensors_file_") {}
 
   std::string read_all(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
-
-  fs::path dir_;
 };
 
 TEST_F(SafetensorsFileTest, RoundTripsEveryDtypeAndMetadata) {
