@@ -55,9 +55,9 @@ if(TARGET mstep_c)
     INSTALL_RPATH "\$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
   list(APPEND mstep_install_targets mstep_c)
 endif()
-set_target_properties(mstep-opt PROPERTIES
+set_target_properties(mstep-opt mstep-run PROPERTIES
   INSTALL_RPATH "\$ORIGIN/${mstep_bin_to_lib}" INSTALL_RPATH_USE_LINK_PATH ON)
-list(APPEND mstep_install_targets mstep-opt)
+list(APPEND mstep_install_targets mstep-opt mstep-run)
 
 # libmstep_compiler holds the dialect and passes (object files) and links
 # MLIR, LLVM, oneDNN and OpenMP PRIVATE; libmstep links LLVM PRIVATE. For a
