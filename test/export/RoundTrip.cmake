@@ -1,5 +1,8 @@
 # The exported-graph round trip across processes (see export_worker.cpp):
-#   cmake -DWORKER=... -DRUN=<mstep-run> -DDEVICE=cpu|ref -DDIR=<scratch> -DSTEPS=N -P RoundTrip.cmake
+#   cmake -DWORKER=... -DRUN=<mstep-run> -DDEVICE=cpu|ref -DSTEPS=N -P RoundTrip.cmake
+# The files go to a fresh private directory under $TMPDIR (or /tmp):
+# load_graph refuses files on a path another user can change, which a
+# checkout's directory may be.
 function(run_checked)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message(STATUS "${out}")
@@ -8,8 +11,11 @@ function(run_checked)
   endif()
 endfunction()
 
-file(REMOVE_RECURSE ${DIR})
-file(MAKE_DIRECTORY ${DIR})
+execute_process(COMMAND mktemp -d -t mstep_export_${DEVICE}.XXXXXX
+                OUTPUT_VARIABLE DIR OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE status)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "mktemp -d failed")
+endif()
 run_checked(${WORKER} export ${DIR} ${DEVICE} ${STEPS})
 run_checked(${RUN} ${DIR}/step.mstep --inputs ${DIR}/inputs.safetensors --steps ${STEPS}
             --outputs ${DIR}/got.safetensors)
@@ -29,3 +35,4 @@ foreach(expected "'images' is not an input of the step" "'x' has shape [3, 5]"
     message(FATAL_ERROR "mstep-run's error does not say \"${expected}\":\n${err}")
   endif()
 endforeach()
+file(REMOVE_RECURSE ${DIR})
