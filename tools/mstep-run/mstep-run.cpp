@@ -141,10 +141,12 @@ int main(int argc, char** argv) {
   if (a.list) {
     std::printf("%s: backend %s, %zu segments, loaded in %.1f ms\n", a.step.c_str(),
                 std::string(graph.backend()).c_str(), graph.num_segments(), load_ms);
-    for (const LoadedGraph::SlotInfo& s : graph.slots())
-      std::printf("  %-24s %-16s %-20s %s%s\n", s.name.c_str(),
-                  std::string(input_role_name(s.role)).c_str(), s.type.to_string().c_str(),
+    for (const LoadedGraph::SlotInfo& s : graph.slots()) {
+      // A slot the step writes but never reads is an output (the loss).
+      const std::string role = s.written && !s.read ? "output" : std::string(input_role_name(s.role));
+      std::printf("  %-24s %-16s %-20s %s%s\n", s.name.c_str(), role.c_str(), s.type.to_string().c_str(),
                   s.read ? "read" : "", s.written ? (s.read ? ", written" : "written") : "");
+    }
     return 0;
   }
 
