@@ -74,14 +74,16 @@ void save_captured_graph(const std::string& path, const std::map<std::string, Te
   }
   // One slot per tensor the step reads or writes, in first-use order.
   absl::flat_hash_map<const TensorImpl*, uint32_t> slot_of;
-  auto slot = [&](const std::shared_ptr<TensorImpl>& t, InputRole role) -> uint32_t {
+  // `kind` names an unnamed slot: its role, or "output" for a result.
+  auto slot = [&](const std::shared_ptr<TensorImpl>& t, InputRole role,
+                  absl::string_view kind) -> uint32_t {
     auto [it, added] = slot_of.try_emplace(t.get(), archive.slots.size());
     if (added) {
       GraphArchive::Slot s;
       auto named = name_of.find(t.get());
       s.name = named != name_of.end()
                    ? named->second
-                   : absl::StrCat(input_role_name(role), "_", archive.slots.size());
+                   : absl::StrCat(kind, "_", archive.slots.size());
       s.role = role;
       s.type = t->type();
       if (t->is_pending()) throw_if_error(tracer.sync(*t));
@@ -111,7 +113,9 @@ void save_captured_graph(const std::string& path, const std::map<std::string, Te
       GraphArchive::Binding a;
       switch (b.source) {
         case InputBinding::Source::tensor:
-          a = {GraphArchive::Binding::Source::slot, slot(b.tensor, seg.input_info[j].role), 0};
+          a = {GraphArchive::Binding::Source::slot, slot(b.tensor, seg.input_info[j].role,
+                       input_role_name(seg.input_info[j].role)),
+               0};
           break;
         case InputBinding::Source::segment:
           a = {GraphArchive::Binding::Source::segment_result, b.segment, b.slot};
@@ -131,7 +135,7 @@ void save_captured_graph(const std::string& path, const std::map<std::string, Te
       out.inputs.push_back(a);
     }
     for (const Segment::OutputBinding& o : seg.outputs) {
-      const uint32_t k = slot(o.tensor, InputRole::input);
+      const uint32_t k = slot(o.tensor, InputRole::input, "output");
       archive.slots[k].written = true;
       out.outputs.push_back({o.result, k});
     }

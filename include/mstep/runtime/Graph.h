@@ -104,7 +104,7 @@ class Graph {
   /// input comes from, the RNG offsets, and every tensor the step reads or
   /// writes with its current value. `names` names those tensors (static
   /// inputs, outputs, parameters); the others are named after their role
-  /// and position ("optimizer_state_7"). Throws ReplayError(not_captured)
+  /// and position ("optimizer_state_7"; "output_12" for a result). Throws ReplayError(not_captured)
   /// before capture_end(), and an Error when a segment's backend cannot
   /// serialize its executable or the file cannot be written.
   void save(const std::string& path, const std::map<std::string, Tensor>& names = {}) const;
