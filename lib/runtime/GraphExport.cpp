@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/runtime/GraphArchive.h"
+#include "lib/runtime/TrustedPath.h"
 #include "lib/runtime/CapturedSegment.h"
 #include "mstep/api/Tensor.h"
 #include "mstep/runtime/Tracer.h"
@@ -33,24 +34,15 @@ void write_file(const std::string& path, const std::string& bytes) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(absl::FailedPreconditionError(absl::StrCat(
                   "Graph::save: cannot create ", tmp, ": ", std::strerror(errno))));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(absl::DataLossError(
-          absl::StrCat("Graph::save: writing ", tmp, " failed: ", std::strerror(err))));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
+  absl::Status written = internal::write_all(fd, bytes);
+  if (written.ok() && ::fsync(fd) != 0) written = absl::DataLossError(std::strerror(errno));
+  if (::close(fd) != 0 && written.ok()) written = absl::DataLossError(std::strerror(errno));
+  if (written.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    written = absl::DataLossError(std::strerror(errno));
+  if (!written.ok()) {
     ::unlink(tmp.c_str());
     throw Error(absl::DataLossError(
-        absl::StrCat("Graph::save: cannot write ", path, ": ", std::strerror(err))));
+        absl::StrCat("Graph::save: cannot write ", path, ": ", written.message())));
   }
 }
 

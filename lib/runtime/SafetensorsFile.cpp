@@ -8,6 +8,8 @@
 //  5. only then read each tensor's bytes, straight into its HostTensor.
 #include "mstep/runtime/SafetensorsFile.h"
 
+#include "lib/runtime/TrustedPath.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -287,16 +289,6 @@ std::string temporary_path(const std::string& path) {
   return absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
 }
 
-absl::Status write_all(int fd, absl::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::DataLossError(std::strerror(errno));
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
-
 } // namespace
 
 absl::string_view safetensors_dtype_code(DType dtype) {
@@ -391,10 +383,10 @@ absl::Status write_safetensors(const std::string& path,
     return file_error(absl::StatusCode::kPermissionDenied, path,
                       absl::StrCat("cannot create '", tmp, "' (", std::strerror(errno), ")"));
   absl::Status written =
-      write_all(fd.get(), absl::string_view(reinterpret_cast<const char*>(&header_len), 8));
-  if (written.ok()) written = write_all(fd.get(), header);
+      internal::write_all(fd.get(), absl::string_view(reinterpret_cast<const char*>(&header_len), 8));
+  if (written.ok()) written = internal::write_all(fd.get(), header);
   for (const auto& [name, t] : tensors)
-    if (written.ok()) written = write_all(fd.get(), t.bytes);
+    if (written.ok()) written = internal::write_all(fd.get(), t.bytes);
   if (written.ok() && !fd.close()) written = absl::DataLossError(std::strerror(errno));
   if (!written.ok()) {
     ::unlink(tmp.c_str());

@@ -195,6 +195,16 @@ absl::StatusOr<std::string> read_all(int fd, off_t size_hint) {
   }
 }
 
+absl::Status write_all(int fd, absl::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::DataLossError(errno_text(errno));
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> read_trusted_file(const std::string& path) {
   absl::StatusOr<std::string> real = check_trusted_path(path, PathKind::file);
   if (!real.ok())

@@ -42,6 +42,10 @@ absl::Status check_trusted_target(const std::string& path, const struct stat& st
 /// All of the file open at `fd` (`size_hint`: its size, or 0).
 absl::StatusOr<std::string> read_all(int fd, off_t size_hint);
 
+/// Writes all of `bytes` to `fd` (retrying short writes and EINTR);
+/// DataLoss with strerror on failure.
+absl::Status write_all(int fd, absl::string_view bytes);
+
 /// The bytes of the file at `path`, which must pass the rule above (the file
 /// read is the file checked: it is opened without following a final symlink
 /// and checked again by fstat). Errors name the path.
