@@ -79,7 +79,7 @@ struct LoadedGraph::Impl {
   /// no segment re-reads an input that held the slot (segment_input). A
   /// slot no segment reads (an output such as the loss) is offered for the
   /// result bound to it.
-  void plan_donations(const std::vector<size_t>& num_results) {
+  void plan_donations() {
     std::vector<bool> reread(slots.size(), false), read(slots.size(), false);
     for (const Segment& seg : segments)
       for (const GraphArchive::Binding& b : seg.inputs) {
@@ -89,11 +89,9 @@ struct LoadedGraph::Impl {
           if (origin.source == Source::slot) reread[origin.index] = true;
         }
       }
-    for (size_t s = 0; s < segments.size(); ++s) {
-      Segment& seg = segments[s];
+    for (Segment& seg : segments) {
       seg.donated.assign(seg.inputs.size(), 0);
-      seg.offered.assign(num_results[s], nullptr);
-      seg.offer_slot.assign(num_results[s], -1);
+      seg.offer_slot.assign(seg.offered.size(), -1);
       for (const GraphArchive::Output& o : seg.outputs) {
         if (!read[o.slot]) {
           seg.offer_slot[o.result] = o.slot;
@@ -172,11 +170,10 @@ absl::StatusOr<std::unique_ptr<LoadedGraph>> LoadedGraph::load(const std::string
     seg.outputs = std::move(from.outputs);
     seg.rng_offset = from.rng_offset;
     seg.buffers.resize(seg.inputs.size());
+    seg.offered.resize(from.result_types.size());
     impl->segments.push_back(std::move(seg));
   }
-  std::vector<size_t> num_results;
-  for (const GraphArchive::Segment& seg : archive.segments) num_results.push_back(seg.result_types.size());
-  impl->plan_donations(num_results);
+  impl->plan_donations();
   std::unique_ptr<LoadedGraph> graph(new LoadedGraph(std::move(impl)));
   graph->slots_ = std::move(infos);
   return graph;
