@@ -3,6 +3,7 @@
 // copy_out and synchronize.
 #include "lib/backends/async_host/AsyncHostBackend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -160,7 +161,12 @@ void AsyncHostBackend::finish(Task& task, absl::StatusOr<std::vector<BufferPtr>>
                                                " results for ", task.outputs.size(), " outputs"));
   if (!results.ok()) {
     if (first_error_.ok()) first_error_ = results.status();
-    for (const BufferPtr& out : task.outputs) as_async(*out).error_ = results.status();
+    // Failed work writes nothing: a donated input keeps its contents (a
+    // failed step keeps parameters and optimizer state, as on the host
+    // backends); every other output holds the error.
+    for (const BufferPtr& out : task.outputs)
+      if (std::find(task.inputs.begin(), task.inputs.end(), out) == task.inputs.end())
+        as_async(*out).error_ = results.status();
     return;
   }
   for (size_t k = 0; k < task.outputs.size(); ++k) {
@@ -173,7 +179,8 @@ void AsyncHostBackend::finish(Task& task, absl::StatusOr<std::vector<BufferPtr>>
     for (const BufferPtr& in : task.inputs) shared |= as_async(*in).storage_ == result;
     for (size_t j = 0; j < k; ++j) shared |= as_async(*task.outputs[j]).storage_ == result;
     if (shared) {
-      std::memcpy(out.storage_->bytes(), result->bytes(), out.type().bytes());
+      if (out.storage_ != result)  // else a donated input passed through
+        std::memcpy(out.storage_->bytes(), result->bytes(), out.type().bytes());
     } else {
       out.storage_ = std::move(result);
     }

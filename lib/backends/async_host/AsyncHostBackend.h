@@ -62,9 +62,11 @@ class AsyncHostBackend final : public Backend {
 
   /// Queues `work` to run `delay_us` after the worker reaches it, on the
   /// memory of `inputs` (async_host buffers) once every earlier work is
-  /// done; its results are then moved into `outputs` (new async_host
-  /// buffers, poisoned until then). A failure, or a failed input, poisons
-  /// `outputs` with the error for copy_out and synchronize() to report.
+  /// done; its results are then moved into `outputs` (async_host buffers:
+  /// new ones hold poison until then; an output may be one of `inputs`,
+  /// donated). A failure, or a failed input, writes nothing: it poisons the
+  /// outputs that are not inputs with the error, for copy_out and
+  /// synchronize() to report, and a donated input keeps its contents.
   void enqueue(std::vector<BufferPtr> inputs, std::vector<BufferPtr> outputs, HostWork work,
                int64_t delay_us);
 

@@ -1,7 +1,8 @@
 // async_host's compile half and its executable: the ref backend's compile
 // result (the module exported back to a TraceGraph and interpreted), run
-// on async_host's stream. run() checks its inputs, makes poisoned output
-// buffers and queues the interpreter; it returns before the work is done.
+// on async_host's stream. run() checks its inputs, picks the output
+// buffers (a donated input, an offered buffer or a new poisoned one) and
+// queues the interpreter; it returns before the work is done.
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "absl/strings/str_cat.h"
@@ -18,11 +19,12 @@ namespace {
 class AsyncHostExecutable final : public Executable {
  public:
   AsyncHostExecutable(AsyncHostBackend& backend, std::vector<TensorType> input_types,
-                      std::vector<TensorType> output_types, std::unique_ptr<Executable> ref,
-                      int64_t delay_us)
+                      std::vector<TensorType> output_types, std::vector<int32_t> donated_to,
+                      std::unique_ptr<Executable> ref, int64_t delay_us)
       : backend_(backend),
         input_types_(std::move(input_types)),
         output_types_(std::move(output_types)),
+        donated_to_(std::move(donated_to)),
         ref_(std::move(ref)),
         delay_us_(delay_us) {}
 
@@ -32,11 +34,11 @@ class AsyncHostExecutable final : public Executable {
   }
 
   using Executable::run;
-  /// Takes no donation: never updates an input in place and never writes
-  /// into an offered buffer; every output is a new buffer (both are
-  /// optional in Executable::run).
+  /// Takes donations as a device backend does: a donated input's buffer is
+  /// its output's (the stream writes it after every earlier reader), an
+  /// offered buffer of the right type is written instead of a new one.
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
-                                             const Donation&) override {
+                                             const Donation& donation) override {
     if (inputs.size() != input_types_.size())
       return absl::InvalidArgumentError(absl::StrCat("async_host executable expects ",
                                                      input_types_.size(), " inputs, got ",
@@ -49,8 +51,18 @@ class AsyncHostExecutable final : public Executable {
             input_types_[i].to_string(), ", got ",
             b ? absl::StrCat(b->device().to_string(), " ", b->type().to_string()) : "null"));
     }
-    std::vector<BufferPtr> outputs;
-    for (const TensorType& t : output_types_) outputs.push_back(std::make_shared<AsyncHostBuffer>(t));
+    std::vector<BufferPtr> outputs(output_types_.size());
+    for (size_t i = 0; i < donation.inputs.size(); ++i)
+      if (donation.inputs[i] && donated_to_[i] >= 0 && !outputs[donated_to_[i]])
+        outputs[donated_to_[i]] = inputs[i];
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (outputs[k]) continue;
+      const BufferPtr offered = k < donation.outputs.size() ? donation.outputs[k] : nullptr;
+      outputs[k] = offered && offered->device().type == DeviceType::async_host &&
+                           offered->type() == output_types_[k]
+                       ? offered
+                       : std::make_shared<AsyncHostBuffer>(output_types_[k]);
+    }
     std::shared_ptr<Executable> ref = ref_;
     backend_.enqueue(std::vector<BufferPtr>(inputs.begin(), inputs.end()), outputs,
                      [ref](const std::vector<BufferPtr>& host_inputs) { return ref->run(host_inputs); },
@@ -61,6 +73,7 @@ class AsyncHostExecutable final : public Executable {
  private:
   AsyncHostBackend& backend_;
   std::vector<TensorType> input_types_, output_types_;
+  std::vector<int32_t> donated_to_;  // per input: the output it may become, or -1
   std::shared_ptr<Executable> ref_;  // shared with the queued work
   int64_t delay_us_;
 };
@@ -77,13 +90,17 @@ class AsyncHostCompiler final : public BackendCompiler {
     std::vector<TensorType> outputs;
     for (ValueRef v : graph.outputs) outputs.push_back(graph.nodes[v.node].results[v.index]);
     std::vector<TensorType> inputs = graph.input_types;
-    // No donation: the interpreter would judge an input free to overwrite
-    // by who holds its memory, not by who holds the async_host buffer.
+    // The executable donates async_host buffers itself; the interpreter
+    // under it only ever makes new host memory (it would judge an input
+    // free to overwrite by who holds its memory, not the async_host buffer).
+    std::vector<int32_t> donated_to = graph.donated_to;
+    donated_to.resize(inputs.size(), -1);
     graph.donated_to.assign(graph.donated_to.size(), -1);
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> ref, ref::make_ref_executable(std::move(graph)));
     return std::make_unique<AsyncHostExecutable>(static_cast<AsyncHostBackend&>(backend),
                                                  std::move(inputs), std::move(outputs),
-                                                 std::move(ref), options.async_host_delay_us);
+                                                 std::move(donated_to), std::move(ref),
+                                                 options.async_host_delay_us);
   }
 };
 
