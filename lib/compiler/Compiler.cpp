@@ -1,8 +1,9 @@
 // The miss path of mark_step(): TraceGraph -> mstep MLIR module -> the
 // backend's pass pipeline -> its compile half -> an executable of its
 // runtime half. One MLIRContext lives for the process: types and attributes
-// are uniqued once and reused by every compile, and passes load the
-// dialects they declare (dependentDialects) into it.
+// are uniqued once and reused by every compile; passes load the dialects
+// they declare (dependentDialects) into it, and the driver those a
+// backend's compile half declares (BackendCompiler::get_dependent_dialects).
 #include "lib/compiler/Compiler.h"
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mstep/compiler/BackendCompiler.h"
@@ -41,11 +43,19 @@ std::string print_module(mlir::ModuleOp module) {
 
 }  // namespace
 
+void load_dependent_dialects(mlir::MLIRContext& context, const BackendCompiler& compiler) {
+  mlir::DialectRegistry registry;
+  compiler.get_dependent_dialects(registry);
+  context.appendDialectRegistry(registry);
+  for (llvm::StringRef name : registry.getDialectNames()) context.getOrLoadDialect(name);
+}
+
 absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
                                             const CompileOptions& options,
                                             const RuntimeOptions& runtime) {
   MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend.name()));
   mlir::MLIRContext& ctx = context();
+  load_dependent_dialects(ctx, *compiler);
   auto module = import_trace_graph(graph, ctx);
   if (!module.ok()) return module.status();
 
@@ -73,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_vi
   auto native = backend.deserialize(text, runtime);
   if (!absl::IsUnimplemented(native.status())) return native;
   MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend.name()));
+  load_dependent_dialects(context(), *compiler);
   MSTEP_ASSIGN_OR_RETURN(auto module, parse_mstep_module(text, context(), "the cached module"));
   return compiler->compile(module.get(), backend, runtime);
 }

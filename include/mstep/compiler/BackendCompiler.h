@@ -18,6 +18,8 @@
 #include "mstep/runtime/Options.h"
 
 namespace mlir {
+class DialectRegistry;
+class MLIRContext;
 class ModuleOp;
 class OpPassManager;
 }  // namespace mlir
@@ -35,6 +37,12 @@ class BackendCompiler {
   /// cpu backend's arena plan). Nothing by default.
   virtual void build_target_pipeline(mlir::OpPassManager& pm) const {}
 
+  /// The dialects (and their LLVM IR translations) compile() builds ops of
+  /// beyond those of the pipeline's passes, which declare their own. The
+  /// driver loads them into its one context before compile(), as a
+  /// PassManager does for a pass's dependentDialects. None by default.
+  virtual void get_dependent_dialects(mlir::DialectRegistry& registry) const {}
+
   /// Compiles the module's step function (one public func.func named
   /// "step", after the whole pipeline) into an executable of `backend`,
   /// the runtime half registered under backend_name(). Errors name the
@@ -44,6 +52,9 @@ class BackendCompiler {
                                                               Backend& backend,
                                                               const RuntimeOptions& options) = 0;
 };
+
+/// Loads `compiler`'s dependent dialects into `context` (idempotent).
+void load_dependent_dialects(mlir::MLIRContext& context, const BackendCompiler& compiler);
 
 /// Compile halves by backend name. Each registers itself from a static
 /// initializer in libmstep_compiler. Thread-safe; a compiler is created on

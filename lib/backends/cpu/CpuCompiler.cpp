@@ -4,6 +4,7 @@
 #include "lib/backends/cpu/ArenaPlan.h"
 #include "lib/backends/cpu/CpuExecutable.h"
 #include "lib/backends/cpu/FusionJit.h"
+#include "lib/backends/cpu/FusionJitLowering.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mstep/compiler/BackendCompiler.h"
@@ -37,6 +38,11 @@ class CpuCompiler final : public BackendCompiler {
   /// The cpu executable runs from one static arena.
   void build_target_pipeline(mlir::OpPassManager& pm) const override {
     passes::add_arena_plan(pm);
+  }
+
+  /// The fused kernels are built in linalg/vector and lowered to LLVM.
+  void get_dependent_dialects(mlir::DialectRegistry& registry) const override {
+    declare_kernel_dialects(registry);
   }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module, Backend&,

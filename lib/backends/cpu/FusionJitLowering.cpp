@@ -224,18 +224,12 @@ void initialize_native_target() {
   });
 }
 
-void load_kernel_dialects(MLIRContext& context) {
-  DialectRegistry registry;
+void declare_kernel_dialects(DialectRegistry& registry) {
   registry.insert<affine::AffineDialect, arith::ArithDialect, cf::ControlFlowDialect,
                   func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
                   memref::MemRefDialect, scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
-  context.appendDialectRegistry(registry);
-  context
-      .loadDialect<affine::AffineDialect, arith::ArithDialect, cf::ControlFlowDialect,
-                   func::FuncDialect, linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
-                   memref::MemRefDialect, scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
 }
 
 FusionTarget host_target() {

@@ -11,13 +11,15 @@
 #include "absl/status/statusor.h"
 #include "lib/backends/cpu/FusionKernelEmitter.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 
 namespace mstep::cpu {
 
-/// Registers and loads the dialects and LLVM IR translations the kernels
-/// and their lowering use into `context`. Idempotent.
-void load_kernel_dialects(mlir::MLIRContext& context);
+/// Declares the dialects and LLVM IR translations the kernels and their
+/// lowering use (CpuCompiler::get_dependent_dialects). Loading them is the
+/// compiler driver's work; FusionJit::compile checks that it was done.
+void declare_kernel_dialects(mlir::DialectRegistry& registry);
 
 /// This host as a code generation target: its CPU and every feature LLVM
 /// detects on it that the runtime can check (HostCpuFeatures.h); a feature
