@@ -3,6 +3,8 @@
 # Ends with one summary line: passed, failed and skipped, and names the
 # skipped tests (each skip says why in its own output: a missing CPU feature,
 # not running as root, a data package not installed; see README "Tests").
+# Tests labelled gpu need a GPU and are left out (scripts/gpu_check.sh
+# bundles them for a GPU machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,7 +13,7 @@ cmake --build build
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-ctest --test-dir build --output-on-failure -j"$(nproc)" "$@" 2>&1 | tee "$log"
+ctest --test-dir build --output-on-failure -j"$(nproc)" -LE gpu "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 total=$(sed -n 's/.* tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)

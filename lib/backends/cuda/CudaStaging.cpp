@@ -1,0 +1,87 @@
+// CudaStaging. copy_in: for each chunk, 1. wait until its slot's previous
+// copy has run, 2. memcpy the chunk into the slot's pinned buffer, 3. queue
+// cuMemcpyHtoDAsync from it and record the slot's event. copy_out: queue
+// the device-to-pinned copy of chunk i, then finish chunk i-1 (wait for
+// its event, memcpy it to the caller), so both directions overlap.
+#include "lib/backends/cuda/CudaStaging.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::cuda {
+
+absl::StatusOr<std::unique_ptr<CudaStaging>> CudaStaging::create(const CudaContext& context,
+                                                                 size_t chunk_bytes) {
+  if (chunk_bytes == 0) return absl::InvalidArgumentError("cuda: staging chunks of 0 bytes");
+  std::unique_ptr<CudaStaging> staging(new CudaStaging(context, chunk_bytes));
+  for (Slot& slot : staging->slots_) {
+    MSTEP_ASSIGN_OR_RETURN(slot.pinned, CudaPinnedBuffer::allocate(context, chunk_bytes));
+    MSTEP_ASSIGN_OR_RETURN(slot.done, CudaEvent::create(context));
+  }
+  return staging;
+}
+
+absl::Status CudaStaging::wait(Slot& slot) {
+  if (!slot.in_use) return absl::OkStatus();
+  MSTEP_RETURN_IF_ERROR(slot.done.synchronize());
+  slot.in_use = false;
+  return absl::OkStatus();
+}
+
+absl::Status CudaStaging::copy_in(CUdeviceptr target, std::span<const std::byte> source) {
+  MSTEP_RETURN_IF_ERROR(context_.make_current());
+  const CudaDriverApi& api = context_.api();
+  for (size_t offset = 0, chunk = 0; offset < source.size(); offset += chunk_bytes_, ++chunk) {
+    Slot& slot = slots_[chunk % slots_.size()];
+    size_t bytes = std::min(chunk_bytes_, source.size() - offset);
+    MSTEP_RETURN_IF_ERROR(wait(slot));
+    std::memcpy(slot.pinned.data(), source.data() + offset, bytes);
+    MSTEP_RETURN_IF_ERROR(check_cuda(
+        api, api.cuMemcpyHtoDAsync(target + offset, slot.pinned.data(), bytes, context_.stream()),
+        "cuMemcpyHtoDAsync", absl::StrCat("copying ", describe_bytes(source.size()), " in")));
+    MSTEP_RETURN_IF_ERROR(slot.done.record());
+    slot.in_use = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaStaging::copy_out(std::span<std::byte> target, CUdeviceptr source) {
+  MSTEP_RETURN_IF_ERROR(context_.make_current());
+  const CudaDriverApi& api = context_.api();
+  // Chunk `chunk`'s bytes are in its slot once its event is; move them out.
+  auto finish = [&](size_t chunk) -> absl::Status {
+    Slot& slot = slots_[chunk % slots_.size()];
+    MSTEP_RETURN_IF_ERROR(wait(slot));
+    size_t offset = chunk * chunk_bytes_;
+    std::memcpy(target.data() + offset, slot.pinned.data(),
+                std::min(chunk_bytes_, target.size() - offset));
+    return absl::OkStatus();
+  };
+  size_t chunks = (target.size() + chunk_bytes_ - 1) / chunk_bytes_;
+  for (size_t chunk = 0; chunk < chunks; ++chunk) {
+    Slot& slot = slots_[chunk % slots_.size()];
+    size_t offset = chunk * chunk_bytes_;
+    size_t bytes = std::min(chunk_bytes_, target.size() - offset);
+    MSTEP_RETURN_IF_ERROR(wait(slot));
+    MSTEP_RETURN_IF_ERROR(check_cuda(
+        api, api.cuMemcpyDtoHAsync(slot.pinned.data(), source + offset, bytes, context_.stream()),
+        "cuMemcpyDtoHAsync", absl::StrCat("copying ", describe_bytes(target.size()), " out")));
+    MSTEP_RETURN_IF_ERROR(slot.done.record());
+    slot.in_use = true;
+    if (chunk > 0) MSTEP_RETURN_IF_ERROR(finish(chunk - 1));
+  }
+  if (chunks > 0) MSTEP_RETURN_IF_ERROR(finish(chunks - 1));
+  return absl::OkStatus();
+}
+
+absl::Status CudaStaging::copy_device(CUdeviceptr target, CUdeviceptr source, size_t bytes) {
+  MSTEP_RETURN_IF_ERROR(context_.make_current());
+  return check_cuda(context_.api(),
+                    context_.api().cuMemcpyDtoDAsync(target, source, bytes, context_.stream()),
+                    "cuMemcpyDtoDAsync", absl::StrCat("copying ", describe_bytes(bytes)));
+}
+
+} // namespace mstep::cuda

@@ -1,0 +1,337 @@
+// FakeCudaDriver: each fake function records its call and does the
+// least that keeps the code above it honest (copies copy, allocations
+// allocate host memory, library loads check the image's architecture).
+#include "test/cuda/FakeCudaDriver.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "lib/backends/cuda/CudaModule.h"
+
+namespace mstep::cuda::testing {
+namespace {
+
+FakeCudaDriver* g_fake = nullptr;
+
+FakeCall& record(const char* name, CUstream stream = nullptr) {
+  g_fake->calls.push_back({.name = name, .stream = stream});
+  return g_fake->calls.back();
+}
+
+/// A kernel the fake knows: its name and parameter layout.
+struct FakeKernelInfo {
+  const char* name;
+  std::vector<CudaKernelParam> params;
+};
+const std::vector<FakeKernelInfo>& known_kernels() {
+  static const std::vector<FakeKernelInfo> kernels = {
+      {"saxpy", {{0, 4}, {4, 4}, {8, 8}, {16, 8}}}, // int n, float a, const float*, float*
+      {"empty_kernel", {}}};
+  return kernels;
+}
+// CUkernel and CUfunction handles are pointers to the kernel's info.
+const FakeKernelInfo* info_of(const void* handle) {
+  return static_cast<const FakeKernelInfo*>(handle);
+}
+
+// A fake handle for contexts, streams, events and libraries.
+template <typename Handle> Handle new_handle() {
+  static uintptr_t next = 0x1000;
+  next += 0x10;
+  return reinterpret_cast<Handle>(next);
+}
+CUcontext g_context = nullptr;
+
+CUresult get_error_name(CUresult result, const char** name) {
+  switch (result) {
+  case CUDA_SUCCESS:
+    *name = "CUDA_SUCCESS";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_NO_DEVICE:
+    *name = "CUDA_ERROR_NO_DEVICE";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_NO_BINARY_FOR_GPU:
+    *name = "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_INVALID_PTX:
+    *name = "CUDA_ERROR_INVALID_PTX";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_NOT_FOUND:
+    *name = "CUDA_ERROR_NOT_FOUND";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_OUT_OF_MEMORY:
+    *name = "CUDA_ERROR_OUT_OF_MEMORY";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+    *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
+    return CUDA_SUCCESS;
+  default:
+    *name = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+CUresult get_error_string(CUresult result, const char** text) {
+  *text = result == CUDA_ERROR_NO_BINARY_FOR_GPU ? "no kernel image is available for execution on "
+                                                   "the device"
+                                                 : "fake driver error";
+  return CUDA_SUCCESS;
+}
+CUresult init(unsigned) {
+  record("cuInit");
+  return g_fake->init_result;
+}
+CUresult driver_get_version(int* version) {
+  *version = g_fake->driver_version;
+  return CUDA_SUCCESS;
+}
+CUresult device_get(CUdevice* device, int ordinal) {
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult device_get_count(int* count) {
+  *count = g_fake->device_count;
+  return CUDA_SUCCESS;
+}
+CUresult device_get_name(char* name, int length, CUdevice) {
+  std::strncpy(name, "Fake GPU", length);
+  return CUDA_SUCCESS;
+}
+CUresult device_get_attribute(int* value, CUdevice_attribute attribute, CUdevice) {
+  switch (attribute) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *value = g_fake->compute_major;
+    break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *value = g_fake->compute_minor;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *value = 132;
+    break;
+  default:
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult device_total_mem(size_t* bytes, CUdevice) {
+  *bytes = size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+CUresult primary_ctx_retain(CUcontext* context, CUdevice) {
+  record("cuDevicePrimaryCtxRetain");
+  if (g_context == nullptr) g_context = new_handle<CUcontext>();
+  *context = g_context;
+  ++g_fake->retained_contexts;
+  return CUDA_SUCCESS;
+}
+CUresult primary_ctx_release(CUdevice) {
+  record("cuDevicePrimaryCtxRelease");
+  --g_fake->retained_contexts;
+  return CUDA_SUCCESS;
+}
+CUresult ctx_set_current(CUcontext) { return CUDA_SUCCESS; }
+CUresult stream_create(CUstream* stream, unsigned) {
+  *stream = new_handle<CUstream>();
+  record("cuStreamCreate", *stream);
+  return CUDA_SUCCESS;
+}
+CUresult stream_destroy(CUstream stream) {
+  record("cuStreamDestroy", stream);
+  return CUDA_SUCCESS;
+}
+CUresult stream_synchronize(CUstream stream) {
+  record("cuStreamSynchronize", stream);
+  return CUDA_SUCCESS;
+}
+CUresult event_create(CUevent* event, unsigned) {
+  *event = new_handle<CUevent>();
+  return CUDA_SUCCESS;
+}
+CUresult event_record(CUevent, CUstream stream) {
+  record("cuEventRecord", stream);
+  return CUDA_SUCCESS;
+}
+CUresult event_query(CUevent) { return CUDA_SUCCESS; }
+CUresult event_synchronize(CUevent) {
+  record("cuEventSynchronize");
+  return CUDA_SUCCESS;
+}
+CUresult event_elapsed_time(float* ms, CUevent, CUevent) {
+  *ms = 1.0f;
+  return CUDA_SUCCESS;
+}
+CUresult event_destroy(CUevent) { return CUDA_SUCCESS; }
+CUresult mem_alloc(CUdeviceptr* pointer, size_t bytes) {
+  *pointer = reinterpret_cast<CUdeviceptr>(std::malloc(bytes));
+  ++g_fake->live_device;
+  FakeCall& call = record("cuMemAlloc");
+  call.target = *pointer;
+  call.bytes = bytes;
+  return CUDA_SUCCESS;
+}
+CUresult mem_free(CUdeviceptr pointer) {
+  std::free(reinterpret_cast<void*>(pointer));
+  --g_fake->live_device;
+  return CUDA_SUCCESS;
+}
+CUresult mem_host_alloc(void** pointer, size_t bytes, unsigned) {
+  *pointer = std::malloc(bytes);
+  ++g_fake->live_pinned;
+  FakeCall& call = record("cuMemHostAlloc");
+  call.target = reinterpret_cast<uintptr_t>(*pointer);
+  call.bytes = bytes;
+  return CUDA_SUCCESS;
+}
+CUresult mem_free_host(void* pointer) {
+  std::free(pointer);
+  --g_fake->live_pinned;
+  return CUDA_SUCCESS;
+}
+CUresult copy(const char* name, uintptr_t target, uintptr_t source, size_t bytes, CUstream stream) {
+  std::memcpy(reinterpret_cast<void*>(target), reinterpret_cast<const void*>(source), bytes);
+  FakeCall& call = record(name, stream);
+  call.target = target;
+  call.source = source;
+  call.bytes = bytes;
+  return CUDA_SUCCESS;
+}
+CUresult memcpy_htod(CUdeviceptr target, const void* source, size_t bytes, CUstream stream) {
+  return copy("cuMemcpyHtoDAsync", target, reinterpret_cast<uintptr_t>(source), bytes, stream);
+}
+CUresult memcpy_dtoh(void* target, CUdeviceptr source, size_t bytes, CUstream stream) {
+  return copy("cuMemcpyDtoHAsync", reinterpret_cast<uintptr_t>(target), source, bytes, stream);
+}
+CUresult memcpy_dtod(CUdeviceptr target, CUdeviceptr source, size_t bytes, CUstream stream) {
+  return copy("cuMemcpyDtoDAsync", target, source, bytes, stream);
+}
+/// The JIT option value for `wanted`, or null.
+void* option(CUjit_option* options, void** values, unsigned count, CUjit_option wanted) {
+  for (unsigned i = 0; i < count; ++i)
+    if (options[i] == wanted) return values[i];
+  return nullptr;
+}
+CUresult library_load_data(CUlibrary* library, const void* code, CUjit_option* options,
+                           void** values, unsigned count, CUlibraryOption*, void**, unsigned) {
+  absl::string_view image(static_cast<const char*>(code));
+  bool elf = absl::StartsWith(image, "\x7f"
+                                     "ELF");
+  FakeCall& call = record("cuLibraryLoadData");
+  call.kernel = elf ? "cubin" : "ptx";
+  if (elf) {
+    // The whole cubin (it has NUL bytes): its header says its architecture.
+    std::string arch = describe_cubin_arch(absl::string_view(static_cast<const char*>(code), 64));
+    std::string device = "sm_" + std::to_string(g_fake->compute_major * 10 + g_fake->compute_minor);
+    if (arch != device) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+  } else if (!g_fake->ptx_error.empty()) {
+    auto* log = static_cast<char*>(option(options, values, count, CU_JIT_ERROR_LOG_BUFFER));
+    size_t size = reinterpret_cast<uintptr_t>(
+        option(options, values, count, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES));
+    if (log != nullptr && size > 0) std::strncpy(log, g_fake->ptx_error.c_str(), size);
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  *library = new_handle<CUlibrary>();
+  return CUDA_SUCCESS;
+}
+CUresult library_unload(CUlibrary) {
+  record("cuLibraryUnload");
+  return CUDA_SUCCESS;
+}
+CUresult library_get_kernel(CUkernel* kernel, CUlibrary, const char* name) {
+  for (const FakeKernelInfo& info : known_kernels())
+    if (std::strcmp(info.name, name) == 0) {
+      *kernel = reinterpret_cast<CUkernel>(const_cast<FakeKernelInfo*>(&info));
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_NOT_FOUND;
+}
+CUresult kernel_get_function(CUfunction* function, CUkernel kernel) {
+  *function = reinterpret_cast<CUfunction>(kernel);
+  return CUDA_SUCCESS;
+}
+CUresult kernel_get_param_info(CUkernel kernel, size_t index, size_t* offset, size_t* size) {
+  const FakeKernelInfo* info = info_of(kernel);
+  if (index >= info->params.size()) return CUDA_ERROR_INVALID_VALUE;
+  *offset = info->params[index].offset;
+  *size = info->params[index].size;
+  return CUDA_SUCCESS;
+}
+CUresult func_get_attribute(int* value, CUfunction_attribute, CUfunction) {
+  *value = 0;
+  return CUDA_SUCCESS;
+}
+CUresult launch_kernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
+                       void** extra) {
+  const FakeKernelInfo* info = info_of(function);
+  FakeCall& call = record("cuLaunchKernel", stream);
+  call.kernel = info->name;
+  call.grid[0] = gx, call.grid[1] = gy, call.grid[2] = gz;
+  call.block[0] = bx, call.block[1] = by, call.block[2] = bz;
+  call.shared_bytes = shared;
+  // As the driver does: each parameter's bytes read through its pointer.
+  for (size_t i = 0; i < info->params.size(); ++i)
+    call.args.emplace_back(static_cast<const char*>(params[i]), info->params[i].size);
+  return std::exchange(g_fake->launch_result, CUDA_SUCCESS);
+}
+
+} // namespace
+
+FakeCudaDriver::FakeCudaDriver() { g_fake = this; }
+FakeCudaDriver::~FakeCudaDriver() { g_fake = nullptr; }
+FakeCudaDriver& FakeCudaDriver::current() { return *g_fake; }
+
+CudaDriverApi FakeCudaDriver::api() const {
+  CudaDriverApi api;
+  api.cuGetErrorName = get_error_name;
+  api.cuGetErrorString = get_error_string;
+  api.cuInit = init;
+  api.cuDriverGetVersion = driver_get_version;
+  api.cuDeviceGet = device_get;
+  api.cuDeviceGetCount = device_get_count;
+  api.cuDeviceGetName = device_get_name;
+  api.cuDeviceGetAttribute = device_get_attribute;
+  api.cuDeviceTotalMem = device_total_mem;
+  api.cuDevicePrimaryCtxRetain = primary_ctx_retain;
+  api.cuDevicePrimaryCtxRelease = primary_ctx_release;
+  api.cuCtxSetCurrent = ctx_set_current;
+  api.cuStreamCreate = stream_create;
+  api.cuStreamDestroy = stream_destroy;
+  api.cuStreamSynchronize = stream_synchronize;
+  api.cuEventCreate = event_create;
+  api.cuEventRecord = event_record;
+  api.cuEventQuery = event_query;
+  api.cuEventSynchronize = event_synchronize;
+  api.cuEventElapsedTime = event_elapsed_time;
+  api.cuEventDestroy = event_destroy;
+  api.cuMemAlloc = mem_alloc;
+  api.cuMemFree = mem_free;
+  api.cuMemHostAlloc = mem_host_alloc;
+  api.cuMemFreeHost = mem_free_host;
+  api.cuMemcpyHtoDAsync = memcpy_htod;
+  api.cuMemcpyDtoHAsync = memcpy_dtoh;
+  api.cuMemcpyDtoDAsync = memcpy_dtod;
+  api.cuLibraryLoadData = library_load_data;
+  api.cuLibraryUnload = library_unload;
+  api.cuLibraryGetKernel = library_get_kernel;
+  api.cuKernelGetFunction = kernel_get_function;
+  api.cuKernelGetParamInfo = kernel_get_param_info;
+  api.cuFuncGetAttribute = func_get_attribute;
+  api.cuLaunchKernel = launch_kernel;
+  return api;
+}
+
+std::shared_ptr<const CudaDriver> FakeCudaDriver::driver() const {
+  auto driver = std::make_shared<CudaDriver>();
+  driver->api = api();
+  driver->info = {.driver_version = driver_version, .device_count = device_count};
+  return driver;
+}
+
+std::vector<FakeCall> FakeCudaDriver::calls_named(const std::string& name) const {
+  std::vector<FakeCall> found;
+  for (const FakeCall& call : calls)
+    if (call.name == name) found.push_back(call);
+  return found;
+}
+
+} // namespace mstep::cuda::testing

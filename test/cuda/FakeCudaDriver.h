@@ -1,0 +1,68 @@
+// A fake CUDA driver for tests without a GPU: a CudaDriverApi whose
+// functions record every call (name, stream, arguments) and act on host
+// memory (device pointers are host pointers, so copies really copy). It
+// models one device (sm_90 unless told otherwise) that loads cubins built
+// for its own architecture and any PTX, and knows the kernels of
+// test/cuda/kernels/test_kernels.cu (saxpy, empty_kernel) with their
+// parameter layouts. One fake at a time (the functions reach it through a
+// global, as C function pointers have no state).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/backends/cuda/CudaDriverApi.h"
+
+namespace mstep::cuda::testing {
+
+/// One recorded driver call.
+struct FakeCall {
+  std::string name;              ///< "cuMemcpyHtoDAsync"
+  CUstream stream = nullptr;     ///< for calls on a stream
+  uintptr_t target = 0;          ///< copies: the destination
+  uintptr_t source = 0;          ///< copies: the source
+  size_t bytes = 0;              ///< copies: the size
+  std::string kernel;            ///< launches: the kernel
+  unsigned grid[3] = {0, 0, 0};  ///< launches
+  unsigned block[3] = {0, 0, 0}; ///< launches
+  unsigned shared_bytes = 0;     ///< launches
+  std::vector<std::string> args; ///< launches: each argument's bytes
+};
+
+class FakeCudaDriver {
+public:
+  FakeCudaDriver();
+  ~FakeCudaDriver();
+
+  /// The table, every function filled.
+  CudaDriverApi api() const;
+  /// A loaded driver over api(), as load_cuda_driver would return.
+  std::shared_ptr<const CudaDriver> driver() const;
+
+  // What the fake reports; tests change these before using it.
+  int driver_version = 13000;
+  CUresult init_result = CUDA_SUCCESS;
+  int device_count = 1;
+  int compute_major = 9;
+  int compute_minor = 0;
+  /// Set: every PTX fails to JIT with CUDA_ERROR_INVALID_PTX and this in
+  /// the JIT's error log.
+  std::string ptx_error;
+  /// Set: the next cuLaunchKernel fails with it.
+  CUresult launch_result = CUDA_SUCCESS;
+
+  /// Every call so far, in order.
+  std::vector<FakeCall> calls;
+  /// The calls named `name`.
+  std::vector<FakeCall> calls_named(const std::string& name) const;
+  /// Pinned buffers and device memory not freed yet.
+  int live_pinned = 0;
+  int live_device = 0;
+  int retained_contexts = 0;
+
+  static FakeCudaDriver& current();
+};
+
+} // namespace mstep::cuda::testing

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh's bundle, checked without a GPU: one tarball under
+# 40 MiB holding the test binary, the kernels and every library the binary
+# loads but glibc's and libcuda; unpacked, the binary resolves every such
+# library from the bundle, lists its tests, and run.sh writes a report in
+# which the driver is "unavailable" (exit 77) where no GPU is.
+#   gpu_bundle_test.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+root=$1
+build=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+bash "$root/scripts/gpu_check.sh" --no-build --build-dir "$build" --out "$tmp/bundle"
+tarball=$tmp/bundle/mstep_gpu_bundle.tar.gz
+[ -f "$tarball" ] || fail "no tarball"
+[ -x "$tmp/bundle/run.sh" ] || fail "no run.sh"
+[ "$(stat -c %s "$tarball")" -le $((40 * 1024 * 1024)) ] || fail "tarball over 40 MiB"
+
+listing=$(tar -tzf "$tarball")
+for file in bin/cuda_driver_gpu_test kernels/test_kernels.compute_80.ptx \
+            kernels/test_kernels.sm_80.cubin kernels/test_kernels.sm_90.cubin \
+            kernels/test_kernels.sm_90.ptxas.txt MANIFEST; do
+  grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"
+done
+# Every library ldd names for the built binary is there (glibc's and
+# libcuda excepted, and those are not).
+system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so)'
+needed=0
+while read -r name arrow _; do
+  [ "$arrow" = "=>" ] || continue
+  if [[ "$name" =~ $system ]]; then
+    grep -q "lib/$name\$" <<<"$listing" && fail "the tarball bundles the system's $name"
+    continue
+  fi
+  grep -qx "mstep_gpu/lib/$name" <<<"$listing" || fail "the tarball has no lib/$name"
+  needed=$((needed + 1))
+done < <(ldd "$build/test/cuda/cuda_driver_gpu_test")
+[ "$needed" -gt 0 ] || fail "ldd named no library to bundle (libstdc++ at least)"
+
+mkdir "$tmp/x"
+tar -xzf "$tarball" -C "$tmp/x"
+bundle=$tmp/x/mstep_gpu
+# With the bundle's libraries first, each non-system library resolves there.
+while read -r name arrow path _; do
+  [ "$arrow" = "=>" ] || continue
+  [[ "$name" =~ $system ]] && continue
+  [ "$path" = "$bundle/lib/$name" ] || fail "$name resolves to $path, not the bundle's"
+done < <(LD_LIBRARY_PATH=$bundle/lib ldd "$bundle/bin/cuda_driver_gpu_test")
+LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/cuda_driver_gpu_test" --gtest_list_tests > "$tmp/list" \
+  || fail "the bundled binary does not start"
+grep -q "DriverLoads" "$tmp/list" || fail "the bundled binary lists no DriverLoads test"
+
+# run.sh writes its report; without a GPU the driver is unavailable.
+set +e
+OUT=$tmp/report bash "$tmp/bundle/run.sh" > "$tmp/run.out" 2>&1
+status=$?
+set -e
+for file in environment.txt cuda_driver_gpu_test.xml cuda_driver_gpu_test.log summary.txt; do
+  [ -f "$tmp/report/$file" ] || fail "run.sh wrote no $file (exit $status):
+$(cat "$tmp/run.out")"
+done
+if [ "$status" = 77 ]; then
+  grep -q "cuda: unavailable: " "$tmp/report/cuda_driver_gpu_test.log" \
+    || fail "exit 77 without the unavailable reason"
+elif [ "$status" != 0 ]; then
+  fail "run.sh exited $status:
+$(cat "$tmp/run.out")"
+fi
+echo "bundle ok: $needed libraries, run.sh exit $status"
+grep "cuda: unavailable" "$tmp/report/cuda_driver_gpu_test.log" | head -1 || true
