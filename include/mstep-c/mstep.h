@@ -89,6 +89,11 @@ MSTEP_C_EXPORT mstep_status_code mstep_status_code_of(const mstep_status* status
 MSTEP_C_EXPORT const char* mstep_status_message(const mstep_status* status);
 /* Frees a status. NULL is a no-op. Thread-safe. */
 MSTEP_C_EXPORT void mstep_status_free(mstep_status* status);
+/* A new status with `code` (not MSTEP_OK) and a copy of `message` (NULL:
+ * ""), for the host's own callbacks (custom-op shape rules and kernels)
+ * to return. Free it with mstep_status_free unless it is returned to
+ * mstep, which frees it. Thread-safe. */
+MSTEP_C_EXPORT mstep_status* mstep_status_create(mstep_status_code code, const char* message);
 
 /* ===== Element types and devices ========================================= */
 
@@ -435,6 +440,105 @@ MSTEP_C_API mstep_status* mstep_metrics_get(mstep_context* context, const char* 
                                             double* out_value);
 /* Resets every counter. Thread-safe. */
 MSTEP_C_API mstep_status* mstep_metrics_reset(mstep_context* context);
+
+/* ===== Custom ops ======================================================== */
+
+/* A host registers its own ops by name and version, with a schema, a shape
+ * rule and one kernel per backend, then calls them like any op: they are
+ * traced, cached (the key includes name, version and attributes),
+ * compiled as a fusion boundary and captured/replayed like built-in ops.
+ * The ref and cpu backends run host kernels (C functions over host
+ * memory); the cpu backend falls back to the "ref" kernel when an op has
+ * no "cpu" kernel (counted as a host fallback). */
+
+/* A tensor's type as a shape rule or a kernel sees it. */
+typedef struct mstep_tensor_type {
+  mstep_dtype dtype;
+  size_t rank;
+  int64_t dims[MSTEP_MAX_RANK];
+} mstep_tensor_type;
+
+/* One tensor input: an optional name (for messages) and the dtypes it
+ * accepts (num_dtypes 0: any). */
+typedef struct mstep_custom_input {
+  const char* name;
+  const mstep_dtype* dtypes;
+  size_t num_dtypes;
+} mstep_custom_input;
+
+/* One attribute: its name, its kind (MSTEP_ATTR_INT, _FLOAT, _BOOL, _INTS,
+ * _DTYPE or _STRING) and the value a call that leaves it out gets
+ * (default_value NULL: the call must give it; its name is ignored). */
+typedef struct mstep_custom_attr_decl {
+  const char* name;
+  mstep_attr_kind kind;
+  const mstep_attr* default_value;
+} mstep_custom_attr_decl;
+
+/* The shape and dtype rule: writes the type of each of the num_outputs
+ * results for inputs of `inputs` types and the call's attributes (every
+ * declared one, defaults filled in, in declaration order). Returns NULL, or
+ * a status from mstep_status_create whose message says what is wrong (the
+ * call then fails with it, naming the op). Runs on the tracing thread. */
+typedef mstep_status* (*mstep_custom_shape_fn)(void* user_data, const mstep_tensor_type* inputs,
+                                               size_t num_inputs, const mstep_attr* attrs,
+                                               size_t num_attrs, mstep_tensor_type* outputs,
+                                               size_t num_outputs);
+/* A host kernel: reads the inputs (dense, row-major host memory) and
+ * writes every element of each output (allocated with the rule's types).
+ * Returns NULL or a status (the step then fails with its message). Must be
+ * a pure function of inputs and attributes and safe to call from several
+ * threads. The pointers are valid during the call only. */
+typedef mstep_status* (*mstep_custom_kernel_fn)(
+    void* user_data, const void* const* inputs, const mstep_tensor_type* input_types,
+    size_t num_inputs, void* const* outputs, const mstep_tensor_type* output_types,
+    size_t num_outputs, const mstep_attr* attrs, size_t num_attrs);
+/* The kernel of one backend ("ref", "cpu"). */
+typedef struct mstep_custom_kernel {
+  const char* backend;
+  mstep_custom_kernel_fn fn;
+  void* user_data;
+} mstep_custom_kernel;
+
+typedef struct mstep_custom_op_def {
+  const char* name;
+  int64_t version; /* 1 or more; a new version is a new op to the caches */
+  const mstep_custom_input* inputs;
+  size_t num_inputs;
+  const mstep_custom_attr_decl* attrs;
+  size_t num_attrs;
+  size_t num_outputs; /* 1 or more */
+  /* num_aliases pairs (output, input): that output may share the input's
+   * buffer (an in-place op). */
+  const int64_t* aliases;
+  size_t num_aliases;
+  int nondeterministic; /* 0: the kernels give identical results for identical inputs */
+  mstep_custom_shape_fn shape_rule;
+  void* shape_user_data;
+  const mstep_custom_kernel* kernels;
+  size_t num_kernels;
+} mstep_custom_op_def;
+
+/* Registers `def` (everything is copied but the user data pointers, which
+ * must stay valid for the rest of the process: ops are never removed).
+ * Registering an equal schema under the same name and version again does
+ * nothing (a plugin loaded twice); another schema there is
+ * MSTEP_FAILED_PRECONDITION. A bad definition (no name or rule, a kernel
+ * without backend or function, a repeated name, a default of the wrong
+ * kind, an alias out of range) is MSTEP_INVALID_ARGUMENT. Thread-safe. */
+MSTEP_C_API mstep_status* mstep_custom_op_register(const mstep_custom_op_def* def);
+
+/* Records a call of the custom op `name` (version 0: the newest registered)
+ * on `inputs`, lazily, like mstep_op. Checked at the call: an unregistered
+ * op or version is MSTEP_INVALID_ARGUMENT naming it, as are a wrong input
+ * count, a dtype the schema does not accept, an unknown, mistyped or
+ * missing attribute and the shape rule's refusal. The results go to
+ * outputs[0..*out_num_outputs); `capacity` too small is MSTEP_OUT_OF_RANGE. */
+MSTEP_C_API mstep_status* mstep_custom_op_call(mstep_context* context, const char* name,
+                                               int64_t version, mstep_tensor* const* inputs,
+                                               size_t num_inputs, const mstep_attr* attrs,
+                                               size_t num_attrs, mstep_tensor** outputs,
+                                               size_t capacity, size_t* out_num_outputs);
 
 #ifdef __cplusplus
 }  /* extern "C" */

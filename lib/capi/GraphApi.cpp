@@ -14,6 +14,16 @@ using namespace mstep::capi;
 
 namespace mstep::capi {
 
+/// Writes new handles for `tensors` to `outputs` (after a capacity check).
+void write_outputs(mstep_context* context, const std::vector<Tensor>& tensors,
+                   mstep_tensor** outputs, size_t capacity) {
+  if (tensors.size() > capacity)
+    fail(MSTEP_OUT_OF_RANGE,
+         absl::StrCat("the op has ", tensors.size(), " results but capacity is ", capacity));
+  if (capacity > 0) require_out(outputs, "outputs");
+  for (size_t i = 0; i < tensors.size(); ++i) outputs[i] = new_tensor(context, tensors[i]);
+}
+
 void run_as_one_graph(const std::vector<Tensor>& tensors) {
   std::vector<TensorImpl*> impls;
   for (const Tensor& t : tensors) impls.push_back(t.impl());
@@ -60,16 +70,6 @@ mstep_tensor* builder_tensor(mstep_graph_builder* builder, const TensorType& typ
   handle->builder = builder->state;
   handle->value_id = id;
   return handle;
-}
-
-/// Writes new handles for `tensors` to `outputs` (after a capacity check).
-void write_outputs(mstep_context* context, const std::vector<Tensor>& tensors,
-                   mstep_tensor** outputs, size_t capacity) {
-  if (tensors.size() > capacity)
-    fail(MSTEP_OUT_OF_RANGE,
-         absl::StrCat("the op has ", tensors.size(), " results but capacity is ", capacity));
-  if (capacity > 0) require_out(outputs, "outputs");
-  for (size_t i = 0; i < tensors.size(); ++i) outputs[i] = new_tensor(context, tensors[i]);
 }
 
 mstep_compiled_graph* new_compiled(mstep_context* context,

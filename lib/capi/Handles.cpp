@@ -236,6 +236,10 @@ void mstep_status_free(mstep_status* status) {
   if (status != &mstep::capi::out_of_memory_status) delete status;
 }
 
+mstep_status* mstep_status_create(mstep_status_code code, const char* message) {
+  return mstep::capi::make_status(code, message ? message : "");
+}
+
 size_t mstep_dtype_size(mstep_dtype dtype) {
   const int v = static_cast<int>(dtype);
   if (v < 0 || v >= mstep::kNumDTypes) return 0;

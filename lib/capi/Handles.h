@@ -128,6 +128,9 @@ mstep_tensor* new_tensor(mstep_context* context, Tensor tensor);
 /// returns their tensors (undefined for null).
 std::vector<Tensor> tensors_of(mstep_tensor* const* handles, size_t count, const char* what,
                                bool allow_null);
+/// Writes new handles for `tensors` to `outputs` (after a capacity check).
+void write_outputs(mstep_context* context, const std::vector<Tensor>& tensors,
+                   mstep_tensor** outputs, size_t capacity);
 /// One handle made through `context` was released.
 void count_released(mstep_context* context);
 

@@ -118,8 +118,9 @@ class DiskCache {
 
   /// On-disk format version; bump it when the layout or payload changes.
   /// 2: XXH64 checksums (1 had LLVM's xxh3); ref and cpu payloads in their
-  /// native forms.
-  static constexpr uint32_t kFormatVersion = 2;
+  /// native forms. 3: the tracer's payloads start with the custom ops they
+  /// need (CustomOpNeeds.h).
+  static constexpr uint32_t kFormatVersion = 3;
   /// Entry files end in this; temporaries (".tmp-<pid>-<n>" after it) don't.
   static constexpr absl::string_view kExtension = ".mstep";
 

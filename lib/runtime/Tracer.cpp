@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/compiler/Compiler.h"
+#include "lib/runtime/CustomOpNeeds.h"
 #include "lib/runtime/DiskCache.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"
@@ -297,17 +298,29 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
     internal::TraceScope scope("disk load", "cache");
     DiskCache::LoadResult found = disk->load(disk_name, key.to_text());
     if (found.lookup == DiskCache::Lookup::hit) {
-      auto loaded = load_compiled_module(found.payload, backend, options_);
-      if (loaded.ok()) {
-        ++m.disk_hits;
-        entry.executable = std::move(*loaded);
-        // Remember the signature, so a later miss is explained against it.
-        (void)cache_.note_compile(key, graph, options_.constant_recompile_warn_threshold);
+      // The entry's custom ops are checked before its payload reaches the
+      // backend: an entry that needs one this process lacks is recompiled,
+      // never run (it stays valid for the processes that have them).
+      absl::StatusOr<absl::string_view> payload = check_custom_op_needs(found.payload);
+      if (absl::IsFailedPrecondition(payload.status())) {
+        ++m.disk_misses;
+        internal::emit_warning(absl::StrCat("disk cache entry ", disk_name, " is not used: ",
+                                            payload.status().message(), "; recompiling it"));
       } else {
-        ++m.disk_corrupt;
-        internal::emit_warning(absl::StrCat("disk cache entry ", disk_name,
-                                            " could not be loaded (", loaded.status().message(),
-                                            "); recompiling it"));
+        absl::StatusOr<std::unique_ptr<Executable>> loaded =
+            payload.ok() ? load_compiled_module(*payload, backend, options_)
+                         : absl::StatusOr<std::unique_ptr<Executable>>(payload.status());
+        if (loaded.ok()) {
+          ++m.disk_hits;
+          entry.executable = std::move(*loaded);
+          // Remember the signature, so a later miss is explained against it.
+          (void)cache_.note_compile(key, graph, options_.constant_recompile_warn_threshold);
+        } else {
+          ++m.disk_corrupt;
+          internal::emit_warning(absl::StrCat("disk cache entry ", disk_name,
+                                              " could not be loaded (", loaded.status().message(),
+                                              "); recompiling it"));
+        }
       }
     } else {
       if (found.lookup == DiskCache::Lookup::corrupt) ++m.disk_corrupt;
@@ -344,7 +357,9 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
       auto payload = entry.executable->serialize(compiled.module_text);
       if (payload.ok())
         disk->store(disk_name, key.to_text(),
-                    [text = std::move(*payload)]() mutable { return std::move(text); });
+                    [text = with_custom_op_needs(graph, *payload)]() mutable {
+                      return std::move(text);
+                    });
       else
         internal::emit_warning(absl::StrCat("graph ", disk_name, " is not written to the disk cache: ",
                                             payload.status().message()));

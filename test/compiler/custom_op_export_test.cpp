@@ -30,7 +30,8 @@ protected:
     register_mstep_dialects(ctx_);
     if (!CustomOpRegistry::global().find("export_test.scale").ok())
       register_custom_op({.name = "export_test.scale",
-                          .attr_names = {"factor"},
+                          .schema = {.inputs = {{"x"}},
+                                     .attrs = {{"factor", CustomAttrType::float64}}},
                           .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView&)
                               -> absl::StatusOr<std::vector<TensorType>> {
                             return std::vector<TensorType>{in[0]};
@@ -61,17 +62,29 @@ TEST_F(CustomOpExportTest, AnUnregisteredNameIsAnErrorNamingIt) {
   auto g = export_text(call_module("export_test.unknown", ""));
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(g.status().message(), HasSubstr("no custom op named 'export_test.unknown'"));
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("custom op 'export_test.unknown' version 1 is not registered"));
   EXPECT_THAT(g.status().message(), HasSubstr("register custom ops before compiling"));
+  // A version the process has not registered is as unknown as a name.
+  auto v2 = export_text(
+      call_module("export_test.scale", "{version = 2 : i64, user_attrs = {factor = 2.5 : f64}}"));
+  ASSERT_FALSE(v2.ok());
+  EXPECT_THAT(v2.status().message(), HasSubstr("'export_test.scale' version 2 is not registered"));
 }
 
 TEST_F(CustomOpExportTest, AttributesThatDoNotMatchTheDeclarationAreErrors) {
   auto missing = export_text(call_module("export_test.scale", ""));
   ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.status().message(), HasSubstr("declares 1 attributes, the call gives 0"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("needs attribute 'factor'"));
   auto renamed = export_text(call_module("export_test.scale", "{user_attrs = {f = 2.5 : f64}}"));
   ASSERT_FALSE(renamed.ok());
-  EXPECT_THAT(renamed.status().message(), HasSubstr("needs attribute 'factor'"));
+  EXPECT_THAT(renamed.status().message(), HasSubstr("has no attribute 'f'"));
+  // The schema types the attribute: a string is no float.
+  auto mistyped =
+      export_text(call_module("export_test.scale", "{user_attrs = {factor = \"big\"}}"));
+  ASSERT_FALSE(mistyped.ok());
+  EXPECT_THAT(mistyped.status().message(),
+              HasSubstr("attribute 'factor' has type float; the value \"big\" has type string"));
 }
 
 } // namespace

@@ -162,7 +162,14 @@ void ImportTest::round_trip_other_ops() {
   // A custom op with an attribute of every kind and two results.
   if (!CustomOpRegistry::global().find("import_test.pair").ok())
     register_custom_op({.name = "import_test.pair",
-                        .attr_names = {"k", "scale", "dims", "out"},
+                        .schema = {.inputs = {{"a"}, {"b"}},
+                                   .attrs = {{"k", CustomAttrType::int64},
+                                             {"scale", CustomAttrType::float64},
+                                             {"dims", CustomAttrType::int_list},
+                                             {"out", CustomAttrType::dtype},
+                                             {"fast", CustomAttrType::boolean},
+                                             {"mode", CustomAttrType::string, "nearest"}},
+                                   .num_outputs = 2},
                         .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView& at)
                             -> absl::StatusOr<std::vector<TensorType>> {
                           const DType out = *at.get_dtype("out");
@@ -175,7 +182,8 @@ void ImportTest::round_trip_other_ops() {
                                      })}}});
   for (const Tensor& t : custom_op("import_test.pair", {a, b},
                                    {{"out", DType::f16}, {"k", int64_t{3}}, {"scale", 0.5},
-                                    {"dims", IntList{1, 2}}}))
+                                    {"dims", IntList{1, 2}}, {"fast", true},
+                                    {"mode", "a string longer than eight bytes"}}))
     outs.push_back(t);
   // Attention with every option the trace op carries.
   Tensor q = seq({1, 2, 4, 8}), k = seq({1, 2, 4, 8}, 0.3), v = seq({1, 2, 4, 8}, 0.05);

@@ -1366,8 +1366,16 @@ func.func @custom_no_results(%x: tensor<4xf32>) {
 
 // -----
 
-func.func @custom_string_attr(%x: tensor<4xf32>) {
-  // expected-error @+1 {{'f': attribute 'mode' is "fast"; user attributes are i64, f64, array<i64> or an element type}}
-  %0 = mstep.custom "f"(%x) {user_attrs = {mode = "fast"}} : (tensor<4xf32>) -> tensor<4xf32>
+func.func @custom_i32_attr(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'f': attribute 'mode' is 3 : i32; user attributes are i64, f64, bool, array<i64>, a string or an element type}}
+  %0 = mstep.custom "f"(%x) {user_attrs = {mode = 3 : i32}} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @custom_bad_version(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'f': version is 0 : i64; it is an i64 of 1 or more}}
+  %0 = mstep.custom "f"(%x) {version = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   return
 }

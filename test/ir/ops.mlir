@@ -358,6 +358,8 @@ func.func @custom(%x: tensor<2x3xf32>, %i: tensor<4xi64>) {
   %0 = mstep.custom "scaled_softplus"(%x) {user_attrs = {beta = 2.0 : f64}} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: mstep.custom "split_rows"(%{{.*}}, %{{.*}}) {user_attrs = {dims = array<i64: 1, 2>, k = 3 : i64, out = f16}} : (tensor<2x3xf32>, tensor<4xi64>) -> (tensor<1x3xf16>, tensor<1x3xf16>)
   %1:2 = mstep.custom "split_rows"(%x, %i) {user_attrs = {k = 3 : i64, dims = array<i64: 1, 2>, out = f16}} : (tensor<2x3xf32>, tensor<4xi64>) -> (tensor<1x3xf16>, tensor<1x3xf16>)
+  // CHECK: mstep.custom "giou_loss"(%{{.*}}, %{{.*}}) {user_attrs = {fast = true, reduction = "mean"}, version = 2 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
+  %3 = mstep.custom "giou_loss"(%x, %x) {version = 2 : i64, user_attrs = {reduction = "mean", fast = true}} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<f32>
   // CHECK: mstep.custom "no_inputs"() : () -> tensor<f32>
   %2 = mstep.custom "no_inputs"() : () -> tensor<f32>
   return

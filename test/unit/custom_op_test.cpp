@@ -66,7 +66,11 @@ absl::StatusOr<std::vector<TensorType>> row_softplus_rule(absl::Span<const Tenso
 
 /// A test op with `kernels` ("ref", "cpu" or both), registered once.
 CustomOpDef row_softplus_def(std::string name, std::vector<std::string> backends) {
-  CustomOpDef def{.name = std::move(name), .attr_names = {"beta"}, .shape_rule = row_softplus_rule};
+  CustomOpDef def{.name = std::move(name),
+                  .schema = {.inputs = {{"x"}},
+                             .attrs = {{"beta", CustomAttrType::float64}},
+                             .num_outputs = 2},
+                  .shape_rule = row_softplus_rule};
   for (const std::string& b : backends)
     def.kernels.emplace_back(b, host_kernel([b](const HostKernelCall& call) {
                                return row_softplus_kernel(call, b == "ref" ? ref_calls : cpu_calls);
@@ -195,11 +199,11 @@ TEST(CustomOpCall, ErrorsNameTheOpAndTheInputs) {
     custom_op("test.row_softplus", {x}, {{"beta", 1.0}, {"gamma", int64_t{2}}});
   });
   EXPECT_THAT(msg, HasSubstr("has no attribute 'gamma'"));
-  EXPECT_THAT(msg, HasSubstr("It declares: beta"));
+  EXPECT_THAT(msg, HasSubstr("Its schema: (x) {beta: float} -> 2 outputs"));
   msg = error_of([&] { custom_op("test.row_softplus", {x}, {{"beta", 1.0}, {"beta", 2.0}}); });
   EXPECT_THAT(msg, HasSubstr("given twice"));
   msg = error_of([&] { custom_op("test.row_softplus", {x}, {{"beta", IntList{1, 2}}}); });
-  EXPECT_THAT(msg, HasSubstr("beta must be a number"));
+  EXPECT_THAT(msg, HasSubstr("attribute 'beta' has type float; the value [1, 2] has type int list"));
 
   Tensor w = matrix(kRef, 2).requires_grad_();
   msg = error_of([&] { custom_op("test.row_softplus", {w}, {{"beta", 1.0}}); });
@@ -371,7 +375,7 @@ TEST(CustomOpRegistryTest, RejectsBadDefinitionsAndDuplicates) {
   no_rule.shape_rule = nullptr;
   EXPECT_THAT(registry.add(std::move(no_rule)).message(), HasSubstr("has no shape rule"));
   CustomOpDef twice = row_softplus_def("a", {"ref"});
-  twice.attr_names = {"beta", "beta"};
+  twice.schema.attrs.push_back({"beta", CustomAttrType::float64});
   EXPECT_THAT(registry.add(std::move(twice)).message(),
               HasSubstr("declares attribute 'beta' twice"));
   EXPECT_THAT(registry.add(row_softplus_def("a", {"ref", "ref"})).message(),
@@ -381,9 +385,15 @@ TEST(CustomOpRegistryTest, RejectsBadDefinitionsAndDuplicates) {
   EXPECT_THAT(registry.add(std::move(null_kernel)).message(), HasSubstr("is null"));
 
   ASSERT_TRUE(registry.add(row_softplus_def("a", {"ref"})).ok());
-  absl::Status again = registry.add(row_softplus_def("a", {"cpu"}));
+  // The same schema again is a no-op (custom_op_schema_test.cpp has the
+  // rest): the first registration's kernels stay.
+  ASSERT_TRUE(registry.add(row_softplus_def("a", {"cpu"})).ok());
+  EXPECT_EQ((*registry.find("a"))->kernel("cpu"), nullptr);
+  CustomOpDef other = row_softplus_def("a", {"ref"});
+  other.schema.num_outputs = 1;
+  absl::Status again = registry.add(std::move(other));
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(again.message(), HasSubstr("'a' is already registered"));
+  EXPECT_THAT(again.message(), HasSubstr("'a' version 1 is already registered with another schema"));
   EXPECT_EQ(registry.add_kernel("b", "cpu", host_kernel(nullptr)).code(),
             absl::StatusCode::kNotFound);
   auto found = registry.find("a");
@@ -397,8 +407,10 @@ TEST(CustomOpRegistryTest, RejectsBadDefinitionsAndDuplicates) {
 
   // The public registration throws on the same mistakes.
   register_once("test.row_softplus", {"ref", "cpu"});
-  EXPECT_THAT(error_of([] { register_custom_op(row_softplus_def("test.row_softplus", {"ref"})); }),
-              HasSubstr("already registered"));
+  CustomOpDef changed = row_softplus_def("test.row_softplus", {"ref"});
+  changed.schema.inputs[0].dtypes = {DType::f32};
+  EXPECT_THAT(error_of([&] { register_custom_op(std::move(changed)); }),
+              HasSubstr("already registered with another schema"));
 }
 
 TEST(CustomOpRegistryTest, ConcurrentRegistrationsAndLookupsAgree) {
@@ -408,7 +420,8 @@ TEST(CustomOpRegistryTest, ConcurrentRegistrationsAndLookupsAgree) {
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
       for (int i = 0; i < 50; ++i) {
-        // Every thread tries every name: exactly one add per name wins.
+        // Every thread registers every name with the same schema: the
+        // first add registers it, the others are no-ops.
         if (registry.add(row_softplus_def(absl::StrCat("op", i), {"ref"})).ok()) ++added;
         EXPECT_TRUE(registry.find(absl::StrCat("op", i)).ok());
         (void)registry.add_kernel(absl::StrCat("op", i), absl::StrCat("b", t),
@@ -416,7 +429,7 @@ TEST(CustomOpRegistryTest, ConcurrentRegistrationsAndLookupsAgree) {
       }
     });
   for (std::thread& th : threads) th.join();
-  EXPECT_EQ(added, 50);
+  EXPECT_EQ(added, 8 * 50);
   for (int i = 0; i < 50; ++i) {
     auto op = registry.find(absl::StrCat("op", i));
     ASSERT_TRUE(op.ok());

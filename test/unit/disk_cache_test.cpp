@@ -252,7 +252,7 @@ TEST_F(DiskCacheTest, EveryCorruptionIsDetectedRemovedAndRecoverable) {
          b[8] = 99;  // the u32 after the 8-byte magic
          return b;
        },
-       "format version 99, this build reads version 2"},
+       "format version 99, this build reads version 3"},
       {"garbage", [](std::string b) { return std::string(b.size(), 'G'); }, "bad magic"},
   };
   auto cache = open(config());

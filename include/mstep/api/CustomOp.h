@@ -1,24 +1,91 @@
 // Calling a user-registered op (registration: mstep/runtime/CustomOp.h).
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "mstep/api/Tensor.h"
+#include "mstep/core/Error.h"
 #include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
 
-/// Records a call of the custom op `name` on `inputs` with `attrs` (each
-/// attribute the op declares, exactly once) and returns its results, lazy
-/// like every op. Checked at the call: the op is registered, the attributes
-/// match its declaration, its shape rule accepts the inputs' types, and no
-/// input needs a gradient (custom ops have no backward yet). Each failure
-/// throws mstep::Error naming the op and the inputs' types. The kernel is
-/// picked when the graph compiles: the one registered for the tensors'
-/// backend.
-std::vector<Tensor> custom_op(absl::string_view name, absl::Span<const Tensor> inputs,
+/// Which registered op a call means: a name (its newest version) or a name
+/// and a version.
+struct CustomOpRef {
+  CustomOpRef(const char* name) : name(name) {}
+  CustomOpRef(absl::string_view name) : name(name) {}
+  CustomOpRef(const std::string& name) : name(name) {}
+  CustomOpRef(absl::string_view name, int64_t version) : name(name), version(version) {}
+
+  absl::string_view name;
+  int64_t version = 0; // 0: the newest registered
+};
+
+/// Records a call of the custom op `op` on `inputs` with `attrs` and
+/// returns its results, lazy like every op. Checked at the call against the
+/// op's schema: the op is registered, the input count and the inputs'
+/// dtypes, each attribute is declared, has the declared type (an int is
+/// accepted for a float) and is given once, attributes left out have a
+/// default; then the shape rule accepts the inputs' types and gives the
+/// declared number of results, an output that may alias an input has its
+/// type, and no input needs a gradient (custom ops have no backward yet).
+/// Each failure throws mstep::Error naming the op and the inputs' types,
+/// and records nothing. The kernel is picked when the graph compiles: the
+/// one registered for the tensors' backend.
+std::vector<Tensor> custom_op(CustomOpRef op, absl::Span<const Tensor> inputs,
                               const CustomAttrs& attrs = {});
+
+/// custom_op under the short name:
+/// `mstep::custom("giou_loss", {pred, target}, {{"reduction", "mean"}})`.
+inline std::vector<Tensor> custom(CustomOpRef op, absl::Span<const Tensor> inputs,
+                                  const CustomAttrs& attrs = {}) {
+  return custom_op(op, inputs, attrs);
+}
+
+/// A custom op with `N` outputs as a callable: registers `def` when
+/// constructed (again is fine: an equal definition is idempotent; another
+/// schema under the same name and version throws) and calls that version,
+/// returning a Tensor for one output and std::array<Tensor, N> otherwise.
+///
+///   static const TypedCustomOp<1> giou(giou_def());
+///   Tensor loss = giou({pred, target}, {{"reduction", "mean"}});
+template <size_t N> class TypedCustomOp {
+  static_assert(N >= 1, "a custom op has one output at least");
+
+public:
+  using Result = std::conditional_t<N == 1, Tensor, std::array<Tensor, N>>;
+
+  explicit TypedCustomOp(CustomOpDef def) : name_(def.name), version_(def.version) {
+    if (def.schema.num_outputs != static_cast<int>(N))
+      throw Error(absl::InvalidArgumentError(
+          "TypedCustomOp<" + std::to_string(N) + "> for custom op '" + name_ +
+          "', whose schema declares " + std::to_string(def.schema.num_outputs) + " outputs"));
+    register_custom_op(std::move(def));
+  }
+
+  Result operator()(absl::Span<const Tensor> inputs, const CustomAttrs& attrs = {}) const {
+    std::vector<Tensor> out = custom_op(CustomOpRef(name_, version_), inputs, attrs);
+    if constexpr (N == 1) {
+      return out[0];
+    } else {
+      std::array<Tensor, N> result;
+      for (size_t i = 0; i < N; ++i) result[i] = out[i];
+      return result;
+    }
+  }
+
+  const std::string& name() const { return name_; }
+  int64_t version() const { return version_; }
+
+private:
+  std::string name_;
+  int64_t version_;
+};
 
 } // namespace mstep

@@ -1,10 +1,10 @@
 // Custom ops: ops a user defines outside the built-in set (Ops.def). An op
-// is registered once per process by name, with the names of its
-// attributes, a shape and dtype rule, and one kernel per backend. The
-// tracer records a call as a `custom` node (mstep::custom_op in
-// mstep/api/CustomOp.h), the compiler carries it as `mstep.custom` (a
-// fusion boundary), and each backend looks up the kernel registered under
-// its own name when it compiles the node.
+// is registered by name and version with a schema (its tensor inputs,
+// typed attributes, output count, aliasing and determinism), a shape and
+// dtype rule, and one kernel per backend. The tracer records a call as a
+// `custom` node (mstep::custom_op in mstep/api/CustomOp.h), the compiler
+// carries it as `mstep.custom` (a fusion boundary), and each backend looks
+// up the kernel registered under its own name when it compiles the node.
 //
 // A kernel is stored type-erased (CustomKernel) under a backend name; the
 // backend that looks it up knows which concrete kind it takes. The host
@@ -12,14 +12,19 @@
 // types and the attributes. A device backend defines its own kernel kind
 // (a stream and device pointers, say) and registers it the same way.
 //
-// Not here yet (issue 18): op versions, a typed attribute schema, a
-// backward, the C API and exported graphs with custom ops.
+// Not here yet (issue 18, later parts): a backward, a scalar form that
+// fuse-elementwise can fuse, exported graphs with custom ops
+// (Graph::save, `mstep-run --plugin`), `mstep-opt --load-plugin` and a
+// verifier that runs the shape rule. The memory planner does not yet use
+// the declared aliases (outputs get their own buffers).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,36 +36,99 @@
 
 namespace mstep {
 
-/// One attribute of a custom-op call: an int64, a double (a host constant:
-/// changing it recompiles, as for built-in ops), an int list or a dtype.
+/// The type of a custom-op attribute.
+enum class CustomAttrType : uint8_t { int64, float64, boolean, int_list, string, dtype };
+/// "int", "float", "bool", "int list", "string", "dtype".
+absl::string_view custom_attr_type_name(CustomAttrType type);
+
+/// An attribute value as a caller gives it and a kernel reads it. A
+/// float64 is a host constant (changing it recompiles, as for built-in
+/// ops); every other type is part of the graph's structure.
+using CustomAttrValue = std::variant<int64_t, double, bool, IntList, std::string, DType>;
+
+/// One attribute of a custom-op call.
 struct CustomAttr {
   std::string name;
-  AttrValue value;
+  CustomAttrValue value;
 };
 using CustomAttrs = std::vector<CustomAttr>;
 
+/// One tensor input of a custom op: an optional name (for messages) and the
+/// dtypes it accepts (empty: any).
+struct CustomInputSpec {
+  std::string name;
+  std::vector<DType> dtypes;
+  bool operator==(const CustomInputSpec&) const = default;
+};
+
+/// One named attribute: its type and, optionally, the value a call that
+/// leaves it out gets.
+struct CustomAttrSpec {
+  std::string name;
+  CustomAttrType type = CustomAttrType::int64;
+  std::optional<CustomAttrValue> default_value;
+  bool operator==(const CustomAttrSpec&) const = default;
+};
+
+/// Output `output` may share the buffer of input `input` (an in-place op:
+/// the kernel must then be correct when the two pointers are equal).
+struct CustomAlias {
+  int output = 0;
+  int input = 0;
+  bool operator==(const CustomAlias&) const = default;
+};
+
+/// What a call of the op looks like. Registering a name and version again
+/// is allowed only with an equal schema.
+struct CustomOpSchema {
+  std::vector<CustomInputSpec> inputs;
+  std::vector<CustomAttrSpec> attrs;
+  int num_outputs = 1;
+  std::vector<CustomAlias> aliases;
+  /// Whether the kernels give bit-identical results for identical inputs.
+  bool deterministic = true;
+  bool operator==(const CustomOpSchema&) const = default;
+};
+/// "(pred: f32|f64, target) {reduction: string = \"mean\"} -> 1 output".
+std::string to_string(const CustomOpSchema& schema);
+
+/// The trace form of `value` for the attribute `spec` (an int converts to
+/// a float, a bool is 0 or 1, a string a packed int list), or
+/// InvalidArgument naming the attribute, its type and the value's type.
+absl::StatusOr<AttrValue> encode_custom_attr(const CustomAttrSpec& spec,
+                                             const CustomAttrValue& value);
+/// The value of `stored` (made by encode_custom_attr for `spec`) as a
+/// caller gave it; InvalidArgument when `stored` cannot hold `spec`'s type.
+absl::StatusOr<CustomAttrValue> decode_custom_attr(const CustomAttrSpec& spec,
+                                                   const AttrValue& stored);
+
 /// The attributes of one call as the shape rule and the kernels see them:
-/// the op's declared names with the call's values. A view: valid for the
-/// duration of the call it is passed to.
+/// the op's declared attributes with the call's values (defaults filled
+/// in). A view: valid for the duration of the call it is passed to.
 class CustomAttrView {
 public:
-  /// `values[i].value` is the value of `names[i]` (the `custom_attr`
+  /// `values[i].value` is the trace form of `specs[i]` (the `custom_attr`
   /// entries of a node, see custom_attr_values); the spans must outlive the
   /// view.
-  CustomAttrView(absl::Span<const std::string> names, absl::Span<const Attr> values)
-      : names_(names), values_(values) {}
+  CustomAttrView(absl::Span<const CustomAttrSpec> specs, absl::Span<const Attr> values)
+      : specs_(specs), values_(values) {}
 
-  /// The value of `name`, or null when the op declares no such attribute.
-  const AttrValue* find(absl::string_view name) const;
-  /// Typed reads; an error names the attribute when it is missing or holds
-  /// another type (an int64 also reads as a double).
+  /// Whether the op declares `name`.
+  bool has(absl::string_view name) const;
+  /// The value of `name`; an error names the attribute when the op does
+  /// not declare it.
+  absl::StatusOr<CustomAttrValue> get(absl::string_view name) const;
+  /// Typed reads; an error names the attribute when it is missing or has
+  /// another type (an int also reads as a double).
   absl::StatusOr<int64_t> get_int(absl::string_view name) const;
   absl::StatusOr<double> get_double(absl::string_view name) const;
+  absl::StatusOr<bool> get_bool(absl::string_view name) const;
   absl::StatusOr<IntList> get_ints(absl::string_view name) const;
+  absl::StatusOr<std::string> get_string(absl::string_view name) const;
   absl::StatusOr<DType> get_dtype(absl::string_view name) const;
 
 private:
-  absl::Span<const std::string> names_;
+  absl::Span<const CustomAttrSpec> specs_;
   absl::Span<const Attr> values_;
 };
 
@@ -126,30 +194,39 @@ inline std::shared_ptr<const CustomKernel> host_kernel(HostCustomKernel::Fn fn) 
 /// Everything registration needs.
 struct CustomOpDef {
   std::string name;
-  /// The attributes a call must give, each exactly once.
-  std::vector<std::string> attr_names;
+  /// A new version of an op is a different op to the caches: graphs with
+  /// the old one are never reused for it. At least 1.
+  int64_t version = 1;
+  CustomOpSchema schema;
+  /// Runs at each call, after the schema's checks; it must give
+  /// schema.num_outputs types.
   CustomShapeRule shape_rule;
   /// (backend name, kernel): "ref", "cpu", or any registered backend's name.
   std::vector<std::pair<std::string, std::shared_ptr<const CustomKernel>>> kernels;
 };
 
 /// A registered op. Immutable once registered (add_kernel publishes a new
-/// version); shared with every lookup that returned it.
+/// copy); shared with every lookup that returned it.
 struct CustomOp {
   std::string name;
+  int64_t version = 1;
   /// Stable across processes: the `custom_op` attribute of the op's nodes,
-  /// so the name enters the graph's structural hash and cache key.
+  /// so the name and version enter the graph's structural hash and cache
+  /// key.
   uint64_t id = 0;
-  std::vector<std::string> attr_names;
+  CustomOpSchema schema;
   CustomShapeRule shape_rule;
   std::vector<std::pair<std::string, std::shared_ptr<const CustomKernel>>> kernels;
 
   /// The kernel registered for `backend`, or null.
   const CustomKernel* kernel(absl::string_view backend) const;
+  /// "name" for version 1, "name v3" otherwise (for messages).
+  std::string label() const;
 };
 
-/// The id of the op named `name` (a stable 64-bit hash of the name).
-uint64_t custom_op_id(absl::string_view name);
+/// The id of version `version` of the op named `name` (a stable 64-bit
+/// hash of both).
+uint64_t custom_op_id(absl::string_view name, int64_t version = 1);
 
 /// The process's custom ops by name. Thread-safe: every method may be
 /// called from any thread; ops are never removed, so what a lookup returns
@@ -164,19 +241,32 @@ public:
   /// The registry the tracer and the backends read.
   static CustomOpRegistry& global();
 
-  /// Registers `def`. AlreadyExists when the name is taken; InvalidArgument
-  /// for an empty name, no shape rule, a repeated attribute name, a null
-  /// kernel or two kernels for one backend.
+  /// Registers `def` under its name and version. Registering an equal
+  /// schema under the same name and version again is allowed and changes
+  /// nothing (a plugin loaded twice); another schema there is
+  /// AlreadyExists. InvalidArgument for an empty name, a version below 1,
+  /// no shape rule, fewer than one output, a repeated input or attribute
+  /// name, a default of the wrong type, a bad alias, a null kernel or two
+  /// kernels for one backend.
   absl::Status add(CustomOpDef def);
-  /// Adds a kernel for `backend` to the registered op `name` (a backend
-  /// built later brings its own). NotFound for an unknown op;
-  /// AlreadyExists when the backend already has a kernel.
+  /// Adds a kernel for `backend` to the newest version of the registered op
+  /// `name` (a backend built later brings its own). NotFound for an unknown
+  /// op; AlreadyExists when the backend already has a kernel.
   absl::Status add_kernel(absl::string_view name, absl::string_view backend,
                           std::shared_ptr<const CustomKernel> kernel);
-  /// The op named `name`, or NotFound listing the registered names.
+  /// The newest version of the op named `name`, or NotFound listing the
+  /// registered names.
   absl::StatusOr<std::shared_ptr<const CustomOp>> find(absl::string_view name) const;
+  /// Version `version` of the op `name`, or NotFound naming the versions
+  /// that are registered.
+  absl::StatusOr<std::shared_ptr<const CustomOp>> find(absl::string_view name,
+                                                       int64_t version) const;
   /// The op with id `id` (a node's custom_op attribute), or NotFound.
   absl::StatusOr<std::shared_ptr<const CustomOp>> find(uint64_t id) const;
+
+  /// Forgets every version of `name` (lookups that hold one keep it). For
+  /// tests that need a process without the op; never needed otherwise.
+  void remove_for_testing(absl::string_view name);
 
 private:
   struct State;

@@ -52,11 +52,11 @@ absl::StatusOr<HostCustomCall> HostCustomCall::bind(const GraphNode& node,
 
 absl::Status HostCustomCall::run(absl::Span<const void* const> inputs,
                                  absl::Span<void* const> outputs) const {
-  const CustomAttrView view(op_->attr_names, custom_attr_values(attrs_));
+  const CustomAttrView view(op_->schema.attrs, custom_attr_values(attrs_));
   absl::Status s = (*kernel_)(HostKernelCall{inputs, input_types_, outputs, output_types_, view});
   if (s.ok()) return s;
   return absl::Status(s.code(),
-                      absl::StrCat("custom op '", op_->name, "' kernel failed: ", s.message()));
+                      absl::StrCat("custom op '", op_->label(), "' kernel failed: ", s.message()));
 }
 
 } // namespace mstep::host

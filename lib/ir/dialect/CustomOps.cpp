@@ -7,21 +7,29 @@
 
 namespace mstep::dialect {
 
-/// A name, at least one result, and attribute values the trace graph can
-/// hold (i64, f64, array<i64>, an element type).
+/// A name, at least one result, a version of 1 or more when given, and
+/// attribute values the trace graph can hold (i64, f64, i1, array<i64>, a
+/// string, an element type).
 llvm::LogicalResult CustomOp::verify() {
   if (getOpName().empty()) return emitOpError("needs a non-empty op_name");
   if (getNumResults() == 0) return emitOpError("'") << getOpName() << "' has no results";
+  if (mlir::Attribute version = (*this)->getAttr("version")) {
+    auto v = llvm::dyn_cast<mlir::IntegerAttr>(version);
+    if (!v || !v.getType().isInteger(64) || v.getInt() < 1)
+      return emitOpError("'") << getOpName() << "': version is " << version
+                              << "; it is an i64 of 1 or more";
+  }
   for (mlir::NamedAttribute a : getUserAttrs()) {
     mlir::Attribute v = a.getValue();
     auto i = llvm::dyn_cast<mlir::IntegerAttr>(v);
     auto f = llvm::dyn_cast<mlir::FloatAttr>(v);
-    if ((i && i.getType().isInteger(64)) || (f && f.getType().isF64()) ||
-        llvm::isa<mlir::DenseI64ArrayAttr>(v) || llvm::isa<mlir::TypeAttr>(v))
+    if ((i && (i.getType().isInteger(64) || i.getType().isInteger(1))) ||
+        (f && f.getType().isF64()) || llvm::isa<mlir::DenseI64ArrayAttr>(v) ||
+        llvm::isa<mlir::StringAttr>(v) || llvm::isa<mlir::TypeAttr>(v))
       continue;
     return emitOpError("'") << getOpName() << "': attribute '" << a.getName().strref() << "' is "
-                            << v << "; user attributes are i64, f64, array<i64> or "
-                            << "an element type";
+                            << v << "; user attributes are i64, f64, bool, array<i64>, "
+                            << "a string or an element type";
   }
   return mlir::success();
 }

@@ -2,6 +2,9 @@
 // backend compiles a module by exporting it and running the nodes with its
 // kernels; a fusion region exports to a `fusion` node whose body is the
 // region's own TraceGraph.
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "lib/ir/import/OpMapping.h"
 #include "llvm/Support/raw_ostream.h"
@@ -66,34 +69,64 @@ absl::StatusOr<AttrValue> convert_attr(mlir::Attribute a) {
   return absl::InvalidArgumentError("unsupported attribute kind");
 }
 
+/// The value of one `user_attrs` entry of an mstep.custom, or null when
+/// its kind is none the schema has.
+std::optional<CustomAttrValue> custom_value(mlir::Attribute v) {
+  if (auto flag = llvm::dyn_cast<mlir::BoolAttr>(v)) return CustomAttrValue(flag.getValue());
+  if (auto i = llvm::dyn_cast<mlir::IntegerAttr>(v)) return CustomAttrValue(i.getInt());
+  if (auto f = llvm::dyn_cast<mlir::FloatAttr>(v)) return CustomAttrValue(f.getValueAsDouble());
+  if (auto l = llvm::dyn_cast<mlir::DenseI64ArrayAttr>(v))
+    return CustomAttrValue(IntList(l.asArrayRef().begin(), l.asArrayRef().end()));
+  if (auto str = llvm::dyn_cast<mlir::StringAttr>(v)) return CustomAttrValue(str.getValue().str());
+  if (auto t = llvm::dyn_cast<mlir::TypeAttr>(v)) {
+    auto dtype = to_dtype(t.getValue());
+    if (dtype.ok()) return CustomAttrValue(*dtype);
+  }
+  return std::nullopt;
+}
+
 /// The trace attributes of an mstep.custom: the id of the registered op its
-/// `op_name` names, then its `user_attrs` in the op's declaration order.
+/// `op_name` and `version` (1 when absent) name, then its `user_attrs` in
+/// the op's declaration order, typed by its schema (a left-out attribute
+/// with a default gets it).
 absl::Status export_custom_attrs(dialect::CustomOp op, GraphNode& n) {
   const std::string where = describe(op.getOperation());
-  auto found = CustomOpRegistry::global().find(op.getOpName().str());
+  int64_t version = 1;
+  if (auto v = op->getAttrOfType<mlir::IntegerAttr>("version")) version = v.getInt();
+  auto found = CustomOpRegistry::global().find(op.getOpName().str(), version);
   if (!found.ok())
     return absl::FailedPreconditionError(absl::StrCat(
         where, ": ", found.status().message(),
         " (register custom ops before compiling or loading a module that calls them)"));
   const CustomOp& custom = **found;
   mlir::DictionaryAttr given = op.getUserAttrs();
-  if (given.size() != custom.attr_names.size())
-    return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.name,
-                                                   "' declares ", custom.attr_names.size(),
-                                                   " attributes, the call gives ", given.size()));
+  for (mlir::NamedAttribute a : given)
+    if (std::none_of(custom.schema.attrs.begin(), custom.schema.attrs.end(),
+                     [&](const CustomAttrSpec& s) { return s.name == a.getName().strref(); }))
+      return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
+                                                     "' has no attribute '",
+                                                     a.getName().strref().str(), "'"));
   n.attrs.push_back({AttrName::custom_op, static_cast<int64_t>(custom.id)});
-  for (const std::string& name : custom.attr_names) {
-    mlir::Attribute v = given.get(name);
-    if (!v)
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": custom op '", custom.name, "' needs attribute '", name, "'"));
-    if (auto t = llvm::dyn_cast<mlir::TypeAttr>(v)) {
-      MSTEP_ASSIGN_OR_RETURN(DType dtype, to_dtype(t.getValue()));
-      n.attrs.push_back({AttrName::custom_attr, dtype});
-      continue;
+  for (const CustomAttrSpec& spec : custom.schema.attrs) {
+    mlir::Attribute v = given.get(spec.name);
+    std::optional<CustomAttrValue> value;
+    if (v) {
+      value = custom_value(v);
+      if (!value)
+        return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
+                                                       "': attribute '", spec.name,
+                                                       "' has no trace form"));
+    } else if (spec.default_value) {
+      value = spec.default_value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
+                                                     "' needs attribute '", spec.name, "'"));
     }
-    MSTEP_ASSIGN_OR_RETURN(AttrValue value, convert_attr(v));
-    n.attrs.push_back({AttrName::custom_attr, std::move(value)});
+    absl::StatusOr<AttrValue> stored = encode_custom_attr(spec, *value);
+    if (!stored.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
+                                                     "': ", stored.status().message()));
+    n.attrs.push_back({AttrName::custom_attr, *std::move(stored)});
   }
   return absl::OkStatus();
 }

@@ -124,33 +124,40 @@ double stored_constant(double value, DType dtype) {
   return value;
 }
 
-/// `op_name` and `user_attrs` of an mstep.custom from the node's id (looked
-/// up in the custom-op registry) and its attribute values.
+/// `op_name`, `user_attrs` and (past version 1) `version` of an
+/// mstep.custom from the node's id (looked up in the custom-op registry)
+/// and its attribute values, typed by the op's schema.
 absl::Status add_custom_attrs(mlir::Builder& b, const GraphNode& n, mlir::OperationState& state) {
   MSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const CustomOp> op,
                          CustomOpRegistry::global().find(static_cast<uint64_t>(
                              attr_int(n.attrs, AttrName::custom_op))));
   absl::Span<const Attr> values = custom_attr_values(n.attrs);
-  if (values.size() != op->attr_names.size())
-    return absl::InternalError(absl::StrCat("custom op '", op->name, "' node has ", values.size(),
-                                            " attributes, the op declares ",
-                                            op->attr_names.size()));
+  const std::vector<CustomAttrSpec>& specs = op->schema.attrs;
+  if (values.size() != specs.size())
+    return absl::InternalError(absl::StrCat("custom op '", op->label(), "' node has ",
+                                            values.size(), " attributes, the op declares ",
+                                            specs.size()));
   llvm::SmallVector<mlir::NamedAttribute> attrs;
   for (size_t i = 0; i < values.size(); ++i) {
-    const AttrValue& value = values[i].value;
+    MSTEP_ASSIGN_OR_RETURN(CustomAttrValue value, decode_custom_attr(specs[i], values[i].value));
     mlir::Attribute v;
     if (const auto* x = std::get_if<int64_t>(&value)) {
       v = b.getI64IntegerAttr(*x);
     } else if (const auto* d = std::get_if<double>(&value)) {
       v = b.getF64FloatAttr(*d);
+    } else if (const auto* flag = std::get_if<bool>(&value)) {
+      v = b.getBoolAttr(*flag);
     } else if (const auto* l = std::get_if<IntList>(&value)) {
       v = b.getDenseI64ArrayAttr(llvm::ArrayRef<int64_t>(l->data(), l->size()));
+    } else if (const auto* str = std::get_if<std::string>(&value)) {
+      v = b.getStringAttr(*str);
     } else {
       v = mlir::TypeAttr::get(element_type(*b.getContext(), std::get<DType>(value)));
     }
-    attrs.push_back(b.getNamedAttr(op->attr_names[i], v));
+    attrs.push_back(b.getNamedAttr(specs[i].name, v));
   }
   state.addAttribute("op_name", b.getStringAttr(op->name));
+  if (op->version != 1) state.addAttribute("version", b.getI64IntegerAttr(op->version));
   state.addAttribute("user_attrs", b.getDictionaryAttr(attrs));
   return absl::OkStatus();
 }
