@@ -79,13 +79,13 @@ struct Graph::Impl final : CaptureRecorder {
     seg.inputs.resize(run.inputs.size());
     seg.input_info.resize(run.inputs.size());
     for (size_t j = 0; j < run.inputs.size(); ++j) {
-      const Node* node = run.input_nodes[j];
+      const DataLeaf& leaf = *run.input_nodes[j];
       const BufferPtr& buf = run.inputs[j];
       InputBinding& b = seg.inputs[j];
       InputInfo& info = seg.input_info[j];
       info.type = buf->type();
       info.device = buf->device();
-      info.role = node->input_role();
+      info.role = leaf.input_role();
       if (info.role == InputRole::rng_state) {
         b.source = InputBinding::Source::rng;
         b.backend = value_or_throw(BackendRegistry::get(info.device.type));
@@ -93,7 +93,7 @@ struct Graph::Impl final : CaptureRecorder {
         seg.rng_offset = run.rng_offset - rng_begin;
         continue;
       }
-      auto owner = std::static_pointer_cast<TensorImpl>(node->owner().lock());
+      std::shared_ptr<TensorImpl> owner = leaf.owner().lock();
       if (auto it = produced.find(buf.get()); it != produced.end()) {
         b.source = InputBinding::Source::segment;
         b.segment = it->second.first;

@@ -11,6 +11,7 @@
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/Node.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/TraceNode.h"
 
 namespace mstep {
 
