@@ -25,7 +25,7 @@ Node::Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results)
   constant_hash_ = hash_attrs_constants(attrs_);
 }
 
-Node::Node(TensorType type, InputRole role) : Node(OpKind::data, {}, {}, {std::move(type)}) {
+Node::Node(const TensorType& type, InputRole role) : Node(OpKind::data, {}, {}, {type}) {
   input_role_ = role;
   // The role reaches the compiled program (argument attributes), so it is
   // part of the structure.

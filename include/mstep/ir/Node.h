@@ -101,7 +101,7 @@ class Node {
   /// An op node.
   Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results);
   /// A `data` leaf: a graph input of `type`; the subclass says what it reads.
-  Node(TensorType type, InputRole role);
+  Node(const TensorType& type, InputRole role);
 
  private:
   friend class NodeRef;

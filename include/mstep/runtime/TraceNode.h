@@ -26,8 +26,10 @@ class TensorImpl;
 
 class TraceNode : public Node {
  public:
-  TraceNode(OpKind op, Operands operands, AttrList attrs, ResultTypes results)
-      : Node(op, std::move(operands), std::move(attrs), std::move(results)) {}
+  /// An op node: Node's arguments, forwarded (operands, attributes and
+  /// result types are moved once, as in a Node).
+  template <typename... Args>
+  explicit TraceNode(OpKind op, Args&&... args) : Node(op, std::forward<Args>(args)...) {}
 
   // Nodes are made and freed once per traced op: use the free-list pool.
   static void* operator new(size_t) { return FreeListPool<sizeof(TraceNode)>::allocate(); }
@@ -40,14 +42,14 @@ class TraceNode : public Node {
   mutable uint32_t visit_index = 0;
 
  protected:
-  TraceNode(TensorType type, InputRole role) : Node(std::move(type), role) {}
+  TraceNode(const TensorType& type, InputRole role) : Node(type, role) {}
 };
 
 class DataLeaf final : public TraceNode {
  public:
-  DataLeaf(std::shared_ptr<Buffer> buffer, TensorType type, InputRole role,
-           std::weak_ptr<TensorImpl> owner)
-      : TraceNode(std::move(type), role), buffer_(std::move(buffer)), owner_(std::move(owner)) {}
+  DataLeaf(std::shared_ptr<Buffer>&& buffer, const TensorType& type, InputRole role,
+           std::weak_ptr<TensorImpl>&& owner)
+      : TraceNode(type, role), buffer_(std::move(buffer)), owner_(std::move(owner)) {}
 
   static void* operator new(size_t) { return FreeListPool<sizeof(DataLeaf)>::allocate(); }
   static void operator delete(void* p) { FreeListPool<sizeof(DataLeaf)>::deallocate(p); }
@@ -68,15 +70,17 @@ inline const TraceNode& trace_node(const Node& node) { return static_cast<const 
 /// The DataLeaf of a `data` node.
 inline const DataLeaf& data_leaf(const Node& node) { return static_cast<const DataLeaf&>(node); }
 
-/// Records an op node and returns the first reference to it.
-inline NodeRef make_op_node(OpKind op, Operands operands, AttrList attrs, ResultTypes results) {
+/// Records an op node (operands, attributes, result types: see Node) and
+/// returns the first reference to it.
+template <typename... Args>
+NodeRef make_op_node(OpKind op, Args&&... args) {
   assert(op != OpKind::data && "a data leaf is a DataLeaf: make_data_leaf()");
-  return NodeRef(new TraceNode(op, std::move(operands), std::move(attrs), std::move(results)));
+  return NodeRef(new TraceNode(op, std::forward<Args>(args)...));
 }
 /// A `data` leaf for `buffer`, which `owner` holds.
-inline NodeRef make_data_leaf(std::shared_ptr<Buffer> buffer, TensorType type, InputRole role,
-                              std::weak_ptr<TensorImpl> owner) {
-  return NodeRef(new DataLeaf(std::move(buffer), std::move(type), role, std::move(owner)));
+inline NodeRef make_data_leaf(std::shared_ptr<Buffer> buffer, const TensorType& type,
+                              InputRole role, std::weak_ptr<TensorImpl> owner) {
+  return NodeRef(new DataLeaf(std::move(buffer), type, role, std::move(owner)));
 }
 
 }  // namespace mstep

@@ -153,7 +153,9 @@ class Tracer {
   uint64_t rng_seed_ = 0x5EEDull;
   uint64_t rng_offset_ = 0;
   int64_t rng_reserved_ = 0;  // numbers reserved by ops since the last step
-  TensorImplPtr rng_state_;   // i64[2] {seed, offset} on the default device
+  // i64[2] {seed, offset} on the default device; the tracer's own, not a
+  // user handle (TensorImpl::has_handles).
+  TensorImplPtr rng_state_;
   // End of the last mark_step(), for the "trace" span of MSTEP_TRACE.
   std::chrono::steady_clock::time_point last_step_end_;
 };
