@@ -35,8 +35,7 @@ Device common_device(absl::string_view api_name,
 
 Tensor record_values(OpKind op, Operands operands, AttrList attrs,
                      TensorType type, Device device) {
-  auto node = make_node(op, std::move(operands), std::move(attrs),
-                                     ResultTypes{type});
+  auto node = make_op_node(op, std::move(operands), std::move(attrs), ResultTypes{type});
   auto impl = TensorImpl::make(std::move(type), device);
   impl->set_pending(Value{std::move(node), 0});
   return Tensor(std::move(impl));
@@ -67,8 +66,7 @@ std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
   Device d = common_device(api_name, operands, std::nullopt);
   Operands values;
   for (const Tensor& t : operands) values.push_back(t.impl()->as_operand());
-  auto node = make_node(op, std::move(values), std::move(attrs),
-                                     types);
+  auto node = make_op_node(op, std::move(values), std::move(attrs), types);
   std::vector<Tensor> out;
   for (uint32_t i = 0; i < types.size(); ++i) {
     auto impl = TensorImpl::make(types[i], d);
@@ -82,9 +80,8 @@ std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
 Value constant_value(double value, DType dtype) {
   AttrList attrs;
   attrs.push_back({AttrName::value, value});
-  return Value{make_node(OpKind::constant, Operands{},
-                                      std::move(attrs),
-                                      ResultTypes{TensorType{Shape{}, dtype}}),
+  return Value{make_op_node(OpKind::constant, Operands{}, std::move(attrs),
+                            ResultTypes{TensorType{Shape{}, dtype}}),
                0};
 }
 

@@ -33,6 +33,10 @@ std::vector<std::byte> read_bytes(const Tensor& t, absl::string_view what) {
 
 }  // namespace
 
+// Out of line: Tensor.h sees TensorImpl only declared.
+void Tensor::add_handle(TensorImpl* impl) { impl->add_handle(); }
+void Tensor::drop_handle(TensorImpl* impl) { impl->drop_handle(); }
+
 const TensorType& Tensor::type() const {
   require_defined(*this, "type");
   return impl_->type();

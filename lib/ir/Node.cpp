@@ -25,14 +25,14 @@ Node::Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results)
   constant_hash_ = hash_attrs_constants(attrs_);
 }
 
-Node::Node(std::shared_ptr<Buffer> buffer, TensorType type, InputRole role)
-    : Node(OpKind::data, {}, {}, {std::move(type)}) {
-  buffer_ = std::move(buffer);
+Node::Node(const TensorType& type, InputRole role) : Node(OpKind::data, {}, {}, {type}) {
   input_role_ = role;
   // The role reaches the compiled program (argument attributes), so it is
   // part of the structure.
   structural_hash_ = hash_combine(structural_hash_, static_cast<uint64_t>(role));
 }
+
+Node::~Node() = default;
 
 void destroy_node(Node* node) {
   // Deleting a node releases its operands, which may reach zero and call
@@ -47,7 +47,7 @@ void destroy_node(Node* node) {
   while (queue) {
     Node* n = queue;
     queue = n->free_next_;
-    delete n;
+    delete n;  // virtual: frees the runtime type into its own pool
   }
   draining = false;
 }

@@ -24,8 +24,9 @@ struct InputBinding {
   // earlier segment read (a tensor updated since, e.g. by a sync point).
   enum class Source : uint8_t { tensor, segment, segment_input, constant, rng };
   Source source = Source::constant;
-  // Source::tensor. Held strongly (no weak_ptr lock per replay); when the
-  // graph holds the only reference, the user freed it.
+  // Source::tensor. Held strongly (no weak_ptr lock per replay), but not
+  // as a user handle (TensorImpl::has_handles): when none is left, the
+  // user freed it.
   std::shared_ptr<TensorImpl> tensor;
   uint32_t segment = 0, slot = 0;    // Source::segment (result) / segment_input (input)
   BufferPtr constant;                // Source::constant; the state buffer for Source::rng
@@ -48,7 +49,8 @@ struct Segment {
   std::vector<InputInfo> input_info;  // parallel to inputs
   std::vector<TensorType> result_types;  // of the executable's results
   // The tensors bound to results, with their result's index, in one flat
-  // list (a tensor only the graph still holds is skipped: nobody can read it).
+  // list (a tensor with no user handle left gets no result: nobody can
+  // read it). The graph's references are not handles.
   struct OutputBinding {
     uint32_t result;
     // Whether replay may offer the tensor's buffer for its result (see

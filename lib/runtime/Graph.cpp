@@ -79,13 +79,13 @@ struct Graph::Impl final : CaptureRecorder {
     seg.inputs.resize(run.inputs.size());
     seg.input_info.resize(run.inputs.size());
     for (size_t j = 0; j < run.inputs.size(); ++j) {
-      const Node* node = run.input_nodes[j];
+      const DataLeaf& leaf = *run.input_nodes[j];
       const BufferPtr& buf = run.inputs[j];
       InputBinding& b = seg.inputs[j];
       InputInfo& info = seg.input_info[j];
       info.type = buf->type();
       info.device = buf->device();
-      info.role = node->input_role();
+      info.role = leaf.input_role();
       if (info.role == InputRole::rng_state) {
         b.source = InputBinding::Source::rng;
         b.backend = value_or_throw(BackendRegistry::get(info.device.type));
@@ -93,7 +93,7 @@ struct Graph::Impl final : CaptureRecorder {
         seg.rng_offset = run.rng_offset - rng_begin;
         continue;
       }
-      auto owner = std::static_pointer_cast<TensorImpl>(node->owner().lock());
+      std::shared_ptr<TensorImpl> owner = leaf.owner().lock();
       if (auto it = produced.find(buf.get()); it != produced.end()) {
         b.source = InputBinding::Source::segment;
         b.segment = it->second.first;
@@ -285,9 +285,9 @@ struct Graph::Impl final : CaptureRecorder {
     for (uint32_t j : seg.transient) prefetch_counts(seg.buffers[j]);
     for (const Segment::OutputBinding& o : seg.outputs) {
       const BufferPtr& result = seg.results[o.result];
-      // Liveness, not ownership: when the graph holds the tensor's only
-      // handle, nobody can read it, so its memory is freed.
-      if (o.tensor.use_count() == 1)
+      // No user handle is left (the graph's binding is not one): nobody
+      // can read the tensor, so its memory is freed.
+      if (!o.tensor->has_handles())
         o.tensor->set_buffer(nullptr);
       else if (o.tensor->buffer() != result)  // else updated in place: nothing held it
         o.tensor->set_buffer(result);
@@ -409,7 +409,7 @@ void Graph::replay() {
     for (size_t j = 0; j < g.segments[s].inputs.size(); ++j) {
       const InputBinding& b = g.segments[s].inputs[j];
       if (b.source != InputBinding::Source::tensor) continue;
-      if (b.tensor.use_count() == 1)  // liveness: no handle is left but the graph's
+      if (!b.tensor->has_handles())  // the user dropped it; the graph's binding is no handle
         throw ReplayError(ReplayError::Kind::input_freed,
                           absl::StrCat("Graph::replay: ", describe_input(s, j, g.segments[s].input_info[j]),
                                        " was freed, or its handle was assigned another tensor. "

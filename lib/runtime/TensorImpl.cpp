@@ -50,10 +50,7 @@ uint64_t TensorImpl::device_moves() { return g_device_moves.load(std::memory_ord
 
 Value TensorImpl::as_operand() {
   if (pending_.node) return pending_;
-  if (!data_node_) {
-    data_node_ = make_node(buffer_, type_, input_role_);
-    data_node_->set_owner(weak_from_this());
-  }
+  if (!data_node_) data_node_ = make_data_leaf(buffer_, type_, input_role_, weak_from_this());
   return Value{data_node_, 0};
 }
 

@@ -52,7 +52,7 @@ TraceGraph build_graph(absl::Span<const Node* const> order,
       gn.op = n->op();
       gn.attrs = n->attrs();
       for (const Value& v : n->operands())
-        gn.operands.push_back({v.node->visit_index, v.index});
+        gn.operands.push_back({trace_node(*v.node).visit_index, v.index});
     }
     g.nodes.push_back(std::move(gn));
   }
@@ -209,35 +209,37 @@ absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, D
   };
   std::vector<Frame> stack;
   auto visit = [&](const Node* root) {
-    if (root->visit_epoch == epoch) return;
-    root->visit_epoch = epoch;
+    if (trace_node(*root).visit_epoch == epoch) return;
+    trace_node(*root).visit_epoch = epoch;
     stack.push_back({root, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       auto operands = f.node->operands();
       if (f.next_operand < operands.size()) {
-        const Node* child = operands[f.next_operand++].node.get();
-        if (child->visit_epoch != epoch) {
-          child->visit_epoch = epoch;
-          stack.push_back({child, 0});
+        const TraceNode& child = trace_node(*operands[f.next_operand++].node);
+        if (child.visit_epoch != epoch) {
+          child.visit_epoch = epoch;
+          stack.push_back({&child, 0});
         }
         continue;
       }
       const Node* n = f.node;
       stack.pop_back();
-      n->visit_index = static_cast<uint32_t>(order_.size());
+      const uint32_t index = static_cast<uint32_t>(order_.size());
+      trace_node(*n).visit_index = index;
       order_.push_back(n);
       if (n->op() == OpKind::data) {
-        inputs_.push_back(n->buffer());
-        input_nodes_.push_back(n);
+        const DataLeaf& leaf = data_leaf(*n);
+        inputs_.push_back(leaf.buffer());
+        input_nodes_.push_back(&leaf);
       }
       key.structure = hash_combine(key.structure, n->structural_hash());
       for (const Value& v : operands)
         key.structure = hash_combine(
-            key.structure, (uint64_t{v.node->visit_index} << 8) | v.index);
+            key.structure, (uint64_t{trace_node(*v.node).visit_index} << 8) | v.index);
       key.types = hash_combine(key.types, n->type_hash());
       if (uint64_t c = n->constant_hash())
-        key.constants = hash_combine(key.constants, c ^ n->visit_index);
+        key.constants = hash_combine(key.constants, c ^ index);
     }
   };
 
@@ -255,9 +257,9 @@ absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, D
         std::make_pair(v.node.get(), v.index),
         static_cast<uint32_t>(c.graph_outputs.size()));
     if (inserted) {
-      c.graph_outputs.push_back({v.node->visit_index, v.index});
-      key.structure = hash_combine(
-          key.structure, (uint64_t{v.node->visit_index} << 8) | v.index);
+      const uint32_t index = trace_node(*v.node).visit_index;
+      c.graph_outputs.push_back({index, v.index});
+      key.structure = hash_combine(key.structure, (uint64_t{index} << 8) | v.index);
     }
     c.output_slot[i] = it->second;
   }

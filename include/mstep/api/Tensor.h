@@ -45,7 +45,29 @@ class Tensor {
  public:
   /// An undefined tensor (used for optional arguments).
   Tensor() = default;
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {
+    if (impl_) add_handle(impl_.get());
+  }
+  // A Tensor is a user handle of its TensorImpl (TensorImpl::has_handles):
+  // copies count, moves hand the handle over.
+  Tensor(const Tensor& other) : impl_(other.impl_) {
+    if (impl_) add_handle(impl_.get());
+  }
+  Tensor(Tensor&& other) noexcept = default;
+  Tensor& operator=(const Tensor& other) {
+    if (impl_ != other.impl_) *this = Tensor(other);
+    return *this;
+  }
+  Tensor& operator=(Tensor&& other) noexcept {
+    if (this != &other) {
+      Tensor old(std::move(*this));  // drops this handle on return
+      impl_ = std::move(other.impl_);
+    }
+    return *this;
+  }
+  ~Tensor() {
+    if (impl_) drop_handle(impl_.get());
+  }
 
   bool defined() const { return impl_ != nullptr; }
   const TensorType& type() const;
@@ -125,9 +147,13 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;
 
   TensorImpl* impl() const { return impl_.get(); }
+  /// The impl itself; a copy of this pointer is not a handle.
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  static void add_handle(TensorImpl* impl);
+  static void drop_handle(TensorImpl* impl);
+
   std::shared_ptr<TensorImpl> impl_;
 };
 

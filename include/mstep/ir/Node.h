@@ -4,6 +4,14 @@
 // tensor frees its pending subgraph. The structural hash (op + attributes)
 // and the type hash (result shapes and dtypes) are computed once here, in
 // the constructor; cutting a graph only combines them.
+//
+// Node is the ir half of a trace node: the op, its operands, attributes and
+// result types. It holds no runtime state. The runtime makes the concrete
+// nodes (include/mstep/runtime/TraceNode.h): a TraceNode adds the graph
+// cutter's scratch, and a DataLeaf the materialized buffer a `data` leaf
+// stands for. Node's constructors are protected so that every node of the
+// trace DAG is one of those; the virtual destructor lets destroy_node free
+// a node without knowing its runtime type.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +27,6 @@
 
 namespace mstep {
 
-class Buffer;  // runtime/Buffer.h: opaque device memory
 class Node;
 /// Frees `node` and then, without recursion, every node only it kept alive.
 void destroy_node(Node* node);
@@ -68,28 +75,19 @@ using Operands = absl::InlinedVector<Value, 3>;
 
 class Node {
  public:
-  Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results);
-  /// A leaf that stands for an already materialized buffer.
-  Node(std::shared_ptr<Buffer> buffer, TensorType type, InputRole role = InputRole::input);
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-
-  // Nodes are made and freed once per traced op: use the free-list pool.
-  static void* operator new(size_t size) { return FreeListPool<sizeof(Node)>::allocate(); }
-  static void operator delete(void* p) { FreeListPool<sizeof(Node)>::deallocate(p); }
+  /// Virtual, so that deleting a Node frees the concrete (runtime) type and
+  /// returns it to that type's pool (its class operator delete).
+  virtual ~Node();
 
   OpKind op() const { return op_; }
   absl::Span<const Value> operands() const { return operands_; }
   const AttrList& attrs() const { return attrs_; }
   absl::Span<const TensorType> results() const { return results_; }
   const TensorType& result(uint32_t i = 0) const { return results_[i]; }
-  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
-  /// For a `data` leaf: what the buffer is to the program.
+  /// For a `data` leaf: what its input is to the program.
   InputRole input_role() const { return input_role_; }
-  /// For a `data` leaf: the tensor whose buffer it read (a TensorImpl, held
-  /// weakly). Graph capture uses it to re-read that tensor at replay.
-  const std::weak_ptr<void>& owner() const { return owner_; }
-  void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
   /// op + non-constant attributes. Equal for nodes that compute the same
   /// function of their operands up to host constants.
@@ -99,10 +97,11 @@ class Node {
   /// Host constants (double attributes); 0 when there are none.
   uint64_t constant_hash() const { return constant_hash_; }
 
-  /// Scratch used by the graph cutter: the traversal epoch that last
-  /// visited this node and the node's position in that traversal.
-  mutable uint64_t visit_epoch = 0;
-  mutable uint32_t visit_index = 0;
+ protected:
+  /// An op node.
+  Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results);
+  /// A `data` leaf: a graph input of `type`; the subclass says what it reads.
+  Node(const TensorType& type, InputRole role);
 
  private:
   friend class NodeRef;
@@ -114,20 +113,12 @@ class Node {
   Operands operands_;
   AttrList attrs_;
   ResultTypes results_;
-  std::shared_ptr<Buffer> buffer_;
-  std::weak_ptr<void> owner_;
   uint64_t structural_hash_ = 0;
   uint64_t type_hash_ = 0;
   uint64_t constant_hash_ = 0;
 };
 
 using NodePtr = NodeRef;
-
-/// Allocates a node and returns the first reference to it.
-template <typename... Args>
-NodeRef make_node(Args&&... args) {
-  return NodeRef(new Node(std::forward<Args>(args)...));
-}
 
 inline NodeRef::NodeRef(Node* node) : node_(node) {
   if (node_) ++node_->refs_;

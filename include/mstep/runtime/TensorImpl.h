@@ -4,6 +4,8 @@
 // mark_step() can find every live one without a hash set.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 
 #include "mstep/core/Device.h"
@@ -11,6 +13,7 @@
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/Node.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/TraceNode.h"
 
 namespace mstep {
 
@@ -40,12 +43,29 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   const Value& pending() const { return pending_; }
   const BufferPtr& buffer() const { return buffer_; }
   /// The bytes of the fields Graph::replay() reads and writes of every
-  /// bound tensor (its buffer, pending value and data leaf), for
-  /// prefetching them.
+  /// bound tensor (its buffer, pending value, data leaf and handle count),
+  /// for prefetching them.
   const char* replay_fields_begin() const { return reinterpret_cast<const char*>(&buffer_); }
-  const char* replay_fields_end() const {
-    return reinterpret_cast<const char*>(&data_node_ + 1);
-  }
+  const char* replay_fields_end() const { return reinterpret_cast<const char*>(&handles_ + 1); }
+
+  /// User handles: the mstep::Tensor objects (and so the C API's tensor
+  /// handles) that refer to this tensor, counted by mstep::Tensor itself
+  /// (a copy adds one, a destruction drops one, a move changes nothing).
+  /// The runtime's own references are not handles: a captured graph's
+  /// bindings, the tracer's RNG state, a leaf's autograd accumulator. A
+  /// tensor with no handle can no longer be read or written by anyone: a
+  /// replay frees what it would write there, and refuses to read it. The
+  /// runtime decides from this bookkeeping, never from reference counts.
+  ///
+  /// Handles may be copied and destroyed on any thread (a data loader's),
+  /// so the count is atomic. Adding is relaxed: a new handle is made from
+  /// a live one, so the count cannot reach zero meanwhile. Dropping
+  /// releases and has_handles() acquires, so whatever a thread did with
+  /// the tensor before dropping its last handle happens before the tracing
+  /// thread acts on "no handle left" (on x86 this costs nothing more).
+  void add_handle() { handles_.fetch_add(1, std::memory_order_relaxed); }
+  void drop_handle() { handles_.fetch_sub(1, std::memory_order_release); }
+  bool has_handles() const { return handles_.load(std::memory_order_acquire) != 0; }
 
   /// Makes this tensor the pending result `value`, dropping any buffer.
   /// Registers it with the tracer's live list.
@@ -100,10 +120,12 @@ class TensorImpl : public std::enable_shared_from_this<TensorImpl> {
   static bool pending_work_exists();
   // The state replay() reads of every bound tensor comes first, next to
   // the reference counts, so that a cold tensor costs one or two cache
-  // lines rather than three (data_node_: owns_buffer_exclusively()).
+  // lines rather than three (data_node_: owns_buffer_exclusively();
+  // handles_: the input and output checks).
   BufferPtr buffer_;
   Value pending_;
   NodePtr data_node_;
+  std::atomic<uint32_t> handles_{0};
   TensorType type_;
   Device device_;
   std::weak_ptr<Buffer> replaced_buffer_;

@@ -23,7 +23,7 @@ class DiskCache;
 /// One executable run in lazy mode, as a capture sees it (mstep::Graph).
 struct ExecutedGraph {
   const std::shared_ptr<Executable>& executable;
-  absl::Span<const Node* const> input_nodes;  // the `data` leaves, in input order
+  absl::Span<const DataLeaf* const> input_nodes;  // the `data` leaves, in input order
   absl::Span<const BufferPtr> inputs;
   absl::Span<TensorImpl* const> outputs;      // the tensors bound to results
   absl::Span<const uint32_t> output_slot;     // per tensor: its result
@@ -148,12 +148,14 @@ class Tracer {
   std::vector<const Node*> order_;
   std::vector<BufferPtr> inputs_;
   std::vector<uint8_t> donated_;  // per input: what execute() donates to run()
-  std::vector<const Node*> input_nodes_;
+  std::vector<const DataLeaf*> input_nodes_;
 
   uint64_t rng_seed_ = 0x5EEDull;
   uint64_t rng_offset_ = 0;
   int64_t rng_reserved_ = 0;  // numbers reserved by ops since the last step
-  TensorImplPtr rng_state_;   // i64[2] {seed, offset} on the default device
+  // i64[2] {seed, offset} on the default device; the tracer's own, not a
+  // user handle (TensorImpl::has_handles).
+  TensorImplPtr rng_state_;
   // End of the last mark_step(), for the "trace" span of MSTEP_TRACE.
   std::chrono::steady_clock::time_point last_step_end_;
 };

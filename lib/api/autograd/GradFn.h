@@ -65,6 +65,9 @@ class AccumulateGrad final : public GradFn {
   std::string name() const override { return "AccumulateGrad"; }
 
  private:
+  // Not a user handle (TensorImpl::has_handles): the accumulator writes
+  // the leaf's .grad and never reads its value; a leaf it alone keeps is
+  // one the user dropped.
   std::shared_ptr<TensorImpl> leaf_;
 };
 
