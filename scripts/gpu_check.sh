@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Prepares, on this machine (no GPU needed), the GPU check of the cuda
-# driver layer for one short run on a machine with an NVIDIA GPU where
+# runtime half (driver layer, backend, allocator, cuBLASLt) for one short
+# run on a machine with an NVIDIA GPU where
 # nothing can be installed: cuda_driver_gpu_test, every shared library
 # it loads (ldd; glibc's own libraries and libcuda excepted, the GPU
 # machine has newer ones), and the test kernels (PTX, cubins, ptxas -v
 # reports), as ONE compressed tarball, plus run.sh, which on the GPU
 # machine unpacks it to /tmp, runs the tests and writes a report
-# (gtest XML, the log, the environment) to $OUT.
+# (gtest XML, the logs, the environment) to $OUT. cuBLASLt (540 MB) is not
+# bundled: run.sh finds the GPU machine's and reports where.
 #
 #   scripts/gpu_check.sh [--build-dir DIR] [--out DIR] [--no-build]
 #     --build-dir  the configured build tree (default build/)
@@ -81,21 +83,50 @@ cat > "$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
 # Runs the mstep GPU check on a machine with an NVIDIA GPU (made by
 # scripts/gpu_check.sh): unpacks the bundle (next to this script) into
-# /tmp, runs cuda_driver_gpu_test with the bundle's libraries and writes
-# the report to $OUT (default: report/ next to this script):
-#   environment.txt, cuda_driver_gpu_test.xml (gtest), .log, summary.txt.
-# Exit code: the test's (0 passed, 77 no usable GPU, else failed).
+# /tmp, runs cuda_driver_gpu_test with the bundle's libraries and the GPU
+# machine's cuBLASLt (found here, not bundled), and writes the report to
+# $OUT (default: report/ next to this script): environment.txt,
+# cuda_driver_gpu_test.xml (gtest) and .log (driver layer, backend,
+# cuBLASLt), cuda_device_fault_gpu_test.xml and .log (the device fault,
+# in a process of its own, last: it leaves the context unusable),
+# summary.txt.
+# Exit code: 0 all passed, 77 no usable GPU, else the first failure's.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/report}
 mkdir -p "$out"
-# Unpacks the bundle into $1 and runs the test from there.
-run_from() {
+
+# libcublasLt.so.13: the loader's cache, the CUDA toolkit, then pip's
+# nvidia-cublas wheel (PyTorch's) under any nvidia package path.
+find_cublaslt() {
+  local path dir
+  path=$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13 /{print $NF; exit}')
+  if [ -n "$path" ]; then dirname "$path"; return 0; fi
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/local/cuda*/lib64 \
+             /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu; do
+    if [ -e "$dir/libcublasLt.so.13" ]; then echo "$dir"; return 0; fi
+  done
+  for python in python3 /usr/bin/python3; do
+    command -v "$python" > /dev/null 2>&1 || continue
+    for dir in $("$python" -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null); do
+      path=$(find "$dir" -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+      if [ -n "$path" ]; then dirname "$path"; return 0; fi
+    done
+  done
+  return 1
+}
+cublaslt_dir=$(find_cublaslt || true)
+
+# Unpacks the bundle into $1.
+unpack_into() {
   tar -xzf "$here/mstep_gpu_bundle.tar.gz" -C "$1" || { echo "run.sh: cannot unpack into $1" >&2; return 1; }
   bundle=$1/mstep_gpu
-  LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    timeout 200 "$bundle/bin/cuda_driver_gpu_test" --kernel_dir="$bundle/kernels" \
-    --gtest_output=xml:"$out/cuda_driver_gpu_test.xml" > "$out/cuda_driver_gpu_test.log" 2>&1
+}
+# Runs the test binary from $bundle: run_test NAME TIMEOUT GTEST_FILTER.
+run_test() {
+  LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    timeout "$2" "$bundle/bin/cuda_driver_gpu_test" --kernel_dir="$bundle/kernels" \
+    --gtest_filter="$3" --gtest_output=xml:"$out/$1.xml" > "$out/$1.log" 2>&1
 }
 work=$(mktemp -d /tmp/mstep_gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -103,19 +134,30 @@ trap 'rm -rf "$work"' EXIT
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   uname -a
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
+  echo "CPU threads: $(nproc)"
+  echo "libcublasLt.so.13: ${cublaslt_dir:-not found (the cuBLASLt tests fail)}"
   tar -xzOf "$here/mstep_gpu_bundle.tar.gz" mstep_gpu/MANIFEST
 } > "$out/environment.txt"
-run_from "$work"
+unpack_into "$work"
+run_test cuda_driver_gpu_test 150 '-CudaDeviceFaultGpuTest.*'
 status=$?
 if [ "$status" = 126 ]; then
   # /tmp mounted noexec: unpack next to this script instead.
   echo "run.sh: cannot execute from /tmp, unpacking next to run.sh" | tee -a "$out/environment.txt"
   mkdir -p "$here/unpacked"
-  run_from "$here/unpacked"
+  unpack_into "$here/unpacked"
+  run_test cuda_driver_gpu_test 150 '-CudaDeviceFaultGpuTest.*'
   status=$?
 fi
-cat "$out/cuda_driver_gpu_test.log"
-echo "cuda_driver_gpu_test exit code: $status" | tee "$out/summary.txt"
+run_test cuda_device_fault_gpu_test 30 'CudaDeviceFaultGpuTest.*'
+fault_status=$?
+cat "$out/cuda_driver_gpu_test.log" "$out/cuda_device_fault_gpu_test.log"
+if [ -n "$cublaslt_dir" ]; then echo "libcublasLt.so.13 from $cublaslt_dir"; else echo "libcublasLt.so.13 not found"; fi
+{
+  echo "cuda_driver_gpu_test exit code: $status"
+  echo "cuda_device_fault_gpu_test exit code: $fault_status"
+} | tee "$out/summary.txt"
+if [ "$status" = 0 ] && [ "$fault_status" != 0 ] && [ "$fault_status" != 77 ]; then status=$fault_status; fi
 exit $status
 RUN
 chmod +x "$out/run.sh"

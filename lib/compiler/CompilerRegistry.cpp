@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mstep/compiler/BackendCompiler.h"
+#include "mstep/runtime/Backend.h"
 
 namespace mstep {
 
@@ -52,6 +53,11 @@ absl::StatusOr<BackendCompiler*> CompilerRegistry::get(absl::string_view backend
     auto it = r.entries.find(backend_name);
     if (it != r.entries.end()) e = it->second.get();
   }
+  if (e == nullptr && BackendRegistry::device_type(backend_name).ok())
+    return absl::UnimplementedError(absl::StrCat(
+        "no compiler for backend '", backend_name, "' is built into this library: '",
+        backend_name, "' is a registered backend without a compile half, so no step can be "
+        "compiled for it; compilers: ", absl::StrJoin(names(), ", ")));
   if (e == nullptr)
     return absl::NotFoundError(absl::StrCat("no compiler for backend '", backend_name,
                                             "' is built into this library; compilers: ",

@@ -21,9 +21,11 @@ constexpr int kNumDeviceTypes = static_cast<int>(DeviceType::async_host) + 1;
 struct BackendRegistry::Entry {
   std::string name;
   DeviceType type;
-  Factory factory;
+  Factory factory = nullptr;
+  FallibleFactory fallible = nullptr;  // set instead of `factory`
   std::once_flag created;
   std::unique_ptr<Backend> instance;  // written once, under `created`
+  absl::Status error;                 // of `fallible`, written under `created`
 };
 
 struct BackendRegistry::State {
@@ -53,8 +55,18 @@ BackendRegistry& BackendRegistry::global() {
 }
 
 absl::Status BackendRegistry::add(absl::string_view name, DeviceType type, Factory factory) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  for (const auto& e : state_->entries)
+  return add_entry(*state_, name, type, factory, nullptr);
+}
+
+absl::Status BackendRegistry::add(absl::string_view name, DeviceType type,
+                                  FallibleFactory factory) {
+  return add_entry(*state_, name, type, nullptr, factory);
+}
+
+absl::Status BackendRegistry::add_entry(State& state, absl::string_view name, DeviceType type,
+                                        Factory factory, FallibleFactory fallible) {
+  std::lock_guard<std::mutex> lock(state.mutex);
+  for (const auto& e : state.entries)
     if (e->name == name || e->type == type)
       return absl::AlreadyExistsError(absl::StrCat(
           "cannot register backend '", name, "' for device type '", device_type_name(type),
@@ -64,8 +76,9 @@ absl::Status BackendRegistry::add(absl::string_view name, DeviceType type, Facto
   entry->name = std::string(name);
   entry->type = type;
   entry->factory = factory;
-  state_->by_type[static_cast<int>(type)].store(entry.get(), std::memory_order_release);
-  state_->entries.push_back(std::move(entry));
+  entry->fallible = fallible;
+  state.by_type[static_cast<int>(type)].store(entry.get(), std::memory_order_release);
+  state.entries.push_back(std::move(entry));
   return absl::OkStatus();
 }
 
@@ -75,7 +88,18 @@ absl::StatusOr<Backend*> BackendRegistry::backend(DeviceType type) {
     return absl::UnavailableError(absl::StrCat("no backend for device '", device_type_name(type),
                                                "' is built into this library; ",
                                                state_->available()));
-  std::call_once(e->created, [e] { e->instance = e->factory(); });
+  std::call_once(e->created, [e] {
+    if (e->factory != nullptr) {
+      e->instance = e->factory();
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<Backend>> made = e->fallible();
+    if (made.ok())
+      e->instance = std::move(*made);
+    else
+      e->error = made.status();
+  });
+  if (!e->error.ok()) return e->error;
   if (!e->instance)
     return absl::InternalError(absl::StrCat("backend '", e->name, "' failed to start"));
   return e->instance.get();
@@ -107,11 +131,22 @@ std::vector<DeviceType> BackendRegistry::types() const {
   return out;
 }
 
-void BackendRegistry::register_backend(absl::string_view name, DeviceType type, Factory factory) {
-  if (absl::Status s = global().add(name, type, factory); !s.ok()) {
+namespace {
+void abort_unless_ok(const absl::Status& s) {
+  if (!s.ok()) {
     std::fprintf(stderr, "mstep: %s\n", std::string(s.message()).c_str());
     std::abort();
   }
+}
+}  // namespace
+
+void BackendRegistry::register_backend(absl::string_view name, DeviceType type, Factory factory) {
+  abort_unless_ok(global().add(name, type, factory));
+}
+
+void BackendRegistry::register_backend(absl::string_view name, DeviceType type,
+                                       FallibleFactory factory) {
+  abort_unless_ok(global().add(name, type, factory));
 }
 
 }  // namespace mstep

@@ -60,8 +60,16 @@ std::vector<Backend*> on_threads(int n, F fn) {
 }
 
 TEST(BackendRegistry, ListsTheBuiltInBackendsInDeviceTypeOrder) {
+#if MSTEP_WITH_CUDA_RUNTIME
+  // cuda's runtime half is built in: registered, created (or found
+  // unavailable) only on first use.
+  EXPECT_THAT(BackendRegistry::registered_backends(), ElementsAre("ref", "cpu", "cuda"));
+  EXPECT_THAT(BackendRegistry::available(),
+              ElementsAre(DeviceType::ref, DeviceType::cpu, DeviceType::cuda));
+#else
   EXPECT_THAT(BackendRegistry::registered_backends(), ElementsAre("ref", "cpu"));
   EXPECT_THAT(BackendRegistry::available(), ElementsAre(DeviceType::ref, DeviceType::cpu));
+#endif
   EXPECT_EQ(*BackendRegistry::device_type("cpu"), DeviceType::cpu);
   EXPECT_EQ(*BackendRegistry::device_type("ref"), DeviceType::ref);
 }
@@ -79,6 +87,18 @@ TEST(CompilerRegistry, EveryBuiltInBackendHasACompileHalf) {
   EXPECT_THAT(missing.status().message(), HasSubstr("no compiler for backend 'null'"));
   EXPECT_THAT(missing.status().message(), HasSubstr("compilers: cpu, ref"));
 }
+
+#if MSTEP_WITH_CUDA_RUNTIME
+TEST(CompilerRegistry, ABackendWithoutACompileHalfSaysSo) {
+  absl::StatusOr<BackendCompiler*> cuda = CompilerRegistry::get("cuda");
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(cuda.status().message(),
+              HasSubstr("no compiler for backend 'cuda' is built into this library: 'cuda' is a "
+                        "registered backend without a compile half, so no step can be compiled "
+                        "for it; compilers: cpu, ref"));
+}
+#endif
 
 TEST(BackendRegistry, NameAndTypeGiveTheSameBackend) {
   for (const char* name : {"ref", "cpu"}) {

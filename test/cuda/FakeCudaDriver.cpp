@@ -3,7 +3,9 @@
 // allocate host memory, library loads check the image's architecture).
 #include "test/cuda/FakeCudaDriver.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -27,7 +29,8 @@ struct FakeKernelInfo {
 const std::vector<FakeKernelInfo>& known_kernels() {
   static const std::vector<FakeKernelInfo> kernels = {
       {"saxpy", {{0, 4}, {4, 4}, {8, 8}, {16, 8}}}, // int n, float a, const float*, float*
-      {"empty_kernel", {}}};
+      {"empty_kernel", {}},
+      {"write_out_of_bounds", {{0, 8}}}}; // float*
   return kernels;
 }
 // CUkernel and CUfunction handles are pointers to the kernel's info.
@@ -42,6 +45,10 @@ template <typename Handle> Handle new_handle() {
   return reinterpret_cast<Handle>(next);
 }
 CUcontext g_context = nullptr;
+/// The size of each live cuMemAlloc, for cuMemFree and device_bytes.
+std::map<CUdeviceptr, size_t> g_device_sizes;
+/// The sticky error, once a launch has faulted (see device_fault).
+CUresult g_sticky = CUDA_SUCCESS;
 
 CUresult get_error_name(CUresult result, const char** name) {
   switch (result) {
@@ -62,6 +69,9 @@ CUresult get_error_name(CUresult result, const char** name) {
     return CUDA_SUCCESS;
   case CUDA_ERROR_OUT_OF_MEMORY:
     *name = "CUDA_ERROR_OUT_OF_MEMORY";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_INVALID_VALUE:
+    *name = "CUDA_ERROR_INVALID_VALUE";
     return CUDA_SUCCESS;
   case CUDA_ERROR_ILLEGAL_ADDRESS:
     *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
@@ -141,8 +151,9 @@ CUresult stream_destroy(CUstream stream) {
 }
 CUresult stream_synchronize(CUstream stream) {
   record("cuStreamSynchronize", stream);
-  return CUDA_SUCCESS;
+  return g_sticky;
 }
+CUresult stream_query(CUstream stream) { return g_sticky; }
 CUresult event_create(CUevent* event, unsigned) {
   *event = new_handle<CUevent>();
   return CUDA_SUCCESS;
@@ -151,10 +162,10 @@ CUresult event_record(CUevent, CUstream stream) {
   record("cuEventRecord", stream);
   return CUDA_SUCCESS;
 }
-CUresult event_query(CUevent) { return CUDA_SUCCESS; }
+CUresult event_query(CUevent) { return g_sticky; }
 CUresult event_synchronize(CUevent) {
   record("cuEventSynchronize");
-  return CUDA_SUCCESS;
+  return g_sticky;
 }
 CUresult event_elapsed_time(float* ms, CUevent, CUevent) {
   *ms = 1.0f;
@@ -162,7 +173,14 @@ CUresult event_elapsed_time(float* ms, CUevent, CUevent) {
 }
 CUresult event_destroy(CUevent) { return CUDA_SUCCESS; }
 CUresult mem_alloc(CUdeviceptr* pointer, size_t bytes) {
+  if (g_sticky != CUDA_SUCCESS) return g_sticky;
+  if (bytes > g_fake->device_memory - g_fake->device_bytes) {
+    record("cuMemAlloc").bytes = bytes;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *pointer = reinterpret_cast<CUdeviceptr>(std::malloc(bytes));
+  g_device_sizes[*pointer] = bytes;
+  g_fake->device_bytes += bytes;
   ++g_fake->live_device;
   FakeCall& call = record("cuMemAlloc");
   call.target = *pointer;
@@ -170,6 +188,15 @@ CUresult mem_alloc(CUdeviceptr* pointer, size_t bytes) {
   return CUDA_SUCCESS;
 }
 CUresult mem_free(CUdeviceptr pointer) {
+  auto it = g_device_sizes.find(pointer);
+  if (it == g_device_sizes.end()) {
+    std::fprintf(stderr, "FakeCudaDriver: cuMemFree of %p, not allocated (a double free)\n",
+                 reinterpret_cast<void*>(pointer));
+    std::abort();
+  }
+  g_fake->device_bytes -= it->second;
+  g_device_sizes.erase(it);
+  record("cuMemFree").target = pointer;
   std::free(reinterpret_cast<void*>(pointer));
   --g_fake->live_device;
   return CUDA_SUCCESS;
@@ -188,6 +215,7 @@ CUresult mem_free_host(void* pointer) {
   return CUDA_SUCCESS;
 }
 CUresult copy(const char* name, uintptr_t target, uintptr_t source, size_t bytes, CUstream stream) {
+  if (g_sticky != CUDA_SUCCESS) return g_sticky;
   std::memcpy(reinterpret_cast<void*>(target), reinterpret_cast<const void*>(source), bytes);
   FakeCall& call = record(name, stream);
   call.target = target;
@@ -262,8 +290,10 @@ CUresult func_get_attribute(int* value, CUfunction_attribute, CUfunction) {
 CUresult launch_kernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
                        void** extra) {
+  if (g_sticky != CUDA_SUCCESS) return g_sticky;
   const FakeKernelInfo* info = info_of(function);
   FakeCall& call = record("cuLaunchKernel", stream);
+  if (g_fake->device_fault != CUDA_SUCCESS) g_sticky = std::exchange(g_fake->device_fault, CUDA_SUCCESS);
   call.kernel = info->name;
   call.grid[0] = gx, call.grid[1] = gy, call.grid[2] = gz;
   call.block[0] = bx, call.block[1] = by, call.block[2] = bz;
@@ -276,8 +306,14 @@ CUresult launch_kernel(CUfunction function, unsigned gx, unsigned gy, unsigned g
 
 } // namespace
 
-FakeCudaDriver::FakeCudaDriver() { g_fake = this; }
-FakeCudaDriver::~FakeCudaDriver() { g_fake = nullptr; }
+FakeCudaDriver::FakeCudaDriver() {
+  g_fake = this;
+  g_sticky = CUDA_SUCCESS;
+}
+FakeCudaDriver::~FakeCudaDriver() {
+  g_fake = nullptr;
+  g_device_sizes.clear();
+}
 FakeCudaDriver& FakeCudaDriver::current() { return *g_fake; }
 
 CudaDriverApi FakeCudaDriver::api() const {
@@ -297,6 +333,7 @@ CudaDriverApi FakeCudaDriver::api() const {
   api.cuStreamCreate = stream_create;
   api.cuStreamDestroy = stream_destroy;
   api.cuStreamSynchronize = stream_synchronize;
+  api.cuStreamQuery = stream_query;
   api.cuEventCreate = event_create;
   api.cuEventRecord = event_record;
   api.cuEventQuery = event_query;

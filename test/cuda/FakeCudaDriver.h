@@ -52,6 +52,14 @@ public:
   std::string ptx_error;
   /// Set: the next cuLaunchKernel fails with it.
   CUresult launch_result = CUDA_SUCCESS;
+  /// Set: the next launch "faults" on the device: it is accepted, and from
+  /// then on every synchronizing call, query and copy returns this result,
+  /// as a sticky error (CUDA_ERROR_ILLEGAL_ADDRESS) does.
+  CUresult device_fault = CUDA_SUCCESS;
+  /// Device memory the fake has: cuMemAlloc beyond it is out of memory.
+  size_t device_memory = size_t{80} << 30;
+  /// Device memory allocated and not freed, in bytes.
+  size_t device_bytes = 0;
 
   /// Every call so far, in order.
   std::vector<FakeCall> calls;

@@ -50,14 +50,17 @@ while read -r name arrow path _; do
 done < <(LD_LIBRARY_PATH=$bundle/lib ldd "$bundle/bin/cuda_driver_gpu_test")
 LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/cuda_driver_gpu_test" --gtest_list_tests > "$tmp/list" \
   || fail "the bundled binary does not start"
-grep -q "DriverLoads" "$tmp/list" || fail "the bundled binary lists no DriverLoads test"
+for test in DriverLoads CudaBackendGpuTest CublasLtGpuTest CudaDeviceFaultGpuTest; do
+  grep -q "$test" "$tmp/list" || fail "the bundled binary lists no $test tests"
+done
 
 # run.sh writes its report; without a GPU the driver is unavailable.
 set +e
 OUT=$tmp/report bash "$tmp/bundle/run.sh" > "$tmp/run.out" 2>&1
 status=$?
 set -e
-for file in environment.txt cuda_driver_gpu_test.xml cuda_driver_gpu_test.log summary.txt; do
+for file in environment.txt cuda_driver_gpu_test.xml cuda_driver_gpu_test.log \
+            cuda_device_fault_gpu_test.xml cuda_device_fault_gpu_test.log summary.txt; do
   [ -f "$tmp/report/$file" ] || fail "run.sh wrote no $file (exit $status):
 $(cat "$tmp/run.out")"
 done
@@ -68,5 +71,8 @@ elif [ "$status" != 0 ]; then
   fail "run.sh exited $status:
 $(cat "$tmp/run.out")"
 fi
+grep -q "libcublasLt" <<<"$listing" && fail "the tarball bundles cuBLASLt (the GPU machine has it)"
+grep -q "libcublasLt.so.13: " "$tmp/report/environment.txt" || fail "environment.txt says nothing of cuBLASLt"
+grep -q "cuda_device_fault_gpu_test exit code: " "$tmp/report/summary.txt" || fail "no fault run in summary.txt"
 echo "bundle ok: $needed libraries, run.sh exit $status"
 grep "cuda: unavailable" "$tmp/report/cuda_driver_gpu_test.log" | head -1 || true

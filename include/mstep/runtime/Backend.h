@@ -143,7 +143,7 @@ class Backend {
   virtual bool supports(OpKind op, DType dtype) const = 0;
 };
 
-/// Registry of backends by name ("ref", "cpu"). Each backend registers
+/// Registry of backends by name ("ref", "cpu", "cuda"). Each backend registers
 /// itself from a static initializer in its own library, with its name and
 /// the DeviceType that Device uses for it; a name and a type each belong to
 /// one backend. A backend is created on first use, once.
@@ -153,6 +153,9 @@ class Backend {
 class BackendRegistry {
  public:
   using Factory = std::unique_ptr<Backend> (*)();
+  /// A factory that can fail (a device whose driver is missing): its error
+  /// is what backend() returns, every time, and the other backends work.
+  using FallibleFactory = absl::StatusOr<std::unique_ptr<Backend>> (*)();
 
   BackendRegistry();
   ~BackendRegistry();
@@ -164,6 +167,7 @@ class BackendRegistry {
 
   /// Adds a backend; AlreadyExists when `name` or `type` is taken.
   absl::Status add(absl::string_view name, DeviceType type, Factory factory);
+  absl::Status add(absl::string_view name, DeviceType type, FallibleFactory factory);
   /// The backend registered as `name` (or for `type`), created on first
   /// use; NotFound names the registered backends.
   absl::StatusOr<Backend*> backend(absl::string_view name);
@@ -180,6 +184,7 @@ class BackendRegistry {
   /// add() on global(); a taken name or type aborts (two backends built
   /// into one library under one name is a build error).
   static void register_backend(absl::string_view name, DeviceType type, Factory factory);
+  static void register_backend(absl::string_view name, DeviceType type, FallibleFactory factory);
   static absl::StatusOr<Backend*> get(DeviceType type) { return global().backend(type); }
   static absl::StatusOr<Backend*> get(absl::string_view name) { return global().backend(name); }
   /// Parses a device name (MSTEP_DEVICE, the C API): any registered name.
@@ -192,6 +197,8 @@ class BackendRegistry {
  private:
   struct Entry;
   struct State;
+  static absl::Status add_entry(State& state, absl::string_view name, DeviceType type,
+                                Factory factory, FallibleFactory fallible);
   std::unique_ptr<State> state_;
 };
 

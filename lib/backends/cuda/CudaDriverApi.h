@@ -43,6 +43,7 @@ namespace mstep::cuda {
   X(cuStreamCreate)                                                                                \
   X(cuStreamDestroy)                                                                               \
   X(cuStreamSynchronize)                                                                           \
+  X(cuStreamQuery)                                                                                 \
   X(cuEventCreate)                                                                                 \
   X(cuEventRecord)                                                                                 \
   X(cuEventQuery)                                                                                  \

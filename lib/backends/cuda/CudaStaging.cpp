@@ -2,7 +2,8 @@
 // copy has run, 2. memcpy the chunk into the slot's pinned buffer, 3. queue
 // cuMemcpyHtoDAsync from it and record the slot's event. copy_out: queue
 // the device-to-pinned copy of chunk i, then finish chunk i-1 (wait for
-// its event, memcpy it to the caller), so both directions overlap.
+// its event, memcpy it to the caller), so both directions overlap. Each
+// host memcpy runs on the copy pool's threads.
 #include "lib/backends/cuda/CudaStaging.h"
 
 #include <algorithm>
@@ -13,10 +14,11 @@
 
 namespace mstep::cuda {
 
-absl::StatusOr<std::unique_ptr<CudaStaging>> CudaStaging::create(const CudaContext& context,
-                                                                 size_t chunk_bytes) {
+absl::StatusOr<std::unique_ptr<CudaStaging>>
+CudaStaging::create(const CudaContext& context, size_t chunk_bytes, unsigned copy_threads) {
   if (chunk_bytes == 0) return absl::InvalidArgumentError("cuda: staging chunks of 0 bytes");
-  std::unique_ptr<CudaStaging> staging(new CudaStaging(context, chunk_bytes));
+  if (copy_threads == 0) copy_threads = HostCopyPool::default_threads();
+  std::unique_ptr<CudaStaging> staging(new CudaStaging(context, chunk_bytes, copy_threads));
   for (Slot& slot : staging->slots_) {
     MSTEP_ASSIGN_OR_RETURN(slot.pinned, CudaPinnedBuffer::allocate(context, chunk_bytes));
     MSTEP_ASSIGN_OR_RETURN(slot.done, CudaEvent::create(context));
@@ -38,7 +40,7 @@ absl::Status CudaStaging::copy_in(CUdeviceptr target, std::span<const std::byte>
     Slot& slot = slots_[chunk % slots_.size()];
     size_t bytes = std::min(chunk_bytes_, source.size() - offset);
     MSTEP_RETURN_IF_ERROR(wait(slot));
-    std::memcpy(slot.pinned.data(), source.data() + offset, bytes);
+    pool_.copy(slot.pinned.data(), source.data() + offset, bytes);
     MSTEP_RETURN_IF_ERROR(check_cuda(
         api, api.cuMemcpyHtoDAsync(target + offset, slot.pinned.data(), bytes, context_.stream()),
         "cuMemcpyHtoDAsync", absl::StrCat("copying ", describe_bytes(source.size()), " in")));
@@ -56,8 +58,8 @@ absl::Status CudaStaging::copy_out(std::span<std::byte> target, CUdeviceptr sour
     Slot& slot = slots_[chunk % slots_.size()];
     MSTEP_RETURN_IF_ERROR(wait(slot));
     size_t offset = chunk * chunk_bytes_;
-    std::memcpy(target.data() + offset, slot.pinned.data(),
-                std::min(chunk_bytes_, target.size() - offset));
+    pool_.copy(target.data() + offset, slot.pinned.data(),
+               std::min(chunk_bytes_, target.size() - offset));
     return absl::OkStatus();
   };
   size_t chunks = (target.size() + chunk_bytes_ - 1) / chunk_bytes_;

@@ -7,7 +7,9 @@
 // intact. Bandwidths and launch latencies are printed, not asserted.
 //
 // Without a GPU every test skips with the driver's "unavailable" reason
-// and the binary exits 77 (ctest's SKIP_RETURN_CODE).
+// and the binary exits 77 (ctest's SKIP_RETURN_CODE). The backend's and
+// cuBLASLt's GPU tests are in the same binary (cuda_backend_gpu_test.cpp,
+// cublaslt_gpu_test.cpp, and cuda_device_fault_gpu_test.cpp, last).
 //   cuda_driver_gpu_test [--kernel_dir=DIR] [gtest flags]
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -22,22 +24,30 @@
 #include "lib/backends/cuda/CudaStaging.h"
 #include "lib/backends/cuda/PtxasReport.h"
 #include "test/cuda/TestKernels.h"
+#include "test/cuda/gpu/GpuDriver.h"
 
 namespace mstep::cuda {
+
+namespace testing {
+namespace {
+/// Whether a test asked for the driver (main's exit code says "skipped"
+/// only then, so --gtest_list_tests exits 0).
+bool g_driver_tried = false;
+} // namespace
+
+absl::StatusOr<std::shared_ptr<const CudaDriver>>& gpu_driver() {
+  static absl::StatusOr<std::shared_ptr<const CudaDriver>> loaded = load_cuda_driver();
+  g_driver_tried = true;
+  return loaded;
+}
+} // namespace testing
+
 namespace {
 
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-/// Whether a test asked for the driver (main's exit code says "skipped"
-/// only then, so --gtest_list_tests exits 0).
-bool g_driver_tried = false;
-
-absl::StatusOr<std::shared_ptr<const CudaDriver>>& driver() {
-  static absl::StatusOr<std::shared_ptr<const CudaDriver>> loaded = load_cuda_driver();
-  g_driver_tried = true;
-  return loaded;
-}
+absl::StatusOr<std::shared_ptr<const CudaDriver>>& driver() { return testing::gpu_driver(); }
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -267,6 +277,7 @@ int main(int argc, char** argv) {
   }
   int status = RUN_ALL_TESTS();
   // No GPU: every test skipped, which ctest reports as skipped, not passed.
-  if (status == 0 && mstep::cuda::g_driver_tried && !mstep::cuda::driver().ok()) return 77;
+  if (status == 0 && mstep::cuda::testing::g_driver_tried && !mstep::cuda::testing::gpu_driver().ok())
+    return 77;
   return status;
 }

@@ -11,3 +11,10 @@ extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
 
 /// Does nothing: its launch measures the launch overhead.
 extern "C" __global__ void empty_kernel() {}
+
+/// Writes one float to `p`: launched with a null (or any unmapped) `p`, it
+/// faults with CUDA_ERROR_ILLEGAL_ADDRESS, which the GPU tests turn into an
+/// error naming the kernel. Run last: the fault leaves the context unusable.
+extern "C" __global__ void write_out_of_bounds(float* p) {
+  if (threadIdx.x == 0) p[blockIdx.x] = 1.0f;
+}

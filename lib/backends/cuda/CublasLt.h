@@ -1,0 +1,162 @@
+// cuBLASLt for the cuda backend's matmuls (issue 21 §1, issue 22 §1):
+// the library loaded at run time with dlopen("libcublasLt.so.13") into a
+// table of functions, as the driver is (CudaDriverApi.h), so nothing links
+// it and a machine without it reports "cublasLt: unavailable: <reason>";
+// and CublasLtMatmul, which runs mstep's row-major matmuls (f32, or bf16
+// with fp32 accumulation; transposes; bias, ReLU and GELU epilogues) on a
+// context's stream. Only cublasLt.h's types are used. Library-internal.
+//
+// Row-major to column-major: cuBLASLt is column-major, and a row-major
+// [r, c] matrix is the column-major [c, r] matrix with leading dimension
+// c. So C = op(A) op(B) (row-major, [m, n]) is computed as the
+// column-major C^T = op(B)^T op(A)^T: cuBLASLt's A is mstep's B, its B is
+// mstep's A, and its m and n are mstep's n and m. A bias of length n
+// (one per output column) is cuBLASLt's per-row bias of C^T.
+// plan_cublaslt_gemm does this arithmetic as a pure function.
+//
+// The heuristic is asked once per (shape, transposes, dtype, epilogue) on
+// the device, on first use, and cached with its descriptors. The 32 MiB
+// workspace (PyTorch's size on Hopper) is allocated with the helper, so a
+// captured graph (issue 22) needs no allocation.
+//
+// Thread-safety: a CublasLtApi is immutable; a CublasLtMatmul is used by
+// one thread at a time (its owner's).
+#pragma once
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "absl/status/statusor.h"
+#include "lib/backends/cuda/CudaMemory.h"
+#include "mstep/core/DType.h"
+
+namespace mstep::cuda {
+
+#define MSTEP_CUBLASLT_FUNCTIONS(X)                                                                \
+  X(cublasLtCreate)                                                                                \
+  X(cublasLtDestroy)                                                                               \
+  X(cublasLtGetVersion)                                                                            \
+  X(cublasLtGetStatusName)                                                                         \
+  X(cublasLtGetStatusString)                                                                       \
+  X(cublasLtMatmulDescCreate)                                                                      \
+  X(cublasLtMatmulDescDestroy)                                                                     \
+  X(cublasLtMatmulDescSetAttribute)                                                                \
+  X(cublasLtMatrixLayoutCreate)                                                                    \
+  X(cublasLtMatrixLayoutDestroy)                                                                   \
+  X(cublasLtMatmulPreferenceCreate)                                                                \
+  X(cublasLtMatmulPreferenceDestroy)                                                               \
+  X(cublasLtMatmulPreferenceSetAttribute)                                                          \
+  X(cublasLtMatmulAlgoGetHeuristic)                                                                \
+  X(cublasLtMatmul)
+
+/// The table: a field per function, named and typed as cublasLt.h
+/// declares it.
+struct CublasLtApi {
+#define MSTEP_CUBLASLT_FIELD(name) decltype(&::name) name = nullptr;
+  MSTEP_CUBLASLT_FUNCTIONS(MSTEP_CUBLASLT_FIELD)
+#undef MSTEP_CUBLASLT_FIELD
+  size_t version = 0; ///< cublasLtGetVersion(): 130000 + 100 * minor + patch
+};
+
+struct CublasLtLoadOptions {
+  /// dlopen'ed by name (the loader's path: LD_LIBRARY_PATH); tests give
+  /// a missing name or a path.
+  std::string library = "libcublasLt.so.13";
+};
+
+/// dlopen and dlsym of every function, and a version check (the major
+/// version of the header built against). Errors: UnavailableError
+/// "cublasLt: unavailable: <reason>" (dlerror, a missing function, the
+/// wrong major version). The library is never unloaded.
+absl::StatusOr<std::shared_ptr<const CublasLtApi>>
+load_cublaslt(const CublasLtLoadOptions& options = {});
+
+enum class MatmulEpilogue : uint8_t { none, relu, gelu };
+
+/// One row-major matmul: C[m, n] = epilogue(op(A) op(B) + bias), A stored
+/// [m, k] ([k, m] with transpose_a), B stored [k, n] ([n, k] with
+/// transpose_b), bias [n] when `bias`. A, B, C and bias have `dtype` (f32,
+/// or bf16 accumulated in f32). GELU is the tanh approximation.
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool transpose_a = false, transpose_b = false;
+  DType dtype = DType::f32;
+  MatmulEpilogue epilogue = MatmulEpilogue::none;
+  bool bias = false;
+  /// "[64, 32] x [32, 16] bf16, B transposed, bias + gelu".
+  std::string to_string() const;
+  /// The order of the plan cache.
+  friend bool operator<(const MatmulShape& x, const MatmulShape& y) {
+    return std::tie(x.m, x.n, x.k, x.transpose_a, x.transpose_b, x.dtype, x.epilogue, x.bias) <
+           std::tie(y.m, y.n, y.k, y.transpose_a, y.transpose_b, y.dtype, y.epilogue, y.bias);
+  }
+};
+
+/// A column-major operand as cuBLASLt's matrix layout describes it: the
+/// stored matrix is `rows` x `cols` with leading dimension `ld`, used
+/// transposed when `transpose`.
+struct CublasLtOperand {
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0;
+  bool transpose = false;
+  friend bool operator==(const CublasLtOperand&, const CublasLtOperand&) = default;
+};
+
+/// The cuBLASLt call for a MatmulShape: D[m, n] = op(a) op(b) in
+/// column-major terms, where `a` is mstep's B and `b` is mstep's A (see
+/// the top), and the bias has `m` entries.
+struct CublasLtGemm {
+  uint64_t m = 0, n = 0, k = 0;
+  CublasLtOperand a, b, c;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+};
+
+/// The arithmetic above. Errors: a size below 1, a dtype other than f32
+/// and bf16 (each names the shape).
+absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape);
+/// The epilogue enum for an epilogue and whether a bias is added.
+cublasLtEpilogue_t cublaslt_epilogue(MatmulEpilogue epilogue, bool bias);
+
+class CublasLtMatmul {
+public:
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+  /// A handle and the workspace on `context`'s device. Errors name the
+  /// call (cublasLtCreate, the workspace allocation).
+  static absl::StatusOr<std::unique_ptr<CublasLtMatmul>>
+  create(const CudaContext& context, std::shared_ptr<const CublasLtApi> api,
+         size_t workspace_bytes = kWorkspaceBytes);
+  ~CublasLtMatmul();
+  CublasLtMatmul(const CublasLtMatmul&) = delete;
+  CublasLtMatmul& operator=(const CublasLtMatmul&) = delete;
+
+  /// Queues the matmul on the context's stream (device addresses; `bias`
+  /// 0 unless shape.bias). The first call for a shape asks the heuristic.
+  absl::Status run(const MatmulShape& shape, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
+                   CUdeviceptr c);
+
+  size_t heuristic_queries() const { return heuristic_queries_; }
+  size_t cached_plans() const { return plans_.size(); }
+  const CublasLtApi& api() const { return *api_; }
+
+private:
+  struct Plan;
+  CublasLtMatmul(const CudaContext& context, std::shared_ptr<const CublasLtApi> api);
+  absl::StatusOr<Plan*> plan(const MatmulShape& shape);
+  /// OK, or the error for a failed call of `call` for `shape`.
+  absl::Status check(cublasStatus_t status, absl::string_view call, const MatmulShape& shape) const;
+
+  const CudaContext& context_;
+  std::shared_ptr<const CublasLtApi> api_;
+  cublasLtHandle_t handle_ = nullptr;
+  CudaDeviceBuffer workspace_;
+  std::map<MatmulShape, std::unique_ptr<Plan>> plans_;
+  size_t heuristic_queries_ = 0;
+};
+
+} // namespace mstep::cuda

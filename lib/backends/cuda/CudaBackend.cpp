@@ -1,0 +1,224 @@
+// CudaBackend: buffers from the caching allocator, copies through staging,
+// and tickets and events for the asynchronous protocol (CudaBackend.h).
+#include "lib/backends/cuda/CudaBackend.h"
+
+#include "absl/strings/str_cat.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::cuda {
+
+namespace {
+
+absl::Status check_buffer(const Buffer& b, absl::string_view what, size_t bytes) {
+  if (b.device().type != DeviceType::cuda)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda ", what, " of a ", b.device().to_string(), " buffer"));
+  if (bytes != b.type().bytes())
+    return absl::InvalidArgumentError(absl::StrCat("cuda ", what, " of ", bytes, " bytes with ",
+                                                   b.type().to_string(), " (", b.type().bytes(),
+                                                   " bytes)"));
+  return absl::OkStatus();
+}
+
+CudaBuffer& as_cuda(const Buffer& b) {
+  return const_cast<CudaBuffer&>(static_cast<const CudaBuffer&>(b));
+}
+
+} // namespace
+
+bool is_sticky_cuda_error(CUresult result) {
+  switch (result) {
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+  case CUDA_ERROR_MISALIGNED_ADDRESS:
+  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+  case CUDA_ERROR_INVALID_PC:
+  case CUDA_ERROR_LAUNCH_FAILED:
+  case CUDA_ERROR_HARDWARE_STACK_ERROR:
+  case CUDA_ERROR_ASSERT:
+  case CUDA_ERROR_LAUNCH_TIMEOUT:
+  case CUDA_ERROR_ECC_UNCORRECTABLE:
+  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    return true;
+  default:
+    return false;
+  }
+}
+
+CudaBuffer::CudaBuffer(TensorType type, CudaAllocator::Block block,
+                       std::shared_ptr<CudaAllocator> allocator)
+    : Buffer(std::move(type), Device{DeviceType::cuda, allocator->context().device().ordinal}),
+      block_(block), allocator_(std::move(allocator)) {}
+
+// Stream-ordered: work still queued that uses the block runs before any
+// work queued after it is handed out again (CudaAllocator.h).
+CudaBuffer::~CudaBuffer() { allocator_->release(block_); }
+
+absl::StatusOr<std::unique_ptr<CudaBackend>>
+CudaBackend::create(std::shared_ptr<const CudaDriver> driver, const CudaBackendOptions& options) {
+  std::unique_ptr<CudaBackend> backend(new CudaBackend());
+  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudaContext> context,
+                         CudaContext::create(std::move(driver), options.device));
+  backend->context_ = std::move(context);
+  backend->allocator_ = std::make_shared<CudaAllocator>(backend->context_);
+  MSTEP_ASSIGN_OR_RETURN(backend->staging_,
+                         CudaStaging::create(*backend->context_, options.staging_chunk_bytes));
+  return backend;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::create_default() {
+  MSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const CudaDriver> driver, load_cuda_driver());
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = create(std::move(driver));
+  if (!backend.ok())
+    return absl::UnavailableError(
+        absl::StrCat("cuda: unavailable: ", backend.status().message()));
+  return std::unique_ptr<Backend>(std::move(*backend));
+}
+
+CudaBackend::~CudaBackend() {
+  // Drain the stream before the staging buffers and events go (the
+  // allocator and context live on while buffers hold them).
+  if (lost_.ok()) (void)context_->synchronize();
+  pending_.clear();
+  spare_events_.clear();
+  staging_.reset();
+}
+
+CUdeviceptr CudaBackend::device_pointer(const Buffer& buffer) { return as_cuda(buffer).pointer(); }
+
+absl::Status CudaBackend::health() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lost_;
+}
+
+absl::StatusOr<BufferPtr> CudaBackend::allocate(const TensorType& type) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MSTEP_RETURN_IF_ERROR(lost_);
+  }
+  absl::StatusOr<CudaAllocator::Block> block = allocator_->allocate(type.bytes());
+  if (!block.ok())
+    return absl::Status(block.status().code(),
+                        absl::StrCat(block.status().message(), " (a buffer of ", type.to_string(),
+                                     ")"));
+  return std::make_shared<CudaBuffer>(type, *block, allocator_);
+}
+
+absl::Status CudaBackend::copy_in(Buffer& dst, const void* src, size_t bytes) {
+  MSTEP_RETURN_IF_ERROR(check_buffer(dst, "copy_in", bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  MSTEP_RETURN_IF_ERROR(lost_);
+  if (bytes == 0) return absl::OkStatus();
+  // No wait for the work that reads dst: the copy is queued on the same
+  // stream after it (CudaBackend.h).
+  absl::Status copied = staging_->copy_in(
+      as_cuda(dst).pointer(), std::span(static_cast<const std::byte*>(src), bytes));
+  if (!copied.ok()) return fail(std::move(copied), pending_.empty() ? nullptr : &pending_.front());
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::copy_out(const Buffer& src, void* dst, size_t bytes) {
+  MSTEP_RETURN_IF_ERROR(check_buffer(src, "copy_out", bytes));
+  std::lock_guard<std::mutex> lock(mutex_);
+  MSTEP_RETURN_IF_ERROR(lost_);
+  MSTEP_RETURN_IF_ERROR(wait_for(as_cuda(src).last_write_));
+  if (bytes == 0) return absl::OkStatus();
+  absl::Status copied =
+      staging_->copy_out(std::span(static_cast<std::byte*>(dst), bytes), as_cuda(src).pointer());
+  if (!copied.ok()) return fail(std::move(copied), pending_.empty() ? nullptr : &pending_.front());
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::synchronize() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!lost_.ok()) return lost_;
+  absl::Status waited = wait_for(next_ticket_ - 1);
+  if (waited.ok()) {
+    absl::Status synced = context_->synchronize();
+    if (!synced.ok()) waited = fail(std::move(synced), nullptr);
+  }
+  absl::Status error = first_error_.ok() ? waited : first_error_;
+  first_error_ = absl::OkStatus();
+  return error;
+}
+
+absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<absl::Status()>& queue,
+                                  absl::Span<const Buffer* const> reads,
+                                  absl::Span<const Buffer* const> writes) {
+  for (const Buffer* b : reads) MSTEP_RETURN_IF_ERROR(check_buffer(*b, what, b->type().bytes()));
+  for (const Buffer* b : writes) MSTEP_RETURN_IF_ERROR(check_buffer(*b, what, b->type().bytes()));
+  std::lock_guard<std::mutex> lock(mutex_);
+  MSTEP_RETURN_IF_ERROR(lost_);
+  MSTEP_RETURN_IF_ERROR(context_->make_current());
+  if (absl::Status queued = queue(); !queued.ok()) {
+    absl::Status error(queued.code(), absl::StrCat(what, ": ", queued.message()));
+    // Refused before it ran (a bad launch): nothing to track. Refused
+    // because earlier work faulted: the context is lost.
+    CUresult state = context_->api().cuStreamQuery(context_->stream());
+    if (!is_sticky_cuda_error(state)) return error;
+    return fail(std::move(error), pending_.empty() ? nullptr : &pending_.front(), state);
+  }
+  Work work{next_ticket_++, std::string(what), {}};
+  if (!spare_events_.empty()) {
+    work.done = std::move(spare_events_.back());
+    spare_events_.pop_back();
+  } else {
+    absl::StatusOr<CudaEvent> event = CudaEvent::create(*context_);
+    if (!event.ok()) return fail(event.status(), pending_.empty() ? nullptr : &pending_.front());
+    work.done = std::move(*event);
+  }
+  for (const Buffer* b : writes) as_cuda(*b).last_write_ = work.ticket;
+  pending_.push_back(std::move(work));
+  if (absl::Status recorded = pending_.back().done.record(); !recorded.ok())
+    return fail(std::move(recorded), &pending_.front());
+  // Keep the list short: drop the work already done, without waiting.
+  while (pending_.size() > 64 &&
+         context_->api().cuEventQuery(pending_.front().done.handle()) == CUDA_SUCCESS) {
+    spare_events_.push_back(std::move(pending_.front().done));
+    pending_.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::wait_for(uint64_t ticket) {
+  const CudaDriverApi& api = context_->api();
+  while (!pending_.empty() && pending_.front().ticket <= ticket) {
+    Work& work = pending_.front();
+    CUresult result = api.cuEventSynchronize(work.done.handle());
+    if (result != CUDA_SUCCESS)
+      return fail(cuda_error(api, result, "cuEventSynchronize",
+                             absl::StrCat("waiting for ", work.what)),
+                  &work, result);
+    spare_events_.push_back(std::move(work.done));
+    pending_.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::fail(absl::Status error, const Work* culprit, CUresult result) {
+  // A sticky fault makes every later driver call fail with the same
+  // result; where the failed call's result is not at hand, the stream's
+  // state says whether the context is gone.
+  if (result == CUDA_SUCCESS) result = context_->api().cuStreamQuery(context_->stream());
+  const bool sticky = is_sticky_cuda_error(result);
+  // Events complete in order, so the first work not known complete is the
+  // one that faulted (each enqueue() records its own event).
+  std::string where =
+      culprit != nullptr
+          ? absl::StrCat("cuda: ", culprit->what, " failed on the device (the first of ",
+                         pending_.size(), " queued operation(s) not known to be complete)")
+          : std::string("cuda: a device operation failed");
+  absl::Status out(error.code(), absl::StrCat(where, ": ", error.message()));
+  if (sticky) {
+    out = absl::Status(
+        absl::StatusCode::kInternal,
+        absl::StrCat(out.message(),
+                     "; the CUDA context is unusable after this error (CUDA cannot recover "
+                     "it): every later cuda call fails; restart the process"));
+    lost_ = out;
+  }
+  if (first_error_.ok()) first_error_ = out;
+  return out;
+}
+
+} // namespace mstep::cuda

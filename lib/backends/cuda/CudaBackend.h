@@ -1,0 +1,134 @@
+// The cuda backend's runtime half (issue 21 §2): opaque device buffers
+// from a caching allocator, copies through pinned staging, and the seam's
+// asynchronous protocol (Backend.h) over one stream and its events. It is
+// registered as "cuda" in libmstep_runtime (CudaBackendRegistration.cpp);
+// creating it where no usable driver is fails with "cuda: unavailable:
+// <reason>", and every other backend keeps working. There is no compile
+// half yet, so it runs no graphs: supports() is false for every op, and
+// compiling for it fails in CompilerRegistry::get. Library-internal.
+//
+// The protocol on one stream: every piece of work (a kernel, a cuBLASLt
+// call, a staging copy) is queued on the context's stream in program
+// order. Work queued through enqueue() gets a ticket and an event recorded
+// after it, and the buffers it reads or writes remember the ticket.
+//  - copy_out waits for the event of the last work that writes the buffer
+//    (its error, naming that work, is returned), then copies through
+//    staging on the stream.
+//  - copy_in needs no host wait for the work that reads the buffer: its
+//    device copy is queued on the same stream after that work, so it cannot
+//    overtake it. It returns once the host memory has been read.
+//  - synchronize() waits for the stream and returns the first error of
+//    deferred work since the last call.
+// A device fault (an illegal address) is sticky in CUDA: the context is
+// unusable until the process ends. The error names the work that faulted,
+// says so, and every later call returns it instead of touching the driver.
+//
+// Thread-safety: every member may be called from any thread (one mutex).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lib/backends/cuda/CudaAllocator.h"
+#include "lib/backends/cuda/CudaEvent.h"
+#include "lib/backends/cuda/CudaStaging.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep::cuda {
+
+/// A buffer of the cuda backend: a block of device memory (no host
+/// pointer), returned to the allocator's cache when the buffer goes.
+class CudaBuffer final : public Buffer {
+public:
+  CudaBuffer(TensorType type, CudaAllocator::Block block, std::shared_ptr<CudaAllocator> allocator);
+  ~CudaBuffer() override;
+  /// The device address (0 for a buffer of 0 bytes); for kernels and
+  /// library calls queued through CudaBackend::enqueue.
+  CUdeviceptr pointer() const { return block_.pointer; }
+
+private:
+  friend class CudaBackend;
+  CudaAllocator::Block block_;
+  std::shared_ptr<CudaAllocator> allocator_;
+  uint64_t last_write_ = 0; // ticket of the last enqueued work writing it (0: none)
+};
+
+struct CudaBackendOptions {
+  int device = 0;
+  /// Pinned staging: two chunks of this size (copy_in/copy_out).
+  size_t staging_chunk_bytes = CudaStaging::kDefaultChunkBytes;
+};
+
+class CudaBackend final : public Backend {
+public:
+  /// The backend over `driver` (load_cuda_driver, or a fake in tests).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>>
+  create(std::shared_ptr<const CudaDriver> driver, const CudaBackendOptions& options = {});
+  /// load_cuda_driver() and create(): the registry's factory. Without a
+  /// usable driver: UnavailableError "cuda: unavailable: <reason>".
+  static absl::StatusOr<std::unique_ptr<Backend>> create_default();
+
+  ~CudaBackend() override;
+
+  absl::string_view name() const override { return "cuda"; }
+  DeviceType device_type() const override { return DeviceType::cuda; }
+  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override;
+  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override;
+  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override;
+  absl::Status synchronize() override;
+  /// No op yet: the compile half (issue 21 §1) does not exist.
+  bool supports(OpKind op, DType dtype) const override { return false; }
+
+  /// Queues work on the stream: `queue` makes the driver or library calls
+  /// (kernel launches, cuBLASLt) on context().stream(); `what` names it in
+  /// errors ("kernel saxpy"). `writes` and `reads` are this backend's
+  /// buffers. An error of `queue` itself is returned and nothing is
+  /// tracked; a fault while the work runs surfaces at the next sync point.
+  absl::Status enqueue(absl::string_view what, const std::function<absl::Status()>& queue,
+                       absl::Span<const Buffer* const> reads,
+                       absl::Span<const Buffer* const> writes);
+
+  const CudaContext& context() const { return *context_; }
+  CudaAllocator& allocator() { return *allocator_; }
+  /// The device address of one of this backend's buffers.
+  static CUdeviceptr device_pointer(const Buffer& buffer);
+  /// OK, or why the context is unusable (a sticky device fault).
+  absl::Status health() const;
+
+private:
+  struct Work {
+    uint64_t ticket;
+    std::string what;
+    CudaEvent done;
+  };
+  CudaBackend() = default;
+  /// Waits for the work of every ticket up to `ticket`; returns the error
+  /// of the first that failed. Call with mutex_ held.
+  absl::Status wait_for(uint64_t ticket);
+  /// The error for a failed wait or call, naming `culprit` (the first
+  /// work not known complete; null: none), with the driver's `result`
+  /// (CUDA_SUCCESS: not at hand, the stream is queried). Records a sticky
+  /// fault in lost_, and the error for synchronize(). Call with mutex_ held.
+  absl::Status fail(absl::Status error, const Work* culprit, CUresult result = CUDA_SUCCESS);
+
+  std::shared_ptr<const CudaContext> context_;
+  std::shared_ptr<CudaAllocator> allocator_;
+  std::unique_ptr<CudaStaging> staging_;
+  mutable std::mutex mutex_;
+  std::deque<Work> pending_;       // enqueued, not known complete, by ticket
+  std::vector<CudaEvent> spare_events_;
+  uint64_t next_ticket_ = 1;
+  absl::Status first_error_;       // since the last synchronize()
+  absl::Status lost_;              // set once: the context is unusable
+};
+
+/// Whether `result` leaves the CUDA context unusable (a sticky error: an
+/// illegal address or instruction, a misaligned address, a failed launch,
+/// a device-side assert, ...).
+bool is_sticky_cuda_error(CUresult result);
+
+} // namespace mstep::cuda

@@ -1,0 +1,218 @@
+// cuBLASLt on a real GPU (in cuda_driver_gpu_test's binary, label gpu):
+// matmuls of several shapes (sizes not multiples of 16, transposes), f32
+// and bf16, with and without bias / ReLU / GELU epilogues, queued through
+// CudaBackend::enqueue and read back with copy_out, against a host
+// reference in double from the same (bf16-rounded) inputs. The tolerance
+// follows the dtype, relative to S = sum_l |a_il b_lj| + |bias_j| (which
+// bounds |C_ij| before the epilogue): f32 accumulates in f32, k * 2^-23 * S;
+// bf16 (f32 accumulation, bf16 output) 2^-8 * S (the output's rounding is
+// 2^-9 relative); GELU adds 2^-10 * S for the device's tanh. The heuristic
+// is asked once per shape. 4096^3 bf16 TFLOP/s is printed, not asserted.
+//
+// libcublasLt.so.13 is found by the loader's path: run.sh puts the GPU
+// machine's on LD_LIBRARY_PATH (the bundle does not carry it).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "lib/backends/cuda/CudaBackend.h"
+#include "lib/backends/cuda/CublasLt.h"
+#include "test/cuda/gpu/GpuDriver.h"
+
+namespace mstep::cuda {
+namespace {
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1); // round to nearest even (no NaNs here)
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bf16(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+class CublasLtGpuTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto& driver = testing::gpu_driver();
+    if (!driver.ok()) GTEST_SKIP() << driver.status().message();
+    auto backend = CudaBackend::create(*driver);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(*backend);
+    // The GPU machine has cuBLASLt: not finding it is a failure, not a skip.
+    auto api = load_cublaslt();
+    ASSERT_TRUE(api.ok()) << api.status();
+    auto matmul = CublasLtMatmul::create(backend_->context(), *api);
+    ASSERT_TRUE(matmul.ok()) << matmul.status();
+    matmul_ = std::move(*matmul);
+    static bool printed = false;
+    if (!printed) std::printf("cuBLASLt version %zu\n", (*api)->version);
+    printed = true;
+  }
+  void TearDown() override {
+    matmul_.reset();
+    backend_.reset();
+  }
+
+  /// A device buffer holding `values` in `dtype` (f32 or bf16).
+  BufferPtr upload(const std::vector<float>& values, DType dtype) {
+    TensorType type{Shape{static_cast<int64_t>(values.size())}, dtype};
+    BufferPtr buffer = *backend_->allocate(type);
+    if (dtype == DType::f32) {
+      EXPECT_TRUE(backend_->copy_in(*buffer, values.data(), type.bytes()).ok());
+    } else {
+      std::vector<uint16_t> bits(values.size());
+      for (size_t i = 0; i < values.size(); ++i) bits[i] = to_bf16(values[i]);
+      EXPECT_TRUE(backend_->copy_in(*buffer, bits.data(), type.bytes()).ok());
+    }
+    return buffer;
+  }
+  std::vector<float> download(const BufferPtr& buffer) {
+    size_t n = buffer->type().numel();
+    std::vector<float> out(n);
+    if (buffer->type().dtype == DType::f32) {
+      absl::Status s = backend_->copy_out(*buffer, out.data(), n * 4);
+      EXPECT_TRUE(s.ok()) << s;
+    } else {
+      std::vector<uint16_t> bits(n);
+      absl::Status s = backend_->copy_out(*buffer, bits.data(), n * 2);
+      EXPECT_TRUE(s.ok()) << s;
+      for (size_t i = 0; i < n; ++i) out[i] = from_bf16(bits[i]);
+    }
+    return out;
+  }
+  /// Queues the matmul through the backend (the protocol tracks C).
+  absl::Status run(const MatmulShape& shape, const BufferPtr& a, const BufferPtr& b,
+                   const BufferPtr& bias, const BufferPtr& c) {
+    std::vector<const Buffer*> reads = {a.get(), b.get()};
+    if (bias) reads.push_back(bias.get());
+    const Buffer* writes[] = {c.get()};
+    return backend_->enqueue(
+        "cublasLt matmul " + shape.to_string(),
+        [&] {
+          return matmul_->run(shape, CudaBackend::device_pointer(*a), CudaBackend::device_pointer(*b),
+                              bias ? CudaBackend::device_pointer(*bias) : 0,
+                              CudaBackend::device_pointer(*c));
+        },
+        reads, writes);
+  }
+
+  /// Runs `shape` on inputs of multiples of 1/8 in [-1, 1] (exact in
+  /// bf16) and checks every element against the host.
+  void check(const MatmulShape& shape) {
+    SCOPED_TRACE(shape.to_string());
+    const int64_t m = shape.m, n = shape.n, k = shape.k;
+    auto value = [](int64_t i, int salt) {
+      return static_cast<float>((i * 37 + salt * 11) % 17 - 8) / 8.0f;
+    };
+    std::vector<float> a(m * k), b(k * n), bias(n);
+    for (int64_t i = 0; i < m * k; ++i) a[i] = value(i, 1);
+    for (int64_t i = 0; i < k * n; ++i) b[i] = value(i, 2);
+    for (int64_t j = 0; j < n; ++j) bias[j] = value(j, 3) * 0.5f;
+    BufferPtr da = upload(a, shape.dtype), db = upload(b, shape.dtype);
+    BufferPtr dbias = shape.bias ? upload(bias, shape.dtype) : nullptr;
+    BufferPtr dc = *backend_->allocate(TensorType{Shape{m, n}, shape.dtype});
+    absl::Status ran = run(shape, da, db, dbias, dc);
+    ASSERT_TRUE(ran.ok()) << ran;
+    std::vector<float> c = download(dc);
+    auto A = [&](int64_t i, int64_t l) { return shape.transpose_a ? a[l * m + i] : a[i * k + l]; };
+    auto B = [&](int64_t l, int64_t j) { return shape.transpose_b ? b[j * k + l] : b[l * n + j]; };
+    double rel = shape.dtype == DType::bf16 ? std::ldexp(1.0, -8) : k * std::ldexp(1.0, -23);
+    if (shape.epilogue == MatmulEpilogue::gelu) rel += std::ldexp(1.0, -10);
+    int wrong = 0;
+    double worst = 0; // the largest error / tolerance
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, scale = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          sum += double(A(i, l)) * B(l, j);
+          scale += std::fabs(double(A(i, l)) * B(l, j));
+        }
+        if (shape.bias) {
+          sum += bias[j];
+          scale += std::fabs(bias[j]);
+        }
+        double expected = shape.epilogue == MatmulEpilogue::relu   ? std::max(sum, 0.0)
+                          : shape.epilogue == MatmulEpilogue::gelu ? gelu_tanh(sum)
+                                                                   : sum;
+        double tolerance = rel * scale + 1e-6;
+        double error = std::fabs(c[i * n + j] - expected);
+        worst = std::max(worst, error / tolerance);
+        if (!(error <= tolerance) && ++wrong <= 5)
+          ADD_FAILURE() << "C[" << i << ", " << j << "] = " << c[i * n + j] << ", expected "
+                        << expected << " within " << tolerance;
+      }
+    EXPECT_EQ(wrong, 0);
+    std::printf("  matmul %s: max error / tolerance %.3f\n", shape.to_string().c_str(), worst);
+  }
+
+  std::unique_ptr<CudaBackend> backend_;
+  std::unique_ptr<CublasLtMatmul> matmul_;
+};
+
+TEST_F(CublasLtGpuTest, F32MatmulsMatchTheHost) {
+  check({.m = 64, .n = 48, .k = 32});
+  check({.m = 37, .n = 53, .k = 29});
+  check({.m = 37, .n = 53, .k = 29, .transpose_a = true});
+  check({.m = 19, .n = 130, .k = 67, .transpose_b = true, .bias = true});
+  check({.m = 128, .n = 40, .k = 256, .transpose_a = true, .transpose_b = true,
+         .epilogue = MatmulEpilogue::relu, .bias = true});
+  check({.m = 33, .n = 65, .k = 17, .epilogue = MatmulEpilogue::gelu});
+}
+
+TEST_F(CublasLtGpuTest, Bf16MatmulsMatchTheHost) {
+  check({.m = 128, .n = 96, .k = 80, .dtype = DType::bf16});
+  check({.m = 33, .n = 17, .k = 71, .dtype = DType::bf16, .bias = true});
+  check({.m = 33, .n = 24, .k = 71, .transpose_b = true, .dtype = DType::bf16,
+         .epilogue = MatmulEpilogue::relu, .bias = true});
+  check({.m = 200, .n = 72, .k = 1000, .transpose_a = true, .dtype = DType::bf16,
+         .epilogue = MatmulEpilogue::gelu, .bias = true});
+  check({.m = 256, .n = 512, .k = 1024, .dtype = DType::bf16, .epilogue = MatmulEpilogue::gelu});
+}
+
+TEST_F(CublasLtGpuTest, TheHeuristicIsAskedOncePerShape) {
+  MatmulShape shape{.m = 64, .n = 64, .k = 64, .dtype = DType::bf16};
+  check(shape);
+  check(shape);
+  EXPECT_EQ(matmul_->heuristic_queries(), 1u);
+  check({.m = 64, .n = 64, .k = 64, .dtype = DType::bf16, .epilogue = MatmulEpilogue::relu});
+  EXPECT_EQ(matmul_->heuristic_queries(), 2u);
+  EXPECT_EQ(matmul_->cached_plans(), 2u);
+}
+
+TEST_F(CublasLtGpuTest, PrintsBf16Throughput4096Cubed) {
+  const int64_t n = 4096;
+  MatmulShape shape{.m = n, .n = n, .k = n, .dtype = DType::bf16};
+  std::vector<float> ones(n * n, 0.125f);
+  BufferPtr a = upload(ones, DType::bf16), b = upload(ones, DType::bf16);
+  BufferPtr c = *backend_->allocate(TensorType{Shape{n, n}, DType::bf16});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(run(shape, a, b, nullptr, c).ok());
+  ASSERT_TRUE(backend_->synchronize().ok());
+  auto start = CudaEvent::create(backend_->context(), true);
+  auto stop = CudaEvent::create(backend_->context(), true);
+  ASSERT_TRUE(start.ok() && stop.ok());
+  constexpr int kRuns = 20;
+  ASSERT_TRUE(start->record().ok());
+  for (int i = 0; i < kRuns; ++i) ASSERT_TRUE(run(shape, a, b, nullptr, c).ok());
+  ASSERT_TRUE(stop->record().ok());
+  ASSERT_TRUE(backend_->synchronize().ok());
+  double seconds = *CudaEvent::elapsed_ms(*start, *stop) / 1e3 / kRuns;
+  std::vector<float> out = download(c);
+  EXPECT_EQ(out[n * n - 1], 0.125f * 0.125f * n); // 64, exact in bf16
+  std::printf("cuBLASLt bf16 4096^3 (f32 accumulate): %.3f ms, %.1f TFLOP/s on %s\n",
+              seconds * 1e3, 2.0 * n * n * n / seconds / 1e12,
+              backend_->context().device().name.c_str());
+}
+
+} // namespace
+} // namespace mstep::cuda
