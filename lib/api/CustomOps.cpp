@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/api/OpBuilder.h"
+#include "lib/api/autograd/CustomBackward.h"
 #include "mstep/core/Error.h"
 
 namespace mstep {
@@ -23,11 +24,7 @@ std::string describe_all(absl::Span<const Tensor> inputs) {
                        [](std::string* out, const Tensor& t) { out->append(describe(t)); });
 }
 
-/// "input 1 ('target')" or "input 1".
-std::string input_label(const CustomOpSchema& schema, size_t i) {
-  const std::string& name = schema.inputs[i].name;
-  return name.empty() ? absl::StrCat("input ", i) : absl::StrCat("input ", i, " ('", name, "')");
-}
+using autograd::custom_input_label;
 
 /// Input count and dtypes against the schema.
 void check_inputs(const CustomOp& op, absl::Span<const Tensor> inputs, absl::string_view api) {
@@ -47,7 +44,7 @@ void check_inputs(const CustomOp& op, absl::Span<const Tensor> inputs, absl::str
         std::find(allowed.begin(), allowed.end(), inputs[i].dtype()) == allowed.end())
       detail::throw_op_error(
           api,
-          absl::StrCat(input_label(schema, i), " must be ",
+          absl::StrCat(custom_input_label(schema, i), " must be ",
                        absl::StrJoin(allowed, " or ",
                                      [](std::string* out, DType d) { absl::StrAppend(out, dtype_name(d)); }),
                        ", got ", dtype_name(inputs[i].dtype())),
@@ -91,6 +88,36 @@ AttrList node_attrs(const CustomOp& op, const CustomAttrs& attrs, absl::string_v
   return out;
 }
 
+/// Per input: whether a gradient may flow into it (the schema allows it and
+/// its dtype is a floating one).
+std::vector<bool> differentiable_inputs(const CustomOp& op, absl::Span<const Tensor> inputs) {
+  std::vector<bool> out;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    out.push_back(op.schema.inputs[i].differentiable && is_floating(inputs[i].dtype()));
+  return out;
+}
+
+/// When a differentiable input requires grad (grad mode on): the op has a
+/// backward, and a backward op fits the op.
+void check_backward(const CustomOp& op, absl::Span<const Tensor> inputs,
+                    const std::vector<bool>& differentiable, absl::string_view api) {
+  if (!grad_enabled()) return;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!differentiable[i] || !inputs[i].requires_grad()) continue;
+    if (!op.backward)
+      detail::throw_op_error(
+          api,
+          absl::StrCat("has no backward, but ", custom_input_label(op.schema, i), " requires grad"),
+          describe_all(inputs),
+          "Register it with a backward (CustomOpDef::backward), or call it on detached inputs or "
+          "inside a no-grad scope.");
+    if (!op.backward->op.empty())
+      if (absl::Status s = autograd::check_backward_op(op); !s.ok())
+        detail::throw_op_error(api, s.message(), describe_all(inputs), "");
+    return;
+  }
+}
+
 } // namespace
 
 std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
@@ -103,12 +130,8 @@ std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
   if (!found.ok()) detail::throw_op_error(api, found.status().message(), describe_all(inputs), "");
   const CustomOp& op = **found;
   check_inputs(op, inputs, api);
-  if (grad_enabled())
-    for (const Tensor& t : inputs)
-      if (t.requires_grad())
-        detail::throw_op_error(api, "has no backward, but an input requires grad",
-                               describe_all(inputs),
-                               "Call it on detached inputs or inside a no-grad scope.");
+  const std::vector<bool> differentiable = differentiable_inputs(op, inputs);
+  check_backward(op, inputs, differentiable, api);
 
   AttrList node = node_attrs(op, attrs, api, inputs);
   std::vector<TensorType> input_types;
@@ -134,7 +157,7 @@ std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
                                           input_types[a.input].to_string()),
                              describe_all(inputs), "An aliased output has its input's type.");
   return detail::record_multi(api, OpKind::custom, inputs, std::move(node),
-                              ResultTypes(results->begin(), results->end()));
+                              ResultTypes(results->begin(), results->end()), differentiable);
 }
 
 } // namespace mstep

@@ -62,7 +62,8 @@ Tensor constant_tensor(double value, DType dtype, Device device) {
 
 std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
                                  absl::Span<const Tensor> operands,
-                                 AttrList attrs, ResultTypes types) {
+                                 AttrList attrs, ResultTypes types,
+                                 const std::vector<bool>& differentiable) {
   Device d = common_device(api_name, operands, std::nullopt);
   Operands values;
   for (const Tensor& t : operands) values.push_back(t.impl()->as_operand());
@@ -73,7 +74,7 @@ std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
     impl->set_pending(Value{node, i});
     out.emplace_back(std::move(impl));
   }
-  autograd::record_op(op, node->attrs(), operands, out);
+  autograd::record_op(op, node->attrs(), operands, out, differentiable);
   return out;
 }
 

@@ -31,10 +31,12 @@ Tensor autocast_operand(const Tensor& t, DType dtype);
 Tensor record(absl::string_view api_name, OpKind op,
               absl::Span<const Tensor> operands, AttrList attrs,
               TensorType type, std::optional<Device> device = std::nullopt);
-/// The same with several results.
+/// The same with several results. `differentiable` (empty: every operand)
+/// says which operands a gradient may flow into (autograd::record_op).
 std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
                                  absl::Span<const Tensor> operands,
-                                 AttrList attrs, ResultTypes types);
+                                 AttrList attrs, ResultTypes types,
+                                 const std::vector<bool>& differentiable = {});
 /// Records `op` on operand values already prepared by the caller. The fast
 /// path for ops whose inputs need no gradient: it skips autograd, so
 /// callers check needs_autograd() first and use record() otherwise.

@@ -139,6 +139,7 @@ std::string to_string(const CustomOpSchema& schema) {
       absl::StrAppend(&s, ": ", absl::StrJoin(in.dtypes, "|", [](std::string* out, DType d) {
                         absl::StrAppend(out, dtype_name(d));
                       }));
+    if (!in.differentiable) s += " (no grad)";
     inputs.push_back(std::move(s));
   }
   for (const CustomAttrSpec& a : schema.attrs) {
@@ -302,6 +303,22 @@ absl::Status check_schema(absl::string_view op, const CustomOpSchema& schema) {
   return absl::OkStatus();
 }
 
+/// Exactly one form of backward, and a valid version for the op form.
+absl::Status check_backward(absl::string_view op, const CustomBackward& backward) {
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("custom op '", op, "': its backward ", parts...));
+  };
+  if (backward.fn && !backward.op.empty())
+    return bad("has both a function and an op ('", backward.op, "'); give one of them");
+  if (!backward.fn && backward.op.empty())
+    return bad("is empty; give mstep::backward_function(fn) or mstep::backward_op(name)");
+  if (backward.op_version < 0)
+    return bad("op '", backward.op, "' has version ", backward.op_version,
+               "; versions start at 1 (0: the newest)");
+  return absl::OkStatus();
+}
+
 } // namespace
 
 absl::Status CustomOpRegistry::add(CustomOpDef def) {
@@ -321,6 +338,7 @@ absl::Status CustomOpRegistry::add(CustomOpDef def) {
         return absl::InvalidArgumentError(absl::StrCat(
             "custom op '", name, "' has two kernels for backend '", def.kernels[i].first, "'"));
   }
+  if (def.backward) MSTEP_RETURN_IF_ERROR(check_backward(name, *def.backward));
   auto op = std::make_shared<CustomOp>();
   op->name = name;
   op->version = def.version;
@@ -328,6 +346,7 @@ absl::Status CustomOpRegistry::add(CustomOpDef def) {
   op->schema = std::move(def.schema);
   op->shape_rule = std::move(def.shape_rule);
   op->kernels = std::move(def.kernels);
+  op->backward = std::move(def.backward);
 
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (auto it = state_->by_id.find(op->id); it != state_->by_id.end()) {

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -34,7 +35,11 @@ struct CustomOpRef {
 /// accepted for a float) and is given once, attributes left out have a
 /// default; then the shape rule accepts the inputs' types and gives the
 /// declared number of results, an output that may alias an input has its
-/// type, and no input needs a gradient (custom ops have no backward yet).
+/// type. When grad mode is on and a differentiable input (see
+/// CustomInputSpec::differentiable) requires grad, the op has a backward
+/// (else an error) and the outputs join autograd; a backward op (form (b))
+/// must then be registered, take the op's inputs and output gradients,
+/// declare its attributes and give one output per differentiable input.
 /// Each failure throws mstep::Error naming the op and the inputs' types,
 /// and records nothing. The kernel is picked when the graph compiles: the
 /// one registered for the tensors' backend.
@@ -47,6 +52,34 @@ inline std::vector<Tensor> custom(CustomOpRef op, absl::Span<const Tensor> input
                                   const CustomAttrs& attrs = {}) {
   return custom_op(op, inputs, attrs);
 }
+
+/// What a backward function (form (a)) is called with. The spans and the
+/// view are valid for the call only; the tensors may be kept.
+struct CustomGradContext {
+  /// The forward call's inputs and outputs (outputs detached).
+  absl::Span<const Tensor> inputs;
+  absl::Span<const Tensor> outputs;
+  /// The gradient of each output; zeros for an output that was not used.
+  absl::Span<const Tensor> grad_outputs;
+  /// The forward call's attributes.
+  const CustomAttrView& attrs;
+  /// Per input: whether its gradient is wanted (it is differentiable and
+  /// requires grad); others may be left undefined.
+  const std::vector<bool>& needs_input_grad;
+};
+
+/// A backward function: one gradient per input, each of its input's type,
+/// or an undefined Tensor for none. It records lazy ops (built-in or custom)
+/// and runs with grad mode off (no gradients of gradients). It runs on the
+/// thread that calls backward().
+using CustomGradFunction = std::function<std::vector<Tensor>(const CustomGradContext&)>;
+
+/// Form (a) of CustomOpDef::backward: `fn` records the gradients.
+CustomBackward backward_function(CustomGradFunction fn);
+/// Form (b) of CustomOpDef::backward: the registered custom op `op` (version
+/// `version`, 0: the newest) computes them from (inputs..., grad_outputs...)
+/// and the forward call's attributes, one result per differentiable input.
+CustomBackward backward_op(std::string op, int64_t version = 0);
 
 /// A custom op with `N` outputs as a callable: registers `def` when
 /// constructed (again is fine: an equal definition is idempotent; another

@@ -12,7 +12,11 @@
 // types and the attributes. A device backend defines its own kernel kind
 // (a stream and device pointers, say) and registers it the same way.
 //
-// Not here yet (issue 18, later parts): a backward, a scalar form that
+// An op may have a backward (CustomOpDef::backward): a function recording
+// the input gradients with lazy ops, or another registered custom op. The
+// cpu kernels split work over the cores with cpu_parallel_for.
+//
+// Not here yet (issue 18, later parts): a scalar form that
 // fuse-elementwise can fuse, exported graphs with custom ops
 // (Graph::save, `mstep-run --plugin`), `mstep-opt --load-plugin` and a
 // verifier that runs the shape rule. The memory planner does not yet use
@@ -27,6 +31,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -58,6 +63,10 @@ using CustomAttrs = std::vector<CustomAttr>;
 struct CustomInputSpec {
   std::string name;
   std::vector<DType> dtypes;
+  /// Whether a gradient flows to this input through the op's backward
+  /// (false: an index, a mask, a target that is never trained). Inputs of
+  /// an integer dtype never get one either way.
+  bool differentiable = true;
   bool operator==(const CustomInputSpec&) const = default;
 };
 
@@ -191,6 +200,31 @@ inline std::shared_ptr<const CustomKernel> host_kernel(HostCustomKernel::Fn fn) 
   return std::make_shared<HostCustomKernel>(std::move(fn));
 }
 
+/// A backward written over lazy tensors, type-erased: the runtime does not
+/// know tensors. mstep::backward_function (mstep/api/CustomOp.h) makes the
+/// one kind there is; kind() names it.
+class CustomBackwardFn {
+public:
+  virtual ~CustomBackwardFn() = default;
+  virtual absl::string_view kind() const = 0;
+};
+
+/// How the gradients of a custom op's inputs are computed; exactly one of
+/// `fn` and `op` is set. Build it with mstep::backward_function or
+/// mstep::backward_op (mstep/api/CustomOp.h).
+struct CustomBackward {
+  /// (a) A function of (inputs, outputs, grad_outputs, attributes) that
+  /// records the input gradients with lazy ops (custom ops included).
+  std::shared_ptr<const CustomBackwardFn> fn;
+  /// (b) The name of another registered custom op, called on
+  /// (inputs..., grad_outputs...) with the forward call's attributes (it
+  /// declares them all); it returns one gradient per differentiable input
+  /// (CustomInputSpec::differentiable), in input order.
+  std::string op;
+  /// The version of `op`; 0: the newest registered.
+  int64_t op_version = 0;
+};
+
 /// Everything registration needs.
 struct CustomOpDef {
   std::string name;
@@ -203,6 +237,10 @@ struct CustomOpDef {
   CustomShapeRule shape_rule;
   /// (backend name, kernel): "ref", "cpu", or any registered backend's name.
   std::vector<std::pair<std::string, std::shared_ptr<const CustomKernel>>> kernels;
+  /// How gradients flow through the op; without one, a call whose
+  /// differentiable inputs require grad is an error (under no-grad it runs).
+  /// Not part of the schema: registering again keeps the first backward.
+  std::optional<CustomBackward> backward;
 };
 
 /// A registered op. Immutable once registered (add_kernel publishes a new
@@ -222,6 +260,9 @@ struct CustomOp {
   const CustomKernel* kernel(absl::string_view backend) const;
   /// "name" for version 1, "name v3" otherwise (for messages).
   std::string label() const;
+
+  /// CustomOpDef::backward.
+  std::optional<CustomBackward> backward;
 };
 
 /// The id of version `version` of the op named `name` (a stable 64-bit
@@ -275,5 +316,21 @@ private:
 
 /// CustomOpRegistry::global().add(def), throwing mstep::Error on failure.
 void register_custom_op(CustomOpDef def);
+
+/// The number of threads cpu_parallel_for splits work over: the cpu
+/// backend's (OpenMP's, set by OMP_NUM_THREADS).
+int cpu_thread_count();
+
+/// For cpu kernels: calls `fn(begin, end)` on disjoint ranges that cover
+/// [0, n) exactly once, in parallel on the threads the cpu backend's own
+/// kernels use (one range per thread at most), each range `grain` indices
+/// long at least (a grain below 1 counts as 1). Runs `fn(0, n)` on the
+/// calling thread when n < 2 * grain, when there is one thread, or when
+/// called from inside another cpu_parallel_for or OpenMP parallel region
+/// (nesting is safe, and serial inside). Nothing is called for n <= 0.
+/// Returns when every range is done; if `fn` throws, the other ranges still
+/// finish and the first exception is rethrown here. `fn` must be safe to
+/// call from several threads at once.
+void cpu_parallel_for(int64_t n, int64_t grain, absl::FunctionRef<void(int64_t, int64_t)> fn);
 
 } // namespace mstep

@@ -13,6 +13,7 @@ const FormulaTable& formulas() {
     register_nn_formulas(t);
     register_attention_formulas(t);
     register_loss_formulas(t);
+    register_custom_formulas(t);
     return t;
   }();
   return table;

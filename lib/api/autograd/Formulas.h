@@ -46,6 +46,8 @@ void register_linalg_formulas(FormulaTable& table);
 void register_nn_formulas(FormulaTable& table);
 void register_attention_formulas(FormulaTable& table);
 void register_loss_formulas(FormulaTable& table);
+/// The `custom` op: the backward its registration gives (CustomBackward.cpp).
+void register_custom_formulas(FormulaTable& table);
 
 /// Sums `grad` over the dims that broadcasting added or expanded, so it
 /// has `shape` (the inverse of broadcasting).

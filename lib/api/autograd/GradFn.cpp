@@ -41,14 +41,19 @@ bool any_requires_grad(absl::Span<const Tensor> inputs) {
 }
 
 void record_op(OpKind op, const AttrList& attrs, absl::Span<const Tensor> inputs,
-               absl::Span<const Tensor> outputs) {
-  if (!any_requires_grad(inputs) || is_non_differentiable(op)) return;
+               absl::Span<const Tensor> outputs, const std::vector<bool>& differentiable) {
+  auto can_flow = [&](size_t i) { return differentiable.empty() || differentiable[i]; };
+  bool wanted = false;
+  for (size_t i = 0; i < inputs.size() && !wanted; ++i)
+    wanted = can_flow(i) && any_requires_grad({&inputs[i], 1});
+  if (!wanted || is_non_differentiable(op)) return;
   std::vector<Tensor> saved_outputs;
   for (const Tensor& o : outputs) saved_outputs.push_back(o.detach());
   auto fn = std::make_shared<OpGradFn>(op, attrs,
                                        std::vector<Tensor>(inputs.begin(), inputs.end()),
                                        std::move(saved_outputs));
-  for (const Tensor& in : inputs) fn->next.push_back(gradient_edge(in));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    fn->next.push_back(can_flow(i) ? gradient_edge(inputs[i]) : Edge{});
   for (uint32_t i = 0; i < outputs.size(); ++i) {
     fn->output_types.push_back(outputs[i].type());
     if (!is_floating(outputs[i].dtype())) continue;  // integer results carry no gradient

@@ -89,9 +89,11 @@ AutogradMeta& ensure_meta(const Tensor& t);
 Edge gradient_edge(const Tensor& t);
 
 /// Called by op recording: when grad mode is on and any input requires
-/// grad, links `outputs` to an OpGradFn for `op`.
+/// grad, links `outputs` to an OpGradFn for `op`. `differentiable` (empty:
+/// every input) says per input whether a gradient may flow into it; the
+/// others get no edge, and requiring grad only there records nothing.
 void record_op(OpKind op, const AttrList& attrs, absl::Span<const Tensor> inputs,
-               absl::Span<const Tensor> outputs);
+               absl::Span<const Tensor> outputs, const std::vector<bool>& differentiable = {});
 
 /// Whether any of `inputs` requires grad while grad mode is on.
 bool any_requires_grad(absl::Span<const Tensor> inputs);
