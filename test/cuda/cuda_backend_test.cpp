@@ -16,6 +16,7 @@
 #include "lib/backends/cuda/CudaLaunch.h"
 #include "lib/backends/cuda/CudaModule.h"
 #include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/EnqueueSaxpy.h"
 #include "test/cuda/TestKernels.h"
 
 namespace mstep::cuda {
@@ -42,16 +43,7 @@ protected:
   }
   /// Queues saxpy(y = a * x + y) on the backend, reading x, writing y.
   absl::Status saxpy(float a, const BufferPtr& x, const BufferPtr& y) {
-    const CudaKernel* kernel = *module_->kernel("saxpy");
-    int n = static_cast<int>(x->type().shape.numel());
-    CudaKernelArgs args;
-    args.add(n).add(a).add(CudaBackend::device_pointer(*x)).add(CudaBackend::device_pointer(*y));
-    const Buffer* reads[] = {x.get(), y.get()};
-    const Buffer* writes[] = {y.get()};
-    return backend_->enqueue(
-        "kernel saxpy",
-        [&] { return launch_kernel(backend_->context(), *kernel, {.grid = {1, 1, 1}, .block = {32, 1, 1}}, args); },
-        reads, writes);
+    return testing::enqueue_saxpy(*backend_, **module_->kernel("saxpy"), a, x, y);
   }
   /// The position of the first call named `name` after call `from`.
   size_t find_call(const std::string& name, size_t from = 0) const {

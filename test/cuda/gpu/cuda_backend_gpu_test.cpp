@@ -18,6 +18,7 @@
 #include "lib/backends/cuda/CudaBackend.h"
 #include "lib/backends/cuda/CudaLaunch.h"
 #include "lib/backends/cuda/CudaModule.h"
+#include "test/cuda/EnqueueSaxpy.h"
 #include "test/cuda/TestKernels.h"
 #include "test/cuda/gpu/GpuDriver.h"
 
@@ -50,20 +51,7 @@ protected:
   }
   /// Queues y = a * x + y through the backend.
   absl::Status saxpy(float a, const BufferPtr& x, const BufferPtr& y) {
-    const CudaKernel* kernel = *module_->kernel("saxpy");
-    int n = static_cast<int>(x->type().numel());
-    CudaKernelArgs args;
-    args.add(n).add(a).add(CudaBackend::device_pointer(*x)).add(CudaBackend::device_pointer(*y));
-    unsigned blocks = static_cast<unsigned>((n + 255) / 256);
-    const Buffer* reads[] = {x.get(), y.get()};
-    const Buffer* writes[] = {y.get()};
-    return backend_->enqueue(
-        "kernel saxpy",
-        [&] {
-          return launch_kernel(backend_->context(), *kernel,
-                               {.grid = {blocks, 1, 1}, .block = {256, 1, 1}}, args);
-        },
-        reads, writes);
+    return testing::enqueue_saxpy(*backend_, **module_->kernel("saxpy"), a, x, y);
   }
   BufferPtr upload(const std::vector<float>& host) {
     TensorType type{Shape{static_cast<int64_t>(host.size())}, DType::f32};
