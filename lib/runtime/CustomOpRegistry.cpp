@@ -130,6 +130,17 @@ absl::StatusOr<CustomAttrValue> decode_custom_attr(const CustomAttrSpec& spec,
                                                  custom_attr_type_name(spec.type)));
 }
 
+CustomShapeRule same_type_as_input(size_t index) {
+  return [index](absl::Span<const TensorType> inputs,
+                 const CustomAttrView&) -> absl::StatusOr<std::vector<TensorType>> {
+    if (index >= inputs.size())
+      return absl::InvalidArgumentError(absl::StrCat("the result has the type of input ", index,
+                                                     ", but the call has ", inputs.size(),
+                                                     " inputs"));
+    return std::vector<TensorType>{inputs[index]};
+  };
+}
+
 std::string to_string(const CustomOpSchema& schema) {
   std::vector<std::string> inputs, attrs;
   for (size_t i = 0; i < schema.inputs.size(); ++i) {

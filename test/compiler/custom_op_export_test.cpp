@@ -32,10 +32,7 @@ protected:
       register_custom_op({.name = "export_test.scale",
                           .schema = {.inputs = {{"x"}},
                                      .attrs = {{"factor", CustomAttrType::float64}}},
-                          .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView&)
-                              -> absl::StatusOr<std::vector<TensorType>> {
-                            return std::vector<TensorType>{in[0]};
-                          }});
+                          .shape_rule = same_type_as_input()});
   }
 
   absl::StatusOr<TraceGraph> export_text(const std::string& text) {

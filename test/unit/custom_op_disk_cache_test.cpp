@@ -39,8 +39,7 @@ CustomOpDef scaled_def(const std::string& name, int64_t version) {
   return {.name = name,
           .version = version,
           .schema = {.inputs = {{"x"}}},
-          .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView&)
-              -> absl::StatusOr<std::vector<TensorType>> { return std::vector<TensorType>{in[0]}; },
+          .shape_rule = same_type_as_input(),
           .kernels = {{"ref", kernel}, {"cpu", kernel}}};
 }
 

@@ -353,10 +353,7 @@ TEST(CustomOpGradIntegers, AnIntegerInputGetsNoGradient) {
                         .kernels = {{"ref", host_kernel(scale_bw_kernel)}}});
     register_custom_op({.name = "test.grad.scale",
                         .schema = {.inputs = {{"x", {DType::f32}}, {"k", {DType::i64}}}},
-                        .shape_rule =
-                            [](absl::Span<const TensorType> in, const CustomAttrView&) {
-                              return absl::StatusOr<std::vector<TensorType>>(std::vector{in[0]});
-                            },
+                        .shape_rule = same_type_as_input(),
                         .kernels = {{"ref", host_kernel(scale_kernel)}},
                         .backward = backward_op("test.grad.scale_bw")});
   }

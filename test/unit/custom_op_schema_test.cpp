@@ -265,8 +265,7 @@ CustomOpDef add_version_def(const std::string& name, int64_t version) {
   return {.name = name,
           .version = version,
           .schema = {.inputs = {{"x"}}},
-          .shape_rule = [](absl::Span<const TensorType> in, const CustomAttrView&)
-              -> absl::StatusOr<std::vector<TensorType>> { return std::vector<TensorType>{in[0]}; },
+          .shape_rule = same_type_as_input(),
           .kernels = {{"ref", kernel}, {"cpu", kernel}}};
 }
 
@@ -330,6 +329,22 @@ TEST(TypedCustomOp, RegistersOnceAndReturnsTypedResults) {
   EXPECT_THAT(error_of([&] { TypedCustomOp<3> wrong(pair); }),
               HasSubstr("TypedCustomOp<3> for custom op 'schema_test.typed_pair', whose schema "
                         "declares 2 outputs"));
+}
+
+TEST(CustomShapeRules, SameTypeAsInputGivesThatInputsTypeAndNeedsTheInput) {
+  const CustomAttrView no_attrs({}, {});
+  const std::vector<TensorType> in = {TensorType{Shape{2, 3}, DType::f32},
+                                      TensorType{Shape{4}, DType::i64}};
+  auto first = same_type_as_input()(in, no_attrs);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, std::vector<TensorType>{in[0]});
+  auto second = same_type_as_input(1)(in, no_attrs);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, std::vector<TensorType>{in[1]});
+  auto missing = same_type_as_input(2)(in, no_attrs);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("input 2"));
+  EXPECT_THAT(missing.status().message(), HasSubstr("2 inputs"));
 }
 
 } // namespace

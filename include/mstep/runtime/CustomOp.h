@@ -154,6 +154,10 @@ inline absl::Span<const Attr> custom_attr_values(const AttrList& attrs) {
 using CustomShapeRule = std::function<absl::StatusOr<std::vector<TensorType>>(
     absl::Span<const TensorType> inputs, const CustomAttrView& attrs)>;
 
+/// The rule of an op with one result of input `index`'s type (an
+/// elementwise op, say); a call with fewer inputs is refused.
+CustomShapeRule same_type_as_input(size_t index = 0);
+
 /// A kernel of one backend, type-erased. kind() names the calling
 /// convention; a backend checks it before casting (custom_kernel_as).
 class CustomKernel {
