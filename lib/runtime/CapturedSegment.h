@@ -48,6 +48,9 @@ struct Segment {
   std::vector<InputBinding> inputs;
   std::vector<InputInfo> input_info;  // parallel to inputs
   std::vector<TensorType> result_types;  // of the executable's results
+  // Per input, the result its buffer may hold (TraceGraph::donated_to):
+  // replay donates only those, since the executable may use no other.
+  std::vector<int32_t> donated_to;
   // The tensors bound to results, with their result's index, in one flat
   // list (a tensor with no user handle left gets no result: nobody can
   // read it). The graph's references are not handles.

@@ -125,6 +125,7 @@ struct Graph::Impl final : CaptureRecorder {
         b.constant = buf;
       }
     }
+    seg.donated_to.assign(run.donated_to.begin(), run.donated_to.end());
     seg.offered.resize(run.results.size());
     for (const BufferPtr& r : run.results) seg.result_types.push_back(r->type());
     for (size_t i = 0; i < run.outputs.size(); ++i)
@@ -191,9 +192,10 @@ struct Graph::Impl final : CaptureRecorder {
   /// The static half of the donation protocol (Executable::run), from the
   /// graph's bindings: what a replay may hand over when the tensor holds
   /// its buffer alone at that time (TensorImpl::owns_buffer_exclusively).
-  /// 1. An input read from a tensor may be donated unless a later segment
-  ///    reads that tensor's buffer directly (an earlier segment's input or
-  ///    result, not through the tensor, which sees the new value).
+  /// 1. An input read from a tensor may be donated when the memory plan
+  ///    lets it hold a result (donated_to) and no later segment reads that
+  ///    tensor's buffer directly (an earlier segment's input or result, not
+  ///    through the tensor, which sees the new value).
   /// 2. A tensor's buffer may be offered for its result when the tensor is
   ///    bound to no other result and no segment reads it: the graph keeps
   ///    no other reference to its buffer then.
@@ -218,7 +220,9 @@ struct Graph::Impl final : CaptureRecorder {
       seg.donated.assign(seg.inputs.size(), 0);
       for (uint32_t j = 0; j < seg.inputs.size(); ++j) {
         const InputBinding& b = seg.inputs[j];
-        if (b.source == InputBinding::Source::tensor && !read_directly.contains(b.tensor.get()))
+        const bool plan_aliases = j < seg.donated_to.size() && seg.donated_to[j] >= 0;
+        if (b.source == InputBinding::Source::tensor && plan_aliases &&
+            !read_directly.contains(b.tensor.get()))
           seg.donatable.push_back(j);
       }
       for (Segment::OutputBinding& o : seg.outputs)

@@ -369,6 +369,7 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
     const double seconds = seconds_since(t0);
     internal::record_compile_time(seconds);
   }
+  entry.donated_to = graph.donated_to;
   if (record_steps_) entry.graph = std::make_shared<const TraceGraph>(std::move(graph));
   int evicted = 0;
   ModuleCache::Entry& inserted = cache_.insert(key, std::move(entry), &evicted);
@@ -419,8 +420,8 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
   if (record_steps_)
     last_step_ = {key, entry->graph, inputs_, *results, rng_seed_, rng_offset_};
   if (recorder_)
-    recorder_->record({entry->executable, input_nodes_, inputs_, outputs, output_slot, *results,
-                       rng_offset_});
+    recorder_->record({entry->executable, input_nodes_, inputs_, entry->donated_to, outputs,
+                       output_slot, *results, rng_offset_});
 
   // 4. Bind.
   for (size_t i = 0; i < outputs.size(); ++i)

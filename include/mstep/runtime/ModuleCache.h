@@ -49,6 +49,8 @@ class ModuleCache {
     uint32_t num_inputs = 0;
     /// The graph, kept only while something needs it (the NaN guard).
     std::shared_ptr<const TraceGraph> graph;
+    /// TraceGraph::donated_to: which inputs a capture may donate.
+    std::vector<int32_t> donated_to;
   };
 
   explicit ModuleCache(size_t max_entries = 256) : max_entries_(max_entries) {}

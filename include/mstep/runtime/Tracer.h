@@ -25,6 +25,7 @@ struct ExecutedGraph {
   const std::shared_ptr<Executable>& executable;
   absl::Span<const DataLeaf* const> input_nodes;  // the `data` leaves, in input order
   absl::Span<const BufferPtr> inputs;
+  absl::Span<const int32_t> donated_to;       // TraceGraph::donated_to of the graph run
   absl::Span<TensorImpl* const> outputs;      // the tensors bound to results
   absl::Span<const uint32_t> output_slot;     // per tensor: its result
   absl::Span<const BufferPtr> results;
