@@ -125,6 +125,30 @@ TEST(CustomScalarFormRegistration, TheFormIsPartOfTheOpsIdentity) {
   EXPECT_NE(id1, custom_op_id("sf.id", 1));
 }
 
+TEST(CustomScalarFormRegistration, AnotherFormChangesTheCacheKey) {
+  // The same call of "sf.key" v1 traced with form x * 2, then, in a
+  // "process" that registered x * 3 under the same version.
+  auto key_with = [](double k) {
+    CustomOpRegistry::global().remove_for_testing("sf.key");
+    CustomOpDef def = one_input_def(
+        "sf.key", form_of([k](ScalarFormBuilder& f) { return std::vector{f.input(0) * k}; }));
+    def.kernels.emplace_back("cpu", def.kernels[0].second);
+    register_custom_op(std::move(def));
+    Tracer::get().set_record_steps(true);
+    Tensor x = from_vector(std::vector<float>{1, 2}, {2}, DType::f32, kCpu);
+    Tensor y = custom("sf.key", {x})[0] + 1.0;
+    mark_step();
+    const GraphKey key = Tracer::get().last_step().key;
+    Tracer::get().set_record_steps(false);
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{static_cast<float>(k) + 1,
+                                                        static_cast<float>(2 * k) + 1}));
+    return key;
+  };
+  const GraphKey two = key_with(2), three = key_with(3);
+  EXPECT_NE(two.structure, three.structure);
+  CustomOpRegistry::global().remove_for_testing("sf.key");
+}
+
 TEST(CustomScalarFormRegistration, FormsCompareByValue) {
   auto form = [](double k) {
     return form_of([k](ScalarFormBuilder& f) { return std::vector{f.exp(f.input(0)) * k}; });
