@@ -8,7 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "lib/api/OpBuilder.h"
@@ -59,6 +61,23 @@ struct Hit {
   std::map<size_t, size_t> gradient_outputs; // parameter -> graph output
   std::vector<size_t> nonfinite_outputs;
 };
+
+/// The labels of the not-deterministic custom ops `graph` (and the bodies
+/// of its nodes) calls, sorted; the graph parsed, so they are registered.
+std::vector<std::string> nondeterministic_custom_ops(const TraceGraph& graph) {
+  std::set<std::string> labels;
+  std::function<void(const TraceGraph&)> visit = [&](const TraceGraph& g) {
+    for (const GraphNode& n : g.nodes) {
+      if (n.body) visit(*n.body);
+      if (n.op != OpKind::custom) continue;
+      auto op = CustomOpRegistry::global().find(
+          static_cast<uint64_t>(attr_int(n.attrs, AttrName::custom_op)));
+      if (op.ok() && !(*op)->schema.deterministic) labels.insert((*op)->label());
+    }
+  };
+  visit(graph);
+  return {labels.begin(), labels.end()};
+}
 
 [[noreturn]] void write_failed(const std::string& what) { throw Error(absl::DataLossError(what)); }
 
@@ -425,6 +444,7 @@ Reproducer load_reproducer(const std::string& dir) {
     r.inputs_.push_back(it->second);
   }
   r.graph_ = std::make_shared<const TraceGraph>(*std::move(graph));
+  r.nondeterministic_custom_ops_ = nondeterministic_custom_ops(*r.graph_);
 
   // 4. weights.safetensors.
   r.weights_ = load_tensors(root / kWeightsFile);

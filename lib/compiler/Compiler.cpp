@@ -60,7 +60,9 @@ absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& ba
   if (!module.ok()) return module.status();
 
   mlir::PassManager pm(&ctx);
-  passes::build_pipeline(pm, {.fuse = options.fuse},
+  passes::build_pipeline(pm,
+                         {.fuse = options.fuse,
+                          .custom_scalar_forms = compiler->fuses_custom_scalar_forms()},
                          [&](mlir::OpPassManager& target) { compiler->build_target_pipeline(target); });
   if (!options.dump_dir.empty())
     passes::add_ir_dump(pm, absl::StrFormat("%s/graph_%016x", options.dump_dir, options.key),

@@ -21,7 +21,10 @@ mlir::PassRegistryFunction backend_pipeline(bool fuse) {
     absl::StatusOr<BackendCompiler*> compiler =
         CompilerRegistry::get(absl::string_view(name.data(), name.size()));
     if (!compiler.ok()) return error(std::string(compiler.status().message()));
-    passes::build_pipeline(pm, {.fuse = fuse}, [&](mlir::OpPassManager& target) {
+    passes::build_pipeline(pm,
+                           {.fuse = fuse,
+                            .custom_scalar_forms = (*compiler)->fuses_custom_scalar_forms()},
+                           [&](mlir::OpPassManager& target) {
       (*compiler)->build_target_pipeline(target);
     });
     return mlir::success();

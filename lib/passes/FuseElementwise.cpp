@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "lib/passes/CustomScalarForms.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mstep/ir/dialect/MstepOps.h"
 #include "mstep/passes/Passes.h"
@@ -394,6 +395,9 @@ struct FuseElementwisePass : impl::FuseElementwiseBase<FuseElementwisePass> {
   }
 
   mlir::LogicalResult fuseBlock(Block& block) {
+    // Custom ops with a scalar form become the mstep ops of the form, which
+    // then fuse like any others.
+    if (customScalarForms) numCustomExpanded += expandCustomScalarForms(block);
     // Dead fusible ops (all pure) would make regions with nothing to yield.
     for (Operation& op : llvm::make_early_inc_range(llvm::reverse(block)))
       if (op.hasTrait<dialect::OpTrait::Fusible>() && mlir::isOpTriviallyDead(&op)) op.erase();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "lib/passes/CustomScalarForms.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mstep/ir/dialect/MstepOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -53,9 +54,20 @@ int64_t alignUp(int64_t bytes, int64_t alignment) {
 ///   steps[k]);
 /// - elementwise ops (`Fusible`, `Elementwise`) and `mstep.fusion`, when the
 ///   operand has the result's shape (a broadcast operand is read at many
-///   positions).
+///   positions);
+/// - `mstep.custom`, for the (output, input) pairs its registered op
+///   declares it may alias (CustomOpSchema::aliases: its kernels are
+///   written to run in place), when the two have one type.
 /// Byte sizes are compared by the caller.
 bool mayWriteResultOver(Operation* op, OpResult result, unsigned operandNumber) {
+  if (auto call = llvm::dyn_cast<dialect::CustomOp>(op)) {
+    std::shared_ptr<const CustomOp> registered = findRegisteredCustomOp(call);
+    if (!registered || result.getType() != op->getOperand(operandNumber).getType()) return false;
+    return llvm::any_of(registered->schema.aliases, [&](const CustomAlias& alias) {
+      return alias.output == static_cast<int>(result.getResultNumber()) &&
+             alias.input == static_cast<int>(operandNumber);
+    });
+  }
   if (auto update = llvm::dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
     auto isPair = [&](mlir::ResultRange results, mlir::OperandRange operands) {
       for (auto [position, candidate] : llvm::enumerate(results))

@@ -17,7 +17,9 @@ void build_pipeline(mlir::OpPassManager& pm, const PipelineOptions& options,
     func_pm.addPass(createFuseOptimizer());
     pm.addPass(mlir::createCanonicalizerPass());
     pm.addPass(mlir::createCSEPass());
-    pm.nest<mlir::func::FuncOp>().addPass(createFuseElementwise());
+    FuseElementwiseOptions elementwise;
+    elementwise.customScalarForms = options.custom_scalar_forms;
+    pm.nest<mlir::func::FuncOp>().addPass(createFuseElementwise(elementwise));
   }
   if (target_passes) target_passes(pm);
   if (options.fuse) pm.addPass(createVerifyBackendContract());

@@ -164,6 +164,7 @@ std::string to_string(const CustomOpSchema& schema) {
   for (const CustomAlias& a : schema.aliases)
     absl::StrAppend(&out, ", output ", a.output, " may alias input ", a.input);
   if (!schema.deterministic) out += ", not deterministic";
+  if (schema.scalar_form) absl::StrAppend(&out, ", scalar form ", schema.scalar_form->to_string());
   return out;
 }
 
@@ -230,6 +231,11 @@ uint64_t custom_op_id(absl::string_view name, int64_t version) {
   // Salted so an id never equals the hash of a plain string elsewhere.
   return hash_combine(hash_combine(hash_string("mstep.custom"), hash_string(name)),
                       static_cast<uint64_t>(version));
+}
+
+uint64_t custom_op_id(absl::string_view name, int64_t version, const CustomOpSchema& schema) {
+  const uint64_t id = custom_op_id(name, version);
+  return schema.scalar_form ? hash_combine(id, schema.scalar_form->fingerprint()) : id;
 }
 
 // ---- CustomOpRegistry ----
@@ -342,6 +348,7 @@ absl::Status CustomOpRegistry::add(CustomOpDef def) {
     return absl::InvalidArgumentError(
         absl::StrCat("custom op '", name, "' has no shape rule; give CustomOpDef::shape_rule"));
   MSTEP_RETURN_IF_ERROR(check_schema(name, def.schema));
+  MSTEP_RETURN_IF_ERROR(check_scalar_form(name, def.schema));
   for (size_t i = 0; i < def.kernels.size(); ++i) {
     MSTEP_RETURN_IF_ERROR(check_kernel(name, def.kernels[i].first, def.kernels[i].second));
     for (size_t j = 0; j < i; ++j)
@@ -353,25 +360,29 @@ absl::Status CustomOpRegistry::add(CustomOpDef def) {
   auto op = std::make_shared<CustomOp>();
   op->name = name;
   op->version = def.version;
-  op->id = custom_op_id(name, def.version);
+  op->id = custom_op_id(name, def.version, def.schema);
   op->schema = std::move(def.schema);
   op->shape_rule = std::move(def.shape_rule);
   op->kernels = std::move(def.kernels);
   op->backward = std::move(def.backward);
 
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (auto it = state_->by_id.find(op->id); it != state_->by_id.end()) {
-    const CustomOp& old = *it->second;
-    if (old.name != name || old.version != op->version)
-      return absl::AlreadyExistsError(absl::StrCat("custom op '", op->label(), "' has the id of '",
-                                                   old.label(), "'; rename one of them"));
-    // The same op again (a plugin loaded twice): the first one stays.
-    if (old.schema == op->schema) return absl::OkStatus();
-    return absl::AlreadyExistsError(absl::StrCat(
-        "custom op '", name, "' version ", op->version,
-        " is already registered with another schema (registered: ", to_string(old.schema),
-        "; new: ", to_string(op->schema), "). Give the changed op a new version"));
-  }
+  // The same name and version again: found by name, since the id also
+  // depends on the scalar form.
+  if (auto it = state_->by_name.find(name); it != state_->by_name.end())
+    for (const auto& registered : it->second) {
+      const CustomOp& old = *registered;
+      if (old.version != op->version) continue;
+      // The same op again (a plugin loaded twice): the first one stays.
+      if (old.schema == op->schema) return absl::OkStatus();
+      return absl::AlreadyExistsError(absl::StrCat(
+          "custom op '", name, "' version ", op->version,
+          " is already registered with another schema (registered: ", to_string(old.schema),
+          "; new: ", to_string(op->schema), "). Give the changed op a new version"));
+    }
+  if (auto it = state_->by_id.find(op->id); it != state_->by_id.end())
+    return absl::AlreadyExistsError(absl::StrCat("custom op '", op->label(), "' has the id of '",
+                                                 it->second->label(), "'; rename one of them"));
   state_->publish(std::move(op));
   return absl::OkStatus();
 }

@@ -116,6 +116,14 @@ public:
     return recorded_nonfinite_outputs_;
   }
 
+  /// The custom ops the graph calls that are registered as not
+  /// deterministic (CustomOpSchema::deterministic = false), by label
+  /// ("name" or "name vN"), sorted. When any, run() need not give the
+  /// recorded values bitwise: the step may not fail the same way again.
+  const std::vector<std::string>& nondeterministic_custom_ops() const {
+    return nondeterministic_custom_ops_;
+  }
+
   /// Compiles the graph on `device`'s backend and runs it on fresh copies
   /// of inputs(); returns one tensor per graph output. Throws
   /// mstep::Error when the graph does not compile or run.
@@ -139,6 +147,7 @@ private:
   std::map<size_t, size_t> parameter_inputs_;
   std::map<size_t, size_t> gradient_outputs_;
   std::vector<size_t> recorded_nonfinite_outputs_;
+  std::vector<std::string> nondeterministic_custom_ops_;
   mutable std::vector<Tensor> last_outputs_; // of the latest run()
 };
 

@@ -37,6 +37,12 @@ class BackendCompiler {
   /// cpu backend's arena plan). Nothing by default.
   virtual void build_target_pipeline(mlir::OpPassManager& pm) const {}
 
+  /// Whether mstep-fuse-elementwise replaces custom-op calls by their
+  /// scalar forms (mstep/runtime/CustomScalarForm.h) for this target. Yes by
+  /// default; the ref backend says no, so that it always runs the op's own
+  /// kernel, the definition the fused form is checked against.
+  virtual bool fuses_custom_scalar_forms() const { return true; }
+
   /// The dialects (and their LLVM IR translations) compile() builds ops of
   /// beyond those of the pipeline's passes, which declare their own. The
   /// driver loads them into its one context before compile(), as a

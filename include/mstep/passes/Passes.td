@@ -119,7 +119,12 @@ def FuseElementwise : Pass<"mstep-fuse-elementwise", "mlir::func::FuncOp"> {
     - dead fusible ops (all are pure) are erased.
 
     Softmax, layer_norm, reductions, matmul and the other non-fusible ops
-    are never put in a region; no epilogue fusion is done. Existing
+    are never put in a region; no epilogue fusion is done. An
+    `mstep.custom` is a boundary too, unless its registered op declares a
+    scalar form (mstep/runtime/CustomScalarForm.h) and every input and
+    result of the call has one floating tensor type: then (with
+    `custom-scalar-forms`) the call is first replaced by the form's mstep
+    ops, which fuse like any others, and its kernel is not called. Existing
     `mstep.fusion` ops are left alone, so running the pass twice gives the
     same IR as running it once. Each region takes the place of its last op;
     users of its results that came earlier move after it (a stable
@@ -169,11 +174,17 @@ def FuseElementwise : Pass<"mstep-fuse-elementwise", "mlir::func::FuncOp"> {
     Option<"maxInputs", "max-inputs", "unsigned", /*default=*/"16",
            "Most distinct tensors a region may read from outside (constants "
            "cloned into it do not count); must be at least the operand count "
-           "of every fusible op (3, for mstep.where)">
+           "of every fusible op (3, for mstep.where)">,
+    Option<"customScalarForms", "custom-scalar-forms", "bool", /*default=*/"true",
+           "Expand calls of custom ops that declare a scalar form into mstep "
+           "ops before fusing (off: every mstep.custom stays a boundary and runs "
+           "its kernel, as on the ref backend)">
   ];
   let statistics = [
     Statistic<"numFusions", "fusions", "mstep.fusion regions created">,
-    Statistic<"numFusedOps", "fused-ops", "Ops moved into mstep.fusion regions">
+    Statistic<"numFusedOps", "fused-ops", "Ops moved into mstep.fusion regions">,
+    Statistic<"numCustomExpanded", "custom-expanded",
+              "mstep.custom calls replaced by their scalar form">
   ];
   let dependentDialects = ["::mstep::dialect::MstepDialect"];
 }

@@ -13,6 +13,9 @@ struct PipelineOptions {
   /// Run the fusion passes (attention, optimizer, elementwise). Off, the
   /// module keeps one op per trace node: the unfused reference.
   bool fuse = true;
+  /// With `fuse`: mstep-fuse-elementwise's custom-scalar-forms (calls of
+  /// custom ops with a scalar form fuse instead of running their kernel).
+  bool custom_scalar_forms = true;
 };
 
 /// The passes a backend adds (BackendCompiler::build_target_pipeline).

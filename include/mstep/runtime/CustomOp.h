@@ -16,11 +16,15 @@
 // the input gradients with lazy ops, or another registered custom op. The
 // cpu kernels split work over the cores with cpu_parallel_for.
 //
-// Not here yet (issue 18, later parts): a scalar form that
-// fuse-elementwise can fuse, exported graphs with custom ops
+// An elementwise op may declare a scalar form (CustomScalarForm.h):
+// mstep-fuse-elementwise then fuses it like a built-in elementwise op on
+// the compiling backends (cpu; ref keeps running the kernel). Declared
+// aliases let the cpu arena planner run the kernel in place when the
+// input dies at the call (HostKernelCall says what the kernel must allow).
+//
+// Not here yet (issue 18, later parts): exported graphs with custom ops
 // (Graph::save, `mstep-run --plugin`), `mstep-opt --load-plugin` and a
-// verifier that runs the shape rule. The memory planner does not yet use
-// the declared aliases (outputs get their own buffers).
+// verifier that runs the shape rule.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,7 @@
 #include "absl/types/span.h"
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/Attr.h"
+#include "mstep/runtime/CustomScalarForm.h"
 
 namespace mstep {
 
@@ -80,7 +85,12 @@ struct CustomAttrSpec {
 };
 
 /// Output `output` may share the buffer of input `input` (an in-place op:
-/// the kernel must then be correct when the two pointers are equal).
+/// the kernel must then be correct when the two pointers are equal). The
+/// cpu backend's arena planner gives the output the input's storage when
+/// the input dies at the call: no later reader, not a graph output, not a
+/// parameter or other graph input unless that input donates its buffer to
+/// the output. Otherwise the output has its own buffer (the pointers then
+/// differ and never overlap). The ref backend never shares.
 struct CustomAlias {
   int output = 0;
   int input = 0;
@@ -96,8 +106,20 @@ struct CustomOpSchema {
   std::vector<CustomAlias> aliases;
   /// Whether the kernels give bit-identical results for identical inputs.
   bool deterministic = true;
+  /// What one element of each output is, when the op is elementwise
+  /// (every input and output of one shape and floating dtype): lets
+  /// mstep-fuse-elementwise fuse calls. Checked at registration against
+  /// the inputs, outputs and attributes above; part of the op's identity
+  /// (a changed form needs a new version) and of its id.
+  std::optional<CustomScalarForm> scalar_form;
   bool operator==(const CustomOpSchema&) const = default;
 };
+/// OK without a scalar form; otherwise InvalidArgument naming `op` when the
+/// form is malformed, gives another number of outputs, reads an input or
+/// attribute the schema lacks (or a string/list/dtype attribute), or when
+/// an input may have a non-floating dtype (the form computes in floating
+/// point). CustomOpRegistry::add runs it.
+absl::Status check_scalar_form(absl::string_view op, const CustomOpSchema& schema);
 /// "(pred: f32|f64, target) {reduction: string = \"mean\"} -> 1 output".
 std::string to_string(const CustomOpSchema& schema);
 
@@ -169,6 +191,10 @@ public:
 /// What a host kernel is called with: dense row-major host memory. Inputs
 /// are read-only; outputs are allocated with the types the shape rule gave
 /// and must be written in full. The pointers are valid for the call only.
+/// An output and an input never overlap, except that an output the schema
+/// declares may alias an input (CustomAlias) may be that input's very
+/// buffer (outputs[o] == inputs[i]): the kernel then runs in place and
+/// must read each input element before it writes that output element.
 struct HostKernelCall {
   absl::Span<const void* const> inputs;
   absl::Span<const TensorType> input_types;
@@ -253,8 +279,8 @@ struct CustomOp {
   std::string name;
   int64_t version = 1;
   /// Stable across processes: the `custom_op` attribute of the op's nodes,
-  /// so the name and version enter the graph's structural hash and cache
-  /// key.
+  /// so the name and version (and the scalar form, if any) enter the
+  /// graph's structural hash and cache key.
   uint64_t id = 0;
   CustomOpSchema schema;
   CustomShapeRule shape_rule;
@@ -270,8 +296,13 @@ struct CustomOp {
 };
 
 /// The id of version `version` of the op named `name` (a stable 64-bit
-/// hash of both).
+/// hash of both), for an op without a scalar form.
 uint64_t custom_op_id(absl::string_view name, int64_t version = 1);
+/// The id of an op with `schema`: custom_op_id(name, version), with the
+/// scalar form's fingerprint folded in when it has one (so a process that
+/// registered another form under the same version never reuses a cached
+/// graph compiled with this one).
+uint64_t custom_op_id(absl::string_view name, int64_t version, const CustomOpSchema& schema);
 
 /// The process's custom ops by name. Thread-safe: every method may be
 /// called from any thread; ops are never removed, so what a lookup returns

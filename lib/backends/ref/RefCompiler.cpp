@@ -16,6 +16,9 @@ class RefCompiler final : public BackendCompiler {
  public:
   absl::string_view backend_name() const override { return "ref"; }
 
+  /// The reference runs each custom op's kernel, never its scalar form.
+  bool fuses_custom_scalar_forms() const override { return false; }
+
   absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module, Backend&,
                                                       const RuntimeOptions&) override {
     auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
