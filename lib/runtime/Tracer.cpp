@@ -290,7 +290,7 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
   const auto num_nodes = static_cast<uint32_t>(order_.size());
   const auto num_inputs = static_cast<uint32_t>(inputs_.size());
   TraceGraph graph = build_cut_graph(c, outputs);
-  ModuleCache::Entry entry{nullptr, num_nodes, num_inputs, nullptr};
+  ModuleCache::Entry entry{nullptr, num_nodes, num_inputs, nullptr, custom_op_needs(graph)};
 
   // Memory -> disk -> compile.
   DiskCache* disk = disk_cache();
@@ -359,7 +359,7 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
       auto payload = entry.executable->serialize(compiled.module_text);
       if (payload.ok())
         disk->store(disk_name, key.to_text(),
-                    [text = with_custom_op_needs(graph, *payload)]() mutable {
+                    [text = with_custom_op_needs(entry.custom_ops, *payload)]() mutable {
                       return std::move(text);
                     });
       else
@@ -420,7 +420,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     last_step_ = {key, entry->graph, inputs_, *results, rng_seed_, rng_offset_};
   if (recorder_)
     recorder_->record({entry->executable, input_nodes_, inputs_, outputs, output_slot, *results,
-                       rng_offset_});
+                       rng_offset_, entry->custom_ops});
 
   // 4. Bind.
   for (size_t i = 0; i < outputs.size(); ++i)

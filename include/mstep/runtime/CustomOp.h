@@ -16,11 +16,15 @@
 // the input gradients with lazy ops, or another registered custom op. The
 // cpu kernels split work over the cores with cpu_parallel_for.
 //
+// Exported graphs and disk-cache entries record the ops they call
+// (CustomOpNeed); a process loads them only where it has registered those
+// names and versions, from its own code or from a plugin (runtime/Plugin.h:
+// `mstep-run --plugin`, `mstep-opt --load-plugin`). The `mstep.custom`
+// verifier runs the registered op's shape rule.
+//
 // Not here yet (issue 18, later parts): a scalar form that
-// fuse-elementwise can fuse, exported graphs with custom ops
-// (Graph::save, `mstep-run --plugin`), `mstep-opt --load-plugin` and a
-// verifier that runs the shape rule. The memory planner does not yet use
-// the declared aliases (outputs get their own buffers).
+// fuse-elementwise can fuse. The memory planner does not yet use the
+// declared aliases (outputs get their own buffers).
 #pragma once
 
 #include <cstdint>
@@ -320,6 +324,15 @@ private:
 
 /// CustomOpRegistry::global().add(def), throwing mstep::Error on failure.
 void register_custom_op(CustomOpDef def);
+
+/// A custom op that a compiled graph calls, as an exported graph
+/// (Graph::save) and a disk-cache entry record it: a process runs the graph
+/// only when it has registered this name and version.
+struct CustomOpNeed {
+  std::string name;
+  int64_t version = 1;
+  bool operator==(const CustomOpNeed&) const = default;
+};
 
 /// The number of threads cpu_parallel_for splits work over: the cpu
 /// backend's (OpenMP's, set by OMP_NUM_THREADS).

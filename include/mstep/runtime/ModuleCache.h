@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
 
@@ -49,6 +50,8 @@ class ModuleCache {
     uint32_t num_inputs = 0;
     /// The graph, kept only while something needs it (the NaN guard).
     std::shared_ptr<const TraceGraph> graph;
+    /// The custom ops the graph calls; an exported graph lists them.
+    std::vector<CustomOpNeed> custom_ops;
   };
 
   explicit ModuleCache(size_t max_entries = 256) : max_entries_(max_entries) {}
