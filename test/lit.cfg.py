@@ -16,6 +16,16 @@ config.test_exec_root = os.path.join(config.mstep_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "unit", "oracle",
                    "tools", "fuzz"]
 
+# Plugins (test/plugin) for `mstep-opt --load-plugin`: the custom ops the
+# modules call, one whose registration conflicts with it, and a library
+# that is no plugin.
+plugin_dir = os.path.join(config.mstep_obj_root, "test", "plugin")
+for name, library in [("%custom_ops_plugin", "lit_custom_ops"),
+                      ("%conflicting_plugin", "conflicting_plugin"),
+                      ("%not_a_plugin", "not_a_plugin")]:
+    config.substitutions.append(
+        (name, os.path.join(plugin_dir, "libmstep_test_" + library + ".so")))
+
 # The build's mstep-opt first, then LLVM 19's FileCheck, not and count.
 config.environment["PATH"] = os.pathsep.join(
     [config.mstep_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/CustomOp.h"
 #include "mstep/runtime/TensorImpl.h"
 
 namespace mstep {
@@ -63,6 +64,8 @@ struct Segment {
   };
   std::vector<OutputBinding> outputs;
   uint64_t rng_offset = 0;  // relative to the capture's first offset
+  // The custom ops the executable calls (Graph::save lists them).
+  std::vector<CustomOpNeed> custom_ops;
   // Whether a later segment reads this one's results / inputs. If not,
   // replay drops the segment's references to them as soon as it has run,
   // freeing memory early.

@@ -75,6 +75,7 @@ struct Graph::Impl final : CaptureRecorder {
   void record(const ExecutedGraph& run) override {
     Segment seg;
     seg.executable = run.executable;
+    seg.custom_ops.assign(run.custom_ops.begin(), run.custom_ops.end());
     seg.device = run.outputs.front()->device();
     seg.inputs.resize(run.inputs.size());
     seg.input_info.resize(run.inputs.size());

@@ -1,7 +1,9 @@
 // The exported graph file (see GraphArchive.h). Body layout, after the
 // envelope; integers little-endian, `bytes` a u64 length then the bytes,
 // `type` as write_tensor_type:
-//   backend bytes | rng_seed u64 | rng_offset u64 | rng_consumed u64
+//   backend bytes
+//   custom_ops u32, each: name bytes | version u64      (version 2 on)
+//   rng_seed u64 | rng_offset u64 | rng_consumed u64
 //   slots u32, each:     name bytes | role u8 | written u8 | type | value bytes
 //   constants u32, each: type | value bytes
 //   segments u32, each:  executable bytes | rng_offset u64
@@ -24,14 +26,32 @@ constexpr uint8_t kMaxSource = static_cast<uint8_t>(GraphArchive::Binding::Sourc
 
 using Source = GraphArchive::Binding::Source;
 
+/// The format version in the envelope of `bytes` (the u32 after the 8-byte
+/// magic), or 0 when there is none.
+uint32_t stored_version(absl::string_view bytes) {
+  if (bytes.size() < kMagic.size() + 4) return 0;
+  ByteReader r(bytes.substr(kMagic.size(), 4), "version");
+  return r.u32("version");
+}
+
 /// Reads the body; checks every index against what precedes it.
 class Decoder {
  public:
   Decoder(absl::string_view body, absl::string_view what) : r_(body, what) {}
 
-  absl::StatusOr<GraphArchive> decode() {
+  absl::StatusOr<GraphArchive> decode(uint32_t version) {
     GraphArchive a;
     a.backend = std::string(r_.bytes("backend"));
+    const uint32_t num_custom_ops = version >= 2 ? r_.count("custom ops", 16) : 0;
+    for (uint32_t i = 0; i < num_custom_ops && r_.ok(); ++i) {
+      CustomOpNeed op;
+      op.name = std::string(r_.bytes("custom op name"));
+      op.version = r_.i64("custom op version");
+      if (r_.ok() && (op.name.empty() || op.version < 1))
+        r_.fail(absl::StrCat("custom op ", i, " is '", op.name, "' version ", op.version,
+                             "; a custom op has a name and a version of 1 or more"));
+      a.custom_ops.push_back(std::move(op));
+    }
     a.rng_seed = r_.u64("rng seed");
     a.rng_offset = r_.u64("rng offset");
     a.rng_consumed = r_.u64("rng consumed");
@@ -162,6 +182,11 @@ class Decoder {
 std::string encode_graph_archive(const GraphArchive& a) {
   ByteWriter w;
   w.bytes(a.backend);
+  w.u32(static_cast<uint32_t>(a.custom_ops.size()));
+  for (const CustomOpNeed& op : a.custom_ops) {
+    w.bytes(op.name);
+    w.u64(static_cast<uint64_t>(op.version));
+  }
   w.u64(a.rng_seed);
   w.u64(a.rng_offset);
   w.u64(a.rng_consumed);
@@ -202,12 +227,15 @@ std::string encode_graph_archive(const GraphArchive& a) {
 
 absl::StatusOr<GraphArchive> decode_graph_archive(absl::string_view bytes,
                                                   absl::string_view what) {
-  absl::StatusOr<absl::string_view> body = unseal(bytes, kMagic, kGraphArchiveVersion, what);
+  // Version 1 (no custom-op list) is still read; any other version is
+  // unseal's error.
+  const uint32_t version = stored_version(bytes) == 1 ? 1 : kGraphArchiveVersion;
+  absl::StatusOr<absl::string_view> body = unseal(bytes, kMagic, version, what);
   if (absl::IsUnimplemented(body.status()))
     return absl::DataLossError(
         absl::StrCat(what, " is not an exported mstep graph (no MSTEPXGR header)"));
   if (!body.ok()) return body.status();
-  return Decoder(*body, what).decode();
+  return Decoder(*body, what).decode(version);
 }
 
 }  // namespace mstep

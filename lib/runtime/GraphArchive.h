@@ -3,7 +3,9 @@
 // needs and nothing of the process that captured it: each executable in its
 // backend's serialized form, where each of its inputs comes from, where its
 // results go, the RNG offsets it consumes, and the tensors it reads and
-// writes (slots) with their values at export.
+// writes (slots) with their values at export, and the custom ops (name,
+// version) its executables call, which load_graph checks are registered
+// before any executable is loaded.
 //
 //   seal("MSTEPXGR", kGraphArchiveVersion, body)   (core/ByteStream.h)
 //
@@ -20,10 +22,15 @@
 #include "absl/strings/string_view.h"
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/InputRole.h"
+#include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
 
-inline constexpr uint32_t kGraphArchiveVersion = 1;
+/// Version 2 added the custom-op list. Version 1 files (written before
+/// it) still load, as graphs that need no custom op: the exporter of the
+/// time wrote no list, and a version-1 graph that does call one fails
+/// when its backend loads the executable (no kernel), never runs it.
+inline constexpr uint32_t kGraphArchiveVersion = 2;
 
 struct GraphArchive {
   /// A tensor the step reads or writes: a static input, a parameter, an
@@ -72,6 +79,8 @@ struct GraphArchive {
 
   /// The backend every segment runs on (BackendRegistry name).
   std::string backend;
+  /// The custom ops the segments call, each once.
+  std::vector<CustomOpNeed> custom_ops;
   uint64_t rng_seed = 0;
   /// The offset the next step starts from, and how far one step moves it.
   uint64_t rng_offset = 0;

@@ -1,8 +1,10 @@
 // Graph::save: a captured graph as an exported graph file (GraphArchive),
-// which LoadedGraph replays with the runtime alone.
+// which LoadedGraph replays with the runtime alone. The file lists the
+// custom ops its segments call, so that a process without them refuses it.
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -97,6 +99,10 @@ void save_captured_graph(const std::string& path, const std::map<std::string, Te
                                absl::StrCat("Graph::save: segment ", s, ": ",
                                             blob.status().message())));
     out.executable = *std::move(blob);
+    for (const CustomOpNeed& op : seg.custom_ops)
+      if (std::find(archive.custom_ops.begin(), archive.custom_ops.end(), op) ==
+          archive.custom_ops.end())
+        archive.custom_ops.push_back(op);
     out.rng_offset = seg.rng_offset;
     out.result_types = seg.result_types;
     for (size_t j = 0; j < seg.inputs.size(); ++j) {

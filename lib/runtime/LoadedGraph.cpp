@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/runtime/CustomOpNeeds.h"
 #include "lib/runtime/GraphArchive.h"
 #include "lib/runtime/TrustedPath.h"
 #include "mstep/core/Error.h"
@@ -35,6 +36,7 @@ struct LoadedGraph::Impl {
 
   std::string path;
   Backend* backend = nullptr;
+  std::vector<CustomOpNeed> custom_ops;
   std::vector<BufferPtr> slots;
   std::vector<BufferPtr> constants;
   BufferPtr rng_state;  // written before each segment that draws
@@ -135,8 +137,16 @@ absl::StatusOr<std::unique_ptr<LoadedGraph>> LoadedGraph::load(const std::string
         absl::StrCat(path, " was exported for backend '", archive.backend,
                      "', which this runtime does not have (",
                      absl::StrJoin(BackendRegistry::registered_backends(), ", "), ")"));
+  // Before any executable reaches the backend: a kernel this process does
+  // not have is never looked up, let alone run.
+  if (absl::Status registered = check_custom_ops_registered(archive.custom_ops); !registered.ok())
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " ", registered.message(),
+        "; load the plugin that registers it before the graph (mstep-run --plugin libmyops.so; "
+        "in a program, mstep::load_plugin or its own registration)"));
   auto impl = std::make_unique<Impl>();
   impl->path = path;
+  impl->custom_ops = std::move(archive.custom_ops);
   impl->backend = *backend;
   impl->rng_seed = archive.rng_seed;
   impl->rng_offset = archive.rng_offset;
@@ -189,6 +199,7 @@ absl::StatusOr<size_t> LoadedGraph::find(absl::string_view name) const {
 }
 
 absl::string_view LoadedGraph::backend() const { return impl_->backend->name(); }
+const std::vector<CustomOpNeed>& LoadedGraph::custom_ops() const { return impl_->custom_ops; }
 size_t LoadedGraph::num_segments() const { return impl_->segments.size(); }
 uint64_t LoadedGraph::rng_offset() const { return impl_->rng_offset; }
 double LoadedGraph::last_execute_seconds() const { return impl_->execute_seconds; }

@@ -290,7 +290,8 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
   const auto num_nodes = static_cast<uint32_t>(order_.size());
   const auto num_inputs = static_cast<uint32_t>(inputs_.size());
   TraceGraph graph = build_cut_graph(c, outputs);
-  ModuleCache::Entry entry{nullptr, num_nodes, num_inputs, nullptr};
+  ModuleCache::Entry entry{nullptr, num_nodes, num_inputs, nullptr, graph.donated_to,
+                           custom_op_needs(graph)};
 
   // Memory -> disk -> compile.
   DiskCache* disk = disk_cache();
@@ -359,7 +360,7 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
       auto payload = entry.executable->serialize(compiled.module_text);
       if (payload.ok())
         disk->store(disk_name, key.to_text(),
-                    [text = with_custom_op_needs(graph, *payload)]() mutable {
+                    [text = with_custom_op_needs(entry.custom_ops, *payload)]() mutable {
                       return std::move(text);
                     });
       else
@@ -369,7 +370,6 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
     const double seconds = seconds_since(t0);
     internal::record_compile_time(seconds);
   }
-  entry.donated_to = graph.donated_to;
   if (record_steps_) entry.graph = std::make_shared<const TraceGraph>(std::move(graph));
   int evicted = 0;
   ModuleCache::Entry& inserted = cache_.insert(key, std::move(entry), &evicted);
@@ -421,7 +421,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     last_step_ = {key, entry->graph, inputs_, *results, rng_seed_, rng_offset_};
   if (recorder_)
     recorder_->record({entry->executable, input_nodes_, inputs_, entry->donated_to, outputs,
-                       output_slot, *results, rng_offset_});
+                       output_slot, *results, rng_offset_, entry->custom_ops});
 
   // 4. Bind.
   for (size_t i = 0; i < outputs.size(); ++i)

@@ -55,18 +55,34 @@ TEST_F(CustomOpExportTest, ARegisteredCallExportsToItsIdAndAttributes) {
   EXPECT_EQ(std::get<double>(custom_attr_values(n.attrs)[0].value), 2.5);
 }
 
-TEST_F(CustomOpExportTest, AnUnregisteredNameIsAnErrorNamingIt) {
+TEST_F(CustomOpExportTest, AnUnregisteredNameIsAVerifierErrorNamingIt) {
+  // The verifier refuses the module before anything exports it.
   auto g = export_text(call_module("export_test.unknown", ""));
   ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(g.status().message(),
-              HasSubstr("custom op 'export_test.unknown' version 1 is not registered"));
-  EXPECT_THAT(g.status().message(), HasSubstr("register custom ops before compiling"));
+              HasSubstr("custom op 'export_test.unknown' version 1 is not registered in this "
+                        "process; load the library that registers it"));
   // A version the process has not registered is as unknown as a name.
   auto v2 = export_text(
       call_module("export_test.scale", "{version = 2 : i64, user_attrs = {factor = 2.5 : f64}}"));
   ASSERT_FALSE(v2.ok());
-  EXPECT_THAT(v2.status().message(), HasSubstr("'export_test.scale' version 2 is not registered"));
+  EXPECT_THAT(v2.status().message(),
+              HasSubstr("'export_test.scale' version 2 is not registered in this process (it has "
+                        "version 1)"));
+}
+
+TEST_F(CustomOpExportTest, AnOpUnregisteredAfterVerifyingIsAnExportError) {
+  auto module = parse_mstep_module(
+      call_module("export_test.scale", "{user_attrs = {factor = 2.5 : f64}}"), ctx_, "test");
+  ASSERT_TRUE(module.ok()) << module.status();
+  CustomOpRegistry::global().remove_for_testing("export_test.scale");
+  auto g = export_trace_graph((*module)->lookupSymbol<mlir::func::FuncOp>("step"));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("custom op 'export_test.scale' version 1 is not registered"));
+  EXPECT_THAT(g.status().message(), HasSubstr("register custom ops before compiling"));
 }
 
 TEST_F(CustomOpExportTest, AttributesThatDoNotMatchTheDeclarationAreErrors) {

@@ -45,6 +45,20 @@ void register_ops() {
                   })},
        .shape_rule = same_type(),
        .kernels = {{"cpu", host_kernel(unused_kernel)}}});
+  // The same form on a call that is not elementwise: its result is the
+  // input as a square matrix (a 4-vector in, 2x2 out).
+  register_custom_op(
+      {.name = "fusion_test.elu_square",
+       .schema = {.inputs = {{"x", {DType::f32}}},
+                  .scalar_form = make_scalar_form([](ScalarFormBuilder& f) {
+                    ScalarValue x = f.input(0);
+                    return std::vector{f.where(x > 0.0, x, f.exp(x) - 1.0)};
+                  })},
+       .shape_rule = [](absl::Span<const TensorType> in,
+                        const CustomAttrView&) -> absl::StatusOr<std::vector<TensorType>> {
+         return std::vector{TensorType{Shape{2, 2}, in[0].dtype}};
+       },
+       .kernels = {{"cpu", host_kernel(unused_kernel)}}});
   // The same computation without a scalar form.
   register_custom_op({.name = "fusion_test.opaque",
                       .schema = {.inputs = {{"x", {DType::f32}}}},
@@ -145,9 +159,9 @@ TEST_F(CustomOpPassesTest, ACallThatIsNotElementwiseKeepsItsKernel) {
   // Not elementwise here (two shapes): the form does not apply.
   const std::string out = fuse(
       "func.func @step(%x: tensor<4xf32>) -> tensor<2x2xf32> {\n"
-      "  %0 = mstep.custom \"fusion_test.scaled_elu\"(%x) : (tensor<4xf32>) -> tensor<2x2xf32>\n"
+      "  %0 = mstep.custom \"fusion_test.elu_square\"(%x) : (tensor<4xf32>) -> tensor<2x2xf32>\n"
       "  return %0 : tensor<2x2xf32>\n}\n");
-  EXPECT_THAT(out, HasSubstr("mstep.custom \"fusion_test.scaled_elu\""));
+  EXPECT_THAT(out, HasSubstr("mstep.custom \"fusion_test.elu_square\""));
 }
 
 // ---- aliases in the arena plan ----

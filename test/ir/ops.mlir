@@ -1,8 +1,8 @@
 // Round trip of every mstep op, one --split-input-file section per op
 // family: custom syntax -> print -> parse again, and the same through the
 // generic form (which also round-trips the properties).
-// RUN: mstep-opt %s -split-input-file | mstep-opt -split-input-file | FileCheck %s
-// RUN: mstep-opt %s -split-input-file -mlir-print-op-generic | mstep-opt -split-input-file | FileCheck %s
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file | mstep-opt --load-plugin %custom_ops_plugin -split-input-file | FileCheck %s
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -mlir-print-op-generic | mstep-opt --load-plugin %custom_ops_plugin -split-input-file | FileCheck %s
 
 //===----------------------------------------------------------------------===//
 // Creation

@@ -1,12 +1,12 @@
 // mstep-fuse-elementwise: fusible ops grouped into convex mstep.fusion
 // regions. The output is verified by mstep-opt (dominance, region rules).
-// RUN: mstep-opt %s -split-input-file -mstep-fuse-elementwise | FileCheck %s
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -mstep-fuse-elementwise | FileCheck %s
 // Idempotence: a second run changes nothing, so the same checks hold.
-// RUN: mstep-opt %s -split-input-file -mstep-fuse-elementwise -mstep-fuse-elementwise | FileCheck %s
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -mstep-fuse-elementwise -mstep-fuse-elementwise | FileCheck %s
 // The input limit (only @input_limit has LIMIT checks).
-// RUN: mstep-opt %s -split-input-file -mstep-fuse-elementwise="max-inputs=3" | FileCheck %s --check-prefix=LIMIT
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -mstep-fuse-elementwise="max-inputs=3" | FileCheck %s --check-prefix=LIMIT
 // An op that alone reads more than max-inputs tensors is an error.
-// RUN: mstep-opt %s -split-input-file -verify-diagnostics -mstep-fuse-elementwise="max-inputs=2" -o /dev/null
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -verify-diagnostics -mstep-fuse-elementwise="max-inputs=2" -o /dev/null
 
 // A chain becomes one region with one input and one result.
 // CHECK-LABEL: func.func @chain(

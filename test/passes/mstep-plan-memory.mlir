@@ -2,9 +2,9 @@
 // alignment and the reported sizes. Offsets below are worked out by hand
 // from the liveness intervals written next to each function (pN = the
 // N-th top-level op; slot sizes are rounded up to the alignment).
-// RUN: mstep-opt %s -split-input-file -verify-diagnostics -mstep-plan-memory | FileCheck %s
-// RUN: mstep-opt %s -split-input-file -verify-diagnostics -mstep-plan-memory=alignment=256 | FileCheck %s --check-prefix=ALIGN256
-// RUN: not mstep-opt %s -split-input-file -mstep-plan-memory=alignment=48 2>&1 | FileCheck %s --check-prefix=BADALIGN
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -verify-diagnostics -mstep-plan-memory | FileCheck %s
+// RUN: mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -verify-diagnostics -mstep-plan-memory=alignment=256 | FileCheck %s --check-prefix=ALIGN256
+// RUN: not mstep-opt --load-plugin %custom_ops_plugin %s -split-input-file -mstep-plan-memory=alignment=48 2>&1 | FileCheck %s --check-prefix=BADALIGN
 
 // BADALIGN: error: plan-memory: alignment 48 is not a power of two
 

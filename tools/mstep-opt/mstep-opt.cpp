@@ -10,10 +10,17 @@
 // With MSTEP_DUMP_DIR set, every run writes the module before the first
 // pass and after each pass to $MSTEP_DUMP_DIR/mstep-opt/chunk_<N>/ (one
 // chunk per --split-input-file section), as mark_step() does.
+//
+// --load-plugin libmyops.so (repeatable) loads a shared library that
+// registers custom ops (mstep/runtime/Plugin.h) before the input is
+// parsed: the mstep.custom verifier checks each call against the op
+// registered under its name and version (an op no plugin registers is an
+// error at the op).
 #include <cstdlib>
 #include <memory>
 #include <string>
 
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Support/FileUtilities.h"
@@ -23,6 +30,13 @@
 #include "mstep/passes/IRDump.h"
 #include "mstep/passes/Passes.h"
 #include "mstep/passes/Pipeline.h"
+#include "mstep/runtime/Plugin.h"
+
+namespace {
+llvm::cl::list<std::string> load_plugins(
+    "load-plugin", llvm::cl::value_desc("libmyops.so"),
+    llvm::cl::desc("Load a shared library that registers custom ops (repeatable)"));
+}  // namespace
 
 int main(int argc, char** argv) {
   mlir::DialectRegistry registry;
@@ -35,6 +49,11 @@ int main(int argc, char** argv) {
 
   auto [input, output_name] =
       mlir::registerAndParseCLIOptions(argc, argv, "mstep optimizer driver\n", registry);
+  for (const std::string& plugin : load_plugins)
+    if (absl::Status s = mstep::load_plugin(plugin); !s.ok()) {
+      llvm::errs() << "mstep-opt: " << std::string(s.message()) << "\n";
+      return EXIT_FAILURE;
+    }
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
   if (const char* dir = std::getenv("MSTEP_DUMP_DIR"); dir && *dir) {
     auto chunk = std::make_shared<int>(0);

@@ -1,19 +1,24 @@
 // mstep-run: replays an exported step (Graph::save) with the runtime alone.
 //
-//   mstep-run step.mstep [--inputs batch.safetensors] [--steps N]
-//                        [--outputs out.safetensors] [--list] [--time]
+//   mstep-run step.mstep [--plugin libmyops.so]... [--inputs batch.safetensors]
+//                        [--steps N] [--outputs out.safetensors] [--list] [--time]
 //
+// --plugin: a shared library that registers custom ops (mstep/runtime/
+//   Plugin.h), loaded before the step; repeatable, in order. A step that
+//   calls custom ops loads only when every one is registered, with the
+//   version it was exported with.
 // --inputs: tensors named as the step's inputs. A tensor of the input's
 //   shape is used for every step; one with an extra leading dimension N
 //   (= --steps) gives step i its slice i.
 // --outputs: the step's outputs (e.g. the loss), stacked over the steps
 //   (shape [N, ...]), and the final value of every tensor the step updates
 //   (parameters, optimizer state), by name.
-// --list: prints the step's tensors and exits.
+// --list: prints the step's backend, custom ops and tensors and exits.
 // --time: prints the median host time per step outside the executables
 //   (replay_host_us) and the median step time.
-// Exit status: 0 ok, 1 the file does not load or a step fails, 2 bad
-// arguments or inputs.
+// Exit status: 0 ok, 1 the file does not load (a custom op it needs is not
+// registered, say) or a step fails, 2 bad arguments or inputs (a plugin
+// that does not load).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mstep/runtime/LoadedGraph.h"
+#include "mstep/runtime/Plugin.h"
 #include "mstep/runtime/SafetensorsFile.h"
 
 namespace {
@@ -34,6 +40,7 @@ using namespace mstep;
 
 struct Args {
   std::string step, inputs, outputs;
+  std::vector<std::string> plugins;
   int64_t steps = 1;
   bool list = false, time = false;
 };
@@ -53,6 +60,7 @@ Args parse(int argc, char** argv) {
     };
     if (arg == "--inputs") a.inputs = value();
     else if (arg == "--outputs") a.outputs = value();
+    else if (arg == "--plugin") a.plugins.push_back(value());
     else if (arg == "--steps") {
       const std::string v = value();
       if (!absl::SimpleAtoi(v, &a.steps) || a.steps < 1)
@@ -60,8 +68,8 @@ Args parse(int argc, char** argv) {
     } else if (arg == "--list") a.list = true;
     else if (arg == "--time") a.time = true;
     else if (arg == "-h" || arg == "--help") {
-      std::printf("usage: mstep-run step.mstep [--inputs in.safetensors] [--steps N] "
-                  "[--outputs out.safetensors] [--list] [--time]\n");
+      std::printf("usage: mstep-run step.mstep [--plugin libmyops.so]... [--inputs in.safetensors] "
+                  "[--steps N] [--outputs out.safetensors] [--list] [--time]\n");
       std::exit(0);
     } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
     else if (a.step.empty()) a.step = arg;
@@ -132,6 +140,8 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  for (const std::string& plugin : a.plugins)
+    if (absl::Status s = load_plugin(plugin); !s.ok()) fail(2, std::string(s.message()));
   const auto load_start = std::chrono::steady_clock::now();
   auto loaded = load_graph(a.step, RuntimeOptions::from_env());
   if (!loaded.ok()) fail(1, std::string(loaded.status().message()));
@@ -141,6 +151,8 @@ int main(int argc, char** argv) {
   if (a.list) {
     std::printf("%s: backend %s, %zu segments, loaded in %.1f ms\n", a.step.c_str(),
                 std::string(graph.backend()).c_str(), graph.num_segments(), load_ms);
+    for (const CustomOpNeed& op : graph.custom_ops())
+      std::printf("  custom op %s version %lld\n", op.name.c_str(), static_cast<long long>(op.version));
     for (const LoadedGraph::SlotInfo& s : graph.slots()) {
       // A slot the step writes but never reads is an output (the loss).
       const std::string role = s.written && !s.read ? "output" : std::string(input_role_name(s.role));

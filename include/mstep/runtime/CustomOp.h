@@ -22,9 +22,11 @@
 // aliases let the cpu arena planner run the kernel in place when the
 // input dies at the call (HostKernelCall says what the kernel must allow).
 //
-// Not here yet (issue 18, later parts): exported graphs with custom ops
-// (Graph::save, `mstep-run --plugin`), `mstep-opt --load-plugin` and a
-// verifier that runs the shape rule.
+// Exported graphs and disk-cache entries record the ops they call
+// (CustomOpNeed); a process loads them only where it has registered those
+// names and versions, from its own code or from a plugin (runtime/Plugin.h:
+// `mstep-run --plugin`, `mstep-opt --load-plugin`). The `mstep.custom`
+// verifier runs the registered op's shape rule.
 #pragma once
 
 #include <cstdint>
@@ -351,6 +353,15 @@ private:
 
 /// CustomOpRegistry::global().add(def), throwing mstep::Error on failure.
 void register_custom_op(CustomOpDef def);
+
+/// A custom op that a compiled graph calls, as an exported graph
+/// (Graph::save) and a disk-cache entry record it: a process runs the graph
+/// only when it has registered this name and version.
+struct CustomOpNeed {
+  std::string name;
+  int64_t version = 1;
+  bool operator==(const CustomOpNeed&) const = default;
+};
 
 /// The number of threads cpu_parallel_for splits work over: the cpu
 /// backend's (OpenMP's, set by OMP_NUM_THREADS).

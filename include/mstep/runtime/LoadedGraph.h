@@ -14,6 +14,11 @@
 // bitwise what N replays there gave. The loaded graph owns every slot's
 // buffer alone; data moves only through write() and read() (copy_in and
 // copy_out of the backend).
+//
+// A graph that calls custom ops lists them (name, version); load() refuses
+// it unless this process has registered each, in its own code or from a
+// plugin loaded first (mstep::load_plugin, runtime/Plugin.h;
+// `mstep-run --plugin libmyops.so`).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/InputRole.h"
+#include "mstep/runtime/CustomOp.h"
 #include "mstep/runtime/Options.h"
 
 namespace mstep {
@@ -47,8 +53,10 @@ class LoadedGraph {
 
   /// Loads `path`. Errors name the file and the problem: not an exported
   /// graph, truncated, corrupt (checksum), another format version, a
-  /// backend this runtime lacks, code for a CPU feature this host lacks.
-  /// Nothing runs on error.
+  /// backend this runtime lacks, code for a CPU feature this host lacks, a
+  /// custom op this process has not registered (or has under another
+  /// version: FailedPrecondition naming each op, both versions, and the
+  /// plugin to load). Nothing runs on error.
   static absl::StatusOr<std::unique_ptr<LoadedGraph>> load(const std::string& path,
                                                            const RuntimeOptions& options = {});
 
@@ -57,6 +65,8 @@ class LoadedGraph {
   absl::StatusOr<size_t> find(absl::string_view name) const;
   /// The name of the backend it runs on.
   absl::string_view backend() const;
+  /// The custom ops its executables call (registered in this process).
+  const std::vector<CustomOpNeed>& custom_ops() const;
 
   /// Copies `bytes` (exactly the slot's size) into slot `name`.
   absl::Status write(absl::string_view name, const void* data, size_t bytes);

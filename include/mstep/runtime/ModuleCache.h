@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
 
@@ -51,6 +52,8 @@ class ModuleCache {
     std::shared_ptr<const TraceGraph> graph;
     /// TraceGraph::donated_to: which inputs a capture may donate.
     std::vector<int32_t> donated_to;
+    /// The custom ops the graph calls; an exported graph lists them.
+    std::vector<CustomOpNeed> custom_ops;
   };
 
   explicit ModuleCache(size_t max_entries = 256) : max_entries_(max_entries) {}

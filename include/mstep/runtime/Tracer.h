@@ -30,6 +30,7 @@ struct ExecutedGraph {
   absl::Span<const uint32_t> output_slot;     // per tensor: its result
   absl::Span<const BufferPtr> results;
   uint64_t rng_offset;                        // the Philox offset of the rng state input
+  absl::Span<const CustomOpNeed> custom_ops;  // the custom ops the executable calls
 };
 
 /// Receives every execution while a capture is active.

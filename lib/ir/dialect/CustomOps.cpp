@@ -1,5 +1,8 @@
 // Verifier and registration of mstep.custom.
+#include <atomic>
+
 #include "mlir/IR/Builders.h"
+#include "mstep/ir/dialect/CustomOpCheck.h"
 #include "mstep/ir/dialect/MstepOps.h"
 
 #define GET_OP_CLASSES
@@ -7,9 +10,16 @@
 
 namespace mstep::dialect {
 
+namespace {
+std::atomic<CustomOpChecker> g_checker{nullptr};
+} // namespace
+
+void set_custom_op_checker(CustomOpChecker checker) { g_checker.store(checker); }
+
 /// A name, at least one result, a version of 1 or more when given, and
 /// attribute values the trace graph can hold (i64, f64, i1, array<i64>, a
-/// string, an element type).
+/// string, an element type); then the installed check against the
+/// registered op (CustomOpCheck.h).
 llvm::LogicalResult CustomOp::verify() {
   if (getOpName().empty()) return emitOpError("needs a non-empty op_name");
   if (getNumResults() == 0) return emitOpError("'") << getOpName() << "' has no results";
@@ -31,6 +41,7 @@ llvm::LogicalResult CustomOp::verify() {
                             << v << "; user attributes are i64, f64, bool, array<i64>, "
                             << "a string or an element type";
   }
+  if (CustomOpChecker check = g_checker.load()) return check(*this);
   return mlir::success();
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/ir/import/CustomOpAttrs.h"
 #include "lib/ir/import/OpMapping.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -15,10 +16,6 @@
 #include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
-
-namespace {
-
-using ir_mapping::AttrEncoding;
 
 absl::StatusOr<DType> to_dtype(mlir::Type t) {
   if (t.isF32()) return DType::f32;
@@ -44,6 +41,10 @@ absl::StatusOr<TensorType> to_tensor_type(mlir::Type t) {
   if (!dtype.ok()) return dtype.status();
   return TensorType{Shape(ranked.getShape()), *dtype};
 }
+
+namespace {
+
+using ir_mapping::AttrEncoding;
 
 std::string describe(mlir::Operation* op) {
   std::string s;
@@ -85,49 +86,62 @@ std::optional<CustomAttrValue> custom_value(mlir::Attribute v) {
   return std::nullopt;
 }
 
-/// The trace attributes of an mstep.custom: the id of the registered op its
-/// `op_name` and `version` (1 when absent) name, then its `user_attrs` in
-/// the op's declaration order, typed by its schema (a left-out attribute
-/// with a default gets it).
-absl::Status export_custom_attrs(dialect::CustomOp op, GraphNode& n) {
-  const std::string where = describe(op.getOperation());
-  int64_t version = 1;
-  if (auto v = op->getAttrOfType<mlir::IntegerAttr>("version")) version = v.getInt();
-  auto found = CustomOpRegistry::global().find(op.getOpName().str(), version);
-  if (!found.ok())
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, ": ", found.status().message(),
-        " (register custom ops before compiling or loading a module that calls them)"));
-  const CustomOp& custom = **found;
+}  // namespace
+
+int64_t custom_op_version(dialect::CustomOp op) {
+  auto v = op->getAttrOfType<mlir::IntegerAttr>("version");
+  return v ? v.getInt() : 1;
+}
+
+absl::Status append_custom_attrs(dialect::CustomOp op, const CustomOp& custom, AttrList& attrs) {
   mlir::DictionaryAttr given = op.getUserAttrs();
   for (mlir::NamedAttribute a : given)
     if (std::none_of(custom.schema.attrs.begin(), custom.schema.attrs.end(),
                      [&](const CustomAttrSpec& s) { return s.name == a.getName().strref(); }))
-      return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
+      return absl::InvalidArgumentError(absl::StrCat("custom op '", custom.label(),
                                                      "' has no attribute '",
                                                      a.getName().strref().str(), "'"));
-  n.attrs.push_back({AttrName::custom_op, static_cast<int64_t>(custom.id)});
   for (const CustomAttrSpec& spec : custom.schema.attrs) {
     mlir::Attribute v = given.get(spec.name);
     std::optional<CustomAttrValue> value;
     if (v) {
       value = custom_value(v);
       if (!value)
-        return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
+        return absl::InvalidArgumentError(absl::StrCat("custom op '", custom.label(),
                                                        "': attribute '", spec.name,
                                                        "' has no trace form"));
     } else if (spec.default_value) {
       value = spec.default_value;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
-                                                     "' needs attribute '", spec.name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("custom op '", custom.label(), "' needs attribute '", spec.name, "'"));
     }
     absl::StatusOr<AttrValue> stored = encode_custom_attr(spec, *value);
     if (!stored.ok())
-      return absl::InvalidArgumentError(absl::StrCat(where, ": custom op '", custom.label(),
-                                                     "': ", stored.status().message()));
-    n.attrs.push_back({AttrName::custom_attr, *std::move(stored)});
+      return absl::InvalidArgumentError(
+          absl::StrCat("custom op '", custom.label(), "': ", stored.status().message()));
+    attrs.push_back({AttrName::custom_attr, *std::move(stored)});
   }
+  return absl::OkStatus();
+}
+
+namespace {
+
+/// The trace attributes of an mstep.custom: the id of the registered op its
+/// `op_name` and `version` (1 when absent) name, then its `user_attrs`
+/// (append_custom_attrs).
+absl::Status export_custom_attrs(dialect::CustomOp op, GraphNode& n) {
+  const std::string where = describe(op.getOperation());
+  const int64_t version = custom_op_version(op);
+  auto found = CustomOpRegistry::global().find(op.getOpName().str(), version);
+  if (!found.ok())
+    return absl::FailedPreconditionError(absl::StrCat(
+        where, ": ", found.status().message(),
+        " (register custom ops before compiling or loading a module that calls them)"));
+  n.attrs.push_back({AttrName::custom_op, static_cast<int64_t>((*found)->id)});
+  absl::Status appended = append_custom_attrs(op, **found, n.attrs);
+  if (!appended.ok())
+    return absl::Status(appended.code(), absl::StrCat(where, ": ", appended.message()));
   return absl::OkStatus();
 }
 
