@@ -16,7 +16,7 @@ struct CostParams {
   double fixed_cycles = 64;
   /// Fitted: cycles an nc_matmul costs on top of max(min(64, M), N) (x4
   /// fp32), to the 4096x8192x8192 bf16 matmul in 6.97 ms.
-  double matmul_overhead_cycles = 84;
+  double matmul_overhead_cycles = 61;
   /// Cycles of the Sync engine to trigger one DMA.
   double dma_issue_cycles = 64;
   /// From the semaphore (the trigger) to the start of the transfer.
