@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "lib/backends/neuron/Simulator.h"
 #include "lib/backends/neuron/TileBuilder.h"
 #include "lib/backends/neuron/Validator.h"
 #include "mstep/core/HalfTypes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 
 namespace mstep::neuron::testing {
 
@@ -36,14 +36,16 @@ struct BaseProgram {
     b.signal(act, done);
     b.wait(store, done, 1);
   }
-  AccessPattern sbuf() const { return tile_pattern(BufferKind::sbuf, tile, DType::f32, 0, 128, 0, {{64, 1}}); }
+  AccessPattern sbuf() const {
+    return tile_pattern(BufferKind::sbuf, tile, DType::f32, 0, 128, 0, {{64, 1}});
+  }
   Instruction& inst(int64_t i) { return b.at(i); }
 };
 
 /// Asserts that validate() fails on `program` with `rule` at `where`
 /// ("#1 Scalar activation") and that the message holds `value`.
-inline void expect_breach(const TileProgram& program, const std::string& rule, const std::string& where,
-                          const std::string& value) {
+inline void expect_breach(const TileProgram& program, const std::string& rule,
+                          const std::string& where, const std::string& value) {
   const absl::Status s = validate(program);
   ASSERT_FALSE(s.ok()) << "expected rule " << rule;
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -52,18 +54,16 @@ inline void expect_breach(const TileProgram& program, const std::string& rule, c
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(value)) << s.message();
 }
 
-template <typename T>
-std::vector<std::byte> bytes_of(const std::vector<T>& v) {
+template <typename T> std::vector<std::byte> bytes_of(const std::vector<T>& v) {
   std::vector<std::byte> out(v.size() * sizeof(T));
   std::memcpy(out.data(), v.data(), out.size());
   return out;
 }
 
-template <typename T>
-std::vector<T> values_of(const std::vector<std::byte>& bytes) {
+template <typename T> std::vector<T> values_of(const std::vector<std::byte>& bytes) {
   std::vector<T> out(bytes.size() / sizeof(T));
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
 }
 
-}  // namespace mstep::neuron::testing
+} // namespace mstep::neuron::testing

@@ -2,6 +2,7 @@
 // by hand from the issue's table (CostParams' defaults; ns = cycles / GHz).
 #include "lib/backends/neuron/CostModel.h"
 #include "lib/backends/neuron/InstructionCost.h"
+#include "lib/backends/neuron/TiledMatmulProgram.h"
 #include "test/neuron/NeuronTestPrograms.h"
 
 namespace mstep::neuron {
@@ -17,27 +18,44 @@ TEST(NeuronCost, InstructionCyclesFollowTheTable) {
   const int32_t ps = b.allocate(BufferKind::psum, 2048, "ps");
   const CostParams p;
   // activation / tensor_scalar / tensor_copy: max(64, N).
-  EXPECT_EQ(instruction_cycles(b.at(b.activation(sbuf(s, 1000), sbuf(s, 1000), ActivationFunction::exp)), p), 1000);
-  EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 10), sbuf(s, 10))), p), 64);
+  EXPECT_EQ(instruction_cycles(
+                b.at(b.activation(sbuf(s, 1000), sbuf(s, 1000), ActivationFunction::exp)), p),
+            1000);
+  EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 10), sbuf(s, 10))), p),
+            64);
   // tensor_tensor: N from SBUF, 2N with an input in PSUM.
-  EXPECT_EQ(instruction_cycles(b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), sbuf(s, 300), sbuf(s, 300),
-                                                    AluOp::add)), p), 300);
+  EXPECT_EQ(instruction_cycles(b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), sbuf(s, 300),
+                                                    sbuf(s, 300), AluOp::add)),
+                               p),
+            300);
   const AccessPattern pin = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{300, 1}});
-  EXPECT_EQ(instruction_cycles(b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), pin, sbuf(s, 300), AluOp::add)), p),
-            600);
+  EXPECT_EQ(
+      instruction_cycles(
+          b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), pin, sbuf(s, 300), AluOp::add)), p),
+      600);
   // tensor_reduce: N, N/2 for bf16 add.
-  EXPECT_EQ(instruction_cycles(b.at(b.tensor_reduce(Engine::vector, sbuf(s, 1), sbuf(s, 512), AluOp::add)), p), 512);
+  EXPECT_EQ(instruction_cycles(
+                b.at(b.tensor_reduce(Engine::vector, sbuf(s, 1), sbuf(s, 512), AluOp::add)), p),
+            512);
   EXPECT_EQ(instruction_cycles(b.at(b.tensor_reduce(Engine::vector, sbuf(s, 1, DType::bf16),
-                                                    sbuf(s, 512, DType::bf16), AluOp::add)), p), 256);
+                                                    sbuf(s, 512, DType::bf16), AluOp::add)),
+                               p),
+            256);
   // A most-minor stride over 16 B doubles N: 8 f32 = 32 B.
-  EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 1000), sbuf(s, 1000, DType::f32, 8))), p),
-            2000);
+  EXPECT_EQ(
+      instruction_cycles(
+          b.at(b.tensor_copy(Engine::vector, sbuf(s, 1000), sbuf(s, 1000, DType::f32, 8))), p),
+      2000);
   // nc_matmul: max(min(64, M), N) + overhead; x4 for fp32.
   const AccessPattern out = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{512, 1}});
-  EXPECT_EQ(instruction_cycles(b.at(b.matmul(out, sbuf(s, 128, DType::bf16), sbuf(s, 512, DType::bf16), false)), p),
-            512 + p.matmul_overhead_cycles);
-  EXPECT_EQ(instruction_cycles(b.at(b.matmul(tile_pattern(BufferKind::psum, ps, DType::f32, 0, 32, 0, {{16, 1}}),
-                                             sbuf(s, 32, DType::bf16), sbuf(s, 16, DType::bf16), false)), p),
+  EXPECT_EQ(
+      instruction_cycles(
+          b.at(b.matmul(out, sbuf(s, 128, DType::bf16), sbuf(s, 512, DType::bf16), false)), p),
+      512 + p.matmul_overhead_cycles);
+  EXPECT_EQ(instruction_cycles(
+                b.at(b.matmul(tile_pattern(BufferKind::psum, ps, DType::f32, 0, 32, 0, {{16, 1}}),
+                              sbuf(s, 32, DType::bf16), sbuf(s, 16, DType::bf16), false)),
+                p),
             32 + p.matmul_overhead_cycles);
   EXPECT_EQ(instruction_cycles(b.at(b.matmul(out, sbuf(s, 128), sbuf(s, 512), false)), p),
             4 * 512 + p.matmul_overhead_cycles);
@@ -120,7 +138,9 @@ TEST(NeuronCost, DmaEnginesShareHbmBandwidth) {
   ASSERT_TRUE(r.ok()) << r.status();
   const double mib = 1024.0 * 1024.0;
   // The last trigger starts at 3 x 64 cycles / 1.4 GHz; HBM is the later bound.
-  EXPECT_NEAR(r->total_ns, p.dma_fixed_ns + 3 * mib / p.hbm_bytes_per_ns + mib / p.dma_engine_bytes_per_ns, 1e-6);
+  EXPECT_NEAR(r->total_ns,
+              p.dma_fixed_ns + 3 * mib / p.hbm_bytes_per_ns + mib / p.dma_engine_bytes_per_ns,
+              1e-6);
   EXPECT_NEAR(r->hbm_busy_ns, 4 * mib / p.hbm_bytes_per_ns, 1e-6);
   EXPECT_EQ(r->bottleneck(), "HBM");
 }
@@ -142,6 +162,16 @@ TEST(NeuronCost, MatmulUtilization) {
   EXPECT_EQ(r->bottleneck(), "Tensor");
 }
 
+TEST(NeuronCost, TheIssuesMatmulCalibrationPointWithin15Percent) {
+  // [4096, 8192] x [8192, 8192] bf16 on Trn1: 6.97 ms, 85% of peak (issue 19).
+  absl::StatusOr<CostReport> r =
+      estimate_cost(tiled_matmul_program({4096, 8192, 8192, DType::bf16, DType::bf16}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->total_ns, 6.97e6, 0.15 * 6.97e6) << r->summary();
+  EXPECT_NEAR(r->tensor_utilization, 0.85, 0.15 * 0.85) << r->summary();
+  EXPECT_EQ(r->bottleneck(), "Tensor");
+}
+
 TEST(NeuronCost, RejectsAnInvalidProgram) {
   testing::BaseProgram p;
   p.inst(p.act).engine = Engine::tensor;
@@ -150,5 +180,5 @@ TEST(NeuronCost, RejectsAnInvalidProgram) {
   EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("rule engine_opcode"));
 }
 
-}  // namespace
-}  // namespace mstep::neuron
+} // namespace
+} // namespace mstep::neuron

@@ -30,7 +30,7 @@ std::vector<BFloat16> to_bf16(const std::vector<float>& v) {
 void check_tiled_matmul(DType output) {
   const int64_t m = 256, k = 384, n = 640;
   const std::vector<BFloat16> a = to_bf16(random_values(m * k, 1));  // A [M, K]
-  const std::vector<BFloat16> bm = to_bf16(random_values(k * n, 2));  // B [K, N]
+  const std::vector<BFloat16> bm = to_bf16(random_values(k * n, 2)); // B [K, N]
   std::vector<BFloat16> at(k * m);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < k; ++j) at[j * m + i] = a[i * k + j];
@@ -66,7 +66,8 @@ void check_tiled_matmul(DType output) {
       double tol = k * std::ldexp(1.0, -24) * abs_sum;
       if (output == DType::bf16) tol += std::ldexp(1.0, -8) * std::fabs(ref);
       if (!(std::fabs(c[i * n + j] - ref) <= tol) && bad++ < 5)
-        ADD_FAILURE() << "C[" << i << "," << j << "] = " << c[i * n + j] << ", want " << ref << " +- " << tol;
+        ADD_FAILURE() << "C[" << i << "," << j << "] = " << c[i * n + j] << ", want " << ref
+                      << " +- " << tol;
     }
   EXPECT_EQ(bad, 0);
 }
@@ -92,8 +93,12 @@ struct Elementwise {
     b.dma_copy(tile(ta), hbm_rows(ha, DType::f32, 64, 0, 128, 0, 64));
     b.dma_copy(tile(tb), hbm_rows(hb, DType::f32, 64, 0, 128, 0, 64));
   }
-  AccessPattern tile(int32_t t) const { return tile_pattern(BufferKind::sbuf, t, DType::f32, 0, 128, 0, {{64, 1}}); }
-  AccessPattern column() const { return tile_pattern(BufferKind::sbuf, col, DType::f32, 0, 128, 0, {{1, 1}}); }
+  AccessPattern tile(int32_t t) const {
+    return tile_pattern(BufferKind::sbuf, t, DType::f32, 0, 128, 0, {{64, 1}});
+  }
+  AccessPattern column() const {
+    return tile_pattern(BufferKind::sbuf, col, DType::f32, 0, 128, 0, {{1, 1}});
+  }
   /// Runs the program with `op` (already emitted), storing `result` (default the out tile).
   std::vector<float> run(std::optional<AccessPattern> result = std::nullopt) {
     const AccessPattern r = result.value_or(tile(tout));
@@ -110,7 +115,10 @@ struct Elementwise {
 };
 
 TEST(NeuronSimulator, TensorTensorOps) {
-  struct Case { AluOp op; float (*f)(float, float); };
+  struct Case {
+    AluOp op;
+    float (*f)(float, float);
+  };
   for (Case c : {Case{AluOp::add, [](float x, float y) { return x + y; }},
                  Case{AluOp::subtract, [](float x, float y) { return x - y; }},
                  Case{AluOp::multiply, [](float x, float y) { return x * y; }},
@@ -127,7 +135,8 @@ TEST(NeuronSimulator, TensorTensorOps) {
 
 TEST(NeuronSimulator, TensorScalarWithTwoOps) {
   Elementwise e;
-  const int64_t i = e.b.tensor_scalar(Engine::vector, e.tile(e.tout), e.tile(e.ta), AluOp::multiply, 3.0f);
+  const int64_t i =
+      e.b.tensor_scalar(Engine::vector, e.tile(e.tout), e.tile(e.ta), AluOp::multiply, 3.0f);
   e.b.at(i).alu2 = AluOp::add;
   e.b.at(i).scalar2 = -0.5f;
   const std::vector<float> out = e.run();
@@ -149,7 +158,8 @@ TEST(NeuronSimulator, ActivationWithScaleAndPerPartitionBias) {
 
 TEST(NeuronSimulator, ActivationAddReduceSumsTheRow) {
   Elementwise e;
-  const int64_t i = e.b.activation(e.tile(e.tout), e.tile(e.ta), ActivationFunction::square, 2.0f, 1.0f);
+  const int64_t i =
+      e.b.activation(e.tile(e.tout), e.tile(e.ta), ActivationFunction::square, 2.0f, 1.0f);
   e.b.at(i).accum = e.column();
   const std::vector<float> out = e.run(e.column());
   for (int64_t p = 0; p < 128; ++p) {
@@ -176,9 +186,11 @@ TEST(NeuronSimulator, TensorReduceAddAndMax) {
 TEST(NeuronSimulator, TensorReduceInnermostDimOfTwo) {
   // src [128, (4, 16)]: four sums of 16 per partition.
   Elementwise e;
-  e.b.tensor_reduce(Engine::vector, tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 0, {{4, 1}}),
-                    tile_pattern(BufferKind::sbuf, e.ta, DType::f32, 0, 128, 0, {{4, 16}, {16, 1}}), AluOp::add);
-  const std::vector<float> out = e.run(tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 0, {{4, 1}}));
+  e.b.tensor_reduce(
+      Engine::vector, tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 0, {{4, 1}}),
+      tile_pattern(BufferKind::sbuf, e.ta, DType::f32, 0, 128, 0, {{4, 16}, {16, 1}}), AluOp::add);
+  const std::vector<float> out =
+      e.run(tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 0, {{4, 1}}));
   for (int64_t p = 0; p < 128; ++p)
     for (int64_t g = 0; g < 4; ++g) {
       double want = 0;
@@ -190,7 +202,8 @@ TEST(NeuronSimulator, TensorReduceInnermostDimOfTwo) {
 TEST(NeuronSimulator, Bf16StorageRoundsToNearestEven) {
   // f32 -> bf16 (tensor_copy) -> f32: ties go to the even mantissa.
   Elementwise e;
-  const float one = 1.0f, tie_down = 1.0f + std::ldexp(1.0f, -8), tie_up = 1.0f + 3 * std::ldexp(1.0f, -8),
+  const float one = 1.0f, tie_down = 1.0f + std::ldexp(1.0f, -8),
+              tie_up = 1.0f + 3 * std::ldexp(1.0f, -8),
               above = 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -12);
   for (int64_t p = 0; p < 128; ++p) {
     e.a[p * 64 + 0] = one;
@@ -204,27 +217,30 @@ TEST(NeuronSimulator, Bf16StorageRoundsToNearestEven) {
   e.b.tensor_copy(Engine::scalar, e.tile(e.tout), h);
   const std::vector<float> out = e.run();
   EXPECT_EQ(out[0], 1.0f);
-  EXPECT_EQ(out[1], 1.0f);                                // 1 + 2^-8: tie, to even (down)
-  EXPECT_EQ(out[2], 1.0f + std::ldexp(1.0f, -6));         // 1 + 3*2^-8: tie, to even (up)
-  EXPECT_EQ(out[3], 1.0f + std::ldexp(1.0f, -7));         // above the tie: up
+  EXPECT_EQ(out[1], 1.0f);                        // 1 + 2^-8: tie, to even (down)
+  EXPECT_EQ(out[2], 1.0f + std::ldexp(1.0f, -6)); // 1 + 3*2^-8: tie, to even (up)
+  EXPECT_EQ(out[3], 1.0f + std::ldexp(1.0f, -7)); // above the tie: up
 }
 
 TEST(NeuronSimulator, ReadBeforeWriteIsNaN) {
   for (BufferKind kind : {BufferKind::sbuf, BufferKind::psum}) {
     Elementwise e;
     const int32_t fresh = e.b.allocate(kind, 256, "fresh");
-    e.b.tensor_copy(Engine::vector, e.tile(e.tout), tile_pattern(kind, fresh, DType::f32, 0, 128, 0, {{64, 1}}));
+    e.b.tensor_copy(Engine::vector, e.tile(e.tout),
+                    tile_pattern(kind, fresh, DType::f32, 0, 128, 0, {{64, 1}}));
     const std::vector<float> out = e.run();
-    for (size_t i = 0; i < out.size(); ++i) ASSERT_TRUE(std::isnan(out[i])) << buffer_kind_name(kind) << " " << i;
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_TRUE(std::isnan(out[i])) << buffer_kind_name(kind) << " " << i;
   }
 }
 
 TEST(NeuronSimulator, ReusedAllocationIsNaNFilledAgain) {
   Elementwise e;
-  e.b.tensor_copy(Engine::vector, e.tile(e.tout), e.tile(e.ta));  // out holds a
+  e.b.tensor_copy(Engine::vector, e.tile(e.tout), e.tile(e.ta)); // out holds a
   e.b.release(e.tout);
-  const int32_t again = e.b.allocate(BufferKind::sbuf, 256, "again");  // first fit: out's old place
-  ASSERT_EQ(e.b.program().allocations[again].byte_offset, e.b.program().allocations[e.tout].byte_offset);
+  const int32_t again = e.b.allocate(BufferKind::sbuf, 256, "again"); // first fit: out's old place
+  ASSERT_EQ(e.b.program().allocations[again].byte_offset,
+            e.b.program().allocations[e.tout].byte_offset);
   const std::vector<float> out = e.run(e.tile(again));
   for (size_t i = 0; i < out.size(); ++i) ASSERT_TRUE(std::isnan(out[i])) << i;
 }
@@ -232,12 +248,13 @@ TEST(NeuronSimulator, ReusedAllocationIsNaNFilledAgain) {
 TEST(NeuronSimulator, RejectsAnInvalidProgramWithoutRunningIt) {
   testing::BaseProgram p;
   p.inst(p.act).engine = Engine::vector;
-  HbmContents hbm = {std::vector<std::byte>(128 * 64 * 4, std::byte{0}), std::vector<std::byte>(128 * 64 * 4, std::byte{7})};
+  HbmContents hbm = {std::vector<std::byte>(128 * 64 * 4, std::byte{0}),
+                     std::vector<std::byte>(128 * 64 * 4, std::byte{7})};
   Simulator sim;
   absl::StatusOr<SimulationStats> st = sim.run(p.b.program(), hbm);
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(std::string(st.status().message()), ::testing::HasSubstr("rule engine_opcode"));
-  EXPECT_EQ(hbm[1][0], std::byte{7});  // nothing ran
+  EXPECT_EQ(hbm[1][0], std::byte{7}); // nothing ran
 }
 
 TEST(NeuronSimulator, RejectsHbmOfTheWrongSize) {
@@ -246,11 +263,12 @@ TEST(NeuronSimulator, RejectsHbmOfTheWrongSize) {
   Simulator sim;
   absl::StatusOr<SimulationStats> st = sim.run(p.b.program(), hbm);
   ASSERT_FALSE(st.ok());
-  EXPECT_THAT(std::string(st.status().message()), ::testing::HasSubstr("HBM tensor 'y' needs 32768 bytes, got 100"));
+  EXPECT_THAT(std::string(st.status().message()),
+              ::testing::HasSubstr("HBM tensor 'y' needs 32768 bytes, got 100"));
   HbmContents one = {std::vector<std::byte>(128 * 64 * 4)};
   EXPECT_THAT(std::string(sim.run(p.b.program(), one).status().message()),
               ::testing::HasSubstr("has 2 HBM tensors, the simulator was given 1"));
 }
 
-}  // namespace
-}  // namespace mstep::neuron
+} // namespace
+} // namespace mstep::neuron

@@ -26,8 +26,8 @@ int64_t AccessPattern::max_offset() const {
 }
 
 std::string AccessPattern::to_string() const {
-  std::string s = absl::StrCat(buffer_kind_name(kind), "#", buffer, "[p", start_partition, "+",
-                               partitions);
+  std::string s =
+      absl::StrCat(buffer_kind_name(kind), "#", buffer, "[p", start_partition, "+", partitions);
   if (kind == BufferKind::hbm) absl::StrAppend(&s, " stride ", partition_stride);
   absl::StrAppend(&s, ", off ", offset);
   for (const FreeDim& d : dims) absl::StrAppend(&s, ", (", d.size, ",", d.stride, ")");
@@ -45,7 +45,7 @@ AccessPattern tile_pattern(BufferKind kind, int32_t buffer, DType dtype, int32_t
   ap.start_partition = start_partition;
   ap.partitions = partitions;
   ap.offset = offset;
-  ap.dims.assign(dims.begin(), dims.end());  // more than kMaxFreeDims: the validator names it
+  ap.dims.assign(dims.begin(), dims.end()); // more than kMaxFreeDims: the validator names it
   return ap;
 }
 
@@ -57,4 +57,4 @@ AccessPattern hbm_rows(int32_t tensor, DType dtype, int64_t row_length, int64_t 
   return ap;
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -26,10 +26,10 @@ struct FreeDim {
 
 struct AccessPattern {
   BufferKind kind = BufferKind::sbuf;
-  int32_t buffer = -1;  ///< allocation id (SBUF/PSUM) or HBM tensor id
+  int32_t buffer = -1; ///< allocation id (SBUF/PSUM) or HBM tensor id
   int32_t start_partition = 0;
   int32_t partitions = 1;
-  int64_t partition_stride = 0;  ///< HBM only
+  int64_t partition_stride = 0; ///< HBM only
   int64_t offset = 0;
   /// Free dimensions, innermost last; the validator allows kMaxFreeDims.
   absl::InlinedVector<FreeDim, kMaxFreeDims> dims;
@@ -50,8 +50,7 @@ struct AccessPattern {
 /// An on-chip pattern: partitions [start, start + count) of allocation
 /// `buffer`, free dims given as (size, stride) pairs, innermost last.
 AccessPattern tile_pattern(BufferKind kind, int32_t buffer, DType dtype, int32_t start_partition,
-                           int32_t partitions, int64_t offset,
-                           std::initializer_list<FreeDim> dims);
+                           int32_t partitions, int64_t offset, std::initializer_list<FreeDim> dims);
 
 /// An HBM pattern over a row-major [rows, cols] tensor: rows [row0, row0 +
 /// partitions) land on consecutive partitions, columns [col0, col0 + cols)
@@ -59,4 +58,4 @@ AccessPattern tile_pattern(BufferKind kind, int32_t buffer, DType dtype, int32_t
 AccessPattern hbm_rows(int32_t tensor, DType dtype, int64_t row_length, int64_t row0,
                        int32_t partitions, int64_t col0, int64_t cols);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

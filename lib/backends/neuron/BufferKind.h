@@ -11,11 +11,14 @@ enum class BufferKind : uint8_t { hbm, sbuf, psum };
 
 inline absl::string_view buffer_kind_name(BufferKind kind) {
   switch (kind) {
-    case BufferKind::hbm: return "HBM";
-    case BufferKind::sbuf: return "SBUF";
-    case BufferKind::psum: return "PSUM";
+  case BufferKind::hbm:
+    return "HBM";
+  case BufferKind::sbuf:
+    return "SBUF";
+  case BufferKind::psum:
+    return "PSUM";
   }
   return "?";
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -41,7 +41,7 @@ std::array<bool, 2> ports(const Instruction& inst) {
   return {vg && touches(inst, BufferKind::sbuf), vs && touches(inst, BufferKind::psum)};
 }
 
-}  // namespace
+} // namespace
 
 double CostReport::dma_busy_fraction() const {
   return total_ns > 0 ? dma_busy_ns / (kDmaEngines * total_ns) : 0;
@@ -62,10 +62,12 @@ std::string CostReport::summary() const {
   for (int e = 0; e < kNumEngines; ++e)
     absl::StrAppendFormat(&s, " %s %.1f%%", engine_name(static_cast<Engine>(e)),
                           100 * busy_fraction(static_cast<Engine>(e)));
-  absl::StrAppendFormat(&s, " DMA %.1f%% HBM %.1f%%; Tensor utilization %.1f%%; bottleneck %s; critical path %d instructions",
-                        100 * dma_busy_fraction(), total_ns > 0 ? 100 * hbm_busy_ns / total_ns : 0.0,
-                        100 * tensor_utilization, bottleneck(),
-                        static_cast<int>(critical_path.size()));
+  absl::StrAppendFormat(&s,
+                        " DMA %.1f%% HBM %.1f%%; Tensor utilization %.1f%%; bottleneck %s; "
+                        "critical path %d instructions",
+                        100 * dma_busy_fraction(),
+                        total_ns > 0 ? 100 * hbm_busy_ns / total_ns : 0.0, 100 * tensor_utilization,
+                        bottleneck(), static_cast<int>(critical_path.size()));
   return s;
 }
 
@@ -98,7 +100,10 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
       for (const SemaphoreWait& w : inst.waits) {
         const auto& sig = signals[w.semaphore];
         if (w.value <= 0) continue;
-        if (static_cast<int64_t>(sig.size()) < w.value) { ready = false; break; }
+        if (static_cast<int64_t>(sig.size()) < w.value) {
+          ready = false;
+          break;
+        }
         bind(t, by, Resource{sig[w.value - 1].first, sig[w.value - 1].second});
       }
       if (!ready) continue;
@@ -129,7 +134,8 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
       double t = best_start + params.dma_fixed_ns;
       int64_t by = best_by;
       bind(t, by, dma[inst.dma_engine]);
-      const bool uses_hbm = inst.dst.kind == BufferKind::hbm || inst.srcs[0].kind == BufferKind::hbm;
+      const bool uses_hbm =
+          inst.dst.kind == BufferKind::hbm || inst.srcs[0].kind == BufferKind::hbm;
       if (uses_hbm) bind(t, by, hbm);
       const double transfer = bytes / params.dma_engine_bytes_per_ns;
       tm.end_ns = t + transfer;
@@ -143,15 +149,18 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
       report.dma_engine_busy_ns[inst.dma_engine] += transfer;
     }
     if (inst.opcode == Opcode::nc_matmul)
-      flops += 2.0 * inst.srcs[0].partitions * inst.srcs[0].free_elements() * inst.srcs[1].free_elements();
+      flops += 2.0 * inst.srcs[0].partitions * inst.srcs[0].free_elements() *
+               inst.srcs[1].free_elements();
     for (int32_t s : inst.signals) {
       auto& sig = signals[s];
-      auto pos = std::upper_bound(sig.begin(), sig.end(), std::make_pair(tm.end_ns, std::numeric_limits<int64_t>::max()));
+      auto pos = std::upper_bound(sig.begin(), sig.end(),
+                                  std::make_pair(tm.end_ns, std::numeric_limits<int64_t>::max()));
       sig.insert(pos, {tm.end_ns, i});
     }
     report.total_ns = std::max(report.total_ns, tm.end_ns);
   }
-  report.tensor_utilization = report.total_ns > 0 ? flops / (params.tensor_peak_flops * report.total_ns * 1e-9) : 0;
+  report.tensor_utilization =
+      report.total_ns > 0 ? flops / (params.tensor_peak_flops * report.total_ns * 1e-9) : 0;
   // The critical path: back from the last instruction to end, through what bound each start.
   int64_t last = -1;
   for (int64_t i = 0; i < n; ++i)
@@ -161,4 +170,4 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
   return report;
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

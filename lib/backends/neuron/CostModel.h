@@ -45,7 +45,9 @@ struct CostReport {
   std::vector<int64_t> critical_path;
   std::vector<InstructionTiming> timing;
 
-  double busy_fraction(Engine e) const { return total_ns > 0 ? busy_ns[static_cast<int>(e)] / total_ns : 0; }
+  double busy_fraction(Engine e) const {
+    return total_ns > 0 ? busy_ns[static_cast<int>(e)] / total_ns : 0;
+  }
   /// Busy fraction of the 16 DMA engines together.
   double dma_busy_fraction() const;
   /// The busiest of the engines, "DMA" (the busiest DMA engine) and "HBM".
@@ -57,4 +59,4 @@ struct CostReport {
 /// Validates `program`, then schedules it.
 absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostParams& params = {});
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

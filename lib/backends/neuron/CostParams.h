@@ -32,4 +32,4 @@ struct CostParams {
   double tensor_peak_flops = 2.0 * 128 * 128 * 2.8e9;
 };
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

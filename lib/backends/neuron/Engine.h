@@ -14,13 +14,18 @@ inline constexpr int kNumEngines = 5;
 
 inline absl::string_view engine_name(Engine engine) {
   switch (engine) {
-    case Engine::tensor: return "Tensor";
-    case Engine::vector: return "Vector";
-    case Engine::scalar: return "Scalar";
-    case Engine::gpsimd: return "GpSimd";
-    case Engine::sync: return "Sync";
+  case Engine::tensor:
+    return "Tensor";
+  case Engine::vector:
+    return "Vector";
+  case Engine::scalar:
+    return "Scalar";
+  case Engine::gpsimd:
+    return "GpSimd";
+  case Engine::sync:
+    return "Sync";
   }
   return "?";
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

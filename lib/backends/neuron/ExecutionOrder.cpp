@@ -30,11 +30,13 @@ absl::StatusOr<std::vector<int64_t>> execution_order(const TileProgram& program)
         if (head[e] == queues[e].size()) continue;
         const int64_t i = queues[e][head[e]];
         for (const SemaphoreWait& w : program.instructions[i].waits) {
-          const int32_t have = w.semaphore >= 0 && w.semaphore < program.num_semaphores ? count[w.semaphore] : 0;
+          const int32_t have =
+              w.semaphore >= 0 && w.semaphore < program.num_semaphores ? count[w.semaphore] : 0;
           if (have < w.value)
             absl::StrAppend(&blocked, blocked.empty() ? "" : "; ",
-                            describe_instruction(i, program.instructions[i]), " waits for semaphore ",
-                            w.semaphore, " >= ", w.value, " (count ", have, ")");
+                            describe_instruction(i, program.instructions[i]),
+                            " waits for semaphore ", w.semaphore, " >= ", w.value, " (count ", have,
+                            ")");
         }
       }
       return absl::InvalidArgumentError(absl::StrCat(
@@ -49,4 +51,4 @@ absl::StatusOr<std::vector<int64_t>> execution_order(const TileProgram& program)
   return order;
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -17,4 +17,4 @@ namespace mstep::neuron {
 /// each stuck queue, the semaphore and its count.
 absl::StatusOr<std::vector<int64_t>> execution_order(const TileProgram& program);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -20,4 +20,4 @@ double engine_ghz(Engine engine, const CostParams& params);
 /// Bytes a dma_copy moves.
 double dma_bytes(const Instruction& inst);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -22,18 +22,21 @@ std::shared_ptr<host::HostBuffer> nan_filled(const TensorType& type) {
 
 absl::Status check_buffer(const Buffer& b, absl::string_view what, size_t bytes) {
   if (b.device().type != DeviceType::neuron)
-    return absl::InvalidArgumentError(absl::StrCat("neuron ", what, " of a ", b.device().to_string(), " buffer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("neuron ", what, " of a ", b.device().to_string(), " buffer"));
   if (bytes != b.type().bytes())
     return absl::InvalidArgumentError(absl::StrCat("neuron ", what, " of ", bytes, " bytes with ",
-                                                   b.type().to_string(), " (", b.type().bytes(), " bytes)"));
+                                                   b.type().to_string(), " (", b.type().bytes(),
+                                                   " bytes)"));
   return absl::OkStatus();
 }
 
 class NeuronExecutable final : public Executable {
- public:
+public:
   NeuronExecutable(std::vector<TensorType> input_types, std::unique_ptr<Executable> ref,
                    std::vector<HostFallbackOp> fallbacks)
-      : input_types_(std::move(input_types)), ref_(std::move(ref)), fallbacks_(std::move(fallbacks)) {}
+      : input_types_(std::move(input_types)), ref_(std::move(ref)),
+        fallbacks_(std::move(fallbacks)) {}
 
   size_t num_kernels() const override { return fallbacks_.size(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
@@ -41,16 +44,18 @@ class NeuronExecutable final : public Executable {
   using Executable::run;
   /// Donations are declined: every output is a new buffer (or, for an input
   /// passed through, a copy of it, so no two buffers share HBM).
-  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs, const Donation&) override {
+  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
+                                             const Donation&) override {
     if (inputs.size() != input_types_.size())
-      return absl::InvalidArgumentError(
-          absl::StrCat("neuron executable expects ", input_types_.size(), " inputs, got ", inputs.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "neuron executable expects ", input_types_.size(), " inputs, got ", inputs.size()));
     std::vector<BufferPtr> host_inputs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const BufferPtr& b = inputs[i];
       if (!b || b->type() != input_types_[i] || b->device().type != DeviceType::neuron)
         return absl::InvalidArgumentError(absl::StrCat(
-            "neuron executable input ", i, " should be a neuron ", input_types_[i].to_string(), ", got ",
+            "neuron executable input ", i, " should be a neuron ", input_types_[i].to_string(),
+            ", got ",
             b ? absl::StrCat(b->device().to_string(), " ", b->type().to_string()) : "null"));
       host_inputs.push_back(static_cast<const NeuronBuffer&>(*b).storage());
     }
@@ -62,7 +67,8 @@ class NeuronExecutable final : public Executable {
       for (const BufferPtr& in : host_inputs) shared |= in == r;
       if (shared) {
         auto copy = std::make_shared<host::HostBuffer>(r->type(), kDevice);
-        std::memcpy(copy->bytes(), std::static_pointer_cast<host::HostBuffer>(r)->bytes(), r->type().bytes());
+        std::memcpy(copy->bytes(), std::static_pointer_cast<host::HostBuffer>(r)->bytes(),
+                    r->type().bytes());
         host = std::move(copy);
       }
       outputs.push_back(std::make_shared<NeuronBuffer>(r->type(), std::move(host)));
@@ -70,13 +76,13 @@ class NeuronExecutable final : public Executable {
     return outputs;
   }
 
- private:
+private:
   std::vector<TensorType> input_types_;
   std::unique_ptr<Executable> ref_;
   std::vector<HostFallbackOp> fallbacks_;
 };
 
-}  // namespace
+} // namespace
 
 NeuronBuffer::NeuronBuffer(TensorType type) : Buffer(type, kDevice), storage_(nan_filled(type)) {}
 
@@ -107,8 +113,10 @@ absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph gr
   std::vector<TensorType> inputs = graph.input_types;
   // The interpreter only makes new host memory; donation stays off.
   graph.donated_to.assign(graph.donated_to.size(), -1);
-  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> ref, ref::make_ref_executable(std::move(graph)));
-  return std::make_unique<NeuronExecutable>(std::move(inputs), std::move(ref), std::move(fallbacks));
+  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> ref,
+                         ref::make_ref_executable(std::move(graph)));
+  return std::make_unique<NeuronExecutable>(std::move(inputs), std::move(ref),
+                                            std::move(fallbacks));
 }
 
 namespace {
@@ -119,5 +127,5 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
-}  // namespace mstep::neuron
+} // namespace
+} // namespace mstep::neuron

@@ -18,7 +18,7 @@ namespace mstep::neuron {
 
 /// A tensor in the simulated HBM.
 class NeuronBuffer final : public Buffer {
- public:
+public:
   explicit NeuronBuffer(TensorType type);
   /// A buffer over host memory the executable produced (moved in, no copy).
   NeuronBuffer(TensorType type, std::shared_ptr<host::HostBuffer> storage);
@@ -26,12 +26,12 @@ class NeuronBuffer final : public Buffer {
   /// The bytes, for this backend's executables and copies only.
   const std::shared_ptr<host::HostBuffer>& storage() const { return storage_; }
 
- private:
+private:
   std::shared_ptr<host::HostBuffer> storage_;
 };
 
 class NeuronBackend final : public Backend {
- public:
+public:
   absl::string_view name() const override { return "neuron"; }
   DeviceType device_type() const override { return DeviceType::neuron; }
 
@@ -47,4 +47,4 @@ class NeuronBackend final : public Backend {
 /// bytes, every op of the graph reported as a host fallback.
 absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

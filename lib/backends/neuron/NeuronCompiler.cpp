@@ -1,9 +1,9 @@
 // neuron's compile half, for now: the module back to a TraceGraph, run by
 // make_neuron_executable (every op a host fallback). The tile lowering
 // (issue 19's pipeline) replaces it op family by op family.
+#include "lib/backends/neuron/NeuronBackend.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "lib/backends/neuron/NeuronBackend.h"
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
@@ -13,7 +13,7 @@ namespace mstep::neuron {
 namespace {
 
 class NeuronCompiler final : public BackendCompiler {
- public:
+public:
   absl::string_view backend_name() const override { return "neuron"; }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module, Backend& backend,
@@ -26,10 +26,10 @@ class NeuronCompiler final : public BackendCompiler {
 };
 
 const bool registered = [] {
-  CompilerRegistry::register_compiler("neuron",
-                                      [] { return std::unique_ptr<BackendCompiler>(new NeuronCompiler()); });
+  CompilerRegistry::register_compiler(
+      "neuron", [] { return std::unique_ptr<BackendCompiler>(new NeuronCompiler()); });
   return true;
 }();
 
-}  // namespace
-}  // namespace mstep::neuron
+} // namespace
+} // namespace mstep::neuron

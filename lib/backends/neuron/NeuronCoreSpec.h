@@ -26,4 +26,4 @@ inline constexpr int kMatmulMaxN = 512;
 /// DMA engines per core.
 inline constexpr int kDmaEngines = 16;
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

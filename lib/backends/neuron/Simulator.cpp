@@ -17,7 +17,7 @@ namespace mstep::neuron {
 namespace {
 
 class Machine {
- public:
+public:
   Machine(const TileProgram& program, HbmContents& hbm, std::vector<std::byte>& sbuf,
           std::vector<std::byte>& psum)
       : program_(program), hbm_(hbm), sbuf_(sbuf), psum_(psum) {}
@@ -27,7 +27,8 @@ class Machine {
     if (ap.kind == BufferKind::hbm)
       return {hbm_[ap.buffer].data() + ap.offset * esize, ap.partition_stride * esize};
     const Allocation& a = program_.allocations[ap.buffer];
-    const int64_t row = ap.kind == BufferKind::psum ? kPsumBytesPerPartition : kSbufBytesPerPartition;
+    const int64_t row =
+        ap.kind == BufferKind::psum ? kPsumBytesPerPartition : kSbufBytesPerPartition;
     std::byte* mem = ap.kind == BufferKind::psum ? psum_.data() : sbuf_.data();
     return {mem + ap.start_partition * row + a.byte_offset + ap.offset * esize, row};
   }
@@ -55,7 +56,7 @@ class Machine {
 
   int64_t execute(const Instruction& inst);
 
- private:
+private:
   int64_t matmul(const Instruction& inst);
 
   const TileProgram& program_;
@@ -93,57 +94,59 @@ int64_t Machine::execute(const Instruction& inst) {
   const AccessPattern& dst = inst.dst;
   const int64_t total = dst.elements();
   switch (inst.opcode) {
-    case Opcode::dma_copy:
-      copy_pattern(dst, base(dst), inst.srcs[0], base(inst.srcs[0]));
-      return total;
-    case Opcode::nc_matmul: return matmul(inst);
-    case Opcode::tensor_tensor: {
-      const float* a = load(inst.srcs[0], 0);
-      const float* b = load(inst.srcs[1], 1);
-      float* o = out(total);
-      alu_arrays(inst.alu, a, b, o, total);
-      store(dst, o);
-      return total;
+  case Opcode::dma_copy:
+    copy_pattern(dst, base(dst), inst.srcs[0], base(inst.srcs[0]));
+    return total;
+  case Opcode::nc_matmul:
+    return matmul(inst);
+  case Opcode::tensor_tensor: {
+    const float* a = load(inst.srcs[0], 0);
+    const float* b = load(inst.srcs[1], 1);
+    float* o = out(total);
+    alu_arrays(inst.alu, a, b, o, total);
+    store(dst, o);
+    return total;
+  }
+  case Opcode::tensor_scalar: {
+    float* o = out(total);
+    alu_scalar(inst.alu, load(inst.srcs[0], 0), inst.scalar, o, total);
+    if (inst.alu2) alu_scalar(*inst.alu2, o, inst.scalar2, o, total);
+    store(dst, o);
+    return total;
+  }
+  case Opcode::tensor_copy:
+    store(dst, load(inst.srcs[0], 0));
+    return total;
+  case Opcode::activation: {
+    const AccessPattern& src = inst.srcs[0];
+    const int64_t free = src.free_elements();
+    const float* x = load(src, 0);
+    const float* bias = inst.bias ? load(*inst.bias, 1) : nullptr;
+    float* o = out(total);
+    std::vector<float> sums(inst.accum ? src.partitions : 0);
+    for (int64_t p = 0; p < src.partitions; ++p) {
+      activate(inst.function, x + p * free, inst.scale, bias ? bias[p] : inst.bias_value,
+               o + p * free, free);
+      if (inst.accum) sums[p] = reduce_row(AluOp::add, o + p * free, free);
     }
-    case Opcode::tensor_scalar: {
-      float* o = out(total);
-      alu_scalar(inst.alu, load(inst.srcs[0], 0), inst.scalar, o, total);
-      if (inst.alu2) alu_scalar(*inst.alu2, o, inst.scalar2, o, total);
-      store(dst, o);
-      return total;
-    }
-    case Opcode::tensor_copy:
-      store(dst, load(inst.srcs[0], 0));
-      return total;
-    case Opcode::activation: {
-      const AccessPattern& src = inst.srcs[0];
-      const int64_t free = src.free_elements();
-      const float* x = load(src, 0);
-      const float* bias = inst.bias ? load(*inst.bias, 1) : nullptr;
-      float* o = out(total);
-      std::vector<float> sums(inst.accum ? src.partitions : 0);
-      for (int64_t p = 0; p < src.partitions; ++p) {
-        activate(inst.function, x + p * free, inst.scale, bias ? bias[p] : inst.bias_value, o + p * free, free);
-        if (inst.accum) sums[p] = reduce_row(AluOp::add, o + p * free, free);
-      }
-      store(dst, o);
-      if (inst.accum) store(*inst.accum, sums.data());
-      return total;
-    }
-    case Opcode::tensor_reduce: {
-      const AccessPattern& src = inst.srcs[0];
-      const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;
-      const float* x = load(src, 0);
-      float* o = out(total);
-      for (int64_t r = 0; r < total; ++r) o[r] = reduce_row(inst.alu, x + r * inner, inner);
-      store(dst, o);
-      return src.elements();
-    }
+    store(dst, o);
+    if (inst.accum) store(*inst.accum, sums.data());
+    return total;
+  }
+  case Opcode::tensor_reduce: {
+    const AccessPattern& src = inst.srcs[0];
+    const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;
+    const float* x = load(src, 0);
+    float* o = out(total);
+    for (int64_t r = 0; r < total; ++r) o[r] = reduce_row(inst.alu, x + r * inner, inner);
+    store(dst, o);
+    return src.elements();
+  }
   }
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 Simulator::Simulator()
     : sbuf_(static_cast<size_t>(kPartitions * kSbufBytesPerPartition), std::byte{0xFF}),
@@ -151,14 +154,16 @@ Simulator::Simulator()
 
 absl::StatusOr<SimulationStats> Simulator::run(const TileProgram& program, HbmContents& hbm) {
   if (hbm.size() != program.hbm.size())
-    return absl::InvalidArgumentError(absl::StrCat("tile program '", program.name, "' has ", program.hbm.size(),
-                                                   " HBM tensors, the simulator was given ", hbm.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tile program '", program.name, "' has ", program.hbm.size(),
+                     " HBM tensors, the simulator was given ", hbm.size()));
   for (size_t t = 0; t < hbm.size(); ++t) {
-    const size_t want = static_cast<size_t>(program.hbm[t].elements) * element_size(program.hbm[t].dtype);
+    const size_t want =
+        static_cast<size_t>(program.hbm[t].elements) * element_size(program.hbm[t].dtype);
     if (hbm[t].size() != want)
-      return absl::InvalidArgumentError(absl::StrCat("tile program '", program.name, "': HBM tensor '",
-                                                     program.hbm[t].name, "' needs ", want, " bytes, got ",
-                                                     hbm[t].size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tile program '", program.name, "': HBM tensor '", program.hbm[t].name,
+                       "' needs ", want, " bytes, got ", hbm[t].size()));
   }
   if (absl::Status s = validate(program); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> order = execution_order(program);
@@ -183,4 +188,4 @@ absl::StatusOr<SimulationStats> Simulator::run(const TileProgram& program, HbmCo
   return stats;
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

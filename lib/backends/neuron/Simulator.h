@@ -24,16 +24,16 @@ struct SimulationStats {
 };
 
 class Simulator {
- public:
+public:
   Simulator();
 
   /// Validates `program` and runs it on `hbm` (sizes must match its HBM
   /// tensors). SBUF and PSUM persist between runs, as on the device.
   absl::StatusOr<SimulationStats> run(const TileProgram& program, HbmContents& hbm);
 
- private:
+private:
   std::vector<std::byte> sbuf_;
   std::vector<std::byte> psum_;
 };
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

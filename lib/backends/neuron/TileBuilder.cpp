@@ -18,7 +18,8 @@ int32_t TileBuilder::allocate(BufferKind kind, int64_t bytes_per_partition, std:
   // The live regions of this memory, by offset; the first gap that fits wins.
   std::vector<std::pair<int64_t, int64_t>> live;
   for (const Allocation& a : program_.allocations)
-    if (a.kind == kind && a.released_at > now) live.push_back({a.byte_offset, a.byte_offset + a.bytes_per_partition});
+    if (a.kind == kind && a.released_at > now)
+      live.push_back({a.byte_offset, a.byte_offset + a.bytes_per_partition});
   std::sort(live.begin(), live.end());
   int64_t offset = 0;
   for (const auto& [begin, end] : live) {
@@ -123,4 +124,4 @@ int64_t TileBuilder::tensor_reduce(Engine engine, const AccessPattern& dst,
   return emit(std::move(inst));
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -11,7 +11,7 @@
 namespace mstep::neuron {
 
 class TileBuilder {
- public:
+public:
   explicit TileBuilder(std::string name) { program_.name = std::move(name); }
 
   /// A new HBM tensor of `elements` elements; returns its id.
@@ -30,8 +30,8 @@ class TileBuilder {
                  const AccessPattern& moving, bool accumulate);
   int64_t tensor_tensor(Engine engine, const AccessPattern& dst, const AccessPattern& a,
                         const AccessPattern& b, AluOp op);
-  int64_t tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src,
-                        AluOp op, float scalar);
+  int64_t tensor_scalar(Engine engine, const AccessPattern& dst, const AccessPattern& src, AluOp op,
+                        float scalar);
   int64_t activation(const AccessPattern& dst, const AccessPattern& src, ActivationFunction f,
                      float scale = 1.0f, float bias = 0.0f);
   int64_t tensor_copy(Engine engine, const AccessPattern& dst, const AccessPattern& src);
@@ -51,9 +51,9 @@ class TileBuilder {
   const TileProgram& program() const { return program_; }
   TileProgram take() { return std::move(program_); }
 
- private:
+private:
   TileProgram program_;
   int32_t next_dma_engine_ = 0;
 };
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

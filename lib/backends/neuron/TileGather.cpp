@@ -35,8 +35,7 @@ inline float to_f32(Float16 v) { return float(v); }
 inline float to_f32(float v) { return v; }
 inline float to_f32(int32_t v) { return static_cast<float>(v); }
 
-template <typename T>
-inline T from_f32(float v) {
+template <typename T> inline T from_f32(float v) {
   if constexpr (std::is_same_v<T, int32_t>) {
     if (std::isnan(v)) return 0;
     if (v >= 2147483647.0f) return std::numeric_limits<int32_t>::max();
@@ -51,8 +50,7 @@ inline T from_f32(float v) {
 
 /// Calls body(element pointer offset in elements, flat index) over the
 /// pattern's free elements of one row, innermost loop last.
-template <typename Body>
-inline void walk(const Dims4& d, Body&& body) {
+template <typename Body> inline void walk(const Dims4& d, Body&& body) {
   int64_t k = 0;
   for (int64_t i0 = 0; i0 < d.size[0]; ++i0)
     for (int64_t i1 = 0; i1 < d.size[1]; ++i1)
@@ -63,8 +61,7 @@ inline void walk(const Dims4& d, Body&& body) {
       }
 }
 
-template <typename T>
-void gather_t(const AccessPattern& ap, const PatternBase& b, float* out) {
+template <typename T> void gather_t(const AccessPattern& ap, const PatternBase& b, float* out) {
   const Dims4 d = dims4(ap);
   const int64_t free = ap.free_elements();
   for (int64_t p = 0; p < ap.partitions; ++p) {
@@ -107,34 +104,46 @@ void copy_t(const AccessPattern& dst, const PatternBase& db, const AccessPattern
   for (int64_t p = 0; p < src.partitions; ++p) {
     const T* srow = reinterpret_cast<const T*>(sb.row(p));
     walk(ds, [&](int64_t base, int64_t n, int64_t stride, int64_t k) {
-      if (stride == 1) std::memcpy(&tmp[k], srow + base, n * sizeof(T));
-      else for (int64_t j = 0; j < n; ++j) tmp[k + j] = srow[base + j * stride];
+      if (stride == 1)
+        std::memcpy(&tmp[k], srow + base, n * sizeof(T));
+      else
+        for (int64_t j = 0; j < n; ++j) tmp[k + j] = srow[base + j * stride];
     });
     T* drow = reinterpret_cast<T*>(db.row(p));
     walk(dd, [&](int64_t base, int64_t n, int64_t stride, int64_t k) {
-      if (stride == 1) std::memcpy(drow + base, &tmp[k], n * sizeof(T));
-      else for (int64_t j = 0; j < n; ++j) drow[base + j * stride] = tmp[k + j];
+      if (stride == 1)
+        std::memcpy(drow + base, &tmp[k], n * sizeof(T));
+      else
+        for (int64_t j = 0; j < n; ++j) drow[base + j * stride] = tmp[k + j];
     });
   }
 }
 
-}  // namespace
+} // namespace
 
 void gather(const AccessPattern& ap, const PatternBase& base, float* out) {
   switch (ap.dtype) {
-    case DType::bf16: return gather_t<BFloat16>(ap, base, out);
-    case DType::f16: return gather_t<Float16>(ap, base, out);
-    case DType::i32: return gather_t<int32_t>(ap, base, out);
-    default: return gather_t<float>(ap, base, out);
+  case DType::bf16:
+    return gather_t<BFloat16>(ap, base, out);
+  case DType::f16:
+    return gather_t<Float16>(ap, base, out);
+  case DType::i32:
+    return gather_t<int32_t>(ap, base, out);
+  default:
+    return gather_t<float>(ap, base, out);
   }
 }
 
 void scatter(const AccessPattern& ap, const PatternBase& base, const float* in) {
   switch (ap.dtype) {
-    case DType::bf16: return scatter_t<BFloat16>(ap, base, in);
-    case DType::f16: return scatter_t<Float16>(ap, base, in);
-    case DType::i32: return scatter_t<int32_t>(ap, base, in);
-    default: return scatter_t<float>(ap, base, in);
+  case DType::bf16:
+    return scatter_t<BFloat16>(ap, base, in);
+  case DType::f16:
+    return scatter_t<Float16>(ap, base, in);
+  case DType::i32:
+    return scatter_t<int32_t>(ap, base, in);
+  default:
+    return scatter_t<float>(ap, base, in);
   }
 }
 
@@ -144,4 +153,4 @@ void copy_pattern(const AccessPattern& dst, const PatternBase& dst_base, const A
   return copy_t<uint32_t>(dst, dst_base, src, src_base);
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -14,7 +14,7 @@ namespace mstep::neuron {
 /// distance between partitions.
 struct PatternBase {
   std::byte* origin = nullptr;
-  int64_t partition_bytes = 0;  ///< byte step from one partition row to the next
+  int64_t partition_bytes = 0; ///< byte step from one partition row to the next
 
   std::byte* row(int64_t p) const { return origin + p * partition_bytes; }
 };
@@ -27,4 +27,4 @@ void scatter(const AccessPattern& ap, const PatternBase& base, const float* in);
 void copy_pattern(const AccessPattern& dst, const PatternBase& dst_base, const AccessPattern& src,
                   const PatternBase& src_base);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -16,13 +16,13 @@
 namespace mstep::neuron {
 
 enum class Opcode : uint8_t {
-  dma_copy,       ///< Sync: dst = src, HBM <-> SBUF, same dtype, on one of the DMA engines
-  nc_matmul,      ///< Tensor: PSUM dst[M, N] (+)= stationary[K, M]^T . moving[K, N]
-  tensor_tensor,  ///< Vector/GpSimd: dst = a <alu> b
-  tensor_scalar,  ///< Vector/GpSimd: dst = (src <alu> scalar) [<alu2> scalar2]
-  activation,     ///< Scalar: dst = f(src * scale + bias), optional add-reduce into accum
-  tensor_copy,    ///< Vector/Scalar/GpSimd: dst = src, converting the dtype
-  tensor_reduce,  ///< Vector/GpSimd: dst = <alu>-reduction of src over its innermost free dim
+  dma_copy,      ///< Sync: dst = src, HBM <-> SBUF, same dtype, on one of the DMA engines
+  nc_matmul,     ///< Tensor: PSUM dst[M, N] (+)= stationary[K, M]^T . moving[K, N]
+  tensor_tensor, ///< Vector/GpSimd: dst = a <alu> b
+  tensor_scalar, ///< Vector/GpSimd: dst = (src <alu> scalar) [<alu2> scalar2]
+  activation,    ///< Scalar: dst = f(src * scale + bias), optional add-reduce into accum
+  tensor_copy,   ///< Vector/Scalar/GpSimd: dst = src, converting the dtype
+  tensor_reduce, ///< Vector/GpSimd: dst = <alu>-reduction of src over its innermost free dim
 };
 
 enum class AluOp : uint8_t { add, subtract, multiply, max, min, divide };
@@ -66,10 +66,10 @@ struct Instruction {
   int32_t dma_engine = 0;
 
   absl::InlinedVector<SemaphoreWait, 2> waits;
-  absl::InlinedVector<int32_t, 1> signals;  ///< each +1 when the instruction completes
+  absl::InlinedVector<int32_t, 1> signals; ///< each +1 when the instruction completes
 };
 
 /// "#12 Vector tensor_tensor", how errors name an instruction.
 std::string describe_instruction(int64_t index, const Instruction& inst);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -17,4 +17,4 @@ void activate(ActivationFunction f, const float* x, float scale, float bias, flo
 /// The <op>-reduction of x[0..n) (add, max, min, multiply; fp32).
 float reduce_row(AluOp op, const float* x, int64_t n);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

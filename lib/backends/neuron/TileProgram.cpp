@@ -10,4 +10,4 @@ std::array<std::vector<int64_t>, kNumEngines> TileProgram::engine_queues() const
   return queues;
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

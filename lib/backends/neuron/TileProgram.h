@@ -44,4 +44,4 @@ struct TileProgram {
   std::array<std::vector<int64_t>, kNumEngines> engine_queues() const;
 };
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

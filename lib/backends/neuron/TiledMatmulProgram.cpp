@@ -38,7 +38,7 @@ DoubleBuffer double_buffer(TileBuilder& b, BufferKind kind, int64_t bytes, const
   return d;
 }
 
-}  // namespace
+} // namespace
 
 TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   TileBuilder b("tiled_matmul");
@@ -51,21 +51,24 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   DoubleBuffer a = double_buffer(b, BufferKind::sbuf, kt * mb_max * in_size, "a");
   DoubleBuffer bb = double_buffer(b, BufferKind::sbuf, kt * nb_max * in_size, "b");
   DoubleBuffer ps = double_buffer(b, BufferKind::psum, nb_max * 4, "psum");
-  DoubleBuffer out = double_buffer(b, BufferKind::sbuf, nb_max * static_cast<int64_t>(element_size(s.output)), "out");
+  DoubleBuffer out = double_buffer(b, BufferKind::sbuf,
+                                   nb_max * static_cast<int64_t>(element_size(s.output)), "out");
 
   const int64_t tiles = nt * mt;
   auto block_width = [&](int64_t nb) { return std::min<int64_t>(512, s.n - nb * 512); };
   auto tile_rows = [&](int64_t mi) { return std::min<int64_t>(128, s.m - mi * 128); };
-  auto k_rows = [&](int64_t ki) { return static_cast<int32_t>(std::min<int64_t>(128, s.k - ki * 128)); };
+  auto k_rows = [&](int64_t ki) {
+    return static_cast<int32_t>(std::min<int64_t>(128, s.k - ki * 128));
+  };
 
   // Loads B's column block `nb` into buffer nb % 2 (one DMA per K tile).
   auto load_b = [&](int64_t nb) {
     const int slot = static_cast<int>(nb % 2);
     const int64_t w = block_width(nb);
     for (int64_t ki = 0; ki < kt; ++ki) {
-      const int64_t i = b.dma_copy(
-          tile_pattern(BufferKind::sbuf, bb.alloc[slot], s.input, 0, k_rows(ki), ki * nb_max, {{w, 1}}),
-          hbm_rows(bt, s.input, s.n, ki * 128, k_rows(ki), nb * 512, w));
+      const int64_t i = b.dma_copy(tile_pattern(BufferKind::sbuf, bb.alloc[slot], s.input, 0,
+                                                k_rows(ki), ki * nb_max, {{w, 1}}),
+                                   hbm_rows(bt, s.input, s.n, ki * 128, k_rows(ki), nb * 512, w));
       if (bb.uses[slot] > 0) b.wait(i, bb.freed[slot], bb.uses[slot]);
       b.signal(i, bb.filled[slot]);
     }
@@ -76,19 +79,21 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     const int slot = static_cast<int>(t % 2);
     const int64_t mi = t % mt, rows = tile_rows(mi);
     AccessPattern src = hbm_rows(at, s.input, s.m, 0, k_rows(0), mi * 128, rows);
-    AccessPattern dst = tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(0), 0, {{rows, 1}});
-    if (kt > 1 && s.k % 128 == 0) {  // all K tiles in one transfer: [128, (kt, rows)]
+    AccessPattern dst =
+        tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(0), 0, {{rows, 1}});
+    if (kt > 1 && s.k % 128 == 0) { // all K tiles in one transfer: [128, (kt, rows)]
       src.dims = {{kt, 128 * s.m}, {rows, 1}};
       dst.dims = {{kt, mb_max}, {rows, 1}};
     }
     std::vector<int64_t> loads;
     if (src.dims.size() == 2 || kt == 1) {
       loads.push_back(b.dma_copy(dst, src));
-    } else {  // a ragged last K tile: one DMA per K tile
+    } else { // a ragged last K tile: one DMA per K tile
       for (int64_t ki = 0; ki < kt; ++ki)
-        loads.push_back(b.dma_copy(
-            tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(ki), ki * mb_max, {{rows, 1}}),
-            hbm_rows(at, s.input, s.m, ki * 128, k_rows(ki), mi * 128, rows)));
+        loads.push_back(
+            b.dma_copy(tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(ki),
+                                    ki * mb_max, {{rows, 1}}),
+                       hbm_rows(at, s.input, s.m, ki * 128, k_rows(ki), mi * 128, rows)));
     }
     for (int64_t i : loads) {
       if (a.uses[slot] > 0) b.wait(i, a.freed[slot], a.uses[slot]);
@@ -101,9 +106,10 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   auto store_c = [&](int64_t t) {
     const int slot = static_cast<int>(t % 2);
     const int64_t nb = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(nb);
-    const int64_t i = b.dma_copy(
-        hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), nb * 512, w),
-        tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0, static_cast<int32_t>(rows), 0, {{w, 1}}));
+    const int64_t i =
+        b.dma_copy(hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), nb * 512, w),
+                   tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0,
+                                static_cast<int32_t>(rows), 0, {{w, 1}}));
     b.wait(i, out.filled[slot], static_cast<int32_t>(t / 2 + 1));
     b.signal(i, out.freed[slot]);
   };
@@ -118,11 +124,13 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     if (t + 1 < tiles) load_a(t + 1);
     // 2. K accumulation into PSUM bank `slot`.
     for (int64_t ki = 0; ki < kt; ++ki) {
-      const int64_t i = b.matmul(
-          tile_pattern(BufferKind::psum, ps.alloc[slot], DType::f32, 0, static_cast<int32_t>(rows), 0, {{w, 1}}),
-          tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(ki), ki * mb_max, {{rows, 1}}),
-          tile_pattern(BufferKind::sbuf, bb.alloc[bslot], s.input, 0, k_rows(ki), ki * nb_max, {{w, 1}}),
-          ki > 0);
+      const int64_t i = b.matmul(tile_pattern(BufferKind::psum, ps.alloc[slot], DType::f32, 0,
+                                              static_cast<int32_t>(rows), 0, {{w, 1}}),
+                                 tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0,
+                                              k_rows(ki), ki * mb_max, {{rows, 1}}),
+                                 tile_pattern(BufferKind::sbuf, bb.alloc[bslot], s.input, 0,
+                                              k_rows(ki), ki * nb_max, {{w, 1}}),
+                                 ki > 0);
       if (ki == 0) {
         b.wait(i, a.filled[slot], static_cast<int32_t>((t / 2 + 1) * a_loads_per_tile));
         if (mi == 0) b.wait(i, bb.filled[bslot], static_cast<int32_t>((nb / 2 + 1) * kt));
@@ -135,10 +143,11 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       }
     }
     // 3. PSUM -> SBUF output tile, converting to C's dtype.
-    const int64_t c = b.tensor_copy(
-        Engine::vector,
-        tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0, static_cast<int32_t>(rows), 0, {{w, 1}}),
-        tile_pattern(BufferKind::psum, ps.alloc[slot], DType::f32, 0, static_cast<int32_t>(rows), 0, {{w, 1}}));
+    const int64_t c = b.tensor_copy(Engine::vector,
+                                    tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0,
+                                                 static_cast<int32_t>(rows), 0, {{w, 1}}),
+                                    tile_pattern(BufferKind::psum, ps.alloc[slot], DType::f32, 0,
+                                                 static_cast<int32_t>(rows), 0, {{w, 1}}));
     b.wait(c, ps.filled[slot], static_cast<int32_t>(t / 2 + 1));
     if (t >= 2) b.wait(c, out.freed[slot], static_cast<int32_t>(t / 2));
     b.signal(c, ps.freed[slot]);
@@ -150,4 +159,4 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   return b.take();
 }
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -20,4 +20,4 @@ struct TiledMatmulShape {
 
 TileProgram tiled_matmul_program(const TiledMatmulShape& shape);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

@@ -35,7 +35,9 @@
 
 namespace mstep::neuron {
 
-/// OK, or the first breach in program order.
+/// OK, or the first breach found: allocations first (at the point each
+/// becomes live), then the instructions in program order, then semaphores
+/// and deadlock.
 absl::Status validate(const TileProgram& program);
 
-}  // namespace mstep::neuron
+} // namespace mstep::neuron

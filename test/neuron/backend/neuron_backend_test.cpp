@@ -30,7 +30,7 @@ TEST(NeuronBackend, HbmIsOpaque) {
   ASSERT_TRUE(buf.ok());
   float fresh[4];
   ASSERT_TRUE(b.copy_out(**buf, fresh, sizeof fresh).ok());
-  for (float v : fresh) EXPECT_TRUE(std::isnan(v));  // nothing wrote it
+  for (float v : fresh) EXPECT_TRUE(std::isnan(v)); // nothing wrote it
   ASSERT_TRUE(b.copy_in(**buf, host, sizeof host).ok());
   float back[4] = {};
   ASSERT_TRUE(b.copy_out(**buf, back, sizeof back).ok());
@@ -44,7 +44,8 @@ TEST(NeuronBackend, CopiesCheckSizeAndDevice) {
   float host[3];
   const absl::Status s = b.copy_out(**buf, host, sizeof host);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("neuron copy_out of 12 bytes with f32[4] (16 bytes)"));
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("neuron copy_out of 12 bytes with f32[4] (16 bytes)"));
   absl::StatusOr<Backend*> ref = BackendRegistry::get("ref");
   ASSERT_TRUE(ref.ok());
   absl::StatusOr<BufferPtr> other = (*ref)->allocate(TensorType{Shape({4}), DType::f32});
@@ -57,7 +58,7 @@ TEST(NeuronBackend, CopiesCheckSizeAndDevice) {
 TEST(NeuronBackend, EveryOpIsACountedHostFallback) {
   reset_metrics();
   Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, std::nullopt, kNeuron);
-  Tensor y = exp(x) * 2.0f + x;  // exp, mul, add: each a fallback
+  Tensor y = exp(x) * 2.0f + x; // exp, mul, add: each a fallback
   const std::vector<float> got = y.to_vector<float>();
   ASSERT_EQ(got.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(got[i], std::exp(float(i + 1)) * 2.0f + float(i + 1));
@@ -65,5 +66,5 @@ TEST(NeuronBackend, EveryOpIsACountedHostFallback) {
   EXPECT_EQ(y.device().type, DeviceType::neuron);
 }
 
-}  // namespace
-}  // namespace mstep::neuron
+} // namespace
+} // namespace mstep::neuron
