@@ -3,9 +3,10 @@
 // bytes; wrap_host is Unimplemented) and executables that, until the tile
 // lowering exists, run every op on the host as a counted fallback
 // (MSTEP_LOG_FALLBACK=1 lists them). Synchronous: run() is done when it
-// returns. Fresh buffers hold NaN (0xFF bytes), so a read of memory nothing
-// wrote shows. Registered only where lib/backends/neuron's backend object
-// library is linked (test/neuron), so no production device list changes.
+// returns. Fresh buffers are 0xFF bytes (NaN for floats, -1 for integers),
+// so a read of memory nothing wrote shows. Registered only where
+// lib/backends/neuron's backend object library is linked (test/neuron), so
+// no production device list changes.
 #pragma once
 
 #include <memory>
