@@ -41,6 +41,31 @@ std::array<bool, 2> ports(const Instruction& inst) {
   return {vg && touches(inst, BufferKind::sbuf), vs && touches(inst, BufferKind::psum)};
 }
 
+/// Whether `next` reads an on-chip allocation `prev` writes.
+bool reads_what_it_wrote(const Instruction& prev, const Instruction& next) {
+  auto written = [&](const AccessPattern& ap) {
+    auto same = [&](const AccessPattern& w) {
+      return w.kind != BufferKind::hbm && w.kind == ap.kind && w.buffer == ap.buffer;
+    };
+    return same(prev.dst) || (prev.accum && same(*prev.accum));
+  };
+  for (const AccessPattern& s : next.srcs)
+    if (written(s)) return true;
+  return next.bias && written(*next.bias);
+}
+
+/// The dependent-instruction latency of `engine` in cycles, 0 where none.
+double dependent_cycles(Engine engine, const CostParams& p) {
+  switch (engine) {
+  case Engine::vector:
+    return p.vector_dependent_cycles;
+  case Engine::scalar:
+    return p.scalar_dependent_cycles;
+  default:
+    return 0;
+  }
+}
+
 } // namespace
 
 double CostReport::dma_busy_fraction() const {
@@ -110,6 +135,14 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
       const auto held = ports(inst);
       for (int k = 0; k < 2; ++k)
         if (held[k]) bind(t, by, port[k]);
+      if (head[e] > 0 && dependent_cycles(inst.engine, params) > 0) {
+        const int64_t prev = queues[e][head[e] - 1];
+        if (reads_what_it_wrote(program.instructions[prev], inst))
+          bind(t, by,
+               Resource{report.timing[prev].start_ns +
+                            dependent_cycles(inst.engine, params) / engine_ghz(inst.engine, params),
+                        prev});
+      }
       if (best < 0 || t < best_start) {
         best = e;
         best_start = t;

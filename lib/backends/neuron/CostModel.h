@@ -3,7 +3,10 @@
 // the v2 shared ports (Vector and GpSimd take turns on SBUF, Vector and
 // Scalar on PSUM). Each step starts, among the queue heads whose waits are
 // met, the one that can start earliest:
-//   1. start = max(engine free, each wait's satisfying signal, shared port free);
+//   1. start = max(engine free, each wait's satisfying signal, shared port free,
+//      and for a Vector/Scalar instruction reading an allocation the one
+//      before it on that engine wrote: that one's start + the dependent
+//      latency);
 //   2. compute engines end at start + cycles / clock (InstructionCost.h);
 //   3. a dma_copy holds Sync for its trigger; its transfer starts at
 //      max(start + dma_fixed_ns, DMA engine free, HBM free), lasts bytes /

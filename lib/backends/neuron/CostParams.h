@@ -14,6 +14,12 @@ struct CostParams {
   double sync_ghz = 1.4;
   /// Fixed cycles of a Vector/Scalar/GpSimd instruction: cost max(fixed, N).
   double fixed_cycles = 64;
+  /// An instruction that reads what the one before it on the same engine
+  /// wrote starts this many cycles after that one started, at the earliest:
+  /// "about 100 cycles per tiny dependent Vector instruction, 264 between
+  /// dependent 1-element Scalar instructions".
+  double vector_dependent_cycles = 100;
+  double scalar_dependent_cycles = 264;
   /// Fitted: cycles an nc_matmul costs on top of max(min(64, M), N) (x4
   /// fp32), to the 4096x8192x8192 bf16 matmul in 6.97 ms.
   double matmul_overhead_cycles = 61;
