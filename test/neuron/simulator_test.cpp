@@ -103,9 +103,9 @@ struct Elementwise {
   std::vector<float> run(std::optional<AccessPattern> result = std::nullopt) {
     const AccessPattern r = result.value_or(tile(tout));
     b.dma_copy(hbm_rows(hout, DType::f32, r.free_elements(), 0, 128, 0, r.free_elements()), r);
-    // The program is in program order on one core; the default execution
-    // order is program order when nothing waits, so no semaphores are needed
-    // for this single-engine-at-a-time test.
+    // No semaphores: with nothing waiting, the simulator runs program order
+    // (ExecutionOrder.h). These tests check arithmetic, not timing; the
+    // validator does not yet report unsynchronised engines.
     HbmContents hbm = {bytes_of(a), bytes_of(bv), std::vector<std::byte>(128 * 64 * 4)};
     Simulator sim;
     absl::StatusOr<SimulationStats> st = sim.run(b.program(), hbm);
