@@ -1,0 +1,76 @@
+// instruction_cycles: the issue's per-instruction cycle table.
+#include "lib/backends/neuron/InstructionCost.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace mstep::neuron {
+
+namespace {
+
+bool strided(const AccessPattern& ap) {
+  return !ap.dims.empty() &&
+         std::abs(ap.dims.back().stride) * static_cast<int64_t>(element_size(ap.dtype)) > 16;
+}
+
+double stride_factor(const Instruction& inst, const CostParams& p) {
+  bool any = strided(inst.dst);
+  for (const AccessPattern& s : inst.srcs) any = any || strided(s);
+  return any ? p.strided_penalty : 1.0;
+}
+
+} // namespace
+
+double engine_ghz(Engine engine, const CostParams& p) {
+  switch (engine) {
+  case Engine::tensor:
+    return p.tensor_ghz;
+  case Engine::vector:
+    return p.vector_ghz;
+  case Engine::scalar:
+    return p.scalar_ghz;
+  case Engine::gpsimd:
+    return p.gpsimd_ghz;
+  case Engine::sync:
+    return p.sync_ghz;
+  }
+  return 1.0;
+}
+
+double dma_bytes(const Instruction& inst) {
+  return static_cast<double>(inst.dst.elements()) *
+         static_cast<double>(element_size(inst.dst.dtype));
+}
+
+double instruction_cycles(const Instruction& inst, const CostParams& p) {
+  const double n = static_cast<double>(inst.srcs.empty() ? inst.dst.free_elements()
+                                                         : inst.srcs[0].free_elements()) *
+                   stride_factor(inst, p);
+  switch (inst.opcode) {
+  case Opcode::dma_copy:
+    return p.dma_issue_cycles;
+  case Opcode::nc_matmul: {
+    const double m = static_cast<double>(inst.srcs[0].free_elements());
+    const double cols = static_cast<double>(inst.srcs[1].free_elements()) * stride_factor(inst, p);
+    const double base = std::max(std::min(64.0, m), cols);
+    return base * (inst.srcs[0].dtype == DType::f32 ? 4.0 : 1.0) + p.matmul_overhead_cycles;
+  }
+  case Opcode::activation:
+  case Opcode::tensor_scalar:
+  case Opcode::tensor_copy:
+    return std::max(p.fixed_cycles, n);
+  case Opcode::tensor_tensor: {
+    const bool fast =
+        inst.srcs[0].kind != BufferKind::psum && inst.srcs[1].kind != BufferKind::psum;
+    return std::max(p.fixed_cycles, fast ? n : 2 * n);
+  }
+  case Opcode::tensor_reduce: {
+    const bool half =
+        inst.srcs[0].dtype == DType::bf16 && (inst.alu == AluOp::add || inst.alu == AluOp::max);
+    return std::max(1.0, half ? n / 2 : n);
+  }
+  }
+  return p.fixed_cycles;
+}
+
+} // namespace mstep::neuron

@@ -1,0 +1,23 @@
+// The cost of one instruction on its engine, from the issue's table
+// (N = elements per partition):
+//   nc_matmul      max(min(64, M), N), x4 for fp32, + matmul_overhead_cycles
+//   activation, tensor_scalar, tensor_copy          max(fixed, N)
+//   tensor_tensor  max(fixed, N) with no input in PSUM (the fast case), else max(fixed, 2N)
+//   tensor_reduce  N, N/2 for bf16 add and max (at least 1)
+//   dma_copy       dma_issue_cycles on Sync; the transfer on its DMA engine
+// N doubles (strided_penalty) when an operand's most-minor stride is over 16 B.
+#pragma once
+
+#include "lib/backends/neuron/CostParams.h"
+#include "lib/backends/neuron/TileInstruction.h"
+
+namespace mstep::neuron {
+
+/// Cycles of the instruction's engine (for dma_copy: the Sync trigger).
+double instruction_cycles(const Instruction& inst, const CostParams& params);
+/// The engine's clock in GHz (cycles per ns).
+double engine_ghz(Engine engine, const CostParams& params);
+/// Bytes a dma_copy moves.
+double dma_bytes(const Instruction& inst);
+
+} // namespace mstep::neuron

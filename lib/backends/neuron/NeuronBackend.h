@@ -1,0 +1,51 @@
+// neuron's runtime half (issue 19, first slice): a NeuronCore's HBM kept
+// opaque to the rest of mstep (only copy_in and copy_out reach a buffer's
+// bytes; wrap_host is Unimplemented) and executables that, until the tile
+// lowering exists, run every op on the host as a counted fallback
+// (MSTEP_LOG_FALLBACK=1 lists them). Synchronous: run() is done when it
+// returns. Fresh buffers are 0xFF bytes (NaN for floats, -1 for integers),
+// so a read of memory nothing wrote shows. Registered only where
+// lib/backends/neuron's backend object library is linked (test/neuron), so
+// no production device list changes.
+#pragma once
+
+#include <memory>
+
+#include "lib/backends/host/HostBuffer.h"
+#include "mstep/ir/TraceGraph.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep::neuron {
+
+/// A tensor in the simulated HBM.
+class NeuronBuffer final : public Buffer {
+public:
+  explicit NeuronBuffer(TensorType type);
+  /// A buffer over host memory the executable produced (moved in, no copy).
+  NeuronBuffer(TensorType type, std::shared_ptr<host::HostBuffer> storage);
+
+  /// The bytes, for this backend's executables and copies only.
+  const std::shared_ptr<host::HostBuffer>& storage() const { return storage_; }
+
+private:
+  std::shared_ptr<host::HostBuffer> storage_;
+};
+
+class NeuronBackend final : public Backend {
+public:
+  absl::string_view name() const override { return "neuron"; }
+  DeviceType device_type() const override { return DeviceType::neuron; }
+
+  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override;
+  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override;
+  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override;
+  absl::Status synchronize() override { return absl::OkStatus(); }
+  /// Nothing runs natively yet: every op is a host fallback.
+  bool supports(OpKind op, DType dtype) const override { return false; }
+};
+
+/// The executable of `graph`: the ref interpreter on the buffers' host
+/// bytes, every op of the graph reported as a host fallback.
+absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph);
+
+} // namespace mstep::neuron

@@ -1,0 +1,191 @@
+// Simulator::run: per instruction, gather the sources into fp32 rows,
+// compute, scatter into the destination's dtype.
+#include "lib/backends/neuron/Simulator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/ExecutionOrder.h"
+#include "lib/backends/neuron/TileGather.h"
+#include "lib/backends/neuron/TileMath.h"
+#include "lib/backends/neuron/Validator.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+class Machine {
+public:
+  Machine(const TileProgram& program, HbmContents& hbm, std::vector<std::byte>& sbuf,
+          std::vector<std::byte>& psum)
+      : program_(program), hbm_(hbm), sbuf_(sbuf), psum_(psum) {}
+
+  PatternBase base(const AccessPattern& ap) {
+    const int64_t esize = static_cast<int64_t>(element_size(ap.dtype));
+    if (ap.kind == BufferKind::hbm)
+      return {hbm_[ap.buffer].data() + ap.offset * esize, ap.partition_stride * esize};
+    const Allocation& a = program_.allocations[ap.buffer];
+    const int64_t row =
+        ap.kind == BufferKind::psum ? kPsumBytesPerPartition : kSbufBytesPerPartition;
+    std::byte* mem = ap.kind == BufferKind::psum ? psum_.data() : sbuf_.data();
+    return {mem + ap.start_partition * row + a.byte_offset + ap.offset * esize, row};
+  }
+
+  /// The pattern as fp32 rows, in scratch slot `slot`.
+  float* load(const AccessPattern& ap, int slot) {
+    auto& buf = scratch_[slot];
+    buf.resize(static_cast<size_t>(ap.elements()));
+    gather(ap, base(ap), buf.data());
+    return buf.data();
+  }
+  float* out(int64_t n) {
+    scratch_[3].resize(static_cast<size_t>(n));
+    return scratch_[3].data();
+  }
+  void store(const AccessPattern& ap, const float* values) { scatter(ap, base(ap), values); }
+
+  void nan_fill(const Allocation& a) {
+    const bool psum = a.kind == BufferKind::psum;
+    const int64_t row = psum ? kPsumBytesPerPartition : kSbufBytesPerPartition;
+    std::byte* mem = psum ? psum_.data() : sbuf_.data();
+    for (int p = 0; p < kPartitions; ++p)
+      std::memset(mem + p * row + a.byte_offset, 0xFF, static_cast<size_t>(a.bytes_per_partition));
+  }
+
+  int64_t execute(const Instruction& inst);
+
+private:
+  int64_t matmul(const Instruction& inst);
+
+  const TileProgram& program_;
+  HbmContents& hbm_;
+  std::vector<std::byte>& sbuf_;
+  std::vector<std::byte>& psum_;
+  std::vector<float> scratch_[4];
+};
+
+int64_t Machine::matmul(const Instruction& inst) {
+  const AccessPattern& stat = inst.srcs[0];
+  const AccessPattern& mov = inst.srcs[1];
+  const int64_t k = stat.partitions, m = stat.free_elements(), n = mov.free_elements();
+  const float* s = load(stat, 0);
+  const float* v = load(mov, 1);
+  // The K-sum in fp32, added into PSUM's fp32 (or replacing it).
+  float* acc = out(m * n);
+  std::fill(acc, acc + m * n, 0.0f);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t mm = 0; mm < m; ++mm) {
+      const float a = s[kk * m + mm];
+      const float* vrow = v + kk * n;
+      float* arow = acc + mm * n;
+      for (int64_t nn = 0; nn < n; ++nn) arow[nn] += a * vrow[nn];
+    }
+  if (inst.accumulate) {
+    const float* old = load(inst.dst, 2);
+    for (int64_t i = 0; i < m * n; ++i) acc[i] += old[i];
+  }
+  store(inst.dst, acc);
+  return k * m * n;
+}
+
+int64_t Machine::execute(const Instruction& inst) {
+  const AccessPattern& dst = inst.dst;
+  const int64_t total = dst.elements();
+  switch (inst.opcode) {
+  case Opcode::dma_copy:
+    copy_pattern(dst, base(dst), inst.srcs[0], base(inst.srcs[0]));
+    return total;
+  case Opcode::nc_matmul:
+    return matmul(inst);
+  case Opcode::tensor_tensor: {
+    const float* a = load(inst.srcs[0], 0);
+    const float* b = load(inst.srcs[1], 1);
+    float* o = out(total);
+    alu_arrays(inst.alu, a, b, o, total);
+    store(dst, o);
+    return total;
+  }
+  case Opcode::tensor_scalar: {
+    float* o = out(total);
+    alu_scalar(inst.alu, load(inst.srcs[0], 0), inst.scalar, o, total);
+    if (inst.alu2) alu_scalar(*inst.alu2, o, inst.scalar2, o, total);
+    store(dst, o);
+    return total;
+  }
+  case Opcode::tensor_copy:
+    store(dst, load(inst.srcs[0], 0));
+    return total;
+  case Opcode::activation: {
+    const AccessPattern& src = inst.srcs[0];
+    const int64_t free = src.free_elements();
+    const float* x = load(src, 0);
+    const float* bias = inst.bias ? load(*inst.bias, 1) : nullptr;
+    float* o = out(total);
+    std::vector<float> sums(inst.accum ? src.partitions : 0);
+    for (int64_t p = 0; p < src.partitions; ++p) {
+      activate(inst.function, x + p * free, inst.scale, bias ? bias[p] : inst.bias_value,
+               o + p * free, free);
+      if (inst.accum) sums[p] = reduce_row(AluOp::add, o + p * free, free);
+    }
+    store(dst, o);
+    if (inst.accum) store(*inst.accum, sums.data());
+    return total;
+  }
+  case Opcode::tensor_reduce: {
+    const AccessPattern& src = inst.srcs[0];
+    const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;
+    const float* x = load(src, 0);
+    float* o = out(total);
+    for (int64_t r = 0; r < total; ++r) o[r] = reduce_row(inst.alu, x + r * inner, inner);
+    store(dst, o);
+    return src.elements();
+  }
+  }
+  return 0;
+}
+
+} // namespace
+
+Simulator::Simulator()
+    : sbuf_(static_cast<size_t>(kPartitions * kSbufBytesPerPartition), std::byte{0xFF}),
+      psum_(static_cast<size_t>(kPartitions * kPsumBytesPerPartition), std::byte{0xFF}) {}
+
+absl::StatusOr<SimulationStats> Simulator::run(const TileProgram& program, HbmContents& hbm) {
+  if (hbm.size() != program.hbm.size())
+    return absl::InvalidArgumentError(
+        absl::StrCat("tile program '", program.name, "' has ", program.hbm.size(),
+                     " HBM tensors, the simulator was given ", hbm.size()));
+  for (size_t t = 0; t < hbm.size(); ++t) {
+    const size_t want =
+        static_cast<size_t>(program.hbm[t].elements) * element_size(program.hbm[t].dtype);
+    if (hbm[t].size() != want)
+      return absl::InvalidArgumentError(
+          absl::StrCat("tile program '", program.name, "': HBM tensor '", program.hbm[t].name,
+                       "' needs ", want, " bytes, got ", hbm[t].size()));
+  }
+  if (absl::Status s = validate(program); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> order = execution_order(program);
+  if (!order.ok()) return order.status();
+
+  // Allocations by the point they become live; each is NaN-filled before
+  // the first instruction at or after that point runs.
+  std::vector<int32_t> by_start(program.allocations.size());
+  for (size_t i = 0; i < by_start.size(); ++i) by_start[i] = static_cast<int32_t>(i);
+  std::stable_sort(by_start.begin(), by_start.end(), [&](int32_t a, int32_t b) {
+    return program.allocations[a].allocated_at < program.allocations[b].allocated_at;
+  });
+  Machine machine(program, hbm, sbuf_, psum_);
+  SimulationStats stats;
+  size_t next = 0;
+  for (int64_t i : *order) {
+    for (; next < by_start.size() && program.allocations[by_start[next]].allocated_at <= i; ++next)
+      machine.nan_fill(program.allocations[by_start[next]]);
+    stats.element_ops += machine.execute(program.instructions[i]);
+    ++stats.instructions;
+  }
+  return stats;
+}
+
+} // namespace mstep::neuron

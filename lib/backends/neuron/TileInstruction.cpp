@@ -1,0 +1,70 @@
+// Names of opcodes, ALU ops and activation functions, for messages.
+#include "lib/backends/neuron/TileInstruction.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace mstep::neuron {
+
+absl::string_view opcode_name(Opcode op) {
+  switch (op) {
+  case Opcode::dma_copy:
+    return "dma_copy";
+  case Opcode::nc_matmul:
+    return "nc_matmul";
+  case Opcode::tensor_tensor:
+    return "tensor_tensor";
+  case Opcode::tensor_scalar:
+    return "tensor_scalar";
+  case Opcode::activation:
+    return "activation";
+  case Opcode::tensor_copy:
+    return "tensor_copy";
+  case Opcode::tensor_reduce:
+    return "tensor_reduce";
+  }
+  return "?";
+}
+
+absl::string_view alu_op_name(AluOp op) {
+  switch (op) {
+  case AluOp::add:
+    return "add";
+  case AluOp::subtract:
+    return "subtract";
+  case AluOp::multiply:
+    return "multiply";
+  case AluOp::max:
+    return "max";
+  case AluOp::min:
+    return "min";
+  case AluOp::divide:
+    return "divide";
+  }
+  return "?";
+}
+
+absl::string_view activation_name(ActivationFunction f) {
+  switch (f) {
+  case ActivationFunction::identity:
+    return "identity";
+  case ActivationFunction::exp:
+    return "exp";
+  case ActivationFunction::tanh:
+    return "tanh";
+  case ActivationFunction::relu:
+    return "relu";
+  case ActivationFunction::sigmoid:
+    return "sigmoid";
+  case ActivationFunction::square:
+    return "square";
+  case ActivationFunction::rsqrt:
+    return "rsqrt";
+  }
+  return "?";
+}
+
+std::string describe_instruction(int64_t index, const Instruction& inst) {
+  return absl::StrCat("#", index, " ", engine_name(inst.engine), " ", opcode_name(inst.opcode));
+}
+
+} // namespace mstep::neuron

@@ -1,0 +1,75 @@
+// One instruction of a tile program: an opcode on an engine, its operands
+// as access patterns, its immediates, and the semaphores it waits on and
+// signals. Each engine runs its own instructions in program order; only
+// semaphores order instructions of different engines.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/string_view.h"
+#include "lib/backends/neuron/AccessPattern.h"
+#include "lib/backends/neuron/Engine.h"
+
+namespace mstep::neuron {
+
+enum class Opcode : uint8_t {
+  dma_copy,      ///< Sync: dst = src, HBM <-> SBUF, same dtype, on one of the DMA engines
+  nc_matmul,     ///< Tensor: PSUM dst[M, N] (+)= stationary[K, M]^T . moving[K, N]
+  tensor_tensor, ///< Vector/GpSimd: dst = a <alu> b
+  tensor_scalar, ///< Vector/GpSimd: dst = (src <alu> scalar) [<alu2> scalar2]
+  activation,    ///< Scalar: dst = f(src * scale + bias), optional add-reduce into accum
+  tensor_copy,   ///< Vector/Scalar/GpSimd: dst = src, converting the dtype
+  tensor_reduce, ///< Vector/GpSimd: dst = <alu>-reduction of src over its innermost free dim
+};
+
+enum class AluOp : uint8_t { add, subtract, multiply, max, min, divide };
+
+enum class ActivationFunction : uint8_t { identity, exp, tanh, relu, sigmoid, square, rsqrt };
+
+absl::string_view opcode_name(Opcode op);
+absl::string_view alu_op_name(AluOp op);
+absl::string_view activation_name(ActivationFunction f);
+
+/// Wait until semaphore `semaphore` has been signalled at least `value` times.
+struct SemaphoreWait {
+  int32_t semaphore = 0;
+  int32_t value = 0;
+};
+
+struct Instruction {
+  Engine engine = Engine::vector;
+  Opcode opcode = Opcode::tensor_copy;
+  AccessPattern dst;
+  /// nc_matmul: {stationary, moving}; tensor_tensor: {a, b}; others: {src}.
+  absl::InlinedVector<AccessPattern, 2> srcs;
+
+  AluOp alu = AluOp::add;
+  /// tensor_scalar's optional second op.
+  std::optional<AluOp> alu2;
+  float scalar = 0.0f;
+  float scalar2 = 0.0f;
+
+  /// activation: f(src * scale + bias), bias a [P, 1] pattern or `bias_value`.
+  ActivationFunction function = ActivationFunction::identity;
+  float scale = 1.0f;
+  float bias_value = 0.0f;
+  std::optional<AccessPattern> bias;
+  /// activation: when set, the sum along the free axis of the result, [P, 1].
+  std::optional<AccessPattern> accum;
+
+  /// nc_matmul: add into PSUM (true) or overwrite it (false, the first K tile).
+  bool accumulate = false;
+  /// dma_copy: which of the DMA engines moves the data.
+  int32_t dma_engine = 0;
+
+  absl::InlinedVector<SemaphoreWait, 2> waits;
+  absl::InlinedVector<int32_t, 1> signals; ///< each +1 when the instruction completes
+};
+
+/// "#12 Vector tensor_tensor", how errors name an instruction.
+std::string describe_instruction(int64_t index, const Instruction& inst);
+
+} // namespace mstep::neuron

@@ -1,0 +1,116 @@
+// TileMath: the engines' fp32 ALU, activation functions and reductions.
+#include "lib/backends/neuron/TileMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace mstep::neuron {
+
+namespace {
+
+template <typename F>
+inline void each2(const float* a, const float* b, float* out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+}
+template <typename F> inline void each1(const float* a, float* out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i]);
+}
+
+// NaN-propagating max/min, as fmaxf does not (a NaN input must show).
+inline float max_nan(float x, float y) { return (x != x || x > y) ? x : y; }
+inline float min_nan(float x, float y) { return (x != x || x < y) ? x : y; }
+
+} // namespace
+
+void alu_arrays(AluOp op, const float* a, const float* b, float* out, int64_t n) {
+  switch (op) {
+  case AluOp::add:
+    return each2(a, b, out, n, [](float x, float y) { return x + y; });
+  case AluOp::subtract:
+    return each2(a, b, out, n, [](float x, float y) { return x - y; });
+  case AluOp::multiply:
+    return each2(a, b, out, n, [](float x, float y) { return x * y; });
+  case AluOp::max:
+    return each2(a, b, out, n, [](float x, float y) { return y != y ? y : max_nan(x, y); });
+  case AluOp::min:
+    return each2(a, b, out, n, [](float x, float y) { return y != y ? y : min_nan(x, y); });
+  case AluOp::divide:
+    return each2(a, b, out, n, [](float x, float y) { return x / y; });
+  }
+}
+
+void alu_scalar(AluOp op, const float* a, float s, float* out, int64_t n) {
+  switch (op) {
+  case AluOp::add:
+    return each1(a, out, n, [s](float x) { return x + s; });
+  case AluOp::subtract:
+    return each1(a, out, n, [s](float x) { return x - s; });
+  case AluOp::multiply:
+    return each1(a, out, n, [s](float x) { return x * s; });
+  case AluOp::max:
+    return each1(a, out, n, [s](float x) { return max_nan(x, s); });
+  case AluOp::min:
+    return each1(a, out, n, [s](float x) { return min_nan(x, s); });
+  case AluOp::divide:
+    return each1(a, out, n, [s](float x) { return x / s; });
+  }
+}
+
+void activate(ActivationFunction f, const float* x, float scale, float bias, float* out,
+              int64_t n) {
+  auto affine = [scale, bias](float v) { return v * scale + bias; };
+  switch (f) {
+  case ActivationFunction::identity:
+    return each1(x, out, n, [&](float v) { return affine(v); });
+  case ActivationFunction::exp:
+    return each1(x, out, n, [&](float v) { return std::exp(affine(v)); });
+  case ActivationFunction::tanh:
+    return each1(x, out, n, [&](float v) { return std::tanh(affine(v)); });
+  case ActivationFunction::relu:
+    return each1(x, out, n, [&](float v) {
+      const float y = affine(v);
+      return y != y ? y : std::max(y, 0.0f);
+    });
+  case ActivationFunction::sigmoid:
+    return each1(x, out, n, [&](float v) { return 1.0f / (1.0f + std::exp(-affine(v))); });
+  case ActivationFunction::square:
+    return each1(x, out, n, [&](float v) {
+      const float y = affine(v);
+      return y * y;
+    });
+  case ActivationFunction::rsqrt:
+    return each1(x, out, n, [&](float v) { return 1.0f / std::sqrt(affine(v)); });
+  }
+}
+
+float reduce_row(AluOp op, const float* x, int64_t n) {
+  switch (op) {
+  case AluOp::add: {
+    float s = 0;
+    for (int64_t i = 0; i < n; ++i) s += x[i];
+    return s;
+  }
+  case AluOp::multiply: {
+    float s = 1;
+    for (int64_t i = 0; i < n; ++i) s *= x[i];
+    return s;
+  }
+  case AluOp::max: {
+    float s = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) s = max_nan(x[i], s);
+    return s;
+  }
+  case AluOp::min: {
+    float s = std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) s = min_nan(x[i], s);
+    return s;
+  }
+  case AluOp::subtract:
+  case AluOp::divide:
+    break; // the validator admits no such reduction
+  }
+  return std::numeric_limits<float>::quiet_NaN();
+}
+
+} // namespace mstep::neuron

@@ -1,0 +1,162 @@
+// tiled_matmul_program: the loop nest, software-pipelined. Per output tile
+// t (N blocks outer, M tiles inner):
+//   1. Sync prefetches the next tile's A^T row block (and, at a block's
+//      first tile, the next block's B columns) into the other buffer;
+//   2. Tensor runs the K tiles' nc_matmul into PSUM bank t % 2;
+//   3. Vector copies the bank to an SBUF output tile;
+//   4. Sync DMAs the output tile of the previous step out.
+// Semaphores count loads (filled) and last uses (free) per buffer.
+#include "lib/backends/neuron/TiledMatmulProgram.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "lib/backends/neuron/TileBuilder.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// A double buffer: two allocations, a "filled" and a "free" semaphore
+/// each, and how often each has been filled.
+struct DoubleBuffer {
+  int32_t alloc[2];
+  int32_t filled[2];
+  int32_t freed[2];
+  int32_t uses[2] = {0, 0};
+};
+
+DoubleBuffer double_buffer(TileBuilder& b, BufferKind kind, int64_t bytes, const char* name) {
+  DoubleBuffer d;
+  for (int i = 0; i < 2; ++i) {
+    d.alloc[i] = b.allocate(kind, bytes, std::string(name) + std::to_string(i));
+    d.filled[i] = b.semaphore();
+    d.freed[i] = b.semaphore();
+  }
+  return d;
+}
+
+} // namespace
+
+TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
+  TileBuilder b("tiled_matmul");
+  const int32_t at = b.hbm_tensor("AT", s.input, s.k * s.m);
+  const int32_t bt = b.hbm_tensor("B", s.input, s.k * s.n);
+  const int32_t ct = b.hbm_tensor("C", s.output, s.m * s.n);
+  const int64_t kt = ceil_div(s.k, 128), mt = ceil_div(s.m, 128), nt = ceil_div(s.n, 512);
+  const int64_t in_size = static_cast<int64_t>(element_size(s.input));
+  const int64_t nb_max = std::min<int64_t>(512, s.n), mb_max = std::min<int64_t>(128, s.m);
+  DoubleBuffer a = double_buffer(b, BufferKind::sbuf, kt * mb_max * in_size, "a");
+  DoubleBuffer bb = double_buffer(b, BufferKind::sbuf, kt * nb_max * in_size, "b");
+  DoubleBuffer ps = double_buffer(b, BufferKind::psum, nb_max * 4, "psum");
+  DoubleBuffer out = double_buffer(b, BufferKind::sbuf,
+                                   nb_max * static_cast<int64_t>(element_size(s.output)), "out");
+
+  const int64_t tiles = nt * mt;
+  auto block_width = [&](int64_t nb) { return std::min<int64_t>(512, s.n - nb * 512); };
+  auto tile_rows = [&](int64_t mi) { return std::min<int64_t>(128, s.m - mi * 128); };
+  auto k_rows = [&](int64_t ki) {
+    return static_cast<int32_t>(std::min<int64_t>(128, s.k - ki * 128));
+  };
+
+  // Loads B's column block `nb` into buffer nb % 2 (one DMA per K tile).
+  auto load_b = [&](int64_t nb) {
+    const int slot = static_cast<int>(nb % 2);
+    const int64_t w = block_width(nb);
+    for (int64_t ki = 0; ki < kt; ++ki) {
+      const int64_t i = b.dma_copy(tile_pattern(BufferKind::sbuf, bb.alloc[slot], s.input, 0,
+                                                k_rows(ki), ki * nb_max, {{w, 1}}),
+                                   hbm_rows(bt, s.input, s.n, ki * 128, k_rows(ki), nb * 512, w));
+      if (bb.uses[slot] > 0) b.wait(i, bb.freed[slot], bb.uses[slot]);
+      b.signal(i, bb.filled[slot]);
+    }
+    ++bb.uses[slot];
+  };
+  // Loads A^T's columns of M tile `mi` (all K tiles, one DMA) into buffer t % 2.
+  auto load_a = [&](int64_t t) {
+    const int slot = static_cast<int>(t % 2);
+    const int64_t mi = t % mt, rows = tile_rows(mi);
+    AccessPattern src = hbm_rows(at, s.input, s.m, 0, k_rows(0), mi * 128, rows);
+    AccessPattern dst =
+        tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(0), 0, {{rows, 1}});
+    if (kt > 1 && s.k % 128 == 0) { // all K tiles in one transfer: [128, (kt, rows)]
+      src.dims = {{kt, 128 * s.m}, {rows, 1}};
+      dst.dims = {{kt, mb_max}, {rows, 1}};
+    }
+    std::vector<int64_t> loads;
+    if (src.dims.size() == 2 || kt == 1) {
+      loads.push_back(b.dma_copy(dst, src));
+    } else { // a ragged last K tile: one DMA per K tile
+      for (int64_t ki = 0; ki < kt; ++ki)
+        loads.push_back(
+            b.dma_copy(tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(ki),
+                                    ki * mb_max, {{rows, 1}}),
+                       hbm_rows(at, s.input, s.m, ki * 128, k_rows(ki), mi * 128, rows)));
+    }
+    for (int64_t i : loads) {
+      if (a.uses[slot] > 0) b.wait(i, a.freed[slot], a.uses[slot]);
+      b.signal(i, a.filled[slot]);
+    }
+    ++a.uses[slot];
+  };
+  const int64_t a_loads_per_tile = (kt > 1 && s.k % 128 != 0) ? kt : 1;
+  // DMAs output tile t (from out buffer t % 2) to C.
+  auto store_c = [&](int64_t t) {
+    const int slot = static_cast<int>(t % 2);
+    const int64_t nb = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(nb);
+    const int64_t i =
+        b.dma_copy(hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), nb * 512, w),
+                   tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0,
+                                static_cast<int32_t>(rows), 0, {{w, 1}}));
+    b.wait(i, out.filled[slot], static_cast<int32_t>(t / 2 + 1));
+    b.signal(i, out.freed[slot]);
+  };
+
+  load_b(0);
+  load_a(0);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t nb = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(nb);
+    const int slot = static_cast<int>(t % 2), bslot = static_cast<int>(nb % 2);
+    // 1. Prefetch.
+    if (mi == 0 && nb + 1 < nt) load_b(nb + 1);
+    if (t + 1 < tiles) load_a(t + 1);
+    // 2. K accumulation into PSUM bank `slot`.
+    for (int64_t ki = 0; ki < kt; ++ki) {
+      const int64_t i = b.matmul(tile_pattern(BufferKind::psum, ps.alloc[slot], DType::f32, 0,
+                                              static_cast<int32_t>(rows), 0, {{w, 1}}),
+                                 tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0,
+                                              k_rows(ki), ki * mb_max, {{rows, 1}}),
+                                 tile_pattern(BufferKind::sbuf, bb.alloc[bslot], s.input, 0,
+                                              k_rows(ki), ki * nb_max, {{w, 1}}),
+                                 ki > 0);
+      if (ki == 0) {
+        b.wait(i, a.filled[slot], static_cast<int32_t>((t / 2 + 1) * a_loads_per_tile));
+        if (mi == 0) b.wait(i, bb.filled[bslot], static_cast<int32_t>((nb / 2 + 1) * kt));
+        if (t >= 2) b.wait(i, ps.freed[slot], static_cast<int32_t>(t / 2));
+      }
+      if (ki == kt - 1) {
+        b.signal(i, a.freed[slot]);
+        b.signal(i, ps.filled[slot]);
+        if (mi == mt - 1) b.signal(i, bb.freed[bslot]);
+      }
+    }
+    // 3. PSUM -> SBUF output tile, converting to C's dtype.
+    const int64_t c = b.tensor_copy(Engine::vector,
+                                    tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0,
+                                                 static_cast<int32_t>(rows), 0, {{w, 1}}),
+                                    tile_pattern(BufferKind::psum, ps.alloc[slot], DType::f32, 0,
+                                                 static_cast<int32_t>(rows), 0, {{w, 1}}));
+    b.wait(c, ps.filled[slot], static_cast<int32_t>(t / 2 + 1));
+    if (t >= 2) b.wait(c, out.freed[slot], static_cast<int32_t>(t / 2));
+    b.signal(c, ps.freed[slot]);
+    b.signal(c, out.filled[slot]);
+    // 4. The previous tile's store.
+    if (t >= 1) store_c(t - 1);
+  }
+  store_c(tiles - 1);
+  return b.take();
+}
+
+} // namespace mstep::neuron

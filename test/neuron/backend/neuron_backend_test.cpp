@@ -1,0 +1,70 @@
+// The `neuron` backend's runtime half: opaque HBM (only copy_in/copy_out
+// reach it), NaN in fresh buffers, clear errors for wrong buffers, and
+// every op run as a counted host fallback.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "lib/backends/neuron/NeuronBackend.h"
+#include "mstep/mstep.h"
+
+namespace mstep::neuron {
+namespace {
+
+constexpr Device kNeuron{DeviceType::neuron, 0};
+
+Backend& neuron_backend() {
+  absl::StatusOr<Backend*> b = BackendRegistry::get("neuron");
+  EXPECT_TRUE(b.ok()) << b.status();
+  return **b;
+}
+
+TEST(NeuronBackend, HbmIsOpaque) {
+  Backend& b = neuron_backend();
+  const TensorType t{Shape({4}), DType::f32};
+  float host[4] = {1, 2, 3, 4};
+  EXPECT_EQ(b.wrap_host(t, host, [] {}).status().code(), absl::StatusCode::kUnimplemented);
+  absl::StatusOr<BufferPtr> buf = b.allocate(t);
+  ASSERT_TRUE(buf.ok());
+  float fresh[4];
+  ASSERT_TRUE(b.copy_out(**buf, fresh, sizeof fresh).ok());
+  for (float v : fresh) EXPECT_TRUE(std::isnan(v)); // nothing wrote it
+  ASSERT_TRUE(b.copy_in(**buf, host, sizeof host).ok());
+  float back[4] = {};
+  ASSERT_TRUE(b.copy_out(**buf, back, sizeof back).ok());
+  EXPECT_EQ(std::memcmp(host, back, sizeof host), 0);
+}
+
+TEST(NeuronBackend, CopiesCheckSizeAndDevice) {
+  Backend& b = neuron_backend();
+  absl::StatusOr<BufferPtr> buf = b.allocate(TensorType{Shape({4}), DType::f32});
+  ASSERT_TRUE(buf.ok());
+  float host[3];
+  const absl::Status s = b.copy_out(**buf, host, sizeof host);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("neuron copy_out of 12 bytes with f32[4] (16 bytes)"));
+  absl::StatusOr<Backend*> ref = BackendRegistry::get("ref");
+  ASSERT_TRUE(ref.ok());
+  absl::StatusOr<BufferPtr> other = (*ref)->allocate(TensorType{Shape({4}), DType::f32});
+  ASSERT_TRUE(other.ok());
+  float four[4] = {};
+  EXPECT_THAT(std::string(b.copy_in(**other, four, sizeof four).message()),
+              ::testing::HasSubstr("neuron copy_in of a ref"));
+}
+
+TEST(NeuronBackend, EveryOpIsACountedHostFallback) {
+  reset_metrics();
+  Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, std::nullopt, kNeuron);
+  Tensor y = exp(x) * 2.0f + x; // exp, mul, add: each a fallback
+  const std::vector<float> got = y.to_vector<float>();
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(got[i], std::exp(float(i + 1)) * 2.0f + float(i + 1));
+  EXPECT_GE(metrics().fallbacks, 1);
+  EXPECT_EQ(y.device().type, DeviceType::neuron);
+}
+
+} // namespace
+} // namespace mstep::neuron
