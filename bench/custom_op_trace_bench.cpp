@@ -18,14 +18,21 @@
 //   trace_host_ns_per_op    recording + cut + hash + lookup + binding
 //                           (wall time minus execution);
 // and `RESULT metric=<m>_ratio impl=custom_vs_builtin value=<x>`.
+//
+//   custom_op_trace_bench [benchmark flags] [--device cpu|ref]
+//
+// The default device is cpu; under valgrind (callgrind) use --device ref:
+// the cpu backend's JIT code may use instructions valgrind lacks.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "examples/models/DeviceFlag.h"
 #include "mstep/mstep.h"
 
 namespace {
@@ -97,9 +104,22 @@ public:
 } // namespace
 
 int main(int argc, char** argv) {
-  mstep::set_default_device(mstep::Device{mstep::DeviceType::cpu, 0});
-  register_custom_add();
   benchmark::Initialize(&argc, argv);
+  mstep::Device device{mstep::DeviceType::cpu, 0};
+  for (int i = 1; i < argc; ++i) {
+    const std::optional<mstep::Device> d =
+        i + 1 < argc && std::string(argv[i]) == "--device"
+            ? mstep::examples::parse_device(argv[++i])
+            : std::nullopt;
+    if (!d) {
+      std::fprintf(stderr, "usage: custom_op_trace_bench [benchmark flags] [--device %s]\n",
+                   mstep::examples::device_choices().c_str());
+      return 2;
+    }
+    device = *d;
+  }
+  mstep::set_default_device(device);
+  register_custom_add();
   CapturingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   auto builtin = reporter.captured.find("BM_BuiltinAdd");
