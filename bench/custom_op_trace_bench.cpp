@@ -72,7 +72,10 @@ void BM_Chain(benchmark::State& state) {
   mstep::Tensor a = mstep::full({8}, 0.5);
   mstep::Tensor b = mstep::full({8}, 0.001);
   mstep::mark_step();
-  { mstep::Tensor warm = Chain(a, b); mstep::mark_step(); } // compile once
+  {
+    mstep::Tensor warm = Chain(a, b);
+    mstep::mark_step();
+  } // compile once
   const double exec0 = mstep::metrics().execute_seconds;
   const int64_t hits0 = mstep::metrics().cache_hits;
   double record_s = 0;
@@ -88,8 +91,14 @@ void BM_Chain(benchmark::State& state) {
   state.counters["excluded_exec_s"] = mstep::metrics().execute_seconds - exec0;
   state.counters["record_s"] = record_s;
 }
-BENCHMARK_TEMPLATE(BM_Chain, builtin_chain)->Name("BM_BuiltinAdd")->Unit(benchmark::kMicrosecond)->MinTime(1.0);
-BENCHMARK_TEMPLATE(BM_Chain, custom_chain)->Name("BM_CustomOp")->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+BENCHMARK_TEMPLATE(BM_Chain, builtin_chain)
+    ->Name("BM_BuiltinAdd")
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
+BENCHMARK_TEMPLATE(BM_Chain, custom_chain)
+    ->Name("BM_CustomOp")
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
 
 /// Console output plus a copy of each run for the summary lines.
 class CapturingReporter : public benchmark::ConsoleReporter {
@@ -107,10 +116,9 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   mstep::Device device{mstep::DeviceType::cpu, 0};
   for (int i = 1; i < argc; ++i) {
-    const std::optional<mstep::Device> d =
-        i + 1 < argc && std::string(argv[i]) == "--device"
-            ? mstep::examples::parse_device(argv[++i])
-            : std::nullopt;
+    const std::optional<mstep::Device> d = i + 1 < argc && std::string(argv[i]) == "--device"
+                                               ? mstep::examples::parse_device(argv[++i])
+                                               : std::nullopt;
     if (!d) {
       std::fprintf(stderr, "usage: custom_op_trace_bench [benchmark flags] [--device %s]\n",
                    mstep::examples::device_choices().c_str());

@@ -39,8 +39,8 @@ std::vector<int64_t> mask_values(const Tensor& keep) {
 
 TEST_P(NmsTest, KeepsTheBestBoxOfEachOverlappingGroup) {
   // B overlaps A with IoU 81 / 119 = 0.68 and scores lower; C is apart.
-  const Tensor boxes = from_vector(std::vector<float>{1, 1, 11, 11, 0, 0, 10, 10, 20, 20, 30, 30},
-                                   {3, 4});
+  const Tensor boxes =
+      from_vector(std::vector<float>{1, 1, 11, 11, 0, 0, 10, 10, 20, 20, 30, 30}, {3, 4});
   const Tensor scores = from_vector(std::vector<float>{0.8f, 0.9f, 0.7f}, {3});
   EXPECT_THAT(mask_values(examples::nms_keep_mask(boxes, scores, 0.5)), ElementsAre(0, 1, 1));
   EXPECT_THAT(mask_values(examples::nms_keep_mask(boxes, scores, 0.7)), ElementsAre(1, 1, 1));
@@ -53,8 +53,8 @@ struct HostDetections {
   bool operator==(const HostDetections&) const = default;
 };
 HostDetections to_host(const examples::Detections& d) {
-  return {d.scores.to_vector<float>(), d.boxes.to_vector<float>(),
-          d.score_sum.to_vector<float>(), mask_values(d.keep), d.count.to_vector<int64_t>()};
+  return {d.scores.to_vector<float>(), d.boxes.to_vector<float>(), d.score_sum.to_vector<float>(),
+          mask_values(d.keep), d.count.to_vector<int64_t>()};
 }
 
 TEST_P(NmsTest, CapturedStepReplaysOnNewBoxesBitwiseEqualToLazyWithoutRecompiling) {
@@ -141,7 +141,9 @@ TEST_P(NmsTest, BadInputIsAnErrorAtTheCallNamingTheOp) {
   EXPECT_THAT(msg, HasSubstr("f32[5, 5]"));
   EXPECT_THAT(error([&] { examples::nms_keep_mask(zeros({20}), scores, 0.5); }),
               HasSubstr("boxes must be [N, 4]"));
-  EXPECT_THAT(error([&] { examples::nms_keep_mask(boxes, zeros({5, 1}), 0.5); }),
+  EXPECT_THAT(error([&] {
+                examples::nms_keep_mask(boxes, zeros({5, 1}), 0.5);
+              }),
               HasSubstr("scores must be [N] with the boxes' N = 5"));
   EXPECT_THAT(error([&] { examples::nms_keep_mask(boxes, zeros({4}), 0.5); }),
               HasSubstr("scores must be [N] with the boxes' N = 5"));

@@ -16,8 +16,8 @@ namespace mstep {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::error_of;
+using ::testing::HasSubstr;
 
 /// Version `version` of `name`: x + version.
 CustomOpDef plus_version(const std::string& name, int64_t version) {

@@ -22,8 +22,7 @@ constexpr const char* kOp = "nms";
 absl::StatusOr<double> threshold_of(const CustomAttrView& attrs) {
   MSTEP_ASSIGN_OR_RETURN(double t, attrs.get_double("iou_threshold"));
   if (!(t >= 0.0 && t <= 1.0))
-    return absl::InvalidArgumentError(
-        absl::StrCat("iou_threshold must be in [0, 1], got ", t));
+    return absl::InvalidArgumentError(absl::StrCat("iou_threshold must be in [0, 1], got ", t));
   return t;
 }
 
@@ -122,7 +121,8 @@ Candidates synthetic_candidates(int64_t n, uint32_t seed) {
     float x, y, w, h;
   };
   std::vector<Box> truth(objects);
-  for (Box& b : truth) b = {unit(rng) * 500, unit(rng) * 500, 20 + unit(rng) * 100, 20 + unit(rng) * 100};
+  for (Box& b : truth)
+    b = {unit(rng) * 500, unit(rng) * 500, 20 + unit(rng) * 100, 20 + unit(rng) * 100};
   Candidates c{std::vector<float>(4 * n), std::vector<float>(n)};
   std::normal_distribution<float> jitter(0, 0.08f), noise(0, 1);
   for (int64_t i = 0; i < n; ++i) {
