@@ -3,12 +3,14 @@
 //
 // nms_keep_mask(boxes [N, 4] f32 (x1, y1, x2, y2), scores [N] f32,
 // iou_threshold in [0, 1]) -> keep [N] bool. The boxes are visited in
-// order of decreasing score (equal scores: lower index first; NaN counts
-// as the highest score, as in torch.sort); each box not yet suppressed is
-// kept and suppresses every later box whose IoU with it is above the
-// threshold, IoU = I / (A_i + A_j - I) in f32, compared in double, exactly
-// torchvision.ops.nms's CPU kernel (a 0/0 IoU of two empty boxes is NaN
-// and suppresses nothing). keep[i] says whether box i is kept: the boxes
+// order of decreasing score (NaN counts as the highest score, as in
+// torch.sort); each box not yet suppressed is kept and suppresses every
+// later box whose IoU with it is above the threshold, IoU = I / (A_i + A_j
+// - I) in f32, compared in double: the greedy loop of torchvision.ops.nms's
+// CPU kernel (a 0/0 IoU of two empty boxes is NaN and suppresses nothing).
+// Equal scores are visited in index order (a stable sort); torchvision
+// sorts them with an unstable sort, so its order among them is
+// unspecified. keep[i] says whether box i is kept: the boxes
 // torchvision.ops.nms returns, as a mask in the input's order.
 //
 // Why a mask: torchvision.ops.nms returns the kept indices, a tensor whose

@@ -2,12 +2,15 @@
 mask of greedy non-maximum suppression, compared exactly.
 
 The reference is torchvision.ops.nms when torchvision is installed
-(Debian's python3-torch ships without it); otherwise torchvision's CPU
-kernel (nms_kernel_impl, torchvision 0.14) written out here in torch ops:
-a stable sort by decreasing score, then each box not yet suppressed is kept
-and suppresses the later boxes whose IoU with it, computed in the boxes'
-f32, is above the threshold. torchvision returns the kept indices; the
-mask marks them.
+(Debian's python3-torch ships without it) and the scores have no ties;
+otherwise torchvision's CPU kernel (nms_kernel_impl, torchvision 0.14)
+written out here in torch ops: a sort by decreasing score, then each box
+not yet suppressed is kept and suppresses the later boxes whose IoU with
+it, computed in the boxes' f32, is above the threshold. torchvision's sort
+is not stable, so its order among equal scores is unspecified; the
+written-out kernel sorts stably (equal scores in index order), the rule
+the mstep op documents. torchvision returns the kept indices; the mask
+marks them.
 
 The inputs stress the rule's edges: equal scores (the sort's tie order
 decides), identical boxes, boxes nested so that their IoU is exactly 0.5,
@@ -29,7 +32,8 @@ except ImportError:
 
 
 def greedy_nms(boxes, scores, iou_threshold):
-    """torchvision's nms_kernel_impl in torch ops: the kept indices."""
+    """torchvision's nms_kernel_impl in torch ops, with a stable sort: the
+    kept indices."""
     order = torch.sort(scores, stable=True, descending=True).indices
     x1, y1, x2, y2 = boxes.unbind(dim=1)
     areas = (x2 - x1) * (y2 - y1)
@@ -51,7 +55,7 @@ def greedy_nms(boxes, scores, iou_threshold):
 
 
 def keep_mask(boxes, scores, iou_threshold):
-    if _torchvision_nms is not None:
+    if _torchvision_nms is not None and len(scores.unique()) == len(scores):
         kept = _torchvision_nms(boxes, scores, iou_threshold)
     else:
         kept = greedy_nms(boxes, scores, iou_threshold)
