@@ -3,13 +3,19 @@
 #include "mstep/api/CustomOp.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <string>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/api/OpBuilder.h"
 #include "lib/api/autograd/CustomBackward.h"
+#include "lib/api/autograd/GradFn.h"
+#include "lib/runtime/CustomOpGeneration.h"
 #include "mstep/core/Error.h"
+#include "mstep/runtime/Runtime.h"
 
 namespace mstep {
 
@@ -26,40 +32,91 @@ std::string describe_all(absl::Span<const Tensor> inputs) {
 
 using autograd::custom_input_label;
 
+/// How messages name a call: "custom_op 'name'", or "custom_op 'name' v3"
+/// when the caller asked for a version. Built only when a message needs it:
+/// the call path itself formats no strings (it is traced per call, see
+/// bench/custom_op_trace_bench).
+class CallName {
+public:
+  explicit CallName(const CustomOpRef& ref) : ref_(ref) {}
+  std::string str() const {
+    return ref_.version == 0 ? absl::StrCat("custom_op '", ref_.name, "'")
+                             : absl::StrCat("custom_op '", ref_.name, "' v", ref_.version);
+  }
+
+private:
+  const CustomOpRef& ref_;
+};
+
+/// The op a call means, from the global registry. The last few ops this
+/// thread called are kept, by the name and version the caller gave, while
+/// the registry is unchanged (custom_op_registry_generation): the tracing
+/// hot path then takes no lock and hashes no name.
+std::shared_ptr<const CustomOp> lookup(const CustomOpRef& ref, const CallName& api,
+                                       absl::Span<const Tensor> inputs) {
+  struct Entry {
+    std::string name;
+    int64_t version = 0;
+    uint64_t generation = 0; // 0: empty
+    std::shared_ptr<const CustomOp> op;
+  };
+  constexpr size_t kEntries = 4;
+  thread_local std::array<Entry, kEntries> cache;
+  thread_local size_t next = 0; // the entry to replace
+  const uint64_t generation = custom_op_registry_generation();
+  for (const Entry& e : cache)
+    if (e.generation == generation && e.version == ref.version && e.name == ref.name) return e.op;
+  auto found = ref.version == 0 ? CustomOpRegistry::global().find(ref.name)
+                                : CustomOpRegistry::global().find(ref.name, ref.version);
+  if (!found.ok())
+    detail::throw_op_error(api.str(), found.status().message(), describe_all(inputs), "");
+  Entry& e = cache[next];
+  next = (next + 1) % kEntries;
+  e.name.assign(ref.name.data(), ref.name.size());
+  e.version = ref.version;
+  e.generation = generation;
+  e.op = *std::move(found);
+  return e.op;
+}
+
+/// "Its schema: (...) -> 1 output." (the hint of the schema's errors)
+std::string schema_hint(const CustomOpSchema& schema) {
+  return absl::StrCat("Its schema: ", to_string(schema), ".");
+}
+
 /// Input count and dtypes against the schema.
-void check_inputs(const CustomOp& op, absl::Span<const Tensor> inputs, absl::string_view api) {
+void check_inputs(const CustomOp& op, absl::Span<const Tensor> inputs, const CallName& api) {
   const CustomOpSchema& schema = op.schema;
-  const std::string signature = absl::StrCat("Its schema: ", to_string(schema), ".");
   if (inputs.size() != schema.inputs.size())
-    detail::throw_op_error(api,
+    detail::throw_op_error(api.str(),
                            absl::StrCat("takes ", schema.inputs.size(), " inputs, got ",
                                         inputs.size()),
-                           describe_all(inputs), signature);
+                           describe_all(inputs), schema_hint(schema));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined())
-      detail::throw_op_error(api, absl::StrCat("input ", i, " is undefined"), describe_all(inputs),
+      detail::throw_op_error(api.str(), absl::StrCat("input ", i, " is undefined"),
+                             describe_all(inputs),
                              "Pass the result of an op or a creation function.");
     const std::vector<DType>& allowed = schema.inputs[i].dtypes;
     if (!allowed.empty() &&
         std::find(allowed.begin(), allowed.end(), inputs[i].dtype()) == allowed.end())
       detail::throw_op_error(
-          api,
+          api.str(),
           absl::StrCat(custom_input_label(schema, i), " must be ",
                        absl::StrJoin(allowed, " or ",
                                      [](std::string* out, DType d) { absl::StrAppend(out, dtype_name(d)); }),
                        ", got ", dtype_name(inputs[i].dtype())),
-          describe_all(inputs), signature);
+          describe_all(inputs), schema_hint(schema));
   }
 }
 
 /// The node attributes of a call: the op's id, then each declared
 /// attribute's value (the call's or its default) in declaration order.
-AttrList node_attrs(const CustomOp& op, const CustomAttrs& attrs, absl::string_view api,
+AttrList node_attrs(const CustomOp& op, const CustomAttrs& attrs, const CallName& api,
                     absl::Span<const Tensor> inputs) {
   const CustomOpSchema& schema = op.schema;
   auto fail = [&](absl::string_view problem) {
-    detail::throw_op_error(api, problem, describe_all(inputs),
-                           absl::StrCat("Its schema: ", to_string(schema), "."));
+    detail::throw_op_error(api.str(), problem, describe_all(inputs), schema_hint(schema));
   };
   auto spec_of = [&](absl::string_view name) -> const CustomAttrSpec* {
     for (const CustomAttrSpec& s : schema.attrs)
@@ -89,9 +146,11 @@ AttrList node_attrs(const CustomOp& op, const CustomAttrs& attrs, absl::string_v
 }
 
 /// Per input: whether a gradient may flow into it (the schema allows it and
-/// its dtype is a floating one).
+/// its dtype is a floating one). Empty (record_multi's "every input") when
+/// no gradient is recorded: grad mode is off or no input requires grad.
 std::vector<bool> differentiable_inputs(const CustomOp& op, absl::Span<const Tensor> inputs) {
   std::vector<bool> out;
+  if (!grad_enabled() || !autograd::any_requires_grad(inputs)) return out;
   for (size_t i = 0; i < inputs.size(); ++i)
     out.push_back(op.schema.inputs[i].differentiable && is_floating(inputs[i].dtype()));
   return out;
@@ -100,20 +159,19 @@ std::vector<bool> differentiable_inputs(const CustomOp& op, absl::Span<const Ten
 /// When a differentiable input requires grad (grad mode on): the op has a
 /// backward, and a backward op fits the op.
 void check_backward(const CustomOp& op, absl::Span<const Tensor> inputs,
-                    const std::vector<bool>& differentiable, absl::string_view api) {
-  if (!grad_enabled()) return;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+                    const std::vector<bool>& differentiable, const CallName& api) {
+  for (size_t i = 0; i < differentiable.size(); ++i) {
     if (!differentiable[i] || !inputs[i].requires_grad()) continue;
     if (!op.backward)
       detail::throw_op_error(
-          api,
+          api.str(),
           absl::StrCat("has no backward, but ", custom_input_label(op.schema, i), " requires grad"),
           describe_all(inputs),
           "Register it with a backward (CustomOpDef::backward), or call it on detached inputs or "
           "inside a no-grad scope.");
     if (!op.backward->op.empty())
       if (absl::Status s = autograd::check_backward_op(op); !s.ok())
-        detail::throw_op_error(api, s.message(), describe_all(inputs), "");
+        detail::throw_op_error(api.str(), s.message(), describe_all(inputs), "");
     return;
   }
 }
@@ -122,42 +180,58 @@ void check_backward(const CustomOp& op, absl::Span<const Tensor> inputs,
 
 std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
                               const CustomAttrs& attrs) {
-  const std::string api = ref.version == 0
-                              ? absl::StrCat("custom_op '", ref.name, "'")
-                              : absl::StrCat("custom_op '", ref.name, "' v", ref.version);
-  auto found = ref.version == 0 ? CustomOpRegistry::global().find(ref.name)
-                                : CustomOpRegistry::global().find(ref.name, ref.version);
-  if (!found.ok()) detail::throw_op_error(api, found.status().message(), describe_all(inputs), "");
-  const CustomOp& op = **found;
+  const CallName api(ref);
+  const std::shared_ptr<const CustomOp> found = lookup(ref, api, inputs);
+  const CustomOp& op = *found;
   check_inputs(op, inputs, api);
   const std::vector<bool> differentiable = differentiable_inputs(op, inputs);
   check_backward(op, inputs, differentiable, api);
 
   AttrList node = node_attrs(op, attrs, api, inputs);
-  std::vector<TensorType> input_types;
+  absl::InlinedVector<TensorType, 4> input_types;
   for (const Tensor& t : inputs) input_types.push_back(t.type());
   const CustomAttrView view(op.schema.attrs, custom_attr_values(node));
   absl::StatusOr<std::vector<TensorType>> results = op.shape_rule(input_types, view);
   if (!results.ok())
     detail::throw_op_error(
-        api, absl::StrCat("its shape rule rejects the inputs: ", results.status().message()),
+        api.str(), absl::StrCat("its shape rule rejects the inputs: ", results.status().message()),
         describe_all(inputs), "");
   if (results->size() != static_cast<size_t>(op.schema.num_outputs))
-    detail::throw_op_error(api,
+    detail::throw_op_error(api.str(),
                            absl::StrCat("its shape rule gave ", results->size(),
                                         " result types; the schema declares ",
                                         op.schema.num_outputs, " outputs"),
                            describe_all(inputs), "Make the rule and the schema agree.");
   for (const CustomAlias& a : op.schema.aliases)
     if ((*results)[a.output] != input_types[a.input])
-      detail::throw_op_error(api,
+      detail::throw_op_error(api.str(),
                              absl::StrCat("output ", a.output, " may alias input ", a.input,
                                           ", but the shape rule gives it ",
                                           (*results)[a.output].to_string(), " and the input is ",
                                           input_types[a.input].to_string()),
                              describe_all(inputs), "An aliased output has its input's type.");
-  return detail::record_multi(api, OpKind::custom, inputs, std::move(node),
-                              ResultTypes(results->begin(), results->end()), differentiable);
+  // The inputs' common device. Only here can they differ: the call is then
+  // named (record_multi's check).
+  const bool one_device = std::all_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+    return t.device() == inputs.front().device();
+  });
+  if (one_device && results->size() == 1 && differentiable.empty()) {
+    // The common case, without autograd: one result, recorded like a
+    // built-in op's.
+    Operands operands;
+    for (const Tensor& t : inputs) operands.push_back(t.impl()->as_operand());
+    const Device device = inputs.empty() ? default_device() : inputs.front().device();
+    std::vector<Tensor> out;
+    out.reserve(1);
+    out.push_back(detail::record_values(OpKind::custom, std::move(operands), std::move(node),
+                                        std::move(results->front()), device));
+    return out;
+  }
+  return detail::record_multi(one_device ? std::string() : api.str(), OpKind::custom, inputs,
+                              std::move(node),
+                              ResultTypes(std::make_move_iterator(results->begin()),
+                                          std::make_move_iterator(results->end())),
+                              differentiable);
 }
 
 } // namespace mstep

@@ -2,6 +2,7 @@
 // version, oldest first) and by id behind one mutex, each published as an
 // immutable shared CustomOp; and the typed attribute values of the schema.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "mstep/core/Error.h"
 #include "mstep/core/Hash.h"
+#include "lib/runtime/CustomOpGeneration.h"
 #include "mstep/runtime/CustomOp.h"
 
 namespace mstep {
@@ -240,6 +242,14 @@ uint64_t custom_op_id(absl::string_view name, int64_t version, const CustomOpSch
 
 // ---- CustomOpRegistry ----
 
+namespace {
+/// custom_op_registry_generation(): bumped after each change, under the
+/// changed registry's lock.
+std::atomic<uint64_t> g_generation{1};
+} // namespace
+
+uint64_t custom_op_registry_generation() { return g_generation.load(std::memory_order_acquire); }
+
 struct CustomOpRegistry::State {
   mutable std::mutex mutex; // guards both maps
   // Every version of a name, oldest first.
@@ -263,6 +273,7 @@ struct CustomOpRegistry::State {
       *it = std::move(op);
     else
       versions.insert(it, std::move(op));
+    g_generation.fetch_add(1, std::memory_order_release);
   }
 };
 
@@ -445,6 +456,7 @@ void CustomOpRegistry::remove_for_testing(absl::string_view name) {
   if (it == state_->by_name.end()) return;
   for (const auto& op : it->second) state_->by_id.erase(op->id);
   state_->by_name.erase(it);
+  g_generation.fetch_add(1, std::memory_order_release);
 }
 
 void register_custom_op(CustomOpDef def) {
