@@ -142,6 +142,38 @@ TEST_F(CudnnSdpaGraph, BackwardFinalizesWithoutAHandle) {
   }
 }
 
+// Everything up to the finalized operation graph works without a GPU;
+// the engine heuristics finalize too, but with no device to ask they
+// offer no engine configuration, and an engine's configuration does not
+// finalize: from here on (CudnnExecutionPlan) a GPU is needed.
+TEST_F(CudnnSdpaGraph, TheEngineHeuristicsAreTheFirstStepThatNeedsAGpu) {
+  if (CudnnHandle::create(api_, nullptr).ok()) GTEST_SKIP() << "this machine has a GPU";
+  auto g = build_sdpa_forward_graph(api_, config());
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto heur = CudnnDescriptor::create(*api_, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
+  ASSERT_TRUE(heur.ok());
+  ASSERT_TRUE(heur->set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, g->graph.get()).ok());
+  ASSERT_TRUE(heur->set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, CUDNN_HEUR_MODE_A).ok());
+  ASSERT_TRUE(heur->finalize().ok());
+  int64_t configs = -1;
+  ASSERT_EQ(api_->cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                           0, &configs, nullptr),
+            CUDNN_STATUS_SUCCESS);
+  EXPECT_EQ(configs, 0);
+  // Engine 0 of the graph exists, but its configuration needs the device.
+  auto engine = CudnnDescriptor::create(*api_, CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine 0");
+  ASSERT_TRUE(engine.ok());
+  ASSERT_TRUE(engine->set_descriptor(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, g->graph.get()).ok());
+  ASSERT_TRUE(engine->set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, int64_t{0}).ok());
+  ASSERT_TRUE(engine->finalize().ok());
+  auto engine_config = CudnnDescriptor::create(*api_, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine 0 config");
+  ASSERT_TRUE(engine_config.ok());
+  ASSERT_TRUE(engine_config->set_descriptor(CUDNN_ATTR_ENGINECFG_ENGINE, engine->get()).ok());
+  absl::Status finalized = engine_config->finalize();
+  EXPECT_EQ(finalized.code(), absl::StatusCode::kUnimplemented) << finalized;
+  EXPECT_THAT(finalized.message(), HasSubstr("engine 0 config: cudnnBackendFinalize: CUDNN_STATUS_NOT_SUPPORTED"));
+}
+
 TEST_F(CudnnSdpaGraph, WhatCudnnCannotExpressIsNamed) {
   struct Case {
     std::function<void(CudnnSdpaConfig&)> set;

@@ -321,6 +321,18 @@ TEST_F(CudnnSdpaGpuTest, RightPaddingAndAnAdditiveMaskMatchTheHost) {
   check(c);
 }
 
+TEST_F(CudnnSdpaGpuTest, AMissingPointerOrTheWrongDirectionIsAnError) {
+  auto fwd = CudnnSdpa::create(*handle_, small(), CudnnSdpa::Direction::forward);
+  ASSERT_TRUE(fwd.ok()) << fwd.status();
+  absl::Status s = (*fwd)->forward(*handle_, {}, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("cudnn sdpa forward [2, 4, 128, 64]"));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("no device pointer for q"));
+  s = (*fwd)->backward(*handle_, {}, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("backward() on a forward plan"));
+}
+
 TEST_F(CudnnSdpaGpuTest, PrintsForwardAndBackwardTimes) {
   CudnnSdpaConfig c;
   c.batch = 4;
