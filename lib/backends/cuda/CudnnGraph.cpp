@@ -242,10 +242,80 @@ absl::StatusOr<CudnnOperationGraph> CudnnGraphBuilder::finalize() {
 
 // ---- the plan ---------------------------------------------------------------
 
+absl::StatusOr<CudnnDeviceProperties> CudnnDeviceProperties::from_handle(const CudnnHandle& handle) {
+  CudnnDeviceProperties p;
+  p.api_ = handle.shared_api();
+  MSTEP_ASSIGN_OR_RETURN(p.descriptor_, CudnnDescriptor::create(*p.api_, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR,
+                                                                "the device's properties"));
+  const cudnnHandle_t h = handle.get();
+  MSTEP_RETURN_IF_ERROR(p.descriptor_.set(CUDNN_ATTR_DEVICEPROP_HANDLE, CUDNN_TYPE_HANDLE, h));
+  MSTEP_RETURN_IF_ERROR(p.descriptor_.finalize());
+  return p;
+}
+
+absl::StatusOr<CudnnDeviceProperties> CudnnDeviceProperties::from_json(std::shared_ptr<const CudnnApi> api,
+                                                                       absl::string_view json) {
+  CudnnDeviceProperties p;
+  p.api_ = std::move(api);
+  MSTEP_ASSIGN_OR_RETURN(p.descriptor_, CudnnDescriptor::create(*p.api_, CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR,
+                                                                "device properties from JSON"));
+  MSTEP_RETURN_IF_ERROR(p.descriptor_.set(CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                                          static_cast<int64_t>(json.size()), json.data()));
+  MSTEP_RETURN_IF_ERROR(p.descriptor_.finalize());
+  return p;
+}
+
+absl::StatusOr<std::string> CudnnDeviceProperties::to_json() const {
+  int64_t size = 0;
+  MSTEP_RETURN_IF_ERROR(check_cudnn(*api_,
+                                    api_->cudnnBackendGetAttribute(descriptor_.get(),
+                                                                   CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+                                                                   CUDNN_TYPE_CHAR, 0, &size, nullptr),
+                                    "cudnnBackendGetAttribute(DEVICEPROP_JSON_REPRESENTATION size)",
+                                    descriptor_.what()));
+  std::string json(static_cast<size_t>(size), '\0');
+  MSTEP_RETURN_IF_ERROR(check_cudnn(*api_,
+                                    api_->cudnnBackendGetAttribute(descriptor_.get(),
+                                                                   CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION,
+                                                                   CUDNN_TYPE_CHAR, size, &size, json.data()),
+                                    "cudnnBackendGetAttribute(DEVICEPROP_JSON_REPRESENTATION)", descriptor_.what()));
+  while (!json.empty() && json.back() == '\0') json.pop_back();
+  return json;
+}
+
+namespace {
+
+/// The global index of an engine configuration's engine (-1 if cuDNN
+/// does not say), for messages and reports.
+int64_t engine_of(const CudnnApi& api, const CudnnDescriptor& config) {
+  auto engine = CudnnDescriptor::create(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
+  if (!engine.ok()) return -1;
+  cudnnBackendDescriptor_t e = engine->get();
+  int64_t n = 0, index = -1;
+  if (api.cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                   &e) != CUDNN_STATUS_SUCCESS ||
+      api.cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index) !=
+          CUDNN_STATUS_SUCCESS)
+    return -1;
+  return index;
+}
+
+} // namespace
+
 absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>
 CudnnExecutionPlan::create(const CudnnHandle& handle, const CudnnOperationGraph& graph) {
-  const CudnnApi& api = handle.api();
-  auto plan = std::make_unique<CudnnExecutionPlan>();
+  return make(handle.api(), &handle, nullptr, graph);
+}
+
+absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>
+CudnnExecutionPlan::create(const CudnnDeviceProperties& properties, const CudnnOperationGraph& graph) {
+  return make(*graph.api, nullptr, &properties, graph);
+}
+
+absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>
+CudnnExecutionPlan::make(const CudnnApi& api, const CudnnHandle* handle, const CudnnDeviceProperties* properties,
+                         const CudnnOperationGraph& graph) {
+  auto plan = std::unique_ptr<CudnnExecutionPlan>(new CudnnExecutionPlan());
   plan->what_ = graph.what;
   std::vector<std::string> refused;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
@@ -255,6 +325,8 @@ CudnnExecutionPlan::create(const CudnnHandle& handle, const CudnnOperationGraph&
                                                    absl::StrCat(graph.what, ": ", mode_name)));
     MSTEP_RETURN_IF_ERROR(heur.set_descriptor(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph.graph.get()));
     MSTEP_RETURN_IF_ERROR(heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, mode));
+    if (properties != nullptr)
+      MSTEP_RETURN_IF_ERROR(heur.set_descriptor(CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, properties->get()));
     if (absl::Status s = heur.finalize(); !s.ok()) {
       refused.push_back(std::string(s.message()));
       continue;
@@ -283,17 +355,22 @@ CudnnExecutionPlan::create(const CudnnHandle& handle, const CudnnOperationGraph&
                                         "cudnnBackendGetAttribute(ENGINEHEUR_RESULTS)", heur.what()));
     if (returned == 0) refused.push_back(absl::StrCat(mode_name, " found no engine"));
     for (int64_t i = 0; i < returned; ++i) {
+      const int64_t engine_index = engine_of(api, configs[i]);
       MSTEP_ASSIGN_OR_RETURN(CudnnDescriptor p,
                              CudnnDescriptor::create(api, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
                                                      absl::StrCat(graph.what, ": execution plan")));
       // The plan's handle is deprecated in cuDNN 9 but still accepted;
       // set it for the 9.x releases that want it (by number, to avoid
       // the deprecation warning).
-      const cudnnHandle_t h = handle.get();
-      (void)p.set(static_cast<cudnnBackendAttributeName_t>(400), CUDNN_TYPE_HANDLE, h);
+      if (handle != nullptr) {
+        const cudnnHandle_t h = handle->get();
+        (void)p.set(static_cast<cudnnBackendAttributeName_t>(400), CUDNN_TYPE_HANDLE, h);
+      }
+      if (properties != nullptr)
+        MSTEP_RETURN_IF_ERROR(p.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, properties->get()));
       MSTEP_RETURN_IF_ERROR(p.set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[i].get()));
       if (absl::Status s = p.finalize(); !s.ok()) {
-        refused.push_back(absl::StrCat(mode_name, " engine config ", i, ": ", s.message()));
+        refused.push_back(absl::StrCat(mode_name, " engine config ", i, " (engine ", engine_index, "): ", s.message()));
         continue;
       }
       int64_t workspace = 0, n = 0;
@@ -301,15 +378,7 @@ CudnnExecutionPlan::create(const CudnnHandle& handle, const CudnnOperationGraph&
                                         api.cudnnBackendGetAttribute(p.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                                                      CUDNN_TYPE_INT64, 1, &n, &workspace),
                                         "cudnnBackendGetAttribute(EXECUTION_PLAN_WORKSPACE_SIZE)", p.what()));
-      // The engine's global index, for reports (best effort).
-      auto engine = CudnnDescriptor::create(api, CUDNN_BACKEND_ENGINE_DESCRIPTOR, "engine");
-      if (engine.ok()) {
-        cudnnBackendDescriptor_t e = engine->get();
-        if (api.cudnnBackendGetAttribute(configs[i].get(), CUDNN_ATTR_ENGINECFG_ENGINE,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) == CUDNN_STATUS_SUCCESS)
-          api.cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
-                                       &plan->engine_index_);
-      }
+      plan->engine_index_ = engine_index;
       plan->engine_config_ = std::move(configs[i]);
       plan->plan_ = std::move(p);
       plan->workspace_size_ = workspace;

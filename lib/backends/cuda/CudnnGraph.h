@@ -147,12 +147,39 @@ private:
 /// Packed row-major strides of `dims`.
 std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims);
 
-/// An execution plan for a finalized graph on a handle's device: the
-/// engine heuristics (mode A, then the fallback list) and the first engine
-/// configuration whose plan finalizes. Needs a GPU.
+/// A device's properties as cuDNN describes them (cuDNN 9.8+'s device
+/// property descriptor): read from a handle's device, or from the JSON
+/// that to_json() writes, so heuristics and plans can be made for a device
+/// that is not in this machine ("deviceless" compilation).
+class CudnnDeviceProperties {
+public:
+  /// The handle's device (needs a GPU).
+  static absl::StatusOr<CudnnDeviceProperties> from_handle(const CudnnHandle& handle);
+  /// A device described by `json` (no GPU). Errors: cuDNN's, naming the
+  /// first missing or bad key.
+  static absl::StatusOr<CudnnDeviceProperties> from_json(std::shared_ptr<const CudnnApi> api,
+                                                         absl::string_view json);
+  absl::StatusOr<std::string> to_json() const;
+  cudnnBackendDescriptor_t get() const { return descriptor_.get(); }
+
+private:
+  std::shared_ptr<const CudnnApi> api_;  // first: destroyed after the descriptor
+  CudnnDescriptor descriptor_;
+};
+
+/// An execution plan for a finalized graph: the engine heuristics (mode
+/// A, then the fallback list) and the first engine configuration whose
+/// plan finalizes.
 class CudnnExecutionPlan {
 public:
+  /// For the handle's device (needs a GPU).
   static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>> create(const CudnnHandle& handle,
+                                                                    const CudnnOperationGraph& graph);
+  /// For the device `properties` describe, without it: the heuristics
+  /// and the engine's kernel compilation run here; loading the compiled
+  /// kernels needs the device (and libcuda), so without one this returns
+  /// the error of that last step.
+  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>> create(const CudnnDeviceProperties& properties,
                                                                     const CudnnOperationGraph& graph);
   /// cuDNN's workspace for this plan, in bytes.
   int64_t workspace_size() const { return workspace_size_; }
@@ -165,6 +192,9 @@ public:
                        void* workspace) const;
 
 private:
+  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>> make(const CudnnApi& api, const CudnnHandle* handle,
+                                                                  const CudnnDeviceProperties* properties,
+                                                                  const CudnnOperationGraph& graph);
   std::string what_;
   CudnnDescriptor engine_config_;
   CudnnDescriptor plan_;

@@ -57,6 +57,16 @@ protected:
     auto handle = CudnnHandle::create(*api, backend_->context().stream());
     ASSERT_TRUE(handle.ok()) << handle.status();
     handle_ = std::move(*handle);
+    static bool described = false;
+    if (!described) {
+      // The device as cuDNN describes it, to compare with (or replace)
+      // test/cuda/data/h100_cudnn_device_properties.json, which the
+      // deviceless test compiles for.
+      auto properties = CudnnDeviceProperties::from_handle(*handle_);
+      auto json = properties.ok() ? properties->to_json() : absl::StatusOr<std::string>(properties.status());
+      std::printf("cuDNN device properties: %s\n", json.ok() ? json->c_str() : json.status().ToString().c_str());
+    }
+    described = true;
   }
   void TearDown() override {
     handle_.reset();
