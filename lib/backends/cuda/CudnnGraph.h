@@ -6,8 +6,12 @@
 // What needs what: creating, setting and finalizing tensor, operation and
 // operation-graph descriptors needs only the library (cuDNN 9 deprecated
 // the operation graph's handle), so a graph is built and finalized
-// without a GPU. The engine heuristics, the execution plan and the
-// execution need a handle (CudnnHandle: a GPU). Library-internal.
+// without a GPU. The engine heuristics and the execution plan need a
+// device: a handle's (CudnnHandle: a GPU), or a device described by
+// CudnnDeviceProperties, with which the heuristics and the engines'
+// kernel compilation run here too (the runtime-compiled engines also need
+// a loadable libcuda; only loading the compiled kernels needs the GPU).
+// Execution needs the GPU. Library-internal.
 #pragma once
 
 #include <cudnn_graph.h>

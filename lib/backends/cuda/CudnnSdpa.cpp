@@ -258,6 +258,11 @@ absl::StatusOr<std::unique_ptr<CudnnSdpa>> CudnnSdpa::create(const CudnnHandle& 
   sdpa->scale_ = static_cast<float>(config.scale);
   sdpa->negative_inf_ = -std::numeric_limits<float>::infinity();
   const std::shared_ptr<const CudnnApi>& api = handle.shared_api();
+  // Before 9.6 the fp32 dQ accumulator had to be zeroed by the caller
+  // (cudnn-frontend did); this module does not, so it asks for 9.6.
+  if (direction == Direction::backward && api->version < 90600)
+    return absl::UnimplementedError(absl::StrCat("cudnn sdpa backward ", config.to_string(), ": cuDNN ",
+                                                 api->version, " is older than 9.6, whose SDPA backward this needs"));
   if (direction == Direction::forward) {
     MSTEP_ASSIGN_OR_RETURN(sdpa->graph_, build_sdpa_forward_graph(api, config));
   } else {
