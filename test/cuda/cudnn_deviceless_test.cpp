@@ -65,7 +65,8 @@ protected:
     const std::string m(plan.status().message());
     std::set<int> engines;
     const std::regex entry(R"(engine config \d+ \(engine (\d+)\): ([^;]*))");
-    for (auto it = std::sregex_iterator(m.begin(), m.end(), entry); it != std::sregex_iterator(); ++it)
+    for (auto it = std::sregex_iterator(m.begin(), m.end(), entry); it != std::sregex_iterator();
+         ++it)
       if ((*it)[2].str().find("cuLibraryLoadData returned error  (34)") != std::string::npos)
         engines.insert(std::stoi((*it)[1].str()));
     std::printf("%s: compiled by engines", graph.what.c_str());
@@ -78,7 +79,8 @@ protected:
   std::set<int> generic_engines() {
     CudnnGraphBuilder g(api_, "no softmax");
     auto q = g.tensor("q", {2, 4, 128, 64}, CUDNN_DATA_BFLOAT16, CudnnTensorKind::io, 1);
-    auto kt = g.tensor("k", {2, 4, 64, 128}, CUDNN_DATA_BFLOAT16, CudnnTensorKind::io, 2, {32768, 8192, 1, 64});
+    auto kt = g.tensor("k", {2, 4, 64, 128}, CUDNN_DATA_BFLOAT16, CudnnTensorKind::io, 2,
+                       {32768, 8192, 1, 64});
     auto v = g.tensor("v", {2, 4, 128, 64}, CUDNN_DATA_BFLOAT16, CudnnTensorKind::io, 3);
     auto o = g.tensor("o", {2, 4, 128, 64}, CUDNN_DATA_BFLOAT16, CudnnTensorKind::io, 4);
     auto s = g.virtual_tensor("s", {2, 4, 128, 128}, CUDNN_DATA_BFLOAT16);
@@ -89,11 +91,13 @@ protected:
     return graph.ok() ? compiled_engines(*graph) : std::set<int>{};
   }
   /// `graph` compiles, and with an engine other than the generic ones.
-  void expect_compiled(const absl::StatusOr<CudnnOperationGraph>& graph, const std::set<int>& generic) {
+  void expect_compiled(const absl::StatusOr<CudnnOperationGraph>& graph,
+                       const std::set<int>& generic) {
     ASSERT_TRUE(graph.ok()) << graph.status();
     std::set<int> engines = compiled_engines(*graph);
     EXPECT_FALSE(engines.empty()) << graph->what << " compiled with no engine";
-    for (int e : engines) EXPECT_EQ(generic.count(e), 0u) << graph->what << ": engine " << e << " is generic";
+    for (int e : engines)
+      EXPECT_EQ(generic.count(e), 0u) << graph->what << ": engine " << e << " is generic";
   }
   std::shared_ptr<const CudnnApi> api_;
   std::unique_ptr<CudnnDeviceProperties> properties_;
@@ -107,7 +111,8 @@ TEST_F(CudnnDeviceless, TheDevicePropertiesRoundTrip) {
   // A key missing is named.
   auto bad = CudnnDeviceProperties::from_json(api_, "{\"deviceVer\": 900}");
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("device properties from JSON: cudnnBackendFinalize: "));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("device properties from JSON: cudnnBackendFinalize: "));
 }
 
 TEST_F(CudnnDeviceless, ForwardGraphsCompileForAnH100) {
@@ -140,7 +145,9 @@ TEST_F(CudnnDeviceless, BackwardGraphsCompileForAnH100) {
 }
 
 // The check above can fail: a generic engine compiles the matmul chain.
-TEST_F(CudnnDeviceless, AMatmulChainCompilesWithAGenericEngine) { EXPECT_FALSE(generic_engines().empty()); }
+TEST_F(CudnnDeviceless, AMatmulChainCompilesWithAGenericEngine) {
+  EXPECT_FALSE(generic_engines().empty());
+}
 
 } // namespace
 } // namespace mstep::cuda

@@ -16,7 +16,9 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 // The toolkit's cuDNN, which this machine has (the build found its header).
-std::string toolkit_cudnn() { return CudnnLoadOptions::default_toolkit_lib_dir() + "/libcudnn.so.9"; }
+std::string toolkit_cudnn() {
+  return CudnnLoadOptions::default_toolkit_lib_dir() + "/libcudnn.so.9";
+}
 
 /// Options whose every candidate is missing; tests then supply one.
 CudnnLoadOptions nothing_there() {
@@ -48,7 +50,8 @@ TEST(CudnnLoad, TheToolkitLibraryLoadsWithoutAGpu) {
   EXPECT_EQ((*api)->path, toolkit_cudnn());
   EXPECT_NE((*api)->cudnnBackendExecute, nullptr);
   // The message of a status, from the library.
-  EXPECT_THAT(describe_cudnn_status(**api, CUDNN_STATUS_BAD_PARAM), HasSubstr("CUDNN_STATUS_BAD_PARAM"));
+  EXPECT_THAT(describe_cudnn_status(**api, CUDNN_STATUS_BAD_PARAM),
+              HasSubstr("CUDNN_STATUS_BAD_PARAM"));
 }
 
 TEST(CudnnLoad, NoLibraryIsUnavailableWithEveryCandidateInOrder) {
@@ -58,7 +61,8 @@ TEST(CudnnLoad, NoLibraryIsUnavailableWithEveryCandidateInOrder) {
   const std::string m(api.status().message());
   EXPECT_THAT(m, HasSubstr("cudnn: unavailable: no usable libcudnn.so.9; tried, in order: "));
   const size_t name = m.find("name (libcudnn_missing_for_mstep_tests.so.9): ");
-  const size_t env = m.find("MSTEP_TEST_CUDNN_LIBRARY_UNSET: MSTEP_TEST_CUDNN_LIBRARY_UNSET is not set");
+  const size_t env =
+      m.find("MSTEP_TEST_CUDNN_LIBRARY_UNSET: MSTEP_TEST_CUDNN_LIBRARY_UNSET is not set");
   const size_t toolkit = m.find("toolkit (/nonexistent/mstep/lib64/libcudnn.so.9): ");
   const size_t python = m.find("python: /nonexistent/mstep/python3 has no nvidia.cudnn package");
   ASSERT_NE(name, std::string::npos) << m;
@@ -94,7 +98,8 @@ TEST(CudnnLoad, PythonsCudnnWheelIsTheLastCandidate) {
   if (!fs::exists(toolkit_cudnn())) GTEST_SKIP() << "no " << toolkit_cudnn();
   // A folder laid out as the wheel's nvidia/cudnn/lib, with the toolkit's
   // library in it, and a python that names it.
-  const fs::path root = fs::temp_directory_path() / ("mstep_cudnn_wheel_" + std::to_string(getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("mstep_cudnn_wheel_" + std::to_string(getpid()));
   fs::create_directories(root / "lib");
   fs::create_symlink(toolkit_cudnn(), root / "lib" / "libcudnn.so.9");
   CudnnLoadOptions o = nothing_there();
@@ -108,11 +113,12 @@ TEST(CudnnLoad, PythonsCudnnWheelIsTheLastCandidate) {
 
 TEST(CudnnLoad, ALibraryWithoutTheFunctionsIsRefused) {
   CudnnLoadOptions o = nothing_there();
-  o.library = MSTEP_FAKE_LIBCUDA;  // a real shared library, but not cuDNN
+  o.library = MSTEP_FAKE_LIBCUDA; // a real shared library, but not cuDNN
   auto api = load_cudnn(o);
   ASSERT_FALSE(api.ok());
   EXPECT_EQ(api.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(api.status().message(), HasSubstr(std::string(MSTEP_FAKE_LIBCUDA) + " has no cudnnGetVersion"));
+  EXPECT_THAT(api.status().message(),
+              HasSubstr(std::string(MSTEP_FAKE_LIBCUDA) + " has no cudnnGetVersion"));
 }
 
 TEST(CudnnLoad, AHandleNeedsAGpu) {

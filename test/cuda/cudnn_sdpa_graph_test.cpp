@@ -39,14 +39,16 @@ protected:
   /// How many operations of the graph have `kind` ("matmul", ...).
   static int count(const CudnnOperationGraph& g, absl::string_view kind) {
     int n = 0;
-    for (const std::string& name : g.operation_names) n += absl::StrContains(name, absl::StrCat("(", kind, ")"));
+    for (const std::string& name : g.operation_names)
+      n += absl::StrContains(name, absl::StrCat("(", kind, ")"));
     return n;
   }
   /// How many engines cuDNN has for the finalized graph (an attribute
   /// only a finalized graph has).
   int64_t engine_count(const CudnnOperationGraph& g) {
     int64_t engines = -1, n = 0;
-    EXPECT_EQ(api_->cudnnBackendGetAttribute(g.graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+    EXPECT_EQ(api_->cudnnBackendGetAttribute(g.graph.get(),
+                                             CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
                                              CUDNN_TYPE_INT64, 1, &n, &engines),
               CUDNN_STATUS_SUCCESS);
     return engines;
@@ -84,15 +86,15 @@ TEST_F(CudnnSdpaGraph, ForwardOptionsAddTheirNodes) {
   c.causal = true;
   auto causal = build_sdpa_forward_graph(api_, c);
   ASSERT_TRUE(causal.ok()) << causal.status();
-  EXPECT_EQ(causal->operations.size(), 14u);  // + 2 index, compare, select
+  EXPECT_EQ(causal->operations.size(), 14u); // + 2 index, compare, select
   EXPECT_NE(causal->tensor("negative_inf"), nullptr);
 
   c = config();
   c.mask = SdpaMaskKind::additive;
-  c.mask_per_batch = false;  // [1, H, L, S], broadcast over the batch
+  c.mask_per_batch = false; // [1, H, L, S], broadcast over the batch
   auto masked = build_sdpa_forward_graph(api_, c);
   ASSERT_TRUE(masked.ok()) << masked.status();
-  EXPECT_EQ(masked->operations.size(), 11u);  // + add
+  EXPECT_EQ(masked->operations.size(), 11u); // + add
   ASSERT_NE(masked->tensor("mask"), nullptr);
   EXPECT_THAT(masked->tensor("mask")->dims, ElementsAre(1, 4, 128, 128));
 
@@ -101,7 +103,8 @@ TEST_F(CudnnSdpaGraph, ForwardOptionsAddTheirNodes) {
   c.causal = true;
   auto padded = build_sdpa_forward_graph(api_, c);
   ASSERT_TRUE(padded.ok()) << padded.status();
-  EXPECT_EQ(padded->operations.size(), 20u);  // + causal 4 + padding 6 (2 index, 2 compare, and, select)
+  EXPECT_EQ(padded->operations.size(),
+            20u); // + causal 4 + padding 6 (2 index, 2 compare, and, select)
   ASSERT_NE(padded->tensor("seq_len_q"), nullptr);
   EXPECT_EQ(padded->tensor("seq_len_q")->type, CUDNN_DATA_INT32);
   EXPECT_THAT(padded->tensor("seq_len_kv")->dims, ElementsAre(2, 1, 1, 1));
@@ -138,7 +141,10 @@ TEST_F(CudnnSdpaGraph, BackwardFinalizesWithoutAHandle) {
     if (option == 2) c.mask = SdpaMaskKind::additive;
     auto with = build_sdpa_backward_graph(api_, c);
     ASSERT_TRUE(with.ok()) << c.to_string() << ": " << with.status();
-    EXPECT_EQ(with->operations.size(), 18u + (option == 0 ? 4 : option == 1 ? 6 : 1)) << c.to_string();
+    EXPECT_EQ(with->operations.size(), 18u + (option == 0   ? 4
+                                              : option == 1 ? 6
+                                                            : 1))
+        << c.to_string();
   }
 }
 
@@ -156,8 +162,8 @@ TEST_F(CudnnSdpaGraph, TheEngineHeuristicsAreTheFirstStepThatNeedsAGpu) {
   ASSERT_TRUE(heur->set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, CUDNN_HEUR_MODE_A).ok());
   ASSERT_TRUE(heur->finalize().ok());
   int64_t configs = -1;
-  ASSERT_EQ(api_->cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                           0, &configs, nullptr),
+  ASSERT_EQ(api_->cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                           CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &configs, nullptr),
             CUDNN_STATUS_SUCCESS);
   EXPECT_EQ(configs, 0);
   // Engine 0 of the graph exists, but its configuration needs the device.
@@ -166,12 +172,14 @@ TEST_F(CudnnSdpaGraph, TheEngineHeuristicsAreTheFirstStepThatNeedsAGpu) {
   ASSERT_TRUE(engine->set_descriptor(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, g->graph.get()).ok());
   ASSERT_TRUE(engine->set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, int64_t{0}).ok());
   ASSERT_TRUE(engine->finalize().ok());
-  auto engine_config = CudnnDescriptor::create(*api_, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine 0 config");
+  auto engine_config =
+      CudnnDescriptor::create(*api_, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine 0 config");
   ASSERT_TRUE(engine_config.ok());
   ASSERT_TRUE(engine_config->set_descriptor(CUDNN_ATTR_ENGINECFG_ENGINE, engine->get()).ok());
   absl::Status finalized = engine_config->finalize();
   EXPECT_EQ(finalized.code(), absl::StatusCode::kUnimplemented) << finalized;
-  EXPECT_THAT(finalized.message(), HasSubstr("engine 0 config: cudnnBackendFinalize: CUDNN_STATUS_NOT_SUPPORTED"));
+  EXPECT_THAT(finalized.message(),
+              HasSubstr("engine 0 config: cudnnBackendFinalize: CUDNN_STATUS_NOT_SUPPORTED"));
 }
 
 TEST_F(CudnnSdpaGraph, WhatCudnnCannotExpressIsNamed) {
@@ -188,7 +196,8 @@ TEST_F(CudnnSdpaGraph, WhatCudnnCannotExpressIsNamed) {
          c.mask_grad = true;
        },
        "the mask's gradient"},
-      {[](CudnnSdpaConfig& c) { c.padding = SdpaPadding::left; }, "valid_seq_len with left padding"},
+      {[](CudnnSdpaConfig& c) { c.padding = SdpaPadding::left; },
+       "valid_seq_len with left padding"},
       {[](CudnnSdpaConfig& c) { c.return_probs = true; }, "returned attention probabilities"},
       {[](CudnnSdpaConfig& c) { c.return_dropout_mask = true; }, "a returned dropout mask"},
       {[](CudnnSdpaConfig& c) { c.saved_probs = true; }, "saved probabilities"},
@@ -232,19 +241,22 @@ TEST_F(CudnnSdpaGraph, BadConfigsAreInvalidArguments) {
 TEST_F(CudnnSdpaGraph, CudnnRejectsAMatmulOfMismatchedShapesAtTheStepThatBuildsIt) {
   CudnnGraphBuilder g(api_, "mismatch test");
   auto a = g.tensor("a", {1, 1, 4, 8}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, 1);
-  auto b = g.tensor("b", {1, 1, 4, 8}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, 2);  // needs [.., 8, n]
+  auto b =
+      g.tensor("b", {1, 1, 4, 8}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, 2); // needs [.., 8, n]
   auto c = g.tensor("c", {1, 1, 4, 8}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, 3);
   g.matmul("a x b", a, b, c);
   auto graph = g.finalize();
   ASSERT_FALSE(graph.ok());
-  EXPECT_THAT(graph.status().message(), HasSubstr("cudnn: mismatch test: a x b (matmul): cudnnBackendFinalize: "));
+  EXPECT_THAT(graph.status().message(),
+              HasSubstr("cudnn: mismatch test: a x b (matmul): cudnnBackendFinalize: "));
   EXPECT_THAT(graph.status().message(), HasSubstr("CUDNN_STATUS_BAD_PARAM"));
 }
 
 TEST_F(CudnnSdpaGraph, ABuilderErrorIsTheFirstOneAndNamesTheTensor) {
   CudnnGraphBuilder g(api_, "shape test");
   auto a = g.tensor("a", {1, 0, 4, 8}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, 1);
-  auto b = g.tensor("b", {1, 1, 8, 4}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, 1);  // same uid: not reported
+  auto b = g.tensor("b", {1, 1, 8, 4}, CUDNN_DATA_FLOAT, CudnnTensorKind::io,
+                    1); // same uid: not reported
   g.matmul("a x b", a, b, b);
   auto graph = g.finalize();
   ASSERT_FALSE(graph.ok());

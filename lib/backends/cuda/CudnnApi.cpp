@@ -69,8 +69,8 @@ std::string try_load(const CudnnCandidate& candidate, CudnnApi& api) {
       dlsym(library, "cudnnGetLastErrorString"));
   api.version = api.cudnnGetVersion();
   if (api.version / 10000 != CUDNN_MAJOR)
-    return absl::StrCat(candidate.path, " is cuDNN ", api.version, "; this build needs major version ",
-                        CUDNN_MAJOR);
+    return absl::StrCat(candidate.path, " is cuDNN ", api.version,
+                        "; this build needs major version ", CUDNN_MAJOR);
   // The sub-libraries (libcudnn_graph.so.9, ...) load on first use.
   cudnnBackendDescriptor_t probe = nullptr;
   cudnnStatus_t status = api.cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &probe);
@@ -100,7 +100,8 @@ std::vector<CudnnCandidate> cudnn_library_candidates(const CudnnLoadOptions& opt
     if (value != nullptr && *value != '\0')
       candidates.push_back({options.env_variable, value, ""});
     else
-      candidates.push_back({options.env_variable, "", absl::StrCat(options.env_variable, " is not set")});
+      candidates.push_back(
+          {options.env_variable, "", absl::StrCat(options.env_variable, " is not set")});
   }
   if (!options.toolkit_lib_dir.empty())
     candidates.push_back({"toolkit", absl::StrCat(options.toolkit_lib_dir, "/", kLibraryFile), ""});
@@ -129,7 +130,7 @@ absl::StatusOr<std::shared_ptr<const CudnnApi>> load_cudnn(const CudnnLoadOption
 
 std::string describe_cudnn_status(const CudnnApi& api, cudnnStatus_t status) {
   std::string text = api.cudnnGetErrorString != nullptr ? api.cudnnGetErrorString(status)
-                                                         : absl::StrCat("cudnnStatus ", status);
+                                                        : absl::StrCat("cudnnStatus ", status);
   if (api.cudnnGetLastErrorString != nullptr) {
     std::array<char, 1024> last{};
     api.cudnnGetLastErrorString(last.data(), last.size());
@@ -140,17 +141,17 @@ std::string describe_cudnn_status(const CudnnApi& api, cudnnStatus_t status) {
 
 absl::Status cudnn_error(const CudnnApi& api, cudnnStatus_t status, absl::string_view call,
                          absl::string_view what) {
-  const int family = static_cast<int>(status) / 1000;  // 2xxx bad param, 3xxx not supported
+  const int family = static_cast<int>(status) / 1000; // 2xxx bad param, 3xxx not supported
   absl::StatusCode code = status == CUDNN_STATUS_ALLOC_FAILED ? absl::StatusCode::kResourceExhausted
-                          : family == 2                      ? absl::StatusCode::kInvalidArgument
-                          : family == 3                      ? absl::StatusCode::kUnimplemented
-                                                             : absl::StatusCode::kInternal;
-  return absl::Status(code, absl::StrCat("cudnn: ", what, ": ", call, ": ",
-                                         describe_cudnn_status(api, status)));
+                          : family == 2                       ? absl::StatusCode::kInvalidArgument
+                          : family == 3                       ? absl::StatusCode::kUnimplemented
+                                                              : absl::StatusCode::kInternal;
+  return absl::Status(
+      code, absl::StrCat("cudnn: ", what, ": ", call, ": ", describe_cudnn_status(api, status)));
 }
 
-absl::StatusOr<std::unique_ptr<CudnnHandle>> CudnnHandle::create(std::shared_ptr<const CudnnApi> api,
-                                                                 void* stream) {
+absl::StatusOr<std::unique_ptr<CudnnHandle>>
+CudnnHandle::create(std::shared_ptr<const CudnnApi> api, void* stream) {
   std::unique_ptr<CudnnHandle> handle(new CudnnHandle(std::move(api)));
   const CudnnApi& a = *handle->api_;
   cudnnStatus_t status = a.cudnnCreate(&handle->handle_);
@@ -159,8 +160,9 @@ absl::StatusOr<std::unique_ptr<CudnnHandle>> CudnnHandle::create(std::shared_ptr
     return unavailable(absl::StrCat("cudnnCreate: ", describe_cudnn_status(a, status),
                                     " (a handle needs a GPU and its driver)"));
   }
-  if (absl::Status s = check_cudnn(a, a.cudnnSetStream(handle->handle_, static_cast<cudaStream_t>(stream)),
-                                   "cudnnSetStream", "binding the handle to the backend's stream");
+  if (absl::Status s =
+          check_cudnn(a, a.cudnnSetStream(handle->handle_, static_cast<cudaStream_t>(stream)),
+                      "cudnnSetStream", "binding the handle to the backend's stream");
       !s.ok())
     return s;
   return handle;

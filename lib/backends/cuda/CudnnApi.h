@@ -54,9 +54,9 @@ struct CudnnApi {
   /// Optional (cuDNN 9.0+ has it; a missing one is not an error): the
   /// message of the last failed call on this thread.
   decltype(&::cudnnGetLastErrorString) cudnnGetLastErrorString = nullptr;
-  size_t version = 0;  ///< cudnnGetVersion(): 10000 * major + 100 * minor + patch
-  std::string path;    ///< the candidate that loaded (as dlopen'ed)
-  std::string source;  ///< which candidate: "name", "MSTEP_CUDNN_LIBRARY", "toolkit", "python"
+  size_t version = 0; ///< cudnnGetVersion(): 10000 * major + 100 * minor + patch
+  std::string path;   ///< the candidate that loaded (as dlopen'ed)
+  std::string source; ///< which candidate: "name", "MSTEP_CUDNN_LIBRARY", "toolkit", "python"
 };
 
 struct CudnnLoadOptions {
@@ -75,9 +75,9 @@ struct CudnnLoadOptions {
 
 /// One place to look, in search order.
 struct CudnnCandidate {
-  std::string source;  ///< "name", "MSTEP_CUDNN_LIBRARY", "toolkit", "python"
-  std::string path;    ///< what dlopen is given ("" when the source gave none)
-  std::string note;    ///< why there is no path ("MSTEP_CUDNN_LIBRARY is not set", ...)
+  std::string source; ///< "name", "MSTEP_CUDNN_LIBRARY", "toolkit", "python"
+  std::string path;   ///< what dlopen is given ("" when the source gave none)
+  std::string note;   ///< why there is no path ("MSTEP_CUDNN_LIBRARY is not set", ...)
 };
 
 /// The candidates in search order (runs the python, when one is named, to

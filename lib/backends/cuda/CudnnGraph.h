@@ -31,17 +31,18 @@ namespace mstep::cuda {
 class CudnnDescriptor {
 public:
   CudnnDescriptor() = default;
-  static absl::StatusOr<CudnnDescriptor> create(const CudnnApi& api, cudnnBackendDescriptorType_t type,
-                                                std::string what);
+  static absl::StatusOr<CudnnDescriptor>
+  create(const CudnnApi& api, cudnnBackendDescriptorType_t type, std::string what);
   CudnnDescriptor(CudnnDescriptor&& other) noexcept { *this = std::move(other); }
   CudnnDescriptor& operator=(CudnnDescriptor&& other) noexcept;
   ~CudnnDescriptor();
 
   /// cudnnBackendSetAttribute; the error names `what` and the attribute.
-  absl::Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
-                   const void* value);
+  absl::Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+                   int64_t count, const void* value);
   template <typename T>
-  absl::Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T& value) {
+  absl::Status set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+                   const T& value) {
     return set(name, type, 1, &value);
   }
   absl::Status set_ints(cudnnBackendAttributeName_t name, const std::vector<int64_t>& values) {
@@ -67,9 +68,9 @@ struct CudnnTensorRef {
 };
 
 enum class CudnnTensorKind : uint8_t {
-  io,        ///< bound to a device pointer at execution (its uid in the variant pack)
-  by_value,  ///< a host scalar bound at execution
-  virtual_,  ///< an intermediate the engine keeps on chip
+  io,       ///< bound to a device pointer at execution (its uid in the variant pack)
+  by_value, ///< a host scalar bound at execution
+  virtual_, ///< an intermediate the engine keeps on chip
 };
 
 struct CudnnTensorInfo {
@@ -83,12 +84,12 @@ struct CudnnTensorInfo {
 
 /// A finalized operation graph and every descriptor it refers to.
 struct CudnnOperationGraph {
-  std::shared_ptr<const CudnnApi> api;  ///< first: destroyed after the descriptors
-  std::string what;  ///< "sdpa forward [2, 4, 128, 64] bf16, causal"
+  std::shared_ptr<const CudnnApi> api; ///< first: destroyed after the descriptors
+  std::string what;                    ///< "sdpa forward [2, 4, 128, 64] bf16, causal"
   std::vector<std::unique_ptr<CudnnTensorInfo>> tensors;
-  std::vector<CudnnDescriptor> op_descriptors;  ///< operation settings (pointwise, matmul, ...)
-  std::vector<CudnnDescriptor> operations;      ///< the operation nodes, in graph order
-  std::vector<std::string> operation_names;     ///< "bmm1 (matmul)", ... in the same order
+  std::vector<CudnnDescriptor> op_descriptors; ///< operation settings (pointwise, matmul, ...)
+  std::vector<CudnnDescriptor> operations;     ///< the operation nodes, in graph order
+  std::vector<std::string> operation_names;    ///< "bmm1 (matmul)", ... in the same order
   CudnnDescriptor graph;
 
   /// The non-virtual tensor with this name (nullptr if none).
@@ -167,7 +168,7 @@ public:
   cudnnBackendDescriptor_t get() const { return descriptor_.get(); }
 
 private:
-  std::shared_ptr<const CudnnApi> api_;  // first: destroyed after the descriptor
+  std::shared_ptr<const CudnnApi> api_; // first: destroyed after the descriptor
   CudnnDescriptor descriptor_;
 };
 
@@ -177,14 +178,14 @@ private:
 class CudnnExecutionPlan {
 public:
   /// For the handle's device (needs a GPU).
-  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>> create(const CudnnHandle& handle,
-                                                                    const CudnnOperationGraph& graph);
+  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>
+  create(const CudnnHandle& handle, const CudnnOperationGraph& graph);
   /// For the device `properties` describe, without it: the heuristics
   /// and the engine's kernel compilation run here; loading the compiled
   /// kernels needs the device (and libcuda), so without one this returns
   /// the error of that last step.
-  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>> create(const CudnnDeviceProperties& properties,
-                                                                    const CudnnOperationGraph& graph);
+  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>
+  create(const CudnnDeviceProperties& properties, const CudnnOperationGraph& graph);
   /// cuDNN's workspace for this plan, in bytes.
   int64_t workspace_size() const { return workspace_size_; }
   /// Which engine the heuristics gave (its global index), for reports.
@@ -192,13 +193,14 @@ public:
   /// Queues the plan on the handle's stream: `bindings` are (uid, pointer)
   /// for every io tensor (device pointers) and by-value tensor (host
   /// pointers); `workspace` has at least workspace_size() bytes.
-  absl::Status execute(const CudnnHandle& handle, const std::vector<std::pair<int64_t, void*>>& bindings,
+  absl::Status execute(const CudnnHandle& handle,
+                       const std::vector<std::pair<int64_t, void*>>& bindings,
                        void* workspace) const;
 
 private:
-  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>> make(const CudnnApi& api, const CudnnHandle* handle,
-                                                                  const CudnnDeviceProperties* properties,
-                                                                  const CudnnOperationGraph& graph);
+  static absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>
+  make(const CudnnApi& api, const CudnnHandle* handle, const CudnnDeviceProperties* properties,
+       const CudnnOperationGraph& graph);
   std::string what_;
   CudnnDescriptor engine_config_;
   CudnnDescriptor plan_;

@@ -16,7 +16,9 @@ absl::Status not_expressible(const CudnnSdpaConfig& config, absl::string_view op
       absl::StrCat("cudnn sdpa ", config.to_string(), ": not expressible in cuDNN: ", option));
 }
 
-cudnnDataType_t io_type(DType dtype) { return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
+cudnnDataType_t io_type(DType dtype) {
+  return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+}
 
 /// [B, H, rows, cols] with the last two dims swapped in memory: the
 /// transpose of a packed [B, H, cols, rows] tensor.
@@ -39,17 +41,21 @@ Scores declare_inputs(CudnnGraphBuilder& g, const CudnnSdpaConfig& c) {
   Scores x;
   x.q = g.tensor("q", {B, H, L, D}, t, CudnnTensorKind::io, sdpa_uid::q);
   // K [B, H, S, D] packed, seen as K^T [B, H, D, S].
-  x.kt = g.tensor("k", {B, H, D, S}, t, CudnnTensorKind::io, sdpa_uid::k, transposed_strides(B, H, D, S));
-  x.scale = g.tensor("scale", {1, 1, 1, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::by_value, sdpa_uid::scale);
+  x.kt = g.tensor("k", {B, H, D, S}, t, CudnnTensorKind::io, sdpa_uid::k,
+                  transposed_strides(B, H, D, S));
+  x.scale =
+      g.tensor("scale", {1, 1, 1, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::by_value, sdpa_uid::scale);
   if (c.mask == SdpaMaskKind::additive)
-    x.mask = g.tensor("mask", {c.mask_per_batch ? B : 1, c.mask_per_head ? H : 1, L, S}, t, CudnnTensorKind::io,
-                      sdpa_uid::mask);
+    x.mask = g.tensor("mask", {c.mask_per_batch ? B : 1, c.mask_per_head ? H : 1, L, S}, t,
+                      CudnnTensorKind::io, sdpa_uid::mask);
   if (c.causal || c.padding != SdpaPadding::none)
-    x.negative_inf = g.tensor("negative_inf", {1, 1, 1, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::by_value,
-                              sdpa_uid::negative_inf);
+    x.negative_inf = g.tensor("negative_inf", {1, 1, 1, 1}, CUDNN_DATA_FLOAT,
+                              CudnnTensorKind::by_value, sdpa_uid::negative_inf);
   if (c.padding == SdpaPadding::right) {
-    x.seq_q = g.tensor("seq_len_q", {B, 1, 1, 1}, CUDNN_DATA_INT32, CudnnTensorKind::io, sdpa_uid::seq_q);
-    x.seq_kv = g.tensor("seq_len_kv", {B, 1, 1, 1}, CUDNN_DATA_INT32, CudnnTensorKind::io, sdpa_uid::seq_kv);
+    x.seq_q =
+        g.tensor("seq_len_q", {B, 1, 1, 1}, CUDNN_DATA_INT32, CudnnTensorKind::io, sdpa_uid::seq_q);
+    x.seq_kv = g.tensor("seq_len_kv", {B, 1, 1, 1}, CUDNN_DATA_INT32, CudnnTensorKind::io,
+                        sdpa_uid::seq_kv);
   }
   return x;
 }
@@ -71,17 +77,22 @@ CudnnTensorRef scores(CudnnGraphBuilder& g, const CudnnSdpaConfig& c, const Scor
   if (padded) {
     CudnnTensorRef row = g.virtual_tensor("padding_row", s, CUDNN_DATA_INT32);
     CudnnTensorRef col = g.virtual_tensor("padding_col", s, CUDNN_DATA_INT32);
-    g.pointwise("padding_row_index", CUDNN_POINTWISE_GEN_INDEX, s, row, CUDNN_DATA_INT32, {}, {}, 2);
-    g.pointwise("padding_col_index", CUDNN_POINTWISE_GEN_INDEX, s, col, CUDNN_DATA_INT32, {}, {}, 3);
+    g.pointwise("padding_row_index", CUDNN_POINTWISE_GEN_INDEX, s, row, CUDNN_DATA_INT32, {}, {},
+                2);
+    g.pointwise("padding_col_index", CUDNN_POINTWISE_GEN_INDEX, s, col, CUDNN_DATA_INT32, {}, {},
+                3);
     CudnnTensorRef row_ok = g.virtual_tensor("row_lt_seq_q", s, CUDNN_DATA_BOOLEAN);
     CudnnTensorRef col_ok = g.virtual_tensor("col_lt_seq_kv", s, CUDNN_DATA_BOOLEAN);
-    g.pointwise("row < seq_len_q", CUDNN_POINTWISE_CMP_LT, row, row_ok, CUDNN_DATA_BOOLEAN, x.seq_q);
-    g.pointwise("col < seq_len_kv", CUDNN_POINTWISE_CMP_LT, col, col_ok, CUDNN_DATA_BOOLEAN, x.seq_kv);
+    g.pointwise("row < seq_len_q", CUDNN_POINTWISE_CMP_LT, row, row_ok, CUDNN_DATA_BOOLEAN,
+                x.seq_q);
+    g.pointwise("col < seq_len_kv", CUDNN_POINTWISE_CMP_LT, col, col_ok, CUDNN_DATA_BOOLEAN,
+                x.seq_kv);
     CudnnTensorRef keep = g.virtual_tensor("padding_keep", s, CUDNN_DATA_BOOLEAN);
-    g.pointwise("padding_and", CUDNN_POINTWISE_LOGICAL_AND, row_ok, keep, CUDNN_DATA_BOOLEAN, col_ok);
+    g.pointwise("padding_and", CUDNN_POINTWISE_LOGICAL_AND, row_ok, keep, CUDNN_DATA_BOOLEAN,
+                col_ok);
     CudnnTensorRef selected = g.virtual_tensor("s_padded", s, CUDNN_DATA_FLOAT);
-    g.pointwise("padding_select", CUDNN_POINTWISE_BINARY_SELECT, s, selected, CUDNN_DATA_FLOAT, x.negative_inf,
-                keep);
+    g.pointwise("padding_select", CUDNN_POINTWISE_BINARY_SELECT, s, selected, CUDNN_DATA_FLOAT,
+                x.negative_inf, keep);
     s = selected;
   }
   return s;
@@ -89,7 +100,8 @@ CudnnTensorRef scores(CudnnGraphBuilder& g, const CudnnSdpaConfig& c, const Scor
 
 /// -inf where the key is after the row (top-left aligned, as mstep's cpu
 /// kernel: key j is kept for row i iff j <= i).
-CudnnTensorRef causal(CudnnGraphBuilder& g, const CudnnSdpaConfig& c, const Scores& x, CudnnTensorRef s) {
+CudnnTensorRef causal(CudnnGraphBuilder& g, const CudnnSdpaConfig& c, const Scores& x,
+                      CudnnTensorRef s) {
   if (!c.causal) return s;
   CudnnTensorRef row = g.virtual_tensor("causal_row", s, CUDNN_DATA_INT32);
   CudnnTensorRef col = g.virtual_tensor("causal_col", s, CUDNN_DATA_INT32);
@@ -98,7 +110,8 @@ CudnnTensorRef causal(CudnnGraphBuilder& g, const CudnnSdpaConfig& c, const Scor
   CudnnTensorRef keep = g.virtual_tensor("row_ge_col", s, CUDNN_DATA_BOOLEAN);
   g.pointwise("row >= col", CUDNN_POINTWISE_CMP_GE, row, keep, CUDNN_DATA_BOOLEAN, col);
   CudnnTensorRef selected = g.virtual_tensor("s_causal", s, CUDNN_DATA_FLOAT);
-  g.pointwise("causal_select", CUDNN_POINTWISE_BINARY_SELECT, s, selected, CUDNN_DATA_FLOAT, x.negative_inf, keep);
+  g.pointwise("causal_select", CUDNN_POINTWISE_BINARY_SELECT, s, selected, CUDNN_DATA_FLOAT,
+              x.negative_inf, keep);
   return selected;
 }
 
@@ -107,8 +120,9 @@ size_t align_up(size_t n) { return (n + 255) / 256 * 256; }
 } // namespace
 
 std::string CudnnSdpaConfig::to_string() const {
-  std::string s = absl::StrCat("[", batch, ", ", heads, ", ", seq_q, ", ", head_dim, "] x [", batch, ", ", heads,
-                               ", ", seq_kv, ", ", head_dim, "] ", dtype_name(dtype), ", scale ", scale);
+  std::string s =
+      absl::StrCat("[", batch, ", ", heads, ", ", seq_q, ", ", head_dim, "] x [", batch, ", ",
+                   heads, ", ", seq_kv, ", ", head_dim, "] ", dtype_name(dtype), ", scale ", scale);
   if (dv() != head_dim) absl::StrAppend(&s, ", value dim ", dv());
   if (causal) absl::StrAppend(&s, ", causal");
   if (mask == SdpaMaskKind::additive) absl::StrAppend(&s, ", additive mask");
@@ -120,33 +134,38 @@ std::string CudnnSdpaConfig::to_string() const {
 }
 
 absl::Status cudnn_sdpa_expressible(const CudnnSdpaConfig& c) {
-  if (c.batch < 1 || c.heads < 1 || c.seq_q < 1 || c.seq_kv < 1 || c.head_dim < 1 || c.head_dim_v < 0)
-    return absl::InvalidArgumentError(absl::StrCat("cudnn sdpa ", c.to_string(),
-                                                   ": every size must be at least 1 (batch ", c.batch, ", heads ",
-                                                   c.heads, ", seq_q ", c.seq_q, ", seq_kv ", c.seq_kv,
-                                                   ", head_dim ", c.head_dim, ", head_dim_v ", c.dv(), ")"));
+  if (c.batch < 1 || c.heads < 1 || c.seq_q < 1 || c.seq_kv < 1 || c.head_dim < 1 ||
+      c.head_dim_v < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cudnn sdpa ", c.to_string(), ": every size must be at least 1 (batch ",
+                     c.batch, ", heads ", c.heads, ", seq_q ", c.seq_q, ", seq_kv ", c.seq_kv,
+                     ", head_dim ", c.head_dim, ", head_dim_v ", c.dv(), ")"));
   if (!std::isfinite(c.scale))
-    return absl::InvalidArgumentError(absl::StrCat("cudnn sdpa ", c.to_string(), ": the scale must be finite"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cudnn sdpa ", c.to_string(), ": the scale must be finite"));
   if (!(c.dropout_p >= 0 && c.dropout_p < 1))
-    return absl::InvalidArgumentError(
-        absl::StrCat("cudnn sdpa ", c.to_string(), ": dropout_p must be in [0, 1), not ", c.dropout_p));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cudnn sdpa ", c.to_string(), ": dropout_p must be in [0, 1), not ", c.dropout_p));
   if (c.causal && c.mask != SdpaMaskKind::none)
-    return absl::InvalidArgumentError(
-        absl::StrCat("cudnn sdpa ", c.to_string(), ": is_causal excludes a mask (as mstep.sdpa says)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cudnn sdpa ", c.to_string(), ": is_causal excludes a mask (as mstep.sdpa says)"));
   if (c.dtype != DType::bf16 && c.dtype != DType::f16)
-    return not_expressible(c, absl::StrCat("dtype ", dtype_name(c.dtype), " (cuDNN's SDPA takes bf16 or f16)"));
+    return not_expressible(
+        c, absl::StrCat("dtype ", dtype_name(c.dtype), " (cuDNN's SDPA takes bf16 or f16)"));
   if (c.head_dim % 8 != 0 || c.dv() % 8 != 0 || c.head_dim > 256 || c.dv() > 256)
     return not_expressible(c, absl::StrCat("head dims ", c.head_dim, " and ", c.dv(),
                                            " (cuDNN's SDPA needs multiples of 8, at most 256)"));
   if (c.dropout_p > 0)
-    return not_expressible(c, "dropout (cuDNN draws its own Philox numbers, not the ones mstep's ref and cpu "
-                              "kernels draw for the same seed and offset)");
+    return not_expressible(
+        c, "dropout (cuDNN draws its own Philox numbers, not the ones mstep's ref and cpu "
+           "kernels draw for the same seed and offset)");
   if (c.mask == SdpaMaskKind::boolean)
     return not_expressible(c, "a boolean mask (cuDNN's SDPA takes an additive one)");
   if (c.mask_grad) return not_expressible(c, "the mask's gradient");
   if (c.padding == SdpaPadding::left)
-    return not_expressible(c, "valid_seq_len with left padding (cuDNN's padding mask keeps the first "
-                              "seq_len rows and keys)");
+    return not_expressible(c,
+                           "valid_seq_len with left padding (cuDNN's padding mask keeps the first "
+                           "seq_len rows and keys)");
   if (c.return_probs) return not_expressible(c, "returned attention probabilities");
   if (c.return_dropout_mask) return not_expressible(c, "a returned dropout mask");
   if (c.saved_probs) return not_expressible(c, "saved probabilities (recompute_mode = false)");
@@ -163,7 +182,8 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_forward_graph(std::shared_ptr<con
   Scores x = declare_inputs(g, c);
   CudnnTensorRef v = g.tensor("v", {B, H, S, Dv}, t, CudnnTensorKind::io, sdpa_uid::v);
   CudnnTensorRef o = g.tensor("out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::o);
-  CudnnTensorRef stats = g.tensor("stats", {B, H, L, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, sdpa_uid::stats);
+  CudnnTensorRef stats =
+      g.tensor("stats", {B, H, L, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, sdpa_uid::stats);
   CudnnTensorRef s = causal(g, c, x, scores(g, c, x));
   // The softmax with its statistics: stats = max + log(sum(exp(s - max))).
   CudnnTensorRef max = g.virtual_tensor("row_max", {B, H, L, 1}, CUDNN_DATA_FLOAT);
@@ -177,7 +197,7 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_forward_graph(std::shared_ptr<con
   CudnnTensorRef log = g.virtual_tensor("log_sum", {B, H, L, 1}, CUDNN_DATA_FLOAT);
   g.pointwise("softmax_log", CUDNN_POINTWISE_LOG, sum, log);
   g.pointwise("softmax_stats", CUDNN_POINTWISE_ADD, max, stats, CUDNN_DATA_FLOAT, log);
-  CudnnTensorRef p = g.virtual_tensor("p", s, t);  // the probabilities in the io type, for bmm2
+  CudnnTensorRef p = g.virtual_tensor("p", s, t); // the probabilities in the io type, for bmm2
   g.pointwise("softmax_div", CUDNN_POINTWISE_DIV, e, p, CUDNN_DATA_FLOAT, sum);
   g.matmul("bmm2 p x v", p, v, o, x.seq_q, {}, x.seq_kv);
   return g.finalize();
@@ -191,19 +211,23 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_backward_graph(std::shared_ptr<co
   CudnnGraphBuilder g(std::move(api), absl::StrCat("sdpa backward ", c.to_string()));
   Scores x = declare_inputs(g, c);
   // V [B, H, S, Dv] packed, seen as V^T [B, H, Dv, S].
-  CudnnTensorRef vt = g.tensor("v", {B, H, Dv, S}, t, CudnnTensorKind::io, sdpa_uid::v, transposed_strides(B, H, Dv, S));
+  CudnnTensorRef vt = g.tensor("v", {B, H, Dv, S}, t, CudnnTensorKind::io, sdpa_uid::v,
+                               transposed_strides(B, H, Dv, S));
   CudnnTensorRef o = g.tensor("out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::o);
-  CudnnTensorRef d_o = g.tensor("grad_out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::grad_o);
-  CudnnTensorRef stats = g.tensor("stats", {B, H, L, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, sdpa_uid::stats);
+  CudnnTensorRef d_o =
+      g.tensor("grad_out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::grad_o);
+  CudnnTensorRef stats =
+      g.tensor("stats", {B, H, L, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, sdpa_uid::stats);
   CudnnTensorRef dq = g.tensor("grad_q", {B, H, L, D}, t, CudnnTensorKind::io, sdpa_uid::grad_q);
   CudnnTensorRef dk = g.tensor("grad_k", {B, H, S, D}, t, CudnnTensorKind::io, sdpa_uid::grad_k);
   CudnnTensorRef dv = g.tensor("grad_v", {B, H, S, Dv}, t, CudnnTensorKind::io, sdpa_uid::grad_v);
-  CudnnTensorRef one = g.tensor("one", {1, 1, 1, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::by_value, sdpa_uid::one);
+  CudnnTensorRef one =
+      g.tensor("one", {1, 1, 1, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::by_value, sdpa_uid::one);
   // Workspace tensors (CudnnSdpa places them after cuDNN's workspace).
-  CudnnTensorRef row_dot = g.tensor("softmax_sum", {B, H, L, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::io,
-                                    sdpa_uid::softmax_sum);
-  CudnnTensorRef dq_accum = g.tensor("grad_q_accum", {B, H, L, D}, CUDNN_DATA_FLOAT, CudnnTensorKind::io,
-                                     sdpa_uid::grad_q_accum);
+  CudnnTensorRef row_dot = g.tensor("softmax_sum", {B, H, L, 1}, CUDNN_DATA_FLOAT,
+                                    CudnnTensorKind::io, sdpa_uid::softmax_sum);
+  CudnnTensorRef dq_accum = g.tensor("grad_q_accum", {B, H, L, D}, CUDNN_DATA_FLOAT,
+                                     CudnnTensorKind::io, sdpa_uid::grad_q_accum);
 
   // D = rowsum(dO * O) (no dropout: its inverse scale is 1).
   CudnnTensorRef d_o_o = g.virtual_tensor("grad_out_x_out", d_o, CUDNN_DATA_FLOAT);
@@ -236,7 +260,8 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_backward_graph(std::shared_ptr<co
   g.pointwise("mul_attn_scale", CUDNN_POINTWISE_MUL, ds_unscaled, ds, CUDNN_DATA_FLOAT, x.scale);
 
   // dK = dS^T Q.
-  CudnnTensorRef dst = g.virtual_tensor("grad_s^T", {B, H, S, L}, t, transposed_strides(B, H, S, L));
+  CudnnTensorRef dst =
+      g.virtual_tensor("grad_s^T", {B, H, S, L}, t, transposed_strides(B, H, S, L));
   g.reshape("transpose_grad_s", ds, dst);
   g.matmul("bmm grad_s^T x q", dst, x.q, dk, x.seq_kv, {}, x.seq_q);
 
@@ -250,8 +275,8 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_backward_graph(std::shared_ptr<co
 
 // ---- execution --------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<CudnnSdpa>> CudnnSdpa::create(const CudnnHandle& handle, const CudnnSdpaConfig& config,
-                                                             Direction direction) {
+absl::StatusOr<std::unique_ptr<CudnnSdpa>>
+CudnnSdpa::create(const CudnnHandle& handle, const CudnnSdpaConfig& config, Direction direction) {
   std::unique_ptr<CudnnSdpa> sdpa(new CudnnSdpa());
   sdpa->config_ = config;
   sdpa->direction_ = direction;
@@ -261,8 +286,9 @@ absl::StatusOr<std::unique_ptr<CudnnSdpa>> CudnnSdpa::create(const CudnnHandle& 
   // Before 9.6 the fp32 dQ accumulator had to be zeroed by the caller
   // (cudnn-frontend did); this module does not, so it asks for 9.6.
   if (direction == Direction::backward && api->version < 90600)
-    return absl::UnimplementedError(absl::StrCat("cudnn sdpa backward ", config.to_string(), ": cuDNN ",
-                                                 api->version, " is older than 9.6, whose SDPA backward this needs"));
+    return absl::UnimplementedError(
+        absl::StrCat("cudnn sdpa backward ", config.to_string(), ": cuDNN ", api->version,
+                     " is older than 9.6, whose SDPA backward this needs"));
   if (direction == Direction::forward) {
     MSTEP_ASSIGN_OR_RETURN(sdpa->graph_, build_sdpa_forward_graph(api, config));
   } else {
@@ -283,7 +309,8 @@ absl::StatusOr<std::unique_ptr<CudnnSdpa>> CudnnSdpa::create(const CudnnHandle& 
 
 namespace {
 
-absl::Status require(CUdeviceptr p, absl::string_view name, const CudnnSdpaConfig& c, absl::string_view direction) {
+absl::Status require(CUdeviceptr p, absl::string_view name, const CudnnSdpaConfig& c,
+                     absl::string_view direction) {
   if (p != 0) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("cudnn sdpa ", direction, " ", c.to_string(), ": no device pointer for ", name));
@@ -297,16 +324,19 @@ absl::Status CudnnSdpa::forward(const CudnnHandle& handle, const CudnnSdpaForwar
                                 CUdeviceptr workspace) const {
   const CudnnSdpaConfig& c = config_;
   if (direction_ != Direction::forward)
-    return absl::FailedPreconditionError(absl::StrCat("cudnn sdpa ", c.to_string(), ": forward() on a backward plan"));
-  for (auto [p, name] : std::initializer_list<std::pair<CUdeviceptr, const char*>>{{a.q, "q"}, {a.k, "k"}, {a.v, "v"}, {a.out, "out"}, {a.stats, "stats"}})
+    return absl::FailedPreconditionError(
+        absl::StrCat("cudnn sdpa ", c.to_string(), ": forward() on a backward plan"));
+  for (auto [p, name] : std::initializer_list<std::pair<CUdeviceptr, const char*>>{
+           {a.q, "q"}, {a.k, "k"}, {a.v, "v"}, {a.out, "out"}, {a.stats, "stats"}})
     MSTEP_RETURN_IF_ERROR(require(p, name, c, "forward"));
   if (c.mask != SdpaMaskKind::none) MSTEP_RETURN_IF_ERROR(require(a.mask, "mask", c, "forward"));
-  if (c.padding != SdpaPadding::none) MSTEP_RETURN_IF_ERROR(require(a.valid_seq_len, "valid_seq_len", c, "forward"));
+  if (c.padding != SdpaPadding::none)
+    MSTEP_RETURN_IF_ERROR(require(a.valid_seq_len, "valid_seq_len", c, "forward"));
   if (workspace_size_ > 0) MSTEP_RETURN_IF_ERROR(require(workspace, "the workspace", c, "forward"));
-  std::vector<std::pair<int64_t, void*>> b = {{sdpa_uid::q, ptr(a.q)},     {sdpa_uid::k, ptr(a.k)},
-                                              {sdpa_uid::v, ptr(a.v)},     {sdpa_uid::o, ptr(a.out)},
-                                              {sdpa_uid::stats, ptr(a.stats)},
-                                              {sdpa_uid::scale, const_cast<float*>(&scale_)}};
+  std::vector<std::pair<int64_t, void*>> b = {
+      {sdpa_uid::q, ptr(a.q)},         {sdpa_uid::k, ptr(a.k)},
+      {sdpa_uid::v, ptr(a.v)},         {sdpa_uid::o, ptr(a.out)},
+      {sdpa_uid::stats, ptr(a.stats)}, {sdpa_uid::scale, const_cast<float*>(&scale_)}};
   if (c.mask != SdpaMaskKind::none) b.push_back({sdpa_uid::mask, ptr(a.mask)});
   if (c.causal || c.padding != SdpaPadding::none)
     b.push_back({sdpa_uid::negative_inf, const_cast<float*>(&negative_inf_)});
@@ -321,13 +351,23 @@ absl::Status CudnnSdpa::backward(const CudnnHandle& handle, const CudnnSdpaBackw
                                  CUdeviceptr workspace) const {
   const CudnnSdpaConfig& c = config_;
   if (direction_ != Direction::backward)
-    return absl::FailedPreconditionError(absl::StrCat("cudnn sdpa ", c.to_string(), ": backward() on a forward plan"));
-  for (auto [p, name] : std::initializer_list<std::pair<CUdeviceptr, const char*>>{{a.q, "q"}, {a.k, "k"}, {a.v, "v"}, {a.out, "out"}, {a.stats, "stats"},
-                         {a.grad_out, "grad_out"}, {a.grad_q, "grad_q"}, {a.grad_k, "grad_k"}, {a.grad_v, "grad_v"},
-                         {workspace, "the workspace"}})
+    return absl::FailedPreconditionError(
+        absl::StrCat("cudnn sdpa ", c.to_string(), ": backward() on a forward plan"));
+  for (auto [p, name] :
+       std::initializer_list<std::pair<CUdeviceptr, const char*>>{{a.q, "q"},
+                                                                  {a.k, "k"},
+                                                                  {a.v, "v"},
+                                                                  {a.out, "out"},
+                                                                  {a.stats, "stats"},
+                                                                  {a.grad_out, "grad_out"},
+                                                                  {a.grad_q, "grad_q"},
+                                                                  {a.grad_k, "grad_k"},
+                                                                  {a.grad_v, "grad_v"},
+                                                                  {workspace, "the workspace"}})
     MSTEP_RETURN_IF_ERROR(require(p, name, c, "backward"));
   if (c.mask != SdpaMaskKind::none) MSTEP_RETURN_IF_ERROR(require(a.mask, "mask", c, "backward"));
-  if (c.padding != SdpaPadding::none) MSTEP_RETURN_IF_ERROR(require(a.valid_seq_len, "valid_seq_len", c, "backward"));
+  if (c.padding != SdpaPadding::none)
+    MSTEP_RETURN_IF_ERROR(require(a.valid_seq_len, "valid_seq_len", c, "backward"));
   std::vector<std::pair<int64_t, void*>> b = {
       {sdpa_uid::q, ptr(a.q)},
       {sdpa_uid::k, ptr(a.k)},

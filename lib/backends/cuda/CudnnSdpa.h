@@ -45,20 +45,20 @@ enum class SdpaPadding : uint8_t { none, right, left };
 /// One attention node's shapes and options (mstep.sdpa / sdpa_backward).
 struct CudnnSdpaConfig {
   int64_t batch = 1, heads = 1, seq_q = 0, seq_kv = 0, head_dim = 0;
-  int64_t head_dim_v = 0;  ///< 0: head_dim
+  int64_t head_dim_v = 0; ///< 0: head_dim
   DType dtype = DType::bf16;
   double scale = 1.0;
   bool causal = false;
   SdpaMaskKind mask = SdpaMaskKind::none;
-  bool mask_per_batch = true;  ///< the mask's dim 0 is B (else 1, broadcast)
-  bool mask_per_head = true;   ///< the mask's dim 1 is H (else 1, broadcast)
-  bool mask_grad = false;      ///< the backward must return the mask's gradient
-  SdpaPadding padding = SdpaPadding::none;  ///< valid_seq_len and its side
+  bool mask_per_batch = true;              ///< the mask's dim 0 is B (else 1, broadcast)
+  bool mask_per_head = true;               ///< the mask's dim 1 is H (else 1, broadcast)
+  bool mask_grad = false;                  ///< the backward must return the mask's gradient
+  SdpaPadding padding = SdpaPadding::none; ///< valid_seq_len and its side
   double dropout_p = 0.0;
   // FusedSDPA's extra results and modes (mstep.sdpa's attributes).
   bool return_probs = false, return_dropout_mask = false;
-  bool saved_probs = false;          ///< recompute_mode = false
-  bool softmax_mode_none = true;     ///< softmax_mode = none
+  bool saved_probs = false;      ///< recompute_mode = false
+  bool softmax_mode_none = true; ///< softmax_mode = none
 
   int64_t dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   /// "[2, 4, 128, 64] x [2, 4, 128, 64] bf16, scale 0.125, causal".
@@ -110,9 +110,8 @@ public:
   /// Errors: cudnn_sdpa_expressible's, the graph's, and Unimplemented "no
   /// engine on this device runs the graph" (the caller falls back to its
   /// own kernel then, too).
-  static absl::StatusOr<std::unique_ptr<CudnnSdpa>> create(const CudnnHandle& handle,
-                                                           const CudnnSdpaConfig& config,
-                                                           Direction direction);
+  static absl::StatusOr<std::unique_ptr<CudnnSdpa>>
+  create(const CudnnHandle& handle, const CudnnSdpaConfig& config, Direction direction);
 
   /// The device workspace execution needs, in bytes: cuDNN's, then (the
   /// backward) the fp32 row sums D and the fp32 dQ accumulator.
