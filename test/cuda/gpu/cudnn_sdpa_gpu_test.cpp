@@ -82,7 +82,7 @@ protected:
     for (float& f : v) {
       x = x * 1664525u + 1013904223u;
       f = static_cast<float>(
-          BFloat16(static_cast<float>(static_cast<int32_t>(x >> 8) % 4096) / 4096.0f));
+          BFloat16(static_cast<float>(static_cast<int32_t>((x >> 8) % 8192) - 4096) / 4096.0f));
     }
     return v;
   }
