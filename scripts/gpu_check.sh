@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares, on this machine (no GPU needed), the GPU check of the cuda
-# runtime half (driver layer, backend, allocator, cuBLASLt) for one short
+# runtime half (driver layer, backend, allocator, cuBLASLt, cuDNN SDPA) for one short
 # run on a machine with an NVIDIA GPU where
 # nothing can be installed: cuda_driver_gpu_test, every shared library
 # it loads (ldd; glibc's own libraries and libcuda excepted, the GPU
@@ -8,7 +8,7 @@
 # reports), as ONE compressed tarball, plus run.sh, which on the GPU
 # machine unpacks it to /tmp, runs the tests and writes a report
 # (gtest XML, the logs, the environment) to $OUT. cuBLASLt (540 MB) is not
-# bundled: run.sh finds the GPU machine's and reports where.
+# bundled, nor is cuDNN (~1 GB): run.sh finds the GPU machine's and reports where.
 #
 #   scripts/gpu_check.sh [--build-dir DIR] [--out DIR] [--no-build]
 #     --build-dir  the configured build tree (default build/)
@@ -84,10 +84,10 @@ cat > "$out/run.sh" <<'RUN'
 # Runs the mstep GPU check on a machine with an NVIDIA GPU (made by
 # scripts/gpu_check.sh): unpacks the bundle (next to this script) into
 # /tmp, runs cuda_driver_gpu_test with the bundle's libraries and the GPU
-# machine's cuBLASLt (found here, not bundled), and writes the report to
+# machine's cuBLASLt and cuDNN (found here, not bundled), and writes the report to
 # $OUT (default: report/ next to this script): environment.txt,
 # cuda_driver_gpu_test.xml (gtest) and .log (driver layer, backend,
-# cuBLASLt), cuda_device_fault_gpu_test.xml and .log (the device fault,
+# cuBLASLt, cuDNN SDPA), cuda_device_fault_gpu_test.xml and .log (the device fault,
 # in a process of its own, last: it leaves the context unusable),
 # summary.txt.
 # Exit code: 0 all passed, 77 no usable GPU, else the first failure's.
@@ -117,6 +117,34 @@ find_cublaslt() {
 }
 cublaslt_dir=$(find_cublaslt || true)
 
+# libcudnn.so.9 (about 1 GB with its engines: never bundled). The binary
+# searches itself (lib/backends/cuda/CudnnApi.h: the loader's path,
+# $MSTEP_CUDNN_LIBRARY, the toolkit's lib64, python3's nvidia.cudnn);
+# this finds it the same way and, where the loader would not, names it
+# in MSTEP_CUDNN_LIBRARY and puts its folder (with the sub-libraries it
+# loads, libcudnn_graph.so.9 and the engines) on LD_LIBRARY_PATH.
+find_cudnn() {
+  local path dir python
+  path=$(ldconfig -p 2>/dev/null | awk '/libcudnn\.so\.9 /{print $NF; exit}')
+  if [ -n "$path" ]; then echo "$path"; return 0; fi
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda-13*/lib64 /usr/local/cuda*/lib64 \
+             /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu; do
+    if [ -e "$dir/libcudnn.so.9" ]; then echo "$dir/libcudnn.so.9"; return 0; fi
+  done
+  for python in python3 /usr/bin/python3; do
+    command -v "$python" > /dev/null 2>&1 || continue
+    dir=$("$python" -c 'import os, nvidia.cudnn as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+    if [ -n "$dir" ] && [ -e "$dir/libcudnn.so.9" ]; then echo "$dir/libcudnn.so.9"; return 0; fi
+  done
+  return 1
+}
+cudnn_library=$(find_cudnn || true)
+cudnn_dir=
+if [ -n "$cudnn_library" ]; then
+  cudnn_dir=$(dirname "$cudnn_library")
+  export MSTEP_CUDNN_LIBRARY=${MSTEP_CUDNN_LIBRARY:-$cudnn_library}
+fi
+
 # Unpacks the bundle into $1.
 unpack_into() {
   tar -xzf "$here/mstep_gpu_bundle.tar.gz" -C "$1" || { echo "run.sh: cannot unpack into $1" >&2; return 1; }
@@ -124,7 +152,7 @@ unpack_into() {
 }
 # Runs the test binary from $bundle: run_test NAME TIMEOUT GTEST_FILTER.
 run_test() {
-  LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     timeout "$2" "$bundle/bin/cuda_driver_gpu_test" --kernel_dir="$bundle/kernels" \
     --gtest_filter="$3" --gtest_output=xml:"$out/$1.xml" > "$out/$1.log" 2>&1
 }
@@ -136,23 +164,25 @@ trap 'rm -rf "$work"' EXIT
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
   echo "CPU threads: $(nproc)"
   echo "libcublasLt.so.13: ${cublaslt_dir:-not found (the cuBLASLt tests fail)}"
+  echo "libcudnn.so.9: ${cudnn_library:-not found (the cuDNN SDPA tests fail)}"
   tar -xzOf "$here/mstep_gpu_bundle.tar.gz" mstep_gpu/MANIFEST
 } > "$out/environment.txt"
 unpack_into "$work"
-run_test cuda_driver_gpu_test 150 '-CudaDeviceFaultGpuTest.*'
+run_test cuda_driver_gpu_test 240 '-CudaDeviceFaultGpuTest.*'
 status=$?
 if [ "$status" = 126 ]; then
   # /tmp mounted noexec: unpack next to this script instead.
   echo "run.sh: cannot execute from /tmp, unpacking next to run.sh" | tee -a "$out/environment.txt"
   mkdir -p "$here/unpacked"
   unpack_into "$here/unpacked"
-  run_test cuda_driver_gpu_test 150 '-CudaDeviceFaultGpuTest.*'
+  run_test cuda_driver_gpu_test 240 '-CudaDeviceFaultGpuTest.*'
   status=$?
 fi
 run_test cuda_device_fault_gpu_test 30 'CudaDeviceFaultGpuTest.*'
 fault_status=$?
 cat "$out/cuda_driver_gpu_test.log" "$out/cuda_device_fault_gpu_test.log"
 if [ -n "$cublaslt_dir" ]; then echo "libcublasLt.so.13 from $cublaslt_dir"; else echo "libcublasLt.so.13 not found"; fi
+if [ -n "$cudnn_library" ]; then echo "libcudnn.so.9 from $cudnn_library"; else echo "libcudnn.so.9 not found"; fi
 {
   echo "cuda_driver_gpu_test exit code: $status"
   echo "cuda_device_fault_gpu_test exit code: $fault_status"

@@ -50,7 +50,10 @@ while read -r name arrow path _; do
 done < <(LD_LIBRARY_PATH=$bundle/lib ldd "$bundle/bin/cuda_driver_gpu_test")
 LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/cuda_driver_gpu_test" --gtest_list_tests > "$tmp/list" \
   || fail "the bundled binary does not start"
-for test in DriverLoads CudaBackendGpuTest CublasLtGpuTest CudaDeviceFaultGpuTest; do
+tests="DriverLoads CudaBackendGpuTest CublasLtGpuTest CudaDeviceFaultGpuTest"
+# The cuDNN SDPA tests are built where cudnn_graph.h is (as here).
+[ -e /usr/local/cuda/include/cudnn_graph.h ] && tests="$tests CudnnSdpaGpuTest"
+for test in $tests; do
   grep -q "$test" "$tmp/list" || fail "the bundled binary lists no $test tests"
 done
 
@@ -73,6 +76,8 @@ $(cat "$tmp/run.out")"
 fi
 grep -q "libcublasLt" <<<"$listing" && fail "the tarball bundles cuBLASLt (the GPU machine has it)"
 grep -q "libcublasLt.so.13: " "$tmp/report/environment.txt" || fail "environment.txt says nothing of cuBLASLt"
+grep -q "libcudnn" <<<"$listing" && fail "the tarball bundles cuDNN (the GPU machine has it)"
+grep -q "libcudnn.so.9: " "$tmp/report/environment.txt" || fail "environment.txt says nothing of cuDNN"
 grep -q "cuda_device_fault_gpu_test exit code: " "$tmp/report/summary.txt" || fail "no fault run in summary.txt"
 echo "bundle ok: $needed libraries, run.sh exit $status"
 grep "cuda: unavailable" "$tmp/report/cuda_driver_gpu_test.log" | head -1 || true
