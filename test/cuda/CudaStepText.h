@@ -41,6 +41,14 @@ func.func @step(%x: tensor<8x64xf32>, %y: tensor<8x64xf32>)
 }
 )";
 
+/// A row sum (keepdim): a fill and an accumulation, one thread per row.
+inline constexpr const char* kRowSumStep = R"(
+func.func @step(%x: tensor<300x33xf32>) -> tensor<300x1xf32> {
+  %s = mstep.sum %x {dims = array<i64: 1>, keepdim = true} : tensor<300x33xf32> -> tensor<300x1xf32>
+  return %s : tensor<300x1xf32>
+}
+)";
+
 /// softmax: not lowered for cuda yet.
 inline constexpr const char* kSoftmaxStep = R"(
 func.func @step(%x: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {

@@ -93,8 +93,10 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       }
       plan.kernels.push_back(std::move(info));
       plan.launches.push_back(std::move(step_launch));
-      compiled.tiled_loops.push_back(kernels.tiled_loops);
     }
+    TiledOp tiled{name, std::move(kernels.tiled_loops), operands};
+    tiled.params.insert(tiled.params.end(), results.begin(), results.end());
+    compiled.tiled.push_back(std::move(tiled));
   }
   return compiled;
 }
@@ -109,11 +111,10 @@ void dump(const std::string& dir, const CompiledCudaStep& compiled) {
   std::error_code ignored;
   std::filesystem::create_directories(base, ignored);
   std::ofstream(base + "/plan.txt") << describe_cuda_plan(compiled.plan);
-  for (size_t k = 0; k < compiled.plan.kernels.size(); ++k) {
-    const CudaKernelInfo& kernel = compiled.plan.kernels[k];
+  for (const CudaKernelInfo& kernel : compiled.plan.kernels)
     std::ofstream(absl::StrCat(base, "/", kernel.name, ".ptx")) << kernel.ptx;
-    std::ofstream(absl::StrCat(base, "/", kernel.name, ".tiled.mlir")) << compiled.tiled_loops[k];
-  }
+  for (const TiledOp& op : compiled.tiled)
+    std::ofstream(absl::StrCat(base, "/", op.name, ".tiled.mlir")) << op.module;
 }
 
 class CudaCompiler final : public BackendCompiler {

@@ -29,11 +29,18 @@ struct CudaCompileOptions {
 /// The defaults: this build's toolkit, sm_80 PTX, cubins for sm_80 and sm_90.
 CudaCompileOptions default_cuda_compile_options();
 
+/// An op's tiled loop nest, right before the GPU mapping: func @<name> on
+/// memrefs of the op's operands, then its results.
+struct TiledOp {
+  std::string name;      ///< "op3"
+  std::string module;    ///< MLIR text
+  std::vector<int> params;  ///< plan value ids of the func's parameters
+};
+
 struct CompiledCudaStep {
   CudaPlan plan;
-  /// Per plan kernel: its tiled loop nest before the GPU mapping (the
-  /// module of the op it belongs to, shared by that op's kernels).
-  std::vector<std::string> tiled_loops;
+  /// One per op with kernels, in program order.
+  std::vector<TiledOp> tiled;
 };
 
 /// The plan of func @step in `module` (after the cuda pipeline). Needs no

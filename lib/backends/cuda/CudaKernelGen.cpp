@@ -104,6 +104,50 @@ func::FuncOp build_kernel_func(Operation* op, StringRef name, ModuleOp module) {
   return func;
 }
 
+/// A result computed as tensor.expand_shape(x) (a reduction's keepdim) is
+/// materialized as x into the output memref collapsed the same way, so
+/// that the reduction writes the output in place (empty-tensor
+/// elimination does not look through the reshape).
+void write_reshapes_in_place(func::FuncOp func) {
+  SmallVector<bufferization::MaterializeInDestinationOp> stores;
+  func.walk([&](bufferization::MaterializeInDestinationOp store) { stores.push_back(store); });
+  for (auto store : stores) {
+    auto expand = store.getSource().getDefiningOp<tensor::ExpandShapeOp>();
+    if (!expand || !isa<BaseMemRefType>(store.getDest().getType())) continue;
+    OpBuilder builder(store);
+    Value collapsed = builder.create<memref::CollapseShapeOp>(
+        store.getLoc(), store.getDest(), expand.getReassociationIndices());
+    builder.create<bufferization::MaterializeInDestinationOp>(
+        store.getLoc(), TypeRange{}, expand.getSrc(), collapsed, /*restrict=*/true,
+        /*writable=*/true);
+    store.erase();
+    if (expand->use_empty()) expand.erase();
+  }
+}
+
+/// A buffer that is computed and then copied whole into an output
+/// (`memref.copy %alloc, %out`: where empty-tensor elimination left one)
+/// becomes the output itself.
+void forward_result_copies(func::FuncOp func) {
+  Block& entry = func.getBody().front();
+  SmallVector<memref::CopyOp> copies;
+  func.walk([&](memref::CopyOp copy) { copies.push_back(copy); });
+  for (memref::CopyOp copy : copies) {
+    auto alloc = copy.getSource().getDefiningOp<memref::AllocOp>();
+    Value out = copy.getTarget();
+    if (!alloc || alloc.getType() != out.getType() || alloc->getBlock() != &entry) continue;
+    // The output (an argument, or a view of one) must exist where the
+    // buffer is created.
+    if (Operation* view = out.getDefiningOp()) {
+      if (view->getNumOperands() != 1 || !isa<BlockArgument>(view->getOperand(0))) continue;
+      view->moveBefore(alloc);
+    }
+    copy.erase();
+    alloc.getResult().replaceAllUsesWith(out);
+    alloc.erase();
+  }
+}
+
 /// Runs `pm` on `module`; an error names `op` and `stage` with the
 /// diagnostics.
 absl::Status run(PassManager& pm, ModuleOp module, Operation* op, absl::string_view stage,
@@ -200,6 +244,7 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
                                               "', which mstep-lower-to-linalg does not lower"));
 
   // 2. Buffers and parallel loops, written in place into the outputs.
+  write_reshapes_in_place(func);
   {
     PassManager pm(context);
     pm.addPass(bufferization::createEmptyTensorEliminationPass());
@@ -209,11 +254,12 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
     pm.addPass(createCanonicalizerPass());
     MSTEP_RETURN_IF_ERROR(run(pm, *module, op, "bufferization", diagnostics));
   }
+  forward_result_copies(func);
   bool temporaries = false;
   func.walk([&](memref::AllocOp) { temporaries = true; });
   if (temporaries)
-    return not_lowered(op, "its results have different shapes, so it needs temporary buffers "
-                           "between kernels");
+    return not_lowered(op, "it needs temporary device buffers between its kernels (a fusion "
+                           "whose results differ in shape, or a reshape inside)");
   MSTEP_RETURN_IF_ERROR(collapse_and_tile(func, options.threads, op));
   GeneratedKernels generated;
   generated.tiled_loops = print(module->getOperation());
@@ -244,7 +290,9 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
   // The host function is now only launches: anything else would run on
   // the host, which the cuda executable does not do.
   for (Operation& host : func.getBody().front()) {
-    if (isa<arith::ConstantOp, func::ReturnOp>(host)) continue;
+    // A reshape of a buffer is the same pointer (static, contiguous).
+    if (isa<arith::ConstantOp, func::ReturnOp, memref::CollapseShapeOp, memref::ExpandShapeOp>(host))
+      continue;
     auto launch = dyn_cast<gpu::LaunchFuncOp>(host);
     if (!launch)
       return not_lowered(op, absl::StrCat("'", op_name(&host),
@@ -260,6 +308,9 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
         if (size == 0)
           return not_lowered(op, "a launch's grid or block size is not a positive constant");
     for (Value arg : launch.getKernelOperands()) {
+      if (Operation* view = arg.getDefiningOp();
+          view && isa<memref::CollapseShapeOp, memref::ExpandShapeOp>(view))
+        arg = view->getOperand(0);
       auto block_arg = dyn_cast<BlockArgument>(arg);
       if (!block_arg || block_arg.getOwner() != &func.getBody().front())
         return not_lowered(op, "a kernel argument is not one of its buffers");
