@@ -49,6 +49,22 @@ func.func @step(%x: tensor<300x33xf32>) -> tensor<300x1xf32> {
 }
 )";
 
+/// A column sum (the bias gradient's form): a parallel loop over columns.
+inline constexpr const char* kColumnSumStep = R"(
+func.func @step(%x: tensor<33x300xf32>) -> tensor<300xf32> {
+  %s = mstep.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<33x300xf32> -> tensor<300xf32>
+  return %s : tensor<300xf32>
+}
+)";
+
+/// A sum to a scalar: one thread.
+inline constexpr const char* kScalarSumStep = R"(
+func.func @step(%x: tensor<7x45xf32>) -> tensor<f32> {
+  %s = mstep.sum %x {dims = array<i64: 0, 1>, keepdim = false} : tensor<7x45xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+)";
+
 /// softmax: not lowered for cuda yet.
 inline constexpr const char* kSoftmaxStep = R"(
 func.func @step(%x: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {
@@ -58,7 +74,7 @@ func.func @step(%x: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {
 )";
 
 /// A context with the mstep dialects and the cuda compiler's, and `text`
-/// parsed in it.
+/// parsed in it (none when null).
 class CudaStepContext {
  public:
   explicit CudaStepContext(const char* text) : context_(mlir::MLIRContext::Threading::DISABLED) {
@@ -66,6 +82,7 @@ class CudaStepContext {
     absl::StatusOr<BackendCompiler*> compiler = CompilerRegistry::get("cuda");
     EXPECT_TRUE(compiler.ok()) << compiler.status();
     if (compiler.ok()) load_dependent_dialects(context_, **compiler);
+    if (text == nullptr) return;
     auto module = parse_mstep_module(text, context_, "test step");
     EXPECT_TRUE(module.ok()) << module.status();
     if (module.ok()) module_ = std::move(*module);

@@ -139,5 +139,39 @@ TEST(CudaTiledHost, RowReductionOneThreadPerRow) {
   }
 }
 
+TEST(CudaTiledHost, ColumnSumOneThreadPerColumn) {
+  testing::CudaStepContext step(testing::kColumnSumStep);
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  // The accumulation runs on 300 threads (two blocks), not on one.
+  ASSERT_EQ(compiled->plan.launches.size(), 2u);
+  EXPECT_THAT(compiled->plan.kernels[1].grid, ::testing::ElementsAre(2u, 1u, 1u));
+  const std::vector<float> x = random_floats(33 * 300, 7);
+  auto values = host_values(compiled->plan, {x});
+  ASSERT_NO_FATAL_FAILURE(run_tiled_on_host(step.context(), *compiled, values));
+  const float* sum = as<float>(values[compiled->plan.outputs[0]]);
+  for (int c = 0; c < 300; ++c) {
+    double expected = 0;
+    for (int r = 0; r < 33; ++r) expected += x[r * 300 + c];
+    ASSERT_NEAR(sum[c], expected, 1e-5) << c;
+  }
+}
+
+TEST(CudaTiledHost, SumToAScalarOnOneThread) {
+  testing::CudaStepContext step(testing::kScalarSumStep);
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  for (const CudaKernelInfo& kernel : compiled->plan.kernels) {
+    EXPECT_THAT(kernel.grid, ::testing::ElementsAre(1u, 1u, 1u));
+    EXPECT_THAT(kernel.block, ::testing::ElementsAre(1u, 1u, 1u));
+  }
+  const std::vector<float> x = random_floats(7 * 45, 6);
+  auto values = host_values(compiled->plan, {x});
+  ASSERT_NO_FATAL_FAILURE(run_tiled_on_host(step.context(), *compiled, values));
+  double expected = 0;
+  for (float v : x) expected += v;
+  EXPECT_NEAR(*as<float>(values[compiled->plan.outputs[0]]), expected, 1e-4);
+}
+
 }  // namespace
 }  // namespace mstep::cuda

@@ -29,6 +29,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -157,16 +158,72 @@ absl::Status run(PassManager& pm, ModuleOp module, Operation* op, absl::string_v
                                           "' failed in ", stage, ":", diagnostics.text()));
 }
 
+/// Puts every linalg.generic's parallel dimensions before its reduction
+/// dimensions (a column sum), so that its loops start with a parallel
+/// loop: the GPU threads, each running the reduction alone.
+void parallel_dims_first(func::FuncOp func) {
+  SmallVector<linalg::GenericOp> generics;
+  func.walk([&](linalg::GenericOp generic) { generics.push_back(generic); });
+  IRRewriter rewriter(func.getContext());
+  for (linalg::GenericOp generic : generics) {
+    SmallVector<unsigned> order;
+    const auto iterators = generic.getIteratorTypesArray();
+    for (unsigned d = 0; d < iterators.size(); ++d)
+      if (iterators[d] == utils::IteratorType::parallel) order.push_back(d);
+    for (unsigned d = 0; d < iterators.size(); ++d)
+      if (iterators[d] != utils::IteratorType::parallel) order.push_back(d);
+    bool identity = true;
+    for (unsigned d = 0; d < order.size(); ++d) identity &= order[d] == d;
+    if (identity) continue;
+    rewriter.setInsertionPoint(generic);
+    (void)linalg::interchangeGenericOp(rewriter, generic, order);
+  }
+}
+
 /// Collapses every top-level scf.parallel of `func` to one dimension and
 /// tiles it by `threads`, the loop the GPU mapping turns into blocks of
-/// threads.
-absl::Status collapse_and_tile(func::FuncOp func, int threads, Operation* op) {
+/// threads. Work outside a parallel loop (a reduction to a scalar, a
+/// rank-0 result) runs in a single-iteration loop: one thread.
+void collapse_and_tile(func::FuncOp func, int threads) {
+  Block& body = func.getBody().front();
+  OpBuilder builder(func.getContext());
+  Location loc = func.getLoc();
+  // Runs of serial work, each moved into a loop of one iteration.
+  auto serial = [](Operation& op) {
+    return !isa<scf::ParallelOp, arith::ConstantOp, func::ReturnOp, memref::CollapseShapeOp,
+                memref::ExpandShapeOp>(op);
+  };
+  for (Operation* op = &body.front(); op != nullptr;) {
+    if (!serial(*op)) {
+      op = op->getNextNode();
+      continue;
+    }
+    Operation* end = op;
+    while (end->getNextNode() && serial(*end->getNextNode())) end = end->getNextNode();
+    Operation* after = end->getNextNode();
+    builder.setInsertionPoint(op);
+    Value zero = builder.create<arith::ConstantIndexOp>(loc, 0);
+    Value one = builder.create<arith::ConstantIndexOp>(loc, 1);
+    auto single = builder.create<scf::ParallelOp>(loc, ValueRange{zero}, ValueRange{one},
+                                                  ValueRange{one});
+    Operation* terminator = single.getBody()->getTerminator();
+    for (Operation* inner = op; inner != after;) {
+      Operation* next = inner->getNextNode();
+      inner->moveBefore(terminator);
+      inner = next;
+    }
+    op = after;
+  }
   SmallVector<scf::ParallelOp> loops;
-  for (Operation& inner : func.getBody().front())
+  for (Operation& inner : body)
     if (auto loop = dyn_cast<scf::ParallelOp>(inner)) loops.push_back(loop);
   IRRewriter rewriter(func.getContext());
   for (scf::ParallelOp loop : loops) {
     const unsigned rank = loop.getNumLoops();
+    // Serial work: one block of one thread.
+    if (rank == 1 && getConstantIntValue(loop.getUpperBound()[0]) == 1 &&
+        getConstantIntValue(loop.getLowerBound()[0]) == 0)
+      continue;
     Operation* next = loop->getNextNode();
     if (rank > 1) {
       std::vector<unsigned> all(rank);
@@ -176,10 +233,6 @@ absl::Status collapse_and_tile(func::FuncOp func, int threads, Operation* op) {
     }
     scf::tileParallelLoop(loop, {threads}, /*noMinMaxBounds=*/true);
   }
-  if (loops.empty())
-    return not_lowered(op, "its loops do not run in parallel (a reduction to a scalar, or a "
-                           "rank-0 result, is computed by one thread only on the host)");
-  return absl::OkStatus();
 }
 
 /// The constant `value` as unsigned, or 0 when it is not a constant.
@@ -245,6 +298,7 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
 
   // 2. Buffers and parallel loops, written in place into the outputs.
   write_reshapes_in_place(func);
+  parallel_dims_first(func);
   {
     PassManager pm(context);
     pm.addPass(bufferization::createEmptyTensorEliminationPass());
@@ -260,7 +314,7 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
   if (temporaries)
     return not_lowered(op, "it needs temporary device buffers between its kernels (a fusion "
                            "whose results differ in shape, or a reshape inside)");
-  MSTEP_RETURN_IF_ERROR(collapse_and_tile(func, options.threads, op));
+  collapse_and_tile(func, options.threads);
   GeneratedKernels generated;
   generated.tiled_loops = print(module->getOperation());
 
