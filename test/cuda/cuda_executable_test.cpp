@@ -129,6 +129,35 @@ TEST_F(CudaExecutableTest, AnInputOfTheWrongTypeIsNamed) {
   EXPECT_TRUE(fake_.calls_named("cuLaunchKernel").empty());
 }
 
+TEST_F(CudaExecutableTest, AKernelThatLoadsNeitherWayNamesTheOpAndTheCubins) {
+  testing::CudaStepContext step(testing::kChainStep);
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  add_kernels(compiled->plan);
+  // An sm_86 device: no cubin of its own, and the PTX JIT fails.
+  fake_.compute_minor = 6;
+  fake_.compute_major = 8;
+  fake_.ptx_error = "ptxas fatal: something the JIT says";
+  auto other = CudaBackend::create(fake_.driver());
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto exe = CudaExecutable::create(**other, compiled->plan);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_THAT(exe.status().message(), HasSubstr("loading the kernel of mstep.exp #0"));
+  EXPECT_THAT(exe.status().message(), HasSubstr("cubins for sm_80, sm_90"));
+  EXPECT_THAT(exe.status().message(), HasSubstr("something the JIT says"));
+}
+
+TEST_F(CudaExecutableTest, CompilingForAnotherBackendIsAnError) {
+  testing::CudaStepContext step(testing::kChainStep);
+  auto compiler = CompilerRegistry::get("cuda");
+  ASSERT_TRUE(compiler.ok()) << compiler.status();
+  auto cpu = BackendRegistry::get("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto exe = (*compiler)->compile(step.module(), **cpu, RuntimeOptions{});
+  ASSERT_FALSE(exe.ok());
+  EXPECT_THAT(exe.status().message(), HasSubstr("the backend is 'cpu', not a cuda backend"));
+}
+
 TEST_F(CudaExecutableTest, APlanNamingWhatItLacksIsRefused) {
   CudaPlan plan;
   plan.values = {TensorType{Shape({4}), DType::f32}};
