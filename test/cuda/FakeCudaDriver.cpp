@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <cstring>
 
@@ -25,12 +26,18 @@ FakeCall& record(const char* name, CUstream stream = nullptr) {
 struct FakeKernelInfo {
   const char* name;
   std::vector<CudaKernelParam> params;
+  std::string owned_name;  // the storage of `name` for added kernels
 };
 const std::vector<FakeKernelInfo>& known_kernels() {
   static const std::vector<FakeKernelInfo> kernels = {
       {"saxpy", {{0, 4}, {4, 4}, {8, 8}, {16, 8}}}, // int n, float a, const float*, float*
       {"empty_kernel", {}},
       {"write_out_of_bounds", {{0, 8}}}}; // float*
+  return kernels;
+}
+/// Kernels a test added (add_kernel); a deque, so their addresses hold.
+std::deque<FakeKernelInfo>& added_kernels() {
+  static std::deque<FakeKernelInfo> kernels;
   return kernels;
 }
 // CUkernel and CUfunction handles are pointers to the kernel's info.
@@ -265,6 +272,11 @@ CUresult library_unload(CUlibrary) {
   return CUDA_SUCCESS;
 }
 CUresult library_get_kernel(CUkernel* kernel, CUlibrary, const char* name) {
+  for (const FakeKernelInfo& info : added_kernels())
+    if (std::strcmp(info.name, name) == 0) {
+      *kernel = reinterpret_cast<CUkernel>(const_cast<FakeKernelInfo*>(&info));
+      return CUDA_SUCCESS;
+    }
   for (const FakeKernelInfo& info : known_kernels())
     if (std::strcmp(info.name, name) == 0) {
       *kernel = reinterpret_cast<CUkernel>(const_cast<FakeKernelInfo*>(&info));
@@ -312,9 +324,19 @@ FakeCudaDriver::FakeCudaDriver() {
 }
 FakeCudaDriver::~FakeCudaDriver() {
   g_fake = nullptr;
+  added_kernels().clear();
   g_device_sizes.clear();
 }
 FakeCudaDriver& FakeCudaDriver::current() { return *g_fake; }
+
+void FakeCudaDriver::add_kernel(const std::string& name, size_t pointer_params) {
+  FakeKernelInfo info{"", {}};
+  info.owned_name = name;
+  info.name = nullptr;
+  for (size_t i = 0; i < pointer_params; ++i) info.params.push_back({8 * i, 8});
+  added_kernels().push_back(std::move(info));
+  added_kernels().back().name = added_kernels().back().owned_name.c_str();
+}
 
 CudaDriverApi FakeCudaDriver::api() const {
   CudaDriverApi api;

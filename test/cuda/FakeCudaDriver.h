@@ -71,6 +71,11 @@ public:
   int retained_contexts = 0;
 
   static FakeCudaDriver& current();
+
+  /// Makes kernel `name` known (any module "has" it), taking
+  /// `pointer_params` device pointers: the compiled steps' kernels.
+  /// Forgotten when this fake goes.
+  void add_kernel(const std::string& name, size_t pointer_params);
 };
 
 } // namespace mstep::cuda::testing

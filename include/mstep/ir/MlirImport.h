@@ -36,6 +36,10 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> import_trace_graph(const Trace
 /// that names it.
 absl::StatusOr<TraceGraph> export_trace_graph(mlir::func::FuncOp func);
 
+/// The TensorType of a static ranked tensor type of an mstep dtype; an
+/// error names the type otherwise.
+absl::StatusOr<TensorType> tensor_type_from_mlir(mlir::Type type);
+
 /// Registers every dialect an imported module may contain.
 void register_mstep_dialects(mlir::MLIRContext& context);
 

@@ -30,17 +30,7 @@ absl::StatusOr<DType> to_dtype(mlir::Type t) {
   return absl::InvalidArgumentError(absl::StrCat("element type ", s, " has no mstep dtype"));
 }
 
-absl::StatusOr<TensorType> to_tensor_type(mlir::Type t) {
-  auto ranked = llvm::dyn_cast<mlir::RankedTensorType>(t);
-  if (!ranked || !ranked.hasStaticShape()) {
-    std::string s;
-    llvm::raw_string_ostream(s) << t;
-    return absl::InvalidArgumentError(absl::StrCat("type ", s, " is not a static tensor"));
-  }
-  auto dtype = to_dtype(ranked.getElementType());
-  if (!dtype.ok()) return dtype.status();
-  return TensorType{Shape(ranked.getShape()), *dtype};
-}
+absl::StatusOr<TensorType> to_tensor_type(mlir::Type t) { return tensor_type_from_mlir(t); }
 
 namespace {
 
@@ -302,6 +292,19 @@ absl::Status export_block(mlir::Block& block, TraceGraph& g,
 }
 
 }  // namespace
+
+absl::StatusOr<TensorType> tensor_type_from_mlir(mlir::Type t) {
+  auto ranked = llvm::dyn_cast<mlir::RankedTensorType>(t);
+  if (!ranked || !ranked.hasStaticShape()) {
+    std::string s;
+    llvm::raw_string_ostream(s) << t;
+    return absl::InvalidArgumentError(absl::StrCat("type ", s, " is not a static tensor"));
+  }
+  auto dtype = to_dtype(ranked.getElementType());
+  if (!dtype.ok()) return dtype.status();
+  return TensorType{Shape(ranked.getShape()), *dtype};
+}
+
 
 absl::StatusOr<TraceGraph> export_trace_graph(mlir::func::FuncOp func) {
   TraceGraph g;

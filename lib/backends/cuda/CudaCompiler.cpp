@@ -1,0 +1,150 @@
+// The cuda compile half: compile_cuda_step (see CudaCompiler.h) and its
+// registration with the compiler driver.
+#include "lib/backends/cuda/CudaCompiler.h"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaExecutable.h"
+#include "lib/backends/cuda/CudaPtxas.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mstep/compiler/BackendCompiler.h"
+#include "mstep/core/Error.h"
+#include "mstep/ir/MlirImport.h"
+
+namespace mstep::cuda {
+
+namespace {
+
+/// The step value type of an MLIR tensor type.
+absl::StatusOr<TensorType> value_type(mlir::Value value, mlir::Operation* user) {
+  MSTEP_ASSIGN_OR_RETURN(TensorType type, tensor_type_from_mlir(value.getType()));
+  return type;
+}
+
+}  // namespace
+
+CudaCompileOptions default_cuda_compile_options() {
+  CudaCompileOptions options;
+  options.codegen.toolkit = configured_cuda_toolkit();
+  return options;
+}
+
+absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
+                                                   const CudaCompileOptions& options) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  if (!step) return absl::InvalidArgumentError("cuda backend: the module has no func @step");
+  CompiledCudaStep compiled;
+  CudaPlan& plan = compiled.plan;
+  llvm::DenseMap<mlir::Value, int> ids;
+  auto add_value = [&](mlir::Value value, mlir::Operation* op) -> absl::StatusOr<int> {
+    MSTEP_ASSIGN_OR_RETURN(TensorType type, value_type(value, op));
+    ids[value] = static_cast<int>(plan.values.size());
+    plan.values.push_back(type);
+    return ids[value];
+  };
+  for (mlir::BlockArgument arg : step.getArguments()) {
+    MSTEP_RETURN_IF_ERROR(add_value(arg, nullptr).status());
+  }
+  plan.num_inputs = plan.values.size();
+  int op_index = 0;
+  for (mlir::Operation& op : step.getBody().front()) {
+    if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
+      for (mlir::Value value : ret.getOperands()) plan.outputs.push_back(ids.at(value));
+      continue;
+    }
+    const std::string name = absl::StrCat("op", op_index++);
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
+                           generate_op_kernels(&op, name, options.codegen));
+    std::vector<int> operands, results;
+    for (mlir::Value operand : op.getOperands()) operands.push_back(ids.at(operand));
+    for (mlir::Value result : op.getResults()) {
+      MSTEP_ASSIGN_OR_RETURN(int id, add_value(result, &op));
+      results.push_back(id);
+    }
+    for (GeneratedLaunch& launch : kernels.launches) {
+      CudaKernelInfo info;
+      info.name = launch.kernel;
+      info.origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index - 1);
+      info.grid = launch.grid;
+      info.block = launch.block;
+      for (const std::string& arch : options.archs) {
+        MSTEP_ASSIGN_OR_RETURN(AssembledPtx assembled,
+                               assemble_ptx(launch.ptx, arch,
+                                            absl::StrCat("kernel ", info.name, " (", info.origin, ")")));
+        info.cubins.push_back({arch, std::move(assembled.cubin)});
+        for (PtxasKernelReport& report : assembled.reports) {
+          report.arch = arch;
+          info.reports.push_back(std::move(report));
+        }
+      }
+      info.ptx = std::move(launch.ptx);
+      CudaLaunchStep step_launch;
+      step_launch.kernel = static_cast<int>(plan.kernels.size());
+      for (unsigned arg : launch.args) {
+        const bool is_result = arg >= operands.size();
+        const int value = is_result ? results[arg - operands.size()] : operands[arg];
+        step_launch.args.push_back(value);
+        if (is_result) step_launch.writes.push_back(value);
+      }
+      plan.kernels.push_back(std::move(info));
+      plan.launches.push_back(std::move(step_launch));
+    }
+    TiledOp tiled{name, std::move(kernels.tiled_loops), operands};
+    tiled.params.insert(tiled.params.end(), results.begin(), results.end());
+    compiled.tiled.push_back(std::move(tiled));
+  }
+  return compiled;
+}
+
+namespace {
+
+/// Writes the plan (launches, ptxas reports), each kernel's tiled loop
+/// nest and PTX under MSTEP_DUMP_DIR as cuda_<n>/.
+void dump(const std::string& dir, const CompiledCudaStep& compiled) {
+  static std::atomic<int> counter{0};
+  const std::string base = absl::StrCat(dir, "/cuda_", counter++);
+  std::error_code ignored;
+  std::filesystem::create_directories(base, ignored);
+  std::ofstream(base + "/plan.txt") << describe_cuda_plan(compiled.plan);
+  for (const CudaKernelInfo& kernel : compiled.plan.kernels)
+    std::ofstream(absl::StrCat(base, "/", kernel.name, ".ptx")) << kernel.ptx;
+  for (const TiledOp& op : compiled.tiled)
+    std::ofstream(absl::StrCat(base, "/", op.name, ".tiled.mlir")) << op.module;
+}
+
+class CudaCompiler final : public BackendCompiler {
+ public:
+  absl::string_view backend_name() const override { return "cuda"; }
+
+  void get_dependent_dialects(mlir::DialectRegistry& registry) const override {
+    declare_cuda_codegen_dialects(registry);
+  }
+
+  absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module, Backend& backend,
+                                                      const RuntimeOptions& options) override {
+    auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+    if (cuda == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuda compiler: the backend is '", backend.name(), "', not a cuda backend"));
+    MSTEP_ASSIGN_OR_RETURN(CompiledCudaStep compiled,
+                           compile_cuda_step(module, default_cuda_compile_options()));
+    if (!options.dump_dir.empty()) dump(options.dump_dir, compiled);
+    MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> exe,
+                           CudaExecutable::create(*cuda, std::move(compiled.plan)));
+    return std::unique_ptr<Executable>(std::move(exe));
+  }
+};
+
+const bool registered = [] {
+  CompilerRegistry::register_compiler(
+      "cuda", [] { return std::unique_ptr<BackendCompiler>(new CudaCompiler()); });
+  return true;
+}();
+
+}  // namespace
+}  // namespace mstep::cuda

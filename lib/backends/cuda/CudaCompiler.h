@@ -1,0 +1,51 @@
+// The cuda backend's compile half (registered as "cuda" in
+// libmstep_compiler): the step function's ops, in program order, become a
+// CudaPlan: elementwise fusions, standalone elementwise ops and row
+// reductions are GPU kernels (CudaKernelGen.h) assembled by ptxas for each
+// architecture with -v (its report kept per kernel); the PTX is kept for
+// the JIT. Any other op is an error naming it: "... is not yet lowered for
+// cuda" (no silent host fallback). Library-internal; MLIR.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lib/backends/cuda/CudaKernelGen.h"
+#include "lib/backends/cuda/CudaPlan.h"
+
+namespace mlir {
+class ModuleOp;
+}
+
+namespace mstep::cuda {
+
+struct CudaCompileOptions {
+  CudaCodegenOptions codegen;
+  /// The cubins built for each kernel.
+  std::vector<std::string> archs = {"sm_80", "sm_90"};
+};
+
+/// The defaults: this build's toolkit, sm_80 PTX, cubins for sm_80 and sm_90.
+CudaCompileOptions default_cuda_compile_options();
+
+/// An op's tiled loop nest, right before the GPU mapping: func @<name> on
+/// memrefs of the op's operands, then its results.
+struct TiledOp {
+  std::string name;      ///< "op3"
+  std::string module;    ///< MLIR text
+  std::vector<int> params;  ///< plan value ids of the func's parameters
+};
+
+struct CompiledCudaStep {
+  CudaPlan plan;
+  /// One per op with kernels, in program order.
+  std::vector<TiledOp> tiled;
+};
+
+/// The plan of func @step in `module` (after the cuda pipeline). Needs no
+/// device: a step compiles here and runs on the GPU machine.
+absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
+                                                   const CudaCompileOptions& options);
+
+}  // namespace mstep::cuda

@@ -1,0 +1,76 @@
+// The cuda compile half's code generation: one op of the step (an
+// mstep.fusion, a standalone elementwise op, a reduction) becomes GPU
+// kernels through MLIR:
+//
+//   a func on memrefs holding the op (inputs read through to_tensor, the
+//   results materialized in the output memrefs)
+//   -> mstep-lower-to-linalg -> empty-tensor elimination, one-shot
+//   bufferization (no temporaries: linalg writes the outputs in place)
+//   -> convert-linalg-to-parallel-loops
+//   -> each scf.parallel collapsed to one dimension and tiled by the block
+//      size (256 threads): the "tiled loop nest", kept as text (dumps, and
+//      the host-numerics test lowers it for the CPU)
+//   -> gpu-map-parallel-loops (tiles on block x, lanes on thread x)
+//   -> convert-parallel-loops-to-gpu -> gpu-kernel-outlining
+//   -> nvvm-attach-target -> convert-gpu-to-nvvm (bare pointers: a kernel
+//      takes one pointer per buffer) -> gpu-module-to-binary (PTX, with
+//      libdevice from the toolkit for exp, erf, ...)
+//
+// Each scf.parallel is one launch; its grid and block are constants
+// (static shapes). An op the pipeline cannot lower is an error naming it
+// and saying "not yet lowered for cuda". Library-internal; MLIR.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace mlir {
+class DialectRegistry;
+class Operation;
+}  // namespace mlir
+
+namespace mstep::cuda {
+
+struct CudaCodegenOptions {
+  /// The PTX's target: sm_80 PTX assembles for sm_80 and sm_90 and JITs on
+  /// newer GPUs.
+  std::string chip = "sm_80";
+  std::string ptx_features = "+ptx80";
+  /// The CUDA toolkit (libdevice).
+  std::string toolkit;
+  /// Threads per block.
+  int threads = 256;
+};
+
+/// One kernel launch of an op.
+struct GeneratedLaunch {
+  std::string kernel;  ///< the PTX entry function
+  std::array<unsigned, 3> grid = {1, 1, 1};
+  std::array<unsigned, 3> block = {1, 1, 1};
+  /// Per kernel parameter: the op's operand i (i < num operands), or its
+  /// result i - num operands.
+  std::vector<unsigned> args;
+  std::string ptx;
+};
+
+struct GeneratedKernels {
+  std::vector<GeneratedLaunch> launches;
+  /// The module right after tiling, before the GPU mapping: a func on
+  /// memrefs named like the op's kernels.
+  std::string tiled_loops;
+};
+
+/// The dialects, interfaces and LLVM IR translations generate_op_kernels
+/// needs (the cuda compiler's get_dependent_dialects).
+void declare_cuda_codegen_dialects(mlir::DialectRegistry& registry);
+
+/// The kernels of `op` (not modified), named from `name` ("op3"), in its
+/// context. Errors name the op and say what is not yet lowered for cuda.
+absl::StatusOr<GeneratedKernels> generate_op_kernels(mlir::Operation* op, absl::string_view name,
+                                                     const CudaCodegenOptions& options);
+
+}  // namespace mstep::cuda

@@ -1,0 +1,31 @@
+// describe_cuda_plan: the plan as text for dumps.
+#include "lib/backends/cuda/CudaPlan.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace mstep::cuda {
+
+std::string describe_cuda_plan(const CudaPlan& plan) {
+  std::string text = absl::StrCat("cuda plan: ", plan.num_inputs, " inputs, ",
+                                  plan.values.size() - plan.num_inputs, " computed values, ",
+                                  plan.launches.size(), " launches\n");
+  for (size_t v = 0; v < plan.values.size(); ++v)
+    absl::StrAppend(&text, "  %", v, ": ", plan.values[v].to_string(),
+                    v < plan.num_inputs ? " (input)" : "", "\n");
+  for (const CudaLaunchStep& launch : plan.launches) {
+    const CudaKernelInfo& k = plan.kernels[launch.kernel];
+    absl::StrAppend(&text, "  launch ", k.name, " (", k.origin, ") grid (",
+                    absl::StrJoin(k.grid, ", "), ") block (", absl::StrJoin(k.block, ", "),
+                    ") args (%", absl::StrJoin(launch.args, ", %"), ") writes (%",
+                    absl::StrJoin(launch.writes, ", %"), ")\n");
+    for (const PtxasKernelReport& r : k.reports)
+      absl::StrAppend(&text, "    ", r.arch, ": ", r.registers, " registers, ", r.shared_bytes,
+                      " bytes smem, ", r.stack_bytes, " bytes stack, spills ",
+                      r.spill_store_bytes, " stores / ", r.spill_load_bytes, " loads\n");
+  }
+  absl::StrAppend(&text, "  outputs (%", absl::StrJoin(plan.outputs, ", %"), ")\n");
+  return text;
+}
+
+}  // namespace mstep::cuda

@@ -1,0 +1,58 @@
+// The cuda executable's plan: a linear list of kernel launches over the
+// step's values, with each kernel's PTX and cubins. The compile half
+// (CudaCompiler.cpp) builds it from MLIR; CudaExecutable (runtime half, no
+// MLIR) runs it, and CudaPlanFormat serializes it. Library-internal.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "lib/backends/cuda/PtxasReport.h"
+#include "mstep/core/TensorType.h"
+
+namespace mstep::cuda {
+
+/// A cubin for one architecture.
+struct CudaCubin {
+  std::string arch;   ///< "sm_90"
+  std::string image;  ///< the ELF
+};
+
+/// One kernel: its PTX (kept for the JIT on newer GPUs), a cubin per
+/// architecture it was assembled for, and ptxas's report for each.
+struct CudaKernelInfo {
+  std::string name;    ///< the entry function
+  std::string origin;  ///< the op it computes, for errors and dumps ("mstep.fusion #2")
+  std::array<unsigned, 3> grid = {1, 1, 1};
+  std::array<unsigned, 3> block = {1, 1, 1};
+  std::string ptx;
+  std::vector<CudaCubin> cubins;
+  std::vector<PtxasKernelReport> reports;
+};
+
+/// One launch: kernel `kernel` with one device pointer per argument, the
+/// buffers of values `args` in parameter order; it writes values `writes`.
+struct CudaLaunchStep {
+  int kernel = 0;
+  std::vector<int> args;
+  std::vector<int> writes;
+};
+
+struct CudaPlan {
+  /// Every value: the step's inputs first (0 .. num_inputs-1), then the
+  /// values the launches compute.
+  std::vector<TensorType> values;
+  size_t num_inputs = 0;
+  /// The value of each step output.
+  std::vector<int> outputs;
+  std::vector<CudaKernelInfo> kernels;
+  std::vector<CudaLaunchStep> launches;
+};
+
+/// The plan as text: each launch with its grid, block, arguments and
+/// ptxas's registers, shared memory and spills per architecture (the IR
+/// dump's "cuda plan" stage).
+std::string describe_cuda_plan(const CudaPlan& plan);
+
+}  // namespace mstep::cuda
