@@ -33,7 +33,7 @@ struct CodegenCaseKernel {
   std::string name;
   std::array<unsigned, 3> grid = {1, 1, 1};
   std::array<unsigned, 3> block = {1, 1, 1};
-  std::vector<std::string> archs;  ///< the cubins there are
+  std::vector<std::string> archs; ///< the cubins there are
 };
 
 struct CodegenCaseLaunch {
@@ -42,7 +42,7 @@ struct CodegenCaseLaunch {
 };
 
 struct CodegenCase {
-  std::vector<int64_t> elements;  ///< per value id
+  std::vector<int64_t> elements; ///< per value id
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::vector<CodegenCaseKernel> kernels;
@@ -144,4 +144,4 @@ inline bool write_file_bytes(const std::string& path, const void* data, size_t s
   return static_cast<bool>(out);
 }
 
-}  // namespace mstep::cuda::testing
+} // namespace mstep::cuda::testing

@@ -134,7 +134,8 @@ Expected sums(const std::vector<float>& x, int64_t rows, int64_t cols, bool over
     }
     e.value[o] = static_cast<float>(sum);
     // + half an ulp: the expected value itself is rounded to f32.
-    e.bound[o] = static_cast<float>(terms * kRoundoff * magnitude + kRoundoff * std::fabs(sum) + kTiny);
+    e.bound[o] =
+        static_cast<float>(terms * kRoundoff * magnitude + kRoundoff * std::fabs(sum) + kTiny);
   }
   return e;
 }
@@ -173,8 +174,8 @@ std::vector<Case> cases() {
                    // is allowed (ulp of a value is at most kUlp * |value|).
                    Expected t, e;
                    for (size_t i = 0; i < in[0].size(); ++i) {
-                     double ex = std::exp(double(in[0][i])), z = ex * in[1][i],
-                            th = std::tanh(z), sech = 1 / std::cosh(z);
+                     double ex = std::exp(double(in[0][i])), z = ex * in[1][i], th = std::tanh(z),
+                            sech = 1 / std::cosh(z);
                      e.value.push_back(static_cast<float>(ex));
                      e.bound.push_back(static_cast<float>(2 * (2 * kUlp + kRoundoff) * ex + kTiny));
                      t.value.push_back(static_cast<float>(th));
@@ -224,7 +225,8 @@ bool generate(const Case& c, const std::filesystem::path& out) {
   CodegenCase file;
   file.bandwidth = c.bandwidth;
   for (const TensorType& type : plan.values) {
-    if (type.dtype != DType::f32) return fail(c.name + ": a value is " + type.to_string() + ", not f32");
+    if (type.dtype != DType::f32)
+      return fail(c.name + ": a value is " + type.to_string() + ", not f32");
     file.elements.push_back(type.numel());
   }
   std::vector<int64_t> input_sizes;
@@ -280,8 +282,8 @@ bool generate(const Case& c, const std::filesystem::path& out) {
   return true;
 }
 
-}  // namespace
-}  // namespace mstep::cuda::testing
+} // namespace
+} // namespace mstep::cuda::testing
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -297,7 +299,8 @@ int main(int argc, char** argv) {
   // The list the GPU test runs, in this order.
   std::string list;
   for (const std::string& name : names) list += name + "\n";
-  if (!mstep::cuda::testing::write_file_bytes((out / "cases.txt").string(), list.data(), list.size())) {
+  if (!mstep::cuda::testing::write_file_bytes((out / "cases.txt").string(), list.data(),
+                                              list.size())) {
     std::fprintf(stderr, "cuda_codegen_cases: cannot write %s/cases.txt\n", argv[1]);
     return 1;
   }

@@ -45,8 +45,7 @@ struct LoadedCase {
 
 std::vector<float> read_floats(const std::string& path, int64_t count, std::string& error) {
   std::string bytes;
-  if (!read_file_bytes(path, bytes) ||
-      bytes.size() != static_cast<size_t>(count) * sizeof(float)) {
+  if (!read_file_bytes(path, bytes) || bytes.size() != static_cast<size_t>(count) * sizeof(float)) {
     error = "cannot read " + std::to_string(count) + " floats from " + path;
     return {};
   }
@@ -69,7 +68,8 @@ absl::Status load_case(const CudaContext& context, const std::string& dir, bool 
     const CodegenCaseKernel& k = loaded.spec.kernels[i];
     std::string stem = dir + "/k" + std::to_string(i);
     std::string ptx, cubin;
-    if (!read_file_bytes(stem + ".ptx", ptx)) return absl::NotFoundError("cannot read " + stem + ".ptx");
+    if (!read_file_bytes(stem + ".ptx", ptx))
+      return absl::NotFoundError("cannot read " + stem + ".ptx");
     bool has_cubin = std::find(k.archs.begin(), k.archs.end(), arch) != k.archs.end();
     if (!use_ptx && has_cubin && !read_file_bytes(stem + "." + arch + ".cubin", cubin))
       return absl::NotFoundError("cannot read " + stem + "." + arch + ".cubin");
@@ -77,8 +77,8 @@ absl::Status load_case(const CudaContext& context, const std::string& dir, bool 
     auto module = CudaKernelModule::load(context, cubin, ptx, names);
     if (!module.ok()) return module.status();
     if (!use_ptx && has_cubin && (*module)->source() != CudaKernelModule::Source::kCubin)
-      return absl::InternalError(k.name + ": the " + arch + " cubin did not load: " +
-                                 (*module)->cubin_failure());
+      return absl::InternalError(k.name + ": the " + arch +
+                                 " cubin did not load: " + (*module)->cubin_failure());
     auto kernel = (*module)->kernel(k.name);
     if (!kernel.ok()) return kernel.status();
     loaded.kernels.push_back(*kernel);
@@ -98,8 +98,8 @@ absl::Status launch_all(const CudaContext& context, const LoadedCase& c) {
     const CodegenCaseKernel& k = c.spec.kernels[launch.kernel];
     CudaKernelArgs args;
     for (int value : launch.args) args.add(c.buffers[value].pointer());
-    absl::Status launched = launch_kernel(context, *c.kernels[launch.kernel],
-                                          {.grid = k.grid, .block = k.block}, args);
+    absl::Status launched =
+        launch_kernel(context, *c.kernels[launch.kernel], {.grid = k.grid, .block = k.block}, args);
     if (!launched.ok()) return launched;
   }
   return absl::OkStatus();
@@ -169,15 +169,18 @@ bool run_case(const CudaContext& context, CudaStaging& staging, const std::strin
   if (absl::Status s = load_case(context, dir, use_ptx, c); !s.ok()) return failed(s.ToString());
   bool has_cubin = false;
   for (const CodegenCaseKernel& k : c.spec.kernels)
-    has_cubin |= std::find(k.archs.begin(), k.archs.end(), context.device().arch()) != k.archs.end();
+    has_cubin |=
+        std::find(k.archs.begin(), k.archs.end(), context.device().arch()) != k.archs.end();
   if (!use_ptx && !has_cubin) source = "ptx-jit, no " + context.device().arch() + " cubin";
   // Inputs in; every other buffer NaN, so an element no thread writes fails.
   for (size_t id = 0; id < c.spec.elements.size(); ++id) {
-    bool is_input = std::find(c.spec.inputs.begin(), c.spec.inputs.end(), id) != c.spec.inputs.end();
+    bool is_input =
+        std::find(c.spec.inputs.begin(), c.spec.inputs.end(), id) != c.spec.inputs.end();
     std::string error;
     std::vector<float> data =
-        is_input ? read_floats(dir + "/v" + std::to_string(id) + ".in.f32", c.spec.elements[id], error)
-                 : std::vector<float>(c.spec.elements[id], std::numeric_limits<float>::quiet_NaN());
+        is_input
+            ? read_floats(dir + "/v" + std::to_string(id) + ".in.f32", c.spec.elements[id], error)
+            : std::vector<float>(c.spec.elements[id], std::numeric_limits<float>::quiet_NaN());
     if (!error.empty()) return failed(error);
     if (absl::Status s = staging.copy_in(c.buffers[id].pointer(), std::as_bytes(std::span(data)));
         !s.ok())
@@ -193,14 +196,15 @@ bool run_case(const CudaContext& context, CudaStaging& staging, const std::strin
     std::vector<float> bound = read_floats(stem + ".bound.f32", n, error);
     if (!error.empty()) return failed(error);
     std::vector<float> got(n);
-    if (absl::Status s = staging.copy_out(std::as_writable_bytes(std::span(got)), c.buffers[id].pointer());
+    if (absl::Status s =
+            staging.copy_out(std::as_writable_bytes(std::span(got)), c.buffers[id].pointer());
         !s.ok())
       return failed(s.ToString());
     int64_t wrong = 0;
-    double worst = 0;  // the largest error as a fraction of its bound
+    double worst = 0; // the largest error as a fraction of its bound
     for (int64_t i = 0; i < n; ++i) {
       double err = std::fabs(double(got[i]) - expected[i]);
-      if (!(err <= bound[i])) {  // NaN fails too
+      if (!(err <= bound[i])) { // NaN fails too
         if (wrong++ < 5)
           problems << " v" << id << "[" << i << "] = " << got[i] << ", expected " << expected[i]
                    << " +- " << bound[i] << ";";
@@ -208,20 +212,23 @@ bool run_case(const CudaContext& context, CudaStaging& staging, const std::strin
         worst = std::max(worst, err / bound[i]);
       }
     }
-    if (wrong > 0) problems << " v" << id << ": " << wrong << " of " << n << " elements wrong;";
-    else std::printf("  %s v%d: %lld elements within bound (worst %.3f of it)\n", name.c_str(), id,
-                     static_cast<long long>(n), worst);
+    if (wrong > 0)
+      problems << " v" << id << ": " << wrong << " of " << n << " elements wrong;";
+    else
+      std::printf("  %s v%d: %lld elements within bound (worst %.3f of it)\n", name.c_str(), id,
+                  static_cast<long long>(n), worst);
   }
   if (!problems.str().empty()) return failed(problems.str());
-  std::printf("PASS %s (%s): %zu launch(es)\n", name.c_str(), source.c_str(), c.spec.launches.size());
+  std::printf("PASS %s (%s): %zu launch(es)\n", name.c_str(), source.c_str(),
+              c.spec.launches.size());
   if (c.spec.bandwidth && !use_ptx)
     if (absl::Status s = report_bandwidth(context, c, name); !s.ok())
       std::printf("BANDWIDTH %s: not measured: %s\n", name.c_str(), s.ToString().c_str());
   return true;
 }
 
-}  // namespace
-}  // namespace mstep::cuda::testing
+} // namespace
+} // namespace mstep::cuda::testing
 
 int main(int argc, char** argv) {
   using namespace mstep::cuda;
@@ -231,7 +238,8 @@ int main(int argc, char** argv) {
     if (arg.rfind("--case_dir=", 0) == 0) {
       case_dir = arg.substr(11);
     } else {
-      std::fprintf(stderr, "cuda_codegen_gpu_test: unknown argument %s (use --case_dir=DIR)\n", argv[i]);
+      std::fprintf(stderr, "cuda_codegen_gpu_test: unknown argument %s (use --case_dir=DIR)\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -264,7 +272,8 @@ int main(int argc, char** argv) {
     if (name.empty()) continue;
     for (bool use_ptx : {false, true}) {
       ++runs;
-      if (!testing::run_case(**context, **staging, case_dir + "/" + name, name, use_ptx)) ++failures;
+      if (!testing::run_case(**context, **staging, case_dir + "/" + name, name, use_ptx))
+        ++failures;
     }
   }
   std::printf("cuda_codegen_gpu_test: %d of %d runs passed\n", runs - failures, runs);
