@@ -45,7 +45,7 @@ binary=$build/test/cuda/cuda_driver_gpu_test
 kernels=$build/test/cuda/kernels
 codegen_binary=$build/test/cuda/cuda_codegen_gpu_test
 codegen_cases=$build/test/cuda/codegen_cases
-binaries=$binary
+binaries=("$binary")
 if [ ! -x "$binary" ]; then
   echo "gpu_check.sh: no $binary; configure with the CUDA toolkit (nvcc, ptxas, cuda.h) found and build cuda_driver_gpu_test" >&2
   exit 1
@@ -64,14 +64,14 @@ if [ -x "$codegen_binary" ]; then
   fi
   cp "$codegen_binary" "$bundle/bin/"
   cp -r "$codegen_cases" "$bundle/codegen_cases"
-  binaries="$binaries $codegen_binary"
+  binaries+=("$codegen_binary")
 fi
 
 # ldd lists every library loaded, transitively: "name => path (address)".
 # glibc's libraries and the loader stay the GPU machine's (its glibc is
 # newer; ours would not load under it), and libcuda is the driver's.
 system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so)'
-for each in $binaries; do ldd "$each"; done | sort -u | while read -r name arrow path _; do
+for each in "${binaries[@]}"; do ldd "$each"; done | sort -u | while read -r name arrow path _; do
   [ "$arrow" = "=>" ] || continue
   if [[ "$name" =~ $system ]]; then continue; fi
   if [ "$path" = "not" ]; then
