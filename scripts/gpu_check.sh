@@ -5,7 +5,10 @@
 # nothing can be installed: cuda_driver_gpu_test, every shared library
 # it loads (ldd; glibc's own libraries and libcuda excepted, the GPU
 # machine has newer ones), and the test kernels (PTX, cubins, ptxas -v
-# reports), as ONE compressed tarball, plus run.sh, which on the GPU
+# reports), and, where the cuda compile half is built,
+# cuda_codegen_gpu_test with the kernels the compile half generated here
+# (test/cuda/CodegenCase.h: PTX, cubins, inputs, expected outputs; no
+# MLIR travels), as ONE compressed tarball, plus run.sh, which on the GPU
 # machine unpacks it to /tmp, runs the tests and writes a report
 # (gtest XML, the logs, the environment) to $OUT. cuBLASLt (540 MB) is not
 # bundled, nor is cuDNN (~1 GB): run.sh finds the GPU machine's and reports where.
@@ -33,9 +36,16 @@ max_bytes=$((40 * 1024 * 1024))
 
 if [ "$do_build" = 1 ]; then
   cmake --build "$build" --target cuda_driver_gpu_test
+  # Built only with the compile half (ptxas and libdevice found).
+  if cmake --build "$build" --target help | grep -q '^cuda_codegen_gpu_test\b'; then
+    cmake --build "$build" --target cuda_codegen_gpu_test
+  fi
 fi
 binary=$build/test/cuda/cuda_driver_gpu_test
 kernels=$build/test/cuda/kernels
+codegen_binary=$build/test/cuda/cuda_codegen_gpu_test
+codegen_cases=$build/test/cuda/codegen_cases
+binaries=("$binary")
 if [ ! -x "$binary" ]; then
   echo "gpu_check.sh: no $binary; configure with the CUDA toolkit (nvcc, ptxas, cuda.h) found and build cuda_driver_gpu_test" >&2
   exit 1
@@ -47,12 +57,21 @@ bundle=$stage/mstep_gpu
 mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/kernels"
 cp "$binary" "$bundle/bin/"
 cp "$kernels"/test_kernels.* "$bundle/kernels/"
+if [ -x "$codegen_binary" ]; then
+  if [ ! -f "$codegen_cases/cases.txt" ]; then
+    echo "gpu_check.sh: $codegen_binary is built but $codegen_cases/cases.txt is not; build cuda_codegen_case_files" >&2
+    exit 1
+  fi
+  cp "$codegen_binary" "$bundle/bin/"
+  cp -r "$codegen_cases" "$bundle/codegen_cases"
+  binaries+=("$codegen_binary")
+fi
 
 # ldd lists every library loaded, transitively: "name => path (address)".
 # glibc's libraries and the loader stay the GPU machine's (its glibc is
 # newer; ours would not load under it), and libcuda is the driver's.
 system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so)'
-ldd "$binary" | while read -r name arrow path _; do
+for each in "${binaries[@]}"; do ldd "$each"; done | sort -u | while read -r name arrow path _; do
   [ "$arrow" = "=>" ] || continue
   if [[ "$name" =~ $system ]]; then continue; fi
   if [ "$path" = "not" ]; then
@@ -84,12 +103,13 @@ cat > "$out/run.sh" <<'RUN'
 # Runs the mstep GPU check on a machine with an NVIDIA GPU (made by
 # scripts/gpu_check.sh): unpacks the bundle (next to this script) into
 # /tmp, runs cuda_driver_gpu_test with the bundle's libraries and the GPU
-# machine's cuBLASLt and cuDNN (found here, not bundled), and writes the report to
+# machine's cuBLASLt and cuDNN (found here, not bundled), then (when bundled)
+# cuda_codegen_gpu_test (the compile half's kernels), and writes the report to
 # $OUT (default: report/ next to this script): environment.txt,
 # cuda_driver_gpu_test.xml (gtest) and .log (driver layer, backend,
 # cuBLASLt, cuDNN SDPA), cuda_device_fault_gpu_test.xml and .log (the device fault,
 # in a process of its own, last: it leaves the context unusable),
-# summary.txt.
+# cuda_codegen_gpu_test.log (PASS/FAIL per case, BANDWIDTH), summary.txt.
 # Exit code: 0 all passed, 77 no usable GPU, else the first failure's.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -178,16 +198,29 @@ if [ "$status" = 126 ]; then
   run_test cuda_driver_gpu_test 240 '-CudaDeviceFaultGpuTest.*'
   status=$?
 fi
+# The compile half's kernels (built here, run from the bundle's files).
+codegen_status=
+if [ -x "$bundle/bin/cuda_codegen_gpu_test" ]; then
+  LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    timeout 120 "$bundle/bin/cuda_codegen_gpu_test" --case_dir="$bundle/codegen_cases" \
+    > "$out/cuda_codegen_gpu_test.log" 2>&1
+  codegen_status=$?
+fi
 run_test cuda_device_fault_gpu_test 30 'CudaDeviceFaultGpuTest.*'
 fault_status=$?
 cat "$out/cuda_driver_gpu_test.log" "$out/cuda_device_fault_gpu_test.log"
+[ -n "$codegen_status" ] && cat "$out/cuda_codegen_gpu_test.log"
 if [ -n "$cublaslt_dir" ]; then echo "libcublasLt.so.13 from $cublaslt_dir"; else echo "libcublasLt.so.13 not found"; fi
 if [ -n "$cudnn_library" ]; then echo "libcudnn.so.9 from $cudnn_library"; else echo "libcudnn.so.9 not found"; fi
 {
   echo "cuda_driver_gpu_test exit code: $status"
   echo "cuda_device_fault_gpu_test exit code: $fault_status"
+  echo "cuda_codegen_gpu_test exit code: ${codegen_status:-not bundled}"
 } | tee "$out/summary.txt"
 if [ "$status" = 0 ] && [ "$fault_status" != 0 ] && [ "$fault_status" != 77 ]; then status=$fault_status; fi
+if [ "$status" = 0 ] && [ -n "$codegen_status" ] && [ "$codegen_status" != 0 ] && [ "$codegen_status" != 77 ]; then
+  status=$codegen_status
+fi
 exit $status
 RUN
 chmod +x "$out/run.sh"

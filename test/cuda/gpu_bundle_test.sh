@@ -3,7 +3,9 @@
 # 40 MiB holding the test binary, the kernels and every library the binary
 # loads but glibc's and libcuda; unpacked, the binary resolves every such
 # library from the bundle, lists its tests, and run.sh writes a report in
-# which the driver is "unavailable" (exit 77) where no GPU is.
+# which the driver is "unavailable" (exit 77) where no GPU is. Where the
+# cuda compile half is built, cuda_codegen_gpu_test and its generated cases
+# are in it too (and it skips the same way).
 #   gpu_bundle_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 root=$1
@@ -36,7 +38,8 @@ while read -r name arrow _; do
   fi
   grep -qx "mstep_gpu/lib/$name" <<<"$listing" || fail "the tarball has no lib/$name"
   needed=$((needed + 1))
-done < <(ldd "$build/test/cuda/cuda_driver_gpu_test")
+done < <(for binary in "$build"/test/cuda/cuda_driver_gpu_test "$build"/test/cuda/cuda_codegen_gpu_test; do
+           [ -x "$binary" ] && ldd "$binary"; done | sort -u)
 [ "$needed" -gt 0 ] || fail "ldd named no library to bundle (libstdc++ at least)"
 
 mkdir "$tmp/x"
@@ -56,6 +59,23 @@ tests="DriverLoads CudaBackendGpuTest CublasLtGpuTest CudaDeviceFaultGpuTest"
 for test in $tests; do
   grep -q "$test" "$tmp/list" || fail "the bundled binary lists no $test tests"
 done
+
+codegen=0
+if [ -x "$build/test/cuda/cuda_codegen_gpu_test" ]; then
+  codegen=1
+  # The compile half's cases travel as files (no MLIR in the tarball).
+  for file in bin/cuda_codegen_gpu_test codegen_cases/cases.txt codegen_cases/fma_relu/case.txt \
+              codegen_cases/fma_relu/k0.ptx codegen_cases/fma_relu/k0.sm_90.cubin \
+              codegen_cases/fma_relu/v3.expected.f32 codegen_cases/column_sum/v1.bound.f32; do
+    grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"
+  done
+  grep -qi "libMLIR\|libLLVM\|libmstep" <<<"$listing" && fail "the tarball bundles MLIR, LLVM or libmstep"
+  while read -r name arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    [[ "$name" =~ $system ]] && continue
+    [ "$path" = "$bundle/lib/$name" ] || fail "cuda_codegen_gpu_test: $name resolves to $path, not the bundle's"
+  done < <(LD_LIBRARY_PATH=$bundle/lib ldd "$bundle/bin/cuda_codegen_gpu_test")
+fi
 
 # run.sh writes its report; without a GPU the driver is unavailable.
 set +e
@@ -79,5 +99,14 @@ grep -q "libcublasLt.so.13: " "$tmp/report/environment.txt" || fail "environment
 grep -q "libcudnn" <<<"$listing" && fail "the tarball bundles cuDNN (the GPU machine has it)"
 grep -q "libcudnn.so.9: " "$tmp/report/environment.txt" || fail "environment.txt says nothing of cuDNN"
 grep -q "cuda_device_fault_gpu_test exit code: " "$tmp/report/summary.txt" || fail "no fault run in summary.txt"
+if [ "$codegen" = 1 ]; then
+  [ -f "$tmp/report/cuda_codegen_gpu_test.log" ] || fail "run.sh wrote no cuda_codegen_gpu_test.log"
+  if [ "$status" = 77 ]; then
+    grep -q "cuda_codegen_gpu_test exit code: 77" "$tmp/report/summary.txt" \
+      || fail "cuda_codegen_gpu_test did not skip without a GPU: $(cat "$tmp/report/cuda_codegen_gpu_test.log")"
+    grep -q "cuda: unavailable: " "$tmp/report/cuda_codegen_gpu_test.log" \
+      || fail "cuda_codegen_gpu_test skipped without the unavailable reason"
+  fi
+fi
 echo "bundle ok: $needed libraries, run.sh exit $status"
 grep "cuda: unavailable" "$tmp/report/cuda_driver_gpu_test.log" | head -1 || true

@@ -1,0 +1,147 @@
+// The on-disk form of one compiled cuda step for the GPU check: written at
+// build time by cuda_codegen_cases (which links the compile half and MLIR),
+// read on the GPU machine by cuda_codegen_gpu_test (runtime half only, no
+// MLIR). One folder per case:
+//
+//   case.txt             the launch list, one record a line (below)
+//   k<i>.ptx             kernel i's PTX (sm_80 target; the JIT's input)
+//   k<i>.<arch>.cubin    kernel i's cubin for <arch> (sm_80, sm_90)
+//   v<id>.in.f32         input value <id>'s data (raw little-endian f32)
+//   v<id>.expected.f32   output value <id>'s expected result (f32)
+//   v<id>.bound.f32      the absolute error allowed on each element (f32)
+//
+// case.txt (tokens separated by spaces; '#' starts a comment line):
+//   value <id> <elements>                  every plan value, f32, in id order
+//   input <id>                             a step input (has v<id>.in.f32)
+//   output <id>                            a step output (expected + bound)
+//   kernel <i> <name> <gx> <gy> <gz> <bx> <by> <bz> <arch>...
+//   launch <kernel> <value id>...          one device pointer per argument
+//   bandwidth                              report this case's bandwidth
+// Launches run in file order on one stream.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace mstep::cuda::testing {
+
+struct CodegenCaseKernel {
+  std::string name;
+  std::array<unsigned, 3> grid = {1, 1, 1};
+  std::array<unsigned, 3> block = {1, 1, 1};
+  std::vector<std::string> archs; ///< the cubins there are
+};
+
+struct CodegenCaseLaunch {
+  int kernel = 0;
+  std::vector<int> args;
+};
+
+struct CodegenCase {
+  std::vector<int64_t> elements; ///< per value id
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::vector<CodegenCaseKernel> kernels;
+  std::vector<CodegenCaseLaunch> launches;
+  bool bandwidth = false;
+};
+
+inline std::string codegen_case_text(const CodegenCase& c) {
+  std::ostringstream out;
+  out << "# mstep cuda codegen case (test/cuda/CodegenCase.h)\n";
+  for (size_t id = 0; id < c.elements.size(); ++id)
+    out << "value " << id << " " << c.elements[id] << "\n";
+  for (int id : c.inputs) out << "input " << id << "\n";
+  for (int id : c.outputs) out << "output " << id << "\n";
+  for (size_t i = 0; i < c.kernels.size(); ++i) {
+    const CodegenCaseKernel& k = c.kernels[i];
+    out << "kernel " << i << " " << k.name;
+    for (unsigned g : k.grid) out << " " << g;
+    for (unsigned b : k.block) out << " " << b;
+    for (const std::string& arch : k.archs) out << " " << arch;
+    out << "\n";
+  }
+  for (const CodegenCaseLaunch& l : c.launches) {
+    out << "launch " << l.kernel;
+    for (int a : l.args) out << " " << a;
+    out << "\n";
+  }
+  if (c.bandwidth) out << "bandwidth\n";
+  return out.str();
+}
+
+/// Parses case.txt; on a malformed line returns false and says which in `error`.
+inline bool parse_codegen_case(const std::string& text, CodegenCase& c, std::string& error) {
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string tag;
+    in >> tag;
+    bool ok = true;
+    if (tag == "value") {
+      size_t id = 0;
+      int64_t n = 0;
+      ok = static_cast<bool>(in >> id >> n) && id == c.elements.size() && n > 0;
+      if (ok) c.elements.push_back(n);
+    } else if (tag == "input" || tag == "output") {
+      int id = -1;
+      ok = static_cast<bool>(in >> id) && id >= 0 && id < static_cast<int>(c.elements.size());
+      if (ok) (tag == "input" ? c.inputs : c.outputs).push_back(id);
+    } else if (tag == "kernel") {
+      size_t i = 0;
+      CodegenCaseKernel k;
+      ok = static_cast<bool>(in >> i >> k.name >> k.grid[0] >> k.grid[1] >> k.grid[2] >>
+                             k.block[0] >> k.block[1] >> k.block[2]) &&
+           i == c.kernels.size();
+      for (std::string arch; ok && in >> arch;) k.archs.push_back(arch);
+      if (ok) c.kernels.push_back(k);
+    } else if (tag == "launch") {
+      CodegenCaseLaunch l;
+      ok = static_cast<bool>(in >> l.kernel) && l.kernel >= 0 &&
+           l.kernel < static_cast<int>(c.kernels.size());
+      for (int a; ok && in >> a;) {
+        ok = a >= 0 && a < static_cast<int>(c.elements.size());
+        l.args.push_back(a);
+      }
+      if (ok) c.launches.push_back(l);
+    } else if (tag == "bandwidth") {
+      c.bandwidth = true;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      error = "line " + std::to_string(number) + " is malformed: '" + line + "'";
+      return false;
+    }
+  }
+  if (c.launches.empty() || c.outputs.empty()) {
+    error = "no launch or no output";
+    return false;
+  }
+  return true;
+}
+
+inline bool read_file_bytes(const std::string& path, std::string& bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream s;
+  s << in.rdbuf();
+  bytes = s.str();
+  return true;
+}
+
+inline bool write_file_bytes(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  return static_cast<bool>(out);
+}
+
+} // namespace mstep::cuda::testing

@@ -1,0 +1,308 @@
+// Build-time generator of the GPU check's compiled cases: a few steps
+// compiled here by the cuda compile half (MLIR -> PTX -> cubins for sm_80
+// and sm_90), written with deterministic inputs and expected outputs
+// computed by plain double-precision loops in this file (not by the code
+// under test), in the format of CodegenCase.h. The GPU machine has no MLIR;
+// cuda_codegen_gpu_test loads these with the runtime half alone.
+//   cuda_codegen_cases OUT_DIR
+// Exit code 0, or 1 naming the case that did not compile or write.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lib/backends/cuda/CudaCompiler.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mstep/compiler/BackendCompiler.h"
+#include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
+#include "test/cuda/CodegenCase.h"
+
+namespace mstep::cuda::testing {
+namespace {
+
+using Values = std::vector<std::vector<float>>;
+/// The expected result and the error allowed per element, per output.
+struct Expected {
+  std::vector<float> value;
+  std::vector<float> bound;
+};
+
+// f32's unit roundoff (half an ulp, relative) and ulp (relative, upper bound).
+constexpr double kRoundoff = 0x1p-24;
+constexpr double kUlp = 0x1p-23;
+// Absolute slack for results that are (near) zero, where relative bounds
+// vanish: far below any real error, far above a denormal flush.
+constexpr double kTiny = 1e-30;
+
+struct Case {
+  std::string name;
+  const char* step;
+  /// Deterministic inputs, one per step input, sized from the plan.
+  std::function<Values(const std::vector<int64_t>&)> inputs;
+  /// Expected outputs (in the step's output order) from the inputs.
+  std::function<std::vector<Expected>(const Values&)> expected;
+  bool bandwidth = false;
+};
+
+/// A deterministic value in [lo, hi): a fixed linear congruential sequence.
+std::vector<float> sequence(int64_t n, uint32_t seed, float lo, float hi) {
+  std::vector<float> v(n);
+  uint32_t state = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 1664525u + 1013904223u;
+    v[i] = lo + (hi - lo) * static_cast<float>(state >> 8) * 0x1p-24f;
+  }
+  return v;
+}
+
+/// Deterministic multiples of `step` in [-128, 127] * step: few distinct
+/// values, so the big case's files compress well in the bundle (whose
+/// gzip finds no repeats beyond 32 KiB).
+std::vector<float> steps(int64_t n, uint32_t seed, float step) {
+  std::vector<float> v(n);
+  uint32_t state = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 1664525u + 1013904223u;
+    v[i] = static_cast<float>(static_cast<int>(state >> 24) - 128) * step;
+  }
+  return v;
+}
+
+// relu(a * b + c), c a scalar broadcast over 1,000,003 elements: 3907
+// blocks of 256, the last one partial (1,000,003 = 3906 * 256 + 67).
+constexpr const char* kFmaRelu = R"(
+func.func @step(%a: tensor<1000003xf32>, %b: tensor<1000003xf32>, %c: tensor<f32>)
+    -> tensor<1000003xf32> {
+  %r = mstep.fusion ins(%a, %b, %c : tensor<1000003xf32>, tensor<1000003xf32>, tensor<f32>)
+      -> tensor<1000003xf32> {
+  ^bb0(%x: tensor<1000003xf32>, %y: tensor<1000003xf32>, %z: tensor<f32>):
+    %m = mstep.mul %x, %y : tensor<1000003xf32>, tensor<1000003xf32> -> tensor<1000003xf32>
+    %s = mstep.add %m, %z : tensor<1000003xf32>, tensor<f32> -> tensor<1000003xf32>
+    %q = mstep.relu %s : tensor<1000003xf32>
+    mstep.yield %q : tensor<1000003xf32>
+  }
+  return %r : tensor<1000003xf32>
+}
+)";
+
+// Three unfused ops, so three launches through intermediate buffers:
+// tanh(exp(x) * y), with exp(x) also returned. 129 * 257 = 33153 elements
+// (a partial last block). exp and tanh come from libdevice.
+constexpr const char* kExpTanh = R"(
+func.func @step(%x: tensor<129x257xf32>, %y: tensor<129x257xf32>)
+    -> (tensor<129x257xf32>, tensor<129x257xf32>) {
+  %0 = mstep.exp %x : tensor<129x257xf32>
+  %1 = mstep.mul %0, %y : tensor<129x257xf32>, tensor<129x257xf32> -> tensor<129x257xf32>
+  %2 = mstep.tanh %1 : tensor<129x257xf32>
+  return %2, %0 : tensor<129x257xf32>, tensor<129x257xf32>
+}
+)";
+
+// A row sum (keepdim): one thread per row, 300 rows of 33.
+constexpr const char* kRowSum = R"(
+func.func @step(%x: tensor<300x33xf32>) -> tensor<300x1xf32> {
+  %s = mstep.sum %x {dims = array<i64: 1>, keepdim = true} : tensor<300x33xf32> -> tensor<300x1xf32>
+  return %s : tensor<300x1xf32>
+}
+)";
+
+// A column sum (the bias gradient's form): one thread per column, 1000
+// columns (4 blocks, the last partial) of 77 rows.
+constexpr const char* kColumnSum = R"(
+func.func @step(%x: tensor<77x1000xf32>) -> tensor<1000xf32> {
+  %s = mstep.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<77x1000xf32> -> tensor<1000xf32>
+  return %s : tensor<1000xf32>
+}
+)";
+
+/// Recursive summation of n f32 terms in any order is within
+/// (n - 1) * u * sum|x_i| of the exact sum (Higham, "Accuracy and Stability
+/// of Numerical Algorithms", 4.2); n * u * sum|x_i| is used.
+Expected sums(const std::vector<float>& x, int64_t rows, int64_t cols, bool over_rows) {
+  int64_t outputs = over_rows ? cols : rows, terms = over_rows ? rows : cols;
+  Expected e{std::vector<float>(outputs), std::vector<float>(outputs)};
+  for (int64_t o = 0; o < outputs; ++o) {
+    double sum = 0, magnitude = 0;
+    for (int64_t t = 0; t < terms; ++t) {
+      double v = over_rows ? x[t * cols + o] : x[o * cols + t];
+      sum += v;
+      magnitude += std::fabs(v);
+    }
+    e.value[o] = static_cast<float>(sum);
+    // + half an ulp: the expected value itself is rounded to f32.
+    e.bound[o] =
+        static_cast<float>(terms * kRoundoff * magnitude + kRoundoff * std::fabs(sum) + kTiny);
+  }
+  return e;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  all.push_back({"fma_relu", kFmaRelu,
+                 [](const std::vector<int64_t>& n) {
+                   return Values{steps(n[0], 1, 1.f / 64), steps(n[1], 2, 1.f / 32), {0.25f}};
+                 },
+                 [](const Values& in) {
+                   // a*b+c is two roundings, or one when the compiler
+                   // contracts it to an fma: within u*|a*b| + u*|a*b+c|;
+                   // relu adds no error (max(., 0) is 1-Lipschitz).
+                   Expected e;
+                   for (size_t i = 0; i < in[0].size(); ++i) {
+                     double ab = double(in[0][i]) * in[1][i], s = ab + in[2][0];
+                     e.value.push_back(static_cast<float>(std::max(s, 0.0)));
+                     e.bound.push_back(static_cast<float>(
+                         kRoundoff * (std::fabs(ab) + 2 * std::fabs(s)) + kTiny));
+                   }
+                   return std::vector<Expected>{e};
+                 },
+                 /*bandwidth=*/true});
+  all.push_back({"exp_tanh_chain", kExpTanh,
+                 [](const std::vector<int64_t>& n) {
+                   return Values{sequence(n[0], 3, -4.f, 4.f), sequence(n[1], 4, -2.f, 2.f)};
+                 },
+                 [](const Values& in) {
+                   // libdevice's expf and tanhf (non-fast-math) are within
+                   // 2 ulp (CUDA C++ Programming Guide, "Mathematical
+                   // Functions", single precision). exp(x): 2 ulp. The
+                   // product z = exp(x)*y then carries relative error
+                   // d <= 2 ulp + u, which tanh turns into at most
+                   // |z| * sech^2(z) * d, plus tanh's own 2 ulp. Twice that
+                   // is allowed (ulp of a value is at most kUlp * |value|).
+                   Expected t, e;
+                   for (size_t i = 0; i < in[0].size(); ++i) {
+                     double ex = std::exp(double(in[0][i])), z = ex * in[1][i], th = std::tanh(z),
+                            sech = 1 / std::cosh(z);
+                     e.value.push_back(static_cast<float>(ex));
+                     e.bound.push_back(static_cast<float>(2 * (2 * kUlp + kRoundoff) * ex + kTiny));
+                     t.value.push_back(static_cast<float>(th));
+                     double d = 2 * kUlp + kRoundoff;
+                     t.bound.push_back(static_cast<float>(
+                         2 * (std::fabs(z) * sech * sech * d + 2 * kUlp * std::fabs(th)) + kTiny));
+                   }
+                   return std::vector<Expected>{t, e};
+                 }});
+  all.push_back({"row_sum", kRowSum,
+                 [](const std::vector<int64_t>& n) { return Values{sequence(n[0], 5, -1.f, 1.f)}; },
+                 [](const Values& in) {
+                   return std::vector<Expected>{sums(in[0], 300, 33, /*over_rows=*/false)};
+                 }});
+  all.push_back({"column_sum", kColumnSum,
+                 [](const std::vector<int64_t>& n) { return Values{sequence(n[0], 6, -1.f, 1.f)}; },
+                 [](const Values& in) {
+                   return std::vector<Expected>{sums(in[0], 77, 1000, /*over_rows=*/true)};
+                 }});
+  return all;
+}
+
+bool fail(const std::string& what) {
+  std::fprintf(stderr, "cuda_codegen_cases: %s\n", what.c_str());
+  return false;
+}
+
+bool write_floats(const std::filesystem::path& path, const std::vector<float>& v) {
+  return write_file_bytes(path.string(), v.data(), v.size() * sizeof(float)) ||
+         fail("cannot write " + path.string());
+}
+
+/// Compiles `c` and writes its folder under `out`.
+bool generate(const Case& c, const std::filesystem::path& out) {
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  register_mstep_dialects(context);
+  absl::StatusOr<BackendCompiler*> compiler = CompilerRegistry::get("cuda");
+  if (!compiler.ok()) return fail(std::string(compiler.status().message()));
+  load_dependent_dialects(context, **compiler);
+  auto module = parse_mstep_module(c.step, context, c.name);
+  if (!module.ok()) return fail(c.name + ": " + std::string(module.status().message()));
+  absl::StatusOr<CompiledCudaStep> compiled =
+      compile_cuda_step(**module, default_cuda_compile_options());
+  if (!compiled.ok()) return fail(c.name + ": " + std::string(compiled.status().message()));
+  const CudaPlan& plan = compiled->plan;
+
+  CodegenCase file;
+  file.bandwidth = c.bandwidth;
+  for (const TensorType& type : plan.values) {
+    if (type.dtype != DType::f32)
+      return fail(c.name + ": a value is " + type.to_string() + ", not f32");
+    file.elements.push_back(type.numel());
+  }
+  std::vector<int64_t> input_sizes;
+  for (size_t id = 0; id < plan.num_inputs; ++id) {
+    file.inputs.push_back(static_cast<int>(id));
+    input_sizes.push_back(file.elements[id]);
+  }
+  file.outputs = plan.outputs;
+
+  std::filesystem::path dir = out / c.name;
+  std::filesystem::create_directories(dir);
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const CudaKernelInfo& kernel = plan.kernels[i];
+    CodegenCaseKernel k{kernel.name, kernel.grid, kernel.block, {}};
+    std::string stem = "k" + std::to_string(i);
+    if (!write_file_bytes((dir / (stem + ".ptx")).string(), kernel.ptx.data(), kernel.ptx.size()))
+      return fail("cannot write " + (dir / stem).string() + ".ptx");
+    for (const CudaCubin& cubin : kernel.cubins) {
+      k.archs.push_back(cubin.arch);
+      std::string path = (dir / (stem + "." + cubin.arch + ".cubin")).string();
+      if (!write_file_bytes(path, cubin.image.data(), cubin.image.size()))
+        return fail("cannot write " + path);
+    }
+    file.kernels.push_back(k);
+  }
+  for (const CudaLaunchStep& launch : plan.launches)
+    file.launches.push_back({launch.kernel, launch.args});
+
+  Values inputs = c.inputs(input_sizes);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (static_cast<int64_t>(inputs[i].size()) != input_sizes[i])
+      return fail(c.name + ": input " + std::to_string(i) + " has the wrong size");
+    if (!write_floats(dir / ("v" + std::to_string(i) + ".in.f32"), inputs[i])) return false;
+  }
+  std::vector<Expected> expected = c.expected(inputs);
+  if (expected.size() != plan.outputs.size())
+    return fail(c.name + ": " + std::to_string(plan.outputs.size()) + " outputs, " +
+                std::to_string(expected.size()) + " expected");
+  for (size_t o = 0; o < expected.size(); ++o) {
+    int id = plan.outputs[o];
+    if (static_cast<int64_t>(expected[o].value.size()) != file.elements[id])
+      return fail(c.name + ": expected output " + std::to_string(o) + " has the wrong size");
+    std::string stem = "v" + std::to_string(id);
+    if (!write_floats(dir / (stem + ".expected.f32"), expected[o].value) ||
+        !write_floats(dir / (stem + ".bound.f32"), expected[o].bound))
+      return false;
+  }
+  std::string text = codegen_case_text(file);
+  if (!write_file_bytes((dir / "case.txt").string(), text.data(), text.size()))
+    return fail("cannot write " + (dir / "case.txt").string());
+  std::printf("cuda_codegen_cases: %s: %zu kernel(s), %zu launch(es)\n", c.name.c_str(),
+              file.kernels.size(), file.launches.size());
+  return true;
+}
+
+} // namespace
+} // namespace mstep::cuda::testing
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: cuda_codegen_cases OUT_DIR\n");
+    return 2;
+  }
+  std::filesystem::path out = argv[1];
+  std::vector<std::string> names;
+  for (const auto& c : mstep::cuda::testing::cases()) {
+    if (!mstep::cuda::testing::generate(c, out)) return 1;
+    names.push_back(c.name);
+  }
+  // The list the GPU test runs, in this order.
+  std::string list;
+  for (const std::string& name : names) list += name + "\n";
+  if (!mstep::cuda::testing::write_file_bytes((out / "cases.txt").string(), list.data(),
+                                              list.size())) {
+    std::fprintf(stderr, "cuda_codegen_cases: cannot write %s/cases.txt\n", argv[1]);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,115 @@
+// The GPU check's case files (CodegenCase.h), checked without a GPU: the
+// format round-trips and names a malformed line; the cases generated at
+// build time (cuda_codegen_cases) are complete: each kernel's PTX has its
+// entry, each cubin's ELF says its architecture, and every input, expected
+// output and bound file holds its value's elements.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "lib/backends/cuda/CudaModule.h"
+#include "test/cuda/CodegenCase.h"
+
+namespace mstep::cuda::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(CodegenCaseFormat, RoundTrips) {
+  CodegenCase c;
+  c.elements = {10, 1, 10};
+  c.inputs = {0, 1};
+  c.outputs = {2};
+  c.kernels.push_back({"k", {1, 2, 3}, {256, 1, 1}, {"sm_80", "sm_90"}});
+  c.launches.push_back({0, {0, 1, 2}});
+  c.bandwidth = true;
+  CodegenCase back;
+  std::string error;
+  ASSERT_TRUE(parse_codegen_case(codegen_case_text(c), back, error)) << error;
+  EXPECT_EQ(back.elements, c.elements);
+  EXPECT_EQ(back.inputs, c.inputs);
+  EXPECT_EQ(back.outputs, c.outputs);
+  ASSERT_EQ(back.kernels.size(), 1u);
+  EXPECT_EQ(back.kernels[0].name, "k");
+  EXPECT_THAT(back.kernels[0].grid, ElementsAre(1u, 2u, 3u));
+  EXPECT_THAT(back.kernels[0].archs, ElementsAre("sm_80", "sm_90"));
+  ASSERT_EQ(back.launches.size(), 1u);
+  EXPECT_THAT(back.launches[0].args, ElementsAre(0, 1, 2));
+  EXPECT_TRUE(back.bandwidth);
+}
+
+TEST(CodegenCaseFormat, AMalformedLineIsNamed) {
+  CodegenCase c;
+  std::string error;
+  // A launch naming value 7 of 1.
+  EXPECT_FALSE(
+      parse_codegen_case("value 0 4\nkernel 0 k 1 1 1 1 1 1\nlaunch 0 7\noutput 0\n", c, error));
+  EXPECT_THAT(error, HasSubstr("line 3 is malformed: 'launch 0 7'"));
+  CodegenCase d;
+  EXPECT_FALSE(parse_codegen_case("value 0 4\nfrobnicate\n", d, error));
+  EXPECT_THAT(error, HasSubstr("line 2"));
+  CodegenCase e;
+  EXPECT_FALSE(parse_codegen_case("value 0 4\n", e, error));
+  EXPECT_THAT(error, HasSubstr("no launch or no output"));
+}
+
+size_t file_size(const std::string& path) {
+  std::string bytes;
+  return read_file_bytes(path, bytes) ? bytes.size() : 0;
+}
+
+TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
+  const std::string root = MSTEP_CODEGEN_CASE_DIR;
+  std::string list;
+  ASSERT_TRUE(read_file_bytes(root + "/cases.txt", list)) << root;
+  std::istringstream names(list);
+  int cases = 0;
+  for (std::string name; std::getline(names, name);) {
+    SCOPED_TRACE(name);
+    ++cases;
+    std::string dir = root + "/" + name, text, error;
+    ASSERT_TRUE(read_file_bytes(dir + "/case.txt", text));
+    CodegenCase c;
+    ASSERT_TRUE(parse_codegen_case(text, c, error)) << error;
+    for (size_t i = 0; i < c.kernels.size(); ++i) {
+      std::string stem = dir + "/k" + std::to_string(i), ptx;
+      ASSERT_TRUE(read_file_bytes(stem + ".ptx", ptx));
+      EXPECT_THAT(ptx, HasSubstr(".entry " + c.kernels[i].name));
+      EXPECT_THAT(c.kernels[i].archs, ElementsAre("sm_80", "sm_90"));
+      for (const std::string& arch : c.kernels[i].archs) {
+        std::string cubin;
+        ASSERT_TRUE(read_file_bytes(stem + "." + arch + ".cubin", cubin));
+        EXPECT_EQ(describe_cubin_arch(cubin), arch);
+      }
+    }
+    for (int id : c.inputs)
+      EXPECT_EQ(file_size(dir + "/v" + std::to_string(id) + ".in.f32"),
+                c.elements[id] * sizeof(float));
+    for (int id : c.outputs) {
+      std::string stem = dir + "/v" + std::to_string(id);
+      EXPECT_EQ(file_size(stem + ".expected.f32"), c.elements[id] * sizeof(float));
+      std::string bound;
+      ASSERT_TRUE(read_file_bytes(stem + ".bound.f32", bound));
+      ASSERT_EQ(bound.size(), c.elements[id] * sizeof(float));
+      for (size_t i = 0; i < bound.size(); i += sizeof(float)) {
+        float b;
+        std::memcpy(&b, bound.data() + i, sizeof b);
+        ASSERT_TRUE(std::isfinite(b) && b > 0) << "bound " << i / sizeof(float);
+      }
+    }
+    if (name == "fma_relu") {
+      // 1,000,003 elements in blocks of 256: 3907 blocks, the last partial.
+      ASSERT_EQ(c.kernels.size(), 1u);
+      EXPECT_THAT(c.kernels[0].grid, ElementsAre(3907u, 1u, 1u));
+      EXPECT_TRUE(c.bandwidth);
+    }
+  }
+  EXPECT_EQ(cases, 4);
+}
+
+} // namespace
+} // namespace mstep::cuda::testing
