@@ -336,7 +336,16 @@ int64_t engine_of(const CudnnApi& api, const CudnnDescriptor& config) {
 
 absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>
 CudnnExecutionPlan::create(const CudnnHandle& handle, const CudnnOperationGraph& graph) {
-  return make(handle.api(), &handle, nullptr, graph);
+  // The operation graph is finalized without a handle, so the heuristics
+  // and the plan learn the device from its properties: without them cuDNN
+  // 9.14-9.19 sees device version 0 and refuses every attention engine
+  // ("only Ampere or above"; seen on an H200, 2026-11-26).
+  MSTEP_ASSIGN_OR_RETURN(CudnnDeviceProperties properties,
+                         CudnnDeviceProperties::from_handle(handle));
+  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudnnExecutionPlan> plan,
+                         make(handle.api(), &handle, &properties, graph));
+  plan->device_properties_ = std::move(properties);
+  return plan;
 }
 
 absl::StatusOr<std::unique_ptr<CudnnExecutionPlan>>

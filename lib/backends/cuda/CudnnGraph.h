@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -204,6 +205,9 @@ private:
   std::string what_;
   CudnnDescriptor engine_config_;
   CudnnDescriptor plan_;
+  // The device's properties the plan was made for, kept as long as the
+  // plan (like engine_config_): descriptors set on a plan stay its inputs.
+  std::optional<CudnnDeviceProperties> device_properties_;
   int64_t workspace_size_ = 0;
   int64_t engine_index_ = -1;
 };
