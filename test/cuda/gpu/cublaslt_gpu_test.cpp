@@ -20,7 +20,7 @@
 
 #include "lib/backends/cuda/CudaBackend.h"
 #include "lib/backends/cuda/CublasLt.h"
-#include "test/cuda/gpu/GpuDriver.h"
+#include "test/cuda/gpu/GpuBackendTest.h"
 
 namespace mstep::cuda {
 namespace {
@@ -41,14 +41,11 @@ double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
-class CublasLtGpuTest : public ::testing::Test {
+class CublasLtGpuTest : public testing::GpuBackendTest {
 protected:
   void SetUp() override {
-    auto& driver = testing::gpu_driver();
-    if (!driver.ok()) GTEST_SKIP() << driver.status().message();
-    auto backend = CudaBackend::create(*driver);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
+    GpuBackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     // The GPU machine has cuBLASLt: not finding it is a failure, not a skip.
     auto api = load_cublaslt();
     ASSERT_TRUE(api.ok()) << api.status();
@@ -160,7 +157,6 @@ protected:
     std::printf("  matmul %s: max error / tolerance %.3f\n", shape.to_string().c_str(), worst);
   }
 
-  std::unique_ptr<CudaBackend> backend_;
   std::unique_ptr<CublasLtMatmul> matmul_;
 };
 

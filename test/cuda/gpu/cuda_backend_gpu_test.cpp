@@ -20,7 +20,7 @@
 #include "lib/backends/cuda/CudaModule.h"
 #include "test/cuda/EnqueueSaxpy.h"
 #include "test/cuda/TestKernels.h"
-#include "test/cuda/gpu/GpuDriver.h"
+#include "test/cuda/gpu/GpuBackendTest.h"
 
 namespace mstep::cuda {
 namespace {
@@ -28,14 +28,11 @@ namespace {
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-class CudaBackendGpuTest : public ::testing::Test {
+class CudaBackendGpuTest : public testing::GpuBackendTest {
 protected:
   void SetUp() override {
-    auto& driver = testing::gpu_driver();
-    if (!driver.ok()) GTEST_SKIP() << driver.status().message();
-    auto backend = CudaBackend::create(*driver);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
+    GpuBackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     const CudaDeviceInfo& device = backend_->context().device();
     std::string cubin = testing::read_test_kernel("test_kernels.sm_" +
                                                   std::to_string(device.compute_major) + "0.cubin");
@@ -61,7 +58,6 @@ protected:
     EXPECT_TRUE(backend_->copy_in(**buffer, host.data(), type.bytes()).ok());
     return *buffer;
   }
-  std::unique_ptr<CudaBackend> backend_;
   std::unique_ptr<CudaKernelModule> module_;
 };
 

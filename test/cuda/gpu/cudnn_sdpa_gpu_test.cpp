@@ -25,7 +25,7 @@
 #include "lib/backends/cuda/CudaEvent.h"
 #include "lib/backends/cuda/CudnnSdpa.h"
 #include "mstep/core/HalfTypes.h"
-#include "test/cuda/gpu/GpuDriver.h"
+#include "test/cuda/gpu/GpuBackendTest.h"
 
 namespace mstep::cuda {
 namespace {
@@ -38,14 +38,11 @@ struct Reference {
   std::vector<bool> valid_key; // [B, H, S]: not a padding key
 };
 
-class CudnnSdpaGpuTest : public ::testing::Test {
+class CudnnSdpaGpuTest : public testing::GpuBackendTest {
 protected:
   void SetUp() override {
-    auto& driver = testing::gpu_driver();
-    if (!driver.ok()) GTEST_SKIP() << driver.status().message();
-    auto backend = CudaBackend::create(*driver);
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
+    GpuBackendTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     // The GPU machine has cuDNN (toolkit or PyTorch): not finding it fails.
     auto api = load_cudnn();
     ASSERT_TRUE(api.ok()) << api.status();
@@ -321,7 +318,6 @@ protected:
     expect_close("grad_v", download(gv), r.dv, r.dv_scale, Dv, r.valid_key);
   }
 
-  std::unique_ptr<CudaBackend> backend_;
   std::unique_ptr<CudnnHandle> handle_;
 };
 
