@@ -34,6 +34,7 @@
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/OtherUser.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/TestFiles.h"
 
 extern char** environ;
 
@@ -66,10 +67,7 @@ uint64_t entry_bytes(const std::string& dir) {
   return total;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using mstep::testing::read_file;
 
 /// Bitwise equality of two runs' results (== would let -0 equal 0).
 bool same_bits(const Values& a, const Values& b) {

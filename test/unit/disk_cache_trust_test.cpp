@@ -21,6 +21,7 @@
 #include "lib/runtime/DiskCache.h"
 #include "lib/runtime/TrustedPath.h"
 #include "test/unit/OtherUser.h"
+#include "test/unit/TestFiles.h"
 
 namespace mstep {
 namespace {
@@ -50,10 +51,7 @@ uid_t owner_of(const std::string& path) {
   return st.st_uid;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using mstep::testing::read_file;
 
 class DiskCacheTrustTest : public ::testing::Test {
  protected:

@@ -19,6 +19,7 @@
 #include "mstep/mstep.h"
 #include "mstep/runtime/LoadedGraph.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/TestFiles.h"
 
 namespace mstep {
 namespace {
@@ -48,15 +49,9 @@ CustomOpDef affine_def(int64_t version) {
           .kernels = {{"ref", kernel}, {"cpu", kernel}}};
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using mstep::testing::read_file;
+using mstep::testing::write_private_file;
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-  ::chmod(path.c_str(), 0600);
-}
 
 /// A step y = affine(x) + 1 captured on the parameter's device and saved
 /// with names x, y.
@@ -142,7 +137,7 @@ std::string as_version_1(const std::string& file) {
 }
 
 TEST_P(ExportedCustomOp, AVersion1FileWithoutTheListStillLoads) {
-  write_file(path_, as_version_1(read_file(path_)));
+  write_private_file(path_, as_version_1(read_file(path_)));
   auto loaded = load_graph(path_);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_TRUE((*loaded)->custom_ops().empty());
@@ -158,7 +153,7 @@ TEST_P(ExportedCustomOp, RefusesAMalformedList) {
   auto archive = decode_graph_archive(read_file(path_), path_);
   ASSERT_TRUE(archive.ok()) << archive.status();
   archive->custom_ops[0].version = 0;
-  write_file(path_, encode_graph_archive(*archive));
+  write_private_file(path_, encode_graph_archive(*archive));
   auto loaded = load_graph(path_);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(loaded.status().message()),

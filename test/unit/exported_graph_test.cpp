@@ -15,6 +15,7 @@
 #include "mstep/mstep.h"
 #include "mstep/runtime/LoadedGraph.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/TestFiles.h"
 
 namespace mstep {
 namespace {
@@ -23,15 +24,9 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::filled;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using mstep::testing::read_file;
+using mstep::testing::write_private_file;
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-  ::chmod(path.c_str(), 0600);
-}
 
 /// A small training step (linear layer, MSE, SGD with momentum, dropout)
 /// captured on `device` and saved with names w, x, t, loss.
@@ -71,7 +66,7 @@ class ExportedGraph : public ::testing::TestWithParam<DeviceType> {
 
   /// load_graph's error for `bytes` written as the exported file.
   std::string load_error(const std::string& bytes) {
-    write_file(path_, bytes);
+    write_private_file(path_, bytes);
     auto loaded = load_graph(path_);
     EXPECT_FALSE(loaded.ok());
     return loaded.ok() ? "" : std::string(loaded.status().message());
