@@ -320,6 +320,20 @@ void* ptr(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>
 
 } // namespace
 
+/// The bindings both directions add for the config's options: the mask,
+/// -inf for causal or padded scores, and the valid lengths.
+void CudnnSdpa::bind_options(CUdeviceptr mask, CUdeviceptr valid_seq_len,
+                             std::vector<std::pair<int64_t, void*>>& b) const {
+  const CudnnSdpaConfig& c = config_;
+  if (c.mask != SdpaMaskKind::none) b.push_back({sdpa_uid::mask, ptr(mask)});
+  if (c.causal || c.padding != SdpaPadding::none)
+    b.push_back({sdpa_uid::negative_inf, const_cast<float*>(&negative_inf_)});
+  if (c.padding != SdpaPadding::none) {
+    b.push_back({sdpa_uid::seq_q, ptr(valid_seq_len)});
+    b.push_back({sdpa_uid::seq_kv, ptr(valid_seq_len)});
+  }
+}
+
 absl::Status CudnnSdpa::forward(const CudnnHandle& handle, const CudnnSdpaForwardArgs& a,
                                 CUdeviceptr workspace) const {
   const CudnnSdpaConfig& c = config_;
@@ -337,13 +351,7 @@ absl::Status CudnnSdpa::forward(const CudnnHandle& handle, const CudnnSdpaForwar
       {sdpa_uid::q, ptr(a.q)},         {sdpa_uid::k, ptr(a.k)},
       {sdpa_uid::v, ptr(a.v)},         {sdpa_uid::o, ptr(a.out)},
       {sdpa_uid::stats, ptr(a.stats)}, {sdpa_uid::scale, const_cast<float*>(&scale_)}};
-  if (c.mask != SdpaMaskKind::none) b.push_back({sdpa_uid::mask, ptr(a.mask)});
-  if (c.causal || c.padding != SdpaPadding::none)
-    b.push_back({sdpa_uid::negative_inf, const_cast<float*>(&negative_inf_)});
-  if (c.padding != SdpaPadding::none) {
-    b.push_back({sdpa_uid::seq_q, ptr(a.valid_seq_len)});
-    b.push_back({sdpa_uid::seq_kv, ptr(a.valid_seq_len)});
-  }
+  bind_options(a.mask, a.valid_seq_len, b);
   return plan_->execute(handle, b, ptr(workspace));
 }
 
@@ -382,13 +390,7 @@ absl::Status CudnnSdpa::backward(const CudnnHandle& handle, const CudnnSdpaBackw
       {sdpa_uid::grad_q_accum, ptr(workspace + grad_q_accum_offset_)},
       {sdpa_uid::scale, const_cast<float*>(&scale_)},
       {sdpa_uid::one, const_cast<float*>(&one_)}};
-  if (c.mask != SdpaMaskKind::none) b.push_back({sdpa_uid::mask, ptr(a.mask)});
-  if (c.causal || c.padding != SdpaPadding::none)
-    b.push_back({sdpa_uid::negative_inf, const_cast<float*>(&negative_inf_)});
-  if (c.padding != SdpaPadding::none) {
-    b.push_back({sdpa_uid::seq_q, ptr(a.valid_seq_len)});
-    b.push_back({sdpa_uid::seq_kv, ptr(a.valid_seq_len)});
-  }
+  bind_options(a.mask, a.valid_seq_len, b);
   return plan_->execute(handle, b, ptr(workspace));
 }
 

@@ -31,6 +31,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -128,6 +130,8 @@ public:
 
 private:
   CudnnSdpa() = default;
+  void bind_options(CUdeviceptr mask, CUdeviceptr valid_seq_len,
+                    std::vector<std::pair<int64_t, void*>>& bindings) const;
   CudnnSdpaConfig config_;
   Direction direction_ = Direction::forward;
   CudnnOperationGraph graph_;
