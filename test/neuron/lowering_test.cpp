@@ -29,16 +29,16 @@ GraphNode op(OpKind k, std::initializer_list<uint32_t> operands, const TensorTyp
 GraphNode chain_fusion(const TensorType& t) {
   auto body = std::make_shared<TraceGraph>();
   body->input_types = {t, t};
-  body->nodes.push_back(param(0, t));                               // %0 x
-  body->nodes.push_back(param(1, t));                               // %1 y
-  body->nodes.push_back(op(OpKind::add, {0, 1}, t));                // %2
-  body->nodes.push_back(op(OpKind::exp, {2}, t));                   // %3
+  body->nodes.push_back(param(0, t));                // %0 x
+  body->nodes.push_back(param(1, t));                // %1 y
+  body->nodes.push_back(op(OpKind::add, {0, 1}, t)); // %2
+  body->nodes.push_back(op(OpKind::exp, {2}, t));    // %3
   GraphNode half{OpKind::constant, {}, {}, {TensorType{Shape({}), t.dtype}}, nullptr};
   half.attrs.push_back({AttrName::value, AttrValue(0.5)});
-  body->nodes.push_back(half);                                      // %4
-  body->nodes.push_back(op(OpKind::mul, {3, 4}, t));                // %5
-  body->nodes.push_back(op(OpKind::neg, {0}, t));                   // %6
-  body->nodes.push_back(op(OpKind::maximum, {5, 6}, t));            // %7
+  body->nodes.push_back(half);                           // %4
+  body->nodes.push_back(op(OpKind::mul, {3, 4}, t));     // %5
+  body->nodes.push_back(op(OpKind::neg, {0}, t));        // %6
+  body->nodes.push_back(op(OpKind::maximum, {5, 6}, t)); // %7
   body->outputs = {ValueRef{7, 0}};
   GraphNode f = op(OpKind::fusion, {0, 1}, t);
   f.body = body;
@@ -48,8 +48,10 @@ GraphNode chain_fusion(const TensorType& t) {
 std::shared_ptr<host::HostBuffer> buffer(const TensorType& t, const std::vector<float>& v) {
   auto b = std::make_shared<host::HostBuffer>(t);
   for (size_t i = 0; i < v.size(); ++i) {
-    if (t.dtype == DType::bf16) b->data<BFloat16>()[i] = BFloat16(v[i]);
-    else b->data<float>()[i] = v[i];
+    if (t.dtype == DType::bf16)
+      b->data<BFloat16>()[i] = BFloat16(v[i]);
+    else
+      b->data<float>()[i] = v[i];
   }
   return b;
 }
@@ -67,8 +69,8 @@ std::vector<float> random_values(int64_t n, float lo, float hi, unsigned seed) {
 }
 
 /// Runs `node` lowered; returns its one result.
-std::shared_ptr<host::HostBuffer> run_node(const GraphNode& node,
-                                           const std::vector<std::shared_ptr<host::HostBuffer>>& in) {
+std::shared_ptr<host::HostBuffer>
+run_node(const GraphNode& node, const std::vector<std::shared_ptr<host::HostBuffer>>& in) {
   std::vector<TensorType> types;
   std::vector<const host::HostBuffer*> ptrs;
   for (const auto& b : in) {
@@ -148,7 +150,8 @@ TEST(NeuronLowering, RefusesWhatItCannotTile) {
   absl::StatusOr<LoweredOp> r = lower_node(op(OpKind::add, {0, 1}, odd), {odd, odd});
   ASSERT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("add not tiled"));
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("100 elements, not a positive multiple of 128"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("100 elements, not a positive multiple of 128"));
 
   const TensorType t{Shape({128, 4}), DType::f32}, row{Shape({4}), DType::f32};
   r = lower_node(op(OpKind::mul, {0, 1}, t), {t, row}); // broadcast

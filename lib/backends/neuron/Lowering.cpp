@@ -42,24 +42,37 @@ struct EwDag {
 
 std::optional<AluOp> binary_alu(OpKind op) {
   switch (op) {
-  case OpKind::add: return AluOp::add;
-  case OpKind::sub: return AluOp::subtract;
-  case OpKind::mul: return AluOp::multiply;
-  case OpKind::div: return AluOp::divide;
-  case OpKind::maximum: return AluOp::max;
-  case OpKind::minimum: return AluOp::min;
-  default: return std::nullopt;
+  case OpKind::add:
+    return AluOp::add;
+  case OpKind::sub:
+    return AluOp::subtract;
+  case OpKind::mul:
+    return AluOp::multiply;
+  case OpKind::div:
+    return AluOp::divide;
+  case OpKind::maximum:
+    return AluOp::max;
+  case OpKind::minimum:
+    return AluOp::min;
+  default:
+    return std::nullopt;
   }
 }
 
 std::optional<ActivationFunction> unary_activation(OpKind op) {
   switch (op) {
-  case OpKind::exp: return ActivationFunction::exp;
-  case OpKind::tanh: return ActivationFunction::tanh;
-  case OpKind::sigmoid: return ActivationFunction::sigmoid;
-  case OpKind::relu: return ActivationFunction::relu;
-  case OpKind::rsqrt: return ActivationFunction::rsqrt;
-  default: return std::nullopt;
+  case OpKind::exp:
+    return ActivationFunction::exp;
+  case OpKind::tanh:
+    return ActivationFunction::tanh;
+  case OpKind::sigmoid:
+    return ActivationFunction::sigmoid;
+  case OpKind::relu:
+    return ActivationFunction::relu;
+  case OpKind::rsqrt:
+    return ActivationFunction::rsqrt;
+  default:
+    return std::nullopt;
   }
 }
 
@@ -122,8 +135,8 @@ absl::StatusOr<EwDag> fusion_dag(const GraphNode& node, const TensorType& type) 
     }
     if (n.results.size() != 1 || n.results[0] != type || n.operands.empty() ||
         n.operands.size() > 2)
-      return refuse(node.op, absl::StrCat("body op ", op_name(n.op), " is not an elementwise op on ",
-                                          type.to_string()));
+      return refuse(node.op, absl::StrCat("body op ", op_name(n.op),
+                                          " is not an elementwise op on ", type.to_string()));
     int32_t a = -1, b = -1;
     std::optional<float> scalar;
     const ValueRef x = n.operands[0];
@@ -133,9 +146,12 @@ absl::StatusOr<EwDag> fusion_dag(const GraphNode& node, const TensorType& type) 
     a = value[x.node];
     if (n.operands.size() == 2) {
       const ValueRef y = n.operands[1];
-      if (value[y.node] >= 0) b = value[y.node];
-      else if (constant[y.node]) scalar = constant[y.node];
-      else return refuse(node.op, absl::StrCat("body op ", op_name(n.op), "'s operand"));
+      if (value[y.node] >= 0)
+        b = value[y.node];
+      else if (constant[y.node])
+        scalar = constant[y.node];
+      else
+        return refuse(node.op, absl::StrCat("body op ", op_name(n.op), "'s operand"));
     }
     std::optional<EwOp> e = ew_op(n.op, a, b, scalar);
     if (!e || (n.operands.size() == 2) != (e->opcode != Opcode::activation && n.op != OpKind::neg))
@@ -162,15 +178,15 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
   const int32_t values = dag.inputs + static_cast<int32_t>(dag.ops.size());
   const int64_t esize = static_cast<int64_t>(element_size(type.dtype));
   // Two slots of every value in SBUF, within 128 KiB per partition.
-  const int64_t chunk =
-      std::min<int64_t>({f, 4096, (128 * 1024) / (2 * values * esize)});
+  const int64_t chunk = std::min<int64_t>({f, 4096, (128 * 1024) / (2 * values * esize)});
   if (chunk < 1) return refuse(op, absl::StrCat(values, " values do not fit SBUF"));
   const int64_t chunks = (f + chunk - 1) / chunk;
   const DType dt = type.dtype;
 
   TileBuilder b(absl::StrCat("neuron_", op_name(op)));
   std::vector<int32_t> hbm;
-  for (int32_t i = 0; i < dag.inputs; ++i) hbm.push_back(b.hbm_tensor(absl::StrCat("in", i), dt, n));
+  for (int32_t i = 0; i < dag.inputs; ++i)
+    hbm.push_back(b.hbm_tensor(absl::StrCat("in", i), dt, n));
   for (size_t o = 0; o < dag.outputs.size(); ++o)
     hbm.push_back(b.hbm_tensor(absl::StrCat("out", o), dt, n));
   std::vector<std::array<int32_t, 2>> tile(values), ready(values);
@@ -220,8 +236,8 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
     }
     for (size_t o = 0; o < dag.outputs.size(); ++o) {
       const int32_t v = dag.outputs[o];
-      const int64_t st = b.dma_copy(
-          hbm_rows(hbm[dag.inputs + o], dt, f, 0, kPartitions, c0, w), on_chip(v));
+      const int64_t st =
+          b.dma_copy(hbm_rows(hbm[dag.inputs + o], dt, f, 0, kPartitions, c0, w), on_chip(v));
       b.wait(st, ready[v][s], use + 1);
       b.signal(st, stored[s]);
     }
@@ -229,8 +245,7 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
   return b.take();
 }
 
-absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node,
-                                       absl::Span<const TensorType> types) {
+absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types) {
   const TensorType& a = types[0];
   const TensorType& bt = types[1];
   const TensorType& c = node.results[0];
@@ -242,7 +257,8 @@ absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node,
                                         ": only f32 or bf16, one dtype"));
   TiledMatmulShape s{a.shape[0], a.shape[1], bt.shape[1], a.dtype, c.dtype};
   if (s.m == 0 || s.k == 0 || s.n == 0 || bt.shape[0] != s.k)
-    return refuse(node.op, absl::StrCat(a.to_string(), " x ", bt.to_string(), ": empty or K mismatch"));
+    return refuse(node.op,
+                  absl::StrCat(a.to_string(), " x ", bt.to_string(), ": empty or K mismatch"));
   LoweredOp out;
   out.program = tiled_matmul_program(s);
   out.hbm_binding = {0, 1, -1};
@@ -273,8 +289,7 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
                                               type.to_string(), " (broadcast or mixed dtype)"));
       const int32_t arity = static_cast<int32_t>(operand_types.size());
       std::optional<EwOp> e = ew_op(node.op, 0, arity == 2 ? 1 : -1, std::nullopt);
-      if (!e || arity < 1 || arity > 2 ||
-          (arity == 2) != (e->opcode == Opcode::tensor_tensor))
+      if (!e || arity < 1 || arity > 2 || (arity == 2) != (e->opcode == Opcode::tensor_tensor))
         return refuse(node.op, "no engine lowering for this op");
       dag.inputs = arity;
       dag.ops.push_back(*e);

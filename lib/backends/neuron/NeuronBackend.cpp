@@ -110,7 +110,8 @@ public:
         std::vector<BufferPtr> body_inputs;
         for (ValueRef v : node.operands) body_inputs.push_back(values[v.node][v.index]);
         MSTEP_ASSIGN_OR_RETURN(std::vector<BufferPtr> results, bodies_[i]->run(body_inputs));
-        for (BufferPtr& r : results) values[i].push_back(copy_of(static_cast<const host::HostBuffer&>(*r)));
+        for (BufferPtr& r : results)
+          values[i].push_back(copy_of(static_cast<const host::HostBuffer&>(*r)));
       } else {
         for (const TensorType& t : node.results) {
           values[i].push_back(std::make_shared<host::HostBuffer>(t, kDevice));
