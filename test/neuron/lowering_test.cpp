@@ -111,6 +111,11 @@ TEST(NeuronLowering, ElementwiseChainBf16) { check_chain(DType::bf16, Shape({64,
 // SBUF slots (the double buffer's semaphores are exercised).
 TEST(NeuronLowering, ElementwiseChainManyChunks) { check_chain(DType::f32, Shape({128, 10000})); }
 
+// 385 = 3 x 128 + 1 elements: [128, 3] and a one-element tail; 3 elements:
+// only the tail piece.
+TEST(NeuronLowering, ElementwiseChainWithTail) { check_chain(DType::f32, Shape({5, 77})); }
+TEST(NeuronLowering, ElementwiseChainTailOnly) { check_chain(DType::bf16, Shape({3})); }
+
 TEST(NeuronLowering, SingleBinaryOp) {
   const TensorType t{Shape({512}), DType::f32};
   auto a = buffer(t, random_values(512, -3, 3, 3));
@@ -146,12 +151,15 @@ TEST(NeuronLowering, MatmulF32) { check_matmul(DType::f32, 200, 300, 600); }
 TEST(NeuronLowering, MatmulBf16) { check_matmul(DType::bf16, 130, 256, 70); }
 
 TEST(NeuronLowering, RefusesWhatItCannotTile) {
-  const TensorType odd{Shape({10, 10}), DType::f32};
-  absl::StatusOr<LoweredOp> r = lower_node(op(OpKind::add, {0, 1}, odd), {odd, odd});
+  const TensorType empty{Shape({0, 4}), DType::f32};
+  absl::StatusOr<LoweredOp> r = lower_node(op(OpKind::add, {0, 1}, empty), {empty, empty});
   ASSERT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("add not tiled"));
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr("100 elements, not a positive multiple of 128"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("has no elements"));
+
+  const TensorType v{Shape({128}), DType::f32};
+  r = lower_node(op(OpKind::log, {0}, v), {v});
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("no engine lowering"));
 
   const TensorType t{Shape({128, 4}), DType::f32}, row{Shape({4}), DType::f32};
   r = lower_node(op(OpKind::mul, {0, 1}, t), {t, row}); // broadcast

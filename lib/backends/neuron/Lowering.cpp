@@ -170,17 +170,27 @@ absl::StatusOr<EwDag> fusion_dag(const GraphNode& node, const TensorType& type) 
 absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
                                                 const TensorType& type) {
   const int64_t n = type.numel();
-  if (n == 0 || n % kPartitions != 0)
-    return refuse(op, absl::StrCat(type.to_string(), " has ", n,
-                                   " elements, not a positive multiple of ", kPartitions,
-                                   " (no tail handling yet)"));
-  const int64_t f = n / kPartitions;
+  if (n == 0) return refuse(op, absl::StrCat(type.to_string(), " has no elements"));
+  // [128, f] for the first 128 * f elements, then the tail of r < 128
+  // elements as one partition of r.
+  const int64_t f = n / kPartitions, r = n - f * kPartitions;
   const int32_t values = dag.inputs + static_cast<int32_t>(dag.ops.size());
   const int64_t esize = static_cast<int64_t>(element_size(type.dtype));
   // Two slots of every value in SBUF, within 128 KiB per partition.
-  const int64_t chunk = std::min<int64_t>({f, 4096, (128 * 1024) / (2 * values * esize)});
+  const int64_t chunk =
+      std::min<int64_t>({std::max(f, r), 4096, (128 * 1024) / (2 * values * esize)});
   if (chunk < 1) return refuse(op, absl::StrCat(values, " values do not fit SBUF"));
-  const int64_t chunks = (f + chunk - 1) / chunk;
+  struct Piece {
+    int64_t base;       ///< first element
+    int32_t parts;      ///< partitions
+    int64_t row, c0, w; ///< row length; columns [c0, c0 + w)
+  };
+  std::vector<Piece> pieces;
+  for (int64_t c0 = 0; c0 < f; c0 += chunk)
+    pieces.push_back({0, kPartitions, f, c0, std::min(chunk, f - c0)});
+  for (int64_t c0 = 0; c0 < r; c0 += chunk)
+    pieces.push_back({f * kPartitions, 1, r, c0, std::min(chunk, r - c0)});
+  const int64_t chunks = static_cast<int64_t>(pieces.size());
   const DType dt = type.dtype;
 
   TileBuilder b(absl::StrCat("neuron_", op_name(op)));
@@ -202,12 +212,17 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
   for (int64_t c = 0; c < chunks; ++c) {
     const int s = static_cast<int>(c % 2);
     const int32_t use = static_cast<int32_t>(c / 2); // earlier uses of slot s
-    const int64_t c0 = c * chunk, w = std::min(chunk, f - c0);
+    const Piece& pc = pieces[c];
     auto on_chip = [&](int32_t v) {
-      return tile_pattern(BufferKind::sbuf, tile[v][s], dt, 0, kPartitions, 0, {{w, 1}});
+      return tile_pattern(BufferKind::sbuf, tile[v][s], dt, 0, pc.parts, 0, {{pc.w, 1}});
+    };
+    auto in_hbm = [&](int32_t tensor) {
+      AccessPattern ap = hbm_rows(tensor, dt, pc.row, 0, pc.parts, pc.c0, pc.w);
+      ap.offset += pc.base;
+      return ap;
     };
     for (int32_t i = 0; i < dag.inputs; ++i) {
-      const int64_t l = b.dma_copy(on_chip(i), hbm_rows(hbm[i], dt, f, 0, kPartitions, c0, w));
+      const int64_t l = b.dma_copy(on_chip(i), in_hbm(hbm[i]));
       if (use > 0) { // slot s free: chunk c-2's ops and stores are done
         b.wait(l, done[s], use * static_cast<int32_t>(dag.ops.size()));
         b.wait(l, stored[s], use * static_cast<int32_t>(dag.outputs.size()));
@@ -236,8 +251,7 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
     }
     for (size_t o = 0; o < dag.outputs.size(); ++o) {
       const int32_t v = dag.outputs[o];
-      const int64_t st =
-          b.dma_copy(hbm_rows(hbm[dag.inputs + o], dt, f, 0, kPartitions, c0, w), on_chip(v));
+      const int64_t st = b.dma_copy(in_hbm(hbm[dag.inputs + o]), on_chip(v));
       b.wait(st, ready[v][s], use + 1);
       b.signal(st, stored[s]);
     }

@@ -6,8 +6,8 @@
 // backend then runs it as a counted host fallback (never a wrong answer).
 //
 // Elementwise: the flat tensor of N elements is viewed as [128, N/128]
-// (partition p holds elements [p*N/128, (p+1)*N/128)); N not a multiple of
-// 128 is refused. The free dimension is cut into chunks, double-buffered in
+// (partition p holds elements [p*F, (p+1)*F), F = N/128) and the tail of
+// N mod 128 elements as one partition. The free dimension is cut into chunks, double-buffered in
 // SBUF: DMA in, one Vector/Scalar instruction per op, DMA out, ordered by
 // semaphores. Matmul: TiledMatmulProgram (K accumulated in PSUM); its A^T
 // operand is staged transposed into HBM by run_lowered (no on-chip
