@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/Lowering.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 
@@ -31,55 +32,127 @@ absl::Status check_buffer(const Buffer& b, absl::string_view what, size_t bytes)
   return absl::OkStatus();
 }
 
+/// Runs the graph node by node on host bytes: a node lower_node could tile
+/// runs its tile program on the simulator; every other node runs its ref
+/// kernel (a fusion its ref body) and is reported as a host fallback.
 class NeuronExecutable final : public Executable {
 public:
-  NeuronExecutable(std::vector<TensorType> input_types, std::unique_ptr<Executable> ref,
-                   std::vector<HostFallbackOp> fallbacks)
-      : input_types_(std::move(input_types)), ref_(std::move(ref)),
-        fallbacks_(std::move(fallbacks)) {}
+  explicit NeuronExecutable(TraceGraph graph) : graph_(std::move(graph)) {
+    const size_t n = graph_.nodes.size();
+    lowered_.resize(n);
+    bodies_.resize(n);
+    last_use_.assign(n, 0);
+    for (uint32_t i = 0; i < n; ++i) {
+      const GraphNode& node = graph_.nodes[i];
+      for (ValueRef v : node.operands) last_use_[v.node] = i;
+      if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty())
+        continue;
+      std::vector<TensorType> types;
+      for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
+      absl::StatusOr<LoweredOp> low = lower_node(node, types);
+      if (low.ok()) {
+        estimated_ns_ += low->estimated_ns;
+        lowered_[i] = std::make_unique<LoweredOp>(*std::move(low));
+        continue;
+      }
+      fallbacks_.push_back({node.op, node.results[0].dtype});
+    }
+    for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
+  }
 
-  size_t num_kernels() const override { return fallbacks_.size(); }
+  /// Makes the ref interpreters of the fusion bodies that run on the host.
+  absl::Status prepare() {
+    for (size_t i = 0; i < graph_.nodes.size(); ++i)
+      if (graph_.nodes[i].body && !lowered_[i]) {
+        MSTEP_ASSIGN_OR_RETURN(bodies_[i], ref::make_ref_executable(*graph_.nodes[i].body));
+      }
+    return absl::OkStatus();
+  }
+
+  size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
+  NeuronLoweringStats stats() const { return {num_lowered(), estimated_ns_}; }
+  size_t num_lowered() const {
+    size_t k = 0;
+    for (const auto& l : lowered_) k += l != nullptr;
+    return k;
+  }
 
   using Executable::run;
   /// Donations are declined: every output is a new buffer (or, for an input
   /// passed through, a copy of it, so no two buffers share HBM).
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
                                              const Donation&) override {
-    if (inputs.size() != input_types_.size())
+    const std::vector<TensorType>& input_types = graph_.input_types;
+    if (inputs.size() != input_types.size())
       return absl::InvalidArgumentError(absl::StrCat(
-          "neuron executable expects ", input_types_.size(), " inputs, got ", inputs.size()));
-    std::vector<BufferPtr> host_inputs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const BufferPtr& b = inputs[i];
-      if (!b || b->type() != input_types_[i] || b->device().type != DeviceType::neuron)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "neuron executable input ", i, " should be a neuron ", input_types_[i].to_string(),
-            ", got ",
-            b ? absl::StrCat(b->device().to_string(), " ", b->type().to_string()) : "null"));
-      host_inputs.push_back(static_cast<const NeuronBuffer&>(*b).storage());
-    }
-    MSTEP_ASSIGN_OR_RETURN(std::vector<BufferPtr> results, ref_->run(host_inputs));
-    std::vector<BufferPtr> outputs;
-    for (BufferPtr& r : results) {
-      auto host = std::dynamic_pointer_cast<host::HostBuffer>(r);
-      bool shared = !host;
-      for (const BufferPtr& in : host_inputs) shared |= in == r;
-      if (shared) {
-        auto copy = std::make_shared<host::HostBuffer>(r->type(), kDevice);
-        std::memcpy(copy->bytes(), std::static_pointer_cast<host::HostBuffer>(r)->bytes(),
-                    r->type().bytes());
-        host = std::move(copy);
+          "neuron executable expects ", input_types.size(), " inputs, got ", inputs.size()));
+    std::vector<std::vector<std::shared_ptr<host::HostBuffer>>> values(graph_.nodes.size());
+    std::vector<const host::HostBuffer*> in_ptrs;
+    std::vector<host::HostBuffer*> out_ptrs;
+    for (uint32_t i = 0; i < graph_.nodes.size(); ++i) {
+      const GraphNode& node = graph_.nodes[i];
+      if (node.op == OpKind::parameter) {
+        const int64_t index = attr_int(node.attrs, AttrName::index);
+        const BufferPtr& b = inputs[index];
+        if (!b || b->type() != input_types[index] || b->device().type != DeviceType::neuron)
+          return absl::InvalidArgumentError(absl::StrCat(
+              "neuron executable input ", index, " should be a neuron ",
+              input_types[index].to_string(), ", got ",
+              b ? absl::StrCat(b->device().to_string(), " ", b->type().to_string()) : "null"));
+        values[i].push_back(static_cast<const NeuronBuffer&>(*b).storage());
+        continue;
       }
-      outputs.push_back(std::make_shared<NeuronBuffer>(r->type(), std::move(host)));
+      in_ptrs.clear();
+      out_ptrs.clear();
+      for (ValueRef v : node.operands) in_ptrs.push_back(values[v.node][v.index].get());
+      if (bodies_[i]) {
+        std::vector<BufferPtr> body_inputs;
+        for (ValueRef v : node.operands) body_inputs.push_back(values[v.node][v.index]);
+        MSTEP_ASSIGN_OR_RETURN(std::vector<BufferPtr> results, bodies_[i]->run(body_inputs));
+        for (BufferPtr& r : results)
+          values[i].push_back(copy_of(static_cast<const host::HostBuffer&>(*r)));
+      } else {
+        for (const TensorType& t : node.results) {
+          values[i].push_back(std::make_shared<host::HostBuffer>(t, kDevice));
+          out_ptrs.push_back(values[i].back().get());
+        }
+        if (lowered_[i]) {
+          MSTEP_RETURN_IF_ERROR(run_lowered(*lowered_[i], simulator_, in_ptrs, out_ptrs));
+        } else {
+          MSTEP_RETURN_IF_ERROR(ref::ref_kernel(node.op)(ref::KernelArgs{node, in_ptrs, out_ptrs}));
+        }
+      }
+      for (ValueRef v : node.operands)
+        if (last_use_[v.node] == i) values[v.node].clear();
+    }
+    std::vector<BufferPtr> outputs;
+    for (ValueRef v : graph_.outputs) {
+      std::shared_ptr<host::HostBuffer> r = values[v.node][v.index];
+      // An input passed through (or an output twice) gets its own copy.
+      bool shared = graph_.nodes[v.node].op == OpKind::parameter;
+      for (const BufferPtr& o : outputs)
+        shared |= static_cast<const NeuronBuffer&>(*o).storage() == r;
+      if (shared) r = copy_of(*r);
+      outputs.push_back(std::make_shared<NeuronBuffer>(r->type(), std::move(r)));
     }
     return outputs;
   }
 
 private:
-  std::vector<TensorType> input_types_;
-  std::unique_ptr<Executable> ref_;
+  static std::shared_ptr<host::HostBuffer> copy_of(const host::HostBuffer& b) {
+    auto copy = std::make_shared<host::HostBuffer>(b.type(), kDevice);
+    std::memcpy(copy->bytes(), b.bytes(), b.type().bytes());
+    return copy;
+  }
+
+  TraceGraph graph_;
+  std::vector<std::unique_ptr<LoweredOp>> lowered_;
+  std::vector<std::unique_ptr<Executable>> bodies_;
+  std::vector<uint32_t> last_use_;
   std::vector<HostFallbackOp> fallbacks_;
+  double estimated_ns_ = 0;
+  Simulator simulator_;
 };
 
 } // namespace
@@ -105,18 +178,17 @@ absl::Status NeuronBackend::copy_out(const Buffer& src, void* dst, size_t bytes)
   return absl::OkStatus();
 }
 
+NeuronLoweringStats lowering_stats(const Executable& exe) {
+  const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
+  return n ? n->stats() : NeuronLoweringStats{};
+}
+
 absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph) {
-  std::vector<HostFallbackOp> fallbacks;
-  for (const GraphNode& n : graph.nodes)
-    if (n.op != OpKind::parameter && n.op != OpKind::constant && !n.results.empty())
-      fallbacks.push_back({n.op, n.results[0].dtype});
-  std::vector<TensorType> inputs = graph.input_types;
-  // The interpreter only makes new host memory; donation stays off.
-  graph.donated_to.assign(graph.donated_to.size(), -1);
-  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> ref,
-                         ref::make_ref_executable(std::move(graph)));
-  return std::make_unique<NeuronExecutable>(std::move(inputs), std::move(ref),
-                                            std::move(fallbacks));
+  // The ref interpreter's check: every op has a host kernel (or fails here).
+  MSTEP_RETURN_IF_ERROR(ref::make_ref_executable(graph).status());
+  auto exe = std::make_unique<NeuronExecutable>(std::move(graph));
+  MSTEP_RETURN_IF_ERROR(exe->prepare());
+  return exe;
 }
 
 namespace {

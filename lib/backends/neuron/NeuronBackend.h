@@ -1,8 +1,8 @@
 // neuron's runtime half (issue 19, first slice): a NeuronCore's HBM kept
 // opaque to the rest of mstep (only copy_in and copy_out reach a buffer's
-// bytes; wrap_host is Unimplemented) and executables that, until the tile
-// lowering exists, run every op on the host as a counted fallback
-// (MSTEP_LOG_FALLBACK=1 lists them). Synchronous: run() is done when it
+// bytes; wrap_host is Unimplemented) and executables that run the ops
+// Lowering.h tiles on the simulator and every other op on the host as a
+// counted fallback (MSTEP_LOG_FALLBACK=1 lists them). Synchronous: run() is done when it
 // returns. Fresh buffers are 0xFF bytes (NaN for floats, -1 for integers),
 // so a read of memory nothing wrote shows. Registered only where
 // lib/backends/neuron's backend object library is linked (test/neuron), so
@@ -44,8 +44,18 @@ public:
   bool supports(OpKind op, DType dtype) const override { return false; }
 };
 
-/// The executable of `graph`: the ref interpreter on the buffers' host
-/// bytes, every op of the graph reported as a host fallback.
+/// The executable of `graph`: each node Lowering.h can tile runs as its
+/// validated tile program on the simulator; every other node runs its ref
+/// kernel on the buffers' host bytes and is reported as a host fallback.
 absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph);
+
+/// What of a neuron executable runs as tile programs.
+struct NeuronLoweringStats {
+  size_t lowered_ops = 0;
+  /// The cost model's estimate of one run of all its tile programs.
+  double estimated_ns = 0;
+};
+/// The stats of a make_neuron_executable result (zeros for any other).
+NeuronLoweringStats lowering_stats(const Executable& exe);
 
 } // namespace mstep::neuron

@@ -1,6 +1,7 @@
 // The `neuron` backend's runtime half: opaque HBM (only copy_in/copy_out
-// reach it), NaN in fresh buffers, clear errors for wrong buffers, and
-// every op run as a counted host fallback.
+// reach it), NaN in fresh buffers, clear errors for wrong buffers, ops
+// the lowering cannot tile run as counted host fallbacks, and the ones it
+// can run as tile programs (no fallback counted).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -58,12 +59,60 @@ TEST(NeuronBackend, CopiesCheckSizeAndDevice) {
 TEST(NeuronBackend, EveryOpIsACountedHostFallback) {
   reset_metrics();
   Tensor x = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, std::nullopt, kNeuron);
-  Tensor y = exp(x) * 2.0f + x; // exp, mul, add: each a fallback
+  Tensor y = log(x) * 2.0f + x; // log has no engine lowering: a fallback
   const std::vector<float> got = y.to_vector<float>();
   ASSERT_EQ(got.size(), 4u);
-  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(got[i], std::exp(float(i + 1)) * 2.0f + float(i + 1));
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(got[i], std::log(float(i + 1)) * 2.0f + float(i + 1));
   EXPECT_GE(metrics().fallbacks, 1);
   EXPECT_EQ(y.device().type, DeviceType::neuron);
+}
+
+// exp, mul, add on 128 x 4 elements: lowered (tile programs on the
+// simulator), so no op is counted as a fallback; a broadcast operand is a
+// shape the lowering does not tile: it falls back, counted.
+TEST(NeuronBackend, TileableOpsRunAsTilePrograms) {
+  std::vector<float> v(512);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 7) * 0.25f - 0.5f;
+  reset_metrics();
+  Tensor x = from_vector(v, {128, 4}, std::nullopt, kNeuron);
+  Tensor y = exp(x) * x + x;
+  const std::vector<float> got = y.to_vector<float>();
+  ASSERT_EQ(got.size(), v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_NEAR(got[i], std::exp(v[i]) * v[i] + v[i], 1e-6f * (1 + std::abs(got[i])));
+  EXPECT_EQ(metrics().fallbacks, 0);
+
+  reset_metrics();
+  Tensor row = from_vector(std::vector<float>{1, 2, 3, 4}, {4}, std::nullopt, kNeuron);
+  const std::vector<float> bgot = (exp(x) * row).to_vector<float>();
+  ASSERT_EQ(bgot.size(), v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    EXPECT_NEAR(bgot[i], std::exp(v[i]) * float(i % 4 + 1), 1e-6f * (1 + std::abs(bgot[i])));
+  EXPECT_GE(metrics().fallbacks, 1);
+}
+
+// A graph of one tileable op (3 elements: the tail piece) and one without an
+// engine lowering: the executable lowers the
+// one (with a cost-model estimate) and counts only the other as a fallback.
+TEST(NeuronBackend, LoweringStatsAndFallbackCount) {
+  const TensorType t{Shape({3}), DType::f32};
+  TraceGraph g;
+  g.input_types = {t, t};
+  for (int64_t i = 0; i < 2; ++i) {
+    GraphNode p{OpKind::parameter, {}, {}, {g.input_types[i]}, nullptr};
+    p.attrs.push_back({AttrName::index, AttrValue(i)});
+    g.nodes.push_back(p);
+  }
+  g.nodes.push_back(GraphNode{OpKind::tanh, {}, {ValueRef{0, 0}}, {t}, nullptr});
+  g.nodes.push_back(GraphNode{OpKind::log, {}, {ValueRef{1, 0}}, {t}, nullptr}); // no lowering
+  g.outputs = {ValueRef{2, 0}, ValueRef{3, 0}};
+  absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(g);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->host_fallbacks().size(), 1u);
+  EXPECT_EQ((*exe)->num_kernels(), 2u);
+  const NeuronLoweringStats stats = lowering_stats(**exe);
+  EXPECT_EQ(stats.lowered_ops, 1u);
+  EXPECT_GT(stats.estimated_ns, 0);
 }
 
 } // namespace

@@ -1,0 +1,350 @@
+// Lowering: an elementwise op or fusion body becomes a small DAG of engine
+// operations (EwDag), emitted chunk by chunk into a double-buffered tile
+// program; a 2-d matmul becomes tiled_matmul_program. Every program is
+// validated (estimate_cost validates) before lower_node returns it.
+#include "lib/backends/neuron/Lowering.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/TileBuilder.h"
+#include "lib/backends/neuron/TiledMatmulProgram.h"
+#include "mstep/core/Error.h"
+#include "mstep/core/HalfTypes.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+absl::Status refuse(OpKind op, absl::string_view why) {
+  return absl::UnimplementedError(
+      absl::StrCat("neuron lowering: ", op_name(op), " not tiled: ", why));
+}
+
+/// One engine operation on whole values: result = a <alu> b (tensor_tensor),
+/// a <alu> scalar (tensor_scalar) or f(a) (activation).
+struct EwOp {
+  Opcode opcode = Opcode::tensor_tensor;
+  AluOp alu = AluOp::add;
+  ActivationFunction function = ActivationFunction::identity;
+  float scalar = 0;
+  int32_t a = -1, b = -1;
+};
+
+/// Values 0..inputs-1 are the inputs; value inputs + i is ops[i]'s result.
+struct EwDag {
+  int32_t inputs = 0;
+  std::vector<EwOp> ops;
+  std::vector<int32_t> outputs;
+};
+
+std::optional<AluOp> binary_alu(OpKind op) {
+  switch (op) {
+  case OpKind::add:
+    return AluOp::add;
+  case OpKind::sub:
+    return AluOp::subtract;
+  case OpKind::mul:
+    return AluOp::multiply;
+  case OpKind::div:
+    return AluOp::divide;
+  case OpKind::maximum:
+    return AluOp::max;
+  case OpKind::minimum:
+    return AluOp::min;
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<ActivationFunction> unary_activation(OpKind op) {
+  switch (op) {
+  case OpKind::exp:
+    return ActivationFunction::exp;
+  case OpKind::tanh:
+    return ActivationFunction::tanh;
+  case OpKind::sigmoid:
+    return ActivationFunction::sigmoid;
+  case OpKind::relu:
+    return ActivationFunction::relu;
+  case OpKind::rsqrt:
+    return ActivationFunction::rsqrt;
+  default:
+    return std::nullopt;
+  }
+}
+
+/// The EwOp of `op` over values `a` (and `b`, or the scalar `scalar` when
+/// b is -1 and the op is binary), or nullopt when it has no engine op.
+std::optional<EwOp> ew_op(OpKind op, int32_t a, int32_t b, std::optional<float> scalar) {
+  EwOp e;
+  e.a = a;
+  e.b = b;
+  if (op == OpKind::neg) {
+    e.opcode = Opcode::tensor_scalar;
+    e.alu = AluOp::multiply;
+    e.scalar = -1.0f;
+    return e;
+  }
+  if (auto f = unary_activation(op)) {
+    e.opcode = Opcode::activation;
+    e.function = *f;
+    return e;
+  }
+  if (auto alu = binary_alu(op)) {
+    e.alu = *alu;
+    if (scalar) {
+      e.opcode = Opcode::tensor_scalar;
+      e.scalar = *scalar;
+    }
+    return e;
+  }
+  return std::nullopt;
+}
+
+bool tileable_dtype(DType d) { return d == DType::f32 || d == DType::bf16; }
+
+/// The value of a 0-d constant node as its dtype stores it.
+float constant_value(const GraphNode& n) {
+  const float v = static_cast<float>(attr_double(n.attrs, AttrName::value));
+  return n.results[0].dtype == DType::bf16 ? static_cast<float>(BFloat16(v)) : v;
+}
+
+/// The DAG of a fusion body whose every value has type `type`.
+absl::StatusOr<EwDag> fusion_dag(const GraphNode& node, const TensorType& type) {
+  const TraceGraph& body = *node.body;
+  EwDag dag;
+  dag.inputs = static_cast<int32_t>(body.input_types.size());
+  std::vector<int32_t> value(body.nodes.size(), -1);
+  std::vector<std::optional<float>> constant(body.nodes.size());
+  for (size_t i = 0; i < body.nodes.size(); ++i) {
+    const GraphNode& n = body.nodes[i];
+    if (n.op == OpKind::parameter) {
+      if (body.input_types[attr_int(n.attrs, AttrName::index)] != type)
+        return refuse(node.op, absl::StrCat("input ", n.results[0].to_string(), " is not ",
+                                            type.to_string(), " (broadcast or mixed dtype)"));
+      value[i] = static_cast<int32_t>(attr_int(n.attrs, AttrName::index));
+      continue;
+    }
+    if (n.op == OpKind::constant && n.results[0].shape.rank() == 0 &&
+        tileable_dtype(n.results[0].dtype)) {
+      constant[i] = constant_value(n);
+      continue;
+    }
+    if (n.results.size() != 1 || n.results[0] != type || n.operands.empty() ||
+        n.operands.size() > 2)
+      return refuse(node.op, absl::StrCat("body op ", op_name(n.op),
+                                          " is not an elementwise op on ", type.to_string()));
+    int32_t a = -1, b = -1;
+    std::optional<float> scalar;
+    const ValueRef x = n.operands[0];
+    if (value[x.node] < 0)
+      return refuse(node.op, absl::StrCat("body op ", op_name(n.op), "'s first operand is not a ",
+                                          type.to_string(), " tensor"));
+    a = value[x.node];
+    if (n.operands.size() == 2) {
+      const ValueRef y = n.operands[1];
+      if (value[y.node] >= 0)
+        b = value[y.node];
+      else if (constant[y.node])
+        scalar = constant[y.node];
+      else
+        return refuse(node.op, absl::StrCat("body op ", op_name(n.op), "'s operand"));
+    }
+    std::optional<EwOp> e = ew_op(n.op, a, b, scalar);
+    if (!e || (n.operands.size() == 2) != (e->opcode != Opcode::activation && n.op != OpKind::neg))
+      return refuse(node.op, absl::StrCat("body op ", op_name(n.op), " has no engine lowering"));
+    value[i] = dag.inputs + static_cast<int32_t>(dag.ops.size());
+    dag.ops.push_back(*e);
+  }
+  for (ValueRef v : body.outputs) {
+    if (value[v.node] < 0) return refuse(node.op, "a body output is not a tensor value");
+    dag.outputs.push_back(value[v.node]);
+  }
+  return dag;
+}
+
+/// The tile program of `dag` over values of `type`: [128, F] chunked.
+absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
+                                                const TensorType& type) {
+  const int64_t n = type.numel();
+  if (n == 0) return refuse(op, absl::StrCat(type.to_string(), " has no elements"));
+  // [128, f] for the first 128 * f elements, then the tail of r < 128
+  // elements as one partition of r.
+  const int64_t f = n / kPartitions, r = n - f * kPartitions;
+  const int32_t values = dag.inputs + static_cast<int32_t>(dag.ops.size());
+  const int64_t esize = static_cast<int64_t>(element_size(type.dtype));
+  // Two slots of every value in SBUF, within 128 KiB per partition.
+  const int64_t chunk =
+      std::min<int64_t>({std::max(f, r), 4096, (128 * 1024) / (2 * values * esize)});
+  if (chunk < 1) return refuse(op, absl::StrCat(values, " values do not fit SBUF"));
+  struct Piece {
+    int64_t base;       ///< first element
+    int32_t parts;      ///< partitions
+    int64_t row, c0, w; ///< row length; columns [c0, c0 + w)
+  };
+  std::vector<Piece> pieces;
+  for (int64_t c0 = 0; c0 < f; c0 += chunk)
+    pieces.push_back({0, kPartitions, f, c0, std::min(chunk, f - c0)});
+  for (int64_t c0 = 0; c0 < r; c0 += chunk)
+    pieces.push_back({f * kPartitions, 1, r, c0, std::min(chunk, r - c0)});
+  const int64_t chunks = static_cast<int64_t>(pieces.size());
+  const DType dt = type.dtype;
+
+  TileBuilder b(absl::StrCat("neuron_", op_name(op)));
+  std::vector<int32_t> hbm;
+  for (int32_t i = 0; i < dag.inputs; ++i)
+    hbm.push_back(b.hbm_tensor(absl::StrCat("in", i), dt, n));
+  for (size_t o = 0; o < dag.outputs.size(); ++o)
+    hbm.push_back(b.hbm_tensor(absl::StrCat("out", o), dt, n));
+  std::vector<std::array<int32_t, 2>> tile(values), ready(values);
+  std::array<int32_t, 2> done{}, stored{};
+  for (int s = 0; s < 2; ++s) {
+    for (int32_t v = 0; v < values; ++v) {
+      tile[v][s] = b.allocate(BufferKind::sbuf, chunk * esize, absl::StrCat("v", v, "_", s));
+      ready[v][s] = b.semaphore();
+    }
+    done[s] = b.semaphore();
+    stored[s] = b.semaphore();
+  }
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int s = static_cast<int>(c % 2);
+    const int32_t use = static_cast<int32_t>(c / 2); // earlier uses of slot s
+    const Piece& pc = pieces[c];
+    auto on_chip = [&](int32_t v) {
+      return tile_pattern(BufferKind::sbuf, tile[v][s], dt, 0, pc.parts, 0, {{pc.w, 1}});
+    };
+    auto in_hbm = [&](int32_t tensor) {
+      AccessPattern ap = hbm_rows(tensor, dt, pc.row, 0, pc.parts, pc.c0, pc.w);
+      ap.offset += pc.base;
+      return ap;
+    };
+    for (int32_t i = 0; i < dag.inputs; ++i) {
+      const int64_t l = b.dma_copy(on_chip(i), in_hbm(hbm[i]));
+      if (use > 0) { // slot s free: chunk c-2's ops and stores are done
+        b.wait(l, done[s], use * static_cast<int32_t>(dag.ops.size()));
+        b.wait(l, stored[s], use * static_cast<int32_t>(dag.outputs.size()));
+      }
+      b.signal(l, ready[i][s]);
+    }
+    for (size_t k = 0; k < dag.ops.size(); ++k) {
+      const EwOp& e = dag.ops[k];
+      const int32_t r = dag.inputs + static_cast<int32_t>(k);
+      int64_t idx;
+      if (e.opcode == Opcode::activation) {
+        idx = b.activation(on_chip(r), on_chip(e.a), e.function);
+      } else if (e.opcode == Opcode::tensor_scalar) {
+        idx = b.tensor_scalar(Engine::vector, on_chip(r), on_chip(e.a), e.alu, e.scalar);
+      } else {
+        idx = b.tensor_tensor(Engine::vector, on_chip(r), on_chip(e.a), on_chip(e.b), e.alu);
+      }
+      b.wait(idx, ready[e.a][s], use + 1);
+      if (e.opcode == Opcode::tensor_tensor && e.b != e.a) b.wait(idx, ready[e.b][s], use + 1);
+      if (use > 0) { // chunk c-2's readers of this slot are done
+        b.wait(idx, done[s], use * static_cast<int32_t>(dag.ops.size()));
+        b.wait(idx, stored[s], use * static_cast<int32_t>(dag.outputs.size()));
+      }
+      b.signal(idx, ready[r][s]);
+      b.signal(idx, done[s]);
+    }
+    for (size_t o = 0; o < dag.outputs.size(); ++o) {
+      const int32_t v = dag.outputs[o];
+      const int64_t st = b.dma_copy(in_hbm(hbm[dag.inputs + o]), on_chip(v));
+      b.wait(st, ready[v][s], use + 1);
+      b.signal(st, stored[s]);
+    }
+  }
+  return b.take();
+}
+
+absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types) {
+  const TensorType& a = types[0];
+  const TensorType& bt = types[1];
+  const TensorType& c = node.results[0];
+  if (a.shape.rank() != 2 || bt.shape.rank() != 2)
+    return refuse(node.op, absl::StrCat(a.to_string(), " x ", bt.to_string(),
+                                        ": only 2-d [M,K]x[K,N] is tiled"));
+  if (a.dtype != bt.dtype || a.dtype != c.dtype || !tileable_dtype(a.dtype))
+    return refuse(node.op, absl::StrCat(a.to_string(), " x ", bt.to_string(),
+                                        ": only f32 or bf16, one dtype"));
+  TiledMatmulShape s{a.shape[0], a.shape[1], bt.shape[1], a.dtype, c.dtype};
+  if (s.m == 0 || s.k == 0 || s.n == 0 || bt.shape[0] != s.k)
+    return refuse(node.op,
+                  absl::StrCat(a.to_string(), " x ", bt.to_string(), ": empty or K mismatch"));
+  LoweredOp out;
+  out.program = tiled_matmul_program(s);
+  out.hbm_binding = {0, 1, -1};
+  out.transpose_first = true;
+  return out;
+}
+
+} // namespace
+
+absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
+                                     absl::Span<const TensorType> operand_types) {
+  LoweredOp out;
+  if (node.op == OpKind::matmul) {
+    MSTEP_ASSIGN_OR_RETURN(out, lower_matmul(node, operand_types));
+  } else {
+    if (node.results.empty() || !tileable_dtype(node.results[0].dtype))
+      return refuse(node.op, "only f32/bf16 results");
+    const TensorType& type = node.results[0];
+    EwDag dag;
+    if (node.op == OpKind::fusion && node.body) {
+      for (const TensorType& t : node.results)
+        if (t != type) return refuse(node.op, "results of different types");
+      MSTEP_ASSIGN_OR_RETURN(dag, fusion_dag(node, type));
+    } else {
+      for (const TensorType& t : operand_types)
+        if (t != type)
+          return refuse(node.op, absl::StrCat("operand ", t.to_string(), " is not ",
+                                              type.to_string(), " (broadcast or mixed dtype)"));
+      const int32_t arity = static_cast<int32_t>(operand_types.size());
+      std::optional<EwOp> e = ew_op(node.op, 0, arity == 2 ? 1 : -1, std::nullopt);
+      if (!e || arity < 1 || arity > 2 || (arity == 2) != (e->opcode == Opcode::tensor_tensor))
+        return refuse(node.op, "no engine lowering for this op");
+      dag.inputs = arity;
+      dag.ops.push_back(*e);
+      dag.outputs.push_back(arity);
+    }
+    MSTEP_ASSIGN_OR_RETURN(out.program, elementwise_program(node.op, dag, type));
+    for (int32_t i = 0; i < dag.inputs; ++i) out.hbm_binding.push_back(i);
+    for (size_t o = 0; o < dag.outputs.size(); ++o)
+      out.hbm_binding.push_back(-1 - static_cast<int32_t>(o));
+  }
+  // estimate_cost validates the program first: nothing unvalidated runs.
+  MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
+  out.estimated_ns = cost.total_ns;
+  return out;
+}
+
+absl::Status run_lowered(const LoweredOp& op, Simulator& sim,
+                         absl::Span<const host::HostBuffer* const> inputs,
+                         absl::Span<host::HostBuffer* const> outputs) {
+  HbmContents hbm(op.program.hbm.size());
+  for (size_t t = 0; t < hbm.size(); ++t) {
+    const HbmTensor& h = op.program.hbm[t];
+    hbm[t].resize(h.elements * element_size(h.dtype));
+    const int32_t bind = op.hbm_binding[t];
+    if (bind < 0) continue;
+    const host::HostBuffer& in = *inputs[bind];
+    if (t == 0 && op.transpose_first) { // [M, K] -> [K, M]
+      const int64_t m = in.type().shape[0], k = in.type().shape[1];
+      const size_t es = element_size(h.dtype);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < k; ++j)
+          std::memcpy(hbm[t].data() + (j * m + i) * es, in.bytes() + (i * k + j) * es, es);
+    } else {
+      std::memcpy(hbm[t].data(), in.bytes(), hbm[t].size());
+    }
+  }
+  MSTEP_RETURN_IF_ERROR(sim.run(op.program, hbm).status());
+  for (size_t t = 0; t < hbm.size(); ++t)
+    if (op.hbm_binding[t] < 0)
+      std::memcpy(outputs[-1 - op.hbm_binding[t]]->bytes(), hbm[t].data(), hbm[t].size());
+  return absl::OkStatus();
+}
+
+} // namespace mstep::neuron
