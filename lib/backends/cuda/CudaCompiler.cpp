@@ -49,7 +49,7 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
     return unimplemented("cuBLASLt steps take f32 or bf16");
   const size_t lr = lhs.shape.rank(), rr = rhs.shape.rank();
   CudaMatmulInfo info;
-  info.origin = std::move(origin);
+  info.origin = origin;
   info.shape.dtype = lhs.dtype;
   info.shape.k = lhs.shape.dims()[lr - 1];
   info.shape.n = rhs.shape.dims()[rr - 1];
