@@ -115,6 +115,8 @@ TEST(CudaCublasLtPlan, BroadcastBatchDimsAreNotYetLoweredNamingTheOp) {
 
 /// Where the fake's cublasLtMatmul records: the test's fake driver.
 testing::FakeCudaDriver* recorder = nullptr;
+/// Make the fake's cublasLtCreate / cublasLtMatmul fail (NOT_SUPPORTED).
+bool fail_create = false, fail_matmul = false;
 
 /// Every function succeeds; cublasLtMatmul appends a FakeCall named
 /// "cublasLtMatmul" with the stream, target = D and args = {A, B} (its A
@@ -123,6 +125,7 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
   auto api = std::make_shared<CublasLtApi>();
   static int handle_storage;
   api->cublasLtCreate = [](auto* h) {
+    if (fail_create) return CUBLAS_STATUS_NOT_INITIALIZED;
     *h = reinterpret_cast<cublasLtHandle_t>(&handle_storage);
     return CUBLAS_STATUS_SUCCESS;
   };
@@ -171,7 +174,7 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
     call.args = {std::to_string(reinterpret_cast<uintptr_t>(a)),
                  std::to_string(reinterpret_cast<uintptr_t>(b))};
     recorder->calls.push_back(call);
-    return CUBLAS_STATUS_SUCCESS;
+    return fail_matmul ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
   };
   return api;
 }
@@ -184,7 +187,10 @@ class CudaCublasLtExecutableTest : public ::testing::Test {
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = std::move(*backend);
   }
-  void TearDown() override { recorder = nullptr; }
+  void TearDown() override {
+    recorder = nullptr;
+    fail_create = fail_matmul = false;
+  }
   BufferPtr input(const TensorType& type) {
     auto buffer = backend_->allocate(type);
     EXPECT_TRUE(buffer.ok()) << buffer.status();
@@ -248,6 +254,36 @@ TEST_F(CudaCublasLtExecutableTest, ABatchedMatmulIsOneCallPerMatrixAtItsStride) 
     EXPECT_EQ(work[i].args[1], address(CudaBackend::device_pointer(*a) + i * 8 * 16 * 4));
     EXPECT_EQ(work[i].target, c + i * 8 * 32 * 4);
   }
+}
+
+TEST_F(CudaCublasLtExecutableTest, ACublasLtThatCannotStartFailsCreate) {
+  auto plan = plan_of(kBatchedStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  fail_create = true;
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(exe.status().message(), HasSubstr("cublasLt: unavailable: cublasLtCreate: "));
+}
+
+TEST_F(CudaCublasLtExecutableTest, ARefusedMatmulFailsRunNamingTheOp) {
+  auto plan = plan_of(kBatchedStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  fail_matmul = true;
+  auto outputs = (*exe)->run({input({Shape({4, 8, 16}), DType::f32}),
+                              input({Shape({4, 16, 32}), DType::f32})});
+  ASSERT_FALSE(outputs.ok());
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(outputs.status().message(),
+              HasSubstr("cublasLt step (mstep.matmul #0): cublasLt matmul "
+                        "[8, 16] x [16, 32] f32: cublasLtMatmul: CUBLAS_STATUS_FAKE"));
+  // The executable keeps working once cuBLASLt does.
+  fail_matmul = false;
+  EXPECT_TRUE((*exe)->run({input({Shape({4, 8, 16}), DType::f32}),
+                           input({Shape({4, 16, 32}), DType::f32})})
+                  .ok());
 }
 
 TEST(CudaCublasLtPlanValidation, AMatmulStepWithTheWrongOperandsIsNamed) {
