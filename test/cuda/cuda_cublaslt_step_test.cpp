@@ -78,7 +78,8 @@ TEST(CudaCublasLtPlan, ALinearsMatmulIsACublasLtStepNotAKernel) {
   EXPECT_EQ(plan->launches[1].matmul, -1);
   EXPECT_EQ(plan->launches[2].matmul, -1);
   EXPECT_EQ(plan->kernels.size(), 2u);
-  for (const CudaKernelInfo& k : plan->kernels) EXPECT_THAT(k.origin, ::testing::Not(HasSubstr("matmul")));
+  for (const CudaKernelInfo& k : plan->kernels)
+    EXPECT_THAT(k.origin, ::testing::Not(HasSubstr("matmul")));
   EXPECT_THAT(describe_cuda_plan(*plan),
               HasSubstr("cublaslt matmul (mstep.matmul #0) [64, 96] x [96, 80] f32"));
 }
@@ -108,7 +109,8 @@ TEST(CudaCublasLtPlan, BroadcastBatchDimsAreNotYetLoweredNamingTheOp) {
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(plan.status().message(),
               HasSubstr("cuda: op 'mstep.matmul' (mstep.matmul #0, f32[4, 1, 8, 16]"));
-  EXPECT_THAT(plan.status().message(), HasSubstr("is not yet lowered for cuda: its batch dims broadcast"));
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("is not yet lowered for cuda: its batch dims broadcast"));
 }
 
 // ---- a fake cuBLASLt table ---------------------------------------------------
@@ -140,7 +142,9 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
     delete reinterpret_cast<char*>(d);
     return CUBLAS_STATUS_SUCCESS;
   };
-  api->cublasLtMatmulDescSetAttribute = [](auto, auto, auto, auto) { return CUBLAS_STATUS_SUCCESS; };
+  api->cublasLtMatmulDescSetAttribute = [](auto, auto, auto, auto) {
+    return CUBLAS_STATUS_SUCCESS;
+  };
   api->cublasLtMatrixLayoutCreate = [](auto* l, auto, auto, auto, auto) {
     *l = reinterpret_cast<cublasLtMatrixLayout_t>(new char);
     return CUBLAS_STATUS_SUCCESS;
@@ -160,8 +164,8 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
   api->cublasLtMatmulPreferenceSetAttribute = [](auto, auto, auto, auto) {
     return CUBLAS_STATUS_SUCCESS;
   };
-  api->cublasLtMatmulAlgoGetHeuristic = [](auto, auto, auto, auto, auto, auto, auto, auto,
-                                           auto, int* found) {
+  api->cublasLtMatmulAlgoGetHeuristic = [](auto, auto, auto, auto, auto, auto, auto, auto, auto,
+                                           int* found) {
     *found = 1;
     return CUBLAS_STATUS_SUCCESS;
   };
@@ -180,7 +184,7 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
 }
 
 class CudaCublasLtExecutableTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     recorder = &fake_;
     auto backend = CudaBackend::create(fake_.driver());
@@ -272,8 +276,8 @@ TEST_F(CudaCublasLtExecutableTest, ARefusedMatmulFailsRunNamingTheOp) {
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();
   fail_matmul = true;
-  auto outputs = (*exe)->run({input({Shape({4, 8, 16}), DType::f32}),
-                              input({Shape({4, 16, 32}), DType::f32})});
+  auto outputs = (*exe)->run(
+      {input({Shape({4, 8, 16}), DType::f32}), input({Shape({4, 16, 32}), DType::f32})});
   ASSERT_FALSE(outputs.ok());
   EXPECT_EQ(outputs.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(outputs.status().message(),
@@ -281,9 +285,10 @@ TEST_F(CudaCublasLtExecutableTest, ARefusedMatmulFailsRunNamingTheOp) {
                         "[8, 16] x [16, 32] f32: cublasLtMatmul: CUBLAS_STATUS_FAKE"));
   // The executable keeps working once cuBLASLt does.
   fail_matmul = false;
-  EXPECT_TRUE((*exe)->run({input({Shape({4, 8, 16}), DType::f32}),
-                           input({Shape({4, 16, 32}), DType::f32})})
-                  .ok());
+  EXPECT_TRUE(
+      (*exe)
+          ->run({input({Shape({4, 8, 16}), DType::f32}), input({Shape({4, 16, 32}), DType::f32})})
+          .ok());
 }
 
 TEST(CudaCublasLtPlanValidation, AMatmulStepWithTheWrongOperandsIsNamed) {
@@ -291,12 +296,13 @@ TEST(CudaCublasLtPlanValidation, AMatmulStepWithTheWrongOperandsIsNamed) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   plan->launches[0].args.pop_back();
   absl::Status status = validate_cuda_plan(*plan);
-  EXPECT_THAT(status.message(),
-              HasSubstr("cuda plan: launch 0 (cublasLt matmul [8, 16] x [16, 32] f32) has 1 operands "
-                        "and 1 results; it needs 2 and 1"));
+  EXPECT_THAT(
+      status.message(),
+      HasSubstr("cuda plan: launch 0 (cublasLt matmul [8, 16] x [16, 32] f32) has 1 operands "
+                "and 1 results; it needs 2 and 1"));
   plan->launches[0].matmul = 5;
   EXPECT_THAT(validate_cuda_plan(*plan).message(), HasSubstr("launch 0 names matmul 5 of 1"));
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda
