@@ -231,8 +231,8 @@ std::vector<Case> cases() {
                        }
                        double y = dot + in[2][j];
                        e.value.push_back(static_cast<float>(std::max(y, 0.0)));
-                       e.bound.push_back(static_cast<float>(
-                           (k + 1) * kRoundoff * magnitude + 2 * kRoundoff * std::fabs(y) + kTiny));
+                       e.bound.push_back(static_cast<float>((k + 1) * kRoundoff * magnitude +
+                                                            2 * kRoundoff * std::fabs(y) + kTiny));
                      }
                    return std::vector<Expected>{e};
                  }});
@@ -301,8 +301,8 @@ bool generate(const Case& c, const std::filesystem::path& out) {
     const CudaMatmulInfo& m = plan.matmuls[launch.matmul];
     if (m.shape.transpose_a || m.shape.transpose_b || m.shape.bias ||
         m.shape.epilogue != MatmulEpilogue::none)
-      return fail(c.name + ": the case format has no transposes or epilogues: " +
-                  m.shape.to_string());
+      return fail(c.name +
+                  ": the case format has no transposes or epilogues: " + m.shape.to_string());
     CodegenCaseLaunch l;
     l.matmul = true;
     l.args = {launch.args[0], launch.args[1], launch.writes[0]};

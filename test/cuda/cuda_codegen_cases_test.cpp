@@ -67,8 +67,8 @@ TEST(CodegenCaseFormat, AMatmulStepRoundTrips) {
 TEST(CodegenCaseFormat, AMatmulWithoutThreeValuesIsNamed) {
   CodegenCase c;
   std::string error;
-  EXPECT_FALSE(parse_codegen_case("value 0 4\nvalue 1 4\nmatmul 2 2 2 1 0 0 0 0 1\noutput 1\n", c,
-                                  error));
+  EXPECT_FALSE(
+      parse_codegen_case("value 0 4\nvalue 1 4\nmatmul 2 2 2 1 0 0 0 0 1\noutput 1\n", c, error));
   EXPECT_THAT(error, HasSubstr("line 3 is malformed: 'matmul 2 2 2 1 0 0 0 0 1'"));
 }
 

@@ -41,9 +41,9 @@ int64_t product(const Shape& shape, size_t begin, size_t end) {
 absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorType& rhs,
                                            const TensorType& result, std::string origin) {
   auto unimplemented = [&](absl::string_view why) {
-    return absl::UnimplementedError(absl::StrCat(
-        "cuda: op 'mstep.matmul' (", origin, ", ", lhs.to_string(), " x ", rhs.to_string(),
-        ") is not yet lowered for cuda: ", why));
+    return absl::UnimplementedError(absl::StrCat("cuda: op 'mstep.matmul' (", origin, ", ",
+                                                 lhs.to_string(), " x ", rhs.to_string(),
+                                                 ") is not yet lowered for cuda: ", why));
   };
   if (lhs.dtype != DType::f32 && lhs.dtype != DType::bf16)
     return unimplemented("cuBLASLt steps take f32 or bf16");
@@ -111,10 +111,10 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       for (mlir::Value operand : op.getOperands()) step_launch.args.push_back(ids.at(operand));
       MSTEP_ASSIGN_OR_RETURN(int result, add_value(op.getResult(0), &op));
       step_launch.writes.push_back(result);
-      MSTEP_ASSIGN_OR_RETURN(
-          CudaMatmulInfo info,
-          matmul_info(plan.values[step_launch.args[0]], plan.values[step_launch.args[1]],
-                      plan.values[result], absl::StrCat("mstep.matmul #", op_index - 1)));
+      MSTEP_ASSIGN_OR_RETURN(CudaMatmulInfo info,
+                             matmul_info(plan.values[step_launch.args[0]],
+                                         plan.values[step_launch.args[1]], plan.values[result],
+                                         absl::StrCat("mstep.matmul #", op_index - 1)));
       step_launch.matmul = static_cast<int>(plan.matmuls.size());
       plan.matmuls.push_back(std::move(info));
       plan.launches.push_back(std::move(step_launch));

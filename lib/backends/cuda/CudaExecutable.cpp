@@ -43,8 +43,9 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<CudaExecutable>> CudaExecutable::create(
-    CudaBackend& backend, CudaPlan plan, std::shared_ptr<const CublasLtApi> cublaslt) {
+absl::StatusOr<std::unique_ptr<CudaExecutable>>
+CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
+                       std::shared_ptr<const CublasLtApi> cublaslt) {
   MSTEP_RETURN_IF_ERROR(validate_cuda_plan(plan));
   std::unique_ptr<CudaExecutable> exe(new CudaExecutable(backend, std::move(plan)));
   if (!exe->plan_.matmuls.empty()) {
@@ -97,8 +98,7 @@ absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch,
     return absl::OkStatus();
   };
   const Buffer* const writes[] = {c};
-  return backend_.enqueue(absl::StrCat("cublasLt step (", m.origin, ")"),
-                          queue, reads, writes);
+  return backend_.enqueue(absl::StrCat("cublasLt step (", m.origin, ")"), queue, reads, writes);
 }
 
 absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const BufferPtr> inputs,

@@ -42,7 +42,7 @@ struct LoadedCase {
   std::vector<std::unique_ptr<CudaKernelModule>> modules;
   std::vector<const CudaKernel*> kernels;
   std::vector<CudaDeviceBuffer> buffers;
-  CublasLtMatmul* matmul = nullptr;  ///< runs the cuBLASLt steps (the runtime's wrapper)
+  CublasLtMatmul* matmul = nullptr; ///< runs the cuBLASLt steps (the runtime's wrapper)
 };
 
 /// The cuBLASLt helper on `context` (created on first use): the runtime's
