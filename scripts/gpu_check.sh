@@ -198,10 +198,11 @@ if [ "$status" = 126 ]; then
   run_test cuda_driver_gpu_test 240 '-CudaDeviceFaultGpuTest.*'
   status=$?
 fi
-# The compile half's kernels (built here, run from the bundle's files).
+# The compile half's kernels (built here, run from the bundle's files);
+# its matmul steps are cuBLASLt calls, so cuBLASLt's folder is on the path.
 codegen_status=
 if [ -x "$bundle/bin/cuda_codegen_gpu_test" ]; then
-  LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     timeout 120 "$bundle/bin/cuda_codegen_gpu_test" --case_dir="$bundle/codegen_cases" \
     > "$out/cuda_codegen_gpu_test.log" 2>&1
   codegen_status=$?

@@ -16,8 +16,14 @@
 //   output <id>                            a step output (expected + bound)
 //   kernel <i> <name> <gx> <gy> <gz> <bx> <by> <bz> <arch>...
 //   launch <kernel> <value id>...          one device pointer per argument
+//   matmul <m> <n> <k> <batch> <a stride> <b stride> <c stride> <a> <b> <c>
+//                                          a cuBLASLt step (CublasLtMatmul, f32,
+//                                          no transposes, no epilogue): `batch`
+//                                          row-major [m, k] x [k, n] products,
+//                                          operand i at its value + i * stride
+//                                          elements; a, b, c are value ids
 //   bandwidth                              report this case's bandwidth
-// Launches run in file order on one stream.
+// Launches and matmuls run in file order on one stream.
 #pragma once
 
 #include <array>
@@ -36,9 +42,12 @@ struct CodegenCaseKernel {
   std::vector<std::string> archs; ///< the cubins there are
 };
 
+/// A kernel launch, or (matmul) a cuBLASLt step with args {a, b, c}.
 struct CodegenCaseLaunch {
   int kernel = 0;
   std::vector<int> args;
+  bool matmul = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1, a_stride = 0, b_stride = 0, c_stride = 0;
 };
 
 struct CodegenCase {
@@ -66,6 +75,13 @@ inline std::string codegen_case_text(const CodegenCase& c) {
     out << "\n";
   }
   for (const CodegenCaseLaunch& l : c.launches) {
+    if (l.matmul) {
+      out << "matmul " << l.m << " " << l.n << " " << l.k << " " << l.batch << " " << l.a_stride
+          << " " << l.b_stride << " " << l.c_stride;
+      for (int a : l.args) out << " " << a;
+      out << "\n";
+      continue;
+    }
     out << "launch " << l.kernel;
     for (int a : l.args) out << " " << a;
     out << "\n";
@@ -111,6 +127,18 @@ inline bool parse_codegen_case(const std::string& text, CodegenCase& c, std::str
         ok = a >= 0 && a < static_cast<int>(c.elements.size());
         l.args.push_back(a);
       }
+      if (ok) c.launches.push_back(l);
+    } else if (tag == "matmul") {
+      CodegenCaseLaunch l;
+      l.matmul = true;
+      ok = static_cast<bool>(in >> l.m >> l.n >> l.k >> l.batch >> l.a_stride >> l.b_stride >>
+                             l.c_stride) &&
+           l.m > 0 && l.n > 0 && l.k > 0 && l.batch > 0;
+      for (int a; ok && in >> a;) {
+        ok = a >= 0 && a < static_cast<int>(c.elements.size());
+        l.args.push_back(a);
+      }
+      ok = ok && l.args.size() == 3;
       if (ok) c.launches.push_back(l);
     } else if (tag == "bandwidth") {
       c.bandwidth = true;

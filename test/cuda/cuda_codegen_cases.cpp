@@ -119,6 +119,18 @@ func.func @step(%x: tensor<77x1000xf32>) -> tensor<1000xf32> {
 }
 )";
 
+// linear(x, w, b) then relu, as the graph has it: a matmul (a cuBLASLt
+// step), a broadcast add and a relu (kernels).
+constexpr const char* kLinearRelu = R"(
+func.func @step(%x: tensor<64x96xf32>, %w: tensor<96x80xf32>, %b: tensor<80xf32>)
+    -> tensor<64x80xf32> {
+  %0 = mstep.matmul %x, %w : tensor<64x96xf32>, tensor<96x80xf32> -> tensor<64x80xf32>
+  %1 = mstep.add %0, %b : tensor<64x80xf32>, tensor<80xf32> -> tensor<64x80xf32>
+  %2 = mstep.relu %1 : tensor<64x80xf32>
+  return %2 : tensor<64x80xf32>
+}
+)";
+
 /// Recursive summation of n f32 terms in any order is within
 /// (n - 1) * u * sum|x_i| of the exact sum (Higham, "Accuracy and Stability
 /// of Numerical Algorithms", 4.2); n * u * sum|x_i| is used.
@@ -195,6 +207,35 @@ std::vector<Case> cases() {
                  [](const Values& in) {
                    return std::vector<Expected>{sums(in[0], 77, 1000, /*over_rows=*/true)};
                  }});
+  all.push_back({"linear_relu", kLinearRelu,
+                 [](const std::vector<int64_t>& n) {
+                   return Values{sequence(n[0], 7, -1.f, 1.f), sequence(n[1], 8, -1.f, 1.f),
+                                 sequence(n[2], 9, -1.f, 1.f)};
+                 },
+                 [](const Values& in) {
+                   // A dot product of k = 96 f32 terms accumulated in f32
+                   // (cuBLASLt's COMPUTE_32F, any order or blocking) is
+                   // within k * u * sum|x_l w_l| (Higham 3.1, gamma_k); the
+                   // add is one more rounding of |y + b|; relu adds none.
+                   // cuBLASLt may use TF32 only when asked (COMPUTE_32F_FAST_TF32),
+                   // which the wrapper does not.
+                   constexpr int64_t m = 64, k = 96, n = 80;
+                   Expected e;
+                   for (int64_t i = 0; i < m; ++i)
+                     for (int64_t j = 0; j < n; ++j) {
+                       double dot = 0, magnitude = 0;
+                       for (int64_t l = 0; l < k; ++l) {
+                         double p = double(in[0][i * k + l]) * in[1][l * n + j];
+                         dot += p;
+                         magnitude += std::fabs(p);
+                       }
+                       double y = dot + in[2][j];
+                       e.value.push_back(static_cast<float>(std::max(y, 0.0)));
+                       e.bound.push_back(static_cast<float>((k + 1) * kRoundoff * magnitude +
+                                                            2 * kRoundoff * std::fabs(y) + kTiny));
+                     }
+                   return std::vector<Expected>{e};
+                 }});
   return all;
 }
 
@@ -252,8 +293,23 @@ bool generate(const Case& c, const std::filesystem::path& out) {
     }
     file.kernels.push_back(k);
   }
-  for (const CudaLaunchStep& launch : plan.launches)
-    file.launches.push_back({launch.kernel, launch.args});
+  for (const CudaLaunchStep& launch : plan.launches) {
+    if (launch.matmul < 0) {
+      file.launches.push_back({launch.kernel, launch.args});
+      continue;
+    }
+    const CudaMatmulInfo& m = plan.matmuls[launch.matmul];
+    if (m.shape.transpose_a || m.shape.transpose_b || m.shape.bias ||
+        m.shape.epilogue != MatmulEpilogue::none)
+      return fail(c.name +
+                  ": the case format has no transposes or epilogues: " + m.shape.to_string());
+    CodegenCaseLaunch l;
+    l.matmul = true;
+    l.args = {launch.args[0], launch.args[1], launch.writes[0]};
+    l.m = m.shape.m, l.n = m.shape.n, l.k = m.shape.k, l.batch = m.batch;
+    l.a_stride = m.a_stride, l.b_stride = m.b_stride, l.c_stride = m.c_stride;
+    file.launches.push_back(l);
+  }
 
   Values inputs = c.inputs(input_sizes);
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -1,5 +1,6 @@
 // The GPU check's case files (CodegenCase.h), checked without a GPU: the
-// format round-trips and names a malformed line; the cases generated at
+// format round-trips (kernel launches and cuBLASLt steps) and names a
+// malformed line; the cases generated at
 // build time (cuda_codegen_cases) are complete: each kernel's PTX has its
 // entry, each cubin's ELF says its architecture, and every input, expected
 // output and bound file holds its value's elements.
@@ -40,6 +41,35 @@ TEST(CodegenCaseFormat, RoundTrips) {
   ASSERT_EQ(back.launches.size(), 1u);
   EXPECT_THAT(back.launches[0].args, ElementsAre(0, 1, 2));
   EXPECT_TRUE(back.bandwidth);
+}
+
+TEST(CodegenCaseFormat, AMatmulStepRoundTrips) {
+  CodegenCase c;
+  c.elements = {4 * 8 * 16, 4 * 16 * 32, 4 * 8 * 32};
+  c.inputs = {0, 1};
+  c.outputs = {2};
+  CodegenCaseLaunch m;
+  m.matmul = true;
+  m.args = {0, 1, 2};
+  m.m = 8, m.n = 32, m.k = 16, m.batch = 4, m.a_stride = 128, m.b_stride = 512, m.c_stride = 256;
+  c.launches.push_back(m);
+  CodegenCase back;
+  std::string error;
+  ASSERT_TRUE(parse_codegen_case(codegen_case_text(c), back, error)) << error;
+  ASSERT_EQ(back.launches.size(), 1u);
+  const CodegenCaseLaunch& b = back.launches[0];
+  EXPECT_TRUE(b.matmul);
+  EXPECT_THAT(b.args, ElementsAre(0, 1, 2));
+  EXPECT_EQ(std::vector<int64_t>({b.m, b.n, b.k, b.batch, b.a_stride, b.b_stride, b.c_stride}),
+            std::vector<int64_t>({8, 32, 16, 4, 128, 512, 256}));
+}
+
+TEST(CodegenCaseFormat, AMatmulWithoutThreeValuesIsNamed) {
+  CodegenCase c;
+  std::string error;
+  EXPECT_FALSE(
+      parse_codegen_case("value 0 4\nvalue 1 4\nmatmul 2 2 2 1 0 0 0 0 1\noutput 1\n", c, error));
+  EXPECT_THAT(error, HasSubstr("line 3 is malformed: 'matmul 2 2 2 1 0 0 0 0 1'"));
 }
 
 TEST(CodegenCaseFormat, AMalformedLineIsNamed) {
@@ -107,8 +137,22 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_THAT(c.kernels[0].grid, ElementsAre(3907u, 1u, 1u));
       EXPECT_TRUE(c.bandwidth);
     }
+    if (name == "linear_relu") {
+      // The matmul is a cuBLASLt step (x, w -> %3) before the add and relu kernels.
+      ASSERT_EQ(c.launches.size(), 3u);
+      const CodegenCaseLaunch& m = c.launches[0];
+      EXPECT_TRUE(m.matmul);
+      EXPECT_EQ(m.m, 64);
+      EXPECT_EQ(m.n, 80);
+      EXPECT_EQ(m.k, 96);
+      EXPECT_EQ(m.batch, 1);
+      EXPECT_THAT(m.args, ElementsAre(0, 1, 3));
+      EXPECT_FALSE(c.launches[1].matmul);
+      EXPECT_THAT(c.launches[1].args, ::testing::Contains(3));
+      EXPECT_EQ(c.kernels.size(), 2u);
+    }
   }
-  EXPECT_EQ(cases, 4);
+  EXPECT_EQ(cases, 5);
 }
 
 } // namespace

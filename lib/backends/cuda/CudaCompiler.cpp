@@ -15,6 +15,7 @@
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
+#include "mstep/ir/dialect/MstepOps.h"
 
 namespace mstep::cuda {
 
@@ -24,6 +25,52 @@ namespace {
 absl::StatusOr<TensorType> value_type(mlir::Value value, mlir::Operation* user) {
   MSTEP_ASSIGN_OR_RETURN(TensorType type, tensor_type_from_mlir(value.getType()));
   return type;
+}
+
+/// The product of dims [begin, end) of `shape`.
+int64_t product(const Shape& shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d) n *= shape.dims()[d];
+  return n;
+}
+
+/// mstep.matmul as a cuBLASLt step: lhs [..., m, k] x rhs [..., k, n]. A 2-D
+/// rhs folds lhs's batch dims into m (one call); equal batch dims, or a
+/// 2-D lhs, are `batch` calls with strides. Other broadcasts and dtypes
+/// other than f32 / bf16 are not lowered yet.
+absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorType& rhs,
+                                           const TensorType& result, std::string origin) {
+  auto unimplemented = [&](absl::string_view why) {
+    return absl::UnimplementedError(absl::StrCat("cuda: op 'mstep.matmul' (", origin, ", ",
+                                                 lhs.to_string(), " x ", rhs.to_string(),
+                                                 ") is not yet lowered for cuda: ", why));
+  };
+  if (lhs.dtype != DType::f32 && lhs.dtype != DType::bf16)
+    return unimplemented("cuBLASLt steps take f32 or bf16");
+  const size_t lr = lhs.shape.rank(), rr = rhs.shape.rank();
+  CudaMatmulInfo info;
+  info.origin = origin;
+  info.shape.dtype = lhs.dtype;
+  info.shape.k = lhs.shape.dims()[lr - 1];
+  info.shape.n = rhs.shape.dims()[rr - 1];
+  const int64_t rows = lhs.shape.dims()[lr - 2];
+  const auto batch_dims = [](const Shape& s) {
+    return std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2);
+  };
+  if (rr == 2) {
+    info.shape.m = product(lhs.shape, 0, lr - 1);
+  } else if (lr == 2 || batch_dims(lhs.shape) == batch_dims(rhs.shape)) {
+    info.shape.m = rows;
+    info.batch = product(rhs.shape, 0, rr - 2);
+    info.a_stride = lr == 2 ? 0 : rows * info.shape.k;
+    info.b_stride = info.shape.k * info.shape.n;
+    info.c_stride = rows * info.shape.n;
+  } else {
+    return unimplemented("its batch dims broadcast (only equal batch dims or a 2-D operand)");
+  }
+  if (product(result.shape, 0, result.shape.rank()) != info.batch * info.shape.m * info.shape.n)
+    return unimplemented(absl::StrCat("the result ", result.to_string(), " is not the product's"));
+  return info;
 }
 
 }  // namespace
@@ -58,6 +105,21 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       continue;
     }
     const std::string name = absl::StrCat("op", op_index++);
+    if (mlir::isa<dialect::MatmulOp>(op)) {
+      // A matmul is a cuBLASLt call, not a generated kernel.
+      CudaLaunchStep step_launch;
+      for (mlir::Value operand : op.getOperands()) step_launch.args.push_back(ids.at(operand));
+      MSTEP_ASSIGN_OR_RETURN(int result, add_value(op.getResult(0), &op));
+      step_launch.writes.push_back(result);
+      MSTEP_ASSIGN_OR_RETURN(CudaMatmulInfo info,
+                             matmul_info(plan.values[step_launch.args[0]],
+                                         plan.values[step_launch.args[1]], plan.values[result],
+                                         absl::StrCat("mstep.matmul #", op_index - 1)));
+      step_launch.matmul = static_cast<int>(plan.matmuls.size());
+      plan.matmuls.push_back(std::move(info));
+      plan.launches.push_back(std::move(step_launch));
+      continue;
+    }
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
                            generate_op_kernels(&op, name, options.codegen));
     std::vector<int> operands, results;

@@ -14,6 +14,16 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
     absl::StrAppend(&text, "  %", v, ": ", plan.values[v].to_string(),
                     v < plan.num_inputs ? " (input)" : "", "\n");
   for (const CudaLaunchStep& launch : plan.launches) {
+    if (launch.matmul >= 0) {
+      const CudaMatmulInfo& m = plan.matmuls[launch.matmul];
+      absl::StrAppend(&text, "  cublaslt matmul (", m.origin, ") ", m.shape.to_string());
+      if (m.batch > 1)
+        absl::StrAppend(&text, " x ", m.batch, " (strides ", m.a_stride, ", ", m.b_stride, ", ",
+                        m.c_stride, ")");
+      absl::StrAppend(&text, " args (%", absl::StrJoin(launch.args, ", %"), ") writes (%",
+                      absl::StrJoin(launch.writes, ", %"), ")\n");
+      continue;
+    }
     const CudaKernelInfo& k = plan.kernels[launch.kernel];
     absl::StrAppend(&text, "  launch ", k.name, " (", k.origin, ") grid (",
                     absl::StrJoin(k.grid, ", "), ") block (", absl::StrJoin(k.block, ", "),

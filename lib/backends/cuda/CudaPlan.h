@@ -1,5 +1,6 @@
-// The cuda executable's plan: a linear list of kernel launches over the
-// step's values, with each kernel's PTX and cubins. The compile half
+// The cuda executable's plan: a linear list of steps over the step's
+// values, each a kernel launch (with the kernel's PTX and cubins) or a
+// cuBLASLt matmul (mstep.matmul: shape, transposes, dtype, epilogue). The compile half
 // (CudaCompiler.cpp) builds it from MLIR; CudaExecutable (runtime half, no
 // MLIR) runs it, and CudaPlanFormat serializes it. Library-internal.
 #pragma once
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/backends/cuda/CublasLt.h"
 #include "lib/backends/cuda/PtxasReport.h"
 #include "mstep/core/TensorType.h"
 
@@ -31,10 +33,24 @@ struct CudaKernelInfo {
   std::vector<PtxasKernelReport> reports;
 };
 
-/// One launch: kernel `kernel` with one device pointer per argument, the
-/// buffers of values `args` in parameter order; it writes values `writes`.
+/// One cuBLASLt matmul step: `batch` matmuls of `shape`; matmul i reads A
+/// at its value's buffer + i * a_stride elements (B, C likewise; a stride
+/// of 0 shares the operand across the batch, as a broadcast rhs does).
+struct CudaMatmulInfo {
+  std::string origin;  ///< the op it computes ("mstep.matmul #3")
+  MatmulShape shape;
+  int64_t batch = 1;
+  int64_t a_stride = 0, b_stride = 0, c_stride = 0;
+};
+
+/// One step of the plan. A kernel launch (matmul < 0): kernel `kernel`
+/// with one device pointer per argument, the buffers of values `args` in
+/// parameter order. A cuBLASLt call (matmul >= 0): plan.matmuls[matmul]
+/// with args A, B (and the bias when the shape has one). Either writes
+/// values `writes`.
 struct CudaLaunchStep {
   int kernel = 0;
+  int matmul = -1;
   std::vector<int> args;
   std::vector<int> writes;
 };
@@ -47,6 +63,7 @@ struct CudaPlan {
   /// The value of each step output.
   std::vector<int> outputs;
   std::vector<CudaKernelInfo> kernels;
+  std::vector<CudaMatmulInfo> matmuls;
   std::vector<CudaLaunchStep> launches;
 };
 

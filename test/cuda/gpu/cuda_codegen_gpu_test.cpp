@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/backends/cuda/CublasLt.h"
 #include "lib/backends/cuda/CudaEvent.h"
 #include "lib/backends/cuda/CudaLaunch.h"
 #include "lib/backends/cuda/CudaMemory.h"
@@ -41,7 +42,22 @@ struct LoadedCase {
   std::vector<std::unique_ptr<CudaKernelModule>> modules;
   std::vector<const CudaKernel*> kernels;
   std::vector<CudaDeviceBuffer> buffers;
+  CublasLtMatmul* matmul = nullptr; ///< runs the cuBLASLt steps (the runtime's wrapper)
 };
+
+/// The cuBLASLt helper on `context` (created on first use): the runtime's
+/// CublasLtMatmul over load_cublaslt(); an error when the library is not here.
+absl::StatusOr<CublasLtMatmul*> cublaslt(const CudaContext& context) {
+  static std::unique_ptr<CublasLtMatmul> helper;
+  if (helper == nullptr) {
+    auto api = load_cublaslt();
+    if (!api.ok()) return api.status();
+    auto created = CublasLtMatmul::create(context, *api);
+    if (!created.ok()) return created.status();
+    helper = std::move(*created);
+  }
+  return helper.get();
+}
 
 std::vector<float> read_floats(const std::string& path, int64_t count, std::string& error) {
   std::string bytes;
@@ -84,6 +100,12 @@ absl::Status load_case(const CudaContext& context, const std::string& dir, bool 
     loaded.kernels.push_back(*kernel);
     loaded.modules.push_back(std::move(*module));
   }
+  for (const CodegenCaseLaunch& launch : loaded.spec.launches) {
+    if (!launch.matmul || loaded.matmul != nullptr) continue;
+    auto helper = cublaslt(context);
+    if (!helper.ok()) return helper.status();
+    loaded.matmul = *helper;
+  }
   for (int64_t elements : loaded.spec.elements) {
     auto buffer = CudaDeviceBuffer::allocate(context, elements * sizeof(float));
     if (!buffer.ok()) return buffer.status();
@@ -95,6 +117,17 @@ absl::Status load_case(const CudaContext& context, const std::string& dir, bool 
 /// Queues every launch of the case, in order.
 absl::Status launch_all(const CudaContext& context, const LoadedCase& c) {
   for (const CodegenCaseLaunch& launch : c.spec.launches) {
+    if (launch.matmul) {
+      // `batch` calls of the runtime's wrapper, each operand at its stride.
+      const MatmulShape shape{.m = launch.m, .n = launch.n, .k = launch.k};
+      for (int64_t i = 0; i < launch.batch; ++i) {
+        const CUdeviceptr a = c.buffers[launch.args[0]].pointer() + i * launch.a_stride * 4;
+        const CUdeviceptr b = c.buffers[launch.args[1]].pointer() + i * launch.b_stride * 4;
+        const CUdeviceptr out = c.buffers[launch.args[2]].pointer() + i * launch.c_stride * 4;
+        if (absl::Status s = c.matmul->run(shape, a, b, 0, out); !s.ok()) return s;
+      }
+      continue;
+    }
     const CodegenCaseKernel& k = c.spec.kernels[launch.kernel];
     CudaKernelArgs args;
     for (int value : launch.args) args.add(c.buffers[value].pointer());

@@ -1,0 +1,308 @@
+// mstep.matmul in the cuda compile half: the plan holds a cuBLASLt step
+// (shape, batch, strides) instead of a kernel, and CudaExecutable runs it
+// in program order with the kernels, on the backend's stream, through the
+// runtime's CublasLtMatmul over a fake cuBLASLt table that records each
+// cublasLtMatmul call into the fake driver's call list.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "lib/backends/cuda/CudaCompiler.h"
+#include "lib/backends/cuda/CudaExecutable.h"
+#include "mstep/core/Error.h"
+#include "test/cuda/CudaStepText.h"
+#include "test/cuda/FakeCudaDriver.h"
+
+namespace mstep::cuda {
+namespace {
+
+using ::testing::HasSubstr;
+
+/// linear(x, w^T stored [96, 80], bias) then relu: the matmul, an add, a relu.
+constexpr const char* kLinearReluStep = R"(
+func.func @step(%x: tensor<64x96xf32>, %w: tensor<96x80xf32>, %b: tensor<80xf32>)
+    -> tensor<64x80xf32> {
+  %0 = mstep.matmul %x, %w : tensor<64x96xf32>, tensor<96x80xf32> -> tensor<64x80xf32>
+  %1 = mstep.add %0, %b : tensor<64x80xf32>, tensor<80xf32> -> tensor<64x80xf32>
+  %2 = mstep.relu %1 : tensor<64x80xf32>
+  return %2 : tensor<64x80xf32>
+}
+)";
+
+constexpr const char* kBatchedStep = R"(
+func.func @step(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>) -> tensor<4x8x32xf32> {
+  %0 = mstep.matmul %a, %b : tensor<4x8x16xf32>, tensor<4x16x32xf32> -> tensor<4x8x32xf32>
+  return %0 : tensor<4x8x32xf32>
+}
+)";
+
+constexpr const char* kBroadcastRhsStep = R"(
+func.func @step(%a: tensor<4x8x16xf32>, %b: tensor<16x32xf32>) -> tensor<4x8x32xf32> {
+  %0 = mstep.matmul %a, %b : tensor<4x8x16xf32>, tensor<16x32xf32> -> tensor<4x8x32xf32>
+  return %0 : tensor<4x8x32xf32>
+}
+)";
+
+constexpr const char* kBroadcastBatchStep = R"(
+func.func @step(%a: tensor<4x1x8x16xf32>, %b: tensor<1x3x16x32xf32>) -> tensor<4x3x8x32xf32> {
+  %0 = mstep.matmul %a, %b : tensor<4x1x8x16xf32>, tensor<1x3x16x32xf32> -> tensor<4x3x8x32xf32>
+  return %0 : tensor<4x3x8x32xf32>
+}
+)";
+
+absl::StatusOr<CudaPlan> plan_of(const char* text) {
+  testing::CudaStepContext step(text);
+  MSTEP_ASSIGN_OR_RETURN(CompiledCudaStep compiled,
+                         compile_cuda_step(step.module(), default_cuda_compile_options()));
+  return std::move(compiled.plan);
+}
+
+TEST(CudaCublasLtPlan, ALinearsMatmulIsACublasLtStepNotAKernel) {
+  auto plan = plan_of(kLinearReluStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->matmuls.size(), 1u);
+  const CudaMatmulInfo& m = plan->matmuls[0];
+  EXPECT_EQ(m.shape.m, 64);
+  EXPECT_EQ(m.shape.n, 80);
+  EXPECT_EQ(m.shape.k, 96);
+  EXPECT_FALSE(m.shape.transpose_a);
+  EXPECT_FALSE(m.shape.transpose_b);
+  EXPECT_EQ(m.shape.dtype, DType::f32);
+  EXPECT_EQ(m.batch, 1);
+  EXPECT_EQ(m.origin, "mstep.matmul #0");
+  // First step: the cuBLASLt call reading x (%0), w (%1), writing %3; then
+  // the add and relu as kernels (the matmul has none).
+  ASSERT_EQ(plan->launches.size(), 3u);
+  EXPECT_EQ(plan->launches[0].matmul, 0);
+  EXPECT_THAT(plan->launches[0].args, ::testing::ElementsAre(0, 1));
+  EXPECT_THAT(plan->launches[0].writes, ::testing::ElementsAre(3));
+  EXPECT_EQ(plan->launches[1].matmul, -1);
+  EXPECT_EQ(plan->launches[2].matmul, -1);
+  EXPECT_EQ(plan->kernels.size(), 2u);
+  for (const CudaKernelInfo& k : plan->kernels)
+    EXPECT_THAT(k.origin, ::testing::Not(HasSubstr("matmul")));
+  EXPECT_THAT(describe_cuda_plan(*plan),
+              HasSubstr("cublaslt matmul (mstep.matmul #0) [64, 96] x [96, 80] f32"));
+}
+
+TEST(CudaCublasLtPlan, EqualBatchDimsAreStridedCalls) {
+  auto plan = plan_of(kBatchedStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->matmuls.size(), 1u);
+  const CudaMatmulInfo& m = plan->matmuls[0];
+  EXPECT_EQ(m.batch, 4);
+  EXPECT_EQ(m.shape.m, 8);
+  EXPECT_EQ(m.a_stride, 8 * 16);
+  EXPECT_EQ(m.b_stride, 16 * 32);
+  EXPECT_EQ(m.c_stride, 8 * 32);
+}
+
+TEST(CudaCublasLtPlan, A2DRhsFoldsTheBatchIntoRows) {
+  auto plan = plan_of(kBroadcastRhsStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->matmuls[0].batch, 1);
+  EXPECT_EQ(plan->matmuls[0].shape.m, 4 * 8);
+}
+
+TEST(CudaCublasLtPlan, BroadcastBatchDimsAreNotYetLoweredNamingTheOp) {
+  auto plan = plan_of(kBroadcastBatchStep);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("cuda: op 'mstep.matmul' (mstep.matmul #0, f32[4, 1, 8, 16]"));
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("is not yet lowered for cuda: its batch dims broadcast"));
+}
+
+// ---- a fake cuBLASLt table ---------------------------------------------------
+
+/// Where the fake's cublasLtMatmul records: the test's fake driver.
+testing::FakeCudaDriver* recorder = nullptr;
+/// Make the fake's cublasLtCreate / cublasLtMatmul fail (NOT_SUPPORTED).
+bool fail_create = false, fail_matmul = false;
+
+/// Every function succeeds; cublasLtMatmul appends a FakeCall named
+/// "cublasLtMatmul" with the stream, target = D and args = {A, B} (its A
+/// and B, i.e. mstep's rhs and lhs).
+std::shared_ptr<const CublasLtApi> fake_cublaslt() {
+  auto api = std::make_shared<CublasLtApi>();
+  static int handle_storage;
+  api->cublasLtCreate = [](auto* h) {
+    if (fail_create) return CUBLAS_STATUS_NOT_INITIALIZED;
+    *h = reinterpret_cast<cublasLtHandle_t>(&handle_storage);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtDestroy = [](auto) { return CUBLAS_STATUS_SUCCESS; };
+  api->cublasLtGetStatusName = [](auto) { return "CUBLAS_STATUS_FAKE"; };
+  api->cublasLtGetStatusString = [](auto) { return "fake"; };
+  api->cublasLtMatmulDescCreate = [](auto* d, auto, auto) {
+    *d = reinterpret_cast<cublasLtMatmulDesc_t>(new char);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatmulDescDestroy = [](auto d) {
+    delete reinterpret_cast<char*>(d);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatmulDescSetAttribute = [](auto, auto, auto, auto) {
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatrixLayoutCreate = [](auto* l, auto, auto, auto, auto) {
+    *l = reinterpret_cast<cublasLtMatrixLayout_t>(new char);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatrixLayoutDestroy = [](auto l) {
+    delete reinterpret_cast<char*>(l);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatmulPreferenceCreate = [](auto* p) {
+    *p = reinterpret_cast<cublasLtMatmulPreference_t>(new char);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatmulPreferenceDestroy = [](auto p) {
+    delete reinterpret_cast<char*>(p);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatmulPreferenceSetAttribute = [](auto, auto, auto, auto) {
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatmulAlgoGetHeuristic = [](auto, auto, auto, auto, auto, auto, auto, auto, auto,
+                                           int* found) {
+    *found = 1;
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatmul = [](auto, auto, auto, const void* a, auto, const void* b, auto, auto, auto,
+                           auto, void* d, auto, auto, auto, auto, cudaStream_t stream) {
+    testing::FakeCall call;
+    call.name = "cublasLtMatmul";
+    call.stream = reinterpret_cast<CUstream>(stream);
+    call.target = reinterpret_cast<uintptr_t>(d);
+    call.args = {std::to_string(reinterpret_cast<uintptr_t>(a)),
+                 std::to_string(reinterpret_cast<uintptr_t>(b))};
+    recorder->calls.push_back(call);
+    return fail_matmul ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
+  };
+  return api;
+}
+
+class CudaCublasLtExecutableTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    recorder = &fake_;
+    auto backend = CudaBackend::create(fake_.driver());
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(*backend);
+  }
+  void TearDown() override {
+    recorder = nullptr;
+    fail_create = fail_matmul = false;
+  }
+  BufferPtr input(const TensorType& type) {
+    auto buffer = backend_->allocate(type);
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    return buffer.ok() ? *buffer : nullptr;
+  }
+  /// The calls since `before` that are launches or cuBLASLt calls.
+  std::vector<testing::FakeCall> work_since(size_t before) {
+    std::vector<testing::FakeCall> work;
+    for (size_t i = before; i < fake_.calls.size(); ++i)
+      if (fake_.calls[i].name == "cuLaunchKernel" || fake_.calls[i].name == "cublasLtMatmul")
+        work.push_back(fake_.calls[i]);
+    return work;
+  }
+  static std::string address(CUdeviceptr p) { return std::to_string(p); }
+  testing::FakeCudaDriver fake_;
+  std::unique_ptr<CudaBackend> backend_;
+};
+
+TEST_F(CudaCublasLtExecutableTest, TheMatmulRunsBeforeTheKernelsOnTheBackendsStream) {
+  auto plan = plan_of(kLinearReluStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const CudaLaunchStep& l : plan->launches)
+    if (l.matmul < 0) fake_.add_kernel(plan->kernels[l.kernel].name, l.args.size());
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  BufferPtr x = input({Shape({64, 96}), DType::f32});
+  BufferPtr w = input({Shape({96, 80}), DType::f32});
+  BufferPtr b = input({Shape({80}), DType::f32});
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run({x, w, b});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 3u);
+  EXPECT_EQ(work[0].name, "cublasLtMatmul");
+  EXPECT_EQ(work[0].stream, backend_->context().stream());
+  // cuBLASLt's A is mstep's rhs (w), its B mstep's lhs (x).
+  EXPECT_EQ(work[0].args[0], address(CudaBackend::device_pointer(*w)));
+  EXPECT_EQ(work[0].args[1], address(CudaBackend::device_pointer(*x)));
+  EXPECT_EQ(work[1].name, "cuLaunchKernel");
+  EXPECT_EQ(work[2].name, "cuLaunchKernel");
+  // The add's kernel reads the buffer the matmul wrote.
+  const std::string matmul_out(reinterpret_cast<const char*>(&work[0].target), sizeof(CUdeviceptr));
+  EXPECT_THAT(work[1].args, ::testing::Contains(matmul_out));
+}
+
+TEST_F(CudaCublasLtExecutableTest, ABatchedMatmulIsOneCallPerMatrixAtItsStride) {
+  auto plan = plan_of(kBatchedStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  BufferPtr a = input({Shape({4, 8, 16}), DType::f32});
+  BufferPtr b = input({Shape({4, 16, 32}), DType::f32});
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run({a, b});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 4u);
+  const CUdeviceptr c = CudaBackend::device_pointer(*(*outputs)[0]);
+  for (uint64_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(work[i].args[0], address(CudaBackend::device_pointer(*b) + i * 16 * 32 * 4));
+    EXPECT_EQ(work[i].args[1], address(CudaBackend::device_pointer(*a) + i * 8 * 16 * 4));
+    EXPECT_EQ(work[i].target, c + i * 8 * 32 * 4);
+  }
+}
+
+TEST_F(CudaCublasLtExecutableTest, ACublasLtThatCannotStartFailsCreate) {
+  auto plan = plan_of(kBatchedStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  fail_create = true;
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_FALSE(exe.ok());
+  EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(exe.status().message(), HasSubstr("cublasLt: unavailable: cublasLtCreate: "));
+}
+
+TEST_F(CudaCublasLtExecutableTest, ARefusedMatmulFailsRunNamingTheOp) {
+  auto plan = plan_of(kBatchedStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  fail_matmul = true;
+  auto outputs = (*exe)->run(
+      {input({Shape({4, 8, 16}), DType::f32}), input({Shape({4, 16, 32}), DType::f32})});
+  ASSERT_FALSE(outputs.ok());
+  EXPECT_EQ(outputs.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(outputs.status().message(),
+              HasSubstr("cublasLt step (mstep.matmul #0): cublasLt matmul "
+                        "[8, 16] x [16, 32] f32: cublasLtMatmul: CUBLAS_STATUS_FAKE"));
+  // The executable keeps working once cuBLASLt does.
+  fail_matmul = false;
+  EXPECT_TRUE(
+      (*exe)
+          ->run({input({Shape({4, 8, 16}), DType::f32}), input({Shape({4, 16, 32}), DType::f32})})
+          .ok());
+}
+
+TEST(CudaCublasLtPlanValidation, AMatmulStepWithTheWrongOperandsIsNamed) {
+  auto plan = plan_of(kBatchedStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  plan->launches[0].args.pop_back();
+  absl::Status status = validate_cuda_plan(*plan);
+  EXPECT_THAT(
+      status.message(),
+      HasSubstr("cuda plan: launch 0 (cublasLt matmul [8, 16] x [16, 32] f32) has 1 operands "
+                "and 1 results; it needs 2 and 1"));
+  plan->launches[0].matmul = 5;
+  EXPECT_THAT(validate_cuda_plan(*plan).message(), HasSubstr("launch 0 names matmul 5 of 1"));
+}
+
+} // namespace
+} // namespace mstep::cuda
