@@ -47,8 +47,15 @@ struct LoadedCase {
 
 /// The cuBLASLt helper on `context` (created on first use): the runtime's
 /// CublasLtMatmul over load_cublaslt(); an error when the library is not here.
-absl::StatusOr<CublasLtMatmul*> cublaslt(const CudaContext& context) {
+/// Released by main() before the context: its workspace is device memory
+/// (a static destroyed at exit would free it after the context is gone).
+std::unique_ptr<CublasLtMatmul>& cublaslt_helper() {
   static std::unique_ptr<CublasLtMatmul> helper;
+  return helper;
+}
+
+absl::StatusOr<CublasLtMatmul*> cublaslt(const CudaContext& context) {
+  std::unique_ptr<CublasLtMatmul>& helper = cublaslt_helper();
   if (helper == nullptr) {
     auto api = load_cublaslt();
     if (!api.ok()) return api.status();
@@ -261,6 +268,9 @@ bool run_case(const CudaContext& context, CudaStaging& staging, const std::strin
 }
 
 } // namespace
+
+void release_cublaslt() { cublaslt_helper().reset(); }
+
 } // namespace mstep::cuda::testing
 
 int main(int argc, char** argv) {
@@ -310,5 +320,6 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("cuda_codegen_gpu_test: %d of %d runs passed\n", runs - failures, runs);
+  testing::release_cublaslt();
   return failures == 0 && runs > 0 ? 0 : 1;
 }
