@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <string>
 
 #include "absl/container/inlined_vector.h"
@@ -274,8 +275,21 @@ bool same_attrs(const CustomAttrs& a, const CustomAttrs& b) {
 }
 
 constexpr size_t kSiteMemos = 4;
-MSTEP_FAST_TLS std::array<SiteMemo, kSiteMemos> site_memos;
-MSTEP_FAST_TLS size_t next_site_memo = 0; // the entry to replace
+struct SiteMemos {
+  std::array<SiteMemo, kSiteMemos> entries;
+  size_t next = 0; // the entry to replace
+};
+/// This thread's memos: made on its first call through a site, kept for
+/// the thread's life (a plain pointer: no TLS guard on the hot path).
+MSTEP_FAST_TLS SiteMemos* site_memos = nullptr;
+
+SiteMemos& thread_site_memos() {
+  if (site_memos == nullptr) {
+    thread_local std::unique_ptr<SiteMemos> owner = std::make_unique<SiteMemos>();
+    site_memos = owner.get();
+  }
+  return *site_memos;
+}
 
 } // namespace
 
@@ -294,8 +308,9 @@ CustomCallSite::CustomCallSite(std::string name, int64_t version)
 
 Tensor CustomCallSite::call1(absl::Span<const Tensor> inputs, const CustomAttrs& attrs) const {
   const uint64_t generation = custom_op_registry_generation();
+  SiteMemos& memos = thread_site_memos();
   const SiteMemo* m = nullptr;
-  for (const SiteMemo& e : site_memos)
+  for (const SiteMemo& e : memos.entries)
     if (e.site == id_) m = &e;
   if (m != nullptr && m->generation == generation && inputs.size() == m->input_types.size() &&
       same_attrs(m->attrs, attrs)) {
@@ -323,11 +338,11 @@ Tensor CustomCallSite::call1(absl::Span<const Tensor> inputs, const CustomAttrs&
   if (kept.results.size() == 1) {
     // Remember (after the call: a shape rule may itself call ops).
     SiteMemo* slot = nullptr;
-    for (SiteMemo& e : site_memos)
+    for (SiteMemo& e : memos.entries)
       if (e.site == id_) slot = &e;
     if (slot == nullptr) {
-      slot = &site_memos[next_site_memo];
-      next_site_memo = (next_site_memo + 1) % kSiteMemos;
+      slot = &memos.entries[memos.next];
+      memos.next = (memos.next + 1) % kSiteMemos;
     }
     slot->site = id_;
     slot->generation = generation;
