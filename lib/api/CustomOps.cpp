@@ -282,13 +282,23 @@ struct SiteMemos {
 /// This thread's memos: made on its first call through a site, kept for
 /// the thread's life (a plain pointer: no TLS guard on the hot path).
 MSTEP_FAST_TLS SiteMemos* site_memos = nullptr;
+MSTEP_FAST_TLS bool site_memos_gone = false; // the thread is exiting
 
-SiteMemos& thread_site_memos() {
-  if (site_memos == nullptr) {
-    thread_local std::unique_ptr<SiteMemos> owner = std::make_unique<SiteMemos>();
-    site_memos = owner.get();
+/// This thread's memos, or null once its thread-local objects are being
+/// destroyed (a call from a thread-exit destructor then takes the full path).
+SiteMemos* thread_site_memos() {
+  if (site_memos == nullptr && !site_memos_gone) {
+    struct Owner {
+      std::unique_ptr<SiteMemos> memos = std::make_unique<SiteMemos>();
+      ~Owner() {
+        site_memos = nullptr;
+        site_memos_gone = true;
+      }
+    };
+    thread_local Owner owner;
+    site_memos = owner.memos.get();
   }
-  return *site_memos;
+  return site_memos;
 }
 
 } // namespace
@@ -308,9 +318,10 @@ CustomCallSite::CustomCallSite(std::string name, int64_t version)
 
 Tensor CustomCallSite::call1(absl::Span<const Tensor> inputs, const CustomAttrs& attrs) const {
   const uint64_t generation = custom_op_registry_generation();
-  SiteMemos& memos = thread_site_memos();
+  SiteMemos* memos = thread_site_memos();
+  if (memos == nullptr) return call(inputs, attrs).at(0);
   const SiteMemo* m = nullptr;
-  for (const SiteMemo& e : memos.entries)
+  for (const SiteMemo& e : memos->entries)
     if (e.site == id_) m = &e;
   if (m != nullptr && m->generation == generation && inputs.size() == m->input_types.size() &&
       same_attrs(m->attrs, attrs)) {
@@ -338,11 +349,11 @@ Tensor CustomCallSite::call1(absl::Span<const Tensor> inputs, const CustomAttrs&
   if (kept.results.size() == 1) {
     // Remember (after the call: a shape rule may itself call ops).
     SiteMemo* slot = nullptr;
-    for (SiteMemo& e : memos.entries)
+    for (SiteMemo& e : memos->entries)
       if (e.site == id_) slot = &e;
     if (slot == nullptr) {
-      slot = &memos.entries[memos.next];
-      memos.next = (memos.next + 1) % kSiteMemos;
+      slot = &memos->entries[memos->next];
+      memos->next = (memos->next + 1) % kSiteMemos;
     }
     slot->site = id_;
     slot->generation = generation;
