@@ -2,22 +2,24 @@
 // op with the same number of inputs (issue 18: at most 1.20x).
 //
 // Each iteration traces a chain of 1,000 calls on an 8-element f32 tensor,
-// y = add(y, b) for the built-in op and y = custom("bench.add2", {y, b})
+// y = add(y, b) for the built-in op, y = custom("bench.add2", {y, b})[0]
 // for a 2-input custom op (no attributes, same_type_as_input, a host
-// kernel that adds), then cuts it with mark_step(), which hashes the graph
+// kernel that adds) and y = add2({y, b}) through the same op's
+// TypedCustomOp<1> (the recommended API: a call site), then cuts it with mark_step(), which hashes the graph
 // and looks it up (a cache hit, as in bench/trace_bench), runs it, and
 // reads the result. Execution is not what is compared: the 1,000 adds fuse
 // into one kernel while the custom op is a fusion boundary (1,000 kernel
 // calls), so the runtime's own measurement of execution is subtracted, as
 // trace_bench's host figure does.
 //
-// Prints, per op kind, `RESULT metric=<m> impl=<builtin_add|custom_op>
+// Prints, per op kind,
+// `RESULT metric=<m> impl=<builtin_add|custom_op|typed_custom_op>
 // value=<ns per call>` for
 //   trace_record_ns_per_op  recording the calls only (the call path: checks,
 //                           shape rule, attributes, the node);
 //   trace_host_ns_per_op    recording + cut + hash + lookup + binding
 //                           (wall time minus execution);
-// and `RESULT metric=<m>_ratio impl=custom_vs_builtin value=<x>`.
+// and `RESULT metric=<m>_ratio impl=<custom|typed>_vs_builtin value=<x>`.
 //
 //   custom_op_trace_bench [benchmark flags] [--device cpu|ref]
 //
@@ -40,7 +42,7 @@ namespace {
 constexpr int64_t kOps = 1000;
 constexpr const char* kCustomAdd = "bench.add2";
 
-void register_custom_add() {
+mstep::CustomOpDef custom_add_def() {
   auto add = [](const mstep::HostKernelCall& call) {
     const auto* a = static_cast<const float*>(call.inputs[0]);
     const auto* b = static_cast<const float*>(call.inputs[1]);
@@ -48,11 +50,16 @@ void register_custom_add() {
     for (int64_t i = 0; i < call.output_types[0].shape.numel(); ++i) out[i] = a[i] + b[i];
     return absl::OkStatus();
   };
-  mstep::register_custom_op(
-      {.name = kCustomAdd,
+  return {.name = kCustomAdd,
        .schema = {.inputs = {{"a", {mstep::DType::f32}}, {"b", {mstep::DType::f32}}}},
        .shape_rule = mstep::same_type_as_input(0),
-       .kernels = {{"ref", mstep::host_kernel(add)}, {"cpu", mstep::host_kernel(add)}}});
+          .kernels = {{"ref", mstep::host_kernel(add)}, {"cpu", mstep::host_kernel(add)}}};
+}
+
+/// The op as a call site (registers it): the recommended API.
+const mstep::TypedCustomOp<1>& typed_add() {
+  static const mstep::TypedCustomOp<1> op(custom_add_def());
+  return op;
 }
 
 mstep::Tensor builtin_chain(mstep::Tensor y, const mstep::Tensor& b) {
@@ -62,6 +69,12 @@ mstep::Tensor builtin_chain(mstep::Tensor y, const mstep::Tensor& b) {
 
 mstep::Tensor custom_chain(mstep::Tensor y, const mstep::Tensor& b) {
   for (int64_t i = 0; i < kOps; ++i) y = mstep::custom(kCustomAdd, {y, b})[0];
+  return y;
+}
+
+mstep::Tensor typed_chain(mstep::Tensor y, const mstep::Tensor& b) {
+  const mstep::TypedCustomOp<1>& add = typed_add();
+  for (int64_t i = 0; i < kOps; ++i) y = add({y, b});
   return y;
 }
 
@@ -99,6 +112,10 @@ BENCHMARK_TEMPLATE(BM_Chain, custom_chain)
     ->Name("BM_CustomOp")
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(1.0);
+BENCHMARK_TEMPLATE(BM_Chain, typed_chain)
+    ->Name("BM_TypedCustomOp")
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
 
 /// Console output plus a copy of each run for the summary lines.
 class CapturingReporter : public benchmark::ConsoleReporter {
@@ -127,12 +144,15 @@ int main(int argc, char** argv) {
     device = *d;
   }
   mstep::set_default_device(device);
-  register_custom_add();
+  typed_add(); // registers the op
   CapturingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   auto builtin = reporter.captured.find("BM_BuiltinAdd");
   auto custom = reporter.captured.find("BM_CustomOp");
-  if (builtin == reporter.captured.end() || custom == reporter.captured.end()) return 1;
+  auto typed = reporter.captured.find("BM_TypedCustomOp");
+  if (builtin == reporter.captured.end() || custom == reporter.captured.end() ||
+      typed == reporter.captured.end())
+    return 1;
   auto per_op_ns = [](const benchmark::BenchmarkReporter::Run& r, double seconds) {
     return seconds * 1e9 / (static_cast<double>(r.iterations) * kOps);
   };
@@ -145,14 +165,19 @@ int main(int argc, char** argv) {
   std::printf("\n"); // the console reporter leaves a color reset on the line
   const struct {
     const char* metric;
-    double builtin, custom;
-  } figures[] = {{"trace_record_ns_per_op", record_ns(builtin->second), record_ns(custom->second)},
-                 {"trace_host_ns_per_op", host_ns(builtin->second), host_ns(custom->second)}};
+    double builtin, custom, typed;
+  } figures[] = {{"trace_record_ns_per_op", record_ns(builtin->second), record_ns(custom->second),
+                  record_ns(typed->second)},
+                 {"trace_host_ns_per_op", host_ns(builtin->second), host_ns(custom->second),
+                  host_ns(typed->second)}};
   for (const auto& f : figures) {
     std::printf("RESULT metric=%s impl=builtin_add value=%.1f\n", f.metric, f.builtin);
     std::printf("RESULT metric=%s impl=custom_op value=%.1f\n", f.metric, f.custom);
+    std::printf("RESULT metric=%s impl=typed_custom_op value=%.1f\n", f.metric, f.typed);
     std::printf("RESULT metric=%s_ratio impl=custom_vs_builtin value=%.3f\n", f.metric,
                 f.custom / f.builtin);
+    std::printf("RESULT metric=%s_ratio impl=typed_vs_builtin value=%.3f\n", f.metric,
+                f.typed / f.builtin);
   }
   return 0;
 }

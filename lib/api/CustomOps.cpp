@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstring>
 #include <iterator>
+#include <memory>
 #include <string>
 
 #include "absl/container/inlined_vector.h"
@@ -15,6 +18,7 @@
 #include "lib/api/autograd/GradFn.h"
 #include "lib/runtime/CustomOpGeneration.h"
 #include "mstep/core/Error.h"
+#include "mstep/core/FreeListPool.h"
 #include "mstep/runtime/Runtime.h"
 
 namespace mstep {
@@ -176,10 +180,17 @@ void check_backward(const CustomOp& op, absl::Span<const Tensor> inputs,
   }
 }
 
-} // namespace
+/// What a call's schema checks and shape rule gave for its input types and
+/// attributes (see CustomCallSite).
+struct Prepared {
+  AttrList node;
+  std::vector<TensorType> results;
+};
 
-std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
-                              const CustomAttrs& attrs) {
+/// custom_op; when `keep` is given it gets what the checks established once
+/// they all passed.
+std::vector<Tensor> call_custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
+                                   const CustomAttrs& attrs, Prepared* keep) {
   const CallName api(ref);
   const std::shared_ptr<const CustomOp> found = lookup(ref, api, inputs);
   const CustomOp& op = *found;
@@ -210,6 +221,7 @@ std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
                                           (*results)[a.output].to_string(), " and the input is ",
                                           input_types[a.input].to_string()),
                              describe_all(inputs), "An aliased output has its input's type.");
+  if (keep != nullptr) *keep = {node, *results};
   // The inputs' common device. Only here can they differ: the call is then
   // named (record_multi's check).
   const bool one_device = std::all_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
@@ -234,4 +246,125 @@ std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
                               differentiable);
 }
 
+/// What a thread keeps of its last call through a CustomCallSite: the
+/// input types and attributes, and the node attributes and result type the
+/// checks and the shape rule gave for them.
+struct SiteMemo {
+  uint64_t site = 0; // 0: empty
+  uint64_t generation = 0;
+  absl::InlinedVector<TensorType, 4> input_types;
+  CustomAttrs attrs;
+  AttrList node;
+  TensorType result;
+};
+
+/// Equal call attributes; doubles compare by their bits (a rule may tell
+/// -0.0 from 0.0).
+bool same_attrs(const CustomAttrs& a, const CustomAttrs& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].value.index() != b[i].value.index()) return false;
+    if (const auto* x = std::get_if<double>(&a[i].value)) {
+      const double y = std::get<double>(b[i].value);
+      if (std::memcmp(x, &y, sizeof y) != 0) return false;
+    } else if (a[i].value != b[i].value) {
+      return false;
+    }
+  }
+  return true;
+}
+
+constexpr size_t kSiteMemos = 4;
+struct SiteMemos {
+  std::array<SiteMemo, kSiteMemos> entries;
+  size_t next = 0; // the entry to replace
+};
+/// This thread's memos: made on its first call through a site, kept for
+/// the thread's life (a plain pointer: no TLS guard on the hot path).
+MSTEP_FAST_TLS SiteMemos* site_memos = nullptr;
+MSTEP_FAST_TLS bool site_memos_gone = false; // the thread is exiting
+
+/// This thread's memos, or null once its thread-local objects are being
+/// destroyed (a call from a thread-exit destructor then takes the full path).
+SiteMemos* thread_site_memos() {
+  if (site_memos == nullptr && !site_memos_gone) {
+    struct Owner {
+      std::unique_ptr<SiteMemos> memos = std::make_unique<SiteMemos>();
+      ~Owner() {
+        site_memos = nullptr;
+        site_memos_gone = true;
+      }
+    };
+    thread_local Owner owner;
+    site_memos = owner.memos.get();
+  }
+  return site_memos;
+}
+
+} // namespace
+
+std::vector<Tensor> custom_op(CustomOpRef ref, absl::Span<const Tensor> inputs,
+                              const CustomAttrs& attrs) {
+  return call_custom_op(ref, inputs, attrs, nullptr);
+}
+
+namespace detail {
+
+CustomCallSite::CustomCallSite(std::string name, int64_t version)
+    : name_(std::move(name)), version_(version) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+}
+
+Tensor CustomCallSite::call1(absl::Span<const Tensor> inputs, const CustomAttrs& attrs) const {
+  const uint64_t generation = custom_op_registry_generation();
+  SiteMemos* memos = thread_site_memos();
+  if (memos == nullptr) return call(inputs, attrs).at(0);
+  const SiteMemo* m = nullptr;
+  for (const SiteMemo& e : memos->entries)
+    if (e.site == id_) m = &e;
+  if (m != nullptr && m->generation == generation && inputs.size() == m->input_types.size() &&
+      same_attrs(m->attrs, attrs)) {
+    // A kept call if every input is defined and has the kept type. What the
+    // types do not decide is checked here: one device, and no autograd to
+    // record (else the full path, which also checks the backward).
+    Device device = inputs.empty() ? default_device() : Device{};
+    Operands operands;
+    bool kept = true;
+    for (size_t i = 0; i < inputs.size() && kept; ++i) {
+      const Tensor& t = inputs[i];
+      kept = t.defined() && t.type() == m->input_types[i];
+      if (!kept) break;
+      const Device d = t.device();
+      if (i == 0) device = d;
+      kept = d == device && !needs_autograd(t);
+      if (kept) operands.push_back(t.impl()->as_operand());
+    }
+    if (kept)
+      return record_values(OpKind::custom, std::move(operands), AttrList(m->node),
+                           TensorType(m->result), device);
+  }
+  Prepared kept;
+  std::vector<Tensor> out = call_custom_op(CustomOpRef(name_, version_), inputs, attrs, &kept);
+  if (kept.results.size() == 1) {
+    // Remember (after the call: a shape rule may itself call ops).
+    SiteMemo* slot = nullptr;
+    for (SiteMemo& e : memos->entries)
+      if (e.site == id_) slot = &e;
+    if (slot == nullptr) {
+      slot = &memos->entries[memos->next];
+      memos->next = (memos->next + 1) % kSiteMemos;
+    }
+    slot->site = id_;
+    slot->generation = generation;
+    slot->input_types.clear();
+    for (const Tensor& t : inputs) slot->input_types.push_back(t.type());
+    slot->attrs = attrs;
+    slot->node = std::move(kept.node);
+    slot->result = std::move(kept.results.front());
+  }
+  return out.at(0);
+}
+
+} // namespace detail
 } // namespace mstep

@@ -81,6 +81,34 @@ CustomBackward backward_function(CustomGradFunction fn);
 /// and the forward call's attributes, one result per differentiable input.
 CustomBackward backward_op(std::string op, int64_t version = 0);
 
+namespace detail {
+
+/// A call site of one custom op (TypedCustomOp's): calls through it skip
+/// the registry lookup and, while the inputs' types and the attributes are
+/// those of this thread's previous call through the site, the schema
+/// checks, the attribute encoding and the shape rule (rules are pure), whose
+/// results are kept per thread. Checks that depend on more than the types
+/// (devices, requires-grad, the backward) run on every call; a registry
+/// change drops what was kept.
+class CustomCallSite {
+public:
+  CustomCallSite(std::string name, int64_t version);
+  /// custom_op(name, version) for an op with one output.
+  Tensor call1(absl::Span<const Tensor> inputs, const CustomAttrs& attrs) const;
+  std::vector<Tensor> call(absl::Span<const Tensor> inputs, const CustomAttrs& attrs) const {
+    return custom_op(CustomOpRef(name_, version_), inputs, attrs);
+  }
+  const std::string& name() const { return name_; }
+  int64_t version() const { return version_; }
+
+private:
+  std::string name_;
+  int64_t version_;
+  uint64_t id_; // unique per site, the key of what threads keep
+};
+
+} // namespace detail
+
 /// A custom op with `N` outputs as a callable: registers `def` when
 /// constructed (again is fine: an equal definition is idempotent; another
 /// schema under the same name and version throws) and calls that version,
@@ -94,31 +122,30 @@ template <size_t N> class TypedCustomOp {
 public:
   using Result = std::conditional_t<N == 1, Tensor, std::array<Tensor, N>>;
 
-  explicit TypedCustomOp(CustomOpDef def) : name_(def.name), version_(def.version) {
+  explicit TypedCustomOp(CustomOpDef def) : site_(def.name, def.version) {
     if (def.schema.num_outputs != static_cast<int>(N))
       throw Error(absl::InvalidArgumentError(
-          "TypedCustomOp<" + std::to_string(N) + "> for custom op '" + name_ +
+          "TypedCustomOp<" + std::to_string(N) + "> for custom op '" + site_.name() +
           "', whose schema declares " + std::to_string(def.schema.num_outputs) + " outputs"));
     register_custom_op(std::move(def));
   }
 
   Result operator()(absl::Span<const Tensor> inputs, const CustomAttrs& attrs = {}) const {
-    std::vector<Tensor> out = custom_op(CustomOpRef(name_, version_), inputs, attrs);
     if constexpr (N == 1) {
-      return out[0];
+      return site_.call1(inputs, attrs);
     } else {
+      std::vector<Tensor> out = site_.call(inputs, attrs);
       std::array<Tensor, N> result;
       for (size_t i = 0; i < N; ++i) result[i] = out[i];
       return result;
     }
   }
 
-  const std::string& name() const { return name_; }
-  int64_t version() const { return version_; }
+  const std::string& name() const { return site_.name(); }
+  int64_t version() const { return site_.version(); }
 
 private:
-  std::string name_;
-  int64_t version_;
+  detail::CustomCallSite site_;
 };
 
 } // namespace mstep
