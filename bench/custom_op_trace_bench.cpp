@@ -36,6 +36,7 @@
 
 #include "examples/models/DeviceFlag.h"
 #include "mstep/mstep.h"
+#include "bench/CapturingReporter.h"
 
 namespace {
 
@@ -117,17 +118,9 @@ BENCHMARK_TEMPLATE(BM_Chain, typed_chain)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(1.0);
 
-/// Console output plus a copy of each run for the summary lines.
-class CapturingReporter : public benchmark::ConsoleReporter {
-public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) captured[r.run_name.function_name] = r;
-    ConsoleReporter::ReportRuns(runs);
-  }
-  std::map<std::string, Run> captured;
-};
-
 } // namespace
+
+using mstep::bench::CapturingReporter;
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

@@ -21,6 +21,7 @@
 
 #include "bench/peers/TorchPeer.h"
 #include "mstep/mstep.h"
+#include "bench/CapturingReporter.h"
 
 namespace {
 
@@ -64,17 +65,9 @@ void BM_LibtorchEager(benchmark::State& state) {
 }
 BENCHMARK(BM_LibtorchEager)->Unit(benchmark::kMicrosecond)->MinTime(1.0);
 
-/// Console output plus a copy of each run for the summary line.
-class CapturingReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) captured[r.run_name.function_name] = r;
-    ConsoleReporter::ReportRuns(runs);
-  }
-  std::map<std::string, Run> captured;
-};
-
 }  // namespace
+
+using mstep::bench::CapturingReporter;
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
