@@ -20,6 +20,7 @@
 #include "mstep/ir/MlirImport.h"
 #include "mstep/ir/MlirParse.h"
 #include "test/cuda/CodegenCase.h"
+#include "test/cuda/LinearReluStep.h"
 
 namespace mstep::cuda::testing {
 namespace {
@@ -119,17 +120,6 @@ func.func @step(%x: tensor<77x1000xf32>) -> tensor<1000xf32> {
 }
 )";
 
-// linear(x, w, b) then relu, as the graph has it: a matmul (a cuBLASLt
-// step), a broadcast add and a relu (kernels).
-constexpr const char* kLinearRelu = R"(
-func.func @step(%x: tensor<64x96xf32>, %w: tensor<96x80xf32>, %b: tensor<80xf32>)
-    -> tensor<64x80xf32> {
-  %0 = mstep.matmul %x, %w : tensor<64x96xf32>, tensor<96x80xf32> -> tensor<64x80xf32>
-  %1 = mstep.add %0, %b : tensor<64x80xf32>, tensor<80xf32> -> tensor<64x80xf32>
-  %2 = mstep.relu %1 : tensor<64x80xf32>
-  return %2 : tensor<64x80xf32>
-}
-)";
 
 /// Recursive summation of n f32 terms in any order is within
 /// (n - 1) * u * sum|x_i| of the exact sum (Higham, "Accuracy and Stability
@@ -207,7 +197,7 @@ std::vector<Case> cases() {
                  [](const Values& in) {
                    return std::vector<Expected>{sums(in[0], 77, 1000, /*over_rows=*/true)};
                  }});
-  all.push_back({"linear_relu", kLinearRelu,
+  all.push_back({"linear_relu", kLinearReluStep,
                  [](const std::vector<int64_t>& n) {
                    return Values{sequence(n[0], 7, -1.f, 1.f), sequence(n[1], 8, -1.f, 1.f),
                                  sequence(n[2], 9, -1.f, 1.f)};

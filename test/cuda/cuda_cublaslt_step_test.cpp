@@ -11,22 +11,14 @@
 #include "mstep/core/Error.h"
 #include "test/cuda/CudaStepText.h"
 #include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/LinearReluStep.h"
 
 namespace mstep::cuda {
 namespace {
 
 using ::testing::HasSubstr;
 
-/// linear(x, w^T stored [96, 80], bias) then relu: the matmul, an add, a relu.
-constexpr const char* kLinearReluStep = R"(
-func.func @step(%x: tensor<64x96xf32>, %w: tensor<96x80xf32>, %b: tensor<80xf32>)
-    -> tensor<64x80xf32> {
-  %0 = mstep.matmul %x, %w : tensor<64x96xf32>, tensor<96x80xf32> -> tensor<64x80xf32>
-  %1 = mstep.add %0, %b : tensor<64x80xf32>, tensor<80xf32> -> tensor<64x80xf32>
-  %2 = mstep.relu %1 : tensor<64x80xf32>
-  return %2 : tensor<64x80xf32>
-}
-)";
+using testing::kLinearReluStep;
 
 constexpr const char* kBatchedStep = R"(
 func.func @step(%a: tensor<4x8x16xf32>, %b: tensor<4x16x32xf32>) -> tensor<4x8x32xf32> {
