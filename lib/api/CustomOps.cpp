@@ -248,13 +248,14 @@ std::vector<Tensor> call_custom_op(CustomOpRef ref, absl::Span<const Tensor> inp
 
 /// What a thread keeps of its last call through a CustomCallSite: the
 /// input types and attributes, and the node attributes and result type the
-/// checks and the shape rule gave for them.
+/// checks and the shape rule gave for them. The nodes of kept calls share
+/// the attributes (no copy per call; their hashes are computed once).
 struct SiteMemo {
   uint64_t site = 0; // 0: empty
   uint64_t generation = 0;
   absl::InlinedVector<TensorType, 4> input_types;
   CustomAttrs attrs;
-  AttrList node;
+  std::shared_ptr<const SharedAttrs> node;
   TensorType result;
 };
 
@@ -341,8 +342,8 @@ Tensor CustomCallSite::call1(absl::Span<const Tensor> inputs, const CustomAttrs&
       if (kept) operands.push_back(t.impl()->as_operand());
     }
     if (kept)
-      return record_values(OpKind::custom, std::move(operands), AttrList(m->node),
-                           TensorType(m->result), device);
+      return record_values_shared(OpKind::custom, std::move(operands), m->node, m->result,
+                                  device);
   }
   Prepared kept;
   std::vector<Tensor> out = call_custom_op(CustomOpRef(name_, version_), inputs, attrs, &kept);
@@ -360,7 +361,7 @@ Tensor CustomCallSite::call1(absl::Span<const Tensor> inputs, const CustomAttrs&
     slot->input_types.clear();
     for (const Tensor& t : inputs) slot->input_types.push_back(t.type());
     slot->attrs = attrs;
-    slot->node = std::move(kept.node);
+    slot->node = std::make_shared<const SharedAttrs>(std::move(kept.node));
     slot->result = std::move(kept.results.front());
   }
   return out.at(0);

@@ -41,6 +41,17 @@ Tensor record_values(OpKind op, Operands operands, AttrList attrs,
   return Tensor(std::move(impl));
 }
 
+// record_values' body with a shared attribute list. (Not one helper for
+// both: record_values is the built-in ops' hot path, kept as it was.)
+Tensor record_values_shared(OpKind op, Operands&& operands,
+                            const std::shared_ptr<const SharedAttrs>& attrs,
+                            const TensorType& type, Device device) {
+  auto node = make_op_node(op, std::move(operands), attrs, ResultTypes{type});
+  auto impl = TensorImpl::make(type, device);
+  impl->set_pending(Value{std::move(node), 0});
+  return Tensor(std::move(impl));
+}
+
 Tensor record(absl::string_view api_name, OpKind op,
               absl::Span<const Tensor> operands, AttrList attrs,
               TensorType type, std::optional<Device> device) {

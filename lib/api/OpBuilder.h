@@ -42,6 +42,11 @@ std::vector<Tensor> record_multi(absl::string_view api_name, OpKind op,
 /// callers check needs_autograd() first and use record() otherwise.
 Tensor record_values(OpKind op, Operands operands, AttrList attrs,
                      TensorType type, Device device);
+/// The same with attributes many nodes share (a custom op's call site):
+/// the node holds `attrs` instead of a copy (see Node).
+Tensor record_values_shared(OpKind op, Operands&& operands,
+                            const std::shared_ptr<const SharedAttrs>& attrs,
+                            const TensorType& type, Device device);
 
 /// The operand values of `tensors`, moved into place (no refcount churn).
 inline Operands operands_of(const Tensor& a) {

@@ -80,6 +80,11 @@ uint64_t hash_attrs_constants(const AttrList& attrs) {
   return h;
 }
 
+SharedAttrs::SharedAttrs(AttrList attrs)
+    : attrs_(std::move(attrs)),
+      structural_hash_(hash_attrs_structural(attrs_)),
+      constant_hash_(hash_attrs_constants(attrs_)) {}
+
 std::string attrs_to_string(const AttrList& attrs) {
   std::string out;
   for (const Attr& a : attrs) {

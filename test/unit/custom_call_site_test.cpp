@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "mstep/runtime/TensorImpl.h"
 #include "test/unit/TestUtil.h"
 
 namespace mstep {
@@ -67,6 +68,30 @@ TEST(CustomCallSite, RepeatedCallsRunTheShapeRuleOncePerTypesAndAttributes) {
   EXPECT_THAT(y.to_vector<float>(), ElementsAre(8, 16, 24));
   EXPECT_THAT(z.to_vector<float>(), ElementsAre(4, 8, 12));
   EXPECT_THAT(w.to_vector<float>(), ElementsAre(1, 2));
+}
+
+// A kept call's node holds the attributes the site keeps (shared, not
+// copied): it must be the node the full path records, with equal hashes, or
+// the graph would compile again (another cache key).
+TEST(CustomCallSite, AKeptCallRecordsTheNodeTheFullPathRecords) {
+  static const TypedCustomOp<1> scale(scale_def("call_site_test.scale_node"));
+  Tensor x = ramp();
+  scale({x}, {{"scale", 2.0}});
+  const int before = rule_runs;
+  Tensor kept = scale({x}, {{"scale", 2.0}});
+  ASSERT_EQ(rule_runs - before, 0) << "the second call is a kept one";
+  Tensor full = custom("call_site_test.scale_node", {x}, {{"scale", 2.0}})[0];
+  const Node& a = *kept.impl()->pending().node;
+  const Node& b = *full.impl()->pending().node;
+  EXPECT_EQ(a.op(), OpKind::custom);
+  EXPECT_EQ(attrs_to_string(a.attrs()), attrs_to_string(b.attrs()));
+  EXPECT_EQ(a.structural_hash(), b.structural_hash());
+  EXPECT_EQ(a.constant_hash(), b.constant_hash());
+  EXPECT_NE(a.constant_hash(), 0u) << "the scale is a host constant";
+  EXPECT_EQ(a.type_hash(), b.type_hash());
+  mark_step();
+  EXPECT_THAT(kept.to_vector<float>(), ElementsAre(2, 4, 6));
+  EXPECT_THAT(full.to_vector<float>(), ElementsAre(2, 4, 6));
 }
 
 TEST(CustomCallSite, EveryCheckStillFailsAfterAKeptCall) {

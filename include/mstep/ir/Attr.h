@@ -70,6 +70,25 @@ uint64_t hash_attrs_structural(const AttrList& attrs);
 /// Hash of the double (constant) values only; 0 when there are none.
 uint64_t hash_attrs_constants(const AttrList& attrs);
 
+/// An immutable attribute list that many nodes hold by reference instead of
+/// each copying it, with its two hashes computed once: a custom op's
+/// attributes as a call site keeps them (lib/api/CustomOps.cpp), recorded
+/// on every call. Held by std::shared_ptr; safe to share between threads.
+class SharedAttrs {
+ public:
+  explicit SharedAttrs(AttrList attrs);
+  const AttrList& list() const { return attrs_; }
+  /// hash_attrs_structural(list())
+  uint64_t structural_hash() const { return structural_hash_; }
+  /// hash_attrs_constants(list())
+  uint64_t constant_hash() const { return constant_hash_; }
+
+ private:
+  AttrList attrs_;
+  uint64_t structural_hash_;
+  uint64_t constant_hash_;
+};
+
 /// "dims=[0, 1], keepdim=1"
 std::string attrs_to_string(const AttrList& attrs);
 

@@ -12,6 +12,10 @@
 // stands for. Node's constructors are protected so that every node of the
 // trace DAG is one of those; the virtual destructor lets destroy_node free
 // a node without knowing its runtime type.
+//
+// A node's attributes are its own list, or a SharedAttrs that many nodes
+// hold (a custom op's call site records every call with one): attrs() and
+// the hashes are the same either way.
 #pragma once
 
 #include <cstdint>
@@ -83,7 +87,7 @@ class Node {
 
   OpKind op() const { return op_; }
   absl::Span<const Value> operands() const { return operands_; }
-  const AttrList& attrs() const { return attrs_; }
+  const AttrList& attrs() const { return shared_attrs_ ? shared_attrs_->list() : attrs_; }
   absl::Span<const TensorType> results() const { return results_; }
   const TensorType& result(uint32_t i = 0) const { return results_[i]; }
   /// For a `data` leaf: what its input is to the program.
@@ -100,6 +104,11 @@ class Node {
  protected:
   /// An op node.
   Node(OpKind op, Operands operands, AttrList attrs, ResultTypes results);
+  /// An op node that holds `attrs` instead of a list of its own (no copy,
+  /// and the attribute hashes are taken from it); equal to a node made with
+  /// attrs->list(). Operands and result types are moved once.
+  Node(OpKind op, Operands&& operands, const std::shared_ptr<const SharedAttrs>& attrs,
+       ResultTypes&& results);
   /// A `data` leaf: a graph input of `type`; the subclass says what it reads.
   Node(const TensorType& type, InputRole role);
 
@@ -111,7 +120,8 @@ class Node {
   OpKind op_;
   InputRole input_role_ = InputRole::input;
   Operands operands_;
-  AttrList attrs_;
+  AttrList attrs_;  // empty when shared_attrs_ is set
+  std::shared_ptr<const SharedAttrs> shared_attrs_;
   ResultTypes results_;
   uint64_t structural_hash_ = 0;
   uint64_t type_hash_ = 0;
