@@ -235,9 +235,9 @@ mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, const MemoryPla
         size_t sourceId = indexOf.lookup(source);
         const PlannedValue& dying = plan.values[sourceId];
         size_t slot = slotOf[sourceId];
-        if (dying.aliased_arg >= 0 || dying.outside_arena || dying.last_use_point != planned.def_point ||
-            dying.bytes != planned.bytes || llvm::is_contained(handedOver, slot) ||
-            !mayWriteResultOverValue(&op, result, source))
+        if (dying.aliased_arg >= 0 || dying.outside_arena ||
+            dying.last_use_point != planned.def_point || dying.bytes != planned.bytes ||
+            llvm::is_contained(handedOver, slot) || !mayWriteResultOverValue(&op, result, source))
           continue;
         handedOver.push_back(slot);
         slotOf[id] = slot;

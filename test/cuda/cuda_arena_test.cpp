@@ -111,7 +111,7 @@ TEST(CudaArenaPlan, APlanWhoseArenaDoesNotCheckIsRefusedNamingTheValues) {
 }
 
 class CudaArenaExecutableTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     auto backend = CudaBackend::create(fake_.driver());
     ASSERT_TRUE(backend.ok()) << backend.status();
@@ -166,12 +166,12 @@ TEST_F(CudaArenaExecutableTest, AnArenaThatDoesNotFitIsAnErrorAtCreate) {
   auto plan = plan_of(kFourChainStep);
   ASSERT_TRUE(plan.ok()) << plan.status();
   add_kernels(*plan);
-  fake_.device_memory = fake_.device_bytes + 1024;  // less than the arena's 4096 bytes
+  fake_.device_memory = fake_.device_bytes + 1024; // less than the arena's 4096 bytes
   auto exe = CudaExecutable::create(*backend_, *plan);
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(exe.status().message(), HasSubstr("cuda executable: its 4096-byte arena"));
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

@@ -44,7 +44,8 @@ TEST(CudaPlanFormat, ARoundTripGivesTheSamePlan) {
     EXPECT_EQ(blob.substr(0, 8), "MSTEPCUD");
     auto back = deserialize_cuda_plan(blob);
     ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_TRUE(*back == *plan) << describe_cuda_plan(*back) << "\nvs\n" << describe_cuda_plan(*plan);
+    EXPECT_TRUE(*back == *plan) << describe_cuda_plan(*back) << "\nvs\n"
+                                << describe_cuda_plan(*plan);
     EXPECT_EQ(serialize_cuda_plan(*back), blob);
   }
   // The matmul step's fields too.
@@ -64,9 +65,13 @@ CudaPlan small_plan() {
   plan.values = {TensorType{Shape({2, 2}), DType::f32}, TensorType{Shape({2, 2}), DType::f32},
                  TensorType{Shape({2, 2}), DType::f32}};
   plan.num_inputs = 1;
-  CudaKernelInfo kernel{.name = "k", .origin = "mstep.exp #0", .grid = {1, 1, 1},
-                        .block = {4, 1, 1}, .ptx = ".version 8.0"};
-  kernel.cubins.push_back({"sm_90", "\x7f" "ELF"});
+  CudaKernelInfo kernel{.name = "k",
+                        .origin = "mstep.exp #0",
+                        .grid = {1, 1, 1},
+                        .block = {4, 1, 1},
+                        .ptx = ".version 8.0"};
+  kernel.cubins.push_back({"sm_90", "\x7f"
+                                    "ELF"});
   kernel.reports.push_back({.kernel = "k", .arch = "sm_90", .registers = 8});
   plan.kernels.push_back(kernel);
   CudaMatmulInfo matmul{.origin = "mstep.matmul #1"};
@@ -133,7 +138,7 @@ TEST(CudaPlanFormat, EveryMutatedOrCutBodyIsAnErrorOrAPlanThatChecks) {
 }
 
 class CudaPlanLoadTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override { backend_ = make_backend(); }
   /// A backend over the fake that loads executables as the registry's does.
   std::unique_ptr<CudaBackend> make_backend() {
@@ -161,11 +166,11 @@ class CudaPlanLoadTest : public ::testing::Test {
         auto name = names.find(arg);
         args.push_back(name != names.end() ? name->second : "?");
       }
-      out.push_back(absl::StrCat(call.name, " ", call.kernel, " grid ",
-                                 absl::StrJoin(call.grid, ","), " block ",
-                                 absl::StrJoin(call.block, ","), " bytes ", call.bytes,
-                                 call.stream == backend_->context().stream() ? " on the stream" : "",
-                                 " (", absl::StrJoin(args, ", "), ")"));
+      out.push_back(
+          absl::StrCat(call.name, " ", call.kernel, " grid ", absl::StrJoin(call.grid, ","),
+                       " block ", absl::StrJoin(call.block, ","), " bytes ", call.bytes,
+                       call.stream == backend_->context().stream() ? " on the stream" : "", " (",
+                       absl::StrJoin(args, ", "), ")"));
     }
     return out;
   }
@@ -231,11 +236,11 @@ TEST_F(CudaPlanLoadTest, TheLoadedExecutableMakesTheSameDriverCalls) {
   EXPECT_EQ(loaded.create, compiled.create);
   EXPECT_EQ(loaded.run, compiled.run);
   // The run's launches read and write the arena by name: base + offset.
-  EXPECT_THAT(absl::StrJoin(compiled.run, "\n"),
-              HasSubstr(absl::StrCat("cuLaunchKernel ", plan->kernels[1].name,
-                                     " grid 2,1,1 block 256,1,1 bytes 0 on the stream (arena+",
-                                     plan->arena_offsets[1], ", arena+", plan->arena_offsets[2],
-                                     ")")));
+  EXPECT_THAT(
+      absl::StrJoin(compiled.run, "\n"),
+      HasSubstr(absl::StrCat("cuLaunchKernel ", plan->kernels[1].name,
+                             " grid 2,1,1 block 256,1,1 bytes 0 on the stream (arena+",
+                             plan->arena_offsets[1], ", arena+", plan->arena_offsets[2], ")")));
 }
 
 TEST_F(CudaPlanLoadTest, TheCompiledModuleLoaderTakesTheNativeForm) {
@@ -289,5 +294,5 @@ TEST_F(CudaPlanLoadTest, ADeviceWithoutItsCubinLoadsThePtx) {
   EXPECT_THAT(refused.status().message(), HasSubstr("the JIT says no"));
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

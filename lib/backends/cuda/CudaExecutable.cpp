@@ -217,7 +217,8 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
     MSTEP_ASSIGN_OR_RETURN(values.buffers[v], backend_.allocate(plan_.values[v]));
   }
   for (size_t v = 0; v < plan_.values.size(); ++v)
-    if (values.buffers[v] != nullptr) values.pointers[v] = CudaBackend::device_pointer(*values.buffers[v]);
+    if (values.buffers[v] != nullptr)
+      values.pointers[v] = CudaBackend::device_pointer(*values.buffers[v]);
   for (const CudaLaunchStep& launch : plan_.launches) {
     if (launch.matmul >= 0) {
       MSTEP_RETURN_IF_ERROR(run_matmul(launch, values));

@@ -46,9 +46,9 @@ uint8_t read_small(ByteReader& r, absl::string_view field, uint8_t max) {
 void write_report(ByteWriter& w, const PtxasKernelReport& report) {
   w.bytes(report.kernel);
   w.bytes(report.arch);
-  for (long v : {long{report.registers}, long{report.barriers}, report.stack_bytes,
-                 report.spill_store_bytes, report.spill_load_bytes, report.shared_bytes,
-                 report.constant_bytes})
+  for (long v :
+       {long{report.registers}, long{report.barriers}, report.stack_bytes, report.spill_store_bytes,
+        report.spill_load_bytes, report.shared_bytes, report.constant_bytes})
     w.i64(v);
 }
 
@@ -66,7 +66,7 @@ PtxasKernelReport read_report(ByteReader& r) {
   return report;
 }
 
-}  // namespace
+} // namespace
 
 std::string serialize_cuda_plan(const CudaPlan& plan) {
   ByteWriter w;
@@ -180,4 +180,4 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   return plan;
 }
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

@@ -29,4 +29,4 @@ std::string serialize_cuda_plan(const CudaPlan& plan);
 /// check.
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob);
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda
