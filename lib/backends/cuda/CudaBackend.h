@@ -108,6 +108,9 @@ public:
 
   const CudaContext& context() const { return *context_; }
   CudaAllocator& allocator() { return *allocator_; }
+  /// The allocator, shared: memory held past the backend (an executable's
+  /// arena) goes back to it.
+  std::shared_ptr<CudaAllocator> shared_allocator() const { return allocator_; }
   /// The device address of one of this backend's buffers.
   static CUdeviceptr device_pointer(const Buffer& buffer);
   /// OK, or why the context is unusable (a sticky device fault).

@@ -134,8 +134,9 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
     exe->modules_.push_back(std::move(*module));
   }
   if (!exe->plan_.arena_offsets.empty()) {
+    exe->arena_allocator_ = backend.shared_allocator();
     absl::StatusOr<CudaAllocator::Block> arena =
-        backend.allocator().allocate(static_cast<size_t>(exe->plan_.arena_bytes));
+        exe->arena_allocator_->allocate(static_cast<size_t>(exe->plan_.arena_bytes));
     if (!arena.ok())
       return absl::Status(arena.status().code(),
                           absl::StrCat("cuda executable: its ", exe->plan_.arena_bytes,
@@ -161,7 +162,7 @@ absl::StatusOr<std::unique_ptr<Executable>> load_cuda_executable(
 CudaExecutable::~CudaExecutable() {
   // Stream-ordered (CudaAllocator.h): work still queued on the arena runs
   // before whatever gets the block next.
-  if (arena_.pointer != 0) backend_.allocator().release(arena_);
+  if (arena_.pointer != 0) arena_allocator_->release(arena_);
 }
 
 absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch, const RunValues& values) {

@@ -69,6 +69,7 @@ class CudaExecutable final : public Executable {
   std::vector<const CudaKernel*> kernels_;                  // plan_.kernels' order
   std::unique_ptr<CublasLtMatmul> matmul_;                  // when the plan has matmuls
   CudaAllocator::Block arena_;                              // plan_.arena_bytes
+  std::shared_ptr<CudaAllocator> arena_allocator_;          // arena_'s
 };
 
 /// Checks that `plan`'s launches, arguments and outputs name values and
