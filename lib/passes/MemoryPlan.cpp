@@ -147,6 +147,11 @@ int64_t pointOf(const llvm::DenseMap<Operation*, int64_t>& points, mlir::Block& 
 } // namespace
 
 mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, int64_t alignment) {
+  return plan_memory(func, MemoryPlanOptions{.alignment = alignment});
+}
+
+mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, const MemoryPlanOptions& options) {
+  const int64_t alignment = options.alignment;
   if (alignment <= 0 || !llvm::isPowerOf2_64(alignment))
     return func.emitError() << "plan-memory: alignment " << alignment
                             << " is not a power of two; pass e.g. alignment=64";
@@ -188,8 +193,12 @@ mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, int64_t alignme
   //    it only at positions it may write over. Otherwise the result gets an
   //    arena slot like any returned value (the runtime copies it back).
   auto ret = llvm::dyn_cast<mlir::func::ReturnOp>(body.getTerminator());
+  if (ret && !options.returned_in_arena)
+    for (Value value : ret.getOperands())
+      if (auto result = llvm::dyn_cast<OpResult>(value))
+        plan.values[indexOf.lookup(result)].outside_arena = true;
   for (mlir::BlockArgument arg : body.getArguments()) {
-    if (!ret) break;
+    if (!ret || !options.in_place) break;
     auto index =
         func.getArgAttrOfType<mlir::IntegerAttr>(arg.getArgNumber(), "mstep.aliased_result");
     if (!index || index.getInt() < 0 || index.getInt() >= ret.getNumOperands()) continue;
@@ -218,16 +227,17 @@ mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, int64_t alignme
     for (OpResult result : op.getResults()) {
       size_t id = indexOf.lookup(result);
       PlannedValue& planned = plan.values[id];
-      if (planned.aliased_arg >= 0) continue;
+      if (planned.aliased_arg >= 0 || planned.outside_arena) continue;
       for (mlir::OpOperand& operand : op.getOpOperands()) {
+        if (!options.in_place) break;
         auto source = llvm::dyn_cast<OpResult>(operand.get());
         if (!source) continue; // an argument: its buffer is not in the arena
         size_t sourceId = indexOf.lookup(source);
         const PlannedValue& dying = plan.values[sourceId];
         size_t slot = slotOf[sourceId];
-        if (dying.aliased_arg >= 0 || dying.last_use_point != planned.def_point ||
-            dying.bytes != planned.bytes || llvm::is_contained(handedOver, slot) ||
-            !mayWriteResultOverValue(&op, result, source))
+        if (dying.aliased_arg >= 0 || dying.outside_arena ||
+            dying.last_use_point != planned.def_point || dying.bytes != planned.bytes ||
+            llvm::is_contained(handedOver, slot) || !mayWriteResultOverValue(&op, result, source))
           continue;
         handedOver.push_back(slot);
         slotOf[id] = slot;
@@ -294,7 +304,7 @@ mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, int64_t alignme
 
   // 6. Every arena value gets its slot's offset.
   for (auto [id, planned] : llvm::enumerate(plan.values))
-    if (planned.aliased_arg < 0) planned.arena_offset = offsets[slotOf[id]];
+    if (slotOf[id] != SIZE_MAX) planned.arena_offset = offsets[slotOf[id]];
   return plan;
 }
 
@@ -323,6 +333,13 @@ LogicalResult verify_memory_plan(const MemoryPlan& plan, mlir::func::FuncOp func
   }
   for (const PlannedValue& planned : plan.values) {
     Operation* op = planned.value.getOwner();
+    if (planned.outside_arena) {
+      if (planned.arena_offset >= 0 || planned.aliased_arg >= 0 || !ret ||
+          !llvm::is_contained(ret.getOperands(), Value(planned.value)))
+        return op->emitError() << "memory plan: " << describe(planned)
+                               << " is outside the arena but not a returned value";
+      continue;
+    }
     if (planned.aliased_arg >= 0) {
       auto index =
           func.getArgAttrOfType<mlir::IntegerAttr>(planned.aliased_arg, "mstep.aliased_result");
@@ -352,7 +369,7 @@ LogicalResult verify_memory_plan(const MemoryPlan& plan, mlir::func::FuncOp func
   //    it: a sweep in order of definition against the values still live.
   std::vector<size_t> order;
   for (auto [id, planned] : llvm::enumerate(plan.values))
-    if (planned.aliased_arg < 0 && planned.bytes > 0) order.push_back(id);
+    if (planned.aliased_arg < 0 && !planned.outside_arena && planned.bytes > 0) order.push_back(id);
   llvm::stable_sort(order, [&](size_t a, size_t b) {
     return plan.values[a].def_point < plan.values[b].def_point;
   });

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include "lib/backends/cuda/CudaCompiler.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mstep/compiler/BackendCompiler.h"
+#include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
 #include "mstep/ir/MlirParse.h"
 
@@ -38,6 +40,18 @@ func.func @step(%x: tensor<8x64xf32>, %y: tensor<8x64xf32>)
   %1 = mstep.mul %0, %y : tensor<8x64xf32>, tensor<8x64xf32> -> tensor<8x64xf32>
   %2 = mstep.tanh %1 : tensor<8x64xf32>
   return %2, %0 : tensor<8x64xf32>, tensor<8x64xf32>
+}
+)";
+
+/// exp, tanh, exp, tanh: three 2048-byte intermediates, %1 live over
+/// launches 0..1, %2 over 1..2, %3 over 2..3, so %1 and %3 can share.
+inline constexpr const char* kFourChainStep = R"(
+func.func @step(%x: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  %0 = mstep.exp %x : tensor<8x64xf32>
+  %1 = mstep.tanh %0 : tensor<8x64xf32>
+  %2 = mstep.exp %1 : tensor<8x64xf32>
+  %3 = mstep.tanh %2 : tensor<8x64xf32>
+  return %3 : tensor<8x64xf32>
 }
 )";
 
@@ -94,5 +108,13 @@ class CudaStepContext {
   mlir::MLIRContext context_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
 };
+
+/// The plan compile_cuda_step makes of `text` (default options).
+inline absl::StatusOr<CudaPlan> plan_of(const char* text) {
+  CudaStepContext step(text);
+  MSTEP_ASSIGN_OR_RETURN(CompiledCudaStep compiled,
+                         compile_cuda_step(step.module(), default_cuda_compile_options()));
+  return std::move(compiled.plan);
+}
 
 }  // namespace mstep::cuda::testing

@@ -41,12 +41,7 @@ func.func @step(%a: tensor<4x1x8x16xf32>, %b: tensor<1x3x16x32xf32>) -> tensor<4
 }
 )";
 
-absl::StatusOr<CudaPlan> plan_of(const char* text) {
-  testing::CudaStepContext step(text);
-  MSTEP_ASSIGN_OR_RETURN(CompiledCudaStep compiled,
-                         compile_cuda_step(step.module(), default_cuda_compile_options()));
-  return std::move(compiled.plan);
-}
+using testing::plan_of;
 
 TEST(CudaCublasLtPlan, ALinearsMatmulIsACublasLtStepNotAKernel) {
   auto plan = plan_of(kLinearReluStep);

@@ -18,7 +18,10 @@ namespace mstep::passes {
 ///   the arena (possibly shared with `in_place_operand`, see below);
 /// - `aliased_arg >= 0`: the result is written straight into the buffer of
 ///   that donated function argument (the argument's `mstep.aliased_result`
-///   names this result) and takes no arena space.
+///   names this result) and takes no arena space;
+/// - `outside_arena`: a returned value planned with
+///   MemoryPlanOptions::returned_in_arena off; the runtime gives it a
+///   buffer of its own (both other fields are -1).
 struct PlannedValue {
   mlir::OpResult value;
   /// Unaligned size in bytes (elements x element size).
@@ -33,6 +36,7 @@ struct PlannedValue {
   /// The operand number of the defining op whose arena slot this result
   /// takes over (that operand dies at this op); -1 if none.
   int64_t in_place_operand = -1;
+  bool outside_arena = false;
 };
 
 /// The plan of one function. Every result of every op in the function
@@ -55,11 +59,26 @@ struct MemoryPlan {
   const PlannedValue* find(mlir::Value value) const;
 };
 
+/// How plan_memory places values. The defaults are the cpu backend's.
+struct MemoryPlanOptions {
+  /// Offsets are multiples of this (a power of two).
+  int64_t alignment = 64;
+  /// Whether a result may take over a dying operand's slot (and a donated
+  /// argument's buffer). Off for kernels whose buffers must not alias (the
+  /// cuda backend's are `restrict`).
+  bool in_place = true;
+  /// Whether returned values get arena slots. Off: they are outside_arena,
+  /// for a runtime that hands each run's outputs fresh buffers and keeps
+  /// the arena for the intermediates (the cuda backend).
+  bool returned_in_arena = true;
+};
+
 /// Plans `func`'s arena with offsets that are multiples of `alignment` (a
 /// power of two). The body must be a single block of ops whose results are
 /// statically shaped ranked tensors of f32, f64, bf16, f16, i32, i64 or i1.
 /// On a function it cannot plan, emits a located error and fails.
 mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, int64_t alignment = 64);
+mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, const MemoryPlanOptions& options);
 
 /// Checks `plan` independently of how it was built: offsets aligned and
 /// inside the arena, and no two values live at the same program point

@@ -90,6 +90,7 @@ struct MatmulShape {
   bool bias = false;
   /// "[64, 32] x [32, 16] bf16, B transposed, bias + gelu".
   std::string to_string() const;
+  friend bool operator==(const MatmulShape&, const MatmulShape&) = default;
   /// The order of the plan cache.
   friend bool operator<(const MatmulShape& x, const MatmulShape& y) {
     return std::tie(x.m, x.n, x.k, x.transpose_a, x.transpose_b, x.dtype, x.epilogue, x.bias) <

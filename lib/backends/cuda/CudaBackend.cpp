@@ -61,18 +61,27 @@ CudaBackend::create(std::shared_ptr<const CudaDriver> driver, const CudaBackendO
                          CudaContext::create(std::move(driver), options.device));
   backend->context_ = std::move(context);
   backend->allocator_ = std::make_shared<CudaAllocator>(backend->context_);
+  backend->options_ = options;
   MSTEP_ASSIGN_OR_RETURN(backend->staging_,
                          CudaStaging::create(*backend->context_, options.staging_chunk_bytes));
   return backend;
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::create_default() {
+absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::create_default(
+    const CudaBackendOptions& options) {
   MSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const CudaDriver> driver, load_cuda_driver());
-  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = create(std::move(driver));
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = create(std::move(driver), options);
   if (!backend.ok())
     return absl::UnavailableError(
         absl::StrCat("cuda: unavailable: ", backend.status().message()));
   return std::unique_ptr<Backend>(std::move(*backend));
+}
+
+absl::StatusOr<std::unique_ptr<Executable>> CudaBackend::deserialize(absl::string_view blob,
+                                                                     const RuntimeOptions&) {
+  if (!options_.load_executable)
+    return absl::UnimplementedError("cuda: this build's cuda backend loads no executables");
+  return options_.load_executable(*this, blob);
 }
 
 CudaBackend::~CudaBackend() {

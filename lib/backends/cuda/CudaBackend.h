@@ -57,8 +57,17 @@ private:
   uint64_t last_write_ = 0; // ticket of the last enqueued work writing it (0: none)
 };
 
+class CudaBackend;
+
 struct CudaBackendOptions {
   int device = 0;
+  /// Rebuilds an executable from its stored form (deserialize()). The
+  /// loader lives with CudaExecutable in libmstep_runtime, which sets it
+  /// (load_cuda_executable); the GPU check's binary links this backend
+  /// without it. Unset: deserialize() is Unimplemented (the stored form is
+  /// then taken for module text and compiled again).
+  std::function<absl::StatusOr<std::unique_ptr<Executable>>(CudaBackend&, absl::string_view blob)>
+      load_executable;
   /// Pinned staging: two chunks of this size (copy_in/copy_out).
   size_t staging_chunk_bytes = CudaStaging::kDefaultChunkBytes;
 };
@@ -70,12 +79,17 @@ public:
   create(std::shared_ptr<const CudaDriver> driver, const CudaBackendOptions& options = {});
   /// load_cuda_driver() and create(): the registry's factory. Without a
   /// usable driver: UnavailableError "cuda: unavailable: <reason>".
-  static absl::StatusOr<std::unique_ptr<Backend>> create_default();
+  static absl::StatusOr<std::unique_ptr<Backend>> create_default(
+      const CudaBackendOptions& options = {});
 
   ~CudaBackend() override;
 
   absl::string_view name() const override { return "cuda"; }
   DeviceType device_type() const override { return DeviceType::cuda; }
+  /// A cuda executable from its serialized plan, through
+  /// CudaBackendOptions::load_executable.
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
+                                                          const RuntimeOptions& options) override;
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override;
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override;
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override;
@@ -94,6 +108,9 @@ public:
 
   const CudaContext& context() const { return *context_; }
   CudaAllocator& allocator() { return *allocator_; }
+  /// The allocator, shared: memory held past the backend (an executable's
+  /// arena) goes back to it.
+  std::shared_ptr<CudaAllocator> shared_allocator() const { return allocator_; }
   /// The device address of one of this backend's buffers.
   static CUdeviceptr device_pointer(const Buffer& buffer);
   /// OK, or why the context is unusable (a sticky device fault).
@@ -117,6 +134,7 @@ private:
 
   std::shared_ptr<const CudaContext> context_;
   std::shared_ptr<CudaAllocator> allocator_;
+  CudaBackendOptions options_;
   std::unique_ptr<CudaStaging> staging_;
   mutable std::mutex mutex_;
   std::deque<Work> pending_;       // enqueued, not known complete, by ticket

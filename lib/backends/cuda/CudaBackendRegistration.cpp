@@ -2,13 +2,25 @@
 // check's binary links CudaBackend.cpp without the registry). Creation
 // loads the driver on first use; without one, BackendRegistry::get returns
 // "cuda: unavailable: <reason>" and the other backends are unaffected.
+// Its executables load from their stored form (CudaPlanFormat.h) through
+// load_cuda_executable.
 #include "lib/backends/cuda/CudaBackend.h"
+#include "lib/backends/cuda/CudaExecutable.h"
 
 namespace mstep::cuda {
 namespace {
 
 const bool registered = [] {
-  BackendRegistry::register_backend("cuda", DeviceType::cuda, &CudaBackend::create_default);
+  // Executables from the disk cache and exported graphs load as plans.
+  BackendRegistry::register_backend("cuda", DeviceType::cuda,
+                                    []() -> absl::StatusOr<std::unique_ptr<Backend>> {
+                                      CudaBackendOptions options;
+                                      options.load_executable = [](CudaBackend& backend,
+                                                                   absl::string_view blob) {
+                                        return load_cuda_executable(backend, blob);
+                                      };
+                                      return CudaBackend::create_default(options);
+                                    });
   return true;
 }();
 

@@ -15,7 +15,9 @@
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
+#include "mstep/ir/MlirParse.h"
 #include "mstep/ir/dialect/MstepOps.h"
+#include "mstep/passes/MemoryPlan.h"
 
 namespace mstep::cuda {
 
@@ -71,6 +73,29 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
   if (product(result.shape, 0, result.shape.rank()) != info.batch * info.shape.m * info.shape.n)
     return unimplemented(absl::StrCat("the result ", result.to_string(), " is not the product's"));
   return info;
+}
+
+/// The memory plan (CudaPlan::arena_offsets): the shared arena planner
+/// (MemoryPlan.h) over the step's ops, with nothing in place (the kernels'
+/// buffers are restrict) and the returned values outside the arena (each
+/// run returns fresh buffers; the arena is the executable's).
+absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Value, int>& ids,
+                        CudaPlan& plan) {
+  DiagnosticCollector diagnostics(*step.getContext());
+  const passes::MemoryPlanOptions options{
+      .alignment = kCudaArenaAlignment, .in_place = false, .returned_in_arena = false};
+  mlir::FailureOr<passes::MemoryPlan> memory = passes::plan_memory(step, options);
+  if (mlir::failed(memory) || mlir::failed(passes::verify_memory_plan(*memory, step)))
+    return absl::InternalError(
+        absl::StrCat("cuda: planning the step's arena failed:", diagnostics.text()));
+  plan.arena_offsets.assign(plan.values.size(), -1);
+  plan.arena_bytes = memory->arena_bytes;
+  for (const passes::PlannedValue& planned : memory->values) {
+    auto id = ids.find(planned.value);
+    if (planned.arena_offset < 0 || id == ids.end()) continue;  // returned, or no plan value
+    plan.arena_offsets[id->second] = planned.arena_offset;
+  }
+  return validate_cuda_arena(plan);
 }
 
 }  // namespace
@@ -160,6 +185,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     tiled.params.insert(tiled.params.end(), results.begin(), results.end());
     compiled.tiled.push_back(std::move(tiled));
   }
+  MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, plan));
   return compiled;
 }
 

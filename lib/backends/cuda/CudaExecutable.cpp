@@ -1,9 +1,12 @@
 // CudaExecutable: see CudaExecutable.h.
 #include "lib/backends/cuda/CudaExecutable.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/backends/cuda/CudaLaunch.h"
+#include "lib/backends/cuda/CudaPlanFormat.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::cuda {
@@ -40,6 +43,61 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
   }
   for (int value : plan.outputs)
     if (value < 0 || value >= num_values) return bad("an output is value ", value, " of ", num_values);
+  return validate_cuda_arena(plan);
+}
+
+absl::Status validate_cuda_arena(const CudaPlan& plan) {
+  auto bad = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda plan: ", parts...));
+  };
+  if (plan.arena_offsets.empty()) return absl::OkStatus();
+  const size_t num_values = plan.values.size();
+  if (plan.arena_offsets.size() != num_values)
+    return bad(plan.arena_offsets.size(), " arena offsets for ", num_values, " values");
+  if (plan.arena_bytes < 0) return bad("an arena of ", plan.arena_bytes, " bytes");
+  const auto in_arena = [&](size_t v) { return plan.arena_offsets[v] >= 0; };
+  for (size_t v = 0; v < num_values; ++v) {
+    const int64_t offset = plan.arena_offsets[v];
+    if (offset < -1) return bad("value %", v, " has arena offset ", offset);
+    if (!in_arena(v)) continue;
+    const int64_t bytes = static_cast<int64_t>(plan.values[v].bytes());
+    if (v < plan.num_inputs) return bad("step input %", v, " is placed in the arena");
+    if (offset % kCudaArenaAlignment != 0 || bytes > plan.arena_bytes ||
+        offset > plan.arena_bytes - bytes)
+      return bad("value %", v, " (", bytes, " bytes at arena + ", offset,
+                 ") is not at an offset aligned to ", kCudaArenaAlignment, " inside the ",
+                 plan.arena_bytes, "-byte arena");
+  }
+  // An output in the arena would be overwritten by the next run.
+  for (int value : plan.outputs)
+    if (in_arena(value)) return bad("output %", value, " is placed in the arena");
+  // Lifetimes in launches: from the first launch that uses a value to the
+  // last. Two arena values whose lifetimes meet must not share a byte (no
+  // launch writes over what it reads: the kernels' buffers are restrict).
+  std::vector<int64_t> first(num_values, -1), last(num_values, -1);
+  for (size_t l = 0; l < plan.launches.size(); ++l)
+    for (const std::vector<int>* values : {&plan.launches[l].args, &plan.launches[l].writes})
+      for (int value : *values) {
+        if (first[value] < 0) first[value] = static_cast<int64_t>(l);
+        last[value] = static_cast<int64_t>(l);
+      }
+  std::vector<size_t> placed;
+  for (size_t v = 0; v < num_values; ++v)
+    if (in_arena(v) && first[v] >= 0 && plan.values[v].bytes() > 0) placed.push_back(v);
+  std::sort(placed.begin(), placed.end(),
+            [&](size_t a, size_t b) { return plan.arena_offsets[a] < plan.arena_offsets[b]; });
+  // By offset: each value against the following ones that start before it ends.
+  for (size_t i = 0; i < placed.size(); ++i) {
+    const size_t a = placed[i];
+    const int64_t end = plan.arena_offsets[a] + static_cast<int64_t>(plan.values[a].bytes());
+    for (size_t j = i + 1; j < placed.size() && plan.arena_offsets[placed[j]] < end; ++j) {
+      const size_t b = placed[j];
+      if (first[a] <= last[b] && first[b] <= last[a])
+        return bad("values %", a, " and %", b, " overlap in the arena (at ", plan.arena_offsets[a],
+                   " and ", plan.arena_offsets[b], ") while both are live (launches ", first[a],
+                   "..", last[a], " and ", first[b], "..", last[b], ")");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -75,21 +133,49 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
     exe->kernels_.push_back(kernel);
     exe->modules_.push_back(std::move(*module));
   }
+  if (!exe->plan_.arena_offsets.empty()) {
+    exe->arena_allocator_ = backend.shared_allocator();
+    absl::StatusOr<CudaAllocator::Block> arena =
+        exe->arena_allocator_->allocate(static_cast<size_t>(exe->plan_.arena_bytes));
+    if (!arena.ok())
+      return absl::Status(arena.status().code(),
+                          absl::StrCat("cuda executable: its ", exe->plan_.arena_bytes,
+                                       "-byte arena: ", arena.status().message()));
+    exe->arena_ = *arena;
+  }
   return exe;
 }
 
-absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch,
-                                        const std::vector<BufferPtr>& values) {
+absl::StatusOr<std::string> CudaExecutable::serialize(absl::string_view module_text) const {
+  (void)module_text;  // the plan is all a load needs
+  return serialize_cuda_plan(plan_);
+}
+
+absl::StatusOr<std::unique_ptr<Executable>> load_cuda_executable(
+    CudaBackend& backend, absl::string_view blob, std::shared_ptr<const CublasLtApi> cublaslt) {
+  MSTEP_ASSIGN_OR_RETURN(CudaPlan plan, deserialize_cuda_plan(blob));
+  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> exe,
+                         CudaExecutable::create(backend, std::move(plan), std::move(cublaslt)));
+  return std::unique_ptr<Executable>(std::move(exe));
+}
+
+CudaExecutable::~CudaExecutable() {
+  // Stream-ordered (CudaAllocator.h): work still queued on the arena runs
+  // before whatever gets the block next.
+  if (arena_.pointer != 0) arena_allocator_->release(arena_);
+}
+
+absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch, const RunValues& values) {
   const CudaMatmulInfo& m = plan_.matmuls[launch.matmul];
-  std::vector<const Buffer*> reads;
-  for (int value : launch.args) reads.push_back(values[value].get());
-  const Buffer* c = values[launch.writes[0]].get();
+  std::vector<const Buffer*> reads, writes;
+  values.add_buffers(launch.args, reads);
+  values.add_buffers(launch.writes, writes);
   const uint64_t element = element_size(m.shape.dtype);
   auto queue = [&]() -> absl::Status {
-    const CUdeviceptr a = CudaBackend::device_pointer(*reads[0]);
-    const CUdeviceptr b = CudaBackend::device_pointer(*reads[1]);
-    const CUdeviceptr bias = m.shape.bias ? CudaBackend::device_pointer(*reads[2]) : 0;
-    const CUdeviceptr out = CudaBackend::device_pointer(*c);
+    const CUdeviceptr a = values.pointers[launch.args[0]];
+    const CUdeviceptr b = values.pointers[launch.args[1]];
+    const CUdeviceptr bias = m.shape.bias ? values.pointers[launch.args[2]] : 0;
+    const CUdeviceptr out = values.pointers[launch.writes[0]];
     for (int64_t i = 0; i < m.batch; ++i) {
       MSTEP_RETURN_IF_ERROR(matmul_->run(m.shape, a + i * m.a_stride * element,
                                          b + i * m.b_stride * element, bias,
@@ -97,8 +183,13 @@ absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch,
     }
     return absl::OkStatus();
   };
-  const Buffer* const writes[] = {c};
   return backend_.enqueue(absl::StrCat("cublasLt step (", m.origin, ")"), queue, reads, writes);
+}
+
+void CudaExecutable::RunValues::add_buffers(const std::vector<int>& ids,
+                                            std::vector<const Buffer*>& out) const {
+  for (int value : ids)
+    if (buffers[value] != nullptr) out.push_back(buffers[value].get());
 }
 
 absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const BufferPtr> inputs,
@@ -107,17 +198,28 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
   if (inputs.size() != plan_.num_inputs)
     return absl::InvalidArgumentError(absl::StrCat("cuda executable: expected ", plan_.num_inputs,
                                                    " inputs, got ", inputs.size()));
-  std::vector<BufferPtr> values(plan_.values.size());
+  RunValues values;
+  values.buffers.resize(plan_.values.size());
+  values.pointers.resize(plan_.values.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] == nullptr || inputs[i]->type() != plan_.values[i])
       return absl::InvalidArgumentError(absl::StrCat(
           "cuda executable: input ", i, " must be ", plan_.values[i].to_string(), ", got ",
           inputs[i] == nullptr ? std::string("no buffer") : inputs[i]->type().to_string()));
-    values[i] = inputs[i];
+    values.buffers[i] = inputs[i];
   }
-  for (size_t v = plan_.num_inputs; v < values.size(); ++v) {
-    MSTEP_ASSIGN_OR_RETURN(values[v], backend_.allocate(plan_.values[v]));
+  // Intermediates: base + offset in the arena (stream order makes reusing
+  // it in the next run safe); the rest, outputs, get buffers of their own.
+  for (size_t v = plan_.num_inputs; v < plan_.values.size(); ++v) {
+    if (!plan_.arena_offsets.empty() && plan_.arena_offsets[v] >= 0) {
+      values.pointers[v] = arena_.pointer + static_cast<CUdeviceptr>(plan_.arena_offsets[v]);
+      continue;
+    }
+    MSTEP_ASSIGN_OR_RETURN(values.buffers[v], backend_.allocate(plan_.values[v]));
   }
+  for (size_t v = 0; v < plan_.values.size(); ++v)
+    if (values.buffers[v] != nullptr)
+      values.pointers[v] = CudaBackend::device_pointer(*values.buffers[v]);
   for (const CudaLaunchStep& launch : plan_.launches) {
     if (launch.matmul >= 0) {
       MSTEP_RETURN_IF_ERROR(run_matmul(launch, values));
@@ -125,12 +227,10 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
     }
     const CudaKernelInfo& info = plan_.kernels[launch.kernel];
     CudaKernelArgs args;
+    for (int value : launch.args) args.add(values.pointers[value]);
     std::vector<const Buffer*> reads, writes;
-    for (int value : launch.args) {
-      args.add(CudaBackend::device_pointer(*values[value]));
-      reads.push_back(values[value].get());
-    }
-    for (int value : launch.writes) writes.push_back(values[value].get());
+    values.add_buffers(launch.args, reads);
+    values.add_buffers(launch.writes, writes);
     CudaLaunchConfig config;
     config.grid = info.grid;
     config.block = info.block;
@@ -140,7 +240,7 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
         [&] { return launch_kernel(backend_.context(), kernel, config, args); }, reads, writes));
   }
   std::vector<BufferPtr> outputs;
-  for (int value : plan_.outputs) outputs.push_back(values[value]);
+  for (int value : plan_.outputs) outputs.push_back(values.buffers[value]);
   return outputs;
 }
 

@@ -1,6 +1,8 @@
-// The cuda backend's executable: a CudaPlan run on a CudaBackend. Each
-// run allocates the values the launches compute from the backend's
-// caching allocator, then queues the steps (kernel launches, cuBLASLt
+// The cuda backend's executable: a CudaPlan run on a CudaBackend. The
+// plan's arena (the intermediate values) is allocated once, from the
+// backend's caching allocator, when the executable is created; each run
+// allocates its outputs (and any computed value the plan leaves outside
+// the arena) from the same allocator, then queues the steps (kernel launches, cuBLASLt
 // matmuls through the runtime's CublasLtMatmul) in order through
 // CudaBackend::enqueue (one stream, an event after each: the seam's
 // asynchronous contract) and returns without waiting. Library-internal;
@@ -30,29 +32,65 @@ class CudaExecutable final : public Executable {
   static absl::StatusOr<std::unique_ptr<CudaExecutable>> create(
       CudaBackend& backend, CudaPlan plan, std::shared_ptr<const CublasLtApi> cublaslt = nullptr);
 
+  ~CudaExecutable() override;
+
   using Executable::run;
-  /// Nothing is donated or written in place: every computed value gets a
-  /// buffer of its own (the caching allocator makes that cheap).
+  /// Nothing is donated or written in place: intermediates are at their
+  /// offsets in the arena (launch arguments are its base + offset), every
+  /// output gets a buffer of its own (the caching allocator makes that
+  /// cheap).
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
                                              const Donation& donation) override;
   size_t num_kernels() const override { return plan_.launches.size(); }
 
   const CudaPlan& plan() const { return plan_; }
+  /// The serialized plan (CudaPlanFormat.h): the disk cache's and an
+  /// exported graph's form; `module_text` is not needed to load it.
+  absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;
+  /// The device address of the arena (0: none).
+  CUdeviceptr arena_pointer() const { return arena_.pointer; }
 
  private:
+  /// One run's values: a buffer (inputs, outputs) or none (in the arena),
+  /// and each one's device address.
+  struct RunValues {
+    std::vector<BufferPtr> buffers;
+    std::vector<CUdeviceptr> pointers;
+    /// Appends the buffers of `ids` that are not in the arena.
+    void add_buffers(const std::vector<int>& ids, std::vector<const Buffer*>& out) const;
+  };
   CudaExecutable(CudaBackend& backend, CudaPlan plan) : backend_(backend), plan_(std::move(plan)) {}
   /// Queues cuBLASLt step `launch` (one call per batch matrix).
-  absl::Status run_matmul(const CudaLaunchStep& launch, const std::vector<BufferPtr>& values);
+  absl::Status run_matmul(const CudaLaunchStep& launch, const RunValues& values);
 
   CudaBackend& backend_;
   CudaPlan plan_;
   std::vector<std::unique_ptr<CudaKernelModule>> modules_;  // one per kernel
   std::vector<const CudaKernel*> kernels_;                  // plan_.kernels' order
   std::unique_ptr<CublasLtMatmul> matmul_;                  // when the plan has matmuls
+  CudaAllocator::Block arena_;                              // plan_.arena_bytes
+  std::shared_ptr<CudaAllocator> arena_allocator_;          // arena_'s
 };
 
 /// Checks that `plan`'s launches, arguments and outputs name values and
-/// kernels it has (a plan read from disk is checked before it runs).
+/// kernels it has, and validate_cuda_arena (a plan read from disk is
+/// checked before it runs).
 absl::Status validate_cuda_plan(const CudaPlan& plan);
+
+/// Checks the memory plan alone, independently of how it was built: one
+/// offset per value; inputs and outputs outside the arena; every arena
+/// value aligned to kCudaArenaAlignment and inside the arena; and no two
+/// arena values that are live at one launch (from the first launch that
+/// uses one to the last) overlap.
+absl::Status validate_cuda_arena(const CudaPlan& plan);
+
+/// Rebuilds an executable on `backend` from CudaExecutable::serialize()'s
+/// bytes (the backend's deserialize()). Unimplemented when `blob` is not a
+/// serialized cuda plan; DataLoss for a corrupt or truncated one; then
+/// create()'s errors (a kernel that loads neither as cubin nor PTX).
+/// `cublaslt` as for create().
+absl::StatusOr<std::unique_ptr<Executable>> load_cuda_executable(
+    CudaBackend& backend, absl::string_view blob,
+    std::shared_ptr<const CublasLtApi> cublaslt = nullptr);
 
 }  // namespace mstep::cuda

@@ -10,9 +10,18 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
   std::string text = absl::StrCat("cuda plan: ", plan.num_inputs, " inputs, ",
                                   plan.values.size() - plan.num_inputs, " computed values, ",
                                   plan.launches.size(), " launches\n");
-  for (size_t v = 0; v < plan.values.size(); ++v)
-    absl::StrAppend(&text, "  %", v, ": ", plan.values[v].to_string(),
-                    v < plan.num_inputs ? " (input)" : "", "\n");
+  if (!plan.arena_offsets.empty())
+    absl::StrAppend(&text, "  arena: ", plan.arena_bytes, " bytes, allocated once\n");
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    absl::StrAppend(&text, "  %", v, ": ", plan.values[v].to_string());
+    if (v < plan.num_inputs)
+      absl::StrAppend(&text, " (input)");
+    else if (!plan.arena_offsets.empty() && plan.arena_offsets[v] >= 0)
+      absl::StrAppend(&text, " at arena + ", plan.arena_offsets[v]);
+    else
+      absl::StrAppend(&text, " (own buffer)");
+    absl::StrAppend(&text, "\n");
+  }
   for (const CudaLaunchStep& launch : plan.launches) {
     if (launch.matmul >= 0) {
       const CudaMatmulInfo& m = plan.matmuls[launch.matmul];

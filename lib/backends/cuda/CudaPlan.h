@@ -1,8 +1,10 @@
 // The cuda executable's plan: a linear list of steps over the step's
 // values, each a kernel launch (with the kernel's PTX and cubins) or a
-// cuBLASLt matmul (mstep.matmul: shape, transposes, dtype, epilogue). The compile half
-// (CudaCompiler.cpp) builds it from MLIR; CudaExecutable (runtime half, no
-// MLIR) runs it, and CudaPlanFormat serializes it. Library-internal.
+// cuBLASLt matmul (mstep.matmul: shape, transposes, dtype, epilogue), and
+// the memory plan: every intermediate value at an offset of one device
+// arena. The compile half (CudaCompiler.cpp) builds it from MLIR;
+// CudaExecutable (runtime half, no MLIR) runs it, and CudaPlanFormat.h
+// serializes it. Library-internal.
 #pragma once
 
 #include <array>
@@ -19,6 +21,7 @@ namespace mstep::cuda {
 struct CudaCubin {
   std::string arch;   ///< "sm_90"
   std::string image;  ///< the ELF
+  friend bool operator==(const CudaCubin&, const CudaCubin&) = default;
 };
 
 /// One kernel: its PTX (kept for the JIT on newer GPUs), a cubin per
@@ -31,6 +34,7 @@ struct CudaKernelInfo {
   std::string ptx;
   std::vector<CudaCubin> cubins;
   std::vector<PtxasKernelReport> reports;
+  friend bool operator==(const CudaKernelInfo&, const CudaKernelInfo&) = default;
 };
 
 /// One cuBLASLt matmul step: `batch` matmuls of `shape`; matmul i reads A
@@ -41,6 +45,7 @@ struct CudaMatmulInfo {
   MatmulShape shape;
   int64_t batch = 1;
   int64_t a_stride = 0, b_stride = 0, c_stride = 0;
+  friend bool operator==(const CudaMatmulInfo&, const CudaMatmulInfo&) = default;
 };
 
 /// One step of the plan. A kernel launch (matmul < 0): kernel `kernel`
@@ -53,7 +58,12 @@ struct CudaLaunchStep {
   int matmul = -1;
   std::vector<int> args;
   std::vector<int> writes;
+  friend bool operator==(const CudaLaunchStep&, const CudaLaunchStep&) = default;
 };
+
+/// Arena offsets are multiples of this (cuMemAlloc's alignment, enough for
+/// every vector load and cuBLASLt's operands).
+inline constexpr int64_t kCudaArenaAlignment = 256;
 
 struct CudaPlan {
   /// Every value: the step's inputs first (0 .. num_inputs-1), then the
@@ -65,11 +75,21 @@ struct CudaPlan {
   std::vector<CudaKernelInfo> kernels;
   std::vector<CudaMatmulInfo> matmuls;
   std::vector<CudaLaunchStep> launches;
+  /// The memory plan: empty (every computed value gets a buffer of its
+  /// own each run), or one entry per value: the offset of an intermediate
+  /// value in the arena, or -1 for a value with its own buffer (the step's
+  /// inputs, and its outputs, which each run returns in fresh buffers).
+  /// Values whose launches can be live together never overlap
+  /// (validate_cuda_plan checks it).
+  std::vector<int64_t> arena_offsets;
+  /// The arena's size: the executable allocates it once.
+  int64_t arena_bytes = 0;
+  friend bool operator==(const CudaPlan&, const CudaPlan&) = default;
 };
 
-/// The plan as text: each launch with its grid, block, arguments and
-/// ptxas's registers, shared memory and spills per architecture (the IR
-/// dump's "cuda plan" stage).
+/// The plan as text: the arena and each value's offset in it, each launch
+/// with its grid, block, arguments and ptxas's registers, shared memory and
+/// spills per architecture (the IR dump's "cuda plan" stage).
 std::string describe_cuda_plan(const CudaPlan& plan);
 
 }  // namespace mstep::cuda

@@ -22,6 +22,7 @@ struct PtxasKernelReport {
   long spill_load_bytes = 0;  ///< spill loads
   long shared_bytes = 0;      ///< static shared memory (smem)
   long constant_bytes = 0;    ///< cmem[0], the parameter bank (0 where not reported)
+  friend bool operator==(const PtxasKernelReport&, const PtxasKernelReport&) = default;
 };
 
 /// Every entry function in `text` (the stderr of `ptxas -v`), in order.

@@ -1,0 +1,183 @@
+// CudaPlan <-> bytes (see CudaPlanFormat.h).
+#include "lib/backends/cuda/CudaPlanFormat.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaExecutable.h"
+#include "mstep/core/ByteStream.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::cuda {
+
+namespace {
+
+constexpr absl::string_view kMagic = "MSTEPCUD";
+constexpr absl::string_view kWhat = "cuda executable";
+
+void write_ints(ByteWriter& w, const std::vector<int>& values) {
+  w.u32(static_cast<uint32_t>(values.size()));
+  for (int v : values) w.i64(v);
+}
+
+/// An i64 that must fit an int (a value, kernel or matmul index, or -1).
+int read_int(ByteReader& r, absl::string_view field) {
+  const int64_t v = r.i64(field);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+    r.fail(absl::StrCat(field, " ", v, " is out of range"));
+    return 0;
+  }
+  return static_cast<int>(v);
+}
+
+std::vector<int> read_ints(ByteReader& r, absl::string_view field) {
+  std::vector<int> values(r.count(field, 8));
+  for (int& v : values) v = read_int(r, field);
+  return values;
+}
+
+/// A u8 flag or enum no larger than `max`.
+uint8_t read_small(ByteReader& r, absl::string_view field, uint8_t max) {
+  const uint8_t v = r.u8(field);
+  if (v > max) r.fail(absl::StrCat(field, " ", int{v}, " is out of range"));
+  return v;
+}
+
+void write_report(ByteWriter& w, const PtxasKernelReport& report) {
+  w.bytes(report.kernel);
+  w.bytes(report.arch);
+  for (long v :
+       {long{report.registers}, long{report.barriers}, report.stack_bytes, report.spill_store_bytes,
+        report.spill_load_bytes, report.shared_bytes, report.constant_bytes})
+    w.i64(v);
+}
+
+PtxasKernelReport read_report(ByteReader& r) {
+  PtxasKernelReport report;
+  report.kernel = std::string(r.bytes("a ptxas report's kernel"));
+  report.arch = std::string(r.bytes("a ptxas report's arch"));
+  report.registers = read_int(r, "a ptxas report's registers");
+  report.barriers = read_int(r, "a ptxas report's barriers");
+  report.stack_bytes = r.i64("a ptxas report's stack");
+  report.spill_store_bytes = r.i64("a ptxas report's spill stores");
+  report.spill_load_bytes = r.i64("a ptxas report's spill loads");
+  report.shared_bytes = r.i64("a ptxas report's smem");
+  report.constant_bytes = r.i64("a ptxas report's cmem");
+  return report;
+}
+
+} // namespace
+
+std::string serialize_cuda_plan(const CudaPlan& plan) {
+  ByteWriter w;
+  w.u32(static_cast<uint32_t>(plan.values.size()));
+  for (const TensorType& type : plan.values) write_tensor_type(w, type);
+  w.u64(plan.num_inputs);
+  write_ints(w, plan.outputs);
+  w.u32(static_cast<uint32_t>(plan.kernels.size()));
+  for (const CudaKernelInfo& k : plan.kernels) {
+    w.bytes(k.name);
+    w.bytes(k.origin);
+    for (unsigned v : k.grid) w.u32(v);
+    for (unsigned v : k.block) w.u32(v);
+    w.bytes(k.ptx);
+    w.u32(static_cast<uint32_t>(k.cubins.size()));
+    for (const CudaCubin& cubin : k.cubins) {
+      w.bytes(cubin.arch);
+      w.bytes(cubin.image);
+    }
+    w.u32(static_cast<uint32_t>(k.reports.size()));
+    for (const PtxasKernelReport& report : k.reports) write_report(w, report);
+  }
+  w.u32(static_cast<uint32_t>(plan.matmuls.size()));
+  for (const CudaMatmulInfo& m : plan.matmuls) {
+    w.bytes(m.origin);
+    w.i64(m.shape.m);
+    w.i64(m.shape.n);
+    w.i64(m.shape.k);
+    w.u8(m.shape.transpose_a);
+    w.u8(m.shape.transpose_b);
+    w.u8(static_cast<uint8_t>(m.shape.dtype));
+    w.u8(static_cast<uint8_t>(m.shape.epilogue));
+    w.u8(m.shape.bias);
+    w.i64(m.batch);
+    w.i64(m.a_stride);
+    w.i64(m.b_stride);
+    w.i64(m.c_stride);
+  }
+  w.u32(static_cast<uint32_t>(plan.launches.size()));
+  for (const CudaLaunchStep& launch : plan.launches) {
+    w.i64(launch.kernel);
+    w.i64(launch.matmul);
+    write_ints(w, launch.args);
+    write_ints(w, launch.writes);
+  }
+  w.u32(static_cast<uint32_t>(plan.arena_offsets.size()));
+  for (int64_t offset : plan.arena_offsets) w.i64(offset);
+  w.i64(plan.arena_bytes);
+  return seal(kMagic, kCudaPlanFormatVersion, w.data());
+}
+
+absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
+  MSTEP_ASSIGN_OR_RETURN(absl::string_view body,
+                         unseal(blob, kMagic, kCudaPlanFormatVersion, kWhat));
+  ByteReader r(body, kWhat);
+  CudaPlan plan;
+  // Each count is checked against the bytes left (a corrupt count cannot
+  // allocate more than the blob's size); reads after an error return zeros.
+  plan.values.resize(r.count("the value count", 2));
+  for (TensorType& type : plan.values) type = read_tensor_type(r, "a value's type");
+  plan.num_inputs = r.u64("the input count");
+  plan.outputs = read_ints(r, "an output");
+  plan.kernels.resize(r.count("the kernel count", 8 * 4 + 6 * 4));
+  for (CudaKernelInfo& k : plan.kernels) {
+    k.name = std::string(r.bytes("a kernel's name"));
+    k.origin = std::string(r.bytes("a kernel's origin"));
+    for (unsigned& v : k.grid) v = r.u32("a kernel's grid");
+    for (unsigned& v : k.block) v = r.u32("a kernel's block");
+    k.ptx = std::string(r.bytes("a kernel's PTX"));
+    k.cubins.resize(r.count("a kernel's cubin count", 16));
+    for (CudaCubin& cubin : k.cubins) {
+      cubin.arch = std::string(r.bytes("a cubin's arch"));
+      cubin.image = std::string(r.bytes("a cubin"));
+    }
+    k.reports.resize(r.count("a kernel's ptxas report count", 16 + 7 * 8));
+    for (PtxasKernelReport& report : k.reports) report = read_report(r);
+  }
+  plan.matmuls.resize(r.count("the matmul count", 8 + 3 * 8 + 5 + 4 * 8));
+  for (CudaMatmulInfo& m : plan.matmuls) {
+    m.origin = std::string(r.bytes("a matmul's origin"));
+    m.shape.m = r.i64("a matmul's m");
+    m.shape.n = r.i64("a matmul's n");
+    m.shape.k = r.i64("a matmul's k");
+    m.shape.transpose_a = read_small(r, "a matmul's transpose_a", 1);
+    m.shape.transpose_b = read_small(r, "a matmul's transpose_b", 1);
+    m.shape.dtype = static_cast<DType>(read_small(r, "a matmul's dtype", kNumDTypes - 1));
+    m.shape.epilogue = static_cast<MatmulEpilogue>(
+        read_small(r, "a matmul's epilogue", static_cast<uint8_t>(MatmulEpilogue::gelu)));
+    m.shape.bias = read_small(r, "a matmul's bias flag", 1);
+    m.batch = r.i64("a matmul's batch");
+    m.a_stride = r.i64("a matmul's A stride");
+    m.b_stride = r.i64("a matmul's B stride");
+    m.c_stride = r.i64("a matmul's C stride");
+  }
+  plan.launches.resize(r.count("the launch count", 2 * 8 + 2 * 4));
+  for (CudaLaunchStep& launch : plan.launches) {
+    launch.kernel = read_int(r, "a launch's kernel");
+    launch.matmul = read_int(r, "a launch's matmul");
+    launch.args = read_ints(r, "a launch's argument");
+    launch.writes = read_ints(r, "a launch's result");
+  }
+  plan.arena_offsets.resize(r.count("the arena offset count", 8));
+  for (int64_t& offset : plan.arena_offsets) offset = r.i64("an arena offset");
+  plan.arena_bytes = r.i64("the arena size");
+  r.expect_end();
+  MSTEP_RETURN_IF_ERROR(r.status());
+  // Stored bytes that pass the checksum but not the plan's own checks are
+  // corrupt too (or written by a broken compiler).
+  if (absl::Status valid = validate_cuda_plan(plan); !valid.ok())
+    return absl::DataLossError(absl::StrCat(kWhat, ": ", valid.message()));
+  return plan;
+}
+
+} // namespace mstep::cuda
