@@ -1,0 +1,20 @@
+// The dropout mask as StableHLO: mstep's Philox4x32-10 stream
+// (core/Philox.h) written out in 32- and 64-bit integer ops, so that an
+// exported step drops exactly the elements mstep's backends drop.
+// Library-internal. No MLIR headers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lib/compiler/stablehlo/StableHloText.h"
+
+namespace mstep::stablehlo {
+
+/// i1 mask of `shape`: element i is kept iff Philox::uniform(seed,
+/// state offset + offset, i) >= p, where `rng_state` (i64[2]) holds
+/// (seed, offset) as the dropout op reads it.
+Value philox_keep_mask(FunctionText& f, const Value& rng_state, int64_t offset, double p,
+                       const std::vector<int64_t>& shape);
+
+}  // namespace mstep::stablehlo
