@@ -8,6 +8,12 @@
 //   export_worker export <dir> <cpu|ref> <steps>
 //       writes <dir>/step.mstep, <dir>/inputs.safetensors (x [N,B,784],
 //       y [N,B]) and <dir>/expected.safetensors (loss [N], the weights)
+//   export_worker stablehlo <dir> <steps>
+//       the same on ref, exported with Graph::export_stablehlo instead:
+//       <dir>/step.stablehlo.mlir, <dir>/values.safetensors (the step's
+//       arguments before the first replay), <dir>/inputs.safetensors and
+//       <dir>/expected.safetensors with the loss and every weight after
+//       each step ([N, ...]); test/interop checks XLA and IREE against them
 //   export_worker compare <expected.safetensors> <got.safetensors>
 //       exit 0 when every tensor of the first is in the second, bitwise
 //   export_worker bad_inputs <file>
@@ -39,7 +45,11 @@ int fail(const std::string& message) {
   return 1;
 }
 
-int export_step(const std::string& dir, const std::string& device, int64_t steps) {
+/// Appends `t`'s bytes to `stack` (a [steps, ...] tensor being filled).
+void append(HostTensor& stack, const HostTensor& t) { stack.bytes += t.bytes; }
+
+int export_step(const std::string& dir, const std::string& device, int64_t steps,
+                bool stablehlo) {
   set_default_device(Device{device == "ref" ? DeviceType::ref : DeviceType::cpu, 0});
   manual_seed(0);
   auto model = std::make_shared<examples::Mlp>();
@@ -74,7 +84,10 @@ int export_step(const std::string& dir, const std::string& device, int64_t steps
   }
   std::map<std::string, Tensor> names{{"x", x}, {"y", y}, {"loss", loss}};
   for (auto& [name, p] : model->named_parameters()) names.emplace(name, p);
-  graph.save(dir + "/step.mstep", names);
+  if (stablehlo)
+    graph.export_stablehlo(dir + "/step.stablehlo.mlir", names, dir + "/values.safetensors");
+  else
+    graph.save(dir + "/step.mstep", names);
 
   std::map<std::string, HostTensor> inputs, expected;
   HostTensor all_x{DType::f32, Shape({steps, kBatch, kPixels}), {}};
@@ -86,17 +99,29 @@ int export_step(const std::string& dir, const std::string& device, int64_t steps
     feed(i + 3);
     graph.replay();
     losses.bytes += host(loss).bytes;
+    if (stablehlo)
+      for (auto& [name, p] : model->named_parameters()) {
+        HostTensor& stack = expected[name];
+        if (stack.bytes.empty()) {
+          std::vector<int64_t> dims{steps};
+          for (int64_t d : p.shape().dims()) dims.push_back(d);
+          stack = {DType::f32, Shape(dims), {}};
+        }
+        append(stack, host(p));
+      }
   }
   inputs["x"] = std::move(all_x);
   inputs["y"] = std::move(all_y);
   expected["loss"] = std::move(losses);
-  for (auto& [name, p] : model->named_parameters()) expected[name] = host(p);
+  if (!stablehlo)
+    for (auto& [name, p] : model->named_parameters()) expected[name] = host(p);
   if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", inputs); !s.ok())
     return fail(std::string(s.message()));
   if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
     return fail(std::string(s.message()));
-  std::printf("exported %s/step.mstep (%zu segments); replayed %lld steps\n", dir.c_str(),
-              graph.num_segments(), static_cast<long long>(steps));
+  std::printf("exported %s/%s (%zu segments); replayed %lld steps\n", dir.c_str(),
+              stablehlo ? "step.stablehlo.mlir" : "step.mstep", graph.num_segments(),
+              static_cast<long long>(steps));
   return 0;
 }
 
@@ -137,12 +162,15 @@ int bad_inputs(const std::string& path) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
-    if (mode == "export" && argc == 5) return export_step(argv[2], argv[3], std::atoll(argv[4]));
+    if (mode == "export" && argc == 5)
+      return export_step(argv[2], argv[3], std::atoll(argv[4]), false);
+    if (mode == "stablehlo" && argc == 4) return export_step(argv[2], "ref", std::atoll(argv[3]), true);
     if (mode == "compare" && argc == 4) return compare(argv[2], argv[3]);
     if (mode == "bad_inputs" && argc == 3) return bad_inputs(argv[2]);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | compare <a> <b>\n");
+  std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | stablehlo <dir> <steps> | "
+                       "compare <a> <b>\n");
   return 2;
 }

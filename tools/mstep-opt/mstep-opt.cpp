@@ -27,6 +27,8 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
@@ -51,12 +53,18 @@ llvm::cl::opt<bool> export_stablehlo_flag(
 /// passes) into a string, which is parsed again and exported.
 int export_stablehlo_main(std::unique_ptr<llvm::MemoryBuffer> file, mlir::DialectRegistry& registry,
                           const mlir::MlirOptMainConfig& config, llvm::raw_ostream& out) {
+  // The printed module keeps its locations, so an op that cannot be
+  // exported is reported at its line in the input.
+  if (auto* debuginfo = llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo"))
+    static_cast<llvm::cl::opt<bool>*>(debuginfo)->setValue(true);
   std::string mlir_text;
   llvm::raw_string_ostream mlir_os(mlir_text);
   if (mlir::failed(mlir::MlirOptMain(mlir_os, std::move(file), registry, config)))
     return EXIT_FAILURE;
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  llvm::SourceMgr source_manager;
+  mlir::SourceMgrDiagnosticHandler diagnostics(source_manager, &context);
   auto module = mlir::parseSourceString<mlir::ModuleOp>(mlir_text, &context);
   if (!module) return EXIT_FAILURE;
   return mlir::succeeded(mstep::export_stablehlo(*module, out)) ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -4,7 +4,8 @@
 // (iree-compile) compile. `mstep-opt --mstep-export-stablehlo` and
 // Graph::export_stablehlo use it.
 //
-// - Every func.func becomes a public func.func of the same name whose body
+// - Every func.func becomes a public func.func of the same name (the only
+//   function of a module is named @main: XLA runs @main) whose body
 //   is StableHLO ops in the generic form (stablehlo.dot_general,
 //   broadcast_in_dim, reduce with a region, select, compare, convert, the
 //   elementwise ops, reshape, transpose, slice, concatenate; dropout as an

@@ -4,6 +4,7 @@
 // attributes. See include/mstep/compiler/StableHloExport.h.
 #include "mstep/compiler/StableHloExport.h"
 
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ std::string string_attr(mlir::DictionaryAttr attrs, llvm::StringRef name) {
   return absl::StrCat(name.str(), " = ", quoted);
 }
 
-mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func) {
+mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func, llvm::StringRef name) {
   FunctionText f;
   llvm::DenseMap<mlir::Value, Value> values;
   std::vector<std::string> args;
@@ -101,7 +102,7 @@ mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func) {
       return op.emitError() << "StableHLO export: " << std::string(lowered.status().message());
     for (unsigned i = 0; i < op.getNumResults(); ++i) values[op.getResult(i)] = (*lowered)[i];
   }
-  return absl::StrCat("  func.func public @", func.getSymName().str(), "(",
+  return absl::StrCat("  func.func public @", name.str(), "(",
                       absl::StrJoin(args, ", "), ") -> (", absl::StrJoin(results, ", "),
                       ") {\n", f.text(), ret, "  }\n");
 }
@@ -111,11 +112,13 @@ mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func) {
 mlir::LogicalResult export_stablehlo(mlir::ModuleOp module, llvm::raw_ostream& os) {
   std::string text = absl::StrCat("module @", module.getSymName() ? module.getSymName()->str() : "mstep",
                                   " {\n");
-  for (auto func : module.getOps<mlir::func::FuncOp>()) {
+  auto funcs = module.getOps<mlir::func::FuncOp>();
+  const bool only = std::distance(funcs.begin(), funcs.end()) == 1;
+  for (auto func : funcs) {
     if (func.isExternal())
       return func.emitError() << "StableHLO export: function @" << func.getSymName()
                               << " has no body";
-    mlir::FailureOr<std::string> body = export_function(func);
+    mlir::FailureOr<std::string> body = export_function(func, only ? "main" : func.getSymName());
     if (mlir::failed(body)) return mlir::failure();
     text += *body;
   }
