@@ -104,7 +104,7 @@ mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func, llvm::Stri
   }
   return absl::StrCat("  func.func public @", name.str(), "(",
                       absl::StrJoin(args, ", "), ") -> (", absl::StrJoin(results, ", "),
-                      ") {\n", f.text(), ret, "  }\n");
+                      ") {\n", f.text(), ret, "  }\n", absl::StrJoin(f.functions(), ""));
 }
 
 }  // namespace

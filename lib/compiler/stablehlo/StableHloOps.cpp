@@ -2,8 +2,11 @@
 // the result's shape explicitly (StableHLO does not broadcast); reductions
 // are stablehlo.reduce with an add / maximum / minimum region, keepdim a
 // reshape after it; matmul is dot_general; softmax, log_softmax and
-// nll_loss are written out in those ops; dropout draws mstep's Philox
-// stream (StableHloPhilox.h). An op with no entry is Unimplemented.
+// nll_loss, layer_norm are written out in those ops; index_select is a
+// gather, index_add a scatter with an add region, slice_scatter a
+// dynamic_update_slice; dropout draws mstep's Philox stream
+// (StableHloPhilox.h); attention is a composite (StableHloAttention.h). An
+// op with no entry is Unimplemented.
 #include "lib/compiler/stablehlo/StableHloOps.h"
 
 #include <cmath>
@@ -12,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/compiler/stablehlo/StableHloAttention.h"
 #include "lib/compiler/stablehlo/StableHloPhilox.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mstep/ir/dialect/MstepDialect.h"
@@ -220,6 +224,88 @@ absl::StatusOr<Values> gelu(FunctionText& f, mlir::Operation* op, const Values& 
   return Values{mul(mul(c(0.5), x), add(c(1), inner))};
 }
 
+absl::StatusOr<Values> layer_norm(FunctionText& f, mlir::Operation* op, const Values& in,
+                                  const Values&) {
+  auto ln = mlir::cast<dialect::LayerNormOp>(op);
+  const Value& x = in[0];
+  const int64_t n = i64_attr(op, "normalized_ndim");
+  const auto r = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> dims;
+  int64_t count = 1;
+  for (int64_t d = r - n; d < r; ++d) {
+    dims.push_back(d);
+    count *= x.shape[d];
+  }
+  auto mean = [&](const Value& v) {
+    const Value s = sum(f, v, dims);
+    return unreduce(f, f.same("stablehlo.divide", {s, f.splat(static_cast<double>(count), s.shape, s.elem)}),
+                    x.shape, dims);
+  };
+  const Value centered = f.same("stablehlo.subtract", {x, mean(x)});
+  const Value var = mean(f.same("stablehlo.multiply", {centered, centered}));
+  Value y = f.same("stablehlo.multiply",
+                   {centered, f.same("stablehlo.rsqrt",
+                                     {f.same("stablehlo.add", {var, f.splat(f64_attr(op, "eps"), x.shape, x.elem)})})});
+  size_t next = 1;
+  if (ln.getWeight()) y = f.same("stablehlo.multiply", {y, f.broadcast(in[next++], x.shape)});
+  if (ln.getBias()) y = f.same("stablehlo.add", {y, f.broadcast(in[next++], x.shape)});
+  return Values{y};
+}
+
+/// The dimension positions of `shape` other than `dim`.
+std::vector<int64_t> all_but(size_t rank, int64_t dim) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < rank; ++i)
+    if (static_cast<int64_t>(i) != dim) out.push_back(static_cast<int64_t>(i));
+  return out;
+}
+
+std::string join(const std::vector<int64_t>& v) { return absl::StrJoin(v, ", "); }
+
+absl::StatusOr<Values> index_select(FunctionText& f, mlir::Operation* op, const Values& in,
+                                    const Values& out) {
+  const Value &x = in[0], &index = in[1];
+  const int64_t dim = i64_attr(op, "dim");
+  if (index.shape.size() != 1)
+    return absl::UnimplementedError("op 'mstep.index_select' with an index that is not 1-d has no StableHLO export yet");
+  std::vector<int64_t> slice = x.shape;
+  slice[dim] = 1;
+  return Values{f.op("stablehlo.gather", {x, index}, out[0].shape, x.elem,
+                     absl::StrCat("dimension_numbers = #stablehlo.gather<offset_dims = [",
+                                  join(all_but(x.shape.size(), dim)), "], collapsed_slice_dims = [",
+                                  dim, "], start_index_map = [", dim,
+                                  "], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = ",
+                                  i64_array(slice)))};
+}
+
+absl::StatusOr<Values> index_add(FunctionText& f, mlir::Operation* op, const Values& in,
+                                 const Values& out) {
+  const Value &x = in[0], &index = in[1], &source = in[2];
+  const int64_t dim = i64_attr(op, "dim");
+  if (index.shape.size() != 1)
+    return absl::UnimplementedError("op 'mstep.index_add' with an index that is not 1-d has no StableHLO export yet");
+  Value r{"", out[0].shape, out[0].elem};
+  const std::vector<Value> results = f.op_results(
+      "stablehlo.scatter", {x, index, source}, {r},
+      absl::StrCat("indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<"
+                   "update_window_dims = [", join(all_but(source.shape.size(), dim)),
+                   "], inserted_window_dims = [", dim, "], scatter_dims_to_operand_dims = [", dim,
+                   "], index_vector_dim = 1>, unique_indices = false"),
+      FunctionText::region(Reducer::add, x.elem));
+  return results;
+}
+
+absl::StatusOr<Values> slice_scatter(FunctionText& f, mlir::Operation* op, const Values& in,
+                                     const Values& out) {
+  if (i64_attr(op, "step") != 1)
+    return absl::UnimplementedError("op 'mstep.slice_scatter' with a step other than 1 has no StableHLO export yet");
+  const int64_t dim = i64_attr(op, "dim");
+  Values operands{in[0], in[1]};
+  for (size_t d = 0; d < in[0].shape.size(); ++d)
+    operands.push_back(f.constant(static_cast<int64_t>(d) == dim ? static_cast<double>(i64_attr(op, "start")) : 0, "i64"));
+  return Values{f.op("stablehlo.dynamic_update_slice", operands, out[0].shape, out[0].elem)};
+}
+
 const absl::flat_hash_map<std::string, Lowering>& table() {
   static const auto* t = new absl::flat_hash_map<std::string, Lowering>{
       {"mstep.constant",
@@ -335,6 +421,12 @@ const absl::flat_hash_map<std::string, Lowering>& table() {
        }},
       {"mstep.nll_loss", nll_loss},
       {"mstep.dropout", dropout},
+      {"mstep.layer_norm", layer_norm},
+      {"mstep.index_select", index_select},
+      {"mstep.index_add", index_add},
+      {"mstep.slice_scatter", slice_scatter},
+      {"mstep.sdpa", lower_sdpa},
+      {"mstep.sdpa_backward", lower_sdpa_backward},
   };
   return *t;
 }
@@ -349,8 +441,8 @@ absl::StatusOr<std::vector<Value>> lower_op(FunctionText& f, mlir::Operation* op
   if (it == table().end())
     return absl::UnimplementedError(absl::StrCat(
         "op '", name, "' has no StableHLO export yet (supported: elementwise ops, sum/mean/max/"
-        "min/logsumexp, reshape/permute/expand/slice/cat, matmul, softmax, log_softmax, "
-        "nll_loss, dropout); run the step without it, or add its lowering to "
+        "min/logsumexp, reshape/permute/expand/slice/cat/slice_scatter, index_select/index_add, "
+        "matmul, softmax, log_softmax, layer_norm, nll_loss, dropout, sdpa); run the step without it, or add its lowering to "
         "lib/compiler/stablehlo/StableHloOps.cpp"));
   return it->second(f, op, operands, results);
 }

@@ -74,6 +74,63 @@ Value FunctionText::op(const std::string& name, absl::Span<const Value> operands
   return out;
 }
 
+std::vector<Value> FunctionText::op_results(const std::string& name,
+                                            absl::Span<const Value> operands,
+                                            absl::Span<const Value> result_types,
+                                            const std::string& attrs, const std::string& region) {
+  const std::string base = fresh();
+  std::vector<Value> out;
+  std::vector<std::string> names, types, result_type_names;
+  for (const Value& v : operands) {
+    names.push_back(v.name);
+    types.push_back(type(v));
+  }
+  for (size_t i = 0; i < result_types.size(); ++i) {
+    out.push_back({absl::StrCat(base, "#", i), result_types[i].shape, result_types[i].elem});
+    result_type_names.push_back(type(result_types[i]));
+  }
+  absl::StrAppend(&text_, "    ", base, ":", result_types.size(), " = \"", name, "\"(",
+                  absl::StrJoin(names, ", "), ")", region.empty() ? "" : " " + region,
+                  attrs.empty() ? "" : absl::StrCat(" {", attrs, "}"), " : (",
+                  absl::StrJoin(types, ", "), ") -> (",
+                  absl::StrJoin(result_type_names, ", "), ")\n");
+  return out;
+}
+
+std::string FunctionText::add_function(
+    const std::string& base, absl::Span<const Value> args,
+    const std::function<std::vector<Value>(FunctionText&, const std::vector<Value>&)>& body) {
+  const std::string symbol = absl::StrCat(base, "_", functions_->size());
+  functions_->emplace_back();  // reserves the name; filled below
+  const size_t slot = functions_->size() - 1;
+  FunctionText g;
+  g.functions_ = functions_;
+  std::vector<Value> params;
+  std::vector<std::string> signature;
+  for (size_t i = 0; i < args.size(); ++i) {
+    params.push_back({absl::StrCat("%arg", i), args[i].shape, args[i].elem});
+    signature.push_back(absl::StrCat(params.back().name, ": ", type(args[i])));
+  }
+  const std::vector<Value> results = body(g, params);
+  std::vector<std::string> names, types;
+  for (const Value& v : results) {
+    names.push_back(v.name);
+    types.push_back(type(v));
+  }
+  (*functions_)[slot] = absl::StrCat(
+      "  func.func private @", symbol, "(", absl::StrJoin(signature, ", "), ") -> (",
+      absl::StrJoin(types, ", "), ") {\n", g.text(), "    return ", absl::StrJoin(names, ", "),
+      " : ", absl::StrJoin(types, ", "), "\n  }\n");
+  return "@" + symbol;
+}
+
+std::string FunctionText::region(Reducer reducer, const std::string& elem) {
+  const std::string scalar = type({}, elem);
+  return absl::StrCat("({\n    ^bb0(%lhs: ", scalar, ", %rhs: ", scalar, "):\n      %r = \"",
+                      reducer_op(reducer), "\"(%lhs, %rhs) : (", scalar, ", ", scalar, ") -> ",
+                      scalar, "\n      \"stablehlo.return\"(%r) : (", scalar, ") -> ()\n    })");
+}
+
 Value FunctionText::same(const std::string& name, absl::Span<const Value> operands) {
   return op(name, operands, operands.front().shape, operands.front().elem);
 }
@@ -177,12 +234,9 @@ Value FunctionText::reduce(const Value& v, absl::Span<const int64_t> dims, Reduc
     if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(i)) == dims.end())
       shape.push_back(v.shape[i]);
   Value out{fresh(), shape, v.elem};
-  const std::string scalar = type({}, v.elem);
   absl::StrAppend(&text_, "    ", out.name, " = \"stablehlo.reduce\"(", v.name, ", ", init.name,
-                  ") ({\n    ^bb0(%lhs: ", scalar, ", %rhs: ", scalar, "):\n      %r = \"",
-                  reducer_op(reducer), "\"(%lhs, %rhs) : (", scalar, ", ", scalar, ") -> ", scalar,
-                  "\n      \"stablehlo.return\"(%r) : (", scalar, ") -> ()\n    }) {dimensions = ",
-                  i64_array(dims), "} : (", type(v), ", ", scalar, ") -> ", type(out), "\n");
+                  ") ", region(reducer, v.elem), " {dimensions = ", i64_array(dims), "} : (",
+                  type(v), ", ", type({}, v.elem), ") -> ", type(out), "\n");
   return out;
 }
 

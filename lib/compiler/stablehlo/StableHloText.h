@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,11 @@ class FunctionText {
   /// `attrs` is the attribute dictionary's inside ("" for none).
   Value op(const std::string& name, absl::Span<const Value> operands,
            std::vector<int64_t> shape, const std::string& elem, const std::string& attrs = "");
+  /// An op with several results, named `%N#0`, `%N#1`, ..., and
+  /// optionally a region (FunctionText::region).
+  std::vector<Value> op_results(const std::string& name, absl::Span<const Value> operands,
+                                absl::Span<const Value> result_types, const std::string& attrs,
+                                const std::string& region = "");
   /// Elementwise op whose result has the first operand's shape and type.
   Value same(const std::string& name, absl::Span<const Value> operands);
 
@@ -68,6 +75,19 @@ class FunctionText {
                const Value& init);
   /// The identity of `reducer` for `elem` (0, -inf / the lowest integer, ...).
   Value reduce_init(Reducer reducer, const std::string& elem);
+  /// The `({ ^bb0(%lhs, %rhs): reducer })` region of reduce and scatter.
+  static std::string region(Reducer reducer, const std::string& elem);
+
+  /// A private function of the module that this one calls (a composite's
+  /// decomposition): `body` writes its ops into a fresh FunctionText given
+  /// its arguments (`%arg<i>` of `args`' types) and returns its results.
+  /// Returns the function's symbol, `@<base>_<n>`.
+  std::string add_function(const std::string& base, absl::Span<const Value> args,
+                           const std::function<std::vector<Value>(FunctionText&,
+                                                                  const std::vector<Value>&)>& body);
+  /// The private functions added, each a whole `func.func` (the module
+  /// writer appends them after this function).
+  const std::vector<std::string>& functions() const { return *functions_; }
 
   const std::string& text() const { return text_; }
 
@@ -75,6 +95,9 @@ class FunctionText {
   std::string fresh() { return "%" + std::to_string(next_++); }
   std::string text_;
   int next_ = 0;
+  // Shared with the functions added, so that their own helpers land in the
+  // module too and their names stay unique.
+  std::shared_ptr<std::vector<std::string>> functions_ = std::make_shared<std::vector<std::string>>();
 };
 
 /// "array<i64: 1, 2>".
