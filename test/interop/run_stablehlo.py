@@ -2,7 +2,7 @@
 XLA:CPU (jaxlib) or IREE (iree-compile, llvm-cpu, iree.runtime), step
 after step, and compares the losses and weights with mstep's ref backend.
 
-  run_stablehlo.py --consumer jax|iree --dir DIR --steps N
+  run_stablehlo.py --consumer jax|iree --dir DIR --steps N [--noise NAME:BEGIN:END:BOUND]
 
 DIR holds what `mstep_export_worker stablehlo DIR N` writes:
   step.stablehlo.mlir    the step (Graph::export_stablehlo): @main's
@@ -23,11 +23,22 @@ IREE sum the dot products and reductions in other orders than ref (K = 784
 terms: about sqrt(K) * 2^-24 ~ 2e-6 relative on a dot product), and one
 Adadelta step moves a weight by O(1e-3) (lr 0.1 times a ratio of square
 roots), so a rounding difference in a gradient reaches the weight scaled
-down by about that much. Measured: |diff| <= 1e-8 on the weights (O(0.03))
-and <= 3e-7 on the loss (O(2)) on both consumers. Bounds: loss rtol 1e-5,
-weights atol 1e-6 + rtol 1e-5, 100x above what was measured. Shifting the
+down by about that much. Measured on both consumers: mnist_mlp |diff| <=
+1e-8 on the weights (O(0.03)) and <= 3e-7 on the loss (O(2)); GPT-mini
+(layer norms, attention, AdamW) <= 5e-7 on the weights (O(1) for the norms
+and embeddings) and <= 5e-7 on the loss (O(3.6)). Bounds: loss rtol 1e-5,
+weights atol 1e-6 + rtol 1e-5, 20x or more above what was measured. Shifting the
 dropout stream by one element moves the loss by 4e-2 and the weights by
 1e-3, far outside; every step is checked, so an error cannot average out.
+
+--noise names a flat range of a weight whose true gradient is zero, so its
+computed gradient is rounding noise and an Adam-type update, which divides
+by the gradient's own magnitude, turns that noise into steps of up to the
+learning rate in either direction on any two machines. GPT-mini's key bias
+(the middle third of blocks.0.qkv.bias) is one: softmax is invariant to the
+same shift of every score of a row, so the key bias cannot change the loss.
+There the bound is BOUND * (step + 1) (the learning rate per step); every
+other element keeps the tight bounds above.
 """
 import argparse
 import json
@@ -111,7 +122,12 @@ def main():
     p.add_argument("--consumer", choices=["jax", "iree"], required=True)
     p.add_argument("--dir", required=True)
     p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--noise", action="append", default=[])
     a = p.parse_args()
+    noise = {}
+    for spec in a.noise:
+        name, begin, end, bound = spec.split(":")
+        noise[name] = (int(begin), int(end), float(bound))
     text = open(f"{a.dir}/step.stablehlo.mlir").read()
     arg_names, result_names = signature(text)
     state, meta = read_safetensors(f"{a.dir}/values.safetensors")
@@ -137,8 +153,17 @@ def main():
         for name, value in zip(result_names, outs):
             state[name] = value
         checks = [("loss", state["loss"], expected["loss"][i], 0.0, 1e-5)]
-        checks += [(w, state[w], expected[w][i], 1e-6, 1e-5)
-                   for w in sorted(expected) if w != "loss"]
+        for w in sorted(expected):
+            if w == "loss":
+                continue
+            got, want = state[w].reshape(-1), expected[w][i].reshape(-1)
+            if w in noise:
+                begin, end, bound = noise[w]
+                checks.append((f"{w}[{begin}:{end}]", got[begin:end], want[begin:end],
+                               bound * (i + 1), 0.0))
+                got = np.concatenate([got[:begin], got[end:]])
+                want = np.concatenate([want[:begin], want[end:]])
+            checks.append((w, got, want, 1e-6, 1e-5))
         for name, got, want, atol, rtol in checks:
             err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
             ok = np.allclose(got, want, atol=atol, rtol=rtol)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The interop test of StableHLO out: mstep exports the mnist_mlp training
-# step (test/export/export_worker.cpp, mode stablehlo), a real consumer
-# runs it step after step and run_stablehlo.py compares its losses and
-# weights with mstep's ref backend.
+# The interop test of StableHLO out: mstep exports a training step
+# (test/export/export_worker.cpp: mode stablehlo, mnist_mlp; stablehlo_gpt,
+# GPT-mini), a real consumer runs it step after step and run_stablehlo.py
+# compares its losses and weights with mstep's ref backend.
 #
-#   stablehlo_interop.sh WORKER jax|iree STEPS
+#   stablehlo_interop.sh WORKER MODE jax|iree STEPS [run_stablehlo.py options]
 #
 # The consumers come from PyPI, pinned, in a virtual environment made once
 # by bench/peers/setup_venv.sh ($MSTEP_INTEROP_VENV, default
@@ -12,7 +12,8 @@
 # installed (no network, no wheel for this platform) the test FAILS saying
 # why: an interop test that did not run is not a pass.
 set -euo pipefail
-WORKER=$1 CONSUMER=$2 STEPS=$3
+WORKER=$1 MODE=$2 CONSUMER=$3 STEPS=$4
+shift 4
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 VENV=${MSTEP_INTEROP_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mstep/interop-venv}
@@ -32,5 +33,5 @@ if [ ! -f "$VENV/$CONSUMER.ok" ]; then
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-"$WORKER" stablehlo "$dir" "$STEPS"
-"$VENV/bin/python" "$here/run_stablehlo.py" --consumer "$CONSUMER" --dir "$dir" --steps "$STEPS"
+"$WORKER" "$MODE" "$dir" "$STEPS"
+"$VENV/bin/python" "$here/run_stablehlo.py" --consumer "$CONSUMER" --dir "$dir" --steps "$STEPS" "$@"
