@@ -19,6 +19,9 @@
 //       dim 32, 2 heads, seq 16, attention and residual dropout 0.1;
 //       cross entropy, clip_grad_norm_ 1.0, AdamW), one mark_step; the
 //       batches are tokens and targets [N, 2, 16]
+//   export_worker stablehlo_random <dir> <steps>
+//       the creation ops alone: rand (f32, bf16), randn, a float arange,
+//       each step's values in expected.safetensors (no loss, no batches)
 //   export_worker compare <expected.safetensors> <got.safetensors>
 //       exit 0 when every tensor of the first is in the second, bitwise
 //   export_worker bad_inputs <file>
@@ -199,6 +202,42 @@ int export_gpt_stablehlo(const std::string& dir, int64_t steps) {
   return 0;
 }
 
+/// The creation ops of `stablehlo_random` (see the file comment).
+int export_random_stablehlo(const std::string& dir, int64_t steps) {
+  set_default_device(Device{DeviceType::ref, 0});
+  manual_seed(5);
+  Graph graph;
+  std::map<std::string, Tensor> names;
+  {
+    CaptureGuard capture(graph);
+    names = {{"uniform", rand({3, 7})},
+             {"normal", randn({2, 5})},
+             {"uniform_bf16", rand({4, 3}, DType::bf16)},
+             {"arange", arange(0.1, 2.0, 0.3)}};
+  }
+  graph.export_stablehlo(dir + "/step.stablehlo.mlir", names, dir + "/values.safetensors");
+  std::map<std::string, HostTensor> expected;
+  for (int64_t i = 0; i < steps; ++i) {
+    graph.replay();
+    for (auto& [name, t] : names) {
+      HostTensor& stack = expected[name];
+      if (stack.bytes.empty()) {
+        std::vector<int64_t> dims{steps};
+        for (int64_t d : t.shape().dims()) dims.push_back(d);
+        stack = {DType::f32, Shape(dims), {}};
+      }
+      append(stack, host(t.to(DType::f32)));
+    }
+  }
+  if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", {}); !s.ok())
+    return fail(std::string(s.message()));
+  if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
+    return fail(std::string(s.message()));
+  std::printf("exported %s/step.stablehlo.mlir (creation ops); replayed %lld steps\n", dir.c_str(),
+              static_cast<long long>(steps));
+  return 0;
+}
+
 int compare(const std::string& expected_path, const std::string& got_path) {
   auto expected = read_safetensors(expected_path);
   auto got = read_safetensors(got_path);
@@ -240,12 +279,15 @@ int main(int argc, char** argv) {
       return export_step(argv[2], argv[3], std::atoll(argv[4]), false);
     if (mode == "stablehlo" && argc == 4) return export_step(argv[2], "ref", std::atoll(argv[3]), true);
     if (mode == "stablehlo_gpt" && argc == 4) return export_gpt_stablehlo(argv[2], std::atoll(argv[3]));
+    if (mode == "stablehlo_random" && argc == 4)
+      return export_random_stablehlo(argv[2], std::atoll(argv[3]));
     if (mode == "compare" && argc == 4) return compare(argv[2], argv[3]);
     if (mode == "bad_inputs" && argc == 3) return bad_inputs(argv[2]);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | stablehlo[_gpt] <dir> <steps> | "
+  std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | "
+                       "stablehlo[_gpt|_random] <dir> <steps> | "
                        "compare <a> <b>\n");
   return 2;
 }

@@ -9,6 +9,7 @@
 // op with no entry is Unimplemented.
 #include "lib/compiler/stablehlo/StableHloOps.h"
 
+#include <array>
 #include <cmath>
 #include <functional>
 
@@ -187,13 +188,49 @@ absl::StatusOr<Values> dropout(FunctionText& f, mlir::Operation* op, const Value
   return Values{f.same("stablehlo.multiply", {x, scale})};
 }
 
+/// mstep.rand / mstep.randn: the ref kernels' transforms of Philox's words
+/// (RefCreation.cpp): uniform keeps as many bits as the dtype's
+/// significand; normal is Box-Muller on two words, in f32.
+absl::StatusOr<Values> random(FunctionText& f, mlir::Operation* op, const Values& in,
+                              const Values& out, bool normal) {
+  const std::string& elem = out[0].elem;
+  int64_t n = 1;
+  for (int64_t d : out[0].shape) n *= d;
+  const std::array<Value, 2> w = philox_words(f, in[0], i64_attr(op, "offset"), n);
+  auto shifted = [&](const Value& v, int bits) {
+    return f.same("stablehlo.shift_right_logical", {v, f.splat(bits, v.shape, v.elem)});
+  };
+  auto mul = [&](const Value& a, double c) {
+    return f.same("stablehlo.multiply", {a, f.splat(c, a.shape, a.elem)});
+  };
+  Value r;
+  if (normal) {
+    const Value u1 = mul(f.same("stablehlo.add", {f.convert(shifted(w[0], 8), "f32"),
+                                                  f.splat(1, {n}, "f32")}),
+                         static_cast<double>(1.0f / 16777217.0f));
+    const Value u2 = mul(f.convert(shifted(w[1], 8), "f32"), 1.0 / 16777216.0);
+    const Value radius = f.same("stablehlo.sqrt", {mul(f.same("stablehlo.log", {u1}), -2.0)});
+    r = f.same("stablehlo.multiply",
+               {radius, f.same("stablehlo.cosine", {mul(u2, static_cast<double>(6.2831853071795864f))})});
+  } else {
+    const int digits = elem == "bf16" ? 8 : elem == "f16" ? 11 : 24;
+    r = mul(f.convert(shifted(w[0], 8 + 24 - digits), "f32"), std::ldexp(1.0, -digits));
+  }
+  return Values{f.reshape(f.convert(r, elem), out[0].shape)};
+}
+
 absl::StatusOr<Values> arange(FunctionText& f, mlir::Operation* op, const Values&,
                               const Values& out) {
+  // As the ref kernel: start + i * step in f64, then through f32 (the
+  // compute type of every float dtype) to the dtype; integers in i64.
   const double start = f64_attr(op, "start"), step = f64_attr(op, "step");
-  Value r = f.iota(out[0].shape, 0, out[0].elem);
-  if (step != 1) r = f.same("stablehlo.multiply", {r, f.splat(step, r.shape, r.elem)});
-  if (start != 0) r = f.same("stablehlo.add", {r, f.splat(start, r.shape, r.elem)});
-  return Values{r};
+  const bool is_float = FunctionText::is_float(out[0].elem);
+  const std::string wide = is_float ? "f64" : "i64";
+  Value r = f.iota(out[0].shape, 0, wide);
+  if (step != 1) r = f.same("stablehlo.multiply", {r, f.splat(step, r.shape, wide)});
+  if (start != 0) r = f.same("stablehlo.add", {r, f.splat(start, r.shape, wide)});
+  if (is_float) r = f.convert(r, "f32");
+  return Values{f.convert(r, out[0].elem)};
 }
 
 absl::StatusOr<Values> cast(FunctionText& f, mlir::Operation*, const Values& in,
@@ -317,6 +354,14 @@ const absl::flat_hash_map<std::string, Lowering>& table() {
          return Values{f.broadcast(in[0], out[0].shape)};
        }},
       {"mstep.arange", arange},
+      {"mstep.rand",
+       [](FunctionText& f, mlir::Operation* op, const Values& in, const Values& out) {
+         return random(f, op, in, out, false);
+       }},
+      {"mstep.randn",
+       [](FunctionText& f, mlir::Operation* op, const Values& in, const Values& out) {
+         return random(f, op, in, out, true);
+       }},
       {"mstep.neg", unary("stablehlo.negate")},
       {"mstep.abs", unary("stablehlo.abs")},
       {"mstep.exp", unary("stablehlo.exponential")},
@@ -440,7 +485,8 @@ absl::StatusOr<std::vector<Value>> lower_op(FunctionText& f, mlir::Operation* op
   auto it = table().find(name);
   if (it == table().end())
     return absl::UnimplementedError(absl::StrCat(
-        "op '", name, "' has no StableHLO export yet (supported: elementwise ops, sum/mean/max/"
+        "op '", name, "' has no StableHLO export yet (supported: constant/full/arange/rand/randn, "
+        "elementwise ops, sum/mean/max/"
         "min/logsumexp, reshape/permute/expand/slice/cat/slice_scatter, index_select/index_add, "
         "matmul, softmax, log_softmax, layer_norm, nll_loss, dropout, sdpa); run the step without it, or add its lowering to "
         "lib/compiler/stablehlo/StableHloOps.cpp"));

@@ -29,10 +29,8 @@ Value high_word(FunctionText& f, const Value& v) { return f.convert(shift_right(
 
 }  // namespace
 
-Value philox_keep_mask(FunctionText& f, const Value& rng_state, int64_t offset, double p,
-                       const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+std::array<Value, 2> philox_words(FunctionText& f, const Value& rng_state, int64_t offset,
+                                  int64_t n) {
   const std::vector<int64_t> flat{n};
   const Value state = f.bitcast(rng_state, "ui64");
   const Value seed = element(f, state, 0);
@@ -60,6 +58,15 @@ Value philox_keep_mask(FunctionText& f, const Value& rng_state, int64_t offset, 
     k0 = f.same("stablehlo.add", {k0, w0});
     k1 = f.same("stablehlo.add", {k1, w1});
   }
+  return {c0, c1};
+}
+
+Value philox_keep_mask(FunctionText& f, const Value& rng_state, int64_t offset, double p,
+                       const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const std::vector<int64_t> flat{n};
+  const Value c0 = philox_words(f, rng_state, offset, n)[0];
   // uniform = (w >> 8) / 2^24 >= p  <=>  (w >> 8) >= ceil(p * 2^24): exact
   // in integers, so no float rounding can flip an element.
   const auto threshold = static_cast<uint64_t>(std::ceil(p * 16777216.0));
