@@ -5,6 +5,7 @@
 #include "mstep/compiler/StableHloExport.h"
 
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,10 @@ std::string string_attr(mlir::DictionaryAttr attrs, llvm::StringRef name) {
   return absl::StrCat(name.str(), " = ", quoted);
 }
 
-mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func, llvm::StringRef name) {
-  FunctionText f;
+mlir::FailureOr<std::string> export_function(
+    mlir::func::FuncOp func, llvm::StringRef name,
+    const std::shared_ptr<std::vector<std::string>>& helpers) {
+  FunctionText f(helpers);
   llvm::DenseMap<mlir::Value, Value> values;
   std::vector<std::string> args;
   for (mlir::BlockArgument arg : func.getArguments()) {
@@ -104,7 +107,7 @@ mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func, llvm::Stri
   }
   return absl::StrCat("  func.func public @", name.str(), "(",
                       absl::StrJoin(args, ", "), ") -> (", absl::StrJoin(results, ", "),
-                      ") {\n", f.text(), ret, "  }\n", absl::StrJoin(f.functions(), ""));
+                      ") {\n", f.text(), ret, "  }\n");
 }
 
 }  // namespace
@@ -112,17 +115,18 @@ mlir::FailureOr<std::string> export_function(mlir::func::FuncOp func, llvm::Stri
 mlir::LogicalResult export_stablehlo(mlir::ModuleOp module, llvm::raw_ostream& os) {
   std::string text = absl::StrCat("module @", module.getSymName() ? module.getSymName()->str() : "mstep",
                                   " {\n");
+  auto helpers = std::make_shared<std::vector<std::string>>();
   auto funcs = module.getOps<mlir::func::FuncOp>();
   const bool only = std::distance(funcs.begin(), funcs.end()) == 1;
   for (auto func : funcs) {
     if (func.isExternal())
       return func.emitError() << "StableHLO export: function @" << func.getSymName()
                               << " has no body";
-    mlir::FailureOr<std::string> body = export_function(func, only ? "main" : func.getSymName());
+    mlir::FailureOr<std::string> body = export_function(func, only ? "main" : func.getSymName(), helpers);
     if (mlir::failed(body)) return mlir::failure();
     text += *body;
   }
-  os << text << "}\n";
+  os << text << absl::StrJoin(*helpers, "") << "}\n";
   return mlir::success();
 }
 

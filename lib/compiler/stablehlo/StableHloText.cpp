@@ -103,8 +103,7 @@ std::string FunctionText::add_function(
   const std::string symbol = absl::StrCat(base, "_", functions_->size());
   functions_->emplace_back();  // reserves the name; filled below
   const size_t slot = functions_->size() - 1;
-  FunctionText g;
-  g.functions_ = functions_;
+  FunctionText g(functions_);
   std::vector<Value> params;
   std::vector<std::string> signature;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -30,6 +31,12 @@ enum class Reducer { add, max, min };
 
 class FunctionText {
  public:
+  /// `functions` collects the private functions (add_function) of every
+  /// function of one module, so that their names are unique in it.
+  explicit FunctionText(std::shared_ptr<std::vector<std::string>> functions =
+                            std::make_shared<std::vector<std::string>>())
+      : functions_(std::move(functions)) {}
+
   /// "tensor<2x3xf32>".
   static std::string type(absl::Span<const int64_t> shape, const std::string& elem);
   static std::string type(const Value& v) { return type(v.shape, v.elem); }
@@ -86,7 +93,7 @@ class FunctionText {
                            const std::function<std::vector<Value>(FunctionText&,
                                                                   const std::vector<Value>&)>& body);
   /// The private functions added, each a whole `func.func` (the module
-  /// writer appends them after this function).
+  /// writer appends them after its functions).
   const std::vector<std::string>& functions() const { return *functions_; }
 
   const std::string& text() const { return text_; }
@@ -95,9 +102,8 @@ class FunctionText {
   std::string fresh() { return "%" + std::to_string(next_++); }
   std::string text_;
   int next_ = 0;
-  // Shared with the functions added, so that their own helpers land in the
-  // module too and their names stay unique.
-  std::shared_ptr<std::vector<std::string>> functions_ = std::make_shared<std::vector<std::string>>();
+  // Shared with the functions added and the module's other functions.
+  std::shared_ptr<std::vector<std::string>> functions_;
 };
 
 /// "array<i64: 1, 2>".
