@@ -2,6 +2,9 @@
 // is written.
 // RUN: not mstep-opt --mstep-export-stablehlo %s -o %t 2>&1 | FileCheck %s
 // RUN: not test -s %t
+// One module per run: --split-input-file is refused, saying so.
+// RUN: not mstep-opt --mstep-export-stablehlo --split-input-file %s 2>&1 | FileCheck %s --check-prefix=SPLIT
+// SPLIT: mstep-opt: --mstep-export-stablehlo writes one module; run it on each --split-input-file section separately
 
 func.func @step(%img: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32> {
   %r = mstep.relu %img : tensor<1x3x8x8xf32>

@@ -53,6 +53,11 @@ llvm::cl::opt<bool> export_stablehlo_flag(
 /// passes) into a string, which is parsed again and exported.
 int export_stablehlo_main(std::unique_ptr<llvm::MemoryBuffer> file, mlir::DialectRegistry& registry,
                           const mlir::MlirOptMainConfig& config, llvm::raw_ostream& out) {
+  if (!config.inputSplitMarker().empty()) {
+    llvm::errs() << "mstep-opt: --mstep-export-stablehlo writes one module; run it on each "
+                    "--split-input-file section separately\n";
+    return EXIT_FAILURE;
+  }
   // The printed module keeps its locations, so an op that cannot be
   // exported is reported at its line in the input.
   if (auto* debuginfo = llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo"))
