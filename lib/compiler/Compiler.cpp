@@ -17,6 +17,7 @@
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
+#include "mstep/compiler/StableHloExport.h"
 #include "mstep/ir/MlirParse.h"
 #include "mstep/passes/IRDump.h"
 #include "mstep/passes/Pipeline.h"
@@ -108,6 +109,25 @@ absl::StatusOr<TraceGraph> trace_graph_from_mlir(absl::string_view text) {
     step = *funcs.begin();
   }
   return export_trace_graph(step);
+}
+
+absl::StatusOr<std::string> trace_graph_to_stablehlo(const TraceGraph& graph,
+                                                     const std::vector<std::string>& input_names,
+                                                     const std::vector<std::string>& output_names) {
+  MSTEP_ASSIGN_OR_RETURN(auto module, import_trace_graph(graph, context(), "main"));
+  auto main = module->lookupSymbol<mlir::func::FuncOp>("main");
+  mlir::Builder b(&context());
+  for (size_t i = 0; i < input_names.size() && i < main.getNumArguments(); ++i)
+    main.setArgAttr(i, "mstep.name", b.getStringAttr(input_names[i]));
+  for (size_t i = 0; i < output_names.size() && i < main.getNumResults(); ++i)
+    main.setResultAttr(i, "mstep.name", b.getStringAttr(output_names[i]));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  DiagnosticCollector diagnostics(context());
+  if (mlir::failed(export_stablehlo(*module, os)))
+    return absl::UnimplementedError(
+        absl::StrCat("the step cannot be exported as StableHLO:", diagnostics.text()));
+  return text;
 }
 
 }  // namespace mstep

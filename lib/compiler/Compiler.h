@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -56,5 +57,14 @@ absl::StatusOr<std::string> trace_graph_to_mlir(const TraceGraph& graph);
 /// same form) back into a graph: its func @step, or its only function.
 /// Errors carry the parser's and verifier's diagnostics with locations.
 absl::StatusOr<TraceGraph> trace_graph_from_mlir(absl::string_view text);
+
+/// `graph` as a StableHLO module (compiler/StableHloExport.h) whose one
+/// function is `func.func public @main`. `input_names` / `output_names`
+/// (empty, or one per input / output) become `mstep.name` attributes of
+/// its arguments / results. An op with no StableHLO form is Unimplemented,
+/// naming the op and its trace node (`%12`).
+absl::StatusOr<std::string> trace_graph_to_stablehlo(const TraceGraph& graph,
+                                                     const std::vector<std::string>& input_names,
+                                                     const std::vector<std::string>& output_names);
 
 }  // namespace mstep

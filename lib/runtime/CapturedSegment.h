@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/CustomOp.h"
 #include "mstep/runtime/TensorImpl.h"
@@ -66,6 +67,9 @@ struct Segment {
   uint64_t rng_offset = 0;  // relative to the capture's first offset
   // The custom ops the executable calls (Graph::save lists them).
   std::vector<CustomOpNeed> custom_ops;
+  // The trace graph the executable was compiled from
+  // (Graph::export_stablehlo).
+  std::shared_ptr<const TraceGraph> graph;
   // Whether a later segment reads this one's results / inputs. If not,
   // replay drops the segment's references to them as soon as it has run,
   // freeing memory early.
@@ -89,10 +93,25 @@ struct Segment {
   std::vector<BufferPtr> offered;
 };
 
+/// The host bytes of `buffer` (a copy_out on its backend).
+std::string download(const BufferPtr& buffer);
+/// Writes `bytes` to `path` through a temporary file and a rename, mode
+/// 0600; errors name `who` (the calling API).
+void write_file(const std::string& path, const std::string& bytes, const char* who);
+/// `names` by tensor; an error (naming `who`) when a tensor has two names.
+absl::flat_hash_map<const TensorImpl*, std::string> tensor_names(
+    const std::map<std::string, Tensor>& names, const char* who);
+
 /// Graph::save: writes `segments` (a finished capture whose step moves
 /// the Philox offset by `rng_consumed`) as an exported graph file, naming
 /// the tensors of `names`.
 void save_captured_graph(const std::string& path, const std::map<std::string, Tensor>& names,
                          const std::vector<Segment>& segments, uint64_t rng_consumed);
+
+/// Graph::export_stablehlo: writes `segments` as one StableHLO function
+/// (GraphStableHlo.cpp).
+void export_captured_stablehlo(const std::string& path, const std::map<std::string, Tensor>& names,
+                               const std::string& values_path,
+                               const std::vector<Segment>& segments, uint64_t rng_consumed);
 
 }  // namespace mstep::internal

@@ -76,6 +76,7 @@ struct Graph::Impl final : CaptureRecorder {
     Segment seg;
     seg.executable = run.executable;
     seg.custom_ops.assign(run.custom_ops.begin(), run.custom_ops.end());
+    seg.graph = run.graph;
     seg.device = run.outputs.front()->device();
     seg.inputs.resize(run.inputs.size());
     seg.input_info.resize(run.inputs.size());
@@ -476,6 +477,17 @@ void Graph::save(const std::string& path, const std::map<std::string, Tensor>& n
                       impl_->capturing ? "Graph::save: the capture is still open; call capture_end()"
                                        : "Graph::save: nothing captured; capture the step first");
   internal::save_captured_graph(path, names, impl_->segments, impl_->rng_consumed);
+}
+
+void Graph::export_stablehlo(const std::string& path, const std::map<std::string, Tensor>& names,
+                             const std::string& values_path) const {
+  if (!impl_->captured)
+    throw ReplayError(ReplayError::Kind::not_captured,
+                      impl_->capturing
+                          ? "Graph::export_stablehlo: the capture is still open; call capture_end()"
+                          : "Graph::export_stablehlo: nothing captured; capture the step first");
+  internal::export_captured_stablehlo(path, names, values_path, impl_->segments,
+                                      impl_->rng_consumed);
 }
 
 CaptureGuard::CaptureGuard(Graph& graph)

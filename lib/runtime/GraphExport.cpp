@@ -18,8 +18,6 @@
 
 namespace mstep::internal {
 
-namespace {
-
 /// The host bytes of `buffer`.
 std::string download(const BufferPtr& buffer) {
   std::string bytes(buffer->type().bytes(), '\0');
@@ -31,11 +29,11 @@ std::string download(const BufferPtr& buffer) {
 /// Writes `bytes` to `path` through a temporary file and a rename, mode
 /// 0600: a reader never sees half a file, and only this user can change
 /// code that load_graph will run.
-void write_file(const std::string& path, const std::string& bytes) {
+void write_file(const std::string& path, const std::string& bytes, const char* who) {
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(absl::FailedPreconditionError(absl::StrCat(
-                  "Graph::save: cannot create ", tmp, ": ", std::strerror(errno))));
+                  who, ": cannot create ", tmp, ": ", std::strerror(errno))));
   absl::Status written = internal::write_all(fd, bytes);
   if (written.ok() && ::fsync(fd) != 0) written = absl::DataLossError(std::strerror(errno));
   if (::close(fd) != 0 && written.ok()) written = absl::DataLossError(std::strerror(errno));
@@ -44,11 +42,20 @@ void write_file(const std::string& path, const std::string& bytes) {
   if (!written.ok()) {
     ::unlink(tmp.c_str());
     throw Error(absl::DataLossError(
-        absl::StrCat("Graph::save: cannot write ", path, ": ", written.message())));
+        absl::StrCat(who, ": cannot write ", path, ": ", written.message())));
   }
 }
 
-}  // namespace
+absl::flat_hash_map<const TensorImpl*, std::string> tensor_names(
+    const std::map<std::string, Tensor>& names, const char* who) {
+  absl::flat_hash_map<const TensorImpl*, std::string> name_of;
+  for (const auto& [name, tensor] : names) {
+    if (!name_of.emplace(tensor.impl(), name).second)
+      throw Error(absl::InvalidArgumentError(absl::StrCat(
+          who, ": '", name, "' names a tensor that has another name already")));
+  }
+  return name_of;
+}
 
 void save_captured_graph(const std::string& path, const std::map<std::string, Tensor>& names,
                          const std::vector<Segment>& segments, uint64_t rng_consumed) {
@@ -60,12 +67,8 @@ void save_captured_graph(const std::string& path, const std::map<std::string, Te
   archive.rng_offset = tracer.rng_offset();
   archive.rng_consumed = rng_consumed;
 
-  absl::flat_hash_map<const TensorImpl*, std::string> name_of;
-  for (const auto& [name, tensor] : names) {
-    if (!name_of.emplace(tensor.impl(), name).second)
-      throw Error(absl::InvalidArgumentError(absl::StrCat(
-          "Graph::save: '", name, "' names a tensor that has another name already")));
-  }
+  const absl::flat_hash_map<const TensorImpl*, std::string> name_of =
+      tensor_names(names, "Graph::save");
   // One slot per tensor the step reads or writes, in first-use order.
   absl::flat_hash_map<const TensorImpl*, uint32_t> slot_of;
   // `kind` names an unnamed slot: its role, or "output" for a result.
@@ -139,7 +142,7 @@ void save_captured_graph(const std::string& path, const std::map<std::string, Te
     }
     archive.segments.push_back(std::move(out));
   }
-  write_file(path, encode_graph_archive(archive));
+  write_file(path, encode_graph_archive(archive), "Graph::save");
 }
 
 }  // namespace mstep::internal

@@ -370,7 +370,8 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
     const double seconds = seconds_since(t0);
     internal::record_compile_time(seconds);
   }
-  if (record_steps_) entry.graph = std::make_shared<const TraceGraph>(std::move(graph));
+  if (record_steps_ || recorder_)
+    entry.graph = std::make_shared<const TraceGraph>(std::move(graph));
   int evicted = 0;
   ModuleCache::Entry& inserted = cache_.insert(key, std::move(entry), &evicted);
   m.memory_evictions += evicted;
@@ -391,7 +392,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
   ModuleCache::Entry* entry = cache_.find(key, num_nodes, num_inputs);
   if (entry) {
     ++m.cache_hits;
-    if (record_steps_ && !entry->graph)
+    if ((record_steps_ || recorder_) && !entry->graph)
       entry->graph = std::make_shared<const TraceGraph>(build_cut_graph(c, outputs));
   } else {
     ++m.cache_misses;
@@ -421,7 +422,7 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
     last_step_ = {key, entry->graph, inputs_, *results, rng_seed_, rng_offset_};
   if (recorder_)
     recorder_->record({entry->executable, input_nodes_, inputs_, entry->donated_to, outputs,
-                       output_slot, *results, rng_offset_, entry->custom_ops});
+                       output_slot, *results, rng_offset_, entry->custom_ops, entry->graph});
 
   // 4. Bind.
   for (size_t i = 0; i < outputs.size(); ++i)

@@ -8,6 +8,20 @@
 //   export_worker export <dir> <cpu|ref> <steps>
 //       writes <dir>/step.mstep, <dir>/inputs.safetensors (x [N,B,784],
 //       y [N,B]) and <dir>/expected.safetensors (loss [N], the weights)
+//   export_worker stablehlo <dir> <steps>
+//       the same on ref, exported with Graph::export_stablehlo instead:
+//       <dir>/step.stablehlo.mlir, <dir>/values.safetensors (the step's
+//       arguments before the first replay), <dir>/inputs.safetensors and
+//       <dir>/expected.safetensors with the loss and every weight after
+//       each step ([N, ...]); test/interop checks XLA and IREE against them
+//   export_worker stablehlo_gpt <dir> <steps>
+//       the same for a GPT-mini training step (examples::GptMini: 1 layer,
+//       dim 32, 2 heads, seq 16, attention and residual dropout 0.1;
+//       cross entropy, clip_grad_norm_ 1.0, AdamW), one mark_step; the
+//       batches are tokens and targets [N, 2, 16]
+//   export_worker stablehlo_random <dir> <steps>
+//       the creation ops alone: rand (f32, bf16), randn, a float arange,
+//       each step's values in expected.safetensors (no loss, no batches)
 //   export_worker compare <expected.safetensors> <got.safetensors>
 //       exit 0 when every tensor of the first is in the second, bitwise
 //   export_worker bad_inputs <file>
@@ -18,6 +32,7 @@
 #include <random>
 #include <string>
 
+#include "examples/models/GptMini.h"
 #include "examples/models/Mlp.h"
 #include "mstep/mstep.h"
 #include "mstep/runtime/SafetensorsFile.h"
@@ -39,7 +54,11 @@ int fail(const std::string& message) {
   return 1;
 }
 
-int export_step(const std::string& dir, const std::string& device, int64_t steps) {
+/// Appends `t`'s bytes to `stack` (a [steps, ...] tensor being filled).
+void append(HostTensor& stack, const HostTensor& t) { stack.bytes += t.bytes; }
+
+int export_step(const std::string& dir, const std::string& device, int64_t steps,
+                bool stablehlo) {
   set_default_device(Device{device == "ref" ? DeviceType::ref : DeviceType::cpu, 0});
   manual_seed(0);
   auto model = std::make_shared<examples::Mlp>();
@@ -74,7 +93,10 @@ int export_step(const std::string& dir, const std::string& device, int64_t steps
   }
   std::map<std::string, Tensor> names{{"x", x}, {"y", y}, {"loss", loss}};
   for (auto& [name, p] : model->named_parameters()) names.emplace(name, p);
-  graph.save(dir + "/step.mstep", names);
+  if (stablehlo)
+    graph.export_stablehlo(dir + "/step.stablehlo.mlir", names, dir + "/values.safetensors");
+  else
+    graph.save(dir + "/step.mstep", names);
 
   std::map<std::string, HostTensor> inputs, expected;
   HostTensor all_x{DType::f32, Shape({steps, kBatch, kPixels}), {}};
@@ -86,17 +108,133 @@ int export_step(const std::string& dir, const std::string& device, int64_t steps
     feed(i + 3);
     graph.replay();
     losses.bytes += host(loss).bytes;
+    if (stablehlo)
+      for (auto& [name, p] : model->named_parameters()) {
+        HostTensor& stack = expected[name];
+        if (stack.bytes.empty()) {
+          std::vector<int64_t> dims{steps};
+          for (int64_t d : p.shape().dims()) dims.push_back(d);
+          stack = {DType::f32, Shape(dims), {}};
+        }
+        append(stack, host(p));
+      }
   }
   inputs["x"] = std::move(all_x);
   inputs["y"] = std::move(all_y);
   expected["loss"] = std::move(losses);
-  for (auto& [name, p] : model->named_parameters()) expected[name] = host(p);
+  if (!stablehlo)
+    for (auto& [name, p] : model->named_parameters()) expected[name] = host(p);
   if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", inputs); !s.ok())
     return fail(std::string(s.message()));
   if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
     return fail(std::string(s.message()));
-  std::printf("exported %s/step.mstep (%zu segments); replayed %lld steps\n", dir.c_str(),
-              graph.num_segments(), static_cast<long long>(steps));
+  std::printf("exported %s/%s (%zu segments); replayed %lld steps\n", dir.c_str(),
+              stablehlo ? "step.stablehlo.mlir" : "step.mstep", graph.num_segments(),
+              static_cast<long long>(steps));
+  return 0;
+}
+
+/// The GPT-mini step of `stablehlo_gpt` (see the file comment).
+int export_gpt_stablehlo(const std::string& dir, int64_t steps) {
+  constexpr int64_t kB = 2, kS = 16, kVocab = 32;
+  set_default_device(Device{DeviceType::ref, 0});
+  manual_seed(0);
+  examples::GptMini model({.vocab = kVocab, .dim = 32, .heads = 2, .layers = 1, .max_seq = kS,
+                           .dropout = 0.1});
+  optim::AdamW opt(model.parameters(), {.lr = 1e-3, .weight_decay = 0.1});
+  Tensor tokens = zeros({kB, kS}, DType::i64), targets = zeros({kB, kS}, DType::i64), loss;
+  auto step = [&] {
+    opt.zero_grad();
+    loss = cross_entropy(model.forward(tokens, Tensor()).reshape({-1, kVocab}), targets.reshape({-1}));
+    loss.backward();
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+    mark_step();
+  };
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int64_t> token(0, kVocab - 1);
+  std::vector<std::vector<int64_t>> ts(steps + 3, std::vector<int64_t>(kB * kS)), ys = ts;
+  for (auto& b : ts) for (int64_t& v : b) v = token(rng);
+  for (auto& b : ys) for (int64_t& v : b) v = token(rng);
+  auto feed = [&](int64_t i) {
+    tokens.copy_(from_vector(ts[i], {kB, kS}));
+    targets.copy_(from_vector(ys[i], {kB, kS}));
+  };
+  Graph graph;
+  for (int64_t i = 0; i < 2; ++i) feed(i), step();
+  feed(2);
+  {
+    CaptureGuard capture(graph);
+    step();
+  }
+  std::map<std::string, Tensor> names{{"tokens", tokens}, {"targets", targets}, {"loss", loss}};
+  for (auto& [name, p] : model.named_parameters()) names.emplace(name, p);
+  graph.export_stablehlo(dir + "/step.stablehlo.mlir", names, dir + "/values.safetensors");
+
+  std::map<std::string, HostTensor> inputs, expected;
+  HostTensor all_t{DType::i64, Shape({steps, kB, kS}), {}}, all_y = all_t;
+  HostTensor losses{DType::f32, Shape({steps}), {}};
+  for (int64_t i = 0; i < steps; ++i) {
+    all_t.bytes.append(reinterpret_cast<const char*>(ts[i + 3].data()), ts[i + 3].size() * 8);
+    all_y.bytes.append(reinterpret_cast<const char*>(ys[i + 3].data()), ys[i + 3].size() * 8);
+    feed(i + 3);
+    graph.replay();
+    append(losses, host(loss));
+    for (auto& [name, p] : model.named_parameters()) {
+      HostTensor& stack = expected[name];
+      if (stack.bytes.empty()) {
+        std::vector<int64_t> dims{steps};
+        for (int64_t d : p.shape().dims()) dims.push_back(d);
+        stack = {DType::f32, Shape(dims), {}};
+      }
+      append(stack, host(p));
+    }
+  }
+  inputs["tokens"] = std::move(all_t);
+  inputs["targets"] = std::move(all_y);
+  expected["loss"] = std::move(losses);
+  if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", inputs); !s.ok())
+    return fail(std::string(s.message()));
+  if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
+    return fail(std::string(s.message()));
+  std::printf("exported %s/step.stablehlo.mlir (GPT-mini, %zu segments); replayed %lld steps\n",
+              dir.c_str(), graph.num_segments(), static_cast<long long>(steps));
+  return 0;
+}
+
+/// The creation ops of `stablehlo_random` (see the file comment).
+int export_random_stablehlo(const std::string& dir, int64_t steps) {
+  set_default_device(Device{DeviceType::ref, 0});
+  manual_seed(5);
+  Graph graph;
+  std::map<std::string, Tensor> names;
+  {
+    CaptureGuard capture(graph);
+    names = {{"uniform", rand({3, 7})},
+             {"normal", randn({2, 5})},
+             {"uniform_bf16", rand({4, 3}, DType::bf16)},
+             {"arange", arange(0.1, 2.0, 0.3)}};
+  }
+  graph.export_stablehlo(dir + "/step.stablehlo.mlir", names, dir + "/values.safetensors");
+  std::map<std::string, HostTensor> expected;
+  for (int64_t i = 0; i < steps; ++i) {
+    graph.replay();
+    for (auto& [name, t] : names) {
+      HostTensor& stack = expected[name];
+      if (stack.bytes.empty()) {
+        std::vector<int64_t> dims{steps};
+        for (int64_t d : t.shape().dims()) dims.push_back(d);
+        stack = {DType::f32, Shape(dims), {}};
+      }
+      append(stack, host(t.to(DType::f32)));
+    }
+  }
+  if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", {}); !s.ok())
+    return fail(std::string(s.message()));
+  if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
+    return fail(std::string(s.message()));
+  std::printf("exported %s/step.stablehlo.mlir (creation ops); replayed %lld steps\n", dir.c_str(),
+              static_cast<long long>(steps));
   return 0;
 }
 
@@ -137,12 +275,19 @@ int bad_inputs(const std::string& path) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
-    if (mode == "export" && argc == 5) return export_step(argv[2], argv[3], std::atoll(argv[4]));
+    if (mode == "export" && argc == 5)
+      return export_step(argv[2], argv[3], std::atoll(argv[4]), false);
+    if (mode == "stablehlo" && argc == 4) return export_step(argv[2], "ref", std::atoll(argv[3]), true);
+    if (mode == "stablehlo_gpt" && argc == 4) return export_gpt_stablehlo(argv[2], std::atoll(argv[3]));
+    if (mode == "stablehlo_random" && argc == 4)
+      return export_random_stablehlo(argv[2], std::atoll(argv[3]));
     if (mode == "compare" && argc == 4) return compare(argv[2], argv[3]);
     if (mode == "bad_inputs" && argc == 3) return bad_inputs(argv[2]);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | compare <a> <b>\n");
+  std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | "
+                       "stablehlo[_gpt|_random] <dir> <steps> | "
+                       "compare <a> <b>\n");
   return 2;
 }

@@ -16,17 +16,26 @@
 // parsed: the mstep.custom verifier checks each call against the op
 // registered under its name and version (an op no plugin registers is an
 // error at the op).
+//
+// --mstep-export-stablehlo writes the input module (after the passes given,
+// if any) as StableHLO text instead of MLIR (compiler/StableHloExport.h);
+// an op with no StableHLO form is an error at the op, and nothing is
+// written.
 #include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "mstep/compiler/Pipelines.h"
+#include "mstep/compiler/StableHloExport.h"
 #include "mstep/passes/IRDump.h"
 #include "mstep/passes/Passes.h"
 #include "mstep/passes/Pipeline.h"
@@ -36,6 +45,35 @@ namespace {
 llvm::cl::list<std::string> load_plugins(
     "load-plugin", llvm::cl::value_desc("libmyops.so"),
     llvm::cl::desc("Load a shared library that registers custom ops (repeatable)"));
+llvm::cl::opt<bool> export_stablehlo_flag(
+    "mstep-export-stablehlo",
+    llvm::cl::desc("Write the module as StableHLO text (for XLA and IREE) instead of MLIR"));
+
+/// --mstep-export-stablehlo: MlirOptMain prints the module (after the
+/// passes) into a string, which is parsed again and exported.
+int export_stablehlo_main(std::unique_ptr<llvm::MemoryBuffer> file, mlir::DialectRegistry& registry,
+                          const mlir::MlirOptMainConfig& config, llvm::raw_ostream& out) {
+  if (!config.inputSplitMarker().empty()) {
+    llvm::errs() << "mstep-opt: --mstep-export-stablehlo writes one module; run it on each "
+                    "--split-input-file section separately\n";
+    return EXIT_FAILURE;
+  }
+  // The printed module keeps its locations, so an op that cannot be
+  // exported is reported at its line in the input.
+  if (auto* debuginfo = llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo"))
+    static_cast<llvm::cl::opt<bool>*>(debuginfo)->setValue(true);
+  std::string mlir_text;
+  llvm::raw_string_ostream mlir_os(mlir_text);
+  if (mlir::failed(mlir::MlirOptMain(mlir_os, std::move(file), registry, config)))
+    return EXIT_FAILURE;
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr source_manager;
+  mlir::SourceMgrDiagnosticHandler diagnostics(source_manager, &context);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(mlir_text, &context);
+  if (!module) return EXIT_FAILURE;
+  return mlir::succeeded(mstep::export_stablehlo(*module, out)) ? EXIT_SUCCESS : EXIT_FAILURE;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,8 +114,12 @@ int main(int argc, char** argv) {
     llvm::errs() << error << "\n";
     return EXIT_FAILURE;
   }
-  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(file), registry, config)))
+  if (export_stablehlo_flag) {
+    if (export_stablehlo_main(std::move(file), registry, config, output->os()) != EXIT_SUCCESS)
+      return EXIT_FAILURE;
+  } else if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(file), registry, config))) {
     return EXIT_FAILURE;
+  }
   output->keep();
   return EXIT_SUCCESS;
 }

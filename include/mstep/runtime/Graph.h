@@ -109,6 +109,23 @@ class Graph {
   /// serialize its executable or the file cannot be written.
   void save(const std::string& path, const std::map<std::string, Tensor>& names = {}) const;
 
+  /// Writes the captured step (forward, backward and optimizer; all its
+  /// segments) as one StableHLO function `@main` in MLIR text, which XLA
+  /// (jaxlib) and IREE compile and run (compiler/StableHloExport.h). Its
+  /// arguments are the tensors the step reads (named as by save(), in
+  /// `mstep.name`, with `mstep.role`), the frozen constants
+  /// ("constant_<n>") and, if it draws random numbers, "rng_state" =
+  /// (seed, offset) i64[2]; its results are the tensors it writes. A
+  /// tensor both read and written (parameters, optimizer state) is donated:
+  /// its argument has `tf.aliasing_output = <result>`. With `values_path`,
+  /// the arguments' current values go to that safetensors file under their
+  /// names, with metadata rng_seed, rng_offset and rng_advance (how far one
+  /// step moves the offset). Throws ReplayError(not_captured) before
+  /// capture_end(), and an Error naming the op (and its trace node) when
+  /// an op has no StableHLO form, or a file cannot be written.
+  void export_stablehlo(const std::string& path, const std::map<std::string, Tensor>& names = {},
+                        const std::string& values_path = "") const;
+
   bool captured() const;
   /// Executable runs per replay, and kernel launches among them.
   size_t num_segments() const;

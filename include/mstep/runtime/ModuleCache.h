@@ -48,7 +48,8 @@ class ModuleCache {
     std::shared_ptr<Executable> executable;  // shared: captured graphs outlive eviction
     uint32_t num_nodes = 0;   // cheap collision guard
     uint32_t num_inputs = 0;
-    /// The graph, kept only while something needs it (the NaN guard).
+    /// The graph, kept only while something needs it (the NaN guard, a
+    /// capture: Graph::export_stablehlo).
     std::shared_ptr<const TraceGraph> graph;
     /// TraceGraph::donated_to: which inputs a capture may donate.
     std::vector<int32_t> donated_to;

@@ -31,6 +31,9 @@ struct ExecutedGraph {
   absl::Span<const BufferPtr> results;
   uint64_t rng_offset;                        // the Philox offset of the rng state input
   absl::Span<const CustomOpNeed> custom_ops;  // the custom ops the executable calls
+  // The graph the executable was compiled from (Graph::export_stablehlo
+  // re-emits it); kept with the cache entry while a capture records.
+  const std::shared_ptr<const TraceGraph>& graph;
 };
 
 /// Receives every execution while a capture is active.
