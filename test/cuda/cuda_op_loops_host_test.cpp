@@ -262,18 +262,54 @@ func.func @step(%w: tensor<100xf32>, %gw: tensor<100xf32>, %m: tensor<100xf32>, 
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
-TEST(CudaOpLoopsHost, ClippedOptimizerUpdateIsNamedAsNotYetLowered) {
-  testing::CudaStepContext step(R"(
-func.func @step(%w: tensor<4xf32>, %gw: tensor<4xf32>, %lr: tensor<f64>) -> (tensor<4xf32>, tensor<f32>) {
-  %p, %n = mstep.multi_tensor_update <sgd> params(%w : tensor<4xf32>) grads(%gw : tensor<4xf32>) lr(%lr) {max_grad_norm = 1.0 : f64} -> total_grad_norm tensor<f32>
-  return %p, %n : tensor<4xf32>, tensor<f32>
-})");
-  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
-  ASSERT_FALSE(compiled.ok());
-  EXPECT_EQ(compiled.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(compiled.status().message(), HasSubstr("'mstep.multi_tensor_update'"));
-  EXPECT_THAT(compiled.status().message(), HasSubstr("not yet lowered for cuda"));
-  EXPECT_THAT(compiled.status().message(), HasSubstr("max_grad_norm"));
+TEST(CudaOpLoopsHost, ClippedUpdatesL2AndInfNormAreRefsBitForBit) {
+  // clip_grad_norm_ over two gradients (a norm per gradient, then the
+  // total), the clipped gradients returned; large gradients so that the
+  // coefficient is below one.
+  std::vector<std::vector<char>> inputs = optimizer_inputs(4, 4, {64, 300}, 0, {0.05});
+  for (int g : {2, 3}) {
+    std::vector<float> v = values_of<float>(inputs[g]);
+    for (float& x : v) x *= 10.f;
+    inputs[g] = bytes_of(v);
+  }
+  for (const char* norm : {"2.0", "0x7FF0000000000000"}) {
+    const std::string text = std::string(R"(
+func.func @step(%w: tensor<64xf32>, %b: tensor<300xf32>, %gw: tensor<64xf32>, %gb: tensor<300xf32>, %lr: tensor<f64>)
+    -> (tensor<64xf32>, tensor<300xf32>, tensor<64xf32>, tensor<300xf32>, tensor<f32>) {
+  %p:2, %c:2, %n = mstep.multi_tensor_update <sgd> params(%w, %b : tensor<64xf32>, tensor<300xf32>) grads(%gw, %gb : tensor<64xf32>, tensor<300xf32>) lr(%lr) {max_grad_norm = 1.0 : f64, grad_norm_type = )") + norm + R"( : f64} -> total_grad_norm tensor<f32> clipped_grads(tensor<64xf32>, tensor<300xf32>)
+  return %p#0, %p#1, %c#0, %c#1, %n : tensor<64xf32>, tensor<300xf32>, tensor<64xf32>, tensor<300xf32>, tensor<f32>
+})";
+    const Outputs out = run_both(text.c_str(), inputs);
+    ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out)) << norm;
+    EXPECT_GT(values_of<float>(out.cuda[4])[0], 1.f) << norm;  // it did clip
+  }
+}
+
+TEST(CudaOpLoopsHost, SliceAndSliceScatterWithAStep) {
+  const Outputs out = run_both(R"(
+func.func @step(%x: tensor<4x16x9xf32>, %s: tensor<4x5x9xf32>) -> (tensor<4x5x9xf32>, tensor<4x16x9xf32>) {
+  %y = mstep.slice %x {dim = 1 : i64, end = 15 : i64, start = 2 : i64, step = 3 : i64} : tensor<4x16x9xf32> -> tensor<4x5x9xf32>
+  %z = mstep.slice_scatter %x, %s {dim = 1 : i64, end = 15 : i64, start = 2 : i64, step = 3 : i64} : tensor<4x16x9xf32>, tensor<4x5x9xf32>
+  return %y, %z : tensor<4x5x9xf32>, tensor<4x16x9xf32>
+})", {random_bytes(4 * 16 * 9, 30), random_bytes(4 * 5 * 9, 31)});
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
+}
+
+TEST(CudaOpLoopsHost, EmbeddingForwardAndBackwardWithRepeatedTokens) {
+  // index_select rows of a [50, 24] table; index_add of the row gradients
+  // back, tokens repeated so that rows accumulate (in index order, one
+  // lane per column: no atomics).
+  std::vector<int64_t> tokens(70);
+  for (int i = 0; i < 70; ++i) tokens[i] = (i * 13) % 50 / 2;
+  const Outputs out = run_both(R"(
+func.func @step(%table: tensor<50x24xf32>, %t: tensor<70xi64>, %g: tensor<70x24xf32>) -> (tensor<70x24xf32>, tensor<50x24xf32>, tensor<3x70x8xf32>) {
+  %e = mstep.index_select %table, %t {dim = 0 : i64} : tensor<50x24xf32>, tensor<70xi64> -> tensor<70x24xf32>
+  %d = mstep.index_add %table, %t, %g {dim = 0 : i64} : tensor<50x24xf32>, tensor<70xi64>, tensor<70x24xf32>
+  %r = mstep.reshape %table : tensor<50x24xf32> -> tensor<3x50x8xf32>
+  %m = mstep.index_select %r, %t {dim = 1 : i64} : tensor<3x50x8xf32>, tensor<70xi64> -> tensor<3x70x8xf32>
+  return %e, %d, %m : tensor<70x24xf32>, tensor<50x24xf32>, tensor<3x70x8xf32>
+})", {random_bytes(50 * 24, 32), bytes_of(tokens), random_bytes(70 * 24, 33)});
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // RefShape.cpp, RefOptimizer.cpp), whose comments give the formulas.
 #include "lib/backends/cuda/CudaOpLoops.h"
 
+#include <array>
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -114,6 +116,30 @@ class Nest {
   }
   Value div(Value i, int64_t n) { return n == 1 ? i : b.create<arith::DivUIOp>(i, index(n)); }
   Value rem(Value i, int64_t n) { return n == 1 ? index(0) : b.create<arith::RemUIOp>(i, index(n)); }
+
+  /// base + sum of coordinate k * strides[k], the coordinates those of
+  /// linear index `i` in `shape` (row-major).
+  Value strided(Value i, ArrayRef<int64_t> shape, ArrayRef<int64_t> strides, int64_t base) {
+    Value rest = i, at = index(base);
+    for (int64_t k = static_cast<int64_t>(shape.size()) - 1; k >= 0; --k) {
+      at = affine(rem(rest, shape[k]), strides[k], at);
+      rest = div(rest, shape[k]);
+    }
+    return at;
+  }
+
+  /// A zero, or a NaN for floats: what an element read through an index
+  /// out of range becomes.
+  Value poison(Type type) {
+    return isa<FloatType>(type) ? constant(type, std::numeric_limits<double>::quiet_NaN())
+                                : integer(type, 0);
+  }
+
+  /// Element-by-element copy of parameter `from` into `to` (same size).
+  void copy(unsigned from, unsigned to) {
+    Flat x = flat(from), y = flat(to);
+    parallel(numel(param(to)), [&](Value i) { store(load(x, i), y, i); });
+  }
 
   /// A float widened to f64 (exact).
   Value ext(Value v) {
@@ -369,26 +395,136 @@ void reshape_loops(Operation* op, Nest& nest) {
   nest.parallel(numel(op->getResult(0)), [&](Value i) { nest.store(nest.load(x, i), y, i); });
 }
 
+/// Row-major strides of `shape`.
+std::vector<int64_t> strides_of(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+ArrayRef<int64_t> shape_of(Value value) { return cast<ShapedType>(value.getType()).getShape(); }
+
 /// A copy kernel, one lane per output element: its coordinates (from the
 /// output's shape) address the input's dims perm[k].
 void permute_loops(dialect::PermuteOp op, Nest& nest) {
-  auto in_shape = cast<ShapedType>(op.getInput().getType()).getShape();
-  auto out_shape = cast<ShapedType>(op.getResult().getType()).getShape();
-  ArrayRef<int64_t> perm = op.getPerm();
-  std::vector<int64_t> in_stride(in_shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(in_shape.size()) - 2; d >= 0; --d)
-    in_stride[d] = in_stride[d + 1] * in_shape[d + 1];
+  const std::vector<int64_t> in_stride = strides_of(shape_of(op.getInput()));
+  std::vector<int64_t> strides;
+  for (int64_t k : op.getPerm()) strides.push_back(in_stride[k]);
   Flat x = nest.flat(0), y = nest.flat(1);
+  ArrayRef<int64_t> out_shape = shape_of(op.getResult());
+  nest.parallel(numel(op.getResult()), [&](Value i) {
+    nest.store(nest.load(x, nest.strided(i, out_shape, strides, 0)), y, i);
+  });
+}
+
+/// The input's strides with dim `dim`'s scaled by `step`, and the offset
+/// of element `start` along it: where the slice's elements are.
+std::pair<std::vector<int64_t>, int64_t> slice_walk(ArrayRef<int64_t> shape, int64_t dim,
+                                                    int64_t start, int64_t step) {
+  std::vector<int64_t> strides = strides_of(shape);
+  const int64_t base = start * strides[dim];
+  strides[dim] *= step;
+  return {strides, base};
+}
+
+/// RefShape.cpp's slice: output element k along dim is input element
+/// start + k * step.
+void slice_loops(dialect::SliceOp op, Nest& nest) {
+  auto [strides, base] = slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
+  Flat x = nest.flat(0), y = nest.flat(1);
+  ArrayRef<int64_t> out_shape = shape_of(op.getResult());
+  nest.parallel(numel(op.getResult()), [&](Value i) {
+    nest.store(nest.load(x, nest.strided(i, out_shape, strides, base)), y, i);
+  });
+}
+
+/// RefScatter.cpp's slice_scatter: a copy of the input, then src's
+/// elements written where the slice's are.
+void slice_scatter_loops(dialect::SliceScatterOp op, Nest& nest) {
+  auto [strides, base] = slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
+  nest.copy(0, 2);
+  Flat src = nest.flat(1), y = nest.flat(2);
+  ArrayRef<int64_t> src_shape = shape_of(op.getSrc());
+  nest.parallel(numel(op.getSrc()), [&](Value i) {
+    nest.store(nest.load(src, i), y, nest.strided(i, src_shape, strides, base));
+  });
+}
+
+/// The outer (before dim), size and inner (after dim) extents of `shape`.
+std::array<int64_t, 3> around(ArrayRef<int64_t> shape, int64_t dim) {
+  return {product(shape.take_front(dim)), shape[dim], product(shape.drop_front(dim + 1))};
+}
+
+/// Index value j of `index` (i32 or i64) as an index, whether it is in
+/// [0, size) (ref checks and fails; a kernel cannot), and the value
+/// clamped to 0 when it is not, so nothing is read or written out of
+/// bounds.
+std::pair<Value, Value> checked_index(Nest& nest, const Flat& index, Value j, int64_t size) {
+  ImplicitLocOpBuilder& b = nest.b;
+  Value v = nest.load(index, j);
+  Type type = v.getType();
+  Value valid = b.create<arith::AndIOp>(
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, v, nest.integer(type, 0)),
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, v, nest.integer(type, size)));
+  Value safe = b.create<arith::SelectOp>(valid, v, nest.integer(type, 0));
+  return {b.create<arith::IndexCastOp>(b.getIndexType(), safe), valid};
+}
+
+/// RefShape.cpp's index_select (embedding): one lane per output element,
+/// block (o, j) of `inner` elements read from input block (o, index[j]).
+/// An index out of range gives NaN (zero for integers) instead of ref's
+/// error.
+void index_select_loops(dialect::IndexSelectOp op, Nest& nest) {
+  const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
+  const int64_t n = numel(op.getIndex());
+  Flat x = nest.flat(0), index = nest.flat(1), y = nest.flat(2);
   ImplicitLocOpBuilder& b = nest.b;
   nest.parallel(numel(op.getResult()), [&](Value i) {
-    Value rest = i, source = nest.index(0);
-    for (int64_t k = static_cast<int64_t>(out_shape.size()) - 1; k >= 0; --k) {
-      Value coordinate = nest.rem(rest, out_shape[k]);
-      rest = nest.div(rest, out_shape[k]);
-      source = nest.affine(coordinate, in_stride[perm[k]], source);
-    }
-    (void)b;
-    nest.store(nest.load(x, source), y, i);
+    Value k = nest.rem(i, inner), block = nest.div(i, inner);
+    Value j = nest.rem(block, n), o = nest.div(block, n);
+    auto [at, valid] = checked_index(nest, index, j, size);
+    Value row = b.create<arith::AddIOp>(nest.affine(o, size, Value()), at);
+    Value v = nest.load(x, nest.affine(row, inner, k));
+    nest.store(b.create<arith::SelectOp>(valid, v, nest.poison(y.element())), y, i);
+  });
+}
+
+/// a + b as ref's add_into: in f32 for the 16-bit floats, "or" for bool.
+Value add_as_ref(Nest& nest, Value a, Value b_value) {
+  ImplicitLocOpBuilder& b = nest.b;
+  Type type = a.getType();
+  if (type.isInteger(1)) return b.create<arith::OrIOp>(a, b_value);
+  if (!isa<FloatType>(type)) return b.create<arith::AddIOp>(a, b_value);
+  if (type.isF32() || type.isF64()) return b.create<arith::AddFOp>(a, b_value);
+  Value sum = b.create<arith::AddFOp>(b.create<arith::ExtFOp>(b.getF32Type(), a),
+                                      b.create<arith::ExtFOp>(b.getF32Type(), b_value));
+  return b.create<arith::TruncFOp>(type, sum);
+}
+
+/// RefScatter.cpp's index_add (embedding backward): a copy of the input,
+/// then one lane per (outer, inner) column adding source block (o, j)
+/// into output block (o, index[j]) for j in order, so that duplicates add
+/// in ref's order and no two lanes touch an element (no atomics, the same
+/// result every run). An index out of range adds nothing (ref: an error).
+void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
+  const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
+  const int64_t n = numel(op.getIndex());
+  nest.copy(0, 3);
+  Flat index = nest.flat(1), source = nest.flat(2), y = nest.flat(3);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(outer * inner, [&](Value lane) {
+    Value k = nest.rem(lane, inner), o = nest.div(lane, inner);
+    nest.loop(n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      auto [at, valid] = checked_index(nest, index, j, size);
+      Value row = b.create<arith::AddIOp>(nest.affine(o, size, Value()), at);
+      Value dst = nest.affine(row, inner, k);
+      Value from = nest.affine(b.create<arith::AddIOp>(nest.affine(o, n, Value()), j), inner, k);
+      Value current = nest.load(y, dst);
+      Value sum = add_as_ref(nest, current, nest.load(source, from));
+      nest.store(b.create<arith::SelectOp>(valid, sum, current), y, dst);
+      return {};
+    });
   });
 }
 
@@ -424,9 +560,43 @@ class UpdateMath {
   Type t_, c_;
 };
 
+/// ClipGrad.cpp's norm of `count` values read by `at` (C values of type
+/// T), as RefOptimizer.cpp's p_norm: the inf-norm (max |x|, a NaN wins),
+/// or the f64 sum of |x|^p rounded to T, then its root. One lane.
+Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)> at, double p) {
+  ImplicitLocOpBuilder& b = nest.b;
+  if (std::isinf(p)) {
+    Value first = b.create<math::AbsFOp>(at(nest.index(0)));
+    Value best = nest.loop(count, {first}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+      Value v = b.create<math::AbsFOp>(at(j));
+      Value acc_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, acc[0], acc[0]);
+      Value v_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, v, v);
+      Value greater = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, acc[0]);
+      Value take = b.create<arith::AndIOp>(
+          b.create<arith::XOrIOp>(acc_nan, nest.integer(b.getI1Type(), 1)),
+          b.create<arith::OrIOp>(v_nan, greater));
+      return {b.create<arith::SelectOp>(take, v, acc[0])};
+    })[0];
+    return m.same(best);
+  }
+  Value exponent = m.rnd(nest.f64(p));
+  Value acc = nest.loop(count, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+    Value x = at(j), term;
+    if (p == 2)
+      term = m.mul(x, x);
+    else if (p == 1)
+      term = b.create<math::AbsFOp>(x);
+    else
+      term = m.same(b.create<math::PowFOp>(b.create<math::AbsFOp>(x), exponent));
+    return {b.create<arith::AddFOp>(acc[0], nest.ext(term))};
+  })[0];
+  Value sum = m.rnd(acc);
+  if (p == 2) return m.sqrt(sum);
+  if (p == 1) return sum;
+  return m.same(b.create<math::PowFOp>(sum, m.rnd(nest.f64(1.0 / p))));
+}
+
 absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& nest) {
-  if (op.getMaxGradNorm())
-    return not_lowered_for_cuda(op, "gradient clipping (max_grad_norm) is not lowered yet");
   const unsigned num_operands = op->getNumOperands();
   auto operand = [&](Operand segment, int64_t i = 0) {
     return static_cast<unsigned>(op.getODSOperandIndexAndLength(segment).first + i);
@@ -435,6 +605,7 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
   auto result = [&](Result segment, int64_t i = 0) {
     return num_operands + static_cast<unsigned>(op.getODSResultIndexAndLength(segment).first + i);
   };
+  auto count_results = [&](Result segment) { return op.getODSResultIndexAndLength(segment).second; };
   const auto rule = static_cast<Rule>(op.getKind());
   const bool nesterov = op.getNesterov(), amsgrad = op.getAmsgrad(), maximize = op.getMaximize();
   const int64_t n = count(kParams);
@@ -443,6 +614,43 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
   auto hyper = [&](Operand segment) -> Value {
     return count(segment) ? nest.load0(nest.param(operand(segment))) : Value();
   };
+  // Clipping (clip_grad_norm_): each gradient's norm in a lane of its own
+  // into a temporary buffer, then the total norm in one lane, written to
+  // total_grad_norm, from which every update lane derives the coefficient.
+  const std::optional<double> max_norm =
+      op.getMaxGradNorm() ? std::optional<double>(op.getMaxGradNorm()->convertToDouble())
+                          : std::nullopt;
+  const double norm_type = op.getGradNormType().convertToDouble();
+  Value total_norm;
+  if (max_norm) {
+    total_norm = nest.param(result(kTotalNorm));
+    Type norm_dtype = cast<MemRefType>(total_norm.getType()).getElementType();
+    for (int64_t i = 0; i < n; ++i) {
+      Value grad = op.getGrads()[i];
+      if (cast<ShapedType>(grad.getType()).getElementType() != norm_dtype)
+        return not_lowered_for_cuda(op, "clipping needs every gradient in the total norm's dtype");
+      if (std::isinf(norm_type) && numel(grad) == 0)
+        return not_lowered_for_cuda(op, "the inf-norm of an empty gradient");
+    }
+    Value norms = b.create<memref::AllocOp>(MemRefType::get({n}, norm_dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      Flat grad = nest.flat(operand(kGrads, i));
+      nest.parallel(1, [&](Value) {
+        UpdateMath m(nest, norm_dtype);
+        Value norm = p_norm(nest, m, numel(op.getGrads()[i]),
+                            [&](Value j) { return m.widen(nest.load(grad, j)); }, norm_type);
+        b.create<memref::StoreOp>(m.narrow(norm), norms, ValueRange{nest.index(i)});
+      });
+    }
+    nest.parallel(1, [&](Value) {
+      UpdateMath m(nest, norm_dtype);
+      auto at = [&](Value j) {
+        return m.widen(b.create<memref::LoadOp>(norms, ValueRange{j}).getResult());
+      };
+      Value total = n == 1 ? at(nest.index(0)) : p_norm(nest, m, n, at, norm_type);
+      b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
+    });
+  }
   for (int64_t i = 0; i < n; ++i) {
     Flat param = nest.flat(operand(kParams, i)), grad = nest.flat(operand(kGrads, i));
     Flat new_param = nest.flat(result(kNewParams, i));
@@ -454,6 +662,8 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
       states.push_back(state(s));
       new_states.push_back(new_state(s));
     }
+    std::optional<Flat> clipped;
+    if (count_results(kClippedGrads)) clipped = nest.flat(result(kClippedGrads, i));
     const Type storage = param.element();
     nest.parallel(numel(op.getParams()[i]), [&](Value k) {
       UpdateMath m(nest, storage);
@@ -470,6 +680,15 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
       auto one_minus = [&](Value v64) { return b.create<arith::SubFOp>(nest.f64(1.0), v64); };
       Value p = m.widen(nest.load(param, k));
       Value g = m.widen(nest.load(grad, k));
+      if (max_norm) {
+        // min(max_norm / (total + 1e-6), 1), a NaN kept; the clipped
+        // gradient is a result when the graph reads it.
+        Value total = m.widen(nest.load0(total_norm));
+        Value coef = m.div(m.rnd(nest.f64(*max_norm)), m.add(total, m.rnd(nest.f64(1e-6))));
+        Value keep = b.create<arith::CmpFOp>(arith::CmpFPredicate::ULT, coef, m.one());
+        g = m.mul(g, b.create<arith::SelectOp>(keep, coef, m.one()));
+        if (clipped) nest.store(m.narrow(g), *clipped, k);
+      }
       if (maximize) g = b.create<arith::NegFOp>(g);
       auto decayed = [&](Value gradient) {
         return wd64 ? m.add(gradient, m.mul(wd, p)) : gradient;
@@ -567,7 +786,8 @@ absl::Status not_lowered_for_cuda(Operation* op, absl::string_view why) {
 bool builds_op_loops(Operation* op) {
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
-             dialect::PermuteOp, dialect::MultiTensorUpdateOp>(op);
+             dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp,
+             dialect::IndexSelectOp, dialect::IndexAddOp, dialect::MultiTensorUpdateOp>(op);
 }
 
 absl::Status build_op_loops(Operation* op, func::FuncOp func) {
@@ -597,6 +817,14 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func) {
     reshape_loops(op, nest);
   } else if (auto permute = dyn_cast<dialect::PermuteOp>(op)) {
     permute_loops(permute, nest);
+  } else if (auto slice = dyn_cast<dialect::SliceOp>(op)) {
+    slice_loops(slice, nest);
+  } else if (auto scatter = dyn_cast<dialect::SliceScatterOp>(op)) {
+    slice_scatter_loops(scatter, nest);
+  } else if (auto select = dyn_cast<dialect::IndexSelectOp>(op)) {
+    index_select_loops(select, nest);
+  } else if (auto add = dyn_cast<dialect::IndexAddOp>(op)) {
+    index_add_loops(add, nest);
   } else if (auto update = dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
     status = multi_tensor_update_loops(update, nest);
   } else {
