@@ -121,6 +121,50 @@ func.func @step(%x: tensor<77x1000xf32>) -> tensor<1000xf32> {
 )";
 
 
+// softmax and log_softmax over rows of 37 (CudaOpLoops.h: one lane per
+// row, statistics in f64), 300 rows: two blocks, the second partial.
+constexpr const char* kSoftmaxRows = R"(
+func.func @step(%x: tensor<300x37xf32>) -> (tensor<300x37xf32>, tensor<300x37xf32>) {
+  %p = mstep.softmax %x {dim = 1 : i64} : tensor<300x37xf32>
+  %l = mstep.log_softmax %x {dim = 1 : i64} : tensor<300x37xf32>
+  return %p, %l : tensor<300x37xf32>, tensor<300x37xf32>
+}
+)";
+
+// layer_norm (weight, bias) and rms_norm (weight) over rows of 96.
+constexpr const char* kNorms = R"(
+func.func @step(%x: tensor<40x96xf32>, %w: tensor<96xf32>, %b: tensor<96xf32>)
+    -> (tensor<40x96xf32>, tensor<40x96xf32>) {
+  %y = mstep.layer_norm %x weight(%w : tensor<96xf32>) bias(%b : tensor<96xf32>) {eps = 1.000000e-05 : f64, normalized_ndim = 1 : i64} : tensor<40x96xf32>
+  %z = mstep.rms_norm %x weight(%w : tensor<96xf32>) {eps = 1.000000e-06 : f64, normalized_ndim = 1 : i64} : tensor<40x96xf32>
+  return %y, %z : tensor<40x96xf32>, tensor<40x96xf32>
+}
+)";
+
+// Copy kernels: permute (2, 0, 1), a strided slice and its slice_scatter,
+// a reshape. Exact: only elements move.
+constexpr const char* kShapeCopies = R"(
+func.func @step(%x: tensor<8x30x50xf32>, %s: tensor<8x9x50xf32>)
+    -> (tensor<50x8x30xf32>, tensor<8x9x50xf32>, tensor<8x30x50xf32>, tensor<240x50xf32>) {
+  %p = mstep.permute %x {perm = array<i64: 2, 0, 1>} : tensor<8x30x50xf32> -> tensor<50x8x30xf32>
+  %c = mstep.slice %x {dim = 1 : i64, end = 29 : i64, start = 2 : i64, step = 3 : i64} : tensor<8x30x50xf32> -> tensor<8x9x50xf32>
+  %u = mstep.slice_scatter %x, %s {dim = 1 : i64, end = 29 : i64, start = 2 : i64, step = 3 : i64} : tensor<8x30x50xf32>, tensor<8x9x50xf32>
+  %r = mstep.reshape %x : tensor<8x30x50xf32> -> tensor<240x50xf32>
+  return %p, %c, %u, %r : tensor<50x8x30xf32>, tensor<8x9x50xf32>, tensor<8x30x50xf32>, tensor<240x50xf32>
+}
+)";
+
+/// A result computed in f64 from f32 inputs and rounded once (the
+/// row-wise kernels): libdevice's f64 exp/log/sqrt are within 2 ulp of a
+/// double, far below f32's, so the kernel's f32 result and the rounded
+/// double expectation differ by at most one f32 ulp.
+float one_ulp(double expected) { return static_cast<float>(kUlp * std::fabs(expected) + kTiny); }
+
+/// What a copy kernel may differ by: nothing (a positive bound, as the
+/// format requires).
+constexpr float kExact = static_cast<float>(kTiny);
+
+
 /// Recursive summation of n f32 terms in any order is within
 /// (n - 1) * u * sum|x_i| of the exact sum (Higham, "Accuracy and Stability
 /// of Numerical Algorithms", 4.2); n * u * sum|x_i| is used.
@@ -225,6 +269,73 @@ std::vector<Case> cases() {
                                                             2 * kRoundoff * std::fabs(y) + kTiny));
                      }
                    return std::vector<Expected>{e};
+                 }});
+  all.push_back({"softmax_rows", kSoftmaxRows,
+                 [](const std::vector<int64_t>& n) { return Values{sequence(n[0], 10, -6.f, 6.f)}; },
+                 [](const Values& in) {
+                   Expected p, l;
+                   for (int r = 0; r < 300; ++r) {
+                     const float* x = &in[0][r * 37];
+                     double m = x[0], sum = 0;
+                     for (int j = 0; j < 37; ++j) m = std::max(m, double(x[j]));
+                     for (int j = 0; j < 37; ++j) sum += std::exp(x[j] - m);
+                     for (int j = 0; j < 37; ++j) {
+                       double e = std::exp(x[j] - m) / sum, v = x[j] - m - std::log(sum);
+                       p.value.push_back(static_cast<float>(e));
+                       p.bound.push_back(one_ulp(e));
+                       l.value.push_back(static_cast<float>(v));
+                       l.bound.push_back(one_ulp(v));
+                     }
+                   }
+                   return std::vector<Expected>{p, l};
+                 }});
+  all.push_back({"norms", kNorms,
+                 [](const std::vector<int64_t>& n) {
+                   return Values{sequence(n[0], 11, -3.f, 3.f), sequence(n[1], 12, 0.5f, 1.5f),
+                                 sequence(n[2], 13, -1.f, 1.f)};
+                 },
+                 [](const Values& in) {
+                   Expected y, z;
+                   for (int r = 0; r < 40; ++r) {
+                     const float* x = &in[0][r * 96];
+                     double mean = 0, var = 0, ms = 0;
+                     for (int c = 0; c < 96; ++c) mean += x[c], ms += double(x[c]) * x[c];
+                     mean /= 96, ms /= 96;
+                     for (int c = 0; c < 96; ++c) var += (x[c] - mean) * (x[c] - mean);
+                     var /= 96;
+                     for (int c = 0; c < 96; ++c) {
+                       double a = (x[c] - mean) / std::sqrt(var + 1e-5) * in[1][c] + in[2][c];
+                       double b = x[c] / std::sqrt(ms + 1e-6) * in[1][c];
+                       y.value.push_back(static_cast<float>(a));
+                       y.bound.push_back(one_ulp(a) + 1e-6f);  // + the f64 rounding of the statistics
+                       z.value.push_back(static_cast<float>(b));
+                       z.bound.push_back(one_ulp(b) + 1e-6f);
+                     }
+                   }
+                   return std::vector<Expected>{y, z};
+                 }});
+  all.push_back({"shape_copies", kShapeCopies,
+                 [](const std::vector<int64_t>& n) {
+                   return Values{sequence(n[0], 14, -1.f, 1.f), sequence(n[1], 15, 2.f, 3.f)};
+                 },
+                 [](const Values& in) {
+                   const std::vector<float>& x = in[0];
+                   auto at = [&](int a, int b, int c) { return x[(a * 30 + b) * 50 + c]; };
+                   Expected p, c, u, r;
+                   for (int k = 0; k < 50; ++k)
+                     for (int a = 0; a < 8; ++a)
+                       for (int b = 0; b < 30; ++b) p.value.push_back(at(a, b, k));
+                   for (int a = 0; a < 8; ++a)
+                     for (int j = 0; j < 9; ++j)
+                       for (int k = 0; k < 50; ++k) c.value.push_back(at(a, 2 + 3 * j, k));
+                   u.value = x;
+                   for (int a = 0; a < 8; ++a)
+                     for (int j = 0; j < 9; ++j)
+                       for (int k = 0; k < 50; ++k)
+                         u.value[(a * 30 + 2 + 3 * j) * 50 + k] = in[1][(a * 9 + j) * 50 + k];
+                   r.value = x;
+                   for (Expected* e : {&p, &c, &u, &r}) e->bound.assign(e->value.size(), kExact);
+                   return std::vector<Expected>{p, c, u, r};
                  }});
   return all;
 }
