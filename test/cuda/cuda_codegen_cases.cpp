@@ -1,13 +1,15 @@
 // Build-time generator of the GPU check's compiled cases: a few steps
 // compiled here by the cuda compile half (MLIR -> PTX -> cubins for sm_80
 // and sm_90), written with deterministic inputs and expected outputs
-// computed by plain double-precision loops in this file (not by the code
-// under test), in the format of CodegenCase.h. The GPU machine has no MLIR;
+// computed by plain double-precision loops in this file, or for the cases
+// with inputs of other dtypes by the ref backend (not by the code under
+// test), in the format of CodegenCase.h. The GPU machine has no MLIR;
 // cuda_codegen_gpu_test loads these with the runtime half alone.
 //   cuda_codegen_cases OUT_DIR
 // Exit code 0, or 1 naming the case that did not compile or write.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -21,6 +23,7 @@
 #include "mstep/ir/MlirParse.h"
 #include "test/cuda/CodegenCase.h"
 #include "test/cuda/LinearReluStep.h"
+#include "test/cuda/RefOracle.h"
 
 namespace mstep::cuda::testing {
 namespace {
@@ -47,7 +50,19 @@ struct Case {
   /// Expected outputs (in the step's output order) from the inputs.
   std::function<std::vector<Expected>(const Values&)> expected;
   bool bandwidth = false;
+  /// Instead of `inputs` and `expected`: inputs of any dtype (bytes per
+  /// step input), the expected outputs from the ref backend, each
+  /// element within `ref_ulps` f32 ulps of ref's.
+  std::function<std::vector<std::vector<char>>(const std::vector<int64_t>&)> raw_inputs;
+  int ref_ulps = 0;
 };
+
+template <typename T>
+std::vector<char> bytes_of(const std::vector<T>& values) {
+  std::vector<char> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
 
 /// A deterministic value in [lo, hi): a fixed linear congruential sequence.
 std::vector<float> sequence(int64_t n, uint32_t seed, float lo, float hi) {
@@ -159,6 +174,44 @@ func.func @step(%x: tensor<8x30x50xf32>, %s: tensor<8x9x50xf32>)
 /// double, far below f32's, so the kernel's f32 result and the rounded
 /// double expectation differ by at most one f32 ulp.
 float one_ulp(double expected) { return static_cast<float>(kUlp * std::fabs(expected) + kTiny); }
+
+// dropout with ref's Philox mask (seed and offset in an i64 state).
+constexpr const char* kDropout = R"(
+func.func @step(%x: tensor<33x70xf32>, %rng: tensor<2xi64>) -> tensor<33x70xf32> {
+  %y = mstep.dropout %x, %rng {offset = 16 : i64, p = 2.500000e-01 : f64} : tensor<33x70xf32>
+  return %y : tensor<33x70xf32>
+}
+)";
+
+// The loss and the embedding: log_softmax, nll_loss (mean, none),
+// index_select of token rows and index_add of their gradients (repeated
+// tokens add in index order, one lane per column). The same i64 ids are
+// the targets and the tokens (no ignored target: ref rejects it as a row
+// index).
+constexpr const char* kLossEmbedding = R"(
+func.func @step(%z: tensor<40x10xf32>, %t: tensor<40xi64>, %table: tensor<50x24xf32>, %g: tensor<40x24xf32>)
+    -> (tensor<f32>, tensor<40xf32>, tensor<40x24xf32>, tensor<50x24xf32>) {
+  %lp = mstep.log_softmax %z {dim = 1 : i64} : tensor<40x10xf32>
+  %m = mstep.nll_loss %lp, %t {ignore_index = -100 : i64, reduction = #mstep.reduction<mean>} : tensor<40x10xf32>, tensor<40xi64> -> tensor<f32>
+  %n = mstep.nll_loss %lp, %t {ignore_index = -100 : i64, reduction = #mstep.reduction<none>} : tensor<40x10xf32>, tensor<40xi64> -> tensor<40xf32>
+  %e = mstep.index_select %table, %t {dim = 0 : i64} : tensor<50x24xf32>, tensor<40xi64> -> tensor<40x24xf32>
+  %d = mstep.index_add %table, %t, %g {dim = 0 : i64} : tensor<50x24xf32>, tensor<40xi64>, tensor<40x24xf32>
+  return %m, %n, %e, %d : tensor<f32>, tensor<40xf32>, tensor<40x24xf32>, tensor<50x24xf32>
+}
+)";
+
+// The optimizer update: Adadelta over two parameters with
+// clip_grad_norm_ (the norms in one lane each, then the total), f64
+// hyperparameters and i64 step counters in, the f32 results out.
+constexpr const char* kClippedAdadelta = R"(
+func.func @step(%w: tensor<30x20xf32>, %b: tensor<300xf32>, %gw: tensor<30x20xf32>, %gb: tensor<300xf32>,
+                %s0: tensor<30x20xf32>, %s1: tensor<300xf32>, %s2: tensor<30x20xf32>, %s3: tensor<300xf32>,
+                %t0: tensor<i64>, %t1: tensor<i64>, %lr: tensor<f64>, %rho: tensor<f64>, %eps: tensor<f64>)
+    -> (tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<f32>) {
+  %p:2, %s:4, %t:2, %n = mstep.multi_tensor_update <adadelta> params(%w, %b : tensor<30x20xf32>, tensor<300xf32>) grads(%gw, %gb : tensor<30x20xf32>, tensor<300xf32>) states(%s0, %s1, %s2, %s3 : tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>) steps(%t0, %t1) lr(%lr) rho(%rho) eps(%eps) {max_grad_norm = 1.0 : f64} -> total_grad_norm tensor<f32>
+  return %p#0, %p#1, %s#0, %s#1, %s#2, %s#3, %n : tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<f32>
+}
+)";
 
 /// What a copy kernel may differ by: nothing (a positive bound, as the
 /// format requires).
@@ -337,6 +390,38 @@ std::vector<Case> cases() {
                    for (Expected* e : {&p, &c, &u, &r}) e->bound.assign(e->value.size(), kExact);
                    return std::vector<Expected>{p, c, u, r};
                  }});
+  all.push_back({.name = "dropout", .step = kDropout,
+                 .raw_inputs =
+                     [](const std::vector<int64_t>& n) {
+                       return std::vector<std::vector<char>>{
+                           bytes_of(sequence(n[0], 16, -2.f, 2.f)),
+                           bytes_of(std::vector<int64_t>{0x123456789ab, 77})};
+                     },
+                 .ref_ulps = 0});
+  all.push_back({.name = "loss_embedding", .step = kLossEmbedding,
+                 .raw_inputs =
+                     [](const std::vector<int64_t>& n) {
+                       std::vector<int64_t> tokens(n[1]);
+                       for (size_t i = 0; i < tokens.size(); ++i)
+                         tokens[i] = static_cast<int64_t>((i * 7) % 10);
+                       return std::vector<std::vector<char>>{
+                           bytes_of(sequence(n[0], 17, -3.f, 3.f)), bytes_of(tokens),
+                           bytes_of(sequence(n[2], 18, -1.f, 1.f)),
+                           bytes_of(sequence(n[3], 19, -1.f, 1.f))};
+                     },
+                 .ref_ulps = 1});
+  all.push_back({.name = "clipped_adadelta", .step = kClippedAdadelta,
+                 .raw_inputs =
+                     [](const std::vector<int64_t>& n) {
+                       std::vector<std::vector<char>> in;
+                       for (int t = 0; t < 8; ++t)  // params, grads (large: clipped), states >= 0
+                         in.push_back(bytes_of(sequence(n[t], 20 + t, t < 4 ? -1.f : 0.f,
+                                                        t < 2 ? 1.f : t < 4 ? 5.f : 1.f)));
+                       for (int t = 0; t < 2; ++t) in.push_back(bytes_of(std::vector<int64_t>{4}));
+                       for (double h : {0.1, 0.9, 1e-6}) in.push_back(bytes_of(std::vector<double>{h}));
+                       return in;
+                     },
+                 .ref_ulps = 1});
   return all;
 }
 
@@ -367,10 +452,15 @@ bool generate(const Case& c, const std::filesystem::path& out) {
   CodegenCase file;
   file.bandwidth = c.bandwidth;
   for (const TensorType& type : plan.values) {
-    if (type.dtype != DType::f32)
+    if (type.dtype != DType::f32 && !c.raw_inputs)
       return fail(c.name + ": a value is " + type.to_string() + ", not f32");
     file.elements.push_back(type.numel());
+    file.element_bytes.push_back(static_cast<int>(element_size(type.dtype)));
   }
+  for (int id : plan.outputs)
+    if (plan.values[id].dtype != DType::f32)
+      return fail(c.name + ": output value " + std::to_string(id) + " is " +
+                  plan.values[id].to_string() + ", not f32");
   std::vector<int64_t> input_sizes;
   for (size_t id = 0; id < plan.num_inputs; ++id) {
     file.inputs.push_back(static_cast<int>(id));
@@ -412,13 +502,33 @@ bool generate(const Case& c, const std::filesystem::path& out) {
     file.launches.push_back(l);
   }
 
-  Values inputs = c.inputs(input_sizes);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (static_cast<int64_t>(inputs[i].size()) != input_sizes[i])
-      return fail(c.name + ": input " + std::to_string(i) + " has the wrong size");
-    if (!write_floats(dir / ("v" + std::to_string(i) + ".in.f32"), inputs[i])) return false;
+  std::vector<Expected> expected;
+  if (c.raw_inputs) {
+    // Bytes in, ref's outputs expected.
+    std::vector<std::vector<char>> raw = c.raw_inputs(input_sizes);
+    for (size_t i = 0; i < raw.size(); ++i) {
+      const std::string path = (dir / ("v" + std::to_string(i) + ".in.f32")).string();
+      if (!write_file_bytes(path, raw[i].data(), raw[i].size())) return fail("cannot write " + path);
+    }
+    absl::StatusOr<std::vector<std::vector<char>>> ref = ref_outputs(**module, raw);
+    if (!ref.ok()) return fail(c.name + ": ref: " + std::string(ref.status().message()));
+    for (const std::vector<char>& bytes : *ref) {
+      Expected e;
+      e.value.resize(bytes.size() / sizeof(float));
+      std::memcpy(e.value.data(), bytes.data(), bytes.size());
+      for (float v : e.value)
+        e.bound.push_back(static_cast<float>(c.ref_ulps * kUlp * std::fabs(v) + kTiny));
+      expected.push_back(std::move(e));
+    }
+  } else {
+    Values inputs = c.inputs(input_sizes);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (static_cast<int64_t>(inputs[i].size()) != input_sizes[i])
+        return fail(c.name + ": input " + std::to_string(i) + " has the wrong size");
+      if (!write_floats(dir / ("v" + std::to_string(i) + ".in.f32"), inputs[i])) return false;
+    }
+    expected = c.expected(inputs);
   }
-  std::vector<Expected> expected = c.expected(inputs);
   if (expected.size() != plan.outputs.size())
     return fail(c.name + ": " + std::to_string(plan.outputs.size()) + " outputs, " +
                 std::to_string(expected.size()) + " expected");

@@ -64,6 +64,34 @@ TEST(CodegenCaseFormat, AMatmulStepRoundTrips) {
             std::vector<int64_t>({8, 32, 16, 4, 128, 512, 256}));
 }
 
+TEST(CodegenCaseFormat, ElementSizesRoundTripAndDefaultToF32) {
+  CodegenCase c;
+  c.elements = {66, 2, 1, 66};  // f32 data, an i64 RNG state, an f64 scalar, f32 out
+  c.element_bytes = {4, 8, 8, 4};
+  c.inputs = {0, 1, 2};
+  c.outputs = {3};
+  c.kernels.push_back({"k", {1, 1, 1}, {256, 1, 1}, {"sm_80"}});
+  c.launches.push_back({0, {0, 1, 2, 3}});
+  const std::string text = codegen_case_text(c);
+  EXPECT_THAT(text, HasSubstr("value 1 2 8\n"));
+  EXPECT_THAT(text, HasSubstr("value 0 66\n"));  // f32: no size written (older readers)
+  CodegenCase back;
+  std::string error;
+  ASSERT_TRUE(parse_codegen_case(text, back, error)) << error;
+  EXPECT_THAT(back.element_bytes, ElementsAre(4, 8, 8, 4));
+}
+
+TEST(CodegenCaseFormat, AnOutputThatIsNotF32OrABadElementSizeIsNamed) {
+  CodegenCase c;
+  std::string error;
+  EXPECT_FALSE(parse_codegen_case(
+      "value 0 4\nvalue 1 4 8\nkernel 0 k 1 1 1 1 1 1\nlaunch 0 0 1\noutput 1\n", c, error));
+  EXPECT_THAT(error, HasSubstr("output 1 is not f32"));
+  CodegenCase d;
+  EXPECT_FALSE(parse_codegen_case("value 0 4 3\n", d, error));
+  EXPECT_THAT(error, HasSubstr("line 1 is malformed: 'value 0 4 3'"));
+}
+
 TEST(CodegenCaseFormat, AMatmulWithoutThreeValuesIsNamed) {
   CodegenCase c;
   std::string error;
@@ -118,7 +146,7 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
     }
     for (int id : c.inputs)
       EXPECT_EQ(file_size(dir + "/v" + std::to_string(id) + ".in.f32"),
-                c.elements[id] * sizeof(float));
+                c.elements[id] * c.element_bytes[id]);
     for (int id : c.outputs) {
       std::string stem = dir + "/v" + std::to_string(id);
       EXPECT_EQ(file_size(stem + ".expected.f32"), c.elements[id] * sizeof(float));
@@ -151,13 +179,17 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_THAT(c.launches[1].args, ::testing::Contains(3));
       EXPECT_EQ(c.kernels.size(), 2u);
     }
+    if (name == "dropout") {
+      // The RNG state is two i64 values; the output is f32.
+      EXPECT_EQ(c.element_bytes[c.inputs[1]], 8);
+    }
     if (name == "shape_copies") {
       // permute, slice, slice_scatter (a copy, then the scatter), reshape.
       EXPECT_EQ(c.kernels.size(), 5u);
       EXPECT_EQ(c.outputs.size(), 4u);
     }
   }
-  EXPECT_EQ(cases, 8);
+  EXPECT_EQ(cases, 11);
 }
 
 } // namespace
