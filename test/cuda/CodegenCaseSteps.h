@@ -123,4 +123,4 @@ func.func @step(%w: tensor<30x20xf32>, %b: tensor<300xf32>, %gw: tensor<30x20xf3
 }
 )";
 
-}  // namespace mstep::cuda::testing
+} // namespace mstep::cuda::testing

@@ -18,8 +18,8 @@ namespace mstep::cuda::testing {
 
 /// The outputs of func @step in `module` on ref for `inputs` (the bytes of
 /// each step input), as bytes.
-inline absl::StatusOr<std::vector<std::vector<char>>> ref_outputs(
-    mlir::ModuleOp module, const std::vector<std::vector<char>>& inputs) {
+inline absl::StatusOr<std::vector<std::vector<char>>>
+ref_outputs(mlir::ModuleOp module, const std::vector<std::vector<char>>& inputs) {
   MSTEP_ASSIGN_OR_RETURN(Backend * ref, BackendRegistry::get(DeviceType::ref));
   MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get("ref"));
   MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
@@ -33,8 +33,8 @@ inline absl::StatusOr<std::vector<std::vector<char>>> ref_outputs(
     MSTEP_ASSIGN_OR_RETURN(TensorType type, tensor_type_from_mlir(step.getArgument(i).getType()));
     if (type.bytes() != inputs[i].size())
       return absl::InvalidArgumentError(absl::StrCat("ref oracle: input ", i, " has ",
-                                                     inputs[i].size(), " bytes, ",
-                                                     type.to_string(), " needs ", type.bytes()));
+                                                     inputs[i].size(), " bytes, ", type.to_string(),
+                                                     " needs ", type.bytes()));
     MSTEP_ASSIGN_OR_RETURN(BufferPtr buffer, ref->allocate(type));
     MSTEP_RETURN_IF_ERROR(ref->copy_in(*buffer, inputs[i].data(), inputs[i].size()));
     buffers.push_back(std::move(buffer));
@@ -49,4 +49,4 @@ inline absl::StatusOr<std::vector<std::vector<char>>> ref_outputs(
   return result;
 }
 
-}  // namespace mstep::cuda::testing
+} // namespace mstep::cuda::testing

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "lib/backends/cuda/CudaCompiler.h"
-#include "llvm/Support/TargetSelect.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -26,6 +25,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/TargetSelect.h"
 
 namespace mstep::cuda::testing {
 
@@ -48,7 +48,7 @@ inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
   pm.addPass(mlir::createLowerAffinePass());
   pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
   mlir::ConvertFuncToLLVMPassOptions func;
-  func.useBarePtrCallConv = true;  // one pointer per buffer, as the kernels take them
+  func.useBarePtrCallConv = true; // one pointer per buffer, as the kernels take them
   pm.addPass(mlir::createConvertFuncToLLVMPass(func));
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
@@ -89,9 +89,8 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed) {
   return out;
 }
 
-template <typename T>
-const T* as(const std::vector<char>& bytes) {
+template <typename T> const T* as(const std::vector<char>& bytes) {
   return reinterpret_cast<const T*>(bytes.data());
 }
 
-}  // namespace mstep::cuda::testing
+} // namespace mstep::cuda::testing

@@ -64,8 +64,7 @@ inline TraceGraph gpt_step_graph() {
 }
 
 /// The step of `graph` after the fused pipeline, in `step`'s context.
-inline mlir::OwningOpRef<mlir::ModuleOp> pipelined(const TraceGraph& graph,
-                                                   CudaStepContext& step) {
+inline mlir::OwningOpRef<mlir::ModuleOp> pipelined(const TraceGraph& graph, CudaStepContext& step) {
   auto module = import_trace_graph(graph, step.context());
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return {};
@@ -75,4 +74,4 @@ inline mlir::OwningOpRef<mlir::ModuleOp> pipelined(const TraceGraph& graph,
   return std::move(*module);
 }
 
-}  // namespace mstep::cuda::testing
+} // namespace mstep::cuda::testing

@@ -47,8 +47,8 @@ std::vector<std::vector<char>> step_inputs(const CudaPlan& plan) {
 
 /// A cuBLASLt step on host buffers: `batch` row-major [m, k] x [k, n]
 /// products, accumulated in double.
-void host_matmul(const CudaMatmulInfo& info, const std::vector<char>& a,
-                 const std::vector<char>& b, std::vector<char>& c) {
+void host_matmul(const CudaMatmulInfo& info, const std::vector<char>& a, const std::vector<char>& b,
+                 std::vector<char>& c) {
   const MatmulShape& s = info.shape;
   ASSERT_EQ(s.dtype, DType::f32);
   ASSERT_FALSE(s.transpose_a || s.transpose_b || s.bias);
@@ -67,8 +67,7 @@ void host_matmul(const CudaMatmulInfo& info, const std::vector<char>& a,
 
 TEST(CudaMnistHost, TheWholeStepsLoopNestsOnTheHostMatchRef) {
   testing::CudaStepContext step(nullptr);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      testing::pipelined(testing::mnist_step_graph(), step);
+  mlir::OwningOpRef<mlir::ModuleOp> module = testing::pipelined(testing::mnist_step_graph(), step);
   ASSERT_TRUE(module);
   auto compiled = compile_cuda_step(*module, default_cuda_compile_options());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
@@ -89,7 +88,7 @@ TEST(CudaMnistHost, TheWholeStepsLoopNestsOnTheHostMatchRef) {
                                           values[launch.args[1]], values[launch.writes[0]]));
       continue;
     }
-    const std::string& origin = plan.kernels[launch.kernel].origin;  // "mstep.fusion #8"
+    const std::string& origin = plan.kernels[launch.kernel].origin; // "mstep.fusion #8"
     const std::string name = "op" + origin.substr(origin.find('#') + 1);
     if (!done.insert(name).second) continue;
     auto tiled = std::find_if(compiled->tiled.begin(), compiled->tiled.end(),
@@ -120,5 +119,5 @@ TEST(CudaMnistHost, TheWholeStepsLoopNestsOnTheHostMatchRef) {
   }
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

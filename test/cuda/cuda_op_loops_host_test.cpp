@@ -27,15 +27,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename T>
-std::vector<char> bytes_of(const std::vector<T>& values) {
+template <typename T> std::vector<char> bytes_of(const std::vector<T>& values) {
   std::vector<char> bytes(values.size() * sizeof(T));
   std::memcpy(bytes.data(), values.data(), bytes.size());
   return bytes;
 }
 
-template <typename T>
-std::vector<T> values_of(const std::vector<char>& bytes) {
+template <typename T> std::vector<T> values_of(const std::vector<char>& bytes) {
   std::vector<T> values(bytes.size() / sizeof(T));
   std::memcpy(values.data(), bytes.data(), bytes.size());
   return values;
@@ -54,7 +52,8 @@ Outputs run_both(const char* text, const std::vector<std::vector<char>>& inputs)
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   if (!compiled.ok()) return out;
   std::vector<std::vector<char>> values;
-  for (const TensorType& type : compiled->plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  for (const TensorType& type : compiled->plan.values)
+    values.emplace_back(type.bytes(), char{0x7f});
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_EQ(values[i].size(), inputs[i].size()) << "input " << i;
     values[i] = inputs[i];
@@ -87,7 +86,8 @@ TEST(CudaOpLoopsHost, SoftmaxOverAMiddleDimOneLanePerOuterInnerPair) {
 func.func @step(%x: tensor<3x5x70xf32>) -> tensor<3x5x70xf32> {
   %p = mstep.softmax %x {dim = 1 : i64} : tensor<3x5x70xf32>
   return %p : tensor<3x5x70xf32>
-})", {random_bytes(3 * 5 * 70, 1)});
+})",
+                               {random_bytes(3 * 5 * 70, 1)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
   // Each lane sums to one (not ref's arithmetic: a check of the indexing).
   const std::vector<float> p = values_of<float>(out.cuda[0]);
@@ -109,18 +109,21 @@ TEST(CudaOpLoopsHost, LogSoftmaxOfRowsWithAPartialLastTile) {
 func.func @step(%x: tensor<300x10xf32>) -> tensor<300x10xf32> {
   %p = mstep.log_softmax %x {dim = 1 : i64} : tensor<300x10xf32>
   return %p : tensor<300x10xf32>
-})", {bytes_of(x)});
+})",
+                               {bytes_of(x)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
   EXPECT_EQ(out.plan.kernels.size(), 1u);
   EXPECT_THAT(out.plan.kernels[0].grid, ::testing::ElementsAre(2u, 1u, 1u));
 }
 
 TEST(CudaOpLoopsHost, LayerNormWithWeightAndBiasOverTwoDims) {
-  const Outputs out = run_both(R"(
+  const Outputs out =
+      run_both(R"(
 func.func @step(%x: tensor<6x4x50xf32>, %w: tensor<4x50xf32>, %b: tensor<4x50xf32>) -> tensor<6x4x50xf32> {
   %y = mstep.layer_norm %x weight(%w : tensor<4x50xf32>) bias(%b : tensor<4x50xf32>) {eps = 1.000000e-05 : f64, normalized_ndim = 2 : i64} : tensor<6x4x50xf32>
   return %y : tensor<6x4x50xf32>
-})", {random_bytes(6 * 200, 3), random_bytes(200, 4), random_bytes(200, 5)});
+})",
+               {random_bytes(6 * 200, 3), random_bytes(200, 4), random_bytes(200, 5)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
@@ -130,24 +133,27 @@ func.func @step(%x: tensor<130x64xf32>, %w: tensor<64xf32>) -> (tensor<130x64xf3
   %y = mstep.layer_norm %x {eps = 1.000000e-05 : f64, normalized_ndim = 1 : i64} : tensor<130x64xf32>
   %z = mstep.rms_norm %x weight(%w : tensor<64xf32>) {eps = 1.000000e-06 : f64, normalized_ndim = 1 : i64} : tensor<130x64xf32>
   return %y, %z : tensor<130x64xf32>, tensor<130x64xf32>
-})", {random_bytes(130 * 64, 6), random_bytes(64, 7)});
+})",
+                               {random_bytes(130 * 64, 6), random_bytes(64, 7)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
 TEST(CudaOpLoopsHost, NllLossMeanSumAndNoneWithIgnoredTargets) {
   std::vector<int64_t> target(40);
   for (int i = 0; i < 40; ++i) target[i] = (i * 7) % 10;
-  target[3] = target[17] = -100;  // ignored: neither summed nor counted
+  target[3] = target[17] = -100; // ignored: neither summed nor counted
   const Outputs out = run_both(R"(
 func.func @step(%lp: tensor<40x10xf32>, %t: tensor<40xi64>) -> (tensor<f32>, tensor<f32>, tensor<40xf32>) {
   %m = mstep.nll_loss %lp, %t {ignore_index = -100 : i64, reduction = #mstep.reduction<mean>} : tensor<40x10xf32>, tensor<40xi64> -> tensor<f32>
   %s = mstep.nll_loss %lp, %t {ignore_index = -100 : i64, reduction = #mstep.reduction<sum>} : tensor<40x10xf32>, tensor<40xi64> -> tensor<f32>
   %n = mstep.nll_loss %lp, %t {ignore_index = -100 : i64, reduction = #mstep.reduction<none>} : tensor<40x10xf32>, tensor<40xi64> -> tensor<40xf32>
   return %m, %s, %n : tensor<f32>, tensor<f32>, tensor<40xf32>
-})", {random_bytes(400, 8), bytes_of(target)});
+})",
+                               {random_bytes(400, 8), bytes_of(target)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
   // The mean and the sum are one lane each.
-  for (int k = 0; k < 2; ++k) EXPECT_THAT(out.plan.kernels[k].grid, ::testing::ElementsAre(1u, 1u, 1u));
+  for (int k = 0; k < 2; ++k)
+    EXPECT_THAT(out.plan.kernels[k].grid, ::testing::ElementsAre(1u, 1u, 1u));
 }
 
 TEST(CudaOpLoopsHost, NllLossTargetOutOfRangeIsNaNNotAnOutOfBoundsRead) {
@@ -172,12 +178,13 @@ func.func @step(%lp: tensor<4x10xf32>, %t: tensor<4xi64>) -> tensor<4xf32> {
 }
 
 TEST(CudaOpLoopsHost, DropoutDrawsRefsPhiloxWords) {
-  const std::vector<int64_t> rng = {int64_t{0x123456789ab}, 77};  // seed, offset
+  const std::vector<int64_t> rng = {int64_t{0x123456789ab}, 77}; // seed, offset
   const Outputs out = run_both(R"(
 func.func @step(%x: tensor<33x70xf32>, %rng: tensor<2xi64>) -> tensor<33x70xf32> {
   %y = mstep.dropout %x, %rng {offset = 16 : i64, p = 2.500000e-01 : f64} : tensor<33x70xf32>
   return %y : tensor<33x70xf32>
-})", {random_bytes(33 * 70, 10), bytes_of(rng)});
+})",
+                               {random_bytes(33 * 70, 10), bytes_of(rng)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
   // The mask from mstep::Philox directly: element i kept iff its uniform
   // at counter 77 + 16 + i is >= p.
@@ -199,7 +206,8 @@ func.func @step(%x: tensor<4x5x6xf32>) -> (tensor<6x4x5xf32>, tensor<20x6xf32>, 
   %a = mstep.arange {start = -1.500000e+00 : f64, step = 2.500000e-01 : f64} : tensor<300xf32>
   %i = mstep.arange {start = 3.000000e+00 : f64, step = 2.000000e+00 : f64} : tensor<7xi64>
   return %p, %r, %a, %i : tensor<6x4x5xf32>, tensor<20x6xf32>, tensor<300xf32>, tensor<7xi64>
-})", {random_bytes(120, 11)});
+})",
+                               {random_bytes(120, 11)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
   EXPECT_THAT(values_of<int64_t>(out.cuda[3]), ::testing::ElementsAre(3, 5, 7, 9, 11, 13, 15));
 }
@@ -230,7 +238,8 @@ func.func @step(%w: tensor<30x20xf32>, %b: tensor<300xf32>, %gw: tensor<30x20xf3
     -> (tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<i64>, tensor<i64>) {
   %p:2, %s:4, %t:2 = mstep.multi_tensor_update <adadelta> params(%w, %b : tensor<30x20xf32>, tensor<300xf32>) grads(%gw, %gb : tensor<30x20xf32>, tensor<300xf32>) states(%s0, %s1, %s2, %s3 : tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>) steps(%t0, %t1) lr(%lr) rho(%rho) eps(%eps) weight_decay(%wd) {maximize = true}
   return %p#0, %p#1, %s#0, %s#1, %s#2, %s#3, %t#0, %t#1 : tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<30x20xf32>, tensor<300xf32>, tensor<i64>, tensor<i64>
-})", optimizer_inputs(8, 4, {600, 300}, 2, {0.1, 0.9, 1e-6, 0.01}));
+})",
+                               optimizer_inputs(8, 4, {600, 300}, 2, {0.1, 0.9, 1e-6, 0.01}));
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
   // One launch per parameter, then one lane for the step counters.
   EXPECT_EQ(out.plan.launches.size(), 3u);
@@ -247,12 +256,14 @@ func.func @step(%w: tensor<257xf32>, %gw: tensor<257xf32>, %m: tensor<257xf32>, 
     -> (tensor<257xf32>, tensor<257xf32>, tensor<257xf32>, tensor<257xf32>, tensor<i64>) {
   %p, %s:3, %t = mstep.multi_tensor_update <adam> params(%w : tensor<257xf32>) grads(%gw : tensor<257xf32>) states(%m, %v, %vmax : tensor<257xf32>, tensor<257xf32>, tensor<257xf32>) steps(%t0) lr(%lr) beta1(%b1) beta2(%b2) eps(%eps) weight_decay(%wd) {amsgrad = true}
   return %p, %s#0, %s#1, %s#2, %t : tensor<257xf32>, tensor<257xf32>, tensor<257xf32>, tensor<257xf32>, tensor<i64>
-})", optimizer_inputs(5, 2, {257}, 1, {1e-3, 0.9, 0.999, 1e-8, 0.01}));
+})",
+                               optimizer_inputs(5, 2, {257}, 1, {1e-3, 0.9, 0.999, 1e-8, 0.01}));
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
 TEST(CudaOpLoopsHost, AdamWAndNesterovSgdAreRefsBitForBit) {
-  const Outputs out = run_both(R"(
+  const Outputs out =
+      run_both(R"(
 func.func @step(%w: tensor<100xf32>, %gw: tensor<100xf32>, %m: tensor<100xf32>, %v: tensor<100xf32>,
                 %u: tensor<100xf32>, %t0: tensor<i64>, %t1: tensor<i64>,
                 %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>, %mom: tensor<f64>)
@@ -260,7 +271,8 @@ func.func @step(%w: tensor<100xf32>, %gw: tensor<100xf32>, %m: tensor<100xf32>, 
   %p, %s:2, %t = mstep.multi_tensor_update <adamw> params(%w : tensor<100xf32>) grads(%gw : tensor<100xf32>) states(%m, %v : tensor<100xf32>, tensor<100xf32>) steps(%t0) lr(%lr) beta1(%b1) beta2(%b2) eps(%eps) weight_decay(%wd)
   %q, %r, %k = mstep.multi_tensor_update <sgd> params(%w : tensor<100xf32>) grads(%gw : tensor<100xf32>) states(%u : tensor<100xf32>) steps(%t1) lr(%lr) momentum(%mom) weight_decay(%wd) {nesterov = true}
   return %p, %s#0, %s#1, %q, %r : tensor<100xf32>, tensor<100xf32>, tensor<100xf32>, tensor<100xf32>, tensor<100xf32>
-})", optimizer_inputs(5, 2, {100}, 2, {1e-2, 0.9, 0.999, 1e-8, 0.05, 0.9}));
+})",
+               optimizer_inputs(5, 2, {100}, 2, {1e-2, 0.9, 0.999, 1e-8, 0.05, 0.9}));
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
@@ -275,15 +287,18 @@ TEST(CudaOpLoopsHost, ClippedUpdatesL2AndInfNormAreRefsBitForBit) {
     inputs[g] = bytes_of(v);
   }
   for (const char* norm : {"2.0", "0x7FF0000000000000"}) {
-    const std::string text = std::string(R"(
+    const std::string text =
+        std::string(R"(
 func.func @step(%w: tensor<64xf32>, %b: tensor<300xf32>, %gw: tensor<64xf32>, %gb: tensor<300xf32>, %lr: tensor<f64>)
     -> (tensor<64xf32>, tensor<300xf32>, tensor<64xf32>, tensor<300xf32>, tensor<f32>) {
-  %p:2, %c:2, %n = mstep.multi_tensor_update <sgd> params(%w, %b : tensor<64xf32>, tensor<300xf32>) grads(%gw, %gb : tensor<64xf32>, tensor<300xf32>) lr(%lr) {max_grad_norm = 1.0 : f64, grad_norm_type = )") + norm + R"( : f64} -> total_grad_norm tensor<f32> clipped_grads(tensor<64xf32>, tensor<300xf32>)
+  %p:2, %c:2, %n = mstep.multi_tensor_update <sgd> params(%w, %b : tensor<64xf32>, tensor<300xf32>) grads(%gw, %gb : tensor<64xf32>, tensor<300xf32>) lr(%lr) {max_grad_norm = 1.0 : f64, grad_norm_type = )") +
+        norm +
+        R"( : f64} -> total_grad_norm tensor<f32> clipped_grads(tensor<64xf32>, tensor<300xf32>)
   return %p#0, %p#1, %c#0, %c#1, %n : tensor<64xf32>, tensor<300xf32>, tensor<64xf32>, tensor<300xf32>, tensor<f32>
 })";
     const Outputs out = run_both(text.c_str(), inputs);
     ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out)) << norm;
-    EXPECT_GT(values_of<float>(out.cuda[4])[0], 1.f) << norm;  // it did clip
+    EXPECT_GT(values_of<float>(out.cuda[4])[0], 1.f) << norm; // it did clip
   }
 }
 
@@ -293,7 +308,8 @@ func.func @step(%x: tensor<4x16x9xf32>, %s: tensor<4x5x9xf32>) -> (tensor<4x5x9x
   %y = mstep.slice %x {dim = 1 : i64, end = 15 : i64, start = 2 : i64, step = 3 : i64} : tensor<4x16x9xf32> -> tensor<4x5x9xf32>
   %z = mstep.slice_scatter %x, %s {dim = 1 : i64, end = 15 : i64, start = 2 : i64, step = 3 : i64} : tensor<4x16x9xf32>, tensor<4x5x9xf32>
   return %y, %z : tensor<4x5x9xf32>, tensor<4x16x9xf32>
-})", {random_bytes(4 * 16 * 9, 30), random_bytes(4 * 5 * 9, 31)});
+})",
+                               {random_bytes(4 * 16 * 9, 30), random_bytes(4 * 5 * 9, 31)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
@@ -303,16 +319,18 @@ TEST(CudaOpLoopsHost, EmbeddingForwardAndBackwardWithRepeatedTokens) {
   // lane per column: no atomics).
   std::vector<int64_t> tokens(70);
   for (int i = 0; i < 70; ++i) tokens[i] = (i * 13) % 50 / 2;
-  const Outputs out = run_both(R"(
+  const Outputs out =
+      run_both(R"(
 func.func @step(%table: tensor<50x24xf32>, %t: tensor<70xi64>, %g: tensor<70x24xf32>) -> (tensor<70x24xf32>, tensor<50x24xf32>, tensor<3x70x8xf32>) {
   %e = mstep.index_select %table, %t {dim = 0 : i64} : tensor<50x24xf32>, tensor<70xi64> -> tensor<70x24xf32>
   %d = mstep.index_add %table, %t, %g {dim = 0 : i64} : tensor<50x24xf32>, tensor<70xi64>, tensor<70x24xf32>
   %r = mstep.reshape %table : tensor<50x24xf32> -> tensor<3x50x8xf32>
   %m = mstep.index_select %r, %t {dim = 1 : i64} : tensor<3x50x8xf32>, tensor<70xi64> -> tensor<3x70x8xf32>
   return %e, %d, %m : tensor<70x24xf32>, tensor<50x24xf32>, tensor<3x70x8xf32>
-})", {random_bytes(50 * 24, 32), bytes_of(tokens), random_bytes(70 * 24, 33)});
+})",
+               {random_bytes(50 * 24, 32), bytes_of(tokens), random_bytes(70 * 24, 33)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

@@ -39,9 +39,8 @@ int64_t numel(Value value) {
 
 /// Builds the loop nest of one op in its kernel func.
 class Nest {
- public:
-  explicit Nest(func::FuncOp func)
-      : b(func.getLoc(), func.getContext()), func_(func) {
+public:
+  explicit Nest(func::FuncOp func) : b(func.getLoc(), func.getContext()), func_(func) {
     b.setInsertionPointToStart(&func.getBody().front());
   }
 
@@ -89,8 +88,8 @@ class Nest {
   /// One lane per i in [0, n): a top-level scf.parallel, one launch.
   void parallel(int64_t n, function_ref<void(Value)> body) {
     if (n == 0) return;
-    auto loop = b.create<scf::ParallelOp>(ValueRange{index(0)}, ValueRange{index(n)},
-                                          ValueRange{index(1)});
+    auto loop =
+        b.create<scf::ParallelOp>(ValueRange{index(0)}, ValueRange{index(n)}, ValueRange{index(1)});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(loop.getBody()->getTerminator());
     body(loop.getInductionVars()[0]);
@@ -115,7 +114,9 @@ class Nest {
     return offset ? b.create<arith::AddIOp>(scaled, offset).getResult() : scaled;
   }
   Value div(Value i, int64_t n) { return n == 1 ? i : b.create<arith::DivUIOp>(i, index(n)); }
-  Value rem(Value i, int64_t n) { return n == 1 ? index(0) : b.create<arith::RemUIOp>(i, index(n)); }
+  Value rem(Value i, int64_t n) {
+    return n == 1 ? index(0) : b.create<arith::RemUIOp>(i, index(n));
+  }
 
   /// base + sum of coordinate k * strides[k], the coordinates those of
   /// linear index `i` in `shape` (row-major).
@@ -153,7 +154,7 @@ class Nest {
     return type.isF32() ? f : b.create<arith::TruncFOp>(type, f).getResult();
   }
 
- private:
+private:
   func::FuncOp func_;
 };
 
@@ -183,7 +184,8 @@ void softmax_loops(Operation* op, int64_t dim, bool log, Nest& nest) {
     Value m = nest.loop(n, {nest.f64(-std::numeric_limits<double>::infinity())},
                         [&](Value j, ValueRange acc) -> SmallVector<Value> {
                           Value v = value(j);
-                          Value less = b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, acc[0], v);
+                          Value less =
+                              b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, acc[0], v);
                           return {b.create<arith::SelectOp>(less, v, acc[0])};
                         })[0];
     Value sum = nest.loop(n, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
@@ -206,8 +208,8 @@ void softmax_loops(Operation* op, int64_t dim, bool log, Nest& nest) {
 /// One lane per row of `cols` elements (the trailing normalized_ndim
 /// dims): RefNN.cpp's two-pass f64 statistics. `weight`, `bias`: parameter
 /// numbers, or -1.
-void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, int weight,
-                int bias, Nest& nest) {
+void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, int weight, int bias,
+                Nest& nest) {
   auto shape = cast<ShapedType>(op->getOperand(0).getType()).getShape();
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t rows = product(shape.take_front(rank - normalized_ndim)),
@@ -219,9 +221,7 @@ void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, in
   ImplicitLocOpBuilder& b = nest.b;
   nest.parallel(rows, [&](Value row) {
     Value base = nest.affine(row, cols, Value());
-    auto value = [&](Value c) {
-      return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, c)));
-    };
+    auto value = [&](Value c) { return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, c))); };
     Value count = nest.f64(static_cast<double>(cols));
     Value mean, scale;
     if (rms) {
@@ -237,10 +237,11 @@ void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, in
         return {b.create<arith::AddFOp>(acc[0], value(c))};
       })[0];
       mean = b.create<arith::DivFOp>(mean, count);
-      Value var = nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
-        Value d = b.create<arith::SubFOp>(value(c), mean);
-        return {b.create<arith::AddFOp>(acc[0], b.create<arith::MulFOp>(d, d))};
-      })[0];
+      Value var =
+          nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+            Value d = b.create<arith::SubFOp>(value(c), mean);
+            return {b.create<arith::AddFOp>(acc[0], b.create<arith::MulFOp>(d, d))};
+          })[0];
       var = b.create<arith::DivFOp>(var, count);
       scale = b.create<arith::DivFOp>(
           nest.f64(1.0), b.create<math::SqrtOp>(b.create<arith::AddFOp>(var, nest.f64(eps))));
@@ -305,8 +306,8 @@ void nll_loss_loops(dialect::NllLossOp op, Nest& nest) {
     Value total = acc[0];
     if (reduction == dialect::LossReduction::mean)
       total = b.create<arith::DivFOp>(
-          total, b.create<arith::UIToFPOp>(
-                     b.getF64Type(), b.create<arith::IndexCastOp>(b.getI64Type(), acc[1])));
+          total, b.create<arith::UIToFPOp>(b.getF64Type(),
+                                           b.create<arith::IndexCastOp>(b.getI64Type(), acc[1])));
     nest.store(nest.round_to(total, out.element()), out, nest.index(0));
   });
 }
@@ -322,12 +323,9 @@ Value philox_word0(Nest& nest, Value seed, Value counter) {
     return b.create<arith::ConstantOp>(b.getIntegerAttr(i32, APInt(32, v))).getResult();
   };
   auto lo = [&](Value v) { return b.create<arith::TruncIOp>(i32, v).getResult(); };
-  auto hi = [&](Value v) {
-    return lo(b.create<arith::ShRUIOp>(v, nest.integer(i64, 32)));
-  };
-  auto wide_mul = [&](uint32_t m, Value v) {  // the 64-bit product of two u32
-    return b.create<arith::MulIOp>(b.create<arith::ExtUIOp>(i64, v),
-                                   nest.integer(i64, m))
+  auto hi = [&](Value v) { return lo(b.create<arith::ShRUIOp>(v, nest.integer(i64, 32))); };
+  auto wide_mul = [&](uint32_t m, Value v) { // the 64-bit product of two u32
+    return b.create<arith::MulIOp>(b.create<arith::ExtUIOp>(i64, v), nest.integer(i64, m))
         .getResult();
   };
   Value c0 = lo(counter), c1 = hi(counter), c2 = u32(0), c3 = u32(0);
@@ -355,8 +353,9 @@ void dropout_loops(dialect::DropoutOp op, Nest& nest) {
   ImplicitLocOpBuilder& b = nest.b;
   nest.parallel(numel(op.getInput()), [&](Value i) {
     Value seed = b.create<memref::LoadOp>(state, ValueRange{nest.index(0)});
-    Value start = b.create<arith::AddIOp>(b.create<memref::LoadOp>(state, ValueRange{nest.index(1)}),
-                                          nest.integer(b.getI64Type(), offset));
+    Value start =
+        b.create<arith::AddIOp>(b.create<memref::LoadOp>(state, ValueRange{nest.index(1)}),
+                                nest.integer(b.getI64Type(), offset));
     Value counter =
         b.create<arith::AddIOp>(start, b.create<arith::IndexCastUIOp>(b.getI64Type(), i));
     Value word = philox_word0(nest, seed, counter);
@@ -376,10 +375,10 @@ void arange_loops(dialect::ArangeOp op, Nest& nest) {
   Flat out = nest.flat(0);
   ImplicitLocOpBuilder& b = nest.b;
   nest.parallel(numel(op.getResult()), [&](Value i) {
-    Value position = b.create<arith::SIToFPOp>(
-        b.getF64Type(), b.create<arith::IndexCastOp>(b.getI64Type(), i));
-    Value v = b.create<arith::AddFOp>(nest.f64(start),
-                                      b.create<arith::MulFOp>(position, nest.f64(step)));
+    Value position =
+        b.create<arith::SIToFPOp>(b.getF64Type(), b.create<arith::IndexCastOp>(b.getI64Type(), i));
+    Value v =
+        b.create<arith::AddFOp>(nest.f64(start), b.create<arith::MulFOp>(position, nest.f64(step)));
     Type element = out.element();
     Value stored = isa<FloatType>(element) ? nest.round_to(v, element)
                                            : b.create<arith::FPToSIOp>(element, v).getResult();
@@ -431,7 +430,8 @@ std::pair<std::vector<int64_t>, int64_t> slice_walk(ArrayRef<int64_t> shape, int
 /// RefShape.cpp's slice: output element k along dim is input element
 /// start + k * step.
 void slice_loops(dialect::SliceOp op, Nest& nest) {
-  auto [strides, base] = slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
+  auto [strides, base] =
+      slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
   Flat x = nest.flat(0), y = nest.flat(1);
   ArrayRef<int64_t> out_shape = shape_of(op.getResult());
   nest.parallel(numel(op.getResult()), [&](Value i) {
@@ -442,7 +442,8 @@ void slice_loops(dialect::SliceOp op, Nest& nest) {
 /// RefScatter.cpp's slice_scatter: a copy of the input, then src's
 /// elements written where the slice's are.
 void slice_scatter_loops(dialect::SliceScatterOp op, Nest& nest) {
-  auto [strides, base] = slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
+  auto [strides, base] =
+      slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
   nest.copy(0, 2);
   Flat src = nest.flat(1), y = nest.flat(2);
   ArrayRef<int64_t> src_shape = shape_of(op.getSrc());
@@ -530,13 +531,13 @@ void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
 
 // ---- multi_tensor_update ----------------------------------------------------
 
-using namespace multi_tensor_update;  // segments and rule codes
+using namespace multi_tensor_update; // segments and rule codes
 
 /// One parameter's update in its storage type T, computing in C (f32 for
 /// f32 and the 16-bit floats, f64 for f64) and rounding every operation
 /// to T as RefOptimizer.cpp's rnd / rnd_same do.
 class UpdateMath {
- public:
+public:
   UpdateMath(Nest& nest, Type storage)
       : nest_(nest), b(nest.b), t_(storage),
         c_(storage.isF64() ? Type(nest.b.getF64Type()) : Type(nest.b.getF32Type())) {}
@@ -545,7 +546,9 @@ class UpdateMath {
   Value rnd(Value v64) { return widen(nest_.round_to(v64, t_)); }
   /// rnd_same<T>(v): a C value rounded to T and read back.
   Value same(Value v) { return t_ == c_ ? v : widen(b.create<arith::TruncFOp>(t_, v)); }
-  Value widen(Value v) { return v.getType() == c_ ? v : b.create<arith::ExtFOp>(c_, v).getResult(); }
+  Value widen(Value v) {
+    return v.getType() == c_ ? v : b.create<arith::ExtFOp>(c_, v).getResult();
+  }
   Value narrow(Value v) { return t_ == c_ ? v : b.create<arith::TruncFOp>(t_, v).getResult(); }
   Value mul(Value x, Value y) { return same(b.create<arith::MulFOp>(x, y)); }
   Value add(Value x, Value y) { return same(b.create<arith::AddFOp>(x, y)); }
@@ -554,7 +557,7 @@ class UpdateMath {
   Value one() { return nest_.constant(c_, 1.0); }
   Value zero() { return nest_.constant(c_, 0.0); }
 
- private:
+private:
   Nest& nest_;
   ImplicitLocOpBuilder& b;
   Type t_, c_;
@@ -572,9 +575,9 @@ Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)
       Value acc_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, acc[0], acc[0]);
       Value v_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, v, v);
       Value greater = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, acc[0]);
-      Value take = b.create<arith::AndIOp>(
-          b.create<arith::XOrIOp>(acc_nan, nest.integer(b.getI1Type(), 1)),
-          b.create<arith::OrIOp>(v_nan, greater));
+      Value take =
+          b.create<arith::AndIOp>(b.create<arith::XOrIOp>(acc_nan, nest.integer(b.getI1Type(), 1)),
+                                  b.create<arith::OrIOp>(v_nan, greater));
       return {b.create<arith::SelectOp>(take, v, acc[0])};
     })[0];
     return m.same(best);
@@ -605,7 +608,9 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
   auto result = [&](Result segment, int64_t i = 0) {
     return num_operands + static_cast<unsigned>(op.getODSResultIndexAndLength(segment).first + i);
   };
-  auto count_results = [&](Result segment) { return op.getODSResultIndexAndLength(segment).second; };
+  auto count_results = [&](Result segment) {
+    return op.getODSResultIndexAndLength(segment).second;
+  };
   const auto rule = static_cast<Rule>(op.getKind());
   const bool nesterov = op.getNesterov(), amsgrad = op.getAmsgrad(), maximize = op.getMaximize();
   const int64_t n = count(kParams);
@@ -637,8 +642,9 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
       Flat grad = nest.flat(operand(kGrads, i));
       nest.parallel(1, [&](Value) {
         UpdateMath m(nest, norm_dtype);
-        Value norm = p_norm(nest, m, numel(op.getGrads()[i]),
-                            [&](Value j) { return m.widen(nest.load(grad, j)); }, norm_type);
+        Value norm = p_norm(
+            nest, m, numel(op.getGrads()[i]), [&](Value j) { return m.widen(nest.load(grad, j)); },
+            norm_type);
         b.create<memref::StoreOp>(m.narrow(norm), norms, ValueRange{nest.index(i)});
       });
     }
@@ -695,71 +701,72 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
       };
       auto put = [&](Value v, const Flat& buffer) { nest.store(m.narrow(v), buffer, k); };
       switch (rule) {
-        case Rule::sgd: {
-          Value momentum64 = hyper(kMomentum), dampening64 = hyper(kDampening);
-          Value momentum = cast(momentum64);
-          Value d = decayed(g);
-          if (momentum64) {
-            Value kept = m.mul(m.widen(nest.load(states[0], k)), momentum);
-            Value add = d;
-            if (dampening64) {
-              // where(step == 1, 1, 1 - dampening), cast.
-              Value first = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, step, nest.f64(1.0));
-              Value coef = m.rnd(b.create<arith::SelectOp>(first, nest.f64(1.0), one_minus(dampening64)));
-              add = m.mul(coef, d);
-            }
-            Value buf = m.add(kept, add);
-            put(buf, new_states[0]);
-            d = nesterov ? m.add(d, m.mul(momentum, buf)) : buf;
+      case Rule::sgd: {
+        Value momentum64 = hyper(kMomentum), dampening64 = hyper(kDampening);
+        Value momentum = cast(momentum64);
+        Value d = decayed(g);
+        if (momentum64) {
+          Value kept = m.mul(m.widen(nest.load(states[0], k)), momentum);
+          Value add = d;
+          if (dampening64) {
+            // where(step == 1, 1, 1 - dampening), cast.
+            Value first = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, step, nest.f64(1.0));
+            Value coef =
+                m.rnd(b.create<arith::SelectOp>(first, nest.f64(1.0), one_minus(dampening64)));
+            add = m.mul(coef, d);
           }
-          put(b.create<arith::SubFOp>(p, m.mul(lr, d)), new_param);
-          break;
+          Value buf = m.add(kept, add);
+          put(buf, new_states[0]);
+          d = nesterov ? m.add(d, m.mul(momentum, buf)) : buf;
         }
-        case Rule::adam:
-        case Rule::adamw: {
-          Value beta1_64 = hyper(kBeta1), beta2_64 = hyper(kBeta2);
-          const bool decoupled = rule == Rule::adamw && wd64;
-          Value beta1 = cast(beta1_64), beta2 = cast(beta2_64);
-          Value omb1 = m.rnd(one_minus(beta1_64)), omb2 = m.rnd(one_minus(beta2_64));
-          Value bc1 = one_minus(b.create<math::PowFOp>(beta1_64, step));
-          Value bc2 = one_minus(b.create<math::PowFOp>(beta2_64, step));
-          Value step_size = m.rnd(b.create<arith::DivFOp>(lr64, bc1));
-          Value bc2_sqrt = m.rnd(b.create<math::SqrtOp>(bc2));
-          Value base = p;
-          if (decoupled)
-            base = m.mul(p, m.rnd(one_minus(b.create<arith::MulFOp>(lr64, wd64))));
-          else
-            g = decayed(g);
-          Value avg = m.add(m.mul(m.widen(nest.load(states[0], k)), beta1), m.mul(omb1, g));
-          Value sq = m.add(m.mul(m.widen(nest.load(states[1], k)), beta2), m.mul(m.mul(omb2, g), g));
-          put(avg, new_states[0]);
-          put(sq, new_states[1]);
-          if (amsgrad) {  // maximum(max_exp_avg_sq, v); NaN wins
-            Value previous = m.widen(nest.load(states[2], k));
-            Value take = b.create<arith::OrIOp>(
-                b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, previous, previous),
-                b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, previous, sq));
-            sq = b.create<arith::SelectOp>(take, previous, sq);
-            put(sq, new_states[2]);
-          }
-          Value denom = m.add(m.div(m.sqrt(sq), bc2_sqrt), eps);
-          put(b.create<arith::SubFOp>(base, m.div(m.mul(step_size, avg), denom)), new_param);
-          break;
-        }
-        case Rule::adadelta: {
-          Value rho64 = hyper(kRho);
-          Value rho = cast(rho64), omr = m.rnd(one_minus(rho64));
+        put(b.create<arith::SubFOp>(p, m.mul(lr, d)), new_param);
+        break;
+      }
+      case Rule::adam:
+      case Rule::adamw: {
+        Value beta1_64 = hyper(kBeta1), beta2_64 = hyper(kBeta2);
+        const bool decoupled = rule == Rule::adamw && wd64;
+        Value beta1 = cast(beta1_64), beta2 = cast(beta2_64);
+        Value omb1 = m.rnd(one_minus(beta1_64)), omb2 = m.rnd(one_minus(beta2_64));
+        Value bc1 = one_minus(b.create<math::PowFOp>(beta1_64, step));
+        Value bc2 = one_minus(b.create<math::PowFOp>(beta2_64, step));
+        Value step_size = m.rnd(b.create<arith::DivFOp>(lr64, bc1));
+        Value bc2_sqrt = m.rnd(b.create<math::SqrtOp>(bc2));
+        Value base = p;
+        if (decoupled)
+          base = m.mul(p, m.rnd(one_minus(b.create<arith::MulFOp>(lr64, wd64))));
+        else
           g = decayed(g);
-          Value acc_delta = m.widen(nest.load(states[1], k));
-          Value square_avg =
-              m.add(m.mul(m.widen(nest.load(states[0], k)), rho), m.mul(m.mul(omr, g), g));
-          Value rms_grad = m.sqrt(m.add(square_avg, eps));
-          Value delta = m.mul(m.div(m.sqrt(m.add(acc_delta, eps)), rms_grad), g);
-          put(square_avg, new_states[0]);
-          put(m.add(m.mul(acc_delta, rho), m.mul(m.mul(omr, delta), delta)), new_states[1]);
-          put(b.create<arith::SubFOp>(p, m.mul(lr, delta)), new_param);
-          break;
+        Value avg = m.add(m.mul(m.widen(nest.load(states[0], k)), beta1), m.mul(omb1, g));
+        Value sq = m.add(m.mul(m.widen(nest.load(states[1], k)), beta2), m.mul(m.mul(omb2, g), g));
+        put(avg, new_states[0]);
+        put(sq, new_states[1]);
+        if (amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins
+          Value previous = m.widen(nest.load(states[2], k));
+          Value take = b.create<arith::OrIOp>(
+              b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, previous, previous),
+              b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, previous, sq));
+          sq = b.create<arith::SelectOp>(take, previous, sq);
+          put(sq, new_states[2]);
         }
+        Value denom = m.add(m.div(m.sqrt(sq), bc2_sqrt), eps);
+        put(b.create<arith::SubFOp>(base, m.div(m.mul(step_size, avg), denom)), new_param);
+        break;
+      }
+      case Rule::adadelta: {
+        Value rho64 = hyper(kRho);
+        Value rho = cast(rho64), omr = m.rnd(one_minus(rho64));
+        g = decayed(g);
+        Value acc_delta = m.widen(nest.load(states[1], k));
+        Value square_avg =
+            m.add(m.mul(m.widen(nest.load(states[0], k)), rho), m.mul(m.mul(omr, g), g));
+        Value rms_grad = m.sqrt(m.add(square_avg, eps));
+        Value delta = m.mul(m.div(m.sqrt(m.add(acc_delta, eps)), rms_grad), g);
+        put(square_avg, new_states[0]);
+        put(m.add(m.mul(acc_delta, rho), m.mul(m.mul(omr, delta), delta)), new_states[1]);
+        put(b.create<arith::SubFOp>(p, m.mul(lr, delta)), new_param);
+        break;
+      }
       }
     });
   }
@@ -776,7 +783,7 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
   return absl::OkStatus();
 }
 
-}  // namespace
+} // namespace
 
 absl::Status not_lowered_for_cuda(Operation* op, absl::string_view why) {
   return absl::UnimplementedError(absl::StrCat("cuda: op '", op->getName().getStringRef().str(),
@@ -786,8 +793,8 @@ absl::Status not_lowered_for_cuda(Operation* op, absl::string_view why) {
 bool builds_op_loops(Operation* op) {
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
-             dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp,
-             dialect::IndexSelectOp, dialect::IndexAddOp, dialect::MultiTensorUpdateOp>(op);
+             dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
+             dialect::IndexAddOp, dialect::MultiTensorUpdateOp>(op);
 }
 
 absl::Status build_op_loops(Operation* op, func::FuncOp func) {
@@ -834,4 +841,4 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func) {
   return status;
 }
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

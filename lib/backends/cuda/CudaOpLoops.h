@@ -32,7 +32,7 @@ class Operation;
 namespace func {
 class FuncOp;
 }
-}  // namespace mlir
+} // namespace mlir
 
 namespace mstep::cuda {
 
@@ -49,4 +49,4 @@ bool builds_op_loops(mlir::Operation* op);
 /// error (not_lowered_for_cuda) for a form of the op not handled yet.
 absl::Status build_op_loops(mlir::Operation* op, mlir::func::FuncOp func);
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda
