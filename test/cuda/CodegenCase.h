@@ -6,12 +6,16 @@
 //   case.txt             the launch list, one record a line (below)
 //   k<i>.ptx             kernel i's PTX (sm_80 target; the JIT's input)
 //   k<i>.<arch>.cubin    kernel i's cubin for <arch> (sm_80, sm_90)
-//   v<id>.in.f32         input value <id>'s data (raw little-endian f32)
+//   v<id>.in.f32         input value <id>'s data (raw little-endian bytes:
+//                        f32, or the element size its value line gives)
 //   v<id>.expected.f32   output value <id>'s expected result (f32)
 //   v<id>.bound.f32      the absolute error allowed on each element (f32)
 //
 // case.txt (tokens separated by spaces; '#' starts a comment line):
-//   value <id> <elements>                  every plan value, f32, in id order
+//   value <id> <elements> [<bytes>]        every plan value, in id order: f32,
+//                                          or elements of <bytes> bytes (an
+//                                          i64 index, an f64 scalar, a bool);
+//                                          outputs are f32
 //   input <id>                             a step input (has v<id>.in.f32)
 //   output <id>                            a step output (expected + bound)
 //   kernel <i> <name> <gx> <gy> <gz> <bx> <by> <bz> <arch>...
@@ -52,6 +56,7 @@ struct CodegenCaseLaunch {
 
 struct CodegenCase {
   std::vector<int64_t> elements; ///< per value id
+  std::vector<int> element_bytes; ///< per value id: 4 (f32) unless told
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::vector<CodegenCaseKernel> kernels;
@@ -62,8 +67,11 @@ struct CodegenCase {
 inline std::string codegen_case_text(const CodegenCase& c) {
   std::ostringstream out;
   out << "# mstep cuda codegen case (test/cuda/CodegenCase.h)\n";
-  for (size_t id = 0; id < c.elements.size(); ++id)
-    out << "value " << id << " " << c.elements[id] << "\n";
+  for (size_t id = 0; id < c.elements.size(); ++id) {
+    out << "value " << id << " " << c.elements[id];
+    if (id < c.element_bytes.size() && c.element_bytes[id] != 4) out << " " << c.element_bytes[id];
+    out << "\n";
+  }
   for (int id : c.inputs) out << "input " << id << "\n";
   for (int id : c.outputs) out << "output " << id << "\n";
   for (size_t i = 0; i < c.kernels.size(); ++i) {
@@ -106,7 +114,13 @@ inline bool parse_codegen_case(const std::string& text, CodegenCase& c, std::str
       size_t id = 0;
       int64_t n = 0;
       ok = static_cast<bool>(in >> id >> n) && id == c.elements.size() && n > 0;
-      if (ok) c.elements.push_back(n);
+      int bytes = 4;
+      if (ok && !(in >> bytes)) bytes = 4;
+      ok = ok && (bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8);
+      if (ok) {
+        c.elements.push_back(n);
+        c.element_bytes.push_back(bytes);
+      }
     } else if (tag == "input" || tag == "output") {
       int id = -1;
       ok = static_cast<bool>(in >> id) && id >= 0 && id < static_cast<int>(c.elements.size());
@@ -154,6 +168,11 @@ inline bool parse_codegen_case(const std::string& text, CodegenCase& c, std::str
     error = "no launch or no output";
     return false;
   }
+  for (int id : c.outputs)
+    if (c.element_bytes[id] != 4) {
+      error = "output " + std::to_string(id) + " is not f32";
+      return false;
+    }
   return true;
 }
 

@@ -79,11 +79,11 @@ func.func @step(%x: tensor<7x45xf32>) -> tensor<f32> {
 }
 )";
 
-/// softmax: not lowered for cuda yet.
-inline constexpr const char* kSoftmaxStep = R"(
-func.func @step(%x: tensor<2x4x6xf32>) -> tensor<2x4x6xf32> {
-  %p = mstep.softmax %x {dim = 2 : i64} : tensor<2x4x6xf32>
-  return %p : tensor<2x4x6xf32>
+/// max_pool2d: not lowered for cuda yet.
+inline constexpr const char* kNotLoweredStep = R"(
+func.func @step(%x: tensor<1x2x6x6xf32>) -> tensor<1x2x3x3xf32> {
+  %p = mstep.max_pool2d %x {ceil_mode = false, dilation = array<i64: 1, 1>, kernel = array<i64: 2, 2>, padding = array<i64: 0, 0>, stride = array<i64: 2, 2>} : tensor<1x2x6x6xf32> -> tensor<1x2x3x3xf32>
+  return %p : tensor<1x2x3x3xf32>
 }
 )";
 

@@ -1,13 +1,15 @@
 // Build-time generator of the GPU check's compiled cases: a few steps
 // compiled here by the cuda compile half (MLIR -> PTX -> cubins for sm_80
 // and sm_90), written with deterministic inputs and expected outputs
-// computed by plain double-precision loops in this file (not by the code
-// under test), in the format of CodegenCase.h. The GPU machine has no MLIR;
+// computed by plain double-precision loops in this file, or for the cases
+// with inputs of other dtypes by the ref backend (not by the code under
+// test), in the format of CodegenCase.h. The GPU machine has no MLIR;
 // cuda_codegen_gpu_test loads these with the runtime half alone.
 //   cuda_codegen_cases OUT_DIR
 // Exit code 0, or 1 naming the case that did not compile or write.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -20,7 +22,9 @@
 #include "mstep/ir/MlirImport.h"
 #include "mstep/ir/MlirParse.h"
 #include "test/cuda/CodegenCase.h"
+#include "test/cuda/CodegenCaseSteps.h"
 #include "test/cuda/LinearReluStep.h"
+#include "test/cuda/RefOracle.h"
 
 namespace mstep::cuda::testing {
 namespace {
@@ -47,7 +51,19 @@ struct Case {
   /// Expected outputs (in the step's output order) from the inputs.
   std::function<std::vector<Expected>(const Values&)> expected;
   bool bandwidth = false;
+  /// Instead of `inputs` and `expected`: inputs of any dtype (bytes per
+  /// step input), the expected outputs from the ref backend, each
+  /// element within `ref_ulps` f32 ulps of ref's.
+  std::function<std::vector<std::vector<char>>(const std::vector<int64_t>&)> raw_inputs;
+  int ref_ulps = 0;
 };
+
+template <typename T>
+std::vector<char> bytes_of(const std::vector<T>& values) {
+  std::vector<char> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
 
 /// A deterministic value in [lo, hi): a fixed linear congruential sequence.
 std::vector<float> sequence(int64_t n, uint32_t seed, float lo, float hi) {
@@ -73,53 +89,15 @@ std::vector<float> steps(int64_t n, uint32_t seed, float step) {
   return v;
 }
 
-// relu(a * b + c), c a scalar broadcast over 1,000,003 elements: 3907
-// blocks of 256, the last one partial (1,000,003 = 3906 * 256 + 67).
-constexpr const char* kFmaRelu = R"(
-func.func @step(%a: tensor<1000003xf32>, %b: tensor<1000003xf32>, %c: tensor<f32>)
-    -> tensor<1000003xf32> {
-  %r = mstep.fusion ins(%a, %b, %c : tensor<1000003xf32>, tensor<1000003xf32>, tensor<f32>)
-      -> tensor<1000003xf32> {
-  ^bb0(%x: tensor<1000003xf32>, %y: tensor<1000003xf32>, %z: tensor<f32>):
-    %m = mstep.mul %x, %y : tensor<1000003xf32>, tensor<1000003xf32> -> tensor<1000003xf32>
-    %s = mstep.add %m, %z : tensor<1000003xf32>, tensor<f32> -> tensor<1000003xf32>
-    %q = mstep.relu %s : tensor<1000003xf32>
-    mstep.yield %q : tensor<1000003xf32>
-  }
-  return %r : tensor<1000003xf32>
-}
-)";
+/// A result computed in f64 from f32 inputs and rounded once (the
+/// row-wise kernels): libdevice's f64 exp/log/sqrt are within 2 ulp of a
+/// double, far below f32's, so the kernel's f32 result and the rounded
+/// double expectation differ by at most one f32 ulp.
+float one_ulp(double expected) { return static_cast<float>(kUlp * std::fabs(expected) + kTiny); }
 
-// Three unfused ops, so three launches through intermediate buffers:
-// tanh(exp(x) * y), with exp(x) also returned. 129 * 257 = 33153 elements
-// (a partial last block). exp and tanh come from libdevice.
-constexpr const char* kExpTanh = R"(
-func.func @step(%x: tensor<129x257xf32>, %y: tensor<129x257xf32>)
-    -> (tensor<129x257xf32>, tensor<129x257xf32>) {
-  %0 = mstep.exp %x : tensor<129x257xf32>
-  %1 = mstep.mul %0, %y : tensor<129x257xf32>, tensor<129x257xf32> -> tensor<129x257xf32>
-  %2 = mstep.tanh %1 : tensor<129x257xf32>
-  return %2, %0 : tensor<129x257xf32>, tensor<129x257xf32>
-}
-)";
-
-// A row sum (keepdim): one thread per row, 300 rows of 33.
-constexpr const char* kRowSum = R"(
-func.func @step(%x: tensor<300x33xf32>) -> tensor<300x1xf32> {
-  %s = mstep.sum %x {dims = array<i64: 1>, keepdim = true} : tensor<300x33xf32> -> tensor<300x1xf32>
-  return %s : tensor<300x1xf32>
-}
-)";
-
-// A column sum (the bias gradient's form): one thread per column, 1000
-// columns (4 blocks, the last partial) of 77 rows.
-constexpr const char* kColumnSum = R"(
-func.func @step(%x: tensor<77x1000xf32>) -> tensor<1000xf32> {
-  %s = mstep.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<77x1000xf32> -> tensor<1000xf32>
-  return %s : tensor<1000xf32>
-}
-)";
-
+/// What a copy kernel may differ by: nothing (a positive bound, as the
+/// format requires).
+constexpr float kExact = static_cast<float>(kTiny);
 
 /// Recursive summation of n f32 terms in any order is within
 /// (n - 1) * u * sum|x_i| of the exact sum (Higham, "Accuracy and Stability
@@ -226,6 +204,105 @@ std::vector<Case> cases() {
                      }
                    return std::vector<Expected>{e};
                  }});
+  all.push_back({"softmax_rows", kSoftmaxRows,
+                 [](const std::vector<int64_t>& n) { return Values{sequence(n[0], 10, -6.f, 6.f)}; },
+                 [](const Values& in) {
+                   Expected p, l;
+                   for (int r = 0; r < 300; ++r) {
+                     const float* x = &in[0][r * 37];
+                     double m = x[0], sum = 0;
+                     for (int j = 0; j < 37; ++j) m = std::max(m, double(x[j]));
+                     for (int j = 0; j < 37; ++j) sum += std::exp(x[j] - m);
+                     for (int j = 0; j < 37; ++j) {
+                       double e = std::exp(x[j] - m) / sum, v = x[j] - m - std::log(sum);
+                       p.value.push_back(static_cast<float>(e));
+                       p.bound.push_back(one_ulp(e));
+                       l.value.push_back(static_cast<float>(v));
+                       l.bound.push_back(one_ulp(v));
+                     }
+                   }
+                   return std::vector<Expected>{p, l};
+                 }});
+  all.push_back({"norms", kNorms,
+                 [](const std::vector<int64_t>& n) {
+                   return Values{sequence(n[0], 11, -3.f, 3.f), sequence(n[1], 12, 0.5f, 1.5f),
+                                 sequence(n[2], 13, -1.f, 1.f)};
+                 },
+                 [](const Values& in) {
+                   Expected y, z;
+                   for (int r = 0; r < 40; ++r) {
+                     const float* x = &in[0][r * 96];
+                     double mean = 0, var = 0, ms = 0;
+                     for (int c = 0; c < 96; ++c) mean += x[c], ms += double(x[c]) * x[c];
+                     mean /= 96, ms /= 96;
+                     for (int c = 0; c < 96; ++c) var += (x[c] - mean) * (x[c] - mean);
+                     var /= 96;
+                     for (int c = 0; c < 96; ++c) {
+                       double a = (x[c] - mean) / std::sqrt(var + 1e-5) * in[1][c] + in[2][c];
+                       double b = x[c] / std::sqrt(ms + 1e-6) * in[1][c];
+                       y.value.push_back(static_cast<float>(a));
+                       y.bound.push_back(one_ulp(a) + 1e-6f);  // + the f64 rounding of the statistics
+                       z.value.push_back(static_cast<float>(b));
+                       z.bound.push_back(one_ulp(b) + 1e-6f);
+                     }
+                   }
+                   return std::vector<Expected>{y, z};
+                 }});
+  all.push_back({"shape_copies", kShapeCopies,
+                 [](const std::vector<int64_t>& n) {
+                   return Values{sequence(n[0], 14, -1.f, 1.f), sequence(n[1], 15, 2.f, 3.f)};
+                 },
+                 [](const Values& in) {
+                   const std::vector<float>& x = in[0];
+                   auto at = [&](int a, int b, int c) { return x[(a * 30 + b) * 50 + c]; };
+                   Expected p, c, u, r;
+                   for (int k = 0; k < 50; ++k)
+                     for (int a = 0; a < 8; ++a)
+                       for (int b = 0; b < 30; ++b) p.value.push_back(at(a, b, k));
+                   for (int a = 0; a < 8; ++a)
+                     for (int j = 0; j < 9; ++j)
+                       for (int k = 0; k < 50; ++k) c.value.push_back(at(a, 2 + 3 * j, k));
+                   u.value = x;
+                   for (int a = 0; a < 8; ++a)
+                     for (int j = 0; j < 9; ++j)
+                       for (int k = 0; k < 50; ++k)
+                         u.value[(a * 30 + 2 + 3 * j) * 50 + k] = in[1][(a * 9 + j) * 50 + k];
+                   r.value = x;
+                   for (Expected* e : {&p, &c, &u, &r}) e->bound.assign(e->value.size(), kExact);
+                   return std::vector<Expected>{p, c, u, r};
+                 }});
+  all.push_back({.name = "dropout", .step = kDropout,
+                 .raw_inputs =
+                     [](const std::vector<int64_t>& n) {
+                       return std::vector<std::vector<char>>{
+                           bytes_of(sequence(n[0], 16, -2.f, 2.f)),
+                           bytes_of(std::vector<int64_t>{0x123456789ab, 77})};
+                     },
+                 .ref_ulps = 0});
+  all.push_back({.name = "loss_embedding", .step = kLossEmbedding,
+                 .raw_inputs =
+                     [](const std::vector<int64_t>& n) {
+                       std::vector<int64_t> tokens(n[1]);
+                       for (size_t i = 0; i < tokens.size(); ++i)
+                         tokens[i] = static_cast<int64_t>((i * 7) % 10);
+                       return std::vector<std::vector<char>>{
+                           bytes_of(sequence(n[0], 17, -3.f, 3.f)), bytes_of(tokens),
+                           bytes_of(sequence(n[2], 18, -1.f, 1.f)),
+                           bytes_of(sequence(n[3], 19, -1.f, 1.f))};
+                     },
+                 .ref_ulps = 1});
+  all.push_back({.name = "clipped_adadelta", .step = kClippedAdadelta,
+                 .raw_inputs =
+                     [](const std::vector<int64_t>& n) {
+                       std::vector<std::vector<char>> in;
+                       for (int t = 0; t < 8; ++t)  // params, grads (large: clipped), states >= 0
+                         in.push_back(bytes_of(sequence(n[t], 20 + t, t < 4 ? -1.f : 0.f,
+                                                        t < 2 ? 1.f : t < 4 ? 5.f : 1.f)));
+                       for (int t = 0; t < 2; ++t) in.push_back(bytes_of(std::vector<int64_t>{4}));
+                       for (double h : {0.1, 0.9, 1e-6}) in.push_back(bytes_of(std::vector<double>{h}));
+                       return in;
+                     },
+                 .ref_ulps = 1});
   return all;
 }
 
@@ -256,10 +333,15 @@ bool generate(const Case& c, const std::filesystem::path& out) {
   CodegenCase file;
   file.bandwidth = c.bandwidth;
   for (const TensorType& type : plan.values) {
-    if (type.dtype != DType::f32)
+    if (type.dtype != DType::f32 && !c.raw_inputs)
       return fail(c.name + ": a value is " + type.to_string() + ", not f32");
     file.elements.push_back(type.numel());
+    file.element_bytes.push_back(static_cast<int>(element_size(type.dtype)));
   }
+  for (int id : plan.outputs)
+    if (plan.values[id].dtype != DType::f32)
+      return fail(c.name + ": output value " + std::to_string(id) + " is " +
+                  plan.values[id].to_string() + ", not f32");
   std::vector<int64_t> input_sizes;
   for (size_t id = 0; id < plan.num_inputs; ++id) {
     file.inputs.push_back(static_cast<int>(id));
@@ -301,13 +383,33 @@ bool generate(const Case& c, const std::filesystem::path& out) {
     file.launches.push_back(l);
   }
 
-  Values inputs = c.inputs(input_sizes);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (static_cast<int64_t>(inputs[i].size()) != input_sizes[i])
-      return fail(c.name + ": input " + std::to_string(i) + " has the wrong size");
-    if (!write_floats(dir / ("v" + std::to_string(i) + ".in.f32"), inputs[i])) return false;
+  std::vector<Expected> expected;
+  if (c.raw_inputs) {
+    // Bytes in, ref's outputs expected.
+    std::vector<std::vector<char>> raw = c.raw_inputs(input_sizes);
+    for (size_t i = 0; i < raw.size(); ++i) {
+      const std::string path = (dir / ("v" + std::to_string(i) + ".in.f32")).string();
+      if (!write_file_bytes(path, raw[i].data(), raw[i].size())) return fail("cannot write " + path);
+    }
+    absl::StatusOr<std::vector<std::vector<char>>> ref = ref_outputs(**module, raw);
+    if (!ref.ok()) return fail(c.name + ": ref: " + std::string(ref.status().message()));
+    for (const std::vector<char>& bytes : *ref) {
+      Expected e;
+      e.value.resize(bytes.size() / sizeof(float));
+      std::memcpy(e.value.data(), bytes.data(), bytes.size());
+      for (float v : e.value)
+        e.bound.push_back(static_cast<float>(c.ref_ulps * kUlp * std::fabs(v) + kTiny));
+      expected.push_back(std::move(e));
+    }
+  } else {
+    Values inputs = c.inputs(input_sizes);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (static_cast<int64_t>(inputs[i].size()) != input_sizes[i])
+        return fail(c.name + ": input " + std::to_string(i) + " has the wrong size");
+      if (!write_floats(dir / ("v" + std::to_string(i) + ".in.f32"), inputs[i])) return false;
+    }
+    expected = c.expected(inputs);
   }
-  std::vector<Expected> expected = c.expected(inputs);
   if (expected.size() != plan.outputs.size())
     return fail(c.name + ": " + std::to_string(plan.outputs.size()) + " outputs, " +
                 std::to_string(expected.size()) + " expected");

@@ -3,7 +3,10 @@
 // malformed line; the cases generated at
 // build time (cuda_codegen_cases) are complete: each kernel's PTX has its
 // entry, each cubin's ELF says its architecture, and every input, expected
-// output and bound file holds its value's elements.
+// output and bound file holds its value's elements; and each case's
+// expected outputs hold, within their bounds, for the loop nests of its
+// step run on the host from its input files (so that a FAIL on the GPU is
+// the GPU's, not the case's).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +16,9 @@
 
 #include "lib/backends/cuda/CudaModule.h"
 #include "test/cuda/CodegenCase.h"
+#include "test/cuda/CodegenCaseSteps.h"
+#include "test/cuda/CudaStepText.h"
+#include "test/cuda/TiledHost.h"
 
 namespace mstep::cuda::testing {
 namespace {
@@ -62,6 +68,34 @@ TEST(CodegenCaseFormat, AMatmulStepRoundTrips) {
   EXPECT_THAT(b.args, ElementsAre(0, 1, 2));
   EXPECT_EQ(std::vector<int64_t>({b.m, b.n, b.k, b.batch, b.a_stride, b.b_stride, b.c_stride}),
             std::vector<int64_t>({8, 32, 16, 4, 128, 512, 256}));
+}
+
+TEST(CodegenCaseFormat, ElementSizesRoundTripAndDefaultToF32) {
+  CodegenCase c;
+  c.elements = {66, 2, 1, 66};  // f32 data, an i64 RNG state, an f64 scalar, f32 out
+  c.element_bytes = {4, 8, 8, 4};
+  c.inputs = {0, 1, 2};
+  c.outputs = {3};
+  c.kernels.push_back({"k", {1, 1, 1}, {256, 1, 1}, {"sm_80"}});
+  c.launches.push_back({0, {0, 1, 2, 3}});
+  const std::string text = codegen_case_text(c);
+  EXPECT_THAT(text, HasSubstr("value 1 2 8\n"));
+  EXPECT_THAT(text, HasSubstr("value 0 66\n"));  // f32: no size written (older readers)
+  CodegenCase back;
+  std::string error;
+  ASSERT_TRUE(parse_codegen_case(text, back, error)) << error;
+  EXPECT_THAT(back.element_bytes, ElementsAre(4, 8, 8, 4));
+}
+
+TEST(CodegenCaseFormat, AnOutputThatIsNotF32OrABadElementSizeIsNamed) {
+  CodegenCase c;
+  std::string error;
+  EXPECT_FALSE(parse_codegen_case(
+      "value 0 4\nvalue 1 4 8\nkernel 0 k 1 1 1 1 1 1\nlaunch 0 0 1\noutput 1\n", c, error));
+  EXPECT_THAT(error, HasSubstr("output 1 is not f32"));
+  CodegenCase d;
+  EXPECT_FALSE(parse_codegen_case("value 0 4 3\n", d, error));
+  EXPECT_THAT(error, HasSubstr("line 1 is malformed: 'value 0 4 3'"));
 }
 
 TEST(CodegenCaseFormat, AMatmulWithoutThreeValuesIsNamed) {
@@ -118,7 +152,7 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
     }
     for (int id : c.inputs)
       EXPECT_EQ(file_size(dir + "/v" + std::to_string(id) + ".in.f32"),
-                c.elements[id] * sizeof(float));
+                c.elements[id] * c.element_bytes[id]);
     for (int id : c.outputs) {
       std::string stem = dir + "/v" + std::to_string(id);
       EXPECT_EQ(file_size(stem + ".expected.f32"), c.elements[id] * sizeof(float));
@@ -151,8 +185,69 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_THAT(c.launches[1].args, ::testing::Contains(3));
       EXPECT_EQ(c.kernels.size(), 2u);
     }
+    if (name == "dropout") {
+      // The RNG state is two i64 values; the output is f32.
+      EXPECT_EQ(c.element_bytes[c.inputs[1]], 8);
+    }
+    if (name == "shape_copies") {
+      // permute, slice, slice_scatter (a copy, then the scatter), reshape.
+      EXPECT_EQ(c.kernels.size(), 5u);
+      EXPECT_EQ(c.outputs.size(), 4u);
+    }
   }
-  EXPECT_EQ(cases, 5);
+  EXPECT_EQ(cases, 11);
+}
+
+/// Runs case `name`'s step (`text`) on the host from its input files and
+/// checks every output against its expected file within its bound.
+void expect_case_holds_on_host(const char* text, const std::string& name) {
+  SCOPED_TRACE(name);
+  CudaStepContext step(text);
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const std::string dir = std::string(MSTEP_CODEGEN_CASE_DIR) + "/" + name;
+  std::string spec, error;
+  ASSERT_TRUE(read_file_bytes(dir + "/case.txt", spec));
+  CodegenCase c;
+  ASSERT_TRUE(parse_codegen_case(spec, c, error)) << error;
+  std::vector<std::vector<char>> values;
+  for (const TensorType& type : compiled->plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  ASSERT_EQ(values.size(), c.elements.size());
+  for (int id : c.inputs) {
+    std::string bytes;
+    ASSERT_TRUE(read_file_bytes(dir + "/v" + std::to_string(id) + ".in.f32", bytes));
+    ASSERT_EQ(bytes.size(), values[id].size()) << "v" << id;
+    std::memcpy(values[id].data(), bytes.data(), bytes.size());
+  }
+  ASSERT_NO_FATAL_FAILURE(run_tiled_on_host(step.context(), *compiled, values));
+  for (int id : c.outputs) {
+    const std::string stem = dir + "/v" + std::to_string(id);
+    std::string expected, bound;
+    ASSERT_TRUE(read_file_bytes(stem + ".expected.f32", expected));
+    ASSERT_TRUE(read_file_bytes(stem + ".bound.f32", bound));
+    ASSERT_EQ(expected.size(), values[id].size());
+    const float* got = as<float>(values[id]);
+    int wrong = 0;
+    for (size_t i = 0; i < expected.size() / sizeof(float); ++i) {
+      float e, b;
+      std::memcpy(&e, expected.data() + i * sizeof e, sizeof e);
+      std::memcpy(&b, bound.data() + i * sizeof b, sizeof b);
+      if (!(std::fabs(double(got[i]) - e) <= b) && wrong++ < 3)
+        ADD_FAILURE() << "v" << id << "[" << i << "] = " << got[i] << ", expected " << e << " +- "
+                      << b;
+    }
+  }
+}
+
+TEST(CodegenCaseFiles, ExpectedOutputsHoldForTheLoopNestsOnTheHost) {
+  // Every case but linear_relu (its matmul is a cuBLASLt step, no loop nest).
+  const std::pair<const char*, const char*> cases[] = {
+      {kFmaRelu, "fma_relu"},         {kExpTanh, "exp_tanh_chain"},
+      {kRowSum, "row_sum"},           {kColumnSum, "column_sum"},
+      {kSoftmaxRows, "softmax_rows"}, {kNorms, "norms"},
+      {kShapeCopies, "shape_copies"}, {kDropout, "dropout"},
+      {kLossEmbedding, "loss_embedding"}, {kClippedAdadelta, "clipped_adadelta"}};
+  for (const auto& [text, name] : cases) expect_case_holds_on_host(text, name);
 }
 
 } // namespace

@@ -8,86 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
-#include "lib/backends/cuda/CudaCompiler.h"
-#include "llvm/Support/TargetSelect.h"
-#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
-#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
-#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
-#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVMPass.h"
-#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
-#include "mlir/Conversion/MathToLibm/MathToLibm.h"
-#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
-#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
-#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
-#include "mlir/Dialect/MemRef/Transforms/Passes.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/Pass.h"
-#include "mlir/Pass/PassManager.h"
 #include "test/cuda/CudaStepText.h"
+#include "test/cuda/TiledHost.h"
 
 namespace mstep::cuda {
 namespace {
 
-/// Runs every tiled op of `compiled` in program order on host buffers
-/// (one std::vector<char> per plan value; the inputs filled by the caller).
-void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep& compiled,
-                       std::vector<std::vector<char>>& values) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  for (const TiledOp& op : compiled.tiled) {
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        mlir::parseSourceString<mlir::ModuleOp>(op.module, &context);
-    ASSERT_TRUE(module) << op.module;
-    mlir::PassManager pm(&context);
-    pm.addPass(mlir::createConvertSCFToCFPass());
-    pm.addPass(mlir::createConvertMathToLibmPass());
-    pm.addPass(mlir::createConvertMathToLLVMPass());
-    pm.addPass(mlir::createArithToLLVMConversionPass());
-    // Reshapes of the outputs (a keepdim) become pointer arithmetic.
-    pm.addPass(mlir::memref::createExpandStridedMetadataPass());
-    pm.addPass(mlir::createLowerAffinePass());
-    pm.addPass(mlir::createFinalizeMemRefToLLVMConversionPass());
-    mlir::ConvertFuncToLLVMPassOptions func;
-    func.useBarePtrCallConv = true;  // one pointer per buffer, as the kernels take them
-    pm.addPass(mlir::createConvertFuncToLLVMPass(func));
-    pm.addPass(mlir::createConvertControlFlowToLLVMPass());
-    pm.addPass(mlir::createReconcileUnrealizedCastsPass());
-    ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << op.module;
-    auto engine = mlir::ExecutionEngine::create(*module);
-    ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
-    std::vector<void*> pointers, args;
-    for (int value : op.params) pointers.push_back(values[value].data());
-    for (void*& pointer : pointers) args.push_back(&pointer);
-    llvm::Error error = (*engine)->invokePacked(op.name, args);
-    ASSERT_FALSE(static_cast<bool>(error)) << llvm::toString(std::move(error));
-  }
-}
-
-/// Host buffers for `plan`'s values; inputs filled from `inputs`.
-std::vector<std::vector<char>> host_values(const CudaPlan& plan,
-                                           const std::vector<std::vector<float>>& inputs) {
-  std::vector<std::vector<char>> values;
-  for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
-  for (size_t i = 0; i < inputs.size(); ++i)
-    std::memcpy(values[i].data(), inputs[i].data(), values[i].size());
-  return values;
-}
-
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-2.f, 2.f);
-  std::vector<float> out(n);
-  for (float& x : out) x = dist(rng);
-  return out;
-}
-
-template <typename T>
-const T* as(const std::vector<char>& bytes) {
-  return reinterpret_cast<const T*>(bytes.data());
-}
+using testing::as;
+using testing::host_values;
+using testing::random_floats;
+using testing::run_tiled_on_host;
 
 TEST(CudaTiledHost, BroadcastFusionWithAPartialLastTile) {
   testing::CudaStepContext step(testing::kFusionStep);

@@ -153,6 +153,12 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       MSTEP_ASSIGN_OR_RETURN(int id, add_value(result, &op));
       results.push_back(id);
     }
+    // The op's temporaries: values of the plan that no other op reads.
+    std::vector<int> temporaries;
+    for (const TensorType& type : kernels.temporaries) {
+      temporaries.push_back(static_cast<int>(plan.values.size()));
+      plan.values.push_back(type);
+    }
     for (GeneratedLaunch& launch : kernels.launches) {
       CudaKernelInfo info;
       info.name = launch.kernel;
@@ -173,8 +179,13 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       CudaLaunchStep step_launch;
       step_launch.kernel = static_cast<int>(plan.kernels.size());
       for (unsigned arg : launch.args) {
+        // Results and temporaries are written; a launch that only reads a
+        // temporary lists it as a write too (harmless: the same stream).
         const bool is_result = arg >= operands.size();
-        const int value = is_result ? results[arg - operands.size()] : operands[arg];
+        const size_t written = arg - operands.size();
+        const int value = !is_result                   ? operands[arg]
+                          : written < results.size() ? results[written]
+                                                     : temporaries[written - results.size()];
         step_launch.args.push_back(value);
         if (is_result) step_launch.writes.push_back(value);
       }
@@ -183,6 +194,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     }
     TiledOp tiled{name, std::move(kernels.tiled_loops), operands};
     tiled.params.insert(tiled.params.end(), results.begin(), results.end());
+    tiled.params.insert(tiled.params.end(), temporaries.begin(), temporaries.end());
     compiled.tiled.push_back(std::move(tiled));
   }
   MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, plan));

@@ -1,10 +1,12 @@
 // The cuda backend's compile half (registered as "cuda" in
 // libmstep_compiler): the step function's ops, in program order, become a
-// CudaPlan: elementwise fusions, standalone elementwise ops and row
-// reductions are GPU kernels (CudaKernelGen.h) assembled by ptxas for each
-// architecture with -v (its report kept per kernel); the PTX is kept for
-// the JIT. Any other op is an error naming it: "... is not yet lowered for
-// cuda" (no silent host fallback). Library-internal; MLIR.
+// CudaPlan: matmuls are cuBLASLt steps; elementwise fusions, standalone
+// elementwise ops, reductions, softmax, norms, losses, dropout, the shape
+// and index ops and the optimizer update are GPU kernels (CudaKernelGen.h,
+// CudaOpLoops.h) assembled by ptxas for each architecture with -v (its
+// report kept per kernel); the PTX is kept for the JIT. Any other op
+// (attention, convolutions, ...) is an error naming it: "... is not yet
+// lowered for cuda" (no silent host fallback). Library-internal; MLIR.
 #pragma once
 
 #include <string>

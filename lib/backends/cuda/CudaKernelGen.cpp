@@ -2,6 +2,7 @@
 #include "lib/backends/cuda/CudaKernelGen.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaOpLoops.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -48,6 +49,7 @@
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
 #include "mstep/core/Error.h"
+#include "mstep/ir/MlirImport.h"
 #include "mstep/ir/MlirParse.h"
 #include "mstep/ir/dialect/MstepDialect.h"
 #include "mstep/passes/Passes.h"
@@ -57,6 +59,8 @@ namespace mstep::cuda {
 namespace {
 
 using namespace mlir;
+// mstep has a Value and a TensorType of its own.
+using mlir::Value;
 
 std::string op_name(Operation* op) { return op->getName().getStringRef().str(); }
 
@@ -69,16 +73,12 @@ std::string print(Operation* op) {
 
 /// The error for `op` that the pipeline could not take to the GPU.
 absl::Status not_lowered(Operation* op, absl::string_view why) {
-  return absl::UnimplementedError(absl::StrCat("cuda: op '", op_name(op),
-                                               "' is not yet lowered for cuda: ", why));
+  return not_lowered_for_cuda(op, why);
 }
 
-/// func @name(inputs..., outputs...) on memrefs holding a clone of `op`:
-/// its operands read from the input memrefs, its results materialized in
-/// the output memrefs.
-func::FuncOp build_kernel_func(Operation* op, StringRef name, ModuleOp module) {
+/// func @name(inputs..., outputs...) on memrefs, with an empty entry block.
+func::FuncOp kernel_func_signature(Operation* op, StringRef name, ModuleOp module) {
   MLIRContext* context = op->getContext();
-  Location loc = op->getLoc();
   SmallVector<Type> args;
   auto memref_of = [](Type type) {
     auto tensor = cast<RankedTensorType>(type);
@@ -88,8 +88,20 @@ func::FuncOp build_kernel_func(Operation* op, StringRef name, ModuleOp module) {
   for (Value result : op->getResults()) args.push_back(memref_of(result.getType()));
   OpBuilder builder(context);
   builder.setInsertionPointToEnd(module.getBody());
-  auto func = builder.create<func::FuncOp>(loc, name, FunctionType::get(context, args, {}));
-  Block* entry = func.addEntryBlock();
+  auto func =
+      builder.create<func::FuncOp>(op->getLoc(), name, FunctionType::get(context, args, {}));
+  func.addEntryBlock();
+  return func;
+}
+
+/// func @name(inputs..., outputs...) on memrefs holding a clone of `op`:
+/// its operands read from the input memrefs, its results materialized in
+/// the output memrefs.
+func::FuncOp build_kernel_func(Operation* op, StringRef name, ModuleOp module) {
+  Location loc = op->getLoc();
+  func::FuncOp func = kernel_func_signature(op, name, module);
+  Block* entry = &func.getBody().front();
+  OpBuilder builder(op->getContext());
   builder.setInsertionPointToStart(entry);
   IRMapping mapping;
   for (auto [i, operand] : llvm::enumerate(op->getOperands()))
@@ -235,6 +247,99 @@ void collapse_and_tile(func::FuncOp func, int threads) {
   }
 }
 
+/// Bufferization turns a constant tensor (a fusion's mstep.constant) into
+/// a memref.global read with memref.get_global: a host symbol the kernels
+/// cannot take. Each load of a splat constant global becomes the constant
+/// itself; any other use is an error.
+absl::Status fold_constant_globals(Operation* op, func::FuncOp func, ModuleOp module) {
+  SmallVector<memref::GetGlobalOp> reads;
+  func.walk([&](memref::GetGlobalOp read) { reads.push_back(read); });
+  for (memref::GetGlobalOp read : reads) {
+    auto global = module.lookupSymbol<memref::GlobalOp>(read.getName());
+    auto value = global ? dyn_cast_or_null<SplatElementsAttr>(global.getConstantInitValue())
+                        : SplatElementsAttr();
+    for (OpOperand& use : llvm::make_early_inc_range(read->getUses())) {
+      auto load = dyn_cast<memref::LoadOp>(use.getOwner());
+      if (!load || !value) continue;
+      OpBuilder builder(load);
+      Value constant = builder.create<arith::ConstantOp>(
+          load.getLoc(), cast<TypedAttr>(value.getSplatValue<Attribute>()));
+      load.getResult().replaceAllUsesWith(constant);
+      load.erase();
+    }
+    if (!read->use_empty())
+      return not_lowered(op, absl::StrCat("it reads the constant buffer '", read.getName().str(),
+                                          "' other than element by element"));
+    read.erase();
+    if (global && SymbolTable::symbolKnownUseEmpty(global, module)) global.erase();
+  }
+  return absl::OkStatus();
+}
+
+/// Steps 1 and 2 of the pipeline for an op mstep-lower-to-linalg lowers:
+/// linalg on tensors, then buffers and parallel loops writing the outputs
+/// in place.
+absl::Status lower_through_linalg(Operation* op, func::FuncOp func, ModuleOp module,
+                                  const DiagnosticCollector& diagnostics) {
+  MLIRContext* context = op->getContext();
+  // 1. linalg on tensors: every mstep op must be gone.
+  {
+    PassManager pm(context);
+    pm.nest<func::FuncOp>().addPass(passes::createLowerToLinalg());
+    MSTEP_RETURN_IF_ERROR(run(pm, module, op, "mstep-lower-to-linalg", diagnostics));
+  }
+  Operation* left = nullptr;
+  func.walk([&](Operation* inner) {
+    if (!left && isa_and_nonnull<mstep::dialect::MstepDialect>(inner->getDialect())) left = inner;
+  });
+  if (left != nullptr)
+    return not_lowered(op, left == op || op_name(left) == op_name(op)
+                               ? "mstep-lower-to-linalg has no pattern for it"
+                               : absl::StrCat("it holds '", op_name(left),
+                                              "', which mstep-lower-to-linalg does not lower"));
+
+  // 2. Buffers and parallel loops, written in place into the outputs.
+  write_reshapes_in_place(func);
+  parallel_dims_first(func);
+  {
+    PassManager pm(context);
+    pm.addPass(bufferization::createEmptyTensorEliminationPass());
+    pm.addPass(bufferization::createOneShotBufferizePass());
+    pm.addPass(createCanonicalizerPass());
+    pm.nest<func::FuncOp>().addPass(createConvertLinalgToParallelLoopsPass());
+    pm.addPass(createCanonicalizerPass());
+    MSTEP_RETURN_IF_ERROR(run(pm, module, op, "bufferization", diagnostics));
+  }
+  forward_result_copies(func);
+  return fold_constant_globals(op, func, module);
+}
+
+/// Each buffer the lowering allocates between the op's kernels (a fusion
+/// whose results differ in shape: a broadcast operand computed once)
+/// becomes a parameter of the func after the outputs, so that the plan
+/// gives it a device buffer of its own. Their types, in parameter order.
+absl::StatusOr<std::vector<mstep::TensorType>> hoist_temporaries(Operation* op, func::FuncOp func) {
+  std::vector<mstep::TensorType> types;
+  SmallVector<memref::AllocOp> allocs;
+  func.walk([&](memref::AllocOp alloc) { allocs.push_back(alloc); });
+  Block& entry = func.getBody().front();
+  for (memref::AllocOp alloc : allocs) {
+    MemRefType type = alloc.getType();
+    if (alloc->getBlock() != &entry || !type.hasStaticShape() || !type.getLayout().isIdentity())
+      return not_lowered(op, "it needs a temporary device buffer of dynamic shape or layout, "
+                             "or inside a loop");
+    MSTEP_ASSIGN_OR_RETURN(
+        mstep::TensorType tensor,
+        tensor_type_from_mlir(RankedTensorType::get(type.getShape(), type.getElementType())));
+    types.push_back(tensor);
+    BlockArgument arg = entry.addArgument(type, alloc.getLoc());
+    alloc.getResult().replaceAllUsesWith(arg);
+    alloc.erase();
+  }
+  func.setType(FunctionType::get(func.getContext(), entry.getArgumentTypes(), {}));
+  return types;
+}
+
 /// The constant `value` as unsigned, or 0 when it is not a constant.
 unsigned constant_of(Value value) {
   std::optional<int64_t> constant = getConstantIntValue(value);
@@ -278,44 +383,18 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
     if (auto tensor = dyn_cast<RankedTensorType>(type); !tensor || !tensor.hasStaticShape())
       return not_lowered(op, "its operands and results must be tensors of static shape");
   OwningOpRef<ModuleOp> module = ModuleOp::create(op->getLoc());
-  func::FuncOp func = build_kernel_func(op, StringRef(name.data(), name.size()), *module);
-
-  // 1. linalg on tensors: every mstep op must be gone.
-  {
-    PassManager pm(context);
-    pm.nest<func::FuncOp>().addPass(passes::createLowerToLinalg());
-    MSTEP_RETURN_IF_ERROR(run(pm, *module, op, "mstep-lower-to-linalg", diagnostics));
+  func::FuncOp func;
+  if (builds_op_loops(op)) {
+    // Loops built on the buffers directly (CudaOpLoops.h).
+    func = kernel_func_signature(op, StringRef(name.data(), name.size()), *module);
+    MSTEP_RETURN_IF_ERROR(build_op_loops(op, func));
+  } else {
+    func = build_kernel_func(op, StringRef(name.data(), name.size()), *module);
+    MSTEP_RETURN_IF_ERROR(lower_through_linalg(op, func, *module, diagnostics));
   }
-  Operation* left = nullptr;
-  func.walk([&](Operation* inner) {
-    if (!left && isa_and_nonnull<mstep::dialect::MstepDialect>(inner->getDialect())) left = inner;
-  });
-  if (left != nullptr)
-    return not_lowered(op, left == op || op_name(left) == op_name(op)
-                               ? "mstep-lower-to-linalg has no pattern for it"
-                               : absl::StrCat("it holds '", op_name(left),
-                                              "', which mstep-lower-to-linalg does not lower"));
-
-  // 2. Buffers and parallel loops, written in place into the outputs.
-  write_reshapes_in_place(func);
-  parallel_dims_first(func);
-  {
-    PassManager pm(context);
-    pm.addPass(bufferization::createEmptyTensorEliminationPass());
-    pm.addPass(bufferization::createOneShotBufferizePass());
-    pm.addPass(createCanonicalizerPass());
-    pm.nest<func::FuncOp>().addPass(createConvertLinalgToParallelLoopsPass());
-    pm.addPass(createCanonicalizerPass());
-    MSTEP_RETURN_IF_ERROR(run(pm, *module, op, "bufferization", diagnostics));
-  }
-  forward_result_copies(func);
-  bool temporaries = false;
-  func.walk([&](memref::AllocOp) { temporaries = true; });
-  if (temporaries)
-    return not_lowered(op, "it needs temporary device buffers between its kernels (a fusion "
-                           "whose results differ in shape, or a reshape inside)");
-  collapse_and_tile(func, options.threads);
   GeneratedKernels generated;
+  MSTEP_ASSIGN_OR_RETURN(generated.temporaries, hoist_temporaries(op, func));
+  collapse_and_tile(func, options.threads);
   generated.tiled_loops = print(module->getOperation());
 
   // 3. The GPU mapping, outlining and NVVM.

@@ -1,11 +1,14 @@
 // The cuda compile half's code generation: one op of the step (an
 // mstep.fusion, a standalone elementwise op, a reduction) becomes GPU
-// kernels through MLIR:
+// kernels through MLIR (softmax, norms, losses, dropout, reshapes and the
+// optimizer update instead start from loops built on the buffers,
+// CudaOpLoops.h, and join at the tiling):
 //
 //   a func on memrefs holding the op (inputs read through to_tensor, the
 //   results materialized in the output memrefs)
 //   -> mstep-lower-to-linalg -> empty-tensor elimination, one-shot
-//   bufferization (no temporaries: linalg writes the outputs in place)
+//   bufferization (linalg writes the outputs in place; a buffer left
+//   between kernels becomes a temporary parameter of the func)
 //   -> convert-linalg-to-parallel-loops
 //   -> each scf.parallel collapsed to one dimension and tiled by the block
 //      size (256 threads): the "tiled loop nest", kept as text (dumps, and
@@ -27,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "mstep/core/TensorType.h"
 
 namespace mlir {
 class DialectRegistry;
@@ -51,16 +55,20 @@ struct GeneratedLaunch {
   std::string kernel;  ///< the PTX entry function
   std::array<unsigned, 3> grid = {1, 1, 1};
   std::array<unsigned, 3> block = {1, 1, 1};
-  /// Per kernel parameter: the op's operand i (i < num operands), or its
-  /// result i - num operands.
+  /// Per kernel parameter: the op's operand i (i < num operands), its
+  /// result i - num operands, or after the results its temporary
+  /// i - num operands - num results (GeneratedKernels::temporaries).
   std::vector<unsigned> args;
   std::string ptx;
 };
 
 struct GeneratedKernels {
   std::vector<GeneratedLaunch> launches;
+  /// Buffers the op's kernels pass between them (a fusion whose results
+  /// differ in shape), which the plan allocates as values of their own.
+  std::vector<TensorType> temporaries;
   /// The module right after tiling, before the GPU mapping: a func on
-  /// memrefs named like the op's kernels.
+  /// memrefs named like the op's kernels (operands, results, temporaries).
   std::string tiled_loops;
 };
 

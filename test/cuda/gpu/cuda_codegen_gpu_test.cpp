@@ -113,8 +113,9 @@ absl::Status load_case(const CudaContext& context, const std::string& dir, bool 
     if (!helper.ok()) return helper.status();
     loaded.matmul = *helper;
   }
-  for (int64_t elements : loaded.spec.elements) {
-    auto buffer = CudaDeviceBuffer::allocate(context, elements * sizeof(float));
+  for (size_t id = 0; id < loaded.spec.elements.size(); ++id) {
+    auto buffer = CudaDeviceBuffer::allocate(
+        context, loaded.spec.elements[id] * loaded.spec.element_bytes[id]);
     if (!buffer.ok()) return buffer.status();
     loaded.buffers.push_back(std::move(*buffer));
   }
@@ -212,16 +213,16 @@ bool run_case(const CudaContext& context, CudaStaging& staging, const std::strin
     has_cubin |=
         std::find(k.archs.begin(), k.archs.end(), context.device().arch()) != k.archs.end();
   if (!use_ptx && !has_cubin) source = "ptx-jit, no " + context.device().arch() + " cubin";
-  // Inputs in; every other buffer NaN, so an element no thread writes fails.
+  // Inputs in (raw bytes of the value's element size); every other buffer
+  // all ones bits (a NaN in f32), so an element no thread writes fails.
   for (size_t id = 0; id < c.spec.elements.size(); ++id) {
     bool is_input =
         std::find(c.spec.inputs.begin(), c.spec.inputs.end(), id) != c.spec.inputs.end();
-    std::string error;
-    std::vector<float> data =
-        is_input
-            ? read_floats(dir + "/v" + std::to_string(id) + ".in.f32", c.spec.elements[id], error)
-            : std::vector<float>(c.spec.elements[id], std::numeric_limits<float>::quiet_NaN());
-    if (!error.empty()) return failed(error);
+    const size_t size = c.spec.elements[id] * c.spec.element_bytes[id];
+    std::string data(size, '\xff');
+    const std::string path = dir + "/v" + std::to_string(id) + ".in.f32";
+    if (is_input && (!read_file_bytes(path, data) || data.size() != size))
+      return failed("cannot read " + std::to_string(size) + " bytes from " + path);
     if (absl::Status s = staging.copy_in(c.buffers[id].pointer(), std::as_bytes(std::span(data)));
         !s.ok())
       return failed(s.ToString());

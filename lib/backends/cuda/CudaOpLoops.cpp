@@ -1,0 +1,844 @@
+// The loop nests of CudaOpLoops.h, op by op; each follows its ref kernel
+// (lib/backends/ref: RefNN.cpp, RefLoss.cpp, RefCreation.cpp,
+// RefShape.cpp, RefOptimizer.cpp), whose comments give the formulas.
+#include "lib/backends/cuda/CudaOpLoops.h"
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mstep/ir/MultiTensorUpdate.h"
+#include "mstep/ir/dialect/MstepOps.h"
+
+namespace mstep::cuda {
+
+namespace {
+
+using namespace mlir;
+
+/// A buffer addressed by one linear (row-major) index: a 1-D view of a
+/// parameter, or the parameter itself when it is 0-d.
+struct Flat {
+  Value memref;
+  bool scalar = false;
+  Type element() const { return cast<MemRefType>(memref.getType()).getElementType(); }
+};
+
+int64_t numel(Value value) {
+  auto type = cast<ShapedType>(value.getType());
+  return type.getNumElements();
+}
+
+/// Builds the loop nest of one op in its kernel func.
+class Nest {
+public:
+  explicit Nest(func::FuncOp func) : b(func.getLoc(), func.getContext()), func_(func) {
+    b.setInsertionPointToStart(&func.getBody().front());
+  }
+
+  ImplicitLocOpBuilder b;
+
+  Value param(unsigned i) { return func_.getArgument(i); }
+
+  /// Parameter `i` as a 1-D buffer (a collapse_shape view at the top
+  /// level, which CudaKernelGen passes to the kernel as the parameter).
+  Flat flat(unsigned i) {
+    Value memref = param(i);
+    auto type = cast<MemRefType>(memref.getType());
+    if (type.getRank() == 0) return {memref, true};
+    if (type.getRank() == 1) return {memref, false};
+    ReassociationIndices all;
+    for (int64_t d = 0; d < type.getRank(); ++d) all.push_back(d);
+    return {b.create<memref::CollapseShapeOp>(memref, ArrayRef<ReassociationIndices>{all}), false};
+  }
+
+  Value index(int64_t v) { return b.create<arith::ConstantIndexOp>(v); }
+  Value f64(double v) { return b.create<arith::ConstantFloatOp>(APFloat(v), b.getF64Type()); }
+  Value constant(Type type, double v) {
+    if (auto f = dyn_cast<FloatType>(type)) {
+      bool lost = false;
+      APFloat value(v);
+      value.convert(f.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      return b.create<arith::ConstantFloatOp>(value, f);
+    }
+    return integer(type, static_cast<int64_t>(v));
+  }
+  Value integer(Type type, int64_t v) { return b.create<arith::ConstantIntOp>(v, type); }
+
+  Value load(const Flat& buffer, Value i) {
+    if (buffer.scalar) return b.create<memref::LoadOp>(buffer.memref, ValueRange{});
+    return b.create<memref::LoadOp>(buffer.memref, ValueRange{i});
+  }
+  void store(Value value, const Flat& buffer, Value i) {
+    if (buffer.scalar)
+      b.create<memref::StoreOp>(value, buffer.memref, ValueRange{});
+    else
+      b.create<memref::StoreOp>(value, buffer.memref, ValueRange{i});
+  }
+  Value load0(Value memref) { return b.create<memref::LoadOp>(memref, ValueRange{}); }
+
+  /// One lane per i in [0, n): a top-level scf.parallel, one launch.
+  void parallel(int64_t n, function_ref<void(Value)> body) {
+    if (n == 0) return;
+    auto loop =
+        b.create<scf::ParallelOp>(ValueRange{index(0)}, ValueRange{index(n)}, ValueRange{index(1)});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(loop.getBody()->getTerminator());
+    body(loop.getInductionVars()[0]);
+  }
+
+  /// A serial loop for j in [0, n) carrying `init`; `body` returns the
+  /// next values.
+  SmallVector<Value> loop(int64_t n, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto for_op = b.create<scf::ForOp>(index(0), index(n), index(1), init,
+                                       [&](OpBuilder& nested, Location, Value j, ValueRange acc) {
+                                         OpBuilder::InsertionGuard guard(b);
+                                         b.setInsertionPointToEnd(nested.getInsertionBlock());
+                                         b.create<scf::YieldOp>(body(j, acc));
+                                       });
+    return SmallVector<Value>(for_op.getResults());
+  }
+
+  /// i * scale + offset on indices.
+  Value affine(Value i, int64_t scale, Value offset) {
+    Value scaled = scale == 1 ? i : b.create<arith::MulIOp>(i, index(scale)).getResult();
+    return offset ? b.create<arith::AddIOp>(scaled, offset).getResult() : scaled;
+  }
+  Value div(Value i, int64_t n) { return n == 1 ? i : b.create<arith::DivUIOp>(i, index(n)); }
+  Value rem(Value i, int64_t n) {
+    return n == 1 ? index(0) : b.create<arith::RemUIOp>(i, index(n));
+  }
+
+  /// base + sum of coordinate k * strides[k], the coordinates those of
+  /// linear index `i` in `shape` (row-major).
+  Value strided(Value i, ArrayRef<int64_t> shape, ArrayRef<int64_t> strides, int64_t base) {
+    Value rest = i, at = index(base);
+    for (int64_t k = static_cast<int64_t>(shape.size()) - 1; k >= 0; --k) {
+      at = affine(rem(rest, shape[k]), strides[k], at);
+      rest = div(rest, shape[k]);
+    }
+    return at;
+  }
+
+  /// A zero, or a NaN for floats: what an element read through an index
+  /// out of range becomes.
+  Value poison(Type type) {
+    return isa<FloatType>(type) ? constant(type, std::numeric_limits<double>::quiet_NaN())
+                                : integer(type, 0);
+  }
+
+  /// Element-by-element copy of parameter `from` into `to` (same size).
+  void copy(unsigned from, unsigned to) {
+    Flat x = flat(from), y = flat(to);
+    parallel(numel(param(to)), [&](Value i) { store(load(x, i), y, i); });
+  }
+
+  /// A float widened to f64 (exact).
+  Value ext(Value v) {
+    return v.getType().isF64() ? v : b.create<arith::ExtFOp>(b.getF64Type(), v).getResult();
+  }
+  /// An f64 rounded to `type` as ref's round_to / Compute<T> casts do:
+  /// through f32 for the 16-bit floats.
+  Value round_to(Value v, Type type) {
+    if (type.isF64()) return v;
+    Value f = b.create<arith::TruncFOp>(b.getF32Type(), v);
+    return type.isF32() ? f : b.create<arith::TruncFOp>(type, f).getResult();
+  }
+
+private:
+  func::FuncOp func_;
+};
+
+/// The product of `dims`.
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// ---- softmax, log_softmax -------------------------------------------------
+
+/// One lane per (outer, inner) pair: the max, the sum of exponentials,
+/// then each output, all in f64 (RefNN.cpp's softmax_kernel).
+void softmax_loops(Operation* op, int64_t dim, bool log, Nest& nest) {
+  auto shape = cast<ShapedType>(op->getOperand(0).getType()).getShape();
+  const int64_t outer = product(shape.take_front(dim)), n = shape[dim],
+                inner = product(shape.drop_front(dim + 1));
+  Flat x = nest.flat(0), y = nest.flat(1);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(outer * inner, [&](Value lane) {
+    Value base = nest.affine(nest.div(lane, inner), n * inner, nest.rem(lane, inner));
+    auto at = [&](Value j) { return nest.affine(j, inner, base); };
+    auto value = [&](Value j) { return nest.ext(nest.load(x, at(j))); };
+    // std::max(m, v): v when m < v (a NaN is skipped here and poisons the
+    // sum below).
+    Value m = nest.loop(n, {nest.f64(-std::numeric_limits<double>::infinity())},
+                        [&](Value j, ValueRange acc) -> SmallVector<Value> {
+                          Value v = value(j);
+                          Value less =
+                              b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, acc[0], v);
+                          return {b.create<arith::SelectOp>(less, v, acc[0])};
+                        })[0];
+    Value sum = nest.loop(n, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+      Value e = b.create<math::ExpOp>(b.create<arith::SubFOp>(value(j), m));
+      return {b.create<arith::AddFOp>(acc[0], e)};
+    })[0];
+    Value log_sum = log ? b.create<math::LogOp>(sum).getResult() : Value();
+    nest.loop(n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      Value shifted = b.create<arith::SubFOp>(value(j), m);
+      Value out = log ? b.create<arith::SubFOp>(shifted, log_sum).getResult()
+                      : b.create<arith::DivFOp>(b.create<math::ExpOp>(shifted), sum).getResult();
+      nest.store(nest.round_to(out, y.element()), y, at(j));
+      return {};
+    });
+  });
+}
+
+// ---- layer_norm, rms_norm ---------------------------------------------------
+
+/// One lane per row of `cols` elements (the trailing normalized_ndim
+/// dims): RefNN.cpp's two-pass f64 statistics. `weight`, `bias`: parameter
+/// numbers, or -1.
+void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, int weight, int bias,
+                Nest& nest) {
+  auto shape = cast<ShapedType>(op->getOperand(0).getType()).getShape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t rows = product(shape.take_front(rank - normalized_ndim)),
+                cols = product(shape.drop_front(rank - normalized_ndim));
+  Flat x = nest.flat(0), y = nest.flat(op->getNumOperands());
+  std::optional<Flat> w, bs;
+  if (weight >= 0) w = nest.flat(weight);
+  if (bias >= 0) bs = nest.flat(bias);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(rows, [&](Value row) {
+    Value base = nest.affine(row, cols, Value());
+    auto value = [&](Value c) { return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, c))); };
+    Value count = nest.f64(static_cast<double>(cols));
+    Value mean, scale;
+    if (rms) {
+      Value ms = nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+        Value v = value(c);
+        return {b.create<arith::AddFOp>(acc[0], b.create<arith::MulFOp>(v, v))};
+      })[0];
+      ms = b.create<arith::DivFOp>(ms, count);
+      scale = b.create<arith::DivFOp>(
+          nest.f64(1.0), b.create<math::SqrtOp>(b.create<arith::AddFOp>(ms, nest.f64(eps))));
+    } else {
+      mean = nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+        return {b.create<arith::AddFOp>(acc[0], value(c))};
+      })[0];
+      mean = b.create<arith::DivFOp>(mean, count);
+      Value var =
+          nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+            Value d = b.create<arith::SubFOp>(value(c), mean);
+            return {b.create<arith::AddFOp>(acc[0], b.create<arith::MulFOp>(d, d))};
+          })[0];
+      var = b.create<arith::DivFOp>(var, count);
+      scale = b.create<arith::DivFOp>(
+          nest.f64(1.0), b.create<math::SqrtOp>(b.create<arith::AddFOp>(var, nest.f64(eps))));
+    }
+    nest.loop(cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+      Value v = value(c);
+      if (!rms) v = b.create<arith::SubFOp>(v, mean);
+      v = b.create<arith::MulFOp>(v, scale);
+      if (w) v = b.create<arith::MulFOp>(v, nest.ext(nest.load(*w, c)));
+      if (bs) v = b.create<arith::AddFOp>(v, nest.ext(nest.load(*bs, c)));
+      nest.store(nest.round_to(v, y.element()), y, b.create<arith::AddIOp>(base, c));
+      return {};
+    });
+  });
+}
+
+// ---- nll_loss ---------------------------------------------------------------
+
+/// RefLoss.cpp: loss i = -log_probs[i, target[i]], 0 where the target is
+/// ignore_index; the mean divides by the targets not ignored. ref rejects
+/// a target out of [0, C) with an error; a kernel cannot, so such a row's
+/// loss is NaN (and nothing out of bounds is read).
+void nll_loss_loops(dialect::NllLossOp op, Nest& nest) {
+  auto lp_shape = cast<ShapedType>(op.getLogProbs().getType()).getShape();
+  const int64_t classes = lp_shape.back(), rows = numel(op.getTarget());
+  const int64_t ignore_index = static_cast<int64_t>(op.getIgnoreIndex());
+  const dialect::LossReduction reduction = op.getReduction();
+  Flat lp = nest.flat(0), target = nest.flat(1), out = nest.flat(2);
+  ImplicitLocOpBuilder& b = nest.b;
+  // (loss in f64, whether it counts) of row i.
+  auto row_loss = [&](Value i) -> std::pair<Value, Value> {
+    Value t = nest.load(target, i);
+    Value ignored = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, t,
+                                            nest.integer(b.getI64Type(), ignore_index));
+    Value in_range = b.create<arith::AndIOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, t, nest.integer(b.getI64Type(), 0)),
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, t,
+                                nest.integer(b.getI64Type(), classes)));
+    Value valid = b.create<arith::AndIOp>(
+        in_range, b.create<arith::XOrIOp>(ignored, nest.integer(b.getI1Type(), 1)));
+    Value safe = b.create<arith::IndexCastOp>(
+        b.getIndexType(), b.create<arith::SelectOp>(valid, t, nest.integer(b.getI64Type(), 0)));
+    Value v = b.create<arith::NegFOp>(nest.ext(nest.load(lp, nest.affine(i, classes, safe))));
+    Value other = b.create<arith::SelectOp>(ignored, nest.f64(0),
+                                            nest.f64(std::numeric_limits<double>::quiet_NaN()));
+    return {b.create<arith::SelectOp>(valid, v, other), ignored};
+  };
+  if (reduction == dialect::LossReduction::none) {
+    nest.parallel(rows, [&](Value i) {
+      nest.store(nest.round_to(row_loss(i).first, out.element()), out, i);
+    });
+    return;
+  }
+  // One lane: the sum in row order, as ref adds.
+  nest.parallel(1, [&](Value) {
+    SmallVector<Value> acc = nest.loop(
+        rows, {nest.f64(0), nest.index(0)}, [&](Value i, ValueRange acc) -> SmallVector<Value> {
+          auto [loss, ignored] = row_loss(i);
+          Value counted = b.create<arith::SelectOp>(ignored, nest.index(0), nest.index(1));
+          return {b.create<arith::AddFOp>(acc[0], loss), b.create<arith::AddIOp>(acc[1], counted)};
+        });
+    Value total = acc[0];
+    if (reduction == dialect::LossReduction::mean)
+      total = b.create<arith::DivFOp>(
+          total, b.create<arith::UIToFPOp>(b.getF64Type(),
+                                           b.create<arith::IndexCastOp>(b.getI64Type(), acc[1])));
+    nest.store(nest.round_to(total, out.element()), out, nest.index(0));
+  });
+}
+
+// ---- dropout, arange --------------------------------------------------------
+
+/// Word 0 of Philox4x32-10 for `counter` under key `seed` (both i64), as
+/// mstep::Philox::block computes it.
+Value philox_word0(Nest& nest, Value seed, Value counter) {
+  ImplicitLocOpBuilder& b = nest.b;
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  auto u32 = [&](uint32_t v) {
+    return b.create<arith::ConstantOp>(b.getIntegerAttr(i32, APInt(32, v))).getResult();
+  };
+  auto lo = [&](Value v) { return b.create<arith::TruncIOp>(i32, v).getResult(); };
+  auto hi = [&](Value v) { return lo(b.create<arith::ShRUIOp>(v, nest.integer(i64, 32))); };
+  auto wide_mul = [&](uint32_t m, Value v) { // the 64-bit product of two u32
+    return b.create<arith::MulIOp>(b.create<arith::ExtUIOp>(i64, v), nest.integer(i64, m))
+        .getResult();
+  };
+  Value c0 = lo(counter), c1 = hi(counter), c2 = u32(0), c3 = u32(0);
+  Value k0 = lo(seed), k1 = hi(seed);
+  for (int round = 0; round < 10; ++round) {
+    Value p0 = wide_mul(0xD2511F53u, c0), p1 = wide_mul(0xCD9E8D57u, c2);
+    Value n0 = b.create<arith::XOrIOp>(b.create<arith::XOrIOp>(hi(p1), c1), k0);
+    Value n1 = lo(p1);
+    Value n2 = b.create<arith::XOrIOp>(b.create<arith::XOrIOp>(hi(p0), c3), k1);
+    Value n3 = lo(p0);
+    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+    k0 = b.create<arith::AddIOp>(k0, u32(0x9E3779B9u));
+    k1 = b.create<arith::AddIOp>(k1, u32(0xBB67AE85u));
+  }
+  return c0;
+}
+
+/// RefNN.cpp's dropout: element i is kept iff Philox::uniform(seed,
+/// state offset + op offset, i) >= p; y = x * (kept ? 1/(1-p) : 0) in f64.
+void dropout_loops(dialect::DropoutOp op, Nest& nest) {
+  const double p = op.getP().convertToDouble(), scale = 1.0 / (1.0 - p);
+  const int64_t offset = static_cast<int64_t>(op.getOffset());
+  Flat x = nest.flat(0), y = nest.flat(2);
+  Value state = nest.param(1);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(numel(op.getInput()), [&](Value i) {
+    Value seed = b.create<memref::LoadOp>(state, ValueRange{nest.index(0)});
+    Value start =
+        b.create<arith::AddIOp>(b.create<memref::LoadOp>(state, ValueRange{nest.index(1)}),
+                                nest.integer(b.getI64Type(), offset));
+    Value counter =
+        b.create<arith::AddIOp>(start, b.create<arith::IndexCastUIOp>(b.getI64Type(), i));
+    Value word = philox_word0(nest, seed, counter);
+    Value bits = b.create<arith::ShRUIOp>(word, nest.integer(b.getI32Type(), 8));
+    Value uniform = b.create<arith::MulFOp>(b.create<arith::UIToFPOp>(b.getF32Type(), bits),
+                                            nest.constant(b.getF32Type(), 1.0 / 16777216.0));
+    Value keep = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGE, nest.ext(uniform), nest.f64(p));
+    Value factor = b.create<arith::SelectOp>(keep, nest.f64(scale), nest.f64(0.0));
+    Value out = b.create<arith::MulFOp>(nest.ext(nest.load(x, i)), factor);
+    nest.store(nest.round_to(out, y.element()), y, i);
+  });
+}
+
+/// RefCreation.cpp: element i = start + i * step in f64, then cast.
+void arange_loops(dialect::ArangeOp op, Nest& nest) {
+  const double start = op.getStart().convertToDouble(), step = op.getStep().convertToDouble();
+  Flat out = nest.flat(0);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(numel(op.getResult()), [&](Value i) {
+    Value position =
+        b.create<arith::SIToFPOp>(b.getF64Type(), b.create<arith::IndexCastOp>(b.getI64Type(), i));
+    Value v =
+        b.create<arith::AddFOp>(nest.f64(start), b.create<arith::MulFOp>(position, nest.f64(step)));
+    Type element = out.element();
+    Value stored = isa<FloatType>(element) ? nest.round_to(v, element)
+                                           : b.create<arith::FPToSIOp>(element, v).getResult();
+    nest.store(stored, out, i);
+  });
+}
+
+// ---- reshape, permute -------------------------------------------------------
+
+/// A copy kernel: the same elements in row-major order.
+void reshape_loops(Operation* op, Nest& nest) {
+  Flat x = nest.flat(0), y = nest.flat(1);
+  nest.parallel(numel(op->getResult(0)), [&](Value i) { nest.store(nest.load(x, i), y, i); });
+}
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> strides_of(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+ArrayRef<int64_t> shape_of(Value value) { return cast<ShapedType>(value.getType()).getShape(); }
+
+/// A copy kernel, one lane per output element: its coordinates (from the
+/// output's shape) address the input's dims perm[k].
+void permute_loops(dialect::PermuteOp op, Nest& nest) {
+  const std::vector<int64_t> in_stride = strides_of(shape_of(op.getInput()));
+  std::vector<int64_t> strides;
+  for (int64_t k : op.getPerm()) strides.push_back(in_stride[k]);
+  Flat x = nest.flat(0), y = nest.flat(1);
+  ArrayRef<int64_t> out_shape = shape_of(op.getResult());
+  nest.parallel(numel(op.getResult()), [&](Value i) {
+    nest.store(nest.load(x, nest.strided(i, out_shape, strides, 0)), y, i);
+  });
+}
+
+/// The input's strides with dim `dim`'s scaled by `step`, and the offset
+/// of element `start` along it: where the slice's elements are.
+std::pair<std::vector<int64_t>, int64_t> slice_walk(ArrayRef<int64_t> shape, int64_t dim,
+                                                    int64_t start, int64_t step) {
+  std::vector<int64_t> strides = strides_of(shape);
+  const int64_t base = start * strides[dim];
+  strides[dim] *= step;
+  return {strides, base};
+}
+
+/// RefShape.cpp's slice: output element k along dim is input element
+/// start + k * step.
+void slice_loops(dialect::SliceOp op, Nest& nest) {
+  auto [strides, base] =
+      slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
+  Flat x = nest.flat(0), y = nest.flat(1);
+  ArrayRef<int64_t> out_shape = shape_of(op.getResult());
+  nest.parallel(numel(op.getResult()), [&](Value i) {
+    nest.store(nest.load(x, nest.strided(i, out_shape, strides, base)), y, i);
+  });
+}
+
+/// RefScatter.cpp's slice_scatter: a copy of the input, then src's
+/// elements written where the slice's are.
+void slice_scatter_loops(dialect::SliceScatterOp op, Nest& nest) {
+  auto [strides, base] =
+      slice_walk(shape_of(op.getInput()), op.getDim(), op.getStart(), op.getStep());
+  nest.copy(0, 2);
+  Flat src = nest.flat(1), y = nest.flat(2);
+  ArrayRef<int64_t> src_shape = shape_of(op.getSrc());
+  nest.parallel(numel(op.getSrc()), [&](Value i) {
+    nest.store(nest.load(src, i), y, nest.strided(i, src_shape, strides, base));
+  });
+}
+
+/// The outer (before dim), size and inner (after dim) extents of `shape`.
+std::array<int64_t, 3> around(ArrayRef<int64_t> shape, int64_t dim) {
+  return {product(shape.take_front(dim)), shape[dim], product(shape.drop_front(dim + 1))};
+}
+
+/// Index value j of `index` (i32 or i64) as an index, whether it is in
+/// [0, size) (ref checks and fails; a kernel cannot), and the value
+/// clamped to 0 when it is not, so nothing is read or written out of
+/// bounds.
+std::pair<Value, Value> checked_index(Nest& nest, const Flat& index, Value j, int64_t size) {
+  ImplicitLocOpBuilder& b = nest.b;
+  Value v = nest.load(index, j);
+  Type type = v.getType();
+  Value valid = b.create<arith::AndIOp>(
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, v, nest.integer(type, 0)),
+      b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, v, nest.integer(type, size)));
+  Value safe = b.create<arith::SelectOp>(valid, v, nest.integer(type, 0));
+  return {b.create<arith::IndexCastOp>(b.getIndexType(), safe), valid};
+}
+
+/// RefShape.cpp's index_select (embedding): one lane per output element,
+/// block (o, j) of `inner` elements read from input block (o, index[j]).
+/// An index out of range gives NaN (zero for integers) instead of ref's
+/// error.
+void index_select_loops(dialect::IndexSelectOp op, Nest& nest) {
+  const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
+  const int64_t n = numel(op.getIndex());
+  Flat x = nest.flat(0), index = nest.flat(1), y = nest.flat(2);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(numel(op.getResult()), [&](Value i) {
+    Value k = nest.rem(i, inner), block = nest.div(i, inner);
+    Value j = nest.rem(block, n), o = nest.div(block, n);
+    auto [at, valid] = checked_index(nest, index, j, size);
+    Value row = b.create<arith::AddIOp>(nest.affine(o, size, Value()), at);
+    Value v = nest.load(x, nest.affine(row, inner, k));
+    nest.store(b.create<arith::SelectOp>(valid, v, nest.poison(y.element())), y, i);
+  });
+}
+
+/// a + b as ref's add_into: in f32 for the 16-bit floats, "or" for bool.
+Value add_as_ref(Nest& nest, Value a, Value b_value) {
+  ImplicitLocOpBuilder& b = nest.b;
+  Type type = a.getType();
+  if (type.isInteger(1)) return b.create<arith::OrIOp>(a, b_value);
+  if (!isa<FloatType>(type)) return b.create<arith::AddIOp>(a, b_value);
+  if (type.isF32() || type.isF64()) return b.create<arith::AddFOp>(a, b_value);
+  Value sum = b.create<arith::AddFOp>(b.create<arith::ExtFOp>(b.getF32Type(), a),
+                                      b.create<arith::ExtFOp>(b.getF32Type(), b_value));
+  return b.create<arith::TruncFOp>(type, sum);
+}
+
+/// RefScatter.cpp's index_add (embedding backward): a copy of the input,
+/// then one lane per (outer, inner) column adding source block (o, j)
+/// into output block (o, index[j]) for j in order, so that duplicates add
+/// in ref's order and no two lanes touch an element (no atomics, the same
+/// result every run). An index out of range adds nothing (ref: an error).
+void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
+  const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
+  const int64_t n = numel(op.getIndex());
+  nest.copy(0, 3);
+  Flat index = nest.flat(1), source = nest.flat(2), y = nest.flat(3);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(outer * inner, [&](Value lane) {
+    Value k = nest.rem(lane, inner), o = nest.div(lane, inner);
+    nest.loop(n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      auto [at, valid] = checked_index(nest, index, j, size);
+      Value row = b.create<arith::AddIOp>(nest.affine(o, size, Value()), at);
+      Value dst = nest.affine(row, inner, k);
+      Value from = nest.affine(b.create<arith::AddIOp>(nest.affine(o, n, Value()), j), inner, k);
+      Value current = nest.load(y, dst);
+      Value sum = add_as_ref(nest, current, nest.load(source, from));
+      nest.store(b.create<arith::SelectOp>(valid, sum, current), y, dst);
+      return {};
+    });
+  });
+}
+
+// ---- multi_tensor_update ----------------------------------------------------
+
+using namespace multi_tensor_update; // segments and rule codes
+
+/// One parameter's update in its storage type T, computing in C (f32 for
+/// f32 and the 16-bit floats, f64 for f64) and rounding every operation
+/// to T as RefOptimizer.cpp's rnd / rnd_same do.
+class UpdateMath {
+public:
+  UpdateMath(Nest& nest, Type storage)
+      : nest_(nest), b(nest.b), t_(storage),
+        c_(storage.isF64() ? Type(nest.b.getF64Type()) : Type(nest.b.getF32Type())) {}
+
+  /// rnd<T>(v): an f64 rounded to T, read back as C.
+  Value rnd(Value v64) { return widen(nest_.round_to(v64, t_)); }
+  /// rnd_same<T>(v): a C value rounded to T and read back.
+  Value same(Value v) { return t_ == c_ ? v : widen(b.create<arith::TruncFOp>(t_, v)); }
+  Value widen(Value v) {
+    return v.getType() == c_ ? v : b.create<arith::ExtFOp>(c_, v).getResult();
+  }
+  Value narrow(Value v) { return t_ == c_ ? v : b.create<arith::TruncFOp>(t_, v).getResult(); }
+  Value mul(Value x, Value y) { return same(b.create<arith::MulFOp>(x, y)); }
+  Value add(Value x, Value y) { return same(b.create<arith::AddFOp>(x, y)); }
+  Value div(Value x, Value y) { return same(b.create<arith::DivFOp>(x, y)); }
+  Value sqrt(Value x) { return same(b.create<math::SqrtOp>(x)); }
+  Value one() { return nest_.constant(c_, 1.0); }
+  Value zero() { return nest_.constant(c_, 0.0); }
+
+private:
+  Nest& nest_;
+  ImplicitLocOpBuilder& b;
+  Type t_, c_;
+};
+
+/// ClipGrad.cpp's norm of `count` values read by `at` (C values of type
+/// T), as RefOptimizer.cpp's p_norm: the inf-norm (max |x|, a NaN wins),
+/// or the f64 sum of |x|^p rounded to T, then its root. One lane.
+Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)> at, double p) {
+  ImplicitLocOpBuilder& b = nest.b;
+  if (std::isinf(p)) {
+    Value first = b.create<math::AbsFOp>(at(nest.index(0)));
+    Value best = nest.loop(count, {first}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+      Value v = b.create<math::AbsFOp>(at(j));
+      Value acc_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, acc[0], acc[0]);
+      Value v_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, v, v);
+      Value greater = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, acc[0]);
+      Value take =
+          b.create<arith::AndIOp>(b.create<arith::XOrIOp>(acc_nan, nest.integer(b.getI1Type(), 1)),
+                                  b.create<arith::OrIOp>(v_nan, greater));
+      return {b.create<arith::SelectOp>(take, v, acc[0])};
+    })[0];
+    return m.same(best);
+  }
+  Value exponent = m.rnd(nest.f64(p));
+  Value acc = nest.loop(count, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+    Value x = at(j), term;
+    if (p == 2)
+      term = m.mul(x, x);
+    else if (p == 1)
+      term = b.create<math::AbsFOp>(x);
+    else
+      term = m.same(b.create<math::PowFOp>(b.create<math::AbsFOp>(x), exponent));
+    return {b.create<arith::AddFOp>(acc[0], nest.ext(term))};
+  })[0];
+  Value sum = m.rnd(acc);
+  if (p == 2) return m.sqrt(sum);
+  if (p == 1) return sum;
+  return m.same(b.create<math::PowFOp>(sum, m.rnd(nest.f64(1.0 / p))));
+}
+
+absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& nest) {
+  const unsigned num_operands = op->getNumOperands();
+  auto operand = [&](Operand segment, int64_t i = 0) {
+    return static_cast<unsigned>(op.getODSOperandIndexAndLength(segment).first + i);
+  };
+  auto count = [&](Operand segment) { return op.getODSOperandIndexAndLength(segment).second; };
+  auto result = [&](Result segment, int64_t i = 0) {
+    return num_operands + static_cast<unsigned>(op.getODSResultIndexAndLength(segment).first + i);
+  };
+  auto count_results = [&](Result segment) {
+    return op.getODSResultIndexAndLength(segment).second;
+  };
+  const auto rule = static_cast<Rule>(op.getKind());
+  const bool nesterov = op.getNesterov(), amsgrad = op.getAmsgrad(), maximize = op.getMaximize();
+  const int64_t n = count(kParams);
+  ImplicitLocOpBuilder& b = nest.b;
+  // A present f64 hyperparameter (loaded in the lane), or null.
+  auto hyper = [&](Operand segment) -> Value {
+    return count(segment) ? nest.load0(nest.param(operand(segment))) : Value();
+  };
+  // Clipping (clip_grad_norm_): each gradient's norm in a lane of its own
+  // into a temporary buffer, then the total norm in one lane, written to
+  // total_grad_norm, from which every update lane derives the coefficient.
+  const std::optional<double> max_norm =
+      op.getMaxGradNorm() ? std::optional<double>(op.getMaxGradNorm()->convertToDouble())
+                          : std::nullopt;
+  const double norm_type = op.getGradNormType().convertToDouble();
+  Value total_norm;
+  if (max_norm) {
+    total_norm = nest.param(result(kTotalNorm));
+    Type norm_dtype = cast<MemRefType>(total_norm.getType()).getElementType();
+    for (int64_t i = 0; i < n; ++i) {
+      Value grad = op.getGrads()[i];
+      if (cast<ShapedType>(grad.getType()).getElementType() != norm_dtype)
+        return not_lowered_for_cuda(op, "clipping needs every gradient in the total norm's dtype");
+      if (std::isinf(norm_type) && numel(grad) == 0)
+        return not_lowered_for_cuda(op, "the inf-norm of an empty gradient");
+    }
+    Value norms = b.create<memref::AllocOp>(MemRefType::get({n}, norm_dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      Flat grad = nest.flat(operand(kGrads, i));
+      nest.parallel(1, [&](Value) {
+        UpdateMath m(nest, norm_dtype);
+        Value norm = p_norm(
+            nest, m, numel(op.getGrads()[i]), [&](Value j) { return m.widen(nest.load(grad, j)); },
+            norm_type);
+        b.create<memref::StoreOp>(m.narrow(norm), norms, ValueRange{nest.index(i)});
+      });
+    }
+    nest.parallel(1, [&](Value) {
+      UpdateMath m(nest, norm_dtype);
+      auto at = [&](Value j) {
+        return m.widen(b.create<memref::LoadOp>(norms, ValueRange{j}).getResult());
+      };
+      Value total = n == 1 ? at(nest.index(0)) : p_norm(nest, m, n, at, norm_type);
+      b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
+    });
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    Flat param = nest.flat(operand(kParams, i)), grad = nest.flat(operand(kGrads, i));
+    Flat new_param = nest.flat(result(kNewParams, i));
+    auto state = [&](int slot) { return nest.flat(operand(kStates, slot * n + i)); };
+    auto new_state = [&](int slot) { return nest.flat(result(kNewStates, slot * n + i)); };
+    const int slots = count(kStates) / std::max<int64_t>(n, 1);
+    std::vector<Flat> states, new_states;
+    for (int s = 0; s < slots; ++s) {
+      states.push_back(state(s));
+      new_states.push_back(new_state(s));
+    }
+    std::optional<Flat> clipped;
+    if (count_results(kClippedGrads)) clipped = nest.flat(result(kClippedGrads, i));
+    const Type storage = param.element();
+    nest.parallel(numel(op.getParams()[i]), [&](Value k) {
+      UpdateMath m(nest, storage);
+      Value lr64 = hyper(kLr), wd64 = hyper(kWeightDecay), eps64 = hyper(kEps);
+      // The advanced step count, as f64 (ref's `step`).
+      Value step = nest.f64(0);
+      if (count(kSteps)) {
+        Value next = b.create<arith::AddIOp>(nest.load0(nest.param(operand(kSteps, i))),
+                                             nest.integer(b.getI64Type(), 1));
+        step = b.create<arith::SIToFPOp>(b.getF64Type(), next);
+      }
+      auto cast = [&](Value v64) { return v64 ? m.rnd(v64) : m.zero(); };
+      const Value lr = cast(lr64), wd = cast(wd64), eps = cast(eps64);
+      auto one_minus = [&](Value v64) { return b.create<arith::SubFOp>(nest.f64(1.0), v64); };
+      Value p = m.widen(nest.load(param, k));
+      Value g = m.widen(nest.load(grad, k));
+      if (max_norm) {
+        // min(max_norm / (total + 1e-6), 1), a NaN kept; the clipped
+        // gradient is a result when the graph reads it.
+        Value total = m.widen(nest.load0(total_norm));
+        Value coef = m.div(m.rnd(nest.f64(*max_norm)), m.add(total, m.rnd(nest.f64(1e-6))));
+        Value keep = b.create<arith::CmpFOp>(arith::CmpFPredicate::ULT, coef, m.one());
+        g = m.mul(g, b.create<arith::SelectOp>(keep, coef, m.one()));
+        if (clipped) nest.store(m.narrow(g), *clipped, k);
+      }
+      if (maximize) g = b.create<arith::NegFOp>(g);
+      auto decayed = [&](Value gradient) {
+        return wd64 ? m.add(gradient, m.mul(wd, p)) : gradient;
+      };
+      auto put = [&](Value v, const Flat& buffer) { nest.store(m.narrow(v), buffer, k); };
+      switch (rule) {
+      case Rule::sgd: {
+        Value momentum64 = hyper(kMomentum), dampening64 = hyper(kDampening);
+        Value momentum = cast(momentum64);
+        Value d = decayed(g);
+        if (momentum64) {
+          Value kept = m.mul(m.widen(nest.load(states[0], k)), momentum);
+          Value add = d;
+          if (dampening64) {
+            // where(step == 1, 1, 1 - dampening), cast.
+            Value first = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, step, nest.f64(1.0));
+            Value coef =
+                m.rnd(b.create<arith::SelectOp>(first, nest.f64(1.0), one_minus(dampening64)));
+            add = m.mul(coef, d);
+          }
+          Value buf = m.add(kept, add);
+          put(buf, new_states[0]);
+          d = nesterov ? m.add(d, m.mul(momentum, buf)) : buf;
+        }
+        put(b.create<arith::SubFOp>(p, m.mul(lr, d)), new_param);
+        break;
+      }
+      case Rule::adam:
+      case Rule::adamw: {
+        Value beta1_64 = hyper(kBeta1), beta2_64 = hyper(kBeta2);
+        const bool decoupled = rule == Rule::adamw && wd64;
+        Value beta1 = cast(beta1_64), beta2 = cast(beta2_64);
+        Value omb1 = m.rnd(one_minus(beta1_64)), omb2 = m.rnd(one_minus(beta2_64));
+        Value bc1 = one_minus(b.create<math::PowFOp>(beta1_64, step));
+        Value bc2 = one_minus(b.create<math::PowFOp>(beta2_64, step));
+        Value step_size = m.rnd(b.create<arith::DivFOp>(lr64, bc1));
+        Value bc2_sqrt = m.rnd(b.create<math::SqrtOp>(bc2));
+        Value base = p;
+        if (decoupled)
+          base = m.mul(p, m.rnd(one_minus(b.create<arith::MulFOp>(lr64, wd64))));
+        else
+          g = decayed(g);
+        Value avg = m.add(m.mul(m.widen(nest.load(states[0], k)), beta1), m.mul(omb1, g));
+        Value sq = m.add(m.mul(m.widen(nest.load(states[1], k)), beta2), m.mul(m.mul(omb2, g), g));
+        put(avg, new_states[0]);
+        put(sq, new_states[1]);
+        if (amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins
+          Value previous = m.widen(nest.load(states[2], k));
+          Value take = b.create<arith::OrIOp>(
+              b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, previous, previous),
+              b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, previous, sq));
+          sq = b.create<arith::SelectOp>(take, previous, sq);
+          put(sq, new_states[2]);
+        }
+        Value denom = m.add(m.div(m.sqrt(sq), bc2_sqrt), eps);
+        put(b.create<arith::SubFOp>(base, m.div(m.mul(step_size, avg), denom)), new_param);
+        break;
+      }
+      case Rule::adadelta: {
+        Value rho64 = hyper(kRho);
+        Value rho = cast(rho64), omr = m.rnd(one_minus(rho64));
+        g = decayed(g);
+        Value acc_delta = m.widen(nest.load(states[1], k));
+        Value square_avg =
+            m.add(m.mul(m.widen(nest.load(states[0], k)), rho), m.mul(m.mul(omr, g), g));
+        Value rms_grad = m.sqrt(m.add(square_avg, eps));
+        Value delta = m.mul(m.div(m.sqrt(m.add(acc_delta, eps)), rms_grad), g);
+        put(square_avg, new_states[0]);
+        put(m.add(m.mul(acc_delta, rho), m.mul(m.mul(omr, delta), delta)), new_states[1]);
+        put(b.create<arith::SubFOp>(p, m.mul(lr, delta)), new_param);
+        break;
+      }
+      }
+    });
+  }
+  // The step counters advance after every update has read them.
+  if (count(kSteps)) {
+    nest.parallel(1, [&](Value) {
+      for (int64_t i = 0; i < count(kSteps); ++i) {
+        Value next = b.create<arith::AddIOp>(nest.load0(nest.param(operand(kSteps, i))),
+                                             nest.integer(b.getI64Type(), 1));
+        b.create<memref::StoreOp>(next, nest.param(result(kNewSteps, i)), ValueRange{});
+      }
+    });
+  }
+  return absl::OkStatus();
+}
+
+} // namespace
+
+absl::Status not_lowered_for_cuda(Operation* op, absl::string_view why) {
+  return absl::UnimplementedError(absl::StrCat("cuda: op '", op->getName().getStringRef().str(),
+                                               "' is not yet lowered for cuda: ", why));
+}
+
+bool builds_op_loops(Operation* op) {
+  return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
+             dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
+             dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
+             dialect::IndexAddOp, dialect::MultiTensorUpdateOp>(op);
+}
+
+absl::Status build_op_loops(Operation* op, func::FuncOp func) {
+  Nest nest(func);
+  absl::Status status = absl::OkStatus();
+  if (auto softmax = dyn_cast<dialect::SoftmaxOp>(op)) {
+    softmax_loops(op, static_cast<int64_t>(softmax.getDim()), /*log=*/false, nest);
+  } else if (auto log_softmax = dyn_cast<dialect::LogSoftmaxOp>(op)) {
+    softmax_loops(op, static_cast<int64_t>(log_softmax.getDim()), /*log=*/true, nest);
+  } else if (auto layer = dyn_cast<dialect::LayerNormOp>(op)) {
+    auto [weight, has_weight] = layer.getODSOperandIndexAndLength(1);
+    auto [bias, has_bias] = layer.getODSOperandIndexAndLength(2);
+    norm_loops(op, static_cast<int64_t>(layer.getNormalizedNdim()),
+               layer.getEps().convertToDouble(), /*rms=*/false,
+               has_weight ? static_cast<int>(weight) : -1, has_bias ? static_cast<int>(bias) : -1,
+               nest);
+  } else if (auto rms = dyn_cast<dialect::RmsNormOp>(op)) {
+    norm_loops(op, static_cast<int64_t>(rms.getNormalizedNdim()), rms.getEps().convertToDouble(),
+               /*rms=*/true, rms.getWeight() ? 1 : -1, -1, nest);
+  } else if (auto nll = dyn_cast<dialect::NllLossOp>(op)) {
+    nll_loss_loops(nll, nest);
+  } else if (auto dropout = dyn_cast<dialect::DropoutOp>(op)) {
+    dropout_loops(dropout, nest);
+  } else if (auto arange = dyn_cast<dialect::ArangeOp>(op)) {
+    arange_loops(arange, nest);
+  } else if (isa<dialect::ReshapeOp>(op)) {
+    reshape_loops(op, nest);
+  } else if (auto permute = dyn_cast<dialect::PermuteOp>(op)) {
+    permute_loops(permute, nest);
+  } else if (auto slice = dyn_cast<dialect::SliceOp>(op)) {
+    slice_loops(slice, nest);
+  } else if (auto scatter = dyn_cast<dialect::SliceScatterOp>(op)) {
+    slice_scatter_loops(scatter, nest);
+  } else if (auto select = dyn_cast<dialect::IndexSelectOp>(op)) {
+    index_select_loops(select, nest);
+  } else if (auto add = dyn_cast<dialect::IndexAddOp>(op)) {
+    index_add_loops(add, nest);
+  } else if (auto update = dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
+    status = multi_tensor_update_loops(update, nest);
+  } else {
+    status = not_lowered_for_cuda(op, "no loop nest is built for it");
+  }
+  nest.b.create<func::ReturnOp>();
+  return status;
+}
+
+} // namespace mstep::cuda

@@ -1,0 +1,77 @@
+// The training steps of the two examples as the cuda tests compile them:
+// mnist_mlp's (the MLP with dropout, nll_loss and Adadelta) and GPT-mini's
+// as gpt_train runs it (cross-entropy, clip_grad_norm_, AdamW), each the
+// graph of the second step (the optimizer state exists), after the fused
+// pipeline.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "examples/models/GptMini.h"
+#include "examples/models/Mlp.h"
+#include "mlir/Pass/PassManager.h"
+#include "mstep/mstep.h"
+#include "mstep/passes/Pipeline.h"
+#include "test/cuda/CudaStepText.h"
+
+namespace mstep::cuda::testing {
+
+/// The graph of mnist_mlp's second training step (Adadelta state exists).
+inline TraceGraph mnist_step_graph() {
+  manual_seed(7);
+  examples::Mlp model;
+  optim::Adadelta opt(model.parameters(), {.lr = 0.1});
+  TraceGraph graph;
+  for (int k = 0; k < 2; ++k) {
+    opt.zero_grad();
+    std::vector<float> x(32 * 784);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(((i * 31 + k * 7) % 97) / 97.0 - 0.5);
+    std::vector<int64_t> y(32);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int64_t>((i * 3 + k) % 10);
+    Tensor loss = nll_loss(model.forward(from_vector(x, {32, 784})), from_vector(y, {32}));
+    loss.backward();
+    opt.step();
+    if (k == 1) graph = pending_graph();
+    mark_step();
+  }
+  return graph;
+}
+
+/// GPT-mini's second training step as gpt_train runs it: cross-entropy,
+/// clip_grad_norm_(1.0), AdamW with weight decay.
+inline TraceGraph gpt_step_graph() {
+  manual_seed(3);
+  examples::GptMini model(
+      examples::GptConfig{.vocab = 96, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
+  model.train();
+  optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.1});
+  TraceGraph graph;
+  for (int k = 0; k < 2; ++k) {
+    std::vector<int64_t> tokens(4 * 16), lengths = {16, 12, 9, 16};
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + k) % 96);
+    Tensor x = from_vector(tokens, {4, 16});
+    opt.zero_grad();
+    Tensor logits = model.forward(x, from_vector(lengths, {4}));
+    cross_entropy(logits.reshape({-1, 96}), x.reshape({-1})).backward();
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+    graph = pending_graph();
+    mark_step();
+  }
+  return graph;
+}
+
+/// The step of `graph` after the fused pipeline, in `step`'s context.
+inline mlir::OwningOpRef<mlir::ModuleOp> pipelined(const TraceGraph& graph, CudaStepContext& step) {
+  auto module = import_trace_graph(graph, step.context());
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return {};
+  mlir::PassManager pm(&step.context());
+  passes::build_pipeline(pm, {.fuse = true}, [](mlir::OpPassManager&) {});
+  EXPECT_TRUE(mlir::succeeded(pm.run(module->get())));
+  return std::move(*module);
+}
+
+} // namespace mstep::cuda::testing
