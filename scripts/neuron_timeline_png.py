@@ -166,6 +166,8 @@ def render(tracks, slices, run, width):
         x0 = x_of(s["ts"])
         x1 = max(x_of(s["ts"] + s["dur"]), x0 + 1)
         c.rect(x0, y + 3, x1, y + row_h - 4, colour)
+        if name == "program":  # a gap marks where the next program starts
+            c.rect(x0, y + 3, x0 + 1, y + row_h - 4, BG)
         if name == "program" and x1 - x0 > 6 * len(s["name"]) + 4:
             c.text(x0 + 2, y + 7, s["name"], FG)
     # Time axis: five ticks in microseconds from the run's start.

@@ -30,7 +30,8 @@ for mode in lazy replay; do
   MSTEP_TRACE=$tmp/$mode.json MSTEP_LOG_FALLBACK=1 run_ok "$out" \
     "$mnist_mlp" --synthetic --device neuron --mode "$mode" --max-steps 8 --log-every 4
   grep -q "^steps 5-8: step_ms " "$out" || fail "mnist_mlp $mode: no host step_ms line" "$out"
-  sim="^simulated step_ms [0-9.]+ +\(NeuronCore cost model; .* busy: Tensor [0-9.]+% "
+  sim="^simulated step_ms [0-9.]+ +\(NeuronCore cost model; host fallbacks not included: "
+  sim+="[0-9.]+ ops/step; .* busy: Tensor [0-9.]+% "
   sim+=".*Tensor utilization [0-9.]+%; bottleneck [A-Za-z]+\)"
   grep -Eq "$sim" "$out" ||
     fail "mnist_mlp $mode: no simulated step line" "$out"
