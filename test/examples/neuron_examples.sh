@@ -5,13 +5,15 @@
 # that ran on the host with their counts; the Chrome trace (MSTEP_TRACE)
 # has the device's engine and DMA tracks with every slice inside a run;
 # scripts/neuron_timeline_png.py renders a run to a PNG and refuses a
-# trace without the device.
+# trace without the device; gpt_train's step saved on neuron replays in
+# mstep-run, whose --time prints the simulated step time too.
 #
-#   neuron_examples.sh MNIST_MLP GPT_TRAIN TIMELINE_SCRIPT
+#   neuron_examples.sh MNIST_MLP GPT_TRAIN TIMELINE_SCRIPT MSTEP_RUN
 set -euo pipefail
 mnist_mlp=$1
 gpt_train=$2
 timeline=$3
+mstep_run=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $1" >&2; [[ -f ${2:-} ]] && cat "$2" >&2; exit 1; }
@@ -86,4 +88,13 @@ grep -q "step_ms .* host_us_per_step" "$out" || fail "gpt_train: no host step_ms
 grep -q "^simulated step_ms " "$out" || fail "gpt_train: no simulated step line" "$out"
 grep -q "^simulated  .* bottleneck " "$out" ||
   fail "gpt_train: no simulated line in metrics_report()" "$out"
+
+out=$tmp/save.out
+run_ok "$out" "$gpt_train" --device neuron --mode replay --steps 4 --seq 16 --dim 32 --layers 1 \
+  --batch 2 --samples 0 --save "$tmp/step.mstep"
+"$mstep_run" "$tmp/step.mstep" --steps 2 --time >"$tmp/run.out" 2>&1 ||
+  fail "mstep-run of a step saved on neuron failed" "$tmp/run.out"
+grep -q "^steps 2 load_ms .* replay_host_us " "$tmp/run.out" || fail "mstep-run: no time line" "$tmp/run.out"
+grep -q "^simulated step_ms [0-9.]* *(.* bottleneck " "$tmp/run.out" ||
+  fail "mstep-run: no simulated step line" "$tmp/run.out"
 echo "neuron examples: ok"
