@@ -55,7 +55,8 @@ FONT = {
     "6": [6, 8, 16, 30, 17, 17, 14], "7": [31, 1, 2, 4, 8, 8, 8],
     "8": [14, 17, 17, 14, 17, 17, 14], "9": [14, 17, 17, 15, 1, 2, 12],
     ".": [0, 0, 0, 0, 0, 12, 12], ",": [0, 0, 0, 0, 12, 4, 8],
-    ":": [0, 12, 12, 0, 12, 12, 0], "-": [0, 0, 0, 31, 0, 0, 0],
+    ":": [0, 12, 12, 0, 12, 12, 0], ";": [0, 12, 12, 0, 12, 4, 8],
+    "-": [0, 0, 0, 31, 0, 0, 0],
     "_": [0, 0, 0, 0, 0, 0, 31], "#": [10, 10, 31, 10, 31, 10, 10],
     "(": [2, 4, 8, 8, 8, 4, 2], ")": [8, 4, 2, 2, 2, 4, 8],
     "%": [24, 25, 2, 4, 8, 19, 3], "/": [0, 1, 2, 4, 8, 16, 0],
@@ -148,8 +149,8 @@ def render(tracks, slices, run, width):
     def x_of(t):
         return left + (t - t0) / span * plot_w
 
-    c.text(4, 6, f"neuron (simulated): run {run % len(runs)} of {len(runs)}, "
-                 f"{chosen['dur']:.3f} us")
+    c.text(4, 6, f"neuron (simulated) run {run % len(runs)} of {len(runs)}: "
+                 f"{chosen['dur']:.3f} us; {chosen['name'].removeprefix('run: ')}")
     for i, row in enumerate(rows):
         y = top + i * row_h
         c.rect(left, y + row_h - 1, width - right, y + row_h, GRID)

@@ -74,6 +74,11 @@ d = open(sys.argv[1], "rb").read()
 assert d[:8] == b"\x89PNG\r\n\x1a\n" and d[12:16] == b"IHDR", d[:16]
 assert struct.unpack(">I", d[16:20])[0] == 800
 PY
+rc=0
+/usr/bin/python3 "$timeline" "$tmp/replay.json" "$tmp/none.png" --run 1000 2>"$tmp/err" || rc=$?
+[[ $rc -eq 2 ]] || fail "--run 1000: exit $rc, expected 2" "$tmp/err"
+grep -Eq -- "--run 1000: the trace has [0-9]+ runs on the device" "$tmp/err" ||
+  fail "--run out of range: the message does not say how many runs there are" "$tmp/err"
 echo '{"traceEvents":[]}' >"$tmp/empty.json"
 rc=0
 /usr/bin/python3 "$timeline" "$tmp/empty.json" "$tmp/none.png" 2>"$tmp/err" || rc=$?

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "lib/backends/neuron/InstructionCost.h"
 #include "lib/runtime/RuntimeInternal.h"
 
@@ -73,8 +74,11 @@ void SimulatedTimeline::record_run() const {
   if (!sink) return;
   const double run_us = per_run_.seconds * 1e6;
   double t = place_run(*sink, run_us);
-  sink->slice(kDevice, "run", kRunTrack, absl::StrCat("run (", programs_.size(), " programs)"), t,
-              run_us);
+  sink->slice(kDevice, "run", kRunTrack,
+              absl::StrFormat("run: %d programs, Tensor utilization %.1f%%, bottleneck %s",
+                              programs_.size(), 100 * per_run_.tensor_utilization(),
+                              per_run_.bottleneck()),
+              t, run_us);
   for (const Entry& e : programs_) {
     sink->slice(kDevice, "program", kProgramTrack, e.name, t, e.report.total_ns / 1e3);
     trace_program(*sink, *e.program, e.report, t);
