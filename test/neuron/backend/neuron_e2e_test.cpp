@@ -15,6 +15,7 @@
 
 #include "examples/models/Mlp.h"
 #include "lib/backends/neuron/NeuronBackend.h"
+#include "lib/backends/ref/RefKernels.h"
 #include "lib/runtime/DiskCache.h"
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/mstep.h"
@@ -230,6 +231,46 @@ TEST(NeuronEndToEnd, TheDiskCacheRoundTripsAStepBitForBit) {
   // Loaded executables are lowered again: the same tile programs.
   EXPECT_EQ(loaded.simulated.programs, compiled.simulated.programs);
   EXPECT_DOUBLE_EQ(loaded.simulated.seconds, compiled.simulated.seconds);
+}
+
+TEST(NeuronEndToEnd, AnExecutablesRunAndItsNativeFormCarryItsSimulatedTime) {
+  const TensorType t{Shape({300}), DType::f32};
+  TraceGraph g;
+  g.input_types = {t};
+  GraphNode p{OpKind::parameter, {}, {}, {t}, nullptr};
+  p.attrs.push_back({AttrName::index, AttrValue(int64_t{0})});
+  g.nodes.push_back(p);
+  g.nodes.push_back(GraphNode{OpKind::tanh, {}, {ValueRef{0, 0}}, {t}, nullptr});
+  g.nodes.push_back(GraphNode{OpKind::log, {}, {ValueRef{1, 0}}, {t}, nullptr}); // host
+  g.outputs = {ValueRef{2, 0}};
+  absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(g);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  const SimulatedTime per_run = simulated_per_run(**exe);
+  EXPECT_EQ(per_run.runs, 1);
+  EXPECT_EQ(per_run.programs, 1); // tanh; log falls back
+  // The timeline's time is the lowering's own estimate of its program.
+  EXPECT_DOUBLE_EQ(per_run.seconds * 1e9, lowering_stats(**exe).estimated_ns);
+
+  Backend& b = **BackendRegistry::get("neuron");
+  BufferPtr in = *b.allocate(t);
+  const std::vector<float> ones(300, 1.0f);
+  ASSERT_TRUE(b.copy_in(*in, ones.data(), 300 * sizeof(float)).ok());
+  reset_metrics();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*exe)->run({in}).ok());
+  EXPECT_EQ(metrics().simulated.runs, 2);
+  EXPECT_DOUBLE_EQ(metrics().simulated.seconds, 2 * per_run.seconds);
+
+  absl::StatusOr<std::string> blob = (*exe)->serialize("");
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  absl::StatusOr<std::unique_ptr<Executable>> loaded = b.deserialize(*blob, RuntimeOptions{});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(simulated_per_run(**loaded).programs, 1);
+  EXPECT_DOUBLE_EQ(simulated_per_run(**loaded).seconds, per_run.seconds);
+  EXPECT_EQ(simulated_per_run(**loaded).runs, 1);
+  // Any other backend's executable has none.
+  absl::StatusOr<std::unique_ptr<Executable>> on_ref = ref::make_ref_executable(g);
+  ASSERT_TRUE(on_ref.ok()) << on_ref.status();
+  EXPECT_EQ(simulated_per_run(**on_ref).runs, 0);
 }
 
 TEST(NeuronEndToEnd, ACorruptNativeFormIsDataLoss) {
