@@ -13,7 +13,7 @@
 //             [--explicit-attention 1]   (attention written out; the compiler
 //                                         fuses it back into mstep.sdpa)
 //             [--mode lazy|replay|graphed|cacher] [--samples 0]
-//             [--device cpu|ref]   (default cpu)   [--vocab N] (pad the vocabulary)
+//             [--device cpu|ref|neuron]   (default cpu)   [--vocab N] (pad the vocabulary)
 //             [--autocast bf16]   (matmuls and attention in bf16, f32 master weights)
 //             [--clip C]   (clip_grad_norm_ max norm, default 1.0; 0: no clipping)
 //             [--save step.mstep]   (--mode replay: write the captured step for mstep-run)
@@ -44,6 +44,7 @@
 
 #include "examples/models/DeviceFlag.h"
 #include "examples/models/GptMini.h"
+#include "examples/models/SimulatedStep.h"
 #include "mstep/mstep.h"
 
 using namespace mstep;
@@ -398,6 +399,7 @@ int main(int argc, char** argv) {
     std::printf("mode %s  step_ms %.3f  host_us_per_step %.1f  (steps %lld..%lld)\n",
                 args.mode.c_str(), 1e3 * wall / n, 1e6 * (wall - kernels - compile) / n,
                 (long long)kSettleSteps + 1, (long long)args.steps);
+    examples::print_simulated_step(settled, m, n);
   }
   std::printf("\nmetrics_report():\n%s", metrics_report().c_str());
   return args.steps < 20 || window_loss < first_loss ? 0 : 1;  // short runs (timing) need not learn

@@ -7,7 +7,7 @@
 //
 //   mnist_mlp [--data DIR | --synthetic] [--epochs N] [--max-steps N] [--log-every N]
 //             [--mode lazy|replay|graphed|cacher]      (--flag=value works too)
-//             [--device cpu|ref]                      (default cpu)
+//             [--device cpu|ref|neuron]               (default cpu)
 //             [--print-losses]          (also print "step N loss X" every step)
 //
 // Modes:
@@ -44,6 +44,7 @@
 #include "examples/common/mnist_data.h"
 #include "examples/models/DeviceFlag.h"
 #include "examples/models/Mlp.h"
+#include "examples/models/SimulatedStep.h"
 #include "mstep/mstep.h"
 
 using namespace mstep;
@@ -136,7 +137,7 @@ int64_t parse_int(const std::string& flag, const std::string& value) {
 Flags parse_flags(int argc, char** argv) {
   const std::string usage =
       " (use --data DIR, --synthetic, --epochs N, --max-steps N, --log-every N, "
-      "--mode lazy|replay|graphed|cacher, --device cpu|ref, "
+      "--mode lazy|replay|graphed|cacher, --device cpu|ref|neuron, "
       "--print-losses)";
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -329,6 +330,7 @@ int main(int argc, char** argv) {
                 (long long)kUnmeasuredSteps + 1, (long long)step, 1e3 * in_step_seconds / measured,
                 1e6 * (in_step_seconds - executing) / measured, 1e3 * executing / measured,
                 (long long)(end.compiles - window_start.compiles));
+    examples::print_simulated_step(window_start, end, measured);
   } else {
     std::printf("step_ms n/a  host_us_per_step n/a  (the first %lld steps warm up; run more)\n",
                 (long long)kUnmeasuredSteps);

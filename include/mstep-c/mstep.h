@@ -434,8 +434,10 @@ MSTEP_C_API mstep_status* mstep_metrics_report(mstep_context* context, char* dst
 /* One counter by name: "mark_steps", "sync_points", "graphs_executed",
  * "cache_hits", "cache_misses", "disk_hits", "disk_misses", "disk_corrupt",
  * "compiles", "fallbacks", "replays", "warnings", "arena_bytes",
- * "compile_seconds", "execute_seconds". Unknown names are MSTEP_NOT_FOUND.
- * Thread-safe. */
+ * "compile_seconds", "execute_seconds", and a simulated device's (neuron)
+ * "simulated_seconds" (its cost model's time, summed over runs) and
+ * "simulated_tensor_utilization" (0 to 1). Unknown names are
+ * MSTEP_NOT_FOUND. Thread-safe. */
 MSTEP_C_API mstep_status* mstep_metrics_get(mstep_context* context, const char* name,
                                             double* out_value);
 /* Resets every counter. Thread-safe. */

@@ -28,6 +28,8 @@ double counter(const Metrics& m, const std::string& name) {
       {"arena_bytes", double(m.arena_bytes)},
       {"compile_seconds", m.compile_seconds},
       {"execute_seconds", m.execute_seconds},
+      {"simulated_seconds", m.simulated.seconds},
+      {"simulated_tensor_utilization", m.simulated.tensor_utilization()},
   };
   std::string names;
   for (const auto& [n, value] : counters) {

@@ -10,6 +10,10 @@
 // 4. Each flush rewrites the whole file (via a temporary and a rename), so
 //    the file is always one complete JSON document. At most kMaxEvents are
 //    kept; later events are dropped and counted in the file's metadata.
+// 5. A simulated device (neuron) adds its timeline through the device trace
+//    sink (RuntimeInternal.h): each device is a process of its own (pid
+//    above Linux's largest, 2^22, so no real one), each track a thread,
+//    named by metadata events ("ph":"M") in track order.
 #include <unistd.h>
 
 #include <atomic>
@@ -32,6 +36,8 @@ namespace {
 using internal::Clock;
 
 constexpr size_t kMaxEvents = 1'000'000;
+/// Simulated devices' pids: kDevicePidBase + 1, + 2, ... (Linux pids are at most 2^22).
+constexpr int kDevicePidBase = 1 << 22;
 
 struct Event {
   std::string name;
@@ -39,6 +45,13 @@ struct Event {
   double ts_us;
   double dur_us;
   int tid;
+  int device = 0; // 0: this process; k: devices[k - 1]
+};
+
+/// A simulated device's process: its name and tracks (tid = index + 1).
+struct DeviceProcess {
+  std::string name;
+  std::vector<std::pair<std::string, int>> tracks; // name, sort order
 };
 
 /// Never destroyed, so the atexit flush can run after static destructors.
@@ -46,6 +59,7 @@ struct TraceState {
   std::mutex mutex;
   std::string path;
   std::vector<Event> events;
+  std::vector<DeviceProcess> devices;
   int64_t dropped = 0;
   bool atexit_registered = false;
   Clock::time_point epoch = Clock::now();
@@ -118,12 +132,46 @@ std::string json_string(absl::string_view s) {
 
 void flush_at_exit() { flush_trace(); }
 
+/// The device trace sink while a trace is recorded.
+class ChromeDeviceSink final : public internal::DeviceTraceSink {
+public:
+  double now_us() override {
+    return std::chrono::duration<double, std::micro>(Clock::now() - state().epoch).count();
+  }
+  void slice(absl::string_view device, absl::string_view track, int track_order,
+             absl::string_view name, double ts_us, double dur_us) override {
+    TraceState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.path.empty()) return;
+    if (s.events.size() >= kMaxEvents) {
+      ++s.dropped;
+      return;
+    }
+    size_t d = 0;
+    while (d < s.devices.size() && s.devices[d].name != device) ++d;
+    if (d == s.devices.size()) s.devices.push_back({std::string(device), {}});
+    auto& tracks = s.devices[d].tracks;
+    size_t t = 0;
+    while (t < tracks.size() && tracks[t].first != track) ++t;
+    if (t == tracks.size()) tracks.emplace_back(std::string(track), track_order);
+    s.events.push_back(Event{std::string(name), std::string(device), ts_us, dur_us < 0 ? 0 : dur_us,
+                             static_cast<int>(t) + 1, static_cast<int>(d) + 1});
+  }
+};
+
+ChromeDeviceSink& device_sink() {
+  static ChromeDeviceSink* sink = new ChromeDeviceSink;
+  return *sink;
+}
+
 /// Starts recording to `path` (empty: stops). Caller holds s.mutex.
 void open_locked(TraceState& s, std::string path) {
   s.path = std::move(path);
   s.events.clear();
+  s.devices.clear();
   s.dropped = 0;
   const bool on = !s.path.empty();
+  internal::set_device_trace_sink(on ? &device_sink() : nullptr);
   if (on && !s.atexit_registered) {
     s.atexit_registered = true;
     std::atexit(flush_at_exit);
@@ -135,12 +183,30 @@ void write_locked(TraceState& s) {
   if (s.path.empty()) return;
   std::string out = "{\"traceEvents\":[";
   const int pid = static_cast<int>(::getpid());
-  for (size_t i = 0; i < s.events.size(); ++i) {
-    const Event& e = s.events[i];
-    absl::StrAppend(&out, i ? ",\n" : "\n", "{\"name\":", json_string(e.name),
+  bool first = true;
+  auto metadata = [&](const char* what, int p, int tid, absl::string_view arg,
+                      const std::string& value) {
+    absl::StrAppend(&out, first ? "\n" : ",\n", "{\"name\":\"", what, "\",\"ph\":\"M\",",
+                    absl::StrFormat("\"pid\":%d,\"tid\":%d,\"args\":{\"", p, tid), arg,
+                    "\":", value, "}}");
+    first = false;
+  };
+  for (size_t d = 0; d < s.devices.size(); ++d) {
+    const int p = kDevicePidBase + static_cast<int>(d) + 1;
+    metadata("process_name", p, 0, "name", json_string(s.devices[d].name));
+    for (size_t t = 0; t < s.devices[d].tracks.size(); ++t) {
+      const auto& [track, order] = s.devices[d].tracks[t];
+      metadata("thread_name", p, static_cast<int>(t) + 1, "name", json_string(track));
+      metadata("thread_sort_index", p, static_cast<int>(t) + 1, "sort_index", absl::StrCat(order));
+    }
+  }
+  for (const Event& e : s.events) {
+    absl::StrAppend(&out, first ? "\n" : ",\n", "{\"name\":", json_string(e.name),
                     ",\"cat\":", json_string(e.category),
                     absl::StrFormat(",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
-                                    e.ts_us, e.dur_us, pid, e.tid));
+                                    e.ts_us, e.dur_us, e.device ? kDevicePidBase + e.device : pid,
+                                    e.tid));
+    first = false;
   }
   absl::StrAppendFormat(
       &out, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped_events\":%d}}\n", s.dropped);

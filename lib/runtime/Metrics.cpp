@@ -98,6 +98,17 @@ void record_compile_time(double seconds) { record(g_compile, seconds); }
 void record_execute_time(double seconds) { record(g_execute, seconds); }
 void record_replay_time(double seconds) { record(g_replay, seconds); }
 
+void record_simulated_run(const SimulatedTime& run) {
+  // Executables run on the tracer's thread and, in replays, the caller's.
+  std::lock_guard<std::mutex> lock(g_samples_mutex);
+  SimulatedTime& t = g_metrics.simulated;
+  t.runs += run.runs;
+  t.programs += run.programs;
+  t.seconds += run.seconds;
+  t.tensor_peak_seconds += run.tensor_peak_seconds;
+  for (const auto& [engine, busy] : run.busy_seconds) t.busy_seconds[engine] += busy;
+}
+
 void record_recompile_reason(absl::string_view reason) {
   std::lock_guard<std::mutex> lock(g_samples_mutex);
   ++g_metrics.recompile_reasons[std::string(reason)];
@@ -187,6 +198,9 @@ std::string metrics_report() {
   time_line(&out, "compile_time", m.compile_time);
   time_line(&out, "execute_time", m.execute_time);
   time_line(&out, "replay_time", m.replay_time);
+  // A simulated device's figures, only where one ran (neuron).
+  if (m.simulated.runs > 0)
+    absl::StrAppendFormat(&out, "%-20s%s\n", "simulated", m.simulated.summary());
   return out;
 }
 

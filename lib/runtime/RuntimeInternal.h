@@ -26,6 +26,8 @@ void emit_warning(absl::string_view message);
 void record_compile_time(double seconds);
 void record_execute_time(double seconds);
 void record_replay_time(double seconds);
+/// Adds one executable run's simulated time to metrics().simulated.
+void record_simulated_run(const SimulatedTime& run);
 /// Counts one compile under `reason` (a short, fixed phrase).
 void record_recompile_reason(absl::string_view reason);
 /// An op that ran on the host instead of the device: counted, logged with
@@ -52,6 +54,24 @@ void init_trace_file(const std::string& path);
 /// Records one complete event ("ph":"X") on the timeline.
 void trace_event(absl::string_view name, absl::string_view category, Clock::time_point start,
                  Clock::time_point end);
+
+/// Where a simulated device puts its timeline in the Chrome trace: set by
+/// the trace (libmstep) while one is recorded, null otherwise, so the
+/// runtime's backends (which cannot call libmstep) reach it.
+class DeviceTraceSink {
+ public:
+  virtual ~DeviceTraceSink() = default;
+  /// Microseconds since the trace's epoch (the host events' time base).
+  virtual double now_us() = 0;
+  /// One complete event on `track` of the simulated `device` (its own
+  /// process in the trace, tracks ordered by `track_order`), at simulated
+  /// time placed on the trace's time base.
+  virtual void slice(absl::string_view device, absl::string_view track, int track_order,
+                     absl::string_view name, double ts_us, double dur_us) = 0;
+};
+void set_device_trace_sink(DeviceTraceSink* sink);
+/// The sink, or null when no trace is recorded.
+DeviceTraceSink* device_trace_sink();
 
 /// Records the enclosing scope as a trace event (nothing when tracing is off).
 class TraceScope {

@@ -183,5 +183,22 @@ TEST_F(CapiContextTest, MetricsCountersAndReport) {
             MSTEP_INVALID_ARGUMENT);
 }
 
+TEST_F(CapiContextTest, TheNeuronDevicesSimulatedTime) {
+  MSTEP_ASSERT_OK(mstep_metrics_reset(ctx));
+  EXPECT_EQ(metric("simulated_seconds"), 0);  // nothing ran on a simulated device
+  mstep_device* neuron = nullptr;
+  MSTEP_ASSERT_OK(mstep_context_device(ctx, "neuron", &neuron));
+  const float v[3] = {1, 2, 3};
+  const int64_t shape[1] = {3};
+  mstep_tensor* a = nullptr;
+  MSTEP_ASSERT_OK(mstep_tensor_from_host(ctx, neuron, MSTEP_F32, shape, 1, v, sizeof v, &a));
+  keep(a);
+  mstep_tensor* b = op("add", {a, a});  // elementwise: a tile program
+  MSTEP_ASSERT_OK(mstep_context_mark_step(ctx));
+  EXPECT_EQ(values(b), (std::vector<float>{2, 4, 6}));
+  EXPECT_GT(metric("simulated_seconds"), 0);
+  EXPECT_EQ(metric("simulated_tensor_utilization"), 0);  // no matmul ran
+}
+
 }  // namespace
 }  // namespace mstep::capi_test

@@ -63,30 +63,32 @@ TEST(BackendRegistry, ListsTheBuiltInBackendsInDeviceTypeOrder) {
 #if MSTEP_WITH_CUDA_RUNTIME
   // cuda's runtime half is built in: registered, created (or found
   // unavailable) only on first use.
-  EXPECT_THAT(BackendRegistry::registered_backends(), ElementsAre("ref", "cpu", "cuda"));
+  EXPECT_THAT(BackendRegistry::registered_backends(),
+              ElementsAre("ref", "cpu", "cuda", "neuron"));
   EXPECT_THAT(BackendRegistry::available(),
-              ElementsAre(DeviceType::ref, DeviceType::cpu, DeviceType::cuda));
+              ElementsAre(DeviceType::ref, DeviceType::cpu, DeviceType::cuda, DeviceType::neuron));
 #else
-  EXPECT_THAT(BackendRegistry::registered_backends(), ElementsAre("ref", "cpu"));
-  EXPECT_THAT(BackendRegistry::available(), ElementsAre(DeviceType::ref, DeviceType::cpu));
+  EXPECT_THAT(BackendRegistry::registered_backends(), ElementsAre("ref", "cpu", "neuron"));
+  EXPECT_THAT(BackendRegistry::available(),
+              ElementsAre(DeviceType::ref, DeviceType::cpu, DeviceType::neuron));
 #endif
   EXPECT_EQ(*BackendRegistry::device_type("cpu"), DeviceType::cpu);
   EXPECT_EQ(*BackendRegistry::device_type("ref"), DeviceType::ref);
 }
 
 #if MSTEP_WITH_CUDA_COMPILER
-constexpr const char* kCompilers = "compilers: cpu, cuda, ref";
+constexpr const char* kCompilers = "compilers: cpu, cuda, neuron, ref";
 #else
-constexpr const char* kCompilers = "compilers: cpu, ref";
+constexpr const char* kCompilers = "compilers: cpu, neuron, ref";
 #endif
 
 TEST(CompilerRegistry, EveryBuiltInBackendHasACompileHalf) {
 #if MSTEP_WITH_CUDA_COMPILER
-  EXPECT_THAT(CompilerRegistry::names(), ElementsAre("cpu", "cuda", "ref"));
+  EXPECT_THAT(CompilerRegistry::names(), ElementsAre("cpu", "cuda", "neuron", "ref"));
 #else
-  EXPECT_THAT(CompilerRegistry::names(), ElementsAre("cpu", "ref"));
+  EXPECT_THAT(CompilerRegistry::names(), ElementsAre("cpu", "neuron", "ref"));
 #endif
-  for (const char* name : {"ref", "cpu"}) {
+  for (const char* name : {"ref", "cpu", "neuron"}) {
     absl::StatusOr<BackendCompiler*> compiler = CompilerRegistry::get(name);
     ASSERT_TRUE(compiler.ok()) << compiler.status();
     EXPECT_EQ((*compiler)->backend_name(), name);
@@ -112,12 +114,12 @@ TEST(CompilerRegistry, ABackendWithoutACompileHalfSaysSo) {
   EXPECT_THAT(cuda.status().message(),
               HasSubstr("no compiler for backend 'cuda' is built into this library: 'cuda' is a "
                         "registered backend without a compile half, so no step can be compiled "
-                        "for it; compilers: cpu, ref"));
+                        "for it; compilers: cpu, neuron, ref"));
 }
 #endif
 
 TEST(BackendRegistry, NameAndTypeGiveTheSameBackend) {
-  for (const char* name : {"ref", "cpu"}) {
+  for (const char* name : {"ref", "cpu", "neuron"}) {
     Backend* by_name = *BackendRegistry::get(absl::string_view(name));
     EXPECT_EQ(by_name->name(), name);
     EXPECT_EQ(*BackendRegistry::get(by_name->device_type()), by_name);
@@ -161,7 +163,7 @@ TEST(BackendRegistry, UnknownNameListsTheRegisteredOnes) {
   EXPECT_THAT(type.status().message(), HasSubstr("available: ref, cpu"));
   EXPECT_THAT(BackendRegistry::get(absl::string_view("tpu")).status().message(),
               HasSubstr("available: ref, cpu"));
-  EXPECT_THAT(BackendRegistry::get(DeviceType::neuron).status().message(),
+  EXPECT_THAT(BackendRegistry::get(DeviceType::xla).status().message(),
               HasSubstr("available: ref, cpu"));
 }
 

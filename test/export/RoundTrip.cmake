@@ -1,5 +1,5 @@
 # The exported-graph round trip across processes (see export_worker.cpp):
-#   cmake -DWORKER=... -DRUN=<mstep-run> -DDEVICE=cpu|ref -DSTEPS=N -P RoundTrip.cmake
+#   cmake -DWORKER=... -DRUN=<mstep-run> -DDEVICE=cpu|ref|neuron -DSTEPS=N -P RoundTrip.cmake
 # The files go to a fresh private directory (make_private_dir).
 include(${CMAKE_CURRENT_LIST_DIR}/RunChecked.cmake)
 make_private_dir(DIR mstep_export_${DEVICE})

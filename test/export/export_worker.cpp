@@ -5,7 +5,7 @@
 // with the runtime only) replays the saved step on the same batches; the
 // `compare` mode checks that its losses and weights equal these bitwise.
 //
-//   export_worker export <dir> <cpu|ref> <steps>
+//   export_worker export <dir> <cpu|ref|neuron> <steps>
 //       writes <dir>/step.mstep, <dir>/inputs.safetensors (x [N,B,784],
 //       y [N,B]) and <dir>/expected.safetensors (loss [N], the weights)
 //   export_worker stablehlo <dir> <steps>
@@ -35,6 +35,7 @@
 #include "examples/models/GptMini.h"
 #include "examples/models/Mlp.h"
 #include "mstep/mstep.h"
+#include "mstep/runtime/Backend.h"
 #include "mstep/runtime/SafetensorsFile.h"
 
 namespace {
@@ -59,7 +60,9 @@ void append(HostTensor& stack, const HostTensor& t) { stack.bytes += t.bytes; }
 
 int export_step(const std::string& dir, const std::string& device, int64_t steps,
                 bool stablehlo) {
-  set_default_device(Device{device == "ref" ? DeviceType::ref : DeviceType::cpu, 0});
+  absl::StatusOr<DeviceType> type = BackendRegistry::device_type(device);
+  if (!type.ok()) return fail(std::string(type.status().message()));
+  set_default_device(Device{*type, 0});
   manual_seed(0);
   auto model = std::make_shared<examples::Mlp>();
   optim::Adadelta opt(model->parameters(), {.lr = 0.1});

@@ -22,7 +22,7 @@
 // UNFUSED: mstep.exp
 // UNFUSED-NEXT: mstep.neg
 
-// UNKNOWN: no compiler for backend 'tpu' is built into this library; compilers: cpu, {{(cuda, )?}}ref
+// UNKNOWN: no compiler for backend 'tpu' is built into this library; compilers: cpu, {{(cuda, )?}}neuron, ref
 
 func.func @step(%x: tensor<2x3xf32> {mstep.role = "input"}) -> tensor<2x3xf32> {
   %0 = mstep.exp %x : tensor<2x3xf32>

@@ -173,6 +173,41 @@ TEST_F(MetricsTest, ReportAlignsCountersAndSortsReasonsByCount) {
   EXPECT_LT(r.find("compiles "), host);
 }
 
+TEST_F(MetricsTest, SimulatedTimeSumsRunsAndDerivesFractions) {
+  EXPECT_EQ(metrics().simulated.runs, 0);
+  EXPECT_THAT(metrics_report(), Not(HasSubstr("simulated")));
+  SimulatedTime run;
+  run.runs = 1;
+  run.programs = 2;
+  run.seconds = 4e-6;
+  run.busy_seconds = {{"Tensor", 1e-6}, {"Vector", 3e-6}, {"DMA", 2e-6}};
+  run.tensor_peak_seconds = 0.5e-6;
+  internal::record_simulated_run(run);
+  const SimulatedTime one = metrics().simulated;
+  internal::record_simulated_run(run);
+  const SimulatedTime two = metrics().simulated;
+  EXPECT_EQ(two.runs, 2);
+  EXPECT_EQ(two.programs, 4);
+  EXPECT_DOUBLE_EQ(two.seconds, 8e-6);
+  EXPECT_DOUBLE_EQ(two.busy_fraction("Vector"), 0.75);
+  EXPECT_DOUBLE_EQ(two.busy_fraction("Scalar"), 0);  // never busy
+  EXPECT_DOUBLE_EQ(two.tensor_utilization(), 0.125);
+  EXPECT_EQ(two.bottleneck(), "Vector");
+  // A step: the difference of two snapshots.
+  const SimulatedTime step = two.minus(one);
+  EXPECT_EQ(step.runs, 1);
+  EXPECT_DOUBLE_EQ(step.seconds, 4e-6);
+  EXPECT_DOUBLE_EQ(step.busy_seconds.at("DMA"), 2e-6);
+  EXPECT_EQ(SimulatedTime{}.bottleneck(), "");
+  EXPECT_DOUBLE_EQ(SimulatedTime{}.busy_fraction("Tensor"), 0);
+  EXPECT_THAT(metrics_report(),
+              HasSubstr("simulated           0.008 ms simulated (2 runs, 4 tile programs); busy: "
+                        "Tensor 25.0% Vector 75.0% Scalar 0.0%"));
+  EXPECT_THAT(metrics_report(), HasSubstr("Tensor utilization 12.5%; bottleneck Vector"));
+  reset_metrics();
+  EXPECT_EQ(metrics().simulated.runs, 0);
+}
+
 TEST_F(MetricsTest, ReportCountsARealStep) {
   Tensor y = relu(ones({2}) * 2.0) - 1.0;
   mark_step();
@@ -275,6 +310,40 @@ TEST_F(ChromeTraceTest, WritesParseableEventsOnFlush) {
   const std::string text = read_file(path);
   EXPECT_THAT(text, HasSubstr("\"dur\":1500.000"));
   EXPECT_THAT(text, HasSubstr("\"ph\":\"X\""));
+}
+
+TEST_F(ChromeTraceTest, SimulatedDeviceTracksAreNamedProcessesAndThreads) {
+  EXPECT_EQ(internal::device_trace_sink(), nullptr) << "no trace yet, no sink";
+  const auto path = dir_ / "device.json";
+  set_trace_file(path.string());
+  internal::DeviceTraceSink* sink = internal::device_trace_sink();
+  ASSERT_NE(sink, nullptr);
+  const double t = sink->now_us();
+  EXPECT_GE(t, 0);
+  // Tracks named in first-use order, sorted by their order argument.
+  sink->slice("dev \"x\"", "Vector", 3, "tensor_tensor", t, 2.5);
+  sink->slice("dev \"x\"", "Tensor", 2, "nc_matmul", t + 1, 4);
+  sink->slice("dev \"x\"", "Tensor", 2, "nc_matmul", t + 5, 1);
+  flush_trace();
+  const std::string script =
+      "import json,sys\n"
+      "ev=json.load(open(sys.argv[1],encoding='utf-8'))['traceEvents']\n"
+      "m=[e for e in ev if e['ph']=='M']\n"
+      "x=[e for e in ev if e['ph']=='X']\n"
+      "pid=[e['pid'] for e in m if e['name']=='process_name' and e['args']['name']=='dev \"x\"']\n"
+      "assert len(pid)==1 and pid[0]>(1<<22), m\n"
+      "tid={e['args']['name']:e['tid'] for e in m if e['name']=='thread_name'}\n"
+      "order={e['tid']:e['args']['sort_index'] for e in m if e['name']=='thread_sort_index'}\n"
+      "assert order[tid['Tensor']]==2 and order[tid['Vector']]==3, (tid, order)\n"
+      "assert len(x)==3 and all(e['pid']==pid[0] for e in x), x\n"
+      "assert [e['name'] for e in x if e['tid']==tid['Tensor']]==['nc_matmul','nc_matmul'], x\n"
+      "assert [e['dur'] for e in x if e['tid']==tid['Vector']]==[2.5], x\n";
+  const auto py = dir_ / "check_device.py";
+  std::ofstream(py) << script;
+  EXPECT_EQ(std::system(("/usr/bin/python3 " + py.string() + " " + path.string()).c_str()), 0)
+      << read_file(path);
+  set_trace_file("");
+  EXPECT_EQ(internal::device_trace_sink(), nullptr) << "stopping the trace removes the sink";
 }
 
 TEST_F(ChromeTraceTest, ThreadsGetDistinctSmallIds) {

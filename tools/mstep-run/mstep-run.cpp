@@ -15,7 +15,8 @@
 //   (parameters, optimizer state), by name.
 // --list: prints the step's backend, custom ops and tensors and exits.
 // --time: prints the median host time per step outside the executables
-//   (replay_host_us) and the median step time.
+//   (replay_host_us) and the median step time; on a simulated device
+//   (neuron) also its simulated time per step.
 // Exit status: 0 ok, 1 the file does not load (a custom op it needs is not
 // registered, say) or a step fails, 2 bad arguments or inputs (a plugin
 // that does not load).
@@ -31,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mstep/runtime/LoadedGraph.h"
+#include "mstep/runtime/Metrics.h"
 #include "mstep/runtime/Plugin.h"
 #include "mstep/runtime/SafetensorsFile.h"
 
@@ -201,9 +203,14 @@ int main(int argc, char** argv) {
         fail(1, std::string(st.message()));
     }
   }
-  if (a.time)
+  if (a.time) {
     std::printf("steps %lld load_ms %.1f step_ms %.3f replay_host_us %.2f\n",
                 static_cast<long long>(a.steps), load_ms, median(step_ms), median(host_us));
+    // A simulated device (neuron): its cost model's time per step as well.
+    if (const SimulatedTime sim = metrics().simulated; sim.runs > 0)
+      std::printf("simulated step_ms %.3f  (%s)\n", 1e3 * sim.seconds / a.steps,
+                  sim.summary().c_str());
+  }
   if (!a.outputs.empty()) {
     for (const LoadedGraph::SlotInfo* s : final_state) {
       HostTensor t{s->type.dtype, s->type.shape, std::string(s->type.bytes(), '\0')};

@@ -18,6 +18,33 @@ struct TimeStats {
   double p50_seconds = 0, p90_seconds = 0, p99_seconds = 0;
 };
 
+/// The time a simulated device would take (the `neuron` backend's cost
+/// model; docs in the README's NeuronCore section), summed over executable
+/// runs. metrics().simulated covers every run since reset_metrics(); one
+/// step's figures are the difference of two snapshots (minus()).
+struct SimulatedTime {
+  int64_t runs = 0;      // executable runs with at least one tile program
+  int64_t programs = 0;  // tile programs run (one per lowered op)
+  double seconds = 0;    // the programs' cost-model estimates, summed
+  /// Busy time per engine: "Tensor", "Vector", "Scalar", "GpSimd", "Sync"
+  /// (DMA triggers), "DMA" (the 16 DMA queues' transfer time / 16) and
+  /// "HBM" (time its bandwidth is taken).
+  std::map<std::string, double> busy_seconds;
+  /// The matmul FLOPs run, as seconds of the Tensor engine at its peak.
+  double tensor_peak_seconds = 0;
+
+  /// busy_seconds[engine] / seconds (0 when nothing ran).
+  double busy_fraction(const std::string& engine) const;
+  /// tensor_peak_seconds / seconds: the Tensor engine's utilization.
+  double tensor_utilization() const;
+  /// The engine with the most busy time ("" when nothing ran).
+  std::string bottleneck() const;
+  /// These counters minus an earlier snapshot of them.
+  SimulatedTime minus(const SimulatedTime& earlier) const;
+  /// One line: time, busy fraction per engine, utilization, bottleneck.
+  std::string summary() const;
+};
+
 struct Metrics {
   int64_t mark_steps = 0;        // calls to mark_step()
   int64_t sync_points = 0;       // item(), to_vector(), printing
@@ -48,6 +75,8 @@ struct Metrics {
   /// Time inside the captured executables during replay() (replay_time
   /// minus this is the replay's own host overhead).
   double replay_execute_seconds = 0;
+  /// Simulated devices' time (runs == 0 on the other backends).
+  SimulatedTime simulated;
 };
 
 /// A copy of the counters, with percentiles computed now. Safe to call from

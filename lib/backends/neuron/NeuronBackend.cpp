@@ -1,19 +1,28 @@
-// NeuronBackend: opaque simulated HBM, the host-fallback executable, and
-// the backend's registration (in the object library only tests link).
+// NeuronBackend: opaque simulated HBM, the executable (tile programs on
+// the simulator, the rest on the host), its native form, and the backend's
+// registration.
 #include "lib/backends/neuron/NeuronBackend.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/Lowering.h"
+#include "lib/backends/neuron/SimulatedTimeline.h"
 #include "lib/backends/ref/RefKernels.h"
+#include "mstep/core/ByteStream.h"
 #include "mstep/core/Error.h"
+#include "mstep/ir/GraphSerialize.h"
 
 namespace mstep::neuron {
 
 namespace {
 
 constexpr Device kDevice{DeviceType::neuron, 0};
+
+/// The native executable form: the graph, lowered again on load (the
+/// lowering is deterministic), so mstep-run and the disk cache need no MLIR.
+constexpr absl::string_view kFormatMagic = "MSTEPNRN";
+constexpr uint32_t kFormatVersion = 1;
 
 std::shared_ptr<host::HostBuffer> nan_filled(const TensorType& type) {
   auto b = std::make_shared<host::HostBuffer>(type, kDevice);
@@ -50,9 +59,15 @@ public:
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
       absl::StatusOr<LoweredOp> low = lower_node(node, types);
-      if (low.ok()) {
+      // lower_node costed the program already; the full report (busy
+      // engines, instruction timing) is the timeline's.
+      absl::StatusOr<CostReport> report =
+          low.ok() ? estimate_cost(low->program) : absl::StatusOr<CostReport>(low.status());
+      if (report.ok()) {
         estimated_ns_ += low->estimated_ns;
         lowered_[i] = std::make_unique<LoweredOp>(*std::move(low));
+        timeline_.add(absl::StrCat(op_name(node.op), " #", i), lowered_[i]->program,
+                      *std::move(report));
         continue;
       }
       fallbacks_.push_back({node.op, node.results[0].dtype});
@@ -72,6 +87,11 @@ public:
   size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   NeuronLoweringStats stats() const { return {num_lowered(), estimated_ns_}; }
+  const SimulatedTime& simulated_per_run() const { return timeline_.per_run(); }
+
+  absl::StatusOr<std::string> serialize(absl::string_view) const override {
+    return seal(kFormatMagic, kFormatVersion, serialize_graph(graph_));
+  }
   size_t num_lowered() const {
     size_t k = 0;
     for (const auto& l : lowered_) k += l != nullptr;
@@ -136,6 +156,7 @@ public:
       if (shared) r = copy_of(*r);
       outputs.push_back(std::make_shared<NeuronBuffer>(r->type(), std::move(r)));
     }
+    timeline_.record_run();
     return outputs;
   }
 
@@ -152,6 +173,7 @@ private:
   std::vector<uint32_t> last_use_;
   std::vector<HostFallbackOp> fallbacks_;
   double estimated_ns_ = 0;
+  SimulatedTimeline timeline_;
   Simulator simulator_;
 };
 
@@ -161,6 +183,14 @@ NeuronBuffer::NeuronBuffer(TensorType type) : Buffer(type, kDevice), storage_(na
 
 NeuronBuffer::NeuronBuffer(TensorType type, std::shared_ptr<host::HostBuffer> storage)
     : Buffer(type, kDevice), storage_(std::move(storage)) {}
+
+absl::StatusOr<std::unique_ptr<Executable>> NeuronBackend::deserialize(absl::string_view blob,
+                                                                       const RuntimeOptions&) {
+  MSTEP_ASSIGN_OR_RETURN(absl::string_view body,
+                         unseal(blob, kFormatMagic, kFormatVersion, "neuron executable"));
+  MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, deserialize_graph(body));
+  return make_neuron_executable(std::move(graph));
+}
 
 absl::StatusOr<BufferPtr> NeuronBackend::allocate(const TensorType& type) {
   return std::make_shared<NeuronBuffer>(type);
@@ -181,6 +211,11 @@ absl::Status NeuronBackend::copy_out(const Buffer& src, void* dst, size_t bytes)
 NeuronLoweringStats lowering_stats(const Executable& exe) {
   const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
   return n ? n->stats() : NeuronLoweringStats{};
+}
+
+SimulatedTime simulated_per_run(const Executable& exe) {
+  const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
+  return n ? n->simulated_per_run() : SimulatedTime{};
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph) {

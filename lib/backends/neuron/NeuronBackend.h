@@ -4,9 +4,10 @@
 // Lowering.h tiles on the simulator and every other op on the host as a
 // counted fallback (MSTEP_LOG_FALLBACK=1 lists them). Synchronous: run() is done when it
 // returns. Fresh buffers are 0xFF bytes (NaN for floats, -1 for integers),
-// so a read of memory nothing wrote shows. Registered only where
-// lib/backends/neuron's backend object library is linked (test/neuron), so
-// no production device list changes.
+// so a read of memory nothing wrote shows. Each run reports its simulated
+// time (SimulatedTimeline.h: metrics().simulated and the Chrome trace).
+// Registered as the `neuron` device in libmstep_runtime; the compile half
+// (NeuronCompiler.cpp) is in libmstep_compiler.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@
 #include "lib/backends/host/HostBuffer.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/Metrics.h"
 
 namespace mstep::neuron {
 
@@ -36,6 +38,11 @@ public:
   absl::string_view name() const override { return "neuron"; }
   DeviceType device_type() const override { return DeviceType::neuron; }
 
+  /// Rebuilds an executable from its serialize() form (the graph; lowered
+  /// again here). DataLoss for a corrupt blob.
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
+                                                          const RuntimeOptions& options) override;
+
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override;
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override;
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override;
@@ -57,5 +64,8 @@ struct NeuronLoweringStats {
 };
 /// The stats of a make_neuron_executable result (zeros for any other).
 NeuronLoweringStats lowering_stats(const Executable& exe);
+/// The simulated figures one run of a make_neuron_executable result adds to
+/// metrics().simulated (zeros for any other executable).
+SimulatedTime simulated_per_run(const Executable& exe);
 
 } // namespace mstep::neuron
