@@ -21,6 +21,10 @@ absl::string_view opcode_name(Opcode op) {
     return "tensor_copy";
   case Opcode::tensor_reduce:
     return "tensor_reduce";
+  case Opcode::iota:
+    return "iota";
+  case Opcode::affine_select:
+    return "affine_select";
   }
   return "?";
 }
@@ -59,6 +63,16 @@ absl::string_view activation_name(ActivationFunction f) {
     return "square";
   case ActivationFunction::rsqrt:
     return "rsqrt";
+  }
+  return "?";
+}
+
+absl::string_view cmp_op_name(CmpOp op) {
+  switch (op) {
+  case CmpOp::greater_equal:
+    return "greater_equal";
+  case CmpOp::equal:
+    return "equal";
   }
   return "?";
 }

@@ -1,0 +1,250 @@
+// attention_forward_program: the loop nest of AttentionProgram.h.
+#include "lib/backends/neuron/AttentionProgram.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/DependencyTracker.h"
+#include "lib/backends/neuron/TileBuilder.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+constexpr int64_t kChunk = 512; ///< keys per QK^T matmul: one PSUM bank of fp32
+constexpr int64_t kBlock = 128; ///< keys per P^T block (the partitions of P^T and v)
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// SBUF bytes per partition of one batch-head's q^T, k^T and v.
+int64_t head_bytes(const AttentionShape& s) {
+  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
+  return es * (s.q_len + s.kv_len + ceil_div(s.kv_len, kBlock) * s.value_dim);
+}
+
+} // namespace
+
+absl::Status attention_tileable(const AttentionShape& s) {
+  auto no = [&](auto... why) {
+    return absl::UnimplementedError(absl::StrCat("attention [", s.batch, ", L ", s.q_len, ", S ",
+                                                 s.kv_len, ", E ", s.head_dim, ", Ev ",
+                                                 s.value_dim, "] ", dtype_name(s.dtype),
+                                                 " not tiled: ", why...));
+  };
+  if (s.dtype != DType::f32 && s.dtype != DType::bf16) return no("only f32 or bf16");
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.head_dim < 1 || s.value_dim < 1)
+    return no("an empty dimension");
+  if (s.head_dim > kMatmulMaxK) return no("head dim E > ", kMatmulMaxK, " (the contraction)");
+  if (s.value_dim > kMatmulMaxN) return no("value dim Ev > ", kMatmulMaxN, " (one PSUM bank)");
+  // Two batch-heads resident (double buffer) in at most half of SBUF.
+  if (2 * head_bytes(s) > kSbufBytesPerPartition / 2)
+    return no("q^T, k^T and v of two batch-heads need ", 2 * head_bytes(s),
+              " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2,
+              " (no sequence blocking of the resident operands)");
+  return absl::OkStatus();
+}
+
+TileProgram attention_forward_program(const AttentionShape& s) {
+  const DType dt = s.dtype;
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int64_t L = s.q_len, S = s.kv_len, E = s.head_dim, Ev = s.value_dim;
+  const int32_t e_parts = static_cast<int32_t>(E);
+  const int64_t kblocks = ceil_div(S, kBlock);
+  TileBuilder b(s.causal ? "attention_fwd_causal" : "attention_fwd");
+  DependencyTracker deps(b);
+  const int32_t q_hbm = b.hbm_tensor("q", dt, s.batch * L * E);
+  const int32_t k_hbm = b.hbm_tensor("k", dt, s.batch * S * E);
+  const int32_t v_hbm = b.hbm_tensor("v", dt, s.batch * S * Ev);
+  const int32_t out_hbm = b.hbm_tensor("out", dt, s.batch * L * Ev);
+  int32_t max_hbm = -1, sum_hbm = -1;
+  if (s.save_stats) {
+    max_hbm = b.hbm_tensor("row_max", DType::f32, s.batch * L);
+    sum_hbm = b.hbm_tensor("row_sum", DType::f32, s.batch * L);
+  }
+  auto sbuf = [&](int64_t bytes, std::string name) {
+    return b.allocate(BufferKind::sbuf, bytes, std::move(name));
+  };
+  auto psum = [&](std::string name) {
+    return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
+  };
+  auto at = [](BufferKind kind, int32_t alloc, DType d, int64_t parts, int64_t offset,
+               std::initializer_list<FreeDim> dims) {
+    return tile_pattern(kind, alloc, d, 0, static_cast<int32_t>(parts), offset, dims);
+  };
+  auto sb = [&](int32_t alloc, DType d, int64_t parts, int64_t offset, int64_t cols) {
+    return at(BufferKind::sbuf, alloc, d, parts, offset, {{cols, 1}});
+  };
+  auto ps = [&](int32_t alloc, int64_t parts, int64_t offset, int64_t cols) {
+    return at(BufferKind::psum, alloc, DType::f32, parts, offset, {{cols, 1}});
+  };
+  /// A [parts, 1] fp32 column seen as [parts, cols] (free stride 0).
+  auto broadcast = [&](int32_t alloc, int64_t parts, int64_t cols) {
+    return at(BufferKind::sbuf, alloc, DType::f32, parts, 0, {{cols, 0}});
+  };
+
+  // The identity for the P transposes: ones by iota, then the diagonal kept.
+  const int32_t ones = sbuf(kBlock * es, "ones");
+  const int32_t ident = sbuf(kBlock * es, "identity");
+  deps.track(b.iota(sb(ones, dt, kBlock, 0, kBlock), AffineExpr{1, 0, {0}}));
+  deps.track(b.affine_select(sb(ident, dt, kBlock, 0, kBlock), sb(ones, dt, kBlock, 0, kBlock),
+                             AffineExpr{0, 1, {-1}}, CmpOp::equal, 0.0f));
+
+  // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev].
+  int32_t qT[2], kT[2], vv[2];
+  for (int h = 0; h < 2; ++h) {
+    qT[h] = sbuf(L * es, absl::StrCat("qT", h));
+    kT[h] = sbuf(S * es, absl::StrCat("kT", h));
+    vv[h] = sbuf(kblocks * Ev * es, absl::StrCat("v", h));
+  }
+  // Per chunk parity g.
+  int32_t s_ps[2], s_sb[2], p_sb[2], pT_ps[2], pT_sb[2], pv_ps[2];
+  int32_t m[2], mc[2], negm[2], rowsum[2], alpha[2], l[2];
+  for (int g = 0; g < 2; ++g) {
+    s_ps[g] = psum(absl::StrCat("scores", g));
+    pT_ps[g] = psum(absl::StrCat("pT_psum", g));
+    pv_ps[g] = psum(absl::StrCat("pv", g));
+    s_sb[g] = sbuf(kChunk * 4, absl::StrCat("s", g));
+    p_sb[g] = sbuf(kChunk * es, absl::StrCat("p", g));
+    pT_sb[g] = sbuf(kChunk * es, absl::StrCat("pT", g));
+    m[g] = sbuf(4, absl::StrCat("m", g));
+    mc[g] = sbuf(4, absl::StrCat("m_chunk", g));
+    negm[g] = sbuf(4, absl::StrCat("neg_m", g));
+    rowsum[g] = sbuf(4, absl::StrCat("rowsum", g));
+    alpha[g] = sbuf(4, absl::StrCat("alpha", g));
+    l[g] = sbuf(4, absl::StrCat("l", g));
+  }
+  // Per Q tile parity t.
+  int32_t o_run[2], o_out[2];
+  for (int t = 0; t < 2; ++t) {
+    o_run[t] = sbuf(Ev * 4, absl::StrCat("o", t));
+    o_out[t] = sbuf(Ev * es, absl::StrCat("o_out", t));
+  }
+
+  // q^T and k^T in 512-column pieces (head dim on the partitions: partition
+  // stride 1, free stride E in HBM), v in 128-key blocks.
+  auto load_head = [&](int64_t h) {
+    const int hs = static_cast<int>(h % 2);
+    auto load_transposed = [&](int32_t dst, int32_t src, int64_t len) {
+      for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+        const int64_t w = std::min(kChunk, len - c0);
+        AccessPattern from =
+            tile_pattern(BufferKind::hbm, src, dt, 0, e_parts, (h * len + c0) * E, {{w, E}});
+        from.partition_stride = 1;
+        deps.track(b.dma_copy(sb(dst, dt, E, c0, w), from), /*partial_write=*/true);
+      }
+    };
+    load_transposed(qT[hs], q_hbm, L);
+    load_transposed(kT[hs], k_hbm, S);
+    for (int64_t kb = 0; kb < kblocks; ++kb) {
+      const int64_t rows = std::min(kBlock, S - kb * kBlock);
+      deps.track(b.dma_copy(sb(vv[hs], dt, rows, kb * Ev, Ev),
+                            hbm_rows(v_hbm, dt, Ev, h * S + kb * kBlock,
+                                     static_cast<int32_t>(rows), 0, Ev)),
+                 /*partial_write=*/true);
+    }
+  };
+
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int64_t chunk_counter = 0, tile_counter = 0;
+  load_head(0);
+  for (int64_t h = 0; h < s.batch; ++h) {
+    if (h + 1 < s.batch) load_head(h + 1);
+    const int hs = static_cast<int>(h % 2);
+    for (int64_t q0 = 0; q0 < L; q0 += kBlock) {
+      const int64_t rows = std::min(kBlock, L - q0);
+      const int t = static_cast<int>(tile_counter++ % 2);
+      int g = 0;
+      for (int64_t k0 = 0; k0 < S; k0 += kChunk) {
+        if (s.causal && k0 > q0 + rows - 1) break; // every key above every row
+        const int64_t w = std::min(kChunk, S - k0);
+        const bool first = k0 == 0;
+        const bool diagonal = s.causal && k0 + w - 1 > q0;
+        g = static_cast<int>(chunk_counter++ % 2);
+        const int pg = 1 - g; // the previous chunk of this Q tile
+        // 1-2. Scores, scaled into SBUF.
+        deps.track(b.matmul(ps(s_ps[g], rows, 0, w), sb(qT[hs], dt, E, q0, rows),
+                            sb(kT[hs], dt, E, k0, w), false));
+        deps.track(b.activation(sb(s_sb[g], DType::f32, rows, 0, w), ps(s_ps[g], rows, 0, w),
+                                ActivationFunction::identity, s.scale));
+        // 3. Causal mask: keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
+        if (diagonal)
+          deps.track(b.affine_select(sb(s_sb[g], DType::f32, rows, 0, w),
+                                     sb(s_sb[g], DType::f32, rows, 0, w),
+                                     AffineExpr{q0 - k0, 1, {-1}}, CmpOp::greater_equal,
+                                     kNegInf));
+        // 4. Running max.
+        const AccessPattern scores = sb(s_sb[g], DType::f32, rows, 0, w);
+        auto col = [&](int32_t alloc) { return sb(alloc, DType::f32, rows, 0, 1); };
+        if (first) {
+          deps.track(b.tensor_reduce(Engine::vector, col(m[g]), scores, AluOp::max));
+        } else {
+          deps.track(b.tensor_reduce(Engine::vector, col(mc[g]), scores, AluOp::max));
+          deps.track(b.tensor_tensor(Engine::vector, col(m[g]), col(m[pg]), col(mc[g]),
+                                     AluOp::max));
+        }
+        deps.track(b.tensor_scalar(Engine::vector, col(negm[g]), col(m[g]), AluOp::multiply, -1));
+        // 5. p = exp(s - m) with its row sum; alpha = exp(m_old - m).
+        {
+          const int64_t i = b.activation(sb(p_sb[g], dt, rows, 0, w), scores,
+                                         ActivationFunction::exp);
+          b.at(i).bias = col(negm[g]);
+          b.at(i).accum = col(first ? l[g] : rowsum[g]);
+          deps.track(i);
+        }
+        if (!first) {
+          const int64_t i = b.activation(col(alpha[g]), col(m[pg]), ActivationFunction::exp);
+          b.at(i).bias = col(negm[g]);
+          deps.track(i);
+        }
+        // 6. p^T per 128-key block, [keys, rows] side by side in one PSUM bank.
+        const int64_t blocks = ceil_div(w, kBlock);
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          const int64_t kb = std::min(kBlock, w - blk * kBlock);
+          deps.track(b.matmul(ps(pT_ps[g], kb, blk * rows, rows),
+                              sb(p_sb[g], dt, rows, blk * kBlock, kb),
+                              sb(ident, dt, rows, 0, rows), false));
+        }
+        const int64_t kparts = std::min(kBlock, w);
+        deps.track(b.tensor_copy(Engine::vector, sb(pT_sb[g], dt, kparts, 0, blocks * rows),
+                                 ps(pT_ps[g], kparts, 0, blocks * rows)));
+        // 7. p v over the chunk's blocks.
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          const int64_t kb = std::min(kBlock, w - blk * kBlock);
+          deps.track(b.matmul(ps(pv_ps[g], rows, 0, Ev), sb(pT_sb[g], dt, kb, blk * rows, rows),
+                              sb(vv[hs], dt, kb, (k0 / kBlock + blk) * Ev, Ev), blk > 0));
+        }
+        // 8. l and o.
+        const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
+        if (first) {
+          deps.track(b.tensor_copy(Engine::vector, o, ps(pv_ps[g], rows, 0, Ev)));
+        } else {
+          deps.track(b.tensor_tensor(Engine::vector, col(l[g]), col(l[pg]), col(alpha[g]),
+                                     AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::vector, col(l[g]), col(l[g]), col(rowsum[g]),
+                                     AluOp::add));
+          deps.track(b.tensor_tensor(Engine::vector, o, o, broadcast(alpha[g], rows, Ev),
+                                     AluOp::multiply));
+          deps.track(
+              b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g], rows, 0, Ev), AluOp::add));
+        }
+      }
+      // out = o / l, stored; the statistics when asked for.
+      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev),
+                                 sb(o_run[t], DType::f32, rows, 0, Ev), broadcast(l[g], rows, Ev),
+                                 AluOp::divide));
+      const int64_t row0 = h * L + q0;
+      const int32_t r = static_cast<int32_t>(rows);
+      deps.track(b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[t], dt, rows, 0, Ev)));
+      if (s.save_stats) {
+        deps.track(b.dma_copy(hbm_rows(max_hbm, DType::f32, 1, row0, r, 0, 1),
+                              sb(m[g], DType::f32, rows, 0, 1)));
+        deps.track(b.dma_copy(hbm_rows(sum_hbm, DType::f32, 1, row0, r, 0, 1),
+                              sb(l[g], DType::f32, rows, 0, 1)));
+      }
+    }
+  }
+  return b.take();
+}
+
+} // namespace mstep::neuron

@@ -1,0 +1,51 @@
+// The attention forward tile program (flash tiling, issue 19): for each
+// batch-head, out = softmax(scale * q k^T [causal]) v without the [L, S]
+// matrix ever leaving the chip.
+//
+// Per batch-head, q^T and k^T ([E, L], [E, S]: head dim on the partitions,
+// by a transposing DMA access pattern) and v ([128 keys, S/128 blocks, Ev])
+// are loaded into SBUF, double-buffered across batch-heads. Per Q tile of
+// up to 128 rows and key chunk of up to 512 keys:
+//   1. Tensor:  S = q^T' k^T chunk into a PSUM bank [rows, 512] (fp32);
+//   2. Scalar:  s = scale * S into SBUF (fp32);
+//   3. GpSimd:  causal mask by affine_select (key > row -> -inf), only on
+//               chunks that cross the diagonal; chunks wholly above it are
+//               skipped;
+//   4. Vector:  the chunk's row max, the running max m (online softmax);
+//   5. Scalar:  p = exp(s - m) in the input dtype with its row sum (the
+//               activation's add-reduce); alpha = exp(m_old - m);
+//   6. Tensor:  p^T per 128-key block by a matmul against the identity
+//               (made on chip by iota + affine_select), copied to SBUF;
+//   7. Tensor:  p v accumulated over the chunk's blocks in a PSUM bank;
+//   8. Vector:  l = l alpha + rowsum, o = o alpha + p v (fp32, SBUF);
+// then out = o / l in the input dtype, DMA'd out. The waits come from a
+// DependencyTracker (buffers double-buffered by chunk and by Q tile parity).
+//
+// HBM tensors, in order: "q" [B, L, E], "k" [B, S, E], "v" [B, S, Ev],
+// "out" [B, L, Ev] (all `dtype`, row-major), and with save_stats the fp32
+// "row_max" and "row_sum" [B, L] (m in scaled-score units and l, so the
+// log-sum-exp a backward recomputes from is m + ln l).
+#pragma once
+
+#include "absl/status/status.h"
+#include "lib/backends/neuron/TileProgram.h"
+
+namespace mstep::neuron {
+
+struct AttentionShape {
+  int64_t batch = 1; ///< batch x heads, flattened
+  int64_t q_len = 0, kv_len = 0;
+  int64_t head_dim = 0, value_dim = 0;
+  DType dtype = DType::bf16;
+  float scale = 1.0f;
+  bool causal = false; ///< key j excluded from query row i when j > i
+  bool save_stats = false;
+};
+
+/// OK, or why attention_forward_program cannot tile `shape`.
+absl::Status attention_tileable(const AttentionShape& shape);
+
+/// The program (attention_tileable(shape) must be OK).
+TileProgram attention_forward_program(const AttentionShape& shape);
+
+} // namespace mstep::neuron
