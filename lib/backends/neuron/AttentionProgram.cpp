@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/DependencyTracker.h"
@@ -97,22 +98,28 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     kT[h] = sbuf(S * es, absl::StrCat("kT", h));
     vv[h] = sbuf(kblocks * Ev * es, absl::StrCat("v", h));
   }
-  // Per chunk parity g.
-  int32_t s_ps[2], s_sb[2], p_sb[2], pT_ps[2], pT_sb[2], pv_ps[2];
-  int32_t m[2], mc[2], negm[2], rowsum[2], alpha[2], l[2];
-  for (int g = 0; g < 2; ++g) {
+  // Stage A buffers (scores, p, the row statistics) rotate over 3 chunks,
+  // stage B's (p^T, p v) over 2: stage A of chunk n+1 is emitted before
+  // stage B of chunk n, which still reads chunk n-1's l.
+  constexpr int kRing = 3;
+  int32_t s_ps[kRing], s_sb[kRing], p_sb[kRing];
+  int32_t m[kRing], mc[kRing], negm[kRing], rowsum[kRing], alpha[kRing], l[kRing];
+  for (int g = 0; g < kRing; ++g) {
     s_ps[g] = psum(absl::StrCat("scores", g));
-    pT_ps[g] = psum(absl::StrCat("pT_psum", g));
-    pv_ps[g] = psum(absl::StrCat("pv", g));
     s_sb[g] = sbuf(kChunk * 4, absl::StrCat("s", g));
     p_sb[g] = sbuf(kChunk * es, absl::StrCat("p", g));
-    pT_sb[g] = sbuf(kChunk * es, absl::StrCat("pT", g));
     m[g] = sbuf(4, absl::StrCat("m", g));
     mc[g] = sbuf(4, absl::StrCat("m_chunk", g));
     negm[g] = sbuf(4, absl::StrCat("neg_m", g));
     rowsum[g] = sbuf(4, absl::StrCat("rowsum", g));
     alpha[g] = sbuf(4, absl::StrCat("alpha", g));
     l[g] = sbuf(4, absl::StrCat("l", g));
+  }
+  int32_t pT_ps[2], pT_sb[2], pv_ps[2];
+  for (int g = 0; g < 2; ++g) {
+    pT_ps[g] = psum(absl::StrCat("pT_psum", g));
+    pv_ps[g] = psum(absl::StrCat("pv", g));
+    pT_sb[g] = sbuf(kChunk * es, absl::StrCat("pT", g));
   }
   // Per Q tile parity t.
   int32_t o_run[2], o_out[2];
@@ -145,104 +152,126 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     }
   };
 
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  int64_t chunk_counter = 0, tile_counter = 0;
-  load_head(0);
-  for (int64_t h = 0; h < s.batch; ++h) {
-    if (h + 1 < s.batch) load_head(h + 1);
-    const int hs = static_cast<int>(h % 2);
-    for (int64_t q0 = 0; q0 < L; q0 += kBlock) {
+  // Every (batch-head, Q tile, key chunk) the program computes, in order;
+  // causal: chunks wholly above the diagonal (every key > every row) are
+  // skipped, so the first chunk of a tile (keys from 0) is never empty.
+  struct Chunk {
+    int64_t h, q0, rows, tile, k0, w;
+    bool first, last, diagonal;
+  };
+  std::vector<Chunk> chunks;
+  int64_t tiles = 0;
+  for (int64_t h = 0; h < s.batch; ++h)
+    for (int64_t q0 = 0; q0 < L; q0 += kBlock, ++tiles) {
       const int64_t rows = std::min(kBlock, L - q0);
-      const int t = static_cast<int>(tile_counter++ % 2);
-      int g = 0;
-      for (int64_t k0 = 0; k0 < S; k0 += kChunk) {
-        if (s.causal && k0 > q0 + rows - 1) break; // every key above every row
+      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
         const int64_t w = std::min(kChunk, S - k0);
-        const bool first = k0 == 0;
-        const bool diagonal = s.causal && k0 + w - 1 > q0;
-        g = static_cast<int>(chunk_counter++ % 2);
-        const int pg = 1 - g; // the previous chunk of this Q tile
-        // 1-2. Scores, scaled into SBUF.
-        deps.track(b.matmul(ps(s_ps[g], rows, 0, w), sb(qT[hs], dt, E, q0, rows),
-                            sb(kT[hs], dt, E, k0, w), false));
-        deps.track(b.activation(sb(s_sb[g], DType::f32, rows, 0, w), ps(s_ps[g], rows, 0, w),
-                                ActivationFunction::identity, s.scale));
-        // 3. Causal mask: keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
-        if (diagonal)
-          deps.track(b.affine_select(sb(s_sb[g], DType::f32, rows, 0, w),
-                                     sb(s_sb[g], DType::f32, rows, 0, w),
-                                     AffineExpr{q0 - k0, 1, {-1}}, CmpOp::greater_equal,
-                                     kNegInf));
-        // 4. Running max.
-        const AccessPattern scores = sb(s_sb[g], DType::f32, rows, 0, w);
-        auto col = [&](int32_t alloc) { return sb(alloc, DType::f32, rows, 0, 1); };
-        if (first) {
-          deps.track(b.tensor_reduce(Engine::vector, col(m[g]), scores, AluOp::max));
-        } else {
-          deps.track(b.tensor_reduce(Engine::vector, col(mc[g]), scores, AluOp::max));
-          deps.track(b.tensor_tensor(Engine::vector, col(m[g]), col(m[pg]), col(mc[g]),
-                                     AluOp::max));
-        }
-        deps.track(b.tensor_scalar(Engine::vector, col(negm[g]), col(m[g]), AluOp::multiply, -1));
-        // 5. p = exp(s - m) with its row sum; alpha = exp(m_old - m).
-        {
-          const int64_t i = b.activation(sb(p_sb[g], dt, rows, 0, w), scores,
-                                         ActivationFunction::exp);
-          b.at(i).bias = col(negm[g]);
-          b.at(i).accum = col(first ? l[g] : rowsum[g]);
-          deps.track(i);
-        }
-        if (!first) {
-          const int64_t i = b.activation(col(alpha[g]), col(m[pg]), ActivationFunction::exp);
-          b.at(i).bias = col(negm[g]);
-          deps.track(i);
-        }
-        // 6. p^T per 128-key block, [keys, rows] side by side in one PSUM bank.
-        const int64_t blocks = ceil_div(w, kBlock);
-        for (int64_t blk = 0; blk < blocks; ++blk) {
-          const int64_t kb = std::min(kBlock, w - blk * kBlock);
-          deps.track(b.matmul(ps(pT_ps[g], kb, blk * rows, rows),
-                              sb(p_sb[g], dt, rows, blk * kBlock, kb),
-                              sb(ident, dt, rows, 0, rows), false));
-        }
-        const int64_t kparts = std::min(kBlock, w);
-        deps.track(b.tensor_copy(Engine::vector, sb(pT_sb[g], dt, kparts, 0, blocks * rows),
-                                 ps(pT_ps[g], kparts, 0, blocks * rows)));
-        // 7. p v over the chunk's blocks.
-        for (int64_t blk = 0; blk < blocks; ++blk) {
-          const int64_t kb = std::min(kBlock, w - blk * kBlock);
-          deps.track(b.matmul(ps(pv_ps[g], rows, 0, Ev), sb(pT_sb[g], dt, kb, blk * rows, rows),
-                              sb(vv[hs], dt, kb, (k0 / kBlock + blk) * Ev, Ev), blk > 0));
-        }
-        // 8. l and o.
-        const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
-        if (first) {
-          deps.track(b.tensor_copy(Engine::vector, o, ps(pv_ps[g], rows, 0, Ev)));
-        } else {
-          deps.track(b.tensor_tensor(Engine::vector, col(l[g]), col(l[pg]), col(alpha[g]),
-                                     AluOp::multiply));
-          deps.track(b.tensor_tensor(Engine::vector, col(l[g]), col(l[g]), col(rowsum[g]),
-                                     AluOp::add));
-          deps.track(b.tensor_tensor(Engine::vector, o, o, broadcast(alpha[g], rows, Ev),
-                                     AluOp::multiply));
-          deps.track(
-              b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g], rows, 0, Ev), AluOp::add));
-        }
+        chunks.push_back({h, q0, rows, tiles, k0, w, k0 == 0, false, s.causal && k0 + w - 1 > q0});
       }
-      // out = o / l, stored; the statistics when asked for.
-      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev),
-                                 sb(o_run[t], DType::f32, rows, 0, Ev), broadcast(l[g], rows, Ev),
-                                 AluOp::divide));
-      const int64_t row0 = h * L + q0;
-      const int32_t r = static_cast<int32_t>(rows);
-      deps.track(b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[t], dt, rows, 0, Ev)));
-      if (s.save_stats) {
-        deps.track(b.dma_copy(hbm_rows(max_hbm, DType::f32, 1, row0, r, 0, 1),
-                              sb(m[g], DType::f32, rows, 0, 1)));
-        deps.track(b.dma_copy(hbm_rows(sum_hbm, DType::f32, 1, row0, r, 0, 1),
-                              sb(l[g], DType::f32, rows, 0, 1)));
-      }
+      chunks.back().last = true;
     }
+
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  auto col = [&](int32_t alloc, int64_t rows) { return sb(alloc, DType::f32, rows, 0, 1); };
+  // Stage A of chunk n: scores, mask, running max, p and its row sum, alpha.
+  auto stage_a = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
+    const int pg = static_cast<int>((n + kRing - 1) % kRing); // chunk n-1: same tile unless first
+    const int64_t rows = c.rows, w = c.w;
+    // 1-2. Scores, scaled into SBUF.
+    deps.track(b.matmul(ps(s_ps[g], rows, 0, w), sb(qT[hs], dt, E, c.q0, rows),
+                        sb(kT[hs], dt, E, c.k0, w), false));
+    deps.track(b.activation(sb(s_sb[g], DType::f32, rows, 0, w), ps(s_ps[g], rows, 0, w),
+                            ActivationFunction::identity, s.scale));
+    // 3. Causal mask: keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
+    const AccessPattern scores = sb(s_sb[g], DType::f32, rows, 0, w);
+    if (c.diagonal)
+      deps.track(b.affine_select(scores, scores, AffineExpr{c.q0 - c.k0, 1, {-1}},
+                                 CmpOp::greater_equal, kNegInf));
+    // 4. Running max (scaled-score units).
+    if (c.first) {
+      deps.track(b.tensor_reduce(Engine::vector, col(m[g], rows), scores, AluOp::max));
+    } else {
+      deps.track(b.tensor_reduce(Engine::vector, col(mc[g], rows), scores, AluOp::max));
+      deps.track(b.tensor_tensor(Engine::vector, col(m[g], rows), col(m[pg], rows),
+                                 col(mc[g], rows), AluOp::max));
+    }
+    deps.track(
+        b.tensor_scalar(Engine::vector, col(negm[g], rows), col(m[g], rows), AluOp::multiply, -1));
+    // 5. p = exp(s - m) with its row sum (the tile's l when first); alpha = exp(m_old - m).
+    int64_t i = b.activation(sb(p_sb[g], dt, rows, 0, w), scores, ActivationFunction::exp);
+    b.at(i).bias = col(negm[g], rows);
+    b.at(i).accum = col(c.first ? l[g] : rowsum[g], rows);
+    deps.track(i);
+    if (!c.first) {
+      i = b.activation(col(alpha[g], rows), col(m[pg], rows), ActivationFunction::exp);
+      b.at(i).bias = col(negm[g], rows);
+      deps.track(i);
+    }
+  };
+  // Stage B of chunk n: p^T, p v, l and o; after a tile's last chunk, out = o / l.
+  auto stage_b = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
+    const int pg = static_cast<int>((n + kRing - 1) % kRing), g2 = static_cast<int>(n % 2);
+    const int t = static_cast<int>(c.tile % 2);
+    const int64_t rows = c.rows, w = c.w;
+    // 6. p^T per 128-key block, [keys, rows] side by side in one PSUM bank,
+    //    copied to SBUF by the Scalar engine (the Vector engine is the busier).
+    const int64_t blocks = ceil_div(w, kBlock);
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t kb = std::min(kBlock, w - blk * kBlock);
+      deps.track(b.matmul(ps(pT_ps[g2], kb, blk * rows, rows),
+                          sb(p_sb[g], dt, rows, blk * kBlock, kb), sb(ident, dt, rows, 0, rows),
+                          false));
+    }
+    const int64_t kparts = std::min(kBlock, w);
+    deps.track(b.tensor_copy(Engine::scalar, sb(pT_sb[g2], dt, kparts, 0, blocks * rows),
+                             ps(pT_ps[g2], kparts, 0, blocks * rows)));
+    // 7. p v over the chunk's blocks.
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t kb = std::min(kBlock, w - blk * kBlock);
+      deps.track(b.matmul(ps(pv_ps[g2], rows, 0, Ev), sb(pT_sb[g2], dt, kb, blk * rows, rows),
+                          sb(vv[hs], dt, kb, (c.k0 / kBlock + blk) * Ev, Ev), blk > 0));
+    }
+    // 8. l = l alpha + rowsum; o = o alpha + p v.
+    const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
+    if (c.first) {
+      deps.track(b.tensor_copy(Engine::vector, o, ps(pv_ps[g2], rows, 0, Ev)));
+    } else {
+      deps.track(b.tensor_tensor(Engine::vector, col(l[g], rows), col(l[pg], rows),
+                                 col(alpha[g], rows), AluOp::multiply));
+      deps.track(b.tensor_tensor(Engine::vector, col(l[g], rows), col(l[g], rows),
+                                 col(rowsum[g], rows), AluOp::add));
+      deps.track(b.tensor_tensor(Engine::vector, o, o, broadcast(alpha[g], rows, Ev),
+                                 AluOp::multiply));
+      deps.track(b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g2], rows, 0, Ev), AluOp::add));
+    }
+    if (!c.last) return;
+    // out = o / l, stored; the statistics when asked for.
+    deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
+                               broadcast(l[g], rows, Ev), AluOp::divide));
+    const int64_t row0 = c.h * L + c.q0;
+    const int32_t r = static_cast<int32_t>(rows);
+    deps.track(
+        b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[t], dt, rows, 0, Ev)));
+    if (s.save_stats) {
+      deps.track(b.dma_copy(hbm_rows(max_hbm, DType::f32, 1, row0, r, 0, 1), col(m[g], rows)));
+      deps.track(b.dma_copy(hbm_rows(sum_hbm, DType::f32, 1, row0, r, 0, 1), col(l[g], rows)));
+    }
+  };
+
+  // Software pipelined: stage A of chunk n, then stage B of chunk n-1; the
+  // next batch-head's operands load once the previous one's last reader is
+  // emitted (its slot is free then).
+  load_head(0);
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  for (int64_t n = 0; n <= n_chunks; ++n) {
+    if (n < n_chunks) stage_a(n);
+    if (n > 0) stage_b(n - 1);
+    const bool head_starts = n < n_chunks && (n == 0 || chunks[n].h != chunks[n - 1].h);
+    if (head_starts && chunks[n].h + 1 < s.batch) load_head(chunks[n].h + 1);
   }
   return b.take();
 }
