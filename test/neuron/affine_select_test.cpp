@@ -35,9 +35,9 @@ TEST(NeuronAffineSelect, IotaAndSelectValues) {
       EXPECT_EQ(got[p * 5 + x], p - x >= 1 ? float(3 + 2 * p - x) : -7.0f) << p << "," << x;
 }
 
-// cmp equal with a [[0, 2], [1, 3]] pattern over two free dims: a 2 x 3
-// block per partition kept where p == x + 3 y... the expression is
-// -p + y + 0 x here, kept where it is 0 (partition p keeps block row y = p).
+// cmp equal over two free dims [2, 3]: the expression -p + y (channel
+// multiplier -1, steps {1, 0}) is 0 where the block row y equals the
+// partition p, so partition p keeps its row y = p of ones, zeros elsewhere.
 TEST(NeuronAffineSelect, EqualOverTwoFreeDims) {
   TileBuilder b("affine_eq");
   const int32_t out = b.hbm_tensor("out", DType::bf16, 12);

@@ -93,27 +93,27 @@ TileProgram attention_forward_program(const AttentionShape& s) {
 
   // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev].
   int32_t qT[2], kT[2], vv[2];
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < std::min<int64_t>(2, s.batch); ++h) {
     qT[h] = sbuf(L * es, absl::StrCat("qT", h));
     kT[h] = sbuf(S * es, absl::StrCat("kT", h));
     vv[h] = sbuf(kblocks * Ev * es, absl::StrCat("v", h));
   }
-  // Stage A buffers (scores, p, the row statistics) rotate over 3 chunks,
-  // stage B's (p^T, p v) over 2: stage A of chunk n+1 is emitted before
-  // stage B of chunk n, which still reads chunk n-1's l.
+  // Per chunk, rotating: scores, p and the row statistics over 3 chunks
+  // (stage 2 of chunk n+2 runs ahead of stage 4 of chunk n, which reads
+  // chunk n-1's l), p^T and p v over 2.
   constexpr int kRing = 3;
   int32_t s_ps[kRing], s_sb[kRing], p_sb[kRing];
-  int32_t m[kRing], mc[kRing], negm[kRing], rowsum[kRing], alpha[kRing], l[kRing];
+  int32_t negm[kRing], mc[kRing], rowsum[kRing], alpha[kRing], l[kRing], m[kRing];
   for (int g = 0; g < kRing; ++g) {
     s_ps[g] = psum(absl::StrCat("scores", g));
     s_sb[g] = sbuf(kChunk * 4, absl::StrCat("s", g));
     p_sb[g] = sbuf(kChunk * es, absl::StrCat("p", g));
-    m[g] = sbuf(4, absl::StrCat("m", g));
-    mc[g] = sbuf(4, absl::StrCat("m_chunk", g));
     negm[g] = sbuf(4, absl::StrCat("neg_m", g));
+    mc[g] = sbuf(4, absl::StrCat("chunk_neg_m", g));
     rowsum[g] = sbuf(4, absl::StrCat("rowsum", g));
     alpha[g] = sbuf(4, absl::StrCat("alpha", g));
     l[g] = sbuf(4, absl::StrCat("l", g));
+    m[g] = s.save_stats ? sbuf(4, absl::StrCat("m", g)) : -1;
   }
   int32_t pT_ps[2], pT_sb[2], pv_ps[2];
   for (int g = 0; g < 2; ++g) {
@@ -173,53 +173,64 @@ TileProgram attention_forward_program(const AttentionShape& s) {
 
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   auto col = [&](int32_t alloc, int64_t rows) { return sb(alloc, DType::f32, rows, 0, 1); };
-  // Stage A of chunk n: scores, mask, running max, p and its row sum, alpha.
-  auto stage_a = [&](int64_t n) {
+  // A chunk's scores stay in PSUM, unscaled, unless it needs the mask
+  // (GpSimd cannot read PSUM) or the scale is not positive (the max of the
+  // scaled scores is then not scale x the max).
+  auto in_psum = [&](const Chunk& c) { return !c.diagonal && s.scale > 0; };
+  // Stage 1: scores; scaled into SBUF and masked when the chunk crosses the diagonal.
+  auto stage1 = [&](int64_t n) {
     const Chunk& c = chunks[n];
     const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
-    const int pg = static_cast<int>((n + kRing - 1) % kRing); // chunk n-1: same tile unless first
-    const int64_t rows = c.rows, w = c.w;
-    // 1-2. Scores, scaled into SBUF.
-    deps.track(b.matmul(ps(s_ps[g], rows, 0, w), sb(qT[hs], dt, E, c.q0, rows),
-                        sb(kT[hs], dt, E, c.k0, w), false));
-    deps.track(b.activation(sb(s_sb[g], DType::f32, rows, 0, w), ps(s_ps[g], rows, 0, w),
-                            ActivationFunction::identity, s.scale));
-    // 3. Causal mask: keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
-    const AccessPattern scores = sb(s_sb[g], DType::f32, rows, 0, w);
+    deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
+                        sb(kT[hs], dt, E, c.k0, c.w), false));
+    if (in_psum(c)) return;
+    const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
+    deps.track(b.activation(scores, ps(s_ps[g], c.rows, 0, c.w), ActivationFunction::identity,
+                            s.scale));
+    // Keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
     if (c.diagonal)
       deps.track(b.affine_select(scores, scores, AffineExpr{c.q0 - c.k0, 1, {-1}},
                                  CmpOp::greater_equal, kNegInf));
-    // 4. Running max (scaled-score units).
+  };
+  // Stage 2: the running max, kept negated (-m, the exp's bias); p = exp(s - m)
+  // with its row sum (the tile's l when first); alpha = exp(m_old - m).
+  auto stage2 = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int g = static_cast<int>(n % kRing), pg = static_cast<int>((n + kRing - 1) % kRing);
+    const int64_t rows = c.rows;
+    const bool raw = in_psum(c);
+    const AccessPattern scores =
+        raw ? ps(s_ps[g], rows, 0, c.w) : sb(s_sb[g], DType::f32, rows, 0, c.w);
+    const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
+    deps.track(b.tensor_reduce(Engine::vector, col(mc[g], rows), scores, AluOp::max));
     if (c.first) {
-      deps.track(b.tensor_reduce(Engine::vector, col(m[g], rows), scores, AluOp::max));
+      deps.track(b.tensor_scalar(Engine::vector, col(negm[g], rows), col(mc[g], rows),
+                                 AluOp::multiply, to_neg_m));
     } else {
-      deps.track(b.tensor_reduce(Engine::vector, col(mc[g], rows), scores, AluOp::max));
-      deps.track(b.tensor_tensor(Engine::vector, col(m[g], rows), col(m[pg], rows),
-                                 col(mc[g], rows), AluOp::max));
+      deps.track(b.tensor_scalar(Engine::vector, col(mc[g], rows), col(mc[g], rows),
+                                 AluOp::multiply, to_neg_m));
+      deps.track(b.tensor_tensor(Engine::vector, col(negm[g], rows), col(negm[pg], rows),
+                                 col(mc[g], rows), AluOp::min));
     }
-    deps.track(
-        b.tensor_scalar(Engine::vector, col(negm[g], rows), col(m[g], rows), AluOp::multiply, -1));
-    // 5. p = exp(s - m) with its row sum (the tile's l when first); alpha = exp(m_old - m).
-    int64_t i = b.activation(sb(p_sb[g], dt, rows, 0, w), scores, ActivationFunction::exp);
+    int64_t i = b.activation(sb(p_sb[g], dt, rows, 0, c.w), scores, ActivationFunction::exp,
+                             raw ? s.scale : 1.0f);
     b.at(i).bias = col(negm[g], rows);
     b.at(i).accum = col(c.first ? l[g] : rowsum[g], rows);
     deps.track(i);
-    if (!c.first) {
-      i = b.activation(col(alpha[g], rows), col(m[pg], rows), ActivationFunction::exp);
+    if (!c.first) { // exp(-(-m_old) + (-m))
+      i = b.activation(col(alpha[g], rows), col(negm[pg], rows), ActivationFunction::exp, -1.0f);
       b.at(i).bias = col(negm[g], rows);
       deps.track(i);
     }
   };
-  // Stage B of chunk n: p^T, p v, l and o; after a tile's last chunk, out = o / l.
-  auto stage_b = [&](int64_t n) {
+  // Stage 3: p^T per 128-key block ([keys, rows] side by side in one PSUM
+  // bank, copied to SBUF by the Scalar engine: the Vector engine is the
+  // busier), then p v accumulated over the blocks.
+  auto stage3 = [&](int64_t n) {
     const Chunk& c = chunks[n];
     const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
-    const int pg = static_cast<int>((n + kRing - 1) % kRing), g2 = static_cast<int>(n % 2);
-    const int t = static_cast<int>(c.tile % 2);
-    const int64_t rows = c.rows, w = c.w;
-    // 6. p^T per 128-key block, [keys, rows] side by side in one PSUM bank,
-    //    copied to SBUF by the Scalar engine (the Vector engine is the busier).
-    const int64_t blocks = ceil_div(w, kBlock);
+    const int g2 = static_cast<int>(n % 2);
+    const int64_t rows = c.rows, w = c.w, blocks = ceil_div(w, kBlock);
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t kb = std::min(kBlock, w - blk * kBlock);
       deps.track(b.matmul(ps(pT_ps[g2], kb, blk * rows, rows),
@@ -229,13 +240,19 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     const int64_t kparts = std::min(kBlock, w);
     deps.track(b.tensor_copy(Engine::scalar, sb(pT_sb[g2], dt, kparts, 0, blocks * rows),
                              ps(pT_ps[g2], kparts, 0, blocks * rows)));
-    // 7. p v over the chunk's blocks.
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t kb = std::min(kBlock, w - blk * kBlock);
       deps.track(b.matmul(ps(pv_ps[g2], rows, 0, Ev), sb(pT_sb[g2], dt, kb, blk * rows, rows),
                           sb(vv[hs], dt, kb, (c.k0 / kBlock + blk) * Ev, Ev), blk > 0));
     }
-    // 8. l = l alpha + rowsum; o = o alpha + p v.
+  };
+  // Stage 4: l = l alpha + rowsum, o = o alpha + p v; after a tile's last
+  // chunk out = o / l, stored (and the statistics when asked for).
+  auto stage4 = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int g = static_cast<int>(n % kRing), pg = static_cast<int>((n + kRing - 1) % kRing);
+    const int g2 = static_cast<int>(n % 2), t = static_cast<int>(c.tile % 2);
+    const int64_t rows = c.rows;
     const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
     if (c.first) {
       deps.track(b.tensor_copy(Engine::vector, o, ps(pv_ps[g2], rows, 0, Ev)));
@@ -249,7 +266,6 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       deps.track(b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g2], rows, 0, Ev), AluOp::add));
     }
     if (!c.last) return;
-    // out = o / l, stored; the statistics when asked for.
     deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
                                broadcast(l[g], rows, Ev), AluOp::divide));
     const int64_t row0 = c.h * L + c.q0;
@@ -257,21 +273,31 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     deps.track(
         b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[t], dt, rows, 0, Ev)));
     if (s.save_stats) {
+      deps.track(b.tensor_scalar(Engine::vector, col(m[g], rows), col(negm[g], rows),
+                                 AluOp::multiply, -1.0f));
       deps.track(b.dma_copy(hbm_rows(max_hbm, DType::f32, 1, row0, r, 0, 1), col(m[g], rows)));
       deps.track(b.dma_copy(hbm_rows(sum_hbm, DType::f32, 1, row0, r, 0, 1), col(l[g], rows)));
     }
   };
 
-  // Software pipelined: stage A of chunk n, then stage B of chunk n-1; the
-  // next batch-head's operands load once the previous one's last reader is
-  // emitted (its slot is free then).
+  // Software pipelined, four chunks in flight: iteration i emits stage 4 of
+  // chunk i-3, 3 of i-2, 2 of i-1 and 1 of i, so each engine's queue
+  // interleaves independent chunks. A batch-head's slot is reloaded (for
+  // batch-head h + 2) once its last reader, stage 3 of its last chunk, is
+  // emitted.
   load_head(0);
+  if (s.batch > 1) load_head(1);
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
-  for (int64_t n = 0; n <= n_chunks; ++n) {
-    if (n < n_chunks) stage_a(n);
-    if (n > 0) stage_b(n - 1);
-    const bool head_starts = n < n_chunks && (n == 0 || chunks[n].h != chunks[n - 1].h);
-    if (head_starts && chunks[n].h + 1 < s.batch) load_head(chunks[n].h + 1);
+  for (int64_t i = 0; i < n_chunks + 3; ++i) {
+    if (i >= 3) stage4(i - 3);
+    if (i >= 2 && i - 2 < n_chunks) {
+      stage3(i - 2);
+      const Chunk& c = chunks[i - 2];
+      const bool head_done = i - 2 + 1 == n_chunks || chunks[i - 1].h != c.h;
+      if (head_done && c.h + 2 < s.batch) load_head(c.h + 2);
+    }
+    if (i >= 1 && i - 1 < n_chunks) stage2(i - 1);
+    if (i < n_chunks) stage1(i);
   }
   return b.take();
 }

@@ -5,21 +5,21 @@
 // Per batch-head, q^T and k^T ([E, L], [E, S]: head dim on the partitions,
 // by a transposing DMA access pattern) and v ([128 keys, S/128 blocks, Ev])
 // are loaded into SBUF, double-buffered across batch-heads. Per Q tile of
-// up to 128 rows and key chunk of up to 512 keys:
-//   1. Tensor:  S = q^T' k^T chunk into a PSUM bank [rows, 512] (fp32);
-//   2. Scalar:  s = scale * S into SBUF (fp32);
-//   3. GpSimd:  causal mask by affine_select (key > row -> -inf), only on
-//               chunks that cross the diagonal; chunks wholly above it are
-//               skipped;
-//   4. Vector:  the chunk's row max, the running max m (online softmax);
-//   5. Scalar:  p = exp(s - m) in the input dtype with its row sum (the
-//               activation's add-reduce); alpha = exp(m_old - m);
-//   6. Tensor:  p^T per 128-key block by a matmul against the identity
-//               (made on chip by iota + affine_select), copied to SBUF;
-//   7. Tensor:  p v accumulated over the chunk's blocks in a PSUM bank;
-//   8. Vector:  l = l alpha + rowsum, o = o alpha + p v (fp32, SBUF);
-// then out = o / l in the input dtype, DMA'd out. The waits come from a
-// DependencyTracker (buffers double-buffered by chunk and by Q tile parity).
+// up to 128 rows and key chunk of up to 512 keys, in four stages:
+//   1. Tensor:  S = q^T' k^T chunk into a PSUM bank [rows, 512] (fp32); a
+//               chunk crossing the causal diagonal is scaled into SBUF
+//               (Scalar) and masked by affine_select (GpSimd: key > row ->
+//               -inf); chunks wholly above the diagonal are skipped;
+//   2. Vector:  the chunk's row max, the running max m (online softmax);
+//      Scalar:  p = exp(scale S - m) in the input dtype with its row sum
+//               (the activation's add-reduce), alpha = exp(m_old - m);
+//   3. Tensor:  p^T per 128-key block by a matmul against the identity
+//               (made on chip by iota + affine_select), copied to SBUF
+//               (Scalar); p v accumulated over the blocks in a PSUM bank;
+//   4. Vector:  l = l alpha + rowsum, o = o alpha + p v (fp32, SBUF);
+// then out = o / l in the input dtype, DMA'd out. The stages of four
+// consecutive chunks are interleaved (software pipelining), the waits come
+// from a DependencyTracker.
 //
 // HBM tensors, in order: "q" [B, L, E], "k" [B, S, E], "v" [B, S, Ev],
 // "out" [B, L, Ev] (all `dtype`, row-major), and with save_stats the fp32

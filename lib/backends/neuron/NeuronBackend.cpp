@@ -72,6 +72,12 @@ public:
   size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   NeuronLoweringStats stats() const { return {num_lowered(), estimated_ns_}; }
+  std::vector<const TileProgram*> programs() const {
+    std::vector<const TileProgram*> out;
+    for (const auto& l : lowered_)
+      if (l) out.push_back(&l->program);
+    return out;
+  }
   size_t num_lowered() const {
     size_t k = 0;
     for (const auto& l : lowered_) k += l != nullptr;
@@ -181,6 +187,11 @@ absl::Status NeuronBackend::copy_out(const Buffer& src, void* dst, size_t bytes)
 NeuronLoweringStats lowering_stats(const Executable& exe) {
   const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
   return n ? n->stats() : NeuronLoweringStats{};
+}
+
+std::vector<const TileProgram*> lowered_programs(const Executable& exe) {
+  const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
+  return n ? n->programs() : std::vector<const TileProgram*>{};
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph) {

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "lib/backends/host/HostBuffer.h"
+#include "lib/backends/neuron/TileProgram.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Backend.h"
 
@@ -57,5 +59,8 @@ struct NeuronLoweringStats {
 };
 /// The stats of a make_neuron_executable result (zeros for any other).
 NeuronLoweringStats lowering_stats(const Executable& exe);
+/// The tile programs of a make_neuron_executable result, in node order
+/// (none for any other executable).
+std::vector<const TileProgram*> lowered_programs(const Executable& exe);
 
 } // namespace mstep::neuron
