@@ -10,6 +10,8 @@
 //   3. A fused self-attention forward at 4096 x 4096, head dim 128, bf16,
 //      one head, not causal: "under about 536 us". Nothing is fitted to it:
 //      the model times attention_forward_program with the parameters above.
+//      The public figure is an upper bound, so this point passes when the
+//      model is under it (+15%); its signed error is printed all the same.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -86,18 +88,20 @@ int main() {
     const char* name;
     double target_ns;
     const TileProgram* program;
+    bool upper_bound = false; ///< the public figure is "under about"
   };
   const Point points[] = {{"bf16 matmul 4096x8192x8192 (Trn1)", 6.97e6, &matmul},
                           {"one DMA engine, 32 KiB (trn2)", 1416, &dma},
-                          {"fused attention fwd 4096^2, d 128", 536e3, &attention}};
+                          {"fused attention fwd 4096^2, d 128", 536e3, &attention, true}};
   std::printf("%-36s %14s %14s %8s\n", "point", "public", "model", "error");
   bool ok = true;
   for (const Point& pt : points) {
     const double t = model_ns(*pt.program, params);
     const double err = (t - pt.target_ns) / pt.target_ns;
-    ok = ok && std::fabs(err) <= 0.15;
-    std::printf("%-36s %11.3f us %11.3f us %+7.1f%%\n", pt.name, pt.target_ns / 1e3, t / 1e3,
-                100 * err);
+    ok = ok && (pt.upper_bound ? err <= 0.15 : std::fabs(err) <= 0.15);
+    std::printf("%-36s %s%10.3f us %11.3f us %+7.1f%%%s\n", pt.name, pt.upper_bound ? "<" : " ",
+                pt.target_ns / 1e3, t / 1e3, 100 * err,
+                pt.upper_bound ? (err <= 0.15 ? "  (bound met)" : "  (bound exceeded)") : "");
   }
   absl::StatusOr<CostReport> mm = estimate_cost(matmul, params);
   std::printf("\nthe matmul program: %zu instructions; %s\n", matmul.instructions.size(),

@@ -18,9 +18,12 @@ TEST(NeuronAffineSelect, IotaAndSelectValues) {
   const int32_t out = b.hbm_tensor("out", DType::f32, 20);
   const int32_t t = b.allocate(BufferKind::sbuf, 5 * 4, "t");
   const int32_t u = b.allocate(BufferKind::sbuf, 5 * 4, "u");
-  auto tile = [&](int32_t a) { return tile_pattern(BufferKind::sbuf, a, DType::f32, 0, 4, 0, {{5, 1}}); };
+  auto tile = [&](int32_t a) {
+    return tile_pattern(BufferKind::sbuf, a, DType::f32, 0, 4, 0, {{5, 1}});
+  };
   const int64_t i = b.iota(tile(t), AffineExpr{3, 2, {-1}});
-  const int64_t s = b.affine_select(tile(u), tile(t), AffineExpr{-1, 1, {-1}}, CmpOp::greater_equal, -7.0f);
+  const int64_t s =
+      b.affine_select(tile(u), tile(t), AffineExpr{-1, 1, {-1}}, CmpOp::greater_equal, -7.0f);
   const int64_t st = b.dma_copy(hbm_rows(out, DType::f32, 5, 0, 4, 0, 5), tile(u));
   const int32_t s1 = b.semaphore(), s2 = b.semaphore();
   b.signal(i, s1);
@@ -61,8 +64,7 @@ TEST(NeuronAffineSelect, EqualOverTwoFreeDims) {
   const std::vector<BFloat16> got = values_of<BFloat16>(hbm[0]);
   for (int p = 0; p < 2; ++p)
     for (int y = 0; y < 2; ++y)
-      for (int x = 0; x < 3; ++x)
-        EXPECT_EQ(float(got[p * 6 + y * 3 + x]), y == p ? 1.0f : 0.0f);
+      for (int x = 0; x < 3; ++x) EXPECT_EQ(float(got[p * 6 + y * 3 + x]), y == p ? 1.0f : 0.0f);
 }
 
 TEST(NeuronAffineSelect, RunsOnGpSimdOnly) {

@@ -17,8 +17,8 @@ namespace mstep::neuron {
 namespace {
 
 using testing::bytes_of;
-using testing::values_of;
 using ::testing::HasSubstr;
+using testing::values_of;
 
 /// Random values in [-1, 1], already rounded to `dtype` (so the host
 /// reference sees exactly what the program sees).
@@ -102,9 +102,9 @@ void check_attention(const AttentionShape& s) {
   //   most 2^-9 max|v| in all, while l sums the unrounded p) and out is
   //   rounded to bf16 (2^-9); the host value is unrounded: 2^-8 in all,
   //   plus the fp32 term. A masking or rescaling error is far larger.
-  const double tol = s.dtype == DType::bf16
-                         ? std::ldexp(1.0, -8) + 4.0 * (s.head_dim + s.kv_len) * std::ldexp(1.0, -24)
-                         : 4.0 * (s.head_dim + s.kv_len) * std::ldexp(1.0, -24);
+  const double tol = s.dtype == DType::bf16 ? std::ldexp(1.0, -8) + 4.0 * (s.head_dim + s.kv_len) *
+                                                                        std::ldexp(1.0, -24)
+                                            : 4.0 * (s.head_dim + s.kv_len) * std::ldexp(1.0, -24);
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want.out[i], tol)
         << "row " << i / s.value_dim << " column " << i % s.value_dim;
@@ -113,8 +113,8 @@ void check_attention(const AttentionShape& s) {
   for (size_t r = 0; r < m.size(); ++r) {
     // m is a maximum of fp32 scores; l a sum of fp32 exps (each <= 1).
     ASSERT_NEAR(m[r], want.row_max[r], 4.0 * s.head_dim * std::ldexp(1.0, -24)) << "row " << r;
-    ASSERT_NEAR(l[r], want.row_sum[r], 8.0 * (s.head_dim + s.kv_len) * std::ldexp(1.0, -24) *
-                                           want.row_sum[r])
+    ASSERT_NEAR(l[r], want.row_sum[r],
+                8.0 * (s.head_dim + s.kv_len) * std::ldexp(1.0, -24) * want.row_sum[r])
         << "row " << r;
   }
 }
@@ -133,8 +133,12 @@ AttentionShape shape(int64_t batch, int64_t L, int64_t S, int64_t E, DType dtype
 }
 
 // 200 rows: a full and a 72-row Q tile; 600 keys: a full and an 88-key chunk.
-TEST(NeuronAttention, F32RaggedHead64) { check_attention(shape(1, 200, 600, 64, DType::f32, false)); }
-TEST(NeuronAttention, F32CausalHead128) { check_attention(shape(2, 300, 300, 128, DType::f32, true)); }
+TEST(NeuronAttention, F32RaggedHead64) {
+  check_attention(shape(1, 200, 600, 64, DType::f32, false));
+}
+TEST(NeuronAttention, F32CausalHead128) {
+  check_attention(shape(2, 300, 300, 128, DType::f32, true));
+}
 TEST(NeuronAttention, Bf16RaggedHead128) {
   check_attention(shape(1, 257, 129, 128, DType::bf16, false));
 }
@@ -175,6 +179,20 @@ TEST(NeuronAttention, CausalSkipsTilesAboveTheDiagonal) {
   absl::StatusOr<CostReport> a = estimate_cost(full), b = estimate_cost(causal);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_LT(b->total_ns, a->total_ns);
+}
+
+// Issue 19's third calibration point: a fused self-attention forward at
+// 4096 x 4096, head dim 128, bf16 runs "in under about 536 us". The model
+// (nothing fitted to this point) must meet the bound, within the 15% the
+// issue allows; bench/neuron_calibration prints the estimate and error.
+TEST(NeuronAttention, CalibrationPointMeetsThePublicBound) {
+  AttentionShape s = shape(1, 4096, 4096, 128, DType::bf16, false);
+  absl::StatusOr<CostReport> r = estimate_cost(attention_forward_program(s));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(r->total_ns, 536e3 * 1.15) << r->summary();
+  // No faster than the Tensor engine's share alone: 4 L S d useful FLOPs
+  // at the bf16 peak (2 x 128 x 128 x 2.8 GHz).
+  EXPECT_GT(r->total_ns, 4.0 * 4096 * 4096 * 128 / (2.0 * 128 * 128 * 2.8)) << r->summary();
 }
 
 TEST(NeuronAttention, UntileableShapesSayWhy) {

@@ -118,11 +118,11 @@ TEST(NeuronNkiSource, AttentionGolden) {
       std::filesystem::path(MSTEP_NEURON_GOLDEN_DIR) / "attention_fwd_causal.py";
   const std::filesystem::path fresh = scratch_dir() / "attention_fwd_causal.py";
   std::ofstream(fresh) << src;
-  ASSERT_TRUE(std::filesystem::exists(golden)) << golden << " missing; the generated one is "
-                                               << fresh;
-  EXPECT_TRUE(read(golden) == src) << "the attention kernel's NKI source differs from " << golden
-                                   << ": diff " << golden << " " << fresh
-                                   << " (cp the new one over it if the change is intended)";
+  ASSERT_TRUE(std::filesystem::exists(golden))
+      << golden << " missing; the generated one is " << fresh;
+  EXPECT_TRUE(read(golden) == src)
+      << "the attention kernel's NKI source differs from " << golden << ": diff " << golden << " "
+      << fresh << " (cp the new one over it if the change is intended)";
   expect_valid_python(golden.string());
 }
 

@@ -39,8 +39,7 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   s.dtype = q.dtype;
   s.scale = static_cast<float>(attr_double(attrs, AttrName::scale));
   s.causal = attr_int_or(attrs, AttrName::is_causal, 0) != 0;
-  if (absl::Status ok = attention_tileable(s); !ok.ok())
-    return refuse(ok.message());
+  if (absl::Status ok = attention_tileable(s); !ok.ok()) return refuse(ok.message());
   LoweredOp out;
   out.program = attention_forward_program(s);
   out.hbm_binding = {0, 1, 2, -1};

@@ -28,10 +28,9 @@ int64_t head_bytes(const AttentionShape& s) {
 
 absl::Status attention_tileable(const AttentionShape& s) {
   auto no = [&](auto... why) {
-    return absl::UnimplementedError(absl::StrCat("attention [", s.batch, ", L ", s.q_len, ", S ",
-                                                 s.kv_len, ", E ", s.head_dim, ", Ev ",
-                                                 s.value_dim, "] ", dtype_name(s.dtype),
-                                                 " not tiled: ", why...));
+    return absl::UnimplementedError(
+        absl::StrCat("attention [", s.batch, ", L ", s.q_len, ", S ", s.kv_len, ", E ", s.head_dim,
+                     ", Ev ", s.value_dim, "] ", dtype_name(s.dtype), " not tiled: ", why...));
   };
   if (s.dtype != DType::f32 && s.dtype != DType::bf16) return no("only f32 or bf16");
   if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.head_dim < 1 || s.value_dim < 1)
@@ -146,8 +145,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     for (int64_t kb = 0; kb < kblocks; ++kb) {
       const int64_t rows = std::min(kBlock, S - kb * kBlock);
       deps.track(b.dma_copy(sb(vv[hs], dt, rows, kb * Ev, Ev),
-                            hbm_rows(v_hbm, dt, Ev, h * S + kb * kBlock,
-                                     static_cast<int32_t>(rows), 0, Ev)),
+                            hbm_rows(v_hbm, dt, Ev, h * S + kb * kBlock, static_cast<int32_t>(rows),
+                                     0, Ev)),
                  /*partial_write=*/true);
     }
   };
@@ -185,8 +184,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
                         sb(kT[hs], dt, E, c.k0, c.w), false));
     if (in_psum(c)) return;
     const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
-    deps.track(b.activation(scores, ps(s_ps[g], c.rows, 0, c.w), ActivationFunction::identity,
-                            s.scale));
+    deps.track(
+        b.activation(scores, ps(s_ps[g], c.rows, 0, c.w), ActivationFunction::identity, s.scale));
     // Keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
     if (c.diagonal)
       deps.track(b.affine_select(scores, scores, AffineExpr{c.q0 - c.k0, 1, {-1}},
@@ -261,8 +260,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
                                  col(alpha[g], rows), AluOp::multiply));
       deps.track(b.tensor_tensor(Engine::vector, col(l[g], rows), col(l[g], rows),
                                  col(rowsum[g], rows), AluOp::add));
-      deps.track(b.tensor_tensor(Engine::vector, o, o, broadcast(alpha[g], rows, Ev),
-                                 AluOp::multiply));
+      deps.track(
+          b.tensor_tensor(Engine::vector, o, o, broadcast(alpha[g], rows, Ev), AluOp::multiply));
       deps.track(b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g2], rows, 0, Ev), AluOp::add));
     }
     if (!c.last) return;

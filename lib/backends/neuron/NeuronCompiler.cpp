@@ -24,7 +24,8 @@ public:
     auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
     if (!step) return absl::InvalidArgumentError("neuron backend: the module has no func @step");
     MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
-    MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe, make_neuron_executable(std::move(graph)));
+    MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> exe,
+                           make_neuron_executable(std::move(graph)));
     // MSTEP_DUMP_DIR: each tile program's NKI kernel (NkiSource.h); a dump
     // that cannot be written is reported, the step still runs.
     if (!options.dump_dir.empty())

@@ -20,11 +20,11 @@ namespace {
 /// A Python identifier from `name` (keywords and clashes get a suffix).
 std::string identifier(absl::string_view name, std::set<std::string>& taken) {
   static const std::set<std::string> kKeywords = {
-      "and",   "as",   "assert", "async", "await",  "break", "class",  "continue",
-      "def",   "del",  "elif",   "else",  "except", "False", "finally", "for",
-      "from",  "global", "if",   "import", "in",    "is",    "lambda", "None",
-      "nonlocal", "not", "or",   "pass",  "raise",  "return", "True",  "try",
-      "while", "with", "yield",  "math",  "nki",    "nisa",  "nl"};
+      "and",      "as",     "assert", "async",  "await",  "break",  "class",   "continue",
+      "def",      "del",    "elif",   "else",   "except", "False",  "finally", "for",
+      "from",     "global", "if",     "import", "in",     "is",     "lambda",  "None",
+      "nonlocal", "not",    "or",     "pass",   "raise",  "return", "True",    "try",
+      "while",    "with",   "yield",  "math",   "nki",    "nisa",   "nl"};
   std::string id;
   for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "t_" + id;
@@ -138,12 +138,13 @@ public:
 
 private:
   int64_t row_elements(int32_t alloc, DType d) const {
-    return std::max<int64_t>(
-        1, p_.allocations[alloc].bytes_per_partition / static_cast<int64_t>(element_size(d)));
+    return std::max<int64_t>(1, p_.allocations[alloc].bytes_per_partition /
+                                    static_cast<int64_t>(element_size(d)));
   }
   std::string pattern(const AccessPattern& ap, int64_t partition_step) const {
     std::vector<std::string> pairs = {absl::StrCat("[", partition_step, ", ", ap.partitions, "]")};
-    for (const FreeDim& d : ap.dims) pairs.push_back(absl::StrCat("[", d.stride, ", ", d.size, "]"));
+    for (const FreeDim& d : ap.dims)
+      pairs.push_back(absl::StrCat("[", d.stride, ", ", d.size, "]"));
     return absl::StrCat("[", absl::StrJoin(pairs, ", "), "]");
   }
   std::string operand(const AccessPattern& ap) const;
@@ -198,10 +199,10 @@ std::string Writer::statement(const Instruction& inst) const {
     return absl::StrCat(s, ", engine=", nisa_engine(inst.engine), ")");
   }
   case Opcode::activation: {
-    std::string s = absl::StrCat("nisa.activation(dst=", dst, ", op=", nl_activation(inst.function),
-                                 ", data=", src(0), ", bias=",
-                                 inst.bias ? operand(*inst.bias) : py_float(inst.bias_value),
-                                 ", scale=", py_float(inst.scale));
+    std::string s = absl::StrCat(
+        "nisa.activation(dst=", dst, ", op=", nl_activation(inst.function), ", data=", src(0),
+        ", bias=", inst.bias ? operand(*inst.bias) : py_float(inst.bias_value),
+        ", scale=", py_float(inst.scale));
     if (inst.accum)
       absl::StrAppend(&s, ", reduce_op=nl.add, reduce_res=", operand(*inst.accum),
                       ", reduce_cmd=nisa.reduce_cmd.reset_reduce");
@@ -211,8 +212,8 @@ std::string Writer::statement(const Instruction& inst) const {
     return absl::StrCat("nisa.tensor_copy(dst=", dst, ", src=", src(0),
                         ", engine=", nisa_engine(inst.engine), ")");
   case Opcode::tensor_reduce:
-    return absl::StrCat("nisa.tensor_reduce(dst=", dst, ", op=", nl_alu(inst.alu), ", data=",
-                        src(0), ", axis=(", inst.srcs[0].dims.size(), ",))");
+    return absl::StrCat("nisa.tensor_reduce(dst=", dst, ", op=", nl_alu(inst.alu),
+                        ", data=", src(0), ", axis=(", inst.srcs[0].dims.size(), ",))");
   case Opcode::iota:
     return absl::StrCat("nisa.iota(dst=", dst, ", ", affine(), ")");
   case Opcode::affine_select:
@@ -246,13 +247,15 @@ std::string Writer::source() const {
   for (size_t a = 0; a < p_.allocations.size(); ++a) {
     const Allocation& al = p_.allocations[a];
     const bool psum = al.kind == BufferKind::psum;
-    const std::string live =
-        al.released_at == std::numeric_limits<int64_t>::max() ? "end" : absl::StrCat(al.released_at);
-    absl::StrAppend(&out, "    ", alloc_names_[a], " = nl.ndarray((nl.par_dim(", kPartitions,
-                    "), ", row_elements(static_cast<int32_t>(a), alloc_dtype_[a]),
-                    "), dtype=", nl_dtype(alloc_dtype_[a]), ", buffer=", psum ? "nl.psum" : "nl.sbuf",
-                    ")  # bytes [", al.byte_offset, ", ", al.byte_offset + al.bytes_per_partition,
-                    "), live [", al.allocated_at, ", ", live, ")\n");
+    const std::string live = al.released_at == std::numeric_limits<int64_t>::max()
+                                 ? "end"
+                                 : absl::StrCat(al.released_at);
+    absl::StrAppend(&out, "    ", alloc_names_[a], " = nl.ndarray((nl.par_dim(", kPartitions, "), ",
+                    row_elements(static_cast<int32_t>(a), alloc_dtype_[a]),
+                    "), dtype=", nl_dtype(alloc_dtype_[a]),
+                    ", buffer=", psum ? "nl.psum" : "nl.sbuf", ")  # bytes [", al.byte_offset, ", ",
+                    al.byte_offset + al.bytes_per_partition, "), live [", al.allocated_at, ", ",
+                    live, ")\n");
   }
   for (size_t i = 0; i < p_.instructions.size(); ++i) {
     const Instruction& inst = p_.instructions[i];

@@ -169,10 +169,10 @@ void Checker::check_instruction(int64_t index) {
     return fail_at(index, "engine_opcode", opcode_name(inst.opcode), " does not run on ",
                    engine_name(inst.engine));
   // 2. Operand count and each operand.
-  const size_t want_srcs = inst.opcode == Opcode::iota ? 0
-                           : inst.opcode == Opcode::nc_matmul || inst.opcode == Opcode::tensor_tensor
-                               ? 2
-                               : 1;
+  const size_t want_srcs =
+      inst.opcode == Opcode::iota                                                ? 0
+      : inst.opcode == Opcode::nc_matmul || inst.opcode == Opcode::tensor_tensor ? 2
+                                                                                 : 1;
   if (inst.srcs.size() != want_srcs)
     return fail_at(index, "operands", inst.srcs.size(), " source operands, ",
                    opcode_name(inst.opcode), " takes ", want_srcs);
@@ -273,9 +273,8 @@ void Checker::check_instruction(int64_t index) {
   case Opcode::iota:
   case Opcode::affine_select:
     if (inst.affine.steps.size() != dst.dims.size())
-      return fail_at(index, "operands", opcode_name(inst.opcode), " has ",
-                     inst.affine.steps.size(), " affine steps for ", dst.dims.size(),
-                     " free dims of dst");
+      return fail_at(index, "operands", opcode_name(inst.opcode), " has ", inst.affine.steps.size(),
+                     " affine steps for ", dst.dims.size(), " free dims of dst");
     if (!same_shape(dst, src))
       return fail_at(index, "shape", "dst ", shape_text(dst), " and src ", shape_text(src),
                      " differ");

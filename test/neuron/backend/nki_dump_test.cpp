@@ -57,7 +57,8 @@ TEST(NeuronNkiDump, DumpDirGetsAnNkiKernelPerTileProgram) {
 
   // The same step on ref.
   Tensor rq = from_vector(qv, {2, 40, 16});
-  const std::vector<float> want = scaled_dot_product_attention(exp(rq), rq, rq, causal).to_vector<float>();
+  const std::vector<float> want =
+      scaled_dot_product_attention(exp(rq), rq, rq, causal).to_vector<float>();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
   std::filesystem::remove_all(dir);
