@@ -257,6 +257,14 @@ TEST(NeuronAttention, SdpaOptionsNotCoveredAreRefused) {
   EXPECT_EQ(low.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(low.status().message()),
               HasSubstr("neuron lowering: sdpa not tiled: an attention mask"));
+  // The backward is not tiled: refused, so it runs as a counted host fallback.
+  GraphNode grad = sdpa_node(t, false, false);
+  grad.op = OpKind::sdpa_grad;
+  const TensorType grad_types[] = {t, t, t, t};
+  low = lower_node(grad, grad_types);
+  ASSERT_FALSE(low.ok());
+  EXPECT_THAT(std::string(low.status().message()),
+              HasSubstr("sdpa_grad not tiled: the attention backward is not tiled yet"));
   const TensorType big{Shape({1, 64, 200}), DType::f32};
   const TensorType big_types[] = {big, big, big};
   low = lower_node(sdpa_node(big, false, false), big_types);

@@ -13,6 +13,8 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
     return absl::UnimplementedError(
         absl::StrCat("neuron lowering: ", op_name(node.op), " not tiled: ", why));
   };
+  if (node.op == OpKind::sdpa_grad)
+    return refuse("the attention backward is not tiled yet (it runs on the host)");
   if (node.op != OpKind::sdpa) return refuse("not an attention forward");
   const AttrList& attrs = node.attrs;
   if (attr_int_or(attrs, AttrName::has_mask, 0) != 0) return refuse("an attention mask");

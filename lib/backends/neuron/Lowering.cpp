@@ -288,7 +288,7 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
   LoweredOp out;
   if (node.op == OpKind::matmul) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_matmul(node, operand_types));
-  } else if (node.op == OpKind::sdpa) {
+  } else if (node.op == OpKind::sdpa || node.op == OpKind::sdpa_grad) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_attention(node, operand_types));
   } else {
     if (node.results.empty() || !tileable_dtype(node.results[0].dtype))
