@@ -24,6 +24,50 @@ int64_t head_bytes(const AttentionShape& s) {
   return es * (s.q_len + s.kv_len + ceil_div(s.kv_len, kBlock) * s.value_dim);
 }
 
+AccessPattern at(BufferKind kind, int32_t alloc, DType d, int64_t parts, int64_t offset,
+                 std::initializer_list<FreeDim> dims) {
+  return tile_pattern(kind, alloc, d, 0, static_cast<int32_t>(parts), offset, dims);
+}
+/// [parts, cols] at `offset` of each partition of an SBUF allocation.
+AccessPattern sb(int32_t alloc, DType d, int64_t parts, int64_t offset, int64_t cols) {
+  return at(BufferKind::sbuf, alloc, d, parts, offset, {{cols, 1}});
+}
+/// [parts, cols] fp32 at `offset` of a PSUM bank.
+AccessPattern ps(int32_t alloc, int64_t parts, int64_t offset, int64_t cols) {
+  return at(BufferKind::psum, alloc, DType::f32, parts, offset, {{cols, 1}});
+}
+/// Column `c` of an fp32 SBUF allocation, [parts, 1].
+AccessPattern column(int32_t alloc, int64_t parts, int64_t c = 0) {
+  return sb(alloc, DType::f32, parts, c, 1);
+}
+/// Column `c` of an fp32 SBUF allocation seen as [parts, cols] (free stride 0).
+AccessPattern broadcast(int32_t alloc, int64_t parts, int64_t cols, int64_t c = 0) {
+  return at(BufferKind::sbuf, alloc, DType::f32, parts, c, {{cols, 0}});
+}
+
+/// The [128, 128] identity in `dt` for transposes by nc_matmul: ones by
+/// iota, then the diagonal kept by affine_select.
+int32_t make_identity(TileBuilder& b, DependencyTracker& deps, DType dt) {
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int32_t ones = b.allocate(BufferKind::sbuf, kBlock * es, "ones");
+  const int32_t ident = b.allocate(BufferKind::sbuf, kBlock * es, "identity");
+  deps.track(b.iota(sb(ones, dt, kBlock, 0, kBlock), AffineExpr{1, 0, {0}}));
+  deps.track(b.affine_select(sb(ident, dt, kBlock, 0, kBlock), sb(ones, dt, kBlock, 0, kBlock),
+                             AffineExpr{0, 1, {-1}}, CmpOp::equal, 0.0f));
+  return ident;
+}
+
+/// Rows [row0, row0 + cols) of a row-major [..., row_len] HBM tensor,
+/// transposed: [row_len partitions, cols] (partition stride 1, free stride
+/// row_len).
+AccessPattern hbm_transposed(int32_t tensor, DType dt, int64_t row_len, int64_t row0,
+                             int64_t cols) {
+  AccessPattern from = tile_pattern(BufferKind::hbm, tensor, dt, 0, static_cast<int32_t>(row_len),
+                                    row0 * row_len, {{cols, row_len}});
+  from.partition_stride = 1;
+  return from;
+}
+
 } // namespace
 
 absl::Status attention_tileable(const AttentionShape& s) {
@@ -49,7 +93,6 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   const DType dt = s.dtype;
   const int64_t es = static_cast<int64_t>(element_size(dt));
   const int64_t L = s.q_len, S = s.kv_len, E = s.head_dim, Ev = s.value_dim;
-  const int32_t e_parts = static_cast<int32_t>(E);
   const int64_t kblocks = ceil_div(S, kBlock);
   TileBuilder b(s.causal ? "attention_fwd_causal" : "attention_fwd");
   DependencyTracker deps(b);
@@ -68,27 +111,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   auto psum = [&](std::string name) {
     return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
   };
-  auto at = [](BufferKind kind, int32_t alloc, DType d, int64_t parts, int64_t offset,
-               std::initializer_list<FreeDim> dims) {
-    return tile_pattern(kind, alloc, d, 0, static_cast<int32_t>(parts), offset, dims);
-  };
-  auto sb = [&](int32_t alloc, DType d, int64_t parts, int64_t offset, int64_t cols) {
-    return at(BufferKind::sbuf, alloc, d, parts, offset, {{cols, 1}});
-  };
-  auto ps = [&](int32_t alloc, int64_t parts, int64_t offset, int64_t cols) {
-    return at(BufferKind::psum, alloc, DType::f32, parts, offset, {{cols, 1}});
-  };
-  /// A [parts, 1] fp32 column seen as [parts, cols] (free stride 0).
-  auto broadcast = [&](int32_t alloc, int64_t parts, int64_t cols) {
-    return at(BufferKind::sbuf, alloc, DType::f32, parts, 0, {{cols, 0}});
-  };
-
-  // The identity for the P transposes: ones by iota, then the diagonal kept.
-  const int32_t ones = sbuf(kBlock * es, "ones");
-  const int32_t ident = sbuf(kBlock * es, "identity");
-  deps.track(b.iota(sb(ones, dt, kBlock, 0, kBlock), AffineExpr{1, 0, {0}}));
-  deps.track(b.affine_select(sb(ident, dt, kBlock, 0, kBlock), sb(ones, dt, kBlock, 0, kBlock),
-                             AffineExpr{0, 1, {-1}}, CmpOp::equal, 0.0f));
+  const int32_t ident = make_identity(b, deps, dt);
 
   // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev].
   int32_t qT[2], kT[2], vv[2];
@@ -134,10 +157,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     auto load_transposed = [&](int32_t dst, int32_t src, int64_t len) {
       for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
         const int64_t w = std::min(kChunk, len - c0);
-        AccessPattern from =
-            tile_pattern(BufferKind::hbm, src, dt, 0, e_parts, (h * len + c0) * E, {{w, E}});
-        from.partition_stride = 1;
-        deps.track(b.dma_copy(sb(dst, dt, E, c0, w), from), /*partial_write=*/true);
+        deps.track(b.dma_copy(sb(dst, dt, E, c0, w), hbm_transposed(src, dt, E, h * len + c0, w)),
+                   /*partial_write=*/true);
       }
     };
     load_transposed(qT[hs], q_hbm, L);
@@ -171,7 +192,6 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     }
 
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  auto col = [&](int32_t alloc, int64_t rows) { return sb(alloc, DType::f32, rows, 0, 1); };
   // A chunk's scores stay in PSUM, unscaled, unless it needs the mask
   // (GpSimd cannot read PSUM) or the scale is not positive (the max of the
   // scaled scores is then not scale x the max).
@@ -201,24 +221,24 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     const AccessPattern scores =
         raw ? ps(s_ps[g], rows, 0, c.w) : sb(s_sb[g], DType::f32, rows, 0, c.w);
     const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
-    deps.track(b.tensor_reduce(Engine::vector, col(mc[g], rows), scores, AluOp::max));
+    deps.track(b.tensor_reduce(Engine::vector, column(mc[g], rows), scores, AluOp::max));
     if (c.first) {
-      deps.track(b.tensor_scalar(Engine::vector, col(negm[g], rows), col(mc[g], rows),
+      deps.track(b.tensor_scalar(Engine::vector, column(negm[g], rows), column(mc[g], rows),
                                  AluOp::multiply, to_neg_m));
     } else {
-      deps.track(b.tensor_scalar(Engine::vector, col(mc[g], rows), col(mc[g], rows),
+      deps.track(b.tensor_scalar(Engine::vector, column(mc[g], rows), column(mc[g], rows),
                                  AluOp::multiply, to_neg_m));
-      deps.track(b.tensor_tensor(Engine::vector, col(negm[g], rows), col(negm[pg], rows),
-                                 col(mc[g], rows), AluOp::min));
+      deps.track(b.tensor_tensor(Engine::vector, column(negm[g], rows), column(negm[pg], rows),
+                                 column(mc[g], rows), AluOp::min));
     }
     int64_t i = b.activation(sb(p_sb[g], dt, rows, 0, c.w), scores, ActivationFunction::exp,
                              raw ? s.scale : 1.0f);
-    b.at(i).bias = col(negm[g], rows);
-    b.at(i).accum = col(c.first ? l[g] : rowsum[g], rows);
+    b.at(i).bias = column(negm[g], rows);
+    b.at(i).accum = column(c.first ? l[g] : rowsum[g], rows);
     deps.track(i);
     if (!c.first) { // exp(-(-m_old) + (-m))
-      i = b.activation(col(alpha[g], rows), col(negm[pg], rows), ActivationFunction::exp, -1.0f);
-      b.at(i).bias = col(negm[g], rows);
+      i = b.activation(column(alpha[g], rows), column(negm[pg], rows), ActivationFunction::exp, -1.0f);
+      b.at(i).bias = column(negm[g], rows);
       deps.track(i);
     }
   };
@@ -256,10 +276,10 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     if (c.first) {
       deps.track(b.tensor_copy(Engine::vector, o, ps(pv_ps[g2], rows, 0, Ev)));
     } else {
-      deps.track(b.tensor_tensor(Engine::vector, col(l[g], rows), col(l[pg], rows),
-                                 col(alpha[g], rows), AluOp::multiply));
-      deps.track(b.tensor_tensor(Engine::vector, col(l[g], rows), col(l[g], rows),
-                                 col(rowsum[g], rows), AluOp::add));
+      deps.track(b.tensor_tensor(Engine::vector, column(l[g], rows), column(l[pg], rows),
+                                 column(alpha[g], rows), AluOp::multiply));
+      deps.track(b.tensor_tensor(Engine::vector, column(l[g], rows), column(l[g], rows),
+                                 column(rowsum[g], rows), AluOp::add));
       deps.track(
           b.tensor_tensor(Engine::vector, o, o, broadcast(alpha[g], rows, Ev), AluOp::multiply));
       deps.track(b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g2], rows, 0, Ev), AluOp::add));
@@ -272,10 +292,10 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     deps.track(
         b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[t], dt, rows, 0, Ev)));
     if (s.save_stats) {
-      deps.track(b.tensor_scalar(Engine::vector, col(m[g], rows), col(negm[g], rows),
+      deps.track(b.tensor_scalar(Engine::vector, column(m[g], rows), column(negm[g], rows),
                                  AluOp::multiply, -1.0f));
-      deps.track(b.dma_copy(hbm_rows(max_hbm, DType::f32, 1, row0, r, 0, 1), col(m[g], rows)));
-      deps.track(b.dma_copy(hbm_rows(sum_hbm, DType::f32, 1, row0, r, 0, 1), col(l[g], rows)));
+      deps.track(b.dma_copy(hbm_rows(max_hbm, DType::f32, 1, row0, r, 0, 1), column(m[g], rows)));
+      deps.track(b.dma_copy(hbm_rows(sum_hbm, DType::f32, 1, row0, r, 0, 1), column(l[g], rows)));
     }
   };
 
