@@ -114,6 +114,9 @@ int main() {
               at->summary().c_str());
   std::printf("  attention Tensor utilization, q k^T and p v only: %.1f%%\n",
               100 * useful / (params.tensor_peak_flops * at->total_ns * 1e-9));
+  // Not a calibration point: the backward at the same shape, for reference.
+  absl::StatusOr<CostReport> bw = estimate_cost(attention_backward_program(attn_shape), params);
+  if (bw.ok()) std::printf("the attention backward (same shape): %s\n", bw->summary().c_str());
 
   // Simulator speed: a bf16 tiled matmul, element operations per second.
   const TiledMatmulShape shape{512, 1024, 1024, DType::bf16, DType::f32};

@@ -195,6 +195,110 @@ TEST(NeuronAttention, CalibrationPointMeetsThePublicBound) {
   EXPECT_GT(r->total_ns, 4.0 * 4096 * 4096 * 128 / (2.0 * 128 * 128 * 2.8)) << r->summary();
 }
 
+/// The backward in double: P = softmax, dV = P^T dO, dP = dO v^T,
+/// D = rowsum(P dP), dS = P (dP - D), dQ = scale dS k, dK = scale dS^T q;
+/// with each element's sum of |terms| (the scale of its rounding error).
+struct HostGrads {
+  std::vector<double> dq, dk, dv, dq_mag, dk_mag, dv_mag;
+};
+HostGrads host_backward(const AttentionShape& s, const std::vector<float>& g,
+                        const std::vector<float>& q, const std::vector<float>& k,
+                        const std::vector<float>& v) {
+  const int64_t L = s.q_len, S = s.kv_len, E = s.head_dim, Ev = s.value_dim;
+  HostGrads r;
+  for (auto* x : {&r.dq, &r.dq_mag}) x->assign(s.batch * L * E, 0);
+  for (auto* x : {&r.dk, &r.dk_mag}) x->assign(s.batch * S * E, 0);
+  for (auto* x : {&r.dv, &r.dv_mag}) x->assign(s.batch * S * Ev, 0);
+  std::vector<double> p(S), dp(S);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      const int64_t keys = s.causal ? std::min(S, i + 1) : S;
+      const float* qi = &q[(b * L + i) * E];
+      const float* gi = &g[(b * L + i) * Ev];
+      double m = -INFINITY, l = 0, d = 0;
+      for (int64_t j = 0; j < keys; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < E; ++e) dot += double(qi[e]) * k[(b * S + j) * E + e];
+        p[j] = s.scale * dot;
+        m = std::max(m, p[j]);
+      }
+      for (int64_t j = 0; j < keys; ++j) l += p[j] = std::exp(p[j] - m);
+      for (int64_t j = 0; j < keys; ++j) {
+        p[j] /= l;
+        dp[j] = 0;
+        for (int64_t e = 0; e < Ev; ++e) dp[j] += double(gi[e]) * v[(b * S + j) * Ev + e];
+        d += p[j] * dp[j];
+      }
+      for (int64_t j = 0; j < keys; ++j) {
+        const double ds = p[j] * (dp[j] - d);
+        for (int64_t e = 0; e < Ev; ++e) {
+          r.dv[(b * S + j) * Ev + e] += p[j] * gi[e];
+          r.dv_mag[(b * S + j) * Ev + e] += std::abs(p[j] * gi[e]);
+        }
+        for (int64_t e = 0; e < E; ++e) {
+          r.dq[(b * L + i) * E + e] += s.scale * ds * k[(b * S + j) * E + e];
+          r.dq_mag[(b * L + i) * E + e] += std::abs(s.scale * ds * k[(b * S + j) * E + e]);
+          r.dk[(b * S + j) * E + e] += s.scale * ds * qi[e];
+          r.dk_mag[(b * S + j) * E + e] += std::abs(s.scale * ds * qi[e]);
+        }
+      }
+    }
+  return r;
+}
+
+void check_backward(const AttentionShape& s) {
+  ASSERT_TRUE(attention_backward_tileable(s).ok()) << attention_backward_tileable(s);
+  const TileProgram program = attention_backward_program(s);
+  ASSERT_TRUE(validate(program).ok()) << validate(program);
+  const auto g = random_rounded(s.batch * s.q_len * s.value_dim, s.dtype, 4);
+  const auto q = random_rounded(s.batch * s.q_len * s.head_dim, s.dtype, 5);
+  const auto k = random_rounded(s.batch * s.kv_len * s.head_dim, s.dtype, 6);
+  const auto v = random_rounded(s.batch * s.kv_len * s.value_dim, s.dtype, 7);
+  HbmContents hbm(program.hbm.size());
+  hbm[0] = encode(g, s.dtype);
+  hbm[1] = encode(q, s.dtype);
+  hbm[2] = encode(k, s.dtype);
+  hbm[3] = encode(v, s.dtype);
+  for (size_t t = 4; t < hbm.size(); ++t)
+    hbm[t].resize(program.hbm[t].elements * element_size(program.hbm[t].dtype));
+  Simulator sim;
+  absl::StatusOr<SimulationStats> run = sim.run(program, hbm);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const HostGrads want = host_backward(s, g, q, k, v);
+  // Error relative to each element's sum of |terms|: f32 rounds the
+  // recomputed scores, exps, D and the sums over L or S keys (a few ulps
+  // per accumulated term: 16 (E + L + S) 2^-24); bf16 also rounds P and dS
+  // to bf16 before the matmuls (2 x 2^-9 per term) and the result (2^-9).
+  const double u = std::ldexp(1.0, -24);
+  const double rel = 16.0 * (s.head_dim + s.q_len + s.kv_len) * u +
+                     (s.dtype == DType::bf16 ? std::ldexp(1.0, -7) : 0.0);
+  const double out_rel = s.dtype == DType::bf16 ? std::ldexp(1.0, -8) : 0.0;
+  const char* names[] = {"dq", "dk", "dv"};
+  const std::vector<double>* wants[] = {&want.dq, &want.dk, &want.dv};
+  const std::vector<double>* mags[] = {&want.dq_mag, &want.dk_mag, &want.dv_mag};
+  for (int o = 0; o < 3; ++o) {
+    const std::vector<float> got = decode(hbm[4 + o], s.dtype);
+    ASSERT_EQ(got.size(), wants[o]->size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], (*wants[o])[i],
+                  rel * (*mags[o])[i] + out_rel * std::abs((*wants[o])[i]) + 1e-30)
+          << names[o] << " element " << i;
+  }
+}
+
+TEST(NeuronAttention, BackwardF32Ragged) {
+  check_backward(shape(1, 200, 300, 64, DType::f32, false));
+}
+TEST(NeuronAttention, BackwardF32CausalTwoHeads) {
+  check_backward(shape(2, 150, 280, 128, DType::f32, true));
+}
+// 600 rows over 130 keys and 100 rows over 700 keys (causal: the key
+// blocks past row 99 get zero dK and dV).
+TEST(NeuronAttention, BackwardBf16Causal) {
+  check_backward(shape(1, 600, 130, 64, DType::bf16, true));
+  check_backward(shape(1, 100, 700, 32, DType::bf16, true));
+}
+
 TEST(NeuronAttention, UntileableShapesSayWhy) {
   AttentionShape s = shape(1, 128, 128, 256, DType::bf16, false);
   EXPECT_THAT(std::string(attention_tileable(s).message()), HasSubstr("head dim E > 128"));
@@ -249,6 +353,22 @@ TEST(NeuronAttention, SdpaNodeLowersAndMatchesHost) {
     ASSERT_NEAR(out.data<float>()[i], want.out[i], 4.0 * (64 + 150) * std::ldexp(1.0, -24)) << i;
 }
 
+// sdpa_grad (operands grad_out, q, k, v; results dq, dk, dv) lowers to the
+// backward program, with the forward node's attrs.
+TEST(NeuronAttention, SdpaGradNodeLowers) {
+  const TensorType t{Shape({2, 3, 70, 32}), DType::bf16};
+  GraphNode grad = sdpa_node(t, true, false);
+  grad.op = OpKind::sdpa_grad;
+  grad.operands.push_back(ValueRef{3, 0});
+  grad.results = {t, t, t};
+  const TensorType types[] = {t, t, t, t};
+  absl::StatusOr<LoweredOp> low = lower_node(grad, types);
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_EQ(low->program.name, "attention_bwd_causal");
+  EXPECT_EQ(low->hbm_binding, (std::vector<int32_t>{0, 1, 2, 3, -1, -2, -3}));
+  EXPECT_GT(low->estimated_ns, 0);
+}
+
 TEST(NeuronAttention, SdpaOptionsNotCoveredAreRefused) {
   const TensorType t{Shape({1, 64, 32}), DType::f32};
   const TensorType types[] = {t, t, t, TensorType{Shape({64, 64}), DType::f32}};
@@ -257,14 +377,6 @@ TEST(NeuronAttention, SdpaOptionsNotCoveredAreRefused) {
   EXPECT_EQ(low.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(low.status().message()),
               HasSubstr("neuron lowering: sdpa not tiled: an attention mask"));
-  // The backward is not tiled: refused, so it runs as a counted host fallback.
-  GraphNode grad = sdpa_node(t, false, false);
-  grad.op = OpKind::sdpa_grad;
-  const TensorType grad_types[] = {t, t, t, t};
-  low = lower_node(grad, grad_types);
-  ASSERT_FALSE(low.ok());
-  EXPECT_THAT(std::string(low.status().message()),
-              HasSubstr("sdpa_grad not tiled: the attention backward is not tiled yet"));
   const TensorType big{Shape({1, 64, 200}), DType::f32};
   const TensorType big_types[] = {big, big, big};
   low = lower_node(sdpa_node(big, false, false), big_types);

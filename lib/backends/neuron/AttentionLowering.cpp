@@ -13,9 +13,8 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
     return absl::UnimplementedError(
         absl::StrCat("neuron lowering: ", op_name(node.op), " not tiled: ", why));
   };
-  if (node.op == OpKind::sdpa_grad)
-    return refuse("the attention backward is not tiled yet (it runs on the host)");
-  if (node.op != OpKind::sdpa) return refuse("not an attention forward");
+  const bool backward = node.op == OpKind::sdpa_grad;
+  if (!backward && node.op != OpKind::sdpa) return refuse("not an attention op");
   const AttrList& attrs = node.attrs;
   if (attr_int_or(attrs, AttrName::has_mask, 0) != 0) return refuse("an attention mask");
   if (attr_int_or(attrs, AttrName::has_valid_len, 0) != 0) return refuse("valid_seq_len");
@@ -23,10 +22,12 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   if (attr_int_or(attrs, AttrName::return_probs, 0) != 0 ||
       attr_int_or(attrs, AttrName::return_mask, 0) != 0)
     return refuse("returned probabilities or dropout mask");
-  if (attr_int_or(attrs, AttrName::recompute, 1) == 0 || node.results.size() != 1)
+  if (attr_int_or(attrs, AttrName::recompute, 1) == 0 || node.results.size() != (backward ? 3 : 1))
     return refuse("probabilities saved for the backward (recompute = 0)");
-  if (types.size() != 3) return refuse("operands other than q, k, v");
-  const TensorType &q = types[0], &k = types[1], &v = types[2];
+  // The backward's operands: grad_out, then the forward's q, k, v.
+  const size_t first = backward ? 1 : 0;
+  if (types.size() != first + 3) return refuse("operands other than q, k, v");
+  const TensorType &q = types[first], &k = types[first + 1], &v = types[first + 2];
   const int64_t r = q.shape.rank();
   if (r < 2 || k.shape.rank() != r || v.shape.rank() != r || q.dtype != k.dtype ||
       q.dtype != v.dtype || node.results[0].dtype != q.dtype)
@@ -41,10 +42,21 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   s.dtype = q.dtype;
   s.scale = static_cast<float>(attr_double(attrs, AttrName::scale));
   s.causal = attr_int_or(attrs, AttrName::is_causal, 0) != 0;
-  if (absl::Status ok = attention_tileable(s); !ok.ok()) return refuse(ok.message());
+  Shape out_shape = q.shape; // [..., L, Ev]
+  out_shape[r - 1] = s.value_dim;
+  if (backward && (types[0] != TensorType{out_shape, q.dtype} || node.results[1].dtype != q.dtype ||
+                   node.results[2].dtype != q.dtype))
+    return refuse(absl::StrCat("grad_out ", types[0].to_string(), " does not match the output"));
+  if (absl::Status ok = backward ? attention_backward_tileable(s) : attention_tileable(s); !ok.ok())
+    return refuse(ok.message());
   LoweredOp out;
-  out.program = attention_forward_program(s);
-  out.hbm_binding = {0, 1, 2, -1};
+  if (backward) {
+    out.program = attention_backward_program(s);
+    out.hbm_binding = {0, 1, 2, 3, -1, -2, -3};
+  } else {
+    out.program = attention_forward_program(s);
+    out.hbm_binding = {0, 1, 2, -1};
+  }
   return out;
 }
 

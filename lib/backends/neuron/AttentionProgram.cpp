@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/DependencyTracker.h"
 #include "lib/backends/neuron/TileBuilder.h"
+#include "mstep/core/Error.h"
 
 namespace mstep::neuron {
 
@@ -237,7 +238,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     b.at(i).accum = column(c.first ? l[g] : rowsum[g], rows);
     deps.track(i);
     if (!c.first) { // exp(-(-m_old) + (-m))
-      i = b.activation(column(alpha[g], rows), column(negm[pg], rows), ActivationFunction::exp, -1.0f);
+      i = b.activation(column(alpha[g], rows), column(negm[pg], rows), ActivationFunction::exp,
+                       -1.0f);
       b.at(i).bias = column(negm[g], rows);
       deps.track(i);
     }
@@ -317,6 +319,252 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     }
     if (i >= 1 && i - 1 < n_chunks) stage2(i - 1);
     if (i < n_chunks) stage1(i);
+  }
+  return b.take();
+}
+
+} // namespace mstep::neuron
+
+namespace mstep::neuron {
+
+namespace {
+
+/// SBUF bytes per partition of one batch-head's operands in the backward.
+int64_t backward_bytes(const AttentionShape& s) {
+  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
+  const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
+  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32); m, l, D per tile.
+  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (s.head_dim + s.value_dim) +
+               blocks * s.head_dim) +
+         4 * tiles * (s.head_dim + 6);
+}
+
+} // namespace
+
+absl::Status attention_backward_tileable(const AttentionShape& s) {
+  MSTEP_RETURN_IF_ERROR(attention_tileable(s));
+  if (s.value_dim > kMatmulMaxK)
+    return absl::UnimplementedError(absl::StrCat("attention backward: value dim Ev = ", s.value_dim,
+                                                 " > ", kMatmulMaxK, " (the dP contraction)"));
+  if (backward_bytes(s) > kSbufBytesPerPartition / 2)
+    return absl::UnimplementedError(
+        absl::StrCat("attention backward: one batch-head needs ", backward_bytes(s),
+                     " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2));
+  return absl::OkStatus();
+}
+
+TileProgram attention_backward_program(const AttentionShape& s) {
+  const DType dt = s.dtype;
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int64_t L = s.q_len, S = s.kv_len, E = s.head_dim, Ev = s.value_dim;
+  const int64_t tiles = ceil_div(L, kBlock), blocks = ceil_div(S, kBlock);
+  TileBuilder b(s.causal ? "attention_bwd_causal" : "attention_bwd");
+  DependencyTracker deps(b);
+  const int32_t do_hbm = b.hbm_tensor("grad_out", dt, s.batch * L * Ev);
+  const int32_t q_hbm = b.hbm_tensor("q", dt, s.batch * L * E);
+  const int32_t k_hbm = b.hbm_tensor("k", dt, s.batch * S * E);
+  const int32_t v_hbm = b.hbm_tensor("v", dt, s.batch * S * Ev);
+  const int32_t dq_hbm = b.hbm_tensor("dq", dt, s.batch * L * E);
+  const int32_t dk_hbm = b.hbm_tensor("dk", dt, s.batch * S * E);
+  const int32_t dv_hbm = b.hbm_tensor("dv", dt, s.batch * S * Ev);
+  auto sbuf = [&](int64_t bytes, std::string name) {
+    return b.allocate(BufferKind::sbuf, bytes, std::move(name));
+  };
+  auto psum = [&](std::string name) {
+    return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
+  };
+  const int32_t ident = make_identity(b, deps, dt);
+  const int32_t ones = sbuf(4, "one");
+  deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
+  // Resident per batch-head (one at a time).
+  const int32_t qT = sbuf(L * es, "qT"), kT = sbuf(S * es, "kT");
+  const int32_t doT = sbuf(L * es, "doT"), vT = sbuf(S * es, "vT");
+  const int32_t q_rows = sbuf(tiles * E * es, "q_rows"), do_rows = sbuf(tiles * Ev * es, "do_rows");
+  const int32_t k_rows = sbuf(blocks * E * es, "k_rows");
+  const int32_t dq_acc = sbuf(tiles * E * 4, "dq_acc");
+  const int32_t negm = sbuf(tiles * 4, "neg_m"), rl = sbuf(tiles * 4, "inv_l");
+  const int32_t l = sbuf(tiles * 4, "l"), dsum = sbuf(tiles * 4, "D");
+  // Working tiles.
+  const int32_t ps_s = psum("scores"), ps_dp = psum("dP"), ps_dv = psum("dv_acc");
+  const int32_t ps_dk = psum("dk_acc"), ps_dsT = psum("dsT"), ps_dq = psum("dq_part");
+  const int32_t s_sb = sbuf(kChunk * 4, "s"), p_f = sbuf(kChunk * 4, "p");
+  const int32_t pd = sbuf(kChunk * 4, "p_dP"), p_d = sbuf(kBlock * es, "p_in");
+  const int32_t ds_f = sbuf(kBlock * 4, "dS"), ds_d = sbuf(kBlock * es, "dS_in");
+  const int32_t dsT = sbuf(kBlock * es, "dST");
+  const int32_t mc = sbuf(4, "chunk_neg_m"), nm = sbuf(4, "new_neg_m"), alpha = sbuf(4, "alpha");
+  const int32_t rowsum = sbuf(4, "rowsum"), dpart = sbuf(4, "D_part");
+  const int32_t dk_out = sbuf(E * es, "dk_out"), dv_out = sbuf(Ev * es, "dv_out");
+  const int32_t dq_out = sbuf(E * es, "dq_out");
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const bool low = dt != DType::f32; // matmul operands need a copy in the input dtype
+
+  for (int64_t h = 0; h < s.batch; ++h) {
+    // Loads: transposed (head/value dim on the partitions) and by rows.
+    for (int64_t c0 = 0; c0 < L; c0 += kChunk) {
+      const int64_t w = std::min(kChunk, L - c0);
+      deps.track(b.dma_copy(sb(qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
+                 true);
+      deps.track(b.dma_copy(sb(doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
+                 true);
+    }
+    for (int64_t c0 = 0; c0 < S; c0 += kChunk) {
+      const int64_t w = std::min(kChunk, S - c0);
+      deps.track(b.dma_copy(sb(kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
+                 true);
+      deps.track(b.dma_copy(sb(vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
+                 true);
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t rows = std::min(kBlock, L - t * kBlock);
+      const int32_t r = static_cast<int32_t>(rows);
+      deps.track(b.dma_copy(sb(q_rows, dt, rows, t * E, E),
+                            hbm_rows(q_hbm, dt, E, h * L + t * kBlock, r, 0, E)),
+                 true);
+      deps.track(b.dma_copy(sb(do_rows, dt, rows, t * Ev, Ev),
+                            hbm_rows(do_hbm, dt, Ev, h * L + t * kBlock, r, 0, Ev)),
+                 true);
+    }
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int64_t keys = std::min(kBlock, S - kb * kBlock);
+      deps.track(
+          b.dma_copy(sb(k_rows, dt, keys, kb * E, E),
+                     hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
+          true);
+    }
+
+    // Pass 1: per Q tile, m (kept negated), l and D = sum_j p_j dP_j / l, online.
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
+      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
+        const int64_t w = std::min(kChunk, S - k0);
+        const bool first = k0 == 0;
+        const AccessPattern scores = sb(s_sb, DType::f32, rows, 0, w);
+        deps.track(
+            b.matmul(ps(ps_s, rows, 0, w), sb(qT, dt, E, q0, rows), sb(kT, dt, E, k0, w), false));
+        deps.track(
+            b.activation(scores, ps(ps_s, rows, 0, w), ActivationFunction::identity, s.scale));
+        if (s.causal && k0 + w - 1 > q0)
+          deps.track(b.affine_select(scores, scores, AffineExpr{q0 - k0, 1, {-1}},
+                                     CmpOp::greater_equal, kNegInf));
+        deps.track(b.tensor_reduce(Engine::vector, column(mc, rows), scores, AluOp::max));
+        const AccessPattern neg_m = column(negm, rows, t);
+        if (first) {
+          deps.track(
+              b.tensor_scalar(Engine::vector, neg_m, column(mc, rows), AluOp::multiply, -1.0f));
+        } else {
+          deps.track(b.tensor_scalar(Engine::vector, column(mc, rows), column(mc, rows),
+                                     AluOp::multiply, -1.0f));
+          deps.track(b.tensor_tensor(Engine::vector, column(nm, rows), neg_m, column(mc, rows),
+                                     AluOp::min));
+          int64_t i = b.activation(column(alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
+          b.at(i).bias = column(nm, rows);
+          deps.track(i);
+          deps.track(b.tensor_copy(Engine::vector, neg_m, column(nm, rows)));
+        }
+        int64_t i = b.activation(sb(p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp);
+        b.at(i).bias = neg_m;
+        b.at(i).accum = first ? column(l, rows, t) : column(rowsum, rows);
+        deps.track(i);
+        // dP = dO v^T for the chunk; D's part: sum_j p_j dP_j.
+        deps.track(b.matmul(ps(ps_dp, rows, 0, w), sb(doT, dt, Ev, q0, rows), sb(vT, dt, Ev, k0, w),
+                            false));
+        deps.track(b.tensor_tensor(Engine::vector, sb(pd, DType::f32, rows, 0, w),
+                                   sb(p_f, DType::f32, rows, 0, w), ps(ps_dp, rows, 0, w),
+                                   AluOp::multiply));
+        deps.track(b.tensor_reduce(Engine::vector,
+                                   first ? column(dsum, rows, t) : column(dpart, rows),
+                                   sb(pd, DType::f32, rows, 0, w), AluOp::add));
+        if (!first)
+          for (int32_t acc : {l, dsum}) {
+            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                       column(alpha, rows), AluOp::multiply));
+            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                       column(acc == l ? rowsum : dpart, rows), AluOp::add));
+          }
+      }
+      deps.track(b.tensor_tensor(Engine::vector, column(rl, rows, t), column(ones, rows),
+                                 column(l, rows, t), AluOp::divide));
+      deps.track(b.tensor_tensor(Engine::vector, column(dsum, rows, t), column(dsum, rows, t),
+                                 column(rl, rows, t), AluOp::multiply));
+    }
+
+    // Pass 2: per 128-key block, the Q tiles at or below the diagonal.
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
+      int64_t done = 0;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
+        if (s.causal && k0 > q0 + rows - 1) continue;
+        const bool acc = done++ > 0;
+        // P = exp(scale S - m) / l, masked.
+        const AccessPattern p = sb(p_f, DType::f32, rows, 0, keys);
+        deps.track(b.matmul(ps(ps_s, rows, 0, keys), sb(qT, dt, E, q0, rows),
+                            sb(kT, dt, E, k0, keys), false));
+        int64_t i = b.activation(p, ps(ps_s, rows, 0, keys), ActivationFunction::exp, s.scale);
+        b.at(i).bias = column(negm, rows, t);
+        deps.track(i);
+        if (s.causal && k0 + keys - 1 > q0)
+          deps.track(
+              b.affine_select(p, p, AffineExpr{q0 - k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
+        deps.track(
+            b.tensor_tensor(Engine::vector, p, p, broadcast(rl, rows, keys, t), AluOp::multiply));
+        AccessPattern p_in = p;
+        if (low) {
+          p_in = sb(p_d, dt, rows, 0, keys);
+          deps.track(b.tensor_copy(Engine::scalar, p_in, p));
+        }
+        // dV += P^T dO.
+        deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), p_in, sb(do_rows, dt, rows, t * Ev, Ev), acc));
+        // dS = P (dP - D), dP = dO v^T.
+        deps.track(b.matmul(ps(ps_dp, rows, 0, keys), sb(doT, dt, Ev, q0, rows),
+                            sb(vT, dt, Ev, k0, keys), false));
+        const AccessPattern ds = sb(ds_f, DType::f32, rows, 0, keys);
+        deps.track(b.tensor_tensor(Engine::vector, ds, ps(ps_dp, rows, 0, keys),
+                                   broadcast(dsum, rows, keys, t), AluOp::subtract));
+        deps.track(b.tensor_tensor(Engine::vector, ds, ds, p, AluOp::multiply));
+        AccessPattern ds_in = ds;
+        if (low) {
+          ds_in = sb(ds_d, dt, rows, 0, keys);
+          deps.track(b.tensor_copy(Engine::scalar, ds_in, ds));
+        }
+        // dK += dS^T q (scaled at the end).
+        deps.track(b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(q_rows, dt, rows, t * E, E), acc));
+        // dQ += dS k: dS^T by the identity, then [rows, E] added into dq_acc.
+        deps.track(b.matmul(ps(ps_dsT, keys, 0, rows), ds_in, sb(ident, dt, rows, 0, rows), false));
+        deps.track(
+            b.tensor_copy(Engine::scalar, sb(dsT, dt, keys, 0, rows), ps(ps_dsT, keys, 0, rows)));
+        deps.track(b.matmul(ps(ps_dq, rows, 0, E), sb(dsT, dt, keys, 0, rows),
+                            sb(k_rows, dt, keys, kb * E, E), false));
+        const AccessPattern dq = sb(dq_acc, DType::f32, rows, t * E, E);
+        if (kb == 0)
+          deps.track(b.tensor_copy(Engine::vector, dq, ps(ps_dq, rows, 0, E)));
+        else
+          deps.track(b.tensor_tensor(Engine::vector, dq, dq, ps(ps_dq, rows, 0, E), AluOp::add));
+      }
+      // dK (scaled) and dV of the block; zeros when no row sees these keys.
+      const int32_t n = static_cast<int32_t>(keys);
+      if (done > 0) {
+        deps.track(b.activation(sb(dk_out, dt, keys, 0, E), ps(ps_dk, keys, 0, E),
+                                ActivationFunction::identity, s.scale));
+        deps.track(
+            b.tensor_copy(Engine::vector, sb(dv_out, dt, keys, 0, Ev), ps(ps_dv, keys, 0, Ev)));
+      } else {
+        deps.track(b.iota(sb(dk_out, dt, keys, 0, E), AffineExpr{0, 0, {0}}));
+        deps.track(b.iota(sb(dv_out, dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+      }
+      deps.track(
+          b.dma_copy(hbm_rows(dk_hbm, dt, E, h * S + k0, n, 0, E), sb(dk_out, dt, keys, 0, E)));
+      deps.track(
+          b.dma_copy(hbm_rows(dv_hbm, dt, Ev, h * S + k0, n, 0, Ev), sb(dv_out, dt, keys, 0, Ev)));
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t rows = std::min(kBlock, L - t * kBlock);
+      deps.track(b.activation(sb(dq_out, dt, rows, 0, E), sb(dq_acc, DType::f32, rows, t * E, E),
+                              ActivationFunction::identity, s.scale));
+      deps.track(
+          b.dma_copy(hbm_rows(dq_hbm, dt, E, h * L + t * kBlock, static_cast<int32_t>(rows), 0, E),
+                     sb(dq_out, dt, rows, 0, E)));
+    }
   }
   return b.take();
 }

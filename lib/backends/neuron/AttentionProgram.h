@@ -48,4 +48,17 @@ absl::Status attention_tileable(const AttentionShape& shape);
 /// The program (attention_tileable(shape) must be OK).
 TileProgram attention_forward_program(const AttentionShape& shape);
 
+/// The backward (FlashAttention style, nothing [L, S] saved): per
+/// batch-head, pass 1 recomputes each query row's max m, sum l and
+/// D = sum_j P_ij dP_ij (dP = dO v^T) chunk by chunk, online; pass 2, per
+/// 128-key block and Q tile, recomputes P = exp(scale S - m) / l (causal:
+/// masked by affine_select, blocks above the diagonal skipped) and
+/// accumulates dV += P^T dO and dK += dS^T q in PSUM across Q tiles
+/// (dS = P (dP - D)), and dQ += dS k in SBUF (dS^T by a matmul against the
+/// identity); dK and dQ are scaled at the end. HBM tensors, in order:
+/// "grad_out" [B, L, Ev], "q", "k", "v", "dq" [B, L, E], "dk" [B, S, E],
+/// "dv" [B, S, Ev]. save_stats is ignored.
+absl::Status attention_backward_tileable(const AttentionShape& shape);
+TileProgram attention_backward_program(const AttentionShape& shape);
+
 } // namespace mstep::neuron
