@@ -1,9 +1,9 @@
 // NkiSource.h: the NKI kernel of a tile program. Generated kernels of the
-// three program families (elementwise, tiled matmul, attention) are valid
-// Python (/usr/bin/python3 -m py_compile), have one statement per tile
-// instruction in program order, say they are not compiled against the
-// Neuron SDK; the attention kernel at a small shape matches the checked-in
-// golden file byte for byte.
+// program families (elementwise, tiled matmul, attention forward and
+// backward) are valid Python (/usr/bin/python3 -m py_compile), have one
+// statement per tile instruction in program order, say they are not
+// compiled against the Neuron SDK; the attention kernel at a small shape
+// matches the checked-in golden file byte for byte.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +98,7 @@ TEST(NeuronNkiSource, AttentionIsValidPython) {
   s.causal = true;
   s.save_stats = true;
   check_program(attention_forward_program(s));
+  check_program(attention_backward_program(s));
 }
 
 // The golden attention kernel: one head, 200 query rows (a full and a
