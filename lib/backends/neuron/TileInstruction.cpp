@@ -67,16 +67,6 @@ absl::string_view activation_name(ActivationFunction f) {
   return "?";
 }
 
-absl::string_view cmp_op_name(CmpOp op) {
-  switch (op) {
-  case CmpOp::greater_equal:
-    return "greater_equal";
-  case CmpOp::equal:
-    return "equal";
-  }
-  return "?";
-}
-
 std::string describe_instruction(int64_t index, const Instruction& inst) {
   return absl::StrCat("#", index, " ", engine_name(inst.engine), " ", opcode_name(inst.opcode));
 }

@@ -47,7 +47,6 @@ enum class ActivationFunction : uint8_t { identity, exp, tanh, relu, sigmoid, sq
 absl::string_view opcode_name(Opcode op);
 absl::string_view alu_op_name(AluOp op);
 absl::string_view activation_name(ActivationFunction f);
-absl::string_view cmp_op_name(CmpOp op);
 
 /// Wait until semaphore `semaphore` has been signalled at least `value` times.
 struct SemaphoreWait {
