@@ -7,6 +7,11 @@
 //      fitted: matmul_overhead_cycles.
 //   2. One DMA engine moves 32 KiB in 1416 ns (trn2 figure); fitted:
 //      dma_engine_bytes_per_ns, with the 1.3 us fixed DMA cost.
+//   3. A fused self-attention forward at 4096 x 4096, head dim 128, bf16,
+//      one head, not causal: "under about 536 us". Nothing is fitted to it:
+//      the model times attention_forward_program with the parameters above.
+//      The public figure is an upper bound, so this point passes when the
+//      model is under it (+15%); its signed error is printed all the same.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "lib/backends/neuron/AttentionProgram.h"
 #include "lib/backends/neuron/CostModel.h"
 #include "lib/backends/neuron/Simulator.h"
 #include "lib/backends/neuron/TileBuilder.h"
@@ -59,6 +65,12 @@ int main() {
   const CostParams params;
   const TileProgram matmul = tiled_matmul_program({4096, 8192, 8192, DType::bf16, DType::bf16});
   const TileProgram dma = one_dma_program();
+  AttentionShape attn_shape;
+  attn_shape.q_len = attn_shape.kv_len = 4096;
+  attn_shape.head_dim = attn_shape.value_dim = 128;
+  attn_shape.dtype = DType::bf16;
+  attn_shape.scale = 1.0f / std::sqrt(128.0f);
+  const TileProgram attention = attention_forward_program(attn_shape);
 
   const double fit_overhead =
       fit_linear(matmul, 6.97e6, [](CostParams& p, double v) { p.matmul_overhead_cycles = v; });
@@ -76,23 +88,35 @@ int main() {
     const char* name;
     double target_ns;
     const TileProgram* program;
+    bool upper_bound = false; ///< the public figure is "under about"
   };
   const Point points[] = {{"bf16 matmul 4096x8192x8192 (Trn1)", 6.97e6, &matmul},
-                          {"one DMA engine, 32 KiB (trn2)", 1416, &dma}};
+                          {"one DMA engine, 32 KiB (trn2)", 1416, &dma},
+                          {"fused attention fwd 4096^2, d 128", 536e3, &attention, true}};
   std::printf("%-36s %14s %14s %8s\n", "point", "public", "model", "error");
   bool ok = true;
   for (const Point& pt : points) {
     const double t = model_ns(*pt.program, params);
     const double err = (t - pt.target_ns) / pt.target_ns;
-    ok = ok && std::fabs(err) <= 0.15;
-    std::printf("%-36s %11.3f us %11.3f us %+7.1f%%\n", pt.name, pt.target_ns / 1e3, t / 1e3,
-                100 * err);
+    ok = ok && (pt.upper_bound ? err <= 0.15 : std::fabs(err) <= 0.15);
+    std::printf("%-36s %s%10.3f us %11.3f us %+7.1f%%%s\n", pt.name, pt.upper_bound ? "<" : " ",
+                pt.target_ns / 1e3, t / 1e3, 100 * err,
+                pt.upper_bound ? (err <= 0.15 ? "  (bound met)" : "  (bound exceeded)") : "");
   }
-  std::printf("%-36s %14s %14s %8s\n", "fused attention fwd 4096^2, d 128", "< 536 us", "not yet",
-              "-");
   absl::StatusOr<CostReport> mm = estimate_cost(matmul, params);
   std::printf("\nthe matmul program: %zu instructions; %s\n", matmul.instructions.size(),
               mm->summary().c_str());
+  absl::StatusOr<CostReport> at = estimate_cost(attention, params);
+  // Useful FLOPs: q k^T and p v, 2 x 2 x L x S x d (the P transposes are
+  // matmuls too and count in the report's Tensor utilization).
+  const double useful = 4.0 * 4096 * 4096 * 128;
+  std::printf("the attention program: %zu instructions; %s\n", attention.instructions.size(),
+              at->summary().c_str());
+  std::printf("  attention Tensor utilization, q k^T and p v only: %.1f%%\n",
+              100 * useful / (params.tensor_peak_flops * at->total_ns * 1e-9));
+  // Not a calibration point: the backward at the same shape, for reference.
+  absl::StatusOr<CostReport> bw = estimate_cost(attention_backward_program(attn_shape), params);
+  if (bw.ok()) std::printf("the attention backward (same shape): %s\n", bw->summary().c_str());
 
   // Simulator speed: a bf16 tiled matmul, element operations per second.
   const TiledMatmulShape shape{512, 1024, 1024, DType::bf16, DType::f32};

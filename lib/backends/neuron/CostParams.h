@@ -14,6 +14,8 @@ struct CostParams {
   double sync_ghz = 1.4;
   /// Fixed cycles of a Vector/Scalar/GpSimd instruction: cost max(fixed, N).
   double fixed_cycles = 64;
+  /// GpSimd iota and affine_select cost this + N cycles.
+  double affine_fixed_cycles = 150;
   /// An instruction that reads what the one before it on the same engine
   /// wrote starts this many cycles after that one started, at the earliest:
   /// "about 100 cycles per tiny dependent Vector instruction, 264 between

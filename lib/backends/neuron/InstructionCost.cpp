@@ -64,6 +64,9 @@ double instruction_cycles(const Instruction& inst, const CostParams& p) {
         inst.srcs[0].kind != BufferKind::psum && inst.srcs[1].kind != BufferKind::psum;
     return std::max(p.fixed_cycles, fast ? n : 2 * n);
   }
+  case Opcode::iota:
+  case Opcode::affine_select:
+    return p.affine_fixed_cycles + n;
   case Opcode::tensor_reduce: {
     const bool half =
         inst.srcs[0].dtype == DType::bf16 && (inst.alu == AluOp::add || inst.alu == AluOp::max);

@@ -4,6 +4,7 @@
 //   activation, tensor_scalar, tensor_copy          max(fixed, N)
 //   tensor_tensor  max(fixed, N) with no input in PSUM (the fast case), else max(fixed, 2N)
 //   tensor_reduce  N, N/2 for bf16 add and max (at least 1)
+//   iota, affine_select (GpSimd)                     affine_fixed_cycles (150) + N
 //   dma_copy       dma_issue_cycles on Sync; the transfer on its DMA engine
 // N doubles (strided_penalty) when an operand's most-minor stride is over 16 B.
 #pragma once

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/AttentionLowering.h"
 #include "lib/backends/neuron/TileBuilder.h"
 #include "lib/backends/neuron/TiledMatmulProgram.h"
 #include "mstep/core/Error.h"
@@ -287,6 +288,8 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
   LoweredOp out;
   if (node.op == OpKind::matmul) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_matmul(node, operand_types));
+  } else if (node.op == OpKind::sdpa || node.op == OpKind::sdpa_grad) {
+    MSTEP_ASSIGN_OR_RETURN(out, lower_attention(node, operand_types));
   } else {
     if (node.results.empty() || !tileable_dtype(node.results[0].dtype))
       return refuse(node.op, "only f32/bf16 results");

@@ -87,6 +87,12 @@ public:
   size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   NeuronLoweringStats stats() const { return {num_lowered(), estimated_ns_}; }
+  std::vector<const TileProgram*> programs() const {
+    std::vector<const TileProgram*> out;
+    for (const auto& l : lowered_)
+      if (l) out.push_back(&l->program);
+    return out;
+  }
   const SimulatedTime& simulated_per_run() const { return timeline_.per_run(); }
 
   absl::StatusOr<std::string> serialize(absl::string_view) const override {
@@ -216,6 +222,11 @@ NeuronLoweringStats lowering_stats(const Executable& exe) {
 SimulatedTime simulated_per_run(const Executable& exe) {
   const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
   return n ? n->simulated_per_run() : SimulatedTime{};
+}
+
+std::vector<const TileProgram*> lowered_programs(const Executable& exe) {
+  const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
+  return n ? n->programs() : std::vector<const TileProgram*>{};
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph) {

@@ -11,8 +11,10 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "lib/backends/host/HostBuffer.h"
+#include "lib/backends/neuron/TileProgram.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Metrics.h"
@@ -67,5 +69,8 @@ NeuronLoweringStats lowering_stats(const Executable& exe);
 /// The simulated figures one run of a make_neuron_executable result adds to
 /// metrics().simulated (zeros for any other executable).
 SimulatedTime simulated_per_run(const Executable& exe);
+/// The tile programs of a make_neuron_executable result, in node order
+/// (none for any other executable).
+std::vector<const TileProgram*> lowered_programs(const Executable& exe);
 
 } // namespace mstep::neuron

@@ -133,6 +133,30 @@ int64_t Machine::execute(const Instruction& inst) {
     if (inst.accum) store(*inst.accum, sums.data());
     return total;
   }
+  case Opcode::iota:
+  case Opcode::affine_select: {
+    // The expression per element of dst, partitions outer, free dims in order.
+    const int64_t free = dst.free_elements();
+    const float* src = inst.opcode == Opcode::affine_select ? load(inst.srcs[0], 0) : nullptr;
+    float* o = out(total);
+    for (int64_t p = 0; p < dst.partitions; ++p)
+      for (int64_t j = 0; j < free; ++j) {
+        int64_t value = inst.affine.offset + p * inst.affine.channel_multiplier, rest = j;
+        for (size_t d = dst.dims.size(); d-- > 0;) {
+          value += (rest % dst.dims[d].size) * inst.affine.steps[d];
+          rest /= dst.dims[d].size;
+        }
+        const int64_t e = p * free + j;
+        if (!src) {
+          o[e] = static_cast<float>(value);
+          continue;
+        }
+        const bool keep = inst.cmp == CmpOp::equal ? value == 0 : value >= 0;
+        o[e] = keep ? src[e] : inst.scalar;
+      }
+    store(dst, o);
+    return total;
+  }
   case Opcode::tensor_reduce: {
     const AccessPattern& src = inst.srcs[0];
     const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;

@@ -124,4 +124,26 @@ int64_t TileBuilder::tensor_reduce(Engine engine, const AccessPattern& dst,
   return emit(std::move(inst));
 }
 
+int64_t TileBuilder::iota(const AccessPattern& dst, const AffineExpr& expr) {
+  Instruction inst;
+  inst.engine = Engine::gpsimd;
+  inst.opcode = Opcode::iota;
+  inst.dst = dst;
+  inst.affine = expr;
+  return emit(std::move(inst));
+}
+
+int64_t TileBuilder::affine_select(const AccessPattern& dst, const AccessPattern& src,
+                                   const AffineExpr& expr, CmpOp cmp, float fill) {
+  Instruction inst;
+  inst.engine = Engine::gpsimd;
+  inst.opcode = Opcode::affine_select;
+  inst.dst = dst;
+  inst.srcs = {src};
+  inst.affine = expr;
+  inst.cmp = cmp;
+  inst.scalar = fill;
+  return emit(std::move(inst));
+}
+
 } // namespace mstep::neuron

@@ -37,6 +37,11 @@ public:
   int64_t tensor_copy(Engine engine, const AccessPattern& dst, const AccessPattern& src);
   int64_t tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src,
                         AluOp op);
+  /// GpSimd: dst = `expr` at each element (NKI iota).
+  int64_t iota(const AccessPattern& dst, const AffineExpr& expr);
+  /// GpSimd: dst = cmp(`expr`, 0) ? src : fill (NKI affine_select).
+  int64_t affine_select(const AccessPattern& dst, const AccessPattern& src, const AffineExpr& expr,
+                        CmpOp cmp, float fill);
   /// Appends any instruction as is.
   int64_t emit(Instruction inst);
 

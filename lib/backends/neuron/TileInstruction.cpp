@@ -21,6 +21,10 @@ absl::string_view opcode_name(Opcode op) {
     return "tensor_copy";
   case Opcode::tensor_reduce:
     return "tensor_reduce";
+  case Opcode::iota:
+    return "iota";
+  case Opcode::affine_select:
+    return "affine_select";
   }
   return "?";
 }

@@ -23,9 +23,24 @@ enum class Opcode : uint8_t {
   activation,    ///< Scalar: dst = f(src * scale + bias), optional add-reduce into accum
   tensor_copy,   ///< Vector/Scalar/GpSimd: dst = src, converting the dtype
   tensor_reduce, ///< Vector/GpSimd: dst = <alu>-reduction of src over its innermost free dim
+  iota,          ///< GpSimd: dst = the affine expression (AffineExpr) at each element
+  affine_select, ///< GpSimd: dst = cmp(affine expression, 0) ? src : scalar (the fill value)
 };
 
 enum class AluOp : uint8_t { add, subtract, multiply, max, min, divide };
+
+/// iota / affine_select: predicate cmp(value, 0) of the affine expression.
+enum class CmpOp : uint8_t { greater_equal, equal };
+
+/// The affine expression of iota and affine_select, per element of dst:
+/// offset + partition * channel_multiplier + sum over dst's free dims of
+/// index_d * steps[d] (partition counted from dst's start partition, as
+/// NKI's channel_id; steps one per free dim of dst, innermost last).
+struct AffineExpr {
+  int64_t offset = 0;
+  int64_t channel_multiplier = 0;
+  absl::InlinedVector<int64_t, kMaxFreeDims> steps;
+};
 
 enum class ActivationFunction : uint8_t { identity, exp, tanh, relu, sigmoid, square, rsqrt };
 
@@ -59,6 +74,10 @@ struct Instruction {
   std::optional<AccessPattern> bias;
   /// activation: when set, the sum along the free axis of the result, [P, 1].
   std::optional<AccessPattern> accum;
+
+  /// iota, affine_select: the expression; affine_select's fill is `scalar`.
+  AffineExpr affine;
+  CmpOp cmp = CmpOp::greater_equal;
 
   /// nc_matmul: add into PSUM (true) or overwrite it (false, the first K tile).
   bool accumulate = false;

@@ -160,13 +160,19 @@ void Checker::check_instruction(int64_t index) {
     engine_ok = inst.engine == Engine::vector || inst.engine == Engine::scalar ||
                 inst.engine == Engine::gpsimd;
     break;
+  case Opcode::iota:
+  case Opcode::affine_select:
+    engine_ok = inst.engine == Engine::gpsimd;
+    break;
   }
   if (!engine_ok)
     return fail_at(index, "engine_opcode", opcode_name(inst.opcode), " does not run on ",
                    engine_name(inst.engine));
   // 2. Operand count and each operand.
   const size_t want_srcs =
-      inst.opcode == Opcode::nc_matmul || inst.opcode == Opcode::tensor_tensor ? 2 : 1;
+      inst.opcode == Opcode::iota                                                ? 0
+      : inst.opcode == Opcode::nc_matmul || inst.opcode == Opcode::tensor_tensor ? 2
+                                                                                 : 1;
   if (inst.srcs.size() != want_srcs)
     return fail_at(index, "operands", inst.srcs.size(), " source operands, ",
                    opcode_name(inst.opcode), " takes ", want_srcs);
@@ -187,7 +193,7 @@ void Checker::check_instruction(int64_t index) {
       return fail_at(index, "semaphore", "signals semaphore ", s, ", the program has ",
                      program_.num_semaphores);
   const AccessPattern& dst = inst.dst;
-  const AccessPattern& src = inst.srcs[0];
+  const AccessPattern& src = inst.srcs.empty() ? inst.dst : inst.srcs[0];
   // 3. Per opcode.
   switch (inst.opcode) {
   case Opcode::dma_copy:
@@ -260,6 +266,15 @@ void Checker::check_instruction(int64_t index) {
     [[fallthrough]];
   case Opcode::tensor_scalar:
   case Opcode::tensor_copy:
+    if (!same_shape(dst, src))
+      return fail_at(index, "shape", "dst ", shape_text(dst), " and src ", shape_text(src),
+                     " differ");
+    return;
+  case Opcode::iota:
+  case Opcode::affine_select:
+    if (inst.affine.steps.size() != dst.dims.size())
+      return fail_at(index, "operands", opcode_name(inst.opcode), " has ", inst.affine.steps.size(),
+                     " affine steps for ", dst.dims.size(), " free dims of dst");
     if (!same_shape(dst, src))
       return fail_at(index, "shape", "dst ", shape_text(dst), " and src ", shape_text(src),
                      " differ");

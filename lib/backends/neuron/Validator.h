@@ -17,7 +17,8 @@
 //                      GpSimd SBUF only; DMA moves between HBM and SBUF; only DMA reaches HBM
 //   gpsimd_psum        (v2) GpSimd never touches PSUM
 //   tensor_tensor_psum (v2) the two inputs of a Vector tensor_tensor are not both in PSUM
-//   operands           the opcode's operand count, optional operands and dtypes
+//   operands           the opcode's operand count, optional operands and dtypes; iota and
+//                      affine_select have one affine step per free dim of dst
 //   shape              operand shapes agree (partitions, elements per partition)
 //   matmul_shape       K <= 128, M <= 128, N <= 512, PSUM dst [M, N] fp32
 //   psum_bank          an nc_matmul output stays inside one 2 KiB PSUM bank

@@ -1,0 +1,572 @@
+// attention_forward_program: the loop nest of AttentionProgram.h.
+#include "lib/backends/neuron/AttentionProgram.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/DependencyTracker.h"
+#include "lib/backends/neuron/TileBuilder.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+constexpr int64_t kChunk = 512; ///< keys per QK^T matmul: one PSUM bank of fp32
+constexpr int64_t kBlock = 128; ///< keys per P^T block (the partitions of P^T and v)
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// SBUF bytes per partition of one batch-head's q^T, k^T and v.
+int64_t head_bytes(const AttentionShape& s) {
+  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
+  return es * (s.q_len + s.kv_len + ceil_div(s.kv_len, kBlock) * s.value_dim);
+}
+
+AccessPattern at(BufferKind kind, int32_t alloc, DType d, int64_t parts, int64_t offset,
+                 std::initializer_list<FreeDim> dims) {
+  return tile_pattern(kind, alloc, d, 0, static_cast<int32_t>(parts), offset, dims);
+}
+/// [parts, cols] at `offset` of each partition of an SBUF allocation.
+AccessPattern sb(int32_t alloc, DType d, int64_t parts, int64_t offset, int64_t cols) {
+  return at(BufferKind::sbuf, alloc, d, parts, offset, {{cols, 1}});
+}
+/// [parts, cols] fp32 at `offset` of a PSUM bank.
+AccessPattern ps(int32_t alloc, int64_t parts, int64_t offset, int64_t cols) {
+  return at(BufferKind::psum, alloc, DType::f32, parts, offset, {{cols, 1}});
+}
+/// Column `c` of an fp32 SBUF allocation, [parts, 1].
+AccessPattern column(int32_t alloc, int64_t parts, int64_t c = 0) {
+  return sb(alloc, DType::f32, parts, c, 1);
+}
+/// Column `c` of an fp32 SBUF allocation seen as [parts, cols] (free stride 0).
+AccessPattern broadcast(int32_t alloc, int64_t parts, int64_t cols, int64_t c = 0) {
+  return at(BufferKind::sbuf, alloc, DType::f32, parts, c, {{cols, 0}});
+}
+
+/// The [128, 128] identity in `dt` for transposes by nc_matmul: ones by
+/// iota, then the diagonal kept by affine_select.
+int32_t make_identity(TileBuilder& b, DependencyTracker& deps, DType dt) {
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int32_t ones = b.allocate(BufferKind::sbuf, kBlock * es, "ones");
+  const int32_t ident = b.allocate(BufferKind::sbuf, kBlock * es, "identity");
+  deps.track(b.iota(sb(ones, dt, kBlock, 0, kBlock), AffineExpr{1, 0, {0}}));
+  deps.track(b.affine_select(sb(ident, dt, kBlock, 0, kBlock), sb(ones, dt, kBlock, 0, kBlock),
+                             AffineExpr{0, 1, {-1}}, CmpOp::equal, 0.0f));
+  return ident;
+}
+
+/// Rows [row0, row0 + cols) of a row-major [..., row_len] HBM tensor,
+/// transposed: [row_len partitions, cols] (partition stride 1, free stride
+/// row_len).
+AccessPattern hbm_transposed(int32_t tensor, DType dt, int64_t row_len, int64_t row0,
+                             int64_t cols) {
+  AccessPattern from = tile_pattern(BufferKind::hbm, tensor, dt, 0, static_cast<int32_t>(row_len),
+                                    row0 * row_len, {{cols, row_len}});
+  from.partition_stride = 1;
+  return from;
+}
+
+} // namespace
+
+absl::Status attention_tileable(const AttentionShape& s) {
+  auto no = [&](auto... why) {
+    return absl::UnimplementedError(
+        absl::StrCat("attention [", s.batch, ", L ", s.q_len, ", S ", s.kv_len, ", E ", s.head_dim,
+                     ", Ev ", s.value_dim, "] ", dtype_name(s.dtype), " not tiled: ", why...));
+  };
+  if (s.dtype != DType::f32 && s.dtype != DType::bf16) return no("only f32 or bf16");
+  if (s.batch < 1 || s.q_len < 1 || s.kv_len < 1 || s.head_dim < 1 || s.value_dim < 1)
+    return no("an empty dimension");
+  if (s.head_dim > kMatmulMaxK) return no("head dim E > ", kMatmulMaxK, " (the contraction)");
+  if (s.value_dim > kMatmulMaxN) return no("value dim Ev > ", kMatmulMaxN, " (one PSUM bank)");
+  // Two batch-heads resident (double buffer) in at most half of SBUF.
+  if (2 * head_bytes(s) > kSbufBytesPerPartition / 2)
+    return no("q^T, k^T and v of two batch-heads need ", 2 * head_bytes(s),
+              " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2,
+              " (no sequence blocking of the resident operands)");
+  return absl::OkStatus();
+}
+
+TileProgram attention_forward_program(const AttentionShape& s) {
+  const DType dt = s.dtype;
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int64_t L = s.q_len, S = s.kv_len, E = s.head_dim, Ev = s.value_dim;
+  const int64_t kblocks = ceil_div(S, kBlock);
+  TileBuilder b(s.causal ? "attention_fwd_causal" : "attention_fwd");
+  DependencyTracker deps(b);
+  const int32_t q_hbm = b.hbm_tensor("q", dt, s.batch * L * E);
+  const int32_t k_hbm = b.hbm_tensor("k", dt, s.batch * S * E);
+  const int32_t v_hbm = b.hbm_tensor("v", dt, s.batch * S * Ev);
+  const int32_t out_hbm = b.hbm_tensor("out", dt, s.batch * L * Ev);
+  int32_t max_hbm = -1, sum_hbm = -1;
+  if (s.save_stats) {
+    max_hbm = b.hbm_tensor("row_max", DType::f32, s.batch * L);
+    sum_hbm = b.hbm_tensor("row_sum", DType::f32, s.batch * L);
+  }
+  auto sbuf = [&](int64_t bytes, std::string name) {
+    return b.allocate(BufferKind::sbuf, bytes, std::move(name));
+  };
+  auto psum = [&](std::string name) {
+    return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
+  };
+  const int32_t ident = make_identity(b, deps, dt);
+
+  // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev].
+  int32_t qT[2], kT[2], vv[2];
+  for (int h = 0; h < std::min<int64_t>(2, s.batch); ++h) {
+    qT[h] = sbuf(L * es, absl::StrCat("qT", h));
+    kT[h] = sbuf(S * es, absl::StrCat("kT", h));
+    vv[h] = sbuf(kblocks * Ev * es, absl::StrCat("v", h));
+  }
+  // Per chunk, rotating: scores, p and the row statistics over 3 chunks
+  // (stage 2 of chunk n+2 runs ahead of stage 4 of chunk n, which reads
+  // chunk n-1's l), p^T and p v over 2.
+  constexpr int kRing = 3;
+  int32_t s_ps[kRing], s_sb[kRing], p_sb[kRing];
+  int32_t negm[kRing], mc[kRing], rowsum[kRing], alpha[kRing], l[kRing], m[kRing];
+  for (int g = 0; g < kRing; ++g) {
+    s_ps[g] = psum(absl::StrCat("scores", g));
+    s_sb[g] = sbuf(kChunk * 4, absl::StrCat("s", g));
+    p_sb[g] = sbuf(kChunk * es, absl::StrCat("p", g));
+    negm[g] = sbuf(4, absl::StrCat("neg_m", g));
+    mc[g] = sbuf(4, absl::StrCat("chunk_neg_m", g));
+    rowsum[g] = sbuf(4, absl::StrCat("rowsum", g));
+    alpha[g] = sbuf(4, absl::StrCat("alpha", g));
+    l[g] = sbuf(4, absl::StrCat("l", g));
+    m[g] = s.save_stats ? sbuf(4, absl::StrCat("m", g)) : -1;
+  }
+  int32_t pT_ps[2], pT_sb[2], pv_ps[2];
+  for (int g = 0; g < 2; ++g) {
+    pT_ps[g] = psum(absl::StrCat("pT_psum", g));
+    pv_ps[g] = psum(absl::StrCat("pv", g));
+    pT_sb[g] = sbuf(kChunk * es, absl::StrCat("pT", g));
+  }
+  // Per Q tile parity t.
+  int32_t o_run[2], o_out[2];
+  for (int t = 0; t < 2; ++t) {
+    o_run[t] = sbuf(Ev * 4, absl::StrCat("o", t));
+    o_out[t] = sbuf(Ev * es, absl::StrCat("o_out", t));
+  }
+
+  // q^T and k^T in 512-column pieces (head dim on the partitions: partition
+  // stride 1, free stride E in HBM), v in 128-key blocks.
+  auto load_head = [&](int64_t h) {
+    const int hs = static_cast<int>(h % 2);
+    auto load_transposed = [&](int32_t dst, int32_t src, int64_t len) {
+      for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+        const int64_t w = std::min(kChunk, len - c0);
+        deps.track(b.dma_copy(sb(dst, dt, E, c0, w), hbm_transposed(src, dt, E, h * len + c0, w)),
+                   /*partial_write=*/true);
+      }
+    };
+    load_transposed(qT[hs], q_hbm, L);
+    load_transposed(kT[hs], k_hbm, S);
+    for (int64_t kb = 0; kb < kblocks; ++kb) {
+      const int64_t rows = std::min(kBlock, S - kb * kBlock);
+      deps.track(b.dma_copy(sb(vv[hs], dt, rows, kb * Ev, Ev),
+                            hbm_rows(v_hbm, dt, Ev, h * S + kb * kBlock, static_cast<int32_t>(rows),
+                                     0, Ev)),
+                 /*partial_write=*/true);
+    }
+  };
+
+  // Every (batch-head, Q tile, key chunk) the program computes, in order;
+  // causal: chunks wholly above the diagonal (every key > every row) are
+  // skipped, so the first chunk of a tile (keys from 0) is never empty.
+  struct Chunk {
+    int64_t h, q0, rows, tile, k0, w;
+    bool first, last, diagonal;
+  };
+  std::vector<Chunk> chunks;
+  int64_t tiles = 0;
+  for (int64_t h = 0; h < s.batch; ++h)
+    for (int64_t q0 = 0; q0 < L; q0 += kBlock, ++tiles) {
+      const int64_t rows = std::min(kBlock, L - q0);
+      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
+        const int64_t w = std::min(kChunk, S - k0);
+        chunks.push_back({h, q0, rows, tiles, k0, w, k0 == 0, false, s.causal && k0 + w - 1 > q0});
+      }
+      chunks.back().last = true;
+    }
+
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // A chunk's scores stay in PSUM, unscaled, unless it needs the mask
+  // (GpSimd cannot read PSUM) or the scale is not positive (the max of the
+  // scaled scores is then not scale x the max).
+  auto in_psum = [&](const Chunk& c) { return !c.diagonal && s.scale > 0; };
+  // Stage 1: scores; scaled into SBUF and masked when the chunk crosses the diagonal.
+  auto stage1 = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
+    deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
+                        sb(kT[hs], dt, E, c.k0, c.w), false));
+    if (in_psum(c)) return;
+    const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
+    deps.track(
+        b.activation(scores, ps(s_ps[g], c.rows, 0, c.w), ActivationFunction::identity, s.scale));
+    // Keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
+    if (c.diagonal)
+      deps.track(b.affine_select(scores, scores, AffineExpr{c.q0 - c.k0, 1, {-1}},
+                                 CmpOp::greater_equal, kNegInf));
+  };
+  // Stage 2: the running max, kept negated (-m, the exp's bias); p = exp(s - m)
+  // with its row sum (the tile's l when first); alpha = exp(m_old - m).
+  auto stage2 = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int g = static_cast<int>(n % kRing), pg = static_cast<int>((n + kRing - 1) % kRing);
+    const int64_t rows = c.rows;
+    const bool raw = in_psum(c);
+    const AccessPattern scores =
+        raw ? ps(s_ps[g], rows, 0, c.w) : sb(s_sb[g], DType::f32, rows, 0, c.w);
+    const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
+    deps.track(b.tensor_reduce(Engine::vector, column(mc[g], rows), scores, AluOp::max));
+    if (c.first) {
+      deps.track(b.tensor_scalar(Engine::vector, column(negm[g], rows), column(mc[g], rows),
+                                 AluOp::multiply, to_neg_m));
+    } else {
+      deps.track(b.tensor_scalar(Engine::vector, column(mc[g], rows), column(mc[g], rows),
+                                 AluOp::multiply, to_neg_m));
+      deps.track(b.tensor_tensor(Engine::vector, column(negm[g], rows), column(negm[pg], rows),
+                                 column(mc[g], rows), AluOp::min));
+    }
+    int64_t i = b.activation(sb(p_sb[g], dt, rows, 0, c.w), scores, ActivationFunction::exp,
+                             raw ? s.scale : 1.0f);
+    b.at(i).bias = column(negm[g], rows);
+    b.at(i).accum = column(c.first ? l[g] : rowsum[g], rows);
+    deps.track(i);
+    if (!c.first) { // exp(-(-m_old) + (-m))
+      i = b.activation(column(alpha[g], rows), column(negm[pg], rows), ActivationFunction::exp,
+                       -1.0f);
+      b.at(i).bias = column(negm[g], rows);
+      deps.track(i);
+    }
+  };
+  // Stage 3: p^T per 128-key block ([keys, rows] side by side in one PSUM
+  // bank, copied to SBUF by the Scalar engine: the Vector engine is the
+  // busier), then p v accumulated over the blocks.
+  auto stage3 = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
+    const int g2 = static_cast<int>(n % 2);
+    const int64_t rows = c.rows, w = c.w, blocks = ceil_div(w, kBlock);
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t kb = std::min(kBlock, w - blk * kBlock);
+      deps.track(b.matmul(ps(pT_ps[g2], kb, blk * rows, rows),
+                          sb(p_sb[g], dt, rows, blk * kBlock, kb), sb(ident, dt, rows, 0, rows),
+                          false));
+    }
+    const int64_t kparts = std::min(kBlock, w);
+    deps.track(b.tensor_copy(Engine::scalar, sb(pT_sb[g2], dt, kparts, 0, blocks * rows),
+                             ps(pT_ps[g2], kparts, 0, blocks * rows)));
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t kb = std::min(kBlock, w - blk * kBlock);
+      deps.track(b.matmul(ps(pv_ps[g2], rows, 0, Ev), sb(pT_sb[g2], dt, kb, blk * rows, rows),
+                          sb(vv[hs], dt, kb, (c.k0 / kBlock + blk) * Ev, Ev), blk > 0));
+    }
+  };
+  // Stage 4: l = l alpha + rowsum, o = o alpha + p v; after a tile's last
+  // chunk out = o / l, stored (and the statistics when asked for).
+  auto stage4 = [&](int64_t n) {
+    const Chunk& c = chunks[n];
+    const int g = static_cast<int>(n % kRing), pg = static_cast<int>((n + kRing - 1) % kRing);
+    const int g2 = static_cast<int>(n % 2), t = static_cast<int>(c.tile % 2);
+    const int64_t rows = c.rows;
+    const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
+    if (c.first) {
+      deps.track(b.tensor_copy(Engine::vector, o, ps(pv_ps[g2], rows, 0, Ev)));
+    } else {
+      deps.track(b.tensor_tensor(Engine::vector, column(l[g], rows), column(l[pg], rows),
+                                 column(alpha[g], rows), AluOp::multiply));
+      deps.track(b.tensor_tensor(Engine::vector, column(l[g], rows), column(l[g], rows),
+                                 column(rowsum[g], rows), AluOp::add));
+      deps.track(
+          b.tensor_tensor(Engine::vector, o, o, broadcast(alpha[g], rows, Ev), AluOp::multiply));
+      deps.track(b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g2], rows, 0, Ev), AluOp::add));
+    }
+    if (!c.last) return;
+    deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
+                               broadcast(l[g], rows, Ev), AluOp::divide));
+    const int64_t row0 = c.h * L + c.q0;
+    const int32_t r = static_cast<int32_t>(rows);
+    deps.track(
+        b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[t], dt, rows, 0, Ev)));
+    if (s.save_stats) {
+      deps.track(b.tensor_scalar(Engine::vector, column(m[g], rows), column(negm[g], rows),
+                                 AluOp::multiply, -1.0f));
+      deps.track(b.dma_copy(hbm_rows(max_hbm, DType::f32, 1, row0, r, 0, 1), column(m[g], rows)));
+      deps.track(b.dma_copy(hbm_rows(sum_hbm, DType::f32, 1, row0, r, 0, 1), column(l[g], rows)));
+    }
+  };
+
+  // Software pipelined, four chunks in flight: iteration i emits stage 4 of
+  // chunk i-3, 3 of i-2, 2 of i-1 and 1 of i, so each engine's queue
+  // interleaves independent chunks. A batch-head's slot is reloaded (for
+  // batch-head h + 2) once its last reader, stage 3 of its last chunk, is
+  // emitted.
+  load_head(0);
+  if (s.batch > 1) load_head(1);
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  for (int64_t i = 0; i < n_chunks + 3; ++i) {
+    if (i >= 3) stage4(i - 3);
+    if (i >= 2 && i - 2 < n_chunks) {
+      stage3(i - 2);
+      const Chunk& c = chunks[i - 2];
+      const bool head_done = i - 2 + 1 == n_chunks || chunks[i - 1].h != c.h;
+      if (head_done && c.h + 2 < s.batch) load_head(c.h + 2);
+    }
+    if (i >= 1 && i - 1 < n_chunks) stage2(i - 1);
+    if (i < n_chunks) stage1(i);
+  }
+  return b.take();
+}
+
+} // namespace mstep::neuron
+
+namespace mstep::neuron {
+
+namespace {
+
+/// SBUF bytes per partition of one batch-head's operands in the backward.
+int64_t backward_bytes(const AttentionShape& s) {
+  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
+  const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
+  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32); m, l, D per tile.
+  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (s.head_dim + s.value_dim) +
+               blocks * s.head_dim) +
+         4 * tiles * (s.head_dim + 6);
+}
+
+} // namespace
+
+absl::Status attention_backward_tileable(const AttentionShape& s) {
+  MSTEP_RETURN_IF_ERROR(attention_tileable(s));
+  if (s.value_dim > kMatmulMaxK)
+    return absl::UnimplementedError(absl::StrCat("attention backward: value dim Ev = ", s.value_dim,
+                                                 " > ", kMatmulMaxK, " (the dP contraction)"));
+  if (backward_bytes(s) > kSbufBytesPerPartition / 2)
+    return absl::UnimplementedError(
+        absl::StrCat("attention backward: one batch-head needs ", backward_bytes(s),
+                     " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2));
+  return absl::OkStatus();
+}
+
+TileProgram attention_backward_program(const AttentionShape& s) {
+  const DType dt = s.dtype;
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int64_t L = s.q_len, S = s.kv_len, E = s.head_dim, Ev = s.value_dim;
+  const int64_t tiles = ceil_div(L, kBlock), blocks = ceil_div(S, kBlock);
+  TileBuilder b(s.causal ? "attention_bwd_causal" : "attention_bwd");
+  DependencyTracker deps(b);
+  const int32_t do_hbm = b.hbm_tensor("grad_out", dt, s.batch * L * Ev);
+  const int32_t q_hbm = b.hbm_tensor("q", dt, s.batch * L * E);
+  const int32_t k_hbm = b.hbm_tensor("k", dt, s.batch * S * E);
+  const int32_t v_hbm = b.hbm_tensor("v", dt, s.batch * S * Ev);
+  const int32_t dq_hbm = b.hbm_tensor("dq", dt, s.batch * L * E);
+  const int32_t dk_hbm = b.hbm_tensor("dk", dt, s.batch * S * E);
+  const int32_t dv_hbm = b.hbm_tensor("dv", dt, s.batch * S * Ev);
+  auto sbuf = [&](int64_t bytes, std::string name) {
+    return b.allocate(BufferKind::sbuf, bytes, std::move(name));
+  };
+  auto psum = [&](std::string name) {
+    return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
+  };
+  const int32_t ident = make_identity(b, deps, dt);
+  const int32_t ones = sbuf(4, "one");
+  deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
+  // Resident per batch-head (one at a time).
+  const int32_t qT = sbuf(L * es, "qT"), kT = sbuf(S * es, "kT");
+  const int32_t doT = sbuf(L * es, "doT"), vT = sbuf(S * es, "vT");
+  const int32_t q_rows = sbuf(tiles * E * es, "q_rows"), do_rows = sbuf(tiles * Ev * es, "do_rows");
+  const int32_t k_rows = sbuf(blocks * E * es, "k_rows");
+  const int32_t dq_acc = sbuf(tiles * E * 4, "dq_acc");
+  const int32_t negm = sbuf(tiles * 4, "neg_m"), rl = sbuf(tiles * 4, "inv_l");
+  const int32_t l = sbuf(tiles * 4, "l"), dsum = sbuf(tiles * 4, "D");
+  // Working tiles.
+  const int32_t ps_s = psum("scores"), ps_dp = psum("dP"), ps_dv = psum("dv_acc");
+  const int32_t ps_dk = psum("dk_acc"), ps_dsT = psum("dsT"), ps_dq = psum("dq_part");
+  const int32_t s_sb = sbuf(kChunk * 4, "s"), p_f = sbuf(kChunk * 4, "p");
+  const int32_t pd = sbuf(kChunk * 4, "p_dP"), p_d = sbuf(kBlock * es, "p_in");
+  const int32_t ds_f = sbuf(kBlock * 4, "dS"), ds_d = sbuf(kBlock * es, "dS_in");
+  const int32_t dsT = sbuf(kBlock * es, "dST");
+  const int32_t mc = sbuf(4, "chunk_neg_m"), nm = sbuf(4, "new_neg_m"), alpha = sbuf(4, "alpha");
+  const int32_t rowsum = sbuf(4, "rowsum"), dpart = sbuf(4, "D_part");
+  const int32_t dk_out = sbuf(E * es, "dk_out"), dv_out = sbuf(Ev * es, "dv_out");
+  const int32_t dq_out = sbuf(E * es, "dq_out");
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const bool low = dt != DType::f32; // matmul operands need a copy in the input dtype
+
+  for (int64_t h = 0; h < s.batch; ++h) {
+    // Loads: transposed (head/value dim on the partitions) and by rows.
+    for (int64_t c0 = 0; c0 < L; c0 += kChunk) {
+      const int64_t w = std::min(kChunk, L - c0);
+      deps.track(b.dma_copy(sb(qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
+                 true);
+      deps.track(b.dma_copy(sb(doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
+                 true);
+    }
+    for (int64_t c0 = 0; c0 < S; c0 += kChunk) {
+      const int64_t w = std::min(kChunk, S - c0);
+      deps.track(b.dma_copy(sb(kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
+                 true);
+      deps.track(b.dma_copy(sb(vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
+                 true);
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t rows = std::min(kBlock, L - t * kBlock);
+      const int32_t r = static_cast<int32_t>(rows);
+      deps.track(b.dma_copy(sb(q_rows, dt, rows, t * E, E),
+                            hbm_rows(q_hbm, dt, E, h * L + t * kBlock, r, 0, E)),
+                 true);
+      deps.track(b.dma_copy(sb(do_rows, dt, rows, t * Ev, Ev),
+                            hbm_rows(do_hbm, dt, Ev, h * L + t * kBlock, r, 0, Ev)),
+                 true);
+    }
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int64_t keys = std::min(kBlock, S - kb * kBlock);
+      deps.track(
+          b.dma_copy(sb(k_rows, dt, keys, kb * E, E),
+                     hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
+          true);
+    }
+
+    // Pass 1: per Q tile, m (kept negated), l and D = sum_j p_j dP_j / l, online.
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
+      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
+        const int64_t w = std::min(kChunk, S - k0);
+        const bool first = k0 == 0;
+        const AccessPattern scores = sb(s_sb, DType::f32, rows, 0, w);
+        deps.track(
+            b.matmul(ps(ps_s, rows, 0, w), sb(qT, dt, E, q0, rows), sb(kT, dt, E, k0, w), false));
+        deps.track(
+            b.activation(scores, ps(ps_s, rows, 0, w), ActivationFunction::identity, s.scale));
+        if (s.causal && k0 + w - 1 > q0)
+          deps.track(b.affine_select(scores, scores, AffineExpr{q0 - k0, 1, {-1}},
+                                     CmpOp::greater_equal, kNegInf));
+        deps.track(b.tensor_reduce(Engine::vector, column(mc, rows), scores, AluOp::max));
+        const AccessPattern neg_m = column(negm, rows, t);
+        if (first) {
+          deps.track(
+              b.tensor_scalar(Engine::vector, neg_m, column(mc, rows), AluOp::multiply, -1.0f));
+        } else {
+          deps.track(b.tensor_scalar(Engine::vector, column(mc, rows), column(mc, rows),
+                                     AluOp::multiply, -1.0f));
+          deps.track(b.tensor_tensor(Engine::vector, column(nm, rows), neg_m, column(mc, rows),
+                                     AluOp::min));
+          int64_t i = b.activation(column(alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
+          b.at(i).bias = column(nm, rows);
+          deps.track(i);
+          deps.track(b.tensor_copy(Engine::vector, neg_m, column(nm, rows)));
+        }
+        int64_t i = b.activation(sb(p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp);
+        b.at(i).bias = neg_m;
+        b.at(i).accum = first ? column(l, rows, t) : column(rowsum, rows);
+        deps.track(i);
+        // dP = dO v^T for the chunk; D's part: sum_j p_j dP_j.
+        deps.track(b.matmul(ps(ps_dp, rows, 0, w), sb(doT, dt, Ev, q0, rows), sb(vT, dt, Ev, k0, w),
+                            false));
+        deps.track(b.tensor_tensor(Engine::vector, sb(pd, DType::f32, rows, 0, w),
+                                   sb(p_f, DType::f32, rows, 0, w), ps(ps_dp, rows, 0, w),
+                                   AluOp::multiply));
+        deps.track(b.tensor_reduce(Engine::vector,
+                                   first ? column(dsum, rows, t) : column(dpart, rows),
+                                   sb(pd, DType::f32, rows, 0, w), AluOp::add));
+        if (!first)
+          for (int32_t acc : {l, dsum}) {
+            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                       column(alpha, rows), AluOp::multiply));
+            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                       column(acc == l ? rowsum : dpart, rows), AluOp::add));
+          }
+      }
+      deps.track(b.tensor_tensor(Engine::vector, column(rl, rows, t), column(ones, rows),
+                                 column(l, rows, t), AluOp::divide));
+      deps.track(b.tensor_tensor(Engine::vector, column(dsum, rows, t), column(dsum, rows, t),
+                                 column(rl, rows, t), AluOp::multiply));
+    }
+
+    // Pass 2: per 128-key block, the Q tiles at or below the diagonal.
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
+      int64_t done = 0;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
+        if (s.causal && k0 > q0 + rows - 1) continue;
+        const bool acc = done++ > 0;
+        // P = exp(scale S - m) / l, masked.
+        const AccessPattern p = sb(p_f, DType::f32, rows, 0, keys);
+        deps.track(b.matmul(ps(ps_s, rows, 0, keys), sb(qT, dt, E, q0, rows),
+                            sb(kT, dt, E, k0, keys), false));
+        int64_t i = b.activation(p, ps(ps_s, rows, 0, keys), ActivationFunction::exp, s.scale);
+        b.at(i).bias = column(negm, rows, t);
+        deps.track(i);
+        if (s.causal && k0 + keys - 1 > q0)
+          deps.track(
+              b.affine_select(p, p, AffineExpr{q0 - k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
+        deps.track(
+            b.tensor_tensor(Engine::vector, p, p, broadcast(rl, rows, keys, t), AluOp::multiply));
+        AccessPattern p_in = p;
+        if (low) {
+          p_in = sb(p_d, dt, rows, 0, keys);
+          deps.track(b.tensor_copy(Engine::scalar, p_in, p));
+        }
+        // dV += P^T dO.
+        deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), p_in, sb(do_rows, dt, rows, t * Ev, Ev), acc));
+        // dS = P (dP - D), dP = dO v^T.
+        deps.track(b.matmul(ps(ps_dp, rows, 0, keys), sb(doT, dt, Ev, q0, rows),
+                            sb(vT, dt, Ev, k0, keys), false));
+        const AccessPattern ds = sb(ds_f, DType::f32, rows, 0, keys);
+        deps.track(b.tensor_tensor(Engine::vector, ds, ps(ps_dp, rows, 0, keys),
+                                   broadcast(dsum, rows, keys, t), AluOp::subtract));
+        deps.track(b.tensor_tensor(Engine::vector, ds, ds, p, AluOp::multiply));
+        AccessPattern ds_in = ds;
+        if (low) {
+          ds_in = sb(ds_d, dt, rows, 0, keys);
+          deps.track(b.tensor_copy(Engine::scalar, ds_in, ds));
+        }
+        // dK += dS^T q (scaled at the end).
+        deps.track(b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(q_rows, dt, rows, t * E, E), acc));
+        // dQ += dS k: dS^T by the identity, then [rows, E] added into dq_acc.
+        deps.track(b.matmul(ps(ps_dsT, keys, 0, rows), ds_in, sb(ident, dt, rows, 0, rows), false));
+        deps.track(
+            b.tensor_copy(Engine::scalar, sb(dsT, dt, keys, 0, rows), ps(ps_dsT, keys, 0, rows)));
+        deps.track(b.matmul(ps(ps_dq, rows, 0, E), sb(dsT, dt, keys, 0, rows),
+                            sb(k_rows, dt, keys, kb * E, E), false));
+        const AccessPattern dq = sb(dq_acc, DType::f32, rows, t * E, E);
+        if (kb == 0)
+          deps.track(b.tensor_copy(Engine::vector, dq, ps(ps_dq, rows, 0, E)));
+        else
+          deps.track(b.tensor_tensor(Engine::vector, dq, dq, ps(ps_dq, rows, 0, E), AluOp::add));
+      }
+      // dK (scaled) and dV of the block; zeros when no row sees these keys.
+      const int32_t n = static_cast<int32_t>(keys);
+      if (done > 0) {
+        deps.track(b.activation(sb(dk_out, dt, keys, 0, E), ps(ps_dk, keys, 0, E),
+                                ActivationFunction::identity, s.scale));
+        deps.track(
+            b.tensor_copy(Engine::vector, sb(dv_out, dt, keys, 0, Ev), ps(ps_dv, keys, 0, Ev)));
+      } else {
+        deps.track(b.iota(sb(dk_out, dt, keys, 0, E), AffineExpr{0, 0, {0}}));
+        deps.track(b.iota(sb(dv_out, dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+      }
+      deps.track(
+          b.dma_copy(hbm_rows(dk_hbm, dt, E, h * S + k0, n, 0, E), sb(dk_out, dt, keys, 0, E)));
+      deps.track(
+          b.dma_copy(hbm_rows(dv_hbm, dt, Ev, h * S + k0, n, 0, Ev), sb(dv_out, dt, keys, 0, Ev)));
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t rows = std::min(kBlock, L - t * kBlock);
+      deps.track(b.activation(sb(dq_out, dt, rows, 0, E), sb(dq_acc, DType::f32, rows, t * E, E),
+                              ActivationFunction::identity, s.scale));
+      deps.track(
+          b.dma_copy(hbm_rows(dq_hbm, dt, E, h * L + t * kBlock, static_cast<int32_t>(rows), 0, E),
+                     sb(dq_out, dt, rows, 0, E)));
+    }
+  }
+  return b.take();
+}
+
+} // namespace mstep::neuron

@@ -1,0 +1,64 @@
+// The attention forward tile program (flash tiling, issue 19): for each
+// batch-head, out = softmax(scale * q k^T [causal]) v without the [L, S]
+// matrix ever leaving the chip.
+//
+// Per batch-head, q^T and k^T ([E, L], [E, S]: head dim on the partitions,
+// by a transposing DMA access pattern) and v ([128 keys, S/128 blocks, Ev])
+// are loaded into SBUF, double-buffered across batch-heads. Per Q tile of
+// up to 128 rows and key chunk of up to 512 keys, in four stages:
+//   1. Tensor:  S = q^T' k^T chunk into a PSUM bank [rows, 512] (fp32); a
+//               chunk crossing the causal diagonal is scaled into SBUF
+//               (Scalar) and masked by affine_select (GpSimd: key > row ->
+//               -inf); chunks wholly above the diagonal are skipped;
+//   2. Vector:  the chunk's row max, the running max m (online softmax);
+//      Scalar:  p = exp(scale S - m) in the input dtype with its row sum
+//               (the activation's add-reduce), alpha = exp(m_old - m);
+//   3. Tensor:  p^T per 128-key block by a matmul against the identity
+//               (made on chip by iota + affine_select), copied to SBUF
+//               (Scalar); p v accumulated over the blocks in a PSUM bank;
+//   4. Vector:  l = l alpha + rowsum, o = o alpha + p v (fp32, SBUF);
+// then out = o / l in the input dtype, DMA'd out. The stages of four
+// consecutive chunks are interleaved (software pipelining), the waits come
+// from a DependencyTracker.
+//
+// HBM tensors, in order: "q" [B, L, E], "k" [B, S, E], "v" [B, S, Ev],
+// "out" [B, L, Ev] (all `dtype`, row-major), and with save_stats the fp32
+// "row_max" and "row_sum" [B, L] (m in scaled-score units and l, so the
+// log-sum-exp a backward recomputes from is m + ln l).
+#pragma once
+
+#include "absl/status/status.h"
+#include "lib/backends/neuron/TileProgram.h"
+
+namespace mstep::neuron {
+
+struct AttentionShape {
+  int64_t batch = 1; ///< batch x heads, flattened
+  int64_t q_len = 0, kv_len = 0;
+  int64_t head_dim = 0, value_dim = 0;
+  DType dtype = DType::bf16;
+  float scale = 1.0f;
+  bool causal = false; ///< key j excluded from query row i when j > i
+  bool save_stats = false;
+};
+
+/// OK, or why attention_forward_program cannot tile `shape`.
+absl::Status attention_tileable(const AttentionShape& shape);
+
+/// The program (attention_tileable(shape) must be OK).
+TileProgram attention_forward_program(const AttentionShape& shape);
+
+/// The backward (FlashAttention style, nothing [L, S] saved): per
+/// batch-head, pass 1 recomputes each query row's max m, sum l and
+/// D = sum_j P_ij dP_ij (dP = dO v^T) chunk by chunk, online; pass 2, per
+/// 128-key block and Q tile, recomputes P = exp(scale S - m) / l (causal:
+/// masked by affine_select, blocks above the diagonal skipped) and
+/// accumulates dV += P^T dO and dK += dS^T q in PSUM across Q tiles
+/// (dS = P (dP - D)), and dQ += dS k in SBUF (dS^T by a matmul against the
+/// identity); dK and dQ are scaled at the end. HBM tensors, in order:
+/// "grad_out" [B, L, Ev], "q", "k", "v", "dq" [B, L, E], "dk" [B, S, E],
+/// "dv" [B, S, Ev]. save_stats is ignored.
+absl::Status attention_backward_tileable(const AttentionShape& shape);
+TileProgram attention_backward_program(const AttentionShape& shape);
+
+} // namespace mstep::neuron

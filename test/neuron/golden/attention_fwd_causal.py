@@ -1,0 +1,92 @@
+# NKI kernel 'attention_fwd_causal': 34 instructions, written by mstep from its tile
+# program (lib/backends/neuron, issue 19): one statement per tile instruction, in
+# program order; HBM tensors are the (flat) arguments, outputs are dst= operands.
+# Not compiled against the Neuron SDK: NKI 0.2+ style, checked only to be valid
+# Python. The NKI compiler inserts its own synchronisation; each statement's
+# comment gives the tile program's semaphore waits (s<id> >= n) and signals.
+import math
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def attention_fwd_causal(q, k, v, out):
+    # q: HBM bf16 [6400]
+    # k: HBM bf16 [5120]
+    # v: HBM bf16 [5120]
+    # out: HBM bf16 [6400]
+    sb_ones = nl.ndarray((nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [0, 256), live [0, end)
+    sb_identity = nl.ndarray((nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [256, 512), live [0, end)
+    sb_qT0 = nl.ndarray((nl.par_dim(128), 200), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [512, 912), live [2, end)
+    sb_kT0 = nl.ndarray((nl.par_dim(128), 160), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [960, 1280), live [2, end)
+    sb_v0 = nl.ndarray((nl.par_dim(128), 64), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [1280, 1408), live [2, end)
+    ps_scores0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [0, 2048), live [2, end)
+    sb_s0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [1408, 3456), live [2, end)
+    sb_p0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [3456, 4480), live [2, end)
+    sb_neg_m0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4480, 4484), live [2, end)
+    sb_chunk_neg_m0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4544, 4548), live [2, end)
+    sb_rowsum0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4608, 4612), live [2, end)
+    sb_alpha0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4672, 4676), live [2, end)
+    sb_l0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4736, 4740), live [2, end)
+    ps_scores1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [2048, 4096), live [2, end)
+    sb_s1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4800, 6848), live [2, end)
+    sb_p1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [6848, 7872), live [2, end)
+    sb_neg_m1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [7872, 7876), live [2, end)
+    sb_chunk_neg_m1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [7936, 7940), live [2, end)
+    sb_rowsum1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8000, 8004), live [2, end)
+    sb_alpha1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8064, 8068), live [2, end)
+    sb_l1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8128, 8132), live [2, end)
+    ps_scores2 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [4096, 6144), live [2, end)
+    sb_s2 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8192, 10240), live [2, end)
+    sb_p2 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10240, 11264), live [2, end)
+    sb_neg_m2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11264, 11268), live [2, end)
+    sb_chunk_neg_m2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11328, 11332), live [2, end)
+    sb_rowsum2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11392, 11396), live [2, end)
+    sb_alpha2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11456, 11460), live [2, end)
+    sb_l2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11520, 11524), live [2, end)
+    ps_pT_psum0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [6144, 8192), live [2, end)
+    ps_pv0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [8192, 10240), live [2, end)
+    sb_pT0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [11584, 12608), live [2, end)
+    ps_pT_psum1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [10240, 12288), live [2, end)
+    ps_pv1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [12288, 14336), live [2, end)
+    sb_pT1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [12608, 13632), live [2, end)
+    sb_o0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [13632, 13760), live [2, end)
+    sb_o_out0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [13760, 13824), live [2, end)
+    sb_o1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [13824, 13952), live [2, end)
+    sb_o_out1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [13952, 14016), live [2, end)
+    nisa.iota(dst=sb_ones[0:128, 0:128], pattern=[[0, 128]], offset=1, channel_multiplier=0)  # #0 GpSimd; signal s3
+    nisa.affine_select(dst=sb_identity[0:128, 0:128], pattern=[[-1, 128]], offset=0, channel_multiplier=1, on_true_tile=sb_ones[0:128, 0:128], on_false_value=0.0, cmp_op=nl.equal)  # #1 GpSimd; signal s3
+    nisa.dma_copy(dst=sb_qT0[0:32, 0:200], src=q.ap(pattern=[[1, 32], [32, 200]], offset=0))  # #2 Sync dma0; signal s4
+    nisa.dma_copy(dst=sb_kT0[0:32, 0:160], src=k.ap(pattern=[[1, 32], [32, 160]], offset=0))  # #3 Sync dma1; signal s5
+    nisa.dma_copy(dst=sb_v0[0:128, 0:32], src=v.ap(pattern=[[32, 128], [1, 32]], offset=0))  # #4 Sync dma2; signal s6
+    nisa.dma_copy(dst=sb_v0[0:32, 32:64], src=v.ap(pattern=[[32, 32], [1, 32]], offset=4096))  # #5 Sync dma3; signal s7
+    nisa.nc_matmul(dst=ps_scores0[0:128, 0:160], stationary=sb_qT0[0:32, 0:128], moving=sb_kT0[0:32, 0:160], accumulate=False)  # #6 Tensor; wait s4>=1 s5>=1; signal s0
+    nisa.activation(dst=sb_s0[0:128, 0:160], op=nl.copy, data=ps_scores0[0:128, 0:160], bias=0.0, scale=0.125)  # #7 Scalar; wait s0>=1; signal s2
+    nisa.affine_select(dst=sb_s0[0:128, 0:160], pattern=[[-1, 160]], offset=0, channel_multiplier=1, on_true_tile=sb_s0[0:128, 0:160], on_false_value=-math.inf, cmp_op=nl.greater_equal)  # #8 GpSimd; wait s2>=1; signal s3
+    nisa.tensor_reduce(dst=sb_chunk_neg_m0[0:128, 0:1], op=nl.maximum, data=sb_s0[0:128, 0:160], axis=(1,))  # #9 Vector; wait s3>=3; signal s1
+    nisa.tensor_scalar(dst=sb_neg_m0[0:128, 0:1], data=sb_chunk_neg_m0[0:128, 0:1], op0=nl.multiply, operand0=-1.0, engine=nisa.engine.vector)  # #10 Vector; signal s1
+    nisa.activation(dst=sb_p0[0:128, 0:160], op=nl.exp, data=sb_s0[0:128, 0:160], bias=sb_neg_m0[0:128, 0:1], scale=1.0, reduce_op=nl.add, reduce_res=sb_l0[0:128, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #11 Scalar; wait s1>=2 s3>=3; signal s2
+    nisa.nc_matmul(dst=ps_scores1[0:72, 0:160], stationary=sb_qT0[0:32, 128:200], moving=sb_kT0[0:32, 0:160], accumulate=False)  # #12 Tensor; wait s4>=1 s5>=1; signal s0
+    nisa.activation(dst=sb_s1[0:72, 0:160], op=nl.copy, data=ps_scores1[0:72, 0:160], bias=0.0, scale=0.125)  # #13 Scalar; wait s0>=2; signal s2
+    nisa.affine_select(dst=sb_s1[0:72, 0:160], pattern=[[-1, 160]], offset=128, channel_multiplier=1, on_true_tile=sb_s1[0:72, 0:160], on_false_value=-math.inf, cmp_op=nl.greater_equal)  # #14 GpSimd; wait s2>=3; signal s3
+    nisa.nc_matmul(dst=ps_pT_psum0[0:128, 0:128], stationary=sb_p0[0:128, 0:128], moving=sb_identity[0:128, 0:128], accumulate=False)  # #15 Tensor; wait s2>=2 s3>=2; signal s0
+    nisa.nc_matmul(dst=ps_pT_psum0[0:32, 128:256], stationary=sb_p0[0:128, 128:160], moving=sb_identity[0:128, 0:128], accumulate=False)  # #16 Tensor; wait s2>=2 s3>=2; signal s0
+    nisa.tensor_copy(dst=sb_pT0[0:128, 0:256], src=ps_pT_psum0[0:128, 0:256], engine=nisa.engine.scalar)  # #17 Scalar; wait s0>=4; signal s2
+    nisa.nc_matmul(dst=ps_pv0[0:128, 0:32], stationary=sb_pT0[0:128, 0:128], moving=sb_v0[0:128, 0:32], accumulate=False)  # #18 Tensor; wait s2>=4 s6>=1 s7>=1; signal s0
+    nisa.nc_matmul(dst=ps_pv0[0:128, 0:32], stationary=sb_pT0[0:32, 128:256], moving=sb_v0[0:32, 32:64], accumulate=True)  # #19 Tensor; wait s2>=4 s6>=1 s7>=1; signal s0
+    nisa.tensor_reduce(dst=sb_chunk_neg_m1[0:72, 0:1], op=nl.maximum, data=sb_s1[0:72, 0:160], axis=(1,))  # #20 Vector; wait s3>=4; signal s1
+    nisa.tensor_scalar(dst=sb_neg_m1[0:72, 0:1], data=sb_chunk_neg_m1[0:72, 0:1], op0=nl.multiply, operand0=-1.0, engine=nisa.engine.vector)  # #21 Vector; signal s1
+    nisa.activation(dst=sb_p1[0:72, 0:160], op=nl.exp, data=sb_s1[0:72, 0:160], bias=sb_neg_m1[0:72, 0:1], scale=1.0, reduce_op=nl.add, reduce_res=sb_l1[0:72, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #22 Scalar; wait s1>=4 s3>=4; signal s2
+    nisa.tensor_copy(dst=sb_o0[0:128, 0:32], src=ps_pv0[0:128, 0:32], engine=nisa.engine.vector)  # #23 Vector; wait s0>=6; signal s1
+    nisa.tensor_tensor(dst=sb_o_out0[0:128, 0:32], data1=sb_o0[0:128, 0:32], data2=sb_l0.ap(pattern=[[1, 128], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #24 Vector; wait s2>=2; signal s1
+    nisa.dma_copy(dst=out.ap(pattern=[[32, 128], [1, 32]], offset=0), src=sb_o_out0[0:128, 0:32])  # #25 Sync dma4; wait s1>=6; signal s8
+    nisa.nc_matmul(dst=ps_pT_psum1[0:128, 0:72], stationary=sb_p1[0:72, 0:128], moving=sb_identity[0:72, 0:72], accumulate=False)  # #26 Tensor; wait s2>=5 s3>=2; signal s0
+    nisa.nc_matmul(dst=ps_pT_psum1[0:32, 72:144], stationary=sb_p1[0:72, 128:160], moving=sb_identity[0:72, 0:72], accumulate=False)  # #27 Tensor; wait s2>=5 s3>=2; signal s0
+    nisa.tensor_copy(dst=sb_pT1[0:128, 0:144], src=ps_pT_psum1[0:128, 0:144], engine=nisa.engine.scalar)  # #28 Scalar; wait s0>=8; signal s2
+    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:128, 0:72], moving=sb_v0[0:128, 0:32], accumulate=False)  # #29 Tensor; wait s2>=6 s6>=1 s7>=1; signal s0
+    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:32, 72:144], moving=sb_v0[0:32, 32:64], accumulate=True)  # #30 Tensor; wait s2>=6 s6>=1 s7>=1; signal s0
+    nisa.tensor_copy(dst=sb_o1[0:72, 0:32], src=ps_pv1[0:72, 0:32], engine=nisa.engine.vector)  # #31 Vector; wait s0>=10; signal s1
+    nisa.tensor_tensor(dst=sb_o_out1[0:72, 0:32], data1=sb_o1[0:72, 0:32], data2=sb_l1.ap(pattern=[[1, 72], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #32 Vector; wait s2>=5; signal s1
+    nisa.dma_copy(dst=out.ap(pattern=[[32, 72], [1, 32]], offset=4096), src=sb_o_out1[0:72, 0:32])  # #33 Sync dma5; wait s1>=8; signal s9
