@@ -156,6 +156,27 @@ TEST(NeuronSimulator, ActivationWithScaleAndPerPartitionBias) {
     }
 }
 
+// log (log_softmax's log s): of b in [0.5, 2), scaled by 2.
+TEST(NeuronSimulator, ActivationLog) {
+  Elementwise e;
+  e.b.activation(e.tile(e.tout), e.tile(e.tb), ActivationFunction::log, 2.0f);
+  const std::vector<float> out = e.run();
+  for (int64_t i = 0; i < 128 * 64; ++i) ASSERT_NEAR(out[i], std::log(2.0 * e.bv[i]), 2e-7) << i;
+}
+
+// A free stride of 0 reads one element across the row: a [P, 1] column
+// broadcast along the free axis (the per-row scalar of the norm lowerings).
+TEST(NeuronSimulator, StrideZeroReadBroadcastsAColumn) {
+  Elementwise e;
+  e.b.tensor_tensor(Engine::vector, e.tile(e.tout), e.tile(e.ta),
+                    tile_pattern(BufferKind::sbuf, e.tb, DType::f32, 0, 128, 5, {{64, 0}}),
+                    AluOp::multiply);
+  const std::vector<float> out = e.run();
+  for (int64_t p = 0; p < 128; ++p)
+    for (int64_t j = 0; j < 64; ++j)
+      ASSERT_EQ(out[p * 64 + j], e.a[p * 64 + j] * e.bv[p * 64 + 5]) << p << "," << j;
+}
+
 TEST(NeuronSimulator, ActivationAddReduceSumsTheRow) {
   Elementwise e;
   const int64_t i =

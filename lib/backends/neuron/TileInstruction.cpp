@@ -59,6 +59,8 @@ absl::string_view activation_name(ActivationFunction f) {
     return "square";
   case ActivationFunction::rsqrt:
     return "rsqrt";
+  case ActivationFunction::log:
+    return "log";
   }
   return "?";
 }

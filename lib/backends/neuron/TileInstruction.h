@@ -27,7 +27,16 @@ enum class Opcode : uint8_t {
 
 enum class AluOp : uint8_t { add, subtract, multiply, max, min, divide };
 
-enum class ActivationFunction : uint8_t { identity, exp, tanh, relu, sigmoid, square, rsqrt };
+enum class ActivationFunction : uint8_t {
+  identity,
+  exp,
+  tanh,
+  relu,
+  sigmoid,
+  square,
+  rsqrt,
+  log, ///< natural log (log_softmax)
+};
 
 absl::string_view opcode_name(Opcode op);
 absl::string_view alu_op_name(AluOp op);

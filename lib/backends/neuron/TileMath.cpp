@@ -81,6 +81,8 @@ void activate(ActivationFunction f, const float* x, float scale, float bias, flo
     });
   case ActivationFunction::rsqrt:
     return each1(x, out, n, [&](float v) { return 1.0f / std::sqrt(affine(v)); });
+  case ActivationFunction::log:
+    return each1(x, out, n, [&](float v) { return std::log(affine(v)); });
   }
 }
 
