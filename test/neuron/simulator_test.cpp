@@ -204,6 +204,30 @@ TEST(NeuronSimulator, TensorReduceAddAndMax) {
   }
 }
 
+// bn_stats over two halves of each row (32 + 32), bn_aggr of the two
+// records: the row's mean and biased variance (vs double two-pass).
+TEST(NeuronSimulator, BnStatsAndAggrGiveMeanAndVariance) {
+  Elementwise e;
+  const int32_t mv = e.b.allocate(BufferKind::sbuf, 8, "mean_var");
+  auto rec = [&](int64_t i) {
+    return tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 3 * i, {{3, 1}});
+  };
+  for (int64_t h = 0; h < 2; ++h)
+    e.b.bn_stats(rec(h),
+                 tile_pattern(BufferKind::sbuf, e.ta, DType::f32, 0, 128, 32 * h, {{32, 1}}));
+  e.b.bn_aggr(tile_pattern(BufferKind::sbuf, mv, DType::f32, 0, 128, 0, {{2, 1}}),
+              tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 0, {{6, 1}}));
+  const std::vector<float> out =
+      e.run(tile_pattern(BufferKind::sbuf, mv, DType::f32, 0, 128, 0, {{2, 1}}));
+  for (int64_t p = 0; p < 128; ++p) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < 64; ++j) mean += e.a[p * 64 + j] / 64.0;
+    for (int64_t j = 0; j < 64; ++j) var += std::pow(e.a[p * 64 + j] - mean, 2) / 64.0;
+    EXPECT_NEAR(out[p * 2], mean, 1e-6) << p;
+    EXPECT_NEAR(out[p * 2 + 1], var, 1e-6 * (1 + var)) << p;
+  }
+}
+
 TEST(NeuronSimulator, TensorReduceInnermostDimOfTwo) {
   // src [128, (4, 16)]: four sums of 16 per partition.
   Elementwise e;

@@ -1,16 +1,19 @@
 // layer_norm and rms_norm over the trailing `normalized_ndim` axes (as one
 // row of cols elements), rows on partitions, fp32 statistics:
-//   layer_norm: pass 1 row sums (Vector reduce per chunk) -> -mean;
-//               pass 2 (x - mean)^2 summed on Scalar (square, bias -mean,
-//               accumulate) -> rstd = rsqrt(sum / cols + eps) (Scalar);
-//               pass 3 (x - mean) (Scalar) * rstd (Vector, per-row
+//   layer_norm: pass 1 bn_stats per 512 columns (Vector) into a record
+//               tile, bn_aggr -> mean and variance, -mean (Vector),
+//               rstd = rsqrt(var + eps) (Scalar);
+//               pass 2 (x - mean) (Scalar) * rstd (Vector, per-row
 //               broadcast) [* weight] [+ bias] (rows broadcast to every
 //               partition by a partition-stride-0 DMA), stored in the dtype.
 //   rms_norm:   pass 1 x^2 summed on Scalar -> rrms = rsqrt(sum / cols + eps);
 //               pass 2 x * rrms [* weight].
-// Statistics are two-pass (the mean first), as the ref kernel. When a row
+// bn_stats records are (count, mean, M2), so the variance needs no second
+// pass over x (and no E[x^2] - mean^2 cancellation). When a row
 // fits one chunk, x stays in SBUF across the passes and weight/bias are
 // loaded once for all row tiles.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/LoweringCommon.h"
 #include "lib/backends/neuron/RowLowering.h"
@@ -54,12 +57,16 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
   const int32_t b_hbm = has_bias ? k.b.hbm_tensor("bias", dt, cols) : -1;
   const int32_t y_hbm = k.b.hbm_tensor("out", dt, n);
   const RowKit::Tile x = k.tile(dt, width, "x"), tmp = k.tile(DType::f32, width, "t"),
-                     y = k.tile(dt, width, "y"), psum = k.tile(DType::f32, nck, "row_sum"),
-                     psq = k.tile(DType::f32, nck, "row_sumsq");
+                     y = k.tile(dt, width, "y"), psq = k.tile(DType::f32, nck, "row_sumsq");
+  // layer_norm: one bn_stats record per 512 columns of each chunk.
+  int64_t records = 0;
+  for (const ColChunk& c : chunks) records += (c.w + kBnStatsMaxFree - 1) / kBnStatsMaxFree;
+  RowKit::Tile rec;
+  if (layer) rec = k.tile(DType::f32, records * kBnStatsRecord, "bn_records");
   RowKit::Tile wt, bt;
   if (has_weight) wt = k.tile(dt, width, "weight");
   if (has_bias) bt = k.tile(dt, width, "bias");
-  enum { kSum, kNegMean, kSumSq, kRstd, kStats };
+  enum { kMean, kVar, kNegMean, kSumSq, kRstd, kStats };
   const RowKit::Tile stats = k.tile(DType::f32, kStats, "stats");
   // Weight and bias of chunk c on all 128 partitions (a row tile uses its
   // first rows): once when resident, else per chunk into its slot.
@@ -94,19 +101,30 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
     };
     const AccessPattern neg_mean = stat(kNegMean);
     if (layer) {
-      for (int64_t c = 0; c < nck; ++c)
-        k.reduce(RowKit::at(psum, ts, p, 1, c), load_x(c, true), AluOp::add);
-      k.reduce(stat(kSum), RowKit::at(psum, ts, p, nck), AluOp::add);
-      k.ts(neg_mean, stat(kSum), AluOp::divide, -static_cast<float>(cols));
+      int64_t r = 0;
+      for (int64_t c = 0; c < nck; ++c) {
+        const AccessPattern xc = load_x(c, true);
+        for (int64_t s0 = 0; s0 < chunks[c].w; s0 += kBnStatsMaxFree, ++r) {
+          AccessPattern part = xc;
+          part.offset += s0;
+          part.dims = {{std::min(kBnStatsMaxFree, chunks[c].w - s0), 1}};
+          k.deps.track(
+              k.b.bn_stats(RowKit::at(rec, ts, p, kBnStatsRecord, r * kBnStatsRecord), part));
+        }
+      }
+      k.deps.track(k.b.bn_aggr(RowKit::at(stats, ts, p, 2, kMean),
+                               RowKit::at(rec, ts, p, records * kBnStatsRecord)));
+      k.ts(neg_mean, stat(kMean), AluOp::multiply, -1.0f);
+      k.act(stat(kRstd), stat(kVar), ActivationFunction::rsqrt, 1.0f, nullptr, eps);
+    } else {
+      for (int64_t c = 0; c < nck; ++c) {
+        const AccessPattern acc = RowKit::at(psq, ts, p, 1, c);
+        k.act(scratch(c), load_x(c, true), ActivationFunction::square, 1.0f, nullptr, 0.0f, &acc);
+      }
+      k.reduce(stat(kSumSq), RowKit::at(psq, ts, p, nck), AluOp::add);
+      k.act(stat(kRstd), stat(kSumSq), ActivationFunction::rsqrt, 1.0f / static_cast<float>(cols),
+            nullptr, eps);
     }
-    for (int64_t c = 0; c < nck; ++c) {
-      const AccessPattern acc = RowKit::at(psq, ts, p, 1, c);
-      k.act(scratch(c), load_x(c, !layer), ActivationFunction::square, 1.0f,
-            layer ? &neg_mean : nullptr, 0.0f, &acc);
-    }
-    k.reduce(stat(kSumSq), RowKit::at(psq, ts, p, nck), AluOp::add);
-    k.act(stat(kRstd), stat(kSumSq), ActivationFunction::rsqrt, 1.0f / static_cast<float>(cols),
-          nullptr, eps);
     for (int64_t c = 0; c < nck; ++c) {
       const int64_t w = chunks[c].w;
       AccessPattern v = load_x(c, false);

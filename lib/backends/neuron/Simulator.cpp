@@ -133,6 +133,21 @@ int64_t Machine::execute(const Instruction& inst) {
     if (inst.accum) store(*inst.accum, sums.data());
     return total;
   }
+  case Opcode::bn_stats:
+  case Opcode::bn_aggr: {
+    const AccessPattern& src = inst.srcs[0];
+    const int64_t free = src.free_elements();
+    const float* x = load(src, 0);
+    float* o = out(total);
+    for (int64_t p = 0; p < src.partitions; ++p) {
+      if (inst.opcode == Opcode::bn_stats)
+        bn_stats_row(x + p * free, free, o + p * kBnStatsRecord);
+      else
+        bn_aggr_row(x + p * free, free / kBnStatsRecord, o + p * 2);
+    }
+    store(dst, o);
+    return src.elements();
+  }
   case Opcode::tensor_reduce: {
     const AccessPattern& src = inst.srcs[0];
     const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;

@@ -37,6 +37,9 @@ public:
   int64_t tensor_copy(Engine engine, const AccessPattern& dst, const AccessPattern& src);
   int64_t tensor_reduce(Engine engine, const AccessPattern& dst, const AccessPattern& src,
                         AluOp op);
+  /// Vector bn_stats / bn_aggr (TileInstruction.h).
+  int64_t bn_stats(const AccessPattern& dst, const AccessPattern& src);
+  int64_t bn_aggr(const AccessPattern& dst, const AccessPattern& src);
   /// Appends any instruction as is.
   int64_t emit(Instruction inst);
 

@@ -21,6 +21,10 @@ absl::string_view opcode_name(Opcode op) {
     return "tensor_copy";
   case Opcode::tensor_reduce:
     return "tensor_reduce";
+  case Opcode::bn_stats:
+    return "bn_stats";
+  case Opcode::bn_aggr:
+    return "bn_aggr";
   }
   return "?";
 }

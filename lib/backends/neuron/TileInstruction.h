@@ -23,6 +23,10 @@ enum class Opcode : uint8_t {
   activation,    ///< Scalar: dst = f(src * scale + bias), optional add-reduce into accum
   tensor_copy,   ///< Vector/Scalar/GpSimd: dst = src, converting the dtype
   tensor_reduce, ///< Vector/GpSimd: dst = <alu>-reduction of src over its innermost free dim
+  bn_stats,      ///< Vector: fp32 dst [P, 3] = (count, mean, M2) of each partition's src
+                 ///< (<= kBnStatsMaxFree elements; M2 the sum of squared deviations)
+  bn_aggr,       ///< Vector: fp32 dst [P, 2] = (mean, biased variance) of the bn_stats
+                 ///< records [P, k * 3] in src (combined as Chan et al.)
 };
 
 enum class AluOp : uint8_t { add, subtract, multiply, max, min, divide };

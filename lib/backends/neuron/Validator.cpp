@@ -160,6 +160,10 @@ void Checker::check_instruction(int64_t index) {
     engine_ok = inst.engine == Engine::vector || inst.engine == Engine::scalar ||
                 inst.engine == Engine::gpsimd;
     break;
+  case Opcode::bn_stats:
+  case Opcode::bn_aggr:
+    engine_ok = inst.engine == Engine::vector;
+    break;
   }
   if (!engine_ok)
     return fail_at(index, "engine_opcode", opcode_name(inst.opcode), " does not run on ",
@@ -248,6 +252,21 @@ void Checker::check_instruction(int64_t index) {
     if (dst.partitions != src.partitions || dst.free_elements() * inner != src.free_elements())
       return fail_at(index, "shape", "dst ", shape_text(dst), " is not src ", shape_text(src),
                      " without its innermost free dim (", inner, ")");
+    return;
+  }
+  case Opcode::bn_stats:
+  case Opcode::bn_aggr: {
+    const bool stats = inst.opcode == Opcode::bn_stats;
+    const int64_t want = stats ? kBnStatsRecord : 2, free = src.free_elements();
+    if (stats && free > kBnStatsMaxFree)
+      return fail_at(index, "bn_stats", "src ", shape_text(src), " has ", free, " free elements > ",
+                     kBnStatsMaxFree);
+    if (!stats && free % kBnStatsRecord != 0)
+      return fail_at(index, "bn_stats", "src ", shape_text(src), " is not whole records of ",
+                     kBnStatsRecord);
+    if (dst.partitions != src.partitions || dst.free_elements() != want || dst.dtype != DType::f32)
+      return fail_at(index, "shape", "dst ", shape_text(dst), " ", dtype_name(dst.dtype),
+                     " is not fp32 [", src.partitions, ", ", want, "]");
     return;
   }
   case Opcode::activation:
