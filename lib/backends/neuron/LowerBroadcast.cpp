@@ -230,7 +230,7 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
   const int32_t inputs = static_cast<int32_t>(plan.loads.size());
   // A resident row input is loaded once onto all partitions (slot 0).
   auto load_row = [&](int32_t i, int s, int32_t parts, const ColChunk& c) {
-    k.dma(RowKit::at(tile[i], s, parts, c.w), hbm_row_broadcast(hbm[i], tile[i].dtype, parts, c));
+    k.load(RowKit::at(tile[i], s, parts, c.w), hbm_row_broadcast(hbm[i], tile[i].dtype, parts, c));
   };
   if (resident)
     for (int32_t i = 0; i < inputs; ++i)
@@ -243,9 +243,9 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
     // Per-row values: loaded and computed once per row tile.
     for (int32_t i = 0; i < inputs; ++i) {
       if (plan.loads[i] == Load::col)
-        k.dma(RowKit::at(tile[i], ts, p, 1), hbm_column(hbm[i], tile[i].dtype, t));
+        k.load(RowKit::at(tile[i], ts, p, 1), hbm_column(hbm[i], tile[i].dtype, t));
       if (plan.loads[i] == Load::scalar)
-        k.dma(RowKit::at(tile[i], ts, p, 1), hbm_rows(hbm[i], tile[i].dtype, 0, 0, p, 0, 1));
+        k.load(RowKit::at(tile[i], ts, p, 1), hbm_rows(hbm[i], tile[i].dtype, 0, 0, p, 0, 1));
     }
     for (const ColChunk& c : chunks) {
       const int s = static_cast<int>(iteration++ % 2);
@@ -259,7 +259,7 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
       };
       for (int32_t i = 0; i < inputs; ++i) {
         if (plan.loads[i] == Load::full)
-          k.dma(RowKit::at(tile[i], s, p, c.w), hbm_block(hbm[i], tile[i].dtype, cols, t, c));
+          k.load(RowKit::at(tile[i], s, p, c.w), hbm_block(hbm[i], tile[i].dtype, cols, t, c));
         if (plan.loads[i] == Load::row && !resident) load_row(i, s, p, c);
       }
       for (const Step& st : plan.steps) {
@@ -289,7 +289,7 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
           src = RowKit::at(copy_out[o], s, p, c.w);
           k.copy(src, read(v, true));
         }
-        k.dma(hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c), src);
+        k.store(hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c), src);
       }
     }
     ts ^= 1;

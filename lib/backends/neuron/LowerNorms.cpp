@@ -75,11 +75,11 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
     const int s = resident ? 0 : static_cast<int>(row_loads++ % 2);
     if (!resident || row_loads++ == 0) {
       if (has_weight)
-        k.dma(RowKit::at(wt, s, kPartitions, chunks[c].w),
-              hbm_row_broadcast(w_hbm, dt, kPartitions, chunks[c]));
+        k.load(RowKit::at(wt, s, kPartitions, chunks[c].w),
+               hbm_row_broadcast(w_hbm, dt, kPartitions, chunks[c]));
       if (has_bias)
-        k.dma(RowKit::at(bt, s, kPartitions, chunks[c].w),
-              hbm_row_broadcast(b_hbm, dt, kPartitions, chunks[c]));
+        k.load(RowKit::at(bt, s, kPartitions, chunks[c].w),
+               hbm_row_broadcast(b_hbm, dt, kPartitions, chunks[c]));
     }
     return s;
   };
@@ -92,7 +92,7 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
     auto load_x = [&](int64_t c, bool first_pass) {
       if (first_pass || !resident) {
         xs = static_cast<int>(loads++ % 2);
-        k.dma(RowKit::at(x, xs, p, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
+        k.load(RowKit::at(x, xs, p, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
       }
       return RowKit::at(x, xs, p, chunks[c].w);
     };
@@ -108,12 +108,11 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
           AccessPattern part = xc;
           part.offset += s0;
           part.dims = {{std::min(kBnStatsMaxFree, chunks[c].w - s0), 1}};
-          k.deps.track(
-              k.b.bn_stats(RowKit::at(rec, ts, p, kBnStatsRecord, r * kBnStatsRecord), part));
+          k.bn_stats(RowKit::at(rec, ts, p, kBnStatsRecord, r * kBnStatsRecord), part);
         }
       }
-      k.deps.track(k.b.bn_aggr(RowKit::at(stats, ts, p, 2, kMean),
-                               RowKit::at(rec, ts, p, records * kBnStatsRecord)));
+      k.bn_aggr(RowKit::at(stats, ts, p, 2, kMean),
+                RowKit::at(rec, ts, p, records * kBnStatsRecord));
       k.ts(neg_mean, stat(kMean), AluOp::multiply, -1.0f);
       k.act(stat(kRstd), stat(kVar), ActivationFunction::rsqrt, 1.0f, nullptr, eps);
     } else {
@@ -146,7 +145,7 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
         r = r2;
       }
       if (has_bias) k.tt(next(), r, RowKit::at(bt, rs, p, w), AluOp::add);
-      k.dma(hbm_block(y_hbm, dt, cols, t, chunks[c]), yc);
+      k.store(hbm_block(y_hbm, dt, cols, t, chunks[c]), yc);
     }
     ts ^= 1;
   }

@@ -50,7 +50,7 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
   for (const RowTile& t : row_tiles(rows)) {
     for (int64_t c = 0; c < nck; ++c, ++load) {
       const int s = static_cast<int>(load % 2);
-      k.dma(RowKit::at(x, s, t.parts, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
+      k.load(RowKit::at(x, s, t.parts, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
       k.reduce(RowKit::at(part, ts, t.parts, 1, c), RowKit::at(x, s, t.parts, chunks[c].w), alu);
     }
     const AccessPattern partials = RowKit::at(part, ts, t.parts, nck);
@@ -61,7 +61,7 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
     } else {
       k.reduce(RowKit::at(y, ts, t.parts, 1), partials, alu);
     }
-    k.dma(hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1));
+    k.store(hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1));
     ts ^= 1;
   }
   return k.finish({0, -1});

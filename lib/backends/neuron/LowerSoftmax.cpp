@@ -52,7 +52,7 @@ absl::StatusOr<LoweredOp> lower_softmax(const GraphNode& node, absl::Span<const 
     auto load_x = [&](int64_t c, bool first_pass) {
       if (first_pass || !resident) {
         xs = static_cast<int>(loads++ % 2);
-        k.dma(RowKit::at(x, xs, p, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
+        k.load(RowKit::at(x, xs, p, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
       }
       return RowKit::at(x, xs, p, chunks[c].w);
     };
@@ -88,7 +88,7 @@ absl::StatusOr<LoweredOp> lower_softmax(const GraphNode& node, absl::Span<const 
         const AccessPattern ec = resident ? e_resident : exp_x(c, xc, nullptr);
         k.tt(yc, ec, RowKit::spread(stats, ts, p, w, kSum), AluOp::divide);
       }
-      k.dma(hbm_block(y_hbm, dt, cols, t, chunks[c]), yc);
+      k.store(hbm_block(y_hbm, dt, cols, t, chunks[c]), yc);
     }
     ts ^= 1;
   }

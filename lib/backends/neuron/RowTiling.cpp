@@ -57,9 +57,32 @@ AccessPattern RowKit::spread(const Tile& t, int s, int32_t parts, int64_t w, int
   return tile_pattern(BufferKind::sbuf, t.slot[s], t.dtype, 0, parts, col, {{w, 0}});
 }
 
+int64_t RowKit::load(const AccessPattern& dst, const AccessPattern& src) {
+  before_write(dst);
+  const int64_t i = deps.track(b.dma_copy(dst, src));
+  flush_stores();
+  return i;
+}
+
+void RowKit::store(const AccessPattern& dst, const AccessPattern& src) {
+  pending_stores_.emplace_back(dst, src);
+}
+
+void RowKit::before_write(const AccessPattern& dst) {
+  for (const auto& [to, from] : pending_stores_)
+    if (from.buffer == dst.buffer) return flush_stores();
+}
+
+void RowKit::flush_stores() {
+  for (const auto& [to, from] : pending_stores_) deps.track(b.dma_copy(to, from));
+  pending_stores_.clear();
+}
+
 int64_t RowKit::act(const AccessPattern& dst, const AccessPattern& src, ActivationFunction f,
                     float scale, const AccessPattern* bias, float bias_value,
                     const AccessPattern* accum) {
+  before_write(dst);
+  if (accum) before_write(*accum);
   const int64_t i = b.activation(dst, src, f, scale, bias_value);
   if (bias) b.at(i).bias = *bias;
   if (accum) b.at(i).accum = *accum;
@@ -67,6 +90,7 @@ int64_t RowKit::act(const AccessPattern& dst, const AccessPattern& src, Activati
 }
 
 LoweredOp RowKit::finish(std::vector<int32_t> binding) {
+  flush_stores();
   LoweredOp out;
   out.program = b.take();
   out.hbm_binding = std::move(binding);

@@ -66,20 +66,37 @@ public:
   /// free axis (a per-row scalar broadcast along the row).
   static AccessPattern spread(const Tile& t, int s, int32_t parts, int64_t w, int64_t col = 0);
 
-  int64_t dma(const AccessPattern& dst, const AccessPattern& src) {
-    return deps.track(b.dma_copy(dst, src));
-  }
+  /// HBM -> SBUF; then the stores waiting for a load are emitted.
+  int64_t load(const AccessPattern& dst, const AccessPattern& src);
+  /// SBUF -> HBM, emitted after the next load (or before anything that
+  /// overwrites its source): the Sync queue is in order, so a store that
+  /// waits for its chunk's compute would otherwise hold back the next
+  /// chunk's load (no overlap of load and compute).
+  void store(const AccessPattern& dst, const AccessPattern& src);
+
   int64_t tt(const AccessPattern& dst, const AccessPattern& a, const AccessPattern& x, AluOp op) {
+    before_write(dst);
     return deps.track(b.tensor_tensor(Engine::vector, dst, a, x, op));
   }
   int64_t ts(const AccessPattern& dst, const AccessPattern& src, AluOp op, float s) {
+    before_write(dst);
     return deps.track(b.tensor_scalar(Engine::vector, dst, src, op, s));
   }
   int64_t reduce(const AccessPattern& dst, const AccessPattern& src, AluOp op) {
+    before_write(dst);
     return deps.track(b.tensor_reduce(Engine::vector, dst, src, op));
   }
   int64_t copy(const AccessPattern& dst, const AccessPattern& src) {
+    before_write(dst);
     return deps.track(b.tensor_copy(Engine::vector, dst, src));
+  }
+  int64_t bn_stats(const AccessPattern& dst, const AccessPattern& src) {
+    before_write(dst);
+    return deps.track(b.bn_stats(dst, src));
+  }
+  int64_t bn_aggr(const AccessPattern& dst, const AccessPattern& src) {
+    before_write(dst);
+    return deps.track(b.bn_aggr(dst, src));
   }
   /// Scalar: dst = f(src * scale + bias) with bias a [P,1] pattern (or
   /// none), optionally summing each row of the result into `accum`.
@@ -92,6 +109,13 @@ public:
 
   TileBuilder b;
   TileDependencies deps;
+
+private:
+  /// Emits the pending stores now if one reads what `dst` overwrites.
+  void before_write(const AccessPattern& dst);
+  void flush_stores();
+
+  std::vector<std::pair<AccessPattern, AccessPattern>> pending_stores_;
 };
 
 } // namespace mstep::neuron
