@@ -58,12 +58,15 @@ void check_norm(const NormCase& c) {
     const double rstd = 1 / std::sqrt(sq / cols + 1e-5);
     // fp32 sums: the mean is off by up to cols ulps of mean|x|, the
     // statistics by cols ulps relative; that carries into y through rstd.
+    // x * rstd - mean * rstd rounds at the size of |x| * rstd.
     const double mean_err = c.layer ? cols * ulp * mag / cols : 0;
     for (int64_t j = 0; j < cols; ++j) {
       const double w = c.weight ? at(*in[1], j) : 1, b = bias ? at(*in[2], j) : 0;
       const double normed = (at(x, r * cols + j) - mean) * rstd;
       const double want = normed * w + b;
-      const double tol = (mean_err * rstd + (cols + 16) * ulp * std::abs(normed)) * std::abs(w) +
+      const double tol = (mean_err * rstd + (cols + 16) * ulp * std::abs(normed) +
+                          4 * ulp * std::abs(at(x, r * cols + j)) * rstd) *
+                             std::abs(w) +
                          16 * ulp * std::abs(b) + out_ulp * std::abs(want) + 1e-30;
       ASSERT_NEAR(at(*got, r * cols + j), want, tol) << r << "," << j;
     }

@@ -177,6 +177,18 @@ TEST(NeuronSimulator, StrideZeroReadBroadcastsAColumn) {
       ASSERT_EQ(out[p * 64 + j], e.a[p * 64 + j] * e.bv[p * 64 + 5]) << p << "," << j;
 }
 
+// A [P, 1] scale pattern: one multiplier per partition (column 3 of b).
+TEST(NeuronSimulator, ActivationWithPerPartitionScale) {
+  Elementwise e;
+  const int64_t i =
+      e.b.activation(e.tile(e.tout), e.tile(e.ta), ActivationFunction::identity, 7.0f, 0.25f);
+  e.b.at(i).scale_column = tile_pattern(BufferKind::sbuf, e.tb, DType::f32, 0, 128, 3, {{1, 1}});
+  const std::vector<float> out = e.run();
+  for (int64_t p = 0; p < 128; ++p)
+    for (int64_t j = 0; j < 64; ++j)
+      ASSERT_FLOAT_EQ(out[p * 64 + j], e.a[p * 64 + j] * e.bv[p * 64 + 3] + 0.25f) << p << "," << j;
+}
+
 TEST(NeuronSimulator, ActivationAddReduceSumsTheRow) {
   Elementwise e;
   const int64_t i =

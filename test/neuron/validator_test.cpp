@@ -215,6 +215,11 @@ TEST(NeuronValidator, Shape) {
   p.inst(p.act).dst.dims[0].size = 32;
   expect_breach(p.b.program(), "shape", "#1 Scalar activation",
                 "dst [128, 32] and src [128, 64] differ");
+  // An activation's per-partition scale is one element per partition.
+  BaseProgram q;
+  q.inst(q.act).scale_column = q.inst(q.act).srcs[0];
+  expect_breach(q.b.program(), "shape", "#1 Scalar activation",
+                "scale/bias/accum [128, 64] is not [128, 1]");
 }
 
 /// A matmul psum[M, N] = stationary[K, M]^T moving[K, N] with the given

@@ -3,11 +3,12 @@
 //   layer_norm: pass 1 bn_stats per 512 columns (Vector) into a record
 //               tile, bn_aggr -> mean and variance, -mean (Vector),
 //               rstd = rsqrt(var + eps) (Scalar);
-//               pass 2 (x - mean) (Scalar) * rstd (Vector, per-row
-//               broadcast) [* weight] [+ bias] (rows broadcast to every
-//               partition by a partition-stride-0 DMA), stored in the dtype.
+//               pass 2 x * rstd + (-mean * rstd) (Scalar, per-row scale
+//               and bias) [* weight] [+ bias] (Vector; rows broadcast to
+//               every partition by a partition-stride-0 DMA), stored in
+//               the dtype.
 //   rms_norm:   pass 1 x^2 summed on Scalar -> rrms = rsqrt(sum / cols + eps);
-//               pass 2 x * rrms [* weight].
+//               pass 2 x * rrms (Scalar) [* weight] (Vector).
 // bn_stats records are (count, mean, M2), so the variance needs no second
 // pass over x (and no E[x^2] - mean^2 cancellation). When a row
 // fits one chunk, x stays in SBUF across the passes and weight/bias are
@@ -66,7 +67,7 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
   RowKit::Tile wt, bt;
   if (has_weight) wt = k.tile(dt, width, "weight");
   if (has_bias) bt = k.tile(dt, width, "bias");
-  enum { kMean, kVar, kNegMean, kSumSq, kRstd, kStats };
+  enum { kMean, kVar, kNegMean, kSumSq, kRstd, kShift, kStats };
   const RowKit::Tile stats = k.tile(DType::f32, kStats, "stats");
   // Weight and bias of chunk c on all 128 partitions (a row tile uses its
   // first rows): once when resident, else per chunk into its slot.
@@ -124,21 +125,21 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
       k.act(stat(kRstd), stat(kSumSq), ActivationFunction::rsqrt, 1.0f / static_cast<float>(cols),
             nullptr, eps);
     }
+    // (x - mean) * rstd = x * rstd + (-mean * rstd): one Scalar pass with a
+    // per-row scale and bias.
+    const AccessPattern rstd = stat(kRstd), shift = stat(kShift);
+    if (layer) k.tt(shift, neg_mean, rstd, AluOp::multiply);
     for (int64_t c = 0; c < nck; ++c) {
       const int64_t w = chunks[c].w;
-      AccessPattern v = load_x(c, false);
-      if (layer) {
-        const AccessPattern centered = scratch(c);
-        k.act(centered, v, ActivationFunction::identity, 1.0f, &neg_mean);
-        v = centered;
-      }
+      const AccessPattern v = load_x(c, false);
       const int rs = has_weight || has_bias ? load_rows(c) : 0;
       const AccessPattern yc = RowKit::at(y, static_cast<int>(outs++ % 2), p, w);
       // Each step writes fp32 scratch, the last one y in the dtype.
       int steps = 1 + has_weight + has_bias;
       auto next = [&]() { return --steps == 0 ? yc : scratch(c); };
       AccessPattern r = next();
-      k.tt(r, v, RowKit::spread(stats, ts, p, w, kRstd), AluOp::multiply);
+      k.act(r, v, ActivationFunction::identity, 1.0f, layer ? &shift : nullptr, 0.0f, nullptr,
+            &rstd);
       if (has_weight) {
         const AccessPattern r2 = next();
         k.tt(r2, r, RowKit::at(wt, rs, p, w), AluOp::multiply);

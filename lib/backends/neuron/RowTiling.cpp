@@ -80,12 +80,13 @@ void RowKit::flush_stores() {
 
 int64_t RowKit::act(const AccessPattern& dst, const AccessPattern& src, ActivationFunction f,
                     float scale, const AccessPattern* bias, float bias_value,
-                    const AccessPattern* accum) {
+                    const AccessPattern* accum, const AccessPattern* scale_column) {
   before_write(dst);
   if (accum) before_write(*accum);
   const int64_t i = b.activation(dst, src, f, scale, bias_value);
   if (bias) b.at(i).bias = *bias;
   if (accum) b.at(i).accum = *accum;
+  if (scale_column) b.at(i).scale_column = *scale_column;
   return deps.track(i);
 }
 

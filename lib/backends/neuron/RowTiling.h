@@ -98,11 +98,12 @@ public:
     before_write(dst);
     return deps.track(b.bn_aggr(dst, src));
   }
-  /// Scalar: dst = f(src * scale + bias) with bias a [P,1] pattern (or
-  /// none), optionally summing each row of the result into `accum`.
+  /// Scalar: dst = f(src * scale + bias) with bias (and, when given,
+  /// scale_column in place of scale) a [P,1] pattern, optionally summing
+  /// each row of the result into `accum`.
   int64_t act(const AccessPattern& dst, const AccessPattern& src, ActivationFunction f,
               float scale = 1.0f, const AccessPattern* bias = nullptr, float bias_value = 0.0f,
-              const AccessPattern* accum = nullptr);
+              const AccessPattern* accum = nullptr, const AccessPattern* scale_column = nullptr);
 
   /// The finished program with its HBM binding (see LoweredOp).
   LoweredOp finish(std::vector<int32_t> binding);

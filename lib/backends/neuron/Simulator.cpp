@@ -122,11 +122,12 @@ int64_t Machine::execute(const Instruction& inst) {
     const int64_t free = src.free_elements();
     const float* x = load(src, 0);
     const float* bias = inst.bias ? load(*inst.bias, 1) : nullptr;
+    const float* scale = inst.scale_column ? load(*inst.scale_column, 2) : nullptr;
     float* o = out(total);
     std::vector<float> sums(inst.accum ? src.partitions : 0);
     for (int64_t p = 0; p < src.partitions; ++p) {
-      activate(inst.function, x + p * free, inst.scale, bias ? bias[p] : inst.bias_value,
-               o + p * free, free);
+      activate(inst.function, x + p * free, scale ? scale[p] : inst.scale,
+               bias ? bias[p] : inst.bias_value, o + p * free, free);
       if (inst.accum) sums[p] = reduce_row(AluOp::add, o + p * free, free);
     }
     store(dst, o);

@@ -36,6 +36,7 @@ int64_t TileDependencies::track(int64_t index) {
   std::vector<const AccessPattern*> reads, writes;
   for (const AccessPattern& s : inst.srcs) reads.push_back(&s);
   if (inst.bias) reads.push_back(&*inst.bias);
+  if (inst.scale_column) reads.push_back(&*inst.scale_column);
   // nc_matmul accumulating reads its PSUM destination too.
   if (inst.opcode == Opcode::nc_matmul && inst.accumulate) reads.push_back(&inst.dst);
   writes.push_back(&inst.dst);

@@ -65,11 +65,15 @@ struct Instruction {
   float scalar = 0.0f;
   float scalar2 = 0.0f;
 
-  /// activation: f(src * scale + bias), bias a [P, 1] pattern or `bias_value`.
+  /// activation: f(src * scale + bias), bias a [P, 1] pattern or `bias_value`,
+  /// scale `scale` or the [P, 1] pattern `scale_column`.
   ActivationFunction function = ActivationFunction::identity;
   float scale = 1.0f;
   float bias_value = 0.0f;
   std::optional<AccessPattern> bias;
+  /// activation: when set, a [P, 1] pattern that replaces `scale` (one
+  /// multiplier per partition, e.g. a norm's 1/std).
+  std::optional<AccessPattern> scale_column;
   /// activation: when set, the sum along the free axis of the result, [P, 1].
   std::optional<AccessPattern> accum;
 
