@@ -33,6 +33,9 @@ TEST(NeuronCost, InstructionCyclesFollowTheTable) {
       instruction_cycles(
           b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), pin, sbuf(s, 300), AluOp::add)), p),
       600);
+  // bn_stats / bn_aggr: max(64, N) like the other Vector passes.
+  EXPECT_EQ(instruction_cycles(b.at(b.bn_stats(sbuf(s, 3), sbuf(s, 512))), p), 512);
+  EXPECT_EQ(instruction_cycles(b.at(b.bn_aggr(sbuf(s, 2), sbuf(s, 12))), p), 64);
   // tensor_reduce: N, N/2 for bf16 add.
   EXPECT_EQ(instruction_cycles(
                 b.at(b.tensor_reduce(Engine::vector, sbuf(s, 1), sbuf(s, 512), AluOp::add)), p),

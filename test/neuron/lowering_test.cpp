@@ -5,37 +5,23 @@
 #include <cmath>
 #include <random>
 
-#include "NeuronTestPrograms.h"
-#include "lib/backends/neuron/Lowering.h"
+#include "LoweringTestUtil.h"
 
 namespace mstep::neuron {
 namespace {
 
 using ::testing::HasSubstr;
-
-GraphNode param(int64_t index, const TensorType& t) {
-  GraphNode n{OpKind::parameter, {}, {}, {t}, nullptr};
-  n.attrs.push_back({AttrName::index, AttrValue(index)});
-  return n;
-}
-
-GraphNode op(OpKind k, std::initializer_list<uint32_t> operands, const TensorType& t) {
-  GraphNode n{k, {}, {}, {t}, nullptr};
-  for (uint32_t o : operands) n.operands.push_back(ValueRef{o, 0});
-  return n;
-}
+using namespace mstep::neuron::testing;
 
 /// fusion(x, y) = max(exp(x + y) * 0.5, neg(x)), one result.
 GraphNode chain_fusion(const TensorType& t) {
   auto body = std::make_shared<TraceGraph>();
   body->input_types = {t, t};
-  body->nodes.push_back(param(0, t));                // %0 x
-  body->nodes.push_back(param(1, t));                // %1 y
-  body->nodes.push_back(op(OpKind::add, {0, 1}, t)); // %2
-  body->nodes.push_back(op(OpKind::exp, {2}, t));    // %3
-  GraphNode half{OpKind::constant, {}, {}, {TensorType{Shape({}), t.dtype}}, nullptr};
-  half.attrs.push_back({AttrName::value, AttrValue(0.5)});
-  body->nodes.push_back(half);                           // %4
+  body->nodes.push_back(param(0, t));                    // %0 x
+  body->nodes.push_back(param(1, t));                    // %1 y
+  body->nodes.push_back(op(OpKind::add, {0, 1}, t));     // %2
+  body->nodes.push_back(op(OpKind::exp, {2}, t));        // %3
+  body->nodes.push_back(scalar_constant(0.5, t.dtype));  // %4
   body->nodes.push_back(op(OpKind::mul, {3, 4}, t));     // %5
   body->nodes.push_back(op(OpKind::neg, {0}, t));        // %6
   body->nodes.push_back(op(OpKind::maximum, {5, 6}, t)); // %7
@@ -43,50 +29,6 @@ GraphNode chain_fusion(const TensorType& t) {
   GraphNode f = op(OpKind::fusion, {0, 1}, t);
   f.body = body;
   return f;
-}
-
-std::shared_ptr<host::HostBuffer> buffer(const TensorType& t, const std::vector<float>& v) {
-  auto b = std::make_shared<host::HostBuffer>(t);
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t.dtype == DType::bf16)
-      b->data<BFloat16>()[i] = BFloat16(v[i]);
-    else
-      b->data<float>()[i] = v[i];
-  }
-  return b;
-}
-
-float at(const host::HostBuffer& b, int64_t i) {
-  return b.type().dtype == DType::bf16 ? float(b.data<BFloat16>()[i]) : b.data<float>()[i];
-}
-
-std::vector<float> random_values(int64_t n, float lo, float hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-/// Runs `node` lowered; returns its one result.
-std::shared_ptr<host::HostBuffer>
-run_node(const GraphNode& node, const std::vector<std::shared_ptr<host::HostBuffer>>& in) {
-  std::vector<TensorType> types;
-  std::vector<const host::HostBuffer*> ptrs;
-  for (const auto& b : in) {
-    types.push_back(b->type());
-    ptrs.push_back(b.get());
-  }
-  absl::StatusOr<LoweredOp> low = lower_node(node, types);
-  EXPECT_TRUE(low.ok()) << low.status();
-  if (!low.ok()) return nullptr;
-  EXPECT_GT(low->estimated_ns, 0);
-  auto out = std::make_shared<host::HostBuffer>(node.results[0]);
-  host::HostBuffer* outs[] = {out.get()};
-  Simulator sim;
-  const absl::Status s = run_lowered(*low, sim, ptrs, outs);
-  EXPECT_TRUE(s.ok()) << s;
-  return out;
 }
 
 void check_chain(DType dtype, Shape shape) {
@@ -161,9 +103,10 @@ TEST(NeuronLowering, RefusesWhatItCannotTile) {
   r = lower_node(op(OpKind::log, {0}, v), {v});
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("no engine lowering"));
 
-  const TensorType t{Shape({128, 4}), DType::f32}, row{Shape({4}), DType::f32};
-  r = lower_node(op(OpKind::mul, {0, 1}, t), {t, row}); // broadcast
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("broadcast"));
+  // A middle-axis broadcast is neither a row nor a per-row one.
+  const TensorType t{Shape({2, 3, 4}), DType::f32}, mid{Shape({3, 1}), DType::f32};
+  r = lower_node(op(OpKind::mul, {0, 1}, t), {t, mid});
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("not a row or per-row broadcast"));
 
   const TensorType i32{Shape({128}), DType::i32};
   r = lower_node(op(OpKind::add, {0, 1}, i32), {i32, i32});

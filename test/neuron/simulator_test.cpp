@@ -156,6 +156,39 @@ TEST(NeuronSimulator, ActivationWithScaleAndPerPartitionBias) {
     }
 }
 
+// log (log_softmax's log s): of b in [0.5, 2), scaled by 2.
+TEST(NeuronSimulator, ActivationLog) {
+  Elementwise e;
+  e.b.activation(e.tile(e.tout), e.tile(e.tb), ActivationFunction::log, 2.0f);
+  const std::vector<float> out = e.run();
+  for (int64_t i = 0; i < 128 * 64; ++i) ASSERT_NEAR(out[i], std::log(2.0 * e.bv[i]), 2e-7) << i;
+}
+
+// A free stride of 0 reads one element across the row: a [P, 1] column
+// broadcast along the free axis (the per-row scalar of the norm lowerings).
+TEST(NeuronSimulator, StrideZeroReadBroadcastsAColumn) {
+  Elementwise e;
+  e.b.tensor_tensor(Engine::vector, e.tile(e.tout), e.tile(e.ta),
+                    tile_pattern(BufferKind::sbuf, e.tb, DType::f32, 0, 128, 5, {{64, 0}}),
+                    AluOp::multiply);
+  const std::vector<float> out = e.run();
+  for (int64_t p = 0; p < 128; ++p)
+    for (int64_t j = 0; j < 64; ++j)
+      ASSERT_EQ(out[p * 64 + j], e.a[p * 64 + j] * e.bv[p * 64 + 5]) << p << "," << j;
+}
+
+// A [P, 1] scale pattern: one multiplier per partition (column 3 of b).
+TEST(NeuronSimulator, ActivationWithPerPartitionScale) {
+  Elementwise e;
+  const int64_t i =
+      e.b.activation(e.tile(e.tout), e.tile(e.ta), ActivationFunction::identity, 7.0f, 0.25f);
+  e.b.at(i).scale_column = tile_pattern(BufferKind::sbuf, e.tb, DType::f32, 0, 128, 3, {{1, 1}});
+  const std::vector<float> out = e.run();
+  for (int64_t p = 0; p < 128; ++p)
+    for (int64_t j = 0; j < 64; ++j)
+      ASSERT_FLOAT_EQ(out[p * 64 + j], e.a[p * 64 + j] * e.bv[p * 64 + 3] + 0.25f) << p << "," << j;
+}
+
 TEST(NeuronSimulator, ActivationAddReduceSumsTheRow) {
   Elementwise e;
   const int64_t i =
@@ -180,6 +213,30 @@ TEST(NeuronSimulator, TensorReduceAddAndMax) {
         want = op == AluOp::add ? want + e.a[p * 64 + j] : std::max<double>(want, e.a[p * 64 + j]);
       EXPECT_NEAR(out[p], want, 1e-4) << alu_op_name(op) << " row " << p;
     }
+  }
+}
+
+// bn_stats over two halves of each row (32 + 32), bn_aggr of the two
+// records: the row's mean and biased variance (vs double two-pass).
+TEST(NeuronSimulator, BnStatsAndAggrGiveMeanAndVariance) {
+  Elementwise e;
+  const int32_t mv = e.b.allocate(BufferKind::sbuf, 8, "mean_var");
+  auto rec = [&](int64_t i) {
+    return tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 3 * i, {{3, 1}});
+  };
+  for (int64_t h = 0; h < 2; ++h)
+    e.b.bn_stats(rec(h),
+                 tile_pattern(BufferKind::sbuf, e.ta, DType::f32, 0, 128, 32 * h, {{32, 1}}));
+  e.b.bn_aggr(tile_pattern(BufferKind::sbuf, mv, DType::f32, 0, 128, 0, {{2, 1}}),
+              tile_pattern(BufferKind::sbuf, e.tout, DType::f32, 0, 128, 0, {{6, 1}}));
+  const std::vector<float> out =
+      e.run(tile_pattern(BufferKind::sbuf, mv, DType::f32, 0, 128, 0, {{2, 1}}));
+  for (int64_t p = 0; p < 128; ++p) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < 64; ++j) mean += e.a[p * 64 + j] / 64.0;
+    for (int64_t j = 0; j < 64; ++j) var += std::pow(e.a[p * 64 + j] - mean, 2) / 64.0;
+    EXPECT_NEAR(out[p * 2], mean, 1e-6) << p;
+    EXPECT_NEAR(out[p * 2 + 1], var, 1e-6 * (1 + var)) << p;
   }
 }
 

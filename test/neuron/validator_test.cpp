@@ -185,11 +185,41 @@ TEST(NeuronValidator, ReduceOpIsAReduction) {
   expect_breach(b.program(), "operands", "#0 Vector tensor_reduce", "tensor_reduce with subtract");
 }
 
+// bn_stats takes at most 512 free elements and writes one fp32 record of
+// 3; bn_aggr reads whole records and writes fp32 (mean, variance).
+TEST(NeuronValidator, BnStats) {
+  auto program = [](Opcode op, int64_t src_free, int64_t dst_free, DType dst_dtype) {
+    TileBuilder b("bn");
+    const int32_t s = b.allocate(BufferKind::sbuf, 4096, "s");
+    const AccessPattern dst =
+        tile_pattern(BufferKind::sbuf, s, dst_dtype, 0, 128, 0, {{dst_free, 1}});
+    const AccessPattern src =
+        tile_pattern(BufferKind::sbuf, s, DType::f32, 0, 128, 0, {{src_free, 1}});
+    op == Opcode::bn_stats ? b.bn_stats(dst, src) : b.bn_aggr(dst, src);
+    return b.take();
+  };
+  EXPECT_TRUE(validate(program(Opcode::bn_stats, 512, 3, DType::f32)).ok());
+  EXPECT_TRUE(validate(program(Opcode::bn_aggr, 12, 2, DType::f32)).ok());
+  expect_breach(program(Opcode::bn_stats, 513, 3, DType::f32), "bn_stats", "#0 Vector bn_stats",
+                "src [128, 513] has 513 free elements > 512");
+  expect_breach(program(Opcode::bn_aggr, 10, 2, DType::f32), "bn_stats", "#0 Vector bn_aggr",
+                "src [128, 10] is not whole records of 3");
+  expect_breach(program(Opcode::bn_stats, 64, 3, DType::bf16), "shape", "#0 Vector bn_stats",
+                "dst [128, 3] bf16 is not fp32 [128, 3]");
+  expect_breach(program(Opcode::bn_aggr, 6, 3, DType::f32), "shape", "#0 Vector bn_aggr",
+                "dst [128, 3] f32 is not fp32 [128, 2]");
+}
+
 TEST(NeuronValidator, Shape) {
   BaseProgram p;
   p.inst(p.act).dst.dims[0].size = 32;
   expect_breach(p.b.program(), "shape", "#1 Scalar activation",
                 "dst [128, 32] and src [128, 64] differ");
+  // An activation's per-partition scale is one element per partition.
+  BaseProgram q;
+  q.inst(q.act).scale_column = q.inst(q.act).srcs[0];
+  expect_breach(q.b.program(), "shape", "#1 Scalar activation",
+                "scale/bias/accum [128, 64] is not [128, 1]");
 }
 
 /// A matmul psum[M, N] = stationary[K, M]^T moving[K, N] with the given

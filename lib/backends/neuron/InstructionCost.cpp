@@ -58,6 +58,8 @@ double instruction_cycles(const Instruction& inst, const CostParams& p) {
   case Opcode::activation:
   case Opcode::tensor_scalar:
   case Opcode::tensor_copy:
+  case Opcode::bn_stats:
+  case Opcode::bn_aggr:
     return std::max(p.fixed_cycles, n);
   case Opcode::tensor_tensor: {
     const bool fast =

@@ -1,7 +1,7 @@
 // The cost of one instruction on its engine, from the table
 // (N = elements per partition):
 //   nc_matmul      max(min(64, M), N), x4 for fp32, + matmul_overhead_cycles
-//   activation, tensor_scalar, tensor_copy          max(fixed, N)
+//   activation, tensor_scalar, tensor_copy, bn_stats, bn_aggr   max(fixed, N)
 //   tensor_tensor  max(fixed, N) with no input in PSUM (the fast case), else max(fixed, 2N)
 //   tensor_reduce  N, N/2 for bf16 add and max (at least 1)
 //   iota, affine_select (GpSimd)                     affine_fixed_cycles (150) + N

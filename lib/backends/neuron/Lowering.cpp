@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionLowering.h"
+#include "lib/backends/neuron/LoweringCommon.h"
+#include "lib/backends/neuron/RowLowering.h"
 #include "lib/backends/neuron/TileBuilder.h"
 #include "lib/backends/neuron/TiledMatmulProgram.h"
 #include "mstep/core/Error.h"
@@ -19,99 +21,12 @@ namespace mstep::neuron {
 
 namespace {
 
-absl::Status refuse(OpKind op, absl::string_view why) {
-  return absl::UnimplementedError(
-      absl::StrCat("neuron lowering: ", op_name(op), " not tiled: ", why));
-}
-
-/// One engine operation on whole values: result = a <alu> b (tensor_tensor),
-/// a <alu> scalar (tensor_scalar) or f(a) (activation).
-struct EwOp {
-  Opcode opcode = Opcode::tensor_tensor;
-  AluOp alu = AluOp::add;
-  ActivationFunction function = ActivationFunction::identity;
-  float scalar = 0;
-  int32_t a = -1, b = -1;
-};
-
 /// Values 0..inputs-1 are the inputs; value inputs + i is ops[i]'s result.
 struct EwDag {
   int32_t inputs = 0;
   std::vector<EwOp> ops;
   std::vector<int32_t> outputs;
 };
-
-std::optional<AluOp> binary_alu(OpKind op) {
-  switch (op) {
-  case OpKind::add:
-    return AluOp::add;
-  case OpKind::sub:
-    return AluOp::subtract;
-  case OpKind::mul:
-    return AluOp::multiply;
-  case OpKind::div:
-    return AluOp::divide;
-  case OpKind::maximum:
-    return AluOp::max;
-  case OpKind::minimum:
-    return AluOp::min;
-  default:
-    return std::nullopt;
-  }
-}
-
-std::optional<ActivationFunction> unary_activation(OpKind op) {
-  switch (op) {
-  case OpKind::exp:
-    return ActivationFunction::exp;
-  case OpKind::tanh:
-    return ActivationFunction::tanh;
-  case OpKind::sigmoid:
-    return ActivationFunction::sigmoid;
-  case OpKind::relu:
-    return ActivationFunction::relu;
-  case OpKind::rsqrt:
-    return ActivationFunction::rsqrt;
-  default:
-    return std::nullopt;
-  }
-}
-
-/// The EwOp of `op` over values `a` (and `b`, or the scalar `scalar` when
-/// b is -1 and the op is binary), or nullopt when it has no engine op.
-std::optional<EwOp> ew_op(OpKind op, int32_t a, int32_t b, std::optional<float> scalar) {
-  EwOp e;
-  e.a = a;
-  e.b = b;
-  if (op == OpKind::neg) {
-    e.opcode = Opcode::tensor_scalar;
-    e.alu = AluOp::multiply;
-    e.scalar = -1.0f;
-    return e;
-  }
-  if (auto f = unary_activation(op)) {
-    e.opcode = Opcode::activation;
-    e.function = *f;
-    return e;
-  }
-  if (auto alu = binary_alu(op)) {
-    e.alu = *alu;
-    if (scalar) {
-      e.opcode = Opcode::tensor_scalar;
-      e.scalar = *scalar;
-    }
-    return e;
-  }
-  return std::nullopt;
-}
-
-bool tileable_dtype(DType d) { return d == DType::f32 || d == DType::bf16; }
-
-/// The value of a 0-d constant node as its dtype stores it.
-float constant_value(const GraphNode& n) {
-  const float v = static_cast<float>(attr_double(n.attrs, AttrName::value));
-  return n.results[0].dtype == DType::bf16 ? static_cast<float>(BFloat16(v)) : v;
-}
 
 /// The DAG of a fusion body whose every value has type `type`.
 absl::StatusOr<EwDag> fusion_dag(const GraphNode& node, const TensorType& type) {
@@ -290,6 +205,8 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
     MSTEP_ASSIGN_OR_RETURN(out, lower_matmul(node, operand_types));
   } else if (node.op == OpKind::sdpa || node.op == OpKind::sdpa_grad) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_attention(node, operand_types));
+  } else if (is_row_family(node, operand_types)) { // RowLowering.h
+    MSTEP_ASSIGN_OR_RETURN(out, lower_row_family(node, operand_types));
   } else {
     if (node.results.empty() || !tileable_dtype(node.results[0].dtype))
       return refuse(node.op, "only f32/bf16 results");

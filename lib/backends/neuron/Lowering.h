@@ -11,7 +11,9 @@
 // SBUF: DMA in, one Vector/Scalar instruction per op, DMA out, ordered by
 // semaphores. Matmul: TiledMatmulProgram (K accumulated in PSUM); its A^T
 // operand is staged transposed into HBM by run_lowered (no on-chip
-// transpose instruction yet).
+// transpose instruction yet). Last-axis reductions, softmax, log_softmax,
+// layer_norm, rms_norm, and elementwise ops with row/per-row broadcasts or
+// casts: RowLowering.h.
 #pragma once
 
 #include <vector>

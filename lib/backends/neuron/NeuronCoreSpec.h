@@ -25,5 +25,9 @@ inline constexpr int kMatmulMaxM = 128;
 inline constexpr int kMatmulMaxN = 512;
 /// DMA engines per core.
 inline constexpr int kDmaEngines = 16;
+/// bn_stats: at most this many free elements per partition; each record
+/// (count, mean, M2) is kBnStatsRecord fp32 values.
+inline constexpr int64_t kBnStatsMaxFree = 512;
+inline constexpr int64_t kBnStatsRecord = 3;
 
 } // namespace mstep::neuron

@@ -90,6 +90,8 @@ std::string nl_activation(ActivationFunction f) {
     return "nl.square";
   case ActivationFunction::rsqrt:
     return "nl.rsqrt";
+  case ActivationFunction::log:
+    return "nl.log";
   }
   return "?";
 }
@@ -214,6 +216,10 @@ std::string Writer::statement(const Instruction& inst) const {
   case Opcode::tensor_reduce:
     return absl::StrCat("nisa.tensor_reduce(dst=", dst, ", op=", nl_alu(inst.alu),
                         ", data=", src(0), ", axis=(", inst.srcs[0].dims.size(), ",))");
+  case Opcode::bn_stats:
+    return absl::StrCat("nisa.bn_stats(dst=", dst, ", data=", src(0), ")");
+  case Opcode::bn_aggr:
+    return absl::StrCat("nisa.bn_aggr(dst=", dst, ", data=", src(0), ")");
   case Opcode::iota:
     return absl::StrCat("nisa.iota(dst=", dst, ", ", affine(), ")");
   case Opcode::affine_select:

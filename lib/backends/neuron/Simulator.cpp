@@ -122,11 +122,12 @@ int64_t Machine::execute(const Instruction& inst) {
     const int64_t free = src.free_elements();
     const float* x = load(src, 0);
     const float* bias = inst.bias ? load(*inst.bias, 1) : nullptr;
+    const float* scale = inst.scale_column ? load(*inst.scale_column, 2) : nullptr;
     float* o = out(total);
     std::vector<float> sums(inst.accum ? src.partitions : 0);
     for (int64_t p = 0; p < src.partitions; ++p) {
-      activate(inst.function, x + p * free, inst.scale, bias ? bias[p] : inst.bias_value,
-               o + p * free, free);
+      activate(inst.function, x + p * free, scale ? scale[p] : inst.scale,
+               bias ? bias[p] : inst.bias_value, o + p * free, free);
       if (inst.accum) sums[p] = reduce_row(AluOp::add, o + p * free, free);
     }
     store(dst, o);
@@ -156,6 +157,21 @@ int64_t Machine::execute(const Instruction& inst) {
       }
     store(dst, o);
     return total;
+  }
+  case Opcode::bn_stats:
+  case Opcode::bn_aggr: {
+    const AccessPattern& src = inst.srcs[0];
+    const int64_t free = src.free_elements();
+    const float* x = load(src, 0);
+    float* o = out(total);
+    for (int64_t p = 0; p < src.partitions; ++p) {
+      if (inst.opcode == Opcode::bn_stats)
+        bn_stats_row(x + p * free, free, o + p * kBnStatsRecord);
+      else
+        bn_aggr_row(x + p * free, free / kBnStatsRecord, o + p * 2);
+    }
+    store(dst, o);
+    return src.elements();
   }
   case Opcode::tensor_reduce: {
     const AccessPattern& src = inst.srcs[0];

@@ -146,4 +146,22 @@ int64_t TileBuilder::affine_select(const AccessPattern& dst, const AccessPattern
   return emit(std::move(inst));
 }
 
+int64_t TileBuilder::bn_stats(const AccessPattern& dst, const AccessPattern& src) {
+  Instruction inst;
+  inst.engine = Engine::vector;
+  inst.opcode = Opcode::bn_stats;
+  inst.dst = dst;
+  inst.srcs = {src};
+  return emit(std::move(inst));
+}
+
+int64_t TileBuilder::bn_aggr(const AccessPattern& dst, const AccessPattern& src) {
+  Instruction inst;
+  inst.engine = Engine::vector;
+  inst.opcode = Opcode::bn_aggr;
+  inst.dst = dst;
+  inst.srcs = {src};
+  return emit(std::move(inst));
+}
+
 } // namespace mstep::neuron

@@ -42,6 +42,9 @@ public:
   /// GpSimd: dst = cmp(`expr`, 0) ? src : fill (NKI affine_select).
   int64_t affine_select(const AccessPattern& dst, const AccessPattern& src, const AffineExpr& expr,
                         CmpOp cmp, float fill);
+  /// Vector bn_stats / bn_aggr (TileInstruction.h).
+  int64_t bn_stats(const AccessPattern& dst, const AccessPattern& src);
+  int64_t bn_aggr(const AccessPattern& dst, const AccessPattern& src);
   /// Appends any instruction as is.
   int64_t emit(Instruction inst);
 

@@ -25,6 +25,10 @@ absl::string_view opcode_name(Opcode op) {
     return "iota";
   case Opcode::affine_select:
     return "affine_select";
+  case Opcode::bn_stats:
+    return "bn_stats";
+  case Opcode::bn_aggr:
+    return "bn_aggr";
   }
   return "?";
 }
@@ -63,6 +67,8 @@ absl::string_view activation_name(ActivationFunction f) {
     return "square";
   case ActivationFunction::rsqrt:
     return "rsqrt";
+  case ActivationFunction::log:
+    return "log";
   }
   return "?";
 }

@@ -25,6 +25,10 @@ enum class Opcode : uint8_t {
   tensor_reduce, ///< Vector/GpSimd: dst = <alu>-reduction of src over its innermost free dim
   iota,          ///< GpSimd: dst = the affine expression (AffineExpr) at each element
   affine_select, ///< GpSimd: dst = cmp(affine expression, 0) ? src : scalar (the fill value)
+  bn_stats,      ///< Vector: fp32 dst [P, 3] = (count, mean, M2) of each partition's src
+                 ///< (<= kBnStatsMaxFree elements; M2 the sum of squared deviations)
+  bn_aggr,       ///< Vector: fp32 dst [P, 2] = (mean, biased variance) of the bn_stats
+                 ///< records [P, k * 3] in src (combined as Chan et al.)
 };
 
 enum class AluOp : uint8_t { add, subtract, multiply, max, min, divide };
@@ -42,7 +46,16 @@ struct AffineExpr {
   absl::InlinedVector<int64_t, kMaxFreeDims> steps;
 };
 
-enum class ActivationFunction : uint8_t { identity, exp, tanh, relu, sigmoid, square, rsqrt };
+enum class ActivationFunction : uint8_t {
+  identity,
+  exp,
+  tanh,
+  relu,
+  sigmoid,
+  square,
+  rsqrt,
+  log, ///< natural log (log_softmax)
+};
 
 absl::string_view opcode_name(Opcode op);
 absl::string_view alu_op_name(AluOp op);
@@ -67,11 +80,15 @@ struct Instruction {
   float scalar = 0.0f;
   float scalar2 = 0.0f;
 
-  /// activation: f(src * scale + bias), bias a [P, 1] pattern or `bias_value`.
+  /// activation: f(src * scale + bias), bias a [P, 1] pattern or `bias_value`,
+  /// scale `scale` or the [P, 1] pattern `scale_column`.
   ActivationFunction function = ActivationFunction::identity;
   float scale = 1.0f;
   float bias_value = 0.0f;
   std::optional<AccessPattern> bias;
+  /// activation: when set, a [P, 1] pattern that replaces `scale` (one
+  /// multiplier per partition, e.g. a norm's 1/std).
+  std::optional<AccessPattern> scale_column;
   /// activation: when set, the sum along the free axis of the result, [P, 1].
   std::optional<AccessPattern> accum;
 

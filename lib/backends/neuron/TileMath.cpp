@@ -81,6 +81,8 @@ void activate(ActivationFunction f, const float* x, float scale, float bias, flo
     });
   case ActivationFunction::rsqrt:
     return each1(x, out, n, [&](float v) { return 1.0f / std::sqrt(affine(v)); });
+  case ActivationFunction::log:
+    return each1(x, out, n, [&](float v) { return std::log(affine(v)); });
   }
 }
 
@@ -111,6 +113,29 @@ float reduce_row(AluOp op, const float* x, int64_t n) {
     break; // the validator admits no such reduction
   }
   return std::numeric_limits<float>::quiet_NaN();
+}
+
+void bn_stats_row(const float* x, int64_t n, float* out) {
+  const float mean = n > 0 ? reduce_row(AluOp::add, x, n) / static_cast<float>(n) : 0.0f;
+  float m2 = 0;
+  for (int64_t i = 0; i < n; ++i) m2 += (x[i] - mean) * (x[i] - mean);
+  out[0] = static_cast<float>(n);
+  out[1] = mean;
+  out[2] = m2;
+}
+
+void bn_aggr_row(const float* records, int64_t count, float* out) {
+  float n = 0, mean = 0, m2 = 0;
+  for (int64_t r = 0; r < count; ++r) {
+    const float nb = records[r * 3], mb = records[r * 3 + 1], m2b = records[r * 3 + 2];
+    if (nb == 0) continue;
+    const float total = n + nb, delta = mb - mean;
+    mean += delta * (nb / total);
+    m2 += m2b + delta * delta * (n * nb / total);
+    n = total;
+  }
+  out[0] = n > 0 ? mean : std::numeric_limits<float>::quiet_NaN();
+  out[1] = n > 0 ? m2 / n : std::numeric_limits<float>::quiet_NaN();
 }
 
 } // namespace mstep::neuron

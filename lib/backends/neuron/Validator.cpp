@@ -164,6 +164,10 @@ void Checker::check_instruction(int64_t index) {
   case Opcode::affine_select:
     engine_ok = inst.engine == Engine::gpsimd;
     break;
+  case Opcode::bn_stats:
+  case Opcode::bn_aggr:
+    engine_ok = inst.engine == Engine::vector;
+    break;
   }
   if (!engine_ok)
     return fail_at(index, "engine_opcode", opcode_name(inst.opcode), " does not run on ",
@@ -176,12 +180,13 @@ void Checker::check_instruction(int64_t index) {
   if (inst.srcs.size() != want_srcs)
     return fail_at(index, "operands", inst.srcs.size(), " source operands, ",
                    opcode_name(inst.opcode), " takes ", want_srcs);
-  if ((inst.bias || inst.accum) && inst.opcode != Opcode::activation)
-    return fail_at(index, "operands", "bias/accum operands belong to activation only");
+  if ((inst.bias || inst.accum || inst.scale_column) && inst.opcode != Opcode::activation)
+    return fail_at(index, "operands", "scale/bias/accum operands belong to activation only");
   check_operand(index, "dst", inst.dst, true);
   for (size_t k = 0; k < inst.srcs.size(); ++k)
     check_operand(index, absl::StrCat("src", k), inst.srcs[k], false);
   if (inst.bias) check_operand(index, "bias", *inst.bias, false);
+  if (inst.scale_column) check_operand(index, "scale", *inst.scale_column, false);
   if (inst.accum) check_operand(index, "accum", *inst.accum, true);
   if (failed()) return;
   for (const SemaphoreWait& w : inst.waits)
@@ -256,12 +261,27 @@ void Checker::check_instruction(int64_t index) {
                      " without its innermost free dim (", inner, ")");
     return;
   }
+  case Opcode::bn_stats:
+  case Opcode::bn_aggr: {
+    const bool stats = inst.opcode == Opcode::bn_stats;
+    const int64_t want = stats ? kBnStatsRecord : 2, free = src.free_elements();
+    if (stats && free > kBnStatsMaxFree)
+      return fail_at(index, "bn_stats", "src ", shape_text(src), " has ", free, " free elements > ",
+                     kBnStatsMaxFree);
+    if (!stats && free % kBnStatsRecord != 0)
+      return fail_at(index, "bn_stats", "src ", shape_text(src), " is not whole records of ",
+                     kBnStatsRecord);
+    if (dst.partitions != src.partitions || dst.free_elements() != want || dst.dtype != DType::f32)
+      return fail_at(index, "shape", "dst ", shape_text(dst), " ", dtype_name(dst.dtype),
+                     " is not fp32 [", src.partitions, ", ", want, "]");
+    return;
+  }
   case Opcode::activation:
-    for (const auto* col :
-         {inst.bias ? &*inst.bias : nullptr, inst.accum ? &*inst.accum : nullptr}) {
+    for (const auto* col : {inst.bias ? &*inst.bias : nullptr, inst.accum ? &*inst.accum : nullptr,
+                            inst.scale_column ? &*inst.scale_column : nullptr}) {
       if (col && (col->partitions != src.partitions || col->free_elements() != 1))
-        return fail_at(index, "shape", "bias/accum ", shape_text(*col), " is not [", src.partitions,
-                       ", 1]");
+        return fail_at(index, "shape", "scale/bias/accum ", shape_text(*col), " is not [",
+                       src.partitions, ", 1]");
     }
     [[fallthrough]];
   case Opcode::tensor_scalar:

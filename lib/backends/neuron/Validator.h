@@ -22,6 +22,7 @@
 //   shape              operand shapes agree (partitions, elements per partition)
 //   matmul_shape       K <= 128, M <= 128, N <= 512, PSUM dst [M, N] fp32
 //   psum_bank          an nc_matmul output stays inside one 2 KiB PSUM bank
+//   bn_stats           bn_stats reads <= 512 free elements; bn_aggr whole records of 3
 //   dma_engine         the DMA engine index is 0..15
 //   semaphore          semaphore ids exist; a wait's value is at most the signals there are
 //   capacity           live SBUF (192 KiB) / PSUM (16 KiB) per partition at every program point

@@ -1,0 +1,300 @@
+// Elementwise ops and fusions whose values are not all of the result's
+// type: row broadcasts ([cols] against [rows, cols]), per-row scalars
+// ([rows..., 1]), 1-element tensors, and f32<->bf16 casts. The result shape
+// is viewed as [rows, cols] (cols its last axis). Every value is either
+// "wide", a [p, w] tile per row tile and column chunk (full tensors, and
+// rows loaded onto every partition by a partition-stride-0 DMA), or "col",
+// a [p, 1] tile per row tile (per-row scalars; 1-element tensors loaded
+// with partition stride 0), read by wide ops with free stride 0. Ops run on
+// Vector (tensor_tensor, tensor_scalar, tensor_copy for casts) and Scalar
+// (activations); each writes its result's dtype, as the engines convert.
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/LoweringCommon.h"
+#include "lib/backends/neuron/RowLowering.h"
+#include "lib/backends/neuron/RowTiling.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+enum class Load : uint8_t { full, row, col, scalar };
+
+struct Value {
+  bool wide = true;
+  DType dtype = DType::f32;
+};
+
+/// One engine step: `op` (a, b: value ids) writes value `result`; a cast is
+/// a tensor_copy; `alu2`/`scalar2` a tensor_scalar's second op.
+struct Step {
+  EwOp op;
+  bool cast = false;
+  std::optional<AluOp> alu2;
+  float scalar2 = 0;
+  int32_t result = -1;
+};
+
+struct Plan {
+  std::vector<Value> values; ///< inputs first
+  std::vector<Load> loads;   ///< per input
+  std::vector<Step> steps;
+  std::vector<int32_t> outputs;
+};
+
+/// How a value of shape `v` is read against the result shape `s`.
+std::optional<Load> classify(const Shape& v, const Shape& s) {
+  const int64_t r = s.rank();
+  if (v.numel() == s.numel()) return Load::full;
+  if (v.numel() == 1) return Load::scalar;
+  if (r == 0 || v.rank() > r) return std::nullopt;
+  const int64_t off = r - v.rank(); // v's dims, right-aligned against s
+  auto dim = [&](int64_t i) { return i < off ? 1 : v[i - off]; };
+  bool row = dim(r - 1) == s[r - 1], col = dim(r - 1) == 1;
+  for (int64_t i = 0; i + 1 < r; ++i) {
+    row = row && dim(i) == 1;
+    col = col && dim(i) == s[i];
+  }
+  if (row) return Load::row;
+  if (col) return Load::col;
+  return std::nullopt;
+}
+
+/// The body a single op stands for: its operands as parameters, then it.
+TraceGraph single_op_body(const GraphNode& node, absl::Span<const TensorType> types) {
+  TraceGraph g;
+  g.input_types.assign(types.begin(), types.end());
+  for (size_t i = 0; i < types.size(); ++i) {
+    GraphNode p{OpKind::parameter, {}, {}, {types[i]}, nullptr};
+    p.attrs.push_back({AttrName::index, AttrValue(static_cast<int64_t>(i))});
+    g.nodes.push_back(std::move(p));
+  }
+  GraphNode n = node;
+  n.operands.clear();
+  for (size_t i = 0; i < types.size(); ++i) n.operands.push_back(ValueRef{uint32_t(i), 0});
+  g.nodes.push_back(std::move(n));
+  g.outputs = {ValueRef{static_cast<uint32_t>(types.size()), 0}};
+  return g;
+}
+
+absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape& shape) {
+  Plan plan;
+  for (const TensorType& t : body.input_types) {
+    if (!tileable_dtype(t.dtype))
+      return refuse(kind, absl::StrCat("input ", t.to_string(), ": only f32/bf16"));
+    std::optional<Load> load = classify(t.shape, shape);
+    if (!load)
+      return refuse(kind, absl::StrCat("broadcast of ", t.to_string(), " against ",
+                                       shape.to_string(), " is not a row or per-row broadcast"));
+    plan.loads.push_back(*load);
+    plan.values.push_back({*load == Load::full || *load == Load::row, t.dtype});
+  }
+  std::vector<int32_t> value(body.nodes.size(), -1);
+  std::vector<std::optional<float>> constant(body.nodes.size());
+  for (size_t i = 0; i < body.nodes.size(); ++i) {
+    const GraphNode& n = body.nodes[i];
+    if (n.op == OpKind::parameter) {
+      value[i] = static_cast<int32_t>(attr_int(n.attrs, AttrName::index));
+      continue;
+    }
+    if (n.op == OpKind::constant && n.results[0].shape.rank() == 0 &&
+        tileable_dtype(n.results[0].dtype)) {
+      constant[i] = constant_value(n);
+      continue;
+    }
+    if (n.op == OpKind::full && n.operands.size() == 1 &&
+        n.results[0].dtype == body.type_of(n.operands[0]).dtype) {
+      // A filled tensor: its 0-d value (a constant, or a 1-element input
+      // read as a per-row scalar) wherever it is read.
+      constant[i] = constant[n.operands[0].node];
+      value[i] = value[n.operands[0].node];
+      continue;
+    }
+    const std::string what = absl::StrCat("body op ", op_name(n.op));
+    if (n.results.size() != 1 || !tileable_dtype(n.results[0].dtype) || n.operands.empty() ||
+        n.operands.size() > 2)
+      return refuse(kind, absl::StrCat(what, " is not an elementwise f32/bf16 op"));
+    const DType dt = n.results[0].dtype;
+    const int32_t a = value[n.operands[0].node];
+    if (n.op == OpKind::expand) { // broadcasting happens where the value is read
+      if (a < 0 || !classify(body.type_of(n.operands[0]).shape, shape))
+        return refuse(kind, absl::StrCat(what, " of a non-tensor or non-row/column value"));
+      value[i] = a;
+      continue;
+    }
+    Step st;
+    std::optional<float> scalar;
+    int32_t x = a, y = -1;
+    if (n.operands.size() == 2) {
+      const uint32_t second = n.operands[1].node;
+      y = value[second];
+      if (y < 0) scalar = constant[second];
+      if (x < 0 && y >= 0 && constant[n.operands[0].node]) {
+        // c <op> v: swap the commutative ones; c - v = v * -1 + c.
+        const float c = *constant[n.operands[0].node];
+        if (n.op == OpKind::sub) {
+          st.alu2 = AluOp::add;
+          st.scalar2 = c;
+          scalar = -1.0f;
+          x = y;
+          y = -1;
+          st.op = *ew_op(OpKind::mul, x, -1, scalar);
+          st.op.a = x;
+        } else if (n.op == OpKind::add || n.op == OpKind::mul || n.op == OpKind::maximum ||
+                   n.op == OpKind::minimum) {
+          x = y;
+          y = -1;
+          scalar = c;
+        } else {
+          return refuse(kind, absl::StrCat(what, " with a constant first operand"));
+        }
+      }
+      if (x < 0 || (y < 0 && !scalar)) return refuse(kind, absl::StrCat(what, "'s operands"));
+    } else if (x < 0) {
+      return refuse(kind, absl::StrCat(what, "'s operand is not a tensor"));
+    }
+    if (n.op == OpKind::cast) {
+      st.cast = true;
+      st.op.a = x;
+    } else if (!st.alu2) {
+      std::optional<EwOp> e = ew_op(n.op, x, y, scalar);
+      if (!e ||
+          (n.operands.size() == 2) != (e->opcode != Opcode::activation && n.op != OpKind::neg))
+        return refuse(kind, absl::StrCat(what, " has no engine lowering"));
+      st.op = *e;
+    }
+    st.result = static_cast<int32_t>(plan.values.size());
+    const bool wide = plan.values[x].wide || (y >= 0 && plan.values[y].wide);
+    plan.values.push_back({wide, dt});
+    plan.steps.push_back(st);
+    value[i] = st.result;
+  }
+  for (ValueRef v : body.outputs) {
+    if (value[v.node] < 0) return refuse(kind, "a body output is not a tensor value");
+    if (body.type_of(v).shape.numel() != shape.numel())
+      return refuse(kind, absl::StrCat("output ", body.type_of(v).to_string(), " is not ",
+                                       shape.to_string()));
+    plan.outputs.push_back(value[v.node]);
+  }
+  return plan;
+}
+
+} // namespace
+
+absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
+                                          absl::Span<const TensorType> types) {
+  if (node.results.empty()) return refuse(node.op, "no results");
+  const Shape& shape = node.results[0].shape;
+  for (const TensorType& t : node.results)
+    if (t.shape != shape || !tileable_dtype(t.dtype))
+      return refuse(node.op, "results of different shapes or not f32/bf16");
+  const int64_t n = shape.numel();
+  if (n == 0) return refuse(node.op, absl::StrCat(shape.to_string(), " has no elements"));
+  const int64_t cols = shape.rank() == 0 ? 1 : shape[shape.rank() - 1], rows = n / cols;
+  TraceGraph single;
+  if (!node.body) single = single_op_body(node, types);
+  const TraceGraph& body = node.body ? *node.body : single;
+  if (body.input_types.size() != types.size())
+    return refuse(node.op, "operand count differs from the body's inputs");
+  MSTEP_ASSIGN_OR_RETURN(Plan plan, plan_body(node.op, body, shape));
+
+  // Chunked tiles: every wide value, and a copy-out tile per column output.
+  int64_t bytes_per_col = 0;
+  for (const Value& v : plan.values)
+    if (v.wide) bytes_per_col += 2 * static_cast<int64_t>(element_size(v.dtype));
+  for (int32_t o : plan.outputs)
+    if (!plan.values[o].wide)
+      bytes_per_col += 2 * static_cast<int64_t>(element_size(plan.values[o].dtype));
+  const int64_t width = chunk_width(cols, bytes_per_col);
+  if (width < 1) return refuse(node.op, "its values do not fit SBUF");
+  const std::vector<ColChunk> chunks = col_chunks(cols, width);
+  const bool resident = chunks.size() == 1;
+
+  RowKit k(absl::StrCat("neuron_", op_name(node.op)));
+  std::vector<int32_t> hbm, binding;
+  for (size_t i = 0; i < types.size(); ++i) {
+    hbm.push_back(k.b.hbm_tensor(absl::StrCat("in", i), types[i].dtype, types[i].numel()));
+    binding.push_back(static_cast<int32_t>(i));
+  }
+  std::vector<RowKit::Tile> tile(plan.values.size()), copy_out(plan.outputs.size());
+  for (size_t v = 0; v < plan.values.size(); ++v)
+    tile[v] = k.tile(plan.values[v].dtype, plan.values[v].wide ? width : 1, absl::StrCat("v", v));
+  for (size_t o = 0; o < plan.outputs.size(); ++o) {
+    const Value& v = plan.values[plan.outputs[o]];
+    hbm.push_back(k.b.hbm_tensor(absl::StrCat("out", o), v.dtype, n));
+    binding.push_back(-1 - static_cast<int32_t>(o));
+    if (!v.wide) copy_out[o] = k.tile(v.dtype, width, absl::StrCat("out", o));
+  }
+  const int32_t inputs = static_cast<int32_t>(plan.loads.size());
+  // A resident row input is loaded once onto all partitions (slot 0).
+  auto load_row = [&](int32_t i, int s, int32_t parts, const ColChunk& c) {
+    k.load(RowKit::at(tile[i], s, parts, c.w), hbm_row_broadcast(hbm[i], tile[i].dtype, parts, c));
+  };
+  if (resident)
+    for (int32_t i = 0; i < inputs; ++i)
+      if (plan.loads[i] == Load::row) load_row(i, 0, kPartitions, chunks[0]);
+
+  int64_t iteration = 0;
+  int ts = 0;
+  for (const RowTile& t : row_tiles(rows)) {
+    const int32_t p = t.parts;
+    // Per-row values: loaded and computed once per row tile.
+    for (int32_t i = 0; i < inputs; ++i) {
+      if (plan.loads[i] == Load::col)
+        k.load(RowKit::at(tile[i], ts, p, 1), hbm_column(hbm[i], tile[i].dtype, t));
+      if (plan.loads[i] == Load::scalar)
+        k.load(RowKit::at(tile[i], ts, p, 1), hbm_rows(hbm[i], tile[i].dtype, 0, 0, p, 0, 1));
+    }
+    for (const ColChunk& c : chunks) {
+      const int s = static_cast<int>(iteration++ % 2);
+      const bool first = c.c0 == 0;
+      // Value v as an operand of a step writing [p, w] (wide) or [p, 1].
+      auto read = [&](int32_t v, bool wide_result) {
+        if (plan.values[v].wide)
+          return RowKit::at(tile[v], v < inputs && plan.loads[v] == Load::row && resident ? 0 : s,
+                            p, c.w);
+        return wide_result ? RowKit::spread(tile[v], ts, p, c.w) : RowKit::at(tile[v], ts, p, 1);
+      };
+      for (int32_t i = 0; i < inputs; ++i) {
+        if (plan.loads[i] == Load::full)
+          k.load(RowKit::at(tile[i], s, p, c.w), hbm_block(hbm[i], tile[i].dtype, cols, t, c));
+        if (plan.loads[i] == Load::row && !resident) load_row(i, s, p, c);
+      }
+      for (const Step& st : plan.steps) {
+        const bool wide = plan.values[st.result].wide;
+        if (!wide && !first) continue; // per-row: once per row tile
+        const AccessPattern dst =
+            wide ? RowKit::at(tile[st.result], s, p, c.w) : RowKit::at(tile[st.result], ts, p, 1);
+        const AccessPattern a = read(st.op.a, wide);
+        if (st.cast) {
+          k.copy(dst, a);
+        } else if (st.op.opcode == Opcode::activation) {
+          k.act(dst, a, st.op.function);
+        } else if (st.op.opcode == Opcode::tensor_scalar) {
+          const int64_t idx = k.ts(dst, a, st.op.alu, st.op.scalar);
+          if (st.alu2) {
+            k.b.at(idx).alu2 = st.alu2;
+            k.b.at(idx).scalar2 = st.scalar2;
+          }
+        } else {
+          k.tt(dst, a, read(st.op.b, wide), st.op.alu);
+        }
+      }
+      for (size_t o = 0; o < plan.outputs.size(); ++o) {
+        const int32_t v = plan.outputs[o];
+        AccessPattern src = read(v, true);
+        if (!plan.values[v].wide) {
+          src = RowKit::at(copy_out[o], s, p, c.w);
+          k.copy(src, read(v, true));
+        }
+        k.store(hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c), src);
+      }
+    }
+    ts ^= 1;
+  }
+  return k.finish(binding);
+}
+
+} // namespace mstep::neuron

@@ -1,0 +1,70 @@
+// sum, mean, max and min along the last axis (or the trailing axes, as
+// one row of their product): rows on partitions; each
+// free-axis chunk is reduced on Vector into one column of a per-tile
+// partials tile (fp32), the partials are reduced into the row's result
+// (mean: divided by the row length), and [rows] is stored back.
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/LoweringCommon.h"
+#include "lib/backends/neuron/RowLowering.h"
+#include "lib/backends/neuron/RowTiling.h"
+
+namespace mstep::neuron {
+
+absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
+                                          absl::Span<const TensorType> types) {
+  AluOp alu = AluOp::add;
+  if (node.op == OpKind::max) alu = AluOp::max;
+  if (node.op == OpKind::min) alu = AluOp::min;
+  if (types.size() != 1 || node.results.size() != 1)
+    return refuse(node.op, "expects one operand and one result");
+  const TensorType& in = types[0];
+  const DType dt = in.dtype;
+  if (!tileable_dtype(dt) || node.results[0].dtype != dt)
+    return refuse(node.op, absl::StrCat(in.to_string(), ": only f32/bf16 in and out"));
+  // The reduced dims must be the trailing ones (sorted): a row is their
+  // product, e.g. all dims -> one row.
+  const int64_t rank = in.shape.rank();
+  const IntList& dims = attr_ints(node.attrs, AttrName::dims);
+  bool trailing = rank > 0 && !dims.empty();
+  int64_t cols = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    trailing = trailing && dims[i] == rank - static_cast<int64_t>(dims.size() - i);
+    if (trailing) cols *= in.shape[dims[i]];
+  }
+  if (!trailing)
+    return refuse(node.op, absl::StrCat(in.to_string(), ": only a reduction over trailing axes"));
+  const int64_t n = in.numel();
+  if (n == 0 || cols == 0) return refuse(node.op, absl::StrCat(in.to_string(), " has no elements"));
+  const int64_t rows = n / cols;
+
+  // Chunked: the input, two slots.
+  const int64_t width = chunk_width(cols, 2 * static_cast<int64_t>(element_size(dt)));
+  const std::vector<ColChunk> chunks = col_chunks(cols, width);
+  const int64_t nck = static_cast<int64_t>(chunks.size());
+  RowKit k(absl::StrCat("neuron_", op_name(node.op)));
+  const int32_t x_hbm = k.b.hbm_tensor("in", dt, n), y_hbm = k.b.hbm_tensor("out", dt, rows);
+  const RowKit::Tile x = k.tile(dt, width, "x"), part = k.tile(DType::f32, nck, "partials"),
+                     total = k.tile(DType::f32, 1, "total"), y = k.tile(dt, 1, "y");
+  int64_t load = 0; // chunks loaded so far: the input's slot
+  int ts = 0;       // the per-tile tiles' slot
+  for (const RowTile& t : row_tiles(rows)) {
+    for (int64_t c = 0; c < nck; ++c, ++load) {
+      const int s = static_cast<int>(load % 2);
+      k.load(RowKit::at(x, s, t.parts, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
+      k.reduce(RowKit::at(part, ts, t.parts, 1, c), RowKit::at(x, s, t.parts, chunks[c].w), alu);
+    }
+    const AccessPattern partials = RowKit::at(part, ts, t.parts, nck);
+    if (node.op == OpKind::mean) {
+      k.reduce(RowKit::at(total, ts, t.parts, 1), partials, alu);
+      k.ts(RowKit::at(y, ts, t.parts, 1), RowKit::at(total, ts, t.parts, 1), AluOp::divide,
+           static_cast<float>(cols));
+    } else {
+      k.reduce(RowKit::at(y, ts, t.parts, 1), partials, alu);
+    }
+    k.store(hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1));
+    ts ^= 1;
+  }
+  return k.finish({0, -1});
+}
+
+} // namespace mstep::neuron

@@ -1,0 +1,90 @@
+// The pieces every lowering shares (LoweringCommon.h).
+#include "lib/backends/neuron/LoweringCommon.h"
+
+#include "absl/strings/str_cat.h"
+#include "mstep/core/HalfTypes.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+std::optional<AluOp> binary_alu(OpKind op) {
+  switch (op) {
+  case OpKind::add:
+    return AluOp::add;
+  case OpKind::sub:
+    return AluOp::subtract;
+  case OpKind::mul:
+    return AluOp::multiply;
+  case OpKind::div:
+    return AluOp::divide;
+  case OpKind::maximum:
+    return AluOp::max;
+  case OpKind::minimum:
+    return AluOp::min;
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<ActivationFunction> unary_activation(OpKind op) {
+  switch (op) {
+  case OpKind::exp:
+    return ActivationFunction::exp;
+  case OpKind::tanh:
+    return ActivationFunction::tanh;
+  case OpKind::sigmoid:
+    return ActivationFunction::sigmoid;
+  case OpKind::relu:
+    return ActivationFunction::relu;
+  case OpKind::rsqrt:
+    return ActivationFunction::rsqrt;
+  default:
+    return std::nullopt;
+  }
+}
+
+} // namespace
+
+absl::Status refuse(OpKind op, absl::string_view why) {
+  return absl::UnimplementedError(
+      absl::StrCat("neuron lowering: ", op_name(op), " not tiled: ", why));
+}
+
+/// The EwOp of `op` over values `a` (and `b`, or the scalar `scalar` when
+/// b is -1 and the op is binary), or nullopt when it has no engine op.
+std::optional<EwOp> ew_op(OpKind op, int32_t a, int32_t b, std::optional<float> scalar) {
+  EwOp e;
+  e.a = a;
+  e.b = b;
+  if (op == OpKind::neg) {
+    e.opcode = Opcode::tensor_scalar;
+    e.alu = AluOp::multiply;
+    e.scalar = -1.0f;
+    return e;
+  }
+  if (auto f = unary_activation(op)) {
+    e.opcode = Opcode::activation;
+    e.function = *f;
+    return e;
+  }
+  if (auto alu = binary_alu(op)) {
+    e.alu = *alu;
+    if (scalar) {
+      e.opcode = Opcode::tensor_scalar;
+      e.scalar = *scalar;
+    }
+    return e;
+  }
+  return std::nullopt;
+}
+
+bool tileable_dtype(DType d) { return d == DType::f32 || d == DType::bf16; }
+
+/// The value of a 0-d constant node as its dtype stores it.
+float constant_value(const GraphNode& n) {
+  const float v = static_cast<float>(attr_double(n.attrs, AttrName::value));
+  return n.results[0].dtype == DType::bf16 ? static_cast<float>(BFloat16(v)) : v;
+}
+
+} // namespace mstep::neuron
