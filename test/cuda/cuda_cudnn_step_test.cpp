@@ -404,7 +404,9 @@ TEST_F(CudaCudnnExecutableTest, WithoutAFactoryTheStepsNeedCudnnOnADevice) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto exe = CudaExecutable::create(*backend_, *plan);
   ASSERT_FALSE(exe.ok());
-  EXPECT_THAT(exe.status().message(), HasSubstr("cudnn"));
+  EXPECT_THAT(exe.status().message(),
+              ::testing::AnyOf(HasSubstr("cudnn: unavailable: "),  // no library, or no GPU
+                               HasSubstr("found no cudnn_graph.h")));  // built without cuDNN
 }
 
 }  // namespace
