@@ -51,10 +51,10 @@ func.func @step(%g: )" BF16 R"(, %q: )" BF16 R"(, %k: )" BF16 R"(, %v: )" BF16 R
 /// A forward step of `type` with `extra` operands/attributes.
 std::string forward_step(const std::string& type, const std::string& extra_args,
                          const std::string& extra_ops, const std::string& attrs) {
-  return "func.func @step(%q: " + type + ", %k: " + type + ", %v: " + type + extra_args +
-         ") -> " + type + " {\n  %o = mstep.sdpa %q, %k, %v " + extra_ops + " {" + attrs +
-         "}\n      : " + type + ", " + type + ", " + type + " -> " + type + "\n  return %o : " +
-         type + "\n}\n";
+  return "func.func @step(%q: " + type + ", %k: " + type + ", %v: " + type + extra_args + ") -> " +
+         type + " {\n  %o = mstep.sdpa %q, %k, %v " + extra_ops + " {" + attrs +
+         "}\n      : " + type + ", " + type + ", " + type + " -> " + type +
+         "\n  return %o : " + type + "\n}\n";
 }
 
 TEST(CudaCudnnPlan, AttentionIsACudnnStepWithItsDescription) {
@@ -183,25 +183,25 @@ TEST(CudaCudnnPlan, AVersion1PlanIsStillRead) {
   w.u32(2);
   write_tensor_type(w, {Shape({4}), DType::f32});
   write_tensor_type(w, {Shape({4}), DType::f32});
-  w.u64(1);                  // inputs
-  w.u32(1);                  // outputs
+  w.u64(1); // inputs
+  w.u32(1); // outputs
   w.i64(1);
-  w.u32(1);                  // kernels
+  w.u32(1); // kernels
   w.bytes("k");
   w.bytes("mstep.exp #0");
-  for (int i = 0; i < 6; ++i) w.u32(1);  // grid, block
+  for (int i = 0; i < 6; ++i) w.u32(1); // grid, block
   w.bytes(".version 8.0");
-  w.u32(0);                  // cubins
-  w.u32(0);                  // reports
-  w.u32(0);                  // matmuls (no attention count in version 1)
-  w.u32(1);                  // launches: kernel, matmul, args, writes
+  w.u32(0); // cubins
+  w.u32(0); // reports
+  w.u32(0); // matmuls (no attention count in version 1)
+  w.u32(1); // launches: kernel, matmul, args, writes
   w.i64(0);
   w.i64(-1);
   w.u32(1);
   w.i64(0);
   w.u32(1);
   w.i64(1);
-  w.u32(0);                  // arena offsets
+  w.u32(0); // arena offsets
   w.i64(0);
   auto plan = deserialize_cuda_plan(seal("MSTEPCUD", 1, w.data()));
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -225,7 +225,7 @@ TEST(CudaCudnnPlan, ValidationNamesAStepThatDoesNotFitItsConfig) {
               HasSubstr("cuda plan: launch 1 (cudnn sdpa backward mstep.sdpa_backward #1) has 5 "
                         "operands and 3 results; it needs 6 and 3"));
   CudaPlan wrong_type = *plan;
-  wrong_type.launches[0].writes[1] = 4;  // out as stats
+  wrong_type.launches[0].writes[1] = 4; // out as stats
   EXPECT_THAT(validate_cuda_plan(wrong_type).message(),
               HasSubstr("its stats %4 is bf16[2, 4, 16, 64]; [2, 4, 16, 64] x [2, 4, 16, 64] "
                         "bf16, scale 0.125, causal needs 128 elements of f32"));
@@ -253,7 +253,7 @@ struct FakeAttention {
   testing::FakeCudaDriver* driver = nullptr;
 
   class Runner final : public CudaAttentionRunner {
-   public:
+  public:
     Runner(FakeAttention& fake, size_t workspace) : fake_(fake), workspace_(workspace) {}
     size_t workspace_size() const override { return workspace_; }
     absl::Status forward(const CudnnSdpaForwardArgs& args, CUdeviceptr workspace) override {
@@ -263,7 +263,7 @@ struct FakeAttention {
       return record({.backward = true, .backward_args = args, .workspace = workspace});
     }
 
-   private:
+  private:
     absl::Status record(Execution e) {
       if (fake_.fail_run) return absl::InternalError("cudnnBackendExecute: CUDNN_STATUS_FAKE");
       fake_.executions.push_back(e);
@@ -275,19 +275,21 @@ struct FakeAttention {
   };
 
   CudaAttentionFactory factory() {
-    return [this](const CudaAttentionInfo& info)
-               -> absl::StatusOr<std::unique_ptr<CudaAttentionRunner>> {
-      if (fail_prepare) return absl::UnimplementedError("no engine on this device runs the graph");
-      prepared.push_back(info);
-      // The backward's workspace is the larger (cuDNN's + D + the dQ accumulator).
-      return std::unique_ptr<CudaAttentionRunner>(
-          new Runner(*this, info.backward ? workspace : workspace / 2));
-    };
+    return
+        [this](
+            const CudaAttentionInfo& info) -> absl::StatusOr<std::unique_ptr<CudaAttentionRunner>> {
+          if (fail_prepare)
+            return absl::UnimplementedError("no engine on this device runs the graph");
+          prepared.push_back(info);
+          // The backward's workspace is the larger (cuDNN's + D + the dQ accumulator).
+          return std::unique_ptr<CudaAttentionRunner>(
+              new Runner(*this, info.backward ? workspace : workspace / 2));
+        };
   }
 };
 
 class CudaCudnnExecutableTest : public ::testing::Test {
- protected:
+protected:
   void SetUp() override {
     attention_.driver = &fake_;
     auto backend = CudaBackend::create(fake_.driver());
@@ -357,8 +359,8 @@ TEST_F(CudaCudnnExecutableTest, TheStepsRunWithBasePlusOffsetPointers) {
 TEST_F(CudaCudnnExecutableTest, TheLoadedPlanRunsTheSameSteps) {
   auto plan = plan_of(kBackwardOnlyStep);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  auto exe = load_cuda_executable(*backend_, serialize_cuda_plan(*plan), nullptr,
-                                  attention_.factory());
+  auto exe =
+      load_cuda_executable(*backend_, serialize_cuda_plan(*plan), nullptr, attention_.factory());
   ASSERT_TRUE(exe.ok()) << exe.status();
   std::vector<BufferPtr> in = inputs(*plan);
   ASSERT_TRUE((*exe)->run(in).ok());
@@ -405,9 +407,9 @@ TEST_F(CudaCudnnExecutableTest, WithoutAFactoryTheStepsNeedCudnnOnADevice) {
   auto exe = CudaExecutable::create(*backend_, *plan);
   ASSERT_FALSE(exe.ok());
   EXPECT_THAT(exe.status().message(),
-              ::testing::AnyOf(HasSubstr("cudnn: unavailable: "),  // no library, or no GPU
-                               HasSubstr("found no cudnn_graph.h")));  // built without cuDNN
+              ::testing::AnyOf(HasSubstr("cudnn: unavailable: "),     // no library, or no GPU
+                               HasSubstr("found no cudnn_graph.h"))); // built without cuDNN
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

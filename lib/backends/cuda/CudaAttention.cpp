@@ -18,7 +18,7 @@ namespace {
 
 /// A CudnnSdpa on the executable's handle (shared by its steps).
 class CudnnAttentionRunner final : public CudaAttentionRunner {
- public:
+public:
   CudnnAttentionRunner(std::shared_ptr<const CudnnHandle> handle, std::unique_ptr<CudnnSdpa> sdpa)
       : handle_(std::move(handle)), sdpa_(std::move(sdpa)) {}
   size_t workspace_size() const override { return sdpa_->workspace_size(); }
@@ -29,12 +29,12 @@ class CudnnAttentionRunner final : public CudaAttentionRunner {
     return sdpa_->backward(*handle_, args, workspace);
   }
 
- private:
+private:
   std::shared_ptr<const CudnnHandle> handle_;
   std::unique_ptr<CudnnSdpa> sdpa_;
 };
 
-}  // namespace
+} // namespace
 
 absl::StatusOr<CudaAttentionFactory> cudnn_attention_factory(CudaBackend& backend) {
   MSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const CudnnApi> api, load_cudnn());
@@ -42,17 +42,14 @@ absl::StatusOr<CudaAttentionFactory> cudnn_attention_factory(CudaBackend& backen
   MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudnnHandle> created,
                          CudnnHandle::create(std::move(api), backend.context().stream()));
   std::shared_ptr<const CudnnHandle> handle = std::move(created);
-  return CudaAttentionFactory(
-      [handle](const CudaAttentionInfo& info)
-          -> absl::StatusOr<std::unique_ptr<CudaAttentionRunner>> {
-        MSTEP_ASSIGN_OR_RETURN(
-            std::unique_ptr<CudnnSdpa> sdpa,
-            CudnnSdpa::create(*handle, info.config,
-                              info.backward ? CudnnSdpa::Direction::backward
-                                            : CudnnSdpa::Direction::forward));
-        return std::unique_ptr<CudaAttentionRunner>(
-            new CudnnAttentionRunner(handle, std::move(sdpa)));
-      });
+  return CudaAttentionFactory([handle](const CudaAttentionInfo& info)
+                                  -> absl::StatusOr<std::unique_ptr<CudaAttentionRunner>> {
+    MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudnnSdpa> sdpa,
+                           CudnnSdpa::create(*handle, info.config,
+                                             info.backward ? CudnnSdpa::Direction::backward
+                                                           : CudnnSdpa::Direction::forward));
+    return std::unique_ptr<CudaAttentionRunner>(new CudnnAttentionRunner(handle, std::move(sdpa)));
+  });
 }
 
 #else
@@ -66,4 +63,4 @@ absl::StatusOr<CudaAttentionFactory> cudnn_attention_factory(CudaBackend& backen
 
 #endif
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

@@ -22,7 +22,7 @@ class CudaBackend;
 
 /// One attention step ready to run on the backend's device.
 class CudaAttentionRunner {
- public:
+public:
   virtual ~CudaAttentionRunner() = default;
   /// The device workspace one execution needs, in bytes.
   virtual size_t workspace_size() const = 0;
@@ -43,4 +43,4 @@ using CudaAttentionFactory =
 /// Unimplemented.
 absl::StatusOr<CudaAttentionFactory> cudnn_attention_factory(CudaBackend& backend);
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

@@ -19,8 +19,7 @@ struct AttentionOperands {
   bool causal = false, softmax_mode_none = true, recompute = true, left_padding = false;
 };
 
-template <typename Op>
-AttentionOperands operands_of(Op op) {
+template <typename Op> AttentionOperands operands_of(Op op) {
   AttentionOperands a;
   a.q = op.getQuery();
   a.k = op.getKey();
@@ -37,7 +36,7 @@ AttentionOperands operands_of(Op op) {
 }
 
 class Lowering {
- public:
+public:
   Lowering(mlir::Operation* op, std::string origin) : op_(op), origin_(std::move(origin)) {}
 
   /// "cuda: op 'mstep.sdpa' (mstep.sdpa #3, bf16[2, 4, 128, 64]) is not yet
@@ -97,8 +96,8 @@ class Lowering {
         no_heads = no_heads && md[d] == 1;
       }
       if (!all_heads && !no_heads)
-        return not_lowered(absl::StrCat("a mask ", m.to_string(),
-                                        " broadcast over some head dims but not all"));
+        return not_lowered(
+            absl::StrCat("a mask ", m.to_string(), " broadcast over some head dims but not all"));
       c.mask_per_head = all_heads;
     }
     if (a.valid_seq_len) {
@@ -116,7 +115,7 @@ class Lowering {
     return c;
   }
 
- private:
+private:
   mlir::Operation* op_;
   std::string origin_;
   std::string q_type_;
@@ -146,7 +145,8 @@ void add_step(CudaPlan& plan, CudaAttentionInfo info, std::vector<int> args,
 }
 
 /// q, k, v as plan values.
-std::vector<int> input_ids(const AttentionOperands& a, const llvm::DenseMap<mlir::Value, int>& ids) {
+std::vector<int> input_ids(const AttentionOperands& a,
+                           const llvm::DenseMap<mlir::Value, int>& ids) {
   return {ids.at(a.q), ids.at(a.k), ids.at(a.v)};
 }
 
@@ -159,7 +159,7 @@ std::vector<int> option_ids(const AttentionOperands& a,
   return args;
 }
 
-}  // namespace
+} // namespace
 
 bool CudaAttentionLowering::is_attention(mlir::Operation* op) {
   return mlir::isa<dialect::SdpaOp, dialect::SdpaBackwardOp>(op);
@@ -190,14 +190,12 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
   }
   auto grad = mlir::cast<dialect::SdpaBackwardOp>(op);
   const AttentionOperands a = operands_of(grad);
-  MSTEP_ASSIGN_OR_RETURN(
-      CudnnSdpaConfig config,
-      lowering.config(a, static_cast<bool>(grad.getGradMask()),
-                      static_cast<bool>(grad.getSavedProbs())));
+  MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config,
+                         lowering.config(a, static_cast<bool>(grad.getGradMask()),
+                                         static_cast<bool>(grad.getSavedProbs())));
   const std::vector<mlir::Value> key = {a.q, a.k, a.v, a.mask, a.valid_seq_len};
-  auto forward = std::find_if(forwards_.begin(), forwards_.end(), [&](const Forward& f) {
-    return f.key == key && f.config == config;
-  });
+  auto forward = std::find_if(forwards_.begin(), forwards_.end(),
+                              [&](const Forward& f) { return f.key == key && f.config == config; });
   int out = -1, stats = -1;
   if (forward != forwards_.end()) {
     // The forward's out is read after its last use in the step graph.
@@ -243,4 +241,4 @@ absl::Status CudaAttentionLowering::place_in_arena(CudaPlan& plan) const {
   return absl::OkStatus();
 }
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

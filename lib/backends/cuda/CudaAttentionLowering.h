@@ -12,9 +12,9 @@
 
 #include "absl/status/status.h"
 #include "lib/backends/cuda/CudaPlan.h"
-#include "llvm/ADT/DenseMap.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
 
 namespace mstep::cuda {
 
@@ -28,7 +28,7 @@ namespace mstep::cuda {
 /// stats; one without gets a forward step of its own before it (writing an
 /// out and stats the step graph does not have).
 class CudaAttentionLowering {
- public:
+public:
   static bool is_attention(mlir::Operation* op);
 
   /// Appends `op`'s step (and the values it adds) to `plan`; `ids` maps the
@@ -42,9 +42,9 @@ class CudaAttentionLowering {
   /// own at the arena's end (the caller validates the arena after).
   absl::Status place_in_arena(CudaPlan& plan) const;
 
- private:
+private:
   struct Forward {
-    std::vector<mlir::Value> key;  ///< q, k, v, mask, valid_seq_len
+    std::vector<mlir::Value> key; ///< q, k, v, mask, valid_seq_len
     CudnnSdpaConfig config;
     int out = -1, stats = -1;
   };
@@ -53,4 +53,4 @@ class CudaAttentionLowering {
   std::vector<int> own_slots_;
 };
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

@@ -61,8 +61,9 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
     if (launch.attention >= 0) {
       const CudaAttentionInfo& a = plan.attentions[launch.attention];
       absl::StrAppend(&text, "  cudnn sdpa ", a.backward ? "backward" : "forward", " (", a.origin,
-                      ") ", a.config.to_string(), " reads (", by_role(attention_arg_roles(a), launch.args),
-                      ") writes (", by_role(attention_write_roles(a), launch.writes), ")\n");
+                      ") ", a.config.to_string(), " reads (",
+                      by_role(attention_arg_roles(a), launch.args), ") writes (",
+                      by_role(attention_write_roles(a), launch.writes), ")\n");
       continue;
     }
     const CudaKernelInfo& k = plan.kernels[launch.kernel];
