@@ -59,7 +59,7 @@ TEST(CudaPlanFormat, ARoundTripGivesTheSamePlan) {
 }
 
 /// A small plan of every kind of record, for mutation: a kernel launch, a
-/// cuBLASLt step, an arena value.
+/// cuBLASLt step, a cuDNN SDPA step, an arena value.
 CudaPlan small_plan() {
   CudaPlan plan;
   plan.values = {TensorType{Shape({2, 2}), DType::f32}, TensorType{Shape({2, 2}), DType::f32},
@@ -79,8 +79,17 @@ CudaPlan small_plan() {
   plan.matmuls.push_back(matmul);
   plan.launches.push_back({.kernel = 0, .args = {0, 1}, .writes = {1}});
   plan.launches.push_back({.matmul = 0, .args = {1, 1}, .writes = {2}});
+  // q = k = v %3 (bf16 [1, 1, 8, 8]), out %4, stats %5 (f32 [1, 1, 8, 1]).
+  plan.values.push_back(TensorType{Shape({8, 8}), DType::bf16});
+  plan.values.push_back(TensorType{Shape({8, 8}), DType::bf16});
+  plan.values.push_back(TensorType{Shape({8, 1}), DType::f32});
+  CudaAttentionInfo attention{.origin = "mstep.sdpa #2"};
+  attention.config.seq_q = attention.config.seq_kv = attention.config.head_dim = 8;
+  attention.config.causal = true;
+  plan.attentions.push_back(attention);
+  plan.launches.push_back({.attention = 0, .args = {3, 3, 3}, .writes = {4, 5}});
   plan.outputs = {2};
-  plan.arena_offsets = {-1, 0, -1};
+  plan.arena_offsets = {-1, 0, -1, -1, -1, -1};
   plan.arena_bytes = 256;
   return plan;
 }
@@ -102,7 +111,7 @@ TEST(CudaPlanFormat, ACorruptOrTruncatedBlobIsAClearError) {
   }
   std::string newer = blob;
   newer[8] = static_cast<char>(kCudaPlanFormatVersion + 1);
-  EXPECT_THAT(error(newer).message(), HasSubstr("format version 2, this build reads version 1"));
+  EXPECT_THAT(error(newer).message(), HasSubstr("format version 3, this build reads version 2"));
   // Not this format at all (module text): Unimplemented, so the loader
   // takes it for module text.
   EXPECT_EQ(error("module {\n}").code(), absl::StatusCode::kUnimplemented);

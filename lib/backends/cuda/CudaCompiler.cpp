@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaAttentionLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPtxas.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -78,7 +79,8 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
 /// The memory plan (CudaPlan::arena_offsets): the shared arena planner
 /// (MemoryPlan.h) over the step's ops, with nothing in place (the kernels'
 /// buffers are restrict) and the returned values outside the arena (each
-/// run returns fresh buffers; the arena is the executable's).
+/// run returns fresh buffers; the arena is the executable's). The caller
+/// validates it once the attention steps' own values are placed.
 absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Value, int>& ids,
                         CudaPlan& plan) {
   DiagnosticCollector diagnostics(*step.getContext());
@@ -95,7 +97,7 @@ absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Valu
     if (planned.arena_offset < 0 || id == ids.end()) continue;  // returned, or no plan value
     plan.arena_offsets[id->second] = planned.arena_offset;
   }
-  return validate_cuda_arena(plan);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -123,6 +125,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     MSTEP_RETURN_IF_ERROR(add_value(arg, nullptr).status());
   }
   plan.num_inputs = plan.values.size();
+  CudaAttentionLowering attention;
   int op_index = 0;
   for (mlir::Operation& op : step.getBody().front()) {
     if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
@@ -143,6 +146,12 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       step_launch.matmul = static_cast<int>(plan.matmuls.size());
       plan.matmuls.push_back(std::move(info));
       plan.launches.push_back(std::move(step_launch));
+      continue;
+    }
+    if (CudaAttentionLowering::is_attention(&op)) {
+      // Attention is a cuDNN SDPA step, not a generated kernel.
+      MSTEP_RETURN_IF_ERROR(attention.lower(
+          &op, absl::StrCat(op.getName().getStringRef().str(), " #", op_index - 1), ids, plan));
       continue;
     }
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
@@ -198,6 +207,8 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     compiled.tiled.push_back(std::move(tiled));
   }
   MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, plan));
+  MSTEP_RETURN_IF_ERROR(attention.place_in_arena(plan));
+  MSTEP_RETURN_IF_ERROR(validate_cuda_arena(plan));
   return compiled;
 }
 

@@ -11,6 +11,50 @@
 
 namespace mstep::cuda {
 
+namespace {
+
+/// An attention step's values against its config: the count of each role,
+/// and each value's dtype and element count (packed [B, H, rows, cols]).
+absl::Status validate_attention_step(const CudaPlan& plan, size_t l) {
+  const CudaLaunchStep& launch = plan.launches[l];
+  const CudaAttentionInfo& a = plan.attentions[launch.attention];
+  const CudnnSdpaConfig& c = a.config;
+  const std::string what = absl::StrCat("cuda plan: launch ", l, " (cudnn sdpa ",
+                                        a.backward ? "backward" : "forward", " ", a.origin, ")");
+  if (launch.args.size() != a.num_args() || launch.writes.size() != a.num_writes())
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", launch.args.size(), " operands and ", launch.writes.size(),
+                     " results; it needs ", a.num_args(), " and ", a.num_writes()));
+  const int64_t B = c.batch, H = c.heads, L = c.seq_q, S = c.seq_kv, E = c.head_dim, Ev = c.dv();
+  auto expected = [&](const std::string& role) -> std::pair<DType, int64_t> {
+    if (role == "q" || role == "grad_q") return {c.dtype, B * H * L * E};
+    if (role == "k" || role == "grad_k") return {c.dtype, B * H * S * E};
+    if (role == "v" || role == "grad_v") return {c.dtype, B * H * S * Ev};
+    if (role == "out" || role == "grad_out") return {c.dtype, B * H * L * Ev};
+    if (role == "stats") return {DType::f32, B * H * L};
+    if (role == "mask")
+      return {c.dtype, (c.mask_per_batch ? B : 1) * (c.mask_per_head ? H : 1) * L * S};
+    return {DType::i32, B};  // valid_seq_len
+  };
+  auto check = [&](const std::vector<std::string>& roles,
+                   const std::vector<int>& values) -> absl::Status {
+    for (size_t i = 0; i < roles.size(); ++i) {
+      if (values[i] < 0 || values[i] >= static_cast<int>(plan.values.size())) continue;
+      const TensorType& type = plan.values[values[i]];
+      const auto [dtype, count] = expected(roles[i]);
+      if (type.dtype != dtype || type.shape.numel() != count)
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": its ", roles[i], " %", values[i], " is ", type.to_string(), "; ",
+            c.to_string(), " needs ", count, " elements of ", dtype_name(dtype)));
+    }
+    return absl::OkStatus();
+  };
+  MSTEP_RETURN_IF_ERROR(check(attention_arg_roles(a), launch.args));
+  return check(attention_write_roles(a), launch.writes);
+}
+
+}  // namespace
+
 absl::Status validate_cuda_plan(const CudaPlan& plan) {
   const int num_values = static_cast<int>(plan.values.size());
   auto bad = [](auto&&... parts) {
@@ -30,6 +74,11 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
                    launch.args.size(), " operands and ", launch.writes.size(),
                    " results; it needs ", operands, " and 1");
       if (m.batch < 1) return bad("launch ", l, " has a batch of ", m.batch);
+    } else if (launch.attention >= 0) {
+      if (launch.attention >= static_cast<int>(plan.attentions.size()))
+        return bad("launch ", l, " names attention step ", launch.attention, " of ",
+                   plan.attentions.size());
+      MSTEP_RETURN_IF_ERROR(validate_attention_step(plan, l));
     } else if (launch.kernel < 0 || launch.kernel >= static_cast<int>(plan.kernels.size())) {
       return bad("launch ", l, " names kernel ", launch.kernel, " of ", plan.kernels.size());
     }
@@ -103,7 +152,8 @@ absl::Status validate_cuda_arena(const CudaPlan& plan) {
 
 absl::StatusOr<std::unique_ptr<CudaExecutable>>
 CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
-                       std::shared_ptr<const CublasLtApi> cublaslt) {
+                       std::shared_ptr<const CublasLtApi> cublaslt,
+                       CudaAttentionFactory attention) {
   MSTEP_RETURN_IF_ERROR(validate_cuda_plan(plan));
   std::unique_ptr<CudaExecutable> exe(new CudaExecutable(backend, std::move(plan)));
   if (!exe->plan_.matmuls.empty()) {
@@ -133,8 +183,33 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
     exe->kernels_.push_back(kernel);
     exe->modules_.push_back(std::move(*module));
   }
+  exe->arena_allocator_ = backend.shared_allocator();
+  if (!exe->plan_.attentions.empty()) {
+    if (attention == nullptr) {
+      MSTEP_ASSIGN_OR_RETURN(attention, cudnn_attention_factory(backend));
+    }
+    size_t workspace = 0;
+    for (const CudaAttentionInfo& info : exe->plan_.attentions) {
+      absl::StatusOr<std::unique_ptr<CudaAttentionRunner>> runner = attention(info);
+      if (!runner.ok())
+        return absl::Status(runner.status().code(),
+                            absl::StrCat("cuda: preparing the cuDNN SDPA ",
+                                         info.backward ? "backward" : "forward", " of ",
+                                         info.origin, ": ", runner.status().message()));
+      workspace = std::max(workspace, (*runner)->workspace_size());
+      exe->attention_.push_back(std::move(*runner));
+    }
+    // One workspace for every step: they run one after another on the stream.
+    if (workspace > 0) {
+      absl::StatusOr<CudaAllocator::Block> block = exe->arena_allocator_->allocate(workspace);
+      if (!block.ok())
+        return absl::Status(block.status().code(),
+                            absl::StrCat("cuda executable: its ", workspace,
+                                         "-byte attention workspace: ", block.status().message()));
+      exe->workspace_ = *block;
+    }
+  }
   if (!exe->plan_.arena_offsets.empty()) {
-    exe->arena_allocator_ = backend.shared_allocator();
     absl::StatusOr<CudaAllocator::Block> arena =
         exe->arena_allocator_->allocate(static_cast<size_t>(exe->plan_.arena_bytes));
     if (!arena.ok())
@@ -152,10 +227,12 @@ absl::StatusOr<std::string> CudaExecutable::serialize(absl::string_view module_t
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> load_cuda_executable(
-    CudaBackend& backend, absl::string_view blob, std::shared_ptr<const CublasLtApi> cublaslt) {
+    CudaBackend& backend, absl::string_view blob, std::shared_ptr<const CublasLtApi> cublaslt,
+    CudaAttentionFactory attention) {
   MSTEP_ASSIGN_OR_RETURN(CudaPlan plan, deserialize_cuda_plan(blob));
   MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> exe,
-                         CudaExecutable::create(backend, std::move(plan), std::move(cublaslt)));
+                         CudaExecutable::create(backend, std::move(plan), std::move(cublaslt),
+                                                std::move(attention)));
   return std::unique_ptr<Executable>(std::move(exe));
 }
 
@@ -163,6 +240,51 @@ CudaExecutable::~CudaExecutable() {
   // Stream-ordered (CudaAllocator.h): work still queued on the arena runs
   // before whatever gets the block next.
   if (arena_.pointer != 0) arena_allocator_->release(arena_);
+  if (workspace_.pointer != 0) arena_allocator_->release(workspace_);
+}
+
+absl::Status CudaExecutable::run_attention(const CudaLaunchStep& launch, const RunValues& values) {
+  const CudaAttentionInfo& info = plan_.attentions[launch.attention];
+  CudaAttentionRunner& runner = *attention_[launch.attention];
+  std::vector<const Buffer*> reads, writes;
+  values.add_buffers(launch.args, reads);
+  values.add_buffers(launch.writes, writes);
+  // Each role's device pointer (base + offset for arena values).
+  auto pointer = [&](const std::vector<std::string>& roles, const std::vector<int>& ids,
+                     absl::string_view role) -> CUdeviceptr {
+    for (size_t i = 0; i < roles.size(); ++i)
+      if (roles[i] == role) return values.pointers[ids[i]];
+    return 0;
+  };
+  const std::vector<std::string> in = attention_arg_roles(info), out = attention_write_roles(info);
+  auto queue = [&]() -> absl::Status {
+    if (!info.backward) {
+      CudnnSdpaForwardArgs a;
+      a.q = pointer(in, launch.args, "q");
+      a.k = pointer(in, launch.args, "k");
+      a.v = pointer(in, launch.args, "v");
+      a.mask = pointer(in, launch.args, "mask");
+      a.valid_seq_len = pointer(in, launch.args, "valid_seq_len");
+      a.out = pointer(out, launch.writes, "out");
+      a.stats = pointer(out, launch.writes, "stats");
+      return runner.forward(a, workspace_.pointer);
+    }
+    CudnnSdpaBackwardArgs a;
+    a.q = pointer(in, launch.args, "q");
+    a.k = pointer(in, launch.args, "k");
+    a.v = pointer(in, launch.args, "v");
+    a.out = pointer(in, launch.args, "out");
+    a.stats = pointer(in, launch.args, "stats");
+    a.grad_out = pointer(in, launch.args, "grad_out");
+    a.mask = pointer(in, launch.args, "mask");
+    a.valid_seq_len = pointer(in, launch.args, "valid_seq_len");
+    a.grad_q = pointer(out, launch.writes, "grad_q");
+    a.grad_k = pointer(out, launch.writes, "grad_k");
+    a.grad_v = pointer(out, launch.writes, "grad_v");
+    return runner.backward(a, workspace_.pointer);
+  };
+  return backend_.enqueue(absl::StrCat("cudnn sdpa step (", info.origin, ")"), queue, reads,
+                          writes);
 }
 
 absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch, const RunValues& values) {
@@ -223,6 +345,10 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
   for (const CudaLaunchStep& launch : plan_.launches) {
     if (launch.matmul >= 0) {
       MSTEP_RETURN_IF_ERROR(run_matmul(launch, values));
+      continue;
+    }
+    if (launch.attention >= 0) {
+      MSTEP_RETURN_IF_ERROR(run_attention(launch, values));
       continue;
     }
     const CudaKernelInfo& info = plan_.kernels[launch.kernel];

@@ -3,7 +3,8 @@
 // backend's caching allocator, when the executable is created; each run
 // allocates its outputs (and any computed value the plan leaves outside
 // the arena) from the same allocator, then queues the steps (kernel launches, cuBLASLt
-// matmuls through the runtime's CublasLtMatmul) in order through
+// matmuls through the runtime's CublasLtMatmul, cuDNN SDPA executions
+// through CudaAttention.h's runners) in order through
 // CudaBackend::enqueue (one stream, an event after each: the seam's
 // asynchronous contract) and returns without waiting. Library-internal;
 // runtime half (no MLIR).
@@ -14,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backends/cuda/CublasLt.h"
+#include "lib/backends/cuda/CudaAttention.h"
 #include "lib/backends/cuda/CudaBackend.h"
 #include "lib/backends/cuda/CudaModule.h"
 #include "lib/backends/cuda/CudaPlan.h"
@@ -28,9 +30,15 @@ class CudaExecutable final : public Executable {
   /// value or kernel it does not have is an error. A plan with cuBLASLt
   /// steps gets a CublasLtMatmul on the backend's context over `cublaslt`
   /// (null: load_cublaslt(); tests give a fake table); a missing library
-  /// is the loader's "cublasLt: unavailable" error.
+  /// is the loader's "cublasLt: unavailable" error. A plan with attention
+  /// steps gets a runner per step from `attention` (null:
+  /// cudnn_attention_factory(backend): cuDNN's graphs built and finalized
+  /// here, on the device) and one workspace, the largest any step needs,
+  /// from the backend's allocator; a step that cannot be made is an error
+  /// naming its op.
   static absl::StatusOr<std::unique_ptr<CudaExecutable>> create(
-      CudaBackend& backend, CudaPlan plan, std::shared_ptr<const CublasLtApi> cublaslt = nullptr);
+      CudaBackend& backend, CudaPlan plan, std::shared_ptr<const CublasLtApi> cublaslt = nullptr,
+      CudaAttentionFactory attention = nullptr);
 
   ~CudaExecutable() override;
 
@@ -49,6 +57,8 @@ class CudaExecutable final : public Executable {
   absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;
   /// The device address of the arena (0: none).
   CUdeviceptr arena_pointer() const { return arena_.pointer; }
+  /// The attention steps' shared workspace (0: none or empty).
+  CUdeviceptr attention_workspace() const { return workspace_.pointer; }
 
  private:
   /// One run's values: a buffer (inputs, outputs) or none (in the arena),
@@ -62,14 +72,18 @@ class CudaExecutable final : public Executable {
   CudaExecutable(CudaBackend& backend, CudaPlan plan) : backend_(backend), plan_(std::move(plan)) {}
   /// Queues cuBLASLt step `launch` (one call per batch matrix).
   absl::Status run_matmul(const CudaLaunchStep& launch, const RunValues& values);
+  /// Queues attention step `launch` (one cuDNN SDPA execution).
+  absl::Status run_attention(const CudaLaunchStep& launch, const RunValues& values);
 
   CudaBackend& backend_;
   CudaPlan plan_;
   std::vector<std::unique_ptr<CudaKernelModule>> modules_;  // one per kernel
   std::vector<const CudaKernel*> kernels_;                  // plan_.kernels' order
   std::unique_ptr<CublasLtMatmul> matmul_;                  // when the plan has matmuls
+  std::vector<std::unique_ptr<CudaAttentionRunner>> attention_;  // plan_.attentions' order
   CudaAllocator::Block arena_;                              // plan_.arena_bytes
-  std::shared_ptr<CudaAllocator> arena_allocator_;          // arena_'s
+  CudaAllocator::Block workspace_;                          // the attention steps'
+  std::shared_ptr<CudaAllocator> arena_allocator_;          // arena_'s and workspace_'s
 };
 
 /// Checks that `plan`'s launches, arguments and outputs name values and
@@ -88,9 +102,9 @@ absl::Status validate_cuda_arena(const CudaPlan& plan);
 /// bytes (the backend's deserialize()). Unimplemented when `blob` is not a
 /// serialized cuda plan; DataLoss for a corrupt or truncated one; then
 /// create()'s errors (a kernel that loads neither as cubin nor PTX).
-/// `cublaslt` as for create().
+/// `cublaslt` and `attention` as for create().
 absl::StatusOr<std::unique_ptr<Executable>> load_cuda_executable(
     CudaBackend& backend, absl::string_view blob,
-    std::shared_ptr<const CublasLtApi> cublaslt = nullptr);
+    std::shared_ptr<const CublasLtApi> cublaslt = nullptr, CudaAttentionFactory attention = nullptr);
 
 }  // namespace mstep::cuda

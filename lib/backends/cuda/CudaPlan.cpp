@@ -6,6 +6,31 @@
 
 namespace mstep::cuda {
 
+std::vector<std::string> attention_arg_roles(const CudaAttentionInfo& info) {
+  std::vector<std::string> roles = {"q", "k", "v"};
+  if (info.backward) roles.insert(roles.end(), {"out", "stats", "grad_out"});
+  if (info.config.mask != SdpaMaskKind::none) roles.push_back("mask");
+  if (info.config.padding != SdpaPadding::none) roles.push_back("valid_seq_len");
+  return roles;
+}
+
+std::vector<std::string> attention_write_roles(const CudaAttentionInfo& info) {
+  if (info.backward) return {"grad_q", "grad_k", "grad_v"};
+  return {"out", "stats"};
+}
+
+namespace {
+
+/// "q %0, k %1" for `values` by `roles`.
+std::string by_role(const std::vector<std::string>& roles, const std::vector<int>& values) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < values.size(); ++i)
+    parts.push_back(absl::StrCat(i < roles.size() ? roles[i] : "?", " %", values[i]));
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
 std::string describe_cuda_plan(const CudaPlan& plan) {
   std::string text = absl::StrCat("cuda plan: ", plan.num_inputs, " inputs, ",
                                   plan.values.size() - plan.num_inputs, " computed values, ",
@@ -31,6 +56,14 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
                         m.c_stride, ")");
       absl::StrAppend(&text, " args (%", absl::StrJoin(launch.args, ", %"), ") writes (%",
                       absl::StrJoin(launch.writes, ", %"), ")\n");
+      continue;
+    }
+    if (launch.attention >= 0) {
+      const CudaAttentionInfo& a = plan.attentions[launch.attention];
+      absl::StrAppend(&text, "  cudnn sdpa ", a.backward ? "backward" : "forward", " (", a.origin,
+                      ") ", a.config.to_string(), " reads (",
+                      by_role(attention_arg_roles(a), launch.args), ") writes (",
+                      by_role(attention_write_roles(a), launch.writes), ")\n");
       continue;
     }
     const CudaKernelInfo& k = plan.kernels[launch.kernel];

@@ -1,6 +1,7 @@
 // The cuda executable's plan: a linear list of steps over the step's
 // values, each a kernel launch (with the kernel's PTX and cubins) or a
-// cuBLASLt matmul (mstep.matmul: shape, transposes, dtype, epilogue), and
+// cuBLASLt matmul (mstep.matmul: shape, transposes, dtype, epilogue) or a
+// cuDNN SDPA execution (mstep.sdpa / sdpa_backward: shapes, options), and
 // the memory plan: every intermediate value at an offset of one device
 // arena. The compile half (CudaCompiler.cpp) builds it from MLIR;
 // CudaExecutable (runtime half, no MLIR) runs it, and CudaPlanFormat.h
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "lib/backends/cuda/CublasLt.h"
+#include "lib/backends/cuda/CudnnSdpaConfig.h"
 #include "lib/backends/cuda/PtxasReport.h"
 #include "mstep/core/TensorType.h"
 
@@ -48,14 +50,45 @@ struct CudaMatmulInfo {
   friend bool operator==(const CudaMatmulInfo&, const CudaMatmulInfo&) = default;
 };
 
-/// One step of the plan. A kernel launch (matmul < 0): kernel `kernel`
-/// with one device pointer per argument, the buffers of values `args` in
-/// parameter order. A cuBLASLt call (matmul >= 0): plan.matmuls[matmul]
-/// with args A, B (and the bias when the shape has one). Either writes
-/// values `writes`.
+/// One cuDNN SDPA step (CudnnSdpa.h): the attention node's shapes and
+/// options, forward or backward. The step's values by role, in order:
+///   forward:  args  q, k, v [, mask] [, valid_seq_len]; writes out, stats
+///   backward: args  q, k, v, out, stats, grad_out [, mask] [, valid_seq_len];
+///             writes grad_q, grad_k, grad_v
+/// (mask when config.mask is additive, valid_seq_len when config.padding
+/// is right). stats (f32 [B, H, L, 1], the forward's log-sum-exp) is a
+/// value the compiler adds: cuDNN's backward needs the forward's out and
+/// stats where mstep.sdpa_backward recomputes them. The cuDNN graph is
+/// built and finalized at load time, on the device.
+struct CudaAttentionInfo {
+  std::string origin;  ///< the op it computes ("mstep.sdpa #2")
+  bool backward = false;
+  CudnnSdpaConfig config;
+  /// How many values the step reads and writes.
+  size_t num_args() const {
+    return (backward ? 6 : 3) + (config.mask != SdpaMaskKind::none) +
+           (config.padding != SdpaPadding::none);
+  }
+  size_t num_writes() const { return backward ? 3 : 2; }
+  friend bool operator==(const CudaAttentionInfo&, const CudaAttentionInfo&) = default;
+};
+
+/// The roles of an attention step's args and writes, in order ("q", "k",
+/// ..., "mask", "valid_seq_len"; "out", "stats" / "grad_q", ...).
+std::vector<std::string> attention_arg_roles(const CudaAttentionInfo& info);
+std::vector<std::string> attention_write_roles(const CudaAttentionInfo& info);
+
+/// One step of the plan. A kernel launch (matmul < 0, attention < 0):
+/// kernel `kernel` with one device pointer per argument, the buffers of
+/// values `args` in parameter order. A cuBLASLt call (matmul >= 0):
+/// plan.matmuls[matmul] with args A, B (and the bias when the shape has
+/// one). A cuDNN SDPA execution (attention >= 0): plan.attentions[attention]
+/// with its values by role (CudaAttentionInfo). Each writes values
+/// `writes`.
 struct CudaLaunchStep {
   int kernel = 0;
   int matmul = -1;
+  int attention = -1;
   std::vector<int> args;
   std::vector<int> writes;
   friend bool operator==(const CudaLaunchStep&, const CudaLaunchStep&) = default;
@@ -74,6 +107,7 @@ struct CudaPlan {
   std::vector<int> outputs;
   std::vector<CudaKernelInfo> kernels;
   std::vector<CudaMatmulInfo> matmuls;
+  std::vector<CudaAttentionInfo> attentions;
   std::vector<CudaLaunchStep> launches;
   /// The memory plan: empty (every computed value gets a buffer of its
   /// own each run), or one entry per value: the offset of an intermediate

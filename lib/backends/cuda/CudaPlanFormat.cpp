@@ -66,6 +66,55 @@ PtxasKernelReport read_report(ByteReader& r) {
   return report;
 }
 
+void write_attention(ByteWriter& w, const CudaAttentionInfo& a) {
+  const CudnnSdpaConfig& c = a.config;
+  w.bytes(a.origin);
+  w.u8(a.backward);
+  for (int64_t v : {c.batch, c.heads, c.seq_q, c.seq_kv, c.head_dim, c.head_dim_v}) w.i64(v);
+  w.u8(static_cast<uint8_t>(c.dtype));
+  w.f64(c.scale);
+  w.f64(c.dropout_p);
+  w.u8(static_cast<uint8_t>(c.mask));
+  w.u8(static_cast<uint8_t>(c.padding));
+  for (bool flag : {c.causal, c.mask_per_batch, c.mask_per_head, c.mask_grad, c.return_probs,
+                    c.return_dropout_mask, c.saved_probs, c.softmax_mode_none})
+    w.u8(flag);
+}
+
+/// The bytes write_attention writes at least (for the count's check).
+constexpr size_t kAttentionBytes = 8 + 1 + 6 * 8 + 1 + 2 * 8 + 2 + 8;
+
+CudaAttentionInfo read_attention(ByteReader& r) {
+  CudaAttentionInfo a;
+  CudnnSdpaConfig& c = a.config;
+  a.origin = std::string(r.bytes("an attention step's origin"));
+  a.backward = read_small(r, "an attention step's direction", 1);
+  for (int64_t* v : {&c.batch, &c.heads, &c.seq_q, &c.seq_kv, &c.head_dim, &c.head_dim_v})
+    *v = r.i64("an attention step's size");
+  c.dtype = static_cast<DType>(read_small(r, "an attention step's dtype", kNumDTypes - 1));
+  c.scale = r.f64("an attention step's scale");
+  c.dropout_p = r.f64("an attention step's dropout_p");
+  c.mask = static_cast<SdpaMaskKind>(read_small(r, "an attention step's mask kind",
+                                                static_cast<uint8_t>(SdpaMaskKind::boolean)));
+  c.padding = static_cast<SdpaPadding>(
+      read_small(r, "an attention step's padding", static_cast<uint8_t>(SdpaPadding::left)));
+  for (bool* flag : {&c.causal, &c.mask_per_batch, &c.mask_per_head, &c.mask_grad,
+                     &c.return_probs, &c.return_dropout_mask, &c.saved_probs,
+                     &c.softmax_mode_none})
+    *flag = read_small(r, "an attention step's flag", 1);
+  return a;
+}
+
+/// The version of a sealed blob (its header: magic, then a u32), or the
+/// current one when the header is too short to say (unseal then names it).
+uint32_t sealed_version(absl::string_view blob) {
+  if (blob.size() < kMagic.size() + 4) return kCudaPlanFormatVersion;
+  uint32_t version = 0;
+  for (int i = 3; i >= 0; --i)
+    version = version << 8 | static_cast<uint8_t>(blob[kMagic.size() + i]);
+  return version;
+}
+
 } // namespace
 
 std::string serialize_cuda_plan(const CudaPlan& plan) {
@@ -105,10 +154,13 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
     w.i64(m.b_stride);
     w.i64(m.c_stride);
   }
+  w.u32(static_cast<uint32_t>(plan.attentions.size()));
+  for (const CudaAttentionInfo& a : plan.attentions) write_attention(w, a);
   w.u32(static_cast<uint32_t>(plan.launches.size()));
   for (const CudaLaunchStep& launch : plan.launches) {
     w.i64(launch.kernel);
     w.i64(launch.matmul);
+    w.i64(launch.attention);
     write_ints(w, launch.args);
     write_ints(w, launch.writes);
   }
@@ -119,8 +171,10 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
 }
 
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
-  MSTEP_ASSIGN_OR_RETURN(absl::string_view body,
-                         unseal(blob, kMagic, kCudaPlanFormatVersion, kWhat));
+  // Version 1 is version 2 without the attention steps.
+  const uint32_t version =
+      sealed_version(blob) == kCudaPlanFormatOldestVersion ? 1 : kCudaPlanFormatVersion;
+  MSTEP_ASSIGN_OR_RETURN(absl::string_view body, unseal(blob, kMagic, version, kWhat));
   ByteReader r(body, kWhat);
   CudaPlan plan;
   // Each count is checked against the bytes left (a corrupt count cannot
@@ -161,10 +215,15 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
     m.b_stride = r.i64("a matmul's B stride");
     m.c_stride = r.i64("a matmul's C stride");
   }
-  plan.launches.resize(r.count("the launch count", 2 * 8 + 2 * 4));
+  if (version >= 2) {
+    plan.attentions.resize(r.count("the attention step count", kAttentionBytes));
+    for (CudaAttentionInfo& a : plan.attentions) a = read_attention(r);
+  }
+  plan.launches.resize(r.count("the launch count", (version >= 2 ? 3 : 2) * 8 + 2 * 4));
   for (CudaLaunchStep& launch : plan.launches) {
     launch.kernel = read_int(r, "a launch's kernel");
     launch.matmul = read_int(r, "a launch's matmul");
+    if (version >= 2) launch.attention = read_int(r, "a launch's attention step");
     launch.args = read_ints(r, "a launch's argument");
     launch.writes = read_ints(r, "a launch's result");
   }

@@ -4,8 +4,10 @@
 //   seal("MSTEPCUD", kCudaPlanFormatVersion, body)    (core/ByteStream.h)
 // body: the values (tensor types), the input count, the outputs, the
 // kernels (name, origin, grid, block, PTX, a cubin per arch, ptxas's
-// report per arch), the cuBLASLt matmul steps, the launches, then the
-// arena (one offset per value, its size). Library-internal.
+// report per arch), the cuBLASLt matmul steps, the cuDNN SDPA steps
+// (version 2), the launches (their attention index: version 2), then the
+// arena (one offset per value, its size). Version 1 (no attention steps)
+// is still read. Library-internal.
 #pragma once
 
 #include <cstdint>
@@ -17,15 +19,19 @@
 
 namespace mstep::cuda {
 
-/// Bump on any change of the layout above.
-inline constexpr uint32_t kCudaPlanFormatVersion = 1;
+/// Bump on any change of the layout above (and keep reading the old one
+/// where it is a subset, as 1 is of 2).
+inline constexpr uint32_t kCudaPlanFormatVersion = 2;
+/// The oldest version deserialize_cuda_plan reads.
+inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 
 std::string serialize_cuda_plan(const CudaPlan& plan);
 
 /// The plan of serialize_cuda_plan()'s bytes, checked by
 /// validate_cuda_plan(). Unimplemented when `blob` is not one (no
 /// MSTEPCUD magic: e.g. module text); DataLoss naming what is wrong for a
-/// wrong version, a truncated or corrupt blob, or a plan that does not
+/// version it does not read (newer than kCudaPlanFormatVersion, older than
+/// kCudaPlanFormatOldestVersion), a truncated or corrupt blob, or a plan that does not
 /// check.
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob);
 

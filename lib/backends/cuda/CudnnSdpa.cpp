@@ -11,11 +11,6 @@ namespace mstep::cuda {
 
 namespace {
 
-absl::Status not_expressible(const CudnnSdpaConfig& config, absl::string_view option) {
-  return absl::UnimplementedError(
-      absl::StrCat("cudnn sdpa ", config.to_string(), ": not expressible in cuDNN: ", option));
-}
-
 cudnnDataType_t io_type(DType dtype) {
   return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
 }
@@ -119,59 +114,6 @@ size_t align_up(size_t n) { return (n + 255) / 256 * 256; }
 
 } // namespace
 
-std::string CudnnSdpaConfig::to_string() const {
-  std::string s =
-      absl::StrCat("[", batch, ", ", heads, ", ", seq_q, ", ", head_dim, "] x [", batch, ", ",
-                   heads, ", ", seq_kv, ", ", head_dim, "] ", dtype_name(dtype), ", scale ", scale);
-  if (dv() != head_dim) absl::StrAppend(&s, ", value dim ", dv());
-  if (causal) absl::StrAppend(&s, ", causal");
-  if (mask == SdpaMaskKind::additive) absl::StrAppend(&s, ", additive mask");
-  if (mask == SdpaMaskKind::boolean) absl::StrAppend(&s, ", boolean mask");
-  if (padding != SdpaPadding::none)
-    absl::StrAppend(&s, ", valid_seq_len (", padding == SdpaPadding::left ? "left" : "right", ")");
-  if (dropout_p > 0) absl::StrAppend(&s, ", dropout ", dropout_p);
-  return s;
-}
-
-absl::Status cudnn_sdpa_expressible(const CudnnSdpaConfig& c) {
-  if (c.batch < 1 || c.heads < 1 || c.seq_q < 1 || c.seq_kv < 1 || c.head_dim < 1 ||
-      c.head_dim_v < 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("cudnn sdpa ", c.to_string(), ": every size must be at least 1 (batch ",
-                     c.batch, ", heads ", c.heads, ", seq_q ", c.seq_q, ", seq_kv ", c.seq_kv,
-                     ", head_dim ", c.head_dim, ", head_dim_v ", c.dv(), ")"));
-  if (!std::isfinite(c.scale))
-    return absl::InvalidArgumentError(
-        absl::StrCat("cudnn sdpa ", c.to_string(), ": the scale must be finite"));
-  if (!(c.dropout_p >= 0 && c.dropout_p < 1))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cudnn sdpa ", c.to_string(), ": dropout_p must be in [0, 1), not ", c.dropout_p));
-  if (c.causal && c.mask != SdpaMaskKind::none)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cudnn sdpa ", c.to_string(), ": is_causal excludes a mask (as mstep.sdpa says)"));
-  if (c.dtype != DType::bf16 && c.dtype != DType::f16)
-    return not_expressible(
-        c, absl::StrCat("dtype ", dtype_name(c.dtype), " (cuDNN's SDPA takes bf16 or f16)"));
-  if (c.head_dim % 8 != 0 || c.dv() % 8 != 0 || c.head_dim > 256 || c.dv() > 256)
-    return not_expressible(c, absl::StrCat("head dims ", c.head_dim, " and ", c.dv(),
-                                           " (cuDNN's SDPA needs multiples of 8, at most 256)"));
-  if (c.dropout_p > 0)
-    return not_expressible(
-        c, "dropout (cuDNN draws its own Philox numbers, not the ones mstep's ref and cpu "
-           "kernels draw for the same seed and offset)");
-  if (c.mask == SdpaMaskKind::boolean)
-    return not_expressible(c, "a boolean mask (cuDNN's SDPA takes an additive one)");
-  if (c.mask_grad) return not_expressible(c, "the mask's gradient");
-  if (c.padding == SdpaPadding::left)
-    return not_expressible(c,
-                           "valid_seq_len with left padding (cuDNN's padding mask keeps the first "
-                           "seq_len rows and keys)");
-  if (c.return_probs) return not_expressible(c, "returned attention probabilities");
-  if (c.return_dropout_mask) return not_expressible(c, "a returned dropout mask");
-  if (c.saved_probs) return not_expressible(c, "saved probabilities (recompute_mode = false)");
-  if (!c.softmax_mode_none) return not_expressible(c, "a softmax_mode other than none");
-  return absl::OkStatus();
-}
 
 absl::StatusOr<CudnnOperationGraph> build_sdpa_forward_graph(std::shared_ptr<const CudnnApi> api,
                                                              const CudnnSdpaConfig& c) {

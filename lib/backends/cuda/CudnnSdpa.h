@@ -37,44 +37,10 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backends/cuda/CudnnGraph.h"
+#include "lib/backends/cuda/CudnnSdpaConfig.h"
 #include "mstep/core/DType.h"
 
 namespace mstep::cuda {
-
-enum class SdpaMaskKind : uint8_t { none, additive, boolean };
-enum class SdpaPadding : uint8_t { none, right, left };
-
-/// One attention node's shapes and options (mstep.sdpa / sdpa_backward).
-struct CudnnSdpaConfig {
-  int64_t batch = 1, heads = 1, seq_q = 0, seq_kv = 0, head_dim = 0;
-  int64_t head_dim_v = 0; ///< 0: head_dim
-  DType dtype = DType::bf16;
-  double scale = 1.0;
-  bool causal = false;
-  SdpaMaskKind mask = SdpaMaskKind::none;
-  bool mask_per_batch = true;              ///< the mask's dim 0 is B (else 1, broadcast)
-  bool mask_per_head = true;               ///< the mask's dim 1 is H (else 1, broadcast)
-  bool mask_grad = false;                  ///< the backward must return the mask's gradient
-  SdpaPadding padding = SdpaPadding::none; ///< valid_seq_len and its side
-  double dropout_p = 0.0;
-  // FusedSDPA's extra results and modes (mstep.sdpa's attributes).
-  bool return_probs = false, return_dropout_mask = false;
-  bool saved_probs = false;      ///< recompute_mode = false
-  bool softmax_mode_none = true; ///< softmax_mode = none
-
-  int64_t dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
-  /// "[2, 4, 128, 64] x [2, 4, 128, 64] bf16, scale 0.125, causal".
-  std::string to_string() const;
-};
-
-/// OK when cuDNN's SDPA graphs can run `config`. Errors:
-/// InvalidArgument for a bad config (a size below 1, a non-finite scale,
-/// dropout_p outside [0, 1), causal with a mask); Unimplemented "not
-/// expressible in cuDNN: <option>" for an option cuDNN cannot express
-/// (f32, dropout, a boolean mask, the mask's gradient, left padding,
-/// returned probabilities or dropout mask, saved probabilities, a softmax
-/// mode, a head dim over 256 or not a multiple of 8).
-absl::Status cudnn_sdpa_expressible(const CudnnSdpaConfig& config);
 
 /// The tensors' unique ids in the graphs (the variant pack's keys).
 namespace sdpa_uid {
@@ -89,20 +55,6 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_forward_graph(std::shared_ptr<con
                                                              const CudnnSdpaConfig& config);
 absl::StatusOr<CudnnOperationGraph> build_sdpa_backward_graph(std::shared_ptr<const CudnnApi> api,
                                                               const CudnnSdpaConfig& config);
-
-/// Device pointers of one forward run (mask / valid_seq_len only when the
-/// config has them).
-struct CudnnSdpaForwardArgs {
-  CUdeviceptr q = 0, k = 0, v = 0, out = 0, stats = 0;
-  CUdeviceptr mask = 0, valid_seq_len = 0;
-};
-/// Device pointers of one backward run: the forward's q, k, v, out and
-/// stats, the gradient of out, and the three gradients written.
-struct CudnnSdpaBackwardArgs {
-  CUdeviceptr q = 0, k = 0, v = 0, out = 0, stats = 0, grad_out = 0;
-  CUdeviceptr grad_q = 0, grad_k = 0, grad_v = 0;
-  CUdeviceptr mask = 0, valid_seq_len = 0;
-};
 
 /// A forward or backward SDPA ready to run on a handle's device: the
 /// graph, the engine the heuristics chose and its plan. Needs a GPU.

@@ -1,0 +1,244 @@
+// CudaAttentionLowering: see CudaAttentionLowering.h.
+#include "lib/backends/cuda/CudaAttentionLowering.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "mstep/core/Error.h"
+#include "mstep/ir/MlirImport.h"
+#include "mstep/ir/dialect/MstepOps.h"
+
+namespace mstep::cuda {
+
+namespace {
+
+/// What both attention ops give the config.
+struct AttentionOperands {
+  mlir::Value q, k, v, mask, valid_seq_len;
+  double scale = 1, dropout_p = 0;
+  bool causal = false, softmax_mode_none = true, recompute = true, left_padding = false;
+};
+
+template <typename Op> AttentionOperands operands_of(Op op) {
+  AttentionOperands a;
+  a.q = op.getQuery();
+  a.k = op.getKey();
+  a.v = op.getValue();
+  a.mask = op.getMask();
+  a.valid_seq_len = op.getValidSeqLen();
+  a.scale = op.getScale().convertToDouble();
+  a.dropout_p = op.getDropoutP().convertToDouble();
+  a.causal = op.getIsCausal();
+  a.softmax_mode_none = op.getSoftmaxMode() == dialect::SoftmaxMode::none;
+  a.recompute = op.getRecomputeMode();
+  a.left_padding = op.getPaddingSide() == dialect::PaddingSide::left;
+  return a;
+}
+
+class Lowering {
+public:
+  Lowering(mlir::Operation* op, std::string origin) : op_(op), origin_(std::move(origin)) {}
+
+  /// "cuda: op 'mstep.sdpa' (mstep.sdpa #3, bf16[2, 4, 128, 64]) is not yet
+  /// lowered for cuda: <why>".
+  absl::Status not_lowered(absl::string_view why) const {
+    return absl::UnimplementedError(absl::StrCat(prefix(), " is not yet lowered for cuda: ", why));
+  }
+  std::string prefix() const {
+    return absl::StrCat("cuda: op '", op_->getName().getStringRef().str(), "' (", origin_,
+                        q_type_.empty() ? "" : ", ", q_type_, ")");
+  }
+
+  /// The config of the node's shapes and options, checked by
+  /// cudnn_sdpa_expressible (its refusals named as not lowered).
+  absl::StatusOr<CudnnSdpaConfig> config(const AttentionOperands& a, bool mask_grad,
+                                         bool saved_probs_in) {
+    MSTEP_ASSIGN_OR_RETURN(TensorType q, tensor_type_from_mlir(a.q.getType()));
+    q_type_ = q.to_string();
+    MSTEP_ASSIGN_OR_RETURN(TensorType k, tensor_type_from_mlir(a.k.getType()));
+    MSTEP_ASSIGN_OR_RETURN(TensorType v, tensor_type_from_mlir(a.v.getType()));
+    const std::vector<int64_t> dims(q.shape.dims().begin(), q.shape.dims().end());
+    const size_t r = dims.size();
+    if (r < 2 || k.shape.rank() != r || v.shape.rank() != r)
+      return not_lowered(absl::StrCat("query, key and value of ranks ", r, ", ", k.shape.rank(),
+                                      " and ", v.shape.rank()));
+    CudnnSdpaConfig c;
+    c.batch = r >= 3 ? dims[0] : 1;
+    c.heads = 1;
+    for (size_t d = 1; d + 2 < r; ++d) c.heads *= dims[d];
+    c.seq_q = dims[r - 2];
+    c.head_dim = dims[r - 1];
+    c.seq_kv = k.shape.dims()[r - 2];
+    c.head_dim_v = v.shape.dims()[r - 1] == c.head_dim ? 0 : v.shape.dims()[r - 1];
+    c.dtype = q.dtype;
+    c.scale = a.scale;
+    c.causal = a.causal;
+    c.dropout_p = a.dropout_p;
+    c.softmax_mode_none = a.softmax_mode_none;
+    c.saved_probs = saved_probs_in || !a.recompute;
+    c.mask_grad = mask_grad;
+    if (a.mask) {
+      MSTEP_ASSIGN_OR_RETURN(TensorType m, tensor_type_from_mlir(a.mask.getType()));
+      c.mask = m.dtype == DType::boolean ? SdpaMaskKind::boolean : SdpaMaskKind::additive;
+      if (c.mask == SdpaMaskKind::additive && m.dtype != q.dtype)
+        return not_lowered(absl::StrCat("a mask ", m.to_string(), " of another type than query"));
+      // Right-aligned to [..., L, S]: cuDNN's is [B or 1, H or 1, L, S].
+      std::vector<int64_t> md(r > m.shape.rank() ? r - m.shape.rank() : 0, 1);
+      md.insert(md.end(), m.shape.dims().begin(), m.shape.dims().end());
+      if (md.size() != r || md[r - 2] != c.seq_q || md[r - 1] != c.seq_kv)
+        return not_lowered(absl::StrCat("a mask ", m.to_string(),
+                                        " broadcast over query rows or keys (cuDNN's mask is "
+                                        "[B or 1, H or 1, L, S])"));
+      c.mask_per_batch = r < 3 || md[0] == dims[0];
+      bool all_heads = true, no_heads = true;
+      for (size_t d = 1; d + 2 < r; ++d) {
+        all_heads = all_heads && md[d] == dims[d];
+        no_heads = no_heads && md[d] == 1;
+      }
+      if (!all_heads && !no_heads)
+        return not_lowered(
+            absl::StrCat("a mask ", m.to_string(), " broadcast over some head dims but not all"));
+      c.mask_per_head = all_heads;
+    }
+    if (a.valid_seq_len) {
+      MSTEP_ASSIGN_OR_RETURN(TensorType lens, tensor_type_from_mlir(a.valid_seq_len.getType()));
+      c.padding = a.left_padding ? SdpaPadding::left : SdpaPadding::right;
+      if (lens.dtype != DType::i32)
+        return not_lowered(absl::StrCat("valid_seq_len is ", lens.to_string(),
+                                        "; cuDNN's SDPA takes i32 lengths (converting them is "
+                                        "not lowered yet)"));
+    }
+    if (absl::Status ok = cudnn_sdpa_expressible(c); !ok.ok()) {
+      if (ok.code() == absl::StatusCode::kUnimplemented) return not_lowered(ok.message());
+      return absl::Status(ok.code(), absl::StrCat(prefix(), ": ", ok.message()));
+    }
+    return c;
+  }
+
+private:
+  mlir::Operation* op_;
+  std::string origin_;
+  std::string q_type_;
+};
+
+int add_value(CudaPlan& plan, TensorType type) {
+  plan.values.push_back(std::move(type));
+  return static_cast<int>(plan.values.size()) - 1;
+}
+
+absl::StatusOr<int> add_result(CudaPlan& plan, llvm::DenseMap<mlir::Value, int>& ids,
+                               mlir::Value value) {
+  MSTEP_ASSIGN_OR_RETURN(TensorType type, tensor_type_from_mlir(value.getType()));
+  ids[value] = add_value(plan, std::move(type));
+  return ids[value];
+}
+
+/// The step of plan.attentions' new entry `info`.
+void add_step(CudaPlan& plan, CudaAttentionInfo info, std::vector<int> args,
+              std::vector<int> writes) {
+  CudaLaunchStep step;
+  step.attention = static_cast<int>(plan.attentions.size());
+  step.args = std::move(args);
+  step.writes = std::move(writes);
+  plan.attentions.push_back(std::move(info));
+  plan.launches.push_back(std::move(step));
+}
+
+/// q, k, v as plan values.
+std::vector<int> input_ids(const AttentionOperands& a,
+                           const llvm::DenseMap<mlir::Value, int>& ids) {
+  return {ids.at(a.q), ids.at(a.k), ids.at(a.v)};
+}
+
+/// [mask] [, valid_seq_len] as plan values.
+std::vector<int> option_ids(const AttentionOperands& a,
+                            const llvm::DenseMap<mlir::Value, int>& ids) {
+  std::vector<int> args;
+  if (a.mask) args.push_back(ids.at(a.mask));
+  if (a.valid_seq_len) args.push_back(ids.at(a.valid_seq_len));
+  return args;
+}
+
+} // namespace
+
+bool CudaAttentionLowering::is_attention(mlir::Operation* op) {
+  return mlir::isa<dialect::SdpaOp, dialect::SdpaBackwardOp>(op);
+}
+
+absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string& origin,
+                                          llvm::DenseMap<mlir::Value, int>& ids, CudaPlan& plan) {
+  Lowering lowering(op, origin);
+  auto stats_type = [](const CudnnSdpaConfig& c) {
+    return TensorType{Shape({c.batch, c.heads, c.seq_q, 1}), DType::f32};
+  };
+  auto concat = [](std::vector<int> a, const std::vector<int>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  if (auto sdpa = mlir::dyn_cast<dialect::SdpaOp>(op)) {
+    const AttentionOperands a = operands_of(sdpa);
+    MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, lowering.config(a, false, false));
+    if (sdpa.getReturnAttnProbs() || sdpa.getReturnDropoutMask())
+      return lowering.not_lowered("returned probabilities or dropout mask");
+    MSTEP_ASSIGN_OR_RETURN(int out, add_result(plan, ids, sdpa.getOut()));
+    const int stats = add_value(plan, stats_type(config));
+    own_slots_.push_back(stats);
+    add_step(plan, {origin, false, config}, concat(input_ids(a, ids), option_ids(a, ids)),
+             {out, stats});
+    forwards_.push_back({{a.q, a.k, a.v, a.mask, a.valid_seq_len}, config, out, stats});
+    return absl::OkStatus();
+  }
+  auto grad = mlir::cast<dialect::SdpaBackwardOp>(op);
+  const AttentionOperands a = operands_of(grad);
+  MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config,
+                         lowering.config(a, static_cast<bool>(grad.getGradMask()),
+                                         static_cast<bool>(grad.getSavedProbs())));
+  const std::vector<mlir::Value> key = {a.q, a.k, a.v, a.mask, a.valid_seq_len};
+  auto forward = std::find_if(forwards_.begin(), forwards_.end(),
+                              [&](const Forward& f) { return f.key == key && f.config == config; });
+  int out = -1, stats = -1;
+  if (forward != forwards_.end()) {
+    // The forward's out is read after its last use in the step graph.
+    out = forward->out;
+    stats = forward->stats;
+    own_slots_.push_back(out);
+  } else {
+    // No forward in this step: one of its own, for cuDNN's out and stats.
+    MSTEP_ASSIGN_OR_RETURN(TensorType out_type, tensor_type_from_mlir(grad.getGradOut().getType()));
+    out = add_value(plan, std::move(out_type));
+    stats = add_value(plan, stats_type(config));
+    own_slots_.insert(own_slots_.end(), {out, stats});
+    add_step(plan, {absl::StrCat(origin, " (its forward)"), false, config},
+             concat(input_ids(a, ids), option_ids(a, ids)), {out, stats});
+    forwards_.push_back({key, config, out, stats});
+  }
+  std::vector<int> args = input_ids(a, ids);
+  args.insert(args.end(), {out, stats, ids.at(grad.getGradOut())});
+  args = concat(std::move(args), option_ids(a, ids));
+  std::vector<int> writes;
+  for (mlir::Value result : {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()}) {
+    MSTEP_ASSIGN_OR_RETURN(int id, add_result(plan, ids, result));
+    writes.push_back(id);
+  }
+  add_step(plan, {origin, true, config}, std::move(args), std::move(writes));
+  return absl::OkStatus();
+}
+
+absl::Status CudaAttentionLowering::place_in_arena(CudaPlan& plan) const {
+  if (plan.arena_offsets.empty() || own_slots_.empty()) return absl::OkStatus();
+  plan.arena_offsets.resize(plan.values.size(), -1);
+  std::vector<int> values = own_slots_;
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  for (int v : values) {
+    // Step outputs keep their own buffers (each run returns fresh ones).
+    if (std::find(plan.outputs.begin(), plan.outputs.end(), v) != plan.outputs.end()) continue;
+    const int64_t offset =
+        (plan.arena_bytes + kCudaArenaAlignment - 1) / kCudaArenaAlignment * kCudaArenaAlignment;
+    plan.arena_offsets[v] = offset;
+    plan.arena_bytes = offset + static_cast<int64_t>(plan.values[v].bytes());
+  }
+  return absl::OkStatus();
+}
+
+} // namespace mstep::cuda

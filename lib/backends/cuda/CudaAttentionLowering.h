@@ -1,0 +1,56 @@
+// The cuda compile half's lowering of mstep.sdpa / mstep.sdpa_backward to
+// cuDNN SDPA steps of the launch plan (CudaAttentionInfo in CudaPlan.h):
+// the node's shapes and options become a CudnnSdpaConfig (mstep's leading
+// dims flattened to B = dim 0, H = the rest), checked by
+// cudnn_sdpa_expressible; an option cuDNN cannot express, or a form not
+// lowered yet, is an Unimplemented "cuda: op '<op>' (<origin>, <types>) is
+// not yet lowered for cuda: <why>". Library-internal; compile half (MLIR).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "lib/backends/cuda/CudaPlan.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mstep::cuda {
+
+/// Lowers the step's attention ops, in order, into one plan.
+///
+/// cuDNN's backward needs the forward's out and its softmax statistics
+/// (log-sum-exp) where mstep.sdpa_backward recomputes them from q, k and
+/// v: each forward writes a stats value the compiler adds to the plan
+/// (f32 [B, H, L, 1]); a backward whose forward is in the step (the same
+/// q, k, v, mask, valid_seq_len and options) reads that forward's out and
+/// stats; one without gets a forward step of its own before it (writing an
+/// out and stats the step graph does not have).
+class CudaAttentionLowering {
+public:
+  static bool is_attention(mlir::Operation* op);
+
+  /// Appends `op`'s step (and the values it adds) to `plan`; `ids` maps the
+  /// step's MLIR values to plan values and gets `op`'s results.
+  absl::Status lower(mlir::Operation* op, const std::string& origin,
+                     llvm::DenseMap<mlir::Value, int>& ids, CudaPlan& plan);
+
+  /// After the arena is planned (from the MLIR ops' lifetimes): the
+  /// values the plan added, and the forward outs a later backward reads
+  /// (whose lifetimes the MLIR planner did not see), get slots of their
+  /// own at the arena's end (the caller validates the arena after).
+  absl::Status place_in_arena(CudaPlan& plan) const;
+
+private:
+  struct Forward {
+    std::vector<mlir::Value> key; ///< q, k, v, mask, valid_seq_len
+    CudnnSdpaConfig config;
+    int out = -1, stats = -1;
+  };
+  std::vector<Forward> forwards_;
+  /// Values the arena must hold apart (added, or lifetimes extended).
+  std::vector<int> own_slots_;
+};
+
+} // namespace mstep::cuda
