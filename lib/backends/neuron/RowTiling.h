@@ -3,7 +3,7 @@
 // being its last axis (or the normalized trailing axes); rows go on the 128
 // partitions in tiles of up to 128 rows (the last one ragged), the free axis
 // in chunks of at most kRowChunk columns that fit SBUF with their double
-// buffers. RowKit bundles the builder with TileDependencies, so every
+// buffers. RowKit bundles the builder with a DependencyTracker, so every
 // emitted instruction gets the semaphores its data needs.
 #pragma once
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "lib/backends/neuron/DependencyTracker.h"
 #include "lib/backends/neuron/Lowering.h"
 #include "lib/backends/neuron/TileBuilder.h"
-#include "lib/backends/neuron/TileDependencies.h"
 
 namespace mstep::neuron {
 
@@ -109,7 +109,7 @@ public:
   LoweredOp finish(std::vector<int32_t> binding);
 
   TileBuilder b;
-  TileDependencies deps;
+  DependencyTracker deps;
 
 private:
   /// Emits the pending stores now if one reads what `dst` overwrites.
