@@ -119,4 +119,27 @@ private:
   std::vector<std::pair<AccessPattern, AccessPattern>> pending_stores_;
 };
 
+/// The input x of a multi-pass row lowering (softmax, the norms), chunk by
+/// chunk into the two slots of its tile: the first pass over a row tile
+/// loads every chunk into the next slot; a later pass reuses the chunk when
+/// the row is one chunk (it stays in SBUF), else loads it again.
+class RowInput {
+public:
+  RowInput(RowKit& k, const RowKit::Tile& x, int32_t hbm, int64_t cols,
+           const std::vector<ColChunk>& chunks)
+      : k_(k), x_(x), hbm_(hbm), cols_(cols), chunks_(chunks) {}
+
+  /// Chunk c of row tile t, [t.parts, chunk width].
+  AccessPattern chunk(const RowTile& t, int64_t c, bool first_pass);
+
+private:
+  RowKit& k_;
+  RowKit::Tile x_;
+  int32_t hbm_;
+  int64_t cols_;
+  const std::vector<ColChunk>& chunks_;
+  int64_t loads_ = 0;
+  int slot_ = 0; ///< the slot of the last load
+};
+
 } // namespace mstep::neuron
