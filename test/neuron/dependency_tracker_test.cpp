@@ -31,7 +31,8 @@ struct Fixture {
   TileBuilder b{"deps"};
   DependencyTracker deps{b};
   int32_t x = b.hbm_tensor("x", DType::f32, 128 * 8), y = b.hbm_tensor("y", DType::f32, 128 * 8);
-  int32_t in = b.allocate(BufferKind::sbuf, 32, "in"), out = b.allocate(BufferKind::sbuf, 32, "out");
+  int32_t in = b.allocate(BufferKind::sbuf, 32, "in"),
+          out = b.allocate(BufferKind::sbuf, 32, "out");
 
   /// [128, w] of allocation t from column `col`.
   static AccessPattern tile(int32_t t, int64_t w = 8, int64_t col = 0) {
