@@ -12,7 +12,7 @@
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "mstep/core/Error.h"
 #include "test/cuda/CudaStepText.h"
-#include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/FakeCudaBackendTest.h"
 #include "test/cuda/LinearReluStep.h"
 
 namespace mstep::cuda {
@@ -110,20 +110,7 @@ TEST(CudaArenaPlan, APlanWhoseArenaDoesNotCheckIsRefusedNamingTheValues) {
   EXPECT_THAT(refused([](CudaPlan& p) { p.arena_bytes = -1; }), HasSubstr("an arena of -1 bytes"));
 }
 
-class CudaArenaExecutableTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    auto backend = CudaBackend::create(fake_.driver());
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
-  }
-  void add_kernels(const CudaPlan& plan) {
-    for (const CudaLaunchStep& launch : plan.launches)
-      fake_.add_kernel(plan.kernels[launch.kernel].name, launch.args.size());
-  }
-  testing::FakeCudaDriver fake_;
-  std::unique_ptr<CudaBackend> backend_;
-};
+class CudaArenaExecutableTest : public testing::FakeCudaBackendTest {};
 
 TEST_F(CudaArenaExecutableTest, LaunchesGetArenaBasePlusOffsetAndTheArenaIsAllocatedOnce) {
   auto plan = plan_of(kFourChainStep);

@@ -13,7 +13,7 @@
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "mstep/compiler/BackendCompiler.h"
 #include "test/cuda/CudaStepText.h"
-#include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/FakeCudaBackendTest.h"
 
 namespace mstep::cuda {
 namespace {
@@ -27,26 +27,7 @@ std::string pointer_bytes(const Buffer& buffer) {
   return std::string(reinterpret_cast<const char*>(&pointer), sizeof pointer);
 }
 
-class CudaExecutableTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto backend = CudaBackend::create(fake_.driver());
-    ASSERT_TRUE(backend.ok()) << backend.status();
-    backend_ = std::move(*backend);
-  }
-  /// Makes every kernel of `plan` known to the fake (pointer parameters).
-  void add_kernels(const CudaPlan& plan) {
-    for (size_t l = 0; l < plan.launches.size(); ++l)
-      fake_.add_kernel(plan.kernels[plan.launches[l].kernel].name, plan.launches[l].args.size());
-  }
-  BufferPtr input(const TensorType& type) {
-    auto buffer = backend_->allocate(type);
-    EXPECT_TRUE(buffer.ok()) << buffer.status();
-    return buffer.ok() ? *buffer : nullptr;
-  }
-  testing::FakeCudaDriver fake_;
-  std::unique_ptr<CudaBackend> backend_;
-};
+class CudaExecutableTest : public testing::FakeCudaBackendTest {};
 
 TEST_F(CudaExecutableTest, LaunchesRunInProgramOrderWithTheStepsBuffers) {
   testing::CudaStepContext step(testing::kChainStep);

@@ -55,8 +55,16 @@ int fail(const std::string& message) {
   return 1;
 }
 
-/// Appends `t`'s bytes to `stack` (a [steps, ...] tensor being filled).
-void append(HostTensor& stack, const HostTensor& t) { stack.bytes += t.bytes; }
+/// Appends one step's value `t` to `stack`, a [steps, ...] f32 tensor
+/// being filled; the first value gives an empty stack its shape.
+void append_step(HostTensor& stack, int64_t steps, const HostTensor& t) {
+  if (stack.bytes.empty()) {
+    std::vector<int64_t> dims{steps};
+    for (int64_t d : t.shape.dims()) dims.push_back(d);
+    stack = {DType::f32, Shape(dims), {}};
+  }
+  stack.bytes += t.bytes;
+}
 
 int export_step(const std::string& dir, const std::string& device, int64_t steps,
                 bool stablehlo) {
@@ -110,17 +118,9 @@ int export_step(const std::string& dir, const std::string& device, int64_t steps
     all_y.bytes.append(reinterpret_cast<const char*>(ys[i + 3].data()), ys[i + 3].size() * 8);
     feed(i + 3);
     graph.replay();
-    losses.bytes += host(loss).bytes;
+    append_step(losses, steps, host(loss));
     if (stablehlo)
-      for (auto& [name, p] : model->named_parameters()) {
-        HostTensor& stack = expected[name];
-        if (stack.bytes.empty()) {
-          std::vector<int64_t> dims{steps};
-          for (int64_t d : p.shape().dims()) dims.push_back(d);
-          stack = {DType::f32, Shape(dims), {}};
-        }
-        append(stack, host(p));
-      }
+      for (auto& [name, p] : model->named_parameters()) append_step(expected[name], steps, host(p));
   }
   inputs["x"] = std::move(all_x);
   inputs["y"] = std::move(all_y);
@@ -182,16 +182,8 @@ int export_gpt_stablehlo(const std::string& dir, int64_t steps) {
     all_y.bytes.append(reinterpret_cast<const char*>(ys[i + 3].data()), ys[i + 3].size() * 8);
     feed(i + 3);
     graph.replay();
-    append(losses, host(loss));
-    for (auto& [name, p] : model.named_parameters()) {
-      HostTensor& stack = expected[name];
-      if (stack.bytes.empty()) {
-        std::vector<int64_t> dims{steps};
-        for (int64_t d : p.shape().dims()) dims.push_back(d);
-        stack = {DType::f32, Shape(dims), {}};
-      }
-      append(stack, host(p));
-    }
+    append_step(losses, steps, host(loss));
+    for (auto& [name, p] : model.named_parameters()) append_step(expected[name], steps, host(p));
   }
   inputs["tokens"] = std::move(all_t);
   inputs["targets"] = std::move(all_y);
@@ -222,15 +214,7 @@ int export_random_stablehlo(const std::string& dir, int64_t steps) {
   std::map<std::string, HostTensor> expected;
   for (int64_t i = 0; i < steps; ++i) {
     graph.replay();
-    for (auto& [name, t] : names) {
-      HostTensor& stack = expected[name];
-      if (stack.bytes.empty()) {
-        std::vector<int64_t> dims{steps};
-        for (int64_t d : t.shape().dims()) dims.push_back(d);
-        stack = {DType::f32, Shape(dims), {}};
-      }
-      append(stack, host(t.to(DType::f32)));
-    }
+    for (auto& [name, t] : names) append_step(expected[name], steps, host(t.to(DType::f32)));
   }
   if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", {}); !s.ok())
     return fail(std::string(s.message()));

@@ -23,7 +23,7 @@ int DependencyTracker::queue_of(const Instruction& inst) const {
   return 0;
 }
 
-void DependencyTracker::track(int64_t index, bool partial_write) {
+int64_t DependencyTracker::track(int64_t index, bool partial_write) {
   const Instruction& inst = b_.program().instructions[index];
   const int q = queue_of(inst);
   if (static_cast<int64_t>(queue_.size()) <= index) {
@@ -37,6 +37,7 @@ void DependencyTracker::track(int64_t index, bool partial_write) {
   for (const AccessPattern& s : inst.srcs)
     if (on_chip(s)) reads.push_back(s.buffer);
   if (inst.bias && on_chip(*inst.bias)) reads.push_back(inst.bias->buffer);
+  if (inst.scale_column && on_chip(*inst.scale_column)) reads.push_back(inst.scale_column->buffer);
   if (inst.opcode == Opcode::nc_matmul && inst.accumulate) reads.push_back(inst.dst.buffer);
   if (on_chip(inst.dst)) writes.push_back(inst.dst.buffer);
   if (inst.accum && on_chip(*inst.accum)) writes.push_back(inst.accum->buffer);
@@ -69,6 +70,7 @@ void DependencyTracker::track(int64_t index, bool partial_write) {
     }
     u.writes.push_back(index);
   }
+  return index;
 }
 
 } // namespace mstep::neuron

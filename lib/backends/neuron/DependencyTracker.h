@@ -1,9 +1,11 @@
 // DependencyTracker: adds the semaphore waits an instruction needs, from
-// the on-chip allocations it reads and writes, so a program builder only
-// chooses buffers. Every instruction signals its queue's semaphore (one per
-// compute engine, one per DMA engine: each completes its instructions in
-// program order), and an instruction waits, per other queue, for the last
-// instruction there it depends on:
+// the on-chip allocations (SBUF/PSUM) it reads and writes, so a program
+// builder only chooses buffers. Every instruction signals its queue's
+// semaphore (one per compute engine, one per DMA engine: each completes its
+// instructions in program order, as the cost model times them: a DMA
+// engine's transfers run one after another), and an instruction waits, per
+// other queue, for the last instruction there it depends on (same queue:
+// no wait, program order suffices):
 //   read  -> the writes of the allocation since it was last overwritten;
 //   write -> those writes and the reads since (WAR, WAW).
 // A partial write (a region disjoint from the allocation's other pending
@@ -24,8 +26,8 @@ public:
   explicit DependencyTracker(TileBuilder& b);
 
   /// Adds instruction `index`'s waits and its signal; call right after
-  /// emitting it, in program order.
-  void track(int64_t index, bool partial_write = false);
+  /// emitting it, in program order. Returns `index`.
+  int64_t track(int64_t index, bool partial_write = false);
 
 private:
   static constexpr int kQueues = 4 + kDmaEngines; ///< Tensor, Vector, Scalar, GpSimd, DMA 0..15

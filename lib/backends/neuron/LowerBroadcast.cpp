@@ -99,11 +99,8 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
       value[i] = static_cast<int32_t>(attr_int(n.attrs, AttrName::index));
       continue;
     }
-    if (n.op == OpKind::constant && n.results[0].shape.rank() == 0 &&
-        tileable_dtype(n.results[0].dtype)) {
-      constant[i] = constant_value(n);
-      continue;
-    }
+    constant[i] = scalar_constant(n);
+    if (constant[i]) continue;
     if (n.op == OpKind::full && n.operands.size() == 1 &&
         n.results[0].dtype == body.type_of(n.operands[0]).dtype) {
       // A filled tensor: its 0-d value (a constant, or a 1-element input

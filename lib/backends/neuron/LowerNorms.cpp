@@ -84,19 +84,12 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
     }
     return s;
   };
-  int64_t loads = 0, temps = 0, outs = 0;
+  RowInput xin(k, x, x_hbm, cols, chunks);
+  int64_t temps = 0, outs = 0;
   int ts = 0;
   for (const RowTile& t : row_tiles(rows)) {
     const int32_t p = t.parts;
     auto stat = [&](int col) { return RowKit::at(stats, ts, p, 1, col); };
-    int xs = 0;
-    auto load_x = [&](int64_t c, bool first_pass) {
-      if (first_pass || !resident) {
-        xs = static_cast<int>(loads++ % 2);
-        k.load(RowKit::at(x, xs, p, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
-      }
-      return RowKit::at(x, xs, p, chunks[c].w);
-    };
     auto scratch = [&](int64_t c) {
       return RowKit::at(tmp, static_cast<int>(temps++ % 2), p, chunks[c].w);
     };
@@ -104,7 +97,7 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
     if (layer) {
       int64_t r = 0;
       for (int64_t c = 0; c < nck; ++c) {
-        const AccessPattern xc = load_x(c, true);
+        const AccessPattern xc = xin.chunk(t, c, true);
         for (int64_t s0 = 0; s0 < chunks[c].w; s0 += kBnStatsMaxFree, ++r) {
           AccessPattern part = xc;
           part.offset += s0;
@@ -119,7 +112,8 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
     } else {
       for (int64_t c = 0; c < nck; ++c) {
         const AccessPattern acc = RowKit::at(psq, ts, p, 1, c);
-        k.act(scratch(c), load_x(c, true), ActivationFunction::square, 1.0f, nullptr, 0.0f, &acc);
+        k.act(scratch(c), xin.chunk(t, c, true), ActivationFunction::square, 1.0f, nullptr, 0.0f,
+              &acc);
       }
       k.reduce(stat(kSumSq), RowKit::at(psq, ts, p, nck), AluOp::add);
       k.act(stat(kRstd), stat(kSumSq), ActivationFunction::rsqrt, 1.0f / static_cast<float>(cols),
@@ -131,7 +125,7 @@ absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node, absl::Span<const Ten
     if (layer) k.tt(shift, neg_mean, rstd, AluOp::multiply);
     for (int64_t c = 0; c < nck; ++c) {
       const int64_t w = chunks[c].w;
-      const AccessPattern v = load_x(c, false);
+      const AccessPattern v = xin.chunk(t, c, false);
       const int rs = has_weight || has_bias ? load_rows(c) : 0;
       const AccessPattern yc = RowKit::at(y, static_cast<int>(outs++ % 2), p, w);
       // Each step writes fp32 scratch, the last one y in the dtype.

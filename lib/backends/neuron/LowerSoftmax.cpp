@@ -42,22 +42,14 @@ absl::StatusOr<LoweredOp> lower_softmax(const GraphNode& node, absl::Span<const 
   // Per-row statistics, one column each: m, -m, s, log s, -m - log s.
   enum { kMax, kNegMax, kSum, kLogSum, kBias, kStats };
   const RowKit::Tile stats = k.tile(DType::f32, kStats, "stats");
-  int64_t loads = 0, exps = 0, outs = 0; // chunks loaded, exp'd, stored: the slots
+  RowInput xin(k, x, x_hbm, cols, chunks);
+  int64_t exps = 0, outs = 0; // chunks exp'd, stored: the slots
   int ts = 0;
   for (const RowTile& t : row_tiles(rows)) {
     const int32_t p = t.parts;
     auto stat = [&](int col) { return RowKit::at(stats, ts, p, 1, col); };
-    int xs = 0;
-    // x of chunk c, loaded into the next slot unless it stays from pass 1.
-    auto load_x = [&](int64_t c, bool first_pass) {
-      if (first_pass || !resident) {
-        xs = static_cast<int>(loads++ % 2);
-        k.load(RowKit::at(x, xs, p, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
-      }
-      return RowKit::at(x, xs, p, chunks[c].w);
-    };
     for (int64_t c = 0; c < nck; ++c)
-      k.reduce(RowKit::at(pmax, ts, p, 1, c), load_x(c, true), AluOp::max);
+      k.reduce(RowKit::at(pmax, ts, p, 1, c), xin.chunk(t, c, true), AluOp::max);
     k.reduce(stat(kMax), RowKit::at(pmax, ts, p, nck), AluOp::max);
     k.ts(stat(kNegMax), stat(kMax), AluOp::multiply, -1.0f);
     const AccessPattern neg_max = stat(kNegMax);
@@ -70,7 +62,7 @@ absl::StatusOr<LoweredOp> lower_softmax(const GraphNode& node, absl::Span<const 
     AccessPattern e_resident;
     for (int64_t c = 0; c < nck; ++c) {
       const AccessPattern acc = RowKit::at(psum, ts, p, 1, c);
-      e_resident = exp_x(c, load_x(c, false), &acc);
+      e_resident = exp_x(c, xin.chunk(t, c, false), &acc);
     }
     k.reduce(stat(kSum), RowKit::at(psum, ts, p, nck), AluOp::add);
     if (log) {
@@ -80,7 +72,7 @@ absl::StatusOr<LoweredOp> lower_softmax(const GraphNode& node, absl::Span<const 
     const AccessPattern bias = stat(kBias);
     for (int64_t c = 0; c < nck; ++c) {
       const int64_t w = chunks[c].w;
-      const AccessPattern xc = load_x(c, false);
+      const AccessPattern xc = xin.chunk(t, c, false);
       const AccessPattern yc = RowKit::at(y, static_cast<int>(outs++ % 2), p, w);
       if (log) {
         k.act(yc, xc, ActivationFunction::identity, 1.0f, &bias);

@@ -44,11 +44,8 @@ absl::StatusOr<EwDag> fusion_dag(const GraphNode& node, const TensorType& type) 
       value[i] = static_cast<int32_t>(attr_int(n.attrs, AttrName::index));
       continue;
     }
-    if (n.op == OpKind::constant && n.results[0].shape.rank() == 0 &&
-        tileable_dtype(n.results[0].dtype)) {
-      constant[i] = constant_value(n);
-      continue;
-    }
+    constant[i] = scalar_constant(n);
+    if (constant[i]) continue;
     if (n.results.size() != 1 || n.results[0] != type || n.operands.empty() ||
         n.operands.size() > 2)
       return refuse(node.op, absl::StrCat("body op ", op_name(n.op),

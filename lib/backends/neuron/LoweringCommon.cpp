@@ -81,8 +81,10 @@ std::optional<EwOp> ew_op(OpKind op, int32_t a, int32_t b, std::optional<float> 
 
 bool tileable_dtype(DType d) { return d == DType::f32 || d == DType::bf16; }
 
-/// The value of a 0-d constant node as its dtype stores it.
-float constant_value(const GraphNode& n) {
+std::optional<float> scalar_constant(const GraphNode& n) {
+  if (n.op != OpKind::constant || n.results[0].shape.rank() != 0 ||
+      !tileable_dtype(n.results[0].dtype))
+    return std::nullopt;
   const float v = static_cast<float>(attr_double(n.attrs, AttrName::value));
   return n.results[0].dtype == DType::bf16 ? static_cast<float>(BFloat16(v)) : v;
 }

@@ -20,8 +20,9 @@ absl::Status refuse(OpKind op, absl::string_view why);
 /// f32 or bf16: what the lowerings put in tiles.
 bool tileable_dtype(DType d);
 
-/// The value of a 0-d constant node as its dtype stores it.
-float constant_value(const GraphNode& n);
+/// The value of a 0-d f32/bf16 constant node as its dtype stores it (an
+/// immediate of the engine ops), or nullopt for any other node.
+std::optional<float> scalar_constant(const GraphNode& n);
 
 /// One engine operation on whole values: result = a <alu> b (tensor_tensor),
 /// a <alu> scalar (tensor_scalar) or f(a) (activation).

@@ -3,7 +3,7 @@
 // being its last axis (or the normalized trailing axes); rows go on the 128
 // partitions in tiles of up to 128 rows (the last one ragged), the free axis
 // in chunks of at most kRowChunk columns that fit SBUF with their double
-// buffers. RowKit bundles the builder with TileDependencies, so every
+// buffers. RowKit bundles the builder with a DependencyTracker, so every
 // emitted instruction gets the semaphores its data needs.
 #pragma once
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "lib/backends/neuron/DependencyTracker.h"
 #include "lib/backends/neuron/Lowering.h"
 #include "lib/backends/neuron/TileBuilder.h"
-#include "lib/backends/neuron/TileDependencies.h"
 
 namespace mstep::neuron {
 
@@ -109,7 +109,7 @@ public:
   LoweredOp finish(std::vector<int32_t> binding);
 
   TileBuilder b;
-  TileDependencies deps;
+  DependencyTracker deps;
 
 private:
   /// Emits the pending stores now if one reads what `dst` overwrites.
@@ -117,6 +117,29 @@ private:
   void flush_stores();
 
   std::vector<std::pair<AccessPattern, AccessPattern>> pending_stores_;
+};
+
+/// The input x of a multi-pass row lowering (softmax, the norms), chunk by
+/// chunk into the two slots of its tile: the first pass over a row tile
+/// loads every chunk into the next slot; a later pass reuses the chunk when
+/// the row is one chunk (it stays in SBUF), else loads it again.
+class RowInput {
+public:
+  RowInput(RowKit& k, const RowKit::Tile& x, int32_t hbm, int64_t cols,
+           const std::vector<ColChunk>& chunks)
+      : k_(k), x_(x), hbm_(hbm), cols_(cols), chunks_(chunks) {}
+
+  /// Chunk c of row tile t, [t.parts, chunk width].
+  AccessPattern chunk(const RowTile& t, int64_t c, bool first_pass);
+
+private:
+  RowKit& k_;
+  RowKit::Tile x_;
+  int32_t hbm_;
+  int64_t cols_;
+  const std::vector<ColChunk>& chunks_;
+  int64_t loads_ = 0;
+  int slot_ = 0; ///< the slot of the last load
 };
 
 } // namespace mstep::neuron

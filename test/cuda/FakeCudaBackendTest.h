@@ -1,0 +1,37 @@
+// A test fixture: a CudaBackend over the fake driver, for running compiled
+// steps' plans without a GPU (CudaExecutable, the arena).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "lib/backends/cuda/CudaBackend.h"
+#include "lib/backends/cuda/CudaPlan.h"
+#include "test/cuda/FakeCudaDriver.h"
+
+namespace mstep::cuda::testing {
+
+class FakeCudaBackendTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto backend = CudaBackend::create(fake_.driver());
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = std::move(*backend);
+  }
+  /// Makes every kernel of `plan` known to the fake (pointer parameters).
+  void add_kernels(const CudaPlan& plan) {
+    for (const CudaLaunchStep& launch : plan.launches)
+      fake_.add_kernel(plan.kernels[launch.kernel].name, launch.args.size());
+  }
+  /// A new device buffer of `type` (null, with a test failure, if refused).
+  BufferPtr input(const TensorType& type) {
+    auto buffer = backend_->allocate(type);
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    return buffer.ok() ? *buffer : nullptr;
+  }
+  FakeCudaDriver fake_;
+  std::unique_ptr<CudaBackend> backend_;
+};
+
+} // namespace mstep::cuda::testing
