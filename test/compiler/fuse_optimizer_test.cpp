@@ -15,7 +15,6 @@
 #include <functional>
 #include <limits>
 
-#include "examples/models/GptMini.h"
 #include "examples/models/Mlp.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -29,6 +28,7 @@
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
+#include "test/unit/GptTrainingGraph.h"
 
 namespace mstep {
 namespace {
@@ -315,27 +315,7 @@ TraceGraph mlp_optimizer_graph() {
   return graph;
 }
 
-TraceGraph gpt_training_graph() {
-  manual_seed(11);
-  examples::GptMini model(
-      examples::GptConfig{.vocab = 96, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
-  model.train();
-  optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.1});
-  TraceGraph graph;
-  for (int k = 0; k < 2; ++k) { // step 2: parameters and AdamW state are arguments
-    std::vector<int64_t> tokens(4 * 16), lengths = {16, 12, 9, 16};
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + k) % 96);
-    Tensor x = from_vector(tokens, {4, 16});
-    opt.zero_grad();
-    Tensor logits = model.forward(x, from_vector(lengths, {4}));
-    cross_entropy(logits.reshape({-1, 96}), x.reshape({-1})).backward();
-    optim::clip_grad_norm_(model.parameters(), 1.0);
-    opt.step();
-    graph = pending_graph();
-    mark_step();
-  }
-  return graph;
-}
+TraceGraph gpt_training_graph() { return testing::gpt_training_step_graph(11); }
 
 TEST_F(FuseOptimizerTest, MlpTrainingGraphHasOneUpdateAfterThePipeline) {
   const TraceGraph graph = mlp_optimizer_graph();

@@ -9,12 +9,12 @@
 
 #include <vector>
 
-#include "examples/models/GptMini.h"
 #include "examples/models/Mlp.h"
 #include "mlir/Pass/PassManager.h"
 #include "mstep/mstep.h"
 #include "mstep/passes/Pipeline.h"
 #include "test/cuda/CudaStepText.h"
+#include "test/unit/GptTrainingGraph.h"
 
 namespace mstep::cuda::testing {
 
@@ -39,29 +39,8 @@ inline TraceGraph mnist_step_graph() {
   return graph;
 }
 
-/// GPT-mini's second training step as gpt_train runs it: cross-entropy,
-/// clip_grad_norm_(1.0), AdamW with weight decay.
-inline TraceGraph gpt_step_graph() {
-  manual_seed(3);
-  examples::GptMini model(
-      examples::GptConfig{.vocab = 96, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
-  model.train();
-  optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.1});
-  TraceGraph graph;
-  for (int k = 0; k < 2; ++k) {
-    std::vector<int64_t> tokens(4 * 16), lengths = {16, 12, 9, 16};
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + k) % 96);
-    Tensor x = from_vector(tokens, {4, 16});
-    opt.zero_grad();
-    Tensor logits = model.forward(x, from_vector(lengths, {4}));
-    cross_entropy(logits.reshape({-1, 96}), x.reshape({-1})).backward();
-    optim::clip_grad_norm_(model.parameters(), 1.0);
-    opt.step();
-    graph = pending_graph();
-    mark_step();
-  }
-  return graph;
-}
+/// GPT-mini's second training step as gpt_train runs it.
+inline TraceGraph gpt_step_graph() { return mstep::testing::gpt_training_step_graph(3); }
 
 /// The step of `graph` after the fused pipeline, in `step`'s context.
 inline mlir::OwningOpRef<mlir::ModuleOp> pipelined(const TraceGraph& graph, CudaStepContext& step) {
