@@ -1,0 +1,274 @@
+// The multi-tensor optimizer update's loop nest for cuda (SGD, Adam,
+// AdamW, Adadelta; clip_grad_norm_ included), following RefOptimizer.cpp
+// operation by operation (see CudaOpLoops.h for the scheme).
+#include "lib/backends/cuda/CudaOptimizerLoops.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaOpLoops.h"
+#include "mstep/ir/MultiTensorUpdate.h"
+
+namespace mstep::cuda::loops {
+
+namespace {
+
+// ---- multi_tensor_update ----------------------------------------------------
+
+using namespace multi_tensor_update; // segments and rule codes
+
+/// One parameter's update in its storage type T, computing in C (f32 for
+/// f32 and the 16-bit floats, f64 for f64) and rounding every operation
+/// to T as RefOptimizer.cpp's rnd / rnd_same do.
+class UpdateMath {
+public:
+  UpdateMath(Nest& nest, Type storage)
+      : nest_(nest), b(nest.b), t_(storage),
+        c_(storage.isF64() ? Type(nest.b.getF64Type()) : Type(nest.b.getF32Type())) {}
+
+  /// rnd<T>(v): an f64 rounded to T, read back as C.
+  Value rnd(Value v64) { return widen(nest_.round_to(v64, t_)); }
+  /// rnd_same<T>(v): a C value rounded to T and read back.
+  Value same(Value v) { return t_ == c_ ? v : widen(b.create<arith::TruncFOp>(t_, v)); }
+  Value widen(Value v) {
+    return v.getType() == c_ ? v : b.create<arith::ExtFOp>(c_, v).getResult();
+  }
+  Value narrow(Value v) { return t_ == c_ ? v : b.create<arith::TruncFOp>(t_, v).getResult(); }
+  Value mul(Value x, Value y) { return same(b.create<arith::MulFOp>(x, y)); }
+  Value add(Value x, Value y) { return same(b.create<arith::AddFOp>(x, y)); }
+  Value div(Value x, Value y) { return same(b.create<arith::DivFOp>(x, y)); }
+  Value sqrt(Value x) { return same(b.create<math::SqrtOp>(x)); }
+  Value one() { return nest_.constant(c_, 1.0); }
+  Value zero() { return nest_.constant(c_, 0.0); }
+
+private:
+  Nest& nest_;
+  ImplicitLocOpBuilder& b;
+  Type t_, c_;
+};
+
+/// ClipGrad.cpp's norm of `count` values read by `at` (C values of type
+/// T), as RefOptimizer.cpp's p_norm: the inf-norm (max |x|, a NaN wins),
+/// or the f64 sum of |x|^p rounded to T, then its root. One lane.
+Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)> at, double p) {
+  ImplicitLocOpBuilder& b = nest.b;
+  if (std::isinf(p)) {
+    Value first = b.create<math::AbsFOp>(at(nest.index(0)));
+    Value best = nest.loop(count, {first}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+      Value v = b.create<math::AbsFOp>(at(j));
+      Value acc_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, acc[0], acc[0]);
+      Value v_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, v, v);
+      Value greater = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, acc[0]);
+      Value take =
+          b.create<arith::AndIOp>(b.create<arith::XOrIOp>(acc_nan, nest.integer(b.getI1Type(), 1)),
+                                  b.create<arith::OrIOp>(v_nan, greater));
+      return {b.create<arith::SelectOp>(take, v, acc[0])};
+    })[0];
+    return m.same(best);
+  }
+  Value exponent = m.rnd(nest.f64(p));
+  Value acc = nest.loop(count, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+    Value x = at(j), term;
+    if (p == 2)
+      term = m.mul(x, x);
+    else if (p == 1)
+      term = b.create<math::AbsFOp>(x);
+    else
+      term = m.same(b.create<math::PowFOp>(b.create<math::AbsFOp>(x), exponent));
+    return {b.create<arith::AddFOp>(acc[0], nest.ext(term))};
+  })[0];
+  Value sum = m.rnd(acc);
+  if (p == 2) return m.sqrt(sum);
+  if (p == 1) return sum;
+  return m.same(b.create<math::PowFOp>(sum, m.rnd(nest.f64(1.0 / p))));
+}
+
+} // namespace
+
+absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& nest) {
+  const unsigned num_operands = op->getNumOperands();
+  auto operand = [&](Operand segment, int64_t i = 0) {
+    return static_cast<unsigned>(op.getODSOperandIndexAndLength(segment).first + i);
+  };
+  auto count = [&](Operand segment) { return op.getODSOperandIndexAndLength(segment).second; };
+  auto result = [&](Result segment, int64_t i = 0) {
+    return num_operands + static_cast<unsigned>(op.getODSResultIndexAndLength(segment).first + i);
+  };
+  auto count_results = [&](Result segment) {
+    return op.getODSResultIndexAndLength(segment).second;
+  };
+  const auto rule = static_cast<Rule>(op.getKind());
+  const bool nesterov = op.getNesterov(), amsgrad = op.getAmsgrad(), maximize = op.getMaximize();
+  const int64_t n = count(kParams);
+  ImplicitLocOpBuilder& b = nest.b;
+  // A present f64 hyperparameter (loaded in the lane), or null.
+  auto hyper = [&](Operand segment) -> Value {
+    return count(segment) ? nest.load0(nest.param(operand(segment))) : Value();
+  };
+  // Clipping (clip_grad_norm_): each gradient's norm in a lane of its own
+  // into a temporary buffer, then the total norm in one lane, written to
+  // total_grad_norm, from which every update lane derives the coefficient.
+  const std::optional<double> max_norm =
+      op.getMaxGradNorm() ? std::optional<double>(op.getMaxGradNorm()->convertToDouble())
+                          : std::nullopt;
+  const double norm_type = op.getGradNormType().convertToDouble();
+  Value total_norm;
+  if (max_norm) {
+    total_norm = nest.param(result(kTotalNorm));
+    Type norm_dtype = cast<MemRefType>(total_norm.getType()).getElementType();
+    for (int64_t i = 0; i < n; ++i) {
+      Value grad = op.getGrads()[i];
+      if (cast<ShapedType>(grad.getType()).getElementType() != norm_dtype)
+        return not_lowered_for_cuda(op, "clipping needs every gradient in the total norm's dtype");
+      if (std::isinf(norm_type) && numel(grad) == 0)
+        return not_lowered_for_cuda(op, "the inf-norm of an empty gradient");
+    }
+    Value norms = b.create<memref::AllocOp>(MemRefType::get({n}, norm_dtype));
+    for (int64_t i = 0; i < n; ++i) {
+      Flat grad = nest.flat(operand(kGrads, i));
+      nest.parallel(1, [&](Value) {
+        UpdateMath m(nest, norm_dtype);
+        Value norm = p_norm(
+            nest, m, numel(op.getGrads()[i]), [&](Value j) { return m.widen(nest.load(grad, j)); },
+            norm_type);
+        b.create<memref::StoreOp>(m.narrow(norm), norms, ValueRange{nest.index(i)});
+      });
+    }
+    nest.parallel(1, [&](Value) {
+      UpdateMath m(nest, norm_dtype);
+      auto at = [&](Value j) {
+        return m.widen(b.create<memref::LoadOp>(norms, ValueRange{j}).getResult());
+      };
+      Value total = n == 1 ? at(nest.index(0)) : p_norm(nest, m, n, at, norm_type);
+      b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
+    });
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    Flat param = nest.flat(operand(kParams, i)), grad = nest.flat(operand(kGrads, i));
+    Flat new_param = nest.flat(result(kNewParams, i));
+    auto state = [&](int slot) { return nest.flat(operand(kStates, slot * n + i)); };
+    auto new_state = [&](int slot) { return nest.flat(result(kNewStates, slot * n + i)); };
+    const int slots = count(kStates) / std::max<int64_t>(n, 1);
+    std::vector<Flat> states, new_states;
+    for (int s = 0; s < slots; ++s) {
+      states.push_back(state(s));
+      new_states.push_back(new_state(s));
+    }
+    std::optional<Flat> clipped;
+    if (count_results(kClippedGrads)) clipped = nest.flat(result(kClippedGrads, i));
+    const Type storage = param.element();
+    nest.parallel(numel(op.getParams()[i]), [&](Value k) {
+      UpdateMath m(nest, storage);
+      Value lr64 = hyper(kLr), wd64 = hyper(kWeightDecay), eps64 = hyper(kEps);
+      // The advanced step count, as f64 (ref's `step`).
+      Value step = nest.f64(0);
+      if (count(kSteps)) {
+        Value next = b.create<arith::AddIOp>(nest.load0(nest.param(operand(kSteps, i))),
+                                             nest.integer(b.getI64Type(), 1));
+        step = b.create<arith::SIToFPOp>(b.getF64Type(), next);
+      }
+      auto cast = [&](Value v64) { return v64 ? m.rnd(v64) : m.zero(); };
+      const Value lr = cast(lr64), wd = cast(wd64), eps = cast(eps64);
+      auto one_minus = [&](Value v64) { return b.create<arith::SubFOp>(nest.f64(1.0), v64); };
+      Value p = m.widen(nest.load(param, k));
+      Value g = m.widen(nest.load(grad, k));
+      if (max_norm) {
+        // min(max_norm / (total + 1e-6), 1), a NaN kept; the clipped
+        // gradient is a result when the graph reads it.
+        Value total = m.widen(nest.load0(total_norm));
+        Value coef = m.div(m.rnd(nest.f64(*max_norm)), m.add(total, m.rnd(nest.f64(1e-6))));
+        Value keep = b.create<arith::CmpFOp>(arith::CmpFPredicate::ULT, coef, m.one());
+        g = m.mul(g, b.create<arith::SelectOp>(keep, coef, m.one()));
+        if (clipped) nest.store(m.narrow(g), *clipped, k);
+      }
+      if (maximize) g = b.create<arith::NegFOp>(g);
+      auto decayed = [&](Value gradient) {
+        return wd64 ? m.add(gradient, m.mul(wd, p)) : gradient;
+      };
+      auto put = [&](Value v, const Flat& buffer) { nest.store(m.narrow(v), buffer, k); };
+      switch (rule) {
+      case Rule::sgd: {
+        Value momentum64 = hyper(kMomentum), dampening64 = hyper(kDampening);
+        Value momentum = cast(momentum64);
+        Value d = decayed(g);
+        if (momentum64) {
+          Value kept = m.mul(m.widen(nest.load(states[0], k)), momentum);
+          Value add = d;
+          if (dampening64) {
+            // where(step == 1, 1, 1 - dampening), cast.
+            Value first = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, step, nest.f64(1.0));
+            Value coef =
+                m.rnd(b.create<arith::SelectOp>(first, nest.f64(1.0), one_minus(dampening64)));
+            add = m.mul(coef, d);
+          }
+          Value buf = m.add(kept, add);
+          put(buf, new_states[0]);
+          d = nesterov ? m.add(d, m.mul(momentum, buf)) : buf;
+        }
+        put(b.create<arith::SubFOp>(p, m.mul(lr, d)), new_param);
+        break;
+      }
+      case Rule::adam:
+      case Rule::adamw: {
+        Value beta1_64 = hyper(kBeta1), beta2_64 = hyper(kBeta2);
+        const bool decoupled = rule == Rule::adamw && wd64;
+        Value beta1 = cast(beta1_64), beta2 = cast(beta2_64);
+        Value omb1 = m.rnd(one_minus(beta1_64)), omb2 = m.rnd(one_minus(beta2_64));
+        Value bc1 = one_minus(b.create<math::PowFOp>(beta1_64, step));
+        Value bc2 = one_minus(b.create<math::PowFOp>(beta2_64, step));
+        Value step_size = m.rnd(b.create<arith::DivFOp>(lr64, bc1));
+        Value bc2_sqrt = m.rnd(b.create<math::SqrtOp>(bc2));
+        Value base = p;
+        if (decoupled)
+          base = m.mul(p, m.rnd(one_minus(b.create<arith::MulFOp>(lr64, wd64))));
+        else
+          g = decayed(g);
+        Value avg = m.add(m.mul(m.widen(nest.load(states[0], k)), beta1), m.mul(omb1, g));
+        Value sq = m.add(m.mul(m.widen(nest.load(states[1], k)), beta2), m.mul(m.mul(omb2, g), g));
+        put(avg, new_states[0]);
+        put(sq, new_states[1]);
+        if (amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins
+          Value previous = m.widen(nest.load(states[2], k));
+          Value take = b.create<arith::OrIOp>(
+              b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, previous, previous),
+              b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, previous, sq));
+          sq = b.create<arith::SelectOp>(take, previous, sq);
+          put(sq, new_states[2]);
+        }
+        Value denom = m.add(m.div(m.sqrt(sq), bc2_sqrt), eps);
+        put(b.create<arith::SubFOp>(base, m.div(m.mul(step_size, avg), denom)), new_param);
+        break;
+      }
+      case Rule::adadelta: {
+        Value rho64 = hyper(kRho);
+        Value rho = cast(rho64), omr = m.rnd(one_minus(rho64));
+        g = decayed(g);
+        Value acc_delta = m.widen(nest.load(states[1], k));
+        Value square_avg =
+            m.add(m.mul(m.widen(nest.load(states[0], k)), rho), m.mul(m.mul(omr, g), g));
+        Value rms_grad = m.sqrt(m.add(square_avg, eps));
+        Value delta = m.mul(m.div(m.sqrt(m.add(acc_delta, eps)), rms_grad), g);
+        put(square_avg, new_states[0]);
+        put(m.add(m.mul(acc_delta, rho), m.mul(m.mul(omr, delta), delta)), new_states[1]);
+        put(b.create<arith::SubFOp>(p, m.mul(lr, delta)), new_param);
+        break;
+      }
+      }
+    });
+  }
+  // The step counters advance after every update has read them.
+  if (count(kSteps)) {
+    nest.parallel(1, [&](Value) {
+      for (int64_t i = 0; i < count(kSteps); ++i) {
+        Value next = b.create<arith::AddIOp>(nest.load0(nest.param(operand(kSteps, i))),
+                                             nest.integer(b.getI64Type(), 1));
+        b.create<memref::StoreOp>(next, nest.param(result(kNewSteps, i)), ValueRange{});
+      }
+    });
+  }
+  return absl::OkStatus();
+}
+
+} // namespace mstep::cuda::loops
