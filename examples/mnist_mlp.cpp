@@ -9,6 +9,8 @@
 //             [--mode lazy|replay|graphed|cacher]      (--flag=value works too)
 //             [--device cpu|ref|neuron]               (default cpu)
 //             [--print-losses]          (also print "step N loss X" every step)
+//             [--save step.mstep]       (--mode replay: write the captured step for
+//                                        mstep-run, after the capture)
 //
 // Modes:
 //   lazy     trace, hash, look up and run every step (the default).
@@ -37,6 +39,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -123,6 +126,7 @@ struct Flags {
   Device device{DeviceType::cpu, 0};
   bool synthetic = false;    // --synthetic: the synthetic set even when real data is installed
   bool print_losses = false; // "step N loss X" every step (test/examples/c_host_matches_cpp.sh)
+  std::string save;          // --save: the captured step's file (replay mode)
 };
 
 int64_t parse_int(const std::string& flag, const std::string& value) {
@@ -138,7 +142,7 @@ Flags parse_flags(int argc, char** argv) {
   const std::string usage =
       " (use --data DIR, --synthetic, --epochs N, --max-steps N, --log-every N, "
       "--mode lazy|replay|graphed|cacher, --device cpu|ref|neuron, "
-      "--print-losses)";
+      "--print-losses, --save step.mstep)";
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
@@ -160,6 +164,8 @@ Flags parse_flags(int argc, char** argv) {
       f.epochs = parse_int(flag, value);
     else if (flag == "--max-steps")
       f.max_steps = parse_int(flag, value);
+    else if (flag == "--save")
+      f.save = value;
     else if (flag == "--log-every")
       f.log_every = std::max<int64_t>(1, parse_int(flag, value));
     else if (flag == "--mode") {
@@ -239,8 +245,16 @@ int main(int argc, char** argv) {
     static_y.copy_(y);
     if (step < kReplayWarmupSteps) return lazy_step(static_x, static_y);
     if (!graph.captured()) {
-      CaptureGuard capture(graph);
-      static_loss = lazy_step(static_x, static_y);
+      {
+        CaptureGuard capture(graph);
+        static_loss = lazy_step(static_x, static_y);
+      }
+      if (!flags.save.empty()) {
+        std::map<std::string, Tensor> names{{"x", static_x}, {"y", static_y}, {"loss", static_loss}};
+        for (auto& [name, p] : model->named_parameters()) names.emplace(name, p);
+        graph.save(flags.save, names);
+        std::printf("saved the captured step to %s (replay it with mstep-run)\n", flags.save.c_str());
+      }
       return static_loss;
     }
     graph.replay();

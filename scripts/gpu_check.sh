@@ -13,10 +13,13 @@
 # (gtest XML, the logs, the environment) to $OUT. cuBLASLt (540 MB) is not
 # bundled, nor is cuDNN (~1 GB): run.sh finds the GPU machine's and reports where.
 #
-#   scripts/gpu_check.sh [--build-dir DIR] [--out DIR] [--no-build]
+#   scripts/gpu_check.sh [--build-dir DIR] [--out DIR] [--no-build] [--bench]
 #     --build-dir  the configured build tree (default build/)
 #     --out        where the bundle goes (default gpu_bundle/, ignored by git)
 #     --no-build   use what is built (the packaging test does)
+#     --bench      also the GPT-mini bf16 step at the peers' size (bench/peers.sh:
+#                  dim 256, 4 layers, seq 256, batch 8) timed by mstep-run
+#                  against PyTorch eager and torch.compile on the same GPU
 # Then, on the GPU machine, from the folder that holds the bundle folder:
 #   OUT=/some/report/dir bash gpu_bundle/run.sh
 set -euo pipefail
@@ -24,11 +27,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
 out=$root/gpu_bundle
 do_build=1
+bench=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --no-build) do_build=0; shift ;;
+    --bench) bench=1; shift ;;
     *) echo "gpu_check.sh: unknown argument $1 (see the comment at the top)" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +45,7 @@ if [ "$do_build" = 1 ]; then
   if cmake --build "$build" --target help | grep -q '^cuda_codegen_gpu_test\b'; then
     cmake --build "$build" --target cuda_codegen_gpu_test
   fi
+  cmake --build "$build" --target mstep-run mstep-compile mnist_mlp gpt_train
 fi
 binary=$build/test/cuda/cuda_driver_gpu_test
 kernels=$build/test/cuda/kernels
@@ -65,6 +71,60 @@ if [ -x "$codegen_binary" ]; then
   cp "$codegen_binary" "$bundle/bin/"
   cp -r "$codegen_cases" "$bundle/codegen_cases"
   binaries+=("$codegen_binary")
+fi
+
+# Whole training steps (where the compile half is built): each example's
+# replay step exported on ref with fusion off, compiled here for cuda by
+# mstep-compile (the cuda pipeline fuses it), and ref's outputs over 4
+# replays (mstep-run --outputs: the losses and the final weights) as the
+# expectation; on the GPU machine the bundle's mstep-run (the runtime half
+# alone) replays the cuda file and compare_step_outputs.py checks it.
+#   add_step NAME TOLERANCES EXAMPLE ARGS...
+# TOLERANCES: the lines of compare_step_outputs.py's tolerance file
+# ("PATTERN REL ABS": the largest error allowed, relative to each tensor's
+# largest |ref| value, or absolute).
+compiler_tool=$build/tools/mstep-compile/mstep-compile
+runner=$build/tools/mstep-run/mstep-run
+add_step() {
+  local name=$1 tolerance=$2 example=$3
+  shift 3
+  local steps=$bundle/steps ref=$stage/$name.ref.mstep
+  mkdir -p "$steps"
+  # (mnist_mlp exits 1 when a short run leaves the accuracy under 50%.)
+  MSTEP_FUSE=0 MSTEP_CACHE= "$build/examples/$example" --device ref --mode replay --save "$ref" "$@" > /dev/null || true
+  [ -f "$ref" ] || { echo "gpu_check.sh: $example did not save its step" >&2; exit 1; }
+  "$compiler_tool" "$ref" --device cuda -o "$steps/$name.cuda.mstep" > /dev/null
+  MSTEP_CACHE= "$runner" "$ref" --steps 4 --outputs "$steps/$name.expected.safetensors" > /dev/null
+  printf '%s\n' "$tolerance" > "$steps/$name.tolerance"
+}
+if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
+  # f32: the longest sums (784-term dot products, reduced in another order
+  # by cuBLASLt) are within k*u*sum|x*w| ~ 5e-5 of each other relative to
+  # their magnitudes; 1e-4 leaves room for the update's sqrt/div chain.
+  add_step mnist_mlp '* 1e-4 0' mnist_mlp --synthetic --max-steps 5
+  # bf16 matmuls and attention (f32 accumulation, bf16 results: u = 2^-8):
+  # a few bf16 roundings apart, 2e-2 of each tensor's largest value. But
+  # the key third of each qkv bias has a zero true gradient (softmax is
+  # unchanged by a shift of every key), so AdamW moves it on rounding
+  # noise by up to lr (6e-3) a step, either way: 2 * lr * 4 steps.
+  # Full-length windows (--padding 0): i64 valid_seq_len is not lowered yet.
+  add_step gpt_train_bf16 $'blocks\\.[0-9]+\\.qkv\\.bias 2e-2 0.048\n* 2e-2 0' \
+    gpt_train --steps 3 --autocast bf16 --padding 0
+  if [ "$bench" = 1 ]; then
+    # The peers' GPT-mini step (bench/peers.sh's mstep_gpt, in bf16), its
+    # values zeroed (its time does not depend on them; the file shrinks to
+    # its code), and the PyTorch peer of the same step.
+    mkdir -p "$bundle/bench"
+    MSTEP_FUSE=0 MSTEP_CACHE= "$build/examples/gpt_train" --device ref --mode replay --dim 256 \
+      --layers 4 --heads 4 --seq 256 --batch 8 --vocab 1024 --lr 3e-4 --steps 2 --samples 0 \
+      --clip 0 --padding 0 --autocast bf16 --save "$stage/gpt_bench.ref.mstep" > /dev/null
+    "$compiler_tool" "$stage/gpt_bench.ref.mstep" --device cuda --zero-values \
+      -o "$bundle/bench/gpt_bench.cuda.mstep" > /dev/null
+    cp "$root/bench/peers/torch_steps.py" "$root/bench/peers/peer_common.py" "$bundle/bench/"
+  fi
+  cp "$runner" "$bundle/bin/"
+  cp "$root/test/cuda/gpu/compare_step_outputs.py" "$bundle/bin/"
+  binaries+=("$runner")
 fi
 
 # ldd lists every library loaded, transitively: "name => path (address)".
@@ -109,7 +169,9 @@ cat > "$out/run.sh" <<'RUN'
 # cuda_driver_gpu_test.xml (gtest) and .log (driver layer, backend,
 # cuBLASLt, cuDNN SDPA), cuda_device_fault_gpu_test.xml and .log (the device fault,
 # in a process of its own, last: it leaves the context unusable),
-# cuda_codegen_gpu_test.log (PASS/FAIL per case, BANDWIDTH), summary.txt.
+# cuda_codegen_gpu_test.log (PASS/FAIL per case, BANDWIDTH), steps.log (the
+# training steps replayed by mstep-run against ref), bench.log (--bench),
+# summary.txt.
 # Exit code: 0 all passed, 77 no usable GPU, else the first failure's.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -198,6 +260,39 @@ if [ "$status" = 126 ]; then
   run_test cuda_driver_gpu_test 240 '-CudaDeviceFaultGpuTest.*'
   status=$?
 fi
+# Whole training steps (when bundled): the cuda file replayed 4 times by
+# mstep-run, its outputs against ref's. steps.log has each step's figures
+# (mstep-run --time) and the comparison, tensor by tensor.
+steps_status=
+if [ -d "$bundle/steps" ]; then
+  steps_status=0
+  for step in "$bundle"/steps/*.cuda.mstep; do
+    name=$(basename "$step" .cuda.mstep)
+    {
+      echo "== $name"
+      LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        timeout 120 "$bundle/bin/mstep-run" "$step" --steps 4 --time --outputs "$work/$name.got.safetensors" 2>&1 &&
+        python3 "$bundle/bin/compare_step_outputs.py" "$bundle/steps/$name.expected.safetensors" \
+          "$work/$name.got.safetensors" "$bundle/steps/$name.tolerance"
+      result=$?
+      echo "$name: $([ $result = 0 ] && echo PASS || echo "FAIL (exit $result)")"
+    } >> "$out/steps.log" 2>&1
+    [ "$result" = 0 ] || steps_status=$result
+  done
+fi
+# The GPT-mini bf16 step against PyTorch on this GPU (when bundled, with
+# --bench): bench.log has mstep-run's replay figures (--time: median step
+# time, through the read of the loss) and torch_steps.py's RESULT lines.
+if [ -d "$bundle/bench" ]; then
+  {
+    echo "== mstep replay (mstep-run, cuda plan compiled by mstep-compile)"
+    LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time 2>&1
+    echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())' 2>&1)"
+    timeout 400 python3 "$bundle/bench/torch_steps.py" --threads 4 --cases gpt --device cuda \
+      --autocast bf16 --modes eager,compile 2>&1 | grep -v Warning
+  } > "$out/bench.log" 2>&1
+fi
 # The compile half's kernels (built here, run from the bundle's files);
 # its matmul steps are cuBLASLt calls, so cuBLASLt's folder is on the path.
 codegen_status=
@@ -211,17 +306,21 @@ run_test cuda_device_fault_gpu_test 30 'CudaDeviceFaultGpuTest.*'
 fault_status=$?
 cat "$out/cuda_driver_gpu_test.log" "$out/cuda_device_fault_gpu_test.log"
 [ -n "$codegen_status" ] && cat "$out/cuda_codegen_gpu_test.log"
+[ -n "$steps_status" ] && cat "$out/steps.log"
+[ -f "$out/bench.log" ] && cat "$out/bench.log"
 if [ -n "$cublaslt_dir" ]; then echo "libcublasLt.so.13 from $cublaslt_dir"; else echo "libcublasLt.so.13 not found"; fi
 if [ -n "$cudnn_library" ]; then echo "libcudnn.so.9 from $cudnn_library"; else echo "libcudnn.so.9 not found"; fi
 {
   echo "cuda_driver_gpu_test exit code: $status"
   echo "cuda_device_fault_gpu_test exit code: $fault_status"
   echo "cuda_codegen_gpu_test exit code: ${codegen_status:-not bundled}"
+  echo "training steps (steps.log) exit code: ${steps_status:-not bundled}"
 } | tee "$out/summary.txt"
 if [ "$status" = 0 ] && [ "$fault_status" != 0 ] && [ "$fault_status" != 77 ]; then status=$fault_status; fi
 if [ "$status" = 0 ] && [ -n "$codegen_status" ] && [ "$codegen_status" != 0 ] && [ "$codegen_status" != 77 ]; then
   status=$codegen_status
 fi
+if [ "$status" = 0 ] && [ -n "$steps_status" ] && [ "$steps_status" != 0 ]; then status=$steps_status; fi
 exit $status
 RUN
 chmod +x "$out/run.sh"

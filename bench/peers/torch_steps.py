@@ -20,7 +20,14 @@ Random data, made before timing: the time of a step does not depend on it.
 
     python3 bench/peers/torch_steps.py --threads N [--cases mlp,gpt,sdpa,matmul]
                                        [--modes eager,compile] [--quick]
+                                       [--device cuda] [--autocast bf16]
+
+--device cuda and --autocast bf16 apply to the gpt case (the CUDA GPU
+check's peer, scripts/gpu_check.sh): the model and batch on the GPU,
+forward and loss under torch.autocast; each step ends with loss.item(),
+which waits for the GPU.
 """
+import contextlib
 import re
 
 import torch
@@ -61,7 +68,7 @@ class Gpt(nn.Module):
         self.head = nn.Linear(dim, vocab, bias=False)
 
     def forward(self, ids):
-        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1]))
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))
@@ -112,18 +119,21 @@ def run_mlp(impl, compile_, reps):
 
 def run_gpt(impl, compile_, reps, a):
     torch.manual_seed(0)
-    model = Gpt(a.vocab, a.dim, a.heads, a.layers, a.seq)
+    model = Gpt(a.vocab, a.dim, a.heads, a.layers, a.seq).to(a.device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     forward, opt_step = model, opt.step
     if compile_:
         forward, opt_step = torch.compile(model), torch.compile(opt.step)
-    ids = torch.randint(0, a.vocab, (a.batch, a.seq + 1))
+    ids = torch.randint(0, a.vocab, (a.batch, a.seq + 1), device=a.device)
     losses = []
+    autocast = (torch.autocast(a.device, dtype=torch.bfloat16) if a.autocast == "bf16"
+                else contextlib.nullcontext())
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = forward(ids[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
+        with autocast:
+            logits = forward(ids[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
         loss.backward()
         opt_step()
         losses.append(loss.item())
@@ -153,6 +163,9 @@ def run_matmul(impl, reps):
 def main():
     p = peer_common.arg_parser("The peer steps in PyTorch (1.13 or 2.x), eager or compiled.")
     p.add_argument("--modes", default="eager,compile")
+    p.add_argument("--device", default="cpu", help="the gpt case's device (cpu, cuda)")
+    p.add_argument("--autocast", default="none", choices=["none", "bf16"],
+                   help="the gpt case's forward and loss under torch.autocast")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     # "1.13.0a0" (Debian) and "2.15.0+cpu" name the release in their first three fields.
@@ -162,11 +175,13 @@ def main():
         modes = [m for m in modes if m != "compile"]
     for mode in modes:
         impl = f"torch-{version}-{mode}"
+        if a.device != "cpu" or a.autocast != "none":
+            impl += f"-{a.device}-{a.autocast}"
         compile_ = mode == "compile"
         if "mlp" in cases:
             run_mlp(impl, compile_, reps=20 if a.quick else 100)
         if "gpt" in cases:
-            run_gpt(impl, compile_, 2 if a.quick else 4, a)
+            run_gpt(impl, compile_, 2 if a.quick else (4 if a.device == "cpu" else 30), a)
     if "sdpa" in cases:
         reps = 2 if a.quick else 5
         run_sdpa(f"torch-{version}-written-out", False, reps)

@@ -51,33 +51,52 @@ void load_dependent_dialects(mlir::MLIRContext& context, const BackendCompiler& 
   for (llvm::StringRef name : registry.getDialectNames()) context.getOrLoadDialect(name);
 }
 
-absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
-                                            const CompileOptions& options,
-                                            const RuntimeOptions& runtime) {
-  MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend.name()));
-  mlir::MLIRContext& ctx = context();
-  load_dependent_dialects(ctx, *compiler);
-  auto module = import_trace_graph(graph, ctx);
-  if (!module.ok()) return module.status();
+namespace {
 
+/// `graph` imported and through the shared pipeline and `compiler`'s.
+absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> optimized_module(const TraceGraph& graph,
+                                                                   BackendCompiler& compiler,
+                                                                   const CompileOptions& options) {
+  mlir::MLIRContext& ctx = context();
+  load_dependent_dialects(ctx, compiler);
+  MSTEP_ASSIGN_OR_RETURN(mlir::OwningOpRef<mlir::ModuleOp> module, import_trace_graph(graph, ctx));
   mlir::PassManager pm(&ctx);
   passes::build_pipeline(pm,
                          {.fuse = options.fuse,
-                          .custom_scalar_forms = compiler->fuses_custom_scalar_forms()},
-                         [&](mlir::OpPassManager& target) { compiler->build_target_pipeline(target); });
+                          .custom_scalar_forms = compiler.fuses_custom_scalar_forms()},
+                         [&](mlir::OpPassManager& target) { compiler.build_target_pipeline(target); });
   if (!options.dump_dir.empty())
     passes::add_ir_dump(pm, absl::StrFormat("%s/graph_%016x", options.dump_dir, options.key),
                         "import");
   DiagnosticCollector diagnostics(ctx);
-  if (mlir::failed(pm.run(module->get())))
+  if (mlir::failed(pm.run(module.get())))
     return absl::InternalError(absl::StrCat("the mstep pass pipeline failed:", diagnostics.text()));
+  return module;
+}
+
+}  // namespace
+
+absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& backend,
+                                            const CompileOptions& options,
+                                            const RuntimeOptions& runtime) {
+  MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend.name()));
+  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options));
   CompiledGraph compiled;
-  if (auto step = module->get().lookupSymbol<mlir::func::FuncOp>("step"))
+  if (auto step = module->lookupSymbol<mlir::func::FuncOp>("step"))
     if (auto size = step->getAttrOfType<mlir::IntegerAttr>("mstep.arena_size"))
       compiled.arena_bytes = size.getInt();
-  if (options.keep_module_text) compiled.module_text = print_module(module->get());
-  MSTEP_ASSIGN_OR_RETURN(compiled.executable, compiler->compile(module->get(), backend, runtime));
+  if (options.keep_module_text) compiled.module_text = print_module(module.get());
+  MSTEP_ASSIGN_OR_RETURN(compiled.executable, compiler->compile(module.get(), backend, runtime));
   return compiled;
+}
+
+absl::StatusOr<std::string> compile_graph_stored(const TraceGraph& graph,
+                                                 absl::string_view backend_name,
+                                                 const CompileOptions& options,
+                                                 const RuntimeOptions& runtime) {
+  MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend_name));
+  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options));
+  return compiler->compile_stored(module.get(), runtime);
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,

@@ -43,6 +43,14 @@ absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& ba
                                             const CompileOptions& options,
                                             const RuntimeOptions& runtime);
 
+/// Imports `graph`, runs the pipeline for the compile half registered as
+/// `backend_name` and returns its stored form (BackendCompiler::
+/// compile_stored): ahead-of-time compilation, with no backend instance.
+absl::StatusOr<std::string> compile_graph_stored(const TraceGraph& graph,
+                                                 absl::string_view backend_name,
+                                                 const CompileOptions& options,
+                                                 const RuntimeOptions& runtime);
+
 /// Loads a disk-cache payload (Executable::serialize()): through
 /// Backend::deserialize when the backend has a native format, otherwise
 /// parses the module text and hands it to `backend` without running the

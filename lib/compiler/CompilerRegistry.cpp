@@ -7,10 +7,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/runtime/Backend.h"
 
 namespace mstep {
+
+absl::StatusOr<std::string> BackendCompiler::compile_stored(mlir::ModuleOp module,
+                                                             const RuntimeOptions& options) {
+  (void)module;
+  (void)options;
+  return absl::UnimplementedError(
+      absl::StrCat(backend_name(), " cannot compile ahead of time without its device"));
+}
 
 namespace {
 

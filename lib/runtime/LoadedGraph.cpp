@@ -135,7 +135,7 @@ absl::StatusOr<std::unique_ptr<LoadedGraph>> LoadedGraph::load(const std::string
   if (!backend.ok())
     return absl::FailedPreconditionError(
         absl::StrCat(path, " was exported for backend '", archive.backend,
-                     "', which this runtime does not have (",
+                     "', which cannot run here: ", backend.status().message(), " (registered: ",
                      absl::StrJoin(BackendRegistry::registered_backends(), ", "), ")"));
   // Before any executable reaches the backend: a kernel this process does
   // not have is never looked up, let alone run.

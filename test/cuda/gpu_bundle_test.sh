@@ -5,7 +5,8 @@
 # library from the bundle, lists its tests, and run.sh writes a report in
 # which the driver is "unavailable" (exit 77) where no GPU is. Where the
 # cuda compile half is built, cuda_codegen_gpu_test and its generated cases
-# are in it too (and it skips the same way).
+# are in it too (and it skips the same way), with the training steps that
+# mstep-compile made for cuda, mstep-run and its libraries.
 #   gpu_bundle_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 root=$1
@@ -69,7 +70,15 @@ if [ -x "$build/test/cuda/cuda_codegen_gpu_test" ]; then
               codegen_cases/fma_relu/v3.expected.f32 codegen_cases/column_sum/v1.bound.f32; do
     grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"
   done
-  grep -qi "libMLIR\|libLLVM\|libmstep" <<<"$listing" && fail "the tarball bundles MLIR, LLVM or libmstep"
+  grep -qi "libMLIR\|libLLVM\|libmstep_compiler\|libmstep\.so" <<<"$listing" &&
+    fail "the tarball bundles MLIR, LLVM or the compiler"
+  # The training steps: compiled here, replayed there by mstep-run (the
+  # runtime alone), against ref's outputs.
+  for file in bin/mstep-run bin/compare_step_outputs.py lib/libmstep_runtime.so \
+              steps/mnist_mlp.cuda.mstep steps/mnist_mlp.expected.safetensors \
+              steps/mnist_mlp.tolerance steps/gpt_train_bf16.cuda.mstep; do
+    grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"
+  done
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     [[ "$name" =~ $system ]] && continue

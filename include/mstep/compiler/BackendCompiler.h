@@ -57,6 +57,14 @@ class BackendCompiler {
   virtual absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module,
                                                               Backend& backend,
                                                               const RuntimeOptions& options) = 0;
+
+  /// Ahead-of-time compilation for a device this machine may not have
+  /// (mstep-compile): the stored form of the module's step, what
+  /// Executable::serialize() of compile()'s result would return, made
+  /// without a backend instance. The runtime half loads it where the device
+  /// is. Unimplemented by default (a backend whose compile needs its device).
+  virtual absl::StatusOr<std::string> compile_stored(mlir::ModuleOp module,
+                                                     const RuntimeOptions& options);
 };
 
 /// Loads `compiler`'s dependent dialects into `context` (idempotent).

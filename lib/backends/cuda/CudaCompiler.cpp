@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaAttentionLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
+#include "lib/backends/cuda/CudaPlanFormat.h"
 #include "lib/backends/cuda/CudaPtxas.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -248,6 +249,16 @@ class CudaCompiler final : public BackendCompiler {
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> exe,
                            CudaExecutable::create(*cuda, std::move(compiled.plan)));
     return std::unique_ptr<Executable>(std::move(exe));
+  }
+
+  /// The plan needs no device to be made: CudaExecutable::serialize()'s
+  /// form, loaded on the GPU machine by the runtime half alone.
+  absl::StatusOr<std::string> compile_stored(mlir::ModuleOp module,
+                                             const RuntimeOptions& options) override {
+    MSTEP_ASSIGN_OR_RETURN(CompiledCudaStep compiled,
+                           compile_cuda_step(module, default_cuda_compile_options()));
+    if (!options.dump_dir.empty()) dump(options.dump_dir, compiled);
+    return serialize_cuda_plan(compiled.plan);
   }
 };
 

@@ -1,0 +1,120 @@
+// mstep-compile: compiles an exported step (Graph::save) for another
+// backend ahead of time, on a machine that need not have its device:
+// compile here, run there (mstep-run, on the GPU machine).
+//
+//   mstep-compile step.mstep --device cuda -o step_cuda.mstep [--zero-values]
+//
+// --zero-values: every tensor the file carries (parameters, optimizer
+//   state, the batch, constants) becomes zeros, so the file compresses to
+//   its code: for timing runs that ship it to another machine (a step's time
+//   does not depend on its values), never for results.
+//
+// The input must be exported on ref, whose stored form is the step's
+// graph, with fusion off (MSTEP_FUSE=0: the target fuses for itself);
+// each segment's graph goes
+// through the target's pipeline and compile half (BackendCompiler::
+// compile_stored), and everything else of the file (slots and their values,
+// bindings, constants, the RNG state) is kept. MSTEP_DUMP_DIR dumps as a
+// compile does.
+// Exit status: 0 ok, 1 the file does not load or a segment does not
+// compile (the error names the segment and the op), 2 bad arguments.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "lib/backends/ref/RefExecutableFormat.h"
+#include "lib/compiler/Compiler.h"
+#include "lib/runtime/GraphArchive.h"
+#include "lib/runtime/TrustedPath.h"
+#include "mstep/compiler/BackendCompiler.h"
+#include "mstep/core/Error.h"
+#include "mstep/runtime/Options.h"
+
+namespace {
+
+using namespace mstep;
+
+[[noreturn]] void fail(int code, const std::string& message) {
+  std::fprintf(stderr, "mstep-compile: %s\n", message.c_str());
+  std::exit(code);
+}
+
+/// The graph a segment stores: ref's executable form is the step's graph.
+absl::StatusOr<TraceGraph> stored_graph(const std::string& backend, absl::string_view blob) {
+  if (backend == "ref") {
+    MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, ref::read_ref_executable(blob));
+    // The target fuses for itself; a graph fused for ref does not import.
+    for (const GraphNode& node : graph.nodes)
+      if (node.op == OpKind::fusion)
+        return absl::InvalidArgumentError(
+            "the step was exported with fusion on (its graph holds fused regions, which do not "
+            "import); export it again with MSTEP_FUSE=0: the target's pipeline fuses it");
+    return graph;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the step was exported on '", backend,
+      "', whose stored form is not ref's graph; export it on ref "
+      "(`--device ref`), then compile it for the target"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string in, out, device;
+  bool zero_values = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(2, absl::StrCat(arg, " needs a value"));
+      return argv[++i];
+    };
+    if (arg == "--device") device = value();
+    else if (arg == "-o") out = value();
+    else if (arg == "--zero-values") zero_values = true;
+    else if (arg == "-h" || arg == "--help") {
+      std::printf("usage: mstep-compile step.mstep --device BACKEND -o out.mstep [--zero-values]\n");
+      return 0;
+    } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
+    else if (in.empty()) in = arg;
+    else fail(2, absl::StrCat("one step file only; got '", in, "' and '", arg, "'"));
+  }
+  if (in.empty() || out.empty() || device.empty())
+    fail(2, "usage: mstep-compile step.mstep --device BACKEND -o out.mstep");
+  if (!CompilerRegistry::get(device).ok())
+    fail(2, absl::StrCat("no compile half for --device ", device, "; compiled here: ",
+                         absl::StrJoin(CompilerRegistry::names(), ", ")));
+
+  absl::StatusOr<std::string> bytes = internal::read_trusted_file(in);
+  if (!bytes.ok()) fail(1, std::string(bytes.status().message()));
+  absl::StatusOr<GraphArchive> archive = decode_graph_archive(*bytes, in);
+  if (!archive.ok()) fail(1, std::string(archive.status().message()));
+
+  const RuntimeOptions runtime = RuntimeOptions::from_env();
+  for (size_t s = 0; s < archive->segments.size(); ++s) {
+    GraphArchive::Segment& segment = archive->segments[s];
+    absl::StatusOr<TraceGraph> graph = stored_graph(archive->backend, segment.executable);
+    if (!graph.ok())
+      fail(1, absl::StrCat(in, ": segment ", s, ": ", graph.status().message()));
+    absl::StatusOr<std::string> stored = compile_graph_stored(
+        *graph, device, {.dump_dir = runtime.dump_dir, .key = s}, runtime);
+    if (!stored.ok())
+      fail(1, absl::StrCat(in, ": segment ", s, " for ", device, ": ", stored.status().message()));
+    segment.executable = *std::move(stored);
+  }
+  archive->backend = device;
+  if (zero_values) {
+    for (GraphArchive::Slot& slot : archive->slots) slot.value.assign(slot.value.size(), '\0');
+    for (GraphArchive::Constant& constant : archive->constants)
+      constant.value.assign(constant.value.size(), '\0');
+  }
+  const std::string encoded = encode_graph_archive(*archive);
+  std::FILE* f = std::fopen(out.c_str(), "wb");
+  if (f == nullptr || std::fwrite(encoded.data(), 1, encoded.size(), f) != encoded.size() ||
+      std::fclose(f) != 0)
+    fail(1, absl::StrCat("cannot write ", out));
+  std::printf("mstep-compile: %s -> %s (%s, %zu segment(s))\n", in.c_str(), out.c_str(),
+              device.c_str(), archive->segments.size());
+  return 0;
+}
