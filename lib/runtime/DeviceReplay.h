@@ -3,7 +3,9 @@
 // (Backend::record_graph) over static buffers, and per replay the checks
 // that its buffers are still the tensors' (an update otherwise), the RNG
 // state, one launch, and the results bound to their tensors.
-// Library-internal.
+// Ownership: refers to the Graph's segments (which must outlive it) and
+// holds every buffer its graph reads or writes. Used by Graph on the
+// tracing thread only. Library-internal.
 #pragma once
 
 #include <memory>

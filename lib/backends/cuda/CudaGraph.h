@@ -7,7 +7,10 @@
 // again over other buffers and applies it with cuGraphExecUpdate, which
 // keeps the instantiated graph (no new instantiation); only where the
 // driver refuses the update (the work changed shape) is it instantiated
-// anew. Library-internal; runtime half.
+// anew. The buffers the captured work uses must stay alive while the graph
+// can launch (DeviceGraph's contract); the backend must outlive the graph.
+// Thread-safety: one thread at a time, and no other capture on the
+// backend meanwhile. Library-internal; runtime half.
 #pragma once
 
 #include <functional>
