@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "lib/runtime/CapturedSegment.h"
+#include "lib/runtime/DeviceReplay.h"
 #include "lib/runtime/Prefetch.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/runtime/Runtime.h"
@@ -59,6 +60,8 @@ std::string describe_input(size_t segment, size_t index, const InputInfo& b) {
 
 struct Graph::Impl final : CaptureRecorder {
   std::vector<Segment> segments;
+  // Set when the segments' backend records device graphs (DeviceReplay.h).
+  std::unique_ptr<internal::DeviceReplay> device;
   bool capturing = false;
   bool captured = false;
   uint64_t rng_begin = 0;
@@ -346,6 +349,7 @@ void Graph::capture_begin() {
         "optimizer.step(), host code that replay() does not run: replayed steps are not "
         "checked. Check a replayed step's loss yourself, or train lazily to use the guard");
   mark_step();  // work traced before the capture is not part of it
+  impl_->device.reset();
   impl_->segments.clear();
   impl_->captured = false;
   impl_->capturing = true;
@@ -375,12 +379,29 @@ void Graph::capture_end() {
                       "between capture_begin() and capture_end())");
   impl_->plan_scratch();
   impl_->plan_donations();
+  impl_->device.reset();
+  // One device graph for the whole step where its backend records them.
+  const Device device = impl_->segments.front().device;
+  bool one_device = true;
+  for (const Segment& seg : impl_->segments) one_device &= seg.device == device;
+  if (one_device) {
+    try {
+      impl_->device = internal::DeviceReplay::record(
+          impl_->segments, *value_or_throw(BackendRegistry::get(device.type)));
+    } catch (...) {
+      impl_->segments.clear();  // uncaptured
+      throw;
+    }
+  }
   impl_->devices_checked_at = TensorImpl::device_moves();
   impl_->captured = true;
 }
 
+bool Graph::on_device_graph() const { return impl_->device != nullptr; }
+
 void Graph::capture_abort() {
   if (impl_->capturing) impl_->close_capture();
+  impl_->device.reset();
   impl_->segments.clear();
   impl_->captured = false;
 }
@@ -434,7 +455,13 @@ void Graph::replay() {
           throw_if_error(tracer.sync(*b.tensor));
 
   const uint64_t rng_base = tracer.rng_offset();
-  for (size_t s = 0; s < g.segments.size(); ++s) {
+  if (g.device) {
+    const auto run_start = std::chrono::steady_clock::now();
+    g.device->replay(tracer.rng_seed(), rng_base);
+    internal::mutable_metrics().replay_execute_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  }
+  for (size_t s = 0; !g.device && s < g.segments.size(); ++s) {
     Segment& seg = g.segments[s];
     prefetch_bindings(seg);  // the last segment's kernels evicted them
     g.gather(seg, rng_base);

@@ -17,9 +17,34 @@ namespace {
 
 FakeCudaDriver* g_fake = nullptr;
 
+// Stream capture: the stream being captured (one at a time), the nodes
+// recorded so far, and why the capture became invalid (a refused call).
+CUstream g_capturing = nullptr;
+std::vector<FakeCall> g_nodes;
+CUresult g_capture_broken = CUDA_SUCCESS;
+/// A graph and an instantiated graph: their nodes, in stream order.
+struct FakeGraph {
+  std::vector<FakeCall> nodes;
+};
+int g_graph_launches = 0;
+
+/// The call's record: in the graph being captured when it is queued on the
+/// capturing stream, else in the log.
 FakeCall& record(const char* name, CUstream stream = nullptr) {
+  if (stream != nullptr && stream == g_capturing) {
+    g_nodes.push_back({.name = name, .stream = stream});
+    return g_nodes.back();
+  }
   g_fake->calls.push_back({.name = name, .stream = stream});
   return g_fake->calls.back();
+}
+/// A call CUDA refuses while this thread captures (thread-local mode): it
+/// fails and invalidates the capture.
+bool refused_in_capture(const char* name) {
+  if (g_capturing == nullptr) return false;
+  record(name).args.push_back("refused: capturing");
+  g_capture_broken = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  return true;
 }
 
 /// A kernel the fake knows: its name and parameter layout.
@@ -82,6 +107,15 @@ CUresult get_error_name(CUresult result, const char** name) {
     return CUDA_SUCCESS;
   case CUDA_ERROR_ILLEGAL_ADDRESS:
     *name = "CUDA_ERROR_ILLEGAL_ADDRESS";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+    *name = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+    *name = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+    return CUDA_SUCCESS;
+  case CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
+    *name = "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE";
     return CUDA_SUCCESS;
   default:
     *name = nullptr;
@@ -157,10 +191,14 @@ CUresult stream_destroy(CUstream stream) {
   return CUDA_SUCCESS;
 }
 CUresult stream_synchronize(CUstream stream) {
+  if (refused_in_capture("cuStreamSynchronize")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   record("cuStreamSynchronize", stream);
   return g_sticky;
 }
-CUresult stream_query(CUstream stream) { return g_sticky; }
+CUresult stream_query(CUstream stream) {
+  if (refused_in_capture("cuStreamQuery")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return g_sticky;
+}
 CUresult event_create(CUevent* event, unsigned) {
   *event = new_handle<CUevent>();
   return CUDA_SUCCESS;
@@ -169,8 +207,12 @@ CUresult event_record(CUevent, CUstream stream) {
   record("cuEventRecord", stream);
   return CUDA_SUCCESS;
 }
-CUresult event_query(CUevent) { return g_sticky; }
+CUresult event_query(CUevent) {
+  if (refused_in_capture("cuEventQuery")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return g_sticky;
+}
 CUresult event_synchronize(CUevent) {
+  if (refused_in_capture("cuEventSynchronize")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   record("cuEventSynchronize");
   return g_sticky;
 }
@@ -181,6 +223,7 @@ CUresult event_elapsed_time(float* ms, CUevent, CUevent) {
 CUresult event_destroy(CUevent) { return CUDA_SUCCESS; }
 CUresult mem_alloc(CUdeviceptr* pointer, size_t bytes) {
   if (g_sticky != CUDA_SUCCESS) return g_sticky;
+  if (refused_in_capture("cuMemAlloc")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (bytes > g_fake->device_memory - g_fake->device_bytes) {
     record("cuMemAlloc").bytes = bytes;
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -223,7 +266,11 @@ CUresult mem_free_host(void* pointer) {
 }
 CUresult copy(const char* name, uintptr_t target, uintptr_t source, size_t bytes, CUstream stream) {
   if (g_sticky != CUDA_SUCCESS) return g_sticky;
-  std::memcpy(reinterpret_cast<void*>(target), reinterpret_cast<const void*>(source), bytes);
+  // Captured: a copy node, done when the graph is launched.
+  if (stream != nullptr && stream == g_capturing && g_capture_broken != CUDA_SUCCESS)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (stream == nullptr || stream != g_capturing)
+    std::memcpy(reinterpret_cast<void*>(target), reinterpret_cast<const void*>(source), bytes);
   FakeCall& call = record(name, stream);
   call.target = target;
   call.source = source;
@@ -303,6 +350,8 @@ CUresult launch_kernel(CUfunction function, unsigned gx, unsigned gy, unsigned g
                        unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
                        void** extra) {
   if (g_sticky != CUDA_SUCCESS) return g_sticky;
+  if (stream != nullptr && stream == g_capturing && g_capture_broken != CUDA_SUCCESS)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   const FakeKernelInfo* info = info_of(function);
   FakeCall& call = record("cuLaunchKernel", stream);
   if (g_fake->device_fault != CUDA_SUCCESS) g_sticky = std::exchange(g_fake->device_fault, CUDA_SUCCESS);
@@ -316,11 +365,92 @@ CUresult launch_kernel(CUfunction function, unsigned gx, unsigned gy, unsigned g
   return std::exchange(g_fake->launch_result, CUDA_SUCCESS);
 }
 
+CUresult stream_begin_capture(CUstream stream, CUstreamCaptureMode mode) {
+  record("cuStreamBeginCapture", nullptr).stream = stream;
+  if (g_capturing != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  if (mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) return CUDA_ERROR_INVALID_VALUE;
+  g_capturing = stream;
+  g_nodes.clear();
+  g_capture_broken = CUDA_SUCCESS;
+  return CUDA_SUCCESS;
+}
+CUresult stream_end_capture(CUstream stream, CUgraph* graph) {
+  record("cuStreamEndCapture", nullptr).stream = stream;
+  if (stream != g_capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  g_capturing = nullptr;
+  g_fake->last_captured = std::exchange(g_nodes, {});
+  *graph = nullptr;
+  if (g_capture_broken != CUDA_SUCCESS) return std::exchange(g_capture_broken, CUDA_SUCCESS);
+  *graph = reinterpret_cast<CUgraph>(new FakeGraph{g_fake->last_captured});
+  ++g_fake->live_graphs;
+  return CUDA_SUCCESS;
+}
+CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
+  *status = stream == g_capturing ? (g_capture_broken != CUDA_SUCCESS
+                                         ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                         : CU_STREAM_CAPTURE_STATUS_ACTIVE)
+                                  : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+CUresult graph_instantiate(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+  record("cuGraphInstantiate");
+  if (refused_in_capture("cuGraphInstantiate")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  *exec = reinterpret_cast<CUgraphExec>(new FakeGraph{reinterpret_cast<FakeGraph*>(graph)->nodes});
+  ++g_fake->live_graph_execs;
+  return CUDA_SUCCESS;
+}
+CUresult graph_launch(CUgraphExec exec, CUstream stream) {
+  if (g_sticky != CUDA_SUCCESS) return g_sticky;
+  record("cuGraphLaunch", stream);
+  const int launch = ++g_graph_launches;
+  for (const FakeCall& node : reinterpret_cast<FakeGraph*>(exec)->nodes) {
+    if (node.name != "cuLaunchKernel" && node.bytes > 0)  // a copy node: copy now
+      std::memcpy(reinterpret_cast<void*>(node.target), reinterpret_cast<const void*>(node.source),
+                  node.bytes);
+    g_fake->calls.push_back(node);
+    g_fake->calls.back().graph_launch = launch;
+  }
+  return CUDA_SUCCESS;
+}
+/// As the driver: the new graph's node parameters replace the exec's when
+/// the two have the same nodes in the same order (the kinds and kernels).
+CUresult graph_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info) {
+  record("cuGraphExecUpdate");
+  auto& target = reinterpret_cast<FakeGraph*>(exec)->nodes;
+  const auto& source = reinterpret_cast<FakeGraph*>(graph)->nodes;
+  bool same = target.size() == source.size();
+  for (size_t i = 0; same && i < target.size(); ++i)
+    same = target[i].name == source[i].name && target[i].kernel == source[i].kernel;
+  *info = {};
+  if (!same) {
+    info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+    return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  }
+  info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  target = source;
+  return CUDA_SUCCESS;
+}
+CUresult graph_destroy(CUgraph graph) {
+  delete reinterpret_cast<FakeGraph*>(graph);
+  --g_fake->live_graphs;
+  return CUDA_SUCCESS;
+}
+CUresult graph_exec_destroy(CUgraphExec exec) {
+  record("cuGraphExecDestroy");
+  delete reinterpret_cast<FakeGraph*>(exec);
+  --g_fake->live_graph_execs;
+  return CUDA_SUCCESS;
+}
+
 } // namespace
 
 FakeCudaDriver::FakeCudaDriver() {
   g_fake = this;
   g_sticky = CUDA_SUCCESS;
+  g_capturing = nullptr;
+  g_nodes.clear();
+  g_capture_broken = CUDA_SUCCESS;
+  g_graph_launches = 0;
 }
 FakeCudaDriver::~FakeCudaDriver() {
   g_fake = nullptr;
@@ -376,6 +506,14 @@ CudaDriverApi FakeCudaDriver::api() const {
   api.cuKernelGetParamInfo = kernel_get_param_info;
   api.cuFuncGetAttribute = func_get_attribute;
   api.cuLaunchKernel = launch_kernel;
+  api.cuStreamBeginCapture = stream_begin_capture;
+  api.cuStreamEndCapture = stream_end_capture;
+  api.cuStreamIsCapturing = stream_is_capturing;
+  api.cuGraphInstantiateWithFlags = graph_instantiate;
+  api.cuGraphLaunch = graph_launch;
+  api.cuGraphExecUpdate = graph_exec_update;
+  api.cuGraphDestroy = graph_destroy;
+  api.cuGraphExecDestroy = graph_exec_destroy;
   return api;
 }
 

@@ -4,7 +4,13 @@
 // models one device (sm_90 unless told otherwise) that loads cubins built
 // for its own architecture and any PTX, and knows the kernels of
 // test/cuda/kernels/test_kernels.cu (saxpy, empty_kernel) with their
-// parameter layouts. One fake at a time (the functions reach it through a
+// parameter layouts. Stream capture (thread-local) records launches and
+// copies as the nodes of a graph instead of running them; launching an
+// instantiated graph appends its nodes to `calls` again (marked with the
+// launch) and does their copies; calls that CUDA refuses inside a capture
+// (allocation, synchronization, queries) fail with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it, as the driver
+// does. One fake at a time (the functions reach it through a
 // global, as C function pointers have no state).
 #pragma once
 
@@ -29,6 +35,9 @@ struct FakeCall {
   unsigned block[3] = {0, 0, 0}; ///< launches
   unsigned shared_bytes = 0;     ///< launches
   std::vector<std::string> args; ///< launches: each argument's bytes
+  /// A node run by cuGraphLaunch: that launch's number (1, 2, ...); 0 for
+  /// a call made directly.
+  int graph_launch = 0;
 };
 
 class FakeCudaDriver {
@@ -69,6 +78,11 @@ public:
   int live_pinned = 0;
   int live_device = 0;
   int retained_contexts = 0;
+  /// Graphs and instantiated graphs not destroyed yet.
+  int live_graphs = 0;
+  int live_graph_execs = 0;
+  /// The nodes of the last graph captured (cuStreamEndCapture).
+  std::vector<FakeCall> last_captured;
 
   static FakeCudaDriver& current();
 

@@ -68,6 +68,10 @@ TEST_F(FakeLibcudaTest, AsksForUnversionedNamesAtThisHeadersVersion) {
   EXPECT_THAT(requested, HasSubstr("cuMemcpyHtoDAsync" + at));
   EXPECT_THAT(requested, HasSubstr("cuStreamDestroy" + at));
   EXPECT_THAT(requested, HasSubstr("cuLaunchKernel" + at));
+  // CUDA Graphs (issue 22): cuda.h renames these two to _v2 as well.
+  EXPECT_THAT(requested, HasSubstr("cuStreamBeginCapture" + at));
+  EXPECT_THAT(requested, HasSubstr("cuGraphExecUpdate" + at));
+  EXPECT_THAT(requested, HasSubstr("cuGraphLaunch" + at));
   EXPECT_THAT(requested, Not(HasSubstr("_v2")));
   EXPECT_THAT(requested, Not(HasSubstr("_ptsz")));
 }

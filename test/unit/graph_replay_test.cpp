@@ -9,8 +9,10 @@
 
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
 #include "mstep/mstep.h"
 #include "mstep/runtime/TensorImpl.h"
+#include "test/unit/AsyncHostGraphs.h"
 
 namespace mstep {
 namespace {
@@ -323,16 +325,28 @@ TEST_F(GraphReplayTest, ChromeTraceShowsTraceCompileExecuteAndReplay) {
   std::filesystem::remove(path.string() + ".py");
 }
 
+/// Where a replay runs: a backend, and whether replay launches one device
+/// graph there (async_host's model of CUDA Graphs) or runs executables.
+struct ReplayTarget {
+  DeviceType device;
+  bool device_graph = false;
+};
+
 /// The same checks on every host backend: the interpreter (ref) and the
-/// compiled cpu backend update in place and reuse buffers differently.
-class GraphReplayOnDevice : public ::testing::TestWithParam<DeviceType> {
+/// compiled cpu backend update in place and reuse buffers differently, and
+/// a device graph keeps every buffer where it was captured.
+class GraphReplayOnDevice : public ::testing::TestWithParam<ReplayTarget> {
  protected:
   void SetUp() override {
     previous_ = default_device();
-    set_default_device(Device{GetParam(), 0});
+    set_default_device(Device{GetParam().device, 0});
+    if (GetParam().device_graph) testing::record_async_host_graphs(true);
     reset_metrics();
   }
-  void TearDown() override { set_default_device(previous_); }
+  void TearDown() override {
+    if (GetParam().device_graph) testing::record_async_host_graphs(false);
+    set_default_device(previous_);
+  }
 
  private:
   Device previous_;
@@ -377,6 +391,7 @@ TEST_P(GraphReplayOnDevice, EqualsLazyModeAndUpdatesTheStateInPlace) {
   }
   EXPECT_EQ(g.num_segments(), 2u);
   EXPECT_GT(g.num_kernels(), 2u);
+  EXPECT_EQ(g.on_device_graph(), GetParam().device_graph);
   losses.push_back(static_cast<float>(static_loss.item()));
   const Metrics before = metrics();
   std::vector<const Buffer*> state_buffers, loss_buffers;
@@ -396,6 +411,8 @@ TEST_P(GraphReplayOnDevice, EqualsLazyModeAndUpdatesTheStateInPlace) {
   EXPECT_EQ(after.cache_misses, before.cache_misses);
   EXPECT_EQ(after.graphs_executed, before.graphs_executed) << "replay does not trace";
   EXPECT_EQ(after.replay_time.count - before.replay_time.count, kSteps - 2);
+  EXPECT_EQ(after.device_graph_launches - before.device_graph_launches,
+            GetParam().device_graph ? kSteps - 2 : 0);
   // Bitwise equal: the same executables on the same inputs and RNG offsets.
   EXPECT_EQ(losses, lazy_losses);
   EXPECT_EQ(replayed.weights(), lazy_weights);
@@ -449,7 +466,7 @@ TEST_P(GraphReplayOnDevice, AReplayThatFailsInAKernelKeepsParametersAndState) {
   static_y.copy_(from_vector(std::vector<int64_t>{0, 7, 1, 2}, {4}));
   // A synchronous backend fails in replay(); an asynchronous one at the
   // first read of what the failed work wrote (Backend.h's protocol).
-  const bool asynchronous = GetParam() == DeviceType::async_host;
+  const bool asynchronous = GetParam().device == DeviceType::async_host;
   try {
     g.replay();
     if (asynchronous) static_cast<void>(static_loss.item());
@@ -482,10 +499,15 @@ TEST_P(GraphReplayOnDevice, AReplayThatFailsInAKernelKeepsParametersAndState) {
   EXPECT_EQ(m.weights(), lazy.weights());
 }
 
-INSTANTIATE_TEST_SUITE_P(HostBackends, GraphReplayOnDevice,
-                         ::testing::Values(DeviceType::ref, DeviceType::cpu,
-                                           DeviceType::async_host),
-                         [](const auto& info) { return std::string(device_type_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(
+    HostBackends, GraphReplayOnDevice,
+    ::testing::Values(ReplayTarget{DeviceType::ref}, ReplayTarget{DeviceType::cpu},
+                      ReplayTarget{DeviceType::async_host},
+                      ReplayTarget{DeviceType::async_host, true}),
+    [](const auto& info) {
+      return absl::StrCat(device_type_name(info.param.device),
+                          info.param.device_graph ? "_device_graph" : "");
+    });
 
 }  // namespace
 }  // namespace mstep

@@ -106,9 +106,51 @@ class Executable {
   }
 };
 
+/// Device work recorded once and launched again as a whole, without the
+/// host queuing each kernel (CUDA Graphs): Backend::record_graph's result,
+/// Graph::replay's fast path. The work reads and writes the buffers it was
+/// recorded with, at their addresses: they must stay alive, unchanged in
+/// size, until the graph is destroyed or update()d to others.
+/// Thread-safety: one thread at a time.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  /// Queues the recorded work once (asynchronous, as Executable::run: its
+  /// buffers' readers wait for it through copy_out).
+  virtual absl::Status launch() = 0;
+  /// Records `record` again (the same work over other buffers, when an
+  /// input moved to another address) and updates the launchable graph's
+  /// parameters in place rather than building it anew. On error the
+  /// graph is unchanged.
+  virtual absl::Status update(const std::function<absl::Status()>& record) = 0;
+  /// update() calls that succeeded.
+  virtual int64_t updates() const = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
+
+  /// Whether record_graph records (false: the default, Unimplemented).
+  virtual bool records_graphs() const { return false; }
+  /// Records, without running it, the device work that `record` queues on
+  /// this backend (Executable::run and copy_device calls) into a
+  /// DeviceGraph. Work that cannot be recorded (an allocation, a host
+  /// sync) fails `record` with an error naming it; the backend stays
+  /// usable. Unimplemented (the default, without calling `record`): this
+  /// backend has no such graphs, and Graph::replay runs executables one by
+  /// one.
+  virtual absl::StatusOr<std::unique_ptr<DeviceGraph>> record_graph(
+      const std::function<absl::Status()>& record) {
+    (void)record;
+    return absl::UnimplementedError(absl::StrCat(name(), " records no device graphs"));
+  }
+  /// Copies `src` into `dst` (the same type) on the device, queued after
+  /// the work that writes `src` (asynchronous). Unimplemented by default.
+  virtual absl::Status copy_device(const BufferPtr& src, const BufferPtr& dst) {
+    (void)src, (void)dst;
+    return absl::UnimplementedError(absl::StrCat(name(), " has no device-to-device copy"));
+  }
 
   virtual absl::string_view name() const = 0;
   virtual DeviceType device_type() const = 0;

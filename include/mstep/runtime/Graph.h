@@ -32,6 +32,21 @@
 // each replay draws fresh dropout masks and a seed reproduces them: replay
 // gives the same numbers as lazy mode.
 //
+// On a backend that records device graphs (Backend::record_graph: cuda's
+// CUDA Graphs), capture_end() also records the captured executables' work
+// into one device graph, instantiated once, and replay() launches it: one
+// graph launch plus the checks and bindings below. Its buffers stay at
+// fixed addresses while the graph lives: the static inputs and parameters
+// are read where they were at capture, the results go to buffers the graph
+// owns, and a parameter or optimizer state the step updates is copied back
+// into its own buffer at the end of the graph. When an input's buffer
+// moved (a new buffer after copy_() from a lazy value, or a copy_()
+// snapshot that shares a buffer the graph writes), replay() re-records the
+// work over the new buffers and updates the graph in place (counted in
+// Metrics::device_graph_updates), without a new capture. Work that cannot
+// be recorded (an allocation, a host sync, a host fallback) fails
+// capture_end() with an error naming it, and the graph stays uncaptured.
+//
 // Host constants (doubles in the traced code) are frozen into the captured
 // executables. Pass values that change as device scalars
 // (Tensor::scalar + fill_), or use ModuleCacher, which keys on them.
@@ -130,6 +145,8 @@ class Graph {
   /// Executable runs per replay, and kernel launches among them.
   size_t num_segments() const;
   size_t num_kernels() const;
+  /// Whether replay() launches one device graph (see the top).
+  bool on_device_graph() const;
 
   struct Impl;
 

@@ -63,6 +63,10 @@ struct Metrics {
   int64_t warnings = 0;
   int64_t fallbacks = 0;         // ops run on the host instead of the device
   int64_t replays = 0;           // mstep::Graph::replay() calls
+  /// Replays that launched one device graph (CUDA Graphs), and those that
+  /// first updated its buffer addresses (an input moved; no new capture).
+  int64_t device_graph_launches = 0;
+  int64_t device_graph_updates = 0;
   int64_t arena_bytes = 0;       // largest planned arena of a compiled graph
   TimeStats compile_time;
   TimeStats execute_time;        // executable runs in lazy mode

@@ -70,7 +70,18 @@ AsyncHostBackend::~AsyncHostBackend() {
   worker_.join();
 }
 
+absl::Status AsyncHostBackend::refuse_while_recording(absl::string_view what) const {
+  if (!recording_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("async_host: ", what, " while a device graph is being recorded"));
+}
+
 absl::StatusOr<BufferPtr> AsyncHostBackend::allocate(const TensorType& type) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MSTEP_RETURN_IF_ERROR(
+        refuse_while_recording(absl::StrCat("allocating a buffer of ", type.to_string())));
+  }
   return std::make_shared<AsyncHostBuffer>(type);
 }
 
@@ -78,6 +89,7 @@ absl::Status AsyncHostBackend::copy_in(Buffer& dst, const void* src, size_t byte
   MSTEP_RETURN_IF_ERROR(check_buffer(dst, "copy_in", bytes));
   AsyncHostBuffer& b = as_async(dst);
   std::unique_lock<std::mutex> lock(mutex_);
+  MSTEP_RETURN_IF_ERROR(refuse_while_recording("copy_in"));
   wait_for(b.last_use_, lock);  // a queued read must see the old contents
   if (bytes) std::memcpy(b.storage_->bytes(), src, bytes);
   b.error_ = absl::OkStatus();
@@ -88,6 +100,7 @@ absl::Status AsyncHostBackend::copy_out(const Buffer& src, void* dst, size_t byt
   MSTEP_RETURN_IF_ERROR(check_buffer(src, "copy_out", bytes));
   AsyncHostBuffer& b = as_async(src);
   std::unique_lock<std::mutex> lock(mutex_);
+  MSTEP_RETURN_IF_ERROR(refuse_while_recording("copy_out"));
   wait_for(b.last_write_, lock);
   MSTEP_RETURN_IF_ERROR(b.error_);
   if (bytes) std::memcpy(dst, b.storage_->bytes(), bytes);
@@ -96,6 +109,7 @@ absl::Status AsyncHostBackend::copy_out(const Buffer& src, void* dst, size_t byt
 
 absl::Status AsyncHostBackend::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
+  MSTEP_RETURN_IF_ERROR(refuse_while_recording("synchronize"));
   wait_for(next_ticket_ - 1, lock);
   absl::Status error = std::move(first_error_);
   first_error_ = absl::OkStatus();
@@ -110,6 +124,10 @@ bool AsyncHostBackend::supports(OpKind op, DType dtype) const {
 void AsyncHostBackend::enqueue(std::vector<BufferPtr> inputs, std::vector<BufferPtr> outputs,
                                HostWork work, int64_t delay_us) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (recording_) {
+    recorded_.push_back(Task{0, std::move(inputs), std::move(outputs), std::move(work), delay_us});
+    return;
+  }
   const uint64_t ticket = next_ticket_++;
   for (const BufferPtr& in : inputs) as_async(*in).last_use_ = ticket;
   for (const BufferPtr& out : outputs) {
@@ -186,6 +204,84 @@ void AsyncHostBackend::finish(Task& task, absl::StatusOr<std::vector<BufferPtr>>
     }
     out.error_ = absl::OkStatus();
   }
+}
+
+// ---- Device graphs (see the header) ----
+
+/// The recorded work, queued again at each launch.
+class AsyncHostGraph final : public DeviceGraph {
+ public:
+  AsyncHostGraph(AsyncHostBackend& backend, std::vector<AsyncHostBackend::Task> tasks)
+      : backend_(backend), tasks_(std::move(tasks)) {}
+  absl::Status launch() override {
+    for (const AsyncHostBackend::Task& t : tasks_)
+      backend_.enqueue(t.inputs, t.outputs, t.work, t.delay_us);
+    return absl::OkStatus();
+  }
+  absl::Status update(const std::function<absl::Status()>& record) override {
+    MSTEP_ASSIGN_OR_RETURN(tasks_, backend_.capture(record));
+    ++updates_;
+    return absl::OkStatus();
+  }
+  int64_t updates() const override { return updates_; }
+
+ private:
+  AsyncHostBackend& backend_;
+  std::vector<AsyncHostBackend::Task> tasks_;
+  int64_t updates_ = 0;
+};
+
+void AsyncHostBackend::set_records_graphs(bool on) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  records_graphs_ = on;
+}
+
+bool AsyncHostBackend::records_graphs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return records_graphs_;
+}
+
+bool AsyncHostBackend::recording() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return recording_;
+}
+
+absl::StatusOr<std::vector<AsyncHostBackend::Task>> AsyncHostBackend::capture(
+    const std::function<absl::Status()>& record) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (recording_) return absl::FailedPreconditionError("async_host: already recording");
+    recording_ = true;
+    recorded_.clear();
+  }
+  absl::Status recorded = record();
+  std::lock_guard<std::mutex> lock(mutex_);
+  recording_ = false;
+  std::vector<Task> tasks = std::exchange(recorded_, {});
+  if (!recorded.ok()) return recorded;
+  return tasks;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceGraph>> AsyncHostBackend::record_graph(
+    const std::function<absl::Status()>& record) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!records_graphs_) return Backend::record_graph(record);
+  }
+  MSTEP_ASSIGN_OR_RETURN(std::vector<Task> tasks, capture(record));
+  return std::unique_ptr<DeviceGraph>(new AsyncHostGraph(*this, std::move(tasks)));
+}
+
+absl::Status AsyncHostBackend::copy_device(const BufferPtr& src, const BufferPtr& dst) {
+  MSTEP_RETURN_IF_ERROR(check_buffer(*src, "copy_device", src->type().bytes()));
+  MSTEP_RETURN_IF_ERROR(check_buffer(*dst, "copy_device", src->type().bytes()));
+  // dst is an input too, so a failed src leaves it as it was (finish()).
+  enqueue({src, dst}, {dst},
+          [](const std::vector<BufferPtr>& host) -> absl::StatusOr<std::vector<BufferPtr>> {
+            return std::vector<BufferPtr>{host[0]};  // shared with an input: copied
+          },
+          0);
+  return absl::OkStatus();
 }
 
 namespace {

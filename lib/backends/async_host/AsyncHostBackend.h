@@ -6,7 +6,17 @@
 // writes them completes. Its buffers keep their memory private: no host
 // pointer is handed out and wrap_host is Unimplemented. So a runtime that
 // reads a result before its sync point, or reads a buffer's memory other
-// than through copy_out, gets poison or fails here. Only test binaries link
+// than through copy_out, gets poison or fails here.
+//
+// Device graphs, when a test turns them on (set_records_graphs): a model of
+// CUDA Graphs' stream capture for Graph's device replay. record_graph keeps
+// the work queued while its callback runs instead of running it (no
+// allocation, copy_in, copy_out or synchronize may happen meanwhile; an
+// executable given no buffer for an output fails, as an allocation inside
+// a CUDA graph does), and each launch queues that work again over the same
+// buffers. Off by default: Graph then replays executables one by one.
+//
+// Only test binaries link
 // it (test/CMakeLists.txt); it is in no production device list.
 #pragma once
 
@@ -60,6 +70,16 @@ class AsyncHostBackend final : public Backend {
   absl::Status synchronize() override;
   bool supports(OpKind op, DType dtype) const override;
 
+  /// Whether record_graph records (else Unimplemented, the default).
+  void set_records_graphs(bool on);
+  bool records_graphs() const override;
+  /// Whether a recording is in progress (an allocation must fail).
+  bool recording() const;
+  absl::StatusOr<std::unique_ptr<DeviceGraph>> record_graph(
+      const std::function<absl::Status()>& record) override;
+  /// Queued like a run; `dst` keeps its contents if `src` holds an error.
+  absl::Status copy_device(const BufferPtr& src, const BufferPtr& dst) override;
+
   /// Queues `work` to run `delay_us` after the worker reaches it, on the
   /// memory of `inputs` (async_host buffers) once every earlier work is
   /// done; its results are then moved into `outputs` (async_host buffers:
@@ -71,6 +91,7 @@ class AsyncHostBackend final : public Backend {
                int64_t delay_us);
 
  private:
+  friend class AsyncHostGraph;
   struct Task {
     uint64_t ticket;
     std::vector<BufferPtr> inputs, outputs;
@@ -81,14 +102,21 @@ class AsyncHostBackend final : public Backend {
   void wait_for(uint64_t ticket, std::unique_lock<std::mutex>& lock);
   void worker_loop();
   void finish(Task& task, absl::StatusOr<std::vector<BufferPtr>> results);
+  /// The work `record` queues, kept instead of run (record_graph).
+  absl::StatusOr<std::vector<Task>> capture(const std::function<absl::Status()>& record);
+  /// Fails while recording: `what` cannot be part of a graph.
+  absl::Status refuse_while_recording(absl::string_view what) const;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable queued_, done_;
   std::deque<Task> queue_;
   uint64_t next_ticket_ = 1;
   uint64_t completed_ = 0;    // every ticket <= this one is done
   absl::Status first_error_;  // since the last synchronize()
   bool stopping_ = false;
+  bool records_graphs_ = false;
+  bool recording_ = false;
+  std::vector<Task> recorded_;  // while recording
   std::thread worker_;        // started last, joined first
 };
 

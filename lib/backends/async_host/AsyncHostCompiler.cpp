@@ -58,6 +58,10 @@ class AsyncHostExecutable final : public Executable {
     for (size_t k = 0; k < outputs.size(); ++k) {
       if (outputs[k]) continue;
       const BufferPtr offered = k < donation.outputs.size() ? donation.outputs[k] : nullptr;
+      if (!offered && backend_.recording())  // an allocation inside a device graph
+        return absl::FailedPreconditionError(absl::StrCat(
+            "async_host executable: output ", k, " (", output_types_[k].to_string(),
+            ") has no buffer offered while a device graph is being recorded"));
       outputs[k] = offered && offered->device().type == DeviceType::async_host &&
                            offered->type() == output_types_[k]
                        ? offered

@@ -3,6 +3,7 @@
 #include "lib/backends/cuda/CudaBackend.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaGraph.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::cuda {
@@ -100,10 +101,24 @@ absl::Status CudaBackend::health() const {
   return lost_;
 }
 
+absl::Status CudaBackend::refuse_in_capture(absl::string_view what) const {
+  if (!capturing_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cuda: ", what, " while a CUDA graph is being captured: it cannot be part of a graph "
+      "(allocate buffers and copy host data before capturing)"));
+}
+
+bool CudaBackend::capturing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return capturing_;
+}
+
 absl::StatusOr<BufferPtr> CudaBackend::allocate(const TensorType& type) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     MSTEP_RETURN_IF_ERROR(lost_);
+    MSTEP_RETURN_IF_ERROR(
+        refuse_in_capture(absl::StrCat("allocating a buffer of ", type.to_string())));
   }
   absl::StatusOr<CudaAllocator::Block> block = allocator_->allocate(type.bytes());
   if (!block.ok())
@@ -117,6 +132,7 @@ absl::Status CudaBackend::copy_in(Buffer& dst, const void* src, size_t bytes) {
   MSTEP_RETURN_IF_ERROR(check_buffer(dst, "copy_in", bytes));
   std::lock_guard<std::mutex> lock(mutex_);
   MSTEP_RETURN_IF_ERROR(lost_);
+  MSTEP_RETURN_IF_ERROR(refuse_in_capture("copy_in (a copy from host memory)"));
   if (bytes == 0) return absl::OkStatus();
   // No wait for the work that reads dst: the copy is queued on the same
   // stream after it (CudaBackend.h).
@@ -130,6 +146,7 @@ absl::Status CudaBackend::copy_out(const Buffer& src, void* dst, size_t bytes) {
   MSTEP_RETURN_IF_ERROR(check_buffer(src, "copy_out", bytes));
   std::lock_guard<std::mutex> lock(mutex_);
   MSTEP_RETURN_IF_ERROR(lost_);
+  MSTEP_RETURN_IF_ERROR(refuse_in_capture("copy_out (a host sync)"));
   MSTEP_RETURN_IF_ERROR(wait_for(as_cuda(src).last_write_));
   if (bytes == 0) return absl::OkStatus();
   absl::Status copied =
@@ -141,6 +158,7 @@ absl::Status CudaBackend::copy_out(const Buffer& src, void* dst, size_t bytes) {
 absl::Status CudaBackend::synchronize() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!lost_.ok()) return lost_;
+  MSTEP_RETURN_IF_ERROR(refuse_in_capture("synchronize (a host sync)"));
   absl::Status waited = wait_for(next_ticket_ - 1);
   if (waited.ok()) {
     absl::Status synced = context_->synchronize();
@@ -159,6 +177,18 @@ absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<ab
   std::lock_guard<std::mutex> lock(mutex_);
   MSTEP_RETURN_IF_ERROR(lost_);
   MSTEP_RETURN_IF_ERROR(context_->make_current());
+  if (capturing_) {
+    // Recorded, not run: no ticket or event (neither may be waited for
+    // inside a capture), and no stream query on error.
+    if (std::this_thread::get_id() != capture_thread_)
+      return absl::FailedPreconditionError(
+          absl::StrCat("cuda: ", what, " queued from another thread while a CUDA graph is being "
+                       "captured on this backend"));
+    if (absl::Status queued = queue(); !queued.ok())
+      return absl::Status(queued.code(), absl::StrCat(what, ": ", queued.message()));
+    captured_writes_.insert(captured_writes_.end(), writes.begin(), writes.end());
+    return absl::OkStatus();
+  }
   if (absl::Status queued = queue(); !queued.ok()) {
     absl::Status error(queued.code(), absl::StrCat(what, ": ", queued.message()));
     // Refused before it ran (a bad launch): nothing to track. Refused
@@ -228,6 +258,62 @@ absl::Status CudaBackend::fail(absl::Status error, const Work* culprit, CUresult
   }
   if (first_error_.ok()) first_error_ = out;
   return out;
+}
+
+absl::StatusOr<CUgraph> CudaBackend::capture(const std::function<absl::Status()>& record,
+                                              std::vector<const Buffer*>& writes) {
+  const CudaDriverApi& api = context_->api();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MSTEP_RETURN_IF_ERROR(lost_);
+    if (capturing_)
+      return absl::FailedPreconditionError(
+          "cuda: a CUDA graph capture is already in progress on this backend");
+    MSTEP_RETURN_IF_ERROR(context_->make_current());
+    // Thread-local: calls CUDA cannot capture fail on this thread only.
+    MSTEP_RETURN_IF_ERROR(
+        MSTEP_CUDA_CALL(api, cuStreamBeginCapture, context_->stream(),
+                        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    capturing_ = true;
+    capture_thread_ = std::this_thread::get_id();
+    captured_writes_.clear();
+  }
+  absl::Status recorded = record();
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_ = false;
+  writes = std::exchange(captured_writes_, {});
+  CUgraph graph = nullptr;
+  CUresult ended = api.cuStreamEndCapture(context_->stream(), &graph);
+  if (!recorded.ok() || ended != CUDA_SUCCESS) {
+    if (graph != nullptr) api.cuGraphDestroy(graph);
+    if (!recorded.ok()) return recorded;
+    return cuda_error(api, ended, "cuStreamEndCapture",
+                      "ending a CUDA graph capture: a call inside it cannot be captured");
+  }
+  return graph;
+}
+
+absl::StatusOr<std::unique_ptr<DeviceGraph>> CudaBackend::record_graph(
+    const std::function<absl::Status()>& record) {
+  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudaGraph> graph, CudaGraph::record(*this, record));
+  return std::unique_ptr<DeviceGraph>(std::move(graph));
+}
+
+absl::Status CudaBackend::copy_device(const BufferPtr& src, const BufferPtr& dst) {
+  if (src->type() != dst->type())
+    return absl::InvalidArgumentError(absl::StrCat("cuda copy_device of ", src->type().to_string(),
+                                                   " into ", dst->type().to_string()));
+  const size_t bytes = src->type().bytes();
+  if (bytes == 0) return absl::OkStatus();
+  const Buffer* reads[] = {src.get()};
+  const Buffer* writes[] = {dst.get()};
+  return enqueue(
+      absl::StrCat("device copy of ", src->type().to_string()),
+      [&] {
+        return MSTEP_CUDA_CALL(context_->api(), cuMemcpyDtoDAsync, as_cuda(*dst).pointer(),
+                               as_cuda(*src).pointer(), bytes, context_->stream());
+      },
+      reads, writes);
 }
 
 } // namespace mstep::cuda

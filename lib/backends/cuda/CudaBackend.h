@@ -19,6 +19,14 @@
 //    overtake it. It returns once the host memory has been read.
 //  - synchronize() waits for the stream and returns the first error of
 //    deferred work since the last call.
+// CUDA Graphs (issue 22): record_graph() captures the work queued through
+// enqueue() while its callback runs (stream capture in thread-local mode)
+// into a CudaGraph (CudaGraph.h), instantiated once. During a capture
+// enqueue() queues without events (the work does not run), and allocate,
+// copy_in, copy_out and synchronize fail: an allocation or a host sync
+// cannot be part of a graph. The error names the call; the capture is
+// ended and dropped, and the backend stays usable.
+//
 // A device fault (an illegal address) is sticky in CUDA: the context is
 // unusable until the process ends. The error names the work that faulted,
 // says so, and every later call returns it instead of touching the driver.
@@ -28,6 +36,7 @@
 
 #include <deque>
 #include <functional>
+#include <thread>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -97,6 +106,23 @@ public:
   /// No op yet: the compile half (issue 21 §1) does not exist.
   bool supports(OpKind op, DType dtype) const override { return false; }
 
+  bool records_graphs() const override { return true; }
+  /// Captures the work `record` queues into a CudaGraph (see the top).
+  absl::StatusOr<std::unique_ptr<DeviceGraph>> record_graph(
+      const std::function<absl::Status()>& record) override;
+  /// cuMemcpyDtoDAsync on the stream, through enqueue (so also in a capture).
+  absl::Status copy_device(const BufferPtr& src, const BufferPtr& dst) override;
+
+  /// Stream capture of the work `record` queues through enqueue() (thread-
+  /// local mode): the captured graph, to instantiate and destroy, and the
+  /// buffers the work writes in `writes`. `record`'s error comes first (the
+  /// capture is then dropped); a call CUDA refused inside it invalidates
+  /// it, which cuStreamEndCapture reports. CudaGraph's building block.
+  absl::StatusOr<CUgraph> capture(const std::function<absl::Status()>& record,
+                                  std::vector<const Buffer*>& writes);
+  /// Whether a capture is in progress.
+  bool capturing() const;
+
   /// Queues work on the stream: `queue` makes the driver or library calls
   /// (kernel launches, cuBLASLt) on context().stream(); `what` names it in
   /// errors ("kernel saxpy"). `writes` and `reads` are this backend's
@@ -140,6 +166,12 @@ private:
   std::deque<Work> pending_;       // enqueued, not known complete, by ticket
   std::vector<CudaEvent> spare_events_;
   uint64_t next_ticket_ = 1;
+  /// Fails when a capture is in progress: `what` cannot be captured.
+  absl::Status refuse_in_capture(absl::string_view what) const;
+
+  bool capturing_ = false;         // inside capture(): enqueue records, nothing runs
+  std::thread::id capture_thread_;
+  std::vector<const Buffer*> captured_writes_;
   absl::Status first_error_;       // since the last synchronize()
   absl::Status lost_;              // set once: the context is unusable
 };

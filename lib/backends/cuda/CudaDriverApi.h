@@ -63,7 +63,15 @@ namespace mstep::cuda {
   X(cuKernelGetFunction)                                                                           \
   X(cuKernelGetParamInfo)                                                                          \
   X(cuFuncGetAttribute)                                                                            \
-  X(cuLaunchKernel)
+  X(cuLaunchKernel)                                                                                \
+  X(cuStreamBeginCapture)                                                                          \
+  X(cuStreamEndCapture)                                                                            \
+  X(cuStreamIsCapturing)                                                                           \
+  X(cuGraphInstantiateWithFlags)                                                                   \
+  X(cuGraphLaunch)                                                                                 \
+  X(cuGraphExecUpdate)                                                                             \
+  X(cuGraphDestroy)                                                                                \
+  X(cuGraphExecDestroy)
 
 /// The table. A field is named as the driver function (after cuda.h's
 /// renaming, so `api.cuMemAlloc(...)` reads as the driver call).
@@ -75,7 +83,7 @@ struct CudaDriverApi {
 
 /// The oldest driver the table works with: 12.4 (cuGetProcAddress with
 /// its query result and cuLibraryLoadData since 12.0, cuKernelGetParamInfo
-/// since 12.4). As cuDriverGetVersion reports it: 1000 * major + 10 * minor.
+/// since 12.4; stream capture and graph exec update, issue 22, are older). As cuDriverGetVersion reports it: 1000 * major + 10 * minor.
 inline constexpr int kMinimumDriverVersion = 12040;
 
 /// What init_cuda_driver found.

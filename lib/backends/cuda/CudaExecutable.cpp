@@ -314,9 +314,21 @@ void CudaExecutable::RunValues::add_buffers(const std::vector<int>& ids,
     if (buffers[value] != nullptr) out.push_back(buffers[value].get());
 }
 
+std::string CudaExecutable::writer_of(int value) const {
+  for (const CudaLaunchStep& launch : plan_.launches) {
+    if (std::find(launch.writes.begin(), launch.writes.end(), value) == launch.writes.end())
+      continue;
+    if (launch.matmul >= 0) return absl::StrCat("cublasLt step (", plan_.matmuls[launch.matmul].origin, ")");
+    if (launch.attention >= 0)
+      return absl::StrCat("cudnn sdpa step (", plan_.attentions[launch.attention].origin, ")");
+    const CudaKernelInfo& info = plan_.kernels[launch.kernel];
+    return absl::StrCat("kernel ", info.name, " (", info.origin, ")");
+  }
+  return "no launch";
+}
+
 absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const BufferPtr> inputs,
                                                            const Donation& donation) {
-  (void)donation;  // nothing is written in place (see the header)
   if (inputs.size() != plan_.num_inputs)
     return absl::InvalidArgumentError(absl::StrCat("cuda executable: expected ", plan_.num_inputs,
                                                    " inputs, got ", inputs.size()));
@@ -331,13 +343,34 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
     values.buffers[i] = inputs[i];
   }
   // Intermediates: base + offset in the arena (stream order makes reusing
-  // it in the next run safe); the rest, outputs, get buffers of their own.
+  // it in the next run safe); outputs go to the buffer offered for them,
+  // the rest get buffers of their own.
+  for (size_t k = 0; k < donation.outputs.size() && k < plan_.outputs.size(); ++k) {
+    const BufferPtr& offered = donation.outputs[k];
+    const int v = plan_.outputs[k];
+    if (offered == nullptr || v < static_cast<int>(plan_.num_inputs) || values.buffers[v] != nullptr)
+      continue;
+    if (offered->type() != plan_.values[v] || offered->device().type != DeviceType::cuda)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda executable: the buffer offered for output ", k, " is ",
+                       offered->type().to_string(), " on ", offered->device().to_string(),
+                       "; the output is ", plan_.values[v].to_string(), " on cuda"));
+    values.buffers[v] = offered;
+  }
   for (size_t v = plan_.num_inputs; v < plan_.values.size(); ++v) {
     if (!plan_.arena_offsets.empty() && plan_.arena_offsets[v] >= 0) {
       values.pointers[v] = arena_.pointer + static_cast<CUdeviceptr>(plan_.arena_offsets[v]);
       continue;
     }
-    MSTEP_ASSIGN_OR_RETURN(values.buffers[v], backend_.allocate(plan_.values[v]));
+    if (values.buffers[v] != nullptr) continue;  // offered
+    absl::StatusOr<BufferPtr> buffer = backend_.allocate(plan_.values[v]);
+    if (!buffer.ok())
+      return absl::Status(buffer.status().code(),
+                          absl::StrCat("cuda executable: value %", v, " (",
+                                       plan_.values[v].to_string(), ", written by ",
+                                       writer_of(static_cast<int>(v)),
+                                       "): ", buffer.status().message()));
+    values.buffers[v] = *std::move(buffer);
   }
   for (size_t v = 0; v < plan_.values.size(); ++v)
     if (values.buffers[v] != nullptr)

@@ -43,10 +43,12 @@ class CudaExecutable final : public Executable {
   ~CudaExecutable() override;
 
   using Executable::run;
-  /// Nothing is donated or written in place: intermediates are at their
-  /// offsets in the arena (launch arguments are its base + offset), every
-  /// output gets a buffer of its own (the caching allocator makes that
-  /// cheap).
+  /// No input is written in place: intermediates are at their offsets in
+  /// the arena (launch arguments are its base + offset); an output goes to
+  /// the buffer offered for it (Donation::outputs: a captured graph's
+  /// static outputs) or else gets a buffer of its own (the caching
+  /// allocator makes that cheap). An allocation that fails (inside a CUDA
+  /// graph capture, always) names the value and the step that writes it.
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
                                              const Donation& donation) override;
   size_t num_kernels() const override { return plan_.launches.size(); }
@@ -70,6 +72,9 @@ class CudaExecutable final : public Executable {
     void add_buffers(const std::vector<int>& ids, std::vector<const Buffer*>& out) const;
   };
   CudaExecutable(CudaBackend& backend, CudaPlan plan) : backend_(backend), plan_(std::move(plan)) {}
+  /// "kernel <name> (<op>)" (or the cuBLASLt or cuDNN step) that writes
+  /// value `value`, for errors.
+  std::string writer_of(int value) const;
   /// Queues cuBLASLt step `launch` (one call per batch matrix).
   absl::Status run_matmul(const CudaLaunchStep& launch, const RunValues& values);
   /// Queues attention step `launch` (one cuDNN SDPA execution).

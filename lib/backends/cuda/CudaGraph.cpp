@@ -1,0 +1,62 @@
+// CudaGraph: see CudaGraph.h.
+#include "lib/backends/cuda/CudaGraph.h"
+
+#include "absl/strings/str_cat.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::cuda {
+
+absl::StatusOr<CUgraphExec> CudaGraph::instantiate(CUgraph graph) {
+  const CudaDriverApi& api = backend_.context().api();
+  CUgraphExec exec = nullptr;
+  CUresult result = api.cuGraphInstantiateWithFlags(&exec, graph, 0);
+  api.cuGraphDestroy(graph);
+  MSTEP_RETURN_IF_ERROR(check_cuda(api, result, "cuGraphInstantiateWithFlags",
+                                   "instantiating the captured CUDA graph"));
+  return exec;
+}
+
+absl::StatusOr<std::unique_ptr<CudaGraph>>
+CudaGraph::record(CudaBackend& backend, const std::function<absl::Status()>& record) {
+  std::unique_ptr<CudaGraph> graph(new CudaGraph(backend));
+  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend.capture(record, graph->writes_));
+  MSTEP_ASSIGN_OR_RETURN(graph->exec_, graph->instantiate(captured));
+  return graph;
+}
+
+CudaGraph::~CudaGraph() {
+  // An instantiated graph still running is freed when it completes.
+  if (exec_ != nullptr) backend_.context().api().cuGraphExecDestroy(exec_);
+}
+
+absl::Status CudaGraph::launch() {
+  const CudaDriverApi& api = backend_.context().api();
+  return backend_.enqueue(
+      "cuda graph (a captured step)",
+      [&] { return MSTEP_CUDA_CALL(api, cuGraphLaunch, exec_, backend_.context().stream()); }, {},
+      writes_);
+}
+
+absl::Status CudaGraph::update(const std::function<absl::Status()>& record) {
+  const CudaDriverApi& api = backend_.context().api();
+  std::vector<const Buffer*> writes;
+  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend_.capture(record, writes));
+  CUgraphExecUpdateResultInfo info{};
+  CUresult result = api.cuGraphExecUpdate(exec_, captured, &info);
+  if (result == CUDA_SUCCESS) {
+    api.cuGraphDestroy(captured);
+  } else if (result == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+    // The work changed in a way parameters cannot express: instantiate anew.
+    MSTEP_ASSIGN_OR_RETURN(CUgraphExec exec, instantiate(captured));
+    api.cuGraphExecDestroy(std::exchange(exec_, exec));
+    ++reinstantiations_;
+  } else {
+    api.cuGraphDestroy(captured);
+    return cuda_error(api, result, "cuGraphExecUpdate", "updating a CUDA graph's buffers");
+  }
+  writes_ = std::move(writes);
+  ++updates_;
+  return absl::OkStatus();
+}
+
+} // namespace mstep::cuda

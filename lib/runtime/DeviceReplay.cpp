@@ -1,0 +1,188 @@
+// DeviceReplay: see DeviceReplay.h.
+#include "lib/runtime/DeviceReplay.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "lib/runtime/RuntimeInternal.h"
+#include "mstep/core/Error.h"
+#include "mstep/ir/OpKind.h"
+#include "mstep/runtime/Metrics.h"
+#include "mstep/runtime/Tracer.h"
+
+namespace mstep::internal {
+
+absl::Status DeviceReplay::record_work() {
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const Segment& seg = segments_[s];
+    std::vector<BufferPtr>& in = inputs_[s];
+    for (size_t j = 0; j < seg.inputs.size(); ++j) {
+      const InputBinding& b = seg.inputs[j];
+      switch (b.source) {
+        case InputBinding::Source::tensor:
+          in[j] = b.tensor->buffer();
+          break;
+        case InputBinding::Source::segment:
+          in[j] = results_[b.segment][b.slot];
+          break;
+        case InputBinding::Source::segment_input:
+          in[j] = inputs_[b.segment][b.slot];
+          break;
+        case InputBinding::Source::constant:
+        case InputBinding::Source::rng:  // the state buffer, written before each launch
+          in[j] = b.constant;
+          break;
+      }
+    }
+    absl::StatusOr<std::vector<BufferPtr>> results =
+        seg.executable->run(in, {.inputs = {}, .outputs = offered_[s]});
+    if (!results.ok())
+      return absl::Status(results.status().code(),
+                          absl::StrCat("captured graph ", s, ": ", results.status().message()));
+    results_[s] = *std::move(results);
+  }
+  for (const WriteBack& w : write_backs_) {
+    const BufferPtr& result = results_[w.segment][w.result];
+    if (result != w.buffer) MSTEP_RETURN_IF_ERROR(backend_.copy_device(result, w.buffer));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<DeviceReplay> DeviceReplay::record(std::vector<Segment>& segments,
+                                                   Backend& backend) {
+  if (!backend.records_graphs()) return nullptr;
+  std::unique_ptr<DeviceReplay> d(new DeviceReplay(segments, backend));
+  // Which tensors the step reads, and each bound tensor's last result.
+  absl::flat_hash_set<const TensorImpl*> read;
+  for (const Segment& seg : segments)
+    for (const InputBinding& b : seg.inputs)
+      if (b.source == InputBinding::Source::tensor) read.insert(b.tensor.get());
+  absl::flat_hash_map<const TensorImpl*, std::pair<uint32_t, uint32_t>> last;
+  for (uint32_t s = 0; s < segments.size(); ++s)
+    for (const Segment::OutputBinding& o : segments[s].outputs)
+      last[o.tensor.get()] = {s, o.result};
+  auto work = [&]() -> absl::Status {
+    // An op run on the host cannot be part of a device graph.
+    for (size_t s = 0; s < segments.size(); ++s)
+      for (const HostFallbackOp& f : segments[s].executable->host_fallbacks())
+        return absl::FailedPreconditionError(
+            absl::StrCat("captured graph ", s, ": op ", op_name(f.op), " (", dtype_name(f.dtype),
+                         ") runs on the host (a host fallback), which a device graph cannot "
+                         "include"));
+    return d->record_work();
+  };
+  d->inputs_.resize(segments.size());
+  d->offered_.resize(segments.size());
+  d->results_.resize(segments.size());
+  for (uint32_t s = 0; s < segments.size(); ++s) {
+    const Segment& seg = segments[s];
+    d->inputs_[s].resize(seg.inputs.size());
+    for (const Segment::OutputBinding& o : seg.outputs)
+      if (read.contains(o.tensor.get())) d->written_.insert(o.tensor.get());
+    // Static results: allocated now, outside the recording.
+    for (const TensorType& type : seg.result_types)
+      d->offered_[s].push_back(value_or_throw(backend.allocate(type)));
+    for (const Segment::OutputBinding& o : seg.outputs) {
+      if (last[o.tensor.get()] != std::make_pair(s, o.result)) continue;  // a later one wins
+      if (read.contains(o.tensor.get()))
+        d->write_backs_.push_back({s, o.result, o.tensor, o.tensor->buffer()});
+      else
+        d->outputs_.push_back({s, o.result, o.tensor});
+    }
+  }
+  absl::StatusOr<std::unique_ptr<DeviceGraph>> graph = backend.record_graph(work);
+  if (!graph.ok()) {
+    throw Error(absl::Status(
+        graph.status().code(),
+        absl::StrCat("Graph::capture_end: the step cannot be recorded as a device graph on ",
+                     backend.name(), ": ", graph.status().message(),
+                     ". The graph stays uncaptured; run the step lazily, or move that op out "
+                     "of the captured step")));
+  }
+  d->graph_ = *std::move(graph);
+  return d;
+}
+
+bool DeviceReplay::buffers_moved() {
+  bool moved = false;
+  // A parameter's buffer is updated in place: a copy_() snapshot sharing
+  // it keeps the old value, so the tensor takes a copy of its own first.
+  for (WriteBack& w : write_backs_) {
+    if (w.tensor->buffer() == w.buffer && !w.tensor->owns_buffer_exclusively()) {
+      BufferPtr own = value_or_throw(backend_.allocate(w.buffer->type()));
+      throw_if_error(backend_.copy_device(w.buffer, own));
+      w.tensor->set_buffer(own);
+    }
+    if (w.tensor->buffer() != w.buffer) {
+      w.buffer = w.tensor->buffer();
+      moved = true;
+    }
+  }
+  // A static input whose tensor now holds another buffer (copy_() shares
+  // its source's): its new value is copied into the graph's buffer when
+  // nothing else can read that one (no tensor holds it, no lazy work is
+  // pending), else the graph moves to the new buffer.
+  copies_.clear();
+  const bool lazy_work = Tracer::get().has_pending();
+  for (size_t s = 0; s < segments_.size(); ++s)
+    for (size_t j = 0; j < segments_[s].inputs.size(); ++j) {
+      const InputBinding& b = segments_[s].inputs[j];
+      if (b.source != InputBinding::Source::tensor || written_.contains(b.tensor.get())) continue;
+      const BufferPtr& now = b.tensor->buffer();
+      const BufferPtr& recorded = inputs_[s][j];
+      if (now == recorded) continue;
+      if (!lazy_work && recorded->holders() == Buffer::Holders::none)
+        copies_.emplace_back(now, recorded);
+      else
+        moved = true;
+    }
+  // A static result held by anyone but its tensor would change under them.
+  for (const Output& o : outputs_) {
+    const BufferPtr& result = results_[o.segment][o.result];
+    if (result != offered_[o.segment][o.result]) continue;  // an input passed through
+    const bool shared = o.tensor->buffer() == result ? !o.tensor->owns_buffer_exclusively()
+                                                     : result->holders() != Buffer::Holders::none;
+    if (shared) {
+      offered_[o.segment][o.result] = value_or_throw(backend_.allocate(result->type()));
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+void DeviceReplay::replay(uint64_t rng_seed, uint64_t rng_base) {
+  if (buffers_moved()) {
+    absl::Status updated = graph_->update([this] { return record_work(); });
+    if (!updated.ok())
+      throw Error(absl::Status(updated.code(),
+                               absl::StrCat("Graph::replay: updating the device graph to the "
+                                            "inputs' new buffers: ", updated.message())));
+    ++mutable_metrics().device_graph_updates;
+  } else {
+    for (const auto& [from, to] : copies_) {
+      // A copy the same input needs twice (two segments read it) is harmless.
+      throw_if_error(backend_.copy_device(from, to));
+    }
+  }
+  copies_.clear();
+  for (Segment& seg : segments_)
+    for (InputBinding& b : seg.inputs)
+      if (b.source == InputBinding::Source::rng) {
+        const int64_t state[2] = {static_cast<int64_t>(rng_seed),
+                                  static_cast<int64_t>(rng_base + seg.rng_offset)};
+        throw_if_error(b.backend->copy_in(*b.constant, state, sizeof state));
+      }
+  if (absl::Status launched = graph_->launch(); !launched.ok())
+    throw Error(absl::Status(launched.code(), absl::StrCat("Graph::replay: launching the device "
+                                                           "graph: ", launched.message())));
+  ++mutable_metrics().device_graph_launches;
+  for (const Output& o : outputs_) {
+    const BufferPtr& result = results_[o.segment][o.result];
+    if (!o.tensor->has_handles())
+      o.tensor->set_buffer(nullptr);
+    else if (o.tensor->buffer() != result)
+      o.tensor->set_buffer(result);
+  }
+}
+
+}  // namespace mstep::internal

@@ -1,0 +1,133 @@
+// Graph::replay through one device graph (DeviceReplay.h), on async_host's
+// model of CUDA Graphs: buffers stay where they were captured; a static
+// input that moved is copied into the graph's buffer when nothing else
+// can read that one, and otherwise the graph is updated to the new buffer
+// (counted, no new capture); outputs shared with a snapshot move first;
+// a ReplayError launches nothing. (GraphReplayOnDevice runs the training
+// step, dropout included, bitwise equal to lazy mode the same way.)
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "mstep/mstep.h"
+#include "mstep/runtime/TensorImpl.h"
+#include "test/unit/AsyncHostGraphs.h"
+
+namespace mstep {
+namespace {
+
+using ::testing::HasSubstr;
+
+class DeviceGraphReplay : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    previous_ = default_device();
+    set_default_device(Device{DeviceType::async_host, 0});
+    testing::record_async_host_graphs(true);
+    reset_metrics();
+  }
+  void TearDown() override {
+    testing::record_async_host_graphs(false);
+    set_default_device(previous_);
+  }
+
+ private:
+  Device previous_;
+};
+
+TEST_F(DeviceGraphReplay, AStaticInputFilledByCopyIsCopiedIntoTheCapturedBuffer) {
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = x * 2.0 + 1.0;
+  }
+  ASSERT_TRUE(g.on_device_graph());
+  for (float v : {5.0f, 7.0f}) {
+    // copy_() makes x share the new tensor's buffer: the graph's own
+    // buffer, which nothing else holds now, gets the value.
+    x.copy_(from_vector(std::vector<float>{v, v + 1, v + 2}, {3}));
+    g.replay();
+    EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2 * v + 1, 2 * v + 3, 2 * v + 5}));
+  }
+  EXPECT_EQ(metrics().device_graph_launches, 2);
+  EXPECT_EQ(metrics().device_graph_updates, 0);
+}
+
+TEST_F(DeviceGraphReplay, AnInputWhoseCapturedBufferIsStillReadMovesTheGraph) {
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = x * 2.0;
+  }
+  Tensor old = zeros({3});
+  old.copy_(x);  // shares the captured buffer: it must keep {1, 2, 3}
+  x.copy_(from_vector(std::vector<float>{4, 5, 6}, {3}));
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{8, 10, 12}));
+  EXPECT_EQ(old.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(metrics().device_graph_updates, 1);
+  // The graph now reads x's new buffer: the next replay needs no update.
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{8, 10, 12}));
+  EXPECT_EQ(metrics().device_graph_updates, 1);
+  EXPECT_EQ(metrics().device_graph_launches, 2);
+}
+
+TEST_F(DeviceGraphReplay, AParameterUpdatedInPlaceKeepsItsBufferAndASnapshotItsValue) {
+  Tensor w = from_vector(std::vector<float>{1, 1}, {2});
+  Graph g;
+  {
+    CaptureGuard capture(g);
+    w.copy_(w * 3.0);  // the capture run: w = 3
+  }
+  const Buffer* buffer = w.impl()->buffer().get();
+  g.replay();  // 9
+  EXPECT_EQ(w.impl()->buffer().get(), buffer) << "written back in place";
+  Tensor before = zeros({2});
+  before.copy_(w);  // shares w's buffer
+  g.replay();  // 27
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{27, 27}));
+  EXPECT_EQ(before.to_vector<float>(), (std::vector<float>{9, 9}));
+  EXPECT_EQ(metrics().device_graph_updates, 1);
+}
+
+TEST_F(DeviceGraphReplay, AFreedInputIsAReplayErrorAndNothingIsLaunched) {
+  auto x = std::make_unique<Tensor>(from_vector(std::vector<float>{1, 2}, {2}));
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = *x + 1.0;
+  }
+  x.reset();
+  try {
+    g.replay();
+    FAIL() << "replayed over a freed input";
+  } catch (const ReplayError& e) {
+    EXPECT_EQ(e.kind(), ReplayError::Kind::input_freed);
+    EXPECT_THAT(e.what(), HasSubstr("was freed"));
+  }
+  EXPECT_EQ(metrics().device_graph_launches, 0);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 3}));
+}
+
+TEST_F(DeviceGraphReplay, WithoutDeviceGraphsTheBackendReplaysExecutables) {
+  testing::record_async_host_graphs(false);
+  Tensor x = from_vector(std::vector<float>{1, 2}, {2});
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = x + 1.0;
+  }
+  EXPECT_FALSE(g.on_device_graph());
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2, 3}));
+  EXPECT_EQ(metrics().device_graph_launches, 0);
+}
+
+}  // namespace
+}  // namespace mstep
