@@ -266,18 +266,22 @@ fi
 steps_status=
 if [ -d "$bundle/steps" ]; then
   steps_status=0
+  # Each step twice: kernel by kernel, then through one CUDA graph
+  # (mstep-run --device-graph).
   for step in "$bundle"/steps/*.cuda.mstep; do
-    name=$(basename "$step" .cuda.mstep)
-    {
-      echo "== $name"
-      LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        timeout 120 "$bundle/bin/mstep-run" "$step" --steps 4 --time --outputs "$work/$name.got.safetensors" 2>&1 &&
-        python3 "$bundle/bin/compare_step_outputs.py" "$bundle/steps/$name.expected.safetensors" \
-          "$work/$name.got.safetensors" "$bundle/steps/$name.tolerance"
-      result=$?
-      echo "$name: $([ $result = 0 ] && echo PASS || echo "FAIL (exit $result)")"
-    } >> "$out/steps.log" 2>&1
-    [ "$result" = 0 ] || steps_status=$result
+    for mode in "" --device-graph; do
+      name=$(basename "$step" .cuda.mstep)${mode:+ $mode}
+      {
+        echo "== $name"
+        LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+          timeout 120 "$bundle/bin/mstep-run" "$step" $mode --steps 4 --time --outputs "$work/got.safetensors" 2>&1 &&
+          python3 "$bundle/bin/compare_step_outputs.py" "${step%.cuda.mstep}.expected.safetensors" \
+            "$work/got.safetensors" "${step%.cuda.mstep}.tolerance"
+        result=$?
+        echo "$name: $([ $result = 0 ] && echo PASS || echo "FAIL (exit $result)")"
+      } >> "$out/steps.log" 2>&1
+      [ "$result" = 0 ] || steps_status=$result
+    done
   done
 fi
 # The GPT-mini bf16 step against PyTorch on this GPU (when bundled, with
@@ -288,9 +292,13 @@ if [ -d "$bundle/bench" ]; then
     echo "== mstep replay (mstep-run, cuda plan compiled by mstep-compile)"
     LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time 2>&1
+    echo "== mstep replay through one CUDA graph (mstep-run --device-graph)"
+    LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time \
+      --device-graph 2>&1
     echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())' 2>&1)"
     timeout 400 python3 "$bundle/bench/torch_steps.py" --threads 4 --cases gpt --device cuda \
-      --autocast bf16 --modes eager,compile 2>&1 | grep -v Warning
+      --autocast bf16 --modes "${MSTEP_BENCH_TORCH_MODES:-eager,compile}" 2>&1 | grep -v Warning
   } > "$out/bench.log" 2>&1
 fi
 # The compile half's kernels (built here, run from the bundle's files);

@@ -12,6 +12,7 @@
 #include "lib/runtime/GraphArchive.h"
 #include "lib/runtime/TrustedPath.h"
 #include "mstep/core/Error.h"
+#include "mstep/ir/OpKind.h"
 #include "mstep/runtime/Backend.h"
 
 namespace mstep {
@@ -22,6 +23,7 @@ struct LoadedGraph::Impl {
     std::unique_ptr<Executable> executable;
     std::vector<GraphArchive::Binding> inputs;
     std::vector<GraphArchive::Output> outputs;
+    std::vector<TensorType> result_types;
     uint64_t rng_offset = 0;
     // The donation protocol (Executable::run): the graph owns every slot's
     // buffer alone, so it may hand one over where nothing it runs later
@@ -43,6 +45,11 @@ struct LoadedGraph::Impl {
   std::vector<Segment> segments;
   uint64_t rng_seed = 0, rng_offset = 0, rng_consumed = 0;
   double execute_seconds = 0;  // of the last replay
+  // use_device_graph(): the recorded step, its static results and each
+  // segment's RNG state buffer.
+  std::unique_ptr<DeviceGraph> device_graph;
+  std::vector<std::vector<BufferPtr>> static_results;  // per segment, per result
+  std::vector<BufferPtr> segment_rng;                  // per segment (null: draws none)
 
   absl::Status run_segment(Segment& seg, size_t s, uint64_t rng_base) {
     for (size_t j = 0; j < seg.inputs.size(); ++j) {
@@ -73,6 +80,36 @@ struct LoadedGraph::Impl {
     seg.results = *std::move(results);
     for (const GraphArchive::Output& o : seg.outputs) slots[o.slot] = seg.results[o.result];
     for (BufferPtr& b : seg.offered) b.reset();
+    return absl::OkStatus();
+  }
+
+  /// The work use_device_graph() records: every segment over the slots'
+  /// buffers, results into static buffers, then each slot's new value
+  /// copied back into the slot's own buffer (the last writer wins).
+  absl::Status record_work() {
+    for (size_t s = 0; s < segments.size(); ++s) {
+      Segment& seg = segments[s];
+      for (size_t j = 0; j < seg.inputs.size(); ++j) {
+        const GraphArchive::Binding& b = seg.inputs[j];
+        switch (b.source) {
+          case Source::slot: seg.buffers[j] = slots[b.index]; break;
+          case Source::constant: seg.buffers[j] = constants[b.index]; break;
+          case Source::segment_result: seg.buffers[j] = segments[b.index].results[b.slot]; break;
+          case Source::segment_input: seg.buffers[j] = segments[b.index].buffers[b.slot]; break;
+          case Source::rng: seg.buffers[j] = segment_rng[s]; break;
+        }
+      }
+      auto results = seg.executable->run(seg.buffers, Donation{{}, static_results[s]});
+      if (!results.ok())
+        return absl::Status(results.status().code(),
+                            absl::StrCat("segment ", s, ": ", results.status().message()));
+      seg.results = *std::move(results);
+    }
+    std::vector<std::pair<BufferPtr, uint32_t>> last(slots.size());
+    for (const Segment& seg : segments)
+      for (const GraphArchive::Output& o : seg.outputs) last[o.slot] = {seg.results[o.result], o.slot};
+    for (const auto& [result, slot] : last)
+      if (result && result != slots[slot]) MSTEP_RETURN_IF_ERROR(backend->copy_device(result, slots[slot]));
     return absl::OkStatus();
   }
 
@@ -179,6 +216,7 @@ absl::StatusOr<std::unique_ptr<LoadedGraph>> LoadedGraph::load(const std::string
     seg.inputs = std::move(from.inputs);
     seg.outputs = std::move(from.outputs);
     seg.rng_offset = from.rng_offset;
+    seg.result_types = from.result_types;
     seg.buffers.resize(seg.inputs.size());
     seg.offered.resize(from.result_types.size());
     impl->segments.push_back(std::move(seg));
@@ -224,9 +262,70 @@ absl::Status LoadedGraph::read(absl::string_view name, void* data, size_t bytes)
   return impl_->backend->copy_out(*impl_->slots[i], data, bytes);
 }
 
+absl::Status LoadedGraph::use_device_graph() {
+  Impl& g = *impl_;
+  if (g.device_graph) return absl::OkStatus();
+  if (!g.backend->records_graphs())
+    return absl::UnimplementedError(
+        absl::StrCat(g.path, ": ", g.backend->name(), " records no device graphs"));
+  g.static_results.assign(g.segments.size(), {});
+  g.segment_rng.assign(g.segments.size(), nullptr);
+  for (size_t s = 0; s < g.segments.size(); ++s) {
+    const Impl::Segment& seg = g.segments[s];
+    for (const HostFallbackOp& f : seg.executable->host_fallbacks())
+      return absl::FailedPreconditionError(absl::StrCat(
+          g.path, ": segment ", s, ": op ", op_name(f.op), " (", dtype_name(f.dtype),
+          ") runs on the host (a host fallback), which a device graph cannot include"));
+    // Allocated now: nothing may allocate while the graph is recorded.
+    for (const TensorType& type : seg.result_types) {
+      MSTEP_ASSIGN_OR_RETURN(BufferPtr buffer, g.backend->allocate(type));
+      g.static_results[s].push_back(std::move(buffer));
+    }
+    if (g.rng_state)
+      for (const GraphArchive::Binding& b : seg.inputs)
+        if (b.source == Impl::Source::rng) {
+          MSTEP_ASSIGN_OR_RETURN(g.segment_rng[s], g.backend->allocate(g.rng_state->type()));
+          break;
+        }
+  }
+  auto graph = g.backend->record_graph([&g] { return g.record_work(); });
+  for (Impl::Segment& seg : g.segments) {
+    seg.results.clear();
+    for (BufferPtr& b : seg.buffers) b.reset();
+  }
+  if (!graph.ok()) {
+    g.static_results.clear();
+    g.segment_rng.clear();
+    return absl::Status(graph.status().code(),
+                        absl::StrCat(g.path, ": the step cannot be recorded as a device graph on ",
+                                     g.backend->name(), ": ", graph.status().message()));
+  }
+  g.device_graph = *std::move(graph);
+  return absl::OkStatus();
+}
+
+bool LoadedGraph::on_device_graph() const { return impl_->device_graph != nullptr; }
+
 absl::Status LoadedGraph::replay() {
   Impl& g = *impl_;
   g.execute_seconds = 0;
+  if (g.device_graph) {
+    for (size_t s = 0; s < g.segments.size(); ++s)
+      if (g.segment_rng[s]) {
+        const int64_t state[2] = {static_cast<int64_t>(g.rng_seed),
+                                  static_cast<int64_t>(g.rng_offset + g.segments[s].rng_offset)};
+        MSTEP_RETURN_IF_ERROR(g.backend->copy_in(*g.segment_rng[s], state, sizeof state));
+      }
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status launched = g.device_graph->launch();
+    g.execute_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!launched.ok())
+      return absl::Status(launched.code(), absl::StrCat(g.path, ": launching the device graph: ",
+                                                        launched.message()));
+    g.rng_offset += g.rng_consumed;
+    return absl::OkStatus();
+  }
   for (size_t s = 0; s < g.segments.size(); ++s)
     MSTEP_RETURN_IF_ERROR(g.run_segment(g.segments[s], s, g.rng_offset));
   for (Impl::Segment& seg : g.segments) {

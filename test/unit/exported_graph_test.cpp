@@ -153,6 +153,25 @@ TEST_P(ExportedGraph, RefusesAFileOthersCanWrite) {
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(path_));
 }
 
+// use_device_graph() where the backend records no device graphs: an
+// error saying so, and replay() keeps running the executables one by one.
+// (Its recording is checked on a GPU: scripts/gpu_check.sh replays the
+// training steps with mstep-run --device-graph against ref.)
+TEST_P(ExportedGraph, ADeviceGraphNeedsABackendThatRecordsOne) {
+  auto loaded = load_graph(path_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  LoadedGraph& g = **loaded;
+  const absl::Status recorded = g.use_device_graph();
+  EXPECT_EQ(recorded.code(), absl::StatusCode::kUnimplemented) << recorded;
+  EXPECT_THAT(std::string(recorded.message()), HasSubstr("records no device graphs"));
+  EXPECT_FALSE(g.on_device_graph());
+  ASSERT_TRUE(g.replay().ok());
+  graph_.replay();
+  float loss = 0;
+  ASSERT_TRUE(g.read("loss", &loss, sizeof loss).ok());
+  EXPECT_EQ(loss, loss_.to_vector<float>()[0]);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ExportedGraph,
                          ::testing::Values(DeviceType::ref, DeviceType::cpu),
                          [](const auto& info) { return std::string(device_type_name(info.param)); });

@@ -2,6 +2,7 @@
 //
 //   mstep-run step.mstep [--plugin libmyops.so]... [--inputs batch.safetensors]
 //                        [--steps N] [--outputs out.safetensors] [--list] [--time]
+//                        [--device-graph]
 //
 // --plugin: a shared library that registers custom ops (mstep/runtime/
 //   Plugin.h), loaded before the step; repeatable, in order. A step that
@@ -19,6 +20,9 @@
 //   the step's outputs, which on an asynchronous device such as cuda wait
 //   for its work); on a simulated device
 //   (neuron) also its simulated time per step.
+// --device-graph: replays through one device graph (CUDA Graphs) recorded
+//   at load, over the tensors' buffers (LoadedGraph::use_device_graph); an
+//   error where the backend records none.
 // Exit status: 0 ok, 1 the file does not load (a custom op it needs is not
 // registered, say) or a step fails, 2 bad arguments or inputs (a plugin
 // that does not load).
@@ -46,7 +50,7 @@ struct Args {
   std::string step, inputs, outputs;
   std::vector<std::string> plugins;
   int64_t steps = 1;
-  bool list = false, time = false;
+  bool list = false, time = false, device_graph = false;
 };
 
 [[noreturn]] void fail(int code, const std::string& message) {
@@ -71,9 +75,10 @@ Args parse(int argc, char** argv) {
         fail(2, absl::StrCat("--steps wants a positive integer, got '", v, "'"));
     } else if (arg == "--list") a.list = true;
     else if (arg == "--time") a.time = true;
+    else if (arg == "--device-graph") a.device_graph = true;
     else if (arg == "-h" || arg == "--help") {
       std::printf("usage: mstep-run step.mstep [--plugin libmyops.so]... [--inputs in.safetensors] "
-                  "[--steps N] [--outputs out.safetensors] [--list] [--time]\n");
+                  "[--steps N] [--outputs out.safetensors] [--list] [--time] [--device-graph]\n");
       std::exit(0);
     } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
     else if (a.step.empty()) a.step = arg;
@@ -185,6 +190,8 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (a.device_graph)
+    if (absl::Status s = graph.use_device_graph(); !s.ok()) fail(1, std::string(s.message()));
   std::vector<double> host_us, step_ms;
   for (int64_t i = 0; i < a.steps; ++i) {
     for (const Feed& f : feeds) {

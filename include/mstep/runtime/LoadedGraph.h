@@ -75,6 +75,18 @@ class LoadedGraph {
 
   /// Runs the step once. On error the slots hold unspecified values.
   absl::Status replay();
+  /// From now on, replay() is one launch of a device graph (CUDA Graphs;
+  /// Backend::record_graph) recorded here over the slots' buffers, which
+  /// stay at their addresses: the step's new values are copied back into
+  /// them at the end of the graph, and write() fills them in place. Each
+  /// segment gets an RNG state buffer of its own, written before each
+  /// launch. Unimplemented when the backend records no device graphs;
+  /// FailedPrecondition naming the op when the work cannot be recorded
+  /// (a host fallback, an allocation). On error replay() runs the
+  /// executables one by one as before.
+  absl::Status use_device_graph();
+  /// Whether replay() launches a device graph.
+  bool on_device_graph() const;
 
   /// Seconds the last replay() spent inside executables (the rest of its
   /// time is host overhead).
