@@ -1,0 +1,58 @@
+// StableHLO in: a StableHLO module in MLIR's generic op form (what JAX
+// prints with `lowered.compiler_ir('stablehlo').operation.get_asm(
+// print_generic_op_form=True)`) read into an mstep trace graph, which
+// mstep::import_stablehlo (api/StableHloImport.h) records as lazy ops and
+// `mstep-opt --mstep-import-stablehlo` prints as an mstep module.
+//
+// How it is read: no StableHLO C++ library is packaged, so the module is
+// parsed by MLIR's own parser with unregistered dialects allowed: stablehlo
+// ops are then generic operations and their dialect attributes
+// (#stablehlo.dot<...>, #stablehlo<comparison_direction EQ>) opaque text,
+// which the op table here reads. The pretty form (`stablehlo.add %a, %b`)
+// needs the dialect's parsers and is refused with a hint to print the
+// generic form.
+//
+// - The function run is @main (or the module's only public function);
+//   func.call to private functions is inlined.
+// - Ops read (each mapped onto mstep trace ops): constant (splat), iota,
+//   add, subtract, multiply, divide, maximum, minimum, power, negate, abs,
+//   exponential, exponential_minus_one, log, log_plus_one, sqrt, rsqrt,
+//   tanh, logistic, sine, cosine, is_finite, not, and, or (i1), compare,
+//   select, convert, broadcast_in_dim, reshape, transpose, dot_general,
+//   reduce (one operand; add, max, min bodies).
+// - Anything else (an unsupported op, a custom_call, a dynamic shape, an
+//   element type mstep has no dtype for, a body that breaks the op's
+//   rules) is InvalidArgument "<file>:<line>:<col>: error: ..." naming the
+//   op. Nothing is half-imported.
+//
+// No MLIR in this header: libmstep includes it. Thread-safe (each call
+// parses in its own MLIRContext).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "mstep/ir/TraceGraph.h"
+
+namespace mstep {
+
+/// A StableHLO function as an mstep trace graph (no fused ops, no random
+/// ops; every input role `input`).
+struct ImportedStableHlo {
+  TraceGraph graph;
+  /// Per input: `mstep.name` or `jax.arg_info` when the module gives one,
+  /// else "arg<i>".
+  std::vector<std::string> input_names;
+  /// Per output: `mstep.name` or `jax.result_info`, else "result<i>".
+  std::vector<std::string> output_names;
+};
+
+/// Reads `text` (a whole module); `source_name` is the file name that
+/// locations in errors give.
+absl::StatusOr<ImportedStableHlo> stablehlo_to_trace_graph(absl::string_view text,
+                                                           absl::string_view source_name);
+
+}  // namespace mstep
