@@ -14,7 +14,10 @@
 // RUN: not mstep-opt --mstep-import-stablehlo %t/reduce_body.mlir 2>&1 | FileCheck %s --check-prefix=REDUCE
 // RUN: not mstep-opt --mstep-import-stablehlo %t/missing_attr.mlir 2>&1 | FileCheck %s --check-prefix=ATTR
 // RUN: not mstep-opt --mstep-import-stablehlo %t/other_dialect.mlir 2>&1 | FileCheck %s --check-prefix=OTHER
+// The pretty form (as_text()): the same errors where an op has no hook.
 // RUN: not mstep-opt --mstep-import-stablehlo %t/pretty.mlir 2>&1 | FileCheck %s --check-prefix=PRETTY
+// RUN: not mstep-opt --mstep-import-stablehlo %t/pretty_custom_call.mlir 2>&1 | FileCheck %s --check-prefix=PRETTY_CUSTOM
+// RUN: not mstep-opt --mstep-import-stablehlo %t/pretty_chlo.mlir 2>&1 | FileCheck %s --check-prefix=PRETTY_CHLO
 // RUN: not mstep-opt --mstep-import-stablehlo %t/syntax.mlir 2>&1 | FileCheck %s --check-prefix=SYNTAX
 // RUN: not mstep-opt --mstep-import-stablehlo %t/no_main.mlir 2>&1 | FileCheck %s --check-prefix=NOMAIN
 // RUN: not mstep-opt --mstep-import-stablehlo %t/recursive.mlir 2>&1 | FileCheck %s --check-prefix=RECURSIVE
@@ -112,10 +115,23 @@
 }) : () -> ()
 
 //--- pretty.mlir
+func.func @main(%x: tensor<3x4xf32>, %i: tensor<2x1xi32>) -> tensor<2x4xf32> {
+  // PRETTY: pretty.mlir:[[@LINE+1]]:8: error: custom op 'stablehlo.gather' is not supported by mstep's StableHLO import
+  %0 = stablehlo.gather %x, %i : (tensor<3x4xf32>, tensor<2x1xi32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+//--- pretty_custom_call.mlir
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // PRETTY: pretty.mlir:[[@LINE+2]]:8: error: Dialect `stablehlo' not found for custom op 'stablehlo.abs'
-  // PRETTY: note: mstep reads StableHLO in MLIR's generic op form
-  %0 = stablehlo.abs %x : tensor<4xf32>
+  // PRETTY_CUSTOM: pretty_custom_call.mlir:[[@LINE+1]]:8: error: custom op 'stablehlo.custom_call' calling 'Sharding' is not supported by mstep's StableHLO import
+  %0 = stablehlo.custom_call @Sharding(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+//--- pretty_chlo.mlir
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // PRETTY_CHLO: pretty_chlo.mlir:[[@LINE+1]]:8: error: Dialect `chlo' not found for custom op 'chlo.erf'
+  %0 = chlo.erf %x : tensor<4xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

@@ -22,8 +22,8 @@
 // an op with no StableHLO form is an error at the op, and nothing is
 // written.
 //
-// --mstep-import-stablehlo reads the input as a StableHLO module (generic
-// op form, compiler/StableHloImport.h) and runs the passes given on the
+// --mstep-import-stablehlo reads the input as a StableHLO module (as JAX
+// prints it, compiler/StableHloImport.h) and runs the passes given on the
 // mstep module it becomes (func @step); an op it cannot import is an
 // error at the op's line in the input.
 #include <cstdlib>
@@ -57,7 +57,7 @@ llvm::cl::opt<bool> export_stablehlo_flag(
     llvm::cl::desc("Write the module as StableHLO text (for XLA and IREE) instead of MLIR"));
 llvm::cl::opt<bool> import_stablehlo_flag(
     "mstep-import-stablehlo",
-    llvm::cl::desc("Read the input as a StableHLO module (generic op form, as JAX prints it) "
+    llvm::cl::desc("Read the input as a StableHLO module (as JAX prints it) "
                    "and run the passes on the mstep module it becomes"));
 
 /// --mstep-import-stablehlo: the input becomes an mstep module's text,

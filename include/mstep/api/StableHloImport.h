@@ -4,10 +4,9 @@
 //   mstep::StableHloFunction step = mstep::import_stablehlo("step.mlir");
 //   std::vector<mstep::Tensor> out = step({w1, b1, w2, b2, x, y});   // lazy
 //
-// The module is StableHLO text in MLIR's generic op form, which JAX prints
-// with `jax.jit(f).lower(*args).compiler_ir('stablehlo').operation.get_asm(
-// print_generic_op_form=True)`; compiler/StableHloImport.h lists the ops
-// read and why the generic form. Calling the function records its ops as
+// The module is StableHLO text as JAX prints it (`jax.jit(f).lower(*args)
+// .as_text()`, or the generic op form); compiler/StableHloImport.h lists
+// the ops read and says how the text is parsed. Calling the function records its ops as
 // lazy mstep ops on the inputs' device, so it is cut, compiled, cached,
 // captured (mstep::Graph), replayed and exported like any traced step. No
 // autograd is recorded: the module is a plain function (a training step

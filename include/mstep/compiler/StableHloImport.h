@@ -1,25 +1,28 @@
-// StableHLO in: a StableHLO module in MLIR's generic op form (what JAX
-// prints with `lowered.compiler_ir('stablehlo').operation.get_asm(
-// print_generic_op_form=True)`) read into an mstep trace graph, which
+// StableHLO in: a StableHLO module in MLIR text, as JAX prints it
+// (`jax.jit(f).lower(...).as_text()`, the pretty op form, or the generic op
+// form of `.compiler_ir('stablehlo').operation.get_asm(
+// print_generic_op_form=True)`), read into an mstep trace graph, which
 // mstep::import_stablehlo (api/StableHloImport.h) records as lazy ops and
 // `mstep-opt --mstep-import-stablehlo` prints as an mstep module.
 //
-// How it is read: no StableHLO C++ library is packaged, so the module is
-// parsed by MLIR's own parser with unregistered dialects allowed: stablehlo
-// ops are then generic operations and their dialect attributes
-// (#stablehlo.dot<...>, #stablehlo<comparison_direction EQ>) opaque text,
-// which the op table here reads. The pretty form (`stablehlo.add %a, %b`)
-// needs the dialect's parsers and is refused with a hint to print the
-// generic form.
+// How it is read: no StableHLO C++ library is packaged, and the project
+// vendors none, so the module is parsed by MLIR's own parser with
+// unregistered dialects allowed. stablehlo ops are then generic operations
+// and their dialect attributes (#stablehlo.dot<...>,
+// #stablehlo<comparison_direction EQ>) opaque text, which the op table here
+// reads. The pretty form needs each op's parser, so a shell `stablehlo`
+// dialect (lib/compiler/stablehlo/StableHloSyntax.h) parses the pretty form
+// of the supported ops into the same generic operations.
 //
 // - The function run is @main (or the module's only public function);
 //   func.call to private functions is inlined.
-// - Ops read (each mapped onto mstep trace ops): constant (splat), iota,
-//   add, subtract, multiply, divide, maximum, minimum, power, negate, abs,
-//   exponential, exponential_minus_one, log, log_plus_one, sqrt, rsqrt,
-//   tanh, logistic, sine, cosine, is_finite, not, and, or (i1), compare,
-//   select, convert, broadcast_in_dim, reshape, transpose, dot_general,
-//   reduce (one operand; add, max, min bodies).
+// - Ops read (each mapped onto mstep trace ops): constant (splat, or up
+//   to 64 elements), iota, add, subtract, multiply, divide, maximum,
+//   minimum, power, negate, abs, exponential, exponential_minus_one, log,
+//   log_plus_one, sqrt, rsqrt, tanh, logistic, sine, cosine, is_finite,
+//   not, and, or (i1), compare, select, convert, broadcast_in_dim,
+//   reshape, transpose, slice, concatenate, dot_general (floating point),
+//   reduce (one operand; add, maximum, minimum bodies).
 // - Anything else (an unsupported op, a custom_call, a dynamic shape, an
 //   element type mstep has no dtype for, a body that breaks the op's
 //   rules) is InvalidArgument "<file>:<line>:<col>: error: ..." naming the

@@ -1,5 +1,5 @@
-// StableHLO in, the driver: parses the module (generic op form, unregistered
-// dialects allowed), picks @main, makes its arguments the graph's inputs,
+// StableHLO in, the driver: parses the module (pretty or generic op form,
+// unregistered dialects allowed: StableHloSyntax.h), picks @main, makes its arguments the graph's inputs,
 // hands each op to the op table (StableHloImportOps.h), inlines func.call
 // and makes the returned values the graph's outputs. See
 // include/mstep/compiler/StableHloImport.h.
@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/compiler/stablehlo/StableHloImportOps.h"
+#include "lib/compiler/stablehlo/StableHloSyntax.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -120,6 +121,7 @@ absl::StatusOr<ImportedStableHlo> stablehlo_to_trace_graph(absl::string_view tex
   mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
   context.allowUnregisteredDialects();
   context.getOrLoadDialect<mlir::func::FuncDialect>();
+  stablehlo::load_stablehlo_syntax(context);  // the pretty form too
   std::string diagnostics;
   mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic& d) {
     if (d.getSeverity() != mlir::DiagnosticSeverity::Error) return mlir::success();
@@ -134,15 +136,7 @@ absl::StatusOr<ImportedStableHlo> stablehlo_to_trace_graph(absl::string_view tex
       llvm::SMLoc());
   mlir::ParserConfig config(&context);
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceFile<mlir::ModuleOp>(sources, config);
-  if (!module) {
-    if (diagnostics.find("custom op 'stablehlo.") != std::string::npos)
-      absl::StrAppend(&diagnostics,
-                      "\nnote: mstep reads StableHLO in MLIR's generic op form (\"stablehlo.add\""
-                      "(%a, %b) : ...), not the pretty form; from JAX print it with "
-                      "lowered.compiler_ir('stablehlo').operation.get_asm("
-                      "print_generic_op_form=True)");
-    return absl::InvalidArgumentError(diagnostics);
-  }
+  if (!module) return absl::InvalidArgumentError(diagnostics);
   mlir::FailureOr<mlir::func::FuncOp> main = entry(*module);
   if (mlir::failed(main))
     return located_error(module->getLoc(),
