@@ -15,9 +15,8 @@
     // A batched matmul: batch dims [0] x [0], contracting [2] x [1].
     // CHECK: mstep.matmul %arg0, %arg1 : tensor<2x3x4xf32>, tensor<2x4x5xf32> -> tensor<2x3x5xf32>
     %0 = "stablehlo.dot_general"(%x, %w) <{dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>, precision_config = [#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]}> : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
-    // [5] -> [1, 1, 5] -> [2, 3, 5].
-    // CHECK: %[[B3:.*]] = mstep.reshape %arg2 : tensor<5xf32> -> tensor<1x1x5xf32>
-    // CHECK: %[[BB:.*]] = mstep.expand %[[B3]] : tensor<1x1x5xf32> -> tensor<2x3x5xf32>
+    // [5] -> [2, 3, 5]: expand adds the leading dims.
+    // CHECK: %[[BB:.*]] = mstep.expand %arg2 : tensor<5xf32> -> tensor<2x3x5xf32>
     %1 = "stablehlo.broadcast_in_dim"(%b) <{broadcast_dimensions = array<i64: 2>}> : (tensor<5xf32>) -> tensor<2x3x5xf32>
     // CHECK: %[[Y:.*]] = mstep.add %{{.*}}, %[[BB]] : tensor<2x3x5xf32>, tensor<2x3x5xf32> -> tensor<2x3x5xf32>
     %2 = "stablehlo.add"(%0, %1) : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
@@ -49,6 +48,7 @@
     %6 = "stablehlo.subtract"(%5, %4) : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
     // broadcast_in_dim with dims out of order: a permute first.
     // CHECK: mstep.permute %{{.*}} {perm = array<i64: 1, 0>} : tensor<2x5xf32> -> tensor<5x2xf32>
+    // CHECK: mstep.expand %{{.*}} : tensor<5x2xf32> -> tensor<3x5x2xf32>
     %7 = "stablehlo.broadcast_in_dim"(%6) <{broadcast_dimensions = array<i64: 2, 1>}> : (tensor<2x5xf32>) -> tensor<3x5x2xf32>
     // CHECK: mstep.permute %{{.*}} {perm = array<i64: 2, 1, 0>} : tensor<3x5x2xf32> -> tensor<2x5x3xf32>
     %8 = "stablehlo.transpose"(%7) <{permutation = array<i64: 2, 1, 0>}> : (tensor<3x5x2xf32>) -> tensor<2x5x3xf32>

@@ -403,8 +403,8 @@ absl::Status import_transpose(OpContext& c) {
 
 /// broadcast_in_dim: operand dim i goes to result dim dims[i]. mstep's
 /// expand aligns dims from the right, so the operand is first permuted
-/// into the order of `dims`, reshaped to the result's rank (1 where no
-/// operand dim maps) and then expanded.
+/// into the order of `dims`, reshaped to the result's trailing dims from
+/// the first one mapped (1 where no operand dim maps) and then expanded.
 absl::Status import_broadcast_in_dim(OpContext& c) {
   if (absl::Status s = c.expect_counts(1, 1); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> dims = c.i64s("broadcast_dimensions");
@@ -434,8 +434,10 @@ absl::Status import_broadcast_in_dim(OpContext& c) {
   for (size_t i = 1; i < order.size(); ++i)
     if ((*dims)[order[i]] == (*dims)[order[i - 1]])
       return c.error(absl::StrCat("broadcast dimension ", (*dims)[order[i]], " appears twice"));
+  // expand adds leading dims itself: reshape only from the first mapped one.
+  const int64_t first = dims->empty() ? out->shape.rank() : (*dims)[order[0]];
   ValueRef v = c.b().permute(c.operand(0), order);
-  v = c.b().reshape(v, lifted);
+  v = c.b().reshape(v, Shape(lifted.dims().subspan(first)));
   return c.finish(c.b().expand(v, out->shape));
 }
 
