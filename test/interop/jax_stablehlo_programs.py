@@ -4,10 +4,11 @@ wrote against mstep's ops and runs them itself, as the reference.
   jax_stablehlo_programs.py --dir DIR
 
 writes, per program P (mlp_step, transformer_forward):
-  DIR/P.stablehlo.mlir       the module, in the generic op form JAX prints
-                             (what mstep::import_stablehlo reads)
-  DIR/P.pretty.mlir          the same as jax.jit(f).lower(...).as_text()
-                             (not read by mstep; kept for people)
+  DIR/P.stablehlo.mlir       the module as jax.jit(f).lower(...).as_text()
+                             prints it (the pretty op form)
+  DIR/P.generic.mlir         the same in MLIR's generic op form
+                             (compiler_ir('stablehlo') ... get_asm(
+                             print_generic_op_form=True)); mstep reads both
   DIR/P.inputs.safetensors   the arguments, "arg<i>"
   DIR/P.expected.safetensors JAX's results, "step<s>.result<i>", and metadata:
                              steps, and per result its tolerance "tol.result<i>"
@@ -64,9 +65,9 @@ def save(out_dir, name, fn, args, steps, donate, depth, longest):
     lowered = jax.jit(fn, donate_argnums=donate).lower(*args)
     generic = lowered.compiler_ir("stablehlo").operation.get_asm(print_generic_op_form=True)
     with open(os.path.join(out_dir, name + ".stablehlo.mlir"), "w") as f:
-        f.write(generic)
-    with open(os.path.join(out_dir, name + ".pretty.mlir"), "w") as f:
         f.write(lowered.as_text())
+    with open(os.path.join(out_dir, name + ".generic.mlir"), "w") as f:
+        f.write(generic)
     write_safetensors(os.path.join(out_dir, name + ".inputs.safetensors"),
                       {f"arg{i}": np.asarray(a) for i, a in enumerate(args)}, {})
     compiled = jax.jit(fn)  # no donation here: the args are reused below

@@ -8,8 +8,10 @@
 //
 //   stablehlo_import_worker DIR PROGRAM DEVICE
 //
-// reads DIR/PROGRAM.stablehlo.mlir, .inputs.safetensors and
-// .expected.safetensors; exit 0 when every result matches.
+// reads DIR/PROGRAM.stablehlo.mlir (as_text(), the pretty form) and
+// DIR/PROGRAM.generic.mlir (the generic form), runs each, and compares
+// with .expected.safetensors given .inputs.safetensors; exit 0 when every
+// result of both matches.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,12 +34,10 @@ int fail(const std::string& message) {
 
 Tensor tensor_of(const HostTensor& h) { return from_buffer(h.bytes.data(), h.type()); }
 
-int run(const std::string& dir, const std::string& program, const std::string& device) {
-  absl::StatusOr<DeviceType> type = BackendRegistry::device_type(device);
-  if (!type.ok()) return fail(std::string(type.status().message()));
-  set_default_device(Device{*type, 0});
+int run(const std::string& dir, const std::string& program, const std::string& form,
+        const std::string& device) {
   const std::string base = dir + "/" + program;
-  StableHloFunction fn = import_stablehlo(base + ".stablehlo.mlir");
+  StableHloFunction fn = import_stablehlo(base + "." + form + ".mlir");
   absl::StatusOr<SafetensorsContents> inputs = read_safetensors(base + ".inputs.safetensors");
   absl::StatusOr<SafetensorsContents> expected = read_safetensors(base + ".expected.safetensors");
   if (!inputs.ok()) return fail(std::string(inputs.status().message()));
@@ -64,14 +64,16 @@ int run(const std::string& dir, const std::string& program, const std::string& d
         worst = std::max(worst, std::isnan(got[k]) ? INFINITY : std::fabs(double{got[k]} - ref[k]));
       const bool pass = worst <= tol;
       ok = ok && pass;
-      std::printf("%s %s on %s: %s max |mstep - jax| = %.3g (tolerance %.3g) %s\n", program.c_str(),
-                  key.c_str(), device.c_str(), fn.output_names()[i].c_str(), worst, tol,
-                  pass ? "ok" : "MISMATCH");
+      std::printf("%s (%s) %s on %s: %s max |mstep - jax| = %.3g (tolerance %.3g) %s\n",
+                  program.c_str(), form.c_str(), key.c_str(), device.c_str(),
+                  fn.output_names()[i].c_str(), worst, tol, pass ? "ok" : "MISMATCH");
     }
     for (size_t i = 0; i < args.size(); ++i)
       if (fn.donated_to()[i] >= 0) args[i] = results[fn.donated_to()[i]];
   }
-  return ok ? 0 : fail(program + " on " + device + " differs from JAX beyond the tolerance");
+  return ok ? 0
+            : fail(program + " (" + form + ") on " + device +
+                   " differs from JAX beyond the tolerance");
 }
 
 }  // namespace
@@ -79,7 +81,13 @@ int run(const std::string& dir, const std::string& program, const std::string& d
 int main(int argc, char** argv) {
   if (argc != 4) return fail("usage: stablehlo_import_worker DIR PROGRAM DEVICE");
   try {
-    return run(argv[1], argv[2], argv[3]);
+    absl::StatusOr<DeviceType> type = BackendRegistry::device_type(argv[3]);
+    if (!type.ok()) return fail(std::string(type.status().message()));
+    set_default_device(Device{*type, 0});
+    int failed = 0;
+    for (const char* form : {"stablehlo", "generic"})
+      failed |= run(argv[1], argv[2], form, argv[3]);
+    return failed;
   } catch (const std::exception& e) {
     return fail(e.what());
   }
