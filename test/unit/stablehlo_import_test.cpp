@@ -1,7 +1,7 @@
 // mstep::import_stablehlo in process: a hand-written StableHLO module (the
 // generic op form JAX prints) runs on ref and cpu with the values worked
-// out here by loops, is captured and replayed like any traced step, and
-// reports its signature; bad input (a missing file, an op mstep does not
+// out here by loops, is captured and replayed like any traced step, exports
+// back to StableHLO that imports again, and reports its signature; bad input (a missing file, an op mstep does not
 // import, inputs of another shape or count) is an error naming it. The op
 // mapping is test/ir (mstep-import-stablehlo*.mlir); JAX's own programs
 // are test/interop (stablehlo_import_jax_*).
@@ -109,6 +109,29 @@ TEST_P(StableHloImport, IsCapturedAndReplayedLikeAnyStep) {
   x.copy_(testing::f32(x2, {2, 3}));
   graph.replay();
   EXPECT_EQ(testing::values(y), layer(x2, w_, b_));
+}
+
+TEST_P(StableHloImport, ItsCaptureExportsAsStableHloThatImportsBack) {
+  // JAX's module -> mstep (captured) -> Graph::export_stablehlo -> mstep
+  // again: the round trip computes the same layer.
+  StableHloFunction fn = import_stablehlo(path_);
+  Tensor x = testing::f32(x_, {2, 3}), w = testing::f32(w_, {3, 2}), b = testing::f32(b_, {2});
+  Graph graph;
+  Tensor y;
+  {
+    CaptureGuard capture(graph);
+    y = fn({x, w, b})[0];
+  }
+  const std::string exported = dir_ + "/exported.mlir";
+  graph.export_stablehlo(exported, {{"x", x}, {"w", w}, {"b", b}, {"y", y}});
+  StableHloFunction again = import_stablehlo(exported);
+  std::vector<Tensor> inputs;
+  for (const std::string& name : again.input_names())
+    inputs.push_back(name == "x" ? x : name == "w" ? w : b);
+  const std::vector<std::string>& names = again.output_names();
+  const size_t at = std::find(names.begin(), names.end(), "y") - names.begin();
+  ASSERT_LT(at, names.size());
+  EXPECT_EQ(testing::values(again(inputs)[at]), layer(x_, w_, b_));
 }
 
 TEST_P(StableHloImport, ReportsItsSignature) {
