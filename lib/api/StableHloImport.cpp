@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/graphs/RecordGraph.h"
+#include "mstep/api/Creation.h"
 #include "mstep/compiler/StableHloImport.h"
 #include "mstep/core/Error.h"
 #include "mstep/runtime/Runtime.h"
@@ -17,24 +18,26 @@ namespace mstep {
 struct StableHloFunction::Impl {
   std::string path;
   ImportedStableHlo imported;
-  std::vector<TensorType> output_types;
+  // The function's arguments: the graph's first inputs (its large
+  // constants follow).
+  std::vector<TensorType> input_types, output_types;
+  std::vector<std::string> input_names;
+  std::vector<int32_t> donated_to;
 };
 
 const std::vector<TensorType>& StableHloFunction::input_types() const {
-  return impl_->imported.graph.input_types;
+  return impl_->input_types;
 }
 const std::vector<TensorType>& StableHloFunction::output_types() const {
   return impl_->output_types;
 }
 const std::vector<std::string>& StableHloFunction::input_names() const {
-  return impl_->imported.input_names;
+  return impl_->input_names;
 }
 const std::vector<std::string>& StableHloFunction::output_names() const {
   return impl_->imported.output_names;
 }
-const std::vector<int32_t>& StableHloFunction::donated_to() const {
-  return impl_->imported.graph.donated_to;
-}
+const std::vector<int32_t>& StableHloFunction::donated_to() const { return impl_->donated_to; }
 
 std::vector<Tensor> StableHloFunction::operator()(const std::vector<Tensor>& inputs) const {
   const std::vector<TensorType>& want = input_types();
@@ -45,7 +48,7 @@ std::vector<Tensor> StableHloFunction::operator()(const std::vector<Tensor>& inp
   if (inputs.size() != want.size())
     fail(absl::StrCat("the function takes ", want.size(), " inputs, got ", inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string name = absl::StrCat("input ", i, " (", impl_->imported.input_names[i], ")");
+    const std::string name = absl::StrCat("input ", i, " (", impl_->input_names[i], ")");
     if (!inputs[i].defined()) fail(absl::StrCat(name, " is undefined"));
     if (inputs[i].type() != want[i])
       fail(absl::StrCat(name, " is ", inputs[i].type().to_string(), " but the module declares ",
@@ -55,7 +58,12 @@ std::vector<Tensor> StableHloFunction::operator()(const std::vector<Tensor>& inp
                         inputs[0].device().to_string(), "; put every input on one device"));
   }
   const Device device = inputs.empty() ? default_device() : inputs[0].device();
-  return detail::record_trace_graph("StableHloFunction", impl_->imported.graph, inputs, device);
+  // The large constants: uploaded on each call (a capture freezes them).
+  std::vector<Tensor> all = inputs;
+  const TraceGraph& graph = impl_->imported.graph;
+  for (const ImportedStableHlo::Constant& c : impl_->imported.constants)
+    all.push_back(from_buffer(c.bytes.data(), graph.input_types[c.input], device));
+  return detail::record_trace_graph("StableHloFunction", graph, all, device);
 }
 
 StableHloFunction import_stablehlo(const std::string& path) {
@@ -72,8 +80,13 @@ StableHloFunction import_stablehlo(const std::string& path) {
   auto impl = std::make_shared<StableHloFunction::Impl>();
   impl->path = path;
   impl->imported = *std::move(imported);
-  for (const ValueRef& v : impl->imported.graph.outputs)
-    impl->output_types.push_back(impl->imported.graph.type_of(v));
+  const TraceGraph& graph = impl->imported.graph;
+  const size_t n = impl->imported.num_arguments;
+  impl->input_types.assign(graph.input_types.begin(), graph.input_types.begin() + n);
+  impl->input_names.assign(impl->imported.input_names.begin(),
+                           impl->imported.input_names.begin() + n);
+  impl->donated_to.assign(graph.donated_to.begin(), graph.donated_to.begin() + n);
+  for (const ValueRef& v : graph.outputs) impl->output_types.push_back(graph.type_of(v));
   return StableHloFunction(std::move(impl));
 }
 

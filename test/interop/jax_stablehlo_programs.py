@@ -18,7 +18,8 @@ one-hot labels, jax.value_and_grad, hand-written SGD) lowered with the
 parameters donated; it runs 3 steps, each feeding the new parameters back
 (the import_worker does the same through the module's tf.aliasing_output).
 transformer_forward is one pre-LN transformer block (4-head causal
-attention, tanh-GELU MLP) plus the final LayerNorm, run once.
+attention, tanh-GELU MLP) plus the final LayerNorm, run once; two of its
+weights are closed over, so the module holds them as constants.
 
 Tolerances, per result, from the ops: both sides compute in f32 but may
 sum in another order (dot_general and reduce) and round exp/log/tanh/rsqrt
@@ -154,11 +155,21 @@ def main():
                f32(d, d, s=d ** -0.5), ones(d), f32(d, s=0.05), f32(d, 4 * d, s=d ** -0.5),
                f32(4 * d, s=0.05), f32(4 * d, d, s=(4 * d) ** -0.5), f32(d, s=0.05), ones(d),
                f32(d, s=0.05))
+    # The MLP's output weights (4096 values) and the final LayerNorm's gain
+    # (32 values) are closed over, as a model's weights often are: JAX
+    # writes them into the module as constants.
+    closed_w_2, closed_lnf_g = tf_args[9], tf_args[11]
+
+    def transformer_closed(x, ln1_g, ln1_b, w_qkv, w_o, ln2_g, ln2_b, w_1, b_1, b_2, lnf_b):
+        return transformer_forward(x, ln1_g, ln1_b, w_qkv, w_o, ln2_g, ln2_b, w_1, b_1,
+                                   closed_w_2, b_2, closed_lnf_g, lnf_b)
+
+    open_args = tf_args[:9] + (tf_args[10], tf_args[12])
     # Depth: 3 LayerNorms (2 reductions each), qkv, scores, softmax (2),
     # attention-values, out projection, 2 MLP matmuls: about 14. Longest
     # reduction: the MLP's 4 * d = 128. The final LayerNorm divides by a
     # standard deviation of about 1, so no error is amplified.
-    save(out_dir, "transformer_forward", transformer_forward, tf_args, steps=1, donate=(),
+    save(out_dir, "transformer_forward", transformer_closed, open_args, steps=1, donate=(),
          depth=14, longest=4 * d)
 
 

@@ -147,6 +147,46 @@ TEST_P(StableHloImport, ReportsItsSignature) {
   EXPECT_EQ(fn.donated_to(), (std::vector<int32_t>{-1, 2, -1}));
 }
 
+TEST_P(StableHloImport, LargeConstantsAreUploadedWithEachCall) {
+  // 80 floats and 70 ints (more than the 64 built from scalars), as JAX
+  // writes arrays a function closes over: f = x + c, g = y + k.
+  std::vector<float> c(80);
+  std::vector<int32_t> k(70);
+  std::string c_text, k_text;
+  for (int i = 0; i < 80; ++i) {
+    c[i] = 0.5f * static_cast<float>(i) - 7;
+    c_text += (i ? ", " : "") + std::to_string(c[i]);
+  }
+  for (int i = 0; i < 70; ++i) {
+    k[i] = i % 2 ? -1000 * i : i;
+    k_text += (i ? ", " : "") + std::to_string(k[i]);
+  }
+  const std::string path = dir_ + "/constants.mlir";
+  testing::write_private_file(path, R"("func.func"() <{function_type = (tensor<80xf32>, tensor<70xi32>) -> (tensor<80xf32>, tensor<70xi32>), sym_name = "main"}> ({
+^bb0(%x: tensor<80xf32>, %y: tensor<70xi32>):
+  %c = "stablehlo.constant"() <{value = dense<[)" + c_text + R"(]> : tensor<80xf32>}> : () -> tensor<80xf32>
+  %k = "stablehlo.constant"() <{value = dense<[)" + k_text + R"(]> : tensor<70xi32>}> : () -> tensor<70xi32>
+  %f = "stablehlo.add"(%x, %c) : (tensor<80xf32>, tensor<80xf32>) -> tensor<80xf32>
+  %g = "stablehlo.add"(%y, %k) : (tensor<70xi32>, tensor<70xi32>) -> tensor<70xi32>
+  "func.return"(%f, %g) : (tensor<80xf32>, tensor<70xi32>) -> ()
+}) : () -> ()
+)");
+  StableHloFunction fn = import_stablehlo(path);
+  EXPECT_EQ(fn.input_types().size(), 2u);  // the constants are no arguments
+  std::vector<float> x(80);
+  std::vector<int32_t> y(70);
+  for (int i = 0; i < 80; ++i) x[i] = static_cast<float>(i % 7);
+  for (int i = 0; i < 70; ++i) y[i] = 3 * i;
+  std::vector<Tensor> out = fn({from_buffer(x.data(), {Shape{80}, DType::f32}),
+                                from_buffer(y.data(), {Shape{70}, DType::i32})});
+  std::vector<float> f(80);
+  std::vector<int32_t> g(70);
+  for (int i = 0; i < 80; ++i) f[i] = x[i] + c[i];
+  for (int i = 0; i < 70; ++i) g[i] = y[i] + k[i];
+  EXPECT_EQ(out[0].to_vector<float>(), f);
+  EXPECT_EQ(out[1].to_vector<int32_t>(), g);
+}
+
 TEST_P(StableHloImport, InputsOfAnotherShapeOrCountAreAnErrorNamingThem) {
   StableHloFunction fn = import_stablehlo(path_);
   EXPECT_THAT(error_of([&] { fn({testing::f32(x_, {2, 3})}); }),

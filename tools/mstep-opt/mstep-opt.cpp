@@ -25,7 +25,9 @@
 // --mstep-import-stablehlo reads the input as a StableHLO module (as JAX
 // prints it, compiler/StableHloImport.h) and runs the passes given on the
 // mstep module it becomes (func @step); an op it cannot import is an
-// error at the op's line in the input.
+// error at the op's line in the input. A large constant (more than 64
+// distinct elements) becomes an argument named "constant<k>" (the API
+// passes its value; mstep's constants are scalars).
 #include <cstdlib>
 #include <memory>
 #include <string>

@@ -10,7 +10,8 @@
 // lazy mstep ops on the inputs' device, so it is cut, compiled, cached,
 // captured (mstep::Graph), replayed and exported like any traced step. No
 // autograd is recorded: the module is a plain function (a training step
-// carries its own backward, as JAX's do).
+// carries its own backward, as JAX's do). Large constants in the module
+// (arrays the jitted function closed over) are uploaded on each call.
 //
 // Graph::export_stablehlo is the other direction.
 #pragma once

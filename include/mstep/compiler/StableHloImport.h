@@ -16,8 +16,8 @@
 //
 // - The function run is @main (or the module's only public function);
 //   func.call to private functions is inlined.
-// - Ops read (each mapped onto mstep trace ops): constant (splat, or up
-//   to 64 elements), iota, add, subtract, multiply, divide, maximum,
+// - Ops read (each mapped onto mstep trace ops): constant (splat, up to
+//   64 elements, or larger as an input: ImportedStableHlo::constants), iota, add, subtract, multiply, divide, maximum,
 //   minimum, power, negate, abs, exponential, exponential_minus_one, log,
 //   log_plus_one, sqrt, rsqrt, tanh, logistic, sine, cosine, is_finite,
 //   not, and, or (i1), compare, select, convert, broadcast_in_dim,
@@ -46,8 +46,19 @@ namespace mstep {
 /// ops; every input role `input`).
 struct ImportedStableHlo {
   TraceGraph graph;
+  /// The graph's first inputs are the function's arguments; after them
+  /// come its large constants (more than 64 elements that are not all
+  /// equal: what JAX writes for arrays a jitted function closes over),
+  /// which mstep's scalar constants cannot hold. Each has its bytes here
+  /// (row-major, little-endian, one byte per bool).
+  size_t num_arguments = 0;
+  struct Constant {
+    size_t input;
+    std::string bytes;
+  };
+  std::vector<Constant> constants;
   /// Per input: `mstep.name` or `jax.arg_info` when the module gives one,
-  /// else "arg<i>".
+  /// else "arg<i>"; "constant<k>" for the constants.
   std::vector<std::string> input_names;
   /// Per output: `mstep.name` or `jax.result_info`, else "result<i>".
   std::vector<std::string> output_names;

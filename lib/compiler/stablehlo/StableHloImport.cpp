@@ -162,6 +162,10 @@ absl::StatusOr<ImportedStableHlo> stablehlo_to_trace_graph(absl::string_view tex
   std::vector<ValueRef> results;
   if (absl::Status s = importer.body(*main, args, results, 0); !s.ok()) return s;
   b.graph().outputs = results;
+  out.num_arguments = args.size();
+  out.constants = b.constant_inputs();
+  for (size_t k = 0; k < out.constants.size(); ++k)
+    out.input_names.push_back(absl::StrCat("constant", k));
   for (unsigned i = 0; i < main->getNumResults(); ++i)
     out.output_names.push_back(string_attr(main->getResultAttrDict(i),
                                            {"mstep.name", "jax.result_info"},

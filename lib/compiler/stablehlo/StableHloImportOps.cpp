@@ -43,6 +43,11 @@ ValueRef GraphBuilder::input(TensorType type) {
   return add(OpKind::parameter, {}, {{AttrName::index, index}}, std::move(type));
 }
 
+ValueRef GraphBuilder::constant_input(TensorType type, std::string bytes) {
+  constants_.push_back({graph_.input_types.size(), std::move(bytes)});
+  return input(std::move(type));
+}
+
 ValueRef GraphBuilder::constant(double value, DType dtype) {
   return add(OpKind::constant, {}, {{AttrName::value, value}}, {Shape{}, dtype});
 }
@@ -460,8 +465,25 @@ absl::Status import_iota(OpContext& c) {
   return c.finish(c.b().expand(v, out->shape));
 }
 
-/// The largest non-splat constant built element by element.
+/// The largest non-splat constant built element by element; larger ones
+/// become inputs (ImportedStableHlo::constants).
 constexpr int64_t kMaxListConstant = 64;
+
+/// The elements of `dense` as `dtype`'s bytes, row-major, little-endian.
+std::string dense_bytes(mlir::DenseElementsAttr dense, DType dtype) {
+  const size_t width = element_size(dtype);
+  std::string bytes;
+  bytes.reserve(dense.getNumElements() * width);
+  auto append = [&](const llvm::APInt& bits) {
+    const uint64_t v = bits.getZExtValue();
+    for (size_t i = 0; i < width; ++i) bytes.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  if (is_floating(dtype))
+    for (const llvm::APFloat& v : dense.getValues<llvm::APFloat>()) append(v.bitcastToAPInt());
+  else
+    for (const llvm::APInt& v : dense.getValues<llvm::APInt>()) append(v);
+  return bytes;
+}
 
 absl::Status import_constant(OpContext& c) {
   if (absl::Status s = c.expect_counts(0, 1); !s.ok()) return s;
@@ -469,6 +491,8 @@ absl::Status import_constant(OpContext& c) {
   if (!out.ok()) return out.status();
   auto dense = mlir::dyn_cast_or_null<mlir::DenseElementsAttr>(c.attr("value"));
   if (!dense) return c.error("has no dense elements attribute 'value'");
+  if (!dense.isSplat() && out->numel() > kMaxListConstant)
+    return c.finish(c.b().constant_input(*out, dense_bytes(dense, out->dtype)));
   std::vector<double> values;
   auto read = [&](auto range) {
     for (auto v : range) {
@@ -488,9 +512,6 @@ absl::Status import_constant(OpContext& c) {
   else
     read(dense.getValues<llvm::APInt>());
   if (dense.isSplat()) return c.finish(c.b().full(values[0], *out));
-  if (out->numel() > kMaxListConstant)
-    return c.error(absl::StrCat("a constant of ", out->numel(), " distinct elements (more than ",
-                                kMaxListConstant, ") is not supported; pass it as an argument"));
   // Element by element: each a [1] constant, concatenated, reshaped.
   std::vector<ValueRef> parts;
   for (double v : values) parts.push_back(c.b().reshape(c.b().constant(v, out->dtype), Shape{1}));

@@ -12,6 +12,7 @@
 #include "mlir/IR/Location.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
+#include "mstep/compiler/StableHloImport.h"
 #include "mstep/ir/TraceGraph.h"
 
 namespace mstep::stablehlo {
@@ -25,6 +26,9 @@ class GraphBuilder {
 
   ValueRef add(OpKind op, std::vector<ValueRef> operands, AttrList attrs, TensorType type);
   ValueRef input(TensorType type);
+  /// A large constant: a graph input whose value is `bytes`.
+  ValueRef constant_input(TensorType type, std::string bytes);
+  const std::vector<ImportedStableHlo::Constant>& constant_inputs() const { return constants_; }
   /// A 0-d constant, or `value` broadcast to `type`'s shape (`full`).
   ValueRef constant(double value, DType dtype);
   ValueRef full(double value, const TensorType& type);
@@ -37,6 +41,7 @@ class GraphBuilder {
 
  private:
   TraceGraph graph_;
+  std::vector<ImportedStableHlo::Constant> constants_;
 };
 
 /// The mstep value of each StableHLO value in scope (one per function
