@@ -1,4 +1,5 @@
-// StableHLO in: the trace graph being built (GraphBuilder) and the op table
+// StableHLO in: the trace graph being built (GraphBuilder, in
+// StableHloImportBuilder.cpp with the located errors) and the op table
 // that maps one StableHLO op onto it (import_op). The driver is
 // StableHloImport.cpp. Library-internal; compiler code only (MLIR headers).
 #pragma once
