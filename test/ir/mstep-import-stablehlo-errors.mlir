@@ -12,6 +12,8 @@
 // RUN: not mstep-opt --mstep-import-stablehlo %t/dot_dims.mlir 2>&1 | FileCheck %s --check-prefix=DOT
 // RUN: not mstep-opt --mstep-import-stablehlo %t/broadcast.mlir 2>&1 | FileCheck %s --check-prefix=BCAST
 // RUN: not mstep-opt --mstep-import-stablehlo %t/reduce_body.mlir 2>&1 | FileCheck %s --check-prefix=REDUCE
+// RUN: not mstep-opt --mstep-import-stablehlo %t/bool_add.mlir 2>&1 | FileCheck %s --check-prefix=BOOLADD
+// RUN: not mstep-opt --mstep-import-stablehlo %t/concatenate.mlir 2>&1 | FileCheck %s --check-prefix=CONCAT
 // RUN: not mstep-opt --mstep-import-stablehlo %t/missing_attr.mlir 2>&1 | FileCheck %s --check-prefix=ATTR
 // RUN: not mstep-opt --mstep-import-stablehlo %t/other_dialect.mlir 2>&1 | FileCheck %s --check-prefix=OTHER
 // The pretty form (as_text()): the same errors where an op has no hook.
@@ -96,6 +98,22 @@
     "stablehlo.return"(%p) : (tensor<f32>) -> ()
   }) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
   "func.return"(%0) : (tensor<2xf32>) -> ()
+}) : () -> ()
+
+//--- bool_add.mlir
+"func.func"() <{function_type = (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>, sym_name = "main"}> ({
+^bb0(%a: tensor<4xi1>, %b: tensor<4xi1>):
+  // BOOLADD: bool_add.mlir:[[@LINE+1]]:8: error: StableHLO import: 'stablehlo.add': is imported for numeric operands only, got i1
+  %0 = "stablehlo.add"(%a, %b) : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  "func.return"(%0) : (tensor<4xi1>) -> ()
+}) : () -> ()
+
+//--- concatenate.mlir
+"func.func"() <{function_type = (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>, sym_name = "main"}> ({
+^bb0(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>):
+  // CONCAT: concatenate.mlir:[[@LINE+1]]:8: error: StableHLO import: 'stablehlo.concatenate': operand 1 is f32[3, 3]; the operands must have the result's type and sizes except in dimension 1
+  %0 = "stablehlo.concatenate"(%a, %b) <{dimension = 1 : i64}> : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  "func.return"(%0) : (tensor<2x6xf32>) -> ()
 }) : () -> ()
 
 //--- missing_attr.mlir

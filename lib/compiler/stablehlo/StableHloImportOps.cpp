@@ -161,9 +161,13 @@ absl::Status check_same_types(OpContext& c, const TensorType& want) {
   return absl::OkStatus();
 }
 
-enum class Operands { any, floating, boolean };
+/// What an op is imported for: `numeric` excludes i1, whose arithmetic
+/// StableHLO defines as logic (add is or) and mstep does not.
+enum class Operands { numeric, floating, boolean };
 
 absl::Status check_kind(OpContext& c, DType dtype, Operands kind) {
+  if (kind == Operands::numeric && dtype == DType::boolean)
+    return c.error("is imported for numeric operands only, got i1 (use and / or / not)");
   if (kind == Operands::floating && !is_floating(dtype))
     return c.error(absl::StrCat("is imported for floating-point operands only, got ",
                                 dtype_name(dtype)));
@@ -424,16 +428,27 @@ absl::Status import_concatenate(OpContext& c) {
   if (!dim) return c.error("has no integer attribute 'dimension'");
   absl::StatusOr<TensorType> out = c.result_type();
   if (!out.ok()) return out.status();
+  const int64_t d = dim.getInt();
+  if (d < 0 || d >= out->shape.rank())
+    return c.error(absl::StrCat("dimension ", d, " is out of range for ", out->to_string()));
   std::vector<ValueRef> parts;
+  int64_t total = 0;
   for (unsigned i = 0; i < c.op()->getNumOperands(); ++i) {
-    if (c.operand_type(i).dtype != out->dtype ||
-        c.operand_type(i).shape.rank() != out->shape.rank())
-      return c.error(absl::StrCat("operand ", i, " is ", c.operand_type(i).to_string(),
-                                  "; the operands must have the result's rank and type"));
+    const TensorType& t = c.operand_type(i);
+    bool fits = t.dtype == out->dtype && t.shape.rank() == out->shape.rank();
+    for (int64_t k = 0; fits && k < t.shape.rank(); ++k)
+      fits = k == d || t.shape[k] == out->shape[k];
+    if (!fits)
+      return c.error(absl::StrCat("operand ", i, " is ", t.to_string(), "; the operands must "
+                                  "have the result's type and sizes except in dimension ", d));
+    total += t.shape[d];
     parts.push_back(c.operand(i));
   }
+  if (total != out->shape[d])
+    return c.error(absl::StrCat("the operands' sizes in dimension ", d, " add up to ", total,
+                                ", not the result's ", out->shape[d]));
   if (parts.size() == 1) return c.finish(parts[0]);
-  return c.finish(c.b().add(OpKind::cat, parts, {{AttrName::dim, dim.getInt()}}, *out));
+  return c.finish(c.b().add(OpKind::cat, parts, {{AttrName::dim, d}}, *out));
 }
 
 /// dot_general as one mstep matmul: each side is permuted to [batch, free,
@@ -603,17 +618,17 @@ const llvm::StringMap<Handler>& handlers() {
   static const auto* table = new llvm::StringMap<Handler>{
       {"stablehlo.constant", import_constant},
       {"stablehlo.iota", import_iota},
-      {"stablehlo.add", binary(OpKind::add, Operands::any)},
-      {"stablehlo.subtract", binary(OpKind::sub, Operands::any)},
-      {"stablehlo.multiply", binary(OpKind::mul, Operands::any)},
+      {"stablehlo.add", binary(OpKind::add, Operands::numeric)},
+      {"stablehlo.subtract", binary(OpKind::sub, Operands::numeric)},
+      {"stablehlo.multiply", binary(OpKind::mul, Operands::numeric)},
       {"stablehlo.divide", binary(OpKind::div, Operands::floating)},
-      {"stablehlo.maximum", binary(OpKind::maximum, Operands::any)},
-      {"stablehlo.minimum", binary(OpKind::minimum, Operands::any)},
+      {"stablehlo.maximum", binary(OpKind::maximum, Operands::numeric)},
+      {"stablehlo.minimum", binary(OpKind::minimum, Operands::numeric)},
       {"stablehlo.power", binary(OpKind::pow, Operands::floating)},
       {"stablehlo.and", binary(OpKind::logical_and, Operands::boolean)},
       {"stablehlo.or", binary(OpKind::logical_or, Operands::boolean)},
-      {"stablehlo.negate", unary(OpKind::neg, Operands::any)},
-      {"stablehlo.abs", unary(OpKind::abs, Operands::any)},
+      {"stablehlo.negate", unary(OpKind::neg, Operands::numeric)},
+      {"stablehlo.abs", unary(OpKind::abs, Operands::numeric)},
       {"stablehlo.exponential", unary(OpKind::exp, Operands::floating)},
       {"stablehlo.exponential_minus_one", import_exponential_minus_one},
       {"stablehlo.log", unary(OpKind::log, Operands::floating)},
