@@ -15,6 +15,7 @@
 #include "mstep/api/NanGuard.h"
 #include "mstep/api/NN.h"
 #include "mstep/api/Reduction.h"
+#include "mstep/api/StableHloImport.h"
 #include "mstep/api/ShapeOps.h"
 #include "mstep/api/Tensor.h"
 #include "mstep/api/nn/Activation.h"

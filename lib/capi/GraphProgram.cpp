@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/OpBuilder.h"
+#include "lib/api/graphs/RecordGraph.h"
 #include "lib/capi/Handles.h"
-#include "mstep/api/Autograd.h"
 
 namespace mstep::capi {
 
@@ -117,27 +117,7 @@ class NodeProgram final : public GraphProgram {
   explicit NodeProgram(TraceGraph graph) : graph_(std::move(graph)) {}
 
   std::vector<Tensor> record(absl::Span<const Tensor> inputs) const override {
-    NoGradGuard no_grad;  // a module is a plain function: no autograd
-    std::vector<std::vector<Tensor>> results(graph_.nodes.size());
-    std::vector<Tensor> operands;
-    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
-      const GraphNode& node = graph_.nodes[n];
-      if (node.op == OpKind::parameter) {
-        results[n] = {inputs[attr_int(node.attrs, AttrName::index)]};
-        continue;
-      }
-      operands.clear();
-      for (const ValueRef& v : node.operands) operands.push_back(results[v.node][v.index]);
-      if (node.results.size() == 1)
-        results[n] = {detail::record("mstep_compiled_graph_from_mlir", node.op, operands,
-                                     node.attrs, node.results[0], device)};
-      else
-        results[n] = detail::record_multi("mstep_compiled_graph_from_mlir", node.op, operands,
-                                          node.attrs, node.results);
-    }
-    std::vector<Tensor> out;
-    for (const ValueRef& v : graph_.outputs) out.push_back(results[v.node][v.index]);
-    return out;
+    return detail::record_trace_graph("mstep_compiled_graph_from_mlir", graph_, inputs, device);
   }
 
  private:

@@ -21,6 +21,13 @@
 // if any) as StableHLO text instead of MLIR (compiler/StableHloExport.h);
 // an op with no StableHLO form is an error at the op, and nothing is
 // written.
+//
+// --mstep-import-stablehlo reads the input as a StableHLO module (as JAX
+// prints it, compiler/StableHloImport.h) and runs the passes given on the
+// mstep module it becomes (func @step); an op it cannot import is an
+// error at the op's line in the input. A large constant (more than 64
+// distinct elements) becomes an argument named "constant<k>" (the API
+// passes its value; mstep's constants are scalars).
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -36,6 +43,8 @@
 #include "mlir/Transforms/Passes.h"
 #include "mstep/compiler/Pipelines.h"
 #include "mstep/compiler/StableHloExport.h"
+#include "mstep/compiler/StableHloImport.h"
+#include "mstep/ir/MlirImport.h"
 #include "mstep/passes/IRDump.h"
 #include "mstep/passes/Passes.h"
 #include "mstep/passes/Pipeline.h"
@@ -48,6 +57,41 @@ llvm::cl::list<std::string> load_plugins(
 llvm::cl::opt<bool> export_stablehlo_flag(
     "mstep-export-stablehlo",
     llvm::cl::desc("Write the module as StableHLO text (for XLA and IREE) instead of MLIR"));
+llvm::cl::opt<bool> import_stablehlo_flag(
+    "mstep-import-stablehlo",
+    llvm::cl::desc("Read the input as a StableHLO module (as JAX prints it) "
+                   "and run the passes on the mstep module it becomes"));
+
+/// --mstep-import-stablehlo: the input becomes an mstep module's text,
+/// which MlirOptMain then parses and runs the passes on.
+std::unique_ptr<llvm::MemoryBuffer> import_stablehlo_input(const llvm::MemoryBuffer& file,
+                                                           mlir::DialectRegistry& registry) {
+  absl::StatusOr<mstep::ImportedStableHlo> imported = mstep::stablehlo_to_trace_graph(
+      absl::string_view(file.getBufferStart(), file.getBufferSize()),
+      file.getBufferIdentifier().str());
+  if (!imported.ok()) {
+    llvm::errs() << std::string(imported.status().message()) << "\n";
+    return nullptr;
+  }
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  auto module = mstep::import_trace_graph(imported->graph, context);
+  if (!module.ok()) {
+    llvm::errs() << "mstep-opt: the imported StableHLO module is not a valid mstep module: "
+                 << std::string(module.status().message()) << "\n";
+    return nullptr;
+  }
+  mlir::Builder b(&context);
+  auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("step");
+  for (size_t i = 0; i < imported->input_names.size(); ++i)
+    step.setArgAttr(i, "mstep.name", b.getStringAttr(imported->input_names[i]));
+  for (size_t i = 0; i < imported->output_names.size(); ++i)
+    step.setResultAttr(i, "mstep.name", b.getStringAttr(imported->output_names[i]));
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  (*module)->print(os);
+  return llvm::MemoryBuffer::getMemBufferCopy(text, file.getBufferIdentifier());
+}
 
 /// --mstep-export-stablehlo: MlirOptMain prints the module (after the
 /// passes) into a string, which is parsed again and exported.
@@ -113,6 +157,10 @@ int main(int argc, char** argv) {
   if (!output) {
     llvm::errs() << error << "\n";
     return EXIT_FAILURE;
+  }
+  if (import_stablehlo_flag) {
+    file = import_stablehlo_input(*file, registry);
+    if (!file) return EXIT_FAILURE;
   }
   if (export_stablehlo_flag) {
     if (export_stablehlo_main(std::move(file), registry, config, output->os()) != EXIT_SUCCESS)
