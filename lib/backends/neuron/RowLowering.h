@@ -1,6 +1,7 @@
 // The last-axis lowerings (issue 19): reductions along the last axis
-// (LowerReductions.cpp), softmax and log_softmax (LowerSoftmax.cpp),
-// layer_norm and rms_norm (LowerNorms.cpp), and elementwise ops / fusions
+// (LowerReductions.cpp; over leading axes LowerLeadingReduction.cpp),
+// softmax and log_softmax (LowerSoftmax.cpp), layer_norm and rms_norm
+// (LowerNorms.cpp), and elementwise ops / fusions
 // with row or per-row broadcasts or f32<->bf16 casts (LowerBroadcast.cpp).
 // Each views its tensor as [rows, cols] (RowTiling.h). lower_node
 // (Lowering.cpp) dispatches here for the nodes is_row_family names; each
@@ -24,6 +25,9 @@ absl::StatusOr<LoweredOp> lower_row_family(const GraphNode& node,
 
 absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
                                           absl::Span<const TensorType> operand_types);
+/// sum/mean of `in` over its leading axes, `rows` their product.
+absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const TensorType& in,
+                                                  int64_t rows);
 absl::StatusOr<LoweredOp> lower_softmax(const GraphNode& node,
                                         absl::Span<const TensorType> operand_types);
 absl::StatusOr<LoweredOp> lower_norm(const GraphNode& node,
