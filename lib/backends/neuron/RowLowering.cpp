@@ -36,9 +36,10 @@ bool is_row_family(const GraphNode& node, absl::Span<const TensorType> types) {
   case OpKind::layer_norm:
   case OpKind::rms_norm:
   case OpKind::cast:
+  case OpKind::full:
     return true;
   case OpKind::fusion:
-    return node.body && mixed_types(node, types);
+    return node.body && (mixed_types(node, types) || is_fill(node));
   default:
     break;
   }
@@ -48,6 +49,7 @@ bool is_row_family(const GraphNode& node, absl::Span<const TensorType> types) {
 
 absl::StatusOr<LoweredOp> lower_row_family(const GraphNode& node,
                                            absl::Span<const TensorType> types) {
+  if (is_fill(node)) return lower_fill(node, types);
   switch (node.op) {
   case OpKind::sum:
   case OpKind::mean:
