@@ -27,13 +27,16 @@ void check_reduction(OpKind k, DType dt, const Shape& shape, IntList dims) {
   int64_t cols = 1;
   for (int64_t d : dims) cols *= shape[d];
   const int64_t rows = t.numel() / cols;
+  // Reduced axes leading (and not all): result r reduces elements r + c *
+  // rows (a column of [cols, rows]); trailing: r * cols + c.
+  const bool leading = dims[0] == 0 && static_cast<int64_t>(dims.size()) < shape.rank();
   auto x = buffer(t, random_values(t.numel(), -2, 2, 11));
   auto got = run_node(reduction(k, shape, dims, dt), {x});
   ASSERT_TRUE(got);
   for (int64_t r = 0; r < rows; ++r) {
     double want = k == OpKind::max ? -INFINITY : k == OpKind::min ? INFINITY : 0, mag = 0;
     for (int64_t c = 0; c < cols; ++c) {
-      const double v = at(*x, r * cols + c);
+      const double v = at(*x, leading ? r + c * rows : r * cols + c);
       if (k == OpKind::max)
         want = std::max(want, v);
       else if (k == OpKind::min)
@@ -80,10 +83,42 @@ TEST(NeuronReductionLowering, TrailingAxes) {
   check_reduction(OpKind::sum, DType::f32, Shape({6, 7, 9}), {0, 1, 2});
 }
 
+// Leading axes (bias gradients): rows on partitions, summed by a matmul
+// against ones into PSUM. 300 rows: three row tiles accumulated (the last
+// ragged); 5000 columns: column blocks of 2048 (4 PSUM banks) and a ragged
+// 904; [2, 150, 3] over {0, 1}: one row of their product per column.
+TEST(NeuronReductionLowering, LeadingAxesSum) {
+  check_reduction(OpKind::sum, DType::f32, Shape({300, 70}), {0});
+  check_reduction(OpKind::sum, DType::f32, Shape({2, 150, 3}), {0, 1});
+  check_reduction(OpKind::sum, DType::f32, Shape({3, 5000}), {0});
+}
+TEST(NeuronReductionLowering, LeadingAxesMeanAndBf16) {
+  check_reduction(OpKind::mean, DType::f32, Shape({16, 64, 64}), {0, 1});
+  check_reduction(OpKind::sum, DType::bf16, Shape({129, 40}), {0});
+  check_reduction(OpKind::mean, DType::bf16, Shape({7, 600}), {0});
+}
+// The leading-axis program: one Tensor-engine matmul per row tile and PSUM
+// bank, no Vector reduction of the input.
+TEST(NeuronReductionLowering, LeadingAxesUseTheTensorEngine) {
+  const TensorType t{Shape({300, 70}), DType::f32};
+  absl::StatusOr<LoweredOp> low = lower_node(reduction(OpKind::sum, t.shape, {0}, DType::f32), {t});
+  ASSERT_TRUE(low.ok()) << low.status();
+  int matmuls = 0, reduces = 0;
+  for (const Instruction& i : low->program.instructions) {
+    matmuls += i.opcode == Opcode::nc_matmul;
+    reduces += i.opcode == Opcode::tensor_reduce;
+  }
+  EXPECT_EQ(matmuls, 3); // 128 + 128 + 44 rows, 70 columns: one bank
+  EXPECT_EQ(reduces, 0);
+}
+
 TEST(NeuronReductionLowering, RefusesOtherAxes) {
-  const TensorType t{Shape({4, 5}), DType::f32};
-  EXPECT_THAT(refusal(reduction(OpKind::sum, t.shape, {0}, DType::f32), {t}),
-              HasSubstr("sum not tiled: f32[4, 5]: only a reduction over trailing axes"));
+  const TensorType t{Shape({4, 5, 6}), DType::f32};
+  EXPECT_THAT(refusal(reduction(OpKind::sum, t.shape, {1}, DType::f32), {t}),
+              HasSubstr("sum not tiled: f32[4, 5, 6]: only a reduction over trailing or leading "
+                        "axes"));
+  EXPECT_THAT(refusal(reduction(OpKind::max, t.shape, {0}, DType::f32), {t}),
+              HasSubstr("max not tiled: f32[4, 5, 6]: over leading axes only sum and mean"));
   const TensorType i{Shape({4, 5}), DType::i32};
   EXPECT_THAT(refusal(reduction(OpKind::max, i.shape, {1}, DType::i32), {i}),
               HasSubstr("only f32/bf16"));

@@ -1,5 +1,6 @@
 // sum, mean, max and min along the last axis (or the trailing axes, as
-// one row of their product): rows on partitions; each
+// one row of their product; leading axes: LowerLeadingReduction.cpp): rows
+// on partitions; each
 // free-axis chunk is reduced on Vector into one column of a per-tile
 // partials tile (fp32), the partials are reduced into the row's result
 // (mean: divided by the row length), and [rows] is stored back.
@@ -31,10 +32,19 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
     trailing = trailing && dims[i] == rank - static_cast<int64_t>(dims.size() - i);
     if (trailing) cols *= in.shape[dims[i]];
   }
-  if (!trailing)
-    return refuse(node.op, absl::StrCat(in.to_string(), ": only a reduction over trailing axes"));
+  // Or the leading ones: rows their product (LowerLeadingReduction.cpp).
+  bool leading = rank > 0 && !dims.empty();
+  int64_t lead_rows = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    leading = leading && dims[i] == static_cast<int64_t>(i);
+    if (leading) lead_rows *= in.shape[dims[i]];
+  }
+  if (!trailing && !leading)
+    return refuse(node.op,
+                  absl::StrCat(in.to_string(), ": only a reduction over trailing or leading axes"));
   const int64_t n = in.numel();
   if (n == 0 || cols == 0) return refuse(node.op, absl::StrCat(in.to_string(), " has no elements"));
+  if (!trailing) return lower_leading_reduction(node, in, lead_rows);
   const int64_t rows = n / cols;
 
   // Chunked: the input, two slots.

@@ -245,7 +245,7 @@ absl::Status run_lowered(const LoweredOp& op, Simulator& sim,
     const HbmTensor& h = op.program.hbm[t];
     hbm[t].resize(h.elements * element_size(h.dtype));
     const int32_t bind = op.hbm_binding[t];
-    if (bind < 0) continue;
+    if (bind < 0) continue; // a result, or staged below
     const host::HostBuffer& in = *inputs[bind];
     if (t == 0 && op.transpose_first) { // [M, K] -> [K, M]
       const int64_t m = in.type().shape[0], k = in.type().shape[1];
@@ -257,9 +257,10 @@ absl::Status run_lowered(const LoweredOp& op, Simulator& sim,
       std::memcpy(hbm[t].data(), in.bytes(), hbm[t].size());
     }
   }
+  if (op.stage) MSTEP_RETURN_IF_ERROR(op.stage(inputs, outputs, hbm));
   MSTEP_RETURN_IF_ERROR(sim.run(op.program, hbm).status());
   for (size_t t = 0; t < hbm.size(); ++t)
-    if (op.hbm_binding[t] < 0)
+    if (op.hbm_binding[t] < 0 && op.hbm_binding[t] != kStagedOnHost)
       std::memcpy(outputs[-1 - op.hbm_binding[t]]->bytes(), hbm[t].data(), hbm[t].size());
   return absl::OkStatus();
 }

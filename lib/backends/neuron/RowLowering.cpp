@@ -36,9 +36,11 @@ bool is_row_family(const GraphNode& node, absl::Span<const TensorType> types) {
   case OpKind::layer_norm:
   case OpKind::rms_norm:
   case OpKind::cast:
+  case OpKind::full:
+  case OpKind::nll_loss:
     return true;
   case OpKind::fusion:
-    return node.body && mixed_types(node, types);
+    return node.body && (mixed_types(node, types) || is_fill(node));
   default:
     break;
   }
@@ -48,6 +50,7 @@ bool is_row_family(const GraphNode& node, absl::Span<const TensorType> types) {
 
 absl::StatusOr<LoweredOp> lower_row_family(const GraphNode& node,
                                            absl::Span<const TensorType> types) {
+  if (is_fill(node)) return lower_fill(node, types);
   switch (node.op) {
   case OpKind::sum:
   case OpKind::mean:
@@ -60,6 +63,8 @@ absl::StatusOr<LoweredOp> lower_row_family(const GraphNode& node,
   case OpKind::layer_norm:
   case OpKind::rms_norm:
     return lower_norm(node, types);
+  case OpKind::nll_loss:
+    return lower_nll_loss(node, types);
   default:
     return lower_broadcast(node, types);
   }

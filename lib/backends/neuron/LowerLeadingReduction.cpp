@@ -1,0 +1,72 @@
+// sum and mean over the leading axes (the bias gradients: [N, D] -> [D],
+// [B, T, D] over {0, 1} -> [D]): the input is viewed as [rows, cols], rows
+// the product of the reduced axes. Rows sit on the partitions as loaded (a
+// plain row-major DMA, no transposing access), and the reduction across
+// partitions is a Tensor-engine matmul against a ones column:
+// onesᵀ[K, 1] · x[K, w] = the K rows' column sums, [1, w] in PSUM, each
+// 128-row tile accumulated into the same PSUM bank (fp32). Column blocks of
+// up to 4 banks (2048 columns) are loaded at once, double-buffered; after
+// the last row tile the Vector engine copies the bank to SBUF (mean:
+// dividing by rows, converting to the result's dtype) and it is stored.
+// max and min have no such matmul and are refused (host fallback).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/LoweringCommon.h"
+#include "lib/backends/neuron/RowLowering.h"
+#include "lib/backends/neuron/RowTiling.h"
+
+namespace mstep::neuron {
+
+namespace {
+
+/// Columns per PSUM bank (fp32) and banks per column block.
+constexpr int64_t kBankColumns = kMatmulMaxN;
+constexpr int64_t kBlockBanks = 4;
+
+} // namespace
+
+absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const TensorType& in,
+                                                  int64_t rows) {
+  if (node.op != OpKind::sum && node.op != OpKind::mean)
+    return refuse(node.op, absl::StrCat(in.to_string(),
+                                        ": over leading axes only sum and mean (a matmul against "
+                                        "ones reduces across partitions)"));
+  const DType dt = in.dtype;
+  const int64_t n = in.numel(), cols = n / rows;
+  const int64_t block = std::min({cols, kBankColumns * kBlockBanks,
+                                  chunk_width(cols, 2 * static_cast<int64_t>(element_size(dt)) +
+                                                        static_cast<int64_t>(element_size(dt)))});
+  RowKit k(absl::StrCat("neuron_", op_name(node.op), "_leading"));
+  const int32_t x_hbm = k.b.hbm_tensor("in", dt, n), y_hbm = k.b.hbm_tensor("out", dt, cols);
+  const RowKit::Tile x = k.tile(dt, block, "x"), y = k.tile(dt, block, "y", 1),
+                     ones = k.tile(dt, 1, "ones", 1);
+  const int32_t acc = k.b.allocate(BufferKind::psum, kBankColumns * kBlockBanks * 4, "column_sums");
+  // The stationary ones column: GpSimd iota of the constant 1.
+  k.deps.track(k.b.iota(RowKit::at(ones, 0, kPartitions, 1), AffineExpr{1, 0, {0}}));
+  const std::vector<RowTile> tiles = row_tiles(rows);
+  int64_t load = 0;
+  for (const ColChunk& c : col_chunks(cols, block)) {
+    for (size_t t = 0; t < tiles.size(); ++t, ++load) {
+      const int s = static_cast<int>(load % 2);
+      const int32_t p = tiles[t].parts;
+      k.load(RowKit::at(x, s, p, c.w), hbm_block(x_hbm, dt, cols, tiles[t], c));
+      for (const ColChunk& bank : col_chunks(c.w, kBankColumns)) {
+        const AccessPattern sums =
+            tile_pattern(BufferKind::psum, acc, DType::f32, 0, 1, bank.c0, {{bank.w, 1}});
+        k.deps.track(k.b.matmul(sums, RowKit::at(ones, 0, p, 1),
+                                RowKit::at(x, s, p, bank.w, bank.c0), /*accumulate=*/t > 0));
+      }
+    }
+    const AccessPattern sums = tile_pattern(BufferKind::psum, acc, DType::f32, 0, 1, 0, {{c.w, 1}});
+    const AccessPattern yc = RowKit::at(y, 0, 1, c.w);
+    if (node.op == OpKind::mean)
+      k.ts(yc, sums, AluOp::divide, static_cast<float>(rows));
+    else
+      k.copy(yc, sums);
+    k.store(hbm_rows(y_hbm, dt, cols, 0, 1, c.c0, c.w), yc);
+  }
+  return k.finish({0, -1});
+}
+
+} // namespace mstep::neuron
