@@ -16,6 +16,9 @@
 // casts: RowLowering.h.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,11 +30,24 @@
 
 namespace mstep::neuron {
 
+/// hbm_binding of an HBM tensor that LoweredOp::stage fills.
+inline constexpr int32_t kStagedOnHost = std::numeric_limits<int32_t>::min();
+
 struct LoweredOp {
   TileProgram program;
   /// Per HBM tensor of the program: the node operand it is loaded from
-  /// (>= 0) or the node result it is stored to (-1 - result index).
+  /// (>= 0), the node result it is stored to (-1 - result index), or
+  /// kStagedOnHost.
   std::vector<int32_t> hbm_binding;
+  /// Host work before the program runs, where the op needs it: fills the
+  /// kStagedOnHost tensors from the inputs (int64 row indices narrowed to
+  /// the int32 the DMA reads, after ref's range check; the optimizer's
+  /// scalars from its 0-d hyperparameters and step counts, as the Neuron
+  /// runtime prepares scalars) and writes the results no HBM tensor holds
+  /// (the optimizer's 0-d step counts).
+  std::function<absl::Status(absl::Span<const host::HostBuffer* const> inputs,
+                             absl::Span<host::HostBuffer* const> outputs, HbmContents& hbm)>
+      stage;
   /// Matmul: HBM tensor 0 holds operand 0 ([M, K]) transposed, [K, M].
   bool transpose_first = false;
   /// The cost model's estimate of one run.
