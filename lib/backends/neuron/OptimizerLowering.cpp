@@ -265,8 +265,9 @@ absl::StatusOr<LoweredOp> lower_multi_tensor_update(const GraphNode& node,
   c.amsgrad = attr_int(node.attrs, AttrName::amsgrad) != 0;
   c.maximize = attr_int(node.attrs, AttrName::maximize) != 0;
   const int64_t n = lay.count(kParams);
-  if (n < 1 || lay.count(kGrads) != n || lay.count(kStates) % n != 0)
-    return refuse(kind, "expects as many gradients as parameters");
+  if (n < 1 || lay.count(kGrads) != n || lay.count(kStates) % n != 0 ||
+      (lay.count(kSteps) != 0 && lay.count(kSteps) != n))
+    return refuse(kind, "expects as many gradients (and step counts) as parameters");
   const int slots = static_cast<int>(lay.count(kStates) / n);
   const DType dt = types[lay.operand(kParams)].dtype;
   if (!tileable_dtype(dt)) return refuse(kind, absl::StrCat("parameters of ", dtype_name(dt)));
@@ -280,9 +281,12 @@ absl::StatusOr<LoweredOp> lower_multi_tensor_update(const GraphNode& node,
                                        ": its gradient and state are not of its type, or the "
                                        "parameters are not of one dtype"));
   }
+  for (int64_t i = 0; i < lay.count(kSteps); ++i)
+    if (types[lay.operand(kSteps, i)] != TensorType{Shape({}), DType::i64})
+      return refuse(kind, "a step count is not an i64 scalar");
   for (int s = kLr; s <= kWeightDecay; ++s)
     if (lay.count(static_cast<Operand>(s)) &&
-        types[lay.operand(static_cast<Operand>(s))].dtype != DType::f64)
+        types[lay.operand(static_cast<Operand>(s))] != TensorType{Shape({}), DType::f64})
       return refuse(kind, "a hyperparameter is not an f64 scalar");
   const bool adam = c.rule == Rule::adam || c.rule == Rule::adamw;
   if (!lay.count(kLr) || (adam && (!lay.count(kBeta1) || !lay.count(kBeta2) || !lay.count(kEps))) ||
