@@ -81,8 +81,8 @@ using Buffers = std::vector<std::shared_ptr<host::HostBuffer>>;
 
 /// `node`'s results from `run` (ref's kernel or the lowered program),
 /// fresh buffers of the result types.
-template <typename Run> absl::StatusOr<Buffers> run_all(const GraphNode& node, const Buffers& in,
-                                                        Run&& run) {
+template <typename Run>
+absl::StatusOr<Buffers> run_all(const GraphNode& node, const Buffers& in, Run&& run) {
   Buffers out;
   std::vector<const host::HostBuffer*> in_ptrs;
   std::vector<host::HostBuffer*> out_ptrs;

@@ -56,8 +56,8 @@ TEST(NeuronDropoutLowering, F32SameMaskAsRef) {
 // 128 * 5000 + 77 elements: [128, 5000] in two chunks plus a 77-element tail;
 // a seed and offsets using both 32-bit halves.
 TEST(NeuronDropoutLowering, ChunkedWithTailAndLargeCounters) {
-  check_dropout(TensorType{Shape({128 * 5000 + 77}), DType::f32}, 0.3,
-                int64_t{0x7123456789abcdef}, (int64_t{3} << 32) + 5, 123456789);
+  check_dropout(TensorType{Shape({128 * 5000 + 77}), DType::f32}, 0.3, int64_t{0x7123456789abcdef},
+                (int64_t{3} << 32) + 5, 123456789);
 }
 TEST(NeuronDropoutLowering, Bf16) {
   check_dropout(TensorType{Shape({3, 333}), DType::bf16}, 0.5, 1, 0, 1000);

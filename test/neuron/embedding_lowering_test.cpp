@@ -13,8 +13,8 @@ using ::testing::HasSubstr;
 using namespace mstep::neuron::testing;
 
 std::shared_ptr<host::HostBuffer> ids_buffer(const std::vector<int64_t>& ids, DType dt) {
-  auto b = std::make_shared<host::HostBuffer>(
-      TensorType{Shape({static_cast<int64_t>(ids.size())}), dt});
+  auto b =
+      std::make_shared<host::HostBuffer>(TensorType{Shape({static_cast<int64_t>(ids.size())}), dt});
   for (size_t i = 0; i < ids.size(); ++i) {
     if (dt == DType::i32)
       b->data<int32_t>()[i] = static_cast<int32_t>(ids[i]);
@@ -52,9 +52,9 @@ void expect_same_bytes(const host::HostBuffer& got, const host::HostBuffer& want
 
 void check_index_select(int64_t rows, int64_t cols, int64_t tokens, DType dt, DType id_dt) {
   const GraphNode node = index_select_node(tokens, cols, dt);
-  const Buffers in = {buffer(TensorType{Shape({rows, cols}), dt},
-                             random_values(rows * cols, -3, 3, 5)),
-                      ids_buffer(random_ids(tokens, rows, 9), id_dt)};
+  const Buffers in = {
+      buffer(TensorType{Shape({rows, cols}), dt}, random_values(rows * cols, -3, 3, 5)),
+      ids_buffer(random_ids(tokens, rows, 9), id_dt)};
   absl::StatusOr<Buffers> got = run_lowered_all(node, in), want = run_ref(node, in);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(want.ok()) << want.status();
@@ -76,11 +76,10 @@ TEST(NeuronEmbeddingLowering, IndexSelectLongRowsAreChunked) {
 void check_index_add(int64_t rows, int64_t cols, int64_t tokens, DType dt) {
   const GraphNode node = index_add_node(rows, cols, dt);
   // Few rows, many tokens: every row is added to many times.
-  const Buffers in = {buffer(TensorType{Shape({rows, cols}), dt},
-                             random_values(rows * cols, -1, 1, 3)),
-                      ids_buffer(random_ids(tokens, rows, 4), DType::i64),
-                      buffer(TensorType{Shape({tokens, cols}), dt},
-                             random_values(tokens * cols, -100, 100, 6))};
+  const Buffers in = {
+      buffer(TensorType{Shape({rows, cols}), dt}, random_values(rows * cols, -1, 1, 3)),
+      ids_buffer(random_ids(tokens, rows, 4), DType::i64),
+      buffer(TensorType{Shape({tokens, cols}), dt}, random_values(tokens * cols, -100, 100, 6))};
   absl::StatusOr<Buffers> got = run_lowered_all(node, in), want = run_ref(node, in);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(want.ok()) << want.status();
@@ -112,12 +111,12 @@ TEST(NeuronEmbeddingLowering, Refusals) {
   GraphNode other_dim = op(OpKind::index_select, {0, 1}, TensorType{Shape({10, 4}), DType::f32});
   other_dim.attrs.push_back({AttrName::dim, AttrValue(int64_t{1})});
   EXPECT_THAT(refusal(other_dim, {table, ids}), HasSubstr("only dim 0"));
-  EXPECT_THAT(refusal(index_select_node(4, 8, DType::i64), {TensorType{Shape({10, 8}), DType::i64},
-                                                             ids}),
-              HasSubstr("only f32/bf16 rows"));
-  EXPECT_THAT(refusal(index_select_node(0, 8, DType::f32), {table, TensorType{Shape({0}),
-                                                                              DType::i64}}),
-              HasSubstr("has no elements"));
+  EXPECT_THAT(
+      refusal(index_select_node(4, 8, DType::i64), {TensorType{Shape({10, 8}), DType::i64}, ids}),
+      HasSubstr("only f32/bf16 rows"));
+  EXPECT_THAT(
+      refusal(index_select_node(0, 8, DType::f32), {table, TensorType{Shape({0}), DType::i64}}),
+      HasSubstr("has no elements"));
   EXPECT_THAT(refusal(index_add_node(10, 8, DType::f32),
                       {table, ids, TensorType{Shape({4, 8}), DType::bf16}}),
               HasSubstr("is not 4 rows of"));

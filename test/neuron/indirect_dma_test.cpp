@@ -9,9 +9,9 @@
 namespace mstep::neuron {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::bytes_of;
 using testing::expect_breach;
+using ::testing::HasSubstr;
 using testing::values_of;
 
 constexpr int64_t kRows = 10, kCols = 6, kTokens = 4;
@@ -44,8 +44,8 @@ struct IndirectProgram {
                                 id_pattern());
       b.wait(indirect, ready, 1);
       b.signal(indirect, moved);
-      b.wait(b.dma_copy(hbm_rows(rows_hbm, DType::f32, kCols, 0, kTokens, 0, kCols), sbuf()),
-             moved, 1);
+      b.wait(b.dma_copy(hbm_rows(rows_hbm, DType::f32, kCols, 0, kTokens, 0, kCols), sbuf()), moved,
+             1);
     }
   }
   AccessPattern sbuf() const {

@@ -116,8 +116,8 @@ TEST(NeuronNkiSource, EmbeddingDropoutAndOptimizerAreValidPython) {
 
   // SGD with clipping over one [1000] parameter.
   const TensorType f64{Shape({}), DType::f64};
-  GraphNode sgd{OpKind::multi_tensor_update, {}, {}, {x, TensorType{Shape({}), DType::f32}},
-                nullptr};
+  GraphNode sgd{
+      OpKind::multi_tensor_update, {}, {}, {x, TensorType{Shape({}), DType::f32}}, nullptr};
   sgd.attrs = {{AttrName::kind, AttrValue(int64_t{0})},
                {AttrName::nesterov, AttrValue(int64_t{0})},
                {AttrName::amsgrad, AttrValue(int64_t{0})},

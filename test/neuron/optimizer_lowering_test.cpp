@@ -84,9 +84,8 @@ Problem make_problem(const Case& c, const std::vector<int64_t>& sizes) {
                 {AttrName::maximize, AttrValue(int64_t{c.maximize})},
                 {AttrName::grad_norm_type, AttrValue(2.0)},
                 {AttrName::operand_segments, AttrValue(segments)},
-                {AttrName::result_segments,
-                 AttrValue(IntList{n, p.slots * n, p.steps ? n : 0, clipped,
-                                   c.max_grad_norm ? 1 : 0})}};
+                {AttrName::result_segments, AttrValue(IntList{n, p.slots * n, p.steps ? n : 0,
+                                                              clipped, c.max_grad_norm ? 1 : 0})}};
   if (c.max_grad_norm) node.attrs.push_back({AttrName::max_grad_norm, AttrValue(*c.max_grad_norm)});
   p.node = std::move(node);
   return p;
@@ -145,8 +144,7 @@ TEST(NeuronOptimizerLowering, Adadelta) {
 }
 TEST(NeuronOptimizerLowering, ClipGradNorm) {
   // 0.5 clips (the gradients' norm is far larger), 1e6 does not.
-  check({.rule = Rule::adamw, .weight_decay = true, .max_grad_norm = 0.5,
-         .return_clipped = true});
+  check({.rule = Rule::adamw, .weight_decay = true, .max_grad_norm = 0.5, .return_clipped = true});
   check({.rule = Rule::sgd, .momentum = true, .max_grad_norm = 1e6});
   check({.rule = Rule::adadelta, .max_grad_norm = 0.5}, {77}); // one parameter
 }

@@ -9,8 +9,7 @@
 
 namespace mstep::neuron {
 
-absl::StatusOr<LoweredOp> lower_dropout(const GraphNode& node,
-                                        absl::Span<const TensorType> types) {
+absl::StatusOr<LoweredOp> lower_dropout(const GraphNode& node, absl::Span<const TensorType> types) {
   if (types.size() != 2 || node.results.size() != 1)
     return refuse(node.op, "expects an input, an RNG state and one result");
   const TensorType& x = types[0];

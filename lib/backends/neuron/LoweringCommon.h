@@ -30,9 +30,9 @@ float round_to_dtype(double v, DType d);
 /// elements [p * f, (p + 1) * f), f = n / 128) and the tail of n mod 128
 /// elements as one partition; a piece is a column chunk of either.
 struct FlatPiece {
-  int64_t base = 0;  ///< first element of the view (0, or 128 * f for the tail)
-  int32_t parts = 0; ///< partitions
-  int64_t row = 0;   ///< row length (f, or the tail's length)
+  int64_t base = 0;      ///< first element of the view (0, or 128 * f for the tail)
+  int32_t parts = 0;     ///< partitions
+  int64_t row = 0;       ///< row length (f, or the tail's length)
   int64_t c0 = 0, w = 0; ///< columns [c0, c0 + w)
 };
 /// The pieces of n elements, column chunks at most `chunk` wide.

@@ -24,12 +24,11 @@ std::string identifier(absl::string_view name, std::set<std::string>& taken) {
       "def",      "del",    "elif",   "else",   "except", "False",  "finally", "for",
       "from",     "global", "if",     "import", "in",     "is",     "lambda",  "None",
       "nonlocal", "not",    "or",     "pass",   "raise",  "return", "True",    "try",
-      "while",    "with",   "yield",  "math",   "nki",    "nisa",   "nl",
-      "mstep_philox_uniform"};
+      "while",    "with",   "yield",  "math",   "nki",    "nisa",   "nl"};
   std::string id;
   for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "t_" + id;
-  if (kKeywords.count(id)) id += "_";
+  if (kKeywords.count(id) || id == "mstep_philox_uniform") id += "_"; // the Philox stub
   std::string unique = id;
   for (int k = 1; taken.count(unique); ++k) unique = absl::StrCat(id, "_", k);
   taken.insert(unique);
@@ -267,12 +266,11 @@ std::string Writer::source() const {
   for (const Instruction& inst : p_.instructions) philox |= inst.opcode == Opcode::philox_uniform;
   if (philox)
     absl::StrAppend(
-        &out,
-        "def mstep_philox_uniform(dst, state, pattern, offset, channel_multiplier):\n"
-        "    # A GpSimd custom kernel, not an NKI builtin: dst = Philox4x32-10 uniform\n"
-        "    # (word 0 >> 8) * 2**-24 of key state[0:2] and counter state[2:4] + the\n"
-        "    # affine expression, as mstep's Philox::uniform (include/mstep/core/Philox.h).\n"
-        "    raise NotImplementedError('mstep_philox_uniform: GpSimd custom kernel')\n\n\n");
+        &out, "def mstep_philox_uniform(dst, state, pattern, offset, channel_multiplier):\n"
+              "    # A GpSimd custom kernel, not an NKI builtin: dst = Philox4x32-10 uniform\n"
+              "    # (word 0 >> 8) * 2**-24 of key state[0:2] and counter state[2:4] + the\n"
+              "    # affine expression, as mstep's Philox::uniform (include/mstep/core/Philox.h).\n"
+              "    raise NotImplementedError('mstep_philox_uniform: GpSimd custom kernel')\n\n\n");
   absl::StrAppend(&out, "@nki.jit\ndef ", kernel_name_, "(", absl::StrJoin(hbm_names_, ", "),
                   "):\n");
   for (size_t t = 0; t < p_.hbm.size(); ++t)

@@ -165,8 +165,8 @@ public:
       AccessPattern d = decayed(g);
       if (lay_.count(kMomentum)) {
         const AccessPattern kept = mul(state(0), sc(kSMomentum));
-        const AccessPattern buf = op(
-            kept, lay_.count(kDampening) ? mul(sc(kSDampening), d) : d, AluOp::add);
+        const AccessPattern buf =
+            op(kept, lay_.count(kDampening) ? mul(sc(kSDampening), d) : d, AluOp::add);
         store(t.new_state[0], buf);
         d = c_.nesterov ? op(d, mul(sc(kSMomentum), buf), AluOp::add) : buf;
       }
@@ -205,8 +205,8 @@ public:
       const AccessPattern delta =
           mul(op(sqrt(op(acc_delta, sc(kSEps), AluOp::add)), rms_grad, AluOp::divide), g);
       store(t.new_state[0], square_avg);
-      store(t.new_state[1], op(mul(acc_delta, sc(kSRho)),
-                               mul(mul(sc(kSOneMinusRho), delta), delta), AluOp::add));
+      store(t.new_state[1],
+            op(mul(acc_delta, sc(kSRho)), mul(mul(sc(kSOneMinusRho), delta), delta), AluOp::add));
       new_param = op(param, mul(sc(kSLr), delta), AluOp::subtract);
       break;
     }
@@ -328,8 +328,8 @@ absl::StatusOr<LoweredOp> lower_multi_tensor_update(const GraphNode& node,
     t.grad = operand("grad", lay.operand(kGrads, i));
     for (int j = 0; j < slots; ++j) {
       t.state[j] = operand(absl::StrCat("state", j, "_").c_str(), lay.operand(kStates, j * n + i));
-      t.new_state[j] = result(absl::StrCat("new_state", j, "_").c_str(),
-                              lay.result(kNewStates, j * n + i));
+      t.new_state[j] =
+          result(absl::StrCat("new_state", j, "_").c_str(), lay.result(kNewStates, j * n + i));
     }
     t.new_param = result("new_param", lay.result(kNewParams, i));
     if (lay.count(kClippedGrads)) t.clipped = result("clipped", lay.result(kClippedGrads, i));
@@ -348,8 +348,8 @@ absl::StatusOr<LoweredOp> lower_multi_tensor_update(const GraphNode& node,
                        max_norm = k.tile(dt, 1, "max_norm", 1), coef = k.tile(dt, 1, "coef", 1);
     clamp = k.tile(DType::f32, 1, "clamp", 1);
     const int32_t psum = k.b.allocate(BufferKind::psum, 4, "norm_sum");
-    const AccessPattern sum_ps = tile_pattern(BufferKind::psum, psum, DType::f32, 0, kPartitions, 0,
-                                              {{1, 1}});
+    const AccessPattern sum_ps =
+        tile_pattern(BufferKind::psum, psum, DType::f32, 0, kPartitions, 0, {{1, 1}});
     auto col = [](const RowKit::Tile& t) { return RowKit::at(t, 0, kPartitions, 1); };
     AffineExpr one; // iota: 1 everywhere
     one.offset = 1;
@@ -366,9 +366,8 @@ absl::StatusOr<LoweredOp> lower_multi_tensor_update(const GraphNode& node,
         // Each partition's sum of squares, then all partitions' in PSUM.
         const AccessPattern partial = RowKit::at(part, ps, pc.parts, 1);
         k.act(g, g, ActivationFunction::square, 1.0f, nullptr, 0.0f, &partial);
-        const AccessPattern ones_k =
-            tile_pattern(BufferKind::sbuf, ones.slot[0], DType::f32, 0, pc.parts, 0,
-                         {{kPartitions, 1}});
+        const AccessPattern ones_k = tile_pattern(BufferKind::sbuf, ones.slot[0], DType::f32, 0,
+                                                  pc.parts, 0, {{kPartitions, 1}});
         k.deps.track(k.b.matmul(sum_ps, ones_k, partial, /*accumulate=*/q > 0));
         s ^= 1;
         ps ^= 1;

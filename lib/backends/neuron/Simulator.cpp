@@ -115,11 +115,11 @@ int64_t Machine::dma_indirect(int64_t index, const Instruction& inst) {
     const int64_t first = h.min_offset() + row * h.partition_stride,
                   last = h.max_offset() + row * h.partition_stride;
     if (row < 0 || first < 0 || last >= t.elements) {
-      status_ = absl::OutOfRangeError(absl::StrCat(
-          "tile program '", program_.name, "': ", describe_instruction(index, inst),
-          ": rule indirect_bounds: partition ", p, " has row index ", row, ", elements [", first,
-          ", ", last, "] outside HBM tensor '", t.name, "' of ", t.elements, " (",
-          t.elements / h.partition_stride, " rows)"));
+      status_ = absl::OutOfRangeError(
+          absl::StrCat("tile program '", program_.name, "': ", describe_instruction(index, inst),
+                       ": rule indirect_bounds: partition ", p, " has row index ", row,
+                       ", elements [", first, ", ", last, "] outside HBM tensor '", t.name, "' of ",
+                       t.elements, " (", t.elements / h.partition_stride, " rows)"));
       return 0;
     }
     const PatternBase hp{hb.origin + row * h.partition_stride * esize, 0}, sp{sb.row(p), 0};

@@ -29,16 +29,18 @@ enum class Opcode : uint8_t {
                  ///< (<= kBnStatsMaxFree elements; M2 the sum of squared deviations)
   bn_aggr,       ///< Vector: fp32 dst [P, 2] = (mean, biased variance) of the bn_stats
                  ///< records [P, k * 3] in src (combined as Chan et al.)
-  dma_indirect,  ///< Sync: a DMA whose HBM side picks one row per partition: partition p
-                 ///< moves HBM row index[p] (srcs {data, index}; index an SBUF int32
-                 ///< [P, 1]; the HBM pattern's partition_stride is the row length).
-                 ///< HBM -> SBUF gathers; SBUF -> HBM scatters, with `accumulate`
-                 ///< adding into HBM (read-modify-write, fp32, rows in partition
-                 ///< order, so repeated indices add up in that order).
-  philox_uniform,///< GpSimd: fp32 dst = Philox4x32-10 uniform in [0, 1) (mstep's
-                 ///< Philox::uniform) of key (seed) and counter offset + affine
-                 ///< expression, the (seed, offset) pair read from src, an SBUF
-                 ///< int32 [P, 4] (seed lo, hi; offset lo, hi: an int64 [2] RNG state).
+  /// Sync: a DMA whose HBM side picks one row per partition: partition p
+  /// moves HBM row index[p] (srcs {data, index}; index an SBUF int32 [P, 1];
+  /// the HBM pattern's partition_stride is the row length). HBM -> SBUF
+  /// gathers; SBUF -> HBM scatters, with `accumulate` adding into HBM
+  /// (read-modify-write, fp32, rows in partition order, so repeated indices
+  /// add up in that order).
+  dma_indirect,
+  /// GpSimd: fp32 dst = Philox4x32-10 uniform in [0, 1) (mstep's
+  /// Philox::uniform) of key seed and counter offset + the affine
+  /// expression, the (seed, offset) pair read from src, an SBUF int32
+  /// [P, 4] (seed lo, hi; offset lo, hi: an int64 [2] RNG state).
+  philox_uniform,
 };
 
 enum class AluOp : uint8_t {

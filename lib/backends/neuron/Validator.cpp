@@ -232,7 +232,8 @@ void Checker::check_instruction(int64_t index) {
     const bool scatters = dst.kind == BufferKind::hbm && src.kind == BufferKind::sbuf;
     if (!gathers && !scatters)
       return fail_at(index, "indirect", "dst ", buffer_kind_name(dst.kind), " and src ",
-                     buffer_kind_name(src.kind), ": one side is HBM (rows picked by the "
+                     buffer_kind_name(src.kind),
+                     ": one side is HBM (rows picked by the "
                      "index), the other SBUF");
     if (dst.dtype != src.dtype)
       return fail_at(index, "operands", "DMA does not convert: dst ", dtype_name(dst.dtype),
@@ -246,8 +247,7 @@ void Checker::check_instruction(int64_t index) {
       return fail_at(index, "indirect", "index ", idx.to_string(), " is not an SBUF int32 [",
                      src.partitions, ", 1]: one row index per partition");
     if (inst.accumulate && (gathers || dst.dtype == DType::i32))
-      return fail_at(index, "indirect", "accumulate adds into HBM floats: dst ",
-                     dst.to_string());
+      return fail_at(index, "indirect", "accumulate adds into HBM floats: dst ", dst.to_string());
     return;
   }
   case Opcode::philox_uniform:
