@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lib/backends/neuron/Lowering.h"
+#include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/HalfTypes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -74,6 +75,50 @@ run_node(const GraphNode& node, const std::vector<std::shared_ptr<host::HostBuff
   const absl::Status s = run_lowered(*low, sim, ptrs, outs);
   EXPECT_TRUE(s.ok()) << s;
   return out;
+}
+
+using Buffers = std::vector<std::shared_ptr<host::HostBuffer>>;
+
+/// `node`'s results from `run` (ref's kernel or the lowered program),
+/// fresh buffers of the result types.
+template <typename Run>
+absl::StatusOr<Buffers> run_all(const GraphNode& node, const Buffers& in, Run&& run) {
+  Buffers out;
+  std::vector<const host::HostBuffer*> in_ptrs;
+  std::vector<host::HostBuffer*> out_ptrs;
+  for (const auto& b : in) in_ptrs.push_back(b.get());
+  for (const TensorType& t : node.results) {
+    out.push_back(std::make_shared<host::HostBuffer>(t));
+    out_ptrs.push_back(out.back().get());
+  }
+  absl::Status s = run(in_ptrs, out_ptrs);
+  if (!s.ok()) return s;
+  return out;
+}
+
+/// All results of ref's kernel of `node` on `in`.
+inline absl::StatusOr<Buffers> run_ref(const GraphNode& node, const Buffers& in) {
+  return run_all(node, in, [&](auto& i, auto& o) {
+    return ref::ref_kernel(node.op)(ref::KernelArgs{node, i, o});
+  });
+}
+
+/// All results of `node` lowered (it must lower) and run on a simulator.
+inline absl::StatusOr<Buffers> run_lowered_all(const GraphNode& node, const Buffers& in) {
+  std::vector<TensorType> types;
+  for (const auto& b : in) types.push_back(b->type());
+  absl::StatusOr<LoweredOp> low = lower_node(node, types);
+  if (!low.ok()) return low.status();
+  EXPECT_GT(low->estimated_ns, 0);
+  Simulator sim;
+  return run_all(node, in, [&](auto& i, auto& o) { return run_lowered(*low, sim, i, o); });
+}
+
+/// A 0-d buffer holding `v`.
+template <typename T> std::shared_ptr<host::HostBuffer> scalar_of(T v, DType dt) {
+  auto b = std::make_shared<host::HostBuffer>(TensorType{Shape({}), dt});
+  b->data<T>()[0] = v;
+  return b;
 }
 
 /// The refusal message of lowering `node` over `types` ("" when it lowers).

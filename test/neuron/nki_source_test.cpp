@@ -1,6 +1,7 @@
 // NkiSource.h: the NKI kernel of a tile program. Generated kernels of the
 // program families (elementwise, tiled matmul, attention forward and
-// backward) are valid Python (/usr/bin/python3 -m py_compile), have one
+// backward, embedding's gather and scatter-add, dropout, the optimizer
+// update) are valid Python (/usr/bin/python3 -m py_compile), have one
 // statement per tile instruction in program order, say they are not
 // compiled against the Neuron SDK; the attention kernel at a small shape
 // matches the checked-in golden file byte for byte.
@@ -45,13 +46,15 @@ void expect_valid_python(const std::string& file) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << file << " is not valid Python";
 }
 
-/// One `nisa.` statement per instruction, the i-th naming "#i".
+/// One `nisa.` statement (or a call of the GpSimd Philox kernel the source
+/// defines) per instruction, the i-th naming "#i".
 void expect_one_statement_per_instruction(const TileProgram& p, const std::string& src) {
   std::istringstream lines(src);
   std::string line;
   size_t i = 0;
   while (std::getline(lines, line)) {
-    if (line.rfind("    nisa.", 0) != 0) continue;
+    if (line.rfind("    nisa.", 0) != 0 && line.rfind("    mstep_philox_uniform(dst=", 0) != 0)
+      continue;
     ASSERT_LT(i, p.instructions.size()) << line;
     EXPECT_THAT(line, HasSubstr("  # #" + std::to_string(i) + " ")) << line;
     ++i;
@@ -79,6 +82,53 @@ TEST(NeuronNkiSource, ElementwiseIsValidPython) {
   ASSERT_TRUE(low.ok()) << low.status();
   check_program(low->program);
   EXPECT_THAT(nki_source(low->program), HasSubstr("nisa.activation(dst="));
+}
+
+/// The program of `node` over `types` (it must lower).
+TileProgram lowered(const GraphNode& n, const std::vector<TensorType>& types) {
+  absl::StatusOr<LoweredOp> low = lower_node(n, types);
+  EXPECT_TRUE(low.ok()) << low.status();
+  return low.ok() ? low->program : TileProgram{};
+}
+
+TEST(NeuronNkiSource, EmbeddingDropoutAndOptimizerAreValidPython) {
+  const TensorType table{Shape({50, 16}), DType::f32}, ids{Shape({130}), DType::i64},
+      rows{Shape({130, 16}), DType::f32};
+  GraphNode gather{OpKind::index_select, {}, {}, {rows}, nullptr};
+  gather.attrs.push_back({AttrName::dim, AttrValue(int64_t{0})});
+  const TileProgram g = lowered(gather, {table, ids});
+  check_program(g);
+  EXPECT_THAT(nki_source(g), HasSubstr("vector_offset=sb_ids_0[0:128, 0:1], indirect_dim=0)"));
+  GraphNode add{OpKind::index_add, {}, {}, {table}, nullptr};
+  add.attrs.push_back({AttrName::dim, AttrValue(int64_t{0})});
+  const TileProgram a = lowered(add, {table, ids, rows});
+  check_program(a);
+  EXPECT_THAT(nki_source(a), HasSubstr("dst_rmw_op=nl.add"));
+
+  const TensorType x{Shape({1000}), DType::f32};
+  GraphNode drop{OpKind::dropout, {}, {}, {x}, nullptr};
+  drop.attrs.push_back({AttrName::p, AttrValue(0.1)});
+  drop.attrs.push_back({AttrName::offset, AttrValue(int64_t{0})});
+  const TileProgram d = lowered(drop, {x, TensorType{Shape({2}), DType::i64}});
+  check_program(d);
+  EXPECT_THAT(nki_source(d), HasSubstr("def mstep_philox_uniform("));
+  EXPECT_THAT(nki_source(d), HasSubstr("op0=nl.greater_equal"));
+
+  // SGD with clipping over one [1000] parameter.
+  const TensorType f64{Shape({}), DType::f64};
+  GraphNode sgd{
+      OpKind::multi_tensor_update, {}, {}, {x, TensorType{Shape({}), DType::f32}}, nullptr};
+  sgd.attrs = {{AttrName::kind, AttrValue(int64_t{0})},
+               {AttrName::nesterov, AttrValue(int64_t{0})},
+               {AttrName::amsgrad, AttrValue(int64_t{0})},
+               {AttrName::maximize, AttrValue(int64_t{0})},
+               {AttrName::grad_norm_type, AttrValue(2.0)},
+               {AttrName::max_grad_norm, AttrValue(1.0)},
+               {AttrName::operand_segments, AttrValue(IntList{1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0})},
+               {AttrName::result_segments, AttrValue(IntList{1, 0, 0, 0, 1})}};
+  const TileProgram o = lowered(sgd, {x, x, f64});
+  check_program(o);
+  EXPECT_THAT(nki_source(o), HasSubstr("nl.sqrt"));
 }
 
 TEST(NeuronNkiSource, MatmulIsValidPython) {

@@ -124,7 +124,8 @@ TEST(NeuronSimulator, TensorTensorOps) {
                  Case{AluOp::multiply, [](float x, float y) { return x * y; }},
                  Case{AluOp::divide, [](float x, float y) { return x / y; }},
                  Case{AluOp::max, [](float x, float y) { return std::max(x, y); }},
-                 Case{AluOp::min, [](float x, float y) { return std::min(x, y); }}}) {
+                 Case{AluOp::min, [](float x, float y) { return std::min(x, y); }},
+                 Case{AluOp::is_ge, [](float x, float y) { return x >= y ? 1.0f : 0.0f; }}}) {
     Elementwise e;
     e.b.tensor_tensor(Engine::vector, e.tile(e.tout), e.tile(e.ta), e.tile(e.tb), c.op);
     const std::vector<float> out = e.run();
@@ -162,6 +163,14 @@ TEST(NeuronSimulator, ActivationLog) {
   e.b.activation(e.tile(e.tout), e.tile(e.tb), ActivationFunction::log, 2.0f);
   const std::vector<float> out = e.run();
   for (int64_t i = 0; i < 128 * 64; ++i) ASSERT_NEAR(out[i], std::log(2.0 * e.bv[i]), 2e-7) << i;
+}
+
+// sqrt (the optimizers'): correctly rounded, as std::sqrt in fp32.
+TEST(NeuronSimulator, ActivationSqrt) {
+  Elementwise e;
+  e.b.activation(e.tile(e.tout), e.tile(e.tb), ActivationFunction::sqrt);
+  const std::vector<float> out = e.run();
+  for (int64_t i = 0; i < 128 * 64; ++i) ASSERT_EQ(out[i], std::sqrt(e.bv[i])) << i;
 }
 
 // A free stride of 0 reads one element across the row: a [P, 1] column

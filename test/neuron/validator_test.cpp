@@ -177,12 +177,15 @@ TEST(NeuronValidator, DmaDoesNotConvert) {
 }
 
 TEST(NeuronValidator, ReduceOpIsAReduction) {
-  TileBuilder b("reduce_sub");
-  const int32_t s = b.allocate(BufferKind::sbuf, 1024, "s");
-  b.tensor_reduce(
-      Engine::vector, tile_pattern(BufferKind::sbuf, s, DType::f32, 0, 128, 0, {{1, 1}}),
-      tile_pattern(BufferKind::sbuf, s, DType::f32, 0, 128, 0, {{64, 1}}), AluOp::subtract);
-  expect_breach(b.program(), "operands", "#0 Vector tensor_reduce", "tensor_reduce with subtract");
+  for (AluOp op : {AluOp::subtract, AluOp::is_ge}) {
+    TileBuilder b("reduce_sub");
+    const int32_t s = b.allocate(BufferKind::sbuf, 1024, "s");
+    b.tensor_reduce(Engine::vector,
+                    tile_pattern(BufferKind::sbuf, s, DType::f32, 0, 128, 0, {{1, 1}}),
+                    tile_pattern(BufferKind::sbuf, s, DType::f32, 0, 128, 0, {{64, 1}}), op);
+    expect_breach(b.program(), "operands", "#0 Vector tensor_reduce",
+                  std::string("tensor_reduce with ") + std::string(alu_op_name(op)));
+  }
 }
 
 // bn_stats takes at most 512 free elements and writes one fp32 record of

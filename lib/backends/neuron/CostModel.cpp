@@ -162,7 +162,7 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
     const auto held = ports(inst);
     for (int k = 0; k < 2; ++k)
       if (held[k]) port[k] = {tm.end_ns, i};
-    if (inst.opcode == Opcode::dma_copy) {
+    if (inst.opcode == Opcode::dma_copy || inst.opcode == Opcode::dma_indirect) {
       const double bytes = dma_bytes(inst);
       double t = best_start + params.dma_fixed_ns;
       int64_t by = best_by;

@@ -16,6 +16,12 @@ struct CostParams {
   double fixed_cycles = 64;
   /// GpSimd iota and affine_select cost this + N cycles.
   double affine_fixed_cycles = 150;
+  /// GpSimd philox_uniform costs affine_fixed_cycles + this x N cycles. An
+  /// estimate, not a public figure: one Philox4x32-10 block per element
+  /// (dropout's counters are per element), 10 rounds of two 32x32->64-bit
+  /// products (4 multiplies), 4 xors and 2 key adds on each core's 16
+  /// 32-bit lanes, one lane per partition.
+  double philox_cycles_per_element = 100;
   /// An instruction that reads what the one before it on the same engine
   /// wrote starts this many cycles after that one started, at the earliest:
   /// "about 100 cycles per tiny dependent Vector instruction, 264 between

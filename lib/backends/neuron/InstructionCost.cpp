@@ -38,7 +38,8 @@ double engine_ghz(Engine engine, const CostParams& p) {
 }
 
 double dma_bytes(const Instruction& inst) {
-  return static_cast<double>(inst.dst.elements()) *
+  const double rmw = inst.opcode == Opcode::dma_indirect && inst.accumulate ? 2.0 : 1.0;
+  return rmw * static_cast<double>(inst.dst.elements()) *
          static_cast<double>(element_size(inst.dst.dtype));
 }
 
@@ -48,6 +49,7 @@ double instruction_cycles(const Instruction& inst, const CostParams& p) {
                    stride_factor(inst, p);
   switch (inst.opcode) {
   case Opcode::dma_copy:
+  case Opcode::dma_indirect:
     return p.dma_issue_cycles;
   case Opcode::nc_matmul: {
     const double m = static_cast<double>(inst.srcs[0].free_elements());
@@ -69,6 +71,9 @@ double instruction_cycles(const Instruction& inst, const CostParams& p) {
   case Opcode::iota:
   case Opcode::affine_select:
     return p.affine_fixed_cycles + n;
+  case Opcode::philox_uniform: // n counts the state's 4 words: use dst's size
+    return p.affine_fixed_cycles +
+           p.philox_cycles_per_element * static_cast<double>(inst.dst.free_elements());
   case Opcode::tensor_reduce: {
     const bool half =
         inst.srcs[0].dtype == DType::bf16 && (inst.alu == AluOp::add || inst.alu == AluOp::max);

@@ -5,7 +5,9 @@
 //   tensor_tensor  max(fixed, N) with no input in PSUM (the fast case), else max(fixed, 2N)
 //   tensor_reduce  N, N/2 for bf16 add and max (at least 1)
 //   iota, affine_select (GpSimd)                     affine_fixed_cycles (150) + N
-//   dma_copy       dma_issue_cycles on Sync; the transfer on its DMA engine
+//   philox_uniform (GpSimd)   affine_fixed_cycles + philox_cycles_per_element x N
+//   dma_copy, dma_indirect   dma_issue_cycles on Sync; the transfer on its DMA engine
+//                  (an accumulating dma_indirect reads and writes HBM: twice the bytes)
 // N doubles (strided_penalty) when an operand's most-minor stride is over 16 B.
 #pragma once
 
@@ -18,7 +20,8 @@ namespace mstep::neuron {
 double instruction_cycles(const Instruction& inst, const CostParams& params);
 /// The engine's clock in GHz (cycles per ns).
 double engine_ghz(Engine engine, const CostParams& params);
-/// Bytes a dma_copy moves.
+/// Bytes a dma_copy or dma_indirect moves (an accumulating one reads
+/// and writes its HBM rows: twice its size).
 double dma_bytes(const Instruction& inst);
 
 } // namespace mstep::neuron

@@ -10,7 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionLowering.h"
+#include "lib/backends/neuron/DropoutLowering.h"
+#include "lib/backends/neuron/IndexedLowering.h"
 #include "lib/backends/neuron/LoweringCommon.h"
+#include "lib/backends/neuron/OptimizerLowering.h"
 #include "lib/backends/neuron/RowLowering.h"
 #include "lib/backends/neuron/TileBuilder.h"
 #include "lib/backends/neuron/TiledMatmulProgram.h"
@@ -85,7 +88,7 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
   const int64_t n = type.numel();
   if (n == 0) return refuse(op, absl::StrCat(type.to_string(), " has no elements"));
   // [128, f] for the first 128 * f elements, then the tail of r < 128
-  // elements as one partition of r.
+  // elements as one partition (flat_pieces).
   const int64_t f = n / kPartitions, r = n - f * kPartitions;
   const int32_t values = dag.inputs + static_cast<int32_t>(dag.ops.size());
   const int64_t esize = static_cast<int64_t>(element_size(type.dtype));
@@ -93,16 +96,7 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
   const int64_t chunk =
       std::min<int64_t>({std::max(f, r), 4096, (128 * 1024) / (2 * values * esize)});
   if (chunk < 1) return refuse(op, absl::StrCat(values, " values do not fit SBUF"));
-  struct Piece {
-    int64_t base;       ///< first element
-    int32_t parts;      ///< partitions
-    int64_t row, c0, w; ///< row length; columns [c0, c0 + w)
-  };
-  std::vector<Piece> pieces;
-  for (int64_t c0 = 0; c0 < f; c0 += chunk)
-    pieces.push_back({0, kPartitions, f, c0, std::min(chunk, f - c0)});
-  for (int64_t c0 = 0; c0 < r; c0 += chunk)
-    pieces.push_back({f * kPartitions, 1, r, c0, std::min(chunk, r - c0)});
+  const std::vector<FlatPiece> pieces = flat_pieces(n, chunk);
   const int64_t chunks = static_cast<int64_t>(pieces.size());
   const DType dt = type.dtype;
 
@@ -125,15 +119,11 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
   for (int64_t c = 0; c < chunks; ++c) {
     const int s = static_cast<int>(c % 2);
     const int32_t use = static_cast<int32_t>(c / 2); // earlier uses of slot s
-    const Piece& pc = pieces[c];
+    const FlatPiece& pc = pieces[c];
     auto on_chip = [&](int32_t v) {
       return tile_pattern(BufferKind::sbuf, tile[v][s], dt, 0, pc.parts, 0, {{pc.w, 1}});
     };
-    auto in_hbm = [&](int32_t tensor) {
-      AccessPattern ap = hbm_rows(tensor, dt, pc.row, 0, pc.parts, pc.c0, pc.w);
-      ap.offset += pc.base;
-      return ap;
-    };
+    auto in_hbm = [&](int32_t tensor) { return flat_hbm(tensor, dt, pc); };
     for (int32_t i = 0; i < dag.inputs; ++i) {
       const int64_t l = b.dma_copy(on_chip(i), in_hbm(hbm[i]));
       if (use > 0) { // slot s free: chunk c-2's ops and stores are done
@@ -202,6 +192,14 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
     MSTEP_ASSIGN_OR_RETURN(out, lower_matmul(node, operand_types));
   } else if (node.op == OpKind::sdpa || node.op == OpKind::sdpa_grad) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_attention(node, operand_types));
+  } else if (node.op == OpKind::index_select) {
+    MSTEP_ASSIGN_OR_RETURN(out, lower_index_select(node, operand_types));
+  } else if (node.op == OpKind::index_add) {
+    MSTEP_ASSIGN_OR_RETURN(out, lower_index_add(node, operand_types));
+  } else if (node.op == OpKind::dropout) {
+    MSTEP_ASSIGN_OR_RETURN(out, lower_dropout(node, operand_types));
+  } else if (node.op == OpKind::multi_tensor_update) {
+    MSTEP_ASSIGN_OR_RETURN(out, lower_multi_tensor_update(node, operand_types));
   } else if (is_row_family(node, operand_types)) { // RowLowering.h
     MSTEP_ASSIGN_OR_RETURN(out, lower_row_family(node, operand_types));
   } else {

@@ -13,7 +13,9 @@
 // operand is staged transposed into HBM by run_lowered (no on-chip
 // transpose instruction yet). Last-axis reductions, softmax, log_softmax,
 // layer_norm, rms_norm, and elementwise ops with row/per-row broadcasts or
-// casts: RowLowering.h.
+// casts: RowLowering.h. Embedding's index_select / index_add (dma_indirect):
+// IndexedLowering.h; dropout (Philox on GpSimd): DropoutLowering.h; the
+// fused optimizer update: OptimizerLowering.h.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // The pieces every lowering shares (LoweringCommon.h).
 #include "lib/backends/neuron/LoweringCommon.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "mstep/core/HalfTypes.h"
 
@@ -81,12 +83,33 @@ std::optional<EwOp> ew_op(OpKind op, int32_t a, int32_t b, std::optional<float> 
 
 bool tileable_dtype(DType d) { return d == DType::f32 || d == DType::bf16; }
 
+float round_to_dtype(double v, DType d) {
+  const float f = static_cast<float>(v);
+  return d == DType::bf16 ? static_cast<float>(BFloat16(f)) : f;
+}
+
+std::vector<FlatPiece> flat_pieces(int64_t n, int64_t chunk) {
+  const int64_t f = n / kPartitions, r = n - f * kPartitions;
+  std::vector<FlatPiece> pieces;
+  for (int64_t c0 = 0; c0 < f; c0 += chunk)
+    pieces.push_back({0, kPartitions, f, c0, std::min(chunk, f - c0)});
+  for (int64_t c0 = 0; c0 < r; c0 += chunk)
+    pieces.push_back({f * kPartitions, 1, r, c0, std::min(chunk, r - c0)});
+  return pieces;
+}
+
+AccessPattern flat_hbm(int32_t tensor, DType dt, const FlatPiece& piece) {
+  AccessPattern ap = hbm_rows(tensor, dt, piece.row, 0, piece.parts, piece.c0, piece.w);
+  ap.offset += piece.base;
+  return ap;
+}
+
 std::optional<float> scalar_constant(const GraphNode& n) {
   if (n.op != OpKind::constant || n.results[0].shape.rank() != 0 ||
       !tileable_dtype(n.results[0].dtype))
     return std::nullopt;
   const float v = static_cast<float>(attr_double(n.attrs, AttrName::value));
-  return n.results[0].dtype == DType::bf16 ? static_cast<float>(BFloat16(v)) : v;
+  return round_to_dtype(v, n.results[0].dtype);
 }
 
 } // namespace mstep::neuron

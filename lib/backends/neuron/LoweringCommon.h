@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include <vector>
+
 #include "lib/backends/neuron/TileInstruction.h"
 #include "mstep/ir/TraceGraph.h"
 
@@ -19,6 +21,24 @@ absl::Status refuse(OpKind op, absl::string_view why);
 
 /// f32 or bf16: what the lowerings put in tiles.
 bool tileable_dtype(DType d);
+
+/// `v` as a tile of dtype `d` (f32 or bf16) stores it: the immediate of an
+/// engine op that stands for a value of that dtype.
+float round_to_dtype(double v, DType d);
+
+/// A flat tensor of n elements viewed as [128, f] (partition p holds
+/// elements [p * f, (p + 1) * f), f = n / 128) and the tail of n mod 128
+/// elements as one partition; a piece is a column chunk of either.
+struct FlatPiece {
+  int64_t base = 0;      ///< first element of the view (0, or 128 * f for the tail)
+  int32_t parts = 0;     ///< partitions
+  int64_t row = 0;       ///< row length (f, or the tail's length)
+  int64_t c0 = 0, w = 0; ///< columns [c0, c0 + w)
+};
+/// The pieces of n elements, column chunks at most `chunk` wide.
+std::vector<FlatPiece> flat_pieces(int64_t n, int64_t chunk);
+/// The HBM pattern of `piece` in flat HBM tensor `tensor`.
+AccessPattern flat_hbm(int32_t tensor, DType dt, const FlatPiece& piece);
 
 /// The value of a 0-d f32/bf16 constant node as its dtype stores it (an
 /// immediate of the engine ops), or nullopt for any other node.

@@ -28,7 +28,7 @@ std::string identifier(absl::string_view name, std::set<std::string>& taken) {
   std::string id;
   for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "t_" + id;
-  if (kKeywords.count(id)) id += "_";
+  if (kKeywords.count(id) || id == "mstep_philox_uniform") id += "_"; // the Philox stub
   std::string unique = id;
   for (int k = 1; taken.count(unique); ++k) unique = absl::StrCat(id, "_", k);
   taken.insert(unique);
@@ -70,6 +70,8 @@ std::string nl_alu(AluOp op) {
     return "nl.minimum";
   case AluOp::divide:
     return "nl.divide";
+  case AluOp::is_ge:
+    return "nl.greater_equal";
   }
   return "?";
 }
@@ -92,6 +94,8 @@ std::string nl_activation(ActivationFunction f) {
     return "nl.rsqrt";
   case ActivationFunction::log:
     return "nl.log";
+  case ActivationFunction::sqrt:
+    return "nl.sqrt";
   }
   return "?";
 }
@@ -187,6 +191,20 @@ std::string Writer::statement(const Instruction& inst) const {
   switch (inst.opcode) {
   case Opcode::dma_copy:
     return absl::StrCat("nisa.dma_copy(dst=", dst, ", src=", src(0), ")");
+  case Opcode::dma_indirect: {
+    // The HBM side's rows come from the index tile (vector_offset).
+    auto indirect = [&](const AccessPattern& ap) {
+      std::string s = operand(ap);
+      s.insert(s.size() - 1, absl::StrCat(", vector_offset=", src(1), ", indirect_dim=0"));
+      return s;
+    };
+    const bool gathers = inst.srcs[0].kind == BufferKind::hbm;
+    return absl::StrCat("nisa.dma_copy(dst=", gathers ? dst : indirect(inst.dst),
+                        ", src=", gathers ? indirect(inst.srcs[0]) : src(0),
+                        inst.accumulate ? ", dst_rmw_op=nl.add" : "", ")");
+  }
+  case Opcode::philox_uniform:
+    return absl::StrCat("mstep_philox_uniform(dst=", dst, ", state=", src(0), ", ", affine(), ")");
   case Opcode::nc_matmul:
     return absl::StrCat("nisa.nc_matmul(dst=", dst, ", stationary=", src(0), ", moving=", src(1),
                         ", accumulate=", inst.accumulate ? "True" : "False", ")");
@@ -243,10 +261,18 @@ std::string Writer::source() const {
       "import math\n\n"
       "import nki\n"
       "import nki.isa as nisa\n"
-      "import nki.language as nl\n\n\n"
-      "@nki.jit\n"
-      "def ",
-      kernel_name_, "(", absl::StrJoin(hbm_names_, ", "), "):\n");
+      "import nki.language as nl\n\n\n");
+  bool philox = false;
+  for (const Instruction& inst : p_.instructions) philox |= inst.opcode == Opcode::philox_uniform;
+  if (philox)
+    absl::StrAppend(
+        &out, "def mstep_philox_uniform(dst, state, pattern, offset, channel_multiplier):\n"
+              "    # A GpSimd custom kernel, not an NKI builtin: dst = Philox4x32-10 uniform\n"
+              "    # (word 0 >> 8) * 2**-24 of key state[0:2] and counter state[2:4] + the\n"
+              "    # affine expression, as mstep's Philox::uniform (include/mstep/core/Philox.h).\n"
+              "    raise NotImplementedError('mstep_philox_uniform: GpSimd custom kernel')\n\n\n");
+  absl::StrAppend(&out, "@nki.jit\ndef ", kernel_name_, "(", absl::StrJoin(hbm_names_, ", "),
+                  "):\n");
   for (size_t t = 0; t < p_.hbm.size(); ++t)
     absl::StrAppend(&out, "    # ", hbm_names_[t], ": HBM ", dtype_name(p_.hbm[t].dtype), " [",
                     p_.hbm[t].elements, "]\n");
@@ -266,7 +292,8 @@ std::string Writer::source() const {
   for (size_t i = 0; i < p_.instructions.size(); ++i) {
     const Instruction& inst = p_.instructions[i];
     std::string note = absl::StrCat("#", i, " ", engine_name(inst.engine));
-    if (inst.opcode == Opcode::dma_copy) absl::StrAppend(&note, " dma", inst.dma_engine);
+    if (inst.opcode == Opcode::dma_copy || inst.opcode == Opcode::dma_indirect)
+      absl::StrAppend(&note, " dma", inst.dma_engine);
     std::vector<std::string> waits, signals;
     for (const SemaphoreWait& w : inst.waits)
       waits.push_back(absl::StrCat("s", w.semaphore, ">=", w.value));

@@ -64,6 +64,16 @@ int64_t RowKit::load(const AccessPattern& dst, const AccessPattern& src) {
   return i;
 }
 
+int64_t RowKit::indirect(const AccessPattern& dst, const AccessPattern& src,
+                         const AccessPattern& index, bool accumulate, int32_t dma_engine) {
+  if (dst.kind != BufferKind::hbm) before_write(dst);
+  const int64_t i = b.dma_indirect(dst, src, index, accumulate);
+  if (dma_engine >= 0) b.set_dma_engine(i, dma_engine);
+  deps.track(i);
+  flush_stores();
+  return i;
+}
+
 void RowKit::store(const AccessPattern& dst, const AccessPattern& src) {
   pending_stores_.emplace_back(dst, src);
 }

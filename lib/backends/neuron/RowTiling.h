@@ -68,6 +68,12 @@ public:
 
   /// HBM -> SBUF; then the stores waiting for a load are emitted.
   int64_t load(const AccessPattern& dst, const AccessPattern& src);
+  /// dma_indirect (TileInstruction.h): HBM rows picked by `index` to SBUF,
+  /// or SBUF rows to (with `accumulate`, added into) HBM rows; on DMA
+  /// engine `dma_engine` when >= 0 (the same engine keeps HBM writes in
+  /// order). Emitted now, as load().
+  int64_t indirect(const AccessPattern& dst, const AccessPattern& src, const AccessPattern& index,
+                   bool accumulate = false, int32_t dma_engine = -1);
   /// SBUF -> HBM, emitted after the next load (or before anything that
   /// overwrites its source): the Sync queue is in order, so a store that
   /// waits for its chunk's compute would otherwise hold back the next

@@ -11,6 +11,7 @@
 #include "lib/backends/neuron/TileGather.h"
 #include "lib/backends/neuron/TileMath.h"
 #include "lib/backends/neuron/Validator.h"
+#include "mstep/core/Philox.h"
 
 namespace mstep::neuron {
 
@@ -54,17 +55,105 @@ public:
       std::memset(mem + p * row + a.byte_offset, 0xFF, static_cast<size_t>(a.bytes_per_partition));
   }
 
-  int64_t execute(const Instruction& inst);
+  /// Runs instruction `index`; a run-time breach (an indirect row index
+  /// out of range) is left in status().
+  int64_t execute(int64_t index, const Instruction& inst);
+  const absl::Status& status() const { return status_; }
 
 private:
   int64_t matmul(const Instruction& inst);
+  int64_t dma_indirect(int64_t index, const Instruction& inst);
+  int64_t philox_uniform(const Instruction& inst);
+  /// The affine expression's value at element j of partition p of dst.
+  static int64_t affine_value(const Instruction& inst, int64_t p, int64_t j);
+  /// The raw int32 element k (in walk order) of an int32 pattern's partition p.
+  int32_t int32_at(const AccessPattern& ap, int64_t p, int64_t k);
 
   const TileProgram& program_;
   HbmContents& hbm_;
   std::vector<std::byte>& sbuf_;
   std::vector<std::byte>& psum_;
   std::vector<float> scratch_[4];
+  absl::Status status_;
 };
+
+int64_t Machine::affine_value(const Instruction& inst, int64_t p, int64_t j) {
+  const AccessPattern& dst = inst.dst;
+  int64_t value = inst.affine.offset + p * inst.affine.channel_multiplier, rest = j;
+  for (size_t d = dst.dims.size(); d-- > 0;) {
+    value += (rest % dst.dims[d].size) * inst.affine.steps[d];
+    rest /= dst.dims[d].size;
+  }
+  return value;
+}
+
+int32_t Machine::int32_at(const AccessPattern& ap, int64_t p, int64_t k) {
+  int64_t offset = 0;
+  for (size_t d = ap.dims.size(); d-- > 0;) {
+    offset += (k % ap.dims[d].size) * ap.dims[d].stride;
+    k /= ap.dims[d].size;
+  }
+  int32_t v;
+  std::memcpy(&v, base(ap).row(p) + offset * 4, 4);
+  return v;
+}
+
+int64_t Machine::dma_indirect(int64_t index, const Instruction& inst) {
+  const AccessPattern& data = inst.srcs[0];
+  const AccessPattern& idx = inst.srcs[1];
+  const bool gathers = data.kind == BufferKind::hbm;
+  // h: the HBM side (one row per partition, picked by the index); s: SBUF.
+  AccessPattern h = gathers ? data : inst.dst, s = gathers ? inst.dst : data;
+  const HbmTensor& t = program_.hbm[h.buffer];
+  const int64_t esize = static_cast<int64_t>(element_size(h.dtype));
+  const PatternBase hb = base(h), sb = base(s);
+  const int32_t partitions = s.partitions;
+  h.partitions = s.partitions = 1;
+  std::vector<float> a, b;
+  for (int64_t p = 0; p < partitions; ++p) {
+    const int64_t row = int32_at(idx, p, 0);
+    const int64_t first = h.min_offset() + row * h.partition_stride,
+                  last = h.max_offset() + row * h.partition_stride;
+    if (row < 0 || first < 0 || last >= t.elements) {
+      status_ = absl::OutOfRangeError(
+          absl::StrCat("tile program '", program_.name, "': ", describe_instruction(index, inst),
+                       ": rule indirect_bounds: partition ", p, " has row index ", row,
+                       ", elements [", first, ", ", last, "] outside HBM tensor '", t.name, "' of ",
+                       t.elements, " (", t.elements / h.partition_stride, " rows)"));
+      return 0;
+    }
+    const PatternBase hp{hb.origin + row * h.partition_stride * esize, 0}, sp{sb.row(p), 0};
+    if (gathers) {
+      copy_pattern(s, sp, h, hp);
+    } else if (!inst.accumulate) {
+      copy_pattern(h, hp, s, sp);
+    } else { // read-modify-write: fp32 add, stored in HBM's dtype
+      a.resize(static_cast<size_t>(h.free_elements()));
+      b.resize(a.size());
+      gather(h, hp, a.data());
+      gather(s, sp, b.data());
+      for (size_t k = 0; k < a.size(); ++k) a[k] += b[k];
+      scatter(h, hp, a.data());
+    }
+  }
+  return inst.dst.elements();
+}
+
+int64_t Machine::philox_uniform(const Instruction& inst) {
+  const AccessPattern& dst = inst.dst;
+  const int64_t free = dst.free_elements();
+  float* o = out(dst.elements());
+  for (int64_t p = 0; p < dst.partitions; ++p) {
+    auto u32 = [&](int64_t k) { return static_cast<uint32_t>(int32_at(inst.srcs[0], p, k)); };
+    const uint64_t seed = u32(0) | (uint64_t{u32(1)} << 32);
+    const uint64_t offset = u32(2) | (uint64_t{u32(3)} << 32);
+    for (int64_t j = 0; j < free; ++j)
+      o[p * free + j] =
+          Philox::uniform(seed, offset + static_cast<uint64_t>(affine_value(inst, p, j)), 0);
+  }
+  store(dst, o);
+  return dst.elements();
+}
 
 int64_t Machine::matmul(const Instruction& inst) {
   const AccessPattern& stat = inst.srcs[0];
@@ -90,7 +179,7 @@ int64_t Machine::matmul(const Instruction& inst) {
   return k * m * n;
 }
 
-int64_t Machine::execute(const Instruction& inst) {
+int64_t Machine::execute(int64_t index, const Instruction& inst) {
   const AccessPattern& dst = inst.dst;
   const int64_t total = dst.elements();
   switch (inst.opcode) {
@@ -142,11 +231,7 @@ int64_t Machine::execute(const Instruction& inst) {
     float* o = out(total);
     for (int64_t p = 0; p < dst.partitions; ++p)
       for (int64_t j = 0; j < free; ++j) {
-        int64_t value = inst.affine.offset + p * inst.affine.channel_multiplier, rest = j;
-        for (size_t d = dst.dims.size(); d-- > 0;) {
-          value += (rest % dst.dims[d].size) * inst.affine.steps[d];
-          rest /= dst.dims[d].size;
-        }
+        const int64_t value = affine_value(inst, p, j);
         const int64_t e = p * free + j;
         if (!src) {
           o[e] = static_cast<float>(value);
@@ -173,6 +258,10 @@ int64_t Machine::execute(const Instruction& inst) {
     store(dst, o);
     return src.elements();
   }
+  case Opcode::dma_indirect:
+    return dma_indirect(index, inst);
+  case Opcode::philox_uniform:
+    return philox_uniform(inst);
   case Opcode::tensor_reduce: {
     const AccessPattern& src = inst.srcs[0];
     const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;
@@ -222,7 +311,8 @@ absl::StatusOr<SimulationStats> Simulator::run(const TileProgram& program, HbmCo
   for (int64_t i : *order) {
     for (; next < by_start.size() && program.allocations[by_start[next]].allocated_at <= i; ++next)
       machine.nan_fill(program.allocations[by_start[next]]);
-    stats.element_ops += machine.execute(program.instructions[i]);
+    stats.element_ops += machine.execute(i, program.instructions[i]);
+    if (!machine.status().ok()) return machine.status();
     ++stats.instructions;
   }
   return stats;

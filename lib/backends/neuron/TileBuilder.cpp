@@ -56,6 +56,27 @@ int64_t TileBuilder::dma_copy(const AccessPattern& dst, const AccessPattern& src
   return emit(std::move(inst));
 }
 
+int64_t TileBuilder::dma_indirect(const AccessPattern& dst, const AccessPattern& src,
+                                  const AccessPattern& index, bool accumulate) {
+  const int64_t i = dma_copy(dst, src);
+  Instruction& inst = program_.instructions[i];
+  inst.opcode = Opcode::dma_indirect;
+  inst.srcs.push_back(index);
+  inst.accumulate = accumulate;
+  return i;
+}
+
+int64_t TileBuilder::philox_uniform(const AccessPattern& dst, const AccessPattern& state,
+                                    const AffineExpr& expr) {
+  Instruction inst;
+  inst.engine = Engine::gpsimd;
+  inst.opcode = Opcode::philox_uniform;
+  inst.dst = dst;
+  inst.srcs = {state};
+  inst.affine = expr;
+  return emit(std::move(inst));
+}
+
 int64_t TileBuilder::matmul(const AccessPattern& psum_dst, const AccessPattern& stationary,
                             const AccessPattern& moving, bool accumulate) {
   Instruction inst;

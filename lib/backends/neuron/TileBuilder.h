@@ -26,6 +26,15 @@ public:
   int32_t semaphore() { return program_.num_semaphores++; }
 
   int64_t dma_copy(const AccessPattern& dst, const AccessPattern& src);
+  /// Sync: partition p moves HBM row index[p] (TileInstruction.h); with
+  /// `accumulate` a scatter adds into HBM.
+  int64_t dma_indirect(const AccessPattern& dst, const AccessPattern& src,
+                       const AccessPattern& index, bool accumulate = false);
+  /// Pins instruction `index` (a DMA) to DMA engine `engine`, e.g. to keep
+  /// HBM writes that must not reorder on one engine.
+  void set_dma_engine(int64_t index, int32_t engine) {
+    program_.instructions[index].dma_engine = engine;
+  }
   int64_t matmul(const AccessPattern& psum_dst, const AccessPattern& stationary,
                  const AccessPattern& moving, bool accumulate);
   int64_t tensor_tensor(Engine engine, const AccessPattern& dst, const AccessPattern& a,
@@ -42,6 +51,10 @@ public:
   /// GpSimd: dst = cmp(`expr`, 0) ? src : fill (NKI affine_select).
   int64_t affine_select(const AccessPattern& dst, const AccessPattern& src, const AffineExpr& expr,
                         CmpOp cmp, float fill);
+  /// GpSimd: dst = Philox uniforms of the (seed, offset) in `state` at
+  /// counter offset + `expr` (TileInstruction.h).
+  int64_t philox_uniform(const AccessPattern& dst, const AccessPattern& state,
+                         const AffineExpr& expr);
   /// Vector bn_stats / bn_aggr (TileInstruction.h).
   int64_t bn_stats(const AccessPattern& dst, const AccessPattern& src);
   int64_t bn_aggr(const AccessPattern& dst, const AccessPattern& src);

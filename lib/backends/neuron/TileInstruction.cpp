@@ -29,6 +29,10 @@ absl::string_view opcode_name(Opcode op) {
     return "bn_stats";
   case Opcode::bn_aggr:
     return "bn_aggr";
+  case Opcode::dma_indirect:
+    return "dma_indirect";
+  case Opcode::philox_uniform:
+    return "philox_uniform";
   }
   return "?";
 }
@@ -47,6 +51,8 @@ absl::string_view alu_op_name(AluOp op) {
     return "min";
   case AluOp::divide:
     return "divide";
+  case AluOp::is_ge:
+    return "is_ge";
   }
   return "?";
 }
@@ -69,6 +75,8 @@ absl::string_view activation_name(ActivationFunction f) {
     return "rsqrt";
   case ActivationFunction::log:
     return "log";
+  case ActivationFunction::sqrt:
+    return "sqrt";
   }
   return "?";
 }

@@ -29,9 +29,29 @@ enum class Opcode : uint8_t {
                  ///< (<= kBnStatsMaxFree elements; M2 the sum of squared deviations)
   bn_aggr,       ///< Vector: fp32 dst [P, 2] = (mean, biased variance) of the bn_stats
                  ///< records [P, k * 3] in src (combined as Chan et al.)
+  /// Sync: a DMA whose HBM side picks one row per partition: partition p
+  /// moves HBM row index[p] (srcs {data, index}; index an SBUF int32 [P, 1];
+  /// the HBM pattern's partition_stride is the row length). HBM -> SBUF
+  /// gathers; SBUF -> HBM scatters, with `accumulate` adding into HBM
+  /// (read-modify-write, fp32, rows in partition order, so repeated indices
+  /// add up in that order).
+  dma_indirect,
+  /// GpSimd: fp32 dst = Philox4x32-10 uniform in [0, 1) (mstep's
+  /// Philox::uniform) of key seed and counter offset + the affine
+  /// expression, the (seed, offset) pair read from src, an SBUF int32
+  /// [P, 4] (seed lo, hi; offset lo, hi: an int64 [2] RNG state).
+  philox_uniform,
 };
 
-enum class AluOp : uint8_t { add, subtract, multiply, max, min, divide };
+enum class AluOp : uint8_t {
+  add,
+  subtract,
+  multiply,
+  max,
+  min,
+  divide,
+  is_ge, ///< 1.0 where a >= b, else 0.0 (NKI nl.greater_equal)
+};
 
 /// iota / affine_select: predicate cmp(value, 0) of the affine expression.
 enum class CmpOp : uint8_t { greater_equal, equal };
@@ -54,7 +74,8 @@ enum class ActivationFunction : uint8_t {
   sigmoid,
   square,
   rsqrt,
-  log, ///< natural log (log_softmax)
+  log,  ///< natural log (log_softmax)
+  sqrt, ///< the optimizers' sqrt (Adam's denominator, a gradient norm)
 };
 
 absl::string_view opcode_name(Opcode op);
@@ -92,13 +113,15 @@ struct Instruction {
   /// activation: when set, the sum along the free axis of the result, [P, 1].
   std::optional<AccessPattern> accum;
 
-  /// iota, affine_select: the expression; affine_select's fill is `scalar`.
+  /// iota, affine_select, philox_uniform: the expression; affine_select's
+  /// fill is `scalar`.
   AffineExpr affine;
   CmpOp cmp = CmpOp::greater_equal;
 
-  /// nc_matmul: add into PSUM (true) or overwrite it (false, the first K tile).
+  /// nc_matmul: add into PSUM (true) or overwrite it (false, the first K
+  /// tile); dma_indirect into HBM: add into HBM (read-modify-write).
   bool accumulate = false;
-  /// dma_copy: which of the DMA engines moves the data.
+  /// dma_copy, dma_indirect: which of the DMA engines moves the data.
   int32_t dma_engine = 0;
 
   absl::InlinedVector<SemaphoreWait, 2> waits;

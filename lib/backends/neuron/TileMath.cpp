@@ -37,6 +37,8 @@ void alu_arrays(AluOp op, const float* a, const float* b, float* out, int64_t n)
     return each2(a, b, out, n, [](float x, float y) { return y != y ? y : min_nan(x, y); });
   case AluOp::divide:
     return each2(a, b, out, n, [](float x, float y) { return x / y; });
+  case AluOp::is_ge:
+    return each2(a, b, out, n, [](float x, float y) { return x >= y ? 1.0f : 0.0f; });
   }
 }
 
@@ -54,6 +56,8 @@ void alu_scalar(AluOp op, const float* a, float s, float* out, int64_t n) {
     return each1(a, out, n, [s](float x) { return min_nan(x, s); });
   case AluOp::divide:
     return each1(a, out, n, [s](float x) { return x / s; });
+  case AluOp::is_ge:
+    return each1(a, out, n, [s](float x) { return x >= s ? 1.0f : 0.0f; });
   }
 }
 
@@ -83,6 +87,8 @@ void activate(ActivationFunction f, const float* x, float scale, float bias, flo
     return each1(x, out, n, [&](float v) { return 1.0f / std::sqrt(affine(v)); });
   case ActivationFunction::log:
     return each1(x, out, n, [&](float v) { return std::log(affine(v)); });
+  case ActivationFunction::sqrt:
+    return each1(x, out, n, [&](float v) { return std::sqrt(affine(v)); });
   }
 }
 
@@ -110,6 +116,7 @@ float reduce_row(AluOp op, const float* x, int64_t n) {
   }
   case AluOp::subtract:
   case AluOp::divide:
+  case AluOp::is_ge:
     break; // the validator admits no such reduction
   }
   return std::numeric_limits<float>::quiet_NaN();

@@ -34,7 +34,11 @@ public:
         absl::StrCat("tile program '", program_.name, "': rule ", rule, ": ", values...));
   }
 
-  void check_operand(int64_t index, absl::string_view role, const AccessPattern& ap, bool writes);
+  /// `one_row`: the HBM side of dma_indirect, whose partitions read rows
+  /// chosen at run time: only one row's extent is checked here (the
+  /// simulator checks each row index).
+  void check_operand(int64_t index, absl::string_view role, const AccessPattern& ap, bool writes,
+                     bool one_row = false);
   void check_instruction(int64_t index);
   void check_semaphores();
   void check_capacity();
@@ -66,7 +70,7 @@ bool Checker::engine_may(Engine engine, BufferKind kind, bool writes) const {
 }
 
 void Checker::check_operand(int64_t index, absl::string_view role, const AccessPattern& ap,
-                            bool writes) {
+                            bool writes, bool one_row) {
   const Instruction& inst = program_.instructions[index];
   const std::string what = absl::StrCat(role, " ", ap.to_string());
   if (!supported_dtype(ap.dtype))
@@ -93,10 +97,12 @@ void Checker::check_operand(int64_t index, absl::string_view role, const AccessP
     if (t.dtype != ap.dtype)
       return fail_at(index, "buffer", what, ": HBM tensor '", t.name, "' holds ",
                      dtype_name(t.dtype));
-    const int64_t lo =
-        ap.min_offset() + std::min<int64_t>(0, (ap.partitions - 1) * ap.partition_stride);
-    const int64_t hi =
-        ap.max_offset() + std::max<int64_t>(0, (ap.partitions - 1) * ap.partition_stride);
+    if (one_row && ap.partition_stride < 1)
+      return fail_at(index, "indirect", what, ": the row length (partition stride) ",
+                     ap.partition_stride, " is not positive");
+    const int64_t rows_span = one_row ? 0 : (ap.partitions - 1) * ap.partition_stride;
+    const int64_t lo = ap.min_offset() + std::min<int64_t>(0, rows_span);
+    const int64_t hi = ap.max_offset() + std::max<int64_t>(0, rows_span);
     if (lo < 0 || hi >= t.elements)
       return fail_at(index, "bounds", what, ": elements [", lo, ", ", hi, "] outside HBM tensor '",
                      t.name, "' of ", t.elements);
@@ -143,6 +149,7 @@ void Checker::check_instruction(int64_t index) {
   bool engine_ok = false;
   switch (inst.opcode) {
   case Opcode::dma_copy:
+  case Opcode::dma_indirect:
     engine_ok = inst.engine == Engine::sync;
     break;
   case Opcode::nc_matmul:
@@ -162,6 +169,7 @@ void Checker::check_instruction(int64_t index) {
     break;
   case Opcode::iota:
   case Opcode::affine_select:
+  case Opcode::philox_uniform:
     engine_ok = inst.engine == Engine::gpsimd;
     break;
   case Opcode::bn_stats:
@@ -173,18 +181,22 @@ void Checker::check_instruction(int64_t index) {
     return fail_at(index, "engine_opcode", opcode_name(inst.opcode), " does not run on ",
                    engine_name(inst.engine));
   // 2. Operand count and each operand.
-  const size_t want_srcs =
-      inst.opcode == Opcode::iota                                                ? 0
-      : inst.opcode == Opcode::nc_matmul || inst.opcode == Opcode::tensor_tensor ? 2
-                                                                                 : 1;
+  const size_t want_srcs = inst.opcode == Opcode::iota ? 0
+                           : inst.opcode == Opcode::nc_matmul ||
+                                   inst.opcode == Opcode::tensor_tensor ||
+                                   inst.opcode == Opcode::dma_indirect
+                               ? 2
+                               : 1;
   if (inst.srcs.size() != want_srcs)
     return fail_at(index, "operands", inst.srcs.size(), " source operands, ",
                    opcode_name(inst.opcode), " takes ", want_srcs);
   if ((inst.bias || inst.accum || inst.scale_column) && inst.opcode != Opcode::activation)
     return fail_at(index, "operands", "scale/bias/accum operands belong to activation only");
-  check_operand(index, "dst", inst.dst, true);
+  const bool indirect = inst.opcode == Opcode::dma_indirect;
+  check_operand(index, "dst", inst.dst, true, indirect);
   for (size_t k = 0; k < inst.srcs.size(); ++k)
-    check_operand(index, absl::StrCat("src", k), inst.srcs[k], false);
+    check_operand(index, indirect && k == 1 ? std::string("index") : absl::StrCat("src", k),
+                  inst.srcs[k], false, indirect && k == 0);
   if (inst.bias) check_operand(index, "bias", *inst.bias, false);
   if (inst.scale_column) check_operand(index, "scale", *inst.scale_column, false);
   if (inst.accum) check_operand(index, "accum", *inst.accum, true);
@@ -211,6 +223,44 @@ void Checker::check_instruction(int64_t index) {
     if (!same_shape(dst, src))
       return fail_at(index, "shape", "dst ", shape_text(dst), " and src ", shape_text(src),
                      " differ");
+    return;
+  case Opcode::dma_indirect: {
+    if (inst.dma_engine < 0 || inst.dma_engine >= kDmaEngines)
+      return fail_at(index, "dma_engine", "DMA engine ", inst.dma_engine, " is not 0..",
+                     kDmaEngines - 1);
+    const bool gathers = src.kind == BufferKind::hbm && dst.kind == BufferKind::sbuf;
+    const bool scatters = dst.kind == BufferKind::hbm && src.kind == BufferKind::sbuf;
+    if (!gathers && !scatters)
+      return fail_at(index, "indirect", "dst ", buffer_kind_name(dst.kind), " and src ",
+                     buffer_kind_name(src.kind),
+                     ": one side is HBM (rows picked by the "
+                     "index), the other SBUF");
+    if (dst.dtype != src.dtype)
+      return fail_at(index, "operands", "DMA does not convert: dst ", dtype_name(dst.dtype),
+                     ", src ", dtype_name(src.dtype));
+    if (!same_shape(dst, src))
+      return fail_at(index, "shape", "dst ", shape_text(dst), " and src ", shape_text(src),
+                     " differ");
+    const AccessPattern& idx = inst.srcs[1];
+    if (idx.kind != BufferKind::sbuf || idx.dtype != DType::i32 ||
+        idx.partitions != src.partitions || idx.free_elements() != 1)
+      return fail_at(index, "indirect", "index ", idx.to_string(), " is not an SBUF int32 [",
+                     src.partitions, ", 1]: one row index per partition");
+    if (inst.accumulate && (gathers || dst.dtype == DType::i32))
+      return fail_at(index, "indirect", "accumulate adds into HBM floats: dst ", dst.to_string());
+    return;
+  }
+  case Opcode::philox_uniform:
+    if (dst.dtype != DType::f32)
+      return fail_at(index, "operands", "philox_uniform writes fp32, dst is ",
+                     dtype_name(dst.dtype));
+    if (src.kind != BufferKind::sbuf || src.dtype != DType::i32 ||
+        src.partitions != dst.partitions || src.free_elements() != 4)
+      return fail_at(index, "operands", "state ", src.to_string(), " is not an SBUF int32 [",
+                     dst.partitions, ", 4] (seed lo, hi; offset lo, hi)");
+    if (inst.affine.steps.size() != dst.dims.size())
+      return fail_at(index, "operands", "philox_uniform has ", inst.affine.steps.size(),
+                     " affine steps for ", dst.dims.size(), " free dims of dst");
     return;
   case Opcode::nc_matmul: {
     const AccessPattern& stat = inst.srcs[0];
@@ -252,7 +302,7 @@ void Checker::check_instruction(int64_t index) {
                      ", b ", shape_text(inst.srcs[1]), " differ");
     return;
   case Opcode::tensor_reduce: {
-    if (inst.alu == AluOp::subtract || inst.alu == AluOp::divide)
+    if (inst.alu == AluOp::subtract || inst.alu == AluOp::divide || inst.alu == AluOp::is_ge)
       return fail_at(index, "operands", "tensor_reduce with ", alu_op_name(inst.alu),
                      "; reductions are add, multiply, max or min");
     const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;

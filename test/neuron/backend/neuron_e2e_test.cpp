@@ -143,10 +143,9 @@ TEST(NeuronEndToEnd, MlpTrainingMatchesRefInLazyMode) {
   expect_close(got, want);
   const Metrics m = metrics();
   expect_sane(m.simulated);
-  // Two graphs a step: forward and backward (matmuls: tile programs) and
-  // the update, one multi_tensor_update node, which the lowering does not
-  // cover yet (a host fallback, no simulated time).
-  EXPECT_EQ(m.simulated.runs, 5);
+  // Two graphs a step, both with tile programs: forward and backward
+  // (matmuls) and the update (one multi_tensor_update node).
+  EXPECT_EQ(m.simulated.runs, 10);
 }
 
 TEST(NeuronEndToEnd, MlpTrainingMatchesRefWhenReplayed) {
