@@ -14,7 +14,7 @@ namespace {
 constexpr Device kXla{DeviceType::xla, 0};
 
 class XlaBackend final : public Backend {
- public:
+public:
   absl::string_view name() const override { return "xla"; }
   DeviceType device_type() const override { return DeviceType::xla; }
 
@@ -49,5 +49,5 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
-}  // namespace mstep::xla
+} // namespace
+} // namespace mstep::xla

@@ -22,13 +22,11 @@ namespace mstep::xla {
 namespace {
 
 class XlaCompiler final : public BackendCompiler {
- public:
+public:
   absl::string_view backend_name() const override { return "xla"; }
 
   /// One temp arena: values with disjoint lifetimes share it.
-  void build_target_pipeline(mlir::OpPassManager& pm) const override {
-    passes::add_arena_plan(pm);
-  }
+  void build_target_pipeline(mlir::OpPassManager& pm) const override { passes::add_arena_plan(pm); }
 
   /// The fusion nests are built in linalg/vector and lowered to LLVM.
   void get_dependent_dialects(mlir::DialectRegistry& registry) const override {
@@ -53,8 +51,8 @@ class XlaCompiler final : public BackendCompiler {
                                                                   program.layout, emitted.fusions));
       return absl::OkStatus();
     };
-    MSTEP_ASSIGN_OR_RETURN(std::string object, cpu::generate_object(*kernels, emitted.nests,
-                                                                    program.target, add_step));
+    MSTEP_ASSIGN_OR_RETURN(std::string object,
+                           cpu::generate_object(*kernels, emitted.nests, program.target, add_step));
     MSTEP_ASSIGN_OR_RETURN(program.shared_object, cpu::link_shared_object(object));
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<XlaExecutable> exe,
                            XlaExecutable::create(std::move(program)));
@@ -68,5 +66,5 @@ const bool registered = [] {
   return true;
 }();
 
-}  // namespace
-}  // namespace mstep::xla
+} // namespace
+} // namespace mstep::xla

@@ -22,8 +22,8 @@ namespace {
 
 constexpr Device kXla{DeviceType::xla, 0};
 
-void gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const float* a, int64_t a_stride,
-              const float* b, int64_t b_stride, float* c) {
+void gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a, const float* a,
+              int64_t a_stride, int64_t trans_b, const float* b, int64_t b_stride, float* c) {
   if (m == 0 || n == 0) return;
   for (int64_t i = 0; i < batch; ++i) {
     float* ci = c + i * m * n;
@@ -31,7 +31,8 @@ void gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, const float* a, in
       std::fill(ci, ci + m * n, 0.0f);
       continue;
     }
-    dnnl_sgemm('N', 'N', m, n, k, 1.0f, a + i * a_stride, k, b + i * b_stride, n, 0.0f, ci, n);
+    dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.0f, a + i * a_stride,
+               trans_a ? m : k, b + i * b_stride, trans_b ? k : n, 0.0f, ci, n);
   }
 }
 
@@ -49,7 +50,7 @@ void parallel_nest(cpu::FusionEntry nest, const void* const* operands, void* con
   }
 }
 
-}  // namespace
+} // namespace
 
 absl::StatusOr<std::unique_ptr<XlaExecutable>> XlaExecutable::create(XlaProgram program) {
   std::unique_ptr<XlaExecutable> exe(new XlaExecutable(std::move(program)));
@@ -64,18 +65,18 @@ absl::StatusOr<std::unique_ptr<XlaExecutable>> XlaExecutable::create(XlaProgram 
   // function has already materialized.
   for (uint32_t node : p.callouts) {
     const GraphNode& n = p.graph.nodes[node];
-    MSTEP_ASSIGN_OR_RETURN(
-        cpu::SelectedKernel selected,
-        cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1, "jit",
-                           /*skip_onednn=*/n.op == OpKind::matmul));
+    MSTEP_ASSIGN_OR_RETURN(cpu::SelectedKernel selected,
+                           cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1, "jit",
+                                              /*skip_onednn=*/n.op == OpKind::matmul));
     exe->callouts_.push_back(std::move(selected.kernel));
     exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
   }
   exe->calls_ = {gemm_f32, parallel_nest, run_callout, exe.get()};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
-  exe->arena_ = {static_cast<std::byte*>(std::aligned_alloc(align, (arena + align - 1) / align * align)),
-                 [](std::byte* b) { std::free(b); }};
+  exe->arena_ = {
+      static_cast<std::byte*>(std::aligned_alloc(align, (arena + align - 1) / align * align)),
+      [](std::byte* b) { std::free(b); }};
   if (!exe->arena_)
     return absl::ResourceExhaustedError(
         absl::StrCat("xla backend: cannot allocate the step's arena of ", arena, " bytes"));
@@ -114,7 +115,8 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
     if (!b || b->type() != graph.input_types[i] || b->device().type != DeviceType::xla)
       return absl::InvalidArgumentError(absl::StrCat(
           "xla executable input ", i, " should be an xla ", graph.input_types[i].to_string(),
-          ", got ", b ? absl::StrCat(b->device().to_string(), " ", b->type().to_string()) : "null"));
+          ", got ",
+          b ? absl::StrCat(b->device().to_string(), " ", b->type().to_string()) : "null"));
     input_ptrs_[i] = static_cast<host::HostBuffer&>(*b).bytes();
   }
   // Each output value's buffer: the donated input the plan writes it into
@@ -135,8 +137,7 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
     output_ptrs_[out.output] = static_cast<host::HostBuffer&>(*buf).bytes();
     output_buffers_[out.output] = std::move(buf);
   }
-  const int32_t status =
-      step_(input_ptrs_.data(), output_ptrs_.data(), arena_.get(), &calls_);
+  const int32_t status = step_(input_ptrs_.data(), output_ptrs_.data(), arena_.get(), &calls_);
   std::vector<BufferPtr> results;
   if (status == 0) {
     results.reserve(layout.outputs.size());
@@ -148,4 +149,4 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
   return results;
 }
 
-}  // namespace mstep::xla
+} // namespace mstep::xla

@@ -17,7 +17,7 @@
 namespace mstep::xla {
 
 class XlaExecutable final : public Executable {
- public:
+public:
   /// Loads `program`'s shared object, builds the kernel of each callout
   /// (the cpu backend's kernels; a fusion the function does not compute
   /// runs on the ref interpreter) and allocates the arena.
@@ -36,7 +36,7 @@ class XlaExecutable final : public Executable {
   /// The ops the function calls out for, in callout order ("sum", ...).
   std::vector<std::string> callout_names() const;
 
- private:
+private:
   explicit XlaExecutable(XlaProgram program) : program_(std::move(program)) {}
   static int32_t run_callout(void* context, int64_t k, const void* const* operands,
                              void* const* results);
@@ -54,4 +54,4 @@ class XlaExecutable final : public Executable {
   absl::Status callout_error_;
 };
 
-}  // namespace mstep::xla
+} // namespace mstep::xla

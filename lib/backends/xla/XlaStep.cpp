@@ -8,8 +8,8 @@ namespace mstep::xla {
 absl::StatusOr<XlaLayout> lay_out_step(const TraceGraph& graph, const cpu::ArenaPlan& plan) {
   const size_t num_args = graph.input_types.size();
   if (plan.ops.size() + num_args != graph.nodes.size())
-    return absl::InternalError(absl::StrCat("xla backend: the memory plan covers ",
-                                            plan.ops.size(), " ops but the step has ",
+    return absl::InternalError(absl::StrCat("xla backend: the memory plan covers ", plan.ops.size(),
+                                            " ops but the step has ",
                                             graph.nodes.size() - num_args));
   XlaLayout layout;
   layout.arena_bytes = plan.arena_bytes;
@@ -88,7 +88,7 @@ std::optional<GemmShape> native_gemm_shape(const TraceGraph& graph, const GraphN
   g.k = lhs.shape[lr - 1];
   g.n = rhs.shape[rr - 1];
   if (rb.empty()) {
-    g.m *= product(lb);  // [..., m, k] x [k, n]: one gemm over the rows
+    g.m *= product(lb); // [..., m, k] x [k, n]: one gemm over the rows
   } else if (lb.empty()) {
     g.batch = product(rb);
     g.b_stride = g.k * g.n;
@@ -102,4 +102,4 @@ std::optional<GemmShape> native_gemm_shape(const TraceGraph& graph, const GraphN
   return g;
 }
 
-}  // namespace mstep::xla
+} // namespace mstep::xla

@@ -21,12 +21,13 @@ namespace mstep::xla {
 /// What the step function calls back into the runtime for. The generated
 /// code loads these fields by position, so their order is the ABI.
 struct XlaRuntimeCalls {
-  /// c[i] = a[i] x b[i] for i < batch: f32, row-major, dense; a is [m, k],
-  /// b [k, n], c [m, n]; a_stride and b_stride are the elements between
-  /// consecutive a[i] (b[i]), 0 for an operand broadcast over the batch.
-  /// oneDNN's sgemm.
-  void (*gemm_f32)(int64_t batch, int64_t m, int64_t n, int64_t k, const float* a,
-                   int64_t a_stride, const float* b, int64_t b_stride, float* c);
+  /// c[i] = a[i] x b[i] for i < batch: f32, row-major, dense; a is [m, k]
+  /// (stored as its transpose [k, m] when trans_a is nonzero), b [k, n]
+  /// (stored [n, k] when trans_b), c [m, n]; a_stride and b_stride are the
+  /// elements between consecutive a[i] (b[i]), 0 for an operand broadcast
+  /// over the batch. oneDNN's sgemm.
+  void (*gemm_f32)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a, const float* a,
+                   int64_t a_stride, int64_t trans_b, const float* b, int64_t b_stride, float* c);
   /// Runs a fusion loop nest over [0, outer) of its outer dimension, split
   /// over the OpenMP threads in chunks that are multiples of `grain`.
   void (*parallel_nest)(cpu::FusionEntry nest, const void* const* operands, void* const* results,
@@ -105,4 +106,4 @@ struct XlaProgram {
   std::vector<uint32_t> callouts;
 };
 
-}  // namespace mstep::xla
+} // namespace mstep::xla
