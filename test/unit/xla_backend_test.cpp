@@ -1,15 +1,21 @@
 // The xla backend as the runtime sees it: a step compiles to one native
 // function (one kernel per run); fusions and f32 matmuls, batched or not
-// and reading transposed operands in place, run inside it and equal ref; the ops it does not
-// compute are callouts, named and counted as host fallbacks every run; a callout that fails stops
-// the step before a donated parameter is written; values with disjoint lifetimes share the one temp
-// arena.
+// and reading transposed operands in place, run inside it and equal ref;
+// the ops it does not compute are callouts to the cpu backend's kernels,
+// named, and those that run a ref kernel are counted as host fallbacks
+// every run; a callout that fails stops the step before a donated
+// parameter is written; values with disjoint lifetimes share the one temp
+// arena; the disk cache keeps the module and compiles it again.
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "lib/backends/xla/XlaExecutable.h"
 #include "lib/compiler/Compiler.h"
+#include "lib/runtime/DiskCache.h"
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
@@ -143,7 +149,7 @@ TEST(XlaBackend, AGemmWritesItsTransposedResultAndLaterGemmsReadIt) {
   }
 }
 
-TEST(XlaBackend, OpsTheFunctionDoesNotComputeAreCountedCallouts) {
+TEST(XlaBackend, OpsTheFunctionDoesNotComputeAreCallouts) {
   RecordSteps record;
   Tensor a = on(kXla, {2, 1, 5, 7}, 1), b = on(kXla, {3, 7, 4}, 2);
   Tensor c = matmul(a, b); // batch dims broadcast both ways: a callout
@@ -152,14 +158,26 @@ TEST(XlaBackend, OpsTheFunctionDoesNotComputeAreCountedCallouts) {
   Compiled compiled = compile_last_step();
   ASSERT_NE(compiled.xla(), nullptr);
   EXPECT_THAT(compiled.xla()->callout_names(), ElementsAre("matmul", "sum"));
-  EXPECT_EQ(compiled.executable->host_fallbacks().size(), 2u);
+  EXPECT_EQ(compiled.executable->num_kernels(), 1u);
   EXPECT_NEAR(s.item(), sum(matmul(on(kRef, {2, 1, 5, 7}, 1), on(kRef, {3, 7, 4}, 2))).item(),
               1e-3);
-  // Counted each run.
+}
+
+TEST(XlaBackend, CalloutsThatRunARefKernelAreCountedFallbacksEachRun) {
+  // With the cpu kernel families off (MSTEP_CPU_DISABLE=all), both
+  // callouts run ref kernels: two host fallbacks per run, as on cpu.
+  Tracer::get().mutable_options().cpu_disable = "all";
+  Tracer::get().cache().clear();
   reset_metrics();
-  Tensor again = sum(matmul(a, b));
-  mark_step();
-  EXPECT_EQ(metrics().fallbacks, 2);
+  Tensor a = on(kXla, {2, 1, 5, 7}, 1), b = on(kXla, {3, 7, 4}, 2);
+  for (int run = 0; run < 2; ++run) {
+    Tensor s = sum(matmul(a, b));
+    mark_step();
+  }
+  Tracer::get().mutable_options().cpu_disable.clear();
+  Tracer::get().cache().clear();
+  EXPECT_EQ(metrics().compiles, 1);
+  EXPECT_EQ(metrics().fallbacks, 4);
 }
 
 TEST(XlaBackend, AFailedCalloutStopsTheStepAndLeavesParametersAlone) {
@@ -240,6 +258,38 @@ TEST(XlaBackend, AReplayedStepIsOneCallPerSegmentAndEqualsLazyMode) {
   EXPECT_EQ(replayed, sgd_losses(false));
   EXPECT_GT(segments, 0u);
   EXPECT_EQ(kernels, segments);
+}
+
+TEST(XlaBackend, TheDiskCacheKeepsTheModuleAndCompilesItAgainOnLoad) {
+  // No native stored form yet: the cache holds the planned module, and a
+  // load generates the function again; the steps give the same numbers.
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("mstep_xla_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace);
+  const RuntimeOptions saved = Tracer::get().options();
+  Tracer::get().mutable_options().disk_cache = dir.string() + ",false,64";
+  Tracer::get().reset_disk_cache();
+  ASSERT_NE(Tracer::get().disk_cache(), nullptr);
+  Tracer::get().cache().clear();
+  reset_metrics();
+  const std::vector<float> first = sgd_losses(false);
+  const Metrics compiled = metrics();
+  Tracer::get().disk_cache()->flush();
+  Tracer::get().cache().clear();
+  reset_metrics();
+  const std::vector<float> second = sgd_losses(false);
+  const Metrics loaded = metrics();
+  Tracer::get().mutable_options() = saved;
+  Tracer::get().reset_disk_cache();
+  Tracer::get().cache().clear();
+  fs::remove_all(dir);
+  ASSERT_GT(compiled.compiles, 0);
+  EXPECT_EQ(loaded.compiles, 0) << metrics_report();
+  EXPECT_EQ(loaded.disk_hits, compiled.compiles);
+  EXPECT_EQ(first, second);
 }
 
 } // namespace

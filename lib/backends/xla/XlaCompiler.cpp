@@ -4,6 +4,9 @@
 // linalg kernels, the step function that calls them, the gemms and the
 // callouts (XlaStepEmitter.h), lowered to LLVM, generated for this host
 // and linked into one shared object that XlaExecutable loads.
+#include <cstdio>
+
+#include "absl/strings/str_join.h"
 #include "lib/backends/cpu/ArenaPlan.h"
 #include "lib/backends/cpu/FusionJitLowering.h"
 #include "lib/backends/cpu/FusionKernelEmitter.h"
@@ -34,7 +37,7 @@ public:
   }
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module, Backend&,
-                                                      const RuntimeOptions&) override {
+                                                      const RuntimeOptions& options) override {
     auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
     if (!step) return absl::InvalidArgumentError("xla backend: the module has no func @step");
     XlaProgram program;
@@ -55,7 +58,11 @@ public:
                            cpu::generate_object(*kernels, emitted.nests, program.target, add_step));
     MSTEP_ASSIGN_OR_RETURN(program.shared_object, cpu::link_shared_object(object));
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<XlaExecutable> exe,
-                           XlaExecutable::create(std::move(program)));
+                           XlaExecutable::create(std::move(program), options.cpu_disable));
+    // MSTEP_LOG_FALLBACK=1: what the function calls out for, once per compile.
+    if (options.log_fallback && exe->num_callouts() > 0)
+      std::fprintf(stderr, "mstep xla: the step function calls out for %zu ops: %s\n",
+                   exe->num_callouts(), absl::StrJoin(exe->callout_names(), ", ").c_str());
     return std::unique_ptr<Executable>(std::move(exe));
   }
 };

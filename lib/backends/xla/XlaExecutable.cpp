@@ -52,7 +52,8 @@ void parallel_nest(cpu::FusionEntry nest, const void* const* operands, void* con
 
 } // namespace
 
-absl::StatusOr<std::unique_ptr<XlaExecutable>> XlaExecutable::create(XlaProgram program) {
+absl::StatusOr<std::unique_ptr<XlaExecutable>>
+XlaExecutable::create(XlaProgram program, const std::string& disabled_families) {
   std::unique_ptr<XlaExecutable> exe(new XlaExecutable(std::move(program)));
   const XlaProgram& p = exe->program_;
   MSTEP_ASSIGN_OR_RETURN(exe->library_,
@@ -63,13 +64,17 @@ absl::StatusOr<std::unique_ptr<XlaExecutable>> XlaExecutable::create(XlaProgram 
   // fusion here is one the function could not compile) and minus oneDNN's
   // matmul, which reads transposed operands through permutes the step
   // function has already materialized.
+  // A callout that runs a ref kernel is a host fallback, as on cpu.
+  const std::string disabled =
+      disabled_families.empty() ? "jit" : absl::StrCat("jit,", disabled_families);
   for (uint32_t node : p.callouts) {
     const GraphNode& n = p.graph.nodes[node];
     MSTEP_ASSIGN_OR_RETURN(cpu::SelectedKernel selected,
-                           cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1, "jit",
-                                              /*skip_onednn=*/n.op == OpKind::matmul));
+                           cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1,
+                                              disabled, /*skip_onednn=*/n.op == OpKind::matmul));
+    if (selected.fallback)
+      exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
     exe->callouts_.push_back(std::move(selected.kernel));
-    exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
   }
   exe->calls_ = {gemm_f32, parallel_nest, run_callout, exe.get()};
   const size_t align = 64;

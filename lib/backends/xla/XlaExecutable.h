@@ -19,22 +19,25 @@ namespace mstep::xla {
 class XlaExecutable final : public Executable {
 public:
   /// Loads `program`'s shared object, builds the kernel of each callout
-  /// (the cpu backend's kernels; a fusion the function does not compute
-  /// runs on the ref interpreter) and allocates the arena.
-  static absl::StatusOr<std::unique_ptr<XlaExecutable>> create(XlaProgram program);
+  /// (the cpu backend's kernels, minus the families `disabled_families`
+  /// turns off: RuntimeOptions::cpu_disable; a fusion the function does not
+  /// compute runs on the ref interpreter) and allocates the arena.
+  static absl::StatusOr<std::unique_ptr<XlaExecutable>>
+  create(XlaProgram program, const std::string& disabled_families = "");
 
   using Executable::run;
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
                                              const Donation& donation) override;
   /// One: the step function.
   size_t num_kernels() const override { return 1; }
-  /// Every callout, counted as a host fallback: an op the one function
-  /// does not compute.
+  /// The callouts that run a ref kernel (no cpu kernel covers the op), as
+  /// the cpu backend counts them.
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
 
   int64_t arena_bytes() const { return program_.layout.arena_bytes; }
   /// The ops the function calls out for, in callout order ("sum", ...).
   std::vector<std::string> callout_names() const;
+  size_t num_callouts() const { return program_.callouts.size(); }
 
 private:
   explicit XlaExecutable(XlaProgram program) : program_(std::move(program)) {}
