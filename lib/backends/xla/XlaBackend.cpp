@@ -18,6 +18,17 @@ public:
   absl::string_view name() const override { return "xla"; }
   DeviceType device_type() const override { return DeviceType::xla; }
 
+  /// No stored form yet: Unimplemented, so the disk cache hands the module
+  /// text to the compile half; a saved step (Graph::save) does not load
+  /// where only the runtime is (mstep-run).
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view,
+                                                          const RuntimeOptions&) override {
+    return absl::UnimplementedError(
+        "xla executables have no stored form yet: the step function is generated when the step "
+        "is compiled, which needs libmstep_compiler; replay the step with libmstep (or save it "
+        "from the cpu device for mstep-run)");
+  }
+
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
     return std::make_shared<host::HostBuffer>(type, kXla);
   }
