@@ -49,7 +49,7 @@ public:
     for (uint32_t node = static_cast<uint32_t>(graph_.input_types.size());
          node < graph_.nodes.size(); ++node) {
       const GraphNode& n = graph_.nodes[node];
-      if (!needed_[node]) continue; // a transpose every gemm reads through
+      if (!needed_[node]) continue; // a transpose gemms read through, or one a gemm writes
       if (n.op == OpKind::fusion) {
         if (fusion >= fusions.size())
           return absl::InternalError("xla backend: more fusion nodes than compiled fusions");
