@@ -7,7 +7,7 @@
 //
 //   mnist_mlp [--data DIR | --synthetic] [--epochs N] [--max-steps N] [--log-every N]
 //             [--mode lazy|replay|graphed|cacher]      (--flag=value works too)
-//             [--device cpu|ref|neuron]               (default cpu)
+//             [--device cpu|ref|xla|neuron]           (default cpu)
 //             [--print-losses]          (also print "step N loss X" every step)
 //             [--save step.mstep]       (--mode replay: write the captured step for
 //                                        mstep-run, after the capture)
@@ -141,7 +141,7 @@ int64_t parse_int(const std::string& flag, const std::string& value) {
 Flags parse_flags(int argc, char** argv) {
   const std::string usage =
       " (use --data DIR, --synthetic, --epochs N, --max-steps N, --log-every N, "
-      "--mode lazy|replay|graphed|cacher, --device cpu|ref|neuron, "
+      "--mode lazy|replay|graphed|cacher, --device cpu|ref|xla|neuron, "
       "--print-losses, --save step.mstep)";
   Flags f;
   for (int i = 1; i < argc; ++i) {

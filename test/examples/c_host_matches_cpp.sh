@@ -4,11 +4,11 @@
 # the same "step N loss X" lines to 1e-5, in lazy mode and with the C host
 # replaying a captured step.
 #
-#   c_host_matches_cpp.sh MNIST_MLP MNIST_C [DEVICE]     (DEVICE: cpu, the default, ref or neuron)
+#   c_host_matches_cpp.sh MNIST_MLP MNIST_C [DEVICE]     (DEVICE: cpu, the default, ref, neuron or xla)
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
-  echo "usage: $0 path/to/mnist_mlp path/to/mnist_c [cpu|ref|neuron]" >&2
+  echo "usage: $0 path/to/mnist_mlp path/to/mnist_c [cpu|ref|neuron|xla]" >&2
   exit 2
 fi
 mnist_mlp=$1

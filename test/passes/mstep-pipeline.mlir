@@ -1,9 +1,11 @@
 // mstep-pipeline=<backend>: the shared passes (canonicalize, cse, the
 // fusion passes), then the backend's own passes, then the contract check.
-// ref adds nothing (it interprets the fused module); cpu plans its arena.
+// ref adds nothing (it interprets the fused module); cpu plans its arena,
+// and xla the same one temp arena.
 // RUN: mstep-opt %s --mstep-pipeline=ref | FileCheck %s --check-prefix=REF
 // RUN: mstep-opt %s --mstep-pipeline=cpu | FileCheck %s --check-prefix=CPU
 // RUN: mstep-opt %s --mstep-pipeline | FileCheck %s --check-prefix=CPU
+// RUN: mstep-opt %s --mstep-pipeline=xla | FileCheck %s --check-prefix=CPU
 // RUN: mstep-opt %s --pass-pipeline='builtin.module(mstep-pipeline{ref})' | FileCheck %s --check-prefix=REF
 // RUN: mstep-opt %s --mstep-pipeline-unfused=ref | FileCheck %s --check-prefix=UNFUSED
 // RUN: not mstep-opt %s --mstep-pipeline=tpu 2>&1 | FileCheck %s --check-prefix=UNKNOWN
@@ -22,7 +24,7 @@
 // UNFUSED: mstep.exp
 // UNFUSED-NEXT: mstep.neg
 
-// UNKNOWN: no compiler for backend 'tpu' is built into this library; compilers: cpu, {{(cuda, )?}}neuron, ref
+// UNKNOWN: no compiler for backend 'tpu' is built into this library; compilers: cpu, {{(cuda, )?}}neuron, ref, xla
 
 func.func @step(%x: tensor<2x3xf32> {mstep.role = "input"}) -> tensor<2x3xf32> {
   %0 = mstep.exp %x : tensor<2x3xf32>

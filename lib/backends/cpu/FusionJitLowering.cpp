@@ -245,7 +245,8 @@ FusionTarget host_target() {
 
 absl::StatusOr<std::string> generate_object(ModuleOp kernels,
                                             const std::vector<NestSignature>& nests,
-                                            const FusionTarget& target) {
+                                            const FusionTarget& target,
+                                            const ExtendLlvmModule& extend) {
   MLIRContext* context = kernels.getContext();
   DiagnosticCollector diagnostics(*context);
 
@@ -292,6 +293,8 @@ absl::StatusOr<std::string> generate_object(ModuleOp kernels,
   module->setDataLayout(machine->createDataLayout());
   module->setTargetTriple(machine->getTargetTriple().getTriple());
   if (absl::Status status = addEntries(*module, nests); !status.ok()) return status;
+  if (extend)
+    if (absl::Status status = extend(*module); !status.ok()) return status;
 
   // 4. Optimize and emit.
   optimize(*module, *machine);

@@ -5,6 +5,7 @@
 // into the shared object the runtime loads). Library-internal.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+
+namespace llvm {
+class Module;
+}
 
 namespace mstep::cpu {
 
@@ -26,14 +31,19 @@ void declare_kernel_dialects(mlir::DialectRegistry& registry);
 /// it cannot check is left off, so the code never needs it.
 FusionTarget host_target();
 
+/// Adds functions to the LLVM module of the kernels before it is optimized
+/// (the xla backend's step function, which calls the nests' entries).
+using ExtendLlvmModule = std::function<absl::Status(llvm::Module&)>;
+
 /// Lowers `kernels` in place and generates a position-independent object
-/// for `target` (host_target()). Math functions: exp, log, log1p, tanh and
+/// for `target` (host_target()), with what `extend` adds. Math functions: exp, log, log1p, tanh and
 /// erf on f32 (and on bf16/f16, which compute in f32) use MLIR's polynomial
 /// approximations, which vectorize; sin, cos and every f64 transcendental
 /// call libm.
 absl::StatusOr<std::string> generate_object(mlir::ModuleOp kernels,
                                             const std::vector<NestSignature>& nests,
-                                            const FusionTarget& target);
+                                            const FusionTarget& target,
+                                            const ExtendLlvmModule& extend = nullptr);
 
 /// Makes LLVM's native target usable (once per process).
 void initialize_native_target();

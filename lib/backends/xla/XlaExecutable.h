@@ -1,0 +1,60 @@
+// The xla backend's executable: the whole step as one native function
+// (XlaStep.h) in a shared object the compile half generated, one temp
+// arena allocated once, and the runtime kernels of the ops the function
+// calls out for. A run fills in the input and output pointers and makes
+// one call; there is no per-op dispatch in the runtime.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/backends/cpu/CpuKernel.h"
+#include "lib/backends/cpu/SharedLibrary.h"
+#include "lib/backends/xla/XlaStep.h"
+#include "mstep/runtime/Backend.h"
+
+namespace mstep::xla {
+
+class XlaExecutable final : public Executable {
+public:
+  /// Loads `program`'s shared object, builds the kernel of each callout
+  /// (the cpu backend's kernels, minus the families `disabled_families`
+  /// turns off: RuntimeOptions::cpu_disable; a fusion the function does not
+  /// compute runs on the ref interpreter) and allocates the arena.
+  static absl::StatusOr<std::unique_ptr<XlaExecutable>>
+  create(XlaProgram program, const std::string& disabled_families = "");
+
+  using Executable::run;
+  absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
+                                             const Donation& donation) override;
+  /// One: the step function.
+  size_t num_kernels() const override { return 1; }
+  /// The callouts that run a ref kernel (no cpu kernel covers the op), as
+  /// the cpu backend counts them.
+  absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
+
+  int64_t arena_bytes() const { return program_.layout.arena_bytes; }
+  /// The ops the function calls out for, in callout order ("sum", ...).
+  std::vector<std::string> callout_names() const;
+  size_t num_callouts() const { return program_.callouts.size(); }
+
+private:
+  explicit XlaExecutable(XlaProgram program) : program_(std::move(program)) {}
+  static int32_t run_callout(void* context, int64_t k, const void* const* operands,
+                             void* const* results);
+
+  XlaProgram program_;
+  std::unique_ptr<cpu::SharedLibrary> library_;
+  XlaStepFunction step_ = nullptr;
+  std::vector<std::unique_ptr<cpu::CpuKernel>> callouts_;
+  std::vector<HostFallbackOp> fallbacks_;
+  XlaRuntimeCalls calls_{};
+  std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
+  // Per run.
+  std::vector<void*> input_ptrs_, output_ptrs_;
+  std::vector<BufferPtr> output_buffers_;
+  absl::Status callout_error_;
+};
+
+} // namespace mstep::xla

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# mnist_mlp on --device xla (the whole step as one native function) trains
+# like on cpu: in lazy and in replay mode, every step's loss within 1e-4
+# relative of cpu's (the same f32 math; the gemms are oneDNN's sgemm
+# instead of its matmul primitive, which may round differently), and a
+# replayed step is two executables (the gradient graph and the optimizer
+# update), each one call. gpt_train (attention, layer norm, AdamW: mostly
+# callouts in this slice) prints cpu's losses (4 decimals) in both modes.
+#
+#   xla_examples.sh MNIST_MLP GPT_TRAIN
+set -euo pipefail
+mnist_mlp=$1
+gpt_train=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $1" >&2; [[ -f ${2:-} ]] && cat "$2" >&2; exit 1; }
+
+# Exit status 1 only says a short run stayed under the 50% accuracy bar.
+run_ok() {
+  local out=$1
+  shift
+  local rc=0
+  "$@" >"$out" 2>&1 || rc=$?
+  [[ $rc -eq 0 || $rc -eq 1 ]] || fail "$* exited $rc" "$out"
+}
+
+for mode in lazy replay; do
+  for device in cpu xla; do
+    run_ok "$tmp/$device.$mode" "$mnist_mlp" --synthetic --device "$device" --mode "$mode" \
+      --max-steps 12 --log-every 4 --print-losses
+    grep -q "^step 12 loss " "$tmp/$device.$mode" || fail "$device $mode: no losses" "$tmp/$device.$mode"
+  done
+  /usr/bin/python3 - "$tmp/cpu.$mode" "$tmp/xla.$mode" <<'PY' || fail "xla $mode: losses differ from cpu" "$tmp/xla.$mode"
+import re, sys
+def losses(path):
+    return [float(m.group(1)) for m in re.finditer(r"^step \d+ loss ([-0-9.e]+)$", open(path).read(), re.M)]
+want, got = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(want) == 12 and len(got) == 12, (len(want), len(got))
+for i, (w, g) in enumerate(zip(want, got)):
+    assert abs(w - g) <= 1e-4 * abs(w), ("step", i + 1, w, g)
+PY
+done
+grep -q "^replay graph: 2 segments, 2 kernels" "$tmp/xla.replay" ||
+  fail "xla replay: a segment is not one call" "$tmp/xla.replay"
+
+for mode in lazy replay; do
+  for device in cpu xla; do
+    "$gpt_train" --steps 4 --mode "$mode" --device "$device" --samples 0 >"$tmp/gpt.$device.$mode" 2>&1 ||
+      fail "gpt_train --device $device --mode $mode failed" "$tmp/gpt.$device.$mode"
+    grep -E "^step +[0-9]+ +loss" "$tmp/gpt.$device.$mode" | awk '{print $2, $4}' >"$tmp/gpt.$device.$mode.losses"
+  done
+  [[ $(wc -l <"$tmp/gpt.xla.$mode.losses") -eq 4 ]] || fail "gpt_train xla $mode: no losses" "$tmp/gpt.xla.$mode"
+  cmp -s "$tmp/gpt.cpu.$mode.losses" "$tmp/gpt.xla.$mode.losses" ||
+    fail "gpt_train $mode: xla's losses differ from cpu's" "$tmp/gpt.xla.$mode"
+done
