@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <set>
 
 #include "test/cuda/RefOracle.h"
 #include "test/cuda/TiledHost.h"
@@ -45,26 +44,6 @@ std::vector<std::vector<char>> step_inputs(const CudaPlan& plan) {
   return inputs;
 }
 
-/// A cuBLASLt step on host buffers: `batch` row-major [m, k] x [k, n]
-/// products, accumulated in double.
-void host_matmul(const CudaMatmulInfo& info, const std::vector<char>& a, const std::vector<char>& b,
-                 std::vector<char>& c) {
-  const MatmulShape& s = info.shape;
-  ASSERT_EQ(s.dtype, DType::f32);
-  ASSERT_FALSE(s.transpose_a || s.transpose_b || s.bias);
-  const float* x = testing::as<float>(a);
-  const float* y = testing::as<float>(b);
-  float* z = reinterpret_cast<float*>(c.data());
-  for (int64_t t = 0; t < info.batch; ++t)
-    for (int64_t i = 0; i < s.m; ++i)
-      for (int64_t j = 0; j < s.n; ++j) {
-        double dot = 0;
-        for (int64_t l = 0; l < s.k; ++l)
-          dot += double(x[t * info.a_stride + i * s.k + l]) * y[t * info.b_stride + l * s.n + j];
-        z[t * info.c_stride + i * s.n + j] = static_cast<float>(dot);
-      }
-}
-
 TEST(CudaMnistHost, TheWholeStepsLoopNestsOnTheHostMatchRef) {
   testing::CudaStepContext step(nullptr);
   mlir::OwningOpRef<mlir::ModuleOp> module = testing::pipelined(testing::mnist_step_graph(), step);
@@ -79,23 +58,7 @@ TEST(CudaMnistHost, TheWholeStepsLoopNestsOnTheHostMatchRef) {
   std::vector<std::vector<char>> values;
   for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
   for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
-  // Launches in plan order; an op's launches are consecutive, its whole
-  // loop nest runs at its first.
-  std::set<std::string> done;
-  for (const CudaLaunchStep& launch : plan.launches) {
-    if (launch.matmul >= 0) {
-      ASSERT_NO_FATAL_FAILURE(host_matmul(plan.matmuls[launch.matmul], values[launch.args[0]],
-                                          values[launch.args[1]], values[launch.writes[0]]));
-      continue;
-    }
-    const std::string& origin = plan.kernels[launch.kernel].origin; // "mstep.fusion #8"
-    const std::string name = "op" + origin.substr(origin.find('#') + 1);
-    if (!done.insert(name).second) continue;
-    auto tiled = std::find_if(compiled->tiled.begin(), compiled->tiled.end(),
-                              [&](const TiledOp& op) { return op.name == name; });
-    ASSERT_NE(tiled, compiled->tiled.end()) << name;
-    ASSERT_NO_FATAL_FAILURE(testing::run_tiled_op_on_host(step.context(), *tiled, values));
-  }
+  ASSERT_NO_FATAL_FAILURE(testing::run_plan_on_host(step.context(), *compiled, values));
 
   ASSERT_EQ(plan.outputs.size(), ref->size());
   for (size_t o = 0; o < plan.outputs.size(); ++o) {
