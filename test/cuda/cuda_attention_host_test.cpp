@@ -41,7 +41,7 @@ std::string tensor(const std::vector<int64_t>& dims, const char* element = "f32"
 
 /// One attention node's shapes and options, as step text.
 struct Attention {
-  std::vector<int64_t> lead = {2, 3};  ///< the leading dims
+  std::vector<int64_t> lead = {2, 3}; ///< the leading dims
   int64_t L = 8, S = 8, E = 16, Ev = 16;
   std::string attrs = "scale = 2.500000e-01 : f64";
   /// Extra step arguments (", %m: tensor<...>") and the operands they
@@ -62,8 +62,8 @@ struct Attention {
 
   /// The forward and the backward: returns out, grad_q, grad_k, grad_v.
   std::string step() const {
-    return "func.func @step(%q: " + q() + ", %k: " + k() + ", %v: " + v() + ", %g: " + o() +
-           args + ")\n    -> (" + o() + ", " + q() + ", " + k() + ", " + v() + ") {\n" +
+    return "func.func @step(%q: " + q() + ", %k: " + k() + ", %v: " + v() + ", %g: " + o() + args +
+           ")\n    -> (" + o() + ", " + q() + ", " + k() + ", " + v() + ") {\n" +
            "  %o = mstep.sdpa %q, %k, %v" + operands + " {" + attrs + "}\n      : " + q() + ", " +
            k() + ", " + v() + " -> " + o() + "\n" +
            "  %dq, %dk, %dv = mstep.sdpa_backward %g, %q, %k, %v" + operands + " {" + attrs +
@@ -136,8 +136,8 @@ void expect_close_to_ref(const HostRun& run) {
 /// Composed, not cuDNN: per direction, matmuls and the row kernels.
 void expect_composed(const CudaPlan& plan) {
   EXPECT_TRUE(plan.attentions.empty());
-  EXPECT_EQ(plan.matmuls.size(), 2u + 5u);  // q·kᵀ, P'·v; q·kᵀ, g·vᵀ, dv, dq, dk
-  EXPECT_EQ(plan.kernels.size(), 3u);       // probs; probs again, probs_grad
+  EXPECT_EQ(plan.matmuls.size(), 2u + 5u); // q·kᵀ, P'·v; q·kᵀ, g·vᵀ, dv, dq, dk
+  EXPECT_EQ(plan.kernels.size(), 3u);      // probs; probs again, probs_grad
   EXPECT_TRUE(validate_cuda_plan(plan).ok()) << validate_cuda_plan(plan);
 }
 
@@ -229,5 +229,5 @@ TEST(CudaAttentionHost, DropoutWithRefsPhiloxDrawsForwardAndBackward) {
   ASSERT_NO_FATAL_FAILURE(expect_close_to_ref(run));
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

@@ -15,15 +15,15 @@ namespace mstep::cuda {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::UnorderedElementsAre;
 using testing::plan_of;
+using ::testing::UnorderedElementsAre;
 
 #define Q "tensor<2x2x8x16xbf16>"
 #define K "tensor<2x2x12x16xbf16>"
 #define V "tensor<2x2x12x24xbf16>"
 #define O "tensor<2x2x8x24xbf16>"
 #define OPTIONS                                                                                    \
-  "{dropout_p = 1.000000e-01 : f64, padding_side = #mstep.padding_side<left>, rng_offset = 3 : " \
+  "{dropout_p = 1.000000e-01 : f64, padding_side = #mstep.padding_side<left>, rng_offset = 3 : "   \
   "i64, scale = 2.500000e-01 : f64}"
 
 /// %0..%5 q k v g lengths rng; the forward's out %6 and scores %7; the
@@ -54,13 +54,13 @@ TEST(CudaComposedAttentionPlan, MatmulsAndRowKernelsInOrderOnTheirValues) {
   ASSERT_EQ(plan->launches.size(), 10u);
   // B·H = 4 batched products each; L 8, S 12, E 16, Ev 24.
   const std::vector<std::pair<int, Gemm>> gemms = {
-      {0, {8, 12, 16, false, true, 128, 192, 96, {0, 1}, 7}},    // scores = q·kᵀ
-      {2, {8, 24, 12, false, false, 96, 288, 192, {7, 2}, 6}},   // out = P'·v
-      {3, {8, 12, 16, false, true, 128, 192, 96, {0, 1}, 11}},   // scores again
-      {5, {8, 12, 24, false, true, 192, 288, 96, {3, 2}, 12}},   // dP' = g·vᵀ
-      {7, {12, 24, 8, true, false, 96, 192, 288, {11, 3}, 10}},  // dv = P'ᵀ·g
-      {8, {8, 16, 12, false, false, 96, 192, 128, {12, 1}, 8}},  // dq = dS·k
-      {9, {12, 16, 8, true, false, 96, 128, 192, {12, 0}, 9}},   // dk = dSᵀ·q
+      {0, {8, 12, 16, false, true, 128, 192, 96, {0, 1}, 7}},   // scores = q·kᵀ
+      {2, {8, 24, 12, false, false, 96, 288, 192, {7, 2}, 6}},  // out = P'·v
+      {3, {8, 12, 16, false, true, 128, 192, 96, {0, 1}, 11}},  // scores again
+      {5, {8, 12, 24, false, true, 192, 288, 96, {3, 2}, 12}},  // dP' = g·vᵀ
+      {7, {12, 24, 8, true, false, 96, 192, 288, {11, 3}, 10}}, // dv = P'ᵀ·g
+      {8, {8, 16, 12, false, false, 96, 192, 128, {12, 1}, 8}}, // dq = dS·k
+      {9, {12, 16, 8, true, false, 96, 128, 192, {12, 0}, 9}},  // dk = dSᵀ·q
   };
   for (const auto& [l, g] : gemms) {
     SCOPED_TRACE(::testing::Message() << "launch " << l);
@@ -97,7 +97,8 @@ TEST(CudaComposedAttentionPlan, MatmulsAndRowKernelsInOrderOnTheirValues) {
     EXPECT_THAT(kernel(l).grid, ElementsAre(1u, 1u, 1u));
     EXPECT_EQ(kernel(l).cubins.size(), 2u);
   }
-  for (int v : {7, 11, 12}) EXPECT_EQ(plan->values[v], (TensorType{Shape({2, 2, 8, 12}), DType::bf16}));
+  for (int v : {7, 11, 12})
+    EXPECT_EQ(plan->values[v], (TensorType{Shape({2, 2, 8, 12}), DType::bf16}));
 }
 
 TEST(CudaComposedAttentionPlan, TheScratchIsOneRegionAtTheArenasEndSharedByTheOps) {
@@ -105,7 +106,7 @@ TEST(CudaComposedAttentionPlan, TheScratchIsOneRegionAtTheArenasEndSharedByTheOp
   ASSERT_TRUE(plan.ok()) << plan.status();
   const int64_t scores = plan->arena_offsets[7], probs = plan->arena_offsets[11],
                 dprobs = plan->arena_offsets[12];
-  const int64_t bytes = 2 * 2 * 8 * 12 * 2;  // 768
+  const int64_t bytes = 2 * 2 * 8 * 12 * 2; // 768
   // The forward's scores and the backward's probs: the same bytes, live
   // in turn; the backward's two apart.
   EXPECT_EQ(scores, probs);
@@ -126,5 +127,5 @@ TEST(CudaComposedAttentionPlan, TheStoredPlanKeepsIt) {
   EXPECT_TRUE(*back == *plan) << describe_cuda_plan(*back);
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

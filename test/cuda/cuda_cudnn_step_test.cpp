@@ -166,7 +166,8 @@ TEST(CudaCudnnPlan, WhatNeitherCudnnNorTheComposedFormTakesIsNamedWithBothReason
                     "mask(%m : tensor<16x16xi1>)", "scale = 1.250000e-01 : f64"),
        "cuda: op 'mstep.sdpa' (mstep.sdpa #0, f16[2, 4, 16, 64]) is not yet lowered for cuda: "
        "cudnn sdpa [2, 4, 16, 64] x [2, 4, 16, 64] f16, scale 0.125, boolean mask: not "
-       "expressible in cuDNN: a boolean mask (cuDNN's SDPA takes an additive one); nor does the composed attention (cuBLASLt and "
+       "expressible in cuDNN: a boolean mask (cuDNN's SDPA takes an additive one); nor does the "
+       "composed attention (cuBLASLt and "
        "kernels of its own) take dtype f16 (its matmuls are cuBLASLt's: f32 or bf16)"},
       {R"(
 func.func @step(%q: )" BF16 R"(, %k: )" BF16 R"(, %v: )" BF16 R"() -> )" BF16 R"( {

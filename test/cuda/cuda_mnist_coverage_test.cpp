@@ -37,7 +37,7 @@ struct Coverage {
   std::map<std::string, int> lowered, not_lowered;
   std::map<std::string, std::string> why;  // the first error of each op name
   int kernels = 0, cublaslt_steps = 0;
-  int attention = 0;  // mstep.sdpa / sdpa_backward, lowered by compile_cuda_step
+  int attention = 0; // mstep.sdpa / sdpa_backward, lowered by compile_cuda_step
 };
 
 /// Generates every op's kernels (ptxas assembling each for every arch of
@@ -54,7 +54,7 @@ Coverage coverage_of(mlir::func::FuncOp func, const CudaCompileOptions& options,
       ++index;
       continue;
     }
-    if (CudaAttentionLowering::is_attention(&op)) {  // cuDNN or composed: compile_cuda_step's
+    if (CudaAttentionLowering::is_attention(&op)) { // cuDNN or composed: compile_cuda_step's
       ++c.attention;
       ++index;
       continue;

@@ -117,7 +117,7 @@ Value dropout_factor(Nest& nest, const AttentionRows& rows, Value rng, Value fla
   return b.create<arith::SelectOp>(keep, nest.f64(keep_scale(rows)), nest.f64(0));
 }
 
-}  // namespace
+} // namespace
 
 void build_attention_probs(func::FuncOp func, const AttentionRows& rows,
                            const AttentionParams& params, bool dropout) {
@@ -129,26 +129,25 @@ void build_attention_probs(func::FuncOp func, const AttentionRows& rows,
     const Row row = row_of(nest, rows, buffers, r);
     auto s = [&](Value j) { return score(nest, rows, buffers, scores, row, j); };
     // ref's max: the first NaN sticks; -inf keys never raise it.
-    Value m = nest.loop(rows.S, {nest.f64(kNegInf)},
-                        [&](Value j, ValueRange acc) -> SmallVector<Value> {
-                          Value v = s(j), current = acc[0];
-                          Value is_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, v, v);
-                          Value take = b.create<arith::OrIOp>(
-                              b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, current),
-                              is_nan);
-                          Value m_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO,
-                                                                current, current);
-                          return {b.create<arith::SelectOp>(
-                              m_nan, current, b.create<arith::SelectOp>(take, v, current))};
-                        })[0];
+    Value m =
+        nest.loop(rows.S, {nest.f64(kNegInf)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+          Value v = s(j), current = acc[0];
+          Value is_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, v, v);
+          Value take = b.create<arith::OrIOp>(
+              b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, current), is_nan);
+          Value m_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, current, current);
+          return {b.create<arith::SelectOp>(m_nan, current,
+                                            b.create<arith::SelectOp>(take, v, current))};
+        })[0];
     // A row with every key excluded (max -inf) is all zeros; m != -inf
     // holds for NaN as in C++, so a NaN row stays NaN.
     Value live = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNE, m, nest.f64(kNegInf));
     Value shift = b.create<arith::SelectOp>(live, m, nest.f64(0));
     auto e = [&](Value j) { return b.create<math::ExpOp>(b.create<arith::SubFOp>(s(j), shift)); };
-    Value sum = nest.loop(rows.S, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-      return {b.create<arith::AddFOp>(acc[0], e(j))};
-    })[0];
+    Value sum =
+        nest.loop(rows.S, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+          return {b.create<arith::AddFOp>(acc[0], e(j))};
+        })[0];
     nest.loop(rows.S, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       Value p = b.create<arith::SelectOp>(live, b.create<arith::DivFOp>(e(j), sum), nest.f64(0));
       Value flat = b.create<arith::AddIOp>(row.base, j);
@@ -179,8 +178,7 @@ void build_attention_probs_grad(func::FuncOp func, const AttentionRows& rows,
           b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, p, nest.f64(0)),
           b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, factor, nest.f64(0)));
       Value dp = b.create<arith::SelectOp>(
-          skip, nest.f64(0),
-          b.create<arith::MulFOp>(nest.ext(nest.load(dprobs, flat)), factor));
+          skip, nest.f64(0), b.create<arith::MulFOp>(nest.ext(nest.load(dprobs, flat)), factor));
       return {p, factor, dp};
     };
     // d = sum_k P[k] dP[k] (ref's step 3).
@@ -203,4 +201,4 @@ void build_attention_probs_grad(func::FuncOp func, const AttentionRows& rows,
   b.create<func::ReturnOp>();
 }
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

@@ -37,8 +37,8 @@ namespace mstep::cuda {
 struct AttentionRows {
   /// The score matrix's shape [..., L, S] (q's leading dims).
   std::vector<int64_t> scores_shape;
-  int64_t batch_heads = 1;  ///< the product of the leading dims
-  int64_t rows_per_b0 = 1;  ///< batch-heads per index of dim 0 (valid_seq_len's index)
+  int64_t batch_heads = 1; ///< the product of the leading dims
+  int64_t rows_per_b0 = 1; ///< batch-heads per index of dim 0 (valid_seq_len's index)
   int64_t L = 0, S = 0;
   double scale = 1, dropout_p = 0;
   int64_t rng_offset = 0;
@@ -54,9 +54,9 @@ struct AttentionRows {
 /// Which parameters of the kernel func are which buffer (-1: absent).
 struct AttentionParams {
   int mask = -1, valid_seq_len = -1, rng = -1;
-  int scores = -1;  ///< probs: the scores, overwritten by the probabilities
-  int probs = -1;   ///< probs_grad: P, overwritten by P'
-  int dprobs = -1;  ///< probs_grad: dP', overwritten by scale·dS
+  int scores = -1; ///< probs: the scores, overwritten by the probabilities
+  int probs = -1;  ///< probs_grad: P, overwritten by P'
+  int dprobs = -1; ///< probs_grad: dP', overwritten by scale·dS
 };
 
 /// The probs loop nest in `func` (its entry block empty; a return added).
@@ -68,4 +68,4 @@ void build_attention_probs(mlir::func::FuncOp func, const AttentionRows& rows,
 void build_attention_probs_grad(mlir::func::FuncOp func, const AttentionRows& rows,
                                 const AttentionParams& params);
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

@@ -151,9 +151,11 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
   auto composed = [&](const absl::Status& refused) -> absl::Status {
     absl::Status status = composed_.lower(op, origin, name, ids, plan);
     if (status.code() != absl::StatusCode::kUnimplemented) return status;
-    return absl::UnimplementedError(absl::StrCat(
-        refused.message(), "; nor does the composed attention (cuBLASLt and kernels of its own) "
-                           "take ", status.message()));
+    return absl::UnimplementedError(
+        absl::StrCat(refused.message(),
+                     "; nor does the composed attention (cuBLASLt and kernels of its own) "
+                     "take ",
+                     status.message()));
   };
   auto stats_type = [](const CudnnSdpaConfig& c) {
     return TensorType{Shape({c.batch, c.heads, c.seq_q, 1}), DType::f32};
@@ -179,8 +181,8 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
   }
   auto grad = mlir::cast<dialect::SdpaBackwardOp>(op);
   const AttentionOperands a = attention_operands(op);
-  absl::StatusOr<CudnnSdpaConfig> cudnn = lowering.config(
-      a, static_cast<bool>(grad.getGradMask()), static_cast<bool>(grad.getSavedProbs()));
+  absl::StatusOr<CudnnSdpaConfig> cudnn = lowering.config(a, static_cast<bool>(grad.getGradMask()),
+                                                          static_cast<bool>(grad.getSavedProbs()));
   if (cudnn.status().code() == absl::StatusCode::kUnimplemented) return composed(cudnn.status());
   MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, std::move(cudnn));
   const std::vector<mlir::Value> key = {a.q, a.k, a.v, a.mask, a.valid_seq_len};

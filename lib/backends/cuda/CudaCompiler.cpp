@@ -104,10 +104,9 @@ absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Valu
 /// kernel assembled for every arch of `options`, a launch with a plan
 /// value per parameter (`params`, then a new value per temporary; those
 /// from `first_written` on written), and the func's tiled loop nest.
-absl::Status add_kernels(GeneratedKernels kernels, const std::string& name,
-                         std::vector<int> params, size_t first_written,
-                         const std::string& origin, const CudaCompileOptions& options,
-                         CompiledCudaStep& compiled) {
+absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std::vector<int> params,
+                         size_t first_written, const std::string& origin,
+                         const CudaCompileOptions& options, CompiledCudaStep& compiled) {
   CudaPlan& plan = compiled.plan;
   // The op's temporaries: values of the plan that no other op reads.
   for (const TensorType& type : kernels.temporaries) {
@@ -122,9 +121,10 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name,
     info.grid = launch.grid;
     info.block = launch.block;
     for (const std::string& arch : options.archs) {
-      MSTEP_ASSIGN_OR_RETURN(AssembledPtx assembled,
-                             assemble_ptx(launch.ptx, arch,
-                                          absl::StrCat("kernel ", info.name, " (", info.origin, ")")));
+      MSTEP_ASSIGN_OR_RETURN(
+          AssembledPtx assembled,
+          assemble_ptx(launch.ptx, arch,
+                       absl::StrCat("kernel ", info.name, " (", info.origin, ")")));
       info.cubins.push_back({arch, std::move(assembled.cubin)});
       for (PtxasKernelReport& report : assembled.reports) {
         report.arch = arch;
@@ -174,9 +174,9 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
   }
   plan.num_inputs = plan.values.size();
   CudaAttentionLowering attention(
-      options.codegen, [&](GeneratedKernels kernels, const std::string& kernel_name,
-                           std::vector<int> params, size_t first_written,
-                           const std::string& kernel_origin) {
+      options.codegen,
+      [&](GeneratedKernels kernels, const std::string& kernel_name, std::vector<int> params,
+          size_t first_written, const std::string& kernel_origin) {
         return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
                            kernel_origin, options, compiled);
       });

@@ -81,7 +81,8 @@ absl::StatusOr<Node> node_of(const AttentionOperands& a) {
     const std::vector<int64_t> dims(m.shape.dims().begin(), m.shape.dims().end());
     const std::vector<int64_t> strides = strides_of(dims);
     if (dims.size() > r)
-      return absl::InvalidArgumentError(absl::StrCat("a mask ", m.to_string(), " of rank over ", r));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a mask ", m.to_string(), " of rank over ", r));
     rows.mask_strides.assign(r, 0);
     for (size_t d = 0; d < dims.size(); ++d) {
       const size_t at = r - dims.size() + d;
@@ -92,8 +93,8 @@ absl::StatusOr<Node> node_of(const AttentionOperands& a) {
   if (a.valid_seq_len) {
     MSTEP_ASSIGN_OR_RETURN(TensorType lens, tensor_type_from_mlir(a.valid_seq_len.getType()));
     if (lens.dtype != DType::i32 && lens.dtype != DType::i64)
-      return absl::UnimplementedError(absl::StrCat("valid_seq_len ", lens.to_string(),
-                                                   " (i32 or i64 lengths)"));
+      return absl::UnimplementedError(
+          absl::StrCat("valid_seq_len ", lens.to_string(), " (i32 or i64 lengths)"));
   }
   auto q_type = mlir::cast<mlir::RankedTensorType>(a.q.getType());
   node.scores_type = mlir::RankedTensorType::get(rows.scores_shape, q_type.getElementType());
@@ -159,7 +160,7 @@ void option_params(const AttentionOperands& a, bool rng,
   if (rng) add(a.rng, params.rng);
 }
 
-}  // namespace
+} // namespace
 
 AttentionOperands attention_operands(mlir::Operation* op) {
   if (auto sdpa = mlir::dyn_cast<dialect::SdpaOp>(op)) return operands_of(sdpa);
@@ -183,14 +184,14 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
     params.scores = static_cast<int>(values.size());
     values.push_back(scores);
     types.push_back(node.scores_type);
-    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
-                           generate_loop_kernels(
-                               op, kernel, types,
-                               [&](mlir::func::FuncOp func) {
-                                 build_attention_probs(func, rows, params, dropout);
-                                 return absl::OkStatus();
-                               },
-                               codegen_));
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, generate_loop_kernels(
+                                                         op, kernel, types,
+                                                         [&](mlir::func::FuncOp func) {
+                                                           build_attention_probs(func, rows, params,
+                                                                                 dropout);
+                                                           return absl::OkStatus();
+                                                         },
+                                                         codegen_));
     const size_t first_written = values.size() - 1;
     return sink_(std::move(kernels), kernel, std::move(values), first_written,
                  absl::StrCat(origin, ": probabilities"));
@@ -207,14 +208,13 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
     add_gemm(plan, node, origin,
              {ids.at(a.q), ids.at(a.k), scores, L, S, node.E, false, true, "scores = q·kᵀ"});
     MSTEP_RETURN_IF_ERROR(probs_kernel(scores, true, name + "_probs"));
-    add_gemm(plan, node, origin, {scores, ids.at(a.v), out, L, node.Ev, S, false, false,
-                                  "out = probs·v"});
+    add_gemm(plan, node, origin,
+             {scores, ids.at(a.v), out, L, node.Ev, S, false, false, "out = probs·v"});
     return absl::OkStatus();
   }
 
   auto grad = mlir::cast<dialect::SdpaBackwardOp>(op);
-  if (grad.getGradMask())
-    return absl::UnimplementedError("the mask's gradient");
+  if (grad.getGradMask()) return absl::UnimplementedError("the mask's gradient");
   if (grad.getSavedProbs())
     return absl::UnimplementedError("probabilities saved by the forward (recompute_mode = false)");
   const int g = ids.at(grad.getGradOut()), q = ids.at(a.q), k = ids.at(a.k), v = ids.at(a.v);
@@ -243,14 +243,14 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
     values.insert(values.end(), {probs, dprobs});
     types.insert(types.end(), {node.scores_type, node.scores_type});
     const std::string kernel = name + "_probs_grad";
-    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
-                           generate_loop_kernels(
-                               op, kernel, types,
-                               [&](mlir::func::FuncOp func) {
-                                 build_attention_probs_grad(func, rows, params);
-                                 return absl::OkStatus();
-                               },
-                               codegen_));
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, generate_loop_kernels(
+                                                         op, kernel, types,
+                                                         [&](mlir::func::FuncOp func) {
+                                                           build_attention_probs_grad(func, rows,
+                                                                                      params);
+                                                           return absl::OkStatus();
+                                                         },
+                                                         codegen_));
     MSTEP_RETURN_IF_ERROR(sink_(std::move(kernels), kernel, std::move(values), first_written,
                                 absl::StrCat(origin, ": softmax backward")));
   }
@@ -283,4 +283,4 @@ void CudaComposedAttention::place_in_arena(CudaPlan& plan) const {
   plan.arena_bytes = end;
 }
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

@@ -50,10 +50,9 @@ AttentionOperands attention_operands(mlir::Operation* op);
 /// plan value per parameter of their func @<name> (the kernels'
 /// temporaries are appended by the sink); those from `first_written` on
 /// are written. `origin` names the op in errors and dumps.
-using CudaKernelSink =
-    std::function<absl::Status(GeneratedKernels kernels, const std::string& name,
-                               std::vector<int> params, size_t first_written,
-                               const std::string& origin)>;
+using CudaKernelSink = std::function<absl::Status(GeneratedKernels kernels, const std::string& name,
+                                                  std::vector<int> params, size_t first_written,
+                                                  const std::string& origin)>;
 
 class CudaComposedAttention {
 public:
@@ -81,4 +80,4 @@ private:
   std::vector<std::vector<int>> scratch_;
 };
 
-}  // namespace mstep::cuda
+} // namespace mstep::cuda

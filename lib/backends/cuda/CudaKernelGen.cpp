@@ -442,7 +442,7 @@ absl::StatusOr<GeneratedKernels> kernels_of_func(Operation* op, func::FuncOp fun
   return generated;
 }
 
-}  // namespace
+} // namespace
 
 void declare_cuda_codegen_dialects(DialectRegistry& registry) {
   registry.insert<affine::AffineDialect, arith::ArithDialect, bufferization::BufferizationDialect,
@@ -501,8 +501,7 @@ generate_loop_kernels(Operation* op, absl::string_view name, TypeRange params,
     if (auto tensor = dyn_cast<RankedTensorType>(type); !tensor || !tensor.hasStaticShape())
       return not_lowered(op, "its kernels' buffers must be tensors of static shape");
   OwningOpRef<ModuleOp> module = ModuleOp::create(op->getLoc());
-  func::FuncOp func =
-      func_on_buffers(op, StringRef(name.data(), name.size()), params, *module);
+  func::FuncOp func = func_on_buffers(op, StringRef(name.data(), name.size()), params, *module);
   MSTEP_RETURN_IF_ERROR(build(func));
   return kernels_of_func(op, func, *module, options, diagnostics);
 }

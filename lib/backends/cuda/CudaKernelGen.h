@@ -30,9 +30,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "llvm/ADT/STLFunctionalExtras.h"
 #include "mlir/IR/TypeRange.h"
 #include "mstep/core/TensorType.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mlir {
 class DialectRegistry;

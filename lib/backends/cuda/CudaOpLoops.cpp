@@ -219,8 +219,8 @@ void dropout_loops(dialect::DropoutOp op, Nest& nest) {
                                 nest.integer(b.getI64Type(), offset));
     Value counter =
         b.create<arith::AddIOp>(start, b.create<arith::IndexCastUIOp>(b.getI64Type(), i));
-    Value keep = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGE,
-                                         nest.ext(philox_uniform(nest, seed, counter)), nest.f64(p));
+    Value keep = b.create<arith::CmpFOp>(
+        arith::CmpFPredicate::OGE, nest.ext(philox_uniform(nest, seed, counter)), nest.f64(p));
     Value factor = b.create<arith::SelectOp>(keep, nest.f64(scale), nest.f64(0.0));
     Value out = b.create<arith::MulFOp>(nest.ext(nest.load(x, i)), factor);
     nest.store(nest.round_to(out, y.element()), y, i);
