@@ -1,7 +1,8 @@
 // Host runs of the cuda compile half's tiled loop nests (issue 21 §3):
 // each op's loop nest, taken right before the GPU mapping, lowered for
 // this CPU and run by MLIR's ExecutionEngine on host buffers, one per plan
-// value. Shared by the host-numerics tests.
+// value, and whole plans run in order with the cuBLASLt steps as host
+// GEMMs. Shared by the host-numerics tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,11 +21,13 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/TargetSelect.h"
 
 namespace mstep::cuda::testing {
@@ -38,6 +41,13 @@ inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(op.module, &context);
   ASSERT_TRUE(module) << op.module;
+  {
+    // math.rsqrt (a layer_norm backward's fusion) has no host lowering:
+    // 1 / sqrt. (On the GPU, convert-gpu-to-nvvm lowers it.)
+    mlir::RewritePatternSet patterns(&context);
+    mlir::populateExpandRsqrtPattern(patterns);
+    ASSERT_TRUE(mlir::succeeded(mlir::applyPatternsAndFoldGreedily(*module, std::move(patterns))));
+  }
   mlir::PassManager pm(&context);
   pm.addPass(mlir::createConvertSCFToCFPass());
   pm.addPass(mlir::createConvertMathToLibmPass());
@@ -67,6 +77,55 @@ inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep
                               std::vector<std::vector<char>>& values) {
   for (const TiledOp& op : compiled.tiled)
     ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, op, values));
+}
+
+/// A cuBLASLt step on host buffers: `batch` row-major products
+/// C = op(A) op(B) ([m, k] x [k, n]; A stored [k, m] when transposed, B
+/// [n, k]), accumulated in double and rounded once to f32.
+inline void host_matmul(const CudaMatmulInfo& info, const std::vector<char>& a,
+                        const std::vector<char>& b, std::vector<char>& c) {
+  const MatmulShape& s = info.shape;
+  ASSERT_EQ(s.dtype, DType::f32);
+  ASSERT_FALSE(s.bias);
+  const float* x = reinterpret_cast<const float*>(a.data());
+  const float* y = reinterpret_cast<const float*>(b.data());
+  float* z = reinterpret_cast<float*>(c.data());
+  for (int64_t t = 0; t < info.batch; ++t)
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double dot = 0;
+        for (int64_t l = 0; l < s.k; ++l) {
+          const float xa = x[t * info.a_stride + (s.transpose_a ? l * s.m + i : i * s.k + l)];
+          const float yb = y[t * info.b_stride + (s.transpose_b ? j * s.k + l : l * s.n + j)];
+          dot += double(xa) * yb;
+        }
+        z[t * info.c_stride + i * s.n + j] = static_cast<float>(dot);
+      }
+}
+
+/// Runs `compiled`'s plan on host buffers in plan order: each cuBLASLt
+/// step as host_matmul, each func of kernels' whole tiled loop nest at its
+/// first launch (a func's launches are consecutive). No cuDNN steps.
+inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep& compiled,
+                             std::vector<std::vector<char>>& values) {
+  const CudaPlan& plan = compiled.plan;
+  std::vector<int> tiled_of(plan.kernels.size(), -1);
+  for (size_t t = 0; t < compiled.tiled.size(); ++t)
+    for (int kernel : compiled.tiled[t].kernels) tiled_of[kernel] = static_cast<int>(t);
+  std::vector<bool> done(compiled.tiled.size(), false);
+  for (const CudaLaunchStep& launch : plan.launches) {
+    ASSERT_LT(launch.attention, 0) << "a cuDNN step has no host form";
+    if (launch.matmul >= 0) {
+      ASSERT_NO_FATAL_FAILURE(host_matmul(plan.matmuls[launch.matmul], values[launch.args[0]],
+                                          values[launch.args[1]], values[launch.writes[0]]));
+      continue;
+    }
+    const int t = tiled_of[launch.kernel];
+    ASSERT_GE(t, 0) << plan.kernels[launch.kernel].name;
+    if (done[t]) continue;
+    done[t] = true;
+    ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, compiled.tiled[t], values));
+  }
 }
 
 /// Host buffers for `plan`'s values (0x7f bytes: an unwritten element

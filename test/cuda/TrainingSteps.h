@@ -2,14 +2,16 @@
 // mnist_mlp's (the MLP with dropout, nll_loss and Adadelta) and GPT-mini's
 // as gpt_train runs it (cross-entropy, clip_grad_norm_, AdamW), each the
 // graph of the second step (the optimizer state exists), after the fused
-// pipeline.
+// pipeline; and inputs for them.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "examples/models/Mlp.h"
+#include "lib/backends/cuda/CudaPlan.h"
 #include "mlir/Pass/PassManager.h"
 #include "mstep/mstep.h"
 #include "mstep/passes/Pipeline.h"
@@ -41,6 +43,33 @@ inline TraceGraph mnist_step_graph() {
 
 /// GPT-mini's second training step as gpt_train runs it.
 inline TraceGraph gpt_step_graph() { return mstep::testing::gpt_training_step_graph(3); }
+
+/// A training step's inputs: floats in (0, 1) (so Adadelta's averages of
+/// squares are positive), integers in [1, max_integer] (valid classes or
+/// tokens, sequence lengths, a step count, an RNG state), as
+/// fuse_optimizer_test feeds its training graphs.
+inline std::vector<std::vector<char>> step_inputs(const CudaPlan& plan, int64_t max_integer) {
+  std::vector<std::vector<char>> inputs;
+  for (size_t i = 0; i < plan.num_inputs; ++i) {
+    const TensorType& type = plan.values[i];
+    std::vector<char> bytes(type.bytes());
+    for (int64_t k = 0; k < type.numel(); ++k) {
+      const double unit = ((k * 13 + i * 7) % 89 + 5) / 100.0;
+      if (type.dtype == DType::f32) {
+        const float v = static_cast<float>(unit);
+        std::memcpy(bytes.data() + k * 4, &v, 4);
+      } else if (type.dtype == DType::f64) {
+        std::memcpy(bytes.data() + k * 8, &unit, 8);
+      } else {
+        EXPECT_EQ(type.dtype, DType::i64) << "input " << i;
+        const int64_t integer = static_cast<int64_t>((k * 5 + i) % max_integer) + 1;
+        std::memcpy(bytes.data() + k * 8, &integer, 8);
+      }
+    }
+    inputs.push_back(std::move(bytes));
+  }
+  return inputs;
+}
 
 /// The step of `graph` after the fused pipeline, in `step`'s context.
 inline mlir::OwningOpRef<mlir::ModuleOp> pipelined(const TraceGraph& graph, CudaStepContext& step) {

@@ -12,29 +12,6 @@ namespace mstep::cuda {
 
 namespace {
 
-/// What both attention ops give the config.
-struct AttentionOperands {
-  mlir::Value q, k, v, mask, valid_seq_len;
-  double scale = 1, dropout_p = 0;
-  bool causal = false, softmax_mode_none = true, recompute = true, left_padding = false;
-};
-
-template <typename Op> AttentionOperands operands_of(Op op) {
-  AttentionOperands a;
-  a.q = op.getQuery();
-  a.k = op.getKey();
-  a.v = op.getValue();
-  a.mask = op.getMask();
-  a.valid_seq_len = op.getValidSeqLen();
-  a.scale = op.getScale().convertToDouble();
-  a.dropout_p = op.getDropoutP().convertToDouble();
-  a.causal = op.getIsCausal();
-  a.softmax_mode_none = op.getSoftmaxMode() == dialect::SoftmaxMode::none;
-  a.recompute = op.getRecomputeMode();
-  a.left_padding = op.getPaddingSide() == dialect::PaddingSide::left;
-  return a;
-}
-
 class Lowering {
 public:
   Lowering(mlir::Operation* op, std::string origin) : op_(op), origin_(std::move(origin)) {}
@@ -166,8 +143,20 @@ bool CudaAttentionLowering::is_attention(mlir::Operation* op) {
 }
 
 absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string& origin,
+                                          const std::string& name,
                                           llvm::DenseMap<mlir::Value, int>& ids, CudaPlan& plan) {
   Lowering lowering(op, origin);
+  // What cuDNN refuses is composed of cuBLASLt matmuls and kernels of our
+  // own; what neither takes is an error naming both reasons.
+  auto composed = [&](const absl::Status& refused) -> absl::Status {
+    absl::Status status = composed_.lower(op, origin, name, ids, plan);
+    if (status.code() != absl::StatusCode::kUnimplemented) return status;
+    return absl::UnimplementedError(
+        absl::StrCat(refused.message(),
+                     "; nor does the composed attention (cuBLASLt and kernels of its own) "
+                     "take ",
+                     status.message()));
+  };
   auto stats_type = [](const CudnnSdpaConfig& c) {
     return TensorType{Shape({c.batch, c.heads, c.seq_q, 1}), DType::f32};
   };
@@ -176,10 +165,12 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
     return a;
   };
   if (auto sdpa = mlir::dyn_cast<dialect::SdpaOp>(op)) {
-    const AttentionOperands a = operands_of(sdpa);
-    MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, lowering.config(a, false, false));
+    const AttentionOperands a = attention_operands(op);
+    absl::StatusOr<CudnnSdpaConfig> cudnn = lowering.config(a, false, false);
+    if (cudnn.status().code() == absl::StatusCode::kUnimplemented) return composed(cudnn.status());
+    MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, std::move(cudnn));
     if (sdpa.getReturnAttnProbs() || sdpa.getReturnDropoutMask())
-      return lowering.not_lowered("returned probabilities or dropout mask");
+      return composed(lowering.not_lowered("returned probabilities or dropout mask"));
     MSTEP_ASSIGN_OR_RETURN(int out, add_result(plan, ids, sdpa.getOut()));
     const int stats = add_value(plan, stats_type(config));
     own_slots_.push_back(stats);
@@ -189,10 +180,11 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
     return absl::OkStatus();
   }
   auto grad = mlir::cast<dialect::SdpaBackwardOp>(op);
-  const AttentionOperands a = operands_of(grad);
-  MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config,
-                         lowering.config(a, static_cast<bool>(grad.getGradMask()),
-                                         static_cast<bool>(grad.getSavedProbs())));
+  const AttentionOperands a = attention_operands(op);
+  absl::StatusOr<CudnnSdpaConfig> cudnn = lowering.config(a, static_cast<bool>(grad.getGradMask()),
+                                                          static_cast<bool>(grad.getSavedProbs()));
+  if (cudnn.status().code() == absl::StatusCode::kUnimplemented) return composed(cudnn.status());
+  MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, std::move(cudnn));
   const std::vector<mlir::Value> key = {a.q, a.k, a.v, a.mask, a.valid_seq_len};
   auto forward = std::find_if(forwards_.begin(), forwards_.end(),
                               [&](const Forward& f) { return f.key == key && f.config == config; });
@@ -225,7 +217,14 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
 }
 
 absl::Status CudaAttentionLowering::place_in_arena(CudaPlan& plan) const {
-  if (plan.arena_offsets.empty() || own_slots_.empty()) return absl::OkStatus();
+  if (plan.arena_offsets.empty()) return absl::OkStatus();
+  place_own_slots(plan);
+  composed_.place_in_arena(plan);
+  return absl::OkStatus();
+}
+
+void CudaAttentionLowering::place_own_slots(CudaPlan& plan) const {
+  if (own_slots_.empty()) return;
   plan.arena_offsets.resize(plan.values.size(), -1);
   std::vector<int> values = own_slots_;
   std::sort(values.begin(), values.end());
@@ -238,7 +237,6 @@ absl::Status CudaAttentionLowering::place_in_arena(CudaPlan& plan) const {
     plan.arena_offsets[v] = offset;
     plan.arena_bytes = offset + static_cast<int64_t>(plan.values[v].bytes());
   }
-  return absl::OkStatus();
 }
 
 } // namespace mstep::cuda

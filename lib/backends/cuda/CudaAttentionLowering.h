@@ -2,15 +2,19 @@
 // cuDNN SDPA steps of the launch plan (CudaAttentionInfo in CudaPlan.h):
 // the node's shapes and options become a CudnnSdpaConfig (mstep's leading
 // dims flattened to B = dim 0, H = the rest), checked by
-// cudnn_sdpa_expressible; an option cuDNN cannot express, or a form not
-// lowered yet, is an Unimplemented "cuda: op '<op>' (<origin>, <types>) is
-// not yet lowered for cuda: <why>". Library-internal; compile half (MLIR).
+// cudnn_sdpa_expressible; an option cuDNN cannot express, or a form it
+// does not take, goes to the composed attention (CudaComposedAttention.h:
+// cuBLASLt matmuls and kernels of our own), and what neither takes is an
+// Unimplemented "cuda: op '<op>' (<origin>, <types>) is not yet lowered
+// for cuda: <why cuDNN refuses>; nor does the composed attention ...
+// take <what>". Library-internal; compile half (MLIR).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "lib/backends/cuda/CudaComposedAttention.h"
 #include "lib/backends/cuda/CudaPlan.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
@@ -29,20 +33,28 @@ namespace mstep::cuda {
 /// out and stats the step graph does not have).
 class CudaAttentionLowering {
 public:
+  /// `codegen` and `sink` build and add the composed attention's kernels.
+  CudaAttentionLowering(CudaCodegenOptions codegen, CudaKernelSink sink)
+      : composed_(std::move(codegen), std::move(sink)) {}
+
   static bool is_attention(mlir::Operation* op);
 
-  /// Appends `op`'s step (and the values it adds) to `plan`; `ids` maps the
-  /// step's MLIR values to plan values and gets `op`'s results.
-  absl::Status lower(mlir::Operation* op, const std::string& origin,
+  /// Appends `op`'s steps (and the values they add) to `plan`; `ids` maps
+  /// the step's MLIR values to plan values and gets `op`'s results; `name`
+  /// ("op3") prefixes the composed attention's kernels.
+  absl::Status lower(mlir::Operation* op, const std::string& origin, const std::string& name,
                      llvm::DenseMap<mlir::Value, int>& ids, CudaPlan& plan);
 
   /// After the arena is planned (from the MLIR ops' lifetimes): the
   /// values the plan added, and the forward outs a later backward reads
   /// (whose lifetimes the MLIR planner did not see), get slots of their
-  /// own at the arena's end (the caller validates the arena after).
+  /// own at the arena's end, and then the composed attention's scratch
+  /// (the caller validates the arena after).
   absl::Status place_in_arena(CudaPlan& plan) const;
 
 private:
+  void place_own_slots(CudaPlan& plan) const;
+
   struct Forward {
     std::vector<mlir::Value> key; ///< q, k, v, mask, valid_seq_len
     CudnnSdpaConfig config;
@@ -51,6 +63,7 @@ private:
   std::vector<Forward> forwards_;
   /// Values the arena must hold apart (added, or lifetimes extended).
   std::vector<int> own_slots_;
+  CudaComposedAttention composed_;
 };
 
 } // namespace mstep::cuda

@@ -101,6 +101,54 @@ absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Valu
   return absl::OkStatus();
 }
 
+/// Adds `kernels` (the launches of func @<name>) to the plan: each
+/// kernel assembled for every arch of `options`, a launch with a plan
+/// value per parameter (`params`, then a new value per temporary; those
+/// from `first_written` on written), and the func's tiled loop nest.
+absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std::vector<int> params,
+                         size_t first_written, const std::string& origin,
+                         const CudaCompileOptions& options, CompiledCudaStep& compiled) {
+  CudaPlan& plan = compiled.plan;
+  // The op's temporaries: values of the plan that no other op reads.
+  for (const TensorType& type : kernels.temporaries) {
+    params.push_back(static_cast<int>(plan.values.size()));
+    plan.values.push_back(type);
+  }
+  TiledOp tiled{name, std::move(kernels.tiled_loops), params, {}};
+  for (GeneratedLaunch& launch : kernels.launches) {
+    CudaKernelInfo info;
+    info.name = launch.kernel;
+    info.origin = origin;
+    info.grid = launch.grid;
+    info.block = launch.block;
+    for (const std::string& arch : options.archs) {
+      MSTEP_ASSIGN_OR_RETURN(
+          AssembledPtx assembled,
+          assemble_ptx(launch.ptx, arch,
+                       absl::StrCat("kernel ", info.name, " (", info.origin, ")")));
+      info.cubins.push_back({arch, std::move(assembled.cubin)});
+      for (PtxasKernelReport& report : assembled.reports) {
+        report.arch = arch;
+        info.reports.push_back(std::move(report));
+      }
+    }
+    info.ptx = std::move(launch.ptx);
+    CudaLaunchStep step_launch;
+    step_launch.kernel = static_cast<int>(plan.kernels.size());
+    // A launch that only reads a written parameter (a temporary) lists it
+    // as a write too (harmless: the same stream).
+    for (unsigned arg : launch.args) {
+      step_launch.args.push_back(params.at(arg));
+      if (arg >= first_written) step_launch.writes.push_back(params.at(arg));
+    }
+    tiled.kernels.push_back(step_launch.kernel);
+    plan.kernels.push_back(std::move(info));
+    plan.launches.push_back(std::move(step_launch));
+  }
+  compiled.tiled.push_back(std::move(tiled));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 CudaCompileOptions default_cuda_compile_options() {
@@ -126,14 +174,21 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     MSTEP_RETURN_IF_ERROR(add_value(arg, nullptr).status());
   }
   plan.num_inputs = plan.values.size();
-  CudaAttentionLowering attention;
+  CudaAttentionLowering attention(
+      options.codegen,
+      [&](GeneratedKernels kernels, const std::string& kernel_name, std::vector<int> params,
+          size_t first_written, const std::string& kernel_origin) {
+        return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
+                           kernel_origin, options, compiled);
+      });
   int op_index = 0;
   for (mlir::Operation& op : step.getBody().front()) {
     if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
       for (mlir::Value value : ret.getOperands()) plan.outputs.push_back(ids.at(value));
       continue;
     }
-    const std::string name = absl::StrCat("op", op_index++);
+    const std::string name = absl::StrCat("op", op_index);
+    const std::string origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index++);
     if (mlir::isa<dialect::MatmulOp>(op)) {
       // A matmul is a cuBLASLt call, not a generated kernel.
       CudaLaunchStep step_launch;
@@ -151,61 +206,19 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     }
     if (CudaAttentionLowering::is_attention(&op)) {
       // Attention is a cuDNN SDPA step, not a generated kernel.
-      MSTEP_RETURN_IF_ERROR(attention.lower(
-          &op, absl::StrCat(op.getName().getStringRef().str(), " #", op_index - 1), ids, plan));
+      MSTEP_RETURN_IF_ERROR(attention.lower(&op, origin, name, ids, plan));
       continue;
     }
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
                            generate_op_kernels(&op, name, options.codegen));
-    std::vector<int> operands, results;
-    for (mlir::Value operand : op.getOperands()) operands.push_back(ids.at(operand));
+    std::vector<int> params;
+    for (mlir::Value operand : op.getOperands()) params.push_back(ids.at(operand));
     for (mlir::Value result : op.getResults()) {
       MSTEP_ASSIGN_OR_RETURN(int id, add_value(result, &op));
-      results.push_back(id);
+      params.push_back(id);
     }
-    // The op's temporaries: values of the plan that no other op reads.
-    std::vector<int> temporaries;
-    for (const TensorType& type : kernels.temporaries) {
-      temporaries.push_back(static_cast<int>(plan.values.size()));
-      plan.values.push_back(type);
-    }
-    for (GeneratedLaunch& launch : kernels.launches) {
-      CudaKernelInfo info;
-      info.name = launch.kernel;
-      info.origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index - 1);
-      info.grid = launch.grid;
-      info.block = launch.block;
-      for (const std::string& arch : options.archs) {
-        MSTEP_ASSIGN_OR_RETURN(AssembledPtx assembled,
-                               assemble_ptx(launch.ptx, arch,
-                                            absl::StrCat("kernel ", info.name, " (", info.origin, ")")));
-        info.cubins.push_back({arch, std::move(assembled.cubin)});
-        for (PtxasKernelReport& report : assembled.reports) {
-          report.arch = arch;
-          info.reports.push_back(std::move(report));
-        }
-      }
-      info.ptx = std::move(launch.ptx);
-      CudaLaunchStep step_launch;
-      step_launch.kernel = static_cast<int>(plan.kernels.size());
-      for (unsigned arg : launch.args) {
-        // Results and temporaries are written; a launch that only reads a
-        // temporary lists it as a write too (harmless: the same stream).
-        const bool is_result = arg >= operands.size();
-        const size_t written = arg - operands.size();
-        const int value = !is_result                   ? operands[arg]
-                          : written < results.size() ? results[written]
-                                                     : temporaries[written - results.size()];
-        step_launch.args.push_back(value);
-        if (is_result) step_launch.writes.push_back(value);
-      }
-      plan.kernels.push_back(std::move(info));
-      plan.launches.push_back(std::move(step_launch));
-    }
-    TiledOp tiled{name, std::move(kernels.tiled_loops), operands};
-    tiled.params.insert(tiled.params.end(), results.begin(), results.end());
-    tiled.params.insert(tiled.params.end(), temporaries.begin(), temporaries.end());
-    compiled.tiled.push_back(std::move(tiled));
+    MSTEP_RETURN_IF_ERROR(add_kernels(std::move(kernels), name, std::move(params),
+                                      op.getNumOperands(), origin, options, compiled));
   }
   MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, plan));
   MSTEP_RETURN_IF_ERROR(attention.place_in_arena(plan));

@@ -4,9 +4,11 @@
 // elementwise ops, reductions, softmax, norms, losses, dropout, the shape
 // and index ops and the optimizer update are GPU kernels (CudaKernelGen.h,
 // CudaOpLoops.h) assembled by ptxas for each architecture with -v (its
-// report kept per kernel); the PTX is kept for the JIT. Any other op
-// (attention, convolutions, ...) is an error naming it: "... is not yet
-// lowered for cuda" (no silent host fallback). Library-internal; MLIR.
+// report kept per kernel); the PTX is kept for the JIT; attention is a
+// cuDNN step, or composed of cuBLASLt steps and kernels where cuDNN
+// cannot express it (CudaAttentionLowering.h). Any other op
+// (convolutions, ...) is an error naming it: "... is not yet lowered for
+// cuda" (no silent host fallback). Library-internal; MLIR.
 #pragma once
 
 #include <string>
@@ -31,17 +33,20 @@ struct CudaCompileOptions {
 /// The defaults: this build's toolkit, sm_80 PTX, cubins for sm_80 and sm_90.
 CudaCompileOptions default_cuda_compile_options();
 
-/// An op's tiled loop nest, right before the GPU mapping: func @<name> on
-/// memrefs of the op's operands, then its results.
+/// A tiled loop nest, right before the GPU mapping: func @<name> on
+/// memrefs of an op's operands, then its results and temporaries (or, for
+/// the composed attention's kernels, the buffers they take).
 struct TiledOp {
-  std::string name;      ///< "op3"
+  std::string name;      ///< "op3", "op5_probs"
   std::string module;    ///< MLIR text
   std::vector<int> params;  ///< plan value ids of the func's parameters
+  std::vector<int> kernels; ///< the plan's kernels of its launches
 };
 
 struct CompiledCudaStep {
   CudaPlan plan;
-  /// One per op with kernels, in program order.
+  /// One per func of kernels (an op's, or one of the composed
+  /// attention's), in plan order.
   std::vector<TiledOp> tiled;
 };
 

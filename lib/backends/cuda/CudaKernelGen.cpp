@@ -76,22 +76,28 @@ absl::Status not_lowered(Operation* op, absl::string_view why) {
   return not_lowered_for_cuda(op, why);
 }
 
-/// func @name(inputs..., outputs...) on memrefs, with an empty entry block.
-func::FuncOp kernel_func_signature(Operation* op, StringRef name, ModuleOp module) {
+/// func @name(params...) on memrefs of the tensor types `params`, with an
+/// empty entry block.
+func::FuncOp func_on_buffers(Operation* op, StringRef name, TypeRange params, ModuleOp module) {
   MLIRContext* context = op->getContext();
   SmallVector<Type> args;
-  auto memref_of = [](Type type) {
+  for (Type type : params) {
     auto tensor = cast<RankedTensorType>(type);
-    return MemRefType::get(tensor.getShape(), tensor.getElementType());
-  };
-  for (Value operand : op->getOperands()) args.push_back(memref_of(operand.getType()));
-  for (Value result : op->getResults()) args.push_back(memref_of(result.getType()));
+    args.push_back(MemRefType::get(tensor.getShape(), tensor.getElementType()));
+  }
   OpBuilder builder(context);
   builder.setInsertionPointToEnd(module.getBody());
   auto func =
       builder.create<func::FuncOp>(op->getLoc(), name, FunctionType::get(context, args, {}));
   func.addEntryBlock();
   return func;
+}
+
+/// func @name(inputs..., outputs...) on memrefs, with an empty entry block.
+func::FuncOp kernel_func_signature(Operation* op, StringRef name, ModuleOp module) {
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  return func_on_buffers(op, name, types, module);
 }
 
 /// func @name(inputs..., outputs...) on memrefs holding a clone of `op`:
@@ -346,7 +352,97 @@ unsigned constant_of(Value value) {
   return constant && *constant > 0 && *constant <= UINT32_MAX ? static_cast<unsigned>(*constant) : 0;
 }
 
-}  // namespace
+/// The tail of the pipeline from a func on buffers holding the op's
+/// loops or linalg: temporaries, tiling, GPU mapping, NVVM and PTX.
+absl::StatusOr<GeneratedKernels> kernels_of_func(Operation* op, func::FuncOp func, ModuleOp module,
+                                                 const CudaCodegenOptions& options,
+                                                 const DiagnosticCollector& diagnostics) {
+  MLIRContext* context = op->getContext();
+  GeneratedKernels generated;
+  MSTEP_ASSIGN_OR_RETURN(generated.temporaries, hoist_temporaries(op, func));
+  collapse_and_tile(func, options.threads);
+  generated.tiled_loops = print(module.getOperation());
+
+  // 3. The GPU mapping, outlining and NVVM.
+  {
+    PassManager pm(context);
+    OpPassManager& fpm = pm.nest<func::FuncOp>();
+    fpm.addPass(createGpuMapParallelLoopsPass());
+    fpm.addPass(createParallelLoopToGpuPass());
+    pm.addPass(createCanonicalizerPass());
+    pm.nest<func::FuncOp>().addPass(createGpuLauchSinkIndexComputationsPass());
+    pm.addPass(createGpuKernelOutliningPass());
+    GpuNVVMAttachTargetOptions target;
+    target.chip = options.chip;
+    target.features = options.ptx_features;
+    target.optLevel = 3;
+    pm.addPass(createGpuNVVMAttachTarget(target));
+    pm.addPass(createLowerAffinePass());
+    pm.addPass(createConvertSCFToCFPass());
+    ConvertGpuOpsToNVVMOpsOptions nvvm;
+    nvvm.useBarePtrCallConv = true;
+    pm.nest<gpu::GPUModuleOp>().addPass(createConvertGpuOpsToNVVMOps(nvvm));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createReconcileUnrealizedCastsPass());
+    MSTEP_RETURN_IF_ERROR(run(pm, module, op, "the GPU mapping and NVVM", diagnostics));
+  }
+  // The host function is now only launches: anything else would run on
+  // the host, which the cuda executable does not do.
+  for (Operation& host : func.getBody().front()) {
+    // A reshape of a buffer is the same pointer (static, contiguous).
+    if (isa<arith::ConstantOp, func::ReturnOp, memref::CollapseShapeOp, memref::ExpandShapeOp>(host))
+      continue;
+    auto launch = dyn_cast<gpu::LaunchFuncOp>(host);
+    if (!launch)
+      return not_lowered(op, absl::StrCat("'", op_name(&host),
+                                          "' is left on the host after the GPU mapping"));
+    GeneratedLaunch out;
+    out.kernel = launch.getKernelName().str();
+    const gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
+    const gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
+    out.grid = {constant_of(grid.x), constant_of(grid.y), constant_of(grid.z)};
+    out.block = {constant_of(block.x), constant_of(block.y), constant_of(block.z)};
+    for (const std::array<unsigned, 3>* sizes : {&out.grid, &out.block})
+      for (unsigned size : *sizes)
+        if (size == 0)
+          return not_lowered(op, "a launch's grid or block size is not a positive constant");
+    for (Value arg : launch.getKernelOperands()) {
+      if (Operation* view = arg.getDefiningOp();
+          view && isa<memref::CollapseShapeOp, memref::ExpandShapeOp>(view))
+        arg = view->getOperand(0);
+      auto block_arg = dyn_cast<BlockArgument>(arg);
+      if (!block_arg || block_arg.getOwner() != &func.getBody().front())
+        return not_lowered(op, "a kernel argument is not one of its buffers");
+      out.args.push_back(block_arg.getArgNumber());
+    }
+    out.ptx = launch.getKernelModuleName().str();  // replaced by the PTX below
+    generated.launches.push_back(std::move(out));
+  }
+
+  // 4. PTX.
+  {
+    PassManager pm(context);
+    GpuModuleToBinaryPassOptions binary;
+    binary.toolkitPath = options.toolkit;
+    binary.compilationTarget = "isa";
+    pm.addPass(createGpuModuleToBinaryPass(binary));
+    MSTEP_RETURN_IF_ERROR(run(pm, module, op, "gpu-module-to-binary (PTX)", diagnostics));
+  }
+  for (GeneratedLaunch& launch : generated.launches) {
+    auto binary = module.lookupSymbol<gpu::BinaryOp>(launch.ptx);
+    if (!binary || binary.getObjects().empty())
+      return absl::InternalError(absl::StrCat("cuda: no PTX for kernel ", launch.kernel,
+                                              " of op '", op_name(op), "'"));
+    auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+    std::string ptx = object.getObject().getValue().str();
+    // The PTX ends in a NUL that ptxas does not want.
+    while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    launch.ptx = std::move(ptx);
+  }
+  return generated;
+}
+
+} // namespace
 
 void declare_cuda_codegen_dialects(DialectRegistry& registry) {
   registry.insert<affine::AffineDialect, arith::ArithDialect, bufferization::BufferizationDialect,
@@ -392,88 +488,22 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
     func = build_kernel_func(op, StringRef(name.data(), name.size()), *module);
     MSTEP_RETURN_IF_ERROR(lower_through_linalg(op, func, *module, diagnostics));
   }
-  GeneratedKernels generated;
-  MSTEP_ASSIGN_OR_RETURN(generated.temporaries, hoist_temporaries(op, func));
-  collapse_and_tile(func, options.threads);
-  generated.tiled_loops = print(module->getOperation());
+  return kernels_of_func(op, func, *module, options, diagnostics);
+}
 
-  // 3. The GPU mapping, outlining and NVVM.
-  {
-    PassManager pm(context);
-    OpPassManager& fpm = pm.nest<func::FuncOp>();
-    fpm.addPass(createGpuMapParallelLoopsPass());
-    fpm.addPass(createParallelLoopToGpuPass());
-    pm.addPass(createCanonicalizerPass());
-    pm.nest<func::FuncOp>().addPass(createGpuLauchSinkIndexComputationsPass());
-    pm.addPass(createGpuKernelOutliningPass());
-    GpuNVVMAttachTargetOptions target;
-    target.chip = options.chip;
-    target.features = options.ptx_features;
-    target.optLevel = 3;
-    pm.addPass(createGpuNVVMAttachTarget(target));
-    pm.addPass(createLowerAffinePass());
-    pm.addPass(createConvertSCFToCFPass());
-    ConvertGpuOpsToNVVMOpsOptions nvvm;
-    nvvm.useBarePtrCallConv = true;
-    pm.nest<gpu::GPUModuleOp>().addPass(createConvertGpuOpsToNVVMOps(nvvm));
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createReconcileUnrealizedCastsPass());
-    MSTEP_RETURN_IF_ERROR(run(pm, *module, op, "the GPU mapping and NVVM", diagnostics));
-  }
-  // The host function is now only launches: anything else would run on
-  // the host, which the cuda executable does not do.
-  for (Operation& host : func.getBody().front()) {
-    // A reshape of a buffer is the same pointer (static, contiguous).
-    if (isa<arith::ConstantOp, func::ReturnOp, memref::CollapseShapeOp, memref::ExpandShapeOp>(host))
-      continue;
-    auto launch = dyn_cast<gpu::LaunchFuncOp>(host);
-    if (!launch)
-      return not_lowered(op, absl::StrCat("'", op_name(&host),
-                                          "' is left on the host after the GPU mapping"));
-    GeneratedLaunch out;
-    out.kernel = launch.getKernelName().str();
-    const gpu::KernelDim3 grid = launch.getGridSizeOperandValues();
-    const gpu::KernelDim3 block = launch.getBlockSizeOperandValues();
-    out.grid = {constant_of(grid.x), constant_of(grid.y), constant_of(grid.z)};
-    out.block = {constant_of(block.x), constant_of(block.y), constant_of(block.z)};
-    for (const std::array<unsigned, 3>* sizes : {&out.grid, &out.block})
-      for (unsigned size : *sizes)
-        if (size == 0)
-          return not_lowered(op, "a launch's grid or block size is not a positive constant");
-    for (Value arg : launch.getKernelOperands()) {
-      if (Operation* view = arg.getDefiningOp();
-          view && isa<memref::CollapseShapeOp, memref::ExpandShapeOp>(view))
-        arg = view->getOperand(0);
-      auto block_arg = dyn_cast<BlockArgument>(arg);
-      if (!block_arg || block_arg.getOwner() != &func.getBody().front())
-        return not_lowered(op, "a kernel argument is not one of its buffers");
-      out.args.push_back(block_arg.getArgNumber());
-    }
-    out.ptx = launch.getKernelModuleName().str();  // replaced by the PTX below
-    generated.launches.push_back(std::move(out));
-  }
-
-  // 4. PTX.
-  {
-    PassManager pm(context);
-    GpuModuleToBinaryPassOptions binary;
-    binary.toolkitPath = options.toolkit;
-    binary.compilationTarget = "isa";
-    pm.addPass(createGpuModuleToBinaryPass(binary));
-    MSTEP_RETURN_IF_ERROR(run(pm, *module, op, "gpu-module-to-binary (PTX)", diagnostics));
-  }
-  for (GeneratedLaunch& launch : generated.launches) {
-    auto binary = module->lookupSymbol<gpu::BinaryOp>(launch.ptx);
-    if (!binary || binary.getObjects().empty())
-      return absl::InternalError(absl::StrCat("cuda: no PTX for kernel ", launch.kernel,
-                                              " of op '", op_name(op), "'"));
-    auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
-    std::string ptx = object.getObject().getValue().str();
-    // The PTX ends in a NUL that ptxas does not want.
-    while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
-    launch.ptx = std::move(ptx);
-  }
-  return generated;
+absl::StatusOr<GeneratedKernels>
+generate_loop_kernels(Operation* op, absl::string_view name, TypeRange params,
+                      function_ref<absl::Status(func::FuncOp)> build,
+                      const CudaCodegenOptions& options) {
+  MLIRContext* context = op->getContext();
+  DiagnosticCollector diagnostics(*context);
+  for (Type type : params)
+    if (auto tensor = dyn_cast<RankedTensorType>(type); !tensor || !tensor.hasStaticShape())
+      return not_lowered(op, "its kernels' buffers must be tensors of static shape");
+  OwningOpRef<ModuleOp> module = ModuleOp::create(op->getLoc());
+  func::FuncOp func = func_on_buffers(op, StringRef(name.data(), name.size()), params, *module);
+  MSTEP_RETURN_IF_ERROR(build(func));
+  return kernels_of_func(op, func, *module, options, diagnostics);
 }
 
 }  // namespace mstep::cuda

@@ -30,11 +30,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "mlir/IR/TypeRange.h"
 #include "mstep/core/TensorType.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace mlir {
 class DialectRegistry;
 class Operation;
+namespace func {
+class FuncOp;
+}
 }  // namespace mlir
 
 namespace mstep::cuda {
@@ -80,5 +85,16 @@ void declare_cuda_codegen_dialects(mlir::DialectRegistry& registry);
 /// context. Errors name the op and say what is not yet lowered for cuda.
 absl::StatusOr<GeneratedKernels> generate_op_kernels(mlir::Operation* op, absl::string_view name,
                                                      const CudaCodegenOptions& options);
+
+/// Kernels from loops of the caller's own: `build` fills the empty entry
+/// block of func @<name> on memrefs of the tensor types `params` (the
+/// launches' args are parameter numbers), then the pipeline goes on from
+/// the tiling as for generate_op_kernels. `op` is what errors name, and
+/// its context is used. The composed attention's kernels
+/// (CudaAttentionLoops.h) are built this way.
+absl::StatusOr<GeneratedKernels>
+generate_loop_kernels(mlir::Operation* op, absl::string_view name, mlir::TypeRange params,
+                      llvm::function_ref<absl::Status(mlir::func::FuncOp)> build,
+                      const CudaCodegenOptions& options);
 
 }  // namespace mstep::cuda

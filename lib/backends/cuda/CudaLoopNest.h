@@ -152,6 +152,12 @@ private:
   func::FuncOp func_;
 };
 
+/// Philox::uniform(seed, 0, counter) (mstep/core/Philox.h) as an f32:
+/// word 0 of Philox4x32-10 for `counter` under key `seed` (both i64),
+/// its top 24 bits times 2^-24. Dropout's draws (CudaOpLoops.cpp, the
+/// composed attention's CudaAttentionLoops.cpp).
+Value philox_uniform(Nest& nest, Value seed, Value counter);
+
 /// The product of `dims`.
 inline int64_t product(ArrayRef<int64_t> dims) {
   int64_t n = 1;

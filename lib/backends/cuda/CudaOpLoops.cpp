@@ -219,11 +219,8 @@ void dropout_loops(dialect::DropoutOp op, Nest& nest) {
                                 nest.integer(b.getI64Type(), offset));
     Value counter =
         b.create<arith::AddIOp>(start, b.create<arith::IndexCastUIOp>(b.getI64Type(), i));
-    Value word = philox_word0(nest, seed, counter);
-    Value bits = b.create<arith::ShRUIOp>(word, nest.integer(b.getI32Type(), 8));
-    Value uniform = b.create<arith::MulFOp>(b.create<arith::UIToFPOp>(b.getF32Type(), bits),
-                                            nest.constant(b.getF32Type(), 1.0 / 16777216.0));
-    Value keep = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGE, nest.ext(uniform), nest.f64(p));
+    Value keep = b.create<arith::CmpFOp>(
+        arith::CmpFPredicate::OGE, nest.ext(philox_uniform(nest, seed, counter)), nest.f64(p));
     Value factor = b.create<arith::SelectOp>(keep, nest.f64(scale), nest.f64(0.0));
     Value out = b.create<arith::MulFOp>(nest.ext(nest.load(x, i)), factor);
     nest.store(nest.round_to(out, y.element()), y, i);
@@ -447,5 +444,17 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func) {
   nest.b.create<func::ReturnOp>();
   return status;
 }
+
+namespace loops {
+
+Value philox_uniform(Nest& nest, Value seed, Value counter) {
+  ImplicitLocOpBuilder& b = nest.b;
+  Value word = philox_word0(nest, seed, counter);
+  Value bits = b.create<arith::ShRUIOp>(word, nest.integer(b.getI32Type(), 8));
+  return b.create<arith::MulFOp>(b.create<arith::UIToFPOp>(b.getF32Type(), bits),
+                                 nest.constant(b.getF32Type(), 1.0 / 16777216.0));
+}
+
+} // namespace loops
 
 } // namespace mstep::cuda
