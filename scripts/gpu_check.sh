@@ -108,6 +108,13 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
   # unchanged by a shift of every key), so AdamW moves it on rounding
   # noise by up to lr (6e-3) a step, either way: 2 * lr * 4 steps.
   # Full-length windows (--padding 0): i64 valid_seq_len is not lowered yet.
+  # f32, padded windows (right-padded valid_seq_len): attention composed of
+  # cuBLASLt matmuls and mstep's row kernels (cuDNN takes no f32). A deeper
+  # graph than mnist's (two blocks, attention, layer norms, cross-entropy
+  # over the vocabulary) and four AdamW steps: 1e-3 of each tensor's largest
+  # value; the key bias as below.
+  add_step gpt_train_f32 $'blocks\\.[0-9]+\\.qkv\\.bias 1e-3 0.048\n* 1e-3 0' \
+    gpt_train --steps 3
   add_step gpt_train_bf16 $'blocks\\.[0-9]+\\.qkv\\.bias 2e-2 0.048\n* 2e-2 0' \
     gpt_train --steps 3 --autocast bf16 --padding 0
   if [ "$bench" = 1 ]; then
