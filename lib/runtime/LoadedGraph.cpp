@@ -51,7 +51,9 @@ struct LoadedGraph::Impl {
   std::vector<std::vector<BufferPtr>> static_results;  // per segment, per result
   std::vector<BufferPtr> segment_rng;                  // per segment (null: draws none)
 
-  absl::Status run_segment(Segment& seg, size_t s, uint64_t rng_base) {
+  /// Points seg.buffers at what each input binding names; `rng` is the
+  /// buffer holding this segment's RNG state.
+  void bind_inputs(Segment& seg, const BufferPtr& rng) {
     for (size_t j = 0; j < seg.inputs.size(); ++j) {
       const GraphArchive::Binding& b = seg.inputs[j];
       switch (b.source) {
@@ -59,15 +61,25 @@ struct LoadedGraph::Impl {
         case Source::constant: seg.buffers[j] = constants[b.index]; break;
         case Source::segment_result: seg.buffers[j] = segments[b.index].results[b.slot]; break;
         case Source::segment_input: seg.buffers[j] = segments[b.index].buffers[b.slot]; break;
-        case Source::rng: {
-          const int64_t state[2] = {static_cast<int64_t>(rng_seed),
-                                    static_cast<int64_t>(rng_base + seg.rng_offset)};
-          MSTEP_RETURN_IF_ERROR(backend->copy_in(*rng_state, state, sizeof state));
-          seg.buffers[j] = rng_state;
-          break;
-        }
+        case Source::rng: seg.buffers[j] = rng; break;
       }
     }
+  }
+
+  /// Writes (seed, `rng_base` + the segment's offset) into `state`.
+  absl::Status write_rng_state(const Segment& seg, Buffer& state, uint64_t rng_base) {
+    const int64_t value[2] = {static_cast<int64_t>(rng_seed),
+                              static_cast<int64_t>(rng_base + seg.rng_offset)};
+    return backend->copy_in(state, value, sizeof value);
+  }
+
+  absl::Status run_segment(Segment& seg, size_t s, uint64_t rng_base) {
+    for (const GraphArchive::Binding& b : seg.inputs)
+      if (b.source == Source::rng) {
+        MSTEP_RETURN_IF_ERROR(write_rng_state(seg, *rng_state, rng_base));
+        break;
+      }
+    bind_inputs(seg, rng_state);
     for (size_t k = 0; k < seg.offer_slot.size(); ++k)
       if (seg.offer_slot[k] >= 0) seg.offered[k] = slots[seg.offer_slot[k]];
     const auto start = std::chrono::steady_clock::now();
@@ -89,16 +101,7 @@ struct LoadedGraph::Impl {
   absl::Status record_work() {
     for (size_t s = 0; s < segments.size(); ++s) {
       Segment& seg = segments[s];
-      for (size_t j = 0; j < seg.inputs.size(); ++j) {
-        const GraphArchive::Binding& b = seg.inputs[j];
-        switch (b.source) {
-          case Source::slot: seg.buffers[j] = slots[b.index]; break;
-          case Source::constant: seg.buffers[j] = constants[b.index]; break;
-          case Source::segment_result: seg.buffers[j] = segments[b.index].results[b.slot]; break;
-          case Source::segment_input: seg.buffers[j] = segments[b.index].buffers[b.slot]; break;
-          case Source::rng: seg.buffers[j] = segment_rng[s]; break;
-        }
-      }
+      bind_inputs(seg, segment_rng[s]);
       auto results = seg.executable->run(seg.buffers, Donation{{}, static_results[s]});
       if (!results.ok())
         return absl::Status(results.status().code(),
@@ -311,11 +314,8 @@ absl::Status LoadedGraph::replay() {
   g.execute_seconds = 0;
   if (g.device_graph) {
     for (size_t s = 0; s < g.segments.size(); ++s)
-      if (g.segment_rng[s]) {
-        const int64_t state[2] = {static_cast<int64_t>(g.rng_seed),
-                                  static_cast<int64_t>(g.rng_offset + g.segments[s].rng_offset)};
-        MSTEP_RETURN_IF_ERROR(g.backend->copy_in(*g.segment_rng[s], state, sizeof state));
-      }
+      if (g.segment_rng[s])
+        MSTEP_RETURN_IF_ERROR(g.write_rng_state(g.segments[s], *g.segment_rng[s], g.rng_offset));
     const auto start = std::chrono::steady_clock::now();
     absl::Status launched = g.device_graph->launch();
     g.execute_seconds =

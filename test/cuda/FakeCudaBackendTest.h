@@ -21,8 +21,12 @@ protected:
   }
   /// Makes every kernel of `plan` known to the fake (pointer parameters).
   void add_kernels(const CudaPlan& plan) {
+    // In the plan's kernel order (the executable loads them so), each
+    // with the argument count of a launch that uses it.
+    std::vector<size_t> args(plan.kernels.size(), 0);
     for (const CudaLaunchStep& launch : plan.launches)
-      fake_.add_kernel(plan.kernels[launch.kernel].name, launch.args.size());
+      if (launch.matmul < 0 && launch.attention < 0) args[launch.kernel] = launch.args.size();
+    for (size_t k = 0; k < plan.kernels.size(); ++k) fake_.add_kernel(plan.kernels[k].name, args[k]);
   }
   /// A new device buffer of `type` (null, with a test failure, if refused).
   BufferPtr input(const TensorType& type) {

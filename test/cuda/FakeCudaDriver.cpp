@@ -52,6 +52,7 @@ struct FakeKernelInfo {
   const char* name;
   std::vector<CudaKernelParam> params;
   std::string owned_name;  // the storage of `name` for added kernels
+  CUlibrary library = nullptr;  // the library that got it (added kernels)
 };
 const std::vector<FakeKernelInfo>& known_kernels() {
   static const std::vector<FakeKernelInfo> kernels = {
@@ -318,12 +319,28 @@ CUresult library_unload(CUlibrary) {
   record("cuLibraryUnload");
   return CUDA_SUCCESS;
 }
-CUresult library_get_kernel(CUkernel* kernel, CUlibrary, const char* name) {
-  for (const FakeKernelInfo& info : added_kernels())
-    if (std::strcmp(info.name, name) == 0) {
-      *kernel = reinterpret_cast<CUkernel>(const_cast<FakeKernelInfo*>(&info));
-      return CUDA_SUCCESS;
+CUresult library_get_kernel(CUkernel* kernel, CUlibrary library, const char* name) {
+  // Kernels of one name in several libraries (a plan's per-launch kernels
+  // of one op): the libraries get the added ones in the order they were
+  // added; once each is taken, the last one serves every other library.
+  FakeKernelInfo* found = nullptr;
+  for (FakeKernelInfo& info : added_kernels()) {
+    if (std::strcmp(info.name, name) != 0) continue;
+    if (info.library == library) {
+      found = &info;
+      break;
     }
+    if (info.library == nullptr) {
+      info.library = library;
+      found = &info;
+      break;
+    }
+    found = &info;
+  }
+  if (found != nullptr) {
+    *kernel = reinterpret_cast<CUkernel>(found);
+    return CUDA_SUCCESS;
+  }
   for (const FakeKernelInfo& info : known_kernels())
     if (std::strcmp(info.name, name) == 0) {
       *kernel = reinterpret_cast<CUkernel>(const_cast<FakeKernelInfo*>(&info));

@@ -12,6 +12,7 @@
 #include "lib/backends/cuda/CudaCompiler.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaGraph.h"
+#include "test/cuda/CodegenCaseSteps.h"
 #include "test/cuda/CudaStepText.h"
 #include "test/cuda/FakeCudaBackendTest.h"
 
@@ -211,6 +212,41 @@ TEST_F(CudaGraphTest, AnOfferedBufferOfTheWrongTypeIsNamed) {
   auto results = exe_->run({x_, y_}, {.inputs = {}, .outputs = outputs_});
   ASSERT_FALSE(results.ok());
   EXPECT_THAT(results.status().message(), HasSubstr("the buffer offered for output 1"));
+}
+
+// Steps whose plans keep an intermediate outside the arena (an op's
+// scratch, written by one launch and read by the next): the executable
+// allocates it once, when it is created, so a run recorded into a CUDA
+// graph allocates nothing (an allocation there fails the capture; an H200
+// run of the training steps found it).
+TEST_F(CudaGraphTest, AStepWithScratchOutsideTheArenaIsRecorded) {
+  int recorded = 0;
+  for (const char* text : {testing::kRowSum, testing::kSoftmaxRows, testing::kNorms,
+                           testing::kClippedAdadelta}) {
+    testing::CudaStepContext step(text);
+    auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    const CudaPlan& plan = compiled->plan;
+    std::vector<bool> output(plan.values.size(), false);
+    for (int v : plan.outputs) output[v] = true;
+    bool scratch = false;
+    for (size_t v = plan.num_inputs; v < plan.values.size(); ++v)
+      scratch |= !output[v] && plan.arena_offsets[v] < 0;
+    if (!scratch) continue;
+    add_kernels(plan);
+    auto exe = CudaExecutable::create(*backend_, plan);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    std::vector<BufferPtr> inputs, outputs;
+    for (size_t i = 0; i < plan.num_inputs; ++i) inputs.push_back(input(plan.values[i]));
+    for (int v : plan.outputs) outputs.push_back(input(plan.values[v]));
+    auto graph = backend_->record_graph([&]() -> absl::Status {
+      return (*exe)->run(inputs, {.inputs = {}, .outputs = outputs}).status();
+    });
+    ASSERT_TRUE(graph.ok()) << graph.status();
+    ASSERT_TRUE((*graph)->launch().ok());
+    ++recorded;
+  }
+  EXPECT_GT(recorded, 0) << "no step here keeps an intermediate outside the arena any more";
 }
 
 }  // namespace

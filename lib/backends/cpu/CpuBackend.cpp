@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/CpuExecutable.h"
 #include "lib/backends/cpu/NativeFormat.h"
-#include "lib/backends/host/HostBuffer.h"
+#include "lib/backends/host/HostMemoryBackend.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 
@@ -18,9 +18,7 @@ namespace mstep::cpu {
 
 namespace {
 
-constexpr Device kCpu{DeviceType::cpu, 0};
-
-class CpuBackend final : public Backend {
+class CpuBackend final : public host::HostMemoryBackend {
  public:
   absl::string_view name() const override { return "cpu"; }
   DeviceType device_type() const override { return DeviceType::cpu; }
@@ -32,25 +30,6 @@ class CpuBackend final : public Backend {
                            load_native_format(blob, CpuExecutable::BuildOptions::from(options)));
     return std::unique_ptr<Executable>(std::move(exe));
   }
-
-  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
-    return std::make_shared<host::HostBuffer>(type, kCpu);
-  }
-
-  absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
-                                      std::function<void()> release) override {
-    return host::host_wrap(type, kCpu, data, std::move(release));
-  }
-
-  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
-    return host::host_copy_in(dst, src, bytes);
-  }
-
-  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
-    return host::host_copy_out(src, dst, bytes);
-  }
-
-  absl::Status synchronize() override { return absl::OkStatus(); }
 
   /// Every op the ref backend runs: the cpu backend's own kernels or, for
   /// the rest, the counted host fallback.

@@ -98,18 +98,6 @@ private:
   std::string q_type_;
 };
 
-int add_value(CudaPlan& plan, TensorType type) {
-  plan.values.push_back(std::move(type));
-  return static_cast<int>(plan.values.size()) - 1;
-}
-
-absl::StatusOr<int> add_result(CudaPlan& plan, llvm::DenseMap<mlir::Value, int>& ids,
-                               mlir::Value value) {
-  MSTEP_ASSIGN_OR_RETURN(TensorType type, tensor_type_from_mlir(value.getType()));
-  ids[value] = add_value(plan, std::move(type));
-  return ids[value];
-}
-
 /// The step of plan.attentions' new entry `info`.
 void add_step(CudaPlan& plan, CudaAttentionInfo info, std::vector<int> args,
               std::vector<int> writes) {
@@ -171,8 +159,8 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
     MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, std::move(cudnn));
     if (sdpa.getReturnAttnProbs() || sdpa.getReturnDropoutMask())
       return composed(lowering.not_lowered("returned probabilities or dropout mask"));
-    MSTEP_ASSIGN_OR_RETURN(int out, add_result(plan, ids, sdpa.getOut()));
-    const int stats = add_value(plan, stats_type(config));
+    MSTEP_ASSIGN_OR_RETURN(int out, add_plan_result(plan, ids, sdpa.getOut()));
+    const int stats = add_plan_value(plan, stats_type(config));
     own_slots_.push_back(stats);
     add_step(plan, {origin, false, config}, concat(input_ids(a, ids), option_ids(a, ids)),
              {out, stats});
@@ -197,8 +185,8 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
   } else {
     // No forward in this step: one of its own, for cuDNN's out and stats.
     MSTEP_ASSIGN_OR_RETURN(TensorType out_type, tensor_type_from_mlir(grad.getGradOut().getType()));
-    out = add_value(plan, std::move(out_type));
-    stats = add_value(plan, stats_type(config));
+    out = add_plan_value(plan, std::move(out_type));
+    stats = add_plan_value(plan, stats_type(config));
     own_slots_.insert(own_slots_.end(), {out, stats});
     add_step(plan, {absl::StrCat(origin, " (its forward)"), false, config},
              concat(input_ids(a, ids), option_ids(a, ids)), {out, stats});
@@ -209,7 +197,7 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
   args = concat(std::move(args), option_ids(a, ids));
   std::vector<int> writes;
   for (mlir::Value result : {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()}) {
-    MSTEP_ASSIGN_OR_RETURN(int id, add_result(plan, ids, result));
+    MSTEP_ASSIGN_OR_RETURN(int id, add_plan_result(plan, ids, result));
     writes.push_back(id);
   }
   add_step(plan, {origin, true, config}, std::move(args), std::move(writes));

@@ -101,18 +101,6 @@ absl::StatusOr<Node> node_of(const AttentionOperands& a) {
   return node;
 }
 
-int add_value(CudaPlan& plan, TensorType type) {
-  plan.values.push_back(std::move(type));
-  return static_cast<int>(plan.values.size()) - 1;
-}
-
-absl::StatusOr<int> add_result(CudaPlan& plan, llvm::DenseMap<mlir::Value, int>& ids,
-                               mlir::Value value) {
-  MSTEP_ASSIGN_OR_RETURN(TensorType type, tensor_type_from_mlir(value.getType()));
-  ids[value] = add_value(plan, std::move(type));
-  return ids[value];
-}
-
 /// A cuBLASLt step: `batch` row-major products C = op(A) op(B) of
 /// [m, k] x [k, n] (A stored [k, m] when transpose_a, B [n, k] when
 /// transpose_b), each matrix the next `stride` elements on.
@@ -202,8 +190,8 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
       return absl::UnimplementedError(
           "returned probabilities or dropout mask, or probabilities saved for the backward "
           "(recompute_mode = false)");
-    MSTEP_ASSIGN_OR_RETURN(int out, add_result(plan, ids, sdpa.getOut()));
-    const int scores = add_value(plan, scores_type);
+    MSTEP_ASSIGN_OR_RETURN(int out, add_plan_result(plan, ids, sdpa.getOut()));
+    const int scores = add_plan_value(plan, scores_type);
     scratch_.push_back({scores});
     add_gemm(plan, node, origin,
              {ids.at(a.q), ids.at(a.k), scores, L, S, node.E, false, true, "scores = q·kᵀ"});
@@ -220,10 +208,10 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
   const int g = ids.at(grad.getGradOut()), q = ids.at(a.q), k = ids.at(a.k), v = ids.at(a.v);
   std::vector<int> results;
   for (mlir::Value result : {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()}) {
-    MSTEP_ASSIGN_OR_RETURN(int id, add_result(plan, ids, result));
+    MSTEP_ASSIGN_OR_RETURN(int id, add_plan_result(plan, ids, result));
     results.push_back(id);
   }
-  const int probs = add_value(plan, scores_type), dprobs = add_value(plan, scores_type);
+  const int probs = add_plan_value(plan, scores_type), dprobs = add_plan_value(plan, scores_type);
   scratch_.push_back({probs, dprobs});
   add_gemm(plan, node, origin, {q, k, probs, L, S, node.E, false, true, "scores = q·kᵀ"});
   MSTEP_RETURN_IF_ERROR(probs_kernel(probs, false, name + "_probs"));
@@ -281,6 +269,18 @@ void CudaComposedAttention::place_in_arena(CudaPlan& plan) const {
     end = std::max(end, offset);
   }
   plan.arena_bytes = end;
+}
+
+int add_plan_value(CudaPlan& plan, TensorType type) {
+  plan.values.push_back(std::move(type));
+  return static_cast<int>(plan.values.size()) - 1;
+}
+
+absl::StatusOr<int> add_plan_result(CudaPlan& plan, llvm::DenseMap<mlir::Value, int>& ids,
+                                    mlir::Value value) {
+  MSTEP_ASSIGN_OR_RETURN(TensorType type, tensor_type_from_mlir(value.getType()));
+  ids[value] = add_plan_value(plan, std::move(type));
+  return ids[value];
 }
 
 } // namespace mstep::cuda

@@ -80,4 +80,11 @@ private:
   std::vector<std::vector<int>> scratch_;
 };
 
+/// Appends a value of `type` to `plan`; its id. (The attention lowerings
+/// add their steps' values, scratch included, this way.)
+int add_plan_value(CudaPlan& plan, TensorType type);
+/// Appends `value`'s type to `plan` and records its id in `ids`.
+absl::StatusOr<int> add_plan_result(CudaPlan& plan, llvm::DenseMap<mlir::Value, int>& ids,
+                                    mlir::Value value);
+
 } // namespace mstep::cuda

@@ -218,6 +218,25 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
                                        "-byte arena: ", arena.status().message()));
     exe->arena_ = *arena;
   }
+  // Intermediates the memory plan leaves outside the arena (an op's
+  // scratch between its launches): buffers of their own, allocated once
+  // like the arena, so that a run allocates only its outputs, and a run
+  // recorded into a CUDA graph none.
+  std::vector<bool> output(exe->plan_.values.size(), false);
+  for (int v : exe->plan_.outputs) output[v] = true;
+  exe->scratch_.resize(exe->plan_.values.size());
+  for (size_t v = exe->plan_.num_inputs; v < exe->plan_.values.size(); ++v) {
+    if (output[v] || (!exe->plan_.arena_offsets.empty() && exe->plan_.arena_offsets[v] >= 0))
+      continue;
+    absl::StatusOr<BufferPtr> buffer = backend.allocate(exe->plan_.values[v]);
+    if (!buffer.ok())
+      return absl::Status(buffer.status().code(),
+                          absl::StrCat("cuda executable: value %", v, " (",
+                                       exe->plan_.values[v].to_string(), ", written by ",
+                                       exe->writer_of(static_cast<int>(v)),
+                                       "): ", buffer.status().message()));
+    exe->scratch_[v] = *std::move(buffer);
+  }
   return exe;
 }
 
@@ -363,6 +382,10 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
       continue;
     }
     if (values.buffers[v] != nullptr) continue;  // offered
+    if (scratch_[v] != nullptr) {
+      values.buffers[v] = scratch_[v];
+      continue;
+    }
     absl::StatusOr<BufferPtr> buffer = backend_.allocate(plan_.values[v]);
     if (!buffer.ok())
       return absl::Status(buffer.status().code(),

@@ -1,8 +1,9 @@
 // The cuda backend's executable: a CudaPlan run on a CudaBackend. The
-// plan's arena (the intermediate values) is allocated once, from the
+// plan's arena (the intermediate values) and a buffer for each
+// intermediate the plan leaves outside it are allocated once, from the
 // backend's caching allocator, when the executable is created; each run
-// allocates its outputs (and any computed value the plan leaves outside
-// the arena) from the same allocator, then queues the steps (kernel launches, cuBLASLt
+// allocates its outputs (unless buffers are offered for them) from the
+// same allocator, then queues the steps (kernel launches, cuBLASLt
 // matmuls through the runtime's CublasLtMatmul, cuDNN SDPA executions
 // through CudaAttention.h's runners) in order through
 // CudaBackend::enqueue (one stream, an event after each: the seam's
@@ -87,6 +88,7 @@ class CudaExecutable final : public Executable {
   std::unique_ptr<CublasLtMatmul> matmul_;                  // when the plan has matmuls
   std::vector<std::unique_ptr<CudaAttentionRunner>> attention_;  // plan_.attentions' order
   CudaAllocator::Block arena_;                              // plan_.arena_bytes
+  std::vector<BufferPtr> scratch_;  // per value: an intermediate outside the arena's buffer
   CudaAllocator::Block workspace_;                          // the attention steps'
   std::shared_ptr<CudaAllocator> arena_allocator_;          // arena_'s and workspace_'s
 };

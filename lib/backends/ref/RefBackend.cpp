@@ -7,6 +7,7 @@
 // (RefExecutableFormat.h): it loads without MLIR.
 #include <cstring>
 
+#include "lib/backends/host/HostMemoryBackend.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/ref/RefExecutableFormat.h"
 #include "lib/backends/ref/RefKernels.h"
@@ -186,7 +187,7 @@ absl::Status check_kernels(const TraceGraph& graph) {
   return absl::OkStatus();
 }
 
-class RefBackend final : public Backend {
+class RefBackend final : public host::HostMemoryBackend {
  public:
   absl::string_view name() const override { return "ref"; }
   DeviceType device_type() const override { return DeviceType::ref; }
@@ -197,25 +198,6 @@ class RefBackend final : public Backend {
     MSTEP_RETURN_IF_ERROR(check_kernels(graph));
     return std::make_unique<RefExecutable>(std::move(graph));
   }
-
-  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
-    return std::make_shared<HostBuffer>(type);
-  }
-
-  absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
-                                      std::function<void()> release) override {
-    return host::host_wrap(type, Device{DeviceType::ref, 0}, data, std::move(release));
-  }
-
-  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
-    return host::host_copy_in(dst, src, bytes);
-  }
-
-  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
-    return host::host_copy_out(src, dst, bytes);
-  }
-
-  absl::Status synchronize() override { return absl::OkStatus(); }
 
   bool supports(OpKind op, DType) const override {
     return op == OpKind::parameter || kernels()[static_cast<int>(op)] != nullptr;

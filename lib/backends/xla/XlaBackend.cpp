@@ -3,7 +3,7 @@
 // native function. Executables have no stored form yet: the disk cache
 // keeps the module text and the compile half (XlaCompiler.cpp) compiles it
 // again on load.
-#include "lib/backends/host/HostBuffer.h"
+#include "lib/backends/host/HostMemoryBackend.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/runtime/Backend.h"
 
@@ -11,9 +11,7 @@ namespace mstep::xla {
 
 namespace {
 
-constexpr Device kXla{DeviceType::xla, 0};
-
-class XlaBackend final : public Backend {
+class XlaBackend final : public host::HostMemoryBackend {
 public:
   absl::string_view name() const override { return "xla"; }
   DeviceType device_type() const override { return DeviceType::xla; }
@@ -28,25 +26,6 @@ public:
         "is compiled, which needs libmstep_compiler; replay the step with libmstep (or save it "
         "from the cpu device for mstep-run)");
   }
-
-  absl::StatusOr<BufferPtr> allocate(const TensorType& type) override {
-    return std::make_shared<host::HostBuffer>(type, kXla);
-  }
-
-  absl::StatusOr<BufferPtr> wrap_host(const TensorType& type, void* data,
-                                      std::function<void()> release) override {
-    return host::host_wrap(type, kXla, data, std::move(release));
-  }
-
-  absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override {
-    return host::host_copy_in(dst, src, bytes);
-  }
-
-  absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override {
-    return host::host_copy_out(src, dst, bytes);
-  }
-
-  absl::Status synchronize() override { return absl::OkStatus(); }
 
   /// Every op the ref backend runs: in the step function or as a callout.
   bool supports(OpKind op, DType) const override {
