@@ -178,7 +178,7 @@ cat > "$out/run.sh" <<'RUN'
 # in a process of its own, last: it leaves the context unusable),
 # cuda_codegen_gpu_test.log (PASS/FAIL per case, BANDWIDTH), steps.log (the
 # training steps replayed by mstep-run against ref), bench.log (--bench),
-# summary.txt.
+# sanitize.log (MSTEP_SANITIZE=1), summary.txt.
 # Exit code: 0 all passed, 77 no usable GPU, else the first failure's.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -290,6 +290,27 @@ if [ -d "$bundle/steps" ]; then
       [ "$result" = 0 ] || steps_status=$result
     done
   done
+fi
+# With MSTEP_SANITIZE=1: each training step replayed once under
+# compute-sanitizer's initcheck and memcheck (the GPU machine's toolkit);
+# sanitize.log counts the reports per kernel (a bf16 GPT step read 1.24 M
+# never-written 2-byte values in an H200 run, from kernels not yet named).
+if [ "${MSTEP_SANITIZE:-0}" = 1 ] && [ -d "$bundle/steps" ]; then
+  sanitizer=$(ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  for step in "$bundle"/steps/*.cuda.mstep; do
+    for tool in initcheck memcheck; do
+      echo "== $(basename "$step" .cuda.mstep) $tool"
+      LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        timeout 200 "${sanitizer:-compute-sanitizer}" --tool "$tool" --print-limit 1000000 \
+        "$bundle/bin/mstep-run" "$step" --steps 1 > "$work/sanitize.txt" 2>&1
+      # "=========     at KERNEL+0x1f0 [in FILE]" follows each report;
+      # cuKernelGetParamInfo's answers to the parameter probe are not errors.
+      sed -n 's/^=========     at \(.*\)+0x[0-9a-f]*\( in .*\)\{0,1\}$/\1/p' "$work/sanitize.txt" | sort | uniq -c |
+        sort -rn | head -20
+      grep -v cuKernelGetParamInfo "$work/sanitize.txt" | grep "Program hit" | sort | uniq -c | head -5
+      grep "ERROR SUMMARY" "$work/sanitize.txt"
+    done
+  done > "$out/sanitize.log" 2>&1
 fi
 # The GPT-mini bf16 step against PyTorch on this GPU (when bundled, with
 # --bench): bench.log has mstep-run's replay figures (--time: median step
