@@ -239,9 +239,14 @@ unpack_into() {
   tar -xzf "$here/mstep_gpu_bundle.tar.gz" -C "$1" || { echo "run.sh: cannot unpack into $1" >&2; return 1; }
   bundle=$1/mstep_gpu
 }
+# Runs a command with the bundle's libraries, cuBLASLt's and cuDNN's first
+# on the loader's path.
+with_libs() {
+  LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
+}
 # Runs the test binary from $bundle: run_test NAME TIMEOUT GTEST_FILTER.
 run_test() {
-  LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  with_libs \
     timeout "$2" "$bundle/bin/cuda_driver_gpu_test" --kernel_dir="$bundle/kernels" \
     --gtest_filter="$3" --gtest_output=xml:"$out/$1.xml" > "$out/$1.log" 2>&1
 }
@@ -280,7 +285,7 @@ if [ -d "$bundle/steps" ]; then
       name=$(basename "$step" .cuda.mstep)${mode:+ $mode}
       {
         echo "== $name"
-        LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        with_libs \
           timeout 120 "$bundle/bin/mstep-run" "$step" $mode --steps 4 --time --outputs "$work/got.safetensors" 2>&1 &&
           python3 "$bundle/bin/compare_step_outputs.py" "${step%.cuda.mstep}.expected.safetensors" \
             "$work/got.safetensors" "${step%.cuda.mstep}.tolerance"
@@ -300,7 +305,7 @@ if [ "${MSTEP_SANITIZE:-0}" = 1 ] && [ -d "$bundle/steps" ]; then
   for step in "$bundle"/steps/*.cuda.mstep; do
     for tool in initcheck memcheck; do
       echo "== $(basename "$step" .cuda.mstep) $tool"
-      LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      with_libs \
         timeout 200 "${sanitizer:-compute-sanitizer}" --tool "$tool" --print-limit 1000000 \
         "$bundle/bin/mstep-run" "$step" --steps 1 > "$work/sanitize.txt" 2>&1
       # "=========     at KERNEL+0x1f0 [in FILE]" follows each report;
@@ -318,10 +323,10 @@ fi
 if [ -d "$bundle/bench" ]; then
   {
     echo "== mstep replay (mstep-run, cuda plan compiled by mstep-compile)"
-    LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time 2>&1
     echo "== mstep replay through one CUDA graph (mstep-run --device-graph)"
-    LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${cudnn_dir:+:$cudnn_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time \
       --device-graph 2>&1
     echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())' 2>&1)"
@@ -333,7 +338,7 @@ fi
 # its matmul steps are cuBLASLt calls, so cuBLASLt's folder is on the path.
 codegen_status=
 if [ -x "$bundle/bin/cuda_codegen_gpu_test" ]; then
-  LD_LIBRARY_PATH="$bundle/lib${cublaslt_dir:+:$cublaslt_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  with_libs \
     timeout 120 "$bundle/bin/cuda_codegen_gpu_test" --case_dir="$bundle/codegen_cases" \
     > "$out/cuda_codegen_gpu_test.log" 2>&1
   codegen_status=$?

@@ -108,11 +108,12 @@ struct LoadedGraph::Impl {
                             absl::StrCat("segment ", s, ": ", results.status().message()));
       seg.results = *std::move(results);
     }
-    std::vector<std::pair<BufferPtr, uint32_t>> last(slots.size());
+    std::vector<BufferPtr> last(slots.size());  // per slot: its new value
     for (const Segment& seg : segments)
-      for (const GraphArchive::Output& o : seg.outputs) last[o.slot] = {seg.results[o.result], o.slot};
-    for (const auto& [result, slot] : last)
-      if (result && result != slots[slot]) MSTEP_RETURN_IF_ERROR(backend->copy_device(result, slots[slot]));
+      for (const GraphArchive::Output& o : seg.outputs) last[o.slot] = seg.results[o.result];
+    for (size_t slot = 0; slot < slots.size(); ++slot)
+      if (last[slot] && last[slot] != slots[slot])
+        MSTEP_RETURN_IF_ERROR(backend->copy_device(last[slot], slots[slot]));
     return absl::OkStatus();
   }
 
