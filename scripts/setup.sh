@@ -19,6 +19,8 @@ PACKAGES=(
   python3-torch python3-numpy libtorch-dev libopenblas0-pthread
   # the oracle's virtual environment (below)
   python3-venv
+  # data-parallel training (mstep::distributed): Open MPI and mpirun
+  libopenmpi-dev openmpi-bin
   # real data for examples/mnist_mlp: Fashion-MNIST, gzipped IDX files
   dataset-fashion-mnist
 )

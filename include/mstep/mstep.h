@@ -7,6 +7,7 @@
 #include "mstep/api/Checkpoint.h"
 #include "mstep/api/Creation.h"
 #include "mstep/api/CustomOp.h"
+#include "mstep/api/Distributed.h"
 #include "mstep/api/DynamicOps.h"
 #include "mstep/api/Elementwise.h"
 #include "mstep/api/Graphed.h"

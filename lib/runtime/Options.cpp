@@ -48,6 +48,17 @@ RuntimeOptions RuntimeOptions::from_env() {
                    d, static_cast<long long>(o.async_host_delay_us));
     }
   }
+  if (const char* r = std::getenv("MSTEP_RANK")) o.dist_rank = r;
+  if (const char* w = std::getenv("MSTEP_WORLD_SIZE")) o.dist_world_size = w;
+  if (const char* t = std::getenv("MSTEP_DIST_TIMEOUT")) {
+    double v = 0;
+    if (absl::SimpleAtod(t, &v) && v > 0) {
+      o.dist_timeout_s = v;
+    } else {
+      std::fprintf(stderr, "mstep warning: MSTEP_DIST_TIMEOUT=%s is not a positive number of "
+                   "seconds; using %g\n", t, o.dist_timeout_s);
+    }
+  }
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
     if (type.ok()) {

@@ -22,6 +22,8 @@
 #include "lib/runtime/CustomOpNeeds.h"
 #include "lib/runtime/DiskCache.h"
 #include "lib/runtime/RuntimeInternal.h"
+#include "lib/runtime/distributed/Communicator.h"
+#include "absl/strings/str_join.h"
 #include "mstep/core/Error.h"
 #include "mstep/core/Hash.h"
 #include "mstep/runtime/Runtime.h"
@@ -292,6 +294,12 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
   TraceGraph graph = build_cut_graph(c, outputs);
   ModuleCache::Entry entry{nullptr, num_nodes, num_inputs, nullptr, graph.donated_to,
                            custom_op_needs(graph)};
+  entry.collectives = dist::collective_signature(graph);
+  if (!entry.collectives.empty()) {
+    std::vector<std::string> types;
+    for (const TensorType& t : graph.input_types) types.push_back(t.to_string());
+    entry.input_types = absl::StrJoin(types, ", ");
+  }
 
   // Memory -> disk -> compile.
   DiskCache* disk = disk_cache();
@@ -402,6 +410,17 @@ absl::Status Tracer::execute(absl::Span<TensorImpl* const> outputs) {
       return loaded.status();
     }
     entry = *loaded;
+  }
+  // A graph with collectives deadlocks or sums wrongly unless every rank
+  // runs the same one: the ranks compare it at its first run.
+  if (!entry->collectives.empty() && !entry->ranks_compared) {
+    absl::Status same = dist::check_same_graph(
+        {key.structure, key.types, entry->collectives, entry->input_types});
+    if (!same.ok()) {
+      clear_scratch();
+      return same;
+    }
+    entry->ranks_compared = true;
   }
   absl::StatusOr<std::vector<BufferPtr>> results;
   {

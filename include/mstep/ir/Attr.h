@@ -27,7 +27,7 @@ namespace mstep {
   X(ignore_index) X(reduction) X(has_weight) X(has_bias) X(dropout_p)        \
   X(kind) X(nesterov) X(amsgrad) X(maximize) X(max_grad_norm)                \
   X(grad_norm_type) X(operand_segments) X(result_segments) X(custom_op)      \
-  X(custom_attr)
+  X(custom_attr) X(reduce_op) X(root) X(world_size)
 
 enum class AttrName : uint8_t {
 #define MSTEP_ATTR_ENUM(n) n,

@@ -17,7 +17,8 @@ inline constexpr int kNumOpKinds = 0
     ;
 
 enum class OpFamily : uint8_t {
-  leaf, creation, unary, binary, ternary, reduction, shape, linalg, nn, loss, fused, custom
+  leaf, creation, unary, binary, ternary, reduction, shape, linalg, nn, loss, fused, custom,
+  collective
 };
 
 absl::string_view op_name(OpKind op);

@@ -55,6 +55,12 @@ class ModuleCache {
     std::vector<int32_t> donated_to;
     /// The custom ops the graph calls; an exported graph lists them.
     std::vector<CustomOpNeed> custom_ops;
+    /// The graph's collectives (dist::collective_signature, empty when it
+    /// has none) and its input types: a graph with collectives is compared
+    /// across ranks at its first run (`ranks_compared` then).
+    std::string collectives;
+    std::string input_types;
+    bool ranks_compared = false;
   };
 
   explicit ModuleCache(size_t max_entries = 256) : max_entries_(max_entries) {}

@@ -52,6 +52,14 @@ struct RuntimeOptions {
   /// (lib/backends/async_host) holds each queued run before running it.
   /// Read when an async_host step is compiled.
   int64_t async_host_delay_us = 2000;
+  /// MSTEP_RANK and MSTEP_WORLD_SIZE: this process's rank and the world's
+  /// size as a launcher other than mpirun states them; distributed::init()
+  /// checks them against MPI's communicator (empty: MPI's are taken).
+  std::string dist_rank;
+  std::string dist_world_size;
+  /// MSTEP_DIST_TIMEOUT: seconds a collective waits for its peers before
+  /// it fails naming the collective and the rank that did not arrive.
+  double dist_timeout_s = 300;
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.

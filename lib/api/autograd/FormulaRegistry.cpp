@@ -14,6 +14,7 @@ const FormulaTable& formulas() {
     register_attention_formulas(t);
     register_loss_formulas(t);
     register_custom_formulas(t);
+    register_collective_formulas(t);
     return t;
   }();
   return table;

@@ -48,6 +48,7 @@ void register_attention_formulas(FormulaTable& table);
 void register_loss_formulas(FormulaTable& table);
 /// The `custom` op: the backward its registration gives (CustomBackward.cpp).
 void register_custom_formulas(FormulaTable& table);
+void register_collective_formulas(FormulaTable& table);
 
 /// Sums `grad` over the dims that broadcasting added or expanded, so it
 /// has `shape` (the inverse of broadcasting).

@@ -35,6 +35,7 @@ const KernelTable& kernels() {
     register_loss_kernels(t);
     register_optimizer_kernels(t);
     register_custom_kernels(t);
+    register_collective_kernels(t);
     return t;
   }();
   return table;

@@ -47,6 +47,7 @@ void register_attention_grad_kernels(KernelTable& table);
 void register_loss_kernels(KernelTable& table);
 void register_optimizer_kernels(KernelTable& table);
 void register_custom_kernels(KernelTable& table);
+void register_collective_kernels(KernelTable& table);
 
 /// OK when the user registered a "ref" host kernel for the custom op of
 /// `node`; else an error naming the op and the backend (RefCustom.cpp).

@@ -29,6 +29,7 @@ void MstepDialect::initialize() {
   registerAttentionOps();
   registerOptimizerOps();
   registerCustomOps();
+  registerCollectiveOps();
 }
 
 llvm::ArrayRef<int64_t> dimsOf(mlir::Value value) {

@@ -57,6 +57,7 @@ absl::StatusOr<AttrValue> convert_attr(mlir::Attribute a) {
   if (auto e = llvm::dyn_cast<PaddingSideAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   if (auto e = llvm::dyn_cast<SoftmaxModeAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   if (auto e = llvm::dyn_cast<OptimizerKindAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
+  if (auto e = llvm::dyn_cast<ReduceOpAttr>(a)) return AttrValue(static_cast<int64_t>(e.getValue()));
   return absl::InvalidArgumentError("unsupported attribute kind");
 }
 

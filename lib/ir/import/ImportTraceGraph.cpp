@@ -78,6 +78,9 @@ absl::StatusOr<mlir::Attribute> convert_attr(mlir::Builder& b, OpKind op, const 
     case AttrEncoding::optimizer_kind:
       if (auto e = symbolizeOptimizerKind(v)) return mlir::Attribute(OptimizerKindAttr::get(ctx, *e));
       return bad_code();
+    case AttrEncoding::reduce_op:
+      if (auto e = symbolizeReduceOp(v)) return mlir::Attribute(ReduceOpAttr::get(ctx, *e));
+      return bad_code();
     default: return mlir::Attribute(b.getI64IntegerAttr(v));
   }
 }

@@ -79,6 +79,7 @@ AttrSpelling mlir_attr(OpKind op, AttrName name) {
     case AttrName::reduction: return {name_of(name), E::loss_reduction};
     case AttrName::padding_side: return {name_of(name), E::padding_side};
     case AttrName::softmax_mode: return {name_of(name), E::softmax_mode};
+    case AttrName::reduce_op: return {name_of(name), E::reduce_op};
     default: return {name_of(name), E::plain};
   }
 }

@@ -21,7 +21,7 @@ enum class AttrEncoding {
   plain,      // int64 -> i64, double -> f64, int list -> array<i64>
   boolean,    // int64 0/1 -> BoolAttr
   gelu_approximation, loss_reduction, padding_side, softmax_mode,  // int code -> enum attr
-  optimizer_kind,                                                  // int code -> enum attr
+  optimizer_kind, reduce_op,                                       // int code -> enum attr
   implied,    // not an attribute: the result type (shape, dtype) or an
               // optional operand's presence (has_mask, has_weight, ...)
 };

@@ -50,6 +50,7 @@ def Mstep_Dialect : Dialect {
     void registerAttentionOps();
     void registerOptimizerOps();
     void registerCustomOps();
+    void registerCollectiveOps();
   }];
 }
 

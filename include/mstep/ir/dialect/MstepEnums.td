@@ -41,6 +41,15 @@ def Mstep_LossReduction : Mstep_I32Enum<"LossReduction",
     ]>;
 def Mstep_LossReductionAttr : Mstep_EnumAttr<Mstep_LossReduction, "reduction">;
 
+def Mstep_ReduceOp : Mstep_I32Enum<"ReduceOp",
+    "how a collective combines the ranks' tensors", [
+      I32EnumAttrCase<"sum", 0>,
+      I32EnumAttrCase<"mean", 1>,
+      I32EnumAttrCase<"max", 2>,
+      I32EnumAttrCase<"min", 3>
+    ]>;
+def Mstep_ReduceOpAttr : Mstep_EnumAttr<Mstep_ReduceOp, "reduce_op">;
+
 def Mstep_GeluApproximation : Mstep_I32Enum<"GeluApproximation",
     "gelu's approximate argument", [
       I32EnumAttrCase<"none", 0>,  // x * Phi(x), with erf

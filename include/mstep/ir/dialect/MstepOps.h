@@ -30,3 +30,5 @@
 #include "mstep/ir/dialect/OptimizerOps.h.inc"
 #define GET_OP_CLASSES
 #include "mstep/ir/dialect/CustomOps.h.inc"
+#define GET_OP_CLASSES
+#include "mstep/ir/dialect/CollectiveOps.h.inc"

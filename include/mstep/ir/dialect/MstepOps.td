@@ -14,5 +14,6 @@ include "mstep/ir/dialect/NNOps.td"
 include "mstep/ir/dialect/AttentionOps.td"
 include "mstep/ir/dialect/OptimizerOps.td"
 include "mstep/ir/dialect/CustomOps.td"
+include "mstep/ir/dialect/CollectiveOps.td"
 
 #endif  // MSTEP_IR_DIALECT_MSTEPOPS_TD
