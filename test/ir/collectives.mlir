@@ -20,7 +20,7 @@
 // CSE: mstep.all_gather
 // CSE: mstep.broadcast
 // CSE: mstep.reduce_scatter
-func.func @collectives(%x: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+func.func @collectives(%x: tensor<8x4xf32> {mstep.role = "input"}) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
   %a = mstep.all_reduce %x {reduce_op = #mstep.reduce_op<sum>, world_size = 2 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>
   %b = mstep.all_reduce %x {reduce_op = #mstep.reduce_op<sum>, world_size = 2 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>
   %unused = mstep.all_reduce %x {reduce_op = #mstep.reduce_op<mean>, world_size = 2 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>
@@ -39,11 +39,11 @@ func.func @collectives(%x: tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>
 // CPU: mstep.fusion
 // CPU: mstep.all_reduce %{{.*}} {mstep.arena_offsets = array<i64: {{[0-9]+}}>, reduce_op = #mstep.reduce_op<sum>, world_size = 2 : i64}
 // CPU: mstep.fusion
-func.func @step(%x: tensor<16xf32>, %y: tensor<16xf32>) -> tensor<16xf32> {
+func.func @step(%x: tensor<16xf32> {mstep.role = "input"}, %y: tensor<16xf32> {mstep.role = "input"}) -> tensor<16xf32> {
   %0 = mstep.mul %x, %y : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
-  %1 = mstep.exp %0 : tensor<16xf32> -> tensor<16xf32>
+  %1 = mstep.exp %0 : tensor<16xf32>
   %2 = mstep.all_reduce %1 {reduce_op = #mstep.reduce_op<sum>, world_size = 2 : i64} : tensor<16xf32> -> tensor<16xf32>
   %3 = mstep.add %2, %x : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
-  %4 = mstep.tanh %3 : tensor<16xf32> -> tensor<16xf32>
+  %4 = mstep.tanh %3 : tensor<16xf32>
   return %4 : tensor<16xf32>
 }
