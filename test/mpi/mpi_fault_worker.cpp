@@ -7,7 +7,8 @@
 //             the first step, in the step-graph check).
 //   mismatch  the ranks' step graphs differ in a shape: both fail at the
 //             first run, naming rank 1 and both shapes.
-//   env       MSTEP_WORLD_SIZE disagrees with mpirun's world: init() says so.
+//   env       MSTEP_WORLD_SIZE disagrees with mpirun's world: init() says so
+//             (env_rank: MSTEP_RANK disagrees with MPI's rank).
 //   single    no mpirun: init() makes a world of 1, all_reduce is the identity.
 #include <chrono>
 #include <cstdio>
@@ -100,6 +101,12 @@ int env() {
   return 0;
 }
 
+int env_rank() {
+  const std::string m = error_of([] { dist::init(); });
+  verdict("env_rank", contains(m, "MSTEP_RANK=5 but MPI says this process is rank"), m);
+  return 0;
+}
+
 int single() {
   dist::init();
   Tensor x = mstep::from_vector(std::vector<float>{1, 2, 3}, {3});
@@ -122,7 +129,8 @@ int main(int argc, char** argv) {
   if (mode == "timeout_first") return timeout(true);
   if (mode == "mismatch") return mismatch();
   if (mode == "env") return env();
+  if (mode == "env_rank") return env_rank();
   if (mode == "single") return single();
-  std::fprintf(stderr, "usage: %s timeout|mismatch|env|single\n", argv[0]);
+  std::fprintf(stderr, "usage: %s timeout|timeout_first|mismatch|env|env_rank|single\n", argv[0]);
   return 2;
 }

@@ -10,6 +10,7 @@
 
 #include "lib/backends/cpu/CpuExecutable.h"
 #include "lib/compiler/Compiler.h"
+#include "mstep/ir/GraphSerialize.h"
 #include "mstep/mstep.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
@@ -64,6 +65,20 @@ TEST_P(DistributedTest, TheNodeIsRecordedWithItsWorld) {
   EXPECT_THAT(text, HasSubstr("all_reduce("));
   EXPECT_THAT(text, HasSubstr("reduce_op=1"));
   EXPECT_THAT(text, HasSubstr("world_size=1"));
+  mark_step();
+}
+
+TEST_P(DistributedTest, TheGraphSerializesWithItsCollectives) {
+  // Disk-cache entries and exported graphs store the trace graph: the
+  // collectives and their attributes come back as they were.
+  Tensor y = dist::reduce_scatter(dist::all_gather(x23(), 1), ReduceOp::max, 0) +
+             dist::broadcast(x23(), 0);
+  TraceGraph g = pending_graph();
+  auto back = deserialize_graph(serialize_graph(g));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->to_text(), g.to_text());
+  EXPECT_THAT(g.to_text(), HasSubstr("reduce_scatter("));
+  EXPECT_THAT(g.to_text(), HasSubstr("root=0"));
   mark_step();
 }
 
