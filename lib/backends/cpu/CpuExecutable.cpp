@@ -382,6 +382,10 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
       absl::Status s = c.kernel->last_error();
       if (!s.ok()) {
         for (uint32_t slot : output_values_) output_buffers_[slot].reset();
+        // Complete the collectives this run started (the other ranks run
+        // them too), so the next run can start them again.
+        for (const auto& run : collectives_)
+          if (run->in_flight()) (void)run->wait();
         return s;
       }
     }

@@ -547,6 +547,11 @@ absl::Status CollectiveRun::wait() {
   return absl::OkStatus();
 #else
   State& s = state();
+  // After a failure the peers may never come: do not wait out the timeout
+  // once more.
+  if (!s.failure.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        c_.describe(), ": an earlier collective failed (", s.failure, ")"));
   Mpi& m = *mpi_;
   const int world = s.world;
   const std::string what = c_.describe();
