@@ -57,14 +57,14 @@ CudaSourceKernelDef scale_kernel() {
           .launch = [](const CudaKernelCall& c) -> absl::StatusOr<CudaLaunchShape> {
             return blocks_of_128(c);
           },
-          .args = {CudaKernelArg::input(0), CudaKernelArg::attr("alpha", CudaScalarType::f32),
-                   CudaKernelArg::output(0),
-                   CudaKernelArg::scalar("n", CudaScalarType::i64,
-                                         [](const CudaKernelCall& c)
-                                             -> absl::StatusOr<CudaScalarValue> {
-                                           return c.input_types[0].shape.numel();
-                                         }),
-                   CudaKernelArg::attr("shift", CudaScalarType::i32)}};
+          .args = {
+              CudaKernelArg::input(0), CudaKernelArg::attr("alpha", CudaScalarType::f32),
+              CudaKernelArg::output(0),
+              CudaKernelArg::scalar("n", CudaScalarType::i64,
+                                    [](const CudaKernelCall& c) -> absl::StatusOr<CudaScalarValue> {
+                                      return c.input_types[0].shape.numel();
+                                    }),
+              CudaKernelArg::attr("shift", CudaScalarType::i32)}};
 }
 
 /// Registers op `name`: x f32 -> same type, attributes alpha (float),
@@ -115,7 +115,7 @@ TEST_F(CudaCustomOpTest, TheSourceIsCompiledToAPlanKernelWithItsParametersInOrde
   EXPECT_THAT(k.ptx, HasSubstr(".entry " + k.name));
   EXPECT_THAT(k.ptx, HasSubstr(".target sm_80"));
   EXPECT_THAT(k.origin, HasSubstr("nvrtc_scale"));
-  EXPECT_THAT(k.grid, ElementsAre(8u, 1u, 1u));  // ceil(1000 / 128)
+  EXPECT_THAT(k.grid, ElementsAre(8u, 1u, 1u)); // ceil(1000 / 128)
   EXPECT_THAT(k.block, ElementsAre(128u, 1u, 1u));
   EXPECT_EQ(k.shared_bytes, 64u);
   ASSERT_THAT(k.cubins, SizeIs(2));
@@ -135,14 +135,16 @@ TEST_F(CudaCustomOpTest, TheSourceIsCompiledToAPlanKernelWithItsParametersInOrde
   const float alpha = 2.5f;
   uint32_t alpha_bits;
   std::memcpy(&alpha_bits, &alpha, 4);
-  EXPECT_EQ(k.slots[1], (CudaKernelSlot{.arg = -1, .bytes = 4, .floating = true, .bits = alpha_bits}));
+  EXPECT_EQ(k.slots[1],
+            (CudaKernelSlot{.arg = -1, .bytes = 4, .floating = true, .bits = alpha_bits}));
   EXPECT_EQ(k.slots[2], (CudaKernelSlot{.arg = 1}));
   EXPECT_EQ(k.slots[3], (CudaKernelSlot{.arg = -1, .bytes = 8, .bits = 1000}));
   EXPECT_EQ(k.slots[4], (CudaKernelSlot{.arg = -1, .bytes = 4, .bits = 1}));
   ASSERT_THAT(plan->launches, SizeIs(1));
   EXPECT_THAT(plan->launches[0].args, ElementsAre(0, 1));
   EXPECT_THAT(plan->launches[0].writes, ElementsAre(1));
-  EXPECT_THAT(describe_cuda_plan(*plan), HasSubstr("params (%0, 2.5, %1, 1000, 1) dynamic smem 64"));
+  EXPECT_THAT(describe_cuda_plan(*plan),
+              HasSubstr("params (%0, 2.5, %1, 1000, 1) dynamic smem 64"));
 
   // The stored form keeps every field; a version-2 blob (no slots) still reads.
   auto back = deserialize_cuda_plan(serialize_cuda_plan(*plan));
@@ -204,13 +206,16 @@ TEST_F(CudaCustomOpTest, TheExecutableLaunchesItWithThoseBytesAlsoInsideACapture
 /// The GIoU loss and its backward on n boxes, as a training step calls them.
 std::string giou_step(int n, const std::string& reduction) {
   const std::string boxes = "tensor<" + std::to_string(n) + "x4xf32>";
-  const std::string loss = reduction == "none" ? "tensor<" + std::to_string(n) + "xf32>" : "tensor<f32>";
+  const std::string loss =
+      reduction == "none" ? "tensor<" + std::to_string(n) + "xf32>" : "tensor<f32>";
   return "func.func @step(%p: " + boxes + ", %t: " + boxes + ", %g: " + loss + ") -> (" + loss +
-         ", " + boxes + ", " + boxes + ") {\n" + "  %l = mstep.custom \"giou_loss\"(%p, %t) {user_attrs = {reduction = \"" +
-         reduction + "\"}} : (" + boxes + ", " + boxes + ") -> " + loss + "\n" +
+         ", " + boxes + ", " + boxes + ") {\n" +
+         "  %l = mstep.custom \"giou_loss\"(%p, %t) {user_attrs = {reduction = \"" + reduction +
+         "\"}} : (" + boxes + ", " + boxes + ") -> " + loss + "\n" +
          "  %d:2 = mstep.custom \"giou_loss_backward\"(%p, %t, %g) {user_attrs = {reduction = \"" +
          reduction + "\"}} : (" + boxes + ", " + boxes + ", " + loss + ") -> (" + boxes + ", " +
-         boxes + ")\n" + "  return %l, %d#0, %d#1 : " + loss + ", " + boxes + ", " + boxes + "\n}\n";
+         boxes + ")\n" + "  return %l, %d#0, %d#1 : " + loss + ", " + boxes + ", " + boxes +
+         "\n}\n";
 }
 
 TEST_F(CudaCustomOpTest, TheGiouKernelsLaunchWithTheBoxCountAndReductionMode) {
@@ -226,11 +231,12 @@ TEST_F(CudaCustomOpTest, TheGiouKernelsLaunchWithTheBoxCountAndReductionMode) {
     EXPECT_THAT(forward.name, HasSubstr("giou_forward"));
     EXPECT_THAT(backward.name, HasSubstr("giou_backward"));
     EXPECT_THAT(forward.grid, ElementsAre(forward_grid, 1u, 1u));
-    EXPECT_THAT(backward.grid, ElementsAre(4u, 1u, 1u));  // one thread per box, 256 a block
+    EXPECT_THAT(backward.grid, ElementsAre(4u, 1u, 1u)); // one thread per box, 256 a block
     for (const CudaKernelInfo* k : {&forward, &backward}) {
       EXPECT_THAT(k->block, ElementsAre(256u, 1u, 1u));
       ASSERT_GE(k->slots.size(), 2u);
-      EXPECT_EQ(k->slots[k->slots.size() - 2], (CudaKernelSlot{.arg = -1, .bytes = 8, .bits = 1000}));
+      EXPECT_EQ(k->slots[k->slots.size() - 2],
+                (CudaKernelSlot{.arg = -1, .bytes = 8, .bits = 1000}));
       EXPECT_EQ(k->slots.back(),
                 (CudaKernelSlot{.arg = -1, .bytes = 4, .bits = static_cast<uint64_t>(mode)}));
       ASSERT_THAT(k->reports, SizeIs(2));
@@ -250,8 +256,8 @@ TEST_F(CudaCustomOpTest, TheGiouKernelsLaunchWithTheBoxCountAndReductionMode) {
       if (fake_.calls[i].name == "cuLaunchKernel") launches.push_back(fake_.calls[i]);
     ASSERT_THAT(launches, SizeIs(2));
     const std::string n = bytes_of(int64_t{1000}), m = bytes_of(int32_t{mode});
-    EXPECT_THAT(launches[0].args, ElementsAre(pointer_bytes(*p), pointer_bytes(*t),
-                                              pointer_bytes(*(*out)[0]), n, m));
+    EXPECT_THAT(launches[0].args,
+                ElementsAre(pointer_bytes(*p), pointer_bytes(*t), pointer_bytes(*(*out)[0]), n, m));
     EXPECT_THAT(launches[1].args,
                 ElementsAre(pointer_bytes(*p), pointer_bytes(*t), pointer_bytes(*g),
                             pointer_bytes(*(*out)[1]), pointer_bytes(*(*out)[2]), n, m));
@@ -311,7 +317,9 @@ TEST(CudaCustomOpErrors, BadParametersAndLaunchShapesNameTheOp) {
       {"nvrtc_unwritten", [](CudaSourceKernelDef& d) { d.args.erase(d.args.begin() + 2); },
        "output 0 is not among the kernel's parameters"},
       {"nvrtc_float_to_int",
-       [](CudaSourceKernelDef& d) { d.args[1] = CudaKernelArg::attr("alpha", CudaScalarType::i32); },
+       [](CudaSourceKernelDef& d) {
+         d.args[1] = CudaKernelArg::attr("alpha", CudaScalarType::i32);
+       },
        "an int32_t parameter got a float value"},
       {"nvrtc_big_block",
        [](CudaSourceKernelDef& d) {
@@ -360,5 +368,5 @@ TEST(CudaCustomOpErrors, NvrtcThatDoesNotLoadNamesWhereItLooked) {
   EXPECT_GE((*found)->major, 12);
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

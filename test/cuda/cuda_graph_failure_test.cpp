@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 
 class CudaGraphFailureTest : public testing::FakeCudaBackendTest {};
 
-TEST_F(CudaGraphFailureTest, AFaultInAReplayedGraphNamesTheStepAndEveryLaterCallSaysTheContextIsLost) {
+TEST_F(CudaGraphFailureTest,
+       AFaultInAReplayedGraphNamesTheStepAndEveryLaterCallSaysTheContextIsLost) {
   testing::CudaStepContext step(testing::kChainStep);
   auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
@@ -39,12 +40,12 @@ TEST_F(CudaGraphFailureTest, AFaultInAReplayedGraphNamesTheStepAndEveryLaterCall
   EXPECT_THAT((*graph)->what(),
               AllOf(HasSubstr("cuda graph of a captured step (3 operations: kernel "),
                     HasSubstr("(mstep.exp #0)"), HasSubstr("(mstep.tanh #2)")));
-  ASSERT_TRUE((*graph)->launch().ok());  // a good replay
+  ASSERT_TRUE((*graph)->launch().ok()); // a good replay
   std::vector<float> host(type.numel());
   ASSERT_TRUE(backend_->copy_out(*outputs[0], host.data(), type.bytes()).ok());
 
   fake_.device_fault = CUDA_ERROR_ILLEGAL_ADDRESS;
-  ASSERT_TRUE((*graph)->launch().ok());  // accepted: the fault comes when it runs
+  ASSERT_TRUE((*graph)->launch().ok()); // accepted: the fault comes when it runs
   absl::Status read = backend_->copy_out(*outputs[0], host.data(), type.bytes());
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(read.message(),
@@ -58,7 +59,7 @@ TEST_F(CudaGraphFailureTest, AFaultInAReplayedGraphNamesTheStepAndEveryLaterCall
   EXPECT_EQ(backend_->synchronize().message(), read.message());
   EXPECT_EQ(backend_->health().message(), read.message());
   EXPECT_THAT((*exe)->run({x, y}).status().message(), HasSubstr(read.message()));
-  EXPECT_EQ(fake_.calls.size(), calls);  // none of them reached the driver
+  EXPECT_EQ(fake_.calls.size(), calls); // none of them reached the driver
 }
 
 } // namespace

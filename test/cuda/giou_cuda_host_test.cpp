@@ -16,9 +16,11 @@
 
 #include "examples/custom_ops/giou_loss/GiouOps.h"
 #include "mstep/runtime/CudaCustomKernel.h"
-// The kernels, compiled for the host (the shim's macros come last).
+// The kernels, compiled for the host: the shim's macros first.
+// clang-format off
 #include "test/cuda/CudaHostShim.h"
 #include "examples/custom_ops/giou_loss/giou_kernels.cu"
+// clang-format on
 
 namespace mstep::cuda {
 namespace {
@@ -33,11 +35,11 @@ template <typename T> void make_boxes(int64_t n, std::vector<T>& pred, std::vect
       boxes->insert(boxes->end(), {T(x), T(y), T(x + size(rng)), T(y + size(rng))});
     }
   const std::vector<std::vector<T>> special = {
-      {0, 0, 1, 1, 0, 0, 1, 1},          // identical: every coordinate ties
-      {0, 0, 1, 1, 2, 2, 3, 3},          // disjoint
-      {0, 0, 1, 1, 1, 0, 2, 1},          // touching edges: no overlap
-      {0, 0, 2, 2, 0.5, 0.5, 1, 1},      // nested
-      {0, 0, 1, 1, 0, 0.5, 1, 1.5},      // x coordinates tie, y overlap
+      {0, 0, 1, 1, 0, 0, 1, 1},     // identical: every coordinate ties
+      {0, 0, 1, 1, 2, 2, 3, 3},     // disjoint
+      {0, 0, 1, 1, 1, 0, 2, 1},     // touching edges: no overlap
+      {0, 0, 2, 2, 0.5, 0.5, 1, 1}, // nested
+      {0, 0, 1, 1, 0, 0.5, 1, 1.5}, // x coordinates tie, y overlap
   };
   for (size_t s = 0; s < special.size() && static_cast<int64_t>(s) < n; ++s)
     for (int c = 0; c < 4; ++c) {
@@ -78,14 +80,16 @@ std::vector<std::vector<T>> run_ref(const Run& run, std::vector<const void*> inp
   for (auto& out : outputs) pointers.push_back(out.data());
   const CustomAttrView view(run.op->schema.attrs, run.attrs);
   const auto* ref = custom_kernel_as<HostCustomKernel>(run.op->kernel("ref"));
-  EXPECT_TRUE((*ref)(HostKernelCall{inputs, run.input_types, pointers, run.output_types, view}).ok());
+  EXPECT_TRUE(
+      (*ref)(HostKernelCall{inputs, run.input_types, pointers, run.output_types, view}).ok());
   return outputs;
 }
 
 dim3 dims(const std::array<unsigned, 3>& d) { return {d[0], d[1], d[2]}; }
 
-template <typename T> void expect_near(const std::vector<T>& got, const std::vector<T>& want,
-                                       double tolerance, const std::string& what) {
+template <typename T>
+void expect_near(const std::vector<T>& got, const std::vector<T>& want, double tolerance,
+                 const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want[i], tolerance * (1 + std::abs(double(want[i]))))

@@ -36,12 +36,12 @@ std::vector<CudaKernelArg> with_n_and_mode(std::vector<CudaKernelArg> args) {
   args.push_back(CudaKernelArg::scalar(
       "n", CudaScalarType::i64,
       [](const CudaKernelCall& call) -> absl::StatusOr<CudaScalarValue> { return boxes(call); }));
-  args.push_back(CudaKernelArg::scalar(
-      "mode", CudaScalarType::i32,
-      [](const CudaKernelCall& call) -> absl::StatusOr<CudaScalarValue> {
-        MSTEP_ASSIGN_OR_RETURN(GiouReduction r, giou_reduction(call.attrs));
-        return static_cast<int64_t>(r);
-      }));
+  args.push_back(
+      CudaKernelArg::scalar("mode", CudaScalarType::i32,
+                            [](const CudaKernelCall& call) -> absl::StatusOr<CudaScalarValue> {
+                              MSTEP_ASSIGN_OR_RETURN(GiouReduction r, giou_reduction(call.attrs));
+                              return static_cast<int64_t>(r);
+                            }));
   return args;
 }
 

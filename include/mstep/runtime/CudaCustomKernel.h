@@ -85,9 +85,9 @@ struct CudaKernelArg {
   static CudaKernelArg attr(std::string name, CudaScalarType type) {
     return {Kind::attr, 0, std::move(name), type, nullptr};
   }
-  static CudaKernelArg scalar(
-      std::string name, CudaScalarType type,
-      std::function<absl::StatusOr<CudaScalarValue>(const CudaKernelCall&)> value) {
+  static CudaKernelArg
+  scalar(std::string name, CudaScalarType type,
+         std::function<absl::StatusOr<CudaScalarValue>(const CudaKernelCall&)> value) {
     return {Kind::scalar, 0, std::move(name), type, std::move(value)};
   }
 };

@@ -35,17 +35,17 @@ absl::StatusOr<BuiltKernel> build_kernel(const CudaSourceKernelDef& def, const s
                                          const std::vector<std::string>& archs) {
   static std::mutex mutex;
   static auto* built = new std::map<std::string, BuiltKernel>();
-  const std::string key = absl::StrCat(def.source.size(), ":", def.source, "\n", entry, "\n",
-                                       absl::StrJoin(def.options, "\n"), "\n",
-                                       absl::StrJoin(archs, ","));
+  const std::string key =
+      absl::StrCat(def.source.size(), ":", def.source, "\n", entry, "\n",
+                   absl::StrJoin(def.options, "\n"), "\n", absl::StrJoin(archs, ","));
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = built->find(key); it != built->end()) return it->second;
   }
   MSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const NvrtcApi> api, default_nvrtc());
   BuiltKernel kernel;
-  MSTEP_ASSIGN_OR_RETURN(kernel.nvrtc,
-                         nvrtc_compile(*api, def.source, program, entry, kVirtualArch, def.options));
+  MSTEP_ASSIGN_OR_RETURN(
+      kernel.nvrtc, nvrtc_compile(*api, def.source, program, entry, kVirtualArch, def.options));
   for (const std::string& arch : archs) {
     MSTEP_ASSIGN_OR_RETURN(AssembledPtx assembled,
                            assemble_ptx(kernel.nvrtc.ptx, arch, absl::StrCat("kernel ", entry)));
@@ -100,10 +100,10 @@ absl::StatusOr<CudaScalarValue> attr_value(const CustomAttrView& attrs, const st
   if (const auto* i = std::get_if<int64_t>(&value)) return CudaScalarValue(*i);
   if (const auto* d = std::get_if<double>(&value)) return CudaScalarValue(*d);
   if (const auto* b = std::get_if<bool>(&value)) return CudaScalarValue(int64_t{*b});
-  return absl::InvalidArgumentError(absl::StrCat(
-      "attribute '", name,
-      "' is not an int, float or bool; compute the kernel's parameter from it with "
-      "CudaKernelArg::scalar"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("attribute '", name,
+                   "' is not an int, float or bool; compute the kernel's parameter from it with "
+                   "CudaKernelArg::scalar"));
 }
 
 absl::StatusOr<std::vector<TensorType>> types_of(mlir::TypeRange types) {
@@ -206,8 +206,8 @@ absl::Status lower_custom_op(dialect::CustomOp op, const std::string& origin,
                      "' kernel; cuda takes CUDA C++ source (mstep::cuda_source_kernel)"));
   const CudaSourceKernelDef& def = source->def();
   if (def.source.empty() || (def.entry.empty() && !def.entry_for) || !def.launch)
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": its CUDA kernel needs a source, an entry and a launch rule"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": its CUDA kernel needs a source, an entry and a launch rule"));
 
   MSTEP_ASSIGN_OR_RETURN(std::vector<TensorType> input_types, types_of(op.getInputs().getTypes()));
   MSTEP_ASSIGN_OR_RETURN(std::vector<TensorType> output_types,

@@ -11,8 +11,12 @@ namespace mstep::cuda {
 
 std::vector<std::string> default_nvrtc_candidates() {
   const std::string& root = configured_cuda_toolkit();
-  return {"libnvrtc.so.13", "libnvrtc.so.12", root + "/lib64/libnvrtc.so.13",
-          root + "/lib/libnvrtc.so.13", root + "/lib64/libnvrtc.so", root + "/lib/libnvrtc.so"};
+  return {"libnvrtc.so.13",
+          "libnvrtc.so.12",
+          root + "/lib64/libnvrtc.so.13",
+          root + "/lib/libnvrtc.so.13",
+          root + "/lib64/libnvrtc.so",
+          root + "/lib/libnvrtc.so"};
 }
 
 namespace {
@@ -68,7 +72,8 @@ absl::StatusOr<NvrtcOutput> nvrtc_compile(const NvrtcApi& api, absl::string_view
   };
   nvrtcProgram prog = nullptr;
   const std::string text(source), name(program), expression(entry);
-  if (nvrtcResult r = api.nvrtcCreateProgram(&prog, text.c_str(), name.c_str(), 0, nullptr, nullptr);
+  if (nvrtcResult r =
+          api.nvrtcCreateProgram(&prog, text.c_str(), name.c_str(), 0, nullptr, nullptr);
       r != NVRTC_SUCCESS)
     return failed("nvrtcCreateProgram", r);
   struct Destroy { // on every path out
@@ -95,15 +100,15 @@ absl::StatusOr<NvrtcOutput> nvrtc_compile(const NvrtcApi& api, absl::string_view
   }
   if (compiled == NVRTC_ERROR_COMPILATION)
     return absl::InvalidArgumentError(
-        absl::StrCat("NVRTC (", api.major, ".", api.minor, ") did not compile it (options: ",
-                     absl::StrJoin(all, " "), "):\n", out.log));
+        absl::StrCat("NVRTC (", api.major, ".", api.minor,
+                     ") did not compile it (options: ", absl::StrJoin(all, " "), "):\n", out.log));
   if (compiled != NVRTC_SUCCESS) return failed("nvrtcCompileProgram", compiled);
   const char* lowered = nullptr;
   if (nvrtcResult r = api.nvrtcGetLoweredName(prog, expression.c_str(), &lowered);
       r != NVRTC_SUCCESS || lowered == nullptr)
     return absl::InvalidArgumentError(absl::StrCat(
-        "'", entry, "' is not a __global__ function of the source (NVRTC: ",
-        api.nvrtcGetErrorString(r), ")"));
+        "'", entry,
+        "' is not a __global__ function of the source (NVRTC: ", api.nvrtcGetErrorString(r), ")"));
   out.lowered_entry = lowered;
   size_t ptx_size = 0;
   if (nvrtcResult r = api.nvrtcGetPTXSize(prog, &ptx_size); r != NVRTC_SUCCESS)
