@@ -121,7 +121,7 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
   # A custom op's CUDA C++ kernels (issue 22 §3): the GIoU loss's box
   # regressor step (test/export/giou_export_worker.cpp: forward, the
   # giou_loss and giou_loss_backward custom ops, SGD) exported on ref with
-  # its 4 batches and ref's losses and weights; mstep-compile builds the
+  # 4 batches, and ref's losses and weights over them; mstep-compile builds the
   # ops' kernels with NVRTC here (the plugin registers them). mstep-run
   # loads the plugin there (giou.args: its extra arguments). f32 with
   # 32-term sums in the matmuls' backward: 1e-4 of each tensor's largest value.
@@ -131,7 +131,10 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
   plugin=$build/examples/libmstep_giou_plugin.so
   "$compiler_tool" "$giou/step.mstep" --device cuda --plugin "$plugin" \
     -o "$bundle/steps/giou.cuda.mstep" > /dev/null
-  cp "$giou/expected.safetensors" "$bundle/steps/giou.expected.safetensors"
+  # ref's outputs as mstep-run writes them (the worker's own replay agrees bitwise:
+  # ctest -R exported_custom_op_round_trip).
+  MSTEP_CACHE= "$runner" --plugin "$plugin" "$giou/step.mstep" --inputs "$giou/inputs.safetensors" \
+    --steps 4 --outputs "$bundle/steps/giou.expected.safetensors" > /dev/null
   cp "$giou/inputs.safetensors" "$bundle/steps/giou.inputs.safetensors"
   printf '%s\n' '* 1e-4 0' > "$bundle/steps/giou.tolerance"
   echo '--plugin @BUNDLE@/lib/libmstep_giou_plugin.so --inputs @BUNDLE@/steps/giou.inputs.safetensors' \

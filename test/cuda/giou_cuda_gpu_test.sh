@@ -17,6 +17,8 @@ plugin=$build/examples/libmstep_giou_plugin.so
 MSTEP_FUSE=0 MSTEP_CACHE= "$build/test/mstep_giou_export_worker" "$tmp" ref 4 > /dev/null
 "$build/tools/mstep-compile/mstep-compile" "$tmp/step.mstep" --device cuda --plugin "$plugin" \
   -o "$tmp/giou.cuda.mstep" > /dev/null
+MSTEP_CACHE= "$build/tools/mstep-run/mstep-run" --plugin "$plugin" "$tmp/step.mstep" \
+  --inputs "$tmp/inputs.safetensors" --steps 4 --outputs "$tmp/expected.safetensors" > /dev/null
 printf '%s\n' '* 1e-4 0' > "$tmp/tolerance"
 for mode in "" --device-graph; do
   set +e
