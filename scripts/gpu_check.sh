@@ -45,7 +45,8 @@ if [ "$do_build" = 1 ]; then
   if cmake --build "$build" --target help | grep -q '^cuda_codegen_gpu_test\b'; then
     cmake --build "$build" --target cuda_codegen_gpu_test
   fi
-  cmake --build "$build" --target mstep-run mstep-compile mnist_mlp gpt_train
+  cmake --build "$build" --target mstep-run mstep-compile mnist_mlp gpt_train \
+    mstep_giou_export_worker mstep_giou_plugin
 fi
 binary=$build/test/cuda/cuda_driver_gpu_test
 kernels=$build/test/cuda/kernels
@@ -117,6 +118,28 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
     gpt_train --steps 3
   add_step gpt_train_bf16 $'blocks\\.[0-9]+\\.qkv\\.bias 2e-2 0.048\n* 2e-2 0' \
     gpt_train --steps 3 --autocast bf16 --padding 0
+  # A custom op's CUDA C++ kernels (issue 22 §3): the GIoU loss's box
+  # regressor step (test/export/giou_export_worker.cpp: forward, the
+  # giou_loss and giou_loss_backward custom ops, SGD) exported on ref with
+  # 4 batches, and ref's losses and weights over them; mstep-compile builds the
+  # ops' kernels with NVRTC here (the plugin registers them). mstep-run
+  # loads the plugin there (giou.args: its extra arguments). f32 with
+  # 32-term sums in the matmuls' backward: 1e-4 of each tensor's largest value.
+  giou=$stage/giou
+  mkdir -p "$giou"
+  MSTEP_FUSE=0 MSTEP_CACHE= "$build/test/mstep_giou_export_worker" "$giou" ref 4 > /dev/null
+  plugin=$build/examples/libmstep_giou_plugin.so
+  "$compiler_tool" "$giou/step.mstep" --device cuda --plugin "$plugin" \
+    -o "$bundle/steps/giou.cuda.mstep" > /dev/null
+  # ref's outputs as mstep-run writes them (the worker's own replay agrees bitwise:
+  # ctest -R exported_custom_op_round_trip).
+  MSTEP_CACHE= "$runner" --plugin "$plugin" "$giou/step.mstep" --inputs "$giou/inputs.safetensors" \
+    --steps 4 --outputs "$bundle/steps/giou.expected.safetensors" > /dev/null
+  cp "$giou/inputs.safetensors" "$bundle/steps/giou.inputs.safetensors"
+  printf '%s\n' '* 1e-4 0' > "$bundle/steps/giou.tolerance"
+  echo '--plugin @BUNDLE@/lib/libmstep_giou_plugin.so --inputs @BUNDLE@/steps/giou.inputs.safetensors' \
+    > "$bundle/steps/giou.args"
+  cp "$plugin" "$bundle/lib/"
   if [ "$bench" = 1 ]; then
     # The peers' GPT-mini step (bench/peers.sh's mstep_gpt, in bf16), its
     # values zeroed (its time does not depend on them; the file shrinks to
@@ -275,6 +298,14 @@ fi
 # Whole training steps (when bundled): the cuda file replayed 4 times by
 # mstep-run, its outputs against ref's. steps.log has each step's figures
 # (mstep-run --time) and the comparison, tensor by tensor.
+# A step's extra mstep-run arguments (a plugin, its inputs): its .args
+# file, with @BUNDLE@ for the bundle's folder; sets `extra`.
+extra_args() {
+  extra=()
+  if [ -f "${1%.cuda.mstep}.args" ]; then
+    read -ra extra < <(sed "s|@BUNDLE@|$bundle|g" "${1%.cuda.mstep}.args")
+  fi
+}
 steps_status=
 if [ -d "$bundle/steps" ]; then
   steps_status=0
@@ -283,10 +314,11 @@ if [ -d "$bundle/steps" ]; then
   for step in "$bundle"/steps/*.cuda.mstep; do
     for mode in "" --device-graph; do
       name=$(basename "$step" .cuda.mstep)${mode:+ $mode}
+      extra_args "$step"
       {
         echo "== $name"
         with_libs \
-          timeout 120 "$bundle/bin/mstep-run" "$step" $mode --steps 4 --time --outputs "$work/got.safetensors" 2>&1 &&
+          timeout 120 "$bundle/bin/mstep-run" "${extra[@]}" "$step" $mode --steps 4 --time --outputs "$work/got.safetensors" 2>&1 &&
           python3 "$bundle/bin/compare_step_outputs.py" "${step%.cuda.mstep}.expected.safetensors" \
             "$work/got.safetensors" "${step%.cuda.mstep}.tolerance"
         result=$?
@@ -303,11 +335,12 @@ fi
 if [ "${MSTEP_SANITIZE:-0}" = 1 ] && [ -d "$bundle/steps" ]; then
   sanitizer=$(ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   for step in "$bundle"/steps/*.cuda.mstep; do
+    extra_args "$step"
     for tool in initcheck memcheck; do
       echo "== $(basename "$step" .cuda.mstep) $tool"
       with_libs \
         timeout 200 "${sanitizer:-compute-sanitizer}" --tool "$tool" --print-limit 1000000 \
-        "$bundle/bin/mstep-run" "$step" --steps 1 > "$work/sanitize.txt" 2>&1
+        "$bundle/bin/mstep-run" "${extra[@]}" "$step" --steps 1 > "$work/sanitize.txt" 2>&1
       # "=========     at KERNEL+0x1f0 [in FILE]" follows each report;
       # cuKernelGetParamInfo's answers to the parameter probe are not errors.
       sed -n 's/^=========     at \(.*\)+0x[0-9a-f]*\( in .*\)\{0,1\}$/\1/p' "$work/sanitize.txt" | sort | uniq -c |

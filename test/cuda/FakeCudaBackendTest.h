@@ -26,7 +26,22 @@ protected:
     std::vector<size_t> args(plan.kernels.size(), 0);
     for (const CudaLaunchStep& launch : plan.launches)
       if (launch.matmul < 0 && launch.attention < 0) args[launch.kernel] = launch.args.size();
-    for (size_t k = 0; k < plan.kernels.size(); ++k) fake_.add_kernel(plan.kernels[k].name, args[k]);
+    for (size_t k = 0; k < plan.kernels.size(); ++k) {
+      if (plan.kernels[k].slots.empty()) {
+        fake_.add_kernel(plan.kernels[k].name, args[k]);
+        continue;
+      }
+      // A custom op's kernel: pointers and scalars at their natural alignment.
+      std::vector<CudaKernelParam> params;
+      size_t offset = 0;
+      for (const CudaKernelSlot& slot : plan.kernels[k].slots) {
+        const size_t size = slot.arg >= 0 ? 8 : slot.bytes;
+        offset = (offset + size - 1) / size * size;
+        params.push_back({offset, size});
+        offset += size;
+      }
+      fake_.add_kernel(plan.kernels[k].name, std::move(params));
+    }
   }
   /// A new device buffer of `type` (null, with a test failure, if refused).
   BufferPtr input(const TensorType& type) {

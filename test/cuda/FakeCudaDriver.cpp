@@ -419,6 +419,8 @@ CUresult graph_instantiate(CUgraphExec* exec, CUgraph graph, unsigned long long)
 CUresult graph_launch(CUgraphExec exec, CUstream stream) {
   if (g_sticky != CUDA_SUCCESS) return g_sticky;
   record("cuGraphLaunch", stream);
+  // A fault in one of the graph's kernels: accepted, then sticky.
+  if (g_fake->device_fault != CUDA_SUCCESS) g_sticky = std::exchange(g_fake->device_fault, CUDA_SUCCESS);
   const int launch = ++g_graph_launches;
   for (const FakeCall& node : reinterpret_cast<FakeGraph*>(exec)->nodes) {
     if (node.name != "cuLaunchKernel" && node.bytes > 0)  // a copy node: copy now
@@ -477,10 +479,15 @@ FakeCudaDriver::~FakeCudaDriver() {
 FakeCudaDriver& FakeCudaDriver::current() { return *g_fake; }
 
 void FakeCudaDriver::add_kernel(const std::string& name, size_t pointer_params) {
-  FakeKernelInfo info{"", {}};
+  std::vector<CudaKernelParam> params;
+  for (size_t i = 0; i < pointer_params; ++i) params.push_back({8 * i, 8});
+  add_kernel(name, std::move(params));
+}
+
+void FakeCudaDriver::add_kernel(const std::string& name, std::vector<CudaKernelParam> params) {
+  FakeKernelInfo info{"", std::move(params)};
   info.owned_name = name;
   info.name = nullptr;
-  for (size_t i = 0; i < pointer_params; ++i) info.params.push_back({8 * i, 8});
   added_kernels().push_back(std::move(info));
   added_kernels().back().name = added_kernels().back().owned_name.c_str();
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "lib/backends/cuda/CudaDriverApi.h"
+#include "lib/backends/cuda/CudaModule.h"
 
 namespace mstep::cuda::testing {
 
@@ -61,7 +62,7 @@ public:
   std::string ptx_error;
   /// Set: the next cuLaunchKernel fails with it.
   CUresult launch_result = CUDA_SUCCESS;
-  /// Set: the next launch "faults" on the device: it is accepted, and from
+  /// Set: the next launch (a kernel's or a graph's) "faults" on the device: it is accepted, and from
   /// then on every synchronizing call, query and copy returns this result,
   /// as a sticky error (CUDA_ERROR_ILLEGAL_ADDRESS) does.
   CUresult device_fault = CUDA_SUCCESS;
@@ -90,6 +91,9 @@ public:
   /// `pointer_params` device pointers: the compiled steps' kernels.
   /// Forgotten when this fake goes.
   void add_kernel(const std::string& name, size_t pointer_params);
+  /// Makes kernel `name` known with this parameter layout (a custom op's
+  /// kernel: pointers and scalars).
+  void add_kernel(const std::string& name, std::vector<CudaKernelParam> params);
 };
 
 } // namespace mstep::cuda::testing

@@ -242,6 +242,29 @@ TEST_F(CudaCublasLtExecutableTest, TheMatmulRunsBeforeTheKernelsOnTheBackendsStr
   EXPECT_THAT(work[1].args, ::testing::Contains(matmul_out));
 }
 
+TEST_F(CudaCublasLtExecutableTest, ItsWorkspaceIsAllocatedAtCreateSoACapturedRunAllocatesNothing) {
+  auto plan = plan_of(kLinearReluStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const CudaLaunchStep& l : plan->launches)
+    if (l.matmul < 0) fake_.add_kernel(plan->kernels[l.kernel].name, l.args.size());
+  BufferPtr x = input({Shape({64, 96}), DType::f32});
+  BufferPtr w = input({Shape({96, 80}), DType::f32});
+  BufferPtr b = input({Shape({80}), DType::f32});
+  BufferPtr out = input({Shape({64, 80}), DType::f32});
+  const size_t before = fake_.calls.size();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  // PyTorch's cuBLASLt workspace on Hopper: 32 MiB, allocated with the executable.
+  bool workspace = false;
+  for (size_t i = before; i < fake_.calls.size(); ++i)
+    workspace |= fake_.calls[i].name == "cuMemAlloc" && fake_.calls[i].bytes == (size_t{32} << 20);
+  EXPECT_TRUE(workspace);
+  // The capture refuses allocations (as CUDA does): the matmul's run needs none.
+  auto graph = backend_->record_graph(
+      [&] { return (*exe)->run({x, w, b}, {.inputs = {}, .outputs = {out}}).status(); });
+  ASSERT_TRUE(graph.ok()) << graph.status();
+}
+
 TEST_F(CudaCublasLtExecutableTest, ABatchedMatmulIsOneCallPerMatrixAtItsStride) {
   auto plan = plan_of(kBatchedStep);
   ASSERT_TRUE(plan.ok()) << plan.status();

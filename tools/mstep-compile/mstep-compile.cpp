@@ -3,7 +3,11 @@
 // compile here, run there (mstep-run, on the GPU machine).
 //
 //   mstep-compile step.mstep --device cuda -o step_cuda.mstep [--zero-values]
+//                 [--plugin libmyops.so]...
 //
+// --plugin: a shared library that registers the custom ops the step calls
+//   (mstep/runtime/Plugin.h), with their kernels for the target (a "cuda"
+//   kernel's CUDA C++ source is compiled here with NVRTC).
 // --zero-values: every tensor the file carries (parameters, optimizer
 //   state, the batch, constants) becomes zeros, so the file compresses to
 //   its code: for timing runs that ship it to another machine (a step's time
@@ -21,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -31,6 +36,7 @@
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
 #include "mstep/runtime/Options.h"
+#include "mstep/runtime/Plugin.h"
 
 namespace {
 
@@ -63,6 +69,7 @@ absl::StatusOr<TraceGraph> stored_graph(const std::string& backend, absl::string
 
 int main(int argc, char** argv) {
   std::string in, out, device;
+  std::vector<std::string> plugins;
   bool zero_values = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -73,8 +80,10 @@ int main(int argc, char** argv) {
     if (arg == "--device") device = value();
     else if (arg == "-o") out = value();
     else if (arg == "--zero-values") zero_values = true;
+    else if (arg == "--plugin") plugins.push_back(value());
     else if (arg == "-h" || arg == "--help") {
-      std::printf("usage: mstep-compile step.mstep --device BACKEND -o out.mstep [--zero-values]\n");
+      std::printf("usage: mstep-compile step.mstep --device BACKEND -o out.mstep [--zero-values] "
+                  "[--plugin libmyops.so]...\n");
       return 0;
     } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
     else if (in.empty()) in = arg;
@@ -82,6 +91,8 @@ int main(int argc, char** argv) {
   }
   if (in.empty() || out.empty() || device.empty())
     fail(2, "usage: mstep-compile step.mstep --device BACKEND -o out.mstep");
+  for (const std::string& plugin : plugins)
+    if (absl::Status s = load_plugin(plugin); !s.ok()) fail(2, std::string(s.message()));
   if (!CompilerRegistry::get(device).ok())
     fail(2, absl::StrCat("no compile half for --device ", device, "; compiled here: ",
                          absl::StrJoin(CompilerRegistry::names(), ", ")));

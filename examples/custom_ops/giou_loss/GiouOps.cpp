@@ -1,5 +1,5 @@
 // The GIoU loss's custom ops (forward and backward, each with a ref kernel
-// and a cpu kernel) and their registration, with the runtime alone: the
+// and a cpu kernel, and a cuda kernel from GiouCuda.cpp) and their registration, with the runtime alone: the
 // example (GiouLoss.cpp) and the plugin (giou_plugin.cpp) both register
 // them from here. The two kernels share the per-box code: ref runs it on the calling thread, cpu
 // splits the boxes over the cores with mstep::cpu_parallel_for. Sums run
@@ -16,21 +16,22 @@
 
 namespace mstep::examples {
 
+absl::StatusOr<GiouReduction> giou_reduction(const CustomAttrView& attrs) {
+  MSTEP_ASSIGN_OR_RETURN(std::string r, attrs.get_string("reduction"));
+  if (r == "none") return GiouReduction::none;
+  if (r == "mean") return GiouReduction::mean;
+  if (r == "sum") return GiouReduction::sum;
+  return absl::InvalidArgumentError(
+      absl::StrCat("reduction must be \"none\", \"mean\" or \"sum\", got \"", r, "\""));
+}
+
 namespace {
 
 constexpr int64_t kBlock = 4096; // boxes per partial sum
 constexpr int64_t kGrain = 1024; // boxes per parallel range, at least
 
-enum class Reduction { none, mean, sum };
-
-absl::StatusOr<Reduction> reduction_of(const CustomAttrView& attrs) {
-  MSTEP_ASSIGN_OR_RETURN(std::string r, attrs.get_string("reduction"));
-  if (r == "none") return Reduction::none;
-  if (r == "mean") return Reduction::mean;
-  if (r == "sum") return Reduction::sum;
-  return absl::InvalidArgumentError(
-      absl::StrCat("reduction must be \"none\", \"mean\" or \"sum\", got \"", r, "\""));
-}
+using Reduction = GiouReduction;
+absl::StatusOr<Reduction> reduction_of(const CustomAttrView& attrs) { return giou_reduction(attrs); }
 
 /// How a kernel runs `fn(begin, end)` over [0, n): ref on the calling
 /// thread, cpu over the cores.
@@ -206,14 +207,16 @@ absl::Status register_giou_ops() {
                   .num_outputs = 2},
        .shape_rule = backward_rule,
        .kernels = {{"ref", kernel_for<Backward>(serial)},
-                   {"cpu", kernel_for<Backward>(cpu_parallel_for)}}}));
+                   {"cpu", kernel_for<Backward>(cpu_parallel_for)},
+                   {"cuda", giou_backward_cuda_kernel()}}}));
   return registry.add({.name = "giou_loss",
                        .schema = {.inputs = {{"pred", floats}, {"target", floats}},
                                   .attrs = {reduction},
                                   .num_outputs = 1},
                        .shape_rule = forward_rule,
                        .kernels = {{"ref", kernel_for<Forward>(serial)},
-                                   {"cpu", kernel_for<Forward>(cpu_parallel_for)}},
+                                   {"cpu", kernel_for<Forward>(cpu_parallel_for)},
+                                   {"cuda", giou_forward_cuda_kernel()}},
                        .backward = CustomBackward{.op = "giou_loss_backward"}});
 }
 

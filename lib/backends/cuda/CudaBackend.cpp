@@ -187,6 +187,7 @@ absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<ab
     if (absl::Status queued = queue(); !queued.ok())
       return absl::Status(queued.code(), absl::StrCat(what, ": ", queued.message()));
     captured_writes_.insert(captured_writes_.end(), writes.begin(), writes.end());
+    captured_work_.emplace_back(what);
     return absl::OkStatus();
   }
   if (absl::Status queued = queue(); !queued.ok()) {
@@ -248,6 +249,9 @@ absl::Status CudaBackend::fail(absl::Status error, const Work* culprit, CUresult
                          pending_.size(), " queued operation(s) not known to be complete)")
           : std::string("cuda: a device operation failed");
   absl::Status out(error.code(), absl::StrCat(where, ": ", error.message()));
+  if (!sticky)
+    out = absl::Status(out.code(),
+                       absl::StrCat(out.message(), " (the CUDA context is still usable)"));
   if (sticky) {
     out = absl::Status(
         absl::StatusCode::kInternal,
@@ -261,7 +265,8 @@ absl::Status CudaBackend::fail(absl::Status error, const Work* culprit, CUresult
 }
 
 absl::StatusOr<CUgraph> CudaBackend::capture(const std::function<absl::Status()>& record,
-                                              std::vector<const Buffer*>& writes) {
+                                              std::vector<const Buffer*>& writes,
+                                              std::vector<std::string>* work) {
   const CudaDriverApi& api = context_->api();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -277,11 +282,13 @@ absl::StatusOr<CUgraph> CudaBackend::capture(const std::function<absl::Status()>
     capturing_ = true;
     capture_thread_ = std::this_thread::get_id();
     captured_writes_.clear();
+    captured_work_.clear();
   }
   absl::Status recorded = record();
   std::lock_guard<std::mutex> lock(mutex_);
   capturing_ = false;
   writes = std::exchange(captured_writes_, {});
+  if (work != nullptr) *work = std::exchange(captured_work_, {});
   CUgraph graph = nullptr;
   CUresult ended = api.cuStreamEndCapture(context_->stream(), &graph);
   if (!recorded.ok() || ended != CUDA_SUCCESS) {

@@ -28,8 +28,10 @@
 // ended and dropped, and the backend stays usable.
 //
 // A device fault (an illegal address) is sticky in CUDA: the context is
-// unusable until the process ends. The error names the work that faulted,
-// says so, and every later call returns it instead of touching the driver.
+// unusable until the process ends. The error names the work that faulted
+// (a replayed CUDA graph: the captured step and its work), says so, and
+// every later call returns it instead of touching the driver. Any other
+// failure of deferred work says the context is still usable.
 //
 // Thread-safety: every member may be called from any thread (one mutex).
 #pragma once
@@ -118,8 +120,11 @@ public:
   /// buffers the work writes in `writes`. `record`'s error comes first (the
   /// capture is then dropped); a call CUDA refused inside it invalidates
   /// it, which cuStreamEndCapture reports. CudaGraph's building block.
+  /// `work` (when given) gets the name of each piece of captured work, in
+  /// order (enqueue's `what`).
   absl::StatusOr<CUgraph> capture(const std::function<absl::Status()>& record,
-                                  std::vector<const Buffer*>& writes);
+                                  std::vector<const Buffer*>& writes,
+                                  std::vector<std::string>* work = nullptr);
   /// Whether a capture is in progress.
   bool capturing() const;
 
@@ -172,6 +177,7 @@ private:
   bool capturing_ = false;         // inside capture(): enqueue records, nothing runs
   std::thread::id capture_thread_;
   std::vector<const Buffer*> captured_writes_;
+  std::vector<std::string> captured_work_;  // enqueue's `what`s in a capture
   absl::Status first_error_;       // since the last synchronize()
   absl::Status lost_;              // set once: the context is unusable
 };

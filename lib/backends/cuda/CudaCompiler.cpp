@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaAttentionLowering.h"
+#include "lib/backends/cuda/CudaCustomLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "lib/backends/cuda/CudaPtxas.h"
@@ -213,6 +214,17 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     if (CudaAttentionLowering::is_attention(&op)) {
       // Attention is a cuDNN SDPA step, not a generated kernel.
       MSTEP_RETURN_IF_ERROR(attention.lower(&op, origin, name, ids, plan));
+      continue;
+    }
+    if (auto custom = mlir::dyn_cast<dialect::CustomOp>(op)) {
+      // A custom op's own CUDA C++ kernel, compiled with NVRTC.
+      std::vector<int> operands, results;
+      for (mlir::Value operand : op.getOperands()) operands.push_back(ids.at(operand));
+      for (mlir::Value result : op.getResults()) {
+        MSTEP_ASSIGN_OR_RETURN(int id, add_value(result, &op));
+        results.push_back(id);
+      }
+      MSTEP_RETURN_IF_ERROR(lower_custom_op(custom, origin, operands, results, options.archs, plan));
       continue;
     }
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,

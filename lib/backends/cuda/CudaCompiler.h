@@ -6,7 +6,9 @@
 // CudaOpLoops.h) assembled by ptxas for each architecture with -v (its
 // report kept per kernel); the PTX is kept for the JIT; attention is a
 // cuDNN step, or composed of cuBLASLt steps and kernels where cuDNN
-// cannot express it (CudaAttentionLowering.h). Any other op
+// cannot express it (CudaAttentionLowering.h); a custom op (mstep.custom)
+// is its registered CUDA C++ kernel compiled with NVRTC
+// (CudaCustomLowering.h). Any other op
 // (convolutions, ...) is an error naming it: "... is not yet lowered for
 // cuda" (no silent host fallback). Library-internal; MLIR.
 #pragma once

@@ -81,6 +81,13 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
       MSTEP_RETURN_IF_ERROR(validate_attention_step(plan, l));
     } else if (launch.kernel < 0 || launch.kernel >= static_cast<int>(plan.kernels.size())) {
       return bad("launch ", l, " names kernel ", launch.kernel, " of ", plan.kernels.size());
+    } else {
+      for (const CudaKernelSlot& slot : plan.kernels[launch.kernel].slots)
+        if (slot.arg >= static_cast<int>(launch.args.size()) ||
+            (slot.arg < 0 && slot.bytes != 4 && slot.bytes != 8))
+          return bad("launch ", l, " of kernel ", plan.kernels[launch.kernel].name,
+                     " has a parameter that is argument ", slot.arg, " of ", launch.args.size(),
+                     " or a ", int{slot.bytes}, "-byte scalar");
     }
     for (const std::vector<int>* values : {&launch.args, &launch.writes})
       for (int value : *values)
@@ -409,13 +416,25 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
     }
     const CudaKernelInfo& info = plan_.kernels[launch.kernel];
     CudaKernelArgs args;
-    for (int value : launch.args) args.add(values.pointers[value]);
+    if (info.slots.empty()) {
+      for (int value : launch.args) args.add(values.pointers[value]);
+    } else {
+      for (const CudaKernelSlot& slot : info.slots) {
+        if (slot.arg >= 0)
+          args.add(values.pointers[launch.args[slot.arg]]);
+        else if (slot.bytes == 4)
+          args.add(static_cast<uint32_t>(slot.bits));
+        else
+          args.add(slot.bits);
+      }
+    }
     std::vector<const Buffer*> reads, writes;
     values.add_buffers(launch.args, reads);
     values.add_buffers(launch.writes, writes);
     CudaLaunchConfig config;
     config.grid = info.grid;
     config.block = info.block;
+    config.shared_bytes = info.shared_bytes;
     const CudaKernel& kernel = *kernels_[launch.kernel];
     MSTEP_RETURN_IF_ERROR(backend_.enqueue(
         absl::StrCat("kernel ", info.name, " (", info.origin, ")"),

@@ -2,6 +2,7 @@
 #include "lib/backends/cuda/CudaGraph.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::cuda {
@@ -19,9 +20,23 @@ absl::StatusOr<CUgraphExec> CudaGraph::instantiate(CUgraph graph) {
 absl::StatusOr<std::unique_ptr<CudaGraph>>
 CudaGraph::record(CudaBackend& backend, const std::function<absl::Status()>& record) {
   std::unique_ptr<CudaGraph> graph(new CudaGraph(backend));
-  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend.capture(record, graph->writes_));
+  std::vector<std::string> work;
+  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend.capture(record, graph->writes_, &work));
+  graph->describe(work);
   MSTEP_ASSIGN_OR_RETURN(graph->exec_, graph->instantiate(captured));
   return graph;
+}
+
+void CudaGraph::describe(const std::vector<std::string>& work) {
+  // The first and last two pieces of work, enough to say which step it is.
+  std::vector<std::string> named;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (work.size() > 4 && i == 2) named.push_back("...");
+    if (work.size() <= 4 || i < 2 || i + 2 >= work.size()) named.push_back(work[i]);
+  }
+  what_ = absl::StrCat("cuda graph of a captured step (", work.size(), " operation",
+                       work.size() == 1 ? "" : "s", named.empty() ? "" : ": ",
+                       absl::StrJoin(named, ", "), ")");
 }
 
 CudaGraph::~CudaGraph() {
@@ -32,7 +47,7 @@ CudaGraph::~CudaGraph() {
 absl::Status CudaGraph::launch() {
   const CudaDriverApi& api = backend_.context().api();
   return backend_.enqueue(
-      "cuda graph (a captured step)",
+      what_,
       [&] { return MSTEP_CUDA_CALL(api, cuGraphLaunch, exec_, backend_.context().stream()); }, {},
       writes_);
 }
@@ -40,7 +55,8 @@ absl::Status CudaGraph::launch() {
 absl::Status CudaGraph::update(const std::function<absl::Status()>& record) {
   const CudaDriverApi& api = backend_.context().api();
   std::vector<const Buffer*> writes;
-  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend_.capture(record, writes));
+  std::vector<std::string> work;
+  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend_.capture(record, writes, &work));
   CUgraphExecUpdateResultInfo info{};
   CUresult result = api.cuGraphExecUpdate(exec_, captured, &info);
   if (result == CUDA_SUCCESS) {
@@ -55,6 +71,7 @@ absl::Status CudaGraph::update(const std::function<absl::Status()>& record) {
     return cuda_error(api, result, "cuGraphExecUpdate", "updating a CUDA graph's buffers");
   }
   writes_ = std::move(writes);
+  describe(work);
   ++updates_;
   return absl::OkStatus();
 }

@@ -7,7 +7,9 @@
 // again over other buffers and applies it with cuGraphExecUpdate, which
 // keeps the instantiated graph (no new instantiation); only where the
 // driver refuses the update (the work changed shape) is it instantiated
-// anew. The buffers the captured work uses must stay alive while the graph
+// anew. A fault while a launch runs surfaces at the next sync point as
+// CudaBackend's error naming this graph's captured step (what()). The
+// buffers the captured work uses must stay alive while the graph
 // can launch (DeviceGraph's contract); the backend must outlive the graph.
 // Thread-safety: one thread at a time, and no other capture on the
 // backend meanwhile. Library-internal; runtime half.
@@ -15,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lib/backends/cuda/CudaBackend.h"
@@ -36,14 +39,21 @@ public:
   /// update()s the driver refused, which instantiated the graph anew.
   int64_t reinstantiations() const { return reinstantiations_; }
 
+  /// What launch() names in errors: "cuda graph of a captured step (3
+  /// operations: kernel op0 (mstep.exp #0), ..., kernel op2 (mstep.tanh #2))".
+  const std::string& what() const { return what_; }
+
 private:
   explicit CudaGraph(CudaBackend& backend) : backend_(backend) {}
+  /// Sets what_ from the captured work's names.
+  void describe(const std::vector<std::string>& work);
   /// cuGraphInstantiateWithFlags of `graph`, which it then destroys.
   absl::StatusOr<CUgraphExec> instantiate(CUgraph graph);
 
   CudaBackend& backend_;
   CUgraphExec exec_ = nullptr;
   std::vector<const Buffer*> writes_; // what the captured work writes
+  std::string what_;
   int64_t updates_ = 0;
   int64_t reinstantiations_ = 0;
 };

@@ -1,6 +1,8 @@
 // describe_cuda_plan: the plan as text for dumps.
 #include "lib/backends/cuda/CudaPlan.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -27,6 +29,22 @@ std::string by_role(const std::vector<std::string>& roles, const std::vector<int
   for (size_t i = 0; i < values.size(); ++i)
     parts.push_back(absl::StrCat(i < roles.size() ? roles[i] : "?", " %", values[i]));
   return absl::StrJoin(parts, ", ");
+}
+
+/// A scalar kernel parameter's value: "7", "1.5".
+std::string describe_scalar(const CudaKernelSlot& slot) {
+  if (!slot.floating)
+    return slot.bytes == 4 ? absl::StrCat(static_cast<int32_t>(slot.bits))
+                           : absl::StrCat(static_cast<int64_t>(slot.bits));
+  if (slot.bytes == 4) {
+    const auto bits = static_cast<uint32_t>(slot.bits);
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return absl::StrCat(f);
+  }
+  double d;
+  std::memcpy(&d, &slot.bits, sizeof d);
+  return absl::StrCat(d);
 }
 
 }  // namespace
@@ -71,6 +89,15 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
                     absl::StrJoin(k.grid, ", "), ") block (", absl::StrJoin(k.block, ", "),
                     ") args (%", absl::StrJoin(launch.args, ", %"), ") writes (%",
                     absl::StrJoin(launch.writes, ", %"), ")\n");
+    if (!k.slots.empty()) {
+      // A custom op's kernel: its parameters in order, scalars by value.
+      std::vector<std::string> params;
+      for (const CudaKernelSlot& slot : k.slots)
+        params.push_back(slot.arg >= 0 ? absl::StrCat("%", launch.args[slot.arg])
+                                       : describe_scalar(slot));
+      absl::StrAppend(&text, "    params (", absl::StrJoin(params, ", "), ") dynamic smem ",
+                      k.shared_bytes, " bytes\n");
+    }
     for (const PtxasKernelReport& r : k.reports)
       absl::StrAppend(&text, "    ", r.arch, ": ", r.registers, " registers, ", r.shared_bytes,
                       " bytes smem, ", r.stack_bytes, " bytes stack, spills ",

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,18 @@ struct CudaCubin {
   friend bool operator==(const CudaCubin&, const CudaCubin&) = default;
 };
 
+/// One parameter of a kernel whose parameters are not all device pointers
+/// (a custom op's CUDA kernel, CudaCustomLowering.h): the device address of
+/// its launch's args[arg], or (arg < 0) a scalar of `bytes` bytes (4 or 8)
+/// whose little-endian bits are `bits` (`floating`: a float or double).
+struct CudaKernelSlot {
+  int arg = -1;
+  uint8_t bytes = 8;
+  bool floating = false;
+  uint64_t bits = 0;
+  friend bool operator==(const CudaKernelSlot&, const CudaKernelSlot&) = default;
+};
+
 /// One kernel: its PTX (kept for the JIT on newer GPUs), a cubin per
 /// architecture it was assembled for, and ptxas's report for each.
 struct CudaKernelInfo {
@@ -36,6 +49,11 @@ struct CudaKernelInfo {
   std::string ptx;
   std::vector<CudaCubin> cubins;
   std::vector<PtxasKernelReport> reports;
+  /// Empty: one device pointer per launch argument, in order (mstep's own
+  /// kernels). Otherwise the kernel's parameters one by one.
+  std::vector<CudaKernelSlot> slots;
+  /// Dynamic shared memory per block.
+  unsigned shared_bytes = 0;
   friend bool operator==(const CudaKernelInfo&, const CudaKernelInfo&) = default;
 };
 

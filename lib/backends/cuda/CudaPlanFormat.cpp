@@ -167,13 +167,28 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
   w.u32(static_cast<uint32_t>(plan.arena_offsets.size()));
   for (int64_t offset : plan.arena_offsets) w.i64(offset);
   w.i64(plan.arena_bytes);
+  // Version 3: each kernel's parameter slots and dynamic shared memory.
+  for (const CudaKernelInfo& k : plan.kernels) {
+    w.u32(static_cast<uint32_t>(k.slots.size()));
+    for (const CudaKernelSlot& slot : k.slots) {
+      w.i64(slot.arg);
+      w.u8(slot.bytes);
+      w.u8(slot.floating);
+      w.u64(slot.bits);
+    }
+    w.u32(k.shared_bytes);
+  }
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
-  // Version 1 is version 2 without the attention steps.
+  // Version 1 is version 2 without the attention steps, 2 is 3 without the
+  // kernels' parameter slots.
+  const uint32_t stored = sealed_version(blob);
   const uint32_t version =
-      sealed_version(blob) == kCudaPlanFormatOldestVersion ? 1 : kCudaPlanFormatVersion;
+      stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
+          ? stored
+          : kCudaPlanFormatVersion;
   MSTEP_ASSIGN_OR_RETURN(absl::string_view body, unseal(blob, kMagic, version, kWhat));
   ByteReader r(body, kWhat);
   CudaPlan plan;
@@ -230,6 +245,18 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   plan.arena_offsets.resize(r.count("the arena offset count", 8));
   for (int64_t& offset : plan.arena_offsets) offset = r.i64("an arena offset");
   plan.arena_bytes = r.i64("the arena size");
+  if (version >= 3) {
+    for (CudaKernelInfo& k : plan.kernels) {
+      k.slots.resize(r.count("a kernel's parameter count", 8 + 2 + 8));
+      for (CudaKernelSlot& slot : k.slots) {
+        slot.arg = read_int(r, "a kernel parameter's argument");
+        slot.bytes = r.u8("a kernel parameter's size");
+        slot.floating = read_small(r, "a kernel parameter's float flag", 1);
+        slot.bits = r.u64("a kernel parameter's value");
+      }
+      k.shared_bytes = r.u32("a kernel's dynamic shared memory");
+    }
+  }
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

@@ -6,8 +6,10 @@
 // kernels (name, origin, grid, block, PTX, a cubin per arch, ptxas's
 // report per arch), the cuBLASLt matmul steps, the cuDNN SDPA steps
 // (version 2), the launches (their attention index: version 2), then the
-// arena (one offset per value, its size). Version 1 (no attention steps)
-// is still read. Library-internal.
+// arena (one offset per value, its size), then per kernel its parameter
+// slots and dynamic shared memory (version 3: custom ops' CUDA kernels).
+// Versions 1 (no attention steps) and 2 (no slots) are still read.
+// Library-internal.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +22,8 @@
 namespace mstep::cuda {
 
 /// Bump on any change of the layout above (and keep reading the old one
-/// where it is a subset, as 1 is of 2).
-inline constexpr uint32_t kCudaPlanFormatVersion = 2;
+/// where it is a subset, as 1 is of 2 and 2 of 3).
+inline constexpr uint32_t kCudaPlanFormatVersion = 3;
 /// The oldest version deserialize_cuda_plan reads.
 inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 
