@@ -2,6 +2,7 @@
 // (CopyLowering.h): every program validates, and its result has exactly
 // ref's bytes (a copy is exact), in f32, bf16 and int64 (moved as int32
 // pairs); which copies are layout aliases; the refusals.
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -125,6 +126,21 @@ TEST(CopyLowering, SliceScatterMatchesRef) {
     n.operands.push_back(ValueRef{1, 0});
     expect_ref_bytes(n, {distinct_bytes(x, 20), distinct_bytes(TensorType{c.src, DType::f32}, 21)});
   }
+}
+
+// cat along the last dim of two rows: each operand's long contiguous runs
+// are split over the partitions ([2, 3000] as [2, 125, 24]), not 2 partitions.
+TEST(CopyLowering, FewRowsOfLongRunsSpreadOverPartitions) {
+  const TensorType a{Shape({2, 3000}), DType::f32}, b{Shape({2, 5000}), DType::f32};
+  GraphNode cat = op(OpKind::cat, {0, 1}, TensorType{Shape({2, 8000}), DType::f32});
+  cat.attrs.push_back({AttrName::dim, AttrValue(int64_t{1})});
+  expect_ref_bytes(cat, {distinct_bytes(a, 30), distinct_bytes(b, 31)});
+  absl::StatusOr<LoweredOp> low = lower_node(cat, {a, b});
+  ASSERT_TRUE(low.ok()) << low.status();
+  int32_t widest = 0;
+  for (const Instruction& i : low->program.instructions)
+    widest = std::max(widest, i.dst.partitions);
+  EXPECT_EQ(widest, 125); // 3000 = 125 x 24, 5000 = 125 x 40
 }
 
 TEST(CopyLowering, LayoutAliasesAreTheCopiesThatMoveNothing) {

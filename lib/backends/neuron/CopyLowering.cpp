@@ -180,7 +180,7 @@ absl::StatusOr<std::vector<StridedCopy>> simplified(const GraphNode& node,
 }
 
 /// The tile IR dtype that moves elements of `d` (bit copies), and how many
-/// of its elements one element of `d` is; nullopt-like 0 when none.
+/// of its elements one element of `d` is (0: none can).
 std::pair<DType, int64_t> moved_as(DType d) {
   switch (element_size(d)) {
   case 2:
@@ -208,14 +208,32 @@ void widen(StridedCopy& c, int64_t factor) {
 }
 
 /// `c` with at least two dims: a flat run of n elements as [128, n/128]
-/// plus a one-partition tail (or [1, n] when shorter than 128).
+/// plus a one-partition tail (or [1, n] when shorter than 128); a long
+/// contiguous innermost dim under few rows split as [q, n/q].
 std::vector<StridedCopy> with_partition_dim(StridedCopy c) {
   if (c.sizes.empty()) {
     c.sizes = {1};
     c.src = {1};
     c.dst = {1};
   }
-  if (c.sizes.size() >= 2) return {c};
+  if (c.sizes.size() >= 2) {
+    // Few rows and long contiguous runs (cat or slice along the last dim
+    // of a [2, 5000]): the runs' outer part goes on the partitions.
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < c.sizes.size(); ++d) rows = std::max(rows, c.sizes[d]);
+    const int64_t n = c.sizes.back();
+    if (rows < 64 && c.src.back() == 1 && c.dst.back() == 1)
+      for (int64_t q = kPartitions; q > 2 * rows; --q)
+        if (n % q == 0 && n / q >= 16) {
+          c.sizes.back() = q;
+          c.src.back() = c.dst.back() = n / q;
+          c.sizes.push_back(n / q);
+          c.src.push_back(1);
+          c.dst.push_back(1);
+          break;
+        }
+    return {c};
+  }
   const int64_t n = c.sizes[0], a = c.src[0], b = c.dst[0];
   const int64_t f = n / kPartitions, tail = n - f * kPartitions;
   std::vector<StridedCopy> out;
@@ -238,8 +256,10 @@ std::vector<StridedCopy> with_partition_dim(StridedCopy c) {
   return out;
 }
 
-/// One DMA pair: partitions of the partition dim [r0, r0 + parts), the
-/// loop dims at `loop`, the chunk dim's [c0, c0 + w).
+/// How a copy is cut into DMA pairs (load, store): the partition dim in
+/// row tiles of up to 128, every index of the loop dims (the free dims
+/// outside the chunked one), the chunked dim in chunks; the free dims
+/// inside it whole.
 struct CopyPlan {
   int p = 0;             ///< partition dim
   std::vector<int> free; ///< the other dims, outer first
