@@ -1,5 +1,5 @@
 // tiled_matmul_program: the loop nest, software-pipelined. Per output tile
-// t (N blocks outer, M tiles inner):
+// t (column blocks of every product outer, M tiles inner):
 //   1. Sync prefetches the next tile's A^T row block (and, at a block's
 //      first tile, the next block's B columns) into the other buffer;
 //   2. Tensor runs the K tiles' nc_matmul into PSUM bank t % 2;
@@ -50,8 +50,6 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   const int32_t bt = b.hbm_tensor("B", s.input, s.batches.empty() ? s.k * s.n : s.b_elements);
   const int32_t ct = b.hbm_tensor("C", s.output, nbatch * s.m * s.n);
   const int64_t kt = ceil_div(s.k, 128), mt = ceil_div(s.m, 128), nt = ceil_div(s.n, 512);
-  // Block blk: product blk / nt's columns from (blk % nt) * 512; C holds
-  // the products one after another.
   const int64_t in_size = static_cast<int64_t>(element_size(s.input));
   const int64_t nb_max = std::min<int64_t>(512, s.n), mb_max = std::min<int64_t>(128, s.m);
   DoubleBuffer a = double_buffer(b, BufferKind::sbuf, kt * mb_max * in_size, "a");
@@ -60,6 +58,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   DoubleBuffer out = double_buffer(b, BufferKind::sbuf,
                                    nb_max * static_cast<int64_t>(element_size(s.output)), "out");
 
+  // Column block blk (over all products): product blk / nt's columns from
+  // (blk % nt) * 512; C holds the products one after another.
   const int64_t blocks = nbatch * nt, tiles = blocks * mt;
   auto block_width = [&](int64_t blk) { return std::min<int64_t>(512, s.n - blk % nt * 512); };
   auto of = [&](int64_t blk) -> const MatmulOffsets& { return batches[blk / nt]; };
