@@ -112,6 +112,55 @@ TEST(NeuronBroadcastLowering, FullAndExpandedColumnOutput) {
       ASSERT_FLOAT_EQ(at(*got, i * 8 + j), at(*c, i) * 3.0f + 0.5f) << i << "," << j;
 }
 
+/// layer_norm's backward as the fuser forms it: r = rsqrt(var + eps) per
+/// row next to wide values, outputs of both shapes
+/// (r [B, T, 1], g * w, xhat * r, (g * w) * (xhat * r), g * (xhat * r)).
+void check_layer_norm_backward_fusion(int64_t b, int64_t t, int64_t d) {
+  const TensorType col{Shape({b, t, 1}), DType::f32}, full{Shape({b, t, d}), DType::f32},
+      row{Shape({d}), DType::f32};
+  auto body = std::make_shared<TraceGraph>();
+  body->input_types = {col, full, row, full};
+  for (int64_t i = 0; i < 4; ++i) body->nodes.push_back(param(i, body->input_types[i]));
+  body->nodes.push_back(scalar_constant(1e-5, DType::f32)); // %4
+  body->nodes.push_back(op(OpKind::add, {0, 4}, col));      // %5
+  body->nodes.push_back(op(OpKind::rsqrt, {5}, col));       // %6 r
+  body->nodes.push_back(op(OpKind::mul, {1, 2}, full));     // %7 g * w
+  body->nodes.push_back(op(OpKind::mul, {3, 6}, full));     // %8 xhat * r
+  body->nodes.push_back(op(OpKind::mul, {7, 8}, full));     // %9
+  body->nodes.push_back(op(OpKind::mul, {1, 8}, full));     // %10
+  body->outputs = {ValueRef{6, 0}, ValueRef{7, 0}, ValueRef{8, 0}, ValueRef{9, 0}, ValueRef{10, 0}};
+  GraphNode f = op(OpKind::fusion, {0, 1, 2, 3}, col);
+  f.results = {col, full, full, full, full};
+  f.body = body;
+  const int64_t rows = b * t;
+  Buffers in = {buffer(col, random_values(rows, 0.1f, 2, 51)),
+                buffer(full, random_values(rows * d, -1, 1, 52)),
+                buffer(row, random_values(d, 0.5f, 1.5f, 53)),
+                buffer(full, random_values(rows * d, -2, 2, 54))};
+  absl::StatusOr<Buffers> got = run_lowered_all(f, in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const double rel = 8 * std::ldexp(1.0, -24);
+  for (int64_t i = 0; i < rows; ++i) {
+    const double r = 1 / std::sqrt(double(at(*in[0], i)) + 1e-5);
+    ASSERT_NEAR(at(*(*got)[0], i), r, rel * r) << i;
+    for (int64_t j = 0; j < d; ++j) {
+      const int64_t e = i * d + j;
+      const double g = at(*in[1], e), gw = g * at(*in[2], j), xr = at(*in[3], e) * r;
+      ASSERT_NEAR(at(*(*got)[1], e), gw, rel * std::abs(gw)) << i << "," << j;
+      ASSERT_NEAR(at(*(*got)[2], e), xr, rel * std::abs(xr)) << i << "," << j;
+      ASSERT_NEAR(at(*(*got)[3], e), gw * xr, rel * std::abs(gw * xr)) << i << "," << j;
+      ASSERT_NEAR(at(*(*got)[4], e), g * xr, rel * std::abs(g * xr)) << i << "," << j;
+    }
+  }
+}
+
+// [16, 64, 64] as in gpt_train; 300 rows of 9000 (ragged row tiles, the
+// per-row output stored once per row tile across three chunks).
+TEST(NeuronBroadcastLowering, LayerNormBackwardFusionWithAPerRowOutput) {
+  check_layer_norm_backward_fusion(16, 64, 64);
+  check_layer_norm_backward_fusion(3, 100, 9000);
+}
+
 TEST(NeuronBroadcastLowering, RefusesOtherBroadcasts) {
   const TensorType t{Shape({2, 3, 4}), DType::f32}, mid{Shape({3, 1}), DType::f32};
   EXPECT_THAT(refusal(op(OpKind::mul, {0, 1}, t), {t, mid}),
@@ -119,6 +168,17 @@ TEST(NeuronBroadcastLowering, RefusesOtherBroadcasts) {
                         "per-row broadcast"));
   const TensorType i{Shape({2, 3}), DType::i32}, f{Shape({2, 3}), DType::f32};
   EXPECT_THAT(refusal(op(OpKind::cast, {0}, f), {i}), HasSubstr("only f32/bf16"));
+  // A result of a middle-axis shape is neither the wide shape nor per row.
+  auto body = std::make_shared<TraceGraph>();
+  body->input_types = {t, mid};
+  body->nodes = {param(0, t), param(1, mid), op(OpKind::exp, {1}, mid), op(OpKind::exp, {0}, t)};
+  body->outputs = {ValueRef{3, 0}, ValueRef{2, 0}};
+  GraphNode two = op(OpKind::fusion, {0, 1}, t);
+  two.results = {t, mid};
+  two.body = body;
+  EXPECT_THAT(refusal(two, {t, mid}),
+              HasSubstr("fusion not tiled: result f32[3, 1] is neither [2, 3, 4] nor one value "
+                        "per row"));
 }
 
 } // namespace

@@ -156,6 +156,27 @@ TEST(NeuronCost, OneDmaIsFixedCostPlusBytesOverBandwidth) {
   EXPECT_EQ(r->bottleneck(), "DMA");
 }
 
+TEST(NeuronCost, AStridedDmaMovesAtHalfBandwidth) {
+  // The same 32 KiB read with a most-minor stride of 16 B (4 f32: still
+  // full bandwidth), of 20 B (halved), and as a column of 1-element rows
+  // (no most-minor walk: full bandwidth).
+  const CostParams p;
+  auto one_dma = [&](int64_t stride, int64_t n) {
+    TileBuilder b("dma");
+    const int32_t x = b.hbm_tensor("x", DType::f32, 128 * 64 * 5);
+    const int32_t s = b.allocate(BufferKind::sbuf, 256, "s");
+    AccessPattern src = hbm_rows(x, DType::f32, 64 * 5, 0, 128, 0, n);
+    src.dims[0].stride = stride;
+    b.dma_copy(sbuf(s, n), src);
+    absl::StatusOr<CostReport> r = estimate_cost(b.program(), p);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->total_ns : 0;
+  };
+  EXPECT_NEAR(one_dma(4, 64), 1300 + 32768 / 282.5, 1e-9);
+  EXPECT_NEAR(one_dma(5, 64), 1300 + 2 * 32768 / 282.5, 1e-9);
+  EXPECT_NEAR(one_dma(100, 1), 1300 + 512 / 282.5, 1e-9);
+}
+
 TEST(NeuronCost, DmaEnginesShareHbmBandwidth) {
   // Four 1 MiB loads on four engines, engine bandwidth set above HBM's:
   // HBM (410 B/ns) serialises them; the last starts after 3 MiB of HBM time.

@@ -112,13 +112,23 @@ TEST(NeuronReductionLowering, LeadingAxesUseTheTensorEngine) {
   EXPECT_EQ(reduces, 0);
 }
 
+// max/min over leading axes: the input loaded transposed (columns on
+// partitions), reduced along the free axis. 9000 rows: three chunks into
+// partials; 130 columns: two column tiles (128 + 2).
+TEST(NeuronReductionLowering, LeadingAxesMaxAndMin) {
+  check_reduction(OpKind::max, DType::f32, Shape({300, 70}), {0});
+  check_reduction(OpKind::min, DType::bf16, Shape({2, 150, 3}), {0, 1});
+  check_reduction(OpKind::max, DType::f32, Shape({9000, 130}), {0});
+}
+
 TEST(NeuronReductionLowering, RefusesOtherAxes) {
   const TensorType t{Shape({4, 5, 6}), DType::f32};
   EXPECT_THAT(refusal(reduction(OpKind::sum, t.shape, {1}, DType::f32), {t}),
               HasSubstr("sum not tiled: f32[4, 5, 6]: only a reduction over trailing or leading "
                         "axes"));
-  EXPECT_THAT(refusal(reduction(OpKind::max, t.shape, {0}, DType::f32), {t}),
-              HasSubstr("max not tiled: f32[4, 5, 6]: over leading axes only sum and mean"));
+  EXPECT_THAT(refusal(reduction(OpKind::max, t.shape, {1}, DType::f32), {t}),
+              HasSubstr("max not tiled: f32[4, 5, 6]: only a reduction over trailing or leading "
+                        "axes"));
   const TensorType i{Shape({4, 5}), DType::i32};
   EXPECT_THAT(refusal(reduction(OpKind::max, i.shape, {1}, DType::i32), {i}),
               HasSubstr("only f32/bf16"));

@@ -19,7 +19,20 @@ double stride_factor(const Instruction& inst, const CostParams& p) {
   return any ? p.strided_penalty : 1.0;
 }
 
+/// The innermost free dim longer than 1 steps over 16 B.
+bool dma_strided(const AccessPattern& ap) {
+  for (auto d = ap.dims.rbegin(); d != ap.dims.rend(); ++d)
+    if (d->size > 1) return std::abs(d->stride) * static_cast<int64_t>(element_size(ap.dtype)) > 16;
+  return false;
+}
+
 } // namespace
+
+double dma_stride_factor(const Instruction& inst, const CostParams& p) {
+  bool any = dma_strided(inst.dst);
+  for (const AccessPattern& s : inst.srcs) any = any || dma_strided(s);
+  return any ? p.strided_penalty : 1.0;
+}
 
 double engine_ghz(Engine engine, const CostParams& p) {
   switch (engine) {

@@ -8,6 +8,9 @@
 // with partition stride 0), read by wide ops with free stride 0. Ops run on
 // Vector (tensor_tensor, tensor_scalar, tensor_copy for casts) and Scalar
 // (activations); each writes its result's dtype, as the engines convert.
+// The result shape is the largest result's; a result of the per-row shape
+// (layer_norm's backward yields its rsqrt column next to the wide values)
+// is stored from its [p, 1] tile once per row tile.
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +45,7 @@ struct Plan {
   std::vector<Load> loads;   ///< per input
   std::vector<Step> steps;
   std::vector<int32_t> outputs;
+  std::vector<bool> per_row; ///< per output: of the per-row shape
 };
 
 /// How a value of shape `v` is read against the result shape `s`.
@@ -170,10 +174,14 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
   }
   for (ValueRef v : body.outputs) {
     if (value[v.node] < 0) return refuse(kind, "a body output is not a tensor value");
-    if (body.type_of(v).shape.numel() != shape.numel())
-      return refuse(kind, absl::StrCat("output ", body.type_of(v).to_string(), " is not ",
-                                       shape.to_string()));
+    const Shape& out = body.type_of(v).shape;
+    const bool per_row = out.numel() != shape.numel() && classify(out, shape) == Load::col &&
+                         !plan.values[value[v.node]].wide;
+    if (out.numel() != shape.numel() && !per_row)
+      return refuse(kind, absl::StrCat("output ", body.type_of(v).to_string(), " is neither ",
+                                       shape.to_string(), " nor one value per row"));
     plan.outputs.push_back(value[v.node]);
+    plan.per_row.push_back(per_row);
   }
   return plan;
 }
@@ -183,10 +191,17 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
 absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
                                           absl::Span<const TensorType> types) {
   if (node.results.empty()) return refuse(node.op, "no results");
-  const Shape& shape = node.results[0].shape;
+  const Shape* widest = &node.results[0].shape;
   for (const TensorType& t : node.results)
-    if (t.shape != shape || !tileable_dtype(t.dtype))
-      return refuse(node.op, "results of different shapes or not f32/bf16");
+    if (t.shape.numel() > widest->numel()) widest = &t.shape;
+  const Shape& shape = *widest;
+  for (const TensorType& t : node.results) {
+    if (!tileable_dtype(t.dtype))
+      return refuse(node.op, absl::StrCat("result ", t.to_string(), ": only f32/bf16"));
+    if (t.shape != shape && classify(t.shape, shape) != Load::col)
+      return refuse(node.op, absl::StrCat("result ", t.to_string(), " is neither ",
+                                          shape.to_string(), " nor one value per row"));
+  }
   const int64_t n = shape.numel();
   if (n == 0) return refuse(node.op, absl::StrCat(shape.to_string(), " has no elements"));
   const int64_t cols = shape.rank() == 0 ? 1 : shape[shape.rank() - 1], rows = n / cols;
@@ -201,8 +216,8 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
   int64_t bytes_per_col = 0;
   for (const Value& v : plan.values)
     if (v.wide) bytes_per_col += 2 * static_cast<int64_t>(element_size(v.dtype));
-  for (int32_t o : plan.outputs)
-    if (!plan.values[o].wide)
+  for (size_t o = 0; o < plan.outputs.size(); ++o)
+    if (!plan.values[plan.outputs[o]].wide && !plan.per_row[o])
       bytes_per_col += 2 * static_cast<int64_t>(element_size(plan.values[o].dtype));
   const int64_t width = chunk_width(cols, bytes_per_col);
   if (width < 1) return refuse(node.op, "its values do not fit SBUF");
@@ -220,9 +235,9 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
     tile[v] = k.tile(plan.values[v].dtype, plan.values[v].wide ? width : 1, absl::StrCat("v", v));
   for (size_t o = 0; o < plan.outputs.size(); ++o) {
     const Value& v = plan.values[plan.outputs[o]];
-    hbm.push_back(k.b.hbm_tensor(absl::StrCat("out", o), v.dtype, n));
+    hbm.push_back(k.b.hbm_tensor(absl::StrCat("out", o), v.dtype, plan.per_row[o] ? rows : n));
     binding.push_back(-1 - static_cast<int32_t>(o));
-    if (!v.wide) copy_out[o] = k.tile(v.dtype, width, absl::StrCat("out", o));
+    if (!v.wide && !plan.per_row[o]) copy_out[o] = k.tile(v.dtype, width, absl::StrCat("out", o));
   }
   const int32_t inputs = static_cast<int32_t>(plan.loads.size());
   // A resident row input is loaded once onto all partitions (slot 0).
@@ -281,6 +296,10 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
       }
       for (size_t o = 0; o < plan.outputs.size(); ++o) {
         const int32_t v = plan.outputs[o];
+        if (plan.per_row[o]) { // its [p, 1] column, once per row tile
+          if (first) k.store(hbm_column(hbm[inputs + o], plan.values[v].dtype, t), read(v, false));
+          continue;
+        }
         AccessPattern src = read(v, true);
         if (!plan.values[v].wide) {
           src = RowKit::at(copy_out[o], s, p, c.w);

@@ -8,7 +8,12 @@
 // up to 4 banks (2048 columns) are loaded at once, double-buffered; after
 // the last row tile the Vector engine copies the bank to SBUF (mean:
 // dividing by rows, converting to the result's dtype) and it is stored.
-// max and min have no such matmul and are refused (host fallback).
+// max and min have no such matmul: their input is loaded transposed (a
+// block of up to 128 columns on the partitions, the rows along the free
+// axis: partition stride 1, free stride cols, what the cost model charges
+// at half bandwidth), each row chunk reduced on Vector into one column of
+// a partials tile, the partials reduced into [w, 1] and stored (partition
+// stride 1).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -26,12 +31,47 @@ constexpr int64_t kBlockBanks = 4;
 
 } // namespace
 
+namespace {
+
+/// max/min over the leading `rows` of `in` viewed as [rows, cols].
+LoweredOp leading_extremum(const GraphNode& node, const TensorType& in, int64_t rows) {
+  const AluOp alu = node.op == OpKind::max ? AluOp::max : AluOp::min;
+  const DType dt = in.dtype;
+  const int64_t n = in.numel(), cols = n / rows;
+  const int64_t width = chunk_width(rows, 2 * static_cast<int64_t>(element_size(dt)));
+  const std::vector<ColChunk> chunks = col_chunks(rows, width);
+  const int64_t nck = static_cast<int64_t>(chunks.size());
+  RowKit k(absl::StrCat("neuron_", op_name(node.op), "_leading"));
+  const int32_t x_hbm = k.b.hbm_tensor("in", dt, n), y_hbm = k.b.hbm_tensor("out", dt, cols);
+  const RowKit::Tile x = k.tile(dt, width, "x"), part = k.tile(DType::f32, nck, "partials"),
+                     y = k.tile(dt, 1, "y");
+  int64_t load = 0;
+  int ts = 0;
+  // Column tiles of up to 128 columns: column c0 + p on partition p.
+  for (const RowTile& t : row_tiles(cols)) {
+    for (int64_t c = 0; c < nck; ++c, ++load) {
+      const int s = static_cast<int>(load % 2);
+      AccessPattern src = hbm_rows(x_hbm, dt, 1, t.r0, t.parts, 0, 1);
+      src.offset = chunks[c].c0 * cols + t.r0;
+      src.dims = {{chunks[c].w, cols}};
+      k.load(RowKit::at(x, s, t.parts, chunks[c].w), src);
+      k.reduce(RowKit::at(part, ts, t.parts, 1, c), RowKit::at(x, s, t.parts, chunks[c].w), alu);
+    }
+    k.reduce(RowKit::at(y, ts, t.parts, 1), RowKit::at(part, ts, t.parts, nck), alu);
+    k.store(hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1));
+    ts ^= 1;
+  }
+  return k.finish({0, -1});
+}
+
+} // namespace
+
 absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const TensorType& in,
                                                   int64_t rows) {
+  if (node.op == OpKind::max || node.op == OpKind::min) return leading_extremum(node, in, rows);
   if (node.op != OpKind::sum && node.op != OpKind::mean)
-    return refuse(node.op, absl::StrCat(in.to_string(),
-                                        ": over leading axes only sum and mean (a matmul against "
-                                        "ones reduces across partitions)"));
+    return refuse(node.op, absl::StrCat(in.to_string(), ": over leading axes only sum, mean, "
+                                                        "max and min"));
   const DType dt = in.dtype;
   const int64_t n = in.numel(), cols = n / rows;
   const int64_t block = std::min({cols, kBankColumns * kBlockBanks,

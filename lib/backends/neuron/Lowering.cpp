@@ -1,15 +1,18 @@
 // Lowering: an elementwise op or fusion body becomes a small DAG of engine
 // operations (EwDag), emitted chunk by chunk into a double-buffered tile
-// program; a 2-d matmul becomes tiled_matmul_program. Every program is
+// program; a matmul becomes tiled_matmul_program (batched: one product per
+// batch index). Every program is
 // validated (estimate_cost validates) before lower_node returns it.
 #include "lib/backends/neuron/Lowering.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionLowering.h"
+#include "lib/backends/neuron/CopyLowering.h"
 #include "lib/backends/neuron/DropoutLowering.h"
 #include "lib/backends/neuron/IndexedLowering.h"
 #include "lib/backends/neuron/LoweringCommon.h"
@@ -17,6 +20,7 @@
 #include "lib/backends/neuron/RowLowering.h"
 #include "lib/backends/neuron/TileBuilder.h"
 #include "lib/backends/neuron/TiledMatmulProgram.h"
+#include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 #include "mstep/core/HalfTypes.h"
 
@@ -162,24 +166,49 @@ absl::StatusOr<TileProgram> elementwise_program(OpKind op, const EwDag& dag,
   return b.take();
 }
 
+/// The first rank - 2 dims of `s` (a matmul operand's batch dims).
+Shape batch_dims(const Shape& s) {
+  return Shape(s.dims().subspan(0, static_cast<size_t>(std::max<int64_t>(s.rank() - 2, 0))));
+}
+
+/// [..., M, K] x [..., K, N], batch dims broadcast. When B has no batch
+/// (a linear layer on [B, T, D]) the batch folds into M: one 2-d product,
+/// A^T staged by run_lowered. Otherwise one product per batch index, A
+/// read transposed by the DMA (TiledMatmulProgram.h).
 absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types) {
   const TensorType& a = types[0];
   const TensorType& bt = types[1];
   const TensorType& c = node.results[0];
-  if (a.shape.rank() != 2 || bt.shape.rank() != 2)
+  const int64_t ar = a.shape.rank(), br = bt.shape.rank();
+  if (ar < 2 || br < 2)
     return refuse(node.op, absl::StrCat(a.to_string(), " x ", bt.to_string(),
-                                        ": only 2-d [M,K]x[K,N] is tiled"));
+                                        ": operands of rank 2 or more are tiled"));
   if (a.dtype != bt.dtype || a.dtype != c.dtype || !tileable_dtype(a.dtype))
     return refuse(node.op, absl::StrCat(a.to_string(), " x ", bt.to_string(),
                                         ": only f32 or bf16, one dtype"));
-  TiledMatmulShape s{a.shape[0], a.shape[1], bt.shape[1], a.dtype, c.dtype};
-  if (s.m == 0 || s.k == 0 || s.n == 0 || bt.shape[0] != s.k)
+  const int64_t m = a.shape[ar - 2], k = a.shape[ar - 1], n = bt.shape[br - 1];
+  const Shape batch = batch_dims(c.shape);
+  if (c.numel() == 0 || k == 0 || bt.shape[br - 2] != k)
     return refuse(node.op,
                   absl::StrCat(a.to_string(), " x ", bt.to_string(), ": empty or K mismatch"));
   LoweredOp out;
-  out.program = tiled_matmul_program(s);
   out.hbm_binding = {0, 1, -1};
-  out.transpose_first = true;
+  if (batch_dims(bt.shape).numel() == 1 && batch_dims(a.shape).numel() == batch.numel()) {
+    out.program = tiled_matmul_program({batch.numel() * m, k, n, a.dtype, c.dtype});
+    out.transpose_first = true;
+    return out;
+  }
+  TiledMatmulShape s{m, k, n, a.dtype, c.dtype};
+  s.a_elements = a.numel();
+  s.b_elements = bt.numel();
+  s.a_row_major = true;
+  const Shape::Dims sa = ref::broadcast_strides(batch_dims(a.shape), batch);
+  const Shape::Dims sb = ref::broadcast_strides(batch_dims(bt.shape), batch);
+  std::array<Shape::Dims, 2> strides = {sa, sb};
+  ref::for_each_strided(batch, strides, [&](int64_t, const std::array<int64_t, 2>& o) {
+    s.batches.push_back({o[0] * m * k, o[1] * k * n});
+  });
+  out.program = tiled_matmul_program(s);
   return out;
 }
 
@@ -200,6 +229,8 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
     MSTEP_ASSIGN_OR_RETURN(out, lower_dropout(node, operand_types));
   } else if (node.op == OpKind::multi_tensor_update) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_multi_tensor_update(node, operand_types));
+  } else if (is_copy_op(node.op)) { // CopyLowering.h
+    MSTEP_ASSIGN_OR_RETURN(out, lower_copy(node, operand_types));
   } else if (is_row_family(node, operand_types)) { // RowLowering.h
     MSTEP_ASSIGN_OR_RETURN(out, lower_row_family(node, operand_types));
   } else {
@@ -245,8 +276,9 @@ absl::Status run_lowered(const LoweredOp& op, Simulator& sim,
     const int32_t bind = op.hbm_binding[t];
     if (bind < 0) continue; // a result, or staged below
     const host::HostBuffer& in = *inputs[bind];
-    if (t == 0 && op.transpose_first) { // [M, K] -> [K, M]
-      const int64_t m = in.type().shape[0], k = in.type().shape[1];
+    if (t == 0 && op.transpose_first) { // [..., K] as [M, K] -> [K, M]
+      const Shape& shape = in.type().shape;
+      const int64_t k = shape[shape.rank() - 1], m = shape.numel() / k;
       const size_t es = element_size(h.dtype);
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < k; ++j)

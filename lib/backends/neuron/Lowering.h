@@ -1,6 +1,6 @@
 // Lowering of step-graph ops to tile programs (issue 19, part 1, first
 // slice): elementwise ops and mstep.fusion regions over f32/bf16 tensors,
-// and 2-d matmul. A lowered op is a validated TileProgram plus how its HBM
+// and matmul (batched too). A lowered op is a validated TileProgram plus how its HBM
 // tensors map to the op's operands and results, and the cost model's
 // estimate. An op the lowering cannot tile gets an error saying why; the
 // backend then runs it as a counted host fallback (never a wrong answer).
@@ -15,7 +15,9 @@
 // layer_norm, rms_norm, and elementwise ops with row/per-row broadcasts or
 // casts: RowLowering.h. Embedding's index_select / index_add (dma_indirect):
 // IndexedLowering.h; dropout (Philox on GpSimd): DropoutLowering.h; the
-// fused optimizer update: OptimizerLowering.h.
+// fused optimizer update: OptimizerLowering.h; reshape, permute, expand,
+// slice and cat (DMA copies, or no program where the bytes stay put):
+// CopyLowering.h.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +52,7 @@ struct LoweredOp {
   std::function<absl::Status(absl::Span<const host::HostBuffer* const> inputs,
                              absl::Span<host::HostBuffer* const> outputs, HbmContents& hbm)>
       stage;
-  /// Matmul: HBM tensor 0 holds operand 0 ([M, K]) transposed, [K, M].
+  /// Matmul: HBM tensor 0 holds operand 0 ([..., K] as [M, K]) transposed, [K, M].
   bool transpose_first = false;
   /// The cost model's estimate of one run.
   double estimated_ns = 0;

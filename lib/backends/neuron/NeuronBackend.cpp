@@ -3,9 +3,11 @@
 // registration.
 #include "lib/backends/neuron/NeuronBackend.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/CopyLowering.h"
 #include "lib/backends/neuron/Lowering.h"
 #include "lib/backends/neuron/SimulatedTimeline.h"
 #include "lib/backends/ref/RefKernels.h"
@@ -51,6 +53,9 @@ public:
     lowered_.resize(n);
     bodies_.resize(n);
     last_use_.assign(n, 0);
+    alias_.assign(n, false);
+    std::vector<bool> is_output(n, false);
+    for (ValueRef v : graph_.outputs) is_output[v.node] = true;
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
       for (ValueRef v : node.operands) last_use_[v.node] = i;
@@ -58,6 +63,12 @@ public:
         continue;
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
+      // Bytes that stay where they are: no program (an output still gets
+      // its own HBM, so it is copied by its DMA program).
+      if (!is_output[i] && layout_alias(node, types)) {
+        alias_[i] = true;
+        continue;
+      }
       absl::StatusOr<LoweredOp> low = lower_node(node, types);
       // lower_node costed the program already; the full report (busy
       // engines, instruction timing) is the timeline's.
@@ -86,7 +97,10 @@ public:
 
   size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
-  NeuronLoweringStats stats() const { return {num_lowered(), estimated_ns_}; }
+  NeuronLoweringStats stats() const {
+    return {num_lowered(), estimated_ns_,
+            static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true))};
+  }
   std::vector<const TileProgram*> programs() const {
     std::vector<const TileProgram*> out;
     for (const auto& l : lowered_)
@@ -132,7 +146,10 @@ public:
       in_ptrs.clear();
       out_ptrs.clear();
       for (ValueRef v : node.operands) in_ptrs.push_back(values[v.node][v.index].get());
-      if (bodies_[i]) {
+      if (alias_[i]) {
+        values[i].push_back(
+            alias_of(values[node.operands[0].node][node.operands[0].index], node.results[0]));
+      } else if (bodies_[i]) {
         std::vector<BufferPtr> body_inputs;
         for (ValueRef v : node.operands) body_inputs.push_back(values[v.node][v.index]);
         MSTEP_ASSIGN_OR_RETURN(std::vector<BufferPtr> results, bodies_[i]->run(body_inputs));
@@ -167,6 +184,19 @@ public:
   }
 
 private:
+  /// `source`'s bytes read as `type` (a layout alias); keeps `source` alive.
+  static std::shared_ptr<host::HostBuffer> alias_of(std::shared_ptr<host::HostBuffer> source,
+                                                    const TensorType& type) {
+    struct Alias {
+      std::shared_ptr<host::HostBuffer> source;
+      host::HostBuffer view;
+    };
+    std::byte* bytes = source->bytes();
+    auto a = std::make_shared<Alias>(
+        Alias{std::move(source), host::HostBuffer::view(type, kDevice, bytes)});
+    return std::shared_ptr<host::HostBuffer>(a, &a->view);
+  }
+
   static std::shared_ptr<host::HostBuffer> copy_of(const host::HostBuffer& b) {
     auto copy = std::make_shared<host::HostBuffer>(b.type(), kDevice);
     std::memcpy(copy->bytes(), b.bytes(), b.type().bytes());
@@ -175,6 +205,8 @@ private:
 
   TraceGraph graph_;
   std::vector<std::unique_ptr<LoweredOp>> lowered_;
+  std::vector<bool> alias_; ///< per node: a layout alias of operand 0
+
   std::vector<std::unique_ptr<Executable>> bodies_;
   std::vector<uint32_t> last_use_;
   std::vector<HostFallbackOp> fallbacks_;

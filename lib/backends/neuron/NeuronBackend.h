@@ -63,6 +63,8 @@ struct NeuronLoweringStats {
   size_t lowered_ops = 0;
   /// The cost model's estimate of one run of all its tile programs.
   double estimated_ns = 0;
+  /// Copy ops that need no program (CopyLowering.h: layout aliases).
+  size_t aliased_ops = 0;
 };
 /// The stats of a make_neuron_executable result (zeros for any other).
 NeuronLoweringStats lowering_stats(const Executable& exe);

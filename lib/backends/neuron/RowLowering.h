@@ -26,7 +26,7 @@ absl::StatusOr<LoweredOp> lower_row_family(const GraphNode& node,
 
 absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
                                           absl::Span<const TensorType> operand_types);
-/// sum/mean of `in` over its leading axes, `rows` their product.
+/// sum/mean/max/min of `in` over its leading axes, `rows` their product.
 absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const TensorType& in,
                                                   int64_t rows);
 /// `full`, or a fusion whose every output is a constant broadcast

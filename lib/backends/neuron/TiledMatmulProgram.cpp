@@ -1,5 +1,5 @@
 // tiled_matmul_program: the loop nest, software-pipelined. Per output tile
-// t (N blocks outer, M tiles inner):
+// t (column blocks of every product outer, M tiles inner):
 //   1. Sync prefetches the next tile's A^T row block (and, at a block's
 //      first tile, the next block's B columns) into the other buffer;
 //   2. Tensor runs the K tiles' nc_matmul into PSUM bank t % 2;
@@ -41,10 +41,14 @@ DoubleBuffer double_buffer(TileBuilder& b, BufferKind kind, int64_t bytes, const
 } // namespace
 
 TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
-  TileBuilder b("tiled_matmul");
-  const int32_t at = b.hbm_tensor("AT", s.input, s.k * s.m);
-  const int32_t bt = b.hbm_tensor("B", s.input, s.k * s.n);
-  const int32_t ct = b.hbm_tensor("C", s.output, s.m * s.n);
+  const std::vector<MatmulOffsets> batches =
+      s.batches.empty() ? std::vector<MatmulOffsets>{MatmulOffsets{}} : s.batches;
+  const int64_t nbatch = static_cast<int64_t>(batches.size());
+  TileBuilder b(nbatch > 1 || s.a_row_major ? "batched_matmul" : "tiled_matmul");
+  const int32_t at = b.hbm_tensor(s.a_row_major ? "A" : "AT", s.input,
+                                  s.batches.empty() ? s.k * s.m : s.a_elements);
+  const int32_t bt = b.hbm_tensor("B", s.input, s.batches.empty() ? s.k * s.n : s.b_elements);
+  const int32_t ct = b.hbm_tensor("C", s.output, nbatch * s.m * s.n);
   const int64_t kt = ceil_div(s.k, 128), mt = ceil_div(s.m, 128), nt = ceil_div(s.n, 512);
   const int64_t in_size = static_cast<int64_t>(element_size(s.input));
   const int64_t nb_max = std::min<int64_t>(512, s.n), mb_max = std::min<int64_t>(128, s.m);
@@ -54,35 +58,55 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   DoubleBuffer out = double_buffer(b, BufferKind::sbuf,
                                    nb_max * static_cast<int64_t>(element_size(s.output)), "out");
 
-  const int64_t tiles = nt * mt;
-  auto block_width = [&](int64_t nb) { return std::min<int64_t>(512, s.n - nb * 512); };
+  // Column block blk (over all products): product blk / nt's columns from
+  // (blk % nt) * 512; C holds the products one after another.
+  const int64_t blocks = nbatch * nt, tiles = blocks * mt;
+  auto block_width = [&](int64_t blk) { return std::min<int64_t>(512, s.n - blk % nt * 512); };
+  auto of = [&](int64_t blk) -> const MatmulOffsets& { return batches[blk / nt]; };
   auto tile_rows = [&](int64_t mi) { return std::min<int64_t>(128, s.m - mi * 128); };
   auto k_rows = [&](int64_t ki) {
     return static_cast<int32_t>(std::min<int64_t>(128, s.k - ki * 128));
   };
 
-  // Loads B's column block `nb` into buffer nb % 2 (one DMA per K tile).
-  auto load_b = [&](int64_t nb) {
-    const int slot = static_cast<int>(nb % 2);
-    const int64_t w = block_width(nb);
+  // Loads B's column block `blk` into buffer blk % 2 (one DMA per K tile).
+  auto load_b = [&](int64_t blk) {
+    const int slot = static_cast<int>(blk % 2);
+    const int64_t w = block_width(blk);
     for (int64_t ki = 0; ki < kt; ++ki) {
+      AccessPattern src = hbm_rows(bt, s.input, s.n, ki * 128, k_rows(ki), blk % nt * 512, w);
+      src.offset += of(blk).b;
       const int64_t i = b.dma_copy(tile_pattern(BufferKind::sbuf, bb.alloc[slot], s.input, 0,
                                                 k_rows(ki), ki * nb_max, {{w, 1}}),
-                                   hbm_rows(bt, s.input, s.n, ki * 128, k_rows(ki), nb * 512, w));
+                                   src);
       if (bb.uses[slot] > 0) b.wait(i, bb.freed[slot], bb.uses[slot]);
       b.signal(i, bb.filled[slot]);
     }
     ++bb.uses[slot];
   };
+  // A^T's rows [k0, k0 + parts) and columns [m0, m0 + rows) of product
+  // `p`: AT [K, M] row-major, or A [M, K] read transposed (partition
+  // stride 1, M walked K apart).
+  auto a_block = [&](const MatmulOffsets& p, int64_t k0, int32_t parts, int64_t m0, int64_t rows) {
+    if (!s.a_row_major) {
+      AccessPattern ap = hbm_rows(at, s.input, s.m, k0, parts, m0, rows);
+      ap.offset += p.a;
+      return ap;
+    }
+    AccessPattern ap = hbm_rows(at, s.input, 1, 0, parts, 0, rows);
+    ap.offset = p.a + m0 * s.k + k0;
+    ap.dims = {{rows, s.k}};
+    return ap;
+  };
   // Loads A^T's columns of M tile `mi` (all K tiles, one DMA) into buffer t % 2.
   auto load_a = [&](int64_t t) {
     const int slot = static_cast<int>(t % 2);
     const int64_t mi = t % mt, rows = tile_rows(mi);
-    AccessPattern src = hbm_rows(at, s.input, s.m, 0, k_rows(0), mi * 128, rows);
+    const MatmulOffsets& p = of(t / mt);
+    AccessPattern src = a_block(p, 0, k_rows(0), mi * 128, rows);
     AccessPattern dst =
         tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(0), 0, {{rows, 1}});
     if (kt > 1 && s.k % 128 == 0) { // all K tiles in one transfer: [128, (kt, rows)]
-      src.dims = {{kt, 128 * s.m}, {rows, 1}};
+      src.dims = {{kt, s.a_row_major ? 128 : 128 * s.m}, src.dims[0]};
       dst.dims = {{kt, mb_max}, {rows, 1}};
     }
     std::vector<int64_t> loads;
@@ -90,10 +114,9 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       loads.push_back(b.dma_copy(dst, src));
     } else { // a ragged last K tile: one DMA per K tile
       for (int64_t ki = 0; ki < kt; ++ki)
-        loads.push_back(
-            b.dma_copy(tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(ki),
-                                    ki * mb_max, {{rows, 1}}),
-                       hbm_rows(at, s.input, s.m, ki * 128, k_rows(ki), mi * 128, rows)));
+        loads.push_back(b.dma_copy(tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0,
+                                                k_rows(ki), ki * mb_max, {{rows, 1}}),
+                                   a_block(p, ki * 128, k_rows(ki), mi * 128, rows)));
     }
     for (int64_t i : loads) {
       if (a.uses[slot] > 0) b.wait(i, a.freed[slot], a.uses[slot]);
@@ -105,11 +128,12 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   // DMAs output tile t (from out buffer t % 2) to C.
   auto store_c = [&](int64_t t) {
     const int slot = static_cast<int>(t % 2);
-    const int64_t nb = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(nb);
-    const int64_t i =
-        b.dma_copy(hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), nb * 512, w),
-                   tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0,
-                                static_cast<int32_t>(rows), 0, {{w, 1}}));
+    const int64_t blk = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(blk);
+    AccessPattern dst =
+        hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), blk % nt * 512, w);
+    dst.offset += blk / nt * s.m * s.n;
+    const int64_t i = b.dma_copy(dst, tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0,
+                                                   static_cast<int32_t>(rows), 0, {{w, 1}}));
     b.wait(i, out.filled[slot], static_cast<int32_t>(t / 2 + 1));
     b.signal(i, out.freed[slot]);
   };
@@ -120,7 +144,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     const int64_t nb = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(nb);
     const int slot = static_cast<int>(t % 2), bslot = static_cast<int>(nb % 2);
     // 1. Prefetch.
-    if (mi == 0 && nb + 1 < nt) load_b(nb + 1);
+    if (mi == 0 && nb + 1 < blocks) load_b(nb + 1);
     if (t + 1 < tiles) load_a(t + 1);
     // 2. K accumulation into PSUM bank `slot`.
     for (int64_t ki = 0; ki < kt; ++ki) {

@@ -6,16 +6,39 @@
 // SBUF, each double-buffered, so DMA overlaps compute.
 // HBM tensors, in order: "AT" [K, M] (A transposed, as nc_matmul's
 // stationary operand wants it), "B" [K, N], "C" [M, N].
+//
+// Batched (bmm, attention's composed q·kᵀ and p·v): `batches` lists, per
+// product, where its A and B start in their HBM tensors (the batch
+// dims' broadcast resolved by the caller); the tiles of every product run
+// through the same pipeline. With `a_row_major` the first tensor is "A"
+// as the graph holds it ([M, K] per product) and each stationary tile is
+// loaded transposed by the DMA: K on partitions, M walked with a stride of
+// K elements (the cost model's half bandwidth for a most-minor stride
+// over 16 B).
 #pragma once
+
+#include <vector>
 
 #include "lib/backends/neuron/TileProgram.h"
 
 namespace mstep::neuron {
 
+/// Where one product of a batch starts: element offsets into A (or AT)
+/// and B (C holds the products one after another, M x N each).
+struct MatmulOffsets {
+  int64_t a = 0, b = 0;
+};
+
 struct TiledMatmulShape {
   int64_t m = 0, k = 0, n = 0;
   DType input = DType::bf16;
   DType output = DType::f32;
+  /// Empty: one product at offsets 0. Else the products and the HBM
+  /// tensors' element counts (a_elements, b_elements; C holds
+  /// batches.size() x M x N).
+  std::vector<MatmulOffsets> batches = {};
+  int64_t a_elements = 0, b_elements = 0;
+  bool a_row_major = false;
 };
 
 TileProgram tiled_matmul_program(const TiledMatmulShape& shape);

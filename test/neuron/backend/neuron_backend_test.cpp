@@ -186,5 +186,54 @@ TEST(NeuronBackend, LoweringStatsCountTheLastAxisFamilies) {
   EXPECT_GT(stats.estimated_ns, 0);
 }
 
+// Copies: a reshape feeding an op needs no program (its result is the
+// operand's bytes); a permute is a DMA program; a reshape that is a graph
+// output is copied by its program (outputs never share HBM).
+TEST(NeuronBackend, CopiesAreDmaProgramsOrAliases) {
+  const TensorType x{Shape({4, 6}), DType::f32}, flat{Shape({24}), DType::f32},
+      xt{Shape({6, 4}), DType::f32};
+  TraceGraph g;
+  g.input_types = {x};
+  GraphNode p{OpKind::parameter, {}, {}, {x}, nullptr};
+  p.attrs.push_back({AttrName::index, AttrValue(int64_t{0})});
+  g.nodes.push_back(p);                                                                 // %0
+  g.nodes.push_back(GraphNode{OpKind::reshape, {}, {ValueRef{0, 0}}, {flat}, nullptr}); // %1
+  g.nodes.push_back(GraphNode{OpKind::tanh, {}, {ValueRef{1, 0}}, {flat}, nullptr});    // %2
+  GraphNode t{OpKind::permute, {}, {ValueRef{0, 0}}, {xt}, nullptr};
+  t.attrs.push_back({AttrName::perm, AttrValue(IntList{1, 0})});
+  g.nodes.push_back(t);                                                                 // %3
+  g.nodes.push_back(GraphNode{OpKind::reshape, {}, {ValueRef{0, 0}}, {flat}, nullptr}); // %4
+  g.outputs = {ValueRef{2, 0}, ValueRef{3, 0}, ValueRef{4, 0}};
+  absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(g);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ((*exe)->host_fallbacks().size(), 0u);
+  const NeuronLoweringStats stats = lowering_stats(**exe);
+  EXPECT_EQ(stats.aliased_ops, 1u); // %1
+  EXPECT_EQ(stats.lowered_ops, 3u); // tanh, the permute, the output reshape
+
+  Backend& b = neuron_backend();
+  std::vector<float> v(24);
+  for (int i = 0; i < 24; ++i) v[i] = 0.1f * float(i) - 1.0f;
+  absl::StatusOr<BufferPtr> in = b.allocate(x);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(b.copy_in(**in, v.data(), 24 * sizeof(float)).ok());
+  absl::StatusOr<std::vector<BufferPtr>> out = (*exe)->run({*in});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<float> th(24), tr(24), re(24);
+  ASSERT_TRUE(b.copy_out(*(*out)[0], th.data(), 24 * sizeof(float)).ok());
+  ASSERT_TRUE(b.copy_out(*(*out)[1], tr.data(), 24 * sizeof(float)).ok());
+  ASSERT_TRUE(b.copy_out(*(*out)[2], re.data(), 24 * sizeof(float)).ok());
+  for (int i = 0; i < 24; ++i) {
+    EXPECT_NEAR(th[i], std::tanh(v[i]), 1e-6f) << i;
+    EXPECT_EQ(tr[(i % 6) * 4 + i / 6], v[i]) << i; // x[r][c] at xt[c][r]
+    EXPECT_EQ(re[i], v[i]) << i;
+  }
+  // The input buffer changes after the run; the outputs keep their values.
+  std::vector<float> zeros(24, 0.0f);
+  ASSERT_TRUE(b.copy_in(**in, zeros.data(), 24 * sizeof(float)).ok());
+  ASSERT_TRUE(b.copy_out(*(*out)[2], re.data(), 24 * sizeof(float)).ok());
+  for (int i = 0; i < 24; ++i) EXPECT_EQ(re[i], v[i]) << i;
+}
+
 } // namespace
 } // namespace mstep::neuron
