@@ -183,6 +183,45 @@ TEST(XlaLoops, PermuteExpandSliceAndCatAreCopies) {
   }
 }
 
+TEST(XlaLoops, LayerNormAndRmsNorm) {
+  auto [xla, ref] = on_xla_and_ref([](Device d) {
+    Tensor x = on(d, {3, 4, 6}, 10) * 4.0 + 1.0;
+    Tensor w = on(d, {6}, 11), b = on(d, {6}, 12);
+    return std::vector<Tensor>{layer_norm(x, {6}, w, b), layer_norm(x, {4, 6}),
+                               rms_norm(x, {6}, w), rms_norm(x, {4, 6})};
+  });
+  for (size_t i = 0; i < xla.size(); ++i) {
+    SCOPED_TRACE(i);
+    expect_near(xla[i].to_vector<float>(), ref[i].to_vector<float>());
+  }
+}
+
+TEST(XlaLoops, EmbeddingAndItsGradient) {
+  // index_select forward, index_add backward (duplicate ids add up).
+  auto [xla, ref] = on_xla_and_ref([](Device d) {
+    Tensor table = on(d, {5, 3}, 13).requires_grad_();
+    Tensor ids = from_vector(std::vector<int64_t>{4, 0, 4, 2}, {4}, std::nullopt, d);
+    Tensor rows = embedding(ids, table);
+    sum(rows * on(d, {4, 3}, 14)).backward();
+    return std::vector<Tensor>{rows, table.grad(), index_select(on(d, {2, 5, 3}, 15), 1, ids)};
+  });
+  for (size_t i = 0; i < xla.size(); ++i) {
+    SCOPED_TRACE(i);
+    expect_near(xla[i].to_vector<float>(), ref[i].to_vector<float>());
+  }
+}
+
+TEST(XlaLoops, AnOutOfRangeIndexIsNamed) {
+  Tensor table = on(kXla, {4, 3}, 1);
+  mark_step();
+  const std::string msg = testing::error_of([&] {
+    Tensor ids = from_vector(std::vector<int64_t>{1, -1}, {2}, std::nullopt, kXla);
+    Tensor rows = index_select(table, 0, ids) * 2.0;
+    mark_step();
+  });
+  EXPECT_THAT(msg, HasSubstr("index -1 (element 1"));
+}
+
 /// Three steps of `make_optimizer` on a two-layer model on `device`
 /// (clipping the gradients first when `clip`); the parameters after them.
 /// With `check_callouts`, each optimizer step compiles with no callout.

@@ -23,7 +23,7 @@ namespace mstep::xla {
 struct OpLoop {
   llvm::Function* function = nullptr;
   /// The function returns nonzero when the node's data is invalid (an
-  /// nll_loss target out of range); it then wrote none of its results,
+  /// nll_loss target or an index out of range); it then wrote none of its results,
   /// and the step stops there.
   bool can_fail = false;
 };
@@ -34,7 +34,6 @@ std::optional<OpLoop> emit_op_loop(llvm::Module& module, const TraceGraph& graph
 
 // The families (one file each); each returns nullopt before emitting
 // anything when it does not take the node.
-class LoopBuilder;
 std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph& graph,
                                           uint32_t node);
 std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& graph,
@@ -47,5 +46,9 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
                                      uint32_t node);
 std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph& graph,
                                           uint32_t node);
+std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& graph,
+                                      uint32_t node);
+std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph,
+                                     uint32_t node);
 
 } // namespace mstep::xla
