@@ -1,12 +1,13 @@
-// The data-movement ops permute, expand, slice and cat as loops
-// (XlaOpLoops.h), any dtype: each is one or more strided copies, a loop
-// nest over the dims of what is written that reads element
+// The data-movement ops permute, expand, slice, cat and slice_scatter as
+// loops (XlaOpLoops.h), any dtype: each is one or more strided copies, a
+// loop nest over the dims of what is written that reads element
 // base + sum(index[d] * stride[d]) of its source (the ref kernels'
 // for_each_strided, lib/backends/ref/RefReshape.cpp and RefShape.cpp):
 // - permute: output dim d reads input dim perm[d];
 // - expand: a broadcast dim reads stride 0;
 // - slice: along `dim`, start + k * step;
-// - cat: each input into its block of the output along `dim`.
+// - cat: each input into its block of the output along `dim`;
+// - slice_scatter: the input, then src over its slice (start, step).
 // Elements move as integers of their size. Size-1 dims get no loop, and
 // the innermost loop is marked for the vectorizer.
 #include "absl/strings/str_cat.h"
@@ -64,7 +65,8 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
                                      uint32_t node) {
   const GraphNode& nd = graph.nodes[node];
   const OpKind op = nd.op;
-  if (op != OpKind::permute && op != OpKind::expand && op != OpKind::slice && op != OpKind::cat)
+  if (op != OpKind::permute && op != OpKind::expand && op != OpKind::slice && op != OpKind::cat &&
+      op != OpKind::slice_scatter)
     return std::nullopt;
   if (nd.results.size() != 1 || nd.operands.empty()) return std::nullopt;
   const TensorType& out = nd.results[0];
@@ -111,6 +113,26 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
     c.in_base = attr_int(nd.attrs, AttrName::start) * in_strides[dim];
     c.in_strides[dim] *= attr_int(nd.attrs, AttrName::step);
     copies.push_back(c);
+    break;
+  }
+  case OpKind::slice_scatter: {
+    // The input, then src over its slice.
+    const int64_t dim = attr_int(nd.attrs, AttrName::dim);
+    if (nd.operands.size() != 2 || dim < 0 || dim >= out.shape.rank() || in0 != out.shape)
+      return std::nullopt;
+    const Shape& src = graph.type_of(nd.operands[1]).shape;
+    if (src.rank() != out.shape.rank()) return std::nullopt;
+    StridedCopy input = whole(0);
+    input.in_strides = out_strides;
+    copies.push_back(input);
+    if (src.numel() > 0) {
+      StridedCopy c = whole(1);
+      c.shape.assign(src.dims().begin(), src.dims().end());
+      c.in_strides = row_major_strides(src);
+      c.out_base = attr_int(nd.attrs, AttrName::start) * out_strides[dim];
+      c.out_strides[dim] *= attr_int(nd.attrs, AttrName::step);
+      copies.push_back(c);
+    }
     break;
   }
   default: { // cat

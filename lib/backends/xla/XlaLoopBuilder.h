@@ -64,6 +64,13 @@ public:
   llvm::Value* to_f32(llvm::Value* v) { return b_.CreateFPTrunc(v, f32()); }
   llvm::Value* call(llvm::Intrinsic::ID id, llvm::Value* v) { return b_.CreateUnaryIntrinsic(id, v); }
 
+  /// e^x of f64 `x` or a vector of them, inline (no libm call, so it
+  /// vectorizes): the cpu backend's simd::exp (HostSimd.h) step for step,
+  /// within a few ulp of exp. NaN stays NaN, -inf gives 0, +inf inf.
+  llvm::Value* exp(llvm::Value* x);
+  /// `v` splat to `like`'s vector width, or `v` when `like` is a scalar.
+  llvm::Value* splat_like(llvm::Value* like, llvm::Value* v);
+
 private:
   llvm::Module& module_;
   llvm::LLVMContext& context_;

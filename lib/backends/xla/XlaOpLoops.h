@@ -10,6 +10,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "mstep/ir/TraceGraph.h"
 
@@ -28,9 +31,18 @@ struct OpLoop {
   bool can_fail = false;
 };
 
-/// The node's function in `module`, or nullopt when the node is not one
-/// the step function computes (it is then a callout).
-std::optional<OpLoop> emit_op_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+/// Emits the functions of one step. Nodes that compute the same thing (the
+/// same op, attributes and operand and result types: a layer repeated)
+/// share one function, which keeps the code and its compile time small.
+class OpLoops {
+public:
+  /// The node's function in `module`, or nullopt when the node is not one
+  /// the step function computes (it is then a callout).
+  std::optional<OpLoop> emit(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+
+private:
+  absl::flat_hash_map<std::string, std::optional<OpLoop>> by_signature_;
+};
 
 // The families (one file each); each returns nullopt before emitting
 // anything when it does not take the node.

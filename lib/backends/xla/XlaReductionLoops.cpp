@@ -45,6 +45,90 @@ std::optional<Layout> layout_of(const Shape& shape, const IntList& dims) {
   return l;
 }
 
+/// Lanes of the vector sums: 16 f32 loads, summed in two f64 halves.
+constexpr int kLanes = 16;
+
+/// f32 sum or mean in f64, kLanes at a time:
+/// - inner >= kLanes (a bias gradient): kLanes neighbouring outputs at
+///   once, each summing its column in order, as the scalar loop would;
+/// - otherwise each output's row kLanes elements at a time, lane by lane,
+///   then the lanes in order (the cpu kernel's row mode).
+void emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
+  auto& b = lb.b();
+  llvm::Value* x = lb.operand(0);
+  llvm::Value* y = lb.result(0);
+  auto* f32s = llvm::FixedVectorType::get(lb.f32(), kLanes);
+  auto* f64s = llvm::FixedVectorType::get(lb.f64(), kLanes);
+  llvm::SmallVector<uint64_t> iota_values;
+  for (int i = 0; i < kLanes; ++i) iota_values.push_back(i);
+  llvm::Value* iota = llvm::ConstantDataVector::get(b.getContext(), iota_values);
+  llvm::Value* zeros = llvm::Constant::getNullValue(f64s);
+  const llvm::Align align(4);
+  // The lanes of [at, at + kLanes) that are before `end`.
+  auto lanes_before = [&](llvm::Value* at, int64_t end) {
+    return b.CreateICmpSLT(b.CreateAdd(b.CreateVectorSplat(kLanes, at), iota),
+                           b.CreateVectorSplat(kLanes, lb.i64(end)));
+  };
+  auto load = [&](llvm::Value* at, llvm::Value* mask) {
+    return b.CreateFPExt(
+        b.CreateMaskedLoad(f32s, b.CreateInBoundsGEP(lb.f32(), x, at), align, mask,
+                           llvm::Constant::getNullValue(f32s)),
+        f64s);
+  };
+  auto finish = [&](llvm::Value* total) {
+    if (mean) {
+      llvm::Value* count = lb.f64(static_cast<double>(l.reduced));
+      total = b.CreateFDiv(total, total->getType()->isVectorTy()
+                                      ? b.CreateVectorSplat(kLanes, count)
+                                      : count);
+    }
+    return b.CreateFPTrunc(total, total->getType()->isVectorTy() ? static_cast<llvm::Type*>(f32s)
+                                                                 : lb.f32());
+  };
+  if (l.inner >= kLanes) {
+    lb.loop(l.outer, [&](llvm::Value* o) {
+      lb.loop((l.inner + kLanes - 1) / kLanes, [&](llvm::Value* block) {
+        llvm::Value* first = b.CreateMul(block, lb.i64(kLanes));
+        llvm::Value* mask = lanes_before(first, l.inner);
+        llvm::AllocaInst* acc = lb.local(f64s, zeros);
+        lb.loop(l.reduced, [&](llvm::Value* r) {
+          llvm::Value* at = b.CreateAdd(
+              b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(l.reduced)), r), lb.i64(l.inner)),
+              first);
+          lb.set(acc, b.CreateFAdd(lb.get(acc), load(at, mask)));
+        });
+        llvm::Value* out = b.CreateAdd(b.CreateMul(o, lb.i64(l.inner)), first);
+        b.CreateMaskedStore(finish(lb.get(acc)), b.CreateInBoundsGEP(lb.f32(), y, out), align,
+                            mask);
+      });
+    });
+    return;
+  }
+  lb.loop(l.outer * l.inner, [&](llvm::Value* o) {
+    // inner < kLanes: output o = (outer, inner) reads with stride inner.
+    if (l.inner == 1) {
+      llvm::AllocaInst* acc = lb.local(f64s, zeros);
+      llvm::Value* row = b.CreateMul(o, lb.i64(l.reduced));
+      lb.loop((l.reduced + kLanes - 1) / kLanes, [&](llvm::Value* q) {
+        llvm::Value* first = b.CreateMul(q, lb.i64(kLanes));
+        lb.set(acc, b.CreateFAdd(lb.get(acc),
+                                 load(b.CreateAdd(row, first), lanes_before(first, l.reduced))));
+      });
+      lb.store(finish(b.CreateFAddReduce(lb.f64(0), lb.get(acc))), y, o);
+      return;
+    }
+    llvm::Value* outer = b.CreateSDiv(o, lb.i64(l.inner));
+    llvm::Value* i = b.CreateSRem(o, lb.i64(l.inner));
+    llvm::AllocaInst* acc = lb.local(lb.f64(), lb.f64(0));
+    lb.loop(l.reduced, [&](llvm::Value* r) {
+      llvm::Value* at = b.CreateAdd(
+          b.CreateMul(b.CreateAdd(b.CreateMul(outer, lb.i64(l.reduced)), r), lb.i64(l.inner)), i);
+      lb.set(acc, b.CreateFAdd(lb.get(acc), lb.to_f64(lb.load(lb.f32(), x, at))));
+    });
+    lb.store(finish(lb.get(acc)), y, o);
+  });
+}
+
 } // namespace
 
 std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph& graph,
@@ -71,6 +155,10 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
   llvm::Value* x = lb.operand(0);
   llvm::Value* y = lb.result(0);
   llvm::Type* element = integer_sum ? lb.i64() : lb.f32();
+  if ((op == OpKind::sum || op == OpKind::mean) && !integer_sum) {
+    emit_f32_sum(lb, l, op == OpKind::mean);
+    return OpLoop{lb.finish(), false};
+  }
   lb.loop(l.outer, [&](llvm::Value* o) {
     lb.loop(l.inner, [&](llvm::Value* i) {
       // Input position of (o, r, i) and output position of (o, i).

@@ -71,7 +71,7 @@ public:
                            bytes);
         continue;
       }
-      if (std::optional<OpLoop> loop = emit_op_loop(module_, graph_, node)) {
+      if (std::optional<OpLoop> loop = loops_.emit(module_, graph_, node)) {
         emit_loop(node, *loop);
         continue;
       }
@@ -334,6 +334,7 @@ private:
   std::vector<bool> needed_;               // per node: emitted
   std::vector<uint32_t> node_of_value_;
   std::vector<uint32_t> callouts_;
+  OpLoops loops_;
 };
 
 } // namespace
