@@ -75,9 +75,9 @@ template <typename F> std::pair<std::vector<Tensor>, std::vector<Tensor>> on_xla
 TEST(XlaLoops, ReductionsOverLeadingTrailingAndAllDims) {
   auto [xla, ref] = on_xla_and_ref([](Device d) {
     Tensor x = on(d, {4, 5, 6}, 1);
-    return std::vector<Tensor>{sum(x, {0}),       sum(x, {0, 1}), sum(x, {2}, true), sum(x),
-                               mean(x, {1}),      mean(x),        max(x, {2}),       min(x, {0}),
-                               max(x),            sum(x, {1}),    mean(x, {0, 1})};
+    return std::vector<Tensor>{sum(x, {0}),  sum(x, {0, 1}), sum(x, {2}, true), sum(x),
+                               mean(x, {1}), mean(x),        max(x, {2}),       min(x, {0}),
+                               max(x),       sum(x, {1}),    mean(x, {0, 1})};
   });
   for (size_t i = 0; i < xla.size(); ++i) {
     SCOPED_TRACE(i);
@@ -100,8 +100,8 @@ TEST(XlaLoops, ArgmaxTakesTheFirstMaximumAndNaNWins) {
 
 TEST(XlaLoops, IntegerSumsStayIntegers) {
   auto [xla, ref] = on_xla_and_ref([](Device d) {
-    Tensor x = from_vector(std::vector<int64_t>{1, 2, 3, int64_t{1} << 40, 5, 6}, {2, 3},
-                           std::nullopt, d);
+    Tensor x =
+        from_vector(std::vector<int64_t>{1, 2, 3, int64_t{1} << 40, 5, 6}, {2, 3}, std::nullopt, d);
     return std::vector<Tensor>{sum(x, {0}), sum(x)};
   });
   EXPECT_THAT(xla[0].to_vector<int64_t>(), ElementsAre((int64_t{1} << 40) + 1, 7, 9));
@@ -111,8 +111,7 @@ TEST(XlaLoops, IntegerSumsStayIntegers) {
 TEST(XlaLoops, SoftmaxAndLogSoftmaxAlongAnyDim) {
   auto [xla, ref] = on_xla_and_ref([](Device d) {
     Tensor x = on(d, {3, 4, 5}, 3) * 10.0;
-    return std::vector<Tensor>{softmax(x, 2), softmax(x, 0), log_softmax(x, 1),
-                               log_softmax(x, 2)};
+    return std::vector<Tensor>{softmax(x, 2), softmax(x, 0), log_softmax(x, 1), log_softmax(x, 2)};
   });
   for (size_t i = 0; i < xla.size(); ++i) {
     SCOPED_TRACE(i);
@@ -161,10 +160,15 @@ TEST(XlaLoops, RandomNumbersAndDropoutAreRefsBitForBit) {
     Tensor u = rand({37}, DType::f32, d);
     Tensor n = randn({19}, DType::f32, d);
     Tensor x = on(d, {6, 11}, 6);
-    return std::vector<Tensor>{u, n, dropout(x, 0.3), dropout(x, 0.0), arange(3, 40, 3, DType::f32, d),
+    return std::vector<Tensor>{u,
+                               n,
+                               dropout(x, 0.3),
+                               dropout(x, 0.0),
+                               arange(3, 40, 3, DType::f32, d),
                                arange(0, 9, 2, DType::i64, d)};
   });
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(xla[i].to_vector<float>(), ref[i].to_vector<float>()) << i;
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(xla[i].to_vector<float>(), ref[i].to_vector<float>()) << i;
   EXPECT_EQ(xla[4].to_vector<float>(), ref[4].to_vector<float>());
   EXPECT_THAT(xla[5].to_vector<int64_t>(), ElementsAre(0, 2, 4, 6, 8));
 }
@@ -173,9 +177,8 @@ TEST(XlaLoops, PermuteExpandSliceAndCatAreCopies) {
   auto [xla, ref] = on_xla_and_ref([](Device d) {
     Tensor x = on(d, {2, 3, 4}, 7);
     Tensor b = on(d, {3, 1}, 8);
-    return std::vector<Tensor>{permute(x, {2, 0, 1}),      expand(b, {2, 3, 5}),
-                               slice(x, 2, 1, 4, 2),       cat({x, x * 2.0}, 1),
-                               permute(x, {0, 2, 1}) + 1.0};
+    return std::vector<Tensor>{permute(x, {2, 0, 1}), expand(b, {2, 3, 5}), slice(x, 2, 1, 4, 2),
+                               cat({x, x * 2.0}, 1), permute(x, {0, 2, 1}) + 1.0};
   });
   for (size_t i = 0; i < xla.size(); ++i) {
     EXPECT_EQ(xla[i].shape(), ref[i].shape()) << i;
@@ -187,8 +190,8 @@ TEST(XlaLoops, LayerNormAndRmsNorm) {
   auto [xla, ref] = on_xla_and_ref([](Device d) {
     Tensor x = on(d, {3, 4, 6}, 10) * 4.0 + 1.0;
     Tensor w = on(d, {6}, 11), b = on(d, {6}, 12);
-    return std::vector<Tensor>{layer_norm(x, {6}, w, b), layer_norm(x, {4, 6}),
-                               rms_norm(x, {6}, w), rms_norm(x, {4, 6})};
+    return std::vector<Tensor>{layer_norm(x, {6}, w, b), layer_norm(x, {4, 6}), rms_norm(x, {6}, w),
+                               rms_norm(x, {4, 6})};
   });
   for (size_t i = 0; i < xla.size(); ++i) {
     SCOPED_TRACE(i);

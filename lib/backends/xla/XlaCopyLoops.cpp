@@ -9,7 +9,7 @@
 // - cat: each input into its block of the output along `dim`;
 // - slice_scatter: the input, then src over its slice (start, step).
 // Elements move as integers of their size. Size-1 dims get no loop, and
-// the innermost loop is marked for the vectorizer.
+// an innermost dim contiguous on both sides is one memmove per row.
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
@@ -40,29 +40,35 @@ void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element) {
     if (copy.shape[d] != 1) dims.push_back(static_cast<int64_t>(d));
   llvm::Value* src = lb.operand(copy.source);
   llvm::Value* dst = lb.result(0);
+  const uint64_t bytes = element->getPrimitiveSizeInBits() / 8;
+  // An innermost dim contiguous on both sides is one memmove per row.
+  const bool rows =
+      !dims.empty() && copy.in_strides[dims.back()] == 1 && copy.out_strides[dims.back()] == 1;
+  const size_t loops = rows ? dims.size() - 1 : dims.size();
   // Nests dims[level..] at input and output positions `in` and `out`.
   std::function<void(size_t, llvm::Value*, llvm::Value*)> nest = [&](size_t level, llvm::Value* in,
                                                                      llvm::Value* out) {
-    if (level == dims.size()) {
-      lb.store(lb.load(element, src, in), dst, out);
+    if (level == loops) {
+      if (rows)
+        b.CreateMemMove(b.CreateInBoundsGEP(element, dst, out), llvm::MaybeAlign(bytes),
+                        b.CreateInBoundsGEP(element, src, in), llvm::MaybeAlign(bytes),
+                        copy.shape[dims.back()] * bytes);
+      else
+        lb.store(lb.load(element, src, in), dst, out);
       return;
     }
     const int64_t d = dims[level];
-    lb.loop(
-        copy.shape[d],
-        [&](llvm::Value* k) {
-          nest(level + 1, b.CreateAdd(in, b.CreateMul(k, lb.i64(copy.in_strides[d]))),
-               b.CreateAdd(out, b.CreateMul(k, lb.i64(copy.out_strides[d]))));
-        },
-        /*parallel=*/level + 1 == dims.size());
+    lb.loop(copy.shape[d], [&](llvm::Value* k) {
+      nest(level + 1, b.CreateAdd(in, b.CreateMul(k, lb.i64(copy.in_strides[d]))),
+           b.CreateAdd(out, b.CreateMul(k, lb.i64(copy.out_strides[d]))));
+    });
   };
   nest(0, lb.i64(copy.in_base), lb.i64(copy.out_base));
 }
 
 } // namespace
 
-std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& graph,
-                                     uint32_t node) {
+std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node) {
   const GraphNode& nd = graph.nodes[node];
   const OpKind op = nd.op;
   if (op != OpKind::permute && op != OpKind::expand && op != OpKind::slice && op != OpKind::cat &&
@@ -155,8 +161,7 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
   }
   }
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(),
-                 1);
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1);
   llvm::Type* element = lb.b().getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8));
   for (const StridedCopy& copy : copies) emit_copy(lb, copy, element);
   return OpLoop{lb.finish(), false};

@@ -54,8 +54,8 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
     llvm::Type* element = b.getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8));
     lb.loop(outer, [&](llvm::Value* o) {
       lb.loop(n, [&](llvm::Value* j) {
-        llvm::Value* from = b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(size)), index_at(j)),
-                                        lb.i64(inner));
+        llvm::Value* from =
+            b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(size)), index_at(j)), lb.i64(inner));
         llvm::Value* to = b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(n)), j), lb.i64(inner));
         lb.loop(
             inner,

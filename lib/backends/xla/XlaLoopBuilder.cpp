@@ -106,8 +106,8 @@ llvm::Value* LoopBuilder::exp(llvm::Value* x) {
   // Beyond these bounds e^x is inf or 0; a NaN passes both selects.
   x = b_.CreateSelect(b_.CreateFCmpOGT(x, constant(710.0)), constant(710.0), x);
   x = b_.CreateSelect(b_.CreateFCmpOLT(x, constant(-746.0)), constant(-746.0), x);
-  llvm::Value* n =
-      b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b_.CreateFMul(x, constant(1.4426950408889634)));
+  llvm::Value* n = b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven,
+                                           b_.CreateFMul(x, constant(1.4426950408889634)));
   // r = x - n ln 2, with ln 2 split in two so that n * hi is exact.
   llvm::Value* minus_n = b_.CreateFNeg(n);
   llvm::Value* r = fma(minus_n, constant(6.93147180369123816490e-01), x);

@@ -62,7 +62,9 @@ public:
   llvm::Value* is_nan(llvm::Value* v) { return b_.CreateFCmpUNO(v, v); }
   llvm::Value* to_f64(llvm::Value* v) { return b_.CreateFPExt(v, f64()); }
   llvm::Value* to_f32(llvm::Value* v) { return b_.CreateFPTrunc(v, f32()); }
-  llvm::Value* call(llvm::Intrinsic::ID id, llvm::Value* v) { return b_.CreateUnaryIntrinsic(id, v); }
+  llvm::Value* call(llvm::Intrinsic::ID id, llvm::Value* v) {
+    return b_.CreateUnaryIntrinsic(id, v);
+  }
 
   /// e^x of f64 `x` or a vector of them, inline (no libm call, so it
   /// vectorizes): the cpu backend's simd::exp (HostSimd.h) step for step,

@@ -15,8 +15,7 @@
 
 namespace mstep::xla {
 
-std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& graph,
-                                     uint32_t node) {
+std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node) {
   const GraphNode& nd = graph.nodes[node];
   if (nd.op != OpKind::nll_loss || nd.operands.size() != 2 || nd.results.size() != 1)
     return std::nullopt;

@@ -11,8 +11,7 @@
 
 namespace mstep::xla {
 
-std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph,
-                                     uint32_t node) {
+std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node) {
   const GraphNode& nd = graph.nodes[node];
   const OpKind op = nd.op;
   if ((op != OpKind::layer_norm && op != OpKind::rms_norm) || nd.results.size() != 1 ||
@@ -32,8 +31,7 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
     (d < in.shape.rank() - normalized ? rows : cols) *= in.shape[d];
   const double eps = attr_double(nd.attrs, AttrName::eps);
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(),
-                 1);
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1);
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* w = has_weight ? lb.operand(1) : nullptr;
@@ -57,8 +55,8 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
       lb.set(sum, b.CreateFAdd(lb.get(sum), b.CreateFMul(d, d)));
     });
     llvm::Value* scale = b.CreateFDiv(
-        lb.f64(1.0),
-        lb.call(llvm::Intrinsic::sqrt, b.CreateFAdd(b.CreateFDiv(lb.get(sum), count), lb.f64(eps))));
+        lb.f64(1.0), lb.call(llvm::Intrinsic::sqrt,
+                             b.CreateFAdd(b.CreateFDiv(lb.get(sum), count), lb.f64(eps))));
     lb.loop(
         cols,
         [&](llvm::Value* c) {

@@ -43,8 +43,7 @@ std::optional<OpLoop> emit_op_loop(llvm::Module& module, const TraceGraph& graph
 
 } // namespace
 
-std::optional<OpLoop> OpLoops::emit(llvm::Module& module, const TraceGraph& graph,
-                                    uint32_t node) {
+std::optional<OpLoop> OpLoops::emit(llvm::Module& module, const TraceGraph& graph, uint32_t node) {
   const std::string key = signature(graph, graph.nodes[node]);
   auto found = by_signature_.find(key);
   if (found != by_signature_.end()) return found->second;

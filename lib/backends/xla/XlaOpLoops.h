@@ -50,17 +50,13 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
                                           uint32_t node);
 std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& graph,
                                         uint32_t node);
-std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& graph,
-                                     uint32_t node);
+std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& graph,
                                        uint32_t node);
-std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& graph,
-                                     uint32_t node);
+std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph& graph,
                                           uint32_t node);
-std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& graph,
-                                      uint32_t node);
-std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph,
-                                     uint32_t node);
+std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 
 } // namespace mstep::xla

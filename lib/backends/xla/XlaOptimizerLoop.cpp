@@ -163,9 +163,9 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     switch (rule) {
     case Rule::sgd:
       c.momentum = f32(momentum);
-      c.dampening = has_dampening ? f32(b.CreateSelect(b.CreateFCmpOEQ(step, one), one,
-                                                       sub(one, dampening)))
-                                  : lb.f32(1.0f);
+      c.dampening = has_dampening
+                        ? f32(b.CreateSelect(b.CreateFCmpOEQ(step, one), one, sub(one, dampening)))
+                        : lb.f32(1.0f);
       break;
     case Rule::adam:
     case Rule::adamw: {
@@ -270,8 +270,8 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
             store(mean, new_state[0]);
             store(v, new_state[1]);
             if (amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins
-              llvm::Value* keep = b.CreateOr(b.CreateFCmpOGT(max_exp_avg_sq, v),
-                                             lb.is_nan(max_exp_avg_sq));
+              llvm::Value* keep =
+                  b.CreateOr(b.CreateFCmpOGT(max_exp_avg_sq, v), lb.is_nan(max_exp_avg_sq));
               v = b.CreateSelect(keep, max_exp_avg_sq, v);
               store(v, new_state[2]);
             }

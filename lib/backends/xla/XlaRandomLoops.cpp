@@ -78,8 +78,7 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
     }
   }
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(),
-                 1);
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1);
   auto& b = lb.b();
   llvm::Value* y = lb.result(0);
   if (op == OpKind::arange) {
@@ -88,8 +87,8 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
     lb.loop(
         numel,
         [&](llvm::Value* i) {
-          llvm::Value* v = b.CreateFAdd(
-              lb.f64(start), b.CreateFMul(b.CreateSIToFP(i, lb.f64()), lb.f64(step)));
+          llvm::Value* v =
+              b.CreateFAdd(lb.f64(start), b.CreateFMul(b.CreateSIToFP(i, lb.f64()), lb.f64(step)));
           lb.store(out.dtype == DType::i64 ? b.CreateFPToSI(v, lb.i64()) : lb.to_f32(v), y, i);
         },
         /*parallel=*/true);
@@ -112,10 +111,11 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
           llvm::Value* u1 = b.CreateFMul(b.CreateFAdd(top_24_bits(lb, w0), lb.f32(1.0f)),
                                          lb.f32(1.0f / 16777217.0f));
           llvm::Value* u2 = b.CreateFMul(top_24_bits(lb, w1), lb.f32(grid));
-          llvm::Value* radius = lb.call(
-              llvm::Intrinsic::sqrt, b.CreateFMul(lb.f32(-2.0f), lb.call(llvm::Intrinsic::log, u1)));
-          v = b.CreateFMul(radius, lb.call(llvm::Intrinsic::cos,
-                                           b.CreateFMul(lb.f32(6.2831853071795864f), u2)));
+          llvm::Value* radius =
+              lb.call(llvm::Intrinsic::sqrt,
+                      b.CreateFMul(lb.f32(-2.0f), lb.call(llvm::Intrinsic::log, u1)));
+          v = b.CreateFMul(
+              radius, lb.call(llvm::Intrinsic::cos, b.CreateFMul(lb.f32(6.2831853071795864f), u2)));
         } else {
           llvm::Value* uniform = lb.to_f64(b.CreateFMul(top_24_bits(lb, w0), lb.f32(grid)));
           llvm::Value* keep = b.CreateFCmpOGE(uniform, lb.f64(p));

@@ -70,17 +70,15 @@ void emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
                            b.CreateVectorSplat(kLanes, lb.i64(end)));
   };
   auto load = [&](llvm::Value* at, llvm::Value* mask) {
-    return b.CreateFPExt(
-        b.CreateMaskedLoad(f32s, b.CreateInBoundsGEP(lb.f32(), x, at), align, mask,
-                           llvm::Constant::getNullValue(f32s)),
-        f64s);
+    return b.CreateFPExt(b.CreateMaskedLoad(f32s, b.CreateInBoundsGEP(lb.f32(), x, at), align, mask,
+                                            llvm::Constant::getNullValue(f32s)),
+                         f64s);
   };
   auto finish = [&](llvm::Value* total) {
     if (mean) {
       llvm::Value* count = lb.f64(static_cast<double>(l.reduced));
-      total = b.CreateFDiv(total, total->getType()->isVectorTy()
-                                      ? b.CreateVectorSplat(kLanes, count)
-                                      : count);
+      total = b.CreateFDiv(
+          total, total->getType()->isVectorTy() ? b.CreateVectorSplat(kLanes, count) : count);
     }
     return b.CreateFPTrunc(total, total->getType()->isVectorTy() ? static_cast<llvm::Type*>(f32s)
                                                                  : lb.f32());
@@ -163,9 +161,8 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
     lb.loop(l.inner, [&](llvm::Value* i) {
       // Input position of (o, r, i) and output position of (o, i).
       auto at = [&](llvm::Value* r) {
-        return b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(l.reduced)), r),
-                                       lb.i64(l.inner)),
-                           i);
+        return b.CreateAdd(
+            b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(l.reduced)), r), lb.i64(l.inner)), i);
       };
       llvm::Value* out = b.CreateAdd(b.CreateMul(o, lb.i64(l.inner)), i);
       switch (op) {
@@ -179,8 +176,7 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
                                   : b.CreateFAdd(lb.get(acc), lb.to_f64(v)));
         });
         llvm::Value* total = lb.get(acc);
-        if (op == OpKind::mean)
-          total = b.CreateFDiv(total, lb.f64(static_cast<double>(l.reduced)));
+        if (op == OpKind::mean) total = b.CreateFDiv(total, lb.f64(static_cast<double>(l.reduced)));
         lb.store(integer_sum ? total : lb.to_f32(total), y, out);
         break;
       }
@@ -191,10 +187,10 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
         lb.loop(l.reduced, [&](llvm::Value* r) {
           llvm::Value* v = lb.load(lb.f32(), x, at(r));
           llvm::Value* current = lb.get(best);
-          llvm::Value* better = op == OpKind::max ? b.CreateFCmpOGT(v, current)
-                                                  : b.CreateFCmpOLT(v, current);
-          llvm::Value* take = b.CreateAnd(b.CreateNot(lb.is_nan(current)),
-                                          b.CreateOr(lb.is_nan(v), better));
+          llvm::Value* better =
+              op == OpKind::max ? b.CreateFCmpOGT(v, current) : b.CreateFCmpOLT(v, current);
+          llvm::Value* take =
+              b.CreateAnd(b.CreateNot(lb.is_nan(current)), b.CreateOr(lb.is_nan(v), better));
           lb.set(best, b.CreateSelect(take, v, current));
         });
         lb.store(lb.get(best), y, out);
@@ -208,8 +204,8 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
           llvm::Value* v = lb.load(lb.f32(), x, at(r));
           llvm::Value* nan = lb.is_nan(v);
           llvm::Value* found = lb.get(found_nan);
-          llvm::Value* take = b.CreateAnd(b.CreateNot(found),
-                                          b.CreateOr(nan, b.CreateFCmpOGT(v, lb.get(best))));
+          llvm::Value* take =
+              b.CreateAnd(b.CreateNot(found), b.CreateOr(nan, b.CreateFCmpOGT(v, lb.get(best))));
           lb.set(best, b.CreateSelect(take, v, lb.get(best)));
           lb.set(index, b.CreateSelect(take, r, lb.get(index)));
           lb.set(found_nan, b.CreateOr(found, nan));

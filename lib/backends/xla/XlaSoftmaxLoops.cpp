@@ -65,14 +65,14 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
         llvm::Value* first = b.CreateMul(q, lb.i64(kLanes));
         mask = b.CreateICmpSLT(b.CreateAdd(b.CreateVectorSplat(kLanes, first), iota),
                                b.CreateVectorSplat(kLanes, lb.i64(n)));
-        return std::make_pair(b.CreateInBoundsGEP(lb.f32(), x, b.CreateAdd(row, first)),
-                              b.CreateMaskedLoad(f32s, b.CreateInBoundsGEP(lb.f32(), x,
-                                                                          b.CreateAdd(row, first)),
-                                                 align, mask, fill));
+        return std::make_pair(
+            b.CreateInBoundsGEP(lb.f32(), x, b.CreateAdd(row, first)),
+            b.CreateMaskedLoad(f32s, b.CreateInBoundsGEP(lb.f32(), x, b.CreateAdd(row, first)),
+                               align, mask, fill));
       };
       // 1. The maximum (NaN skipped; it poisons the sum).
-      llvm::AllocaInst* max = lb.local(f32s, lb.splat_like(llvm::UndefValue::get(f32s),
-                                                             lb.f32(minus_inf)));
+      llvm::AllocaInst* max =
+          lb.local(f32s, lb.splat_like(llvm::UndefValue::get(f32s), lb.f32(minus_inf)));
       lb.loop(blocks, [&](llvm::Value* q) {
         llvm::Value* mask = nullptr;
         llvm::Value* v = block(q, b.CreateVectorSplat(kLanes, lb.f32(minus_inf)), mask).second;
@@ -99,10 +99,9 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
         llvm::Value* mask = nullptr;
         auto [at, v] = block(q, llvm::Constant::getNullValue(f32s), mask);
         llvm::Value* shifted = b.CreateFSub(b.CreateFPExt(v, f64s), ms);
-        llvm::Value* out = log ? b.CreateFSub(shifted, log_totals)
-                               : b.CreateFDiv(lb.exp(shifted), totals);
-        llvm::Value* to = b.CreateInBoundsGEP(
-            lb.f32(), y, b.CreatePtrDiff(lb.f32(), at, x));
+        llvm::Value* out =
+            log ? b.CreateFSub(shifted, log_totals) : b.CreateFDiv(lb.exp(shifted), totals);
+        llvm::Value* to = b.CreateInBoundsGEP(lb.f32(), y, b.CreatePtrDiff(lb.f32(), at, x));
         b.CreateMaskedStore(b.CreateFPTrunc(out, f32s), to, align, mask);
       });
     });
@@ -132,8 +131,8 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
       // 3. The outputs (an in-place y reads each element before writing it).
       lb.loop(n, [&](llvm::Value* k) {
         llvm::Value* shifted = b.CreateFSub(lb.to_f64(lb.load(lb.f32(), x, at(k))), m);
-        llvm::Value* out = log ? b.CreateFSub(shifted, log_total)
-                               : b.CreateFDiv(lb.exp(shifted), total);
+        llvm::Value* out =
+            log ? b.CreateFSub(shifted, log_total) : b.CreateFDiv(lb.exp(shifted), total);
         lb.store(lb.to_f32(out), y, at(k));
       });
     });

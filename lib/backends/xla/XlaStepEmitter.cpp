@@ -287,7 +287,8 @@ private:
     auto* next = llvm::BasicBlock::Create(context_, "next", function_);
     b_.CreateCondBr(b_.CreateICmpNE(status, llvm::ConstantInt::get(i32_, 0)), fail, next);
     b_.SetInsertPoint(fail);
-    b_.CreateRet(llvm::ConstantInt::get(i32_, static_cast<uint64_t>(loop_failure_status(node)), true));
+    b_.CreateRet(
+        llvm::ConstantInt::get(i32_, static_cast<uint64_t>(loop_failure_status(node)), true));
     b_.SetInsertPoint(next);
   }
 

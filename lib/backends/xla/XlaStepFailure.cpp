@@ -14,11 +14,11 @@ absl::Status loop_failure(const XlaProgram& program, uint32_t node, void* const*
   const TraceGraph& graph = program.graph;
   const XlaLayout& layout = program.layout;
   if (node >= graph.nodes.size())
-    return absl::InternalError(absl::StrCat("xla backend: the step stopped at node ", node,
-                                            ", which it does not have"));
+    return absl::InternalError(
+        absl::StrCat("xla backend: the step stopped at node ", node, ", which it does not have"));
   const GraphNode& n = graph.nodes[node];
-  const std::string generic = absl::StrCat("mstep::", op_name(n.op),
-                                           ": invalid input data (the xla step stopped there)");
+  const std::string generic =
+      absl::StrCat("mstep::", op_name(n.op), ": invalid input data (the xla step stopped there)");
   auto address = [&](uint32_t value) -> void* {
     const ValueLocation& at = layout.values[value];
     switch (at.kind) {
