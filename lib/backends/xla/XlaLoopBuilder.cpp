@@ -1,6 +1,7 @@
 // LoopBuilder (XlaLoopBuilder.h).
 #include "lib/backends/xla/XlaLoopBuilder.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace mstep::xla {
@@ -75,6 +76,15 @@ llvm::AllocaInst* LoopBuilder::local(llvm::Type* type, llvm::Value* init) {
   llvm::AllocaInst* slot = at_entry.CreateAlloca(type);
   b_.CreateStore(init, slot);
   return slot;
+}
+
+llvm::Value* LoopBuilder::array(llvm::Type* element, llvm::ArrayRef<llvm::Value*> values) {
+  llvm::IRBuilder<> at_entry(entry_, entry_->begin());
+  llvm::AllocaInst* slots =
+      at_entry.CreateAlloca(llvm::ArrayType::get(element, std::max<size_t>(values.size(), 1)));
+  for (size_t i = 0; i < values.size(); ++i)
+    b_.CreateStore(values[i], b_.CreateConstInBoundsGEP1_64(element, slots, i));
+  return slots;
 }
 
 llvm::Value* LoopBuilder::get(llvm::AllocaInst* local) {

@@ -52,6 +52,9 @@ public:
   llvm::Value* get(llvm::AllocaInst* local);
   void set(llvm::AllocaInst* local, llvm::Value* value);
 
+  /// A local array holding `values` (of `element` type), set here.
+  llvm::Value* array(llvm::Type* element, llvm::ArrayRef<llvm::Value*> values);
+
   /// Returns 1 from the function when `condition` holds.
   void fail_if(llvm::Value* condition);
 

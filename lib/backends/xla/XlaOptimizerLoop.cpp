@@ -132,12 +132,14 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   const bool has_momentum = in->count[kMomentum] != 0;
   const bool has_dampening = in->count[kDampening] != 0;
   const bool decoupled = rule == Rule::adamw && has_weight_decay;
-  auto f32 = [&](llvm::Value* v) { return lb.to_f32(v); };
-  auto sub = [&](llvm::Value* a, llvm::Value* c) { return b.CreateFSub(a, c); };
-  auto mul = [&](llvm::Value* a, llvm::Value* c) { return b.CreateFMul(a, c); };
-  auto add = [&](llvm::Value* a, llvm::Value* c) { return b.CreateFAdd(a, c); };
-  auto div = [&](llvm::Value* a, llvm::Value* c) { return b.CreateFDiv(a, c); };
-  auto sqrt = [&](llvm::Value* v) { return lb.call(llvm::Intrinsic::sqrt, v); };
+  // The function being built: this one, or the per-parameter ones below.
+  LoopBuilder* cur = &lb;
+  auto f32 = [&](llvm::Value* v) { return cur->to_f32(v); };
+  auto sub = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFSub(a, c); };
+  auto mul = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFMul(a, c); };
+  auto add = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFAdd(a, c); };
+  auto div = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFDiv(a, c); };
+  auto sqrt = [&](llvm::Value* v) { return cur->call(llvm::Intrinsic::sqrt, v); };
 
   // 1. The step counters and each parameter's scalars.
   struct Coefficients {
@@ -192,15 +194,28 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   //    sqrt(f32(f64 sum of f32 squares)), then the norm of the norms.
   llvm::Value* clip_coef = nullptr;
   if (clip) {
-    std::vector<llvm::Value*> norms;
-    for (int i = 0; i < n; ++i) {
-      llvm::Value* g = lb.operand(in->at(kGrads, i));
-      llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
-      lb.loop(sizes[i], [&](llvm::Value* k) {
-        llvm::Value* x = lb.load(lb.f32(), g, k);
-        lb.set(sum, add(lb.get(sum), lb.to_f64(mul(x, x))));
+    // One function: the f64 sum of the f32 squares of (grad, count).
+    LoopBuilder squares(module, absl::StrCat("mstep_xla_squares_", node), 2, 1);
+    cur = &squares;
+    {
+      llvm::AllocaInst* sum = squares.local(squares.f64(), squares.f64(0));
+      llvm::Value* count = squares.load(squares.i64(), squares.operand(1), squares.i64(0));
+      squares.loop(squares.i64(0), count, [&](llvm::Value* k) {
+        llvm::Value* x = squares.load(squares.f32(), squares.operand(0), k);
+        squares.set(sum, add(squares.get(sum), squares.to_f64(mul(x, x))));
       });
-      norms.push_back(sqrt(f32(lb.get(sum))));
+      squares.store(squares.get(sum), squares.result(0), squares.i64(0));
+    }
+    llvm::Function* sum_of_squares = squares.finish();
+    cur = &lb;
+    std::vector<llvm::Value*> norms;
+    llvm::Type* ptr = b.getPtrTy();
+    for (int i = 0; i < n; ++i) {
+      llvm::Value* sum = lb.array(lb.f64(), {lb.f64(0)});
+      b.CreateCall(sum_of_squares, {lb.array(ptr, {lb.operand(in->at(kGrads, i)),
+                                                   lb.array(lb.i64(), {lb.i64(sizes[i])})}),
+                                    lb.array(ptr, {sum})});
+      norms.push_back(sqrt(f32(b.CreateLoad(lb.f64(), sum))));
     }
     llvm::Value* total = norms[0];
     if (n > 1) {
@@ -215,31 +230,72 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     clip_coef = b.CreateSelect(keep, coef, lb.f32(1.0f));
   }
 
-  // 3. The updates.
-  for (int i = 0; i < n; ++i) {
-    const Coefficients& c = coefficients[i];
-    llvm::Value* param_in = lb.operand(in->at(kParams, i));
-    llvm::Value* grad_in = lb.operand(in->at(kGrads, i));
-    llvm::Value* param_out = lb.result(out->at(kNewParams, i));
-    llvm::Value* clipped_out =
-        out->count[kClippedGrads] ? lb.result(out->at(kClippedGrads, i)) : nullptr;
+  // 3. The updates: one function runs a parameter's elements (its count
+  //    and coefficients passed in), called once per parameter.
+  enum CoefficientSlot {
+    kSlotLr,
+    kSlotWeightDecay,
+    kSlotEps,
+    kSlotMomentum,
+    kSlotDampening,
+    kSlotDecay,
+    kSlotBeta1,
+    kSlotBeta2,
+    kSlotOneMinusBeta1,
+    kSlotOneMinusBeta2,
+    kSlotStepSize,
+    kSlotBiasCorrection2Sqrt,
+    kSlotRho,
+    kSlotOneMinusRho,
+    kSlotClip,
+    kNumSlots
+  };
+  const bool has_clipped = out->count[kClippedGrads] != 0;
+  // Operands: param, grad, coefficients (f32[kNumSlots]), count (i64[1]),
+  // states; results: new param, new states, clipped grad.
+  LoopBuilder update(module, absl::StrCat("mstep_xla_update_", node), 4 + slots,
+                     1 + slots + (has_clipped ? 1 : 0));
+  cur = &update;
+  {
+    auto slot = [&](int k) { return update.load(update.f32(), update.operand(2), update.i64(k)); };
+    Coefficients c{};
+    c.lr = slot(kSlotLr);
+    c.weight_decay = slot(kSlotWeightDecay);
+    c.eps = slot(kSlotEps);
+    c.momentum = slot(kSlotMomentum);
+    c.dampening = slot(kSlotDampening);
+    c.decay = slot(kSlotDecay);
+    c.beta1 = slot(kSlotBeta1);
+    c.beta2 = slot(kSlotBeta2);
+    c.one_minus_beta1 = slot(kSlotOneMinusBeta1);
+    c.one_minus_beta2 = slot(kSlotOneMinusBeta2);
+    c.step_size = slot(kSlotStepSize);
+    c.bias_correction2_sqrt = slot(kSlotBiasCorrection2Sqrt);
+    c.rho = slot(kSlotRho);
+    c.one_minus_rho = slot(kSlotOneMinusRho);
+    llvm::Value* clip_coef = clip ? slot(kSlotClip) : nullptr;
+    llvm::Value* count = update.load(update.i64(), update.operand(3), update.i64(0));
+    llvm::Value* param_in = update.operand(0);
+    llvm::Value* grad_in = update.operand(1);
+    llvm::Value* param_out = update.result(0);
+    llvm::Value* clipped_out = has_clipped ? update.result(1 + slots) : nullptr;
     std::array<llvm::Value*, 3> state{}, new_state{};
     for (int s = 0; s < slots; ++s) {
-      state[s] = lb.operand(in->at(kStates, s * n + i));
-      new_state[s] = lb.result(out->at(kNewStates, s * n + i));
+      state[s] = update.operand(4 + s);
+      new_state[s] = update.result(1 + s);
     }
-    lb.loop(
-        sizes[i],
+    update.loop(
+        update.i64(0), count,
         [&](llvm::Value* k) {
-          auto load = [&](llvm::Value* base) { return lb.load(lb.f32(), base, k); };
-          auto store = [&](llvm::Value* v, llvm::Value* base) { lb.store(v, base, k); };
+          auto load = [&](llvm::Value* base) { return cur->load(cur->f32(), base, k); };
+          auto store = [&](llvm::Value* v, llvm::Value* base) { cur->store(v, base, k); };
           llvm::Value* param = load(param_in);
           llvm::Value* g = load(grad_in);
           if (clip) {
             g = mul(g, clip_coef);
             if (clipped_out) store(g, clipped_out);
           }
-          if (maximize) g = b.CreateFNeg(g);
+          if (maximize) g = cur->b().CreateFNeg(g);
           auto decayed = [&](llvm::Value* v) {
             return has_weight_decay ? add(v, mul(c.weight_decay, param)) : v;
           };
@@ -270,9 +326,9 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
             store(mean, new_state[0]);
             store(v, new_state[1]);
             if (amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins
-              llvm::Value* keep =
-                  b.CreateOr(b.CreateFCmpOGT(max_exp_avg_sq, v), lb.is_nan(max_exp_avg_sq));
-              v = b.CreateSelect(keep, max_exp_avg_sq, v);
+              llvm::Value* keep = cur->b().CreateOr(cur->b().CreateFCmpOGT(max_exp_avg_sq, v),
+                                                    cur->is_nan(max_exp_avg_sq));
+              v = cur->b().CreateSelect(keep, max_exp_avg_sq, v);
               store(v, new_state[2]);
             }
             llvm::Value* denom = add(div(sqrt(v), c.bias_correction2_sqrt), c.eps);
@@ -297,6 +353,29 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
           }
         },
         /*parallel=*/true);
+  }
+  llvm::Function* update_parameter = update.finish();
+  cur = &lb;
+  llvm::Type* ptr = b.getPtrTy();
+  for (int i = 0; i < n; ++i) {
+    const Coefficients& c = coefficients[i];
+    auto value = [&](llvm::Value* v) { return v ? v : lb.f32(0.0f); };
+    llvm::Value* slots_of_i =
+        lb.array(lb.f32(), {value(c.lr), value(c.weight_decay), value(c.eps), value(c.momentum),
+                            value(c.dampening), value(c.decay), value(c.beta1), value(c.beta2),
+                            value(c.one_minus_beta1), value(c.one_minus_beta2), value(c.step_size),
+                            value(c.bias_correction2_sqrt), value(c.rho), value(c.one_minus_rho),
+                            value(clip_coef)});
+    std::vector<llvm::Value*> operands = {lb.operand(in->at(kParams, i)),
+                                          lb.operand(in->at(kGrads, i)), slots_of_i,
+                                          lb.array(lb.i64(), {lb.i64(sizes[i])})};
+    std::vector<llvm::Value*> results = {lb.result(out->at(kNewParams, i))};
+    for (int s = 0; s < slots; ++s) {
+      operands.push_back(lb.operand(in->at(kStates, s * n + i)));
+      results.push_back(lb.result(out->at(kNewStates, s * n + i)));
+    }
+    if (has_clipped) results.push_back(lb.result(out->at(kClippedGrads, i)));
+    b.CreateCall(update_parameter, {lb.array(ptr, operands), lb.array(ptr, results)});
   }
   return OpLoop{lb.finish(), false};
 }
