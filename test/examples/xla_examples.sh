@@ -4,8 +4,10 @@
 # relative of cpu's (the same f32 math; the gemms are oneDNN's sgemm
 # instead of its matmul primitive, which may round differently), and a
 # replayed step is two executables (the gradient graph and the optimizer
-# update), each one call. gpt_train (attention, layer norm, AdamW: mostly
-# callouts in this slice) prints cpu's losses (4 decimals) in both modes.
+# update), each one call, and no graph of the step calls out to a cpu
+# kernel (MSTEP_LOG_FALLBACK=1 lists callouts per compile). gpt_train prints
+# cpu's losses (4 decimals) in both modes; its step calls out only for
+# attention (sdpa, sdpa_grad).
 #
 #   xla_examples.sh MNIST_MLP GPT_TRAIN
 set -euo pipefail
@@ -26,7 +28,7 @@ run_ok() {
 
 for mode in lazy replay; do
   for device in cpu xla; do
-    run_ok "$tmp/$device.$mode" "$mnist_mlp" --synthetic --device "$device" --mode "$mode" \
+    MSTEP_LOG_FALLBACK=1 run_ok "$tmp/$device.$mode" "$mnist_mlp" --synthetic --device "$device" --mode "$mode" \
       --max-steps 12 --log-every 4 --print-losses
     grep -q "^step 12 loss " "$tmp/$device.$mode" || fail "$device $mode: no losses" "$tmp/$device.$mode"
   done
@@ -42,14 +44,22 @@ PY
 done
 grep -q "^replay graph: 2 segments, 2 kernels" "$tmp/xla.replay" ||
   fail "xla replay: a segment is not one call" "$tmp/xla.replay"
+for mode in lazy replay; do
+  if grep "calls out" "$tmp/xla.$mode"; then fail "mnist_mlp xla $mode: the step calls out" "$tmp/xla.$mode"; fi
+done
 
 for mode in lazy replay; do
   for device in cpu xla; do
-    "$gpt_train" --steps 4 --mode "$mode" --device "$device" --samples 0 >"$tmp/gpt.$device.$mode" 2>&1 ||
+    MSTEP_LOG_FALLBACK=1 "$gpt_train" --steps 4 --mode "$mode" --device "$device" --samples 0 >"$tmp/gpt.$device.$mode" 2>&1 ||
       fail "gpt_train --device $device --mode $mode failed" "$tmp/gpt.$device.$mode"
     grep -E "^step +[0-9]+ +loss" "$tmp/gpt.$device.$mode" | awk '{print $2, $4}' >"$tmp/gpt.$device.$mode.losses"
   done
   [[ $(wc -l <"$tmp/gpt.xla.$mode.losses") -eq 4 ]] || fail "gpt_train xla $mode: no losses" "$tmp/gpt.xla.$mode"
   cmp -s "$tmp/gpt.cpu.$mode.losses" "$tmp/gpt.xla.$mode.losses" ||
     fail "gpt_train $mode: xla's losses differ from cpu's" "$tmp/gpt.xla.$mode"
+  # Callouts left: attention only.
+  if grep "calls out" "$tmp/gpt.xla.$mode" | sed 's/.*calls out for [0-9]* ops: //' | tr ',' '\n' |
+    sed 's/^ *//' | grep -v -x -e sdpa -e sdpa_grad; then
+    fail "gpt_train xla $mode: the step calls out for more than attention" "$tmp/gpt.xla.$mode"
+  fi
 done

@@ -13,6 +13,7 @@
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/KernelSelection.h"
 #include "lib/backends/host/HostBuffer.h"
+#include "lib/backends/xla/XlaStepFailure.h"
 #include "mstep/core/Error.h"
 #include "oneapi/dnnl/dnnl.h"
 
@@ -143,6 +144,11 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
     output_buffers_[out.output] = std::move(buf);
   }
   const int32_t status = step_(input_ptrs_.data(), output_ptrs_.data(), arena_.get(), &calls_);
+  // A loop of the function that found bad data names it (the buffers
+  // still hold what the step read).
+  if (status < 0)
+    callout_error_ = loop_failure(program_, node_of_loop_failure(status), input_ptrs_.data(),
+                                  output_ptrs_.data(), arena_.get());
   std::vector<BufferPtr> results;
   if (status == 0) {
     results.reserve(layout.outputs.size());

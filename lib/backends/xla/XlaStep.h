@@ -42,7 +42,8 @@ struct XlaRuntimeCalls {
 /// The step: `inputs[i]` is graph input i, `outputs[j]` the buffer of the
 /// j-th value of XlaLayout::output_values, `temp` the arena
 /// (XlaLayout::arena_bytes, aligned to 64). Returns 0, or 1 + the number of
-/// the callout that failed (the step stopped there).
+/// the callout that failed, or -(1 + node) when the node's own loop found
+/// invalid data (XlaStepFailure.h); the step stopped there.
 using XlaStepFunction = int32_t (*)(void* const* inputs, void* const* outputs, void* temp,
                                     const XlaRuntimeCalls* calls);
 

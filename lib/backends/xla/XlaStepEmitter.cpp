@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/CpuKernel.h"
 #include "lib/backends/cpu/FusionJit.h"
+#include "lib/backends/xla/XlaOpLoops.h"
+#include "lib/backends/xla/XlaStepFailure.h"
 #include "mstep/core/Error.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Module.h"
@@ -67,6 +69,10 @@ public:
           b_.CreateMemMove(value_pointer(layout_.value_base[node]), llvm::MaybeAlign(64),
                            value_pointer(layout_.value_of(n.operands[0])), llvm::MaybeAlign(64),
                            bytes);
+        continue;
+      }
+      if (std::optional<OpLoop> loop = loops_.emit(module_, graph_, node)) {
+        emit_loop(node, *loop);
         continue;
       }
       emit_callout(node);
@@ -271,6 +277,21 @@ private:
                    b_.getInt64(second_stride), value_pointer(g.result)});
   }
 
+  /// The node's own loop; one that can fail returns loop_failure_status
+  /// from the step when it does.
+  void emit_loop(uint32_t node, const OpLoop& loop) {
+    store_pointers(node);
+    llvm::Value* status = b_.CreateCall(loop.function, {operands_, results_});
+    if (!loop.can_fail) return;
+    auto* fail = llvm::BasicBlock::Create(context_, "loop_failed", function_);
+    auto* next = llvm::BasicBlock::Create(context_, "next", function_);
+    b_.CreateCondBr(b_.CreateICmpNE(status, llvm::ConstantInt::get(i32_, 0)), fail, next);
+    b_.SetInsertPoint(fail);
+    b_.CreateRet(
+        llvm::ConstantInt::get(i32_, static_cast<uint64_t>(loop_failure_status(node)), true));
+    b_.SetInsertPoint(next);
+  }
+
   /// callout k; a nonzero result returns 1 + k from the step.
   void emit_callout(uint32_t node) {
     const int64_t k = static_cast<int64_t>(callouts_.size());
@@ -314,6 +335,7 @@ private:
   std::vector<bool> needed_;               // per node: emitted
   std::vector<uint32_t> node_of_value_;
   std::vector<uint32_t> callouts_;
+  OpLoops loops_;
 };
 
 } // namespace

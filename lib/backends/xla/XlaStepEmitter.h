@@ -26,7 +26,10 @@ namespace mstep::xla {
 ///    a gemm whose only reader is a transpose of it writes the transpose's
 ///    result (as b^T a^T) when that memory holds nothing it reads;
 /// 3. a reshape copies its bytes;
-/// 4. every other node is a callout (XlaRuntimeCalls::callout), checked
+/// 4. reductions, softmax, nll_loss, rng and creation ops, data movement
+///    and the optimizer update run as loops of the function's own
+///    (XlaOpLoops.h), checked for failure where they can fail;
+/// 5. every other node is a callout (XlaRuntimeCalls::callout), checked
 ///    for failure.
 /// The nests' entries become internal: the function is the object's only
 /// export. Returns the callouts' nodes, in callout number order.

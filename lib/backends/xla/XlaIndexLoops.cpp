@@ -1,0 +1,94 @@
+// index_select (any dtype; embedding's forward) and f32 index_add (its
+// gradient) with i64 or i32 indices as loops (XlaOpLoops.h), with the ref
+// kernels' semantics (lib/backends/ref/RefShape.cpp, RefScatter.cpp):
+// blocks of `inner` contiguous elements, output block (o, j) = input block
+// (o, index[j]) for index_select; out = input, then out block
+// (o, index[j]) += source block (o, j) in f32, duplicates in index order,
+// for index_add. Every index is checked to be in [0, size) before anything
+// is written: one that is not returns 1 and the step stops there (the
+// runtime names it, XlaStepFailure.cpp).
+#include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaLoopBuilder.h"
+#include "lib/backends/xla/XlaOpLoops.h"
+
+namespace mstep::xla {
+
+std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& graph,
+                                      uint32_t node) {
+  const GraphNode& nd = graph.nodes[node];
+  const OpKind op = nd.op;
+  if (op != OpKind::index_select && op != OpKind::index_add) return std::nullopt;
+  const size_t want_operands = op == OpKind::index_select ? 2 : 3;
+  if (nd.operands.size() != want_operands || nd.results.size() != 1) return std::nullopt;
+  const TensorType& in = graph.type_of(nd.operands[0]);
+  const TensorType& index = graph.type_of(nd.operands[1]);
+  const TensorType& out = nd.results[0];
+  if ((index.dtype != DType::i64 && index.dtype != DType::i32) || index.shape.rank() > 1)
+    return std::nullopt;
+  if (op == OpKind::index_add &&
+      (out.dtype != DType::f32 || in != out || graph.type_of(nd.operands[2]).dtype != DType::f32))
+    return std::nullopt;
+  if (out.dtype != in.dtype || in.shape.rank() == 0 || out.numel() == 0) return std::nullopt;
+  const int64_t dim = attr_int(nd.attrs, AttrName::dim);
+  if (dim < 0 || dim >= in.shape.rank()) return std::nullopt;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= in.shape[d];
+  for (int64_t d = dim + 1; d < in.shape.rank(); ++d) inner *= in.shape[d];
+  const int64_t size = in.shape[dim];
+  const int64_t n = index.numel();
+
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), want_operands, 1);
+  auto& b = lb.b();
+  llvm::Type* index_type = index.dtype == DType::i64 ? lb.i64() : b.getInt32Ty();
+  auto index_at = [&](llvm::Value* j) {
+    return b.CreateSExt(lb.load(index_type, lb.operand(1), j), lb.i64());
+  };
+  // 1. Every index in [0, size).
+  llvm::AllocaInst* bad = lb.local(b.getInt1Ty(), b.getFalse());
+  lb.loop(n, [&](llvm::Value* j) {
+    lb.set(bad, b.CreateOr(lb.get(bad), b.CreateICmpUGE(index_at(j), lb.i64(size))));
+  });
+  lb.fail_if(lb.get(bad));
+  llvm::Value* y = lb.result(0);
+  if (op == OpKind::index_select) {
+    llvm::Type* element = b.getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8));
+    lb.loop(outer, [&](llvm::Value* o) {
+      lb.loop(n, [&](llvm::Value* j) {
+        llvm::Value* from =
+            b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(size)), index_at(j)), lb.i64(inner));
+        llvm::Value* to = b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(n)), j), lb.i64(inner));
+        lb.loop(
+            inner,
+            [&](llvm::Value* k) {
+              lb.store(lb.load(element, lb.operand(0), b.CreateAdd(from, k)), y,
+                       b.CreateAdd(to, k));
+            },
+            /*parallel=*/true);
+      });
+    });
+    return OpLoop{lb.finish(), true};
+  }
+  // index_add: the copy, then the sums.
+  lb.loop(
+      out.numel(), [&](llvm::Value* i) { lb.store(lb.load(lb.f32(), lb.operand(0), i), y, i); },
+      /*parallel=*/true);
+  lb.loop(outer, [&](llvm::Value* o) {
+    lb.loop(n, [&](llvm::Value* j) {
+      llvm::Value* to =
+          b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(size)), index_at(j)), lb.i64(inner));
+      llvm::Value* from = b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(n)), j), lb.i64(inner));
+      lb.loop(
+          inner,
+          [&](llvm::Value* k) {
+            llvm::Value* at = b.CreateAdd(to, k);
+            lb.store(b.CreateFAdd(lb.load(lb.f32(), y, at),
+                                  lb.load(lb.f32(), lb.operand(2), b.CreateAdd(from, k))),
+                     y, at);
+          },
+          /*parallel=*/true);
+    });
+  });
+  return OpLoop{lb.finish(), true};
+}
+
+} // namespace mstep::xla

@@ -1,0 +1,72 @@
+// nll_loss over f32 log-probs [..., C] and i64 targets as a loop
+// (XlaOpLoops.h), with the ref kernel's semantics (lib/backends/ref/
+// RefLoss.cpp, as the cpu kernel LossKernels.cpp): loss i =
+// -log_probs[i, target[i]], 0 for ignore_index; reduction 0 none, 1 mean
+// (over the targets not ignored; 0/0 = NaN when all are), 2 sum, summed in
+// f64 and rounded once. (Its gradient is traced as ops the step already
+// computes.)
+//
+// The targets are checked first: one out of range returns 1 before any
+// result is written, and the step stops there; the runtime then names the
+// target (XlaStepFailure.cpp).
+#include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaLoopBuilder.h"
+#include "lib/backends/xla/XlaOpLoops.h"
+
+namespace mstep::xla {
+
+std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node) {
+  const GraphNode& nd = graph.nodes[node];
+  if (nd.op != OpKind::nll_loss || nd.operands.size() != 2 || nd.results.size() != 1)
+    return std::nullopt;
+  const TensorType& log_probs = graph.type_of(nd.operands[0]);
+  const TensorType& target = graph.type_of(nd.operands[1]);
+  if (log_probs.dtype != DType::f32 || nd.results[0].dtype != DType::f32 ||
+      target.dtype != DType::i64 || log_probs.shape.rank() < 1)
+    return std::nullopt;
+  const int64_t classes = log_probs.shape[log_probs.shape.rank() - 1];
+  const int64_t rows = target.numel();
+  if (rows * classes != log_probs.numel()) return std::nullopt;
+  const int64_t ignore_index = attr_int(nd.attrs, AttrName::ignore_index);
+  const int64_t reduction = attr_int(nd.attrs, AttrName::reduction);
+  if (reduction < 0 || reduction > 2) return std::nullopt;
+
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_nll_loss_", node), 2, 1);
+  auto& b = lb.b();
+  llvm::Value* x = lb.operand(0);
+  llvm::Value* t = lb.operand(1);
+  llvm::Value* y = lb.result(0);
+  llvm::Value* ignore = lb.i64(ignore_index);
+  // 1. Every target in [0, C) or ignored.
+  llvm::AllocaInst* bad = lb.local(b.getInt1Ty(), b.getFalse());
+  lb.loop(rows, [&](llvm::Value* i) {
+    llvm::Value* c = lb.load(lb.i64(), t, i);
+    llvm::Value* out_of_range =
+        b.CreateAnd(b.CreateICmpNE(c, ignore), b.CreateICmpUGE(c, lb.i64(classes)));
+    lb.set(bad, b.CreateOr(lb.get(bad), out_of_range));
+  });
+  lb.fail_if(lb.get(bad));
+  // 2. The losses.
+  llvm::AllocaInst* total = lb.local(lb.f64(), lb.f64(0));
+  llvm::AllocaInst* count = lb.local(lb.i64(), lb.i64(0));
+  lb.loop(rows, [&](llvm::Value* i) {
+    llvm::Value* c = lb.load(lb.i64(), t, i);
+    llvm::Value* kept = b.CreateICmpNE(c, ignore);
+    // An ignored row reads its class 0 (in range), then drops it.
+    llvm::Value* column = b.CreateSelect(kept, c, lb.i64(0));
+    llvm::Value* picked =
+        lb.load(lb.f32(), x, b.CreateAdd(b.CreateMul(i, lb.i64(classes)), column));
+    llvm::Value* loss = b.CreateSelect(kept, b.CreateFNeg(lb.to_f64(picked)), lb.f64(0));
+    if (reduction == 0) lb.store(lb.to_f32(loss), y, i);
+    lb.set(total, b.CreateFAdd(lb.get(total), loss));
+    lb.set(count, b.CreateAdd(lb.get(count), b.CreateZExt(kept, lb.i64())));
+  });
+  if (reduction != 0) {
+    llvm::Value* value = lb.get(total);
+    if (reduction == 1) value = b.CreateFDiv(value, b.CreateSIToFP(lb.get(count), lb.f64()));
+    lb.store(lb.to_f32(value), y, lb.i64(0));
+  }
+  return OpLoop{lb.finish(), true};
+}
+
+} // namespace mstep::xla

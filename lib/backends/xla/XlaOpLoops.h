@@ -1,0 +1,62 @@
+// The ops the xla step function computes with loops of its own instead of
+// calling out to a cpu-backend kernel: each supported node becomes one
+// internal LLVM function `i32 (ptr operands, ptr results)` (XlaLoopBuilder.h)
+// that the step function calls with the node's pointers. The loops compute
+// what the ref backend's kernels compute, in the same precision and
+// order where the cpu backend matches ref bit for bit (reductions and
+// softmax accumulate in f64, the optimizer rounds each f32 operation as
+// the ref kernel does). Library-internal (the compile half).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+
+#include "mstep/ir/TraceGraph.h"
+
+namespace llvm {
+class Function;
+class Module;
+} // namespace llvm
+
+namespace mstep::xla {
+
+struct OpLoop {
+  llvm::Function* function = nullptr;
+  /// The function returns nonzero when the node's data is invalid (an
+  /// nll_loss target or an index out of range); it then wrote none of its results,
+  /// and the step stops there.
+  bool can_fail = false;
+};
+
+/// Emits the functions of one step. Nodes that compute the same thing (the
+/// same op, attributes and operand and result types: a layer repeated)
+/// share one function, which keeps the code and its compile time small.
+class OpLoops {
+public:
+  /// The node's function in `module`, or nullopt when the node is not one
+  /// the step function computes (it is then a callout).
+  std::optional<OpLoop> emit(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+
+private:
+  absl::flat_hash_map<std::string, std::optional<OpLoop>> by_signature_;
+};
+
+// The families (one file each); each returns nullopt before emitting
+// anything when it does not take the node.
+std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph& graph,
+                                          uint32_t node);
+std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& graph,
+                                        uint32_t node);
+std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& graph,
+                                       uint32_t node);
+std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph& graph,
+                                          uint32_t node);
+std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+
+} // namespace mstep::xla

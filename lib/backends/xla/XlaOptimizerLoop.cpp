@@ -1,0 +1,383 @@
+// mstep.multi_tensor_update (include/mstep/ir/MultiTensorUpdate.h) on f32
+// parameters as one function (XlaOpLoops.h): the step counters and each
+// parameter's f32 coefficients (derived in f64 and cast, as the ref kernel
+// lib/backends/ref/RefOptimizer.cpp derives them), then with clipping the
+// total 2-norm of the gradients and the clip coefficient, then one
+// vectorized loop per parameter over its elements. It takes what the cpu
+// backend's kernel (lib/backends/cpu/OptimizerKernel.cpp) takes, and
+// follows it operation by operation: every f32 product and sum rounded in
+// the same order, never contracted into an FMA (LLVM IR contracts only
+// what is marked), so parameters and states are bitwise equal to the cpu
+// backend's and ref's. The clipping norms are f64 sums in another order
+// (as on cpu); other norm types stay callouts.
+//
+// A result may be its operand's memory (new_params[i] and params[i], and
+// so on): each element is read before it is written, and the counters
+// are read before they are written.
+#include <array>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaLoopBuilder.h"
+#include "lib/backends/xla/XlaOpLoops.h"
+#include "mstep/ir/MultiTensorUpdate.h"
+
+namespace mstep::xla {
+
+namespace {
+
+using namespace multi_tensor_update;
+
+/// First position and length of each segment.
+template <int N> struct Segments {
+  std::array<int, N> first{}, count{};
+  static std::optional<Segments> of(const IntList& sizes) {
+    if (static_cast<int>(sizes.size()) != N) return std::nullopt;
+    Segments s;
+    for (int i = 0, at = 0; i < N; at += static_cast<int>(sizes[i]), ++i) {
+      s.first[i] = at;
+      s.count[i] = static_cast<int>(sizes[i]);
+    }
+    return s;
+  }
+  int at(int segment, int i = 0) const { return first[segment] + i; }
+};
+
+} // namespace
+
+std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph& graph,
+                                          uint32_t node) {
+  const GraphNode& nd = graph.nodes[node];
+  if (nd.op != OpKind::multi_tensor_update) return std::nullopt;
+  auto in = Segments<kNumOperandSegments>::of(attr_ints(nd.attrs, AttrName::operand_segments));
+  auto out = Segments<kNumResultSegments>::of(attr_ints(nd.attrs, AttrName::result_segments));
+  if (!in || !out) return std::nullopt;
+  const auto rule = static_cast<Rule>(attr_int(nd.attrs, AttrName::kind));
+  const bool nesterov = attr_int_or(nd.attrs, AttrName::nesterov, 0) != 0;
+  const bool amsgrad = attr_int_or(nd.attrs, AttrName::amsgrad, 0) != 0;
+  const bool maximize = attr_int_or(nd.attrs, AttrName::maximize, 0) != 0;
+  const int n = in->count[kParams];
+  // The cpu kernel's conditions (OptimizerKernel.cpp's make).
+  int slots = 0;
+  switch (rule) {
+  case Rule::sgd:
+    slots = in->count[kMomentum] ? 1 : 0;
+    break;
+  case Rule::adam:
+  case Rule::adamw:
+    slots = amsgrad ? 3 : 2;
+    break;
+  case Rule::adadelta:
+    slots = 2;
+    break;
+  default:
+    return std::nullopt;
+  }
+  const bool counts_ok = in->count[kGrads] == n && in->count[kStates] == slots * n &&
+                         (in->count[kSteps] == 0 || in->count[kSteps] == n) &&
+                         out->count[kNewParams] == n && out->count[kNewStates] == slots * n &&
+                         out->count[kNewSteps] == in->count[kSteps] &&
+                         (out->count[kClippedGrads] == 0 || out->count[kClippedGrads] == n) &&
+                         out->count[kTotalNorm] <= 1 && in->count[kLr] == 1 &&
+                         static_cast<int>(nd.operands.size()) ==
+                             in->at(kNumOperandSegments - 1) + in->count[kNumOperandSegments - 1] &&
+                         static_cast<int>(nd.results.size()) ==
+                             out->at(kNumResultSegments - 1) + out->count[kNumResultSegments - 1];
+  if (!counts_ok || n == 0) return std::nullopt;
+  const bool adam_like = rule == Rule::adam || rule == Rule::adamw;
+  if (adam_like && !(in->count[kBeta1] && in->count[kBeta2] && in->count[kEps]))
+    return std::nullopt;
+  if (rule == Rule::adadelta && !(in->count[kRho] && in->count[kEps])) return std::nullopt;
+  auto operand_type = [&](int i) { return graph.type_of(nd.operands[i]); };
+  for (int s = kLr; s < kNumOperandSegments; ++s)
+    for (int i = 0; i < in->count[s]; ++i) {
+      const TensorType t = operand_type(in->at(s, i));
+      if (t.dtype != DType::f64 || t.numel() != 1) return std::nullopt;
+    }
+  for (int i = 0; i < in->count[kSteps]; ++i) {
+    const TensorType t = operand_type(in->at(kSteps, i));
+    if (t.dtype != DType::i64 || t.numel() != 1) return std::nullopt;
+  }
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < n; ++i) {
+    const TensorType p = operand_type(in->at(kParams, i));
+    if (p.dtype != DType::f32 || operand_type(in->at(kGrads, i)) != p) return std::nullopt;
+    for (int s = 0; s < slots; ++s)
+      if (operand_type(in->at(kStates, s * n + i)) != p) return std::nullopt;
+    sizes.push_back(p.numel());
+  }
+  const bool clip = out->count[kTotalNorm] != 0;
+  double max_norm = 0;
+  if (clip) {
+    if (nd.results[out->at(kTotalNorm)].dtype != DType::f32) return std::nullopt;
+    if (attr_double(nd.attrs, AttrName::grad_norm_type) != 2.0) return std::nullopt;
+    max_norm = attr_double(nd.attrs, AttrName::max_grad_norm);
+  }
+
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_multi_tensor_update_", node), nd.operands.size(),
+                 nd.results.size());
+  auto& b = lb.b();
+  auto hyper = [&](Operand s) -> llvm::Value* {
+    return in->count[s] ? lb.load(lb.f64(), lb.operand(in->at(s)), lb.i64(0)) : lb.f64(0);
+  };
+  llvm::Value* lr = hyper(kLr);
+  llvm::Value* weight_decay = hyper(kWeightDecay);
+  llvm::Value* momentum = hyper(kMomentum);
+  llvm::Value* dampening = hyper(kDampening);
+  llvm::Value* beta1 = hyper(kBeta1);
+  llvm::Value* beta2 = hyper(kBeta2);
+  llvm::Value* rho = hyper(kRho);
+  llvm::Value* eps = hyper(kEps);
+  const bool has_weight_decay = in->count[kWeightDecay] != 0;
+  const bool has_momentum = in->count[kMomentum] != 0;
+  const bool has_dampening = in->count[kDampening] != 0;
+  const bool decoupled = rule == Rule::adamw && has_weight_decay;
+  // The function being built: this one, or the per-parameter ones below.
+  LoopBuilder* cur = &lb;
+  auto f32 = [&](llvm::Value* v) { return cur->to_f32(v); };
+  auto sub = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFSub(a, c); };
+  auto mul = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFMul(a, c); };
+  auto add = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFAdd(a, c); };
+  auto div = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFDiv(a, c); };
+  auto sqrt = [&](llvm::Value* v) { return cur->call(llvm::Intrinsic::sqrt, v); };
+
+  // 1. The step counters and each parameter's scalars.
+  struct Coefficients {
+    llvm::Value *lr, *weight_decay, *eps, *momentum, *dampening, *decay, *beta1, *beta2,
+        *one_minus_beta1, *one_minus_beta2, *step_size, *bias_correction2_sqrt, *rho,
+        *one_minus_rho;
+  };
+  std::vector<Coefficients> coefficients(n);
+  llvm::Value* one = lb.f64(1.0);
+  for (int i = 0; i < n; ++i) {
+    llvm::Value* step = lb.f64(0);
+    if (in->count[kSteps]) {
+      llvm::Value* next =
+          b.CreateAdd(lb.load(lb.i64(), lb.operand(in->at(kSteps, i)), lb.i64(0)), lb.i64(1));
+      lb.store(next, lb.result(out->at(kNewSteps, i)), lb.i64(0));
+      step = b.CreateSIToFP(next, lb.f64());
+    }
+    Coefficients& c = coefficients[i];
+    c = {};
+    c.lr = f32(lr);
+    c.weight_decay = f32(weight_decay);
+    c.eps = f32(eps);
+    switch (rule) {
+    case Rule::sgd:
+      c.momentum = f32(momentum);
+      c.dampening = has_dampening
+                        ? f32(b.CreateSelect(b.CreateFCmpOEQ(step, one), one, sub(one, dampening)))
+                        : lb.f32(1.0f);
+      break;
+    case Rule::adam:
+    case Rule::adamw: {
+      c.decay = decoupled ? f32(sub(one, mul(lr, weight_decay))) : lb.f32(1.0f);
+      c.beta1 = f32(beta1);
+      c.beta2 = f32(beta2);
+      c.one_minus_beta1 = f32(sub(one, beta1));
+      c.one_minus_beta2 = f32(sub(one, beta2));
+      llvm::Value* pow1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, beta1, step);
+      llvm::Value* pow2 = b.CreateBinaryIntrinsic(llvm::Intrinsic::pow, beta2, step);
+      c.step_size = f32(div(lr, sub(one, pow1)));
+      c.bias_correction2_sqrt = f32(sqrt(sub(one, pow2)));
+      break;
+    }
+    case Rule::adadelta:
+      c.rho = f32(rho);
+      c.one_minus_rho = f32(sub(one, rho));
+      break;
+    }
+  }
+
+  // 2. The clip coefficient min(max_norm / (total + 1e-6), 1) (NaN kept)
+  //    from the gradients before any update: each gradient's norm
+  //    sqrt(f32(f64 sum of f32 squares)), then the norm of the norms.
+  llvm::Value* clip_coef = nullptr;
+  if (clip) {
+    // One function: the f64 sum of the f32 squares of (grad, count).
+    LoopBuilder squares(module, absl::StrCat("mstep_xla_squares_", node), 2, 1);
+    cur = &squares;
+    {
+      llvm::AllocaInst* sum = squares.local(squares.f64(), squares.f64(0));
+      llvm::Value* count = squares.load(squares.i64(), squares.operand(1), squares.i64(0));
+      squares.loop(squares.i64(0), count, [&](llvm::Value* k) {
+        llvm::Value* x = squares.load(squares.f32(), squares.operand(0), k);
+        squares.set(sum, add(squares.get(sum), squares.to_f64(mul(x, x))));
+      });
+      squares.store(squares.get(sum), squares.result(0), squares.i64(0));
+    }
+    llvm::Function* sum_of_squares = squares.finish();
+    cur = &lb;
+    std::vector<llvm::Value*> norms;
+    llvm::Type* ptr = b.getPtrTy();
+    for (int i = 0; i < n; ++i) {
+      llvm::Value* sum = lb.array(lb.f64(), {lb.f64(0)});
+      b.CreateCall(sum_of_squares, {lb.array(ptr, {lb.operand(in->at(kGrads, i)),
+                                                   lb.array(lb.i64(), {lb.i64(sizes[i])})}),
+                                    lb.array(ptr, {sum})});
+      norms.push_back(sqrt(f32(b.CreateLoad(lb.f64(), sum))));
+    }
+    llvm::Value* total = norms[0];
+    if (n > 1) {
+      llvm::Value* acc = lb.f64(0);
+      for (llvm::Value* v : norms) acc = add(acc, lb.to_f64(mul(v, v)));
+      total = sqrt(f32(acc));
+    }
+    lb.store(total, lb.result(out->at(kTotalNorm)), lb.i64(0));
+    llvm::Value* coef =
+        div(lb.f32(static_cast<float>(max_norm)), add(total, lb.f32(static_cast<float>(1e-6))));
+    llvm::Value* keep = b.CreateFCmpULT(coef, lb.f32(1.0f)); // NaN or below 1
+    clip_coef = b.CreateSelect(keep, coef, lb.f32(1.0f));
+  }
+
+  // 3. The updates: one function runs a parameter's elements (its count
+  //    and coefficients passed in), called once per parameter.
+  enum CoefficientSlot {
+    kSlotLr,
+    kSlotWeightDecay,
+    kSlotEps,
+    kSlotMomentum,
+    kSlotDampening,
+    kSlotDecay,
+    kSlotBeta1,
+    kSlotBeta2,
+    kSlotOneMinusBeta1,
+    kSlotOneMinusBeta2,
+    kSlotStepSize,
+    kSlotBiasCorrection2Sqrt,
+    kSlotRho,
+    kSlotOneMinusRho,
+    kSlotClip,
+    kNumSlots
+  };
+  const bool has_clipped = out->count[kClippedGrads] != 0;
+  // Operands: param, grad, coefficients (f32[kNumSlots]), count (i64[1]),
+  // states; results: new param, new states, clipped grad.
+  LoopBuilder update(module, absl::StrCat("mstep_xla_update_", node), 4 + slots,
+                     1 + slots + (has_clipped ? 1 : 0));
+  cur = &update;
+  {
+    auto slot = [&](int k) { return update.load(update.f32(), update.operand(2), update.i64(k)); };
+    Coefficients c{};
+    c.lr = slot(kSlotLr);
+    c.weight_decay = slot(kSlotWeightDecay);
+    c.eps = slot(kSlotEps);
+    c.momentum = slot(kSlotMomentum);
+    c.dampening = slot(kSlotDampening);
+    c.decay = slot(kSlotDecay);
+    c.beta1 = slot(kSlotBeta1);
+    c.beta2 = slot(kSlotBeta2);
+    c.one_minus_beta1 = slot(kSlotOneMinusBeta1);
+    c.one_minus_beta2 = slot(kSlotOneMinusBeta2);
+    c.step_size = slot(kSlotStepSize);
+    c.bias_correction2_sqrt = slot(kSlotBiasCorrection2Sqrt);
+    c.rho = slot(kSlotRho);
+    c.one_minus_rho = slot(kSlotOneMinusRho);
+    llvm::Value* clip_coef = clip ? slot(kSlotClip) : nullptr;
+    llvm::Value* count = update.load(update.i64(), update.operand(3), update.i64(0));
+    llvm::Value* param_in = update.operand(0);
+    llvm::Value* grad_in = update.operand(1);
+    llvm::Value* param_out = update.result(0);
+    llvm::Value* clipped_out = has_clipped ? update.result(1 + slots) : nullptr;
+    std::array<llvm::Value*, 3> state{}, new_state{};
+    for (int s = 0; s < slots; ++s) {
+      state[s] = update.operand(4 + s);
+      new_state[s] = update.result(1 + s);
+    }
+    update.loop(
+        update.i64(0), count,
+        [&](llvm::Value* k) {
+          auto load = [&](llvm::Value* base) { return cur->load(cur->f32(), base, k); };
+          auto store = [&](llvm::Value* v, llvm::Value* base) { cur->store(v, base, k); };
+          llvm::Value* param = load(param_in);
+          llvm::Value* g = load(grad_in);
+          if (clip) {
+            g = mul(g, clip_coef);
+            if (clipped_out) store(g, clipped_out);
+          }
+          if (maximize) g = cur->b().CreateFNeg(g);
+          auto decayed = [&](llvm::Value* v) {
+            return has_weight_decay ? add(v, mul(c.weight_decay, param)) : v;
+          };
+          switch (rule) {
+          case Rule::sgd: {
+            llvm::Value* d = decayed(g);
+            if (has_momentum) {
+              llvm::Value* kept = mul(load(state[0]), c.momentum);
+              llvm::Value* buf = add(kept, has_dampening ? mul(c.dampening, d) : d);
+              store(buf, new_state[0]);
+              d = nesterov ? add(d, mul(c.momentum, buf)) : buf;
+            }
+            store(sub(param, mul(c.lr, d)), param_out);
+            break;
+          }
+          case Rule::adam:
+          case Rule::adamw: {
+            llvm::Value* base = param;
+            if (decoupled)
+              base = mul(param, c.decay);
+            else
+              g = decayed(g);
+            llvm::Value* exp_avg = load(state[0]);
+            llvm::Value* exp_avg_sq = load(state[1]);
+            llvm::Value* max_exp_avg_sq = amsgrad ? load(state[2]) : exp_avg_sq;
+            llvm::Value* mean = add(mul(exp_avg, c.beta1), mul(c.one_minus_beta1, g));
+            llvm::Value* v = add(mul(exp_avg_sq, c.beta2), mul(mul(c.one_minus_beta2, g), g));
+            store(mean, new_state[0]);
+            store(v, new_state[1]);
+            if (amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins
+              llvm::Value* keep = cur->b().CreateOr(cur->b().CreateFCmpOGT(max_exp_avg_sq, v),
+                                                    cur->is_nan(max_exp_avg_sq));
+              v = cur->b().CreateSelect(keep, max_exp_avg_sq, v);
+              store(v, new_state[2]);
+            }
+            llvm::Value* denom = add(div(sqrt(v), c.bias_correction2_sqrt), c.eps);
+            llvm::Value* step = div(mul(c.step_size, mean), denom);
+            store(sub(base, step), param_out);
+            break;
+          }
+          case Rule::adadelta: {
+            g = decayed(g);
+            llvm::Value* square_avg_old = load(state[0]);
+            llvm::Value* acc_delta = load(state[1]);
+            llvm::Value* square_avg =
+                add(mul(square_avg_old, c.rho), mul(mul(c.one_minus_rho, g), g));
+            llvm::Value* rms_grad = sqrt(add(square_avg, c.eps));
+            llvm::Value* delta = mul(div(sqrt(add(acc_delta, c.eps)), rms_grad), g);
+            store(square_avg, new_state[0]);
+            store(add(mul(acc_delta, c.rho), mul(mul(c.one_minus_rho, delta), delta)),
+                  new_state[1]);
+            store(sub(param, mul(c.lr, delta)), param_out);
+            break;
+          }
+          }
+        },
+        /*parallel=*/true);
+  }
+  llvm::Function* update_parameter = update.finish();
+  cur = &lb;
+  llvm::Type* ptr = b.getPtrTy();
+  for (int i = 0; i < n; ++i) {
+    const Coefficients& c = coefficients[i];
+    auto value = [&](llvm::Value* v) { return v ? v : lb.f32(0.0f); };
+    llvm::Value* slots_of_i =
+        lb.array(lb.f32(), {value(c.lr), value(c.weight_decay), value(c.eps), value(c.momentum),
+                            value(c.dampening), value(c.decay), value(c.beta1), value(c.beta2),
+                            value(c.one_minus_beta1), value(c.one_minus_beta2), value(c.step_size),
+                            value(c.bias_correction2_sqrt), value(c.rho), value(c.one_minus_rho),
+                            value(clip_coef)});
+    std::vector<llvm::Value*> operands = {lb.operand(in->at(kParams, i)),
+                                          lb.operand(in->at(kGrads, i)), slots_of_i,
+                                          lb.array(lb.i64(), {lb.i64(sizes[i])})};
+    std::vector<llvm::Value*> results = {lb.result(out->at(kNewParams, i))};
+    for (int s = 0; s < slots; ++s) {
+      operands.push_back(lb.operand(in->at(kStates, s * n + i)));
+      results.push_back(lb.result(out->at(kNewStates, s * n + i)));
+    }
+    if (has_clipped) results.push_back(lb.result(out->at(kClippedGrads, i)));
+    b.CreateCall(update_parameter, {lb.array(ptr, operands), lb.array(ptr, results)});
+  }
+  return OpLoop{lb.finish(), false};
+}
+
+} // namespace mstep::xla
