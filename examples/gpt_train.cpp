@@ -332,7 +332,7 @@ int main(int argc, char** argv) {
               clip_text, args.mode.c_str(), args.device.c_str());
 
   if (args.ddp)
-    std::printf("data parallel: %d ranks x batch %lld, %zu gradient buckets of <= %g MiB\n",
+    std::printf("data parallel: %d ranks x batch %lld, %zu gradient bucket(s) of <= %g MiB\n",
                 distributed::world_size(), (long long)args.batch, ddp->bucket_indices().size(),
                 args.bucket_mb);
   const bool samples = args.samples && distributed::rank() == 0;  // no collectives in sampling

@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
               "(%lld parameters); Adadelta lr 0.1, batch %lld; mode %s\n",
               (long long)n_params, (long long)kBatch, mode_name(flags.mode));
   if (flags.ddp)
-    std::printf("data parallel: %lld ranks x batch %lld, %zu gradient buckets\n", (long long)world,
+    std::printf("data parallel: %lld ranks x batch %lld, %zu gradient bucket(s)\n", (long long)world,
                 (long long)kBatch, ddp->bucket_indices().size());
   std::printf("test accuracy before training: %.1f%%\n", 100 * accuracy(*model, test));
 
