@@ -255,6 +255,43 @@ TEST(Ddp, GradientsAreTheRanksMean) {
     EXPECT_FLOAT_EQ(g, (dist::world_size() + 1) / 2.0f);
 }
 
+TEST(Ddp, GradientsWithoutBucketViewsAreTheSame) {
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  nn::DistributedDataParallel ddp(*model, {.gradient_as_bucket_view = false});
+  Tensor loss = (model->weight * rank_plus_one()).sum() + (model->bias * rank_plus_one()).sum();
+  loss.backward();
+  mark_step();
+  for (const Tensor& p : {model->weight, model->bias})
+    for (float g : p.grad().to_vector<float>()) EXPECT_FLOAT_EQ(g, (dist::world_size() + 1) / 2.0f);
+}
+
+/// A parameter and a buffer ("stat"), which holds rank() + 1.
+struct WithBuffer : nn::Module {
+  WithBuffer() : nn::Module("WithBuffer") {
+    w = zeros({2});
+    // Inputs, not constants: the ranks' broadcast graphs must be the same.
+    stat = from_vector(std::vector<float>(2, float(dist::rank() + 1)), {2});
+    register_parameter("w", w);
+    register_buffer("stat", stat);
+  }
+  Tensor w, stat;
+};
+
+TEST(Ddp, BuffersFollowRankZeroWhenAsked) {
+  auto on = std::make_shared<WithBuffer>();
+  nn::DistributedDataParallel ddp(*on);
+  EXPECT_EQ(on->stat.to_vector<float>(), (std::vector<float>{1, 1}));
+  on->stat.copy_(from_vector(std::vector<float>(2, float(dist::rank() + 5)), {2}));
+  ddp.sync_buffers();
+  mark_step();
+  EXPECT_EQ(on->stat.to_vector<float>(), (std::vector<float>{5, 5}));
+  auto off = std::make_shared<WithBuffer>();
+  nn::DistributedDataParallel keep(*off, {.broadcast_buffers = false});
+  keep.sync_buffers();
+  const float mine = float(dist::rank() + 1);
+  EXPECT_EQ(off->stat.to_vector<float>(), (std::vector<float>{mine, mine}));
+}
+
 TEST(Ddp, BucketsFollowTheCapInReverseOrder) {
   // Mlp(100, 100, 10): fc1.weight 40000 B, fc1.bias 400 B, fc2.weight
   // 4000 B, fc2.bias 40 B; named_parameters order fc1.weight, fc1.bias,
@@ -265,6 +302,30 @@ TEST(Ddp, BucketsFollowTheCapInReverseOrder) {
   EXPECT_EQ(small.bucket_indices(), (std::vector<std::vector<size_t>>{{3, 2}, {1, 0}}));
   nn::DistributedDataParallel big(*model, {.bucket_cap_mb = 25});
   EXPECT_EQ(big.bucket_indices(), (std::vector<std::vector<size_t>>{{3, 2, 1, 0}}));
+}
+
+TEST(Ddp, BucketReductionIsRecordedWhenItsLastGradientIs) {
+  // Buckets {fc2.bias, fc2.weight} and {fc1.bias, fc1.weight}: fc2's
+  // gradients are ready first, so its all_reduce must sit in the step
+  // graph before the backward's last matmul (fc1.weight's gradient), not
+  // after the whole backward.
+  auto model = std::make_shared<examples::Mlp>(100, 100, 10, 0.0);
+  nn::DistributedDataParallel ddp(*model, {.bucket_cap_mb = 4000.0 / (1024 * 1024)});
+  ASSERT_EQ(ddp.bucket_indices().size(), 2u);
+  Tensor x = from_vector(std::vector<float>(4 * 100, 0.5f), {4, 100});
+  Tensor y = from_vector(std::vector<int64_t>{1, 2, 3, 4}, {4});
+  nll_loss(model->forward(x), y).backward();
+  const TraceGraph graph = pending_graph();
+  std::vector<size_t> reduces;
+  size_t last_matmul = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (graph.nodes[i].op == OpKind::all_reduce) reduces.push_back(i);
+    if (graph.nodes[i].op == OpKind::matmul) last_matmul = i;
+  }
+  ASSERT_EQ(reduces.size(), 2u) << graph.to_text();
+  EXPECT_LT(reduces[0], last_matmul) << graph.to_text();
+  EXPECT_GT(reduces[1], last_matmul) << graph.to_text();
+  mark_step();
 }
 
 TEST(Ddp, UnusedParametersGetReducedZeros) {
