@@ -293,7 +293,7 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
   const auto num_inputs = static_cast<uint32_t>(inputs_.size());
   TraceGraph graph = build_cut_graph(c, outputs);
   ModuleCache::Entry entry{nullptr, num_nodes, num_inputs, nullptr, graph.donated_to,
-                           custom_op_needs(graph)};
+                           custom_op_needs(graph), {}, {}, false};
   entry.collectives = dist::collective_signature(graph);
   if (!entry.collectives.empty()) {
     std::vector<std::string> types;

@@ -158,7 +158,10 @@ void ImportTest::round_trip_other_ops() {
       softmax(a, 2), log_softmax(a, 1), layer_norm(a, {4}), layer_norm(a, {3, 4}, seq({3, 4})),
       rms_norm(a, {4}, seq({4})), rms_norm(a, {4}, {}, 1e-6), dropout(a, 0.25),
       nll_loss(log_softmax(b, 1), i, Reduction::sum), nll_loss(log_softmax(b, 1), i, Reduction::none),
-      a.to(DType::bf16).to(DType::f16)};
+      a.to(DType::bf16).to(DType::f16),
+      // The collectives (a world of 1 here: the attributes round-trip all the same).
+      distributed::all_reduce(a, distributed::ReduceOp::mean), distributed::all_gather(a, 1),
+      distributed::broadcast(b, 0), distributed::reduce_scatter(a, distributed::ReduceOp::max, 2)};
   // A custom op with an attribute of every kind and two results.
   if (!CustomOpRegistry::global().find("import_test.pair").ok())
     register_custom_op({.name = "import_test.pair",

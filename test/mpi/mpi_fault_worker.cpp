@@ -3,10 +3,12 @@
 // "PASS <mode>" on rank 0 (ctest matches it; the job's exit code does not
 // count, as a failed collective ends the job with MPI_Abort):
 //   timeout   rank 1 skips an all_reduce; with MSTEP_DIST_TIMEOUT=2 rank 0
-//             fails naming the collective and rank 1.
+//             fails naming the collective and rank 1 (timeout_first: at
+//             the first step, in the step-graph check).
 //   mismatch  the ranks' step graphs differ in a shape: both fail at the
 //             first run, naming rank 1 and both shapes.
-//   env       MSTEP_WORLD_SIZE disagrees with mpirun's world: init() says so.
+//   env       MSTEP_WORLD_SIZE disagrees with mpirun's world: init() says so
+//             (env_rank: MSTEP_RANK disagrees with MPI's rank).
 //   single    no mpirun: init() makes a world of 1, all_reduce is the identity.
 #include <chrono>
 #include <cstdio>
@@ -43,23 +45,33 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-int timeout() {
+/// Step 1 runs on both ranks; at step 2 rank 1 stays away: rank 0's
+/// all_reduce itself times out. In the second run of the mode
+/// (timeout_first), rank 1 is away from the first step, so the step-graph
+/// check times out, naming the collective it precedes.
+int timeout(bool at_first_step) {
   dist::init();
+  auto step = [] {
+    Tensor y = dist::all_reduce(mstep::ones({8}), dist::ReduceOp::sum);
+    y.to_vector<float>();
+  };
+  if (!at_first_step) step();
   if (dist::rank() == 1) {  // never arrives; rank 0 aborts the job
     std::this_thread::sleep_for(std::chrono::seconds(60));
     return 1;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string m = error_of([] {
-    Tensor y = dist::all_reduce(mstep::ones({8}), dist::ReduceOp::sum);
-    y.to_vector<float>();
-  });
+  const std::string m = error_of(step);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("rank 0 error after %.1f s: %s\n", s, m.c_str());
-  verdict("timeout",
+  const char* mode = at_first_step ? "timeout_first" : "timeout";
+  verdict(mode,
           contains(m, "mstep.all_reduce(sum) f32[8]") && contains(m, "rank 1 never arrived") &&
               contains(m, "MSTEP_DIST_TIMEOUT") && s >= 1.5 && s < 20,
           m);
+  // The process group is unusable now; a later collective says so at once.
+  const std::string later = error_of(step);
+  verdict(mode, contains(later, "an earlier collective failed"), later);
   dist::abort(0);
 }
 
@@ -89,6 +101,12 @@ int env() {
   return 0;
 }
 
+int env_rank() {
+  const std::string m = error_of([] { dist::init(); });
+  verdict("env_rank", contains(m, "MSTEP_RANK=5 but MPI says this process is rank"), m);
+  return 0;
+}
+
 int single() {
   dist::init();
   Tensor x = mstep::from_vector(std::vector<float>{1, 2, 3}, {3});
@@ -107,10 +125,12 @@ int single() {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "timeout") return timeout();
+  if (mode == "timeout") return timeout(false);
+  if (mode == "timeout_first") return timeout(true);
   if (mode == "mismatch") return mismatch();
   if (mode == "env") return env();
+  if (mode == "env_rank") return env_rank();
   if (mode == "single") return single();
-  std::fprintf(stderr, "usage: %s timeout|mismatch|env|single\n", argv[0]);
+  std::fprintf(stderr, "usage: %s timeout|timeout_first|mismatch|env|env_rank|single\n", argv[0]);
   return 2;
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cpu/CollectiveKernel.h"
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/KernelSelection.h"
 #include "lib/backends/cpu/NativeFormat.h"
@@ -286,6 +287,16 @@ absl::Status CpuExecutable::build() {
         continue;
       }
     }
+    if (op_family(n.op) == OpFamily::collective) {
+      // Started here; its wait goes before the first reader (below).
+      CollectiveKernels c = make_collective_kernels(KernelRequest{graph_, node, &see_through_});
+      add_call(c.start.get(), {slot_of(n.operands[0])}, {value_base_[node]});
+      waits_.push_back({c.start.get(), c.wait.get(), value_base_[node]});
+      kernels_.push_back(std::move(c.start));
+      kernels_.push_back(std::move(c.wait));
+      collectives_.push_back(std::move(c.run));
+      continue;
+    }
     MSTEP_ASSIGN_OR_RETURN(SelectedKernel selected,
                            select_kernel(KernelRequest{graph_, node, &see_through_}, jit_.get(),
                                          this_fusion, options_.disabled_families,
@@ -299,6 +310,7 @@ absl::Status CpuExecutable::build() {
     add_call(selected.kernel.get(), std::move(operands), std::move(results), fallback);
     kernels_.push_back(std::move(selected.kernel));
   }
+  place_collective_waits();
   drop_unread_calls();
   if (options_.profile) {
     profile_.assign(calls_.size(), 0.0);
@@ -370,9 +382,16 @@ absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const Buffe
       absl::Status s = c.kernel->last_error();
       if (!s.ok()) {
         for (uint32_t slot : output_values_) output_buffers_[slot].reset();
+        // Complete the collectives this run started (the other ranks run
+        // them too), so the next run can start them again.
+        for (const auto& run : collectives_)
+          if (run->in_flight()) (void)run->wait();
         return s;
       }
     }
+    // MPI moves a nonblocking collective's data only inside MPI calls.
+    for (const auto& run : collectives_)
+      if (run->in_flight()) run->progress();
   }
 
   ++runs_;
@@ -417,16 +436,46 @@ void CpuExecutable::plan_see_through(const std::vector<int64_t>& slot_offset) {
   }
 }
 
+void CpuExecutable::place_collective_waits() {
+  if (waits_.empty()) return;
+  std::vector<Call> placed;
+  std::vector<bool> started(waits_.size(), false), waited(waits_.size(), false);
+  // A wait reads the result (so drop_unread_calls keeps its start).
+  auto add_wait = [&](size_t w) {
+    placed.push_back({waits_[w].kernel, static_cast<uint32_t>(operand_slots_.size()), 1,
+                      static_cast<uint32_t>(result_slots_.size()), 0, std::nullopt, true});
+    operand_slots_.push_back(waits_[w].result_slot);
+    waited[w] = true;
+  };
+  for (const Call& c : calls_) {
+    for (size_t w = 0; w < waits_.size(); ++w) {
+      if (!started[w] || waited[w]) continue;
+      for (uint32_t o = 0; o < c.num_operands; ++o)
+        if (operand_slots_[c.first_operand + o] == waits_[w].result_slot) {
+          add_wait(w);
+          break;
+        }
+    }
+    placed.push_back(c);
+    for (size_t w = 0; w < waits_.size(); ++w) started[w] = started[w] || c.kernel == waits_[w].start;
+  }
+  for (size_t w = 0; w < waits_.size(); ++w)
+    if (!waited[w]) add_wait(w);  // a step output: complete before run() returns
+  calls_ = std::move(placed);
+  waits_.clear();
+}
+
 void CpuExecutable::drop_unread_calls() {
   // Backwards: a call is needed if a later needed call or the caller reads
   // one of its results (a permute whose only readers look through it is
-  // not). Kernels have no side effects besides their results.
+  // not), or if it has effects (a collective's wait, which keeps its start:
+  // every rank runs every collective of the step).
   std::vector<bool> read(slot_kind_.size(), false);
   for (const Output& out : outputs_) read[out.slot] = true;
   std::vector<Call> kept;
   for (size_t i = calls_.size(); i-- > 0;) {
     const Call& c = calls_[i];
-    bool needed = false;
+    bool needed = c.kernel->has_effects();
     for (uint32_t r = 0; r < c.num_results; ++r) needed |= read[result_slots_[c.first_result + r]];
     if (!needed) continue;
     for (uint32_t o = 0; o < c.num_operands; ++o) read[operand_slots_[c.first_operand + o]] = true;

@@ -15,6 +15,10 @@
 #include "lib/backends/cpu/CpuKernel.h"
 #include "mstep/runtime/Backend.h"
 
+namespace mstep::dist {
+class CollectiveRun;  // lib/runtime/distributed/Communicator.h
+}  // namespace mstep::dist
+
 namespace mstep::cpu {
 
 class FusionJit;
@@ -62,6 +66,9 @@ class CpuExecutable final : public Executable {
   absl::Status build();
   /// Removes the calls whose results nobody reads.
   void drop_unread_calls();
+  /// Moves each collective's wait right before the first call that reads
+  /// its result (they were appended at the end).
+  void place_collective_waits();
   /// Fills see_through_ (KernelRequest::see_through_permutes).
   void plan_see_through(const std::vector<int64_t>& slot_offset);
 
@@ -86,6 +93,16 @@ class CpuExecutable final : public Executable {
   BuildOptions options_;
   std::vector<std::unique_ptr<CpuKernel>> kernels_;
   std::vector<Call> calls_;
+  /// The collectives (CollectiveKernel.h): while one is in flight, run()
+  /// lets MPI progress between calls. `waits_`: each one's wait call and
+  /// result slot, until place_collective_waits().
+  std::vector<std::shared_ptr<dist::CollectiveRun>> collectives_;
+  struct PendingWait {
+    CpuKernel* start;
+    CpuKernel* kernel;  // the wait
+    uint32_t result_slot;
+  };
+  std::vector<PendingWait> waits_;
   std::vector<HostFallbackOp> fallbacks_;
 
   std::vector<uint32_t> value_base_;  // per node: slot of its result 0

@@ -31,6 +31,9 @@ class CpuKernel {
   virtual bool can_fail() const { return false; }
   /// The failure of the latest run(), or OK.
   virtual absl::Status last_error() const { return absl::OkStatus(); }
+  /// Whether the call matters besides its results (a collective's wait):
+  /// it is kept although nothing reads what it writes.
+  virtual bool has_effects() const { return false; }
 };
 
 /// What a kernel family is asked to build: node `index` of `graph`.

@@ -189,6 +189,12 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     }
     const std::string name = absl::StrCat("op", op_index);
     const std::string origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index++);
+    if (mlir::isa<dialect::AllReduceOp, dialect::AllGatherOp, dialect::BroadcastOp,
+                  dialect::ReduceScatterOp>(op))
+      return absl::UnimplementedError(absl::StrCat(
+          "cuda: op '", op.getName().getStringRef().str(), "' (", origin,
+          ") is not yet lowered for cuda: the NCCL calls (lib/backends/cuda/NcclApi.h) are not "
+          "in the cuda plan yet; run the collectives on the cpu backend"));
     if (mlir::isa<dialect::MatmulOp>(op)) {
       // A matmul is a cuBLASLt call, not a generated kernel.
       CudaLaunchStep step_launch;

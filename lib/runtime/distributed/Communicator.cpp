@@ -50,6 +50,7 @@ Collective Collective::of(const GraphNode& node, const TensorType& input) {
 }
 
 std::string Collective::describe() const {
+  if (!label.empty()) return label;
   std::string what;
   switch (op) {
     case OpKind::all_reduce: what = absl::StrCat("(", reduce_name(reduce_op), ")"); break;
@@ -174,6 +175,66 @@ MPI_Op mpi_op(DType d, int64_t reduce) {
   if (d == DType::boolean) return k == 2 ? MPI_LAND : MPI_LOR;
   return k == 1 ? MPI_MAX : k == 2 ? MPI_MIN : MPI_SUM;
 }
+
+/// The arrival notes of one collective (or graph check): posted as a rank
+/// enters it, tested with it, read when it ends or times out.
+struct ArrivalNotes {
+  std::vector<MPI_Request> requests;  // receives from each peer, then sends
+  std::vector<Note> received;         // per peer (own slot unused)
+  Note sent;
+
+  /// Under the state's lock.
+  void post(State& s, absl::string_view what) {
+    const int world = s.world;
+    sent.seq = ++s.entered;
+    std::memset(sent.what, 0, sizeof(sent.what));
+    std::memcpy(sent.what, what.data(), std::min(what.size(), sizeof(sent.what) - 1));
+    received.assign(world, Note{});
+    requests.assign(2 * world, MPI_REQUEST_NULL);
+    for (int p = 0; p < world; ++p) {
+      if (p == s.rank) continue;
+      MPI_Irecv(&received[p], sizeof(Note), MPI_BYTE, p, 0, s.notes, &requests[p]);
+      MPI_Isend(&sent, sizeof(Note), MPI_BYTE, p, 0, s.notes, &requests[world + p]);
+    }
+  }
+  /// Under the state's lock: whether every note went and came.
+  bool test() {
+    bool done = true;
+    for (MPI_Request& r : requests) {
+      int flag = 0;
+      MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+      done &= flag != 0;
+    }
+    return done;
+  }
+  /// The peers whose note did not come.
+  std::vector<int> missing(const State& s) const {
+    std::vector<int> out;
+    for (int p = 0; p < s.world; ++p)
+      if (p != s.rank && requests[p] != MPI_REQUEST_NULL) out.push_back(p);
+    return out;
+  }
+  /// The peers whose note came from another collective (another count, or
+  /// with `compare_what` another description), described.
+  std::vector<std::string> out_of_step(const State& s, bool compare_what) const {
+    std::vector<std::string> out;
+    for (int p = 0; p < s.world; ++p) {
+      if (p == s.rank || requests[p] != MPI_REQUEST_NULL) continue;
+      const Note& n = received[p];
+      if (n.seq != sent.seq || (compare_what && note_text(n) != note_text(sent)))
+        out.push_back(absl::StrCat("rank ", p, " is at its collective #", n.seq, ", ",
+                                   note_text(n)));
+    }
+    return out;
+  }
+  /// "rank 1 never arrived", or what else kept the transfer.
+  std::string who_is_missing(const State& s) const {
+    std::vector<int> m = missing(s);
+    if (m.empty()) return "every rank arrived but the transfer did not complete";
+    return absl::StrCat(m.size() == 1 ? "rank " : "ranks ", absl::StrJoin(m, ", "),
+                        " never arrived");
+  }
+};
 
 #endif  // MSTEP_HAVE_MPI
 
@@ -341,6 +402,7 @@ absl::Status barrier() {
   c.op = OpKind::all_reduce;
   c.world_size = world_size();
   c.input = c.result = TensorType{Shape{1}, DType::i32};
+  c.label = "mstep::distributed::barrier";
   int32_t one = 1, total = 0;
   absl::Status s = run_collective(c, &one, &total);
   if (!s.ok()) return s;
@@ -355,9 +417,7 @@ absl::Status barrier() {
 #if MSTEP_HAVE_MPI
 struct CollectiveRun::Mpi {
   MPI_Request op = MPI_REQUEST_NULL;
-  std::vector<MPI_Request> notes;  // receives from each peer, then sends
-  std::vector<Note> received;      // per peer (own slot unused)
-  Note sent;
+  ArrivalNotes notes;
   std::vector<std::byte> scratch;
 };
 #else
@@ -366,7 +426,8 @@ struct CollectiveRun::Mpi {};
 
 CollectiveRun::CollectiveRun(Collective c) : c_(std::move(c)), mpi_(std::make_unique<Mpi>()) {}
 CollectiveRun::~CollectiveRun() {
-  if (in_flight_) (void)wait();
+  // After a failure the peers may never come: leave the requests.
+  if (in_flight_ && state().failure.empty()) (void)wait();
 }
 
 absl::Status run_collective(const Collective& c, const void* in, void* out) {
@@ -378,7 +439,6 @@ absl::Status run_collective(const Collective& c, const void* in, void* out) {
 
 absl::Status CollectiveRun::start(const void* in, void* out) {
   State& s = state();
-  if (in_flight_) return absl::InternalError(c_.describe() + ": started twice");
   const int world = s.world;
   if (c_.world_size != world)
     return absl::FailedPreconditionError(absl::StrCat(
@@ -390,6 +450,7 @@ absl::Status CollectiveRun::start(const void* in, void* out) {
     return absl::FailedPreconditionError(
         absl::StrCat(c_.describe(), ": an earlier collective failed (", s.failure,
                      "); the process group is unusable, end the job"));
+  if (in_flight_) return absl::InternalError(c_.describe() + ": started twice");
   if (world == 1) {  // the identity
     if (out != in) std::memmove(out, in, c_.input.bytes());
     return absl::OkStatus();
@@ -401,16 +462,7 @@ absl::Status CollectiveRun::start(const void* in, void* out) {
   Mpi& m = *mpi_;
   const std::string what = c_.describe();
   // 1. Arrival notes: tell every peer we are here, and listen for theirs.
-  m.sent.seq = ++s.entered;
-  std::memset(m.sent.what, 0, sizeof(m.sent.what));
-  std::memcpy(m.sent.what, what.data(), std::min(what.size(), sizeof(m.sent.what) - 1));
-  m.received.assign(world, Note{});
-  m.notes.assign(2 * world, MPI_REQUEST_NULL);
-  for (int p = 0; p < world; ++p) {
-    if (p == s.rank) continue;
-    MPI_Irecv(&m.received[p], sizeof(Note), MPI_BYTE, p, 0, s.notes, &m.notes[p]);
-    MPI_Isend(&m.sent, sizeof(Note), MPI_BYTE, p, 0, s.notes, &m.notes[world + p]);
-  }
+  m.notes.post(s, what);
   // 2. The collective itself, nonblocking, on memory it owns until wait():
   //    `out` (in place) or the scratch.
   const int64_t in_bytes = static_cast<int64_t>(c_.input.bytes());
@@ -495,54 +547,36 @@ absl::Status CollectiveRun::wait() {
   return absl::OkStatus();
 #else
   State& s = state();
+  // After a failure the peers may never come: do not wait out the timeout
+  // once more.
+  if (!s.failure.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        c_.describe(), ": an earlier collective failed (", s.failure, ")"));
   Mpi& m = *mpi_;
   const int world = s.world;
   const std::string what = c_.describe();
   // Poll every request; a request stays MPI_REQUEST_NULL once complete.
   auto all_done = [&] {
     std::lock_guard<std::mutex> lock(s.mu);
-    bool done = true;
     int flag = 0;
     MPI_Test(&m.op, &flag, MPI_STATUS_IGNORE);
-    done &= flag != 0;
-    for (MPI_Request& r : m.notes) {
-      MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-      done &= flag != 0;
-    }
-    return done;
+    return m.notes.test() && flag != 0;
   };
   const bool finished = poll_until(deadline_from_now(), all_done);
   // Peers whose note came with another collective are out of step, be the
   // transfer done or not: their sums would be wrong.
-  std::vector<std::string> other;
-  std::vector<int> missing;
-  for (int p = 0; p < world; ++p) {
-    if (p == s.rank) continue;
-    if (m.notes[p] != MPI_REQUEST_NULL) {
-      missing.push_back(p);
-      continue;
-    }
-    const Note& n = m.received[p];
-    if (n.seq != m.sent.seq || note_text(n) != note_text(m.sent))
-      other.push_back(absl::StrCat("rank ", p, " is at its collective #", n.seq, ", ",
-                                   note_text(n)));
-  }
+  std::vector<std::string> other = m.notes.out_of_step(s, /*compare_what=*/true);
   if (!other.empty()) {
     s.failure = absl::StrCat(what, ": the ranks are out of step: rank ", s.rank,
-                             " is at its collective #", m.sent.seq, ", ", what, ", while ",
+                             " is at its collective #", m.notes.sent.seq, ", ", what, ", while ",
                              absl::StrJoin(other, "; "),
                              ". Every rank must run the same collectives in the same order");
     return absl::FailedPreconditionError(s.failure);
   }
   if (!finished) {
-    std::string who =
-        missing.empty()
-            ? std::string("every rank arrived but the transfer did not complete")
-            : absl::StrCat(missing.size() == 1 ? "rank " : "ranks ", absl::StrJoin(missing, ", "),
-                           " never arrived");
     s.failure = absl::StrCat(
-        what, " (collective #", m.sent.seq, " on rank ", s.rank, "): ", who, " within ",
-        seconds_text(s.timeout),
+        what, " (collective #", m.notes.sent.seq, " on rank ", s.rank, "): ",
+        m.notes.who_is_missing(s), " within ", seconds_text(s.timeout),
         " (MSTEP_DIST_TIMEOUT). A rank that died, hangs or skips a collective stalls the others; "
         "check that every rank runs the same steps");
     return absl::DeadlineExceededError(s.failure);
@@ -603,10 +637,16 @@ absl::Status check_same_graph(const GraphIdentity& mine) {
   Identity me{mine.structure, mine.types, hash_string(mine.collectives), hash_string(mine.inputs),
               text.size()};
   std::vector<Identity> all(world);
-  auto gather = [&](auto issue, absl::string_view call) -> absl::Status {
+  // The first exchange carries arrival notes, so a rank that never comes
+  // is named; the second follows only when every rank came to the first.
+  const std::string first = mine.collectives.substr(0, mine.collectives.find('\n'));
+  const std::string what = absl::StrCat("the step-graph check before ", first);
+  ArrivalNotes notes;
+  auto gather = [&](auto issue, absl::string_view call, ArrivalNotes* arrivals) -> absl::Status {
     MPI_Request req = MPI_REQUEST_NULL;
     {
       std::lock_guard<std::mutex> lock(s.mu);
+      if (arrivals) arrivals->post(s, what);
       int rc = issue(&req);
       if (rc != MPI_SUCCESS) return mpi_check(rc, call, "mstep: comparing the step graphs");
     }
@@ -614,13 +654,15 @@ absl::Status check_same_graph(const GraphIdentity& mine) {
       std::lock_guard<std::mutex> lock(s.mu);
       int flag = 0;
       MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-      return flag != 0;
+      return (!arrivals || arrivals->test()) && flag != 0;
     });
     if (ok) return absl::OkStatus();
     s.failure = absl::StrCat(
-        "comparing the step graphs across ranks at their first run (rank ", s.rank,
-        "): a rank did not arrive within ", seconds_text(s.timeout),
-        " (MSTEP_DIST_TIMEOUT); it runs another step, or died");
+        "comparing the step graphs across ranks at their first run, before ", first, " (rank ",
+        s.rank, "): ",
+        arrivals ? arrivals->who_is_missing(s) : std::string("a rank did not answer"), " within ",
+        seconds_text(s.timeout),
+        " (MSTEP_DIST_TIMEOUT). A rank that died, hangs or runs another step stalls the others");
     return absl::DeadlineExceededError(s.failure);
   };
   absl::Status st = gather(
@@ -628,7 +670,7 @@ absl::Status check_same_graph(const GraphIdentity& mine) {
         return MPI_Iallgather(&me, sizeof(Identity), MPI_BYTE, all.data(), sizeof(Identity),
                               MPI_BYTE, s.check, r);
       },
-      "MPI_Iallgather");
+      "MPI_Iallgather", &notes);
   if (!st.ok()) return st;
   int differs = -1;
   for (int p = 0; p < world && differs < 0; ++p)
@@ -648,7 +690,7 @@ absl::Status check_same_graph(const GraphIdentity& mine) {
         return MPI_Iallgatherv(text.data(), static_cast<int>(text.size()), MPI_BYTE, texts.data(),
                                sizes.data(), offsets.data(), MPI_BYTE, s.check, r);
       },
-      "MPI_Iallgatherv");
+      "MPI_Iallgatherv", nullptr);
   if (!st.ok()) return st;
   auto part = [&](int p, int which) {
     std::string t = texts.substr(offsets[p], sizes[p]);

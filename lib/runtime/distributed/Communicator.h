@@ -62,6 +62,8 @@ struct Collective {
   int64_t world_size = 1; // the world the node was recorded in
   TensorType input;
   TensorType result;
+  /// What describe() says instead, when set ("mstep::distributed::barrier").
+  std::string label;
 
   /// Reads a collective node's attributes; `input` is its operand's type.
   static Collective of(const GraphNode& node, const TensorType& input);

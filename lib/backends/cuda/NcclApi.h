@@ -1,0 +1,105 @@
+// NCCL for the cuda backend's collectives (issue 23): the library loaded
+// at run time with dlopen into a table of functions, as cuBLASLt and cuDNN
+// are, so nothing links it and a machine without it reports
+// "nccl: unavailable: <reason>"; the types come from the toolkit's nccl.h.
+// A collective node becomes one NCCL call (plan_nccl_call, a pure
+// function) issued on the backend's stream (issue_nccl_call). A world of
+// one process needs no MPI (NcclComm::world_of_one). Library-internal.
+//
+// Not yet: the cuda compile half does not lower mstep.all_reduce & co. into
+// its plan (it says "not yet lowered"), so a cuda step with a collective
+// does not compile; this layer is tested against a fake libnccl
+// (test/cuda/fake_libnccl.cpp) and has never run on a GPU.
+//
+// Thread-safety: an NcclApi is immutable; an NcclComm is used by one thread
+// at a time (NCCL's rule for communicators).
+#pragma once
+
+#include <nccl.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mstep/core/TensorType.h"
+#include "mstep/ir/OpKind.h"
+
+namespace mstep::cuda {
+
+#define MSTEP_NCCL_FUNCTIONS(X)                                                                    \
+  X(ncclGetVersion)                                                                                \
+  X(ncclGetErrorString)                                                                            \
+  X(ncclGetUniqueId)                                                                               \
+  X(ncclCommInitRank)                                                                              \
+  X(ncclCommDestroy)                                                                               \
+  X(ncclAllReduce)                                                                                 \
+  X(ncclAllGather)                                                                                 \
+  X(ncclBroadcast)                                                                                 \
+  X(ncclReduceScatter)
+
+/// The table: a field per function, named and typed as nccl.h declares it.
+struct NcclApi {
+#define MSTEP_NCCL_FIELD(name) decltype(&::name) name = nullptr;
+  MSTEP_NCCL_FUNCTIONS(MSTEP_NCCL_FIELD)
+#undef MSTEP_NCCL_FIELD
+  int version = 0;   ///< ncclGetVersion(): 10000 * major + 100 * minor + patch
+  std::string path;  ///< as dlopen'ed
+};
+
+/// dlopen's `path` ("libnccl.so.2" by name: the loader's path, where the
+/// toolkit's NCCL is) and every function of the table. Unavailable
+/// "nccl: unavailable: <reason>" on failure, or for an NCCL older than
+/// 2.10 (no ncclAvg). Loaded once per path; the table lives forever.
+absl::StatusOr<const NcclApi*> load_nccl(const std::string& path = "libnccl.so.2");
+
+/// "ncclInvalidArgument (invalid argument)" for a failed call.
+std::string describe_nccl_result(const NcclApi& api, ncclResult_t result);
+
+/// One NCCL call: which, and its arguments besides the buffers.
+struct NcclCall {
+  OpKind op = OpKind::all_reduce;
+  size_t count = 0;  ///< elements: sent (all_reduce, broadcast, all_gather) or received (reduce_scatter)
+  ncclDataType_t datatype = ncclFloat32;
+  ncclRedOp_t reduce = ncclSum;
+  int root = 0;
+};
+
+/// The NCCL call of a collective node: `reduce_code` as the reduce_op
+/// attribute (0 sum, 1 mean = ncclAvg, 2 max, 3 min), `input` its
+/// operand's type. Unimplemented for what one NCCL call cannot do: a gather
+/// or scatter along a dim with elements before it (NCCL concatenates
+/// whole buffers), f64 is fine, bool is not reduced.
+absl::StatusOr<NcclCall> plan_nccl_call(OpKind op, int64_t reduce_code, int64_t root, int64_t dim,
+                                        const TensorType& input, int world_size);
+
+/// A communicator. Destroyed with ncclCommDestroy.
+class NcclComm {
+ public:
+  /// A world of this process alone (ncclGetUniqueId + ncclCommInitRank of
+  /// 1 rank): no MPI needed.
+  static absl::StatusOr<std::unique_ptr<NcclComm>> world_of_one(const NcclApi& api);
+  /// Rank `rank` of `world` ranks that share `id` (rank 0 made it with
+  /// ncclGetUniqueId and sent it to the others, e.g. by MPI).
+  static absl::StatusOr<std::unique_ptr<NcclComm>> join(const NcclApi& api, const ncclUniqueId& id,
+                                                        int rank, int world);
+  ~NcclComm();
+  ncclComm_t get() const { return comm_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+
+ private:
+  NcclComm(const NcclApi& api, ncclComm_t comm, int rank, int world)
+      : api_(api), comm_(comm), rank_(rank), world_(world) {}
+  const NcclApi& api_;
+  ncclComm_t comm_;
+  int rank_, world_;
+};
+
+/// Queues `call` on `stream` (the backend's stream, a CUstream or
+/// cudaStream_t): `in` and `out` are device pointers. Returns when queued;
+/// the error names the call and NCCL's result.
+absl::Status issue_nccl_call(const NcclApi& api, const NcclComm& comm, const NcclCall& call,
+                             const void* in, void* out, void* stream);
+
+}  // namespace mstep::cuda
