@@ -44,7 +44,7 @@ GPT=(--device cpu --mode replay --dim 256 --layers 4 --heads 4 --seq 256 --batch
      --padding 0 --clip 0 --samples 0 --steps "$STEPS")
 export OMP_NUM_THREADS=1
 step_ms() { awk '/^mode .*step_ms/ { for (i = 1; i <= NF; ++i) if ($i == "step_ms") print $(i + 1) }'; }
-echo "ddp_scaling: $(date -u '+%F %T UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, 1 thread per rank, $STEPS steps"
+echo "ddp_scaling: $(date -u '+%F %T UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores (load average $(cut -d" " -f1-3 /proc/loadavg) before the runs), 1 thread per rank, $STEPS steps"
 
 out=$(taskset -c 0 "$B/examples/gpt_train" "${GPT[@]}")
 t1=$(step_ms <<<"$out")
@@ -62,7 +62,7 @@ for mb in $BUCKETS; do
   ar=$("${MPIRUN[@]}" "$B/bench/ddp_allreduce_bench" "$params" "$mb" 10 | awk '/^allreduce_ms/ { print $2 }')
   awk -v mb="$mb" -v t1="$t1" -v t2="$t2" -v solo="$t2solo" -v ar="$ar" 'BEGIN {
     exposed = t2 - solo; if (exposed < 0) exposed = 0
-    printf "%-10s %12.1f %10.3f %13.1f %11.1f %17.2f\n", mb, t2, t1 / t2, ar, exposed, ar > 0 ? exposed / ar : 0 }'
+    printf "%-10s %12.1f %10.3f %13.1f %11.1f %17.2f\n", mb, t2, t1 / t2, ar, exposed, (ar > 0 ? exposed / ar : 0) }'
 done
 
 VENV=${MSTEP_PEERS_VENV:-$HOME/.cache/mstep/peers-venv}
