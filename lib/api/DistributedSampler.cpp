@@ -59,7 +59,8 @@ std::vector<int64_t> DistributedSampler::indices() const {
       all.push_back(all[i % n]);
   std::vector<int64_t> mine;
   mine.reserve(num_samples_);
-  for (int64_t i = rank_; i < total && i < int64_t(all.size()); i += replicas_) mine.push_back(all[i]);
+  for (int64_t i = rank_; i < total && i < int64_t(all.size()); i += replicas_)
+    mine.push_back(all[i]);
   return mine;
 }
 

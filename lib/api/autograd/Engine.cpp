@@ -80,7 +80,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradi
   std::vector<std::function<void()>> callbacks;
   struct CallbackScope {
     std::vector<std::function<void()>>* previous;
-    explicit CallbackScope(std::vector<std::function<void()>>* mine) : previous(g_backward_callbacks) {
+    explicit CallbackScope(std::vector<std::function<void()>>* mine)
+        : previous(g_backward_callbacks) {
       g_backward_callbacks = mine;
     }
     ~CallbackScope() { g_backward_callbacks = previous; }

@@ -165,7 +165,8 @@ DistributedDataParallel::DistributedDataParallel(Module& module,
                                                  DistributedDataParallelOptions options)
     : module_(module), options_(options), state_(std::make_shared<State>()) {
   if (!(options.bucket_cap_mb > 0))
-    detail::throw_op_error(kOp, absl::StrCat("bucket_cap_mb must be > 0, got ", options.bucket_cap_mb),
+    detail::throw_op_error(kOp,
+                           absl::StrCat("bucket_cap_mb must be > 0, got ", options.bucket_cap_mb),
                            "", "Pass a bucket size in MiB, e.g. {.bucket_cap_mb = 25}.");
   if (is_capturing())
     detail::throw_op_error(kOp, "cannot be built inside a Graph capture", "",
@@ -218,7 +219,8 @@ DistributedDataParallel::DistributedDataParallel(Module& module,
 
 DistributedDataParallel::~DistributedDataParallel() {
   for (size_t i = 0; i < state_->params.size(); ++i)
-    if (state_->hooks[i]) autograd::remove_post_accumulate_hook(state_->params[i].second, state_->hooks[i]);
+    if (state_->hooks[i])
+      autograd::remove_post_accumulate_hook(state_->params[i].second, state_->hooks[i]);
 }
 
 void DistributedDataParallel::sync_buffers() {
