@@ -24,7 +24,10 @@ thread_local bool g_grad_enabled = true;
 // The callbacks queued by the backward() running on this thread (null
 // outside one).
 thread_local std::vector<std::function<void()>>* g_backward_callbacks = nullptr;
+thread_local uint64_t g_backward_id = 0, g_backward_count = 0;
 }  // namespace
+
+uint64_t autograd::current_backward_id() { return g_backward_callbacks ? g_backward_id : 0; }
 
 void autograd::queue_backward_callback(std::function<void()> callback) {
   if (!g_backward_callbacks)
@@ -81,10 +84,15 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradi
   struct CallbackScope {
     std::vector<std::function<void()>>* previous;
     explicit CallbackScope(std::vector<std::function<void()>>* mine)
-        : previous(g_backward_callbacks) {
+        : previous(g_backward_callbacks), previous_id(g_backward_id) {
       g_backward_callbacks = mine;
+      g_backward_id = ++g_backward_count;
     }
-    ~CallbackScope() { g_backward_callbacks = previous; }
+    ~CallbackScope() {
+      g_backward_callbacks = previous;
+      g_backward_id = previous_id;
+    }
+    uint64_t previous_id;
   } callback_scope(&callbacks);
   // 1. Dependencies.
   std::unordered_map<GradFn*, int> dependencies;

@@ -93,6 +93,10 @@ void remove_post_accumulate_hook(const Tensor& leaf, uint64_t id);
 /// has run every function (torch's Variable._execution_engine.queue_callback).
 /// Throws outside a backward().
 void queue_backward_callback(std::function<void()> callback);
+/// A number that differs for every backward() run on this thread (0
+/// outside one): tells a hook whether it already queued its callback in
+/// this backward, even after an earlier backward threw.
+uint64_t current_backward_id();
 
 /// The meta of `t`, or null.
 AutogradMeta* meta(const Tensor& t);

@@ -36,7 +36,7 @@ struct DistributedDataParallel::State {
   std::vector<Bucket> buckets;
   std::vector<std::vector<size_t>> bucket_indices;
   bool as_view = true;
-  bool armed = false;  // a backward through the module is running
+  uint64_t armed_in = 0;  // the backward() whose end callback is queued
 
   void on_gradient(size_t param);
   void reduce(Bucket& bucket);
@@ -113,9 +113,16 @@ void broadcast_in_place(Tensor& t) {
 }  // namespace
 
 void DistributedDataParallel::State::on_gradient(size_t param) {
-  if (!armed) {
-    armed = true;
+  // The first gradient of each backward() queues the end-of-backward pass
+  // (a backward that threw leaves a stale id, which never matches again).
+  if (armed_in != autograd::current_backward_id()) {
+    armed_in = autograd::current_backward_id();
     autograd::queue_backward_callback([this] { end_backward(); });
+    for (Bucket& bucket : buckets) {  // nothing left from a backward that threw
+      std::fill(bucket.pending.begin(), bucket.pending.end(), Tensor());
+      bucket.ready = 0;
+      bucket.reduced = false;
+    }
   }
   auto [b, pos] = place[param];
   Bucket& bucket = buckets[b];
@@ -133,7 +140,7 @@ void DistributedDataParallel::State::reduce(Bucket& bucket) {
     // run the same collective).
     const Tensor g = bucket.pending[k].defined() ? bucket.pending[k]
                                                  : zeros(p.shape(), p.dtype(), p.device());
-    flat.push_back(reshape(g, {p.numel()}));
+    flat.push_back(reshape(g.dtype() == p.dtype() ? g : g.to(p.dtype()), {p.numel()}));
   }
   const Tensor buffer = flat.size() == 1 ? flat[0] : cat(flat, 0);
   const Tensor reduced = distributed::all_reduce(buffer, distributed::ReduceOp::mean);
@@ -152,7 +159,7 @@ void DistributedDataParallel::State::reduce(Bucket& bucket) {
 }
 
 void DistributedDataParallel::State::end_backward() {
-  armed = false;
+  armed_in = 0;
   // Buckets this backward left incomplete, or did not reach at all on this
   // rank (a peer's may have): reduced with zeros for the missing
   // gradients, so every rank runs the same collectives.
