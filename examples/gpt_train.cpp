@@ -19,6 +19,14 @@
 //             [--save step.mstep]   (--mode replay: write the captured step for mstep-run)
 //             [--padding 0]   (full-length windows, no valid_seq_len: the
 //                              like-for-like peer benchmark, bench/peers.sh)
+//             [--ddp] [--bucket-mb MB]   (data parallel under mpirun: each rank
+//                              trains on --batch windows of its own, picked by a
+//                              DistributedSampler over the text's start positions;
+//                              gradients averaged by nn::DistributedDataParallel in
+//                              buckets of MB MiB, default 25; rank 0 prints the
+//                              global loss and the tokens/s of all ranks)
+//
+//   mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS=1 ./build/examples/gpt_train --ddp
 //
 // Modes: lazy traces every step; replay captures one step (after one lazy
 // warmup step) into an mstep::Graph and replays it from static batch
@@ -79,6 +87,8 @@ struct Args {
   bool padding = true;  // false: every window is seq long, no valid_seq_len
   std::string text = MSTEP_EXAMPLES_DATA_DIR "/sonnets.txt";
   std::string save;  // --mode replay: write the captured step here (Graph::save)
+  bool ddp = false;  // data parallel over mstep::distributed's ranks
+  double bucket_mb = 25;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -87,6 +97,10 @@ Args parse_args(int argc, char** argv) {
     std::string flag = argv[i];
     if (flag.rfind("--mode=", 0) == 0) {
       a.mode = flag.substr(7);
+      continue;
+    }
+    if (flag == "--ddp") {
+      a.ddp = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -112,6 +126,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--samples") a.samples = std::atoi(v) != 0;
     else if (flag == "--clip") a.clip = std::atof(v);
     else if (flag == "--padding") a.padding = std::atoi(v) != 0;
+    else if (flag == "--bucket-mb") a.bucket_mb = std::atof(v);
     else if (flag == "--autocast") {
       if (std::string(v) != "bf16") {
         std::fprintf(stderr, "gpt_train: --autocast takes bf16, got %s\n", v);
@@ -128,6 +143,10 @@ Args parse_args(int argc, char** argv) {
     std::fprintf(stderr, "gpt_train: --padding 0 works in lazy and replay modes (%s mode takes the "
                          "lengths as a graph input); drop --padding 0 or use --mode replay\n",
                  a.mode.c_str());
+    std::exit(2);
+  }
+  if (a.ddp && a.mode != "lazy" && a.mode != "replay") {
+    std::fprintf(stderr, "gpt_train: --ddp works in lazy and replay modes, not %s\n", a.mode.c_str());
     std::exit(2);
   }
   if (a.mode != "lazy" && a.mode != "replay" && a.mode != "graphed" && a.mode != "cacher") {
@@ -162,20 +181,16 @@ struct Batch {
   Tensor tokens, targets, lengths;
 };
 
-/// `batch` windows of random length in [seq/2, seq], right-padded with
-/// token 0; targets are the next characters, -100 where there is none.
-/// Without `padding` every window is seq long and `lengths` is undefined
-/// (attention then computes every position, as a model without
-/// valid_seq_len does).
-Batch sample_batch(const std::vector<int64_t>& ids, int64_t batch, int64_t seq, bool padding,
-                   std::mt19937_64& rng) {
-  std::vector<int64_t> tokens(batch * seq, 0), targets(batch * seq, -100), lengths(batch);
-  std::uniform_int_distribution<int64_t> len_dist(padding ? seq / 2 : seq, seq);
+/// The windows ids[starts[b], starts[b] + lengths[b]), right-padded with
+/// token 0 to `seq`; targets are the next characters, -100 where there is
+/// none. Without `padding` `lengths` is undefined (attention then computes
+/// every position, as a model without valid_seq_len does).
+Batch make_batch(const std::vector<int64_t>& ids, const std::vector<int64_t>& starts,
+                 const std::vector<int64_t>& lengths, int64_t seq, bool padding) {
+  const int64_t batch = int64_t(starts.size());
+  std::vector<int64_t> tokens(batch * seq, 0), targets(batch * seq, -100);
   for (int64_t b = 0; b < batch; ++b) {
-    int64_t len = len_dist(rng);
-    std::uniform_int_distribution<int64_t> start_dist(0, int64_t(ids.size()) - len - 1);
-    int64_t start = start_dist(rng);
-    lengths[b] = len;
+    const int64_t len = lengths[b], start = starts[b];
     for (int64_t t = 0; t < len; ++t) {
       tokens[b * seq + t] = ids[start + t];
       targets[b * seq + t] = ids[start + t + 1];
@@ -184,6 +199,55 @@ Batch sample_batch(const std::vector<int64_t>& ids, int64_t batch, int64_t seq, 
   return {from_vector(tokens, {batch, seq}), from_vector(targets, {batch, seq}),
           padding ? from_vector(lengths, {batch}) : Tensor()};
 }
+
+/// `batch` windows of random length in [seq/2, seq] (seq without
+/// `padding`) at random starts.
+Batch sample_batch(const std::vector<int64_t>& ids, int64_t batch, int64_t seq, bool padding,
+                   std::mt19937_64& rng) {
+  std::vector<int64_t> starts(batch), lengths(batch);
+  std::uniform_int_distribution<int64_t> len_dist(padding ? seq / 2 : seq, seq);
+  for (int64_t b = 0; b < batch; ++b) {
+    lengths[b] = len_dist(rng);
+    std::uniform_int_distribution<int64_t> start_dist(0, int64_t(ids.size()) - lengths[b] - 1);
+    starts[b] = start_dist(rng);
+  }
+  return make_batch(ids, starts, lengths, seq, padding);
+}
+
+/// --ddp: this rank's windows come from a DistributedSampler over every
+/// start position (the ranks' shares of an epoch do not overlap); the
+/// lengths are drawn for all ranks from one seed, the same on every rank,
+/// so each knows the global token count.
+struct ShardedWindows {
+  ShardedWindows(const std::vector<int64_t>& ids, int64_t seq, uint64_t seed)
+      : sampler(int64_t(ids.size()) - seq - 1, {.seed = seed}), length_rng(seed + 1) {}
+  /// This rank's batch; `global_tokens` gets every rank's token count.
+  Batch next(const std::vector<int64_t>& ids, int64_t batch, int64_t seq, bool padding,
+             int64_t& global_tokens) {
+    const int64_t world = distributed::world_size(), rank = distributed::rank();
+    std::uniform_int_distribution<int64_t> len_dist(padding ? seq / 2 : seq, seq);
+    std::vector<int64_t> starts, lengths;
+    global_tokens = 0;
+    for (int64_t i = 0; i < world * batch; ++i) {
+      const int64_t len = len_dist(length_rng);
+      global_tokens += len;
+      if (i / batch == rank) lengths.push_back(len);
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      if (next_index == int64_t(order.size())) {  // a new epoch
+        sampler.set_epoch(epoch++);
+        order = sampler.indices();
+        next_index = 0;
+      }
+      starts.push_back(order[next_index++]);
+    }
+    return make_batch(ids, starts, lengths, seq, padding);
+  }
+  distributed::DistributedSampler sampler;
+  std::mt19937_64 length_rng;
+  std::vector<int64_t> order;
+  int64_t next_index = 0, epoch = 0;
+};
 
 /// Continues `prompt` by `count` characters, sampling with temperature
 /// 0.8. Every call runs the same [1, seq] graph (the valid length is data,
@@ -236,12 +300,20 @@ int main(int argc, char** argv) {
   std::vector<int64_t> ids;
   for (unsigned char c : text) ids.push_back(codec.id_of[c]);
 
+  if (args.ddp) {
+    distributed::init();
+    // Rank 0 speaks for the job; the others print errors only.
+    if (distributed::rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 2;
+  }
   set_default_device(*examples::parse_device(args.device));
   manual_seed(args.seed);
   std::mt19937_64 rng(args.seed);
   examples::GptMini model({.vocab = std::max(codec.vocab(), args.vocab), .dim = args.dim, .heads = args.heads,
                            .layers = args.layers, .max_seq = args.seq, .dropout = args.dropout,
                            .explicit_attention = args.explicit_attention});
+  // --ddp: rank 0's initial weights on every rank; gradients averaged.
+  std::optional<nn::DistributedDataParallel> ddp;
+  if (args.ddp) ddp.emplace(model, nn::DistributedDataParallelOptions{.bucket_cap_mb = args.bucket_mb});
   optim::AdamW opt(model.parameters(), {.lr = args.lr, .weight_decay = 0.1});
   optim::WarmupCosineLR schedule(opt, /*warmup_steps=*/std::max<int64_t>(1, args.steps / 10),
                                  std::max<int64_t>(2, args.steps),
@@ -259,9 +331,14 @@ int main(int argc, char** argv) {
               args.padding ? "right-padded" : "full length",
               clip_text, args.mode.c_str(), args.device.c_str());
 
+  if (args.ddp)
+    std::printf("data parallel: %d ranks x batch %lld, %zu gradient bucket(s) of <= %g MiB\n",
+                distributed::world_size(), (long long)args.batch, ddp->bucket_indices().size(),
+                args.bucket_mb);
+  const bool samples = args.samples && distributed::rank() == 0;  // no collectives in sampling
   const std::string prompt = "Shall I ";
   std::mt19937_64 sample_rng(args.seed + 1);
-  if (args.samples) {
+  if (samples) {
     std::printf("\nsample before training:\n");
     print_indented(sample_text(model, codec, prompt, 120, sample_rng));
     std::printf("\n");
@@ -289,6 +366,8 @@ int main(int argc, char** argv) {
     loss.backward();
     if (args.clip > 0) optim::clip_grad_norm_(model.parameters(), args.clip);
     opt.step();
+    // --ddp: the global loss, the mean of the ranks' (in the same graph).
+    if (args.ddp) loss = distributed::all_reduce(loss.detach(), distributed::ReduceOp::mean);
     mark_step();  // forward + backward + clip + AdamW: one graph
     return loss;
   };
@@ -303,12 +382,16 @@ int main(int argc, char** argv) {
   constexpr int64_t kSettleSteps = 2;
   double settled_engine_seconds = 0;
   Metrics settled;
+  std::optional<ShardedWindows> sharded;
+  if (args.ddp) sharded.emplace(ids, args.seq, args.seed);
   for (int64_t step = 0; step < args.steps; ++step) {
     if (step == kSettleSteps) {
       settled_engine_seconds = engine_seconds;
       settled = metrics();
     }
-    Batch batch = sample_batch(ids, args.batch, args.seq, args.padding, rng);
+    int64_t step_tokens = 0;  // every rank's, under --ddp
+    Batch batch = sharded ? sharded->next(ids, args.batch, args.seq, args.padding, step_tokens)
+                          : sample_batch(ids, args.batch, args.seq, args.padding, rng);
     const auto s0 = std::chrono::steady_clock::now();
     Tensor loss;
     if (args.mode == "replay" && step >= 1) {
@@ -362,7 +445,9 @@ int main(int argc, char** argv) {
     if (step == 0) first_loss = value;
     last_loss = value;
     if (step >= args.steps - 10) window_loss += value / std::min<int64_t>(10, args.steps);
-    if (args.padding)
+    if (args.ddp)
+      tokens_seen += step_tokens;
+    else if (args.padding)
       for (int64_t len : batch.lengths.to_vector<int64_t>()) tokens_seen += len;
     else
       tokens_seen += args.batch * args.seq;
@@ -377,7 +462,7 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Metrics m = metrics();
 
-  if (args.samples) {
+  if (samples) {
     std::printf("\nsample after %lld steps:\n", (long long)args.steps);
     print_indented(sample_text(model, codec, prompt, 240, sample_rng));
   }
@@ -402,5 +487,6 @@ int main(int argc, char** argv) {
     examples::print_simulated_step(settled, m, n);
   }
   std::printf("\nmetrics_report():\n%s", metrics_report().c_str());
+  if (args.ddp) distributed::finalize();
   return args.steps < 20 || window_loss < first_loss ? 0 : 1;  // short runs (timing) need not learn
 }

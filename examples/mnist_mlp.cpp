@@ -11,6 +11,14 @@
 //             [--print-losses]          (also print "step N loss X" every step)
 //             [--save step.mstep]       (--mode replay: write the captured step for
 //                                        mstep-run, after the capture)
+//             [--ddp]                   (data parallel under mpirun, lazy or replay:
+//                                        each rank takes batches of 200 from its
+//                                        DistributedSampler share of the epoch;
+//                                        nn::DistributedDataParallel averages the
+//                                        gradients; rank 0 prints the global loss
+//                                        and the samples/s of all ranks)
+//
+//   mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS=1 ./build/examples/mnist_mlp --ddp
 //
 // Modes:
 //   lazy     trace, hash, look up and run every step (the default).
@@ -124,6 +132,7 @@ struct Flags {
   int64_t epochs = 1, max_steps = -1, log_every = 10;
   Mode mode = Mode::lazy;
   Device device{DeviceType::cpu, 0};
+  bool ddp = false;          // --ddp: data parallel over mstep::distributed's ranks
   bool synthetic = false;    // --synthetic: the synthetic set even when real data is installed
   bool print_losses = false; // "step N loss X" every step (test/examples/c_host_matches_cpp.sh)
   std::string save;          // --save: the captured step's file (replay mode)
@@ -142,10 +151,14 @@ Flags parse_flags(int argc, char** argv) {
   const std::string usage =
       " (use --data DIR, --synthetic, --epochs N, --max-steps N, --log-every N, "
       "--mode lazy|replay|graphed|cacher, --device cpu|ref|xla|neuron, "
-      "--print-losses, --save step.mstep)";
+      "--print-losses, --save step.mstep, --ddp)";
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
+    if (flag == "--ddp") {
+      f.ddp = true;
+      continue;
+    }
     if (flag == "--print-losses" || flag == "--synthetic") {
       (flag == "--synthetic" ? f.synthetic : f.print_losses) = true;
       continue;
@@ -188,6 +201,8 @@ Flags parse_flags(int argc, char** argv) {
       fail("unknown flag " + flag + usage);
     }
   }
+  if (f.ddp && f.mode != Mode::lazy && f.mode != Mode::replay)
+    fail(std::string("--ddp works in lazy and replay modes, not ") + mode_name(f.mode));
   return f;
 }
 
@@ -201,6 +216,12 @@ constexpr int64_t kUnmeasuredSteps = kReplayWarmupSteps + 1;
 
 int main(int argc, char** argv) {
   const Flags flags = parse_flags(argc, argv);
+  if (flags.ddp) {
+    distributed::init();
+    // Rank 0 speaks for the job; the others print errors only.
+    if (distributed::rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 2;
+  }
+  const int64_t world = distributed::world_size();
   set_default_device(flags.device);
 
   Dataset train, test;
@@ -212,12 +233,22 @@ int main(int argc, char** argv) {
 
   manual_seed(0);
   auto model = std::make_shared<examples::Mlp>();
+  // --ddp: rank 0's initial weights everywhere, gradients averaged; each
+  // rank then draws its own dropout masks.
+  std::optional<nn::DistributedDataParallel> ddp;
+  if (flags.ddp) {
+    ddp.emplace(*model);
+    manual_seed(distributed::rank());
+  }
   optim::Adadelta opt(model->parameters(), {.lr = 0.1});
   int64_t n_params = 0;
   for (const Tensor& p : model->parameters()) n_params += p.numel();
   std::printf("model: Linear 784->128, ReLU, Dropout(0.5), Linear 128->10, log_softmax "
               "(%lld parameters); Adadelta lr 0.1, batch %lld; mode %s\n",
               (long long)n_params, (long long)kBatch, mode_name(flags.mode));
+  if (flags.ddp)
+    std::printf("data parallel: %lld ranks x batch %lld, %zu gradient bucket(s)\n", (long long)world,
+                (long long)kBatch, ddp->bucket_indices().size());
   std::printf("test accuracy before training: %.1f%%\n", 100 * accuracy(*model, test));
 
   // One training step in lazy mode, as in the Gaudi example.
@@ -225,6 +256,8 @@ int main(int argc, char** argv) {
     opt.zero_grad();
     Tensor loss = nll_loss(model->forward(x), y);
     loss.backward();
+    // --ddp: the global loss, the mean of the ranks'.
+    if (flags.ddp) loss = distributed::all_reduce(loss.detach(), distributed::ReduceOp::mean);
     mark_step(); // after backward ...
     opt.step();
     mark_step(); // ... and after the optimizer step
@@ -283,6 +316,12 @@ int main(int argc, char** argv) {
   int64_t epoch_size = train.size() - train.size() % kBatch;
   if (flags.mode == Mode::cacher)
     epoch_size = train.size() % kBatch ? train.size() : train.size() - kBatch / 2;
+  // --ddp: each rank's share of every epoch, in full batches.
+  std::optional<distributed::DistributedSampler> sampler;
+  if (flags.ddp) {
+    sampler.emplace(train.size(), distributed::DistributedSamplerOptions{.seed = 0});
+    epoch_size = sampler->size() - sampler->size() % kBatch;
+  }
 
   reset_metrics();
   mnist_rng shuffle_rng;
@@ -293,7 +332,12 @@ int main(int argc, char** argv) {
   Metrics window_start;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; epoch < flags.epochs; ++epoch) {
-    mnist_shuffle(order.data(), train.size(), &shuffle_rng);
+    if (sampler) {
+      sampler->set_epoch(epoch);
+      order = sampler->indices();
+    } else {
+      mnist_shuffle(order.data(), train.size(), &shuffle_rng);
+    }
     for (int64_t first = 0; first < epoch_size; first += kBatch) {
       if (flags.max_steps >= 0 && step >= flags.max_steps) break;
       auto [x, y] = batch_at(train, order, first, std::min(kBatch, epoch_size - first));
@@ -324,7 +368,7 @@ int main(int argc, char** argv) {
         std::printf("epoch %lld step %4lld  loss %.6f  %.1f steps/s  %.0f samples/s  "
                     "compiles %lld  cache hits %lld  replays %lld\n",
                     (long long)epoch + 1, (long long)step, loss.item(), step / secs,
-                    step * kBatch / secs, (long long)m.cache_misses, (long long)m.cache_hits,
+                    step * kBatch * world / secs, (long long)m.cache_misses, (long long)m.cache_hits,
                     (long long)m.replays);
       }
     }
@@ -361,5 +405,6 @@ int main(int argc, char** argv) {
 
   const double acc = accuracy(*model, test);
   std::printf("test accuracy after %lld steps: %.1f%%\n", (long long)step, 100 * acc);
+  if (flags.ddp) distributed::finalize();
   return acc > 0.5 ? 0 : 1;
 }

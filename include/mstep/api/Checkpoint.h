@@ -65,7 +65,11 @@ struct LoadReport {
 
 /// Saves module.state_dict() (parameters and buffers by dotted name, the
 /// names PyTorch uses) with metadata {"format": "pt", "mstep.module": type}.
-void save(const nn::Module& module, const std::string& path);
+/// Data parallel (mstep::distributed, more than one rank): every rank
+/// calls it, only rank 0 writes (the ranks hold the same values), and all
+/// return once the file is complete (a barrier), so every rank may load it
+/// next. `all_ranks` makes every rank write (to a path of its own).
+void save(const nn::Module& module, const std::string& path, bool all_ranks = false);
 
 /// Loads `path` into the module's parameters and buffers in place (they
 /// keep requires_grad and their identity, so optimizers holding them see
@@ -81,8 +85,8 @@ LoadReport load_state_dict(nn::Module& module, const std::map<std::string, Tenso
                            bool strict = true);
 
 /// Saves optimizer.state_dict() (names documented in optim/Optimizer.h)
-/// with metadata {"mstep.optimizer": name}.
-void save(const optim::Optimizer& optimizer, const std::string& path);
+/// with metadata {"mstep.optimizer": name}. Rank 0 only, as for modules.
+void save(const optim::Optimizer& optimizer, const std::string& path, bool all_ranks = false);
 
 /// Loads an optimizer checkpoint; see Optimizer::load_state_dict.
 LoadReport load(optim::Optimizer& optimizer, const std::string& path, bool strict = true);

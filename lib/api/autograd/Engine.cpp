@@ -8,7 +8,9 @@
 //   3. Run a ready function (its formula records lazy ops), add each
 //      resulting gradient into its target's input slot, and decrement the
 //      target's count; a count reaching zero makes the target ready.
+#include <functional>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/api/OpBuilder.h"
@@ -19,7 +21,20 @@ namespace mstep {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+// The callbacks queued by the backward() running on this thread (null
+// outside one).
+thread_local std::vector<std::function<void()>>* g_backward_callbacks = nullptr;
+thread_local uint64_t g_backward_id = 0, g_backward_count = 0;
 }  // namespace
+
+uint64_t autograd::current_backward_id() { return g_backward_callbacks ? g_backward_id : 0; }
+
+void autograd::queue_backward_callback(std::function<void()> callback) {
+  if (!g_backward_callbacks)
+    detail::throw_op_error("queue_backward_callback", "no backward() is running", "",
+                           "Queue callbacks from a hook that runs inside backward().");
+  g_backward_callbacks->push_back(std::move(callback));
+}
 
 bool grad_enabled() { return g_grad_enabled; }
 void set_grad_enabled(bool enabled) { g_grad_enabled = enabled; }
@@ -65,6 +80,20 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradi
   }
 
   NoGradGuard no_grad;  // backward ops are not themselves differentiated
+  std::vector<std::function<void()>> callbacks;
+  struct CallbackScope {
+    std::vector<std::function<void()>>* previous;
+    explicit CallbackScope(std::vector<std::function<void()>>* mine)
+        : previous(g_backward_callbacks), previous_id(g_backward_id) {
+      g_backward_callbacks = mine;
+      g_backward_id = ++g_backward_count;
+    }
+    ~CallbackScope() {
+      g_backward_callbacks = previous;
+      g_backward_id = previous_id;
+    }
+    uint64_t previous_id;
+  } callback_scope(&callbacks);
   // 1. Dependencies.
   std::unordered_map<GradFn*, int> dependencies;
   std::vector<GradFn*> stack;
@@ -115,6 +144,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradi
       const Edge& e = fn->next[i];
       if (e.fn && --dependencies[e.fn.get()] == 0) ready.push_back(e.fn.get());
     }
+  }
+  // 4. Callbacks queued by hooks (a callback may queue more).
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    auto callback = std::move(callbacks[i]);
+    callback();
   }
 }
 

@@ -114,7 +114,23 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   Tensor leaf(leaf_);
   AutogradMeta& m = ensure_meta(leaf);
   m.grad = m.grad.defined() ? add(m.grad, g).detach() : g.detach();
+  // A hook may add or remove hooks: run a copy.
+  const auto hooks = m.post_accumulate_hooks;
+  for (const auto& [id, hook] : hooks) hook(leaf);
   return {};
+}
+
+uint64_t add_post_accumulate_hook(const Tensor& leaf, std::function<void(const Tensor&)> hook) {
+  static uint64_t next_id = 0;
+  ensure_meta(leaf).post_accumulate_hooks.emplace_back(++next_id, std::move(hook));
+  return next_id;
+}
+
+void remove_post_accumulate_hook(const Tensor& leaf, uint64_t id) {
+  AutogradMeta* m = meta(leaf);
+  if (!m) return;
+  auto& hooks = m->post_accumulate_hooks;
+  std::erase_if(hooks, [id](const auto& h) { return h.first == id; });
 }
 
 Tensor BackwardContext::grad(size_t i) const {

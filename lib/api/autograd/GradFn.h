@@ -7,6 +7,8 @@
 // ops, so forward, backward and optimizer update land in one graph.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,7 +79,24 @@ struct AutogradMeta final : AutogradMetaBase {
   std::shared_ptr<GradFn> grad_fn;         // null for leaves
   uint32_t output_nr = 0;                  // which output of grad_fn
   std::weak_ptr<GradFn> grad_accumulator;  // leaves: their AccumulateGrad
+  // Leaves: called, in the order added, each time a backward() has
+  // accumulated this leaf's gradient (torch's post-accumulate-grad hooks).
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor& leaf)>>> post_accumulate_hooks;
 };
+
+/// Adds a hook that runs after a backward() wrote `leaf`'s .grad (all of
+/// that backward's contributions summed). Returns an id for removal.
+uint64_t add_post_accumulate_hook(const Tensor& leaf, std::function<void(const Tensor& leaf)> hook);
+/// Removes the hook `id` from `leaf` (unknown ids are ignored).
+void remove_post_accumulate_hook(const Tensor& leaf, uint64_t id);
+/// Runs `callback` once when the backward() in progress on this thread
+/// has run every function (torch's Variable._execution_engine.queue_callback).
+/// Throws outside a backward().
+void queue_backward_callback(std::function<void()> callback);
+/// A number that differs for every backward() run on this thread (0
+/// outside one): tells a hook whether it already queued its callback in
+/// this backward, even after an earlier backward threw.
+uint64_t current_backward_id();
 
 /// The meta of `t`, or null.
 AutogradMeta* meta(const Tensor& t);

@@ -82,17 +82,32 @@ LoadReport load_state_dict(nn::Module& module, const std::map<std::string, Tenso
   return load_into(module, state, strict, "the state dict");
 }
 
-void save(const nn::Module& module, const std::string& path) {
-  save_safetensors(path, module.state_dict(),
-                   {{"format", "pt"}, {"mstep.module", module.type_name()}});
+namespace {
+/// Runs `write` on rank 0 only (or on every rank with `all_ranks`), then
+/// waits for the other ranks, so the file is complete when any returns.
+template <typename Write>
+void save_from_rank0(bool all_ranks, Write write) {
+  const bool many = distributed::world_size() > 1;
+  if (!many || all_ranks || distributed::rank() == 0) write();
+  if (many) distributed::barrier();
+}
+}  // namespace
+
+void save(const nn::Module& module, const std::string& path, bool all_ranks) {
+  save_from_rank0(all_ranks, [&] {
+    save_safetensors(path, module.state_dict(),
+                     {{"format", "pt"}, {"mstep.module", module.type_name()}});
+  });
 }
 
 LoadReport load(nn::Module& module, const std::string& path, bool strict) {
   return load_into(module, load_safetensors(path), strict, "'" + path + "'");
 }
 
-void save(const optim::Optimizer& optimizer, const std::string& path) {
-  save_safetensors(path, optimizer.state_dict(), {{"mstep.optimizer", optimizer.name()}});
+void save(const optim::Optimizer& optimizer, const std::string& path, bool all_ranks) {
+  save_from_rank0(all_ranks, [&] {
+    save_safetensors(path, optimizer.state_dict(), {{"mstep.optimizer", optimizer.name()}});
+  });
 }
 
 LoadReport load(optim::Optimizer& optimizer, const std::string& path, bool strict) {

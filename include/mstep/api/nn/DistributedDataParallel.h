@@ -1,0 +1,93 @@
+// nn::DistributedDataParallel: data-parallel training across the ranks of
+// mstep::distributed (issue 23), modelled on torch.nn.parallel.
+// DistributedDataParallel.
+//
+//   mstep::distributed::init();
+//   auto model = std::make_shared<Net>();
+//   nn::DistributedDataParallel ddp(*model, {.bucket_cap_mb = 25});
+//   ...each step, on this rank's share of the batch:
+//   Tensor loss = loss_fn(model->forward(x), y);
+//   loss.backward();          // each bucket's all_reduce recorded as soon
+//   opt.step();               // as its last gradient is; grads are means
+//   mark_step();
+//
+// Construction broadcasts rank 0's parameters and buffers to every rank
+// (a sync point: it runs a step) after checking that every rank has the
+// same parameter and buffer names, shapes and dtypes; a difference throws
+// on every rank, naming the first one.
+//
+// Buckets: the parameters are grouped, in reverse order of
+// named_parameters() (the order their gradients become ready in the
+// backward, as in PyTorch), into buckets of at most bucket_cap_mb
+// megabytes (MiB, as PyTorch) of one dtype; a parameter larger than the
+// cap gets a bucket of its own. A hook on each parameter's gradient
+// accumulation records, when a bucket's last gradient has been computed,
+// the bucket's flat buffer (the gradients concatenated) and one
+// mstep.all_reduce (mean) of it, in the middle of the backward's ops: the
+// optimizer update of a parameter depends only on its own bucket. With
+// gradient_as_bucket_view every .grad() becomes a view (slice and
+// reshape, no copy) of the reduced bucket; without it each is a copy.
+// Works in lazy mode and inside a Graph capture (the collectives are ops
+// of the captured step and replay with it).
+//
+// Every backward() through the model must reach every parameter on every
+// rank. A parameter that gets no gradient on this rank (unused in the
+// forward) counts as zeros in its bucket when the backward ends, so the
+// ranks still run the same collectives (PyTorch's find_unused_parameters).
+// Gradient accumulation over several backward() calls without zero_grad
+// all-reduces after each, as PyTorch's DDP outside no_sync().
+//
+// The wrapper keeps a reference to the module: the module must outlive
+// it. Not copyable or movable (the hooks point at it). One thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mstep/api/Tensor.h"
+#include "mstep/api/nn/Module.h"
+
+namespace mstep::nn {
+
+struct DistributedDataParallelOptions {
+  /// The most bytes of gradient per bucket, in MiB (> 0).
+  double bucket_cap_mb = 25;
+  /// Gradients are views into the reduced bucket buffers (no copy).
+  bool gradient_as_bucket_view = true;
+  /// Broadcast rank 0's buffers at construction and at sync_buffers().
+  bool broadcast_buffers = true;
+};
+
+class DistributedDataParallel {
+ public:
+  /// Checks the ranks agree on the module's parameters and buffers, then
+  /// broadcasts rank 0's values (runs a step: mark_step()). Throws
+  /// mstep::Error on bad options, outside a capture only.
+  explicit DistributedDataParallel(Module& module, DistributedDataParallelOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  Module& module() const { return module_; }
+  const DistributedDataParallelOptions& options() const { return options_; }
+
+  /// Records the broadcast of rank 0's buffers into every rank's (lazy:
+  /// it runs with the step), as PyTorch's DDP does before each forward
+  /// when broadcast_buffers is on. A no-op when it is off.
+  void sync_buffers();
+
+  /// The buckets: each lists indices into module().named_parameters(), in
+  /// the order their gradients are laid out in the bucket buffer.
+  const std::vector<std::vector<size_t>>& bucket_indices() const;
+
+  struct State;  // library-internal
+
+ private:
+  Module& module_;
+  DistributedDataParallelOptions options_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace mstep::nn
