@@ -3,7 +3,8 @@
 // function: the fusion nests emitted as the cpu backend's vectorized
 // linalg kernels, the step function that calls them, the gemms and the
 // callouts (XlaStepEmitter.h), lowered to LLVM, generated for this host
-// and linked into one shared object that XlaExecutable loads.
+// and linked into one shared object that XlaExecutable loads
+// (compile_xla_program, XlaCompile.h).
 #include <cstdio>
 
 #include "absl/strings/str_join.h"
@@ -11,7 +12,9 @@
 #include "lib/backends/cpu/FusionJitLowering.h"
 #include "lib/backends/cpu/FusionKernelEmitter.h"
 #include "lib/backends/cpu/SharedObjectLink.h"
+#include "lib/backends/xla/XlaCompile.h"
 #include "lib/backends/xla/XlaExecutable.h"
+#include "lib/backends/xla/XlaFormat.h"
 #include "lib/backends/xla/XlaStepEmitter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -21,6 +24,31 @@
 #include "mstep/passes/Pipeline.h"
 
 namespace mstep::xla {
+
+absl::StatusOr<XlaProgram> compile_xla_program(mlir::ModuleOp module, const ExtendStepModule& extend,
+                                               const std::vector<std::string>& link_args) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  if (!step) return absl::InvalidArgumentError("xla backend: the module has no func @step");
+  XlaProgram program;
+  MSTEP_ASSIGN_OR_RETURN(program.graph, export_trace_graph(step));
+  MSTEP_ASSIGN_OR_RETURN(program.plan, cpu::read_arena_plan(step));
+  MSTEP_ASSIGN_OR_RETURN(program.layout, lay_out_step(program.graph, program.plan));
+
+  mlir::OwningOpRef<mlir::ModuleOp> kernels =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(module.getContext()));
+  cpu::EmittedKernels emitted = cpu::emit_fusion_kernels(step, *kernels);
+  program.target = cpu::host_target();
+  auto add_step = [&](llvm::Module& llvm_module) -> absl::Status {
+    MSTEP_ASSIGN_OR_RETURN(program.callouts, emit_step_function(llvm_module, program.graph,
+                                                                program.layout, emitted.fusions));
+    return extend ? extend(llvm_module, program) : absl::OkStatus();
+  };
+  MSTEP_ASSIGN_OR_RETURN(std::string object,
+                         cpu::generate_object(*kernels, emitted.nests, program.target, add_step));
+  MSTEP_ASSIGN_OR_RETURN(program.shared_object,
+                         cpu::link_shared_object(object, cpu::system_linker(), link_args));
+  return program;
+}
 
 namespace {
 
@@ -38,25 +66,7 @@ public:
 
   absl::StatusOr<std::unique_ptr<Executable>> compile(mlir::ModuleOp module, Backend&,
                                                       const RuntimeOptions& options) override {
-    auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
-    if (!step) return absl::InvalidArgumentError("xla backend: the module has no func @step");
-    XlaProgram program;
-    MSTEP_ASSIGN_OR_RETURN(program.graph, export_trace_graph(step));
-    MSTEP_ASSIGN_OR_RETURN(cpu::ArenaPlan plan, cpu::read_arena_plan(step));
-    MSTEP_ASSIGN_OR_RETURN(program.layout, lay_out_step(program.graph, plan));
-
-    mlir::OwningOpRef<mlir::ModuleOp> kernels =
-        mlir::ModuleOp::create(mlir::UnknownLoc::get(module.getContext()));
-    cpu::EmittedKernels emitted = cpu::emit_fusion_kernels(step, *kernels);
-    program.target = cpu::host_target();
-    auto add_step = [&](llvm::Module& llvm_module) -> absl::Status {
-      MSTEP_ASSIGN_OR_RETURN(program.callouts, emit_step_function(llvm_module, program.graph,
-                                                                  program.layout, emitted.fusions));
-      return absl::OkStatus();
-    };
-    MSTEP_ASSIGN_OR_RETURN(std::string object,
-                           cpu::generate_object(*kernels, emitted.nests, program.target, add_step));
-    MSTEP_ASSIGN_OR_RETURN(program.shared_object, cpu::link_shared_object(object));
+    MSTEP_ASSIGN_OR_RETURN(XlaProgram program, compile_xla_program(module));
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<XlaExecutable> exe,
                            XlaExecutable::create(std::move(program), options.cpu_disable));
     // MSTEP_LOG_FALLBACK=1: what the function calls out for, once per compile.
@@ -64,6 +74,13 @@ public:
       std::fprintf(stderr, "mstep xla: the step function calls out for %zu ops: %s\n",
                    exe->num_callouts(), absl::StrJoin(exe->callout_names(), ", ").c_str());
     return std::unique_ptr<Executable>(std::move(exe));
+  }
+
+  /// The stored form (XlaFormat.h), for mstep-compile: code for this host.
+  absl::StatusOr<std::string> compile_stored(mlir::ModuleOp module,
+                                             const RuntimeOptions&) override {
+    MSTEP_ASSIGN_OR_RETURN(XlaProgram program, compile_xla_program(module));
+    return write_xla_format(program);
   }
 };
 

@@ -13,6 +13,7 @@
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/KernelSelection.h"
 #include "lib/backends/host/HostBuffer.h"
+#include "lib/backends/xla/XlaFormat.h"
 #include "mstep/core/Error.h"
 #include "oneapi/dnnl/dnnl.h"
 
@@ -94,11 +95,20 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
 int32_t XlaExecutable::run_callout(void* context, int64_t k, const void* const* operands,
                                    void* const* results) {
   auto* self = static_cast<XlaExecutable*>(context);
+  if (k < 0 || static_cast<size_t>(k) >= self->callouts_.size()) {
+    self->callout_error_ = absl::InternalError(absl::StrCat(
+        "xla executable: the step function calls out for op ", k, " of ", self->callouts_.size()));
+    return 1;
+  }
   cpu::CpuKernel& kernel = *self->callouts_[k];
   kernel.run(operands, results);
   if (!kernel.can_fail()) return 0;
   self->callout_error_ = kernel.last_error();
   return self->callout_error_.ok() ? 0 : 1;
+}
+
+absl::StatusOr<std::string> XlaExecutable::serialize(absl::string_view) const {
+  return write_xla_format(program_);
 }
 
 std::vector<std::string> XlaExecutable::callout_names() const {
