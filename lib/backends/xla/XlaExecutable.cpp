@@ -13,7 +13,6 @@
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/KernelSelection.h"
 #include "lib/backends/host/HostBuffer.h"
-#include "lib/backends/xla/XlaFormat.h"
 #include "mstep/core/Error.h"
 #include "oneapi/dnnl/dnnl.h"
 
@@ -105,10 +104,6 @@ int32_t XlaExecutable::run_callout(void* context, int64_t k, const void* const* 
   if (!kernel.can_fail()) return 0;
   self->callout_error_ = kernel.last_error();
   return self->callout_error_.ok() ? 0 : 1;
-}
-
-absl::StatusOr<std::string> XlaExecutable::serialize(absl::string_view) const {
-  return write_xla_format(program_);
 }
 
 std::vector<std::string> XlaExecutable::callout_names() const {

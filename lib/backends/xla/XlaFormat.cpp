@@ -1,5 +1,8 @@
-// The xla executable <-> its stored form (see XlaFormat.h).
+// The xla executable <-> its stored form (see XlaFormat.h), and
+// XlaExecutable::serialize.
 #include "lib/backends/xla/XlaFormat.h"
+
+#include "lib/backends/xla/XlaExecutable.h"
 
 #include "absl/strings/str_cat.h"
 #include "mstep/core/ByteStream.h"
@@ -29,6 +32,10 @@ std::string write_xla_format(const XlaProgram& program) {
   for (uint32_t node : program.callouts) body.u32(node);
   body.bytes(program.shared_object);
   return seal(kMagic, kXlaFormatVersion, body.data());
+}
+
+absl::StatusOr<std::string> XlaExecutable::serialize(absl::string_view) const {
+  return write_xla_format(program_);
 }
 
 absl::StatusOr<XlaProgram> read_xla_format(absl::string_view blob) {
