@@ -6,6 +6,7 @@
 // and linked into one shared object that XlaExecutable loads
 // (compile_xla_program, XlaCompile.h).
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/str_join.h"
 #include "lib/backends/cpu/ArenaPlan.h"
@@ -15,9 +16,12 @@
 #include "lib/backends/xla/XlaCompile.h"
 #include "lib/backends/xla/XlaExecutable.h"
 #include "lib/backends/xla/XlaFormat.h"
+#include "lib/backends/xla/XlaRemat.h"
 #include "lib/backends/xla/XlaStepEmitter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
@@ -56,8 +60,13 @@ class XlaCompiler final : public BackendCompiler {
 public:
   absl::string_view backend_name() const override { return "xla"; }
 
-  /// One temp arena: values with disjoint lifetimes share it.
-  void build_target_pipeline(mlir::OpPassManager& pm) const override { passes::add_arena_plan(pm); }
+  /// One temp arena: values with disjoint lifetimes share it; under
+  /// MSTEP_XLA_MEMORY_LIMIT, cheap values are recomputed to fit (XlaRemat.h).
+  void build_target_pipeline(mlir::OpPassManager& pm) const override {
+    if (const char* limit = std::getenv(kMemoryLimitVariable); limit != nullptr && *limit != '\0')
+      pm.nest<mlir::func::FuncOp>().addPass(create_remat_pass(limit));
+    passes::add_arena_plan(pm);
+  }
 
   /// The fusion nests are built in linalg/vector and lowered to LLVM.
   void get_dependent_dialects(mlir::DialectRegistry& registry) const override {
