@@ -4,14 +4,18 @@
 # dependencies are oneDNN, libc and libm and whose one export is
 # mstep_step; its header documents every argument and the temp size; a C11
 # program built against the header computes what plain C loops compute
-# (mlp_forward_main.c). A step the function still calls out for (a
-# convolution) is refused with the op named, and bad arguments are errors.
+# (mlp_forward_main.c). A step saved with two segments (two_segment_worker)
+# becomes one function whose --data values and in-place update a second C
+# program checks (two_segment_main.c). A step the function still calls out
+# for (a convolution) is refused with the op named, and bad arguments are
+# errors.
 #
-#   mstep_aot_test.sh MSTEP_AOT CC SOURCE_DIR
+#   mstep_aot_test.sh MSTEP_AOT CC SOURCE_DIR TWO_SEGMENT_WORKER
 set -euo pipefail
 aot=$1
 cc=$2
 src=$3
+worker=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $1" >&2; [[ -f ${2:-} ]] && cat "$2" >&2; exit 1; }
@@ -52,7 +56,17 @@ nm -D --defined-only "$libdir/libc.so.6" "$libdir/libm.so.6" 2>/dev/null | awk '
   -L. -lstep -lm -Wl,-rpath,"$tmp" -o mlp_forward >log 2>&1 || fail "building the C program" log
 ./mlp_forward >log 2>&1 || fail "the stand-alone step's results" log
 
-# 4. A step with a callout is refused, naming the op; nothing is written.
+# 4. A saved step of two segments: one function, its values in --data.
+MSTEP_FUSE=0 "$worker" two.mstep >log 2>&1 || fail "two_segment_worker" log
+"$aot" two.mstep -o libtwo.so --header two.h --data two.bin >log 2>&1 ||
+  fail "mstep-aot on a two-segment step" log
+grep -q "  1  w  f32 \[4, 4\]  input, updated in place by output" two.h ||
+  fail "the header does not show w updated in place" two.h
+"$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/two_segment_main.c" \
+  -L. -ltwo -lm -Wl,-rpath,"$tmp" -o two_segment >log 2>&1 || fail "building the C program" log
+./two_segment two.bin >log 2>&1 || fail "the two-segment step's results" log
+
+# 5. A step with a callout is refused, naming the op; nothing is written.
 rc=0
 "$aot" "$src/test/aot/with_callout.mlir" -o callout.so --header callout.h >log 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || fail "mstep-aot on a step with a callout exited $rc, expected 1" log
@@ -60,7 +74,7 @@ grep -q "calls out to the runtime for ops it does not compute itself: conv2d (%"
   fail "the refusal does not name conv2d" log
 [[ ! -e callout.so && ! -e callout.h ]] || fail "a refused step left files behind"
 
-# 5. Bad arguments.
+# 6. Bad arguments.
 expect_error() { # CODE TEXT COMMAND...
   local code=$1 text=$2 rc=0
   shift 2
