@@ -137,6 +137,11 @@ llvm::Function* define_no_callout(llvm::Module& module) {
   return callout;
 }
 
+// The table below binds every field of XlaRuntimeCalls, in order: a new
+// field needs its stand-alone definition here too.
+static_assert(sizeof(XlaRuntimeCalls) == 4 * sizeof(void*),
+              "XlaRuntimeCalls changed: bind the new field in add_aot_entry");
+
 absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
   MSTEP_RETURN_IF_ERROR(check_no_callouts(program));
   llvm::Function* step = module.getFunction(kXlaStepSymbol);
