@@ -12,9 +12,10 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mstep_obj_root, "test")
-# fuzz/ holds the fuzzer's seed corpus: .mlir inputs, not lit tests.
+# fuzz/ holds the fuzzer's seed corpus and aot/ mstep-aot's test steps:
+# .mlir inputs, not lit tests.
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in", "unit", "oracle",
-                   "tools", "fuzz"]
+                   "tools", "fuzz", "aot"]
 
 # Plugins (test/plugin) for `mstep-opt --load-plugin`: the custom ops the
 # modules call, one whose registration conflicts with it, and a library

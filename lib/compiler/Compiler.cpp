@@ -99,6 +99,14 @@ absl::StatusOr<std::string> compile_graph_stored(const TraceGraph& graph,
   return compiler->compile_stored(module.get(), runtime);
 }
 
+absl::Status with_optimized_module(const TraceGraph& graph, absl::string_view backend_name,
+                                   const CompileOptions& options,
+                                   const std::function<absl::Status(mlir::ModuleOp)>& use) {
+  MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend_name));
+  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options));
+  return use(module.get());
+}
+
 absl::StatusOr<std::unique_ptr<Executable>> load_compiled_module(absl::string_view text,
                                                                  Backend& backend,
                                                                  const RuntimeOptions& runtime) {

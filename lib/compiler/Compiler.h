@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@
 #include "absl/strings/string_view.h"
 #include "mstep/ir/TraceGraph.h"
 #include "mstep/runtime/Backend.h"
+
+namespace mlir {
+class ModuleOp;
+}
 
 namespace mstep {
 
@@ -50,6 +55,13 @@ absl::StatusOr<std::string> compile_graph_stored(const TraceGraph& graph,
                                                  absl::string_view backend_name,
                                                  const CompileOptions& options,
                                                  const RuntimeOptions& runtime);
+
+/// Imports `graph`, runs the pipeline for the compile half registered as
+/// `backend_name` and hands the optimized module to `use`: for a tool that
+/// turns it into something else than an executable (mstep-aot).
+absl::Status with_optimized_module(const TraceGraph& graph, absl::string_view backend_name,
+                                   const CompileOptions& options,
+                                   const std::function<absl::Status(mlir::ModuleOp)>& use);
 
 /// Loads a disk-cache payload (Executable::serialize()): through
 /// Backend::deserialize when the backend has a native format, otherwise

@@ -5,7 +5,7 @@
 // with the runtime only) replays the saved step on the same batches; the
 // `compare` mode checks that its losses and weights equal these bitwise.
 //
-//   export_worker export <dir> <cpu|ref|neuron> <steps>
+//   export_worker export <dir> <cpu|ref|neuron|xla> <steps>
 //       writes <dir>/step.mstep, <dir>/inputs.safetensors (x [N,B,784],
 //       y [N,B]) and <dir>/expected.safetensors (loss [N], the weights)
 //   export_worker stablehlo <dir> <steps>

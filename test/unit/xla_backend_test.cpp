@@ -5,11 +5,14 @@
 // named, and those that run a ref kernel are counted as host fallbacks
 // every run; a callout that fails stops the step before a donated
 // parameter is written; values with disjoint lifetimes share the one temp
-// arena; the disk cache keeps the module and compiles it again.
+// arena; the disk cache keeps the step function's stored form and a load
+// runs it without compiling.
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -260,9 +263,9 @@ TEST(XlaBackend, AReplayedStepIsOneCallPerSegmentAndEqualsLazyMode) {
   EXPECT_EQ(kernels, segments);
 }
 
-TEST(XlaBackend, TheDiskCacheKeepsTheModuleAndCompilesItAgainOnLoad) {
-  // No native stored form yet: the cache holds the planned module, and a
-  // load generates the function again; the steps give the same numbers.
+TEST(XlaBackend, TheDiskCacheKeepsTheStepFunctionAndALoadRunsIt) {
+  // The cache holds the stored form (XlaFormat.h: the shared object, not
+  // the module text); a load compiles nothing and gives the same numbers.
   namespace fs = std::filesystem;
   const fs::path dir =
       fs::temp_directory_path() / ("mstep_xla_cache_" + std::to_string(::getpid()));
@@ -278,6 +281,12 @@ TEST(XlaBackend, TheDiskCacheKeepsTheModuleAndCompilesItAgainOnLoad) {
   const std::vector<float> first = sgd_losses(false);
   const Metrics compiled = metrics();
   Tracer::get().disk_cache()->flush();
+  int native_entries = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    std::ifstream file(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    native_entries += bytes.find("MSTEPXLA") != std::string::npos;
+  }
   Tracer::get().cache().clear();
   reset_metrics();
   const std::vector<float> second = sgd_losses(false);
@@ -289,6 +298,7 @@ TEST(XlaBackend, TheDiskCacheKeepsTheModuleAndCompilesItAgainOnLoad) {
   ASSERT_GT(compiled.compiles, 0);
   EXPECT_EQ(loaded.compiles, 0) << metrics_report();
   EXPECT_EQ(loaded.disk_hits, compiled.compiles);
+  EXPECT_EQ(native_entries, compiled.compiles);
   EXPECT_EQ(first, second);
 }
 

@@ -29,7 +29,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "lib/backends/ref/RefExecutableFormat.h"
 #include "lib/compiler/Compiler.h"
 #include "lib/runtime/GraphArchive.h"
 #include "lib/runtime/TrustedPath.h"
@@ -37,6 +36,7 @@
 #include "mstep/core/Error.h"
 #include "mstep/runtime/Options.h"
 #include "mstep/runtime/Plugin.h"
+#include "tools/common/StoredGraph.h"
 
 namespace {
 
@@ -45,24 +45,6 @@ using namespace mstep;
 [[noreturn]] void fail(int code, const std::string& message) {
   std::fprintf(stderr, "mstep-compile: %s\n", message.c_str());
   std::exit(code);
-}
-
-/// The graph a segment stores: ref's executable form is the step's graph.
-absl::StatusOr<TraceGraph> stored_graph(const std::string& backend, absl::string_view blob) {
-  if (backend == "ref") {
-    MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, ref::read_ref_executable(blob));
-    // The target fuses for itself; a graph fused for ref does not import.
-    for (const GraphNode& node : graph.nodes)
-      if (node.op == OpKind::fusion)
-        return absl::InvalidArgumentError(
-            "the step was exported with fusion on (its graph holds fused regions, which do not "
-            "import); export it again with MSTEP_FUSE=0: the target's pipeline fuses it");
-    return graph;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "the step was exported on '", backend,
-      "', whose stored form is not ref's graph; export it on ref "
-      "(`--device ref`), then compile it for the target"));
 }
 
 }  // namespace
@@ -105,7 +87,7 @@ int main(int argc, char** argv) {
   const RuntimeOptions runtime = RuntimeOptions::from_env();
   for (size_t s = 0; s < archive->segments.size(); ++s) {
     GraphArchive::Segment& segment = archive->segments[s];
-    absl::StatusOr<TraceGraph> graph = stored_graph(archive->backend, segment.executable);
+    absl::StatusOr<TraceGraph> graph = tools::stored_graph(archive->backend, segment.executable);
     if (!graph.ok())
       fail(1, absl::StrCat(in, ": segment ", s, ": ", graph.status().message()));
     absl::StatusOr<std::string> stored = compile_graph_stored(

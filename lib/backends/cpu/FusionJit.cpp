@@ -69,12 +69,20 @@ private:
   absl::InlinedVector<Nest, 1> nests_;
 };
 
-/// OK when this host runs code generated for `target`: the same
-/// architecture and a CPU with every feature the code was generated with.
-absl::Status check_target(const FusionTarget& target) {
+absl::Status type_mismatch(int k, absl::string_view what, size_t i, const TensorType& expected,
+                           const TensorType& got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("FusionJit::kernel: fusion ", k, " was compiled with ", what, " ", i,
+                   " of type ", expected.to_string(), ", but the node has ", got.to_string(),
+                   "; compile the kernels from the module this graph was exported from"));
+}
+
+} // namespace
+
+absl::Status check_target(const FusionTarget& target, absl::string_view who) {
   if (target.arch != host_architecture())
     return absl::FailedPreconditionError(absl::StrCat(
-        "FusionJit::load: the kernels were generated for ", target.arch, ", this host is ",
+        who, ": the kernels were generated for ", target.arch, ", this host is ",
         host_architecture(), "; compile the step on this host"));
   std::vector<std::string> missing, unknown;
   for (const std::string& feature : target.features) {
@@ -85,27 +93,17 @@ absl::Status check_target(const FusionTarget& target) {
   }
   if (!missing.empty())
     return absl::FailedPreconditionError(absl::StrCat(
-        "FusionJit::load: the kernels were generated for a CPU (", target.cpu,
+        who, ": the kernels were generated for a CPU (", target.cpu,
         ") with features this host's CPU lacks: ", absl::StrJoin(missing, ", "),
         "; running them would crash (illegal instruction), so nothing was loaded; compile the "
         "step on this host"));
   if (!unknown.empty())
     return absl::FailedPreconditionError(absl::StrCat(
-        "FusionJit::load: the kernels were generated with CPU features this build cannot check "
-        "on this host: ",
+        who,
+        ": the kernels were generated with CPU features this build cannot check on this host: ",
         absl::StrJoin(unknown, ", "), "; compile the step on this host"));
   return absl::OkStatus();
 }
-
-absl::Status type_mismatch(int k, absl::string_view what, size_t i, const TensorType& expected,
-                           const TensorType& got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("FusionJit::kernel: fusion ", k, " was compiled with ", what, " ", i,
-                   " of type ", expected.to_string(), ", but the node has ", got.to_string(),
-                   "; compile the kernels from the module this graph was exported from"));
-}
-
-} // namespace
 
 FusionJit::FusionJit(FusionObject index, std::unique_ptr<Code> code)
     : index_(std::move(index)), code_(std::move(code)) {}
@@ -121,7 +119,7 @@ absl::StatusOr<std::shared_ptr<FusionJit>> FusionJit::from_object(FusionObject o
   auto code = std::make_unique<Code>();
   code->entries.resize(object.fusions.size());
   if (!object.shared_object.empty()) {
-    MSTEP_RETURN_IF_ERROR(check_target(object.target));
+    MSTEP_RETURN_IF_ERROR(check_target(object.target, "FusionJit::load"));
     MSTEP_ASSIGN_OR_RETURN(code->library,
                            SharedLibrary::load(object.shared_object, "FusionJit: the fused kernels' shared object"));
     for (size_t k = 0; k < object.fusions.size(); ++k) {

@@ -28,6 +28,12 @@ class ModuleOp;
 
 namespace mstep::cpu {
 
+/// OK when this host runs code generated for `target`: the same
+/// architecture and a CPU with every feature the code was generated with.
+/// Otherwise a FailedPrecondition error that starts with `who` and names
+/// the missing features (FusionJit::load, the xla backend's loader).
+absl::Status check_target(const FusionTarget& target, absl::string_view who);
+
 class FusionJit : public std::enable_shared_from_this<FusionJit> {
 public:
   ~FusionJit();

@@ -21,13 +21,15 @@ const std::string& system_linker() {
 }
 
 absl::StatusOr<std::string> link_shared_object(absl::string_view object,
-                                               const std::string& linker) {
+                                               const std::string& linker,
+                                               const std::vector<std::string>& extra_args) {
   ExternalToolRun run;
   run.who = "fusion JIT";
   run.tool = "the linker";
   run.hint = "mstep links the fused kernels with the linker it was configured with";
   run.args = {linker, "-shared", "-Bsymbolic", "-z", "noexecstack",
               "-o", "{dir}/fusions.so", "{dir}/fusions.o"};
+  run.args.insert(run.args.end(), extra_args.begin(), extra_args.end());
   run.inputs["fusions.o"] = std::string(object);
   run.outputs = {"fusions.so"};
   absl::StatusOr<ExternalToolResult> result = run_external_tool(run);

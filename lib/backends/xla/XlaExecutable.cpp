@@ -95,6 +95,11 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
 int32_t XlaExecutable::run_callout(void* context, int64_t k, const void* const* operands,
                                    void* const* results) {
   auto* self = static_cast<XlaExecutable*>(context);
+  if (k < 0 || static_cast<size_t>(k) >= self->callouts_.size()) {
+    self->callout_error_ = absl::InternalError(absl::StrCat(
+        "xla executable: the step function calls out for op ", k, " of ", self->callouts_.size()));
+    return 1;
+  }
   cpu::CpuKernel& kernel = *self->callouts_[k];
   kernel.run(operands, results);
   if (!kernel.can_fail()) return 0;

@@ -34,6 +34,10 @@ public:
   /// the cpu backend counts them.
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
 
+  /// The stored form (XlaFormat.h): the disk cache's and an exported
+  /// graph's; Backend::deserialize() loads it without the compiler.
+  absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;
+
   int64_t arena_bytes() const { return program_.layout.arena_bytes; }
   /// The ops the function calls out for, in callout order ("sum", ...).
   std::vector<std::string> callout_names() const;

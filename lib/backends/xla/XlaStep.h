@@ -98,6 +98,8 @@ std::optional<GemmShape> native_gemm_shape(const TraceGraph& graph, const GraphN
 /// What the compile half hands the runtime half.
 struct XlaProgram {
   TraceGraph graph;
+  /// The arena plan the layout was made from (what the stored form keeps).
+  cpu::ArenaPlan plan;
   XlaLayout layout;
   /// The host CPU the code was generated for.
   cpu::FusionTarget target;

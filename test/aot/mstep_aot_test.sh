@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# mstep-aot (tools/mstep-aot): a module with no callouts (an MLP forward
+# with an in-place weight update) becomes a shared object whose only
+# dependencies are oneDNN, libc and libm and whose one export is
+# mstep_step; its header documents every argument and the temp size; a C11
+# program built against the header computes what plain C loops compute
+# (mlp_forward_main.c). A step saved with two segments (two_segment_worker)
+# becomes one function whose --data values and in-place update a second C
+# program checks (two_segment_main.c). A step the function still calls out
+# for (a convolution) is refused with the op named, and bad arguments are
+# errors.
+#
+#   mstep_aot_test.sh MSTEP_AOT CC SOURCE_DIR TWO_SEGMENT_WORKER
+set -euo pipefail
+aot=$1
+cc=$2
+src=$3
+worker=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $1" >&2; [[ -f ${2:-} ]] && cat "$2" >&2; exit 1; }
+cd "$tmp"
+
+# 1. The object and its header.
+"$aot" "$src/test/aot/mlp_forward.mlir" -o libstep.so --header mlp_forward.h >log 2>&1 ||
+  fail "mstep-aot on mlp_forward.mlir" log
+for line in "int mstep_step(const void\* const\* inputs, void\* const\* outputs, void\* temp);" \
+            "  0  arg0  f32 \[8, 16\]  input$" \
+            "  1  arg1  f32 \[16, 32\]  parameter$" \
+            "  3  arg3  f32 \[32, 4\]  parameter, updated in place by output 1$" \
+            "  0  result0  f32 \[8, 4\]  output$" \
+            "  1  result1  f32 \[32, 4\]  the new value of input 3 (arg3); in place: may be input 3's buffer$" \
+            "^#define MSTEP_STEP_TEMP_BYTES [1-9][0-9]*$" \
+            "^#define MSTEP_STEP_OUTPUT_UPDATES {-1, 3}$"; do
+  grep -q -- "$line" mlp_forward.h || fail "the header does not say: $line" mlp_forward.h
+done
+
+# 2. Its dependencies: oneDNN (the gemms), libc and libm, nothing else (no
+#    OpenMP runtime, no mstep library); its one export is mstep_step.
+readelf -d libstep.so | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' >needed
+grep -q '^libdnnl\.so' needed || fail "libstep.so does not link oneDNN" needed
+grep -v -E '^(libdnnl\.so(\.[0-9]+)*|libc\.so\.6|libm\.so\.6)$' needed >others || true
+[[ ! -s others ]] || fail "libstep.so needs more than oneDNN, libc and libm" others
+nm -D --defined-only libstep.so | awk '$2 ~ /[TtWw]/ {print $3}' >exports
+[[ "$(cat exports)" == mstep_step ]] || fail "libstep.so exports more than mstep_step" exports
+nm -D --undefined-only libstep.so | awk '{print $2}' | sed 's/@.*//' >undefined
+grep -q '^dnnl_sgemm$' undefined || fail "the gemms do not call dnnl_sgemm" undefined
+libdir=$(dirname "$(${cc} -print-file-name=libc.so.6)")
+nm -D --defined-only "$libdir/libc.so.6" "$libdir/libm.so.6" 2>/dev/null | awk '{print $3}' |
+  sed 's/@.*//' | sort -u >libc_symbols
+{ grep -v '^dnnl_' undefined || true; } | sort -u | comm -23 - libc_symbols >unknown
+[[ ! -s unknown ]] || fail "libstep.so calls symbols outside oneDNN, libc and libm" unknown
+
+# 3. A C11 program against the header: the step's numbers.
+"$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/mlp_forward_main.c" \
+  -L. -lstep -lm -Wl,-rpath,"$tmp" -o mlp_forward >log 2>&1 || fail "building the C program" log
+./mlp_forward >log 2>&1 || fail "the stand-alone step's results" log
+
+# 4. A saved step of two segments: one function, its values in --data.
+MSTEP_FUSE=0 "$worker" two.mstep >log 2>&1 || fail "two_segment_worker" log
+"$aot" two.mstep -o libtwo.so --header two.h --data two.bin >log 2>&1 ||
+  fail "mstep-aot on a two-segment step" log
+grep -q "  1  w  f32 \[4, 4\]  input, updated in place by output" two.h ||
+  fail "the header does not show w updated in place" two.h
+"$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/two_segment_main.c" \
+  -L. -ltwo -lm -Wl,-rpath,"$tmp" -o two_segment >log 2>&1 || fail "building the C program" log
+./two_segment two.bin >log 2>&1 || fail "the two-segment step's results" log
+
+# 5. A step with a callout is refused, naming the op; nothing is written.
+rc=0
+"$aot" "$src/test/aot/with_callout.mlir" -o callout.so --header callout.h >log 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || fail "mstep-aot on a step with a callout exited $rc, expected 1" log
+grep -q "calls out to the runtime for ops it does not compute itself: conv2d (%" log ||
+  fail "the refusal does not name conv2d" log
+[[ ! -e callout.so && ! -e callout.h ]] || fail "a refused step left files behind"
+
+# 6. Bad arguments.
+expect_error() { # CODE TEXT COMMAND...
+  local code=$1 text=$2 rc=0
+  shift 2
+  "$@" >log 2>&1 || rc=$?
+  [[ $rc -eq $code ]] || fail "$* exited $rc, expected $code" log
+  grep -q -- "$text" log || fail "$*: the error does not say '$text'" log
+}
+expect_error 2 "usage: mstep-aot" "$aot" "$src/test/aot/mlp_forward.mlir" -o x.so
+expect_error 2 "unknown option --frobnicate" "$aot" --frobnicate
+expect_error 2 "--data needs an exported step" \
+  "$aot" "$src/test/aot/mlp_forward.mlir" -o x.so --header x.h --data x.bin
+expect_error 1 "no-such-step.mstep" "$aot" no-such-step.mstep -o x.so --header x.h
+echo "mstep-aot: ok"
