@@ -48,6 +48,16 @@ RuntimeOptions RuntimeOptions::from_env() {
                    d, static_cast<long long>(o.async_host_delay_us));
     }
   }
+  if (const char* r = std::getenv("MSTEP_CUDA_ROW_REDUCTION")) {
+    if (absl::string_view(r) == "block" || absl::string_view(r) == "thread") {
+      o.cuda_row_reduction = r;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_CUDA_ROW_REDUCTION=%s is neither 'block' nor 'thread'; "
+                   "using '%s'\n",
+                   r, o.cuda_row_reduction.c_str());
+    }
+  }
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
     if (type.ok()) {

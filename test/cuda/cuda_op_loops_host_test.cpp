@@ -45,10 +45,11 @@ struct Outputs {
   CudaPlan plan;
 };
 
-Outputs run_both(const char* text, const std::vector<std::vector<char>>& inputs) {
+Outputs run_both(const char* text, const std::vector<std::vector<char>>& inputs,
+                 const CudaCompileOptions& options = default_cuda_compile_options()) {
   Outputs out;
   testing::CudaStepContext step(text);
-  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  auto compiled = compile_cuda_step(step.module(), options);
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   if (!compiled.ok()) return out;
   std::vector<std::vector<char>> values;
@@ -151,9 +152,12 @@ func.func @step(%lp: tensor<40x10xf32>, %t: tensor<40xi64>) -> (tensor<f32>, ten
 })",
                                {random_bytes(400, 8), bytes_of(target)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
-  // The mean and the sum are one lane each.
-  for (int k = 0; k < 2; ++k)
+  // The mean and the sum are one block each (40 losses: a block of 64
+  // threads, MSTEP_CUDA_ROW_REDUCTION=block).
+  for (int k = 0; k < 2; ++k) {
     EXPECT_THAT(out.plan.kernels[k].grid, ::testing::ElementsAre(1u, 1u, 1u));
+    EXPECT_THAT(out.plan.kernels[k].block, ::testing::ElementsAre(64u, 1u, 1u));
+  }
 }
 
 TEST(CudaOpLoopsHost, NllLossTargetOutOfRangeIsNaNNotAnOutOfBoundsRead) {

@@ -52,6 +52,13 @@ struct RuntimeOptions {
   /// (lib/backends/async_host) holds each queued run before running it.
   /// Read when an async_host step is compiled.
   int64_t async_host_delay_us = 2000;
+  /// MSTEP_CUDA_ROW_REDUCTION=block|thread: how the cuda backend's
+  /// row-wise kernels (softmax, log_softmax, layer_norm, rms_norm,
+  /// nll_loss's sum) reduce a row: a block of threads per row through
+  /// shared memory (block, the default), or one thread per row (thread,
+  /// the first form, kept to compare the two). Read when a cuda step is
+  /// compiled; part of the compile key.
+  std::string cuda_row_reduction = "block";
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.

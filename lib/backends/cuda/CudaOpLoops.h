@@ -36,6 +36,8 @@ class FuncOp;
 
 namespace mstep::cuda {
 
+struct CudaCodegenOptions;
+
 /// The error for `op`, which the compile half cannot take to the GPU:
 /// "cuda: op 'mstep.X' is not yet lowered for cuda: <why>".
 absl::Status not_lowered_for_cuda(mlir::Operation* op, absl::string_view why);
@@ -47,6 +49,8 @@ bool builds_op_loops(mlir::Operation* op);
 /// Fills the empty entry block of `func` (parameters: memrefs of `op`'s
 /// operands, then of its results) with `op`'s loop nest and a return. An
 /// error (not_lowered_for_cuda) for a form of the op not handled yet.
-absl::Status build_op_loops(mlir::Operation* op, mlir::func::FuncOp func);
+/// `options` picks the row reductions' form (row_reduction).
+absl::Status build_op_loops(mlir::Operation* op, mlir::func::FuncOp func,
+                            const CudaCodegenOptions& options);
 
 } // namespace mstep::cuda
