@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "test/cuda/CudaStepText.h"
@@ -161,6 +162,50 @@ func.func @step(%lp: tensor<1000x12xf32>, %t: tensor<1000xi64>) -> tensor<f32> {
   EXPECT_THAT(run.plan.kernels[0].block, ElementsAre(256u, 1u, 1u));
 }
 
+TEST(CudaBlockRowsHost, SumAndMeanOverTrailingDimsAreOneLaunchEach) {
+  // A layer_norm backward's row means ([4, 50, 256] over the last dim), a
+  // sum over the two trailing dims and a sum to a scalar: one block-rows
+  // launch each (the first form: a fill and an accumulation, and the
+  // mean's division). f64 sums rounded once, as ref's.
+  const char* text = R"(
+func.func @step(%x: tensor<4x50x256xf32>) -> (tensor<4x50x1xf32>, tensor<4xf32>, tensor<f32>) {
+  %m = mstep.mean %x {dims = array<i64: 2>, keepdim = true} : tensor<4x50x256xf32> -> tensor<4x50x1xf32>
+  %s = mstep.sum %x {dims = array<i64: 1, 2>, keepdim = false} : tensor<4x50x256xf32> -> tensor<4xf32>
+  %t = mstep.sum %x {dims = array<i64: 0, 1, 2>, keepdim = false} : tensor<4x50x256xf32> -> tensor<f32>
+  return %m, %s, %t : tensor<4x50x1xf32>, tensor<4xf32>, tensor<f32>
+})";
+  const std::vector<std::vector<char>> inputs = {bytes_of(testing::random_floats(4 * 50 * 256, 49))};
+  const HostRun block = run_host(text, inputs, CudaRowReduction::block);
+  testing::CudaStepContext step(text);
+  auto ref = testing::ref_outputs(step.module(), inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_EQ(block.outputs.size(), 3u);
+  for (size_t o = 0; o < 3; ++o) EXPECT_TRUE(block.outputs[o] == (*ref)[o]) << "output " << o;
+  ASSERT_EQ(block.plan.launches.size(), 3u);
+  EXPECT_THAT(block.plan.kernels[0].grid, ElementsAre(200u, 1u, 1u));
+  EXPECT_THAT(block.plan.kernels[1].grid, ElementsAre(4u, 1u, 1u));
+  EXPECT_THAT(block.plan.kernels[2].grid, ElementsAre(1u, 1u, 1u));
+  for (const CudaKernelInfo& kernel : block.plan.kernels)
+    EXPECT_THAT(kernel.block, ElementsAre(256u, 1u, 1u)) << kernel.name;
+  // One thread per row: mstep-lower-to-linalg's loops, more launches.
+  const HostRun thread = run_host(text, inputs, CudaRowReduction::thread);
+  EXPECT_GT(thread.plan.launches.size(), 3u);
+}
+
+TEST(CudaBlockRowsHost, ColumnSumsStayOneThreadPerColumn) {
+  // A bias gradient (sum over the leading dims): not rows, so the first
+  // form whatever the option.
+  testing::CudaStepContext step(R"(
+func.func @step(%x: tensor<64x300xf32>) -> tensor<300xf32> {
+  %s = mstep.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<64x300xf32> -> tensor<300xf32>
+  return %s : tensor<300xf32>
+})");
+  auto compiled = compile_cuda_step(step.module(), with_rows(CudaRowReduction::block));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  for (const TiledOp& op : compiled->tiled)
+    EXPECT_THAT(op.module, ::testing::Not(HasSubstr("mstep_block_threads")));
+}
+
 TEST(CudaBlockRowsHost, KernelsUseSharedMemoryAndBarriersWithoutSpills) {
   // layer_norm: two statistics, 2 x 256 f64 of shared memory per block.
   testing::CudaStepContext step(R"(
@@ -181,6 +226,22 @@ func.func @step(%x: tensor<16x512xbf16>) -> tensor<16x512xbf16> {
     EXPECT_EQ(report.spill_load_bytes, 0) << report.arch;
     EXPECT_LE(report.registers, 64) << report.arch;
   }
+}
+
+TEST(CudaBlockRowsOption, EnvironmentPicksTheFormAndRejectsOtherValues) {
+  ::setenv("MSTEP_CUDA_ROW_REDUCTION", "thread", 1);
+  EXPECT_EQ(cuda_compile_options(RuntimeOptions::from_env()).codegen.row_reduction,
+            CudaRowReduction::thread);
+  // A value that is neither: a warning naming it, and the default.
+  ::setenv("MSTEP_CUDA_ROW_REDUCTION", "warp", 1);
+  ::testing::internal::CaptureStderr();
+  const RuntimeOptions bad = RuntimeOptions::from_env();
+  const std::string warning = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warning, HasSubstr("MSTEP_CUDA_ROW_REDUCTION=warp"));
+  EXPECT_EQ(cuda_compile_options(bad).codegen.row_reduction, CudaRowReduction::block);
+  ::unsetenv("MSTEP_CUDA_ROW_REDUCTION");
+  EXPECT_EQ(cuda_compile_options(RuntimeOptions::from_env()).codegen.row_reduction,
+            CudaRowReduction::block);
 }
 
 } // namespace

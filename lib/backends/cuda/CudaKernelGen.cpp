@@ -485,7 +485,7 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
       return not_lowered(op, "its operands and results must be tensors of static shape");
   OwningOpRef<ModuleOp> module = ModuleOp::create(op->getLoc());
   func::FuncOp func;
-  if (builds_op_loops(op)) {
+  if (builds_op_loops(op, options)) {
     // Loops built on the buffers directly (CudaOpLoops.h).
     func = kernel_func_signature(op, StringRef(name.data(), name.size()), *module);
     MSTEP_RETURN_IF_ERROR(build_op_loops(op, func, options));

@@ -204,6 +204,55 @@ void nll_loss_loops(dialect::NllLossOp op, const CudaCodegenOptions& options, Ne
   });
 }
 
+// ---- sum, mean over trailing dims -----------------------------------------
+
+/// The rows of a float mstep.sum / mstep.mean over its input's trailing
+/// dims (each output element one contiguous row): {rows, row length}.
+std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
+  ArrayRef<int64_t> dims;
+  if (auto sum = dyn_cast<dialect::SumOp>(op))
+    dims = sum.getDims();
+  else if (auto mean = dyn_cast<dialect::MeanOp>(op))
+    dims = mean.getDims();
+  else
+    return std::nullopt;
+  auto type = cast<ShapedType>(op->getOperand(0).getType());
+  if (!isa<FloatType>(type.getElementType()) || dims.empty()) return std::nullopt;
+  const int64_t rank = type.getRank(), first = rank - static_cast<int64_t>(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (dims[k] != first + static_cast<int64_t>(k)) return std::nullopt;
+  return std::pair{product(type.getShape().take_front(first)),
+                   product(type.getShape().drop_front(first))};
+}
+
+/// RefReduction.cpp's sum and mean: an f64 sum of the row (then / n),
+/// rounded once. (With one thread per row these stay on
+/// mstep-lower-to-linalg's loops, the first form.)
+void reduction_loops(Operation* op, std::pair<int64_t, int64_t> rows, Nest& nest) {
+  const auto [count, n] = rows;
+  const bool mean = isa<dialect::MeanOp>(op);
+  Flat x = nest.flat(0), y = nest.flat(1);
+  ImplicitLocOpBuilder& b = nest.b;
+  row_loops(nest, /*block=*/true, count, n, [&](Value row) {
+    Value base = nest.affine(row, n, Value());
+    RowSpec spec;
+    spec.stats.push_back(
+        {0.0,
+         [&nest, &b, x, base](Value j, ArrayRef<Value>) {
+           return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, j)));
+         },
+         [&b](Value s, Value v) { return add(b, s, v); },
+         mean ? std::function<Value(Value)>([&nest, &b, n](Value total) -> Value {
+           return b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(n)));
+         })
+              : nullptr});
+    spec.row_output = [&nest, y, row](ArrayRef<Value> stats) {
+      nest.store(nest.round_to(stats[0], y.element()), y, row);
+    };
+    return spec;
+  });
+}
+
 // ---- dropout, arange --------------------------------------------------------
 
 /// Word 0 of Philox4x32-10 for `counter` under key `seed` (both i64), as
@@ -425,7 +474,10 @@ absl::Status not_lowered_for_cuda(Operation* op, absl::string_view why) {
                                                "' is not yet lowered for cuda: ", why));
 }
 
-bool builds_op_loops(Operation* op) {
+bool builds_op_loops(Operation* op, const CudaCodegenOptions& options) {
+  // A sum or mean of rows: a block per row, when those are on.
+  if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op))
+    return block_per_row(options, rows->second);
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
              dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
@@ -452,6 +504,8 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
                /*rms=*/true, rms.getWeight() ? 1 : -1, -1, options, nest);
   } else if (auto nll = dyn_cast<dialect::NllLossOp>(op)) {
     nll_loss_loops(nll, options, nest);
+  } else if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op)) {
+    reduction_loops(op, *rows, nest);
   } else if (auto dropout = dyn_cast<dialect::DropoutOp>(op)) {
     dropout_loops(dropout, nest);
   } else if (auto arange = dyn_cast<dialect::ArangeOp>(op)) {

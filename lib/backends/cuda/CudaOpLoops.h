@@ -1,12 +1,15 @@
 // Loop nests for the ops that mstep-lower-to-linalg does not lower, built
 // directly on memrefs for the cuda compile half (CudaKernelGen.cpp):
 // softmax, log_softmax, layer_norm, rms_norm, nll_loss, dropout (Philox),
+// sum and mean over trailing dims (with block-wide row reductions),
 // arange, reshape, permute, slice, slice_scatter, index_select
 // (embedding), index_add (its backward) and the multi-tensor optimizer
 // update (SGD, Adam, AdamW, Adadelta; clip_grad_norm_ included).
 //
 // Each op is one or more top-level scf.parallel loops (one GPU launch
-// each; CudaKernelGen tiles them by the block size): one lane per row for
+// each; CudaKernelGen tiles them by the block size): a block per row for
+// the row-wise ops with MSTEP_CUDA_ROW_REDUCTION=block (CudaBlockRows.h;
+// rows shorter than a warp excepted), else one lane per row for
 // the row-wise ops (softmax: each of the outer x inner lanes of the
 // normalized dim), one lane per element for the elementwise and copy
 // ops, one lane per column for index_add, one lane in all for a reduction
@@ -43,8 +46,10 @@ struct CudaCodegenOptions;
 absl::Status not_lowered_for_cuda(mlir::Operation* op, absl::string_view why);
 
 /// Whether `op`'s kernels are built here rather than through
-/// mstep-lower-to-linalg.
-bool builds_op_loops(mlir::Operation* op);
+/// mstep-lower-to-linalg (under `options`: a float sum or mean over
+/// trailing dims is built here as block-wide row reductions, and left to
+/// mstep-lower-to-linalg with one thread per row).
+bool builds_op_loops(mlir::Operation* op, const CudaCodegenOptions& options);
 
 /// Fills the empty entry block of `func` (parameters: memrefs of `op`'s
 /// operands, then of its results) with `op`'s loop nest and a return. An
