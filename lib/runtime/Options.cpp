@@ -58,6 +58,16 @@ RuntimeOptions RuntimeOptions::from_env() {
                    r, o.cuda_row_reduction.c_str());
     }
   }
+  if (const char* u = std::getenv("MSTEP_CUDA_OPTIMIZER")) {
+    if (absl::string_view(u) == "multi" || absl::string_view(u) == "per_tensor") {
+      o.cuda_optimizer = u;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_CUDA_OPTIMIZER=%s is neither 'multi' nor 'per_tensor'; "
+                   "using '%s'\n",
+                   u, o.cuda_optimizer.c_str());
+    }
+  }
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
     if (type.ok()) {

@@ -242,6 +242,15 @@ TEST(CudaBlockRowsOption, EnvironmentPicksTheFormAndRejectsOtherValues) {
   ::unsetenv("MSTEP_CUDA_ROW_REDUCTION");
   EXPECT_EQ(cuda_compile_options(RuntimeOptions::from_env()).codegen.row_reduction,
             CudaRowReduction::block);
+  // The optimizer's launches likewise (MSTEP_CUDA_OPTIMIZER).
+  ::setenv("MSTEP_CUDA_OPTIMIZER", "per_tensor", 1);
+  EXPECT_FALSE(cuda_compile_options(RuntimeOptions::from_env()).codegen.multi_tensor_launch);
+  ::setenv("MSTEP_CUDA_OPTIMIZER", "fused", 1);
+  ::testing::internal::CaptureStderr();
+  const RuntimeOptions bad_optimizer = RuntimeOptions::from_env();
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("MSTEP_CUDA_OPTIMIZER=fused"));
+  EXPECT_TRUE(cuda_compile_options(bad_optimizer).codegen.multi_tensor_launch);
+  ::unsetenv("MSTEP_CUDA_OPTIMIZER");
 }
 
 } // namespace

@@ -59,6 +59,11 @@ struct RuntimeOptions {
   /// the first form, kept to compare the two). Read when a cuda step is
   /// compiled; part of the compile key.
   std::string cuda_row_reduction = "block";
+  /// MSTEP_CUDA_OPTIMIZER=multi|per_tensor: the cuda backend's optimizer
+  /// update as one launch for every parameter (multi, the default), or a
+  /// launch per parameter (per_tensor, the first form). Read when a cuda
+  /// step is compiled; part of the compile key.
+  std::string cuda_optimizer = "multi";
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.

@@ -162,6 +162,7 @@ CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime) {
   options.codegen.row_reduction = runtime.cuda_row_reduction == "thread"
                                       ? CudaRowReduction::thread
                                       : CudaRowReduction::block;
+  options.codegen.multi_tensor_launch = runtime.cuda_optimizer != "per_tensor";
   return options;
 }
 

@@ -34,7 +34,8 @@ struct CudaCompileOptions {
 /// The defaults: this build's toolkit, sm_80 PTX, cubins for sm_80 and sm_90.
 CudaCompileOptions default_cuda_compile_options();
 
-/// The defaults with `runtime`'s choices (MSTEP_CUDA_ROW_REDUCTION).
+/// The defaults with `runtime`'s choices (MSTEP_CUDA_ROW_REDUCTION,
+/// MSTEP_CUDA_OPTIMIZER).
 CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime);
 
 /// A tiled loop nest, right before the GPU mapping: func @<name> on

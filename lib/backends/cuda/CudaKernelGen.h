@@ -64,6 +64,9 @@ struct CudaCodegenOptions {
   /// With block reductions, rows shorter than this stay one thread per
   /// row (a block would leave most of its threads idle).
   int64_t block_row_min = 32;
+  /// The optimizer update of every parameter in one launch
+  /// (MSTEP_CUDA_OPTIMIZER=multi), or a launch per parameter (per_tensor).
+  bool multi_tensor_launch = true;
 };
 
 /// One kernel launch of an op.

@@ -87,7 +87,8 @@ Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)
 
 } // namespace
 
-absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& nest) {
+absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, bool multi_tensor_launch,
+                                       int64_t block, Nest& nest) {
   const unsigned num_operands = op->getNumOperands();
   auto operand = [&](Operand segment, int64_t i = 0) {
     return static_cast<unsigned>(op.getODSOperandIndexAndLength(segment).first + i);
@@ -145,21 +146,37 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
       b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
     });
   }
-  for (int64_t i = 0; i < n; ++i) {
-    Flat param = nest.flat(operand(kParams, i)), grad = nest.flat(operand(kGrads, i));
-    Flat new_param = nest.flat(result(kNewParams, i));
-    auto state = [&](int slot) { return nest.flat(operand(kStates, slot * n + i)); };
-    auto new_state = [&](int slot) { return nest.flat(result(kNewStates, slot * n + i)); };
-    const int slots = count(kStates) / std::max<int64_t>(n, 1);
+  // Each parameter's buffers (views made at the top level, where the
+  // kernels take them).
+  struct Tensor {
+    int64_t i = 0, size = 0;
+    Flat param, grad, new_param;
     std::vector<Flat> states, new_states;
-    for (int s = 0; s < slots; ++s) {
-      states.push_back(state(s));
-      new_states.push_back(new_state(s));
-    }
     std::optional<Flat> clipped;
-    if (count_results(kClippedGrads)) clipped = nest.flat(result(kClippedGrads, i));
-    const Type storage = param.element();
-    nest.parallel(numel(op.getParams()[i]), [&](Value k) {
+  };
+  std::vector<Tensor> tensors;
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor t;
+    t.i = i;
+    t.size = numel(op.getParams()[i]);
+    t.param = nest.flat(operand(kParams, i));
+    t.grad = nest.flat(operand(kGrads, i));
+    t.new_param = nest.flat(result(kNewParams, i));
+    const int slots = count(kStates) / std::max<int64_t>(n, 1);
+    for (int s = 0; s < slots; ++s) {
+      t.states.push_back(nest.flat(operand(kStates, s * n + i)));
+      t.new_states.push_back(nest.flat(result(kNewStates, s * n + i)));
+    }
+    if (count_results(kClippedGrads)) t.clipped = nest.flat(result(kClippedGrads, i));
+    tensors.push_back(std::move(t));
+  }
+  // Element k of tensor t's update.
+  auto update = [&](const Tensor& t, Value k) {
+      const int64_t i = t.i;
+      const Flat &param = t.param, &grad = t.grad, &new_param = t.new_param;
+      const std::vector<Flat>&states = t.states, &new_states = t.new_states;
+      const std::optional<Flat>& clipped = t.clipped;
+      const Type storage = param.element();
       UpdateMath m(nest, storage);
       Value lr64 = hyper(kLr), wd64 = hyper(kWeightDecay), eps64 = hyper(kEps);
       // The advanced step count, as f64 (ref's `step`).
@@ -256,7 +273,45 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
         break;
       }
       }
+  };
+  if (multi_tensor_launch && n > 1) {
+    // One launch for every parameter: tensor t's elements at
+    // [offset_t, offset_t + size_t) of one index space whose segments
+    // start on a block (`block` lanes), so that a block updates one
+    // tensor; the lane finds its tensor from the offsets and switches to
+    // that tensor's update (the same operations as its own launch).
+    std::vector<int64_t> offsets;
+    int64_t total = 0;
+    for (const Tensor& t : tensors) {
+      offsets.push_back(total);
+      total += (t.size + block - 1) / block * block;
+    }
+    nest.parallel(total, [&](Value lane) {
+      Value which = nest.index(0);
+      for (int64_t i = 1; i < n; ++i) {
+        Value past = b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, lane,
+                                             nest.index(offsets[i]));
+        which = b.create<arith::SelectOp>(past, nest.index(i), which);
+      }
+      std::vector<int64_t> cases(n);
+      for (int64_t i = 0; i < n; ++i) cases[i] = i;
+      auto on = b.create<scf::IndexSwitchOp>(TypeRange{}, which, cases, static_cast<unsigned>(n));
+      OpBuilder::InsertionGuard guard(b);
+      for (int64_t i = 0; i < n; ++i) {
+        b.setInsertionPointToStart(&on.getCaseRegions()[i].emplaceBlock());
+        Value k = b.create<arith::SubIOp>(lane, nest.index(offsets[i]));
+        Value inside =
+            b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, k, nest.index(tensors[i].size));
+        auto branch = b.create<scf::IfOp>(inside, /*withElseRegion=*/false);
+        b.create<scf::YieldOp>();
+        b.setInsertionPoint(branch.thenBlock()->getTerminator());
+        update(tensors[i], k);
+      }
+      b.setInsertionPointToStart(&on.getDefaultRegion().emplaceBlock());
+      b.create<scf::YieldOp>();
     });
+  } else {
+    for (const Tensor& t : tensors) nest.parallel(t.size, [&](Value k) { update(t, k); });
   }
   // The step counters advance after every update has read them.
   if (count(kSteps)) {
