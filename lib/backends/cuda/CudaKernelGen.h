@@ -67,6 +67,10 @@ struct CudaCodegenOptions {
   /// The optimizer update of every parameter in one launch
   /// (MSTEP_CUDA_OPTIMIZER=multi), or a launch per parameter (per_tensor).
   bool multi_tensor_launch = true;
+  /// Buffers (kernel parameters) one such launch takes at most: 4 KiB of
+  /// parameters, the limit of PTX before ISA 8.1 (the rest of the
+  /// parameters go to further launches).
+  int64_t multi_tensor_max_buffers = 4096 / 8;
 };
 
 /// One kernel launch of an op.

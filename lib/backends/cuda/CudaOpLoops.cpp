@@ -523,8 +523,9 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
   } else if (auto add = dyn_cast<dialect::IndexAddOp>(op)) {
     index_add_loops(add, nest);
   } else if (auto update = dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
-    status = multi_tensor_update_loops(update, options.multi_tensor_launch, options.threads,
-                                       nest);
+    status = multi_tensor_update_loops(
+        update, options.multi_tensor_launch ? options.multi_tensor_max_buffers : 0,
+        options.threads, nest);
   } else {
     status = not_lowered_for_cuda(op, "no loop nest is built for it");
   }

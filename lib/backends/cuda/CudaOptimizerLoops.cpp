@@ -87,7 +87,7 @@ Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)
 
 } // namespace
 
-absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, bool multi_tensor_launch,
+absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t max_launch_buffers,
                                        int64_t block, Nest& nest) {
   const unsigned num_operands = op->getNumOperands();
   auto operand = [&](Operand segment, int64_t i = 0) {
@@ -274,45 +274,68 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, bool mul
       }
       }
   };
-  if (multi_tensor_launch && n > 1) {
-    // One launch for every parameter: tensor t's elements at
-    // [offset_t, offset_t + size_t) of one index space whose segments
-    // start on a block (`block` lanes), so that a block updates one
-    // tensor; the lane finds its tensor from the offsets and switches to
-    // that tensor's update (the same operations as its own launch).
+  // A launch updating tensors [first, last) (one of them: its own launch).
+  auto launch = [&](size_t first, size_t last) {
+    if (last - first == 1) {
+      nest.parallel(tensors[first].size, [&](Value k) { update(tensors[first], k); });
+      return;
+    }
+    // Tensor t's elements at [offset_t, offset_t + size_t) of one index
+    // space whose segments start on a block (`block` lanes), so that a
+    // block updates one tensor; the lane finds its tensor from the
+    // offsets and switches to that tensor's update (the same operations
+    // as in its own launch).
     std::vector<int64_t> offsets;
     int64_t total = 0;
-    for (const Tensor& t : tensors) {
+    for (size_t t = first; t < last; ++t) {
       offsets.push_back(total);
-      total += (t.size + block - 1) / block * block;
+      total += (tensors[t].size + block - 1) / block * block;
     }
+    const int64_t count_here = static_cast<int64_t>(last - first);
     nest.parallel(total, [&](Value lane) {
       Value which = nest.index(0);
-      for (int64_t i = 1; i < n; ++i) {
+      for (int64_t i = 1; i < count_here; ++i) {
         Value past = b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, lane,
                                              nest.index(offsets[i]));
         which = b.create<arith::SelectOp>(past, nest.index(i), which);
       }
-      std::vector<int64_t> cases(n);
-      for (int64_t i = 0; i < n; ++i) cases[i] = i;
-      auto on = b.create<scf::IndexSwitchOp>(TypeRange{}, which, cases, static_cast<unsigned>(n));
+      std::vector<int64_t> cases(count_here);
+      for (int64_t i = 0; i < count_here; ++i) cases[i] = i;
+      auto on = b.create<scf::IndexSwitchOp>(TypeRange{}, which, cases,
+                                             static_cast<unsigned>(count_here));
       OpBuilder::InsertionGuard guard(b);
-      for (int64_t i = 0; i < n; ++i) {
+      for (int64_t i = 0; i < count_here; ++i) {
+        const Tensor& t = tensors[first + i];
         b.setInsertionPointToStart(&on.getCaseRegions()[i].emplaceBlock());
         Value k = b.create<arith::SubIOp>(lane, nest.index(offsets[i]));
-        Value inside =
-            b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, k, nest.index(tensors[i].size));
+        Value inside = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, k, nest.index(t.size));
         auto branch = b.create<scf::IfOp>(inside, /*withElseRegion=*/false);
         b.create<scf::YieldOp>();
         b.setInsertionPoint(branch.thenBlock()->getTerminator());
-        update(tensors[i], k);
+        update(t, k);
       }
       b.setInsertionPointToStart(&on.getDefaultRegion().emplaceBlock());
       b.create<scf::YieldOp>();
     });
-  } else {
-    for (const Tensor& t : tensors) nest.parallel(t.size, [&](Value k) { update(t, k); });
+  };
+  // The tensors in runs whose buffers fit `max_launch_buffers` kernel
+  // parameters (with the hyperparameters, the step counters and the
+  // norm), or one launch each.
+  const int64_t per_tensor =
+      3 + 2 * (count(kStates) / std::max<int64_t>(n, 1)) + (count_results(kClippedGrads) ? 1 : 0) +
+      (count(kSteps) ? 1 : 0);
+  const int64_t shared_buffers = 12;
+  size_t first = 0;
+  int64_t used = shared_buffers;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (max_launch_buffers <= 0 || (t > first && used + per_tensor > max_launch_buffers)) {
+      if (t > first) launch(first, t);
+      first = t;
+      used = shared_buffers;
+    }
+    used += per_tensor;
   }
+  if (first < tensors.size()) launch(first, tensors.size());
   // The step counters advance after every update has read them.
   if (count(kSteps)) {
     nest.parallel(1, [&](Value) {
