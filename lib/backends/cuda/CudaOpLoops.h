@@ -13,7 +13,8 @@
 // the row-wise ops (softmax: each of the outer x inner lanes of the
 // normalized dim), one lane per element for the elementwise and copy
 // ops, one lane per column for index_add, one lane in all for a reduction
-// to a scalar (nll_loss mean / sum, the clipping norms). Within a lane,
+// to a scalar (the clipping norms; nll_loss mean / sum too with
+// MSTEP_CUDA_ROW_REDUCTION=thread, else a block). Within a lane,
 // plain scf.for loops. The numerics follow lib/backends/ref op for op:
 // statistics in f64 and one rounding per output; the optimizer's f32
 // operations in ref's order, each rounded (no contraction); dropout's mask
