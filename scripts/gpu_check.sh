@@ -148,8 +148,21 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
     MSTEP_FUSE=0 MSTEP_CACHE= "$build/examples/gpt_train" --device ref --mode replay --dim 256 \
       --layers 4 --heads 4 --seq 256 --batch 8 --vocab 1024 --lr 3e-4 --steps 2 --samples 0 \
       --clip 0 --padding 0 --autocast bf16 --save "$stage/gpt_bench.ref.mstep" > /dev/null
-    "$compiler_tool" "$stage/gpt_bench.ref.mstep" --device cuda --zero-values \
-      -o "$bundle/bench/gpt_bench.cuda.mstep" > /dev/null
+    # Compiled three times, to time the kernel forms against each other:
+    # the defaults (block-wide row reductions, one optimizer launch), one
+    # thread per row (MSTEP_CUDA_ROW_REDUCTION=thread), and the first forms
+    # (thread, and a launch per parameter: MSTEP_CUDA_OPTIMIZER=per_tensor).
+    # plans.txt has each plan's summary (launches, copies, cuBLASLt and
+    # cuDNN calls).
+    : > "$bundle/bench/plans.txt"
+    for variant in "default" "thread:thread:multi" "first:thread:per_tensor"; do
+      IFS=: read -r name rows optimizer <<< "$variant"
+      file=gpt_bench.cuda.mstep
+      [ "$name" = default ] || file=gpt_bench.$name.cuda.mstep
+      MSTEP_CUDA_ROW_REDUCTION=${rows:-block} MSTEP_CUDA_OPTIMIZER=${optimizer:-multi} \
+        "$compiler_tool" "$stage/gpt_bench.ref.mstep" --device cuda --zero-values \
+        -o "$bundle/bench/$file" | sed "s/^/$name: /" >> "$bundle/bench/plans.txt"
+    done
     cp "$root/bench/peers/torch_steps.py" "$root/bench/peers/peer_common.py" "$bundle/bench/"
   fi
   cp "$runner" "$bundle/bin/"
@@ -355,9 +368,18 @@ fi
 # time, through the read of the loss) and torch_steps.py's RESULT lines.
 if [ -d "$bundle/bench" ]; then
   {
+    cat "$bundle/bench/plans.txt"
     echo "== mstep replay (mstep-run, cuda plan compiled by mstep-compile)"
     with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time 2>&1
+    echo "== the same, one thread per row (MSTEP_CUDA_ROW_REDUCTION=thread)"
+    with_libs \
+      timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.thread.cuda.mstep" --steps 50 \
+      --time 2>&1
+    echo "== the same, the first forms (thread, and MSTEP_CUDA_OPTIMIZER=per_tensor)"
+    with_libs \
+      timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.first.cuda.mstep" --steps 50 \
+      --time 2>&1
     echo "== mstep replay through one CUDA graph (mstep-run --device-graph)"
     with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time \

@@ -59,6 +59,26 @@ RuntimeOptions RuntimeOptions::from_env() {
                    "seconds; using %g\n", t, o.dist_timeout_s);
     }
   }
+  if (const char* r = std::getenv("MSTEP_CUDA_ROW_REDUCTION")) {
+    if (absl::string_view(r) == "block" || absl::string_view(r) == "thread") {
+      o.cuda_row_reduction = r;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_CUDA_ROW_REDUCTION=%s is neither 'block' nor 'thread'; "
+                   "using '%s'\n",
+                   r, o.cuda_row_reduction.c_str());
+    }
+  }
+  if (const char* u = std::getenv("MSTEP_CUDA_OPTIMIZER")) {
+    if (absl::string_view(u) == "multi" || absl::string_view(u) == "per_tensor") {
+      o.cuda_optimizer = u;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_CUDA_OPTIMIZER=%s is neither 'multi' nor 'per_tensor'; "
+                   "using '%s'\n",
+                   u, o.cuda_optimizer.c_str());
+    }
+  }
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
     if (type.ok()) {

@@ -204,7 +204,8 @@ absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, D
   Cut c;
   GraphKey& key = c.key;
   key.backend = hash_combine(static_cast<uint64_t>(device.type), device.index);
-  key.compile_options = options_.fuse ? 1 : 2;
+  key.compile_options = (options_.fuse ? 1 : 2) + (options_.cuda_row_reduction == "thread" ? 4 : 0) +
+                        (options_.cuda_optimizer == "per_tensor" ? 8 : 0);
   struct Frame {
     const Node* node;
     uint32_t next_operand;

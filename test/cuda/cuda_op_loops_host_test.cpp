@@ -45,10 +45,11 @@ struct Outputs {
   CudaPlan plan;
 };
 
-Outputs run_both(const char* text, const std::vector<std::vector<char>>& inputs) {
+Outputs run_both(const char* text, const std::vector<std::vector<char>>& inputs,
+                 const CudaCompileOptions& options = default_cuda_compile_options()) {
   Outputs out;
   testing::CudaStepContext step(text);
-  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  auto compiled = compile_cuda_step(step.module(), options);
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   if (!compiled.ok()) return out;
   std::vector<std::vector<char>> values;
@@ -151,9 +152,12 @@ func.func @step(%lp: tensor<40x10xf32>, %t: tensor<40xi64>) -> (tensor<f32>, ten
 })",
                                {random_bytes(400, 8), bytes_of(target)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
-  // The mean and the sum are one lane each.
-  for (int k = 0; k < 2; ++k)
+  // The mean and the sum are one block each (40 losses: a block of 64
+  // threads, MSTEP_CUDA_ROW_REDUCTION=block).
+  for (int k = 0; k < 2; ++k) {
     EXPECT_THAT(out.plan.kernels[k].grid, ::testing::ElementsAre(1u, 1u, 1u));
+    EXPECT_THAT(out.plan.kernels[k].block, ::testing::ElementsAre(64u, 1u, 1u));
+  }
 }
 
 TEST(CudaOpLoopsHost, NllLossTargetOutOfRangeIsNaNNotAnOutOfBoundsRead) {
@@ -241,12 +245,48 @@ func.func @step(%w: tensor<30x20xf32>, %b: tensor<300xf32>, %gw: tensor<30x20xf3
 })",
                                optimizer_inputs(8, 4, {600, 300}, 2, {0.1, 0.9, 1e-6, 0.01}));
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
-  // One launch per parameter, then one lane for the step counters.
-  EXPECT_EQ(out.plan.launches.size(), 3u);
+  // One launch for both parameters (MSTEP_CUDA_OPTIMIZER=multi), then one
+  // lane for the step counters.
+  EXPECT_EQ(out.plan.launches.size(), 2u);
   EXPECT_THAT(values_of<int64_t>(out.cuda[6]), ::testing::ElementsAre(5));
   // No fused multiply-add in the PTX: ref rounds every product.
   for (const CudaKernelInfo& kernel : out.plan.kernels)
     EXPECT_THAT(kernel.ptx, ::testing::Not(HasSubstr("fma.rn.f32"))) << kernel.name;
+}
+
+TEST(CudaOpLoopsHost, OneLaunchForAllParametersIsThePerTensorLaunchesBitForBit) {
+  // AdamW over three parameters (sizes not multiples of the block, one
+  // under a block): one launch whose blocks each update one tensor, equal
+  // byte for byte to a launch per parameter and to ref.
+  const char* text = R"(
+func.func @step(%w: tensor<300xf32>, %b: tensor<257xf32>, %c: tensor<5x7xf32>, %gw: tensor<300xf32>, %gb: tensor<257xf32>, %gc: tensor<5x7xf32>,
+                %m0: tensor<300xf32>, %m1: tensor<257xf32>, %m2: tensor<5x7xf32>, %v0: tensor<300xf32>, %v1: tensor<257xf32>, %v2: tensor<5x7xf32>,
+                %t0: tensor<i64>, %t1: tensor<i64>, %t2: tensor<i64>, %lr: tensor<f64>, %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>)
+    -> (tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>, tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>, tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>, tensor<i64>, tensor<i64>, tensor<i64>) {
+  %p:3, %s:6, %t:3 = mstep.multi_tensor_update <adamw> params(%w, %b, %c : tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>) grads(%gw, %gb, %gc : tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>) states(%m0, %m1, %m2, %v0, %v1, %v2 : tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>, tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>) steps(%t0, %t1, %t2) lr(%lr) beta1(%b1) beta2(%b2) eps(%eps) weight_decay(%wd)
+  return %p#0, %p#1, %p#2, %s#0, %s#1, %s#2, %s#3, %s#4, %s#5, %t#0, %t#1, %t#2 : tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>, tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>, tensor<300xf32>, tensor<257xf32>, tensor<5x7xf32>, tensor<i64>, tensor<i64>, tensor<i64>
+})";
+  const auto inputs =
+      optimizer_inputs(12, 6, {300, 257, 35}, 3, {1e-2, 0.9, 0.999, 1e-8, 0.05});
+  const Outputs multi = run_both(text, inputs);
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(multi));
+  CudaCompileOptions options = default_cuda_compile_options();
+  options.codegen.multi_tensor_launch = false;
+  const Outputs per_tensor = run_both(text, inputs, options);
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(per_tensor));
+  EXPECT_EQ(multi.cuda, per_tensor.cuda);
+  // The update and the step counters; the update's blocks: 2 + 2 + 1.
+  ASSERT_EQ(multi.plan.launches.size(), 2u);
+  EXPECT_THAT(multi.plan.kernels[0].grid, ::testing::ElementsAre(5u, 1u, 1u));
+  EXPECT_EQ(per_tensor.plan.launches.size(), 4u);
+  // Kernel parameters for two tensors a launch (12 shared, 8 a tensor):
+  // the first two tensors, then the third alone.
+  options.codegen.multi_tensor_launch = true;
+  options.codegen.multi_tensor_max_buffers = 12 + 2 * 8;
+  const Outputs split = run_both(text, inputs, options);
+  EXPECT_EQ(split.cuda, per_tensor.cuda);
+  ASSERT_EQ(split.plan.launches.size(), 3u);
+  EXPECT_THAT(split.plan.kernels[0].grid, ::testing::ElementsAre(4u, 1u, 1u));
 }
 
 TEST(CudaOpLoopsHost, AdamWithAmsgradAndWeightDecayIsRefsBitForBit) {

@@ -53,9 +53,18 @@ TEST(CudaTiledHost, UnfusedChainThroughIntermediateValues) {
   }
 }
 
+/// The first form of row reductions (one thread per row, through
+/// mstep-lower-to-linalg), which MSTEP_CUDA_ROW_REDUCTION=thread keeps
+/// (the default, block, is cuda_block_rows_host_test.cpp's).
+CudaCompileOptions thread_per_row() {
+  CudaCompileOptions options = default_cuda_compile_options();
+  options.codegen.row_reduction = CudaRowReduction::thread;
+  return options;
+}
+
 TEST(CudaTiledHost, RowReductionOneThreadPerRow) {
   testing::CudaStepContext step(testing::kRowSumStep);
-  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  auto compiled = compile_cuda_step(step.module(), thread_per_row());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   const std::vector<float> x = random_floats(300 * 33, 5);
   auto values = host_values(compiled->plan, {x});
@@ -90,7 +99,7 @@ TEST(CudaTiledHost, ColumnSumOneThreadPerColumn) {
 
 TEST(CudaTiledHost, SumToAScalarOnOneThread) {
   testing::CudaStepContext step(testing::kScalarSumStep);
-  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  auto compiled = compile_cuda_step(step.module(), thread_per_row());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   for (const CudaKernelInfo& kernel : compiled->plan.kernels) {
     EXPECT_THAT(kernel.grid, ::testing::ElementsAre(1u, 1u, 1u));

@@ -19,7 +19,8 @@
 // through the target's pipeline and compile half (BackendCompiler::
 // compile_stored), and everything else of the file (slots and their values,
 // bindings, constants, the RNG state) is kept. MSTEP_DUMP_DIR dumps as a
-// compile does.
+// compile does. For cuda, each segment's plan is summarized on stdout
+// (steps, kernel launches, copies, cuBLASLt and cuDNN calls, the arena).
 // Exit status: 0 ok, 1 the file does not load or a segment does not
 // compile (the error names the segment and the op), 2 bad arguments.
 #include <cstdio>
@@ -37,6 +38,10 @@
 #include "mstep/runtime/Options.h"
 #include "mstep/runtime/Plugin.h"
 #include "tools/common/StoredGraph.h"
+#ifdef MSTEP_CUDA_PLAN_SUMMARY
+#include "lib/backends/cuda/CudaPlanFormat.h"
+#include "lib/backends/cuda/CudaPlanSummary.h"
+#endif
 
 namespace {
 
@@ -95,6 +100,15 @@ int main(int argc, char** argv) {
     if (!stored.ok())
       fail(1, absl::StrCat(in, ": segment ", s, " for ", device, ": ", stored.status().message()));
     segment.executable = *std::move(stored);
+#ifdef MSTEP_CUDA_PLAN_SUMMARY
+    if (device == "cuda") {
+      absl::StatusOr<cuda::CudaPlan> plan = cuda::deserialize_cuda_plan(segment.executable);
+      if (!plan.ok())
+        fail(1, absl::StrCat(in, ": segment ", s, ": ", plan.status().message()));
+      std::printf("mstep-compile: segment %zu: %s\n", s,
+                  cuda::describe_cuda_plan_summary(cuda::summarize_cuda_plan(*plan)).c_str());
+    }
+#endif
   }
   archive->backend = device;
   if (zero_values) {

@@ -60,6 +60,18 @@ struct RuntimeOptions {
   /// MSTEP_DIST_TIMEOUT: seconds a collective waits for its peers before
   /// it fails naming the collective and the rank that did not arrive.
   double dist_timeout_s = 300;
+  /// MSTEP_CUDA_ROW_REDUCTION=block|thread: how the cuda backend's
+  /// row-wise kernels (softmax, log_softmax, layer_norm, rms_norm,
+  /// nll_loss's sum) reduce a row: a block of threads per row through
+  /// shared memory (block, the default), or one thread per row (thread,
+  /// the first form, kept to compare the two). Read when a cuda step is
+  /// compiled; part of the compile key.
+  std::string cuda_row_reduction = "block";
+  /// MSTEP_CUDA_OPTIMIZER=multi|per_tensor: the cuda backend's optimizer
+  /// update as one launch for every parameter (multi, the default), or a
+  /// launch per parameter (per_tensor, the first form). Read when a cuda
+  /// step is compiled; part of the compile key.
+  std::string cuda_optimizer = "multi";
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.

@@ -158,6 +158,15 @@ CudaCompileOptions default_cuda_compile_options() {
   return options;
 }
 
+CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime) {
+  CudaCompileOptions options = default_cuda_compile_options();
+  options.codegen.row_reduction = runtime.cuda_row_reduction == "thread"
+                                      ? CudaRowReduction::thread
+                                      : CudaRowReduction::block;
+  options.codegen.multi_tensor_launch = runtime.cuda_optimizer != "per_tensor";
+  return options;
+}
+
 absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
                                                    const CudaCompileOptions& options) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
@@ -275,7 +284,7 @@ class CudaCompiler final : public BackendCompiler {
       return absl::InvalidArgumentError(absl::StrCat(
           "cuda compiler: the backend is '", backend.name(), "', not a cuda backend"));
     MSTEP_ASSIGN_OR_RETURN(CompiledCudaStep compiled,
-                           compile_cuda_step(module, default_cuda_compile_options()));
+                           compile_cuda_step(module, cuda_compile_options(options)));
     if (!options.dump_dir.empty()) dump(options.dump_dir, compiled);
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<CudaExecutable> exe,
                            CudaExecutable::create(*cuda, std::move(compiled.plan)));
@@ -287,7 +296,7 @@ class CudaCompiler final : public BackendCompiler {
   absl::StatusOr<std::string> compile_stored(mlir::ModuleOp module,
                                              const RuntimeOptions& options) override {
     MSTEP_ASSIGN_OR_RETURN(CompiledCudaStep compiled,
-                           compile_cuda_step(module, default_cuda_compile_options()));
+                           compile_cuda_step(module, cuda_compile_options(options)));
     if (!options.dump_dir.empty()) dump(options.dump_dir, compiled);
     return serialize_cuda_plan(compiled.plan);
   }

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaPlan.h"
+#include "mstep/runtime/Options.h"
 
 namespace mlir {
 class ModuleOp;
@@ -34,6 +35,10 @@ struct CudaCompileOptions {
 
 /// The defaults: this build's toolkit, sm_80 PTX, cubins for sm_80 and sm_90.
 CudaCompileOptions default_cuda_compile_options();
+
+/// The defaults with `runtime`'s choices (MSTEP_CUDA_ROW_REDUCTION,
+/// MSTEP_CUDA_OPTIMIZER).
+CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime);
 
 /// A tiled loop nest, right before the GPU mapping: func @<name> on
 /// memrefs of an op's operands, then its results and temporaries (or, for

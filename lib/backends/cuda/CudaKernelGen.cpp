@@ -2,6 +2,7 @@
 #include "lib/backends/cuda/CudaKernelGen.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaBlockRows.h"
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -208,8 +209,9 @@ void collapse_and_tile(func::FuncOp func, int threads) {
   Location loc = func.getLoc();
   // Runs of serial work, each moved into a loop of one iteration.
   auto serial = [](Operation& op) {
+    // (An alloca: a block-rows loop's shared buffer, CudaBlockRows.h.)
     return !isa<scf::ParallelOp, arith::ConstantOp, func::ReturnOp, memref::CollapseShapeOp,
-                memref::ExpandShapeOp>(op);
+                memref::ExpandShapeOp, memref::AllocaOp>(op);
   };
   for (Operation* op = &body.front(); op != nullptr;) {
     if (!serial(*op)) {
@@ -238,6 +240,8 @@ void collapse_and_tile(func::FuncOp func, int threads) {
   IRRewriter rewriter(func.getContext());
   for (scf::ParallelOp loop : loops) {
     const unsigned rank = loop.getNumLoops();
+    // A block per row (CudaBlockRows.h): mapped as it is.
+    if (loop->hasAttr(loops::kBlockThreadsAttr)) continue;
     // Serial work: one block of one thread.
     if (rank == 1 && getConstantIntValue(loop.getUpperBound()[0]) == 1 &&
         getConstantIntValue(loop.getLowerBound()[0]) == 0)
@@ -364,6 +368,7 @@ absl::StatusOr<GeneratedKernels> kernels_of_func(Operation* op, func::FuncOp fun
   generated.tiled_loops = print(module.getOperation());
 
   // 3. The GPU mapping, outlining and NVVM.
+  loops::map_block_rows(func);
   {
     PassManager pm(context);
     OpPassManager& fpm = pm.nest<func::FuncOp>();
@@ -480,10 +485,10 @@ absl::StatusOr<GeneratedKernels> generate_op_kernels(Operation* op, absl::string
       return not_lowered(op, "its operands and results must be tensors of static shape");
   OwningOpRef<ModuleOp> module = ModuleOp::create(op->getLoc());
   func::FuncOp func;
-  if (builds_op_loops(op)) {
+  if (builds_op_loops(op, options)) {
     // Loops built on the buffers directly (CudaOpLoops.h).
     func = kernel_func_signature(op, StringRef(name.data(), name.size()), *module);
-    MSTEP_RETURN_IF_ERROR(build_op_loops(op, func));
+    MSTEP_RETURN_IF_ERROR(build_op_loops(op, func, options));
   } else {
     func = build_kernel_func(op, StringRef(name.data(), name.size()), *module);
     MSTEP_RETURN_IF_ERROR(lower_through_linalg(op, func, *module, diagnostics));

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ class FuncOp;
 
 namespace mstep::cuda {
 
+/// How the row-wise ops (softmax, log_softmax, layer_norm, rms_norm,
+/// nll_loss's sum) reduce a row (MSTEP_CUDA_ROW_REDUCTION): a block of
+/// threads per row, reducing through shared memory (CudaBlockRows.h), or
+/// one thread per row (the first form; kept to compare the two on a GPU).
+enum class CudaRowReduction { block, thread };
+
 struct CudaCodegenOptions {
   /// The PTX's target: sm_80 PTX assembles for sm_80 and sm_90 and JITs on
   /// newer GPUs.
@@ -53,6 +60,17 @@ struct CudaCodegenOptions {
   std::string toolkit;
   /// Threads per block.
   int threads = 256;
+  CudaRowReduction row_reduction = CudaRowReduction::block;
+  /// With block reductions, rows shorter than this stay one thread per
+  /// row (a block would leave most of its threads idle).
+  int64_t block_row_min = 32;
+  /// The optimizer update of every parameter in one launch
+  /// (MSTEP_CUDA_OPTIMIZER=multi), or a launch per parameter (per_tensor).
+  bool multi_tensor_launch = true;
+  /// Buffers (kernel parameters) one such launch takes at most: 4 KiB of
+  /// parameters, the limit of PTX before ISA 8.1 (the rest of the
+  /// parameters go to further launches).
+  int64_t multi_tensor_max_buffers = 4096 / 8;
 };
 
 /// One kernel launch of an op.

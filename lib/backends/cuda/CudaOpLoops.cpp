@@ -2,6 +2,8 @@
 // (lib/backends/ref: RefNN.cpp, RefLoss.cpp, RefCreation.cpp,
 // RefShape.cpp, RefOptimizer.cpp), whose comments give the formulas.
 #include "lib/backends/cuda/CudaOpLoops.h"
+#include "lib/backends/cuda/CudaBlockRows.h"
+#include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOptimizerLoops.h"
 
@@ -26,51 +28,67 @@ namespace {
 using namespace mlir;
 using namespace loops;
 
+/// Whether rows of `n` elements reduce a block per row (CudaBlockRows.h).
+bool block_per_row(const CudaCodegenOptions& options, int64_t n) {
+  return options.row_reduction == CudaRowReduction::block && n >= options.block_row_min;
+}
+
+/// std::max(m, v) as ref takes it: v when m < v (a NaN is skipped; it
+/// poisons a sum instead).
+Value max_as_ref(ImplicitLocOpBuilder& b, Value m, Value v) {
+  Value less = b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, m, v);
+  return b.create<arith::SelectOp>(less, v, m);
+}
+
+Value add(ImplicitLocOpBuilder& b, Value x, Value y) { return b.create<arith::AddFOp>(x, y); }
+
 // ---- softmax, log_softmax -------------------------------------------------
 
-/// One lane per (outer, inner) pair: the max, the sum of exponentials,
+/// One row per (outer, inner) pair: the max, the sum of exponentials,
 /// then each output, all in f64 (RefNN.cpp's softmax_kernel).
-void softmax_loops(Operation* op, int64_t dim, bool log, Nest& nest) {
+void softmax_loops(Operation* op, int64_t dim, bool log, const CudaCodegenOptions& options,
+                   Nest& nest) {
   auto shape = cast<ShapedType>(op->getOperand(0).getType()).getShape();
   const int64_t outer = product(shape.take_front(dim)), n = shape[dim],
                 inner = product(shape.drop_front(dim + 1));
   Flat x = nest.flat(0), y = nest.flat(1);
   ImplicitLocOpBuilder& b = nest.b;
-  nest.parallel(outer * inner, [&](Value lane) {
+  row_loops(nest, block_per_row(options, n), outer * inner, n, [&](Value lane) {
     Value base = nest.affine(nest.div(lane, inner), n * inner, nest.rem(lane, inner));
-    auto at = [&](Value j) { return nest.affine(j, inner, base); };
-    auto value = [&](Value j) { return nest.ext(nest.load(x, at(j))); };
-    // std::max(m, v): v when m < v (a NaN is skipped here and poisons the
-    // sum below).
-    Value m = nest.loop(n, {nest.f64(-std::numeric_limits<double>::infinity())},
-                        [&](Value j, ValueRange acc) -> SmallVector<Value> {
-                          Value v = value(j);
-                          Value less =
-                              b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, acc[0], v);
-                          return {b.create<arith::SelectOp>(less, v, acc[0])};
-                        })[0];
-    Value sum = nest.loop(n, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-      Value e = b.create<math::ExpOp>(b.create<arith::SubFOp>(value(j), m));
-      return {b.create<arith::AddFOp>(acc[0], e)};
-    })[0];
-    Value log_sum = log ? b.create<math::LogOp>(sum).getResult() : Value();
-    nest.loop(n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-      Value shifted = b.create<arith::SubFOp>(value(j), m);
-      Value out = log ? b.create<arith::SubFOp>(shifted, log_sum).getResult()
-                      : b.create<arith::DivFOp>(b.create<math::ExpOp>(shifted), sum).getResult();
+    auto at = [&nest, base, inner](Value j) { return nest.affine(j, inner, base); };
+    auto value = [&nest, x, at](Value j) { return nest.ext(nest.load(x, at(j))); };
+    RowSpec row;
+    row.stats.push_back({-std::numeric_limits<double>::infinity(),
+                         [value](Value j, ArrayRef<Value>) { return value(j); },
+                         [&b](Value m, Value v) { return max_as_ref(b, m, v); }, nullptr});
+    row.stats.push_back(
+        {0.0,
+         [&b, value](Value j, ArrayRef<Value> stats) -> Value {
+           return b.create<math::ExpOp>(b.create<arith::SubFOp>(value(j), stats[0]));
+         },
+         [&b](Value s, Value e) { return add(b, s, e); },
+         log ? std::function<Value(Value)>([&b](Value sum) -> Value {
+           return b.create<math::LogOp>(sum);
+         })
+             : nullptr});
+    row.output = [&nest, &b, value, at, y, log](Value j, ArrayRef<Value> stats) {
+      Value shifted = b.create<arith::SubFOp>(value(j), stats[0]);
+      Value out = log ? b.create<arith::SubFOp>(shifted, stats[1]).getResult()
+                      : b.create<arith::DivFOp>(b.create<math::ExpOp>(shifted), stats[1])
+                            .getResult();
       nest.store(nest.round_to(out, y.element()), y, at(j));
-      return {};
-    });
+    };
+    return row;
   });
 }
 
 // ---- layer_norm, rms_norm ---------------------------------------------------
 
-/// One lane per row of `cols` elements (the trailing normalized_ndim
-/// dims): RefNN.cpp's two-pass f64 statistics. `weight`, `bias`: parameter
+/// One row of `cols` elements (the trailing normalized_ndim dims) each:
+/// RefNN.cpp's two-pass f64 statistics. `weight`, `bias`: parameter
 /// numbers, or -1.
 void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, int weight, int bias,
-                Nest& nest) {
+                const CudaCodegenOptions& options, Nest& nest) {
   auto shape = cast<ShapedType>(op->getOperand(0).getType()).getShape();
   const int64_t rank = static_cast<int64_t>(shape.size());
   const int64_t rows = product(shape.take_front(rank - normalized_ndim)),
@@ -80,42 +98,47 @@ void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, in
   if (weight >= 0) w = nest.flat(weight);
   if (bias >= 0) bs = nest.flat(bias);
   ImplicitLocOpBuilder& b = nest.b;
-  nest.parallel(rows, [&](Value row) {
+  auto sum = [&b](Value s, Value v) { return add(b, s, v); };
+  // 1 / sqrt(total / cols + eps).
+  auto inverse_root = [&nest, &b, cols, eps](Value total) -> Value {
+    Value mean = b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(cols)));
+    return b.create<arith::DivFOp>(
+        nest.f64(1.0), b.create<math::SqrtOp>(b.create<arith::AddFOp>(mean, nest.f64(eps))));
+  };
+  row_loops(nest, block_per_row(options, cols), rows, cols, [&](Value row) {
     Value base = nest.affine(row, cols, Value());
-    auto value = [&](Value c) { return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, c))); };
-    Value count = nest.f64(static_cast<double>(cols));
-    Value mean, scale;
+    auto at = [&b, base](Value c) { return b.create<arith::AddIOp>(base, c).getResult(); };
+    auto value = [&nest, x, at](Value c) { return nest.ext(nest.load(x, at(c))); };
+    RowSpec spec;
     if (rms) {
-      Value ms = nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
-        Value v = value(c);
-        return {b.create<arith::AddFOp>(acc[0], b.create<arith::MulFOp>(v, v))};
-      })[0];
-      ms = b.create<arith::DivFOp>(ms, count);
-      scale = b.create<arith::DivFOp>(
-          nest.f64(1.0), b.create<math::SqrtOp>(b.create<arith::AddFOp>(ms, nest.f64(eps))));
+      spec.stats.push_back({0.0,
+                            [&b, value](Value c, ArrayRef<Value>) -> Value {
+                              Value v = value(c);
+                              return b.create<arith::MulFOp>(v, v);
+                            },
+                            sum, inverse_root});
     } else {
-      mean = nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
-        return {b.create<arith::AddFOp>(acc[0], value(c))};
-      })[0];
-      mean = b.create<arith::DivFOp>(mean, count);
-      Value var =
-          nest.loop(cols, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
-            Value d = b.create<arith::SubFOp>(value(c), mean);
-            return {b.create<arith::AddFOp>(acc[0], b.create<arith::MulFOp>(d, d))};
-          })[0];
-      var = b.create<arith::DivFOp>(var, count);
-      scale = b.create<arith::DivFOp>(
-          nest.f64(1.0), b.create<math::SqrtOp>(b.create<arith::AddFOp>(var, nest.f64(eps))));
+      spec.stats.push_back({0.0, [value](Value c, ArrayRef<Value>) { return value(c); }, sum,
+                            [&nest, &b, cols](Value total) -> Value {
+                              return b.create<arith::DivFOp>(
+                                  total, nest.f64(static_cast<double>(cols)));
+                            }});
+      spec.stats.push_back({0.0,
+                            [&b, value](Value c, ArrayRef<Value> stats) -> Value {
+                              Value d = b.create<arith::SubFOp>(value(c), stats[0]);
+                              return b.create<arith::MulFOp>(d, d);
+                            },
+                            sum, inverse_root});
     }
-    nest.loop(cols, {}, [&](Value c, ValueRange) -> SmallVector<Value> {
+    spec.output = [&nest, &b, value, at, y, w, bs, rms](Value c, ArrayRef<Value> stats) {
       Value v = value(c);
-      if (!rms) v = b.create<arith::SubFOp>(v, mean);
-      v = b.create<arith::MulFOp>(v, scale);
+      if (!rms) v = b.create<arith::SubFOp>(v, stats[0]);
+      v = b.create<arith::MulFOp>(v, stats.back());
       if (w) v = b.create<arith::MulFOp>(v, nest.ext(nest.load(*w, c)));
       if (bs) v = b.create<arith::AddFOp>(v, nest.ext(nest.load(*bs, c)));
-      nest.store(nest.round_to(v, y.element()), y, b.create<arith::AddIOp>(base, c));
-      return {};
-    });
+      nest.store(nest.round_to(v, y.element()), y, at(c));
+    };
+    return spec;
   });
 }
 
@@ -125,7 +148,7 @@ void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, in
 /// ignore_index; the mean divides by the targets not ignored. ref rejects
 /// a target out of [0, C) with an error; a kernel cannot, so such a row's
 /// loss is NaN (and nothing out of bounds is read).
-void nll_loss_loops(dialect::NllLossOp op, Nest& nest) {
+void nll_loss_loops(dialect::NllLossOp op, const CudaCodegenOptions& options, Nest& nest) {
   auto lp_shape = cast<ShapedType>(op.getLogProbs().getType()).getShape();
   const int64_t classes = lp_shape.back(), rows = numel(op.getTarget());
   const int64_t ignore_index = static_cast<int64_t>(op.getIgnoreIndex());
@@ -156,20 +179,77 @@ void nll_loss_loops(dialect::NllLossOp op, Nest& nest) {
     });
     return;
   }
-  // One lane: the sum in row order, as ref adds.
-  nest.parallel(1, [&](Value) {
-    SmallVector<Value> acc = nest.loop(
-        rows, {nest.f64(0), nest.index(0)}, [&](Value i, ValueRange acc) -> SmallVector<Value> {
-          auto [loss, ignored] = row_loss(i);
-          Value counted = b.create<arith::SelectOp>(ignored, nest.index(0), nest.index(1));
-          return {b.create<arith::AddFOp>(acc[0], loss), b.create<arith::AddIOp>(acc[1], counted)};
-        });
-    Value total = acc[0];
+  // One row of all the losses: their sum (and, for the mean, the count of
+  // targets not ignored, an exact f64), as ref adds them in row order or
+  // a block's tree adds them.
+  auto sum = [&b](Value s, Value v) { return add(b, s, v); };
+  row_loops(nest, block_per_row(options, rows), 1, rows, [&](Value) {
+    RowSpec spec;
+    spec.stats.push_back(
+        {0.0, [&](Value i, ArrayRef<Value>) { return row_loss(i).first; }, sum, nullptr});
     if (reduction == dialect::LossReduction::mean)
-      total = b.create<arith::DivFOp>(
-          total, b.create<arith::UIToFPOp>(b.getF64Type(),
-                                           b.create<arith::IndexCastOp>(b.getI64Type(), acc[1])));
-    nest.store(nest.round_to(total, out.element()), out, nest.index(0));
+      spec.stats.push_back({0.0,
+                            [&](Value i, ArrayRef<Value>) -> Value {
+                              return b.create<arith::SelectOp>(row_loss(i).second, nest.f64(0),
+                                                               nest.f64(1));
+                            },
+                            sum, nullptr});
+    spec.row_output = [&](ArrayRef<Value> stats) {
+      Value total = stats[0];
+      if (reduction == dialect::LossReduction::mean)
+        total = b.create<arith::DivFOp>(total, stats[1]);
+      nest.store(nest.round_to(total, out.element()), out, nest.index(0));
+    };
+    return spec;
+  });
+}
+
+// ---- sum, mean over trailing dims -----------------------------------------
+
+/// The rows of a float mstep.sum / mstep.mean over its input's trailing
+/// dims (each output element one contiguous row): {rows, row length}.
+std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
+  ArrayRef<int64_t> dims;
+  if (auto sum = dyn_cast<dialect::SumOp>(op))
+    dims = sum.getDims();
+  else if (auto mean = dyn_cast<dialect::MeanOp>(op))
+    dims = mean.getDims();
+  else
+    return std::nullopt;
+  auto type = cast<ShapedType>(op->getOperand(0).getType());
+  if (!isa<FloatType>(type.getElementType()) || dims.empty()) return std::nullopt;
+  const int64_t rank = type.getRank(), first = rank - static_cast<int64_t>(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (dims[k] != first + static_cast<int64_t>(k)) return std::nullopt;
+  return std::pair{product(type.getShape().take_front(first)),
+                   product(type.getShape().drop_front(first))};
+}
+
+/// RefReduction.cpp's sum and mean: an f64 sum of the row (then / n),
+/// rounded once. (With one thread per row these stay on
+/// mstep-lower-to-linalg's loops, the first form.)
+void reduction_loops(Operation* op, std::pair<int64_t, int64_t> rows, Nest& nest) {
+  const auto [count, n] = rows;
+  const bool mean = isa<dialect::MeanOp>(op);
+  Flat x = nest.flat(0), y = nest.flat(1);
+  ImplicitLocOpBuilder& b = nest.b;
+  row_loops(nest, /*block=*/true, count, n, [&](Value row) {
+    Value base = nest.affine(row, n, Value());
+    RowSpec spec;
+    spec.stats.push_back(
+        {0.0,
+         [&nest, &b, x, base](Value j, ArrayRef<Value>) {
+           return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, j)));
+         },
+         [&b](Value s, Value v) { return add(b, s, v); },
+         mean ? std::function<Value(Value)>([&nest, &b, n](Value total) -> Value {
+           return b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(n)));
+         })
+              : nullptr});
+    spec.row_output = [&nest, y, row](ArrayRef<Value> stats) {
+      nest.store(nest.round_to(stats[0], y.element()), y, row);
+    };
+    return spec;
   });
 }
 
@@ -394,32 +474,38 @@ absl::Status not_lowered_for_cuda(Operation* op, absl::string_view why) {
                                                "' is not yet lowered for cuda: ", why));
 }
 
-bool builds_op_loops(Operation* op) {
+bool builds_op_loops(Operation* op, const CudaCodegenOptions& options) {
+  // A sum or mean of rows: a block per row, when those are on.
+  if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op))
+    return block_per_row(options, rows->second);
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
              dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
              dialect::IndexAddOp, dialect::MultiTensorUpdateOp>(op);
 }
 
-absl::Status build_op_loops(Operation* op, func::FuncOp func) {
+absl::Status build_op_loops(Operation* op, func::FuncOp func,
+                            const CudaCodegenOptions& options) {
   Nest nest(func);
   absl::Status status = absl::OkStatus();
   if (auto softmax = dyn_cast<dialect::SoftmaxOp>(op)) {
-    softmax_loops(op, static_cast<int64_t>(softmax.getDim()), /*log=*/false, nest);
+    softmax_loops(op, static_cast<int64_t>(softmax.getDim()), /*log=*/false, options, nest);
   } else if (auto log_softmax = dyn_cast<dialect::LogSoftmaxOp>(op)) {
-    softmax_loops(op, static_cast<int64_t>(log_softmax.getDim()), /*log=*/true, nest);
+    softmax_loops(op, static_cast<int64_t>(log_softmax.getDim()), /*log=*/true, options, nest);
   } else if (auto layer = dyn_cast<dialect::LayerNormOp>(op)) {
     auto [weight, has_weight] = layer.getODSOperandIndexAndLength(1);
     auto [bias, has_bias] = layer.getODSOperandIndexAndLength(2);
     norm_loops(op, static_cast<int64_t>(layer.getNormalizedNdim()),
                layer.getEps().convertToDouble(), /*rms=*/false,
                has_weight ? static_cast<int>(weight) : -1, has_bias ? static_cast<int>(bias) : -1,
-               nest);
+               options, nest);
   } else if (auto rms = dyn_cast<dialect::RmsNormOp>(op)) {
     norm_loops(op, static_cast<int64_t>(rms.getNormalizedNdim()), rms.getEps().convertToDouble(),
-               /*rms=*/true, rms.getWeight() ? 1 : -1, -1, nest);
+               /*rms=*/true, rms.getWeight() ? 1 : -1, -1, options, nest);
   } else if (auto nll = dyn_cast<dialect::NllLossOp>(op)) {
-    nll_loss_loops(nll, nest);
+    nll_loss_loops(nll, options, nest);
+  } else if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op)) {
+    reduction_loops(op, *rows, nest);
   } else if (auto dropout = dyn_cast<dialect::DropoutOp>(op)) {
     dropout_loops(dropout, nest);
   } else if (auto arange = dyn_cast<dialect::ArangeOp>(op)) {
@@ -437,7 +523,9 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func) {
   } else if (auto add = dyn_cast<dialect::IndexAddOp>(op)) {
     index_add_loops(add, nest);
   } else if (auto update = dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
-    status = multi_tensor_update_loops(update, nest);
+    status = multi_tensor_update_loops(
+        update, options.multi_tensor_launch ? options.multi_tensor_max_buffers : 0,
+        options.threads, nest);
   } else {
     status = not_lowered_for_cuda(op, "no loop nest is built for it");
   }

@@ -87,7 +87,8 @@ Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)
 
 } // namespace
 
-absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& nest) {
+absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t max_launch_buffers,
+                                       int64_t block, Nest& nest) {
   const unsigned num_operands = op->getNumOperands();
   auto operand = [&](Operand segment, int64_t i = 0) {
     return static_cast<unsigned>(op.getODSOperandIndexAndLength(segment).first + i);
@@ -145,21 +146,37 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
       b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
     });
   }
-  for (int64_t i = 0; i < n; ++i) {
-    Flat param = nest.flat(operand(kParams, i)), grad = nest.flat(operand(kGrads, i));
-    Flat new_param = nest.flat(result(kNewParams, i));
-    auto state = [&](int slot) { return nest.flat(operand(kStates, slot * n + i)); };
-    auto new_state = [&](int slot) { return nest.flat(result(kNewStates, slot * n + i)); };
-    const int slots = count(kStates) / std::max<int64_t>(n, 1);
+  // Each parameter's buffers (views made at the top level, where the
+  // kernels take them).
+  struct Tensor {
+    int64_t i = 0, size = 0;
+    Flat param, grad, new_param;
     std::vector<Flat> states, new_states;
-    for (int s = 0; s < slots; ++s) {
-      states.push_back(state(s));
-      new_states.push_back(new_state(s));
-    }
     std::optional<Flat> clipped;
-    if (count_results(kClippedGrads)) clipped = nest.flat(result(kClippedGrads, i));
-    const Type storage = param.element();
-    nest.parallel(numel(op.getParams()[i]), [&](Value k) {
+  };
+  std::vector<Tensor> tensors;
+  for (int64_t i = 0; i < n; ++i) {
+    Tensor t;
+    t.i = i;
+    t.size = numel(op.getParams()[i]);
+    t.param = nest.flat(operand(kParams, i));
+    t.grad = nest.flat(operand(kGrads, i));
+    t.new_param = nest.flat(result(kNewParams, i));
+    const int slots = count(kStates) / std::max<int64_t>(n, 1);
+    for (int s = 0; s < slots; ++s) {
+      t.states.push_back(nest.flat(operand(kStates, s * n + i)));
+      t.new_states.push_back(nest.flat(result(kNewStates, s * n + i)));
+    }
+    if (count_results(kClippedGrads)) t.clipped = nest.flat(result(kClippedGrads, i));
+    tensors.push_back(std::move(t));
+  }
+  // Element k of tensor t's update.
+  auto update = [&](const Tensor& t, Value k) {
+      const int64_t i = t.i;
+      const Flat &param = t.param, &grad = t.grad, &new_param = t.new_param;
+      const std::vector<Flat>&states = t.states, &new_states = t.new_states;
+      const std::optional<Flat>& clipped = t.clipped;
+      const Type storage = param.element();
       UpdateMath m(nest, storage);
       Value lr64 = hyper(kLr), wd64 = hyper(kWeightDecay), eps64 = hyper(kEps);
       // The advanced step count, as f64 (ref's `step`).
@@ -256,8 +273,69 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, Nest& ne
         break;
       }
       }
+  };
+  // A launch updating tensors [first, last) (one of them: its own launch).
+  auto launch = [&](size_t first, size_t last) {
+    if (last - first == 1) {
+      nest.parallel(tensors[first].size, [&](Value k) { update(tensors[first], k); });
+      return;
+    }
+    // Tensor t's elements at [offset_t, offset_t + size_t) of one index
+    // space whose segments start on a block (`block` lanes), so that a
+    // block updates one tensor; the lane finds its tensor from the
+    // offsets and switches to that tensor's update (the same operations
+    // as in its own launch).
+    std::vector<int64_t> offsets;
+    int64_t total = 0;
+    for (size_t t = first; t < last; ++t) {
+      offsets.push_back(total);
+      total += (tensors[t].size + block - 1) / block * block;
+    }
+    const int64_t count_here = static_cast<int64_t>(last - first);
+    nest.parallel(total, [&](Value lane) {
+      Value which = nest.index(0);
+      for (int64_t i = 1; i < count_here; ++i) {
+        Value past = b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, lane,
+                                             nest.index(offsets[i]));
+        which = b.create<arith::SelectOp>(past, nest.index(i), which);
+      }
+      std::vector<int64_t> cases(count_here);
+      for (int64_t i = 0; i < count_here; ++i) cases[i] = i;
+      auto on = b.create<scf::IndexSwitchOp>(TypeRange{}, which, cases,
+                                             static_cast<unsigned>(count_here));
+      OpBuilder::InsertionGuard guard(b);
+      for (int64_t i = 0; i < count_here; ++i) {
+        const Tensor& t = tensors[first + i];
+        b.setInsertionPointToStart(&on.getCaseRegions()[i].emplaceBlock());
+        Value k = b.create<arith::SubIOp>(lane, nest.index(offsets[i]));
+        Value inside = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, k, nest.index(t.size));
+        auto branch = b.create<scf::IfOp>(inside, /*withElseRegion=*/false);
+        b.create<scf::YieldOp>();
+        b.setInsertionPoint(branch.thenBlock()->getTerminator());
+        update(t, k);
+      }
+      b.setInsertionPointToStart(&on.getDefaultRegion().emplaceBlock());
+      b.create<scf::YieldOp>();
     });
+  };
+  // The tensors in runs whose buffers fit `max_launch_buffers` kernel
+  // parameters (with the hyperparameters, the step counters and the
+  // norm), or one launch each.
+  const int64_t per_tensor =
+      3 + 2 * (count(kStates) / std::max<int64_t>(n, 1)) + (count_results(kClippedGrads) ? 1 : 0) +
+      (count(kSteps) ? 1 : 0);
+  const int64_t shared_buffers = 12;
+  size_t first = 0;
+  int64_t used = shared_buffers;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (max_launch_buffers <= 0 || (t > first && used + per_tensor > max_launch_buffers)) {
+      if (t > first) launch(first, t);
+      first = t;
+      used = shared_buffers;
+    }
+    used += per_tensor;
   }
+  if (first < tensors.size()) launch(first, tensors.size());
   // The step counters advance after every update has read them.
   if (count(kSteps)) {
     nest.parallel(1, [&](Value) {

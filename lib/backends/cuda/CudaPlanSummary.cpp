@@ -1,0 +1,51 @@
+// summarize_cuda_plan: see CudaPlanSummary.h.
+#include "lib/backends/cuda/CudaPlanSummary.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace mstep::cuda {
+
+namespace {
+
+/// Whether a kernel's origin ("mstep.permute #4") is one of `ops`.
+bool from_op(const CudaKernelInfo& kernel, std::initializer_list<absl::string_view> ops) {
+  for (absl::string_view op : ops)
+    if (absl::StartsWith(kernel.origin, absl::StrCat(op, " #"))) return true;
+  return false;
+}
+
+} // namespace
+
+CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
+  CudaPlanSummary summary;
+  summary.arena_bytes = plan.arena_bytes;
+  for (const CudaLaunchStep& step : plan.launches) {
+    ++summary.steps;
+    if (step.matmul >= 0) {
+      ++summary.cublaslt;
+      continue;
+    }
+    if (step.attention >= 0) {
+      ++summary.cudnn;
+      continue;
+    }
+    ++summary.launches;
+    const CudaKernelInfo& kernel = plan.kernels.at(step.kernel);
+    if (from_op(kernel, {"mstep.reshape", "mstep.permute", "mstep.slice"})) ++summary.copies;
+    if (from_op(kernel, {"mstep.softmax", "mstep.log_softmax", "mstep.layer_norm",
+                         "mstep.rms_norm", "mstep.nll_loss"}))
+      ++summary.row_launches;
+  }
+  return summary;
+}
+
+std::string describe_cuda_plan_summary(const CudaPlanSummary& s) {
+  return absl::StrFormat(
+      "%d steps: %d kernel launches (%d copies, %d row-wise), %d cuBLASLt, %d cuDNN; arena %.1f MiB",
+      s.steps, s.launches, s.copies, s.row_launches, s.cublaslt, s.cudnn,
+      static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0));
+}
+
+} // namespace mstep::cuda

@@ -1,0 +1,31 @@
+// A cuda plan's counts, for comparing plans (mstep-compile prints them):
+// the steps it runs per replay by kind, and how many of its kernel launches
+// only move data (reshape, permute, slice: a copy a view could avoid).
+// Library-internal.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lib/backends/cuda/CudaPlan.h"
+
+namespace mstep::cuda {
+
+struct CudaPlanSummary {
+  int64_t steps = 0;     ///< every step of the plan
+  int64_t launches = 0;  ///< kernel launches
+  int64_t cublaslt = 0;  ///< cuBLASLt matmuls
+  int64_t cudnn = 0;     ///< cuDNN SDPA executions
+  int64_t copies = 0;    ///< launches of mstep.reshape / permute / slice kernels
+  /// Launches of the row-wise ops' kernels (softmax, log_softmax,
+  /// layer_norm, rms_norm, nll_loss), whichever MSTEP_CUDA_ROW_REDUCTION.
+  int64_t row_launches = 0;
+  int64_t arena_bytes = 0;
+};
+
+CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan);
+
+/// "412 steps: 300 kernel launches (40 copies, 30 row-wise), 100 cuBLASLt, 12 cuDNN; arena 12.5 MiB"
+std::string describe_cuda_plan_summary(const CudaPlanSummary& summary);
+
+} // namespace mstep::cuda

@@ -1,0 +1,38 @@
+// summarize_cuda_plan (CudaPlanSummary.h): a plan's steps counted by kind,
+// the copy kernels and the row-wise ops' kernels told by their origin.
+#include <gtest/gtest.h>
+
+#include "lib/backends/cuda/CudaPlanSummary.h"
+
+namespace mstep::cuda {
+namespace {
+
+TEST(CudaPlanSummary, CountsStepsByKindAndCopiesByOrigin) {
+  CudaPlan plan;
+  for (const char* origin : {"mstep.permute #1", "mstep.reshape #2", "mstep.fusion #3",
+                             "mstep.layer_norm #4", "mstep.slice_scatter #5"}) {
+    CudaKernelInfo kernel;
+    kernel.origin = origin;
+    plan.kernels.push_back(kernel);
+  }
+  plan.matmuls.resize(1);
+  plan.attentions.resize(1);
+  for (int k = 0; k < 5; ++k) plan.launches.push_back({.kernel = k});
+  plan.launches.push_back({.kernel = 0}); // the permute kernel launched twice
+  plan.launches.push_back({.matmul = 0});
+  plan.launches.push_back({.matmul = 0});
+  plan.launches.push_back({.attention = 0});
+  plan.arena_bytes = 3 * 1024 * 1024 / 2;
+  const CudaPlanSummary s = summarize_cuda_plan(plan);
+  EXPECT_EQ(s.steps, 9);
+  EXPECT_EQ(s.launches, 6);
+  EXPECT_EQ(s.copies, 3); // the permute twice and the reshape; not slice_scatter
+  EXPECT_EQ(s.row_launches, 1);
+  EXPECT_EQ(s.cublaslt, 2);
+  EXPECT_EQ(s.cudnn, 1);
+  EXPECT_EQ(describe_cuda_plan_summary(s),
+            "9 steps: 6 kernel launches (3 copies, 1 row-wise), 2 cuBLASLt, 1 cuDNN; arena 1.5 MiB");
+}
+
+} // namespace
+} // namespace mstep::cuda
