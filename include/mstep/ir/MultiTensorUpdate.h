@@ -4,6 +4,11 @@
 // codes of its `kind` attribute. Shared by every backend's kernel.
 #pragma once
 
+#include <array>
+#include <optional>
+
+#include "mstep/ir/Attr.h"
+
 namespace mstep::multi_tensor_update {
 
 enum Operand {
@@ -24,5 +29,22 @@ enum Operand {
 enum Result { kNewParams, kNewStates, kNewSteps, kClippedGrads, kTotalNorm, kNumResultSegments };
 /// dialect::OptimizerKind's codes.
 enum class Rule { sgd = 0, adam = 1, adamw = 2, adadelta = 3 };
+
+/// First position and length of each segment, from the op's
+/// operand_segments / result_segments attribute (nullopt: not N segments).
+template <int N> struct Segments {
+  std::array<int, N> first{}, count{};
+
+  static std::optional<Segments> of(const IntList& sizes) {
+    if (static_cast<int>(sizes.size()) != N) return std::nullopt;
+    Segments s;
+    for (int i = 0, at = 0; i < N; at += static_cast<int>(sizes[i]), ++i) {
+      s.first[i] = at;
+      s.count[i] = static_cast<int>(sizes[i]);
+    }
+    return s;
+  }
+  int at(int segment, int i = 0) const { return first[segment] + i; }
+};
 
 }  // namespace mstep::multi_tensor_update

@@ -45,21 +45,6 @@ using simd::tail_mask;
 
 using namespace multi_tensor_update;  // the op's segments and rule codes
 
-/// First position and length of each segment.
-template <int N> struct Segments {
-  std::array<int, N> first{}, count{};
-
-  static std::optional<Segments> of(const IntList& sizes) {
-    if (static_cast<int>(sizes.size()) != N) return std::nullopt;
-    Segments s;
-    for (int i = 0, at = 0; i < N; at += static_cast<int>(sizes[i]), ++i) {
-      s.first[i] = at;
-      s.count[i] = static_cast<int>(sizes[i]);
-    }
-    return s;
-  }
-  int at(int segment, int i = 0) const { return first[segment] + i; }
-};
 
 /// The per-parameter f32 scalars of the update rules, computed in f64 and
 /// cast once, as lib/api/optim records them (see RefOptimizer.cpp).

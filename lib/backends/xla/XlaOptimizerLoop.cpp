@@ -24,26 +24,7 @@
 
 namespace mstep::xla {
 
-namespace {
-
 using namespace multi_tensor_update;
-
-/// First position and length of each segment.
-template <int N> struct Segments {
-  std::array<int, N> first{}, count{};
-  static std::optional<Segments> of(const IntList& sizes) {
-    if (static_cast<int>(sizes.size()) != N) return std::nullopt;
-    Segments s;
-    for (int i = 0, at = 0; i < N; at += static_cast<int>(sizes[i]), ++i) {
-      s.first[i] = at;
-      s.count[i] = static_cast<int>(sizes[i]);
-    }
-    return s;
-  }
-  int at(int segment, int i = 0) const { return first[segment] + i; }
-};
-
-} // namespace
 
 std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph& graph,
                                           uint32_t node) {
