@@ -1,6 +1,9 @@
 // DeviceReplay: see DeviceReplay.h.
 #include "lib/runtime/DeviceReplay.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -74,14 +77,24 @@ std::unique_ptr<DeviceReplay> DeviceReplay::record(std::vector<Segment>& segment
   d->inputs_.resize(segments.size());
   d->offered_.resize(segments.size());
   d->results_.resize(segments.size());
+  // Static results: every segment's, from one pool private to the graph,
+  // sized and allocated now, outside the recording.
+  std::vector<TensorType> result_types;
+  for (const Segment& seg : segments)
+    result_types.insert(result_types.end(), seg.result_types.begin(), seg.result_types.end());
+  GraphPool pool = value_or_throw(backend.allocate_graph_pool(result_types));
+  if (pool.buffers.size() != result_types.size())
+    throw Error(absl::InternalError(absl::StrCat(
+        "Graph::capture_end: ", backend.name(), "'s allocate_graph_pool returned ",
+        pool.buffers.size(), " buffers for ", result_types.size(), " static results")));
+  size_t next = 0;
   for (uint32_t s = 0; s < segments.size(); ++s) {
     const Segment& seg = segments[s];
     d->inputs_[s].resize(seg.inputs.size());
     for (const Segment::OutputBinding& o : seg.outputs)
       if (read.contains(o.tensor.get())) d->written_.insert(o.tensor.get());
-    // Static results: allocated now, outside the recording.
-    for (const TensorType& type : seg.result_types)
-      d->offered_[s].push_back(value_or_throw(backend.allocate(type)));
+    for (size_t r = 0; r < seg.result_types.size(); ++r)
+      d->offered_[s].push_back(std::move(pool.buffers[next++]));
     for (const Segment::OutputBinding& o : seg.outputs) {
       if (last[o.tensor.get()] != std::make_pair(s, o.result)) continue;  // a later one wins
       if (read.contains(o.tensor.get()))
@@ -90,6 +103,7 @@ std::unique_ptr<DeviceReplay> DeviceReplay::record(std::vector<Segment>& segment
         d->outputs_.push_back({s, o.result, o.tensor});
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<DeviceGraph>> graph = backend.record_graph(work);
   if (!graph.ok()) {
     throw Error(absl::Status(
@@ -100,6 +114,14 @@ std::unique_ptr<DeviceReplay> DeviceReplay::record(std::vector<Segment>& segment
                      "of the captured step")));
   }
   d->graph_ = *std::move(graph);
+  {
+    Metrics& m = mutable_metrics();
+    m.device_graph_pool_bytes = std::max(m.device_graph_pool_bytes, pool.bytes);
+  }
+  if (trace_enabled())
+    trace_event(absl::StrCat("record device graph (pool of ", result_types.size(),
+                             " static results, ", pool.bytes, " bytes)"),
+                "capture", t0, std::chrono::steady_clock::now());
   return d;
 }
 

@@ -7,6 +7,12 @@
 // step, dropout included, bitwise equal to lazy mode the same way.)
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "mstep/mstep.h"
 #include "mstep/runtime/TensorImpl.h"
@@ -16,6 +22,7 @@ namespace mstep {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class DeviceGraphReplay : public ::testing::Test {
  protected:
@@ -52,6 +59,46 @@ TEST_F(DeviceGraphReplay, AStaticInputFilledByCopyIsCopiedIntoTheCapturedBuffer)
   }
   EXPECT_EQ(metrics().device_graph_launches, 2);
   EXPECT_EQ(metrics().device_graph_updates, 0);
+}
+
+TEST_F(DeviceGraphReplay, TheStaticResultsPoolSizeIsInTheMetricsAndTheTrace) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("mstep_graph_pool_trace_" + std::to_string(getpid()) + ".json");
+  set_trace_file(path.string());
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Graph g;
+  Tensor a, b;
+  {
+    CaptureGuard capture(g);
+    a = x + 4.0;
+    b = x * 3.0;
+  }
+  set_trace_file("");  // writes the file
+  ASSERT_TRUE(g.on_device_graph());
+  // Two results of 3 floats: async_host allocates each (the default), 24 bytes.
+  EXPECT_EQ(metrics().device_graph_pool_bytes, 24);
+  EXPECT_THAT(metrics_report(), HasSubstr("\ngraph_pool_bytes    24\n"));
+  std::ifstream in(path);
+  const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(trace, HasSubstr("record device graph (pool of 2 static results, 24 bytes)"));
+  std::filesystem::remove(path);
+  g.replay();
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{5, 6, 7}));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{3, 6, 9}));
+}
+
+TEST_F(DeviceGraphReplay, WithoutADeviceGraphNoPoolIsReported) {
+  testing::record_async_host_graphs(false);
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = x - 1.0;
+  }
+  EXPECT_FALSE(g.on_device_graph());
+  EXPECT_EQ(metrics().device_graph_pool_bytes, 0);
+  EXPECT_THAT(metrics_report(), Not(HasSubstr("graph_pool_bytes")));
 }
 
 TEST_F(DeviceGraphReplay, AnInputWhoseCapturedBufferIsStillReadMovesTheGraph) {

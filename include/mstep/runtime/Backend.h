@@ -127,6 +127,13 @@ class DeviceGraph {
   virtual int64_t updates() const = 0;
 };
 
+/// Backend::allocate_graph_pool's result: one buffer per requested type,
+/// in order, and the bytes of device memory they were given together.
+struct GraphPool {
+  std::vector<BufferPtr> buffers;
+  int64_t bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -164,6 +171,21 @@ class Backend {
   }
 
   virtual absl::StatusOr<BufferPtr> allocate(const TensorType& type) = 0;
+  /// Buffers of `types` for a device graph's static results, allocated
+  /// before it is recorded and held for its life: memory private to the
+  /// graph. A backend with device graphs may give them one allocation
+  /// sized here (cuda: one block, freed with the last of the buffers).
+  /// The default allocates each, so `bytes` is the sum of their sizes.
+  virtual absl::StatusOr<GraphPool> allocate_graph_pool(absl::Span<const TensorType> types) {
+    GraphPool pool;
+    for (const TensorType& type : types) {
+      absl::StatusOr<BufferPtr> buffer = allocate(type);
+      if (!buffer.ok()) return buffer.status();
+      pool.buffers.push_back(*std::move(buffer));
+      pool.bytes += static_cast<int64_t>(type.bytes());
+    }
+    return pool;
+  }
   /// A buffer over host memory the caller owns (zero-copy), or
   /// Unimplemented when this backend cannot use it in place (the caller
   /// then copies). `release` runs once the buffer is no longer used.

@@ -67,6 +67,10 @@ struct Metrics {
   /// first updated its buffer addresses (an input moved; no new capture).
   int64_t device_graph_launches = 0;
   int64_t device_graph_updates = 0;
+  /// Largest pool of a captured device graph: the device memory of its
+  /// static results, allocated at capture as one block where the backend
+  /// pools them (cuda) and held for the graph's life.
+  int64_t device_graph_pool_bytes = 0;
   int64_t arena_bytes = 0;       // largest planned arena of a compiled graph
   TimeStats compile_time;
   TimeStats execute_time;        // executable runs in lazy mode

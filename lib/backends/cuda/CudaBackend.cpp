@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaGraph.h"
+#include "lib/backends/cuda/CudaPlan.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::cuda {
@@ -51,9 +52,18 @@ CudaBuffer::CudaBuffer(TensorType type, CudaAllocator::Block block,
     : Buffer(std::move(type), Device{DeviceType::cuda, allocator->context().device().ordinal}),
       block_(block), allocator_(std::move(allocator)) {}
 
+CudaBuffer::CudaBuffer(TensorType type, CudaAllocator::Block block,
+                       std::shared_ptr<CudaAllocator> allocator, std::shared_ptr<const void> pool)
+    : CudaBuffer(std::move(type), block, std::move(allocator)) {
+  pool_ = std::move(pool);
+}
+
 // Stream-ordered: work still queued that uses the block runs before any
-// work queued after it is handed out again (CudaAllocator.h).
-CudaBuffer::~CudaBuffer() { allocator_->release(block_); }
+// work queued after it is handed out again (CudaAllocator.h). A pool's
+// part goes back with the pool.
+CudaBuffer::~CudaBuffer() {
+  if (pool_ == nullptr) allocator_->release(block_);
+}
 
 absl::StatusOr<std::unique_ptr<CudaBackend>>
 CudaBackend::create(std::shared_ptr<const CudaDriver> driver, const CudaBackendOptions& options) {
@@ -111,6 +121,44 @@ absl::Status CudaBackend::refuse_in_capture(absl::string_view what) const {
 bool CudaBackend::capturing() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return capturing_;
+}
+
+absl::StatusOr<GraphPool> CudaBackend::allocate_graph_pool(absl::Span<const TensorType> types) {
+  // Each buffer at an offset aligned as cuMemAlloc's blocks (and the arena's).
+  constexpr size_t kAlign = kCudaArenaAlignment;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const TensorType& type : types) {
+    offsets.push_back(total);
+    total += (type.bytes() + kAlign - 1) / kAlign * kAlign;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MSTEP_RETURN_IF_ERROR(lost_);
+    MSTEP_RETURN_IF_ERROR(refuse_in_capture(
+        absl::StrCat("allocating a ", total, "-byte pool for a graph's static buffers")));
+  }
+  absl::StatusOr<CudaAllocator::Block> block = allocator_->allocate(total);
+  if (!block.ok())
+    return absl::Status(block.status().code(),
+                        absl::StrCat(block.status().message(), " (a captured graph's pool of ",
+                                     types.size(), " static buffers)"));
+  // The pool: its block goes back to the allocator with the last buffer.
+  struct Pool {
+    CudaAllocator::Block block;
+    std::shared_ptr<CudaAllocator> allocator;
+    ~Pool() { allocator->release(block); }
+  };
+  // Built in place (new): a temporary Pool would release the block.
+  std::shared_ptr<const Pool> pool(new Pool{*block, allocator_});
+  GraphPool result;
+  result.bytes = static_cast<int64_t>(total);
+  for (size_t i = 0; i < types.size(); ++i) {
+    const CudaAllocator::Block part{types[i].bytes() == 0 ? 0 : block->pointer + offsets[i],
+                                    types[i].bytes()};
+    result.buffers.push_back(std::make_shared<CudaBuffer>(types[i], part, allocator_, pool));
+  }
+  return result;
 }
 
 absl::StatusOr<BufferPtr> CudaBackend::allocate(const TensorType& type) {

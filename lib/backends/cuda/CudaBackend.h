@@ -56,6 +56,11 @@ namespace mstep::cuda {
 class CudaBuffer final : public Buffer {
 public:
   CudaBuffer(TensorType type, CudaAllocator::Block block, std::shared_ptr<CudaAllocator> allocator);
+  /// A buffer inside a pool (CudaBackend::allocate_graph_pool): `block` is
+  /// its part of the pool's block, which goes back when `pool` (shared by
+  /// the pool's buffers) goes.
+  CudaBuffer(TensorType type, CudaAllocator::Block block, std::shared_ptr<CudaAllocator> allocator,
+             std::shared_ptr<const void> pool);
   ~CudaBuffer() override;
   /// The device address (0 for a buffer of 0 bytes); for kernels and
   /// library calls queued through CudaBackend::enqueue.
@@ -65,6 +70,7 @@ private:
   friend class CudaBackend;
   CudaAllocator::Block block_;
   std::shared_ptr<CudaAllocator> allocator_;
+  std::shared_ptr<const void> pool_; // set: block_ is part of a pool's block
   uint64_t last_write_ = 0; // ticket of the last enqueued work writing it (0: none)
 };
 
@@ -102,6 +108,11 @@ public:
   absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
                                                           const RuntimeOptions& options) override;
   absl::StatusOr<BufferPtr> allocate(const TensorType& type) override;
+  /// One block of the caching allocator for all of `types` (each buffer
+  /// 256-byte aligned in it), private to the buffers: a captured graph's
+  /// static memory, sized at capture; the block goes back when the last
+  /// buffer goes. Refused inside a capture, as allocate() is.
+  absl::StatusOr<GraphPool> allocate_graph_pool(absl::Span<const TensorType> types) override;
   absl::Status copy_in(Buffer& dst, const void* src, size_t bytes) override;
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override;
   absl::Status synchronize() override;
