@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/compiler/Compiler.h"
 #include "lib/runtime/CapturedSegment.h"
+#include "mstep/ir/InlineGraph.h"
 #include "mstep/api/Tensor.h"
 #include "mstep/runtime/SafetensorsFile.h"
 #include "mstep/runtime/Tracer.h"
@@ -26,12 +27,6 @@ namespace mstep::internal {
 namespace {
 
 constexpr const char* kWho = "Graph::export_stablehlo";
-
-/// Whether `op` reads the RNG state at state offset + its `offset` attribute.
-bool draws_random(OpKind op) {
-  return op == OpKind::rand || op == OpKind::randn || op == OpKind::dropout ||
-         op == OpKind::sdpa || op == OpKind::sdpa_grad;
-}
 
 /// Builds the merged graph, the arguments' names and values.
 class Merger {
@@ -47,26 +42,7 @@ class Merger {
     std::vector<ValueRef> inputs;
     for (size_t j = 0; j < seg.inputs.size(); ++j) inputs.push_back(input(seg, j));
     seg_inputs_.push_back(inputs);
-
-    std::vector<std::vector<ValueRef>> local(g.nodes.size());
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const GraphNode& n = g.nodes[i];
-      if (n.op == OpKind::parameter) {
-        local[i].push_back(inputs[attr_int(n.attrs, AttrName::index)]);
-        continue;
-      }
-      GraphNode copy = n;
-      for (ValueRef& v : copy.operands) v = local[v.node][v.index];
-      if (draws_random(n.op))
-        for (Attr& a : copy.attrs)
-          if (a.name == AttrName::offset && std::get<int64_t>(a.value) >= 0)
-            a.value = std::get<int64_t>(a.value) + static_cast<int64_t>(seg.rng_offset);
-      const auto node = static_cast<uint32_t>(graph_.nodes.size());
-      for (uint32_t r = 0; r < copy.results.size(); ++r) local[i].push_back({node, r});
-      graph_.nodes.push_back(std::move(copy));
-    }
-    std::vector<ValueRef> results;
-    for (ValueRef v : g.outputs) results.push_back(local[v.node][v.index]);
+    std::vector<ValueRef> results = append_inlined(g, inputs, seg.rng_offset, graph_.nodes);
     for (const Segment::OutputBinding& o : seg.outputs) {
       const TensorImpl* t = o.tensor.get();
       current_[t] = results[o.result];

@@ -4,16 +4,11 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "mstep/ir/InlineGraph.h"
 
 namespace mstep::tools {
 
 namespace {
-
-/// Whether `op` reads the RNG state at state offset + its `offset` attribute.
-bool draws_random(OpKind op) {
-  return op == OpKind::rand || op == OpKind::randn || op == OpKind::dropout ||
-         op == OpKind::sdpa || op == OpKind::sdpa_grad;
-}
 
 class Merger {
 public:
@@ -28,25 +23,7 @@ public:
     std::vector<ValueRef> inputs;
     for (size_t j = 0; j < seg.inputs.size(); ++j) inputs.push_back(input(s, j));
     seg_inputs_.push_back(inputs);
-    std::vector<std::vector<ValueRef>> local(g.nodes.size());
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const GraphNode& n = g.nodes[i];
-      if (n.op == OpKind::parameter) {
-        local[i].push_back(inputs[attr_int(n.attrs, AttrName::index)]);
-        continue;
-      }
-      GraphNode copy = n;
-      for (ValueRef& v : copy.operands) v = local[v.node][v.index];
-      if (draws_random(n.op))
-        for (Attr& a : copy.attrs)
-          if (a.name == AttrName::offset && std::get<int64_t>(a.value) >= 0)
-            a.value = std::get<int64_t>(a.value) + static_cast<int64_t>(seg.rng_offset);
-      const auto node = static_cast<uint32_t>(ops_.size());
-      for (uint32_t r = 0; r < copy.results.size(); ++r) local[i].push_back({node, r});
-      ops_.push_back(std::move(copy));
-    }
-    std::vector<ValueRef> results;
-    for (ValueRef v : g.outputs) results.push_back(local[v.node][v.index]);
+    std::vector<ValueRef> results = append_inlined(g, inputs, seg.rng_offset, ops_);
     for (const GraphArchive::Output& o : seg.outputs) {
       current_[o.slot] = results[o.result];
       if (written_.emplace(o.slot, written_order_.size()).second) written_order_.push_back(o.slot);
