@@ -245,6 +245,14 @@ const std::map<std::string, std::string>& without_oracle() {
       {"randn", "the same Philox stream as rand (Box-Muller on two words)"},
       {"custom_op", "calls a user-registered op, which PyTorch does not have: "
                     "unit/custom_op_test.cpp checks a custom op against values computed there"},
+      // Collectives need several processes; the single-process oracle run
+      // would only see a world of 1 (the identity).
+      {"all_reduce", "a collective across ranks: mpi/collectives_mpi_test.cpp checks sum, mean, "
+                     "max and min on 2 ranks against closed forms (rank r holds r + 1), "
+                     "mpi/ddp_equivalence_test.cpp DDP against a 1-rank run on the joint batch"},
+      {"all_gather", "a collective across ranks: mpi/collectives_mpi_test.cpp (closed forms)"},
+      {"broadcast", "a collective across ranks: mpi/collectives_mpi_test.cpp (closed forms)"},
+      {"reduce_scatter", "a collective across ranks: mpi/collectives_mpi_test.cpp (closed forms)"},
   };
   return ops;
 }
