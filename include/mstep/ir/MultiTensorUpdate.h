@@ -9,6 +9,10 @@
 
 #include "mstep/ir/Attr.h"
 
+namespace mstep {
+struct GraphNode;
+}
+
 namespace mstep::multi_tensor_update {
 
 enum Operand {
@@ -45,6 +49,21 @@ template <int N> struct Segments {
     return s;
   }
   int at(int segment, int i = 0) const { return first[segment] + i; }
+};
+
+/// A node's segments, rule and flags, read once for every backend's kernel.
+struct Layout {
+  Segments<kNumOperandSegments> in;
+  Segments<kNumResultSegments> out;
+  Rule rule = Rule::sgd;
+  bool nesterov = false, amsgrad = false, maximize = false;
+  int num_params = 0;
+  int slots = 0;  // optimizer-state tensors per parameter
+
+  /// nullopt unless the segments fit together (counts per parameter, the
+  /// state slots the rule needs, every operand and result in a segment)
+  /// and the rule's hyperparameters are present.
+  static std::optional<Layout> of(const GraphNode& node);
 };
 
 }  // namespace mstep::multi_tensor_update

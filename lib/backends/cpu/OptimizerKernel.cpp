@@ -184,54 +184,25 @@ private:
 absl::StatusOr<std::unique_ptr<CpuKernel>>
 MultiTensorUpdateKernel::make(const KernelRequest& request) {
   const GraphNode& node = request.node();
-  auto in = Segments<kNumOperandSegments>::of(attr_ints(node.attrs, AttrName::operand_segments));
-  auto out = Segments<kNumResultSegments>::of(attr_ints(node.attrs, AttrName::result_segments));
-  if (!in || !out) return nullptr;
-  auto kernel = std::make_unique<MultiTensorUpdateKernel>();
-  MultiTensorUpdateKernel& k = *kernel;
-  k.in_ = *in;
-  k.out_ = *out;
-  k.rule_ = static_cast<Rule>(attr_int(node.attrs, AttrName::kind));
-  k.nesterov_ = attr_int_or(node.attrs, AttrName::nesterov, 0) != 0;
-  k.amsgrad_ = attr_int_or(node.attrs, AttrName::amsgrad, 0) != 0;
-  k.maximize_ = attr_int_or(node.attrs, AttrName::maximize, 0) != 0;
-  const int n = in->count[kParams];
-  k.num_params_ = n;
-
   // The fast path: f32 tensors, f64 0-d hyperparameters, the state slots
   // the rule needs, and every operand where the ref kernel expects it.
   // Anything else stays with the ref kernel.
+  const std::optional<Layout> layout = Layout::of(node);
+  if (!layout) return nullptr;
+  auto kernel = std::make_unique<MultiTensorUpdateKernel>();
+  MultiTensorUpdateKernel& k = *kernel;
+  k.in_ = layout->in;
+  k.out_ = layout->out;
+  k.rule_ = layout->rule;
+  k.nesterov_ = layout->nesterov;
+  k.amsgrad_ = layout->amsgrad;
+  k.maximize_ = layout->maximize;
+  k.num_params_ = layout->num_params;
+  k.slots_ = layout->slots;
+  const auto* in = &layout->in;
+  const auto* out = &layout->out;
+  const int n = layout->num_params, slots = layout->slots;
   auto operand_type = [&](int i) { return request.graph.type_of(node.operands[i]); };
-  int slots = 0;
-  switch (k.rule_) {
-  case Rule::sgd:
-    slots = in->count[kMomentum] ? 1 : 0;
-    break;
-  case Rule::adam:
-  case Rule::adamw:
-    slots = k.amsgrad_ ? 3 : 2;
-    break;
-  case Rule::adadelta:
-    slots = 2;
-    break;
-  default:
-    return nullptr;
-  }
-  k.slots_ = slots;
-  const bool counts_ok = in->count[kGrads] == n && in->count[kStates] == slots * n &&
-                         (in->count[kSteps] == 0 || in->count[kSteps] == n) &&
-                         out->count[kNewParams] == n && out->count[kNewStates] == slots * n &&
-                         out->count[kNewSteps] == in->count[kSteps] &&
-                         (out->count[kClippedGrads] == 0 || out->count[kClippedGrads] == n) &&
-                         out->count[kTotalNorm] <= 1 && in->count[kLr] == 1 &&
-                         static_cast<int>(node.operands.size()) ==
-                             in->at(kNumOperandSegments - 1) + in->count[kNumOperandSegments - 1] &&
-                         static_cast<int>(node.results.size()) ==
-                             out->at(kNumResultSegments - 1) + out->count[kNumResultSegments - 1];
-  if (!counts_ok) return nullptr;
-  const bool adam_like = k.rule_ == Rule::adam || k.rule_ == Rule::adamw;
-  if (adam_like && !(in->count[kBeta1] && in->count[kBeta2] && in->count[kEps])) return nullptr;
-  if (k.rule_ == Rule::adadelta && !(in->count[kRho] && in->count[kEps])) return nullptr;
   for (int s = kLr; s < kNumOperandSegments; ++s)
     for (int i = 0; i < in->count[s]; ++i) {
       const TensorType t = operand_type(in->at(s, i));

@@ -30,45 +30,14 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
                                           uint32_t node) {
   const GraphNode& nd = graph.nodes[node];
   if (nd.op != OpKind::multi_tensor_update) return std::nullopt;
-  auto in = Segments<kNumOperandSegments>::of(attr_ints(nd.attrs, AttrName::operand_segments));
-  auto out = Segments<kNumResultSegments>::of(attr_ints(nd.attrs, AttrName::result_segments));
-  if (!in || !out) return std::nullopt;
-  const auto rule = static_cast<Rule>(attr_int(nd.attrs, AttrName::kind));
-  const bool nesterov = attr_int_or(nd.attrs, AttrName::nesterov, 0) != 0;
-  const bool amsgrad = attr_int_or(nd.attrs, AttrName::amsgrad, 0) != 0;
-  const bool maximize = attr_int_or(nd.attrs, AttrName::maximize, 0) != 0;
-  const int n = in->count[kParams];
   // The cpu kernel's conditions (OptimizerKernel.cpp's make).
-  int slots = 0;
-  switch (rule) {
-  case Rule::sgd:
-    slots = in->count[kMomentum] ? 1 : 0;
-    break;
-  case Rule::adam:
-  case Rule::adamw:
-    slots = amsgrad ? 3 : 2;
-    break;
-  case Rule::adadelta:
-    slots = 2;
-    break;
-  default:
-    return std::nullopt;
-  }
-  const bool counts_ok = in->count[kGrads] == n && in->count[kStates] == slots * n &&
-                         (in->count[kSteps] == 0 || in->count[kSteps] == n) &&
-                         out->count[kNewParams] == n && out->count[kNewStates] == slots * n &&
-                         out->count[kNewSteps] == in->count[kSteps] &&
-                         (out->count[kClippedGrads] == 0 || out->count[kClippedGrads] == n) &&
-                         out->count[kTotalNorm] <= 1 && in->count[kLr] == 1 &&
-                         static_cast<int>(nd.operands.size()) ==
-                             in->at(kNumOperandSegments - 1) + in->count[kNumOperandSegments - 1] &&
-                         static_cast<int>(nd.results.size()) ==
-                             out->at(kNumResultSegments - 1) + out->count[kNumResultSegments - 1];
-  if (!counts_ok || n == 0) return std::nullopt;
-  const bool adam_like = rule == Rule::adam || rule == Rule::adamw;
-  if (adam_like && !(in->count[kBeta1] && in->count[kBeta2] && in->count[kEps]))
-    return std::nullopt;
-  if (rule == Rule::adadelta && !(in->count[kRho] && in->count[kEps])) return std::nullopt;
+  const std::optional<Layout> layout = Layout::of(nd);
+  if (!layout || layout->num_params == 0) return std::nullopt;
+  const auto* in = &layout->in;
+  const auto* out = &layout->out;
+  const Rule rule = layout->rule;
+  const bool nesterov = layout->nesterov, amsgrad = layout->amsgrad, maximize = layout->maximize;
+  const int n = layout->num_params, slots = layout->slots;
   auto operand_type = [&](int i) { return graph.type_of(nd.operands[i]); };
   for (int s = kLr; s < kNumOperandSegments; ++s)
     for (int i = 0; i < in->count[s]; ++i) {
