@@ -379,6 +379,9 @@ CUresult launch_kernel(CUfunction function, unsigned gx, unsigned gy, unsigned g
   // As the driver does: each parameter's bytes read through its pointer.
   for (size_t i = 0; i < info->params.size(); ++i)
     call.args.emplace_back(static_cast<const char*>(params[i]), info->params[i].size);
+  if (g_fake->on_kernel && (stream == nullptr || stream != g_capturing) &&
+      g_fake->launch_result == CUDA_SUCCESS)
+    g_fake->on_kernel(FakeCall(call));
   return std::exchange(g_fake->launch_result, CUDA_SUCCESS);
 }
 
@@ -428,6 +431,7 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream) {
                   node.bytes);
     g_fake->calls.push_back(node);
     g_fake->calls.back().graph_launch = launch;
+    if (node.name == "cuLaunchKernel" && g_fake->on_kernel) g_fake->on_kernel(FakeCall(node));
   }
   return CUDA_SUCCESS;
 }

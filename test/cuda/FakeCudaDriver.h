@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -84,6 +85,11 @@ public:
   int live_graph_execs = 0;
   /// The nodes of the last graph captured (cuStreamEndCapture).
   std::vector<FakeCall> last_captured;
+  /// Set: called for each kernel that "runs" (a cuLaunchKernel not being
+  /// captured, or a kernel node of a launched graph), in stream order with
+  /// the copies, to stand in for what the kernel writes (device pointers
+  /// are host pointers: FakeCall::args holds each parameter's bytes).
+  std::function<void(const FakeCall&)> on_kernel;
 
   static FakeCudaDriver& current();
 

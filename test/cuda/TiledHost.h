@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -72,9 +73,17 @@ inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
   ASSERT_FALSE(static_cast<bool>(error)) << llvm::toString(std::move(error));
 }
 
+/// Zeroes the plan's error word in `values`, as the executable does
+/// before each run (CudaErrorWord.h).
+inline void reset_error_word(const CudaPlan& plan, std::vector<std::vector<char>>& values) {
+  if (plan.error_word >= 0)
+    std::fill(values[plan.error_word].begin(), values[plan.error_word].end(), char{0});
+}
+
 /// Runs every tiled op of `compiled` in program order on host buffers.
 inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep& compiled,
                               std::vector<std::vector<char>>& values) {
+  reset_error_word(compiled.plan, values);
   for (const TiledOp& op : compiled.tiled)
     ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, op, values));
 }
@@ -113,6 +122,7 @@ inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep&
   for (size_t t = 0; t < compiled.tiled.size(); ++t)
     for (int kernel : compiled.tiled[t].kernels) tiled_of[kernel] = static_cast<int>(t);
   std::vector<bool> done(compiled.tiled.size(), false);
+  reset_error_word(plan, values);
   for (const CudaLaunchStep& launch : plan.launches) {
     ASSERT_LT(launch.attention, 0) << "a cuDNN step has no host form";
     if (launch.matmul >= 0) {

@@ -146,7 +146,8 @@ TEST_F(CudaCustomOpTest, TheSourceIsCompiledToAPlanKernelWithItsParametersInOrde
   EXPECT_THAT(describe_cuda_plan(*plan),
               HasSubstr("params (%0, 2.5, %1, 1000, 1) dynamic smem 64"));
 
-  // The stored form keeps every field; a version-2 blob (no slots) still reads.
+  // The stored form keeps every field; version-3 (no error word) and
+  // version-2 (no slots) blobs still read.
   auto back = deserialize_cuda_plan(serialize_cuda_plan(*plan));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, *plan);
@@ -156,8 +157,13 @@ TEST_F(CudaCustomOpTest, TheSourceIsCompiledToAPlanKernelWithItsParametersInOrde
   const std::string blob = serialize_cuda_plan(plain);
   auto body = unseal(blob, "MSTEPCUD", kCudaPlanFormatVersion, "test");
   ASSERT_TRUE(body.ok());
-  // Version 3 appends per kernel: a u32 slot count and the u32 shared bytes.
-  const std::string v2(body->substr(0, body->size() - 8));
+  // Version 4 appends the error word's value (an i64); version 3 per
+  // kernel a u32 slot count and the u32 shared bytes.
+  const std::string v3(body->substr(0, body->size() - 8));
+  auto three = deserialize_cuda_plan(seal("MSTEPCUD", 3, v3));
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(*three, plain);
+  const std::string v2(v3.substr(0, v3.size() - 8));
   auto old = deserialize_cuda_plan(seal("MSTEPCUD", 2, v2));
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(*old, plain);

@@ -219,7 +219,8 @@ absl::Status CudaBackend::synchronize() {
 
 absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<absl::Status()>& queue,
                                   absl::Span<const Buffer* const> reads,
-                                  absl::Span<const Buffer* const> writes) {
+                                  absl::Span<const Buffer* const> writes,
+                                  std::function<absl::Status()> check) {
   for (const Buffer* b : reads) MSTEP_RETURN_IF_ERROR(check_buffer(*b, what, b->type().bytes()));
   for (const Buffer* b : writes) MSTEP_RETURN_IF_ERROR(check_buffer(*b, what, b->type().bytes()));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -236,6 +237,7 @@ absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<ab
       return absl::Status(queued.code(), absl::StrCat(what, ": ", queued.message()));
     captured_writes_.insert(captured_writes_.end(), writes.begin(), writes.end());
     captured_work_.emplace_back(what);
+    if (check) captured_checks_.push_back(std::move(check));
     return absl::OkStatus();
   }
   if (absl::Status queued = queue(); !queued.ok()) {
@@ -246,7 +248,7 @@ absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<ab
     if (!is_sticky_cuda_error(state)) return error;
     return fail(std::move(error), pending_.empty() ? nullptr : &pending_.front(), state);
   }
-  Work work{next_ticket_++, std::string(what), {}};
+  Work work{next_ticket_++, std::string(what), {}, std::move(check)};
   if (!spare_events_.empty()) {
     work.done = std::move(spare_events_.back());
     spare_events_.pop_back();
@@ -262,6 +264,10 @@ absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<ab
   // Keep the list short: drop the work already done, without waiting.
   while (pending_.size() > 64 &&
          context_->api().cuEventQuery(pending_.front().done.handle()) == CUDA_SUCCESS) {
+    // Nobody waits for it: its check's error is for the next synchronize().
+    if (pending_.front().check)
+      if (absl::Status checked = pending_.front().check(); !checked.ok() && first_error_.ok())
+        first_error_ = std::move(checked);
     spare_events_.push_back(std::move(pending_.front().done));
     pending_.pop_front();
   }
@@ -277,8 +283,12 @@ absl::Status CudaBackend::wait_for(uint64_t ticket) {
       return fail(cuda_error(api, result, "cuEventSynchronize",
                              absl::StrCat("waiting for ", work.what)),
                   &work, result);
+    std::function<absl::Status()> check = std::move(work.check);
     spare_events_.push_back(std::move(work.done));
     pending_.pop_front();
+    // The work ran: what it found (the error word) is this wait's error.
+    if (check)
+      if (absl::Status checked = check(); !checked.ok()) return checked;
   }
   return absl::OkStatus();
 }
@@ -314,7 +324,8 @@ absl::Status CudaBackend::fail(absl::Status error, const Work* culprit, CUresult
 
 absl::StatusOr<CUgraph> CudaBackend::capture(const std::function<absl::Status()>& record,
                                               std::vector<const Buffer*>& writes,
-                                              std::vector<std::string>* work) {
+                                              std::vector<std::string>* work,
+                                              std::vector<std::function<absl::Status()>>* checks) {
   const CudaDriverApi& api = context_->api();
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -331,12 +342,15 @@ absl::StatusOr<CUgraph> CudaBackend::capture(const std::function<absl::Status()>
     capture_thread_ = std::this_thread::get_id();
     captured_writes_.clear();
     captured_work_.clear();
+    captured_checks_.clear();
   }
   absl::Status recorded = record();
   std::lock_guard<std::mutex> lock(mutex_);
   capturing_ = false;
   writes = std::exchange(captured_writes_, {});
   if (work != nullptr) *work = std::exchange(captured_work_, {});
+  std::vector<std::function<absl::Status()>> captured_checks = std::exchange(captured_checks_, {});
+  if (checks != nullptr) *checks = std::move(captured_checks);
   CUgraph graph = nullptr;
   CUresult ended = api.cuStreamEndCapture(context_->stream(), &graph);
   if (!recorded.ok() || ended != CUDA_SUCCESS) {

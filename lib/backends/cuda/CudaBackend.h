@@ -133,9 +133,12 @@ public:
   /// it, which cuStreamEndCapture reports. CudaGraph's building block.
   /// `work` (when given) gets the name of each piece of captured work, in
   /// order (enqueue's `what`).
+  /// `checks` (when given) gets the checks of the captured work
+  /// (enqueue's `check`), for each launch of the graph to run.
   absl::StatusOr<CUgraph> capture(const std::function<absl::Status()>& record,
                                   std::vector<const Buffer*>& writes,
-                                  std::vector<std::string>* work = nullptr);
+                                  std::vector<std::string>* work = nullptr,
+                                  std::vector<std::function<absl::Status()>>* checks = nullptr);
   /// Whether a capture is in progress.
   bool capturing() const;
 
@@ -144,9 +147,15 @@ public:
   /// errors ("kernel saxpy"). `writes` and `reads` are this backend's
   /// buffers. An error of `queue` itself is returned and nothing is
   /// tracked; a fault while the work runs surfaces at the next sync point.
+  /// `check` (optional) runs on the host once the work is known complete
+  /// (at the sync point that waits for it, or when done work is dropped):
+  /// its error (the device-side error word's, CudaErrorWord.h) is returned
+  /// to that wait, or kept for synchronize() when nobody waits; the
+  /// context stays usable.
   absl::Status enqueue(absl::string_view what, const std::function<absl::Status()>& queue,
                        absl::Span<const Buffer* const> reads,
-                       absl::Span<const Buffer* const> writes);
+                       absl::Span<const Buffer* const> writes,
+                       std::function<absl::Status()> check = nullptr);
 
   const CudaContext& context() const { return *context_; }
   CudaAllocator& allocator() { return *allocator_; }
@@ -163,6 +172,7 @@ private:
     uint64_t ticket;
     std::string what;
     CudaEvent done;
+    std::function<absl::Status()> check;  // run once done (enqueue's)
   };
   CudaBackend() = default;
   /// Waits for the work of every ticket up to `ticket`; returns the error
@@ -189,6 +199,7 @@ private:
   std::thread::id capture_thread_;
   std::vector<const Buffer*> captured_writes_;
   std::vector<std::string> captured_work_;  // enqueue's `what`s in a capture
+  std::vector<std::function<absl::Status()>> captured_checks_;  // enqueue's checks in a capture
   absl::Status first_error_;       // since the last synchronize()
   absl::Status lost_;              // set once: the context is unusable
 };

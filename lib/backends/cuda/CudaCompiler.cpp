@@ -110,10 +110,19 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
                          size_t first_written, const std::string& origin,
                          const CudaCompileOptions& options, CompiledCudaStep& compiled) {
   CudaPlan& plan = compiled.plan;
-  // The op's temporaries: values of the plan that no other op reads.
-  for (const TensorType& type : kernels.temporaries) {
+  // The op's temporaries: values of the plan that no other op reads, but
+  // the error word, one value the whole plan shares (CudaErrorWord.h).
+  for (size_t t = 0; t < kernels.temporaries.size(); ++t) {
+    if (static_cast<int>(t) == kernels.error_word) {
+      if (plan.error_word < 0) {
+        plan.error_word = static_cast<int>(plan.values.size());
+        plan.values.push_back(kernels.temporaries[t]);
+      }
+      params.push_back(plan.error_word);
+      continue;
+    }
     params.push_back(static_cast<int>(plan.values.size()));
-    plan.values.push_back(type);
+    plan.values.push_back(kernels.temporaries[t]);
   }
   TiledOp tiled{name, std::move(kernels.tiled_loops), params, {}};
   for (GeneratedLaunch& launch : kernels.launches) {

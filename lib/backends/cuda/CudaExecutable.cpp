@@ -2,10 +2,13 @@
 #include "lib/backends/cuda/CudaExecutable.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lib/backends/cuda/CudaErrorWord.h"
 #include "lib/backends/cuda/CudaLaunch.h"
+#include "lib/backends/cuda/CudaMemory.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "mstep/core/Error.h"
 
@@ -99,6 +102,15 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
   }
   for (int value : plan.outputs)
     if (value < 0 || value >= num_values) return bad("an output is value ", value, " of ", num_values);
+  if (plan.error_word != -1) {
+    const int w = plan.error_word;
+    const bool output = std::find(plan.outputs.begin(), plan.outputs.end(), w) != plan.outputs.end();
+    if (w < static_cast<int>(plan.num_inputs) || w >= num_values ||
+        plan.values[w] != error_word::type() || output ||
+        (!plan.arena_offsets.empty() && plan.arena_offsets[w] >= 0))
+      return bad("the error word is value ", w, ", which must be a computed value of type ",
+                 error_word::type().to_string(), " outside the arena and not an output");
+  }
   return validate_cuda_arena(plan);
 }
 
@@ -155,6 +167,67 @@ absl::Status validate_cuda_arena(const CudaPlan& plan) {
     }
   }
   return absl::OkStatus();
+}
+
+/// The error word's host side: pinned memory holding zeros (the reset's
+/// source) and kSlots readback slots (runs take them in turn, so that a
+/// run's check reads its own copy while later runs are queued), and the
+/// kernels' names and origins for the error text.
+struct CudaExecutable::ErrorWordHost {
+  static constexpr size_t kSlots = 64;
+  static constexpr size_t kBytes = error_word::kWords * sizeof(int64_t);
+  CudaPinnedBuffer pinned;  // zeros, then kSlots readbacks
+  CudaPlan names;           // kernels with name and origin only
+  size_t next = 0;          // the next run's slot
+  std::byte* zeros() const { return pinned.data(); }
+  std::byte* slot(size_t i) const { return pinned.data() + kBytes * (1 + i); }
+};
+
+CUdeviceptr CudaExecutable::error_word_pointer() const {
+  if (plan_.error_word < 0 || scratch_[plan_.error_word] == nullptr) return 0;
+  return CudaBackend::device_pointer(*scratch_[plan_.error_word]);
+}
+
+absl::Status CudaExecutable::reset_error_word(const RunValues& values) {
+  const Buffer* word = values.buffers[plan_.error_word].get();
+  const Buffer* writes[] = {word};
+  const CUdeviceptr pointer = values.pointers[plan_.error_word];
+  return backend_.enqueue(
+      "reset of the step's error word",
+      [&] {
+        return MSTEP_CUDA_CALL(backend_.context().api(), cuMemcpyHtoDAsync, pointer,
+                               error_host_->zeros(), ErrorWordHost::kBytes,
+                               backend_.context().stream());
+      },
+      {}, writes);
+}
+
+absl::Status CudaExecutable::check_error_word(const RunValues& values,
+                                              const std::vector<BufferPtr>& outputs) {
+  const Buffer* reads[] = {values.buffers[plan_.error_word].get()};
+  // Written "by" the check as well: whoever waits for an output of the
+  // step waits for the check, and gets its error.
+  std::vector<const Buffer*> writes;
+  for (const BufferPtr& out : outputs)
+    if (out != nullptr && std::find(writes.begin(), writes.end(), out.get()) == writes.end())
+      writes.push_back(out.get());
+  const size_t slot = error_host_->next;
+  error_host_->next = (slot + 1) % ErrorWordHost::kSlots;
+  std::byte* readback = error_host_->slot(slot);
+  const CUdeviceptr pointer = values.pointers[plan_.error_word];
+  std::shared_ptr<const ErrorWordHost> host = error_host_;
+  return backend_.enqueue(
+      "check of the step's error word",
+      [&] {
+        return MSTEP_CUDA_CALL(backend_.context().api(), cuMemcpyDtoHAsync, readback, pointer,
+                               ErrorWordHost::kBytes, backend_.context().stream());
+      },
+      reads, writes,
+      [host, readback]() -> absl::Status {
+        int64_t word[error_word::kWords];
+        std::memcpy(word, readback, sizeof word);
+        return error_word::decode(host->names, word);
+      });
 }
 
 absl::StatusOr<std::unique_ptr<CudaExecutable>>
@@ -243,6 +316,20 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
                                        exe->writer_of(static_cast<int>(v)),
                                        "): ", buffer.status().message()));
     exe->scratch_[v] = *std::move(buffer);
+  }
+  if (exe->plan_.error_word >= 0) {
+    auto host = std::make_shared<ErrorWordHost>();
+    absl::StatusOr<CudaPinnedBuffer> pinned = CudaPinnedBuffer::allocate(
+        backend.context(), ErrorWordHost::kBytes * (1 + ErrorWordHost::kSlots));
+    if (!pinned.ok())
+      return absl::Status(pinned.status().code(),
+                          absl::StrCat("cuda executable: the host side of its error word: ",
+                                       pinned.status().message()));
+    host->pinned = *std::move(pinned);
+    std::memset(host->pinned.data(), 0, host->pinned.size());
+    for (const CudaKernelInfo& k : exe->plan_.kernels)
+      host->names.kernels.push_back({.name = k.name, .origin = k.origin});
+    exe->error_host_ = std::move(host);
   }
   return exe;
 }
@@ -405,6 +492,7 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
   for (size_t v = 0; v < plan_.values.size(); ++v)
     if (values.buffers[v] != nullptr)
       values.pointers[v] = CudaBackend::device_pointer(*values.buffers[v]);
+  if (error_host_) MSTEP_RETURN_IF_ERROR(reset_error_word(values));
   for (const CudaLaunchStep& launch : plan_.launches) {
     if (launch.matmul >= 0) {
       MSTEP_RETURN_IF_ERROR(run_matmul(launch, values));
@@ -442,6 +530,7 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
   }
   std::vector<BufferPtr> outputs;
   for (int value : plan_.outputs) outputs.push_back(values.buffers[value]);
+  if (error_host_) MSTEP_RETURN_IF_ERROR(check_error_word(values, outputs));
   return outputs;
 }
 

@@ -62,6 +62,8 @@ class CudaExecutable final : public Executable {
   CUdeviceptr arena_pointer() const { return arena_.pointer; }
   /// The attention steps' shared workspace (0: none or empty).
   CUdeviceptr attention_workspace() const { return workspace_.pointer; }
+  /// The device address of the error word (0: the plan has none).
+  CUdeviceptr error_word_pointer() const;
 
  private:
   /// One run's values: a buffer (inputs, outputs) or none (in the arena),
@@ -91,6 +93,15 @@ class CudaExecutable final : public Executable {
   std::vector<BufferPtr> scratch_;  // per value: an intermediate outside the arena's buffer
   CudaAllocator::Block workspace_;                          // the attention steps'
   std::shared_ptr<CudaAllocator> arena_allocator_;          // arena_'s and workspace_'s
+  /// The error word's host side (CudaErrorWord.h), shared with the checks
+  /// queued on the backend (they may outlive the executable).
+  struct ErrorWordHost;
+  std::shared_ptr<ErrorWordHost> error_host_;  // null: the plan has no error word
+  /// Queues the error word's reset (before the run's launches), or its
+  /// copy to the host and the check that reads it there (after them; the
+  /// check is done as the run's `outputs` are waited for).
+  absl::Status reset_error_word(const RunValues& values);
+  absl::Status check_error_word(const RunValues& values, const std::vector<BufferPtr>& outputs);
 };
 
 /// Checks that `plan`'s launches, arguments and outputs name values and

@@ -21,7 +21,8 @@ absl::StatusOr<std::unique_ptr<CudaGraph>>
 CudaGraph::record(CudaBackend& backend, const std::function<absl::Status()>& record) {
   std::unique_ptr<CudaGraph> graph(new CudaGraph(backend));
   std::vector<std::string> work;
-  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend.capture(record, graph->writes_, &work));
+  MSTEP_ASSIGN_OR_RETURN(CUgraph captured,
+                         backend.capture(record, graph->writes_, &work, &graph->checks_));
   graph->describe(work);
   MSTEP_ASSIGN_OR_RETURN(graph->exec_, graph->instantiate(captured));
   return graph;
@@ -49,14 +50,19 @@ absl::Status CudaGraph::launch() {
   return backend_.enqueue(
       what_,
       [&] { return MSTEP_CUDA_CALL(api, cuGraphLaunch, exec_, backend_.context().stream()); }, {},
-      writes_);
+      writes_, checks_.empty() ? std::function<absl::Status()>() : std::function<absl::Status()>([checks = checks_] {
+        for (const std::function<absl::Status()>& check : checks)
+          MSTEP_RETURN_IF_ERROR(check());
+        return absl::OkStatus();
+      }));
 }
 
 absl::Status CudaGraph::update(const std::function<absl::Status()>& record) {
   const CudaDriverApi& api = backend_.context().api();
   std::vector<const Buffer*> writes;
   std::vector<std::string> work;
-  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend_.capture(record, writes, &work));
+  std::vector<std::function<absl::Status()>> checks;
+  MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend_.capture(record, writes, &work, &checks));
   CUgraphExecUpdateResultInfo info{};
   CUresult result = api.cuGraphExecUpdate(exec_, captured, &info);
   if (result == CUDA_SUCCESS) {
@@ -71,6 +77,7 @@ absl::Status CudaGraph::update(const std::function<absl::Status()>& record) {
     return cuda_error(api, result, "cuGraphExecUpdate", "updating a CUDA graph's buffers");
   }
   writes_ = std::move(writes);
+  checks_ = std::move(checks);
   describe(work);
   ++updates_;
   return absl::OkStatus();

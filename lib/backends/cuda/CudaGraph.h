@@ -53,6 +53,9 @@ private:
   CudaBackend& backend_;
   CUgraphExec exec_ = nullptr;
   std::vector<const Buffer*> writes_; // what the captured work writes
+  /// The captured work's checks (the executables' error words), run after
+  /// each launch completes.
+  std::vector<std::function<absl::Status()>> checks_;
   std::string what_;
   int64_t updates_ = 0;
   int64_t reinstantiations_ = 0;

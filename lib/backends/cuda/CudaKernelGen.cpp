@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaBlockRows.h"
+#include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -327,9 +328,12 @@ absl::Status lower_through_linalg(Operation* op, func::FuncOp func, ModuleOp mod
 /// Each buffer the lowering allocates between the op's kernels (a fusion
 /// whose results differ in shape: a broadcast operand computed once)
 /// becomes a parameter of the func after the outputs, so that the plan
-/// gives it a device buffer of its own. Their types, in parameter order.
-absl::StatusOr<std::vector<mstep::TensorType>> hoist_temporaries(Operation* op, func::FuncOp func) {
+/// gives it a device buffer of its own. Their types, in parameter order;
+/// `error_word`: which is the executable's error word (-1: none).
+absl::StatusOr<std::vector<mstep::TensorType>> hoist_temporaries(Operation* op, func::FuncOp func,
+                                                                  int* error_word) {
   std::vector<mstep::TensorType> types;
+  *error_word = -1;
   SmallVector<memref::AllocOp> allocs;
   func.walk([&](memref::AllocOp alloc) { allocs.push_back(alloc); });
   Block& entry = func.getBody().front();
@@ -341,6 +345,7 @@ absl::StatusOr<std::vector<mstep::TensorType>> hoist_temporaries(Operation* op, 
     MSTEP_ASSIGN_OR_RETURN(
         mstep::TensorType tensor,
         tensor_type_from_mlir(RankedTensorType::get(type.getShape(), type.getElementType())));
+    if (alloc->hasAttr(loops::Nest::kErrorWordAttr)) *error_word = static_cast<int>(types.size());
     types.push_back(tensor);
     BlockArgument arg = entry.addArgument(type, alloc.getLoc());
     alloc.getResult().replaceAllUsesWith(arg);
@@ -363,7 +368,8 @@ absl::StatusOr<GeneratedKernels> kernels_of_func(Operation* op, func::FuncOp fun
                                                  const DiagnosticCollector& diagnostics) {
   MLIRContext* context = op->getContext();
   GeneratedKernels generated;
-  MSTEP_ASSIGN_OR_RETURN(generated.temporaries, hoist_temporaries(op, func));
+  MSTEP_ASSIGN_OR_RETURN(generated.temporaries,
+                         hoist_temporaries(op, func, &generated.error_word));
   collapse_and_tile(func, options.threads);
   generated.tiled_loops = print(module.getOperation());
 

@@ -90,6 +90,10 @@ struct GeneratedKernels {
   /// Buffers the op's kernels pass between them (a fusion whose results
   /// differ in shape), which the plan allocates as values of their own.
   std::vector<TensorType> temporaries;
+  /// Which of `temporaries` is the executable's error word (the loop
+  /// nest's Nest::error_word(); the plan passes its one CudaPlan::error_word
+  /// value for it), or -1.
+  int error_word = -1;
   /// The module right after tiling, before the GPU mapping: a func on
   /// memrefs named like the op's kernels (operands, results, temporaries).
   std::string tiled_loops;

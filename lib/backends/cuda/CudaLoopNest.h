@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+
+#include "lib/backends/cuda/CudaErrorWord.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -79,6 +82,57 @@ public:
   }
   Value load0(Value memref) { return b.create<memref::LoadOp>(memref, ValueRange{}); }
 
+  /// The executable's error word (CudaErrorWord.h): a memref<8xi64>
+  /// allocated at the top of the func and marked kErrorWordAttr, which
+  /// CudaKernelGen makes the plan's error word parameter (one per func).
+  Value error_word() {
+    if (!error_word_) {
+      OpBuilder top(func_.getContext());
+      top.setInsertionPointToStart(&func_.getBody().front());
+      auto alloc = top.create<memref::AllocOp>(
+          func_.getLoc(), MemRefType::get({error_word::kWords}, top.getI64Type()));
+      alloc->setAttr(kErrorWordAttr, top.getUnitAttr());
+      error_word_ = alloc;
+    }
+    return error_word_;
+  }
+  /// Whether the error word is set (an i1): some kernel of this run found
+  /// bad data before this lane.
+  Value error_set() {
+    Value codes = b.create<memref::LoadOp>(error_word(), ValueRange{index(error_word::kCodes)});
+    return b.create<arith::CmpIOp>(arith::CmpIPredicate::ne, codes, integer(b.getI64Type(), 0));
+  }
+  /// Where `bad` (an i1) holds: ors `code` into the error word and, in the
+  /// first lane to claim it, records `value` (i64) at `position` (an
+  /// index), `bound`, `extra` and this op's number (the func's "opN").
+  void report_error(Value bad, error_word::Code code, Value value, Value position, int64_t bound,
+                    int64_t extra) {
+    using namespace error_word;
+    Type i64 = b.getI64Type();
+    Value word = error_word();
+    auto branch = b.create<scf::IfOp>(bad, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(branch.thenBlock()->getTerminator());
+    b.create<memref::AtomicRMWOp>(arith::AtomicRMWKind::ori, integer(i64, code), word,
+                                  ValueRange{index(kCodes)});
+    Value before = b.create<memref::AtomicRMWOp>(arith::AtomicRMWKind::assign, integer(i64, 1),
+                                                 word, ValueRange{index(kClaim)});
+    auto first = b.create<scf::IfOp>(
+        b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, before, integer(i64, 0)),
+        /*withElseRegion=*/false);
+    b.setInsertionPoint(first.thenBlock()->getTerminator());
+    auto put = [&](Value v, Slot slot) {
+      b.create<memref::StoreOp>(v, word, ValueRange{index(slot)});
+    };
+    put(value, kValue);
+    put(b.create<arith::IndexCastOp>(i64, position), kPosition);
+    put(integer(i64, bound), kBound);
+    put(integer(i64, extra), kExtra);
+    put(integer(i64, op_number()), kOp);
+  }
+  /// The attribute that marks the error word's alloc.
+  static constexpr const char* kErrorWordAttr = "mstep.error_word";
+
   /// One lane per i in [0, n): a top-level scf.parallel, one launch.
   void parallel(int64_t n, function_ref<void(Value)> body) {
     if (n == 0) return;
@@ -149,7 +203,20 @@ public:
   }
 
 private:
+  /// N of the func's name "opN" (the origin's "#N"), or -1.
+  int64_t op_number() {
+    const std::string name = func_.getName().str();
+    if (name.size() < 3 || name.compare(0, 2, "op") != 0) return -1;
+    int64_t n = 0;
+    for (size_t i = 2; i < name.size(); ++i) {
+      if (name[i] < '0' || name[i] > '9') return -1;
+      n = n * 10 + (name[i] - '0');
+    }
+    return n;
+  }
+
   func::FuncOp func_;
+  Value error_word_;
 };
 
 /// Philox::uniform(seed, 0, counter) (mstep/core/Philox.h) as an f32:

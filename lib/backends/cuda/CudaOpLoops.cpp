@@ -146,8 +146,11 @@ void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, in
 
 /// RefLoss.cpp: loss i = -log_probs[i, target[i]], 0 where the target is
 /// ignore_index; the mean divides by the targets not ignored. ref rejects
-/// a target out of [0, C) with an error; a kernel cannot, so such a row's
-/// loss is NaN (and nothing out of bounds is read).
+/// a target out of [0, C) with an error; a kernel cannot stop the step, so
+/// such a row's loss is NaN (and nothing out of bounds is read), and the
+/// target is reported in the executable's error word (CudaErrorWord.h),
+/// which keeps the optimizer update from changing anything and is raised
+/// as the error at the step's sync point.
 void nll_loss_loops(dialect::NllLossOp op, const CudaCodegenOptions& options, Nest& nest) {
   auto lp_shape = cast<ShapedType>(op.getLogProbs().getType()).getShape();
   const int64_t classes = lp_shape.back(), rows = numel(op.getTarget());
@@ -164,8 +167,11 @@ void nll_loss_loops(dialect::NllLossOp op, const CudaCodegenOptions& options, Ne
         b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, t, nest.integer(b.getI64Type(), 0)),
         b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, t,
                                 nest.integer(b.getI64Type(), classes)));
-    Value valid = b.create<arith::AndIOp>(
-        in_range, b.create<arith::XOrIOp>(ignored, nest.integer(b.getI1Type(), 1)));
+    Value kept = b.create<arith::XOrIOp>(ignored, nest.integer(b.getI1Type(), 1));
+    Value valid = b.create<arith::AndIOp>(in_range, kept);
+    nest.report_error(
+        b.create<arith::AndIOp>(kept, b.create<arith::XOrIOp>(in_range, nest.integer(b.getI1Type(), 1))),
+        error_word::kNllTarget, t, i, classes, ignore_index);
     Value safe = b.create<arith::IndexCastOp>(
         b.getIndexType(), b.create<arith::SelectOp>(valid, t, nest.integer(b.getI64Type(), 0)));
     Value v = b.create<arith::NegFOp>(nest.ext(nest.load(lp, nest.affine(i, classes, safe))));

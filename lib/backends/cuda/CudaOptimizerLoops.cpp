@@ -204,7 +204,12 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
       auto decayed = [&](Value gradient) {
         return wd64 ? m.add(gradient, m.mul(wd, p)) : gradient;
       };
-      auto put = [&](Value v, const Flat& buffer) { nest.store(m.narrow(v), buffer, k); };
+      // The guard (CudaErrorWord.h): where a kernel before this one found
+      // bad data, every result is its input unchanged, bit for bit.
+      Value failed = nest.error_set();
+      auto put = [&](Value v, const Flat& out, const Flat& in) {
+        nest.store(b.create<arith::SelectOp>(failed, nest.load(in, k), m.narrow(v)), out, k);
+      };
       switch (rule) {
       case Rule::sgd: {
         Value momentum64 = hyper(kMomentum), dampening64 = hyper(kDampening);
@@ -221,10 +226,10 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
             add = m.mul(coef, d);
           }
           Value buf = m.add(kept, add);
-          put(buf, new_states[0]);
+          put(buf, new_states[0], states[0]);
           d = nesterov ? m.add(d, m.mul(momentum, buf)) : buf;
         }
-        put(b.create<arith::SubFOp>(p, m.mul(lr, d)), new_param);
+        put(b.create<arith::SubFOp>(p, m.mul(lr, d)), new_param, param);
         break;
       }
       case Rule::adam:
@@ -244,18 +249,18 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
           g = decayed(g);
         Value avg = m.add(m.mul(m.widen(nest.load(states[0], k)), beta1), m.mul(omb1, g));
         Value sq = m.add(m.mul(m.widen(nest.load(states[1], k)), beta2), m.mul(m.mul(omb2, g), g));
-        put(avg, new_states[0]);
-        put(sq, new_states[1]);
+        put(avg, new_states[0], states[0]);
+        put(sq, new_states[1], states[1]);
         if (amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins
           Value previous = m.widen(nest.load(states[2], k));
           Value take = b.create<arith::OrIOp>(
               b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, previous, previous),
               b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, previous, sq));
           sq = b.create<arith::SelectOp>(take, previous, sq);
-          put(sq, new_states[2]);
+          put(sq, new_states[2], states[2]);
         }
         Value denom = m.add(m.div(m.sqrt(sq), bc2_sqrt), eps);
-        put(b.create<arith::SubFOp>(base, m.div(m.mul(step_size, avg), denom)), new_param);
+        put(b.create<arith::SubFOp>(base, m.div(m.mul(step_size, avg), denom)), new_param, param);
         break;
       }
       case Rule::adadelta: {
@@ -267,9 +272,9 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
             m.add(m.mul(m.widen(nest.load(states[0], k)), rho), m.mul(m.mul(omr, g), g));
         Value rms_grad = m.sqrt(m.add(square_avg, eps));
         Value delta = m.mul(m.div(m.sqrt(m.add(acc_delta, eps)), rms_grad), g);
-        put(square_avg, new_states[0]);
-        put(m.add(m.mul(acc_delta, rho), m.mul(m.mul(omr, delta), delta)), new_states[1]);
-        put(b.create<arith::SubFOp>(p, m.mul(lr, delta)), new_param);
+        put(square_avg, new_states[0], states[0]);
+        put(m.add(m.mul(acc_delta, rho), m.mul(m.mul(omr, delta), delta)), new_states[1], states[1]);
+        put(b.create<arith::SubFOp>(p, m.mul(lr, delta)), new_param, param);
         break;
       }
       }
@@ -324,7 +329,7 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
   const int64_t per_tensor =
       3 + 2 * (count(kStates) / std::max<int64_t>(n, 1)) + (count_results(kClippedGrads) ? 1 : 0) +
       (count(kSteps) ? 1 : 0);
-  const int64_t shared_buffers = 12;
+  const int64_t shared_buffers = 13;  // with the error word
   size_t first = 0;
   int64_t used = shared_buffers;
   for (size_t t = 0; t < tensors.size(); ++t) {
@@ -339,9 +344,11 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
   // The step counters advance after every update has read them.
   if (count(kSteps)) {
     nest.parallel(1, [&](Value) {
+      Value failed = nest.error_set();  // the guard, as for the parameters
       for (int64_t i = 0; i < count(kSteps); ++i) {
-        Value next = b.create<arith::AddIOp>(nest.load0(nest.param(operand(kSteps, i))),
-                                             nest.integer(b.getI64Type(), 1));
+        Value step = nest.load0(nest.param(operand(kSteps, i)));
+        Value next = b.create<arith::AddIOp>(step, nest.integer(b.getI64Type(), 1));
+        next = b.create<arith::SelectOp>(failed, step, next);
         b.create<memref::StoreOp>(next, nest.param(result(kNewSteps, i)), ValueRange{});
       }
     });

@@ -136,6 +136,11 @@ struct CudaPlan {
   std::vector<int64_t> arena_offsets;
   /// The arena's size: the executable allocates it once.
   int64_t arena_bytes = 0;
+  /// The device-side error word (CudaErrorWord.h): the value (i64[8],
+  /// outside the arena) that the kernels able to detect bad data (nll_loss
+  /// with a target out of range) set, and that the optimizer update reads
+  /// to leave parameters and state as they were; -1: no kernel checks.
+  int error_word = -1;
   friend bool operator==(const CudaPlan&, const CudaPlan&) = default;
 };
 

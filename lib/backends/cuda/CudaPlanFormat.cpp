@@ -178,12 +178,14 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
     }
     w.u32(k.shared_bytes);
   }
+  // Version 4: the error word.
+  w.i64(plan.error_word);
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // Version 1 is version 2 without the attention steps, 2 is 3 without the
-  // kernels' parameter slots.
+  // kernels' parameter slots, 3 is 4 without the error word.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -257,6 +259,7 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
       k.shared_bytes = r.u32("a kernel's dynamic shared memory");
     }
   }
+  if (version >= 4) plan.error_word = read_int(r, "the error word's value");
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

@@ -8,7 +8,9 @@
 // (version 2), the launches (their attention index: version 2), then the
 // arena (one offset per value, its size), then per kernel its parameter
 // slots and dynamic shared memory (version 3: custom ops' CUDA kernels).
-// Versions 1 (no attention steps) and 2 (no slots) are still read.
+// Version 4 appends the error word's value (CudaPlan::error_word).
+// Versions 1 (no attention steps), 2 (no slots) and 3 (no error word) are
+// still read.
 // Library-internal.
 #pragma once
 
@@ -23,7 +25,7 @@ namespace mstep::cuda {
 
 /// Bump on any change of the layout above (and keep reading the old one
 /// where it is a subset, as 1 is of 2 and 2 of 3).
-inline constexpr uint32_t kCudaPlanFormatVersion = 3;
+inline constexpr uint32_t kCudaPlanFormatVersion = 4;
 /// The oldest version deserialize_cuda_plan reads.
 inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 
