@@ -4,16 +4,19 @@
 // results go to slots.
 #include "mstep/runtime/LoadedGraph.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/runtime/CustomOpNeeds.h"
 #include "lib/runtime/GraphArchive.h"
+#include "lib/runtime/RuntimeInternal.h"
 #include "lib/runtime/TrustedPath.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/OpKind.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/Metrics.h"
 
 namespace mstep {
 
@@ -274,17 +277,33 @@ absl::Status LoadedGraph::use_device_graph() {
         absl::StrCat(g.path, ": ", g.backend->name(), " records no device graphs"));
   g.static_results.assign(g.segments.size(), {});
   g.segment_rng.assign(g.segments.size(), nullptr);
+  std::vector<TensorType> result_types;  // every segment's, in order
   for (size_t s = 0; s < g.segments.size(); ++s) {
     const Impl::Segment& seg = g.segments[s];
     for (const HostFallbackOp& f : seg.executable->host_fallbacks())
       return absl::FailedPreconditionError(absl::StrCat(
           g.path, ": segment ", s, ": op ", op_name(f.op), " (", dtype_name(f.dtype),
           ") runs on the host (a host fallback), which a device graph cannot include"));
-    // Allocated now: nothing may allocate while the graph is recorded.
-    for (const TensorType& type : seg.result_types) {
-      MSTEP_ASSIGN_OR_RETURN(BufferPtr buffer, g.backend->allocate(type));
-      g.static_results[s].push_back(std::move(buffer));
-    }
+    result_types.insert(result_types.end(), seg.result_types.begin(), seg.result_types.end());
+  }
+  // The static results: one pool private to the graph, sized and
+  // allocated now (nothing may allocate while the graph is recorded), as
+  // Graph::capture_end does.
+  absl::StatusOr<GraphPool> pool = g.backend->allocate_graph_pool(result_types);
+  if (!pool.ok())
+    return absl::Status(pool.status().code(),
+                        absl::StrCat(g.path, ": allocating the device graph's ",
+                                     result_types.size(), " static results: ",
+                                     pool.status().message()));
+  if (pool->buffers.size() != result_types.size())
+    return absl::InternalError(absl::StrCat(
+        g.path, ": ", g.backend->name(), "'s allocate_graph_pool returned ", pool->buffers.size(),
+        " buffers for ", result_types.size(), " static results"));
+  size_t next = 0;
+  for (size_t s = 0; s < g.segments.size(); ++s) {
+    const Impl::Segment& seg = g.segments[s];
+    for (size_t r = 0; r < seg.result_types.size(); ++r)
+      g.static_results[s].push_back(std::move(pool->buffers[next++]));
     if (g.rng_state)
       for (const GraphArchive::Binding& b : seg.inputs)
         if (b.source == Impl::Source::rng) {
@@ -305,6 +324,8 @@ absl::Status LoadedGraph::use_device_graph() {
                                      g.backend->name(), ": ", graph.status().message()));
   }
   g.device_graph = *std::move(graph);
+  Metrics& m = internal::mutable_metrics();
+  m.device_graph_pool_bytes = std::max(m.device_graph_pool_bytes, pool->bytes);
   return absl::OkStatus();
 }
 

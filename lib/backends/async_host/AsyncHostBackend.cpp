@@ -231,6 +231,11 @@ class AsyncHostGraph final : public DeviceGraph {
   int64_t updates_ = 0;
 };
 
+absl::StatusOr<std::unique_ptr<Executable>> AsyncHostBackend::deserialize(
+    absl::string_view blob, const RuntimeOptions& options) {
+  return load_async_host_executable(*this, blob, options);
+}
+
 void AsyncHostBackend::set_records_graphs(bool on) {
   std::lock_guard<std::mutex> lock(mutex_);
   records_graphs_ = on;

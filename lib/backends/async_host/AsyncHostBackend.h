@@ -69,6 +69,10 @@ class AsyncHostBackend final : public Backend {
   absl::Status copy_out(const Buffer& src, void* dst, size_t bytes) override;
   absl::Status synchronize() override;
   bool supports(OpKind op, DType dtype) const override;
+  /// An executable from its stored form (ref's, load_async_host_executable):
+  /// exported graphs load here (LoadedGraph, with device graphs on).
+  absl::StatusOr<std::unique_ptr<Executable>> deserialize(absl::string_view blob,
+                                                          const RuntimeOptions& options) override;
 
   /// Whether record_graph records (else Unimplemented, the default).
   void set_records_graphs(bool on);
@@ -119,5 +123,10 @@ class AsyncHostBackend final : public Backend {
   std::vector<Task> recorded_;  // while recording
   std::thread worker_;        // started last, joined first
 };
+
+/// The executable of ref's stored form `blob` on `backend`
+/// (AsyncHostCompiler.cpp); ref's errors for a blob that is not one.
+absl::StatusOr<std::unique_ptr<Executable>> load_async_host_executable(
+    AsyncHostBackend& backend, absl::string_view blob, const RuntimeOptions& options);
 
 }  // namespace mstep::async_host

@@ -7,6 +7,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/async_host/AsyncHostBackend.h"
+#include "lib/backends/ref/RefExecutableFormat.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/compiler/BackendCompiler.h"
 #include "mstep/core/Error.h"
@@ -20,8 +21,9 @@ class AsyncHostExecutable final : public Executable {
  public:
   AsyncHostExecutable(AsyncHostBackend& backend, std::vector<TensorType> input_types,
                       std::vector<TensorType> output_types, std::vector<int32_t> donated_to,
-                      std::unique_ptr<Executable> ref, int64_t delay_us)
-      : backend_(backend),
+                      std::unique_ptr<Executable> ref, int64_t delay_us, std::string stored)
+      : stored_(std::move(stored)),
+        backend_(backend),
         input_types_(std::move(input_types)),
         output_types_(std::move(output_types)),
         donated_to_(std::move(donated_to)),
@@ -29,6 +31,9 @@ class AsyncHostExecutable final : public Executable {
         delay_us_(delay_us) {}
 
   size_t num_kernels() const override { return ref_->num_kernels(); }
+  /// The graph as ref stores it (donations included), which
+  /// load_async_host_executable reads back (exported graphs).
+  absl::StatusOr<std::string> serialize(absl::string_view) const override { return stored_; }
   absl::Span<const HostFallbackOp> host_fallbacks() const override {
     return ref_->host_fallbacks();
   }
@@ -75,12 +80,42 @@ class AsyncHostExecutable final : public Executable {
   }
 
  private:
+  std::string stored_;
   AsyncHostBackend& backend_;
   std::vector<TensorType> input_types_, output_types_;
   std::vector<int32_t> donated_to_;  // per input: the output it may become, or -1
   std::shared_ptr<Executable> ref_;  // shared with the queued work
   int64_t delay_us_;
 };
+
+/// The executable of `graph` (a compiled or stored step) on `backend`.
+absl::StatusOr<std::unique_ptr<Executable>> executable_of(AsyncHostBackend& backend,
+                                                          TraceGraph graph, int64_t delay_us) {
+  std::string stored = ref::write_ref_executable(graph);
+  std::vector<TensorType> outputs;
+  for (ValueRef v : graph.outputs) outputs.push_back(graph.nodes[v.node].results[v.index]);
+  std::vector<TensorType> inputs = graph.input_types;
+  // The executable donates async_host buffers itself; the interpreter
+  // under it only ever makes new host memory (it would judge an input
+  // free to overwrite by who holds its memory, not the async_host buffer).
+  std::vector<int32_t> donated_to = graph.donated_to;
+  donated_to.resize(inputs.size(), -1);
+  graph.donated_to.assign(graph.donated_to.size(), -1);
+  MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> ref, ref::make_ref_executable(std::move(graph)));
+  return std::make_unique<AsyncHostExecutable>(backend, std::move(inputs), std::move(outputs),
+                                               std::move(donated_to), std::move(ref), delay_us,
+                                               std::move(stored));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executable>> load_async_host_executable(
+    AsyncHostBackend& backend, absl::string_view blob, const RuntimeOptions& options) {
+  MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, ref::read_ref_executable(blob));
+  return executable_of(backend, std::move(graph), options.async_host_delay_us);
+}
+
+namespace {
 
 class AsyncHostCompiler final : public BackendCompiler {
  public:
@@ -91,20 +126,8 @@ class AsyncHostCompiler final : public BackendCompiler {
     auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
     if (!step) return absl::InvalidArgumentError("async_host backend: the module has no func @step");
     MSTEP_ASSIGN_OR_RETURN(TraceGraph graph, export_trace_graph(step));
-    std::vector<TensorType> outputs;
-    for (ValueRef v : graph.outputs) outputs.push_back(graph.nodes[v.node].results[v.index]);
-    std::vector<TensorType> inputs = graph.input_types;
-    // The executable donates async_host buffers itself; the interpreter
-    // under it only ever makes new host memory (it would judge an input
-    // free to overwrite by who holds its memory, not the async_host buffer).
-    std::vector<int32_t> donated_to = graph.donated_to;
-    donated_to.resize(inputs.size(), -1);
-    graph.donated_to.assign(graph.donated_to.size(), -1);
-    MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<Executable> ref, ref::make_ref_executable(std::move(graph)));
-    return std::make_unique<AsyncHostExecutable>(static_cast<AsyncHostBackend&>(backend),
-                                                 std::move(inputs), std::move(outputs),
-                                                 std::move(donated_to), std::move(ref),
-                                                 options.async_host_delay_us);
+    return executable_of(static_cast<AsyncHostBackend&>(backend), std::move(graph),
+                         options.async_host_delay_us);
   }
 };
 
