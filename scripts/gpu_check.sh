@@ -213,7 +213,8 @@ cat > "$out/run.sh" <<'RUN'
 # cuBLASLt, cuDNN SDPA), cuda_device_fault_gpu_test.xml and .log (the device fault,
 # in a process of its own, last: it leaves the context unusable),
 # cuda_codegen_gpu_test.log (PASS/FAIL per case, BANDWIDTH), steps.log (the
-# training steps replayed by mstep-run against ref), bench.log (--bench),
+# training steps replayed by mstep-run against ref, and the replay-after-
+# failure case), bench.log (--bench),
 # sanitize.log (MSTEP_SANITIZE=1), summary.txt.
 # Exit code: 0 all passed, 77 no usable GPU, else the first failure's.
 set -uo pipefail
@@ -340,6 +341,44 @@ if [ -d "$bundle/steps" ]; then
       [ "$result" = 0 ] || steps_status=$result
     done
   done
+  # The replay-after-failure case (issue 22 §4): the mnist_mlp step with
+  # class index 12 (of 10) at step 1 of 4, through one CUDA graph and kernel
+  # by kernel. Step 1 must fail naming the target and C; the graph's weights
+  # after it must equal those after step 0 alone, bit for bit (the guarded
+  # update wrote them back unchanged); and its 3 good steps must equal the
+  # same run kernel by kernel, bit for bit.
+  mnist=$bundle/steps/mnist_mlp.cuda.mstep
+  if [ -f "$mnist" ]; then
+    {
+      echo "== replay after failure (mnist_mlp, class index 12 at step 1)"
+      printf '%s\n' '* 0 0' > "$work/exact.tolerance"
+      expect='mstep::nll_loss: target 12 at position 0 is out of range for C = 10 classes'
+      failure_case() {
+        local mode
+        for mode in --device-graph ""; do
+          with_libs timeout 120 "$bundle/bin/mstep-run" "$mnist" $mode --steps 4 --bad-value y:1:12 \
+            --outputs "$work/failed${mode:+_graph}.safetensors" > "$work/failed.txt" 2>&1 || return 1
+          cat "$work/failed.txt"
+          grep '^step 1 failed: ' "$work/failed.txt" | grep -qF "$expect" ||
+            { echo "no 'step 1 failed: ... $expect'"; return 1; }
+        done
+        echo "-- the graph's 3 good steps against kernel by kernel (bitwise)"
+        python3 "$bundle/bin/compare_step_outputs.py" "$work/failed.safetensors" \
+          "$work/failed_graph.safetensors" "$work/exact.tolerance" || return 1
+        echo "-- the weights after the failed step against step 0 alone (bitwise)"
+        with_libs timeout 120 "$bundle/bin/mstep-run" "$mnist" --device-graph --steps 2 \
+          --bad-value y:1:12 --outputs "$work/after_failure.safetensors" > /dev/null 2>&1 || return 1
+        with_libs timeout 120 "$bundle/bin/mstep-run" "$mnist" --device-graph --steps 1 \
+          --outputs "$work/one_step.safetensors" > /dev/null 2>&1 || return 1
+        python3 "$bundle/bin/compare_step_outputs.py" "$work/one_step.safetensors" \
+          "$work/after_failure.safetensors" "$work/exact.tolerance"
+      }
+      failure_case
+      result=$?
+      echo "replay after failure: $([ $result = 0 ] && echo PASS || echo "FAIL (exit $result)")"
+    } >> "$out/steps.log" 2>&1
+    [ "$result" = 0 ] || steps_status=$result
+  fi
 fi
 # With MSTEP_SANITIZE=1: each training step replayed once under
 # compute-sanitizer's initcheck and memcheck (the GPU machine's toolkit);

@@ -2,7 +2,7 @@
 //
 //   mstep-run step.mstep [--plugin libmyops.so]... [--inputs batch.safetensors]
 //                        [--steps N] [--outputs out.safetensors] [--list] [--time]
-//                        [--device-graph]
+//                        [--device-graph] [--bad-value NAME:STEP:VALUE]
 //
 // --plugin: a shared library that registers custom ops (mstep/runtime/
 //   Plugin.h), loaded before the step; repeatable, in order. A step that
@@ -23,6 +23,11 @@
 // --device-graph: replays through one device graph (CUDA Graphs) recorded
 //   at load, over the tensors' buffers (LoadedGraph::use_device_graph); an
 //   error where the backend records none.
+// --bad-value NAME:STEP:VALUE: step STEP (from 0) reads VALUE as the
+//   first element of input NAME (restored for the next step): the GPU
+//   check's replay-after-failure case (a class index out of range). A step
+//   that then fails is reported on stdout ("step S failed: ..."), left out
+//   of the stacked outputs, and the run goes on.
 // Exit status: 0 ok, 1 the file does not load (a custom op it needs is not
 // registered, say) or a step fails, 2 bad arguments or inputs (a plugin
 // that does not load).
@@ -30,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,6 +57,9 @@ struct Args {
   std::vector<std::string> plugins;
   int64_t steps = 1;
   bool list = false, time = false, device_graph = false;
+  // --bad-value
+  std::string bad_name, bad_value;
+  int64_t bad_step = -1;
 };
 
 [[noreturn]] void fail(int code, const std::string& message) {
@@ -76,9 +85,20 @@ Args parse(int argc, char** argv) {
     } else if (arg == "--list") a.list = true;
     else if (arg == "--time") a.time = true;
     else if (arg == "--device-graph") a.device_graph = true;
+    else if (arg == "--bad-value") {
+      const std::string v = value();
+      const size_t first = v.find(':'), second = v.find(':', first + 1);
+      if (first == std::string::npos || second == std::string::npos ||
+          !absl::SimpleAtoi(v.substr(first + 1, second - first - 1), &a.bad_step) ||
+          a.bad_step < 0)
+        fail(2, absl::StrCat("--bad-value wants NAME:STEP:VALUE, got '", v, "'"));
+      a.bad_name = v.substr(0, first);
+      a.bad_value = v.substr(second + 1);
+    }
     else if (arg == "-h" || arg == "--help") {
       std::printf("usage: mstep-run step.mstep [--plugin libmyops.so]... [--inputs in.safetensors] "
-                  "[--steps N] [--outputs out.safetensors] [--list] [--time] [--device-graph]\n");
+                  "[--steps N] [--outputs out.safetensors] [--list] [--time] [--device-graph] "
+                  "[--bad-value NAME:STEP:VALUE]\n");
       std::exit(0);
     } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
     else if (a.step.empty()) a.step = arg;
@@ -140,6 +160,26 @@ std::vector<Feed> match_inputs(const LoadedGraph& graph, const SafetensorsConten
   return feeds;
 }
 
+/// The bytes of `text` as one element of `dtype` (i64, i32, f32).
+std::string element_bytes(DType dtype, const std::string& text) {
+  std::string bytes(element_size(dtype), '\0');
+  int64_t i = 0;
+  float f = 0;
+  if ((dtype == DType::i64 || dtype == DType::i32) && absl::SimpleAtoi(text, &i)) {
+    if (dtype == DType::i64) std::memcpy(bytes.data(), &i, 8);
+    else {
+      const int32_t narrow = static_cast<int32_t>(i);
+      std::memcpy(bytes.data(), &narrow, 4);
+    }
+  } else if (dtype == DType::f32 && absl::SimpleAtof(text, &f)) {
+    std::memcpy(bytes.data(), &f, 4);
+  } else {
+    fail(2, absl::StrCat("--bad-value: '", text, "' is not a ", dtype_name(dtype),
+                         " (i64, i32 and f32 inputs are supported)"));
+  }
+  return bytes;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -192,32 +232,84 @@ int main(int argc, char** argv) {
 
   if (a.device_graph)
     if (absl::Status s = graph.use_device_graph(); !s.ok()) fail(1, std::string(s.message()));
+  // --bad-value: the input's type and its bytes.
+  const LoadedGraph::SlotInfo* bad = nullptr;
+  std::string bad_bytes;
+  if (a.bad_step >= 0) {
+    auto index = graph.find(a.bad_name);
+    if (!index.ok() || !graph.slots()[*index].read)
+      fail(2, absl::StrCat("--bad-value: '", a.bad_name, "' is not an input of the step"));
+    bad = &graph.slots()[*index];
+    bad_bytes = std::string(bad->type.bytes(), '\0');
+  }
   std::vector<double> host_us, step_ms;
+  int64_t kept = 0;  // steps that did not fail (their outputs are stacked)
   for (int64_t i = 0; i < a.steps; ++i) {
     for (const Feed& f : feeds) {
       const char* data = f.tensor->bytes.data() + (f.per_step ? f.bytes * i : 0);
       if (absl::Status s = graph.write(f.name, data, f.bytes); !s.ok())
         fail(1, std::string(s.message()));
     }
+    const bool bad_step = bad != nullptr && i == a.bad_step;
+    if (bad_step) {
+      if (absl::Status s = graph.read(bad->name, bad_bytes.data(), bad_bytes.size()); !s.ok())
+        fail(1, std::string(s.message()));
+      std::string changed = bad_bytes;
+      const std::string element = element_bytes(bad->type.dtype, a.bad_value);
+      changed.replace(0, element.size(), element);
+      if (absl::Status s = graph.write(bad->name, changed.data(), changed.size()); !s.ok())
+        fail(1, std::string(s.message()));
+    }
+    // The bad step's failure is reported and the run goes on; any other fails it.
+    auto failed = [&](const absl::Status& s) {
+      if (!bad_step) fail(1, absl::StrCat("step ", i, ": ", s.message()));
+      std::printf("step %lld failed: %s\n", static_cast<long long>(i), std::string(s.message()).c_str());
+    };
+    auto restore = [&] {
+      if (!bad_step) return;
+      if (absl::Status s = graph.write(bad->name, bad_bytes.data(), bad_bytes.size()); !s.ok())
+        fail(1, std::string(s.message()));
+    };
     const auto t0 = std::chrono::steady_clock::now();
-    if (absl::Status s = graph.replay(); !s.ok())
-      fail(1, absl::StrCat("step ", i, ": ", s.message()));
+    if (absl::Status s = graph.replay(); !s.ok()) {
+      failed(s);
+      restore();
+      continue;
+    }
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    host_us.push_back((wall - graph.last_execute_seconds()) * 1e6);
+    bool read_ok = true;
     for (const LoadedGraph::SlotInfo* s : per_step) {
       HostTensor& t = out[s->name];
-      if (absl::Status st = graph.read(s->name, t.bytes.data() + s->type.bytes() * i, s->type.bytes());
-          !st.ok())
-        fail(1, std::string(st.message()));
+      if (absl::Status st =
+              graph.read(s->name, t.bytes.data() + s->type.bytes() * kept, s->type.bytes());
+          !st.ok()) {
+        failed(st);
+        read_ok = false;
+        break;
+      }
     }
+    restore();
+    if (!read_ok) continue;
+    ++kept;
+    host_us.push_back((wall - graph.last_execute_seconds()) * 1e6);
     // Through the reads of the step's outputs (the loss): on an
     // asynchronous device (cuda) they wait for the step's work.
     step_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  // Failed steps are left out of the stacked outputs.
+  if (kept < a.steps)
+    for (const LoadedGraph::SlotInfo* s : per_step) {
+      HostTensor& t = out[s->name];
+      t.shape = with_steps(s->type.shape, kept);
+      t.bytes.resize(s->type.bytes() * kept);
+    }
   if (a.time) {
     std::printf("steps %lld load_ms %.1f step_ms %.3f replay_host_us %.2f\n",
                 static_cast<long long>(a.steps), load_ms, median(step_ms), median(host_us));
+    if (graph.on_device_graph())  // the static results' private pool
+      std::printf("device_graph_pool_bytes %lld\n",
+                  static_cast<long long>(metrics().device_graph_pool_bytes));
     // A simulated device (neuron): its cost model's time per step as well.
     if (const SimulatedTime sim = metrics().simulated; sim.runs > 0)
       std::printf("simulated step_ms %.3f  (%s)\n", 1e3 * sim.seconds / a.steps,
