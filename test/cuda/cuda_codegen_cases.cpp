@@ -362,6 +362,15 @@ bool generate(const Case& c, const std::filesystem::path& out) {
 
   std::filesystem::path dir = out / c.name;
   std::filesystem::create_directories(dir);
+  // The error word (CudaErrorWord.h) starts at zero, as the executable
+  // resets it before each run (the GPU test fills other buffers with ones,
+  // which would read as an error and keep the optimizer update's inputs).
+  if (plan.error_word >= 0) {
+    file.inputs.push_back(plan.error_word);
+    const std::vector<char> zeros(plan.values[plan.error_word].bytes(), 0);
+    const std::string path = (dir / ("v" + std::to_string(plan.error_word) + ".in.f32")).string();
+    if (!write_file_bytes(path, zeros.data(), zeros.size())) return fail("cannot write " + path);
+  }
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const CudaKernelInfo& kernel = plan.kernels[i];
     CodegenCaseKernel k{kernel.name, kernel.grid, kernel.block, {}};

@@ -219,6 +219,12 @@ void expect_case_holds_on_host(const char* text, const std::string& name) {
     ASSERT_EQ(bytes.size(), values[id].size()) << "v" << id;
     std::memcpy(values[id].data(), bytes.data(), bytes.size());
   }
+  // The error word is an input of zeros (the GPU test fills the other
+  // buffers with ones, which would read as an error).
+  if (const int word = compiled->plan.error_word; word >= 0) {
+    EXPECT_THAT(c.inputs, ::testing::Contains(word));
+    EXPECT_EQ(values[word], std::vector<char>(values[word].size(), 0));
+  }
   ASSERT_NO_FATAL_FAILURE(run_tiled_on_host(step.context(), *compiled, values));
   for (int id : c.outputs) {
     const std::string stem = dir + "/v" + std::to_string(id);

@@ -4,7 +4,8 @@
 // as they were, and the error comes back at the sync point in the cpu
 // backend's words; the next run with good data updates as usual.
 //  - The loop nests on the host (TiledHost.h): the kernel sets the word,
-//    the guarded multi-tensor update writes every input back unchanged.
+//    the guarded multi-tensor update writes every input back unchanged;
+//    index_select reports an index out of range the same way.
 //  - The plan: one word (i64[8], outside the arena) only where a kernel
 //    checks; it survives the stored form.
 //  - The executable on the fake driver: the word is reset before the
@@ -134,6 +135,36 @@ TEST_F(CudaErrorWordHost, GoodOrIgnoredTargetsUpdateAsUsual) {
   std::memcpy(word, values[compiled_.plan.error_word].data(), sizeof word);
   for (int64_t w : word) EXPECT_EQ(w, 0);
   EXPECT_TRUE(error_word::decode(compiled_.plan, word).ok());
+}
+
+TEST(CudaErrorWordIndex, AnIndexOutOfRangeIsReportedWithItsElementAndTheDimsSize) {
+  // index_select (op #1, after an exp) of 5 rows by indices {0, 7, 2}.
+  testing::CudaStepContext step(R"(
+func.func @step(%x: tensor<5x4xf32>, %i: tensor<3xi64>) -> tensor<3x4xf32> {
+  %e = mstep.exp %x : tensor<5x4xf32>
+  %y = mstep.index_select %e, %i {dim = 0 : i64} : tensor<5x4xf32>, tensor<3xi64> -> tensor<3x4xf32>
+  return %y : tensor<3x4xf32>
+})");
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_GE(compiled->plan.error_word, 0);
+  std::vector<std::vector<char>> values;
+  for (const TensorType& type : compiled->plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  values[0] = bytes_of(testing::random_floats(20, 6));
+  values[1] = bytes_of(std::vector<int64_t>{0, 7, 2});
+  ASSERT_NO_FATAL_FAILURE(testing::run_tiled_on_host(step.context(), *compiled, values));
+  int64_t word[error_word::kWords];
+  std::memcpy(word, values[compiled->plan.error_word].data(), sizeof word);
+  EXPECT_EQ(word[error_word::kCodes], error_word::kIndex);
+  EXPECT_EQ(word[error_word::kValue], 7);
+  EXPECT_EQ(word[error_word::kPosition], 1);
+  EXPECT_EQ(word[error_word::kBound], 5);
+  EXPECT_EQ(word[error_word::kExtra], 0);
+  EXPECT_EQ(word[error_word::kOp], 1);
+  EXPECT_THAT(std::string(error_word::decode(compiled->plan, word).message()),
+              StartsWith("mstep::index_select: index 7 (element 1 of the index) is out of range "
+                         "[0, 5) for dim 0 of the input. Indices must be in [0, size); negative "
+                         "indices are not wrapped. Found on the device by kernel "));
 }
 
 TEST(CudaErrorWordPlan, OneWordOutsideTheArenaOnlyWhereAKernelChecks) {

@@ -37,6 +37,22 @@ absl::Status decode(const CudaPlan& plan, const int64_t (&word)[kWords]) {
         "). Check the labels and the number of classes. Found on the device by ",
         kernel_of(plan, word[kOp], "nll_loss"), skipped, "."));
   }
+  if (word[kCodes] & kIndex) {
+    // The ref backend's text (RefKernels.h's check_indices), without the
+    // operands' types, which the word does not hold.
+    const std::string kernel = kernel_of(plan, word[kOp], "index");
+    std::string op = "index_select";
+    for (const CudaKernelInfo& k : plan.kernels)
+      if (absl::EndsWith(k.origin, absl::StrCat(" #", word[kOp])) &&
+          absl::StartsWith(k.origin, "mstep."))
+        op = k.origin.substr(6, k.origin.rfind(" #") - 6);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mstep::", op, ": index ", word[kValue], " (element ", word[kPosition],
+        " of the index) is out of range [0, ", word[kBound], ") for dim ", word[kExtra],
+        " of the input. Indices must be in [0, size); negative indices are not wrapped. "
+        "Found on the device by ",
+        kernel, skipped, "."));
+  }
   return absl::InternalError(absl::StrCat("cuda: the step's error word holds unknown code ",
                                           word[kCodes], skipped, "."));
 }

@@ -2,7 +2,8 @@
 // replay-after-failure case): eight i64 words in device memory, one per
 // executable (CudaPlan::error_word), reset to zero at the start of each
 // run (inside a captured CUDA graph too). A kernel that finds bad data
-// (nll_loss: a target neither ignore_index nor in [0, C)) ors its code into
+// (nll_loss: a target neither ignore_index nor in [0, C); index_select,
+// embedding's, and index_add: an index out of [0, size)) ors its code into
 // word kCodes and, if it is the first to claim word kClaim, writes the
 // offending value, its position, the bound, the extra (ignore_index) and
 // the op's number (its "mstep.X #N"). The optimizer update reads kCodes and,
@@ -32,14 +33,15 @@ enum Slot : int64_t {
   kClaim = 1,     ///< set by the first kernel lane to report
   kValue = 2,     ///< the offending value (a target, an index)
   kPosition = 3,  ///< its position (the row, the element of the index)
-  kBound = 4,     ///< the bound it broke (the class count C)
-  kExtra = 5,     ///< ignore_index
+  kBound = 4,     ///< the bound it broke (the class count C, the dim's size)
+  kExtra = 5,     ///< ignore_index; the dim indexed
   kOp = 6,        ///< the op's number N in the origin "mstep.X #N"
 };
 
 /// Codes (bits of kCodes).
 enum Code : int64_t {
   kNllTarget = 1,  ///< nll_loss / cross_entropy: a target out of range
+  kIndex = 2,      ///< index_select (embedding), index_add: an index out of range
 };
 
 /// The error a set word stands for, in the cpu backend's words (an

@@ -405,21 +405,27 @@ std::array<int64_t, 3> around(ArrayRef<int64_t> shape, int64_t dim) {
 /// [0, size) (ref checks and fails; a kernel cannot), and the value
 /// clamped to 0 when it is not, so nothing is read or written out of
 /// bounds.
-std::pair<Value, Value> checked_index(Nest& nest, const Flat& index, Value j, int64_t size) {
+std::pair<Value, Value> checked_index(Nest& nest, const Flat& index, Value j, int64_t size,
+                                      int64_t dim) {
   ImplicitLocOpBuilder& b = nest.b;
   Value v = nest.load(index, j);
   Type type = v.getType();
   Value valid = b.create<arith::AndIOp>(
       b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, v, nest.integer(type, 0)),
       b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, v, nest.integer(type, size)));
+  // Reported in the error word (CudaErrorWord.h): the step then fails at
+  // its sync point and its optimizer update changes nothing.
+  Value wide = type.isInteger(64) ? v : b.create<arith::ExtSIOp>(b.getI64Type(), v).getResult();
+  nest.report_error(b.create<arith::XOrIOp>(valid, nest.integer(b.getI1Type(), 1)),
+                    error_word::kIndex, wide, j, size, dim);
   Value safe = b.create<arith::SelectOp>(valid, v, nest.integer(type, 0));
   return {b.create<arith::IndexCastOp>(b.getIndexType(), safe), valid};
 }
 
 /// RefShape.cpp's index_select (embedding): one lane per output element,
 /// block (o, j) of `inner` elements read from input block (o, index[j]).
-/// An index out of range gives NaN (zero for integers) instead of ref's
-/// error.
+/// An index out of range gives NaN (zero for integers) and is reported in
+/// the error word instead of ref's error.
 void index_select_loops(dialect::IndexSelectOp op, Nest& nest) {
   const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
   const int64_t n = numel(op.getIndex());
@@ -428,7 +434,7 @@ void index_select_loops(dialect::IndexSelectOp op, Nest& nest) {
   nest.parallel(numel(op.getResult()), [&](Value i) {
     Value k = nest.rem(i, inner), block = nest.div(i, inner);
     Value j = nest.rem(block, n), o = nest.div(block, n);
-    auto [at, valid] = checked_index(nest, index, j, size);
+    auto [at, valid] = checked_index(nest, index, j, size, op.getDim());
     Value row = b.create<arith::AddIOp>(nest.affine(o, size, Value()), at);
     Value v = nest.load(x, nest.affine(row, inner, k));
     nest.store(b.create<arith::SelectOp>(valid, v, nest.poison(y.element())), y, i);
@@ -451,7 +457,8 @@ Value add_as_ref(Nest& nest, Value a, Value b_value) {
 /// then one lane per (outer, inner) column adding source block (o, j)
 /// into output block (o, index[j]) for j in order, so that duplicates add
 /// in ref's order and no two lanes touch an element (no atomics, the same
-/// result every run). An index out of range adds nothing (ref: an error).
+/// result every run). An index out of range adds nothing and is reported
+/// in the error word (ref: an error).
 void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
   const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
   const int64_t n = numel(op.getIndex());
@@ -461,7 +468,7 @@ void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
   nest.parallel(outer * inner, [&](Value lane) {
     Value k = nest.rem(lane, inner), o = nest.div(lane, inner);
     nest.loop(n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
-      auto [at, valid] = checked_index(nest, index, j, size);
+      auto [at, valid] = checked_index(nest, index, j, size, op.getDim());
       Value row = b.create<arith::AddIOp>(nest.affine(o, size, Value()), at);
       Value dst = nest.affine(row, inner, k);
       Value from = nest.affine(b.create<arith::AddIOp>(nest.affine(o, n, Value()), j), inner, k);
