@@ -11,7 +11,8 @@ TOLERANCES is a file of lines "PATTERN REL ABS" (a regular expression
 matched against the whole tensor name, or * for any; the first match
 wins; # starts a comment). Prints one line per tensor and exits 0 when
 every tensor is within bounds, 1 otherwise (or when a tensor is missing or
-has another shape or dtype, or no line matches it).
+has another shape or dtype, or no line matches it). "* 0 0" asks for
+equal values.
 """
 import json
 import math
@@ -87,7 +88,7 @@ def main():
             print("%s %s %s%s: max error %.3g at %d (ref %.6g, got %.6g), bound %.3g (%.3f of it)"
                   % ("PASS" if good else "FAIL", name, dtype, shape, worst, at,
                      ref[at] if at >= 0 else 0.0, values[at] if at >= 0 else 0.0, bound,
-                     worst / bound))
+                     worst / bound if bound > 0 else (0.0 if worst == 0 else math.inf)))
         else:
             wrong = sum(1 for r, v in zip(ref, values) if r != v)
             good = wrong == 0
