@@ -51,6 +51,8 @@ std::string nl_dtype(DType d) {
     return "nl.float16";
   case DType::i32:
     return "nl.int32";
+  case DType::boolean:
+    return "nl.uint8";
   default:
     return "nl.float32";
   }
@@ -72,6 +74,10 @@ std::string nl_alu(AluOp op) {
     return "nl.divide";
   case AluOp::is_ge:
     return "nl.greater_equal";
+  case AluOp::is_equal:
+    return "nl.equal";
+  case AluOp::not_equal:
+    return "nl.not_equal";
   }
   return "?";
 }
@@ -96,6 +102,12 @@ std::string nl_activation(ActivationFunction f) {
     return "nl.log";
   case ActivationFunction::sqrt:
     return "nl.sqrt";
+  case ActivationFunction::erf:
+    return "nl.erf";
+  case ActivationFunction::gelu:
+    return "nl.gelu";
+  case ActivationFunction::gelu_tanh:
+    return "nl.gelu_apprx_tanh";
   }
   return "?";
 }
@@ -211,9 +223,12 @@ std::string Writer::statement(const Instruction& inst) const {
   case Opcode::tensor_tensor:
     return absl::StrCat("nisa.tensor_tensor(dst=", dst, ", data1=", src(0), ", data2=", src(1),
                         ", op=", nl_alu(inst.alu), ", engine=", nisa_engine(inst.engine), ")");
+  case Opcode::select:
+    return absl::StrCat(dst, " = nl.where(", src(0), ", ", src(1), ", ", src(2), ")");
   case Opcode::tensor_scalar: {
     std::string s = absl::StrCat("nisa.tensor_scalar(dst=", dst, ", data=", src(0),
                                  ", op0=", nl_alu(inst.alu), ", operand0=", py_float(inst.scalar));
+    if (inst.reverse) s += ", reverse0=True";
     if (inst.alu2)
       absl::StrAppend(&s, ", op1=", nl_alu(*inst.alu2), ", operand1=", py_float(inst.scalar2));
     return absl::StrCat(s, ", engine=", nisa_engine(inst.engine), ")");

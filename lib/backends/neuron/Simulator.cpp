@@ -196,9 +196,23 @@ int64_t Machine::execute(int64_t index, const Instruction& inst) {
     store(dst, o);
     return total;
   }
+  case Opcode::select: {
+    const float* pred = load(inst.srcs[0], 0);
+    const float* a = load(inst.srcs[1], 1);
+    const float* b = load(inst.srcs[2], 2);
+    float* o = out(total);
+    for (int64_t i = 0; i < total; ++i) o[i] = pred[i] != 0.0f ? a[i] : b[i];
+    store(dst, o);
+    return total;
+  }
   case Opcode::tensor_scalar: {
     float* o = out(total);
-    alu_scalar(inst.alu, load(inst.srcs[0], 0), inst.scalar, o, total);
+    if (inst.reverse) { // s <op> x
+      const std::vector<float> s(static_cast<size_t>(total), inst.scalar);
+      alu_arrays(inst.alu, s.data(), load(inst.srcs[0], 0), o, total);
+    } else {
+      alu_scalar(inst.alu, load(inst.srcs[0], 0), inst.scalar, o, total);
+    }
     if (inst.alu2) alu_scalar(*inst.alu2, o, inst.scalar2, o, total);
     store(dst, o);
     return total;
