@@ -63,10 +63,11 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
   const std::vector<ColChunk> chunks = col_chunks(cols, width);
   const int64_t nck = static_cast<int64_t>(chunks.size());
   RowKit k(absl::StrCat("neuron_", op_name(node.op)));
+  const DType out_dt = integer ? DType::i32 : dt; // an int64 result: int32 pairs
   const int32_t x_hbm = k.b.hbm_tensor("in", dt, pairs ? 2 * n : n),
-                y_hbm = k.b.hbm_tensor("out", dt, integer ? 2 * rows : rows);
+                y_hbm = k.b.hbm_tensor("out", out_dt, integer ? 2 * rows : rows);
   const RowKit::Tile x = k.tile(dt, width, "x"), part = k.tile(DType::f32, nck, "partials"),
-                     total = k.tile(DType::f32, 1, "total"), y = k.tile(dt, 1, "y");
+                     total = k.tile(DType::f32, 1, "total"), y = k.tile(out_dt, 1, "y");
   RowKit::Tile hi;
   if (integer) hi = k.tile(DType::i32, 1, "hi");
   int64_t load = 0; // chunks loaded so far: the input's slot
@@ -87,7 +88,7 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
       k.reduce(RowKit::at(y, ts, t.parts, 1), partials, alu);
     }
     if (integer)
-      store_i64(k, hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1),
+      store_i64(k, hbm_column(y_hbm, out_dt, t), RowKit::at(y, ts, t.parts, 1),
                 RowKit::at(hi, ts, t.parts, 1));
     else
       k.store(hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1));
