@@ -70,11 +70,23 @@ TEST(NeuronCreationLowering, RandF32IsRefsPhilox) {
     ASSERT_EQ(got->data<float>()[i], Philox::uniform(0x123456789abcdefULL, 77 + 1000, i)) << i;
 }
 
+// Box-Muller in fp32 step by step, as Philox::normal: ref's bits.
+TEST(NeuronCreationLowering, RandnF32IsRefsPhilox) {
+  const int64_t n = 128 * 5 + 9;
+  auto state = std::make_shared<host::HostBuffer>(TensorType{Shape({2}), DType::i64});
+  state->data<int64_t>()[0] = 42;
+  state->data<int64_t>()[1] = 3;
+  auto got = run_node(random_node(OpKind::randn, n, DType::f32, 10), {state});
+  ASSERT_TRUE(got);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(got->data<float>()[i], Philox::normal(42, 3 + 10, i)) << i;
+}
+
 TEST(NeuronCreationLowering, RandRefusals) {
   const std::vector<TensorType> state{{Shape({2}), DType::i64}};
-  EXPECT_THAT(refusal(random_node(OpKind::randn, 10, DType::f32, 0), state),
-              HasSubstr("Box-Muller"));
   EXPECT_THAT(refusal(random_node(OpKind::rand, 10, DType::bf16, 0), state), HasSubstr("only f32"));
+  EXPECT_THAT(refusal(random_node(OpKind::randn, 10, DType::bf16, 0), state),
+              HasSubstr("only f32"));
 }
 
 } // namespace

@@ -11,8 +11,10 @@
 //
 // rand (f32): element i is Philox::uniform(seed, state offset + node
 // offset, i), the same counter as dropout; ref's 24-bit grid is the
-// uniform itself for f32. bf16 rand (a floor to 8 bits) and randn
-// (Box-Muller on two Philox words) are refused.
+// uniform itself for f32. randn (f32): Philox::normal's Box-Muller step by
+// step in fp32 (u1 from word 0, u2 from word 1 of the same block, then
+// log, * -2, sqrt, cos(2 pi u2) on the Scalar engine, libm's logf, sqrtf,
+// cosf as ref): ref's bits. bf16 (rand's floor to 8 bits) is refused.
 #pragma once
 
 #include "absl/status/statusor.h"

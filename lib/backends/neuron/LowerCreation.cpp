@@ -77,7 +77,7 @@ absl::StatusOr<LoweredOp> lower_arange(const GraphNode& node, absl::Span<const T
 }
 
 absl::StatusOr<LoweredOp> lower_rand(const GraphNode& node, absl::Span<const TensorType> types) {
-  if (node.op != OpKind::rand) return refuse(node.op, "Box-Muller (two Philox words) not tiled");
+  const bool normal = node.op == OpKind::randn;
   if (types.size() != 1 || node.results.size() != 1)
     return refuse(node.op, "expects an RNG state and one result");
   const TensorType& out = node.results[0];
@@ -89,13 +89,15 @@ absl::StatusOr<LoweredOp> lower_rand(const GraphNode& node, absl::Span<const Ten
   if (n == 0) return refuse(node.op, absl::StrCat(out.to_string(), " has no elements"));
   const int64_t offset = attr_int(node.attrs, AttrName::offset);
   const int64_t width =
-      chunk_width(std::max<int64_t>(n / kPartitions, n % kPartitions), 2 * 4);
-  RowKit k("neuron_rand");
+      chunk_width(std::max<int64_t>(n / kPartitions, n % kPartitions), 2 * 4 * (normal ? 2 : 1));
+  RowKit k(normal ? "neuron_randn" : "neuron_rand");
   // The int64 [2] state's bytes as int32 [4]: seed lo, hi; offset lo, hi.
   const int32_t state_hbm = k.b.hbm_tensor("rng_state", DType::i32, 4);
   const int32_t out_hbm = k.b.hbm_tensor("out", DType::f32, n);
   const RowKit::Tile state = k.tile(DType::i32, 4, "rng_state", 1);
   const RowKit::Tile u = k.tile(DType::f32, width, "u");
+  RowKit::Tile u2;
+  if (normal) u2 = k.tile(DType::f32, width, "u2");
   k.load(RowKit::at(state, 0, kPartitions, 4),
          hbm_rows(state_hbm, DType::i32, /*row_length=*/0, 0, kPartitions, 0, 4));
   int s = 0;
@@ -107,6 +109,23 @@ absl::StatusOr<LoweredOp> lower_rand(const GraphNode& node, absl::Span<const Ten
     const AccessPattern ut = RowKit::at(u, s, pc.parts, pc.w);
     k.before_write(ut);
     k.deps.track(k.b.philox_uniform(ut, RowKit::at(state, 0, pc.parts, 4), counter));
+    if (normal) { // Philox::normal's float steps, one instruction each
+      // u1 = ((w0 >> 8) + 1) / (2^24 + 1): u * 2^24 is w0 >> 8 exactly.
+      const int64_t grid = k.ts(ut, ut, AluOp::multiply, 16777216.0f);
+      k.b.at(grid).alu2 = AluOp::add;
+      k.b.at(grid).scalar2 = 1.0f;
+      k.ts(ut, ut, AluOp::multiply, 1.0f / 16777217.0f);
+      k.act(ut, ut, ActivationFunction::log);
+      k.ts(ut, ut, AluOp::multiply, -2.0f);
+      k.act(ut, ut, ActivationFunction::sqrt);
+      const AccessPattern vt = RowKit::at(u2, s, pc.parts, pc.w); // u2 = (w1 >> 8) * 2^-24
+      k.before_write(vt);
+      const int64_t w1 = k.b.philox_uniform(vt, RowKit::at(state, 0, pc.parts, 4), counter);
+      k.b.at(w1).philox_word = 1;
+      k.deps.track(w1);
+      k.act(vt, vt, ActivationFunction::cos, 6.2831853071795864f);
+      k.tt(ut, ut, vt, AluOp::multiply);
+    }
     k.store(flat_hbm(out_hbm, DType::f32, pc), ut);
     s ^= 1;
   }

@@ -147,9 +147,14 @@ int64_t Machine::philox_uniform(const Instruction& inst) {
     auto u32 = [&](int64_t k) { return static_cast<uint32_t>(int32_at(inst.srcs[0], p, k)); };
     const uint64_t seed = u32(0) | (uint64_t{u32(1)} << 32);
     const uint64_t offset = u32(2) | (uint64_t{u32(3)} << 32);
-    for (int64_t j = 0; j < free; ++j)
+    for (int64_t j = 0; j < free; ++j) {
+      const uint64_t counter = offset + static_cast<uint64_t>(affine_value(inst, p, j));
       o[p * free + j] =
-          Philox::uniform(seed, offset + static_cast<uint64_t>(affine_value(inst, p, j)), 0);
+          inst.philox_word == 0
+              ? Philox::uniform(seed, counter, 0)
+              : static_cast<float>(Philox::block(seed, counter)[inst.philox_word & 3] >> 8) *
+                    (1.0f / 16777216.0f);
+    }
   }
   store(dst, o);
   return dst.elements();

@@ -89,6 +89,8 @@ absl::string_view activation_name(ActivationFunction f) {
     return "gelu";
   case ActivationFunction::gelu_tanh:
     return "gelu_tanh";
+  case ActivationFunction::cos:
+    return "cos";
   }
   return "?";
 }

@@ -89,6 +89,7 @@ enum class ActivationFunction : uint8_t {
   erf,
   gelu,      ///< 0.5 x (1 + erf(x / sqrt 2))
   gelu_tanh, ///< 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+  cos,       ///< NKI nl.cos (randn's Box-Muller), libm's cosf
 };
 
 absl::string_view opcode_name(Opcode op);
@@ -136,6 +137,9 @@ struct Instruction {
   /// nc_matmul: add into PSUM (true) or overwrite it (false, the first K
   /// tile); dma_indirect into HBM: add into HBM (read-modify-write).
   bool accumulate = false;
+  /// philox_uniform: which word of the Philox block becomes the uniform
+  /// (word >> 8) * 2^-24: 0 as Philox::uniform, 1 Philox::normal's second.
+  int32_t philox_word = 0;
   /// dma_copy, dma_indirect: which of the DMA engines moves the data.
   int32_t dma_engine = 0;
 

@@ -105,6 +105,8 @@ void activate(ActivationFunction f, const float* x, float scale, float bias, flo
       const float y = affine(v);
       return 0.5f * y * (1.0f + std::erf(y * 0.70710678118654752440f));
     });
+  case ActivationFunction::cos:
+    return each1(x, out, n, [&](float v) { return std::cos(affine(v)); });
   case ActivationFunction::gelu_tanh:
     return each1(x, out, n, [&](float v) {
       const float y = affine(v);
