@@ -167,7 +167,11 @@ TEST(NeuronBroadcastLowering, RefusesOtherBroadcasts) {
               HasSubstr("mul not tiled: broadcast of f32[3, 1] against [2, 3, 4] is not a row or "
                         "per-row broadcast"));
   const TensorType i{Shape({2, 3}), DType::i32}, f{Shape({2, 3}), DType::f32};
-  EXPECT_THAT(refusal(op(OpKind::cast, {0}, f), {i}), HasSubstr("only f32/bf16"));
+  // Ints cast to floats exactly (IntegerValues.h); floats to ints convert
+  // unlike ref's truncation, f64 has no tile dtype.
+  EXPECT_THAT(refusal(op(OpKind::cast, {0}, i), {f}), HasSubstr("float-to-int conversion"));
+  const TensorType d{Shape({2, 3}), DType::f64};
+  EXPECT_THAT(refusal(op(OpKind::cast, {0}, f), {d}), HasSubstr("only f32/bf16, bool or ints"));
   // A result of a middle-axis shape is neither the wide shape nor per row.
   auto body = std::make_shared<TraceGraph>();
   body->input_types = {t, mid};

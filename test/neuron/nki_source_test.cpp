@@ -46,14 +46,15 @@ void expect_valid_python(const std::string& file) {
   EXPECT_EQ(std::system(cmd.c_str()), 0) << file << " is not valid Python";
 }
 
-/// One `nisa.` statement (or a call of the GpSimd Philox kernel the source
-/// defines) per instruction, the i-th naming "#i".
+/// One `nisa.` statement (or a call of the GpSimd Philox kernel or the
+/// select the source defines) per instruction, the i-th naming "#i".
 void expect_one_statement_per_instruction(const TileProgram& p, const std::string& src) {
   std::istringstream lines(src);
   std::string line;
   size_t i = 0;
   while (std::getline(lines, line)) {
-    if (line.rfind("    nisa.", 0) != 0 && line.rfind("    mstep_philox_uniform(dst=", 0) != 0)
+    if (line.rfind("    nisa.", 0) != 0 && line.rfind("    mstep_philox_uniform(dst=", 0) != 0 &&
+        line.rfind("    mstep_select(dst=", 0) != 0)
       continue;
     ASSERT_LT(i, p.instructions.size()) << line;
     EXPECT_THAT(line, HasSubstr("  # #" + std::to_string(i) + " ")) << line;
@@ -129,6 +130,35 @@ TEST(NeuronNkiSource, EmbeddingDropoutAndOptimizerAreValidPython) {
   const TileProgram o = lowered(sgd, {x, x, f64});
   check_program(o);
   EXPECT_THAT(nki_source(o), HasSubstr("nl.sqrt"));
+}
+
+// Bool/int64 values (uint8 tiles, int32 words), where as a select, randn's
+// second Philox word and cos, gelu.
+TEST(NeuronNkiSource, IntegerSelectRandnAndGeluAreValidPython) {
+  const TensorType i{Shape({300}), DType::i64}, b{Shape({300}), DType::boolean},
+      f{Shape({300}), DType::f32};
+  const TileProgram ne = lowered(GraphNode{OpKind::ne, {}, {ValueRef{0, 0}, ValueRef{1, 0}}, {b},
+                                           nullptr},
+                                 {i, i});
+  check_program(ne);
+  EXPECT_THAT(nki_source(ne), HasSubstr("op=nl.not_equal"));
+  EXPECT_THAT(nki_source(ne), HasSubstr("nl.uint8"));
+  const TileProgram where = lowered(
+      GraphNode{OpKind::where, {}, {ValueRef{0, 0}, ValueRef{1, 0}, ValueRef{2, 0}}, {f}, nullptr},
+      {b, f, f});
+  check_program(where);
+  EXPECT_THAT(nki_source(where), HasSubstr("def mstep_select("));
+  GraphNode randn{OpKind::randn, {}, {ValueRef{0, 0}}, {f}, nullptr};
+  randn.attrs.push_back({AttrName::offset, AttrValue(int64_t{0})});
+  const TileProgram r = lowered(randn, {TensorType{Shape({2}), DType::i64}});
+  check_program(r);
+  EXPECT_THAT(nki_source(r), HasSubstr("word=1)"));
+  EXPECT_THAT(nki_source(r), HasSubstr("op=nl.cos"));
+  GraphNode gelu{OpKind::gelu, {}, {ValueRef{0, 0}}, {f}, nullptr};
+  gelu.attrs.push_back({AttrName::approximate, AttrValue(int64_t{0})});
+  const TileProgram g = lowered(gelu, {f});
+  check_program(g);
+  EXPECT_THAT(nki_source(g), HasSubstr("op=nl.gelu"));
 }
 
 TEST(NeuronNkiSource, MatmulIsValidPython) {

@@ -76,6 +76,8 @@ double instruction_cycles(const Instruction& inst, const CostParams& p) {
   case Opcode::bn_stats:
   case Opcode::bn_aggr:
     return std::max(p.fixed_cycles, n);
+  case Opcode::select: // as a fast tensor_tensor (an estimate, no public figure)
+    return std::max(p.fixed_cycles, n);
   case Opcode::tensor_tensor: {
     const bool fast =
         inst.srcs[0].kind != BufferKind::psum && inst.srcs[1].kind != BufferKind::psum;

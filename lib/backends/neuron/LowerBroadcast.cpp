@@ -14,6 +14,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/CreationLowering.h"
+#include "lib/backends/neuron/IntegerValues.h"
 #include "lib/backends/neuron/LoweringCommon.h"
 #include "lib/backends/neuron/RowLowering.h"
 #include "lib/backends/neuron/RowTiling.h"
@@ -23,20 +25,27 @@ namespace mstep::neuron {
 
 namespace {
 
-enum class Load : uint8_t { full, row, col, scalar };
+/// block: the result's rows repeat the value's rows ([1, T, D] against
+/// [B, T, D]: leading dims of 1, then the result's dims), read by row tiles
+/// that never wrap around its period (block_rows).
+enum class Load : uint8_t { full, row, col, scalar, block };
 
 struct Value {
   bool wide = true;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32; ///< the tile's (IntegerValues.h: bool uint8, i64 int32)
+  bool is_int64 = false;    ///< an int64 value (its HBM form is int32 pairs)
 };
 
 /// One engine step: `op` (a, b: value ids) writes value `result`; a cast is
-/// a tensor_copy; `alu2`/`scalar2` a tensor_scalar's second op.
+/// a tensor_copy; `alu2`/`scalar2` a tensor_scalar's second op, `reverse`
+/// its scalar on the left; `pred` >= 0: a select of a and b by value pred.
 struct Step {
   EwOp op;
   bool cast = false;
+  bool reverse = false;
   std::optional<AluOp> alu2;
   float scalar2 = 0;
+  int32_t pred = -1;
   int32_t result = -1;
 };
 
@@ -44,6 +53,9 @@ struct Plan {
   std::vector<Value> values; ///< inputs first
   std::vector<Load> loads;   ///< per input
   std::vector<Step> steps;
+  /// Constant values a select reads as tiles (value id, constant), filled
+  /// once on all partitions.
+  std::vector<std::pair<int32_t, float>> fills;
   std::vector<int32_t> outputs;
   std::vector<bool> per_row; ///< per output: of the per-row shape
 };
@@ -63,7 +75,29 @@ std::optional<Load> classify(const Shape& v, const Shape& s) {
   }
   if (row) return Load::row;
   if (col) return Load::col;
-  return std::nullopt;
+  // Leading 1s, then the result's own dims down to the last.
+  int64_t k = 0;
+  while (k + 1 < r && dim(k) == 1) ++k;
+  for (int64_t i = k; i < r; ++i)
+    if (dim(i) != s[i]) return std::nullopt;
+  return Load::block;
+}
+
+/// The rows of a block value of shape `v` against the result's [rows, cols].
+int64_t block_rows(const Shape& v, int64_t cols) { return v.numel() / cols; }
+
+/// The result's row tiles when block values of `period` rows are read
+/// (period 0: none): 128-row tiles when every tile holds whole periods of
+/// at least 32 rows (period 32 or 64: one DMA per period, partition starts
+/// the access rules allow) or no tile crosses a period (a multiple of
+/// 128); otherwise the tiles of each period, restarted at every period.
+std::vector<RowTile> result_row_tiles(int64_t rows, int64_t period) {
+  if (period == 0 || period % kPartitions == 0 || period == 32 || period == 64)
+    return row_tiles(rows);
+  std::vector<RowTile> out;
+  for (int64_t base = 0; base < rows; base += period)
+    for (RowTile t : row_tiles(period)) out.push_back({base + t.r0, t.parts});
+  return out;
 }
 
 /// The body a single op stands for: its operands as parameters, then it.
@@ -83,17 +117,94 @@ TraceGraph single_op_body(const GraphNode& node, absl::Span<const TensorType> ty
   return g;
 }
 
+/// Comparisons and logical ops: results 0 or 1 (bool), exact on the
+/// engines' fp32 for any operands.
+bool is_integer_op(OpKind op) {
+  return op == OpKind::eq || op == OpKind::ne || op == OpKind::logical_and ||
+         op == OpKind::logical_or || op == OpKind::logical_not;
+}
+
+/// The step of body node `n`, a comparison, a logical op or `where`, added
+/// to `plan` with its result value last. Logical ops take bools (0/1:
+/// and is a multiply, or a max, not 1 - x); `where` is a Vector select,
+/// its constant branches filled tiles.
+absl::Status plan_integer_step(OpKind kind, const TraceGraph& body, const GraphNode& n,
+                               const std::vector<int32_t>& value,
+                               const std::vector<std::optional<float>>& constant, Plan& plan) {
+  const std::string what = absl::StrCat("body op ", op_name(n.op));
+  const std::optional<DType> tile_dt =
+      n.results.size() == 1 ? value_tile_dtype(n.results[0].dtype) : std::nullopt;
+  if (!tile_dt) return refuse(kind, absl::StrCat(what, ": its result has no tile dtype"));
+  auto val = [&](size_t k) { return value[n.operands[k].node]; };
+  auto cst = [&](size_t k) { return constant[n.operands[k].node]; };
+  auto is_bool = [&](size_t k) { return body.type_of(n.operands[k]).dtype == DType::boolean; };
+  Step st;
+  bool wide = false;
+  if (n.op == OpKind::where) {
+    if (n.operands.size() != 3 || val(0) < 0)
+      return refuse(kind, absl::StrCat(what, " needs a tensor condition"));
+    st.pred = val(0);
+    int32_t branch[2];
+    for (size_t k = 1; k < 3; ++k) {
+      branch[k - 1] = val(k);
+      if (branch[k - 1] >= 0) continue;
+      if (!cst(k)) return refuse(kind, absl::StrCat(what, "'s operand ", k));
+      branch[k - 1] = static_cast<int32_t>(plan.values.size()); // a filled tile
+      plan.values.push_back({true, *tile_dt, false});
+      plan.fills.push_back({branch[k - 1], *cst(k)});
+    }
+    st.op.a = branch[0];
+    st.op.b = branch[1];
+    wide = plan.values[st.pred].wide || plan.values[st.op.a].wide || plan.values[st.op.b].wide;
+  } else if (n.op == OpKind::logical_not) {
+    if (n.operands.size() != 1 || val(0) < 0 || !is_bool(0))
+      return refuse(kind, absl::StrCat(what, " of a non-bool"));
+    // 1 - x as x * -1 + 1.
+    st.op = EwOp{Opcode::tensor_scalar, AluOp::multiply, ActivationFunction::identity, -1.0f,
+                 val(0), -1};
+    st.alu2 = AluOp::add;
+    st.scalar2 = 1.0f;
+    wide = plan.values[val(0)].wide;
+  } else {
+    const bool logical = n.op == OpKind::logical_and || n.op == OpKind::logical_or;
+    if (n.operands.size() != 2 || (logical && (!is_bool(0) || !is_bool(1))))
+      return refuse(kind, absl::StrCat(what, " needs two operands", logical ? ", bools" : ""));
+    int32_t x = val(0), y = val(1);
+    std::optional<float> scalar;
+    if (x < 0) { // every one of these ops is commutative
+      std::swap(x, y);
+      scalar = cst(0);
+    } else if (y < 0) {
+      scalar = cst(1);
+    }
+    if (x < 0 || (y < 0 && !scalar)) return refuse(kind, absl::StrCat(what, "'s operands"));
+    const AluOp alu = n.op == OpKind::eq            ? AluOp::is_equal
+                      : n.op == OpKind::ne          ? AluOp::not_equal
+                      : n.op == OpKind::logical_and ? AluOp::multiply
+                                                    : AluOp::max;
+    st.op = EwOp{y >= 0 ? Opcode::tensor_tensor : Opcode::tensor_scalar, alu,
+                 ActivationFunction::identity, scalar.value_or(0.0f), x, y};
+    wide = plan.values[x].wide || (y >= 0 && plan.values[y].wide);
+  }
+  st.result = static_cast<int32_t>(plan.values.size());
+  plan.values.push_back({wide, *tile_dt, n.results[0].dtype == DType::i64});
+  plan.steps.push_back(st);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape& shape) {
   Plan plan;
   for (const TensorType& t : body.input_types) {
-    if (!tileable_dtype(t.dtype))
-      return refuse(kind, absl::StrCat("input ", t.to_string(), ": only f32/bf16"));
+    const std::optional<DType> tile_dt = value_tile_dtype(t.dtype);
+    if (!tile_dt)
+      return refuse(kind, absl::StrCat("input ", t.to_string(), ": only f32/bf16, bool or ints"));
     std::optional<Load> load = classify(t.shape, shape);
     if (!load)
       return refuse(kind, absl::StrCat("broadcast of ", t.to_string(), " against ",
                                        shape.to_string(), " is not a row or per-row broadcast"));
     plan.loads.push_back(*load);
-    plan.values.push_back({*load == Load::full || *load == Load::row, t.dtype});
+    plan.values.push_back({*load == Load::full || *load == Load::row || *load == Load::block,
+                           *tile_dt, t.dtype == DType::i64});
   }
   std::vector<int32_t> value(body.nodes.size(), -1);
   std::vector<std::optional<float>> constant(body.nodes.size());
@@ -104,7 +215,14 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
       continue;
     }
     constant[i] = scalar_constant(n);
+    if (!constant[i]) constant[i] = exact_int_constant(n);
+    if (!constant[i]) constant[i] = fold_constant(n, constant);
     if (constant[i]) continue;
+    if (n.op == OpKind::where || is_integer_op(n.op)) {
+      MSTEP_RETURN_IF_ERROR(plan_integer_step(kind, body, n, value, constant, plan));
+      value[i] = static_cast<int32_t>(plan.values.size()) - 1;
+      continue;
+    }
     if (n.op == OpKind::full && n.operands.size() == 1 &&
         n.results[0].dtype == body.type_of(n.operands[0]).dtype) {
       // A filled tensor: its 0-d value (a constant, or a 1-element input
@@ -114,8 +232,9 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
       continue;
     }
     const std::string what = absl::StrCat("body op ", op_name(n.op));
-    if (n.results.size() != 1 || !tileable_dtype(n.results[0].dtype) || n.operands.empty() ||
-        n.operands.size() > 2)
+    const bool casts = n.op == OpKind::cast || n.op == OpKind::expand;
+    if (n.results.size() != 1 || (!tileable_dtype(n.results[0].dtype) && !casts) ||
+        n.operands.empty() || n.operands.size() > 2)
       return refuse(kind, absl::StrCat(what, " is not an elementwise f32/bf16 op"));
     const DType dt = n.results[0].dtype;
     const int32_t a = value[n.operands[0].node];
@@ -148,6 +267,11 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
           x = y;
           y = -1;
           scalar = c;
+        } else if (n.op == OpKind::div) { // c / v: the scalar on the left (reverse0)
+          x = y;
+          y = -1;
+          scalar = c;
+          st.reverse = true;
         } else {
           return refuse(kind, absl::StrCat(what, " with a constant first operand"));
         }
@@ -157,10 +281,19 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
       return refuse(kind, absl::StrCat(what, "'s operand is not a tensor"));
     }
     if (n.op == OpKind::cast) {
-      st.cast = true;
-      st.op.a = x;
+      const DType from = body.type_of(n.operands[0]).dtype;
+      if (dt == DType::boolean) { // v != 0
+        st.op = EwOp{Opcode::tensor_scalar, AluOp::not_equal, ActivationFunction::identity, 0.0f,
+                     x, -1};
+      } else if (!tileable_dtype(dt) && tileable_dtype(from)) {
+        return refuse(kind, absl::StrCat(what, " from ", dtype_name(from), " to ", dtype_name(dt),
+                                         " (the engines' float-to-int conversion is not ref's)"));
+      } else {
+        st.cast = true;
+        st.op.a = x;
+      }
     } else if (!st.alu2) {
-      std::optional<EwOp> e = ew_op(n.op, x, y, scalar);
+      std::optional<EwOp> e = ew_op_of(n, x, y, scalar);
       if (!e ||
           (n.operands.size() == 2) != (e->opcode != Opcode::activation && n.op != OpKind::neg))
         return refuse(kind, absl::StrCat(what, " has no engine lowering"));
@@ -168,7 +301,7 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
     }
     st.result = static_cast<int32_t>(plan.values.size());
     const bool wide = plan.values[x].wide || (y >= 0 && plan.values[y].wide);
-    plan.values.push_back({wide, dt});
+    plan.values.push_back({wide, *value_tile_dtype(dt), dt == DType::i64});
     plan.steps.push_back(st);
     value[i] = st.result;
   }
@@ -196,8 +329,8 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
     if (t.shape.numel() > widest->numel()) widest = &t.shape;
   const Shape& shape = *widest;
   for (const TensorType& t : node.results) {
-    if (!tileable_dtype(t.dtype))
-      return refuse(node.op, absl::StrCat("result ", t.to_string(), ": only f32/bf16"));
+    if (!value_tile_dtype(t.dtype))
+      return refuse(node.op, absl::StrCat("result ", t.to_string(), ": only f32/bf16, bool, ints"));
     if (t.shape != shape && classify(t.shape, shape) != Load::col)
       return refuse(node.op, absl::StrCat("result ", t.to_string(), " is neither ",
                                           shape.to_string(), " nor one value per row"));
@@ -226,23 +359,63 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
 
   RowKit k(absl::StrCat("neuron_", op_name(node.op)));
   std::vector<int32_t> hbm, binding;
+  std::vector<int32_t> int64_inputs; // range-checked before the program runs
   for (size_t i = 0; i < types.size(); ++i) {
-    hbm.push_back(k.b.hbm_tensor(absl::StrCat("in", i), types[i].dtype, types[i].numel()));
+    const bool pairs = types[i].dtype == DType::i64; // int32 pairs
+    if (pairs || types[i].dtype == DType::i32) int64_inputs.push_back(static_cast<int32_t>(i));
+    hbm.push_back(k.b.hbm_tensor(absl::StrCat("in", i), pairs ? DType::i32 : types[i].dtype,
+                                 types[i].numel() * (pairs ? 2 : 1)));
     binding.push_back(static_cast<int32_t>(i));
   }
-  std::vector<RowKit::Tile> tile(plan.values.size()), copy_out(plan.outputs.size());
+  // An int64 input's HBM pattern reads the low words.
+  auto in_hbm = [&](int32_t i, const AccessPattern& ap) {
+    return plan.values[i].is_int64 ? i64_word(ap, 0) : ap;
+  };
+  std::vector<RowKit::Tile> tile(plan.values.size()), copy_out(plan.outputs.size()),
+      high(plan.outputs.size());
   for (size_t v = 0; v < plan.values.size(); ++v)
     tile[v] = k.tile(plan.values[v].dtype, plan.values[v].wide ? width : 1, absl::StrCat("v", v));
   for (size_t o = 0; o < plan.outputs.size(); ++o) {
     const Value& v = plan.values[plan.outputs[o]];
-    hbm.push_back(k.b.hbm_tensor(absl::StrCat("out", o), v.dtype, plan.per_row[o] ? rows : n));
+    const int64_t elements = (plan.per_row[o] ? rows : n) * (v.is_int64 ? 2 : 1);
+    hbm.push_back(k.b.hbm_tensor(absl::StrCat("out", o), v.dtype, elements));
     binding.push_back(-1 - static_cast<int32_t>(o));
     if (!v.wide && !plan.per_row[o]) copy_out[o] = k.tile(v.dtype, width, absl::StrCat("out", o));
+    if (v.is_int64) // the high words
+      high[o] = k.tile(DType::i32, plan.per_row[o] ? 1 : width, absl::StrCat("hi", o));
   }
+  // Output o's store; an int64 one as int32 pairs (its high words into
+  // slot s of high[o]).
+  auto store_out = [&](size_t o, const AccessPattern& to, const AccessPattern& from, int s) {
+    if (!plan.values[plan.outputs[o]].is_int64) return k.store(to, from);
+    AccessPattern hi = from;
+    hi.buffer = RowKit::at(high[o], s, 1, 1).buffer;
+    hi.offset = 0;
+    hi.dims = {{from.free_elements(), 1}};
+    store_i64(k, to, from, hi);
+  };
+  // Constants a select reads: filled once on every partition (iota's 0,
+  // plus the constant: exact).
+  for (const auto& [v, c] : plan.fills)
+    for (int s = 0; s < 2; ++s) {
+      const AccessPattern all = RowKit::at(tile[v], s, kPartitions, width);
+      k.before_write(all);
+      k.deps.track(k.b.iota(all, AffineExpr{0, 0, {0}}));
+      k.ts(all, all, AluOp::add, c);
+    }
   const int32_t inputs = static_cast<int32_t>(plan.loads.size());
+  int64_t period = 0; // of the block inputs, which must agree
+  for (int32_t i = 0; i < inputs; ++i) {
+    if (plan.loads[i] != Load::block) continue;
+    const int64_t p = block_rows(types[i].shape, cols);
+    if (period != 0 && p != period)
+      return refuse(node.op, "block broadcasts of different row counts");
+    period = p;
+  }
   // A resident row input is loaded once onto all partitions (slot 0).
   auto load_row = [&](int32_t i, int s, int32_t parts, const ColChunk& c) {
-    k.load(RowKit::at(tile[i], s, parts, c.w), hbm_row_broadcast(hbm[i], tile[i].dtype, parts, c));
+    k.load(RowKit::at(tile[i], s, parts, c.w),
+           in_hbm(i, hbm_row_broadcast(hbm[i], tile[i].dtype, parts, c)));
   };
   if (resident)
     for (int32_t i = 0; i < inputs; ++i)
@@ -250,14 +423,15 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
 
   int64_t iteration = 0;
   int ts = 0;
-  for (const RowTile& t : row_tiles(rows)) {
+  for (const RowTile& t : result_row_tiles(rows, period)) {
     const int32_t p = t.parts;
     // Per-row values: loaded and computed once per row tile.
     for (int32_t i = 0; i < inputs; ++i) {
       if (plan.loads[i] == Load::col)
-        k.load(RowKit::at(tile[i], ts, p, 1), hbm_column(hbm[i], tile[i].dtype, t));
+        k.load(RowKit::at(tile[i], ts, p, 1), in_hbm(i, hbm_column(hbm[i], tile[i].dtype, t)));
       if (plan.loads[i] == Load::scalar)
-        k.load(RowKit::at(tile[i], ts, p, 1), hbm_rows(hbm[i], tile[i].dtype, 0, 0, p, 0, 1));
+        k.load(RowKit::at(tile[i], ts, p, 1),
+               in_hbm(i, hbm_rows(hbm[i], tile[i].dtype, 0, 0, p, 0, 1)));
     }
     for (const ColChunk& c : chunks) {
       const int s = static_cast<int>(iteration++ % 2);
@@ -271,8 +445,19 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
       };
       for (int32_t i = 0; i < inputs; ++i) {
         if (plan.loads[i] == Load::full)
-          k.load(RowKit::at(tile[i], s, p, c.w), hbm_block(hbm[i], tile[i].dtype, cols, t, c));
+          k.load(RowKit::at(tile[i], s, p, c.w),
+                 in_hbm(i, hbm_block(hbm[i], tile[i].dtype, cols, t, c)));
         if (plan.loads[i] == Load::row && !resident) load_row(i, s, p, c);
+        if (plan.loads[i] == Load::block) // whole periods, or a part of one
+          for (int32_t q = 0; q < p; q += static_cast<int32_t>(std::min<int64_t>(period, p))) {
+            const int32_t n = static_cast<int32_t>(std::min<int64_t>(period, p - q));
+            const AccessPattern dst = RowKit::at(tile[i], s, p, c.w);
+            AccessPattern part = dst;
+            part.start_partition = q;
+            part.partitions = n;
+            k.load(part, in_hbm(i, hbm_block(hbm[i], tile[i].dtype, cols,
+                                             {(t.r0 + q) % period, n}, c)));
+          }
       }
       for (const Step& st : plan.steps) {
         const bool wide = plan.values[st.result].wide;
@@ -280,12 +465,21 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
         const AccessPattern dst =
             wide ? RowKit::at(tile[st.result], s, p, c.w) : RowKit::at(tile[st.result], ts, p, 1);
         const AccessPattern a = read(st.op.a, wide);
-        if (st.cast) {
+        if (st.pred >= 0) { // where: Vector select
+          k.before_write(dst);
+          Instruction sel;
+          sel.engine = Engine::vector;
+          sel.opcode = Opcode::select;
+          sel.dst = dst;
+          sel.srcs = {read(st.pred, wide), a, read(st.op.b, wide)};
+          k.deps.track(k.b.emit(std::move(sel)));
+        } else if (st.cast) {
           k.copy(dst, a);
         } else if (st.op.opcode == Opcode::activation) {
           k.act(dst, a, st.op.function);
         } else if (st.op.opcode == Opcode::tensor_scalar) {
           const int64_t idx = k.ts(dst, a, st.op.alu, st.op.scalar);
+          k.b.at(idx).reverse = st.reverse;
           if (st.alu2) {
             k.b.at(idx).alu2 = st.alu2;
             k.b.at(idx).scalar2 = st.scalar2;
@@ -297,7 +491,7 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
       for (size_t o = 0; o < plan.outputs.size(); ++o) {
         const int32_t v = plan.outputs[o];
         if (plan.per_row[o]) { // its [p, 1] column, once per row tile
-          if (first) k.store(hbm_column(hbm[inputs + o], plan.values[v].dtype, t), read(v, false));
+          if (first) store_out(o, hbm_column(hbm[inputs + o], plan.values[v].dtype, t), read(v, false), ts);
           continue;
         }
         AccessPattern src = read(v, true);
@@ -305,12 +499,18 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
           src = RowKit::at(copy_out[o], s, p, c.w);
           k.copy(src, read(v, true));
         }
-        k.store(hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c), src);
+        store_out(o, hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c), src, s);
       }
     }
     ts ^= 1;
   }
-  return k.finish(binding);
+  LoweredOp out = k.finish(binding);
+  if (!int64_inputs.empty())
+    out.stage = [op = node.op, int64_inputs](absl::Span<const host::HostBuffer* const> in,
+                                             absl::Span<host::HostBuffer* const>, HbmContents&) {
+      return check_integer_range(op, in, int64_inputs);
+    };
+  return out;
 }
 
 } // namespace mstep::neuron

@@ -5,6 +5,8 @@
 // partials tile (fp32), the partials are reduced into the row's result
 // (mean: divided by the row length), and [rows] is stored back.
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/CreationLowering.h"
+#include "lib/backends/neuron/IntegerValues.h"
 #include "lib/backends/neuron/LoweringCommon.h"
 #include "lib/backends/neuron/RowLowering.h"
 #include "lib/backends/neuron/RowTiling.h"
@@ -19,8 +21,12 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
   if (types.size() != 1 || node.results.size() != 1)
     return refuse(node.op, "expects one operand and one result");
   const TensorType& in = types[0];
-  const DType dt = in.dtype;
-  if (!tileable_dtype(dt) || node.results[0].dtype != dt)
+  // A sum of bools or integers (an int64 result): on int32 tiles, exact
+  // in fp32 while every row's sum stays within 2^24 (IntegerValues.h).
+  const bool integer = node.op == OpKind::sum && !tileable_dtype(in.dtype) &&
+                       value_tile_dtype(in.dtype) && node.results[0].dtype == DType::i64;
+  const DType dt = integer ? *value_tile_dtype(in.dtype) : in.dtype;
+  if (!integer && (!tileable_dtype(dt) || node.results[0].dtype != dt))
     return refuse(node.op, absl::StrCat(in.to_string(), ": only f32/bf16 in and out"));
   // The reduced dims must be the trailing ones (sorted): a row is their
   // product, e.g. all dims -> one row.
@@ -44,23 +50,33 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
                   absl::StrCat(in.to_string(), ": only a reduction over trailing or leading axes"));
   const int64_t n = in.numel();
   if (n == 0 || cols == 0) return refuse(node.op, absl::StrCat(in.to_string(), " has no elements"));
+  if (!trailing && integer)
+    return refuse(node.op, absl::StrCat(in.to_string(), ": integer sums over trailing axes only"));
   if (!trailing) return lower_leading_reduction(node, in, lead_rows);
   const int64_t rows = n / cols;
+  if (integer && static_cast<double>(cols) > kExactInFp32)
+    return refuse(node.op, absl::StrCat(in.to_string(), ": rows beyond 2^24 elements"));
+  const bool pairs = in.dtype == DType::i64; // int64 in: int32 pairs, the low words read
 
   // Chunked: the input, two slots.
   const int64_t width = chunk_width(cols, 2 * static_cast<int64_t>(element_size(dt)));
   const std::vector<ColChunk> chunks = col_chunks(cols, width);
   const int64_t nck = static_cast<int64_t>(chunks.size());
   RowKit k(absl::StrCat("neuron_", op_name(node.op)));
-  const int32_t x_hbm = k.b.hbm_tensor("in", dt, n), y_hbm = k.b.hbm_tensor("out", dt, rows);
+  const DType out_dt = integer ? DType::i32 : dt; // an int64 result: int32 pairs
+  const int32_t x_hbm = k.b.hbm_tensor("in", dt, pairs ? 2 * n : n),
+                y_hbm = k.b.hbm_tensor("out", out_dt, integer ? 2 * rows : rows);
   const RowKit::Tile x = k.tile(dt, width, "x"), part = k.tile(DType::f32, nck, "partials"),
-                     total = k.tile(DType::f32, 1, "total"), y = k.tile(dt, 1, "y");
+                     total = k.tile(DType::f32, 1, "total"), y = k.tile(out_dt, 1, "y");
+  RowKit::Tile hi;
+  if (integer) hi = k.tile(DType::i32, 1, "hi");
   int64_t load = 0; // chunks loaded so far: the input's slot
   int ts = 0;       // the per-tile tiles' slot
   for (const RowTile& t : row_tiles(rows)) {
     for (int64_t c = 0; c < nck; ++c, ++load) {
       const int s = static_cast<int>(load % 2);
-      k.load(RowKit::at(x, s, t.parts, chunks[c].w), hbm_block(x_hbm, dt, cols, t, chunks[c]));
+      const AccessPattern from = hbm_block(x_hbm, dt, cols, t, chunks[c]);
+      k.load(RowKit::at(x, s, t.parts, chunks[c].w), pairs ? i64_word(from, 0) : from);
       k.reduce(RowKit::at(part, ts, t.parts, 1, c), RowKit::at(x, s, t.parts, chunks[c].w), alu);
     }
     const AccessPattern partials = RowKit::at(part, ts, t.parts, nck);
@@ -71,10 +87,20 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
     } else {
       k.reduce(RowKit::at(y, ts, t.parts, 1), partials, alu);
     }
-    k.store(hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1));
+    if (integer)
+      store_i64(k, hbm_column(y_hbm, out_dt, t), RowKit::at(y, ts, t.parts, 1),
+                RowKit::at(hi, ts, t.parts, 1));
+    else
+      k.store(hbm_column(y_hbm, dt, t), RowKit::at(y, ts, t.parts, 1));
     ts ^= 1;
   }
-  return k.finish({0, -1});
+  LoweredOp out = k.finish({0, -1});
+  if (integer && in.dtype != DType::boolean) // every row sum within 2^24
+    out.stage = [op = node.op, cols](absl::Span<const host::HostBuffer* const> inputs,
+                                     absl::Span<host::HostBuffer* const>, HbmContents&) {
+      return check_integer_range(op, inputs, {0}, kExactInFp32 / static_cast<double>(cols));
+    };
+  return out;
 }
 
 } // namespace mstep::neuron

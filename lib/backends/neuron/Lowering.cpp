@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionLowering.h"
 #include "lib/backends/neuron/CopyLowering.h"
+#include "lib/backends/neuron/CreationLowering.h"
 #include "lib/backends/neuron/DropoutLowering.h"
 #include "lib/backends/neuron/IndexedLowering.h"
 #include "lib/backends/neuron/LoweringCommon.h"
@@ -73,7 +74,7 @@ absl::StatusOr<EwDag> fusion_dag(const GraphNode& node, const TensorType& type) 
       else
         return refuse(node.op, absl::StrCat("body op ", op_name(n.op), "'s operand"));
     }
-    std::optional<EwOp> e = ew_op(n.op, a, b, scalar);
+    std::optional<EwOp> e = ew_op_of(n, a, b, scalar);
     if (!e || (n.operands.size() == 2) != (e->opcode != Opcode::activation && n.op != OpKind::neg))
       return refuse(node.op, absl::StrCat("body op ", op_name(n.op), " has no engine lowering"));
     value[i] = dag.inputs + static_cast<int32_t>(dag.ops.size());
@@ -225,6 +226,10 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
     MSTEP_ASSIGN_OR_RETURN(out, lower_index_select(node, operand_types));
   } else if (node.op == OpKind::index_add) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_index_add(node, operand_types));
+  } else if (node.op == OpKind::arange) { // CreationLowering.h
+    MSTEP_ASSIGN_OR_RETURN(out, lower_arange(node, operand_types));
+  } else if (node.op == OpKind::rand || node.op == OpKind::randn) {
+    MSTEP_ASSIGN_OR_RETURN(out, lower_rand(node, operand_types));
   } else if (node.op == OpKind::dropout) {
     MSTEP_ASSIGN_OR_RETURN(out, lower_dropout(node, operand_types));
   } else if (node.op == OpKind::multi_tensor_update) {
@@ -248,7 +253,7 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
           return refuse(node.op, absl::StrCat("operand ", t.to_string(), " is not ",
                                               type.to_string(), " (broadcast or mixed dtype)"));
       const int32_t arity = static_cast<int32_t>(operand_types.size());
-      std::optional<EwOp> e = ew_op(node.op, 0, arity == 2 ? 1 : -1, std::nullopt);
+      std::optional<EwOp> e = ew_op_of(node, 0, arity == 2 ? 1 : -1, std::nullopt);
       if (!e || arity < 1 || arity > 2 || (arity == 2) != (e->opcode == Opcode::tensor_tensor))
         return refuse(node.op, "no engine lowering for this op");
       dag.inputs = arity;

@@ -17,7 +17,9 @@
 // IndexedLowering.h; dropout (Philox on GpSimd): DropoutLowering.h; the
 // fused optimizer update: OptimizerLowering.h; reshape, permute, expand,
 // slice and cat (DMA copies, or no program where the bytes stay put):
-// CopyLowering.h.
+// CopyLowering.h; arange, rand and randn (GpSimd iota / Philox):
+// CreationLowering.h; bool and integer values in the elementwise and sum
+// lowerings: IntegerValues.h.
 #pragma once
 
 #include <cstdint>

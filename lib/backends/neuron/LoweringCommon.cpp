@@ -41,6 +41,10 @@ std::optional<ActivationFunction> unary_activation(OpKind op) {
     return ActivationFunction::relu;
   case OpKind::rsqrt:
     return ActivationFunction::rsqrt;
+  case OpKind::erf:
+    return ActivationFunction::erf;
+  case OpKind::gelu: // the erf form; ew_op_of picks the tanh form by the attribute
+    return ActivationFunction::gelu;
   default:
     return std::nullopt;
   }
@@ -79,6 +83,14 @@ std::optional<EwOp> ew_op(OpKind op, int32_t a, int32_t b, std::optional<float> 
     return e;
   }
   return std::nullopt;
+}
+
+std::optional<EwOp> ew_op_of(const GraphNode& n, int32_t a, int32_t b,
+                             std::optional<float> scalar) {
+  std::optional<EwOp> e = ew_op(n.op, a, b, scalar);
+  if (e && n.op == OpKind::gelu && attr_int(n.attrs, AttrName::approximate) == 1)
+    e->function = ActivationFunction::gelu_tanh;
+  return e;
 }
 
 bool tileable_dtype(DType d) { return d == DType::f32 || d == DType::bf16; }

@@ -57,5 +57,9 @@ struct EwOp {
 /// The EwOp of `op` over values `a` (and `b`, or the scalar `scalar` when
 /// b is -1 and the op is binary), or nullopt when it has no engine op.
 std::optional<EwOp> ew_op(OpKind op, int32_t a, int32_t b, std::optional<float> scalar);
+/// ew_op of node `n`, with the attributes that pick the engine function
+/// (gelu's approximate: the erf or the tanh form).
+std::optional<EwOp> ew_op_of(const GraphNode& n, int32_t a, int32_t b,
+                             std::optional<float> scalar);
 
 } // namespace mstep::neuron

@@ -28,7 +28,8 @@ std::string identifier(absl::string_view name, std::set<std::string>& taken) {
   std::string id;
   for (char c : name) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "t_" + id;
-  if (kKeywords.count(id) || id == "mstep_philox_uniform") id += "_"; // the Philox stub
+  if (kKeywords.count(id) || id == "mstep_philox_uniform" || id == "mstep_select")
+    id += "_"; // the stubs
   std::string unique = id;
   for (int k = 1; taken.count(unique); ++k) unique = absl::StrCat(id, "_", k);
   taken.insert(unique);
@@ -51,6 +52,8 @@ std::string nl_dtype(DType d) {
     return "nl.float16";
   case DType::i32:
     return "nl.int32";
+  case DType::boolean:
+    return "nl.uint8";
   default:
     return "nl.float32";
   }
@@ -72,6 +75,10 @@ std::string nl_alu(AluOp op) {
     return "nl.divide";
   case AluOp::is_ge:
     return "nl.greater_equal";
+  case AluOp::is_equal:
+    return "nl.equal";
+  case AluOp::not_equal:
+    return "nl.not_equal";
   }
   return "?";
 }
@@ -96,6 +103,14 @@ std::string nl_activation(ActivationFunction f) {
     return "nl.log";
   case ActivationFunction::sqrt:
     return "nl.sqrt";
+  case ActivationFunction::erf:
+    return "nl.erf";
+  case ActivationFunction::gelu:
+    return "nl.gelu";
+  case ActivationFunction::gelu_tanh:
+    return "nl.gelu_apprx_tanh";
+  case ActivationFunction::cos:
+    return "nl.cos";
   }
   return "?";
 }
@@ -204,16 +219,21 @@ std::string Writer::statement(const Instruction& inst) const {
                         inst.accumulate ? ", dst_rmw_op=nl.add" : "", ")");
   }
   case Opcode::philox_uniform:
-    return absl::StrCat("mstep_philox_uniform(dst=", dst, ", state=", src(0), ", ", affine(), ")");
+    return absl::StrCat("mstep_philox_uniform(dst=", dst, ", state=", src(0), ", ", affine(),
+                        inst.philox_word != 0 ? absl::StrCat(", word=", inst.philox_word) : "", ")");
   case Opcode::nc_matmul:
     return absl::StrCat("nisa.nc_matmul(dst=", dst, ", stationary=", src(0), ", moving=", src(1),
                         ", accumulate=", inst.accumulate ? "True" : "False", ")");
   case Opcode::tensor_tensor:
     return absl::StrCat("nisa.tensor_tensor(dst=", dst, ", data1=", src(0), ", data2=", src(1),
                         ", op=", nl_alu(inst.alu), ", engine=", nisa_engine(inst.engine), ")");
+  case Opcode::select:
+    return absl::StrCat("mstep_select(dst=", dst, ", pred=", src(0), ", on_true=", src(1),
+                        ", on_false=", src(2), ")");
   case Opcode::tensor_scalar: {
     std::string s = absl::StrCat("nisa.tensor_scalar(dst=", dst, ", data=", src(0),
                                  ", op0=", nl_alu(inst.alu), ", operand0=", py_float(inst.scalar));
+    if (inst.reverse) s += ", reverse0=True";
     if (inst.alu2)
       absl::StrAppend(&s, ", op1=", nl_alu(*inst.alu2), ", operand1=", py_float(inst.scalar2));
     return absl::StrCat(s, ", engine=", nisa_engine(inst.engine), ")");
@@ -266,11 +286,18 @@ std::string Writer::source() const {
   for (const Instruction& inst : p_.instructions) philox |= inst.opcode == Opcode::philox_uniform;
   if (philox)
     absl::StrAppend(
-        &out, "def mstep_philox_uniform(dst, state, pattern, offset, channel_multiplier):\n"
+        &out, "def mstep_philox_uniform(dst, state, pattern, offset, channel_multiplier, word=0):\n"
               "    # A GpSimd custom kernel, not an NKI builtin: dst = Philox4x32-10 uniform\n"
-              "    # (word 0 >> 8) * 2**-24 of key state[0:2] and counter state[2:4] + the\n"
+              "    # (word >> 8) * 2**-24 of key state[0:2] and counter state[2:4] + the\n"
               "    # affine expression, as mstep's Philox::uniform (include/mstep/core/Philox.h).\n"
               "    raise NotImplementedError('mstep_philox_uniform: GpSimd custom kernel')\n\n\n");
+  bool select = false;
+  for (const Instruction& inst : p_.instructions) select |= inst.opcode == Opcode::select;
+  if (select)
+    absl::StrAppend(&out, "def mstep_select(dst, pred, on_true, on_false):\n"
+                          "    # The Vector engine's select (mstep's tile IR): dst = pred ? on_true\n"
+                          "    # : on_false, element by element.\n"
+                          "    dst[...] = nl.where(pred, on_true, on_false)\n\n\n");
   absl::StrAppend(&out, "@nki.jit\ndef ", kernel_name_, "(", absl::StrJoin(hbm_names_, ", "),
                   "):\n");
   for (size_t t = 0; t < p_.hbm.size(); ++t)

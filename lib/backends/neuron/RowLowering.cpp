@@ -45,7 +45,8 @@ bool is_row_family(const GraphNode& node, absl::Span<const TensorType> types) {
     break;
   }
   const OpFamily f = op_family(node.op);
-  return (f == OpFamily::unary || f == OpFamily::binary) && mixed_types(node, types);
+  return (f == OpFamily::unary || f == OpFamily::binary || node.op == OpKind::where) &&
+         mixed_types(node, types);
 }
 
 absl::StatusOr<LoweredOp> lower_row_family(const GraphNode& node,

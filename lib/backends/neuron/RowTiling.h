@@ -117,9 +117,11 @@ public:
   TileBuilder b;
   DependencyTracker deps;
 
-private:
-  /// Emits the pending stores now if one reads what `dst` overwrites.
+  /// Emits the pending stores now if one reads what `dst` overwrites (call
+  /// it before an instruction emitted through `b` that writes `dst`).
   void before_write(const AccessPattern& dst);
+
+private:
   void flush_stores();
 
   std::vector<std::pair<AccessPattern, AccessPattern>> pending_stores_;

@@ -147,9 +147,14 @@ int64_t Machine::philox_uniform(const Instruction& inst) {
     auto u32 = [&](int64_t k) { return static_cast<uint32_t>(int32_at(inst.srcs[0], p, k)); };
     const uint64_t seed = u32(0) | (uint64_t{u32(1)} << 32);
     const uint64_t offset = u32(2) | (uint64_t{u32(3)} << 32);
-    for (int64_t j = 0; j < free; ++j)
+    for (int64_t j = 0; j < free; ++j) {
+      const uint64_t counter = offset + static_cast<uint64_t>(affine_value(inst, p, j));
       o[p * free + j] =
-          Philox::uniform(seed, offset + static_cast<uint64_t>(affine_value(inst, p, j)), 0);
+          inst.philox_word == 0
+              ? Philox::uniform(seed, counter, 0)
+              : static_cast<float>(Philox::block(seed, counter)[inst.philox_word & 3] >> 8) *
+                    (1.0f / 16777216.0f);
+    }
   }
   store(dst, o);
   return dst.elements();
@@ -196,9 +201,23 @@ int64_t Machine::execute(int64_t index, const Instruction& inst) {
     store(dst, o);
     return total;
   }
+  case Opcode::select: {
+    const float* pred = load(inst.srcs[0], 0);
+    const float* a = load(inst.srcs[1], 1);
+    const float* b = load(inst.srcs[2], 2);
+    float* o = out(total);
+    for (int64_t i = 0; i < total; ++i) o[i] = pred[i] != 0.0f ? a[i] : b[i];
+    store(dst, o);
+    return total;
+  }
   case Opcode::tensor_scalar: {
     float* o = out(total);
-    alu_scalar(inst.alu, load(inst.srcs[0], 0), inst.scalar, o, total);
+    if (inst.reverse) { // s <op> x
+      const std::vector<float> s(static_cast<size_t>(total), inst.scalar);
+      alu_arrays(inst.alu, s.data(), load(inst.srcs[0], 0), o, total);
+    } else {
+      alu_scalar(inst.alu, load(inst.srcs[0], 0), inst.scalar, o, total);
+    }
     if (inst.alu2) alu_scalar(*inst.alu2, o, inst.scalar2, o, total);
     store(dst, o);
     return total;

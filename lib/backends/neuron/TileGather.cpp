@@ -34,9 +34,13 @@ inline float to_f32(BFloat16 v) { return float(v); }
 inline float to_f32(Float16 v) { return float(v); }
 inline float to_f32(float v) { return v; }
 inline float to_f32(int32_t v) { return static_cast<float>(v); }
+inline float to_f32(uint8_t v) { return static_cast<float>(v); }
 
 template <typename T> inline T from_f32(float v) {
-  if constexpr (std::is_same_v<T, int32_t>) {
+  if constexpr (std::is_same_v<T, uint8_t>) { // uint8 (bool tiles): saturating
+    if (!(v > 0)) return 0;
+    return v >= 255.0f ? 255 : static_cast<uint8_t>(v);
+  } else if constexpr (std::is_same_v<T, int32_t>) {
     if (std::isnan(v)) return 0;
     if (v >= 2147483647.0f) return std::numeric_limits<int32_t>::max();
     if (v <= -2147483648.0f) return std::numeric_limits<int32_t>::min();
@@ -129,6 +133,8 @@ void gather(const AccessPattern& ap, const PatternBase& base, float* out) {
     return gather_t<Float16>(ap, base, out);
   case DType::i32:
     return gather_t<int32_t>(ap, base, out);
+  case DType::boolean:
+    return gather_t<uint8_t>(ap, base, out);
   default:
     return gather_t<float>(ap, base, out);
   }
@@ -142,6 +148,8 @@ void scatter(const AccessPattern& ap, const PatternBase& base, const float* in) 
     return scatter_t<Float16>(ap, base, in);
   case DType::i32:
     return scatter_t<int32_t>(ap, base, in);
+  case DType::boolean:
+    return scatter_t<uint8_t>(ap, base, in);
   default:
     return scatter_t<float>(ap, base, in);
   }
@@ -149,6 +157,7 @@ void scatter(const AccessPattern& ap, const PatternBase& base, const float* in) 
 
 void copy_pattern(const AccessPattern& dst, const PatternBase& dst_base, const AccessPattern& src,
                   const PatternBase& src_base) {
+  if (element_size(src.dtype) == 1) return copy_t<uint8_t>(dst, dst_base, src, src_base);
   if (element_size(src.dtype) == 2) return copy_t<uint16_t>(dst, dst_base, src, src_base);
   return copy_t<uint32_t>(dst, dst_base, src, src_base);
 }

@@ -13,6 +13,8 @@ absl::string_view opcode_name(Opcode op) {
     return "nc_matmul";
   case Opcode::tensor_tensor:
     return "tensor_tensor";
+  case Opcode::select:
+    return "select";
   case Opcode::tensor_scalar:
     return "tensor_scalar";
   case Opcode::activation:
@@ -53,6 +55,10 @@ absl::string_view alu_op_name(AluOp op) {
     return "divide";
   case AluOp::is_ge:
     return "is_ge";
+  case AluOp::is_equal:
+    return "is_equal";
+  case AluOp::not_equal:
+    return "not_equal";
   }
   return "?";
 }
@@ -77,6 +83,14 @@ absl::string_view activation_name(ActivationFunction f) {
     return "log";
   case ActivationFunction::sqrt:
     return "sqrt";
+  case ActivationFunction::erf:
+    return "erf";
+  case ActivationFunction::gelu:
+    return "gelu";
+  case ActivationFunction::gelu_tanh:
+    return "gelu_tanh";
+  case ActivationFunction::cos:
+    return "cos";
   }
   return "?";
 }

@@ -41,6 +41,10 @@ enum class Opcode : uint8_t {
   /// expression, the (seed, offset) pair read from src, an SBUF int32
   /// [P, 4] (seed lo, hi; offset lo, hi: an int64 [2] RNG state).
   philox_uniform,
+  /// Vector: dst = pred != 0 ? on_true : on_false (srcs {pred, on_true,
+  /// on_false}, one shape; NKI nl.where); `where` with NaN/inf kept out of
+  /// the unselected side, which a multiply by a 0/1 mask would not.
+  select,
 };
 
 enum class AluOp : uint8_t {
@@ -51,6 +55,8 @@ enum class AluOp : uint8_t {
   min,
   divide,
   is_ge, ///< 1.0 where a >= b, else 0.0 (NKI nl.greater_equal)
+  is_equal,  ///< 1.0 where a == b, else 0.0 (NKI nl.equal)
+  not_equal, ///< 1.0 where a != b (NaN too), else 0.0 (NKI nl.not_equal)
 };
 
 /// iota / affine_select: predicate cmp(value, 0) of the affine expression.
@@ -76,6 +82,14 @@ enum class ActivationFunction : uint8_t {
   rsqrt,
   log,  ///< natural log (log_softmax)
   sqrt, ///< the optimizers' sqrt (Adam's denominator, a gradient norm)
+  /// The Scalar engine's table functions (NKI nl.erf, nl.gelu,
+  /// nl.gelu_apprx_tanh), modelled as the formulas ref evaluates, in fp32
+  /// with libm's erff/tanhf (glibc: at most 1-2 ulp); the hardware's
+  /// interpolation-table error is not public and not modelled.
+  erf,
+  gelu,      ///< 0.5 x (1 + erf(x / sqrt 2))
+  gelu_tanh, ///< 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+  cos,       ///< NKI nl.cos (randn's Box-Muller), libm's cosf
 };
 
 absl::string_view opcode_name(Opcode op);
@@ -96,6 +110,8 @@ struct Instruction {
   absl::InlinedVector<AccessPattern, 2> srcs;
 
   AluOp alu = AluOp::add;
+  /// tensor_scalar: the scalar is op0's left operand (NKI reverse0): s - x, s / x.
+  bool reverse = false;
   /// tensor_scalar's optional second op.
   std::optional<AluOp> alu2;
   float scalar = 0.0f;
@@ -121,6 +137,9 @@ struct Instruction {
   /// nc_matmul: add into PSUM (true) or overwrite it (false, the first K
   /// tile); dma_indirect into HBM: add into HBM (read-modify-write).
   bool accumulate = false;
+  /// philox_uniform: which word of the Philox block becomes the uniform
+  /// (word >> 8) * 2^-24: 0 as Philox::uniform, 1 Philox::normal's second.
+  int32_t philox_word = 0;
   /// dma_copy, dma_indirect: which of the DMA engines moves the data.
   int32_t dma_engine = 0;
 

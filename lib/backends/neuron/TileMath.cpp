@@ -39,6 +39,10 @@ void alu_arrays(AluOp op, const float* a, const float* b, float* out, int64_t n)
     return each2(a, b, out, n, [](float x, float y) { return x / y; });
   case AluOp::is_ge:
     return each2(a, b, out, n, [](float x, float y) { return x >= y ? 1.0f : 0.0f; });
+  case AluOp::is_equal:
+    return each2(a, b, out, n, [](float x, float y) { return x == y ? 1.0f : 0.0f; });
+  case AluOp::not_equal:
+    return each2(a, b, out, n, [](float x, float y) { return x != y ? 1.0f : 0.0f; });
   }
 }
 
@@ -58,6 +62,10 @@ void alu_scalar(AluOp op, const float* a, float s, float* out, int64_t n) {
     return each1(a, out, n, [s](float x) { return x / s; });
   case AluOp::is_ge:
     return each1(a, out, n, [s](float x) { return x >= s ? 1.0f : 0.0f; });
+  case AluOp::is_equal:
+    return each1(a, out, n, [s](float x) { return x == s ? 1.0f : 0.0f; });
+  case AluOp::not_equal:
+    return each1(a, out, n, [s](float x) { return x != s ? 1.0f : 0.0f; });
   }
 }
 
@@ -89,6 +97,21 @@ void activate(ActivationFunction f, const float* x, float scale, float bias, flo
     return each1(x, out, n, [&](float v) { return std::log(affine(v)); });
   case ActivationFunction::sqrt:
     return each1(x, out, n, [&](float v) { return std::sqrt(affine(v)); });
+  // The formulas and constants of ref (RefElementwise.cpp), in fp32.
+  case ActivationFunction::erf:
+    return each1(x, out, n, [&](float v) { return std::erf(affine(v)); });
+  case ActivationFunction::gelu:
+    return each1(x, out, n, [&](float v) {
+      const float y = affine(v);
+      return 0.5f * y * (1.0f + std::erf(y * 0.70710678118654752440f));
+    });
+  case ActivationFunction::cos:
+    return each1(x, out, n, [&](float v) { return std::cos(affine(v)); });
+  case ActivationFunction::gelu_tanh:
+    return each1(x, out, n, [&](float v) {
+      const float y = affine(v);
+      return 0.5f * y * (1.0f + std::tanh(0.79788456080286535588f * (y + 0.044715f * y * y * y)));
+    });
   }
 }
 
@@ -117,6 +140,8 @@ float reduce_row(AluOp op, const float* x, int64_t n) {
   case AluOp::subtract:
   case AluOp::divide:
   case AluOp::is_ge:
+  case AluOp::is_equal:
+  case AluOp::not_equal:
     break; // the validator admits no such reduction
   }
   return std::numeric_limits<float>::quiet_NaN();

@@ -51,7 +51,9 @@ private:
 };
 
 bool supported_dtype(DType d) {
-  return d == DType::bf16 || d == DType::f16 || d == DType::f32 || d == DType::i32;
+  // boolean: a uint8 tile (nl.uint8) holding 0 or 1.
+  return d == DType::bf16 || d == DType::f16 || d == DType::f32 || d == DType::i32 ||
+         d == DType::boolean;
 }
 
 bool Checker::engine_may(Engine engine, BufferKind kind, bool writes) const {
@@ -174,6 +176,7 @@ void Checker::check_instruction(int64_t index) {
     break;
   case Opcode::bn_stats:
   case Opcode::bn_aggr:
+  case Opcode::select:
     engine_ok = inst.engine == Engine::vector;
     break;
   }
@@ -181,7 +184,8 @@ void Checker::check_instruction(int64_t index) {
     return fail_at(index, "engine_opcode", opcode_name(inst.opcode), " does not run on ",
                    engine_name(inst.engine));
   // 2. Operand count and each operand.
-  const size_t want_srcs = inst.opcode == Opcode::iota ? 0
+  const size_t want_srcs = inst.opcode == Opcode::iota     ? 0
+                           : inst.opcode == Opcode::select ? 3
                            : inst.opcode == Opcode::nc_matmul ||
                                    inst.opcode == Opcode::tensor_tensor ||
                                    inst.opcode == Opcode::dma_indirect
@@ -301,8 +305,16 @@ void Checker::check_instruction(int64_t index) {
       return fail_at(index, "shape", "dst ", shape_text(dst), ", a ", shape_text(inst.srcs[0]),
                      ", b ", shape_text(inst.srcs[1]), " differ");
     return;
+  case Opcode::select:
+    if (!same_shape(dst, inst.srcs[0]) || !same_shape(dst, inst.srcs[1]) ||
+        !same_shape(dst, inst.srcs[2]))
+      return fail_at(index, "shape", "dst ", shape_text(dst), ", pred ", shape_text(inst.srcs[0]),
+                     ", on_true ", shape_text(inst.srcs[1]), ", on_false ",
+                     shape_text(inst.srcs[2]), " differ");
+    return;
   case Opcode::tensor_reduce: {
-    if (inst.alu == AluOp::subtract || inst.alu == AluOp::divide || inst.alu == AluOp::is_ge)
+    if (inst.alu == AluOp::subtract || inst.alu == AluOp::divide || inst.alu == AluOp::is_ge ||
+        inst.alu == AluOp::is_equal || inst.alu == AluOp::not_equal)
       return fail_at(index, "operands", "tensor_reduce with ", alu_op_name(inst.alu),
                      "; reductions are add, multiply, max or min");
     const int64_t inner = src.dims.empty() ? 1 : src.dims.back().size;

@@ -6,7 +6,10 @@
 // sums over leading axes: the bias gradients; 1 nll_loss; 2 zero fills)
 // and 57 lowered ops; with them 145 and 79. The copies (reshape, permute,
 // slice, slice_scatter, cat: DMA programs or no program at all), the
-// batched matmuls and the layer_norm backward's fusions took it to 12.
+// batched matmuls and the layer_norm backward's fusions took it to 12; gelu
+// (a Scalar activation), the position embedding's [1, T, D] broadcast and
+// the cross-entropy backward's bool/int64 values (arange by iota, the keep
+// mask, the i64 count, the one-hot where) to 4.
 #include <gtest/gtest.h>
 
 #include "lib/backends/neuron/NeuronBackend.h"
@@ -37,11 +40,11 @@ TEST(NeuronGptStepFallbacks, CopiesMatmulsSumsFillsAndTheLossAreLowered) {
   const NeuronLoweringStats stats = lowering_stats(*compiled->executable);
   EXPECT_GE(stats.lowered_ops, 150u);
   EXPECT_GE(stats.aliased_ops, 20u);
-  // Left: attention with valid_seq_len (2 sdpa, 2 sdpa_grad), gelu's two
-  // fusions, the position embedding's [1, T, D] broadcast, and the
-  // cross-entropy backward's i64/bool values (2 arange, an i64 sum, two
-  // fusions). Other lowerings only take more off the host.
-  EXPECT_LE(compiled->executable->host_fallbacks().size(), 12u);
+  // Left: attention with valid_seq_len (2 sdpa, 2 sdpa_grad). Other
+  // lowerings only take more off the host.
+  for (const HostFallbackOp& f : compiled->executable->host_fallbacks())
+    EXPECT_TRUE(f.op == OpKind::sdpa || f.op == OpKind::sdpa_grad) << op_name(f.op);
+  EXPECT_LE(compiled->executable->host_fallbacks().size(), 4u);
 }
 
 } // namespace
