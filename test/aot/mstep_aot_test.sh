@@ -6,8 +6,8 @@
 # program built against the header computes what plain C loops compute
 # (mlp_forward_main.c). A step with attention forward and backward
 # (attention_step.mlir) builds too, with the same dependencies. A step saved
-# with two segments (two_segment_worker) becomes one function whose --data values and in-place update a second C
-# program checks (two_segment_main.c). A step the function still calls out
+# with two segments (two_segment_worker) becomes one function whose --data
+# values and in-place update a second C program checks (two_segment_main.c). A step the function still calls out
 # for (a convolution) is refused with the op named, and bad arguments are
 # errors.
 #
