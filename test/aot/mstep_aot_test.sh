@@ -7,9 +7,9 @@
 # (mlp_forward_main.c). A step with attention forward and backward
 # (attention_step.mlir) builds too, with the same dependencies. A step saved
 # with two segments (two_segment_worker) becomes one function whose --data
-# values and in-place update a second C program checks (two_segment_main.c). A step the function still calls out
-# for (a convolution) is refused with the op named, and bad arguments are
-# errors.
+# values and in-place update a second C program checks (two_segment_main.c).
+# A step the function still calls out for (a convolution) is refused with
+# the op named, and bad arguments are errors.
 #
 #   mstep_aot_test.sh MSTEP_AOT CC SOURCE_DIR TWO_SEGMENT_WORKER
 set -euo pipefail
