@@ -131,10 +131,33 @@ private:
     llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(flags);
     return sum;
   }
-  /// e^x for f32 scalars or vectors (LoopBuilder::exp in f64, rounded).
+  /// e^x of f32 scalars or vectors: the cpu flash kernels' exp16
+  /// (FlashAttentionTiles.h, Cephes' expf, about 2 ulp) step for step.
+  /// Exactly 0 below -87.3 (an excluded -inf score gives p = 0), NaN stays
+  /// NaN, x is clamped at 88.
   llvm::Value* exp(llvm::Value* x) {
-    llvm::Value* wide = b_.CreateFPExt(x, x->getType()->getWithNewType(lb_.f64()));
-    return b_.CreateFPTrunc(lb_.exp(wide), x->getType());
+    auto k = [&](float c) { return splat(x, lb_.f32(c)); };
+    x = b_.CreateSelect(b_.CreateFCmpOGT(x, k(88.0f)), k(88.0f), x);
+    // Adding 1.5 * 2^23 rounds x log2(e) to an integer n held in the low
+    // mantissa bits.
+    llvm::Value* shifted = b_.CreateFAdd(b_.CreateFMul(x, k(1.44269504088896341f)), k(12582912.0f));
+    llvm::Value* n = b_.CreateFSub(shifted, k(12582912.0f));
+    llvm::Value* r = b_.CreateFSub(x, b_.CreateFMul(n, k(0.693359375f)));
+    r = b_.CreateFSub(r, b_.CreateFMul(n, k(-2.12194440e-4f)));
+    llvm::Value* poly = k(1.9875691500e-4f);
+    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f,
+                    5.0000001201e-1f})
+      poly = fma(poly, r, k(c));
+    poly = b_.CreateFAdd(fma(poly, b_.CreateFMul(r, r), r), k(1.0f));
+    llvm::Type* ints = x->getType()->getWithNewType(b_.getInt32Ty());
+    llvm::Value* n_int = b_.CreateSub(b_.CreateBitCast(shifted, ints),
+                                      b_.CreateBitCast(k(12582912.0f), ints));
+    llvm::Value* power = b_.CreateBitCast(
+        b_.CreateShl(b_.CreateAdd(n_int, splat(n_int, b_.getInt32(127))),
+                     splat(n_int, b_.getInt32(23))),
+        x->getType());
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, k(-87.33654f)), k(0.0f),
+                           b_.CreateFMul(poly, power));
   }
   llvm::Value* neg_inf() { return lb_.f32(-std::numeric_limits<float>::infinity()); }
 
@@ -199,6 +222,95 @@ private:
     return b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
   }
 
+  // --- A K/V tile's rows as kBc-lane vectors ---------------------------
+
+  /// A <kBc x float>.
+  llvm::Type* tile_row() { return vec(kBc); }
+
+  /// kt[e * kBc + c] = src[(row0 + c) * width + e] as f32 for c < nc, 0
+  /// for c >= nc (so whole kBc-lane rows can be read).
+  void transpose_tile(llvm::Value* kt, DType st, llvm::Value* src, llvm::Value* row0,
+                      llvm::Value* nc, int64_t width) {
+    lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
+      llvm::Value* from = mul(b_.CreateAdd(row0, c), width);
+      lb_.loop(width, [&](llvm::Value* e) {
+        lb_.store(load(st, src, b_.CreateAdd(from, e)), kt, b_.CreateAdd(mul(e, kBc), c));
+      });
+    });
+    lb_.loop(nc, lb_.i64(kBc), [&](llvm::Value* c) {
+      lb_.loop(width, [&](llvm::Value* e) {
+        lb_.store(lb_.f32(0.0f), kt, b_.CreateAdd(mul(e, kBc), c));
+      });
+    });
+  }
+
+  /// sum_e a[ai + e] * kt[e][0..kBc): one row against a transposed tile.
+  llvm::Value* row_times_tile(llvm::Value* a, llvm::Value* ai, llvm::Value* kt, int64_t width) {
+    llvm::AllocaInst* sum =
+        lb_.local(tile_row(), llvm::Constant::getNullValue(tile_row()));
+    lb_.loop(width, [&](llvm::Value* e) {
+      llvm::Value* row = load(DType::f32, kt, mul(e, kBc), kBc);
+      llvm::Value* x = lb_.load(f32_, a, b_.CreateAdd(ai, e));
+      lb_.set(sum, fma(splat(row, x), row, lb_.get(sum)));
+    });
+    return lb_.get(sum);
+  }
+
+  /// The scores of row i against keys j0 + c (c < kBc) given their scaled
+  /// products s: -inf for c >= nc and for keys the causal rule or a false
+  /// bool mask excludes; a floating mask added.
+  llvm::Value* mask_tile(llvm::Value* b, llvm::Value* i, llvm::Value* j0, llvm::Value* nc,
+                         llvm::Value* s) {
+    std::vector<uint32_t> numbers(kBc);
+    for (int64_t c = 0; c < kBc; ++c) numbers[c] = static_cast<uint32_t>(c);
+    llvm::Value* lane = llvm::ConstantDataVector::get(lb_.module().getContext(), numbers);
+    auto splat32 = [&](llvm::Value* v) { return splat(lane, b_.CreateTrunc(v, b_.getInt32Ty())); };
+    llvm::Value* excluded = b_.CreateICmpSGE(lane, splat32(nc));
+    // Key j0 + c is above row i's diagonal when c > i - j0.
+    if (P_.causal)
+      excluded = b_.CreateOr(excluded, b_.CreateICmpSGT(lane, splat32(b_.CreateSub(i, j0))));
+    s = b_.CreateSelect(excluded, splat(s, neg_inf()), s);
+    if (!mask_) return s;
+    store(DType::f32, s, s_, lb_.i64(0));
+    lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
+      lb_.store(masked_score(b, i, b_.CreateAdd(j0, c), lb_.load(f32_, s_, c), /*causal=*/false),
+                s_, c);
+    });
+    return load(DType::f32, s_, lb_.i64(0), kBc);
+  }
+
+  /// sum_{c < nc} w[c] * x[(row0 + c) * width + (0..width)] as f32 vectors
+  /// of the row's chunks; four interleaved sums (independent chains).
+  std::vector<llvm::Value*> weighted_rows(llvm::Value* w, DType xt, llvm::Value* x,
+                                          llvm::Value* row0, llvm::Value* nc, int64_t width) {
+    constexpr int kWays = 4;
+    std::vector<std::vector<llvm::AllocaInst*>> acc(kWays);
+    for (auto& way : acc)
+      chunks(width, [&](int64_t, unsigned w_) {
+        way.push_back(lb_.local(vec(w_), llvm::Constant::getNullValue(vec(w_))));
+      });
+    auto add_row = [&](int way, llvm::Value* c) {
+      llvm::Value* weight = lb_.load(f32_, w, c);
+      llvm::Value* from = mul(b_.CreateAdd(row0, c), width);
+      size_t k = 0;
+      chunks(width, [&](int64_t off, unsigned w_) {
+        llvm::Value* xv = load(xt, x, add(from, off), w_);
+        lb_.set(acc[way][k], fma(splat(xv, weight), xv, lb_.get(acc[way][k])));
+        ++k;
+      });
+    };
+    llvm::Value* groups = b_.CreateSDiv(nc, lb_.i64(kWays));
+    lb_.loop(lb_.i64(0), groups, [&](llvm::Value* t) {
+      for (int way = 0; way < kWays; ++way) add_row(way, add(mul(t, kWays), way));
+    });
+    lb_.loop(mul(groups, kWays), nc, [&](llvm::Value* c) { add_row(0, c); });
+    std::vector<llvm::Value*> sums;
+    for (size_t k = 0; k < acc[0].size(); ++k)
+      sums.push_back(b_.CreateFAdd(b_.CreateFAdd(lb_.get(acc[0][k]), lb_.get(acc[1][k])),
+                                   b_.CreateFAdd(lb_.get(acc[2][k]), lb_.get(acc[3][k]))));
+    return sums;
+  }
+
   // --- What both passes share -------------------------------------------
 
   /// Reads the per-run operands (valid_seq_len, RNG state).
@@ -207,7 +319,8 @@ private:
   void valid_ranges(llvm::Value* b);
   /// The masked score of row i, key j, given the scaled product `s`
   /// (-inf when excluded). Scalars.
-  llvm::Value* masked_score(llvm::Value* b, llvm::Value* i, llvm::Value* j, llvm::Value* s);
+  llvm::Value* masked_score(llvm::Value* b, llvm::Value* i, llvm::Value* j, llvm::Value* s,
+                            bool causal);
   /// The dropout factor (keep ? 1 / (1 - p) : 0) of element `flat` of the
   /// [..., L, S] stream.
   llvm::Value* dropout_factor(llvm::Value* flat);
@@ -230,6 +343,8 @@ private:
   llvm::Value *mask_b_ = nullptr; // the mask base of the current batch-head
   // The forward's tiles.
   llvm::Value *qs_ = nullptr, *acc_ = nullptr, *m_ = nullptr, *l_ = nullptr, *s_ = nullptr;
+  llvm::Value* kt_ = nullptr; // [E x kBc]: the K tile transposed
+  llvm::Value* vt_ = nullptr; // [Ev x kBc]: the V tile transposed (backward)
 };
 
 void AttentionEmitter::begin_function() {
@@ -276,9 +391,9 @@ void AttentionEmitter::valid_ranges(llvm::Value* b) {
 }
 
 llvm::Value* AttentionEmitter::masked_score(llvm::Value* b, llvm::Value* i, llvm::Value* j,
-                                            llvm::Value* s) {
+                                            llvm::Value* s, bool causal) {
   (void)b;
-  llvm::Value* excluded = P_.causal ? b_.CreateICmpSGT(j, i) : b_.getFalse();
+  llvm::Value* excluded = causal ? b_.CreateICmpSGT(j, i) : b_.getFalse();
   if (mask_) {
     llvm::Value* at = b_.CreateAdd(mask_b_, b_.CreateAdd(mul(i, P_.mask_row_stride),
                                                          mul(j, P_.mask_col_stride)));
@@ -328,67 +443,40 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish) {
     lb_.loop(lb_.i64(0), key_tiles, [&](llvm::Value* kt) {
       llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
       llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
+      llvm::Value* key_row0 = b_.CreateAdd(mul(b, P_.S), j0);
+      transpose_tile(kt_, P_.dtype, k_, key_row0, nc, E);
       lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
         llvm::Value* i = b_.CreateAdd(first, r);
-        // Scores (-inf past the tile's last key).
-        lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-          llvm::Value* j = b_.CreateAdd(j0, c);
-          llvm::Value* s = dot(DType::f32, qs_, mul(r, E), P_.dtype, k_,
-                               mul(b_.CreateAdd(mul(b, P_.S), j), E), E);
-          lb_.store(masked_score(b, i, j, s), s_, c);
-        });
-        lb_.loop(nc, lb_.i64(kBc), [&](llvm::Value* c) { lb_.store(neg_inf(), s_, c); });
         // The online softmax on the kBc lanes of the tile.
-        llvm::Value* tile_max = nullptr;
-        for (int64_t off = 0; off < kBc; off += kLanes) {
-          llvm::Value* s = load(DType::f32, s_, lb_.i64(off), kLanes);
-          tile_max = tile_max ? b_.CreateMaxNum(tile_max, s) : s;
-        }
+        llvm::Value* s = mask_tile(b, i, j0, nc, row_times_tile(qs_, mul(r, E), kt_, E));
         llvm::Value* m_old = lb_.load(f32_, m_, r);
-        llvm::Value* m_new = b_.CreateMaxNum(m_old, b_.CreateFPMaxReduce(tile_max));
+        llvm::Value* m_new = b_.CreateMaxNum(m_old, b_.CreateFPMaxReduce(s));
         // A row with no key yet keeps m = -inf; subtracting 0 keeps p = 0.
         llvm::Value* m_used =
             b_.CreateSelect(b_.CreateFCmpOEQ(m_new, neg_inf()), lb_.f32(0.0f), m_new);
         llvm::Value* alpha = exp(b_.CreateFSub(m_old, m_used));
-        llvm::Value* sum = nullptr;
-        for (int64_t off = 0; off < kBc; off += kLanes) {
-          llvm::Value* s = load(DType::f32, s_, lb_.i64(off), kLanes);
-          llvm::Value* p = exp(b_.CreateFSub(s, splat(s, m_used)));
-          store(DType::f32, p, s_, lb_.i64(off));
-          sum = sum ? b_.CreateFAdd(sum, p) : p;
-        }
+        llvm::Value* p = exp(b_.CreateFSub(s, splat(s, m_used)));
+        store(DType::f32, p, s_, lb_.i64(0));
         lb_.store(m_new, m_, r);
-        lb_.store(fma(lb_.load(f32_, l_, r), alpha, reduce_add(sum)), l_, r);
+        lb_.store(fma(lb_.load(f32_, l_, r), alpha, reduce_add(p)), l_, r);
         if (P_.dropout) {
-          llvm::Value* flat = b_.CreateAdd(
-              mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
+          llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
           lb_.loop(
               lb_.i64(0), nc,
               [&](llvm::Value* c) {
-                lb_.store(b_.CreateFMul(lb_.load(f32_, s_, c), dropout_factor(b_.CreateAdd(flat, c))),
-                          s_, c);
+                lb_.store(
+                    b_.CreateFMul(lb_.load(f32_, s_, c), dropout_factor(b_.CreateAdd(flat, c))),
+                    s_, c);
               },
               /*parallel=*/true);
         }
-        // acc = acc * alpha + p v, the row's vectors held in registers.
-        std::vector<llvm::AllocaInst*> acc;
-        chunks(Ev, [&](int64_t off, unsigned w) {
-          llvm::Value* a = load(DType::f32, acc_, add(mul(r, Ev), off), w);
-          acc.push_back(lb_.local(vec(w), b_.CreateFMul(a, splat(a, alpha))));
-        });
-        lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-          llvm::Value* p = lb_.load(f32_, s_, c);
-          llvm::Value* v_row = mul(b_.CreateAdd(mul(b, P_.S), b_.CreateAdd(j0, c)), Ev);
-          size_t n = 0;
-          chunks(Ev, [&](int64_t off, unsigned w) {
-            llvm::Value* x = load(P_.dtype, v_, add(v_row, off), w);
-            lb_.set(acc[n], fma(splat(x, p), x, lb_.get(acc[n])));
-            ++n;
-          });
-        });
+        // acc = acc * alpha + p v.
+        std::vector<llvm::Value*> pv = weighted_rows(s_, P_.dtype, v_, key_row0, nc, Ev);
         size_t n = 0;
-        chunks(Ev, [&](int64_t off, unsigned) {
-          store(DType::f32, lb_.get(acc[n++]), acc_, add(mul(r, Ev), off));
+        chunks(Ev, [&](int64_t off, unsigned w) {
+          llvm::Value* at = add(mul(r, Ev), off);
+          llvm::Value* a = load(DType::f32, acc_, at, w);
+          store(DType::f32, fma(a, splat(a, alpha), pv[n++]), acc_, at);
         });
       });
     });
@@ -406,6 +494,7 @@ void AttentionEmitter::emit_forward() {
   m_ = tile(kBr);
   l_ = tile(kBr);
   s_ = tile(kBc);
+  kt_ = tile(P_.E * kBc);
   llvm::Value* out = lb_.result(0);
   lb_.loop(P_.batch, [&](llvm::Value* b) {
     valid_ranges(b);
@@ -430,6 +519,11 @@ void AttentionEmitter::emit_backward() {
   m_ = tile(kBr);
   l_ = tile(kBr);
   s_ = tile(kBc);
+  kt_ = tile(E * kBc);
+  vt_ = tile(Ev * kBc);
+  llvm::Value* pf_t = tile(kBc);
+  llvm::Value* ds_t = tile(kBc);
+  llvm::Value* f_t = P_.dropout ? tile(kBc) : nullptr;
   llvm::Value* lse = tile(P_.L);
   llvm::Value* d = tile(P_.L);
   llvm::Value* dk_t = tile(kBc * E);
@@ -477,6 +571,9 @@ void AttentionEmitter::emit_backward() {
     lb_.loop(lb_.i64(0), key_tiles, [&](llvm::Value* kt) {
       llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
       llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_hi_, j0));
+      llvm::Value* key_row0 = b_.CreateAdd(k_base, j0);
+      transpose_tile(kt_, P_.dtype, k_, key_row0, nc, E);
+      transpose_tile(vt_, P_.dtype, v_, key_row0, nc, Ev);
       zero(DType::f32, dk_t, lb_.i64(0), mul(nc, E));
       zero(DType::f32, dv_t, lb_.i64(0), mul(nc, Ev));
       // Rows before j0 see none of these keys when causal.
@@ -490,27 +587,39 @@ void AttentionEmitter::emit_backward() {
           copy(DType::f32, g_row, lb_.i64(0), P_.dtype, g, gi, Ev);
           qp = q_row, qi = lb_.i64(0), gp = g_row, gi = lb_.i64(0);
         }
-        llvm::Value* lse_i = lb_.load(f32_, lse, i);
-        llvm::Value* d_i = lb_.load(f32_, d, i);
-        llvm::Value* flat = b_.CreateAdd(mul(row, P_.S), j0);
+        // The tile's kBc keys at once (p = 0 past nc: -inf scores, zero v).
+        llvm::Value* s = row_times_tile(qp, qi, kt_, E);
+        s = mask_tile(b, i, j0, nc, b_.CreateFMul(s, splat(s, scale)));
+        llvm::Value* p = exp(b_.CreateFSub(s, splat(s, lb_.load(f32_, lse, i))));
+        llvm::Value* dp = row_times_tile(gp, gi, vt_, Ev);
+        llvm::Value* pf = p;
+        if (P_.dropout) {
+          llvm::Value* flat = b_.CreateAdd(mul(row, P_.S), j0);
+          lb_.loop(
+              kBc,
+              [&](llvm::Value* c) {
+                lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t, c);
+              },
+              /*parallel=*/true);
+          llvm::Value* f = load(DType::f32, f_t, lb_.i64(0), kBc);
+          dp = b_.CreateFMul(dp, f);
+          pf = b_.CreateFMul(p, f);
+        }
+        llvm::Value* ds = b_.CreateFMul(p, b_.CreateFSub(dp, splat(dp, lb_.load(f32_, d, i))));
+        store(DType::f32, pf, pf_t, lb_.i64(0));
+        store(DType::f32, ds, ds_t, lb_.i64(0));
+        // dv += (p f)^T g, dk += ds^T q: one row per key.
         lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-          llvm::Value* j = b_.CreateAdd(j0, c);
-          llvm::Value* k_index = mul(b_.CreateAdd(k_base, j), E);
-          llvm::Value* v_index = mul(b_.CreateAdd(k_base, j), Ev);
-          llvm::Value* s =
-              b_.CreateFMul(dot(DType::f32, qp, qi, P_.dtype, k_, k_index, E), scale);
-          llvm::Value* p = exp(b_.CreateFSub(masked_score(b, i, j, s), lse_i));
-          llvm::Value* dp = dot(DType::f32, gp, gi, P_.dtype, v_, v_index, Ev);
-          llvm::Value* pf = p;
-          if (P_.dropout) {
-            llvm::Value* f = dropout_factor(b_.CreateAdd(flat, c));
-            dp = b_.CreateFMul(dp, f);
-            pf = b_.CreateFMul(p, f);
-          }
-          llvm::Value* ds = b_.CreateFMul(p, b_.CreateFSub(dp, d_i));
-          axpy(pf, DType::f32, gp, gi, dv_t, mul(c, Ev), Ev);
-          axpy(ds, DType::f32, qp, qi, dk_t, mul(c, E), E);
-          axpy(ds, P_.dtype, k_, k_index, dq_acc, b_.CreateAdd(dq_base, mul(i, E)), E);
+          axpy(lb_.load(f32_, pf_t, c), DType::f32, gp, gi, dv_t, mul(c, Ev), Ev);
+          axpy(lb_.load(f32_, ds_t, c), DType::f32, qp, qi, dk_t, mul(c, E), E);
+        });
+        // dq_i += ds k.
+        std::vector<llvm::Value*> dsk = weighted_rows(ds_t, P_.dtype, k_, key_row0, nc, E);
+        llvm::Value* dq_row = b_.CreateAdd(dq_base, mul(i, E));
+        size_t n = 0;
+        chunks(E, [&](int64_t off, unsigned w) {
+          llvm::Value* at = add(dq_row, off);
+          store(DType::f32, b_.CreateFAdd(load(DType::f32, dq_acc, at, w), dsk[n++]), dq_acc, at);
         });
       });
       lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
@@ -544,9 +653,10 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
     return std::nullopt;
   if (P.E > kMostHeadDim || P.Ev > kMostHeadDim || P.L == 0 || P.S == 0 || P.batch == 0)
     return std::nullopt;
-  int64_t stack = kBr * (P.E + P.Ev + 2) + kBc;
+  int64_t stack = kBr * (P.E + P.Ev + 2) + kBc * (1 + P.E);
   if (P.backward)
-    stack += 2 * P.L + kBc * (P.E + P.Ev) + (P.dtype == DType::f32 ? 0 : P.E + P.Ev + P.L * P.E);
+    stack += 2 * P.L + kBc * (3 + P.E + 2 * P.Ev) +
+             (P.dtype == DType::f32 ? 0 : P.E + P.Ev + P.L * P.E);
   if (stack * 4 > kMostStackBytes) return std::nullopt;
 
   LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(nd.op), "_", node),
