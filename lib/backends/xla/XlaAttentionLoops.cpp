@@ -179,16 +179,6 @@ private:
     return total ? b_.CreateFAdd(sum, total) : sum;
   }
 
-  /// y[yi + e] += alpha * x[xi + e] (y f32) over n elements.
-  void axpy(llvm::Value* alpha, DType xt, llvm::Value* x, llvm::Value* xi, llvm::Value* y,
-            llvm::Value* yi, int64_t n) {
-    chunks(n, [&](int64_t off, unsigned w) {
-      llvm::Value* yv = load(DType::f32, y, add(yi, off), w);
-      llvm::Value* xv = load(xt, x, add(xi, off), w);
-      store(DType::f32, fma(splat(xv, alpha), xv, yv), y, add(yi, off));
-    });
-  }
-
   /// dst[di + e] = factor * src[si + e] over n elements (converting).
   void copy(DType dt, llvm::Value* dst, llvm::Value* di, DType st, llvm::Value* src,
             llvm::Value* si, int64_t n, llvm::Value* factor = nullptr) {
@@ -254,6 +244,16 @@ private:
       lb_.set(sum, fma(splat(row, x), row, lb_.get(sum)));
     });
     return lb_.get(sum);
+  }
+
+  /// kt[e][0..kBc) += a[ai + e] * w for e < width (w a kBc-lane vector):
+  /// one row's share of a transposed tile's gradient.
+  void add_outer(llvm::Value* kt, llvm::Value* a, llvm::Value* ai, int64_t width, llvm::Value* w) {
+    lb_.loop(width, [&](llvm::Value* e) {
+      llvm::Value* at = mul(e, kBc);
+      llvm::Value* x = lb_.load(f32_, a, b_.CreateAdd(ai, e));
+      store(DType::f32, fma(splat(w, x), w, load(DType::f32, kt, at, kBc)), kt, at);
+    });
   }
 
   /// The scores of row i against keys j0 + c (c < kBc) given their scaled
@@ -521,13 +521,12 @@ void AttentionEmitter::emit_backward() {
   s_ = tile(kBc);
   kt_ = tile(E * kBc);
   vt_ = tile(Ev * kBc);
-  llvm::Value* pf_t = tile(kBc);
   llvm::Value* ds_t = tile(kBc);
   llvm::Value* f_t = P_.dropout ? tile(kBc) : nullptr;
   llvm::Value* lse = tile(P_.L);
   llvm::Value* d = tile(P_.L);
-  llvm::Value* dk_t = tile(kBc * E);
-  llvm::Value* dv_t = tile(kBc * Ev);
+  llvm::Value* dk_t = tile(E * kBc); // dk^T of the key tile, unscaled
+  llvm::Value* dv_t = tile(Ev * kBc); // dv^T
   const bool convert = P_.dtype != DType::f32;
   // bf16 rows as f32, and dq's f32 sums (the result itself for f32).
   llvm::Value* q_row = convert ? tile(E) : nullptr;
@@ -574,8 +573,8 @@ void AttentionEmitter::emit_backward() {
       llvm::Value* key_row0 = b_.CreateAdd(k_base, j0);
       transpose_tile(kt_, P_.dtype, k_, key_row0, nc, E);
       transpose_tile(vt_, P_.dtype, v_, key_row0, nc, Ev);
-      zero(DType::f32, dk_t, lb_.i64(0), mul(nc, E));
-      zero(DType::f32, dv_t, lb_.i64(0), mul(nc, Ev));
+      zero(DType::f32, dk_t, lb_.i64(0), lb_.i64(kBc * E));
+      zero(DType::f32, dv_t, lb_.i64(0), lb_.i64(kBc * Ev));
       // Rows before j0 see none of these keys when causal.
       llvm::Value* row_begin = P_.causal ? smax(row_lo_, j0) : row_lo_;
       lb_.loop(row_begin, row_hi_, [&](llvm::Value* i) {
@@ -606,13 +605,10 @@ void AttentionEmitter::emit_backward() {
           pf = b_.CreateFMul(p, f);
         }
         llvm::Value* ds = b_.CreateFMul(p, b_.CreateFSub(dp, splat(dp, lb_.load(f32_, d, i))));
-        store(DType::f32, pf, pf_t, lb_.i64(0));
         store(DType::f32, ds, ds_t, lb_.i64(0));
-        // dv += (p f)^T g, dk += ds^T q: one row per key.
-        lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-          axpy(lb_.load(f32_, pf_t, c), DType::f32, gp, gi, dv_t, mul(c, Ev), Ev);
-          axpy(lb_.load(f32_, ds_t, c), DType::f32, qp, qi, dk_t, mul(c, E), E);
-        });
+        // dv^T += g (p f), dk^T += q ds (transposed tiles: whole key rows).
+        add_outer(dv_t, gp, gi, Ev, pf);
+        add_outer(dk_t, qp, qi, E, ds);
         // dq_i += ds k.
         std::vector<llvm::Value*> dsk = weighted_rows(ds_t, P_.dtype, k_, key_row0, nc, E);
         llvm::Value* dq_row = b_.CreateAdd(dq_base, mul(i, E));
@@ -623,9 +619,15 @@ void AttentionEmitter::emit_backward() {
         });
       });
       lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-        llvm::Value* key = b_.CreateAdd(k_base, b_.CreateAdd(j0, c));
-        copy(P_.dtype, dk, mul(key, E), DType::f32, dk_t, mul(c, E), E, scale);
-        copy(P_.dtype, dv, mul(key, Ev), DType::f32, dv_t, mul(c, Ev), Ev);
+        llvm::Value* key = b_.CreateAdd(key_row0, c);
+        lb_.loop(E, [&](llvm::Value* e) {
+          llvm::Value* x = lb_.load(f32_, dk_t, b_.CreateAdd(mul(e, kBc), c));
+          store(P_.dtype, b_.CreateFMul(x, scale), dk, b_.CreateAdd(mul(key, E), e));
+        });
+        lb_.loop(Ev, [&](llvm::Value* e) {
+          store(P_.dtype, lb_.load(f32_, dv_t, b_.CreateAdd(mul(e, kBc), c)), dv,
+                b_.CreateAdd(mul(key, Ev), e));
+        });
       });
     });
     // 3. dq = scale * the sums (zero outside the valid rows).
