@@ -177,9 +177,8 @@ INSTANTIATE_TEST_SUITE_P(
                c.dtype = DType::bf16, c.causal = true, c.dropout = 0.25;
                c.lens = Case::Lens::left, c.S = c.L = 100;
              }),
-        with("bf16_float_mask", [](Case& c) {
-          c.dtype = DType::bf16, c.mask = Case::Mask::float_b1ls;
-        })),
+        with("bf16_float_mask",
+             [](Case& c) { c.dtype = DType::bf16, c.mask = Case::Mask::float_b1ls; })),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 } // namespace

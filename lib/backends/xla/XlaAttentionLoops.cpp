@@ -12,27 +12,31 @@
 //
 // Forward, per tile of kBr query rows (Q tiles) and, inside it, per tile of
 // kBc keys (K/V tiles, up to the tile's last row when causal: key tiles
-// wholly above the diagonal are never visited), per row r of the Q tile:
+// wholly above the diagonal are never visited). The K tile is transposed
+// once into a zero-padded [E x kBc] stack tile, so a row's kBc scores are
+// one <kBc x float> value (E vector fmas). Per row r of the Q tile:
 //   s = scale q_r k^T (+ floating mask; -inf where causal or a false bool
-//   mask excludes the key), m' = max(m, max s), p = e^(s - m'),
+//   mask excludes the key, and past the tile's last key),
+//   m' = max(m, max s), p = e^(s - m') (the cpu kernels' f32 exp),
 //   l = l e^(m - m') + sum p, p *= the dropout factor (Philox, the ref
-//   kernel's draws bit for bit), acc = acc e^(m - m') + p v.
+//   kernel's draws bit for bit), acc = acc e^(m - m') + p v (four
+//   interleaved vector sums over the keys).
 // out = acc / l (0 where l = 0: a row with every key excluded, and the
 // rows outside valid_seq_len).
 //
 // Backward (the forward's results carry no statistics, so, as on cpu, it
 // recomputes them): a rows pass (the forward's loop nest) keeps per row
-// lse = m + log l and D = g . out; then per K/V tile, for each row that
-// sees it: p = e^(scale q k^T + mask - lse), dp = (g v^T) f, dv += (p f)^T g,
-// ds = p (dp - D), dk += ds^T q, dq += ds k (dq, dk scaled by `scale` when
-// written). dk and dv accumulate in f32 per key tile; dq in f32 over the
-// batch-head (the result itself for f32).
+// lse = m + log l and D = g . out; then per K/V tile (K and V transposed
+// once), for each row that sees it, on the tile's kBc keys at once:
+// p = e^(scale q k^T + mask - lse), dp = (g v^T) f, ds = p (dp - D),
+// dv^T += g (p f), dk^T += q ds (transposed f32 tiles), dq += ds k (dq, dk
+// scaled by `scale` when written; dq's sums in the result itself for f32,
+// in an f32 stack buffer for bf16).
 //
-// Dot products and the exp sums use f32 vectors of kLanes lanes summed in
-// any order (reassociated), as the cpu kernels' vector code does; values
-// agree with ref within the cpu kernels' tolerance (1e-4 f32, 2e-2 bf16).
-// Nodes that return probabilities, a dropout mask or saved probabilities
-// (recompute = 0), or a mask gradient stay callouts.
+// Sums run in vector order (reassociated), as the cpu kernels' vector code
+// does; values agree with ref within the cpu kernels' tolerance (1e-4 f32,
+// 2e-2 bf16). Nodes that return probabilities, a dropout mask or saved
+// probabilities (recompute = 0), or a mask gradient stay callouts.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -145,19 +149,18 @@ private:
     llvm::Value* r = b_.CreateFSub(x, b_.CreateFMul(n, k(0.693359375f)));
     r = b_.CreateFSub(r, b_.CreateFMul(n, k(-2.12194440e-4f)));
     llvm::Value* poly = k(1.9875691500e-4f);
-    for (float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f,
-                    5.0000001201e-1f})
+    for (float c :
+         {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
       poly = fma(poly, r, k(c));
     poly = b_.CreateFAdd(fma(poly, b_.CreateFMul(r, r), r), k(1.0f));
     llvm::Type* ints = x->getType()->getWithNewType(b_.getInt32Ty());
-    llvm::Value* n_int = b_.CreateSub(b_.CreateBitCast(shifted, ints),
-                                      b_.CreateBitCast(k(12582912.0f), ints));
-    llvm::Value* power = b_.CreateBitCast(
-        b_.CreateShl(b_.CreateAdd(n_int, splat(n_int, b_.getInt32(127))),
-                     splat(n_int, b_.getInt32(23))),
-        x->getType());
-    return b_.CreateSelect(b_.CreateFCmpOLT(x, k(-87.33654f)), k(0.0f),
-                           b_.CreateFMul(poly, power));
+    llvm::Value* n_int =
+        b_.CreateSub(b_.CreateBitCast(shifted, ints), b_.CreateBitCast(k(12582912.0f), ints));
+    llvm::Value* power =
+        b_.CreateBitCast(b_.CreateShl(b_.CreateAdd(n_int, splat(n_int, b_.getInt32(127))),
+                                      splat(n_int, b_.getInt32(23))),
+                         x->getType());
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, k(-87.33654f)), k(0.0f), b_.CreateFMul(poly, power));
   }
   llvm::Value* neg_inf() { return lb_.f32(-std::numeric_limits<float>::infinity()); }
 
@@ -200,7 +203,8 @@ private:
   llvm::Value* tile(int64_t n) {
     llvm::BasicBlock& entry = b_.GetInsertBlock()->getParent()->getEntryBlock();
     llvm::IRBuilder<> at_entry(&entry, entry.begin());
-    llvm::AllocaInst* a = at_entry.CreateAlloca(llvm::ArrayType::get(f32_, std::max<int64_t>(n, 1)));
+    llvm::AllocaInst* a =
+        at_entry.CreateAlloca(llvm::ArrayType::get(f32_, std::max<int64_t>(n, 1)));
     a->setAlignment(llvm::Align(64));
     return a;
   }
@@ -228,16 +232,14 @@ private:
       });
     });
     lb_.loop(nc, lb_.i64(kBc), [&](llvm::Value* c) {
-      lb_.loop(width, [&](llvm::Value* e) {
-        lb_.store(lb_.f32(0.0f), kt, b_.CreateAdd(mul(e, kBc), c));
-      });
+      lb_.loop(width,
+               [&](llvm::Value* e) { lb_.store(lb_.f32(0.0f), kt, b_.CreateAdd(mul(e, kBc), c)); });
     });
   }
 
   /// sum_e a[ai + e] * kt[e][0..kBc): one row against a transposed tile.
   llvm::Value* row_times_tile(llvm::Value* a, llvm::Value* ai, llvm::Value* kt, int64_t width) {
-    llvm::AllocaInst* sum =
-        lb_.local(tile_row(), llvm::Constant::getNullValue(tile_row()));
+    llvm::AllocaInst* sum = lb_.local(tile_row(), llvm::Constant::getNullValue(tile_row()));
     lb_.loop(width, [&](llvm::Value* e) {
       llvm::Value* row = load(DType::f32, kt, mul(e, kBc), kBc);
       llvm::Value* x = lb_.load(f32_, a, b_.CreateAdd(ai, e));
@@ -259,8 +261,7 @@ private:
   /// The scores of row i against keys j0 + c (c < kBc) given their scaled
   /// products s: -inf for c >= nc and for keys the causal rule or a false
   /// bool mask excludes; a floating mask added.
-  llvm::Value* mask_tile(llvm::Value* b, llvm::Value* i, llvm::Value* j0, llvm::Value* nc,
-                         llvm::Value* s) {
+  llvm::Value* mask_tile(llvm::Value* i, llvm::Value* j0, llvm::Value* nc, llvm::Value* s) {
     std::vector<uint32_t> numbers(kBc);
     for (int64_t c = 0; c < kBc; ++c) numbers[c] = static_cast<uint32_t>(c);
     llvm::Value* lane = llvm::ConstantDataVector::get(lb_.module().getContext(), numbers);
@@ -273,8 +274,7 @@ private:
     if (!mask_) return s;
     store(DType::f32, s, s_, lb_.i64(0));
     lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-      lb_.store(masked_score(b, i, b_.CreateAdd(j0, c), lb_.load(f32_, s_, c), /*causal=*/false),
-                s_, c);
+      lb_.store(apply_mask(i, b_.CreateAdd(j0, c), lb_.load(f32_, s_, c)), s_, c);
     });
     return load(DType::f32, s_, lb_.i64(0), kBc);
   }
@@ -317,10 +317,9 @@ private:
   void begin_function();
   /// Sets row_lo_ ... key_hi_ for batch-head b (ValidRanges).
   void valid_ranges(llvm::Value* b);
-  /// The masked score of row i, key j, given the scaled product `s`
-  /// (-inf when excluded). Scalars.
-  llvm::Value* masked_score(llvm::Value* b, llvm::Value* i, llvm::Value* j, llvm::Value* s,
-                            bool causal);
+  /// Score `s` of row i, key j with the attention mask applied: -inf
+  /// where a bool mask is false, the floating mask added. Scalars.
+  llvm::Value* apply_mask(llvm::Value* i, llvm::Value* j, llvm::Value* s);
   /// The dropout factor (keep ? 1 / (1 - p) : 0) of element `flat` of the
   /// [..., L, S] stream.
   llvm::Value* dropout_factor(llvm::Value* flat);
@@ -328,8 +327,8 @@ private:
   /// The forward's loop nest over the Q tiles of batch-head b; `finish(r,
   /// i, acc_row_index, m, l)` per row of a tile once its keys are done
   /// (acc holds sum p v, unnormalized; m, l the row's max and sum).
-  using RowDone = std::function<void(llvm::Value* i, llvm::Value* acc_index, llvm::Value* m,
-                                     llvm::Value* l)>;
+  using RowDone =
+      std::function<void(llvm::Value* i, llvm::Value* acc_index, llvm::Value* m, llvm::Value* l)>;
   void attend_rows(llvm::Value* b, const RowDone& finish);
 
   LoopBuilder& lb_;
@@ -340,7 +339,7 @@ private:
   llvm::Value *seed_ = nullptr, *offset_ = nullptr, *valid_len_ = nullptr;
   llvm::Value* mask_base_ = nullptr; // i64 per batch-head (a constant array)
   llvm::Value *row_lo_ = nullptr, *row_hi_ = nullptr, *key_lo_ = nullptr, *key_hi_ = nullptr;
-  llvm::Value *mask_b_ = nullptr; // the mask base of the current batch-head
+  llvm::Value* mask_b_ = nullptr; // the mask base of the current batch-head
   // The forward's tiles.
   llvm::Value *qs_ = nullptr, *acc_ = nullptr, *m_ = nullptr, *l_ = nullptr, *s_ = nullptr;
   llvm::Value* kt_ = nullptr; // [E x kBc]: the K tile transposed
@@ -377,10 +376,9 @@ void AttentionEmitter::valid_ranges(llvm::Value* b) {
     return;
   }
   llvm::Value* index = b_.CreateSDiv(b, lb_.i64(P_.rows_per_b0));
-  llvm::Value* len =
-      P_.len_dtype == DType::i32
-          ? b_.CreateSExt(lb_.load(b_.getInt32Ty(), valid_len_, index), lb_.i64())
-          : lb_.load(lb_.i64(), valid_len_, index);
+  llvm::Value* len = P_.len_dtype == DType::i32
+                         ? b_.CreateSExt(lb_.load(b_.getInt32Ty(), valid_len_, index), lb_.i64())
+                         : lb_.load(lb_.i64(), valid_len_, index);
   auto keep = [&](int64_t n, llvm::Value*& lo, llvm::Value*& hi) {
     llvm::Value* kept = smax(smin(len, lb_.i64(n)), lb_.i64(0));
     lo = P_.left_pad ? b_.CreateSub(lb_.i64(n), kept) : lb_.i64(0);
@@ -390,26 +388,16 @@ void AttentionEmitter::valid_ranges(llvm::Value* b) {
   keep(P_.S, key_lo_, key_hi_);
 }
 
-llvm::Value* AttentionEmitter::masked_score(llvm::Value* b, llvm::Value* i, llvm::Value* j,
-                                            llvm::Value* s, bool causal) {
-  (void)b;
-  llvm::Value* excluded = causal ? b_.CreateICmpSGT(j, i) : b_.getFalse();
-  if (mask_) {
-    llvm::Value* at = b_.CreateAdd(mask_b_, b_.CreateAdd(mul(i, P_.mask_row_stride),
-                                                         mul(j, P_.mask_col_stride)));
-    if (P_.bool_mask) {
-      llvm::Value* keep = lb_.load(b_.getInt8Ty(), mask_, at);
-      excluded = b_.CreateOr(excluded, b_.CreateICmpEQ(keep, b_.getInt8(0)));
-    } else {
-      s = b_.CreateFAdd(s, load(P_.dtype, mask_, at));
-    }
-  }
-  return b_.CreateSelect(excluded, neg_inf(), s);
+llvm::Value* AttentionEmitter::apply_mask(llvm::Value* i, llvm::Value* j, llvm::Value* s) {
+  llvm::Value* at =
+      b_.CreateAdd(mask_b_, b_.CreateAdd(mul(i, P_.mask_row_stride), mul(j, P_.mask_col_stride)));
+  if (!P_.bool_mask) return b_.CreateFAdd(s, load(P_.dtype, mask_, at));
+  llvm::Value* keep = lb_.load(b_.getInt8Ty(), mask_, at);
+  return b_.CreateSelect(b_.CreateICmpEQ(keep, b_.getInt8(0)), neg_inf(), s);
 }
 
 llvm::Value* AttentionEmitter::dropout_factor(llvm::Value* flat) {
-  auto [w0, w1] = philox(lb_, seed_, b_.CreateAdd(offset_, flat));
-  (void)w1;
+  llvm::Value* w0 = philox(lb_, seed_, b_.CreateAdd(offset_, flat)).first;
   // uniform() >= p iff (w0 >> 8) >= ceil(p 2^24) (read_dropout).
   const auto threshold = static_cast<uint32_t>(std::ceil(P_.p * 16777216.0));
   const float keep_scale = P_.p < 1 ? static_cast<float>(1.0 / (1.0 - P_.p)) : 0.0f;
@@ -448,7 +436,7 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish) {
       lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
         llvm::Value* i = b_.CreateAdd(first, r);
         // The online softmax on the kBc lanes of the tile.
-        llvm::Value* s = mask_tile(b, i, j0, nc, row_times_tile(qs_, mul(r, E), kt_, E));
+        llvm::Value* s = mask_tile(i, j0, nc, row_times_tile(qs_, mul(r, E), kt_, E));
         llvm::Value* m_old = lb_.load(f32_, m_, r);
         llvm::Value* m_new = b_.CreateMaxNum(m_old, b_.CreateFPMaxReduce(s));
         // A row with no key yet keeps m = -inf; subtracting 0 keeps p = 0.
@@ -465,8 +453,8 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish) {
               lb_.i64(0), nc,
               [&](llvm::Value* c) {
                 lb_.store(
-                    b_.CreateFMul(lb_.load(f32_, s_, c), dropout_factor(b_.CreateAdd(flat, c))),
-                    s_, c);
+                    b_.CreateFMul(lb_.load(f32_, s_, c), dropout_factor(b_.CreateAdd(flat, c))), s_,
+                    c);
               },
               /*parallel=*/true);
         }
@@ -525,7 +513,7 @@ void AttentionEmitter::emit_backward() {
   llvm::Value* f_t = P_.dropout ? tile(kBc) : nullptr;
   llvm::Value* lse = tile(P_.L);
   llvm::Value* d = tile(P_.L);
-  llvm::Value* dk_t = tile(E * kBc); // dk^T of the key tile, unscaled
+  llvm::Value* dk_t = tile(E * kBc);  // dk^T of the key tile, unscaled
   llvm::Value* dv_t = tile(Ev * kBc); // dv^T
   const bool convert = P_.dtype != DType::f32;
   // bf16 rows as f32, and dq's f32 sums (the result itself for f32).
@@ -542,11 +530,10 @@ void AttentionEmitter::emit_backward() {
     // 1. Rows pass: lse and D per valid row (rows outside stay unread).
     attend_rows(b, [&](llvm::Value* i, llvm::Value* acc_index, llvm::Value* m, llvm::Value* l) {
       llvm::Value* positive = b_.CreateFCmpOGT(l, lb_.f32(0.0f));
-      llvm::Value* norm =
-          b_.CreateSelect(positive, b_.CreateFDiv(lb_.f32(1.0f), l), lb_.f32(0.0f));
+      llvm::Value* norm = b_.CreateSelect(positive, b_.CreateFDiv(lb_.f32(1.0f), l), lb_.f32(0.0f));
       llvm::Value* g_index = mul(b_.CreateAdd(mul(b, P_.L), i), Ev);
-      lb_.store(b_.CreateFMul(dot(P_.dtype, g, g_index, DType::f32, acc_, acc_index, Ev), norm),
-                d, i);
+      lb_.store(b_.CreateFMul(dot(P_.dtype, g, g_index, DType::f32, acc_, acc_index, Ev), norm), d,
+                i);
       // A row with every key excluded: lse = +inf makes its p 0.
       llvm::Value* log_l = lb_.to_f32(lb_.call(llvm::Intrinsic::log, lb_.to_f64(l)));
       lb_.store(b_.CreateSelect(positive, b_.CreateFAdd(m, log_l),
@@ -588,7 +575,7 @@ void AttentionEmitter::emit_backward() {
         }
         // The tile's kBc keys at once (p = 0 past nc: -inf scores, zero v).
         llvm::Value* s = row_times_tile(qp, qi, kt_, E);
-        s = mask_tile(b, i, j0, nc, b_.CreateFMul(s, splat(s, scale)));
+        s = mask_tile(i, j0, nc, b_.CreateFMul(s, splat(s, scale)));
         llvm::Value* p = exp(b_.CreateFSub(s, splat(s, lb_.load(f32_, lse, i))));
         llvm::Value* dp = row_times_tile(gp, gi, vt_, Ev);
         llvm::Value* pf = p;
@@ -596,9 +583,7 @@ void AttentionEmitter::emit_backward() {
           llvm::Value* flat = b_.CreateAdd(mul(row, P_.S), j0);
           lb_.loop(
               kBc,
-              [&](llvm::Value* c) {
-                lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t, c);
-              },
+              [&](llvm::Value* c) { lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t, c); },
               /*parallel=*/true);
           llvm::Value* f = load(DType::f32, f_t, lb_.i64(0), kBc);
           dp = b_.CreateFMul(dp, f);
@@ -657,12 +642,12 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
     return std::nullopt;
   int64_t stack = kBr * (P.E + P.Ev + 2) + kBc * (1 + P.E);
   if (P.backward)
-    stack += 2 * P.L + kBc * (3 + P.E + 2 * P.Ev) +
-             (P.dtype == DType::f32 ? 0 : P.E + P.Ev + P.L * P.E);
+    stack +=
+        2 * P.L + kBc * (3 + P.E + 2 * P.Ev) + (P.dtype == DType::f32 ? 0 : P.E + P.Ev + P.L * P.E);
   if (stack * 4 > kMostStackBytes) return std::nullopt;
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(nd.op), "_", node),
-                 nd.operands.size(), nd.results.size());
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(nd.op), "_", node), nd.operands.size(),
+                 nd.results.size());
   AttentionEmitter emitter(lb, P);
   if (P.backward)
     emitter.emit_backward();
