@@ -4,11 +4,12 @@
 # dependencies are oneDNN, libc and libm and whose one export is
 # mstep_step; its header documents every argument and the temp size; a C11
 # program built against the header computes what plain C loops compute
-# (mlp_forward_main.c). A step saved with two segments (two_segment_worker)
-# becomes one function whose --data values and in-place update a second C
-# program checks (two_segment_main.c). A step the function still calls out
-# for (a convolution) is refused with the op named, and bad arguments are
-# errors.
+# (mlp_forward_main.c). A step with attention forward and backward
+# (attention_step.mlir) builds too, with the same dependencies. A step saved
+# with two segments (two_segment_worker) becomes one function whose --data
+# values and in-place update a second C program checks (two_segment_main.c).
+# A step the function still calls out for (a convolution) is refused with
+# the op named, and bad arguments are errors.
 #
 #   mstep_aot_test.sh MSTEP_AOT CC SOURCE_DIR TWO_SEGMENT_WORKER
 set -euo pipefail
@@ -37,19 +38,24 @@ done
 
 # 2. Its dependencies: oneDNN (the gemms), libc and libm, nothing else (no
 #    OpenMP runtime, no mstep library); its one export is mstep_step.
-readelf -d libstep.so | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' >needed
-grep -q '^libdnnl\.so' needed || fail "libstep.so does not link oneDNN" needed
-grep -v -E '^(libdnnl\.so(\.[0-9]+)*|libc\.so\.6|libm\.so\.6)$' needed >others || true
-[[ ! -s others ]] || fail "libstep.so needs more than oneDNN, libc and libm" others
-nm -D --defined-only libstep.so | awk '$2 ~ /[TtWw]/ {print $3}' >exports
-[[ "$(cat exports)" == mstep_step ]] || fail "libstep.so exports more than mstep_step" exports
-nm -D --undefined-only libstep.so | awk '{print $2}' | sed 's/@.*//' >undefined
-grep -q '^dnnl_sgemm$' undefined || fail "the gemms do not call dnnl_sgemm" undefined
 libdir=$(dirname "$(${cc} -print-file-name=libc.so.6)")
 nm -D --defined-only "$libdir/libc.so.6" "$libdir/libm.so.6" 2>/dev/null | awk '{print $3}' |
   sed 's/@.*//' | sort -u >libc_symbols
-{ grep -v '^dnnl_' undefined || true; } | sort -u | comm -23 - libc_symbols >unknown
-[[ ! -s unknown ]] || fail "libstep.so calls symbols outside oneDNN, libc and libm" unknown
+check_dependencies() { # SO [gemm]: gemm says the step has gemms (dnnl_sgemm)
+  readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' >needed
+  grep -v -E '^(libdnnl\.so(\.[0-9]+)*|libc\.so\.6|libm\.so\.6)$' needed >others || true
+  [[ ! -s others ]] || fail "$1 needs more than oneDNN, libc and libm" others
+  nm -D --defined-only "$1" | awk '$2 ~ /[TtWw]/ {print $3}' >exports
+  [[ "$(cat exports)" == mstep_step ]] || fail "$1 exports more than mstep_step" exports
+  nm -D --undefined-only "$1" | awk '{print $2}' | sed 's/@.*//' >undefined
+  if [[ ${2:-} == gemm ]]; then
+    grep -q '^libdnnl\.so' needed || fail "$1 does not link oneDNN" needed
+    grep -q '^dnnl_sgemm$' undefined || fail "the gemms do not call dnnl_sgemm" undefined
+  fi
+  { grep -v '^dnnl_' undefined || true; } | sort -u | comm -23 - libc_symbols >unknown
+  [[ ! -s unknown ]] || fail "$1 calls symbols outside oneDNN, libc and libm" unknown
+}
+check_dependencies libstep.so gemm
 
 # 3. A C11 program against the header: the step's numbers.
 "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/mlp_forward_main.c" \
@@ -65,6 +71,12 @@ grep -q "  1  w  f32 \[4, 4\]  input, updated in place by output" two.h ||
 "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/two_segment_main.c" \
   -L. -ltwo -lm -Wl,-rpath,"$tmp" -o two_segment >log 2>&1 || fail "building the C program" log
 ./two_segment two.bin >log 2>&1 || fail "the two-segment step's results" log
+
+# 4b. Attention (sdpa and its backward) is a loop nest in the function: a
+#     step with it is accepted and needs nothing more.
+"$aot" "$src/test/aot/attention_step.mlir" -o libattention.so --header attention.h >log 2>&1 ||
+  fail "mstep-aot on attention_step.mlir (the step should not call out)" log
+check_dependencies libattention.so
 
 # 5. A step with a callout is refused, naming the op; nothing is written.
 rc=0

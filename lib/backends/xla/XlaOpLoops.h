@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -19,9 +20,12 @@
 namespace llvm {
 class Function;
 class Module;
+class Value;
 } // namespace llvm
 
 namespace mstep::xla {
+
+class LoopBuilder;
 
 struct OpLoop {
   llvm::Function* function = nullptr;
@@ -58,5 +62,13 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
                                           uint32_t node);
 std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph& graph,
+                                          uint32_t node);
+
+/// Words 0 and 1 of Philox::block(seed, counter) (mstep/core/Philox.h) in
+/// integer IR, 10 rounds (XlaRandomLoops.cpp; the attention loops' dropout
+/// draws too).
+std::pair<llvm::Value*, llvm::Value*> philox(LoopBuilder& lb, llvm::Value* seed,
+                                             llvm::Value* counter);
 
 } // namespace mstep::xla

@@ -16,9 +16,6 @@
 
 namespace mstep::xla {
 
-namespace {
-
-/// Words 0 and 1 of Philox::block(seed, counter).
 std::pair<llvm::Value*, llvm::Value*> philox(LoopBuilder& lb, llvm::Value* seed,
                                              llvm::Value* counter) {
   auto& b = lb.b();
@@ -45,6 +42,8 @@ std::pair<llvm::Value*, llvm::Value*> philox(LoopBuilder& lb, llvm::Value* seed,
   }
   return {c0, c1};
 }
+
+namespace {
 
 /// (w >> 8) as a float, exactly.
 llvm::Value* top_24_bits(LoopBuilder& lb, llvm::Value* w) {
