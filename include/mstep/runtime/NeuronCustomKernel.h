@@ -5,15 +5,13 @@
 //
 //   def.kernels.push_back({"neuron", neuron_kernel(
 //       [](NeuronKernelBuilder& b, const NeuronKernelCall& c) -> absl::Status {
-//         const int64_t n = c.input_types[0].shape.numel();      // say n <= 128 * 512
-//         const int32_t rows = static_cast<int32_t>(std::min<int64_t>(n, 128));
-//         const int64_t cols = n / rows;                         // (n % rows == 0 here)
-//         NeuronAccess x = b.tile(NeuronMemory::sbuf, DType::f32, cols, "x");
-//         x = x.part(0, rows);
-//         b.load(x, b.input(0, cols, 0, rows, 0, cols));         // HBM rows -> partitions
-//         b.activation(x, x, NeuronActivation::exp);             // Scalar engine
+//         // y = 2 exp(x) for x f32[128, F]: row p on partition p.
+//         const int64_t f = c.input_types[0].shape[1];
+//         const NeuronAccess x = b.tile(NeuronMemory::sbuf, DType::f32, f, "x");
+//         b.load(x, b.input(0, f, 0, 128, 0, f));          // HBM rows -> SBUF partitions
+//         b.activation(x, x, NeuronActivation::exp);        // Scalar engine
 //         b.tensor_scalar(NeuronEngine::vector, x, x, NeuronAlu::multiply, 2.0f);
-//         b.store(b.output(0, cols, 0, rows, 0, cols), x);       // back to HBM
+//         b.store(b.output(0, f, 0, 128, 0, f), x);        // SBUF -> HBM
 //         return absl::OkStatus();
 //       })});
 //
