@@ -54,18 +54,26 @@ std::vector<Piece> pieces(int64_t n) {
   return out;
 }
 
+/// Boxes per partition in the widest piece of n boxes: the tiles' width.
+int64_t width(int64_t n) { return std::min(kChunk, std::max<int64_t>(n / 128, 1)); }
+
 /// The builder with the shorthands both kernels use (all on Vector).
 struct Kit {
   NeuronKernelBuilder& b;
-  Piece pc;
+  int64_t width = 0; ///< boxes per partition the tiles hold
+  Piece pc;          ///< the piece being computed
 
-  /// A new [128, kChunk] fp32 temporary.
+  /// A new [128, width] fp32 temporary.
   NeuronAccess temp(const std::string& name) {
-    return b.tile(NeuronMemory::sbuf, DType::f32, kChunk, name);
+    return b.tile(NeuronMemory::sbuf, DType::f32, width, name);
+  }
+  /// A new [128, 4 * width] fp32 tile of boxes.
+  NeuronAccess box_tile_of(const std::string& name) {
+    return b.tile(NeuronMemory::sbuf, DType::f32, 4 * width, name);
   }
   /// The piece's [P, w] view of a temporary.
   NeuronAccess at(const NeuronAccess& t) const { return t.part(0, pc.parts).free(0, {{pc.w, 1}}); }
-  /// Coordinate k of the piece's boxes in a [128, 4 * kChunk] box tile.
+  /// Coordinate k of the piece's boxes in a box tile.
   NeuronAccess coord(const NeuronAccess& boxes, int k) const {
     return boxes.part(0, pc.parts).free(k, {{pc.w, 4}});
   }
@@ -162,22 +170,25 @@ void compute_terms(Kit& k, const BoxTerms& t, const NeuronAccess& p, const Neuro
 absl::Status forward(NeuronKernelBuilder& b, const NeuronKernelCall& call) {
   MSTEP_ASSIGN_OR_RETURN(GiouReduction reduction, giou_reduction(call.attrs));
   const int64_t n = call.input_types[0].shape[0];
-  Kit k{b, {}};
+  Kit k{b, width(n), {}};
   NeuronAccess pred[2], target[2];
   for (int s = 0; s < 2; ++s) {
-    pred[s] = b.tile(NeuronMemory::sbuf, DType::f32, 4 * kChunk, absl::StrCat("pred", s));
-    target[s] = b.tile(NeuronMemory::sbuf, DType::f32, 4 * kChunk, absl::StrCat("target", s));
+    pred[s] = k.box_tile_of(absl::StrCat("pred", s));
+    target[s] = k.box_tile_of(absl::StrCat("target", s));
   }
   const BoxTerms t = box_terms(k);
   const NeuronAccess scratch = k.temp("scratch"), ue = k.temp("ue"), iou = k.temp("iou"),
                      loss = k.temp("loss");
   // The reductions' partial sums and the ones column they meet on the
   // Tensor engine; the total in one PSUM element.
-  const NeuronAccess partial = b.tile(NeuronMemory::sbuf, DType::f32, 1, "partial"),
-                     ones = b.tile(NeuronMemory::sbuf, DType::f32, 1, "ones"),
-                     total = b.tile(NeuronMemory::psum, DType::f32, 1, "total"),
-                     result = b.tile(NeuronMemory::sbuf, DType::f32, 1, "result");
-  if (reduction != GiouReduction::none) b.iota(ones, 1, 0, {0});
+  NeuronAccess partial, ones, total, result;
+  if (reduction != GiouReduction::none) {
+    partial = b.tile(NeuronMemory::sbuf, DType::f32, 1, "partial");
+    ones = b.tile(NeuronMemory::sbuf, DType::f32, 1, "ones");
+    total = b.tile(NeuronMemory::psum, DType::f32, 1, "total");
+    result = b.tile(NeuronMemory::sbuf, DType::f32, 1, "result");
+    b.iota(ones, 1, 0, {0});
+  }
   const std::vector<Piece> ps = pieces(n);
   for (size_t i = 0; i < ps.size(); ++i) {
     k.pc = ps[i];
@@ -214,20 +225,20 @@ absl::Status forward(NeuronKernelBuilder& b, const NeuronKernelCall& call) {
 absl::Status backward(NeuronKernelBuilder& b, const NeuronKernelCall& call) {
   MSTEP_ASSIGN_OR_RETURN(GiouReduction reduction, giou_reduction(call.attrs));
   const int64_t n = call.input_types[0].shape[0];
-  Kit k{b, {}};
+  Kit k{b, width(n), {}};
   NeuronAccess pred[2], target[2], grad[2], gp[2], gt[2];
   for (int s = 0; s < 2; ++s) {
-    pred[s] = b.tile(NeuronMemory::sbuf, DType::f32, 4 * kChunk, absl::StrCat("pred", s));
-    target[s] = b.tile(NeuronMemory::sbuf, DType::f32, 4 * kChunk, absl::StrCat("target", s));
-    gp[s] = b.tile(NeuronMemory::sbuf, DType::f32, 4 * kChunk, absl::StrCat("grad_pred", s));
-    gt[s] = b.tile(NeuronMemory::sbuf, DType::f32, 4 * kChunk, absl::StrCat("grad_target", s));
-    if (reduction == GiouReduction::none)
-      grad[s] = b.tile(NeuronMemory::sbuf, DType::f32, kChunk, absl::StrCat("grad", s));
+    pred[s] = k.box_tile_of(absl::StrCat("pred", s));
+    target[s] = k.box_tile_of(absl::StrCat("target", s));
+    gp[s] = k.box_tile_of(absl::StrCat("grad_pred", s));
+    gt[s] = k.box_tile_of(absl::StrCat("grad_target", s));
+    if (reduction == GiouReduction::none) grad[s] = k.temp(absl::StrCat("grad", s));
   }
   // A reduced loss: its one gradient on every partition (a partition
   // stride 0 load), divided by N for the mean.
-  const NeuronAccess g_col = b.tile(NeuronMemory::sbuf, DType::f32, 1, "g");
+  NeuronAccess g_col;
   if (reduction != GiouReduction::none) {
+    g_col = b.tile(NeuronMemory::sbuf, DType::f32, 1, "g");
     NeuronAccess src = b.input(2, 1, 0, 128, 0, 1);
     src.partition_stride = 0;
     b.load(g_col, src);
@@ -257,10 +268,12 @@ absl::Status backward(NeuronKernelBuilder& b, const NeuronKernelCall& call) {
     const NeuronAccess &p = pred[s], &q = target[s];
     b.load(k.box_tile(p), k.boxes_in(0));
     b.load(k.box_tile(q), k.boxes_in(1));
-    NeuronAccess g = g_col.part(0, k.pc.parts).free(0, {{k.pc.w, 0}});
+    NeuronAccess g;
     if (reduction == GiouReduction::none) {
       b.load(k.at(grad[s]), k.per_box_in(2));
       g = k.at(grad[s]);
+    } else {
+      g = g_col.part(0, k.pc.parts).free(0, {{k.pc.w, 0}});
     }
     compute_terms(k, t, p, q, &overlap, &scratch);
     k.ts(k.at(ue), k.at(t.uni), NeuronAlu::add, kEpsF);
