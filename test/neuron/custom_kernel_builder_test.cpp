@@ -81,9 +81,9 @@ TEST(NeuronCustomKernelBuilder, EnginesWaitForTheTilesTheyShare) {
   ASSERT_EQ(acts.size(), 2u);
   ASSERT_EQ(muls.size(), 2u);
   for (int k = 0; k < 2; ++k) {
-    EXPECT_TRUE(waits_for(p, acts[k], loads[k])) << k;   // Scalar reads what DMA wrote
-    EXPECT_TRUE(waits_for(p, muls[k], acts[k])) << k;    // Vector after Scalar
-    EXPECT_TRUE(waits_for(p, stores[k], muls[k])) << k;  // DMA after Vector
+    EXPECT_TRUE(waits_for(p, acts[k], loads[k])) << k;  // Scalar reads what DMA wrote
+    EXPECT_TRUE(waits_for(p, muls[k], acts[k])) << k;   // Vector after Scalar
+    EXPECT_TRUE(waits_for(p, stores[k], muls[k])) << k; // DMA after Vector
   }
   // The second piece reuses the tiles: its load waits for the Scalar read of
   // x, its exp for the store reading y.

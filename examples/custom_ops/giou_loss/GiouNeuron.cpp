@@ -115,9 +115,10 @@ struct BoxTerms {
 BoxTerms box_terms(Kit& k) {
   BoxTerms t;
   const std::initializer_list<std::pair<NeuronAccess*, const char*>> named = {
-      {&t.ix1, "ix1"}, {&t.iy1, "iy1"}, {&t.ix2, "ix2"}, {&t.iy2, "iy2"}, {&t.iw, "iw"},
-      {&t.ih, "ih"},   {&t.inter, "inter"}, {&t.pw, "pw"}, {&t.ph, "ph"}, {&t.tw, "tw"},
-      {&t.th, "th"},   {&t.uni, "uni"},     {&t.cw, "cw"}, {&t.ch, "ch"}, {&t.area_c, "area_c"}};
+      {&t.ix1, "ix1"}, {&t.iy1, "iy1"}, {&t.ix2, "ix2"},      {&t.iy2, "iy2"},
+      {&t.iw, "iw"},   {&t.ih, "ih"},   {&t.inter, "inter"},  {&t.pw, "pw"},
+      {&t.ph, "ph"},   {&t.tw, "tw"},   {&t.th, "th"},        {&t.uni, "uni"},
+      {&t.cw, "cw"},   {&t.ch, "ch"},   {&t.area_c, "area_c"}};
   for (const auto& [v, name] : named) *v = k.temp(name);
   return t;
 }

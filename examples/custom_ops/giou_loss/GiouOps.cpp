@@ -201,16 +201,16 @@ absl::Status register_giou_ops() {
   const std::vector<DType> floats = {DType::f32, DType::f64};
   const CustomAttrSpec reduction{"reduction", CustomAttrType::string, std::string("mean")};
   CustomOpRegistry& registry = CustomOpRegistry::global();
-  MSTEP_RETURN_IF_ERROR(registry.add(
-      {.name = "giou_loss_backward",
-       .schema = {.inputs = {{"pred", floats}, {"target", floats}, {"grad", floats}},
-                  .attrs = {reduction},
-                  .num_outputs = 2},
-       .shape_rule = backward_rule,
-       .kernels = {{"ref", kernel_for<Backward>(serial)},
-                   {"cpu", kernel_for<Backward>(cpu_parallel_for)},
-                   {"cuda", giou_backward_cuda_kernel()},
-                   {"neuron", giou_backward_neuron_kernel()}}}));
+  MSTEP_RETURN_IF_ERROR(
+      registry.add({.name = "giou_loss_backward",
+                    .schema = {.inputs = {{"pred", floats}, {"target", floats}, {"grad", floats}},
+                               .attrs = {reduction},
+                               .num_outputs = 2},
+                    .shape_rule = backward_rule,
+                    .kernels = {{"ref", kernel_for<Backward>(serial)},
+                                {"cpu", kernel_for<Backward>(cpu_parallel_for)},
+                                {"cuda", giou_backward_cuda_kernel()},
+                                {"neuron", giou_backward_neuron_kernel()}}}));
   return registry.add({.name = "giou_loss",
                        .schema = {.inputs = {{"pred", floats}, {"target", floats}},
                                   .attrs = {reduction},

@@ -132,6 +132,9 @@ struct NeuronAccess {
 /// semaphores that order the engines by the tiles they share. A misuse (an
 /// input index out of range, a load into HBM, ...) is recorded and ends the
 /// build with an error naming the call (status()); later calls are ignored.
+/// The backend owns the builder: a kernel function uses it during its call
+/// only, from its own thread (a builder is not thread-safe; the backend may
+/// build several kernels at once, each with its own builder).
 class NeuronKernelBuilder {
 public:
   /// A builder for a kernel named `name` (the tile program's and the NKI
@@ -206,7 +209,8 @@ private:
 };
 
 /// The function that builds a kernel for one call; it must be pure (the
-/// program is built when a step compiles, and the step is cached).
+/// program is built when a step compiles, and the step is cached) and safe
+/// to call from several threads at once (steps may compile concurrently).
 using NeuronKernelFn =
     std::function<absl::Status(NeuronKernelBuilder& builder, const NeuronKernelCall& call)>;
 

@@ -223,8 +223,8 @@ NeuronAccess hbm_view(int32_t tensor, DType dtype, int64_t row_length, int64_t r
 
 } // namespace
 
-NeuronAccess NeuronKernelBuilder::input(int i, int64_t row_length, int64_t row0,
-                                        int32_t partitions, int64_t col0, int64_t cols) {
+NeuronAccess NeuronKernelBuilder::input(int i, int64_t row_length, int64_t row0, int32_t partitions,
+                                        int64_t col0, int64_t cols) {
   if (!impl_->check(i >= 0 && i < num_inputs(), "input()",
                     absl::StrCat("input ", i, " of a kernel with ", num_inputs(), " inputs")))
     return {};
@@ -249,9 +249,8 @@ NeuronAccess NeuronKernelBuilder::tile(NeuronMemory memory, DType dtype, int64_t
     return {};
   NeuronAccess a;
   a.memory = memory;
-  a.buffer = impl_->b.allocate(kind_of(memory),
-                               free_elements * static_cast<int64_t>(element_size(dtype)),
-                               std::move(name));
+  a.buffer = impl_->b.allocate(
+      kind_of(memory), free_elements * static_cast<int64_t>(element_size(dtype)), std::move(name));
   a.partitions = neuron::kPartitions;
   a.dims = {{free_elements, 1}};
   a.dtype = dtype;
@@ -314,8 +313,7 @@ void NeuronKernelBuilder::activation(const NeuronAccess& dst, const NeuronAccess
                                      NeuronActivation f, float scale, float bias) {
   if (!impl_->status.ok()) return;
   impl_->before_write(dst);
-  impl_->track(
-      impl_->b.activation(pattern_of(dst), pattern_of(src), function_of(f), scale, bias));
+  impl_->track(impl_->b.activation(pattern_of(dst), pattern_of(src), function_of(f), scale, bias));
 }
 
 void NeuronKernelBuilder::tensor_copy(NeuronEngine engine, const NeuronAccess& dst,
@@ -333,8 +331,8 @@ void NeuronKernelBuilder::tensor_reduce(NeuronEngine engine, const NeuronAccess&
       impl_->b.tensor_reduce(engine_of(engine), pattern_of(dst), pattern_of(src), alu_of(op)));
 }
 
-void NeuronKernelBuilder::iota(const NeuronAccess& dst, int64_t offset,
-                               int64_t channel_multiplier, std::vector<int64_t> steps) {
+void NeuronKernelBuilder::iota(const NeuronAccess& dst, int64_t offset, int64_t channel_multiplier,
+                               std::vector<int64_t> steps) {
   if (!impl_->status.ok()) return;
   impl_->before_write(dst);
   impl_->track(
@@ -392,7 +390,7 @@ absl::StatusOr<LoweredOp> build_neuron_kernel(absl::string_view label,
         absl::StrCat(in ? "input " : "output ", in ? i : i - inputs.size(), " ", t.to_string());
     if (!engine_dtype(t.dtype))
       return host_instead(label, absl::StrCat(what, " has no NeuronCore dtype (bf16, f16, f32, "
-                                              "int32)"));
+                                                    "int32)"));
     if (t.numel() == 0) return host_instead(label, absl::StrCat(what, " has no elements"));
   }
   const std::string what = absl::StrCat("neuron: custom op '", label, "': its NeuronCore kernel");
@@ -412,10 +410,10 @@ absl::StatusOr<LoweredOp> build_neuron_kernel(absl::string_view label,
   for (size_t o = 0; o < outputs.size(); ++o) {
     const int64_t missing = std::count(m.written[o].begin(), m.written[o].end(), false);
     if (missing > 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " stores ", outputs[o].numel() - missing, " of the ", outputs[o].numel(),
-          " elements of output ", o, " (", outputs[o].to_string(),
-          "); it must store every element"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " stores ", outputs[o].numel() - missing, " of the ",
+                       outputs[o].numel(), " elements of output ", o, " (", outputs[o].to_string(),
+                       "); it must store every element"));
   }
   LoweredOp out;
   out.program = m.b.take();

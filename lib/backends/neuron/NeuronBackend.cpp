@@ -87,10 +87,9 @@ public:
       if (report.ok()) {
         estimated_ns_ += low->estimated_ns;
         lowered_[i] = std::make_unique<LoweredOp>(*std::move(low));
-        timeline_.add(absl::StrCat(custom ? custom_op_label(node) : std::string(op_name(node.op)),
-                                   " #", i),
-                      lowered_[i]->program,
-                      *std::move(report));
+        timeline_.add(
+            absl::StrCat(custom ? custom_op_label(node) : std::string(op_name(node.op)), " #", i),
+            lowered_[i]->program, *std::move(report));
         continue;
       }
       fallbacks_.push_back({node.op, node.results[0].dtype});

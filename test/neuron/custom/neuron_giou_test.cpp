@@ -181,8 +181,8 @@ TEST(NeuronGiouNki, TheKernelsNkiDumpIsValidPython) {
   int forward = 0, backward = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir / "neuron_nki")) {
     const std::string file = e.path().filename().string();
-    const bool fwd = file.rfind("custom_giou_loss_", 0) == 0 &&
-                     file.rfind("custom_giou_loss_backward_", 0) != 0;
+    const bool fwd =
+        file.rfind("custom_giou_loss_", 0) == 0 && file.rfind("custom_giou_loss_backward_", 0) != 0;
     const bool bwd = file.rfind("custom_giou_loss_backward_", 0) == 0;
     if (!fwd && !bwd) continue;
     forward += fwd;
