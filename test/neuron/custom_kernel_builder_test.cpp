@@ -1,7 +1,8 @@
 // The public tile builder (mstep/runtime/NeuronCustomKernel.h) as the
 // backend builds it (build_neuron_kernel): the program it makes orders the
-// engines by semaphores from the tiles they share (the simulator runs in
-// program order, so values alone would not show a missing wait), holds a
+// engines by semaphores from the tiles they share (the simulator runs the
+// lowest ready program index first, so values alone would not show a
+// missing wait), holds a
 // store back behind the next load, binds the HBM tensors to the call's
 // inputs and outputs, and is validated and costed; calls with tensors the
 // engines cannot hold are left to the host.
