@@ -2,10 +2,9 @@
 // backend builds it (build_neuron_kernel): the program it makes orders the
 // engines by semaphores from the tiles they share (the simulator runs the
 // lowest ready program index first, so values alone would not show a
-// missing wait), holds a
-// store back behind the next load, binds the HBM tensors to the call's
-// inputs and outputs, and is validated and costed; calls with tensors the
-// engines cannot hold are left to the host.
+// missing wait), holds a store back behind the next load, binds the HBM
+// tensors to the call's inputs and outputs, and is validated and costed;
+// calls with tensors the engines cannot hold are left to the host.
 #include <gtest/gtest.h>
 
 #include <algorithm>
