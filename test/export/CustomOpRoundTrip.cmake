@@ -7,7 +7,7 @@
 #   cmake -DWORKER=<giou_export_worker> -DCOMPARE=<mstep_export_worker>
 #         -DRUN=<mstep-run> -DPLUGIN=<libmstep_giou_plugin.so>
 #         -DNOT_A_PLUGIN=<a shared library without mstep_plugin_init>
-#         -DDEVICE=cpu|ref -DSTEPS=N -P CustomOpRoundTrip.cmake
+#         -DDEVICE=cpu|ref|neuron -DSTEPS=N -P CustomOpRoundTrip.cmake
 include(${CMAKE_CURRENT_LIST_DIR}/RunChecked.cmake)
 make_private_dir(DIR mstep_export_custom_${DEVICE})
 

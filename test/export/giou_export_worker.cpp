@@ -6,7 +6,7 @@
 // libmstep_giou_plugin.so, replays the saved step on the same batches;
 // `mstep_export_worker compare` checks its losses and weights bitwise.
 //
-//   giou_export_worker <dir> <cpu|ref> <steps>
+//   giou_export_worker <dir> <cpu|ref|neuron> <steps>
 //       writes <dir>/step.mstep, <dir>/inputs.safetensors (x [N,B,8],
 //       target [N,B,4]) and <dir>/expected.safetensors (loss [N], w)
 #include <cstdio>
@@ -16,6 +16,7 @@
 
 #include "examples/custom_ops/giou_loss/GiouLoss.h"
 #include "mstep/mstep.h"
+#include "mstep/runtime/Backend.h"
 #include "mstep/runtime/SafetensorsFile.h"
 
 namespace {
@@ -41,7 +42,9 @@ std::vector<float> boxes(std::mt19937_64& rng, int64_t n) {
 }
 
 int export_step(const std::string& dir, const std::string& device, int64_t steps) {
-  set_default_device(Device{device == "ref" ? DeviceType::ref : DeviceType::cpu, 0});
+  absl::StatusOr<DeviceType> type = BackendRegistry::device_type(device);
+  if (!type.ok()) throw Error(type.status());
+  set_default_device(Device{*type, 0});
   std::mt19937_64 rng(11);
   std::normal_distribution<float> normal(0.f, 0.1f);
   const Tensor anchors = from_vector(boxes(rng, kBatch), {kBatch, 4});
@@ -105,7 +108,7 @@ int export_step(const std::string& dir, const std::string& device, int64_t steps
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: giou_export_worker <dir> <cpu|ref> <steps>\n");
+    std::fprintf(stderr, "usage: giou_export_worker <dir> <cpu|ref|neuron> <steps>\n");
     return 2;
   }
   try {

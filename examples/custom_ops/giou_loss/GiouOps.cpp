@@ -1,5 +1,6 @@
 // The GIoU loss's custom ops (forward and backward, each with a ref kernel
-// and a cpu kernel, and a cuda kernel from GiouCuda.cpp) and their registration, with the runtime alone: the
+// and a cpu kernel, a cuda kernel from GiouCuda.cpp and a neuron kernel from
+// GiouNeuron.cpp) and their registration, with the runtime alone: the
 // example (GiouLoss.cpp) and the plugin (giou_plugin.cpp) both register
 // them from here. The two kernels share the per-box code: ref runs it on the calling thread, cpu
 // splits the boxes over the cores with mstep::cpu_parallel_for. Sums run
@@ -200,15 +201,16 @@ absl::Status register_giou_ops() {
   const std::vector<DType> floats = {DType::f32, DType::f64};
   const CustomAttrSpec reduction{"reduction", CustomAttrType::string, std::string("mean")};
   CustomOpRegistry& registry = CustomOpRegistry::global();
-  MSTEP_RETURN_IF_ERROR(registry.add(
-      {.name = "giou_loss_backward",
-       .schema = {.inputs = {{"pred", floats}, {"target", floats}, {"grad", floats}},
-                  .attrs = {reduction},
-                  .num_outputs = 2},
-       .shape_rule = backward_rule,
-       .kernels = {{"ref", kernel_for<Backward>(serial)},
-                   {"cpu", kernel_for<Backward>(cpu_parallel_for)},
-                   {"cuda", giou_backward_cuda_kernel()}}}));
+  MSTEP_RETURN_IF_ERROR(
+      registry.add({.name = "giou_loss_backward",
+                    .schema = {.inputs = {{"pred", floats}, {"target", floats}, {"grad", floats}},
+                               .attrs = {reduction},
+                               .num_outputs = 2},
+                    .shape_rule = backward_rule,
+                    .kernels = {{"ref", kernel_for<Backward>(serial)},
+                                {"cpu", kernel_for<Backward>(cpu_parallel_for)},
+                                {"cuda", giou_backward_cuda_kernel()},
+                                {"neuron", giou_backward_neuron_kernel()}}}));
   return registry.add({.name = "giou_loss",
                        .schema = {.inputs = {{"pred", floats}, {"target", floats}},
                                   .attrs = {reduction},
@@ -216,7 +218,8 @@ absl::Status register_giou_ops() {
                        .shape_rule = forward_rule,
                        .kernels = {{"ref", kernel_for<Forward>(serial)},
                                    {"cpu", kernel_for<Forward>(cpu_parallel_for)},
-                                   {"cuda", giou_forward_cuda_kernel()}},
+                                   {"cuda", giou_forward_cuda_kernel()},
+                                   {"neuron", giou_forward_neuron_kernel()}},
                        .backward = CustomBackward{.op = "giou_loss_backward"}});
 }
 

@@ -4,7 +4,8 @@
 //   "giou_loss"          (pred, target [N, 4], f32|f64) {reduction} -> loss
 //   "giou_loss_backward" (pred, target, grad of the loss) {reduction}
 //                        -> (grad pred, grad target)
-// both version 1, with ref and cpu kernels and CUDA C++ kernels for cuda. See GiouLoss.h for the loss.
+// both version 1, with ref and cpu kernels, CUDA C++ kernels for cuda and
+// NeuronCore tile kernels for neuron. See GiouLoss.h for the loss.
 #pragma once
 
 #include <memory>
@@ -26,6 +27,9 @@ absl::StatusOr<GiouReduction> giou_reduction(const CustomAttrView& attrs);
 /// The ops' "cuda" kernels: giou_kernels.cu compiled by NVRTC (GiouCuda.cpp).
 std::shared_ptr<const CustomKernel> giou_forward_cuda_kernel();
 std::shared_ptr<const CustomKernel> giou_backward_cuda_kernel();
+/// The ops' "neuron" kernels: NeuronCore tile programs (GiouNeuron.cpp).
+std::shared_ptr<const CustomKernel> giou_forward_neuron_kernel();
+std::shared_ptr<const CustomKernel> giou_backward_neuron_kernel();
 
 /// Registers both ops in the global registry; again is a no-op.
 absl::Status register_giou_ops();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/CopyLowering.h"
+#include "lib/backends/neuron/CustomKernelLowering.h"
 #include "lib/backends/neuron/Lowering.h"
 #include "lib/backends/neuron/SimulatedTimeline.h"
 #include "lib/backends/ref/RefKernels.h"
@@ -69,7 +70,16 @@ public:
         alias_[i] = true;
         continue;
       }
-      absl::StatusOr<LoweredOp> low = lower_node(node, types);
+      // A custom op runs the NeuronCore kernel it registered
+      // (CustomKernelLowering.h); one that fails or breaks a hardware rule
+      // is the compile's error, not a fallback.
+      const bool custom = node.op == OpKind::custom;
+      absl::StatusOr<LoweredOp> low =
+          custom ? lower_custom_op(node, types) : lower_node(node, types);
+      if (custom && !low.ok() && !absl::IsUnimplemented(low.status())) {
+        if (error_.ok()) error_ = low.status();
+        continue;
+      }
       // lower_node costed the program already; the full report (busy
       // engines, instruction timing) is the timeline's.
       absl::StatusOr<CostReport> report =
@@ -77,8 +87,9 @@ public:
       if (report.ok()) {
         estimated_ns_ += low->estimated_ns;
         lowered_[i] = std::make_unique<LoweredOp>(*std::move(low));
-        timeline_.add(absl::StrCat(op_name(node.op), " #", i), lowered_[i]->program,
-                      *std::move(report));
+        timeline_.add(
+            absl::StrCat(custom ? custom_op_label(node) : std::string(op_name(node.op)), " #", i),
+            lowered_[i]->program, *std::move(report));
         continue;
       }
       fallbacks_.push_back({node.op, node.results[0].dtype});
@@ -88,6 +99,7 @@ public:
 
   /// Makes the ref interpreters of the fusion bodies that run on the host.
   absl::Status prepare() {
+    MSTEP_RETURN_IF_ERROR(error_);
     for (size_t i = 0; i < graph_.nodes.size(); ++i)
       if (graph_.nodes[i].body && !lowered_[i]) {
         MSTEP_ASSIGN_OR_RETURN(bodies_[i], ref::make_ref_executable(*graph_.nodes[i].body));
@@ -213,6 +225,7 @@ private:
   double estimated_ns_ = 0;
   SimulatedTimeline timeline_;
   Simulator simulator_;
+  absl::Status error_; ///< the first custom op kernel that failed to build
 };
 
 } // namespace
