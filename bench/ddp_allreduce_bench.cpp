@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
   distributed::init();
   const int64_t per_bucket = std::max<int64_t>(1, int64_t(bucket_mb * 1024 * 1024 / 4));
   std::vector<Tensor> buckets;
-  int64_t cap = first_mb > 0 ? std::max<int64_t>(1, int64_t(first_mb * 1024 * 1024 / 4)) : per_bucket;
+  int64_t cap =
+      first_mb > 0 ? std::max<int64_t>(1, int64_t(first_mb * 1024 * 1024 / 4)) : per_bucket;
   for (int64_t left = numel; left > 0; left -= cap, cap = per_bucket)
     buckets.push_back(from_vector(std::vector<float>(std::min(left, cap), 1.0f),
                                   {std::min(left, cap)}));
