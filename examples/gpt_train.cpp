@@ -19,11 +19,13 @@
 //             [--save step.mstep]   (--mode replay: write the captured step for mstep-run)
 //             [--padding 0]   (full-length windows, no valid_seq_len: the
 //                              like-for-like peer benchmark, bench/peers.sh)
-//             [--ddp] [--bucket-mb MB]   (data parallel under mpirun: each rank
+//             [--ddp] [--bucket-mb MB] [--first-bucket-mb MB]
+//                             (data parallel under mpirun: each rank
 //                              trains on --batch windows of its own, picked by a
 //                              DistributedSampler over the text's start positions;
 //                              gradients averaged by nn::DistributedDataParallel in
-//                              buckets of MB MiB, default 25; rank 0 prints the
+//                              buckets of MB MiB, default 25, the first one of
+//                              --first-bucket-mb MiB when given; rank 0 prints the
 //                              global loss and the tokens/s of all ranks)
 //
 //   mpirun --allow-run-as-root --oversubscribe -np 2 -x OMP_NUM_THREADS=1 ./build/examples/gpt_train --ddp
@@ -54,6 +56,7 @@
 #include "examples/models/GptMini.h"
 #include "examples/models/SimulatedStep.h"
 #include "mstep/mstep.h"
+#include "mstep/runtime/CustomOp.h"  // cpu_thread_count
 
 using namespace mstep;
 
@@ -89,6 +92,7 @@ struct Args {
   std::string save;  // --mode replay: write the captured step here (Graph::save)
   bool ddp = false;  // data parallel over mstep::distributed's ranks
   double bucket_mb = 25;
+  double first_bucket_mb = 0;  // 0: bucket_mb
 };
 
 Args parse_args(int argc, char** argv) {
@@ -127,6 +131,7 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--clip") a.clip = std::atof(v);
     else if (flag == "--padding") a.padding = std::atoi(v) != 0;
     else if (flag == "--bucket-mb") a.bucket_mb = std::atof(v);
+    else if (flag == "--first-bucket-mb") a.first_bucket_mb = std::atof(v);
     else if (flag == "--autocast") {
       if (std::string(v) != "bf16") {
         std::fprintf(stderr, "gpt_train: --autocast takes bf16, got %s\n", v);
@@ -313,7 +318,9 @@ int main(int argc, char** argv) {
                            .explicit_attention = args.explicit_attention});
   // --ddp: rank 0's initial weights on every rank; gradients averaged.
   std::optional<nn::DistributedDataParallel> ddp;
-  if (args.ddp) ddp.emplace(model, nn::DistributedDataParallelOptions{.bucket_cap_mb = args.bucket_mb});
+  if (args.ddp) ddp.emplace(model, nn::DistributedDataParallelOptions{
+                                  .bucket_cap_mb = args.bucket_mb,
+                                  .first_bucket_cap_mb = args.first_bucket_mb});
   optim::AdamW opt(model.parameters(), {.lr = args.lr, .weight_decay = 0.1});
   optim::WarmupCosineLR schedule(opt, /*warmup_steps=*/std::max<int64_t>(1, args.steps / 10),
                                  std::max<int64_t>(2, args.steps),
@@ -332,9 +339,10 @@ int main(int argc, char** argv) {
               clip_text, args.mode.c_str(), args.device.c_str());
 
   if (args.ddp)
-    std::printf("data parallel: %d ranks x batch %lld, %zu gradient bucket(s) of <= %g MiB\n",
+    std::printf("data parallel: %d ranks x batch %lld, %zu gradient bucket(s) of <= %g MiB, "
+                "%d cpu thread(s) per rank\n",
                 distributed::world_size(), (long long)args.batch, ddp->bucket_indices().size(),
-                args.bucket_mb);
+                args.bucket_mb, cpu_thread_count());
   const bool samples = args.samples && distributed::rank() == 0;  // no collectives in sampling
   const std::string prompt = "Shall I ";
   std::mt19937_64 sample_rng(args.seed + 1);

@@ -54,8 +54,9 @@ def main():
     t = torch.tensor([ms])
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     if rank == 0:
-        peer_common.report("ddp_gpt_step_ms", "torch-ddp-gloo", float(t[0]), a.threads, world=world,
-                           bucket_mb=a.bucket_mb, torch=torch.__version__)
+        peer_common.report("ddp_gpt_step_ms", "torch-ddp-gloo", float(t[0]),
+                           torch.get_num_threads(), world=world, bucket_mb=a.bucket_mb,
+                           torch=torch.__version__)
     dist.destroy_process_group()
 
 

@@ -26,6 +26,8 @@ void build_pipeline(mlir::OpPassManager& pm, const PipelineOptions& options,
 }
 
 void add_arena_plan(mlir::OpPassManager& pm) {
+  // Before the plan: the moved readers change the values' lifetimes.
+  pm.nest<mlir::func::FuncOp>().addPass(createSinkCollectiveReaders());
   pm.nest<mlir::func::FuncOp>().addPass(createPlanMemory());
 }
 

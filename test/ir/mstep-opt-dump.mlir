@@ -12,7 +12,8 @@
 // FILES: 00_input.mlir
 // FILES-NEXT: 01_canonicalize.mlir
 // FILES-NEXT: 02_cse.mlir
-// FILES-NEXT: 03_mstep-plan-memory.mlir
+// FILES-NEXT: 03_mstep-sink-collective-readers.mlir
+// FILES-NEXT: 04_mstep-plan-memory.mlir
 
 // INPUT: mstep.reshape
 // CANON-NOT: mstep.reshape

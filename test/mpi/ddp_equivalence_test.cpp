@@ -136,7 +136,11 @@ std::vector<Tensor> my_rows(const std::vector<Tensor>& full) {
 
 /// Trains `family` for kSteps: with DDP on this rank's rows, or alone on
 /// the whole batch; lazily or captured after one lazy step and replayed.
-Trace train(const Family& family, bool ddp, bool replay) {
+/// Each step accumulates the gradients of `accumulate` micro-batches
+/// (batches step * accumulate + j) before the update; with DDP all but
+/// the last backward run under no_sync(). The recorded loss is the sum of
+/// the micro-batches' (global) losses.
+Trace train(const Family& family, bool ddp, bool replay, int64_t accumulate = 1) {
   // DDP ranks start from different weights: the broadcast must fix them.
   manual_seed(ddp ? 7 + dist::rank() : 7);
   std::shared_ptr<nn::Module> model = family.make();
@@ -145,20 +149,32 @@ Trace train(const Family& family, bool ddp, bool replay) {
   std::unique_ptr<optim::Optimizer> opt = family.optimizer(*model);
   Trace trace;
   Graph graph;
-  std::vector<Tensor> static_in;
+  std::vector<std::vector<Tensor>> static_in;
   Tensor static_loss;
-  auto step = [&](const std::vector<Tensor>& in) {
+  auto step = [&](const std::vector<std::vector<Tensor>>& micro) {
     opt->zero_grad();
-    Tensor loss = family.loss(*model, in);
-    loss.backward();
+    Tensor total;
+    for (size_t j = 0; j < micro.size(); ++j) {
+      Tensor loss = family.loss(*model, micro[j]);
+      if (wrapper && j + 1 < micro.size()) {
+        auto no_sync = wrapper->no_sync();
+        loss.backward();
+      } else {
+        loss.backward();
+      }
+      total = total.defined() ? total + loss.detach() : loss.detach();
+    }
     opt->step();
-    Tensor global = ddp ? dist::all_reduce(loss.detach(), dist::ReduceOp::mean) : loss.detach();
+    Tensor global = ddp ? dist::all_reduce(total, dist::ReduceOp::mean) : total;
     mark_step();
     return global;
   };
   for (int64_t s = 0; s < kSteps; ++s) {
-    std::vector<Tensor> full = family.batch(s, dist::world_size());
-    std::vector<Tensor> in = ddp ? my_rows(full) : full;
+    std::vector<std::vector<Tensor>> in;
+    for (int64_t j = 0; j < accumulate; ++j) {
+      std::vector<Tensor> full = family.batch(s * accumulate + j, dist::world_size());
+      in.push_back(ddp ? my_rows(full) : full);
+    }
     Tensor loss;
     if (!replay || s == 0) {
       loss = step(in);
@@ -170,7 +186,8 @@ Trace train(const Family& family, bool ddp, bool replay) {
       }
       loss = static_loss;
     } else {
-      for (size_t i = 0; i < in.size(); ++i) static_in[i].copy_(in[i]);
+      for (size_t j = 0; j < in.size(); ++j)
+        for (size_t i = 0; i < in[j].size(); ++i) static_in[j][i].copy_(in[j][i]);
       graph.replay();
       loss = static_loss;
     }
@@ -229,6 +246,28 @@ TEST(DdpEquivalence, GptReplay) {
   expect_close(train(f, true, true), train(f, false, true), f.reduction, "gpt replay");
 }
 
+// Gradient accumulation: 3 micro-batches per step, the first two under
+// no_sync(), equal one process accumulating the 3 whole micro-batches.
+constexpr int64_t kMicro = 3;
+
+TEST(DdpEquivalence, MlpNoSyncLazy) {
+  const Family f = mlp();
+  expect_close(train(f, true, false, kMicro), train(f, false, false, kMicro),
+               f.reduction * kMicro, "mlp no_sync lazy");
+}
+
+TEST(DdpEquivalence, MlpNoSyncReplay) {
+  const Family f = mlp();
+  expect_close(train(f, true, true, kMicro), train(f, false, true, kMicro), f.reduction * kMicro,
+               "mlp no_sync replay");
+}
+
+TEST(DdpEquivalence, GptNoSyncLazy) {
+  const Family f = gpt();
+  expect_close(train(f, true, false, kMicro), train(f, false, false, kMicro),
+               f.reduction * kMicro, "gpt no_sync lazy");
+}
+
 TEST(Ddp, ConstructionBroadcastsRankZerosWeights) {
   manual_seed(1 + dist::rank());
   auto model = std::make_shared<examples::Mlp>(4, 3, 2, 0.0);
@@ -265,6 +304,58 @@ TEST(Ddp, GradientsWithoutBucketViewsAreTheSame) {
     for (float g : p.grad().to_vector<float>()) EXPECT_FLOAT_EQ(g, (dist::world_size() + 1) / 2.0f);
 }
 
+TEST(Ddp, NoSyncKeepsGradientsOnTheRankUntilTheNextSyncedBackward) {
+  // loss = sum(w * (rank + 1)): under no_sync() the gradient stays this
+  // rank's, r + 1, with no collective in the step; the next backward
+  // outside it reduces the accumulated 2 (r + 1): the mean is W + 1.
+  auto model = std::make_shared<nn::Linear>(3, 1, /*bias=*/false);
+  nn::DistributedDataParallel ddp(*model);
+  {
+    auto no_sync = ddp.no_sync();
+    EXPECT_FALSE(ddp.require_backward_grad_sync());
+    {
+      auto nested = ddp.no_sync();
+    }
+    EXPECT_FALSE(ddp.require_backward_grad_sync()) << "a nested guard restores no_sync";
+    (model->weight * rank_plus_one()).sum().backward();
+    EXPECT_EQ(pending_graph().to_text().find("all_reduce"), std::string::npos)
+        << pending_graph().to_text();
+    mark_step();
+  }
+  EXPECT_TRUE(ddp.require_backward_grad_sync());
+  for (float g : model->weight.grad().to_vector<float>()) EXPECT_FLOAT_EQ(g, dist::rank() + 1.0f);
+  (model->weight * rank_plus_one()).sum().backward();
+  mark_step();
+  for (float g : model->weight.grad().to_vector<float>())
+    EXPECT_FLOAT_EQ(g, float(dist::world_size() + 1));
+}
+
+TEST(Ddp, NoSyncGradientsOfParametersTheSyncedBackwardMissesAreReduced) {
+  // fc2.bias gets its gradient under no_sync() only; the synced backward
+  // reaches fc1.bias only. fc2.bias's accumulated r + 1 must still be
+  // averaged (not replaced by zeros): (W + 1) / 2.
+  auto model = std::make_shared<examples::Mlp>(2, 2, 2, 0.0);
+  nn::DistributedDataParallel ddp(*model, {.bucket_cap_mb = 1e-6});  // a bucket per parameter
+  {
+    auto no_sync = ddp.no_sync();
+    (model->fc2->bias * rank_plus_one()).sum().backward();
+  }
+  (model->fc1->bias * rank_plus_one()).sum().backward();
+  mark_step();
+  for (const Tensor& p : {model->fc1->bias, model->fc2->bias})
+    for (float g : p.grad().to_vector<float>()) EXPECT_FLOAT_EQ(g, (dist::world_size() + 1) / 2.0f);
+}
+
+TEST(Ddp, FirstBucketHasItsOwnCap) {
+  // Mlp(100, 100, 10) in reverse order: fc2.bias 40 B, fc2.weight 4000 B,
+  // fc1.bias 400 B, fc1.weight 40000 B. A 40 B first bucket closes after
+  // fc2.bias; the rest fit in one 25 MiB bucket.
+  auto model = std::make_shared<examples::Mlp>(100, 100, 10, 0.0);
+  nn::DistributedDataParallel ddp(*model, {.bucket_cap_mb = 25,
+                                           .first_bucket_cap_mb = 40.0 / (1024 * 1024)});
+  EXPECT_EQ(ddp.bucket_indices(), (std::vector<std::vector<size_t>>{{3}, {2, 1, 0}}));
+}
+
 /// A parameter and a buffer ("stat"), which holds rank() + 1.
 struct WithBuffer : nn::Module {
   WithBuffer() : nn::Module("WithBuffer") {
@@ -285,11 +376,17 @@ TEST(Ddp, BuffersFollowRankZeroWhenAsked) {
   ddp.sync_buffers();
   mark_step();
   EXPECT_EQ(on->stat.to_vector<float>(), (std::vector<float>{5, 5}));
+  // forward(): the buffers are broadcast before the forward runs.
+  on->stat.copy_(from_vector(std::vector<float>(2, float(dist::rank() + 7)), {2}));
+  Tensor out = ddp.forward([&] { return on->stat * 2.0; });
+  EXPECT_EQ(out.to_vector<float>(), (std::vector<float>{14, 14}));
   auto off = std::make_shared<WithBuffer>();
   nn::DistributedDataParallel keep(*off, {.broadcast_buffers = false});
   keep.sync_buffers();
   const float mine = float(dist::rank() + 1);
   EXPECT_EQ(off->stat.to_vector<float>(), (std::vector<float>{mine, mine}));
+  EXPECT_EQ(keep.forward([&] { return off->stat * 2.0; }).to_vector<float>(),
+            (std::vector<float>{2 * mine, 2 * mine}));
 }
 
 TEST(Ddp, BucketsFollowTheCapInReverseOrder) {
@@ -369,6 +466,14 @@ TEST(Ddp, BadBucketCapIsRefused) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bucket_cap_mb must be > 0, got 0"), std::string::npos)
+        << e.what();
+  }
+  try {
+    nn::DistributedDataParallel ddp(*model, {.first_bucket_cap_mb = -1});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("first_bucket_cap_mb must be >= 0, got -1"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -135,6 +135,39 @@ TEST(Distributed, TheCpuStepWaitsAtTheFirstReader) {
   EXPECT_THAT(y.to_vector<float>(), ::testing::Each(16.0f));
 }
 
+TEST(Distributed, TheCpuStepOverlapsWorkTracedAfterTheReaders) {
+  // The tracer orders the step depth-first from its outputs, so v's reader
+  // (the fusion computing v) comes right after the all_reduce, before the
+  // matmul that does not need it; mstep-sink-collective-readers moves the
+  // reader down, so the matmul runs while the collective is in flight.
+  const Device cpu{DeviceType::cpu, 0};
+  Tensor a = from_vector(std::vector<float>(16, 1.0f), {4, 4}, std::nullopt, cpu);
+  Tensor b = from_vector(std::vector<float>(16, 2.0f), {4, 4}, std::nullopt, cpu);
+  Tracer::get().set_record_steps(true);
+  Tensor v = reshape(dist::all_reduce(a), {16}) * 3.0;
+  Tensor m = matmul(b, b);
+  mark_step();
+  const StepRecord& step = Tracer::get().last_step();
+  ASSERT_NE(step.graph, nullptr);
+  auto compiled =
+      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::cpu), {}, RuntimeOptions{});
+  Tracer::get().set_record_steps(false);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto* exe = dynamic_cast<cpu::CpuExecutable*>(compiled->executable.get());
+  ASSERT_NE(exe, nullptr);
+  const std::vector<std::string> names = exe->kernel_names();
+  auto at = [&](absl::string_view name) {
+    return std::find(names.begin(), names.end(), name) - names.begin();
+  };
+  const std::string all = ::testing::PrintToString(names);
+  ASSERT_LT(at("mpi.wait"), static_cast<long>(names.size())) << all;
+  ASSERT_LT(at("onednn.matmul"), static_cast<long>(names.size())) << all;
+  EXPECT_LT(at("mpi.all_reduce"), at("onednn.matmul")) << all;
+  EXPECT_LT(at("onednn.matmul"), at("mpi.wait")) << all;
+  EXPECT_THAT(v.to_vector<float>(), ::testing::Each(3.0f));
+  EXPECT_THAT(m.to_vector<float>(), ::testing::Each(16.0f));
+}
+
 TEST(Distributed, ErrorsAtTheCall) {
   EXPECT_THAT(error_of([] { dist::all_reduce(Tensor()); }),
               HasSubstr("distributed::all_reduce: the input is undefined"));

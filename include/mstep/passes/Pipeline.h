@@ -31,7 +31,9 @@ using TargetPasses = llvm::function_ref<void(mlir::OpPassManager&)>;
 void build_pipeline(mlir::OpPassManager& pm, const PipelineOptions& options,
                     TargetPasses target_passes);
 
-/// The cpu backend's target passes: the arena plan (mstep-plan-memory).
+/// The cpu backend's target passes: mstep-sink-collective-readers (an
+/// asynchronous collective overlaps the ops before its first reader), then
+/// the arena plan (mstep-plan-memory).
 /// Here rather than with the cpu compiler so that pass-level tests and
 /// benchmarks can build the planned pipeline without a backend.
 void add_arena_plan(mlir::OpPassManager& pm);

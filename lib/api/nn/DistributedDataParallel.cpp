@@ -36,6 +36,7 @@ struct DistributedDataParallel::State {
   std::vector<Bucket> buckets;
   std::vector<std::vector<size_t>> bucket_indices;
   bool as_view = true;
+  bool sync = true;       // false under no_sync()
   uint64_t armed_in = 0;  // the backward() whose end callback is queued
 
   void on_gradient(size_t param);
@@ -113,6 +114,9 @@ void broadcast_in_place(Tensor& t) {
 }  // namespace
 
 void DistributedDataParallel::State::on_gradient(size_t param) {
+  // Under no_sync(): the gradient stays this rank's (accumulated by the
+  // engine into .grad()); the next synced backward reduces the sum.
+  if (!sync) return;
   // The first gradient of each backward() queues the end-of-backward pass
   // (a backward that threw leaves a stale id, which never matches again).
   if (armed_in != autograd::current_backward_id()) {
@@ -136,10 +140,12 @@ void DistributedDataParallel::State::reduce(Bucket& bucket) {
   std::vector<Tensor> flat;
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     const Tensor& p = params[bucket.params[k]].second;
-    // A parameter this backward did not reach adds zeros (the ranks still
-    // run the same collective).
+    // A parameter this backward did not reach adds what it holds (the
+    // gradients accumulated under no_sync()), or zeros: the ranks still
+    // run the same collective (PyTorch's reducer does the same).
     const Tensor g = bucket.pending[k].defined() ? bucket.pending[k]
-                                                 : zeros(p.shape(), p.dtype(), p.device());
+                     : p.grad().defined()       ? p.grad()
+                                                : zeros(p.shape(), p.dtype(), p.device());
     flat.push_back(reshape(g.dtype() == p.dtype() ? g : g.to(p.dtype()), {p.numel()}));
   }
   const Tensor buffer = flat.size() == 1 ? flat[0] : cat(flat, 0);
@@ -175,6 +181,10 @@ DistributedDataParallel::DistributedDataParallel(Module& module,
     detail::throw_op_error(kOp,
                            absl::StrCat("bucket_cap_mb must be > 0, got ", options.bucket_cap_mb),
                            "", "Pass a bucket size in MiB, e.g. {.bucket_cap_mb = 25}.");
+  if (!(options.first_bucket_cap_mb >= 0))
+    detail::throw_op_error(
+        kOp, absl::StrCat("first_bucket_cap_mb must be >= 0, got ", options.first_bucket_cap_mb),
+        "", "Pass the first bucket's size in MiB (PyTorch uses 1), or 0 for bucket_cap_mb.");
   if (is_capturing())
     detail::throw_op_error(kOp, "cannot be built inside a Graph capture", "",
                            "Wrap the model before capturing: construction broadcasts rank 0's "
@@ -195,17 +205,23 @@ DistributedDataParallel::DistributedDataParallel(Module& module,
   // Reverse registration order, a bucket per dtype in progress; a bucket
   // closes once it holds at least the cap (PyTorch's
   // compute_bucket_assignment_by_size).
+  // The first bucket of each dtype may have a cap of its own (PyTorch's
+  // bucket_size_limits: the first limit, then the cap).
   const double cap = options.bucket_cap_mb * 1024 * 1024;
+  const double first_cap =
+      options.first_bucket_cap_mb > 0 ? options.first_bucket_cap_mb * 1024 * 1024 : cap;
   std::map<DType, std::pair<std::vector<size_t>, double>> open;
+  std::map<DType, bool> closed_one;
   for (size_t i = s.params.size(); i-- > 0;) {
     const Tensor& p = s.params[i].second;
     if (!p.requires_grad()) continue;
     auto& [members, bytes] = open[p.dtype()];
     members.push_back(i);
     bytes += double(p.numel()) * double(element_size(p.dtype()));
-    if (bytes >= cap) {
+    if (bytes >= (closed_one[p.dtype()] ? cap : first_cap)) {
       s.bucket_indices.push_back(std::move(members));
       open.erase(p.dtype());
+      closed_one[p.dtype()] = true;
     }
   }
   for (auto& [dtype, entry] : open) s.bucket_indices.push_back(std::move(entry.first));
@@ -234,6 +250,24 @@ void DistributedDataParallel::sync_buffers() {
   if (!options_.broadcast_buffers || distributed::world_size() == 1) return;
   for (auto& [name, b] : module_.named_buffers()) broadcast_in_place(b);
 }
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(std::shared_ptr<State> state)
+    : state_(std::move(state)), previous_(state_->sync) {
+  state_->sync = false;
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : state_(std::move(other.state_)), previous_(other.previous_) {}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  if (state_) state_->sync = previous_;
+}
+
+DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() {
+  return NoSyncGuard(state_);
+}
+
+bool DistributedDataParallel::require_backward_grad_sync() const { return state_->sync; }
 
 const std::vector<std::vector<size_t>>& DistributedDataParallel::bucket_indices() const {
   return state_->bucket_indices;

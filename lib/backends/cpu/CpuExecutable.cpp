@@ -80,6 +80,19 @@ void CpuExecutable::report_profile() {
                  100 * profile_[order[i]] / total, order[i],
                  static_cast<int>(calls_[order[i]].kernel->name().size()),
                  calls_[order[i]].kernel->name().data());
+  if (!collectives_.empty()) {
+    // The overlap of the collectives: a wait that found its transfer
+    // complete cost nothing beyond the MPI_Test calls between kernels.
+    int64_t waits = 0, done = 0;
+    for (const auto& run : collectives_) {
+      waits += run->waits();
+      done += run->waits_found_done();
+    }
+    std::fprintf(stderr,
+                 "  collectives: %lld of %lld waits found the transfer already complete "
+                 "(overlapped with the calls before the wait)\n",
+                 static_cast<long long>(done), static_cast<long long>(waits));
+  }
   runs_ = 0;  // reported once
 }
 

@@ -524,6 +524,7 @@ absl::Status CollectiveRun::start(const void* in, void* out) {
   }
   out_ = out;
   in_flight_ = true;
+  done_ = false;
   return absl::OkStatus();
 #endif
 }
@@ -534,6 +535,7 @@ bool CollectiveRun::progress() {
   std::lock_guard<std::mutex> lock(state().mu);
   int done = 0;
   MPI_Test(&mpi_->op, &done, MPI_STATUS_IGNORE);
+  done_ = done_ || done != 0;
   return done != 0;
 #else
   return true;
@@ -543,6 +545,9 @@ bool CollectiveRun::progress() {
 absl::Status CollectiveRun::wait() {
   if (!in_flight_) return absl::OkStatus();
   in_flight_ = false;
+  ++waits_;
+  waits_found_done_ += done_;
+  done_ = false;
 #if !MSTEP_HAVE_MPI
   return absl::OkStatus();
 #else

@@ -90,6 +90,11 @@ class CollectiveRun {
   /// the collective and what went wrong (a timeout: the missing ranks).
   absl::Status wait();
   bool in_flight() const { return in_flight_; }
+  /// Of this run's wait() calls so far (for MSTEP_CPU_PROFILE): how many,
+  /// and how many found the transfer already complete (progress() saw it
+  /// end): those overlapped the work before the wait entirely.
+  int64_t waits() const { return waits_; }
+  int64_t waits_found_done() const { return waits_found_done_; }
 
  private:
   struct Mpi;  // requests and scratch memory (Communicator.cpp)
@@ -97,6 +102,8 @@ class CollectiveRun {
   std::unique_ptr<Mpi> mpi_;
   void* out_ = nullptr;
   bool in_flight_ = false;
+  bool done_ = false;  // progress() saw the transfer complete
+  int64_t waits_ = 0, waits_found_done_ = 0;
 };
 
 /// Start and wait at once (the ref backend's kernel).

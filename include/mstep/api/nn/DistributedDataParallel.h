@@ -18,9 +18,9 @@
 //
 // Buckets: the parameters are grouped, in reverse order of
 // named_parameters() (the order their gradients become ready in the
-// backward, as in PyTorch), into buckets of at most bucket_cap_mb
-// megabytes (MiB, as PyTorch) of one dtype; a parameter larger than the
-// cap gets a bucket of its own. A hook on each parameter's gradient
+// backward, as in PyTorch), into buckets of one dtype, each closed once it
+// holds bucket_cap_mb megabytes (MiB, as PyTorch; first_bucket_cap_mb for
+// the first bucket of each dtype when set). A hook on each parameter's gradient
 // accumulation records, when a bucket's last gradient has been computed,
 // the bucket's flat buffer (the gradients concatenated) and one
 // mstep.all_reduce (mean) of it, in the middle of the backward's ops: the
@@ -30,12 +30,28 @@
 // Works in lazy mode and inside a Graph capture (the collectives are ops
 // of the captured step and replay with it).
 //
-// Every backward() through the model must reach every parameter on every
-// rank. A parameter that gets no gradient on this rank (unused in the
-// forward) counts as zeros in its bucket when the backward ends, so the
-// ranks still run the same collectives (PyTorch's find_unused_parameters).
+// A parameter that gets no gradient in a backward() on this rank (unused
+// in the forward) adds its current .grad() (zeros when it has none) to its
+// bucket when the backward ends, so the ranks still run the same
+// collectives (PyTorch's find_unused_parameters).
 // Gradient accumulation over several backward() calls without zero_grad
-// all-reduces after each, as PyTorch's DDP outside no_sync().
+// all-reduces after each, as PyTorch's DDP outside no_sync(); inside
+// no_sync() the gradients accumulate locally and the next backward()
+// outside it all-reduces the sum:
+//
+//   for (int j = 0; j + 1 < k; ++j) {
+//     auto guard = ddp.no_sync();          // no collective in this backward
+//     loss_fn(model->forward(x[j]), y[j]).backward();
+//   }
+//   loss_fn(model->forward(x[k - 1]), y[k - 1]).backward();  // all_reduce
+//   opt.step();
+//
+// Buffers: PyTorch broadcasts rank 0's buffers before every forward
+// (broadcast_buffers). mstep modules have no common forward signature, so
+// the wrapper cannot call it for you: run the forward through
+// ddp.forward([&] { return model->forward(x); }), which broadcasts the
+// buffers first (as PyTorch, also under no_sync()), or call
+// sync_buffers() yourself before the forward.
 //
 // The wrapper keeps a reference to the module: the module must outlive
 // it. Not copyable or movable (the hooks point at it). One thread.
@@ -44,6 +60,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mstep/api/Tensor.h"
@@ -56,12 +73,20 @@ struct DistributedDataParallelOptions {
   double bucket_cap_mb = 25;
   /// Gradients are views into the reduced bucket buffers (no copy).
   bool gradient_as_bucket_view = true;
-  /// Broadcast rank 0's buffers at construction and at sync_buffers().
+  /// Broadcast rank 0's buffers at construction, at sync_buffers() and at
+  /// every forward() (as PyTorch before every forward).
   bool broadcast_buffers = true;
+  /// The cap of the first bucket (the gradients ready first, from the last
+  /// parameters), in MiB; 0: bucket_cap_mb. PyTorch uses 1 MiB there when
+  /// bucket_cap_mb is left at its default, so that the first all_reduce
+  /// starts early in the backward.
+  double first_bucket_cap_mb = 0;
 };
 
 class DistributedDataParallel {
  public:
+  struct State;  // library-internal
+
   /// Checks the ranks agree on the module's parameters and buffers, then
   /// broadcasts rank 0's values (runs a step: mark_step()). Throws
   /// mstep::Error on bad options, outside a capture only.
@@ -78,11 +103,41 @@ class DistributedDataParallel {
   /// when broadcast_buffers is on. A no-op when it is off.
   void sync_buffers();
 
+  /// Runs `forward` (this rank's forward pass, e.g. [&] { return
+  /// model->forward(x); }) after what PyTorch's DDP does before each
+  /// forward: sync_buffers(). Returns what `forward` returns.
+  template <typename F>
+  decltype(auto) forward(F&& forward) {
+    sync_buffers();
+    return std::forward<F>(forward)();
+  }
+
+  /// PyTorch's no_sync(): while the returned guard lives, backward()
+  /// accumulates the gradients on this rank only (no collective); the
+  /// first backward() after it all-reduces the accumulated gradients.
+  /// Every rank must use it around the same backward() calls. Guards nest;
+  /// each restores what was in effect when it was made.
+  class [[nodiscard]] NoSyncGuard {
+   public:
+    NoSyncGuard(NoSyncGuard&& other) noexcept;
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+    ~NoSyncGuard();
+
+   private:
+    friend class DistributedDataParallel;
+    explicit NoSyncGuard(std::shared_ptr<State> state);
+    std::shared_ptr<State> state_;
+    bool previous_ = true;
+  };
+  NoSyncGuard no_sync();
+  /// Whether backward() all-reduces now (false under no_sync()).
+  bool require_backward_grad_sync() const;
+
   /// The buckets: each lists indices into module().named_parameters(), in
   /// the order their gradients are laid out in the bucket buffer.
   const std::vector<std::vector<size_t>>& bucket_indices() const;
-
-  struct State;  // library-internal
 
  private:
   Module& module_;
