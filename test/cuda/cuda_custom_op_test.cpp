@@ -156,8 +156,9 @@ TEST_F(CudaCustomOpTest, TheSourceIsCompiledToAPlanKernelWithItsParametersInOrde
   const std::string blob = serialize_cuda_plan(plain);
   auto body = unseal(blob, "MSTEPCUD", kCudaPlanFormatVersion, "test");
   ASSERT_TRUE(body.ok());
-  // Version 3 appends per kernel: a u32 slot count and the u32 shared bytes.
-  const std::string v2(body->substr(0, body->size() - 8));
+  // Version 3 appends per kernel: a u32 slot count and the u32 shared
+  // bytes; version 4 then a u32 alias count.
+  const std::string v2(body->substr(0, body->size() - 8 - 4));
   auto old = deserialize_cuda_plan(seal("MSTEPCUD", 2, v2));
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_EQ(*old, plain);

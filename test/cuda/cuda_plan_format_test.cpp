@@ -111,7 +111,7 @@ TEST(CudaPlanFormat, ACorruptOrTruncatedBlobIsAClearError) {
   }
   std::string newer = blob;
   newer[8] = static_cast<char>(kCudaPlanFormatVersion + 1);
-  EXPECT_THAT(error(newer).message(), HasSubstr("format version 4, this build reads version 3"));
+  EXPECT_THAT(error(newer).message(), HasSubstr("format version 5, this build reads version 4"));
   // Not this format at all (module text): Unimplemented, so the loader
   // takes it for module text.
   EXPECT_EQ(error("module {\n}").code(), absl::StatusCode::kUnimplemented);

@@ -178,12 +178,19 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
     }
     w.u32(k.shared_bytes);
   }
+  // Version 4: the aliases.
+  w.u32(static_cast<uint32_t>(plan.aliases.size()));
+  for (const CudaAlias& alias : plan.aliases) {
+    w.i64(alias.value);
+    w.i64(alias.root);
+    w.i64(alias.byte_offset);
+  }
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // Version 1 is version 2 without the attention steps, 2 is 3 without the
-  // kernels' parameter slots.
+  // kernels' parameter slots, 3 is 4 without the aliases.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -255,6 +262,14 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
         slot.bits = r.u64("a kernel parameter's value");
       }
       k.shared_bytes = r.u32("a kernel's dynamic shared memory");
+    }
+  }
+  if (version >= 4) {
+    plan.aliases.resize(r.count("the alias count", 3 * 8));
+    for (CudaAlias& alias : plan.aliases) {
+      alias.value = read_int(r, "an alias's value");
+      alias.root = read_int(r, "an alias's root");
+      alias.byte_offset = r.i64("an alias's byte offset");
     }
   }
   r.expect_end();

@@ -7,8 +7,10 @@
 // report per arch), the cuBLASLt matmul steps, the cuDNN SDPA steps
 // (version 2), the launches (their attention index: version 2), then the
 // arena (one offset per value, its size), then per kernel its parameter
-// slots and dynamic shared memory (version 3: custom ops' CUDA kernels).
-// Versions 1 (no attention steps) and 2 (no slots) are still read.
+// slots and dynamic shared memory (version 3: custom ops' CUDA kernels),
+// then the aliases (version 4: value, root, byte offset).
+// Versions 1 (no attention steps), 2 (no slots) and 3 (no aliases) are
+// still read.
 // Library-internal.
 #pragma once
 
@@ -22,8 +24,8 @@
 namespace mstep::cuda {
 
 /// Bump on any change of the layout above (and keep reading the old one
-/// where it is a subset, as 1 is of 2 and 2 of 3).
-inline constexpr uint32_t kCudaPlanFormatVersion = 3;
+/// where it is a subset, as 1 is of 2, 2 of 3 and 3 of 4).
+inline constexpr uint32_t kCudaPlanFormatVersion = 4;
 /// The oldest version deserialize_cuda_plan reads.
 inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 
