@@ -104,8 +104,14 @@ TEST(CudaMnistCoverage, TheWholeTrainingStepCompilesEveryKernelAssembledForBothA
   // Every reshape and permute launches nothing: the reshapes are aliases
   // (or written straight into the output they return), the permutes are
   // the matmuls' transpose flags.
+  // The output layer's bias add (a fusion of its own) is the cuBLASLt
+  // call's epilogue; the hidden layer's fusion also makes relu's mask, so
+  // it stays a kernel.
+  int epilogues = 0;
+  for (const CudaMatmulInfo& m : compiled->plan.matmuls) epilogues += m.shape.bias;
+  EXPECT_EQ(epilogues, 1);
   EXPECT_EQ(static_cast<int>(compiled->plan.kernels.size()),
-            c.kernels - c.lowered["mstep.reshape"] - c.lowered["mstep.permute"]);
+            c.kernels - c.lowered["mstep.reshape"] - c.lowered["mstep.permute"] - epilogues);
   for (const CudaKernelInfo& kernel : compiled->plan.kernels) {
     std::vector<std::string> archs;
     for (const CudaCubin& cubin : kernel.cubins) archs.push_back(cubin.arch);
@@ -143,9 +149,14 @@ TEST(CudaGptCoverage, TheWholeF32StepCompilesAttentionComposedOfCublasLtAndKerne
   int head_permutes = 0;
   func.walk([&](dialect::PermuteOp permute) { head_permutes += permute.getPerm().size() == 4; });
   EXPECT_EQ(head_permutes, 16);
+  // The two layers' qkv projections add their bias alone (an epilogue);
+  // the other linears' fusions do more (a residual add, GELU's erf form).
+  int epilogues = 0;
+  for (const CudaMatmulInfo& m : plan.matmuls) epilogues += m.shape.bias;
+  EXPECT_EQ(epilogues, 2);
   EXPECT_EQ(static_cast<int>(plan.kernels.size()),
             c.kernels + 2 * (1 + 2) - c.lowered["mstep.reshape"] -
-                (c.lowered["mstep.permute"] - head_permutes));
+                (c.lowered["mstep.permute"] - head_permutes) - epilogues);
   for (const CudaKernelInfo& kernel : plan.kernels) {
     std::vector<std::string> archs;
     for (const CudaCubin& cubin : kernel.cubins) archs.push_back(cubin.arch);

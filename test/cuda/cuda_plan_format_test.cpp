@@ -31,7 +31,7 @@ std::string address_bytes(CUdeviceptr pointer) {
 
 TEST(CudaPlanFormat, ARoundTripGivesTheSamePlan) {
   for (const char* text : {testing::kFourChainStep, testing::kChainStep, testing::kFusionStep,
-                           testing::kLinearReluStep}) {
+                           testing::kLinearTanhStep}) {
     auto plan = plan_of(text);
     ASSERT_TRUE(plan.ok()) << plan.status();
     // What the comparison covers: PTX, two cubins and their reports, the arena.

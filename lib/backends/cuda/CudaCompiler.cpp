@@ -82,7 +82,8 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
 /// mstep.matmul `op` as a cuBLASLt step: its operands (a folded transpose
 /// read through the step's transpose flag), and its product, or the
 /// transpose of it that a permute would have made (C^T = B^T A^T: the
-/// operands swap, each transpose flag flips).
+/// operands swap, each transpose flag flips), or the result of the bias
+/// add and activation its epilogue applies (the bias its third operand).
 template <typename AddValue>
 absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views,
                           llvm::DenseMap<mlir::Value, int>& ids, AddValue& add_value,
@@ -107,6 +108,15 @@ absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views
     s.transpose_a = !s.transpose_b;
     s.transpose_b = !transpose_a;
     std::swap(info.a_stride, info.b_stride);
+  } else if (const CudaMatmulEpilogue* epilogue = views.epilogue(&op)) {
+    // The bias add (and activation) it absorbs: it writes their result.
+    MSTEP_ASSIGN_OR_RETURN(result, add_value(epilogue->result, epilogue->result.getDefiningOp()));
+    ids[op.getResult(0)] = result;  // only the absorbed ops read it
+    for (mlir::Operation* user : op.getResult(0).getUsers())
+      for (mlir::Value between : user->getResults()) ids.try_emplace(between, result);
+    step_launch.args.push_back(ids.at(epilogue->bias));
+    info.shape.bias = true;
+    info.shape.epilogue = epilogue->activation;
   } else {
     MSTEP_ASSIGN_OR_RETURN(result, add_value(op.getResult(0), &op));
   }

@@ -60,6 +60,88 @@ std::optional<int64_t> contiguous_slice_offset(dialect::SliceOp slice) {
 /// the rows when rhs is 2-D, which a transposed lhs does not allow.
 bool lhs_may_transpose(size_t lr, size_t rr) { return lr == 2 || rr > 2; }
 
+/// The activation `op` is as a cuBLASLt epilogue (ReLU, or GELU's tanh
+/// form: cuBLASLt has no erf form), or nullopt.
+std::optional<MatmulEpilogue> activation_of(mlir::Operation* op) {
+  if (llvm::isa<dialect::ReluOp>(op)) return MatmulEpilogue::relu;
+  if (auto gelu = llvm::dyn_cast<dialect::GeluOp>(op);
+      gelu && gelu.getApproximate() == dialect::GeluApproximation::tanh)
+    return MatmulEpilogue::gelu;
+  return std::nullopt;
+}
+
+/// Whether `add` adds a bias to `product`: its other operand is [n] (the
+/// product's last dim) of the product's element type, and the sum has the
+/// product's type. The bias, or null.
+mlir::Value bias_of(mlir::Operation* add, mlir::Value product) {
+  if (!llvm::isa<dialect::AddOp>(add) || add->getResult(0).getType() != product.getType())
+    return nullptr;
+  mlir::Value other = add->getOperand(0) == product ? add->getOperand(1) : add->getOperand(0);
+  if (other == product) return nullptr;
+  auto type = llvm::cast<mlir::ShapedType>(other.getType());
+  auto product_type = llvm::cast<mlir::ShapedType>(product.getType());
+  if (type.getRank() != 1 || type.getDimSize(0) != product_type.getShape().back() ||
+      type.getElementType() != product_type.getElementType())
+    return nullptr;
+  return other;
+}
+
+/// The epilogue of a matmul whose product `product` has one use: a
+/// fusion that is only `add(product, bias)` [then ReLU or GELU-tanh]; or an
+/// `mstep.add` of the bias [then such an op that only the add's result
+/// feeds]. `absorbed` gets the ops that then launch nothing; `inner` the
+/// values in between (the add's result before the activation).
+std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
+                                                const llvm::DenseSet<mlir::Value>& returned,
+                                                llvm::SmallVectorImpl<mlir::Operation*>& absorbed,
+                                                llvm::SmallVectorImpl<mlir::Value>& inner) {
+  mlir::Operation* user = *product.getUsers().begin();
+  if (auto fusion = llvm::dyn_cast<dialect::FusionOp>(user)) {
+    if (fusion->getNumOperands() != 2 || fusion->getNumResults() != 1 ||
+        fusion->getResult(0).getType() != product.getType())
+      return std::nullopt;
+    mlir::Block& body = fusion.getBody().front();
+    const unsigned at = fusion->getOperand(0) == product ? 0 : 1;
+    if (fusion->getOperand(1 - at) == product) return std::nullopt;
+    // add(arg_product, arg_bias) [activation] yield: nothing else.
+    auto ops = body.without_terminator();
+    auto it = ops.begin();
+    if (it == ops.end()) return std::nullopt;
+    mlir::Operation* add = &*it++;
+    mlir::Value bias_arg = bias_of(add, body.getArgument(at));
+    if (!bias_arg || bias_arg != body.getArgument(1 - at)) return std::nullopt;
+    CudaMatmulEpilogue epilogue{fusion->getOperand(1 - at), MatmulEpilogue::none,
+                                fusion->getResult(0)};
+    mlir::Value last = add->getResult(0);
+    if (it != ops.end()) {
+      std::optional<MatmulEpilogue> activation = activation_of(&*it);
+      if (!activation || it->getOperand(0) != last) return std::nullopt;
+      epilogue.activation = *activation;
+      last = it->getResult(0);
+      ++it;
+    }
+    if (it != ops.end() || body.getTerminator()->getNumOperands() != 1 ||
+        body.getTerminator()->getOperand(0) != last)
+      return std::nullopt;
+    absorbed.push_back(fusion);
+    return epilogue;
+  }
+  mlir::Value bias = bias_of(user, product);
+  if (!bias) return std::nullopt;
+  absorbed.push_back(user);
+  CudaMatmulEpilogue epilogue{bias, MatmulEpilogue::none, user->getResult(0)};
+  mlir::Value sum = user->getResult(0);
+  if (sum.hasOneUse() && !returned.contains(sum))
+    if (mlir::Operation* next = *sum.getUsers().begin())
+      if (std::optional<MatmulEpilogue> activation = activation_of(next)) {
+        absorbed.push_back(next);
+        inner.push_back(sum);
+        epilogue.activation = *activation;
+        epilogue.result = next->getResult(0);
+      }
+  return epilogue;
+}
+
 }  // namespace
 
 std::optional<passes::ViewOf> CudaViews::view_of(mlir::Value value) const {
@@ -89,6 +171,24 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
     transposed_results_[&op] = permute;
     silent_.insert(permute);
     views_[matmul.getResult()] = {permute.getResult(), 0};
+  }
+
+  // 1b. Matmuls whose product only a bias add (and an activation) reads
+  //     write the last op's result through a cuBLASLt epilogue.
+  for (mlir::Operation& op : body) {
+    auto matmul = llvm::dyn_cast<dialect::MatmulOp>(op);
+    if (!matmul || transposed_results_.count(&op) || returned.contains(matmul.getResult()) ||
+        !matmul.getResult().hasOneUse())
+      continue;
+    llvm::SmallVector<mlir::Operation*> absorbed;
+    llvm::SmallVector<mlir::Value> inner;
+    std::optional<CudaMatmulEpilogue> epilogue =
+        find_epilogue(matmul.getResult(), returned, absorbed, inner);
+    if (!epilogue) continue;
+    for (mlir::Operation* absorbed_op : absorbed) silent_.insert(absorbed_op);
+    views_[matmul.getResult()] = {epilogue->result, 0};
+    for (mlir::Value value : inner) views_[value] = {epilogue->result, 0};
+    epilogues_[&op] = *epilogue;
   }
 
   // 2. Permutes read only by matmuls, each as a transpose flag.

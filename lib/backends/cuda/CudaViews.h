@@ -15,7 +15,12 @@
 //     that folds lhs's batch dims into its rows): it writes the permute's
 //     result, as (A·B)^T = B^T·A^T, and the permute launches nothing;
 //   - an intermediate that a reshape (or size-1 permute) returns as a step
-//     output: its op writes straight into the output's buffer.
+//     output: its op writes straight into the output's buffer;
+//   - a matmul whose product only a bias add reads (x·w + b, b of the
+//     product's dtype and last dim, alone or in a fusion that is just that),
+//     then maybe a ReLU or a tanh-form GELU that only the add reads: one
+//     cuBLASLt call with the BIAS / RELU_BIAS / GELU_BIAS epilogue writes
+//     the last op's result, and those ops launch nothing.
 // A returned value is never a view (each run hands outputs buffers of
 // their own). Library-internal; MLIR.
 #pragma once
@@ -24,10 +29,18 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "lib/backends/cuda/CublasLt.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mstep/passes/MemoryPlan.h"
 
 namespace mstep::cuda {
+
+/// A bias (and activation) a matmul's cuBLASLt call applies.
+struct CudaMatmulEpilogue {
+  mlir::Value bias;                ///< [n], the product's dtype
+  MatmulEpilogue activation = MatmulEpilogue::none;
+  mlir::Value result;              ///< what the call writes (the last op's result)
+};
 
 class CudaViews {
  public:
@@ -46,6 +59,11 @@ class CudaViews {
   mlir::Operation* transposed_result(mlir::Operation* matmul) const {
     return transposed_results_.lookup(matmul);
   }
+  /// The epilogue matmul `op`'s call applies, or null.
+  const CudaMatmulEpilogue* epilogue(mlir::Operation* matmul) const {
+    auto it = epilogues_.find(matmul);
+    return it == epilogues_.end() ? nullptr : &it->second;
+  }
   /// Whether `op` launches nothing: every result a view of an operand, or
   /// a permute a matmul writes.
   bool launches_nothing(mlir::Operation* op) const { return silent_.contains(op); }
@@ -57,6 +75,7 @@ class CudaViews {
   llvm::DenseSet<mlir::Value> transposed_reads_;
   llvm::DenseMap<mlir::Operation*, mlir::Operation*> transposed_results_;
   llvm::DenseSet<mlir::Operation*> silent_;
+  llvm::DenseMap<mlir::Operation*, CudaMatmulEpilogue> epilogues_;
 };
 
 }  // namespace mstep::cuda
