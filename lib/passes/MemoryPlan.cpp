@@ -144,6 +144,59 @@ int64_t pointOf(const llvm::DenseMap<Operation*, int64_t>& points, mlir::Block& 
   return points.lookup(body.findAncestorOpInBlock(*op));
 }
 
+/// Marks the views `views` names (PlannedValue::view_of, resolved to
+/// their roots) and widens each root's lifetime over its views'.
+LogicalResult planViews(MemoryPlan& plan, const llvm::DenseMap<Value, size_t>& indexOf,
+                        const std::function<std::optional<ViewOf>(OpResult)>& views) {
+  std::vector<std::optional<ViewOf>> direct(plan.values.size());
+  for (auto [id, planned] : llvm::enumerate(plan.values)) {
+    direct[id] = views(planned.value);
+    if (!direct[id]) continue;
+    if (planned.outside_arena)
+      return planned.value.getOwner()->emitError()
+             << "plan-memory: result #" << planned.value.getResultNumber()
+             << " is returned, so it needs a buffer of its own and cannot be a view";
+    auto target = llvm::dyn_cast<OpResult>(direct[id]->value);
+    if (target && !indexOf.count(target))
+      return planned.value.getOwner()->emitError()
+             << "plan-memory: a view of a value that is not a top-level result";
+  }
+  for (auto [id, planned] : llvm::enumerate(plan.values)) {
+    if (!direct[id]) continue;
+    // Follow the chain to a value that is no view (at most one step per value).
+    Value root = direct[id]->value;
+    int64_t offset = direct[id]->offset;
+    for (size_t steps = 0;; ++steps) {
+      auto result = llvm::dyn_cast<OpResult>(root);
+      if (!result || !direct[indexOf.lookup(result)]) break;
+      if (steps > plan.values.size())
+        return planned.value.getOwner()->emitError() << "plan-memory: views form a cycle";
+      const ViewOf& next = *direct[indexOf.lookup(result)];
+      root = next.value, offset += next.offset;
+    }
+    int64_t rootBytes = 0;
+    if (auto result = llvm::dyn_cast<OpResult>(root))
+      rootBytes = plan.values[indexOf.lookup(result)].bytes;
+    else if (mlir::FailureOr<int64_t> bytes = tensorBytes(root.getType()); succeeded(bytes))
+      rootBytes = *bytes;
+    if (offset < 0 || offset + planned.bytes > rootBytes)
+      return planned.value.getOwner()->emitError()
+             << "plan-memory: a view of " << planned.bytes << " bytes at offset " << offset
+             << " does not fit its root's " << rootBytes << " bytes";
+    planned.view_of = root;
+    planned.view_offset = offset;
+  }
+  // The root holds the view's bytes from the first definition to the last use.
+  for (PlannedValue& planned : plan.values) {
+    auto root = llvm::dyn_cast_or_null<OpResult>(planned.view_of);
+    if (!root) continue;
+    PlannedValue& owner = plan.values[indexOf.lookup(root)];
+    owner.def_point = std::min(owner.def_point, planned.def_point);
+    owner.last_use_point = std::max(owner.last_use_point, planned.last_use_point);
+  }
+  return success();
+}
+
 } // namespace
 
 mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, int64_t alignment) {
@@ -197,6 +250,10 @@ mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, const MemoryPla
     for (Value value : ret.getOperands())
       if (auto result = llvm::dyn_cast<OpResult>(value))
         plan.values[indexOf.lookup(result)].outside_arena = true;
+  if (options.views && options.in_place)
+    return func.emitError() << "plan-memory: views need in_place off (a view's root cannot be "
+                               "written over while the view is read)";
+  if (options.views && failed(planViews(plan, indexOf, options.views))) return failure();
   for (mlir::BlockArgument arg : body.getArguments()) {
     if (!ret || !options.in_place) break;
     auto index =
@@ -227,7 +284,7 @@ mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, const MemoryPla
     for (OpResult result : op.getResults()) {
       size_t id = indexOf.lookup(result);
       PlannedValue& planned = plan.values[id];
-      if (planned.aliased_arg >= 0 || planned.outside_arena) continue;
+      if (planned.aliased_arg >= 0 || planned.outside_arena || planned.view_of) continue;
       for (mlir::OpOperand& operand : op.getOpOperands()) {
         if (!options.in_place) break;
         auto source = llvm::dyn_cast<OpResult>(operand.get());
@@ -302,9 +359,16 @@ mlir::FailureOr<MemoryPlan> plan_memory(mlir::func::FuncOp func, const MemoryPla
     if (arena < plan.arena_bytes) plan.arena_bytes = arena, offsets = std::move(candidate);
   }
 
-  // 6. Every arena value gets its slot's offset.
+  // 6. Every arena value gets its slot's offset, and a view its root's
+  //    (plus its own) when the root is in the arena.
   for (auto [id, planned] : llvm::enumerate(plan.values))
     if (slotOf[id] != SIZE_MAX) planned.arena_offset = offsets[slotOf[id]];
+  for (PlannedValue& planned : plan.values) {
+    auto root = llvm::dyn_cast_or_null<OpResult>(planned.view_of);
+    if (!root) continue;
+    const PlannedValue& owner = plan.values[indexOf.lookup(root)];
+    if (owner.arena_offset >= 0) planned.arena_offset = owner.arena_offset + planned.view_offset;
+  }
   return plan;
 }
 
@@ -333,6 +397,19 @@ LogicalResult verify_memory_plan(const MemoryPlan& plan, mlir::func::FuncOp func
   }
   for (const PlannedValue& planned : plan.values) {
     Operation* op = planned.value.getOwner();
+    if (planned.view_of) {
+      // A view lives in its root's bytes (the root's lifetime covers it).
+      auto root = llvm::dyn_cast<OpResult>(planned.view_of);
+      const PlannedValue* owner = root ? plan.find(root) : nullptr;
+      const int64_t expected =
+          owner && owner->arena_offset >= 0 ? owner->arena_offset + planned.view_offset : -1;
+      if (planned.arena_offset != expected || (owner && owner->view_of) ||
+          (owner && (owner->def_point > planned.def_point ||
+                     owner->last_use_point < planned.last_use_point)))
+        return op->emitError() << "memory plan: " << describe(planned)
+                               << " is a view outside its root's bytes or lifetime";
+      continue;
+    }
     if (planned.outside_arena) {
       if (planned.arena_offset >= 0 || planned.aliased_arg >= 0 || !ret ||
           !llvm::is_contained(ret.getOperands(), Value(planned.value)))
@@ -369,7 +446,8 @@ LogicalResult verify_memory_plan(const MemoryPlan& plan, mlir::func::FuncOp func
   //    it: a sweep in order of definition against the values still live.
   std::vector<size_t> order;
   for (auto [id, planned] : llvm::enumerate(plan.values))
-    if (planned.aliased_arg < 0 && !planned.outside_arena && planned.bytes > 0) order.push_back(id);
+    if (planned.aliased_arg < 0 && !planned.outside_arena && !planned.view_of && planned.bytes > 0)
+      order.push_back(id);
   llvm::stable_sort(order, [&](size_t a, size_t b) {
     return plan.values[a].def_point < plan.values[b].def_point;
   });

@@ -22,10 +22,15 @@
 //   launch <kernel> <value id>...          one device pointer per argument
 //   matmul <m> <n> <k> <batch> <a stride> <b stride> <c stride> <a> <b> <c>
 //                                          a cuBLASLt step (CublasLtMatmul, f32,
-//                                          no transposes, no epilogue): `batch`
+//                                          see epilogue): `batch`
 //                                          row-major [m, k] x [k, n] products,
 //                                          operand i at its value + i * stride
 //                                          elements; a, b, c are value ids
+//   epilogue <ta> <tb> <activation> <bias> the previous matmul's transposes (0/1:
+//                                          A stored [k, m], B [n, k]), activation
+//                                          (0 none, 1 relu, 2 gelu: MatmulEpilogue)
+//                                          and bias value id (-1: none), its
+//                                          cuBLASLt epilogue
 //   bandwidth                              report this case's bandwidth
 // Launches and matmuls run in file order on one stream.
 #pragma once
@@ -52,6 +57,9 @@ struct CodegenCaseLaunch {
   std::vector<int> args;
   bool matmul = false;
   int64_t m = 0, n = 0, k = 0, batch = 1, a_stride = 0, b_stride = 0, c_stride = 0;
+  bool transpose_a = false, transpose_b = false;
+  int activation = 0;  ///< MatmulEpilogue's value
+  int bias = -1;       ///< the bias's value id
 };
 
 struct CodegenCase {
@@ -88,6 +96,9 @@ inline std::string codegen_case_text(const CodegenCase& c) {
           << " " << l.b_stride << " " << l.c_stride;
       for (int a : l.args) out << " " << a;
       out << "\n";
+      if (l.transpose_a || l.transpose_b || l.activation != 0 || l.bias >= 0)
+        out << "epilogue " << l.transpose_a << " " << l.transpose_b << " " << l.activation << " "
+            << l.bias << "\n";
       continue;
     }
     out << "launch " << l.kernel;
@@ -154,6 +165,13 @@ inline bool parse_codegen_case(const std::string& text, CodegenCase& c, std::str
       }
       ok = ok && l.args.size() == 3;
       if (ok) c.launches.push_back(l);
+    } else if (tag == "epilogue") {
+      int ta = 0, tb = 0;
+      CodegenCaseLaunch* m = c.launches.empty() ? nullptr : &c.launches.back();
+      ok = m != nullptr && m->matmul && static_cast<bool>(in >> ta >> tb >> m->activation >> m->bias) &&
+           (ta == 0 || ta == 1) && (tb == 0 || tb == 1) && m->activation >= 0 &&
+           m->activation <= 2 && m->bias >= -1 && m->bias < static_cast<int>(c.elements.size());
+      if (ok) m->transpose_a = ta, m->transpose_b = tb;
     } else if (tag == "bandwidth") {
       c.bandwidth = true;
     } else {

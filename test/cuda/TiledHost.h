@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -33,10 +34,21 @@
 
 namespace mstep::cuda::testing {
 
+/// Where value `v`'s bytes are on the host: its own buffer, or (an alias
+/// of `plan`, CudaPlan::aliases) its root's at the alias's offset, as the
+/// executable resolves device addresses.
+inline char* host_bytes(const CudaPlan* plan, std::vector<std::vector<char>>& values, int v) {
+  if (plan != nullptr)
+    if (const CudaAlias* alias = plan->alias_of(v))
+      return values[alias->root].data() + alias->byte_offset;
+  return values[v].data();
+}
+
 /// Runs the tiled loop nest of `op` on host buffers (one std::vector<char>
-/// per plan value).
+/// per plan value; `plan`'s aliases in their roots' bytes).
 inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
-                                 std::vector<std::vector<char>>& values) {
+                                 std::vector<std::vector<char>>& values,
+                                 const CudaPlan* plan = nullptr) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -67,7 +79,7 @@ inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
   auto engine = mlir::ExecutionEngine::create(*module);
   ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
   std::vector<void*> pointers, args;
-  for (int value : op.params) pointers.push_back(values[value].data());
+  for (int value : op.params) pointers.push_back(host_bytes(plan, values, value));
   for (void*& pointer : pointers) args.push_back(&pointer);
   llvm::Error error = (*engine)->invokePacked(op.name, args);
   ASSERT_FALSE(static_cast<bool>(error)) << llvm::toString(std::move(error));
@@ -85,20 +97,23 @@ inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep
                               std::vector<std::vector<char>>& values) {
   reset_error_word(compiled.plan, values);
   for (const TiledOp& op : compiled.tiled)
-    ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, op, values));
+    ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, op, values, &compiled.plan));
 }
 
 /// A cuBLASLt step on host buffers: `batch` row-major products
-/// C = op(A) op(B) ([m, k] x [k, n]; A stored [k, m] when transposed, B
-/// [n, k]), accumulated in double and rounded once to f32.
-inline void host_matmul(const CudaMatmulInfo& info, const std::vector<char>& a,
-                        const std::vector<char>& b, std::vector<char>& c) {
+/// C = epilogue(op(A) op(B) + bias) ([m, k] x [k, n]; A stored [k, m] when
+/// transposed, B [n, k]; bias [n] shared by the batch), each dot product
+/// accumulated in double and rounded once to f32, then the bias added and
+/// ReLU or GELU (tanh form, cuBLASLt's) applied in f32.
+inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b,
+                        const char* bias, char* c) {
   const MatmulShape& s = info.shape;
   ASSERT_EQ(s.dtype, DType::f32);
-  ASSERT_FALSE(s.bias);
-  const float* x = reinterpret_cast<const float*>(a.data());
-  const float* y = reinterpret_cast<const float*>(b.data());
-  float* z = reinterpret_cast<float*>(c.data());
+  ASSERT_EQ(s.bias, bias != nullptr);
+  const float* x = reinterpret_cast<const float*>(a);
+  const float* y = reinterpret_cast<const float*>(b);
+  const float* add = reinterpret_cast<const float*>(bias);
+  float* z = reinterpret_cast<float*>(c);
   for (int64_t t = 0; t < info.batch; ++t)
     for (int64_t i = 0; i < s.m; ++i)
       for (int64_t j = 0; j < s.n; ++j) {
@@ -108,13 +123,20 @@ inline void host_matmul(const CudaMatmulInfo& info, const std::vector<char>& a,
           const float yb = y[t * info.b_stride + (s.transpose_b ? j * s.k + l : l * s.n + j)];
           dot += double(xa) * yb;
         }
-        z[t * info.c_stride + i * s.n + j] = static_cast<float>(dot);
+        float out = static_cast<float>(dot);
+        if (add != nullptr) out += add[j];
+        if (s.epilogue == MatmulEpilogue::relu) out = out > 0 ? out : 0.f;
+        if (s.epilogue == MatmulEpilogue::gelu)
+          out = 0.5f * out *
+                (1.f + std::tanh(0.7978845608f * (out + 0.044715f * out * out * out)));
+        z[t * info.c_stride + i * s.n + j] = out;
       }
 }
 
 /// Runs `compiled`'s plan on host buffers in plan order: each cuBLASLt
 /// step as host_matmul, each func of kernels' whole tiled loop nest at its
-/// first launch (a func's launches are consecutive). No cuDNN steps.
+/// first launch (a func's launches are consecutive); aliases in their
+/// roots' bytes. No cuDNN steps.
 inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep& compiled,
                              std::vector<std::vector<char>>& values) {
   const CudaPlan& plan = compiled.plan;
@@ -126,15 +148,18 @@ inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep&
   for (const CudaLaunchStep& launch : plan.launches) {
     ASSERT_LT(launch.attention, 0) << "a cuDNN step has no host form";
     if (launch.matmul >= 0) {
-      ASSERT_NO_FATAL_FAILURE(host_matmul(plan.matmuls[launch.matmul], values[launch.args[0]],
-                                          values[launch.args[1]], values[launch.writes[0]]));
+      const CudaMatmulInfo& info = plan.matmuls[launch.matmul];
+      const char* bias = info.shape.bias ? host_bytes(&plan, values, launch.args[2]) : nullptr;
+      ASSERT_NO_FATAL_FAILURE(host_matmul(info, host_bytes(&plan, values, launch.args[0]),
+                                          host_bytes(&plan, values, launch.args[1]), bias,
+                                          host_bytes(&plan, values, launch.writes[0])));
       continue;
     }
     const int t = tiled_of[launch.kernel];
     ASSERT_GE(t, 0) << plan.kernels[launch.kernel].name;
     if (done[t]) continue;
     done[t] = true;
-    ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, compiled.tiled[t], values));
+    ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, compiled.tiled[t], values, &plan));
   }
 }
 

@@ -59,15 +59,28 @@ TEST(CodegenCaseFormat, AMatmulStepRoundTrips) {
   m.args = {0, 1, 2};
   m.m = 8, m.n = 32, m.k = 16, m.batch = 4, m.a_stride = 128, m.b_stride = 512, m.c_stride = 256;
   c.launches.push_back(m);
+  m.transpose_b = true, m.activation = 2, m.bias = 0;  // and one with an epilogue
+  c.launches.push_back(m);
   CodegenCase back;
   std::string error;
   ASSERT_TRUE(parse_codegen_case(codegen_case_text(c), back, error)) << error;
-  ASSERT_EQ(back.launches.size(), 1u);
+  ASSERT_EQ(back.launches.size(), 2u);
   const CodegenCaseLaunch& b = back.launches[0];
   EXPECT_TRUE(b.matmul);
   EXPECT_THAT(b.args, ElementsAre(0, 1, 2));
   EXPECT_EQ(std::vector<int64_t>({b.m, b.n, b.k, b.batch, b.a_stride, b.b_stride, b.c_stride}),
             std::vector<int64_t>({8, 32, 16, 4, 128, 512, 256}));
+  EXPECT_FALSE(b.transpose_a || b.transpose_b);
+  EXPECT_EQ(b.activation, 0);
+  EXPECT_EQ(b.bias, -1);
+  const CodegenCaseLaunch& e = back.launches[1];
+  EXPECT_FALSE(e.transpose_a);
+  EXPECT_TRUE(e.transpose_b);
+  EXPECT_EQ(e.activation, 2);
+  EXPECT_EQ(e.bias, 0);
+  // An epilogue line needs a matmul before it.
+  CodegenCase bad;
+  EXPECT_FALSE(parse_codegen_case("value 0 4\nepilogue 0 0 1 -1\n", bad, error));
 }
 
 TEST(CodegenCaseFormat, ElementSizesRoundTripAndDefaultToF32) {
@@ -172,8 +185,9 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_TRUE(c.bandwidth);
     }
     if (name == "linear_relu") {
-      // The matmul is a cuBLASLt step (x, w -> %3) before the add and relu kernels.
-      ASSERT_EQ(c.launches.size(), 3u);
+      // One cuBLASLt step (x, w -> %3) whose epilogue adds the bias (%2)
+      // and applies the relu: no kernels.
+      ASSERT_EQ(c.launches.size(), 1u);
       const CodegenCaseLaunch& m = c.launches[0];
       EXPECT_TRUE(m.matmul);
       EXPECT_EQ(m.m, 64);
@@ -181,9 +195,10 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_EQ(m.k, 96);
       EXPECT_EQ(m.batch, 1);
       EXPECT_THAT(m.args, ElementsAre(0, 1, 3));
-      EXPECT_FALSE(c.launches[1].matmul);
-      EXPECT_THAT(c.launches[1].args, ::testing::Contains(3));
-      EXPECT_EQ(c.kernels.size(), 2u);
+      EXPECT_EQ(m.bias, 2);
+      EXPECT_EQ(m.activation, static_cast<int>(MatmulEpilogue::relu));
+      EXPECT_FALSE(m.transpose_a || m.transpose_b);
+      EXPECT_EQ(c.kernels.size(), 0u);
     }
     if (name == "dropout") {
       // The RNG state is two i64 values; the output is f32.

@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaCompiler.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "mstep/core/Error.h"
@@ -43,7 +46,7 @@ func.func @step(%a: tensor<4x1x8x16xf32>, %b: tensor<1x3x16x32xf32>) -> tensor<4
 
 using testing::plan_of;
 
-TEST(CudaCublasLtPlan, ALinearsMatmulIsACublasLtStepNotAKernel) {
+TEST(CudaCublasLtPlan, ALinearsBiasAndReluAreItsCublasLtStepsEpilogue) {
   auto plan = plan_of(kLinearReluStep);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->matmuls.size(), 1u);
@@ -54,21 +57,65 @@ TEST(CudaCublasLtPlan, ALinearsMatmulIsACublasLtStepNotAKernel) {
   EXPECT_FALSE(m.shape.transpose_a);
   EXPECT_FALSE(m.shape.transpose_b);
   EXPECT_EQ(m.shape.dtype, DType::f32);
+  EXPECT_TRUE(m.shape.bias);
+  EXPECT_EQ(m.shape.epilogue, MatmulEpilogue::relu);
   EXPECT_EQ(m.batch, 1);
   EXPECT_EQ(m.origin, "mstep.matmul #0");
-  // First step: the cuBLASLt call reading x (%0), w (%1), writing %3; then
-  // the add and relu as kernels (the matmul has none).
-  ASSERT_EQ(plan->launches.size(), 3u);
+  // One step: the cuBLASLt call reading x (%0), w (%1) and the bias (%2),
+  // writing the relu's result (%3); no kernels.
+  ASSERT_EQ(plan->launches.size(), 1u);
   EXPECT_EQ(plan->launches[0].matmul, 0);
-  EXPECT_THAT(plan->launches[0].args, ::testing::ElementsAre(0, 1));
+  EXPECT_THAT(plan->launches[0].args, ::testing::ElementsAre(0, 1, 2));
   EXPECT_THAT(plan->launches[0].writes, ::testing::ElementsAre(3));
-  EXPECT_EQ(plan->launches[1].matmul, -1);
-  EXPECT_EQ(plan->launches[2].matmul, -1);
-  EXPECT_EQ(plan->kernels.size(), 2u);
-  for (const CudaKernelInfo& k : plan->kernels)
-    EXPECT_THAT(k.origin, ::testing::Not(HasSubstr("matmul")));
+  EXPECT_TRUE(plan->kernels.empty());
   EXPECT_THAT(describe_cuda_plan(*plan),
-              HasSubstr("cublaslt matmul (mstep.matmul #0) [64, 96] x [96, 80] f32"));
+              HasSubstr("cublaslt matmul (mstep.matmul #0) [64, 96] x [96, 80] f32, bias + relu"));
+}
+
+/// matmul + bias, then `activation` (a kernel unless it is relu or gelu's
+/// tanh form).
+std::string linear_then(absl::string_view activation) {
+  return absl::StrCat(R"(
+func.func @step(%x: tensor<64x96xf32>, %w: tensor<96x80xf32>, %b: tensor<80xf32>)
+    -> tensor<64x80xf32> {
+  %0 = mstep.matmul %x, %w : tensor<64x96xf32>, tensor<96x80xf32> -> tensor<64x80xf32>
+  %1 = mstep.add %0, %b : tensor<64x80xf32>, tensor<80xf32> -> tensor<64x80xf32>
+  %2 = )", activation, R"( : tensor<64x80xf32>
+  return %2 : tensor<64x80xf32>
+}
+)");
+}
+
+TEST(CudaCublasLtPlan, GelusTanhFormIsTheGeluBiasEpilogueItsErfFormAKernel) {
+  const std::string tanh_form = linear_then("mstep.gelu %1 {approximate = #mstep.gelu_approximation<tanh>}");
+  auto plan = plan_of(tanh_form.c_str());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->matmuls[0].shape.epilogue, MatmulEpilogue::gelu);
+  EXPECT_TRUE(plan->matmuls[0].shape.bias);
+  EXPECT_EQ(plan->launches.size(), 1u);
+  // cuBLASLt has no erf form: a bias epilogue, then gelu's kernel.
+  const std::string erf_form = linear_then("mstep.gelu %1");
+  plan = plan_of(erf_form.c_str());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->matmuls[0].shape.epilogue, MatmulEpilogue::none);
+  EXPECT_TRUE(plan->matmuls[0].shape.bias);
+  ASSERT_EQ(plan->launches.size(), 2u);
+  EXPECT_EQ(plan->kernels.size(), 1u);
+}
+
+TEST(CudaCublasLtPlan, ABiasOfAnotherDtypeOrShapeIsNoEpilogue) {
+  // A [64, 80] addend is no bias (one per output column); the sum stays a kernel.
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<64x96xf32>, %w: tensor<96x80xf32>, %b: tensor<64x80xf32>)
+    -> tensor<64x80xf32> {
+  %0 = mstep.matmul %x, %w : tensor<64x96xf32>, tensor<96x80xf32> -> tensor<64x80xf32>
+  %1 = mstep.add %0, %b : tensor<64x80xf32>, tensor<64x80xf32> -> tensor<64x80xf32>
+  return %1 : tensor<64x80xf32>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->matmuls[0].shape.bias);
+  EXPECT_EQ(plan->launches.size(), 2u);
 }
 
 TEST(CudaCublasLtPlan, EqualBatchDimsAreStridedCalls) {
@@ -119,6 +166,15 @@ func.func @step(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 /// Where the fake's cublasLtMatmul records: the test's fake driver.
 testing::FakeCudaDriver* recorder = nullptr;
+/// Every descriptor attribute the fake was given, in order, with its bytes.
+std::vector<std::pair<cublasLtMatmulDescAttributes_t, std::string>> attributes;
+/// The last value given for `attribute`, as T.
+template <typename T> T last_attribute(cublasLtMatmulDescAttributes_t attribute) {
+  T value{};
+  for (const auto& [a, bytes] : attributes)
+    if (a == attribute && bytes.size() == sizeof(T)) std::memcpy(&value, bytes.data(), sizeof(T));
+  return value;
+}
 /// Make the fake's cublasLtCreate / cublasLtMatmul fail (NOT_SUPPORTED).
 bool fail_create = false, fail_matmul = false;
 
@@ -144,7 +200,9 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
     delete reinterpret_cast<char*>(d);
     return CUBLAS_STATUS_SUCCESS;
   };
-  api->cublasLtMatmulDescSetAttribute = [](auto, auto, auto, auto) {
+  api->cublasLtMatmulDescSetAttribute = [](auto, cublasLtMatmulDescAttributes_t attribute,
+                                            const void* value, size_t size) {
+    attributes.push_back({attribute, std::string(static_cast<const char*>(value), size)});
     return CUBLAS_STATUS_SUCCESS;
   };
   api->cublasLtMatrixLayoutCreate = [](auto* l, auto, auto, auto, auto) {
@@ -195,6 +253,7 @@ protected:
   }
   void TearDown() override {
     recorder = nullptr;
+    attributes.clear();
     fail_create = fail_matmul = false;
   }
   BufferPtr input(const TensorType& type) {
@@ -216,7 +275,9 @@ protected:
 };
 
 TEST_F(CudaCublasLtExecutableTest, TheMatmulRunsBeforeTheKernelsOnTheBackendsStream) {
-  auto plan = plan_of(kLinearReluStep);
+  // The bias is the call's epilogue; tanh a kernel after it.
+  const std::string text = linear_then("mstep.tanh %1");
+  auto plan = plan_of(text.c_str());
   ASSERT_TRUE(plan.ok()) << plan.status();
   for (const CudaLaunchStep& l : plan->launches)
     if (l.matmul < 0) fake_.add_kernel(plan->kernels[l.kernel].name, l.args.size());
@@ -229,17 +290,38 @@ TEST_F(CudaCublasLtExecutableTest, TheMatmulRunsBeforeTheKernelsOnTheBackendsStr
   auto outputs = (*exe)->run({x, w, b});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   std::vector<testing::FakeCall> work = work_since(before);
-  ASSERT_EQ(work.size(), 3u);
+  ASSERT_EQ(work.size(), 2u);
   EXPECT_EQ(work[0].name, "cublasLtMatmul");
   EXPECT_EQ(work[0].stream, backend_->context().stream());
   // cuBLASLt's A is mstep's rhs (w), its B mstep's lhs (x).
   EXPECT_EQ(work[0].args[0], address(CudaBackend::device_pointer(*w)));
   EXPECT_EQ(work[0].args[1], address(CudaBackend::device_pointer(*x)));
   EXPECT_EQ(work[1].name, "cuLaunchKernel");
-  EXPECT_EQ(work[2].name, "cuLaunchKernel");
-  // The add's kernel reads the buffer the matmul wrote.
+  // The tanh kernel reads the buffer the matmul wrote.
   const std::string matmul_out(reinterpret_cast<const char*>(&work[0].target), sizeof(CUdeviceptr));
   EXPECT_THAT(work[1].args, ::testing::Contains(matmul_out));
+}
+
+TEST_F(CudaCublasLtExecutableTest, TheEpilogueAttributeAndTheBiasPointerAreSet) {
+  auto plan = plan_of(kLinearReluStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  BufferPtr x = input({Shape({64, 96}), DType::f32});
+  BufferPtr w = input({Shape({96, 80}), DType::f32});
+  BufferPtr b = input({Shape({80}), DType::f32});
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run({x, w, b});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 1u);  // the matmul, its bias and its relu in one call
+  EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
+            CUBLASLT_EPILOGUE_RELU_BIAS);
+  EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_32F);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(last_attribute<void*>(CUBLASLT_MATMUL_DESC_BIAS_POINTER)),
+            CudaBackend::device_pointer(*b));
+  // It writes the step's output (the relu's result) directly.
+  EXPECT_EQ(work[0].target, CudaBackend::device_pointer(*(*outputs)[0]));
 }
 
 TEST_F(CudaCublasLtExecutableTest, ItsWorkspaceIsAllocatedAtCreateSoACapturedRunAllocatesNothing) {

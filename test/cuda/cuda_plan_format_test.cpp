@@ -31,7 +31,7 @@ std::string address_bytes(CUdeviceptr pointer) {
 
 TEST(CudaPlanFormat, ARoundTripGivesTheSamePlan) {
   for (const char* text : {testing::kFourChainStep, testing::kChainStep, testing::kFusionStep,
-                           testing::kLinearReluStep}) {
+                           testing::kLinearTanhStep}) {
     auto plan = plan_of(text);
     ASSERT_TRUE(plan.ok()) << plan.status();
     // What the comparison covers: PTX, two cubins and their reports, the arena.
@@ -111,7 +111,7 @@ TEST(CudaPlanFormat, ACorruptOrTruncatedBlobIsAClearError) {
   }
   std::string newer = blob;
   newer[8] = static_cast<char>(kCudaPlanFormatVersion + 1);
-  EXPECT_THAT(error(newer).message(), HasSubstr("format version 5, this build reads version 4"));
+  EXPECT_THAT(error(newer).message(), HasSubstr("format version 6, this build reads version 5"));
   // Not this format at all (module text): Unimplemented, so the loader
   // takes it for module text.
   EXPECT_EQ(error("module {\n}").code(), absl::StatusCode::kUnimplemented);

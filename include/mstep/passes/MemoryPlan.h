@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -13,7 +15,11 @@
 
 namespace mstep::passes {
 
-/// Where one op result lives. Exactly one of these holds:
+/// Where one op result lives. A view (`view_of` set, see
+/// MemoryPlanOptions::views) has no slot of its own: it is bytes
+/// [view_offset, view_offset + bytes) of its root `view_of` (arena_offset is
+/// the root's + view_offset when the root is in the arena, else -1).
+/// Otherwise exactly one of these holds:
 /// - `arena_offset >= 0`: bytes [arena_offset, arena_offset + bytes) of
 ///   the arena (possibly shared with `in_place_operand`, see below);
 /// - `aliased_arg >= 0`: the result is written straight into the buffer of
@@ -37,6 +43,10 @@ struct PlannedValue {
   /// takes over (that operand dies at this op); -1 if none.
   int64_t in_place_operand = -1;
   bool outside_arena = false;
+  /// The root whose bytes this view is (an op result planned here, or a
+  /// function argument), or null; and where in the root it starts.
+  mlir::Value view_of;
+  int64_t view_offset = 0;
 };
 
 /// The plan of one function. Every result of every op in the function
@@ -59,6 +69,16 @@ struct MemoryPlan {
   const PlannedValue* find(mlir::Value value) const;
 };
 
+/// A result that is another value's bytes (MemoryPlanOptions::views):
+/// bytes [offset, offset + its size) of `value`, which is an operand of the
+/// result's op (a reshape of it, a contiguous slice), a function argument,
+/// or a later value whose buffer the result's op writes into (a result
+/// returned through a reshape: the producer writes straight into it).
+struct ViewOf {
+  mlir::Value value;
+  int64_t offset = 0;
+};
+
 /// How plan_memory places values. The defaults are the cpu backend's.
 struct MemoryPlanOptions {
   /// Offsets are multiples of this (a power of two).
@@ -71,6 +91,14 @@ struct MemoryPlanOptions {
   /// for a runtime that hands each run's outputs fresh buffers and keeps
   /// the arena for the intermediates (the cuda backend).
   bool returned_in_arena = true;
+  /// Which results are views of other values (null: none). A view takes no
+  /// slot; chains resolve to one root, whose lifetime is widened to cover
+  /// every view of it (from the first definition to the last use), so
+  /// nothing reuses its bytes while a view of them can still be read.
+  /// Needs in_place off; a returned value (outside the arena) cannot be a
+  /// view. plan_memory fails, naming the value, on a view that does not fit
+  /// its root or a cycle.
+  std::function<std::optional<ViewOf>(mlir::OpResult)> views;
 };
 
 /// Plans `func`'s arena with offsets that are multiples of `alignment` (a

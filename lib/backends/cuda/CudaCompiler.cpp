@@ -13,6 +13,7 @@
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "lib/backends/cuda/CudaPtxas.h"
+#include "lib/backends/cuda/CudaViews.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mstep/compiler/BackendCompiler.h"
@@ -78,16 +79,69 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
   return info;
 }
 
+/// mstep.matmul `op` as a cuBLASLt step: its operands (a folded transpose
+/// read through the step's transpose flag), and its product, or the
+/// transpose of it that a permute would have made (C^T = B^T A^T: the
+/// operands swap, each transpose flag flips), or the result of the bias
+/// add and activation its epilogue applies (the bias its third operand).
+template <typename AddValue>
+absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views,
+                          llvm::DenseMap<mlir::Value, int>& ids, AddValue& add_value,
+                          CudaPlan& plan) {
+  CudaLaunchStep step_launch;
+  for (mlir::Value operand : op.getOperands()) step_launch.args.push_back(ids.at(operand));
+  MSTEP_ASSIGN_OR_RETURN(TensorType product, value_type(op.getResult(0), &op));
+  MSTEP_ASSIGN_OR_RETURN(CudaMatmulInfo info,
+                         matmul_info(plan.values[step_launch.args[0]],
+                                     plan.values[step_launch.args[1]], product,
+                                     absl::StrCat("mstep.matmul #", index)));
+  info.shape.transpose_a = views.read_transposed(op.getOperand(0));
+  info.shape.transpose_b = views.read_transposed(op.getOperand(1));
+  int result = -1;
+  if (mlir::Operation* permute = views.transposed_result(&op)) {
+    MSTEP_ASSIGN_OR_RETURN(result, add_value(permute->getResult(0), permute));
+    ids[op.getResult(0)] = result;  // only the permute read it
+    std::swap(step_launch.args[0], step_launch.args[1]);
+    MatmulShape& s = info.shape;
+    std::swap(s.m, s.n);
+    const bool transpose_a = s.transpose_a;
+    s.transpose_a = !s.transpose_b;
+    s.transpose_b = !transpose_a;
+    std::swap(info.a_stride, info.b_stride);
+  } else if (const CudaMatmulEpilogue* epilogue = views.epilogue(&op)) {
+    // The bias add (and activation) it absorbs: it writes their result.
+    MSTEP_ASSIGN_OR_RETURN(result, add_value(epilogue->result, epilogue->result.getDefiningOp()));
+    ids[op.getResult(0)] = result;  // only the absorbed ops read it
+    for (mlir::Operation* user : op.getResult(0).getUsers())
+      for (mlir::Value between : user->getResults()) ids.try_emplace(between, result);
+    step_launch.args.push_back(ids.at(epilogue->bias));
+    info.shape.bias = true;
+    info.shape.epilogue = epilogue->activation;
+  } else {
+    MSTEP_ASSIGN_OR_RETURN(result, add_value(op.getResult(0), &op));
+  }
+  step_launch.writes.push_back(result);
+  step_launch.matmul = static_cast<int>(plan.matmuls.size());
+  plan.matmuls.push_back(std::move(info));
+  plan.launches.push_back(std::move(step_launch));
+  return absl::OkStatus();
+}
+
 /// The memory plan (CudaPlan::arena_offsets): the shared arena planner
 /// (MemoryPlan.h) over the step's ops, with nothing in place (the kernels'
-/// buffers are restrict) and the returned values outside the arena (each
-/// run returns fresh buffers; the arena is the executable's). The caller
-/// validates it once the attention steps' own values are placed.
+/// buffers are restrict), the returned values outside the arena (each
+/// run returns fresh buffers; the arena is the executable's) and `views`'
+/// values in their roots' bytes (the plan's aliases: no offset of their
+/// own). The caller validates it once the attention steps' own values are
+/// placed.
 absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Value, int>& ids,
-                        CudaPlan& plan) {
+                        const CudaViews& views, CudaPlan& plan) {
   DiagnosticCollector diagnostics(*step.getContext());
   const passes::MemoryPlanOptions options{
-      .alignment = kCudaArenaAlignment, .in_place = false, .returned_in_arena = false};
+      .alignment = kCudaArenaAlignment,
+      .in_place = false,
+      .returned_in_arena = false,
+      .views = [&](mlir::OpResult result) { return views.view_of(result); }};
   mlir::FailureOr<passes::MemoryPlan> memory = passes::plan_memory(step, options);
   if (mlir::failed(memory) || mlir::failed(passes::verify_memory_plan(*memory, step)))
     return absl::InternalError(
@@ -96,7 +150,8 @@ absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Valu
   plan.arena_bytes = memory->arena_bytes;
   for (const passes::PlannedValue& planned : memory->values) {
     auto id = ids.find(planned.value);
-    if (planned.arena_offset < 0 || id == ids.end()) continue;  // returned, or no plan value
+    if (planned.view_of || planned.arena_offset < 0 || id == ids.end())
+      continue;  // an alias, returned, or no plan value
     plan.arena_offsets[id->second] = planned.arena_offset;
   }
   return absl::OkStatus();
@@ -182,12 +237,22 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
   if (!step) return absl::InvalidArgumentError("cuda backend: the module has no func @step");
   CompiledCudaStep compiled;
   CudaPlan& plan = compiled.plan;
+  const CudaViews views(step);
   llvm::DenseMap<mlir::Value, int> ids;
+  // A new plan value; a view is an alias of its root (the root of the
+  // value it views, which has its id by then).
   auto add_value = [&](mlir::Value value, mlir::Operation* op) -> absl::StatusOr<int> {
     MSTEP_ASSIGN_OR_RETURN(TensorType type, value_type(value, op));
-    ids[value] = static_cast<int>(plan.values.size());
+    const int id = static_cast<int>(plan.values.size());
+    ids[value] = id;
     plan.values.push_back(type);
-    return ids[value];
+    if (std::optional<passes::ViewOf> view = views.view_of(value)) {
+      CudaAlias alias{id, ids.at(view->value), view->offset};
+      if (const CudaAlias* outer = plan.alias_of(alias.root))
+        alias.root = outer->root, alias.byte_offset += outer->byte_offset;
+      plan.aliases.push_back(alias);
+    }
+    return id;
   };
   for (mlir::BlockArgument arg : step.getArguments()) {
     MSTEP_RETURN_IF_ERROR(add_value(arg, nullptr).status());
@@ -208,6 +273,19 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     }
     const std::string name = absl::StrCat("op", op_index);
     const std::string origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index++);
+    if (views.launches_nothing(&op)) {
+      // A view of its operand (an alias), or a value another op writes
+      // (and that has its id already).
+      for (mlir::Value result : op.getResults())
+        if (!ids.count(result)) MSTEP_RETURN_IF_ERROR(add_value(result, &op).status());
+      continue;
+    }
+    // A result written straight into a later output: the output first, so
+    // that the result is an alias of it.
+    for (mlir::Value result : op.getResults())
+      if (std::optional<passes::ViewOf> view = views.view_of(result);
+          view && !ids.count(view->value) && !mlir::isa<dialect::MatmulOp>(op))
+        MSTEP_RETURN_IF_ERROR(add_value(view->value, view->value.getDefiningOp()).status());
     if (mlir::isa<dialect::AllReduceOp, dialect::AllGatherOp, dialect::BroadcastOp,
                   dialect::ReduceScatterOp>(op))
       return absl::UnimplementedError(absl::StrCat(
@@ -216,17 +294,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
           "in the cuda plan yet; run the collectives on the cpu backend"));
     if (mlir::isa<dialect::MatmulOp>(op)) {
       // A matmul is a cuBLASLt call, not a generated kernel.
-      CudaLaunchStep step_launch;
-      for (mlir::Value operand : op.getOperands()) step_launch.args.push_back(ids.at(operand));
-      MSTEP_ASSIGN_OR_RETURN(int result, add_value(op.getResult(0), &op));
-      step_launch.writes.push_back(result);
-      MSTEP_ASSIGN_OR_RETURN(CudaMatmulInfo info,
-                             matmul_info(plan.values[step_launch.args[0]],
-                                         plan.values[step_launch.args[1]], plan.values[result],
-                                         absl::StrCat("mstep.matmul #", op_index - 1)));
-      step_launch.matmul = static_cast<int>(plan.matmuls.size());
-      plan.matmuls.push_back(std::move(info));
-      plan.launches.push_back(std::move(step_launch));
+      MSTEP_RETURN_IF_ERROR(lower_matmul(op, op_index - 1, views, ids, add_value, plan));
       continue;
     }
     if (CudaAttentionLowering::is_attention(&op)) {
@@ -256,7 +324,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     MSTEP_RETURN_IF_ERROR(add_kernels(std::move(kernels), name, std::move(params),
                                       op.getNumOperands(), origin, options, compiled));
   }
-  MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, plan));
+  MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, views, plan));
   MSTEP_RETURN_IF_ERROR(attention.place_in_arena(plan));
   MSTEP_RETURN_IF_ERROR(validate_cuda_arena(plan));
   return compiled;

@@ -111,7 +111,43 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
       return bad("the error word is value ", w, ", which must be a computed value of type ",
                  error_word::type().to_string(), " outside the arena and not an output");
   }
+  MSTEP_RETURN_IF_ERROR(validate_cuda_aliases(plan));
   return validate_cuda_arena(plan);
+}
+
+absl::Status validate_cuda_aliases(const CudaPlan& plan) {
+  auto bad = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda plan: ", parts...));
+  };
+  const int num_values = static_cast<int>(plan.values.size());
+  std::vector<bool> aliased(plan.values.size(), false);
+  for (const CudaAlias& alias : plan.aliases) {
+    if (alias.value < static_cast<int>(plan.num_inputs) || alias.value >= num_values ||
+        alias.root < 0 || alias.root >= num_values || alias.root == alias.value)
+      return bad("alias %", alias.value, " of %", alias.root, " names a value it cannot (",
+                 num_values, " values, ", plan.num_inputs, " inputs)");
+    if (aliased[alias.value]) return bad("value %", alias.value, " is aliased twice");
+    aliased[alias.value] = true;
+  }
+  for (const CudaAlias& alias : plan.aliases) {
+    const int64_t bytes = static_cast<int64_t>(plan.values[alias.value].bytes());
+    const int64_t root_bytes = static_cast<int64_t>(plan.values[alias.root].bytes());
+    if (aliased[alias.root])
+      return bad("alias %", alias.value, "'s root %", alias.root, " is an alias itself");
+    if (alias.byte_offset < 0 || alias.byte_offset > root_bytes - bytes)
+      return bad("alias %", alias.value, " (", bytes, " bytes at + ", alias.byte_offset,
+                 ") does not fit in its root %", alias.root, " (", root_bytes, " bytes)");
+    if (!plan.arena_offsets.empty() && plan.arena_offsets[alias.value] != -1)
+      return bad("alias %", alias.value, " has an arena offset of its own");
+    for (int output : plan.outputs)
+      if (output == alias.value)
+        return bad("output %", output, " is an alias (an output needs a buffer of its own)");
+    for (size_t l = 0; l < plan.launches.size(); ++l)
+      for (int value : plan.launches[l].writes)
+        if (value == alias.value && alias.root < static_cast<int>(plan.num_inputs))
+          return bad("launch ", l, " writes alias %", value, " of step input %", alias.root);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status validate_cuda_arena(const CudaPlan& plan) {
@@ -142,10 +178,18 @@ absl::Status validate_cuda_arena(const CudaPlan& plan) {
   // Lifetimes in launches: from the first launch that uses a value to the
   // last. Two arena values whose lifetimes meet must not share a byte (no
   // launch writes over what it reads: the kernels' buffers are restrict).
+  // A use of an alias is a use of its root's bytes.
+  std::vector<int> owner(num_values);
+  for (size_t v = 0; v < num_values; ++v) owner[v] = static_cast<int>(v);
+  for (const CudaAlias& alias : plan.aliases)
+    if (alias.value >= 0 && static_cast<size_t>(alias.value) < num_values && alias.root >= 0 &&
+        static_cast<size_t>(alias.root) < num_values)
+      owner[alias.value] = alias.root;
   std::vector<int64_t> first(num_values, -1), last(num_values, -1);
   for (size_t l = 0; l < plan.launches.size(); ++l)
     for (const std::vector<int>* values : {&plan.launches[l].args, &plan.launches[l].writes})
-      for (int value : *values) {
+      for (int used : *values) {
+        const int value = owner[used];
         if (first[value] < 0) first[value] = static_cast<int64_t>(l);
         last[value] = static_cast<int64_t>(l);
       }
@@ -305,6 +349,7 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
   std::vector<bool> output(exe->plan_.values.size(), false);
   for (int v : exe->plan_.outputs) output[v] = true;
   exe->scratch_.resize(exe->plan_.values.size());
+  for (const CudaAlias& alias : exe->plan_.aliases) output[alias.value] = true;  // no buffer
   for (size_t v = exe->plan_.num_inputs; v < exe->plan_.values.size(); ++v) {
     if (output[v] || (!exe->plan_.arena_offsets.empty() && exe->plan_.arena_offsets[v] >= 0))
       continue;
@@ -470,7 +515,10 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
                        "; the output is ", plan_.values[v].to_string(), " on cuda"));
     values.buffers[v] = offered;
   }
+  std::vector<bool> aliased(plan_.values.size(), false);
+  for (const CudaAlias& alias : plan_.aliases) aliased[alias.value] = true;
   for (size_t v = plan_.num_inputs; v < plan_.values.size(); ++v) {
+    if (aliased[v]) continue;  // below, from its root
     if (!plan_.arena_offsets.empty() && plan_.arena_offsets[v] >= 0) {
       values.pointers[v] = arena_.pointer + static_cast<CUdeviceptr>(plan_.arena_offsets[v]);
       continue;
@@ -492,6 +540,14 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
   for (size_t v = 0; v < plan_.values.size(); ++v)
     if (values.buffers[v] != nullptr)
       values.pointers[v] = CudaBackend::device_pointer(*values.buffers[v]);
+  // An alias is its root's bytes: its address, and its buffer (so that a
+  // step using it is ordered after the root's writers and before its
+  // readers).
+  for (const CudaAlias& alias : plan_.aliases) {
+    values.pointers[alias.value] =
+        values.pointers[alias.root] + static_cast<CUdeviceptr>(alias.byte_offset);
+    values.buffers[alias.value] = values.buffers[alias.root];
+  }
   if (error_host_) MSTEP_RETURN_IF_ERROR(reset_error_word(values));
   for (const CudaLaunchStep& launch : plan_.launches) {
     if (launch.matmul >= 0) {

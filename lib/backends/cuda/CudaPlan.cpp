@@ -59,6 +59,8 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
     absl::StrAppend(&text, "  %", v, ": ", plan.values[v].to_string());
     if (v < plan.num_inputs)
       absl::StrAppend(&text, " (input)");
+    else if (const CudaAlias* alias = plan.alias_of(static_cast<int>(v)))
+      absl::StrAppend(&text, " = the bytes of %", alias->root, " + ", alias->byte_offset);
     else if (!plan.arena_offsets.empty() && plan.arena_offsets[v] >= 0)
       absl::StrAppend(&text, " at arena + ", plan.arena_offsets[v]);
     else

@@ -112,6 +112,20 @@ struct CudaLaunchStep {
   friend bool operator==(const CudaLaunchStep&, const CudaLaunchStep&) = default;
 };
 
+/// A value that is another value's bytes, so no launch copies it: a
+/// reshape, a permute that moves only size-1 dims, a contiguous slice (at
+/// a byte offset), a transpose a cuBLASLt step reads through its transpose
+/// flag, or an intermediate written straight into the step output that
+/// reshapes it. Its address is `root`'s + `byte_offset`; `root` is no
+/// alias, and holds the bytes for as long as any alias of it is used
+/// (the memory plan widens its lifetime).
+struct CudaAlias {
+  int value = -1;
+  int root = -1;
+  int64_t byte_offset = 0;
+  friend bool operator==(const CudaAlias&, const CudaAlias&) = default;
+};
+
 /// Arena offsets are multiples of this (cuMemAlloc's alignment, enough for
 /// every vector load and cuBLASLt's operands).
 inline constexpr int64_t kCudaArenaAlignment = 256;
@@ -141,6 +155,15 @@ struct CudaPlan {
   /// with a target out of range) set, and that the optimizer update reads
   /// to leave parameters and state as they were; -1: no kernel checks.
   int error_word = -1;
+  /// The values that are views of others (their arena offset is -1: they
+  /// take no bytes of their own).
+  std::vector<CudaAlias> aliases;
+  /// Each value's alias, or null.
+  const CudaAlias* alias_of(int value) const {
+    for (const CudaAlias& alias : aliases)
+      if (alias.value == value) return &alias;
+    return nullptr;
+  }
   friend bool operator==(const CudaPlan&, const CudaPlan&) = default;
 };
 

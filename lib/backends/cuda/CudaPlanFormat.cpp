@@ -180,12 +180,20 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
   }
   // Version 4: the error word.
   w.i64(plan.error_word);
+  // Version 5: the aliases.
+  w.u32(static_cast<uint32_t>(plan.aliases.size()));
+  for (const CudaAlias& alias : plan.aliases) {
+    w.i64(alias.value);
+    w.i64(alias.root);
+    w.i64(alias.byte_offset);
+  }
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // Version 1 is version 2 without the attention steps, 2 is 3 without the
-  // kernels' parameter slots, 3 is 4 without the error word.
+  // kernels' parameter slots, 3 is 4 without the error word, 4 is 5 without
+  // the aliases.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -260,6 +268,14 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
     }
   }
   if (version >= 4) plan.error_word = read_int(r, "the error word's value");
+  if (version >= 5) {
+    plan.aliases.resize(r.count("the alias count", 3 * 8));
+    for (CudaAlias& alias : plan.aliases) {
+      alias.value = read_int(r, "an alias's value");
+      alias.root = read_int(r, "an alias's root");
+      alias.byte_offset = r.i64("an alias's byte offset");
+    }
+  }
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

@@ -21,10 +21,14 @@ bool from_op(const CudaKernelInfo& kernel, std::initializer_list<absl::string_vi
 CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
   CudaPlanSummary summary;
   summary.arena_bytes = plan.arena_bytes;
+  summary.aliases = static_cast<int64_t>(plan.aliases.size());
   for (const CudaLaunchStep& step : plan.launches) {
     ++summary.steps;
     if (step.matmul >= 0) {
       ++summary.cublaslt;
+      const MatmulShape& shape = plan.matmuls.at(step.matmul).shape;
+      if (shape.transpose_a || shape.transpose_b) ++summary.transposed;
+      if (shape.bias || shape.epilogue != MatmulEpilogue::none) ++summary.epilogues;
       continue;
     }
     if (step.attention >= 0) {
@@ -43,8 +47,10 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
 
 std::string describe_cuda_plan_summary(const CudaPlanSummary& s) {
   return absl::StrFormat(
-      "%d steps: %d kernel launches (%d copies, %d row-wise), %d cuBLASLt, %d cuDNN; arena %.1f MiB",
-      s.steps, s.launches, s.copies, s.row_launches, s.cublaslt, s.cudnn,
+      "%d steps: %d kernel launches (%d copies, %d row-wise), %d cuBLASLt (%d transposed, %d with "
+      "an epilogue), %d cuDNN; %d aliases; arena %.1f MiB",
+      s.steps, s.launches, s.copies, s.row_launches, s.cublaslt, s.transposed, s.epilogues,
+      s.cudnn, s.aliases,
       static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0));
 }
 

@@ -15,6 +15,13 @@ struct CudaPlanSummary {
   int64_t steps = 0;     ///< every step of the plan
   int64_t launches = 0;  ///< kernel launches
   int64_t cublaslt = 0;  ///< cuBLASLt matmuls
+  /// cuBLASLt matmuls that read an operand through its transpose flag (or
+  /// write the transposed product): a permute kernel folded into the call.
+  int64_t transposed = 0;
+  /// cuBLASLt matmuls with an epilogue (bias, ReLU, GELU).
+  int64_t epilogues = 0;
+  /// Values that are views of others' bytes (CudaPlan::aliases): no launch.
+  int64_t aliases = 0;
   int64_t cudnn = 0;     ///< cuDNN SDPA executions
   int64_t copies = 0;    ///< launches of mstep.reshape / permute / slice kernels
   /// Launches of the row-wise ops' kernels (softmax, log_softmax,
@@ -25,7 +32,8 @@ struct CudaPlanSummary {
 
 CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan);
 
-/// "412 steps: 300 kernel launches (40 copies, 30 row-wise), 100 cuBLASLt, 12 cuDNN; arena 12.5 MiB"
+/// "412 steps: 300 kernel launches (40 copies, 30 row-wise), 100 cuBLASLt (20 transposed, 10
+/// with an epilogue), 12 cuDNN; 60 aliases; arena 12.5 MiB"
 std::string describe_cuda_plan_summary(const CudaPlanSummary& summary);
 
 } // namespace mstep::cuda

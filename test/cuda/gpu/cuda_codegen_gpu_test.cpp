@@ -127,12 +127,19 @@ absl::Status launch_all(const CudaContext& context, const LoadedCase& c) {
   for (const CodegenCaseLaunch& launch : c.spec.launches) {
     if (launch.matmul) {
       // `batch` calls of the runtime's wrapper, each operand at its stride.
-      const MatmulShape shape{.m = launch.m, .n = launch.n, .k = launch.k};
+      const MatmulShape shape{.m = launch.m,
+                              .n = launch.n,
+                              .k = launch.k,
+                              .transpose_a = launch.transpose_a,
+                              .transpose_b = launch.transpose_b,
+                              .epilogue = static_cast<MatmulEpilogue>(launch.activation),
+                              .bias = launch.bias >= 0};
+      const CUdeviceptr bias = launch.bias >= 0 ? c.buffers[launch.bias].pointer() : 0;
       for (int64_t i = 0; i < launch.batch; ++i) {
         const CUdeviceptr a = c.buffers[launch.args[0]].pointer() + i * launch.a_stride * 4;
         const CUdeviceptr b = c.buffers[launch.args[1]].pointer() + i * launch.b_stride * 4;
         const CUdeviceptr out = c.buffers[launch.args[2]].pointer() + i * launch.c_stride * 4;
-        if (absl::Status s = c.matmul->run(shape, a, b, 0, out); !s.ok()) return s;
+        if (absl::Status s = c.matmul->run(shape, a, b, bias, out); !s.ok()) return s;
       }
       continue;
     }

@@ -1,0 +1,252 @@
+// CudaViews: see CudaViews.h.
+#include "lib/backends/cuda/CudaViews.h"
+
+#include "lib/backends/cuda/CudaPlan.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mstep/ir/dialect/MstepOps.h"
+
+namespace mstep::cuda {
+
+namespace {
+
+llvm::ArrayRef<int64_t> shape_of(mlir::Value value) {
+  return llvm::cast<mlir::ShapedType>(value.getType()).getShape();
+}
+
+int64_t element_bytes(mlir::Value value) {
+  const unsigned bits = llvm::cast<mlir::ShapedType>(value.getType()).getElementTypeBitWidth();
+  return (bits + 7) / 8;
+}
+
+/// Whether `perm` keeps the order of the dims of `shape` that are not 1
+/// (the row-major bytes do not move).
+bool moves_only_unit_dims(llvm::ArrayRef<int64_t> perm, llvm::ArrayRef<int64_t> shape) {
+  int64_t previous = -1;
+  for (int64_t d : perm) {
+    if (shape[d] == 1) continue;
+    if (d < previous) return false;
+    previous = d;
+  }
+  return true;
+}
+
+/// Whether `perm` swaps the last two dims and keeps the others.
+bool swaps_last_two(llvm::ArrayRef<int64_t> perm) {
+  const size_t r = perm.size();
+  if (r < 2 || perm[r - 1] != static_cast<int64_t>(r) - 2 ||
+      perm[r - 2] != static_cast<int64_t>(r) - 1)
+    return false;
+  for (size_t d = 0; d + 2 < r; ++d)
+    if (perm[d] != static_cast<int64_t>(d)) return false;
+  return true;
+}
+
+/// The byte offset of a slice whose elements are one contiguous run of its
+/// input (every dim before `dim` of size 1, and unit steps or one element
+/// along it), or nullopt.
+std::optional<int64_t> contiguous_slice_offset(dialect::SliceOp slice) {
+  llvm::ArrayRef<int64_t> in = shape_of(slice.getInput());
+  const int64_t dim = static_cast<int64_t>(slice.getDim());
+  for (int64_t d = 0; d < dim; ++d)
+    if (in[d] != 1) return std::nullopt;
+  if (slice.getStep() != 1 && shape_of(slice.getResult())[dim] > 1) return std::nullopt;
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < in.size(); ++d) inner *= in[d];
+  return static_cast<int64_t>(slice.getStart()) * inner * element_bytes(slice.getInput());
+}
+
+/// Whether a matmul with operands of ranks `lr`, `rr` can read its lhs /
+/// rhs transposed: compile_cuda_step folds a >2-D lhs's batch dims into
+/// the rows when rhs is 2-D, which a transposed lhs does not allow.
+bool lhs_may_transpose(size_t lr, size_t rr) { return lr == 2 || rr > 2; }
+
+/// The activation `op` is as a cuBLASLt epilogue (ReLU, or GELU's tanh
+/// form: cuBLASLt has no erf form), or nullopt.
+std::optional<MatmulEpilogue> activation_of(mlir::Operation* op) {
+  if (llvm::isa<dialect::ReluOp>(op)) return MatmulEpilogue::relu;
+  if (auto gelu = llvm::dyn_cast<dialect::GeluOp>(op);
+      gelu && gelu.getApproximate() == dialect::GeluApproximation::tanh)
+    return MatmulEpilogue::gelu;
+  return std::nullopt;
+}
+
+/// Whether `add` adds a bias to `product`: its other operand is [n] (the
+/// product's last dim) of the product's element type, and the sum has the
+/// product's type. The bias, or null.
+mlir::Value bias_of(mlir::Operation* add, mlir::Value product) {
+  if (!llvm::isa<dialect::AddOp>(add) || add->getResult(0).getType() != product.getType())
+    return nullptr;
+  mlir::Value other = add->getOperand(0) == product ? add->getOperand(1) : add->getOperand(0);
+  if (other == product) return nullptr;
+  auto type = llvm::cast<mlir::ShapedType>(other.getType());
+  auto product_type = llvm::cast<mlir::ShapedType>(product.getType());
+  if (type.getRank() != 1 || type.getDimSize(0) != product_type.getShape().back() ||
+      type.getElementType() != product_type.getElementType())
+    return nullptr;
+  return other;
+}
+
+/// The epilogue of a matmul whose product `product` has one use: a
+/// fusion that is only `add(product, bias)` [then ReLU or GELU-tanh]; or an
+/// `mstep.add` of the bias [then such an op that only the add's result
+/// feeds]. `absorbed` gets the ops that then launch nothing; `inner` the
+/// values in between (the add's result before the activation).
+std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
+                                                const llvm::DenseSet<mlir::Value>& returned,
+                                                llvm::SmallVectorImpl<mlir::Operation*>& absorbed,
+                                                llvm::SmallVectorImpl<mlir::Value>& inner) {
+  mlir::Operation* user = *product.getUsers().begin();
+  if (auto fusion = llvm::dyn_cast<dialect::FusionOp>(user)) {
+    if (fusion->getNumOperands() != 2 || fusion->getNumResults() != 1 ||
+        fusion->getResult(0).getType() != product.getType())
+      return std::nullopt;
+    mlir::Block& body = fusion.getBody().front();
+    const unsigned at = fusion->getOperand(0) == product ? 0 : 1;
+    if (fusion->getOperand(1 - at) == product) return std::nullopt;
+    // add(arg_product, arg_bias) [activation] yield: nothing else.
+    auto ops = body.without_terminator();
+    auto it = ops.begin();
+    if (it == ops.end()) return std::nullopt;
+    mlir::Operation* add = &*it++;
+    mlir::Value bias_arg = bias_of(add, body.getArgument(at));
+    if (!bias_arg || bias_arg != body.getArgument(1 - at)) return std::nullopt;
+    CudaMatmulEpilogue epilogue{fusion->getOperand(1 - at), MatmulEpilogue::none,
+                                fusion->getResult(0)};
+    mlir::Value last = add->getResult(0);
+    if (it != ops.end()) {
+      std::optional<MatmulEpilogue> activation = activation_of(&*it);
+      if (!activation || it->getOperand(0) != last) return std::nullopt;
+      epilogue.activation = *activation;
+      last = it->getResult(0);
+      ++it;
+    }
+    if (it != ops.end() || body.getTerminator()->getNumOperands() != 1 ||
+        body.getTerminator()->getOperand(0) != last)
+      return std::nullopt;
+    absorbed.push_back(fusion);
+    return epilogue;
+  }
+  mlir::Value bias = bias_of(user, product);
+  if (!bias) return std::nullopt;
+  absorbed.push_back(user);
+  CudaMatmulEpilogue epilogue{bias, MatmulEpilogue::none, user->getResult(0)};
+  mlir::Value sum = user->getResult(0);
+  if (sum.hasOneUse() && !returned.contains(sum))
+    if (mlir::Operation* next = *sum.getUsers().begin())
+      if (std::optional<MatmulEpilogue> activation = activation_of(next)) {
+        absorbed.push_back(next);
+        inner.push_back(sum);
+        epilogue.activation = *activation;
+        epilogue.result = next->getResult(0);
+      }
+  return epilogue;
+}
+
+}  // namespace
+
+std::optional<passes::ViewOf> CudaViews::view_of(mlir::Value value) const {
+  auto it = views_.find(value);
+  if (it == views_.end()) return std::nullopt;
+  return it->second;
+}
+
+CudaViews::CudaViews(mlir::func::FuncOp step) {
+  mlir::Block& body = step.getBody().front();
+  llvm::DenseSet<mlir::Value> returned;
+  if (auto ret = llvm::dyn_cast<mlir::func::ReturnOp>(body.getTerminator()))
+    for (mlir::Value value : ret.getOperands()) returned.insert(value);
+
+  // 1. Matmuls whose product only a transposing permute reads write the
+  //    permute's result instead.
+  for (mlir::Operation& op : body) {
+    auto matmul = llvm::dyn_cast<dialect::MatmulOp>(op);
+    if (!matmul || returned.contains(matmul.getResult()) || !matmul.getResult().hasOneUse())
+      continue;
+    auto permute = llvm::dyn_cast<dialect::PermuteOp>(*matmul.getResult().getUsers().begin());
+    const size_t lr = shape_of(matmul.getLhs()).size(), rr = shape_of(matmul.getRhs()).size();
+    if (!permute || !swaps_last_two(permute.getPerm()) || !lhs_may_transpose(lr, rr) ||
+        (lr > 2 && rr > 2 && shape_of(matmul.getLhs()).drop_back(2) !=
+                                 shape_of(matmul.getRhs()).drop_back(2)))
+      continue;
+    transposed_results_[&op] = permute;
+    silent_.insert(permute);
+    views_[matmul.getResult()] = {permute.getResult(), 0};
+  }
+
+  // 1b. Matmuls whose product only a bias add (and an activation) reads
+  //     write the last op's result through a cuBLASLt epilogue.
+  for (mlir::Operation& op : body) {
+    auto matmul = llvm::dyn_cast<dialect::MatmulOp>(op);
+    if (!matmul || transposed_results_.count(&op) || returned.contains(matmul.getResult()) ||
+        !matmul.getResult().hasOneUse())
+      continue;
+    llvm::SmallVector<mlir::Operation*> absorbed;
+    llvm::SmallVector<mlir::Value> inner;
+    std::optional<CudaMatmulEpilogue> epilogue =
+        find_epilogue(matmul.getResult(), returned, absorbed, inner);
+    if (!epilogue) continue;
+    for (mlir::Operation* absorbed_op : absorbed) silent_.insert(absorbed_op);
+    views_[matmul.getResult()] = {epilogue->result, 0};
+    for (mlir::Value value : inner) views_[value] = {epilogue->result, 0};
+    epilogues_[&op] = *epilogue;
+  }
+
+  // 2. Permutes read only by matmuls, each as a transpose flag.
+  for (mlir::Operation& op : body) {
+    auto permute = llvm::dyn_cast<dialect::PermuteOp>(op);
+    if (!permute || silent_.contains(&op) || returned.contains(permute.getResult()) ||
+        !swaps_last_two(permute.getPerm()) || permute.getResult().use_empty())
+      continue;
+    bool all_fold = true;
+    for (mlir::OpOperand& use : permute.getResult().getUses()) {
+      auto matmul = llvm::dyn_cast<dialect::MatmulOp>(use.getOwner());
+      if (!matmul) {
+        all_fold = false;
+        break;
+      }
+      const size_t lr = shape_of(matmul.getLhs()).size(), rr = shape_of(matmul.getRhs()).size();
+      if (use.getOperandNumber() == 0 && !lhs_may_transpose(lr, rr)) all_fold = false;
+    }
+    if (!all_fold) continue;
+    transposed_reads_.insert(permute.getResult());
+    silent_.insert(&op);
+    views_[permute.getResult()] = {permute.getInput(), 0};
+  }
+
+  // 3. Reshapes, size-1 permutes and contiguous slices: views of their
+  //    operand; or, returned, the operand written into them.
+  llvm::DenseSet<mlir::Value> written_into_output;
+  for (mlir::Operation& op : body) {
+    if (silent_.contains(&op) || op.getNumResults() != 1 || op.getNumOperands() != 1) continue;
+    mlir::Value result = op.getResult(0), input = op.getOperand(0);
+    std::optional<int64_t> offset;
+    if (llvm::isa<dialect::ReshapeOp>(op)) {
+      offset = 0;
+    } else if (auto permute = llvm::dyn_cast<dialect::PermuteOp>(op)) {
+      if (moves_only_unit_dims(permute.getPerm(), shape_of(input))) offset = 0;
+    } else if (auto slice = llvm::dyn_cast<dialect::SliceOp>(op)) {
+      offset = contiguous_slice_offset(slice);
+      if (offset && *offset % kCudaArenaAlignment != 0) offset.reset();
+    }
+    if (!offset) continue;
+    if (!returned.contains(result)) {
+      views_[result] = {input, *offset};
+      silent_.insert(&op);
+      continue;
+    }
+    // A returned value needs a buffer of its own: the operand's op writes
+    // into it, when the operand has bytes of its own that nothing else
+    // claims (not an input, an output, a view, or an op that writes its
+    // results itself: attention, custom ops).
+    mlir::Operation* producer = input.getDefiningOp();
+    if (*offset != 0 || producer == nullptr || returned.contains(input) ||
+        views_.count(input) || written_into_output.contains(input) || silent_.contains(producer) ||
+        llvm::isa<dialect::CustomOp, dialect::SdpaOp, dialect::SdpaBackwardOp>(producer))
+      continue;
+    written_into_output.insert(input);
+    views_[input] = {result, 0};
+    silent_.insert(&op);
+  }
+}
+
+}  // namespace mstep::cuda

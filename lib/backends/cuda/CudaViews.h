@@ -1,0 +1,81 @@
+// Which values of a step need no launch of their own on cuda (issue 21:
+// fewer launches): the plan's aliases (CudaPlan::aliases) and the
+// transposes folded into cuBLASLt steps, decided once over the step before
+// it is lowered, and given to the memory planner (MemoryPlanOptions::views)
+// so that a root's bytes outlive every view of them.
+//   - a reshape, or a permute that moves only size-1 dims: its operand's
+//     bytes as they are;
+//   - a slice whose elements are one contiguous run of its operand
+//     starting at a multiple of kCudaArenaAlignment bytes (cuBLASLt and
+//     cuDNN assume aligned operands);
+//   - a permute that swaps the last two dims and that only matmuls read,
+//     each of which can take it as its transpose flag (a 2-D lhs or a
+//     batched one, any rhs): its operand's bytes, read transposed;
+//   - a matmul whose product only feeds such a permute (and is not one
+//     that folds lhs's batch dims into its rows): it writes the permute's
+//     result, as (A·B)^T = B^T·A^T, and the permute launches nothing;
+//   - an intermediate that a reshape (or size-1 permute) returns as a step
+//     output: its op writes straight into the output's buffer;
+//   - a matmul whose product only a bias add reads (x·w + b, b of the
+//     product's dtype and last dim, alone or in a fusion that is just that),
+//     then maybe a ReLU or a tanh-form GELU that only the add reads: one
+//     cuBLASLt call with the BIAS / RELU_BIAS / GELU_BIAS epilogue writes
+//     the last op's result, and those ops launch nothing.
+// A returned value is never a view (each run hands outputs buffers of
+// their own). Library-internal; MLIR.
+#pragma once
+
+#include <optional>
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "lib/backends/cuda/CublasLt.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mstep/passes/MemoryPlan.h"
+
+namespace mstep::cuda {
+
+/// A bias (and activation) a matmul's cuBLASLt call applies.
+struct CudaMatmulEpilogue {
+  mlir::Value bias;                ///< [n], the product's dtype
+  MatmulEpilogue activation = MatmulEpilogue::none;
+  mlir::Value result;              ///< what the call writes (the last op's result)
+};
+
+class CudaViews {
+ public:
+  /// Decides for every op of `step` (its single block, after the cuda
+  /// pipeline).
+  explicit CudaViews(mlir::func::FuncOp step);
+
+  /// Whose bytes `value` is (an operand of its op, or the later output its
+  /// op writes into), at which byte offset; nullopt for a value with
+  /// bytes of its own. MemoryPlanOptions::views' form.
+  std::optional<passes::ViewOf> view_of(mlir::Value value) const;
+  /// Whether matmul operand `value` is a folded transpose: the bytes of the
+  /// permute's operand, which the cuBLASLt step reads transposed.
+  bool read_transposed(mlir::Value value) const { return transposed_reads_.contains(value); }
+  /// The permute whose result matmul `op` writes (transposed), or null.
+  mlir::Operation* transposed_result(mlir::Operation* matmul) const {
+    return transposed_results_.lookup(matmul);
+  }
+  /// The epilogue matmul `op`'s call applies, or null.
+  const CudaMatmulEpilogue* epilogue(mlir::Operation* matmul) const {
+    auto it = epilogues_.find(matmul);
+    return it == epilogues_.end() ? nullptr : &it->second;
+  }
+  /// Whether `op` launches nothing: every result a view of an operand, or
+  /// a permute a matmul writes.
+  bool launches_nothing(mlir::Operation* op) const { return silent_.contains(op); }
+
+  size_t num_views() const { return views_.size(); }
+
+ private:
+  llvm::DenseMap<mlir::Value, passes::ViewOf> views_;
+  llvm::DenseSet<mlir::Value> transposed_reads_;
+  llvm::DenseMap<mlir::Operation*, mlir::Operation*> transposed_results_;
+  llvm::DenseSet<mlir::Operation*> silent_;
+  llvm::DenseMap<mlir::Operation*, CudaMatmulEpilogue> epilogues_;
+};
+
+}  // namespace mstep::cuda
