@@ -23,10 +23,10 @@ bool is_library_work(absl::string_view what) {
 }
 
 /// Where `value` lies in a moved buffer: the same offset in its new one.
-std::optional<uint64_t> moved_to(uint64_t value,
+std::optional<CUdeviceptr> moved_to(CUdeviceptr value,
                                  absl::Span<const std::pair<BufferPtr, BufferPtr>> moved) {
   for (const auto& [from, to] : moved) {
-    const uint64_t base = CudaBackend::device_pointer(*from);
+    const CUdeviceptr base = CudaBackend::device_pointer(*from);
     if (value >= base && value - base < from->type().bytes())
       return CudaBackend::device_pointer(*to) + (value - base);
   }
@@ -123,16 +123,16 @@ int64_t CudaGraph::rebind(absl::Span<const std::pair<BufferPtr, BufferPtr>> move
   int64_t patched = 0;
   for (PatchNode& n : patch_nodes_) {
     bool changed = false;
-    auto patch = [&](uint64_t& value) {
-      if (std::optional<uint64_t> to = moved_to(value, moved)) {
+    auto patch = [&](CUdeviceptr& value) {
+      if (std::optional<CUdeviceptr> to = moved_to(value, moved)) {
         value = *to;
         changed = true;
       }
     };
     if (n.kernel) {
       for (std::vector<std::byte>& arg : n.args)
-        for (size_t at = 0; at + sizeof(uint64_t) <= arg.size(); at += sizeof(uint64_t)) {
-          uint64_t value;
+        for (size_t at = 0; at + sizeof(CUdeviceptr) <= arg.size(); at += sizeof(CUdeviceptr)) {
+          CUdeviceptr value;
           std::memcpy(&value, arg.data() + at, sizeof value);
           patch(value);
           std::memcpy(arg.data() + at, &value, sizeof value);
