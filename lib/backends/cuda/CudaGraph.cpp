@@ -69,11 +69,16 @@ bool CudaGraph::read_patch_nodes() {
       patch.kernel = true;
       CUDA_KERNEL_NODE_PARAMS& p = patch.kernel_params;
       if (api.cuGraphKernelNodeGetParams(node, &p) != CUDA_SUCCESS || p.extra != nullptr ||
-          p.func == nullptr)
+          (p.func == nullptr && p.kern == nullptr))
         return false;
-      // Each argument's bytes, as long as the function's layout says.
+      // Each argument's bytes, as long as the kernel's layout says (by its
+      // function, or by its library kernel where the node names only that).
+      auto param_info = [&](size_t i, size_t* offset, size_t* size) {
+        return p.func != nullptr ? api.cuFuncGetParamInfo(p.func, i, offset, size)
+                                 : api.cuKernelGetParamInfo(p.kern, i, offset, size);
+      };
       size_t offset = 0, size = 0;
-      for (size_t i = 0; api.cuFuncGetParamInfo(p.func, i, &offset, &size) == CUDA_SUCCESS; ++i) {
+      for (size_t i = 0; param_info(i, &offset, &size) == CUDA_SUCCESS; ++i) {
         if (p.kernelParams == nullptr || p.kernelParams[i] == nullptr) return false;
         const auto* bytes = static_cast<const std::byte*>(p.kernelParams[i]);
         patch.args.emplace_back(bytes, bytes + size);
