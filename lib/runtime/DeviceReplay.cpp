@@ -127,6 +127,7 @@ std::unique_ptr<DeviceReplay> DeviceReplay::record(std::vector<Segment>& segment
 
 bool DeviceReplay::buffers_moved() {
   bool moved = false;
+  moves_.clear();
   // A parameter's buffer is updated in place: a copy_() snapshot sharing
   // it keeps the old value, so the tensor takes a copy of its own first.
   for (WriteBack& w : write_backs_) {
@@ -136,6 +137,7 @@ bool DeviceReplay::buffers_moved() {
       w.tensor->set_buffer(own);
     }
     if (w.tensor->buffer() != w.buffer) {
+      moves_.emplace_back(w.buffer, w.tensor->buffer());
       w.buffer = w.tensor->buffer();
       moved = true;
     }
@@ -153,10 +155,12 @@ bool DeviceReplay::buffers_moved() {
       const BufferPtr& now = b.tensor->buffer();
       const BufferPtr& recorded = inputs_[s][j];
       if (now == recorded) continue;
-      if (!lazy_work && recorded->holders() == Buffer::Holders::none)
+      if (!lazy_work && recorded->holders() == Buffer::Holders::none) {
         copies_.emplace_back(now, recorded);
-      else
+      } else {
+        moves_.emplace_back(recorded, now);
         moved = true;
+      }
     }
   // A static result held by anyone but its tensor would change under them.
   for (const Output& o : outputs_) {
@@ -166,14 +170,47 @@ bool DeviceReplay::buffers_moved() {
                                                      : result->holders() != Buffer::Holders::none;
     if (shared) {
       offered_[o.segment][o.result] = value_or_throw(backend_.allocate(result->type()));
+      moves_.emplace_back(result, offered_[o.segment][o.result]);
       moved = true;
     }
   }
   return moved;
 }
 
+bool DeviceReplay::rebind() {
+  // Every buffer the recorded work uses (before this replay's moves).
+  absl::flat_hash_set<const Buffer*> used;
+  for (const auto* lists : {&inputs_, &results_})
+    for (const std::vector<BufferPtr>& list : *lists)
+      for (const BufferPtr& b : list) used.insert(b.get());
+  absl::flat_hash_map<const Buffer*, BufferPtr> to;
+  std::vector<std::pair<BufferPtr, BufferPtr>> moved;
+  for (const auto& [from, into] : moves_) {
+    auto [it, inserted] = to.try_emplace(from.get(), into);
+    if (!inserted && it->second != into) return false;  // one buffer, two new ones
+    if (used.contains(into.get())) return false;        // would merge two buffers' uses
+    if (inserted) moved.emplace_back(from, into);
+  }
+  // A static input still reading a moved buffer would move with it.
+  for (size_t s = 0; s < segments_.size(); ++s)
+    for (size_t j = 0; j < segments_[s].inputs.size(); ++j) {
+      const InputBinding& b = segments_[s].inputs[j];
+      if (b.source != InputBinding::Source::tensor) continue;
+      auto it = to.find(inputs_[s][j].get());
+      if (it != to.end() && b.tensor->buffer() != it->second) return false;
+    }
+  const int64_t patched = graph_->rebind(moved);
+  if (patched < 0) return false;
+  for (auto* lists : {&inputs_, &results_})
+    for (std::vector<BufferPtr>& list : *lists)
+      for (BufferPtr& b : list)
+        if (auto it = to.find(b.get()); it != to.end()) b = it->second;
+  mutable_metrics().device_graph_node_patches += patched;
+  return true;
+}
+
 void DeviceReplay::replay(uint64_t rng_seed, uint64_t rng_base) {
-  if (buffers_moved()) {
+  if (buffers_moved() && !rebind()) {
     absl::Status updated = graph_->update([this] { return record_work(); });
     if (!updated.ok())
       throw Error(absl::Status(updated.code(),
@@ -181,6 +218,7 @@ void DeviceReplay::replay(uint64_t rng_seed, uint64_t rng_base) {
                                             "inputs' new buffers: ", updated.message())));
     ++mutable_metrics().device_graph_updates;
   } else {
+    if (!moves_.empty()) ++mutable_metrics().device_graph_updates;  // patched in place
     for (const auto& [from, to] : copies_) {
       // A copy the same input needs twice (two segments read it) is harmless.
       throw_if_error(backend_.copy_device(from, to));

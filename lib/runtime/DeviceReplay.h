@@ -25,7 +25,8 @@ class DeviceReplay {
   /// fallback, an allocation or host sync inside the executables).
   static std::unique_ptr<DeviceReplay> record(std::vector<Segment>& segments, Backend& backend);
 
-  /// One replay: rebinds moved buffers (an update, counted), writes each
+  /// One replay: moves the graph to moved buffers (patching its nodes in
+  /// place, else an update; both counted), writes each
   /// segment's RNG state (seed, `rng_base` + its offset), launches the
   /// graph and binds the results to their tensors. The caller has checked
   /// the inputs (ReplayError) and synced pending ones.
@@ -54,6 +55,13 @@ class DeviceReplay {
   /// else shares gets a buffer of its own) and lists in copies_ the moved
   /// static inputs whose values can be copied into the graph's buffers.
   bool buffers_moved();
+  /// Moves the graph to moves_'s buffers by patching it in place
+  /// (DeviceGraph::rebind), and the recorded buffers with it: false (nothing
+  /// changed) when addresses would not identify the uses (a moved buffer
+  /// is still read by a binding that stays, or a new one is already used)
+  /// or the graph declines.
+  bool rebind();
+
 
   std::vector<Segment>& segments_;
   Backend& backend_;
@@ -66,6 +74,8 @@ class DeviceReplay {
   absl::flat_hash_set<const TensorImpl*> written_;  // the write-backs' tensors
   /// This replay's copies of moved static inputs' values: (from, into).
   std::vector<std::pair<BufferPtr, BufferPtr>> copies_;
+  /// This replay's moved buffers: (recorded, new), for rebind().
+  std::vector<std::pair<BufferPtr, BufferPtr>> moves_;
 };
 
 }  // namespace mstep::internal

@@ -25,6 +25,9 @@ CUresult g_capture_broken = CUDA_SUCCESS;
 /// A graph and an instantiated graph: their nodes, in stream order.
 struct FakeGraph {
   std::vector<FakeCall> nodes;
+  /// An instantiated graph: the graph it came from, whose node handles
+  /// (pointers to its FakeCalls) name its nodes by position.
+  const FakeGraph* source = nullptr;
 };
 int g_graph_launches = 0;
 
@@ -415,7 +418,8 @@ CUresult stream_is_capturing(CUstream stream, CUstreamCaptureStatus* status) {
 CUresult graph_instantiate(CUgraphExec* exec, CUgraph graph, unsigned long long) {
   record("cuGraphInstantiate");
   if (refused_in_capture("cuGraphInstantiate")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  *exec = reinterpret_cast<CUgraphExec>(new FakeGraph{reinterpret_cast<FakeGraph*>(graph)->nodes});
+  const FakeGraph* source = reinterpret_cast<FakeGraph*>(graph);
+  *exec = reinterpret_cast<CUgraphExec>(new FakeGraph{source->nodes, source});
   ++g_fake->live_graph_execs;
   return CUDA_SUCCESS;
 }
@@ -451,6 +455,90 @@ CUresult graph_exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRes
   }
   info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
   target = source;
+  return CUDA_SUCCESS;
+}
+// Node handles are pointers to a graph's FakeCalls.
+const FakeCall& node_of(CUgraphNode node) { return *reinterpret_cast<const FakeCall*>(node); }
+/// The exec's copy of `node` (a node of the graph it came from).
+FakeCall& exec_node(CUgraphExec exec, CUgraphNode node) {
+  FakeGraph& graph = *reinterpret_cast<FakeGraph*>(exec);
+  return graph.nodes[&node_of(node) - graph.source->nodes.data()];
+}
+const FakeKernelInfo* kernel_named(const std::string& name) {
+  for (const FakeKernelInfo& info : added_kernels())
+    if (info.name == name) return &info;
+  for (const FakeKernelInfo& info : known_kernels())
+    if (info.name == name) return &info;
+  return nullptr;
+}
+CUresult graph_get_nodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  std::vector<FakeCall>& all = reinterpret_cast<FakeGraph*>(graph)->nodes;
+  if (nodes != nullptr)
+    for (size_t i = 0; i < std::min(*count, all.size()); ++i)
+      nodes[i] = reinterpret_cast<CUgraphNode>(&all[i]);
+  *count = all.size();
+  return CUDA_SUCCESS;
+}
+CUresult graph_node_get_type(CUgraphNode node, CUgraphNodeType* type) {
+  *type = node_of(node).name == "cuLaunchKernel" ? CU_GRAPH_NODE_TYPE_KERNEL
+                                                  : CU_GRAPH_NODE_TYPE_MEMCPY;
+  return CUDA_SUCCESS;
+}
+CUresult graph_kernel_node_get_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params) {
+  const FakeCall& call = node_of(node);
+  // As the driver: pointers to its own copies of the arguments.
+  static thread_local std::vector<void*> args;
+  args.clear();
+  for (const std::string& arg : call.args) args.push_back(const_cast<char*>(arg.data()));
+  *params = {};
+  params->func = reinterpret_cast<CUfunction>(const_cast<FakeKernelInfo*>(kernel_named(call.kernel)));
+  params->gridDimX = call.grid[0], params->gridDimY = call.grid[1], params->gridDimZ = call.grid[2];
+  params->blockDimX = call.block[0], params->blockDimY = call.block[1];
+  params->blockDimZ = call.block[2];
+  params->sharedMemBytes = call.shared_bytes;
+  params->kernelParams = args.data();
+  return CUDA_SUCCESS;
+}
+CUresult graph_memcpy_node_get_params(CUgraphNode node, CUDA_MEMCPY3D* params) {
+  const FakeCall& call = node_of(node);
+  *params = {};
+  const bool from_host = call.name == "cuMemcpyHtoDAsync", to_host = call.name == "cuMemcpyDtoHAsync";
+  params->srcMemoryType = from_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  params->dstMemoryType = to_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+  if (from_host) params->srcHost = reinterpret_cast<const void*>(call.source);
+  else params->srcDevice = call.source;
+  if (to_host) params->dstHost = reinterpret_cast<void*>(call.target);
+  else params->dstDevice = call.target;
+  params->WidthInBytes = call.bytes, params->Height = 1, params->Depth = 1;
+  return CUDA_SUCCESS;
+}
+CUresult func_get_param_info(CUfunction function, size_t index, size_t* offset, size_t* size) {
+  return kernel_get_param_info(reinterpret_cast<CUkernel>(function), index, offset, size);
+}
+/// Logged as "cuGraphExecKernelNodeSetParams" with the kernel and its new
+/// arguments; the exec's node runs with them from the next launch.
+CUresult graph_exec_kernel_node_set_params(CUgraphExec exec, CUgraphNode node,
+                                           const CUDA_KERNEL_NODE_PARAMS* params) {
+  FakeCall& target = exec_node(exec, node);
+  const FakeKernelInfo* info = info_of(params->func);
+  if (info->name != target.kernel) return CUDA_ERROR_INVALID_VALUE;  // another kernel
+  for (size_t i = 0; i < info->params.size(); ++i)
+    target.args[i].assign(static_cast<const char*>(params->kernelParams[i]), info->params[i].size);
+  FakeCall& call = record("cuGraphExecKernelNodeSetParams");
+  call.kernel = target.kernel;
+  call.args = target.args;
+  return CUDA_SUCCESS;
+}
+/// Logged as "cuGraphExecMemcpyNodeSetParams" with the copy's new ends.
+CUresult graph_exec_memcpy_node_set_params(CUgraphExec exec, CUgraphNode node,
+                                           const CUDA_MEMCPY3D* params, CUcontext) {
+  FakeCall& target = exec_node(exec, node);
+  if (params->srcMemoryType == CU_MEMORYTYPE_DEVICE) target.source = params->srcDevice;
+  if (params->dstMemoryType == CU_MEMORYTYPE_DEVICE) target.target = params->dstDevice;
+  FakeCall& call = record("cuGraphExecMemcpyNodeSetParams");
+  call.target = target.target;
+  call.source = target.source;
+  call.bytes = target.bytes;
   return CUDA_SUCCESS;
 }
 CUresult graph_destroy(CUgraph graph) {
@@ -542,6 +630,13 @@ CudaDriverApi FakeCudaDriver::api() const {
   api.cuGraphExecUpdate = graph_exec_update;
   api.cuGraphDestroy = graph_destroy;
   api.cuGraphExecDestroy = graph_exec_destroy;
+  api.cuFuncGetParamInfo = func_get_param_info;
+  api.cuGraphGetNodes = graph_get_nodes;
+  api.cuGraphNodeGetType = graph_node_get_type;
+  api.cuGraphKernelNodeGetParams = graph_kernel_node_get_params;
+  api.cuGraphMemcpyNodeGetParams = graph_memcpy_node_get_params;
+  api.cuGraphExecKernelNodeSetParams = graph_exec_kernel_node_set_params;
+  api.cuGraphExecMemcpyNodeSetParams = graph_exec_memcpy_node_set_params;
   return api;
 }
 

@@ -7,7 +7,11 @@
 // parameter layouts. Stream capture (thread-local) records launches and
 // copies as the nodes of a graph instead of running them; launching an
 // instantiated graph appends its nodes to `calls` again (marked with the
-// launch) and does their copies; calls that CUDA refuses inside a capture
+// launch) and does their copies; a graph's nodes can be read
+// (cuGraphGetNodes, cuGraphKernelNodeGetParams, ...) and an instantiated
+// graph's patched (cuGraphExecKernelNodeSetParams and
+// cuGraphExecMemcpyNodeSetParams, logged with the node's new arguments or
+// ends); calls that CUDA refuses inside a capture
 // (allocation, synchronization, queries) fail with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it, as the driver
 // does. One fake at a time (the functions reach it through a

@@ -3,7 +3,10 @@
 // instantiated once; each launch() is one cuGraphLaunch that replays the
 // captured launches with the arguments they were captured with; update()
 // re-captures over other buffers and applies it with cuGraphExecUpdate
-// (no new instantiation). What CUDA cannot capture (an allocation, a host
+// (no new instantiation); rebind() patches, with no capture, only the
+// nodes that use a moved buffer (cuGraphExecKernelNodeSetParams and
+// cuGraphExecMemcpyNodeSetParams), and leaves to update() what it cannot
+// (library work, a driver without those calls). What CUDA cannot capture (an allocation, a host
 // sync, a call the driver refuses) fails the capture with an error naming
 // it, and the backend keeps working.
 #include <gmock/gmock.h>
@@ -35,6 +38,7 @@ protected:
     auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
     ASSERT_TRUE(compiled.ok()) << compiled.status();
     add_kernels(compiled->plan);
+    plan_ = compiled->plan;
     auto exe = CudaExecutable::create(*backend_, compiled->plan);
     ASSERT_TRUE(exe.ok()) << exe.status();
     exe_ = std::move(*exe);
@@ -58,7 +62,15 @@ protected:
         found.push_back(fake_.calls[i]);
     return found;
   }
+  /// The calls since `from` named `name`.
+  std::vector<testing::FakeCall> since(size_t from, const std::string& name) {
+    std::vector<testing::FakeCall> found;
+    for (size_t i = from; i < fake_.calls.size(); ++i)
+      if (fake_.calls[i].name == name) found.push_back(fake_.calls[i]);
+    return found;
+  }
   const TensorType type_{Shape({8, 64}), DType::f32};
+  CudaPlan plan_;
   std::unique_ptr<CudaExecutable> exe_;
   BufferPtr x_, y_;
   std::vector<BufferPtr> outputs_;
@@ -74,7 +86,7 @@ TEST_F(CudaGraphTest, ACapturedRunIsRecordedOnceAndEachLaunchReplaysItsKernels) 
   ASSERT_THAT(fake_.last_captured, SizeIs(3));
   for (const testing::FakeCall& node : fake_.last_captured) EXPECT_EQ(node.name, "cuLaunchKernel");
   EXPECT_THAT(fake_.calls_named("cuGraphInstantiate"), SizeIs(1));
-  EXPECT_EQ(fake_.live_graphs, 0);  // the captured graph went with the instantiation
+  EXPECT_EQ(fake_.live_graphs, 1);  // the captured graph is kept: rebind() reads its nodes
   EXPECT_FALSE(backend_->capturing());
 
   const size_t launched = fake_.calls.size();
@@ -97,6 +109,7 @@ TEST_F(CudaGraphTest, ACapturedRunIsRecordedOnceAndEachLaunchReplaysItsKernels) 
   EXPECT_GT(fake_.calls_named("cuEventSynchronize").size(), waits);
   graph->reset();
   EXPECT_EQ(fake_.live_graph_execs, 0);
+  EXPECT_EQ(fake_.live_graphs, 0);
 }
 
 TEST_F(CudaGraphTest, AnUpdateMovesTheKernelsToNewBuffersWithoutANewInstantiation) {
@@ -128,7 +141,7 @@ TEST_F(CudaGraphTest, WorkOfAnotherShapeIsInstantiatedAnew) {
   EXPECT_EQ((*recorded)->reinstantiations(), 1);
   EXPECT_THAT(fake_.calls_named("cuGraphInstantiate"), SizeIs(2));
   EXPECT_EQ(fake_.live_graph_execs, 1);
-  EXPECT_EQ(fake_.live_graphs, 0);
+  EXPECT_EQ(fake_.live_graphs, 1);  // the new one, kept; the first destroyed
 }
 
 TEST_F(CudaGraphTest, AnAllocationInsideTheCaptureNamesTheStepAndLeavesTheBackendUsable) {
@@ -247,6 +260,145 @@ TEST_F(CudaGraphTest, AStepWithScratchOutsideTheArenaIsRecorded) {
     ++recorded;
   }
   EXPECT_GT(recorded, 0) << "no step here keeps an intermediate outside the arena any more";
+}
+
+// rebind(): the kernels reading x (exp(x), kernel 0, per the first test)
+// are patched, with no capture, and a launch then runs what a run of the
+// step over the new buffer launches.
+TEST_F(CudaGraphTest, ARebindPatchesOnlyTheKernelsThatReadTheMovedInput) {
+  auto recorded = CudaGraph::record(*backend_, run_over(x_));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  CudaGraph& graph = **recorded;
+  const std::string exp_kernel = fake_.last_captured[0].kernel;
+  BufferPtr moved = input(type_);
+  const size_t before = fake_.calls.size();
+  EXPECT_EQ(graph.rebind({{x_, moved}}), 1);
+  std::vector<testing::FakeCall> set = since(before, "cuGraphExecKernelNodeSetParams");
+  ASSERT_THAT(set, SizeIs(1));
+  EXPECT_EQ(set[0].kernel, exp_kernel);
+  EXPECT_EQ(set[0].args[0], pointer_bytes(*moved));
+  EXPECT_EQ(set[0].args[1], pointer_bytes(*outputs_[1]));  // what it writes: unchanged
+  EXPECT_THAT(since(before, "cuStreamBeginCapture"), SizeIs(0));
+  EXPECT_THAT(since(before, "cuGraphExecUpdate"), SizeIs(0));
+  EXPECT_THAT(since(before, "cuGraphInstantiate"), SizeIs(0));
+  EXPECT_EQ(graph.updates(), 0);
+
+  const size_t launched = fake_.calls.size();
+  ASSERT_TRUE(graph.launch().ok());
+  std::vector<testing::FakeCall> replay = replayed(launched, 1, "cuLaunchKernel");
+  const size_t direct = fake_.calls.size();
+  ASSERT_TRUE(exe_->run({moved, y_}, {.inputs = {}, .outputs = outputs_}).ok());
+  std::vector<testing::FakeCall> lazy = replayed(direct, 0, "cuLaunchKernel");
+  ASSERT_THAT(replay, SizeIs(3));
+  ASSERT_THAT(lazy, SizeIs(3));
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(replay[k].kernel, lazy[k].kernel);
+    EXPECT_EQ(replay[k].args, lazy[k].args) << "kernel " << k;
+  }
+}
+
+TEST_F(CudaGraphTest, AMovedResultPatchesTheKernelThatWritesItAndTheOneThatReadsIt) {
+  // outputs_[1] is exp(x): written by kernel 0, read by kernel 1 (the mul).
+  auto recorded = CudaGraph::record(*backend_, run_over(x_));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  BufferPtr moved = input(type_);
+  const size_t before = fake_.calls.size();
+  EXPECT_EQ((*recorded)->rebind({{outputs_[1], moved}}), 2);
+  std::vector<testing::FakeCall> set = since(before, "cuGraphExecKernelNodeSetParams");
+  ASSERT_THAT(set, SizeIs(2));
+  EXPECT_EQ(set[0].args[1], pointer_bytes(*moved));
+  EXPECT_EQ(set[1].args[0], pointer_bytes(*moved));
+  EXPECT_EQ(set[1].args[1], pointer_bytes(*y_));
+  // Reading the new buffer waits for the launch that now writes it.
+  ASSERT_TRUE((*recorded)->launch().ok());
+  const size_t waits = fake_.calls_named("cuEventSynchronize").size();
+  std::vector<float> host(type_.numel());
+  ASSERT_TRUE(backend_->copy_out(*moved, host.data(), type_.bytes()).ok());
+  EXPECT_GT(fake_.calls_named("cuEventSynchronize").size(), waits);
+}
+
+TEST_F(CudaGraphTest, ARebindPatchesACopyNodesSource) {
+  const TensorType type{Shape({4}), DType::f32};
+  BufferPtr src = input(type), dst = input(type), other = input(type);
+  const float first[4] = {1, 2, 3, 4}, second[4] = {5, 6, 7, 8};
+  ASSERT_TRUE(backend_->copy_in(*src, first, sizeof first).ok());
+  ASSERT_TRUE(backend_->copy_in(*other, second, sizeof second).ok());
+  auto recorded = CudaGraph::record(*backend_, [&] { return backend_->copy_device(src, dst); });
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  const size_t before = fake_.calls.size();
+  EXPECT_EQ((*recorded)->rebind({{src, other}}), 1);
+  std::vector<testing::FakeCall> set = since(before, "cuGraphExecMemcpyNodeSetParams");
+  ASSERT_THAT(set, SizeIs(1));
+  EXPECT_EQ(set[0].source, CudaBackend::device_pointer(*other));
+  EXPECT_EQ(set[0].target, CudaBackend::device_pointer(*dst));
+  ASSERT_TRUE((*recorded)->launch().ok());
+  float out[4] = {};
+  ASSERT_TRUE(backend_->copy_out(*dst, out, sizeof out).ok());
+  EXPECT_THAT(out, ::testing::ElementsAre(5, 6, 7, 8));
+}
+
+TEST_F(CudaGraphTest, LibraryWorkInTheGraphLeavesAMoveToUpdate) {
+  // A stand-in for a cuBLASLt step (named as CudaExecutable names one): a
+  // library's nodes may reach the moved buffer beyond their parameters.
+  BufferPtr into = input(type_);
+  auto library = [&](BufferPtr from) {
+    return [this, from, into] {
+      const Buffer* reads[] = {from.get()};
+      const Buffer* writes[] = {into.get()};
+      return backend_->enqueue(
+          "cublasLt step (a stand-in)",
+          [&] {
+            return MSTEP_CUDA_CALL(backend_->context().api(), cuMemcpyDtoDAsync,
+                                   CudaBackend::device_pointer(*into),
+                                   CudaBackend::device_pointer(*from), type_.bytes(),
+                                   backend_->context().stream());
+          },
+          reads, writes);
+    };
+  };
+  auto recorded = CudaGraph::record(*backend_, library(x_));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  BufferPtr moved = input(type_);
+  const size_t before = fake_.calls.size();
+  EXPECT_EQ((*recorded)->rebind({{x_, moved}}), -1);
+  EXPECT_THAT(since(before, "cuGraphExecMemcpyNodeSetParams"), SizeIs(0));
+  // The way it takes instead: recorded again and updated.
+  ASSERT_TRUE((*recorded)->update(library(moved)).ok());
+  EXPECT_THAT(since(before, "cuGraphExecUpdate"), SizeIs(1));
+  const size_t launched = fake_.calls.size();
+  ASSERT_TRUE((*recorded)->launch().ok());
+  std::vector<testing::FakeCall> copies = replayed(launched, 1, "cuMemcpyDtoDAsync");
+  ASSERT_THAT(copies, SizeIs(1));
+  EXPECT_EQ(copies[0].source, CudaBackend::device_pointer(*moved));
+}
+
+TEST_F(CudaGraphTest, AfterAnUpdateARebindDeclines) {
+  // The captured graph's nodes no longer describe the instantiated one.
+  auto recorded = CudaGraph::record(*backend_, run_over(x_));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  BufferPtr moved = input(type_), again = input(type_);
+  ASSERT_TRUE((*recorded)->update(run_over(moved)).ok());
+  EXPECT_EQ((*recorded)->rebind({{moved, again}}), -1);
+  EXPECT_THAT(fake_.calls_named("cuGraphExecKernelNodeSetParams"), SizeIs(0));
+}
+
+TEST_F(CudaGraphTest, ADriverWithoutNodePatchingLoadsAndLeavesAMoveToUpdate) {
+  auto driver = std::make_shared<CudaDriver>(*fake_.driver());
+  driver->api.cuGraphExecKernelNodeSetParams = nullptr;  // an optional entry point
+  ASSERT_TRUE(init_cuda_driver(driver->api).ok());
+  auto backend = CudaBackend::create(driver);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto exe = CudaExecutable::create(**backend, plan_);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  BufferPtr x = (*backend)->allocate(type_).value(), y = (*backend)->allocate(type_).value();
+  std::vector<BufferPtr> outputs = {(*backend)->allocate(type_).value(),
+                                    (*backend)->allocate(type_).value()};
+  auto recorded = CudaGraph::record(**backend, [&] {
+    return (*exe)->run({x, y}, {.inputs = {}, .outputs = outputs}).status();
+  });
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  BufferPtr moved = (*backend)->allocate(type_).value();
+  EXPECT_EQ((*recorded)->rebind({{x, moved}}), -1);
 }
 
 }  // namespace

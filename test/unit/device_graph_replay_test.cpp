@@ -1,8 +1,10 @@
 // Graph::replay through one device graph (DeviceReplay.h), on async_host's
 // model of CUDA Graphs: buffers stay where they were captured; a static
 // input that moved is copied into the graph's buffer when nothing else
-// can read that one, and otherwise the graph is updated to the new buffer
-// (counted, no new capture); outputs shared with a snapshot move first;
+// can read that one, and otherwise the graph's tasks that use it are
+// patched to the new buffer in place (counted: an update, and the tasks
+// patched), or recorded again where addresses cannot tell the uses apart;
+// outputs shared with a snapshot move first;
 // a ReplayError launches nothing. (GraphReplayOnDevice runs the training
 // step, dropout included, bitwise equal to lazy mode the same way.)
 #include <gmock/gmock.h>
@@ -116,11 +118,40 @@ TEST_F(DeviceGraphReplay, AnInputWhoseCapturedBufferIsStillReadMovesTheGraph) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{8, 10, 12}));
   EXPECT_EQ(old.to_vector<float>(), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(metrics().device_graph_updates, 1);
+  EXPECT_EQ(metrics().device_graph_node_patches, 1) << "the one task reading x, patched";
   // The graph now reads x's new buffer: the next replay needs no update.
   g.replay();
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{8, 10, 12}));
   EXPECT_EQ(metrics().device_graph_updates, 1);
+  EXPECT_EQ(metrics().device_graph_node_patches, 1);
   EXPECT_EQ(metrics().device_graph_launches, 2);
+  // Patched again: from the buffer it was patched to.
+  Tensor older = zeros({3});
+  older.copy_(x);
+  x.copy_(from_vector(std::vector<float>{7, 8, 9}, {3}));
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{14, 16, 18}));
+  EXPECT_EQ(older.to_vector<float>(), (std::vector<float>{4, 5, 6}));
+  EXPECT_EQ(metrics().device_graph_node_patches, 2);
+}
+
+TEST_F(DeviceGraphReplay, AnInputMovedOntoAnotherInputsBufferIsRecordedAgainNotPatched) {
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor w = from_vector(std::vector<float>{2, 2, 2}, {3});
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = x * w;
+  }
+  Tensor old = zeros({3});
+  old.copy_(x);  // keeps x's captured buffer read: x's graph buffer must move
+  x.copy_(w);    // x now shares w's buffer, which the graph reads as w
+  g.replay();
+  // Patching by address would move w's uses too; the step is recorded again.
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{4, 4, 4}));
+  EXPECT_EQ(metrics().device_graph_updates, 1);
+  EXPECT_EQ(metrics().device_graph_node_patches, 0);
 }
 
 TEST_F(DeviceGraphReplay, AParameterUpdatedInPlaceKeepsItsBufferAndASnapshotItsValue) {
@@ -139,6 +170,8 @@ TEST_F(DeviceGraphReplay, AParameterUpdatedInPlaceKeepsItsBufferAndASnapshotItsV
   EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{27, 27}));
   EXPECT_EQ(before.to_vector<float>(), (std::vector<float>{9, 9}));
   EXPECT_EQ(metrics().device_graph_updates, 1);
+  // The step reads w and the copy back writes it: both tasks patched.
+  EXPECT_EQ(metrics().device_graph_node_patches, 2);
 }
 
 TEST_F(DeviceGraphReplay, AFreedInputIsAReplayErrorAndNothingIsLaunched) {

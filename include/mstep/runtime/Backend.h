@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include "absl/strings/string_view.h"
 #include <vector>
 
@@ -125,6 +126,17 @@ class DeviceGraph {
   virtual absl::Status update(const std::function<absl::Status()>& record) = 0;
   /// update() calls that succeeded.
   virtual int64_t updates() const = 0;
+  /// Points the recorded work's uses of each moved buffer (first) at its
+  /// new one (second, of the same type) in place, recording nothing: the
+  /// number of recorded operations changed. -1 where it cannot (the
+  /// backend cannot patch, or work it cannot patch may read a moved
+  /// buffer): then update() is the way, and it replaces whatever this
+  /// changed. The caller makes sure no buffer the work keeps using shares
+  /// a first's or a second's memory (addresses identify the uses).
+  virtual int64_t rebind(absl::Span<const std::pair<BufferPtr, BufferPtr>> moved) {
+    (void)moved;
+    return -1;
+  }
 };
 
 /// Backend::allocate_graph_pool's result: one buffer per requested type,

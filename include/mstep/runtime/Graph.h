@@ -41,9 +41,12 @@
 // owns, and a parameter or optimizer state the step updates is copied back
 // into its own buffer at the end of the graph. When an input's buffer
 // moved (a new buffer after copy_() from a lazy value, or a copy_()
-// snapshot that shares a buffer the graph writes), replay() re-records the
-// work over the new buffers and updates the graph in place (counted in
-// Metrics::device_graph_updates), without a new capture. Work that cannot
+// snapshot that shares a buffer the graph writes), replay() patches the
+// graph's operations that use it to the new buffer in place where the
+// backend can (CUDA: the kernel and copy nodes; Metrics::
+// device_graph_node_patches), else re-records the work over the new
+// buffers and updates the graph in place, without a new capture (either
+// counted in Metrics::device_graph_updates). Work that cannot
 // be recorded (an allocation, a host sync, a host fallback) fails
 // capture_end() with an error naming it, and the graph stays uncaptured.
 //

@@ -64,9 +64,13 @@ struct Metrics {
   int64_t fallbacks = 0;         // ops run on the host instead of the device
   int64_t replays = 0;           // mstep::Graph::replay() calls
   /// Replays that launched one device graph (CUDA Graphs), and those that
-  /// first updated its buffer addresses (an input moved; no new capture).
+  /// first moved it to new buffer addresses (an input moved): by patching
+  /// the nodes that use them in place, or else by recording the step again
+  /// and updating the graph.
   int64_t device_graph_launches = 0;
   int64_t device_graph_updates = 0;
+  /// The graph nodes those in-place patches changed (no recording).
+  int64_t device_graph_node_patches = 0;
   /// Largest pool of a captured device graph: the device memory of its
   /// static results, allocated at capture as one block where the backend
   /// pools them (cuda) and held for the graph's life.

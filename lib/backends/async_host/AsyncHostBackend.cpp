@@ -224,6 +224,21 @@ class AsyncHostGraph final : public DeviceGraph {
     return absl::OkStatus();
   }
   int64_t updates() const override { return updates_; }
+  /// As CUDA's node patching: each recorded task whose inputs or outputs
+  /// name a moved buffer names its new one (its work reads and writes
+  /// them through those lists).
+  int64_t rebind(absl::Span<const std::pair<BufferPtr, BufferPtr>> moved) override {
+    int64_t patched = 0;
+    for (AsyncHostBackend::Task& t : tasks_) {
+      bool changed = false;
+      for (auto* list : {&t.inputs, &t.outputs})
+        for (BufferPtr& b : *list)
+          for (const auto& [from, to] : moved)
+            if (b == from) b = to, changed = true;
+      patched += changed;
+    }
+    return patched;
+  }
 
  private:
   AsyncHostBackend& backend_;

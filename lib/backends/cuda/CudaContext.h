@@ -45,6 +45,8 @@ public:
   const CudaDriverApi& api() const { return driver_->api; }
   const CudaDeviceInfo& device() const { return device_; }
   CUstream stream() const { return stream_; }
+  /// The primary context (for driver calls that name one).
+  CUcontext cu_context() const { return context_; }
 
   /// cuCtxSetCurrent on the calling thread.
   absl::Status make_current() const;

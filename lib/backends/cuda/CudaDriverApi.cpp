@@ -117,7 +117,8 @@ load_cuda_driver(const CudaDriverLoadOptions& options) {
     return unavailable(absl::StrCat("the NVIDIA driver (CUDA ", version_text(version),
                                     ") has no cuGetProcAddress_v2; update the driver"));
   }
-  // A symbol the driver lacks stays null; init_cuda_driver names it.
+  // A symbol the driver lacks stays null; init_cuda_driver names a
+  // required one.
 #define MSTEP_CUDA_RESOLVE(name)                                                                   \
   {                                                                                                \
     void* fn = nullptr;                                                                            \
@@ -127,6 +128,7 @@ load_cuda_driver(const CudaDriverLoadOptions& options) {
       api.name = reinterpret_cast<decltype(api.name)>(fn);                                         \
   }
   MSTEP_CUDA_DRIVER_FUNCTIONS(MSTEP_CUDA_RESOLVE)
+  MSTEP_CUDA_DRIVER_OPTIONAL_FUNCTIONS(MSTEP_CUDA_RESOLVE)
 #undef MSTEP_CUDA_RESOLVE
   absl::StatusOr<CudaDriverInfo> info = init_cuda_driver(api);
   if (!info.ok()) return info.status();

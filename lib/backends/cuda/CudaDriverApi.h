@@ -73,11 +73,25 @@ namespace mstep::cuda {
   X(cuGraphDestroy)                                                                                \
   X(cuGraphExecDestroy)
 
+/// Functions the runtime half uses when the driver has them and does
+/// without otherwise (a null field): patching an instantiated CUDA graph's
+/// nodes in place when an input moves (CudaGraph::rebind; without them an
+/// input's move re-records the step).
+#define MSTEP_CUDA_DRIVER_OPTIONAL_FUNCTIONS(X)                                                    \
+  X(cuFuncGetParamInfo)                                                                            \
+  X(cuGraphGetNodes)                                                                               \
+  X(cuGraphNodeGetType)                                                                            \
+  X(cuGraphKernelNodeGetParams)                                                                    \
+  X(cuGraphMemcpyNodeGetParams)                                                                    \
+  X(cuGraphExecKernelNodeSetParams)                                                                \
+  X(cuGraphExecMemcpyNodeSetParams)
+
 /// The table. A field is named as the driver function (after cuda.h's
 /// renaming, so `api.cuMemAlloc(...)` reads as the driver call).
 struct CudaDriverApi {
 #define MSTEP_CUDA_DRIVER_FIELD(name) decltype(&::name) name = nullptr;
   MSTEP_CUDA_DRIVER_FUNCTIONS(MSTEP_CUDA_DRIVER_FIELD)
+  MSTEP_CUDA_DRIVER_OPTIONAL_FUNCTIONS(MSTEP_CUDA_DRIVER_FIELD)
 #undef MSTEP_CUDA_DRIVER_FIELD
 };
 
@@ -113,7 +127,8 @@ struct CudaDriverLoadOptions {
 absl::StatusOr<std::shared_ptr<const CudaDriver>>
 load_cuda_driver(const CudaDriverLoadOptions& options = {});
 
-/// Checks a filled table: every function present, the driver version,
+/// Checks a filled table: every required function present (the optional
+/// ones may be null), the driver version,
 /// cuInit(0), at least one device. Errors as load_cuda_driver's.
 absl::StatusOr<CudaDriverInfo> init_cuda_driver(const CudaDriverApi& api);
 

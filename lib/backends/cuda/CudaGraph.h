@@ -7,7 +7,15 @@
 // again over other buffers and applies it with cuGraphExecUpdate, which
 // keeps the instantiated graph (no new instantiation); only where the
 // driver refuses the update (the work changed shape) is it instantiated
-// anew. A fault while a launch runs surfaces at the next sync point as
+// anew. rebind() is the cheaper way when only buffers moved: it patches
+// the instantiated graph's nodes that use a moved buffer in place
+// (cuGraphExecKernelNodeSetParams, cuGraphExecMemcpyNodeSetParams), from
+// the nodes' parameters read once from the captured graph (kept for that),
+// with no capture; it declines (-1, update() then) when the driver lacks
+// those functions, the captured work includes a library step (cuBLASLt,
+// cuDNN: their nodes may reach a buffer in ways the parameters do not
+// show), a node is of another kind, or after an update() (the captured
+// graph's nodes no longer describe the instantiated one). A fault while a launch runs surfaces at the next sync point as
 // CudaBackend's error naming this graph's captured step (what()). The
 // buffers the captured work uses must stay alive while the graph
 // can launch (DeviceGraph's contract); the backend must outlive the graph.
@@ -36,6 +44,12 @@ public:
   absl::Status launch() override;
   absl::Status update(const std::function<absl::Status()>& record) override;
   int64_t updates() const override { return updates_; }
+  /// A kernel parameter of 8 bytes at 8-byte alignment, or a copy node's
+  /// source or destination, whose value lies in a moved buffer (first)
+  /// is moved to the same offset in the new one (second). Only the nodes
+  /// that change are set. -1 (nothing changed) where it declines (above)
+  /// or the driver refuses a node (update() then sets every node).
+  int64_t rebind(absl::Span<const std::pair<BufferPtr, BufferPtr>> moved) override;
   /// update()s the driver refused, which instantiated the graph anew.
   int64_t reinstantiations() const { return reinstantiations_; }
 
@@ -47,11 +61,27 @@ private:
   explicit CudaGraph(CudaBackend& backend) : backend_(backend) {}
   /// Sets what_ from the captured work's names.
   void describe(const std::vector<std::string>& work);
-  /// cuGraphInstantiateWithFlags of `graph`, which it then destroys.
+  /// cuGraphInstantiateWithFlags of `graph`, which it then keeps as
+  /// graph_ (destroying the one before) for rebind(); destroyed on error.
   absl::StatusOr<CUgraphExec> instantiate(CUgraph graph);
 
+  /// A node rebind() can patch: its parameters as the exec has them now.
+  struct PatchNode {
+    CUgraphNode node = nullptr;
+    bool kernel = false;  // else a copy node
+    CUDA_KERNEL_NODE_PARAMS kernel_params{};  // kernel: all but the arguments
+    std::vector<std::vector<std::byte>> args;  // kernel: each argument's bytes
+    CUDA_MEMCPY3D copy{};  // copy
+  };
+  /// Reads `graph_`'s nodes into patch_nodes_; false (patching off) when
+  /// the driver lacks a function or a node cannot be patched.
+  bool read_patch_nodes();
+
   CudaBackend& backend_;
+  CUgraph graph_ = nullptr;  // the captured graph exec_ came from (rebind's nodes)
   CUgraphExec exec_ = nullptr;
+  bool patchable_ = false;
+  std::vector<PatchNode> patch_nodes_;
   std::vector<const Buffer*> writes_; // what the captured work writes
   /// The captured work's checks (the executables' error words), run after
   /// each launch completes.
