@@ -33,11 +33,19 @@ std::vector<int64_t> row_major_strides(const Shape& shape) {
   return strides;
 }
 
-void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element) {
-  auto& b = lb.b();
+/// The dims of `copy` that get a loop (not size 1).
+std::vector<int64_t> looped_dims(const StridedCopy& copy) {
   std::vector<int64_t> dims;
   for (size_t d = 0; d < copy.shape.size(); ++d)
     if (copy.shape[d] != 1) dims.push_back(static_cast<int64_t>(d));
+  return dims;
+}
+
+/// In a row function (`rows`), the outermost loop runs over the rows the
+/// call is given.
+void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element, bool rows_outer) {
+  auto& b = lb.b();
+  const std::vector<int64_t> dims = looped_dims(copy);
   llvm::Value* src = lb.operand(copy.source);
   llvm::Value* dst = lb.result(0);
   const uint64_t bytes = element->getPrimitiveSizeInBits() / 8;
@@ -58,10 +66,14 @@ void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element) {
       return;
     }
     const int64_t d = dims[level];
-    lb.loop(copy.shape[d], [&](llvm::Value* k) {
+    auto body = [&](llvm::Value* k) {
       nest(level + 1, b.CreateAdd(in, b.CreateMul(k, lb.i64(copy.in_strides[d]))),
            b.CreateAdd(out, b.CreateMul(k, lb.i64(copy.out_strides[d]))));
-    });
+    };
+    if (level == 0 && rows_outer)
+      lb.loop(lb.row_begin(), lb.row_end(), body);
+    else
+      lb.loop(copy.shape[d], body);
   };
   nest(0, lb.i64(copy.in_base), lb.i64(copy.out_base));
 }
@@ -161,9 +173,23 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
   }
   }
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1);
-  llvm::Type* element = lb.b().getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8));
-  for (const StridedCopy& copy : copies) emit_copy(lb, copy, element);
+  const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
+  const unsigned bits = static_cast<unsigned>(element_size(out.dtype) * 8);
+  // One copy with an outer loop (permute, expand, slice) is a row function
+  // over that loop; copies that overwrite each other (cat, slice_scatter)
+  // run in order on one thread.
+  if (copies.size() == 1) {
+    const std::vector<int64_t> dims = looped_dims(copies[0]);
+    const bool contiguous_rows = !dims.empty() && copies[0].in_strides[dims.back()] == 1 &&
+                                 copies[0].out_strides[dims.back()] == 1;
+    if (dims.size() > (contiguous_rows ? 1u : 0u)) {
+      LoopBuilder rows(module, name, nd.operands.size(), 1, LoopBuilder::Rows{});
+      emit_copy(rows, copies[0], rows.b().getIntNTy(bits), /*rows_outer=*/true);
+      return OpLoop{rows.finish(), false, copies[0].shape[dims[0]], 1, out.numel()};
+    }
+  }
+  LoopBuilder lb(module, name, nd.operands.size(), 1);
+  for (const StridedCopy& copy : copies) emit_copy(lb, copy, lb.b().getIntNTy(bits), false);
   return OpLoop{lb.finish(), false};
 }
 
