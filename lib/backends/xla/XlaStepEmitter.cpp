@@ -65,7 +65,12 @@ public:
         continue;
       } else if (n.op == OpKind::reshape) {
         const uint64_t bytes = n.results[0].bytes();
-        if (bytes > 0)
+        // The plan puts most reshapes in place (the same arena bytes):
+        // nothing to move.
+        const ValueLocation& to = layout_.values[layout_.value_base[node]];
+        const ValueLocation& from = layout_.values[layout_.value_of(n.operands[0])];
+        const bool in_place = to.kind == from.kind && to.at == from.at;
+        if (bytes > 0 && !in_place)
           b_.CreateMemMove(value_pointer(layout_.value_base[node]), llvm::MaybeAlign(64),
                            value_pointer(layout_.value_of(n.operands[0])), llvm::MaybeAlign(64),
                            bytes);
