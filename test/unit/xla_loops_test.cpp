@@ -94,7 +94,8 @@ TEST(XlaLoops, ReductionsOverLeadingTrailingAndAllDims) {
 // gives 1 thread's values bit for bit, and ref's to f32 rounding. The
 // shapes are above the split's threshold (32K elements) and cover each
 // row kind: softmax rows and lanes, norm rows, column blocks and rows of
-// sums, a strided sum, and the outer loop of a permute, expand and slice.
+// sums, a strided sum, and the outer loop of a permute, expand, slice,
+// cat and slice_scatter (whose src overwrites the input row by row).
 TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
   auto make = [](Device d) {
     Tensor rows = on(d, {300, 257}, 21) * 10.0;
@@ -110,7 +111,9 @@ TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
                                sum(on(d, {100, 400, 3}, 25), {1}),
                                permute(lanes, {2, 0, 1}),
                                expand(on(d, {1, 300, 257}, 26), {2, 300, 257}),
-                               slice(lanes, 2, 1, 40, 2)};
+                               slice(lanes, 2, 1, 40, 2),
+                               cat({lanes, lanes * 2.0}, 2),
+                               slice_scatter(lanes, slice(lanes, 2, 0, 20) * 3.0, 2, 10, 30)};
   };
   const int threads = omp_get_max_threads();
   auto on_xla = [&](int n) {

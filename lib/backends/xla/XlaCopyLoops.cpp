@@ -10,6 +10,8 @@
 // - slice_scatter: the input, then src over its slice (start, step).
 // Elements move as integers of their size. Size-1 dims get no loop, and
 // an innermost dim contiguous on both sides is one memmove per row.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
@@ -175,18 +177,26 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
 
   const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
   const unsigned bits = static_cast<unsigned>(element_size(out.dtype) * 8);
-  // One copy with an outer loop (permute, expand, slice) is a row function
-  // over that loop; copies that overwrite each other (cat, slice_scatter)
-  // run in order on one thread.
-  if (copies.size() == 1) {
-    const std::vector<int64_t> dims = looped_dims(copies[0]);
-    const bool contiguous_rows = !dims.empty() && copies[0].in_strides[dims.back()] == 1 &&
-                                 copies[0].out_strides[dims.back()] == 1;
-    if (dims.size() > (contiguous_rows ? 1u : 0u)) {
-      LoopBuilder rows(module, name, nd.operands.size(), 1, LoopBuilder::Rows{});
-      emit_copy(rows, copies[0], rows.b().getIntNTy(bits), /*rows_outer=*/true);
-      return OpLoop{rows.finish(), false, copies[0].shape[dims[0]], 1, out.numel()};
-    }
+  // A row function over the output's dim 0 when every copy loops over all
+  // of it and writes row r of the output from its own row r: one copy
+  // (permute, expand, slice), or cat and slice_scatter along another dim,
+  // whose copies then run in order within each row (slice_scatter's src
+  // still overwrites the input it copied). Otherwise the copies run in
+  // order on one thread.
+  auto row_copy = [&](const StridedCopy& c) {
+    const std::vector<int64_t> dims = looped_dims(c);
+    const bool contiguous_rows =
+        !dims.empty() && c.in_strides[dims.back()] == 1 && c.out_strides[dims.back()] == 1;
+    return !dims.empty() && dims[0] == 0 && c.shape[0] == out.shape[0] &&
+           dims.size() > (contiguous_rows ? 1u : 0u);
+  };
+  const bool along_dim_0 =
+      (op == OpKind::cat || op == OpKind::slice_scatter) && attr_int(nd.attrs, AttrName::dim) == 0;
+  if (!along_dim_0 && std::all_of(copies.begin(), copies.end(), row_copy)) {
+    LoopBuilder rows(module, name, nd.operands.size(), 1, LoopBuilder::Rows{});
+    for (const StridedCopy& copy : copies)
+      emit_copy(rows, copy, rows.b().getIntNTy(bits), /*rows_outer=*/true);
+    return OpLoop{rows.finish(), false, out.shape[0], 1, out.numel()};
   }
   LoopBuilder lb(module, name, nd.operands.size(), 1);
   for (const StridedCopy& copy : copies) emit_copy(lb, copy, lb.b().getIntNTy(bits), false);
