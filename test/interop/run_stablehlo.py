@@ -81,6 +81,34 @@ def signature(text):
     return args, results
 
 
+class Exported:
+    """What `export_worker` (or bench/xla_step_bench) wrote into a
+    directory: the module's text, @main's argument and result names, the
+    state (argument values by name, updated by the caller from each step's
+    results) and the batches."""
+
+    def __init__(self, directory):
+        self.text = open(f"{directory}/step.stablehlo.mlir").read()
+        self.arg_names, self.result_names = signature(self.text)
+        self.state, meta = read_safetensors(f"{directory}/values.safetensors")
+        self.batches, _ = read_safetensors(f"{directory}/inputs.safetensors")
+        self.rng = tuple(int(meta[k]) for k in ("rng_seed", "rng_offset", "rng_advance"))
+
+    def args(self, i):
+        """Step i's arguments: its batch, the RNG state a replay passes
+        (seed, offset + i * advance) and the current state."""
+        seed, offset, advance = self.rng
+        args = []
+        for name in self.arg_names:
+            if name in self.batches:
+                args.append(self.batches[name][i])
+            elif name == "rng_state":
+                args.append(np.array([seed, offset + i * advance], dtype=np.int64))
+            else:
+                args.append(self.state[name])
+        return args
+
+
 class Jax:
     name = "XLA:CPU (jaxlib)"
 
@@ -94,9 +122,13 @@ class Jax:
         devices = xla_client.DeviceList(tuple(client.local_devices()[:1]))
         self.exe = client.compile_and_load(text, devices, xla_client.CompileOptions())
 
+    def call(self, args):
+        """The results as device arrays (bench/peers/stablehlo_steps.py
+        feeds them back without a copy to the host)."""
+        return self.exe.execute([self.jax.device_put(a) for a in args])
+
     def run(self, args):
-        out = self.exe.execute([self.jax.device_put(a) for a in args])
-        return [np.asarray(o) for o in out]
+        return [np.asarray(o) for o in self.call(args)]
 
 
 class Iree:
@@ -114,11 +146,13 @@ class Iree:
         ctx.add_vm_module(rt.VmModule.copy_buffer(ctx.instance, vmfb))
         self.main = ctx.modules.mstep["main"]
 
-    def run(self, args):
+    def call(self, args):
+        """The results as device arrays (see Jax.call)."""
         out = self.main(*args)
-        if not isinstance(out, (list, tuple)):
-            out = [out]
-        return [np.asarray(o.to_host()) for o in out]
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+    def run(self, args):
+        return [np.asarray(o.to_host()) for o in self.call(args)]
 
 
 def main():
@@ -132,25 +166,15 @@ def main():
     for spec in a.noise:
         name, begin, end, bound = spec.split(":")
         noise[name] = (int(begin), int(end), float(bound))
-    text = open(f"{a.dir}/step.stablehlo.mlir").read()
-    arg_names, result_names = signature(text)
-    state, meta = read_safetensors(f"{a.dir}/values.safetensors")
-    batches, _ = read_safetensors(f"{a.dir}/inputs.safetensors")
+    step = Exported(a.dir)
+    state = step.state
     expected, _ = read_safetensors(f"{a.dir}/expected.safetensors")
-    consumer = (Jax if a.consumer == "jax" else Iree)(text)
-    seed, offset, advance = (int(meta[k]) for k in ("rng_seed", "rng_offset", "rng_advance"))
+    consumer = (Jax if a.consumer == "jax" else Iree)(step.text)
+    result_names = step.result_names
 
     failures = 0
     for i in range(a.steps):
-        args = []
-        for name in arg_names:
-            if name in batches:
-                args.append(batches[name][i])
-            elif name == "rng_state":
-                args.append(np.array([seed, offset + i * advance], dtype=np.int64))
-            else:
-                args.append(state[name])
-        outs = consumer.run(args)
+        outs = consumer.run(step.args(i))
         if len(outs) != len(result_names):
             sys.exit(f"run_stablehlo: {consumer.name} returned {len(outs)} results, "
                      f"the signature has {len(result_names)}")

@@ -6,6 +6,8 @@
 // the step with the target named before a donated parameter is written;
 // and the mnist_mlp training step (forward, backward, optimizer, accuracy)
 // calls out for nothing.
+#include <omp.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -83,6 +85,54 @@ TEST(XlaLoops, ReductionsOverLeadingTrailingAndAllDims) {
     SCOPED_TRACE(i);
     EXPECT_EQ(xla[i].shape(), ref[i].shape());
     expect_near(xla[i].to_vector<float>(), ref[i].to_vector<float>());
+  }
+}
+
+// Large softmax, norm, sum and copy loops are row functions that the step
+// function splits over the OpenMP threads (OpLoop::rows). Each row is
+// computed as one thread computes it, so an uneven split over 3 threads
+// gives 1 thread's values bit for bit, and ref's to f32 rounding. The
+// shapes are above the split's threshold (32K elements) and cover each
+// row kind: softmax rows and lanes, norm rows, column blocks and rows of
+// sums, a strided sum, and the outer loop of a permute, expand, slice,
+// cat and slice_scatter (whose src overwrites the input row by row).
+TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
+  auto make = [](Device d) {
+    Tensor rows = on(d, {300, 257}, 21) * 10.0;
+    Tensor lanes = on(d, {4, 300, 40}, 22) * 10.0;
+    Tensor w = on(d, {257}, 23), b = on(d, {257}, 24);
+    return std::vector<Tensor>{softmax(rows, 1),
+                               log_softmax(rows, 1),
+                               softmax(lanes, 1),
+                               layer_norm(rows, {257}, w, b),
+                               rms_norm(rows, {257}, w),
+                               sum(rows, {0}),
+                               mean(rows, {1}),
+                               sum(on(d, {100, 400, 3}, 25), {1}),
+                               permute(lanes, {2, 0, 1}),
+                               expand(on(d, {1, 300, 257}, 26), {2, 300, 257}),
+                               slice(lanes, 2, 1, 40, 2),
+                               cat({lanes, lanes * 2.0}, 2),
+                               slice_scatter(lanes, slice(lanes, 2, 0, 20) * 3.0, 2, 10, 30)};
+  };
+  const int threads = omp_get_max_threads();
+  auto on_xla = [&](int n) {
+    omp_set_num_threads(n);
+    std::vector<Tensor> out = make(kXla);
+    mark_step();
+    std::vector<std::vector<float>> values;
+    for (const Tensor& t : out) values.push_back(t.to_vector<float>());
+    return values;
+  };
+  const std::vector<std::vector<float>> one = on_xla(1), three = on_xla(3);
+  omp_set_num_threads(threads);
+  std::vector<Tensor> ref = make(kRef);
+  mark_step();
+  ASSERT_EQ(one.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(three[i], one[i]);
+    expect_near(one[i], ref[i].to_vector<float>());
   }
 }
 

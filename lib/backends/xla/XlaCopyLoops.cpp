@@ -10,6 +10,8 @@
 // - slice_scatter: the input, then src over its slice (start, step).
 // Elements move as integers of their size. Size-1 dims get no loop, and
 // an innermost dim contiguous on both sides is one memmove per row.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
@@ -33,11 +35,19 @@ std::vector<int64_t> row_major_strides(const Shape& shape) {
   return strides;
 }
 
-void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element) {
-  auto& b = lb.b();
+/// The dims of `copy` that get a loop (not size 1).
+std::vector<int64_t> looped_dims(const StridedCopy& copy) {
   std::vector<int64_t> dims;
   for (size_t d = 0; d < copy.shape.size(); ++d)
     if (copy.shape[d] != 1) dims.push_back(static_cast<int64_t>(d));
+  return dims;
+}
+
+/// In a row function (`rows`), the outermost loop runs over the rows the
+/// call is given.
+void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element, bool rows_outer) {
+  auto& b = lb.b();
+  const std::vector<int64_t> dims = looped_dims(copy);
   llvm::Value* src = lb.operand(copy.source);
   llvm::Value* dst = lb.result(0);
   const uint64_t bytes = element->getPrimitiveSizeInBits() / 8;
@@ -58,10 +68,14 @@ void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element) {
       return;
     }
     const int64_t d = dims[level];
-    lb.loop(copy.shape[d], [&](llvm::Value* k) {
+    auto body = [&](llvm::Value* k) {
       nest(level + 1, b.CreateAdd(in, b.CreateMul(k, lb.i64(copy.in_strides[d]))),
            b.CreateAdd(out, b.CreateMul(k, lb.i64(copy.out_strides[d]))));
-    });
+    };
+    if (level == 0 && rows_outer)
+      lb.loop(lb.row_begin(), lb.row_end(), body);
+    else
+      lb.loop(copy.shape[d], body);
   };
   nest(0, lb.i64(copy.in_base), lb.i64(copy.out_base));
 }
@@ -161,9 +175,31 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
   }
   }
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1);
-  llvm::Type* element = lb.b().getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8));
-  for (const StridedCopy& copy : copies) emit_copy(lb, copy, element);
+  const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
+  const unsigned bits = static_cast<unsigned>(element_size(out.dtype) * 8);
+  // A row function over the output's dim 0 when every copy loops over all
+  // of it and writes row r of the output from its own row r: one copy
+  // (permute, expand, slice), or cat and slice_scatter along another dim,
+  // whose copies then run in order within each row (slice_scatter's src
+  // still overwrites the input it copied). Otherwise the copies run in
+  // order on one thread.
+  auto row_copy = [&](const StridedCopy& c) {
+    const std::vector<int64_t> dims = looped_dims(c);
+    const bool contiguous_rows =
+        !dims.empty() && c.in_strides[dims.back()] == 1 && c.out_strides[dims.back()] == 1;
+    return !dims.empty() && dims[0] == 0 && c.shape[0] == out.shape[0] &&
+           dims.size() > (contiguous_rows ? 1u : 0u);
+  };
+  const bool along_dim_0 =
+      (op == OpKind::cat || op == OpKind::slice_scatter) && attr_int(nd.attrs, AttrName::dim) == 0;
+  if (!along_dim_0 && std::all_of(copies.begin(), copies.end(), row_copy)) {
+    LoopBuilder rows(module, name, nd.operands.size(), 1, LoopBuilder::Rows{});
+    for (const StridedCopy& copy : copies)
+      emit_copy(rows, copy, rows.b().getIntNTy(bits), /*rows_outer=*/true);
+    return OpLoop{rows.finish(), false, out.shape[0], 1, out.numel()};
+  }
+  LoopBuilder lb(module, name, nd.operands.size(), 1);
+  for (const StridedCopy& copy : copies) emit_copy(lb, copy, lb.b().getIntNTy(bits), false);
   return OpLoop{lb.finish(), false};
 }
 

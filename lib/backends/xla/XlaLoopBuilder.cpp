@@ -2,6 +2,7 @@
 #include "lib/backends/xla/XlaLoopBuilder.h"
 
 #include <algorithm>
+#include <cassert>
 #include <vector>
 
 namespace mstep::xla {
@@ -10,7 +11,22 @@ LoopBuilder::LoopBuilder(llvm::Module& module, const std::string& name, size_t o
                          size_t results)
     : module_(module), context_(module.getContext()), b_(context_) {
   llvm::Type* ptr = llvm::PointerType::getUnqual(context_);
-  auto* type = llvm::FunctionType::get(b_.getInt32Ty(), {ptr, ptr}, false);
+  begin(name, llvm::FunctionType::get(b_.getInt32Ty(), {ptr, ptr}, false), operands, results);
+}
+
+LoopBuilder::LoopBuilder(llvm::Module& module, const std::string& name, size_t operands,
+                         size_t results, Rows)
+    : module_(module), context_(module.getContext()), b_(context_), rows_(true) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(context_);
+  begin(name,
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty(), b_.getInt64Ty()},
+                                false),
+        operands, results);
+}
+
+void LoopBuilder::begin(const std::string& name, llvm::FunctionType* type, size_t operands,
+                        size_t results) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(context_);
   function_ = llvm::Function::Create(type, llvm::GlobalValue::InternalLinkage, name, module_);
   // Called through pointer arrays, often from several places: inlining
   // them into the step function would only grow what LLVM optimizes.
@@ -94,6 +110,7 @@ llvm::Value* LoopBuilder::get(llvm::AllocaInst* local) {
 void LoopBuilder::set(llvm::AllocaInst* local, llvm::Value* value) { b_.CreateStore(value, local); }
 
 void LoopBuilder::fail_if(llvm::Value* condition) {
+  assert(!rows_ && "xla backend: a row function cannot fail (it returns nothing)");
   auto* fail = llvm::BasicBlock::Create(context_, "fail", function_);
   auto* next = llvm::BasicBlock::Create(context_, "ok", function_);
   b_.CreateCondBr(condition, fail, next);
@@ -142,7 +159,10 @@ llvm::Value* LoopBuilder::exp(llvm::Value* x) {
 }
 
 llvm::Function* LoopBuilder::finish() {
-  b_.CreateRet(b_.getInt32(0));
+  if (rows_)
+    b_.CreateRetVoid();
+  else
+    b_.CreateRet(b_.getInt32(0));
   return function_;
 }
 

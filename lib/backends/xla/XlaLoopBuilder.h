@@ -20,6 +20,17 @@ public:
   using Body = std::function<void(llvm::Value* index)>;
 
   LoopBuilder(llvm::Module& module, const std::string& name, size_t operands, size_t results);
+  /// A row function: `void (ptr operands, ptr results, i64 begin, i64
+  /// end)` (a cpu::FusionEntry), which computes rows [begin, end) of its
+  /// op, so that the step function can split the rows over the threads
+  /// (OpLoop::rows). It cannot fail (no fail_if).
+  struct Rows {};
+  LoopBuilder(llvm::Module& module, const std::string& name, size_t operands, size_t results,
+              Rows);
+
+  /// A row function's first and end row.
+  llvm::Value* row_begin() const { return function_->getArg(2); }
+  llvm::Value* row_end() const { return function_->getArg(3); }
 
   llvm::IRBuilder<>& b() { return b_; }
   llvm::Module& module() { return module_; }
@@ -58,7 +69,8 @@ public:
   /// Returns 1 from the function when `condition` holds.
   void fail_if(llvm::Value* condition);
 
-  /// Returns 0 and gives the finished function (internal linkage).
+  /// Returns 0 (nothing from a row function) and gives the finished
+  /// function (internal linkage).
   llvm::Function* finish();
 
   // Arithmetic helpers.
@@ -77,6 +89,8 @@ public:
   llvm::Value* splat_like(llvm::Value* like, llvm::Value* v);
 
 private:
+  void begin(const std::string& name, llvm::FunctionType* type, size_t operands, size_t results);
+
   llvm::Module& module_;
   llvm::LLVMContext& context_;
   llvm::IRBuilder<> b_;
@@ -85,6 +99,7 @@ private:
   std::vector<llvm::Value*> operands_, results_;
   /// The access group of the innermost parallel loop being built, or null.
   llvm::MDNode* access_group_ = nullptr;
+  bool rows_ = false;
 };
 
 } // namespace mstep::xla

@@ -31,14 +31,15 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
     (d < in.shape.rank() - normalized ? rows : cols) *= in.shape[d];
   const double eps = attr_double(nd.attrs, AttrName::eps);
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1);
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1,
+                 LoopBuilder::Rows{});
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* w = has_weight ? lb.operand(1) : nullptr;
   llvm::Value* bias = has_bias ? lb.operand(has_weight ? 2 : 1) : nullptr;
   llvm::Value* y = lb.result(0);
   llvm::Value* count = lb.f64(static_cast<double>(cols));
-  lb.loop(rows, [&](llvm::Value* r) {
+  lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* r) {
     llvm::Value* base = b.CreateMul(r, lb.i64(cols));
     auto element = [&](llvm::Value* c) {
       return lb.to_f64(lb.load(lb.f32(), x, b.CreateAdd(base, c)));
@@ -67,7 +68,7 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
         },
         /*parallel=*/true);
   });
-  return OpLoop{lb.finish(), false};
+  return OpLoop{lb.finish(), false, rows, 1, in.numel()};
 }
 
 } // namespace mstep::xla

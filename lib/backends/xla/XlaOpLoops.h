@@ -33,6 +33,14 @@ struct OpLoop {
   /// nll_loss target or an index out of range); it then wrote none of its results,
   /// and the step stops there.
   bool can_fail = false;
+  /// Nonzero: `function` is a row function (LoopBuilder::Rows) over rows
+  /// [0, rows), which the step function splits over the OpenMP threads in
+  /// multiples of `grain` rows when the op touches `work` elements or more
+  /// (cpu::FusionJit::kParallelElements, as a fusion nest). Each row is
+  /// computed as in one call, so the split changes no result.
+  int64_t rows = 0;
+  int64_t grain = 1;
+  int64_t work = 0;
 };
 
 /// Emits the functions of one step. Nodes that compute the same thing (the

@@ -53,7 +53,10 @@ constexpr int kLanes = 16;
 ///   once, each summing its column in order, as the scalar loop would;
 /// - otherwise each output's row kLanes elements at a time, lane by lane,
 ///   then the lanes in order (the cpu kernel's row mode).
-void emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
+/// `lb` builds a row function (LoopBuilder::Rows); its rows are returned:
+/// the outputs, or their blocks of kLanes. Each output is summed as a
+/// single call sums it, so splitting the rows changes no result.
+int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* y = lb.result(0);
@@ -84,25 +87,25 @@ void emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
                                                                  : lb.f32());
   };
   if (l.inner >= kLanes) {
-    lb.loop(l.outer, [&](llvm::Value* o) {
-      lb.loop((l.inner + kLanes - 1) / kLanes, [&](llvm::Value* block) {
-        llvm::Value* first = b.CreateMul(block, lb.i64(kLanes));
-        llvm::Value* mask = lanes_before(first, l.inner);
-        llvm::AllocaInst* acc = lb.local(f64s, zeros);
-        lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* at = b.CreateAdd(
-              b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(l.reduced)), r), lb.i64(l.inner)),
-              first);
-          lb.set(acc, b.CreateFAdd(lb.get(acc), load(at, mask)));
-        });
-        llvm::Value* out = b.CreateAdd(b.CreateMul(o, lb.i64(l.inner)), first);
-        b.CreateMaskedStore(finish(lb.get(acc)), b.CreateInBoundsGEP(lb.f32(), y, out), align,
-                            mask);
+    const int64_t blocks = (l.inner + kLanes - 1) / kLanes;
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* unit) {
+      // unit = (o, block of kLanes outputs)
+      llvm::Value* o = b.CreateSDiv(unit, lb.i64(blocks));
+      llvm::Value* first = b.CreateMul(b.CreateSRem(unit, lb.i64(blocks)), lb.i64(kLanes));
+      llvm::Value* mask = lanes_before(first, l.inner);
+      llvm::AllocaInst* acc = lb.local(f64s, zeros);
+      lb.loop(l.reduced, [&](llvm::Value* r) {
+        llvm::Value* at = b.CreateAdd(
+            b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(l.reduced)), r), lb.i64(l.inner)),
+            first);
+        lb.set(acc, b.CreateFAdd(lb.get(acc), load(at, mask)));
       });
+      llvm::Value* out = b.CreateAdd(b.CreateMul(o, lb.i64(l.inner)), first);
+      b.CreateMaskedStore(finish(lb.get(acc)), b.CreateInBoundsGEP(lb.f32(), y, out), align, mask);
     });
-    return;
+    return l.outer * blocks;
   }
-  lb.loop(l.outer * l.inner, [&](llvm::Value* o) {
+  lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* o) {
     // inner < kLanes: output o = (outer, inner) reads with stride inner.
     if (l.inner == 1) {
       llvm::AllocaInst* acc = lb.local(f64s, zeros);
@@ -125,6 +128,7 @@ void emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
     });
     lb.store(finish(lb.get(acc)), y, o);
   });
+  return l.outer * l.inner;
 }
 
 } // namespace
@@ -148,15 +152,17 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
   if (!layout || layout->outer * layout->inner != n.results[0].numel()) return std::nullopt;
   const Layout l = *layout;
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), 1, 1);
+  const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
+  if ((op == OpKind::sum || op == OpKind::mean) && !integer_sum) {
+    LoopBuilder rows(module, name, 1, 1, LoopBuilder::Rows{});
+    const int64_t count = emit_f32_sum(rows, l, op == OpKind::mean);
+    return OpLoop{rows.finish(), false, count, 1, in.numel()};
+  }
+  LoopBuilder lb(module, name, 1, 1);
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* y = lb.result(0);
   llvm::Type* element = integer_sum ? lb.i64() : lb.f32();
-  if ((op == OpKind::sum || op == OpKind::mean) && !integer_sum) {
-    emit_f32_sum(lb, l, op == OpKind::mean);
-    return OpLoop{lb.finish(), false};
-  }
   lb.loop(l.outer, [&](llvm::Value* o) {
     lb.loop(l.inner, [&](llvm::Value* i) {
       // Input position of (o, r, i) and output position of (o, i).

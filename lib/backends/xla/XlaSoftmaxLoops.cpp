@@ -42,7 +42,11 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
   const int64_t n = in.shape[dim];
   const bool log = nd.op == OpKind::log_softmax;
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(nd.op), "_", node), 1, 1);
+  // Rows: the lanes' outer index, each row's lanes computed as one call
+  // computes them.
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(nd.op), "_", node), 1, 1,
+                 LoopBuilder::Rows{});
+  const OpLoop row_loop{nullptr, false, outer, 1, in.numel()};
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* y = lb.result(0);
@@ -57,7 +61,7 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
     llvm::Value* iota = llvm::ConstantDataVector::get(b.getContext(), iota_values);
     const llvm::Align align(4);
     const int64_t blocks = (n + kLanes - 1) / kLanes;
-    lb.loop(outer, [&](llvm::Value* o) {
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* o) {
       llvm::Value* row = b.CreateMul(o, lb.i64(n));
       // The block's lanes inside the row, and its elements (masked-off
       // lanes read `fill`).
@@ -105,9 +109,11 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
         b.CreateMaskedStore(b.CreateFPTrunc(out, f32s), to, align, mask);
       });
     });
-    return OpLoop{lb.finish(), false};
+    OpLoop loop = row_loop;
+    loop.function = lb.finish();
+    return loop;
   }
-  lb.loop(outer, [&](llvm::Value* o) {
+  lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* o) {
     lb.loop(inner, [&](llvm::Value* i) {
       auto at = [&](llvm::Value* k) {
         return b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(n)), k), lb.i64(inner)),
@@ -137,7 +143,9 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
       });
     });
   });
-  return OpLoop{lb.finish(), false};
+  OpLoop loop = row_loop;
+  loop.function = lb.finish();
+  return loop;
 }
 
 } // namespace mstep::xla

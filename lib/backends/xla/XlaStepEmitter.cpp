@@ -65,7 +65,12 @@ public:
         continue;
       } else if (n.op == OpKind::reshape) {
         const uint64_t bytes = n.results[0].bytes();
-        if (bytes > 0)
+        // The plan puts most reshapes in place (the same arena bytes):
+        // nothing to move.
+        const ValueLocation& to = layout_.values[layout_.value_base[node]];
+        const ValueLocation& from = layout_.values[layout_.value_of(n.operands[0])];
+        const bool in_place = to.kind == from.kind && to.at == from.at;
+        if (bytes > 0 && !in_place)
           b_.CreateMemMove(value_pointer(layout_.value_base[node]), llvm::MaybeAlign(64),
                            value_pointer(layout_.value_of(n.operands[0])), llvm::MaybeAlign(64),
                            bytes);
@@ -281,6 +286,19 @@ private:
   /// from the step when it does.
   void emit_loop(uint32_t node, const OpLoop& loop) {
     store_pointers(node);
+    if (loop.rows > 0) { // a row function: split over the threads when large
+      auto* row_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, i64_, i64_}, false);
+      auto* parallel_type =
+          llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, i64_, i64_}, false);
+      if (loop.work >= cpu::FusionJit::kParallelElements && loop.rows >= 2)
+        b_.CreateCall(parallel_type, calls_[kParallelNest],
+                      {loop.function, operands_, results_, b_.getInt64(loop.rows),
+                       b_.getInt64(loop.grain)});
+      else
+        b_.CreateCall(row_type, loop.function,
+                      {operands_, results_, b_.getInt64(0), b_.getInt64(loop.rows)});
+      return;
+    }
     llvm::Value* status = b_.CreateCall(loop.function, {operands_, results_});
     if (!loop.can_fail) return;
     auto* fail = llvm::BasicBlock::Create(context_, "loop_failed", function_);
