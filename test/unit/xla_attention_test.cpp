@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <omp.h>
+
 #include "lib/backends/xla/XlaExecutable.h"
 #include "lib/compiler/Compiler.h"
 #include "mstep/mstep.h"
@@ -142,6 +144,29 @@ TEST_P(XlaAttention, NoCalloutAndRefsValues) {
                       << " (tolerance " << tol << ")";
     EXPECT_EQ(bad, 0) << names[r];
   }
+}
+
+// Attention is a row function over the batch-heads, which the step
+// function splits over the OpenMP threads: each batch-head is computed as
+// one thread computes it, so an uneven split (6 batch-heads over 4
+// threads) gives 1 thread's values bit for bit, with causal masking,
+// valid_seq_len and dropout (whose Philox counters follow the batch-head,
+// not the thread).
+TEST(XlaAttentionThreads, BatchHeadsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
+  Case c;
+  c.B = 2;
+  c.H = 3;
+  c.causal = true;
+  c.dropout = 0.2;
+  c.lens = Case::Lens::right;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<std::vector<float>> one = run(c, kXla);
+  omp_set_num_threads(4);
+  const std::vector<std::vector<float>> four = run(c, kXla);
+  omp_set_num_threads(threads);
+  ASSERT_EQ(one.size(), four.size());
+  for (size_t r = 0; r < one.size(); ++r) EXPECT_EQ(four[r], one[r]) << "result " << r;
 }
 
 // The nodes the loops do not take (returned probabilities, saved

@@ -484,7 +484,7 @@ void AttentionEmitter::emit_forward() {
   s_ = tile(kBc);
   kt_ = tile(P_.E * kBc);
   llvm::Value* out = lb_.result(0);
-  lb_.loop(P_.batch, [&](llvm::Value* b) {
+  lb_.loop(lb_.row_begin(), lb_.row_end(), [&](llvm::Value* b) {
     valid_ranges(b);
     llvm::Value* base = mul(b, P_.L * Ev);
     // Rows outside valid_seq_len are zeros.
@@ -525,7 +525,7 @@ void AttentionEmitter::emit_backward() {
   llvm::Value* dk = lb_.result(1);
   llvm::Value* dv = lb_.result(2);
   llvm::Value* scale = lb_.f32(static_cast<float>(P_.scale));
-  lb_.loop(P_.batch, [&](llvm::Value* b) {
+  lb_.loop(lb_.row_begin(), lb_.row_end(), [&](llvm::Value* b) {
     valid_ranges(b);
     // 1. Rows pass: lse and D per valid row (rows outside stay unread).
     attend_rows(b, [&](llvm::Value* i, llvm::Value* acc_index, llvm::Value* m, llvm::Value* l) {
@@ -646,14 +646,17 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
         2 * P.L + kBc * (3 + P.E + 2 * P.Ev) + (P.dtype == DType::f32 ? 0 : P.E + P.Ev + P.L * P.E);
   if (stack * 4 > kMostStackBytes) return std::nullopt;
 
+  // A row function over the batch-heads: each writes only its own rows of
+  // out (dq, dk, dv) and keeps its tiles on its own stack, so the step
+  // function may split them over the threads without changing a bit.
   LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(nd.op), "_", node), nd.operands.size(),
-                 nd.results.size());
+                 nd.results.size(), LoopBuilder::Rows{});
   AttentionEmitter emitter(lb, P);
   if (P.backward)
     emitter.emit_backward();
   else
     emitter.emit_forward();
-  return OpLoop{lb.finish(), false};
+  return OpLoop{lb.finish(), false, P.batch, 1, P.batch * P.L * P.S};
 }
 
 } // namespace mstep::xla
