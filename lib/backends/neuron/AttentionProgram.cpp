@@ -333,10 +333,11 @@ namespace {
 int64_t backward_bytes(const AttentionShape& s) {
   const int64_t es = static_cast<int64_t>(element_size(s.dtype));
   const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
-  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32); m, l, D per tile.
-  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (s.head_dim + s.value_dim) +
+  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32 and the output);
+  // m, 1/l, l, D, -D per tile.
+  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (2 * s.head_dim + s.value_dim) +
                blocks * s.head_dim) +
-         4 * tiles * (s.head_dim + 6);
+         4 * tiles * (s.head_dim + 7);
 }
 
 } // namespace
@@ -376,195 +377,319 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   const int32_t ident = make_identity(b, deps, dt);
   const int32_t ones = sbuf(4, "one");
   deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
-  // Resident per batch-head (one at a time).
-  const int32_t qT = sbuf(L * es, "qT"), kT = sbuf(S * es, "kT");
-  const int32_t doT = sbuf(L * es, "doT"), vT = sbuf(S * es, "vT");
-  const int32_t q_rows = sbuf(tiles * E * es, "q_rows"), do_rows = sbuf(tiles * Ev * es, "do_rows");
-  const int32_t k_rows = sbuf(blocks * E * es, "k_rows");
-  const int32_t dq_acc = sbuf(tiles * E * 4, "dq_acc");
-  const int32_t negm = sbuf(tiles * 4, "neg_m"), rl = sbuf(tiles * 4, "inv_l");
-  const int32_t l = sbuf(tiles * 4, "l"), dsum = sbuf(tiles * 4, "D");
-  // Working tiles.
-  const int32_t ps_s = psum("scores"), ps_dp = psum("dP"), ps_dv = psum("dv_acc");
-  const int32_t ps_dk = psum("dk_acc"), ps_dsT = psum("dsT"), ps_dq = psum("dq_part");
-  const int32_t s_sb = sbuf(kChunk * 4, "s"), p_f = sbuf(kChunk * 4, "p");
-  const int32_t pd = sbuf(kChunk * 4, "p_dP"), p_d = sbuf(kBlock * es, "p_in");
-  const int32_t ds_f = sbuf(kBlock * 4, "dS"), ds_d = sbuf(kBlock * es, "dS_in");
-  const int32_t dsT = sbuf(kBlock * es, "dST");
-  const int32_t mc = sbuf(4, "chunk_neg_m"), nm = sbuf(4, "new_neg_m"), alpha = sbuf(4, "alpha");
-  const int32_t rowsum = sbuf(4, "rowsum"), dpart = sbuf(4, "D_part");
-  const int32_t dk_out = sbuf(E * es, "dk_out"), dv_out = sbuf(Ev * es, "dv_out");
-  const int32_t dq_out = sbuf(E * es, "dq_out");
+  // dQ accumulates in one PSUM bank across the key blocks when every Q
+  // tile's [rows, E] fits side by side; else in SBUF (fp32), by Vector adds.
+  const bool dq_in_psum = tiles * E * 4 <= kPsumBankBytes;
+  // Resident per batch-head, two sets (batch-head parity) when two fit in
+  // half of SBUF, so the next batch-head's loads overlap this one's work.
+  struct HeadSet {
+    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, dq_acc, negm, rl, l, dsum, negd, dq_out;
+  };
+  const int nsets = 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2 : 1;
+  std::vector<HeadSet> sets;
+  for (int g = 0; g < nsets; ++g) {
+    auto n = [&](const char* what) { return absl::StrCat(what, g); };
+    sets.push_back({sbuf(L * es, n("qT")), sbuf(S * es, n("kT")), sbuf(L * es, n("doT")),
+                    sbuf(S * es, n("vT")), sbuf(tiles * E * es, n("q_rows")),
+                    sbuf(tiles * Ev * es, n("do_rows")), sbuf(blocks * E * es, n("k_rows")),
+                    dq_in_psum ? -1 : sbuf(tiles * E * 4, n("dq_acc")), sbuf(tiles * 4, n("neg_m")),
+                    sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
+                    sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
+  }
+  // Working tiles, two of each (item parity): the items are software
+  // pipelined (below), so consecutive ones use different buffers.
+  struct Work {
+    int32_t sd, dp1;                 ///< PSUM: scores (and pass 2's dP, dS^T); pass 1's dP
+    int32_t s_sb, p_f, dp_sb, pd;    ///< fp32 [rows, chunk]
+    int32_t p_in, ds_f, ds_in, dsT;  ///< [rows, 128]: P, dS (fp32 and dt), dS^T (dt)
+    int32_t mc, nm, alpha, rowsum, dpart;
+  };
+  std::vector<Work> work;
+  for (int g = 0; g < 2; ++g) {
+    auto n = [&](const char* what) { return absl::StrCat(what, g); };
+    work.push_back({psum(n("scores")), psum(n("dP")), sbuf(kChunk * 4, n("s")),
+                    sbuf(kChunk * 4, n("p")), sbuf(kChunk * 4, n("dP_sb")),
+                    sbuf(kChunk * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
+                    sbuf(kBlock * 4, n("dS")), sbuf(kBlock * es, n("dS_in")),
+                    sbuf(kBlock * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
+                    sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
+  }
+  const int32_t ps_dv = psum("dv_acc"), ps_dk = psum("dk_acc");
+  const int32_t ps_dq = psum(dq_in_psum ? "dq_acc" : "dq_part");
+  int32_t dk_out[2], dv_out[2];
+  for (int g = 0; g < 2; ++g) {
+    dk_out[g] = sbuf(E * es, absl::StrCat("dk_out", g));
+    dv_out[g] = sbuf(Ev * es, absl::StrCat("dv_out", g));
+  }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const bool low = dt != DType::f32; // matmul operands need a copy in the input dtype
+  // Pass 2's [rows, keys] pieces of a `sd` bank: scores at 0, dP at 128,
+  // dS^T ([keys, rows]) at 256.
+  constexpr int64_t kDpAt = kBlock, kDsTAt = 2 * kBlock;
 
-  for (int64_t h = 0; h < s.batch; ++h) {
-    // Loads: transposed (head/value dim on the partitions) and by rows.
+  auto load_head = [&](int64_t h) {
+    const HeadSet& hs = sets[h % nsets];
+    // Transposed (head/value dim on the partitions) and by rows.
     for (int64_t c0 = 0; c0 < L; c0 += kChunk) {
       const int64_t w = std::min(kChunk, L - c0);
-      deps.track(b.dma_copy(sb(qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
+      deps.track(b.dma_copy(sb(hs.qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
                  true);
-      deps.track(b.dma_copy(sb(doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
-                 true);
+      deps.track(
+          b.dma_copy(sb(hs.doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
+          true);
     }
     for (int64_t c0 = 0; c0 < S; c0 += kChunk) {
       const int64_t w = std::min(kChunk, S - c0);
-      deps.track(b.dma_copy(sb(kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
+      deps.track(b.dma_copy(sb(hs.kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
                  true);
-      deps.track(b.dma_copy(sb(vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
-                 true);
+      deps.track(
+          b.dma_copy(sb(hs.vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
+          true);
     }
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t rows = std::min(kBlock, L - t * kBlock);
       const int32_t r = static_cast<int32_t>(rows);
-      deps.track(b.dma_copy(sb(q_rows, dt, rows, t * E, E),
+      deps.track(b.dma_copy(sb(hs.q_rows, dt, rows, t * E, E),
                             hbm_rows(q_hbm, dt, E, h * L + t * kBlock, r, 0, E)),
                  true);
-      deps.track(b.dma_copy(sb(do_rows, dt, rows, t * Ev, Ev),
+      deps.track(b.dma_copy(sb(hs.do_rows, dt, rows, t * Ev, Ev),
                             hbm_rows(do_hbm, dt, Ev, h * L + t * kBlock, r, 0, Ev)),
                  true);
     }
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t keys = std::min(kBlock, S - kb * kBlock);
       deps.track(
-          b.dma_copy(sb(k_rows, dt, keys, kb * E, E),
+          b.dma_copy(sb(hs.k_rows, dt, keys, kb * E, E),
                      hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
           true);
     }
+  };
 
-    // Pass 1: per Q tile, m (kept negated), l and D = sum_j p_j dP_j / l, online.
+  // The work items, in order, per batch-head: pass 1 (a Q tile's key
+  // chunk), then pass 2 (a key block's Q tile at or below the diagonal; a
+  // key block no row sees gets one `empty` item: zero dK and dV).
+  enum class Kind { pass1, pass2, empty };
+  struct Item {
+    Kind kind;
+    int64_t h, t, q0, rows, k0, w; ///< pass 2: k0 = the block's first key, w = its keys
+    int64_t kb = 0;
+    bool first = false, last = false; ///< pass 1: of the tile; pass 2: of the key block
+    bool diagonal = false;
+    bool head_last = false;
+  };
+  std::vector<Item> items;
+  for (int64_t h = 0; h < s.batch; ++h) {
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
       for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
         const int64_t w = std::min(kChunk, S - k0);
-        const bool first = k0 == 0;
-        const AccessPattern scores = sb(s_sb, DType::f32, rows, 0, w);
-        deps.track(
-            b.matmul(ps(ps_s, rows, 0, w), sb(qT, dt, E, q0, rows), sb(kT, dt, E, k0, w), false));
-        deps.track(
-            b.activation(scores, ps(ps_s, rows, 0, w), ActivationFunction::identity, s.scale));
-        if (s.causal && k0 + w - 1 > q0)
-          deps.track(b.affine_select(scores, scores, AffineExpr{q0 - k0, 1, {-1}},
-                                     CmpOp::greater_equal, kNegInf));
-        deps.track(b.tensor_reduce(Engine::vector, column(mc, rows), scores, AluOp::max));
-        const AccessPattern neg_m = column(negm, rows, t);
-        if (first) {
-          deps.track(
-              b.tensor_scalar(Engine::vector, neg_m, column(mc, rows), AluOp::multiply, -1.0f));
-        } else {
-          deps.track(b.tensor_scalar(Engine::vector, column(mc, rows), column(mc, rows),
-                                     AluOp::multiply, -1.0f));
-          deps.track(b.tensor_tensor(Engine::vector, column(nm, rows), neg_m, column(mc, rows),
-                                     AluOp::min));
-          int64_t i = b.activation(column(alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
-          b.at(i).bias = column(nm, rows);
-          deps.track(i);
-          deps.track(b.tensor_copy(Engine::vector, neg_m, column(nm, rows)));
-        }
-        int64_t i = b.activation(sb(p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp);
-        b.at(i).bias = neg_m;
-        b.at(i).accum = first ? column(l, rows, t) : column(rowsum, rows);
-        deps.track(i);
-        // dP = dO v^T for the chunk; D's part: sum_j p_j dP_j.
-        deps.track(b.matmul(ps(ps_dp, rows, 0, w), sb(doT, dt, Ev, q0, rows), sb(vT, dt, Ev, k0, w),
-                            false));
-        deps.track(b.tensor_tensor(Engine::vector, sb(pd, DType::f32, rows, 0, w),
-                                   sb(p_f, DType::f32, rows, 0, w), ps(ps_dp, rows, 0, w),
-                                   AluOp::multiply));
-        deps.track(b.tensor_reduce(Engine::vector,
-                                   first ? column(dsum, rows, t) : column(dpart, rows),
-                                   sb(pd, DType::f32, rows, 0, w), AluOp::add));
-        if (!first)
-          for (int32_t acc : {l, dsum}) {
-            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                       column(alpha, rows), AluOp::multiply));
-            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                       column(acc == l ? rowsum : dpart, rows), AluOp::add));
-          }
+        items.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
+                         s.causal && k0 + w - 1 > q0});
       }
-      deps.track(b.tensor_tensor(Engine::vector, column(rl, rows, t), column(ones, rows),
-                                 column(l, rows, t), AluOp::divide));
-      deps.track(b.tensor_tensor(Engine::vector, column(dsum, rows, t), column(dsum, rows, t),
-                                 column(rl, rows, t), AluOp::multiply));
+      items.back().last = true;
     }
-
-    // Pass 2: per 128-key block, the Q tiles at or below the diagonal.
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
-      int64_t done = 0;
+      const size_t before = items.size();
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
         if (s.causal && k0 > q0 + rows - 1) continue;
-        const bool acc = done++ > 0;
-        // P = exp(scale S - m) / l, masked.
-        const AccessPattern p = sb(p_f, DType::f32, rows, 0, keys);
-        deps.track(b.matmul(ps(ps_s, rows, 0, keys), sb(qT, dt, E, q0, rows),
-                            sb(kT, dt, E, k0, keys), false));
-        int64_t i = b.activation(p, ps(ps_s, rows, 0, keys), ActivationFunction::exp, s.scale);
-        b.at(i).bias = column(negm, rows, t);
+        items.push_back({Kind::pass2, h, t, q0, rows, k0, keys, kb, items.size() == before, false,
+                         s.causal && k0 + keys - 1 > q0});
+      }
+      if (items.size() == before) items.push_back({Kind::empty, h, 0, 0, 0, k0, keys, kb});
+      items.back().last = true;
+    }
+    items.back().head_last = true;
+  }
+
+  // Stage A: everything up to the matmul operands. Pass 1: m (kept
+  // negated), l and D = sum_j p_j dP_j / l, online over the chunks. Pass
+  // 2: P = exp(scale S - m) / l (masked) and dS = P (dP - D).
+  auto stage_a = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, w = it.w, t = it.t;
+    if (it.kind == Kind::empty) return;
+    if (it.kind == Kind::pass1) {
+      const AccessPattern scores = sb(wk.s_sb, DType::f32, rows, 0, w);
+      deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
+                          sb(hs.kT, dt, E, it.k0, w), false));
+      deps.track(b.matmul(ps(wk.dp1, rows, 0, w), sb(hs.doT, dt, Ev, it.q0, rows),
+                          sb(hs.vT, dt, Ev, it.k0, w), false));
+      deps.track(
+          b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
+      if (it.diagonal)
+        deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
+                                   CmpOp::greater_equal, kNegInf));
+      // dP into SBUF by Scalar: the Vector product below then runs at
+      // its SBUF rate (one PSUM operand doubles its cost).
+      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
+                               ps(wk.dp1, rows, 0, w)));
+      deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
+      const AccessPattern neg_m = column(hs.negm, rows, t);
+      if (it.first) {
+        deps.track(
+            b.tensor_scalar(Engine::vector, neg_m, column(wk.mc, rows), AluOp::multiply, -1.0f));
+      } else {
+        deps.track(b.tensor_scalar(Engine::vector, column(wk.mc, rows), column(wk.mc, rows),
+                                   AluOp::multiply, -1.0f));
+        deps.track(b.tensor_tensor(Engine::vector, column(wk.nm, rows), neg_m, column(wk.mc, rows),
+                                   AluOp::min));
+        int64_t i = b.activation(column(wk.alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
+        b.at(i).bias = column(wk.nm, rows);
         deps.track(i);
-        if (s.causal && k0 + keys - 1 > q0)
-          deps.track(
-              b.affine_select(p, p, AffineExpr{q0 - k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
-        deps.track(
-            b.tensor_tensor(Engine::vector, p, p, broadcast(rl, rows, keys, t), AluOp::multiply));
-        AccessPattern p_in = p;
-        if (low) {
-          p_in = sb(p_d, dt, rows, 0, keys);
-          deps.track(b.tensor_copy(Engine::scalar, p_in, p));
+        deps.track(b.tensor_copy(Engine::vector, neg_m, column(wk.nm, rows)));
+      }
+      int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp);
+      b.at(i).bias = neg_m;
+      b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
+      deps.track(i);
+      deps.track(b.tensor_tensor(Engine::vector, sb(wk.pd, DType::f32, rows, 0, w),
+                                 sb(wk.p_f, DType::f32, rows, 0, w),
+                                 sb(wk.dp_sb, DType::f32, rows, 0, w), AluOp::multiply));
+      deps.track(b.tensor_reduce(Engine::vector,
+                                 it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows),
+                                 sb(wk.pd, DType::f32, rows, 0, w), AluOp::add));
+      if (!it.first)
+        for (int32_t acc : {hs.l, hs.dsum}) {
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(wk.alpha, rows), AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
+                                     AluOp::add));
         }
-        // dV += P^T dO.
-        deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), p_in, sb(do_rows, dt, rows, t * Ev, Ev), acc));
-        // dS = P (dP - D), dP = dO v^T.
-        deps.track(b.matmul(ps(ps_dp, rows, 0, keys), sb(doT, dt, Ev, q0, rows),
-                            sb(vT, dt, Ev, k0, keys), false));
-        const AccessPattern ds = sb(ds_f, DType::f32, rows, 0, keys);
-        deps.track(b.tensor_tensor(Engine::vector, ds, ps(ps_dp, rows, 0, keys),
-                                   broadcast(dsum, rows, keys, t), AluOp::subtract));
-        deps.track(b.tensor_tensor(Engine::vector, ds, ds, p, AluOp::multiply));
-        AccessPattern ds_in = ds;
-        if (low) {
-          ds_in = sb(ds_d, dt, rows, 0, keys);
-          deps.track(b.tensor_copy(Engine::scalar, ds_in, ds));
-        }
-        // dK += dS^T q (scaled at the end).
-        deps.track(b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(q_rows, dt, rows, t * E, E), acc));
-        // dQ += dS k: dS^T by the identity, then [rows, E] added into dq_acc.
-        deps.track(b.matmul(ps(ps_dsT, keys, 0, rows), ds_in, sb(ident, dt, rows, 0, rows), false));
-        deps.track(
-            b.tensor_copy(Engine::scalar, sb(dsT, dt, keys, 0, rows), ps(ps_dsT, keys, 0, rows)));
-        deps.track(b.matmul(ps(ps_dq, rows, 0, E), sb(dsT, dt, keys, 0, rows),
-                            sb(k_rows, dt, keys, kb * E, E), false));
-        const AccessPattern dq = sb(dq_acc, DType::f32, rows, t * E, E);
-        if (kb == 0)
+      if (it.last) { // 1 / l, and -D = -(sum p dP) / l (pass 2's bias)
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
+                                   column(hs.l, rows, t), AluOp::divide));
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
+                                   column(hs.dsum, rows, t), column(hs.rl, rows, t),
+                                   AluOp::multiply));
+        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
+                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
+      }
+      return;
+    }
+    // Pass 2: S and dP side by side in the `sd` bank.
+    const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
+    deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
+                        sb(hs.kT, dt, E, it.k0, w), false));
+    deps.track(b.matmul(ps(wk.sd, rows, kDpAt, w), sb(hs.doT, dt, Ev, it.q0, rows),
+                        sb(hs.vT, dt, Ev, it.k0, w), false));
+    int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
+    b.at(i).bias = column(hs.negm, rows, t);
+    deps.track(i);
+    if (it.diagonal)
+      deps.track(
+          b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
+    // P / l straight into the matmul dtype.
+    const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
+    deps.track(
+        b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
+    // dP - D on Scalar (bias -D), then dS = P (dP - D) into the matmul dtype.
+    const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
+    i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
+    b.at(i).bias = column(hs.negd, rows, t);
+    deps.track(i);
+    deps.track(
+        b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
+  };
+  // Stage B: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T by the
+  // identity (copied to SBUF by Scalar); after a key block's last item its
+  // dK and dV (zeros when no row sees these keys) are stored.
+  auto stage_b = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, keys = it.w, t = it.t;
+    if (it.kind == Kind::pass1) return;
+    const int ob = static_cast<int>(it.kb % 2);
+    if (it.kind == Kind::pass2) {
+      const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
+      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
+                          sb(hs.do_rows, dt, rows, t * Ev, Ev), !it.first));
+      deps.track(
+          b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(hs.q_rows, dt, rows, t * E, E), !it.first));
+      deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
+                          false));
+      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, keys, 0, rows),
+                               ps(wk.sd, keys, kDsTAt, rows)));
+      if (it.last) {
+        deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
+                                ActivationFunction::identity, s.scale));
+        deps.track(b.tensor_copy(Engine::vector, sb(dv_out[ob], dt, keys, 0, Ev),
+                                 ps(ps_dv, keys, 0, Ev)));
+      }
+    } else {
+      deps.track(b.iota(sb(dk_out[ob], dt, keys, 0, E), AffineExpr{0, 0, {0}}));
+      deps.track(b.iota(sb(dv_out[ob], dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+    }
+    if (!it.last) return;
+    const int32_t nk = static_cast<int32_t>(keys);
+    deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + it.k0, nk, 0, E),
+                          sb(dk_out[ob], dt, keys, 0, E)));
+    deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
+                          sb(dv_out[ob], dt, keys, 0, Ev)));
+  };
+  // Stage C: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
+  auto stage_c = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, keys = it.w, t = it.t;
+    if (it.kind == Kind::pass2) {
+      const AccessPattern k_blk = sb(hs.k_rows, dt, keys, it.kb * E, E);
+      if (dq_in_psum) {
+        deps.track(b.matmul(ps(ps_dq, rows, t * E, E), sb(wk.dsT, dt, keys, 0, rows), k_blk,
+                            it.kb > 0));
+      } else {
+        deps.track(b.matmul(ps(ps_dq, rows, 0, E), sb(wk.dsT, dt, keys, 0, rows), k_blk, false));
+        const AccessPattern dq = sb(hs.dq_acc, DType::f32, rows, t * E, E);
+        if (it.kb == 0)
           deps.track(b.tensor_copy(Engine::vector, dq, ps(ps_dq, rows, 0, E)));
         else
           deps.track(b.tensor_tensor(Engine::vector, dq, dq, ps(ps_dq, rows, 0, E), AluOp::add));
       }
-      // dK (scaled) and dV of the block; zeros when no row sees these keys.
-      const int32_t n = static_cast<int32_t>(keys);
-      if (done > 0) {
-        deps.track(b.activation(sb(dk_out, dt, keys, 0, E), ps(ps_dk, keys, 0, E),
-                                ActivationFunction::identity, s.scale));
-        deps.track(
-            b.tensor_copy(Engine::vector, sb(dv_out, dt, keys, 0, Ev), ps(ps_dv, keys, 0, Ev)));
-      } else {
-        deps.track(b.iota(sb(dk_out, dt, keys, 0, E), AffineExpr{0, 0, {0}}));
-        deps.track(b.iota(sb(dv_out, dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+    }
+    if (!it.head_last) return;
+    for (int64_t tt = 0; tt < tiles; ++tt) {
+      const int64_t r = std::min(kBlock, L - tt * kBlock);
+      const AccessPattern acc = dq_in_psum ? ps(ps_dq, r, tt * E, E)
+                                           : sb(hs.dq_acc, DType::f32, r, tt * E, E);
+      deps.track(b.activation(sb(hs.dq_out, dt, r, tt * E, E), acc, ActivationFunction::identity,
+                              s.scale),
+                 true);
+      deps.track(b.dma_copy(hbm_rows(dq_hbm, dt, E, it.h * L + tt * kBlock,
+                                     static_cast<int32_t>(r), 0, E),
+                            sb(hs.dq_out, dt, r, tt * E, E)));
+    }
+  };
+
+  // Software pipelined, three items in flight: iteration i emits stage C
+  // of item i-2, B of i-1 and A of i, so each engine's queue interleaves
+  // independent items. A batch-head's set is reloaded (for batch-head
+  // h + nsets) once its last reader, stage C of its last item, is emitted;
+  // with one set the pipeline drains at each batch-head's end (the next
+  // one's stage A must not come before the reload).
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
+  int64_t lo = 0;
+  while (lo < n_items) {
+    int64_t hi = n_items;
+    if (nsets == 1)
+      for (hi = lo; !items[hi].head_last; ++hi) {
       }
-      deps.track(
-          b.dma_copy(hbm_rows(dk_hbm, dt, E, h * S + k0, n, 0, E), sb(dk_out, dt, keys, 0, E)));
-      deps.track(
-          b.dma_copy(hbm_rows(dv_hbm, dt, Ev, h * S + k0, n, 0, Ev), sb(dv_out, dt, keys, 0, Ev)));
+    if (nsets == 1) ++hi;
+    for (int64_t i = lo; i < hi + 2; ++i) {
+      if (i >= lo + 2) {
+        stage_c(i - 2);
+        const Item& it = items[i - 2];
+        if (it.head_last && it.h + nsets < s.batch) load_head(it.h + nsets);
+      }
+      if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
+      if (i < hi) stage_a(i);
     }
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t rows = std::min(kBlock, L - t * kBlock);
-      deps.track(b.activation(sb(dq_out, dt, rows, 0, E), sb(dq_acc, DType::f32, rows, t * E, E),
-                              ActivationFunction::identity, s.scale));
-      deps.track(
-          b.dma_copy(hbm_rows(dq_hbm, dt, E, h * L + t * kBlock, static_cast<int32_t>(rows), 0, E),
-                     sb(dq_out, dt, rows, 0, E)));
-    }
+    lo = hi;
   }
   return b.take();
 }
