@@ -380,12 +380,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // dQ accumulates in one PSUM bank across the key blocks when every Q
   // tile's [rows, E] fits side by side; else in SBUF (fp32), by Vector adds.
   const bool dq_in_psum = tiles * E * 4 <= kPsumBankBytes;
-  // Resident per batch-head, two sets (batch-head parity) when two fit in
-  // half of SBUF, so the next batch-head's loads overlap this one's work.
+  // Resident per batch-head, up to three sets (batch-head h in set h %
+  // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
+  // this one's work.
   struct HeadSet {
     int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, dq_acc, negm, rl, l, dsum, negd, dq_out;
   };
-  const int nsets = 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2 : 1;
+  const int nsets = 3 * backward_bytes(s) <= kSbufBytesPerPartition / 2   ? 3
+                    : 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2
+                                                                          : 1;
   std::vector<HeadSet> sets;
   for (int g = 0; g < nsets; ++g) {
     auto n = [&](const char* what) { return absl::StrCat(what, g); };
@@ -422,6 +425,28 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     dv_out[g] = sbuf(Ev * es, absl::StrCat("dv_out", g));
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // Causal masking on the Tensor engine (scale > 0): a diagonal chunk's
+  // scores get mask_d = I^T M_d accumulated in PSUM, M_d[p, x] = 0 where
+  // key x may be seen by row p (d + p - x >= 0, d = q0 - k0), else -1e30
+  // (finite: 0 x -inf would be NaN), so max and exp need no mask and the
+  // GpSimd engine (which shares SBUF with Vector) no affine_select. Every
+  // M_d is a window of one [128, 1152] tile: M_d = base[:, c - d : c - d + w],
+  // base[p, y] = (c + p - y >= 0 ? 0 : -1e30), c = 512 (d is in
+  // [-127, 510] for a diagonal chunk).
+  const bool mm_mask = s.causal && s.scale > 0;
+  constexpr int64_t kMaskC = kChunk, kMaskW = 2 * kChunk + kBlock;
+  int32_t mask = -1;
+  if (mm_mask) {
+    mask = sbuf(kMaskW * es, "causal_mask");
+    const AccessPattern all = sb(mask, dt, kBlock, 0, kMaskW);
+    deps.track(b.iota(all, AffineExpr{0, 0, {0}}));
+    deps.track(b.affine_select(all, all, AffineExpr{kMaskC, 1, {-1}}, CmpOp::greater_equal, -1e30f));
+  }
+  auto add_mask = [&](int32_t bank, int64_t col, int64_t rows, int64_t q0, int64_t k0,
+                      int64_t w) {
+    deps.track(b.matmul(ps(bank, rows, col, w), sb(ident, dt, rows, 0, rows),
+                        sb(mask, dt, rows, kMaskC - (q0 - k0), w), true));
+  };
   // Pass 2's [rows, keys] pieces of a `sd` bank: scores at 0, dP at 128,
   // dS^T ([keys, rows]) at 256.
   constexpr int64_t kDpAt = kBlock, kDsTAt = 2 * kBlock;
@@ -476,31 +501,78 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     bool diagonal = false;
     bool head_last = false;
   };
-  std::vector<Item> items;
+  // Per batch-head: its pass 1 and pass 2 items.
+  std::vector<std::vector<Item>> pass1(s.batch), pass2(s.batch);
   for (int64_t h = 0; h < s.batch; ++h) {
+    std::vector<Item>& p1 = pass1[h];
+    std::vector<Item>& p2 = pass2[h];
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
       for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
         const int64_t w = std::min(kChunk, S - k0);
-        items.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
-                         s.causal && k0 + w - 1 > q0});
+        p1.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
+                      s.causal && k0 + w - 1 > q0});
       }
-      items.back().last = true;
+      p1.back().last = true;
     }
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
-      const size_t before = items.size();
+      const size_t before = p2.size();
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
         if (s.causal && k0 > q0 + rows - 1) continue;
-        items.push_back({Kind::pass2, h, t, q0, rows, k0, keys, kb, items.size() == before, false,
-                         s.causal && k0 + keys - 1 > q0});
+        p2.push_back({Kind::pass2, h, t, q0, rows, k0, keys, kb, p2.size() == before, false,
+                      s.causal && k0 + keys - 1 > q0});
       }
-      if (items.size() == before) items.push_back({Kind::empty, h, 0, 0, 0, k0, keys, kb});
-      items.back().last = true;
+      if (p2.size() == before) p2.push_back({Kind::empty, h, 0, 0, 0, k0, keys, kb});
+      p2.back().last = true;
     }
-    items.back().head_last = true;
   }
+  // The order: with more than one set, batch-head h + 1's pass 1
+  // alternates with h's pass 2 (they share no buffer but the working
+  // tiles), so the engines' queues hold independent work across the pass
+  // boundary, where each batch-head's pass 2 waits for its statistics.
+  // Its set must be reloaded first: an item of batch-head g comes at least
+  // 3 places after the last of g - nsets (stage C, two iterations later,
+  // emits the reload). Otherwise (or with one set) batch-head by batch-head.
+  std::vector<Item> items;
+  auto mark_last = [&] {
+    std::vector<bool> seen(s.batch, false);
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+      it->head_last = !seen[it->h];
+      seen[it->h] = true;
+    }
+  };
+  bool interleaved = nsets > 1;
+  if (interleaved) {
+    std::vector<int64_t> last_of(s.batch, -1);
+    auto place = [&](const Item& it) {
+      if (it.h >= nsets && static_cast<int64_t>(items.size()) < last_of[it.h - nsets] + 3)
+        interleaved = false;
+      last_of[it.h] = static_cast<int64_t>(items.size());
+      items.push_back(it);
+    };
+    for (const Item& it : pass1[0]) place(it);
+    for (int64_t h = 0; h < s.batch; ++h) {
+      const std::vector<Item>& a = pass2[h];
+      static const std::vector<Item> kNone;
+      const std::vector<Item>& c = h + 1 < s.batch ? pass1[h + 1] : kNone;
+      // Two of pass 2 first: then h + 1's first item is 3 places after the
+      // end of the block before (with two sets, where h - 1 may end).
+      for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
+        if (i < a.size()) place(a[i++]);
+        if (j < c.size() && (i >= 2 || i == a.size())) place(c[j++]);
+      }
+    }
+  }
+  if (!interleaved) {
+    items.clear();
+    for (int64_t h = 0; h < s.batch; ++h) {
+      items.insert(items.end(), pass1[h].begin(), pass1[h].end());
+      items.insert(items.end(), pass2[h].begin(), pass2[h].end());
+    }
+  }
+  mark_last();
 
   // Stage A: everything up to the matmul operands. Pass 1: m (kept
   // negated), l and D = sum_j p_j dP_j / l, online over the chunks. Pass
@@ -512,28 +584,36 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
     if (it.kind == Kind::pass1) {
-      const AccessPattern scores = sb(wk.s_sb, DType::f32, rows, 0, w);
+      // Raw scores stay in PSUM (masked there) when the scale is positive:
+      // the max of scale x S is then scale x the max of S.
+      const bool raw = s.scale > 0;
       deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                           sb(hs.kT, dt, E, it.k0, w), false));
+      if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
       deps.track(b.matmul(ps(wk.dp1, rows, 0, w), sb(hs.doT, dt, Ev, it.q0, rows),
                           sb(hs.vT, dt, Ev, it.k0, w), false));
-      deps.track(
-          b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
-      if (it.diagonal)
-        deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
-                                   CmpOp::greater_equal, kNegInf));
+      const AccessPattern scores =
+          raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
+      if (!raw) {
+        deps.track(
+            b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
+        if (it.diagonal)
+          deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
+                                     CmpOp::greater_equal, kNegInf));
+      }
       // dP into SBUF by Scalar: the Vector product below then runs at
       // its SBUF rate (one PSUM operand doubles its cost).
       deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
                                ps(wk.dp1, rows, 0, w)));
       deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
+      const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
       const AccessPattern neg_m = column(hs.negm, rows, t);
-      if (it.first) {
-        deps.track(
-            b.tensor_scalar(Engine::vector, neg_m, column(wk.mc, rows), AluOp::multiply, -1.0f));
+      if (it.first) { // on Scalar: the Vector engine is the busier
+        deps.track(b.activation(neg_m, column(wk.mc, rows), ActivationFunction::identity,
+                                to_neg_m));
       } else {
-        deps.track(b.tensor_scalar(Engine::vector, column(wk.mc, rows), column(wk.mc, rows),
-                                   AluOp::multiply, -1.0f));
+        deps.track(b.activation(column(wk.mc, rows), column(wk.mc, rows),
+                                ActivationFunction::identity, to_neg_m));
         deps.track(b.tensor_tensor(Engine::vector, column(wk.nm, rows), neg_m, column(wk.mc, rows),
                                    AluOp::min));
         int64_t i = b.activation(column(wk.alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
@@ -541,16 +621,18 @@ TileProgram attention_backward_program(const AttentionShape& s) {
         deps.track(i);
         deps.track(b.tensor_copy(Engine::vector, neg_m, column(wk.nm, rows)));
       }
-      int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp);
+      int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp,
+                               raw ? s.scale : 1.0f);
       b.at(i).bias = neg_m;
       b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
       deps.track(i);
-      deps.track(b.tensor_tensor(Engine::vector, sb(wk.pd, DType::f32, rows, 0, w),
-                                 sb(wk.p_f, DType::f32, rows, 0, w),
+      // p dP on Vector, its row sum by the Scalar engine's add-reduce.
+      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, w);
+      deps.track(b.tensor_tensor(Engine::vector, pd, sb(wk.p_f, DType::f32, rows, 0, w),
                                  sb(wk.dp_sb, DType::f32, rows, 0, w), AluOp::multiply));
-      deps.track(b.tensor_reduce(Engine::vector,
-                                 it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows),
-                                 sb(wk.pd, DType::f32, rows, 0, w), AluOp::add));
+      i = b.activation(pd, pd, ActivationFunction::identity);
+      b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
+      deps.track(i);
       if (!it.first)
         for (int32_t acc : {hs.l, hs.dsum}) {
           deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
@@ -565,8 +647,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
         deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
                                    column(hs.dsum, rows, t), column(hs.rl, rows, t),
                                    AluOp::multiply));
-        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
-                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
+        deps.track(b.activation(column(hs.negd, rows, t), column(hs.dsum, rows, t),
+                                ActivationFunction::identity, -1.0f));
       }
       return;
     }
@@ -574,12 +656,13 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, it.k0, w), false));
+    if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
     deps.track(b.matmul(ps(wk.sd, rows, kDpAt, w), sb(hs.doT, dt, Ev, it.q0, rows),
                         sb(hs.vT, dt, Ev, it.k0, w), false));
     int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
     b.at(i).bias = column(hs.negm, rows, t);
     deps.track(i);
-    if (it.diagonal)
+    if (it.diagonal && !mm_mask)
       deps.track(
           b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
     // P / l straight into the matmul dtype.
@@ -652,6 +735,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       }
     }
     if (!it.head_last) return;
+    // Every tile scaled first, then the stores (a store reads dq_out: a
+    // scale after it would wait for the transfer).
     for (int64_t tt = 0; tt < tiles; ++tt) {
       const int64_t r = std::min(kBlock, L - tt * kBlock);
       const AccessPattern acc = dq_in_psum ? ps(ps_dq, r, tt * E, E)
@@ -659,6 +744,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       deps.track(b.activation(sb(hs.dq_out, dt, r, tt * E, E), acc, ActivationFunction::identity,
                               s.scale),
                  true);
+    }
+    for (int64_t tt = 0; tt < tiles; ++tt) {
+      const int64_t r = std::min(kBlock, L - tt * kBlock);
       deps.track(b.dma_copy(hbm_rows(dq_hbm, dt, E, it.h * L + tt * kBlock,
                                      static_cast<int32_t>(r), 0, E),
                             sb(hs.dq_out, dt, r, tt * E, E)));
