@@ -528,27 +528,27 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       p2.back().last = true;
     }
   }
+  // Stages (below): an item's instructions in four groups A..D, software
+  // pipelined: iteration i emits D of item i-3, C of i-2, B of i-1 and A
+  // of i, so each engine's in-order queue interleaves independent items.
+  constexpr int64_t kStages = 4;
   // The order: with more than one set, batch-head h + 1's pass 1
   // alternates with h's pass 2 (they share no buffer but the working
   // tiles), so the engines' queues hold independent work across the pass
-  // boundary, where each batch-head's pass 2 waits for its statistics.
-  // Its set must be reloaded first: an item of batch-head g comes at least
-  // 3 places after the last of g - nsets (stage C, two iterations later,
-  // emits the reload). Otherwise (or with one set) batch-head by batch-head.
+  // boundary, where each batch-head's pass 2 waits for its statistics. A
+  // set is reloaded (for batch-head h + nsets) once stage D of h's last
+  // item is emitted, so an item of batch-head g must come at least kStages
+  // places after the last of g - nsets. Otherwise batch-head by batch-head,
+  // the pipeline drained at each one's end (`drain`). Pass 2 reads the
+  // statistics in stage B, which pass 1 finishes in its stage B: any later
+  // place is late enough.
   std::vector<Item> items;
-  auto mark_last = [&] {
-    std::vector<bool> seen(s.batch, false);
-    for (auto it = items.rbegin(); it != items.rend(); ++it) {
-      it->head_last = !seen[it->h];
-      seen[it->h] = true;
-    }
-  };
-  bool interleaved = nsets > 1;
-  if (interleaved) {
+  bool drain = nsets == 1;
+  if (!drain) {
     std::vector<int64_t> last_of(s.batch, -1);
     auto place = [&](const Item& it) {
-      if (it.h >= nsets && static_cast<int64_t>(items.size()) < last_of[it.h - nsets] + 3)
-        interleaved = false;
+      if (it.h >= nsets && static_cast<int64_t>(items.size()) < last_of[it.h - nsets] + kStages)
+        drain = true;
       last_of[it.h] = static_cast<int64_t>(items.size());
       items.push_back(it);
     };
@@ -557,73 +557,94 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const std::vector<Item>& a = pass2[h];
       static const std::vector<Item> kNone;
       const std::vector<Item>& c = h + 1 < s.batch ? pass1[h + 1] : kNone;
-      // Two of pass 2 first: then h + 1's first item is 3 places after the
-      // end of the block before (with two sets, where h - 1 may end).
+      // kStages - 1 of pass 2 first: then h + 1's first item is kStages
+      // places after the end of the block before (where h - 1 may end).
       for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
         if (i < a.size()) place(a[i++]);
-        if (j < c.size() && (i >= 2 || i == a.size())) place(c[j++]);
+        if (j < c.size() && (i >= kStages - 1 || i == a.size())) place(c[j++]);
       }
     }
   }
-  if (!interleaved) {
+  if (drain) {
     items.clear();
     for (int64_t h = 0; h < s.batch; ++h) {
       items.insert(items.end(), pass1[h].begin(), pass1[h].end());
       items.insert(items.end(), pass2[h].begin(), pass2[h].end());
     }
   }
-  mark_last();
+  {
+    std::vector<bool> seen(s.batch, false);
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+      it->head_last = !seen[it->h];
+      seen[it->h] = true;
+    }
+  }
 
-  // Stage A: everything up to the matmul operands. Pass 1: m (kept
-  // negated), l and D = sum_j p_j dP_j / l, online over the chunks. Pass
-  // 2: P = exp(scale S - m) / l (masked) and dS = P (dP - D).
+  // Stage A: the matmuls that need only the resident operands (scores,
+  // the causal mask, dP); pass 1 also takes the chunk's max and -m, and
+  // copies dP to SBUF.
   auto stage_a = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
     const Work& wk = work[n % 2];
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
+    const bool p1 = it.kind == Kind::pass1;
+    deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
+                        sb(hs.kT, dt, E, it.k0, w), false));
+    if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
+    deps.track(b.matmul(p1 ? ps(wk.dp1, rows, 0, w) : ps(wk.sd, rows, kDpAt, w),
+                        sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
+    if (!p1) return;
+    // Raw scores stay in PSUM (masked there) when the scale is positive:
+    // the max of scale x S is then scale x the max of S.
+    const bool raw = s.scale > 0;
+    const AccessPattern scores = raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
+    if (!raw) {
+      deps.track(
+          b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
+      if (it.diagonal)
+        deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
+                                   CmpOp::greater_equal, kNegInf));
+    }
+    deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
+    const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
+    const AccessPattern neg_m = column(hs.negm, rows, t);
+    if (it.first) {
+      deps.track(
+          b.tensor_scalar(Engine::vector, neg_m, column(wk.mc, rows), AluOp::multiply, to_neg_m));
+    } else {
+      deps.track(b.tensor_scalar(Engine::vector, column(wk.mc, rows), column(wk.mc, rows),
+                                 AluOp::multiply, to_neg_m));
+      deps.track(b.tensor_tensor(Engine::vector, column(wk.nm, rows), neg_m, column(wk.mc, rows),
+                                 AluOp::min));
+      int64_t i = b.activation(column(wk.alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
+      b.at(i).bias = column(wk.nm, rows);
+      deps.track(i);
+      deps.track(b.tensor_copy(Engine::vector, neg_m, column(wk.nm, rows)));
+    }
+    // dP into SBUF by Scalar: the Vector product in stage B then runs at
+    // its SBUF rate (one PSUM operand doubles its cost).
+    deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
+                             ps(wk.dp1, rows, 0, w)));
+  };
+  // Stage B. Pass 1: p = exp(scale S - m) with its row sum l (online over
+  // the chunks), D = sum_j p_j dP_j / l; after a tile's last chunk 1 / l
+  // and -D (pass 2's bias). Pass 2: P = exp(scale S - m) / l and
+  // dS = P (dP - D), both in the matmul dtype.
+  auto stage_b = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, w = it.w, t = it.t;
+    if (it.kind == Kind::empty) return;
     if (it.kind == Kind::pass1) {
-      // Raw scores stay in PSUM (masked there) when the scale is positive:
-      // the max of scale x S is then scale x the max of S.
       const bool raw = s.scale > 0;
-      deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
-                          sb(hs.kT, dt, E, it.k0, w), false));
-      if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
-      deps.track(b.matmul(ps(wk.dp1, rows, 0, w), sb(hs.doT, dt, Ev, it.q0, rows),
-                          sb(hs.vT, dt, Ev, it.k0, w), false));
       const AccessPattern scores =
           raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
-      if (!raw) {
-        deps.track(
-            b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
-        if (it.diagonal)
-          deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
-                                     CmpOp::greater_equal, kNegInf));
-      }
-      // dP into SBUF by Scalar: the Vector product below then runs at
-      // its SBUF rate (one PSUM operand doubles its cost).
-      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
-                               ps(wk.dp1, rows, 0, w)));
-      deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
-      const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
-      const AccessPattern neg_m = column(hs.negm, rows, t);
-      if (it.first) { // on Scalar: the Vector engine is the busier
-        deps.track(b.activation(neg_m, column(wk.mc, rows), ActivationFunction::identity,
-                                to_neg_m));
-      } else {
-        deps.track(b.activation(column(wk.mc, rows), column(wk.mc, rows),
-                                ActivationFunction::identity, to_neg_m));
-        deps.track(b.tensor_tensor(Engine::vector, column(wk.nm, rows), neg_m, column(wk.mc, rows),
-                                   AluOp::min));
-        int64_t i = b.activation(column(wk.alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
-        b.at(i).bias = column(wk.nm, rows);
-        deps.track(i);
-        deps.track(b.tensor_copy(Engine::vector, neg_m, column(wk.nm, rows)));
-      }
       int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp,
                                raw ? s.scale : 1.0f);
-      b.at(i).bias = neg_m;
+      b.at(i).bias = column(hs.negm, rows, t);
       b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
       deps.track(i);
       // p dP on Vector, its row sum by the Scalar engine's add-reduce.
@@ -641,46 +662,40 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                                      column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
                                      AluOp::add));
         }
-      if (it.last) { // 1 / l, and -D = -(sum p dP) / l (pass 2's bias)
+      if (it.last) { // 1 / l, and -D = -(sum p dP) / l
         deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
                                    column(hs.l, rows, t), AluOp::divide));
         deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
                                    column(hs.dsum, rows, t), column(hs.rl, rows, t),
                                    AluOp::multiply));
-        deps.track(b.activation(column(hs.negd, rows, t), column(hs.dsum, rows, t),
-                                ActivationFunction::identity, -1.0f));
+        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
+                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
       }
       return;
     }
-    // Pass 2: S and dP side by side in the `sd` bank.
     const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
-    deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
-                        sb(hs.kT, dt, E, it.k0, w), false));
-    if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
-    deps.track(b.matmul(ps(wk.sd, rows, kDpAt, w), sb(hs.doT, dt, Ev, it.q0, rows),
-                        sb(hs.vT, dt, Ev, it.k0, w), false));
     int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
     b.at(i).bias = column(hs.negm, rows, t);
     deps.track(i);
     if (it.diagonal && !mm_mask)
       deps.track(
           b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
-    // P / l straight into the matmul dtype.
-    const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
-    deps.track(
-        b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
-    // dP - D on Scalar (bias -D), then dS = P (dP - D) into the matmul dtype.
+    // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
+    // straight into the matmul dtype.
     const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
     i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
     b.at(i).bias = column(hs.negd, rows, t);
     deps.track(i);
+    const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
+    deps.track(
+        b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
     deps.track(
         b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
   };
-  // Stage B: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T by the
+  // Stage C: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T by the
   // identity (copied to SBUF by Scalar); after a key block's last item its
   // dK and dV (zeros when no row sees these keys) are stored.
-  auto stage_b = [&](int64_t n) {
+  auto stage_c = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
     const Work& wk = work[n % 2];
@@ -714,8 +729,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
                           sb(dv_out[ob], dt, keys, 0, Ev)));
   };
-  // Stage C: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
-  auto stage_c = [&](int64_t n) {
+  // Stage D: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
+  auto stage_d = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
     const Work& wk = work[n % 2];
@@ -753,27 +768,23 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
   };
 
-  // Software pipelined, three items in flight: iteration i emits stage C
-  // of item i-2, B of i-1 and A of i, so each engine's queue interleaves
-  // independent items. A batch-head's set is reloaded (for batch-head
-  // h + nsets) once its last reader, stage C of its last item, is emitted;
-  // with one set the pipeline drains at each batch-head's end (the next
-  // one's stage A must not come before the reload).
   const int64_t n_items = static_cast<int64_t>(items.size());
   for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
   int64_t lo = 0;
   while (lo < n_items) {
-    int64_t hi = n_items;
-    if (nsets == 1)
+    int64_t hi = n_items; // [lo, hi): one pipelined group
+    if (drain) {
       for (hi = lo; !items[hi].head_last; ++hi) {
       }
-    if (nsets == 1) ++hi;
-    for (int64_t i = lo; i < hi + 2; ++i) {
-      if (i >= lo + 2) {
-        stage_c(i - 2);
-        const Item& it = items[i - 2];
+      ++hi;
+    }
+    for (int64_t i = lo; i < hi + kStages - 1; ++i) {
+      if (i >= lo + 3) {
+        stage_d(i - 3);
+        const Item& it = items[i - 3];
         if (it.head_last && it.h + nsets < s.batch) load_head(it.h + nsets);
       }
+      if (i >= lo + 2 && i - 2 < hi) stage_c(i - 2);
       if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
       if (i < hi) stage_a(i);
     }
