@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,36 @@ int32_t make_identity(TileBuilder& b, DependencyTracker& deps, DType dt) {
                              AffineExpr{0, 1, {-1}}, CmpOp::equal, 0.0f));
   return ident;
 }
+
+/// Causal masking on the Tensor engine (scale > 0): a diagonal chunk's
+/// scores get I^T M_d accumulated in PSUM, M_d[p, x] = 0 where key x may
+/// be seen by row p (d + p - x >= 0, d = q0 - k0), else -1e30 (finite:
+/// 0 x -inf would be NaN), so max and exp need no mask and the GpSimd
+/// engine (which shares SBUF with Vector) no affine_select per chunk. Every
+/// M_d is a window of one [128, 1152] tile made once: M_d = base[:, c - d :
+/// c - d + w], base[p, y] = (c + p - y >= 0 ? 0 : -1e30), c = 512 (d is
+/// in [-127, 510] for a diagonal chunk of up to 512 keys).
+struct CausalMask {
+  static constexpr int64_t kC = kChunk, kWidth = 2 * kChunk + kBlock;
+  int32_t tile = -1;
+  int32_t ident = -1;
+  DType dt = DType::bf16;
+
+  CausalMask(TileBuilder& b, DependencyTracker& deps, DType dtype, int32_t identity)
+      : ident(identity), dt(dtype) {
+    tile = b.allocate(BufferKind::sbuf, kWidth * static_cast<int64_t>(element_size(dt)),
+                      "causal_mask");
+    const AccessPattern all = sb(tile, dt, kBlock, 0, kWidth);
+    deps.track(b.iota(all, AffineExpr{0, 0, {0}}));
+    deps.track(b.affine_select(all, all, AffineExpr{kC, 1, {-1}}, CmpOp::greater_equal, -1e30f));
+  }
+  /// Accumulates M_{q0 - k0} into [rows, w] at column `col` of PSUM `bank`.
+  void add(TileBuilder& b, DependencyTracker& deps, int32_t bank, int64_t col, int64_t rows,
+           int64_t q0, int64_t k0, int64_t w) const {
+    deps.track(b.matmul(ps(bank, rows, col, w), sb(ident, dt, rows, 0, rows),
+                        sb(tile, dt, rows, kC - (q0 - k0), w), true));
+  }
+};
 
 /// Rows [row0, row0 + cols) of a row-major [..., row_len] HBM tensor,
 /// transposed: [row_len partitions, cols] (partition stride 1, free stride
@@ -193,16 +224,21 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     }
 
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  // A chunk's scores stay in PSUM, unscaled, unless it needs the mask
-  // (GpSimd cannot read PSUM) or the scale is not positive (the max of the
-  // scaled scores is then not scale x the max).
-  auto in_psum = [&](const Chunk& c) { return !c.diagonal && s.scale > 0; };
+  // A chunk's scores stay in PSUM, unscaled, unless the scale is not
+  // positive (the max of the scaled scores is then not scale x the max);
+  // a diagonal chunk is then masked there by the Tensor engine (CausalMask),
+  // else scaled into SBUF and masked by GpSimd (which cannot read PSUM).
+  const bool mm_mask = s.causal && s.scale > 0;
+  std::optional<CausalMask> cmask;
+  if (mm_mask) cmask.emplace(b, deps, dt, ident);
+  auto in_psum = [&](const Chunk&) { return s.scale > 0; };
   // Stage 1: scores; scaled into SBUF and masked when the chunk crosses the diagonal.
   auto stage1 = [&](int64_t n) {
     const Chunk& c = chunks[n];
     const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
     deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
                         sb(kT[hs], dt, E, c.k0, c.w), false));
+    if (c.diagonal && mm_mask) cmask->add(b, deps, s_ps[g], 0, c.rows, c.q0, c.k0, c.w);
     if (in_psum(c)) return;
     const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
     deps.track(
@@ -425,28 +461,12 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     dv_out[g] = sbuf(Ev * es, absl::StrCat("dv_out", g));
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  // Causal masking on the Tensor engine (scale > 0): a diagonal chunk's
-  // scores get mask_d = I^T M_d accumulated in PSUM, M_d[p, x] = 0 where
-  // key x may be seen by row p (d + p - x >= 0, d = q0 - k0), else -1e30
-  // (finite: 0 x -inf would be NaN), so max and exp need no mask and the
-  // GpSimd engine (which shares SBUF with Vector) no affine_select. Every
-  // M_d is a window of one [128, 1152] tile: M_d = base[:, c - d : c - d + w],
-  // base[p, y] = (c + p - y >= 0 ? 0 : -1e30), c = 512 (d is in
-  // [-127, 510] for a diagonal chunk).
+  // Causal masking on the Tensor engine when the scale is positive (CausalMask).
   const bool mm_mask = s.causal && s.scale > 0;
-  constexpr int64_t kMaskC = kChunk, kMaskW = 2 * kChunk + kBlock;
-  int32_t mask = -1;
-  if (mm_mask) {
-    mask = sbuf(kMaskW * es, "causal_mask");
-    const AccessPattern all = sb(mask, dt, kBlock, 0, kMaskW);
-    deps.track(b.iota(all, AffineExpr{0, 0, {0}}));
-    deps.track(b.affine_select(all, all, AffineExpr{kMaskC, 1, {-1}}, CmpOp::greater_equal, -1e30f));
-  }
+  std::optional<CausalMask> cmask;
+  if (mm_mask) cmask.emplace(b, deps, dt, ident);
   auto add_mask = [&](int32_t bank, int64_t col, int64_t rows, int64_t q0, int64_t k0,
-                      int64_t w) {
-    deps.track(b.matmul(ps(bank, rows, col, w), sb(ident, dt, rows, 0, rows),
-                        sb(mask, dt, rows, kMaskC - (q0 - k0), w), true));
-  };
+                      int64_t w) { cmask->add(b, deps, bank, col, rows, q0, k0, w); };
   // Pass 2's [rows, keys] pieces of a `sd` bank: scores at 0, dP at 128,
   // dS^T ([keys, rows]) at 256.
   constexpr int64_t kDpAt = kBlock, kDsTAt = 2 * kBlock;
