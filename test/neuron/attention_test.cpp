@@ -300,6 +300,27 @@ TEST(NeuronAttention, BackwardBf16Causal) {
   check_backward(shape(1, 100, 700, 32, DType::bf16, true));
 }
 
+// The backward keeps up to three batch-heads' operands resident and
+// reloads a set for batch-head h + 3 (five heads: sets reused); with one
+// key block per head (64 keys) its pass 2 has a single item.
+TEST(NeuronAttention, BackwardBf16CausalFiveHeadsReuseTheResidentSets) {
+  check_backward(shape(5, 200, 200, 64, DType::bf16, true));
+  check_backward(shape(5, 64, 64, 32, DType::bf16, true));
+}
+// 128 rows over 4000 keys in f32: two batch-heads' operands do not fit
+// half of SBUF, so one set is reloaded between the heads (the pipeline
+// drains at each head's end); the 31 key blocks past row 127 get zeros.
+TEST(NeuronAttention, BackwardF32OneResidentSet) {
+  check_backward(shape(2, 128, 4000, 128, DType::f32, true));
+}
+// A negative scale: the scores are scaled into SBUF and masked by GpSimd
+// (the mask matmul and the raw-PSUM max need a positive scale).
+TEST(NeuronAttention, BackwardNegativeScale) {
+  AttentionShape s = shape(2, 200, 200, 64, DType::f32, true);
+  s.scale = -0.125f;
+  check_backward(s);
+}
+
 TEST(NeuronAttention, UntileableShapesSayWhy) {
   AttentionShape s = shape(1, 128, 128, 256, DType::bf16, false);
   EXPECT_THAT(std::string(attention_tileable(s).message()), HasSubstr("head dim E > 128"));
