@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,36 @@ int32_t make_identity(TileBuilder& b, DependencyTracker& deps, DType dt) {
                              AffineExpr{0, 1, {-1}}, CmpOp::equal, 0.0f));
   return ident;
 }
+
+/// Causal masking on the Tensor engine (scale > 0): a diagonal chunk's
+/// scores get I^T M_d accumulated in PSUM, M_d[p, x] = 0 where key x may
+/// be seen by row p (d + p - x >= 0, d = q0 - k0), else -1e30 (finite:
+/// 0 x -inf would be NaN), so max and exp need no mask and the GpSimd
+/// engine (which shares SBUF with Vector) no affine_select per chunk. Every
+/// M_d is a window of one [128, 1152] tile made once: M_d = base[:, c - d :
+/// c - d + w], base[p, y] = (c + p - y >= 0 ? 0 : -1e30), c = 512 (d is
+/// in [-127, 510] for a diagonal chunk of up to 512 keys).
+struct CausalMask {
+  static constexpr int64_t kC = kChunk, kWidth = 2 * kChunk + kBlock;
+  int32_t tile = -1;
+  int32_t ident = -1;
+  DType dt = DType::bf16;
+
+  CausalMask(TileBuilder& b, DependencyTracker& deps, DType dtype, int32_t identity)
+      : ident(identity), dt(dtype) {
+    tile = b.allocate(BufferKind::sbuf, kWidth * static_cast<int64_t>(element_size(dt)),
+                      "causal_mask");
+    const AccessPattern all = sb(tile, dt, kBlock, 0, kWidth);
+    deps.track(b.iota(all, AffineExpr{0, 0, {0}}));
+    deps.track(b.affine_select(all, all, AffineExpr{kC, 1, {-1}}, CmpOp::greater_equal, -1e30f));
+  }
+  /// Accumulates M_{q0 - k0} into [rows, w] at column `col` of PSUM `bank`.
+  void add(TileBuilder& b, DependencyTracker& deps, int32_t bank, int64_t col, int64_t rows,
+           int64_t q0, int64_t k0, int64_t w) const {
+    deps.track(b.matmul(ps(bank, rows, col, w), sb(ident, dt, rows, 0, rows),
+                        sb(tile, dt, rows, kC - (q0 - k0), w), true));
+  }
+};
 
 /// Rows [row0, row0 + cols) of a row-major [..., row_len] HBM tensor,
 /// transposed: [row_len partitions, cols] (partition stride 1, free stride
@@ -193,16 +224,21 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     }
 
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  // A chunk's scores stay in PSUM, unscaled, unless it needs the mask
-  // (GpSimd cannot read PSUM) or the scale is not positive (the max of the
-  // scaled scores is then not scale x the max).
-  auto in_psum = [&](const Chunk& c) { return !c.diagonal && s.scale > 0; };
+  // A chunk's scores stay in PSUM, unscaled, unless the scale is not
+  // positive (the max of the scaled scores is then not scale x the max);
+  // a diagonal chunk is then masked there by the Tensor engine (CausalMask),
+  // else scaled into SBUF and masked by GpSimd (which cannot read PSUM).
+  const bool mm_mask = s.causal && s.scale > 0;
+  std::optional<CausalMask> cmask;
+  if (mm_mask) cmask.emplace(b, deps, dt, ident);
+  auto in_psum = [&](const Chunk&) { return s.scale > 0; };
   // Stage 1: scores; scaled into SBUF and masked when the chunk crosses the diagonal.
   auto stage1 = [&](int64_t n) {
     const Chunk& c = chunks[n];
     const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
     deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
                         sb(kT[hs], dt, E, c.k0, c.w), false));
+    if (c.diagonal && mm_mask) cmask->add(b, deps, s_ps[g], 0, c.rows, c.q0, c.k0, c.w);
     if (in_psum(c)) return;
     const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
     deps.track(
@@ -333,10 +369,11 @@ namespace {
 int64_t backward_bytes(const AttentionShape& s) {
   const int64_t es = static_cast<int64_t>(element_size(s.dtype));
   const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
-  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32); m, l, D per tile.
-  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (s.head_dim + s.value_dim) +
+  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32 and the output);
+  // m, 1/l, l, D, -D per tile.
+  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (2 * s.head_dim + s.value_dim) +
                blocks * s.head_dim) +
-         4 * tiles * (s.head_dim + 6);
+         4 * tiles * (s.head_dim + 7);
 }
 
 } // namespace
@@ -376,195 +413,402 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   const int32_t ident = make_identity(b, deps, dt);
   const int32_t ones = sbuf(4, "one");
   deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
-  // Resident per batch-head (one at a time).
-  const int32_t qT = sbuf(L * es, "qT"), kT = sbuf(S * es, "kT");
-  const int32_t doT = sbuf(L * es, "doT"), vT = sbuf(S * es, "vT");
-  const int32_t q_rows = sbuf(tiles * E * es, "q_rows"), do_rows = sbuf(tiles * Ev * es, "do_rows");
-  const int32_t k_rows = sbuf(blocks * E * es, "k_rows");
-  const int32_t dq_acc = sbuf(tiles * E * 4, "dq_acc");
-  const int32_t negm = sbuf(tiles * 4, "neg_m"), rl = sbuf(tiles * 4, "inv_l");
-  const int32_t l = sbuf(tiles * 4, "l"), dsum = sbuf(tiles * 4, "D");
-  // Working tiles.
-  const int32_t ps_s = psum("scores"), ps_dp = psum("dP"), ps_dv = psum("dv_acc");
-  const int32_t ps_dk = psum("dk_acc"), ps_dsT = psum("dsT"), ps_dq = psum("dq_part");
-  const int32_t s_sb = sbuf(kChunk * 4, "s"), p_f = sbuf(kChunk * 4, "p");
-  const int32_t pd = sbuf(kChunk * 4, "p_dP"), p_d = sbuf(kBlock * es, "p_in");
-  const int32_t ds_f = sbuf(kBlock * 4, "dS"), ds_d = sbuf(kBlock * es, "dS_in");
-  const int32_t dsT = sbuf(kBlock * es, "dST");
-  const int32_t mc = sbuf(4, "chunk_neg_m"), nm = sbuf(4, "new_neg_m"), alpha = sbuf(4, "alpha");
-  const int32_t rowsum = sbuf(4, "rowsum"), dpart = sbuf(4, "D_part");
-  const int32_t dk_out = sbuf(E * es, "dk_out"), dv_out = sbuf(Ev * es, "dv_out");
-  const int32_t dq_out = sbuf(E * es, "dq_out");
+  // dQ accumulates in one PSUM bank across the key blocks when every Q
+  // tile's [rows, E] fits side by side; else in SBUF (fp32), by Vector adds.
+  const bool dq_in_psum = tiles * E * 4 <= kPsumBankBytes;
+  // Resident per batch-head, up to three sets (batch-head h in set h %
+  // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
+  // this one's work.
+  struct HeadSet {
+    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, dq_acc, negm, rl, l, dsum, negd, dq_out;
+  };
+  const int nsets = 3 * backward_bytes(s) <= kSbufBytesPerPartition / 2   ? 3
+                    : 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2
+                                                                          : 1;
+  std::vector<HeadSet> sets;
+  for (int g = 0; g < nsets; ++g) {
+    auto n = [&](const char* what) { return absl::StrCat(what, g); };
+    sets.push_back({sbuf(L * es, n("qT")), sbuf(S * es, n("kT")), sbuf(L * es, n("doT")),
+                    sbuf(S * es, n("vT")), sbuf(tiles * E * es, n("q_rows")),
+                    sbuf(tiles * Ev * es, n("do_rows")), sbuf(blocks * E * es, n("k_rows")),
+                    dq_in_psum ? -1 : sbuf(tiles * E * 4, n("dq_acc")), sbuf(tiles * 4, n("neg_m")),
+                    sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
+                    sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
+  }
+  // Working tiles, two of each (item parity): the items are software
+  // pipelined (below), so consecutive ones use different buffers.
+  struct Work {
+    int32_t sd, dp1;                 ///< PSUM: scores (and pass 2's dP, dS^T); pass 1's dP
+    int32_t s_sb, p_f, dp_sb, pd;    ///< fp32 [rows, chunk]
+    int32_t p_in, ds_f, ds_in, dsT;  ///< [rows, 128]: P, dS (fp32 and dt), dS^T (dt)
+    int32_t mc, nm, alpha, rowsum, dpart;
+  };
+  std::vector<Work> work;
+  for (int g = 0; g < 2; ++g) {
+    auto n = [&](const char* what) { return absl::StrCat(what, g); };
+    work.push_back({psum(n("scores")), psum(n("dP")), sbuf(kChunk * 4, n("s")),
+                    sbuf(kChunk * 4, n("p")), sbuf(kChunk * 4, n("dP_sb")),
+                    sbuf(kChunk * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
+                    sbuf(kBlock * 4, n("dS")), sbuf(kBlock * es, n("dS_in")),
+                    sbuf(kBlock * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
+                    sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
+  }
+  const int32_t ps_dv = psum("dv_acc"), ps_dk = psum("dk_acc");
+  const int32_t ps_dq = psum(dq_in_psum ? "dq_acc" : "dq_part");
+  int32_t dk_out[2], dv_out[2];
+  for (int g = 0; g < 2; ++g) {
+    dk_out[g] = sbuf(E * es, absl::StrCat("dk_out", g));
+    dv_out[g] = sbuf(Ev * es, absl::StrCat("dv_out", g));
+  }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const bool low = dt != DType::f32; // matmul operands need a copy in the input dtype
+  // Causal masking on the Tensor engine when the scale is positive (CausalMask).
+  const bool mm_mask = s.causal && s.scale > 0;
+  std::optional<CausalMask> cmask;
+  if (mm_mask) cmask.emplace(b, deps, dt, ident);
+  auto add_mask = [&](int32_t bank, int64_t col, int64_t rows, int64_t q0, int64_t k0,
+                      int64_t w) { cmask->add(b, deps, bank, col, rows, q0, k0, w); };
+  // Pass 2's [rows, keys] pieces of a `sd` bank: scores at 0, dP at 128,
+  // dS^T ([keys, rows]) at 256.
+  constexpr int64_t kDpAt = kBlock, kDsTAt = 2 * kBlock;
 
-  for (int64_t h = 0; h < s.batch; ++h) {
-    // Loads: transposed (head/value dim on the partitions) and by rows.
+  auto load_head = [&](int64_t h) {
+    const HeadSet& hs = sets[h % nsets];
+    // Transposed (head/value dim on the partitions) and by rows.
     for (int64_t c0 = 0; c0 < L; c0 += kChunk) {
       const int64_t w = std::min(kChunk, L - c0);
-      deps.track(b.dma_copy(sb(qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
+      deps.track(b.dma_copy(sb(hs.qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
                  true);
-      deps.track(b.dma_copy(sb(doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
-                 true);
+      deps.track(
+          b.dma_copy(sb(hs.doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
+          true);
     }
     for (int64_t c0 = 0; c0 < S; c0 += kChunk) {
       const int64_t w = std::min(kChunk, S - c0);
-      deps.track(b.dma_copy(sb(kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
+      deps.track(b.dma_copy(sb(hs.kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
                  true);
-      deps.track(b.dma_copy(sb(vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
-                 true);
+      deps.track(
+          b.dma_copy(sb(hs.vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
+          true);
     }
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t rows = std::min(kBlock, L - t * kBlock);
       const int32_t r = static_cast<int32_t>(rows);
-      deps.track(b.dma_copy(sb(q_rows, dt, rows, t * E, E),
+      deps.track(b.dma_copy(sb(hs.q_rows, dt, rows, t * E, E),
                             hbm_rows(q_hbm, dt, E, h * L + t * kBlock, r, 0, E)),
                  true);
-      deps.track(b.dma_copy(sb(do_rows, dt, rows, t * Ev, Ev),
+      deps.track(b.dma_copy(sb(hs.do_rows, dt, rows, t * Ev, Ev),
                             hbm_rows(do_hbm, dt, Ev, h * L + t * kBlock, r, 0, Ev)),
                  true);
     }
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t keys = std::min(kBlock, S - kb * kBlock);
       deps.track(
-          b.dma_copy(sb(k_rows, dt, keys, kb * E, E),
+          b.dma_copy(sb(hs.k_rows, dt, keys, kb * E, E),
                      hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
           true);
     }
+  };
 
-    // Pass 1: per Q tile, m (kept negated), l and D = sum_j p_j dP_j / l, online.
+  // The work items, in order, per batch-head: pass 1 (a Q tile's key
+  // chunk), then pass 2 (a key block's Q tile at or below the diagonal; a
+  // key block no row sees gets one `empty` item: zero dK and dV).
+  enum class Kind { pass1, pass2, empty };
+  struct Item {
+    Kind kind;
+    int64_t h, t, q0, rows, k0, w; ///< pass 2: k0 = the block's first key, w = its keys
+    int64_t kb = 0;
+    bool first = false, last = false; ///< pass 1: of the tile; pass 2: of the key block
+    bool diagonal = false;
+    bool head_last = false;
+  };
+  // Per batch-head: its pass 1 and pass 2 items.
+  std::vector<std::vector<Item>> pass1(s.batch), pass2(s.batch);
+  for (int64_t h = 0; h < s.batch; ++h) {
+    std::vector<Item>& p1 = pass1[h];
+    std::vector<Item>& p2 = pass2[h];
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
       for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
         const int64_t w = std::min(kChunk, S - k0);
-        const bool first = k0 == 0;
-        const AccessPattern scores = sb(s_sb, DType::f32, rows, 0, w);
-        deps.track(
-            b.matmul(ps(ps_s, rows, 0, w), sb(qT, dt, E, q0, rows), sb(kT, dt, E, k0, w), false));
-        deps.track(
-            b.activation(scores, ps(ps_s, rows, 0, w), ActivationFunction::identity, s.scale));
-        if (s.causal && k0 + w - 1 > q0)
-          deps.track(b.affine_select(scores, scores, AffineExpr{q0 - k0, 1, {-1}},
-                                     CmpOp::greater_equal, kNegInf));
-        deps.track(b.tensor_reduce(Engine::vector, column(mc, rows), scores, AluOp::max));
-        const AccessPattern neg_m = column(negm, rows, t);
-        if (first) {
-          deps.track(
-              b.tensor_scalar(Engine::vector, neg_m, column(mc, rows), AluOp::multiply, -1.0f));
-        } else {
-          deps.track(b.tensor_scalar(Engine::vector, column(mc, rows), column(mc, rows),
-                                     AluOp::multiply, -1.0f));
-          deps.track(b.tensor_tensor(Engine::vector, column(nm, rows), neg_m, column(mc, rows),
-                                     AluOp::min));
-          int64_t i = b.activation(column(alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
-          b.at(i).bias = column(nm, rows);
-          deps.track(i);
-          deps.track(b.tensor_copy(Engine::vector, neg_m, column(nm, rows)));
-        }
-        int64_t i = b.activation(sb(p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp);
-        b.at(i).bias = neg_m;
-        b.at(i).accum = first ? column(l, rows, t) : column(rowsum, rows);
-        deps.track(i);
-        // dP = dO v^T for the chunk; D's part: sum_j p_j dP_j.
-        deps.track(b.matmul(ps(ps_dp, rows, 0, w), sb(doT, dt, Ev, q0, rows), sb(vT, dt, Ev, k0, w),
-                            false));
-        deps.track(b.tensor_tensor(Engine::vector, sb(pd, DType::f32, rows, 0, w),
-                                   sb(p_f, DType::f32, rows, 0, w), ps(ps_dp, rows, 0, w),
-                                   AluOp::multiply));
-        deps.track(b.tensor_reduce(Engine::vector,
-                                   first ? column(dsum, rows, t) : column(dpart, rows),
-                                   sb(pd, DType::f32, rows, 0, w), AluOp::add));
-        if (!first)
-          for (int32_t acc : {l, dsum}) {
-            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                       column(alpha, rows), AluOp::multiply));
-            deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                       column(acc == l ? rowsum : dpart, rows), AluOp::add));
-          }
+        p1.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
+                      s.causal && k0 + w - 1 > q0});
       }
-      deps.track(b.tensor_tensor(Engine::vector, column(rl, rows, t), column(ones, rows),
-                                 column(l, rows, t), AluOp::divide));
-      deps.track(b.tensor_tensor(Engine::vector, column(dsum, rows, t), column(dsum, rows, t),
-                                 column(rl, rows, t), AluOp::multiply));
+      p1.back().last = true;
     }
-
-    // Pass 2: per 128-key block, the Q tiles at or below the diagonal.
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
-      int64_t done = 0;
+      const size_t before = p2.size();
       for (int64_t t = 0; t < tiles; ++t) {
         const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
         if (s.causal && k0 > q0 + rows - 1) continue;
-        const bool acc = done++ > 0;
-        // P = exp(scale S - m) / l, masked.
-        const AccessPattern p = sb(p_f, DType::f32, rows, 0, keys);
-        deps.track(b.matmul(ps(ps_s, rows, 0, keys), sb(qT, dt, E, q0, rows),
-                            sb(kT, dt, E, k0, keys), false));
-        int64_t i = b.activation(p, ps(ps_s, rows, 0, keys), ActivationFunction::exp, s.scale);
-        b.at(i).bias = column(negm, rows, t);
-        deps.track(i);
-        if (s.causal && k0 + keys - 1 > q0)
-          deps.track(
-              b.affine_select(p, p, AffineExpr{q0 - k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
-        deps.track(
-            b.tensor_tensor(Engine::vector, p, p, broadcast(rl, rows, keys, t), AluOp::multiply));
-        AccessPattern p_in = p;
-        if (low) {
-          p_in = sb(p_d, dt, rows, 0, keys);
-          deps.track(b.tensor_copy(Engine::scalar, p_in, p));
+        p2.push_back({Kind::pass2, h, t, q0, rows, k0, keys, kb, p2.size() == before, false,
+                      s.causal && k0 + keys - 1 > q0});
+      }
+      if (p2.size() == before) p2.push_back({Kind::empty, h, 0, 0, 0, k0, keys, kb});
+      p2.back().last = true;
+    }
+  }
+  // Stages (below): an item's instructions in four groups A..D, software
+  // pipelined: iteration i emits D of item i-3, C of i-2, B of i-1 and A
+  // of i, so each engine's in-order queue interleaves independent items.
+  constexpr int64_t kStages = 4;
+  // The order: with more than one set, batch-head h + 1's pass 1
+  // alternates with h's pass 2 (they share no buffer but the working
+  // tiles), so the engines' queues hold independent work across the pass
+  // boundary, where each batch-head's pass 2 waits for its statistics. A
+  // set is reloaded (for batch-head h + nsets) once stage D of h's last
+  // item is emitted, so an item of batch-head g must come at least kStages
+  // places after the last of g - nsets. Otherwise batch-head by batch-head,
+  // the pipeline drained at each one's end (`drain`). Pass 2 reads the
+  // statistics in stage B, which pass 1 finishes in its stage B: any later
+  // place is late enough.
+  std::vector<Item> items;
+  bool drain = nsets == 1;
+  if (!drain) {
+    std::vector<int64_t> last_of(s.batch, -1);
+    auto place = [&](const Item& it) {
+      if (it.h >= nsets && static_cast<int64_t>(items.size()) < last_of[it.h - nsets] + kStages)
+        drain = true;
+      last_of[it.h] = static_cast<int64_t>(items.size());
+      items.push_back(it);
+    };
+    for (const Item& it : pass1[0]) place(it);
+    for (int64_t h = 0; h < s.batch; ++h) {
+      const std::vector<Item>& a = pass2[h];
+      static const std::vector<Item> kNone;
+      const std::vector<Item>& c = h + 1 < s.batch ? pass1[h + 1] : kNone;
+      // kStages - 1 of pass 2 first: then h + 1's first item is kStages
+      // places after the end of the block before (where h - 1 may end).
+      for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
+        if (i < a.size()) place(a[i++]);
+        if (j < c.size() && (i >= kStages - 1 || i == a.size())) place(c[j++]);
+      }
+    }
+  }
+  if (drain) {
+    items.clear();
+    for (int64_t h = 0; h < s.batch; ++h) {
+      items.insert(items.end(), pass1[h].begin(), pass1[h].end());
+      items.insert(items.end(), pass2[h].begin(), pass2[h].end());
+    }
+  }
+  {
+    std::vector<bool> seen(s.batch, false);
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+      it->head_last = !seen[it->h];
+      seen[it->h] = true;
+    }
+  }
+
+  // Stage A: the matmuls that need only the resident operands (scores,
+  // the causal mask, dP); pass 1 also takes the chunk's max and -m, and
+  // copies dP to SBUF.
+  auto stage_a = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, w = it.w, t = it.t;
+    if (it.kind == Kind::empty) return;
+    const bool p1 = it.kind == Kind::pass1;
+    deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
+                        sb(hs.kT, dt, E, it.k0, w), false));
+    if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
+    deps.track(b.matmul(p1 ? ps(wk.dp1, rows, 0, w) : ps(wk.sd, rows, kDpAt, w),
+                        sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
+    if (!p1) return;
+    // Raw scores stay in PSUM (masked there) when the scale is positive:
+    // the max of scale x S is then scale x the max of S.
+    const bool raw = s.scale > 0;
+    const AccessPattern scores = raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
+    if (!raw) {
+      deps.track(
+          b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
+      if (it.diagonal)
+        deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
+                                   CmpOp::greater_equal, kNegInf));
+    }
+    deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
+    const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
+    const AccessPattern neg_m = column(hs.negm, rows, t);
+    if (it.first) {
+      deps.track(
+          b.tensor_scalar(Engine::vector, neg_m, column(wk.mc, rows), AluOp::multiply, to_neg_m));
+    } else {
+      deps.track(b.tensor_scalar(Engine::vector, column(wk.mc, rows), column(wk.mc, rows),
+                                 AluOp::multiply, to_neg_m));
+      deps.track(b.tensor_tensor(Engine::vector, column(wk.nm, rows), neg_m, column(wk.mc, rows),
+                                 AluOp::min));
+      int64_t i = b.activation(column(wk.alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
+      b.at(i).bias = column(wk.nm, rows);
+      deps.track(i);
+      deps.track(b.tensor_copy(Engine::vector, neg_m, column(wk.nm, rows)));
+    }
+    // dP into SBUF by Scalar: the Vector product in stage B then runs at
+    // its SBUF rate (one PSUM operand doubles its cost).
+    deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
+                             ps(wk.dp1, rows, 0, w)));
+  };
+  // Stage B. Pass 1: p = exp(scale S - m) with its row sum l (online over
+  // the chunks), D = sum_j p_j dP_j / l; after a tile's last chunk 1 / l
+  // and -D (pass 2's bias). Pass 2: P = exp(scale S - m) / l and
+  // dS = P (dP - D), both in the matmul dtype.
+  auto stage_b = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, w = it.w, t = it.t;
+    if (it.kind == Kind::empty) return;
+    if (it.kind == Kind::pass1) {
+      const bool raw = s.scale > 0;
+      const AccessPattern scores =
+          raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
+      int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp,
+                               raw ? s.scale : 1.0f);
+      b.at(i).bias = column(hs.negm, rows, t);
+      b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
+      deps.track(i);
+      // p dP on Vector, its row sum by the Scalar engine's add-reduce.
+      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, w);
+      deps.track(b.tensor_tensor(Engine::vector, pd, sb(wk.p_f, DType::f32, rows, 0, w),
+                                 sb(wk.dp_sb, DType::f32, rows, 0, w), AluOp::multiply));
+      i = b.activation(pd, pd, ActivationFunction::identity);
+      b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
+      deps.track(i);
+      if (!it.first)
+        for (int32_t acc : {hs.l, hs.dsum}) {
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(wk.alpha, rows), AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
+                                     AluOp::add));
         }
-        // dV += P^T dO.
-        deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), p_in, sb(do_rows, dt, rows, t * Ev, Ev), acc));
-        // dS = P (dP - D), dP = dO v^T.
-        deps.track(b.matmul(ps(ps_dp, rows, 0, keys), sb(doT, dt, Ev, q0, rows),
-                            sb(vT, dt, Ev, k0, keys), false));
-        const AccessPattern ds = sb(ds_f, DType::f32, rows, 0, keys);
-        deps.track(b.tensor_tensor(Engine::vector, ds, ps(ps_dp, rows, 0, keys),
-                                   broadcast(dsum, rows, keys, t), AluOp::subtract));
-        deps.track(b.tensor_tensor(Engine::vector, ds, ds, p, AluOp::multiply));
-        AccessPattern ds_in = ds;
-        if (low) {
-          ds_in = sb(ds_d, dt, rows, 0, keys);
-          deps.track(b.tensor_copy(Engine::scalar, ds_in, ds));
-        }
-        // dK += dS^T q (scaled at the end).
-        deps.track(b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(q_rows, dt, rows, t * E, E), acc));
-        // dQ += dS k: dS^T by the identity, then [rows, E] added into dq_acc.
-        deps.track(b.matmul(ps(ps_dsT, keys, 0, rows), ds_in, sb(ident, dt, rows, 0, rows), false));
-        deps.track(
-            b.tensor_copy(Engine::scalar, sb(dsT, dt, keys, 0, rows), ps(ps_dsT, keys, 0, rows)));
-        deps.track(b.matmul(ps(ps_dq, rows, 0, E), sb(dsT, dt, keys, 0, rows),
-                            sb(k_rows, dt, keys, kb * E, E), false));
-        const AccessPattern dq = sb(dq_acc, DType::f32, rows, t * E, E);
-        if (kb == 0)
+      if (it.last) { // 1 / l, and -D = -(sum p dP) / l
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
+                                   column(hs.l, rows, t), AluOp::divide));
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
+                                   column(hs.dsum, rows, t), column(hs.rl, rows, t),
+                                   AluOp::multiply));
+        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
+                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
+      }
+      return;
+    }
+    const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
+    int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
+    b.at(i).bias = column(hs.negm, rows, t);
+    deps.track(i);
+    if (it.diagonal && !mm_mask)
+      deps.track(
+          b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
+    // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
+    // straight into the matmul dtype.
+    const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
+    i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
+    b.at(i).bias = column(hs.negd, rows, t);
+    deps.track(i);
+    const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
+    deps.track(
+        b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
+    deps.track(
+        b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
+  };
+  // Stage C: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T by the
+  // identity (copied to SBUF by Scalar); after a key block's last item its
+  // dK and dV (zeros when no row sees these keys) are stored.
+  auto stage_c = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, keys = it.w, t = it.t;
+    if (it.kind == Kind::pass1) return;
+    const int ob = static_cast<int>(it.kb % 2);
+    if (it.kind == Kind::pass2) {
+      const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
+      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
+                          sb(hs.do_rows, dt, rows, t * Ev, Ev), !it.first));
+      deps.track(
+          b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(hs.q_rows, dt, rows, t * E, E), !it.first));
+      deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
+                          false));
+      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, keys, 0, rows),
+                               ps(wk.sd, keys, kDsTAt, rows)));
+      if (it.last) {
+        deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
+                                ActivationFunction::identity, s.scale));
+        deps.track(b.tensor_copy(Engine::vector, sb(dv_out[ob], dt, keys, 0, Ev),
+                                 ps(ps_dv, keys, 0, Ev)));
+      }
+    } else {
+      deps.track(b.iota(sb(dk_out[ob], dt, keys, 0, E), AffineExpr{0, 0, {0}}));
+      deps.track(b.iota(sb(dv_out[ob], dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+    }
+    if (!it.last) return;
+    const int32_t nk = static_cast<int32_t>(keys);
+    deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + it.k0, nk, 0, E),
+                          sb(dk_out[ob], dt, keys, 0, E)));
+    deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
+                          sb(dv_out[ob], dt, keys, 0, Ev)));
+  };
+  // Stage D: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
+  auto stage_d = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, keys = it.w, t = it.t;
+    if (it.kind == Kind::pass2) {
+      const AccessPattern k_blk = sb(hs.k_rows, dt, keys, it.kb * E, E);
+      if (dq_in_psum) {
+        deps.track(b.matmul(ps(ps_dq, rows, t * E, E), sb(wk.dsT, dt, keys, 0, rows), k_blk,
+                            it.kb > 0));
+      } else {
+        deps.track(b.matmul(ps(ps_dq, rows, 0, E), sb(wk.dsT, dt, keys, 0, rows), k_blk, false));
+        const AccessPattern dq = sb(hs.dq_acc, DType::f32, rows, t * E, E);
+        if (it.kb == 0)
           deps.track(b.tensor_copy(Engine::vector, dq, ps(ps_dq, rows, 0, E)));
         else
           deps.track(b.tensor_tensor(Engine::vector, dq, dq, ps(ps_dq, rows, 0, E), AluOp::add));
       }
-      // dK (scaled) and dV of the block; zeros when no row sees these keys.
-      const int32_t n = static_cast<int32_t>(keys);
-      if (done > 0) {
-        deps.track(b.activation(sb(dk_out, dt, keys, 0, E), ps(ps_dk, keys, 0, E),
-                                ActivationFunction::identity, s.scale));
-        deps.track(
-            b.tensor_copy(Engine::vector, sb(dv_out, dt, keys, 0, Ev), ps(ps_dv, keys, 0, Ev)));
-      } else {
-        deps.track(b.iota(sb(dk_out, dt, keys, 0, E), AffineExpr{0, 0, {0}}));
-        deps.track(b.iota(sb(dv_out, dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+    }
+    if (!it.head_last) return;
+    // Every tile scaled first, then the stores (a store reads dq_out: a
+    // scale after it would wait for the transfer).
+    for (int64_t tt = 0; tt < tiles; ++tt) {
+      const int64_t r = std::min(kBlock, L - tt * kBlock);
+      const AccessPattern acc = dq_in_psum ? ps(ps_dq, r, tt * E, E)
+                                           : sb(hs.dq_acc, DType::f32, r, tt * E, E);
+      deps.track(b.activation(sb(hs.dq_out, dt, r, tt * E, E), acc, ActivationFunction::identity,
+                              s.scale),
+                 true);
+    }
+    for (int64_t tt = 0; tt < tiles; ++tt) {
+      const int64_t r = std::min(kBlock, L - tt * kBlock);
+      deps.track(b.dma_copy(hbm_rows(dq_hbm, dt, E, it.h * L + tt * kBlock,
+                                     static_cast<int32_t>(r), 0, E),
+                            sb(hs.dq_out, dt, r, tt * E, E)));
+    }
+  };
+
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
+  int64_t lo = 0;
+  while (lo < n_items) {
+    int64_t hi = n_items; // [lo, hi): one pipelined group
+    if (drain) {
+      for (hi = lo; !items[hi].head_last; ++hi) {
       }
-      deps.track(
-          b.dma_copy(hbm_rows(dk_hbm, dt, E, h * S + k0, n, 0, E), sb(dk_out, dt, keys, 0, E)));
-      deps.track(
-          b.dma_copy(hbm_rows(dv_hbm, dt, Ev, h * S + k0, n, 0, Ev), sb(dv_out, dt, keys, 0, Ev)));
+      ++hi;
     }
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t rows = std::min(kBlock, L - t * kBlock);
-      deps.track(b.activation(sb(dq_out, dt, rows, 0, E), sb(dq_acc, DType::f32, rows, t * E, E),
-                              ActivationFunction::identity, s.scale));
-      deps.track(
-          b.dma_copy(hbm_rows(dq_hbm, dt, E, h * L + t * kBlock, static_cast<int32_t>(rows), 0, E),
-                     sb(dq_out, dt, rows, 0, E)));
+    for (int64_t i = lo; i < hi + kStages - 1; ++i) {
+      if (i >= lo + 3) {
+        stage_d(i - 3);
+        const Item& it = items[i - 3];
+        if (it.head_last && it.h + nsets < s.batch) load_head(it.h + nsets);
+      }
+      if (i >= lo + 2 && i - 2 < hi) stage_c(i - 2);
+      if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
+      if (i < hi) stage_a(i);
     }
+    lo = hi;
   }
   return b.take();
 }

@@ -119,6 +119,17 @@ public:
       if (l) out.push_back(&l->program);
     return out;
   }
+  std::vector<LoweredKernel> kernels() const {
+    std::vector<LoweredKernel> out;
+    for (size_t i = 0; i < lowered_.size(); ++i) {
+      if (!lowered_[i]) continue;
+      const GraphNode& node = graph_.nodes[i];
+      out.push_back({node.op,
+                     absl::StrCat(op_name(node.op), " #", i, " ", node.results[0].to_string()),
+                     &lowered_[i]->program});
+    }
+    return out;
+  }
   const SimulatedTime& simulated_per_run() const { return timeline_.per_run(); }
 
   absl::StatusOr<std::string> serialize(absl::string_view) const override {
@@ -272,6 +283,11 @@ SimulatedTime simulated_per_run(const Executable& exe) {
 std::vector<const TileProgram*> lowered_programs(const Executable& exe) {
   const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
   return n ? n->programs() : std::vector<const TileProgram*>{};
+}
+
+std::vector<LoweredKernel> lowered_kernels(const Executable& exe) {
+  const auto* n = dynamic_cast<const NeuronExecutable*>(&exe);
+  return n ? n->kernels() : std::vector<LoweredKernel>{};
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> make_neuron_executable(TraceGraph graph) {

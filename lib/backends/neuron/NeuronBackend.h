@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lib/backends/host/HostBuffer.h"
@@ -74,5 +75,16 @@ SimulatedTime simulated_per_run(const Executable& exe);
 /// The tile programs of a make_neuron_executable result, in node order
 /// (none for any other executable).
 std::vector<const TileProgram*> lowered_programs(const Executable& exe);
+
+/// A lowered node of a make_neuron_executable result: its op, a name
+/// ("matmul #12 bf16[2048, 768]": op, node index, first result) and its
+/// tile program (owned by the executable).
+struct LoweredKernel {
+  OpKind op;
+  std::string name;
+  const TileProgram* program;
+};
+/// The lowered nodes, in node order (none for any other executable).
+std::vector<LoweredKernel> lowered_kernels(const Executable& exe);
 
 } // namespace mstep::neuron

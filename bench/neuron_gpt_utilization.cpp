@@ -1,0 +1,158 @@
+// neuron_gpt_utilization: issue 19's lowering-quality figure. The GPT-mini
+// training step of bench/peers.sh's gpt_step_ms (dim 256, 4 layers, 4
+// heads, seq 256, batch 8, vocab 1024, full-length rows, AdamW, no
+// clipping) under bf16 autocast runs on --device neuron (lazy: the second
+// step, whose graph holds the optimizer state, is the one measured); its
+// graph is compiled once more for the per-kernel figures. Prints:
+//   - the whole step's simulated time (the cost model's estimate of every
+//     tile program, one after another; host fallbacks take no simulated
+//     time and are counted), busy fraction per engine and bottleneck;
+//   - over the step's matmul and attention kernels only (the programs of
+//     its matmul, sdpa and sdpa_grad nodes):
+//       Tensor busy   = Tensor engine busy time / those kernels' time,
+//       FLOP util.    = their nc_matmul FLOPs / (92 TFLOPS peak x time)
+//                       (nc_matmul FLOPs include the attention's transposes
+//                       against the identity; the bias gradients' ones
+//                       matmuls are sum nodes, not counted);
+//   - the top 10 kernels by simulated time.
+// Target (issue 19): Tensor busy >= 60% over those kernels. Exits 0 either
+// way (a bench, not a test).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "examples/models/GptMini.h"
+#include "lib/backends/neuron/CostModel.h"
+#include "lib/backends/neuron/NeuronBackend.h"
+#include "lib/compiler/Compiler.h"
+#include "mstep/mstep.h"
+
+using namespace mstep;
+using namespace mstep::neuron;
+
+namespace {
+
+constexpr int64_t kVocab = 1024, kDim = 256, kHeads = 4, kLayers = 4, kSeq = 256, kBatch = 8;
+
+struct Kernel {
+  std::string name;
+  OpKind op;
+  CostReport report;
+  double flops = 0;
+};
+
+bool matmul_or_attention(OpKind op) {
+  return op == OpKind::matmul || op == OpKind::sdpa || op == OpKind::sdpa_grad;
+}
+
+} // namespace
+
+int main() {
+  const CostParams params;
+  set_default_device(Device{DeviceType::neuron, 0});
+  manual_seed(0);
+  examples::GptMini model(examples::GptConfig{
+      .vocab = kVocab, .dim = kDim, .heads = kHeads, .layers = kLayers, .max_seq = kSeq});
+  model.train();
+  optim::AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<int64_t> token(0, kVocab - 1);
+
+  TraceGraph graph;
+  SimulatedTime step;
+  int64_t fallbacks = 0;
+  for (int k = 0; k < 2; ++k) {
+    std::vector<int64_t> ids(kBatch * (kSeq + 1));
+    for (int64_t& t : ids) t = token(rng);
+    std::vector<int64_t> x(kBatch * kSeq), y(kBatch * kSeq);
+    for (int64_t b = 0; b < kBatch; ++b)
+      for (int64_t t = 0; t < kSeq; ++t) {
+        x[b * kSeq + t] = ids[b * (kSeq + 1) + t];
+        y[b * kSeq + t] = ids[b * (kSeq + 1) + t + 1];
+      }
+    opt.zero_grad();
+    Tensor logits;
+    {
+      AutocastScope bf16(DType::bf16);
+      logits = model.forward(from_vector(x, {kBatch, kSeq}), Tensor());
+    }
+    Tensor loss = cross_entropy(logits.reshape({-1, kVocab}), from_vector(y, {kBatch * kSeq}));
+    loss.backward();
+    opt.step();
+    if (k == 1) graph = pending_graph();
+    const Metrics before = metrics();
+    mark_step(); // compiles and runs the step on the simulated NeuronCore
+    const double value = loss.item();
+    const Metrics after = metrics();
+    std::printf("step %d on neuron: loss %.4f\n", k + 1, value);
+    if (k == 1) {
+      step = after.simulated.minus(before.simulated);
+      fallbacks = after.fallbacks - before.fallbacks;
+    }
+  }
+
+  Backend& backend = **BackendRegistry::get(DeviceType::neuron);
+  absl::StatusOr<CompiledGraph> compiled = compile_graph(graph, backend, {}, RuntimeOptions{});
+  if (!compiled.ok()) {
+    std::fprintf(stderr, "compile: %s\n", std::string(compiled.status().message()).c_str());
+    return 2;
+  }
+  std::vector<Kernel> kernels;
+  for (const LoweredKernel& k : lowered_kernels(*compiled->executable)) {
+    absl::StatusOr<CostReport> r = estimate_cost(*k.program, params);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s: %s\n", k.name.c_str(), std::string(r.status().message()).c_str());
+      return 2;
+    }
+    const double flops = r->tensor_utilization * params.tensor_peak_flops * r->total_ns * 1e-9;
+    kernels.push_back({k.name, k.op, *std::move(r), flops});
+  }
+
+  std::printf("\nGPT-mini training step (dim %lld, %lld layers, %lld heads, seq %lld, batch %lld, "
+              "vocab %lld, bf16 autocast, AdamW) on the simulated NeuronCore-v2\n",
+              (long long)kDim, (long long)kLayers, (long long)kHeads, (long long)kSeq,
+              (long long)kBatch, (long long)kVocab);
+  std::printf("whole step: %s\n", step.summary().c_str());
+  std::printf("  %lld tile programs, %lld host fallbacks (no simulated time)\n",
+              (long long)step.programs, (long long)fallbacks);
+
+  double mm_ns = 0, mm_tensor_ns = 0, mm_flops = 0, all_ns = 0;
+  int mm_count = 0;
+  for (const Kernel& k : kernels) {
+    all_ns += k.report.total_ns;
+    if (!matmul_or_attention(k.op)) continue;
+    ++mm_count;
+    mm_ns += k.report.total_ns;
+    mm_tensor_ns += k.report.busy_ns[static_cast<int>(Engine::tensor)];
+    mm_flops += k.flops;
+  }
+  std::printf("\nmatmul + attention kernels: %d of %zu programs, %.3f ms of %.3f ms (%.1f%%)\n",
+              mm_count, kernels.size(), mm_ns / 1e6, all_ns / 1e6, 100 * mm_ns / all_ns);
+  std::printf("  Tensor busy over them   %.1f%%  (Tensor busy time / their time; target >= 60%%)\n",
+              100 * mm_tensor_ns / mm_ns);
+  std::printf("  FLOP utilization        %.1f%%  (%.2f GFLOP / (%.0f TFLOPS x their time))\n",
+              100 * mm_flops / (params.tensor_peak_flops * mm_ns * 1e-9), mm_flops / 1e9,
+              params.tensor_peak_flops / 1e12);
+
+  if (std::getenv("NEURON_GPT_ALL")) { // every matmul/attention kernel, in node order
+    for (const Kernel& k : kernels)
+      if (matmul_or_attention(k.op))
+        std::printf("  %-44s %s\n", k.name.c_str(), k.report.summary().c_str());
+  }
+  std::sort(kernels.begin(), kernels.end(),
+            [](const Kernel& a, const Kernel& b) { return a.report.total_ns > b.report.total_ns; });
+  std::printf("\ntop 10 kernels by simulated time:\n%-44s %9s %7s %7s %7s %7s %7s %7s  %s\n",
+              "kernel", "us", "Tensor", "Vector", "Scalar", "GpSimd", "HBM", "util", "bottleneck");
+  for (size_t i = 0; i < std::min<size_t>(10, kernels.size()); ++i) {
+    const CostReport& r = kernels[i].report;
+    std::printf("%-44s %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%%  %s\n",
+                kernels[i].name.c_str(), r.total_ns / 1e3, 100 * r.busy_fraction(Engine::tensor),
+                100 * r.busy_fraction(Engine::vector), 100 * r.busy_fraction(Engine::scalar),
+                100 * r.busy_fraction(Engine::gpsimd), 100 * r.hbm_busy_ns / r.total_ns,
+                100 * r.tensor_utilization, r.bottleneck().c_str());
+  }
+  return 0;
+}
