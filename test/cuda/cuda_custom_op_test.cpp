@@ -157,9 +157,14 @@ TEST_F(CudaCustomOpTest, TheSourceIsCompiledToAPlanKernelWithItsParametersInOrde
   const std::string blob = serialize_cuda_plan(plain);
   auto body = unseal(blob, "MSTEPCUD", kCudaPlanFormatVersion, "test");
   ASSERT_TRUE(body.ok());
-  // Version 4 appends the error word's value (an i64); version 3 per
-  // kernel a u32 slot count and the u32 shared bytes.
-  const std::string v3(body->substr(0, body->size() - 8));
+  // Version 5 appends a u32 collective count and an i64 per launch;
+  // version 4 the error word's value (an i64); version 3 per kernel a u32
+  // slot count and the u32 shared bytes.
+  const std::string v4(body->substr(0, body->size() - 4 - 8 * plain.launches.size()));
+  auto four = deserialize_cuda_plan(seal("MSTEPCUD", 4, v4));
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(*four, plain);
+  const std::string v3(v4.substr(0, v4.size() - 8));
   auto three = deserialize_cuda_plan(seal("MSTEPCUD", 3, v3));
   ASSERT_TRUE(three.ok()) << three.status();
   EXPECT_EQ(*three, plain);

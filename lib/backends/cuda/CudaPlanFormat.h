@@ -9,8 +9,10 @@
 // arena (one offset per value, its size), then per kernel its parameter
 // slots and dynamic shared memory (version 3: custom ops' CUDA kernels).
 // Version 4 appends the error word's value (CudaPlan::error_word).
-// Versions 1 (no attention steps), 2 (no slots) and 3 (no error word) are
-// still read.
+// Version 5 appends the collective steps (CudaPlan::collectives: origin,
+// op, reduce_op, root, dim, world_size) and each launch's collective index.
+// Versions 1 (no attention steps), 2 (no slots), 3 (no error word) and 4
+// (no collectives) are still read.
 // Library-internal.
 #pragma once
 
@@ -25,7 +27,7 @@ namespace mstep::cuda {
 
 /// Bump on any change of the layout above (and keep reading the old one
 /// where it is a subset, as 1 is of 2 and 2 of 3).
-inline constexpr uint32_t kCudaPlanFormatVersion = 4;
+inline constexpr uint32_t kCudaPlanFormatVersion = 5;
 /// The oldest version deserialize_cuda_plan reads.
 inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 
