@@ -118,6 +118,15 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
     gpt_train --steps 3
   add_step gpt_train_bf16 $'blocks\\.[0-9]+\\.qkv\\.bias 2e-2 0.048\n* 2e-2 0' \
     gpt_train --steps 3 --autocast bf16 --padding 0
+  # Data parallel in a world of one (issue 23): gpt_train --ddp's step (the
+  # loss's mean all_reduce, world_size 1) with each collective an NCCL call
+  # on a 1-rank communicator (run.sh finds libnccl.so.2, never bundled); an
+  # all_reduce of one rank is the identity, so ref's outputs hold, as for
+  # gpt_train_f32. Small dims: the bundle's size limit (about 0.5 MiB
+  # compressed); a bucket per parameter (--bucket-mb tiny), since the
+  # buckets' mstep.cat is not lowered for cuda yet.
+  add_step gpt_train_ddp $'blocks\\.[0-9]+\\.qkv\\.bias 1e-3 0.048\n* 1e-3 0' \
+    gpt_train --steps 3 --ddp --bucket-mb 0.000001 --dim 32 --layers 1 --heads 2 --seq 32 --batch 4
   # A custom op's CUDA C++ kernels (issue 22 §3): the GIoU loss's box
   # regressor step (test/export/giou_export_worker.cpp: forward, the
   # giou_loss and giou_loss_backward custom ops, SGD) exported on ref with
@@ -271,6 +280,25 @@ if [ -n "$cudnn_library" ]; then
   export MSTEP_CUDNN_LIBRARY=${MSTEP_CUDNN_LIBRARY:-$cudnn_library}
 fi
 
+# libnccl.so.2 for the collective steps (never bundled): the loader's,
+# the toolkit's, or python3's nvidia.nccl wheel, named in MSTEP_NCCL_LIBRARY.
+find_nccl() {
+  local path dir python
+  path=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+  if [ -n "$path" ]; then echo "$path"; return 0; fi
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda*/lib64 /usr/lib/x86_64-linux-gnu; do
+    if [ -e "$dir/libnccl.so.2" ]; then echo "$dir/libnccl.so.2"; return 0; fi
+  done
+  for python in python3 /usr/bin/python3; do
+    command -v "$python" > /dev/null 2>&1 || continue
+    dir=$("$python" -c 'import os, nvidia.nccl as m; print(os.path.join(list(m.__path__)[0], "lib"))' 2>/dev/null)
+    if [ -n "$dir" ] && [ -e "$dir/libnccl.so.2" ]; then echo "$dir/libnccl.so.2"; return 0; fi
+  done
+  return 1
+}
+nccl_library=$(find_nccl || true)
+[ -z "$nccl_library" ] || export MSTEP_NCCL_LIBRARY=${MSTEP_NCCL_LIBRARY:-$nccl_library}
+
 # Unpacks the bundle into $1.
 unpack_into() {
   tar -xzf "$here/mstep_gpu_bundle.tar.gz" -C "$1" || { echo "run.sh: cannot unpack into $1" >&2; return 1; }
@@ -296,6 +324,7 @@ trap 'rm -rf "$work"' EXIT
   echo "CPU threads: $(nproc)"
   echo "libcublasLt.so.13: ${cublaslt_dir:-not found (the cuBLASLt tests fail)}"
   echo "libcudnn.so.9: ${cudnn_library:-not found (the cuDNN SDPA tests fail)}"
+  echo "libnccl.so.2: ${nccl_library:-not found (the NCCL step, gpt_train_ddp, fails)}"
   tar -xzOf "$here/mstep_gpu_bundle.tar.gz" mstep_gpu/MANIFEST
 } > "$out/environment.txt"
 unpack_into "$work"

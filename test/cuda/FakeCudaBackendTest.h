@@ -25,7 +25,7 @@ protected:
     // with the argument count of a launch that uses it.
     std::vector<size_t> args(plan.kernels.size(), 0);
     for (const CudaLaunchStep& launch : plan.launches)
-      if (launch.matmul < 0 && launch.attention < 0) args[launch.kernel] = launch.args.size();
+      if (launch.matmul < 0 && launch.attention < 0 && launch.collective < 0) args[launch.kernel] = launch.args.size();
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       if (plan.kernels[k].slots.empty()) {
         fake_.add_kernel(plan.kernels[k].name, args[k]);

@@ -213,6 +213,7 @@ CUresult event_record(CUevent, CUstream stream) {
 }
 CUresult event_query(CUevent) {
   if (refused_in_capture("cuEventQuery")) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (g_sticky == CUDA_SUCCESS && g_fake->work_hangs) return CUDA_ERROR_NOT_READY;
   return g_sticky;
 }
 CUresult event_synchronize(CUevent) {
@@ -569,6 +570,11 @@ FakeCudaDriver::~FakeCudaDriver() {
   g_device_sizes.clear();
 }
 FakeCudaDriver& FakeCudaDriver::current() { return *g_fake; }
+
+void FakeCudaDriver::record_stream_call(const std::string& name, CUstream stream,
+                                        std::string detail) {
+  record(name.c_str(), stream).args.push_back(std::move(detail));
+}
 
 void FakeCudaDriver::add_kernel(const std::string& name, size_t pointer_params) {
   std::vector<CudaKernelParam> params;

@@ -71,6 +71,9 @@ public:
   /// then on every synchronizing call, query and copy returns this result,
   /// as a sticky error (CUDA_ERROR_ILLEGAL_ADDRESS) does.
   CUresult device_fault = CUDA_SUCCESS;
+  /// Set: queued work never completes (cuEventQuery says not ready), as
+  /// when a collective waits for a rank that never comes.
+  bool work_hangs = false;
   /// Device memory the fake has: cuMemAlloc beyond it is out of memory.
   size_t device_memory = size_t{80} << 30;
   /// Device memory allocated and not freed, in bytes.
@@ -96,6 +99,12 @@ public:
   std::function<void(const FakeCall&)> on_kernel;
 
   static FakeCudaDriver& current();
+
+  /// Records a stand-in library's call queued on `stream` (fake_libnccl's
+  /// collectives, through its hook) as the driver records its own: a node
+  /// of the graph being captured when `stream` is capturing, else a call.
+  /// `detail` is its one argument.
+  void record_stream_call(const std::string& name, CUstream stream, std::string detail);
 
   /// Makes kernel `name` known (any module "has" it), taking
   /// `pointer_params` device pointers: the compiled steps' kernels.

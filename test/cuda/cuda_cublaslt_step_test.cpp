@@ -147,21 +147,6 @@ TEST(CudaCublasLtPlan, BroadcastBatchDimsAreNotYetLoweredNamingTheOp) {
               HasSubstr("is not yet lowered for cuda: its batch dims broadcast"));
 }
 
-// A collective (issue 23) is not in the cuda plan yet: a clear error naming
-// it, not a failure deep in the kernel generator.
-TEST(CudaCollectivePlan, AnAllReduceIsNotYetLoweredNamingTheOp) {
-  auto plan = plan_of(R"(
-func.func @step(%x: tensor<8xf32>) -> tensor<8xf32> {
-  %0 = mstep.all_reduce %x {reduce_op = #mstep.reduce_op<sum>, world_size = 1 : i64} : tensor<8xf32> -> tensor<8xf32>
-  return %0 : tensor<8xf32>
-}
-)");
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(plan.status().message(),
-              HasSubstr("cuda: op 'mstep.all_reduce' (mstep.all_reduce #0) is not yet lowered"));
-}
-
 // ---- a fake cuBLASLt table ---------------------------------------------------
 
 /// Where the fake's cublasLtMatmul records: the test's fake driver.

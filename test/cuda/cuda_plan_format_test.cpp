@@ -59,7 +59,7 @@ TEST(CudaPlanFormat, ARoundTripGivesTheSamePlan) {
 }
 
 /// A small plan of every kind of record, for mutation: a kernel launch, a
-/// cuBLASLt step, a cuDNN SDPA step, an arena value.
+/// cuBLASLt step, a cuDNN SDPA step, an NCCL step, an arena value.
 CudaPlan small_plan() {
   CudaPlan plan;
   plan.values = {TensorType{Shape({2, 2}), DType::f32}, TensorType{Shape({2, 2}), DType::f32},
@@ -88,8 +88,14 @@ CudaPlan small_plan() {
   attention.config.causal = true;
   plan.attentions.push_back(attention);
   plan.launches.push_back({.attention = 0, .args = {3, 3, 3}, .writes = {4, 5}});
+  // An NCCL all_gather of %2 into %6 (f32 [4, 2]).
+  plan.values.push_back(TensorType{Shape({4, 2}), DType::f32});
+  plan.collectives.push_back({.origin = "mstep.all_gather #3",
+                              .op = OpKind::all_gather,
+                              .world_size = 2});
+  plan.launches.push_back({.collective = 0, .args = {2}, .writes = {6}});
   plan.outputs = {2};
-  plan.arena_offsets = {-1, 0, -1, -1, -1, -1};
+  plan.arena_offsets = {-1, 0, -1, -1, -1, -1, -1};
   plan.arena_bytes = 256;
   return plan;
 }
@@ -111,7 +117,9 @@ TEST(CudaPlanFormat, ACorruptOrTruncatedBlobIsAClearError) {
   }
   std::string newer = blob;
   newer[8] = static_cast<char>(kCudaPlanFormatVersion + 1);
-  EXPECT_THAT(error(newer).message(), HasSubstr("format version 6, this build reads version 5"));
+  EXPECT_THAT(error(newer).message(),
+              HasSubstr(absl::StrCat("format version ", kCudaPlanFormatVersion + 1,
+                                     ", this build reads version ", kCudaPlanFormatVersion)));
   // Not this format at all (module text): Unimplemented, so the loader
   // takes it for module text.
   EXPECT_EQ(error("module {\n}").code(), absl::StatusCode::kUnimplemented);

@@ -2,15 +2,21 @@
 // NcclApi.h, dlopen'ed by path): every call is appended to a log, one line
 // each, that the test reads through mstep_fake_nccl_log(); no GPU, no
 // transfer. A world of one copies nothing either: the log is what is checked.
+// A test may also get each collective's line through a hook (to interleave
+// it with the fake driver's calls) and make the next collective fail.
 #include <nccl.h>
 
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace {
 std::string g_log;
 int g_comms = 0;
+void (*g_hook)(const char* fn, void* stream, const char* line) = nullptr;
+ncclResult_t g_fail_next = ncclSuccess;
+ncclResult_t g_async_error = ncclSuccess;
 
 void log_line(const char* fn, const void* in, const void* out, size_t count, int type, int op,
               int root, ncclComm_t comm, cudaStream_t stream) {
@@ -18,13 +24,20 @@ void log_line(const char* fn, const void* in, const void* out, size_t count, int
   std::snprintf(line, sizeof(line), "%s in=%p out=%p count=%zu type=%d op=%d root=%d comm=%p stream=%p\n",
                 fn, in, out, count, type, op, root, static_cast<void*>(comm), static_cast<void*>(stream));
   g_log += line;
+  if (g_hook) g_hook(fn, static_cast<void*>(stream), line);
 }
+
+/// The result of the collective being logged: g_fail_next once.
+ncclResult_t result() { return std::exchange(g_fail_next, ncclSuccess); }
 }  // namespace
 
 extern "C" {
 
 const char* mstep_fake_nccl_log() { return g_log.c_str(); }
 void mstep_fake_nccl_clear() { g_log.clear(); }
+void mstep_fake_nccl_set_hook(void (*hook)(const char*, void*, const char*)) { g_hook = hook; }
+void mstep_fake_nccl_fail_next(int result) { g_fail_next = static_cast<ncclResult_t>(result); }
+void mstep_fake_nccl_set_async_error(int result) { g_async_error = static_cast<ncclResult_t>(result); }
 
 ncclResult_t ncclGetVersion(int* version) {
   *version = 22805;
@@ -36,10 +49,12 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   g_log += "ncclGetUniqueId\n";
   return ncclSuccess;
 }
-ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId, int rank) {
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
   *comm = reinterpret_cast<ncclComm_t>(static_cast<uintptr_t>(0x1000 + ++g_comms));
   char line[96];
-  std::snprintf(line, sizeof(line), "ncclCommInitRank nranks=%d rank=%d\n", nranks, rank);
+  // The id's first byte: 7 when it is one ncclGetUniqueId made.
+  std::snprintf(line, sizeof(line), "ncclCommInitRank nranks=%d rank=%d id=%d\n", nranks, rank,
+                static_cast<int>(static_cast<unsigned char>(id.internal[0])));
   g_log += line;
   return ncclSuccess;
 }
@@ -47,25 +62,33 @@ ncclResult_t ncclCommDestroy(ncclComm_t) {
   g_log += "ncclCommDestroy\n";
   return ncclSuccess;
 }
+ncclResult_t ncclCommAbort(ncclComm_t) {
+  g_log += "ncclCommAbort\n";
+  return ncclSuccess;
+}
+ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* async) {
+  *async = g_async_error;
+  return ncclSuccess;
+}
 ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   log_line("ncclAllReduce", in, out, count, type, op, -1, comm, stream);
-  return ncclSuccess;
+  return result();
 }
 ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t type,
                            ncclComm_t comm, cudaStream_t stream) {
   log_line("ncclAllGather", in, out, count, type, -1, -1, comm, stream);
-  return ncclSuccess;
+  return result();
 }
 ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
   log_line("ncclBroadcast", in, out, count, type, -1, root, comm, stream);
-  return ncclSuccess;
+  return result();
 }
 ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t type,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   log_line("ncclReduceScatter", in, out, count, type, op, -1, comm, stream);
-  return ncclSuccess;
+  return result();
 }
 
 }  // extern "C"

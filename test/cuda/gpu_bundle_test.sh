@@ -76,7 +76,7 @@ if [ -x "$build/test/cuda/cuda_codegen_gpu_test" ]; then
   # runtime alone), against ref's outputs.
   for file in bin/mstep-run bin/compare_step_outputs.py lib/libmstep_runtime.so \
               steps/mnist_mlp.cuda.mstep steps/mnist_mlp.expected.safetensors \
-              steps/mnist_mlp.tolerance steps/gpt_train_bf16.cuda.mstep \
+              steps/mnist_mlp.tolerance steps/gpt_train_bf16.cuda.mstep steps/gpt_train_ddp.cuda.mstep \
               steps/giou.cuda.mstep steps/giou.args steps/giou.inputs.safetensors \
               lib/libmstep_giou_plugin.so; do
     grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"

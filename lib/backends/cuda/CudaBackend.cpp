@@ -2,6 +2,9 @@
 // and tickets and events for the asynchronous protocol (CudaBackend.h).
 #include "lib/backends/cuda/CudaBackend.h"
 
+#include <chrono>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaGraph.h"
 #include "lib/backends/cuda/CudaPlan.h"
@@ -102,6 +105,8 @@ CudaBackend::~CudaBackend() {
   pending_.clear();
   spare_events_.clear();
   staging_.reset();
+  wait_watch_ = nullptr;      // it may refer to the communicator
+  collective_state_.reset();  // the NCCL communicator, while the context lives
 }
 
 CUdeviceptr CudaBackend::device_pointer(const Buffer& buffer) { return as_cuda(buffer).pointer(); }
@@ -203,6 +208,11 @@ absl::Status CudaBackend::copy_out(const Buffer& src, void* dst, size_t bytes) {
   return absl::OkStatus();
 }
 
+void CudaBackend::set_wait_watch(WaitWatch watch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wait_watch_ = std::move(watch);
+}
+
 absl::Status CudaBackend::synchronize() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!lost_.ok()) return lost_;
@@ -278,7 +288,18 @@ absl::Status CudaBackend::wait_for(uint64_t ticket) {
   const CudaDriverApi& api = context_->api();
   while (!pending_.empty() && pending_.front().ticket <= ticket) {
     Work& work = pending_.front();
-    CUresult result = api.cuEventSynchronize(work.done.handle());
+    CUresult result = CUDA_SUCCESS;
+    if (!wait_watch_) {
+      result = api.cuEventSynchronize(work.done.handle());
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      while ((result = api.cuEventQuery(work.done.handle())) == CUDA_ERROR_NOT_READY) {
+        const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+        if (absl::Status watched = wait_watch_(work.what, waited.count()); !watched.ok())
+          return fail(std::move(watched), &work);
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
     if (result != CUDA_SUCCESS)
       return fail(cuda_error(api, result, "cuEventSynchronize",
                              absl::StrCat("waiting for ", work.what)),

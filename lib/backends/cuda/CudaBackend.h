@@ -87,6 +87,14 @@ struct CudaBackendOptions {
       load_executable;
   /// Pinned staging: two chunks of this size (copy_in/copy_out).
   size_t staging_chunk_bytes = CudaStaging::kDefaultChunkBytes;
+  /// What the collectives dlopen (CudaCollective.h); empty:
+  /// $MSTEP_NCCL_LIBRARY, else "libnccl.so.2" (the loader's path). Tests
+  /// name a fake.
+  std::string nccl_library;
+  /// How long a wait for queued work may take once the backend has an NCCL
+  /// communicator before it is aborted (CudaCollective.h); 0:
+  /// mstep::distributed's timeout (MSTEP_DIST_TIMEOUT).
+  double collective_timeout_s = 0;
 };
 
 class CudaBackend final : public Backend {
@@ -166,6 +174,18 @@ public:
   static CUdeviceptr device_pointer(const Buffer& buffer);
   /// OK, or why the context is unusable (a sticky device fault).
   absl::Status health() const;
+  const CudaBackendOptions& options() const { return options_; }
+  /// The collectives' state (the NCCL communicator, CudaCollective.h):
+  /// made at the first collective, destroyed with the backend, before its
+  /// context. Opaque here (nccl.h is optional).
+  std::shared_ptr<void>& collective_state() { return collective_state_; }
+  /// Set: waits for queued work poll its event, calling `watch` with what
+  /// is waited for and the seconds waited so far (about every 100 us);
+  /// its error ends the wait as a device failure of that work would (the
+  /// NCCL collectives' timeout, CudaCollective.h). Unset: a wait blocks
+  /// in cuEventSynchronize.
+  using WaitWatch = std::function<absl::Status(absl::string_view what, double waited_s)>;
+  void set_wait_watch(WaitWatch watch);
 
 private:
   struct Work {
@@ -202,6 +222,8 @@ private:
   std::vector<std::function<absl::Status()>> captured_checks_;  // enqueue's checks in a capture
   absl::Status first_error_;       // since the last synchronize()
   absl::Status lost_;              // set once: the context is unusable
+  WaitWatch wait_watch_;           // set_wait_watch's
+  std::shared_ptr<void> collective_state_;  // last: destroyed first
 };
 
 /// Whether `result` leaves the CUDA context unusable (a sticky error: an

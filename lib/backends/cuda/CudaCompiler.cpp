@@ -127,6 +127,33 @@ absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views
   return absl::OkStatus();
 }
 
+/// A collective node's attributes (CudaCollectiveInfo).
+absl::StatusOr<CudaCollectiveInfo> collective_info(mlir::Operation* op, std::string origin) {
+  CudaCollectiveInfo info;
+  info.origin = std::move(origin);
+  if (auto c = mlir::dyn_cast<dialect::AllReduceOp>(op)) {
+    info.op = OpKind::all_reduce;
+    info.reduce_op = static_cast<int64_t>(c.getReduceOp());
+    info.world_size = static_cast<int64_t>(c.getWorldSize());
+  } else if (auto c = mlir::dyn_cast<dialect::AllGatherOp>(op)) {
+    info.op = OpKind::all_gather;
+    info.dim = static_cast<int64_t>(c.getDim());
+    info.world_size = static_cast<int64_t>(c.getWorldSize());
+  } else if (auto c = mlir::dyn_cast<dialect::BroadcastOp>(op)) {
+    info.op = OpKind::broadcast;
+    info.root = static_cast<int64_t>(c.getRoot());
+    info.world_size = static_cast<int64_t>(c.getWorldSize());
+  } else if (auto c = mlir::dyn_cast<dialect::ReduceScatterOp>(op)) {
+    info.op = OpKind::reduce_scatter;
+    info.reduce_op = static_cast<int64_t>(c.getReduceOp());
+    info.dim = static_cast<int64_t>(c.getDim());
+    info.world_size = static_cast<int64_t>(c.getWorldSize());
+  } else {
+    return absl::InternalError(absl::StrCat("cuda: ", info.origin, " is not a collective"));
+  }
+  return info;
+}
+
 /// The memory plan (CudaPlan::arena_offsets): the shared arena planner
 /// (MemoryPlan.h) over the step's ops, with nothing in place (the kernels'
 /// buffers are restrict), the returned values outside the arena (each
@@ -287,11 +314,20 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
           view && !ids.count(view->value) && !mlir::isa<dialect::MatmulOp>(op))
         MSTEP_RETURN_IF_ERROR(add_value(view->value, view->value.getDefiningOp()).status());
     if (mlir::isa<dialect::AllReduceOp, dialect::AllGatherOp, dialect::BroadcastOp,
-                  dialect::ReduceScatterOp>(op))
-      return absl::UnimplementedError(absl::StrCat(
-          "cuda: op '", op.getName().getStringRef().str(), "' (", origin,
-          ") is not yet lowered for cuda: the NCCL calls (lib/backends/cuda/NcclApi.h) are not "
-          "in the cuda plan yet; run the collectives on the cpu backend"));
+                  dialect::ReduceScatterOp>(op)) {
+      // A collective is one NCCL call on the backend's stream (CudaCollective.h).
+      MSTEP_ASSIGN_OR_RETURN(CudaCollectiveInfo info, collective_info(&op, origin));
+      CudaLaunchStep step_launch;
+      step_launch.args.push_back(ids.at(op.getOperand(0)));
+      MSTEP_ASSIGN_OR_RETURN(int result, add_value(op.getResult(0), &op));
+      step_launch.writes.push_back(result);
+      MSTEP_RETURN_IF_ERROR(check_cuda_collective(info, plan.values[step_launch.args[0]],
+                                                  plan.values[result]));
+      step_launch.collective = static_cast<int>(plan.collectives.size());
+      plan.collectives.push_back(std::move(info));
+      plan.launches.push_back(std::move(step_launch));
+      continue;
+    }
     if (mlir::isa<dialect::MatmulOp>(op)) {
       // A matmul is a cuBLASLt call, not a generated kernel.
       MSTEP_RETURN_IF_ERROR(lower_matmul(op, op_index - 1, views, ids, add_value, plan));

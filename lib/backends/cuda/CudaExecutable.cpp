@@ -82,6 +82,20 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
         return bad("launch ", l, " names attention step ", launch.attention, " of ",
                    plan.attentions.size());
       MSTEP_RETURN_IF_ERROR(validate_attention_step(plan, l));
+    } else if (launch.collective >= 0) {
+      if (launch.collective >= static_cast<int>(plan.collectives.size()))
+        return bad("launch ", l, " names collective ", launch.collective, " of ",
+                   plan.collectives.size());
+      if (launch.args.size() != 1 || launch.writes.size() != 1)
+        return bad("launch ", l, " (nccl ", plan.collectives[launch.collective].origin, ") has ",
+                   launch.args.size(), " operands and ", launch.writes.size(),
+                   " results; it needs 1 and 1");
+      for (int value : {launch.args[0], launch.writes[0]})
+        if (value < 0 || value >= num_values)
+          return bad("launch ", l, " uses value ", value, " of ", num_values);
+      MSTEP_RETURN_IF_ERROR(check_cuda_collective(plan.collectives[launch.collective],
+                                                  plan.values[launch.args[0]],
+                                                  plan.values[launch.writes[0]]));
     } else if (launch.kernel < 0 || launch.kernel >= static_cast<int>(plan.kernels.size())) {
       return bad("launch ", l, " names kernel ", launch.kernel, " of ", plan.kernels.size());
     } else {
@@ -287,6 +301,7 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
     MSTEP_ASSIGN_OR_RETURN(exe->matmul_,
                            CublasLtMatmul::create(backend.context(), std::move(cublaslt)));
   }
+  MSTEP_ASSIGN_OR_RETURN(exe->collectives_, CudaCollectives::create(backend, exe->plan_));
   const std::string arch = backend.context().device().arch();
   for (const CudaKernelInfo& info : exe->plan_.kernels) {
     absl::string_view cubin;
@@ -466,6 +481,21 @@ absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch, const RunV
   return backend_.enqueue(absl::StrCat("cublasLt step (", m.origin, ")"), queue, reads, writes);
 }
 
+absl::Status CudaExecutable::run_collective(const CudaLaunchStep& launch, const RunValues& values) {
+  const CudaCollectiveInfo& c = plan_.collectives[launch.collective];
+  std::vector<const Buffer*> reads, writes;
+  values.add_buffers(launch.args, reads);
+  values.add_buffers(launch.writes, writes);
+  const TensorType& input = plan_.values[launch.args[0]];
+  return backend_.enqueue(
+      absl::StrCat("nccl step (", c.origin, ")"),
+      [&] {
+        return collectives_->issue(c, input, values.pointers[launch.args[0]],
+                                   values.pointers[launch.writes[0]]);
+      },
+      reads, writes);
+}
+
 void CudaExecutable::RunValues::add_buffers(const std::vector<int>& ids,
                                             std::vector<const Buffer*>& out) const {
   for (int value : ids)
@@ -479,6 +509,8 @@ std::string CudaExecutable::writer_of(int value) const {
     if (launch.matmul >= 0) return absl::StrCat("cublasLt step (", plan_.matmuls[launch.matmul].origin, ")");
     if (launch.attention >= 0)
       return absl::StrCat("cudnn sdpa step (", plan_.attentions[launch.attention].origin, ")");
+    if (launch.collective >= 0)
+      return absl::StrCat("nccl step (", plan_.collectives[launch.collective].origin, ")");
     const CudaKernelInfo& info = plan_.kernels[launch.kernel];
     return absl::StrCat("kernel ", info.name, " (", info.origin, ")");
   }
@@ -556,6 +588,10 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
     }
     if (launch.attention >= 0) {
       MSTEP_RETURN_IF_ERROR(run_attention(launch, values));
+      continue;
+    }
+    if (launch.collective >= 0) {
+      MSTEP_RETURN_IF_ERROR(run_collective(launch, values));
       continue;
     }
     const CudaKernelInfo& info = plan_.kernels[launch.kernel];

@@ -18,6 +18,7 @@
 #include "lib/backends/cuda/CublasLt.h"
 #include "lib/backends/cuda/CudaAttention.h"
 #include "lib/backends/cuda/CudaBackend.h"
+#include "lib/backends/cuda/CudaCollective.h"
 #include "lib/backends/cuda/CudaModule.h"
 #include "lib/backends/cuda/CudaPlan.h"
 #include "mstep/runtime/Backend.h"
@@ -36,7 +37,8 @@ class CudaExecutable final : public Executable {
   /// cudnn_attention_factory(backend): cuDNN's graphs built and finalized
   /// here, on the device) and one workspace, the largest any step needs,
   /// from the backend's allocator; a step that cannot be made is an error
-  /// naming its op.
+  /// naming its op. A plan with collectives loads NCCL and gets the
+  /// backend's communicator (CudaCollective.h).
   static absl::StatusOr<std::unique_ptr<CudaExecutable>> create(
       CudaBackend& backend, CudaPlan plan, std::shared_ptr<const CublasLtApi> cublaslt = nullptr,
       CudaAttentionFactory attention = nullptr);
@@ -82,6 +84,8 @@ class CudaExecutable final : public Executable {
   absl::Status run_matmul(const CudaLaunchStep& launch, const RunValues& values);
   /// Queues attention step `launch` (one cuDNN SDPA execution).
   absl::Status run_attention(const CudaLaunchStep& launch, const RunValues& values);
+  /// Queues collective step `launch` (one NCCL call).
+  absl::Status run_collective(const CudaLaunchStep& launch, const RunValues& values);
 
   CudaBackend& backend_;
   CudaPlan plan_;
@@ -89,6 +93,7 @@ class CudaExecutable final : public Executable {
   std::vector<const CudaKernel*> kernels_;                  // plan_.kernels' order
   std::unique_ptr<CublasLtMatmul> matmul_;                  // when the plan has matmuls
   std::vector<std::unique_ptr<CudaAttentionRunner>> attention_;  // plan_.attentions' order
+  std::unique_ptr<CudaCollectives> collectives_;            // when the plan has collectives
   CudaAllocator::Block arena_;                              // plan_.arena_bytes
   std::vector<BufferPtr> scratch_;  // per value: an intermediate outside the arena's buffer
   CudaAllocator::Block workspace_;                          // the attention steps'

@@ -16,7 +16,9 @@
 #include "lib/backends/cuda/CublasLt.h"
 #include "lib/backends/cuda/CudnnSdpaConfig.h"
 #include "lib/backends/cuda/PtxasReport.h"
+#include "absl/status/status.h"
 #include "mstep/core/TensorType.h"
+#include "mstep/ir/OpKind.h"
 
 namespace mstep::cuda {
 
@@ -96,17 +98,45 @@ struct CudaAttentionInfo {
 std::vector<std::string> attention_arg_roles(const CudaAttentionInfo& info);
 std::vector<std::string> attention_write_roles(const CudaAttentionInfo& info);
 
-/// One step of the plan. A kernel launch (matmul < 0, attention < 0):
+/// One collective step (issue 23): mstep.all_reduce, all_gather, broadcast
+/// or reduce_scatter as one NCCL call on the backend's stream
+/// (CudaCollective.h), over the communicator of the backend. Its values:
+/// args {input}, writes {result}. The node's attributes as recorded:
+/// reduce_op as mstep::dist::ReduceCode (0 sum, 1 mean, 2 max, 3 min),
+/// root (broadcast), dim (all_gather, reduce_scatter), world_size.
+struct CudaCollectiveInfo {
+  std::string origin;  ///< the op it computes ("mstep.all_reduce #4")
+  OpKind op = OpKind::all_reduce;
+  int64_t reduce_op = 0;
+  int64_t root = 0;
+  int64_t dim = 0;
+  int64_t world_size = 1;
+  friend bool operator==(const CudaCollectiveInfo&, const CudaCollectiveInfo&) = default;
+};
+
+/// Whether one NCCL call computes `info` from `input` into `result`: a
+/// collective op, a reduce code 0..3, a dtype NCCL has (bool only moved,
+/// never reduced), a gather or scatter along dim 0 (or dims of size 1
+/// before it: NCCL concatenates whole buffers), a root inside the world,
+/// and the result's element count the call's. Unimplemented (the op, its
+/// type and why) or InvalidArgument (a corrupt plan).
+absl::Status check_cuda_collective(const CudaCollectiveInfo& info, const TensorType& input,
+                                   const TensorType& result);
+
+/// One step of the plan. A kernel launch (matmul < 0, attention < 0,
+/// collective < 0):
 /// kernel `kernel` with one device pointer per argument, the buffers of
 /// values `args` in parameter order. A cuBLASLt call (matmul >= 0):
 /// plan.matmuls[matmul] with args A, B (and the bias when the shape has
 /// one). A cuDNN SDPA execution (attention >= 0): plan.attentions[attention]
-/// with its values by role (CudaAttentionInfo). Each writes values
+/// with its values by role (CudaAttentionInfo). A collective
+/// (collective >= 0): plan.collectives[collective]. Each writes values
 /// `writes`.
 struct CudaLaunchStep {
   int kernel = 0;
   int matmul = -1;
   int attention = -1;
+  int collective = -1;
   std::vector<int> args;
   std::vector<int> writes;
   friend bool operator==(const CudaLaunchStep&, const CudaLaunchStep&) = default;
@@ -140,6 +170,7 @@ struct CudaPlan {
   std::vector<CudaKernelInfo> kernels;
   std::vector<CudaMatmulInfo> matmuls;
   std::vector<CudaAttentionInfo> attentions;
+  std::vector<CudaCollectiveInfo> collectives;
   std::vector<CudaLaunchStep> launches;
   /// The memory plan: empty (every computed value gets a buffer of its
   /// own each run), or one entry per value: the offset of an intermediate

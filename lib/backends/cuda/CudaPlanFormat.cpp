@@ -115,6 +115,30 @@ uint32_t sealed_version(absl::string_view blob) {
   return version;
 }
 
+/// The collective ops a plan may hold, by their stored code (the index).
+constexpr OpKind kCollectiveOps[] = {OpKind::all_reduce, OpKind::all_gather, OpKind::broadcast,
+                                     OpKind::reduce_scatter};
+
+void write_collective(ByteWriter& w, const CudaCollectiveInfo& c) {
+  w.bytes(c.origin);
+  uint8_t code = 0;
+  while (code < 3 && kCollectiveOps[code] != c.op) ++code;
+  w.u8(code);
+  for (int64_t v : {c.reduce_op, c.root, c.dim, c.world_size}) w.i64(v);
+}
+
+/// The bytes write_collective writes at least (for the count's check).
+constexpr size_t kCollectiveBytes = 8 + 1 + 4 * 8;
+
+CudaCollectiveInfo read_collective(ByteReader& r) {
+  CudaCollectiveInfo c;
+  c.origin = std::string(r.bytes("a collective step's origin"));
+  c.op = kCollectiveOps[read_small(r, "a collective step's op", 3)];
+  for (int64_t* v : {&c.reduce_op, &c.root, &c.dim, &c.world_size})
+    *v = r.i64("a collective step's attribute");
+  return c;
+}
+
 } // namespace
 
 std::string serialize_cuda_plan(const CudaPlan& plan) {
@@ -187,13 +211,17 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
     w.i64(alias.root);
     w.i64(alias.byte_offset);
   }
+  // Version 6: the collective steps (NCCL calls), and each launch's.
+  w.u32(static_cast<uint32_t>(plan.collectives.size()));
+  for (const CudaCollectiveInfo& c : plan.collectives) write_collective(w, c);
+  for (const CudaLaunchStep& launch : plan.launches) w.i64(launch.collective);
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // Version 1 is version 2 without the attention steps, 2 is 3 without the
   // kernels' parameter slots, 3 is 4 without the error word, 4 is 5 without
-  // the aliases.
+  // the aliases, 5 is 6 without the collective steps.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -275,6 +303,12 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
       alias.root = read_int(r, "an alias's root");
       alias.byte_offset = r.i64("an alias's byte offset");
     }
+  }
+  if (version >= 6) {
+    plan.collectives.resize(r.count("the collective step count", kCollectiveBytes));
+    for (CudaCollectiveInfo& c : plan.collectives) c = read_collective(r);
+    for (CudaLaunchStep& launch : plan.launches)
+      launch.collective = read_int(r, "a launch's collective step");
   }
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());

@@ -9,9 +9,11 @@
 // arena (one offset per value, its size), then per kernel its parameter
 // slots and dynamic shared memory (version 3: custom ops' CUDA kernels).
 // Version 4 appends the error word's value (CudaPlan::error_word), version 5
-// the aliases (value, root, byte offset).
-// Versions 1 (no attention steps), 2 (no slots), 3 (no error word) and 4
-// (no aliases) are still read.
+// the aliases (value, root, byte offset), version 6 the collective steps
+// (CudaPlan::collectives: origin, op, reduce_op, root, dim, world_size) and
+// each launch's collective index.
+// Versions 1 (no attention steps), 2 (no slots), 3 (no error word), 4 (no
+// aliases) and 5 (no collectives) are still read.
 // Library-internal.
 #pragma once
 
@@ -25,8 +27,8 @@
 namespace mstep::cuda {
 
 /// Bump on any change of the layout above (and keep reading the old one
-/// where it is a subset, as 1 is of 2, 2 of 3, 3 of 4 and 4 of 5).
-inline constexpr uint32_t kCudaPlanFormatVersion = 5;
+/// where it is a subset, as each version is of the next).
+inline constexpr uint32_t kCudaPlanFormatVersion = 6;
 /// The oldest version deserialize_cuda_plan reads.
 inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 

@@ -35,6 +35,7 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
       ++summary.cudnn;
       continue;
     }
+    if (step.collective >= 0) continue;  // an NCCL call: a step, no launch
     ++summary.launches;
     const CudaKernelInfo& kernel = plan.kernels.at(step.kernel);
     if (from_op(kernel, {"mstep.reshape", "mstep.permute", "mstep.slice"})) ++summary.copies;

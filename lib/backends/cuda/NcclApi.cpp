@@ -130,6 +130,19 @@ NcclComm::~NcclComm() {
   if (comm_) api_.ncclCommDestroy(comm_);
 }
 
+ncclResult_t NcclComm::async_error() const {
+  if (comm_ == nullptr) return ncclInternalError;
+  ncclResult_t async = ncclSuccess;
+  if (ncclResult_t r = api_.ncclCommGetAsyncError(comm_, &async); r != ncclSuccess) return r;
+  return async;
+}
+
+void NcclComm::abort() {
+  if (comm_ == nullptr) return;
+  api_.ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
 absl::Status issue_nccl_call(const NcclApi& api, const NcclComm& comm, const NcclCall& c,
                              const void* in, void* out, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);

@@ -6,9 +6,9 @@
 // function) issued on the backend's stream (issue_nccl_call). A world of
 // one process needs no MPI (NcclComm::world_of_one). Library-internal.
 //
-// Not yet: the cuda compile half does not lower mstep.all_reduce & co. into
-// its plan (it says "not yet lowered"), so a cuda step with a collective
-// does not compile; this layer is tested against a fake libnccl
+// The cuda compile half lowers mstep.all_reduce & co. into the plan's
+// collective steps (CudaPlan.h) and CudaCollective.h runs them through
+// this layer; all of it is tested against a fake libnccl
 // (test/cuda/fake_libnccl.cpp) and has never run on a GPU.
 //
 // Thread-safety: an NcclApi is immutable; an NcclComm is used by one thread
@@ -33,6 +33,8 @@ namespace mstep::cuda {
   X(ncclGetUniqueId)                                                                               \
   X(ncclCommInitRank)                                                                              \
   X(ncclCommDestroy)                                                                               \
+  X(ncclCommAbort)                                                                                 \
+  X(ncclCommGetAsyncError)                                                                         \
   X(ncclAllReduce)                                                                                 \
   X(ncclAllGather)                                                                                 \
   X(ncclBroadcast)                                                                                 \
@@ -85,6 +87,13 @@ class NcclComm {
                                                         int rank, int world);
   ~NcclComm();
   ncclComm_t get() const { return comm_; }
+  /// ncclCommGetAsyncError: ncclSuccess while the communicator is healthy
+  /// (ncclInternalError once aborted).
+  ncclResult_t async_error() const;
+  /// ncclCommAbort: its queued and running calls end (with an error);
+  /// the communicator is unusable after. Idempotent.
+  void abort();
+  bool aborted() const { return comm_ == nullptr; }
   int rank() const { return rank_; }
   int world_size() const { return world_; }
 
