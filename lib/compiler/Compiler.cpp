@@ -65,7 +65,9 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> optimized_module(const TraceGr
   passes::build_pipeline(pm,
                          {.fuse = options.fuse,
                           .custom_scalar_forms = compiler.fuses_custom_scalar_forms()},
-                         [&](mlir::OpPassManager& target) { compiler.build_target_pipeline(target, runtime); });
+                         [&](mlir::OpPassManager& target) {
+                           compiler.build_target_pipeline(target, runtime);
+                         });
   if (!options.dump_dir.empty())
     passes::add_ir_dump(pm, absl::StrFormat("%s/graph_%016x", options.dump_dir, options.key),
                         "import");

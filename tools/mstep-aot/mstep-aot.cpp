@@ -2,7 +2,8 @@
 // with one C function, and the C header that documents it (the xla
 // backend's step function without the runtime: XlaCompile.h).
 //
-//   mstep-aot step.mlir|step.mstep -o libstep.so --header step.h [--data step.bin] [--xla-memory-limit=BYTES]
+//   mstep-aot step.mlir|step.mstep -o libstep.so --header step.h [--data step.bin]
+//             [--xla-memory-limit=BYTES]
 //
 // The input: a module in the mstep dialect with func @step (its arguments
 // may carry mstep.role and mstep.aliased_result), or a step exported by
@@ -304,7 +305,8 @@ int main(int argc, char** argv) {
     else fail(2, absl::StrCat("one step only; got '", in, "' and '", arg, "'"));
   }
   if (in.empty() || out.empty() || header.empty())
-    fail(2, "usage: mstep-aot step.mlir|step.mstep -o libstep.so --header step.h [--data step.bin] [--xla-memory-limit=BYTES]");
+    fail(2, "usage: mstep-aot step.mlir|step.mstep -o libstep.so --header step.h [--data step.bin] "
+            "[--xla-memory-limit=BYTES]");
 
   StepInterface step;
   const TraceGraph graph = read_step(in, step);

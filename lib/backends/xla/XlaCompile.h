@@ -50,6 +50,7 @@ absl::StatusOr<XlaProgram> compile_xla_aot(mlir::ModuleOp module);
 /// compile_xla_aot of `graph` (an unfused step graph) after the shared
 /// passes and the xla pipeline, as `runtime` sets them (its dump_dir and
 /// xla_memory_limit).
-absl::StatusOr<XlaProgram> compile_graph_aot(const TraceGraph& graph, const RuntimeOptions& runtime);
+absl::StatusOr<XlaProgram> compile_graph_aot(const TraceGraph& graph,
+                                             const RuntimeOptions& runtime);
 
 } // namespace mstep::xla

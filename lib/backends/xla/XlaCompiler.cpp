@@ -62,7 +62,8 @@ public:
   /// One temp arena: values with disjoint lifetimes share it; under a
   /// memory limit (RuntimeOptions::xla_memory_limit), cheap values are
   /// recomputed to fit (XlaRemat.h).
-  void build_target_pipeline(mlir::OpPassManager& pm, const RuntimeOptions& runtime) const override {
+  void build_target_pipeline(mlir::OpPassManager& pm,
+                             const RuntimeOptions& runtime) const override {
     if (!runtime.xla_memory_limit.empty())
       pm.nest<mlir::func::FuncOp>().addPass(create_remat_pass(runtime.xla_memory_limit));
     passes::add_arena_plan(pm);
