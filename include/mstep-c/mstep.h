@@ -153,6 +153,10 @@ MSTEP_C_API mstep_status* mstep_context_release(mstep_context* context);
  *                     loaded from then on
  *   "cpu_profile"     "0"/"1": time each cpu kernel call of steps compiled or
  *                     loaded from then on, report at exit (MSTEP_CPU_PROFILE)
+ *   "xla_memory_limit" bytes, or "" for none: the xla backend's temp arena
+ *                     limit, cheap values recomputed to meet it, for steps
+ *                     compiled from then on (MSTEP_XLA_MEMORY_LIMIT; part
+ *                     of the compile key, so a new limit recompiles)
  * An unknown key is MSTEP_NOT_FOUND, a bad value MSTEP_INVALID_ARGUMENT;
  * either way nothing changes. */
 MSTEP_C_API mstep_status* mstep_context_set_option(mstep_context* context, const char* key,

@@ -23,7 +23,7 @@ namespace {
 
 constexpr const char* kOptionKeys =
     "device, cache, max_graphs, log_recompiles, log_cache, log_fallback, fuse, dump_dir, "
-    "trace, nan_guard, cpu_disable, cpu_profile";
+    "trace, nan_guard, cpu_disable, cpu_profile, xla_memory_limit";
 
 /// "cpu", "ref", "cpu:0": any registered backend's name, index 0.
 Device parse_device(const std::string& name) {
@@ -89,6 +89,12 @@ void set_option(const std::string& key, const std::string& value) {
     enable_nan_guard(value);
   } else if (key == "cpu_disable") {
     o.cpu_disable = value;
+  } else if (key == "xla_memory_limit") {
+    if (!value.empty())
+      if (absl::StatusOr<int64_t> bytes = parse_xla_memory_limit(value); !bytes.ok())
+        fail(MSTEP_INVALID_ARGUMENT,
+             absl::StrCat("option 'xla_memory_limit': ", bytes.status().message()));
+    o.xla_memory_limit = value;
   } else if (key == "cpu_profile") {
     o.cpu_profile = parse_flag("cpu_profile", value);
   } else {

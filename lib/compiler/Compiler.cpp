@@ -56,7 +56,8 @@ namespace {
 /// `graph` imported and through the shared pipeline and `compiler`'s.
 absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> optimized_module(const TraceGraph& graph,
                                                                    BackendCompiler& compiler,
-                                                                   const CompileOptions& options) {
+                                                                   const CompileOptions& options,
+                                                                   const RuntimeOptions& runtime) {
   mlir::MLIRContext& ctx = context();
   load_dependent_dialects(ctx, compiler);
   MSTEP_ASSIGN_OR_RETURN(mlir::OwningOpRef<mlir::ModuleOp> module, import_trace_graph(graph, ctx));
@@ -64,7 +65,9 @@ absl::StatusOr<mlir::OwningOpRef<mlir::ModuleOp>> optimized_module(const TraceGr
   passes::build_pipeline(pm,
                          {.fuse = options.fuse,
                           .custom_scalar_forms = compiler.fuses_custom_scalar_forms()},
-                         [&](mlir::OpPassManager& target) { compiler.build_target_pipeline(target); });
+                         [&](mlir::OpPassManager& target) {
+                           compiler.build_target_pipeline(target, runtime);
+                         });
   if (!options.dump_dir.empty())
     passes::add_ir_dump(pm, absl::StrFormat("%s/graph_%016x", options.dump_dir, options.key),
                         "import");
@@ -80,7 +83,7 @@ absl::StatusOr<CompiledGraph> compile_graph(const TraceGraph& graph, Backend& ba
                                             const CompileOptions& options,
                                             const RuntimeOptions& runtime) {
   MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend.name()));
-  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options));
+  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options, runtime));
   CompiledGraph compiled;
   if (auto step = module->lookupSymbol<mlir::func::FuncOp>("step"))
     if (auto size = step->getAttrOfType<mlir::IntegerAttr>("mstep.arena_size"))
@@ -95,15 +98,15 @@ absl::StatusOr<std::string> compile_graph_stored(const TraceGraph& graph,
                                                  const CompileOptions& options,
                                                  const RuntimeOptions& runtime) {
   MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend_name));
-  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options));
+  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options, runtime));
   return compiler->compile_stored(module.get(), runtime);
 }
 
 absl::Status with_optimized_module(const TraceGraph& graph, absl::string_view backend_name,
-                                   const CompileOptions& options,
+                                   const CompileOptions& options, const RuntimeOptions& runtime,
                                    const std::function<absl::Status(mlir::ModuleOp)>& use) {
   MSTEP_ASSIGN_OR_RETURN(BackendCompiler * compiler, CompilerRegistry::get(backend_name));
-  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options));
+  MSTEP_ASSIGN_OR_RETURN(auto module, optimized_module(graph, *compiler, options, runtime));
   return use(module.get());
 }
 

@@ -57,10 +57,11 @@ absl::StatusOr<std::string> compile_graph_stored(const TraceGraph& graph,
                                                  const RuntimeOptions& runtime);
 
 /// Imports `graph`, runs the pipeline for the compile half registered as
-/// `backend_name` and hands the optimized module to `use`: for a tool that
-/// turns it into something else than an executable (mstep-aot).
+/// `backend_name` (as `runtime` sets it) and hands the optimized module to
+/// `use`: for a tool that turns it into something else than an executable
+/// (mstep-aot).
 absl::Status with_optimized_module(const TraceGraph& graph, absl::string_view backend_name,
-                                   const CompileOptions& options,
+                                   const CompileOptions& options, const RuntimeOptions& runtime,
                                    const std::function<absl::Status(mlir::ModuleOp)>& use);
 
 /// Loads a disk-cache payload (Executable::serialize()): through

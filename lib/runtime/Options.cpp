@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "mstep/runtime/Backend.h"
 
@@ -79,6 +80,7 @@ RuntimeOptions RuntimeOptions::from_env() {
                    u, o.cuda_optimizer.c_str());
     }
   }
+  if (const char* l = std::getenv(kXlaMemoryLimitVariable)) o.xla_memory_limit = l;
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);
     if (type.ok()) {
@@ -89,6 +91,14 @@ RuntimeOptions RuntimeOptions::from_env() {
     }
   }
   return o;
+}
+
+absl::StatusOr<int64_t> parse_xla_memory_limit(absl::string_view text) {
+  int64_t bytes = 0;
+  if (!absl::SimpleAtoi(text, &bytes) || bytes <= 0)
+    return absl::InvalidArgumentError(absl::StrCat(kXlaMemoryLimitVariable, "='", text,
+                                                   "' is not a number of bytes above 0"));
+  return bytes;
 }
 
 }  // namespace mstep

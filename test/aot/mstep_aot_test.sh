@@ -78,6 +78,24 @@ grep -q "  1  w  f32 \[4, 4\]  input, updated in place by output" two.h ||
   fail "mstep-aot on attention_step.mlir (the step should not call out)" log
 check_dependencies libattention.so
 
+# 4c. --xla-memory-limit: the chain of test/passes/mstep-xla-remat.mlir
+#     recomputes its cheap value, so its temp shrinks under the limit; a
+#     limit that cannot be met is a compile error with the smallest one.
+chain=$src/test/passes/mstep-xla-remat.mlir
+"$aot" "$chain" -o libfree.so --header free.h >log 2>&1 || fail "mstep-aot on the chain" log
+"$aot" "$chain" -o liblimit.so --header limit.h --xla-memory-limit=16896 >log 2>&1 ||
+  fail "mstep-aot on the chain under --xla-memory-limit=16896" log
+temp_of() { sed -n 's/^#define MSTEP_STEP_TEMP_BYTES \([0-9]*\)$/\1/p' "$1"; }
+free_temp=$(temp_of free.h)
+limit_temp=$(temp_of limit.h)
+[[ -n $free_temp && -n $limit_temp && $limit_temp -le 16896 && $limit_temp -lt $free_temp ]] ||
+  fail "temp $limit_temp under --xla-memory-limit=16896, $free_temp without" limit.h
+rc=0
+"$aot" "$chain" -o x.so --header x.h --xla-memory-limit=9000 >log 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || fail "mstep-aot under an unmeetable limit exited $rc, expected 1" log
+grep -q "the smallest limit that can be met is 16896" log ||
+  fail "the error does not give the smallest limit" log
+
 # 5. A step with a callout is refused, naming the op; nothing is written.
 rc=0
 "$aot" "$src/test/aot/with_callout.mlir" -o callout.so --header callout.h >log 2>&1 || rc=$?
@@ -98,5 +116,7 @@ expect_error 2 "usage: mstep-aot" "$aot" "$src/test/aot/mlp_forward.mlir" -o x.s
 expect_error 2 "unknown option --frobnicate" "$aot" --frobnicate
 expect_error 2 "--data needs an exported step" \
   "$aot" "$src/test/aot/mlp_forward.mlir" -o x.so --header x.h --data x.bin
+expect_error 2 "--xla-memory-limit: MSTEP_XLA_MEMORY_LIMIT='lots' is not a number of bytes" \
+  "$aot" "$src/test/aot/mlp_forward.mlir" -o x.so --header x.h --xla-memory-limit=lots
 expect_error 1 "no-such-step.mstep" "$aot" no-such-step.mstep -o x.so --header x.h
 echo "mstep-aot: ok"

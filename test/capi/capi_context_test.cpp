@@ -150,6 +150,21 @@ TEST_F(CapiContextTest, CpuDisableOptionRunsOpsOnTheRefKernels) {
   MSTEP_EXPECT_OK(mstep_context_set_option(ctx, "cpu_profile", "0"));
 }
 
+// The xla memory limit is checked when set: a value that is not a number
+// of bytes is refused, naming the option and the value, and changes
+// nothing; "" lifts the limit.
+TEST_F(CapiContextTest, XlaMemoryLimitOptionIsCheckedWhenSet) {
+  Outcome bad = outcome(mstep_context_set_option(ctx, "xla_memory_limit", "12kb"));
+  EXPECT_EQ(bad.code, MSTEP_INVALID_ARGUMENT);
+  EXPECT_NE(bad.message.find("option 'xla_memory_limit'"), std::string::npos) << bad.message;
+  EXPECT_NE(bad.message.find("'12kb' is not a number of bytes above 0"), std::string::npos)
+      << bad.message;
+  EXPECT_EQ(outcome(mstep_context_set_option(ctx, "xla_memory_limit", "0")).code,
+            MSTEP_INVALID_ARGUMENT);
+  MSTEP_EXPECT_OK(mstep_context_set_option(ctx, "xla_memory_limit", "1048576"));
+  MSTEP_EXPECT_OK(mstep_context_set_option(ctx, "xla_memory_limit", ""));
+}
+
 TEST_F(CapiContextTest, MetricsCountersAndReport) {
   MSTEP_ASSERT_OK(mstep_metrics_reset(ctx));
   mstep_tensor* a = f32({1, 2}, {2});

@@ -11,6 +11,10 @@
 // RUN: env MSTEP_XLA_MEMORY_LIMIT=16896 mstep-opt %s --mstep-pipeline=xla | FileCheck %s --check-prefix=LIMIT
 // RUN: env MSTEP_XLA_MEMORY_LIMIT=9000 not mstep-opt %s --mstep-pipeline=xla 2>&1 | FileCheck %s --check-prefix=TOO-SMALL
 // RUN: env MSTEP_XLA_MEMORY_LIMIT=lots not mstep-opt %s --mstep-pipeline=xla 2>&1 | FileCheck %s --check-prefix=BAD
+// The flag sets the limit too, and overrides the variable:
+// RUN: mstep-opt %s --mstep-pipeline=xla --xla-memory-limit=16896 | FileCheck %s --check-prefix=LIMIT
+// RUN: env MSTEP_XLA_MEMORY_LIMIT=9000 mstep-opt %s --mstep-pipeline=xla --xla-memory-limit=20000 | FileCheck %s --check-prefix=LIMIT
+// RUN: not mstep-opt %s --mstep-pipeline=xla --xla-memory-limit=lots 2>&1 | FileCheck %s --check-prefix=BAD-FLAG
 
 // FREE-LABEL: func.func @step
 // FREE-SAME: mstep.arena_size = 32768
@@ -27,6 +31,8 @@
 // TOO-SMALL: MSTEP_XLA_MEMORY_LIMIT=9000 bytes cannot be met: the step's arena needs 32768 bytes, and no less than 16896 with cheap values recomputed; the smallest limit that can be met is 16896
 
 // BAD: MSTEP_XLA_MEMORY_LIMIT='lots' is not a number of bytes above 0
+
+// BAD-FLAG: mstep-opt: --xla-memory-limit: MSTEP_XLA_MEMORY_LIMIT='lots' is not a number of bytes above 0
 
 func.func @step(%x: tensor<64x64xf32> {mstep.role = "input"},
                 %w1: tensor<2x64xf32> {mstep.role = "parameter"},

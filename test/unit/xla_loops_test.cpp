@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,43 @@ TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
     EXPECT_EQ(three[i], one[i]);
     expect_near(one[i], ref[i].to_vector<float>());
   }
+}
+
+// var in two f64 passes, as the ref kernel: over a last, a leading and all
+// dims, with corrections 0, 1 and one that leaves no divisor (NaN).
+TEST(XlaLoops, VarianceIsALoopWithTheRefKernelsValues) {
+  auto [xla, ref] = on_xla_and_ref([](Device d) {
+    Tensor x = on(d, {4, 5, 6}, 3);
+    return std::vector<Tensor>{var(x, {2}), var(x, {0}, 0), var(x), var(x, {0, 1}, 1, true),
+                               var(on(d, {3, 1}, 4), {1})};
+  });
+  for (size_t i = 0; i + 1 < xla.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(xla[i].shape(), ref[i].shape());
+    expect_near(xla[i].to_vector<float>(), ref[i].to_vector<float>());
+  }
+  for (float v : xla.back().to_vector<float>()) EXPECT_TRUE(std::isnan(v)) << v; // 0 / 0
+}
+
+// logsumexp shifted by the row maximum in f64, as the ref kernel: large
+// values do not overflow, a row of -inf stays -inf.
+TEST(XlaLoops, LogsumexpIsALoopWithTheRefKernelsValues) {
+  auto [xla, ref] = on_xla_and_ref([](Device d) {
+    const float inf = std::numeric_limits<float>::infinity();
+    Tensor x = on(d, {4, 5, 6}, 5);
+    Tensor big = from_vector(std::vector<float>{100, 101, 102, -inf, -inf, -inf}, {2, 3},
+                             DType::f32, d);
+    return std::vector<Tensor>{logsumexp(x, {2}), logsumexp(x, {0}), logsumexp(x, {0, 1, 2}),
+                               logsumexp(x, {1}, true), logsumexp(big, {1})};
+  });
+  for (size_t i = 0; i + 1 < xla.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(xla[i].shape(), ref[i].shape());
+    expect_near(xla[i].to_vector<float>(), ref[i].to_vector<float>());
+  }
+  const std::vector<float> big = xla.back().to_vector<float>();
+  EXPECT_NEAR(big[0], 102 + std::log(1 + std::exp(-1.0) + std::exp(-2.0)), 1e-4);
+  EXPECT_EQ(big[1], -std::numeric_limits<float>::infinity());
 }
 
 TEST(XlaLoops, ArgmaxTakesTheFirstMaximumAndNaNWins) {

@@ -1,12 +1,11 @@
-// Rematerialization under MSTEP_XLA_MEMORY_LIMIT as the runtime sees it: a
+// Rematerialization under a memory limit (RuntimeOptions::xla_memory_limit)
+// as the compiler sees it: a
 // step whose cheap value (exp of an argument, read at both ends of a chain
 // of products) is recomputed runs in half the arena and computes the same
 // bits as without the limit; a limit below what recomputing reaches fails
 // the compile with the smallest limit that can be met, and the backend
 // compiles the step again once the limit is lifted. (The pass itself:
 // test/passes/mstep-xla-remat.mlir.)
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -41,16 +40,11 @@ func.func @step(%x: tensor<64x64xf32> {mstep.role = "input"},
 
 Backend& xla_backend() { return **BackendRegistry::get(DeviceType::xla); }
 
-/// Sets MSTEP_XLA_MEMORY_LIMIT while it lives.
-struct MemoryLimit {
-  explicit MemoryLimit(const char* bytes) { ::setenv("MSTEP_XLA_MEMORY_LIMIT", bytes, 1); }
-  ~MemoryLimit() { ::unsetenv("MSTEP_XLA_MEMORY_LIMIT"); }
-};
-
-absl::StatusOr<CompiledGraph> compile_chain() {
+/// kChain compiled for xla under `limit` (bytes as written; "": none).
+absl::StatusOr<CompiledGraph> compile_chain(const std::string& limit = "") {
   absl::StatusOr<TraceGraph> graph = trace_graph_from_mlir(kChain);
   if (!graph.ok()) return graph.status();
-  return compile_graph(*graph, xla_backend(), {}, RuntimeOptions{});
+  return compile_graph(*graph, xla_backend(), {}, RuntimeOptions{.xla_memory_limit = limit});
 }
 
 int64_t arena_of(const CompiledGraph& compiled) {
@@ -85,10 +79,7 @@ std::vector<std::string> run_bytes(Executable& exe) {
 TEST(XlaRemat, RecomputingACheapValueHalvesTheArenaWithTheSameResults) {
   absl::StatusOr<CompiledGraph> free = compile_chain();
   ASSERT_TRUE(free.ok()) << free.status();
-  absl::StatusOr<CompiledGraph> limited = [] {
-    MemoryLimit limit("17000");
-    return compile_chain();
-  }();
+  absl::StatusOr<CompiledGraph> limited = compile_chain("17000");
   ASSERT_TRUE(limited.ok()) << limited.status();
   // %e (16 KiB) and two 8 KiB links without the limit; with it, %e's copy
   // lives only at the end, next to two small products.
@@ -100,16 +91,14 @@ TEST(XlaRemat, RecomputingACheapValueHalvesTheArenaWithTheSameResults) {
 
 TEST(XlaRemat, ALimitThatCannotBeMetSaysTheSmallestThatCan) {
   {
-    MemoryLimit limit("9000");
-    absl::StatusOr<CompiledGraph> compiled = compile_chain();
+    absl::StatusOr<CompiledGraph> compiled = compile_chain("9000");
     ASSERT_FALSE(compiled.ok());
     EXPECT_THAT(compiled.status().message(),
                 HasSubstr("MSTEP_XLA_MEMORY_LIMIT=9000 bytes cannot be met"));
     EXPECT_THAT(compiled.status().message(), HasSubstr("the smallest limit that can be met is 16896"));
   }
   {
-    MemoryLimit limit("16896"); // exactly the smallest: met
-    absl::StatusOr<CompiledGraph> compiled = compile_chain();
+    absl::StatusOr<CompiledGraph> compiled = compile_chain("16896"); // exactly the smallest: met
     ASSERT_TRUE(compiled.ok()) << compiled.status();
     EXPECT_EQ(arena_of(*compiled), 16896);
   }
@@ -117,6 +106,18 @@ TEST(XlaRemat, ALimitThatCannotBeMetSaysTheSmallestThatCan) {
   absl::StatusOr<CompiledGraph> compiled = compile_chain();
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   EXPECT_EQ(arena_of(*compiled), 32768);
+}
+
+TEST(XlaRemat, ALimitThatIsNotANumberFailsTheCompileNamingTheVariableAndTheValue) {
+  for (const char* bad : {"lots", "-5", "0", "12kb"}) {
+    absl::StatusOr<CompiledGraph> compiled = compile_chain(bad);
+    ASSERT_FALSE(compiled.ok()) << bad;
+    EXPECT_THAT(compiled.status().message(),
+                HasSubstr(std::string("MSTEP_XLA_MEMORY_LIMIT='") + bad +
+                          "' is not a number of bytes above 0"));
+  }
+  // The backend keeps working.
+  EXPECT_TRUE(compile_chain("16896").ok());
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 // backend's step function without the runtime: XlaCompile.h).
 //
 //   mstep-aot step.mlir|step.mstep -o libstep.so --header step.h [--data step.bin]
+//             [--xla-memory-limit=BYTES]
 //
 // The input: a module in the mstep dialect with func @step (its arguments
 // may carry mstep.role and mstep.aliased_result), or a step exported by
@@ -17,6 +18,10 @@
 //   the batch, constants, the RNG state of the next step), each at the
 //   64-byte aligned offset its ..._DATA_OFFSET macro gives; exported steps
 //   only.
+// --xla-memory-limit=BYTES: the temp arena's limit (as, and over,
+//   MSTEP_XLA_MEMORY_LIMIT): cheap values are recomputed to meet it
+//   (lib/backends/xla/XlaRemat.h); one that cannot be met fails the
+//   compile with the smallest that can.
 // A step whose function still calls out to the runtime for some ops is
 // refused; the error lists them. MSTEP_DUMP_DIR dumps the pipeline's IR.
 // Exit status: 0 ok, 1 the input does not load or the step does not
@@ -24,6 +29,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -274,6 +281,7 @@ std::string header_text(const std::string& source, const StepInterface& step,
 
 int main(int argc, char** argv) {
   std::string in, out, header, data;
+  std::optional<std::string> memory_limit;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -283,24 +291,31 @@ int main(int argc, char** argv) {
     if (arg == "-o") out = value();
     else if (arg == "--header") header = value();
     else if (arg == "--data") data = value();
+    else if (absl::StartsWith(arg, "--xla-memory-limit=")) {
+      memory_limit = arg.substr(std::strlen("--xla-memory-limit="));
+      if (absl::StatusOr<int64_t> bytes = parse_xla_memory_limit(*memory_limit); !bytes.ok())
+        fail(2, absl::StrCat("--xla-memory-limit: ", bytes.status().message()));
+    }
     else if (arg == "-h" || arg == "--help") {
       std::printf("usage: mstep-aot step.mlir|step.mstep -o libstep.so --header step.h "
-                  "[--data step.bin]\n");
+                  "[--data step.bin] [--xla-memory-limit=BYTES]\n");
       return 0;
     } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
     else if (in.empty()) in = arg;
     else fail(2, absl::StrCat("one step only; got '", in, "' and '", arg, "'"));
   }
   if (in.empty() || out.empty() || header.empty())
-    fail(2, "usage: mstep-aot step.mlir|step.mstep -o libstep.so --header step.h [--data step.bin]");
+    fail(2, "usage: mstep-aot step.mlir|step.mstep -o libstep.so --header step.h [--data step.bin] "
+            "[--xla-memory-limit=BYTES]");
 
   StepInterface step;
   const TraceGraph graph = read_step(in, step);
   if (!data.empty() && !step.has_values)
     fail(2, absl::StrCat("--data needs an exported step (", in,
                          " is a module: it holds no values)"));
-  const RuntimeOptions runtime = RuntimeOptions::from_env();
-  absl::StatusOr<xla::XlaProgram> program = xla::compile_graph_aot(graph, runtime.dump_dir);
+  RuntimeOptions runtime = RuntimeOptions::from_env();
+  if (memory_limit) runtime.xla_memory_limit = *memory_limit;
+  absl::StatusOr<xla::XlaProgram> program = xla::compile_graph_aot(graph, runtime);
   if (!program.ok()) fail(1, absl::StrCat(in, ": ", program.status().message()));
   const xla::XlaLayout& layout = program->layout;
 

@@ -17,6 +17,11 @@
 // registered under its name and version (an op no plugin registers is an
 // error at the op).
 //
+// --xla-memory-limit=BYTES: the xla pipeline's memory limit (as
+// MSTEP_XLA_MEMORY_LIMIT, which it overrides; lib/backends/xla/XlaRemat.h).
+// A value that is not a positive integer is an error before any input is
+// read.
+//
 // --mstep-export-stablehlo writes the input module (after the passes given,
 // if any) as StableHLO text instead of MLIR (compiler/StableHloExport.h);
 // an op with no StableHLO form is an error at the op, and nothing is
@@ -54,6 +59,10 @@ namespace {
 llvm::cl::list<std::string> load_plugins(
     "load-plugin", llvm::cl::value_desc("libmyops.so"),
     llvm::cl::desc("Load a shared library that registers custom ops (repeatable)"));
+llvm::cl::opt<std::string> xla_memory_limit_flag(
+    "xla-memory-limit", llvm::cl::value_desc("bytes"),
+    llvm::cl::desc("The xla pipeline's temp arena limit: cheap values are recomputed to meet "
+                   "it (overrides MSTEP_XLA_MEMORY_LIMIT)"));
 llvm::cl::opt<bool> export_stablehlo_flag(
     "mstep-export-stablehlo",
     llvm::cl::desc("Write the module as StableHLO text (for XLA and IREE) instead of MLIR"));
@@ -127,7 +136,9 @@ int main(int argc, char** argv) {
                   mlir::linalg::LinalgDialect>();
   mlir::registerTransformsPasses();
   mstep::passes::registerMstepPasses();
-  mstep::register_backend_pipelines();
+  // Read now, changed by the flags below before any pipeline is parsed.
+  static mstep::RuntimeOptions runtime = mstep::RuntimeOptions::from_env();
+  mstep::register_backend_pipelines(runtime);
 
   auto [input, output_name] =
       mlir::registerAndParseCLIOptions(argc, argv, "mstep optimizer driver\n", registry);
@@ -136,6 +147,15 @@ int main(int argc, char** argv) {
       llvm::errs() << "mstep-opt: " << std::string(s.message()) << "\n";
       return EXIT_FAILURE;
     }
+  if (xla_memory_limit_flag.getNumOccurrences() > 0) {
+    if (absl::StatusOr<int64_t> bytes = mstep::parse_xla_memory_limit(xla_memory_limit_flag);
+        !bytes.ok()) {
+      llvm::errs() << "mstep-opt: --xla-memory-limit: " << std::string(bytes.status().message())
+                   << "\n";
+      return EXIT_FAILURE;
+    }
+    runtime.xla_memory_limit = xla_memory_limit_flag;
+  }
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
   if (const char* dir = std::getenv("MSTEP_DUMP_DIR"); dir && *dir) {
     auto chunk = std::make_shared<int>(0);

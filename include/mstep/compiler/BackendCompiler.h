@@ -34,8 +34,11 @@ class BackendCompiler {
   virtual absl::string_view backend_name() const = 0;
 
   /// Appends the passes this target needs after the shared ones (e.g. the
-  /// cpu backend's arena plan). Nothing by default.
-  virtual void build_target_pipeline(mlir::OpPassManager& pm) const {}
+  /// cpu backend's arena plan), as `runtime` sets them (e.g. the xla
+  /// backend's memory limit; what it reads there is part of the compile
+  /// key). Nothing by default.
+  virtual void build_target_pipeline(mlir::OpPassManager& pm,
+                                     const RuntimeOptions& runtime) const {}
 
   /// Whether mstep-fuse-elementwise replaces custom-op calls by their
   /// scalar forms (mstep/runtime/CustomScalarForm.h) for this target. Yes by

@@ -2,6 +2,8 @@
 // mstep-opt. Includes no MLIR headers.
 #pragma once
 
+#include "mstep/runtime/Options.h"
+
 namespace mstep {
 
 /// Registers with MLIR's pass registry:
@@ -10,6 +12,9 @@ namespace mstep {
 ///                                        shared passes, then the backend's
 ///   mstep-pipeline-unfused[=<backend>]   the same without the fusion passes
 /// An unknown backend name is an error that lists the registered ones.
-void register_backend_pipelines();
+/// The backends' own passes are built as `runtime` says when a pipeline is
+/// parsed (e.g. xla_memory_limit), so `runtime` must outlive the parsing;
+/// the caller may change it until then (mstep-opt's flags).
+void register_backend_pipelines(const RuntimeOptions& runtime);
 
 }  // namespace mstep

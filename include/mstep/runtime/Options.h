@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "mstep/core/Device.h"
 
 namespace mstep {
@@ -72,10 +74,26 @@ struct RuntimeOptions {
   /// launch per parameter (per_tensor, the first form). Read when a cuda
   /// step is compiled; part of the compile key.
   std::string cuda_optimizer = "multi";
+  /// MSTEP_XLA_MEMORY_LIMIT=bytes: the xla backend's temp arena limit;
+  /// above it, cheap values are recomputed instead of kept
+  /// (lib/backends/xla/XlaRemat.h). Empty: no limit. Also the C API's
+  /// option "xla_memory_limit" and mstep-opt's and mstep-aot's
+  /// --xla-memory-limit. Kept as written: a value that is not a positive
+  /// integer fails each xla compile with an error that names the variable
+  /// and the value (parse_xla_memory_limit). Read when an xla step is
+  /// compiled; part of the compile key (and so of the disk cache's).
+  std::string xla_memory_limit;
 
   /// Reads the environment. Unknown values are reported on stderr and the
   /// default is kept.
   static RuntimeOptions from_env();
 };
+
+/// The environment variable of RuntimeOptions::xla_memory_limit.
+inline constexpr char kXlaMemoryLimitVariable[] = "MSTEP_XLA_MEMORY_LIMIT";
+
+/// `text` (an xla memory limit as written) as bytes: a positive integer.
+/// The error names MSTEP_XLA_MEMORY_LIMIT and the value.
+absl::StatusOr<int64_t> parse_xla_memory_limit(absl::string_view text);
 
 }  // namespace mstep

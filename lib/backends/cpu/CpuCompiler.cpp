@@ -36,7 +36,7 @@ class CpuCompiler final : public BackendCompiler {
   absl::string_view backend_name() const override { return "cpu"; }
 
   /// The cpu executable runs from one static arena.
-  void build_target_pipeline(mlir::OpPassManager& pm) const override {
+  void build_target_pipeline(mlir::OpPassManager& pm, const RuntimeOptions&) const override {
     passes::add_arena_plan(pm);
   }
 

@@ -177,10 +177,12 @@ absl::StatusOr<XlaProgram> compile_xla_aot(mlir::ModuleOp module) {
                               "-z", "defs"});
 }
 
-absl::StatusOr<XlaProgram> compile_graph_aot(const TraceGraph& graph, const std::string& dump_dir) {
+absl::StatusOr<XlaProgram> compile_graph_aot(const TraceGraph& graph,
+                                             const RuntimeOptions& runtime) {
   XlaProgram program;
   MSTEP_RETURN_IF_ERROR(with_optimized_module(
-      graph, "xla", {.dump_dir = dump_dir}, [&](mlir::ModuleOp module) -> absl::Status {
+      graph, "xla", {.dump_dir = runtime.dump_dir}, runtime,
+      [&](mlir::ModuleOp module) -> absl::Status {
         MSTEP_ASSIGN_OR_RETURN(program, compile_xla_aot(module));
         return absl::OkStatus();
       }));

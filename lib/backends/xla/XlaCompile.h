@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "lib/backends/xla/XlaStep.h"
+#include "mstep/runtime/Options.h"
 
 namespace llvm {
 class Module;
@@ -47,7 +48,9 @@ inline constexpr char kAotStepSymbol[] = "mstep_step";
 absl::StatusOr<XlaProgram> compile_xla_aot(mlir::ModuleOp module);
 
 /// compile_xla_aot of `graph` (an unfused step graph) after the shared
-/// passes and the xla pipeline; `dump_dir` as MSTEP_DUMP_DIR (empty: none).
-absl::StatusOr<XlaProgram> compile_graph_aot(const TraceGraph& graph, const std::string& dump_dir);
+/// passes and the xla pipeline, as `runtime` sets them (its dump_dir and
+/// xla_memory_limit).
+absl::StatusOr<XlaProgram> compile_graph_aot(const TraceGraph& graph,
+                                             const RuntimeOptions& runtime);
 
 } // namespace mstep::xla

@@ -6,7 +6,6 @@
 // and linked into one shared object that XlaExecutable loads
 // (compile_xla_program, XlaCompile.h).
 #include <cstdio>
-#include <cstdlib>
 
 #include "absl/strings/str_join.h"
 #include "lib/backends/cpu/ArenaPlan.h"
@@ -60,11 +59,13 @@ class XlaCompiler final : public BackendCompiler {
 public:
   absl::string_view backend_name() const override { return "xla"; }
 
-  /// One temp arena: values with disjoint lifetimes share it; under
-  /// MSTEP_XLA_MEMORY_LIMIT, cheap values are recomputed to fit (XlaRemat.h).
-  void build_target_pipeline(mlir::OpPassManager& pm) const override {
-    if (const char* limit = std::getenv(kMemoryLimitVariable); limit != nullptr && *limit != '\0')
-      pm.nest<mlir::func::FuncOp>().addPass(create_remat_pass(limit));
+  /// One temp arena: values with disjoint lifetimes share it; under a
+  /// memory limit (RuntimeOptions::xla_memory_limit), cheap values are
+  /// recomputed to fit (XlaRemat.h).
+  void build_target_pipeline(mlir::OpPassManager& pm,
+                             const RuntimeOptions& runtime) const override {
+    if (!runtime.xla_memory_limit.empty())
+      pm.nest<mlir::func::FuncOp>().addPass(create_remat_pass(runtime.xla_memory_limit));
     passes::add_arena_plan(pm);
   }
 

@@ -1,13 +1,19 @@
-// sum, mean, max, min and argmax as loops (XlaOpLoops.h), with the ref
-// kernels' semantics (lib/backends/ref/RefReduction.cpp): f32 sums and
+// sum, mean, max, min, argmax, var and logsumexp as loops (XlaOpLoops.h),
+// with the
+// ref kernels' semantics (lib/backends/ref/RefReduction.cpp): f32 sums and
 // means accumulate in f64 and round once, i64 sums in i64; NaN wins max,
-// min and argmax; the first maximum wins argmax.
+// min and argmax; the first maximum wins argmax; var takes two passes in
+// f64 (the mean, then the squared deviations) over max(0, n - correction);
+// logsumexp is log(sum(exp(x - m))) + m in f64 with m the row maximum (0
+// when infinite).
 //
 // The input is viewed as [outer, reduced, inner] after dropping size-1 dims
 // and merging neighbours of the same kind, which needs the reduced dims to
 // be one block (every reduction of a step so far: a bias gradient's
 // leading dims, a last dim, all dims). Other patterns stay callouts.
 // Output (o, i) reduces input (o * reduced + r) * inner + i over r.
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
@@ -138,7 +144,7 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
   const GraphNode& n = graph.nodes[node];
   const OpKind op = n.op;
   if (op != OpKind::sum && op != OpKind::mean && op != OpKind::max && op != OpKind::min &&
-      op != OpKind::argmax)
+      op != OpKind::argmax && op != OpKind::var && op != OpKind::logsumexp)
     return std::nullopt;
   if (n.operands.size() != 1 || n.results.size() != 1) return std::nullopt;
   const TensorType& in = graph.type_of(n.operands[0]);
@@ -184,6 +190,42 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
         llvm::Value* total = lb.get(acc);
         if (op == OpKind::mean) total = b.CreateFDiv(total, lb.f64(static_cast<double>(l.reduced)));
         lb.store(integer_sum ? total : lb.to_f32(total), y, out);
+        break;
+      }
+      case OpKind::var: {
+        const int64_t correction = attr_int(n.attrs, AttrName::correction);
+        llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
+        lb.loop(l.reduced, [&](llvm::Value* r) {
+          lb.set(sum, b.CreateFAdd(lb.get(sum), lb.to_f64(lb.load(lb.f32(), x, at(r)))));
+        });
+        llvm::Value* mean = b.CreateFDiv(lb.get(sum), lb.f64(static_cast<double>(l.reduced)));
+        llvm::AllocaInst* ssd = lb.local(lb.f64(), lb.f64(0));
+        lb.loop(l.reduced, [&](llvm::Value* r) {
+          llvm::Value* d = b.CreateFSub(lb.to_f64(lb.load(lb.f32(), x, at(r))), mean);
+          lb.set(ssd, b.CreateFAdd(lb.get(ssd), b.CreateFMul(d, d)));
+        });
+        const double divisor = static_cast<double>(std::max<int64_t>(0, l.reduced - correction));
+        lb.store(lb.to_f32(b.CreateFDiv(lb.get(ssd), lb.f64(divisor))), y, out);
+        break;
+      }
+      case OpKind::logsumexp: {
+        // m = std::max over the row (a NaN never replaces it), as the ref.
+        llvm::AllocaInst* m =
+            lb.local(lb.f64(), lb.f64(-std::numeric_limits<double>::infinity()));
+        lb.loop(l.reduced, [&](llvm::Value* r) {
+          llvm::Value* v = lb.to_f64(lb.load(lb.f32(), x, at(r)));
+          lb.set(m, b.CreateSelect(b.CreateFCmpOLT(lb.get(m), v), v, lb.get(m)));
+        });
+        llvm::Value* shift = b.CreateSelect(
+            b.CreateFCmpOEQ(lb.call(llvm::Intrinsic::fabs, lb.get(m)),
+                            lb.f64(std::numeric_limits<double>::infinity())),
+            lb.f64(0), lb.get(m));
+        llvm::AllocaInst* s = lb.local(lb.f64(), lb.f64(0));
+        lb.loop(l.reduced, [&](llvm::Value* r) {
+          llvm::Value* v = lb.to_f64(lb.load(lb.f32(), x, at(r)));
+          lb.set(s, b.CreateFAdd(lb.get(s), lb.call(llvm::Intrinsic::exp, b.CreateFSub(v, shift))));
+        });
+        lb.store(lb.to_f32(b.CreateFAdd(lb.call(llvm::Intrinsic::log, lb.get(s)), shift)), y, out);
         break;
       }
       case OpKind::max:

@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/Pass.h"
 #include "mstep/ir/dialect/MstepOps.h"
 #include "mstep/passes/MemoryPlan.h"
+#include "mstep/runtime/Options.h"
 
 namespace mstep::xla {
 
@@ -68,7 +67,7 @@ public:
   void runOnOperation() override {
     mlir::func::FuncOp func = getOperation();
     if (func.getBody().empty() || !func.getBody().hasOneBlock()) return;
-    absl::StatusOr<int64_t> limit = parse_memory_limit(limit_text_);
+    absl::StatusOr<int64_t> limit = parse_xla_memory_limit(limit_text_);
     if (!limit.ok()) {
       func.emitError() << std::string(limit.status().message());
       return signalPassFailure();
@@ -103,9 +102,9 @@ public:
     std::fprintf(stderr,
                  "mstep xla: arena %lld bytes, %lld bytes under %s=%lld (%d values recomputed)\n",
                  static_cast<long long>(unlimited), static_cast<long long>(arena),
-                 kMemoryLimitVariable, static_cast<long long>(*limit), recomputed);
+                 kXlaMemoryLimitVariable, static_cast<long long>(*limit), recomputed);
     if (arena > *limit) {
-      func.emitError() << kMemoryLimitVariable << "=" << *limit
+      func.emitError() << kXlaMemoryLimitVariable << "=" << *limit
                        << " bytes cannot be met: the step's arena needs " << unlimited
                        << " bytes, and no less than " << smallest
                        << " with cheap values recomputed; the smallest limit that can be met is "
@@ -119,14 +118,6 @@ private:
 };
 
 } // namespace
-
-absl::StatusOr<int64_t> parse_memory_limit(absl::string_view text) {
-  int64_t bytes = 0;
-  if (!absl::SimpleAtoi(text, &bytes) || bytes <= 0)
-    return absl::InvalidArgumentError(absl::StrCat(kMemoryLimitVariable, "='", text,
-                                                   "' is not a number of bytes above 0"));
-  return bytes;
-}
 
 std::unique_ptr<mlir::Pass> create_remat_pass(std::string limit_text) {
   return std::make_unique<RematPass>(std::move(limit_text));

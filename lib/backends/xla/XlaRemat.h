@@ -1,5 +1,6 @@
 // Rematerialization under a memory limit for the xla backend's arena
-// (MSTEP_XLA_MEMORY_LIMIT, bytes): before the arena is planned, a step
+// (RuntimeOptions::xla_memory_limit: MSTEP_XLA_MEMORY_LIMIT, the C API's
+// option xla_memory_limit or --xla-memory-limit, bytes): before the arena is planned, a step
 // whose planned arena exceeds the limit recomputes cheap values instead of
 // keeping them alive. A cheap value is the one result of an elementwise
 // fusion whose operands are all arguments that the step does not overwrite
@@ -14,8 +15,6 @@
 #include <memory>
 #include <string>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 
 namespace mlir {
 class Pass;
@@ -23,14 +22,8 @@ class Pass;
 
 namespace mstep::xla {
 
-/// The environment variable that sets the limit.
-inline constexpr char kMemoryLimitVariable[] = "MSTEP_XLA_MEMORY_LIMIT";
-
-/// `text` (the variable's value) as bytes: a positive integer. An error
-/// names the variable and the value.
-absl::StatusOr<int64_t> parse_memory_limit(absl::string_view text);
-
-/// The pass (on each func.func) for `limit_text`, the variable's value. It
+/// The pass (on each func.func) for `limit_text`, the limit as written
+/// (parsed by mstep::parse_xla_memory_limit, mstep/runtime/Options.h). It
 /// reports once per function on stderr:
 ///   mstep xla: arena A bytes, B bytes under MSTEP_XLA_MEMORY_LIMIT=L (N values recomputed)
 /// and records A on the function as mstep.arena_size_unlimited. A limit that
