@@ -1,0 +1,470 @@
+// attention_backward_program: the backward's software-pipelined loop nest
+// (AttentionProgram.h).
+#include "lib/backends/neuron/AttentionProgram.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/AttentionTiles.h"
+#include "lib/backends/neuron/DependencyTracker.h"
+#include "lib/backends/neuron/TileBuilder.h"
+#include "mstep/core/Error.h"
+
+namespace mstep::neuron {
+
+using namespace attention_tiles;
+
+namespace {
+
+/// SBUF bytes per partition of one batch-head's operands in the backward.
+int64_t backward_bytes(const AttentionShape& s) {
+  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
+  const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
+  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32 and the output);
+  // m, 1/l, l, D, -D per tile.
+  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (2 * s.head_dim + s.value_dim) +
+               blocks * s.head_dim) +
+         4 * tiles * (s.head_dim + 7);
+}
+
+} // namespace
+
+absl::Status attention_backward_tileable(const AttentionShape& s) {
+  MSTEP_RETURN_IF_ERROR(attention_tileable(s));
+  if (s.value_dim > kMatmulMaxK)
+    return absl::UnimplementedError(absl::StrCat("attention backward: value dim Ev = ", s.value_dim,
+                                                 " > ", kMatmulMaxK, " (the dP contraction)"));
+  if (backward_bytes(s) > kSbufBytesPerPartition / 2)
+    return absl::UnimplementedError(
+        absl::StrCat("attention backward: one batch-head needs ", backward_bytes(s),
+                     " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2));
+  return absl::OkStatus();
+}
+
+TileProgram attention_backward_program(const AttentionShape& s) {
+  const DType dt = s.dtype;
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int64_t L = s.q_len, S = s.kv_len, E = s.head_dim, Ev = s.value_dim;
+  const int64_t tiles = ceil_div(L, kBlock), blocks = ceil_div(S, kBlock);
+  TileBuilder b(s.causal ? "attention_bwd_causal" : "attention_bwd");
+  DependencyTracker deps(b);
+  const int32_t do_hbm = b.hbm_tensor("grad_out", dt, s.batch * L * Ev);
+  const int32_t q_hbm = b.hbm_tensor("q", dt, s.batch * L * E);
+  const int32_t k_hbm = b.hbm_tensor("k", dt, s.batch * S * E);
+  const int32_t v_hbm = b.hbm_tensor("v", dt, s.batch * S * Ev);
+  const int32_t dq_hbm = b.hbm_tensor("dq", dt, s.batch * L * E);
+  const int32_t dk_hbm = b.hbm_tensor("dk", dt, s.batch * S * E);
+  const int32_t dv_hbm = b.hbm_tensor("dv", dt, s.batch * S * Ev);
+  auto sbuf = [&](int64_t bytes, std::string name) {
+    return b.allocate(BufferKind::sbuf, bytes, std::move(name));
+  };
+  auto psum = [&](std::string name) {
+    return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
+  };
+  const int32_t ident = make_identity(b, deps, dt);
+  const int32_t ones = sbuf(4, "one");
+  deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
+  // dQ accumulates in one PSUM bank across the key blocks when every Q
+  // tile's [rows, E] fits side by side; else in SBUF (fp32), by Vector adds.
+  const bool dq_in_psum = tiles * E * 4 <= kPsumBankBytes;
+  // Resident per batch-head, up to three sets (batch-head h in set h %
+  // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
+  // this one's work.
+  struct HeadSet {
+    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, dq_acc, negm, rl, l, dsum, negd, dq_out;
+  };
+  const int nsets = 3 * backward_bytes(s) <= kSbufBytesPerPartition / 2   ? 3
+                    : 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2
+                                                                          : 1;
+  std::vector<HeadSet> sets;
+  for (int g = 0; g < nsets; ++g) {
+    auto n = [&](const char* what) { return absl::StrCat(what, g); };
+    sets.push_back({sbuf(L * es, n("qT")), sbuf(S * es, n("kT")), sbuf(L * es, n("doT")),
+                    sbuf(S * es, n("vT")), sbuf(tiles * E * es, n("q_rows")),
+                    sbuf(tiles * Ev * es, n("do_rows")), sbuf(blocks * E * es, n("k_rows")),
+                    dq_in_psum ? -1 : sbuf(tiles * E * 4, n("dq_acc")), sbuf(tiles * 4, n("neg_m")),
+                    sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
+                    sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
+  }
+  // Working tiles, two of each (item parity): the items are software
+  // pipelined (below), so consecutive ones use different buffers.
+  struct Work {
+    int32_t sd, dp1;                 ///< PSUM: scores (and pass 2's dP, dS^T); pass 1's dP
+    int32_t s_sb, p_f, dp_sb, pd;    ///< fp32 [rows, chunk]
+    int32_t p_in, ds_f, ds_in, dsT;  ///< [rows, 128]: P, dS (fp32 and dt), dS^T (dt)
+    int32_t mc, nm, alpha, rowsum, dpart;
+  };
+  std::vector<Work> work;
+  for (int g = 0; g < 2; ++g) {
+    auto n = [&](const char* what) { return absl::StrCat(what, g); };
+    work.push_back({psum(n("scores")), psum(n("dP")), sbuf(kChunk * 4, n("s")),
+                    sbuf(kChunk * 4, n("p")), sbuf(kChunk * 4, n("dP_sb")),
+                    sbuf(kChunk * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
+                    sbuf(kBlock * 4, n("dS")), sbuf(kBlock * es, n("dS_in")),
+                    sbuf(kBlock * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
+                    sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
+  }
+  const int32_t ps_dv = psum("dv_acc"), ps_dk = psum("dk_acc");
+  const int32_t ps_dq = psum(dq_in_psum ? "dq_acc" : "dq_part");
+  int32_t dk_out[2], dv_out[2];
+  for (int g = 0; g < 2; ++g) {
+    dk_out[g] = sbuf(E * es, absl::StrCat("dk_out", g));
+    dv_out[g] = sbuf(Ev * es, absl::StrCat("dv_out", g));
+  }
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // Causal masking on the Tensor engine when the scale is positive (CausalMask).
+  const bool mm_mask = s.causal && s.scale > 0;
+  std::optional<CausalMask> cmask;
+  if (mm_mask) cmask.emplace(b, deps, dt, ident);
+  auto add_mask = [&](int32_t bank, int64_t col, int64_t rows, int64_t q0, int64_t k0,
+                      int64_t w) { cmask->add(b, deps, bank, col, rows, q0, k0, w); };
+  // Pass 2's [rows, keys] pieces of a `sd` bank: scores at 0, dP at 128,
+  // dS^T ([keys, rows]) at 256.
+  constexpr int64_t kDpAt = kBlock, kDsTAt = 2 * kBlock;
+
+  auto load_head = [&](int64_t h) {
+    const HeadSet& hs = sets[h % nsets];
+    // Transposed (head/value dim on the partitions) and by rows.
+    for (int64_t c0 = 0; c0 < L; c0 += kChunk) {
+      const int64_t w = std::min(kChunk, L - c0);
+      deps.track(b.dma_copy(sb(hs.qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
+                 true);
+      deps.track(
+          b.dma_copy(sb(hs.doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
+          true);
+    }
+    for (int64_t c0 = 0; c0 < S; c0 += kChunk) {
+      const int64_t w = std::min(kChunk, S - c0);
+      deps.track(b.dma_copy(sb(hs.kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
+                 true);
+      deps.track(
+          b.dma_copy(sb(hs.vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
+          true);
+    }
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t rows = std::min(kBlock, L - t * kBlock);
+      const int32_t r = static_cast<int32_t>(rows);
+      deps.track(b.dma_copy(sb(hs.q_rows, dt, rows, t * E, E),
+                            hbm_rows(q_hbm, dt, E, h * L + t * kBlock, r, 0, E)),
+                 true);
+      deps.track(b.dma_copy(sb(hs.do_rows, dt, rows, t * Ev, Ev),
+                            hbm_rows(do_hbm, dt, Ev, h * L + t * kBlock, r, 0, Ev)),
+                 true);
+    }
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int64_t keys = std::min(kBlock, S - kb * kBlock);
+      deps.track(
+          b.dma_copy(sb(hs.k_rows, dt, keys, kb * E, E),
+                     hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
+          true);
+    }
+  };
+
+  // The work items, in order, per batch-head: pass 1 (a Q tile's key
+  // chunk), then pass 2 (a key block's Q tile at or below the diagonal; a
+  // key block no row sees gets one `empty` item: zero dK and dV).
+  enum class Kind { pass1, pass2, empty };
+  struct Item {
+    Kind kind;
+    int64_t h, t, q0, rows, k0, w; ///< pass 2: k0 = the block's first key, w = its keys
+    int64_t kb = 0;
+    bool first = false, last = false; ///< pass 1: of the tile; pass 2: of the key block
+    bool diagonal = false;
+    bool head_last = false;
+  };
+  // Per batch-head: its pass 1 and pass 2 items.
+  std::vector<std::vector<Item>> pass1(s.batch), pass2(s.batch);
+  for (int64_t h = 0; h < s.batch; ++h) {
+    std::vector<Item>& p1 = pass1[h];
+    std::vector<Item>& p2 = pass2[h];
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
+      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
+        const int64_t w = std::min(kChunk, S - k0);
+        p1.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
+                      s.causal && k0 + w - 1 > q0});
+      }
+      p1.back().last = true;
+    }
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
+      const size_t before = p2.size();
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
+        if (s.causal && k0 > q0 + rows - 1) continue;
+        p2.push_back({Kind::pass2, h, t, q0, rows, k0, keys, kb, p2.size() == before, false,
+                      s.causal && k0 + keys - 1 > q0});
+      }
+      if (p2.size() == before) p2.push_back({Kind::empty, h, 0, 0, 0, k0, keys, kb});
+      p2.back().last = true;
+    }
+  }
+  // Stages (below): an item's instructions in four groups A..D, software
+  // pipelined: iteration i emits D of item i-3, C of i-2, B of i-1 and A
+  // of i, so each engine's in-order queue interleaves independent items.
+  constexpr int64_t kStages = 4;
+  // The order: with more than one set, batch-head h + 1's pass 1
+  // alternates with h's pass 2 (they share no buffer but the working
+  // tiles), so the engines' queues hold independent work across the pass
+  // boundary, where each batch-head's pass 2 waits for its statistics. A
+  // set is reloaded (for batch-head h + nsets) once stage D of h's last
+  // item is emitted, so an item of batch-head g must come at least kStages
+  // places after the last of g - nsets. Otherwise batch-head by batch-head,
+  // the pipeline drained at each one's end (`drain`). Pass 2 reads the
+  // statistics in stage B, which pass 1 finishes in its stage B: any later
+  // place is late enough.
+  std::vector<Item> items;
+  bool drain = nsets == 1;
+  if (!drain) {
+    std::vector<int64_t> last_of(s.batch, -1);
+    auto place = [&](const Item& it) {
+      if (it.h >= nsets && static_cast<int64_t>(items.size()) < last_of[it.h - nsets] + kStages)
+        drain = true;
+      last_of[it.h] = static_cast<int64_t>(items.size());
+      items.push_back(it);
+    };
+    for (const Item& it : pass1[0]) place(it);
+    for (int64_t h = 0; h < s.batch; ++h) {
+      const std::vector<Item>& a = pass2[h];
+      static const std::vector<Item> kNone;
+      const std::vector<Item>& c = h + 1 < s.batch ? pass1[h + 1] : kNone;
+      // kStages - 1 of pass 2 first: then h + 1's first item is kStages
+      // places after the end of the block before (where h - 1 may end).
+      for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
+        if (i < a.size()) place(a[i++]);
+        if (j < c.size() && (i >= kStages - 1 || i == a.size())) place(c[j++]);
+      }
+    }
+  }
+  if (drain) {
+    items.clear();
+    for (int64_t h = 0; h < s.batch; ++h) {
+      items.insert(items.end(), pass1[h].begin(), pass1[h].end());
+      items.insert(items.end(), pass2[h].begin(), pass2[h].end());
+    }
+  }
+  {
+    std::vector<bool> seen(s.batch, false);
+    for (auto it = items.rbegin(); it != items.rend(); ++it) {
+      it->head_last = !seen[it->h];
+      seen[it->h] = true;
+    }
+  }
+
+  // Stage A: the matmuls that need only the resident operands (scores,
+  // the causal mask, dP); pass 1 also takes the chunk's max and -m, and
+  // copies dP to SBUF.
+  auto stage_a = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, w = it.w, t = it.t;
+    if (it.kind == Kind::empty) return;
+    const bool p1 = it.kind == Kind::pass1;
+    deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
+                        sb(hs.kT, dt, E, it.k0, w), false));
+    if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
+    deps.track(b.matmul(p1 ? ps(wk.dp1, rows, 0, w) : ps(wk.sd, rows, kDpAt, w),
+                        sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
+    if (!p1) return;
+    // Raw scores stay in PSUM (masked there) when the scale is positive:
+    // the max of scale x S is then scale x the max of S.
+    const bool raw = s.scale > 0;
+    const AccessPattern scores = raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
+    if (!raw) {
+      deps.track(
+          b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
+      if (it.diagonal)
+        deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
+                                   CmpOp::greater_equal, kNegInf));
+    }
+    deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
+    const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
+    const AccessPattern neg_m = column(hs.negm, rows, t);
+    if (it.first) {
+      deps.track(
+          b.tensor_scalar(Engine::vector, neg_m, column(wk.mc, rows), AluOp::multiply, to_neg_m));
+    } else {
+      deps.track(b.tensor_scalar(Engine::vector, column(wk.mc, rows), column(wk.mc, rows),
+                                 AluOp::multiply, to_neg_m));
+      deps.track(b.tensor_tensor(Engine::vector, column(wk.nm, rows), neg_m, column(wk.mc, rows),
+                                 AluOp::min));
+      int64_t i = b.activation(column(wk.alpha, rows), neg_m, ActivationFunction::exp, -1.0f);
+      b.at(i).bias = column(wk.nm, rows);
+      deps.track(i);
+      deps.track(b.tensor_copy(Engine::vector, neg_m, column(wk.nm, rows)));
+    }
+    // dP into SBUF by Scalar: the Vector product in stage B then runs at
+    // its SBUF rate (one PSUM operand doubles its cost).
+    deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
+                             ps(wk.dp1, rows, 0, w)));
+  };
+  // Stage B. Pass 1: p = exp(scale S - m) with its row sum l (online over
+  // the chunks), D = sum_j p_j dP_j / l; after a tile's last chunk 1 / l
+  // and -D (pass 2's bias). Pass 2: P = exp(scale S - m) / l and
+  // dS = P (dP - D), both in the matmul dtype.
+  auto stage_b = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, w = it.w, t = it.t;
+    if (it.kind == Kind::empty) return;
+    if (it.kind == Kind::pass1) {
+      const bool raw = s.scale > 0;
+      const AccessPattern scores =
+          raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
+      int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp,
+                               raw ? s.scale : 1.0f);
+      b.at(i).bias = column(hs.negm, rows, t);
+      b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
+      deps.track(i);
+      // p dP on Vector, its row sum by the Scalar engine's add-reduce.
+      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, w);
+      deps.track(b.tensor_tensor(Engine::vector, pd, sb(wk.p_f, DType::f32, rows, 0, w),
+                                 sb(wk.dp_sb, DType::f32, rows, 0, w), AluOp::multiply));
+      i = b.activation(pd, pd, ActivationFunction::identity);
+      b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
+      deps.track(i);
+      if (!it.first)
+        for (int32_t acc : {hs.l, hs.dsum}) {
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(wk.alpha, rows), AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
+                                     AluOp::add));
+        }
+      if (it.last) { // 1 / l, and -D = -(sum p dP) / l
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
+                                   column(hs.l, rows, t), AluOp::divide));
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
+                                   column(hs.dsum, rows, t), column(hs.rl, rows, t),
+                                   AluOp::multiply));
+        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
+                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
+      }
+      return;
+    }
+    const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
+    int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
+    b.at(i).bias = column(hs.negm, rows, t);
+    deps.track(i);
+    if (it.diagonal && !mm_mask)
+      deps.track(
+          b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
+    // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
+    // straight into the matmul dtype.
+    const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
+    i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
+    b.at(i).bias = column(hs.negd, rows, t);
+    deps.track(i);
+    const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
+    deps.track(
+        b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
+    deps.track(
+        b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
+  };
+  // Stage C: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T by the
+  // identity (copied to SBUF by Scalar); after a key block's last item its
+  // dK and dV (zeros when no row sees these keys) are stored.
+  auto stage_c = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, keys = it.w, t = it.t;
+    if (it.kind == Kind::pass1) return;
+    const int ob = static_cast<int>(it.kb % 2);
+    if (it.kind == Kind::pass2) {
+      const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
+      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
+                          sb(hs.do_rows, dt, rows, t * Ev, Ev), !it.first));
+      deps.track(
+          b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(hs.q_rows, dt, rows, t * E, E), !it.first));
+      deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
+                          false));
+      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, keys, 0, rows),
+                               ps(wk.sd, keys, kDsTAt, rows)));
+      if (it.last) {
+        deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
+                                ActivationFunction::identity, s.scale));
+        deps.track(b.tensor_copy(Engine::vector, sb(dv_out[ob], dt, keys, 0, Ev),
+                                 ps(ps_dv, keys, 0, Ev)));
+      }
+    } else {
+      deps.track(b.iota(sb(dk_out[ob], dt, keys, 0, E), AffineExpr{0, 0, {0}}));
+      deps.track(b.iota(sb(dv_out[ob], dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+    }
+    if (!it.last) return;
+    const int32_t nk = static_cast<int32_t>(keys);
+    deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + it.k0, nk, 0, E),
+                          sb(dk_out[ob], dt, keys, 0, E)));
+    deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
+                          sb(dv_out[ob], dt, keys, 0, Ev)));
+  };
+  // Stage D: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
+  auto stage_d = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % 2];
+    const int64_t rows = it.rows, keys = it.w, t = it.t;
+    if (it.kind == Kind::pass2) {
+      const AccessPattern k_blk = sb(hs.k_rows, dt, keys, it.kb * E, E);
+      if (dq_in_psum) {
+        deps.track(b.matmul(ps(ps_dq, rows, t * E, E), sb(wk.dsT, dt, keys, 0, rows), k_blk,
+                            it.kb > 0));
+      } else {
+        deps.track(b.matmul(ps(ps_dq, rows, 0, E), sb(wk.dsT, dt, keys, 0, rows), k_blk, false));
+        const AccessPattern dq = sb(hs.dq_acc, DType::f32, rows, t * E, E);
+        if (it.kb == 0)
+          deps.track(b.tensor_copy(Engine::vector, dq, ps(ps_dq, rows, 0, E)));
+        else
+          deps.track(b.tensor_tensor(Engine::vector, dq, dq, ps(ps_dq, rows, 0, E), AluOp::add));
+      }
+    }
+    if (!it.head_last) return;
+    // Every tile scaled first, then the stores (a store reads dq_out: a
+    // scale after it would wait for the transfer).
+    for (int64_t tt = 0; tt < tiles; ++tt) {
+      const int64_t r = std::min(kBlock, L - tt * kBlock);
+      const AccessPattern acc = dq_in_psum ? ps(ps_dq, r, tt * E, E)
+                                           : sb(hs.dq_acc, DType::f32, r, tt * E, E);
+      deps.track(b.activation(sb(hs.dq_out, dt, r, tt * E, E), acc, ActivationFunction::identity,
+                              s.scale),
+                 true);
+    }
+    for (int64_t tt = 0; tt < tiles; ++tt) {
+      const int64_t r = std::min(kBlock, L - tt * kBlock);
+      deps.track(b.dma_copy(hbm_rows(dq_hbm, dt, E, it.h * L + tt * kBlock,
+                                     static_cast<int32_t>(r), 0, E),
+                            sb(hs.dq_out, dt, r, tt * E, E)));
+    }
+  };
+
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
+  int64_t lo = 0;
+  while (lo < n_items) {
+    int64_t hi = n_items; // [lo, hi): one pipelined group
+    if (drain) {
+      for (hi = lo; !items[hi].head_last; ++hi) {
+      }
+      ++hi;
+    }
+    for (int64_t i = lo; i < hi + kStages - 1; ++i) {
+      if (i >= lo + 3) {
+        stage_d(i - 3);
+        const Item& it = items[i - 3];
+        if (it.head_last && it.h + nsets < s.batch) load_head(it.h + nsets);
+      }
+      if (i >= lo + 2 && i - 2 < hi) stage_c(i - 2);
+      if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
+      if (i < hi) stage_a(i);
+    }
+    lo = hi;
+  }
+  return b.take();
+}
+
+} // namespace mstep::neuron

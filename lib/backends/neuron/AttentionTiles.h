@@ -1,0 +1,103 @@
+// The tiles and access patterns that the attention forward
+// (AttentionProgram.cpp) and backward (AttentionBackwardProgram.cpp)
+// programs share: tile sizes, SBUF/PSUM views, the on-chip identity and the
+// causal mask tile. Library-internal.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "lib/backends/neuron/AttentionProgram.h"
+#include "lib/backends/neuron/DependencyTracker.h"
+#include "lib/backends/neuron/TileBuilder.h"
+
+namespace mstep::neuron::attention_tiles {
+
+
+inline constexpr int64_t kChunk = 512; ///< keys per QK^T matmul: one PSUM bank of fp32
+inline constexpr int64_t kBlock = 128; ///< keys per P^T block (the partitions of P^T and v)
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// SBUF bytes per partition of one batch-head's q^T, k^T and v.
+inline int64_t head_bytes(const AttentionShape& s) {
+  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
+  return es * (s.q_len + s.kv_len + ceil_div(s.kv_len, kBlock) * s.value_dim);
+}
+
+inline AccessPattern at(BufferKind kind, int32_t alloc, DType d, int64_t parts, int64_t offset,
+                 std::initializer_list<FreeDim> dims) {
+  return tile_pattern(kind, alloc, d, 0, static_cast<int32_t>(parts), offset, dims);
+}
+/// [parts, cols] at `offset` of each partition of an SBUF allocation.
+inline AccessPattern sb(int32_t alloc, DType d, int64_t parts, int64_t offset, int64_t cols) {
+  return at(BufferKind::sbuf, alloc, d, parts, offset, {{cols, 1}});
+}
+/// [parts, cols] fp32 at `offset` of a PSUM bank.
+inline AccessPattern ps(int32_t alloc, int64_t parts, int64_t offset, int64_t cols) {
+  return at(BufferKind::psum, alloc, DType::f32, parts, offset, {{cols, 1}});
+}
+/// Column `c` of an fp32 SBUF allocation, [parts, 1].
+inline AccessPattern column(int32_t alloc, int64_t parts, int64_t c = 0) {
+  return sb(alloc, DType::f32, parts, c, 1);
+}
+/// Column `c` of an fp32 SBUF allocation seen as [parts, cols] (free stride 0).
+inline AccessPattern broadcast(int32_t alloc, int64_t parts, int64_t cols, int64_t c = 0) {
+  return at(BufferKind::sbuf, alloc, DType::f32, parts, c, {{cols, 0}});
+}
+
+/// The [128, 128] identity in `dt` for transposes by nc_matmul: ones by
+/// iota, then the diagonal kept by affine_select.
+inline int32_t make_identity(TileBuilder& b, DependencyTracker& deps, DType dt) {
+  const int64_t es = static_cast<int64_t>(element_size(dt));
+  const int32_t ones = b.allocate(BufferKind::sbuf, kBlock * es, "ones");
+  const int32_t ident = b.allocate(BufferKind::sbuf, kBlock * es, "identity");
+  deps.track(b.iota(sb(ones, dt, kBlock, 0, kBlock), AffineExpr{1, 0, {0}}));
+  deps.track(b.affine_select(sb(ident, dt, kBlock, 0, kBlock), sb(ones, dt, kBlock, 0, kBlock),
+                             AffineExpr{0, 1, {-1}}, CmpOp::equal, 0.0f));
+  return ident;
+}
+
+/// Causal masking on the Tensor engine (scale > 0): a diagonal chunk's
+/// scores get I^T M_d accumulated in PSUM, M_d[p, x] = 0 where key x may
+/// be seen by row p (d + p - x >= 0, d = q0 - k0), else -1e30 (finite:
+/// 0 x -inf would be NaN), so max and exp need no mask and the GpSimd
+/// engine (which shares SBUF with Vector) no affine_select per chunk. Every
+/// M_d is a window of one [128, 1152] tile made once: M_d = base[:, c - d :
+/// c - d + w], base[p, y] = (c + p - y >= 0 ? 0 : -1e30), c = 512 (d is
+/// in [-127, 510] for a diagonal chunk of up to 512 keys).
+struct CausalMask {
+  static inline constexpr int64_t kC = kChunk, kWidth = 2 * kChunk + kBlock;
+  int32_t tile = -1;
+  int32_t ident = -1;
+  DType dt = DType::bf16;
+
+  CausalMask(TileBuilder& b, DependencyTracker& deps, DType dtype, int32_t identity)
+      : ident(identity), dt(dtype) {
+    tile = b.allocate(BufferKind::sbuf, kWidth * static_cast<int64_t>(element_size(dt)),
+                      "causal_mask");
+    const AccessPattern all = sb(tile, dt, kBlock, 0, kWidth);
+    deps.track(b.iota(all, AffineExpr{0, 0, {0}}));
+    deps.track(b.affine_select(all, all, AffineExpr{kC, 1, {-1}}, CmpOp::greater_equal, -1e30f));
+  }
+  /// Accumulates M_{q0 - k0} into [rows, w] at column `col` of PSUM `bank`.
+  void add(TileBuilder& b, DependencyTracker& deps, int32_t bank, int64_t col, int64_t rows,
+           int64_t q0, int64_t k0, int64_t w) const {
+    deps.track(b.matmul(ps(bank, rows, col, w), sb(ident, dt, rows, 0, rows),
+                        sb(tile, dt, rows, kC - (q0 - k0), w), true));
+  }
+};
+
+/// Rows [row0, row0 + cols) of a row-major [..., row_len] HBM tensor,
+/// transposed: [row_len partitions, cols] (partition stride 1, free stride
+/// row_len).
+inline AccessPattern hbm_transposed(int32_t tensor, DType dt, int64_t row_len, int64_t row0,
+                             int64_t cols) {
+  AccessPattern from = tile_pattern(BufferKind::hbm, tensor, dt, 0, static_cast<int32_t>(row_len),
+                                    row0 * row_len, {{cols, row_len}});
+  from.partition_stride = 1;
+  return from;
+}
+
+} // namespace mstep::neuron::attention_tiles
