@@ -26,7 +26,7 @@ int64_t backward_bytes(const AttentionShape& s) {
   // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32 and the output);
   // m, 1/l, l, D, -D per tile.
   return es * (2 * s.q_len + 2 * s.kv_len + tiles * (2 * s.head_dim + s.value_dim) +
-               blocks * s.head_dim) +
+               blocks * s.head_dim + (s.lengths > 0 ? s.kv_len : 0)) +
          4 * tiles * (s.head_dim + 7);
 }
 
@@ -65,6 +65,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
   };
   const int32_t ident = make_identity(b, deps, dt);
+  const ValidLength valid(b, deps, s);
   const int32_t ones = sbuf(4, "one");
   deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
   // dQ accumulates in one PSUM bank across the key blocks when every Q
@@ -75,6 +76,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // this one's work.
   struct HeadSet {
     int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, dq_acc, negm, rl, l, dsum, negd, dq_out;
+    int32_t kbias = -1; ///< valid_seq_len's key bias
   };
   const int nsets = 3 * backward_bytes(s) <= kSbufBytesPerPartition / 2   ? 3
                     : 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2
@@ -88,6 +90,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                     dq_in_psum ? -1 : sbuf(tiles * E * 4, n("dq_acc")), sbuf(tiles * 4, n("neg_m")),
                     sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
                     sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
+    sets.back().kbias = valid.allocate_bias(b, g);
   }
   // Working tiles, two of each (item parity): the items are software
   // pipelined (below), so consecutive ones use different buffers.
@@ -161,6 +164,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                      hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
           true);
     }
+    if (valid.on()) valid.make_bias(b, deps, hs.kbias, h);
   };
 
   // The work items, in order, per batch-head: pass 1 (a Q tile's key
@@ -267,6 +271,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
+    if (valid.on()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
     deps.track(b.matmul(p1 ? ps(wk.dp1, rows, 0, w) : ps(wk.sd, rows, kDpAt, w),
                         sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
     if (!p1) return;
@@ -337,7 +342,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                                      AluOp::add));
         }
       if (it.last) { // 1 / l, and -D = -(sum p dP) / l
-        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
+        // valid_seq_len: keep / l, so P, dS and D are 0 in the rows it drops.
+        if (valid.on()) valid.row_keep(b, deps, column(hs.rl, rows, t), it.h, t, rows);
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t),
+                                   valid.on() ? column(hs.rl, rows, t) : column(ones, rows),
                                    column(hs.l, rows, t), AluOp::divide));
         deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
                                    column(hs.dsum, rows, t), column(hs.rl, rows, t),

@@ -17,16 +17,17 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   if (!backward && node.op != OpKind::sdpa) return refuse("not an attention op");
   const AttrList& attrs = node.attrs;
   if (attr_int_or(attrs, AttrName::has_mask, 0) != 0) return refuse("an attention mask");
-  if (attr_int_or(attrs, AttrName::has_valid_len, 0) != 0) return refuse("valid_seq_len");
   if (attr_int_or(attrs, AttrName::offset, -1) >= 0) return refuse("dropout");
   if (attr_int_or(attrs, AttrName::return_probs, 0) != 0 ||
       attr_int_or(attrs, AttrName::return_mask, 0) != 0)
     return refuse("returned probabilities or dropout mask");
   if (attr_int_or(attrs, AttrName::recompute, 1) == 0 || node.results.size() != (backward ? 3 : 1))
     return refuse("probabilities saved for the backward (recompute = 0)");
-  // The backward's operands: grad_out, then the forward's q, k, v.
+  // The backward's operands: grad_out, then the forward's q, k, v [,
+  // valid_seq_len].
   const size_t first = backward ? 1 : 0;
-  if (types.size() != first + 3) return refuse("operands other than q, k, v");
+  const bool has_len = attr_int_or(attrs, AttrName::has_valid_len, 0) != 0;
+  if (types.size() != first + 3 + has_len) return refuse("operands other than q, k, v");
   const TensorType &q = types[first], &k = types[first + 1], &v = types[first + 2];
   const int64_t r = q.shape.rank();
   if (r < 2 || k.shape.rank() != r || v.shape.rank() != r || q.dtype != k.dtype ||
@@ -42,6 +43,16 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   s.dtype = q.dtype;
   s.scale = static_cast<float>(attr_double(attrs, AttrName::scale));
   s.causal = attr_int_or(attrs, AttrName::is_causal, 0) != 0;
+  if (has_len) {
+    const TensorType& len = types[first + 3];
+    if ((len.dtype != DType::i32 && len.dtype != DType::i64) || len.shape.rank() != 1 ||
+        r < 3 || len.shape[0] != q.shape[0])
+      return refuse(absl::StrCat("valid_seq_len ", len.to_string(), " is not i32 or i64 [",
+                                 r < 3 ? int64_t{0} : q.shape[0], "] for q ", q.to_string()));
+    s.lengths = len.shape[0];
+    s.lengths_i64 = len.dtype == DType::i64;
+    s.left_padding = attr_int_or(attrs, AttrName::padding_side, 0) == 1;
+  }
   Shape out_shape = q.shape; // [..., L, Ev]
   out_shape[r - 1] = s.value_dim;
   if (backward && (types[0] != TensorType{out_shape, q.dtype} || node.results[1].dtype != q.dtype ||
@@ -57,6 +68,8 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
     out.program = attention_forward_program(s);
     out.hbm_binding = {0, 1, 2, -1};
   }
+  // The lengths, the programs' last HBM tensor (int64 as int32 word pairs: the same bytes).
+  if (has_len) out.hbm_binding.push_back(static_cast<int32_t>(first + 3));
   return out;
 }
 

@@ -3,8 +3,9 @@
 // grad_out, q, k, v; results dq, dk, dv) to attention_backward_program.
 // Covered: q, k, v of one dtype (f32 or bf16), any leading batch/head
 // dims, head dim <= 128, value dim <= 512 (<= 128 in the backward), scale,
-// is_causal. Refused (the op then runs on the host, counted): a
-// mask, valid_seq_len, dropout, returned probabilities or dropout mask,
+// is_causal, valid_seq_len (i32 or i64, left or right; with a positive
+// scale). Refused (the op then runs on the host, counted): a
+// mask, dropout, returned probabilities or dropout mask,
 // probabilities saved for the backward (recompute = 0), and shapes
 // attention_tileable (attention_backward_tileable) refuses.
 #pragma once

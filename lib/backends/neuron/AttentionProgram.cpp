@@ -28,6 +28,7 @@ absl::Status attention_tileable(const AttentionShape& s) {
   if (s.head_dim > kMatmulMaxK) return no("head dim E > ", kMatmulMaxK, " (the contraction)");
   if (s.value_dim > kMatmulMaxN) return no("value dim Ev > ", kMatmulMaxN, " (one PSUM bank)");
   // Two batch-heads resident (double buffer) in at most half of SBUF.
+  if (absl::Status ok = ValidLength::tileable(s); s.lengths > 0 && !ok.ok()) return no(ok.message());
   if (2 * head_bytes(s) > kSbufBytesPerPartition / 2)
     return no("q^T, k^T and v of two batch-heads need ", 2 * head_bytes(s),
               " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2,
@@ -58,20 +59,23 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
   };
   const int32_t ident = make_identity(b, deps, dt);
+  const ValidLength valid(b, deps, s);
 
-  // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev].
-  int32_t qT[2], kT[2], vv[2];
+  // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev]
+  // (and the key bias of valid_seq_len).
+  int32_t qT[2], kT[2], vv[2], kbias[2];
   for (int h = 0; h < std::min<int64_t>(2, s.batch); ++h) {
     qT[h] = sbuf(L * es, absl::StrCat("qT", h));
     kT[h] = sbuf(S * es, absl::StrCat("kT", h));
     vv[h] = sbuf(kblocks * Ev * es, absl::StrCat("v", h));
+    kbias[h] = valid.allocate_bias(b, h);
   }
   // Per chunk, rotating: scores, p and the row statistics over 3 chunks
   // (stage 2 of chunk n+2 runs ahead of stage 4 of chunk n, which reads
   // chunk n-1's l), p^T and p v over 2.
   constexpr int kRing = 3;
   int32_t s_ps[kRing], s_sb[kRing], p_sb[kRing];
-  int32_t negm[kRing], mc[kRing], rowsum[kRing], alpha[kRing], l[kRing], m[kRing];
+  int32_t negm[kRing], mc[kRing], rowsum[kRing], alpha[kRing], l[kRing], m[kRing], keep[kRing];
   for (int g = 0; g < kRing; ++g) {
     s_ps[g] = psum(absl::StrCat("scores", g));
     s_sb[g] = sbuf(kChunk * 4, absl::StrCat("s", g));
@@ -82,6 +86,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     alpha[g] = sbuf(4, absl::StrCat("alpha", g));
     l[g] = sbuf(4, absl::StrCat("l", g));
     m[g] = s.save_stats ? sbuf(4, absl::StrCat("m", g)) : -1;
+    keep[g] = valid.on() ? sbuf(4, absl::StrCat("row_keep", g)) : -1;
   }
   int32_t pT_ps[2], pT_sb[2], pv_ps[2];
   for (int g = 0; g < 2; ++g) {
@@ -116,6 +121,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
                                      0, Ev)),
                  /*partial_write=*/true);
     }
+    if (valid.on()) valid.make_bias(b, deps, kbias[hs], h);
   };
 
   // Every (batch-head, Q tile, key chunk) the program computes, in order;
@@ -153,6 +159,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
                         sb(kT[hs], dt, E, c.k0, c.w), false));
     if (c.diagonal && mm_mask) cmask->add(b, deps, s_ps[g], 0, c.rows, c.q0, c.k0, c.w);
+    if (valid.on()) valid.add_bias(b, deps, s_ps[g], 0, c.rows, kbias[hs], c.k0, c.w);
     if (in_psum(c)) return;
     const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
     deps.track(
@@ -237,8 +244,16 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       deps.track(b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g2], rows, 0, Ev), AluOp::add));
     }
     if (!c.last) return;
-    deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
-                               broadcast(l[g], rows, Ev), AluOp::divide));
+    if (valid.on()) { // out = o (keep / l): zeros for the rows valid_seq_len drops
+      valid.row_keep(b, deps, column(keep[g], rows), c.h, c.q0 / kBlock, rows);
+      deps.track(b.tensor_tensor(Engine::vector, column(keep[g], rows), column(keep[g], rows),
+                                 column(l[g], rows), AluOp::divide));
+      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
+                                 broadcast(keep[g], rows, Ev), AluOp::multiply));
+    } else {
+      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
+                                 broadcast(l[g], rows, Ev), AluOp::divide));
+    }
     const int64_t row0 = c.h * L + c.q0;
     const int32_t r = static_cast<int32_t>(rows);
     deps.track(

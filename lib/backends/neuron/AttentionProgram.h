@@ -24,7 +24,8 @@
 // HBM tensors, in order: "q" [B, L, E], "k" [B, S, E], "v" [B, S, Ev],
 // "out" [B, L, Ev] (all `dtype`, row-major), and with save_stats the fp32
 // "row_max" and "row_sum" [B, L] (m in scaled-score units and l, so the
-// log-sum-exp a backward recomputes from is m + ln l).
+// log-sum-exp a backward recomputes from is m + ln l); with `lengths` last
+// the int32 "valid_len" (ValidLength in AttentionTiles.h).
 #pragma once
 
 #include "absl/status/status.h"
@@ -40,6 +41,16 @@ struct AttentionShape {
   float scale = 1.0f;
   bool causal = false; ///< key j excluded from query row i when j > i
   bool save_stats = false;
+  /// valid_seq_len (FusedSDPA padding), 0: none. Else the number of
+  /// lengths (q's dim 0); batch-head h uses length h / (batch / lengths),
+  /// read on chip from the HBM tensor "valid_len" (the last): int32, or
+  /// with lengths_i64 int64 as int32 (low, high) word pairs. As ref: a key
+  /// outside [0, len) (left_padding: [S - len, S)) is excluded, a query
+  /// row outside [0, len) ([L - len, L)) or with every key excluded gives
+  /// zeros (and no gradient). Needs scale > 0.
+  int64_t lengths = 0;
+  bool lengths_i64 = false;
+  bool left_padding = false;
 };
 
 /// OK, or why attention_forward_program cannot tile `shape`.

@@ -1,12 +1,15 @@
 // The tiles and access patterns that the attention forward
 // (AttentionProgram.cpp) and backward (AttentionBackwardProgram.cpp)
-// programs share: tile sizes, SBUF/PSUM views, the on-chip identity and the
-// causal mask tile. Library-internal.
+// programs share: tile sizes, SBUF/PSUM views, the on-chip identity, the
+// causal mask tile and the valid_seq_len masking. Library-internal.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 #include "lib/backends/neuron/AttentionProgram.h"
 #include "lib/backends/neuron/DependencyTracker.h"
@@ -20,10 +23,12 @@ inline constexpr int64_t kBlock = 128; ///< keys per P^T block (the partitions o
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/// SBUF bytes per partition of one batch-head's q^T, k^T and v.
+/// SBUF bytes per partition of one batch-head's q^T, k^T and v (and its
+/// valid_seq_len key-bias row).
 inline int64_t head_bytes(const AttentionShape& s) {
   const int64_t es = static_cast<int64_t>(element_size(s.dtype));
-  return es * (s.q_len + s.kv_len + ceil_div(s.kv_len, kBlock) * s.value_dim);
+  return es * (s.q_len + s.kv_len + ceil_div(s.kv_len, kBlock) * s.value_dim +
+               (s.lengths > 0 ? s.kv_len : 0));
 }
 
 inline AccessPattern at(BufferKind kind, int32_t alloc, DType d, int64_t parts, int64_t offset,
@@ -99,5 +104,125 @@ inline AccessPattern hbm_transposed(int32_t tensor, DType dt, int64_t row_len, i
   from.partition_stride = 1;
   return from;
 }
+
+/// valid_seq_len on chip (AttentionShape::lengths). The lengths come from
+/// the HBM tensor "valid_len", loaded once onto every partition (a DMA
+/// with partition stride 0) and turned into fp32 by the Vector engine
+/// (int64: high x 2^32 + the low word as unsigned, exact below 2^24 and of
+/// the right sign beyond, which is all the compares below need). Then,
+/// with thresholds made once by iota (t = j + 1 right, S - j left, for
+/// key j; likewise for query rows), "len >= t" is the keep predicate:
+///   keys: per batch-head a bias row [1, S] in the matmul dtype, 0 where
+///         the key is kept and -1e30 (finite: exp gives 0, and no 0 x inf)
+///         where it is padding, added to each score chunk in PSUM by a
+///         K = 1 matmul (ones [1, rows] x bias [1, w]), so max and exp need
+///         no mask;
+///   rows: row_keep, 1 where the row is valid and keeps a key (causal and
+///         left padding with S > L can leave a valid row none: row i
+///         keeps one iff len >= max(L, S) - i), else 0; the programs
+///         multiply it into 1 / l, so such rows give zeros (no gradient).
+/// The compares are Vector tensor_tensor is_ge against the length as a
+/// per-partition scalar (a [P, 1] column, free stride 0).
+class ValidLength {
+public:
+  /// OK, or why the lengths cannot be applied on chip.
+  static absl::Status tileable(const AttentionShape& s) {
+    if (s.lengths < 1 || s.batch % s.lengths != 0)
+      return absl::UnimplementedError(absl::StrCat(
+          s.lengths, " valid_seq_len lengths for ", s.batch, " batch-heads (not a divisor)"));
+    // The key bias is added to the raw scores in PSUM, scaled afterwards.
+    if (!(s.scale > 0))
+      return absl::UnimplementedError(
+          absl::StrCat("valid_seq_len with scale ", s.scale, " (the key bias needs scale > 0)"));
+    return absl::OkStatus();
+  }
+
+  ValidLength(TileBuilder& b, DependencyTracker& deps, const AttentionShape& s) : s_(s) {
+    if (s.lengths == 0) return;
+    const int64_t n = s.lengths, words = s.lengths_i64 ? 2 : 1;
+    per_length_ = s.batch / n;
+    const int32_t hbm = b.hbm_tensor("valid_len", DType::i32, n * words);
+    const int32_t raw = b.allocate(BufferKind::sbuf, n * words * 4, "valid_len_words");
+    AccessPattern from = tile_pattern(BufferKind::hbm, hbm, DType::i32, 0, kPartitions, 0,
+                                      {{n * words, 1}});
+    from.partition_stride = 0; // every partition reads the same lengths
+    deps.track(b.dma_copy(at(BufferKind::sbuf, raw, DType::i32, kPartitions, 0, {{n * words, 1}}),
+                          from));
+    len_ = b.allocate(BufferKind::sbuf, n * 4, "valid_len");
+    const AccessPattern len = sb(len_, DType::f32, kPartitions, 0, n);
+    auto word = [&](int64_t w) {
+      return at(BufferKind::sbuf, raw, DType::i32, kPartitions, w, {{n, words}});
+    };
+    deps.track(b.tensor_copy(Engine::vector, len, word(0)));
+    if (s.lengths_i64) {
+      // low (as signed) + (low >= 0 ? -2^32 : 0) + (high + 1) 2^32
+      const int32_t tmp = b.allocate(BufferKind::sbuf, 2 * n * 4, "valid_len_parts");
+      const AccessPattern hi = sb(tmp, DType::f32, kPartitions, 0, n),
+                          lo = sb(tmp, DType::f32, kPartitions, n, n);
+      constexpr float k2p32 = 4294967296.0f;
+      deps.track(b.tensor_copy(Engine::vector, hi, word(1)));
+      int64_t i = b.tensor_scalar(Engine::vector, hi, hi, AluOp::add, 1.0f);
+      b.at(i).alu2 = AluOp::multiply;
+      b.at(i).scalar2 = k2p32;
+      deps.track(i);
+      i = b.tensor_scalar(Engine::vector, lo, len, AluOp::is_ge, 0.0f);
+      b.at(i).alu2 = AluOp::multiply;
+      b.at(i).scalar2 = -k2p32;
+      deps.track(i);
+      deps.track(b.tensor_tensor(Engine::vector, hi, hi, lo, AluOp::add));
+      deps.track(b.tensor_tensor(Engine::vector, len, len, hi, AluOp::add));
+    }
+    const int64_t S = s.kv_len, tiles = ceil_div(s.q_len, kBlock);
+    const bool left = s.left_padding;
+    key_thr_ = b.allocate(BufferKind::sbuf, S * 4, "key_threshold");
+    deps.track(b.iota(sb(key_thr_, DType::f32, 1, 0, S),
+                      left ? AffineExpr{S, 0, {-1}} : AffineExpr{1, 0, {1}}));
+    const int64_t top = s.causal ? std::max(s.q_len, S) : s.q_len;
+    row_thr_ = b.allocate(BufferKind::sbuf, tiles * 4, "row_threshold");
+    deps.track(b.iota(sb(row_thr_, DType::f32, kPartitions, 0, tiles),
+                      left ? AffineExpr{top, -1, {-kBlock}} : AffineExpr{1, 1, {kBlock}}));
+    ones_ = b.allocate(BufferKind::sbuf, kBlock * static_cast<int64_t>(element_size(s.dtype)),
+                       "ones_row");
+    deps.track(b.iota(sb(ones_, s.dtype, 1, 0, kBlock), AffineExpr{1, 0, {0}}));
+  }
+
+  bool on() const { return s_.lengths > 0; }
+
+  /// A key-bias row [1, S] for one resident batch-head slot (-1 when off).
+  int32_t allocate_bias(TileBuilder& b, int slot) const {
+    if (!on()) return -1;
+    return b.allocate(BufferKind::sbuf, s_.kv_len * static_cast<int64_t>(element_size(s_.dtype)),
+                      absl::StrCat("key_bias", slot));
+  }
+  /// Fills `bias` with batch-head h's key bias: 0 kept, -1e30 padding.
+  void make_bias(TileBuilder& b, DependencyTracker& deps, int32_t bias, int64_t h) const {
+    const AccessPattern row = sb(bias, s_.dtype, 1, 0, s_.kv_len);
+    deps.track(b.tensor_tensor(Engine::vector, row, broadcast(len_, 1, s_.kv_len, h / per_length_),
+                               sb(key_thr_, DType::f32, 1, 0, s_.kv_len), AluOp::is_ge));
+    const int64_t i = b.tensor_scalar(Engine::vector, row, row, AluOp::subtract, 1.0f);
+    b.at(i).alu2 = AluOp::multiply;
+    b.at(i).scalar2 = 1e30f;
+    deps.track(i);
+  }
+  /// Adds keys [k0, k0 + w) of `bias` to the [rows, w] scores at column
+  /// `col` of PSUM `bank` (accumulating onto the QK^T matmul).
+  void add_bias(TileBuilder& b, DependencyTracker& deps, int32_t bank, int64_t col, int64_t rows,
+                int32_t bias, int64_t k0, int64_t w) const {
+    deps.track(b.matmul(ps(bank, rows, col, w), sb(ones_, s_.dtype, 1, 0, rows),
+                        sb(bias, s_.dtype, 1, k0, w), true));
+  }
+  /// dst [rows, 1] fp32 = 1 where row (Q tile t, partition p) of batch-head
+  /// h is valid and keeps a key, else 0.
+  void row_keep(TileBuilder& b, DependencyTracker& deps, const AccessPattern& dst, int64_t h,
+                int64_t t, int64_t rows) const {
+    deps.track(b.tensor_tensor(Engine::vector, dst, column(len_, rows, h / per_length_),
+                               column(row_thr_, rows, t), AluOp::is_ge));
+  }
+
+private:
+  const AttentionShape& s_;
+  int64_t per_length_ = 1;
+  int32_t len_ = -1, key_thr_ = -1, row_thr_ = -1, ones_ = -1;
+};
 
 } // namespace mstep::neuron::attention_tiles

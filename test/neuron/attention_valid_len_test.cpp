@@ -1,0 +1,179 @@
+// Attention with valid_seq_len on the simulated NeuronCore: the sdpa and
+// sdpa_grad nodes lowered (the lengths read on chip from HBM, ValidLength
+// in AttentionTiles.h) against ref's kernels, the oracle the conformance
+// suite checks against PyTorch. Right and left padding; lengths 0, 1,
+// partial Q tiles (70, 150 of 200 rows), full, past the end and negative
+// (ref clamps them to [0, n]); causal and not; f32 and bf16; i32 and i64
+// lengths; several heads per length; L != S, where causal left padding
+// leaves valid rows no key. Tolerances: the conformance suite's for sdpa
+// (test/unit/backend_conformance_test.cpp: f32 rtol 1e-4, atol 1e-5;
+// bf16 at the attention cases' tol_scale 2: 4e-2 both); values ref gives
+// as exactly 0 (the padded rows' outputs and dq, the padded keys' dk and
+// dv) must be exactly 0.
+#include <cmath>
+
+#include "LoweringTestUtil.h"
+#include "lib/backends/neuron/AttentionProgram.h"
+#include "lib/backends/neuron/Validator.h"
+
+namespace mstep::neuron {
+namespace {
+
+using testing::Buffers;
+using ::testing::HasSubstr;
+
+struct Case {
+  int64_t heads = 2, L = 200, S = 200, E = 16;
+  DType dtype = DType::f32;
+  bool causal = true, left = false;
+  std::vector<int64_t> lens;
+  DType len_dtype = DType::i64;
+  double scale = 0.25;
+};
+
+/// An sdpa (or sdpa_grad) node over q [B, H, L, E], k, v [B, H, S, E] and
+/// valid_seq_len [B], B = lens.size(), with all the attrs ref reads.
+GraphNode valid_len_node(const Case& c, bool backward) {
+  const int64_t B = static_cast<int64_t>(c.lens.size());
+  const TensorType q{Shape({B, c.heads, c.L, c.E}), c.dtype};
+  const TensorType kv{Shape({B, c.heads, c.S, c.E}), c.dtype};
+  GraphNode n{backward ? OpKind::sdpa_grad : OpKind::sdpa, {}, {}, {q}, nullptr};
+  if (backward) n.results = {q, kv, kv};
+  for (uint32_t i = 0; i < (backward ? 5u : 4u); ++i) n.operands.push_back(ValueRef{i, 0});
+  auto set = [&](AttrName a, AttrValue v) { n.attrs.push_back({a, std::move(v)}); };
+  set(AttrName::is_causal, AttrValue(int64_t{c.causal}));
+  set(AttrName::scale, AttrValue(c.scale));
+  set(AttrName::dropout_p, AttrValue(0.0));
+  set(AttrName::offset, AttrValue(int64_t{-1}));
+  set(AttrName::has_mask, AttrValue(int64_t{0}));
+  set(AttrName::has_valid_len, AttrValue(int64_t{1}));
+  set(AttrName::padding_side, AttrValue(int64_t{c.left}));
+  set(AttrName::return_probs, AttrValue(int64_t{0}));
+  set(AttrName::return_mask, AttrValue(int64_t{0}));
+  set(AttrName::recompute, AttrValue(int64_t{1}));
+  return n;
+}
+
+std::shared_ptr<host::HostBuffer> lengths(const Case& c) {
+  const TensorType t{Shape({static_cast<int64_t>(c.lens.size())}), c.len_dtype};
+  auto b = std::make_shared<host::HostBuffer>(t);
+  for (size_t i = 0; i < c.lens.size(); ++i) {
+    if (c.len_dtype == DType::i64)
+      b->data<int64_t>()[i] = c.lens[i];
+    else
+      b->data<int32_t>()[i] = static_cast<int32_t>(c.lens[i]);
+  }
+  return b;
+}
+
+/// q, k, v (and grad_out first for the backward) in [-1, 1], then the lengths.
+Buffers inputs(const Case& c, const GraphNode& node, bool backward) {
+  Buffers in;
+  unsigned seed = 40;
+  const TensorType q = node.results[0], kv{Shape({static_cast<int64_t>(c.lens.size()), c.heads,
+                                                  c.S, c.E}),
+                                            c.dtype};
+  std::vector<TensorType> types = {q, q, kv, kv};
+  if (!backward) types.erase(types.begin());
+  for (const TensorType& t : types)
+    in.push_back(testing::buffer(t, testing::random_values(t.numel(), -1, 1, seed++)));
+  in.push_back(lengths(c));
+  return in;
+}
+
+void expect_matches(const host::HostBuffer& want, const host::HostBuffer& got, DType dt,
+                    const char* what) {
+  const double rtol = dt == DType::bf16 ? 4e-2 : 1e-4, atol = dt == DType::bf16 ? 4e-2 : 1e-5;
+  for (int64_t i = 0; i < want.type().numel(); ++i) {
+    const double w = testing::at(want, i), g = testing::at(got, i);
+    if (w == 0.0)
+      ASSERT_EQ(g, 0.0) << what << " element " << i << ": ref gives exactly 0";
+    else
+      ASSERT_LE(std::abs(g - w), atol + rtol * std::abs(w))
+          << what << " element " << i << ": ref " << w << ", neuron " << g;
+  }
+}
+
+void check(const Case& c) {
+  for (bool backward : {false, true}) {
+    SCOPED_TRACE(backward ? "sdpa_grad" : "sdpa");
+    const GraphNode node = valid_len_node(c, backward);
+    const Buffers in = inputs(c, node, backward);
+    std::vector<TensorType> types;
+    for (const auto& b : in) types.push_back(b->type());
+    absl::StatusOr<LoweredOp> low = lower_node(node, types);
+    ASSERT_TRUE(low.ok()) << low.status();
+    ASSERT_TRUE(validate(low->program).ok()) << validate(low->program);
+    absl::StatusOr<Buffers> want = testing::run_ref(node, in);
+    absl::StatusOr<Buffers> got = testing::run_lowered_all(node, in);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(got.ok()) << got.status();
+    const char* names[] = {backward ? "dq" : "out", "dk", "dv"};
+    for (size_t r = 0; r < want->size(); ++r)
+      expect_matches(*(*want)[r], *(*got)[r], c.dtype, names[r]);
+  }
+}
+
+// 200 rows: a full Q tile and a 72-row one; lengths 0, 1, 70 and 150
+// (partial tiles), 200 (full), past the end and negative.
+const std::vector<int64_t> kLens = {0, 1, 70, 150, 200, 1000, -3};
+
+TEST(NeuronAttentionValidLen, F32RightCausal) { check({.lens = kLens}); }
+TEST(NeuronAttentionValidLen, F32LeftCausal) { check({.left = true, .lens = kLens}); }
+TEST(NeuronAttentionValidLen, F32RightNotCausalI32) {
+  check({.causal = false, .lens = kLens, .len_dtype = DType::i32});
+}
+TEST(NeuronAttentionValidLen, F32LeftNotCausalHead64) {
+  check({.heads = 1, .E = 64, .causal = false, .left = true, .lens = {150, 1, 0}});
+}
+TEST(NeuronAttentionValidLen, Bf16RightCausal) {
+  check({.dtype = DType::bf16, .lens = kLens});
+}
+TEST(NeuronAttentionValidLen, Bf16LeftCausalI32) {
+  check({.dtype = DType::bf16, .left = true, .lens = kLens, .len_dtype = DType::i32});
+}
+// L < S: causal with left padding leaves the first valid rows no key (row
+// i keeps one only from S - len on): they give zeros, as in ref.
+TEST(NeuronAttentionValidLen, F32LeftCausalMoreKeysThanRows) {
+  check({.heads = 1, .L = 100, .S = 300, .left = true, .lens = {250, 230, 30}});
+}
+// 600 keys: two key chunks, the second (88 keys) wholly padding for the
+// shorter lengths; L > S.
+TEST(NeuronAttentionValidLen, Bf16RightTwoKeyChunks) {
+  check({.heads = 1, .L = 130, .S = 600, .E = 32, .dtype = DType::bf16, .causal = false,
+         .lens = {600, 512, 511, 5}});
+}
+
+// One batch-head's lengths feed the bias by a stride-0 DMA (every
+// partition reads the lengths) and an int64 length is read as two int32
+// words: the program, not the host, applies them.
+TEST(NeuronAttentionValidLen, LengthsAreAnHbmTensorOfInt32Words) {
+  const Case c{.lens = {3, 4}};
+  const GraphNode node = valid_len_node(c, false);
+  const Buffers in = inputs(c, node, false);
+  std::vector<TensorType> types;
+  for (const auto& b : in) types.push_back(b->type());
+  absl::StatusOr<LoweredOp> low = lower_node(node, types);
+  ASSERT_TRUE(low.ok()) << low.status();
+  const HbmTensor& len = low->program.hbm.back();
+  EXPECT_EQ(len.name, "valid_len");
+  EXPECT_EQ(len.dtype, DType::i32);
+  EXPECT_EQ(len.elements, 4);
+  EXPECT_EQ(low->hbm_binding, (std::vector<int32_t>{0, 1, 2, -1, 3}));
+}
+
+TEST(NeuronAttentionValidLen, NonPositiveScaleFallsBack) {
+  Case c{.lens = {3, 4}};
+  c.scale = -0.5;
+  const GraphNode node = valid_len_node(c, false);
+  const Buffers in = inputs(c, node, false);
+  std::vector<TensorType> types;
+  for (const auto& b : in) types.push_back(b->type());
+  absl::StatusOr<LoweredOp> low = lower_node(node, types);
+  ASSERT_FALSE(low.ok());
+  EXPECT_EQ(low.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(low.status().message()), HasSubstr("valid_seq_len with scale -0.5"));
+}
+
+} // namespace
+} // namespace mstep::neuron
