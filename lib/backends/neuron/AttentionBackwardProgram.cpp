@@ -164,7 +164,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                      hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
           true);
     }
-    if (valid.on()) valid.make_bias(b, deps, hs.kbias, h);
+    if (valid.masks_keys()) valid.make_bias(b, deps, hs.kbias, h);
   };
 
   // The work items, in order, per batch-head: pass 1 (a Q tile's key
@@ -271,7 +271,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
-    if (valid.on()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
+    if (valid.masks_keys()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
     deps.track(b.matmul(p1 ? ps(wk.dp1, rows, 0, w) : ps(wk.sd, rows, kDpAt, w),
                         sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
     if (!p1) return;

@@ -121,7 +121,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
                                      0, Ev)),
                  /*partial_write=*/true);
     }
-    if (valid.on()) valid.make_bias(b, deps, kbias[hs], h);
+    if (valid.masks_keys()) valid.make_bias(b, deps, kbias[hs], h);
   };
 
   // Every (batch-head, Q tile, key chunk) the program computes, in order;
@@ -159,7 +159,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
                         sb(kT[hs], dt, E, c.k0, c.w), false));
     if (c.diagonal && mm_mask) cmask->add(b, deps, s_ps[g], 0, c.rows, c.q0, c.k0, c.w);
-    if (valid.on()) valid.add_bias(b, deps, s_ps[g], 0, c.rows, kbias[hs], c.k0, c.w);
+    if (valid.masks_keys()) valid.add_bias(b, deps, s_ps[g], 0, c.rows, kbias[hs], c.k0, c.w);
     if (in_psum(c)) return;
     const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
     deps.track(

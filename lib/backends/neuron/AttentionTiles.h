@@ -24,7 +24,7 @@ inline constexpr int64_t kBlock = 128; ///< keys per P^T block (the partitions o
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// SBUF bytes per partition of one batch-head's q^T, k^T and v (and its
-/// valid_seq_len key-bias row).
+/// valid_seq_len key-bias row, counted at the element size: it is bf16).
 inline int64_t head_bytes(const AttentionShape& s) {
   const int64_t es = static_cast<int64_t>(element_size(s.dtype));
   return es * (s.q_len + s.kv_len + ceil_div(s.kv_len, kBlock) * s.value_dim +
@@ -112,7 +112,8 @@ inline AccessPattern hbm_transposed(int32_t tensor, DType dt, int64_t row_len, i
 /// the right sign beyond, which is all the compares below need). Then,
 /// with thresholds made once by iota (t = j + 1 right, S - j left, for
 /// key j; likewise for query rows), "len >= t" is the keep predicate:
-///   keys: per batch-head a bias row [1, S] in the matmul dtype, 0 where
+///   keys: (not needed with right padding and causal: a kept row i sees
+///         only keys j <= i < len) per batch-head a bias row [1, S] in bf16, 0 where
 ///         the key is kept and -1e30 (finite: exp gives 0, and no 0 x inf)
 ///         where it is padding, added to each score chunk in PSUM by a
 ///         K = 1 matmul (ones [1, rows] x bias [1, w]), so max and exp need
@@ -131,7 +132,7 @@ public:
       return absl::UnimplementedError(absl::StrCat(
           s.lengths, " valid_seq_len lengths for ", s.batch, " batch-heads (not a divisor)"));
     // The key bias is added to the raw scores in PSUM, scaled afterwards.
-    if (!(s.scale > 0))
+    if (masks_keys(s) && !(s.scale > 0))
       return absl::UnimplementedError(
           absl::StrCat("valid_seq_len with scale ", s.scale, " (the key bias needs scale > 0)"));
     return absl::OkStatus();
@@ -174,29 +175,35 @@ public:
     }
     const int64_t S = s.kv_len, tiles = ceil_div(s.q_len, kBlock);
     const bool left = s.left_padding;
-    key_thr_ = b.allocate(BufferKind::sbuf, S * 4, "key_threshold");
-    deps.track(b.iota(sb(key_thr_, DType::f32, 1, 0, S),
-                      left ? AffineExpr{S, 0, {-1}} : AffineExpr{1, 0, {1}}));
     const int64_t top = s.causal ? std::max(s.q_len, S) : s.q_len;
     row_thr_ = b.allocate(BufferKind::sbuf, tiles * 4, "row_threshold");
     deps.track(b.iota(sb(row_thr_, DType::f32, kPartitions, 0, tiles),
                       left ? AffineExpr{top, -1, {-kBlock}} : AffineExpr{1, 1, {kBlock}}));
-    ones_ = b.allocate(BufferKind::sbuf, kBlock * static_cast<int64_t>(element_size(s.dtype)),
-                       "ones_row");
-    deps.track(b.iota(sb(ones_, s.dtype, 1, 0, kBlock), AffineExpr{1, 0, {0}}));
+    if (!masks_keys()) return;
+    key_thr_ = b.allocate(BufferKind::sbuf, S * 4, "key_threshold");
+    deps.track(b.iota(sb(key_thr_, DType::f32, 1, 0, S),
+                      left ? AffineExpr{S, 0, {-1}} : AffineExpr{1, 0, {1}}));
+    ones_ = b.allocate(BufferKind::sbuf, kBlock * 2, "ones_row");
+    deps.track(b.iota(sb(ones_, kBiasType, 1, 0, kBlock), AffineExpr{1, 0, {0}}));
   }
 
   bool on() const { return s_.lengths > 0; }
+  /// Whether keys need the bias: not with right padding and causal, where
+  /// a kept row i (i < len) sees only keys j <= i < len, all kept.
+  static bool masks_keys(const AttentionShape& s) {
+    return s.lengths > 0 && (s.left_padding || !s.causal);
+  }
+  bool masks_keys() const { return masks_keys(s_); }
 
-  /// A key-bias row [1, S] for one resident batch-head slot (-1 when off).
+  /// A key-bias row [1, S] for one resident batch-head slot (-1 when the
+  /// keys need none).
   int32_t allocate_bias(TileBuilder& b, int slot) const {
-    if (!on()) return -1;
-    return b.allocate(BufferKind::sbuf, s_.kv_len * static_cast<int64_t>(element_size(s_.dtype)),
-                      absl::StrCat("key_bias", slot));
+    if (!masks_keys()) return -1;
+    return b.allocate(BufferKind::sbuf, s_.kv_len * 2, absl::StrCat("key_bias", slot));
   }
   /// Fills `bias` with batch-head h's key bias: 0 kept, -1e30 padding.
   void make_bias(TileBuilder& b, DependencyTracker& deps, int32_t bias, int64_t h) const {
-    const AccessPattern row = sb(bias, s_.dtype, 1, 0, s_.kv_len);
+    const AccessPattern row = sb(bias, kBiasType, 1, 0, s_.kv_len);
     deps.track(b.tensor_tensor(Engine::vector, row, broadcast(len_, 1, s_.kv_len, h / per_length_),
                                sb(key_thr_, DType::f32, 1, 0, s_.kv_len), AluOp::is_ge));
     const int64_t i = b.tensor_scalar(Engine::vector, row, row, AluOp::subtract, 1.0f);
@@ -208,8 +215,8 @@ public:
   /// `col` of PSUM `bank` (accumulating onto the QK^T matmul).
   void add_bias(TileBuilder& b, DependencyTracker& deps, int32_t bank, int64_t col, int64_t rows,
                 int32_t bias, int64_t k0, int64_t w) const {
-    deps.track(b.matmul(ps(bank, rows, col, w), sb(ones_, s_.dtype, 1, 0, rows),
-                        sb(bias, s_.dtype, 1, k0, w), true));
+    deps.track(b.matmul(ps(bank, rows, col, w), sb(ones_, kBiasType, 1, 0, rows),
+                        sb(bias, kBiasType, 1, k0, w), true));
   }
   /// dst [rows, 1] fp32 = 1 where row (Q tile t, partition p) of batch-head
   /// h is valid and keeps a key, else 0.
@@ -220,6 +227,9 @@ public:
   }
 
 private:
+  /// 0, 1 and -1e30 (to 3 digits) are bf16 values: the bias matmul runs at
+  /// the bf16 rate whatever the scores' dtype (PSUM adds in fp32).
+  static constexpr DType kBiasType = DType::bf16;
   const AttentionShape& s_;
   int64_t per_length_ = 1;
   int32_t len_ = -1, key_thr_ = -1, row_thr_ = -1, ones_ = -1;
