@@ -71,9 +71,8 @@ std::shared_ptr<host::HostBuffer> lengths(const Case& c) {
 Buffers inputs(const Case& c, const GraphNode& node, bool backward) {
   Buffers in;
   unsigned seed = 40;
-  const TensorType q = node.results[0], kv{Shape({static_cast<int64_t>(c.lens.size()), c.heads,
-                                                  c.S, c.E}),
-                                            c.dtype};
+  const TensorType q = node.results[0],
+                   kv{Shape({static_cast<int64_t>(c.lens.size()), c.heads, c.S, c.E}), c.dtype};
   std::vector<TensorType> types = {q, q, kv, kv};
   if (!backward) types.erase(types.begin());
   for (const TensorType& t : types)
@@ -127,9 +126,7 @@ TEST(NeuronAttentionValidLen, F32RightNotCausalI32) {
 TEST(NeuronAttentionValidLen, F32LeftNotCausalHead64) {
   check({.heads = 1, .E = 64, .causal = false, .left = true, .lens = {150, 1, 0}});
 }
-TEST(NeuronAttentionValidLen, Bf16RightCausal) {
-  check({.dtype = DType::bf16, .lens = kLens});
-}
+TEST(NeuronAttentionValidLen, Bf16RightCausal) { check({.dtype = DType::bf16, .lens = kLens}); }
 TEST(NeuronAttentionValidLen, Bf16LeftCausalI32) {
   check({.dtype = DType::bf16, .left = true, .lens = kLens, .len_dtype = DType::i32});
 }

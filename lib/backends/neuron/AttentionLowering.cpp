@@ -45,8 +45,8 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   s.causal = attr_int_or(attrs, AttrName::is_causal, 0) != 0;
   if (has_len) {
     const TensorType& len = types[first + 3];
-    if ((len.dtype != DType::i32 && len.dtype != DType::i64) || len.shape.rank() != 1 ||
-        r < 3 || len.shape[0] != q.shape[0])
+    if ((len.dtype != DType::i32 && len.dtype != DType::i64) || len.shape.rank() != 1 || r < 3 ||
+        len.shape[0] != q.shape[0])
       return refuse(absl::StrCat("valid_seq_len ", len.to_string(), " is not i32 or i64 [",
                                  r < 3 ? int64_t{0} : q.shape[0], "] for q ", q.to_string()));
     s.lengths = len.shape[0];

@@ -28,7 +28,8 @@ absl::Status attention_tileable(const AttentionShape& s) {
   if (s.head_dim > kMatmulMaxK) return no("head dim E > ", kMatmulMaxK, " (the contraction)");
   if (s.value_dim > kMatmulMaxN) return no("value dim Ev > ", kMatmulMaxN, " (one PSUM bank)");
   // Two batch-heads resident (double buffer) in at most half of SBUF.
-  if (absl::Status ok = ValidLength::tileable(s); s.lengths > 0 && !ok.ok()) return no(ok.message());
+  if (absl::Status ok = ValidLength::tileable(s); s.lengths > 0 && !ok.ok())
+    return no(ok.message());
   if (2 * head_bytes(s) > kSbufBytesPerPartition / 2)
     return no("q^T, k^T and v of two batch-heads need ", 2 * head_bytes(s),
               " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2,

@@ -129,8 +129,8 @@ public:
   /// OK, or why the lengths cannot be applied on chip.
   static absl::Status tileable(const AttentionShape& s) {
     if (s.lengths < 1 || s.batch % s.lengths != 0)
-      return absl::UnimplementedError(absl::StrCat(
-          s.lengths, " valid_seq_len lengths for ", s.batch, " batch-heads (not a divisor)"));
+      return absl::UnimplementedError(absl::StrCat(s.lengths, " valid_seq_len lengths for ",
+                                                   s.batch, " batch-heads (not a divisor)"));
     // The key bias is added to the raw scores in PSUM, scaled afterwards.
     if (masks_keys(s) && !(s.scale > 0))
       return absl::UnimplementedError(
@@ -144,11 +144,11 @@ public:
     per_length_ = s.batch / n;
     const int32_t hbm = b.hbm_tensor("valid_len", DType::i32, n * words);
     const int32_t raw = b.allocate(BufferKind::sbuf, n * words * 4, "valid_len_words");
-    AccessPattern from = tile_pattern(BufferKind::hbm, hbm, DType::i32, 0, kPartitions, 0,
-                                      {{n * words, 1}});
+    AccessPattern from =
+        tile_pattern(BufferKind::hbm, hbm, DType::i32, 0, kPartitions, 0, {{n * words, 1}});
     from.partition_stride = 0; // every partition reads the same lengths
-    deps.track(b.dma_copy(at(BufferKind::sbuf, raw, DType::i32, kPartitions, 0, {{n * words, 1}}),
-                          from));
+    deps.track(
+        b.dma_copy(at(BufferKind::sbuf, raw, DType::i32, kPartitions, 0, {{n * words, 1}}), from));
     len_ = b.allocate(BufferKind::sbuf, n * 4, "valid_len");
     const AccessPattern len = sb(len_, DType::f32, kPartitions, 0, n);
     auto word = [&](int64_t w) {
