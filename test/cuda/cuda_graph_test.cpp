@@ -7,9 +7,9 @@
 // nodes that use a moved buffer (cuGraphExecKernelNodeSetParams and
 // cuGraphExecMemcpyNodeSetParams), and leaves to update() what it cannot
 // (a buffer library work uses, a driver without those calls); library
-// work elsewhere in the graph does not stop a patch. What CUDA cannot capture (an allocation, a host
-// sync, a call the driver refuses) fails the capture with an error naming
-// it, and the backend keeps working.
+// work elsewhere in the graph does not stop a patch. What CUDA cannot
+// capture (an allocation, a host sync, a call the driver refuses) fails
+// the capture with an error naming it, and the backend keeps working.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
