@@ -8,7 +8,8 @@
 # reports), and, where the cuda compile half is built,
 # cuda_codegen_gpu_test with the kernels the compile half generated here
 # (test/cuda/CodegenCase.h: PTX, cubins, inputs, expected outputs; no
-# MLIR travels), as ONE compressed tarball, plus run.sh, which on the GPU
+# MLIR travels), as ONE xz-compressed tarball (binaries and libraries
+# stripped), plus run.sh, which on the GPU
 # machine unpacks it to /tmp, runs the tests and writes a report
 # (gtest XML, the logs, the environment) to $OUT. cuBLASLt (540 MB) is not
 # bundled, nor is cuDNN (~1 GB): run.sh finds the GPU machine's and reports where.
@@ -193,6 +194,14 @@ for each in "${binaries[@]}"; do ldd "$each"; done | sort -u | while read -r nam
   cp -L "$path" "$bundle/lib/$name"
 done
 
+# The symbol tables and debug sections of the bundled binaries and
+# libraries are most of their bytes and nothing on the GPU machine reads
+# them: stripped (the dynamic symbols that loading needs stay).
+find "$bundle/bin" "$bundle/lib" -type f | while read -r file; do
+  [ "$(head -c 4 "$file")" = $'\x7fELF' ] || continue
+  strip --strip-unneeded "$file" || { echo "gpu_check.sh: cannot strip $file" >&2; exit 1; }
+done
+
 {
   echo "mstep GPU check bundle"
   echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)"
@@ -202,9 +211,14 @@ done
 } > "$bundle/MANIFEST"
 
 mkdir -p "$out"
-tarball=$out/mstep_gpu_bundle.tar.gz
-tar -C "$stage" -czf "$tarball" mstep_gpu
+# xz rather than gzip: about a quarter smaller (oneDNN's library, the
+# steps' weights and the codegen cases' data are most of it); run.sh
+# unpacks it with python3's tarfile where the GPU machine has no xz.
+rm -f "$out/mstep_gpu_bundle.tar.gz"  # an older bundle's
+tarball=$out/mstep_gpu_bundle.tar.xz
+tar -C "$stage" -cf - mstep_gpu | xz -6 -T0 > "$tarball"
 size=$(stat -c %s "$tarball")
+echo "gpu_check.sh: $tarball: $size bytes ($((size * 100 / max_bytes))% of the 40 MiB limit)"
 if [ "$size" -gt "$max_bytes" ]; then
   echo "gpu_check.sh: $tarball is $size bytes, over the 40 MiB limit" >&2
   exit 1
@@ -299,10 +313,24 @@ find_nccl() {
 nccl_library=$(find_nccl || true)
 [ -z "$nccl_library" ] || export MSTEP_NCCL_LIBRARY=${MSTEP_NCCL_LIBRARY:-$nccl_library}
 
-# Unpacks the bundle into $1.
+# Unpacks the bundle into $1: tar with xz, or python3's tarfile (its
+# lzma module) where this machine has no xz (or MSTEP_BUNDLE_UNPACK=python:
+# the packaging test's check of that way).
 unpack_into() {
-  tar -xzf "$here/mstep_gpu_bundle.tar.gz" -C "$1" || { echo "run.sh: cannot unpack into $1" >&2; return 1; }
   bundle=$1/mstep_gpu
+  if [ "${MSTEP_BUNDLE_UNPACK:-}" != python ] && command -v xz > /dev/null 2>&1; then
+    tar -xJf "$here/mstep_gpu_bundle.tar.xz" -C "$1" && return 0
+  else
+    python3 -c '
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    if hasattr(tarfile, "data_filter"):
+        t.extractall(sys.argv[2], filter="data")
+    else:
+        t.extractall(sys.argv[2])' "$here/mstep_gpu_bundle.tar.xz" "$1" && return 0
+  fi
+  echo "run.sh: cannot unpack into $1" >&2
+  return 1
 }
 # Runs a command with the bundle's libraries, cuBLASLt's and cuDNN's first
 # on the loader's path.
@@ -325,9 +353,9 @@ trap 'rm -rf "$work"' EXIT
   echo "libcublasLt.so.13: ${cublaslt_dir:-not found (the cuBLASLt tests fail)}"
   echo "libcudnn.so.9: ${cudnn_library:-not found (the cuDNN SDPA tests fail)}"
   echo "libnccl.so.2: ${nccl_library:-not found (the NCCL step, gpt_train_ddp, fails)}"
-  tar -xzOf "$here/mstep_gpu_bundle.tar.gz" mstep_gpu/MANIFEST
+  unpack_into "$work"
+  cat "$bundle/MANIFEST" 2>/dev/null || echo "MANIFEST: none (the bundle did not unpack)"
 } > "$out/environment.txt"
-unpack_into "$work"
 run_test cuda_driver_gpu_test 240 '-CudaDeviceFaultGpuTest.*'
 status=$?
 if [ "$status" = 126 ]; then

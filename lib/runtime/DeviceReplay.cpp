@@ -16,6 +16,15 @@
 namespace mstep::internal {
 
 absl::Status DeviceReplay::record_work() {
+  // First the data inputs' copies into their static slots: the graph's
+  // head, the only work reading the tensors' own buffers.
+  for (StaticInput& slot : static_inputs_) {
+    slot.source = slot.tensor->buffer();
+    if (absl::Status copied = backend_.copy_device(slot.source, slot.slot); !copied.ok())
+      return absl::Status(copied.code(),
+                          absl::StrCat("copying a data input (", slot.source->type().to_string(),
+                                       ") into its static buffer: ", copied.message()));
+  }
   for (size_t s = 0; s < segments_.size(); ++s) {
     const Segment& seg = segments_[s];
     std::vector<BufferPtr>& in = inputs_[s];
@@ -23,7 +32,7 @@ absl::Status DeviceReplay::record_work() {
       const InputBinding& b = seg.inputs[j];
       switch (b.source) {
         case InputBinding::Source::tensor:
-          in[j] = b.tensor->buffer();
+          in[j] = slot_of_[s][j] >= 0 ? static_inputs_[slot_of_[s][j]].slot : b.tensor->buffer();
           break;
         case InputBinding::Source::segment:
           in[j] = results_[b.segment][b.slot];
@@ -77,22 +86,49 @@ std::unique_ptr<DeviceReplay> DeviceReplay::record(std::vector<Segment>& segment
   d->inputs_.resize(segments.size());
   d->offered_.resize(segments.size());
   d->results_.resize(segments.size());
-  // Static results: every segment's, from one pool private to the graph,
-  // sized and allocated now, outside the recording.
+  d->slot_of_.resize(segments.size());
+  for (const Segment& seg : segments)
+    for (const Segment::OutputBinding& o : seg.outputs)
+      if (read.contains(o.tensor.get())) d->written_.insert(o.tensor.get());
+  // Data inputs (a batch, a mask: not parameters, optimizer state or
+  // scalars, which keep their buffers) get a static buffer each that the
+  // step reads, filled by a copy at the head of the graph: when the input
+  // moves, only that copy is patched, whatever reads it (library calls
+  // whose parameters cannot be patched included). As PyTorch's CUDA graph
+  // trees copy non-static inputs into their static placeholders.
+  absl::flat_hash_map<const TensorImpl*, int32_t> slot_of_tensor;
+  for (uint32_t s = 0; s < segments.size(); ++s) {
+    const Segment& seg = segments[s];
+    d->slot_of_[s].assign(seg.inputs.size(), -1);
+    for (size_t j = 0; j < seg.inputs.size(); ++j) {
+      const InputBinding& b = seg.inputs[j];
+      if (b.source != InputBinding::Source::tensor || d->written_.contains(b.tensor.get()) ||
+          j >= seg.input_info.size() || seg.input_info[j].role != InputRole::input)
+        continue;
+      auto [it, inserted] = slot_of_tensor.try_emplace(
+          b.tensor.get(), static_cast<int32_t>(d->static_inputs_.size()));
+      if (inserted) d->static_inputs_.push_back({b.tensor, nullptr, nullptr});
+      d->slot_of_[s][j] = it->second;
+    }
+  }
+  // Static results and the data inputs' static buffers: from one pool
+  // private to the graph, sized and allocated now, outside the recording.
   std::vector<TensorType> result_types;
   for (const Segment& seg : segments)
     result_types.insert(result_types.end(), seg.result_types.begin(), seg.result_types.end());
+  const size_t results = result_types.size();
+  for (const StaticInput& slot : d->static_inputs_) result_types.push_back(slot.tensor->type());
   GraphPool pool = value_or_throw(backend.allocate_graph_pool(result_types));
   if (pool.buffers.size() != result_types.size())
     throw Error(absl::InternalError(absl::StrCat(
         "Graph::capture_end: ", backend.name(), "'s allocate_graph_pool returned ",
-        pool.buffers.size(), " buffers for ", result_types.size(), " static results")));
+        pool.buffers.size(), " buffers for ", result_types.size(), " static buffers")));
+  for (size_t k = 0; k < d->static_inputs_.size(); ++k)
+    d->static_inputs_[k].slot = std::move(pool.buffers[results + k]);
   size_t next = 0;
   for (uint32_t s = 0; s < segments.size(); ++s) {
     const Segment& seg = segments[s];
     d->inputs_[s].resize(seg.inputs.size());
-    for (const Segment::OutputBinding& o : seg.outputs)
-      if (read.contains(o.tensor.get())) d->written_.insert(o.tensor.get());
     for (size_t r = 0; r < seg.result_types.size(); ++r)
       d->offered_[s].push_back(std::move(pool.buffers[next++]));
     for (const Segment::OutputBinding& o : seg.outputs) {
@@ -119,8 +155,13 @@ std::unique_ptr<DeviceReplay> DeviceReplay::record(std::vector<Segment>& segment
     m.device_graph_pool_bytes = std::max(m.device_graph_pool_bytes, pool.bytes);
   }
   if (trace_enabled())
-    trace_event(absl::StrCat("record device graph (pool of ", result_types.size(),
-                             " static results, ", pool.bytes, " bytes)"),
+    trace_event(absl::StrCat("record device graph (pool of ", results, " static results",
+                             d->static_inputs_.empty()
+                                 ? std::string()
+                                 : absl::StrCat(" and ", d->static_inputs_.size(),
+                                                " static input",
+                                                d->static_inputs_.size() == 1 ? "" : "s"),
+                             ", ", pool.bytes, " bytes)"),
                 "capture", t0, std::chrono::steady_clock::now());
   return d;
 }
@@ -142,8 +183,15 @@ bool DeviceReplay::buffers_moved() {
       moved = true;
     }
   }
-  // A static input whose tensor now holds another buffer (copy_() shares
-  // its source's): its new value is copied into the graph's buffer when
+  // A data input whose tensor now holds another buffer (copy_() shares
+  // its source's): the head copy into its static buffer reads the new one.
+  for (const StaticInput& slot : static_inputs_)
+    if (slot.tensor->buffer() != slot.source) {
+      moves_.emplace_back(slot.source, slot.tensor->buffer());
+      moved = true;
+    }
+  // Another read-only input (a frozen parameter, a scalar) that now holds
+  // another buffer: its new value is copied into the graph's buffer when
   // nothing else can read that one (no tensor holds it, no lazy work is
   // pending), else the graph moves to the new buffer.
   copies_.clear();
@@ -151,7 +199,9 @@ bool DeviceReplay::buffers_moved() {
   for (size_t s = 0; s < segments_.size(); ++s)
     for (size_t j = 0; j < segments_[s].inputs.size(); ++j) {
       const InputBinding& b = segments_[s].inputs[j];
-      if (b.source != InputBinding::Source::tensor || written_.contains(b.tensor.get())) continue;
+      if (b.source != InputBinding::Source::tensor || written_.contains(b.tensor.get()) ||
+          slot_of_[s][j] >= 0)
+        continue;
       const BufferPtr& now = b.tensor->buffer();
       const BufferPtr& recorded = inputs_[s][j];
       if (now == recorded) continue;
@@ -178,7 +228,9 @@ bool DeviceReplay::buffers_moved() {
 }
 
 bool DeviceReplay::rebind() {
-  // Every buffer the recorded work uses (before this replay's moves).
+  // Every buffer the recorded work uses (before this replay's moves) but
+  // the data inputs' own: moving one onto another's only makes two head
+  // copies read the same buffer, which a later move tells apart (below).
   absl::flat_hash_set<const Buffer*> used;
   for (const auto* lists : {&inputs_, &results_})
     for (const std::vector<BufferPtr>& list : *lists)
@@ -195,16 +247,22 @@ bool DeviceReplay::rebind() {
   for (size_t s = 0; s < segments_.size(); ++s)
     for (size_t j = 0; j < segments_[s].inputs.size(); ++j) {
       const InputBinding& b = segments_[s].inputs[j];
-      if (b.source != InputBinding::Source::tensor) continue;
+      if (b.source != InputBinding::Source::tensor || slot_of_[s][j] >= 0) continue;
       auto it = to.find(inputs_[s][j].get());
       if (it != to.end() && b.tensor->buffer() != it->second) return false;
     }
+  for (const StaticInput& slot : static_inputs_)
+    if (auto it = to.find(slot.source.get());
+        it != to.end() && slot.tensor->buffer() != it->second)
+      return false;
   const int64_t patched = graph_->rebind(moved);
   if (patched < 0) return false;
   for (auto* lists : {&inputs_, &results_})
     for (std::vector<BufferPtr>& list : *lists)
       for (BufferPtr& b : list)
         if (auto it = to.find(b.get()); it != to.end()) b = it->second;
+  for (StaticInput& slot : static_inputs_)
+    if (auto it = to.find(slot.source.get()); it != to.end()) slot.source = it->second;
   mutable_metrics().device_graph_node_patches += patched;
   return true;
 }
@@ -217,6 +275,7 @@ void DeviceReplay::replay(uint64_t rng_seed, uint64_t rng_base) {
                                absl::StrCat("Graph::replay: updating the device graph to the "
                                             "inputs' new buffers: ", updated.message())));
     ++mutable_metrics().device_graph_updates;
+    ++mutable_metrics().device_graph_rerecords;
   } else {
     if (!moves_.empty()) ++mutable_metrics().device_graph_updates;  // patched in place
     for (const auto& [from, to] : copies_) {

@@ -26,7 +26,9 @@ class DeviceReplay {
   static std::unique_ptr<DeviceReplay> record(std::vector<Segment>& segments, Backend& backend);
 
   /// One replay: moves the graph to moved buffers (patching its nodes in
-  /// place, else an update; both counted), writes each
+  /// place, else recording it again: device_graph_updates counts both,
+  /// device_graph_node_patches the nodes patched, device_graph_rerecords
+  /// the recordings), writes each
   /// segment's RNG state (seed, `rng_base` + its offset), launches the
   /// graph and binds the results to their tensors. The caller has checked
   /// the inputs (ReplayError) and synced pending ones.
@@ -45,6 +47,14 @@ class DeviceReplay {
     uint32_t segment, result;
     std::shared_ptr<TensorImpl> tensor;
   };
+  /// A data input (InputRole::input, not written): the step reads `slot`,
+  /// the graph's own buffer, which a copy at the head of the graph fills
+  /// from `source`, the tensor's buffer it was recorded (or patched) with.
+  struct StaticInput {
+    std::shared_ptr<TensorImpl> tensor;
+    BufferPtr source;
+    BufferPtr slot;
+  };
   DeviceReplay(std::vector<Segment>& segments, Backend& backend)
       : segments_(segments), backend_(backend) {}
   /// Queues every segment's run over the static buffers, then the copies
@@ -53,7 +63,8 @@ class DeviceReplay {
   /// Whether a buffer moved since recording, so that the graph must be
   /// updated; fixes what must move first (a written buffer that someone
   /// else shares gets a buffer of its own) and lists in copies_ the moved
-  /// static inputs whose values can be copied into the graph's buffers.
+  /// read-only inputs other than data inputs whose values can be copied
+  /// into the graph's buffers (a data input's move is its head copy's).
   bool buffers_moved();
   /// Moves the graph to moves_'s buffers by patching it in place
   /// (DeviceGraph::rebind), and the recorded buffers with it: false (nothing
@@ -69,6 +80,9 @@ class DeviceReplay {
   std::vector<std::vector<BufferPtr>> inputs_;   // per segment, per input: what it reads
   std::vector<std::vector<BufferPtr>> offered_;  // per segment, per result: its static buffer
   std::vector<std::vector<BufferPtr>> results_;  // per segment: what run() returned
+  std::vector<StaticInput> static_inputs_;
+  /// Per segment, per input: its index in static_inputs_, or -1.
+  std::vector<std::vector<int32_t>> slot_of_;
   std::vector<WriteBack> write_backs_;
   std::vector<Output> outputs_;
   absl::flat_hash_set<const TensorImpl*> written_;  // the write-backs' tensors

@@ -196,8 +196,12 @@ std::string metrics_report() {
   counter_line(&out, "replays", m.replays);
   counter_line(&out, "arena_bytes", m.arena_bytes);
   // Only where a step was recorded as a device graph (cuda).
-  if (m.device_graph_pool_bytes > 0)
+  if (m.device_graph_pool_bytes > 0) {
     counter_line(&out, "graph_pool_bytes", m.device_graph_pool_bytes);
+    // Moved inputs: graph nodes patched in place, and re-recorded steps.
+    counter_line(&out, "graph_node_patches", m.device_graph_node_patches);
+    counter_line(&out, "graph_rerecords", m.device_graph_rerecords);
+  }
   time_line(&out, "compile_time", m.compile_time);
   time_line(&out, "execute_time", m.execute_time);
   time_line(&out, "replay_time", m.replay_time);

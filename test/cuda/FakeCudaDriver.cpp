@@ -480,9 +480,14 @@ CUresult graph_get_nodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
   *count = all.size();
   return CUDA_SUCCESS;
 }
+/// Kernels and copies as themselves; a stand-in library's call
+/// (record_stream_call) as a memset node: a kind CudaGraph does not read,
+/// as a library's node may be.
 CUresult graph_node_get_type(CUgraphNode node, CUgraphNodeType* type) {
-  *type = node_of(node).name == "cuLaunchKernel" ? CU_GRAPH_NODE_TYPE_KERNEL
-                                                  : CU_GRAPH_NODE_TYPE_MEMCPY;
+  const std::string& name = node_of(node).name;
+  *type = name == "cuLaunchKernel"              ? CU_GRAPH_NODE_TYPE_KERNEL
+          : name.rfind("cuMemcpy", 0) == 0 ? CU_GRAPH_NODE_TYPE_MEMCPY
+                                                : CU_GRAPH_NODE_TYPE_MEMSET;
   return CUDA_SUCCESS;
 }
 CUresult graph_kernel_node_get_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params) {

@@ -103,7 +103,8 @@ public:
   /// Records a stand-in library's call queued on `stream` (fake_libnccl's
   /// collectives, through its hook) as the driver records its own: a node
   /// of the graph being captured when `stream` is capturing, else a call.
-  /// `detail` is its one argument.
+  /// `detail` is its one argument. Its node is a memset node to
+  /// cuGraphNodeGetType (not a kernel or a copy).
   void record_stream_call(const std::string& name, CUstream stream, std::string detail);
 
   /// Makes kernel `name` known (any module "has" it), taking

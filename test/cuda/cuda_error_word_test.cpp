@@ -5,7 +5,8 @@
 // backend's words; the next run with good data updates as usual.
 //  - The loop nests on the host (TiledHost.h): the kernel sets the word,
 //    the guarded multi-tensor update writes every input back unchanged;
-//    index_select reports an index out of range the same way.
+//    index_select, gather and scatter_add report an index out of range the
+//    same way.
 //  - The plan: one word (i64[8], outside the arena) only where a kernel
 //    checks; it survives the stored form.
 //  - The executable on the fake driver: the word is reset before the
@@ -165,6 +166,89 @@ func.func @step(%x: tensor<5x4xf32>, %i: tensor<3xi64>) -> tensor<3x4xf32> {
               StartsWith("mstep::index_select: index 7 (element 1 of the index) is out of range "
                          "[0, 5) for dim 0 of the input. Indices must be in [0, size); negative "
                          "indices are not wrapped. Found on the device by kernel "));
+}
+
+/// `op_text` (an index op, op #0, reading %x f32[5x4] and %i i64[3x4]
+/// into %y) then AdamW on one parameter, as kLossAndUpdateStep.
+std::string index_and_update_step(const std::string& op_text, const std::string& y_type) {
+  return R"(
+func.func @step(%x: tensor<5x4xf32>, %i: tensor<3x4xi64>, %w: tensor<100xf32>, %gw: tensor<100xf32>,
+                %m: tensor<100xf32>, %v: tensor<100xf32>, %t0: tensor<i64>, %lr: tensor<f64>,
+                %b1: tensor<f64>, %b2: tensor<f64>, %eps: tensor<f64>, %wd: tensor<f64>)
+    -> ()" + y_type + R"(, tensor<100xf32>, tensor<100xf32>, tensor<100xf32>, tensor<i64>) {
+  )" + op_text + R"(
+  %p, %s:2, %k = mstep.multi_tensor_update <adamw> params(%w : tensor<100xf32>) grads(%gw : tensor<100xf32>) states(%m, %v : tensor<100xf32>, tensor<100xf32>) steps(%t0) lr(%lr) beta1(%b1) beta2(%b2) eps(%eps) weight_decay(%wd)
+  return %y, %p, %s#0, %s#1, %k : )" + y_type + R"(, tensor<100xf32>, tensor<100xf32>, tensor<100xf32>, tensor<i64>
+})";
+}
+
+// gather and scatter_add (their own loop nests, CudaOpLoops.cpp) report an
+// index out of range as index_select does, naming the op, and the step's
+// update then leaves the parameter, its moments and the counter bitwise
+// as they were; good indices update.
+TEST(CudaErrorWordIndex, GatherAndScatterAddReportABadIndexAndTheUpdateChangesNothing) {
+  struct Case {
+    const char* op;
+    std::string text, y_type;
+    int64_t bound, dim;
+  };
+  const Case cases[] = {
+      {"gather",
+       "%y = mstep.gather %x, %i {dim = 0 : i64} : tensor<5x4xf32>, tensor<3x4xi64> -> "
+       "tensor<3x4xf32>",
+       "tensor<3x4xf32>", 5, 0},
+      {"scatter_add",
+       "%y = mstep.scatter_add %x, %i, %x {dim = 1 : i64} : tensor<5x4xf32>, tensor<3x4xi64>, "
+       "tensor<5x4xf32>",
+       "tensor<5x4xf32>", 4, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    const std::string text = index_and_update_step(c.text, c.y_type);
+    testing::CudaStepContext step(text.c_str());
+    auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    ASSERT_GE(compiled->plan.error_word, 0);
+    for (int64_t bad : {int64_t{-1}, int64_t{0}}) {  // -1 at element 6, or none
+      std::vector<int64_t> index(12);
+      for (size_t k = 0; k < index.size(); ++k) index[k] = static_cast<int64_t>(k % 3);
+      if (bad < 0) index[6] = bad;
+      std::vector<std::vector<char>> inputs = step_inputs({0, 0, 0, 0});
+      inputs[0] = bytes_of(testing::random_floats(20, 8));
+      inputs[1] = bytes_of(index);
+      std::vector<std::vector<char>> values;
+      for (const TensorType& type : compiled->plan.values)
+        values.emplace_back(type.bytes(), char{0x7f});
+      for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
+      ASSERT_NO_FATAL_FAILURE(testing::run_tiled_on_host(step.context(), *compiled, values));
+      int64_t word[error_word::kWords];
+      std::memcpy(word, values[compiled->plan.error_word].data(), sizeof word);
+      auto output = [&](int k) { return values[compiled->plan.outputs[k]]; };
+      if (bad == 0) {
+        for (int64_t w : word) EXPECT_EQ(w, 0);
+        EXPECT_NE(output(1), inputs[2]) << "good indices: the parameter is updated";
+        EXPECT_EQ(output(4), bytes_of(std::vector<int64_t>{8}));
+        continue;
+      }
+      EXPECT_EQ(word[error_word::kCodes], error_word::kIndex);
+      EXPECT_EQ(word[error_word::kValue], -1);
+      EXPECT_EQ(word[error_word::kPosition], 6);
+      EXPECT_EQ(word[error_word::kBound], c.bound);
+      EXPECT_EQ(word[error_word::kExtra], c.dim);
+      EXPECT_EQ(word[error_word::kOp], 0);
+      EXPECT_EQ(output(1), inputs[2]);  // w
+      EXPECT_EQ(output(2), inputs[4]);  // m
+      EXPECT_EQ(output(3), inputs[5]);  // v
+      EXPECT_EQ(output(4), inputs[6]);  // the counter
+      const absl::Status error = error_word::decode(compiled->plan, word);
+      EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(std::string(error.message()),
+                  StartsWith(absl::StrCat("mstep::", c.op, ": index -1 (element 6 of the index) "
+                                          "is out of range [0, ", c.bound, ") for dim ", c.dim,
+                                          " of the input.")));
+      EXPECT_THAT(std::string(error.message()), HasSubstr(absl::StrCat("(mstep.", c.op, " #0)")));
+    }
+  }
 }
 
 TEST(CudaErrorWordPlan, OneWordOutsideTheArenaOnlyWhereAKernelChecks) {

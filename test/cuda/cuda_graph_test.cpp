@@ -6,9 +6,10 @@
 // (no new instantiation); rebind() patches, with no capture, only the
 // nodes that use a moved buffer (cuGraphExecKernelNodeSetParams and
 // cuGraphExecMemcpyNodeSetParams), and leaves to update() what it cannot
-// (library work, a driver without those calls). What CUDA cannot capture (an allocation, a host
-// sync, a call the driver refuses) fails the capture with an error naming
-// it, and the backend keeps working.
+// (a buffer library work uses, a driver without those calls); library
+// work elsewhere in the graph does not stop a patch. What CUDA cannot
+// capture (an allocation, a host sync, a call the driver refuses) fails
+// the capture with an error naming it, and the backend keeps working.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -61,6 +62,27 @@ protected:
       if (fake_.calls[i].graph_launch == launch && fake_.calls[i].name == name)
         found.push_back(fake_.calls[i]);
     return found;
+  }
+  /// A stand-in for a cuBLASLt step (named as CudaExecutable names one)
+  /// that copies `from` into `into`: one copy node, which a launch really
+  /// runs, and one node the fake reports as a memset (a library's node
+  /// CudaGraph cannot read).
+  std::function<absl::Status()> library_step(BufferPtr from, BufferPtr into) {
+    return [this, from, into] {
+      const Buffer* reads[] = {from.get()};
+      const Buffer* writes[] = {into.get()};
+      return backend_->enqueue(
+          "cublasLt step (a stand-in)",
+          [&] {
+            MSTEP_RETURN_IF_ERROR(MSTEP_CUDA_CALL(
+                backend_->context().api(), cuMemcpyDtoDAsync, CudaBackend::device_pointer(*into),
+                CudaBackend::device_pointer(*from), from->type().bytes(),
+                backend_->context().stream()));
+            fake_.record_stream_call("cublasLtMatmul", backend_->context().stream(), "");
+            return absl::OkStatus();
+          },
+          reads, writes);
+    };
   }
   /// The calls since `from` named `name`.
   std::vector<testing::FakeCall> since(size_t from, const std::string& name) {
@@ -337,39 +359,61 @@ TEST_F(CudaGraphTest, ARebindPatchesACopyNodesSource) {
   EXPECT_THAT(out, ::testing::ElementsAre(5, 6, 7, 8));
 }
 
-TEST_F(CudaGraphTest, LibraryWorkInTheGraphLeavesAMoveToUpdate) {
-  // A stand-in for a cuBLASLt step (named as CudaExecutable names one): a
-  // library's nodes may reach the moved buffer beyond their parameters.
+TEST_F(CudaGraphTest, AMoveOfABufferLibraryWorkReadsIsLeftToUpdate) {
+  // A library's nodes may reach the moved buffer beyond their parameters.
   BufferPtr into = input(type_);
-  auto library = [&](BufferPtr from) {
-    return [this, from, into] {
-      const Buffer* reads[] = {from.get()};
-      const Buffer* writes[] = {into.get()};
-      return backend_->enqueue(
-          "cublasLt step (a stand-in)",
-          [&] {
-            return MSTEP_CUDA_CALL(backend_->context().api(), cuMemcpyDtoDAsync,
-                                   CudaBackend::device_pointer(*into),
-                                   CudaBackend::device_pointer(*from), type_.bytes(),
-                                   backend_->context().stream());
-          },
-          reads, writes);
-    };
-  };
-  auto recorded = CudaGraph::record(*backend_, library(x_));
+  auto recorded = CudaGraph::record(*backend_, library_step(x_, into));
   ASSERT_TRUE(recorded.ok()) << recorded.status();
   BufferPtr moved = input(type_);
   const size_t before = fake_.calls.size();
   EXPECT_EQ((*recorded)->rebind({{x_, moved}}), -1);
   EXPECT_THAT(since(before, "cuGraphExecMemcpyNodeSetParams"), SizeIs(0));
   // The way it takes instead: recorded again and updated.
-  ASSERT_TRUE((*recorded)->update(library(moved)).ok());
+  ASSERT_TRUE((*recorded)->update(library_step(moved, into)).ok());
   EXPECT_THAT(since(before, "cuGraphExecUpdate"), SizeIs(1));
   const size_t launched = fake_.calls.size();
   ASSERT_TRUE((*recorded)->launch().ok());
   std::vector<testing::FakeCall> copies = replayed(launched, 1, "cuMemcpyDtoDAsync");
   ASSERT_THAT(copies, SizeIs(1));
   EXPECT_EQ(copies[0].source, CudaBackend::device_pointer(*moved));
+}
+
+// DeviceReplay's layout of a step with library work: a copy of the data
+// input into a static buffer at the head of the graph, which the library
+// step reads. A moved input patches that copy node alone (no capture, no
+// exec update), and the launch computes from the new input.
+TEST_F(CudaGraphTest, LibraryWorkReadingAStaticBufferLeavesAHeadCopyPatchable) {
+  const TensorType type{Shape({4}), DType::f32};
+  BufferPtr x = input(type), slot = input(type), out = input(type), moved = input(type);
+  const float first[4] = {1, 2, 3, 4}, second[4] = {5, 6, 7, 8};
+  ASSERT_TRUE(backend_->copy_in(*x, first, sizeof first).ok());
+  ASSERT_TRUE(backend_->copy_in(*moved, second, sizeof second).ok());
+  auto step = [&] {
+    MSTEP_RETURN_IF_ERROR(backend_->copy_device(x, slot));
+    return library_step(slot, out)();
+  };
+  auto recorded = CudaGraph::record(*backend_, step);
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ((*recorded)->opaque_nodes(), 1) << "the stand-in's memset node, left alone";
+  ASSERT_TRUE((*recorded)->launch().ok());
+  float got[4] = {};
+  ASSERT_TRUE(backend_->copy_out(*out, got, sizeof got).ok());
+  EXPECT_THAT(got, ::testing::ElementsAre(1, 2, 3, 4));
+
+  const size_t before = fake_.calls.size();
+  EXPECT_EQ((*recorded)->rebind({{x, moved}}), 1);
+  std::vector<testing::FakeCall> set = since(before, "cuGraphExecMemcpyNodeSetParams");
+  ASSERT_THAT(set, SizeIs(1));
+  EXPECT_EQ(set[0].source, CudaBackend::device_pointer(*moved));
+  EXPECT_EQ(set[0].target, CudaBackend::device_pointer(*slot));
+  EXPECT_THAT(since(before, "cuStreamBeginCapture"), SizeIs(0));
+  EXPECT_THAT(since(before, "cuGraphExecUpdate"), SizeIs(0));
+  EXPECT_EQ((*recorded)->updates(), 0);
+  ASSERT_TRUE((*recorded)->launch().ok());
+  ASSERT_TRUE(backend_->copy_out(*out, got, sizeof got).ok());
+  EXPECT_THAT(got, ::testing::ElementsAre(5, 6, 7, 8));
+  // The static buffer itself is the library's: moving it is left to update().
+  EXPECT_EQ((*recorded)->rebind({{slot, input(type)}}), -1);
 }
 
 TEST_F(CudaGraphTest, AfterAnUpdateARebindDeclines) {

@@ -372,5 +372,34 @@ func.func @step(%table: tensor<50x24xf32>, %t: tensor<70xi64>, %g: tensor<70x24x
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
+TEST(CudaOpLoopsHost, GatherAndScatterAddAlongEachDimWithRepeatedIndices) {
+  // Index smaller than the input off the indexed dim (and than src),
+  // indices repeated so that scatter_add adds duplicates (in index order,
+  // one lane per position off the dim: no atomics); an i32 index too.
+  auto indices = [](size_t n, int64_t size, int64_t seed) {
+    std::vector<int64_t> v(n);
+    for (size_t k = 0; k < n; ++k) v[k] = static_cast<int64_t>((k * 7 + seed) % size);
+    return v;
+  };
+  std::vector<int32_t> narrow(3 * 4 * 2);
+  for (size_t k = 0; k < narrow.size(); ++k) narrow[k] = static_cast<int32_t>((k * 5) % 3);
+  const Outputs out = run_both(R"(
+func.func @step(%x: tensor<4x6x3xf32>, %i0: tensor<7x5x2xi64>, %i1: tensor<3x4x2xi32>, %i2: tensor<4x6x9xi64>, %s: tensor<8x6x9xf32>) -> (tensor<7x5x2xf32>, tensor<3x4x2xf32>, tensor<4x6x9xf32>, tensor<4x6x3xf32>, tensor<4x6x3xf32>, tensor<4x6x3xf32>) {
+  %g0 = mstep.gather %x, %i0 {dim = 0 : i64} : tensor<4x6x3xf32>, tensor<7x5x2xi64> -> tensor<7x5x2xf32>
+  %g1 = mstep.gather %x, %i1 {dim = 1 : i64} : tensor<4x6x3xf32>, tensor<3x4x2xi32> -> tensor<3x4x2xf32>
+  %g2 = mstep.gather %x, %i2 {dim = 2 : i64} : tensor<4x6x3xf32>, tensor<4x6x9xi64> -> tensor<4x6x9xf32>
+  %a0 = mstep.scatter_add %x, %i0, %s {dim = 0 : i64} : tensor<4x6x3xf32>, tensor<7x5x2xi64>, tensor<8x6x9xf32>
+  %a1 = mstep.scatter_add %x, %i1, %s {dim = 1 : i64} : tensor<4x6x3xf32>, tensor<3x4x2xi32>, tensor<8x6x9xf32>
+  %a2 = mstep.scatter_add %x, %i2, %s {dim = 2 : i64} : tensor<4x6x3xf32>, tensor<4x6x9xi64>, tensor<8x6x9xf32>
+  return %g0, %g1, %g2, %a0, %a1, %a2 : tensor<7x5x2xf32>, tensor<3x4x2xf32>, tensor<4x6x9xf32>, tensor<4x6x3xf32>, tensor<4x6x3xf32>, tensor<4x6x3xf32>
+})",
+                               {random_bytes(4 * 6 * 3, 40), bytes_of(indices(7 * 5 * 2, 4, 1)),
+                                bytes_of(narrow), bytes_of(indices(4 * 6 * 9, 3, 2)),
+                                random_bytes(8 * 6 * 9, 41)});
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
+  // gather's first element, by hand: x[i0[0, 0, 0] = 1][0][0].
+  EXPECT_EQ(values_of<float>(out.cuda[0])[0], testing::random_floats(4 * 6 * 3, 40)[1 * 18]);
+}
+
 } // namespace
 } // namespace mstep::cuda

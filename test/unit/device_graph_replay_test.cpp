@@ -1,10 +1,11 @@
 // Graph::replay through one device graph (DeviceReplay.h), on async_host's
-// model of CUDA Graphs: buffers stay where they were captured; a static
-// input that moved is copied into the graph's buffer when nothing else
-// can read that one, and otherwise the graph's tasks that use it are
-// patched to the new buffer in place (counted: an update, and the tasks
-// patched), or recorded again where addresses cannot tell the uses apart;
-// outputs shared with a snapshot move first;
+// model of CUDA Graphs: buffers stay where they were captured; a data
+// input is copied into the graph's own buffer at the head of the graph,
+// and when it moves that copy is patched to read the new buffer (counted:
+// an update, and the task patched); a moved parameter's tasks are patched
+// likewise, or the step is recorded again where addresses cannot tell the
+// uses apart (device_graph_rerecords); outputs shared with a snapshot move
+// first;
 // a ReplayError launches nothing. (GraphReplayOnDevice runs the training
 // step, dropout included, bitwise equal to lazy mode the same way.)
 #include <gmock/gmock.h>
@@ -43,7 +44,7 @@ class DeviceGraphReplay : public ::testing::Test {
   Device previous_;
 };
 
-TEST_F(DeviceGraphReplay, AStaticInputFilledByCopyIsCopiedIntoTheCapturedBuffer) {
+TEST_F(DeviceGraphReplay, AStaticInputFilledByCopyIsReadByThePatchedHeadCopy) {
   Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
   Graph g;
   Tensor y;
@@ -53,14 +54,16 @@ TEST_F(DeviceGraphReplay, AStaticInputFilledByCopyIsCopiedIntoTheCapturedBuffer)
   }
   ASSERT_TRUE(g.on_device_graph());
   for (float v : {5.0f, 7.0f}) {
-    // copy_() makes x share the new tensor's buffer: the graph's own
-    // buffer, which nothing else holds now, gets the value.
+    // copy_() makes x share the new tensor's buffer: the copy at the head
+    // of the graph now reads that one (one task patched, nothing recorded).
     x.copy_(from_vector(std::vector<float>{v, v + 1, v + 2}, {3}));
     g.replay();
     EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2 * v + 1, 2 * v + 3, 2 * v + 5}));
   }
   EXPECT_EQ(metrics().device_graph_launches, 2);
-  EXPECT_EQ(metrics().device_graph_updates, 0);
+  EXPECT_EQ(metrics().device_graph_updates, 2);
+  EXPECT_EQ(metrics().device_graph_node_patches, 2);
+  EXPECT_EQ(metrics().device_graph_rerecords, 0);
 }
 
 TEST_F(DeviceGraphReplay, TheStaticResultsPoolSizeIsInTheMetricsAndTheTrace) {
@@ -77,12 +80,14 @@ TEST_F(DeviceGraphReplay, TheStaticResultsPoolSizeIsInTheMetricsAndTheTrace) {
   }
   set_trace_file("");  // writes the file
   ASSERT_TRUE(g.on_device_graph());
-  // Two results of 3 floats: async_host allocates each (the default), 24 bytes.
-  EXPECT_EQ(metrics().device_graph_pool_bytes, 24);
-  EXPECT_THAT(metrics_report(), HasSubstr("\ngraph_pool_bytes    24\n"));
+  // Two results of 3 floats and x's static buffer: async_host allocates
+  // each (the default), 36 bytes.
+  EXPECT_EQ(metrics().device_graph_pool_bytes, 36);
+  EXPECT_THAT(metrics_report(), HasSubstr("\ngraph_pool_bytes    36\n"));
   std::ifstream in(path);
   const std::string trace((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_THAT(trace, HasSubstr("record device graph (pool of 2 static results, 24 bytes)"));
+  EXPECT_THAT(trace, HasSubstr("record device graph (pool of 2 static results and 1 static "
+                               "input, 36 bytes)"));
   std::filesystem::remove(path);
   g.replay();
   EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{5, 6, 7}));
@@ -118,7 +123,8 @@ TEST_F(DeviceGraphReplay, AnInputWhoseCapturedBufferIsStillReadMovesTheGraph) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{8, 10, 12}));
   EXPECT_EQ(old.to_vector<float>(), (std::vector<float>{1, 2, 3}));
   EXPECT_EQ(metrics().device_graph_updates, 1);
-  EXPECT_EQ(metrics().device_graph_node_patches, 1) << "the one task reading x, patched";
+  EXPECT_EQ(metrics().device_graph_node_patches, 1) << "the head copy of x, patched";
+  EXPECT_EQ(metrics().device_graph_rerecords, 0);
   // The graph now reads x's new buffer: the next replay needs no update.
   g.replay();
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{8, 10, 12}));
@@ -135,7 +141,7 @@ TEST_F(DeviceGraphReplay, AnInputWhoseCapturedBufferIsStillReadMovesTheGraph) {
   EXPECT_EQ(metrics().device_graph_node_patches, 2);
 }
 
-TEST_F(DeviceGraphReplay, AnInputMovedOntoAnotherInputsBufferIsRecordedAgainNotPatched) {
+TEST_F(DeviceGraphReplay, AnInputMovedOntoAnotherInputsBufferIsPatchedAndToldApartLater) {
   Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
   Tensor w = from_vector(std::vector<float>{2, 2, 2}, {3});
   Graph g;
@@ -145,12 +151,41 @@ TEST_F(DeviceGraphReplay, AnInputMovedOntoAnotherInputsBufferIsRecordedAgainNotP
     y = x * w;
   }
   Tensor old = zeros({3});
-  old.copy_(x);  // keeps x's captured buffer read: x's graph buffer must move
-  x.copy_(w);    // x now shares w's buffer, which the graph reads as w
+  old.copy_(x);  // keeps x's captured buffer read: x's head copy must move
+  x.copy_(w);    // x now shares w's buffer: both head copies read it
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{4, 4, 4}));
+  EXPECT_EQ(metrics().device_graph_node_patches, 1);
+  EXPECT_EQ(metrics().device_graph_rerecords, 0);
+  // w moves on, x stays: patching that buffer's uses by address would move
+  // x's head copy too, so the step is recorded again.
+  w.copy_(from_vector(std::vector<float>{3, 3, 3}, {3}));
+  g.replay();
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{6, 6, 6}));
+  EXPECT_EQ(metrics().device_graph_updates, 2);
+  EXPECT_EQ(metrics().device_graph_rerecords, 1);
+  EXPECT_EQ(old.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST_F(DeviceGraphReplay, AnInputMovedOntoAParametersBufferIsRecordedAgainNotPatched) {
+  Tensor x = from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor w = from_vector(std::vector<float>{2, 2, 2}, {3});
+  w.requires_grad_(true);  // a parameter: read where it is, no head copy
+  NoGradGuard no_grad;
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = x * w;
+  }
+  Tensor old = zeros({3});
+  old.copy_(x);
+  x.copy_(w);  // x now shares w's buffer, which the step reads as w
   g.replay();
   // Patching by address would move w's uses too; the step is recorded again.
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{4, 4, 4}));
   EXPECT_EQ(metrics().device_graph_updates, 1);
+  EXPECT_EQ(metrics().device_graph_rerecords, 1);
   EXPECT_EQ(metrics().device_graph_node_patches, 0);
 }
 

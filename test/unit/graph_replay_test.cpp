@@ -413,6 +413,12 @@ TEST_P(GraphReplayOnDevice, EqualsLazyModeAndUpdatesTheStateInPlace) {
   EXPECT_EQ(after.replay_time.count - before.replay_time.count, kSteps - 2);
   EXPECT_EQ(after.device_graph_launches - before.device_graph_launches,
             GetParam().device_graph ? kSteps - 2 : 0);
+  // Each replay's batch is in new buffers (copy_() shares x's): the device
+  // graph's head copies of static_x and static_y are patched to read them,
+  // and the step is never recorded again.
+  EXPECT_EQ(after.device_graph_node_patches - before.device_graph_node_patches,
+            GetParam().device_graph ? 2 * (kSteps - 2) : 0);
+  EXPECT_EQ(after.device_graph_rerecords, before.device_graph_rerecords);
   // Bitwise equal: the same executables on the same inputs and RNG offsets.
   EXPECT_EQ(losses, lazy_losses);
   EXPECT_EQ(replayed.weights(), lazy_weights);

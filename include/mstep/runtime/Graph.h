@@ -36,17 +36,21 @@
 // CUDA Graphs), capture_end() also records the captured executables' work
 // into one device graph, instantiated once, and replay() launches it: one
 // graph launch plus the checks and bindings below. Its buffers stay at
-// fixed addresses while the graph lives: the static inputs and parameters
-// are read where they were at capture, the results go to buffers the graph
-// owns, and a parameter or optimizer state the step updates is copied back
-// into its own buffer at the end of the graph. When an input's buffer
-// moved (a new buffer after copy_() from a lazy value, or a copy_()
-// snapshot that shares a buffer the graph writes), replay() patches the
-// graph's operations that use it to the new buffer in place where the
-// backend can (CUDA: the kernel and copy nodes; Metrics::
+// fixed addresses while the graph lives: each data input (a batch, a
+// mask: InputRole::input) is copied at the head of the graph into a buffer
+// the graph owns, which the step reads; parameters are read where they
+// were at capture, the results go to buffers the graph owns, and a
+// parameter or optimizer state the step updates is copied back into its
+// own buffer at the end of the graph. When an input's buffer moved (a new
+// buffer after copy_() from a lazy value, or a copy_() snapshot that
+// shares a buffer the graph writes), replay() patches the graph's
+// operations that use it to the new buffer in place where the backend can
+// (CUDA: the kernel and copy nodes, not a library's such as cuBLASLt's,
+// which is why data inputs go through a head copy; Metrics::
 // device_graph_node_patches), else re-records the work over the new
 // buffers and updates the graph in place, without a new capture (either
-// counted in Metrics::device_graph_updates). Work that cannot
+// counted in Metrics::device_graph_updates; the re-records also in
+// device_graph_rerecords). Work that cannot
 // be recorded (an allocation, a host sync, a host fallback) fails
 // capture_end() with an error naming it, and the graph stays uncaptured.
 //

@@ -71,6 +71,10 @@ struct Metrics {
   int64_t device_graph_updates = 0;
   /// The graph nodes those in-place patches changed (no recording).
   int64_t device_graph_node_patches = 0;
+  /// Of device_graph_updates, the replays that recorded the step again
+  /// (DeviceGraph::update) because patching could not move the graph; the
+  /// rest were patched in place.
+  int64_t device_graph_rerecords = 0;
   /// Largest pool of a captured device graph: the device memory of its
   /// static results, allocated at capture as one block where the backend
   /// pools them (cuda) and held for the graph's life.

@@ -246,7 +246,9 @@ absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<ab
     if (absl::Status queued = queue(); !queued.ok())
       return absl::Status(queued.code(), absl::StrCat(what, ": ", queued.message()));
     captured_writes_.insert(captured_writes_.end(), writes.begin(), writes.end());
-    captured_work_.emplace_back(what);
+    CapturedWork& captured = captured_work_.emplace_back(CapturedWork{std::string(what), {}});
+    for (auto list : {reads, writes})
+      for (const Buffer* b : list) captured.ranges.emplace_back(device_pointer(*b), b->type().bytes());
     if (check) captured_checks_.push_back(std::move(check));
     return absl::OkStatus();
   }
@@ -345,7 +347,7 @@ absl::Status CudaBackend::fail(absl::Status error, const Work* culprit, CUresult
 
 absl::StatusOr<CUgraph> CudaBackend::capture(const std::function<absl::Status()>& record,
                                               std::vector<const Buffer*>& writes,
-                                              std::vector<std::string>* work,
+                                              std::vector<CapturedWork>* work,
                                               std::vector<std::function<absl::Status()>>* checks) {
   const CudaDriverApi& api = context_->api();
   {

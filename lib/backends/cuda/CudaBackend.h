@@ -39,6 +39,7 @@
 #include <deque>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -139,13 +140,17 @@ public:
   /// buffers the work writes in `writes`. `record`'s error comes first (the
   /// capture is then dropped); a call CUDA refused inside it invalidates
   /// it, which cuStreamEndCapture reports. CudaGraph's building block.
-  /// `work` (when given) gets the name of each piece of captured work, in
-  /// order (enqueue's `what`).
+  /// `work` (when given) gets each piece of captured work, in order
+  /// (enqueue's `what`, and the device ranges of its reads and writes).
   /// `checks` (when given) gets the checks of the captured work
   /// (enqueue's `check`), for each launch of the graph to run.
+  struct CapturedWork {
+    std::string what;
+    std::vector<std::pair<CUdeviceptr, size_t>> ranges;  // (address, bytes)
+  };
   absl::StatusOr<CUgraph> capture(const std::function<absl::Status()>& record,
                                   std::vector<const Buffer*>& writes,
-                                  std::vector<std::string>* work = nullptr,
+                                  std::vector<CapturedWork>* work = nullptr,
                                   std::vector<std::function<absl::Status()>>* checks = nullptr);
   /// Whether a capture is in progress.
   bool capturing() const;
@@ -218,7 +223,7 @@ private:
   bool capturing_ = false;         // inside capture(): enqueue records, nothing runs
   std::thread::id capture_thread_;
   std::vector<const Buffer*> captured_writes_;
-  std::vector<std::string> captured_work_;  // enqueue's `what`s in a capture
+  std::vector<CapturedWork> captured_work_;  // enqueue's work in a capture
   std::vector<std::function<absl::Status()>> captured_checks_;  // enqueue's checks in a capture
   absl::Status first_error_;       // since the last synchronize()
   absl::Status lost_;              // set once: the context is unusable

@@ -3,7 +3,8 @@
 // executable (CudaPlan::error_word), reset to zero at the start of each
 // run (inside a captured CUDA graph too). A kernel that finds bad data
 // (nll_loss: a target neither ignore_index nor in [0, C); index_select,
-// embedding's, and index_add: an index out of [0, size)) ors its code into
+// embedding's, index_add, gather and scatter_add: an index out of
+// [0, size)) ors its code into
 // word kCodes and, if it is the first to claim word kClaim, writes the
 // offending value, its position, the bound, the extra (ignore_index) and
 // the op's number (its "mstep.X #N"). The optimizer update reads kCodes and,
@@ -41,7 +42,7 @@ enum Slot : int64_t {
 /// Codes (bits of kCodes).
 enum Code : int64_t {
   kNllTarget = 1,  ///< nll_loss / cross_entropy: a target out of range
-  kIndex = 2,      ///< index_select (embedding), index_add: an index out of range
+  kIndex = 2,      ///< index_select (embedding), index_add, gather, scatter_add: an index out of range
 };
 
 /// The error a set word stands for, in the cpu backend's words (an

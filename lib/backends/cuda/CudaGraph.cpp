@@ -14,12 +14,13 @@ namespace mstep::cuda {
 
 namespace {
 
-/// Work that a library queued (CudaExecutable's names for its cuBLASLt and
-/// cuDNN steps): its nodes may reach a buffer through more than their
-/// parameters (a descriptor in device memory), so rebind() leaves graphs
-/// with such work to update().
+/// Work that a library queued (CudaExecutable's names for its cuBLASLt,
+/// cuDNN and NCCL steps): its nodes may reach a buffer through more than
+/// their parameters (a descriptor in device memory), so rebind() leaves a
+/// move of a buffer such work uses to update().
 bool is_library_work(absl::string_view what) {
-  return absl::StartsWith(what, "cublasLt step") || absl::StartsWith(what, "cudnn");
+  return absl::StartsWith(what, "cublasLt step") || absl::StartsWith(what, "cudnn") ||
+         absl::StartsWith(what, "nccl");
 }
 
 /// Where `value` lies in a moved buffer: the same offset in its new one.
@@ -47,9 +48,32 @@ absl::StatusOr<CUgraphExec> CudaGraph::instantiate(CUgraph graph) {
   return exec;
 }
 
+void CudaGraph::note_work(const std::vector<CudaBackend::CapturedWork>& work) {
+  std::vector<std::string> names;
+  library_ranges_.clear();
+  for (const CudaBackend::CapturedWork& w : work) {
+    names.push_back(w.what);
+    if (is_library_work(w.what))
+      library_ranges_.insert(library_ranges_.end(), w.ranges.begin(), w.ranges.end());
+  }
+  has_library_work_ = std::ranges::any_of(work, [](const CudaBackend::CapturedWork& w) {
+    return is_library_work(w.what);
+  });
+  describe(names);
+}
+
+bool CudaGraph::library_uses(const Buffer& buffer) const {
+  const CUdeviceptr begin = CudaBackend::device_pointer(buffer);
+  const CUdeviceptr end = begin + buffer.type().bytes();
+  return std::ranges::any_of(library_ranges_, [&](const std::pair<CUdeviceptr, size_t>& r) {
+    return r.first < end && begin < r.first + r.second;
+  });
+}
+
 bool CudaGraph::read_patch_nodes() {
   const CudaDriverApi& api = backend_.context().api();
   patch_nodes_.clear();
+  opaque_nodes_ = 0;
   if (api.cuFuncGetParamInfo == nullptr || api.cuGraphGetNodes == nullptr ||
       api.cuGraphNodeGetType == nullptr || api.cuGraphKernelNodeGetParams == nullptr ||
       api.cuGraphMemcpyNodeGetParams == nullptr || api.cuGraphExecKernelNodeSetParams == nullptr ||
@@ -59,18 +83,23 @@ bool CudaGraph::read_patch_nodes() {
   if (api.cuGraphGetNodes(graph_, nullptr, &count) != CUDA_SUCCESS) return false;
   std::vector<CUgraphNode> nodes(count);
   if (count > 0 && api.cuGraphGetNodes(graph_, nodes.data(), &count) != CUDA_SUCCESS) return false;
+  // mstep's own work makes kernel and copy nodes only, all readable. A node
+  // that is not (another kind, a kernel launched with `extra`) is a
+  // library's: left out, since rebind() never moves a buffer library work
+  // uses (library_uses). Without library work it turns patching off.
   for (CUgraphNode node : nodes) {
     CUgraphNodeType type{};
     if (api.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) return false;
-    PatchNode patch{.node = node};
+    PatchNode patch;
+    patch.node = node;
+    bool readable = false;
     if (type == CU_GRAPH_NODE_TYPE_MEMCPY) {
-      if (api.cuGraphMemcpyNodeGetParams(node, &patch.copy) != CUDA_SUCCESS) return false;
+      readable = api.cuGraphMemcpyNodeGetParams(node, &patch.copy) == CUDA_SUCCESS;
     } else if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
       patch.kernel = true;
       CUDA_KERNEL_NODE_PARAMS& p = patch.kernel_params;
-      if (api.cuGraphKernelNodeGetParams(node, &p) != CUDA_SUCCESS || p.extra != nullptr ||
-          (p.func == nullptr && p.kern == nullptr))
-        return false;
+      readable = api.cuGraphKernelNodeGetParams(node, &p) == CUDA_SUCCESS && p.extra == nullptr &&
+                 (p.func != nullptr || p.kern != nullptr);
       // Each argument's bytes, as long as the kernel's layout says (by its
       // function, or by its library kernel where the node names only that).
       auto param_info = [&](size_t i, size_t* offset, size_t* size) {
@@ -78,14 +107,20 @@ bool CudaGraph::read_patch_nodes() {
                                  : api.cuKernelGetParamInfo(p.kern, i, offset, size);
       };
       size_t offset = 0, size = 0;
-      for (size_t i = 0; param_info(i, &offset, &size) == CUDA_SUCCESS; ++i) {
-        if (p.kernelParams == nullptr || p.kernelParams[i] == nullptr) return false;
+      for (size_t i = 0; readable && param_info(i, &offset, &size) == CUDA_SUCCESS; ++i) {
+        if (p.kernelParams == nullptr || p.kernelParams[i] == nullptr) {
+          readable = false;
+          break;
+        }
         const auto* bytes = static_cast<const std::byte*>(p.kernelParams[i]);
         patch.args.emplace_back(bytes, bytes + size);
       }
       p.kernelParams = nullptr;  // the driver's storage: set anew at each patch
-    } else {
-      return false;  // a node of a kind rebind() does not patch
+    }
+    if (!readable) {
+      if (!has_library_work_) return false;
+      ++opaque_nodes_;
+      continue;
     }
     patch_nodes_.push_back(std::move(patch));
   }
@@ -95,12 +130,12 @@ bool CudaGraph::read_patch_nodes() {
 absl::StatusOr<std::unique_ptr<CudaGraph>>
 CudaGraph::record(CudaBackend& backend, const std::function<absl::Status()>& record) {
   std::unique_ptr<CudaGraph> graph(new CudaGraph(backend));
-  std::vector<std::string> work;
+  std::vector<CudaBackend::CapturedWork> work;
   MSTEP_ASSIGN_OR_RETURN(CUgraph captured,
                          backend.capture(record, graph->writes_, &work, &graph->checks_));
-  graph->describe(work);
+  graph->note_work(work);
   MSTEP_ASSIGN_OR_RETURN(graph->exec_, graph->instantiate(captured));
-  graph->patchable_ = std::ranges::none_of(work, is_library_work) && graph->read_patch_nodes();
+  graph->patchable_ = graph->read_patch_nodes();
   return graph;
 }
 
@@ -124,6 +159,10 @@ CudaGraph::~CudaGraph() {
 
 int64_t CudaGraph::rebind(absl::Span<const std::pair<BufferPtr, BufferPtr>> moved) {
   if (!patchable_) return -1;
+  // A buffer library work uses may be reached through more than node
+  // parameters (and its nodes may be left out): recorded again instead.
+  for (const auto& [from, to] : moved)
+    if (library_uses(*from)) return -1;
   const CudaDriverApi& api = backend_.context().api();
   int64_t patched = 0;
   for (PatchNode& n : patch_nodes_) {
@@ -143,8 +182,12 @@ int64_t CudaGraph::rebind(absl::Span<const std::pair<BufferPtr, BufferPtr>> move
           std::memcpy(arg.data() + at, &value, sizeof value);
         }
     } else {
-      if (n.copy.srcMemoryType == CU_MEMORYTYPE_DEVICE) patch(n.copy.srcDevice);
-      if (n.copy.dstMemoryType == CU_MEMORYTYPE_DEVICE) patch(n.copy.dstDevice);
+      // A device address is srcDevice / dstDevice for unified memory too.
+      auto device = [](CUmemorytype type) {
+        return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED;
+      };
+      if (device(n.copy.srcMemoryType)) patch(n.copy.srcDevice);
+      if (device(n.copy.dstMemoryType)) patch(n.copy.dstDevice);
     }
     if (!changed) continue;
     CUresult result;
@@ -187,7 +230,7 @@ absl::Status CudaGraph::launch() {
 absl::Status CudaGraph::update(const std::function<absl::Status()>& record) {
   const CudaDriverApi& api = backend_.context().api();
   std::vector<const Buffer*> writes;
-  std::vector<std::string> work;
+  std::vector<CudaBackend::CapturedWork> work;
   std::vector<std::function<absl::Status()>> checks;
   MSTEP_ASSIGN_OR_RETURN(CUgraph captured, backend_.capture(record, writes, &work, &checks));
   CUgraphExecUpdateResultInfo info{};
@@ -202,14 +245,15 @@ absl::Status CudaGraph::update(const std::function<absl::Status()>& record) {
     MSTEP_ASSIGN_OR_RETURN(CUgraphExec exec, instantiate(captured));
     api.cuGraphExecDestroy(std::exchange(exec_, exec));
     ++reinstantiations_;
-    patchable_ = std::ranges::none_of(work, is_library_work) && read_patch_nodes();
+    note_work(work);
+    patchable_ = read_patch_nodes();
   } else {
     api.cuGraphDestroy(captured);
     return cuda_error(api, result, "cuGraphExecUpdate", "updating a CUDA graph's buffers");
   }
   writes_ = std::move(writes);
   checks_ = std::move(checks);
-  describe(work);
+  note_work(work);
   ++updates_;
   return absl::OkStatus();
 }

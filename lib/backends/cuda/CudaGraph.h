@@ -12,10 +12,15 @@
 // (cuGraphExecKernelNodeSetParams, cuGraphExecMemcpyNodeSetParams), from
 // the nodes' parameters read once from the captured graph (kept for that),
 // with no capture; it declines (-1, update() then) when the driver lacks
-// those functions, the captured work includes a library step (cuBLASLt,
-// cuDNN: their nodes may reach a buffer in ways the parameters do not
-// show), a node is of another kind, or after an update() (the captured
-// graph's nodes no longer describe the instantiated one). A fault while a launch runs surfaces at the next sync point as
+// those functions, a moved buffer is one that a library step (cuBLASLt,
+// cuDNN, NCCL: their nodes may reach a buffer in ways the parameters do
+// not show) reads or writes, a node of mstep's own work cannot be read,
+// or after an update() (the captured graph's nodes no longer describe the
+// instantiated one). Library steps elsewhere in the graph do not stop a
+// patch: their nodes that cannot be read are left alone. So a step whose
+// matmuls read static buffers (DeviceReplay copies each data input into
+// one at the head of the graph) is moved to a new input by patching that
+// copy node. A fault while a launch runs surfaces at the next sync point as
 // CudaBackend's error naming this graph's captured step (what()). The
 // buffers the captured work uses must stay alive while the graph
 // can launch (DeviceGraph's contract); the backend must outlive the graph.
@@ -50,6 +55,8 @@ public:
   /// that change are set. -1 (nothing changed) where it declines (above)
   /// or the driver refuses a node (update() then sets every node).
   int64_t rebind(absl::Span<const std::pair<BufferPtr, BufferPtr>> moved) override;
+  /// Library nodes rebind() leaves alone (they cannot be read).
+  int64_t opaque_nodes() const { return opaque_nodes_; }
   /// update()s the driver refused, which instantiated the graph anew.
   int64_t reinstantiations() const { return reinstantiations_; }
 
@@ -61,6 +68,10 @@ private:
   explicit CudaGraph(CudaBackend& backend) : backend_(backend) {}
   /// Sets what_ from the captured work's names.
   void describe(const std::vector<std::string>& work);
+  /// Sets what_, has_library_work_ and library_ranges_ from the captured work.
+  void note_work(const std::vector<CudaBackend::CapturedWork>& work);
+  /// Whether library work reads or writes memory of `buffer`.
+  bool library_uses(const Buffer& buffer) const;
   /// cuGraphInstantiateWithFlags of `graph`, which it then keeps as
   /// graph_ (destroying the one before) for rebind(); destroyed on error.
   absl::StatusOr<CUgraphExec> instantiate(CUgraph graph);
@@ -82,6 +93,10 @@ private:
   CUgraphExec exec_ = nullptr;
   bool patchable_ = false;
   std::vector<PatchNode> patch_nodes_;
+  bool has_library_work_ = false;
+  /// The device memory the library work reads and writes: (address, bytes).
+  std::vector<std::pair<CUdeviceptr, size_t>> library_ranges_;
+  int64_t opaque_nodes_ = 0;  // library nodes read_patch_nodes() left out
   std::vector<const Buffer*> writes_; // what the captured work writes
   /// The captured work's checks (the executables' error words), run after
   /// each launch completes.

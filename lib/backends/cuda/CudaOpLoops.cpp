@@ -1,6 +1,7 @@
 // The loop nests of CudaOpLoops.h, op by op; each follows its ref kernel
 // (lib/backends/ref: RefNN.cpp, RefLoss.cpp, RefCreation.cpp,
-// RefShape.cpp, RefOptimizer.cpp), whose comments give the formulas.
+// RefShape.cpp, RefScatter.cpp, RefOptimizer.cpp), whose comments give
+// the formulas.
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "lib/backends/cuda/CudaBlockRows.h"
 #include "lib/backends/cuda/CudaKernelGen.h"
@@ -480,6 +481,77 @@ void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
   });
 }
 
+/// `shape`, or [1] for a 0-d one (RefShape.cpp's gather: a 0-d input
+/// acts as a [1] tensor).
+std::vector<int64_t> at_least_1d(ArrayRef<int64_t> shape) {
+  return shape.empty() ? std::vector<int64_t>{1} : std::vector<int64_t>(shape.begin(), shape.end());
+}
+
+/// RefShape.cpp's gather: one lane per output (= index) element i, reading
+/// the input at i's coordinates with dim `dim` replaced by index[i]. An
+/// index out of range gives NaN (zero for integers) and is reported in the
+/// error word instead of ref's error.
+void gather_loops(dialect::GatherOp op, Nest& nest) {
+  const std::vector<int64_t> in_shape = at_least_1d(shape_of(op.getInput()));
+  const std::vector<int64_t> index_shape = at_least_1d(shape_of(op.getIndex()));
+  const int64_t dim = static_cast<int64_t>(op.getDim());
+  std::vector<int64_t> strides = strides_of(in_shape);
+  const int64_t dim_stride = strides[dim];
+  strides[dim] = 0;  // the index value's instead
+  Flat x = nest.flat(0), index = nest.flat(1), y = nest.flat(2);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(numel(op.getIndex()), [&](Value i) {
+    auto [at, valid] = checked_index(nest, index, i, in_shape[dim], dim);
+    Value v = nest.load(x, nest.affine(at, dim_stride, nest.strided(i, index_shape, strides, 0)));
+    nest.store(b.create<arith::SelectOp>(valid, v, nest.poison(y.element())), y, i);
+  });
+}
+
+/// RefScatter.cpp's scatter_add: a copy of the input, then one lane per
+/// index position off dim `dim` (the index's other coordinates), walking
+/// the index along `dim` in order and adding src at each position into
+/// the output at that position with dim `dim` replaced by the index value.
+/// A lane owns the output elements it adds to, so duplicates add in ref's
+/// order with no atomics. An index out of range adds nothing and is
+/// reported in the error word (ref: an error).
+void scatter_add_loops(dialect::ScatterAddOp op, Nest& nest) {
+  nest.copy(0, 3);
+  if (numel(op.getIndex()) == 0) return;  // writes nothing
+  const std::vector<int64_t> in_shape = at_least_1d(shape_of(op.getInput()));
+  const std::vector<int64_t> index_shape = at_least_1d(shape_of(op.getIndex()));
+  const int64_t dim = static_cast<int64_t>(op.getDim());
+  const std::vector<int64_t> out_strides = strides_of(in_shape);
+  const std::vector<int64_t> index_strides = strides_of(index_shape);
+  const std::vector<int64_t> src_strides = strides_of(at_least_1d(shape_of(op.getSrc())));
+  // The lanes: the index's coordinates other than dim's, and where each
+  // starts in the index, src and the output.
+  std::vector<int64_t> lanes, in_index, in_src, in_out;
+  for (size_t k = 0; k < index_shape.size(); ++k) {
+    if (static_cast<int64_t>(k) == dim) continue;
+    lanes.push_back(index_shape[k]);
+    in_index.push_back(index_strides[k]);
+    in_src.push_back(src_strides[k]);
+    in_out.push_back(out_strides[k]);
+  }
+  const int64_t n = index_shape[dim];
+  Flat index = nest.flat(1), src = nest.flat(2), y = nest.flat(3);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(numel(op.getIndex()) / n, [&](Value lane) {
+    Value index_base = nest.strided(lane, lanes, in_index, 0);
+    Value src_base = nest.strided(lane, lanes, in_src, 0);
+    Value out_base = nest.strided(lane, lanes, in_out, 0);
+    nest.loop(n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+      Value position = nest.affine(j, index_strides[dim], index_base);
+      auto [at, valid] = checked_index(nest, index, position, in_shape[dim], dim);
+      Value dst = nest.affine(at, out_strides[dim], out_base);
+      Value current = nest.load(y, dst);
+      Value sum = add_as_ref(nest, current, nest.load(src, nest.affine(j, src_strides[dim], src_base)));
+      nest.store(b.create<arith::SelectOp>(valid, sum, current), y, dst);
+      return {};
+    });
+  });
+}
+
 } // namespace
 
 absl::Status not_lowered_for_cuda(Operation* op, absl::string_view why) {
@@ -494,7 +566,8 @@ bool builds_op_loops(Operation* op, const CudaCodegenOptions& options) {
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
              dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
-             dialect::IndexAddOp, dialect::MultiTensorUpdateOp>(op);
+             dialect::IndexAddOp, dialect::GatherOp, dialect::ScatterAddOp,
+             dialect::MultiTensorUpdateOp>(op);
 }
 
 absl::Status build_op_loops(Operation* op, func::FuncOp func,
@@ -535,6 +608,10 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
     index_select_loops(select, nest);
   } else if (auto add = dyn_cast<dialect::IndexAddOp>(op)) {
     index_add_loops(add, nest);
+  } else if (auto gather = dyn_cast<dialect::GatherOp>(op)) {
+    gather_loops(gather, nest);
+  } else if (auto scatter_add = dyn_cast<dialect::ScatterAddOp>(op)) {
+    scatter_add_loops(scatter_add, nest);
   } else if (auto update = dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
     status = multi_tensor_update_loops(
         update, options.multi_tensor_launch ? options.multi_tensor_max_buffers : 0,

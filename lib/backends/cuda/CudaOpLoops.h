@@ -3,8 +3,9 @@
 // softmax, log_softmax, layer_norm, rms_norm, nll_loss, dropout (Philox),
 // sum and mean over trailing dims (with block-wide row reductions),
 // arange, reshape, permute, slice, slice_scatter, index_select
-// (embedding), index_add (its backward) and the multi-tensor optimizer
-// update (SGD, Adam, AdamW, Adadelta; clip_grad_norm_ included).
+// (embedding), index_add (its backward), gather, scatter_add and the
+// multi-tensor optimizer update (SGD, Adam, AdamW, Adadelta;
+// clip_grad_norm_ included).
 //
 // Each op is one or more top-level scf.parallel loops (one GPU launch
 // each; CudaKernelGen tiles them by the block size): a block per row for
@@ -12,18 +13,20 @@
 // rows shorter than a warp excepted), else one lane per row for
 // the row-wise ops (softmax: each of the outer x inner lanes of the
 // normalized dim), one lane per element for the elementwise and copy
-// ops, one lane per column for index_add, one lane in all for a reduction
+// ops, one lane per column for index_add (per index position off the
+// scattered dim for scatter_add), one lane in all for a reduction
 // to a scalar (the clipping norms; nll_loss mean / sum too with
 // MSTEP_CUDA_ROW_REDUCTION=thread, else a block). Within a lane,
 // plain scf.for loops. The numerics follow lib/backends/ref op for op:
 // statistics in f64 and one rounding per output; the optimizer's f32
 // operations in ref's order, each rounded (no contraction); dropout's mask
 // from the same Philox4x32-10 words as mstep/core/Philox.h; index_add's
-// duplicates added in index order. No atomics: every output element is
+// and scatter_add's duplicates added in index order. No atomics: every output element is
 // written by one lane, so the results do not depend on scheduling.
 // Where ref fails on a bad index or target (out of range), a kernel
 // cannot: it reads nothing out of bounds and yields NaN (zero for
-// integers; index_add skips the row). A buffer an op needs between its
+// integers; index_add and scatter_add skip the element), and reports it
+// in the executable's error word (CudaErrorWord.h). A buffer an op needs between its
 // launches is a memref.alloc, which CudaKernelGen turns into a temporary
 // of the plan. Library-internal; MLIR.
 #pragma once

@@ -5,7 +5,8 @@
 // bit for bit equal to the lazy run on the same inputs, an input changed
 // in place between launches is seen by the next launch, and update() to
 // another input buffer gives that input's lazy result without a new
-// instantiation. An allocation inside the capture fails with its name, a
+// instantiation; rebind() patches moved buffers that the cuBLASLt node
+// does not read. An allocation inside the capture fails with its name, a
 // call the driver refuses invalidates the capture, and the backend keeps
 // working after both. The host time of one launch is printed, not
 // asserted.
@@ -14,6 +15,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "lib/backends/cuda/CublasLt.h"
 #include "lib/backends/cuda/CudaGraph.h"
@@ -153,6 +155,33 @@ TEST_F(CudaGraphGpuTest, AnUpdateToAnotherInputEqualsTheLazyStepOverIt) {
   ASSERT_TRUE((*recorded)->launch().ok());
   EXPECT_EQ(download(out_), expected.first);
   EXPECT_EQ(download(y_), expected.second);
+}
+
+// DeviceReplay's way for a graph with library nodes (issue 22 §1): moved
+// buffers that no cuBLASLt call reads are patched in place, the cuBLASLt
+// nodes left alone: the copy node's source (init, as a data input's head
+// copy into its static buffer) and the two saxpy nodes reading x. No
+// capture, no exec update; the launch equals the lazy step over the new
+// buffers.
+TEST_F(CudaGraphGpuTest, MovedInputsArePatchedAroundACublasLtNode) {
+  BufferPtr moved_x = upload(values(kRows * kInner, 6));
+  BufferPtr moved_init = upload(values(kRows * kInner, 7));
+  std::swap(init_, moved_init);
+  const auto expected = lazy(moved_x);
+  std::swap(init_, moved_init);
+  (void)lazy(x_);
+  auto recorded = CudaGraph::record(*backend_, [&] { return step(x_); });
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  std::printf("CUDA graph with a cuBLASLt step: %lld library nodes not read for patching\n",
+              static_cast<long long>((*recorded)->opaque_nodes()));
+  EXPECT_EQ((*recorded)->rebind({{x_, moved_x}, {init_, moved_init}}), 3)
+      << "the copy node and the two saxpy nodes";
+  EXPECT_EQ((*recorded)->updates(), 0);
+  ASSERT_TRUE((*recorded)->launch().ok());
+  EXPECT_EQ(download(out_), expected.first);
+  EXPECT_EQ(download(y_), expected.second);
+  // y, which cuBLASLt reads, cannot be patched: update() instead.
+  EXPECT_EQ((*recorded)->rebind({{y_, upload(values(kRows * kInner, 8))}}), -1);
 }
 
 TEST_F(CudaGraphGpuTest, WhatCannotBeCapturedFailsAndTheBackendKeepsWorking) {
