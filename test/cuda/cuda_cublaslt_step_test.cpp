@@ -406,6 +406,58 @@ TEST_F(CudaCublasLtExecutableTest, AnUnbatchedMatmulSetsNoBatchAttributes) {
   EXPECT_TRUE(layout_attributes.empty());
 }
 
+TEST_F(CudaCublasLtExecutableTest, ABiasGradientIsWrittenWhereTheBiasPointerPoints) {
+  // dW = x^T dz and db = sum(dz, 0), both step outputs: one call.
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<64x96xf32>, %dz: tensor<64x80xf32>)
+    -> (tensor<96x80xf32>, tensor<80xf32>) {
+  %xt = mstep.permute %x {perm = array<i64: 1, 0>} : tensor<64x96xf32> -> tensor<96x64xf32>
+  %gw = mstep.matmul %xt, %dz : tensor<96x64xf32>, tensor<64x80xf32> -> tensor<96x80xf32>
+  %gb = mstep.sum %dz {dims = array<i64: 0>, keepdim = false} : tensor<64x80xf32> -> tensor<80xf32>
+  return %gw, %gb : tensor<96x80xf32>, tensor<80xf32>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run(
+      {input({Shape({64, 96}), DType::f32}), input({Shape({64, 80}), DType::f32})});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 1u);
+  EXPECT_EQ(work[0].target, CudaBackend::device_pointer(*(*outputs)[0]));
+  EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
+            CUBLASLT_EPILOGUE_BGRADA);
+  // The gradient has the output's type (cublasLt.h, BIAS_DATA_TYPE).
+  EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_32F);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(last_attribute<void*>(CUBLASLT_MATMUL_DESC_BIAS_POINTER)),
+            CudaBackend::device_pointer(*(*outputs)[1]));
+}
+
+TEST_F(CudaCublasLtExecutableTest, ABf16LinearsBiasIsBf16AsItsOutput) {
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<64x96xbf16>, %w: tensor<96x80xbf16>, %b: tensor<80xbf16>)
+    -> tensor<64x80xbf16> {
+  %0 = mstep.matmul %x, %w : tensor<64x96xbf16>, tensor<96x80xbf16> -> tensor<64x80xbf16>
+  %1 = mstep.add %0, %b : tensor<64x80xbf16>, tensor<80xbf16> -> tensor<64x80xbf16>
+  return %1 : tensor<64x80xbf16>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->launches.size(), 1u);
+  EXPECT_TRUE(plan->matmuls[0].shape.bias);
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto outputs = (*exe)->run({input({Shape({64, 96}), DType::bf16}),
+                              input({Shape({96, 80}), DType::bf16}),
+                              input({Shape({80}), DType::bf16})});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
+            CUBLASLT_EPILOGUE_BIAS);
+  EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_16BF);
+}
+
 TEST_F(CudaCublasLtExecutableTest, ACublasLtThatCannotStartFailsCreate) {
   auto plan = plan_of(kBatchedStep);
   ASSERT_TRUE(plan.ok()) << plan.status();
