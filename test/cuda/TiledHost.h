@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "lib/backends/cuda/CudaCompiler.h"
-#include "mstep/core/HalfTypes.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -31,6 +30,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mstep/core/HalfTypes.h"
 #include "llvm/Support/TargetSelect.h"
 
 namespace mstep::cuda::testing {
@@ -109,8 +109,8 @@ inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep
 /// the dtype (f32 or bf16, cuBLASLt's f32 accumulation); and the bias
 /// gradient (shape.bias_grad, into `grad`): op(A) or op(B) summed over k
 /// in double, rounded once.
-inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b,
-                        const char* bias, char* c, char* grad = nullptr) {
+inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b, const char* bias,
+                        char* c, char* grad = nullptr) {
   const MatmulShape& s = info.shape;
   ASSERT_TRUE(s.dtype == DType::f32 || s.dtype == DType::bf16) << dtype_name(s.dtype);
   ASSERT_EQ(s.bias, bias != nullptr);

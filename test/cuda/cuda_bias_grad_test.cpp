@@ -68,7 +68,7 @@ TEST(CudaBiasGrad, TheSumOfTheRhsIsTheCallsBiasGradient) {
   const MatmulShape& s = plan->matmuls[0].shape;
   EXPECT_EQ(s.bias_grad, MatmulBiasGrad::rhs);
   EXPECT_TRUE(s.transpose_a);
-  EXPECT_EQ(cublaslt_epilogue(s), CUBLASLT_EPILOGUE_BGRADA);  // mstep's B is cuBLASLt's A
+  EXPECT_EQ(cublaslt_epilogue(s), CUBLASLT_EPILOGUE_BGRADA); // mstep's B is cuBLASLt's A
   // One step, no kernel: the call reads x (the permute's value, an alias
   // of x read transposed) and dz, and writes both outputs.
   ASSERT_EQ(plan->launches.size(), 1u);
@@ -220,5 +220,5 @@ TEST(CudaBiasGrad, EachFormOnTheHostMatchesRef) {
   }
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

@@ -208,7 +208,7 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
     return CUBLAS_STATUS_SUCCESS;
   };
   api->cublasLtMatrixLayoutSetAttribute = [](auto, cublasLtMatrixLayoutAttribute_t attribute,
-                                              const void* value, size_t size) {
+                                             const void* value, size_t size) {
     layout_attributes.push_back({attribute, std::string(static_cast<const char*>(value), size)});
     return CUBLAS_STATUS_SUCCESS;
   };
@@ -400,8 +400,9 @@ TEST_F(CudaCublasLtExecutableTest, AnUnbatchedMatmulSetsNoBatchAttributes) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();
-  auto outputs = (*exe)->run({input({Shape({64, 96}), DType::f32}),
-                              input({Shape({96, 80}), DType::f32}), input({Shape({80}), DType::f32})});
+  auto outputs =
+      (*exe)->run({input({Shape({64, 96}), DType::f32}), input({Shape({96, 80}), DType::f32}),
+                   input({Shape({80}), DType::f32})});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   EXPECT_TRUE(layout_attributes.empty());
 }
@@ -421,8 +422,8 @@ func.func @step(%x: tensor<64x96xf32>, %dz: tensor<64x80xf32>)
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();
   const size_t before = fake_.calls.size();
-  auto outputs = (*exe)->run(
-      {input({Shape({64, 96}), DType::f32}), input({Shape({64, 80}), DType::f32})});
+  auto outputs =
+      (*exe)->run({input({Shape({64, 96}), DType::f32}), input({Shape({64, 80}), DType::f32})});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   std::vector<testing::FakeCall> work = work_since(before);
   ASSERT_EQ(work.size(), 1u);
@@ -449,9 +450,9 @@ func.func @step(%x: tensor<64x96xbf16>, %w: tensor<96x80xbf16>, %b: tensor<80xbf
   EXPECT_TRUE(plan->matmuls[0].shape.bias);
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();
-  auto outputs = (*exe)->run({input({Shape({64, 96}), DType::bf16}),
-                              input({Shape({96, 80}), DType::bf16}),
-                              input({Shape({80}), DType::bf16})});
+  auto outputs =
+      (*exe)->run({input({Shape({64, 96}), DType::bf16}), input({Shape({96, 80}), DType::bf16}),
+                   input({Shape({80}), DType::bf16})});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
             CUBLASLT_EPILOGUE_BIAS);

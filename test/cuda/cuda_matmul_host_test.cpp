@@ -14,8 +14,7 @@ namespace {
 
 /// `text`'s step, planned as one cuBLASLt step, run on the host against
 /// ref on inputs of type T: elements within `tolerance` * (1 + |ref|).
-template <typename T>
-void expect_one_call_matches_ref(const char* text, float tolerance) {
+template <typename T> void expect_one_call_matches_ref(const char* text, float tolerance) {
   testing::CudaStepContext step(text);
   auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
@@ -80,5 +79,5 @@ func.func @step(%x: tensor<16x32xbf16>, %w: tensor<32x24xbf16>, %b: tensor<24xbf
                                         1.0f / 128);
 }
 
-}  // namespace
-}  // namespace mstep::cuda
+} // namespace
+} // namespace mstep::cuda

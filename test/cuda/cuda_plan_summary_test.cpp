@@ -38,9 +38,10 @@ TEST(CudaPlanSummary, CountsStepsByKindAndCopiesByOrigin) {
   EXPECT_EQ(s.epilogues, 2);
   EXPECT_EQ(s.cudnn, 1);
   EXPECT_EQ(s.aliases, 1);
-  EXPECT_EQ(describe_cuda_plan_summary(s),
-            "10 steps: 6 kernel launches (3 copies, 1 row-wise), 3 cuBLASLt (1 transposed, 2 with an "
-            "epilogue), 1 cuDNN; 1 aliases; arena 1.5 MiB");
+  EXPECT_EQ(
+      describe_cuda_plan_summary(s),
+      "10 steps: 6 kernel launches (3 copies, 1 row-wise), 3 cuBLASLt (1 transposed, 2 with an "
+      "epilogue), 1 cuDNN; 1 aliases; arena 1.5 MiB");
 }
 
 } // namespace

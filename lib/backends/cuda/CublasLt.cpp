@@ -76,9 +76,12 @@ cublasLtEpilogue_t cublaslt_epilogue(MatmulEpilogue epilogue, bool bias) {
 cublasLtEpilogue_t cublaslt_epilogue(const MatmulShape& shape) {
   // cuBLASLt's A is mstep's B (the top of CublasLt.h).
   switch (shape.bias_grad) {
-  case MatmulBiasGrad::none: break;
-  case MatmulBiasGrad::lhs: return CUBLASLT_EPILOGUE_BGRADB;
-  case MatmulBiasGrad::rhs: return CUBLASLT_EPILOGUE_BGRADA;
+  case MatmulBiasGrad::none:
+    break;
+  case MatmulBiasGrad::lhs:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  case MatmulBiasGrad::rhs:
+    return CUBLASLT_EPILOGUE_BGRADA;
   }
   return cublaslt_epilogue(shape.epilogue, shape.bias);
 }
@@ -94,16 +97,15 @@ absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape,
                                                    ": only f32 and bf16 are supported"));
   if (shape.bias_grad != MatmulBiasGrad::none &&
       (shape.bias || shape.epilogue != MatmulEpilogue::none || batch.count != 1))
-    return absl::InvalidArgumentError(
-        absl::StrCat("cublasLt matmul ", shape.to_string(),
-                     ": a bias gradient goes with no bias, activation or batch (batch of ",
-                     batch.count, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cublasLt matmul ", shape.to_string(),
+        ": a bias gradient goes with no bias, activation or batch (batch of ", batch.count, ")"));
   if (batch.count < 1 || batch.count > INT32_MAX || batch.a_stride < 0 || batch.b_stride < 0 ||
       (batch.count > 1 && batch.c_stride < shape.m * shape.n))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cublasLt matmul ", shape.to_string(), ": a batch of ", batch.count, " with strides ",
-        batch.a_stride, ", ", batch.b_stride, ", ", batch.c_stride,
-        " (a count in [1, 2^31), strides at least 0, C's at least its matrix)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cublasLt matmul ", shape.to_string(), ": a batch of ", batch.count,
+                     " with strides ", batch.a_stride, ", ", batch.b_stride, ", ", batch.c_stride,
+                     " (a count in [1, 2^31), strides at least 0, C's at least its matrix)"));
   const auto m = static_cast<uint64_t>(shape.m), n = static_cast<uint64_t>(shape.n),
              k = static_cast<uint64_t>(shape.k);
   CublasLtGemm gemm;
@@ -179,7 +181,7 @@ CublasLtMatmul::~CublasLtMatmul() {
 }
 
 absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::plan(const MatmulShape& shape,
-                                                          const MatmulBatch& batch) {
+                                                           const MatmulBatch& batch) {
   if (auto it = plans_.find({shape, batch}); it != plans_.end()) return it->second.get();
   MSTEP_ASSIGN_OR_RETURN(CublasLtGemm gemm, plan_cublaslt_gemm(shape, batch));
   const CublasLtApi& api = *api_;

@@ -470,7 +470,7 @@ absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch, const RunV
     const CUdeviceptr a = values.pointers[launch.args[0]];
     const CUdeviceptr b = values.pointers[launch.args[1]];
     // The bias, or where the bias gradient goes.
-    const CUdeviceptr bias = m.shape.bias                ? values.pointers[launch.args[2]]
+    const CUdeviceptr bias = m.shape.bias               ? values.pointers[launch.args[2]]
                              : launch.writes.size() > 1 ? values.pointers[launch.writes[1]]
                                                         : 0;
     const CUdeviceptr out = values.pointers[launch.writes[0]];

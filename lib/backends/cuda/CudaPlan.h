@@ -133,10 +133,10 @@ absl::Status check_cuda_collective(const CudaCollectiveInfo& info, const TensorT
 /// collective < 0):
 /// kernel `kernel` with one device pointer per argument, the buffers of
 /// values `args` in parameter order. A cuBLASLt call (matmul >= 0):
-/// plan.matmuls[matmul] with its values (CudaMatmulInfo). A cuDNN SDPA execution (attention >= 0): plan.attentions[attention]
-/// with its values by role (CudaAttentionInfo). A collective
-/// (collective >= 0): plan.collectives[collective]. Each writes values
-/// `writes`.
+/// plan.matmuls[matmul] with its values (CudaMatmulInfo). A cuDNN SDPA
+/// execution (attention >= 0): plan.attentions[attention] with its values
+/// by role (CudaAttentionInfo). A collective (collective >= 0):
+/// plan.collectives[collective]. Each writes values `writes`.
 struct CudaLaunchStep {
   int kernel = 0;
   int matmul = -1;

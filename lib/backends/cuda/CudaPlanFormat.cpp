@@ -315,8 +315,8 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   }
   if (version >= 7)
     for (CudaMatmulInfo& m : plan.matmuls)
-      m.shape.bias_grad = static_cast<MatmulBiasGrad>(read_small(
-          r, "a matmul's bias gradient", static_cast<uint8_t>(MatmulBiasGrad::rhs)));
+      m.shape.bias_grad = static_cast<MatmulBiasGrad>(
+          read_small(r, "a matmul's bias gradient", static_cast<uint8_t>(MatmulBiasGrad::rhs)));
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

@@ -176,8 +176,8 @@ bool CudaViews::read_only_after(mlir::Value value, mlir::Operation* op) const {
 void CudaViews::find_bias_grads(mlir::Block& body) {
   llvm::SmallVector<dialect::SumOp> sums;
   for (mlir::Operation& op : body)
-    if (auto sum = llvm::dyn_cast<dialect::SumOp>(op); sum && !silent_.contains(&op) &&
-                                                        sums_all_but_last(sum))
+    if (auto sum = llvm::dyn_cast<dialect::SumOp>(op);
+        sum && !silent_.contains(&op) && sums_all_but_last(sum))
       sums.push_back(sum);
   for (mlir::Operation& op : body) {
     auto matmul = llvm::dyn_cast<dialect::MatmulOp>(op);
@@ -202,7 +202,7 @@ void CudaViews::find_bias_grads(mlir::Block& body) {
       if (it == sums.end()) continue;
       bias_grads_[&op] = {*it, operand};
       silent_.insert(*it);
-      *it = nullptr;  // one matmul writes it
+      *it = nullptr; // one matmul writes it
       break;
     }
   }

@@ -169,24 +169,25 @@ protected:
     auto value = [](int64_t i, int salt) {
       return static_cast<float>((i * 37 + salt * 11) % 17 - 8) / 8.0f;
     };
-    std::vector<float> a(batch.a_stride * (count - 1) + m * k), b(batch.b_stride * (count - 1) + k * n);
+    std::vector<float> a(batch.a_stride * (count - 1) + m * k),
+        b(batch.b_stride * (count - 1) + k * n);
     for (size_t i = 0; i < a.size(); ++i) a[i] = value(i, 1);
     for (size_t i = 0; i < b.size(); ++i) b[i] = value(i, 2);
     const bool lhs = shape.bias_grad == MatmulBiasGrad::lhs;
     const bool has_grad = shape.bias_grad != MatmulBiasGrad::none;
     BufferPtr da = upload(a, shape.dtype), db = upload(b, shape.dtype);
-    BufferPtr dc = *backend_->allocate(
-        TensorType{Shape{batch.c_stride * (count - 1) + m * n}, shape.dtype});
-    BufferPtr dg = has_grad ? *backend_->allocate(TensorType{Shape{lhs ? m : n}, shape.dtype}) : nullptr;
+    BufferPtr dc =
+        *backend_->allocate(TensorType{Shape{batch.c_stride * (count - 1) + m * n}, shape.dtype});
+    BufferPtr dg =
+        has_grad ? *backend_->allocate(TensorType{Shape{lhs ? m : n}, shape.dtype}) : nullptr;
     std::vector<const Buffer*> reads = {da.get(), db.get()}, writes = {dc.get()};
     if (dg) writes.push_back(dg.get());
     absl::Status ran = backend_->enqueue(
         "cublasLt matmul " + shape.to_string(),
         [&] {
-          return matmul_->run(shape, CudaBackend::device_pointer(*da),
-                              CudaBackend::device_pointer(*db),
-                              dg ? CudaBackend::device_pointer(*dg) : 0,
-                              CudaBackend::device_pointer(*dc), batch);
+          return matmul_->run(
+              shape, CudaBackend::device_pointer(*da), CudaBackend::device_pointer(*db),
+              dg ? CudaBackend::device_pointer(*dg) : 0, CudaBackend::device_pointer(*dc), batch);
         },
         reads, writes);
     ASSERT_TRUE(ran.ok()) << ran;
@@ -199,7 +200,8 @@ protected:
     };
     const double rel = shape.dtype == DType::bf16 ? std::ldexp(1.0, -8) : k * std::ldexp(1.0, -23);
     int wrong = 0;
-    auto expect_near = [&](const char* what, int64_t at, double got, double expected, double scale) {
+    auto expect_near = [&](const char* what, int64_t at, double got, double expected,
+                           double scale) {
       double tolerance = rel * scale + 1e-6;
       if (shape.dtype == DType::bf16) tolerance += std::ldexp(std::fabs(expected), -7);
       if (!(std::fabs(got - expected) <= tolerance) && ++wrong <= 5)
@@ -240,15 +242,25 @@ TEST_F(CublasLtGpuTest, BiasGradientsMatchTheHost) {
   // and its transposed form dz^T x (dz the lhs, read transposed).
   check_extra({.m = 96, .n = 80, .k = 64, .transpose_a = true, .bias_grad = MatmulBiasGrad::rhs});
   check_extra({.m = 80, .n = 96, .k = 64, .transpose_a = true, .bias_grad = MatmulBiasGrad::lhs});
-  check_extra({.m = 37, .n = 53, .k = 200, .transpose_a = true, .dtype = DType::bf16,
+  check_extra({.m = 37,
+               .n = 53,
+               .k = 200,
+               .transpose_a = true,
+               .dtype = DType::bf16,
                .bias_grad = MatmulBiasGrad::lhs});
-  check_extra({.m = 64, .n = 48, .k = 1024, .transpose_a = true, .dtype = DType::bf16,
+  check_extra({.m = 64,
+               .n = 48,
+               .k = 1024,
+               .transpose_a = true,
+               .dtype = DType::bf16,
                .bias_grad = MatmulBiasGrad::rhs});
 }
 
 TEST_F(CublasLtGpuTest, AStridedBatchIsOneCallAndABroadcastOperandAStrideOfZero) {
-  check_extra({.m = 8, .n = 32, .k = 16}, {.count = 4, .a_stride = 128, .b_stride = 512, .c_stride = 256});
-  check_extra({.m = 8, .n = 32, .k = 16}, {.count = 4, .a_stride = 128, .b_stride = 0, .c_stride = 256});
+  check_extra({.m = 8, .n = 32, .k = 16},
+              {.count = 4, .a_stride = 128, .b_stride = 512, .c_stride = 256});
+  check_extra({.m = 8, .n = 32, .k = 16},
+              {.count = 4, .a_stride = 128, .b_stride = 0, .c_stride = 256});
   check_extra({.m = 64, .n = 16, .k = 64, .transpose_b = true, .dtype = DType::bf16},
               {.count = 3, .a_stride = 0, .b_stride = 1024, .c_stride = 1024});
 }
