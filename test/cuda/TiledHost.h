@@ -30,6 +30,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mstep/core/HalfTypes.h"
 #include "llvm/Support/TargetSelect.h"
 
 namespace mstep::cuda::testing {
@@ -104,33 +105,54 @@ inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep
 /// C = epilogue(op(A) op(B) + bias) ([m, k] x [k, n]; A stored [k, m] when
 /// transposed, B [n, k]; bias [n] shared by the batch), each dot product
 /// accumulated in double and rounded once to f32, then the bias added and
-/// ReLU or GELU (tanh form, cuBLASLt's) applied in f32.
-inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b,
-                        const char* bias, char* c) {
+/// ReLU or GELU (tanh form, cuBLASLt's) applied in f32, and C rounded to
+/// the dtype (f32 or bf16, cuBLASLt's f32 accumulation); and the bias
+/// gradient (shape.bias_grad, into `grad`): op(A) or op(B) summed over k
+/// in double, rounded once.
+inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b, const char* bias,
+                        char* c, char* grad = nullptr) {
   const MatmulShape& s = info.shape;
-  ASSERT_EQ(s.dtype, DType::f32);
+  ASSERT_TRUE(s.dtype == DType::f32 || s.dtype == DType::bf16) << dtype_name(s.dtype);
   ASSERT_EQ(s.bias, bias != nullptr);
-  const float* x = reinterpret_cast<const float*>(a);
-  const float* y = reinterpret_cast<const float*>(b);
-  const float* add = reinterpret_cast<const float*>(bias);
-  float* z = reinterpret_cast<float*>(c);
+  ASSERT_EQ(s.bias_grad != MatmulBiasGrad::none, grad != nullptr);
+  const bool bf16 = s.dtype == DType::bf16;
+  auto load = [&](const char* p, int64_t i) {
+    return bf16 ? float(reinterpret_cast<const BFloat16*>(p)[i])
+                : reinterpret_cast<const float*>(p)[i];
+  };
+  auto store = [&](char* p, int64_t i, float v) {
+    if (bf16)
+      reinterpret_cast<BFloat16*>(p)[i] = BFloat16(v);
+    else
+      reinterpret_cast<float*>(p)[i] = v;
+  };
+  auto at_a = [&](int64_t t, int64_t i, int64_t l) {
+    return load(a, t * info.a_stride + (s.transpose_a ? l * s.m + i : i * s.k + l));
+  };
+  auto at_b = [&](int64_t t, int64_t l, int64_t j) {
+    return load(b, t * info.b_stride + (s.transpose_b ? j * s.k + l : l * s.n + j));
+  };
   for (int64_t t = 0; t < info.batch; ++t)
     for (int64_t i = 0; i < s.m; ++i)
       for (int64_t j = 0; j < s.n; ++j) {
         double dot = 0;
-        for (int64_t l = 0; l < s.k; ++l) {
-          const float xa = x[t * info.a_stride + (s.transpose_a ? l * s.m + i : i * s.k + l)];
-          const float yb = y[t * info.b_stride + (s.transpose_b ? j * s.k + l : l * s.n + j)];
-          dot += double(xa) * yb;
-        }
+        for (int64_t l = 0; l < s.k; ++l) dot += double(at_a(t, i, l)) * at_b(t, l, j);
         float out = static_cast<float>(dot);
-        if (add != nullptr) out += add[j];
+        if (bias != nullptr) out += load(bias, j);
         if (s.epilogue == MatmulEpilogue::relu) out = out > 0 ? out : 0.f;
         if (s.epilogue == MatmulEpilogue::gelu)
           out = 0.5f * out *
                 (1.f + std::tanh(0.7978845608f * (out + 0.044715f * out * out * out)));
-        z[t * info.c_stride + i * s.n + j] = out;
+        store(c, t * info.c_stride + i * s.n + j, out);
       }
+  if (grad == nullptr) return;
+  ASSERT_EQ(info.batch, 1);
+  const bool lhs = s.bias_grad == MatmulBiasGrad::lhs;
+  for (int64_t x = 0; x < (lhs ? s.m : s.n); ++x) {
+    double sum = 0;
+    for (int64_t l = 0; l < s.k; ++l) sum += lhs ? at_a(0, x, l) : at_b(0, l, x);
+    store(grad, x, static_cast<float>(sum));
+  }
 }
 
 /// Runs `compiled`'s plan on host buffers in plan order: each cuBLASLt
@@ -150,9 +172,10 @@ inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep&
     if (launch.matmul >= 0) {
       const CudaMatmulInfo& info = plan.matmuls[launch.matmul];
       const char* bias = info.shape.bias ? host_bytes(&plan, values, launch.args[2]) : nullptr;
+      char* grad = launch.writes.size() > 1 ? host_bytes(&plan, values, launch.writes[1]) : nullptr;
       ASSERT_NO_FATAL_FAILURE(host_matmul(info, host_bytes(&plan, values, launch.args[0]),
                                           host_bytes(&plan, values, launch.args[1]), bias,
-                                          host_bytes(&plan, values, launch.writes[0])));
+                                          host_bytes(&plan, values, launch.writes[0]), grad));
       continue;
     }
     const int t = tiled_of[launch.kernel];

@@ -111,6 +111,59 @@ TEST(CublasLtPlan, EpiloguesMapToCublasLtsWithAndWithoutBias) {
   EXPECT_EQ(gemm->epilogue, CUBLASLT_EPILOGUE_GELU_BIAS);
 }
 
+TEST(CublasLtPlan, BiasGradientsMapToBgradOfTheOperandCublasLtSeesItAs) {
+  // mstep's A is cuBLASLt's B: its sum over k ([m], the columns of
+  // cuBLASLt's D) is BGRADB; mstep's B's ([n], D's rows) is BGRADA.
+  EXPECT_EQ(cublaslt_epilogue(MatmulShape{.bias_grad = MatmulBiasGrad::lhs}),
+            CUBLASLT_EPILOGUE_BGRADB);
+  EXPECT_EQ(cublaslt_epilogue(MatmulShape{.bias_grad = MatmulBiasGrad::rhs}),
+            CUBLASLT_EPILOGUE_BGRADA);
+  EXPECT_EQ(cublaslt_epilogue(MatmulShape{.epilogue = MatmulEpilogue::relu, .bias = true}),
+            CUBLASLT_EPILOGUE_RELU_BIAS);
+  auto gemm = plan_cublaslt_gemm({.m = 3, .n = 5, .k = 7, .bias_grad = MatmulBiasGrad::rhs});
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  EXPECT_EQ(gemm->epilogue, CUBLASLT_EPILOGUE_BGRADA);
+  EXPECT_EQ(gemm->m, 5u); // the gradient's length: D's rows, mstep's n
+  EXPECT_EQ(MatmulShape({.m = 3, .n = 5, .k = 7, .bias_grad = MatmulBiasGrad::lhs}).to_string(),
+            "[3, 7] x [7, 5] f32, bias grad of A");
+}
+
+TEST(CublasLtPlan, ABatchSetsEachLayoutsStrideOperandsSwapped) {
+  auto gemm = plan_cublaslt_gemm({.m = 3, .n = 5, .k = 7},
+                                 {.count = 4, .a_stride = 21, .b_stride = 0, .c_stride = 15});
+  ASSERT_TRUE(gemm.ok()) << gemm.status();
+  EXPECT_EQ(gemm->batch_count, 4);
+  EXPECT_EQ(gemm->a.batch_stride, 0);  // cuBLASLt's A is mstep's B (broadcast)
+  EXPECT_EQ(gemm->b.batch_stride, 21); // its B mstep's A
+  EXPECT_EQ(gemm->c.batch_stride, 15);
+  // A batch of 1 has no strides.
+  auto one = plan_cublaslt_gemm({.m = 3, .n = 5, .k = 7}, {.count = 1, .a_stride = 21});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->batch_count, 1);
+  EXPECT_EQ(one->b.batch_stride, 0);
+}
+
+TEST(CublasLtPlan, BadBatchesAndBiasGradientsAreErrorsNamingTheMatmul) {
+  // Results that overlap, a negative stride, an empty batch.
+  for (MatmulBatch batch :
+       {MatmulBatch{.count = 2, .c_stride = 14},
+        MatmulBatch{.count = 2, .a_stride = -1, .c_stride = 15}, MatmulBatch{.count = 0}}) {
+    auto gemm = plan_cublaslt_gemm({.m = 3, .n = 5, .k = 7}, batch);
+    EXPECT_EQ(gemm.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(gemm.status().message(),
+                HasSubstr("cublasLt matmul [3, 7] x [7, 5] f32: a batch of "));
+  }
+  // cuBLASLt's bias pointer is either the bias or the gradient.
+  auto both =
+      plan_cublaslt_gemm({.m = 3, .n = 5, .k = 7, .bias = true, .bias_grad = MatmulBiasGrad::rhs});
+  EXPECT_THAT(both.status().message(),
+              HasSubstr("f32, bias, bias grad of B: a bias gradient goes with no bias, activation "
+                        "or batch"));
+  auto batched = plan_cublaslt_gemm({.m = 3, .n = 5, .k = 7, .bias_grad = MatmulBiasGrad::lhs},
+                                    {.count = 2, .c_stride = 15});
+  EXPECT_THAT(batched.status().message(), HasSubstr("(batch of 2)"));
+}
+
 TEST(CublasLtPlan, BadShapesAndDtypesAreErrorsNamingTheMatmul) {
   auto empty = plan_cublaslt_gemm({.m = 0, .n = 4, .k = 4});
   EXPECT_THAT(empty.status().message(),

@@ -153,12 +153,25 @@ TEST(CudaCublasLtPlan, BroadcastBatchDimsAreNotYetLoweredNamingTheOp) {
 testing::FakeCudaDriver* recorder = nullptr;
 /// Every descriptor attribute the fake was given, in order, with its bytes.
 std::vector<std::pair<cublasLtMatmulDescAttributes_t, std::string>> attributes;
+/// Every matrix layout attribute, in order (three per layout: A, B, C).
+std::vector<std::pair<cublasLtMatrixLayoutAttribute_t, std::string>> layout_attributes;
 /// The last value given for `attribute`, as T.
 template <typename T> T last_attribute(cublasLtMatmulDescAttributes_t attribute) {
   T value{};
   for (const auto& [a, bytes] : attributes)
     if (a == attribute && bytes.size() == sizeof(T)) std::memcpy(&value, bytes.data(), sizeof(T));
   return value;
+}
+/// The values given for layout `attribute`, in order, as T.
+template <typename T> std::vector<T> layout_values(cublasLtMatrixLayoutAttribute_t attribute) {
+  std::vector<T> values;
+  for (const auto& [a, bytes] : layout_attributes)
+    if (a == attribute && bytes.size() == sizeof(T)) {
+      T value;
+      std::memcpy(&value, bytes.data(), sizeof(T));
+      values.push_back(value);
+    }
+  return values;
 }
 /// Make the fake's cublasLtCreate / cublasLtMatmul fail (NOT_SUPPORTED).
 bool fail_create = false, fail_matmul = false;
@@ -192,6 +205,11 @@ std::shared_ptr<const CublasLtApi> fake_cublaslt() {
   };
   api->cublasLtMatrixLayoutCreate = [](auto* l, auto, auto, auto, auto) {
     *l = reinterpret_cast<cublasLtMatrixLayout_t>(new char);
+    return CUBLAS_STATUS_SUCCESS;
+  };
+  api->cublasLtMatrixLayoutSetAttribute = [](auto, cublasLtMatrixLayoutAttribute_t attribute,
+                                             const void* value, size_t size) {
+    layout_attributes.push_back({attribute, std::string(static_cast<const char*>(value), size)});
     return CUBLAS_STATUS_SUCCESS;
   };
   api->cublasLtMatrixLayoutDestroy = [](auto l) {
@@ -239,6 +257,7 @@ protected:
   void TearDown() override {
     recorder = nullptr;
     attributes.clear();
+    layout_attributes.clear();
     fail_create = fail_matmul = false;
   }
   BufferPtr input(const TensorType& type) {
@@ -332,7 +351,7 @@ TEST_F(CudaCublasLtExecutableTest, ItsWorkspaceIsAllocatedAtCreateSoACapturedRun
   ASSERT_TRUE(graph.ok()) << graph.status();
 }
 
-TEST_F(CudaCublasLtExecutableTest, ABatchedMatmulIsOneCallPerMatrixAtItsStride) {
+TEST_F(CudaCublasLtExecutableTest, ABatchedMatmulIsOneStridedBatchedCall) {
   auto plan = plan_of(kBatchedStep);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
@@ -343,13 +362,101 @@ TEST_F(CudaCublasLtExecutableTest, ABatchedMatmulIsOneCallPerMatrixAtItsStride) 
   auto outputs = (*exe)->run({a, b});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   std::vector<testing::FakeCall> work = work_since(before);
-  ASSERT_EQ(work.size(), 4u);
-  const CUdeviceptr c = CudaBackend::device_pointer(*(*outputs)[0]);
-  for (uint64_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(work[i].args[0], address(CudaBackend::device_pointer(*b) + i * 16 * 32 * 4));
-    EXPECT_EQ(work[i].args[1], address(CudaBackend::device_pointer(*a) + i * 8 * 16 * 4));
-    EXPECT_EQ(work[i].target, c + i * 8 * 32 * 4);
-  }
+  ASSERT_EQ(work.size(), 1u);
+  // cuBLASLt's A is mstep's B: the first matrix of each operand.
+  EXPECT_EQ(work[0].args[0], address(CudaBackend::device_pointer(*b)));
+  EXPECT_EQ(work[0].args[1], address(CudaBackend::device_pointer(*a)));
+  EXPECT_EQ(work[0].target, CudaBackend::device_pointer(*(*outputs)[0]));
+  // Every layout (its A, B, C) counts 4 matrices, each its matrix's
+  // elements after the last.
+  EXPECT_THAT(layout_values<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT),
+              ::testing::ElementsAre(4, 4, 4));
+  EXPECT_THAT(layout_values<int64_t>(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET),
+              ::testing::ElementsAre(16 * 32, 8 * 16, 8 * 32));
+}
+
+TEST_F(CudaCublasLtExecutableTest, ABroadcastBatchDimIsAStrideOfZero) {
+  // rhs [1, 16, 32]: one matrix shared by the 4 of lhs.
+  auto plan = plan_of(R"(
+func.func @step(%a: tensor<4x8x16xf32>, %b: tensor<1x16x32xf32>) -> tensor<4x8x32xf32> {
+  %0 = mstep.matmul %a, %b : tensor<4x8x16xf32>, tensor<1x16x32xf32> -> tensor<4x8x32xf32>
+  return %0 : tensor<4x8x32xf32>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run(
+      {input({Shape({4, 8, 16}), DType::f32}), input({Shape({1, 16, 32}), DType::f32})});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(work_since(before).size(), 1u);
+  EXPECT_THAT(layout_values<int64_t>(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET),
+              ::testing::ElementsAre(0, 8 * 16, 8 * 32));
+}
+
+TEST_F(CudaCublasLtExecutableTest, AnUnbatchedMatmulSetsNoBatchAttributes) {
+  auto plan = plan_of(kLinearReluStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto outputs =
+      (*exe)->run({input({Shape({64, 96}), DType::f32}), input({Shape({96, 80}), DType::f32}),
+                   input({Shape({80}), DType::f32})});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_TRUE(layout_attributes.empty());
+}
+
+TEST_F(CudaCublasLtExecutableTest, ABiasGradientIsWrittenWhereTheBiasPointerPoints) {
+  // dW = x^T dz and db = sum(dz, 0), both step outputs: one call.
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<64x96xf32>, %dz: tensor<64x80xf32>)
+    -> (tensor<96x80xf32>, tensor<80xf32>) {
+  %xt = mstep.permute %x {perm = array<i64: 1, 0>} : tensor<64x96xf32> -> tensor<96x64xf32>
+  %gw = mstep.matmul %xt, %dz : tensor<96x64xf32>, tensor<64x80xf32> -> tensor<96x80xf32>
+  %gb = mstep.sum %dz {dims = array<i64: 0>, keepdim = false} : tensor<64x80xf32> -> tensor<80xf32>
+  return %gw, %gb : tensor<96x80xf32>, tensor<80xf32>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  const size_t before = fake_.calls.size();
+  auto outputs =
+      (*exe)->run({input({Shape({64, 96}), DType::f32}), input({Shape({64, 80}), DType::f32})});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 1u);
+  EXPECT_EQ(work[0].target, CudaBackend::device_pointer(*(*outputs)[0]));
+  EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
+            CUBLASLT_EPILOGUE_BGRADA);
+  // The gradient has the output's type (cublasLt.h, BIAS_DATA_TYPE).
+  EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_32F);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(last_attribute<void*>(CUBLASLT_MATMUL_DESC_BIAS_POINTER)),
+            CudaBackend::device_pointer(*(*outputs)[1]));
+}
+
+TEST_F(CudaCublasLtExecutableTest, ABf16LinearsBiasIsBf16AsItsOutput) {
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<64x96xbf16>, %w: tensor<96x80xbf16>, %b: tensor<80xbf16>)
+    -> tensor<64x80xbf16> {
+  %0 = mstep.matmul %x, %w : tensor<64x96xbf16>, tensor<96x80xbf16> -> tensor<64x80xbf16>
+  %1 = mstep.add %0, %b : tensor<64x80xbf16>, tensor<80xbf16> -> tensor<64x80xbf16>
+  return %1 : tensor<64x80xbf16>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->launches.size(), 1u);
+  EXPECT_TRUE(plan->matmuls[0].shape.bias);
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto outputs =
+      (*exe)->run({input({Shape({64, 96}), DType::bf16}), input({Shape({96, 80}), DType::bf16}),
+                   input({Shape({80}), DType::bf16})});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
+            CUBLASLT_EPILOGUE_BIAS);
+  EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_16BF);
 }
 
 TEST_F(CudaCublasLtExecutableTest, ACublasLtThatCannotStartFailsCreate) {

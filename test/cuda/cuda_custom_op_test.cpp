@@ -157,10 +157,15 @@ TEST_F(CudaCustomOpTest, TheSourceIsCompiledToAPlanKernelWithItsParametersInOrde
   const std::string blob = serialize_cuda_plan(plain);
   auto body = unseal(blob, "MSTEPCUD", kCudaPlanFormatVersion, "test");
   ASSERT_TRUE(body.ok());
-  // Version 6 appends a u32 collective count and an i64 per launch, version 5
-  // a u32 alias count, version 4 the error word's value (an i64); version 3
-  // per kernel a u32 slot count and the u32 shared bytes.
-  const std::string v5(body->substr(0, body->size() - 4 - 8 * plain.launches.size()));
+  // Version 7 appends a u8 per matmul, version 6 a u32 collective count and
+  // an i64 per launch, version 5 a u32 alias count, version 4 the error
+  // word's value (an i64); version 3 per kernel a u32 slot count and the u32
+  // shared bytes.
+  const std::string v6(body->substr(0, body->size() - plain.matmuls.size()));
+  auto six = deserialize_cuda_plan(seal("MSTEPCUD", 6, v6));
+  ASSERT_TRUE(six.ok()) << six.status();
+  EXPECT_EQ(*six, plain);
+  const std::string v5(v6.substr(0, v6.size() - 4 - 8 * plain.launches.size()));
   auto five = deserialize_cuda_plan(seal("MSTEPCUD", 5, v5));
   ASSERT_TRUE(five.ok()) << five.status();
   EXPECT_EQ(*five, plain);

@@ -107,11 +107,19 @@ TEST(CudaMnistCoverage, TheWholeTrainingStepCompilesEveryKernelAssembledForBothA
   // The output layer's bias add (a fusion of its own) is the cuBLASLt
   // call's epilogue; the hidden layer's fusion also makes relu's mask, so
   // it stays a kernel.
-  int epilogues = 0;
-  for (const CudaMatmulInfo& m : compiled->plan.matmuls) epilogues += m.shape.bias;
+  // Both layers' bias gradients (dz summed over the batch) are written by
+  // their weight gradients' calls; each such column sum was two kernels
+  // (zero the result, add the rows in).
+  int epilogues = 0, bias_grads = 0;
+  for (const CudaMatmulInfo& m : compiled->plan.matmuls) {
+    epilogues += m.shape.bias;
+    bias_grads += m.shape.bias_grad != MatmulBiasGrad::none;
+  }
   EXPECT_EQ(epilogues, 1);
+  EXPECT_EQ(bias_grads, 2);
   EXPECT_EQ(static_cast<int>(compiled->plan.kernels.size()),
-            c.kernels - c.lowered["mstep.reshape"] - c.lowered["mstep.permute"] - epilogues);
+            c.kernels - c.lowered["mstep.reshape"] - c.lowered["mstep.permute"] - epilogues -
+                2 * bias_grads);
   for (const CudaKernelInfo& kernel : compiled->plan.kernels) {
     std::vector<std::string> archs;
     for (const CudaCubin& cubin : kernel.cubins) archs.push_back(cubin.arch);
@@ -151,12 +159,18 @@ TEST(CudaGptCoverage, TheWholeF32StepCompilesAttentionComposedOfCublasLtAndKerne
   EXPECT_EQ(head_permutes, 16);
   // The two layers' qkv projections add their bias alone (an epilogue);
   // the other linears' fusions do more (a residual add, GELU's erf form).
-  int epilogues = 0;
-  for (const CudaMatmulInfo& m : plan.matmuls) epilogues += m.shape.bias;
+  // Every linear's bias gradient (qkv, the projection, both MLP layers;
+  // two layers) is its weight gradient's call's, each sum two kernels less.
+  int epilogues = 0, bias_grads = 0;
+  for (const CudaMatmulInfo& m : plan.matmuls) {
+    epilogues += m.shape.bias;
+    bias_grads += m.shape.bias_grad != MatmulBiasGrad::none;
+  }
   EXPECT_EQ(epilogues, 2);
+  EXPECT_EQ(bias_grads, 8);
   EXPECT_EQ(static_cast<int>(plan.kernels.size()),
             c.kernels + 2 * (1 + 2) - c.lowered["mstep.reshape"] -
-                (c.lowered["mstep.permute"] - head_permutes) - epilogues);
+                (c.lowered["mstep.permute"] - head_permutes) - epilogues - 2 * bias_grads);
   for (const CudaKernelInfo& kernel : plan.kernels) {
     std::vector<std::string> archs;
     for (const CudaCubin& cubin : kernel.cubins) archs.push_back(cubin.arch);

@@ -15,30 +15,33 @@ TEST(CudaPlanSummary, CountsStepsByKindAndCopiesByOrigin) {
     kernel.origin = origin;
     plan.kernels.push_back(kernel);
   }
-  plan.matmuls.resize(2);
+  plan.matmuls.resize(3);
   plan.matmuls[1].shape.transpose_b = true; // a transpose folded into the call
   plan.matmuls[1].shape.bias = true;        // and a bias epilogue
+  plan.matmuls[2].shape.bias_grad = MatmulBiasGrad::rhs; // a bias gradient's epilogue
   plan.aliases.push_back({.value = 3, .root = 1});
   plan.attentions.resize(1);
   for (int k = 0; k < 5; ++k) plan.launches.push_back({.kernel = k});
   plan.launches.push_back({.kernel = 0}); // the permute kernel launched twice
   plan.launches.push_back({.matmul = 0});
   plan.launches.push_back({.matmul = 1});
+  plan.launches.push_back({.matmul = 2});
   plan.launches.push_back({.attention = 0});
   plan.arena_bytes = 3 * 1024 * 1024 / 2;
   const CudaPlanSummary s = summarize_cuda_plan(plan);
-  EXPECT_EQ(s.steps, 9);
+  EXPECT_EQ(s.steps, 10);
   EXPECT_EQ(s.launches, 6);
   EXPECT_EQ(s.copies, 3); // the permute twice and the reshape; not slice_scatter
   EXPECT_EQ(s.row_launches, 1);
-  EXPECT_EQ(s.cublaslt, 2);
+  EXPECT_EQ(s.cublaslt, 3);
   EXPECT_EQ(s.transposed, 1);
-  EXPECT_EQ(s.epilogues, 1);
+  EXPECT_EQ(s.epilogues, 2);
   EXPECT_EQ(s.cudnn, 1);
   EXPECT_EQ(s.aliases, 1);
-  EXPECT_EQ(describe_cuda_plan_summary(s),
-            "9 steps: 6 kernel launches (3 copies, 1 row-wise), 2 cuBLASLt (1 transposed, 1 with an "
-            "epilogue), 1 cuDNN; 1 aliases; arena 1.5 MiB");
+  EXPECT_EQ(
+      describe_cuda_plan_summary(s),
+      "10 steps: 6 kernel launches (3 copies, 1 row-wise), 3 cuBLASLt (1 transposed, 2 with an "
+      "epilogue), 1 cuDNN; 1 aliases; arena 1.5 MiB");
 }
 
 } // namespace

@@ -59,6 +59,8 @@ std::string MatmulShape::to_string() const {
   if (bias || epilogue != MatmulEpilogue::none)
     absl::StrAppend(&s, ", ", bias ? "bias" : "", bias && epilogue != MatmulEpilogue::none ? " + " : "",
                     epilogue != MatmulEpilogue::none ? epilogue_name(epilogue) : "");
+  if (bias_grad != MatmulBiasGrad::none)
+    absl::StrAppend(&s, ", bias grad of ", bias_grad == MatmulBiasGrad::lhs ? "A" : "B");
   return s;
 }
 
@@ -71,7 +73,21 @@ cublasLtEpilogue_t cublaslt_epilogue(MatmulEpilogue epilogue, bool bias) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape) {
+cublasLtEpilogue_t cublaslt_epilogue(const MatmulShape& shape) {
+  // cuBLASLt's A is mstep's B (the top of CublasLt.h).
+  switch (shape.bias_grad) {
+  case MatmulBiasGrad::none:
+    break;
+  case MatmulBiasGrad::lhs:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  case MatmulBiasGrad::rhs:
+    return CUBLASLT_EPILOGUE_BGRADA;
+  }
+  return cublaslt_epilogue(shape.epilogue, shape.bias);
+}
+
+absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape,
+                                                const MatmulBatch& batch) {
   if (shape.m < 1 || shape.n < 1 || shape.k < 1)
     return absl::InvalidArgumentError(absl::StrCat(
         "cublasLt matmul ", shape.to_string(), ": every size must be at least 1 (m=", shape.m,
@@ -79,6 +95,17 @@ absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape) {
   if (shape.dtype != DType::f32 && shape.dtype != DType::bf16)
     return absl::InvalidArgumentError(absl::StrCat("cublasLt matmul ", shape.to_string(),
                                                    ": only f32 and bf16 are supported"));
+  if (shape.bias_grad != MatmulBiasGrad::none &&
+      (shape.bias || shape.epilogue != MatmulEpilogue::none || batch.count != 1))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cublasLt matmul ", shape.to_string(),
+        ": a bias gradient goes with no bias, activation or batch (batch of ", batch.count, ")"));
+  if (batch.count < 1 || batch.count > INT32_MAX || batch.a_stride < 0 || batch.b_stride < 0 ||
+      (batch.count > 1 && batch.c_stride < shape.m * shape.n))
+    return absl::InvalidArgumentError(
+        absl::StrCat("cublasLt matmul ", shape.to_string(), ": a batch of ", batch.count,
+                     " with strides ", batch.a_stride, ", ", batch.b_stride, ", ", batch.c_stride,
+                     " (a count in [1, 2^31), strides at least 0, C's at least its matrix)"));
   const auto m = static_cast<uint64_t>(shape.m), n = static_cast<uint64_t>(shape.n),
              k = static_cast<uint64_t>(shape.k);
   CublasLtGemm gemm;
@@ -95,7 +122,13 @@ absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape) {
   gemm.b = shape.transpose_a ? CublasLtOperand{m, k, static_cast<int64_t>(m), true}
                              : CublasLtOperand{k, m, static_cast<int64_t>(k), false};
   gemm.c = {n, m, static_cast<int64_t>(n), false};
-  gemm.epilogue = cublaslt_epilogue(shape.epilogue, shape.bias);
+  gemm.epilogue = cublaslt_epilogue(shape);
+  gemm.batch_count = static_cast<int32_t>(batch.count);
+  if (batch.count > 1) {
+    gemm.a.batch_stride = batch.b_stride;
+    gemm.b.batch_stride = batch.a_stride;
+    gemm.c.batch_stride = batch.c_stride;
+  }
   return gemm;
 }
 
@@ -147,9 +180,10 @@ CublasLtMatmul::~CublasLtMatmul() {
   if (handle_ != nullptr) api_->cublasLtDestroy(handle_);
 }
 
-absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::plan(const MatmulShape& shape) {
-  if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
-  MSTEP_ASSIGN_OR_RETURN(CublasLtGemm gemm, plan_cublaslt_gemm(shape));
+absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::plan(const MatmulShape& shape,
+                                                           const MatmulBatch& batch) {
+  if (auto it = plans_.find({shape, batch}); it != plans_.end()) return it->second.get();
+  MSTEP_ASSIGN_OR_RETURN(CublasLtGemm gemm, plan_cublaslt_gemm(shape, batch));
   const CublasLtApi& api = *api_;
   auto plan = std::make_unique<Plan>();
   plan->api = api_.get();
@@ -165,10 +199,19 @@ absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::plan(const MatmulShape& sh
   MSTEP_RETURN_IF_ERROR(set_desc(CUBLASLT_MATMUL_DESC_TRANSA, op_a));
   MSTEP_RETURN_IF_ERROR(set_desc(CUBLASLT_MATMUL_DESC_TRANSB, op_b));
   MSTEP_RETURN_IF_ERROR(set_desc(CUBLASLT_MATMUL_DESC_EPILOGUE, gemm.epilogue));
-  if (shape.bias) MSTEP_RETURN_IF_ERROR(set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type));
-  auto layout = [&](cublasLtMatrixLayout_t* out, const CublasLtOperand& o) {
-    return check(api.cublasLtMatrixLayoutCreate(out, type, o.rows, o.cols, o.ld),
-                 "cublasLtMatrixLayoutCreate", shape);
+  // The bias, or the bias gradient, has the output's type (the top).
+  if (shape.bias || shape.bias_grad != MatmulBiasGrad::none)
+    MSTEP_RETURN_IF_ERROR(set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type));
+  auto layout = [&](cublasLtMatrixLayout_t* out, const CublasLtOperand& o) -> absl::Status {
+    MSTEP_RETURN_IF_ERROR(check(api.cublasLtMatrixLayoutCreate(out, type, o.rows, o.cols, o.ld),
+                                "cublasLtMatrixLayoutCreate", shape));
+    if (gemm.batch_count == 1) return absl::OkStatus();
+    auto set_layout = [&](cublasLtMatrixLayoutAttribute_t attribute, const auto& value) {
+      return check(api.cublasLtMatrixLayoutSetAttribute(*out, attribute, &value, sizeof(value)),
+                   "cublasLtMatrixLayoutSetAttribute", shape);
+    };
+    MSTEP_RETURN_IF_ERROR(set_layout(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, gemm.batch_count));
+    return set_layout(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, o.batch_stride);
   };
   MSTEP_RETURN_IF_ERROR(layout(&plan->a, gemm.a));
   MSTEP_RETURN_IF_ERROR(layout(&plan->b, gemm.b));
@@ -195,20 +238,22 @@ absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::plan(const MatmulShape& sh
                                                  context_.device().name));
   plan->algo = result.algo;
   Plan* raw = plan.get();
-  plans_.emplace(shape, std::move(plan));
+  plans_.emplace(std::make_pair(shape, batch), std::move(plan));
   return raw;
 }
 
 absl::Status CublasLtMatmul::run(const MatmulShape& shape, CUdeviceptr a, CUdeviceptr b,
-                                 CUdeviceptr bias, CUdeviceptr c) {
-  if (shape.bias != (bias != 0))
-    return absl::InvalidArgumentError(absl::StrCat("cublasLt matmul ", shape.to_string(),
-                                                   shape.bias ? ": no bias given" : ": a bias given "
-                                                                                    "without bias"));
+                                 CUdeviceptr bias, CUdeviceptr c, const MatmulBatch& batch) {
+  const bool wants_bias = shape.bias || shape.bias_grad != MatmulBiasGrad::none;
+  if (wants_bias != (bias != 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat("cublasLt matmul ", shape.to_string(),
+                     wants_bias ? ": no bias (or bias gradient) pointer given"
+                                : ": a bias pointer given without bias or bias gradient"));
   MSTEP_RETURN_IF_ERROR(context_.make_current());
-  MSTEP_ASSIGN_OR_RETURN(Plan * p, plan(shape));
+  MSTEP_ASSIGN_OR_RETURN(Plan * p, plan(shape, batch));
   const CublasLtApi& api = *api_;
-  if (shape.bias) {
+  if (wants_bias) {
     auto pointer = reinterpret_cast<void*>(bias);
     MSTEP_RETURN_IF_ERROR(check(api.cublasLtMatmulDescSetAttribute(
                                     p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,

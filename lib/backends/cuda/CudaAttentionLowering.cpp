@@ -212,19 +212,7 @@ absl::Status CudaAttentionLowering::place_in_arena(CudaPlan& plan) const {
 }
 
 void CudaAttentionLowering::place_own_slots(CudaPlan& plan) const {
-  if (own_slots_.empty()) return;
-  plan.arena_offsets.resize(plan.values.size(), -1);
-  std::vector<int> values = own_slots_;
-  std::sort(values.begin(), values.end());
-  values.erase(std::unique(values.begin(), values.end()), values.end());
-  for (int v : values) {
-    // Step outputs keep their own buffers (each run returns fresh ones).
-    if (std::find(plan.outputs.begin(), plan.outputs.end(), v) != plan.outputs.end()) continue;
-    const int64_t offset =
-        (plan.arena_bytes + kCudaArenaAlignment - 1) / kCudaArenaAlignment * kCudaArenaAlignment;
-    plan.arena_offsets[v] = offset;
-    plan.arena_bytes = offset + static_cast<int64_t>(plan.values[v].bytes());
-  }
+  place_in_own_arena_slots(plan, own_slots_);
 }
 
 } // namespace mstep::cuda

@@ -2,6 +2,7 @@
 // registration with the compiler driver.
 #include "lib/backends/cuda/CudaCompiler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -41,9 +42,11 @@ int64_t product(const Shape& shape, size_t begin, size_t end) {
 }
 
 /// mstep.matmul as a cuBLASLt step: lhs [..., m, k] x rhs [..., k, n]. A 2-D
-/// rhs folds lhs's batch dims into m (one call); equal batch dims, or a
-/// 2-D lhs, are `batch` calls with strides. Other broadcasts and dtypes
-/// other than f32 / bf16 are not lowered yet.
+/// rhs folds lhs's batch dims into m (one matmul); otherwise one strided
+/// batched call over the result's batch dims, where each operand's batch
+/// dims (padded with 1s on the left) are the result's (stride: its matrix)
+/// or all 1 (stride 0: broadcast). Batch dims that broadcast partly
+/// ([4, 1] x [1, 3]) and dtypes other than f32 / bf16 are not lowered yet.
 absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorType& rhs,
                                            const TensorType& result, std::string origin) {
   auto unimplemented = [&](absl::string_view why) {
@@ -60,19 +63,30 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
   info.shape.k = lhs.shape.dims()[lr - 1];
   info.shape.n = rhs.shape.dims()[rr - 1];
   const int64_t rows = lhs.shape.dims()[lr - 2];
-  const auto batch_dims = [](const Shape& s) {
-    return std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2);
-  };
   if (rr == 2) {
     info.shape.m = product(lhs.shape, 0, lr - 1);
-  } else if (lr == 2 || batch_dims(lhs.shape) == batch_dims(rhs.shape)) {
-    info.shape.m = rows;
-    info.batch = product(rhs.shape, 0, rr - 2);
-    info.a_stride = lr == 2 ? 0 : rows * info.shape.k;
-    info.b_stride = info.shape.k * info.shape.n;
-    info.c_stride = rows * info.shape.n;
   } else {
-    return unimplemented("its batch dims broadcast (only equal batch dims or a 2-D operand)");
+    // The result's batch dims, and whether an operand has them all or none.
+    const size_t out_rank = result.shape.rank();
+    const std::vector<int64_t> out_batch(result.shape.dims().begin(),
+                                         result.shape.dims().end() - 2);
+    const auto batch_stride = [&](const Shape& s, int64_t matrix) -> std::optional<int64_t> {
+      std::vector<int64_t> padded(out_rank - s.rank(), 1);
+      padded.insert(padded.end(), s.dims().begin(), s.dims().end() - 2);
+      if (padded == out_batch) return matrix;
+      if (std::all_of(padded.begin(), padded.end(), [](int64_t d) { return d == 1; })) return 0;
+      return std::nullopt;
+    };
+    const std::optional<int64_t> a_stride = batch_stride(lhs.shape, rows * info.shape.k);
+    const std::optional<int64_t> b_stride = batch_stride(rhs.shape, info.shape.k * info.shape.n);
+    if (!a_stride || !b_stride)
+      return unimplemented(
+          "its batch dims broadcast partly (each operand's must be the result's or all 1)");
+    info.shape.m = rows;
+    info.batch = product(result.shape, 0, out_rank - 2);
+    info.a_stride = *a_stride;
+    info.b_stride = *b_stride;
+    info.c_stride = rows * info.shape.n;
   }
   if (product(result.shape, 0, result.shape.rank()) != info.batch * info.shape.m * info.shape.n)
     return unimplemented(absl::StrCat("the result ", result.to_string(), " is not the product's"));
@@ -83,10 +97,15 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
 /// read through the step's transpose flag), and its product, or the
 /// transpose of it that a permute would have made (C^T = B^T A^T: the
 /// operands swap, each transpose flag flips), or the result of the bias
-/// add and activation its epilogue applies (the bias its third operand).
-template <typename AddValue>
+/// add and activation its epilogue applies (the bias its third operand);
+/// and the bias gradient it writes too (its second write, `written_value`'s
+/// id for the sum's result, listed in `own_slots`: the call writes it
+/// before or after the sum's place in the step, so it gets arena bytes no
+/// other value shares).
+template <typename AddValue, typename WrittenValue>
 absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views,
                           llvm::DenseMap<mlir::Value, int>& ids, AddValue& add_value,
+                          WrittenValue& written_value, std::vector<int>& own_slots,
                           CudaPlan& plan) {
   CudaLaunchStep step_launch;
   for (mlir::Value operand : op.getOperands()) step_launch.args.push_back(ids.at(operand));
@@ -121,6 +140,15 @@ absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views
     MSTEP_ASSIGN_OR_RETURN(result, add_value(op.getResult(0), &op));
   }
   step_launch.writes.push_back(result);
+  if (const CudaMatmulBiasGrad* grad = views.bias_grad(&op)) {
+    MSTEP_ASSIGN_OR_RETURN(int sum, written_value(grad->sum->getResult(0), grad->sum));
+    step_launch.writes.push_back(sum);
+    own_slots.push_back(sum);
+    // Summed over k: lhs or rhs as written, the other once a transposed
+    // result swapped them.
+    const bool lhs = (grad->operand == 0) != (views.transposed_result(&op) != nullptr);
+    info.shape.bias_grad = lhs ? MatmulBiasGrad::lhs : MatmulBiasGrad::rhs;
+  }
   step_launch.matmul = static_cast<int>(plan.matmuls.size());
   plan.matmuls.push_back(std::move(info));
   plan.launches.push_back(std::move(step_launch));
@@ -281,6 +309,17 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     }
     return id;
   };
+  // The id of a value an op writes: its own, or, when it is written
+  // straight into a later output, an alias of the output's (added first).
+  auto written_value = [&](mlir::Value value, mlir::Operation* op) -> absl::StatusOr<int> {
+    if (auto it = ids.find(value); it != ids.end()) return it->second;
+    if (std::optional<passes::ViewOf> view = views.view_of(value); view && !ids.count(view->value))
+      MSTEP_RETURN_IF_ERROR(add_value(view->value, view->value.getDefiningOp()).status());
+    return add_value(value, op);
+  };
+  // Values the arena planner cannot place (written by another op than
+  // their own): bytes of their own at the arena's end.
+  std::vector<int> own_slots;
   for (mlir::BlockArgument arg : step.getArguments()) {
     MSTEP_RETURN_IF_ERROR(add_value(arg, nullptr).status());
   }
@@ -302,9 +341,10 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     const std::string origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index++);
     if (views.launches_nothing(&op)) {
       // A view of its operand (an alias), or a value another op writes
-      // (and that has its id already).
+      // (that has its id already, or gets it here: a matmul's bias
+      // gradient before the matmul).
       for (mlir::Value result : op.getResults())
-        if (!ids.count(result)) MSTEP_RETURN_IF_ERROR(add_value(result, &op).status());
+        MSTEP_RETURN_IF_ERROR(written_value(result, &op).status());
       continue;
     }
     // A result written straight into a later output: the output first, so
@@ -330,7 +370,8 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     }
     if (mlir::isa<dialect::MatmulOp>(op)) {
       // A matmul is a cuBLASLt call, not a generated kernel.
-      MSTEP_RETURN_IF_ERROR(lower_matmul(op, op_index - 1, views, ids, add_value, plan));
+      MSTEP_RETURN_IF_ERROR(
+          lower_matmul(op, op_index - 1, views, ids, add_value, written_value, own_slots, plan));
       continue;
     }
     if (CudaAttentionLowering::is_attention(&op)) {
@@ -361,6 +402,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
                                       op.getNumOperands(), origin, options, compiled));
   }
   MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, views, plan));
+  place_in_own_arena_slots(plan, std::move(own_slots));
   MSTEP_RETURN_IF_ERROR(attention.place_in_arena(plan));
   MSTEP_RETURN_IF_ERROR(validate_cuda_arena(plan));
   return compiled;

@@ -71,12 +71,13 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
       if (launch.matmul >= static_cast<int>(plan.matmuls.size()))
         return bad("launch ", l, " names matmul ", launch.matmul, " of ", plan.matmuls.size());
       const CudaMatmulInfo& m = plan.matmuls[launch.matmul];
-      const size_t operands = m.shape.bias ? 3 : 2;
-      if (launch.args.size() != operands || launch.writes.size() != 1)
+      if (launch.args.size() != m.num_args() || launch.writes.size() != m.num_writes())
         return bad("launch ", l, " (cublasLt matmul ", m.shape.to_string(), ") has ",
                    launch.args.size(), " operands and ", launch.writes.size(),
-                   " results; it needs ", operands, " and 1");
+                   " results; it needs ", m.num_args(), " and ", m.num_writes());
       if (m.batch < 1) return bad("launch ", l, " has a batch of ", m.batch);
+      if (absl::Status call = plan_cublaslt_gemm(m.shape, m.batch_info()).status(); !call.ok())
+        return bad("launch ", l, ": ", call.message());
     } else if (launch.attention >= 0) {
       if (launch.attention >= static_cast<int>(plan.attentions.size()))
         return bad("launch ", l, " names attention step ", launch.attention, " of ",
@@ -465,18 +466,15 @@ absl::Status CudaExecutable::run_matmul(const CudaLaunchStep& launch, const RunV
   std::vector<const Buffer*> reads, writes;
   values.add_buffers(launch.args, reads);
   values.add_buffers(launch.writes, writes);
-  const uint64_t element = element_size(m.shape.dtype);
   auto queue = [&]() -> absl::Status {
     const CUdeviceptr a = values.pointers[launch.args[0]];
     const CUdeviceptr b = values.pointers[launch.args[1]];
-    const CUdeviceptr bias = m.shape.bias ? values.pointers[launch.args[2]] : 0;
+    // The bias, or where the bias gradient goes.
+    const CUdeviceptr bias = m.shape.bias               ? values.pointers[launch.args[2]]
+                             : launch.writes.size() > 1 ? values.pointers[launch.writes[1]]
+                                                        : 0;
     const CUdeviceptr out = values.pointers[launch.writes[0]];
-    for (int64_t i = 0; i < m.batch; ++i) {
-      MSTEP_RETURN_IF_ERROR(matmul_->run(m.shape, a + i * m.a_stride * element,
-                                         b + i * m.b_stride * element, bias,
-                                         out + i * m.c_stride * element));
-    }
-    return absl::OkStatus();
+    return matmul_->run(m.shape, a, b, bias, out, m.batch_info());
   };
   return backend_.enqueue(absl::StrCat("cublasLt step (", m.origin, ")"), queue, reads, writes);
 }

@@ -1,6 +1,7 @@
 // describe_cuda_plan: the plan as text for dumps.
 #include "lib/backends/cuda/CudaPlan.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -96,6 +97,24 @@ std::string describe_scalar(const CudaKernelSlot& slot) {
 }
 
 }  // namespace
+
+void place_in_own_arena_slots(CudaPlan& plan, std::vector<int> values) {
+  if (plan.arena_offsets.empty() || values.empty()) return;
+  plan.arena_offsets.resize(plan.values.size(), -1);
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  for (int v : values) {
+    // Step outputs keep their own buffers (each run returns fresh ones);
+    // an alias is its root's bytes.
+    if (std::find(plan.outputs.begin(), plan.outputs.end(), v) != plan.outputs.end() ||
+        plan.alias_of(v) != nullptr)
+      continue;
+    const int64_t offset =
+        (plan.arena_bytes + kCudaArenaAlignment - 1) / kCudaArenaAlignment * kCudaArenaAlignment;
+    plan.arena_offsets[v] = offset;
+    plan.arena_bytes = offset + static_cast<int64_t>(plan.values[v].bytes());
+  }
+}
 
 std::string describe_cuda_plan(const CudaPlan& plan) {
   std::string text = absl::StrCat("cuda plan: ", plan.num_inputs, " inputs, ",

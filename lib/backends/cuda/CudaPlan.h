@@ -59,14 +59,20 @@ struct CudaKernelInfo {
   friend bool operator==(const CudaKernelInfo&, const CudaKernelInfo&) = default;
 };
 
-/// One cuBLASLt matmul step: `batch` matmuls of `shape`; matmul i reads A
-/// at its value's buffer + i * a_stride elements (B, C likewise; a stride
-/// of 0 shares the operand across the batch, as a broadcast rhs does).
+/// One cuBLASLt matmul step: `batch` matmuls of `shape` in one strided
+/// batched call; matmul i reads A at its value's buffer + i * a_stride
+/// elements (B, C likewise; a stride of 0 shares the operand across the
+/// batch, as a broadcast batch dim does). Its values: args A, B [, bias];
+/// writes C [, the bias gradient] (shape.bias_grad: a sum over k that the
+/// call writes too, a linear layer's bias gradient).
 struct CudaMatmulInfo {
   std::string origin;  ///< the op it computes ("mstep.matmul #3")
   MatmulShape shape;
   int64_t batch = 1;
   int64_t a_stride = 0, b_stride = 0, c_stride = 0;
+  MatmulBatch batch_info() const { return {batch, a_stride, b_stride, c_stride}; }
+  size_t num_args() const { return shape.bias ? 3 : 2; }
+  size_t num_writes() const { return shape.bias_grad != MatmulBiasGrad::none ? 2 : 1; }
   friend bool operator==(const CudaMatmulInfo&, const CudaMatmulInfo&) = default;
 };
 
@@ -127,11 +133,10 @@ absl::Status check_cuda_collective(const CudaCollectiveInfo& info, const TensorT
 /// collective < 0):
 /// kernel `kernel` with one device pointer per argument, the buffers of
 /// values `args` in parameter order. A cuBLASLt call (matmul >= 0):
-/// plan.matmuls[matmul] with args A, B (and the bias when the shape has
-/// one). A cuDNN SDPA execution (attention >= 0): plan.attentions[attention]
-/// with its values by role (CudaAttentionInfo). A collective
-/// (collective >= 0): plan.collectives[collective]. Each writes values
-/// `writes`.
+/// plan.matmuls[matmul] with its values (CudaMatmulInfo). A cuDNN SDPA
+/// execution (attention >= 0): plan.attentions[attention] with its values
+/// by role (CudaAttentionInfo). A collective (collective >= 0):
+/// plan.collectives[collective]. Each writes values `writes`.
 struct CudaLaunchStep {
   int kernel = 0;
   int matmul = -1;
@@ -197,6 +202,13 @@ struct CudaPlan {
   }
   friend bool operator==(const CudaPlan&, const CudaPlan&) = default;
 };
+
+/// Gives each of `values` that is in the arena's plan (not an output, not
+/// an alias) bytes at the arena's end, which no other value shares: a value
+/// the memory planner's program order cannot place (an attention step's
+/// stats, a bias gradient a matmul writes). A plan without an arena
+/// (arena_offsets empty) is left as it is.
+void place_in_own_arena_slots(CudaPlan& plan, std::vector<int> values);
 
 /// The plan as text: the arena and each value's offset in it, each launch
 /// with its grid, block, arguments and ptxas's registers, shared memory and

@@ -215,13 +215,16 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
   w.u32(static_cast<uint32_t>(plan.collectives.size()));
   for (const CudaCollectiveInfo& c : plan.collectives) write_collective(w, c);
   for (const CudaLaunchStep& launch : plan.launches) w.i64(launch.collective);
+  // Version 7: each matmul's bias gradient.
+  for (const CudaMatmulInfo& m : plan.matmuls) w.u8(static_cast<uint8_t>(m.shape.bias_grad));
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
 absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // Version 1 is version 2 without the attention steps, 2 is 3 without the
   // kernels' parameter slots, 3 is 4 without the error word, 4 is 5 without
-  // the aliases, 5 is 6 without the collective steps.
+  // the aliases, 5 is 6 without the collective steps, 6 is 7 without the
+  // matmuls' bias gradients.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -310,6 +313,10 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
     for (CudaLaunchStep& launch : plan.launches)
       launch.collective = read_int(r, "a launch's collective step");
   }
+  if (version >= 7)
+    for (CudaMatmulInfo& m : plan.matmuls)
+      m.shape.bias_grad = static_cast<MatmulBiasGrad>(
+          read_small(r, "a matmul's bias gradient", static_cast<uint8_t>(MatmulBiasGrad::rhs)));
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

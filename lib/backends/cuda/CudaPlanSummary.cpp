@@ -28,7 +28,9 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
       ++summary.cublaslt;
       const MatmulShape& shape = plan.matmuls.at(step.matmul).shape;
       if (shape.transpose_a || shape.transpose_b) ++summary.transposed;
-      if (shape.bias || shape.epilogue != MatmulEpilogue::none) ++summary.epilogues;
+      if (shape.bias || shape.epilogue != MatmulEpilogue::none ||
+          shape.bias_grad != MatmulBiasGrad::none)
+        ++summary.epilogues;
       continue;
     }
     if (step.attention >= 0) {

@@ -18,7 +18,7 @@ struct CudaPlanSummary {
   /// cuBLASLt matmuls that read an operand through its transpose flag (or
   /// write the transposed product): a permute kernel folded into the call.
   int64_t transposed = 0;
-  /// cuBLASLt matmuls with an epilogue (bias, ReLU, GELU).
+  /// cuBLASLt matmuls with an epilogue (bias, ReLU, GELU, a bias gradient).
   int64_t epilogues = 0;
   /// Values that are views of others' bytes (CudaPlan::aliases): no launch.
   int64_t aliases = 0;

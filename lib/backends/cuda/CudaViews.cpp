@@ -142,7 +142,71 @@ std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
   return epilogue;
 }
 
+/// `value` through the reshapes that made it: the value whose row-major
+/// bytes it is.
+mlir::Value reshape_root(mlir::Value value) {
+  while (auto reshape = value.getDefiningOp<dialect::ReshapeOp>()) value = reshape.getInput();
+  return value;
+}
+
+/// Whether `sum` adds up its input over every dim but the last.
+bool sums_all_but_last(dialect::SumOp sum) {
+  const int64_t rank = static_cast<int64_t>(shape_of(sum.getInput()).size());
+  llvm::ArrayRef<int64_t> dims = sum.getDims();
+  if (rank < 2 || static_cast<int64_t>(dims.size()) != rank - 1) return false;
+  llvm::SmallVector<int64_t> sorted(dims.begin(), dims.end());
+  llvm::sort(sorted);
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (sorted[d] != d) return false;
+  return true;
+}
+
 }  // namespace
+
+bool CudaViews::read_only_after(mlir::Value value, mlir::Operation* op) const {
+  for (mlir::Operation* user : value.getUsers()) {
+    if (op->isBeforeInBlock(user) || llvm::isa<mlir::func::ReturnOp>(user)) continue;
+    if (!silent_.contains(user)) return false;
+    for (mlir::Value result : user->getResults())
+      if (!read_only_after(result, op)) return false;
+  }
+  return true;
+}
+
+void CudaViews::find_bias_grads(mlir::Block& body) {
+  llvm::SmallVector<dialect::SumOp> sums;
+  for (mlir::Operation& op : body)
+    if (auto sum = llvm::dyn_cast<dialect::SumOp>(op);
+        sum && !silent_.contains(&op) && sums_all_but_last(sum))
+      sums.push_back(sum);
+  for (mlir::Operation& op : body) {
+    auto matmul = llvm::dyn_cast<dialect::MatmulOp>(op);
+    if (!matmul || epilogues_.count(&op) || shape_of(matmul.getLhs()).size() != 2 ||
+        shape_of(matmul.getRhs()).size() != 2)
+      continue;
+    // The [k, cols] matrix summed over k, per operand: rhs as it is, lhs
+    // as the operand of the permute it reads transposed.
+    for (unsigned operand : {1u, 0u}) {
+      mlir::Value value = matmul->getOperand(operand);
+      const bool transposed = transposed_reads_.contains(value);
+      if (transposed != (operand == 0)) continue;
+      if (transposed) value = value.getDefiningOp<dialect::PermuteOp>().getInput();
+      const llvm::ArrayRef<int64_t> matrix = shape_of(value);
+      auto it = llvm::find_if(sums, [&](dialect::SumOp sum) {
+        if (!sum || reshape_root(sum.getInput()) != reshape_root(value)) return false;
+        auto in = mlir::cast<mlir::ShapedType>(sum.getInput().getType());
+        return in.getShape().back() == matrix.back() &&
+               in.getNumElements() == matrix[0] * matrix[1] &&
+               (op.isBeforeInBlock(sum) || read_only_after(sum.getResult(), &op));
+      });
+      if (it == sums.end()) continue;
+      bias_grads_[&op] = {*it, operand};
+      silent_.insert(*it);
+      *it = nullptr; // one matmul writes it
+      break;
+    }
+  }
+}
 
 std::optional<passes::ViewOf> CudaViews::view_of(mlir::Value value) const {
   auto it = views_.find(value);
@@ -247,6 +311,10 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
     views_[input] = {result, 0};
     silent_.insert(&op);
   }
+
+  // 4. Sums that are bias gradients beside a matmul (after 3: a returned
+  //    reshape of the sum stays the buffer the matmul writes into).
+  find_bias_grads(body);
 }
 
 }  // namespace mstep::cuda

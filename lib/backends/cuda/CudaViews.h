@@ -20,7 +20,14 @@
 //     product's dtype and last dim, alone or in a fusion that is just that),
 //     then maybe a ReLU or a tanh-form GELU that only the add reads: one
 //     cuBLASLt call with the BIAS / RELU_BIAS / GELU_BIAS epilogue writes
-//     the last op's result, and those ops launch nothing.
+//     the last op's result, and those ops launch nothing;
+//   - a sum of a value over every dim but the last whose bytes are a
+//     matmul's rhs [k, n] (or the [k, m] operand of an lhs it reads
+//     transposed), the same bytes through reshapes: a linear layer's bias
+//     gradient beside its weight gradient. The matmul's cuBLASLt call (a
+//     2-D one) writes the sum too (the BGRADA / BGRADB epilogues), and the
+//     sum launches nothing. A sum before the matmul qualifies only when
+//     nothing that launches reads it before the matmul.
 // A returned value is never a view (each run hands outputs buffers of
 // their own). Library-internal; MLIR.
 #pragma once
@@ -40,6 +47,14 @@ struct CudaMatmulEpilogue {
   mlir::Value bias;                ///< [n], the product's dtype
   MatmulEpilogue activation = MatmulEpilogue::none;
   mlir::Value result;              ///< what the call writes (the last op's result)
+};
+
+/// A bias gradient a matmul's cuBLASLt call writes beside its product: the
+/// result of `sum`, the sum over k of operand `operand` (0 lhs, 1 rhs) of
+/// the matmul as written (before a transposed result swaps them).
+struct CudaMatmulBiasGrad {
+  mlir::Operation* sum = nullptr;
+  unsigned operand = 1;
 };
 
 class CudaViews {
@@ -64,8 +79,13 @@ class CudaViews {
     auto it = epilogues_.find(matmul);
     return it == epilogues_.end() ? nullptr : &it->second;
   }
+  /// The bias gradient matmul `op`'s call writes too, or null.
+  const CudaMatmulBiasGrad* bias_grad(mlir::Operation* matmul) const {
+    auto it = bias_grads_.find(matmul);
+    return it == bias_grads_.end() ? nullptr : &it->second;
+  }
   /// Whether `op` launches nothing: every result a view of an operand, or
-  /// a permute a matmul writes.
+  /// a value a matmul writes.
   bool launches_nothing(mlir::Operation* op) const { return silent_.contains(op); }
 
   size_t num_views() const { return views_.size(); }
@@ -76,6 +96,13 @@ class CudaViews {
   llvm::DenseMap<mlir::Operation*, mlir::Operation*> transposed_results_;
   llvm::DenseSet<mlir::Operation*> silent_;
   llvm::DenseMap<mlir::Operation*, CudaMatmulEpilogue> epilogues_;
+  llvm::DenseMap<mlir::Operation*, CudaMatmulBiasGrad> bias_grads_;
+
+  /// Step 4 of the constructor: the bias gradients.
+  void find_bias_grads(mlir::Block& body);
+  /// Whether every op that reads `value` before `op` launches nothing
+  /// (reading only views of it, by the same rule).
+  bool read_only_after(mlir::Value value, mlir::Operation* op) const;
 };
 
 }  // namespace mstep::cuda

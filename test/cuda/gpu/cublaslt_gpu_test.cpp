@@ -7,7 +7,9 @@
 // bounds |C_ij| before the epilogue): f32 accumulates in f32, k * 2^-23 * S;
 // bf16 (f32 accumulation, bf16 output) 2^-8 * S (the output's rounding is
 // 2^-9 relative); GELU adds 2^-10 * S for the device's tanh. The heuristic
-// is asked once per shape. 4096^3 bf16 TFLOP/s is printed, not asserted.
+// is asked once per shape. Bias gradients (BGRADA / BGRADB) and strided
+// batches (a stride of 0 for a broadcast operand) likewise. 4096^3 bf16
+// TFLOP/s is printed, not asserted.
 //
 // libcublasLt.so.13 is found by the loader's path: run.sh puts the GPU
 // machine's on LD_LIBRARY_PATH (the bundle does not carry it).
@@ -157,8 +159,111 @@ protected:
     std::printf("  matmul %s: max error / tolerance %.3f\n", shape.to_string().c_str(), worst);
   }
 
+  /// Runs `shape` with a bias gradient (shape.bias_grad) or a strided
+  /// `batch` on inputs as check()'s, and checks the gradient (op(A) or
+  /// op(B) summed over k) and every matrix of C against the host, with
+  /// check()'s tolerances.
+  void check_extra(const MatmulShape& shape, const MatmulBatch& batch = {}) {
+    SCOPED_TRACE(shape.to_string() + " x " + std::to_string(batch.count));
+    const int64_t m = shape.m, n = shape.n, k = shape.k, count = batch.count;
+    auto value = [](int64_t i, int salt) {
+      return static_cast<float>((i * 37 + salt * 11) % 17 - 8) / 8.0f;
+    };
+    std::vector<float> a(batch.a_stride * (count - 1) + m * k),
+        b(batch.b_stride * (count - 1) + k * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = value(i, 1);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = value(i, 2);
+    const bool lhs = shape.bias_grad == MatmulBiasGrad::lhs;
+    const bool has_grad = shape.bias_grad != MatmulBiasGrad::none;
+    BufferPtr da = upload(a, shape.dtype), db = upload(b, shape.dtype);
+    BufferPtr dc =
+        *backend_->allocate(TensorType{Shape{batch.c_stride * (count - 1) + m * n}, shape.dtype});
+    BufferPtr dg =
+        has_grad ? *backend_->allocate(TensorType{Shape{lhs ? m : n}, shape.dtype}) : nullptr;
+    std::vector<const Buffer*> reads = {da.get(), db.get()}, writes = {dc.get()};
+    if (dg) writes.push_back(dg.get());
+    absl::Status ran = backend_->enqueue(
+        "cublasLt matmul " + shape.to_string(),
+        [&] {
+          return matmul_->run(
+              shape, CudaBackend::device_pointer(*da), CudaBackend::device_pointer(*db),
+              dg ? CudaBackend::device_pointer(*dg) : 0, CudaBackend::device_pointer(*dc), batch);
+        },
+        reads, writes);
+    ASSERT_TRUE(ran.ok()) << ran;
+    std::vector<float> c = download(dc);
+    auto A = [&](int64_t t, int64_t i, int64_t l) {
+      return a[t * batch.a_stride + (shape.transpose_a ? l * m + i : i * k + l)];
+    };
+    auto B = [&](int64_t t, int64_t l, int64_t j) {
+      return b[t * batch.b_stride + (shape.transpose_b ? j * k + l : l * n + j)];
+    };
+    const double rel = shape.dtype == DType::bf16 ? std::ldexp(1.0, -8) : k * std::ldexp(1.0, -23);
+    int wrong = 0;
+    auto expect_near = [&](const char* what, int64_t at, double got, double expected,
+                           double scale) {
+      double tolerance = rel * scale + 1e-6;
+      if (shape.dtype == DType::bf16) tolerance += std::ldexp(std::fabs(expected), -7);
+      if (!(std::fabs(got - expected) <= tolerance) && ++wrong <= 5)
+        ADD_FAILURE() << what << "[" << at << "] = " << got << ", expected " << expected
+                      << " within " << tolerance;
+    };
+    for (int64_t t = 0; t < count; ++t)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0, scale = 0;
+          for (int64_t l = 0; l < k; ++l) {
+            sum += double(A(t, i, l)) * B(t, l, j);
+            scale += std::fabs(double(A(t, i, l)) * B(t, l, j));
+          }
+          expect_near("C", t * batch.c_stride + i * n + j, c[t * batch.c_stride + i * n + j], sum,
+                      scale);
+        }
+    if (dg) {
+      std::vector<float> g = download(dg);
+      for (int64_t x = 0; x < (lhs ? m : n); ++x) {
+        double sum = 0, scale = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          const double v = lhs ? A(0, x, l) : B(0, l, x);
+          sum += v;
+          scale += std::fabs(v);
+        }
+        expect_near("bias grad", x, g[x], sum, scale);
+      }
+    }
+    EXPECT_EQ(wrong, 0);
+  }
+
   std::unique_ptr<CublasLtMatmul> matmul_;
 };
+
+TEST_F(CublasLtGpuTest, BiasGradientsMatchTheHost) {
+  // A linear's weight gradient x^T dz with db = sum(dz, 0) (dz the rhs),
+  // and its transposed form dz^T x (dz the lhs, read transposed).
+  check_extra({.m = 96, .n = 80, .k = 64, .transpose_a = true, .bias_grad = MatmulBiasGrad::rhs});
+  check_extra({.m = 80, .n = 96, .k = 64, .transpose_a = true, .bias_grad = MatmulBiasGrad::lhs});
+  check_extra({.m = 37,
+               .n = 53,
+               .k = 200,
+               .transpose_a = true,
+               .dtype = DType::bf16,
+               .bias_grad = MatmulBiasGrad::lhs});
+  check_extra({.m = 64,
+               .n = 48,
+               .k = 1024,
+               .transpose_a = true,
+               .dtype = DType::bf16,
+               .bias_grad = MatmulBiasGrad::rhs});
+}
+
+TEST_F(CublasLtGpuTest, AStridedBatchIsOneCallAndABroadcastOperandAStrideOfZero) {
+  check_extra({.m = 8, .n = 32, .k = 16},
+              {.count = 4, .a_stride = 128, .b_stride = 512, .c_stride = 256});
+  check_extra({.m = 8, .n = 32, .k = 16},
+              {.count = 4, .a_stride = 128, .b_stride = 0, .c_stride = 256});
+  check_extra({.m = 64, .n = 16, .k = 64, .transpose_b = true, .dtype = DType::bf16},
+              {.count = 3, .a_stride = 0, .b_stride = 1024, .c_stride = 1024});
+}
 
 TEST_F(CublasLtGpuTest, F32MatmulsMatchTheHost) {
   check({.m = 64, .n = 48, .k = 32});
