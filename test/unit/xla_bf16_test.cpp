@@ -70,8 +70,8 @@ std::vector<std::string> callouts_of_last_step() {
 /// step must call out for nothing and fall back for nothing) and on
 /// `other`.
 template <typename F>
-std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>>
-on_xla_and(Device other, F make) {
+std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> on_xla_and(Device other,
+                                                                                       F make) {
   RecordSteps record;
   reset_metrics();
   std::vector<Tensor> xla = make(kXla);
@@ -112,9 +112,9 @@ TEST(XlaBf16, ReductionsEqualTheCpuBackendBitForBit) {
   auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
     Tensor x = on(d, {4, 5, 40}, 1, 3.0);
     return std::vector<Tensor>{
-        sum(x, {2}, true), sum(x, {0, 1}), sum(x, {0}), sum(x, {1}), sum(x), mean(x, {2}),
-        mean(x, {0, 1}),   max(x, {2}),    min(x, {0}), max(x),      var(x, {2}),
-        logsumexp(x, {2})};
+        sum(x, {2}, true), sum(x, {0, 1}),   sum(x, {0}), sum(x, {1}), sum(x),
+        mean(x, {2}),      mean(x, {0, 1}),  max(x, {2}), min(x, {0}), max(x),
+        var(x, {2}),       logsumexp(x, {2})};
   });
   expect_same(xla, cpu);
 }
@@ -134,8 +134,7 @@ TEST(XlaBf16, SoftmaxAndLogSoftmaxEqualTheCpuBackendBitForBit) {
   // (lanes of stride 6).
   auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
     Tensor x = on(d, {3, 4, 37}, 3, 8.0), y = on(d, {3, 5, 6}, 4, 8.0);
-    return std::vector<Tensor>{softmax(x, 2), log_softmax(x, 2), softmax(y, 1),
-                               log_softmax(y, 1)};
+    return std::vector<Tensor>{softmax(x, 2), log_softmax(x, 2), softmax(y, 1), log_softmax(y, 1)};
   });
   expect_same(xla, cpu);
 }
@@ -251,7 +250,8 @@ std::vector<float> gpt_losses(Device device, bool check) {
   reset_metrics();
   for (int step = 0; step < 3; ++step) {
     std::vector<int64_t> tokens(4 * 16);
-    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 7 + step) % 40);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = static_cast<int64_t>((i * 7 + step) % 40);
     Tensor x = from_vector(tokens, {4, 16});
     opt.zero_grad();
     Tensor logits;

@@ -45,7 +45,7 @@ absl::Status check_no_bf16_gemms(const XlaProgram& program) {
     std::optional<GemmShape> gemm = native_gemm_shape(program.graph, program.graph.nodes[node]);
     if (gemm && gemm->dtype == DType::bf16)
       return absl::UnimplementedError(absl::StrCat(
-          "mstep-aot: the step multiplies bf16 matrices (matmul %", node,
+          "the step multiplies bf16 matrices (matmul %", node,
           "), which a stand-alone step cannot do yet; run it on the xla device, or train in f32"));
   }
   return absl::OkStatus();

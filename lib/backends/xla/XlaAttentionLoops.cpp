@@ -91,7 +91,8 @@ private:
   /// Stores f32 `v` (scalar or vector) as `dt` at base[index]; bf16 rounds
   /// to nearest even and keeps a NaN quiet (mstep::BFloat16).
   void store(DType dt, llvm::Value* v, llvm::Value* base, llvm::Value* index) {
-    b_.CreateAlignedStore(round_to_storage(b_, dt, v), b_.CreateInBoundsGEP(storage(dt), base, index),
+    b_.CreateAlignedStore(round_to_storage(b_, dt, v),
+                          b_.CreateInBoundsGEP(storage(dt), base, index),
                           llvm::Align(dt == DType::bf16 ? 2 : 4));
   }
 

@@ -64,7 +64,8 @@ std::optional<BoundGemm> make_gemm(const GemmKey& key) {
   const dnnl::engine& engine = cpu::onednn::cpu_engine();
   const memory::desc a = operand_desc(batch, m, k, a_stride, trans_a != 0);
   const memory::desc b = operand_desc(batch, k, n, b_stride, trans_b != 0);
-  const memory::desc c = cpu::onednn::dense_desc(memory::dims{batch, m, n}, memory::data_type::bf16);
+  const memory::desc c =
+      cpu::onednn::dense_desc(memory::dims{batch, m, n}, memory::data_type::bf16);
   try {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c),
                                           cpu::onednn::user_scratchpad_attr(), engine);

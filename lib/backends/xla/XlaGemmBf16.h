@@ -13,7 +13,6 @@ namespace mstep::xla {
 /// shapes it ran (created on first use; creating one takes far longer
 /// than looking it up), so concurrent steps share none.
 void gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a, const uint16_t* a,
-               int64_t a_stride, int64_t trans_b, const uint16_t* b, int64_t b_stride,
-               uint16_t* c);
+               int64_t a_stride, int64_t trans_b, const uint16_t* b, int64_t b_stride, uint16_t* c);
 
 } // namespace mstep::xla

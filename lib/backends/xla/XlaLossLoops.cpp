@@ -3,8 +3,8 @@
 // RefLoss.cpp, as the cpu kernel LossKernels.cpp): loss i =
 // -log_probs[i, target[i]], 0 for ignore_index; reduction 0 none, 1 mean
 // (over the targets not ignored; 0/0 = NaN when all are), 2 sum, summed in
-// f64 and rounded once to f32 (then to bf16, XlaElementTypes.h). (Its gradient is traced as ops the step already
-// computes.)
+// f64 and rounded once to f32 (then to bf16, XlaElementTypes.h). (Its
+// gradient is traced as ops the step already computes.)
 //
 // The targets are checked first: one out of range returns 1 before any
 // result is written, and the step stops there; the runtime then names the
@@ -23,8 +23,8 @@ std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& gra
   const TensorType& log_probs = graph.type_of(nd.operands[0]);
   const TensorType& target = graph.type_of(nd.operands[1]);
   const DType dtype = log_probs.dtype;
-  if (!is_f32_or_bf16(dtype) || nd.results[0].dtype != dtype ||
-      target.dtype != DType::i64 || log_probs.shape.rank() < 1)
+  if (!is_f32_or_bf16(dtype) || nd.results[0].dtype != dtype || target.dtype != DType::i64 ||
+      log_probs.shape.rank() < 1)
     return std::nullopt;
   const int64_t classes = log_probs.shape[log_probs.shape.rank() - 1];
   const int64_t rows = target.numel();

@@ -1,6 +1,6 @@
-// f32 and bf16 layer_norm and rms_norm as loops (XlaOpLoops.h), computed as the ref
-// kernels (lib/backends/ref/RefNN.cpp) do: the input as rows of the
-// trailing `normalized_ndim` dims; per row in f64, layer_norm takes the
+// f32 and bf16 layer_norm and rms_norm as loops (XlaOpLoops.h), computed
+// as the ref kernels (lib/backends/ref/RefNN.cpp) do: the input as rows of
+// the trailing `normalized_ndim` dims; per row in f64, layer_norm takes the
 // mean and the biased variance in two passes and writes
 // (x - mean) * (1 / sqrt(var + eps)) * weight + bias, rms_norm writes
 // x * (1 / sqrt(mean(x^2) + eps)) * weight, each rounded once to f32

@@ -1,12 +1,12 @@
 // sum, mean, max, min, argmax, var and logsumexp as loops (XlaOpLoops.h),
 // with the
 // ref kernels' semantics (lib/backends/ref/RefReduction.cpp): f32 sums and
-// means accumulate in f64 and round once, i64 sums in i64; bf16 elements
-// are read as f32 and results rounded f64 -> f32 -> bf16 (XlaElementTypes.h); NaN wins max,
+// means accumulate in f64 and round once, i64 sums in i64; NaN wins max,
 // min and argmax; the first maximum wins argmax; var takes two passes in
 // f64 (the mean, then the squared deviations) over max(0, n - correction);
 // logsumexp is log(sum(exp(x - m))) + m in f64 with m the row maximum (0
-// when infinite).
+// when infinite). bf16 elements are read as f32 and results rounded
+// f64 -> f32 -> bf16 (XlaElementTypes.h), as the ref kernels round them.
 //
 // The input is viewed as [outer, reduced, inner] after dropping size-1 dims
 // and merging neighbours of the same kind, which needs the reduced dims to
@@ -81,8 +81,8 @@ int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean, DType dtype) {
                            b.CreateVectorSplat(kLanes, lb.i64(end)));
   };
   auto load = [&](llvm::Value* at, llvm::Value* mask) {
-    return b.CreateFPExt(masked_load_f32(b, dtype, kLanes, b.CreateInBoundsGEP(element, x, at), mask,
-                                         llvm::Constant::getNullValue(f32s)),
+    return b.CreateFPExt(masked_load_f32(b, dtype, kLanes, b.CreateInBoundsGEP(element, x, at),
+                                         mask, llvm::Constant::getNullValue(f32s)),
                          f64s);
   };
   auto finish = [&](llvm::Value* total) {

@@ -1,10 +1,10 @@
-// softmax and log_softmax of f32 or bf16 along one dim as loops (XlaOpLoops.h),
-// computed as the ref kernel (lib/backends/ref/RefNN.cpp) and the cpu
-// kernel (lib/backends/cpu/SoftmaxKernel.cpp) do: per lane of the dim,
-// m = its maximum, sum = the f64 sum of exp(x - m), then exp(x - m) / sum
-// or (x - m) - log(sum) in f64, rounded once to f32 (then to bf16,
-// XlaElementTypes.h). A NaN, a +inf or a
-// lane of only -inf makes the lane NaN, as there.
+// softmax and log_softmax of f32 or bf16 along one dim as loops
+// (XlaOpLoops.h), computed as the ref kernel (lib/backends/ref/RefNN.cpp)
+// and the cpu kernel (lib/backends/cpu/SoftmaxKernel.cpp) do: per lane of
+// the dim, m = its maximum, sum = the f64 sum of exp(x - m), then
+// exp(x - m) / sum or (x - m) - log(sum) in f64, rounded once to f32 (then
+// to bf16, XlaElementTypes.h). A NaN, a +inf or a lane of only -inf makes
+// the lane NaN, as there.
 //
 // The input is [outer, n, inner] around the dim; lane (o, i) holds
 // elements (o * n + k) * inner + i for k < n. A contiguous lane (inner 1,
