@@ -104,6 +104,14 @@ grep -q "calls out to the runtime for ops it does not compute itself: conv2d (%"
   fail "the refusal does not name conv2d" log
 [[ ! -e callout.so && ! -e callout.h ]] || fail "a refused step left files behind"
 
+# 5b. So is a step with a bf16 matmul (no stand-alone bf16 gemm yet).
+rc=0
+"$aot" "$src/test/aot/bf16_matmul.mlir" -o bf16.so --header bf16.h >log 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || fail "mstep-aot on a bf16 matmul exited $rc, expected 1" log
+grep -q "the step multiplies bf16 matrices (matmul %" log ||
+  fail "the refusal does not name the bf16 matmul" log
+[[ ! -e bf16.so && ! -e bf16.h ]] || fail "a refused bf16 step left files behind"
+
 # 6. Bad arguments.
 expect_error() { # CODE TEXT COMMAND...
   local code=$1 text=$2 rc=0

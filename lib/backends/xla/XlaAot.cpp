@@ -38,6 +38,19 @@ absl::Status check_no_callouts(const XlaProgram& program) {
       "compiled into the function"));
 }
 
+/// Refuses a step with a bf16 matmul: the stand-alone object binds no
+/// gemm_bf16 yet.
+absl::Status check_no_bf16_gemms(const XlaProgram& program) {
+  for (uint32_t node = 0; node < program.graph.nodes.size(); ++node) {
+    std::optional<GemmShape> gemm = native_gemm_shape(program.graph, program.graph.nodes[node]);
+    if (gemm && gemm->dtype == DType::bf16)
+      return absl::UnimplementedError(absl::StrCat(
+          "the step multiplies bf16 matrices (matmul %", node,
+          "), which a stand-alone step cannot do yet; run it on the xla device, or train in f32"));
+  }
+  return absl::OkStatus();
+}
+
 /// void gemm(batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c):
 /// XlaRuntimeCalls::gemm_f32's contract over dnnl_sgemm.
 llvm::Function* define_gemm(llvm::Module& module) {
@@ -139,23 +152,25 @@ llvm::Function* define_no_callout(llvm::Module& module) {
 
 // The table below binds every field of XlaRuntimeCalls, in order: a new
 // field needs its stand-alone definition here too.
-static_assert(sizeof(XlaRuntimeCalls) == 4 * sizeof(void*),
+static_assert(sizeof(XlaRuntimeCalls) == 5 * sizeof(void*),
               "XlaRuntimeCalls changed: bind the new field in add_aot_entry");
 
 absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
   MSTEP_RETURN_IF_ERROR(check_no_callouts(program));
+  MSTEP_RETURN_IF_ERROR(check_no_bf16_gemms(program));
   llvm::Function* step = module.getFunction(kXlaStepSymbol);
   if (!step) return absl::InternalError("mstep-aot: the module has no step function");
   step->setLinkage(llvm::GlobalValue::InternalLinkage);
   llvm::LLVMContext& c = module.getContext();
   auto* ptr = llvm::PointerType::getUnqual(c);
   // XlaRuntimeCalls: its fields in order, the context last.
-  auto* table_type = llvm::ArrayType::get(ptr, 4);
+  auto* table_type = llvm::ArrayType::get(ptr, 5);
   auto* table = new llvm::GlobalVariable(
       module, table_type, /*isConstant=*/true, llvm::GlobalValue::InternalLinkage,
       llvm::ConstantArray::get(table_type,
                                {define_gemm(module), define_serial_nest(module),
-                                define_no_callout(module), llvm::ConstantPointerNull::get(ptr)}),
+                                define_no_callout(module), llvm::ConstantPointerNull::get(ptr),
+                                llvm::ConstantPointerNull::get(ptr)}), // no bf16 gemm
       "mstep_aot_calls");
   llvm::IRBuilder<> b(c);
   auto* type = llvm::FunctionType::get(b.getInt32Ty(), {ptr, ptr, ptr}, false);

@@ -45,6 +45,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/FlashAttentionParams.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -75,9 +76,7 @@ private:
   // --- Element access (f32 or bf16 storage) ---------------------------
 
   llvm::Type* vec(unsigned width) { return llvm::FixedVectorType::get(f32_, width); }
-  llvm::Type* storage(DType dt) {
-    return dt == DType::bf16 ? static_cast<llvm::Type*>(b_.getInt16Ty()) : f32_;
-  }
+  llvm::Type* storage(DType dt) { return storage_type(b_, dt); }
 
   /// `width` elements of `dt` at base[index], as f32 (a vector; a scalar
   /// when width is 0).
@@ -86,29 +85,14 @@ private:
     llvm::Type* type = width ? llvm::FixedVectorType::get(element, width) : element;
     llvm::Value* v = b_.CreateAlignedLoad(type, b_.CreateInBoundsGEP(element, base, index),
                                           llvm::Align(dt == DType::bf16 ? 2 : 4));
-    if (dt != DType::bf16) return v;
-    llvm::Value* bits = b_.CreateZExt(v, type->getWithNewType(b_.getInt32Ty()));
-    bits = b_.CreateShl(bits, lb_.splat_like(bits, b_.getInt32(16)));
-    return b_.CreateBitCast(bits, type->getWithNewType(f32_));
+    return widen_to_f32(b_, dt, v);
   }
 
   /// Stores f32 `v` (scalar or vector) as `dt` at base[index]; bf16 rounds
   /// to nearest even and keeps a NaN quiet (mstep::BFloat16).
   void store(DType dt, llvm::Value* v, llvm::Value* base, llvm::Value* index) {
-    llvm::Value* stored = v;
-    if (dt == DType::bf16) {
-      llvm::Type* ints = v->getType()->getWithNewType(b_.getInt32Ty());
-      auto k = [&](uint32_t c) { return lb_.splat_like(v, b_.getInt32(c)); };
-      llvm::Value* u = b_.CreateBitCast(v, ints);
-      llvm::Value* nan = b_.CreateICmpUGT(b_.CreateAnd(u, k(0x7FFFFFFFu)), k(0x7F800000u));
-      llvm::Value* rounded = b_.CreateLShr(
-          b_.CreateAdd(b_.CreateAdd(u, k(0x7FFFu)), b_.CreateAnd(b_.CreateLShr(u, k(16)), k(1))),
-          k(16));
-      llvm::Value* quiet = b_.CreateOr(b_.CreateLShr(u, k(16)), k(0x40));
-      stored = b_.CreateTrunc(b_.CreateSelect(nan, quiet, rounded),
-                              v->getType()->getWithNewType(b_.getInt16Ty()));
-    }
-    b_.CreateAlignedStore(stored, b_.CreateInBoundsGEP(storage(dt), base, index),
+    b_.CreateAlignedStore(round_to_storage(b_, dt, v),
+                          b_.CreateInBoundsGEP(storage(dt), base, index),
                           llvm::Align(dt == DType::bf16 ? 2 : 4));
   }
 

@@ -1,15 +1,16 @@
-// nll_loss over f32 log-probs [..., C] and i64 targets as a loop
+// nll_loss over f32 or bf16 log-probs [..., C] and i64 targets as a loop
 // (XlaOpLoops.h), with the ref kernel's semantics (lib/backends/ref/
 // RefLoss.cpp, as the cpu kernel LossKernels.cpp): loss i =
 // -log_probs[i, target[i]], 0 for ignore_index; reduction 0 none, 1 mean
 // (over the targets not ignored; 0/0 = NaN when all are), 2 sum, summed in
-// f64 and rounded once. (Its gradient is traced as ops the step already
-// computes.)
+// f64 and rounded once to f32 (then to bf16, XlaElementTypes.h). (Its
+// gradient is traced as ops the step already computes.)
 //
 // The targets are checked first: one out of range returns 1 before any
 // result is written, and the step stops there; the runtime then names the
 // target (XlaStepFailure.cpp).
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -21,8 +22,9 @@ std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& gra
     return std::nullopt;
   const TensorType& log_probs = graph.type_of(nd.operands[0]);
   const TensorType& target = graph.type_of(nd.operands[1]);
-  if (log_probs.dtype != DType::f32 || nd.results[0].dtype != DType::f32 ||
-      target.dtype != DType::i64 || log_probs.shape.rank() < 1)
+  const DType dtype = log_probs.dtype;
+  if (!is_f32_or_bf16(dtype) || nd.results[0].dtype != dtype || target.dtype != DType::i64 ||
+      log_probs.shape.rank() < 1)
     return std::nullopt;
   const int64_t classes = log_probs.shape[log_probs.shape.rank() - 1];
   const int64_t rows = target.numel();
@@ -55,16 +57,16 @@ std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& gra
     // An ignored row reads its class 0 (in range), then drops it.
     llvm::Value* column = b.CreateSelect(kept, c, lb.i64(0));
     llvm::Value* picked =
-        lb.load(lb.f32(), x, b.CreateAdd(b.CreateMul(i, lb.i64(classes)), column));
+        load_f32(lb, dtype, x, b.CreateAdd(b.CreateMul(i, lb.i64(classes)), column));
     llvm::Value* loss = b.CreateSelect(kept, b.CreateFNeg(lb.to_f64(picked)), lb.f64(0));
-    if (reduction == 0) lb.store(lb.to_f32(loss), y, i);
+    if (reduction == 0) store_f32(lb, dtype, lb.to_f32(loss), y, i);
     lb.set(total, b.CreateFAdd(lb.get(total), loss));
     lb.set(count, b.CreateAdd(lb.get(count), b.CreateZExt(kept, lb.i64())));
   });
   if (reduction != 0) {
     llvm::Value* value = lb.get(total);
     if (reduction == 1) value = b.CreateFDiv(value, b.CreateSIToFP(lb.get(count), lb.f64()));
-    lb.store(lb.to_f32(value), y, lb.i64(0));
+    store_f32(lb, dtype, lb.to_f32(value), y, lb.i64(0));
   }
   return OpLoop{lb.finish(), true};
 }

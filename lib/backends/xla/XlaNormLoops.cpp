@@ -1,11 +1,13 @@
-// f32 layer_norm and rms_norm as loops (XlaOpLoops.h), computed as the ref
-// kernels (lib/backends/ref/RefNN.cpp) do: the input as rows of the
-// trailing `normalized_ndim` dims; per row in f64, layer_norm takes the
+// f32 and bf16 layer_norm and rms_norm as loops (XlaOpLoops.h), computed
+// as the ref kernels (lib/backends/ref/RefNN.cpp) do: the input as rows of
+// the trailing `normalized_ndim` dims; per row in f64, layer_norm takes the
 // mean and the biased variance in two passes and writes
 // (x - mean) * (1 / sqrt(var + eps)) * weight + bias, rms_norm writes
-// x * (1 / sqrt(mean(x^2) + eps)) * weight, each rounded once to f32.
+// x * (1 / sqrt(mean(x^2) + eps)) * weight, each rounded once to f32
+// (then to bf16, XlaElementTypes.h; weight and bias of the input's dtype).
 // (Their gradients are traced as ops the step already computes.)
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -18,12 +20,13 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
       nd.operands.empty())
     return std::nullopt;
   const TensorType& in = graph.type_of(nd.operands[0]);
-  if (in.dtype != DType::f32 || nd.results[0] != in || in.numel() == 0) return std::nullopt;
+  const DType dtype = in.dtype;
+  if (!is_f32_or_bf16(dtype) || nd.results[0] != in || in.numel() == 0) return std::nullopt;
   const bool has_weight = attr_int(nd.attrs, AttrName::has_weight) != 0;
   const bool has_bias = op == OpKind::layer_norm && attr_int(nd.attrs, AttrName::has_bias) != 0;
   if (nd.operands.size() != static_cast<size_t>(1 + has_weight + has_bias)) return std::nullopt;
   for (size_t i = 1; i < nd.operands.size(); ++i)
-    if (graph.type_of(nd.operands[i]).dtype != DType::f32) return std::nullopt;
+    if (graph.type_of(nd.operands[i]).dtype != dtype) return std::nullopt;
   const int64_t normalized = attr_int(nd.attrs, AttrName::normalized_ndim);
   if (normalized < 0 || normalized > in.shape.rank()) return std::nullopt;
   int64_t rows = 1, cols = 1;
@@ -42,7 +45,7 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
   lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* r) {
     llvm::Value* base = b.CreateMul(r, lb.i64(cols));
     auto element = [&](llvm::Value* c) {
-      return lb.to_f64(lb.load(lb.f32(), x, b.CreateAdd(base, c)));
+      return lb.to_f64(load_f32(lb, dtype, x, b.CreateAdd(base, c)));
     };
     llvm::Value* center = lb.f64(0);
     llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
@@ -62,9 +65,9 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
         cols,
         [&](llvm::Value* c) {
           llvm::Value* v = b.CreateFMul(b.CreateFSub(element(c), center), scale);
-          if (w) v = b.CreateFMul(v, lb.to_f64(lb.load(lb.f32(), w, c)));
-          if (bias) v = b.CreateFAdd(v, lb.to_f64(lb.load(lb.f32(), bias, c)));
-          lb.store(lb.to_f32(v), y, b.CreateAdd(base, c));
+          if (w) v = b.CreateFMul(v, lb.to_f64(load_f32(lb, dtype, w, c)));
+          if (bias) v = b.CreateFAdd(v, lb.to_f64(load_f32(lb, dtype, bias, c)));
+          store_f32(lb, dtype, lb.to_f32(v), y, b.CreateAdd(base, c));
         },
         /*parallel=*/true);
   });

@@ -5,7 +5,8 @@
 // min and argmax; the first maximum wins argmax; var takes two passes in
 // f64 (the mean, then the squared deviations) over max(0, n - correction);
 // logsumexp is log(sum(exp(x - m))) + m in f64 with m the row maximum (0
-// when infinite).
+// when infinite). bf16 elements are read as f32 and results rounded
+// f64 -> f32 -> bf16 (XlaElementTypes.h), as the ref kernels round them.
 //
 // The input is viewed as [outer, reduced, inner] after dropping size-1 dims
 // and merging neighbours of the same kind, which needs the reduced dims to
@@ -15,6 +16,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -54,7 +56,7 @@ std::optional<Layout> layout_of(const Shape& shape, const IntList& dims) {
 /// Lanes of the vector sums: 16 f32 loads, summed in two f64 halves.
 constexpr int kLanes = 16;
 
-/// f32 sum or mean in f64, kLanes at a time:
+/// f32 (or bf16) sum or mean in f64, kLanes at a time:
 /// - inner >= kLanes (a bias gradient): kLanes neighbouring outputs at
 ///   once, each summing its column in order, as the scalar loop would;
 /// - otherwise each output's row kLanes elements at a time, lane by lane,
@@ -62,7 +64,7 @@ constexpr int kLanes = 16;
 /// `lb` builds a row function (LoopBuilder::Rows); its rows are returned:
 /// the outputs, or their blocks of kLanes. Each output is summed as a
 /// single call sums it, so splitting the rows changes no result.
-int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
+int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean, DType dtype) {
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* y = lb.result(0);
@@ -72,15 +74,15 @@ int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
   for (int i = 0; i < kLanes; ++i) iota_values.push_back(i);
   llvm::Value* iota = llvm::ConstantDataVector::get(b.getContext(), iota_values);
   llvm::Value* zeros = llvm::Constant::getNullValue(f64s);
-  const llvm::Align align(4);
+  llvm::Type* element = storage_type(b, dtype);
   // The lanes of [at, at + kLanes) that are before `end`.
   auto lanes_before = [&](llvm::Value* at, int64_t end) {
     return b.CreateICmpSLT(b.CreateAdd(b.CreateVectorSplat(kLanes, at), iota),
                            b.CreateVectorSplat(kLanes, lb.i64(end)));
   };
   auto load = [&](llvm::Value* at, llvm::Value* mask) {
-    return b.CreateFPExt(b.CreateMaskedLoad(f32s, b.CreateInBoundsGEP(lb.f32(), x, at), align, mask,
-                                            llvm::Constant::getNullValue(f32s)),
+    return b.CreateFPExt(masked_load_f32(b, dtype, kLanes, b.CreateInBoundsGEP(element, x, at),
+                                         mask, llvm::Constant::getNullValue(f32s)),
                          f64s);
   };
   auto finish = [&](llvm::Value* total) {
@@ -107,7 +109,7 @@ int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
         lb.set(acc, b.CreateFAdd(lb.get(acc), load(at, mask)));
       });
       llvm::Value* out = b.CreateAdd(b.CreateMul(o, lb.i64(l.inner)), first);
-      b.CreateMaskedStore(finish(lb.get(acc)), b.CreateInBoundsGEP(lb.f32(), y, out), align, mask);
+      masked_store_f32(b, dtype, finish(lb.get(acc)), b.CreateInBoundsGEP(element, y, out), mask);
     });
     return l.outer * blocks;
   }
@@ -121,7 +123,7 @@ int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
         lb.set(acc, b.CreateFAdd(lb.get(acc),
                                  load(b.CreateAdd(row, first), lanes_before(first, l.reduced))));
       });
-      lb.store(finish(b.CreateFAddReduce(lb.f64(0), lb.get(acc))), y, o);
+      store_f32(lb, dtype, finish(b.CreateFAddReduce(lb.f64(0), lb.get(acc))), y, o);
       return;
     }
     llvm::Value* outer = b.CreateSDiv(o, lb.i64(l.inner));
@@ -130,9 +132,9 @@ int64_t emit_f32_sum(LoopBuilder& lb, const Layout& l, bool mean) {
     lb.loop(l.reduced, [&](llvm::Value* r) {
       llvm::Value* at = b.CreateAdd(
           b.CreateMul(b.CreateAdd(b.CreateMul(outer, lb.i64(l.reduced)), r), lb.i64(l.inner)), i);
-      lb.set(acc, b.CreateFAdd(lb.get(acc), lb.to_f64(lb.load(lb.f32(), x, at))));
+      lb.set(acc, b.CreateFAdd(lb.get(acc), lb.to_f64(load_f32(lb, dtype, x, at))));
     });
-    lb.store(finish(lb.get(acc)), y, o);
+    store_f32(lb, dtype, finish(lb.get(acc)), y, o);
   });
   return l.outer * l.inner;
 }
@@ -150,8 +152,8 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
   const TensorType& in = graph.type_of(n.operands[0]);
   const DType out_dtype = n.results[0].dtype;
   const bool integer_sum = op == OpKind::sum && in.dtype == DType::i64 && out_dtype == DType::i64;
-  const bool float_in = in.dtype == DType::f32;
-  const DType want_out = op == OpKind::argmax ? DType::i64 : DType::f32;
+  const bool float_in = is_f32_or_bf16(in.dtype);
+  const DType want_out = op == OpKind::argmax ? DType::i64 : in.dtype;
   if (!integer_sum && !(float_in && out_dtype == want_out)) return std::nullopt;
   if (in.numel() == 0) return std::nullopt; // the ref kernel's empty-row rules
   std::optional<Layout> layout = layout_of(in.shape, attr_ints(n.attrs, AttrName::dims));
@@ -161,14 +163,16 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
   const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
   if ((op == OpKind::sum || op == OpKind::mean) && !integer_sum) {
     LoopBuilder rows(module, name, 1, 1, LoopBuilder::Rows{});
-    const int64_t count = emit_f32_sum(rows, l, op == OpKind::mean);
+    const int64_t count = emit_f32_sum(rows, l, op == OpKind::mean, in.dtype);
     return OpLoop{rows.finish(), false, count, 1, in.numel()};
   }
   LoopBuilder lb(module, name, 1, 1);
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* y = lb.result(0);
-  llvm::Type* element = integer_sum ? lb.i64() : lb.f32();
+  // Float elements are read as f32 and results stored as `out_dtype`.
+  auto load = [&](llvm::Value* at) { return load_f32(lb, in.dtype, x, at); };
+  auto store = [&](llvm::Value* v, llvm::Value* at) { store_f32(lb, out_dtype, v, y, at); };
   lb.loop(l.outer, [&](llvm::Value* o) {
     lb.loop(l.inner, [&](llvm::Value* i) {
       // Input position of (o, r, i) and output position of (o, i).
@@ -183,29 +187,32 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
         llvm::AllocaInst* acc =
             lb.local(integer_sum ? lb.i64() : lb.f64(), integer_sum ? lb.i64(0) : lb.f64(0));
         lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* v = lb.load(element, x, at(r));
+          llvm::Value* v = integer_sum ? lb.load(lb.i64(), x, at(r)) : load(at(r));
           lb.set(acc, integer_sum ? b.CreateAdd(lb.get(acc), v)
                                   : b.CreateFAdd(lb.get(acc), lb.to_f64(v)));
         });
         llvm::Value* total = lb.get(acc);
         if (op == OpKind::mean) total = b.CreateFDiv(total, lb.f64(static_cast<double>(l.reduced)));
-        lb.store(integer_sum ? total : lb.to_f32(total), y, out);
+        if (integer_sum)
+          lb.store(total, y, out);
+        else
+          store(lb.to_f32(total), out);
         break;
       }
       case OpKind::var: {
         const int64_t correction = attr_int(n.attrs, AttrName::correction);
         llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
         lb.loop(l.reduced, [&](llvm::Value* r) {
-          lb.set(sum, b.CreateFAdd(lb.get(sum), lb.to_f64(lb.load(lb.f32(), x, at(r)))));
+          lb.set(sum, b.CreateFAdd(lb.get(sum), lb.to_f64(load(at(r)))));
         });
         llvm::Value* mean = b.CreateFDiv(lb.get(sum), lb.f64(static_cast<double>(l.reduced)));
         llvm::AllocaInst* ssd = lb.local(lb.f64(), lb.f64(0));
         lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* d = b.CreateFSub(lb.to_f64(lb.load(lb.f32(), x, at(r))), mean);
+          llvm::Value* d = b.CreateFSub(lb.to_f64(load(at(r))), mean);
           lb.set(ssd, b.CreateFAdd(lb.get(ssd), b.CreateFMul(d, d)));
         });
         const double divisor = static_cast<double>(std::max<int64_t>(0, l.reduced - correction));
-        lb.store(lb.to_f32(b.CreateFDiv(lb.get(ssd), lb.f64(divisor))), y, out);
+        store(lb.to_f32(b.CreateFDiv(lb.get(ssd), lb.f64(divisor))), out);
         break;
       }
       case OpKind::logsumexp: {
@@ -213,7 +220,7 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
         llvm::AllocaInst* m =
             lb.local(lb.f64(), lb.f64(-std::numeric_limits<double>::infinity()));
         lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* v = lb.to_f64(lb.load(lb.f32(), x, at(r)));
+          llvm::Value* v = lb.to_f64(load(at(r)));
           lb.set(m, b.CreateSelect(b.CreateFCmpOLT(lb.get(m), v), v, lb.get(m)));
         });
         llvm::Value* shift = b.CreateSelect(
@@ -222,18 +229,18 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
             lb.f64(0), lb.get(m));
         llvm::AllocaInst* s = lb.local(lb.f64(), lb.f64(0));
         lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* v = lb.to_f64(lb.load(lb.f32(), x, at(r)));
+          llvm::Value* v = lb.to_f64(load(at(r)));
           lb.set(s, b.CreateFAdd(lb.get(s), lb.call(llvm::Intrinsic::exp, b.CreateFSub(v, shift))));
         });
-        lb.store(lb.to_f32(b.CreateFAdd(lb.call(llvm::Intrinsic::log, lb.get(s)), shift)), y, out);
+        store(lb.to_f32(b.CreateFAdd(lb.call(llvm::Intrinsic::log, lb.get(s)), shift)), out);
         break;
       }
       case OpKind::max:
       case OpKind::min: {
         // NaN wins: once the best is NaN it stays.
-        llvm::AllocaInst* best = lb.local(lb.f32(), lb.load(lb.f32(), x, at(lb.i64(0))));
+        llvm::AllocaInst* best = lb.local(lb.f32(), load(at(lb.i64(0))));
         lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* v = lb.load(lb.f32(), x, at(r));
+          llvm::Value* v = load(at(r));
           llvm::Value* current = lb.get(best);
           llvm::Value* better =
               op == OpKind::max ? b.CreateFCmpOGT(v, current) : b.CreateFCmpOLT(v, current);
@@ -241,15 +248,15 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
               b.CreateAnd(b.CreateNot(lb.is_nan(current)), b.CreateOr(lb.is_nan(v), better));
           lb.set(best, b.CreateSelect(take, v, current));
         });
-        lb.store(lb.get(best), y, out);
+        store(lb.get(best), out);
         break;
       }
       default: { // argmax: the first maximum, or the first NaN
-        llvm::AllocaInst* best = lb.local(lb.f32(), lb.load(lb.f32(), x, at(lb.i64(0))));
+        llvm::AllocaInst* best = lb.local(lb.f32(), load(at(lb.i64(0))));
         llvm::AllocaInst* index = lb.local(lb.i64(), lb.i64(0));
         llvm::AllocaInst* found_nan = lb.local(b.getInt1Ty(), b.getFalse());
         lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* v = lb.load(lb.f32(), x, at(r));
+          llvm::Value* v = load(at(r));
           llvm::Value* nan = lb.is_nan(v);
           llvm::Value* found = lb.get(found_nan);
           llvm::Value* take =

@@ -1,9 +1,10 @@
-// softmax and log_softmax of f32 along one dim as loops (XlaOpLoops.h),
-// computed as the ref kernel (lib/backends/ref/RefNN.cpp) and the cpu
-// kernel (lib/backends/cpu/SoftmaxKernel.cpp) do: per lane of the dim,
-// m = its maximum, sum = the f64 sum of exp(x - m), then exp(x - m) / sum
-// or (x - m) - log(sum) in f64, rounded once to f32. A NaN, a +inf or a
-// lane of only -inf makes the lane NaN, as there.
+// softmax and log_softmax of f32 or bf16 along one dim as loops
+// (XlaOpLoops.h), computed as the ref kernel (lib/backends/ref/RefNN.cpp)
+// and the cpu kernel (lib/backends/cpu/SoftmaxKernel.cpp) do: per lane of
+// the dim, m = its maximum, sum = the f64 sum of exp(x - m), then
+// exp(x - m) / sum or (x - m) - log(sum) in f64, rounded once to f32 (then
+// to bf16, XlaElementTypes.h). A NaN, a +inf or a lane of only -inf makes
+// the lane NaN, as there.
 //
 // The input is [outer, n, inner] around the dim; lane (o, i) holds
 // elements (o * n + k) * inner + i for k < n. A contiguous lane (inner 1,
@@ -14,6 +15,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -33,7 +35,8 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
       nd.results.size() != 1)
     return std::nullopt;
   const TensorType& in = graph.type_of(nd.operands[0]);
-  if (in.dtype != DType::f32 || nd.results[0] != in || in.numel() == 0) return std::nullopt;
+  if (!is_f32_or_bf16(in.dtype) || nd.results[0] != in || in.numel() == 0) return std::nullopt;
+  const DType dtype = in.dtype;
   const int64_t dim = attr_int(nd.attrs, AttrName::dim);
   if (dim < 0 || dim >= in.shape.rank()) return std::nullopt;
   int64_t outer = 1, inner = 1;
@@ -59,7 +62,7 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
     llvm::SmallVector<uint64_t> iota_values;
     for (int i = 0; i < kLanes; ++i) iota_values.push_back(i);
     llvm::Value* iota = llvm::ConstantDataVector::get(b.getContext(), iota_values);
-    const llvm::Align align(4);
+    llvm::Type* element = storage_type(b, dtype);
     const int64_t blocks = (n + kLanes - 1) / kLanes;
     lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* o) {
       llvm::Value* row = b.CreateMul(o, lb.i64(n));
@@ -69,10 +72,8 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
         llvm::Value* first = b.CreateMul(q, lb.i64(kLanes));
         mask = b.CreateICmpSLT(b.CreateAdd(b.CreateVectorSplat(kLanes, first), iota),
                                b.CreateVectorSplat(kLanes, lb.i64(n)));
-        return std::make_pair(
-            b.CreateInBoundsGEP(lb.f32(), x, b.CreateAdd(row, first)),
-            b.CreateMaskedLoad(f32s, b.CreateInBoundsGEP(lb.f32(), x, b.CreateAdd(row, first)),
-                               align, mask, fill));
+        llvm::Value* at = b.CreateInBoundsGEP(element, x, b.CreateAdd(row, first));
+        return std::make_pair(at, masked_load_f32(b, dtype, kLanes, at, mask, fill));
       };
       // 1. The maximum (NaN skipped; it poisons the sum).
       llvm::AllocaInst* max =
@@ -105,8 +106,8 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
         llvm::Value* shifted = b.CreateFSub(b.CreateFPExt(v, f64s), ms);
         llvm::Value* out =
             log ? b.CreateFSub(shifted, log_totals) : b.CreateFDiv(lb.exp(shifted), totals);
-        llvm::Value* to = b.CreateInBoundsGEP(lb.f32(), y, b.CreatePtrDiff(lb.f32(), at, x));
-        b.CreateMaskedStore(b.CreateFPTrunc(out, f32s), to, align, mask);
+        llvm::Value* to = b.CreateInBoundsGEP(element, y, b.CreatePtrDiff(element, at, x));
+        masked_store_f32(b, dtype, b.CreateFPTrunc(out, f32s), to, mask);
       });
     });
     OpLoop loop = row_loop;
@@ -122,24 +123,24 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
       // 1. The maximum (a NaN is skipped here and poisons the sum).
       llvm::AllocaInst* max = lb.local(lb.f32(), lb.f32(minus_inf));
       lb.loop(n, [&](llvm::Value* k) {
-        llvm::Value* v = lb.load(lb.f32(), x, at(k));
+        llvm::Value* v = load_f32(lb, dtype, x, at(k));
         lb.set(max, b.CreateSelect(b.CreateFCmpOGT(v, lb.get(max)), v, lb.get(max)));
       });
       llvm::Value* m = lb.to_f64(lb.get(max));
       // 2. The f64 sum of exp(x - m).
       llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
       lb.loop(n, [&](llvm::Value* k) {
-        llvm::Value* shifted = b.CreateFSub(lb.to_f64(lb.load(lb.f32(), x, at(k))), m);
+        llvm::Value* shifted = b.CreateFSub(lb.to_f64(load_f32(lb, dtype, x, at(k))), m);
         lb.set(sum, b.CreateFAdd(lb.get(sum), lb.exp(shifted)));
       });
       llvm::Value* total = lb.get(sum);
       llvm::Value* log_total = log ? lb.call(llvm::Intrinsic::log, total) : nullptr;
       // 3. The outputs (an in-place y reads each element before writing it).
       lb.loop(n, [&](llvm::Value* k) {
-        llvm::Value* shifted = b.CreateFSub(lb.to_f64(lb.load(lb.f32(), x, at(k))), m);
+        llvm::Value* shifted = b.CreateFSub(lb.to_f64(load_f32(lb, dtype, x, at(k))), m);
         llvm::Value* out =
             log ? b.CreateFSub(shifted, log_total) : b.CreateFDiv(lb.exp(shifted), total);
-        lb.store(lb.to_f32(out), y, at(k));
+        store_f32(lb, dtype, lb.to_f32(out), y, at(k));
       });
     });
   });

@@ -68,7 +68,8 @@ std::optional<GemmShape> native_gemm_shape(const TraceGraph& graph, const GraphN
   if (node.op != OpKind::matmul || node.operands.size() != 2) return std::nullopt;
   const TensorType& lhs = graph.type_of(node.operands[0]);
   const TensorType& rhs = graph.type_of(node.operands[1]);
-  if (lhs.dtype != DType::f32 || rhs.dtype != DType::f32 || node.results[0].dtype != DType::f32)
+  const DType dtype = node.results[0].dtype;
+  if ((dtype != DType::f32 && dtype != DType::bf16) || lhs.dtype != dtype || rhs.dtype != dtype)
     return std::nullopt;
   const int64_t lr = lhs.shape.rank(), rr = rhs.shape.rank();
   if (lr < 2 || rr < 2) return std::nullopt;
@@ -84,6 +85,7 @@ std::optional<GemmShape> native_gemm_shape(const TraceGraph& graph, const GraphN
   };
   const std::vector<int64_t> lb = batch_of(lhs.shape), rb = batch_of(rhs.shape);
   GemmShape g;
+  g.dtype = dtype;
   g.m = lhs.shape[lr - 2];
   g.k = lhs.shape[lr - 1];
   g.n = rhs.shape[rr - 1];

@@ -37,6 +37,12 @@ struct XlaRuntimeCalls {
   int32_t (*callout)(void* context, int64_t k, const void* const* operands, void* const* results);
   /// The callouts' first argument.
   void* context;
+  /// gemm_f32's contract over bf16 a, b and c (uint16_t bits): the
+  /// products accumulate in f32 and each c element is rounded once to bf16,
+  /// as the cpu backend's oneDNN bf16 matmul computes them.
+  void (*gemm_bf16)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                    const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
+                    int64_t b_stride, uint16_t* c);
 };
 
 /// The step: `inputs[i]` is graph input i, `outputs[j]` the buffer of the
@@ -85,14 +91,17 @@ struct XlaLayout {
 /// when the two do not fit each other.
 absl::StatusOr<XlaLayout> lay_out_step(const TraceGraph& graph, const cpu::ArenaPlan& plan);
 
-/// The arguments of XlaRuntimeCalls::gemm_f32 for one matmul node.
+/// The arguments of XlaRuntimeCalls::gemm_f32 (or gemm_bf16, by `dtype`)
+/// for one matmul node.
 struct GemmShape {
   int64_t batch = 1, m = 0, n = 0, k = 0, a_stride = 0, b_stride = 0;
+  DType dtype = DType::f32;
 };
 
 /// The gemm a matmul node is, when the step function multiplies it itself:
-/// f32, and the operands' batch dims equal or one operand a matrix (a
-/// matrix rhs folds the lhs batch into m). nullopt otherwise.
+/// f32 or bf16 (operands and result of one dtype), and the operands' batch
+/// dims equal or one operand a matrix (a matrix rhs folds the lhs batch
+/// into m). nullopt otherwise.
 std::optional<GemmShape> native_gemm_shape(const TraceGraph& graph, const GraphNode& node);
 
 /// What the compile half hands the runtime half.

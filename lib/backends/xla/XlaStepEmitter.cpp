@@ -19,7 +19,14 @@ namespace mstep::xla {
 namespace {
 
 /// The positions of XlaRuntimeCalls' fields (pointers, in order).
-enum CallsField : unsigned { kGemm = 0, kParallelNest = 1, kCallout = 2, kContext = 3 };
+enum CallsField : unsigned {
+  kGemm = 0,
+  kParallelNest = 1,
+  kCallout = 2,
+  kContext = 3,
+  kGemmBf16 = 4,
+  kNumCallsFields
+};
 
 class StepEmitter {
   struct Gemm; // a native matmul, planned (plan_gemms)
@@ -44,7 +51,8 @@ public:
     }
     operands_ = b_.CreateAlloca(llvm::ArrayType::get(ptr_, most_operands));
     results_ = b_.CreateAlloca(llvm::ArrayType::get(ptr_, most_results));
-    for (unsigned f = kGemm; f <= kContext; ++f) calls_[f] = load_pointer(function_->getArg(3), f);
+    for (unsigned f = kGemm; f < kNumCallsFields; ++f)
+      calls_[f] = load_pointer(function_->getArg(3), f);
 
     plan_gemms();
     size_t fusion = 0;
@@ -274,7 +282,7 @@ private:
       trans_second = !g.transposed[0];
       std::swap(first_stride, second_stride);
     }
-    b_.CreateCall(type, calls_[kGemm],
+    b_.CreateCall(type, calls_[g.shape.dtype == DType::bf16 ? kGemmBf16 : kGemm],
                   {b_.getInt64(g.shape.batch), b_.getInt64(m), b_.getInt64(n),
                    b_.getInt64(g.shape.k), b_.getInt64(trans_first),
                    value_pointer(layout_.value_of(g.operands[first])), b_.getInt64(first_stride),
@@ -339,7 +347,7 @@ private:
   llvm::Function* function_ = nullptr;
   llvm::Value* operands_ = nullptr;
   llvm::Value* results_ = nullptr;
-  llvm::Value* calls_[4] = {};
+  llvm::Value* calls_[kNumCallsFields] = {};
   std::unordered_map<int64_t, llvm::Value*> inputs_, outputs_;
   struct Gemm {
     GemmShape shape;

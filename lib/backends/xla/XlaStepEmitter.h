@@ -19,7 +19,8 @@ namespace mstep::xla {
 /// one per fusion node in program order). Per node:
 /// 1. a compiled fusion calls its nests' entries (inlined by LLVM), on the
 ///    OpenMP threads through XlaRuntimeCalls::parallel_nest when large;
-/// 2. a matmul of native_gemm_shape calls XlaRuntimeCalls::gemm_f32; an
+/// 2. a matmul of native_gemm_shape calls XlaRuntimeCalls::gemm_f32 (or
+///    gemm_bf16); an
 ///    operand that is a transpose of the last two dims is read from the
 ///    transpose's source (trans_a, trans_b) when nothing overwrote the
 ///    source's bytes since, and a transpose no other node reads is dropped;

@@ -1,0 +1,286 @@
+// bf16 on the xla backend: the step function computes bf16 ops itself
+// (no callout to a cpu kernel) and gives the cpu backend's values.
+// - Loops that accumulate in f64 and round f64 -> f32 -> bf16 (reductions,
+//   softmax, nll_loss) and element-wise chains and casts (the same fusion
+//   code on both backends) equal the cpu backend bit for bit. (An f64 sum
+//   in another order moves the result by ~1e-16 relative, and a bf16
+//   rounding flips only at a tie; none lies that close here.) max, min
+//   and argmax are exact.
+// - layer_norm and rms_norm compute as the ref kernel (f64 statistics), so
+//   they equal ref bit for bit; the cpu backend's oneDNN layer_norm keeps
+//   f32 statistics: within one bf16 rounding of it.
+// - bf16 matmuls are oneDNN's matmul primitive on both backends (products
+//   exact in f32, f32 accumulation, one rounding to bf16), but xla may fold
+//   a batch into the rows or read a transposed operand in place, which can
+//   change the order of the f32 sums: within one bf16 ulp of cpu's plus
+//   k * 2^-23 * sum |a b| (the bound on reordering an f32 sum of k terms).
+// - GPT-mini's training step under autocast bf16 calls out for nothing
+//   (no callout, no host fallback) and its losses stay within the bf16
+//   tolerance of autocast_test.cpp's training test of ref's bf16 losses.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "examples/models/GptMini.h"
+#include "lib/backends/xla/XlaExecutable.h"
+#include "lib/compiler/Compiler.h"
+#include "mstep/runtime/Backend.h"
+#include "mstep/runtime/Tracer.h"
+#include "test/unit/TestUtil.h"
+
+namespace mstep {
+namespace {
+
+using ::testing::IsEmpty;
+
+constexpr Device kXla{DeviceType::xla, 0};
+constexpr Device kCpu{DeviceType::cpu, 0};
+constexpr Device kRef{DeviceType::ref, 0};
+
+/// Values spread over a few binades, rounded to bf16 on the way in.
+Tensor on(Device d, Shape s, int seed, double scale = 1.0) {
+  std::vector<float> v(s.numel());
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
+                              (1 + 0.5 * std::cos(0.17 * i)));
+  return from_vector(v, s, DType::f32, d).to(DType::bf16);
+}
+
+/// Records the graph of every step while it lives.
+struct RecordSteps {
+  RecordSteps() { Tracer::get().set_record_steps(true); }
+  ~RecordSteps() { Tracer::get().set_record_steps(false); }
+};
+
+/// What the last step's graph, compiled for xla, calls out for.
+std::vector<std::string> callouts_of_last_step() {
+  const StepRecord& step = Tracer::get().last_step();
+  if (!step.graph) return {"<no step recorded>"};
+  auto compiled =
+      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::xla), {}, RuntimeOptions{});
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  if (!compiled.ok()) return {"<compile failed>"};
+  auto* xla = dynamic_cast<xla::XlaExecutable*>(compiled->executable.get());
+  if (!xla) return {"<not an xla executable>"};
+  return xla->callout_names();
+}
+
+/// `make(device)`'s results as f32 (bf16 widens exactly), on xla (whose
+/// step must call out for nothing and fall back for nothing) and on
+/// `other`.
+template <typename F>
+std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> on_xla_and(Device other,
+                                                                                       F make) {
+  RecordSteps record;
+  reset_metrics();
+  std::vector<Tensor> xla = make(kXla);
+  mark_step();
+  EXPECT_THAT(callouts_of_last_step(), IsEmpty());
+  std::vector<Tensor> want = make(other);
+  mark_step();
+  auto values = [](const std::vector<Tensor>& ts) {
+    std::vector<std::vector<float>> out;
+    for (const Tensor& t : ts) {
+      EXPECT_EQ(t.dtype(), DType::bf16);
+      out.push_back(t.to(DType::f32).to_vector<float>());
+    }
+    return out;
+  };
+  std::vector<std::vector<float>> got = values(xla);
+  EXPECT_EQ(metrics().fallbacks, 0);
+  return {got, values(want)};
+}
+
+/// Equal bit for bit, a NaN equal to a NaN.
+void expect_same(const std::vector<std::vector<float>>& got,
+                 const std::vector<std::vector<float>>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size()) << "result " << i;
+    for (size_t j = 0; j < got[i].size(); ++j) {
+      if (std::isnan(want[i][j])) {
+        EXPECT_TRUE(std::isnan(got[i][j])) << "result " << i << " element " << j;
+        continue;
+      }
+      EXPECT_EQ(got[i][j], want[i][j]) << "result " << i << " element " << j;
+    }
+  }
+}
+
+TEST(XlaBf16, ReductionsEqualTheCpuBackendBitForBit) {
+  auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
+    Tensor x = on(d, {4, 5, 40}, 1, 3.0);
+    return std::vector<Tensor>{
+        sum(x, {2}, true), sum(x, {0, 1}),   sum(x, {0}), sum(x, {1}), sum(x),
+        mean(x, {2}),      mean(x, {0, 1}),  max(x, {2}), min(x, {0}), max(x),
+        var(x, {2}),       logsumexp(x, {2})};
+  });
+  expect_same(xla, cpu);
+}
+
+TEST(XlaBf16, ArgmaxOfBf16IsTheCpuBackends) {
+  RecordSteps record;
+  auto make = [](Device d) { return argmax(on(d, {6, 33}, 2), 1); };
+  Tensor xla = make(kXla);
+  mark_step();
+  EXPECT_THAT(callouts_of_last_step(), IsEmpty());
+  Tensor cpu = make(kCpu);
+  EXPECT_EQ(xla.to_vector<int64_t>(), cpu.to_vector<int64_t>());
+}
+
+TEST(XlaBf16, SoftmaxAndLogSoftmaxEqualTheCpuBackendBitForBit) {
+  // A last dim of 37 (row mode, a masked tail block) and a middle dim
+  // (lanes of stride 6).
+  auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
+    Tensor x = on(d, {3, 4, 37}, 3, 8.0), y = on(d, {3, 5, 6}, 4, 8.0);
+    return std::vector<Tensor>{softmax(x, 2), log_softmax(x, 2), softmax(y, 1), log_softmax(y, 1)};
+  });
+  expect_same(xla, cpu);
+}
+
+TEST(XlaBf16, NllLossEqualsTheCpuBackendBitForBit) {
+  auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
+    Tensor logp = log_softmax(on(d, {6, 9}, 5, 4.0), 1);
+    Tensor t = from_vector(std::vector<int64_t>{3, -100, 0, 8, 1, 3}, {6}, std::nullopt, d);
+    return std::vector<Tensor>{nll_loss(logp, t), nll_loss(logp, t, Reduction::sum),
+                               nll_loss(logp, t, Reduction::none)};
+  });
+  expect_same(xla, cpu);
+}
+
+TEST(XlaBf16, ElementwiseChainsAndCastsEqualTheCpuBackendBitForBit) {
+  auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
+    Tensor x = on(d, {7, 19}, 6, 2.0), y = on(d, {19}, 7);
+    Tensor f = (x.to(DType::f32) * 1.001 + 0.3).to(DType::bf16); // f32 -> bf16 rounding
+    return std::vector<Tensor>{gelu(x * y + 1.0), exp(x) / (y + 3.0), relu(x - y), f};
+  });
+  expect_same(xla, cpu);
+}
+
+TEST(XlaBf16, NormsEqualRefBitForBitAndCpuWithinOneRounding) {
+  auto make = [](Device d) {
+    Tensor x = on(d, {3, 4, 24}, 8, 4.0) + 1.0;
+    Tensor w = on(d, {24}, 9), b = on(d, {24}, 10);
+    return std::vector<Tensor>{layer_norm(x, {24}, w, b), layer_norm(x, {4, 24}),
+                               rms_norm(x, {24}, w)};
+  };
+  auto [xla, ref] = on_xla_and(kRef, make);
+  expect_same(xla, ref);
+  auto [again, cpu] = on_xla_and(kCpu, make);
+  for (size_t i = 0; i < cpu.size(); ++i)
+    for (size_t j = 0; j < cpu[i].size(); ++j)
+      // one bf16 ulp (2^-7 relative at most) and f32 statistics' error
+      EXPECT_NEAR(again[i][j], cpu[i][j], 0x1p-7 * std::abs(cpu[i][j]) + 1e-5)
+          << "result " << i << " element " << j;
+}
+
+/// The matmuls' products on xla within the stated bound of cpu's.
+void expect_products_near(Device other, const std::vector<std::pair<Shape, Shape>>& shapes,
+                          bool transpose_rhs) {
+  auto make = [&](Device d) {
+    std::vector<Tensor> out;
+    int seed = 20;
+    for (const auto& [a, b] : shapes) {
+      Tensor lhs = on(d, a, seed++);
+      if (!transpose_rhs) {
+        out.push_back(matmul(lhs, on(d, b, seed++)));
+        continue;
+      }
+      Shape stored = b; // b^T, transposed back
+      std::swap(stored[b.rank() - 1], stored[b.rank() - 2]);
+      out.push_back(matmul(lhs, transpose(on(d, stored, seed++), -1, -2)));
+    }
+    return out;
+  };
+  auto [xla, want] = on_xla_and(other, make);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    // Every |a| <= 1.5 and |b| <= 1.5: sum |a b| <= 2.25 k.
+    const int64_t k = shapes[i].first[shapes[i].first.rank() - 1];
+    const double reorder = static_cast<double>(k) * 0x1p-23 * 2.25 * static_cast<double>(k);
+    for (size_t j = 0; j < want[i].size(); ++j)
+      EXPECT_NEAR(xla[i][j], want[i][j], 0x1p-7 * std::abs(want[i][j]) + reorder)
+          << "product " << i << " element " << j;
+  }
+}
+
+TEST(XlaBf16, MatmulsAreOneDnnsBf16MatmulInsideTheFunction) {
+  // A matrix product, equal batches, a batched lhs times a matrix (folded
+  // into one gemm over the rows), a matrix times a batched rhs, k = 1.
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{9, 70}, {70, 13}},
+                                                       {{3, 5, 33}, {3, 33, 7}},
+                                                       {{2, 8, 16}, {16, 24}},
+                                                       {{6, 40}, {2, 40, 5}},
+                                                       {{4, 1}, {1, 3}}};
+  expect_products_near(kCpu, shapes, false);
+  // The rhs read transposed in place (a linear layer's weight).
+  expect_products_near(kCpu, shapes, true);
+}
+
+TEST(XlaBf16, AProductOfBf16ValuesIsRoundedOnceFromItsF32Sum) {
+  // Both f32 sums are bf16 ties: 1 + 2^-8 lies halfway between 1 and
+  // 1 + 2^-7, and 1 + 3 * 2^-8 halfway between 1 + 2^-7 and 1 + 2^-6; the
+  // even neighbour wins (1, then 1 + 2^-6), where truncation would give
+  // 1 and 1 + 2^-7. The sums are exact in f32, so this is the one
+  // rounding alone, on xla and cpu alike.
+  auto make = [](Device d) {
+    Tensor a = from_vector(std::vector<float>{1, 0x1p-8f, 1, 0x3p-8f}, {2, 2}, DType::f32, d)
+                   .to(DType::bf16);
+    Tensor b = from_vector(std::vector<float>{1, 1}, {2, 1}, DType::f32, d).to(DType::bf16);
+    return std::vector<Tensor>{matmul(a, b)};
+  };
+  auto [xla, cpu] = on_xla_and(kCpu, make);
+  EXPECT_EQ(xla[0], (std::vector<float>{1.0f, 1.0f + 0x1p-6f}));
+  expect_same(xla, cpu);
+}
+
+/// Three AdamW steps of a small GPT-mini under autocast bf16, as gpt_train
+/// --autocast bf16 takes them: each step graph is checked for callouts
+/// when `check`.
+std::vector<float> gpt_losses(Device device, bool check) {
+  RecordSteps record;
+  const Device saved = default_device();
+  set_default_device(device);
+  manual_seed(3);
+  examples::GptMini model(
+      examples::GptConfig{.vocab = 40, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
+  model.train();
+  optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.1});
+  std::vector<float> losses;
+  reset_metrics();
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int64_t> tokens(4 * 16);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = static_cast<int64_t>((i * 7 + step) % 40);
+    Tensor x = from_vector(tokens, {4, 16});
+    opt.zero_grad();
+    Tensor logits;
+    {
+      AutocastScope bf16(DType::bf16);
+      logits = model.forward(x, from_vector(std::vector<int64_t>{16, 12, 9, 16}, {4}));
+    }
+    Tensor loss = cross_entropy(logits.reshape({-1, 40}), x.reshape({-1}));
+    loss.backward();
+    optim::clip_grad_norm_(model.parameters(), 1.0);
+    opt.step();
+    mark_step();
+    if (check) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
+    losses.push_back(loss.to(DType::f32).item());
+  }
+  if (check) EXPECT_EQ(metrics().fallbacks, 0);
+  set_default_device(saved);
+  return losses;
+}
+
+TEST(XlaBf16, GptTrainingStepUnderAutocastCallsOutForNothing) {
+  const std::vector<float> xla = gpt_losses(kXla, true);
+  const std::vector<float> ref = gpt_losses(kRef, false);
+  ASSERT_EQ(xla.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i)
+    // autocast_test.cpp's bf16 training tolerance
+    EXPECT_NEAR(xla[i], ref[i], 2e-2 * (1 + std::abs(ref[i]))) << "step " << i;
+  EXPECT_LT(xla.back(), xla.front());
+}
+
+} // namespace
+} // namespace mstep
