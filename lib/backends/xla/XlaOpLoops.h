@@ -81,6 +81,8 @@ std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& g
 std::optional<OpLoop> emit_fill_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& graph,
+                                       uint32_t node);
 
 /// Words 0 and 1 of Philox::block(seed, counter) (mstep/core/Philox.h) in
 /// integer IR, 10 rounds (XlaRandomLoops.cpp; the attention loops' dropout
