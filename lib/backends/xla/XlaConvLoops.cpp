@@ -3,14 +3,16 @@
 // (lib/backends/ref/RefLinalg.cpp, RefLinalgGrad.cpp), each output
 // accumulated in f64 and rounded once:
 // - conv2d: out[n, o, oh, ow] = bias[o] + sum over the group's channels
-//   c', then the taps (kh, kw) inside the input, of w * in, in the ref's
-//   order (the same sum bit for bit);
+//   c', then the taps (kh, kw) inside the input, of w * in;
 // - conv2d_input_grad: grad_in[n, c, ih, iw] = sum over o in c's group and
-//   the taps whose window position lands on (ih, iw) of w * grad_out,
-//   gathered per input element (the ref scatters in another order: the
-//   same to f64 rounding);
+//   the taps whose window position lands on (ih, iw) of w * grad_out;
 // - conv2d_weight_grad: grad_w[o, c', kh, kw] = sum over n of (sum over
-//   oh, ow of in * grad_out), as the ref.
+//   oh, ow of in * grad_out).
+// The first two keep a plane of f64 sums per row on the stack (up to
+// kMaxPlane elements) and walk the ref's loops over it, the window columns
+// as vector loops, so every sum is the ref's, in the ref's order, bit for
+// bit; larger planes sum each element on its own (the same order for
+// conv2d, a gather for the input gradient: the same to f64 rounding).
 // Row functions over (n, o) planes, (n, c) planes and output channels: no
 // two rows write the same element, so the split over threads changes no
 // result.
@@ -110,6 +112,31 @@ void add_product(LoopBuilder& lb, llvm::AllocaInst* acc, llvm::Value* valid, llv
   lb.set(acc, b.CreateSelect(valid, sum, lb.get(acc)));
 }
 
+/// The window positions [lo, hi) whose tap k lands inside the input along
+/// dim `d` (o * stride - pad + k * dilation in [0, size)); hi <= lo when
+/// none does.
+std::pair<llvm::Value*, llvm::Value*> tap_range(LoopBuilder& lb, const Conv& c, int d,
+                                                llvm::Value* k) {
+  auto& b = lb.b();
+  const int64_t size = d == 0 ? c.height : c.width, windows = d == 0 ? c.out_h : c.out_w;
+  const int64_t stride = c.stride[d];
+  llvm::Value* shift = b.CreateSub(lb.i64(c.pad[d]), b.CreateMul(k, lb.i64(c.dilation[d])));
+  // lo = ceil(shift / stride) when shift > 0, else 0.
+  llvm::Value* lo = b.CreateSelect(
+      b.CreateICmpSGT(shift, lb.i64(0)),
+      b.CreateSDiv(b.CreateAdd(shift, lb.i64(stride - 1)), lb.i64(stride)), lb.i64(0));
+  // hi = floor((size - 1 + shift) / stride) + 1, at most `windows`; 0 when negative.
+  llvm::Value* last = b.CreateAdd(lb.i64(size - 1), shift);
+  llvm::Value* hi = b.CreateSelect(b.CreateICmpSLT(last, lb.i64(0)), lb.i64(0),
+                                   b.CreateAdd(b.CreateSDiv(last, lb.i64(stride)), lb.i64(1)));
+  hi = b.CreateSelect(b.CreateICmpSGT(hi, lb.i64(windows)), lb.i64(windows), hi);
+  return {lo, hi};
+}
+
+/// Planes of f64 sums up to this many elements live on the stack of a row
+/// function (128 KiB per thread); larger ones take the per-element loops.
+constexpr int64_t kMaxPlane = 16384;
+
 } // namespace
 
 std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& graph,
@@ -149,7 +176,101 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
     return nchw(o, c.group_channels, gc, c.kh, kh, c.kw, kw);
   };
   int64_t rows = 0;
-  if (op == OpKind::conv2d) {
+  const int64_t out_plane = c.out_h * c.out_w, in_plane = c.height * c.width;
+  if (op == OpKind::conv2d && out_plane <= kMaxPlane) {
+    // The ref's loops: a plane of f64 sums from the bias, then for each
+    // channel and tap the rows of windows whose tap is inside the input,
+    // the columns a vector loop (each window's sum in the ref's order).
+    rows = c.batch * c.out_channels;
+    llvm::Value* plane = b.CreateAlloca(lb.f64(), lb.i64(out_plane));
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, o)
+      llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.out_channels));
+      llvm::Value* o = b.CreateSRem(row, lb.i64(c.out_channels));
+      llvm::Value* first = b.CreateMul(b.CreateSDiv(o, lb.i64(outs_per_group)),
+                                       lb.i64(c.group_channels));
+      llvm::Value* init = bias ? lb.to_f64(lb.load(lb.f32(), lb.operand(2), o)) : lb.f64(0);
+      lb.loop(out_plane, [&](llvm::Value* i) { lb.store(init, plane, i); }, /*parallel=*/true);
+      lb.loop(c.group_channels, [&](llvm::Value* gc) {
+        llvm::Value* channel = b.CreateAdd(first, gc);
+        lb.loop(c.kh, [&](llvm::Value* kh) {
+          auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
+          lb.loop(c.kw, [&](llvm::Value* kw) {
+            auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
+            llvm::Value* wv =
+                lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
+            lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
+              llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
+              lb.loop(
+                  ow_lo, ow_hi,
+                  [&](llvm::Value* ow) {
+                    llvm::Value* iw = tap(lb, c, 1, ow, kw).first;
+                    llvm::Value* at = b.CreateAdd(b.CreateMul(oh, lb.i64(c.out_w)), ow);
+                    llvm::Value* x =
+                        lb.to_f64(lb.load(lb.f32(), lb.operand(0), input_at(batch, channel, ih, iw)));
+                    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(wv, x)), plane,
+                             at);
+                  },
+                  /*parallel=*/true);
+            });
+          });
+        });
+      });
+      llvm::Value* out_base = output_at(batch, o, lb.i64(0), lb.i64(0));
+      lb.loop(
+          out_plane,
+          [&](llvm::Value* i) {
+            lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(out_base, i));
+          },
+          /*parallel=*/true);
+    });
+  } else if (op == OpKind::conv2d_input_grad && in_plane <= kMaxPlane) {
+    // The ref's scatter: a plane of f64 sums per (n, c), then for each
+    // output channel of c's group and tap, the windows whose tap is inside
+    // the input add w * grad_out into it (each element's sum in the ref's
+    // order).
+    rows = c.batch * c.channels;
+    llvm::Value* plane = b.CreateAlloca(lb.f64(), lb.i64(in_plane));
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, c)
+      llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.channels));
+      llvm::Value* channel = b.CreateSRem(row, lb.i64(c.channels));
+      llvm::Value* gc = b.CreateSRem(channel, lb.i64(c.group_channels));
+      llvm::Value* first = b.CreateMul(b.CreateSDiv(channel, lb.i64(c.group_channels)),
+                                       lb.i64(outs_per_group));
+      lb.loop(in_plane, [&](llvm::Value* i) { lb.store(lb.f64(0), plane, i); }, /*parallel=*/true);
+      lb.loop(outs_per_group, [&](llvm::Value* k) {
+        llvm::Value* o = b.CreateAdd(first, k);
+        lb.loop(c.kh, [&](llvm::Value* kh) {
+          auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
+          lb.loop(c.kw, [&](llvm::Value* kw) {
+            auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
+            llvm::Value* wv =
+                lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
+            lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
+              llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
+              lb.loop(
+                  ow_lo, ow_hi,
+                  [&](llvm::Value* ow) {
+                    llvm::Value* iw = tap(lb, c, 1, ow, kw).first;
+                    llvm::Value* at = b.CreateAdd(b.CreateMul(ih, lb.i64(c.width)), iw);
+                    llvm::Value* g =
+                        lb.to_f64(lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
+                    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(wv, g)), plane,
+                             at);
+                  },
+                  /*parallel=*/true);
+            });
+          });
+        });
+      });
+      llvm::Value* in_base = input_at(batch, channel, lb.i64(0), lb.i64(0));
+      lb.loop(
+          in_plane,
+          [&](llvm::Value* i) {
+            lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(in_base, i));
+          },
+          /*parallel=*/true);
+    });
+  } else if (op == OpKind::conv2d) {
     rows = c.batch * c.out_channels;
     lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, o)
       llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.out_channels));
