@@ -8,8 +8,10 @@
 # (attention_step.mlir) builds too, with the same dependencies. A step saved
 # with two segments (two_segment_worker) becomes one function whose --data
 # values and in-place update a second C program checks (two_segment_main.c).
-# A step the function still calls out for (a convolution) is refused with
-# the op named, and bad arguments are errors.
+# So does a small conv net's step (conv_step.mlir: convolutions, pools, a
+# sum over dims 0, 2 and 3, pad, gather, scatter_add). A step the function
+# calls out for (an all_reduce) is refused with the op named, and bad
+# arguments are errors.
 #
 #   mstep_aot_test.sh MSTEP_AOT CC SOURCE_DIR TWO_SEGMENT_WORKER
 set -euo pipefail
@@ -78,6 +80,12 @@ grep -q "  1  w  f32 \[4, 4\]  input, updated in place by output" two.h ||
   fail "mstep-aot on attention_step.mlir (the step should not call out)" log
 check_dependencies libattention.so
 
+# 4d. Convolutions and their gradients, pools, a sum over dims that are not
+#     one block, pad, gather and scatter_add are loops in the function too.
+"$aot" "$src/test/aot/conv_step.mlir" -o libconv.so --header conv.h >log 2>&1 ||
+  fail "mstep-aot on conv_step.mlir (the step should not call out)" log
+check_dependencies libconv.so
+
 # 4c. --xla-memory-limit: the chain of test/passes/mstep-xla-remat.mlir
 #     recomputes its cheap value, so its temp shrinks under the limit; a
 #     limit that cannot be met is a compile error with the smallest one.
@@ -100,8 +108,8 @@ grep -q "the smallest limit that can be met is 16896" log ||
 rc=0
 "$aot" "$src/test/aot/with_callout.mlir" -o callout.so --header callout.h >log 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || fail "mstep-aot on a step with a callout exited $rc, expected 1" log
-grep -q "calls out to the runtime for ops it does not compute itself: conv2d (%" log ||
-  fail "the refusal does not name conv2d" log
+grep -q "calls out to the runtime for ops it does not compute itself: all_reduce (%" log ||
+  fail "the refusal does not name all_reduce" log
 [[ ! -e callout.so && ! -e callout.h ]] || fail "a refused step left files behind"
 
 # 5b. So is a step with a bf16 matmul (no stand-alone bf16 gemm yet).

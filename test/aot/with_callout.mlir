@@ -1,8 +1,8 @@
-// A convolution: the xla step function calls out to the runtime's kernel
-// for it, so mstep-aot refuses the step and names the op.
-func.func @step(%x: tensor<1x3x8x8xf32> {mstep.role = "input"},
-                %w: tensor<4x3x3x3xf32> {mstep.role = "parameter"}) -> tensor<1x4x8x8xf32> {
-  %c = mstep.conv2d %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x8x8xf32>
-  %r = mstep.relu %c : tensor<1x4x8x8xf32>
-  return %r : tensor<1x4x8x8xf32>
+// An all_reduce: the xla step function never computes a collective (the
+// runtime runs it across the ranks), so it calls out for it and mstep-aot
+// refuses the step and names the op.
+func.func @step(%x: tensor<8x4xf32> {mstep.role = "input"}) -> tensor<8x4xf32> {
+  %s = mstep.all_reduce %x {reduce_op = #mstep.reduce_op<sum>, world_size = 2 : i64} : tensor<8x4xf32> -> tensor<8x4xf32>
+  %r = mstep.relu %s : tensor<8x4xf32>
+  return %r : tensor<8x4xf32>
 }

@@ -105,9 +105,15 @@ TEST(XlaStoredForm, ALoadedExecutableComputesTheSameBits) {
 }
 
 TEST(XlaStoredForm, CalloutsAreStoredAndRunAfterALoad) {
-  // A convolution is a callout (the function has no lowering of it).
-  const TraceGraph graph =
-      graph_of([] { return relu(conv2d(on_xla({1, 3, 6, 6}, 1), on_xla({4, 3, 3, 3}, 2))); });
+  // Attention returning its probabilities is a callout (the function has
+  // no loop nest for it).
+  const TraceGraph graph = graph_of([] {
+    SdpaOptions options;
+    options.return_attn_probs = true;
+    return relu(fused_sdpa(on_xla({2, 5, 4}, 1), on_xla({2, 7, 4}, 2), on_xla({2, 7, 3}, 3),
+                           options)
+                    .attn_probs);
+  });
   std::unique_ptr<Executable> compiled = compile_on_xla(graph);
   ASSERT_NE(compiled, nullptr);
   absl::StatusOr<std::unique_ptr<Executable>> loaded =
@@ -115,7 +121,7 @@ TEST(XlaStoredForm, CalloutsAreStoredAndRunAfterALoad) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto* xla = dynamic_cast<xla::XlaExecutable*>(loaded->get());
   ASSERT_NE(xla, nullptr);
-  EXPECT_THAT(xla->callout_names(), ::testing::ElementsAre("conv2d"));
+  EXPECT_THAT(xla->callout_names(), ::testing::ElementsAre("sdpa"));
   const std::vector<BufferPtr> inputs = inputs_for(graph);
   EXPECT_EQ(run_bytes(**loaded, inputs), run_bytes(*compiled, inputs));
 }

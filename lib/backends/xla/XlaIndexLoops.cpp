@@ -1,5 +1,5 @@
-// index_select (any dtype; embedding's forward) and f32 index_add (its
-// gradient) with i64 or i32 indices as loops (XlaOpLoops.h), with the ref
+// index_select (any dtype; embedding's forward) and f32, i64 or i32
+// index_add (its gradient) with i64 or i32 indices as loops (XlaOpLoops.h), with the ref
 // kernels' semantics (lib/backends/ref/RefShape.cpp, RefScatter.cpp):
 // blocks of `inner` contiguous elements, output block (o, j) = input block
 // (o, index[j]) for index_select; out = input, then out block
@@ -25,8 +25,9 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
   const TensorType& out = nd.results[0];
   if ((index.dtype != DType::i64 && index.dtype != DType::i32) || index.shape.rank() > 1)
     return std::nullopt;
-  if (op == OpKind::index_add &&
-      (out.dtype != DType::f32 || in != out || graph.type_of(nd.operands[2]).dtype != DType::f32))
+  const bool integer_add = out.dtype == DType::i64 || out.dtype == DType::i32;
+  if (op == OpKind::index_add && ((out.dtype != DType::f32 && !integer_add) || in != out ||
+                                  graph.type_of(nd.operands[2]).dtype != out.dtype))
     return std::nullopt;
   if (out.dtype != in.dtype || in.shape.rank() == 0 || out.numel() == 0) return std::nullopt;
   const int64_t dim = attr_int(nd.attrs, AttrName::dim);
@@ -68,9 +69,12 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
     });
     return OpLoop{lb.finish(), true};
   }
-  // index_add: the copy, then the sums.
+  // index_add: the copy, then the sums (integers wrap).
+  llvm::Type* element = integer_add
+                            ? b.getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8))
+                            : lb.f32();
   lb.loop(
-      out.numel(), [&](llvm::Value* i) { lb.store(lb.load(lb.f32(), lb.operand(0), i), y, i); },
+      out.numel(), [&](llvm::Value* i) { lb.store(lb.load(element, lb.operand(0), i), y, i); },
       /*parallel=*/true);
   lb.loop(outer, [&](llvm::Value* o) {
     lb.loop(n, [&](llvm::Value* j) {
@@ -81,9 +85,9 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
           inner,
           [&](llvm::Value* k) {
             llvm::Value* at = b.CreateAdd(to, k);
-            lb.store(b.CreateFAdd(lb.load(lb.f32(), y, at),
-                                  lb.load(lb.f32(), lb.operand(2), b.CreateAdd(from, k))),
-                     y, at);
+            llvm::Value* x = lb.load(element, y, at);
+            llvm::Value* add = lb.load(element, lb.operand(2), b.CreateAdd(from, k));
+            lb.store(integer_add ? b.CreateAdd(x, add) : b.CreateFAdd(x, add), y, at);
           },
           /*parallel=*/true);
     });

@@ -41,6 +41,10 @@ struct OpLoop {
   int64_t rows = 0;
   int64_t grain = 1;
   int64_t work = 0;
+  /// With a row function that needs its data checked first (an index
+  /// out of range): `i32 (ptr operands, ptr results)`, run before the
+  /// rows; nonzero stops the step there, before anything is written.
+  llvm::Function* check = nullptr;
 };
 
 /// Emits the functions of one step. Nodes that compute the same thing (the
@@ -72,6 +76,13 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
 std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph& graph,
                                           uint32_t node);
+std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& graph,
+                                       uint32_t node);
+std::optional<OpLoop> emit_fill_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& graph,
+                                       uint32_t node);
 
 /// Words 0 and 1 of Philox::block(seed, counter) (mstep/core/Philox.h) in
 /// integer IR, 10 rounds (XlaRandomLoops.cpp; the attention loops' dropout

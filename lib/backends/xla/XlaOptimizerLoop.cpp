@@ -8,8 +8,8 @@
 // follows it operation by operation: every f32 product and sum rounded in
 // the same order, never contracted into an FMA (LLVM IR contracts only
 // what is marked), so parameters and states are bitwise equal to the cpu
-// backend's and ref's. The clipping norms are f64 sums in another order
-// (as on cpu); other norm types stay callouts.
+// backend's and ref's. The clipping norms (any norm type: 2, 1, inf, p)
+// are f64 sums in another order (as on cpu).
 //
 // A result may be its operand's memory (new_params[i] and params[i], and
 // so on): each element is read before it is written, and the counters
@@ -57,11 +57,15 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     sizes.push_back(p.numel());
   }
   const bool clip = out->count[kTotalNorm] != 0;
-  double max_norm = 0;
+  double max_norm = 0, norm_type = 2;
   if (clip) {
     if (nd.results[out->at(kTotalNorm)].dtype != DType::f32) return std::nullopt;
-    if (attr_double(nd.attrs, AttrName::grad_norm_type) != 2.0) return std::nullopt;
+    norm_type = attr_double(nd.attrs, AttrName::grad_norm_type);
     max_norm = attr_double(nd.attrs, AttrName::max_grad_norm);
+    // The inf-norm of an empty gradient is the kernels' error (a callout).
+    if (std::isinf(norm_type))
+      for (int64_t size : sizes)
+        if (size == 0) return std::nullopt;
   }
 
   LoopBuilder lb(module, absl::StrCat("mstep_xla_multi_tensor_update_", node), nd.operands.size(),
@@ -140,38 +144,77 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   }
 
   // 2. The clip coefficient min(max_norm / (total + 1e-6), 1) (NaN kept)
-  //    from the gradients before any update: each gradient's norm
-  //    sqrt(f32(f64 sum of f32 squares)), then the norm of the norms.
+  //    from the gradients before any update: each gradient's p-norm as its
+  //    own reduction rounds it, then the p-norm of the norms (the cpu
+  //    kernel's p_norm): p = 2 sqrt(f32(f64 sum of f32 squares)), p = 1
+  //    f32(f64 sum of |x|), p = inf the largest |x| (NaN wins), other p
+  //    powf(f32(f64 sum of powf(|x|, p)), 1/p).
   llvm::Value* clip_coef = nullptr;
   if (clip) {
-    // One function: the f64 sum of the f32 squares of (grad, count).
-    LoopBuilder squares(module, absl::StrCat("mstep_xla_squares_", node), 2, 1);
-    cur = &squares;
+    const bool inf_norm = std::isinf(norm_type);
+    auto* pow_f32 = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::pow, {lb.f32()});
+    // |x| raised as the norm sums it (f32).
+    auto power = [&](llvm::Value* x) -> llvm::Value* {
+      if (norm_type == 2.0) return mul(x, x);
+      llvm::Value* a = cur->call(llvm::Intrinsic::fabs, x);
+      if (norm_type == 1.0) return a;
+      return cur->b().CreateCall(pow_f32, {a, cur->f32(static_cast<float>(norm_type))});
+    };
+    // The largest of `best` and |x|, a NaN staying.
+    auto larger = [&](llvm::Value* best, llvm::Value* x) {
+      auto& bb = cur->b();
+      llvm::Value* a = bb.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      llvm::Value* take = bb.CreateAnd(bb.CreateNot(cur->is_nan(best)),
+                                       bb.CreateOr(cur->is_nan(a), bb.CreateFCmpOGT(a, best)));
+      return bb.CreateSelect(take, a, best);
+    };
+    // One function: a gradient's f64 sum of powers, or its largest |x|
+    // (inf-norm, as f64), over (grad, count).
+    LoopBuilder partial(module, absl::StrCat("mstep_xla_norm_partial_", node), 2, 1);
+    cur = &partial;
     {
-      llvm::AllocaInst* sum = squares.local(squares.f64(), squares.f64(0));
-      llvm::Value* count = squares.load(squares.i64(), squares.operand(1), squares.i64(0));
-      squares.loop(squares.i64(0), count, [&](llvm::Value* k) {
-        llvm::Value* x = squares.load(squares.f32(), squares.operand(0), k);
-        squares.set(sum, add(squares.get(sum), squares.to_f64(mul(x, x))));
-      });
-      squares.store(squares.get(sum), squares.result(0), squares.i64(0));
+      llvm::Value* count = partial.load(partial.i64(), partial.operand(1), partial.i64(0));
+      if (inf_norm) {
+        llvm::AllocaInst* best = partial.local(partial.f32(), partial.f32(0));
+        partial.loop(partial.i64(0), count, [&](llvm::Value* k) {
+          partial.set(best, larger(partial.get(best), partial.load(partial.f32(), partial.operand(0), k)));
+        });
+        partial.store(partial.to_f64(partial.get(best)), partial.result(0), partial.i64(0));
+      } else {
+        llvm::AllocaInst* sum = partial.local(partial.f64(), partial.f64(0));
+        partial.loop(partial.i64(0), count, [&](llvm::Value* k) {
+          llvm::Value* x = partial.load(partial.f32(), partial.operand(0), k);
+          partial.set(sum, add(partial.get(sum), partial.to_f64(power(x))));
+        });
+        partial.store(partial.get(sum), partial.result(0), partial.i64(0));
+      }
     }
-    llvm::Function* sum_of_squares = squares.finish();
+    llvm::Function* norm_partial = partial.finish();
     cur = &lb;
+    // A sum of powers, rounded, to the norm.
+    auto root = [&](llvm::Value* sum) -> llvm::Value* {
+      if (norm_type == 2.0) return sqrt(f32(sum));
+      if (norm_type == 1.0) return f32(sum);
+      return b.CreateCall(pow_f32, {f32(sum), lb.f32(static_cast<float>(1.0 / norm_type))});
+    };
     std::vector<llvm::Value*> norms;
     llvm::Type* ptr = b.getPtrTy();
     for (int i = 0; i < n; ++i) {
       llvm::Value* sum = lb.array(lb.f64(), {lb.f64(0)});
-      b.CreateCall(sum_of_squares, {lb.array(ptr, {lb.operand(in->at(kGrads, i)),
-                                                   lb.array(lb.i64(), {lb.i64(sizes[i])})}),
-                                    lb.array(ptr, {sum})});
-      norms.push_back(sqrt(f32(b.CreateLoad(lb.f64(), sum))));
+      b.CreateCall(norm_partial, {lb.array(ptr, {lb.operand(in->at(kGrads, i)),
+                                                 lb.array(lb.i64(), {lb.i64(sizes[i])})}),
+                                  lb.array(ptr, {sum})});
+      llvm::Value* partial_value = b.CreateLoad(lb.f64(), sum);
+      norms.push_back(inf_norm ? f32(partial_value) : root(partial_value));
     }
     llvm::Value* total = norms[0];
-    if (n > 1) {
+    if (n > 1 && inf_norm) {
+      total = lb.f32(0);
+      for (llvm::Value* v : norms) total = larger(total, v);
+    } else if (n > 1) {
       llvm::Value* acc = lb.f64(0);
-      for (llvm::Value* v : norms) acc = add(acc, lb.to_f64(mul(v, v)));
-      total = sqrt(f32(acc));
+      for (llvm::Value* v : norms) acc = add(acc, lb.to_f64(power(v)));
+      total = root(acc);
     }
     lb.store(total, lb.result(out->at(kTotalNorm)), lb.i64(0));
     llvm::Value* coef =

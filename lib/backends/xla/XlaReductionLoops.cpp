@@ -5,15 +5,23 @@
 // min and argmax; the first maximum wins argmax; var takes two passes in
 // f64 (the mean, then the squared deviations) over max(0, n - correction);
 // logsumexp is log(sum(exp(x - m))) + m in f64 with m the row maximum (0
-// when infinite). bf16 elements are read as f32 and results rounded
-// f64 -> f32 -> bf16 (XlaElementTypes.h), as the ref kernels round them.
+// when infinite). max, min and argmax also take i64 and i32 inputs. bf16
+// elements are read as f32 and results rounded f64 -> f32 -> bf16
+// (XlaElementTypes.h), as the ref kernels round them.
 //
-// The input is viewed as [outer, reduced, inner] after dropping size-1 dims
-// and merging neighbours of the same kind, which needs the reduced dims to
-// be one block (every reduction of a step so far: a bias gradient's
-// leading dims, a last dim, all dims). Other patterns stay callouts.
-// Output (o, i) reduces input (o * reduced + r) * inner + i over r.
+// Each output reduces its row: the reduced elements in row-major order of
+// the reduced dims, as the ref kernel reads them. The dims are grouped
+// after dropping size-1 dims and merging neighbours of the same kind
+// (Groups). When the reduced dims are one block the input is viewed as
+// [outer, reduced, inner] and f32 sums and means take vector loops
+// (emit_f32_sum); otherwise (a broadcast operand's gradient over dims 0
+// and 2, ...) each output's row is walked with div/rem over the groups.
+// Every reduction is a row function over its outputs (or their blocks),
+// split over the OpenMP threads when large; each output is computed as
+// one call computes it, so the split changes no result.
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaElementTypes.h"
@@ -28,22 +36,34 @@ struct Layout {
   int64_t outer = 1, reduced = 1, inner = 1;
 };
 
-/// The [outer, reduced, inner] view, or nullopt when the reduced dims are
-/// not one block.
-std::optional<Layout> layout_of(const Shape& shape, const IntList& dims) {
-  struct Group {
-    bool reduced;
-    int64_t extent;
-  };
+/// A run of neighbouring dims of one kind, as one dim of `extent`
+/// elements `stride` apart (the stride of its last dim).
+struct Group {
+  bool reduced;
+  int64_t extent, stride;
+};
+
+/// The input's groups, outermost first: size-1 dims dropped, neighbours of
+/// the same kind merged (row-major dims merge).
+std::vector<Group> groups_of(const Shape& shape, const IntList& dims) {
   std::vector<Group> groups;
+  const Shape::Dims strides = shape.strides();
   for (int64_t d = 0; d < shape.rank(); ++d) {
     if (shape[d] == 1) continue;
     const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!groups.empty() && groups.back().reduced == reduced)
+    if (!groups.empty() && groups.back().reduced == reduced) {
       groups.back().extent *= shape[d];
-    else
-      groups.push_back({reduced, shape[d]});
+      groups.back().stride = strides[d];
+    } else {
+      groups.push_back({reduced, shape[d], strides[d]});
+    }
   }
+  return groups;
+}
+
+/// The [outer, reduced, inner] view, or nullopt when the reduced dims are
+/// not one block.
+std::optional<Layout> layout_of(const std::vector<Group>& groups) {
   Layout l;
   size_t at = 0;
   if (at < groups.size() && !groups[at].reduced) l.outer = groups[at++].extent;
@@ -51,6 +71,26 @@ std::optional<Layout> layout_of(const Shape& shape, const IntList& dims) {
   if (at < groups.size() && !groups[at].reduced) l.inner = groups[at++].extent;
   if (at != groups.size()) return std::nullopt;
   return l;
+}
+
+/// The input offset of position `index` of the row-major walk over the
+/// groups of one kind (`reduced`): the sum of each group's coordinate
+/// times its stride, innermost group first.
+llvm::Value* offset_of(LoopBuilder& lb, const std::vector<Group>& groups, bool reduced,
+                       llvm::Value* index) {
+  auto& b = lb.b();
+  std::vector<Group> walked;
+  for (const Group& g : groups)
+    if (g.reduced == reduced) walked.push_back(g);
+  llvm::Value* offset = lb.i64(0);
+  for (size_t k = walked.size(); k-- > 0;) {
+    const Group& g = walked[k];
+    // The outermost group takes what is left (no rem): index < its extent.
+    llvm::Value* coordinate = k == 0 ? index : b.CreateSRem(index, lb.i64(g.extent));
+    offset = b.CreateAdd(offset, b.CreateMul(coordinate, lb.i64(g.stride)));
+    if (k > 0) index = b.CreateSDiv(index, lb.i64(g.extent));
+  }
+  return offset;
 }
 
 /// Lanes of the vector sums: 16 f32 loads, summed in two f64 halves.
@@ -152,66 +192,87 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
   const TensorType& in = graph.type_of(n.operands[0]);
   const DType out_dtype = n.results[0].dtype;
   const bool integer_sum = op == OpKind::sum && in.dtype == DType::i64 && out_dtype == DType::i64;
+  // max, min and argmax of integers compare as signed integers.
+  const bool integer_extremum =
+      (op == OpKind::max || op == OpKind::min || op == OpKind::argmax) &&
+      (in.dtype == DType::i64 || in.dtype == DType::i32) &&
+      out_dtype == (op == OpKind::argmax ? DType::i64 : in.dtype);
   const bool float_in = is_f32_or_bf16(in.dtype);
   const DType want_out = op == OpKind::argmax ? DType::i64 : in.dtype;
-  if (!integer_sum && !(float_in && out_dtype == want_out)) return std::nullopt;
+  if (!integer_sum && !integer_extremum && !(float_in && out_dtype == want_out))
+    return std::nullopt;
   if (in.numel() == 0) return std::nullopt; // the ref kernel's empty-row rules
-  std::optional<Layout> layout = layout_of(in.shape, attr_ints(n.attrs, AttrName::dims));
-  if (!layout || layout->outer * layout->inner != n.results[0].numel()) return std::nullopt;
-  const Layout l = *layout;
+  const std::vector<Group> groups = groups_of(in.shape, attr_ints(n.attrs, AttrName::dims));
+  int64_t outputs = 1, reduced = 1;
+  for (const Group& g : groups) (g.reduced ? reduced : outputs) *= g.extent;
+  if (outputs != n.results[0].numel()) return std::nullopt;
+  const std::optional<Layout> layout = layout_of(groups);
 
   const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
-  if ((op == OpKind::sum || op == OpKind::mean) && !integer_sum) {
+  if ((op == OpKind::sum || op == OpKind::mean) && !integer_sum && layout) {
     LoopBuilder rows(module, name, 1, 1, LoopBuilder::Rows{});
-    const int64_t count = emit_f32_sum(rows, l, op == OpKind::mean, in.dtype);
+    const int64_t count = emit_f32_sum(rows, *layout, op == OpKind::mean, in.dtype);
     return OpLoop{rows.finish(), false, count, 1, in.numel()};
   }
-  LoopBuilder lb(module, name, 1, 1);
+  // One output per row: its offset in the input, then its row's elements
+  // at offsets `at(r)` from there.
+  LoopBuilder lb(module, name, 1, 1, LoopBuilder::Rows{});
   auto& b = lb.b();
   llvm::Value* x = lb.operand(0);
   llvm::Value* y = lb.result(0);
+  const bool integer = integer_sum || integer_extremum;
+  llvm::Type* element = integer ? b.getIntNTy(static_cast<unsigned>(element_size(in.dtype) * 8))
+                                : static_cast<llvm::Type*>(lb.f32());
   // Float elements are read as f32 and results stored as `out_dtype`.
-  auto load = [&](llvm::Value* at) { return load_f32(lb, in.dtype, x, at); };
-  auto store = [&](llvm::Value* v, llvm::Value* at) { store_f32(lb, out_dtype, v, y, at); };
-  lb.loop(l.outer, [&](llvm::Value* o) {
-    lb.loop(l.inner, [&](llvm::Value* i) {
-      // Input position of (o, r, i) and output position of (o, i).
-      auto at = [&](llvm::Value* r) {
-        return b.CreateAdd(
-            b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(l.reduced)), r), lb.i64(l.inner)), i);
+  auto load = [&](llvm::Value* at) {
+    return integer ? lb.load(element, x, at) : load_f32(lb, in.dtype, x, at);
+  };
+  auto store = [&](llvm::Value* v, llvm::Value* at) {
+    if (integer || out_dtype == DType::i64)
+      lb.store(v, y, at);
+    else
+      store_f32(lb, out_dtype, v, y, at);
+  };
+  int64_t reduced_groups = 0, reduced_stride = 1;
+  for (const Group& g : groups)
+    if (g.reduced) ++reduced_groups, reduced_stride = g.stride;
+  lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* out) {
+    {
+      llvm::Value* base = offset_of(lb, groups, false, out);
+      auto at = [&](llvm::Value* r) -> llvm::Value* {
+        // One reduced group (or none) needs no div/rem.
+        if (reduced_groups <= 1) return b.CreateAdd(base, b.CreateMul(r, lb.i64(reduced_stride)));
+        return b.CreateAdd(base, offset_of(lb, groups, true, r));
       };
-      llvm::Value* out = b.CreateAdd(b.CreateMul(o, lb.i64(l.inner)), i);
+      const int64_t row = reduced;
       switch (op) {
       case OpKind::sum:
       case OpKind::mean: {
         llvm::AllocaInst* acc =
             lb.local(integer_sum ? lb.i64() : lb.f64(), integer_sum ? lb.i64(0) : lb.f64(0));
-        lb.loop(l.reduced, [&](llvm::Value* r) {
-          llvm::Value* v = integer_sum ? lb.load(lb.i64(), x, at(r)) : load(at(r));
+        lb.loop(row, [&](llvm::Value* r) {
+          llvm::Value* v = load(at(r));
           lb.set(acc, integer_sum ? b.CreateAdd(lb.get(acc), v)
                                   : b.CreateFAdd(lb.get(acc), lb.to_f64(v)));
         });
         llvm::Value* total = lb.get(acc);
-        if (op == OpKind::mean) total = b.CreateFDiv(total, lb.f64(static_cast<double>(l.reduced)));
-        if (integer_sum)
-          lb.store(total, y, out);
-        else
-          store(lb.to_f32(total), out);
+        if (op == OpKind::mean) total = b.CreateFDiv(total, lb.f64(static_cast<double>(row)));
+        store(integer_sum ? total : lb.to_f32(total), out);
         break;
       }
       case OpKind::var: {
         const int64_t correction = attr_int(n.attrs, AttrName::correction);
         llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
-        lb.loop(l.reduced, [&](llvm::Value* r) {
+        lb.loop(row, [&](llvm::Value* r) {
           lb.set(sum, b.CreateFAdd(lb.get(sum), lb.to_f64(load(at(r)))));
         });
-        llvm::Value* mean = b.CreateFDiv(lb.get(sum), lb.f64(static_cast<double>(l.reduced)));
+        llvm::Value* mean = b.CreateFDiv(lb.get(sum), lb.f64(static_cast<double>(row)));
         llvm::AllocaInst* ssd = lb.local(lb.f64(), lb.f64(0));
-        lb.loop(l.reduced, [&](llvm::Value* r) {
+        lb.loop(row, [&](llvm::Value* r) {
           llvm::Value* d = b.CreateFSub(lb.to_f64(load(at(r))), mean);
           lb.set(ssd, b.CreateFAdd(lb.get(ssd), b.CreateFMul(d, d)));
         });
-        const double divisor = static_cast<double>(std::max<int64_t>(0, l.reduced - correction));
+        const double divisor = static_cast<double>(std::max<int64_t>(0, row - correction));
         store(lb.to_f32(b.CreateFDiv(lb.get(ssd), lb.f64(divisor))), out);
         break;
       }
@@ -219,7 +280,7 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
         // m = std::max over the row (a NaN never replaces it), as the ref.
         llvm::AllocaInst* m =
             lb.local(lb.f64(), lb.f64(-std::numeric_limits<double>::infinity()));
-        lb.loop(l.reduced, [&](llvm::Value* r) {
+        lb.loop(row, [&](llvm::Value* r) {
           llvm::Value* v = lb.to_f64(load(at(r)));
           lb.set(m, b.CreateSelect(b.CreateFCmpOLT(lb.get(m), v), v, lb.get(m)));
         });
@@ -228,7 +289,7 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
                             lb.f64(std::numeric_limits<double>::infinity())),
             lb.f64(0), lb.get(m));
         llvm::AllocaInst* s = lb.local(lb.f64(), lb.f64(0));
-        lb.loop(l.reduced, [&](llvm::Value* r) {
+        lb.loop(row, [&](llvm::Value* r) {
           llvm::Value* v = lb.to_f64(load(at(r)));
           lb.set(s, b.CreateFAdd(lb.get(s), lb.call(llvm::Intrinsic::exp, b.CreateFSub(v, shift))));
         });
@@ -238,29 +299,34 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
       case OpKind::max:
       case OpKind::min: {
         // NaN wins: once the best is NaN it stays.
-        llvm::AllocaInst* best = lb.local(lb.f32(), load(at(lb.i64(0))));
-        lb.loop(l.reduced, [&](llvm::Value* r) {
+        llvm::AllocaInst* best = lb.local(integer ? element : lb.f32(), load(at(lb.i64(0))));
+        lb.loop(row, [&](llvm::Value* r) {
           llvm::Value* v = load(at(r));
           llvm::Value* current = lb.get(best);
-          llvm::Value* better =
-              op == OpKind::max ? b.CreateFCmpOGT(v, current) : b.CreateFCmpOLT(v, current);
-          llvm::Value* take =
-              b.CreateAnd(b.CreateNot(lb.is_nan(current)), b.CreateOr(lb.is_nan(v), better));
+          llvm::Value* take;
+          if (integer)
+            take = op == OpKind::max ? b.CreateICmpSGT(v, current) : b.CreateICmpSLT(v, current);
+          else
+            take = b.CreateAnd(b.CreateNot(lb.is_nan(current)),
+                               b.CreateOr(lb.is_nan(v), op == OpKind::max
+                                                            ? b.CreateFCmpOGT(v, current)
+                                                            : b.CreateFCmpOLT(v, current)));
           lb.set(best, b.CreateSelect(take, v, current));
         });
         store(lb.get(best), out);
         break;
       }
       default: { // argmax: the first maximum, or the first NaN
-        llvm::AllocaInst* best = lb.local(lb.f32(), load(at(lb.i64(0))));
+        llvm::AllocaInst* best = lb.local(integer ? element : lb.f32(), load(at(lb.i64(0))));
         llvm::AllocaInst* index = lb.local(lb.i64(), lb.i64(0));
         llvm::AllocaInst* found_nan = lb.local(b.getInt1Ty(), b.getFalse());
-        lb.loop(l.reduced, [&](llvm::Value* r) {
+        lb.loop(row, [&](llvm::Value* r) {
           llvm::Value* v = load(at(r));
-          llvm::Value* nan = lb.is_nan(v);
+          llvm::Value* nan = integer ? b.getFalse() : lb.is_nan(v);
           llvm::Value* found = lb.get(found_nan);
-          llvm::Value* take =
-              b.CreateAnd(b.CreateNot(found), b.CreateOr(nan, b.CreateFCmpOGT(v, lb.get(best))));
+          llvm::Value* greater =
+              integer ? b.CreateICmpSGT(v, lb.get(best)) : b.CreateFCmpOGT(v, lb.get(best));
+          llvm::Value* take = b.CreateAnd(b.CreateNot(found), b.CreateOr(nan, greater));
           lb.set(best, b.CreateSelect(take, v, lb.get(best)));
           lb.set(index, b.CreateSelect(take, r, lb.get(index)));
           lb.set(found_nan, b.CreateOr(found, nan));
@@ -269,9 +335,9 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
         break;
       }
       }
-    });
+    }
   });
-  return OpLoop{lb.finish(), false};
+  return OpLoop{lb.finish(), false, outputs, 1, in.numel()};
 }
 
 } // namespace mstep::xla

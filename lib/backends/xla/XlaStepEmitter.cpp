@@ -294,6 +294,7 @@ private:
   /// from the step when it does.
   void emit_loop(uint32_t node, const OpLoop& loop) {
     store_pointers(node);
+    if (loop.check) stop_unless_zero(node, b_.CreateCall(loop.check, {operands_, results_}));
     if (loop.rows > 0) { // a row function: split over the threads when large
       auto* row_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, i64_, i64_}, false);
       auto* parallel_type =
@@ -308,7 +309,12 @@ private:
       return;
     }
     llvm::Value* status = b_.CreateCall(loop.function, {operands_, results_});
-    if (!loop.can_fail) return;
+    if (loop.can_fail) stop_unless_zero(node, status);
+  }
+
+  /// Returns loop_failure_status(node) from the step when `status` is
+  /// nonzero.
+  void stop_unless_zero(uint32_t node, llvm::Value* status) {
     auto* fail = llvm::BasicBlock::Create(context_, "loop_failed", function_);
     auto* next = llvm::BasicBlock::Create(context_, "next", function_);
     b_.CreateCondBr(b_.CreateICmpNE(status, llvm::ConstantInt::get(i32_, 0)), fail, next);

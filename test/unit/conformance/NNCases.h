@@ -2,6 +2,10 @@
 // softmax/norms/dropout, attention, losses and optimizer steps.
 #pragma once
 
+#include <limits>
+#include <utility>
+#include <vector>
+
 #include "test/unit/conformance/ConformanceCase.h"
 
 namespace mstep::conformance {
@@ -368,9 +372,10 @@ using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::ve
 
 /// Two steps of `make` on parameters [17, 33] and [33] (f32 or bf16) with
 /// loss = sum(tanh(x @ w + b) * target); returns the updated parameters and
-/// every state tensor the optimizer keeps.
-inline CaseFn optimizer_steps(OptimizerFactory make, bool clip = false) {
-  return [make, clip](const Inputs& in, Device device) {
+/// every state tensor the optimizer keeps. With `clip`, the gradients are
+/// clipped to total `norm_type`-norm 0.5 first.
+inline CaseFn optimizer_steps(OptimizerFactory make, bool clip = false, double norm_type = 2.0) {
+  return [make, clip, norm_type](const Inputs& in, Device device) {
     Tensor w = in[0], b = in[1];
     std::unique_ptr<optim::Optimizer> opt = make({w, b});
     const Tensor x = to(fixed_tensor({8, 17}, 1, device), w.dtype());
@@ -378,7 +383,7 @@ inline CaseFn optimizer_steps(OptimizerFactory make, bool clip = false) {
     for (int step = 0; step < 2; ++step) {
       opt->zero_grad();
       sum(tanh(matmul(x, w) + b) * target).backward();
-      if (clip) optim::clip_grad_norm_(opt->parameters(), 0.5);
+      if (clip) optim::clip_grad_norm_(opt->parameters(), 0.5, norm_type);
       opt->step();
       mark_step();
     }
@@ -435,6 +440,12 @@ inline void add_optimizer_cases(CaseTable& t) {
   }
   t.add_without_grads("optim_adamw_clip_grad_norm", {arg({17, 33}), arg({33})},
                       optimizer_steps(optimizers[5].second, /*clip=*/true));
+  // The other norm types: the largest |g|, the sum of |g|, a p-norm.
+  for (const auto& [label, norm_type] : std::vector<std::pair<const char*, double>>{
+           {"inf", std::numeric_limits<double>::infinity()}, {"l1", 1.0}, {"p3", 3.0}})
+    t.add_without_grads(absl::StrCat("optim_sgd_momentum_clip_grad_norm_", label),
+                        {arg({17, 33}), arg({33})},
+                        optimizer_steps(optimizers[1].second, /*clip=*/true, norm_type));
   t.add_without_grads("optim_adamw", {arg({17, 33}, DType::bf16), arg({33}, DType::bf16)},
                       optimizer_steps(optimizers[5].second));
   t.add_without_grads("optim_sgd_momentum", {arg({17, 33}, DType::bf16), arg({33}, DType::bf16)},

@@ -1,0 +1,363 @@
+// f32 conv2d and its two gradients (NCHW, stride, padding, dilation,
+// groups) as loops (XlaOpLoops.h), with the ref kernels' sums
+// (lib/backends/ref/RefLinalg.cpp, RefLinalgGrad.cpp), each output
+// accumulated in f64 and rounded once:
+// - conv2d: out[n, o, oh, ow] = bias[o] + sum over the group's channels
+//   c', then the taps (kh, kw) inside the input, of w * in;
+// - conv2d_input_grad: grad_in[n, c, ih, iw] = sum over o in c's group and
+//   the taps whose window position lands on (ih, iw) of w * grad_out;
+// - conv2d_weight_grad: grad_w[o, c', kh, kw] = sum over n of (sum over
+//   oh, ow of in * grad_out).
+// The first two keep a plane of f64 sums per row on the stack (up to
+// kMaxPlane elements) and walk the ref's loops over it, the window columns
+// as vector loops, so every sum is the ref's, in the ref's order, bit for
+// bit; larger planes sum each element on its own (the same order for
+// conv2d, a gather for the input gradient: the same to f64 rounding).
+// Row functions over (n, o) planes, (n, c) planes and output channels: no
+// two rows write the same element, so the split over threads changes no
+// result.
+#include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaLoopBuilder.h"
+#include "lib/backends/xla/XlaOpLoops.h"
+
+namespace mstep::xla {
+
+namespace {
+
+struct Conv {
+  int64_t batch, channels, height, width;            // the input
+  int64_t out_channels, group_channels, kh, kw;      // the weight
+  int64_t out_h, out_w, groups;
+  IntList stride, pad, dilation;
+};
+
+std::optional<Conv> conv_of(const TraceGraph& graph, const GraphNode& n) {
+  const TensorType* input = nullptr;
+  const TensorType* weight = nullptr;
+  const TensorType* output = nullptr;
+  switch (n.op) {
+  case OpKind::conv2d:
+    input = &graph.type_of(n.operands[0]);
+    weight = &graph.type_of(n.operands[1]);
+    output = &n.results[0];
+    break;
+  case OpKind::conv2d_input_grad:
+    output = &graph.type_of(n.operands[0]);
+    weight = &graph.type_of(n.operands[1]);
+    input = &n.results[0];
+    break;
+  default: // conv2d_weight_grad
+    input = &graph.type_of(n.operands[0]);
+    output = &graph.type_of(n.operands[1]);
+    weight = &n.results[0];
+    break;
+  }
+  for (const TensorType* t : {input, weight, output})
+    if (t->dtype != DType::f32 || t->shape.rank() != 4 || t->numel() == 0) return std::nullopt;
+  for (ValueRef v : n.operands)
+    if (graph.type_of(v).dtype != DType::f32) return std::nullopt;
+  Conv c;
+  c.batch = input->shape[0];
+  c.channels = input->shape[1];
+  c.height = input->shape[2];
+  c.width = input->shape[3];
+  c.out_channels = weight->shape[0];
+  c.group_channels = weight->shape[1];
+  c.kh = weight->shape[2];
+  c.kw = weight->shape[3];
+  c.out_h = output->shape[2];
+  c.out_w = output->shape[3];
+  c.groups = attr_int(n.attrs, AttrName::groups);
+  c.stride = attr_ints(n.attrs, AttrName::stride);
+  c.pad = attr_ints(n.attrs, AttrName::padding);
+  c.dilation = attr_ints(n.attrs, AttrName::dilation);
+  if (c.stride.size() != 2 || c.pad.size() != 2 || c.dilation.size() != 2 || c.groups <= 0 ||
+      c.out_channels % c.groups != 0 || c.group_channels * c.groups != c.channels ||
+      output->shape[1] != c.out_channels || output->shape[0] != c.batch)
+    return std::nullopt;
+  return c;
+}
+
+/// `at(o, k)` = o * stride - pad + k * dilation along dim `d` and
+/// whether it is inside [0, size).
+std::pair<llvm::Value*, llvm::Value*> tap(LoopBuilder& lb, const Conv& c, int d, llvm::Value* o,
+                                          llvm::Value* k) {
+  auto& b = lb.b();
+  llvm::Value* at = b.CreateAdd(b.CreateSub(b.CreateMul(o, lb.i64(c.stride[d])), lb.i64(c.pad[d])),
+                                b.CreateMul(k, lb.i64(c.dilation[d])));
+  const int64_t size = d == 0 ? c.height : c.width;
+  return {at, b.CreateAnd(b.CreateICmpSGE(at, lb.i64(0)), b.CreateICmpSLT(at, lb.i64(size)))};
+}
+
+/// The window position o whose tap k lands on input position i along dim
+/// `d` (i = o * stride - pad + k * dilation), and whether there is one.
+std::pair<llvm::Value*, llvm::Value*> window_of(LoopBuilder& lb, const Conv& c, int d,
+                                                llvm::Value* i, llvm::Value* k) {
+  auto& b = lb.b();
+  llvm::Value* scaled =
+      b.CreateSub(b.CreateAdd(i, lb.i64(c.pad[d])), b.CreateMul(k, lb.i64(c.dilation[d])));
+  llvm::Value* o = b.CreateSDiv(scaled, lb.i64(c.stride[d]));
+  const int64_t size = d == 0 ? c.out_h : c.out_w;
+  llvm::Value* valid = b.CreateAnd(
+      b.CreateICmpEQ(b.CreateSRem(scaled, lb.i64(c.stride[d])), lb.i64(0)),
+      b.CreateAnd(b.CreateICmpSGE(scaled, lb.i64(0)), b.CreateICmpSLT(o, lb.i64(size))));
+  return {b.CreateSelect(valid, o, lb.i64(0)), valid};
+}
+
+/// acc += a * b in f64 where `valid`.
+void add_product(LoopBuilder& lb, llvm::AllocaInst* acc, llvm::Value* valid, llvm::Value* x,
+                 llvm::Value* y) {
+  auto& b = lb.b();
+  llvm::Value* sum = b.CreateFAdd(lb.get(acc), b.CreateFMul(lb.to_f64(x), lb.to_f64(y)));
+  lb.set(acc, b.CreateSelect(valid, sum, lb.get(acc)));
+}
+
+/// The window positions [lo, hi) whose tap k lands inside the input along
+/// dim `d` (o * stride - pad + k * dilation in [0, size)); hi <= lo when
+/// none does.
+std::pair<llvm::Value*, llvm::Value*> tap_range(LoopBuilder& lb, const Conv& c, int d,
+                                                llvm::Value* k) {
+  auto& b = lb.b();
+  const int64_t size = d == 0 ? c.height : c.width, windows = d == 0 ? c.out_h : c.out_w;
+  const int64_t stride = c.stride[d];
+  llvm::Value* shift = b.CreateSub(lb.i64(c.pad[d]), b.CreateMul(k, lb.i64(c.dilation[d])));
+  // lo = ceil(shift / stride) when shift > 0, else 0.
+  llvm::Value* lo = b.CreateSelect(
+      b.CreateICmpSGT(shift, lb.i64(0)),
+      b.CreateSDiv(b.CreateAdd(shift, lb.i64(stride - 1)), lb.i64(stride)), lb.i64(0));
+  // hi = floor((size - 1 + shift) / stride) + 1, at most `windows`; 0 when negative.
+  llvm::Value* last = b.CreateAdd(lb.i64(size - 1), shift);
+  llvm::Value* hi = b.CreateSelect(b.CreateICmpSLT(last, lb.i64(0)), lb.i64(0),
+                                   b.CreateAdd(b.CreateSDiv(last, lb.i64(stride)), lb.i64(1)));
+  hi = b.CreateSelect(b.CreateICmpSGT(hi, lb.i64(windows)), lb.i64(windows), hi);
+  return {lo, hi};
+}
+
+/// Planes of f64 sums up to this many elements live on the stack of a row
+/// function (128 KiB per thread); larger ones take the per-element loops.
+constexpr int64_t kMaxPlane = 16384;
+
+} // namespace
+
+std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& graph,
+                                     uint32_t node) {
+  const GraphNode& n = graph.nodes[node];
+  const OpKind op = n.op;
+  if (op != OpKind::conv2d && op != OpKind::conv2d_input_grad && op != OpKind::conv2d_weight_grad)
+    return std::nullopt;
+  const bool bias = op == OpKind::conv2d && attr_int(n.attrs, AttrName::has_bias) != 0;
+  if (n.operands.size() != (bias ? 3u : 2u) || n.results.size() != 1) return std::nullopt;
+  const std::optional<Conv> conv = conv_of(graph, n);
+  if (!conv) return std::nullopt;
+  const Conv& c = *conv;
+  const int64_t outs_per_group = c.out_channels / c.groups;
+  const int64_t taps = c.kh * c.kw;
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), n.operands.size(), 1,
+                 LoopBuilder::Rows{});
+  auto& b = lb.b();
+  llvm::Value* y = lb.result(0);
+  // Element offsets in NCHW tensors.
+  auto nchw = [&](llvm::Value* i0, int64_t d1, llvm::Value* i1, int64_t d2, llvm::Value* i2,
+                  int64_t d3, llvm::Value* i3) {
+    return b.CreateAdd(
+        b.CreateMul(b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(i0, lb.i64(d1)), i1),
+                                            lb.i64(d2)),
+                                i2),
+                    lb.i64(d3)),
+        i3);
+  };
+  auto input_at = [&](llvm::Value* batch, llvm::Value* channel, llvm::Value* h, llvm::Value* w) {
+    return nchw(batch, c.channels, channel, c.height, h, c.width, w);
+  };
+  auto output_at = [&](llvm::Value* batch, llvm::Value* channel, llvm::Value* h, llvm::Value* w) {
+    return nchw(batch, c.out_channels, channel, c.out_h, h, c.out_w, w);
+  };
+  auto weight_at = [&](llvm::Value* o, llvm::Value* gc, llvm::Value* kh, llvm::Value* kw) {
+    return nchw(o, c.group_channels, gc, c.kh, kh, c.kw, kw);
+  };
+  int64_t rows = 0;
+  const int64_t out_plane = c.out_h * c.out_w, in_plane = c.height * c.width;
+  if (op == OpKind::conv2d && out_plane <= kMaxPlane) {
+    // The ref's loops: a plane of f64 sums from the bias, then for each
+    // channel and tap the rows of windows whose tap is inside the input,
+    // the columns a vector loop (each window's sum in the ref's order).
+    rows = c.batch * c.out_channels;
+    llvm::Value* plane = b.CreateAlloca(lb.f64(), lb.i64(out_plane));
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, o)
+      llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.out_channels));
+      llvm::Value* o = b.CreateSRem(row, lb.i64(c.out_channels));
+      llvm::Value* first = b.CreateMul(b.CreateSDiv(o, lb.i64(outs_per_group)),
+                                       lb.i64(c.group_channels));
+      llvm::Value* init = bias ? lb.to_f64(lb.load(lb.f32(), lb.operand(2), o)) : lb.f64(0);
+      lb.loop(out_plane, [&](llvm::Value* i) { lb.store(init, plane, i); }, /*parallel=*/true);
+      lb.loop(c.group_channels, [&](llvm::Value* gc) {
+        llvm::Value* channel = b.CreateAdd(first, gc);
+        lb.loop(c.kh, [&](llvm::Value* kh) {
+          auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
+          lb.loop(c.kw, [&](llvm::Value* kw) {
+            auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
+            llvm::Value* wv =
+                lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
+            lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
+              llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
+              lb.loop(
+                  ow_lo, ow_hi,
+                  [&](llvm::Value* ow) {
+                    llvm::Value* iw = tap(lb, c, 1, ow, kw).first;
+                    llvm::Value* at = b.CreateAdd(b.CreateMul(oh, lb.i64(c.out_w)), ow);
+                    llvm::Value* x =
+                        lb.to_f64(lb.load(lb.f32(), lb.operand(0), input_at(batch, channel, ih, iw)));
+                    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(wv, x)), plane,
+                             at);
+                  },
+                  /*parallel=*/true);
+            });
+          });
+        });
+      });
+      llvm::Value* out_base = output_at(batch, o, lb.i64(0), lb.i64(0));
+      lb.loop(
+          out_plane,
+          [&](llvm::Value* i) {
+            lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(out_base, i));
+          },
+          /*parallel=*/true);
+    });
+  } else if (op == OpKind::conv2d_input_grad && in_plane <= kMaxPlane) {
+    // The ref's scatter: a plane of f64 sums per (n, c), then for each
+    // output channel of c's group and tap, the windows whose tap is inside
+    // the input add w * grad_out into it (each element's sum in the ref's
+    // order).
+    rows = c.batch * c.channels;
+    llvm::Value* plane = b.CreateAlloca(lb.f64(), lb.i64(in_plane));
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, c)
+      llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.channels));
+      llvm::Value* channel = b.CreateSRem(row, lb.i64(c.channels));
+      llvm::Value* gc = b.CreateSRem(channel, lb.i64(c.group_channels));
+      llvm::Value* first = b.CreateMul(b.CreateSDiv(channel, lb.i64(c.group_channels)),
+                                       lb.i64(outs_per_group));
+      lb.loop(in_plane, [&](llvm::Value* i) { lb.store(lb.f64(0), plane, i); }, /*parallel=*/true);
+      lb.loop(outs_per_group, [&](llvm::Value* k) {
+        llvm::Value* o = b.CreateAdd(first, k);
+        lb.loop(c.kh, [&](llvm::Value* kh) {
+          auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
+          lb.loop(c.kw, [&](llvm::Value* kw) {
+            auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
+            llvm::Value* wv =
+                lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
+            lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
+              llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
+              lb.loop(
+                  ow_lo, ow_hi,
+                  [&](llvm::Value* ow) {
+                    llvm::Value* iw = tap(lb, c, 1, ow, kw).first;
+                    llvm::Value* at = b.CreateAdd(b.CreateMul(ih, lb.i64(c.width)), iw);
+                    llvm::Value* g =
+                        lb.to_f64(lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
+                    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(wv, g)), plane,
+                             at);
+                  },
+                  /*parallel=*/true);
+            });
+          });
+        });
+      });
+      llvm::Value* in_base = input_at(batch, channel, lb.i64(0), lb.i64(0));
+      lb.loop(
+          in_plane,
+          [&](llvm::Value* i) {
+            lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(in_base, i));
+          },
+          /*parallel=*/true);
+    });
+  } else if (op == OpKind::conv2d) {
+    rows = c.batch * c.out_channels;
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, o)
+      llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.out_channels));
+      llvm::Value* o = b.CreateSRem(row, lb.i64(c.out_channels));
+      llvm::Value* first = b.CreateMul(b.CreateSDiv(o, lb.i64(outs_per_group)),
+                                       lb.i64(c.group_channels));
+      lb.loop(c.out_h, [&](llvm::Value* oh) {
+        lb.loop(c.out_w, [&](llvm::Value* ow) {
+          llvm::AllocaInst* acc = lb.local(
+              lb.f64(), bias ? lb.to_f64(lb.load(lb.f32(), lb.operand(2), o)) : lb.f64(0));
+          lb.loop(c.group_channels, [&](llvm::Value* gc) {
+            llvm::Value* channel = b.CreateAdd(first, gc);
+            lb.loop(c.kh, [&](llvm::Value* kh) {
+              auto [ih, h_in] = tap(lb, c, 0, oh, kh);
+              lb.loop(c.kw, [&](llvm::Value* kw) {
+                auto [iw, w_in] = tap(lb, c, 1, ow, kw);
+                llvm::Value* valid = b.CreateAnd(h_in, w_in);
+                llvm::Value* at = b.CreateSelect(valid, input_at(batch, channel, ih, iw), lb.i64(0));
+                add_product(lb, acc, valid, lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)),
+                            lb.load(lb.f32(), lb.operand(0), at));
+              });
+            });
+          });
+          lb.store(lb.to_f32(lb.get(acc)), y, output_at(batch, o, oh, ow));
+        });
+      });
+    });
+  } else if (op == OpKind::conv2d_input_grad) {
+    rows = c.batch * c.channels;
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, c)
+      llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.channels));
+      llvm::Value* channel = b.CreateSRem(row, lb.i64(c.channels));
+      llvm::Value* gc = b.CreateSRem(channel, lb.i64(c.group_channels));
+      llvm::Value* first = b.CreateMul(b.CreateSDiv(channel, lb.i64(c.group_channels)),
+                                       lb.i64(outs_per_group));
+      lb.loop(c.height, [&](llvm::Value* ih) {
+        lb.loop(c.width, [&](llvm::Value* iw) {
+          llvm::AllocaInst* acc = lb.local(lb.f64(), lb.f64(0));
+          lb.loop(outs_per_group, [&](llvm::Value* k) {
+            llvm::Value* o = b.CreateAdd(first, k);
+            lb.loop(c.kh, [&](llvm::Value* kh) {
+              auto [oh, h_ok] = window_of(lb, c, 0, ih, kh);
+              lb.loop(c.kw, [&](llvm::Value* kw) {
+                auto [ow, w_ok] = window_of(lb, c, 1, iw, kw);
+                add_product(lb, acc, b.CreateAnd(h_ok, w_ok),
+                            lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)),
+                            lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
+              });
+            });
+          });
+          lb.store(lb.to_f32(lb.get(acc)), y, input_at(batch, channel, ih, iw));
+        });
+      });
+    });
+  } else { // conv2d_weight_grad
+    rows = c.out_channels;
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* o) {
+      llvm::Value* first = b.CreateMul(b.CreateSDiv(o, lb.i64(outs_per_group)),
+                                       lb.i64(c.group_channels));
+      lb.loop(c.group_channels, [&](llvm::Value* gc) {
+        llvm::Value* channel = b.CreateAdd(first, gc);
+        lb.loop(c.kh, [&](llvm::Value* kh) {
+          lb.loop(c.kw, [&](llvm::Value* kw) {
+            llvm::AllocaInst* acc = lb.local(lb.f64(), lb.f64(0));
+            lb.loop(c.batch, [&](llvm::Value* batch) {
+              llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
+              lb.loop(c.out_h, [&](llvm::Value* oh) {
+                auto [ih, h_in] = tap(lb, c, 0, oh, kh);
+                lb.loop(c.out_w, [&](llvm::Value* ow) {
+                  auto [iw, w_in] = tap(lb, c, 1, ow, kw);
+                  llvm::Value* valid = b.CreateAnd(h_in, w_in);
+                  llvm::Value* at =
+                      b.CreateSelect(valid, input_at(batch, channel, ih, iw), lb.i64(0));
+                  add_product(lb, sum, valid, lb.load(lb.f32(), lb.operand(0), at),
+                              lb.load(lb.f32(), lb.operand(1), output_at(batch, o, oh, ow)));
+                });
+              });
+              lb.set(acc, b.CreateFAdd(lb.get(acc), lb.get(sum)));
+            });
+            lb.store(lb.to_f32(lb.get(acc)), y, weight_at(o, gc, kh, kw));
+          });
+        });
+      });
+    });
+  }
+  return OpLoop{lb.finish(), false, rows, 1,
+                c.batch * c.out_channels * c.out_h * c.out_w * c.group_channels * taps};
+}
+
+} // namespace mstep::xla
