@@ -381,6 +381,49 @@ TEST(XlaLoops, ClippedGradientsBeforeTheUpdate) {
       /*clip=*/true);
 }
 
+// Without clipping, the optimizer update is a row function over the
+// elements of all parameters in turn, split over the threads above 32K
+// elements: an uneven split over 3 threads (its ranges start and end
+// inside parameters) gives 1 thread's parameters and states bit for bit,
+// and the cpu backend's. The gradients are elementwise (no gemm, whose
+// sums may depend on the thread count); three steps advance the counters.
+TEST(XlaLoops, TheOptimizerUpdateSplitOverThreadsGivesOneThreadsValuesBitForBit) {
+  auto run = [](Device d, int threads, auto make_optimizer) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    RecordSteps record;
+    std::vector<Tensor> params = {on(d, {100, 257}, 1).requires_grad_(),
+                                  on(d, {257}, 2).requires_grad_(),
+                                  on(d, {300, 100}, 3).requires_grad_(),
+                                  on(d, {211, 97}, 4).requires_grad_()};
+    auto opt = make_optimizer(params);
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      Tensor loss = sum(params[0] * params[0]);
+      for (size_t i = 1; i < params.size(); ++i)
+        loss = loss + sum(params[i] * on(d, params[i].shape(), 10 + static_cast<int>(i)));
+      loss.backward();
+      opt.step();
+      mark_step();
+      if (d == kXla) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
+    }
+    std::vector<std::vector<float>> values;
+    for (const Tensor& p : params) values.push_back(p.to_vector<float>());
+    omp_set_num_threads(saved);
+    return values;
+  };
+  auto check = [&](auto make_optimizer) {
+    const auto three = run(kXla, 3, make_optimizer);
+    EXPECT_EQ(three, run(kXla, 1, make_optimizer));
+    EXPECT_EQ(three, run(kCpu, 1, make_optimizer));
+  };
+  check([](std::vector<Tensor> p) { return optim::AdamW(p, {.lr = 0.01}); });
+  check([](std::vector<Tensor> p) { return optim::Adadelta(p, {.lr = 0.5}); });
+  check([](std::vector<Tensor> p) {
+    return optim::SGD(p, {.lr = 0.1, .momentum = 0.5, .dampening = 0.25});
+  });
+}
+
 TEST(XlaLoops, TheMnistMlpTrainingStepHasNoCallouts) {
   // mnist_mlp's step (examples/mnist_mlp.cpp): its forward and backward,
   // its Adadelta update and its accuracy, each one graph with no callout,

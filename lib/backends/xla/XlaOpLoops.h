@@ -41,6 +41,9 @@ struct OpLoop {
   int64_t rows = 0;
   int64_t grain = 1;
   int64_t work = 0;
+  /// With a row function: a plain function (cannot fail) the step calls
+  /// once after all rows, or null.
+  llvm::Function* after_rows = nullptr;
 };
 
 /// Emits the functions of one step. Nodes that compute the same thing (the

@@ -297,6 +297,7 @@ private:
       else
         b_.CreateCall(row_type, loop.function,
                       {operands_, results_, b_.getInt64(0), b_.getInt64(loop.rows)});
+      if (loop.after_rows) b_.CreateCall(loop.after_rows, {operands_, results_});
       return;
     }
     llvm::Value* status = b_.CreateCall(loop.function, {operands_, results_});
