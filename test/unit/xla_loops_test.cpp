@@ -95,8 +95,10 @@ TEST(XlaLoops, ReductionsOverLeadingTrailingAndAllDims) {
 // gives 1 thread's values bit for bit, and ref's to f32 rounding. The
 // shapes are above the split's threshold (32K elements) and cover each
 // row kind: softmax rows and lanes, norm rows, column blocks and rows of
-// sums, a strided sum, and the outer loop of a permute, expand, slice,
-// cat and slice_scatter (whose src overwrites the input row by row).
+// sums, a strided sum, the outer loop of a permute, expand, slice,
+// cat and slice_scatter (whose src overwrites the input row by row), and
+// the elements of dropout, rand and randn (Philox at the element's index;
+// an empty dropout runs no row).
 TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
   auto make = [](Device d) {
     Tensor rows = on(d, {300, 257}, 21) * 10.0;
@@ -114,11 +116,16 @@ TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
                                expand(on(d, {1, 300, 257}, 26), {2, 300, 257}),
                                slice(lanes, 2, 1, 40, 2),
                                cat({lanes, lanes * 2.0}, 2),
-                               slice_scatter(lanes, slice(lanes, 2, 0, 20) * 3.0, 2, 10, 30)};
+                               slice_scatter(lanes, slice(lanes, 2, 0, 20) * 3.0, 2, 10, 30),
+                               dropout(rows, 0.3),
+                               rand({40, 1000}, DType::f32, d),
+                               randn({40, 1000}, DType::f32, d),
+                               dropout(on(d, {0, 7}, 27), 0.3)};
   };
   const int threads = omp_get_max_threads();
   auto on_xla = [&](int n) {
     omp_set_num_threads(n);
+    manual_seed(7);
     std::vector<Tensor> out = make(kXla);
     mark_step();
     std::vector<std::vector<float>> values;
@@ -127,6 +134,7 @@ TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
   };
   const std::vector<std::vector<float>> one = on_xla(1), three = on_xla(3);
   omp_set_num_threads(threads);
+  manual_seed(7);
   std::vector<Tensor> ref = make(kRef);
   mark_step();
   ASSERT_EQ(one.size(), ref.size());

@@ -286,7 +286,7 @@ private:
   /// from the step when it does.
   void emit_loop(uint32_t node, const OpLoop& loop) {
     store_pointers(node);
-    if (loop.rows > 0) { // a row function: split over the threads when large
+    if (loop.function->arg_size() == 4) { // a row function: split when large
       auto* row_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, i64_, i64_}, false);
       auto* parallel_type =
           llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, i64_, i64_}, false);
