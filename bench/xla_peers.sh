@@ -37,11 +37,14 @@
 # once per thread count; each figure is the median over the rounds.
 #
 # Usage: bash bench/xla_peers.sh [--quick] [--build DIR] [--threads "1 2"] [--rounds N]
+#                                [--models "mlp gpt"]
 #   --quick: fewer steps and one round, to check the script (noisy figures).
+#   --models: the models to run (default both; "mlp" skips GPT-mini, whose
+#   IREE compile dominates the run time).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-B=build QUICK=0 ROUNDS=3
+B=build QUICK=0 ROUNDS=3 MODELS="mlp gpt"
 THREADS="1 $(nproc)"
 [ "$(nproc)" = 1 ] && THREADS=1
 while [ $# -gt 0 ]; do
@@ -50,6 +53,7 @@ while [ $# -gt 0 ]; do
     --build) B=$2; shift ;;
     --threads) THREADS=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
+    --models) MODELS=$2; shift ;;
     *) echo "xla_peers.sh: unknown argument $1 (see the usage at the top of bench/xla_peers.sh)" >&2; exit 2 ;;
   esac
   shift
@@ -100,7 +104,7 @@ side() {  # side NAME T cmd...: keeps cmd's RESULT lines; a failure is named
 
 # The exports: mstep's cpu backend captures each step once; its values
 # before the first replay and the batches of every replay go with it.
-for model in mlp gpt; do
+for model in $MODELS; do
   steps=MLP_STEPS
   [ $model = gpt ] && steps=GPT_STEPS
   mkdir -p "$WORK/$model"
@@ -115,7 +119,7 @@ start=$(date +%s)
 for round in $(seq "$ROUNDS"); do
   for t in $THREADS; do
     echo "# round $round/$ROUNDS, $t threads ($(($(date +%s) - start)) s; load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-    for model in mlp gpt; do
+    for model in $MODELS; do
       steps=MLP_STEPS
       [ $model = gpt ] && steps=GPT_STEPS
       for device in cpu xla; do

@@ -95,8 +95,10 @@ TEST(XlaLoops, ReductionsOverLeadingTrailingAndAllDims) {
 // gives 1 thread's values bit for bit, and ref's to f32 rounding. The
 // shapes are above the split's threshold (32K elements) and cover each
 // row kind: softmax rows and lanes, norm rows, column blocks and rows of
-// sums, a strided sum, and the outer loop of a permute, expand, slice,
-// cat and slice_scatter (whose src overwrites the input row by row).
+// sums, a strided sum, the outer loop of a permute, expand, slice,
+// cat and slice_scatter (whose src overwrites the input row by row), and
+// the elements of dropout, rand and randn (Philox at the element's index;
+// an empty dropout runs no row).
 TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
   auto make = [](Device d) {
     Tensor rows = on(d, {300, 257}, 21) * 10.0;
@@ -114,11 +116,16 @@ TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
                                expand(on(d, {1, 300, 257}, 26), {2, 300, 257}),
                                slice(lanes, 2, 1, 40, 2),
                                cat({lanes, lanes * 2.0}, 2),
-                               slice_scatter(lanes, slice(lanes, 2, 0, 20) * 3.0, 2, 10, 30)};
+                               slice_scatter(lanes, slice(lanes, 2, 0, 20) * 3.0, 2, 10, 30),
+                               dropout(rows, 0.3),
+                               rand({40, 1000}, DType::f32, d),
+                               randn({40, 1000}, DType::f32, d),
+                               dropout(on(d, {0, 7}, 27), 0.3)};
   };
   const int threads = omp_get_max_threads();
   auto on_xla = [&](int n) {
     omp_set_num_threads(n);
+    manual_seed(7);
     std::vector<Tensor> out = make(kXla);
     mark_step();
     std::vector<std::vector<float>> values;
@@ -127,6 +134,7 @@ TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
   };
   const std::vector<std::vector<float>> one = on_xla(1), three = on_xla(3);
   omp_set_num_threads(threads);
+  manual_seed(7);
   std::vector<Tensor> ref = make(kRef);
   mark_step();
   ASSERT_EQ(one.size(), ref.size());
@@ -379,6 +387,49 @@ TEST(XlaLoops, ClippedGradientsBeforeTheUpdate) {
   expect_optimizer_matches(
       [](std::vector<Tensor> p) { return optim::SGD(p, {.lr = 0.1, .momentum = 0.9}); },
       /*clip=*/true);
+}
+
+// Without clipping, the optimizer update is a row function over the
+// elements of all parameters in turn, split over the threads above 32K
+// elements: an uneven split over 3 threads (its ranges start and end
+// inside parameters) gives 1 thread's parameters and states bit for bit,
+// and the cpu backend's. The gradients are elementwise (no gemm, whose
+// sums may depend on the thread count); three steps advance the counters.
+TEST(XlaLoops, TheOptimizerUpdateSplitOverThreadsGivesOneThreadsValuesBitForBit) {
+  auto run = [](Device d, int threads, auto make_optimizer) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    RecordSteps record;
+    std::vector<Tensor> params = {on(d, {100, 257}, 1).requires_grad_(),
+                                  on(d, {257}, 2).requires_grad_(),
+                                  on(d, {300, 100}, 3).requires_grad_(),
+                                  on(d, {211, 97}, 4).requires_grad_()};
+    auto opt = make_optimizer(params);
+    for (int step = 0; step < 3; ++step) {
+      opt.zero_grad();
+      Tensor loss = sum(params[0] * params[0]);
+      for (size_t i = 1; i < params.size(); ++i)
+        loss = loss + sum(params[i] * on(d, params[i].shape(), 10 + static_cast<int>(i)));
+      loss.backward();
+      opt.step();
+      mark_step();
+      if (d == kXla) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
+    }
+    std::vector<std::vector<float>> values;
+    for (const Tensor& p : params) values.push_back(p.to_vector<float>());
+    omp_set_num_threads(saved);
+    return values;
+  };
+  auto check = [&](auto make_optimizer) {
+    const auto three = run(kXla, 3, make_optimizer);
+    EXPECT_EQ(three, run(kXla, 1, make_optimizer));
+    EXPECT_EQ(three, run(kCpu, 1, make_optimizer));
+  };
+  check([](std::vector<Tensor> p) { return optim::AdamW(p, {.lr = 0.01}); });
+  check([](std::vector<Tensor> p) { return optim::Adadelta(p, {.lr = 0.5}); });
+  check([](std::vector<Tensor> p) {
+    return optim::SGD(p, {.lr = 0.1, .momentum = 0.5, .dampening = 0.25});
+  });
 }
 
 TEST(XlaLoops, TheMnistMlpTrainingStepHasNoCallouts) {

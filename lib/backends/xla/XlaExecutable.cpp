@@ -38,9 +38,15 @@ void gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a, c
   }
 }
 
-/// As the cpu backend's fusion kernel splits a nest (FusionJit.cpp).
+/// As the cpu backend's fusion kernel splits a nest (FusionJit.cpp). With
+/// one thread, or one unit of work, the nest runs here: an OpenMP region
+/// of one thread still costs a futex wake per call.
 void parallel_nest(cpu::FusionEntry nest, const void* const* operands, void* const* results,
                    int64_t outer, int64_t grain) {
+  if (outer <= grain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    nest(operands, results, 0, outer);
+    return;
+  }
 #pragma omp parallel
   {
     const int64_t threads = omp_get_num_threads();

@@ -33,8 +33,9 @@ struct OpLoop {
   /// nll_loss target or an index out of range); it then wrote none of its results,
   /// and the step stops there.
   bool can_fail = false;
-  /// Nonzero: `function` is a row function (LoopBuilder::Rows) over rows
-  /// [0, rows), which the step function splits over the OpenMP threads in
+  /// When `function` is a row function (LoopBuilder::Rows; its type says
+  /// so): its rows [0, rows) (none for an empty op), which the step
+  /// function splits over the OpenMP threads in
   /// multiples of `grain` rows when the op touches `work` elements or more
   /// (cpu::FusionJit::kParallelElements, as a fusion nest). Each row is
   /// computed as in one call, so the split changes no result.
@@ -45,6 +46,9 @@ struct OpLoop {
   /// out of range): `i32 (ptr operands, ptr results)`, run before the
   /// rows; nonzero stops the step there, before anything is written.
   llvm::Function* check = nullptr;
+  /// With a row function: a plain function (cannot fail) the step calls
+  /// once after all rows, or null.
+  llvm::Function* after_rows = nullptr;
 };
 
 /// Emits the functions of one step. Nodes that compute the same thing (the

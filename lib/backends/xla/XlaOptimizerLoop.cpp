@@ -11,11 +11,17 @@
 // backend's and ref's. The clipping norms (any norm type: 2, 1, inf, p)
 // are f64 sums in another order (as on cpu).
 //
+// Without clipping, the function is a row function over the elements of
+// all parameters in turn, which the step function splits over the threads
+// (each element computed as on one thread, so the split changes no bit),
+// and the counters advance in a second function after it.
+//
 // A result may be its operand's memory (new_params[i] and params[i], and
 // so on): each element is read before it is written, and the counters
 // are read before they are written.
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
@@ -68,8 +74,24 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
         if (size == 0) return std::nullopt;
   }
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_multi_tensor_update_", node), nd.operands.size(),
-                 nd.results.size());
+  // Without clipping, the update is a row function over the elements of
+  // all parameters one after another, which the step function splits over
+  // the threads (OpLoop::rows); each element's arithmetic is the same
+  // whatever the split. The step counters advance after it, in a function
+  // of their own, since a new counter may be its old counter's memory,
+  // which every row reads. With clipping, one function (the gradient norms
+  // come before any update).
+  int64_t total = 0;
+  std::vector<int64_t> starts;
+  for (int64_t size : sizes) starts.push_back(total), total += size;
+  std::optional<LoopBuilder> row_builder, plain_builder;
+  if (clip)
+    plain_builder.emplace(module, absl::StrCat("mstep_xla_multi_tensor_update_", node),
+                          nd.operands.size(), nd.results.size());
+  else
+    row_builder.emplace(module, absl::StrCat("mstep_xla_multi_tensor_update_rows_", node),
+                        nd.operands.size(), nd.results.size(), LoopBuilder::Rows{});
+  LoopBuilder& lb = clip ? *plain_builder : *row_builder;
   auto& b = lb.b();
   auto hyper = [&](Operand s) -> llvm::Value* {
     return in->count[s] ? lb.load(lb.f64(), lb.operand(in->at(s)), lb.i64(0)) : lb.f64(0);
@@ -95,7 +117,9 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   auto div = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFDiv(a, c); };
   auto sqrt = [&](llvm::Value* v) { return cur->call(llvm::Intrinsic::sqrt, v); };
 
-  // 1. The step counters and each parameter's scalars.
+  // 1. The step counters and each parameter's scalars (the row function
+  //    derives them from the counters it reads, as the plain one does from
+  //    the counters it writes).
   struct Coefficients {
     llvm::Value *lr, *weight_decay, *eps, *momentum, *dampening, *decay, *beta1, *beta2,
         *one_minus_beta1, *one_minus_beta2, *step_size, *bias_correction2_sqrt, *rho,
@@ -108,7 +132,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     if (in->count[kSteps]) {
       llvm::Value* next =
           b.CreateAdd(lb.load(lb.i64(), lb.operand(in->at(kSteps, i)), lb.i64(0)), lb.i64(1));
-      lb.store(next, lb.result(out->at(kNewSteps, i)), lb.i64(0));
+      if (clip) lb.store(next, lb.result(out->at(kNewSteps, i)), lb.i64(0));
       step = b.CreateSIToFP(next, lb.f64());
     }
     Coefficients& c = coefficients[i];
@@ -223,8 +247,10 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     clip_coef = b.CreateSelect(keep, coef, lb.f32(1.0f));
   }
 
-  // 3. The updates: one function runs a parameter's elements (its count
-  //    and coefficients passed in), called once per parameter.
+  // 3. The updates: one function runs elements [begin, end) of a
+  //    parameter (its range and coefficients passed in), called once per
+  //    parameter, by the row function on the part of the parameter in its
+  //    rows.
   enum CoefficientSlot {
     kSlotLr,
     kSlotWeightDecay,
@@ -244,7 +270,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     kNumSlots
   };
   const bool has_clipped = out->count[kClippedGrads] != 0;
-  // Operands: param, grad, coefficients (f32[kNumSlots]), count (i64[1]),
+  // Operands: param, grad, coefficients (f32[kNumSlots]), range (i64[2]),
   // states; results: new param, new states, clipped grad.
   LoopBuilder update(module, absl::StrCat("mstep_xla_update_", node), 4 + slots,
                      1 + slots + (has_clipped ? 1 : 0));
@@ -267,7 +293,8 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     c.rho = slot(kSlotRho);
     c.one_minus_rho = slot(kSlotOneMinusRho);
     llvm::Value* clip_coef = clip ? slot(kSlotClip) : nullptr;
-    llvm::Value* count = update.load(update.i64(), update.operand(3), update.i64(0));
+    llvm::Value* first = update.load(update.i64(), update.operand(3), update.i64(0));
+    llvm::Value* end = update.load(update.i64(), update.operand(3), update.i64(1));
     llvm::Value* param_in = update.operand(0);
     llvm::Value* grad_in = update.operand(1);
     llvm::Value* param_out = update.result(0);
@@ -278,7 +305,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
       new_state[s] = update.result(1 + s);
     }
     update.loop(
-        update.i64(0), count,
+        first, end,
         [&](llvm::Value* k) {
           auto load = [&](llvm::Value* base) { return cur->load(cur->f32(), base, k); };
           auto store = [&](llvm::Value* v, llvm::Value* base) { cur->store(v, base, k); };
@@ -359,9 +386,19 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
                             value(c.one_minus_beta1), value(c.one_minus_beta2), value(c.step_size),
                             value(c.bias_correction2_sqrt), value(c.rho), value(c.one_minus_rho),
                             value(clip_coef)});
+    // The plain function: all elements; the row function: those in its
+    // rows, [max(begin - start, 0), min(end - start, size)) (none when the
+    // rows end before the parameter or start after it).
+    llvm::Value* range = lb.array(lb.i64(), {lb.i64(0), lb.i64(sizes[i])});
+    if (!clip) {
+      llvm::Value* from = b.CreateBinaryIntrinsic(
+          llvm::Intrinsic::smax, b.CreateSub(lb.row_begin(), lb.i64(starts[i])), lb.i64(0));
+      llvm::Value* to = b.CreateBinaryIntrinsic(
+          llvm::Intrinsic::smin, b.CreateSub(lb.row_end(), lb.i64(starts[i])), lb.i64(sizes[i]));
+      range = lb.array(lb.i64(), {from, to});
+    }
     std::vector<llvm::Value*> operands = {lb.operand(in->at(kParams, i)),
-                                          lb.operand(in->at(kGrads, i)), slots_of_i,
-                                          lb.array(lb.i64(), {lb.i64(sizes[i])})};
+                                          lb.operand(in->at(kGrads, i)), slots_of_i, range};
     std::vector<llvm::Value*> results = {lb.result(out->at(kNewParams, i))};
     for (int s = 0; s < slots; ++s) {
       operands.push_back(lb.operand(in->at(kStates, s * n + i)));
@@ -370,7 +407,24 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     if (has_clipped) results.push_back(lb.result(out->at(kClippedGrads, i)));
     b.CreateCall(update_parameter, {lb.array(ptr, operands), lb.array(ptr, results)});
   }
-  return OpLoop{lb.finish(), false};
+  if (clip) return OpLoop{lb.finish(), false};
+  OpLoop loop{lb.finish(), false};
+  loop.rows = total;
+  loop.grain = 16; // a split at whole vectors
+  loop.work = total;
+  if (in->count[kSteps]) {
+    // The counters, advanced after every row is updated.
+    LoopBuilder counters(module, absl::StrCat("mstep_xla_update_steps_", node),
+                         nd.operands.size(), nd.results.size());
+    for (int i = 0; i < n; ++i)
+      counters.store(counters.b().CreateAdd(counters.load(counters.i64(),
+                                                          counters.operand(in->at(kSteps, i)),
+                                                          counters.i64(0)),
+                                            counters.i64(1)),
+                     counters.result(out->at(kNewSteps, i)), counters.i64(0));
+    loop.after_rows = counters.finish();
+  }
+  return loop;
 }
 
 } // namespace mstep::xla

@@ -10,6 +10,10 @@
 // - dropout: kept iff (w0 >> 8) * 2^-24 >= p; x * (kept ? 1/(1-p) : 0) in
 //   f64, rounded once (NaN stays NaN where dropped).
 // - arange: start + i * step in f64, then f32 (or truncated to i64).
+// Each is a row function over the elements (a row per element), which the
+// step function splits over the threads: an element's value depends only
+// on its index, so the split changes no bit. The Philox ops weigh 16 per
+// element for the split's threshold (as the cpu backend's dropout kernel).
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
@@ -77,21 +81,27 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
     }
   }
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1);
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), nd.operands.size(), 1,
+                 LoopBuilder::Rows{});
+  OpLoop loop{nullptr, false};
+  loop.rows = numel;
+  loop.grain = 16; // whole vectors
+  loop.work = op == OpKind::arange ? numel : numel * 16;
   auto& b = lb.b();
   llvm::Value* y = lb.result(0);
   if (op == OpKind::arange) {
     const double start = attr_double(nd.attrs, AttrName::start);
     const double step = attr_double(nd.attrs, AttrName::step);
     lb.loop(
-        numel,
+        lb.row_begin(), lb.row_end(),
         [&](llvm::Value* i) {
           llvm::Value* v =
               b.CreateFAdd(lb.f64(start), b.CreateFMul(b.CreateSIToFP(i, lb.f64()), lb.f64(step)));
           lb.store(out.dtype == DType::i64 ? b.CreateFPToSI(v, lb.i64()) : lb.to_f32(v), y, i);
         },
         /*parallel=*/true);
-    return OpLoop{lb.finish(), false};
+    loop.function = lb.finish();
+    return loop;
   }
   llvm::Value* state = lb.operand(state_operand);
   llvm::Value* seed = lb.load(lb.i64(), state, lb.i64(0));
@@ -99,7 +109,7 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
   llvm::Value* first = b.CreateAdd(lb.load(lb.i64(), state, lb.i64(1)), lb.i64(offset));
   const double p = op == OpKind::dropout ? attr_double(nd.attrs, AttrName::p) : 0.0;
   lb.loop(
-      numel,
+      lb.row_begin(), lb.row_end(),
       [&](llvm::Value* i) {
         auto [w0, w1] = philox(lb, seed, b.CreateAdd(first, i));
         llvm::Value* v = nullptr;
@@ -124,7 +134,8 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
         lb.store(v, y, i);
       },
       /*parallel=*/true);
-  return OpLoop{lb.finish(), false};
+  loop.function = lb.finish();
+  return loop;
 }
 
 } // namespace mstep::xla

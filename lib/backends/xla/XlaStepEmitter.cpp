@@ -295,7 +295,7 @@ private:
   void emit_loop(uint32_t node, const OpLoop& loop) {
     store_pointers(node);
     if (loop.check) stop_unless_zero(node, b_.CreateCall(loop.check, {operands_, results_}));
-    if (loop.rows > 0) { // a row function: split over the threads when large
+    if (loop.function->arg_size() == 4) { // a row function: split when large
       auto* row_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, i64_, i64_}, false);
       auto* parallel_type =
           llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, ptr_, i64_, i64_}, false);
@@ -306,6 +306,7 @@ private:
       else
         b_.CreateCall(row_type, loop.function,
                       {operands_, results_, b_.getInt64(0), b_.getInt64(loop.rows)});
+      if (loop.after_rows) b_.CreateCall(loop.after_rows, {operands_, results_});
       return;
     }
     llvm::Value* status = b_.CreateCall(loop.function, {operands_, results_});
