@@ -161,7 +161,7 @@ TEST_F(CudaNcclStepTest, TheCallRunsOnTheStreamBetweenTheKernelsOverTheirBuffers
   auto exe = CudaExecutable::create(*backend_, *plan);
   ASSERT_TRUE(exe.ok()) << exe.status();
   // A world of one without MPI: a unique id and a 1-rank communicator.
-  EXPECT_THAT(fake_nccl_log(), HasSubstr("ncclGetUniqueId\nncclCommInitRank nranks=1 rank=0 id=7\n"));
+  EXPECT_THAT(fake_nccl_log(), HasSubstr("ncclGetUniqueId\nncclCommInitRankConfig nranks=1 rank=0 id=7 blocking=0\n"));
   BufferPtr x = input({Shape({8, 64}), DType::f32});
   const size_t before = fake_.calls.size();
   auto out = (*exe)->run({x});

@@ -21,6 +21,12 @@
 //     then maybe a ReLU or a tanh-form GELU that only the add reads: one
 //     cuBLASLt call with the BIAS / RELU_BIAS / GELU_BIAS epilogue writes
 //     the last op's result, and those ops launch nothing.
+//   - a cat whose operands can each be the whole of a value with bytes of
+//     its own, every one at an offset that is a multiple of
+//     kCudaArenaAlignment (DDP's bucket of flattened gradients): each
+//     operand's op writes straight into the cat's result at the operand's
+//     offset, and the cat launches nothing (otherwise it is a copy kernel
+//     per operand, CudaOpLoops.h).
 // A returned value is never a view (each run hands outputs buffers of
 // their own). Library-internal; MLIR.
 #pragma once
@@ -31,6 +37,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "lib/backends/cuda/CublasLt.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mstep/ir/dialect/MstepOps.h"
 #include "mstep/passes/MemoryPlan.h"
 
 namespace mstep::cuda {
@@ -71,6 +78,12 @@ class CudaViews {
   size_t num_views() const { return views_.size(); }
 
  private:
+  /// Whether `cat`'s operands can be written into its result (step 4 of
+  /// the constructor); `placed` gets each operand's root and byte offset.
+  bool cat_in_place(dialect::CatOp cat, const llvm::DenseSet<mlir::Value>& returned,
+                    const llvm::DenseSet<mlir::Value>& written_into_output,
+                    llvm::SmallVectorImpl<std::pair<mlir::Value, int64_t>>& placed) const;
+
   llvm::DenseMap<mlir::Value, passes::ViewOf> views_;
   llvm::DenseSet<mlir::Value> transposed_reads_;
   llvm::DenseMap<mlir::Operation*, mlir::Operation*> transposed_results_;
