@@ -134,9 +134,10 @@ inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b
 }
 
 /// Runs `compiled`'s plan on host buffers in plan order: each cuBLASLt
-/// step as host_matmul, each collective of a world of one as a copy, each func of kernels' whole tiled loop nest at its
-/// first launch (a func's launches are consecutive); aliases in their
-/// roots' bytes. No cuDNN steps.
+/// step as host_matmul, each collective of a world of one as a copy, each
+/// func of kernels' whole tiled loop nest at its first launch (a func's
+/// launches are consecutive); aliases in their roots' bytes. No cuDNN
+/// steps.
 inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep& compiled,
                              std::vector<std::vector<char>>& values) {
   const CudaPlan& plan = compiled.plan;

@@ -56,7 +56,8 @@ TEST(NcclFake, PlansOneCallPerCollective) {
   ASSERT_TRUE(mean.ok()) << mean.status();
   EXPECT_EQ(mean->count, 24u);
   EXPECT_EQ(mean->reduce, ncclAvg);
-  auto scatter = plan_nccl_call(step(OpKind::reduce_scatter, 2), x, TensorType{Shape{2, 6}, DType::f32});
+  auto scatter =
+      plan_nccl_call(step(OpKind::reduce_scatter, 2), x, TensorType{Shape{2, 6}, DType::f32});
   ASSERT_TRUE(scatter.ok()) << scatter.status();
   EXPECT_EQ(scatter->count, 12u);  // received per rank
   EXPECT_EQ(scatter->reduce, ncclMax);

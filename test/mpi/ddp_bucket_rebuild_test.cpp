@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "examples/models/GptMini.h"
 #include "mstep/mstep.h"
 
 namespace mstep {
@@ -30,13 +29,12 @@ namespace dist = mstep::distributed;
 /// p0).
 struct Chain : nn::Module {
   Chain() : nn::Module("Chain") {
-    for (int i = 0; i < 3; ++i) {
-      p.push_back(full({4}, 1.0 + i));
-      register_parameter("p" + std::to_string(i), p.back());
-    }
+    register_parameter("p0", p0);
+    register_parameter("p1", p1);
+    register_parameter("p2", p2);
   }
-  Tensor forward(const Tensor& x) { return ((x * p[2]) * p[1]) * p[0]; }
-  std::vector<Tensor> p;
+  Tensor forward(const Tensor& x) { return ((x * p2) * p1) * p0; }
+  Tensor p0 = full({4}, 1.0), p1 = full({4}, 2.0), p2 = full({4}, 3.0);
 };
 
 Tensor chain_input() {
@@ -54,7 +52,7 @@ TEST(DdpRebuild, BucketsFollowTheFirstBackwardsReadyOrderOnce) {
   EXPECT_EQ(ddp.bucket_indices(), (Buckets{{0, 1}, {2}}));
   mark_step();
   // Once: a backward in another order changes nothing.
-  (model.p[0] * (model.p[1] * model.p[2])).sum().backward();
+  (model.p0 * (model.p1 * model.p2)).sum().backward();
   EXPECT_EQ(ddp.bucket_indices(), (Buckets{{0, 1}, {2}}));
   mark_step();
 }
@@ -72,7 +70,7 @@ TEST(DdpRebuild, ABackwardUnderNoSyncDoesNotRebuild) {
   nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = k32Bytes});
   {
     auto guard = ddp.no_sync();
-    (model.p[0] * (model.p[1] * model.p[2])).sum().backward();  // ready order p2, p1, p0
+    (model.p0 * (model.p1 * model.p2)).sum().backward();  // ready order p2, p1, p0
   }
   EXPECT_EQ(ddp.bucket_indices(), (Buckets{{2, 1}, {0}}));
   model.forward(chain_input()).sum().backward();  // the first synced one: p0, p1, p2
@@ -83,11 +81,11 @@ TEST(DdpRebuild, ABackwardUnderNoSyncDoesNotRebuild) {
 TEST(DdpRebuild, ParametersTheFirstBackwardMissesGoLast) {
   Chain model;
   nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = k32Bytes});
-  (model.p[1] * 2.0).sum().backward();  // p1 only; p2, p0 in their old order after it
+  (model.p1 * 2.0).sum().backward();  // p1 only; p2, p0 in their old order after it
   EXPECT_EQ(ddp.bucket_indices(), (Buckets{{1, 2}, {0}}));
   mark_step();
-  for (float g : model.p[0].grad().to_vector<float>()) EXPECT_EQ(g, 0.0f);
-  for (float g : model.p[1].grad().to_vector<float>()) EXPECT_EQ(g, 2.0f);
+  for (float g : model.p0.grad().to_vector<float>()) EXPECT_EQ(g, 0.0f);
+  for (float g : model.p1.grad().to_vector<float>()) EXPECT_EQ(g, 2.0f);
 }
 
 // After the rebuild, the bucket of p0 and p1 (8 floats) is complete before
@@ -119,37 +117,47 @@ TEST(DdpRebuild, TheRebuiltPairIsReducedBeforeTheLastGradient) {
   }
 }
 
-constexpr int64_t kRows = 2, kSeq = 8, kVocab = 11, kSteps = 4;
+/// An MLP whose layers are registered in the reverse of their use: the
+/// construction's guess (reverse registration: body, then head) is wrong,
+/// the backward makes head's gradients ready first.
+struct Reversed : nn::Module {
+  Reversed()
+      : nn::Module("Reversed"),
+        head(register_module("head", std::make_shared<nn::Linear>(16, 5))),
+        body(register_module("body", std::make_shared<nn::Linear>(12, 16))) {}
+  Tensor forward(const Tensor& x) { return log_softmax(head->forward(relu(body->forward(x))), 1); }
+  std::shared_ptr<nn::Linear> head, body;
+};
 
-/// GPT-mini trained for kSteps on this rank's rows under DDP (small
-/// buckets: several of them), lazily or, from the second step (after the
-/// rebuild), captured once and replayed. The final weights, and the
-/// buckets it ended with.
-struct Run {
+constexpr int64_t kRows = 4, kSteps = 4;
+
+/// A training of Reversed for kSteps on this rank's rows under DDP
+/// (buckets of 400 bytes: head.weight 320, head.bias 20, body.weight 768,
+/// body.bias 64), lazily or, from the second step (after the rebuild),
+/// captured once and replayed: the final weights, and the buckets it
+/// ended with.
+struct Training {
   std::map<std::string, std::vector<float>> weights;
   Buckets buckets;
 };
 
-Run train_gpt(bool rebuild, bool replay) {
+Training train(bool rebuild, bool replay) {
   manual_seed(5 + dist::rank());  // the construction's broadcast makes them equal
-  examples::GptMini model(
-      examples::GptConfig{.vocab = kVocab, .dim = 16, .heads = 2, .layers = 1, .max_seq = kSeq});
-  nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = 2048.0 / (1024 * 1024),
+  Reversed model;
+  nn::DistributedDataParallel ddp(model, {.bucket_cap_mb = 400.0 / (1024 * 1024),
                                           .rebuild_buckets = rebuild});
-  optim::SGD opt(model.parameters(), {.lr = 0.05, .momentum = 0.9});
+  optim::SGD opt(model.parameters(), {.lr = 0.1, .momentum = 0.9});
   auto batch = [](int64_t step) {
-    std::vector<int64_t> tokens(kRows * kSeq), targets(kRows * kSeq);
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      tokens[i] = static_cast<int64_t>((i * 7 + step * 3 + dist::rank() * 5) % kVocab);
-      targets[i] = static_cast<int64_t>((i * 5 + step + dist::rank()) % kVocab);
-    }
-    return std::vector<Tensor>{from_vector(tokens, {kRows, kSeq}),
-                               from_vector(targets, {kRows, kSeq})};
+    std::vector<float> x(kRows * 12);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = float(((i * 7 + step * 3 + dist::rank() * 5) % 23) / 23.0 - 0.5);
+    std::vector<int64_t> y(kRows);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int64_t>((i + step + dist::rank()) % 5);
+    return std::vector<Tensor>{from_vector(x, {kRows, 12}), from_vector(y, {kRows})};
   };
   auto step = [&](const std::vector<Tensor>& in) {
     opt.zero_grad();
-    Tensor logits = model.forward(in[0], Tensor());
-    cross_entropy(logits.reshape({-1, kVocab}), in[1].reshape({-1})).backward();
+    nll_loss(model.forward(in[0]), in[1]).backward();
     opt.step();
     mark_step();
   };
@@ -168,22 +176,22 @@ Run train_gpt(bool rebuild, bool replay) {
       graph.replay();
     }
   }
-  Run run;
+  Training run;
   for (auto& [name, p] : model.named_parameters()) run.weights[name] = p.to_vector<float>();
   run.buckets = ddp.bucket_indices();
   return run;
 }
 
 TEST(DdpRebuild, WeightsAreBitwiseThoseWithoutTheRebuild) {
-  const Run rebuilt = train_gpt(/*rebuild=*/true, /*replay=*/false);
-  const Run kept = train_gpt(/*rebuild=*/false, /*replay=*/false);
+  const Training rebuilt = train(/*rebuild=*/true, /*replay=*/false);
+  const Training kept = train(/*rebuild=*/false, /*replay=*/false);
   ASSERT_NE(rebuilt.buckets, kept.buckets) << "the rebuild changed nothing: a vacuous check";
   for (const auto& [name, w] : kept.weights) EXPECT_EQ(rebuilt.weights.at(name), w) << name;
 }
 
 TEST(DdpRebuild, AStepCapturedAfterTheRebuildReplaysAsLazy) {
-  const Run lazy = train_gpt(/*rebuild=*/true, /*replay=*/false);
-  const Run replayed = train_gpt(/*rebuild=*/true, /*replay=*/true);
+  const Training lazy = train(/*rebuild=*/true, /*replay=*/false);
+  const Training replayed = train(/*rebuild=*/true, /*replay=*/true);
   EXPECT_EQ(replayed.buckets, lazy.buckets);
   for (const auto& [name, w] : lazy.weights) EXPECT_EQ(replayed.weights.at(name), w) << name;
 }

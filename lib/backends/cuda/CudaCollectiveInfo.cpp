@@ -24,7 +24,8 @@ absl::Status check_cuda_collective(const CudaCollectiveInfo& info, const TensorT
   const std::string what = absl::StrCat("cuda: op 'mstep.", name, "' (", info.origin, ", ",
                                         input.to_string(), ")");
   const bool reduces = info.op == OpKind::all_reduce || info.op == OpKind::reduce_scatter;
-  if (info.world_size < 1 || info.world_size > (int64_t{1} << 24) || info.reduce_op < 0 || info.reduce_op > 3 ||
+  if (info.world_size < 1 || info.world_size > (int64_t{1} << 24) || info.reduce_op < 0 ||
+      info.reduce_op > 3 ||
       (info.op == OpKind::broadcast && (info.root < 0 || info.root >= info.world_size)) ||
       info.dim < 0 || (info.dim > 0 && static_cast<size_t>(info.dim) >= input.shape.rank()))
     return absl::InvalidArgumentError(

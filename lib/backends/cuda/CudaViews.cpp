@@ -238,8 +238,12 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
     // into it, when the operand has bytes of its own that nothing else
     // claims (not an input, an output, a view, or an op that writes its
     // results itself: attention, custom ops).
+    // (Only a value of the output's size: a slice of part of its operand
+    // does not hold the operand.)
     mlir::Operation* producer = input.getDefiningOp();
     if (*offset != 0 || producer == nullptr || returned.contains(input) ||
+        llvm::cast<mlir::ShapedType>(input.getType()).getNumElements() !=
+            llvm::cast<mlir::ShapedType>(result.getType()).getNumElements() ||
         views_.count(input) || written_into_output.contains(input) || silent_.contains(producer) ||
         llvm::isa<dialect::CustomOp, dialect::SdpaOp, dialect::SdpaBackwardOp>(producer))
       continue;

@@ -174,7 +174,8 @@ absl::Status issue_nccl_call(const NcclApi& api, const NcclComm& comm, const Ncc
     default:
       return absl::InternalError("nccl: not a collective");
   }
-  if (r != ncclSuccess) return nccl_error(api, absl::StrCat("mstep.", cuda_collective_name(c.op)), r);
+  if (r != ncclSuccess)
+    return nccl_error(api, absl::StrCat("mstep.", cuda_collective_name(c.op)), r);
   return absl::OkStatus();
 }
 

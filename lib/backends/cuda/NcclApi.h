@@ -53,7 +53,8 @@ struct NcclApi {
 /// dlopen's `path` ("libnccl.so.2" by name: the loader's path, where the
 /// toolkit's NCCL is) and every function of the table. Unavailable
 /// "nccl: unavailable: <reason>" on failure, or for an NCCL older than
-/// 2.14 (ncclAvg is 2.10, ncclCommInitRankConfig's non-blocking init 2.14). Loaded once per path; the table lives forever.
+/// 2.14 (ncclAvg is 2.10, ncclCommInitRankConfig's non-blocking init
+/// 2.14). Loaded once per path; the table lives forever.
 absl::StatusOr<const NcclApi*> load_nccl(const std::string& path = "libnccl.so.2");
 
 /// "ncclInvalidArgument (invalid argument)" for a failed call.

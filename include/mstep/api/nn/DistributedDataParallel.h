@@ -22,6 +22,15 @@
 // holds bucket_cap_mb megabytes (MiB, as PyTorch; first_bucket_cap_mb for
 // the first bucket of each dtype when set).
 //
+// A hook on each parameter's gradient accumulation records, when a
+// bucket's last gradient has been computed, the bucket's flat buffer (the gradients concatenated) and one
+// mstep.all_reduce (mean) of it, in the middle of the backward's ops: the
+// optimizer update of a parameter depends only on its own bucket. With
+// gradient_as_bucket_view every .grad() becomes a view (slice and
+// reshape, no copy) of the reduced bucket; without it each is a copy.
+// Works in lazy mode and inside a Graph capture (the collectives are ops
+// of the captured step and replay with it).
+//
 // Bucket rebuild (rebuild_buckets, on by default, as PyTorch): the first
 // backward() that all-reduces records the order in which its gradients
 // become ready, and when it ends the buckets are formed again, by the same
@@ -36,15 +45,7 @@
 // After the rebuild a bucket's all_reduce is recorded as soon as the
 // backward has computed its last gradient, so the first buckets' reduction
 // starts early in the backward. The reduction is per element, so the
-// rebuild changes where a gradient sits in a bucket, never its value. A hook on each parameter's gradient
-// accumulation records, when a bucket's last gradient has been computed,
-// the bucket's flat buffer (the gradients concatenated) and one
-// mstep.all_reduce (mean) of it, in the middle of the backward's ops: the
-// optimizer update of a parameter depends only on its own bucket. With
-// gradient_as_bucket_view every .grad() becomes a view (slice and
-// reshape, no copy) of the reduced bucket; without it each is a copy.
-// Works in lazy mode and inside a Graph capture (the collectives are ops
-// of the captured step and replay with it).
+// rebuild changes where a gradient sits in a bucket, never its value.
 //
 // A parameter that gets no gradient in a backward() on this rank (unused
 // in the forward) adds its current .grad() (zeros when it has none) to its
