@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "examples/models/Mlp.h"
 #include "test/cuda/HostStepCheck.h"
+#include "test/unit/GptTrainingGraph.h"
 
 namespace mstep::cuda {
 namespace {
@@ -90,6 +91,16 @@ TEST(CudaDdpBucketHost, AlignedGradientsAreWrittenIntoTheBucket) {
   ASSERT_GE(bucket, 0) << describe_cuda_plan(compiled.plan);
   EXPECT_EQ(count_cat_kernels(compiled.plan), 0u) << describe_cuda_plan(compiled.plan);
   EXPECT_GE(aliases_into(compiled.plan, bucket), 4u) << describe_cuda_plan(compiled.plan);
+}
+
+// gpt_train --ddp's step with the default buckets (one 25 MiB bucket,
+// after the rebuild): its gradients, clipped and AdamW-updated weights as
+// ref's, within CudaGptHost's bound for the composed attention.
+TEST(CudaDdpBucketHost, GptMinisStepWithTheDefaultBucketsMatchesRef) {
+  CompiledCudaStep compiled;
+  ASSERT_NO_FATAL_FAILURE(testing::expect_step_on_host_matches_ref(
+      mstep::testing::gpt_training_step_graph(3, /*ddp=*/true), 16, 5e-5f, &compiled));
+  EXPECT_GE(reduced_bucket(compiled.plan), 0) << describe_cuda_plan(compiled.plan);
 }
 
 }  // namespace
