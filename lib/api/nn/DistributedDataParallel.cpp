@@ -1,7 +1,8 @@
 // nn::DistributedDataParallel (mstep/api/nn/DistributedDataParallel.h):
 // the cross-rank module check, the broadcast of rank 0's state, and the
 // gradient buckets, reduced from hooks on the autograd engine's gradient
-// accumulation (lib/api/autograd/GradFn.h).
+// accumulation (lib/api/autograd/GradFn.h) and rebuilt once in the order
+// the first synced backward made the gradients ready.
 #include "mstep/api/nn/DistributedDataParallel.h"
 
 #include <algorithm>
