@@ -124,10 +124,11 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
   # on a 1-rank communicator (run.sh finds libnccl.so.2, never bundled); an
   # all_reduce of one rank is the identity, so ref's outputs hold, as for
   # gpt_train_f32. Small dims: the bundle's size limit (about 0.5 MiB
-  # compressed); a bucket per parameter (--bucket-mb tiny), since the
-  # buckets' mstep.cat is not lowered for cuda yet.
+  # compressed). The default buckets: the gradients flattened into them
+  # (mstep.cat: copy kernels, or written in place at aligned offsets) after
+  # the bucket rebuild of the first step.
   add_step gpt_train_ddp $'blocks\\.[0-9]+\\.qkv\\.bias 1e-3 0.048\n* 1e-3 0' \
-    gpt_train --steps 3 --ddp --bucket-mb 0.000001 --dim 32 --layers 1 --heads 2 --seq 32 --batch 4
+    gpt_train --steps 3 --ddp --dim 32 --layers 1 --heads 2 --seq 32 --batch 4
   # A custom op's CUDA C++ kernels (issue 22 §3): the GIoU loss's box
   # regressor step (test/export/giou_export_worker.cpp: forward, the
   # giou_loss and giou_loss_backward custom ops, SGD) exported on ref with

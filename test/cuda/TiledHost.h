@@ -156,9 +156,10 @@ inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b
 }
 
 /// Runs `compiled`'s plan on host buffers in plan order: each cuBLASLt
-/// step as host_matmul, each func of kernels' whole tiled loop nest at its
-/// first launch (a func's launches are consecutive); aliases in their
-/// roots' bytes. No cuDNN steps.
+/// step as host_matmul, each collective of a world of one as a copy, each
+/// func of kernels' whole tiled loop nest at its first launch (a func's
+/// launches are consecutive); aliases in their roots' bytes. No cuDNN
+/// steps.
 inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep& compiled,
                              std::vector<std::vector<char>>& values) {
   const CudaPlan& plan = compiled.plan;
@@ -169,6 +170,16 @@ inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep&
   reset_error_word(plan, values);
   for (const CudaLaunchStep& launch : plan.launches) {
     ASSERT_LT(launch.attention, 0) << "a cuDNN step has no host form";
+    if (launch.collective >= 0) {
+      // A collective of one rank (each kind, and mean) is the identity.
+      const CudaCollectiveInfo& c = plan.collectives[launch.collective];
+      ASSERT_EQ(c.world_size, 1) << c.origin << ": only a world of one runs on the host";
+      const size_t bytes = plan.values[launch.args[0]].bytes();
+      ASSERT_EQ(bytes, plan.values[launch.writes[0]].bytes()) << c.origin;
+      std::memmove(host_bytes(&plan, values, launch.writes[0]),
+                   host_bytes(&plan, values, launch.args[0]), bytes);
+      continue;
+    }
     if (launch.matmul >= 0) {
       const CudaMatmulInfo& info = plan.matmuls[launch.matmul];
       const char* bias = info.shape.bias ? host_bytes(&plan, values, launch.args[2]) : nullptr;

@@ -53,7 +53,8 @@ int run() {
   const std::string log = log_fn();
   const bool made_id = log.find("ncclGetUniqueId") != std::string::npos;
   if (made_id != (rank == 0)) return fail(absl::StrCat("ncclGetUniqueId called: ", made_id, "\n", log));
-  const std::string joined = absl::StrCat("ncclCommInitRank nranks=2 rank=", rank, " id=7");
+  const std::string joined =
+      absl::StrCat("ncclCommInitRankConfig nranks=2 rank=", rank, " id=7 blocking=0");
   if (log.find(joined) == std::string::npos) return fail(absl::StrCat("no '", joined, "' in\n", log));
   exe->reset();
   backend->reset();

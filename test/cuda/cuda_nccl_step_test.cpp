@@ -161,7 +161,8 @@ TEST_F(CudaNcclStepTest, TheCallRunsOnTheStreamBetweenTheKernelsOverTheirBuffers
   auto exe = CudaExecutable::create(*backend_, *plan);
   ASSERT_TRUE(exe.ok()) << exe.status();
   // A world of one without MPI: a unique id and a 1-rank communicator.
-  EXPECT_THAT(fake_nccl_log(), HasSubstr("ncclGetUniqueId\nncclCommInitRank nranks=1 rank=0 id=7\n"));
+  EXPECT_THAT(fake_nccl_log(),
+              HasSubstr("ncclGetUniqueId\nncclCommInitRankConfig nranks=1 rank=0 id=7 blocking=0\n"));
   BufferPtr x = input({Shape({8, 64}), DType::f32});
   const size_t before = fake_.calls.size();
   auto out = (*exe)->run({x});
@@ -205,6 +206,31 @@ TEST_F(CudaNcclStepTest, OneCommunicatorPerBackendDestroyedWithIt) {
   second->reset();
   backend_.reset();
   EXPECT_EQ(count(fake_nccl_log(), "ncclCommDestroy"), 1u);
+}
+
+// The communicator's init is non-blocking and given up after the backend's
+// collective timeout: a peer that never joins fails the executable's
+// load, naming the op, the rank, the world and the timeout; the backend
+// makes its communicator at the next load.
+TEST_F(CudaNcclStepTest, ACommunicatorInitThatNeverEndsFailsTheLoadAfterTheTimeout) {
+  CudaBackendOptions options;
+  options.nccl_library = MSTEP_FAKE_LIBNCCL;
+  options.collective_timeout_s = 0.05;
+  auto backend = CudaBackend::create(fake_.driver(), options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto plan = plan_of(reduce_step(1).c_str());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  add_kernels(*plan);
+  fake_nccl_fn<void(int, int)>("mstep_fake_nccl_set_init")(-1, ncclSuccess);
+  auto stuck = CudaExecutable::create(**backend, *plan);
+  ASSERT_FALSE(stuck.ok());
+  EXPECT_EQ(stuck.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(stuck.status().message(),
+              HasSubstr("making the NCCL communicator for mstep.all_reduce #1: nccl: "
+                        "ncclCommInitRankConfig (rank 0 of 1) not done within 0.05 s"));
+  EXPECT_THAT(fake_nccl_log(), HasSubstr("ncclCommAbort"));
+  auto next = CudaExecutable::create(**backend, *plan);
+  EXPECT_TRUE(next.ok()) << next.status();
 }
 
 TEST_F(CudaNcclStepTest, ANcclErrorNamesTheOpTheRankAndNcclsText) {

@@ -62,6 +62,35 @@ func.func @step(%x: tensor<8x16xf32>) -> tensor<3x16xf32> {
 }
 )";
 
+/// A returned slice of the first rows of an intermediate: the slice is
+/// a copy (the exp cannot write its 8 rows into the 2-row output).
+constexpr const char* kReturnedSliceStep = R"(
+func.func @step(%x: tensor<8x64xf32>) -> tensor<2x64xf32> {
+  %e = mstep.exp %x : tensor<8x64xf32>
+  %s = mstep.slice %e {dim = 0 : i64, start = 0 : i64, end = 2 : i64, step = 1 : i64} : tensor<8x64xf32> -> tensor<2x64xf32>
+  return %s : tensor<2x64xf32>
+}
+)";
+
+/// Cats (DDP's bucket flattening): %c of two 512-byte values at offsets 0
+/// and 512 (exp and tanh write into it: no launch); %d along dim 1 of
+/// [2, 64]s (each operand two runs of the result: a copy kernel each); %e
+/// with an operand at byte 20 (not aligned: a copy kernel each).
+constexpr const char* kCatStep = R"(
+func.func @step(%x: tensor<2x64xf32>, %y: tensor<2x64xf32>, %z: tensor<5xf32>)
+    -> (tensor<256xf32>, tensor<2x128xf32>, tensor<133xf32>) {
+  %a = mstep.exp %x : tensor<2x64xf32>
+  %b = mstep.tanh %y : tensor<2x64xf32>
+  %ra = mstep.reshape %a : tensor<2x64xf32> -> tensor<128xf32>
+  %rb = mstep.reshape %b : tensor<2x64xf32> -> tensor<128xf32>
+  %c = mstep.cat %ra, %rb {dim = 0 : i64} : tensor<128xf32>, tensor<128xf32> -> tensor<256xf32>
+  %d = mstep.cat %a, %b {dim = 1 : i64} : tensor<2x64xf32>, tensor<2x64xf32> -> tensor<2x128xf32>
+  %n = mstep.neg %z : tensor<5xf32>
+  %e = mstep.cat %n, %rb {dim = 0 : i64} : tensor<5xf32>, tensor<128xf32> -> tensor<133xf32>
+  return %c, %d, %e : tensor<256xf32>, tensor<2x128xf32>, tensor<133xf32>
+}
+)";
+
 /// The launches of `plan` whose kernels come from `op` ("mstep.slice").
 int launches_of(const CudaPlan& plan, absl::string_view op) {
   int n = 0;
@@ -148,6 +177,45 @@ TEST(CudaViews, AnUnalignedSliceStaysACopy) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(launches_of(*plan, "mstep.slice"), 1);
   EXPECT_TRUE(plan->aliases.empty());
+}
+
+TEST(CudaViews, AReturnedSliceOfPartOfAValueIsACopy) {
+  auto plan = testing::plan_of(kReturnedSliceStep);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(launches_of(*plan, "mstep.slice"), 1);
+  EXPECT_TRUE(plan->aliases.empty());
+}
+
+TEST(CudaViews, ACatOfAlignedWholeValuesIsWrittenInPlaceOthersAreCopies) {
+  testing::CudaStepContext step(kCatStep);
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const CudaPlan& plan = compiled->plan;
+  EXPECT_EQ(launches_of(plan, "mstep.cat"), 4);  // %d's two and %e's two
+  // exp and tanh write output 0 at bytes 0 and 512.
+  std::vector<int64_t> offsets;
+  for (const CudaAlias& alias : plan.aliases)
+    if (alias.root == plan.outputs[0] && plan.values[alias.value].shape.rank() == 2)
+      offsets.push_back(alias.byte_offset);
+  EXPECT_THAT(offsets, ElementsAre(0, 512));
+  std::vector<std::vector<float>> inputs = {testing::random_floats(128, 3),
+                                            testing::random_floats(128, 4),
+                                            testing::random_floats(5, 5)};
+  std::vector<std::vector<char>> values = testing::host_values(plan, inputs);
+  ASSERT_NO_FATAL_FAILURE(testing::run_plan_on_host(step.context(), *compiled, values));
+  std::vector<std::vector<char>> input_bytes(values.begin(), values.begin() + 3);
+  auto ref = testing::ref_outputs(step.module(), input_bytes);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_EQ(ref->size(), 3u);
+  for (size_t o = 0; o < 3; ++o) {
+    // exp and tanh as the kernels compute them (libm on the host, as ref):
+    // the cats only move the bytes.
+    const float* got = testing::as<float>(values[plan.outputs[o]]);
+    const float* want = testing::as<float>((*ref)[o]);
+    for (int64_t k = 0; k < plan.values[plan.outputs[o]].numel(); ++k)
+      ASSERT_NEAR(got[k], want[k], 1e-6f * (1 + std::fabs(want[k])))
+          << "output " << o << " [" << k << "]";
+  }
 }
 
 TEST(CudaViews, ABadAliasIsAnErrorNamingIt) {

@@ -1,10 +1,12 @@
 // GPT-mini's second training step as gpt_train runs it (cross-entropy,
 // clip_grad_norm_(1.0), AdamW with weight decay): the graph in which the
-// parameters and the optimizer state are arguments. Shared by the tests
+// parameters and the optimizer state are arguments; with `ddp`, under
+// nn::DistributedDataParallel as gpt_train --ddp runs it. Shared by the tests
 // that compile a whole training step (fuse-optimizer, cuda coverage).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "examples/models/GptMini.h"
@@ -12,11 +14,14 @@
 
 namespace mstep::testing {
 
-inline TraceGraph gpt_training_step_graph(uint64_t seed) {
+inline TraceGraph gpt_training_step_graph(uint64_t seed, bool ddp = false) {
   manual_seed(seed);
   examples::GptMini model(
       examples::GptConfig{.vocab = 96, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
   model.train();
+  // gpt_train --ddp: default buckets (rebuilt after the first step).
+  std::optional<nn::DistributedDataParallel> wrapper;
+  if (ddp) wrapper.emplace(model);
   optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.1});
   TraceGraph graph;
   for (int k = 0; k < 2; ++k) {

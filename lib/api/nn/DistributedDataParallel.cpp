@@ -1,7 +1,8 @@
 // nn::DistributedDataParallel (mstep/api/nn/DistributedDataParallel.h):
 // the cross-rank module check, the broadcast of rank 0's state, and the
 // gradient buckets, reduced from hooks on the autograd engine's gradient
-// accumulation (lib/api/autograd/GradFn.h).
+// accumulation (lib/api/autograd/GradFn.h) and rebuilt once in the order
+// the first synced backward made the gradients ready.
 #include "mstep/api/nn/DistributedDataParallel.h"
 
 #include <algorithm>
@@ -35,13 +36,23 @@ struct DistributedDataParallel::State {
   std::vector<uint64_t> hooks;                         // per param, 0: none
   std::vector<Bucket> buckets;
   std::vector<std::vector<size_t>> bucket_indices;
+  double cap_bytes = 0, first_cap_bytes = 0;
   bool as_view = true;
   bool sync = true;       // false under no_sync()
   uint64_t armed_in = 0;  // the backward() whose end callback is queued
+  // Bucket rebuild: the parameters in the order their gradients became
+  // ready in the first synced backward; done once, at its end.
+  bool rebuild_pending = true;
+  std::vector<size_t> ready_order;
+  std::vector<bool> seen_ready;
 
+  /// Groups `order` (parameter indices) into buckets by the caps and
+  /// installs them (buckets, place, bucket_indices).
+  void assign_buckets(const std::vector<size_t>& order);
   void on_gradient(size_t param);
   void reduce(Bucket& bucket);
   void end_backward();
+  void rebuild_buckets();
 };
 
 namespace {
@@ -128,6 +139,10 @@ void DistributedDataParallel::State::on_gradient(size_t param) {
       bucket.reduced = false;
     }
   }
+  if (rebuild_pending && !seen_ready[param]) {
+    seen_ready[param] = true;
+    ready_order.push_back(param);
+  }
   auto [b, pos] = place[param];
   Bucket& bucket = buckets[b];
   if (!bucket.pending[pos].defined()) ++bucket.ready;
@@ -172,6 +187,50 @@ void DistributedDataParallel::State::end_backward() {
   for (Bucket& bucket : buckets)
     if (!bucket.reduced) reduce(bucket);
   for (Bucket& bucket : buckets) bucket.reduced = false;
+  if (rebuild_pending) rebuild_buckets();
+}
+
+void DistributedDataParallel::State::rebuild_buckets() {
+  // The parameters this backward reached, in the order their gradients
+  // became ready, then those it did not reach, in their bucket order.
+  rebuild_pending = false;
+  std::vector<size_t> order = ready_order;
+  for (const std::vector<size_t>& bucket : bucket_indices)
+    for (size_t i : bucket)
+      if (!seen_ready[i]) order.push_back(i);
+  ready_order.clear();
+  seen_ready.clear();
+  assign_buckets(order);
+}
+
+void DistributedDataParallel::State::assign_buckets(const std::vector<size_t>& order) {
+  // In `order`, a bucket per dtype in progress; a bucket closes once it
+  // holds at least the cap (PyTorch's compute_bucket_assignment_by_size).
+  // The first bucket of each dtype may have a cap of its own (PyTorch's
+  // bucket_size_limits: the first limit, then the cap).
+  bucket_indices.clear();
+  std::map<DType, std::pair<std::vector<size_t>, double>> open;
+  std::map<DType, bool> closed_one;
+  for (size_t i : order) {
+    const Tensor& p = params[i].second;
+    auto& [members, bytes] = open[p.dtype()];
+    members.push_back(i);
+    bytes += double(p.numel()) * double(element_size(p.dtype()));
+    if (bytes >= (closed_one[p.dtype()] ? cap_bytes : first_cap_bytes)) {
+      bucket_indices.push_back(std::move(members));
+      open.erase(p.dtype());
+      closed_one[p.dtype()] = true;
+    }
+  }
+  for (auto& [dtype, entry] : open) bucket_indices.push_back(std::move(entry.first));
+  buckets.clear();
+  for (size_t b = 0; b < bucket_indices.size(); ++b) {
+    Bucket bucket;
+    bucket.params = bucket_indices[b];
+    bucket.pending.resize(bucket.params.size());
+    for (size_t k = 0; k < bucket.params.size(); ++k) place[bucket.params[k]] = {b, k};
+    buckets.push_back(std::move(bucket));
+  }
 }
 
 DistributedDataParallel::DistributedDataParallel(Module& module,
@@ -202,36 +261,17 @@ DistributedDataParallel::DistributedDataParallel(Module& module,
   s.params = module.named_parameters();
   s.place.assign(s.params.size(), {0, 0});
   s.hooks.assign(s.params.size(), 0);
-  // Reverse registration order, a bucket per dtype in progress; a bucket
-  // closes once it holds at least the cap (PyTorch's
-  // compute_bucket_assignment_by_size).
-  // The first bucket of each dtype may have a cap of its own (PyTorch's
-  // bucket_size_limits: the first limit, then the cap).
-  const double cap = options.bucket_cap_mb * 1024 * 1024;
-  const double first_cap =
-      options.first_bucket_cap_mb > 0 ? options.first_bucket_cap_mb * 1024 * 1024 : cap;
-  std::map<DType, std::pair<std::vector<size_t>, double>> open;
-  std::map<DType, bool> closed_one;
-  for (size_t i = s.params.size(); i-- > 0;) {
-    const Tensor& p = s.params[i].second;
-    if (!p.requires_grad()) continue;
-    auto& [members, bytes] = open[p.dtype()];
-    members.push_back(i);
-    bytes += double(p.numel()) * double(element_size(p.dtype()));
-    if (bytes >= (closed_one[p.dtype()] ? cap : first_cap)) {
-      s.bucket_indices.push_back(std::move(members));
-      open.erase(p.dtype());
-      closed_one[p.dtype()] = true;
-    }
-  }
-  for (auto& [dtype, entry] : open) s.bucket_indices.push_back(std::move(entry.first));
-  for (size_t b = 0; b < s.bucket_indices.size(); ++b) {
-    State::Bucket bucket;
-    bucket.params = s.bucket_indices[b];
-    bucket.pending.resize(bucket.params.size());
-    for (size_t k = 0; k < bucket.params.size(); ++k) s.place[bucket.params[k]] = {b, k};
-    s.buckets.push_back(std::move(bucket));
-  }
+  s.cap_bytes = options.bucket_cap_mb * 1024 * 1024;
+  s.first_cap_bytes =
+      options.first_bucket_cap_mb > 0 ? options.first_bucket_cap_mb * 1024 * 1024 : s.cap_bytes;
+  s.rebuild_pending = options.rebuild_buckets;
+  s.seen_ready.assign(s.params.size(), false);
+  // Until the rebuild: reverse registration order (PyTorch's guess at the
+  // order the backward makes the gradients ready).
+  std::vector<size_t> order;
+  for (size_t i = s.params.size(); i-- > 0;)
+    if (s.params[i].second.requires_grad()) order.push_back(i);
+  s.assign_buckets(order);
   std::weak_ptr<State> weak = state_;
   for (size_t b = 0; b < s.buckets.size(); ++b)
     for (size_t i : s.buckets[b].params)

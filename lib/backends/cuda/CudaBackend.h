@@ -92,8 +92,9 @@ struct CudaBackendOptions {
   /// $MSTEP_NCCL_LIBRARY, else "libnccl.so.2" (the loader's path). Tests
   /// name a fake.
   std::string nccl_library;
-  /// How long a wait for queued work may take once the backend has an NCCL
-  /// communicator before it is aborted (CudaCollective.h); 0:
+  /// How long the NCCL communicator's init, and a wait for queued work once
+  /// the backend has one, may take before the communicator is aborted
+  /// (CudaCollective.h); 0:
   /// mstep::distributed's timeout (MSTEP_DIST_TIMEOUT).
   double collective_timeout_s = 0;
 };

@@ -28,9 +28,14 @@ absl::StatusOr<NcclComm*> backend_comm(CudaBackend& backend, const NcclApi& api,
         "cuda: ", first, ": the NCCL communicator cannot be made inside a CUDA graph capture; "
         "run the step once before capturing it"));
   MSTEP_RETURN_IF_ERROR(backend.context().make_current());
+  // The communicator's non-blocking init and every later wait give up
+  // after this long (a rank that never comes must not hang the others).
+  const double timeout = backend.options().collective_timeout_s > 0
+                             ? backend.options().collective_timeout_s
+                             : dist::timeout_seconds();
   absl::StatusOr<std::unique_ptr<NcclComm>> comm;
   if (!dist::is_initialized() || dist::world_size() == 1) {
-    comm = NcclComm::world_of_one(api);
+    comm = NcclComm::world_of_one(api, timeout);
   } else {
     // Rank 0's unique id to every rank, over MPI (as i64[16]: its 128 bytes).
     static_assert(sizeof(ncclUniqueId) == 16 * sizeof(int64_t));
@@ -47,7 +52,7 @@ absl::StatusOr<NcclComm*> backend_comm(CudaBackend& backend, const NcclApi& api,
     c.label = "the NCCL unique id's broadcast";
     ncclUniqueId received{};
     MSTEP_RETURN_IF_ERROR(dist::run_collective(c, &id, &received));
-    comm = NcclComm::join(api, received, dist::rank(), dist::world_size());
+    comm = NcclComm::join(api, received, dist::rank(), dist::world_size(), timeout);
   }
   if (!comm.ok())
     return absl::Status(comm.status().code(),
@@ -55,12 +60,8 @@ absl::StatusOr<NcclComm*> backend_comm(CudaBackend& backend, const NcclApi& api,
                                      comm.status().message()));
   NcclComm* made = comm->get();
   state = std::shared_ptr<void>(comm->release(), [](void* p) { delete static_cast<NcclComm*>(p); });
-  // A rank that never comes must not hang the others: waits poll NCCL's
-  // asynchronous error and give up after the timeout, aborting the
-  // communicator (its calls on the stream then end).
-  const double timeout = backend.options().collective_timeout_s > 0
-                             ? backend.options().collective_timeout_s
-                             : dist::timeout_seconds();
+  // Waits poll NCCL's asynchronous error and give up after the timeout,
+  // aborting the communicator (its calls on the stream then end).
   backend.set_wait_watch([made, timeout, &api](absl::string_view what, double waited) -> absl::Status {
     if (made->aborted())
       return absl::FailedPreconditionError(absl::StrCat(
@@ -90,10 +91,9 @@ class NcclCollectives final : public CudaCollectives {
   NcclCollectives(CudaBackend& backend, const NcclApi& api, const NcclComm& comm)
       : backend_(backend), api_(api), comm_(comm) {}
 
-  absl::Status issue(const CudaCollectiveInfo& c, const TensorType& input, CUdeviceptr in,
-                     CUdeviceptr out) override {
-    MSTEP_ASSIGN_OR_RETURN(NcclCall call, plan_nccl_call(c.op, c.reduce_op, c.root, c.dim, input,
-                                                         comm_.world_size()));
+  absl::Status issue(const CudaCollectiveInfo& c, const TensorType& input,
+                     const TensorType& result, CUdeviceptr in, CUdeviceptr out) override {
+    MSTEP_ASSIGN_OR_RETURN(NcclCall call, plan_nccl_call(c, input, result));
     absl::Status s = issue_nccl_call(api_, comm_, call, reinterpret_cast<const void*>(in),
                                      reinterpret_cast<void*>(out), backend_.context().stream());
     if (!s.ok())

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "absl/container/flat_hash_map.h"
@@ -295,13 +296,18 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
   const CudaViews views(step);
   llvm::DenseMap<mlir::Value, int> ids;
   // A new plan value; a view is an alias of its root (the root of the
-  // value it views, which has its id by then).
-  auto add_value = [&](mlir::Value value, mlir::Operation* op) -> absl::StatusOr<int> {
+  // value it views, added first when it is a later value: an output or a
+  // cat the op writes into).
+  std::function<absl::StatusOr<int>(mlir::Value, mlir::Operation*)> add_value =
+      [&](mlir::Value value, mlir::Operation* op) -> absl::StatusOr<int> {
     MSTEP_ASSIGN_OR_RETURN(TensorType type, value_type(value, op));
+    std::optional<passes::ViewOf> view = views.view_of(value);
+    if (view && !ids.count(view->value))
+      MSTEP_RETURN_IF_ERROR(add_value(view->value, view->value.getDefiningOp()).status());
     const int id = static_cast<int>(plan.values.size());
     ids[value] = id;
     plan.values.push_back(type);
-    if (std::optional<passes::ViewOf> view = views.view_of(value)) {
+    if (view) {
       CudaAlias alias{id, ids.at(view->value), view->offset};
       if (const CudaAlias* outer = plan.alias_of(alias.root))
         alias.root = outer->root, alias.byte_offset += outer->byte_offset;

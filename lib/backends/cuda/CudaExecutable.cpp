@@ -485,10 +485,11 @@ absl::Status CudaExecutable::run_collective(const CudaLaunchStep& launch, const 
   values.add_buffers(launch.args, reads);
   values.add_buffers(launch.writes, writes);
   const TensorType& input = plan_.values[launch.args[0]];
+  const TensorType& result = plan_.values[launch.writes[0]];
   return backend_.enqueue(
       absl::StrCat("nccl step (", c.origin, ")"),
       [&] {
-        return collectives_->issue(c, input, values.pointers[launch.args[0]],
+        return collectives_->issue(c, input, result, values.pointers[launch.args[0]],
                                    values.pointers[launch.writes[0]]);
       },
       reads, writes);

@@ -2,10 +2,10 @@
 // directly on memrefs for the cuda compile half (CudaKernelGen.cpp):
 // softmax, log_softmax, layer_norm, rms_norm, nll_loss, dropout (Philox),
 // sum and mean over trailing dims (with block-wide row reductions),
-// arange, reshape, permute, slice, slice_scatter, index_select
-// (embedding), index_add (its backward), gather, scatter_add and the
-// multi-tensor optimizer update (SGD, Adam, AdamW, Adadelta;
-// clip_grad_norm_ included).
+// arange, reshape, permute, slice, slice_scatter, cat (a copy per
+// operand), index_select (embedding), index_add (its backward), gather,
+// scatter_add and the multi-tensor optimizer update (SGD, Adam, AdamW,
+// Adadelta; clip_grad_norm_ included).
 //
 // Each op is one or more top-level scf.parallel loops (one GPU launch
 // each; CudaKernelGen tiles them by the block size): a block per row for

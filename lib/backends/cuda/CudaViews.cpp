@@ -302,8 +302,12 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
     // into it, when the operand has bytes of its own that nothing else
     // claims (not an input, an output, a view, or an op that writes its
     // results itself: attention, custom ops).
+    // (Only a value of the output's size: a slice of part of its operand
+    // does not hold the operand.)
     mlir::Operation* producer = input.getDefiningOp();
     if (*offset != 0 || producer == nullptr || returned.contains(input) ||
+        llvm::cast<mlir::ShapedType>(input.getType()).getNumElements() !=
+            llvm::cast<mlir::ShapedType>(result.getType()).getNumElements() ||
         views_.count(input) || written_into_output.contains(input) || silent_.contains(producer) ||
         llvm::isa<dialect::CustomOp, dialect::SdpaOp, dialect::SdpaBackwardOp>(producer))
       continue;
@@ -315,6 +319,54 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
   // 4. Sums that are bias gradients beside a matmul (after 3: a returned
   //    reshape of the sum stays the buffer the matmul writes into).
   find_bias_grads(body);
+
+  // 5. A cat along its outermost non-unit dim (DDP's bucket of flattened
+  //    gradients): each operand's op writes straight into the result at
+  //    the operand's offset, and the cat launches nothing, when every
+  //    operand is (through views at offset 0) the whole of a value with
+  //    bytes of its own, used by no other cat, at an aligned offset.
+  for (mlir::Operation& op : body) {
+    auto cat = llvm::dyn_cast<dialect::CatOp>(op);
+    if (!cat) continue;
+    llvm::SmallVector<std::pair<mlir::Value, int64_t>> placed;
+    if (!cat_in_place(cat, returned, written_into_output, placed)) continue;
+    for (auto [root, offset] : placed) views_[root] = {cat.getResult(), offset};
+    silent_.insert(&op);
+  }
+}
+
+bool CudaViews::cat_in_place(dialect::CatOp cat, const llvm::DenseSet<mlir::Value>& returned,
+                             const llvm::DenseSet<mlir::Value>& written_into_output,
+                             llvm::SmallVectorImpl<std::pair<mlir::Value, int64_t>>& placed) const {
+  llvm::ArrayRef<int64_t> shape = shape_of(cat.getResult());
+  const int64_t dim = static_cast<int64_t>(cat.getDim());
+  for (int64_t d = 0; d < dim; ++d)
+    if (shape[d] != 1) return false;  // an operand's elements are not one run of the result's
+  llvm::DenseSet<mlir::Value> roots;
+  int64_t offset = 0;
+  for (mlir::Value operand : cat.getInputs()) {
+    const int64_t bytes = element_bytes(operand) *
+                          llvm::cast<mlir::ShapedType>(operand.getType()).getNumElements();
+    // The value whose bytes the operand is (reshapes are views at offset 0).
+    mlir::Value root = operand;
+    for (auto it = views_.find(root); it != views_.end(); it = views_.find(root)) {
+      if (it->second.offset != 0) return false;
+      root = it->second.value;
+    }
+    // (A root whose op is silent is written by another op: a matmul's
+    // transposed product or epilogue, which then writes into the cat.)
+    mlir::Operation* producer = root.getDefiningOp();
+    if (producer == nullptr || returned.contains(root) || written_into_output.contains(root) ||
+        !roots.insert(root).second ||
+        llvm::isa<dialect::CustomOp, dialect::SdpaOp, dialect::SdpaBackwardOp>(producer) ||
+        element_bytes(root) * llvm::cast<mlir::ShapedType>(root.getType()).getNumElements() !=
+            bytes ||
+        offset % kCudaArenaAlignment != 0)
+      return false;
+    placed.push_back({root, offset});
+    offset += bytes;
+  }
+  return true;
 }
 
 }  // namespace mstep::cuda

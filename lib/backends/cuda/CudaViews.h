@@ -27,7 +27,13 @@
 //     gradient beside its weight gradient. The matmul's cuBLASLt call (a
 //     2-D one) writes the sum too (the BGRADA / BGRADB epilogues), and the
 //     sum launches nothing. A sum before the matmul qualifies only when
-//     nothing that launches reads it before the matmul.
+//     nothing that launches reads it before the matmul;
+//   - a cat whose operands can each be the whole of a value with bytes of
+//     its own, every one at an offset that is a multiple of
+//     kCudaArenaAlignment (DDP's bucket of flattened gradients): each
+//     operand's op writes straight into the cat's result at the operand's
+//     offset, and the cat launches nothing (otherwise it is a copy kernel
+//     per operand, CudaOpLoops.h).
 // A returned value is never a view (each run hands outputs buffers of
 // their own). Library-internal; MLIR.
 #pragma once
@@ -38,6 +44,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "lib/backends/cuda/CublasLt.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mstep/ir/dialect/MstepOps.h"
 #include "mstep/passes/MemoryPlan.h"
 
 namespace mstep::cuda {
@@ -91,6 +98,12 @@ class CudaViews {
   size_t num_views() const { return views_.size(); }
 
  private:
+  /// Whether `cat`'s operands can be written into its result (step 4 of
+  /// the constructor); `placed` gets each operand's root and byte offset.
+  bool cat_in_place(dialect::CatOp cat, const llvm::DenseSet<mlir::Value>& returned,
+                    const llvm::DenseSet<mlir::Value>& written_into_output,
+                    llvm::SmallVectorImpl<std::pair<mlir::Value, int64_t>>& placed) const;
+
   llvm::DenseMap<mlir::Value, passes::ViewOf> views_;
   llvm::DenseSet<mlir::Value> transposed_reads_;
   llvm::DenseMap<mlir::Operation*, mlir::Operation*> transposed_results_;

@@ -4,8 +4,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -20,18 +23,6 @@ absl::Status unavailable(absl::string_view reason) {
 absl::Status nccl_error(const NcclApi& api, absl::string_view call, ncclResult_t result) {
   return absl::InternalError(absl::StrCat("nccl: ", call, " failed: ",
                                           describe_nccl_result(api, result)));
-}
-
-/// The op's name without lib/ir (this file is also linked without it, in
-/// the GPU check's binary).
-absl::string_view collective_name(OpKind op) {
-  switch (op) {
-    case OpKind::all_reduce: return "all_reduce";
-    case OpKind::all_gather: return "all_gather";
-    case OpKind::broadcast: return "broadcast";
-    case OpKind::reduce_scatter: return "reduce_scatter";
-    default: return "(not a collective)";
-  }
 }
 
 }  // namespace
@@ -56,9 +47,10 @@ absl::StatusOr<const NcclApi*> load_nccl(const std::string& path) {
     api->path = path;
     if (api->ncclGetVersion(&api->version) != ncclSuccess)
       return unavailable(absl::StrCat(path, ": ncclGetVersion failed"));
-    if (api->version < 21000)
+    if (api->version < 21400)
       return unavailable(absl::StrCat(path, " is NCCL ", api->version,
-                                      "; mstep needs 2.10 or newer (ncclAvg)"));
+                                      "; mstep needs 2.14 or newer (ncclAvg, and "
+                                      "ncclCommInitRankConfig's non-blocking init)"));
     return api.release();
   };
   auto result = load();
@@ -71,12 +63,13 @@ std::string describe_nccl_result(const NcclApi& api, ncclResult_t result) {
   return absl::StrCat("ncclResult ", static_cast<int>(result), text ? absl::StrCat(" (", text, ")") : "");
 }
 
-absl::StatusOr<NcclCall> plan_nccl_call(OpKind op, int64_t reduce_code, int64_t root, int64_t dim,
-                                        const TensorType& input, int world_size) {
+absl::StatusOr<NcclCall> plan_nccl_call(const CudaCollectiveInfo& info, const TensorType& input,
+                                        const TensorType& result) {
+  if (absl::Status checked = check_cuda_collective(info, input, result); !checked.ok())
+    return checked;
   NcclCall call;
-  call.op = op;
-  call.root = static_cast<int>(root);
-  const bool reduces = op == OpKind::all_reduce || op == OpKind::reduce_scatter;
+  call.op = info.op;
+  call.root = static_cast<int>(info.root);
   switch (input.dtype) {
     case DType::f32: call.datatype = ncclFloat32; break;
     case DType::f64: call.datatype = ncclFloat64; break;
@@ -84,45 +77,63 @@ absl::StatusOr<NcclCall> plan_nccl_call(OpKind op, int64_t reduce_code, int64_t 
     case DType::bf16: call.datatype = ncclBfloat16; break;
     case DType::i32: call.datatype = ncclInt32; break;
     case DType::i64: call.datatype = ncclInt64; break;
-    case DType::boolean:
-      if (reduces)
-        return absl::UnimplementedError(absl::StrCat("nccl: mstep.", collective_name(op), " of bool"));
-      call.datatype = ncclUint8;
-      break;
+    case DType::boolean: call.datatype = ncclUint8; break;  // moved only (checked above)
   }
-  switch (reduce_code) {
-    case 0: call.reduce = ncclSum; break;
-    case 1: call.reduce = ncclAvg; break;
-    case 2: call.reduce = ncclMax; break;
-    case 3: call.reduce = ncclMin; break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("nccl: reduce_op ", reduce_code));
-  }
-  call.count = static_cast<size_t>(input.numel());
-  if (op == OpKind::all_gather || op == OpKind::reduce_scatter) {
-    for (int64_t d = 0; d < dim; ++d)
-      if (input.shape[d] != 1)
-        return absl::UnimplementedError(absl::StrCat(
-            "nccl: mstep.", collective_name(op), " along dim ", dim, " of ", input.to_string(),
-            " is not yet lowered (one NCCL call concatenates whole buffers: only dim 0, or dims "
-            "of size 1 before it)"));
-    if (op == OpKind::reduce_scatter) call.count /= static_cast<size_t>(world_size);
-  }
+  constexpr ncclRedOp_t kReduce[] = {ncclSum, ncclAvg, ncclMax, ncclMin};  // codes 0..3, checked
+  call.reduce = kReduce[info.reduce_op];
+  // Elements sent, but reduce_scatter's: received per rank.
+  call.count = static_cast<size_t>(info.op == OpKind::reduce_scatter ? result.numel()
+                                                                      : input.numel());
   return call;
 }
 
-absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::world_of_one(const NcclApi& api) {
+absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::world_of_one(const NcclApi& api,
+                                                                   double timeout_s) {
   ncclUniqueId id;
   if (ncclResult_t r = api.ncclGetUniqueId(&id); r != ncclSuccess)
     return nccl_error(api, "ncclGetUniqueId", r);
-  return join(api, id, 0, 1);
+  return join(api, id, 0, 1, timeout_s);
 }
 
 absl::StatusOr<std::unique_ptr<NcclComm>> NcclComm::join(const NcclApi& api, const ncclUniqueId& id,
-                                                          int rank, int world) {
+                                                          int rank, int world, double timeout_s) {
+  const std::string what = absl::StrCat("ncclCommInitRankConfig (rank ", rank, " of ", world, ")");
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
   ncclComm_t comm = nullptr;
-  if (ncclResult_t r = api.ncclCommInitRank(&comm, world, id, rank); r != ncclSuccess)
-    return nccl_error(api, absl::StrCat("ncclCommInitRank (rank ", rank, " of ", world, ")"), r);
+  ncclResult_t r = api.ncclCommInitRankConfig(&comm, world, id, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (comm != nullptr) api.ncclCommAbort(comm);
+    return nccl_error(api, what, r);
+  }
+  // 1. Poll the init's state until it leaves ncclInProgress, sleeping a
+  //    little longer each time (up to 10 ms), for at most timeout_s.
+  // 2. An error, or the deadline: abort the half-made communicator.
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(50);
+  ncclResult_t state = r;
+  while (state == ncclInProgress) {
+    if (ncclResult_t polled = api.ncclCommGetAsyncError(comm, &state); polled != ncclSuccess)
+      state = polled;
+    if (state != ncclInProgress) break;
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_s) {
+      api.ncclCommAbort(comm);
+      return absl::DeadlineExceededError(absl::StrCat(
+          "nccl: ", what, " not done within ", timeout_s,
+          " s (MSTEP_DIST_TIMEOUT): a rank that died, hangs or never makes its NCCL "
+          "communicator stalls the others; the communicator was aborted, end the job"));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(10));
+  }
+  if (state != ncclSuccess) {
+    api.ncclCommAbort(comm);
+    return absl::InternalError(absl::StrCat("nccl: ", what, " failed: ",
+                                            describe_nccl_result(api, state),
+                                            "; the communicator was aborted"));
+  }
   return std::unique_ptr<NcclComm>(new NcclComm(api, comm, rank, world));
 }
 
@@ -161,9 +172,10 @@ absl::Status issue_nccl_call(const NcclApi& api, const NcclComm& comm, const Ncc
       r = api.ncclReduceScatter(in, out, c.count, c.datatype, c.reduce, comm.get(), s);
       break;
     default:
-      return absl::InternalError(absl::StrCat("nccl: not a collective: ", collective_name(c.op)));
+      return absl::InternalError("nccl: not a collective");
   }
-  if (r != ncclSuccess) return nccl_error(api, absl::StrCat("mstep.", collective_name(c.op)), r);
+  if (r != ncclSuccess)
+    return nccl_error(api, absl::StrCat("mstep.", cuda_collective_name(c.op)), r);
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "lib/backends/cuda/CudaCollectiveInfo.h"
 #include "mstep/core/TensorType.h"
 #include "mstep/ir/OpKind.h"
 
@@ -31,7 +32,7 @@ namespace mstep::cuda {
   X(ncclGetVersion)                                                                                \
   X(ncclGetErrorString)                                                                            \
   X(ncclGetUniqueId)                                                                               \
-  X(ncclCommInitRank)                                                                              \
+  X(ncclCommInitRankConfig)                                                                        \
   X(ncclCommDestroy)                                                                               \
   X(ncclCommAbort)                                                                                 \
   X(ncclCommGetAsyncError)                                                                         \
@@ -52,7 +53,8 @@ struct NcclApi {
 /// dlopen's `path` ("libnccl.so.2" by name: the loader's path, where the
 /// toolkit's NCCL is) and every function of the table. Unavailable
 /// "nccl: unavailable: <reason>" on failure, or for an NCCL older than
-/// 2.10 (no ncclAvg). Loaded once per path; the table lives forever.
+/// 2.14 (ncclAvg is 2.10, ncclCommInitRankConfig's non-blocking init
+/// 2.14). Loaded once per path; the table lives forever.
 absl::StatusOr<const NcclApi*> load_nccl(const std::string& path = "libnccl.so.2");
 
 /// "ncclInvalidArgument (invalid argument)" for a failed call.
@@ -67,24 +69,29 @@ struct NcclCall {
   int root = 0;
 };
 
-/// The NCCL call of a collective node: `reduce_code` as the reduce_op
-/// attribute (0 sum, 1 mean = ncclAvg, 2 max, 3 min), `input` its
-/// operand's type. Unimplemented for what one NCCL call cannot do: a gather
-/// or scatter along a dim with elements before it (NCCL concatenates
-/// whole buffers), f64 is fine, bool is not reduced.
-absl::StatusOr<NcclCall> plan_nccl_call(OpKind op, int64_t reduce_code, int64_t root, int64_t dim,
-                                        const TensorType& input, int world_size);
+/// The NCCL call of collective step `info` (its reduce_op 0 sum, 1 mean =
+/// ncclAvg, 2 max, 3 min) from `input` into `result`: what
+/// check_cuda_collective (CudaCollectiveInfo.h) refuses is refused here
+/// with its error, then the dtype, reduction and count map onto NCCL's.
+absl::StatusOr<NcclCall> plan_nccl_call(const CudaCollectiveInfo& info, const TensorType& input,
+                                        const TensorType& result);
 
 /// A communicator. Destroyed with ncclCommDestroy.
 class NcclComm {
  public:
-  /// A world of this process alone (ncclGetUniqueId + ncclCommInitRank of
-  /// 1 rank): no MPI needed.
-  static absl::StatusOr<std::unique_ptr<NcclComm>> world_of_one(const NcclApi& api);
+  /// A world of this process alone (ncclGetUniqueId + a 1-rank join): no
+  /// MPI needed.
+  static absl::StatusOr<std::unique_ptr<NcclComm>> world_of_one(const NcclApi& api,
+                                                                double timeout_s);
   /// Rank `rank` of `world` ranks that share `id` (rank 0 made it with
-  /// ncclGetUniqueId and sent it to the others, e.g. by MPI).
+  /// ncclGetUniqueId and sent it to the others, e.g. by MPI). The init is
+  /// non-blocking (ncclCommInitRankConfig with blocking = 0), polled with
+  /// ncclCommGetAsyncError until it is done: an init that fails, or that is
+  /// not done within `timeout_s` seconds (a peer that never joins), aborts
+  /// the communicator (ncclCommAbort) and returns an error naming the rank,
+  /// the world and the timeout.
   static absl::StatusOr<std::unique_ptr<NcclComm>> join(const NcclApi& api, const ncclUniqueId& id,
-                                                        int rank, int world);
+                                                        int rank, int world, double timeout_s);
   ~NcclComm();
   ncclComm_t get() const { return comm_; }
   /// ncclCommGetAsyncError: ncclSuccess while the communicator is healthy

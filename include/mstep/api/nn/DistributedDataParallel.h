@@ -17,18 +17,35 @@
 // on every rank, naming the first one.
 //
 // Buckets: the parameters are grouped, in reverse order of
-// named_parameters() (the order their gradients become ready in the
-// backward, as in PyTorch), into buckets of one dtype, each closed once it
+// named_parameters() (PyTorch's guess at the order their gradients become
+// ready in the backward), into buckets of one dtype, each closed once it
 // holds bucket_cap_mb megabytes (MiB, as PyTorch; first_bucket_cap_mb for
-// the first bucket of each dtype when set). A hook on each parameter's gradient
-// accumulation records, when a bucket's last gradient has been computed,
-// the bucket's flat buffer (the gradients concatenated) and one
+// the first bucket of each dtype when set).
+//
+// A hook on each parameter's gradient accumulation records, when a
+// bucket's last gradient has been computed, the bucket's flat buffer (the gradients concatenated) and one
 // mstep.all_reduce (mean) of it, in the middle of the backward's ops: the
 // optimizer update of a parameter depends only on its own bucket. With
 // gradient_as_bucket_view every .grad() becomes a view (slice and
 // reshape, no copy) of the reduced bucket; without it each is a copy.
 // Works in lazy mode and inside a Graph capture (the collectives are ops
 // of the captured step and replay with it).
+//
+// Bucket rebuild (rebuild_buckets, on by default, as PyTorch): the first
+// backward() that all-reduces records the order in which its gradients
+// become ready, and when it ends the buckets are formed again, by the same
+// caps, in that order (the parameters it did not reach last, in their old
+// order); once. A gradient is "ready" when the autograd engine has
+// accumulated it into .grad(): the engine (lib/api/autograd/Engine.cpp)
+// runs the backward graph in Kahn's topological order with a LIFO ready
+// list, and each parameter's gradient accumulation is a node of that
+// graph, so the order depends only on the forward's recorded ops: the same
+// on every rank running the same step graph (a rank whose order differs
+// has another step graph, which the first step's graph-key check reports).
+// After the rebuild a bucket's all_reduce is recorded as soon as the
+// backward has computed its last gradient, so the first buckets' reduction
+// starts early in the backward. The reduction is per element, so the
+// rebuild changes where a gradient sits in a bucket, never its value.
 //
 // A parameter that gets no gradient in a backward() on this rank (unused
 // in the forward) adds its current .grad() (zeros when it has none) to its
@@ -81,6 +98,10 @@ struct DistributedDataParallelOptions {
   /// bucket_cap_mb is left at its default, so that the first all_reduce
   /// starts early in the backward.
   double first_bucket_cap_mb = 0;
+  /// Re-form the buckets once, at the end of the first backward() that
+  /// all-reduces, in the order its gradients became ready (as PyTorch's DDP
+  /// does after its first iteration); false keeps the construction's.
+  bool rebuild_buckets = true;
 };
 
 class DistributedDataParallel {
@@ -136,7 +157,8 @@ class DistributedDataParallel {
   bool require_backward_grad_sync() const;
 
   /// The buckets: each lists indices into module().named_parameters(), in
-  /// the order their gradients are laid out in the bucket buffer.
+  /// the order their gradients are laid out in the bucket buffer (the
+  /// rebuilt buckets once the first synced backward() has ended).
   const std::vector<std::vector<size_t>>& bucket_indices() const;
 
  private:

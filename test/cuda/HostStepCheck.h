@@ -1,0 +1,63 @@
+// A whole training step compiled for cuda and run on this CPU in plan
+// order (TiledHost.h), every output compared with the ref backend's run
+// of the same step on the same inputs. Shared by the host-numerics tests
+// of whole steps (mnist_mlp, GPT-mini, DDP's buckets).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "test/cuda/RefOracle.h"
+#include "test/cuda/TiledHost.h"
+#include "test/cuda/TrainingSteps.h"
+
+namespace mstep::cuda::testing {
+
+/// `graph`'s step compiled for cuda and run on the host in plan order,
+/// against ref on the same inputs (integers in [1, max_integer]): floats
+/// within tolerance * (1 + |ref|), the rest equal. `compiled`, when given,
+/// gets the compiled step (for checks of the plan).
+inline void expect_step_on_host_matches_ref(const TraceGraph& graph, int64_t max_integer,
+                                            float tolerance,
+                                            CompiledCudaStep* compiled_out = nullptr) {
+  CudaStepContext step(nullptr);
+  mlir::OwningOpRef<mlir::ModuleOp> module = pipelined(graph, step);
+  ASSERT_TRUE(module);
+  auto compiled = compile_cuda_step(*module, default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const CudaPlan& plan = compiled->plan;
+  const std::vector<std::vector<char>> inputs = step_inputs(plan, max_integer);
+  auto ref = ref_outputs(*module, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+
+  std::vector<std::vector<char>> values;
+  for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
+  ASSERT_NO_FATAL_FAILURE(run_plan_on_host(step.context(), *compiled, values));
+
+  ASSERT_EQ(plan.outputs.size(), ref->size());
+  for (size_t o = 0; o < plan.outputs.size(); ++o) {
+    const TensorType& type = plan.values[plan.outputs[o]];
+    const std::vector<char>& got = values[plan.outputs[o]];
+    const std::vector<char>& want = (*ref)[o];
+    ASSERT_EQ(got.size(), want.size()) << "output " << o;
+    if (type.dtype != DType::f32) {
+      EXPECT_TRUE(got == want) << "output " << o << " " << type.to_string();
+      continue;
+    }
+    // The matmuls here accumulate in another order than ref's, and the
+    // composed attention rounds its intermediates to f32: close, not equal.
+    const float* g = as<float>(got);
+    const float* w = as<float>(want);
+    int wrong = 0;
+    for (int64_t k = 0; k < type.numel(); ++k)
+      if (!(std::fabs(g[k] - w[k]) <= tolerance * (1 + std::fabs(w[k]))) && wrong++ < 3)
+        ADD_FAILURE() << "output " << o << " " << type.to_string() << " [" << k << "] = " << g[k]
+                      << ", ref " << w[k];
+  }
+  if (compiled_out != nullptr) *compiled_out = std::move(*compiled);
+}
+
+}  // namespace mstep::cuda::testing
