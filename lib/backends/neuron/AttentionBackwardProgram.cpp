@@ -89,20 +89,25 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                     sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
                     sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
   }
-  // Working tiles, two of each (item parity): the items are software
-  // pipelined (below), so consecutive ones use different buffers.
+  // Pass 1's key chunks: 256 keys, so its scores and dP share one PSUM bank.
+  constexpr int64_t chunk1 = kChunk / 2;
+  // Working tiles, four sets (item n uses set n % 4): the items are software
+  // pipelined (below), so the items in flight use different buffers; an
+  // item's PSUM bank is reused only after the stage that last reads it.
+  // The other three PSUM banks accumulate dV, dK and dQ.
+  constexpr int nwork = 4;
   struct Work {
-    int32_t sd, dp1;                 ///< PSUM: scores (and pass 2's dP, dS^T); pass 1's dP
+    int32_t sd;                      ///< PSUM: scores, pass 1's dP at chunk1 (pass 2: dP, dS^T)
     int32_t s_sb, p_f, dp_sb, pd;    ///< fp32 [rows, chunk]
     int32_t p_in, ds_f, ds_in, dsT;  ///< [rows, 128]: P, dS (fp32 and dt), dS^T (dt)
     int32_t mc, nm, alpha, rowsum, dpart;
   };
   std::vector<Work> work;
-  for (int g = 0; g < 2; ++g) {
+  for (int g = 0; g < nwork; ++g) {
     auto n = [&](const char* what) { return absl::StrCat(what, g); };
-    work.push_back({psum(n("scores")), psum(n("dP")), sbuf(kChunk * 4, n("s")),
-                    sbuf(kChunk * 4, n("p")), sbuf(kChunk * 4, n("dP_sb")),
-                    sbuf(kChunk * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
+    work.push_back({psum(n("scores")), sbuf(chunk1 * 4, n("s")),
+                    sbuf(chunk1 * 4, n("p")), sbuf(chunk1 * 4, n("dP_sb")),
+                    sbuf(chunk1 * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
                     sbuf(kBlock * 4, n("dS")), sbuf(kBlock * es, n("dS_in")),
                     sbuf(kBlock * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
                     sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
@@ -182,8 +187,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     std::vector<Item>& p2 = pass2[h];
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
-      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
-        const int64_t w = std::min(kChunk, S - k0);
+      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += chunk1) {
+        // Causal: not the keys past the tile's last row (no row sees them).
+        const int64_t w = std::min({chunk1, S - k0, s.causal ? q0 + rows - k0 : S});
         p1.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
                       s.causal && k0 + w - 1 > q0});
       }
@@ -202,20 +208,22 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       p2.back().last = true;
     }
   }
-  // Stages (below): an item's instructions in four groups A..D, software
-  // pipelined: iteration i emits D of item i-3, C of i-2, B of i-1 and A
-  // of i, so each engine's in-order queue interleaves independent items.
-  constexpr int64_t kStages = 4;
+  // Stages (below): an item's instructions in five groups A..E, software
+  // pipelined: iteration i emits E of item i-4, D of i-3, C of i-2, B of
+  // i-1 and A of i, so each engine's in-order queue interleaves independent
+  // items, and no engine waits within an iteration for work of its own
+  // later in that iteration.
+  constexpr int64_t kStages = 5;
   // The order: with more than one set, batch-head h + 1's pass 1
   // alternates with h's pass 2 (they share no buffer but the working
   // tiles), so the engines' queues hold independent work across the pass
   // boundary, where each batch-head's pass 2 waits for its statistics. A
-  // set is reloaded (for batch-head h + nsets) once stage D of h's last
+  // set is reloaded (for batch-head h + nsets) once stage E of h's last
   // item is emitted, so an item of batch-head g must come at least kStages
   // places after the last of g - nsets. Otherwise batch-head by batch-head,
   // the pipeline drained at each one's end (`drain`). Pass 2 reads the
-  // statistics in stage B, which pass 1 finishes in its stage B: any later
-  // place is late enough.
+  // statistics in stage B, which pass 1 finishes in its stage C, emitted
+  // before stage B in each iteration: any later place is late enough.
   std::vector<Item> items;
   bool drain = nsets == 1;
   if (!drain) {
@@ -260,14 +268,14 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   auto stage_a = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
+    const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
     const bool p1 = it.kind == Kind::pass1;
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
-    deps.track(b.matmul(p1 ? ps(wk.dp1, rows, 0, w) : ps(wk.sd, rows, kDpAt, w),
+    deps.track(b.matmul(p1 ? ps(wk.sd, rows, chunk1, w) : ps(wk.sd, rows, kDpAt, w),
                         sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
     if (!p1) return;
     // Raw scores stay in PSUM (masked there) when the scale is positive:
@@ -300,7 +308,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     // dP into SBUF by Scalar: the Vector product in stage B then runs at
     // its SBUF rate (one PSUM operand doubles its cost).
     deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
-                             ps(wk.dp1, rows, 0, w)));
+                             ps(wk.sd, rows, chunk1, w)));
   };
   // Stage B. Pass 1: p = exp(scale S - m) with its row sum l (online over
   // the chunks), D = sum_j p_j dP_j / l; after a tile's last chunk 1 / l
@@ -309,7 +317,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   auto stage_b = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
+    const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
     if (it.kind == Kind::pass1) {
@@ -325,26 +333,6 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, w);
       deps.track(b.tensor_tensor(Engine::vector, pd, sb(wk.p_f, DType::f32, rows, 0, w),
                                  sb(wk.dp_sb, DType::f32, rows, 0, w), AluOp::multiply));
-      i = b.activation(pd, pd, ActivationFunction::identity);
-      b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
-      deps.track(i);
-      if (!it.first)
-        for (int32_t acc : {hs.l, hs.dsum}) {
-          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                     column(wk.alpha, rows), AluOp::multiply));
-          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                     column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
-                                     AluOp::add));
-        }
-      if (it.last) { // 1 / l, and -D = -(sum p dP) / l
-        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
-                                   column(hs.l, rows, t), AluOp::divide));
-        deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
-                                   column(hs.dsum, rows, t), column(hs.rl, rows, t),
-                                   AluOp::multiply));
-        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
-                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
-      }
       return;
     }
     const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
@@ -366,15 +354,40 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(
         b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
   };
-  // Stage C: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T by the
-  // identity (copied to SBUF by Scalar); after a key block's last item its
-  // dK and dV (zeros when no row sees these keys) are stored.
+  // Stage C. Pass 1: the row sum of p dP (Scalar), the online updates of l
+  // and D; after a tile's last chunk 1 / l and -D = -(sum p dP) / l (pass
+  // 2's bias). Pass 2: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T
+  // by the identity; after a key block's last item its dK and dV (zeros
+  // when no row sees these keys) are stored.
   auto stage_c = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
+    const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, keys = it.w, t = it.t;
-    if (it.kind == Kind::pass1) return;
+    if (it.kind == Kind::pass1) {
+      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, keys);
+      int64_t i = b.activation(pd, pd, ActivationFunction::identity);
+      b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
+      deps.track(i);
+      if (!it.first)
+        for (int32_t acc : {hs.l, hs.dsum}) {
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(wk.alpha, rows), AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
+                                     AluOp::add));
+        }
+      if (it.last) { // 1 / l, and -D = -(sum p dP) / l
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
+                                   column(hs.l, rows, t), AluOp::divide));
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
+                                   column(hs.dsum, rows, t), column(hs.rl, rows, t),
+                                   AluOp::multiply));
+        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
+                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
+      }
+      return;
+    }
     const int ob = static_cast<int>(it.kb % 2);
     if (it.kind == Kind::pass2) {
       const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
@@ -384,8 +397,6 @@ TileProgram attention_backward_program(const AttentionShape& s) {
           b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(hs.q_rows, dt, rows, t * E, E), !it.first));
       deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
                           false));
-      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, keys, 0, rows),
-                               ps(wk.sd, keys, kDsTAt, rows)));
       if (it.last) {
         deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
                                 ActivationFunction::identity, s.scale));
@@ -403,11 +414,20 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
                           sb(dv_out[ob], dt, keys, 0, Ev)));
   };
-  // Stage D: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
+  // Stage D: dS^T copied to SBUF (Scalar), a stage of its own so that the
+  // Scalar engine's next stage B does not wait for this item's stage C.
   auto stage_d = [&](int64_t n) {
     const Item& it = items[n];
+    if (it.kind != Kind::pass2) return;
+    const Work& wk = work[n % nwork];
+    deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, it.w, 0, it.rows),
+                             ps(wk.sd, it.w, kDsTAt, it.rows)));
+  };
+  // Stage E: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
+  auto stage_e = [&](int64_t n) {
+    const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
+    const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, keys = it.w, t = it.t;
     if (it.kind == Kind::pass2) {
       const AccessPattern k_blk = sb(hs.k_rows, dt, keys, it.kb * E, E);
@@ -453,11 +473,12 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       ++hi;
     }
     for (int64_t i = lo; i < hi + kStages - 1; ++i) {
-      if (i >= lo + 3) {
-        stage_d(i - 3);
-        const Item& it = items[i - 3];
+      if (i >= lo + 4) {
+        stage_e(i - 4);
+        const Item& it = items[i - 4];
         if (it.head_last && it.h + nsets < s.batch) load_head(it.h + nsets);
       }
+      if (i >= lo + 3 && i - 3 < hi) stage_d(i - 3);
       if (i >= lo + 2 && i - 2 < hi) stage_c(i - 2);
       if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
       if (i < hi) stage_a(i);
