@@ -222,8 +222,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // item is emitted, so an item of batch-head g must come at least kStages
   // places after the last of g - nsets. Otherwise batch-head by batch-head,
   // the pipeline drained at each one's end (`drain`). Pass 2 reads the
-  // statistics in stage B, which pass 1 finishes in its stage C, emitted
-  // before stage B in each iteration: any later place is late enough.
+  // statistics in stage B, which pass 1 finishes in its stage D: a
+  // batch-head's first pass 2 item comes at least two places after its
+  // last pass 1 item (D of item i is emitted before B of item i + 2), else
+  // the pipeline is drained between them (`starts`).
   std::vector<Item> items;
   bool drain = nsets == 1;
   if (!drain) {
@@ -239,11 +241,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const std::vector<Item>& a = pass2[h];
       static const std::vector<Item> kNone;
       const std::vector<Item>& c = h + 1 < s.batch ? pass1[h + 1] : kNone;
-      // kStages - 1 of pass 2 first: then h + 1's first item is kStages
-      // places after the end of the block before (where h - 1 may end).
+      // Two sets: kStages - 1 of pass 2 first, so h + 1's first item is
+      // kStages places after the end of the block before (where h - 1 may
+      // end). Then a pass 1 item whenever as many are left as pass 2 items,
+      // so the block ends with pass 2 (h + 1's pass 2 follows it).
+      const size_t first_c = nsets >= 3 ? 0 : kStages - 1;
       for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
         if (i < a.size()) place(a[i++]);
-        if (j < c.size() && (i >= kStages - 1 || i == a.size())) place(c[j++]);
+        while (j < c.size() && ((i >= first_c && c.size() - j >= a.size() - i) || i == a.size()))
+          place(c[j++]);
       }
     }
   }
@@ -329,10 +335,6 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       b.at(i).bias = column(hs.negm, rows, t);
       b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
       deps.track(i);
-      // p dP on Vector, its row sum by the Scalar engine's add-reduce.
-      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, w);
-      deps.track(b.tensor_tensor(Engine::vector, pd, sb(wk.p_f, DType::f32, rows, 0, w),
-                                 sb(wk.dp_sb, DType::f32, rows, 0, w), AluOp::multiply));
       return;
     }
     const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
@@ -364,28 +366,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const HeadSet& hs = sets[it.h % nsets];
     const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, keys = it.w, t = it.t;
-    if (it.kind == Kind::pass1) {
-      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, keys);
-      int64_t i = b.activation(pd, pd, ActivationFunction::identity);
-      b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
-      deps.track(i);
-      if (!it.first)
-        for (int32_t acc : {hs.l, hs.dsum}) {
-          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                     column(wk.alpha, rows), AluOp::multiply));
-          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
-                                     column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
-                                     AluOp::add));
-        }
-      if (it.last) { // 1 / l, and -D = -(sum p dP) / l
-        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
-                                   column(hs.l, rows, t), AluOp::divide));
-        deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
-                                   column(hs.dsum, rows, t), column(hs.rl, rows, t),
-                                   AluOp::multiply));
-        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
-                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
-      }
+    if (it.kind == Kind::pass1) { // p dP on Vector (its row sum in stage D)
+      deps.track(b.tensor_tensor(Engine::vector, sb(wk.pd, DType::f32, rows, 0, keys),
+                                 sb(wk.p_f, DType::f32, rows, 0, keys),
+                                 sb(wk.dp_sb, DType::f32, rows, 0, keys), AluOp::multiply));
       return;
     }
     const int ob = static_cast<int>(it.kb % 2);
@@ -418,8 +402,34 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // Scalar engine's next stage B does not wait for this item's stage C.
   auto stage_d = [&](int64_t n) {
     const Item& it = items[n];
-    if (it.kind != Kind::pass2) return;
     const Work& wk = work[n % nwork];
+    if (it.kind == Kind::pass1) {
+      const int64_t rows = it.rows, keys = it.w, t = it.t;
+      const HeadSet& hs = sets[it.h % nsets];
+      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, keys);
+      int64_t i = b.activation(pd, pd, ActivationFunction::identity);
+      b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
+      deps.track(i);
+      if (!it.first)
+        for (int32_t acc : {hs.l, hs.dsum}) {
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(wk.alpha, rows), AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
+                                     column(acc == hs.l ? wk.rowsum : wk.dpart, rows),
+                                     AluOp::add));
+        }
+      if (it.last) { // 1 / l, and -D = -(sum p dP) / l
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t), column(ones, rows),
+                                   column(hs.l, rows, t), AluOp::divide));
+        deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
+                                   column(hs.dsum, rows, t), column(hs.rl, rows, t),
+                                   AluOp::multiply));
+        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
+                                   column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
+      }
+      return;
+    }
+    if (it.kind != Kind::pass2) return;
     deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, it.w, 0, it.rows),
                              ps(wk.sd, it.w, kDsTAt, it.rows)));
   };
@@ -462,16 +472,21 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
   };
 
+  // Where a pipelined group starts (the one before drained): after each
+  // batch-head when `drain`, and at a first pass 2 item that comes right
+  // after its batch-head's last pass 1 item.
   const int64_t n_items = static_cast<int64_t>(items.size());
+  std::vector<bool> starts(n_items + 1, false);
+  for (int64_t n = 1; n < n_items; ++n)
+    starts[n] = (drain && items[n - 1].head_last) ||
+                (items[n].kind != Kind::pass1 && items[n - 1].kind == Kind::pass1 &&
+                 items[n - 1].h == items[n].h);
+  starts[n_items] = true;
   for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
   int64_t lo = 0;
   while (lo < n_items) {
-    int64_t hi = n_items; // [lo, hi): one pipelined group
-    if (drain) {
-      for (hi = lo; !items[hi].head_last; ++hi) {
-      }
-      ++hi;
-    }
+    int64_t hi = lo + 1; // [lo, hi): one pipelined group
+    while (!starts[hi]) ++hi;
     for (int64_t i = lo; i < hi + kStages - 1; ++i) {
       if (i >= lo + 4) {
         stage_e(i - 4);
