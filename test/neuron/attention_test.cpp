@@ -309,6 +309,12 @@ TEST(NeuronAttention, BackwardBf16CausalFiveHeadsReuseTheResidentSets) {
   check_backward(shape(5, 200, 200, 64, DType::bf16, true));
   check_backward(shape(5, 64, 64, 32, DType::bf16, true));
 }
+// 768 x 768, head dim 64, f32: two resident sets fit (three do not), so
+// batch-head h + 2 reuses h's set (three heads: one reload) and h + 1's
+// pass 1 interleaves with h's pass 2 after kStages - 1 of its items.
+TEST(NeuronAttention, BackwardF32CausalTwoResidentSets) {
+  check_backward(shape(3, 768, 768, 64, DType::f32, true));
+}
 // 128 rows over 4000 keys in f32: two batch-heads' operands do not fit
 // half of SBUF, so one set is reloaded between the heads (the pipeline
 // drains at each head's end); the 31 key blocks past row 127 get zeros.

@@ -27,11 +27,11 @@ std::vector<BFloat16> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
-/// [768, k] x [k, 640]: two 512-wide column blocks of B; A^T is loaded
+/// [m, 384] x [384, 640]: two 512-wide column blocks of B; A^T is loaded
 /// `a_loads` times (once when B stays resident, once per column block
 /// when B streams).
-void check_tiled_matmul(DType output, int64_t k, int64_t a_loads) {
-  const int64_t m = 768, n = 640;
+void check_tiled_matmul(DType output, int64_t m, int64_t a_loads) {
+  const int64_t k = 384, n = 640;
   const std::vector<BFloat16> a = to_bf16(random_values(m * k, 1));  // A [M, K]
   const std::vector<BFloat16> bm = to_bf16(random_values(k * n, 2)); // B [K, N]
   std::vector<BFloat16> at(k * m);
@@ -74,13 +74,14 @@ void check_tiled_matmul(DType output, int64_t k, int64_t a_loads) {
   EXPECT_EQ(bad, 0);
 }
 
-// K = 384: B's two column blocks (3 x 512 bf16 per partition each) stay
-// resident, A^T is loaded once.
-TEST(NeuronSimulator, TiledMatmulBf16IntoF32) { check_tiled_matmul(DType::f32, 384, 1); }
-TEST(NeuronSimulator, TiledMatmulBf16IntoBf16) { check_tiled_matmul(DType::bf16, 384, 1); }
-// K = 3840: a column block of B takes 30 KiB per partition, two over a
-// third of the program's SBUF budget: B streams, A^T is loaded per block.
-TEST(NeuronSimulator, TiledMatmulStreamsAWideB) { check_tiled_matmul(DType::f32, 3840, 2); }
+// M = 768 >= N: B's two column blocks (3 x 512 bf16 per partition each)
+// stay resident, A^T is loaded once.
+TEST(NeuronSimulator, TiledMatmulBf16IntoF32) { check_tiled_matmul(DType::f32, 768, 1); }
+TEST(NeuronSimulator, TiledMatmulBf16IntoBf16) { check_tiled_matmul(DType::bf16, 768, 1); }
+// M = 256 < N: A is the smaller operand, B streams, A^T is loaded per block.
+TEST(NeuronSimulator, TiledMatmulStreamsBWhenAIsSmaller) {
+  check_tiled_matmul(DType::f32, 256, 2);
+}
 
 /// One Vector/Scalar instruction on [128, 64] f32 tiles loaded from HBM
 /// "a" and "b", its result stored to HBM "out": returns out.
