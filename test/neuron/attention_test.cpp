@@ -168,13 +168,15 @@ int64_t count(const TileProgram& p, Opcode op) {
 // QK^T matmuls. Causal: Q tiles 0-3 (rows < 512) skip chunk 1: 12, and each
 // tile masks exactly its one diagonal-crossing chunk: 8 mask matmuls
 // accumulated into the scores (the scale is positive), from one mask tile
-// made by one affine_select (plus the one that makes the identity).
+// made by one affine_select (plus the one that makes the identity). A
+// diagonal-crossing chunk ends at its tile's last row: tile t's has t + 1
+// key blocks (t < 4) or t - 3 (t >= 4), each 1 transpose and 1 p.v matmul.
 TEST(NeuronAttention, CausalSkipsTilesAboveTheDiagonal) {
   const TileProgram full = attention_forward_program(shape(1, 1024, 1024, 64, DType::bf16, false));
   const TileProgram causal = attention_forward_program(shape(1, 1024, 1024, 64, DType::bf16, true));
   // Per chunk: 1 QK^T, 4 transposes, 4 p.v matmuls.
   EXPECT_EQ(count(full, Opcode::nc_matmul), 16 * 9);
-  EXPECT_EQ(count(causal, Opcode::nc_matmul), 12 * 9 + 8);
+  EXPECT_EQ(count(causal, Opcode::nc_matmul), 12 + 4 * 8 + 2 * (1 + 2 + 3 + 4) * 2 + 8);
   EXPECT_EQ(count(full, Opcode::affine_select), 1);
   EXPECT_EQ(count(causal, Opcode::affine_select), 1 + 1);
   absl::StatusOr<CostReport> a = estimate_cost(full), b = estimate_cost(causal);
@@ -306,6 +308,12 @@ TEST(NeuronAttention, BackwardBf16Causal) {
 TEST(NeuronAttention, BackwardBf16CausalFiveHeadsReuseTheResidentSets) {
   check_backward(shape(5, 200, 200, 64, DType::bf16, true));
   check_backward(shape(5, 64, 64, 32, DType::bf16, true));
+}
+// 768 x 768, head dim 64, f32: two resident sets fit (three do not), so
+// batch-head h + 2 reuses h's set (three heads: one reload) and h + 1's
+// pass 1 interleaves with h's pass 2 after kStages - 1 of its items.
+TEST(NeuronAttention, BackwardF32CausalTwoResidentSets) {
+  check_backward(shape(3, 768, 768, 64, DType::f32, true));
 }
 // 128 rows over 4000 keys in f32: two batch-heads' operands do not fit
 // half of SBUF, so one set is reloaded between the heads (the pipeline

@@ -183,7 +183,8 @@ TEST(NeuronNkiSource, AttentionIsValidPython) {
 
 // The golden attention kernel: one head, 200 query rows (a full and a
 // 72-row Q tile), 160 keys (one chunk crossing the diagonal of both
-// tiles), head dim 32, bf16, causal. Any change to the generated source
+// tiles; the first tile's ends at its last row, key 127), head dim 32,
+// bf16, causal. Any change to the generated source
 // (the program or its NKI form) shows here; update the file only after
 // reading the diff (the failure message says how).
 TEST(NeuronNkiSource, AttentionGolden) {

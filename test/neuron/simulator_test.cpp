@@ -27,8 +27,11 @@ std::vector<BFloat16> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
-void check_tiled_matmul(DType output) {
-  const int64_t m = 256, k = 384, n = 640;
+/// [m, 384] x [384, 640]: two 512-wide column blocks of B; A^T is loaded
+/// `a_loads` times (once when B stays resident, once per column block
+/// when B streams).
+void check_tiled_matmul(DType output, int64_t m, int64_t a_loads) {
+  const int64_t k = 384, n = 640;
   const std::vector<BFloat16> a = to_bf16(random_values(m * k, 1));  // A [M, K]
   const std::vector<BFloat16> bm = to_bf16(random_values(k * n, 2)); // B [K, N]
   std::vector<BFloat16> at(k * m);
@@ -40,9 +43,8 @@ void check_tiled_matmul(DType output) {
   Simulator sim;
   absl::StatusOr<SimulationStats> stats = sim.run(program, hbm);
   ASSERT_TRUE(stats.ok()) << stats.status();
-  // Multiply-adds, plus the elements the DMAs and the PSUM copy move (A^T
-  // is loaded once per 512-wide column block of B: twice).
-  EXPECT_EQ(stats->element_ops, m * k * n + 2 * k * m + k * n + 2 * m * n);
+  // Multiply-adds, plus the elements the DMAs and the PSUM copy move.
+  EXPECT_EQ(stats->element_ops, m * k * n + a_loads * k * m + k * n + 2 * m * n);
 
   std::vector<float> c(m * n);
   if (output == DType::bf16) {
@@ -72,8 +74,14 @@ void check_tiled_matmul(DType output) {
   EXPECT_EQ(bad, 0);
 }
 
-TEST(NeuronSimulator, TiledMatmulBf16IntoF32) { check_tiled_matmul(DType::f32); }
-TEST(NeuronSimulator, TiledMatmulBf16IntoBf16) { check_tiled_matmul(DType::bf16); }
+// M = 768 >= N: B's two column blocks (3 x 512 bf16 per partition each)
+// stay resident, A^T is loaded once.
+TEST(NeuronSimulator, TiledMatmulBf16IntoF32) { check_tiled_matmul(DType::f32, 768, 1); }
+TEST(NeuronSimulator, TiledMatmulBf16IntoBf16) { check_tiled_matmul(DType::bf16, 768, 1); }
+// M = 256 < N: A is the smaller operand, B streams, A^T is loaded per block.
+TEST(NeuronSimulator, TiledMatmulStreamsBWhenAIsSmaller) {
+  check_tiled_matmul(DType::f32, 256, 2);
+}
 
 /// One Vector/Scalar instruction on [128, 64] f32 tiles loaded from HBM
 /// "a" and "b", its result stored to HBM "out": returns out.

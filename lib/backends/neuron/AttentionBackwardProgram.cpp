@@ -92,20 +92,25 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                     sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
     sets.back().kbias = valid.allocate_bias(b, g);
   }
-  // Working tiles, two of each (item parity): the items are software
-  // pipelined (below), so consecutive ones use different buffers.
+  // Pass 1's key chunks: 256 keys, so its scores and dP share one PSUM bank.
+  constexpr int64_t chunk1 = kChunk / 2;
+  // Working tiles, four sets (item n uses set n % 4): the items are software
+  // pipelined (below), so the items in flight use different buffers; an
+  // item's PSUM bank is reused only after the stage that last reads it.
+  // The other three PSUM banks accumulate dV, dK and dQ.
+  constexpr int nwork = 4;
   struct Work {
-    int32_t sd, dp1;                 ///< PSUM: scores (and pass 2's dP, dS^T); pass 1's dP
+    int32_t sd;                      ///< PSUM: scores, pass 1's dP at chunk1 (pass 2: dP, dS^T)
     int32_t s_sb, p_f, dp_sb, pd;    ///< fp32 [rows, chunk]
     int32_t p_in, ds_f, ds_in, dsT;  ///< [rows, 128]: P, dS (fp32 and dt), dS^T (dt)
     int32_t mc, nm, alpha, rowsum, dpart;
   };
   std::vector<Work> work;
-  for (int g = 0; g < 2; ++g) {
+  for (int g = 0; g < nwork; ++g) {
     auto n = [&](const char* what) { return absl::StrCat(what, g); };
-    work.push_back({psum(n("scores")), psum(n("dP")), sbuf(kChunk * 4, n("s")),
-                    sbuf(kChunk * 4, n("p")), sbuf(kChunk * 4, n("dP_sb")),
-                    sbuf(kChunk * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
+    work.push_back({psum(n("scores")), sbuf(chunk1 * 4, n("s")),
+                    sbuf(chunk1 * 4, n("p")), sbuf(chunk1 * 4, n("dP_sb")),
+                    sbuf(chunk1 * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
                     sbuf(kBlock * 4, n("dS")), sbuf(kBlock * es, n("dS_in")),
                     sbuf(kBlock * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
                     sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
@@ -186,8 +191,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     std::vector<Item>& p2 = pass2[h];
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
-      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
-        const int64_t w = std::min(kChunk, S - k0);
+      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += chunk1) {
+        // Causal: not the keys past the tile's last row (no row sees them).
+        const int64_t w = std::min({chunk1, S - k0, s.causal ? q0 + rows - k0 : S});
         p1.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
                       s.causal && k0 + w - 1 > q0});
       }
@@ -206,20 +212,24 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       p2.back().last = true;
     }
   }
-  // Stages (below): an item's instructions in four groups A..D, software
-  // pipelined: iteration i emits D of item i-3, C of i-2, B of i-1 and A
-  // of i, so each engine's in-order queue interleaves independent items.
-  constexpr int64_t kStages = 4;
+  // Stages (below): an item's instructions in five groups A..E, software
+  // pipelined: iteration i emits E of item i-4, D of i-3, C of i-2, B of
+  // i-1 and A of i, so each engine's in-order queue interleaves independent
+  // items, and no engine waits within an iteration for work of its own
+  // later in that iteration.
+  constexpr int64_t kStages = 5;
   // The order: with more than one set, batch-head h + 1's pass 1
   // alternates with h's pass 2 (they share no buffer but the working
   // tiles), so the engines' queues hold independent work across the pass
   // boundary, where each batch-head's pass 2 waits for its statistics. A
-  // set is reloaded (for batch-head h + nsets) once stage D of h's last
+  // set is reloaded (for batch-head h + nsets) once stage E of h's last
   // item is emitted, so an item of batch-head g must come at least kStages
   // places after the last of g - nsets. Otherwise batch-head by batch-head,
   // the pipeline drained at each one's end (`drain`). Pass 2 reads the
-  // statistics in stage B, which pass 1 finishes in its stage B: any later
-  // place is late enough.
+  // statistics in stage B, which pass 1 finishes in its stage D: a
+  // batch-head's first pass 2 item comes at least two places after its
+  // last pass 1 item (D of item i is emitted before B of item i + 2), else
+  // the pipeline is drained between them (`starts`).
   std::vector<Item> items;
   bool drain = nsets == 1;
   if (!drain) {
@@ -235,11 +245,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const std::vector<Item>& a = pass2[h];
       static const std::vector<Item> kNone;
       const std::vector<Item>& c = h + 1 < s.batch ? pass1[h + 1] : kNone;
-      // kStages - 1 of pass 2 first: then h + 1's first item is kStages
-      // places after the end of the block before (where h - 1 may end).
+      // Two sets: kStages - 1 of pass 2 first, so h + 1's first item is
+      // kStages places after the end of the block before (where h - 1 may
+      // end). Then a pass 1 item whenever as many are left as pass 2 items,
+      // so the block ends with pass 2 (h + 1's pass 2 follows it).
+      const size_t first_c = nsets >= 3 ? 0 : kStages - 1;
       for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
         if (i < a.size()) place(a[i++]);
-        if (j < c.size() && (i >= kStages - 1 || i == a.size())) place(c[j++]);
+        while (j < c.size() && ((i >= first_c && c.size() - j >= a.size() - i) || i == a.size()))
+          place(c[j++]);
       }
     }
   }
@@ -264,7 +278,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   auto stage_a = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
+    const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
     const bool p1 = it.kind == Kind::pass1;
@@ -272,7 +286,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                         sb(hs.kT, dt, E, it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
     if (valid.masks_keys()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
-    deps.track(b.matmul(p1 ? ps(wk.dp1, rows, 0, w) : ps(wk.sd, rows, kDpAt, w),
+    deps.track(b.matmul(p1 ? ps(wk.sd, rows, chunk1, w) : ps(wk.sd, rows, kDpAt, w),
                         sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
     if (!p1) return;
     // Raw scores stay in PSUM (masked there) when the scale is positive:
@@ -305,7 +319,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     // dP into SBUF by Scalar: the Vector product in stage B then runs at
     // its SBUF rate (one PSUM operand doubles its cost).
     deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
-                             ps(wk.dp1, rows, 0, w)));
+                             ps(wk.sd, rows, chunk1, w)));
   };
   // Stage B. Pass 1: p = exp(scale S - m) with its row sum l (online over
   // the chunks), D = sum_j p_j dP_j / l; after a tile's last chunk 1 / l
@@ -314,7 +328,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   auto stage_b = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
+    const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
     if (it.kind == Kind::pass1) {
@@ -326,11 +340,79 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       b.at(i).bias = column(hs.negm, rows, t);
       b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
       deps.track(i);
-      // p dP on Vector, its row sum by the Scalar engine's add-reduce.
-      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, w);
-      deps.track(b.tensor_tensor(Engine::vector, pd, sb(wk.p_f, DType::f32, rows, 0, w),
-                                 sb(wk.dp_sb, DType::f32, rows, 0, w), AluOp::multiply));
-      i = b.activation(pd, pd, ActivationFunction::identity);
+      return;
+    }
+    const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
+    int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
+    b.at(i).bias = column(hs.negm, rows, t);
+    deps.track(i);
+    if (it.diagonal && !mm_mask)
+      deps.track(
+          b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
+    // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
+    // straight into the matmul dtype.
+    const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
+    i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
+    b.at(i).bias = column(hs.negd, rows, t);
+    deps.track(i);
+    const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
+    deps.track(
+        b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
+    deps.track(
+        b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
+  };
+  // Stage C. Pass 1: the row sum of p dP (Scalar), the online updates of l
+  // and D; after a tile's last chunk 1 / l and -D = -(sum p dP) / l (pass
+  // 2's bias). Pass 2: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T
+  // by the identity; after a key block's last item its dK and dV (zeros
+  // when no row sees these keys) are stored.
+  auto stage_c = [&](int64_t n) {
+    const Item& it = items[n];
+    const HeadSet& hs = sets[it.h % nsets];
+    const Work& wk = work[n % nwork];
+    const int64_t rows = it.rows, keys = it.w, t = it.t;
+    if (it.kind == Kind::pass1) { // p dP on Vector (its row sum in stage D)
+      deps.track(b.tensor_tensor(Engine::vector, sb(wk.pd, DType::f32, rows, 0, keys),
+                                 sb(wk.p_f, DType::f32, rows, 0, keys),
+                                 sb(wk.dp_sb, DType::f32, rows, 0, keys), AluOp::multiply));
+      return;
+    }
+    const int ob = static_cast<int>(it.kb % 2);
+    if (it.kind == Kind::pass2) {
+      const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
+      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
+                          sb(hs.do_rows, dt, rows, t * Ev, Ev), !it.first));
+      deps.track(
+          b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(hs.q_rows, dt, rows, t * E, E), !it.first));
+      deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
+                          false));
+      if (it.last) {
+        deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
+                                ActivationFunction::identity, s.scale));
+        deps.track(b.tensor_copy(Engine::vector, sb(dv_out[ob], dt, keys, 0, Ev),
+                                 ps(ps_dv, keys, 0, Ev)));
+      }
+    } else {
+      deps.track(b.iota(sb(dk_out[ob], dt, keys, 0, E), AffineExpr{0, 0, {0}}));
+      deps.track(b.iota(sb(dv_out[ob], dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
+    }
+    if (!it.last) return;
+    const int32_t nk = static_cast<int32_t>(keys);
+    deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + it.k0, nk, 0, E),
+                          sb(dk_out[ob], dt, keys, 0, E)));
+    deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
+                          sb(dv_out[ob], dt, keys, 0, Ev)));
+  };
+  // Stage D: dS^T copied to SBUF (Scalar), a stage of its own so that the
+  // Scalar engine's next stage B does not wait for this item's stage C.
+  auto stage_d = [&](int64_t n) {
+    const Item& it = items[n];
+    const Work& wk = work[n % nwork];
+    if (it.kind == Kind::pass1) {
+      const int64_t rows = it.rows, keys = it.w, t = it.t;
+      const HeadSet& hs = sets[it.h % nsets];
+      const AccessPattern pd = sb(wk.pd, DType::f32, rows, 0, keys);
+      int64_t i = b.activation(pd, pd, ActivationFunction::identity);
       b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
       deps.track(i);
       if (!it.first)
@@ -355,67 +437,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       }
       return;
     }
-    const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
-    int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
-    b.at(i).bias = column(hs.negm, rows, t);
-    deps.track(i);
-    if (it.diagonal && !mm_mask)
-      deps.track(
-          b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
-    // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
-    // straight into the matmul dtype.
-    const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
-    i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
-    b.at(i).bias = column(hs.negd, rows, t);
-    deps.track(i);
-    const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
-    deps.track(
-        b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
-    deps.track(
-        b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
+    if (it.kind != Kind::pass2) return;
+    deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, it.w, 0, it.rows),
+                             ps(wk.sd, it.w, kDsTAt, it.rows)));
   };
-  // Stage C: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T by the
-  // identity (copied to SBUF by Scalar); after a key block's last item its
-  // dK and dV (zeros when no row sees these keys) are stored.
-  auto stage_c = [&](int64_t n) {
+  // Stage E: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
+  auto stage_e = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
-    const int64_t rows = it.rows, keys = it.w, t = it.t;
-    if (it.kind == Kind::pass1) return;
-    const int ob = static_cast<int>(it.kb % 2);
-    if (it.kind == Kind::pass2) {
-      const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
-      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
-                          sb(hs.do_rows, dt, rows, t * Ev, Ev), !it.first));
-      deps.track(
-          b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(hs.q_rows, dt, rows, t * E, E), !it.first));
-      deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
-                          false));
-      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, keys, 0, rows),
-                               ps(wk.sd, keys, kDsTAt, rows)));
-      if (it.last) {
-        deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
-                                ActivationFunction::identity, s.scale));
-        deps.track(b.tensor_copy(Engine::vector, sb(dv_out[ob], dt, keys, 0, Ev),
-                                 ps(ps_dv, keys, 0, Ev)));
-      }
-    } else {
-      deps.track(b.iota(sb(dk_out[ob], dt, keys, 0, E), AffineExpr{0, 0, {0}}));
-      deps.track(b.iota(sb(dv_out[ob], dt, keys, 0, Ev), AffineExpr{0, 0, {0}}));
-    }
-    if (!it.last) return;
-    const int32_t nk = static_cast<int32_t>(keys);
-    deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + it.k0, nk, 0, E),
-                          sb(dk_out[ob], dt, keys, 0, E)));
-    deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
-                          sb(dv_out[ob], dt, keys, 0, Ev)));
-  };
-  // Stage D: dQ += dS k; after a batch-head's last item dQ is scaled and stored.
-  auto stage_d = [&](int64_t n) {
-    const Item& it = items[n];
-    const HeadSet& hs = sets[it.h % nsets];
-    const Work& wk = work[n % 2];
+    const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, keys = it.w, t = it.t;
     if (it.kind == Kind::pass2) {
       const AccessPattern k_blk = sb(hs.k_rows, dt, keys, it.kb * E, E);
@@ -450,22 +480,28 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
   };
 
+  // Where a pipelined group starts (the one before drained): after each
+  // batch-head when `drain`, and at a first pass 2 item that comes right
+  // after its batch-head's last pass 1 item.
   const int64_t n_items = static_cast<int64_t>(items.size());
+  std::vector<bool> starts(n_items + 1, false);
+  for (int64_t n = 1; n < n_items; ++n)
+    starts[n] = (drain && items[n - 1].head_last) ||
+                (items[n].kind != Kind::pass1 && items[n - 1].kind == Kind::pass1 &&
+                 items[n - 1].h == items[n].h);
+  starts[n_items] = true;
   for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
   int64_t lo = 0;
   while (lo < n_items) {
-    int64_t hi = n_items; // [lo, hi): one pipelined group
-    if (drain) {
-      for (hi = lo; !items[hi].head_last; ++hi) {
-      }
-      ++hi;
-    }
+    int64_t hi = lo + 1; // [lo, hi): one pipelined group
+    while (!starts[hi]) ++hi;
     for (int64_t i = lo; i < hi + kStages - 1; ++i) {
-      if (i >= lo + 3) {
-        stage_d(i - 3);
-        const Item& it = items[i - 3];
+      if (i >= lo + 4) {
+        stage_e(i - 4);
+        const Item& it = items[i - 4];
         if (it.head_last && it.h + nsets < s.batch) load_head(it.h + nsets);
       }
+      if (i >= lo + 3 && i - 3 < hi) stage_d(i - 3);
       if (i >= lo + 2 && i - 2 < hi) stage_c(i - 2);
       if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
       if (i < hi) stage_a(i);

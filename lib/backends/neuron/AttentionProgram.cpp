@@ -37,6 +37,10 @@ absl::Status attention_tileable(const AttentionShape& s) {
   return absl::OkStatus();
 }
 
+namespace {
+constexpr int kMaxSlots = 4; ///< batch-heads resident in the forward
+} // namespace
+
 TileProgram attention_forward_program(const AttentionShape& s) {
   const DType dt = s.dtype;
   const int64_t es = static_cast<int64_t>(element_size(dt));
@@ -62,10 +66,15 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   const int32_t ident = make_identity(b, deps, dt);
   const ValidLength valid(b, deps, s);
 
-  // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev]
-  // (and the key bias of valid_seq_len).
-  int32_t qT[2], kT[2], vv[2], kbias[2];
-  for (int h = 0; h < std::min<int64_t>(2, s.batch); ++h) {
+  // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev];
+  // batch-head h in slot h % nslots, up to four slots as fit in half of
+  // SBUF (at least two: attention_tileable), so the loads of the next
+  // batch-heads overlap the work on this one even when it is short; with
+  // valid_seq_len, each slot's key bias too.
+  const int nslots = static_cast<int>(
+      std::clamp<int64_t>(kSbufBytesPerPartition / 2 / head_bytes(s), 2, kMaxSlots));
+  int32_t qT[kMaxSlots], kT[kMaxSlots], vv[kMaxSlots], kbias[kMaxSlots];
+  for (int h = 0; h < std::min<int64_t>(nslots, s.batch); ++h) {
     qT[h] = sbuf(L * es, absl::StrCat("qT", h));
     kT[h] = sbuf(S * es, absl::StrCat("kT", h));
     vv[h] = sbuf(kblocks * Ev * es, absl::StrCat("v", h));
@@ -95,17 +104,20 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     pv_ps[g] = psum(absl::StrCat("pv", g));
     pT_sb[g] = sbuf(kChunk * es, absl::StrCat("pT", g));
   }
-  // Per Q tile parity t.
-  int32_t o_run[2], o_out[2];
-  for (int t = 0; t < 2; ++t) {
-    o_run[t] = sbuf(Ev * 4, absl::StrCat("o", t));
-    o_out[t] = sbuf(Ev * es, absl::StrCat("o_out", t));
-  }
+  // Per Q tile parity: the running output; the outputs in the input dtype
+  // over four Q tiles (a store's DMA, ~1.4 us, reads one while the next
+  // tiles finish).
+  constexpr int kOutRing = 4;
+  const int nout =
+      static_cast<int>(std::min<int64_t>(kOutRing, s.batch * ceil_div(L, kBlock)));
+  int32_t o_run[2], o_out[kOutRing];
+  for (int t = 0; t < 2; ++t) o_run[t] = sbuf(Ev * 4, absl::StrCat("o", t));
+  for (int t = 0; t < nout; ++t) o_out[t] = sbuf(Ev * es, absl::StrCat("o_out", t));
 
   // q^T and k^T in 512-column pieces (head dim on the partitions: partition
   // stride 1, free stride E in HBM), v in 128-key blocks.
   auto load_head = [&](int64_t h) {
-    const int hs = static_cast<int>(h % 2);
+    const int hs = static_cast<int>(h % nslots);
     auto load_transposed = [&](int32_t dst, int32_t src, int64_t len) {
       for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
         const int64_t w = std::min(kChunk, len - c0);
@@ -138,7 +150,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     for (int64_t q0 = 0; q0 < L; q0 += kBlock, ++tiles) {
       const int64_t rows = std::min(kBlock, L - q0);
       for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += kChunk) {
-        const int64_t w = std::min(kChunk, S - k0);
+        // Causal: not the keys past the tile's last row (no row sees them).
+        const int64_t w = std::min({kChunk, S - k0, s.causal ? q0 + rows - k0 : S});
         chunks.push_back({h, q0, rows, tiles, k0, w, k0 == 0, false, s.causal && k0 + w - 1 > q0});
       }
       chunks.back().last = true;
@@ -156,7 +169,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   // Stage 1: scores; scaled into SBUF and masked when the chunk crosses the diagonal.
   auto stage1 = [&](int64_t n) {
     const Chunk& c = chunks[n];
-    const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
+    const int hs = static_cast<int>(c.h % nslots), g = static_cast<int>(n % kRing);
     deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
                         sb(kT[hs], dt, E, c.k0, c.w), false));
     if (c.diagonal && mm_mask) cmask->add(b, deps, s_ps[g], 0, c.rows, c.q0, c.k0, c.w);
@@ -207,7 +220,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   // busier), then p v accumulated over the blocks.
   auto stage3 = [&](int64_t n) {
     const Chunk& c = chunks[n];
-    const int hs = static_cast<int>(c.h % 2), g = static_cast<int>(n % kRing);
+    const int hs = static_cast<int>(c.h % nslots), g = static_cast<int>(n % kRing);
     const int g2 = static_cast<int>(n % 2);
     const int64_t rows = c.rows, w = c.w, blocks = ceil_div(w, kBlock);
     for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -231,6 +244,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     const Chunk& c = chunks[n];
     const int g = static_cast<int>(n % kRing), pg = static_cast<int>((n + kRing - 1) % kRing);
     const int g2 = static_cast<int>(n % 2), t = static_cast<int>(c.tile % 2);
+    const int to = static_cast<int>(c.tile % nout);
     const int64_t rows = c.rows;
     const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
     if (c.first) {
@@ -249,16 +263,16 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       valid.row_keep(b, deps, column(keep[g], rows), c.h, c.q0 / kBlock, rows);
       deps.track(b.tensor_tensor(Engine::vector, column(keep[g], rows), column(keep[g], rows),
                                  column(l[g], rows), AluOp::divide));
-      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
+      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[to], dt, rows, 0, Ev), o,
                                  broadcast(keep[g], rows, Ev), AluOp::multiply));
     } else {
-      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[t], dt, rows, 0, Ev), o,
+      deps.track(b.tensor_tensor(Engine::vector, sb(o_out[to], dt, rows, 0, Ev), o,
                                  broadcast(l[g], rows, Ev), AluOp::divide));
     }
     const int64_t row0 = c.h * L + c.q0;
     const int32_t r = static_cast<int32_t>(rows);
     deps.track(
-        b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[t], dt, rows, 0, Ev)));
+        b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[to], dt, rows, 0, Ev)));
     if (s.save_stats) {
       deps.track(b.tensor_scalar(Engine::vector, column(m[g], rows), column(negm[g], rows),
                                  AluOp::multiply, -1.0f));
@@ -270,10 +284,9 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   // Software pipelined, four chunks in flight: iteration i emits stage 4 of
   // chunk i-3, 3 of i-2, 2 of i-1 and 1 of i, so each engine's queue
   // interleaves independent chunks. A batch-head's slot is reloaded (for
-  // batch-head h + 2) once its last reader, stage 3 of its last chunk, is
-  // emitted.
-  load_head(0);
-  if (s.batch > 1) load_head(1);
+  // batch-head h + nslots) once its last reader, stage 3 of its last chunk,
+  // is emitted.
+  for (int64_t h = 0; h < std::min<int64_t>(nslots, s.batch); ++h) load_head(h);
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
   for (int64_t i = 0; i < n_chunks + 3; ++i) {
     if (i >= 3) stage4(i - 3);
@@ -281,7 +294,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       stage3(i - 2);
       const Chunk& c = chunks[i - 2];
       const bool head_done = i - 2 + 1 == n_chunks || chunks[i - 1].h != c.h;
-      if (head_done && c.h + 2 < s.batch) load_head(c.h + 2);
+      if (head_done && c.h + nslots < s.batch) load_head(c.h + nslots);
     }
     if (i >= 1 && i - 1 < n_chunks) stage2(i - 1);
     if (i < n_chunks) stage1(i);

@@ -72,14 +72,25 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   const int64_t blocks = nbatch * nt, tiles = blocks * mt;
   const int64_t a_bytes = kt * mb_max * in_size, b_bytes = kt * nb_max * in_size,
                 out_bytes = nb_max * static_cast<int64_t>(element_size(s.output));
-  auto depth_for = [&](int64_t bytes, int64_t budget) {
-    return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(budget / bytes, tiles), 2,
+  auto depth_for = [&](int64_t bytes, int64_t budget, int64_t uses) {
+    return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(budget / bytes, uses), 2,
                                                  kMaxDepth));
   };
-  const int out_depth = depth_for(out_bytes, kMaxDepth * out_bytes);
-  const int a_depth = depth_for(a_bytes, kSbufBudget - 2 * b_bytes - out_depth * out_bytes);
+  // B resident: one product wider than a column block, whose B fits in a
+  // third of the budget and is no larger than A (M >= N: reloading A per
+  // column block would cost more than B's one pass), is loaded once, and
+  // the tiles go M tile by M tile (every column block of an M tile before
+  // the next), so each A^T row block is loaded once, not once per column
+  // block. Four A^T loads in flight: deeper, the prefetches crowd out the
+  // stores (C is the larger transfer) on HBM.
+  const bool b_resident =
+      nbatch == 1 && nt > 1 && s.m >= s.n && nt * b_bytes <= kSbufBudget / 3;
+  const int out_depth = depth_for(out_bytes, kMaxDepth * out_bytes, tiles);
+  const int b_depth = b_resident ? static_cast<int>(nt) : 2;
+  const int a_depth = depth_for(a_bytes, kSbufBudget - b_depth * b_bytes - out_depth * out_bytes,
+                                b_resident ? std::min<int64_t>(mt, 4) : tiles);
   Ring a = ring(b, BufferKind::sbuf, a_bytes, a_depth, "a");
-  Ring bb = ring(b, BufferKind::sbuf, b_bytes, 2, "b");
+  Ring bb = ring(b, BufferKind::sbuf, b_bytes, b_depth, "b");
   Ring ps = ring(b, BufferKind::psum, nb_max * 4,
                  static_cast<int>(std::clamp<int64_t>(tiles, 2, kPsumDepth)), "psum");
   Ring out = ring(b, BufferKind::sbuf, out_bytes, out_depth, "out");
@@ -119,11 +130,18 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     ap.dims = {{rows, s.k}};
     return ap;
   };
-  // Loads A^T's columns of tile t's M tile (all K tiles, one DMA) into its ring slot.
-  auto load_a = [&](int64_t t) {
-    const int slot = a.slot(t);
-    const int64_t mi = t % mt, rows = tile_rows(mi);
-    const MatmulOffsets& p = of(t / mt);
+  // Tile t's column block and M tile, and its A^T load (the index of the
+  // A^T row block it reads, in load order).
+  auto block_of = [&](int64_t t) { return b_resident ? t % nt : t / mt; };
+  auto mtile_of = [&](int64_t t) { return b_resident ? t / nt : t % mt; };
+  auto a_use = [&](int64_t t) { return b_resident ? t / nt : t; };
+  const int64_t a_uses = b_resident ? mt : tiles;
+  // Loads A^T's columns of A load u's M tile (all K tiles, one DMA) into
+  // its ring slot.
+  auto load_a = [&](int64_t u) {
+    const int slot = a.slot(u);
+    const int64_t mi = b_resident ? u : u % mt, rows = tile_rows(mi);
+    const MatmulOffsets& p = of(b_resident ? 0 : u / mt);
     AccessPattern src = a_block(p, 0, k_rows(0), mi * 128, rows);
     AccessPattern dst =
         tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(0), 0, {{rows, 1}});
@@ -150,7 +168,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   // DMAs output tile t (from its out ring slot) to C.
   auto store_c = [&](int64_t t) {
     const int slot = out.slot(t);
-    const int64_t blk = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(blk);
+    const int64_t blk = block_of(t), mi = mtile_of(t), rows = tile_rows(mi),
+                  w = block_width(blk);
     AccessPattern dst =
         hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), blk % nt * 512, w);
     dst.offset += blk / nt * s.m * s.n;
@@ -161,13 +180,20 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   };
 
   load_b(0);
-  for (int64_t t = 0; t < std::min<int64_t>(a.depth - 1, tiles); ++t) load_a(t);
+  for (int64_t u = 0; u < std::min<int64_t>(a.depth - 1, a_uses); ++u) load_a(u);
+  if (b_resident)
+    for (int64_t blk = 1; blk < nt; ++blk) load_b(blk);
   for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t nb = t / mt, mi = t % mt, rows = tile_rows(mi), w = block_width(nb);
-    const int aslot = a.slot(t), bslot = bb.slot(nb), pslot = ps.slot(t), oslot = out.slot(t);
-    // 1. Prefetch: the next block's B, and A for the tile depth - 1 ahead.
-    if (mi == 0 && nb + 1 < blocks) load_b(nb + 1);
-    if (t + a.depth - 1 < tiles) load_a(t + a.depth - 1);
+    const int64_t nb = block_of(t), mi = mtile_of(t), u = a_use(t), rows = tile_rows(mi),
+                  w = block_width(nb);
+    const int aslot = a.slot(u), bslot = bb.slot(nb), pslot = ps.slot(t), oslot = out.slot(t);
+    // The tile's A^T is new (loaded for it) / used for the last time.
+    const bool a_first = !b_resident || nb == 0, a_last = !b_resident || nb == nt - 1;
+    // B's first use (resident: the first M tile) and last (streamed: the last M tile).
+    const bool b_first = mi == 0, b_last = !b_resident && mi == mt - 1;
+    // 1. Prefetch: the next block's B, and A for the load depth - 1 ahead.
+    if (!b_resident && mi == 0 && nb + 1 < blocks) load_b(nb + 1);
+    if (a_first && u + a.depth - 1 < a_uses) load_a(u + a.depth - 1);
     // 2. K accumulation into PSUM bank `pslot`.
     for (int64_t ki = 0; ki < kt; ++ki) {
       const int64_t i = b.matmul(tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32, 0,
@@ -178,14 +204,15 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
                                               k_rows(ki), ki * nb_max, {{w, 1}}),
                                  ki > 0);
       if (ki == 0) {
-        b.wait(i, a.filled[aslot], (a.round(t) + 1) * static_cast<int32_t>(a_loads_per_tile));
-        if (mi == 0) b.wait(i, bb.filled[bslot], (bb.round(nb) + 1) * static_cast<int32_t>(kt));
+        if (a_first)
+          b.wait(i, a.filled[aslot], (a.round(u) + 1) * static_cast<int32_t>(a_loads_per_tile));
+        if (b_first) b.wait(i, bb.filled[bslot], (bb.round(nb) + 1) * static_cast<int32_t>(kt));
         if (t >= ps.depth) b.wait(i, ps.freed[pslot], ps.round(t));
       }
       if (ki == kt - 1) {
-        b.signal(i, a.freed[aslot]);
+        if (a_last) b.signal(i, a.freed[aslot]);
         b.signal(i, ps.filled[pslot]);
-        if (mi == mt - 1) b.signal(i, bb.freed[bslot]);
+        if (b_last) b.signal(i, bb.freed[bslot]);
       }
     }
     // 3. PSUM -> SBUF output tile on Scalar, converting to C's dtype.

@@ -1,4 +1,4 @@
-# NKI kernel 'attention_fwd_causal': 34 instructions, written by mstep from its tile
+# NKI kernel 'attention_fwd_causal': 32 instructions, written by mstep from its tile
 # program (lib/backends/neuron, issue 19): one statement per tile instruction, in
 # program order; HBM tensors are the (flat) arguments, outputs are dst= operands.
 # Not compiled against the Neuron SDK: NKI 0.2+ style, checked only to be valid
@@ -53,8 +53,8 @@ def attention_fwd_causal(q, k, v, out):
     ps_pv1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [12288, 14336), live [2, end)
     sb_pT1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [12608, 13632), live [2, end)
     sb_o0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [13632, 13760), live [2, end)
-    sb_o_out0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [13760, 13824), live [2, end)
-    sb_o1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [13824, 13952), live [2, end)
+    sb_o1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [13760, 13888), live [2, end)
+    sb_o_out0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [13888, 13952), live [2, end)
     sb_o_out1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [13952, 14016), live [2, end)
     sb_causal_mask = nl.ndarray((nl.par_dim(128), 1152), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [14016, 16320), live [2, end)
     nisa.iota(dst=sb_ones[0:128, 0:128], pattern=[[0, 128]], offset=1, channel_multiplier=0)  # #0 GpSimd; signal s3
@@ -65,29 +65,27 @@ def attention_fwd_causal(q, k, v, out):
     nisa.dma_copy(dst=sb_kT0[0:32, 0:160], src=k.ap(pattern=[[1, 32], [32, 160]], offset=0))  # #5 Sync dma1; signal s5
     nisa.dma_copy(dst=sb_v0[0:128, 0:32], src=v.ap(pattern=[[32, 128], [1, 32]], offset=0))  # #6 Sync dma2; signal s6
     nisa.dma_copy(dst=sb_v0[0:32, 32:64], src=v.ap(pattern=[[32, 32], [1, 32]], offset=4096))  # #7 Sync dma3; signal s7
-    nisa.nc_matmul(dst=ps_scores0[0:128, 0:160], stationary=sb_qT0[0:32, 0:128], moving=sb_kT0[0:32, 0:160], accumulate=False)  # #8 Tensor; wait s4>=1 s5>=1; signal s0
-    nisa.nc_matmul(dst=ps_scores0[0:128, 0:160], stationary=sb_identity[0:128, 0:128], moving=sb_causal_mask[0:128, 512:672], accumulate=True)  # #9 Tensor; wait s3>=4; signal s0
-    nisa.tensor_reduce(dst=sb_chunk_neg_m0[0:128, 0:1], op=nl.maximum, data=ps_scores0[0:128, 0:160], axis=(1,))  # #10 Vector; wait s0>=2; signal s1
+    nisa.nc_matmul(dst=ps_scores0[0:128, 0:128], stationary=sb_qT0[0:32, 0:128], moving=sb_kT0[0:32, 0:128], accumulate=False)  # #8 Tensor; wait s4>=1 s5>=1; signal s0
+    nisa.nc_matmul(dst=ps_scores0[0:128, 0:128], stationary=sb_identity[0:128, 0:128], moving=sb_causal_mask[0:128, 512:640], accumulate=True)  # #9 Tensor; wait s3>=4; signal s0
+    nisa.tensor_reduce(dst=sb_chunk_neg_m0[0:128, 0:1], op=nl.maximum, data=ps_scores0[0:128, 0:128], axis=(1,))  # #10 Vector; wait s0>=2; signal s1
     nisa.tensor_scalar(dst=sb_neg_m0[0:128, 0:1], data=sb_chunk_neg_m0[0:128, 0:1], op0=nl.multiply, operand0=-0.125, engine=nisa.engine.vector)  # #11 Vector; signal s1
-    nisa.activation(dst=sb_p0[0:128, 0:160], op=nl.exp, data=ps_scores0[0:128, 0:160], bias=sb_neg_m0[0:128, 0:1], scale=0.125, reduce_op=nl.add, reduce_res=sb_l0[0:128, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #12 Scalar; wait s0>=2 s1>=2; signal s2
+    nisa.activation(dst=sb_p0[0:128, 0:128], op=nl.exp, data=ps_scores0[0:128, 0:128], bias=sb_neg_m0[0:128, 0:1], scale=0.125, reduce_op=nl.add, reduce_res=sb_l0[0:128, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #12 Scalar; wait s0>=2 s1>=2; signal s2
     nisa.nc_matmul(dst=ps_scores1[0:72, 0:160], stationary=sb_qT0[0:32, 128:200], moving=sb_kT0[0:32, 0:160], accumulate=False)  # #13 Tensor; wait s4>=1 s5>=1; signal s0
     nisa.nc_matmul(dst=ps_scores1[0:72, 0:160], stationary=sb_identity[0:72, 0:72], moving=sb_causal_mask[0:72, 384:544], accumulate=True)  # #14 Tensor; wait s3>=4; signal s0
     nisa.nc_matmul(dst=ps_pT_psum0[0:128, 0:128], stationary=sb_p0[0:128, 0:128], moving=sb_identity[0:128, 0:128], accumulate=False)  # #15 Tensor; wait s2>=1 s3>=2; signal s0
-    nisa.nc_matmul(dst=ps_pT_psum0[0:32, 128:256], stationary=sb_p0[0:128, 128:160], moving=sb_identity[0:128, 0:128], accumulate=False)  # #16 Tensor; wait s2>=1 s3>=2; signal s0
-    nisa.tensor_copy(dst=sb_pT0[0:128, 0:256], src=ps_pT_psum0[0:128, 0:256], engine=nisa.engine.scalar)  # #17 Scalar; wait s0>=6; signal s2
-    nisa.nc_matmul(dst=ps_pv0[0:128, 0:32], stationary=sb_pT0[0:128, 0:128], moving=sb_v0[0:128, 0:32], accumulate=False)  # #18 Tensor; wait s2>=2 s6>=1 s7>=1; signal s0
-    nisa.nc_matmul(dst=ps_pv0[0:128, 0:32], stationary=sb_pT0[0:32, 128:256], moving=sb_v0[0:32, 32:64], accumulate=True)  # #19 Tensor; wait s2>=2 s6>=1 s7>=1; signal s0
-    nisa.tensor_reduce(dst=sb_chunk_neg_m1[0:72, 0:1], op=nl.maximum, data=ps_scores1[0:72, 0:160], axis=(1,))  # #20 Vector; wait s0>=4; signal s1
-    nisa.tensor_scalar(dst=sb_neg_m1[0:72, 0:1], data=sb_chunk_neg_m1[0:72, 0:1], op0=nl.multiply, operand0=-0.125, engine=nisa.engine.vector)  # #21 Vector; signal s1
-    nisa.activation(dst=sb_p1[0:72, 0:160], op=nl.exp, data=ps_scores1[0:72, 0:160], bias=sb_neg_m1[0:72, 0:1], scale=0.125, reduce_op=nl.add, reduce_res=sb_l1[0:72, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #22 Scalar; wait s0>=4 s1>=4; signal s2
-    nisa.tensor_copy(dst=sb_o0[0:128, 0:32], src=ps_pv0[0:128, 0:32], engine=nisa.engine.vector)  # #23 Vector; wait s0>=8; signal s1
-    nisa.tensor_tensor(dst=sb_o_out0[0:128, 0:32], data1=sb_o0[0:128, 0:32], data2=sb_l0.ap(pattern=[[1, 128], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #24 Vector; wait s2>=1; signal s1
-    nisa.dma_copy(dst=out.ap(pattern=[[32, 128], [1, 32]], offset=0), src=sb_o_out0[0:128, 0:32])  # #25 Sync dma4; wait s1>=6; signal s8
-    nisa.nc_matmul(dst=ps_pT_psum1[0:128, 0:72], stationary=sb_p1[0:72, 0:128], moving=sb_identity[0:72, 0:72], accumulate=False)  # #26 Tensor; wait s2>=3 s3>=2; signal s0
-    nisa.nc_matmul(dst=ps_pT_psum1[0:32, 72:144], stationary=sb_p1[0:72, 128:160], moving=sb_identity[0:72, 0:72], accumulate=False)  # #27 Tensor; wait s2>=3 s3>=2; signal s0
-    nisa.tensor_copy(dst=sb_pT1[0:128, 0:144], src=ps_pT_psum1[0:128, 0:144], engine=nisa.engine.scalar)  # #28 Scalar; wait s0>=10; signal s2
-    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:128, 0:72], moving=sb_v0[0:128, 0:32], accumulate=False)  # #29 Tensor; wait s2>=4 s6>=1 s7>=1; signal s0
-    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:32, 72:144], moving=sb_v0[0:32, 32:64], accumulate=True)  # #30 Tensor; wait s2>=4 s6>=1 s7>=1; signal s0
-    nisa.tensor_copy(dst=sb_o1[0:72, 0:32], src=ps_pv1[0:72, 0:32], engine=nisa.engine.vector)  # #31 Vector; wait s0>=12; signal s1
-    nisa.tensor_tensor(dst=sb_o_out1[0:72, 0:32], data1=sb_o1[0:72, 0:32], data2=sb_l1.ap(pattern=[[1, 72], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #32 Vector; wait s2>=3; signal s1
-    nisa.dma_copy(dst=out.ap(pattern=[[32, 72], [1, 32]], offset=4096), src=sb_o_out1[0:72, 0:32])  # #33 Sync dma5; wait s1>=8; signal s9
+    nisa.tensor_copy(dst=sb_pT0[0:128, 0:128], src=ps_pT_psum0[0:128, 0:128], engine=nisa.engine.scalar)  # #16 Scalar; wait s0>=5; signal s2
+    nisa.nc_matmul(dst=ps_pv0[0:128, 0:32], stationary=sb_pT0[0:128, 0:128], moving=sb_v0[0:128, 0:32], accumulate=False)  # #17 Tensor; wait s2>=2 s6>=1 s7>=1; signal s0
+    nisa.tensor_reduce(dst=sb_chunk_neg_m1[0:72, 0:1], op=nl.maximum, data=ps_scores1[0:72, 0:160], axis=(1,))  # #18 Vector; wait s0>=4; signal s1
+    nisa.tensor_scalar(dst=sb_neg_m1[0:72, 0:1], data=sb_chunk_neg_m1[0:72, 0:1], op0=nl.multiply, operand0=-0.125, engine=nisa.engine.vector)  # #19 Vector; signal s1
+    nisa.activation(dst=sb_p1[0:72, 0:160], op=nl.exp, data=ps_scores1[0:72, 0:160], bias=sb_neg_m1[0:72, 0:1], scale=0.125, reduce_op=nl.add, reduce_res=sb_l1[0:72, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #20 Scalar; wait s0>=4 s1>=4; signal s2
+    nisa.tensor_copy(dst=sb_o0[0:128, 0:32], src=ps_pv0[0:128, 0:32], engine=nisa.engine.vector)  # #21 Vector; wait s0>=6; signal s1
+    nisa.tensor_tensor(dst=sb_o_out0[0:128, 0:32], data1=sb_o0[0:128, 0:32], data2=sb_l0.ap(pattern=[[1, 128], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #22 Vector; wait s2>=1; signal s1
+    nisa.dma_copy(dst=out.ap(pattern=[[32, 128], [1, 32]], offset=0), src=sb_o_out0[0:128, 0:32])  # #23 Sync dma4; wait s1>=6; signal s8
+    nisa.nc_matmul(dst=ps_pT_psum1[0:128, 0:72], stationary=sb_p1[0:72, 0:128], moving=sb_identity[0:72, 0:72], accumulate=False)  # #24 Tensor; wait s2>=3 s3>=2; signal s0
+    nisa.nc_matmul(dst=ps_pT_psum1[0:32, 72:144], stationary=sb_p1[0:72, 128:160], moving=sb_identity[0:72, 0:72], accumulate=False)  # #25 Tensor; wait s2>=3 s3>=2; signal s0
+    nisa.tensor_copy(dst=sb_pT1[0:128, 0:144], src=ps_pT_psum1[0:128, 0:144], engine=nisa.engine.scalar)  # #26 Scalar; wait s0>=8; signal s2
+    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:128, 0:72], moving=sb_v0[0:128, 0:32], accumulate=False)  # #27 Tensor; wait s2>=4 s6>=1 s7>=1; signal s0
+    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:32, 72:144], moving=sb_v0[0:32, 32:64], accumulate=True)  # #28 Tensor; wait s2>=4 s6>=1 s7>=1; signal s0
+    nisa.tensor_copy(dst=sb_o1[0:72, 0:32], src=ps_pv1[0:72, 0:32], engine=nisa.engine.vector)  # #29 Vector; wait s0>=10; signal s1
+    nisa.tensor_tensor(dst=sb_o_out1[0:72, 0:32], data1=sb_o1[0:72, 0:32], data2=sb_l1.ap(pattern=[[1, 72], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #30 Vector; wait s2>=3; signal s1
+    nisa.dma_copy(dst=out.ap(pattern=[[32, 72], [1, 32]], offset=4096), src=sb_o_out1[0:72, 0:32])  # #31 Sync dma5; wait s1>=8; signal s9
