@@ -110,13 +110,16 @@ TEST(NNModuleNames, ParametersAreLeavesThatRequireGrad) {
 
 // ---- Default initialization -----------------------------------------------
 
-/// Every value lies in [-bound, bound] and they spread over most of it.
+/// Every value lies in [-bound, bound] and, with enough of them, they spread
+/// over most of it: n uniform values all miss [-bound, -0.7 bound] with
+/// probability 0.85^n (0.5% at n = 32, whatever ran before; 1e-14 at 200).
 void expect_uniform(const Tensor& t, double bound) {
   std::vector<float> v = values(t);
   float lo = v[0], hi = v[0];
   for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
   EXPECT_GE(lo, -bound);
   EXPECT_LE(hi, bound);
+  if (v.size() < 200) return;
   EXPECT_LT(lo, -0.7 * bound);
   EXPECT_GT(hi, 0.7 * bound);
 }

@@ -175,6 +175,29 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
   auto weight_at = [&](llvm::Value* o, llvm::Value* gc, llvm::Value* kh, llvm::Value* kw) {
     return nchw(o, c.group_channels, gc, c.kh, kh, c.kw, kw);
   };
+  // For each tap (kh, kw) of output channel o on group channel gc, the
+  // windows (oh, ow) whose tap is inside the input: accumulate(w, oh, ow,
+  // ih, iw) with w that tap's weight, the columns a vector loop.
+  auto for_taps = [&](llvm::Value* o, llvm::Value* gc, auto accumulate) {
+    lb.loop(c.kh, [&](llvm::Value* kh) {
+      auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
+      lb.loop(c.kw, [&](llvm::Value* kw) {
+        auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
+        llvm::Value* wv = lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
+        lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
+          llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
+          lb.loop(
+              ow_lo, ow_hi,
+              [&](llvm::Value* ow) { accumulate(wv, oh, ow, ih, tap(lb, c, 1, ow, kw).first); },
+              /*parallel=*/true);
+        });
+      });
+    });
+  };
+  // plane[at] += w * v in f64.
+  auto add_to_plane = [&](llvm::Value* plane, llvm::Value* at, llvm::Value* w, llvm::Value* v) {
+    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(w, lb.to_f64(v))), plane, at);
+  };
   int64_t rows = 0;
   const int64_t out_plane = c.out_h * c.out_w, in_plane = c.height * c.width;
   if (op == OpKind::conv2d && out_plane <= kMaxPlane) {
@@ -192,27 +215,10 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
       lb.loop(out_plane, [&](llvm::Value* i) { lb.store(init, plane, i); }, /*parallel=*/true);
       lb.loop(c.group_channels, [&](llvm::Value* gc) {
         llvm::Value* channel = b.CreateAdd(first, gc);
-        lb.loop(c.kh, [&](llvm::Value* kh) {
-          auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
-          lb.loop(c.kw, [&](llvm::Value* kw) {
-            auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
-            llvm::Value* wv =
-                lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
-            lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
-              llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
-              lb.loop(
-                  ow_lo, ow_hi,
-                  [&](llvm::Value* ow) {
-                    llvm::Value* iw = tap(lb, c, 1, ow, kw).first;
-                    llvm::Value* at = b.CreateAdd(b.CreateMul(oh, lb.i64(c.out_w)), ow);
-                    llvm::Value* x =
-                        lb.to_f64(lb.load(lb.f32(), lb.operand(0), input_at(batch, channel, ih, iw)));
-                    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(wv, x)), plane,
-                             at);
-                  },
-                  /*parallel=*/true);
-            });
-          });
+        for_taps(o, gc, [&](llvm::Value* wv, llvm::Value* oh, llvm::Value* ow, llvm::Value* ih,
+                            llvm::Value* iw) {
+          add_to_plane(plane, b.CreateAdd(b.CreateMul(oh, lb.i64(c.out_w)), ow), wv,
+                      lb.load(lb.f32(), lb.operand(0), input_at(batch, channel, ih, iw)));
         });
       });
       llvm::Value* out_base = output_at(batch, o, lb.i64(0), lb.i64(0));
@@ -239,27 +245,10 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
       lb.loop(in_plane, [&](llvm::Value* i) { lb.store(lb.f64(0), plane, i); }, /*parallel=*/true);
       lb.loop(outs_per_group, [&](llvm::Value* k) {
         llvm::Value* o = b.CreateAdd(first, k);
-        lb.loop(c.kh, [&](llvm::Value* kh) {
-          auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
-          lb.loop(c.kw, [&](llvm::Value* kw) {
-            auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
-            llvm::Value* wv =
-                lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
-            lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
-              llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
-              lb.loop(
-                  ow_lo, ow_hi,
-                  [&](llvm::Value* ow) {
-                    llvm::Value* iw = tap(lb, c, 1, ow, kw).first;
-                    llvm::Value* at = b.CreateAdd(b.CreateMul(ih, lb.i64(c.width)), iw);
-                    llvm::Value* g =
-                        lb.to_f64(lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
-                    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(wv, g)), plane,
-                             at);
-                  },
-                  /*parallel=*/true);
-            });
-          });
+        for_taps(o, gc, [&](llvm::Value* wv, llvm::Value* oh, llvm::Value* ow, llvm::Value* ih,
+                            llvm::Value* iw) {
+          add_to_plane(plane, b.CreateAdd(b.CreateMul(ih, lb.i64(c.width)), iw), wv,
+                      lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
         });
       });
       llvm::Value* in_base = input_at(batch, channel, lb.i64(0), lb.i64(0));
