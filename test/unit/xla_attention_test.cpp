@@ -21,9 +21,12 @@
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/XlaStepCallouts.h"
 
 namespace mstep {
 namespace {
+
+using testing::RecordSteps;
 
 using ::testing::IsEmpty;
 
@@ -47,11 +50,6 @@ struct Case {
   enum class Mask { none, bool_ls, float_b1ls } mask = Mask::none;
   double dropout = 0;
   enum class Lens { none, right, left, left_i32 } lens = Lens::none;
-};
-
-struct RecordSteps {
-  RecordSteps() { Tracer::get().set_record_steps(true); }
-  ~RecordSteps() { Tracer::get().set_record_steps(false); }
 };
 
 /// The last step's graph compiled for xla: the names of its callouts, and

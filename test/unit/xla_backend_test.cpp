@@ -23,9 +23,12 @@
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/XlaStepCallouts.h"
 
 namespace mstep {
 namespace {
+
+using testing::RecordSteps;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -62,12 +65,6 @@ Compiled compile_last_step() {
   if (!compiled.ok()) return {};
   return {std::move(compiled->executable), compiled->arena_bytes};
 }
-
-/// Records the graph of every step while it lives.
-struct RecordSteps {
-  RecordSteps() { Tracer::get().set_record_steps(true); }
-  ~RecordSteps() { Tracer::get().set_record_steps(false); }
-};
 
 TEST(XlaBackend, IsARegisteredDeviceWithACompileHalf) {
   EXPECT_EQ(*BackendRegistry::device_type("xla"), DeviceType::xla);

@@ -28,9 +28,13 @@
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/XlaStepCallouts.h"
 
 namespace mstep {
 namespace {
+
+using testing::RecordSteps;
+using testing::callouts_of_last_step;
 
 using ::testing::IsEmpty;
 
@@ -45,25 +49,6 @@ Tensor on(Device d, Shape s, int seed, double scale = 1.0) {
     v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
                               (1 + 0.5 * std::cos(0.17 * i)));
   return from_vector(v, s, DType::f32, d).to(DType::bf16);
-}
-
-/// Records the graph of every step while it lives.
-struct RecordSteps {
-  RecordSteps() { Tracer::get().set_record_steps(true); }
-  ~RecordSteps() { Tracer::get().set_record_steps(false); }
-};
-
-/// What the last step's graph, compiled for xla, calls out for.
-std::vector<std::string> callouts_of_last_step() {
-  const StepRecord& step = Tracer::get().last_step();
-  if (!step.graph) return {"<no step recorded>"};
-  auto compiled =
-      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::xla), {}, RuntimeOptions{});
-  EXPECT_TRUE(compiled.ok()) << compiled.status();
-  if (!compiled.ok()) return {"<compile failed>"};
-  auto* xla = dynamic_cast<xla::XlaExecutable*>(compiled->executable.get());
-  if (!xla) return {"<not an xla executable>"};
-  return xla->callout_names();
 }
 
 /// `make(device)`'s results as f32 (bf16 widens exactly), on xla (whose

@@ -19,9 +19,13 @@
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/XlaStepCallouts.h"
 
 namespace mstep {
 namespace {
+
+using testing::RecordSteps;
+using testing::callouts_of_last_step;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -42,25 +46,6 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want) 
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_NEAR(got[i], want[i], 2e-6 * (1 + std::abs(want[i]))) << "element " << i;
-}
-
-/// Records the graph of every step while it lives.
-struct RecordSteps {
-  RecordSteps() { Tracer::get().set_record_steps(true); }
-  ~RecordSteps() { Tracer::get().set_record_steps(false); }
-};
-
-/// What the last step's graph, compiled for xla, calls out for.
-std::vector<std::string> callouts_of_last_step() {
-  const StepRecord& step = Tracer::get().last_step();
-  if (!step.graph) return {"<no step recorded>"};
-  auto compiled =
-      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::xla), {}, RuntimeOptions{});
-  EXPECT_TRUE(compiled.ok()) << compiled.status();
-  if (!compiled.ok()) return {"<compile failed>"};
-  auto* xla = dynamic_cast<xla::XlaExecutable*>(compiled->executable.get());
-  if (!xla) return {"<not an xla executable>"};
-  return xla->callout_names();
 }
 
 /// `make(device)`'s results on xla (checking that the step has no

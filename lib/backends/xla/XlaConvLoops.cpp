@@ -198,6 +198,15 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
   auto add_to_plane = [&](llvm::Value* plane, llvm::Value* at, llvm::Value* w, llvm::Value* v) {
     lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(w, lb.to_f64(v))), plane, at);
   };
+  // y[base + i] = plane[i] as f32, for i < count.
+  auto store_plane = [&](llvm::Value* plane, int64_t count, llvm::Value* base) {
+    lb.loop(
+        count,
+        [&](llvm::Value* i) {
+          lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(base, i));
+        },
+        /*parallel=*/true);
+  };
   int64_t rows = 0;
   const int64_t out_plane = c.out_h * c.out_w, in_plane = c.height * c.width;
   if (op == OpKind::conv2d && out_plane <= kMaxPlane) {
@@ -221,13 +230,7 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
                       lb.load(lb.f32(), lb.operand(0), input_at(batch, channel, ih, iw)));
         });
       });
-      llvm::Value* out_base = output_at(batch, o, lb.i64(0), lb.i64(0));
-      lb.loop(
-          out_plane,
-          [&](llvm::Value* i) {
-            lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(out_base, i));
-          },
-          /*parallel=*/true);
+      store_plane(plane, out_plane, output_at(batch, o, lb.i64(0), lb.i64(0)));
     });
   } else if (op == OpKind::conv2d_input_grad && in_plane <= kMaxPlane) {
     // The ref's scatter: a plane of f64 sums per (n, c), then for each
@@ -251,13 +254,7 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
                       lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
         });
       });
-      llvm::Value* in_base = input_at(batch, channel, lb.i64(0), lb.i64(0));
-      lb.loop(
-          in_plane,
-          [&](llvm::Value* i) {
-            lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(in_base, i));
-          },
-          /*parallel=*/true);
+      store_plane(plane, in_plane, input_at(batch, channel, lb.i64(0), lb.i64(0)));
     });
   } else if (op == OpKind::conv2d) {
     rows = c.batch * c.out_channels;
