@@ -192,9 +192,12 @@ void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t
       args[nargs++] =
           (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_op) | DNNL_ARG_SRC_1, g->residual};
     }
-    dnnl_primitive_execute(g->primitive, g->stream, nargs, args);
-    dnnl_stream_wait(g->stream);
+    const int ran = dnnl_primitive_execute(g->primitive, g->stream, nargs, args) == dnnl_success &&
+                    dnnl_stream_wait(g->stream) == dnnl_success;
     pthread_mutex_unlock(&g->running);
+    // A failed run (out of memory inside oneDNN) leaves c undefined: the
+    // plain loop computes it instead of returning garbage.
+    if (!ran) plain_gemm(key, a, b, c, bias, residual);
   }
   if (activation == MSTEP_GEMM_RELU) relu_bits(c, batch * m * n);
 }
