@@ -6,8 +6,8 @@
 // and v equal the ref backend's within the cpu flash kernel's tolerance
 // (test/unit/cpu_flash_attention_test.cpp: 1e-4 f32, 2e-2 bf16, relative
 // to the largest reference magnitude). Dropout draws the same Philox keep
-// mask as ref (the same seed), so the values agree with it too. Nodes the
-// loops do not take (returned or saved probabilities) stay named callouts.
+// mask as ref (the same seed), so the values agree with it too. Nodes with
+// [L, S] results or operands: xla_attention_probs_test.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -165,42 +165,6 @@ TEST(XlaAttentionThreads, BatchHeadsSplitOverThreadsGiveOneThreadsValuesBitForBi
   omp_set_num_threads(threads);
   ASSERT_EQ(one.size(), four.size());
   for (size_t r = 0; r < one.size(); ++r) EXPECT_EQ(four[r], one[r]) << "result " << r;
-}
-
-// The nodes the loops do not take (returned probabilities, saved
-// probabilities for the backward) still run, as named callouts to the cpu
-// kernel, with ref's values.
-TEST(XlaAttentionCallouts, ReturnedOrSavedProbabilitiesStayCallouts) {
-  auto step = [](Device d, Compiled* compiled) {
-    Tensor q = filled(d, {2, 3, 9, 8}, 1).requires_grad_();
-    Tensor k = filled(d, {2, 3, 11, 8}, 2);
-    Tensor v = filled(d, {2, 3, 11, 8}, 3);
-    SdpaOptions returned;
-    returned.return_attn_probs = true;
-    SdpaResult r = fused_sdpa(q.detach(), k, v, returned);
-    SdpaOptions saved;
-    saved.recompute = false;
-    Tensor out = scaled_dot_product_attention(q, k, v, saved);
-    sum(out * out).backward();
-    mark_step();
-    if (compiled) *compiled = compile_last_step();
-    return std::vector<std::vector<float>>{r.out.to_vector<float>(),
-                                           r.attn_probs.to_vector<float>(), out.to_vector<float>(),
-                                           q.grad().to_vector<float>()};
-  };
-  std::vector<std::vector<float>> xla;
-  {
-    RecordSteps record;
-    Compiled compiled;
-    xla = step(kXla, &compiled);
-    EXPECT_THAT(compiled.callouts, ::testing::UnorderedElementsAre("sdpa", "sdpa", "sdpa_grad"));
-  }
-  std::vector<std::vector<float>> ref = step(kRef, nullptr);
-  for (size_t r = 0; r < ref.size(); ++r) {
-    ASSERT_EQ(xla[r].size(), ref[r].size()) << r;
-    for (size_t i = 0; i < ref[r].size(); ++i)
-      EXPECT_NEAR(xla[r][i], ref[r][i], 1e-4) << "result " << r << " element " << i;
-  }
 }
 
 Case with(std::string name, void (*set)(Case&)) {
