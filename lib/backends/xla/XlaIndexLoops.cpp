@@ -100,7 +100,7 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
           /*parallel=*/true);
     });
   });
-  return OpLoop{lb.finish(), false, outer * blocks, 1, n * inner, check};
+  return OpLoop{lb.finish(), false, outer * blocks, 1, outer * n * inner, check};
 }
 
 } // namespace mstep::xla
