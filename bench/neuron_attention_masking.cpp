@@ -44,28 +44,25 @@ void row(const char* name, AttentionShape s, int64_t lengths) {
   }
 }
 
+/// `batch` causal batch-heads of n x n, head dim e.
+AttentionShape causal(int64_t batch, int64_t n, int64_t e, DType dt, float scale) {
+  AttentionShape s;
+  s.batch = batch;
+  s.q_len = s.kv_len = n;
+  s.head_dim = s.value_dim = e;
+  s.dtype = dt;
+  s.scale = scale;
+  s.causal = true;
+  return s;
+}
+
 } // namespace
 
 int main() {
   std::printf("%-34s %-8s %10s %21s %21s\n", "attention (simulated us)", "", "no lengths",
               "right padding", "left padding");
-  AttentionShape gpt_train;
-  gpt_train.batch = 64;
-  gpt_train.q_len = gpt_train.kv_len = 64;
-  gpt_train.head_dim = gpt_train.value_dim = 16;
-  gpt_train.dtype = DType::f32;
-  gpt_train.scale = 0.25f;
-  gpt_train.causal = true;
-  row("gpt_train 64 x 64^2, E 16, f32", gpt_train, 16);
-  AttentionShape mini;
-  mini.batch = 32;
-  mini.q_len = mini.kv_len = 256;
-  mini.head_dim = mini.value_dim = 64;
-  mini.dtype = DType::bf16;
-  mini.scale = 0.125f;
-  mini.causal = true;
-  row("GPT-mini 32 x 256^2, E 64, bf16", mini, 8);
-  mini.dtype = DType::f32;
-  row("GPT-mini 32 x 256^2, E 64, f32", mini, 8);
+  row("gpt_train 64 x 64^2, E 16, f32", causal(64, 64, 16, DType::f32, 0.25f), 16);
+  row("GPT-mini 32 x 256^2, E 64, bf16", causal(32, 256, 64, DType::bf16, 0.125f), 8);
+  row("GPT-mini 32 x 256^2, E 64, f32", causal(32, 256, 64, DType::f32, 0.125f), 8);
   return 0;
 }
