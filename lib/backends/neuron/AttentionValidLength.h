@@ -28,9 +28,10 @@ namespace mstep::neuron::attention_tiles {
 ///         NaN out. Its predicates ([128, S] by column, [128, blocks] by
 ///         row, bf16 0/1) are made by GpSimd once per length.
 ///   key bias: (not needed with right padding and causal: a kept row i
-///         sees only keys j <= i < len) per batch-head a row in bf16, 0
-///         where the key is kept and -1e30 (finite: exp gives 0, and no
-///         0 x inf) where it is padding. With a positive scale it is added
+///         sees only keys j <= i < len) per batch-head a [128, S] bf16
+///         tile made from the column predicate, 0 where the key is kept
+///         and -1e30 (finite: exp gives 0, and no 0 x inf) where it is
+///         padding. With a positive scale its first partition is added
 ///         to each raw score chunk in PSUM by a K = 1 matmul (ones [1, rows]
 ///         x bias [1, w]), so max and exp need no mask; otherwise (the
 ///         scores are scaled into SBUF first) by a Vector add onto the
