@@ -12,6 +12,7 @@
 #include "lib/backends/cuda/CudaCompiler.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "mstep/core/Error.h"
+#include "test/cuda/BiasGradSteps.h"
 #include "test/cuda/CudaStepText.h"
 #include "test/cuda/FakeCublasLt.h"
 #include "test/cuda/FakeCudaDriver.h"
@@ -325,15 +326,7 @@ TEST_F(CudaCublasLtExecutableTest, AnUnbatchedMatmulSetsNoBatchAttributes) {
 
 TEST_F(CudaCublasLtExecutableTest, ABiasGradientIsWrittenWhereTheBiasPointerPoints) {
   // dW = x^T dz and db = sum(dz, 0), both step outputs: one call.
-  auto plan = plan_of(R"(
-func.func @step(%x: tensor<64x96xf32>, %dz: tensor<64x80xf32>)
-    -> (tensor<96x80xf32>, tensor<80xf32>) {
-  %xt = mstep.permute %x {perm = array<i64: 1, 0>} : tensor<64x96xf32> -> tensor<96x64xf32>
-  %gw = mstep.matmul %xt, %dz : tensor<96x64xf32>, tensor<64x80xf32> -> tensor<96x80xf32>
-  %gb = mstep.sum %dz {dims = array<i64: 0>, keepdim = false} : tensor<64x80xf32> -> tensor<80xf32>
-  return %gw, %gb : tensor<96x80xf32>, tensor<80xf32>
-}
-)");
+  auto plan = plan_of(testing::kWeightAndBiasGrad);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();

@@ -233,7 +233,7 @@ absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Valu
 /// value per parameter (`params`, then a new value per temporary; those
 /// from `first_written` on written), and the func's tiled loop nest.
 /// `fallback`: the launches go there (an epilogue's fallback), not into
-/// the plan's launches.
+/// the plan's launches, and the kernels are not assembled (PTX only).
 absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std::vector<int> params,
                          size_t first_written, const std::string& origin,
                          const CudaCompileOptions& options, CompiledCudaStep& compiled,
@@ -260,7 +260,11 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
     info.origin = origin;
     info.grid = launch.grid;
     info.block = launch.block;
-    for (const std::string& arch : options.archs) {
+    // A fallback's kernels keep their PTX only, which the driver JITs where
+    // a device takes the fallback: ptxas -O3 takes 0.3-0.4 s per column
+    // sum and architecture, most of what the fallbacks would add to a
+    // compile.
+    for (const std::string& arch : fallback != nullptr ? std::vector<std::string>{} : options.archs) {
       MSTEP_ASSIGN_OR_RETURN(
           AssembledPtx assembled,
           assemble_ptx(launch.ptx, arch,

@@ -94,8 +94,10 @@ struct CudaMatmulInfo {
   /// without it (without_epilogue(): reading A and B, writing C), then
   /// these kernel launches, which do the epilogue's work: the bias add and
   /// activation over C in place (the absorbed ops' kernels), or the bias
-  /// gradient (the column sum's kernels over the summed operand). Empty
-  /// for a call without an epilogue, and in plans of format 7 and older.
+  /// gradient (the column sum's kernels over the summed operand). Their
+  /// kernels carry PTX only (no cubins: the driver JITs them where a device
+  /// takes the fallback). Empty for a call without an epilogue, and in
+  /// plans of format 7 and older.
   std::vector<CudaLaunchStep> fallback;
   MatmulBatch batch_info() const { return {batch, a_stride, b_stride, c_stride}; }
   size_t num_args() const { return shape.bias ? 3 : 2; }
