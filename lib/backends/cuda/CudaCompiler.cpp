@@ -264,7 +264,8 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
     // a device takes the fallback: ptxas -O3 takes 0.3-0.4 s per column
     // sum and architecture, most of what the fallbacks would add to a
     // compile.
-    for (const std::string& arch : fallback != nullptr ? std::vector<std::string>{} : options.archs) {
+    const std::vector<std::string> ptx_only;
+    for (const std::string& arch : fallback != nullptr ? ptx_only : options.archs) {
       MSTEP_ASSIGN_OR_RETURN(
           AssembledPtx assembled,
           assemble_ptx(launch.ptx, arch,
