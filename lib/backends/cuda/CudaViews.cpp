@@ -111,7 +111,7 @@ std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
     mlir::Value bias_arg = bias_of(add, body.getArgument(at));
     if (!bias_arg || bias_arg != body.getArgument(1 - at)) return std::nullopt;
     CudaMatmulEpilogue epilogue{fusion->getOperand(1 - at), MatmulEpilogue::none,
-                                fusion->getResult(0)};
+                                fusion->getResult(0), {}};
     mlir::Value last = add->getResult(0);
     if (it != ops.end()) {
       std::optional<MatmulEpilogue> activation = activation_of(&*it);
@@ -129,7 +129,7 @@ std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
   mlir::Value bias = bias_of(user, product);
   if (!bias) return std::nullopt;
   absorbed.push_back(user);
-  CudaMatmulEpilogue epilogue{bias, MatmulEpilogue::none, user->getResult(0)};
+  CudaMatmulEpilogue epilogue{bias, MatmulEpilogue::none, user->getResult(0), {}};
   mlir::Value sum = user->getResult(0);
   if (sum.hasOneUse() && !returned.contains(sum))
     if (mlir::Operation* next = *sum.getUsers().begin())
@@ -200,7 +200,7 @@ void CudaViews::find_bias_grads(mlir::Block& body) {
                (op.isBeforeInBlock(sum) || read_only_after(sum.getResult(), &op));
       });
       if (it == sums.end()) continue;
-      bias_grads_[&op] = {*it, operand};
+      bias_grads_[&op] = {*it, operand, value};
       silent_.insert(*it);
       *it = nullptr; // one matmul writes it
       break;
@@ -250,6 +250,7 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
         find_epilogue(matmul.getResult(), returned, absorbed, inner);
     if (!epilogue) continue;
     for (mlir::Operation* absorbed_op : absorbed) silent_.insert(absorbed_op);
+    epilogue->ops.assign(absorbed.begin(), absorbed.end());
     views_[matmul.getResult()] = {epilogue->result, 0};
     for (mlir::Value value : inner) views_[value] = {epilogue->result, 0};
     epilogues_[&op] = *epilogue;

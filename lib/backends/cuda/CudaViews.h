@@ -54,6 +54,9 @@ struct CudaMatmulEpilogue {
   mlir::Value bias;                ///< [n], the product's dtype
   MatmulEpilogue activation = MatmulEpilogue::none;
   mlir::Value result;              ///< what the call writes (the last op's result)
+  /// The ops the call absorbs, in order (a fusion; or the add, then the
+  /// activation): the kernels of its fallback (CudaMatmulInfo::fallback).
+  llvm::SmallVector<mlir::Operation*, 2> ops;
 };
 
 /// A bias gradient a matmul's cuBLASLt call writes beside its product: the
@@ -62,6 +65,9 @@ struct CudaMatmulEpilogue {
 struct CudaMatmulBiasGrad {
   mlir::Operation* sum = nullptr;
   unsigned operand = 1;
+  /// The [k, cols] matrix summed: the operand, or the operand of the
+  /// permute it reads transposed (the sum's input has its bytes).
+  mlir::Value matrix;
 };
 
 class CudaViews {
