@@ -137,6 +137,19 @@ TEST(CudaDdpBucketHost, GptMinisStepWithTheDefaultBucketsMatchesRef) {
               plan.launches.size(), aliases_into(plan, bucket), cats.size());
 }
 
+/// The pending step (one returned cat) compiled for cuda and run on the
+/// host, equal to ref (the cat only moves bytes); `result` is the cat's
+/// output, `cats` its one launch.
+void compile_pending_cat(CompiledCudaStep& compiled, int& result,
+                         std::vector<CudaLaunchStep>& cats) {
+  const TraceGraph graph = pending_graph();
+  ASSERT_NO_FATAL_FAILURE(testing::expect_step_on_host_matches_ref(graph, 4, 0.0f, &compiled));
+  ASSERT_EQ(compiled.plan.outputs.size(), 1u);
+  result = compiled.plan.outputs[0];
+  cats = cat_launches(compiled.plan);
+  ASSERT_EQ(cats.size(), 1u) << describe_cuda_plan(compiled.plan);
+}
+
 // A cat of 64, 5, 59 and 64 floats, each computed by a kernel: those at
 // byte offsets 0, 256 and 512 are written in place, the one at 276 is
 // copied by the cat's one launch (which reads it); equal to ref.
@@ -151,14 +164,11 @@ TEST(CudaDdpBucketHost, CatCopiesOnlyTheOperandsAtUnalignedOffsets) {
   // their own).
   auto doubled = [&](size_t k) { return inputs[k] * 2.0; };
   Tensor y = cat({doubled(0), doubled(1), doubled(2), doubled(3)}, 0);
-  const TraceGraph graph = pending_graph();
   CompiledCudaStep compiled;
-  ASSERT_NO_FATAL_FAILURE(testing::expect_step_on_host_matches_ref(graph, 4, 0.0f, &compiled));
+  int result = -1;
+  std::vector<CudaLaunchStep> cats;
+  ASSERT_NO_FATAL_FAILURE(compile_pending_cat(compiled, result, cats));
   const CudaPlan& plan = compiled.plan;
-  ASSERT_EQ(plan.outputs.size(), 1u);
-  const int result = plan.outputs[0];
-  const std::vector<CudaLaunchStep> cats = cat_launches(plan);
-  ASSERT_EQ(cats.size(), 1u) << describe_cuda_plan(plan);
   ASSERT_EQ(cats[0].args.size(), 2u) << describe_cuda_plan(plan);  // one operand read
   EXPECT_EQ(cats[0].args[1], result) << describe_cuda_plan(plan);
   EXPECT_EQ(plan.values[cats[0].args[0]].numel(), 59) << describe_cuda_plan(plan);
@@ -177,14 +187,11 @@ TEST(CudaDdpBucketHost, CatWritesItsConstantFillsInOneLaunch) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = float(i % 5) - 2.0f;
   Tensor xa = from_vector(a, {5}), xb = from_vector(b, {64});
   Tensor y = cat({xa * 2.0, zeros({59}), xb * 2.0, full({3}, 1.5)}, 0);
-  const TraceGraph graph = pending_graph();
   CompiledCudaStep compiled;
-  ASSERT_NO_FATAL_FAILURE(testing::expect_step_on_host_matches_ref(graph, 4, 0.0f, &compiled));
+  int result = -1;
+  std::vector<CudaLaunchStep> cats;
+  ASSERT_NO_FATAL_FAILURE(compile_pending_cat(compiled, result, cats));
   const CudaPlan& plan = compiled.plan;
-  ASSERT_EQ(plan.outputs.size(), 1u);
-  const int result = plan.outputs[0];
-  const std::vector<CudaLaunchStep> cats = cat_launches(plan);
-  ASSERT_EQ(cats.size(), 1u) << describe_cuda_plan(plan);
   EXPECT_EQ(cats[0].args, std::vector<int>{result}) << describe_cuda_plan(plan);
   EXPECT_EQ(aliases_into(plan, result), 2u) << describe_cuda_plan(plan);
   EXPECT_EQ(launches_writing(plan, 59) + launches_writing(plan, 3), 0u) << describe_cuda_plan(plan);
