@@ -81,6 +81,16 @@ size_t aliases_into(const CudaPlan& plan, int root) {
   return n;
 }
 
+/// `bucket`: the value the plan's bucket all_reduce reads, whose cat is one
+/// launch that only writes it (the zeros; every gradient is in place).
+void expect_zeros_launch_only(const CudaPlan& plan, int& bucket) {
+  bucket = reduced_bucket(plan);
+  ASSERT_GE(bucket, 0) << describe_cuda_plan(plan);
+  const std::vector<CudaLaunchStep> cats = cat_launches(plan);
+  ASSERT_EQ(cats.size(), 1u) << describe_cuda_plan(plan);
+  EXPECT_EQ(cats[0].args, std::vector<int>{bucket}) << describe_cuda_plan(plan);
+}
+
 // Gradients of 5, 80, 16 and 192 floats: padded to 256-byte slots
 // (59, 48 and 48 floats of zeros), each is written where it sits in the
 // bucket; the cat's one launch writes the zeros and reads nothing (a copy
@@ -92,11 +102,8 @@ TEST(CudaDdpBucketHost, PaddedGradientsAreWrittenIntoTheBucket) {
     ASSERT_NO_FATAL_FAILURE(testing::expect_step_on_host_matches_ref(
         ddp_step_graph(12, 16, 5, as_view), 4, 1e-5f, &compiled));
     const CudaPlan& plan = compiled.plan;
-    const int bucket = reduced_bucket(plan);
-    ASSERT_GE(bucket, 0) << describe_cuda_plan(plan);
-    const std::vector<CudaLaunchStep> cats = cat_launches(plan);
-    ASSERT_EQ(cats.size(), 1u) << describe_cuda_plan(plan);
-    EXPECT_EQ(cats[0].args, std::vector<int>{bucket}) << describe_cuda_plan(plan);
+    int bucket = -1;
+    ASSERT_NO_FATAL_FAILURE(expect_zeros_launch_only(plan, bucket));
     EXPECT_GE(aliases_into(plan, bucket), 4u) << describe_cuda_plan(plan);
     // (No other value of the step has 59 or 48 elements.)
     EXPECT_EQ(launches_writing(plan, 59) + launches_writing(plan, 48), 0u)
@@ -127,14 +134,11 @@ TEST(CudaDdpBucketHost, GptMinisStepWithTheDefaultBucketsMatchesRef) {
   ASSERT_NO_FATAL_FAILURE(testing::expect_step_on_host_matches_ref(
       mstep::testing::gpt_training_step_graph(3, /*ddp=*/true), 16, 5e-5f, &compiled));
   const CudaPlan& plan = compiled.plan;
-  const int bucket = reduced_bucket(plan);
-  ASSERT_GE(bucket, 0) << describe_cuda_plan(plan);
-  const std::vector<CudaLaunchStep> cats = cat_launches(plan);
-  ASSERT_EQ(cats.size(), 1u) << describe_cuda_plan(plan);
-  EXPECT_EQ(cats[0].args, std::vector<int>{bucket}) << describe_cuda_plan(plan);
+  int bucket = -1;
+  ASSERT_NO_FATAL_FAILURE(expect_zeros_launch_only(plan, bucket));
   std::printf("GPT-mini DDP step on cuda: %zu launches, %zu plan aliases into the bucket, "
               "%zu cat launch(es)\n",
-              plan.launches.size(), aliases_into(plan, bucket), cats.size());
+              plan.launches.size(), aliases_into(plan, bucket), cat_launches(plan).size());
 }
 
 /// The pending step (one returned cat) compiled for cuda and run on the
