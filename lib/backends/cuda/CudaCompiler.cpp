@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaAttentionLowering.h"
+#include "lib/backends/cuda/CudaCatLoops.h"
 #include "lib/backends/cuda/CudaCustomLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
@@ -293,6 +294,24 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
   return absl::OkStatus();
 }
 
+/// `op`'s generated kernels: a cat with operands written in place or
+/// filled gets its loops per operand (CudaCatLoops.h).
+absl::StatusOr<GeneratedKernels> op_kernels(mlir::Operation& op, const std::string& name,
+                                            const CudaViews& views,
+                                            const CudaCodegenOptions& options) {
+  const llvm::SmallVector<CatOperandWay>* ways = views.cat_ways(&op);
+  if (!ways) return generate_op_kernels(&op, name, options);
+  llvm::SmallVector<mlir::Type> params(op.getOperandTypes());
+  llvm::append_range(params, op.getResultTypes());
+  return generate_loop_kernels(
+      &op, name, params,
+      [&](mlir::func::FuncOp func) {
+        build_cat_func(mlir::cast<dialect::CatOp>(op), *ways, func);
+        return absl::OkStatus();
+      },
+      options);
+}
+
 }  // namespace
 
 CudaCompileOptions default_cuda_compile_options() {
@@ -432,12 +451,12 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       MSTEP_RETURN_IF_ERROR(lower_custom_op(custom, origin, operands, results, options.archs, plan));
       continue;
     }
-    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
-                           generate_op_kernels(&op, name, options.codegen));
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, op_kernels(op, name, views, options.codegen));
     std::vector<int> params;
     for (mlir::Value operand : op.getOperands()) params.push_back(ids.at(operand));
+    // (A cat's result has its id already when an operand's op wrote into it.)
     for (mlir::Value result : op.getResults()) {
-      MSTEP_ASSIGN_OR_RETURN(int id, add_value(result, &op));
+      MSTEP_ASSIGN_OR_RETURN(int id, written_value(result, &op));
       params.push_back(id);
     }
     MSTEP_RETURN_IF_ERROR(add_kernels(std::move(kernels), name, std::move(params),
