@@ -108,6 +108,14 @@ rc=0
 [[ $rc -eq 1 ]] || fail "mstep-aot under an unmeetable limit exited $rc, expected 1" log
 grep -q "the smallest limit that can be met is 16896" log ||
   fail "the error does not give the smallest limit" log
+#     The limit counts the convolutions' scratch too: the smallest limit
+#     the conv step can meet is its whole temp.
+rc=0
+"$aot" "$src/test/aot/conv_step.mlir" -o x.so --header x.h --xla-memory-limit=1000 >log 2>&1 ||
+  rc=$?
+[[ $rc -eq 1 ]] || fail "mstep-aot on the conv step under a limit of 1000 exited $rc, expected 1" log
+grep -q "the smallest limit that can be met is $(temp_of conv.h)\$" log ||
+  fail "the conv step's smallest limit is not its temp ($(temp_of conv.h) bytes)" log
 
 # 5. A step with a callout is refused, naming the op; nothing is written.
 rc=0
