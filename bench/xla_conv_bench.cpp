@@ -1,8 +1,9 @@
 // xla_conv_bench: one conv2d layer's forward and backward (the output, the
 // input, weight and bias gradients of sum(conv2d(x, w, b) * g)) captured as
 // one step and replayed on the `xla` and `cpu` backends, at each thread
-// count given (omp_set_num_threads before each side's capture; both
-// backends run on the OpenMP threads, oneDNN included):
+// count given (omp_set_num_threads before each side's capture, the step
+// compiled anew for it; both backends run on the OpenMP threads, oneDNN
+// included):
 //
 //   xla_conv_bench [--steps N] [--threads 1,2] [--batch 32] [--channels 32]
 //                  [--size 28] [--filters 64] [--kernel 3] [--groups 1]
@@ -26,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "mstep/mstep.h"
 #include "mstep/runtime/Backend.h"
+#include "mstep/runtime/Tracer.h"
 
 namespace {
 
@@ -48,6 +50,10 @@ struct Side {
 };
 
 Side time_side(DeviceType device, const Layer& l, int64_t steps) {
+  // Compiled anew at this thread count: oneDNN's primitives (the cpu
+  // backend's convolutions) keep the thread count they were created with,
+  // so a cached step from another count would run on that count.
+  Tracer::get().cache().clear();
   set_default_device(Device{device, 0});
   const int64_t pad = l.kernel / 2;
   Tensor x = from_vector(wave(l.batch * l.channels * l.size * l.size, 1),
