@@ -7,6 +7,7 @@
 //
 //   xla_conv_bench [--steps N] [--threads 1,2] [--batch 32] [--channels 32]
 //                  [--size 28] [--filters 64] [--kernel 3] [--groups 1]
+//                  [--only xla|cpu]   (one side, e.g. under perf; no ratio)
 //
 // The layer pads by kernel / 2 (stride 1). Two lazy warmup steps, the
 // captured step, then N timed replays (each reads the bias gradient back).
@@ -105,6 +106,7 @@ int main(int argc, char** argv) {
   Layer layer;
   int64_t steps = 20;
   std::vector<int> threads = {1, 2};
+  std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     int64_t number = 0;
@@ -115,6 +117,11 @@ int main(int argc, char** argv) {
         if (!absl::SimpleAtoi(t, &n) || n < 1) return fail("bad --threads " + value);
         threads.push_back(n);
       }
+      continue;
+    }
+    if (flag == "--only") {
+      if (value != "xla" && value != "cpu") return fail("--only takes xla or cpu");
+      only = value;
       continue;
     }
     if (!absl::SimpleAtoi(value, &number) || number < 1) return fail("bad " + flag + " " + value);
@@ -142,12 +149,14 @@ int main(int argc, char** argv) {
     Side sides[2];
     const char* names[2] = {"cpu", "xla"};
     for (int s = 0; s < 2; ++s) {
+      if (!only.empty() && only != names[s]) continue;
       sides[s] = time_side(s == 0 ? DeviceType::cpu : DeviceType::xla, layer, steps);
       std::printf("RESULT metric=conv_fwd_bwd_ms impl=mstep-%s value=%.3f threads=%d "
                   "checksum=%.6g\n",
                   names[s], sides[s].median_ms, omp_get_max_threads(), sides[s].checksum);
     }
-    std::printf("threads=%d xla/cpu=%.2f\n", t, sides[1].median_ms / sides[0].median_ms);
+    if (only.empty())
+      std::printf("threads=%d xla/cpu=%.2f\n", t, sides[1].median_ms / sides[0].median_ms);
   }
   return 0;
 }
