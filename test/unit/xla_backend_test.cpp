@@ -5,8 +5,10 @@
 // named, and those that run a ref kernel are counted as host fallbacks
 // every run; a callout that fails stops the step before a donated
 // parameter is written; values with disjoint lifetimes share the one temp
-// arena; the disk cache keeps the step function's stored form and a load
-// runs it without compiling.
+// arena; each run splits its large loop nests over the threads by the
+// thread count at that run; the disk cache keeps the step function's
+// stored form and a load runs it without compiling.
+#include <omp.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -149,37 +151,39 @@ TEST(XlaBackend, AGemmWritesItsTransposedResultAndLaterGemmsReadIt) {
   }
 }
 
-/// Attention that returns its probabilities: the function has no loop nest
-/// for it yet, so a callout.
-Tensor attention_probs(Device d) {
-  SdpaOptions options;
-  options.return_attn_probs = true;
-  return fused_sdpa(on(d, {2, 5, 4}, 1), on(d, {2, 7, 4}, 2), on(d, {2, 7, 3}, 3), options)
-      .attn_probs;
+/// A bf16 scatter_add, as f32: the function has no loop for it (its loop
+/// takes f32, f64, i64 and i32), so a callout.
+Tensor bf16_scatter_add(Device d) {
+  std::vector<int64_t> index(2 * 5 * 7);
+  for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i * 3 % 5);
+  return to(scatter_add(to(on(d, {2, 5, 7}, 1), DType::bf16), 1,
+                        from_vector(index, {2, 5, 7}, std::nullopt, d),
+                        to(on(d, {2, 5, 7}, 2), DType::bf16)),
+            DType::f32);
 }
 
 TEST(XlaBackend, OpsTheFunctionDoesNotComputeAreCallouts) {
   RecordSteps record;
-  // The sum over dims that are not one block is a loop; the attention a
-  // callout.
-  Tensor s = mean(sum(attention_probs(kXla), {0, 2}));
+  // The sum over dims that are not one block is a loop; the bf16
+  // scatter_add a callout.
+  Tensor s = mean(sum(bf16_scatter_add(kXla), {0, 2}));
   mark_step();
   Compiled compiled = compile_last_step();
   ASSERT_NE(compiled.xla(), nullptr);
-  EXPECT_THAT(compiled.xla()->callout_names(), ElementsAre("sdpa"));
+  EXPECT_THAT(compiled.xla()->callout_names(), ElementsAre("scatter_add"));
   EXPECT_EQ(compiled.executable->num_kernels(), 1u);
-  EXPECT_NEAR(s.item(), mean(sum(attention_probs(kRef), {0, 2})).item(), 1e-5);
+  EXPECT_NEAR(s.item(), mean(sum(bf16_scatter_add(kRef), {0, 2})).item(), 1e-5);
 }
 
 TEST(XlaBackend, CalloutsThatRunARefKernelAreCountedFallbacksEachRun) {
   // With the cpu kernel families off (MSTEP_CPU_DISABLE=all), the
-  // attention callout runs the ref kernel: one host fallback per run, as
+  // scatter_add callout runs the ref kernel: one host fallback per run, as
   // on cpu.
   Tracer::get().mutable_options().cpu_disable = "all";
   Tracer::get().cache().clear();
   reset_metrics();
   for (int run = 0; run < 2; ++run) {
-    Tensor s = mean(sum(attention_probs(kXla), {0, 2}));
+    Tensor s = mean(sum(bf16_scatter_add(kXla), {0, 2}));
     mark_step();
   }
   Tracer::get().mutable_options().cpu_disable.clear();
@@ -225,6 +229,35 @@ TEST(XlaBackend, ValuesWithDisjointLifetimesShareTheArena) {
   Tensor hr = on(kRef, {64, 64}, 2), wr = on(kRef, {64, 64}, 1);
   for (int i = 0; i < 4; ++i) hr = matmul(hr, wr);
   expect_near(out.to_vector<float>(), (hr * 2.0).to_vector<float>());
+}
+
+// Whether a run splits its large nests over the OpenMP threads is decided
+// at that run (not at compile time, nor asked of OpenMP at every nest):
+// one thread runs them all on the caller, two split them, one again runs
+// them on the caller; every run gives ref's values.
+TEST(XlaBackend, EachRunSplitsItsNestsByItsThreadCount) {
+  RecordSteps record;
+  const Shape shape{300, 257}; // 77K elements: a nest split above 32K
+  Tensor y = exp(on(kXla, shape, 1)) * 2.0 + 1.0;
+  mark_step();
+  const std::vector<BufferPtr> inputs = Tracer::get().last_step().inputs;
+  Compiled compiled = compile_last_step();
+  ASSERT_NE(compiled.xla(), nullptr);
+  EXPECT_TRUE(compiled.xla()->callout_names().empty());
+  const std::vector<float> want = (exp(on(kRef, shape, 1)) * 2.0 + 1.0).to_vector<float>();
+  Backend& xla = **BackendRegistry::get(DeviceType::xla);
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 1}) {
+    SCOPED_TRACE(threads);
+    omp_set_num_threads(threads);
+    absl::StatusOr<std::vector<BufferPtr>> out = compiled.executable->run(inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(compiled.xla()->last_run_split_nests(), threads > 1);
+    std::vector<float> got(want.size());
+    ASSERT_TRUE(xla.copy_out(*out->at(0), got.data(), got.size() * sizeof(float)).ok());
+    expect_near(got, want);
+  }
+  omp_set_num_threads(saved);
 }
 
 /// Four SGD steps of a linear layer with a relu, from fixed weights; with

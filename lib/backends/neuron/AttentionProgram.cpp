@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionTiles.h"
+#include "lib/backends/neuron/AttentionValidLength.h"
 #include "lib/backends/neuron/DependencyTracker.h"
 #include "lib/backends/neuron/TileBuilder.h"
 #include "mstep/core/Error.h"
@@ -64,7 +65,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
   };
   const int32_t ident = make_identity(b, deps, dt);
-  const ValidLength valid(b, deps, s);
+  ValidLength valid(b, deps, s);
 
   // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev];
   // batch-head h in slot h % nslots, up to four slots as fit in half of
@@ -134,7 +135,18 @@ TileProgram attention_forward_program(const AttentionShape& s) {
                                      0, Ev)),
                  /*partial_write=*/true);
     }
-    if (valid.masks_keys()) valid.make_bias(b, deps, kbias[hs], h);
+  };
+  // valid_seq_len: a batch-head's key masks, and its padded keys zeroed in
+  // k^T and v, right before its first chunk's matmul; not with its loads,
+  // because the Vector queue is in order: a select there would hold it
+  // until the DMA lands.
+  int64_t prepared = -1;
+  auto prepare_head = [&](int64_t h) {
+    const int hs = static_cast<int>(h % nslots);
+    prepared = h;
+    valid.prepare_head(b, deps, h, kbias[hs]);
+    valid.zero_key_columns(b, deps, kT[hs], dt, E);
+    valid.zero_key_rows(b, deps, vv[hs], dt, Ev);
   };
 
   // Every (batch-head, Q tile, key chunk) the program computes, in order;
@@ -170,10 +182,11 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   auto stage1 = [&](int64_t n) {
     const Chunk& c = chunks[n];
     const int hs = static_cast<int>(c.h % nslots), g = static_cast<int>(n % kRing);
+    if (valid.on() && c.h != prepared) prepare_head(c.h);
     deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), sb(qT[hs], dt, E, c.q0, c.rows),
                         sb(kT[hs], dt, E, c.k0, c.w), false));
     if (c.diagonal && mm_mask) cmask->add(b, deps, s_ps[g], 0, c.rows, c.q0, c.k0, c.w);
-    if (valid.masks_keys()) valid.add_bias(b, deps, s_ps[g], 0, c.rows, kbias[hs], c.k0, c.w);
+    if (valid.bias_in_psum()) valid.add_bias(b, deps, s_ps[g], 0, c.rows, kbias[hs], c.k0, c.w);
     if (in_psum(c)) return;
     const AccessPattern scores = sb(s_sb[g], DType::f32, c.rows, 0, c.w);
     deps.track(
@@ -182,6 +195,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     if (c.diagonal)
       deps.track(b.affine_select(scores, scores, AffineExpr{c.q0 - c.k0, 1, {-1}},
                                  CmpOp::greater_equal, kNegInf));
+    if (valid.masks_keys()) valid.add_scaled_bias(b, deps, scores, c.rows, kbias[hs], c.k0, c.w);
   };
   // Stage 2: the running max, kept negated (-m, the exp's bias); p = exp(s - m)
   // with its row sum (the tile's l when first); alpha = exp(m_old - m).

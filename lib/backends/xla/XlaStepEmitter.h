@@ -30,9 +30,10 @@ namespace mstep::xla {
 ///    or a residual computes that fusion as its epilogue, as the cpu
 ///    backend does (cpu::find_matmul_epilogue), and the fusion is dropped;
 /// 3. a reshape copies its bytes;
-/// 4. reductions, softmax, nll_loss, rng and creation ops, data movement
-///    and the optimizer update run as loops of the function's own
-///    (XlaOpLoops.h), checked for failure where they can fail;
+/// 4. reductions, softmax, nll_loss, rng and creation ops, data movement,
+///    convolutions (im2col + gemm_f32 over the layout's scratch) and the
+///    optimizer update run as loops of the function's own (XlaOpLoops.h),
+///    checked for failure where they can fail;
 /// 5. every other node is a callout (XlaRuntimeCalls::callout), checked
 ///    for failure.
 /// The nests' entries become internal: the function is the object's only
