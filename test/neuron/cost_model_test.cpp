@@ -26,18 +26,17 @@ TEST(NeuronCost, InstructionCyclesFollowTheTable) {
             1060);
   EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 10), sbuf(s, 10))), p),
             70);
-  EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 1), sbuf(s, 1))), p),
-            64);
+  EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 1), sbuf(s, 1))), p), 64);
   // tensor_tensor: N from SBUF, 2N with an input in PSUM; its three access
   // patterns are walked together: one access cost, as a two-operand op.
   EXPECT_EQ(instruction_cycles(b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), sbuf(s, 300),
                                                     sbuf(s, 300), AluOp::add)),
                                p),
             360);
-  EXPECT_EQ(instruction_cycles(
-                b.at(b.tensor_scalar(Engine::vector, sbuf(s, 300), sbuf(s, 300), AluOp::add, 1.0f)),
-                p),
-            360);
+  EXPECT_EQ(
+      instruction_cycles(
+          b.at(b.tensor_scalar(Engine::vector, sbuf(s, 300), sbuf(s, 300), AluOp::add, 1.0f)), p),
+      360);
   const AccessPattern pin = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{300, 1}});
   EXPECT_EQ(
       instruction_cycles(

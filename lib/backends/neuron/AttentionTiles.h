@@ -123,8 +123,8 @@ struct OnChipTranspose {
                  /*partial_write=*/true);
     }
   }
-  void transpose(TileBuilder& b, DependencyTracker& deps, int32_t rows_tile, int64_t d,
-                 int64_t len, int32_t dst) const {
+  void transpose(TileBuilder& b, DependencyTracker& deps, int32_t rows_tile, int64_t d, int64_t len,
+                 int32_t dst) const {
     for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
       const int64_t w = std::min(kChunk, len - c0);
       for (int64_t x = 0; x < w; x += kBlock) {
