@@ -150,6 +150,22 @@ TEST(NeuronAttention, Bf16CausalMoreKeysThanRows) {
 TEST(NeuronAttention, F32CausalMoreRowsThanKeys) {
   check_attention(shape(1, 600, 300, 64, DType::f32, true));
 }
+// q^T and k^T are made on chip from q and k loaded by rows. 128 rows over
+// 4000 keys in f32: two batch-heads' operands and their rows tiles do not
+// fit half of SBUF, so the two slots share one pair of rows tiles (batch-
+// head 1's rows loaded once batch-head 0 is transposed).
+TEST(NeuronAttention, SlotsShareOneRowsTileWhenSbufIsTight) {
+  const AttentionShape s = shape(2, 128, 4000, 128, DType::f32, true);
+  const TileProgram p = attention_forward_program(s);
+  int64_t q_rows = 0, qT = 0;
+  for (const Allocation& a : p.allocations) {
+    q_rows += a.name.rfind("q_rows", 0) == 0;
+    qT += a.name.rfind("qT", 0) == 0;
+  }
+  EXPECT_EQ(q_rows, 1);
+  EXPECT_EQ(qT, 2);
+  check_attention(s);
+}
 TEST(NeuronAttention, ValueDimDiffersAndStatsSaved) {
   AttentionShape s = shape(3, 70, 1100, 32, DType::f32, true);
   s.value_dim = 96;
