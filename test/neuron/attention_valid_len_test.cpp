@@ -9,19 +9,23 @@
 // (test/unit/backend_conformance_test.cpp: f32 rtol 1e-4, atol 1e-5;
 // bf16 at the attention cases' tol_scale 2: 4e-2 both); values ref gives
 // as exactly 0 (the padded rows' outputs and dq, the padded keys' dk and
-// dv) must be exactly 0.
+// dv) must be exactly 0. NaN and inf planted in the padded k and v
+// positions (ref skips them) must not reach any result; a scale that is not
+// positive with the key bias runs on chip too (no host fallback).
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "LoweringTestUtil.h"
 #include "lib/backends/neuron/AttentionProgram.h"
 #include "lib/backends/neuron/CostModel.h"
+#include "lib/backends/neuron/NeuronBackend.h"
 #include "lib/backends/neuron/Validator.h"
 
 namespace mstep::neuron {
 namespace {
 
 using testing::Buffers;
-using ::testing::HasSubstr;
 
 struct Case {
   int64_t heads = 2, L = 200, S = 200, E = 16;
@@ -30,6 +34,8 @@ struct Case {
   std::vector<int64_t> lens;
   DType len_dtype = DType::i64;
   double scale = 0.25;
+  /// NaN, +inf and -inf in turn in every padded key's k and v row.
+  bool poison_padding = false;
 };
 
 /// An sdpa (or sdpa_grad) node over q [B, H, L, E], k, v [B, H, S, E] and
@@ -77,8 +83,49 @@ Buffers inputs(const Case& c, const GraphNode& node, bool backward) {
   if (!backward) types.erase(types.begin());
   for (const TensorType& t : types)
     in.push_back(testing::buffer(t, testing::random_values(t.numel(), -1, 1, seed++)));
+  if (c.poison_padding) { // k and v: the last two before the lengths
+    const float poison[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
+    int64_t planted = 0;
+    for (size_t kv = in.size() - 2; kv < in.size(); ++kv) {
+      host::HostBuffer& buf = *in[kv];
+      for (size_t bi = 0; bi < c.lens.size(); ++bi) {
+        const int64_t len = std::clamp<int64_t>(c.lens[bi], 0, c.S);
+        for (int64_t h = 0; h < c.heads; ++h)
+          for (int64_t j = 0; j < c.S; ++j) {
+            if (c.left ? j >= c.S - len : j < len) continue; // kept
+            for (int64_t e = 0; e < c.E; ++e) {
+              const int64_t i = ((static_cast<int64_t>(bi) * c.heads + h) * c.S + j) * c.E + e;
+              const float x = poison[(j + e) % 3];
+              if (c.dtype == DType::bf16)
+                buf.data<BFloat16>()[i] = BFloat16(x);
+              else
+                buf.data<float>()[i] = x;
+              ++planted;
+            }
+          }
+      }
+    }
+    EXPECT_GT(planted, 0) << "no padded key to poison";
+  }
   in.push_back(lengths(c));
   return in;
+}
+
+/// The host fallbacks of a neuron executable of `node` alone (its
+/// operands the graph's inputs, its results the outputs).
+size_t host_fallbacks(const GraphNode& node, const std::vector<TensorType>& types) {
+  TraceGraph g;
+  g.input_types = types;
+  for (size_t i = 0; i < types.size(); ++i)
+    g.nodes.push_back(testing::param(static_cast<int64_t>(i), types[i]));
+  g.nodes.push_back(node);
+  const uint32_t sdpa_at = static_cast<uint32_t>(types.size());
+  for (uint32_t r = 0; r < node.results.size(); ++r) g.outputs.push_back(ValueRef{sdpa_at, r});
+  absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(std::move(g));
+  EXPECT_TRUE(exe.ok()) << exe.status();
+  return exe.ok() ? (*exe)->host_fallbacks().size() : SIZE_MAX;
 }
 
 void expect_matches(const host::HostBuffer& want, const host::HostBuffer& got, DType dt,
@@ -86,6 +133,8 @@ void expect_matches(const host::HostBuffer& want, const host::HostBuffer& got, D
   const double rtol = dt == DType::bf16 ? 4e-2 : 1e-4, atol = dt == DType::bf16 ? 4e-2 : 1e-5;
   for (int64_t i = 0; i < want.type().numel(); ++i) {
     const double w = testing::at(want, i), g = testing::at(got, i);
+    ASSERT_TRUE(std::isfinite(w)) << what << " element " << i << ": ref gives " << w;
+    ASSERT_TRUE(std::isfinite(g)) << what << " element " << i << ": neuron gives " << g;
     if (w == 0.0)
       ASSERT_EQ(g, 0.0) << what << " element " << i << ": ref gives exactly 0";
     else
@@ -104,6 +153,7 @@ void check(const Case& c) {
     absl::StatusOr<LoweredOp> low = lower_node(node, types);
     ASSERT_TRUE(low.ok()) << low.status();
     ASSERT_TRUE(validate(low->program).ok()) << validate(low->program);
+    EXPECT_EQ(host_fallbacks(node, types), 0u);
     absl::StatusOr<Buffers> want = testing::run_ref(node, in);
     absl::StatusOr<Buffers> got = testing::run_lowered_all(node, in);
     ASSERT_TRUE(want.ok()) << want.status();
@@ -166,25 +216,62 @@ TEST(NeuronAttentionValidLen, F32RightCausalNegativeScale) {
   check({.heads = 1, .lens = {0, 1, 70, 150, 200}, .scale = -0.25});
 }
 
-// With left padding a negative scale is refused: the key bias goes onto
-// the raw scores in PSUM.
-TEST(NeuronAttentionValidLen, NonPositiveScaleWithKeyBiasFallsBack) {
-  Case c{.left = true, .lens = {3, 4}};
-  c.scale = -0.5;
-  const GraphNode node = valid_len_node(c, false);
-  const Buffers in = inputs(c, node, false);
-  std::vector<TensorType> types;
-  for (const auto& b : in) types.push_back(b->type());
-  absl::StatusOr<LoweredOp> low = lower_node(node, types);
-  ASSERT_FALSE(low.ok());
-  EXPECT_EQ(low.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(low.status().message()), HasSubstr("valid_seq_len with scale -0.5"));
+// A scale that is not positive with the key bias (left padding, or right
+// padding without causal): the scores are scaled into SBUF, the bias added
+// there, and the backward's recomputed P zeroes the padded keys by a select.
+TEST(NeuronAttentionValidLen, F32LeftCausalNegativeScale) {
+  check({.heads = 1, .left = true, .lens = {0, 1, 70, 150, 200}, .scale = -0.25});
+}
+TEST(NeuronAttentionValidLen, F32RightNotCausalZeroScale) {
+  check({.heads = 1, .causal = false, .lens = {0, 1, 70, 200}, .scale = 0.0});
+}
+TEST(NeuronAttentionValidLen, Bf16LeftNotCausalNegativeScale) {
+  check({.dtype = DType::bf16, .causal = false, .left = true, .lens = kLens, .scale = -0.5});
 }
 
-int64_t matmuls(const TileProgram& p) {
+// NaN and inf in every padded k and v position: the programs zero those
+// rows on chip before the matmuls, so they reach neither the outputs nor
+// the gradients (0 x NaN would be NaN), as in ref, which skips them. Left
+// and right padding, causal and not, f32 and bf16, the key bias in PSUM and
+// in SBUF (a negative scale).
+TEST(NeuronAttentionValidLen, PoisonedPaddingF32RightCausal) {
+  check({.lens = kLens, .poison_padding = true});
+}
+TEST(NeuronAttentionValidLen, PoisonedPaddingF32LeftCausal) {
+  check({.left = true, .lens = kLens, .poison_padding = true});
+}
+TEST(NeuronAttentionValidLen, PoisonedPaddingF32RightNotCausal) {
+  check({.causal = false, .lens = kLens, .len_dtype = DType::i32, .poison_padding = true});
+}
+TEST(NeuronAttentionValidLen, PoisonedPaddingBf16LeftNotCausal) {
+  check({.dtype = DType::bf16, .causal = false, .left = true, .lens = kLens,
+         .poison_padding = true});
+}
+TEST(NeuronAttentionValidLen, PoisonedPaddingBf16RightCausalTwoKeyChunks) {
+  check({.heads = 1, .L = 130, .S = 600, .E = 32, .dtype = DType::bf16, .lens = {600, 512, 511, 5},
+         .poison_padding = true});
+}
+TEST(NeuronAttentionValidLen, PoisonedPaddingF32LeftCausalMoreKeysThanRowsNegativeScale) {
+  check({.heads = 1, .L = 100, .S = 300, .left = true, .lens = {250, 230, 30}, .scale = -0.25,
+         .poison_padding = true});
+}
+
+int64_t count(const TileProgram& p, Opcode op) {
   int64_t n = 0;
-  for (const Instruction& inst : p.instructions) n += inst.opcode == Opcode::nc_matmul;
+  for (const Instruction& inst : p.instructions) n += inst.opcode == op;
   return n;
+}
+
+/// The Vector time of `p`'s selects (the padded keys zeroed) at the cost
+/// model's rate: max(64, 60 + elements) cycles each at vector_ghz.
+double select_ns(const TileProgram& p) {
+  const CostParams params;
+  double cycles = 0;
+  for (const Instruction& inst : p.instructions)
+    if (inst.opcode == Opcode::select)
+      cycles += std::max(params.fixed_cycles, params.access_fixed_cycles +
+                                                  static_cast<double>(inst.dst.free_elements()));
+  return cycles / params.vector_ghz;
 }
 
 // The masking stays cheap next to the attention itself (cost model, the
@@ -193,8 +280,14 @@ int64_t matmuls(const TileProgram& p) {
 // (here one chunk per Q tile: 2 tiles x 32 heads; the backward's pass 1
 // and pass 2 items: 2 + 3 per head), a bias row per batch-head and a
 // column op per Q tile, no per-chunk Vector or GpSimd mask (estimated
-// +6% forward and +5% backward in f32, +15% and +3% in bf16); with right
-// padding no key bias at all, the same matmuls as without lengths.
+// +7% forward and +6% backward in f32, +17% and +3% in bf16, the zeroing
+// below included); with right padding no key bias at all, the same matmuls
+// as without lengths. Zeroing the padded keys (NaN-safe) is one Vector
+// select per batch-head on k and one on v, by rows (before the on-chip
+// transposes, which carry the zeros into k^T and v^T), S E / 128 and
+// S Ev / 128 elements each: ~11 us of Vector time per program here in
+// bf16, partly hidden (right padding adds 5 us forward, 3 us backward in
+// all; ./build/bench/neuron_attention_masking).
 TEST(NeuronAttentionValidLen, MaskingCostsLittle) {
   for (DType dt : {DType::f32, DType::bf16})
     for (bool backward : {false, true}) {
@@ -213,15 +306,20 @@ TEST(NeuronAttentionValidLen, MaskingCostsLittle) {
       left.left_padding = true;
       auto program = backward ? attention_backward_program : attention_forward_program;
       const TileProgram p_plain = program(s), p_right = program(right), p_left = program(left);
-      EXPECT_EQ(matmuls(p_right), matmuls(p_plain));
-      EXPECT_EQ(matmuls(p_left), matmuls(p_plain) + 32 * (backward ? 5 : 2));
+      EXPECT_EQ(count(p_right, Opcode::nc_matmul), count(p_plain, Opcode::nc_matmul));
+      EXPECT_EQ(count(p_left, Opcode::nc_matmul),
+                count(p_plain, Opcode::nc_matmul) + 32 * (backward ? 5 : 2));
+      // The selects are per batch-head (k and v by rows), none per chunk.
+      for (const TileProgram* p : {&p_right, &p_left})
+        EXPECT_EQ(count(*p, Opcode::select), 32 * 2);
       absl::StatusOr<CostReport> plain = estimate_cost(p_plain), masked = estimate_cost(p_left);
       ASSERT_TRUE(plain.ok() && masked.ok());
       // The masking adds two [rows, 1] Vector instructions per Q tile (the
       // row keep, folded into 1 / l) and, with left padding, a K=1 matmul per
-      // key chunk: mostly fixed per-instruction costs, so ~15% of the bf16
-      // forward here (66 us for 64 Q tiles), less in f32.
-      EXPECT_LT(masked->total_ns, 1.4 * plain->total_ns);
+      // key chunk: mostly fixed per-instruction costs, so ~17% of the bf16
+      // forward here (66 us for 64 Q tiles), less in f32 and backward; then
+      // the selects' Vector time, no more.
+      EXPECT_LT(masked->total_ns, 1.4 * plain->total_ns + select_ns(p_left));
     }
 }
 

@@ -215,16 +215,11 @@ std::string param_name(const ::testing::TestParamInfo<ConformanceParam>& info) {
 
 class BackendConformance : public ::testing::TestWithParam<ConformanceParam> {};
 
-/// The cases whose step on xla still calls out to a cpu-backend kernel
+/// The cases whose step on xla may still call out to a cpu-backend kernel
 /// (lib/backends/xla/XlaOpLoops.h has loops for the others): bf16 ops
-/// outside attention, and attention whose probabilities are saved or
-/// returned or whose float mask gets a gradient.
+/// outside attention (and a bf16 attention mask's gradient).
 bool xla_may_call_out(const ConformanceCase& c) {
-  if (c.name.find("bf16") != std::string::npos) return true;
-  for (const char* prefix : {"sdpa_float_mask", "sdpa_valid_len_left_float_mask",
-                             "sdpa_recompute_off", "fused_sdpa_probs"})
-    if (c.name.rfind(prefix, 0) == 0) return true;
-  return false;
+  return c.name.find("bf16") != std::string::npos;
 }
 
 /// The ops the executable of the last step (recorded) calls out for, when

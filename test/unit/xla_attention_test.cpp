@@ -1,13 +1,17 @@
 // Attention inside the xla step function (lib/backends/xla/
-// XlaAttentionLoops.cpp): a training step with sdpa and its backward
-// (sdpa_grad) compiles with NO callout across the option matrix (causal,
-// bool and floating masks, dropout, valid_seq_len left and right, f32 and
-// bf16, several Q and K/V tiles), and its output and the gradients of q, k
-// and v equal the ref backend's within the cpu flash kernel's tolerance
-// (test/unit/cpu_flash_attention_test.cpp: 1e-4 f32, 2e-2 bf16, relative
-// to the largest reference magnitude). Dropout draws the same Philox keep
-// mask as ref (the same seed), so the values agree with it too. Nodes the
-// loops do not take (returned or saved probabilities) stay named callouts.
+// XlaAttentionLoops.cpp, XlaAttentionProbs.cpp): a training step with sdpa
+// and its backward (sdpa_grad) compiles with NO callout across the option
+// matrix (causal, bool and floating masks, dropout, valid_seq_len left and
+// right, f32 and bf16, several Q and K/V tiles; fused_sdpa returning its
+// probabilities and dropout mask, recompute = false saving probabilities
+// for the backward, the gradient of a floating mask of its own per
+// batch-head or shared by heads or by all), and its output, probabilities
+// and the gradients of q, k, v and the mask equal the ref backend's within
+// the cpu flash kernel's tolerance (test/unit/cpu_flash_attention_test.cpp:
+// 1e-4 f32, 2e-2 bf16, relative to the largest reference magnitude).
+// Dropout draws the same Philox keep mask as ref (the same seed): the
+// returned mask is ref's exactly. A bf16 mask gradient stays a callout (the
+// cpu backend hands it to the ref kernel too).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -47,9 +51,14 @@ struct Case {
   int64_t B = 2, H = 2, L = 70, S = 131, E = 24, Ev = 20;
   DType dtype = DType::f32;
   bool causal = false;
-  enum class Mask { none, bool_ls, float_b1ls } mask = Mask::none;
+  // A bool [L, S] mask; a floating [B, 1, L, S] one; or a floating one that
+  // requires grad: [B, H, L, S] (its own elements per batch-head),
+  // [B, 1, L, S] (shared by the heads) or [L, S] (shared by all).
+  enum class Mask { none, bool_ls, float_b1ls, grad_bhls, grad_b1ls, grad_ls } mask = Mask::none;
   double dropout = 0;
   enum class Lens { none, right, left, left_i32 } lens = Lens::none;
+  bool probs = false; // fused_sdpa returning probabilities (and the mask with dropout)
+  bool saved = false; // recompute = false
 };
 
 /// The last step's graph compiled for xla: the names of its callouts, and
@@ -60,8 +69,9 @@ struct Compiled {
 };
 Compiled compile_last_step();
 
-/// out, dq, dk, dv of sum(out * w) on `d`, as f32 vectors; `compiled`, when
-/// given, gets the step's graph compiled for xla.
+/// out, dq, dk, dv of sum(out * w) on `d`, then the probabilities, the mask
+/// gradient and the dropout mask (as 0/1) when the case has them, as f32
+/// vectors; `compiled`, when given, gets the step's graph compiled for xla.
 std::vector<std::vector<float>> run(const Case& c, Device d, Compiled* compiled = nullptr) {
   Tensor q = filled(d, {c.B, c.H, c.L, c.E}, 1, c.dtype).requires_grad_();
   Tensor k = filled(d, {c.B, c.H, c.S, c.E}, 2, c.dtype).requires_grad_();
@@ -69,6 +79,8 @@ std::vector<std::vector<float>> run(const Case& c, Device d, Compiled* compiled 
   SdpaOptions o;
   o.is_causal = c.causal;
   o.dropout_p = c.dropout;
+  o.recompute = !c.saved;
+  Tensor mask; // one that requires grad
   if (c.mask == Case::Mask::bool_ls) {
     // Every third key hidden, and row 5 attends to nothing (its output and
     // gradients are zero).
@@ -78,6 +90,12 @@ std::vector<std::vector<float>> run(const Case& c, Device d, Compiled* compiled 
     o.attn_mask = from_vector(m, {c.L, c.S}, d);
   } else if (c.mask == Case::Mask::float_b1ls) {
     o.attn_mask = filled(d, {c.B, 1, c.L, c.S}, 4, c.dtype);
+  } else if (c.mask != Case::Mask::none) {
+    const Shape shape = c.mask == Case::Mask::grad_bhls   ? Shape{c.B, c.H, c.L, c.S}
+                        : c.mask == Case::Mask::grad_b1ls ? Shape{c.B, 1, c.L, c.S}
+                                                          : Shape{c.L, c.S};
+    mask = filled(d, shape, 4, c.dtype).requires_grad_();
+    o.attn_mask = mask;
   }
   if (c.lens != Case::Lens::none) {
     // Shorter than one tile, longer than one, and past the end (clamped).
@@ -88,13 +106,23 @@ std::vector<std::vector<float>> run(const Case& c, Device d, Compiled* compiled 
     o.padding_side = c.lens == Case::Lens::right ? PaddingSide::right : PaddingSide::left;
   }
   manual_seed(7);
-  Tensor out = scaled_dot_product_attention(q, k, v, o);
+  Tensor out, probs, keep;
+  if (c.probs) {
+    o.return_attn_probs = true;
+    o.return_dropout_mask = c.dropout > 0;
+    SdpaResult r = fused_sdpa(q, k, v, o);
+    out = r.out, probs = r.attn_probs, keep = r.dropout_mask;
+  } else {
+    out = scaled_dot_product_attention(q, k, v, o);
+  }
   sum(to(out, DType::f32) * filled(d, out.shape(), 5)).backward();
   mark_step();
   if (compiled) *compiled = compile_last_step();
+  std::vector<Tensor> results = {out, q.grad(), k.grad(), v.grad()};
+  for (const Tensor& t : {probs, mask.defined() ? mask.grad() : Tensor{}, keep})
+    if (t.defined()) results.push_back(t);
   std::vector<std::vector<float>> r;
-  for (const Tensor& t : {out, q.grad(), k.grad(), v.grad()})
-    r.push_back(to(t, DType::f32).to_vector<float>());
+  for (const Tensor& t : results) r.push_back(to(t, DType::f32).to_vector<float>());
   return r;
 }
 
@@ -116,6 +144,10 @@ Compiled compile_last_step() {
 
 class XlaAttention : public ::testing::TestWithParam<Case> {};
 
+/// xla's results within the tolerance of ref's; a dropout mask exactly.
+void expect_refs_values(const Case& c, const std::vector<std::vector<float>>& xla,
+                        const std::vector<std::vector<float>>& ref);
+
 TEST_P(XlaAttention, NoCalloutAndRefsValues) {
   const Case& c = GetParam();
   std::vector<std::vector<float>> xla, ref;
@@ -127,11 +159,25 @@ TEST_P(XlaAttention, NoCalloutAndRefsValues) {
     EXPECT_THAT(compiled.callouts, IsEmpty());
   }
   ref = run(c, kRef);
+  expect_refs_values(c, xla, ref);
+}
+
+void expect_refs_values(const Case& c, const std::vector<std::vector<float>>& xla,
+                        const std::vector<std::vector<float>>& ref) {
   const double rtol = c.dtype == DType::bf16 ? 2e-2 : 1e-4;
-  const char* names[] = {"out", "dq", "dk", "dv"};
-  ASSERT_EQ(xla.size(), ref.size());
+  std::vector<std::string> names = {"out", "dq", "dk", "dv"};
+  if (c.probs) names.push_back("probs");
+  if (c.mask >= Case::Mask::grad_bhls) names.push_back("dmask");
+  const bool has_keep = c.probs && c.dropout > 0;
+  if (has_keep) names.push_back("dropout mask");
+  ASSERT_EQ(xla.size(), names.size());
+  ASSERT_EQ(ref.size(), names.size());
   for (size_t r = 0; r < ref.size(); ++r) {
     ASSERT_EQ(xla[r].size(), ref[r].size()) << names[r];
+    if (has_keep && r + 1 == ref.size()) {
+      EXPECT_EQ(xla[r], ref[r]) << names[r];
+      continue;
+    }
     double largest = 0;
     for (float x : ref[r]) largest = std::max(largest, std::fabs(double{x}));
     const double tol = rtol * std::max(largest, 1e-2);
@@ -149,58 +195,48 @@ TEST_P(XlaAttention, NoCalloutAndRefsValues) {
 // one thread computes it, so an uneven split (6 batch-heads over 4
 // threads) gives 1 thread's values bit for bit, with causal masking,
 // valid_seq_len and dropout (whose Philox counters follow the batch-head,
-// not the thread).
+// not the thread); and with returned and saved probabilities, the dropout
+// mask and a mask gradient of its own per batch-head, or one shared by the
+// heads (whose batch-heads add into the same elements, so they stay on one
+// thread, in order).
 TEST(XlaAttentionThreads, BatchHeadsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
-  Case c;
-  c.B = 2;
-  c.H = 3;
-  c.causal = true;
-  c.dropout = 0.2;
-  c.lens = Case::Lens::right;
+  Case plain;
+  plain.B = 2;
+  plain.H = 3;
+  plain.causal = true;
+  plain.dropout = 0.2;
+  plain.lens = Case::Lens::right;
+  Case own = plain;
+  own.causal = false; // a mask and is_causal do not go together
+  own.probs = own.saved = true;
+  own.mask = Case::Mask::grad_bhls;
+  Case shared = own;
+  shared.mask = Case::Mask::grad_b1ls;
   const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const std::vector<std::vector<float>> one = run(c, kXla);
-  omp_set_num_threads(4);
-  const std::vector<std::vector<float>> four = run(c, kXla);
+  for (const Case& c : {plain, own, shared}) {
+    omp_set_num_threads(1);
+    const std::vector<std::vector<float>> one = run(c, kXla);
+    omp_set_num_threads(4);
+    const std::vector<std::vector<float>> four = run(c, kXla);
+    ASSERT_EQ(one.size(), four.size());
+    for (size_t r = 0; r < one.size(); ++r) EXPECT_EQ(four[r], one[r]) << "result " << r;
+  }
   omp_set_num_threads(threads);
-  ASSERT_EQ(one.size(), four.size());
-  for (size_t r = 0; r < one.size(); ++r) EXPECT_EQ(four[r], one[r]) << "result " << r;
 }
 
-// The nodes the loops do not take (returned probabilities, saved
-// probabilities for the backward) still run, as named callouts to the cpu
-// kernel, with ref's values.
-TEST(XlaAttentionCallouts, ReturnedOrSavedProbabilitiesStayCallouts) {
-  auto step = [](Device d, Compiled* compiled) {
-    Tensor q = filled(d, {2, 3, 9, 8}, 1).requires_grad_();
-    Tensor k = filled(d, {2, 3, 11, 8}, 2);
-    Tensor v = filled(d, {2, 3, 11, 8}, 3);
-    SdpaOptions returned;
-    returned.return_attn_probs = true;
-    SdpaResult r = fused_sdpa(q.detach(), k, v, returned);
-    SdpaOptions saved;
-    saved.recompute = false;
-    Tensor out = scaled_dot_product_attention(q, k, v, saved);
-    sum(out * out).backward();
-    mark_step();
-    if (compiled) *compiled = compile_last_step();
-    return std::vector<std::vector<float>>{r.out.to_vector<float>(),
-                                           r.attn_probs.to_vector<float>(), out.to_vector<float>(),
-                                           q.grad().to_vector<float>()};
-  };
+// A bf16 floating mask's gradient: the backward stays a named callout to the
+// cpu backend (which runs the ref kernel), with ref's values.
+TEST(XlaAttentionCallouts, ABf16MaskGradientStaysACallout) {
+  Case c;
+  c.dtype = DType::bf16, c.mask = Case::Mask::grad_bhls, c.L = 9, c.S = 11;
   std::vector<std::vector<float>> xla;
   {
     RecordSteps record;
     Compiled compiled;
-    xla = step(kXla, &compiled);
-    EXPECT_THAT(compiled.callouts, ::testing::UnorderedElementsAre("sdpa", "sdpa", "sdpa_grad"));
+    xla = run(c, kXla, &compiled);
+    EXPECT_THAT(compiled.callouts, ::testing::ElementsAre("sdpa_grad"));
   }
-  std::vector<std::vector<float>> ref = step(kRef, nullptr);
-  for (size_t r = 0; r < ref.size(); ++r) {
-    ASSERT_EQ(xla[r].size(), ref[r].size()) << r;
-    for (size_t i = 0; i < ref[r].size(); ++i)
-      EXPECT_NEAR(xla[r][i], ref[r][i], 1e-4) << "result " << r << " element " << i;
-  }
+  expect_refs_values(c, xla, run(c, kRef));
 }
 
 Case with(std::string name, void (*set)(Case&)) {
@@ -238,7 +274,41 @@ INSTANTIATE_TEST_SUITE_P(
                c.lens = Case::Lens::left, c.S = c.L = 100;
              }),
         with("bf16_float_mask",
-             [](Case& c) { c.dtype = DType::bf16, c.mask = Case::Mask::float_b1ls; })),
+             [](Case& c) { c.dtype = DType::bf16, c.mask = Case::Mask::float_b1ls; }),
+        // Nodes with [L, S] results or operands (XlaAttentionProbs.cpp).
+        with("probs", [](Case& c) { c.probs = true; }),
+        with("probs_causal_dropout_left",
+             [](Case& c) {
+               c.probs = true, c.causal = true, c.dropout = 0.2;
+               c.lens = Case::Lens::left, c.L = c.S = 100;
+             }),
+        with("probs_bool_mask_dropout",
+             [](Case& c) { c.probs = true, c.mask = Case::Mask::bool_ls, c.dropout = 0.3; }),
+        with("probs_dropout_all",
+             [](Case& c) { c.probs = true, c.dropout = 1.0, c.L = 9, c.S = 11; }),
+        with("probs_bf16_causal",
+             [](Case& c) { c.probs = true, c.dtype = DType::bf16, c.causal = true; }),
+        with("saved", [](Case& c) { c.saved = true; }),
+        with("saved_causal_dropout_right",
+             [](Case& c) {
+               c.saved = true, c.causal = true, c.dropout = 0.25;
+               c.lens = Case::Lens::right, c.L = c.S = 100;
+             }),
+        with("saved_bool_mask_bf16",
+             [](Case& c) { c.saved = true, c.mask = Case::Mask::bool_ls, c.dtype = DType::bf16; }),
+        with("mask_grad_per_batch_head", [](Case& c) { c.mask = Case::Mask::grad_bhls; }),
+        with("mask_grad_shared_by_heads_dropout",
+             [](Case& c) { c.mask = Case::Mask::grad_b1ls, c.dropout = 0.1; }),
+        with("mask_grad_ls_left_dropout",
+             [](Case& c) {
+               c.mask = Case::Mask::grad_ls, c.dropout = 0.2;
+               c.lens = Case::Lens::left, c.L = c.S = 100;
+             }),
+        with("probs_saved_mask_grad_dropout_right",
+             [](Case& c) {
+               c.probs = true, c.saved = true, c.dropout = 0.2;
+               c.mask = Case::Mask::grad_bhls, c.lens = Case::Lens::right;
+             })),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 } // namespace

@@ -83,13 +83,38 @@ TEST(XlaLoops, ReductionsOverLeadingTrailingAndAllDims) {
 // sums, a strided sum, the outer loop of a permute, expand, slice,
 // cat and slice_scatter (whose src overwrites the input row by row), and
 // the elements of dropout, rand and randn (Philox at the element's index;
-// an empty dropout runs no row).
+// an empty dropout runs no row); argmax, per-row losses (nll_loss without
+// reduction, cross_entropy's) and softmax over many 10-element rows and
+// over dim 0 (its lanes are the rows); index_select's output blocks
+// (embedding) and index_add's column blocks (its gradient: every table row
+// gets many tokens' rows, added in token order whatever the split, so ref's
+// bits too).
 TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
   auto make = [](Device d) {
     Tensor rows = on(d, {300, 257}, 21) * 10.0;
     Tensor lanes = on(d, {4, 300, 40}, 22) * 10.0;
     Tensor w = on(d, {257}, 23), b = on(d, {257}, 24);
-    return std::vector<Tensor>{softmax(rows, 1),
+    Tensor logits = on(d, {40000, 10}, 28) * 5.0;
+    std::vector<int64_t> classes(40000), tokens(4096), lane_ids(4096);
+    for (size_t i = 0; i < classes.size(); ++i) classes[i] = static_cast<int64_t>(i * 7 % 10);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>(i * 7 % 100);
+    for (size_t i = 0; i < lane_ids.size(); ++i) lane_ids[i] = static_cast<int64_t>(i * 11 % 300);
+    Tensor target = from_vector(classes, {40000}, std::nullopt, d);
+    Tensor table = on(d, {100, 64}, 29).requires_grad_();
+    Tensor looked_up = embedding(from_vector(tokens, {4096}, std::nullopt, d), table);
+    sum(looked_up * on(d, {4096, 64}, 30)).backward();
+    Tensor tall = on(d, {10, 4000}, 31) * 5.0;
+    return std::vector<Tensor>{to(argmax(logits, 1), DType::f32),
+                               cross_entropy(logits, target, Reduction::none),
+                               nll_loss(log_softmax(logits, 1), target, Reduction::sum),
+                               softmax(logits, 1),
+                               softmax(tall, 0),
+                               log_softmax(tall, 0),
+                               looked_up,
+                               table.grad(),
+                               index_add(lanes, 1, from_vector(lane_ids, {4096}, std::nullopt, d),
+                                         on(d, {4, 4096, 40}, 32)),
+                               softmax(rows, 1),
                                log_softmax(rows, 1),
                                softmax(lanes, 1),
                                layer_norm(rows, {257}, w, b),
@@ -128,6 +153,8 @@ TEST(XlaLoops, RowsSplitOverThreadsGiveOneThreadsValuesBitForBit) {
     EXPECT_EQ(three[i], one[i]);
     expect_near(one[i], ref[i].to_vector<float>());
   }
+  // argmax, the embedding rows and both index_adds: ref's bits.
+  for (size_t i : {0, 6, 7, 8}) EXPECT_EQ(one[i], ref[i].to_vector<float>()) << i;
 }
 
 // var in two f64 passes, as the ref kernel: over a last, a leading and all
@@ -374,14 +401,17 @@ TEST(XlaLoops, ClippedGradientsBeforeTheUpdate) {
       /*clip=*/true);
 }
 
-// Without clipping, the optimizer update is a row function over the
-// elements of all parameters in turn, split over the threads above 32K
-// elements: an uneven split over 3 threads (its ranges start and end
-// inside parameters) gives 1 thread's parameters and states bit for bit,
-// and the cpu backend's. The gradients are elementwise (no gemm, whose
-// sums may depend on the thread count); three steps advance the counters.
+// The optimizer update is a row function over the elements of all
+// parameters in turn, split over the threads above 32K elements: an uneven
+// split over 3 threads (its ranges start and end inside parameters) gives
+// 1 thread's parameters and states bit for bit, and the cpu backend's.
+// With clip_grad_norm_ first, the norms are summed on one thread before
+// the split update: 1, 2 and 3 threads give the same total norms and
+// parameters, and cpu's within the norms' f64 summation order. The
+// gradients are elementwise (no gemm, whose sums may depend on the thread
+// count); three steps advance the counters.
 TEST(XlaLoops, TheOptimizerUpdateSplitOverThreadsGivesOneThreadsValuesBitForBit) {
-  auto run = [](Device d, int threads, auto make_optimizer) {
+  auto run = [](Device d, int threads, auto make_optimizer, bool clip = false) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
     RecordSteps record;
@@ -390,17 +420,19 @@ TEST(XlaLoops, TheOptimizerUpdateSplitOverThreadsGivesOneThreadsValuesBitForBit)
                                   on(d, {300, 100}, 3).requires_grad_(),
                                   on(d, {211, 97}, 4).requires_grad_()};
     auto opt = make_optimizer(params);
+    std::vector<std::vector<float>> values;
     for (int step = 0; step < 3; ++step) {
       opt.zero_grad();
       Tensor loss = sum(params[0] * params[0]);
       for (size_t i = 1; i < params.size(); ++i)
         loss = loss + sum(params[i] * on(d, params[i].shape(), 10 + static_cast<int>(i)));
       loss.backward();
+      Tensor norm = clip ? optim::clip_grad_norm_(params, 5.0) : Tensor{};
       opt.step();
       mark_step();
       if (d == kXla) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
+      if (clip) values.push_back(norm.to_vector<float>());
     }
-    std::vector<std::vector<float>> values;
     for (const Tensor& p : params) values.push_back(p.to_vector<float>());
     omp_set_num_threads(saved);
     return values;
@@ -415,6 +447,19 @@ TEST(XlaLoops, TheOptimizerUpdateSplitOverThreadsGivesOneThreadsValuesBitForBit)
   check([](std::vector<Tensor> p) {
     return optim::SGD(p, {.lr = 0.1, .momentum = 0.5, .dampening = 0.25});
   });
+  auto check_clipped = [&](auto make_optimizer) {
+    const auto one = run(kXla, 1, make_optimizer, true);
+    EXPECT_EQ(run(kXla, 2, make_optimizer, true), one);
+    EXPECT_EQ(run(kXla, 3, make_optimizer, true), one);
+    const auto cpu = run(kCpu, 1, make_optimizer, true);
+    ASSERT_EQ(cpu.size(), one.size());
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      SCOPED_TRACE(i);
+      expect_near(one[i], cpu[i]);
+    }
+  };
+  check_clipped([](std::vector<Tensor> p) { return optim::AdamW(p, {.lr = 0.01}); });
+  check_clipped([](std::vector<Tensor> p) { return optim::SGD(p, {.lr = 0.1, .momentum = 0.9}); });
 }
 
 TEST(XlaLoops, TheMnistMlpTrainingStepHasNoCallouts) {

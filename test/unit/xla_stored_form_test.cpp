@@ -105,14 +105,15 @@ TEST(XlaStoredForm, ALoadedExecutableComputesTheSameBits) {
 }
 
 TEST(XlaStoredForm, CalloutsAreStoredAndRunAfterALoad) {
-  // Attention returning its probabilities is a callout (the function has
-  // no loop nest for it).
+  // A bf16 scatter_add is a callout (the function's loop takes f32, f64,
+  // i64 and i32).
   const TraceGraph graph = graph_of([] {
-    SdpaOptions options;
-    options.return_attn_probs = true;
-    return relu(fused_sdpa(on_xla({2, 5, 4}, 1), on_xla({2, 7, 4}, 2), on_xla({2, 7, 3}, 3),
-                           options)
-                    .attn_probs);
+    std::vector<int64_t> index(2 * 5 * 7);
+    for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i * 3 % 5);
+    Tensor idx = from_vector(index, {2, 5, 7}, std::nullopt, kXla);
+    return relu(to(scatter_add(to(on_xla({2, 5, 7}, 1), DType::bf16), 1, idx,
+                               to(on_xla({2, 5, 7}, 2), DType::bf16)),
+                   DType::f32));
   });
   std::unique_ptr<Executable> compiled = compile_on_xla(graph);
   ASSERT_NE(compiled, nullptr);
@@ -121,7 +122,7 @@ TEST(XlaStoredForm, CalloutsAreStoredAndRunAfterALoad) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   auto* xla = dynamic_cast<xla::XlaExecutable*>(loaded->get());
   ASSERT_NE(xla, nullptr);
-  EXPECT_THAT(xla->callout_names(), ::testing::ElementsAre("sdpa"));
+  EXPECT_THAT(xla->callout_names(), ::testing::ElementsAre("scatter_add"));
   const std::vector<BufferPtr> inputs = inputs_for(graph);
   EXPECT_EQ(run_bytes(**loaded, inputs), run_bytes(*compiled, inputs));
 }

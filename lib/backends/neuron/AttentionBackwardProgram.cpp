@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionTiles.h"
+#include "lib/backends/neuron/AttentionValidLength.h"
 #include "lib/backends/neuron/DependencyTracker.h"
 #include "lib/backends/neuron/TileBuilder.h"
 #include "mstep/core/Error.h"
@@ -65,7 +66,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     return b.allocate(BufferKind::psum, kPsumBankBytes, std::move(name));
   };
   const int32_t ident = make_identity(b, deps, dt);
-  const ValidLength valid(b, deps, s);
+  ValidLength valid(b, deps, s);
   const int32_t ones = sbuf(4, "one");
   deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
   // dQ accumulates in one PSUM bank across the key blocks when every Q
@@ -146,12 +147,22 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     tr.load(b, deps, hs.do_rows, do_hbm, Ev, h * L, L);
     tr.load(b, deps, hs.k_rows, k_hbm, E, h * S, S);
     tr.load(b, deps, hs.v_rows, v_hbm, Ev, h * S, S);
-    if (valid.masks_keys()) valid.make_bias(b, deps, hs.kbias, h);
     loaded[h] = true;
   };
+  // valid_seq_len: a batch-head's key masks, and its padded keys zeroed in
+  // k and v by rows before they are transposed (the transposes then carry
+  // the zeros into k^T and v^T: a NaN left in a row would reach every key
+  // of k^T through the identity matmul, 0 x NaN = NaN), with the
+  // transposes, not with the loads, because the Vector queue is in order:
+  // a select there would hold it until the DMA lands.
   auto transpose_head = [&](int64_t h) {
     if (!loaded[h] || transposed[h]) return;
     const HeadSet& hs = sets[h % nsets];
+    if (valid.on()) {
+      valid.prepare_head(b, deps, h, hs.kbias);
+      valid.zero_key_rows(b, deps, hs.k_rows, dt, E);
+      valid.zero_key_rows(b, deps, hs.v_rows, dt, Ev);
+    }
     tr.transpose(b, deps, hs.q_rows, E, L, hs.qT);
     tr.transpose(b, deps, hs.do_rows, Ev, L, hs.doT);
     tr.transpose(b, deps, hs.k_rows, E, S, hs.kT);
@@ -272,7 +283,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
-    if (valid.masks_keys()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
+    if (valid.bias_in_psum()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
     deps.track(b.matmul(p1 ? ps(wk.sd, rows, chunk1, w) : ps(wk.sd, rows, kDpAt, w),
                         sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
     if (!p1) return;
@@ -286,6 +297,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       if (it.diagonal)
         deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
                                    CmpOp::greater_equal, kNegInf));
+      if (valid.masks_keys()) valid.add_scaled_bias(b, deps, scores, rows, hs.kbias, it.k0, w);
     }
     deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
     const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
@@ -336,6 +348,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     if (it.diagonal && !mm_mask)
       deps.track(
           b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
+    if (valid.masks_keys() && !valid.bias_in_psum())
+      valid.drop_padded_keys(b, deps, p, rows, hs.kbias, it.k0, w);
     // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
     // straight into the matmul dtype.
     const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);

@@ -50,7 +50,8 @@ struct AttentionShape {
   /// with lengths_i64 int64 as int32 (low, high) word pairs. As ref: a key
   /// outside [0, len) (left_padding: [S - len, S)) is excluded, a query
   /// row outside [0, len) ([L - len, L)) or with every key excluded gives
-  /// zeros (and no gradient). Needs scale > 0.
+  /// zeros (and no gradient). Padded keys' k and v are zeroed on chip, so
+  /// NaN or inf stored there never reaches a result (AttentionValidLength.h).
   int64_t lengths = 0;
   bool lengths_i64 = false;
   bool left_padding = false;

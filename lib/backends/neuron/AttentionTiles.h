@@ -1,7 +1,8 @@
 // The tiles and access patterns that the attention forward
 // (AttentionProgram.cpp) and backward (AttentionBackwardProgram.cpp)
 // programs share: tile sizes, SBUF/PSUM views, the on-chip identity, the
-// causal mask tile and the valid_seq_len masking. Library-internal.
+// causal mask tile (valid_seq_len's masking: AttentionValidLength.h).
+// Library-internal.
 #pragma once
 
 #include <algorithm>
@@ -136,136 +137,6 @@ struct OnChipTranspose {
                  /*partial_write=*/true);
     }
   }
-};
-
-/// valid_seq_len on chip (AttentionShape::lengths). The lengths come from
-/// the HBM tensor "valid_len", loaded once onto every partition (a DMA
-/// with partition stride 0) and turned into fp32 by the Vector engine
-/// (int64: high x 2^32 + the low word as unsigned, exact below 2^24 and of
-/// the right sign beyond, which is all the compares below need). Then,
-/// with thresholds made once by iota (t = j + 1 right, S - j left, for
-/// key j; likewise for query rows), "len >= t" is the keep predicate:
-///   keys: (not needed with right padding and causal: a kept row i sees
-///         only keys j <= i < len) per batch-head a bias row [1, S] in bf16, 0 where
-///         the key is kept and -1e30 (finite: exp gives 0, and no 0 x inf)
-///         where it is padding, added to each score chunk in PSUM by a
-///         K = 1 matmul (ones [1, rows] x bias [1, w]), so max and exp need
-///         no mask;
-///   rows: row_keep, 1 where the row is valid and keeps a key (causal and
-///         left padding with S > L can leave a valid row none: row i
-///         keeps one iff len >= max(L, S) - i), else 0; the programs
-///         multiply it into 1 / l, so such rows give zeros (no gradient).
-/// The compares are Vector tensor_tensor is_ge against the length as a
-/// per-partition scalar (a [P, 1] column, free stride 0).
-class ValidLength {
-public:
-  /// OK, or why the lengths cannot be applied on chip.
-  static absl::Status tileable(const AttentionShape& s) {
-    if (s.lengths < 1 || s.batch % s.lengths != 0)
-      return absl::UnimplementedError(absl::StrCat(s.lengths, " valid_seq_len lengths for ",
-                                                   s.batch, " batch-heads (not a divisor)"));
-    // The key bias is added to the raw scores in PSUM, scaled afterwards.
-    if (masks_keys(s) && !(s.scale > 0))
-      return absl::UnimplementedError(
-          absl::StrCat("valid_seq_len with scale ", s.scale, " (the key bias needs scale > 0)"));
-    return absl::OkStatus();
-  }
-
-  ValidLength(TileBuilder& b, DependencyTracker& deps, const AttentionShape& s) : s_(s) {
-    if (s.lengths == 0) return;
-    const int64_t n = s.lengths, words = s.lengths_i64 ? 2 : 1;
-    per_length_ = s.batch / n;
-    const int32_t hbm = b.hbm_tensor("valid_len", DType::i32, n * words);
-    const int32_t raw = b.allocate(BufferKind::sbuf, n * words * 4, "valid_len_words");
-    AccessPattern from =
-        tile_pattern(BufferKind::hbm, hbm, DType::i32, 0, kPartitions, 0, {{n * words, 1}});
-    from.partition_stride = 0; // every partition reads the same lengths
-    deps.track(
-        b.dma_copy(at(BufferKind::sbuf, raw, DType::i32, kPartitions, 0, {{n * words, 1}}), from));
-    len_ = b.allocate(BufferKind::sbuf, n * 4, "valid_len");
-    const AccessPattern len = sb(len_, DType::f32, kPartitions, 0, n);
-    auto word = [&](int64_t w) {
-      return at(BufferKind::sbuf, raw, DType::i32, kPartitions, w, {{n, words}});
-    };
-    deps.track(b.tensor_copy(Engine::vector, len, word(0)));
-    if (s.lengths_i64) {
-      // low (as signed) + (low >= 0 ? -2^32 : 0) + (high + 1) 2^32
-      const int32_t tmp = b.allocate(BufferKind::sbuf, 2 * n * 4, "valid_len_parts");
-      const AccessPattern hi = sb(tmp, DType::f32, kPartitions, 0, n),
-                          lo = sb(tmp, DType::f32, kPartitions, n, n);
-      constexpr float k2p32 = 4294967296.0f;
-      deps.track(b.tensor_copy(Engine::vector, hi, word(1)));
-      int64_t i = b.tensor_scalar(Engine::vector, hi, hi, AluOp::add, 1.0f);
-      b.at(i).alu2 = AluOp::multiply;
-      b.at(i).scalar2 = k2p32;
-      deps.track(i);
-      i = b.tensor_scalar(Engine::vector, lo, len, AluOp::is_ge, 0.0f);
-      b.at(i).alu2 = AluOp::multiply;
-      b.at(i).scalar2 = -k2p32;
-      deps.track(i);
-      deps.track(b.tensor_tensor(Engine::vector, hi, hi, lo, AluOp::add));
-      deps.track(b.tensor_tensor(Engine::vector, len, len, hi, AluOp::add));
-    }
-    const int64_t S = s.kv_len, tiles = ceil_div(s.q_len, kBlock);
-    const bool left = s.left_padding;
-    const int64_t top = s.causal ? std::max(s.q_len, S) : s.q_len;
-    row_thr_ = b.allocate(BufferKind::sbuf, tiles * 4, "row_threshold");
-    deps.track(b.iota(sb(row_thr_, DType::f32, kPartitions, 0, tiles),
-                      left ? AffineExpr{top, -1, {-kBlock}} : AffineExpr{1, 1, {kBlock}}));
-    if (!masks_keys()) return;
-    key_thr_ = b.allocate(BufferKind::sbuf, S * 4, "key_threshold");
-    deps.track(b.iota(sb(key_thr_, DType::f32, 1, 0, S),
-                      left ? AffineExpr{S, 0, {-1}} : AffineExpr{1, 0, {1}}));
-    ones_ = b.allocate(BufferKind::sbuf, kBlock * 2, "ones_row");
-    deps.track(b.iota(sb(ones_, kBiasType, 1, 0, kBlock), AffineExpr{1, 0, {0}}));
-  }
-
-  bool on() const { return s_.lengths > 0; }
-  /// Whether keys need the bias: not with right padding and causal, where
-  /// a kept row i (i < len) sees only keys j <= i < len, all kept.
-  static bool masks_keys(const AttentionShape& s) {
-    return s.lengths > 0 && (s.left_padding || !s.causal);
-  }
-  bool masks_keys() const { return masks_keys(s_); }
-
-  /// A key-bias row [1, S] for one resident batch-head slot (-1 when the
-  /// keys need none).
-  int32_t allocate_bias(TileBuilder& b, int slot) const {
-    if (!masks_keys()) return -1;
-    return b.allocate(BufferKind::sbuf, s_.kv_len * 2, absl::StrCat("key_bias", slot));
-  }
-  /// Fills `bias` with batch-head h's key bias: 0 kept, -1e30 padding.
-  void make_bias(TileBuilder& b, DependencyTracker& deps, int32_t bias, int64_t h) const {
-    const AccessPattern row = sb(bias, kBiasType, 1, 0, s_.kv_len);
-    deps.track(b.tensor_tensor(Engine::vector, row, broadcast(len_, 1, s_.kv_len, h / per_length_),
-                               sb(key_thr_, DType::f32, 1, 0, s_.kv_len), AluOp::is_ge));
-    const int64_t i = b.tensor_scalar(Engine::vector, row, row, AluOp::subtract, 1.0f);
-    b.at(i).alu2 = AluOp::multiply;
-    b.at(i).scalar2 = 1e30f;
-    deps.track(i);
-  }
-  /// Adds keys [k0, k0 + w) of `bias` to the [rows, w] scores at column
-  /// `col` of PSUM `bank` (accumulating onto the QK^T matmul).
-  void add_bias(TileBuilder& b, DependencyTracker& deps, int32_t bank, int64_t col, int64_t rows,
-                int32_t bias, int64_t k0, int64_t w) const {
-    deps.track(b.matmul(ps(bank, rows, col, w), sb(ones_, kBiasType, 1, 0, rows),
-                        sb(bias, kBiasType, 1, k0, w), true));
-  }
-  /// dst [rows, 1] fp32 = 1 where row (Q tile t, partition p) of batch-head
-  /// h is valid and keeps a key, else 0.
-  void row_keep(TileBuilder& b, DependencyTracker& deps, const AccessPattern& dst, int64_t h,
-                int64_t t, int64_t rows) const {
-    deps.track(b.tensor_tensor(Engine::vector, dst, column(len_, rows, h / per_length_),
-                               column(row_thr_, rows, t), AluOp::is_ge));
-  }
-
-private:
-  /// 0, 1 and -1e30 (to 3 digits) are bf16 values: the bias matmul runs at
-  /// the bf16 rate whatever the scores' dtype (PSUM adds in fp32).
-  static constexpr DType kBiasType = DType::bf16;
-  const AttentionShape& s_;
-  int64_t per_length_ = 1;
-  int32_t len_ = -1, key_thr_ = -1, row_thr_ = -1, ones_ = -1;
 };
 
 } // namespace mstep::neuron::attention_tiles

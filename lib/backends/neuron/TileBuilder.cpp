@@ -167,6 +167,16 @@ int64_t TileBuilder::affine_select(const AccessPattern& dst, const AccessPattern
   return emit(std::move(inst));
 }
 
+int64_t TileBuilder::select(const AccessPattern& dst, const AccessPattern& pred,
+                            const AccessPattern& on_true, const AccessPattern& on_false) {
+  Instruction inst;
+  inst.engine = Engine::vector;
+  inst.opcode = Opcode::select;
+  inst.dst = dst;
+  inst.srcs = {pred, on_true, on_false};
+  return emit(std::move(inst));
+}
+
 int64_t TileBuilder::bn_stats(const AccessPattern& dst, const AccessPattern& src) {
   Instruction inst;
   inst.engine = Engine::vector;

@@ -51,6 +51,10 @@ public:
   /// GpSimd: dst = cmp(`expr`, 0) ? src : fill (NKI affine_select).
   int64_t affine_select(const AccessPattern& dst, const AccessPattern& src, const AffineExpr& expr,
                         CmpOp cmp, float fill);
+  /// Vector: dst = pred != 0 ? on_true : on_false (NKI nl.where): the
+  /// unselected side's NaN or inf does not reach dst.
+  int64_t select(const AccessPattern& dst, const AccessPattern& pred, const AccessPattern& on_true,
+                 const AccessPattern& on_false);
   /// GpSimd: dst = Philox uniforms of the (seed, offset) in `state` at
   /// counter offset + `expr` (TileInstruction.h).
   int64_t philox_uniform(const AccessPattern& dst, const AccessPattern& state,

@@ -38,10 +38,11 @@ llvm::Value* load_index(LoopBuilder& lb, DType dtype, llvm::Value* at) {
   return lb.b().CreateSExt(lb.load(type, lb.operand(1), at), lb.i64());
 }
 
-/// The check: returns 1 when an index is outside [0, size); otherwise, for
-/// scatter_add, copies the input into the output.
-llvm::Function* emit_check(llvm::Module& module, const std::string& name, size_t operands,
-                           DType index_dtype, int64_t count, int64_t size, int64_t copy_bytes) {
+} // namespace
+
+llvm::Function* emit_index_check(llvm::Module& module, const std::string& name,
+                                 size_t operands, DType index_dtype, int64_t count, int64_t size,
+                                 int64_t copy_bytes) {
   LoopBuilder lb(module, name + "_check", operands, 1);
   auto& b = lb.b();
   llvm::AllocaInst* bad = lb.local(b.getInt1Ty(), b.getFalse());
@@ -55,8 +56,6 @@ llvm::Function* emit_check(llvm::Module& module, const std::string& name, size_t
                     copy_bytes);
   return lb.finish();
 }
-
-} // namespace
 
 std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& graph,
                                        uint32_t node) {
@@ -104,8 +103,8 @@ std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& g
 
   const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
   llvm::Function* check =
-      emit_check(module, name, nd.operands.size(), index.dtype, index.numel(), in_shape[dim],
-                 scatter ? static_cast<int64_t>(out.bytes()) : 0);
+      emit_index_check(module, name, nd.operands.size(), index.dtype, index.numel(),
+                       in_shape[dim], scatter ? static_cast<int64_t>(out.bytes()) : 0);
   // The rows: the outermost dim other than `dim`; a rank-1 index is one
   // row. Within a row the other dims nest in order.
   int64_t row_dim = -1;

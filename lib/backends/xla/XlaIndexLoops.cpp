@@ -5,8 +5,11 @@
 // (o, index[j]) for index_select; out = input, then out block
 // (o, index[j]) += source block (o, j) in f32, duplicates in index order,
 // for index_add. Every index is checked to be in [0, size) before anything
-// is written: one that is not returns 1 and the step stops there (the
-// runtime names it, XlaStepFailure.cpp).
+// is written (OpLoop::check): one that is not returns 1 and the step stops
+// there (the runtime names it, XlaStepFailure.cpp). Both are row functions
+// the step function splits over the threads: index_select over its output
+// blocks, index_add over (o, column block), whose duplicates add in index
+// order within the row, so any split gives one thread's bits.
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
@@ -38,51 +41,56 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
   const int64_t size = in.shape[dim];
   const int64_t n = index.numel();
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), want_operands, 1);
+  const std::string name = absl::StrCat("mstep_xla_", op_name(op), "_", node);
+  // 1. Every index in [0, size) (and index_add's copy of its input), on
+  // one thread before any row.
+  const int64_t copy_bytes = op == OpKind::index_add ? static_cast<int64_t>(out.bytes()) : 0;
+  llvm::Function* check =
+      emit_index_check(module, name, want_operands, index.dtype, n, size, copy_bytes);
+  LoopBuilder lb(module, name, want_operands, 1, LoopBuilder::Rows{});
   auto& b = lb.b();
   llvm::Type* index_type = index.dtype == DType::i64 ? lb.i64() : b.getInt32Ty();
   auto index_at = [&](llvm::Value* j) {
     return b.CreateSExt(lb.load(index_type, lb.operand(1), j), lb.i64());
   };
-  // 1. Every index in [0, size).
-  llvm::AllocaInst* bad = lb.local(b.getInt1Ty(), b.getFalse());
-  lb.loop(n, [&](llvm::Value* j) {
-    lb.set(bad, b.CreateOr(lb.get(bad), b.CreateICmpUGE(index_at(j), lb.i64(size))));
-  });
-  lb.fail_if(lb.get(bad));
   llvm::Value* y = lb.result(0);
   if (op == OpKind::index_select) {
+    // 2. Rows: the output blocks (o, j), each copied from its input block.
     llvm::Type* element = b.getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8));
-    lb.loop(outer, [&](llvm::Value* o) {
-      lb.loop(n, [&](llvm::Value* j) {
-        llvm::Value* from =
-            b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(size)), index_at(j)), lb.i64(inner));
-        llvm::Value* to = b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(n)), j), lb.i64(inner));
-        lb.loop(
-            inner,
-            [&](llvm::Value* k) {
-              lb.store(lb.load(element, lb.operand(0), b.CreateAdd(from, k)), y,
-                       b.CreateAdd(to, k));
-            },
-            /*parallel=*/true);
-      });
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) {
+      llvm::Value* o = b.CreateSDiv(row, lb.i64(n));
+      llvm::Value* j = b.CreateSRem(row, lb.i64(n));
+      llvm::Value* from =
+          b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(size)), index_at(j)), lb.i64(inner));
+      llvm::Value* to = b.CreateMul(row, lb.i64(inner));
+      lb.loop(
+          inner,
+          [&](llvm::Value* k) {
+            lb.store(lb.load(element, lb.operand(0), b.CreateAdd(from, k)), y, b.CreateAdd(to, k));
+          },
+          /*parallel=*/true);
     });
-    return OpLoop{lb.finish(), true};
+    return OpLoop{lb.finish(), false, outer * n, 1, out.numel(), check};
   }
-  // index_add: the copy, then the sums (integers wrap).
+  // 2. index_add's rows: (o, a column block of kColumns elements); each
+  // adds the source blocks into its columns in index order, so duplicate
+  // indices sum in one order whatever the split (integers wrap).
+  constexpr int64_t kColumns = 16;
+  const int64_t blocks = (inner + kColumns - 1) / kColumns;
   llvm::Type* element = integer_add
                             ? b.getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8))
                             : lb.f32();
-  lb.loop(
-      out.numel(), [&](llvm::Value* i) { lb.store(lb.load(element, lb.operand(0), i), y, i); },
-      /*parallel=*/true);
-  lb.loop(outer, [&](llvm::Value* o) {
+  lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) {
+    llvm::Value* o = b.CreateSDiv(row, lb.i64(blocks));
+    llvm::Value* k0 = b.CreateMul(b.CreateSRem(row, lb.i64(blocks)), lb.i64(kColumns));
+    llvm::Value* k1 = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin,
+                                              b.CreateAdd(k0, lb.i64(kColumns)), lb.i64(inner));
     lb.loop(n, [&](llvm::Value* j) {
       llvm::Value* to =
           b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(size)), index_at(j)), lb.i64(inner));
       llvm::Value* from = b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(n)), j), lb.i64(inner));
       lb.loop(
-          inner,
+          k0, k1,
           [&](llvm::Value* k) {
             llvm::Value* at = b.CreateAdd(to, k);
             llvm::Value* x = lb.load(element, y, at);
@@ -92,7 +100,7 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
           /*parallel=*/true);
     });
   });
-  return OpLoop{lb.finish(), true};
+  return OpLoop{lb.finish(), false, outer * blocks, 1, outer * n * inner, check};
 }
 
 } // namespace mstep::xla

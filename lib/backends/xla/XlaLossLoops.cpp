@@ -8,7 +8,12 @@
 //
 // The targets are checked first: one out of range returns 1 before any
 // result is written, and the step stops there; the runtime then names the
-// target (XlaStepFailure.cpp).
+// target (XlaStepFailure.cpp). Without reduction the losses are a row
+// function over the rows (split over the threads when there are many);
+// a reduction sums one value per row in row order on one thread.
+#include <string>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
@@ -33,41 +38,58 @@ std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& gra
   const int64_t reduction = attr_int(nd.attrs, AttrName::reduction);
   if (reduction < 0 || reduction > 2) return std::nullopt;
 
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_nll_loss_", node), 2, 1);
-  auto& b = lb.b();
-  llvm::Value* x = lb.operand(0);
-  llvm::Value* t = lb.operand(1);
-  llvm::Value* y = lb.result(0);
-  llvm::Value* ignore = lb.i64(ignore_index);
-  // 1. Every target in [0, C) or ignored.
-  llvm::AllocaInst* bad = lb.local(b.getInt1Ty(), b.getFalse());
-  lb.loop(rows, [&](llvm::Value* i) {
-    llvm::Value* c = lb.load(lb.i64(), t, i);
-    llvm::Value* out_of_range =
-        b.CreateAnd(b.CreateICmpNE(c, ignore), b.CreateICmpUGE(c, lb.i64(classes)));
-    lb.set(bad, b.CreateOr(lb.get(bad), out_of_range));
-  });
-  lb.fail_if(lb.get(bad));
-  // 2. The losses.
-  llvm::AllocaInst* total = lb.local(lb.f64(), lb.f64(0));
-  llvm::AllocaInst* count = lb.local(lb.i64(), lb.i64(0));
-  lb.loop(rows, [&](llvm::Value* i) {
-    llvm::Value* c = lb.load(lb.i64(), t, i);
-    llvm::Value* kept = b.CreateICmpNE(c, ignore);
+  const std::string name = absl::StrCat("mstep_xla_nll_loss_", node);
+  // 1. Every target in [0, C) or ignored: fails (returns 1) otherwise.
+  auto check_targets = [&](LoopBuilder& lb) {
+    auto& b = lb.b();
+    llvm::Value* ignore = lb.i64(ignore_index);
+    llvm::AllocaInst* bad = lb.local(b.getInt1Ty(), b.getFalse());
+    lb.loop(rows, [&](llvm::Value* i) {
+      llvm::Value* c = lb.load(lb.i64(), lb.operand(1), i);
+      llvm::Value* out_of_range =
+          b.CreateAnd(b.CreateICmpNE(c, ignore), b.CreateICmpUGE(c, lb.i64(classes)));
+      lb.set(bad, b.CreateOr(lb.get(bad), out_of_range));
+    });
+    lb.fail_if(lb.get(bad));
+  };
+  // Row i's loss (f64) and whether its target counts.
+  auto loss_of = [&](LoopBuilder& lb, llvm::Value* i) {
+    auto& b = lb.b();
+    llvm::Value* c = lb.load(lb.i64(), lb.operand(1), i);
+    llvm::Value* kept = b.CreateICmpNE(c, lb.i64(ignore_index));
     // An ignored row reads its class 0 (in range), then drops it.
     llvm::Value* column = b.CreateSelect(kept, c, lb.i64(0));
     llvm::Value* picked =
-        load_f32(lb, dtype, x, b.CreateAdd(b.CreateMul(i, lb.i64(classes)), column));
-    llvm::Value* loss = b.CreateSelect(kept, b.CreateFNeg(lb.to_f64(picked)), lb.f64(0));
-    if (reduction == 0) store_f32(lb, dtype, lb.to_f32(loss), y, i);
+        load_f32(lb, dtype, lb.operand(0), b.CreateAdd(b.CreateMul(i, lb.i64(classes)), column));
+    return std::make_pair(b.CreateSelect(kept, b.CreateFNeg(lb.to_f64(picked)), lb.f64(0)), kept);
+  };
+  if (reduction == 0) {
+    // 2. A row function over the rows, each writing its own loss, after
+    // the check (OpLoop::check).
+    LoopBuilder check(module, name + "_check", 2, 1);
+    check_targets(check);
+    llvm::Function* check_function = check.finish();
+    LoopBuilder lb(module, name, 2, 1, LoopBuilder::Rows{});
+    lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* i) {
+      store_f32(lb, dtype, lb.to_f32(loss_of(lb, i).first), lb.result(0), i);
+    });
+    return OpLoop{lb.finish(), false, rows, 1, rows, check_function};
+  }
+  // 2. The sum in row order on one thread: f64 over one value per row, so
+  // a thread split would only change its order.
+  LoopBuilder lb(module, name, 2, 1);
+  auto& b = lb.b();
+  check_targets(lb);
+  llvm::AllocaInst* total = lb.local(lb.f64(), lb.f64(0));
+  llvm::AllocaInst* count = lb.local(lb.i64(), lb.i64(0));
+  lb.loop(rows, [&](llvm::Value* i) {
+    auto [loss, kept] = loss_of(lb, i);
     lb.set(total, b.CreateFAdd(lb.get(total), loss));
     lb.set(count, b.CreateAdd(lb.get(count), b.CreateZExt(kept, lb.i64())));
   });
-  if (reduction != 0) {
-    llvm::Value* value = lb.get(total);
-    if (reduction == 1) value = b.CreateFDiv(value, b.CreateSIToFP(lb.get(count), lb.f64()));
-    store_f32(lb, dtype, lb.to_f32(value), y, lb.i64(0));
-  }
+  llvm::Value* value = lb.get(total);
+  if (reduction == 1) value = b.CreateFDiv(value, b.CreateSIToFP(lb.get(count), lb.f64()));
+  store_f32(lb, dtype, lb.to_f32(value), lb.result(0), lb.i64(0));
   return OpLoop{lb.finish(), true};
 }
 

@@ -88,6 +88,15 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
 std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& graph,
                                        uint32_t node);
 
+/// The check (OpLoop::check) of an op whose operand 1 holds `count`
+/// i64 or i32 indices into a dim of `size`: returns 1 when one is outside
+/// [0, size); otherwise copies `copy_bytes` (0: nothing) of operand 0 into
+/// result 0 (scatter_add and index_add start from their input), returns
+/// 0 (XlaGatherLoops.cpp).
+llvm::Function* emit_index_check(llvm::Module& module, const std::string& name,
+                                 size_t operands, DType index_dtype, int64_t count, int64_t size,
+                                 int64_t copy_bytes);
+
 /// Words 0 and 1 of Philox::block(seed, counter) (mstep/core/Philox.h) in
 /// integer IR, 10 rounds (XlaRandomLoops.cpp; the attention loops' dropout
 /// draws too).

@@ -11,10 +11,13 @@
 // backend's and ref's. The clipping norms (any norm type: 2, 1, inf, p)
 // are f64 sums in another order (as on cpu).
 //
-// Without clipping, the function is a row function over the elements of
-// all parameters in turn, which the step function splits over the threads
-// (each element computed as on one thread, so the split changes no bit),
-// and the counters advance in a second function after it.
+// The update is a row function over the elements of all parameters in
+// turn, which the step function splits over the threads (each element
+// computed as on one thread, so the split changes no bit), and the
+// counters advance in a second function after it. With clipping, the
+// norms come first, on one thread (OpLoop::check, which writes the total
+// norm and cannot fail): their f64 sums keep one order whatever the thread
+// count; each row then derives the clip coefficient from the total.
 //
 // A result may be its operand's memory (new_params[i] and params[i], and
 // so on): each element is read before it is written, and the counters
@@ -74,24 +77,17 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
         if (size == 0) return std::nullopt;
   }
 
-  // Without clipping, the update is a row function over the elements of
-  // all parameters one after another, which the step function splits over
-  // the threads (OpLoop::rows); each element's arithmetic is the same
-  // whatever the split. The step counters advance after it, in a function
-  // of their own, since a new counter may be its old counter's memory,
-  // which every row reads. With clipping, one function (the gradient norms
-  // come before any update).
+  // The update is a row function over the elements of all parameters one
+  // after another, which the step function splits over the threads
+  // (OpLoop::rows); each element's arithmetic is the same whatever the
+  // split. The step counters advance after it, in a function of their
+  // own, since a new counter may be its old counter's memory, which every
+  // row reads. The gradient norms (clipping) come before, in OpLoop::check.
   int64_t total = 0;
   std::vector<int64_t> starts;
   for (int64_t size : sizes) starts.push_back(total), total += size;
-  std::optional<LoopBuilder> row_builder, plain_builder;
-  if (clip)
-    plain_builder.emplace(module, absl::StrCat("mstep_xla_multi_tensor_update_", node),
-                          nd.operands.size(), nd.results.size());
-  else
-    row_builder.emplace(module, absl::StrCat("mstep_xla_multi_tensor_update_rows_", node),
-                        nd.operands.size(), nd.results.size(), LoopBuilder::Rows{});
-  LoopBuilder& lb = clip ? *plain_builder : *row_builder;
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_multi_tensor_update_rows_", node),
+                 nd.operands.size(), nd.results.size(), LoopBuilder::Rows{});
   auto& b = lb.b();
   auto hyper = [&](Operand s) -> llvm::Value* {
     return in->count[s] ? lb.load(lb.f64(), lb.operand(in->at(s)), lb.i64(0)) : lb.f64(0);
@@ -117,9 +113,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   auto div = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFDiv(a, c); };
   auto sqrt = [&](llvm::Value* v) { return cur->call(llvm::Intrinsic::sqrt, v); };
 
-  // 1. The step counters and each parameter's scalars (the row function
-  //    derives them from the counters it reads, as the plain one does from
-  //    the counters it writes).
+  // 1. Each parameter's scalars, from the step counters it reads.
   struct Coefficients {
     llvm::Value *lr, *weight_decay, *eps, *momentum, *dampening, *decay, *beta1, *beta2,
         *one_minus_beta1, *one_minus_beta2, *step_size, *bias_correction2_sqrt, *rho,
@@ -132,7 +126,6 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     if (in->count[kSteps]) {
       llvm::Value* next =
           b.CreateAdd(lb.load(lb.i64(), lb.operand(in->at(kSteps, i)), lb.i64(0)), lb.i64(1));
-      if (clip) lb.store(next, lb.result(out->at(kNewSteps, i)), lb.i64(0));
       step = b.CreateSIToFP(next, lb.f64());
     }
     Coefficients& c = coefficients[i];
@@ -174,6 +167,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   //    f32(f64 sum of |x|), p = inf the largest |x| (NaN wins), other p
   //    powf(f32(f64 sum of powf(|x|, p)), 1/p).
   llvm::Value* clip_coef = nullptr;
+  llvm::Function* norm_check = nullptr;
   if (clip) {
     const bool inf_norm = std::isinf(norm_type);
     auto* pow_f32 = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::pow, {lb.f32()});
@@ -214,35 +208,43 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
       }
     }
     llvm::Function* norm_partial = partial.finish();
-    cur = &lb;
+    // The check: the norms and their total, into the total-norm result.
+    LoopBuilder norm(module, absl::StrCat("mstep_xla_clip_norm_", node), nd.operands.size(),
+                     nd.results.size());
+    cur = &norm;
+    auto& nb = norm.b();
     // A sum of powers, rounded, to the norm.
     auto root = [&](llvm::Value* sum) -> llvm::Value* {
       if (norm_type == 2.0) return sqrt(f32(sum));
       if (norm_type == 1.0) return f32(sum);
-      return b.CreateCall(pow_f32, {f32(sum), lb.f32(static_cast<float>(1.0 / norm_type))});
+      return nb.CreateCall(pow_f32, {f32(sum), norm.f32(static_cast<float>(1.0 / norm_type))});
     };
     std::vector<llvm::Value*> norms;
-    llvm::Type* ptr = b.getPtrTy();
+    llvm::Type* ptr = nb.getPtrTy();
     for (int i = 0; i < n; ++i) {
-      llvm::Value* sum = lb.array(lb.f64(), {lb.f64(0)});
-      b.CreateCall(norm_partial, {lb.array(ptr, {lb.operand(in->at(kGrads, i)),
-                                                 lb.array(lb.i64(), {lb.i64(sizes[i])})}),
-                                  lb.array(ptr, {sum})});
-      llvm::Value* partial_value = b.CreateLoad(lb.f64(), sum);
+      llvm::Value* sum = norm.array(norm.f64(), {norm.f64(0)});
+      nb.CreateCall(norm_partial, {norm.array(ptr, {norm.operand(in->at(kGrads, i)),
+                                                    norm.array(norm.i64(), {norm.i64(sizes[i])})}),
+                                   norm.array(ptr, {sum})});
+      llvm::Value* partial_value = nb.CreateLoad(norm.f64(), sum);
       norms.push_back(inf_norm ? f32(partial_value) : root(partial_value));
     }
-    llvm::Value* total = norms[0];
+    llvm::Value* total_norm = norms[0];
     if (n > 1 && inf_norm) {
-      total = lb.f32(0);
-      for (llvm::Value* v : norms) total = larger(total, v);
+      total_norm = norm.f32(0);
+      for (llvm::Value* v : norms) total_norm = larger(total_norm, v);
     } else if (n > 1) {
-      llvm::Value* acc = lb.f64(0);
-      for (llvm::Value* v : norms) acc = add(acc, lb.to_f64(power(v)));
-      total = root(acc);
+      llvm::Value* acc = norm.f64(0);
+      for (llvm::Value* v : norms) acc = add(acc, norm.to_f64(power(v)));
+      total_norm = root(acc);
     }
-    lb.store(total, lb.result(out->at(kTotalNorm)), lb.i64(0));
+    norm.store(total_norm, norm.result(out->at(kTotalNorm)), norm.i64(0));
+    norm_check = norm.finish();
+    // Each row: the coefficient from the total the check wrote.
+    cur = &lb;
+    llvm::Value* total_in = lb.load(lb.f32(), lb.result(out->at(kTotalNorm)), lb.i64(0));
     llvm::Value* coef =
-        div(lb.f32(static_cast<float>(max_norm)), add(total, lb.f32(static_cast<float>(1e-6))));
+        div(lb.f32(static_cast<float>(max_norm)), add(total_in, lb.f32(static_cast<float>(1e-6))));
     llvm::Value* keep = b.CreateFCmpULT(coef, lb.f32(1.0f)); // NaN or below 1
     clip_coef = b.CreateSelect(keep, coef, lb.f32(1.0f));
   }
@@ -386,17 +388,14 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
                             value(c.one_minus_beta1), value(c.one_minus_beta2), value(c.step_size),
                             value(c.bias_correction2_sqrt), value(c.rho), value(c.one_minus_rho),
                             value(clip_coef)});
-    // The plain function: all elements; the row function: those in its
-    // rows, [max(begin - start, 0), min(end - start, size)) (none when the
-    // rows end before the parameter or start after it).
-    llvm::Value* range = lb.array(lb.i64(), {lb.i64(0), lb.i64(sizes[i])});
-    if (!clip) {
-      llvm::Value* from = b.CreateBinaryIntrinsic(
-          llvm::Intrinsic::smax, b.CreateSub(lb.row_begin(), lb.i64(starts[i])), lb.i64(0));
-      llvm::Value* to = b.CreateBinaryIntrinsic(
-          llvm::Intrinsic::smin, b.CreateSub(lb.row_end(), lb.i64(starts[i])), lb.i64(sizes[i]));
-      range = lb.array(lb.i64(), {from, to});
-    }
+    // The elements in the function's rows, [max(begin - start, 0),
+    // min(end - start, size)) (none when the rows end before the parameter
+    // or start after it).
+    llvm::Value* from = b.CreateBinaryIntrinsic(
+        llvm::Intrinsic::smax, b.CreateSub(lb.row_begin(), lb.i64(starts[i])), lb.i64(0));
+    llvm::Value* to = b.CreateBinaryIntrinsic(
+        llvm::Intrinsic::smin, b.CreateSub(lb.row_end(), lb.i64(starts[i])), lb.i64(sizes[i]));
+    llvm::Value* range = lb.array(lb.i64(), {from, to});
     std::vector<llvm::Value*> operands = {lb.operand(in->at(kParams, i)),
                                           lb.operand(in->at(kGrads, i)), slots_of_i, range};
     std::vector<llvm::Value*> results = {lb.result(out->at(kNewParams, i))};
@@ -407,8 +406,8 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     if (has_clipped) results.push_back(lb.result(out->at(kClippedGrads, i)));
     b.CreateCall(update_parameter, {lb.array(ptr, operands), lb.array(ptr, results)});
   }
-  if (clip) return OpLoop{lb.finish(), false};
   OpLoop loop{lb.finish(), false};
+  loop.check = norm_check;
   loop.rows = total;
   loop.grain = 16; // a split at whole vectors
   loop.work = total;

@@ -45,8 +45,8 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
   const int64_t n = in.shape[dim];
   const bool log = nd.op == OpKind::log_softmax;
 
-  // Rows: the lanes' outer index, each row's lanes computed as one call
-  // computes them.
+  // Rows: the lanes' outer index in row mode, the lanes otherwise; each
+  // lane computed as one call computes it.
   LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(nd.op), "_", node), 1, 1,
                  LoopBuilder::Rows{});
   const OpLoop row_loop{nullptr, false, outer, 1, in.numel()};
@@ -114,8 +114,12 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
     loop.function = lb.finish();
     return loop;
   }
-  lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* o) {
-    lb.loop(inner, [&](llvm::Value* i) {
+  // Rows: the lanes (o, i) themselves, so a softmax over dim 0 (outer 1)
+  // splits too.
+  lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* lane) {
+    llvm::Value* o = b.CreateSDiv(lane, lb.i64(inner));
+    llvm::Value* i = b.CreateSRem(lane, lb.i64(inner));
+    {
       auto at = [&](llvm::Value* k) {
         return b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(o, lb.i64(n)), k), lb.i64(inner)),
                            i);
@@ -142,10 +146,11 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
             log ? b.CreateFSub(shifted, log_total) : b.CreateFDiv(lb.exp(shifted), total);
         store_f32(lb, dtype, lb.to_f32(out), y, at(k));
       });
-    });
+    }
   });
   OpLoop loop = row_loop;
   loop.function = lb.finish();
+  loop.rows = outer * inner;
   return loop;
 }
 

@@ -1,0 +1,68 @@
+// neuron_attention_masking: what valid_seq_len's masking costs the
+// attention tile programs on the simulated NeuronCore (cost model), forward
+// and backward, at two shapes:
+//   - gpt_train's default attention: 64 batch-heads (batch 16 x 4 heads)
+//     of 64 x 64, head dim 16, f32, causal, right padding (its case);
+//   - the bench's GPT-mini attention: 32 batch-heads (batch 8 x 4 heads)
+//     of 256 x 256, head dim 64, bf16, causal.
+// Per shape: no lengths, right padding and left padding (the key bias),
+// their simulated time and the ratio to no lengths. Prints a table; exits 0
+// (a bench, not a test).
+#include <cstdio>
+#include <cstdlib>
+
+#include "lib/backends/neuron/AttentionProgram.h"
+#include "lib/backends/neuron/CostModel.h"
+
+using namespace mstep::neuron;
+using mstep::DType;
+
+namespace {
+
+double model_us(const TileProgram& program) {
+  absl::StatusOr<CostReport> r = estimate_cost(program);
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
+    std::exit(2);
+  }
+  return r->total_ns / 1e3;
+}
+
+void row(const char* name, AttentionShape s, int64_t lengths) {
+  AttentionShape right = s;
+  right.lengths = lengths;
+  right.lengths_i64 = true;
+  AttentionShape left = right;
+  left.left_padding = true;
+  for (bool backward : {false, true}) {
+    auto program = backward ? attention_backward_program : attention_forward_program;
+    const double plain = model_us(program(s)), r = model_us(program(right)),
+                 l = model_us(program(left));
+    std::printf("%-34s %-8s %10.1f %10.1f (%+5.1f%%) %10.1f (%+5.1f%%)\n", name,
+                backward ? "backward" : "forward", plain, r, 100 * (r / plain - 1), l,
+                100 * (l / plain - 1));
+  }
+}
+
+/// `batch` causal batch-heads of n x n, head dim e.
+AttentionShape causal(int64_t batch, int64_t n, int64_t e, DType dt, float scale) {
+  AttentionShape s;
+  s.batch = batch;
+  s.q_len = s.kv_len = n;
+  s.head_dim = s.value_dim = e;
+  s.dtype = dt;
+  s.scale = scale;
+  s.causal = true;
+  return s;
+}
+
+} // namespace
+
+int main() {
+  std::printf("%-34s %-8s %10s %21s %21s\n", "attention (simulated us)", "", "no lengths",
+              "right padding", "left padding");
+  row("gpt_train 64 x 64^2, E 16, f32", causal(64, 64, 16, DType::f32, 0.25f), 16);
+  row("GPT-mini 32 x 256^2, E 64, bf16", causal(32, 256, 64, DType::bf16, 0.125f), 8);
+  row("GPT-mini 32 x 256^2, E 64, f32", causal(32, 256, 64, DType::f32, 0.125f), 8);
+  return 0;
+}
