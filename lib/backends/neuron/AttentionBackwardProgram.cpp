@@ -149,10 +149,11 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     tr.load(b, deps, hs.v_rows, v_hbm, Ev, h * S, S);
     loaded[h] = true;
   };
-  // valid_seq_len: a batch-head's key masks, and its padded keys zeroed in
-  // k and v by rows before they are transposed (the transposes then carry
-  // the zeros into k^T and v^T: a NaN left in a row would reach every key
-  // of k^T through the identity matmul, 0 x NaN = NaN), with the
+  // valid_seq_len: a batch-head's key masks, and its padded keys and query
+  // rows zeroed in k, v, q and dO by rows before they are transposed (the
+  // transposes then carry the zeros: a NaN left in a row would reach every
+  // key or row of the transpose through the identity matmul, 0 x NaN =
+  // NaN; and dV += P^T dO would take it even where P = 0), with the
   // transposes, not with the loads, because the Vector queue is in order:
   // a select there would hold it until the DMA lands.
   auto transpose_head = [&](int64_t h) {
@@ -160,6 +161,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const HeadSet& hs = sets[h % nsets];
     if (valid.on()) {
       valid.prepare_head(b, deps, h, hs.kbias);
+      valid.zero_query_rows(b, deps, hs.q_rows, dt, E);
+      valid.zero_query_rows(b, deps, hs.do_rows, dt, Ev);
       valid.zero_key_rows(b, deps, hs.k_rows, dt, E);
       valid.zero_key_rows(b, deps, hs.v_rows, dt, Ev);
     }

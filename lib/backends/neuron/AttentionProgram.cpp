@@ -154,10 +154,10 @@ TileProgram attention_forward_program(const AttentionShape& s) {
                  /*partial_write=*/true);
     }
   };
-  // valid_seq_len: a batch-head's key masks, and its padded keys zeroed in
-  // k by rows (before it is transposed: the transpose then carries the
-  // zeros into k^T, while a NaN left in a row would reach every key of k^T
-  // through the identity matmul, 0 x NaN = NaN) and in v, with the
+  // valid_seq_len: a batch-head's key masks, and its padded keys (rows) zeroed
+  // in k (q) by rows before the transposes, which then carry the zeros into
+  // k^T (q^T), while a NaN left in a row would reach every key (row) of the
+  // transpose through the identity matmul, 0 x NaN = NaN; and in v. With the
   // transposes, not with the loads, because the Vector queue is in order:
   // a select there would hold it until the DMA lands.
   auto transpose_head = [&](int64_t h) {
@@ -165,6 +165,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     const int hs = static_cast<int>(h % nslots), r = static_cast<int>(h % nrows);
     if (valid.on()) {
       valid.prepare_head(b, deps, h, kbias[hs]);
+      valid.zero_query_rows(b, deps, q_rows[r], dt, E);
       valid.zero_key_rows(b, deps, k_rows[r], dt, E);
       valid.zero_key_rows(b, deps, vv[hs], dt, Ev);
     }
