@@ -13,14 +13,17 @@
 // Forward, per tile of kBr query rows (Q tiles) and, inside it, per tile of
 // kBc keys (K/V tiles, up to the tile's last row when causal: key tiles
 // wholly above the diagonal are never visited). The K tile is transposed
-// once into a zero-padded [E x kBc] stack tile, so a row's kBc scores are
-// one <kBc x float> value (E vector fmas). Per row r of the Q tile:
+// into a zero-padded [E x kBc] stack tile (all of a batch-head's K tiles
+// once, when there are several Q tiles and the stack allows), so a row's
+// kBc scores are one <kBc x float> value (E vector fmas). Rows go in
+// groups of kRowGroup that share each loaded K/V vector (a 4 x 64-lane
+// register block, as the cpu kernels' gemm_block). Per row r of the Q tile:
 //   s = scale q_r k^T (+ floating mask; -inf where causal or a false bool
 //   mask excludes the key, and past the tile's last key),
 //   m' = max(m, max s), p = e^(s - m') (the cpu kernels' f32 exp),
 //   l = l e^(m - m') + sum p, p *= the dropout factor (Philox, the ref
-//   kernel's draws bit for bit), acc = acc e^(m - m') + p v (four
-//   interleaved vector sums over the keys).
+//   kernel's draws bit for bit), acc = acc e^(m - m') + p v (the group's
+//   rows against each V vector; a lone row sums in four interleaved ways).
 // out = acc / l (0 where l = 0: a row with every key excluded, and the
 // rows outside valid_seq_len).
 //
