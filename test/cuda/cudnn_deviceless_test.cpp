@@ -144,6 +144,20 @@ TEST_F(CudnnDeviceless, BackwardGraphsCompileForAnH100) {
   expect_compiled(build_sdpa_backward_graph(api_, c), generic);
 }
 
+// GPT-mini's layout (issue 21): q, k, v read at strides of a packed qkv
+// projection [B, S, 3 * H * D] (the heads' permutes and the slices as
+// strides), out, grad_out and the gradients at strides of [B, S, H, D].
+TEST_F(CudnnDeviceless, StridedGraphsCompileForAnH100) {
+  const std::set<int> generic = generic_engines();
+  CudnnSdpaConfig c = config();
+  c.causal = true;
+  const int64_t S = c.seq_q, E = c.heads * c.head_dim;
+  const SdpaStrides qkv = {S * 3 * E, c.head_dim, 3 * E, 1}, heads = {S * E, c.head_dim, E, 1};
+  c.layout = {qkv, qkv, qkv, heads, heads, heads, heads, heads};
+  expect_compiled(build_sdpa_forward_graph(api_, c), generic);
+  expect_compiled(build_sdpa_backward_graph(api_, c), generic);
+}
+
 // The check above can fail: a generic engine compiles the matmul chain.
 TEST_F(CudnnDeviceless, AMatmulChainCompilesWithAGenericEngine) {
   EXPECT_FALSE(generic_engines().empty());

@@ -124,14 +124,47 @@ std::vector<int> option_ids(const AttentionOperands& a,
   return args;
 }
 
+/// `value`'s plan id: the one it has (a strided view the caller added), or
+/// a new value.
+absl::StatusOr<int> result_id(CudaPlan& plan, llvm::DenseMap<mlir::Value, int>& ids,
+                              mlir::Value value) {
+  if (auto it = ids.find(value); it != ids.end()) return it->second;
+  return add_plan_result(plan, ids, value);
+}
+
+/// The strides `views` gives `value`, or packed.
+SdpaStrides strides_of(const CudaViews& views, mlir::Value value) {
+  if (!value) return {};
+  return views.attention_strides(value).value_or(SdpaStrides{});
+}
+
+/// Whether `a` and `b` are the same attention but for their layouts (a
+/// backward matching its forward: the forward has no gradients).
+bool same_but_layout(CudnnSdpaConfig a, const CudnnSdpaConfig& b) {
+  a.layout = b.layout;
+  return a == b;
+}
+
 } // namespace
 
 bool CudaAttentionLowering::is_attention(mlir::Operation* op) {
   return mlir::isa<dialect::SdpaOp, dialect::SdpaBackwardOp>(op);
 }
 
+bool CudaAttentionLowering::runs_on_cudnn(mlir::Operation* op) {
+  Lowering lowering(op, "");
+  const AttentionOperands a = attention_operands(op);
+  if (auto sdpa = mlir::dyn_cast<dialect::SdpaOp>(op))
+    return lowering.config(a, false, false).ok() && !sdpa.getReturnAttnProbs() &&
+           !sdpa.getReturnDropoutMask();
+  auto grad = mlir::cast<dialect::SdpaBackwardOp>(op);
+  return lowering
+      .config(a, static_cast<bool>(grad.getGradMask()), static_cast<bool>(grad.getSavedProbs()))
+      .ok();
+}
+
 absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string& origin,
-                                          const std::string& name,
+                                          const std::string& name, const CudaViews& views,
                                           llvm::DenseMap<mlir::Value, int>& ids, CudaPlan& plan) {
   Lowering lowering(op, origin);
   // What cuDNN refuses is composed of cuBLASLt matmuls and kernels of our
@@ -159,7 +192,11 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
     MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, std::move(cudnn));
     if (sdpa.getReturnAttnProbs() || sdpa.getReturnDropoutMask())
       return composed(lowering.not_lowered("returned probabilities or dropout mask"));
-    MSTEP_ASSIGN_OR_RETURN(int out, add_plan_result(plan, ids, sdpa.getOut()));
+    config.layout.q = strides_of(views, a.q);
+    config.layout.k = strides_of(views, a.k);
+    config.layout.v = strides_of(views, a.v);
+    config.layout.out = strides_of(views, sdpa.getOut());
+    MSTEP_ASSIGN_OR_RETURN(int out, result_id(plan, ids, sdpa.getOut()));
     const int stats = add_plan_value(plan, stats_type(config));
     own_slots_.push_back(stats);
     add_step(plan, {origin, false, config}, concat(input_ids(a, ids), option_ids(a, ids)),
@@ -173,15 +210,26 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
                                                           static_cast<bool>(grad.getSavedProbs()));
   if (cudnn.status().code() == absl::StatusCode::kUnimplemented) return composed(cudnn.status());
   MSTEP_ASSIGN_OR_RETURN(CudnnSdpaConfig config, std::move(cudnn));
+  config.layout.q = strides_of(views, a.q);
+  config.layout.k = strides_of(views, a.k);
+  config.layout.v = strides_of(views, a.v);
+  config.layout.grad_out = strides_of(views, grad.getGradOut());
+  config.layout.grad_q = strides_of(views, grad.getGradQuery());
+  config.layout.grad_k = strides_of(views, grad.getGradKey());
+  config.layout.grad_v = strides_of(views, grad.getGradValue());
   const std::vector<mlir::Value> key = {a.q, a.k, a.v, a.mask, a.valid_seq_len};
-  auto forward = std::find_if(forwards_.begin(), forwards_.end(),
-                              [&](const Forward& f) { return f.key == key && f.config == config; });
+  auto forward = std::find_if(forwards_.begin(), forwards_.end(), [&](const Forward& f) {
+    return f.key == key && same_but_layout(f.config, config);
+  });
   int out = -1, stats = -1;
   if (forward != forwards_.end()) {
-    // The forward's out is read after its last use in the step graph.
+    // The forward's out is read after its last use in the step graph (the
+    // bytes of the value it is a strided view of, when it is one).
     out = forward->out;
     stats = forward->stats;
-    own_slots_.push_back(out);
+    config.layout.out = forward->config.layout.out;
+    const CudaAlias* alias = plan.alias_of(out);
+    own_slots_.push_back(alias ? alias->root : out);
   } else {
     // No forward in this step: one of its own, for cuDNN's out and stats.
     MSTEP_ASSIGN_OR_RETURN(TensorType out_type, tensor_type_from_mlir(grad.getGradOut().getType()));
@@ -197,7 +245,7 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
   args = concat(std::move(args), option_ids(a, ids));
   std::vector<int> writes;
   for (mlir::Value result : {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()}) {
-    MSTEP_ASSIGN_OR_RETURN(int id, add_plan_result(plan, ids, result));
+    MSTEP_ASSIGN_OR_RETURN(int id, result_id(plan, ids, result));
     writes.push_back(id);
   }
   add_step(plan, {origin, true, config}, std::move(args), std::move(writes));

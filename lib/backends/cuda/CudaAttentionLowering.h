@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "lib/backends/cuda/CudaComposedAttention.h"
 #include "lib/backends/cuda/CudaPlan.h"
+#include "lib/backends/cuda/CudaViews.h"
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
@@ -38,12 +39,18 @@ public:
       : composed_(std::move(codegen), std::move(sink)) {}
 
   static bool is_attention(mlir::Operation* op);
+  /// Whether `op` (an attention op) is a cuDNN SDPA step, not the composed
+  /// attention: what lower() decides (CudaViews' attention views).
+  static bool runs_on_cudnn(mlir::Operation* op);
 
   /// Appends `op`'s steps (and the values they add) to `plan`; `ids` maps
-  /// the step's MLIR values to plan values and gets `op`'s results; `name`
-  /// ("op3") prefixes the composed attention's kernels.
+  /// the step's MLIR values to plan values and gets `op`'s results (a
+  /// result already there, a strided view the caller added, keeps its id);
+  /// `name` ("op3") prefixes the composed attention's kernels. A cuDNN
+  /// step's config has `views`' attention strides.
   absl::Status lower(mlir::Operation* op, const std::string& origin, const std::string& name,
-                     llvm::DenseMap<mlir::Value, int>& ids, CudaPlan& plan);
+                     const CudaViews& views, llvm::DenseMap<mlir::Value, int>& ids,
+                     CudaPlan& plan);
 
   /// After the arena is planned (from the MLIR ops' lifetimes): the
   /// values the plan added, and the forward outs a later backward reads

@@ -335,7 +335,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
   if (!step) return absl::InvalidArgumentError("cuda backend: the module has no func @step");
   CompiledCudaStep compiled;
   CudaPlan& plan = compiled.plan;
-  const CudaViews views(step);
+  const CudaViews views(step, &CudaAttentionLowering::runs_on_cudnn);
   llvm::DenseMap<mlir::Value, int> ids;
   // A new plan value; a view is an alias of its root (the root of the
   // value it views, added first when it is a later value: an output or a
@@ -436,8 +436,12 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       continue;
     }
     if (CudaAttentionLowering::is_attention(&op)) {
-      // Attention is a cuDNN SDPA step, not a generated kernel.
-      MSTEP_RETURN_IF_ERROR(attention.lower(&op, origin, name, ids, plan));
+      // Attention is a cuDNN SDPA step, not a generated kernel. A result
+      // it writes at strides into a permute's result is an alias of it.
+      for (mlir::Value result : op.getResults())
+        if (views.attention_strides(result))
+          MSTEP_RETURN_IF_ERROR(add_value(result, &op).status());
+      MSTEP_RETURN_IF_ERROR(attention.lower(&op, origin, name, views, ids, plan));
       continue;
     }
     if (auto custom = mlir::dyn_cast<dialect::CustomOp>(op)) {

@@ -81,6 +81,12 @@ void write_attention(ByteWriter& w, const CudaAttentionInfo& a) {
     w.u8(flag);
 }
 
+/// The layout's strides in their stored order.
+template <typename Layout>
+auto layout_strides(Layout& l) {
+  return std::array{&l.q, &l.k, &l.v, &l.out, &l.grad_out, &l.grad_q, &l.grad_k, &l.grad_v};
+}
+
 /// The bytes write_attention writes at least (for the count's check).
 constexpr size_t kAttentionBytes = 8 + 1 + 6 * 8 + 1 + 2 * 8 + 2 + 8;
 
@@ -226,6 +232,10 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
       write_ints(w, launch.writes);
     }
   }
+  // Version 9: each attention step's strides (SdpaLayout).
+  for (const CudaAttentionInfo& a : plan.attentions)
+    for (const SdpaStrides* strides : layout_strides(a.config.layout))
+      for (int64_t stride : *strides) w.i64(stride);
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
@@ -233,7 +243,8 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // Version 1 is version 2 without the attention steps, 2 is 3 without the
   // kernels' parameter slots, 3 is 4 without the error word, 4 is 5 without
   // the aliases, 5 is 6 without the collective steps, 6 is 7 without the
-  // matmuls' bias gradients, 7 is 8 without their epilogue fallbacks.
+  // matmuls' bias gradients, 7 is 8 without their epilogue fallbacks, 8 is
+  // 9 without the attention steps' strides.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -335,6 +346,11 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
         launch.writes = read_ints(r, "a fallback launch's result");
       }
     }
+  if (version >= 9)
+    for (CudaAttentionInfo& a : plan.attentions)
+      for (SdpaStrides* strides : layout_strides(a.config.layout))
+        for (int64_t& stride : *strides)
+          stride = r.i64("an attention step's stride");
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

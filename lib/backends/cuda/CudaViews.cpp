@@ -230,7 +230,7 @@ std::optional<passes::ViewOf> CudaViews::view_of(mlir::Value value) const {
   return it->second;
 }
 
-CudaViews::CudaViews(mlir::func::FuncOp step) {
+CudaViews::CudaViews(mlir::func::FuncOp step, const CudaRunsOnCudnn& on_cudnn) {
   mlir::Block& body = step.getBody().front();
   llvm::DenseSet<mlir::Value> returned;
   if (auto ret = llvm::dyn_cast<mlir::func::ReturnOp>(body.getTerminator()))
@@ -332,6 +332,10 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
     views_[input] = {result, 0};
     silent_.insert(&op);
   }
+
+  // 3b. cuDNN attention's operands and results at strides of other bytes
+  //     (after 3: the reshapes and slices of a chain are views already).
+  find_attention_views(body, returned, on_cudnn);
 
   // 4. Sums that are bias gradients beside a matmul (after 3: a returned
   //    reshape of the sum stays the buffer the matmul writes into).

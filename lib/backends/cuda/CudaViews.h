@@ -28,6 +28,15 @@
 //     2-D one) writes the sum too (the BGRADA / BGRADB epilogues), and the
 //     sum launches nothing. A sum before the matmul qualifies only when
 //     nothing that launches reads it before the matmul;
+//   - an operand of a cuDNN SDPA step (q, k, v, grad_out) that permutes,
+//     reshapes and unit-step slices made of another value's bytes, each
+//     between read by the next alone (the heads' [B, S, H, D] -> [B, H, S,
+//     D] permute of a slice of a packed qkv projection): those ops launch
+//     nothing, and cuDNN reads the bytes at strides (attention_strides);
+//     a result of one (out, grad_q, ...) that only a permute reads: cuDNN
+//     writes it at strides into the permute's result, and the permute
+//     launches nothing. Strides a multiple of 16 bytes, the last 1, the
+//     offset a multiple of 16 bytes (cuDNN's vector loads);
 //   - per operand of a cat (DDP's bucket of flattened gradients, each at a
 //     multiple of 256 bytes with zeros in the gaps): an operand that is
 //     the whole of a value with bytes of its own, at an offset that is a
@@ -41,12 +50,14 @@
 // their own). Library-internal; MLIR.
 #pragma once
 
+#include <functional>
 #include <optional>
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "lib/backends/cuda/CublasLt.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
+#include "lib/backends/cuda/CudnnSdpaConfig.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mstep/ir/dialect/MstepOps.h"
 #include "mstep/passes/MemoryPlan.h"
@@ -74,11 +85,16 @@ struct CudaMatmulBiasGrad {
   mlir::Value matrix;
 };
 
+/// Whether cuDNN runs attention op `op` (CudaAttentionLowering::runs_on_cudnn):
+/// only its operands and results may be strided views.
+using CudaRunsOnCudnn = std::function<bool(mlir::Operation*)>;
+
 class CudaViews {
  public:
   /// Decides for every op of `step` (its single block, after the cuda
-  /// pipeline).
-  explicit CudaViews(mlir::func::FuncOp step);
+  /// pipeline); without `on_cudnn`, no attention operand or result is a
+  /// strided view.
+  explicit CudaViews(mlir::func::FuncOp step, const CudaRunsOnCudnn& on_cudnn = {});
 
   /// Whose bytes `value` is (an operand of its op, or the later output its
   /// op writes into), at which byte offset; nullopt for a value with
@@ -113,6 +129,10 @@ class CudaViews {
   }
 
   size_t num_views() const { return views_.size(); }
+  /// The strides (cuDNN's [B, H, rows, cols]) at which a cuDNN SDPA step
+  /// reads or writes attention operand or result `value` in its root's
+  /// bytes (view_of), or nullopt: its own packed bytes.
+  std::optional<SdpaStrides> attention_strides(mlir::Value value) const;
 
  private:
   /// Step 5 of the constructor for one cat: each operand's way into the
@@ -132,6 +152,14 @@ class CudaViews {
   llvm::DenseMap<mlir::Operation*, CudaMatmulEpilogue> epilogues_;
   llvm::DenseMap<mlir::Operation*, CudaMatmulBiasGrad> bias_grads_;
 
+  llvm::DenseMap<mlir::Value, SdpaStrides> attention_strides_;
+
+  /// Step 3b of the constructor (CudaAttentionViews.cpp): attention
+  /// operands read, and results written, at strides.
+  void find_attention_views(mlir::Block& body, const llvm::DenseSet<mlir::Value>& returned,
+                            const CudaRunsOnCudnn& on_cudnn);
+  void read_through_strides(mlir::Value value, const llvm::DenseSet<mlir::Value>& returned);
+  void write_through_strides(mlir::Value value, const llvm::DenseSet<mlir::Value>& returned);
   /// Step 4 of the constructor: the bias gradients.
   void find_bias_grads(mlir::Block& body);
   /// Whether every op that reads `value` before `op` launches nothing

@@ -23,6 +23,21 @@ std::vector<int64_t> transposed_strides(int64_t b, int64_t h, int64_t rows, int6
   return {h * rows * cols, rows * cols, 1, rows};
 }
 
+/// The strides of a [B, H, rows, cols] io tensor: the layout's (a view of
+/// another value's bytes), or none (packed).
+std::vector<int64_t> io_strides(const SdpaStrides& strides) {
+  if (strides == SdpaStrides{}) return {};
+  return {strides.begin(), strides.end()};
+}
+
+/// The strides of [B, H, cols, rows] seen in the bytes of a [B, H, rows,
+/// cols] tensor of `strides` (K as K^T, V as V^T).
+std::vector<int64_t> io_strides_transposed(const SdpaStrides& strides, const CudnnSdpaConfig& c,
+                                           int64_t rows, int64_t cols) {
+  if (strides == SdpaStrides{}) return transposed_strides(c.batch, c.heads, cols, rows);
+  return {strides[0], strides[1], strides[3], strides[2]};
+}
+
 /// What both graphs share: the scores S = Q K^T * scale, the additive
 /// mask, the right-padding mask before the softmax (forward) or its
 /// subtraction of the stats (backward), and the causal mask.
@@ -34,10 +49,10 @@ Scores declare_inputs(CudnnGraphBuilder& g, const CudnnSdpaConfig& c) {
   const int64_t B = c.batch, H = c.heads, L = c.seq_q, S = c.seq_kv, D = c.head_dim;
   const cudnnDataType_t t = io_type(c.dtype);
   Scores x;
-  x.q = g.tensor("q", {B, H, L, D}, t, CudnnTensorKind::io, sdpa_uid::q);
-  // K [B, H, S, D] packed, seen as K^T [B, H, D, S].
+  x.q = g.tensor("q", {B, H, L, D}, t, CudnnTensorKind::io, sdpa_uid::q, io_strides(c.layout.q));
+  // K [B, H, S, D] (packed, or the layout's strides), seen as K^T [B, H, D, S].
   x.kt = g.tensor("k", {B, H, D, S}, t, CudnnTensorKind::io, sdpa_uid::k,
-                  transposed_strides(B, H, D, S));
+                  io_strides_transposed(c.layout.k, c, S, D));
   x.scale =
       g.tensor("scale", {1, 1, 1, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::by_value, sdpa_uid::scale);
   if (c.mask == SdpaMaskKind::additive)
@@ -122,8 +137,10 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_forward_graph(std::shared_ptr<con
   const cudnnDataType_t t = io_type(c.dtype);
   CudnnGraphBuilder g(std::move(api), absl::StrCat("sdpa forward ", c.to_string()));
   Scores x = declare_inputs(g, c);
-  CudnnTensorRef v = g.tensor("v", {B, H, S, Dv}, t, CudnnTensorKind::io, sdpa_uid::v);
-  CudnnTensorRef o = g.tensor("out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::o);
+  CudnnTensorRef v =
+      g.tensor("v", {B, H, S, Dv}, t, CudnnTensorKind::io, sdpa_uid::v, io_strides(c.layout.v));
+  CudnnTensorRef o = g.tensor("out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::o,
+                              io_strides(c.layout.out));
   CudnnTensorRef stats =
       g.tensor("stats", {B, H, L, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, sdpa_uid::stats);
   CudnnTensorRef s = causal(g, c, x, scores(g, c, x));
@@ -152,17 +169,21 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_backward_graph(std::shared_ptr<co
   const cudnnDataType_t t = io_type(c.dtype);
   CudnnGraphBuilder g(std::move(api), absl::StrCat("sdpa backward ", c.to_string()));
   Scores x = declare_inputs(g, c);
-  // V [B, H, S, Dv] packed, seen as V^T [B, H, Dv, S].
+  // V [B, H, S, Dv] (packed, or the layout's strides), seen as V^T [B, H, Dv, S].
   CudnnTensorRef vt = g.tensor("v", {B, H, Dv, S}, t, CudnnTensorKind::io, sdpa_uid::v,
-                               transposed_strides(B, H, Dv, S));
-  CudnnTensorRef o = g.tensor("out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::o);
-  CudnnTensorRef d_o =
-      g.tensor("grad_out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::grad_o);
+                               io_strides_transposed(c.layout.v, c, S, Dv));
+  CudnnTensorRef o = g.tensor("out", {B, H, L, Dv}, t, CudnnTensorKind::io, sdpa_uid::o,
+                              io_strides(c.layout.out));
+  CudnnTensorRef d_o = g.tensor("grad_out", {B, H, L, Dv}, t, CudnnTensorKind::io,
+                                sdpa_uid::grad_o, io_strides(c.layout.grad_out));
   CudnnTensorRef stats =
       g.tensor("stats", {B, H, L, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::io, sdpa_uid::stats);
-  CudnnTensorRef dq = g.tensor("grad_q", {B, H, L, D}, t, CudnnTensorKind::io, sdpa_uid::grad_q);
-  CudnnTensorRef dk = g.tensor("grad_k", {B, H, S, D}, t, CudnnTensorKind::io, sdpa_uid::grad_k);
-  CudnnTensorRef dv = g.tensor("grad_v", {B, H, S, Dv}, t, CudnnTensorKind::io, sdpa_uid::grad_v);
+  CudnnTensorRef dq = g.tensor("grad_q", {B, H, L, D}, t, CudnnTensorKind::io, sdpa_uid::grad_q,
+                               io_strides(c.layout.grad_q));
+  CudnnTensorRef dk = g.tensor("grad_k", {B, H, S, D}, t, CudnnTensorKind::io, sdpa_uid::grad_k,
+                               io_strides(c.layout.grad_k));
+  CudnnTensorRef dv = g.tensor("grad_v", {B, H, S, Dv}, t, CudnnTensorKind::io, sdpa_uid::grad_v,
+                               io_strides(c.layout.grad_v));
   CudnnTensorRef one =
       g.tensor("one", {1, 1, 1, 1}, CUDNN_DATA_FLOAT, CudnnTensorKind::by_value, sdpa_uid::one);
   // Workspace tensors (CudnnSdpa places them after cuDNN's workspace).
@@ -172,7 +193,8 @@ absl::StatusOr<CudnnOperationGraph> build_sdpa_backward_graph(std::shared_ptr<co
                                      CudnnTensorKind::io, sdpa_uid::grad_q_accum);
 
   // D = rowsum(dO * O) (no dropout: its inverse scale is 1).
-  CudnnTensorRef d_o_o = g.virtual_tensor("grad_out_x_out", d_o, CUDNN_DATA_FLOAT);
+  // (Packed, whatever dO's strides.)
+  CudnnTensorRef d_o_o = g.virtual_tensor("grad_out_x_out", {B, H, L, Dv}, CUDNN_DATA_FLOAT);
   g.pointwise("mul_grad_out_out", CUDNN_POINTWISE_MUL, d_o, d_o_o, CUDNN_DATA_FLOAT, o);
   CudnnTensorRef dot = g.virtual_tensor("row_dot", {B, H, L, 1}, CUDNN_DATA_FLOAT);
   g.reduction("reduce_grad_out_out", CUDNN_REDUCE_TENSOR_ADD, d_o_o, dot);

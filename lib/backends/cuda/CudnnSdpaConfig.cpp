@@ -2,8 +2,10 @@
 #include "lib/backends/cuda/CudnnSdpaConfig.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace mstep::cuda {
 
@@ -16,6 +18,12 @@ absl::Status not_expressible(const CudnnSdpaConfig& config, absl::string_view op
 
 } // namespace
 
+SdpaStrides sdpa_strides_or_packed(const SdpaStrides& strides, int64_t heads, int64_t rows,
+                                   int64_t cols) {
+  if (strides != SdpaStrides{}) return strides;
+  return {heads * rows * cols, rows * cols, cols, 1};
+}
+
 std::string CudnnSdpaConfig::to_string() const {
   std::string s =
       absl::StrCat("[", batch, ", ", heads, ", ", seq_q, ", ", head_dim, "] x [", batch, ", ",
@@ -27,6 +35,14 @@ std::string CudnnSdpaConfig::to_string() const {
   if (padding != SdpaPadding::none)
     absl::StrAppend(&s, ", valid_seq_len (", padding == SdpaPadding::left ? "left" : "right", ")");
   if (dropout_p > 0) absl::StrAppend(&s, ", dropout ", dropout_p);
+  // The strided views (views of other bytes), by role.
+  const std::pair<const char*, const SdpaStrides*> roles[] = {
+      {"q", &layout.q},           {"k", &layout.k},           {"v", &layout.v},
+      {"out", &layout.out},       {"grad_out", &layout.grad_out},
+      {"grad_q", &layout.grad_q}, {"grad_k", &layout.grad_k}, {"grad_v", &layout.grad_v}};
+  for (const auto& [role, strides] : roles)
+    if (*strides != SdpaStrides{})
+      absl::StrAppend(&s, ", ", role, " strides [", absl::StrJoin(*strides, ", "), "]");
   return s;
 }
 
@@ -46,6 +62,18 @@ absl::Status cudnn_sdpa_expressible(const CudnnSdpaConfig& c) {
   if (c.causal && c.mask != SdpaMaskKind::none)
     return absl::InvalidArgumentError(absl::StrCat(
         "cudnn sdpa ", c.to_string(), ": is_causal excludes a mask (as mstep.sdpa says)"));
+  const int64_t element_bytes = c.dtype == DType::f32 ? 4 : 2;
+  for (const SdpaStrides* strides :
+       {&c.layout.q, &c.layout.k, &c.layout.v, &c.layout.out, &c.layout.grad_out,
+        &c.layout.grad_q, &c.layout.grad_k, &c.layout.grad_v}) {
+    if (*strides == SdpaStrides{}) continue;
+    // cuDNN's SDPA engines read rows with 16-byte vector loads.
+    if ((*strides)[3] != 1 || (*strides)[0] * element_bytes % 16 != 0 ||
+        (*strides)[1] * element_bytes % 16 != 0 || (*strides)[2] * element_bytes % 16 != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cudnn sdpa ", c.to_string(), ": strides [", absl::StrJoin(*strides, ", "),
+          "] (the last must be 1, the others multiples of 16 bytes)"));
+  }
   if (c.dtype != DType::bf16 && c.dtype != DType::f16)
     return not_expressible(
         c, absl::StrCat("dtype ", dtype_name(c.dtype), " (cuDNN's SDPA takes bf16 or f16)"));

@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,24 @@ namespace mstep::cuda {
 
 enum class SdpaMaskKind : uint8_t { none, additive, boolean };
 enum class SdpaPadding : uint8_t { none, right, left };
+
+/// Element strides of one [B, H, rows, cols] tensor in its buffer; all 0:
+/// packed row-major. A strided one is a view of another value's bytes (the
+/// heads' [B, S, H, D] -> [B, H, S, D] permute, a slice of a packed qkv
+/// projection: CudaViews::attention_strides), read or written by cuDNN in
+/// place of a copy kernel.
+using SdpaStrides = std::array<int64_t, 4>;
+
+/// The strides of each tensor an SDPA step reads or writes.
+struct SdpaLayout {
+  SdpaStrides q{}, k{}, v{}, out{}, grad_out{}, grad_q{}, grad_k{}, grad_v{};
+  bool packed() const { return *this == SdpaLayout{}; }
+  friend bool operator==(const SdpaLayout&, const SdpaLayout&) = default;
+};
+
+/// `strides`, or [B, H, rows, cols]'s packed ones where it is all 0.
+SdpaStrides sdpa_strides_or_packed(const SdpaStrides& strides, int64_t heads, int64_t rows,
+                                   int64_t cols);
 
 /// One attention node's shapes and options (mstep.sdpa / sdpa_backward).
 struct CudnnSdpaConfig {
@@ -35,6 +54,7 @@ struct CudnnSdpaConfig {
   bool return_probs = false, return_dropout_mask = false;
   bool saved_probs = false;      ///< recompute_mode = false
   bool softmax_mode_none = true; ///< softmax_mode = none
+  SdpaLayout layout;             ///< where q, k, v, ... are views of other bytes
 
   int64_t dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   /// "[2, 4, 128, 64] x [2, 4, 128, 64] bf16, scale 0.125, causal".
@@ -48,7 +68,8 @@ struct CudnnSdpaConfig {
 /// expressible in cuDNN: <option>" for an option cuDNN cannot express
 /// (f32, dropout, a boolean mask, the mask's gradient, left padding,
 /// returned probabilities or dropout mask, saved probabilities, a softmax
-/// mode, a head dim over 256 or not a multiple of 8).
+/// mode, a head dim over 256 or not a multiple of 8). Strides whose last is
+/// not 1, or others not a multiple of 16 bytes: InvalidArgument.
 absl::Status cudnn_sdpa_expressible(const CudnnSdpaConfig& config);
 
 /// Device pointers of one forward run (mask / valid_seq_len only when the
