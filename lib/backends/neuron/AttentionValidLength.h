@@ -200,6 +200,11 @@ public:
                         int64_t rows, int32_t bias, int64_t k0, int64_t w) const {
     deps.track(b.select(p, sb(bias, kBiasType, rows, k0, w), broadcast(zero_, rows, w), p));
   }
+  /// Keys [k0, k0 + w) of the last prepared length's keep predicate
+  /// ([parts, w] bf16, 1 where the key is kept), for AttentionMask.
+  AccessPattern key_keep(int64_t parts, int64_t k0, int64_t w) const {
+    return sb(keep_cols_, kKeepType, parts, k0, w);
+  }
   /// dst [rows, 1] fp32 = 1 where row (Q tile t, partition p) of batch-head
   /// h is valid and keeps a key, else 0.
   void row_keep(TileBuilder& b, DependencyTracker& deps, const AccessPattern& dst, int64_t h,
