@@ -20,7 +20,10 @@
 #                    8, vocab 1024; cross entropy, AdamW, no clipping, no
 #                    dropout), replayed
 #   mlp_host_us, gpt_host_us  mstep's host time per replay (wall minus the
-#                    time inside executables), xla against cpu only
+#                    time inside executables, median over the replays),
+#                    xla against cpu only: the runtime's own work around
+#                    the executables, the same code on both (a backend's
+#                    dispatch inside run() is not in it)
 #   mlp_compile_ms, gpt_compile_ms  compiling the replayed step: mstep's
 #                    graph(s) (xla, cpu) and each consumer's compile of the
 #                    exported module

@@ -20,8 +20,15 @@
 //   <model>_step_ms     median wall time of a replay (batch copied in,
 //                       replay, loss read back), with the loss of the
 //                       first and last replay
-//   <model>_host_us     host time per replay: the replays' wall time
-//                       minus the time inside executables (Metrics), mean
+//   <model>_host_us     host time per replay: its wall time minus the
+//                       time inside executables (executing_seconds()),
+//                       median over the replays (the mean, which one
+//                       preempted replay moves by microseconds, printed
+//                       too); the runtime's own work, the same code on every
+//                       backend (a backend's dispatch inside run() counts
+//                       as inside); with the kernel launches per replay
+//                       (Graph::num_kernels: cpu one per kernel, xla one
+//                       per segment)
 //   <model>_compile_ms  compiling the replayed step's graph(s)
 //                       (Metrics::compile_seconds; the first step's own
 //                       graph, where the optimizer creates its state, not
@@ -207,16 +214,18 @@ int main(int argc, char** argv) {
       return fail(std::string(s.message()));
   }
 
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, host_us;
   double first_loss = 0, last_loss = 0;
   const Metrics before = metrics();
   double wall = 0;
   for (int64_t i = 0; i < steps; ++i) {
+    const double inside0 = executing_seconds();
     const auto t0 = Clock::now();
     feed(kWarmup + 1 + i);
     graph.replay();
     const double value = loss.item();
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    host_us.push_back(1e3 * ms - 1e6 * (executing_seconds() - inside0));
     step_ms.push_back(ms);
     wall += ms;
     (i == 0 ? first_loss : last_loss) = value;
@@ -226,6 +235,7 @@ int main(int argc, char** argv) {
   const double inside_ms = 1e3 * (after.execute_seconds - before.execute_seconds +
                                   after.replay_execute_seconds - before.replay_execute_seconds);
   std::sort(step_ms.begin(), step_ms.end());
+  std::sort(host_us.begin(), host_us.end());
   const std::string impl = "mstep-" + device;
   const int threads = omp_get_max_threads();
   int64_t params = 0;
@@ -234,8 +244,9 @@ int main(int argc, char** argv) {
               "loss=%.5f->%.5f\n",
               model_name.c_str(), impl.c_str(), step_ms[step_ms.size() / 2], threads,
               static_cast<long long>(params), first_loss, last_loss);
-  std::printf("RESULT metric=%s_host_us impl=%s value=%.2f threads=%d\n", model_name.c_str(),
-              impl.c_str(), 1e3 * (wall - inside_ms) / steps, threads);
+  std::printf("RESULT metric=%s_host_us impl=%s value=%.2f threads=%d mean=%.2f kernels=%zu\n",
+              model_name.c_str(), impl.c_str(), host_us[host_us.size() / 2], threads,
+              1e3 * (wall - inside_ms) / steps, graph.num_kernels());
   std::printf("RESULT metric=%s_compile_ms impl=%s value=%.1f threads=%d all_graphs=%lld "
               "all_ms=%.1f\n",
               model_name.c_str(), impl.c_str(), 1e3 * step_compile, threads,

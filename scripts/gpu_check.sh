@@ -381,16 +381,25 @@ extra_args() {
 steps_status=
 if [ -d "$bundle/steps" ]; then
   steps_status=0
-  # Each step twice: kernel by kernel, then through one CUDA graph
-  # (mstep-run --device-graph).
+  # Each step three times: kernel by kernel, then through one CUDA graph
+  # (mstep-run --device-graph), then kernel by kernel with every cuBLASLt
+  # epilogue (bias, ReLU/GELU, bias gradient) run as the plan's fallback
+  # kernels (MSTEP_CUDA_NO_EPILOGUES=1: what a device whose cuBLASLt has no
+  # algorithm for an epilogue runs; MSTEP_LOG_FALLBACK=1 lists them).
   for step in "$bundle"/steps/*.cuda.mstep; do
-    for mode in "" --device-graph; do
+    for mode in "" --device-graph no-epilogues; do
       name=$(basename "$step" .cuda.mstep)${mode:+ $mode}
       extra_args "$step"
+      flags=()
+      fallback=0
+      case "$mode" in
+        no-epilogues) fallback=1 ;;
+        ?*) flags=("$mode") ;;
+      esac
       {
         echo "== $name"
-        with_libs \
-          timeout 120 "$bundle/bin/mstep-run" "${extra[@]}" "$step" $mode --steps 4 --time --outputs "$work/got.safetensors" 2>&1 &&
+        MSTEP_CUDA_NO_EPILOGUES=$fallback MSTEP_LOG_FALLBACK=$fallback with_libs \
+          timeout 120 "$bundle/bin/mstep-run" "${extra[@]}" "$step" "${flags[@]}" --steps 4 --time --outputs "$work/got.safetensors" 2>&1 &&
           python3 "$bundle/bin/compare_step_outputs.py" "${step%.cuda.mstep}.expected.safetensors" \
             "$work/got.safetensors" "${step%.cuda.mstep}.tolerance"
         result=$?

@@ -4,8 +4,12 @@
 // carrying the world size it was recorded in.
 #include "mstep/api/Distributed.h"
 
+#include <functional>
+#include <vector>
+
 #include "lib/api/OpBuilder.h"
 #include "lib/runtime/distributed/Communicator.h"
+#include "mstep/api/ShapeOps.h"
 #include "mstep/core/Error.h"
 #include "mstep/runtime/Tracer.h"
 
@@ -57,6 +61,27 @@ int64_t collective_dim(absl::string_view op, const Tensor& x, int64_t dim) {
 // Attributes in AttrName order, as the MLIR form lists them.
 Attr world_attr() { return {AttrName::world_size, int64_t{world_size()}}; }
 
+/// The permutation that moves dim `from` of a rank-`rank` tensor to `to`,
+/// the others in order (torch.movedim).
+std::vector<int64_t> movedim(int64_t rank, int64_t from, int64_t to) {
+  std::vector<int64_t> rest;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != from) rest.push_back(d);
+  rest.insert(rest.begin() + to, from);
+  return rest;
+}
+
+/// `collective` (a gather or scatter along dim 0) along dim `d` of `x`
+/// instead: along dim 0 of x with d moved to the front, then d moved back.
+/// The ranks' blocks along d are then blocks along dim 0, so the
+/// rearrangement is two permutes in the step graph (device kernels, and
+/// differentiable) instead of a host copy around the transfer, and every
+/// backend's collective works on dim 0 only.
+Tensor along_dim(const Tensor& x, int64_t d, const std::function<Tensor(const Tensor&)>& collective) {
+  const int64_t rank = x.dim();
+  return permute(collective(permute(x, movedim(rank, d, 0))), movedim(rank, 0, d));
+}
+
 }  // namespace
 
 Tensor all_reduce(const Tensor& x, ReduceOp op) {
@@ -70,6 +95,7 @@ Tensor all_gather(const Tensor& x, int64_t dim) {
   constexpr absl::string_view kOp = "distributed::all_gather";
   require_defined(kOp, x);
   const int64_t d = collective_dim(kOp, x, dim);
+  if (d != 0) return along_dim(x, d, [](const Tensor& front) { return all_gather(front, 0); });
   TensorType type = x.type();
   type.shape[d] *= world_size();
   AttrList attrs{{AttrName::dim, d}, world_attr()};
@@ -98,6 +124,8 @@ Tensor reduce_scatter(const Tensor& x, ReduceOp op, int64_t dim) {
                                 ") does not divide into one equal slice per rank of a world of ",
                                 world_size()),
                    describe(x), "Pad that dim to a multiple of world_size().");
+  if (d != 0)
+    return along_dim(x, d, [op](const Tensor& front) { return reduce_scatter(front, op, 0); });
   TensorType type = x.type();
   type.shape[d] /= world_size();
   AttrList attrs{{AttrName::dim, d}, {AttrName::reduce_op, code}, world_attr()};

@@ -3,6 +3,7 @@
 // `type` as write_tensor_type:
 //   backend bytes
 //   custom_ops u32, each: name bytes | version u64      (version 2 on)
+//   world_size u32 (0: no collectives)                 (version 3 on)
 //   rng_seed u64 | rng_offset u64 | rng_consumed u64
 //   slots u32, each:     name bytes | role u8 | written u8 | type | value bytes
 //   constants u32, each: type | value bytes
@@ -52,6 +53,7 @@ class Decoder {
                              "; a custom op has a name and a version of 1 or more"));
       a.custom_ops.push_back(std::move(op));
     }
+    a.world_size = version >= 3 ? r_.u32("world size") : 0;
     a.rng_seed = r_.u64("rng seed");
     a.rng_offset = r_.u64("rng offset");
     a.rng_consumed = r_.u64("rng consumed");
@@ -187,6 +189,7 @@ std::string encode_graph_archive(const GraphArchive& a) {
     w.bytes(op.name);
     w.u64(static_cast<uint64_t>(op.version));
   }
+  w.u32(a.world_size);
   w.u64(a.rng_seed);
   w.u64(a.rng_offset);
   w.u64(a.rng_consumed);
@@ -227,9 +230,10 @@ std::string encode_graph_archive(const GraphArchive& a) {
 
 absl::StatusOr<GraphArchive> decode_graph_archive(absl::string_view bytes,
                                                   absl::string_view what) {
-  // Version 1 (no custom-op list) is still read; any other version is
-  // unseal's error.
-  const uint32_t version = stored_version(bytes) == 1 ? 1 : kGraphArchiveVersion;
+  // Versions 1 (no custom-op list) and 2 (no world size) are still read;
+  // any other version is unseal's error.
+  const uint32_t stored = stored_version(bytes);
+  const uint32_t version = stored == 1 || stored == 2 ? stored : kGraphArchiveVersion;
   absl::StatusOr<absl::string_view> body = unseal(bytes, kMagic, version, what);
   if (absl::IsUnimplemented(body.status()))
     return absl::DataLossError(

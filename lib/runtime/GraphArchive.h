@@ -30,7 +30,10 @@ namespace mstep {
 /// it) still load, as graphs that need no custom op: the exporter of the
 /// time wrote no list, and a version-1 graph that does call one fails
 /// when its backend loads the executable (no kernel), never runs it.
-inline constexpr uint32_t kGraphArchiveVersion = 2;
+/// Version 3 added the world size of the graph's collectives; older files
+/// load as graphs without collectives (one that has some fails when it
+/// runs in another world, as it did).
+inline constexpr uint32_t kGraphArchiveVersion = 3;
 
 struct GraphArchive {
   /// A tensor the step reads or writes: a static input, a parameter, an
@@ -81,6 +84,10 @@ struct GraphArchive {
   std::string backend;
   /// The custom ops the segments call, each once.
   std::vector<CustomOpNeed> custom_ops;
+  /// The number of processes the graph's collectives were recorded for
+  /// (mstep::distributed::world_size() at capture); 0 when it has none.
+  /// load_graph refuses the graph in a world of another size.
+  uint32_t world_size = 0;
   uint64_t rng_seed = 0;
   /// The offset the next step starts from, and how far one step moves it.
   uint64_t rng_offset = 0;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/runtime/GraphArchive.h"
 #include "lib/runtime/TrustedPath.h"
+#include "lib/runtime/distributed/Communicator.h"
 #include "lib/runtime/CapturedSegment.h"
 #include "mstep/api/Tensor.h"
 #include "mstep/runtime/Tracer.h"
@@ -102,6 +103,8 @@ void save_captured_graph(const std::string& path, const std::map<std::string, Te
                                absl::StrCat("Graph::save: segment ", s, ": ",
                                             blob.status().message())));
     out.executable = *std::move(blob);
+    if (seg.graph && archive.world_size == 0)
+      archive.world_size = static_cast<uint32_t>(dist::recorded_world_size(*seg.graph));
     for (const CustomOpNeed& op : seg.custom_ops)
       if (std::find(archive.custom_ops.begin(), archive.custom_ops.end(), op) ==
           archive.custom_ops.end())

@@ -13,6 +13,7 @@
 #include "lib/runtime/GraphArchive.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "lib/runtime/TrustedPath.h"
+#include "lib/runtime/distributed/Communicator.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/OpKind.h"
 #include "mstep/runtime/Backend.h"
@@ -188,6 +189,9 @@ absl::StatusOr<std::unique_ptr<LoadedGraph>> LoadedGraph::load(const std::string
         path, " ", registered.message(),
         "; load the plugin that registers it before the graph (mstep-run --plugin libmyops.so; "
         "in a program, mstep::load_plugin or its own registration)"));
+  // Collectives recorded for another world would deadlock or sum wrongly:
+  // refused here, before anything runs.
+  MSTEP_RETURN_IF_ERROR(dist::check_recorded_world(archive.world_size, path));
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   impl->custom_ops = std::move(archive.custom_ops);

@@ -94,6 +94,12 @@ void emit_warning(absl::string_view message) {
   }
 }
 
+void record_epilogue_fallbacks(int64_t calls) {
+  // Executables load on the tracer's thread and the disk cache's.
+  std::lock_guard<std::mutex> lock(g_samples_mutex);
+  g_metrics.epilogue_fallbacks += calls;
+}
+
 void record_compile_time(double seconds) { record(g_compile, seconds); }
 void record_execute_time(double seconds) { record(g_execute, seconds); }
 void record_replay_time(double seconds) { record(g_replay, seconds); }
@@ -193,6 +199,8 @@ std::string metrics_report() {
   counter_line(&out, "constant_recompiles", m.constant_recompiles);
   counter_line(&out, "warnings", m.warnings);
   counter_line(&out, "fallbacks", m.fallbacks);
+  // Only where a cuBLASLt epilogue ran as kernels (cuda).
+  if (m.epilogue_fallbacks > 0) counter_line(&out, "epilogue_fallbacks", m.epilogue_fallbacks);
   counter_line(&out, "replays", m.replays);
   counter_line(&out, "arena_bytes", m.arena_bytes);
   // Only where a step was recorded as a device graph (cuda).

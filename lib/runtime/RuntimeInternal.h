@@ -22,6 +22,9 @@ Metrics& mutable_metrics();
 /// Sends `message` to the warning handler (stderr by default).
 void emit_warning(absl::string_view message);
 
+/// Counts cuBLASLt calls that run without their epilogue
+/// (Metrics::epilogue_fallbacks).
+void record_epilogue_fallbacks(int64_t calls);
 /// Timing samples for the percentiles in metrics().
 void record_compile_time(double seconds);
 void record_execute_time(double seconds);

@@ -9,7 +9,8 @@
 # with two segments (two_segment_worker) becomes one function whose --data
 # values and in-place update a second C program checks (two_segment_main.c).
 # So does a small conv net's step (conv_step.mlir: convolutions, pools, a
-# sum over dims 0, 2 and 3, pad, gather, scatter_add). A step the function
+# sum over dims 0, 2 and 3, pad, gather, scatter_add), whose convolutions
+# a C program checks against plain loops (conv_step_main.c). A step the function
 # calls out for (an all_reduce) is refused with the op named, and bad
 # arguments are errors.
 #
@@ -80,11 +81,15 @@ grep -q "  1  w  f32 \[4, 4\]  input, updated in place by output" two.h ||
   fail "mstep-aot on attention_step.mlir (the step should not call out)" log
 check_dependencies libattention.so
 
-# 4d. Convolutions and their gradients, pools, a sum over dims that are not
-#     one block, pad, gather and scatter_add are loops in the function too.
+# 4d. Convolutions and their gradients (im2col + dnnl_sgemm), pools, a sum
+#     over dims that are not one block, pad, gather and scatter_add are
+#     loops in the function too; a C program checks the convolutions.
 "$aot" "$src/test/aot/conv_step.mlir" -o libconv.so --header conv.h >log 2>&1 ||
   fail "mstep-aot on conv_step.mlir (the step should not call out)" log
-check_dependencies libconv.so
+check_dependencies libconv.so gemm
+"$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/conv_step_main.c" \
+  -L. -lconv -lm -Wl,-rpath,"$tmp" -o conv_step >log 2>&1 || fail "building the conv C program" log
+./conv_step >log 2>&1 || fail "the stand-alone conv step's results" log
 
 # 4c. --xla-memory-limit: the chain of test/passes/mstep-xla-remat.mlir
 #     recomputes its cheap value, so its temp shrinks under the limit; a
@@ -103,6 +108,14 @@ rc=0
 [[ $rc -eq 1 ]] || fail "mstep-aot under an unmeetable limit exited $rc, expected 1" log
 grep -q "the smallest limit that can be met is 16896" log ||
   fail "the error does not give the smallest limit" log
+#     The limit counts the convolutions' scratch too: the smallest limit
+#     the conv step can meet is its whole temp.
+rc=0
+"$aot" "$src/test/aot/conv_step.mlir" -o x.so --header x.h --xla-memory-limit=1000 >log 2>&1 ||
+  rc=$?
+[[ $rc -eq 1 ]] || fail "mstep-aot on the conv step under a limit of 1000 exited $rc, expected 1" log
+grep -q "the smallest limit that can be met is $(temp_of conv.h)\$" log ||
+  fail "the conv step's smallest limit is not its temp ($(temp_of conv.h) bytes)" log
 
 # 5. A step with a callout is refused, naming the op; nothing is written.
 rc=0

@@ -26,6 +26,9 @@ protected:
     std::vector<size_t> args(plan.kernels.size(), 0);
     for (const CudaLaunchStep& launch : plan.launches)
       if (launch.matmul < 0 && launch.attention < 0 && launch.collective < 0) args[launch.kernel] = launch.args.size();
+    // (A cuBLASLt epilogue's fallback kernels, too.)
+    for (const CudaMatmulInfo& matmul : plan.matmuls)
+      for (const CudaLaunchStep& launch : matmul.fallback) args[launch.kernel] = launch.args.size();
     for (size_t k = 0; k < plan.kernels.size(); ++k) {
       if (plan.kernels[k].slots.empty()) {
         fake_.add_kernel(plan.kernels[k].name, args[k]);

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "test/cuda/RefOracle.h"
 #include "test/cuda/TiledHost.h"
@@ -18,15 +19,19 @@ namespace mstep::cuda::testing {
 /// `graph`'s step compiled for cuda and run on the host in plan order,
 /// against ref on the same inputs (integers in [1, max_integer]): floats
 /// within tolerance * (1 + |ref|), the rest equal. `compiled`, when given,
-/// gets the compiled step (for checks of the plan).
-inline void expect_step_on_host_matches_ref(const TraceGraph& graph, int64_t max_integer,
-                                            float tolerance,
-                                            CompiledCudaStep* compiled_out = nullptr) {
+/// gets the compiled step (for checks of the plan). `load`, when given,
+/// changes the plan before it runs (to the plan an executable runs, with
+/// its epilogue fallbacks).
+inline void expect_step_on_host_matches_ref(
+    const TraceGraph& graph, int64_t max_integer, float tolerance,
+    CompiledCudaStep* compiled_out = nullptr,
+    const std::function<void(CompiledCudaStep&)>& load = nullptr) {
   CudaStepContext step(nullptr);
   mlir::OwningOpRef<mlir::ModuleOp> module = pipelined(graph, step);
   ASSERT_TRUE(module);
   auto compiled = compile_cuda_step(*module, default_cuda_compile_options());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
+  if (load) ASSERT_NO_FATAL_FAILURE(load(*compiled));
   const CudaPlan& plan = compiled->plan;
   const std::vector<std::vector<char>> inputs = step_inputs(plan, max_integer);
   auto ref = ref_outputs(*module, inputs);

@@ -61,6 +61,10 @@ struct Case {
   /// element: where an output cancels (p - lr * d), its error scales with
   /// its operands, not with its value.
   std::vector<double> ref_magnitude_floor;
+  /// The plan as it runs where cuBLASLt has no algorithm for its matmuls'
+  /// epilogues: each call without it, then its fallback kernels
+  /// (apply_epilogue_fallbacks).
+  bool epilogue_fallback = false;
 };
 
 template <typename T>
@@ -209,6 +213,13 @@ std::vector<Case> cases() {
                      }
                    return std::vector<Expected>{e};
                  }});
+  // The same step as cuBLASLt runs it without the RELU_BIAS epilogue: the
+  // call, then the fallback's kernel adds the bias and applies the relu in
+  // place (one more rounding of y + b, which the bound has).
+  Case fallback = all.back();
+  fallback.name = "linear_relu_fallback";
+  fallback.epilogue_fallback = true;
+  all.push_back(fallback);
   all.push_back({"softmax_rows", kSoftmaxRows,
                  [](const std::vector<int64_t>& n) { return Values{sequence(n[0], 10, -6.f, 6.f)}; },
                  [](const Values& in) {
@@ -339,7 +350,14 @@ bool generate(const Case& c, const std::filesystem::path& out) {
   absl::StatusOr<CompiledCudaStep> compiled =
       compile_cuda_step(**module, default_cuda_compile_options());
   if (!compiled.ok()) return fail(c.name + ": " + std::string(compiled.status().message()));
-  const CudaPlan& plan = compiled->plan;
+  CudaPlan& plan = compiled->plan;
+  if (c.epilogue_fallback) {
+    std::vector<int> matmuls;
+    for (size_t m = 0; m < plan.matmuls.size(); ++m)
+      if (!plan.matmuls[m].fallback.empty()) matmuls.push_back(static_cast<int>(m));
+    if (matmuls.empty()) return fail(c.name + ": no matmul has an epilogue fallback");
+    apply_epilogue_fallbacks(plan, matmuls);
+  }
   // The case format gives each value a buffer of its own.
   if (!plan.aliases.empty()) return fail(c.name + ": the case format has no aliases (views)");
 

@@ -156,7 +156,12 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       std::string stem = dir + "/k" + std::to_string(i), ptx;
       ASSERT_TRUE(read_file_bytes(stem + ".ptx", ptx));
       EXPECT_THAT(ptx, HasSubstr(".entry " + c.kernels[i].name));
-      EXPECT_THAT(c.kernels[i].archs, ElementsAre("sm_80", "sm_90"));
+      // The linear cases' kernels are an epilogue's fallback: PTX only
+      // (the GPU test JITs them).
+      if (name.rfind("linear_relu", 0) == 0)
+        EXPECT_THAT(c.kernels[i].archs, ::testing::IsEmpty());
+      else
+        EXPECT_THAT(c.kernels[i].archs, ElementsAre("sm_80", "sm_90"));
       for (const std::string& arch : c.kernels[i].archs) {
         std::string cubin;
         ASSERT_TRUE(read_file_bytes(stem + "." + arch + ".cubin", cubin));
@@ -198,7 +203,22 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_EQ(m.bias, 2);
       EXPECT_EQ(m.activation, static_cast<int>(MatmulEpilogue::relu));
       EXPECT_FALSE(m.transpose_a || m.transpose_b);
-      EXPECT_EQ(c.kernels.size(), 0u);
+      // The kernels (add, relu) are the epilogue's fallback, which this
+      // plan does not launch.
+      EXPECT_EQ(c.kernels.size(), 2u);
+    }
+    if (name == "linear_relu_fallback") {
+      // The call without its epilogue (x, w -> %3), then the fallback's
+      // kernels: the bias add and the relu over %3 in place.
+      ASSERT_EQ(c.launches.size(), 3u);
+      EXPECT_TRUE(c.launches[0].matmul);
+      EXPECT_THAT(c.launches[0].args, ElementsAre(0, 1, 3));
+      EXPECT_EQ(c.launches[0].bias, -1);
+      EXPECT_EQ(c.launches[0].activation, static_cast<int>(MatmulEpilogue::none));
+      EXPECT_FALSE(c.launches[1].matmul);
+      EXPECT_THAT(c.launches[1].args, ElementsAre(3, 2, 3));
+      EXPECT_FALSE(c.launches[2].matmul);
+      EXPECT_THAT(c.launches[2].args, ElementsAre(3, 3));
     }
     if (name == "dropout") {
       // The RNG state is two i64 values; the output is f32.
@@ -210,7 +230,7 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_EQ(c.outputs.size(), 4u);
     }
   }
-  EXPECT_EQ(cases, 11);
+  EXPECT_EQ(cases, 12);
 }
 
 /// Runs case `name`'s step (`text`) on the host from its input files and

@@ -2,7 +2,7 @@
 // (shape, batch, strides) instead of a kernel, and CudaExecutable runs it
 // in program order with the kernels, on the backend's stream, through the
 // runtime's CublasLtMatmul over a fake cuBLASLt table that records each
-// cublasLtMatmul call into the fake driver's call list.
+// cublasLtMatmul call into the fake driver's call list (FakeCublasLt.h).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +12,9 @@
 #include "lib/backends/cuda/CudaCompiler.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "mstep/core/Error.h"
+#include "test/cuda/BiasGradSteps.h"
 #include "test/cuda/CudaStepText.h"
+#include "test/cuda/FakeCublasLt.h"
 #include "test/cuda/FakeCudaDriver.h"
 #include "test/cuda/LinearReluStep.h"
 
@@ -67,7 +69,12 @@ TEST(CudaCublasLtPlan, ALinearsBiasAndReluAreItsCublasLtStepsEpilogue) {
   EXPECT_EQ(plan->launches[0].matmul, 0);
   EXPECT_THAT(plan->launches[0].args, ::testing::ElementsAre(0, 1, 2));
   EXPECT_THAT(plan->launches[0].writes, ::testing::ElementsAre(3));
-  EXPECT_TRUE(plan->kernels.empty());
+  // The kernels are the epilogue's fallback (the add's and the relu's, over
+  // %3 in place), launched only where cuBLASLt has no algorithm for it.
+  ASSERT_EQ(m.fallback.size(), 2u);
+  EXPECT_THAT(m.fallback[0].args, ::testing::ElementsAre(3, 2, 3));
+  EXPECT_THAT(m.fallback[1].args, ::testing::ElementsAre(3, 3));
+  EXPECT_EQ(plan->kernels.size(), 2u);
   EXPECT_THAT(describe_cuda_plan(*plan),
               HasSubstr("cublaslt matmul (mstep.matmul #0) [64, 96] x [96, 80] f32, bias + relu"));
 }
@@ -100,7 +107,9 @@ TEST(CudaCublasLtPlan, GelusTanhFormIsTheGeluBiasEpilogueItsErfFormAKernel) {
   EXPECT_EQ(plan->matmuls[0].shape.epilogue, MatmulEpilogue::none);
   EXPECT_TRUE(plan->matmuls[0].shape.bias);
   ASSERT_EQ(plan->launches.size(), 2u);
-  EXPECT_EQ(plan->kernels.size(), 1u);
+  // gelu's kernel, and the bias epilogue's fallback (the add's).
+  EXPECT_EQ(plan->matmuls[0].fallback.size(), 1u);
+  EXPECT_EQ(plan->kernels.size(), 2u);
 }
 
 TEST(CudaCublasLtPlan, ABiasOfAnotherDtypeOrShapeIsNoEpilogue) {
@@ -147,119 +156,27 @@ TEST(CudaCublasLtPlan, BroadcastBatchDimsAreNotYetLoweredNamingTheOp) {
               HasSubstr("is not yet lowered for cuda: its batch dims broadcast"));
 }
 
-// ---- a fake cuBLASLt table ---------------------------------------------------
+// ---- the executable over a fake cuBLASLt table (FakeCublasLt.h) -----------
 
-/// Where the fake's cublasLtMatmul records: the test's fake driver.
-testing::FakeCudaDriver* recorder = nullptr;
-/// Every descriptor attribute the fake was given, in order, with its bytes.
-std::vector<std::pair<cublasLtMatmulDescAttributes_t, std::string>> attributes;
-/// Every matrix layout attribute, in order (three per layout: A, B, C).
-std::vector<std::pair<cublasLtMatrixLayoutAttribute_t, std::string>> layout_attributes;
-/// The last value given for `attribute`, as T.
+using testing::fake_cublaslt;
+/// The fake's recorded attributes.
 template <typename T> T last_attribute(cublasLtMatmulDescAttributes_t attribute) {
-  T value{};
-  for (const auto& [a, bytes] : attributes)
-    if (a == attribute && bytes.size() == sizeof(T)) std::memcpy(&value, bytes.data(), sizeof(T));
-  return value;
+  return testing::fake_cublaslt_state().last_attribute<T>(attribute);
 }
-/// The values given for layout `attribute`, in order, as T.
 template <typename T> std::vector<T> layout_values(cublasLtMatrixLayoutAttribute_t attribute) {
-  std::vector<T> values;
-  for (const auto& [a, bytes] : layout_attributes)
-    if (a == attribute && bytes.size() == sizeof(T)) {
-      T value;
-      std::memcpy(&value, bytes.data(), sizeof(T));
-      values.push_back(value);
-    }
-  return values;
-}
-/// Make the fake's cublasLtCreate / cublasLtMatmul fail (NOT_SUPPORTED).
-bool fail_create = false, fail_matmul = false;
-
-/// Every function succeeds; cublasLtMatmul appends a FakeCall named
-/// "cublasLtMatmul" with the stream, target = D and args = {A, B} (its A
-/// and B, i.e. mstep's rhs and lhs).
-std::shared_ptr<const CublasLtApi> fake_cublaslt() {
-  auto api = std::make_shared<CublasLtApi>();
-  static int handle_storage;
-  api->cublasLtCreate = [](auto* h) {
-    if (fail_create) return CUBLAS_STATUS_NOT_INITIALIZED;
-    *h = reinterpret_cast<cublasLtHandle_t>(&handle_storage);
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtDestroy = [](auto) { return CUBLAS_STATUS_SUCCESS; };
-  api->cublasLtGetStatusName = [](auto) { return "CUBLAS_STATUS_FAKE"; };
-  api->cublasLtGetStatusString = [](auto) { return "fake"; };
-  api->cublasLtMatmulDescCreate = [](auto* d, auto, auto) {
-    *d = reinterpret_cast<cublasLtMatmulDesc_t>(new char);
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatmulDescDestroy = [](auto d) {
-    delete reinterpret_cast<char*>(d);
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatmulDescSetAttribute = [](auto, cublasLtMatmulDescAttributes_t attribute,
-                                            const void* value, size_t size) {
-    attributes.push_back({attribute, std::string(static_cast<const char*>(value), size)});
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatrixLayoutCreate = [](auto* l, auto, auto, auto, auto) {
-    *l = reinterpret_cast<cublasLtMatrixLayout_t>(new char);
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatrixLayoutSetAttribute = [](auto, cublasLtMatrixLayoutAttribute_t attribute,
-                                             const void* value, size_t size) {
-    layout_attributes.push_back({attribute, std::string(static_cast<const char*>(value), size)});
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatrixLayoutDestroy = [](auto l) {
-    delete reinterpret_cast<char*>(l);
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatmulPreferenceCreate = [](auto* p) {
-    *p = reinterpret_cast<cublasLtMatmulPreference_t>(new char);
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatmulPreferenceDestroy = [](auto p) {
-    delete reinterpret_cast<char*>(p);
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatmulPreferenceSetAttribute = [](auto, auto, auto, auto) {
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatmulAlgoGetHeuristic = [](auto, auto, auto, auto, auto, auto, auto, auto, auto,
-                                           int* found) {
-    *found = 1;
-    return CUBLAS_STATUS_SUCCESS;
-  };
-  api->cublasLtMatmul = [](auto, auto, auto, const void* a, auto, const void* b, auto, auto, auto,
-                           auto, void* d, auto, auto, auto, auto, cudaStream_t stream) {
-    testing::FakeCall call;
-    call.name = "cublasLtMatmul";
-    call.stream = reinterpret_cast<CUstream>(stream);
-    call.target = reinterpret_cast<uintptr_t>(d);
-    call.args = {std::to_string(reinterpret_cast<uintptr_t>(a)),
-                 std::to_string(reinterpret_cast<uintptr_t>(b))};
-    recorder->calls.push_back(call);
-    return fail_matmul ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
-  };
-  return api;
+  return testing::fake_cublaslt_state().layout_values<T>(attribute);
 }
 
 class CudaCublasLtExecutableTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    recorder = &fake_;
+    testing::fake_cublaslt_state() = {};
+    testing::fake_cublaslt_state().recorder = &fake_;
     auto backend = CudaBackend::create(fake_.driver());
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = std::move(*backend);
   }
-  void TearDown() override {
-    recorder = nullptr;
-    attributes.clear();
-    layout_attributes.clear();
-    fail_create = fail_matmul = false;
-  }
+  void TearDown() override { testing::fake_cublaslt_state() = {}; }
   BufferPtr input(const TensorType& type) {
     auto buffer = backend_->allocate(type);
     EXPECT_TRUE(buffer.ok()) << buffer.status();
@@ -404,20 +321,12 @@ TEST_F(CudaCublasLtExecutableTest, AnUnbatchedMatmulSetsNoBatchAttributes) {
       (*exe)->run({input({Shape({64, 96}), DType::f32}), input({Shape({96, 80}), DType::f32}),
                    input({Shape({80}), DType::f32})});
   ASSERT_TRUE(outputs.ok()) << outputs.status();
-  EXPECT_TRUE(layout_attributes.empty());
+  EXPECT_TRUE(testing::fake_cublaslt_state().layout_attributes.empty());
 }
 
 TEST_F(CudaCublasLtExecutableTest, ABiasGradientIsWrittenWhereTheBiasPointerPoints) {
   // dW = x^T dz and db = sum(dz, 0), both step outputs: one call.
-  auto plan = plan_of(R"(
-func.func @step(%x: tensor<64x96xf32>, %dz: tensor<64x80xf32>)
-    -> (tensor<96x80xf32>, tensor<80xf32>) {
-  %xt = mstep.permute %x {perm = array<i64: 1, 0>} : tensor<64x96xf32> -> tensor<96x64xf32>
-  %gw = mstep.matmul %xt, %dz : tensor<96x64xf32>, tensor<64x80xf32> -> tensor<96x80xf32>
-  %gb = mstep.sum %dz {dims = array<i64: 0>, keepdim = false} : tensor<64x80xf32> -> tensor<80xf32>
-  return %gw, %gb : tensor<96x80xf32>, tensor<80xf32>
-}
-)");
+  auto plan = plan_of(testing::kWeightAndBiasGrad);
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();
@@ -462,7 +371,7 @@ func.func @step(%x: tensor<64x96xbf16>, %w: tensor<96x80xbf16>, %b: tensor<80xbf
 TEST_F(CudaCublasLtExecutableTest, ACublasLtThatCannotStartFailsCreate) {
   auto plan = plan_of(kBatchedStep);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  fail_create = true;
+  testing::fake_cublaslt_state().fail_create = true;
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_FALSE(exe.ok());
   EXPECT_EQ(exe.status().code(), absl::StatusCode::kUnavailable);
@@ -474,7 +383,7 @@ TEST_F(CudaCublasLtExecutableTest, ARefusedMatmulFailsRunNamingTheOp) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();
-  fail_matmul = true;
+  testing::fake_cublaslt_state().fail_matmul = true;
   auto outputs = (*exe)->run(
       {input({Shape({4, 8, 16}), DType::f32}), input({Shape({4, 16, 32}), DType::f32})});
   ASSERT_FALSE(outputs.ok());
@@ -483,7 +392,7 @@ TEST_F(CudaCublasLtExecutableTest, ARefusedMatmulFailsRunNamingTheOp) {
               HasSubstr("cublasLt step (mstep.matmul #0): cublasLt matmul "
                         "[8, 16] x [16, 32] f32: cublasLtMatmul: CUBLAS_STATUS_FAKE"));
   // The executable keeps working once cuBLASLt does.
-  fail_matmul = false;
+  testing::fake_cublaslt_state().fail_matmul = false;
   EXPECT_TRUE(
       (*exe)
           ->run({input({Shape({4, 8, 16}), DType::f32}), input({Shape({4, 16, 32}), DType::f32})})

@@ -43,6 +43,21 @@ struct Coverage {
 
 /// Generates every op's kernels (ptxas assembling each for every arch of
 /// `options`) and prints what each op became.
+/// The kernel launches of the plan's epilogue fallbacks (one kernel each).
+int fallback_launches(const CudaPlan& plan) {
+  int n = 0;
+  for (const CudaMatmulInfo& m : plan.matmuls) n += static_cast<int>(m.fallback.size());
+  return n;
+}
+
+/// Per kernel of the plan: whether an epilogue fallback launches it.
+std::vector<bool> fallback_kernels_of(const CudaPlan& plan) {
+  std::vector<bool> fallback(plan.kernels.size(), false);
+  for (const CudaMatmulInfo& m : plan.matmuls)
+    for (const CudaLaunchStep& launch : m.fallback) fallback[launch.kernel] = true;
+  return fallback;
+}
+
 Coverage coverage_of(mlir::func::FuncOp func, const CudaCompileOptions& options,
                      const char* label) {
   Coverage c;
@@ -117,13 +132,22 @@ TEST(CudaMnistCoverage, TheWholeTrainingStepCompilesEveryKernelAssembledForBothA
   }
   EXPECT_EQ(epilogues, 1);
   EXPECT_EQ(bias_grads, 2);
-  EXPECT_EQ(static_cast<int>(compiled->plan.kernels.size()),
+  // Each epilogue's fallback has the kernels it saves (the fusion's; the
+  // sum's two), launched only where cuBLASLt has no algorithm for it.
+  const int fallback_kernels = fallback_launches(compiled->plan);
+  EXPECT_EQ(fallback_kernels, epilogues + 2 * bias_grads);
+  EXPECT_EQ(static_cast<int>(compiled->plan.kernels.size()) - fallback_kernels,
             c.kernels - c.lowered["mstep.reshape"] - c.lowered["mstep.permute"] - epilogues -
                 2 * bias_grads);
-  for (const CudaKernelInfo& kernel : compiled->plan.kernels) {
+  const std::vector<bool> fallback = fallback_kernels_of(compiled->plan);
+  for (size_t k = 0; k < compiled->plan.kernels.size(); ++k) {
+    const CudaKernelInfo& kernel = compiled->plan.kernels[k];
     std::vector<std::string> archs;
     for (const CudaCubin& cubin : kernel.cubins) archs.push_back(cubin.arch);
-    EXPECT_THAT(archs, ::testing::ElementsAre("sm_80", "sm_90")) << kernel.name;
+    if (fallback[k])
+      EXPECT_TRUE(archs.empty()) << kernel.name << ": a fallback's kernels are PTX only";
+    else
+      EXPECT_THAT(archs, ::testing::ElementsAre("sm_80", "sm_90")) << kernel.name;
     EXPECT_THAT(kernel.ptx, HasSubstr(".entry " + kernel.name)) << kernel.origin;
   }
   // Its outputs are the step's: loss, gradients, the updated parameters,
@@ -168,13 +192,19 @@ TEST(CudaGptCoverage, TheWholeF32StepCompilesAttentionComposedOfCublasLtAndKerne
   }
   EXPECT_EQ(epilogues, 2);
   EXPECT_EQ(bias_grads, 8);
-  EXPECT_EQ(static_cast<int>(plan.kernels.size()),
+  const int fallback_kernels = fallback_launches(plan);
+  EXPECT_EQ(fallback_kernels, epilogues + 2 * bias_grads);
+  EXPECT_EQ(static_cast<int>(plan.kernels.size()) - fallback_kernels,
             c.kernels + 2 * (1 + 2) - c.lowered["mstep.reshape"] -
                 (c.lowered["mstep.permute"] - head_permutes) - epilogues - 2 * bias_grads);
-  for (const CudaKernelInfo& kernel : plan.kernels) {
+  const std::vector<bool> fallback = fallback_kernels_of(plan);
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
     std::vector<std::string> archs;
-    for (const CudaCubin& cubin : kernel.cubins) archs.push_back(cubin.arch);
-    EXPECT_THAT(archs, ::testing::ElementsAre("sm_80", "sm_90")) << kernel.name;
+    for (const CudaCubin& cubin : plan.kernels[k].cubins) archs.push_back(cubin.arch);
+    if (fallback[k])
+      EXPECT_TRUE(archs.empty()) << plan.kernels[k].name;
+    else
+      EXPECT_THAT(archs, ::testing::ElementsAre("sm_80", "sm_90")) << plan.kernels[k].name;
   }
   EXPECT_EQ(plan.outputs.size(), func.getNumResults());
   EXPECT_TRUE(validate_cuda_plan(plan).ok()) << validate_cuda_plan(plan);

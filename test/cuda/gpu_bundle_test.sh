@@ -19,6 +19,10 @@ bash "$root/scripts/gpu_check.sh" --no-build --build-dir "$build" --out "$tmp/bu
 tarball=$tmp/bundle/mstep_gpu_bundle.tar.xz
 [ -f "$tarball" ] || fail "no tarball"
 [ -x "$tmp/bundle/run.sh" ] || fail "no run.sh"
+# Each training step is also replayed with every cuBLASLt epilogue as its
+# plan's fallback kernels (what a cuBLASLt without the algorithm runs).
+grep -q 'MSTEP_CUDA_NO_EPILOGUES=\$fallback' "$tmp/bundle/run.sh" ||
+  fail "run.sh replays no step with the epilogue fallbacks"
 [ "$(stat -c %s "$tarball")" -le $((40 * 1024 * 1024)) ] || fail "tarball over 40 MiB"
 
 listing=$(tar -tJf "$tarball")
@@ -67,7 +71,8 @@ if [ -x "$build/test/cuda/cuda_codegen_gpu_test" ]; then
   # The compile half's cases travel as files (no MLIR in the tarball).
   for file in bin/cuda_codegen_gpu_test codegen_cases/cases.txt codegen_cases/fma_relu/case.txt \
               codegen_cases/fma_relu/k0.ptx codegen_cases/fma_relu/k0.sm_90.cubin \
-              codegen_cases/fma_relu/v3.expected.f32 codegen_cases/column_sum/v1.bound.f32; do
+              codegen_cases/fma_relu/v3.expected.f32 codegen_cases/column_sum/v1.bound.f32 \
+              codegen_cases/linear_relu_fallback/case.txt; do
     grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"
   done
   grep -qi "libMLIR\|libLLVM\|libmstep_compiler\|libmstep\.so" <<<"$listing" &&

@@ -88,10 +88,11 @@ TEST(DdpRebuild, ParametersTheFirstBackwardMissesGoLast) {
   for (float g : model.p1.grad().to_vector<float>()) EXPECT_EQ(g, 2.0f);
 }
 
-// After the rebuild, the bucket of p0 and p1 (8 floats) is complete before
-// p2's gradient is computed, so its all_reduce sits in the step graph
-// before the backward's last mul (p2's gradient); without the rebuild the
-// 8-float bucket is p2's and p1's, and waits for p2.
+// After the rebuild, the bucket of p0 and p1 (4 floats each, the second at
+// 256 bytes: 68 floats) is complete before p2's gradient is computed, so
+// its all_reduce sits in the step graph before the backward's last mul
+// (p2's gradient); without the rebuild the two-gradient bucket is p2's and
+// p1's, and waits for p2.
 TEST(DdpRebuild, TheRebuiltPairIsReducedBeforeTheLastGradient) {
   for (bool rebuild : {true, false}) {
     SCOPED_TRACE(rebuild ? "rebuilt" : "not rebuilt");
@@ -104,7 +105,7 @@ TEST(DdpRebuild, TheRebuiltPairIsReducedBeforeTheLastGradient) {
     const TraceGraph graph = pending_graph();
     size_t pair_reduce = graph.nodes.size(), last_mul = 0;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
-      if (graph.nodes[i].op == OpKind::all_reduce && graph.nodes[i].results[0].numel() == 8)
+      if (graph.nodes[i].op == OpKind::all_reduce && graph.nodes[i].results[0].numel() == 64 + 4)
         pair_reduce = i;
       if (graph.nodes[i].op == OpKind::mul) last_mul = i;
     }

@@ -23,6 +23,7 @@ namespace dist = mstep::distributed;
 using dist::ReduceOp;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::error_of;
 using testing::f32;
 using testing::i64;
@@ -66,6 +67,21 @@ TEST_P(DistributedTest, TheNodeIsRecordedWithItsWorld) {
   EXPECT_THAT(text, HasSubstr("reduce_op=1"));
   EXPECT_THAT(text, HasSubstr("world_size=1"));
   mark_step();
+}
+
+TEST_P(DistributedTest, InnerDimGathersAndScattersAreDimZeroCollectivesBetweenPermutes) {
+  // Along dim 1: the dim moved to the front, the collective along dim 0,
+  // the dim moved back; no backend rearranges bytes around the transfer.
+  Tensor g = dist::all_gather(x23(), 1);
+  Tensor s = dist::reduce_scatter(x23(), ReduceOp::sum, -1);
+  const std::string text = pending_graph().to_text();
+  EXPECT_THAT(text, HasSubstr("all_gather("));
+  EXPECT_THAT(text, HasSubstr("reduce_scatter("));
+  EXPECT_THAT(text, HasSubstr("permute("));
+  EXPECT_THAT(text, Not(HasSubstr("dim=1")));
+  EXPECT_EQ(g.shape(), (Shape{2, 3}));
+  EXPECT_THAT(g.to_vector<float>(), ElementsAre(1, 2, 3, 4, 5, 6));
+  EXPECT_THAT(s.to_vector<float>(), ElementsAre(1, 2, 3, 4, 5, 6));
 }
 
 TEST_P(DistributedTest, TheGraphSerializesWithItsCollectives) {

@@ -5,8 +5,10 @@
 // named, and those that run a ref kernel are counted as host fallbacks
 // every run; a callout that fails stops the step before a donated
 // parameter is written; values with disjoint lifetimes share the one temp
-// arena; the disk cache keeps the step function's stored form and a load
-// runs it without compiling.
+// arena; each run splits its large loop nests over the threads by the
+// thread count at that run; the disk cache keeps the step function's
+// stored form and a load runs it without compiling.
+#include <omp.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -227,6 +229,35 @@ TEST(XlaBackend, ValuesWithDisjointLifetimesShareTheArena) {
   Tensor hr = on(kRef, {64, 64}, 2), wr = on(kRef, {64, 64}, 1);
   for (int i = 0; i < 4; ++i) hr = matmul(hr, wr);
   expect_near(out.to_vector<float>(), (hr * 2.0).to_vector<float>());
+}
+
+// Whether a run splits its large nests over the OpenMP threads is decided
+// at that run (not at compile time, nor asked of OpenMP at every nest):
+// one thread runs them all on the caller, two split them, one again runs
+// them on the caller; every run gives ref's values.
+TEST(XlaBackend, EachRunSplitsItsNestsByItsThreadCount) {
+  RecordSteps record;
+  const Shape shape{300, 257}; // 77K elements: a nest split above 32K
+  Tensor y = exp(on(kXla, shape, 1)) * 2.0 + 1.0;
+  mark_step();
+  const std::vector<BufferPtr> inputs = Tracer::get().last_step().inputs;
+  Compiled compiled = compile_last_step();
+  ASSERT_NE(compiled.xla(), nullptr);
+  EXPECT_TRUE(compiled.xla()->callout_names().empty());
+  const std::vector<float> want = (exp(on(kRef, shape, 1)) * 2.0 + 1.0).to_vector<float>();
+  Backend& xla = **BackendRegistry::get(DeviceType::xla);
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2, 1}) {
+    SCOPED_TRACE(threads);
+    omp_set_num_threads(threads);
+    absl::StatusOr<std::vector<BufferPtr>> out = compiled.executable->run(inputs);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(compiled.xla()->last_run_split_nests(), threads > 1);
+    std::vector<float> got(want.size());
+    ASSERT_TRUE(xla.copy_out(*out->at(0), got.data(), got.size() * sizeof(float)).ok());
+    expect_near(got, want);
+  }
+  omp_set_num_threads(saved);
 }
 
 /// Four SGD steps of a linear layer with a relu, from fixed weights; with

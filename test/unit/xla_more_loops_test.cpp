@@ -1,11 +1,12 @@
 // The loops of the op families the xla step function called out for until
 // issue 20's last round (lib/backends/xla/XlaGatherLoops.cpp,
-// XlaFillLoops.cpp, XlaPoolLoops.cpp, XlaConvLoops.cpp,
+// XlaFillLoops.cpp, XlaPoolLoops.cpp, XlaConvGemm.cpp,
 // XlaMatmulLoops.cpp, and XlaReductionLoops.cpp's strided rows): each is a
 // row function that the step function splits over the OpenMP threads, so
-// 3 threads give 1 thread's values bit for bit and ref's to f32 rounding;
-// conv2d and its input gradient, the matmul loop and a sum over dims that
-// are not one block give ref's bits; and a gather or scatter_add index out of range stops the
+// 3 threads give 1 thread's values bit for bit (conv2d's im2col + gemm
+// too: the threads take whole samples, and oneDNN's sgemm runs on one
+// thread inside an OpenMP region) and ref's to f32 rounding; the matmul
+// loop and a sum over dims that are not one block give ref's bits; and a gather or scatter_add index out of range stops the
 // step, naming the index, before a donated parameter is written.
 #include <omp.h>
 
@@ -101,12 +102,16 @@ TEST(XlaMoreLoops, SplitOverThreadsGiveOneThreadsValuesBitForBitAndRefs) {
     SCOPED_TRACE(i);
     EXPECT_EQ(three[i], one[i]);
     ASSERT_EQ(one[i].size(), ref[i].size());
+    // conv2d and its input and weight gradients (8, 9, 10) are f32 gemm
+    // sums now (XlaConvGemm.cpp), checked against their bound in
+    // xla_conv_gemm_test.
+    if (i == 8 || i == 9 || i == 10) continue;
     for (size_t k = 0; k < ref[i].size(); ++k)
       ASSERT_NEAR(one[i][k], ref[i][k], 1e-5 * (1 + std::abs(ref[i][k]))) << "element " << k;
   }
-  // conv2d (8), its input gradient (9), the matmul loop (13) and the
-  // strided sum (14) are ref's sums in ref's order: the same bits.
-  for (size_t i : {8, 9, 13, 14}) EXPECT_EQ(one[i], ref[i]) << i;
+  // The matmul loop (13) and the strided sum (14) are ref's sums in ref's
+  // order: the same bits.
+  for (size_t i : {13, 14}) EXPECT_EQ(one[i], ref[i]) << i;
 }
 
 TEST(XlaMoreLoops, AnOutOfRangeIndexStopsTheStepBeforeTheParameterIsWritten) {

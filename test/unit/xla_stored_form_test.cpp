@@ -104,6 +104,27 @@ TEST(XlaStoredForm, ALoadedExecutableComputesTheSameBits) {
   EXPECT_EQ(run_bytes(**loaded, inputs), run_bytes(*compiled, inputs));
 }
 
+TEST(XlaStoredForm, AConvStepLoadsWithItsScratchAndComputesTheSameBits) {
+  // The im2col + gemm convolutions' scratch lies after the planned arena;
+  // the loader lays it out again from the stored plan.
+  const TraceGraph graph = graph_of([] {
+    return conv2d(on_xla({3, 4, 9, 9}, 1), on_xla({5, 4, 3, 3}, 2), on_xla({5}, 3), {1}, {1});
+  });
+  std::unique_ptr<Executable> compiled = compile_on_xla(graph);
+  ASSERT_NE(compiled, nullptr);
+  absl::StatusOr<std::unique_ptr<Executable>> loaded =
+      xla_backend().deserialize(*compiled->serialize(""), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto* before = dynamic_cast<xla::XlaExecutable*>(compiled.get());
+  auto* after = dynamic_cast<xla::XlaExecutable*>(loaded->get());
+  ASSERT_NE(before, nullptr);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->arena_bytes(), before->arena_bytes());
+  EXPECT_GE(after->arena_bytes(), 3 * 4 * 9 * 9 * 9 * 4); // the 3 samples' im2col matrices
+  const std::vector<BufferPtr> inputs = inputs_for(graph);
+  EXPECT_EQ(run_bytes(**loaded, inputs), run_bytes(*compiled, inputs));
+}
+
 TEST(XlaStoredForm, CalloutsAreStoredAndRunAfterALoad) {
   // A bf16 scatter_add is a callout (the function's loop takes f32, f64,
   // i64 and i32).

@@ -56,7 +56,8 @@ class LoadedGraph {
   /// backend this runtime lacks, code for a CPU feature this host lacks, a
   /// custom op this process has not registered (or has under another
   /// version: FailedPrecondition naming each op, both versions, and the
-  /// plugin to load). Nothing runs on error.
+  /// plugin to load), collectives captured in a world of another size
+  /// (FailedPrecondition naming both sizes). Nothing runs on error.
   static absl::StatusOr<std::unique_ptr<LoadedGraph>> load(const std::string& path,
                                                            const RuntimeOptions& options = {});
 

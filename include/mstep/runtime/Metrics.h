@@ -62,6 +62,11 @@ struct Metrics {
   std::map<std::string, int64_t> recompile_reasons;
   int64_t warnings = 0;
   int64_t fallbacks = 0;         // ops run on the host instead of the device
+  /// cuBLASLt calls whose epilogue (bias, activation, bias gradient) the
+  /// device's cuBLASLt has no algorithm for (or MSTEP_CUDA_NO_EPILOGUES=1),
+  /// so the call runs without it and kernels do its work: counted per call
+  /// of each cuda executable loaded (cuda).
+  int64_t epilogue_fallbacks = 0;
   int64_t replays = 0;           // mstep::Graph::replay() calls
   /// Replays that launched one device graph (CUDA Graphs), and those that
   /// first moved it to new buffer addresses (an input moved): by patching

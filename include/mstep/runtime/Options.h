@@ -74,6 +74,12 @@ struct RuntimeOptions {
   /// launch per parameter (per_tensor, the first form). Read when a cuda
   /// step is compiled; part of the compile key.
   std::string cuda_optimizer = "multi";
+  /// MSTEP_CUDA_NO_EPILOGUES=1: load every cuda plan as if cuBLASLt had no
+  /// algorithm for any epilogue (bias, ReLU/GELU, bias gradient): each such
+  /// call runs without it and the plan's fallback kernels do its work
+  /// (Metrics::epilogue_fallbacks). For checking the fallback on a GPU.
+  /// Read when the cuda backend is created.
+  bool cuda_no_epilogues = false;
   /// MSTEP_XLA_MEMORY_LIMIT=bytes: the xla backend's temp arena limit;
   /// above it, cheap values are recomputed instead of kept
   /// (lib/backends/xla/XlaRemat.h). Empty: no limit. Also the C API's

@@ -59,6 +59,20 @@ namespace {
 
 constexpr const char* kOp = "DistributedDataParallel";
 
+/// Where each gradient may start in a bucket: the cuda plan writes a
+/// gradient straight into the bucket (no copy kernel) only at a multiple
+/// of its arena alignment (kCudaArenaAlignment, lib/backends/cuda/CudaPlan.h;
+/// cuBLASLt and cuDNN assume aligned operands).
+constexpr int64_t kBucketSlotBytes = 256;
+
+/// The elements of zeros that move `length` elements of `element_bytes`
+/// each up to the next slot boundary.
+int64_t slot_padding(int64_t length, size_t element_bytes) {
+  const int64_t bytes = length * static_cast<int64_t>(element_bytes);
+  const int64_t over = bytes % kBucketSlotBytes;
+  return over == 0 ? 0 : (kBucketSlotBytes - over) / static_cast<int64_t>(element_bytes);
+}
+
 std::string type_text(const Tensor& t) {
   std::vector<std::string> dims;
   for (int64_t d : t.shape().dims()) dims.push_back(absl::StrCat(d));
@@ -153,8 +167,19 @@ void DistributedDataParallel::State::on_gradient(size_t param) {
 void DistributedDataParallel::State::reduce(Bucket& bucket) {
   NoGradGuard no_grad;
   std::vector<Tensor> flat;
+  std::vector<int64_t> offsets;  // per gradient: its first element in the bucket
+  int64_t length = 0;
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     const Tensor& p = params[bucket.params[k]].second;
+    // Zeros up to the next slot boundary, so that every gradient starts at
+    // a multiple of kBucketSlotBytes (the reduction is per element: the
+    // zeros reduce to zeros and no gradient reads them).
+    if (const int64_t pad = slot_padding(length, element_size(p.dtype())); pad > 0) {
+      flat.push_back(zeros({pad}, p.dtype(), p.device()));
+      length += pad;
+    }
+    offsets.push_back(length);
+    length += p.numel();
     // A parameter this backward did not reach adds what it holds (the
     // gradients accumulated under no_sync()), or zeros: the ranks still
     // run the same collective (PyTorch's reducer does the same).
@@ -165,11 +190,10 @@ void DistributedDataParallel::State::reduce(Bucket& bucket) {
   }
   const Tensor buffer = flat.size() == 1 ? flat[0] : cat(flat, 0);
   const Tensor reduced = distributed::all_reduce(buffer, distributed::ReduceOp::mean);
-  int64_t offset = 0;
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     Tensor& p = params[bucket.params[k]].second;
+    const int64_t offset = offsets[k];
     Tensor view = reshape(slice(reduced, 0, offset, offset + p.numel()), p.shape().dims());
-    offset += p.numel();
     // Without views, each gradient is a tensor of its own (PyTorch copies
     // the bucket back into the .grad tensors).
     p.set_grad(as_view ? view : view + 0.0);

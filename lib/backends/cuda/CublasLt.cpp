@@ -182,7 +182,25 @@ CublasLtMatmul::~CublasLtMatmul() {
 
 absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::plan(const MatmulShape& shape,
                                                            const MatmulBatch& batch) {
+  MSTEP_ASSIGN_OR_RETURN(Plan * found, find_plan(shape, batch));
+  if (found == nullptr)
+    return absl::UnimplementedError(absl::StrCat("cublasLt matmul ", shape.to_string(),
+                                                 ": the heuristic found no algorithm on ",
+                                                 context_.device().name));
+  return found;
+}
+
+absl::StatusOr<bool> CublasLtMatmul::has_algorithm(const MatmulShape& shape,
+                                                   const MatmulBatch& batch) {
+  MSTEP_RETURN_IF_ERROR(context_.make_current());
+  MSTEP_ASSIGN_OR_RETURN(Plan * found, find_plan(shape, batch));
+  return found != nullptr;
+}
+
+absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::find_plan(const MatmulShape& shape,
+                                                                const MatmulBatch& batch) {
   if (auto it = plans_.find({shape, batch}); it != plans_.end()) return it->second.get();
+  if (no_algorithm_.count({shape, batch})) return nullptr;
   MSTEP_ASSIGN_OR_RETURN(CublasLtGemm gemm, plan_cublaslt_gemm(shape, batch));
   const CublasLtApi& api = *api_;
   auto plan = std::make_unique<Plan>();
@@ -232,10 +250,10 @@ absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::plan(const MatmulShape& sh
   }
   api.cublasLtMatmulPreferenceDestroy(preference);
   MSTEP_RETURN_IF_ERROR(check(status, "cublasLtMatmulAlgoGetHeuristic", shape));
-  if (found < 1)
-    return absl::UnimplementedError(absl::StrCat("cublasLt matmul ", shape.to_string(),
-                                                 ": the heuristic found no algorithm on ",
-                                                 context_.device().name));
+  if (found < 1) {
+    no_algorithm_.insert({shape, batch});
+    return nullptr;
+  }
   plan->algo = result.algo;
   Plan* raw = plan.get();
   plans_.emplace(std::make_pair(shape, batch), std::move(plan));

@@ -20,7 +20,8 @@
 // matmul): no other combination is planned.
 //
 // The heuristic is asked once per (shape, transposes, dtype, epilogue, batch) on
-// the device, on first use, and cached with its descriptors. The 32 MiB
+// the device, on first use (or has_algorithm(), which CudaExecutable calls
+// when it loads a plan), and cached with its descriptors. The 32 MiB
 // workspace (PyTorch's size on Hopper) is allocated with the helper, so a
 // captured graph (issue 22) needs no allocation.
 //
@@ -32,6 +33,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -185,6 +187,12 @@ public:
   absl::Status run(const MatmulShape& shape, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias,
                    CUdeviceptr c, const MatmulBatch& batch = {});
 
+  /// Whether the heuristic has an algorithm for `shape` and `batch` on
+  /// this device (asked now, unless asked before; the answer is kept, and
+  /// a later run() uses the algorithm). Errors: a descriptor or heuristic
+  /// call that fails, naming the shape.
+  absl::StatusOr<bool> has_algorithm(const MatmulShape& shape, const MatmulBatch& batch = {});
+
   size_t heuristic_queries() const { return heuristic_queries_; }
   size_t cached_plans() const { return plans_.size(); }
   const CublasLtApi& api() const { return *api_; }
@@ -192,7 +200,11 @@ public:
 private:
   struct Plan;
   CublasLtMatmul(const CudaContext& context, std::shared_ptr<const CublasLtApi> api);
+  /// The cached plan, made on first use; an error when the heuristic
+  /// has no algorithm.
   absl::StatusOr<Plan*> plan(const MatmulShape& shape, const MatmulBatch& batch);
+  /// plan(), but null when the heuristic has no algorithm.
+  absl::StatusOr<Plan*> find_plan(const MatmulShape& shape, const MatmulBatch& batch);
   /// OK, or the error for a failed call of `call` for `shape`.
   absl::Status check(cublasStatus_t status, absl::string_view call, const MatmulShape& shape) const;
 
@@ -201,6 +213,7 @@ private:
   cublasLtHandle_t handle_ = nullptr;
   CudaDeviceBuffer workspace_;
   std::map<std::pair<MatmulShape, MatmulBatch>, std::unique_ptr<Plan>> plans_;
+  std::set<std::pair<MatmulShape, MatmulBatch>> no_algorithm_;  // the heuristic found none
   size_t heuristic_queries_ = 0;
 };
 

@@ -97,6 +97,11 @@ struct CudaBackendOptions {
   /// (CudaCollective.h); 0:
   /// mstep::distributed's timeout (MSTEP_DIST_TIMEOUT).
   double collective_timeout_s = 0;
+  /// Every cuBLASLt epilogue runs as its plan's fallback kernels, as if
+  /// cuBLASLt had no algorithm for it (RuntimeOptions::cuda_no_epilogues).
+  bool no_epilogues = false;
+  /// Each epilogue fallback is printed once (RuntimeOptions::log_fallback).
+  bool log_fallback = false;
 };
 
 class CudaBackend final : public Backend {

@@ -15,6 +15,9 @@ const bool registered = [] {
   BackendRegistry::register_backend("cuda", DeviceType::cuda,
                                     []() -> absl::StatusOr<std::unique_ptr<Backend>> {
                                       CudaBackendOptions options;
+                                      const RuntimeOptions env = RuntimeOptions::from_env();
+                                      options.no_epilogues = env.cuda_no_epilogues;
+                                      options.log_fallback = env.log_fallback;
                                       options.load_executable = [](CudaBackend& backend,
                                                                    absl::string_view blob) {
                                         return load_cuda_executable(backend, blob);

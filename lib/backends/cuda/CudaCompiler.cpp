@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaAttentionLowering.h"
+#include "lib/backends/cuda/CudaCatLoops.h"
 #include "lib/backends/cuda/CudaCustomLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
@@ -102,12 +103,15 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
 /// and the bias gradient it writes too (its second write, `written_value`'s
 /// id for the sum's result, listed in `own_slots`: the call writes it
 /// before or after the sum's place in the step, so it gets arena bytes no
-/// other value shares).
-template <typename AddValue, typename WrittenValue>
+/// other value shares). An epilogue's fallback (CudaMatmulInfo::fallback)
+/// is the kernels of the ops it absorbs, over C in place, or of the sum,
+/// over the summed operand's bytes: `add_fallback(op, name, params,
+/// launches)` appends op's kernels on plan values `params` to `launches`.
+template <typename AddValue, typename WrittenValue, typename AddFallback>
 absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views,
                           llvm::DenseMap<mlir::Value, int>& ids, AddValue& add_value,
-                          WrittenValue& written_value, std::vector<int>& own_slots,
-                          CudaPlan& plan) {
+                          WrittenValue& written_value, AddFallback& add_fallback,
+                          std::vector<int>& own_slots, CudaPlan& plan) {
   CudaLaunchStep step_launch;
   for (mlir::Value operand : op.getOperands()) step_launch.args.push_back(ids.at(operand));
   MSTEP_ASSIGN_OR_RETURN(TensorType product, value_type(op.getResult(0), &op));
@@ -137,6 +141,14 @@ absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views
     step_launch.args.push_back(ids.at(epilogue->bias));
     info.shape.bias = true;
     info.shape.epilogue = epilogue->activation;
+    for (size_t i = 0; i < epilogue->ops.size(); ++i) {
+      mlir::Operation* absorbed = epilogue->ops[i];
+      std::vector<int> params;
+      for (mlir::Value operand : absorbed->getOperands()) params.push_back(ids.at(operand));
+      for (mlir::Value between : absorbed->getResults()) params.push_back(ids.at(between));
+      MSTEP_RETURN_IF_ERROR(add_fallback(absorbed, absl::StrCat("op", index, "_epilogue", i),
+                                         std::move(params), info.fallback));
+    }
   } else {
     MSTEP_ASSIGN_OR_RETURN(result, add_value(op.getResult(0), &op));
   }
@@ -149,6 +161,10 @@ absl::Status lower_matmul(mlir::Operation& op, int index, const CudaViews& views
     // result swapped them.
     const bool lhs = (grad->operand == 0) != (views.transposed_result(&op) != nullptr);
     info.shape.bias_grad = lhs ? MatmulBiasGrad::lhs : MatmulBiasGrad::rhs;
+    // The sum's kernels read the matrix's bytes (its input is them,
+    // through reshapes that may come later in the step).
+    MSTEP_RETURN_IF_ERROR(add_fallback(grad->sum, absl::StrCat("op", index, "_bias_grad"),
+                                       {ids.at(grad->matrix), sum}, info.fallback));
   }
   step_launch.matmul = static_cast<int>(plan.matmuls.size());
   plan.matmuls.push_back(std::move(info));
@@ -217,9 +233,12 @@ absl::Status plan_arena(mlir::func::FuncOp step, const llvm::DenseMap<mlir::Valu
 /// kernel assembled for every arch of `options`, a launch with a plan
 /// value per parameter (`params`, then a new value per temporary; those
 /// from `first_written` on written), and the func's tiled loop nest.
+/// `fallback`: the launches go there (an epilogue's fallback), not into
+/// the plan's launches, and the kernels are not assembled (PTX only).
 absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std::vector<int> params,
                          size_t first_written, const std::string& origin,
-                         const CudaCompileOptions& options, CompiledCudaStep& compiled) {
+                         const CudaCompileOptions& options, CompiledCudaStep& compiled,
+                         std::vector<CudaLaunchStep>* fallback = nullptr) {
   CudaPlan& plan = compiled.plan;
   // The op's temporaries: values of the plan that no other op reads, but
   // the error word, one value the whole plan shares (CudaErrorWord.h).
@@ -235,14 +254,19 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
     params.push_back(static_cast<int>(plan.values.size()));
     plan.values.push_back(kernels.temporaries[t]);
   }
-  TiledOp tiled{name, std::move(kernels.tiled_loops), params, {}};
+  TiledOp tiled{name, std::move(kernels.tiled_loops), params, {}, fallback != nullptr};
   for (GeneratedLaunch& launch : kernels.launches) {
     CudaKernelInfo info;
     info.name = launch.kernel;
     info.origin = origin;
     info.grid = launch.grid;
     info.block = launch.block;
-    for (const std::string& arch : options.archs) {
+    // A fallback's kernels keep their PTX only, which the driver JITs where
+    // a device takes the fallback: ptxas -O3 takes 0.3-0.4 s per column
+    // sum and architecture, most of what the fallbacks would add to a
+    // compile.
+    const std::vector<std::string> ptx_only;
+    for (const std::string& arch : fallback != nullptr ? ptx_only : options.archs) {
       MSTEP_ASSIGN_OR_RETURN(
           AssembledPtx assembled,
           assemble_ptx(launch.ptx, arch,
@@ -264,10 +288,28 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
     }
     tiled.kernels.push_back(step_launch.kernel);
     plan.kernels.push_back(std::move(info));
-    plan.launches.push_back(std::move(step_launch));
+    (fallback != nullptr ? *fallback : plan.launches).push_back(std::move(step_launch));
   }
   compiled.tiled.push_back(std::move(tiled));
   return absl::OkStatus();
+}
+
+/// `op`'s generated kernels: a cat with operands written in place or
+/// filled gets its loops per operand (CudaCatLoops.h).
+absl::StatusOr<GeneratedKernels> op_kernels(mlir::Operation& op, const std::string& name,
+                                            const CudaViews& views,
+                                            const CudaCodegenOptions& options) {
+  const llvm::SmallVector<CatOperandWay>* ways = views.cat_ways(&op);
+  if (!ways) return generate_op_kernels(&op, name, options);
+  llvm::SmallVector<mlir::Type> params(op.getOperandTypes());
+  llvm::append_range(params, op.getResultTypes());
+  return generate_loop_kernels(
+      &op, name, params,
+      [&](mlir::func::FuncOp func) {
+        build_cat_func(mlir::cast<dialect::CatOp>(op), *ways, func);
+        return absl::OkStatus();
+      },
+      options);
 }
 
 }  // namespace
@@ -337,6 +379,18 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
         return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
                            kernel_origin, options, compiled);
       });
+  // An epilogue's fallback: op's kernels, on plan values `params`
+  // (operands, then results), into `launches`.
+  auto add_fallback = [&](mlir::Operation* op, const std::string& kernel_name,
+                          std::vector<int> params,
+                          std::vector<CudaLaunchStep>& launches) -> absl::Status {
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
+                           generate_op_kernels(op, kernel_name, options.codegen));
+    const std::string origin = absl::StrCat(op->getName().getStringRef().str(), " (",
+                                            kernel_name, ", an epilogue's fallback)");
+    return add_kernels(std::move(kernels), kernel_name, std::move(params), op->getNumOperands(),
+                       origin, options, compiled, &launches);
+  };
   int op_index = 0;
   for (mlir::Operation& op : step.getBody().front()) {
     if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
@@ -377,7 +431,8 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     if (mlir::isa<dialect::MatmulOp>(op)) {
       // A matmul is a cuBLASLt call, not a generated kernel.
       MSTEP_RETURN_IF_ERROR(
-          lower_matmul(op, op_index - 1, views, ids, add_value, written_value, own_slots, plan));
+          lower_matmul(op, op_index - 1, views, ids, add_value, written_value, add_fallback,
+                       own_slots, plan));
       continue;
     }
     if (CudaAttentionLowering::is_attention(&op)) {
@@ -396,12 +451,12 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       MSTEP_RETURN_IF_ERROR(lower_custom_op(custom, origin, operands, results, options.archs, plan));
       continue;
     }
-    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
-                           generate_op_kernels(&op, name, options.codegen));
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, op_kernels(op, name, views, options.codegen));
     std::vector<int> params;
     for (mlir::Value operand : op.getOperands()) params.push_back(ids.at(operand));
+    // (A cat's result has its id already when an operand's op wrote into it.)
     for (mlir::Value result : op.getResults()) {
-      MSTEP_ASSIGN_OR_RETURN(int id, add_value(result, &op));
+      MSTEP_ASSIGN_OR_RETURN(int id, written_value(result, &op));
       params.push_back(id);
     }
     MSTEP_RETURN_IF_ERROR(add_kernels(std::move(kernels), name, std::move(params),

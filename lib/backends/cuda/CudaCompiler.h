@@ -48,6 +48,9 @@ struct TiledOp {
   std::string module;    ///< MLIR text
   std::vector<int> params;  ///< plan value ids of the func's parameters
   std::vector<int> kernels; ///< the plan's kernels of its launches
+  /// The kernels of a cuBLASLt epilogue's fallback (CudaMatmulInfo::
+  /// fallback), which run only where the loaded plan takes it.
+  bool fallback = false;
 };
 
 struct CompiledCudaStep {

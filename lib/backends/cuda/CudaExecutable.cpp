@@ -2,7 +2,10 @@
 #include "lib/backends/cuda/CudaExecutable.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,11 +13,31 @@
 #include "lib/backends/cuda/CudaLaunch.h"
 #include "lib/backends/cuda/CudaMemory.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
+#include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::cuda {
 
 namespace {
+
+/// Prints, once per process and call shape, that a cuBLASLt call runs
+/// without its epilogue (MSTEP_LOG_FALLBACK=1, as host fallbacks are).
+void log_epilogue_fallback(const CudaMatmulInfo& m, bool forced, const std::string& device) {
+  static std::mutex mutex;
+  static auto* logged = new std::set<std::string>();
+  const std::string shape = m.shape.to_string();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!logged->insert(shape).second) return;
+  }
+  std::fprintf(stderr,
+               "mstep fallback: cuda: cublasLt matmul %s (%s): %s; the call runs without its "
+               "epilogue and %zu kernel launches do its work\n",
+               shape.c_str(), m.origin.c_str(),
+               forced ? "epilogues are off (MSTEP_CUDA_NO_EPILOGUES=1)"
+                      : absl::StrCat("cuBLASLt has no algorithm for it on ", device).c_str(),
+               m.fallback.size());
+}
 
 /// An attention step's values against its config: the count of each role,
 /// and each value's dtype and element count (packed [B, H, rows, cols]).
@@ -56,6 +79,33 @@ absl::Status validate_attention_step(const CudaPlan& plan, size_t l) {
   return check(attention_write_roles(a), launch.writes);
 }
 
+/// A launch's values (in range, no step input written) and, for a kernel
+/// launch, its kernel and parameter slots; `what` names it ("launch 3").
+absl::Status validate_kernel_launch(const CudaPlan& plan, const CudaLaunchStep& launch,
+                                    const std::string& what) {
+  auto bad = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda plan: ", what, parts...));
+  };
+  const int num_values = static_cast<int>(plan.values.size());
+  if (launch.matmul < 0 && launch.attention < 0 && launch.collective < 0) {
+    if (launch.kernel < 0 || launch.kernel >= static_cast<int>(plan.kernels.size()))
+      return bad(" names kernel ", launch.kernel, " of ", plan.kernels.size());
+    for (const CudaKernelSlot& slot : plan.kernels[launch.kernel].slots)
+      if (slot.arg >= static_cast<int>(launch.args.size()) ||
+          (slot.arg < 0 && slot.bytes != 4 && slot.bytes != 8))
+        return bad(" of kernel ", plan.kernels[launch.kernel].name,
+                   " has a parameter that is argument ", slot.arg, " of ", launch.args.size(),
+                   " or a ", int{slot.bytes}, "-byte scalar");
+  }
+  for (const std::vector<int>* values : {&launch.args, &launch.writes})
+    for (int value : *values)
+      if (value < 0 || value >= num_values)
+        return bad(" uses value ", value, " of ", num_values);
+  for (int value : launch.writes)
+    if (value < static_cast<int>(plan.num_inputs)) return bad(" writes step input ", value);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status validate_cuda_plan(const CudaPlan& plan) {
@@ -78,6 +128,16 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
       if (m.batch < 1) return bad("launch ", l, " has a batch of ", m.batch);
       if (absl::Status call = plan_cublaslt_gemm(m.shape, m.batch_info()).status(); !call.ok())
         return bad("launch ", l, ": ", call.message());
+      if (!m.fallback.empty() && !m.has_epilogue())
+        return bad("launch ", l, " (cublasLt matmul ", m.shape.to_string(),
+                   ") has an epilogue fallback but no epilogue");
+      for (const CudaLaunchStep& fallback : m.fallback) {
+        if (fallback.matmul >= 0 || fallback.attention >= 0 || fallback.collective >= 0)
+          return bad("launch ", l, " (cublasLt matmul ", m.shape.to_string(),
+                     ") has a fallback step that is no kernel launch");
+        MSTEP_RETURN_IF_ERROR(
+            validate_kernel_launch(plan, fallback, absl::StrCat("launch ", l, "'s fallback")));
+      }
     } else if (launch.attention >= 0) {
       if (launch.attention >= static_cast<int>(plan.attentions.size()))
         return bad("launch ", l, " names attention step ", launch.attention, " of ",
@@ -97,23 +157,8 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
       MSTEP_RETURN_IF_ERROR(check_cuda_collective(plan.collectives[launch.collective],
                                                   plan.values[launch.args[0]],
                                                   plan.values[launch.writes[0]]));
-    } else if (launch.kernel < 0 || launch.kernel >= static_cast<int>(plan.kernels.size())) {
-      return bad("launch ", l, " names kernel ", launch.kernel, " of ", plan.kernels.size());
-    } else {
-      for (const CudaKernelSlot& slot : plan.kernels[launch.kernel].slots)
-        if (slot.arg >= static_cast<int>(launch.args.size()) ||
-            (slot.arg < 0 && slot.bytes != 4 && slot.bytes != 8))
-          return bad("launch ", l, " of kernel ", plan.kernels[launch.kernel].name,
-                     " has a parameter that is argument ", slot.arg, " of ", launch.args.size(),
-                     " or a ", int{slot.bytes}, "-byte scalar");
     }
-    for (const std::vector<int>* values : {&launch.args, &launch.writes})
-      for (int value : *values)
-        if (value < 0 || value >= num_values)
-          return bad("launch ", l, " uses value ", value, " of ", num_values);
-    for (int value : launch.writes)
-      if (value < static_cast<int>(plan.num_inputs))
-        return bad("launch ", l, " writes step input ", value);
+    MSTEP_RETURN_IF_ERROR(validate_kernel_launch(plan, launch, absl::StrCat("launch ", l)));
   }
   for (int value : plan.outputs)
     if (value < 0 || value >= num_values) return bad("an output is value ", value, " of ", num_values);
@@ -200,14 +245,22 @@ absl::Status validate_cuda_arena(const CudaPlan& plan) {
     if (alias.value >= 0 && static_cast<size_t>(alias.value) < num_values && alias.root >= 0 &&
         static_cast<size_t>(alias.root) < num_values)
       owner[alias.value] = alias.root;
+  // A matmul's epilogue fallback launches run in its place.
   std::vector<int64_t> first(num_values, -1), last(num_values, -1);
-  for (size_t l = 0; l < plan.launches.size(); ++l)
-    for (const std::vector<int>* values : {&plan.launches[l].args, &plan.launches[l].writes})
+  auto use = [&](const CudaLaunchStep& launch, size_t l) {
+    for (const std::vector<int>* values : {&launch.args, &launch.writes})
       for (int used : *values) {
         const int value = owner[used];
         if (first[value] < 0) first[value] = static_cast<int64_t>(l);
         last[value] = static_cast<int64_t>(l);
       }
+  };
+  for (size_t l = 0; l < plan.launches.size(); ++l) {
+    use(plan.launches[l], l);
+    if (plan.launches[l].matmul >= 0)
+      for (const CudaLaunchStep& fallback : plan.matmuls[plan.launches[l].matmul].fallback)
+        use(fallback, l);
+  }
   std::vector<size_t> placed;
   for (size_t v = 0; v < num_values; ++v)
     if (in_arena(v) && first[v] >= 0 && plan.values[v].bytes() > 0) placed.push_back(v);
@@ -301,10 +354,20 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
     }
     MSTEP_ASSIGN_OR_RETURN(exe->matmul_,
                            CublasLtMatmul::create(backend.context(), std::move(cublaslt)));
+    MSTEP_RETURN_IF_ERROR(exe->choose_epilogue_fallbacks());
   }
   MSTEP_ASSIGN_OR_RETURN(exe->collectives_, CudaCollectives::create(backend, exe->plan_));
   const std::string arch = backend.context().device().arch();
-  for (const CudaKernelInfo& info : exe->plan_.kernels) {
+  // The kernels the launches run (an epilogue fallback not taken loads
+  // nothing).
+  std::vector<bool> launched(exe->plan_.kernels.size(), false);
+  for (const CudaLaunchStep& launch : exe->plan_.launches)
+    if (launch.matmul < 0 && launch.attention < 0 && launch.collective < 0)
+      launched[launch.kernel] = true;
+  exe->kernels_.assign(exe->plan_.kernels.size(), nullptr);
+  for (size_t k = 0; k < exe->plan_.kernels.size(); ++k) {
+    if (!launched[k]) continue;
+    const CudaKernelInfo& info = exe->plan_.kernels[k];
     absl::string_view cubin;
     for (const CudaCubin& candidate : info.cubins)
       if (candidate.arch == arch) cubin = candidate.image;
@@ -319,8 +382,7 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
                                                        out->append(c.arch);
                                                      }),
                                        "): ", module.status().message()));
-    MSTEP_ASSIGN_OR_RETURN(const CudaKernel* kernel, (*module)->kernel(info.name));
-    exe->kernels_.push_back(kernel);
+    MSTEP_ASSIGN_OR_RETURN(exe->kernels_[k], (*module)->kernel(info.name));
     exe->modules_.push_back(std::move(*module));
   }
   exe->arena_allocator_ = backend.shared_allocator();
@@ -395,9 +457,57 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
   return exe;
 }
 
+absl::Status CudaExecutable::choose_epilogue_fallbacks() {
+  const CudaBackendOptions& options = backend_.options();
+  const std::string& device = backend_.context().device().name;
+  std::vector<int> fallen;
+  for (size_t i = 0; i < plan_.matmuls.size(); ++i) {
+    const CudaMatmulInfo& m = plan_.matmuls[i];
+    auto failed = [&](const absl::Status& status) {
+      return absl::Status(status.code(), absl::StrCat("cuda: loading the cublasLt step (",
+                                                      m.origin, "): ", status.message()));
+    };
+    // The heuristic now, at load, not at the first run.
+    bool available = false;
+    if (!m.has_epilogue() || !options.no_epilogues) {
+      absl::StatusOr<bool> found = matmul_->has_algorithm(m.shape, m.batch_info());
+      if (!found.ok()) return failed(found.status());
+      available = *found;
+    }
+    if (available) continue;
+    if (!m.has_epilogue())
+      return failed(absl::UnimplementedError(absl::StrCat(
+          "cublasLt matmul ", m.shape.to_string(), ": the heuristic found no algorithm on ",
+          device)));
+    if (m.fallback.empty())
+      return failed(absl::UnimplementedError(absl::StrCat(
+          "cublasLt matmul ", m.shape.to_string(), ": ",
+          options.no_epilogues ? "epilogues are off (MSTEP_CUDA_NO_EPILOGUES)"
+                               : absl::StrCat("the heuristic found no algorithm on ", device),
+          ", and the plan has no fallback for its epilogue (a plan of format 7 or older: "
+          "compile the step again)")));
+    absl::StatusOr<bool> plain = matmul_->has_algorithm(m.without_epilogue(), m.batch_info());
+    if (!plain.ok()) return failed(plain.status());
+    if (!*plain)
+      return failed(absl::UnimplementedError(absl::StrCat(
+          "cublasLt matmul ", m.shape.to_string(),
+          ": the heuristic found no algorithm on ", device, ", with or without its epilogue")));
+    fallen.push_back(static_cast<int>(i));
+    if (options.log_fallback) log_epilogue_fallback(m, options.no_epilogues, device);
+  }
+  if (fallen.empty()) return absl::OkStatus();
+  internal::record_epilogue_fallbacks(static_cast<int64_t>(fallen.size()));
+  // serialize() keeps the plan as compiled (another device may have the
+  // algorithms); runs use it as this device takes it.
+  compiled_plan_ = std::make_unique<CudaPlan>(plan_);
+  apply_epilogue_fallbacks(plan_, fallen);
+  epilogue_fallbacks_ = std::move(fallen);
+  return validate_cuda_plan(plan_);
+}
+
 absl::StatusOr<std::string> CudaExecutable::serialize(absl::string_view module_text) const {
   (void)module_text;  // the plan is all a load needs
-  return serialize_cuda_plan(plan_);
+  return serialize_cuda_plan(compiled_plan_ ? *compiled_plan_ : plan_);
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> load_cuda_executable(

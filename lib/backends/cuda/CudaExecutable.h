@@ -56,9 +56,16 @@ class CudaExecutable final : public Executable {
                                              const Donation& donation) override;
   size_t num_kernels() const override { return plan_.launches.size(); }
 
+  /// The plan as this device runs it: each cuBLASLt call whose epilogue
+  /// the device's cuBLASLt has no algorithm for (asked at create, as every
+  /// call's) without it, followed by its fallback kernels
+  /// (apply_epilogue_fallbacks).
   const CudaPlan& plan() const { return plan_; }
-  /// The serialized plan (CudaPlanFormat.h): the disk cache's and an
-  /// exported graph's form; `module_text` is not needed to load it.
+  /// The matmuls (plan indices) that run as epilogue fallbacks.
+  const std::vector<int>& epilogue_fallbacks() const { return epilogue_fallbacks_; }
+  /// The serialized plan (CudaPlanFormat.h), as compiled (epilogues and
+  /// their fallbacks): the disk cache's and an exported graph's form;
+  /// `module_text` is not needed to load it.
   absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;
   /// The device address of the arena (0: none).
   CUdeviceptr arena_pointer() const { return arena_.pointer; }
@@ -80,6 +87,12 @@ class CudaExecutable final : public Executable {
   /// "kernel <name> (<op>)" (or the cuBLASLt or cuDNN step) that writes
   /// value `value`, for errors.
   std::string writer_of(int value) const;
+  /// Asks cuBLASLt's heuristic for every matmul of the plan; each epilogue
+  /// without an algorithm (every one, with CudaBackendOptions::
+  /// no_epilogues) becomes its fallback (counted in
+  /// Metrics::epilogue_fallbacks, printed once with log_fallback). Errors:
+  /// a call without an algorithm and no fallback, naming the op and shape.
+  absl::Status choose_epilogue_fallbacks();
   /// Queues cuBLASLt step `launch` (one call per batch matrix).
   absl::Status run_matmul(const CudaLaunchStep& launch, const RunValues& values);
   /// Queues attention step `launch` (one cuDNN SDPA execution).
@@ -89,8 +102,10 @@ class CudaExecutable final : public Executable {
 
   CudaBackend& backend_;
   CudaPlan plan_;
-  std::vector<std::unique_ptr<CudaKernelModule>> modules_;  // one per kernel
-  std::vector<const CudaKernel*> kernels_;                  // plan_.kernels' order
+  std::unique_ptr<CudaPlan> compiled_plan_;  // plan_ before its epilogue fallbacks (when any)
+  std::vector<int> epilogue_fallbacks_;
+  std::vector<std::unique_ptr<CudaKernelModule>> modules_;  // one per kernel launched
+  std::vector<const CudaKernel*> kernels_;  // plan_.kernels' order; null: not launched
   std::unique_ptr<CublasLtMatmul> matmul_;                  // when the plan has matmuls
   std::vector<std::unique_ptr<CudaAttentionRunner>> attention_;  // plan_.attentions' order
   std::unique_ptr<CudaCollectives> collectives_;            // when the plan has collectives

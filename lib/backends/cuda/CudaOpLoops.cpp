@@ -4,6 +4,7 @@
 // the formulas.
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "lib/backends/cuda/CudaBlockRows.h"
+#include "lib/backends/cuda/CudaCatLoops.h"
 #include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOptimizerLoops.h"
@@ -402,28 +403,6 @@ std::array<int64_t, 3> around(ArrayRef<int64_t> shape, int64_t dim) {
   return {product(shape.take_front(dim)), shape[dim], product(shape.drop_front(dim + 1))};
 }
 
-/// RefShape.cpp's cat: a copy kernel per operand, one lane per element of
-/// it, writing its elements where they sit in the result (operand k's
-/// block (o, r) at output block o, after the operands before it along
-/// dim). DDP's bucket flattening when the gradients cannot be written
-/// into the bucket in place (CudaViews.h).
-void cat_loops(dialect::CatOp op, Nest& nest) {
-  const int64_t dim = static_cast<int64_t>(op.getDim());
-  const auto [outer, total, inner] = around(shape_of(op.getResult()), dim);
-  const unsigned n = op.getInputs().size();
-  Flat y = nest.flat(n);
-  int64_t before = 0;  // elements of the operands before k along dim
-  for (unsigned k = 0; k < n; ++k) {
-    Flat x = nest.flat(k);
-    const int64_t block = shape_of(op.getInputs()[k])[dim] * inner;
-    nest.parallel(outer * block, [&](Value i) {
-      Value at = nest.affine(nest.rem(i, block), 1, nest.index(before * inner));
-      nest.store(nest.load(x, i), y, nest.affine(nest.div(i, block), total * inner, at));
-    });
-    before += shape_of(op.getInputs()[k])[dim];
-  }
-}
-
 /// Index value j of `index` (i32 or i64) as an index, whether it is in
 /// [0, size) (ref checks and fails; a kernel cannot), and the value
 /// clamped to 0 when it is not, so nothing is read or written out of
@@ -627,7 +606,7 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
   } else if (auto scatter = dyn_cast<dialect::SliceScatterOp>(op)) {
     slice_scatter_loops(scatter, nest);
   } else if (auto cat = dyn_cast<dialect::CatOp>(op)) {
-    cat_loops(cat, nest);
+    cat_loops(cat, /*ways=*/{}, nest);
   } else if (auto select = dyn_cast<dialect::IndexSelectOp>(op)) {
     index_select_loops(select, nest);
   } else if (auto add = dyn_cast<dialect::IndexAddOp>(op)) {

@@ -2,8 +2,8 @@
 // directly on memrefs for the cuda compile half (CudaKernelGen.cpp):
 // softmax, log_softmax, layer_norm, rms_norm, nll_loss, dropout (Philox),
 // sum and mean over trailing dims (with block-wide row reductions),
-// arange, reshape, permute, slice, slice_scatter, cat (a copy per
-// operand), index_select (embedding), index_add (its backward), gather,
+// arange, reshape, permute, slice, slice_scatter, cat (CudaCatLoops.h),
+// index_select (embedding), index_add (its backward), gather,
 // scatter_add and the multi-tensor optimizer update (SGD, Adam, AdamW,
 // Adadelta; clip_grad_norm_ included).
 //

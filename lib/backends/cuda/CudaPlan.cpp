@@ -68,6 +68,53 @@ void place_in_own_arena_slots(CudaPlan& plan, std::vector<int> values) {
   }
 }
 
+void apply_epilogue_fallbacks(CudaPlan& plan, const std::vector<int>& matmuls) {
+  std::vector<bool> falls(plan.matmuls.size(), false);
+  for (int m : matmuls) falls.at(m) = true;
+  std::vector<CudaLaunchStep> launches;
+  for (CudaLaunchStep& launch : plan.launches) {
+    if (launch.matmul < 0 || !falls[launch.matmul]) {
+      launches.push_back(std::move(launch));
+      continue;
+    }
+    CudaMatmulInfo& m = plan.matmuls[launch.matmul];
+    launch.args.resize(2);  // A, B: no bias
+    launch.writes.resize(1);  // C: no bias gradient
+    m.shape = m.without_epilogue();
+    launches.push_back(std::move(launch));
+    for (CudaLaunchStep& kernel : m.fallback) launches.push_back(std::move(kernel));
+    m.fallback.clear();
+  }
+  plan.launches = std::move(launches);
+}
+
+namespace {
+
+/// One kernel launch as describe_cuda_plan writes it, `indent` before it.
+void describe_kernel_launch(const CudaPlan& plan, const CudaLaunchStep& launch,
+                            absl::string_view indent, std::string& text) {
+  const CudaKernelInfo& k = plan.kernels[launch.kernel];
+  absl::StrAppend(&text, indent, "launch ", k.name, " (", k.origin, ") grid (",
+                  absl::StrJoin(k.grid, ", "), ") block (", absl::StrJoin(k.block, ", "),
+                  ") args (%", absl::StrJoin(launch.args, ", %"), ") writes (%",
+                  absl::StrJoin(launch.writes, ", %"), ")\n");
+  if (!k.slots.empty()) {
+    // A custom op's kernel: its parameters in order, scalars by value.
+    std::vector<std::string> params;
+    for (const CudaKernelSlot& slot : k.slots)
+      params.push_back(slot.arg >= 0 ? absl::StrCat("%", launch.args[slot.arg])
+                                     : describe_scalar(slot));
+    absl::StrAppend(&text, indent, "  params (", absl::StrJoin(params, ", "), ") dynamic smem ",
+                    k.shared_bytes, " bytes\n");
+  }
+  for (const PtxasKernelReport& r : k.reports)
+    absl::StrAppend(&text, indent, "  ", r.arch, ": ", r.registers, " registers, ",
+                    r.shared_bytes, " bytes smem, ", r.stack_bytes, " bytes stack, spills ",
+                    r.spill_store_bytes, " stores / ", r.spill_load_bytes, " loads\n");
+}
+
+}  // namespace
+
 std::string describe_cuda_plan(const CudaPlan& plan) {
   std::string text = absl::StrCat("cuda plan: ", plan.num_inputs, " inputs, ",
                                   plan.values.size() - plan.num_inputs, " computed values, ",
@@ -95,6 +142,10 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
                         m.c_stride, ")");
       absl::StrAppend(&text, " args (%", absl::StrJoin(launch.args, ", %"), ") writes (%",
                       absl::StrJoin(launch.writes, ", %"), ")\n");
+      // Where cuBLASLt has no algorithm for the epilogue: the call without
+      // it, then these.
+      for (const CudaLaunchStep& fallback : m.fallback)
+        describe_kernel_launch(plan, fallback, "    fallback: ", text);
       continue;
     }
     if (launch.attention >= 0) {
@@ -113,24 +164,7 @@ std::string describe_cuda_plan(const CudaPlan& plan) {
                       absl::StrJoin(launch.writes, ", %"), ")\n");
       continue;
     }
-    const CudaKernelInfo& k = plan.kernels[launch.kernel];
-    absl::StrAppend(&text, "  launch ", k.name, " (", k.origin, ") grid (",
-                    absl::StrJoin(k.grid, ", "), ") block (", absl::StrJoin(k.block, ", "),
-                    ") args (%", absl::StrJoin(launch.args, ", %"), ") writes (%",
-                    absl::StrJoin(launch.writes, ", %"), ")\n");
-    if (!k.slots.empty()) {
-      // A custom op's kernel: its parameters in order, scalars by value.
-      std::vector<std::string> params;
-      for (const CudaKernelSlot& slot : k.slots)
-        params.push_back(slot.arg >= 0 ? absl::StrCat("%", launch.args[slot.arg])
-                                       : describe_scalar(slot));
-      absl::StrAppend(&text, "    params (", absl::StrJoin(params, ", "), ") dynamic smem ",
-                      k.shared_bytes, " bytes\n");
-    }
-    for (const PtxasKernelReport& r : k.reports)
-      absl::StrAppend(&text, "    ", r.arch, ": ", r.registers, " registers, ", r.shared_bytes,
-                      " bytes smem, ", r.stack_bytes, " bytes stack, spills ",
-                      r.spill_store_bytes, " stores / ", r.spill_load_bytes, " loads\n");
+    describe_kernel_launch(plan, launch, "  ", text);
   }
   absl::StrAppend(&text, "  outputs (%", absl::StrJoin(plan.outputs, ", %"), ")\n");
   return text;

@@ -60,6 +60,24 @@ struct CudaKernelInfo {
   friend bool operator==(const CudaKernelInfo&, const CudaKernelInfo&) = default;
 };
 
+/// One step of the plan. A kernel launch (matmul < 0, attention < 0,
+/// collective < 0):
+/// kernel `kernel` with one device pointer per argument, the buffers of
+/// values `args` in parameter order. A cuBLASLt call (matmul >= 0):
+/// plan.matmuls[matmul] with its values (CudaMatmulInfo). A cuDNN SDPA
+/// execution (attention >= 0): plan.attentions[attention] with its values
+/// by role (CudaAttentionInfo). A collective (collective >= 0):
+/// plan.collectives[collective]. Each writes values `writes`.
+struct CudaLaunchStep {
+  int kernel = 0;
+  int matmul = -1;
+  int attention = -1;
+  int collective = -1;
+  std::vector<int> args;
+  std::vector<int> writes;
+  friend bool operator==(const CudaLaunchStep&, const CudaLaunchStep&) = default;
+};
+
 /// One cuBLASLt matmul step: `batch` matmuls of `shape` in one strided
 /// batched call; matmul i reads A at its value's buffer + i * a_stride
 /// elements (B, C likewise; a stride of 0 shares the operand across the
@@ -71,9 +89,32 @@ struct CudaMatmulInfo {
   MatmulShape shape;
   int64_t batch = 1;
   int64_t a_stride = 0, b_stride = 0, c_stride = 0;
+  /// What runs where the device's cuBLASLt has no algorithm for the
+  /// call's epilogue (CudaExecutable asks when it loads the plan): the call
+  /// without it (without_epilogue(): reading A and B, writing C), then
+  /// these kernel launches, which do the epilogue's work: the bias add and
+  /// activation over C in place (the absorbed ops' kernels), or the bias
+  /// gradient (the column sum's kernels over the summed operand). Their
+  /// kernels carry PTX only (no cubins: the driver JITs them where a device
+  /// takes the fallback). Empty for a call without an epilogue, and in
+  /// plans of format 7 and older.
+  std::vector<CudaLaunchStep> fallback;
   MatmulBatch batch_info() const { return {batch, a_stride, b_stride, c_stride}; }
   size_t num_args() const { return shape.bias ? 3 : 2; }
   size_t num_writes() const { return shape.bias_grad != MatmulBiasGrad::none ? 2 : 1; }
+  /// A bias, an activation or a bias gradient.
+  bool has_epilogue() const {
+    return shape.bias || shape.epilogue != MatmulEpilogue::none ||
+           shape.bias_grad != MatmulBiasGrad::none;
+  }
+  /// The shape without bias, activation and bias gradient.
+  MatmulShape without_epilogue() const {
+    MatmulShape plain = shape;
+    plain.bias = false;
+    plain.epilogue = MatmulEpilogue::none;
+    plain.bias_grad = MatmulBiasGrad::none;
+    return plain;
+  }
   friend bool operator==(const CudaMatmulInfo&, const CudaMatmulInfo&) = default;
 };
 
@@ -105,23 +146,6 @@ struct CudaAttentionInfo {
 std::vector<std::string> attention_arg_roles(const CudaAttentionInfo& info);
 std::vector<std::string> attention_write_roles(const CudaAttentionInfo& info);
 
-/// One step of the plan. A kernel launch (matmul < 0, attention < 0,
-/// collective < 0):
-/// kernel `kernel` with one device pointer per argument, the buffers of
-/// values `args` in parameter order. A cuBLASLt call (matmul >= 0):
-/// plan.matmuls[matmul] with its values (CudaMatmulInfo). A cuDNN SDPA
-/// execution (attention >= 0): plan.attentions[attention] with its values
-/// by role (CudaAttentionInfo). A collective (collective >= 0):
-/// plan.collectives[collective]. Each writes values `writes`.
-struct CudaLaunchStep {
-  int kernel = 0;
-  int matmul = -1;
-  int attention = -1;
-  int collective = -1;
-  std::vector<int> args;
-  std::vector<int> writes;
-  friend bool operator==(const CudaLaunchStep&, const CudaLaunchStep&) = default;
-};
 
 /// A value that is another value's bytes, so no launch copies it: a
 /// reshape, a permute that moves only size-1 dims, a contiguous slice (at
@@ -185,6 +209,12 @@ struct CudaPlan {
 /// stats, a bias gradient a matmul writes). A plan without an arena
 /// (arena_offsets empty) is left as it is.
 void place_in_own_arena_slots(CudaPlan& plan, std::vector<int> values);
+
+/// `plan` as it runs where cuBLASLt has no algorithm for the epilogues of
+/// `matmuls` (indices into plan.matmuls, each with a fallback): each of
+/// those calls without its epilogue (its bias operand and bias-gradient
+/// write dropped), followed by its fallback launches.
+void apply_epilogue_fallbacks(CudaPlan& plan, const std::vector<int>& matmuls);
 
 /// The plan as text: the arena and each value's offset in it, each launch
 /// with its grid, block, arguments and ptxas's registers, shared memory and

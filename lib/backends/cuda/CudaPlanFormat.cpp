@@ -217,6 +217,15 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
   for (const CudaLaunchStep& launch : plan.launches) w.i64(launch.collective);
   // Version 7: each matmul's bias gradient.
   for (const CudaMatmulInfo& m : plan.matmuls) w.u8(static_cast<uint8_t>(m.shape.bias_grad));
+  // Version 8: each matmul's epilogue fallback launches.
+  for (const CudaMatmulInfo& m : plan.matmuls) {
+    w.u32(static_cast<uint32_t>(m.fallback.size()));
+    for (const CudaLaunchStep& launch : m.fallback) {
+      w.i64(launch.kernel);
+      write_ints(w, launch.args);
+      write_ints(w, launch.writes);
+    }
+  }
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
@@ -224,7 +233,7 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // Version 1 is version 2 without the attention steps, 2 is 3 without the
   // kernels' parameter slots, 3 is 4 without the error word, 4 is 5 without
   // the aliases, 5 is 6 without the collective steps, 6 is 7 without the
-  // matmuls' bias gradients.
+  // matmuls' bias gradients, 7 is 8 without their epilogue fallbacks.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -317,6 +326,15 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
     for (CudaMatmulInfo& m : plan.matmuls)
       m.shape.bias_grad = static_cast<MatmulBiasGrad>(
           read_small(r, "a matmul's bias gradient", static_cast<uint8_t>(MatmulBiasGrad::rhs)));
+  if (version >= 8)
+    for (CudaMatmulInfo& m : plan.matmuls) {
+      m.fallback.resize(r.count("a matmul's fallback launch count", 8 + 2 * 4));
+      for (CudaLaunchStep& launch : m.fallback) {
+        launch.kernel = read_int(r, "a fallback launch's kernel");
+        launch.args = read_ints(r, "a fallback launch's argument");
+        launch.writes = read_ints(r, "a fallback launch's result");
+      }
+    }
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

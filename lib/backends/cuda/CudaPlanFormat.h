@@ -12,9 +12,11 @@
 // the aliases (value, root, byte offset), version 6 the collective steps
 // (CudaPlan::collectives: origin, op, reduce_op, root, dim, world_size) and
 // each launch's collective index, version 7 each matmul's bias gradient
-// (MatmulShape::bias_grad, a u8).
+// (MatmulShape::bias_grad, a u8), version 8 each matmul's epilogue
+// fallback (CudaMatmulInfo::fallback: its kernel launches).
 // Versions 1 (no attention steps), 2 (no slots), 3 (no error word), 4 (no
-// aliases), 5 (no collectives) and 6 (no bias gradients) are still read.
+// aliases), 5 (no collectives), 6 (no bias gradients) and 7 (no epilogue
+// fallbacks) are still read.
 // Library-internal.
 #pragma once
 
@@ -29,7 +31,7 @@ namespace mstep::cuda {
 
 /// Bump on any change of the layout above (and keep reading the old one
 /// where it is a subset, as each version is of the next).
-inline constexpr uint32_t kCudaPlanFormatVersion = 7;
+inline constexpr uint32_t kCudaPlanFormatVersion = 8;
 /// The oldest version deserialize_cuda_plan reads.
 inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 

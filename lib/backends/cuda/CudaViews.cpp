@@ -111,7 +111,7 @@ std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
     mlir::Value bias_arg = bias_of(add, body.getArgument(at));
     if (!bias_arg || bias_arg != body.getArgument(1 - at)) return std::nullopt;
     CudaMatmulEpilogue epilogue{fusion->getOperand(1 - at), MatmulEpilogue::none,
-                                fusion->getResult(0)};
+                                fusion->getResult(0), {}};
     mlir::Value last = add->getResult(0);
     if (it != ops.end()) {
       std::optional<MatmulEpilogue> activation = activation_of(&*it);
@@ -129,7 +129,7 @@ std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
   mlir::Value bias = bias_of(user, product);
   if (!bias) return std::nullopt;
   absorbed.push_back(user);
-  CudaMatmulEpilogue epilogue{bias, MatmulEpilogue::none, user->getResult(0)};
+  CudaMatmulEpilogue epilogue{bias, MatmulEpilogue::none, user->getResult(0), {}};
   mlir::Value sum = user->getResult(0);
   if (sum.hasOneUse() && !returned.contains(sum))
     if (mlir::Operation* next = *sum.getUsers().begin())
@@ -159,6 +159,22 @@ bool sums_all_but_last(dialect::SumOp sum) {
   for (int64_t d = 0; d + 1 < rank; ++d)
     if (sorted[d] != d) return false;
   return true;
+}
+
+/// The constant a mstep.full of a mstep.constant fills `value` with (DDP's
+/// zero padding in a bucket), also as the result of a fusion that yields
+/// it (the fusion pass outlines a lone full, with its constant cloned in),
+/// or nullopt.
+std::optional<double> constant_fill(mlir::Value value) {
+  if (auto fusion = value.getDefiningOp<dialect::FusionOp>()) {
+    mlir::Operation* yield = fusion.getBody().front().getTerminator();
+    value = yield->getOperand(llvm::cast<mlir::OpResult>(value).getResultNumber());
+  }
+  auto full = value.getDefiningOp<dialect::FullOp>();
+  if (!full) return std::nullopt;
+  auto constant = full.getValue().getDefiningOp<dialect::ConstantOp>();
+  if (!constant) return std::nullopt;
+  return constant.getValue().convertToDouble();
 }
 
 }  // namespace
@@ -200,7 +216,7 @@ void CudaViews::find_bias_grads(mlir::Block& body) {
                (op.isBeforeInBlock(sum) || read_only_after(sum.getResult(), &op));
       });
       if (it == sums.end()) continue;
-      bias_grads_[&op] = {*it, operand};
+      bias_grads_[&op] = {*it, operand, value};
       silent_.insert(*it);
       *it = nullptr; // one matmul writes it
       break;
@@ -250,6 +266,7 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
         find_epilogue(matmul.getResult(), returned, absorbed, inner);
     if (!epilogue) continue;
     for (mlir::Operation* absorbed_op : absorbed) silent_.insert(absorbed_op);
+    epilogue->ops.assign(absorbed.begin(), absorbed.end());
     views_[matmul.getResult()] = {epilogue->result, 0};
     for (mlir::Value value : inner) views_[value] = {epilogue->result, 0};
     epilogues_[&op] = *epilogue;
@@ -320,53 +337,81 @@ CudaViews::CudaViews(mlir::func::FuncOp step) {
   //    reshape of the sum stays the buffer the matmul writes into).
   find_bias_grads(body);
 
-  // 5. A cat along its outermost non-unit dim (DDP's bucket of flattened
-  //    gradients): each operand's op writes straight into the result at
-  //    the operand's offset, and the cat launches nothing, when every
-  //    operand is (through views at offset 0) the whole of a value with
-  //    bytes of its own, used by no other cat, at an aligned offset.
+  // 5. Cats (DDP's bucket of flattened gradients), operand by operand:
+  //    written in place by its op, filled by the cat, or copied.
+  llvm::DenseMap<mlir::Operation*, bool> fills_only_for_cats;  // full -> every use a cat fill
   for (mlir::Operation& op : body) {
     auto cat = llvm::dyn_cast<dialect::CatOp>(op);
     if (!cat) continue;
     llvm::SmallVector<std::pair<mlir::Value, int64_t>> placed;
-    if (!cat_in_place(cat, returned, written_into_output, placed)) continue;
+    llvm::SmallVector<CatOperandWay> ways = cat_operand_ways(cat, returned, written_into_output, placed);
     for (auto [root, offset] : placed) views_[root] = {cat.getResult(), offset};
-    silent_.insert(&op);
+    if (placed.size() == ways.size()) {
+      silent_.insert(&op);
+      continue;
+    }
+    for (auto [k, way] : llvm::enumerate(ways))
+      if (way.kind == CatOperandWay::Kind::fill)
+        fills_only_for_cats.try_emplace(cat.getInputs()[k].getDefiningOp(), true);
+    cat_ways_[&op] = std::move(ways);
+  }
+  // A fill (or a fusion of fills) that only cats read, each writing the
+  // constant itself, is never read: it launches nothing.
+  for (auto& [fill, only_cats] : fills_only_for_cats) {
+    for (mlir::Value result : fill->getResults()) {
+      only_cats = only_cats && !returned.contains(result);
+      for (mlir::OpOperand& use : result.getUses()) {
+        auto ways = cat_ways_.find(use.getOwner());
+        only_cats = only_cats && ways != cat_ways_.end() &&
+                    ways->second[use.getOperandNumber()].kind == CatOperandWay::Kind::fill;
+      }
+    }
+    if (only_cats) silent_.insert(fill);
   }
 }
 
-bool CudaViews::cat_in_place(dialect::CatOp cat, const llvm::DenseSet<mlir::Value>& returned,
-                             const llvm::DenseSet<mlir::Value>& written_into_output,
-                             llvm::SmallVectorImpl<std::pair<mlir::Value, int64_t>>& placed) const {
+llvm::SmallVector<CatOperandWay> CudaViews::cat_operand_ways(
+    dialect::CatOp cat, const llvm::DenseSet<mlir::Value>& returned,
+    const llvm::DenseSet<mlir::Value>& written_into_output,
+    llvm::SmallVectorImpl<std::pair<mlir::Value, int64_t>>& placed) const {
+  llvm::SmallVector<CatOperandWay> ways(cat.getInputs().size());
   llvm::ArrayRef<int64_t> shape = shape_of(cat.getResult());
   const int64_t dim = static_cast<int64_t>(cat.getDim());
-  for (int64_t d = 0; d < dim; ++d)
-    if (shape[d] != 1) return false;  // an operand's elements are not one run of the result's
+  bool one_run = true;  // each operand's elements one run of the result's
+  for (int64_t d = 0; d < dim; ++d) one_run = one_run && shape[d] == 1;
   llvm::DenseSet<mlir::Value> roots;
   int64_t offset = 0;
-  for (mlir::Value operand : cat.getInputs()) {
+  for (auto [k, operand] : llvm::enumerate(cat.getInputs())) {
     const int64_t bytes = element_bytes(operand) *
                           llvm::cast<mlir::ShapedType>(operand.getType()).getNumElements();
+    const int64_t at = offset;
+    offset += bytes;
+    if (std::optional<double> value = constant_fill(operand)) {
+      ways[k] = {CatOperandWay::Kind::fill, *value};
+      continue;
+    }
+    if (!one_run || at % kCudaArenaAlignment != 0) continue;  // copied
     // The value whose bytes the operand is (reshapes are views at offset 0).
     mlir::Value root = operand;
-    for (auto it = views_.find(root); it != views_.end(); it = views_.find(root)) {
-      if (it->second.offset != 0) return false;
+    bool whole = true;
+    for (auto it = views_.find(root); it != views_.end() && whole; it = views_.find(root)) {
+      whole = it->second.offset == 0;
       root = it->second.value;
     }
     // (A root whose op is silent is written by another op: a matmul's
     // transposed product or epilogue, which then writes into the cat.)
     mlir::Operation* producer = root.getDefiningOp();
-    if (producer == nullptr || returned.contains(root) || written_into_output.contains(root) ||
-        !roots.insert(root).second ||
+    if (!whole || producer == nullptr || returned.contains(root) ||
+        written_into_output.contains(root) || roots.contains(root) ||
         llvm::isa<dialect::CustomOp, dialect::SdpaOp, dialect::SdpaBackwardOp>(producer) ||
         element_bytes(root) * llvm::cast<mlir::ShapedType>(root.getType()).getNumElements() !=
-            bytes ||
-        offset % kCudaArenaAlignment != 0)
-      return false;
-    placed.push_back({root, offset});
-    offset += bytes;
+            bytes)
+      continue;  // copied
+    roots.insert(root);
+    ways[k].kind = CatOperandWay::Kind::in_place;
+    placed.push_back({root, at});
   }
-  return true;
+  return ways;
 }
 
 }  // namespace mstep::cuda

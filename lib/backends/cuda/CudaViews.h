@@ -28,12 +28,15 @@
 //     2-D one) writes the sum too (the BGRADA / BGRADB epilogues), and the
 //     sum launches nothing. A sum before the matmul qualifies only when
 //     nothing that launches reads it before the matmul;
-//   - a cat whose operands can each be the whole of a value with bytes of
-//     its own, every one at an offset that is a multiple of
-//     kCudaArenaAlignment (DDP's bucket of flattened gradients): each
-//     operand's op writes straight into the cat's result at the operand's
-//     offset, and the cat launches nothing (otherwise it is a copy kernel
-//     per operand, CudaOpLoops.h).
+//   - per operand of a cat (DDP's bucket of flattened gradients, each at a
+//     multiple of 256 bytes with zeros in the gaps): an operand that is
+//     the whole of a value with bytes of its own, at an offset that is a
+//     multiple of kCudaArenaAlignment, is written there by its op (an
+//     alias into the cat's result); an operand that is a mstep.full of a
+//     constant is written by the cat itself (one launch for all such
+//     operands), and that full launches nothing when only cats read it;
+//     any other operand is copied by a kernel of its own (CudaCatLoops.h).
+//     A cat whose operands are all written in place launches nothing.
 // A returned value is never a view (each run hands outputs buffers of
 // their own). Library-internal; MLIR.
 #pragma once
@@ -43,6 +46,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "lib/backends/cuda/CublasLt.h"
+#include "lib/backends/cuda/CudaCatLoops.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mstep/ir/dialect/MstepOps.h"
 #include "mstep/passes/MemoryPlan.h"
@@ -54,6 +58,9 @@ struct CudaMatmulEpilogue {
   mlir::Value bias;                ///< [n], the product's dtype
   MatmulEpilogue activation = MatmulEpilogue::none;
   mlir::Value result;              ///< what the call writes (the last op's result)
+  /// The ops the call absorbs, in order (a fusion; or the add, then the
+  /// activation): the kernels of its fallback (CudaMatmulInfo::fallback).
+  llvm::SmallVector<mlir::Operation*, 2> ops;
 };
 
 /// A bias gradient a matmul's cuBLASLt call writes beside its product: the
@@ -62,6 +69,9 @@ struct CudaMatmulEpilogue {
 struct CudaMatmulBiasGrad {
   mlir::Operation* sum = nullptr;
   unsigned operand = 1;
+  /// The [k, cols] matrix summed: the operand, or the operand of the
+  /// permute it reads transposed (the sum's input has its bytes).
+  mlir::Value matrix;
 };
 
 class CudaViews {
@@ -95,14 +105,25 @@ class CudaViews {
   /// a value a matmul writes.
   bool launches_nothing(mlir::Operation* op) const { return silent_.contains(op); }
 
+  /// How cat `op`'s kernels treat each operand, for a cat that launches
+  /// kernels; null for any other op.
+  const llvm::SmallVector<CatOperandWay>* cat_ways(mlir::Operation* cat) const {
+    auto it = cat_ways_.find(cat);
+    return it == cat_ways_.end() ? nullptr : &it->second;
+  }
+
   size_t num_views() const { return views_.size(); }
 
  private:
-  /// Whether `cat`'s operands can be written into its result (step 4 of
-  /// the constructor); `placed` gets each operand's root and byte offset.
-  bool cat_in_place(dialect::CatOp cat, const llvm::DenseSet<mlir::Value>& returned,
-                    const llvm::DenseSet<mlir::Value>& written_into_output,
-                    llvm::SmallVectorImpl<std::pair<mlir::Value, int64_t>>& placed) const;
+  /// Step 5 of the constructor for one cat: each operand's way into the
+  /// result; `placed` gets the root and byte offset of each operand written
+  /// in place.
+  llvm::SmallVector<CatOperandWay> cat_operand_ways(
+      dialect::CatOp cat, const llvm::DenseSet<mlir::Value>& returned,
+      const llvm::DenseSet<mlir::Value>& written_into_output,
+      llvm::SmallVectorImpl<std::pair<mlir::Value, int64_t>>& placed) const;
+
+  llvm::DenseMap<mlir::Operation*, llvm::SmallVector<CatOperandWay>> cat_ways_;
 
   llvm::DenseMap<mlir::Value, passes::ViewOf> views_;
   llvm::DenseSet<mlir::Value> transposed_reads_;

@@ -1,5 +1,7 @@
 // f32 conv2d and its two gradients (NCHW, stride, padding, dilation,
-// groups) as loops (XlaOpLoops.h), with the ref kernels' sums
+// groups) as direct loops (XlaOpLoops.h), for a conv whose im2col + gemm
+// path (XlaConvGemm.cpp, faster on every shape measured) would need more
+// than its cap of scratch per sample (conv_gemm_plan), with the ref kernels' sums
 // (lib/backends/ref/RefLinalg.cpp, RefLinalgGrad.cpp), each output
 // accumulated in f64 and rounded once:
 // - conv2d: out[n, o, oh, ow] = bias[o] + sum over the group's channels
@@ -17,6 +19,7 @@
 // two rows write the same element, so the split over threads changes no
 // result.
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaConvShape.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -24,59 +27,7 @@ namespace mstep::xla {
 
 namespace {
 
-struct Conv {
-  int64_t batch, channels, height, width;            // the input
-  int64_t out_channels, group_channels, kh, kw;      // the weight
-  int64_t out_h, out_w, groups;
-  IntList stride, pad, dilation;
-};
-
-std::optional<Conv> conv_of(const TraceGraph& graph, const GraphNode& n) {
-  const TensorType* input = nullptr;
-  const TensorType* weight = nullptr;
-  const TensorType* output = nullptr;
-  switch (n.op) {
-  case OpKind::conv2d:
-    input = &graph.type_of(n.operands[0]);
-    weight = &graph.type_of(n.operands[1]);
-    output = &n.results[0];
-    break;
-  case OpKind::conv2d_input_grad:
-    output = &graph.type_of(n.operands[0]);
-    weight = &graph.type_of(n.operands[1]);
-    input = &n.results[0];
-    break;
-  default: // conv2d_weight_grad
-    input = &graph.type_of(n.operands[0]);
-    output = &graph.type_of(n.operands[1]);
-    weight = &n.results[0];
-    break;
-  }
-  for (const TensorType* t : {input, weight, output})
-    if (t->dtype != DType::f32 || t->shape.rank() != 4 || t->numel() == 0) return std::nullopt;
-  for (ValueRef v : n.operands)
-    if (graph.type_of(v).dtype != DType::f32) return std::nullopt;
-  Conv c;
-  c.batch = input->shape[0];
-  c.channels = input->shape[1];
-  c.height = input->shape[2];
-  c.width = input->shape[3];
-  c.out_channels = weight->shape[0];
-  c.group_channels = weight->shape[1];
-  c.kh = weight->shape[2];
-  c.kw = weight->shape[3];
-  c.out_h = output->shape[2];
-  c.out_w = output->shape[3];
-  c.groups = attr_int(n.attrs, AttrName::groups);
-  c.stride = attr_ints(n.attrs, AttrName::stride);
-  c.pad = attr_ints(n.attrs, AttrName::padding);
-  c.dilation = attr_ints(n.attrs, AttrName::dilation);
-  if (c.stride.size() != 2 || c.pad.size() != 2 || c.dilation.size() != 2 || c.groups <= 0 ||
-      c.out_channels % c.groups != 0 || c.group_channels * c.groups != c.channels ||
-      output->shape[1] != c.out_channels || output->shape[0] != c.batch)
-    return std::nullopt;
-  return c;
-}
+using Conv = ConvShape;
 
 /// `at(o, k)` = o * stride - pad + k * dilation along dim `d` and
 /// whether it is inside [0, size).
@@ -112,11 +63,15 @@ void add_product(LoopBuilder& lb, llvm::AllocaInst* acc, llvm::Value* valid, llv
   lb.set(acc, b.CreateSelect(valid, sum, lb.get(acc)));
 }
 
-/// The window positions [lo, hi) whose tap k lands inside the input along
-/// dim `d` (o * stride - pad + k * dilation in [0, size)); hi <= lo when
-/// none does.
-std::pair<llvm::Value*, llvm::Value*> tap_range(LoopBuilder& lb, const Conv& c, int d,
-                                                llvm::Value* k) {
+/// Planes of f64 sums up to this many elements live on the stack of a row
+/// function (128 KiB per thread); larger ones take the per-element loops.
+constexpr int64_t kMaxPlane = 16384;
+
+} // namespace
+
+// XlaOpLoops.h.
+std::pair<llvm::Value*, llvm::Value*> conv_tap_range(LoopBuilder& lb, const ConvShape& c, int d,
+                                                     llvm::Value* k) {
   auto& b = lb.b();
   const int64_t size = d == 0 ? c.height : c.width, windows = d == 0 ? c.out_h : c.out_w;
   const int64_t stride = c.stride[d];
@@ -133,12 +88,6 @@ std::pair<llvm::Value*, llvm::Value*> tap_range(LoopBuilder& lb, const Conv& c, 
   return {lo, hi};
 }
 
-/// Planes of f64 sums up to this many elements live on the stack of a row
-/// function (128 KiB per thread); larger ones take the per-element loops.
-constexpr int64_t kMaxPlane = 16384;
-
-} // namespace
-
 std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& graph,
                                      uint32_t node) {
   const GraphNode& n = graph.nodes[node];
@@ -146,8 +95,7 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
   if (op != OpKind::conv2d && op != OpKind::conv2d_input_grad && op != OpKind::conv2d_weight_grad)
     return std::nullopt;
   const bool bias = op == OpKind::conv2d && attr_int(n.attrs, AttrName::has_bias) != 0;
-  if (n.operands.size() != (bias ? 3u : 2u) || n.results.size() != 1) return std::nullopt;
-  const std::optional<Conv> conv = conv_of(graph, n);
+  const std::optional<Conv> conv = conv_shape(graph, n);
   if (!conv) return std::nullopt;
   const Conv& c = *conv;
   const int64_t outs_per_group = c.out_channels / c.groups;
@@ -180,9 +128,9 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
   // ih, iw) with w that tap's weight, the columns a vector loop.
   auto for_taps = [&](llvm::Value* o, llvm::Value* gc, auto accumulate) {
     lb.loop(c.kh, [&](llvm::Value* kh) {
-      auto [oh_lo, oh_hi] = tap_range(lb, c, 0, kh);
+      auto [oh_lo, oh_hi] = conv_tap_range(lb, c, 0, kh);
       lb.loop(c.kw, [&](llvm::Value* kw) {
-        auto [ow_lo, ow_hi] = tap_range(lb, c, 1, kw);
+        auto [ow_lo, ow_hi] = conv_tap_range(lb, c, 1, kw);
         llvm::Value* wv = lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
         lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
           llvm::Value* ih = tap(lb, c, 0, oh, kh).first;

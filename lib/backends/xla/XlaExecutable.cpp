@@ -39,11 +39,11 @@ void gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a, c
 }
 
 /// As the cpu backend's fusion kernel splits a nest (FusionJit.cpp). With
-/// one thread, or one unit of work, the nest runs here: an OpenMP region
-/// of one thread still costs a futex wake per call.
+/// one unit of work the nest runs here: an OpenMP region of one thread
+/// still costs a futex wake per call.
 void parallel_nest(cpu::FusionEntry nest, const void* const* operands, void* const* results,
                    int64_t outer, int64_t grain) {
-  if (outer <= grain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+  if (outer <= grain) {
     nest(operands, results, 0, outer);
     return;
   }
@@ -58,7 +58,19 @@ void parallel_nest(cpu::FusionEntry nest, const void* const* operands, void* con
   }
 }
 
+/// parallel_nest for a run on one thread, or inside a parallel region:
+/// every nest on the calling thread. run() picks it once per run rather
+/// than asking OpenMP at each nest.
+void serial_nest(cpu::FusionEntry nest, const void* const* operands, void* const* results,
+                 int64_t outer, int64_t /*grain*/) {
+  nest(operands, results, 0, outer);
+}
+
 } // namespace
+
+bool XlaExecutable::last_run_split_nests() const {
+  return calls_.parallel_nest == parallel_nest;
+}
 
 absl::StatusOr<std::unique_ptr<XlaExecutable>>
 XlaExecutable::create(XlaProgram program, const std::string& disabled_families) {
@@ -84,7 +96,7 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
       exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
     exe->callouts_.push_back(std::move(selected.kernel));
   }
-  exe->calls_ = {gemm_f32, parallel_nest, run_callout, exe.get(), gemm_bf16};
+  exe->calls_ = {gemm_f32, serial_nest, run_callout, exe.get(), gemm_bf16};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
   exe->arena_ = {
@@ -155,6 +167,10 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
     output_ptrs_[out.output] = static_cast<host::HostBuffer&>(*buf).bytes();
     output_buffers_[out.output] = std::move(buf);
   }
+  // The thread count and nesting hold for the whole call (every nest and
+  // callout returns before the next starts).
+  calls_.parallel_nest =
+      omp_get_max_threads() == 1 || omp_in_parallel() ? serial_nest : parallel_nest;
   const int32_t status = step_(input_ptrs_.data(), output_ptrs_.data(), arena_.get(), &calls_);
   // A loop of the function that found bad data names it (the buffers
   // still hold what the step read).

@@ -42,6 +42,10 @@ public:
   /// The ops the function calls out for, in callout order ("sum", ...).
   std::vector<std::string> callout_names() const;
   size_t num_callouts() const { return program_.callouts.size(); }
+  /// Whether the last run split the step's large loop nests over the
+  /// OpenMP threads: it ran on more than one thread, outside any parallel
+  /// region (decided once per run).
+  bool last_run_split_nests() const;
 
 private:
   explicit XlaExecutable(XlaProgram program) : program_(std::move(program)) {}

@@ -38,7 +38,7 @@ std::optional<OpLoop> emit_op_loop(llvm::Module& module, const TraceGraph& graph
   for (Family family : {emit_reduction_loop, emit_softmax_loop, emit_loss_loop, emit_random_loop,
                         emit_copy_loop, emit_optimizer_loop, emit_index_loop, emit_norm_loop,
                         emit_attention_loop, emit_gather_loop, emit_fill_loop,
-                        emit_pool_loop, emit_conv_loop, emit_matmul_loop})
+                        emit_pool_loop, emit_conv_gemm, emit_conv_loop, emit_matmul_loop})
     if (std::optional<OpLoop> loop = family(module, graph, node)) return loop;
   return std::nullopt;
 }

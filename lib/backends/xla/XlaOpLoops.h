@@ -26,6 +26,7 @@ class Value;
 namespace mstep::xla {
 
 class LoopBuilder;
+struct ConvShape;
 
 struct OpLoop {
   llvm::Function* function = nullptr;
@@ -49,7 +50,15 @@ struct OpLoop {
   /// With a row function: a plain function (cannot fail) the step calls
   /// once after all rows, or null.
   llvm::Function* after_rows = nullptr;
+  /// A plain function (cannot fail) whose operand array has, after the
+  /// node's operands: the arena's conv scratch (XlaLayout::scratch_offset)
+  /// and the runtime's gemm_f32 and parallel_nest (XlaRuntimeCalls), which
+  /// it calls itself (the im2col + gemm convs, XlaConvGemm.cpp).
+  bool calls_runtime = false;
 };
+
+/// The pointers a calls_runtime function reads after the node's operands.
+inline constexpr size_t kRuntimeOperands = 3;
 
 /// Emits the functions of one step. Nodes that compute the same thing (the
 /// same op, attributes and operand and result types: a layer repeated)
@@ -84,6 +93,7 @@ std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& g
                                        uint32_t node);
 std::optional<OpLoop> emit_fill_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
+std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& graph, uint32_t node);
 std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& graph,
                                        uint32_t node);
@@ -102,5 +112,12 @@ llvm::Function* emit_index_check(llvm::Module& module, const std::string& name,
 /// draws too).
 std::pair<llvm::Value*, llvm::Value*> philox(LoopBuilder& lb, llvm::Value* seed,
                                              llvm::Value* counter);
+
+/// The window positions [lo, hi) whose tap k lands inside the input along
+/// dim `d` of a conv (o * stride - pad + k * dilation in [0, size)); hi <=
+/// lo when none does; lo may exceed the windows (XlaConvLoops.cpp; the
+/// im2col loops too).
+std::pair<llvm::Value*, llvm::Value*> conv_tap_range(LoopBuilder& lb, const ConvShape& c, int d,
+                                                     llvm::Value* k);
 
 } // namespace mstep::xla

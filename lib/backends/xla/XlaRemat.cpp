@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <vector>
 
+#include "lib/backends/xla/XlaConvShape.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/Pass.h"
+#include "mstep/ir/MlirImport.h"
 #include "mstep/ir/dialect/MstepOps.h"
 #include "mstep/passes/MemoryPlan.h"
 #include "mstep/runtime/Options.h"
@@ -74,7 +76,16 @@ public:
     }
     mlir::FailureOr<passes::MemoryPlan> plan = passes::plan_memory(func);
     if (mlir::failed(plan)) return signalPassFailure();
-    const int64_t unlimited = plan->arena_bytes;
+    // The arena also holds the convolutions' scratch, which recomputing
+    // values does not change (lay_out_step).
+    absl::StatusOr<TraceGraph> graph = export_trace_graph(func);
+    if (!graph.ok()) {
+      func.emitError() << std::string(graph.status().message());
+      return signalPassFailure();
+    }
+    const int64_t scratch = conv_scratch_bytes(*graph);
+    auto with_scratch = [&](int64_t planned) { return arena_with_conv_scratch(planned, scratch); };
+    const int64_t unlimited = with_scratch(plan->arena_bytes);
     func->setAttr("mstep.arena_size_unlimited",
                   mlir::Builder(func.getContext()).getI64IntegerAttr(unlimited));
 
@@ -96,7 +107,7 @@ public:
       ++recomputed;
       plan = passes::plan_memory(func);
       if (mlir::failed(plan)) return signalPassFailure();
-      arena = plan->arena_bytes;
+      arena = with_scratch(plan->arena_bytes);
       smallest = std::min(smallest, arena);
     }
     std::fprintf(stderr,

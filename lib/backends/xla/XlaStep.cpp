@@ -2,6 +2,7 @@
 #include "lib/backends/xla/XlaStep.h"
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaConvShape.h"
 
 namespace mstep::xla {
 
@@ -13,6 +14,9 @@ absl::StatusOr<XlaLayout> lay_out_step(const TraceGraph& graph, const cpu::Arena
                                             graph.nodes.size() - num_args));
   XlaLayout layout;
   layout.arena_bytes = plan.arena_bytes;
+  const int64_t scratch = conv_scratch_bytes(graph);
+  layout.scratch_offset = conv_scratch_offset(plan.arena_bytes);
+  layout.arena_bytes = arena_with_conv_scratch(plan.arena_bytes, scratch);
   layout.value_base.resize(graph.nodes.size());
   uint32_t count = 0;
   for (uint32_t i = 0; i < graph.nodes.size(); ++i) {

@@ -81,7 +81,11 @@ struct XlaLayout {
     int32_t donated_arg = -1;
   };
   std::vector<Output> outputs;
+  /// The temp arena: the plan's values, then (at scratch_offset, 64-byte
+  /// aligned) the scratch the conv nodes' im2col + gemm path shares
+  /// (conv_scratch_bytes, XlaConvShape.h; 0 without one).
   int64_t arena_bytes = 0;
+  int64_t scratch_offset = 0;
 
   uint32_t value_of(ValueRef v) const { return value_base[v.node] + v.index; }
 };

@@ -49,7 +49,8 @@ public:
       most_operands = std::max(most_operands, n.operands.size());
       most_results = std::max(most_results, n.results.size());
     }
-    operands_ = b_.CreateAlloca(llvm::ArrayType::get(ptr_, most_operands));
+    // (+ the runtime pointers a calls_runtime loop reads after them)
+    operands_ = b_.CreateAlloca(llvm::ArrayType::get(ptr_, most_operands + kRuntimeOperands));
     results_ = b_.CreateAlloca(llvm::ArrayType::get(ptr_, most_results));
     for (unsigned f = kGemm; f < kNumCallsFields; ++f)
       calls_[f] = load_pointer(function_->getArg(3), f);
@@ -294,6 +295,14 @@ private:
   /// from the step when it does.
   void emit_loop(uint32_t node, const OpLoop& loop) {
     store_pointers(node);
+    if (loop.calls_runtime) {
+      const size_t after = graph_.nodes[node].operands.size();
+      llvm::Value* scratch = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), function_->getArg(2),
+                                                           layout_.scratch_offset);
+      for (auto [slot, pointer] : {std::pair{0, scratch}, std::pair{1, calls_[kGemm]},
+                                   std::pair{2, calls_[kParallelNest]}})
+        b_.CreateStore(pointer, b_.CreateConstInBoundsGEP1_64(ptr_, operands_, after + slot));
+    }
     if (loop.check) stop_unless_zero(node, b_.CreateCall(loop.check, {operands_, results_}));
     if (loop.function->arg_size() == 4) { // a row function: split when large
       auto* row_type = llvm::FunctionType::get(b_.getVoidTy(), {ptr_, ptr_, i64_, i64_}, false);

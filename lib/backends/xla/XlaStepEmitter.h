@@ -27,9 +27,10 @@ namespace mstep::xla {
 ///    a gemm whose only reader is a transpose of it writes the transpose's
 ///    result (as b^T a^T) when that memory holds nothing it reads;
 /// 3. a reshape copies its bytes;
-/// 4. reductions, softmax, nll_loss, rng and creation ops, data movement
-///    and the optimizer update run as loops of the function's own
-///    (XlaOpLoops.h), checked for failure where they can fail;
+/// 4. reductions, softmax, nll_loss, rng and creation ops, data movement,
+///    convolutions (im2col + gemm_f32 over the layout's scratch) and the
+///    optimizer update run as loops of the function's own (XlaOpLoops.h),
+///    checked for failure where they can fail;
 /// 5. every other node is a callout (XlaRuntimeCalls::callout), checked
 ///    for failure.
 /// The nests' entries become internal: the function is the object's only

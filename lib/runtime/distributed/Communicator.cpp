@@ -72,6 +72,13 @@ std::string collective_signature(const TraceGraph& graph) {
   return absl::StrJoin(lines, "\n");
 }
 
+int64_t recorded_world_size(const TraceGraph& graph) {
+  for (const GraphNode& n : graph.nodes)
+    if (op_family(n.op) == OpFamily::collective)
+      return Collective::of(n, graph.type_of(n.operands[0])).world_size;
+  return 0;
+}
+
 namespace {
 
 /// Process-wide state, guarded by `mu` (MPI calls included).
@@ -275,6 +282,16 @@ bool is_initialized() {
 }
 int rank() { return state().rank; }
 int world_size() { return state().world; }
+
+absl::Status check_recorded_world(int64_t recorded, absl::string_view what) {
+  const int world = world_size();
+  if (recorded == 0 || recorded == world) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " was captured in a world of ", recorded, " processes (its collectives run on ",
+      recorded, " ranks) but this process is in a world of ", world, "; run it under mpirun -np ",
+      recorded, " after mstep::distributed::init(), or capture the step again in a world of ",
+      world));
+}
 double timeout_seconds() { return state().timeout; }
 
 namespace {

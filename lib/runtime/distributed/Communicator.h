@@ -113,6 +113,14 @@ absl::Status run_collective(const Collective& c, const void* in, void* out);
 /// empty when it has none.
 std::string collective_signature(const TraceGraph& graph);
 
+/// The world size `graph`'s collectives were recorded in (their
+/// world_size attribute), or 0 when it has none.
+int64_t recorded_world_size(const TraceGraph& graph);
+/// OK when a stored graph (`what`: "step.mstep") recorded in a world of
+/// `recorded` processes (0: no collectives) can run in this process's
+/// world; else FailedPrecondition naming both sizes.
+absl::Status check_recorded_world(int64_t recorded, absl::string_view what);
+
 /// What a rank tells the others about a step graph at its first run.
 struct GraphIdentity {
   uint64_t structure = 0;  // GraphKey::structure

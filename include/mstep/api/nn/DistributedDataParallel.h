@@ -23,8 +23,10 @@
 // the first bucket of each dtype when set).
 //
 // A hook on each parameter's gradient accumulation records, when a
-// bucket's last gradient has been computed, the bucket's flat buffer (the gradients concatenated) and one
-// mstep.all_reduce (mean) of it, in the middle of the backward's ops: the
+// bucket's last gradient has been computed, the bucket's flat buffer (the
+// gradients concatenated, each starting at a multiple of 256 bytes, zeros
+// in the gaps: the cuda plan then writes every gradient straight into the
+// bucket) and one mstep.all_reduce (mean) of it, in the middle of the backward's ops: the
 // optimizer update of a parameter depends only on its own bucket. With
 // gradient_as_bucket_view every .grad() becomes a view (slice and
 // reshape, no copy) of the reduced bucket; without it each is a copy.
