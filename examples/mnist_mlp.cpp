@@ -9,6 +9,8 @@
 //             [--mode lazy|replay|graphed|cacher]      (--flag=value works too)
 //             [--device cpu|ref|xla|neuron]           (default cpu)
 //             [--print-losses]          (also print "step N loss X" every step)
+//             [--autocast bf16]         (lazy/replay: the forward's matmuls in bf16 with
+//                                        f32 weights, the loss taken in f32)
 //             [--save step.mstep]       (--mode replay: write the captured step for
 //                                        mstep-run, after the capture)
 //             [--ddp]                   (data parallel under mpirun, lazy or replay:
@@ -136,6 +138,7 @@ struct Flags {
   bool synthetic = false;    // --synthetic: the synthetic set even when real data is installed
   bool print_losses = false; // "step N loss X" every step (test/examples/c_host_matches_cpp.sh)
   std::string save;          // --save: the captured step's file (replay mode)
+  bool autocast_bf16 = false; // --autocast bf16 (test/examples/aot_c_matches_xla.sh)
 };
 
 int64_t parse_int(const std::string& flag, const std::string& value) {
@@ -151,7 +154,7 @@ Flags parse_flags(int argc, char** argv) {
   const std::string usage =
       " (use --data DIR, --synthetic, --epochs N, --max-steps N, --log-every N, "
       "--mode lazy|replay|graphed|cacher, --device cpu|ref|xla|neuron, "
-      "--print-losses, --save step.mstep, --ddp)";
+      "--print-losses, --save step.mstep, --autocast bf16, --ddp)";
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
@@ -179,6 +182,10 @@ Flags parse_flags(int argc, char** argv) {
       f.max_steps = parse_int(flag, value);
     else if (flag == "--save")
       f.save = value;
+    else if (flag == "--autocast") {
+      if (value != "bf16") fail("--autocast takes bf16, got '" + value + "'");
+      f.autocast_bf16 = true;
+    }
     else if (flag == "--log-every")
       f.log_every = std::max<int64_t>(1, parse_int(flag, value));
     else if (flag == "--mode") {
@@ -201,6 +208,8 @@ Flags parse_flags(int argc, char** argv) {
       fail("unknown flag " + flag + usage);
     }
   }
+  if (f.autocast_bf16 && f.mode != Mode::lazy && f.mode != Mode::replay)
+    fail(std::string("--autocast works in lazy and replay modes, not ") + mode_name(f.mode));
   if (f.ddp && f.mode != Mode::lazy && f.mode != Mode::replay)
     fail(std::string("--ddp works in lazy and replay modes, not ") + mode_name(f.mode));
   return f;
@@ -254,7 +263,14 @@ int main(int argc, char** argv) {
   // One training step in lazy mode, as in the Gaudi example.
   auto lazy_step = [&](const Tensor& x, const Tensor& y) {
     opt.zero_grad();
-    Tensor loss = nll_loss(model->forward(x), y);
+    Tensor log_probs;
+    {
+      // --autocast bf16: the linear layers in bf16; the loss in f32.
+      std::optional<AutocastScope> bf16;
+      if (flags.autocast_bf16) bf16.emplace(DType::bf16);
+      log_probs = model->forward(x);
+    }
+    Tensor loss = nll_loss(flags.autocast_bf16 ? log_probs.to(DType::f32) : log_probs, y);
     loss.backward();
     // --ddp: the global loss, the mean of the ranks'.
     if (flags.ddp) loss = distributed::all_reduce(loss.detach(), distributed::ReduceOp::mean);

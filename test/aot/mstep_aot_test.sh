@@ -10,7 +10,8 @@
 # values and in-place update a second C program checks (two_segment_main.c).
 # So does a small conv net's step (conv_step.mlir: convolutions, pools, a
 # sum over dims 0, 2 and 3, pad, gather, scatter_add), whose convolutions
-# a C program checks against plain loops (conv_step_main.c). A step the function
+# a C program checks against plain loops (conv_step_main.c), and a step with
+# bf16 matmuls (bf16_matmul.mlir, checked by bf16_matmul_main.c). A step the function
 # calls out for (an all_reduce) is refused with the op named, and bad
 # arguments are errors.
 #
@@ -125,13 +126,17 @@ grep -q "calls out to the runtime for ops it does not compute itself: all_reduce
   fail "the refusal does not name all_reduce" log
 [[ ! -e callout.so && ! -e callout.h ]] || fail "a refused step left files behind"
 
-# 5b. So is a step with a bf16 matmul (no stand-alone bf16 gemm yet).
-rc=0
-"$aot" "$src/test/aot/bf16_matmul.mlir" -o bf16.so --header bf16.h >log 2>&1 || rc=$?
-[[ $rc -eq 1 ]] || fail "mstep-aot on a bf16 matmul exited $rc, expected 1" log
-grep -q "the step multiplies bf16 matrices (matmul %" log ||
-  fail "the refusal does not name the bf16 matmul" log
-[[ ! -e bf16.so && ! -e bf16.h ]] || fail "a refused bf16 step left files behind"
+# 5b. bf16 matmuls, one with a bias folded into its epilogue, run the
+#     runtime's mstep_xla_gemm_bf16 linked into the object: still only
+#     oneDNN (its C API), libc and libm, one export, and each result
+#     rounded once (bf16_matmul_main.c).
+"$aot" "$src/test/aot/bf16_matmul.mlir" -o libbf16.so --header bf16_matmul.h >log 2>&1 ||
+  fail "mstep-aot on bf16_matmul.mlir" log
+check_dependencies libbf16.so
+grep -q '^dnnl_primitive_execute$' undefined || fail "the bf16 gemms do not run a oneDNN primitive" undefined
+"$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/bf16_matmul_main.c" \
+  -L. -lbf16 -lm -Wl,-rpath,"$tmp" -o bf16_matmul >log 2>&1 || fail "building the bf16 C program" log
+./bf16_matmul >log 2>&1 || fail "the stand-alone bf16 step's results" log
 
 # 6. Bad arguments.
 expect_error() { # CODE TEXT COMMAND...

@@ -14,6 +14,10 @@
 //   a batch into the rows or read a transposed operand in place, which can
 //   change the order of the f32 sums: within one bf16 ulp of cpu's plus
 //   k * 2^-23 * sum |a b| (the bound on reordering an f32 sum of k terms).
+// - A bf16 matmul whose only reader adds a bias (then perhaps gelu or
+//   relu) or a residual runs the pair as the cpu backend does: one oneDNN
+//   matmul with that epilogue on its f32 sum and one rounding, so the
+//   result equals cpu's bit for bit.
 // - GPT-mini's training step under autocast bf16 calls out for nothing
 //   (no callout, no host fallback) and its losses stay within the bf16
 //   tolerance of autocast_test.cpp's training test of ref's bf16 losses.
@@ -143,6 +147,17 @@ TEST(XlaBf16, ElementwiseChainsAndCastsEqualTheCpuBackendBitForBit) {
   expect_same(xla, cpu);
 }
 
+TEST(XlaBf16, DropoutOfBf16EqualsTheCpuBackendBitForBit) {
+  // The same Philox stream on both (the seed set first); a last dim that
+  // is no multiple of the vector width.
+  auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
+    manual_seed(7);
+    Tensor x = on(d, {5, 37}, 11, 2.0);
+    return std::vector<Tensor>{dropout(x, 0.3), dropout(x * 1.5, 0.5)};
+  });
+  expect_same(xla, cpu);
+}
+
 TEST(XlaBf16, NormsEqualRefBitForBitAndCpuWithinOneRounding) {
   auto make = [](Device d) {
     Tensor x = on(d, {3, 4, 24}, 8, 4.0) + 1.0;
@@ -216,6 +231,49 @@ TEST(XlaBf16, AProductOfBf16ValuesIsRoundedOnceFromItsF32Sum) {
   };
   auto [xla, cpu] = on_xla_and(kCpu, make);
   EXPECT_EQ(xla[0], (std::vector<float>{1.0f, 1.0f + 0x1p-6f}));
+  expect_same(xla, cpu);
+}
+
+TEST(XlaBf16, MatmulWithBiasActivationOrResidualEqualsTheCpuBackendBitForBit) {
+  // cpu folds each of these into one oneDNN matmul with an epilogue
+  // (find_matmul_epilogue); xla must round once as it does. A matrix
+  // product, a batched lhs folded into the rows, a weight read transposed.
+  // The operands are materialized first (mark_step), so that no cast is
+  // fused into the epilogue's fusion (which neither backend would fold).
+  auto make = [](Device d) {
+    struct Operands {
+      Tensor x, w, wt, bias, residual;
+    };
+    std::vector<Operands> operands;
+    const int64_t p = 13;
+    for (const Shape& x_shape : {Shape{9, 70}, Shape{2, 8, 70}}) {
+      Shape out_shape = x_shape;
+      out_shape[out_shape.rank() - 1] = p;
+      operands.push_back({on(d, x_shape, 40, 1.5), on(d, {70, p}, 41), on(d, {p, 70}, 42),
+                          on(d, {p}, 43, 4.0), on(d, out_shape, 44, 3.0)});
+    }
+    // The product 1 + 2^-8 is a bf16 tie (alone it rounds to 1); the bias
+    // adds 2^-10, and the one rounding of the f32 sum gives 1 + 2^-7
+    // where rounding the product first would give 1.
+    Tensor a = from_vector(std::vector<float>{1, 0x1p-8f}, {1, 2}, DType::f32, d).to(DType::bf16);
+    Tensor b = from_vector(std::vector<float>{1, 1}, {2, 1}, DType::f32, d).to(DType::bf16);
+    Tensor tie_bias = from_vector(std::vector<float>{0x1p-10f}, {1}, DType::f32, d).to(DType::bf16);
+    mark_step();
+    std::vector<Tensor> out;
+    for (const auto& [x, w, wt, bias, residual] : operands) {
+      out.push_back(matmul(x, w) + bias);
+      out.push_back(matmul(x, transpose(wt, -1, -2)) + bias);
+      out.push_back(gelu(matmul(x, w) + bias));
+      out.push_back(gelu(matmul(x, w) + bias, "tanh"));
+      out.push_back(relu(matmul(x, w) + bias));
+      out.push_back(residual + (matmul(x, w) + bias));
+      out.push_back(residual + matmul(x, w));
+    }
+    out.push_back(matmul(a, b) + tie_bias);
+    return out;
+  };
+  auto [xla, cpu] = on_xla_and(kCpu, make);
+  EXPECT_EQ(xla.back(), std::vector<float>{1.0f + 0x1p-7f});
   expect_same(xla, cpu);
 }
 

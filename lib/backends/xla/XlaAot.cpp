@@ -2,10 +2,11 @@
 // with the runtime table bound at compile time. The stand-alone entry
 //   i32 mstep_step(ptr inputs, ptr outputs, ptr temp)
 // calls the step function with a constant XlaRuntimeCalls of functions
-// defined in the same object: gemm_f32 as a loop over dnnl_sgemm, the
-// parallel split as one call of the nest on the calling thread (no OpenMP
-// in the object), and a callout that fails (never called: a step with
-// callouts is refused). After LLVM's -O2 the table's loads fold and the
+// defined in the same object: gemm_f32 as a loop over dnnl_sgemm,
+// gemm_bf16 as the runtime's mstep_xla_gemm_bf16 (C over oneDNN's C API,
+// linked in from its static library), the parallel split as one call of
+// the nest on the calling thread (no OpenMP in the object), and a callout
+// that fails (never called: a step with callouts is refused). After LLVM's -O2 the table's loads fold and the
 // calls are direct.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +20,9 @@
 
 #ifndef MSTEP_DNNL_LIBRARY
 #error "MSTEP_DNNL_LIBRARY: the build defines oneDNN's shared library (lib/backends/xla/CMakeLists.txt)"
+#endif
+#ifndef MSTEP_XLA_GEMM_BF16_LIBRARY
+#error "MSTEP_XLA_GEMM_BF16_LIBRARY: the build defines the bf16 gemm's static library (lib/backends/xla/CMakeLists.txt)"
 #endif
 
 namespace mstep::xla {
@@ -38,17 +42,25 @@ absl::Status check_no_callouts(const XlaProgram& program) {
       "compiled into the function"));
 }
 
-/// Refuses a step with a bf16 matmul: the stand-alone object binds no
-/// gemm_bf16 yet.
-absl::Status check_no_bf16_gemms(const XlaProgram& program) {
-  for (uint32_t node = 0; node < program.graph.nodes.size(); ++node) {
-    std::optional<GemmShape> gemm = native_gemm_shape(program.graph, program.graph.nodes[node]);
-    if (gemm && gemm->dtype == DType::bf16)
-      return absl::UnimplementedError(absl::StrCat(
-          "the step multiplies bf16 matrices (matmul %", node,
-          "), which a stand-alone step cannot do yet; run it on the xla device, or train in f32"));
+/// XlaRuntimeCalls::gemm_bf16: mstep_xla_gemm_bf16 (XlaGemmBf16.h), the
+/// runtime's own definition, linked in from its static library; null for
+/// a step without bf16 matmuls (the object then does not carry it).
+llvm::Constant* bf16_gemm(llvm::Module& module, const XlaProgram& program) {
+  auto* ptr = llvm::PointerType::getUnqual(module.getContext());
+  bool any = false;
+  for (const GraphNode& node : program.graph.nodes) {
+    std::optional<GemmShape> gemm = native_gemm_shape(program.graph, node);
+    any |= gemm && gemm->dtype == DType::bf16;
   }
-  return absl::OkStatus();
+  if (!any) return llvm::ConstantPointerNull::get(ptr);
+  auto* i64 = llvm::Type::getInt64Ty(module.getContext());
+  auto* type = llvm::FunctionType::get(
+      llvm::Type::getVoidTy(module.getContext()),
+      {i64, i64, i64, i64, i64, ptr, i64, i64, ptr, i64, ptr, ptr, i64, ptr}, false);
+  auto* gemm = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
+                                      "mstep_xla_gemm_bf16", module);
+  gemm->setVisibility(llvm::GlobalValue::HiddenVisibility); // not exported
+  return gemm;
 }
 
 /// void gemm(batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c):
@@ -157,7 +169,6 @@ static_assert(sizeof(XlaRuntimeCalls) == 5 * sizeof(void*),
 
 absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
   MSTEP_RETURN_IF_ERROR(check_no_callouts(program));
-  MSTEP_RETURN_IF_ERROR(check_no_bf16_gemms(program));
   llvm::Function* step = module.getFunction(kXlaStepSymbol);
   if (!step) return absl::InternalError("mstep-aot: the module has no step function");
   step->setLinkage(llvm::GlobalValue::InternalLinkage);
@@ -170,7 +181,7 @@ absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
       llvm::ConstantArray::get(table_type,
                                {define_gemm(module), define_serial_nest(module),
                                 define_no_callout(module), llvm::ConstantPointerNull::get(ptr),
-                                llvm::ConstantPointerNull::get(ptr)}), // no bf16 gemm
+                                bf16_gemm(module, program)}),
       "mstep_aot_calls");
   llvm::IRBuilder<> b(c);
   auto* type = llvm::FunctionType::get(b.getInt32Ty(), {ptr, ptr, ptr}, false);
@@ -185,10 +196,11 @@ absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
 } // namespace
 
 absl::StatusOr<XlaProgram> compile_xla_aot(mlir::ModuleOp module) {
-  // oneDNN by path (its soname becomes the object's one NEEDED library
-  // besides libc and libm); -z defs: no symbol is left for a loader.
+  // The bf16 gemm's archive (pulled in when the step has a bf16 matmul),
+  // then oneDNN by path (its soname becomes the object's one NEEDED
+  // library besides libc and libm); -z defs: no symbol is left for a loader.
   return compile_xla_program(module, add_aot_entry,
-                             {MSTEP_DNNL_LIBRARY, "--as-needed", "-lm", "--no-as-needed", "-lc",
+                             {MSTEP_XLA_GEMM_BF16_LIBRARY, MSTEP_DNNL_LIBRARY, "--as-needed", "-lm", "--no-as-needed", "-lc",
                               "-z", "defs"});
 }
 

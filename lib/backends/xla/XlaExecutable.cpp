@@ -96,7 +96,7 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
       exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
     exe->callouts_.push_back(std::move(selected.kernel));
   }
-  exe->calls_ = {gemm_f32, serial_nest, run_callout, exe.get(), gemm_bf16};
+  exe->calls_ = {gemm_f32, serial_nest, run_callout, exe.get(), mstep_xla_gemm_bf16};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
   exe->arena_ = {

@@ -20,7 +20,9 @@
 
 namespace mstep::xla {
 
-inline constexpr uint32_t kXlaFormatVersion = 1;
+/// 2: XlaRuntimeCalls::gemm_bf16 takes the matmul epilogue (bias,
+/// activation, residual), so a version-1 object would call it wrongly.
+inline constexpr uint32_t kXlaFormatVersion = 2;
 
 std::string write_xla_format(const XlaProgram& program);
 

@@ -1,4 +1,4 @@
-// The creation ops arange, rand and randn and f32 dropout as loops
+// The creation ops arange, rand and randn and f32 and bf16 dropout as loops
 // (XlaOpLoops.h), drawing the ref kernels' numbers (lib/backends/ref/
 // RefCreation.cpp, RefNN.cpp): element i of a stream at (seed, offset)
 // takes Philox4x32-10 block(seed, offset + i) (mstep/core/Philox.h),
@@ -8,13 +8,15 @@
 // - rand: (w0 >> 8) * 2^-24, exact in f32 (the ref kernel's 24-bit grid).
 // - randn: Box-Muller in f32 on (w0, w1), as Philox::normal.
 // - dropout: kept iff (w0 >> 8) * 2^-24 >= p; x * (kept ? 1/(1-p) : 0) in
-//   f64, rounded once (NaN stays NaN where dropped).
+//   f64, rounded once (NaN stays NaN where dropped); bf16 loaded as f32 and
+//   stored f64 -> f32 -> bf16, as the cpu backend's dropout kernel rounds.
 // - arange: start + i * step in f64, then f32 (or truncated to i64).
 // Each is a row function over the elements (a row per element), which the
 // step function splits over the threads: an element's value depends only
 // on its index, so the split changes no bit. The Philox ops weigh 16 per
 // element for the split's threshold (as the cpu backend's dropout kernel).
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -69,7 +71,8 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
   if (op == OpKind::arange) {
     if (out.dtype != DType::f32 && out.dtype != DType::i64) return std::nullopt;
   } else {
-    if (out.dtype != DType::f32) return std::nullopt;
+    if (out.dtype != DType::f32 && !(op == OpKind::dropout && out.dtype == DType::bf16))
+      return std::nullopt;
     state_operand = op == OpKind::dropout ? 1 : 0;
     if (nd.operands.size() != state_operand + 1) return std::nullopt;
     const TensorType& state = graph.type_of(nd.operands[state_operand]);
@@ -129,7 +132,10 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
           llvm::Value* uniform = lb.to_f64(b.CreateFMul(top_24_bits(lb, w0), lb.f32(grid)));
           llvm::Value* keep = b.CreateFCmpOGE(uniform, lb.f64(p));
           llvm::Value* factor = b.CreateSelect(keep, lb.f64(1.0 / (1.0 - p)), lb.f64(0.0));
-          v = lb.to_f32(b.CreateFMul(lb.to_f64(lb.load(lb.f32(), lb.operand(0), i)), factor));
+          v = lb.to_f32(
+              b.CreateFMul(lb.to_f64(load_f32(lb, out.dtype, lb.operand(0), i)), factor));
+          store_f32(lb, out.dtype, v, y, i);
+          return;
         }
         lb.store(v, y, i);
       },

@@ -37,12 +37,17 @@ struct XlaRuntimeCalls {
   int32_t (*callout)(void* context, int64_t k, const void* const* operands, void* const* results);
   /// The callouts' first argument.
   void* context;
-  /// gemm_f32's contract over bf16 a, b and c (uint16_t bits): the
-  /// products accumulate in f32 and each c element is rounded once to bf16,
-  /// as the cpu backend's oneDNN bf16 matmul computes them.
+  /// gemm_f32's contract over bf16 a, b and c (uint16_t bits), plus the
+  /// cpu backend's matmul epilogue: a bias (or null), an activation
+  /// (MstepGemmActivation) and a residual (or null). The products
+  /// accumulate in f32, the epilogue applies to that sum and each c element
+  /// is rounded once to bf16, as the cpu backend's oneDNN bf16 matmul
+  /// computes them: mstep_xla_gemm_bf16 (XlaGemmBf16.h) in the runtime and
+  /// in an mstep-aot object alike.
   void (*gemm_bf16)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                     const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
-                    int64_t b_stride, uint16_t* c);
+                    int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
+                    const uint16_t* residual);
 };
 
 /// The step: `inputs[i]` is graph input i, `outputs[j]` the buffer of the

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/CpuKernel.h"
 #include "lib/backends/cpu/FusionJit.h"
+#include "lib/backends/cpu/OneDnnKernels.h"
+#include "lib/backends/xla/XlaGemmBf16.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 #include "lib/backends/xla/XlaStepFailure.h"
 #include "mstep/core/Error.h"
@@ -60,13 +62,18 @@ public:
     for (uint32_t node = static_cast<uint32_t>(graph_.input_types.size());
          node < graph_.nodes.size(); ++node) {
       const GraphNode& n = graph_.nodes[node];
-      if (!needed_[node]) continue; // a transpose gemms read through, or one a gemm writes
+      const cpu::FusionInfo* info = nullptr;
       if (n.op == OpKind::fusion) {
         if (fusion >= fusions.size())
           return absl::InternalError("xla backend: more fusion nodes than compiled fusions");
-        const cpu::FusionInfo& info = fusions[fusion++];
-        if (info.compiled) {
-          MSTEP_RETURN_IF_ERROR(emit_fusion(node, info));
+        info = &fusions[fusion++];
+      }
+      // A transpose gemms read through, or one a gemm writes; a fusion a
+      // gemm's epilogue computes.
+      if (!needed_[node]) continue;
+      if (info) {
+        if (info->compiled) {
+          MSTEP_RETURN_IF_ERROR(emit_fusion(node, *info));
           continue;
         }
       } else if (gemms_[node]) {
@@ -196,11 +203,56 @@ private:
       for (int i = 0; i < static_cast<int>(n.operands.size()); ++i)
         if (!gemms_[node] || !gemms_[node]->transposed[i]) needed_[n.operands[i].node] = true;
     }
-    // Everything but a transpose that no reader needs or a gemm writes.
+    plan_epilogues();
+    // Everything but a transpose that no reader needs or a gemm writes,
+    // and a fusion a gemm computes as its epilogue.
     for (uint32_t node = 0; node < graph_.nodes.size(); ++node)
       if (!cpu::is_matrix_transpose(graph_.nodes[node])) needed_[node] = true;
     for (uint32_t node = 0; node < graph_.nodes.size(); ++node)
       if (absorbed_[node]) needed_[node] = false;
+  }
+
+  /// A bf16 matmul whose only reader is a fusion computing
+  /// act(matmul + bias) + residual (cpu::find_matmul_epilogue) runs that
+  /// fusion as its gemm's epilogue, as the cpu backend runs the pair
+  /// (CpuExecutable): the bias, gelu and residual apply to the f32 sum
+  /// before the one rounding to bf16, so both backends give the same bits.
+  /// The gemm runs at the matmul's place and writes the fusion's result,
+  /// which needs the bias and residual computed by then and the result's
+  /// memory free there: the matmul's own bytes (the plan put the fusion in
+  /// place), or an output buffer that is no donated input. (f32 matmuls
+  /// call sgemm, which has no epilogue: their fusion runs as a loop.)
+  void plan_epilogues() {
+    for (uint32_t f = 0; f < graph_.nodes.size(); ++f) {
+      if (graph_.nodes[f].op != OpKind::fusion) continue;
+      const std::optional<cpu::MatmulEpilogue> e = cpu::find_matmul_epilogue(graph_, f);
+      if (!e || !gemms_[e->matmul]) continue;
+      Gemm& g = *gemms_[e->matmul];
+      if (g.shape.dtype != DType::bf16 || g.result_transposed) continue;
+      if ((e->bias && e->bias->node >= e->matmul) ||
+          (e->residual && e->residual->node >= e->matmul))
+        continue;
+      const ValueLocation& into = layout_.values[layout_.value_base[f]];
+      const ValueLocation& product = layout_.values[g.result];
+      bool free = into.kind == ValueLocation::Kind::arena && product.kind == into.kind &&
+                  product.at == into.at;
+      if (into.kind == ValueLocation::Kind::output) {
+        free = true;
+        for (const XlaLayout::Output& out : layout_.outputs)
+          free &= !(out.output == into.at && out.donated_arg >= 0);
+      }
+      if (!free) continue;
+      g.result = layout_.value_base[f];
+      g.bias = e->bias;
+      g.residual = e->residual;
+      if (e->activation >= 0) {
+        const GraphNode& act = graph_.nodes[f].body->nodes[e->activation];
+        g.activation = act.op == OpKind::relu ? MSTEP_GEMM_RELU
+                       : attr_int(act.attrs, AttrName::approximate) != 0 ? MSTEP_GEMM_GELU_TANH
+                                                                         : MSTEP_GEMM_GELU_ERF;
+      }
+      absorbed_[f] = true;
+    }
   }
 
   /// Whether the gemm at `node` may write its result transposed straight
@@ -267,11 +319,15 @@ private:
     return source; // an output value has a buffer of its own
   }
 
-  /// c = a b, or c^T = b^T a^T when the result is written transposed.
+  /// c = a b, or c^T = b^T a^T when the result is written transposed; a
+  /// bf16 gemm with its epilogue (null bias and residual when none).
   void emit_gemm(uint32_t node) {
     const Gemm& g = *gemms_[node];
-    auto* type = llvm::FunctionType::get(
-        b_.getVoidTy(), {i64_, i64_, i64_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, ptr_}, false);
+    const bool bf16 = g.shape.dtype == DType::bf16;
+    std::vector<llvm::Type*> params = {i64_, i64_, i64_, i64_, i64_, ptr_,
+                                       i64_, i64_, ptr_, i64_, ptr_};
+    if (bf16) params.insert(params.end(), {ptr_, i64_, ptr_});
+    auto* type = llvm::FunctionType::get(b_.getVoidTy(), params, false);
     int64_t m = g.shape.m, n = g.shape.n;
     int first = 0, second = 1;
     bool trans_first = g.transposed[0], trans_second = g.transposed[1];
@@ -283,12 +339,20 @@ private:
       trans_second = !g.transposed[0];
       std::swap(first_stride, second_stride);
     }
-    b_.CreateCall(type, calls_[g.shape.dtype == DType::bf16 ? kGemmBf16 : kGemm],
-                  {b_.getInt64(g.shape.batch), b_.getInt64(m), b_.getInt64(n),
-                   b_.getInt64(g.shape.k), b_.getInt64(trans_first),
-                   value_pointer(layout_.value_of(g.operands[first])), b_.getInt64(first_stride),
-                   b_.getInt64(trans_second), value_pointer(layout_.value_of(g.operands[second])),
-                   b_.getInt64(second_stride), value_pointer(g.result)});
+    std::vector<llvm::Value*> args = {
+        b_.getInt64(g.shape.batch), b_.getInt64(m), b_.getInt64(n), b_.getInt64(g.shape.k),
+        b_.getInt64(trans_first), value_pointer(layout_.value_of(g.operands[first])),
+        b_.getInt64(first_stride), b_.getInt64(trans_second),
+        value_pointer(layout_.value_of(g.operands[second])), b_.getInt64(second_stride),
+        value_pointer(g.result)};
+    if (bf16) {
+      auto pointer_or_null = [&](const std::optional<ValueRef>& v) -> llvm::Value* {
+        return v ? value_pointer(layout_.value_of(*v)) : llvm::ConstantPointerNull::get(ptr_);
+      };
+      args.insert(args.end(),
+                  {pointer_or_null(g.bias), b_.getInt64(g.activation), pointer_or_null(g.residual)});
+    }
+    b_.CreateCall(type, calls_[bf16 ? kGemmBf16 : kGemm], args);
   }
 
   /// The node's own loop; one that can fail returns loop_failure_status
@@ -371,9 +435,12 @@ private:
     bool transposed[2];
     uint32_t result = 0;            // the value it writes
     bool result_transposed = false; // the next node's, a transpose of its result
+    // A bf16 gemm's epilogue (plan_epilogues): the fusion's operands.
+    std::optional<ValueRef> bias, residual;
+    int64_t activation = MSTEP_GEMM_NO_ACTIVATION;
   };
   std::vector<std::optional<Gemm>> gemms_; // per node
-  std::vector<bool> absorbed_;             // per node: a transpose a gemm writes
+  std::vector<bool> absorbed_; // per node: a transpose a gemm writes, or its epilogue's fusion
   std::vector<bool> needed_;               // per node: emitted
   std::vector<uint32_t> node_of_value_;
   std::vector<uint32_t> callouts_;

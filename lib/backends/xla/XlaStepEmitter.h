@@ -25,7 +25,10 @@ namespace mstep::xla {
 ///    transpose's source (trans_a, trans_b) when nothing overwrote the
 ///    source's bytes since, and a transpose no other node reads is dropped;
 ///    a gemm whose only reader is a transpose of it writes the transpose's
-///    result (as b^T a^T) when that memory holds nothing it reads;
+///    result (as b^T a^T) when that memory holds nothing it reads; a bf16
+///    gemm whose only reader is a fusion adding a bias (then gelu or relu)
+///    or a residual computes that fusion as its epilogue, as the cpu
+///    backend does (cpu::find_matmul_epilogue), and the fusion is dropped;
 /// 3. a reshape copies its bytes;
 /// 4. reductions, softmax, nll_loss, rng and creation ops, data movement,
 ///    convolutions (im2col + gemm_f32 over the layout's scratch) and the

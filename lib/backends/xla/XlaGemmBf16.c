@@ -1,0 +1,203 @@
+// mstep_xla_gemm_bf16 (XlaGemmBf16.h): one oneDNN matmul per call over
+// [batch, m, k] x [batch, k, n] -> [batch, m, n], an operand with stride 0
+// given one batch (oneDNN broadcasts it), a transposed operand read in
+// place through swapped strides, the bias and the gelu / residual add as
+// the primitive's epilogue on its f32 accumulator (the cpu backend's
+// build_matmul). Written against oneDNN's C API so that a stand-alone
+// mstep-aot object can carry it with no C++ runtime.
+#include "XlaGemmBf16.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oneapi/dnnl/dnnl.h"
+
+/// batch, m, n, k, trans_a, a_stride, trans_b, b_stride, has bias,
+/// activation, has residual.
+enum { kKeyLength = 11 };
+
+/// One distinct call: its primitive and the memories it runs over
+/// (pointed at the operands on each call), or none (primitive NULL) where
+/// oneDNN declined it and the plain loop multiplies.
+struct Gemm {
+  int64_t key[kKeyLength];
+  dnnl_primitive_t primitive;
+  dnnl_stream_t stream;
+  dnnl_memory_t a, b, c, bias, residual, scratchpad;
+  pthread_mutex_t running;
+  struct Gemm* next;
+};
+
+static pthread_mutex_t gemms_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct Gemm* gemms;   // under gemms_lock; never freed (process lifetime)
+static dnnl_engine_t engine; // made under gemms_lock on first use
+
+static float bf16_value(uint16_t bits) {
+  const uint32_t u = (uint32_t)bits << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/// Round to nearest even; a NaN stays a quiet NaN (mstep's BFloat16).
+static uint16_t bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/// The desc of an operand of logical dims [batch, rows, cols], stored
+/// dense as [rows, cols] per batch, or as [cols, rows] when `transposed`.
+static dnnl_memory_desc_t operand_desc(int64_t batch, int64_t rows, int64_t cols, int64_t stride,
+                                       int64_t transposed) {
+  const dnnl_dims_t dims = {stride == 0 ? 1 : batch, rows, cols};
+  const int64_t batch_stride = stride == 0 ? rows * cols : stride;
+  dnnl_dims_t strides = {batch_stride, cols, 1};
+  if (transposed) strides[1] = 1, strides[2] = rows;
+  dnnl_memory_desc_t md;
+  dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnl_bf16, strides);
+  return md;
+}
+
+/// The primitive for `key`, or 0 (g->primitive stays NULL) when oneDNN
+/// declines it. Called under gemms_lock.
+static void make_primitive(struct Gemm* g) {
+  const int64_t* key = g->key;
+  const int64_t batch = key[0], m = key[1], n = key[2], k = key[3];
+  const int64_t activation = key[9];
+  if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) return;
+  const dnnl_memory_desc_t a = operand_desc(batch, m, k, key[5], key[4]);
+  const dnnl_memory_desc_t b = operand_desc(batch, k, n, key[7], key[6]);
+  const dnnl_memory_desc_t c = operand_desc(batch, m, n, m * n, 0);
+  const dnnl_dims_t bias_dims = {1, 1, n}, bias_strides = {n, n, 1};
+  dnnl_memory_desc_t bias;
+  dnnl_memory_desc_init_by_strides(&bias, 3, bias_dims, dnnl_bf16, bias_strides);
+  dnnl_matmul_desc_t desc;
+  if (dnnl_matmul_desc_init(&desc, &a, &b, key[8] ? &bias : NULL, &c) != dnnl_success) return;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t ops = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_attr_create(&attr);
+  dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+  dnnl_post_ops_create(&ops);
+  if (activation == MSTEP_GEMM_GELU_ERF || activation == MSTEP_GEMM_GELU_TANH)
+    dnnl_post_ops_append_eltwise(
+        ops, 1.f, activation == MSTEP_GEMM_GELU_ERF ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh,
+        0.f, 0.f);
+  if (key[10]) dnnl_post_ops_append_binary(ops, dnnl_binary_add, &c);
+  if (dnnl_post_ops_len(ops) > 0) dnnl_primitive_attr_set_post_ops(attr, ops);
+  if (dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success &&
+      dnnl_primitive_create(&g->primitive, pd) == dnnl_success) {
+    dnnl_stream_create(&g->stream, engine, dnnl_stream_default_flags);
+    dnnl_memory_create(&g->a, &a, engine, DNNL_MEMORY_NONE);
+    dnnl_memory_create(&g->b, &b, engine, DNNL_MEMORY_NONE);
+    dnnl_memory_create(&g->c, &c, engine, DNNL_MEMORY_NONE);
+    if (key[8]) dnnl_memory_create(&g->bias, &bias, engine, DNNL_MEMORY_NONE);
+    if (key[10]) dnnl_memory_create(&g->residual, &c, engine, DNNL_MEMORY_NONE);
+    dnnl_memory_create(&g->scratchpad, dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0),
+                       engine, DNNL_MEMORY_ALLOCATE);
+  } else {
+    g->primitive = NULL; // the plain loop multiplies it
+  }
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  dnnl_post_ops_destroy(ops);
+  dnnl_primitive_attr_destroy(attr);
+}
+
+/// The entry of `key`, made on first use.
+static struct Gemm* find_gemm(const int64_t* key) {
+  pthread_mutex_lock(&gemms_lock);
+  struct Gemm* g = gemms;
+  while (g && memcmp(g->key, key, sizeof g->key) != 0) g = g->next;
+  if (!g && (g = calloc(1, sizeof *g))) {
+    memcpy(g->key, key, sizeof g->key);
+    pthread_mutex_init(&g->running, NULL);
+    make_primitive(g);
+    g->next = gemms;
+    gemms = g;
+  }
+  pthread_mutex_unlock(&gemms_lock);
+  return g;
+}
+
+static float gelu(float x, int64_t activation) {
+  if (activation == MSTEP_GEMM_GELU_ERF) return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x); // sqrt(2/pi)
+  return 0.5f * x * (1.f + tanhf(inner));
+}
+
+/// The plain loop: each product summed in f32 in order of k, the epilogue
+/// in f32, rounded once.
+static void plain_gemm(const int64_t* key, const uint16_t* a, const uint16_t* b, uint16_t* c,
+                       const uint16_t* bias, const uint16_t* residual) {
+  const int64_t batch = key[0], m = key[1], n = key[2], k = key[3], trans_a = key[4],
+                a_stride = key[5], trans_b = key[6], b_stride = key[7], activation = key[9];
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t col = 0; col < n; ++col) {
+        float sum = 0;
+        for (int64_t j = 0; j < k; ++j)
+          sum += bf16_value(a[i * a_stride + (trans_a ? j * m + r : r * k + j)]) *
+                 bf16_value(b[i * b_stride + (trans_b ? col * k + j : j * n + col)]);
+        const int64_t at = (i * m + r) * n + col;
+        if (bias) sum += bf16_value(bias[col]);
+        if (activation == MSTEP_GEMM_GELU_ERF || activation == MSTEP_GEMM_GELU_TANH)
+          sum = gelu(sum, activation);
+        if (residual) sum += bf16_value(residual[at]);
+        c[at] = bf16_bits(sum);
+      }
+}
+
+/// relu on the rounded bits, as the cpu backend's ReluAfterKernel: a
+/// negative value that is not NaN becomes +0 (oneDNN's relu would turn NaN
+/// into 0).
+static void relu_bits(uint16_t* c, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    if (c[i] > 0x8000 && (c[i] & 0x7FFF) <= 0x7F80) c[i] = 0;
+}
+
+void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                         const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
+                         int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
+                         const uint16_t* residual) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  const int64_t key[kKeyLength] = {batch,    m,       n, k, trans_a, a_stride, trans_b,
+                                   b_stride, !!bias, activation, !!residual};
+  struct Gemm* g = k == 0 ? NULL : find_gemm(key);
+  // An empty sum (oneDNN skips zero-volume primitives) or no primitive.
+  if (!g || !g->primitive) {
+    plain_gemm(key, a, b, c, bias, residual);
+  } else {
+    pthread_mutex_lock(&g->running);
+    dnnl_memory_set_data_handle(g->a, (void*)a);
+    dnnl_memory_set_data_handle(g->b, (void*)b);
+    dnnl_memory_set_data_handle(g->c, c);
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, g->a},
+                               {DNNL_ARG_WEIGHTS, g->b},
+                               {DNNL_ARG_DST, g->c},
+                               {DNNL_ARG_SCRATCHPAD, g->scratchpad}};
+    int nargs = 4;
+    if (bias) {
+      dnnl_memory_set_data_handle(g->bias, (void*)bias);
+      args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, g->bias};
+    }
+    if (residual) {
+      // The binary add is the last post-op.
+      const int post_op = activation == MSTEP_GEMM_GELU_ERF || activation == MSTEP_GEMM_GELU_TANH;
+      dnnl_memory_set_data_handle(g->residual, (void*)residual);
+      args[nargs++] =
+          (dnnl_exec_arg_t){DNNL_ARG_ATTR_MULTIPLE_POST_OP(post_op) | DNNL_ARG_SRC_1, g->residual};
+    }
+    const int ran = dnnl_primitive_execute(g->primitive, g->stream, nargs, args) == dnnl_success &&
+                    dnnl_stream_wait(g->stream) == dnnl_success;
+    pthread_mutex_unlock(&g->running);
+    // A failed run (out of memory inside oneDNN) leaves c undefined: the
+    // plain loop computes it instead of returning garbage.
+    if (!ran) plain_gemm(key, a, b, c, bias, residual);
+  }
+  if (activation == MSTEP_GEMM_RELU) relu_bits(c, batch * m * n);
+}
