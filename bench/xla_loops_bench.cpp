@@ -8,12 +8,14 @@
 //               grad; forward and backward (B 2, H 4, L = S 256, E 64)
 //   attention_plain  the same without probabilities, saved probabilities
 //               or mask (the loops of the round before), for scale
+//   attention_fwd  attention_plain's forward alone (no grad, no dropout):
+//               the backward's share is attention_plain minus it
 //   embedding   index_select of 8192 tokens from a 1000 x 256 table and its
 //               gradient (index_add with duplicates), cross_entropy without
 //               reduction over 8192 x 1000 logits
 //   clip_adamw  clip_grad_norm_ then AdamW over 2.1M parameters
 //
-//   xla_loops_bench [--steps N] [--threads 1,2]
+//   xla_loops_bench [--steps N] [--threads 1,2] [--cases attention_plain,attention_fwd]
 //
 // Two warmup steps (compile), then N timed steps; prints the median step
 // time as RESULT lines: metric=<case>_step_ms impl=mstep-<device>
@@ -90,6 +92,19 @@ std::function<void()> attention_plain(Device d) {
   };
 }
 
+/// attention_plain's shapes, forward only: the sdpa loops without the
+/// backward's.
+std::function<void()> attention_fwd(Device d) {
+  Tensor q = filled({2, 4, 256, 64}, 1, d);
+  Tensor k = filled({2, 4, 256, 64}, 2, d);
+  Tensor v = filled({2, 4, 256, 64}, 3, d);
+  return [=]() mutable {
+    Tensor out = scaled_dot_product_attention(q, k, v, SdpaOptions{});
+    mark_step();
+    (void)out;
+  };
+}
+
 std::function<void()> embedding_step(Device d) {
   Tensor table = filled({1000, 256}, 1, d).requires_grad_();
   Tensor tokens = ids(8192, 1000, d);
@@ -138,6 +153,7 @@ double median_ms(const std::function<void()>& step, int steps) {
 int main(int argc, char** argv) {
   int steps = 10;
   std::vector<int> threads = {1, 2};
+  std::string only;  // comma-separated case names; empty runs all
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) {
       steps = std::max(1, std::atoi(argv[i + 1]));
@@ -149,19 +165,23 @@ int main(int argc, char** argv) {
         if (!p) break;
         ++p;
       }
+    } else if (!std::strcmp(argv[i], "--cases")) {
+      only = std::string(",") + argv[i + 1] + ",";
     } else {
-      std::fprintf(stderr, "usage: xla_loops_bench [--steps N] [--threads 1,2]\n");
+      std::fprintf(stderr, "usage: xla_loops_bench [--steps N] [--threads 1,2] [--cases a,b]\n");
       return 2;
     }
   }
   const std::vector<std::pair<const char*, Case>> cases = {
       {"attention", attention},
       {"attention_plain", attention_plain},
+      {"attention_fwd", attention_fwd},
       {"embedding", embedding_step},
       {"clip_adamw", clip_adamw}};
   for (int n : threads) {
     omp_set_num_threads(n);
-    for (const auto& [name, make] : cases)
+    for (const auto& [name, make] : cases) {
+      if (!only.empty() && only.find(std::string(",") + name + ",") == std::string::npos) continue;
       for (DeviceType type : {DeviceType::cpu, DeviceType::xla}) {
         const Device d{type, 0};
         const double ms = median_ms(make(d), steps);
@@ -169,6 +189,7 @@ int main(int argc, char** argv) {
                     std::string(device_type_name(type)).c_str(), ms, n, steps);
         std::fflush(stdout);
       }
+    }
   }
   return 0;
 }

@@ -150,6 +150,22 @@ TEST(NeuronAttention, Bf16CausalMoreKeysThanRows) {
 TEST(NeuronAttention, F32CausalMoreRowsThanKeys) {
   check_attention(shape(1, 600, 300, 64, DType::f32, true));
 }
+// q^T and k^T are made on chip from q and k loaded by rows. 128 rows over
+// 4000 keys in f32: two batch-heads' operands and their rows tiles do not
+// fit half of SBUF, so the two slots share one pair of rows tiles (batch-
+// head 1's rows loaded once batch-head 0 is transposed).
+TEST(NeuronAttention, SlotsShareOneRowsTileWhenSbufIsTight) {
+  const AttentionShape s = shape(2, 128, 4000, 128, DType::f32, true);
+  const TileProgram p = attention_forward_program(s);
+  int64_t q_rows = 0, qT = 0;
+  for (const Allocation& a : p.allocations) {
+    q_rows += a.name.rfind("q_rows", 0) == 0;
+    qT += a.name.rfind("qT", 0) == 0;
+  }
+  EXPECT_EQ(q_rows, 1);
+  EXPECT_EQ(qT, 2);
+  check_attention(s);
+}
 TEST(NeuronAttention, ValueDimDiffersAndStatsSaved) {
   AttentionShape s = shape(3, 70, 1100, 32, DType::f32, true);
   s.value_dim = 96;
@@ -171,12 +187,13 @@ int64_t count(const TileProgram& p, Opcode op) {
 // made by one affine_select (plus the one that makes the identity). A
 // diagonal-crossing chunk ends at its tile's last row: tile t's has t + 1
 // key blocks (t < 4) or t - 3 (t >= 4), each 1 transpose and 1 p.v matmul.
+// Both also make q^T and k^T on chip: a transpose per 128-row block, 8 + 8.
 TEST(NeuronAttention, CausalSkipsTilesAboveTheDiagonal) {
   const TileProgram full = attention_forward_program(shape(1, 1024, 1024, 64, DType::bf16, false));
   const TileProgram causal = attention_forward_program(shape(1, 1024, 1024, 64, DType::bf16, true));
   // Per chunk: 1 QK^T, 4 transposes, 4 p.v matmuls.
-  EXPECT_EQ(count(full, Opcode::nc_matmul), 16 * 9);
-  EXPECT_EQ(count(causal, Opcode::nc_matmul), 12 + 4 * 8 + 2 * (1 + 2 + 3 + 4) * 2 + 8);
+  EXPECT_EQ(count(full, Opcode::nc_matmul), 16 * 9 + 16);
+  EXPECT_EQ(count(causal, Opcode::nc_matmul), 12 + 4 * 8 + 2 * (1 + 2 + 3 + 4) * 2 + 8 + 16);
   EXPECT_EQ(count(full, Opcode::affine_select), 1);
   EXPECT_EQ(count(causal, Opcode::affine_select), 1 + 1);
   absl::StatusOr<CostReport> a = estimate_cost(full), b = estimate_cost(causal);

@@ -35,7 +35,8 @@ struct Case {
   std::vector<int64_t> lens;
   DType len_dtype = DType::i64;
   double scale = 0.25;
-  /// NaN, +inf and -inf in turn in every padded key's k and v row.
+  /// NaN, +inf and -inf in turn in every padded key's k and v row and
+  /// every padded query's q (and grad_out) row.
   bool poison_padding = false;
 };
 
@@ -84,20 +85,20 @@ Buffers inputs(const Case& c, const GraphNode& node, bool backward) {
   if (!backward) types.erase(types.begin());
   for (const TensorType& t : types)
     in.push_back(testing::buffer(t, testing::random_values(t.numel(), -1, 1, seed++)));
-  if (c.poison_padding) { // k and v: the last two before the lengths
+  if (c.poison_padding) {
     const float poison[] = {std::numeric_limits<float>::quiet_NaN(),
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()};
-    int64_t planted = 0;
-    for (size_t kv = in.size() - 2; kv < in.size(); ++kv) {
-      host::HostBuffer& buf = *in[kv];
+    // Plants poison in the padded rows of `buf` ([B, heads, n, E]).
+    auto plant = [&](host::HostBuffer& buf, int64_t n) {
+      int64_t planted = 0;
       for (size_t bi = 0; bi < c.lens.size(); ++bi) {
-        const int64_t len = std::clamp<int64_t>(c.lens[bi], 0, c.S);
+        const int64_t len = std::clamp<int64_t>(c.lens[bi], 0, n);
         for (int64_t h = 0; h < c.heads; ++h)
-          for (int64_t j = 0; j < c.S; ++j) {
-            if (c.left ? j >= c.S - len : j < len) continue; // kept
+          for (int64_t j = 0; j < n; ++j) {
+            if (c.left ? j >= n - len : j < len) continue; // kept
             for (int64_t e = 0; e < c.E; ++e) {
-              const int64_t i = ((static_cast<int64_t>(bi) * c.heads + h) * c.S + j) * c.E + e;
+              const int64_t i = ((static_cast<int64_t>(bi) * c.heads + h) * n + j) * c.E + e;
               const float x = poison[(j + e) % 3];
               if (c.dtype == DType::bf16)
                 buf.data<BFloat16>()[i] = BFloat16(x);
@@ -107,8 +108,14 @@ Buffers inputs(const Case& c, const GraphNode& node, bool backward) {
             }
           }
       }
-    }
-    EXPECT_GT(planted, 0) << "no padded key to poison";
+      return planted;
+    };
+    // k and v: the last two; q (and grad_out first) before them.
+    int64_t keys = 0, queries = 0;
+    for (size_t x = 0; x < in.size(); ++x)
+      (x + 2 >= in.size() ? keys : queries) += plant(*in[x], x + 2 >= in.size() ? c.S : c.L);
+    EXPECT_GT(keys, 0) << "no padded key to poison";
+    EXPECT_GT(queries, 0) << "no padded query row to poison";
   }
   in.push_back(lengths(c));
   return in;
@@ -237,13 +244,14 @@ int64_t count(const TileProgram& p, Opcode op) {
 }
 
 /// The Vector time of `p`'s selects (the padded keys zeroed) at the cost
-/// model's rate: max(64, elements) cycles each at vector_ghz.
+/// model's rate: max(64, 60 + elements) cycles each at vector_ghz.
 double select_ns(const TileProgram& p) {
   const CostParams params;
   double cycles = 0;
   for (const Instruction& inst : p.instructions)
     if (inst.opcode == Opcode::select)
-      cycles += std::max(params.fixed_cycles, static_cast<double>(inst.dst.free_elements()));
+      cycles += std::max(params.fixed_cycles, params.access_fixed_cycles +
+                                                  static_cast<double>(inst.dst.free_elements()));
   return cycles / params.vector_ghz;
 }
 
@@ -253,13 +261,15 @@ double select_ns(const TileProgram& p) {
 // (here one chunk per Q tile: 2 tiles x 32 heads; the backward's pass 1
 // and pass 2 items: 2 + 3 per head), a bias row per batch-head and a
 // column op per Q tile, no per-chunk Vector or GpSimd mask (estimated
-// +8% forward and backward in f32, +14% and +9% in bf16 before the padded
-// keys were zeroed); with right padding no key bias at all, the same
-// matmuls as without lengths. Zeroing the padded keys (NaN-safe) is one
-// Vector select per resident key operand and batch-head (forward: k^T and
-// v; backward: k^T, v^T and k by rows), S + S Ev / 128 and 2S + S E / 128
-// elements: Vector work the Vector-bound programs pay in full (+12 us
-// forward, +19 us backward here in bf16; ./build/bench/neuron_attention_masking).
+// +7% forward and backward in f32, +20% and +9% in bf16, the zeroing
+// below included); with right padding no key bias at all, the same matmuls
+// as without lengths. Zeroing the padded keys and query rows (NaN-safe) is
+// one Vector select per batch-head on each of q, k, v (and the backward's
+// dO), by rows (before the on-chip transposes, which carry the zeros),
+// L E / 128, S E / 128, S Ev / 128 (L Ev / 128) elements: ~16 us forward
+// and ~22 us backward of Vector time here in bf16, partly hidden (right
+// padding adds 8 us forward, 10 us backward in all;
+// ./build/bench/neuron_attention_masking).
 TEST(NeuronAttentionValidLen, MaskingCostsLittle) {
   for (DType dt : {DType::f32, DType::bf16})
     for (bool backward : {false, true}) {
@@ -281,16 +291,17 @@ TEST(NeuronAttentionValidLen, MaskingCostsLittle) {
       EXPECT_EQ(count(p_right, Opcode::nc_matmul), count(p_plain, Opcode::nc_matmul));
       EXPECT_EQ(count(p_left, Opcode::nc_matmul),
                 count(p_plain, Opcode::nc_matmul) + 32 * (backward ? 5 : 2));
-      // The selects are per batch-head (one per resident key operand), none per chunk.
+      // The selects are per batch-head (q, k, v and the backward's dO by
+      // rows), none per chunk.
       for (const TileProgram* p : {&p_right, &p_left})
-        EXPECT_EQ(count(*p, Opcode::select), 32 * (backward ? 3 : 2));
+        EXPECT_EQ(count(*p, Opcode::select), 32 * (backward ? 4 : 3));
       absl::StatusOr<CostReport> plain = estimate_cost(p_plain), masked = estimate_cost(p_left);
       ASSERT_TRUE(plain.ok() && masked.ok());
       // The masking adds two [rows, 1] Vector instructions per Q tile (the
       // row keep, folded into 1 / l) and, with left padding, a K=1 matmul per
-      // key chunk: mostly fixed per-instruction costs, so up to ~35% of the
-      // bf16 forward here (40 us for 64 Q tiles), far less in f32; then the
-      // selects' Vector time, no more.
+      // key chunk: mostly fixed per-instruction costs, so ~20% of the bf16
+      // forward here (66 us for 64 Q tiles), less in f32 and backward; then
+      // the selects' Vector time, no more.
       EXPECT_LT(masked->total_ns, 1.4 * plain->total_ns + select_ns(p_left));
     }
 }

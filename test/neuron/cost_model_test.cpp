@@ -1,5 +1,7 @@
 // The cost model's arithmetic on tiny programs, against cycles worked out
-// by hand from the table (CostParams' defaults; ns = cycles / GHz).
+// by hand from the table and its ~60-cycle fixed access cost,
+// composed as max(formula, 60 + streamed cycles) (CostParams' defaults;
+// ns = cycles / GHz).
 #include "lib/backends/neuron/CostModel.h"
 #include "lib/backends/neuron/InstructionCost.h"
 #include "lib/backends/neuron/TiledMatmulProgram.h"
@@ -17,60 +19,68 @@ TEST(NeuronCost, InstructionCyclesFollowTheTable) {
   const int32_t s = b.allocate(BufferKind::sbuf, 64 * 1024, "s");
   const int32_t ps = b.allocate(BufferKind::psum, 2048, "ps");
   const CostParams p;
-  // activation / tensor_scalar / tensor_copy: max(64, N).
+  // activation / tensor_scalar / tensor_copy: max(64, N) with the access
+  // cost: max(64, 60 + N); a tiny one costs the 64-cycle floor.
   EXPECT_EQ(instruction_cycles(
                 b.at(b.activation(sbuf(s, 1000), sbuf(s, 1000), ActivationFunction::exp)), p),
-            1000);
+            1060);
   EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 10), sbuf(s, 10))), p),
-            64);
-  // tensor_tensor: N from SBUF, 2N with an input in PSUM.
+            70);
+  EXPECT_EQ(instruction_cycles(b.at(b.tensor_copy(Engine::vector, sbuf(s, 1), sbuf(s, 1))), p), 64);
+  // tensor_tensor: N from SBUF, 2N with an input in PSUM; its three access
+  // patterns are walked together: one access cost, as a two-operand op.
   EXPECT_EQ(instruction_cycles(b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), sbuf(s, 300),
                                                     sbuf(s, 300), AluOp::add)),
                                p),
-            300);
+            360);
+  EXPECT_EQ(
+      instruction_cycles(
+          b.at(b.tensor_scalar(Engine::vector, sbuf(s, 300), sbuf(s, 300), AluOp::add, 1.0f)), p),
+      360);
   const AccessPattern pin = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{300, 1}});
   EXPECT_EQ(
       instruction_cycles(
           b.at(b.tensor_tensor(Engine::vector, sbuf(s, 300), pin, sbuf(s, 300), AluOp::add)), p),
-      600);
-  // bn_stats / bn_aggr: max(64, N) like the other Vector passes.
-  EXPECT_EQ(instruction_cycles(b.at(b.bn_stats(sbuf(s, 3), sbuf(s, 512))), p), 512);
-  EXPECT_EQ(instruction_cycles(b.at(b.bn_aggr(sbuf(s, 2), sbuf(s, 12))), p), 64);
-  // tensor_reduce: N, N/2 for bf16 add.
+      660);
+  // bn_stats: max(64, 60 + N); bn_aggr: max(64, 60 + 13N/3).
+  EXPECT_EQ(instruction_cycles(b.at(b.bn_stats(sbuf(s, 3), sbuf(s, 512))), p), 572);
+  EXPECT_EQ(instruction_cycles(b.at(b.bn_aggr(sbuf(s, 2), sbuf(s, 12))), p), 60 + 52);
+  // tensor_reduce: 60 + N, 60 + N/2 for bf16 add.
   EXPECT_EQ(instruction_cycles(
                 b.at(b.tensor_reduce(Engine::vector, sbuf(s, 1), sbuf(s, 512), AluOp::add)), p),
-            512);
+            572);
   EXPECT_EQ(instruction_cycles(b.at(b.tensor_reduce(Engine::vector, sbuf(s, 1, DType::bf16),
                                                     sbuf(s, 512, DType::bf16), AluOp::add)),
                                p),
-            256);
+            316);
   // A most-minor stride over 16 B doubles N: 8 f32 = 32 B.
   EXPECT_EQ(
       instruction_cycles(
           b.at(b.tensor_copy(Engine::vector, sbuf(s, 1000), sbuf(s, 1000, DType::f32, 8))), p),
-      2000);
-  // nc_matmul: max(min(64, M), N) + overhead; x4 for fp32.
+      2060);
+  // nc_matmul: max(min(64, M), N, 60 + N) + overhead; x4 for fp32.
   const AccessPattern out = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{512, 1}});
   EXPECT_EQ(
       instruction_cycles(
           b.at(b.matmul(out, sbuf(s, 128, DType::bf16), sbuf(s, 512, DType::bf16), false)), p),
-      512 + p.matmul_overhead_cycles);
+      572 + p.matmul_overhead_cycles);
   EXPECT_EQ(instruction_cycles(
                 b.at(b.matmul(tile_pattern(BufferKind::psum, ps, DType::f32, 0, 32, 0, {{16, 1}}),
                               sbuf(s, 32, DType::bf16), sbuf(s, 16, DType::bf16), false)),
                 p),
-            32 + p.matmul_overhead_cycles);
+            76 + p.matmul_overhead_cycles);
   EXPECT_EQ(instruction_cycles(b.at(b.matmul(out, sbuf(s, 128), sbuf(s, 512), false)), p),
-            4 * 512 + p.matmul_overhead_cycles);
+            60 + 4 * 512 + p.matmul_overhead_cycles);
 }
 
 TEST(NeuronCost, EnginesOverlapUnlessASemaphoreOrdersThem) {
-  // Vector: 1120 cycles at 1.12 GHz = 1000 ns; Scalar: 1400 cycles at 1.4 GHz = 1000 ns.
+  // Vector: 60 + 1060 cycles at 1.12 GHz = 1000 ns; Scalar: 60 + 1340
+  // cycles at 1.4 GHz = 1000 ns.
   TileBuilder b("overlap");
   const int32_t s = b.allocate(BufferKind::sbuf, 8192, "s");
   const int32_t t = b.allocate(BufferKind::sbuf, 8192, "t");
-  const int64_t v = b.tensor_scalar(Engine::vector, sbuf(s, 1120), sbuf(s, 1120), AluOp::add, 1.0f);
-  const int64_t a = b.activation(sbuf(t, 1400), sbuf(t, 1400), ActivationFunction::exp);
+  const int64_t v = b.tensor_scalar(Engine::vector, sbuf(s, 1060), sbuf(s, 1060), AluOp::add, 1.0f);
+  const int64_t a = b.activation(sbuf(t, 1340), sbuf(t, 1340), ActivationFunction::exp);
   absl::StatusOr<CostReport> free_run = estimate_cost(b.program());
   ASSERT_TRUE(free_run.ok()) << free_run.status();
   EXPECT_DOUBLE_EQ(free_run->total_ns, 1000);
@@ -122,8 +132,8 @@ TEST(NeuronCost, VectorAndGpSimdTakeTurnsOnSbuf) {
   TileBuilder b("sbuf_port");
   const int32_t s = b.allocate(BufferKind::sbuf, 8192, "s");
   const int32_t t = b.allocate(BufferKind::sbuf, 8192, "t");
-  const int64_t v = b.tensor_scalar(Engine::vector, sbuf(s, 1120), sbuf(s, 1120), AluOp::add, 1.0f);
-  const int64_t g = b.tensor_scalar(Engine::gpsimd, sbuf(t, 1400), sbuf(t, 1400), AluOp::add, 1.0f);
+  const int64_t v = b.tensor_scalar(Engine::vector, sbuf(s, 1060), sbuf(s, 1060), AluOp::add, 1.0f);
+  const int64_t g = b.tensor_scalar(Engine::gpsimd, sbuf(t, 1340), sbuf(t, 1340), AluOp::add, 1.0f);
   absl::StatusOr<CostReport> r = estimate_cost(b.program());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->total_ns, 2000);
@@ -134,10 +144,10 @@ TEST(NeuronCost, VectorAndScalarTakeTurnsOnPsumOnly) {
   TileBuilder b("psum_port");
   const int32_t ps = b.allocate(BufferKind::psum, 8192, "ps");
   const int32_t s = b.allocate(BufferKind::sbuf, 8192, "s");
-  const AccessPattern pv = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{1120, 1}});
-  const AccessPattern pa = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{1400, 1}});
-  b.tensor_copy(Engine::vector, sbuf(s, 1120), pv);
-  b.activation(sbuf(s, 1400), pa, ActivationFunction::exp);
+  const AccessPattern pv = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{1060, 1}});
+  const AccessPattern pa = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{1340, 1}});
+  b.tensor_copy(Engine::vector, sbuf(s, 1060), pv);
+  b.activation(sbuf(s, 1340), pa, ActivationFunction::exp);
   absl::StatusOr<CostReport> r = estimate_cost(b.program());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->total_ns, 2000);
@@ -156,25 +166,42 @@ TEST(NeuronCost, OneDmaIsFixedCostPlusBytesOverBandwidth) {
   EXPECT_EQ(r->bottleneck(), "DMA");
 }
 
-TEST(NeuronCost, AStridedDmaMovesAtHalfBandwidth) {
-  // The same 32 KiB read with a most-minor stride of 16 B (4 f32: still
-  // full bandwidth), of 20 B (halved), and as a column of 1-element rows
-  // (no most-minor walk: full bandwidth).
+TEST(NeuronCost, ADmaPaysAtLeastABurstPerDescriptor) {
+  // 128 partitions x 64 f32 read with a most-minor stride: contiguous rows
+  // (one 256-byte descriptor per partition: full bandwidth), element-wise
+  // (stride 4 or 5: a 4-byte descriptor per element, each charged a
+  // 64-byte burst: 16x the time), 2-element runs (8 B: 8x) and a column
+  // of 1-element rows (128 descriptors of 4 B: 128 x 64 B).
   const CostParams p;
-  auto one_dma = [&](int64_t stride, int64_t n) {
+  ASSERT_EQ(p.dma_descriptor_bytes, 64);
+  auto one_dma = [&](int64_t stride, int64_t n, int64_t run = 1) {
     TileBuilder b("dma");
     const int32_t x = b.hbm_tensor("x", DType::f32, 128 * 64 * 5);
     const int32_t s = b.allocate(BufferKind::sbuf, 256, "s");
     AccessPattern src = hbm_rows(x, DType::f32, 64 * 5, 0, 128, 0, n);
     src.dims[0].stride = stride;
+    if (run > 1) src.dims = {{n / run, stride}, {run, 1}};
     b.dma_copy(sbuf(s, n), src);
     absl::StatusOr<CostReport> r = estimate_cost(b.program(), p);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->total_ns : 0;
   };
-  EXPECT_NEAR(one_dma(4, 64), 1300 + 32768 / 282.5, 1e-9);
-  EXPECT_NEAR(one_dma(5, 64), 1300 + 2 * 32768 / 282.5, 1e-9);
-  EXPECT_NEAR(one_dma(100, 1), 1300 + 512 / 282.5, 1e-9);
+  EXPECT_NEAR(one_dma(1, 64), 1300 + 32768 / 282.5, 1e-9);
+  EXPECT_NEAR(one_dma(4, 64), 1300 + 16 * 32768 / 282.5, 1e-9);
+  EXPECT_NEAR(one_dma(5, 64), 1300 + 16 * 32768 / 282.5, 1e-9);
+  EXPECT_NEAR(one_dma(3, 64, 2), 1300 + 8 * 32768 / 282.5, 1e-9);
+  EXPECT_NEAR(one_dma(100, 1), 1300 + 128 * 64 / 282.5, 1e-9);
+  // A transposing bf16 load ([64 partitions, 128] from a row-major
+  // [128, 64]: partition stride 1, free stride 64): 2-byte descriptors, 32x.
+  TileBuilder b("transpose");
+  const int32_t x = b.hbm_tensor("x", DType::bf16, 128 * 64);
+  const int32_t s = b.allocate(BufferKind::sbuf, 256, "s");
+  AccessPattern src = tile_pattern(BufferKind::hbm, x, DType::bf16, 0, 64, 0, {{128, 64}});
+  src.partition_stride = 1;
+  b.dma_copy(tile_pattern(BufferKind::sbuf, s, DType::bf16, 0, 64, 0, {{128, 1}}), src);
+  absl::StatusOr<CostReport> r = estimate_cost(b.program(), p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->total_ns, 1300 + 32 * (64 * 128 * 2) / 282.5, 1e-9);
 }
 
 TEST(NeuronCost, DmaEnginesShareHbmBandwidth) {
@@ -200,8 +227,8 @@ TEST(NeuronCost, DmaEnginesShareHbmBandwidth) {
 }
 
 TEST(NeuronCost, MatmulUtilization) {
-  // Two back-to-back full bf16 matmuls: 2 x (512 + overhead) cycles at
-  // 2.8 GHz; utilization = 512 / (512 + overhead).
+  // Two back-to-back full bf16 matmuls: 2 x (60 + 512 + overhead) cycles
+  // at 2.8 GHz; utilization = 512 / (572 + overhead).
   TileBuilder b("util");
   const int32_t s = b.allocate(BufferKind::sbuf, 4096, "s");
   const int32_t ps = b.allocate(BufferKind::psum, 2048, "ps");
@@ -211,8 +238,8 @@ TEST(NeuronCost, MatmulUtilization) {
   const CostParams p;
   absl::StatusOr<CostReport> r = estimate_cost(b.program(), p);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_NEAR(r->total_ns, 2 * (512 + p.matmul_overhead_cycles) / 2.8, 1e-9);
-  EXPECT_NEAR(r->tensor_utilization, 512 / (512 + p.matmul_overhead_cycles), 1e-9);
+  EXPECT_NEAR(r->total_ns, 2 * (572 + p.matmul_overhead_cycles) / 2.8, 1e-9);
+  EXPECT_NEAR(r->tensor_utilization, 512 / (572 + p.matmul_overhead_cycles), 1e-9);
   EXPECT_EQ(r->bottleneck(), "Tensor");
 }
 

@@ -25,10 +25,10 @@ namespace {
 int64_t backward_bytes(const AttentionShape& s) {
   const int64_t es = static_cast<int64_t>(element_size(s.dtype));
   const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
-  // q^T, k^T, dO^T, v^T; q, dO and k by rows; dQ (fp32 and the output);
+  // q^T, k^T, dO^T, v^T; q, dO, k and v by rows; dQ (fp32 and the output);
   // m, 1/l, l, D, -D per tile.
   return es * (2 * s.q_len + 2 * s.kv_len + tiles * (2 * s.head_dim + s.value_dim) +
-               blocks * s.head_dim + (s.lengths > 0 ? s.kv_len : 0)) +
+               blocks * (s.head_dim + s.value_dim) + (s.lengths > 0 ? s.kv_len : 0)) +
          4 * tiles * (s.head_dim + 7);
 }
 
@@ -82,7 +82,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
   // this one's work.
   struct HeadSet {
-    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, dq_acc, negm, rl, l, dsum, negd, dq_out;
+    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum, negd,
+        dq_out;
     int32_t kbias = -1; ///< valid_seq_len's key bias
     int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
   };
@@ -95,6 +96,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     sets.push_back({sbuf(L * es, n("qT")), sbuf(S * es, n("kT")), sbuf(L * es, n("doT")),
                     sbuf(S * es, n("vT")), sbuf(tiles * E * es, n("q_rows")),
                     sbuf(tiles * Ev * es, n("do_rows")), sbuf(blocks * E * es, n("k_rows")),
+                    sbuf(blocks * Ev * es, n("v_rows")),
                     dq_in_psum ? -1 : sbuf(tiles * E * 4, n("dq_acc")), sbuf(tiles * 4, n("neg_m")),
                     sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
                     sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
@@ -142,56 +144,41 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // dS^T ([keys, rows]) at 256.
   constexpr int64_t kDpAt = kBlock, kDsTAt = 2 * kBlock;
 
+  // q, dO, k and v by rows; their transposes (head/value dim on the
+  // partitions) are made on chip (transpose_head), shortly before the
+  // batch-head's first item.
+  const OnChipTranspose tr{ident, psum("T_psum"), dt};
+  std::vector<bool> loaded(s.batch, false), transposed(s.batch, false);
   auto load_head = [&](int64_t h) {
     const HeadSet& hs = sets[h % nsets];
-    // Transposed (head/value dim on the partitions) and by rows.
-    for (int64_t c0 = 0; c0 < L; c0 += kChunk) {
-      const int64_t w = std::min(kChunk, L - c0);
-      deps.track(b.dma_copy(sb(hs.qT, dt, E, c0, w), hbm_transposed(q_hbm, dt, E, h * L + c0, w)),
-                 true);
-      deps.track(
-          b.dma_copy(sb(hs.doT, dt, Ev, c0, w), hbm_transposed(do_hbm, dt, Ev, h * L + c0, w)),
-          true);
-    }
-    for (int64_t c0 = 0; c0 < S; c0 += kChunk) {
-      const int64_t w = std::min(kChunk, S - c0);
-      deps.track(b.dma_copy(sb(hs.kT, dt, E, c0, w), hbm_transposed(k_hbm, dt, E, h * S + c0, w)),
-                 true);
-      deps.track(
-          b.dma_copy(sb(hs.vT, dt, Ev, c0, w), hbm_transposed(v_hbm, dt, Ev, h * S + c0, w)),
-          true);
-    }
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t rows = std::min(kBlock, L - t * kBlock);
-      const int32_t r = static_cast<int32_t>(rows);
-      deps.track(b.dma_copy(sb(hs.q_rows, dt, rows, t * E, E),
-                            hbm_rows(q_hbm, dt, E, h * L + t * kBlock, r, 0, E)),
-                 true);
-      deps.track(b.dma_copy(sb(hs.do_rows, dt, rows, t * Ev, Ev),
-                            hbm_rows(do_hbm, dt, Ev, h * L + t * kBlock, r, 0, Ev)),
-                 true);
-    }
-    for (int64_t kb = 0; kb < blocks; ++kb) {
-      const int64_t keys = std::min(kBlock, S - kb * kBlock);
-      deps.track(
-          b.dma_copy(sb(hs.k_rows, dt, keys, kb * E, E),
-                     hbm_rows(k_hbm, dt, E, h * S + kb * kBlock, static_cast<int32_t>(keys), 0, E)),
-          true);
-    }
+    tr.load(b, deps, hs.q_rows, q_hbm, E, h * L, L);
+    tr.load(b, deps, hs.do_rows, do_hbm, Ev, h * L, L);
+    tr.load(b, deps, hs.k_rows, k_hbm, E, h * S, S);
+    tr.load(b, deps, hs.v_rows, v_hbm, Ev, h * S, S);
+    loaded[h] = true;
   };
-  // valid_seq_len: a batch-head's key masks, and its padded keys zeroed in
-  // k^T, v^T and k by rows, right before its first item's matmuls (the
-  // first items of the batch-heads come in head order); not with its loads,
-  // because the Vector queue is in order: a select there would hold it
-  // until the DMA lands.
-  int64_t prepared = -1;
-  auto prepare_head = [&](int64_t h) {
+  // valid_seq_len: a batch-head's key masks, and its padded keys and query
+  // rows zeroed in k, v, q and dO by rows before they are transposed (the
+  // transposes then carry the zeros: a NaN left in a row would reach every
+  // key or row of the transpose through the identity matmul, 0 x NaN =
+  // NaN; and dV += P^T dO would take it even where P = 0), with the
+  // transposes, not with the loads, because the Vector queue is in order:
+  // a select there would hold it until the DMA lands.
+  auto transpose_head = [&](int64_t h) {
+    if (!loaded[h] || transposed[h]) return;
     const HeadSet& hs = sets[h % nsets];
-    prepared = h;
-    valid.prepare_head(b, deps, h, hs.kbias);
-    valid.zero_key_columns(b, deps, hs.kT, dt, E);
-    valid.zero_key_columns(b, deps, hs.vT, dt, Ev);
-    valid.zero_key_rows(b, deps, hs.k_rows, dt, E);
+    if (valid.on()) {
+      valid.prepare_head(b, deps, h, hs.kbias);
+      valid.zero_query_rows(b, deps, hs.q_rows, dt, E);
+      valid.zero_query_rows(b, deps, hs.do_rows, dt, Ev);
+      valid.zero_key_rows(b, deps, hs.k_rows, dt, E);
+      valid.zero_key_rows(b, deps, hs.v_rows, dt, Ev);
+    }
+    tr.transpose(b, deps, hs.q_rows, E, L, hs.qT);
+    tr.transpose(b, deps, hs.do_rows, Ev, L, hs.doT);
+    tr.transpose(b, deps, hs.k_rows, E, S, hs.kT);
+    tr.transpose(b, deps, hs.v_rows, Ev, S, hs.vT);
+    transposed[h] = true;
   };
 
   // The work items, in order, per batch-head: pass 1 (a Q tile's key
@@ -303,7 +290,6 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
-    if (valid.on() && it.h > prepared) prepare_head(it.h);
     const bool p1 = it.kind == Kind::pass1;
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, it.k0, w), false));
@@ -316,7 +302,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       deps.track(
           b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
       const int slot = static_cast<int>(n % nwork);
-      mask.prepare(b, deps, slot, rows, it.k0, w, std::nullopt, valid);
+      mask.prepare(b, deps, slot, rows, w, std::nullopt);
       mask.apply(b, deps, scores, slot, rows, w);
     }
     if (!p1) return;
@@ -335,7 +321,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
         valid.add_scaled_bias(b, deps, scores, rows, hs.kbias, it.k0, w);
       if (mask.on()) {
         const int slot = static_cast<int>(n % nwork);
-        mask.prepare(b, deps, slot, rows, it.k0, w, column(wk.kept, rows), valid);
+        std::optional<AccessPattern> key_bias;
+        if (valid.masks_keys()) key_bias = valid.bias_keys(hs.kbias, rows, it.k0, w);
+        mask.prepare(b, deps, slot, rows, w, column(wk.kept, rows), key_bias);
         mask.apply(b, deps, scores, slot, rows, w);
       }
     }
@@ -561,6 +549,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     int64_t hi = lo + 1; // [lo, hi): one pipelined group
     while (!starts[hi]) ++hi;
     for (int64_t i = lo; i < hi + kStages - 1; ++i) {
+      // The next item's batch-head transposed an iteration ahead when its
+      // rows are loaded, so the copies out of PSUM overlap this iteration.
+      if (i + 1 < hi) transpose_head(items[i + 1].h);
       if (i >= lo + 4) {
         stage_e(i - 4);
         const Item& it = items[i - 4];
@@ -571,6 +562,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
       if (i < hi) {
         load_masks(i + 2);
+        transpose_head(items[i].h);
         stage_a(i);
       }
     }

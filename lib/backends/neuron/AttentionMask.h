@@ -29,7 +29,8 @@ namespace mstep::neuron::attention_tiles {
 /// Row flag (GpSimd, before the clamp): the max over the chunk's keys of
 /// "kept" (boolean: the mask; additive: mask >= the lowest float, so only
 /// -inf excludes, as in ref, where a huge finite negative such as
-/// finfo.min still counts), times valid_seq_len's key keep when on. The
+/// finfo.min still counts), plus valid_seq_len's key bias (0 or -1e30)
+/// when the keys need one, clamped to >= 0. The
 /// programs take its max over the chunks and multiply it into 1 / l, so a
 /// row with no key kept gives zeros (ref).
 class AttentionMask {
@@ -77,11 +78,12 @@ public:
   }
 
   /// GpSimd work on the tile in `slot` (keys [k0, k0 + w)): with `kept`,
-  /// the rows' flag [rows, 1] fp32 (1 where a key is kept; `valid` the
-  /// program's ValidLength, prepared for this batch-head); an additive
-  /// mask then clamped to >= -1e30.
-  void prepare(TileBuilder& b, DependencyTracker& deps, int slot, int64_t rows, int64_t k0,
-               int64_t w, std::optional<AccessPattern> kept, const ValidLength& valid) const {
+  /// the rows' flag [rows, 1] fp32 (1 where a key is kept; `key_bias` the
+  /// batch-head's valid_seq_len key bias when the keys need one); an
+  /// additive mask then clamped to >= -1e30.
+  void prepare(TileBuilder& b, DependencyTracker& deps, int slot, int64_t rows, int64_t w,
+               std::optional<AccessPattern> kept,
+               std::optional<AccessPattern> key_bias = std::nullopt) const {
     const bool additive = s_.mask == AttentionShape::Mask::additive;
     const AccessPattern m = tile(slot, rows, w);
     if (kept) {
@@ -92,12 +94,12 @@ public:
                                    std::numeric_limits<float>::lowest()));
         src = k;
       }
-      if (valid.on()) {
-        deps.track(
-            b.tensor_tensor(Engine::gpsimd, k, src, valid.key_keep(rows, k0, w), AluOp::multiply));
+      if (key_bias) { // 1 + 0 kept, 1 - 1e30 padded
+        deps.track(b.tensor_tensor(Engine::gpsimd, k, src, *key_bias, AluOp::add));
         src = k;
       }
       deps.track(b.tensor_reduce(Engine::gpsimd, *kept, src, AluOp::max));
+      if (key_bias) deps.track(b.tensor_scalar(Engine::gpsimd, *kept, *kept, AluOp::max, 0.0f));
     }
     if (additive) deps.track(b.tensor_scalar(Engine::gpsimd, m, m, AluOp::max, kExcluded));
   }

@@ -2,9 +2,12 @@
 // batch-head, out = softmax(scale * q k^T [causal]) v without the [L, S]
 // matrix ever leaving the chip.
 //
-// Per batch-head, q^T and k^T ([E, L], [E, S]: head dim on the partitions,
-// by a transposing DMA access pattern) and v ([128 keys, S/128 blocks, Ev])
-// are loaded into SBUF, double-buffered across batch-heads. Per Q tile of
+// Per batch-head, q and k by rows and v ([128 keys, S/128 blocks, Ev]) are
+// loaded into SBUF (contiguous DMAs), double-buffered across batch-heads,
+// and q^T and k^T ([E, L], [E, S]: head dim on the partitions) made from
+// them on chip by Tensor-engine transposes (OnChipTranspose in
+// AttentionTiles.h: a transposing DMA moves one element per descriptor,
+// far slower). Per Q tile of
 // up to 128 rows and key chunk of up to 512 keys, in four stages:
 //   1. Tensor:  S = q^T' k^T chunk into a PSUM bank [rows, 512] (fp32); a
 //               chunk crossing the causal diagonal is scaled into SBUF
@@ -81,7 +84,8 @@ TileProgram attention_forward_program(const AttentionShape& shape);
 /// masked by affine_select, blocks above the diagonal skipped) and
 /// accumulates dV += P^T dO and dK += dS^T q in PSUM across Q tiles
 /// (dS = P (dP - D)), and dQ += dS k in SBUF (dS^T by a matmul against the
-/// identity); dK and dQ are scaled at the end. HBM tensors, in order:
+/// identity); dK and dQ are scaled at the end. q, dO, k and v are loaded
+/// by rows, their transposes made on chip. HBM tensors, in order:
 /// "grad_out" [B, L, Ev], "q", "k", "v", "dq" [B, L, E], "dk" [B, S, E],
 /// "dv" [B, S, Ev]. save_stats is ignored.
 absl::Status attention_backward_tileable(const AttentionShape& shape);

@@ -95,15 +95,48 @@ struct CausalMask {
   }
 };
 
-/// Rows [row0, row0 + cols) of a row-major [..., row_len] HBM tensor,
-/// transposed: [row_len partitions, cols] (partition stride 1, free stride
-/// row_len).
-inline AccessPattern hbm_transposed(int32_t tensor, DType dt, int64_t row_len, int64_t row0,
-                             int64_t cols) {
-  AccessPattern from = tile_pattern(BufferKind::hbm, tensor, dt, 0, static_cast<int32_t>(row_len),
-                                    row0 * row_len, {{cols, row_len}});
-  from.partition_stride = 1;
-  return from;
-}
+/// An operand with its head (or value) dim on the partitions, made on
+/// chip: rows [row0, row0 + len) of a row-major [..., d] HBM tensor (d <=
+/// 128) as [d, len] in SBUF. A transposing DMA would walk one element per
+/// descriptor (CostParams::dma_descriptor_bytes: 32x the time for bf16);
+/// instead load() DMAs each 128-row block by rows (contiguous) into a rows
+/// tile ([128, blocks x d], block j at column j d), and transpose() turns
+/// the blocks around on the Tensor engine (a matmul against the identity,
+/// exact: one product per output), four blocks to the PSUM bank `bank`,
+/// each bank copied to the destination by the Scalar engine. Emit load()
+/// early (the DMAs run on their own) and transpose() shortly before the
+/// operand is needed: the Tensor queue is in order.
+struct OnChipTranspose {
+  int32_t ident = -1;
+  int32_t bank = -1;
+  DType dt = DType::bf16;
+
+  /// SBUF bytes per partition of the rows tile of `len` rows of width d.
+  static int64_t rows_bytes(DType dt, int64_t d, int64_t len) {
+    return ceil_div(len, kBlock) * d * static_cast<int64_t>(element_size(dt));
+  }
+  void load(TileBuilder& b, DependencyTracker& deps, int32_t rows_tile, int32_t src, int64_t d,
+            int64_t row0, int64_t len) const {
+    for (int64_t j = 0; j * kBlock < len; ++j) {
+      const int64_t r = std::min(kBlock, len - j * kBlock);
+      deps.track(b.dma_copy(sb(rows_tile, dt, r, j * d, d),
+                            hbm_rows(src, dt, d, row0 + j * kBlock, static_cast<int32_t>(r), 0, d)),
+                 /*partial_write=*/true);
+    }
+  }
+  void transpose(TileBuilder& b, DependencyTracker& deps, int32_t rows_tile, int64_t d, int64_t len,
+                 int32_t dst) const {
+    for (int64_t c0 = 0; c0 < len; c0 += kChunk) {
+      const int64_t w = std::min(kChunk, len - c0);
+      for (int64_t x = 0; x < w; x += kBlock) {
+        const int64_t r = std::min(kBlock, w - x);
+        deps.track(b.matmul(ps(bank, d, x, r), sb(rows_tile, dt, r, (c0 + x) / kBlock * d, d),
+                            sb(ident, dt, r, 0, r), false));
+      }
+      deps.track(b.tensor_copy(Engine::scalar, sb(dst, dt, d, c0, w), ps(bank, d, 0, w)),
+                 /*partial_write=*/true);
+    }
+  }
+};
 
 } // namespace mstep::neuron::attention_tiles

@@ -20,13 +20,18 @@ namespace mstep::neuron::attention_tiles {
 /// below 2^24 and of the right sign beyond, which is all the compares below
 /// need). With thresholds made once by iota (t = j + 1 right, S - j left,
 /// for key j; likewise for query rows), "len >= t" is the keep predicate:
-///   padded keys: zeroed in the resident k and v (k^T, v^T, v or k by rows)
-///         by a Vector select per batch-head, before any matmul reads them:
+///   padded keys (and query rows): zeroed in k and v (q and dO) by rows
+///         (the programs' transposes then carry the zeros into k^T, v^T,
+///         q^T and dO^T) by a Vector select per batch-head and operand,
+///         before any matmul, transposes included, reads them:
 ///         their probability is exactly 0, but 0 x NaN is NaN, so a NaN or
 ///         inf stored there would otherwise reach the output (ref skips
-///         those positions). The select, not a multiply by 0/1, keeps
-///         NaN out. Its predicates ([128, S] by column, [128, blocks] by
-///         row, bf16 0/1) are made by GpSimd once per length.
+///         those positions), and a NaN in a row reaches every key (or
+///         row) of its transpose (the identity matmul: 0 x NaN). The
+///         select, not a multiply by 0/1, keeps NaN out. Its predicates
+///         ([128, S] by column for the bias, [128, blocks] by key row,
+///         [128, tiles] by query row, bf16 0/1) are made by GpSimd once
+///         per length.
 ///   key bias: (not needed with right padding and causal: a kept row i
 ///         sees only keys j <= i < len) per batch-head a [128, S] bf16
 ///         tile made from the column predicate, 0 where the key is kept
@@ -107,6 +112,7 @@ public:
                       left ? AffineExpr{S, -1, {-kBlock}} : AffineExpr{1, 1, {kBlock}}));
     keep_cols_ = b.allocate(BufferKind::sbuf, S * 2, "key_keep");
     keep_rows_ = b.allocate(BufferKind::sbuf, blocks * 2, "key_keep_rows");
+    keep_queries_ = b.allocate(BufferKind::sbuf, tiles * 2, "row_keep_rows");
     zero_ = b.allocate(BufferKind::sbuf, 4, "zero");
     deps.track(b.iota(column(zero_, kPartitions), AffineExpr{0, 0, {0}}));
     if (!masks_keys() || !(s.scale > 0)) return;
@@ -132,20 +138,26 @@ public:
     return b.allocate(BufferKind::sbuf, s_.kv_len * 2, absl::StrCat("key_bias", slot));
   }
 
-  /// Batch-head h's key masks, when its operands are loaded (heads in
-  /// increasing order): its length's keep predicates (once per length) and,
+  /// Batch-head h's key masks, when its operands are loaded: its length's
+  /// keep predicates (once per length when heads come in increasing order,
+  /// else again when the length changes) and,
   /// when the keys need it, its key bias into `bias` (allocate_bias).
   void prepare_head(TileBuilder& b, DependencyTracker& deps, int64_t h, int32_t bias) {
     const int64_t S = s_.kv_len, blocks = ceil_div(S, kBlock), li = h / per_length_;
     if (li != ready_length_) {
       ready_length_ = li;
-      deps.track(b.tensor_tensor(Engine::gpsimd, sb(keep_cols_, kKeepType, kPartitions, 0, S),
-                                 broadcast(len_, kPartitions, S, li),
-                                 sb(key_thr_, DType::f32, kPartitions, 0, S), AluOp::is_ge));
+      if (masks_keys()) // the columns only make the bias
+        deps.track(b.tensor_tensor(Engine::gpsimd, sb(keep_cols_, kKeepType, kPartitions, 0, S),
+                                   broadcast(len_, kPartitions, S, li),
+                                   sb(key_thr_, DType::f32, kPartitions, 0, S), AluOp::is_ge));
       deps.track(b.tensor_tensor(
           Engine::gpsimd, sb(keep_rows_, kKeepType, kPartitions, 0, blocks),
           broadcast(len_, kPartitions, blocks, li),
           sb(key_row_thr_, DType::f32, kPartitions, 0, blocks), AluOp::is_ge));
+      const int64_t tiles = ceil_div(s_.q_len, kBlock);
+      deps.track(b.tensor_tensor(Engine::gpsimd, sb(keep_queries_, kKeepType, kPartitions, 0, tiles),
+                                 broadcast(len_, kPartitions, tiles, li),
+                                 sb(row_thr_, DType::f32, kPartitions, 0, tiles), AluOp::is_ge));
     }
     if (!masks_keys()) return;
     const int64_t i = b.tensor_scalar(Engine::gpsimd, sb(bias, kBiasType, kPartitions, 0, S),
@@ -155,30 +167,20 @@ public:
     b.at(i).scalar2 = 1e30f;
     deps.track(i);
   }
-  /// Zeroes the padded keys of the head last prepared in `tile`, [parts,
-  /// S] with key j in column j (k^T, v^T).
-  void zero_key_columns(TileBuilder& b, DependencyTracker& deps, int32_t tile, DType dt,
-                        int64_t parts) const {
-    const AccessPattern x = sb(tile, dt, parts, 0, s_.kv_len);
-    deps.track(b.select(x, sb(keep_cols_, kKeepType, parts, 0, s_.kv_len), x,
-                        broadcast(zero_, parts, s_.kv_len)));
-  }
   /// Zeroes the padded keys of the head last prepared in `tile`, [128,
   /// blocks x width] with key kb x 128 + p at partition p, columns [kb x
-  /// width, (kb + 1) x width) (v, k by rows); a partial last block by an
-  /// instruction of its own (its other partitions were never written).
+  /// width, (kb + 1) x width) (v, k by rows).
   void zero_key_rows(TileBuilder& b, DependencyTracker& deps, int32_t tile, DType dt,
                      int64_t width) const {
-    const int64_t full = s_.kv_len / kBlock, rest = s_.kv_len % kBlock;
-    auto zero = [&](int64_t parts, int64_t kb, int64_t nb) {
-      const AccessPattern x = at(BufferKind::sbuf, tile, dt, parts, kb * width,
-                                 {{nb, width}, {width, 1}});
-      deps.track(b.select(
-          x, at(BufferKind::sbuf, keep_rows_, kKeepType, parts, kb, {{nb, 1}, {width, 0}}), x,
-          at(BufferKind::sbuf, zero_, DType::f32, parts, 0, {{nb, 0}, {width, 0}})));
-    };
-    if (full > 0) zero(kBlock, 0, full);
-    if (rest > 0) zero(rest, full, 1);
+    zero_rows(b, deps, tile, dt, width, keep_rows_, s_.kv_len);
+  }
+  /// Zeroes the query rows of the head last prepared that row_keep drops
+  /// (padded, or left with no key) in `tile`, laid out as for
+  /// zero_key_rows (q, dO by rows): a NaN there would reach the whole Q
+  /// tile through its transpose.
+  void zero_query_rows(TileBuilder& b, DependencyTracker& deps, int32_t tile, DType dt,
+                       int64_t width) const {
+    zero_rows(b, deps, tile, dt, width, keep_queries_, s_.q_len);
   }
   /// Adds keys [k0, k0 + w) of `bias` to the [rows, w] scores at column
   /// `col` of PSUM `bank` (accumulating onto the QK^T matmul).
@@ -200,10 +202,10 @@ public:
                         int64_t rows, int32_t bias, int64_t k0, int64_t w) const {
     deps.track(b.select(p, sb(bias, kBiasType, rows, k0, w), broadcast(zero_, rows, w), p));
   }
-  /// Keys [k0, k0 + w) of the last prepared length's keep predicate
-  /// ([parts, w] bf16, 1 where the key is kept), for AttentionMask.
-  AccessPattern key_keep(int64_t parts, int64_t k0, int64_t w) const {
-    return sb(keep_cols_, kKeepType, parts, k0, w);
+  /// Keys [k0, k0 + w) of a batch-head's key bias ([rows, w] bf16, 0
+  /// where the key is kept), for AttentionMask.
+  AccessPattern bias_keys(int32_t bias, int64_t rows, int64_t k0, int64_t w) const {
+    return sb(bias, kBiasType, rows, k0, w);
   }
   /// dst [rows, 1] fp32 = 1 where row (Q tile t, partition p) of batch-head
   /// h is valid and keeps a key, else 0.
@@ -216,8 +218,25 @@ public:
 private:
   /// The thresholds and predicates, per partition.
   static int64_t fixed_bytes(const AttentionShape& s) {
-    return 6 * (s.kv_len + ceil_div(s.kv_len, kBlock)) + 4 * ceil_div(s.q_len, kBlock) +
+    return 6 * (s.kv_len + ceil_div(s.kv_len, kBlock)) + 6 * ceil_div(s.q_len, kBlock) +
            16 * s.lengths + 4;
+  }
+  /// Zeroes the rows of `tile` ([128, blocks x width], row kb x 128 + p at
+  /// partition p, columns [kb x width, (kb + 1) x width); `len` rows) whose
+  /// `keep` ([128, blocks] 0/1) is 0; a partial last block by an
+  /// instruction of its own (its other partitions were never written).
+  void zero_rows(TileBuilder& b, DependencyTracker& deps, int32_t tile, DType dt, int64_t width,
+                 int32_t keep, int64_t len) const {
+    const int64_t full = len / kBlock, rest = len % kBlock;
+    auto zero = [&](int64_t parts, int64_t kb, int64_t nb) {
+      const AccessPattern x =
+          at(BufferKind::sbuf, tile, dt, parts, kb * width, {{nb, width}, {width, 1}});
+      deps.track(
+          b.select(x, at(BufferKind::sbuf, keep, kKeepType, parts, kb, {{nb, 1}, {width, 0}}), x,
+                   at(BufferKind::sbuf, zero_, DType::f32, parts, 0, {{nb, 0}, {width, 0}})));
+    };
+    if (full > 0) zero(kBlock, 0, full);
+    if (rest > 0) zero(rest, full, 1);
   }
   /// 0, 1 and -1e30 (to 3 digits) are bf16 values: the bias matmul runs at
   /// the bf16 rate whatever the scores' dtype (PSUM adds in fp32).
@@ -225,7 +244,7 @@ private:
   const AttentionShape& s_;
   int64_t per_length_ = 1, ready_length_ = -1;
   int32_t len_ = -1, key_thr_ = -1, key_row_thr_ = -1, row_thr_ = -1, ones_ = -1;
-  int32_t keep_cols_ = -1, keep_rows_ = -1, zero_ = -1;
+  int32_t keep_cols_ = -1, keep_rows_ = -1, keep_queries_ = -1, zero_ = -1;
 };
 
 } // namespace mstep::neuron::attention_tiles

@@ -163,8 +163,8 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
     for (int k = 0; k < 2; ++k)
       if (held[k]) port[k] = {tm.end_ns, i};
     if (inst.opcode == Opcode::dma_copy || inst.opcode == Opcode::dma_indirect) {
-      // A strided walk moves the bytes at a fraction of the bandwidth.
-      const double bytes = dma_bytes(inst) * dma_stride_factor(inst, params);
+      // Descriptors shorter than a memory burst cost a burst (element-wise DMAs).
+      const double bytes = dma_transfer_bytes(inst, params);
       double t = best_start + params.dma_fixed_ns;
       int64_t by = best_by;
       bind(t, by, dma[inst.dma_engine]);

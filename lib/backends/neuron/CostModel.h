@@ -10,7 +10,8 @@
 //   2. compute engines end at start + cycles / clock (InstructionCost.h);
 //   3. a dma_copy holds Sync for its trigger; its transfer starts at
 //      max(start + dma_fixed_ns, DMA engine free, HBM free), lasts bytes /
-//      engine bandwidth and holds HBM for bytes / HBM bandwidth;
+//      engine bandwidth and holds HBM for bytes / HBM bandwidth (bytes as
+//      dma_transfer_bytes counts them: at least a burst per descriptor);
 //   4. signals count at the end (the transfer's end for DMA).
 // A wait for value v is met at the v-th earliest end among its semaphore's
 // scheduled signals.

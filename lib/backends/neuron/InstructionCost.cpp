@@ -19,19 +19,30 @@ double stride_factor(const Instruction& inst, const CostParams& p) {
   return any ? p.strided_penalty : 1.0;
 }
 
-/// The innermost free dim longer than 1 steps over 16 B.
-bool dma_strided(const AccessPattern& ap) {
-  for (auto d = ap.dims.rbegin(); d != ap.dims.rend(); ++d)
-    if (d->size > 1) return std::abs(d->stride) * static_cast<int64_t>(element_size(ap.dtype)) > 16;
-  return false;
+/// The formula `formula` with the fixed access cost: the engine
+/// streams `streamed` cycles after its ~60 cycles of access setup.
+double with_access_cost(double formula, double streamed, const CostParams& p) {
+  return std::max(formula, p.access_fixed_cycles + streamed);
 }
 
 } // namespace
 
-double dma_stride_factor(const Instruction& inst, const CostParams& p) {
-  bool any = dma_strided(inst.dst);
-  for (const AccessPattern& s : inst.srcs) any = any || dma_strided(s);
-  return any ? p.strided_penalty : 1.0;
+int64_t contiguous_run(const AccessPattern& ap) {
+  int64_t run = 1;
+  for (auto d = ap.dims.rbegin(); d != ap.dims.rend(); ++d) {
+    if (d->size == 1) continue;
+    if (d->stride != run) break;
+    run *= d->size;
+  }
+  return run;
+}
+
+double dma_transfer_bytes(const Instruction& inst, const CostParams& p) {
+  const double bytes = dma_bytes(inst);
+  if (p.dma_descriptor_bytes <= 0 || bytes <= 0) return bytes;
+  const int64_t run = std::min(contiguous_run(inst.dst), contiguous_run(inst.srcs[0]));
+  const double run_bytes = static_cast<double>(run) * element_size(inst.dst.dtype);
+  return bytes / run_bytes * std::max(run_bytes, p.dma_descriptor_bytes);
 }
 
 double engine_ghz(Engine engine, const CostParams& p) {
@@ -67,32 +78,37 @@ double instruction_cycles(const Instruction& inst, const CostParams& p) {
   case Opcode::nc_matmul: {
     const double m = static_cast<double>(inst.srcs[0].free_elements());
     const double cols = static_cast<double>(inst.srcs[1].free_elements()) * stride_factor(inst, p);
-    const double base = std::max(std::min(64.0, m), cols);
-    return base * (inst.srcs[0].dtype == DType::f32 ? 4.0 : 1.0) + p.matmul_overhead_cycles;
+    const double rate = inst.srcs[0].dtype == DType::f32 ? 4.0 : 1.0;
+    return with_access_cost(std::max(std::min(64.0, m), cols) * rate, cols * rate, p) +
+           p.matmul_overhead_cycles;
   }
   case Opcode::activation:
   case Opcode::tensor_scalar:
   case Opcode::tensor_copy:
   case Opcode::bn_stats:
-  case Opcode::bn_aggr:
-    return std::max(p.fixed_cycles, n);
   case Opcode::select: // as a fast tensor_tensor (an estimate, no public figure)
-    return std::max(p.fixed_cycles, n);
+    return with_access_cost(std::max(p.fixed_cycles, n), n, p);
+  case Opcode::bn_aggr:
+    return with_access_cost(std::max(p.fixed_cycles, 13 * n / 3), 13 * n / 3, p);
   case Opcode::tensor_tensor: {
     const bool fast =
         inst.srcs[0].kind != BufferKind::psum && inst.srcs[1].kind != BufferKind::psum;
-    return std::max(p.fixed_cycles, fast ? n : 2 * n);
+    const double streamed = fast ? n : 2 * n;
+    return with_access_cost(std::max(p.fixed_cycles, streamed), streamed, p);
   }
   case Opcode::iota:
   case Opcode::affine_select:
-    return p.affine_fixed_cycles + n;
-  case Opcode::philox_uniform: // n counts the state's 4 words: use dst's size
-    return p.affine_fixed_cycles +
-           p.philox_cycles_per_element * static_cast<double>(inst.dst.free_elements());
+    return with_access_cost(p.affine_fixed_cycles + n, n, p);
+  case Opcode::philox_uniform: { // n counts the state's 4 words: use dst's size
+    const double streamed =
+        p.philox_cycles_per_element * static_cast<double>(inst.dst.free_elements());
+    return with_access_cost(p.affine_fixed_cycles + streamed, streamed, p);
+  }
   case Opcode::tensor_reduce: {
     const bool half =
         inst.srcs[0].dtype == DType::bf16 && (inst.alu == AluOp::add || inst.alu == AluOp::max);
-    return std::max(1.0, half ? n / 2 : n);
+    const double streamed = half ? n / 2 : n;
+    return with_access_cost(std::max(1.0, streamed), streamed, p);
   }
   }
   return p.fixed_cycles;

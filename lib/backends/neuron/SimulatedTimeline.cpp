@@ -42,8 +42,7 @@ void trace_program(internal::DeviceTraceSink& sink, const TileProgram& program,
     sink.slice(kDevice, engine_name(engine), kEngineTrack + static_cast<int>(engine), name,
                t0_us + tm.start_ns / 1e3, busy_ns / 1e3);
     if (inst.opcode == Opcode::dma_copy || inst.opcode == Opcode::dma_indirect) {
-      const double transfer_ns =
-          dma_bytes(inst) * dma_stride_factor(inst, params) / params.dma_engine_bytes_per_ns;
+      const double transfer_ns = dma_transfer_bytes(inst, params) / params.dma_engine_bytes_per_ns;
       sink.slice(kDevice, absl::StrCat("DMA ", inst.dma_engine), kDmaTrack + inst.dma_engine, name,
                  t0_us + (tm.end_ns - transfer_ns) / 1e3, transfer_ns / 1e3);
     }

@@ -24,10 +24,36 @@ constexpr int64_t kBr = 64;    // query rows per Q tile
 constexpr int64_t kBc = 64;    // keys per K/V tile
 constexpr int64_t kLanes = 16; // f32 lanes of one vector
 static_assert(kBc % kLanes == 0);
+/// Query rows whose products share each K/V vector loaded (a register
+/// block: kRowGroup x kBc lanes of sums, as the cpu kernels' gemm_block
+/// keeps 4 x 64); the rest of a tile's rows go one at a time.
+constexpr int64_t kRowGroup = 4;
+static_assert(kBr % kRowGroup == 0);
+/// Vectors of a row that weighted_rows sums per pass over the keys.
+constexpr int64_t kColumnChunks = 4;
 /// Head dims above this stay callouts (the rows' vector code is unrolled).
 constexpr int64_t kMostHeadDim = 1024;
 /// Bytes of stack the function's tiles may take.
 constexpr int64_t kMostStackBytes = 1 << 20;
+
+/// f32 elements of the stack tiles a node's function takes (see
+/// emit_forward, emit_backward), with the K tiles of a whole batch-head
+/// transposed at once (`all_key_tiles`) or one K tile at a time.
+inline int64_t stack_floats(const AttentionParams& P, bool all_key_tiles) {
+  const int64_t key_tiles = all_key_tiles ? (P.S + kBc - 1) / kBc : 1;
+  int64_t floats = kBr * (P.E + P.Ev + 2) + kBc * (1 + kRowGroup) + key_tiles * kBc * P.E;
+  if (P.backward)
+    floats += 2 * P.L + kBc * (2 + kRowGroup + P.E + 2 * P.Ev) +
+              (P.dtype == DType::f32 ? 0 : kRowGroup * (P.E + P.Ev) + P.L * P.E);
+  return floats;
+}
+
+/// Whether the forward loop nest transposes a batch-head's K tiles once
+/// (read by each of its Q tiles) rather than once per Q tile: when there
+/// is more than one Q tile and the stack allows.
+inline bool transpose_keys_once(const AttentionParams& P) {
+  return P.L > kBr && stack_floats(P, true) * 4 <= kMostStackBytes;
+}
 
 class AttentionEmitter {
 public:
@@ -186,25 +212,82 @@ private:
     });
   }
 
-  /// sum_e a[ai + e] * kt[e][0..kBc): one row against a transposed tile.
-  llvm::Value* row_times_tile(llvm::Value* a, llvm::Value* ai, llvm::Value* kt, int64_t width) {
-    llvm::AllocaInst* sum = lb_.local(tile_row(), llvm::Constant::getNullValue(tile_row()));
-    lb_.loop(width, [&](llvm::Value* e) {
-      llvm::Value* row = load(DType::f32, kt, mul(e, kBc), kBc);
-      llvm::Value* x = lb_.load(f32_, a, b_.CreateAdd(ai, e));
-      lb_.set(sum, fma(splat(row, x), row, lb_.get(sum)));
+  /// Calls body(rows) for the rows [begin, end): kRowGroup at a time,
+  /// then the rest one at a time.
+  using Rows = std::vector<llvm::Value*>;
+  void row_groups(llvm::Value* begin, llvm::Value* end, const std::function<void(const Rows&)>& body) {
+    llvm::Value* count = smax(b_.CreateSub(end, begin), lb_.i64(0));
+    llvm::Value* groups = b_.CreateSDiv(count, lb_.i64(kRowGroup));
+    lb_.loop(lb_.i64(0), groups, [&](llvm::Value* g) {
+      llvm::Value* first = b_.CreateAdd(begin, mul(g, kRowGroup));
+      Rows rows;
+      for (int64_t k = 0; k < kRowGroup; ++k) rows.push_back(add(first, k));
+      body(rows);
     });
-    return lb_.get(sum);
+    lb_.loop(b_.CreateAdd(begin, mul(groups, kRowGroup)), end,
+             [&](llvm::Value* r) { body(Rows{r}); });
   }
 
-  /// kt[e][0..kBc) += a[ai + e] * w for e < width (w a kBc-lane vector):
-  /// one row's share of a transposed tile's gradient.
-  void add_outer(llvm::Value* kt, llvm::Value* a, llvm::Value* ai, int64_t width, llvm::Value* w) {
+  /// Per row k: sum_e a[ai[k] + e] * kt[e][0..kBc), the rows against a
+  /// transposed tile (each tile vector loaded once for all rows).
+  Rows rows_times_tile(llvm::Value* a, const Rows& ai, llvm::Value* kt, int64_t width) {
+    std::vector<llvm::AllocaInst*> sums;
+    for (size_t k = 0; k < ai.size(); ++k)
+      sums.push_back(lb_.local(tile_row(), llvm::Constant::getNullValue(tile_row())));
+    lb_.loop(width, [&](llvm::Value* e) {
+      llvm::Value* row = load(DType::f32, kt, mul(e, kBc), kBc);
+      for (size_t k = 0; k < ai.size(); ++k) {
+        llvm::Value* x = lb_.load(f32_, a, b_.CreateAdd(ai[k], e));
+        lb_.set(sums[k], fma(splat(row, x), row, lb_.get(sums[k])));
+      }
+    });
+    Rows result;
+    for (llvm::AllocaInst* sum : sums) result.push_back(lb_.get(sum));
+    return result;
+  }
+  llvm::Value* row_times_tile(llvm::Value* a, llvm::Value* ai, llvm::Value* kt, int64_t width) {
+    return rows_times_tile(a, {ai}, kt, width)[0];
+  }
+
+  /// kt[e][0..kBc) += a[ai[k] + e] * w[k] for e < width, rows k in order
+  /// (w[k] kBc-lane vectors): the rows' share of a transposed tile's
+  /// gradient, each tile vector loaded and stored once.
+  void add_outer(llvm::Value* kt, llvm::Value* a, const Rows& ai, int64_t width, const Rows& w) {
     lb_.loop(width, [&](llvm::Value* e) {
       llvm::Value* at = mul(e, kBc);
-      llvm::Value* x = lb_.load(f32_, a, b_.CreateAdd(ai, e));
-      store(DType::f32, fma(splat(w, x), w, load(DType::f32, kt, at, kBc)), kt, at);
+      llvm::Value* sum = load(DType::f32, kt, at, kBc);
+      for (size_t k = 0; k < ai.size(); ++k) {
+        llvm::Value* x = lb_.load(f32_, a, b_.CreateAdd(ai[k], e));
+        sum = fma(splat(w[k], x), w[k], sum);
+      }
+      store(DType::f32, sum, kt, at);
     });
+  }
+
+  /// The transposed K tile number `t` (keys j0 + c, c < nc, at flat key
+  /// row key_row0) of the current batch-head, for the Q tile being
+  /// attended: a slice of the tiles transpose_keys() made, or kt_ after
+  /// transposing it now.
+  llvm::Value* key_tile(llvm::Value* t, llvm::Value* key_row0, llvm::Value* nc) {
+    if (transpose_keys_once(P_)) return b_.CreateInBoundsGEP(f32_, kt_, mul(t, P_.E * kBc));
+    transpose_tile(kt_, P_.dtype, k_, key_row0, nc, P_.E);
+    return kt_;
+  }
+  /// With transpose_keys_once: every K tile of keys [key_lo_, key_hi_) of
+  /// batch-head b, transposed into kt_ (tile t at t E kBc).
+  void transpose_keys(llvm::Value* b) {
+    if (!transpose_keys_once(P_)) return;
+    llvm::Value* keys = smax(b_.CreateSub(key_hi_, key_lo_), lb_.i64(0));
+    lb_.loop(lb_.i64(0), b_.CreateSDiv(add(keys, kBc - 1), lb_.i64(kBc)), [&](llvm::Value* t) {
+      llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(t, kBc));
+      transpose_tile(b_.CreateInBoundsGEP(f32_, kt_, mul(t, P_.E * kBc)), P_.dtype, k_,
+                     b_.CreateAdd(mul(b, P_.S), j0), smin(lb_.i64(kBc), b_.CreateSub(key_hi_, j0)),
+                     P_.E);
+    });
+  }
+  /// kt_: the K tile(s) key_tile() reads.
+  llvm::Value* transposed_key_tiles() {
+    return tile((transpose_keys_once(P_) ? (P_.S + kBc - 1) / kBc : 1) * P_.E * kBc);
   }
 
   /// The scores of row i against keys j0 + c (c < kBc) given their scaled
@@ -228,36 +311,59 @@ private:
     return load(DType::f32, s_, lb_.i64(0), kBc);
   }
 
-  /// sum_{c < nc} w[c] * x[(row0 + c) * width + (0..width)] as f32 vectors
-  /// of the row's chunks; four interleaved sums (independent chains).
-  std::vector<llvm::Value*> weighted_rows(llvm::Value* w, DType xt, llvm::Value* x,
-                                          llvm::Value* row0, llvm::Value* nc, int64_t width) {
-    constexpr int kWays = 4;
-    std::vector<std::vector<llvm::AllocaInst*>> acc(kWays);
-    for (auto& way : acc)
-      chunks(width, [&](int64_t, unsigned w_) {
-        way.push_back(lb_.local(vec(w_), llvm::Constant::getNullValue(vec(w_))));
+  /// Per row k: sum_{c < nc} w[w_at[k] + c] * x[(row0 + c) * width +
+  /// (0..width)] as f32 vectors of the row's chunks. Each x vector loaded
+  /// serves every row; kColumnChunks vectors per pass over the keys, and a
+  /// single row sums in four interleaved ways (independent chains).
+  std::vector<Rows> weighted_rows(llvm::Value* w, const Rows& w_at, DType xt, llvm::Value* x,
+                                  llvm::Value* row0, llvm::Value* nc, int64_t width) {
+    const size_t rows = w_at.size();
+    const int ways = rows == 1 ? 4 : 1;
+    std::vector<Rows> sums(rows);
+    for (int64_t first = 0; first < width; first += kColumnChunks * kLanes) {
+      const int64_t span = std::min(kColumnChunks * kLanes, width - first);
+      // acc[way][k][chunk]
+      std::vector<std::vector<std::vector<llvm::AllocaInst*>>> acc(
+          ways, std::vector<std::vector<llvm::AllocaInst*>>(rows));
+      for (auto& way : acc)
+        for (auto& row : way)
+          chunks(span, [&](int64_t, unsigned w_) {
+            row.push_back(lb_.local(vec(w_), llvm::Constant::getNullValue(vec(w_))));
+          });
+      auto add_key = [&](int way, llvm::Value* c) {
+        llvm::Value* from = add(mul(b_.CreateAdd(row0, c), width), first);
+        Rows weights;
+        for (size_t k = 0; k < rows; ++k)
+          weights.push_back(lb_.load(f32_, w, b_.CreateAdd(w_at[k], c)));
+        size_t n = 0;
+        chunks(span, [&](int64_t off, unsigned w_) {
+          llvm::Value* xv = load(xt, x, add(from, off), w_);
+          for (size_t k = 0; k < rows; ++k)
+            lb_.set(acc[way][k][n], fma(splat(xv, weights[k]), xv, lb_.get(acc[way][k][n])));
+          ++n;
+        });
+      };
+      llvm::Value* groups = b_.CreateSDiv(nc, lb_.i64(ways));
+      lb_.loop(lb_.i64(0), groups, [&](llvm::Value* t) {
+        for (int way = 0; way < ways; ++way) add_key(way, add(mul(t, ways), way));
       });
-    auto add_row = [&](int way, llvm::Value* c) {
-      llvm::Value* weight = lb_.load(f32_, w, c);
-      llvm::Value* from = mul(b_.CreateAdd(row0, c), width);
-      size_t k = 0;
-      chunks(width, [&](int64_t off, unsigned w_) {
-        llvm::Value* xv = load(xt, x, add(from, off), w_);
-        lb_.set(acc[way][k], fma(splat(xv, weight), xv, lb_.get(acc[way][k])));
-        ++k;
-      });
-    };
-    llvm::Value* groups = b_.CreateSDiv(nc, lb_.i64(kWays));
-    lb_.loop(lb_.i64(0), groups, [&](llvm::Value* t) {
-      for (int way = 0; way < kWays; ++way) add_row(way, add(mul(t, kWays), way));
-    });
-    lb_.loop(mul(groups, kWays), nc, [&](llvm::Value* c) { add_row(0, c); });
-    std::vector<llvm::Value*> sums;
-    for (size_t k = 0; k < acc[0].size(); ++k)
-      sums.push_back(b_.CreateFAdd(b_.CreateFAdd(lb_.get(acc[0][k]), lb_.get(acc[1][k])),
-                                   b_.CreateFAdd(lb_.get(acc[2][k]), lb_.get(acc[3][k]))));
+      if (ways > 1) lb_.loop(mul(groups, ways), nc, [&](llvm::Value* c) { add_key(0, c); });
+      for (size_t k = 0; k < rows; ++k)
+        for (size_t n = 0; n < acc[0][k].size(); ++n) {
+          if (ways == 1) {
+            sums[k].push_back(lb_.get(acc[0][k][n]));
+            continue;
+          }
+          sums[k].push_back(
+              b_.CreateFAdd(b_.CreateFAdd(lb_.get(acc[0][k][n]), lb_.get(acc[1][k][n])),
+                            b_.CreateFAdd(lb_.get(acc[2][k][n]), lb_.get(acc[3][k][n]))));
+        }
+    }
     return sums;
+  }
+  Rows weighted_rows(llvm::Value* w, DType xt, llvm::Value* x, llvm::Value* row0, llvm::Value* nc,
+                     int64_t width) {
+    return weighted_rows(w, {lb_.i64(0)}, xt, x, row0, nc, width)[0];
   }
 
   // --- What both passes share -------------------------------------------
@@ -319,6 +425,7 @@ private:
   llvm::Value* mask_b_ = nullptr; // the mask base of the current batch-head
   // The forward's tiles.
   llvm::Value *qs_ = nullptr, *acc_ = nullptr, *m_ = nullptr, *l_ = nullptr, *s_ = nullptr;
+  llvm::Value* p_ = nullptr; // [kRowGroup x kBc]: a row group's probabilities
   llvm::Value* kt_ = nullptr; // [E x kBc]: the K tile transposed
   llvm::Value* vt_ = nullptr; // [Ev x kBc]: the V tile transposed (backward)
   llvm::Value* saved_in_ = nullptr; // the forward's saved probabilities (backward)

@@ -13,14 +13,17 @@
 // Forward, per tile of kBr query rows (Q tiles) and, inside it, per tile of
 // kBc keys (K/V tiles, up to the tile's last row when causal: key tiles
 // wholly above the diagonal are never visited). The K tile is transposed
-// once into a zero-padded [E x kBc] stack tile, so a row's kBc scores are
-// one <kBc x float> value (E vector fmas). Per row r of the Q tile:
+// into a zero-padded [E x kBc] stack tile (all of a batch-head's K tiles
+// once, when there are several Q tiles and the stack allows), so a row's
+// kBc scores are one <kBc x float> value (E vector fmas). Rows go in
+// groups of kRowGroup that share each loaded K/V vector (a 4 x 64-lane
+// register block, as the cpu kernels' gemm_block). Per row r of the Q tile:
 //   s = scale q_r k^T (+ floating mask; -inf where causal or a false bool
 //   mask excludes the key, and past the tile's last key),
 //   m' = max(m, max s), p = e^(s - m') (the cpu kernels' f32 exp),
 //   l = l e^(m - m') + sum p, p *= the dropout factor (Philox, the ref
-//   kernel's draws bit for bit), acc = acc e^(m - m') + p v (four
-//   interleaved vector sums over the keys).
+//   kernel's draws bit for bit), acc = acc e^(m - m') + p v (the group's
+//   rows against each V vector; a lone row sums in four interleaved ways).
 // out = acc / l (0 where l = 0: a row with every key excluded, and the
 // rows outside valid_seq_len).
 //
@@ -116,6 +119,7 @@ llvm::Value* AttentionEmitter::dropout_factor(llvm::Value* flat) {
 void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
                                    const TileDone& tile_done) {
   const int64_t E = P_.E, Ev = P_.Ev;
+  transpose_keys(b);
   llvm::Value* rows = b_.CreateSub(row_hi_, row_lo_);
   llvm::Value* q_tiles = b_.CreateSDiv(add(rows, kBr - 1), lb_.i64(kBr));
   lb_.loop(lb_.i64(0), q_tiles, [&](llvm::Value* t) {
@@ -141,40 +145,52 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
       llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
       llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
       llvm::Value* key_row0 = b_.CreateAdd(mul(b, P_.S), j0);
-      transpose_tile(kt_, P_.dtype, k_, key_row0, nc, E);
-      lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
-        llvm::Value* i = b_.CreateAdd(first, r);
-        // The online softmax on the kBc lanes of the tile.
-        llvm::Value* s = mask_tile(i, j0, nc, row_times_tile(qs_, mul(r, E), kt_, E));
-        llvm::Value* m_old = lb_.load(f32_, m_, r);
-        llvm::Value* m_new = b_.CreateMaxNum(m_old, b_.CreateFPMaxReduce(s));
-        // A row with no key yet keeps m = -inf; subtracting 0 keeps p = 0.
-        llvm::Value* m_used =
-            b_.CreateSelect(b_.CreateFCmpOEQ(m_new, neg_inf()), lb_.f32(0.0f), m_new);
-        llvm::Value* alpha = exp(b_.CreateFSub(m_old, m_used));
-        llvm::Value* p = exp(b_.CreateFSub(s, splat(s, m_used)));
-        store(DType::f32, p, s_, lb_.i64(0));
-        lb_.store(m_new, m_, r);
-        lb_.store(fma(lb_.load(f32_, l_, r), alpha, reduce_add(p)), l_, r);
-        if (P_.dropout) {
-          llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
-          lb_.loop(
-              lb_.i64(0), nc,
-              [&](llvm::Value* c) {
-                lb_.store(
-                    b_.CreateFMul(lb_.load(f32_, s_, c), dropout_factor(b_.CreateAdd(flat, c))), s_,
-                    c);
-              },
-              /*parallel=*/true);
+      llvm::Value* keys_t = key_tile(kt, key_row0, nc);
+      row_groups(lb_.i64(0), nr, [&](const Rows& rs) {
+        Rows q_at, p_at, alphas;
+        for (llvm::Value* r : rs) q_at.push_back(mul(r, E));
+        Rows products = rows_times_tile(qs_, q_at, keys_t, E);
+        for (size_t k = 0; k < rs.size(); ++k) {
+          llvm::Value* r = rs[k];
+          llvm::Value* i = b_.CreateAdd(first, r);
+          // The online softmax on the kBc lanes of the tile.
+          llvm::Value* s = mask_tile(i, j0, nc, products[k]);
+          llvm::Value* m_old = lb_.load(f32_, m_, r);
+          llvm::Value* m_new = b_.CreateMaxNum(m_old, b_.CreateFPMaxReduce(s));
+          // A row with no key yet keeps m = -inf; subtracting 0 keeps p = 0.
+          llvm::Value* m_used =
+              b_.CreateSelect(b_.CreateFCmpOEQ(m_new, neg_inf()), lb_.f32(0.0f), m_new);
+          llvm::Value* alpha = exp(b_.CreateFSub(m_old, m_used));
+          llvm::Value* p = exp(b_.CreateFSub(s, splat(s, m_used)));
+          llvm::Value* at = lb_.i64(static_cast<int64_t>(k) * kBc);
+          store(DType::f32, p, p_, at);
+          lb_.store(m_new, m_, r);
+          lb_.store(fma(lb_.load(f32_, l_, r), alpha, reduce_add(p)), l_, r);
+          if (P_.dropout) {
+            llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
+            lb_.loop(
+                lb_.i64(0), nc,
+                [&](llvm::Value* c) {
+                  llvm::Value* pc = b_.CreateAdd(at, c);
+                  lb_.store(b_.CreateFMul(lb_.load(f32_, p_, pc),
+                                          dropout_factor(b_.CreateAdd(flat, c))),
+                            p_, pc);
+                },
+                /*parallel=*/true);
+          }
+          p_at.push_back(at);
+          alphas.push_back(alpha);
         }
         // acc = acc * alpha + p v.
-        std::vector<llvm::Value*> pv = weighted_rows(s_, P_.dtype, v_, key_row0, nc, Ev);
-        size_t n = 0;
-        chunks(Ev, [&](int64_t off, unsigned w) {
-          llvm::Value* at = add(mul(r, Ev), off);
-          llvm::Value* a = load(DType::f32, acc_, at, w);
-          store(DType::f32, fma(a, splat(a, alpha), pv[n++]), acc_, at);
-        });
+        std::vector<Rows> pv = weighted_rows(p_, p_at, P_.dtype, v_, key_row0, nc, Ev);
+        for (size_t k = 0; k < rs.size(); ++k) {
+          size_t n = 0;
+          chunks(Ev, [&](int64_t off, unsigned w) {
+            llvm::Value* at = add(mul(rs[k], Ev), off);
+            llvm::Value* a = load(DType::f32, acc_, at, w);
+            store(DType::f32, fma(a, splat(a, alphas[k]), pv[k][n++]), acc_, at);
+          });
+        }
       });
     });
     lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
@@ -192,7 +208,8 @@ void AttentionEmitter::emit_forward() {
   m_ = tile(kBr);
   l_ = tile(kBr);
   s_ = tile(kBc);
-  kt_ = tile(P_.E * kBc);
+  p_ = tile(kRowGroup * kBc);
+  kt_ = transposed_key_tiles();
   llvm::Value* out = lb_.result(0);
   llvm::Value* probs = P_.probs >= 0 ? lb_.result(P_.probs) : nullptr;
   llvm::Value* saved = P_.saved_probs_out >= 0 ? lb_.result(P_.saved_probs_out) : nullptr;
@@ -228,9 +245,10 @@ void AttentionEmitter::emit_backward() {
   m_ = tile(kBr);
   l_ = tile(kBr);
   s_ = tile(kBc);
-  kt_ = tile(E * kBc);
+  p_ = tile(kRowGroup * kBc);
+  kt_ = transposed_key_tiles();
   vt_ = tile(Ev * kBc);
-  llvm::Value* ds_t = tile(kBc);
+  llvm::Value* ds_t = tile(kRowGroup * kBc);
   llvm::Value* f_t = P_.dropout ? tile(kBc) : nullptr;
   llvm::Value* lse = tile(P_.L);
   llvm::Value* d = tile(P_.L);
@@ -238,8 +256,8 @@ void AttentionEmitter::emit_backward() {
   llvm::Value* dv_t = tile(Ev * kBc); // dv^T
   const bool convert = P_.dtype != DType::f32;
   // bf16 rows as f32, and dq's f32 sums (the result itself for f32).
-  llvm::Value* q_row = convert ? tile(E) : nullptr;
-  llvm::Value* g_row = convert ? tile(Ev) : nullptr;
+  llvm::Value* q_row = convert ? tile(kRowGroup * E) : nullptr;
+  llvm::Value* g_row = convert ? tile(kRowGroup * Ev) : nullptr;
   llvm::Value* dq_sum = convert ? tile(P_.L * E) : nullptr;
   llvm::Value* g = lb_.operand(P_.grad_out);
   llvm::Value* dq = lb_.result(0);
@@ -290,50 +308,70 @@ void AttentionEmitter::emit_backward() {
       zero(DType::f32, dv_t, lb_.i64(0), lb_.i64(kBc * Ev));
       // Rows before j0 see none of these keys when causal.
       llvm::Value* row_begin = P_.causal ? smax(row_lo_, j0) : row_lo_;
-      lb_.loop(row_begin, row_hi_, [&](llvm::Value* i) {
-        llvm::Value* row = b_.CreateAdd(mul(b, P_.L), i);
+      row_groups(row_begin, row_hi_, [&](const Rows& is) {
         // q and g rows as f32 (in place for f32 data).
-        llvm::Value *qp = q_, *qi = mul(row, E), *gp = g, *gi = mul(row, Ev);
-        if (convert) {
-          copy(DType::f32, q_row, lb_.i64(0), P_.dtype, q_, qi, E);
-          copy(DType::f32, g_row, lb_.i64(0), P_.dtype, g, gi, Ev);
-          qp = q_row, qi = lb_.i64(0), gp = g_row, gi = lb_.i64(0);
+        llvm::Value *qp = q_, *gp = g;
+        Rows rows, q_at, g_at, ds_at, pfs, dss;
+        for (size_t k = 0; k < is.size(); ++k) {
+          llvm::Value* row = b_.CreateAdd(mul(b, P_.L), is[k]);
+          rows.push_back(row);
+          q_at.push_back(mul(row, E));
+          g_at.push_back(mul(row, Ev));
+          if (!convert) continue;
+          copy(DType::f32, q_row, lb_.i64(k * E), P_.dtype, q_, q_at[k], E);
+          copy(DType::f32, g_row, lb_.i64(k * Ev), P_.dtype, g, g_at[k], Ev);
+          q_at[k] = lb_.i64(k * E);
+          g_at[k] = lb_.i64(k * Ev);
         }
+        if (convert) qp = q_row, gp = g_row;
         // The tile's kBc keys at once (p = 0 past nc: -inf scores, zero v).
-        llvm::Value* p = nullptr;
+        Rows ps;
         if (saved_in_) {
-          p = saved_tile(row, j0, nc);
+          for (llvm::Value* row : rows) ps.push_back(saved_tile(row, j0, nc));
         } else {
-          llvm::Value* s = row_times_tile(qp, qi, kt_, E);
-          s = mask_tile(i, j0, nc, b_.CreateFMul(s, splat(s, scale)));
-          p = exp(b_.CreateFSub(s, splat(s, lb_.load(f32_, lse, i))));
+          Rows products = rows_times_tile(qp, q_at, kt_, E);
+          for (size_t k = 0; k < is.size(); ++k) {
+            llvm::Value* s =
+                mask_tile(is[k], j0, nc, b_.CreateFMul(products[k], splat(products[k], scale)));
+            ps.push_back(exp(b_.CreateFSub(s, splat(s, lb_.load(f32_, lse, is[k])))));
+          }
         }
-        llvm::Value* dp = row_times_tile(gp, gi, vt_, Ev);
-        llvm::Value* pf = p;
-        if (P_.dropout) {
-          llvm::Value* flat = b_.CreateAdd(mul(row, P_.S), j0);
-          lb_.loop(
-              kBc,
-              [&](llvm::Value* c) { lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t, c); },
-              /*parallel=*/true);
-          llvm::Value* f = load(DType::f32, f_t, lb_.i64(0), kBc);
-          dp = b_.CreateFMul(dp, f);
-          pf = b_.CreateFMul(p, f);
+        Rows dps = rows_times_tile(gp, g_at, vt_, Ev);
+        for (size_t k = 0; k < is.size(); ++k) {
+          llvm::Value *p = ps[k], *dp = dps[k], *pf = p;
+          if (P_.dropout) {
+            llvm::Value* flat = b_.CreateAdd(mul(rows[k], P_.S), j0);
+            lb_.loop(
+                kBc,
+                [&](llvm::Value* c) { lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t, c); },
+                /*parallel=*/true);
+            llvm::Value* f = load(DType::f32, f_t, lb_.i64(0), kBc);
+            dp = b_.CreateFMul(dp, f);
+            pf = b_.CreateFMul(p, f);
+          }
+          llvm::Value* ds =
+              b_.CreateFMul(p, b_.CreateFSub(dp, splat(dp, lb_.load(f32_, d, is[k]))));
+          ds_at.push_back(lb_.i64(static_cast<int64_t>(k) * kBc));
+          store(DType::f32, ds, ds_t, ds_at[k]);
+          if (dmask_)
+            add_mask_gradient(is[k], j0, nc, b_.CreateInBoundsGEP(f32_, ds_t, ds_at[k]));
+          pfs.push_back(pf);
+          dss.push_back(ds);
         }
-        llvm::Value* ds = b_.CreateFMul(p, b_.CreateFSub(dp, splat(dp, lb_.load(f32_, d, i))));
-        store(DType::f32, ds, ds_t, lb_.i64(0));
-        if (dmask_) add_mask_gradient(i, j0, nc, ds_t);
         // dv^T += g (p f), dk^T += q ds (transposed tiles: whole key rows).
-        add_outer(dv_t, gp, gi, Ev, pf);
-        add_outer(dk_t, qp, qi, E, ds);
+        add_outer(dv_t, gp, g_at, Ev, pfs);
+        add_outer(dk_t, qp, q_at, E, dss);
         // dq_i += ds k.
-        std::vector<llvm::Value*> dsk = weighted_rows(ds_t, P_.dtype, k_, key_row0, nc, E);
-        llvm::Value* dq_row = b_.CreateAdd(dq_base, mul(i, E));
-        size_t n = 0;
-        chunks(E, [&](int64_t off, unsigned w) {
-          llvm::Value* at = add(dq_row, off);
-          store(DType::f32, b_.CreateFAdd(load(DType::f32, dq_acc, at, w), dsk[n++]), dq_acc, at);
-        });
+        std::vector<Rows> dsk = weighted_rows(ds_t, ds_at, P_.dtype, k_, key_row0, nc, E);
+        for (size_t k = 0; k < is.size(); ++k) {
+          llvm::Value* dq_row = b_.CreateAdd(dq_base, mul(is[k], E));
+          size_t n = 0;
+          chunks(E, [&](int64_t off, unsigned w) {
+            llvm::Value* at = add(dq_row, off);
+            store(DType::f32, b_.CreateFAdd(load(DType::f32, dq_acc, at, w), dsk[k][n++]), dq_acc,
+                  at);
+          });
+        }
       });
       lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
         llvm::Value* key = b_.CreateAdd(key_row0, c);
@@ -384,11 +422,7 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
   if (P.dmask >= 0 && P.dtype != DType::f32) return std::nullopt;
   if (P.E > kMostHeadDim || P.Ev > kMostHeadDim || P.L == 0 || P.S == 0 || P.batch == 0)
     return std::nullopt;
-  int64_t stack = kBr * (P.E + P.Ev + 2) + kBc * (1 + P.E);
-  if (P.backward)
-    stack +=
-        2 * P.L + kBc * (3 + P.E + 2 * P.Ev) + (P.dtype == DType::f32 ? 0 : P.E + P.Ev + P.L * P.E);
-  if (stack * 4 > kMostStackBytes) return std::nullopt;
+  if (stack_floats(P, false) * 4 > kMostStackBytes) return std::nullopt;
 
   // A row function over the batch-heads: each writes only its own rows of
   // out, probabilities and dropout mask (dq, dk, dv) and keeps its tiles on

@@ -41,12 +41,12 @@ void AttentionEmitter::write_probabilities(llvm::Value* b, llvm::Value* first, l
   lb_.loop(lb_.i64(0), key_tiles, [&](llvm::Value* kt) {
     llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
     llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
-    transpose_tile(kt_, P_.dtype, k_, b_.CreateAdd(mul(b, P_.S), j0), nc, E);
+    llvm::Value* keys_t = key_tile(kt, b_.CreateAdd(mul(b, P_.S), j0), nc);
     lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
       llvm::Value* i = b_.CreateAdd(first, r);
       // The first pass's scores, normalized with the row's final m and l
       // (a row with every key excluded keeps m = -inf and l = 0: zeros).
-      llvm::Value* s = mask_tile(i, j0, nc, row_times_tile(qs_, mul(r, E), kt_, E));
+      llvm::Value* s = mask_tile(i, j0, nc, row_times_tile(qs_, mul(r, E), keys_t, E));
       llvm::Value* m = lb_.load(f32_, m_, r);
       llvm::Value* l = lb_.load(f32_, l_, r);
       llvm::Value* m_used = b_.CreateSelect(b_.CreateFCmpOEQ(m, neg_inf()), lb_.f32(0.0f), m);
