@@ -54,17 +54,7 @@ GraphNode mask_node(const Case& c, bool backward) {
   if (backward) n.results = {q, kv, kv};
   const uint32_t operands = 4 + backward + !c.lens.empty();
   for (uint32_t i = 0; i < operands; ++i) n.operands.push_back(ValueRef{i, 0});
-  auto set = [&](AttrName a, AttrValue v) { n.attrs.push_back({a, std::move(v)}); };
-  set(AttrName::is_causal, AttrValue(int64_t{c.causal}));
-  set(AttrName::scale, AttrValue(c.scale));
-  set(AttrName::dropout_p, AttrValue(0.0));
-  set(AttrName::offset, AttrValue(int64_t{-1}));
-  set(AttrName::has_mask, AttrValue(int64_t{1}));
-  set(AttrName::has_valid_len, AttrValue(int64_t{!c.lens.empty()}));
-  set(AttrName::padding_side, AttrValue(int64_t{c.left}));
-  set(AttrName::return_probs, AttrValue(int64_t{0}));
-  set(AttrName::return_mask, AttrValue(int64_t{0}));
-  set(AttrName::recompute, AttrValue(int64_t{1}));
+  n.attrs = testing::sdpa_attrs(c.causal, c.scale, true, !c.lens.empty(), c.left);
   return n;
 }
 
@@ -146,23 +136,8 @@ void check(const Case& c) {
     SCOPED_TRACE(backward ? "sdpa_grad" : "sdpa");
     const GraphNode node = mask_node(c, backward);
     const Buffers in = inputs(c, node, backward);
-    const std::vector<TensorType> types = types_of(in);
-    absl::StatusOr<LoweredOp> low = lower_node(node, types);
-    ASSERT_TRUE(low.ok()) << low.status();
-    ASSERT_TRUE(validate(low->program).ok()) << validate(low->program);
-    EXPECT_EQ(host_fallbacks(node, types), 0u);
-    absl::StatusOr<Buffers> want = testing::run_ref(node, in);
-    absl::StatusOr<Buffers> got = testing::run_lowered_all(node, in);
-    ASSERT_TRUE(want.ok()) << want.status();
-    ASSERT_TRUE(got.ok()) << got.status();
-    const char* names[] = {backward ? "dq" : "out", "dk", "dv"};
-    for (size_t r = 0; r < want->size(); ++r) {
-      expect_attention_matches(*(*want)[r], *(*got)[r], c.dtype, names[r]);
-      int64_t zeros = 0; // the case must test more than zeroed rows
-      for (int64_t i = 0; i < (*want)[r]->type().numel(); ++i)
-        zeros += testing::at(*(*want)[r], i) == 0;
-      EXPECT_LT(zeros, (*want)[r]->type().numel()) << names[r] << ": ref gives only zeros";
-    }
+    // each result must test more than zeroed rows
+    testing::expect_lowered_matches_ref(node, in, c.dtype, /*not_all_zero=*/true);
   }
 }
 
