@@ -418,12 +418,14 @@ TEST(NeuronAttention, SdpaGradNodeLowers) {
 
 TEST(NeuronAttention, SdpaOptionsNotCoveredAreRefused) {
   const TensorType t{Shape({1, 64, 32}), DType::f32};
-  const TensorType types[] = {t, t, t, TensorType{Shape({64, 64}), DType::f32}};
+  // A bool or q-dtype mask lowers (attention_mask_test.cpp); another dtype does not.
+  const TensorType types[] = {t, t, t, TensorType{Shape({64, 64}), DType::bf16}};
   absl::StatusOr<LoweredOp> low = lower_node(sdpa_node(t, false, true), types);
   ASSERT_FALSE(low.ok());
   EXPECT_EQ(low.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(low.status().message()),
-              HasSubstr("neuron lowering: sdpa not tiled: an attention mask"));
+              HasSubstr("neuron lowering: sdpa not tiled: attn_mask bf16[64, 64] is neither bool "
+                        "nor q's dtype"));
   const TensorType big{Shape({1, 64, 200}), DType::f32};
   const TensorType big_types[] = {big, big, big};
   low = lower_node(sdpa_node(big, false, false), big_types);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 
+#include "AttentionRefCheck.h"
 #include "LoweringTestUtil.h"
 #include "lib/backends/neuron/AttentionProgram.h"
 #include "lib/backends/neuron/CostModel.h"
@@ -48,17 +49,7 @@ GraphNode valid_len_node(const Case& c, bool backward) {
   GraphNode n{backward ? OpKind::sdpa_grad : OpKind::sdpa, {}, {}, {q}, nullptr};
   if (backward) n.results = {q, kv, kv};
   for (uint32_t i = 0; i < (backward ? 5u : 4u); ++i) n.operands.push_back(ValueRef{i, 0});
-  auto set = [&](AttrName a, AttrValue v) { n.attrs.push_back({a, std::move(v)}); };
-  set(AttrName::is_causal, AttrValue(int64_t{c.causal}));
-  set(AttrName::scale, AttrValue(c.scale));
-  set(AttrName::dropout_p, AttrValue(0.0));
-  set(AttrName::offset, AttrValue(int64_t{-1}));
-  set(AttrName::has_mask, AttrValue(int64_t{0}));
-  set(AttrName::has_valid_len, AttrValue(int64_t{1}));
-  set(AttrName::padding_side, AttrValue(int64_t{c.left}));
-  set(AttrName::return_probs, AttrValue(int64_t{0}));
-  set(AttrName::return_mask, AttrValue(int64_t{0}));
-  set(AttrName::recompute, AttrValue(int64_t{1}));
+  n.attrs = testing::sdpa_attrs(c.causal, c.scale, false, true, c.left);
   return n;
 }
 
@@ -120,54 +111,15 @@ Buffers inputs(const Case& c, const GraphNode& node, bool backward) {
   return in;
 }
 
-/// The host fallbacks of a neuron executable of `node` alone (its
-/// operands the graph's inputs, its results the outputs).
-size_t host_fallbacks(const GraphNode& node, const std::vector<TensorType>& types) {
-  TraceGraph g;
-  g.input_types = types;
-  for (size_t i = 0; i < types.size(); ++i)
-    g.nodes.push_back(testing::param(static_cast<int64_t>(i), types[i]));
-  g.nodes.push_back(node);
-  const uint32_t sdpa_at = static_cast<uint32_t>(types.size());
-  for (uint32_t r = 0; r < node.results.size(); ++r) g.outputs.push_back(ValueRef{sdpa_at, r});
-  absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(std::move(g));
-  EXPECT_TRUE(exe.ok()) << exe.status();
-  return exe.ok() ? (*exe)->host_fallbacks().size() : SIZE_MAX;
-}
-
-void expect_matches(const host::HostBuffer& want, const host::HostBuffer& got, DType dt,
-                    const char* what) {
-  const double rtol = dt == DType::bf16 ? 4e-2 : 1e-4, atol = dt == DType::bf16 ? 4e-2 : 1e-5;
-  for (int64_t i = 0; i < want.type().numel(); ++i) {
-    const double w = testing::at(want, i), g = testing::at(got, i);
-    ASSERT_TRUE(std::isfinite(w)) << what << " element " << i << ": ref gives " << w;
-    ASSERT_TRUE(std::isfinite(g)) << what << " element " << i << ": neuron gives " << g;
-    if (w == 0.0)
-      ASSERT_EQ(g, 0.0) << what << " element " << i << ": ref gives exactly 0";
-    else
-      ASSERT_LE(std::abs(g - w), atol + rtol * std::abs(w))
-          << what << " element " << i << ": ref " << w << ", neuron " << g;
-  }
-}
+using testing::expect_attention_matches;
+using testing::host_fallbacks;
 
 void check(const Case& c) {
   for (bool backward : {false, true}) {
     SCOPED_TRACE(backward ? "sdpa_grad" : "sdpa");
     const GraphNode node = valid_len_node(c, backward);
     const Buffers in = inputs(c, node, backward);
-    std::vector<TensorType> types;
-    for (const auto& b : in) types.push_back(b->type());
-    absl::StatusOr<LoweredOp> low = lower_node(node, types);
-    ASSERT_TRUE(low.ok()) << low.status();
-    ASSERT_TRUE(validate(low->program).ok()) << validate(low->program);
-    EXPECT_EQ(host_fallbacks(node, types), 0u);
-    absl::StatusOr<Buffers> want = testing::run_ref(node, in);
-    absl::StatusOr<Buffers> got = testing::run_lowered_all(node, in);
-    ASSERT_TRUE(want.ok()) << want.status();
-    ASSERT_TRUE(got.ok()) << got.status();
-    const char* names[] = {backward ? "dq" : "out", "dk", "dv"};
-    for (size_t r = 0; r < want->size(); ++r)
-      expect_matches(*(*want)[r], *(*got)[r], c.dtype, names[r]);
+    testing::expect_lowered_matches_ref(node, in, c.dtype);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/AttentionMask.h"
 #include "lib/backends/neuron/AttentionTiles.h"
 #include "lib/backends/neuron/AttentionValidLength.h"
 #include "lib/backends/neuron/DependencyTracker.h"
@@ -67,6 +68,11 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   };
   const int32_t ident = make_identity(b, deps, dt);
   ValidLength valid(b, deps, s);
+  // attn_mask: item n's tile in slot n % nwork (its working set), loaded
+  // two items ahead of its stage A.
+  constexpr int nwork = 4;
+  constexpr int64_t chunk1 = kChunk / 2; // pass 1's key chunks (below)
+  AttentionMask mask(b, deps, s, nwork, chunk1);
   const int32_t ones = sbuf(4, "one");
   deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
   // dQ accumulates in one PSUM bank across the key blocks when every Q
@@ -79,6 +85,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum, negd,
         dq_out;
     int32_t kbias = -1; ///< valid_seq_len's key bias
+    int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
   };
   const int nsets = 3 * backward_bytes(s) <= kSbufBytesPerPartition / 2   ? 3
                     : 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2
@@ -94,19 +101,19 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                     sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
                     sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
     sets.back().kbias = valid.allocate_bias(b, g);
+    if (mask.on()) sets.back().kept = sbuf(tiles * 4, n("row_kept"));
   }
-  // Pass 1's key chunks: 256 keys, so its scores and dP share one PSUM bank.
-  constexpr int64_t chunk1 = kChunk / 2;
+  // Pass 1's key chunks (chunk1): 256 keys, so its scores and dP share one PSUM bank.
   // Working tiles, four sets (item n uses set n % 4): the items are software
   // pipelined (below), so the items in flight use different buffers; an
   // item's PSUM bank is reused only after the stage that last reads it.
   // The other three PSUM banks accumulate dV, dK and dQ.
-  constexpr int nwork = 4;
   struct Work {
     int32_t sd;                      ///< PSUM: scores, pass 1's dP at chunk1 (pass 2: dP, dS^T)
     int32_t s_sb, p_f, dp_sb, pd;    ///< fp32 [rows, chunk]
     int32_t p_in, ds_f, ds_in, dsT;  ///< [rows, 128]: P, dS (fp32 and dt), dS^T (dt)
     int32_t mc, nm, alpha, rowsum, dpart;
+    int32_t kept = -1; ///< attn_mask: the chunk's row flags
   };
   std::vector<Work> work;
   for (int g = 0; g < nwork; ++g) {
@@ -117,6 +124,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                     sbuf(kBlock * 4, n("dS")), sbuf(kBlock * es, n("dS_in")),
                     sbuf(kBlock * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
                     sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
+    if (mask.on()) work.back().kept = sbuf(4, n("chunk_kept"));
   }
   const int32_t ps_dv = psum("dv_acc"), ps_dk = psum("dk_acc");
   const int32_t ps_dq = psum(dq_in_psum ? "dq_acc" : "dq_part");
@@ -289,10 +297,19 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     if (valid.bias_in_psum()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
     deps.track(b.matmul(p1 ? ps(wk.sd, rows, chunk1, w) : ps(wk.sd, rows, kDpAt, w),
                         sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
+    if (!p1 && mask.on()) { // scale x S + mask into SBUF for stage B's exp
+      const AccessPattern scores = sb(wk.s_sb, DType::f32, rows, 0, w);
+      deps.track(
+          b.activation(scores, ps(wk.sd, rows, 0, w), ActivationFunction::identity, s.scale));
+      const int slot = static_cast<int>(n % nwork);
+      mask.prepare(b, deps, slot, rows, w, std::nullopt);
+      mask.apply(b, deps, scores, slot, rows, w);
+    }
     if (!p1) return;
     // Raw scores stay in PSUM (masked there) when the scale is positive:
-    // the max of scale x S is then scale x the max of S.
-    const bool raw = s.scale > 0;
+    // the max of scale x S is then scale x the max of S; not with attn_mask
+    // (applied to the scaled scores).
+    const bool raw = s.scale > 0 && !mask.on();
     const AccessPattern scores = raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
     if (!raw) {
       deps.track(
@@ -300,7 +317,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       if (it.diagonal)
         deps.track(b.affine_select(scores, scores, AffineExpr{it.q0 - it.k0, 1, {-1}},
                                    CmpOp::greater_equal, kNegInf));
-      if (valid.masks_keys()) valid.add_scaled_bias(b, deps, scores, rows, hs.kbias, it.k0, w);
+      if (valid.masks_keys() && !valid.bias_in_psum())
+        valid.add_scaled_bias(b, deps, scores, rows, hs.kbias, it.k0, w);
+      if (mask.on()) {
+        const int slot = static_cast<int>(n % nwork);
+        std::optional<AccessPattern> key_bias;
+        if (valid.masks_keys()) key_bias = valid.bias_keys(hs.kbias, rows, it.k0, w);
+        mask.prepare(b, deps, slot, rows, w, column(wk.kept, rows), key_bias);
+        mask.apply(b, deps, scores, slot, rows, w);
+      }
     }
     deps.track(b.tensor_reduce(Engine::vector, column(wk.mc, rows), scores, AluOp::max));
     const float to_neg_m = raw ? -s.scale : -1.0f; // chunk max -> -m in scaled units
@@ -334,7 +359,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
     if (it.kind == Kind::pass1) {
-      const bool raw = s.scale > 0;
+      const bool raw = s.scale > 0 && !mask.on();
       const AccessPattern scores =
           raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
       int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp,
@@ -345,7 +370,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       return;
     }
     const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
-    int64_t i = b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
+    int64_t i = mask.on()
+                    ? b.activation(p, sb(wk.s_sb, DType::f32, rows, 0, w), ActivationFunction::exp)
+                    : b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
     b.at(i).bias = column(hs.negm, rows, t);
     deps.track(i);
     if (it.diagonal && !mm_mask)
@@ -419,6 +446,13 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       int64_t i = b.activation(pd, pd, ActivationFunction::identity);
       b.at(i).accum = it.first ? column(hs.dsum, rows, t) : column(wk.dpart, rows);
       deps.track(i);
+      if (mask.on()) { // the tile's row flags: the max over its chunks
+        const AccessPattern run = column(hs.kept, rows, t);
+        if (it.first)
+          deps.track(b.tensor_copy(Engine::vector, run, column(wk.kept, rows)));
+        else
+          deps.track(b.tensor_tensor(Engine::vector, run, run, column(wk.kept, rows), AluOp::max));
+      }
       if (!it.first)
         for (int32_t acc : {hs.l, hs.dsum}) {
           deps.track(b.tensor_tensor(Engine::vector, column(acc, rows, t), column(acc, rows, t),
@@ -429,9 +463,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
         }
       if (it.last) { // 1 / l, and -D = -(sum p dP) / l
         // valid_seq_len: keep / l, so P, dS and D are 0 in the rows it drops.
-        if (valid.on()) valid.row_keep(b, deps, column(hs.rl, rows, t), it.h, t, rows);
+        // attn_mask: times the row flags (rows that keep no key).
+        const AccessPattern rl = column(hs.rl, rows, t), kept = column(hs.kept, rows, t);
+        if (valid.on()) valid.row_keep(b, deps, rl, it.h, t, rows);
+        if (mask.on() && valid.on())
+          deps.track(b.tensor_tensor(Engine::vector, rl, rl, kept, AluOp::multiply));
+        else if (mask.on())
+          deps.track(b.tensor_copy(Engine::vector, rl, kept));
         deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t),
-                                   valid.on() ? column(hs.rl, rows, t) : column(ones, rows),
+                                   valid.on() || mask.on() ? rl : column(ones, rows),
                                    column(hs.l, rows, t), AluOp::divide));
         deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
                                    column(hs.dsum, rows, t), column(hs.rl, rows, t),
@@ -495,6 +535,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                  items[n - 1].h == items[n].h);
   starts[n_items] = true;
   for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
+  int64_t mask_loaded = 0;
+  auto load_masks = [&](int64_t upto) {
+    for (; mask.on() && mask_loaded <= upto && mask_loaded < n_items; ++mask_loaded) {
+      const Item& it = items[mask_loaded];
+      if (it.kind != Kind::empty)
+        mask.load(b, deps, static_cast<int>(mask_loaded % nwork), it.h, it.q0, it.rows, it.k0,
+                  it.w);
+    }
+  };
   int64_t lo = 0;
   while (lo < n_items) {
     int64_t hi = lo + 1; // [lo, hi): one pipelined group
@@ -512,6 +561,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       if (i >= lo + 2 && i - 2 < hi) stage_c(i - 2);
       if (i >= lo + 1 && i - 1 < hi) stage_b(i - 1);
       if (i < hi) {
+        load_masks(i + 2);
         transpose_head(items[i].h);
         stage_a(i);
       }

@@ -2,10 +2,48 @@
 // forward program built.
 #include "lib/backends/neuron/AttentionLowering.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionProgram.h"
 
 namespace mstep::neuron {
+
+namespace {
+
+/// The attn_mask's kind and its broadcast layout over the [..., L, S]
+/// scores (AttentionShape::mask), from its type; `s` has the other fields.
+absl::Status read_mask(const TensorType& mask, const Shape& q, AttentionShape& s) {
+  const int64_t r = q.rank(), mr = mask.shape.rank();
+  if (mask.dtype != DType::boolean && mask.dtype != s.dtype)
+    return absl::UnimplementedError(
+        absl::StrCat("attn_mask ", mask.to_string(), " is neither bool nor q's dtype"));
+  // Broadcast strides, right-aligned: 0 where the mask's dim is 1 or absent.
+  std::vector<int64_t> stride(r, 0);
+  int64_t inner = 1;
+  for (int64_t i = 1; i <= mr; ++i) {
+    const int64_t m = mask.shape[mr - i], full = i > r ? 0 : i == 1 ? s.kv_len : q[r - i];
+    if (i > r || (m != 1 && m != full))
+      return absl::UnimplementedError(absl::StrCat("attn_mask ", mask.to_string(),
+                                                   " does not broadcast to the scores of q ",
+                                                   q.to_string()));
+    stride[r - i] = m == 1 ? 0 : inner;
+    inner *= m;
+  }
+  s.mask =
+      mask.dtype == DType::boolean ? AttentionShape::Mask::boolean : AttentionShape::Mask::additive;
+  s.mask_dtype = mask.dtype;
+  s.mask_elements = mask.numel();
+  s.mask_row_stride = stride[r - 2];
+  s.mask_col_stride = stride[r - 1];
+  s.mask_head_offset.assign(s.batch, 0);
+  for (int64_t h = 0; h < s.batch; ++h)
+    for (int64_t d = r - 3, rest = h; d >= 0; rest /= q[d], --d)
+      s.mask_head_offset[h] += (rest % q[d]) * stride[d];
+  return absl::OkStatus();
+}
+
+} // namespace
 
 absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
                                           absl::Span<const TensorType> types) {
@@ -16,18 +54,23 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   const bool backward = node.op == OpKind::sdpa_grad;
   if (!backward && node.op != OpKind::sdpa) return refuse("not an attention op");
   const AttrList& attrs = node.attrs;
-  if (attr_int_or(attrs, AttrName::has_mask, 0) != 0) return refuse("an attention mask");
+  const bool has_mask = attr_int_or(attrs, AttrName::has_mask, 0) != 0;
   if (attr_int_or(attrs, AttrName::offset, -1) >= 0) return refuse("dropout");
+  // sdpa_grad's return_mask asks for the float mask's gradient (dmask).
+  if (backward && attr_int_or(attrs, AttrName::return_mask, 0) != 0)
+    return refuse("the attn_mask gradient (an [..., L, S] result)");
   if (attr_int_or(attrs, AttrName::return_probs, 0) != 0 ||
       attr_int_or(attrs, AttrName::return_mask, 0) != 0)
     return refuse("returned probabilities or dropout mask");
   if (attr_int_or(attrs, AttrName::recompute, 1) == 0 || node.results.size() != (backward ? 3 : 1))
     return refuse("probabilities saved for the backward (recompute = 0)");
   // The backward's operands: grad_out, then the forward's q, k, v [,
-  // valid_seq_len].
+  // attn_mask] [, valid_seq_len].
   const size_t first = backward ? 1 : 0;
   const bool has_len = attr_int_or(attrs, AttrName::has_valid_len, 0) != 0;
-  if (types.size() != first + 3 + has_len) return refuse("operands other than q, k, v");
+  if (types.size() != first + 3 + has_mask + has_len)
+    return refuse("operands other than q, k, v, attn_mask, valid_seq_len");
+  const size_t len_at = first + 3 + has_mask;
   const TensorType &q = types[first], &k = types[first + 1], &v = types[first + 2];
   const int64_t r = q.shape.rank();
   if (r < 2 || k.shape.rank() != r || v.shape.rank() != r || q.dtype != k.dtype ||
@@ -44,7 +87,7 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   s.scale = static_cast<float>(attr_double(attrs, AttrName::scale));
   s.causal = attr_int_or(attrs, AttrName::is_causal, 0) != 0;
   if (has_len) {
-    const TensorType& len = types[first + 3];
+    const TensorType& len = types[len_at];
     if ((len.dtype != DType::i32 && len.dtype != DType::i64) || len.shape.rank() != 1 || r < 3 ||
         len.shape[0] != q.shape[0])
       return refuse(absl::StrCat("valid_seq_len ", len.to_string(), " is not i32 or i64 [",
@@ -52,6 +95,10 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
     s.lengths = len.shape[0];
     s.lengths_i64 = len.dtype == DType::i64;
     s.left_padding = attr_int_or(attrs, AttrName::padding_side, 0) == 1;
+  }
+  if (has_mask) {
+    if (absl::Status ok = read_mask(types[first + 3], q.shape, s); !ok.ok())
+      return refuse(ok.message());
   }
   Shape out_shape = q.shape; // [..., L, Ev]
   out_shape[r - 1] = s.value_dim;
@@ -68,8 +115,9 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
     out.program = attention_forward_program(s);
     out.hbm_binding = {0, 1, 2, -1};
   }
-  // The lengths, the programs' last HBM tensor (int64 as int32 word pairs: the same bytes).
-  if (has_len) out.hbm_binding.push_back(static_cast<int32_t>(first + 3));
+  // The lengths (int64 as int32 word pairs: the same bytes), then the mask.
+  if (has_len) out.hbm_binding.push_back(static_cast<int32_t>(len_at));
+  if (has_mask) out.hbm_binding.push_back(static_cast<int32_t>(first + 3));
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/AttentionMask.h"
 #include "lib/backends/neuron/AttentionTiles.h"
 #include "lib/backends/neuron/AttentionValidLength.h"
 #include "lib/backends/neuron/DependencyTracker.h"
@@ -31,6 +32,7 @@ absl::Status attention_tileable(const AttentionShape& s) {
   // Two batch-heads resident (double buffer) in at most half of SBUF.
   if (absl::Status ok = ValidLength::tileable(s); s.lengths > 0 && !ok.ok())
     return no(ok.message());
+  if (absl::Status ok = AttentionMask::tileable(s); !ok.ok()) return no(ok.message());
   if (2 * head_bytes(s) > kSbufBytesPerPartition / 2)
     return no("q^T, k^T and v of two batch-heads need ", 2 * head_bytes(s),
               " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2,
@@ -40,6 +42,9 @@ absl::Status attention_tileable(const AttentionShape& s) {
 
 namespace {
 constexpr int kMaxSlots = 4; ///< batch-heads resident in the forward
+/// attn_mask tiles: loaded kMaskAhead chunks ahead; a tile is read in its
+/// chunk's stage 1, so kMaskAhead + 2 slots leave one load in flight.
+constexpr int kMaskAhead = 2, kMaskSlots = kMaskAhead + 2;
 } // namespace
 
 TileProgram attention_forward_program(const AttentionShape& s) {
@@ -66,6 +71,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   };
   const int32_t ident = make_identity(b, deps, dt);
   ValidLength valid(b, deps, s);
+  AttentionMask mask(b, deps, s, kMaskSlots, kChunk);
 
   // Per batch-head slot: q^T [E, L], k^T [E, S], v [128, kblocks x Ev]
   // and q and k by rows (OnChipTranspose); batch-head h in slot h % nslots,
@@ -100,6 +106,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   constexpr int kRing = 3;
   int32_t s_ps[kRing], s_sb[kRing], p_sb[kRing];
   int32_t negm[kRing], mc[kRing], rowsum[kRing], alpha[kRing], l[kRing], m[kRing], keep[kRing];
+  int32_t kept[kRing]; // attn_mask: the chunk's "some key kept" row flags
   for (int g = 0; g < kRing; ++g) {
     s_ps[g] = psum(absl::StrCat("scores", g));
     s_sb[g] = sbuf(kChunk * 4, absl::StrCat("s", g));
@@ -110,7 +117,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     alpha[g] = sbuf(4, absl::StrCat("alpha", g));
     l[g] = sbuf(4, absl::StrCat("l", g));
     m[g] = s.save_stats ? sbuf(4, absl::StrCat("m", g)) : -1;
-    keep[g] = valid.on() ? sbuf(4, absl::StrCat("row_keep", g)) : -1;
+    keep[g] = valid.on() || mask.on() ? sbuf(4, absl::StrCat("row_keep", g)) : -1;
+    kept[g] = mask.on() ? sbuf(4, absl::StrCat("chunk_kept", g)) : -1;
   }
   int32_t pT_ps[2], pT_sb[2], pv_ps[2];
   for (int g = 0; g < 2; ++g) {
@@ -124,8 +132,11 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   constexpr int kOutRing = 4;
   const int nout =
       static_cast<int>(std::min<int64_t>(kOutRing, s.batch * ceil_div(L, kBlock)));
-  int32_t o_run[2], o_out[kOutRing];
-  for (int t = 0; t < 2; ++t) o_run[t] = sbuf(Ev * 4, absl::StrCat("o", t));
+  int32_t o_run[2], o_out[kOutRing], kept_run[2];
+  for (int t = 0; t < 2; ++t) {
+    o_run[t] = sbuf(Ev * 4, absl::StrCat("o", t));
+    kept_run[t] = mask.on() ? sbuf(4, absl::StrCat("row_kept", t)) : -1;
+  }
   for (int t = 0; t < nout; ++t) o_out[t] = sbuf(Ev * es, absl::StrCat("o_out", t));
 
   // q and k by rows (q^T and k^T are made from them on chip, transpose_head
@@ -203,7 +214,17 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   const bool mm_mask = s.causal && s.scale > 0;
   std::optional<CausalMask> cmask;
   if (mm_mask) cmask.emplace(b, deps, dt, ident);
-  auto in_psum = [&](const Chunk&) { return s.scale > 0; };
+  auto in_psum = [&](const Chunk&) { return s.scale > 0 && !mask.on(); };
+  // attn_mask: chunk n's tile in slot n % kMaskSlots, loaded kMaskAhead
+  // chunks ahead of its stage 1.
+  int64_t mask_loaded = 0;
+  auto load_masks = [&](int64_t upto) {
+    for (; mask.on() && mask_loaded <= upto && mask_loaded < static_cast<int64_t>(chunks.size());
+         ++mask_loaded) {
+      const Chunk& c = chunks[mask_loaded];
+      mask.load(b, deps, static_cast<int>(mask_loaded % kMaskSlots), c.h, c.q0, c.rows, c.k0, c.w);
+    }
+  };
   // Stage 1: scores; scaled into SBUF and masked when the chunk crosses the diagonal.
   auto stage1 = [&](int64_t n) {
     const Chunk& c = chunks[n];
@@ -220,7 +241,14 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     if (c.diagonal)
       deps.track(b.affine_select(scores, scores, AffineExpr{c.q0 - c.k0, 1, {-1}},
                                  CmpOp::greater_equal, kNegInf));
-    if (valid.masks_keys()) valid.add_scaled_bias(b, deps, scores, c.rows, kbias[hs], c.k0, c.w);
+    if (valid.masks_keys() && !valid.bias_in_psum())
+      valid.add_scaled_bias(b, deps, scores, c.rows, kbias[hs], c.k0, c.w);
+    if (!mask.on()) return;
+    const int slot = static_cast<int>(n % kMaskSlots);
+    std::optional<AccessPattern> key_bias;
+    if (valid.masks_keys()) key_bias = valid.bias_keys(kbias[hs], c.rows, c.k0, c.w);
+    mask.prepare(b, deps, slot, c.rows, c.w, column(kept[g], c.rows), key_bias);
+    mask.apply(b, deps, scores, slot, c.rows, c.w);
   };
   // Stage 2: the running max, kept negated (-m, the exp's bias); p = exp(s - m)
   // with its row sum (the tile's l when first); alpha = exp(m_old - m).
@@ -286,6 +314,13 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     const int to = static_cast<int>(c.tile % nout);
     const int64_t rows = c.rows;
     const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
+    if (mask.on()) { // the tile's row flags: the max over its chunks
+      const AccessPattern run = column(kept_run[t], rows);
+      if (c.first)
+        deps.track(b.tensor_copy(Engine::vector, run, column(kept[g], rows)));
+      else
+        deps.track(b.tensor_tensor(Engine::vector, run, run, column(kept[g], rows), AluOp::max));
+    }
     if (c.first) {
       deps.track(b.tensor_copy(Engine::vector, o, ps(pv_ps[g2], rows, 0, Ev)));
     } else {
@@ -298,8 +333,13 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       deps.track(b.tensor_tensor(Engine::vector, o, o, ps(pv_ps[g2], rows, 0, Ev), AluOp::add));
     }
     if (!c.last) return;
-    if (valid.on()) { // out = o (keep / l): zeros for the rows valid_seq_len drops
-      valid.row_keep(b, deps, column(keep[g], rows), c.h, c.q0 / kBlock, rows);
+    if (valid.on() || mask.on()) { // out = o (keep / l): zeros for the rows that keep no key
+      if (valid.on()) valid.row_keep(b, deps, column(keep[g], rows), c.h, c.q0 / kBlock, rows);
+      if (mask.on() && valid.on())
+        deps.track(b.tensor_tensor(Engine::vector, column(keep[g], rows), column(keep[g], rows),
+                                   column(kept_run[t], rows), AluOp::multiply));
+      else if (mask.on())
+        deps.track(b.tensor_copy(Engine::vector, column(keep[g], rows), column(kept_run[t], rows)));
       deps.track(b.tensor_tensor(Engine::vector, column(keep[g], rows), column(keep[g], rows),
                                  column(l[g], rows), AluOp::divide));
       deps.track(b.tensor_tensor(Engine::vector, sb(o_out[to], dt, rows, 0, Ev), o,
@@ -328,6 +368,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   for (int64_t h = 0; h < std::min<int64_t>(nslots, s.batch); ++h) load_head(h);
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
   for (int64_t i = 0; i < n_chunks + 3; ++i) {
+    load_masks(i + kMaskAhead);
     // The next chunk's batch-head transposed an iteration ahead, so the
     // copies out of PSUM overlap this iteration, when its loads were
     // emitted two iterations ago or earlier: a transpose (and a zeroing

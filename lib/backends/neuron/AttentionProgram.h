@@ -31,6 +31,8 @@
 // the int32 "valid_len" (ValidLength in AttentionTiles.h).
 #pragma once
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "lib/backends/neuron/TileProgram.h"
 
@@ -55,6 +57,18 @@ struct AttentionShape {
   int64_t lengths = 0;
   bool lengths_i64 = false;
   bool left_padding = false;
+  /// attn_mask (AttentionMask.h), read on chip from the HBM tensor "mask"
+  /// (after "valid_len"): `mask_elements` of `mask_dtype` (boolean: key
+  /// excluded where false; f32/bf16, q's dtype: added to the scaled
+  /// scores). Element (h, i, j) of the [..., L, S] scores it broadcasts to
+  /// is at mask_head_offset[h] + i mask_row_stride + j mask_col_stride
+  /// (strides 0 where the mask's dim is 1). As ref: a row whose every key
+  /// is excluded (false, -inf, or valid_seq_len) gives zeros.
+  enum class Mask : uint8_t { none, boolean, additive };
+  Mask mask = Mask::none;
+  DType mask_dtype = DType::boolean;
+  int64_t mask_elements = 0, mask_row_stride = 0, mask_col_stride = 0;
+  std::vector<int64_t> mask_head_offset; ///< one per batch-head
 };
 
 /// OK, or why attention_forward_program cannot tile `shape`.

@@ -202,6 +202,11 @@ public:
                         int64_t rows, int32_t bias, int64_t k0, int64_t w) const {
     deps.track(b.select(p, sb(bias, kBiasType, rows, k0, w), broadcast(zero_, rows, w), p));
   }
+  /// Keys [k0, k0 + w) of a batch-head's key bias ([rows, w] bf16, 0
+  /// where the key is kept), for AttentionMask.
+  AccessPattern bias_keys(int32_t bias, int64_t rows, int64_t k0, int64_t w) const {
+    return sb(bias, kBiasType, rows, k0, w);
+  }
   /// dst [rows, 1] fp32 = 1 where row (Q tile t, partition p) of batch-head
   /// h is valid and keeps a key, else 0.
   void row_keep(TileBuilder& b, DependencyTracker& deps, const AccessPattern& dst, int64_t h,
