@@ -21,6 +21,7 @@
 #include "lib/backends/cuda/CudaCollective.h"
 #include "lib/backends/cuda/CudaModule.h"
 #include "lib/backends/cuda/CudaPlan.h"
+#include "lib/backends/cuda/CudaPlanValidation.h"
 #include "mstep/runtime/Backend.h"
 
 namespace mstep::cuda {
@@ -123,24 +124,6 @@ class CudaExecutable final : public Executable {
   absl::Status reset_error_word(const RunValues& values);
   absl::Status check_error_word(const RunValues& values, const std::vector<BufferPtr>& outputs);
 };
-
-/// Checks that `plan`'s launches, arguments and outputs name values and
-/// kernels it has, validate_cuda_aliases and validate_cuda_arena (a plan read from disk is
-/// checked before it runs).
-absl::Status validate_cuda_plan(const CudaPlan& plan);
-
-/// Checks the plan's aliases: each names a computed value (aliased once,
-/// never an output) and a root that is no alias, fits in its root's bytes,
-/// has no arena offset of its own, and is not written when its root is a
-/// step input.
-absl::Status validate_cuda_aliases(const CudaPlan& plan);
-
-/// Checks the memory plan alone, independently of how it was built: one
-/// offset per value; inputs and outputs outside the arena; every arena
-/// value aligned to kCudaArenaAlignment and inside the arena; and no two
-/// arena values that are live at one launch (from the first launch that
-/// uses one, or an alias of it, to the last) overlap.
-absl::Status validate_cuda_arena(const CudaPlan& plan);
 
 /// Rebuilds an executable on `backend` from CudaExecutable::serialize()'s
 /// bytes (the backend's deserialize()). Unimplemented when `blob` is not a
