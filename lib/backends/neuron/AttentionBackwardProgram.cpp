@@ -32,6 +32,47 @@ int64_t backward_bytes(const AttentionShape& s) {
          4 * tiles * (s.head_dim + 7);
 }
 
+/// q and dO side by side in one rows tile (k and v in another) when both
+/// fit the 128 partitions of one transpose: one Tensor transpose and one
+/// PSUM copy then make q^T and dO^T together (on partitions [0, E) and
+/// [second, second + Ev); k^T and v^T likewise), half the copies of
+/// transposing them apart. `second` keeps the second operand's partitions
+/// aligned as the engines require (Validator: 33-64 partitions start at 0
+/// or 64, up to 32 at a multiple of 32).
+struct OperandPairing {
+  bool on = false;
+  int64_t second = 0; ///< dO's (v's) first column in a block of the rows tile
+  int64_t pitch = 0;  ///< columns per 128-row block of the rows tile
+};
+
+OperandPairing operand_pairing(const AttentionShape& s) {
+  const int64_t E = s.head_dim, Ev = s.value_dim;
+  const int64_t second = Ev > 64 ? -1 : Ev > 32 ? (E <= 64 ? 64 : -1) : ceil_div(E, 32) * 32;
+  if (second < 0 || second + Ev > kBlock) return {};
+  return {true, second, second + Ev};
+}
+
+/// The keys pass 1 covers for Q tile [q0, q0 + rows) when pass 2 reuses
+/// its P and dP (below): causal, up to the key block of its last row (the
+/// keys past that row come out 0: masked like any key above the diagonal).
+int64_t tile_keys(const AttentionShape& s, int64_t q0, int64_t rows) {
+  return s.causal ? std::min(s.kv_len, ceil_div(q0 + rows, kBlock) * kBlock) : s.kv_len;
+}
+
+/// SBUF bytes per partition of a resident set: as backward_bytes, with the
+/// pairing's rows tiles and, when pass 2 reuses pass 1's exp(S - m) and dP
+/// (fp32 [rows, tile_keys] per Q tile), those.
+int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reuse) {
+  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
+  const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
+  int64_t bytes = backward_bytes(s);
+  if (pair.on)
+    bytes += es * (-(s.q_len + s.kv_len) + tiles * (pair.pitch - s.head_dim - s.value_dim) +
+                   blocks * (pair.pitch - s.head_dim - s.value_dim));
+  if (reuse) bytes += 2 * 4 * tiles * tile_keys(s, s.q_len - 1, 1);
+  return bytes;
+}
+
 } // namespace
 
 absl::Status attention_backward_tileable(const AttentionShape& s) {
@@ -78,31 +119,74 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // dQ accumulates in one PSUM bank across the key blocks when every Q
   // tile's [rows, E] fits side by side; else in SBUF (fp32), by Vector adds.
   const bool dq_in_psum = tiles * E * 4 <= kPsumBankBytes;
-  // Resident per batch-head, up to three sets (batch-head h in set h %
+  // Pass 2 reuses pass 1's exp(scale S - m) and dP (kept per Q tile, fp32)
+  // when every Q tile's keys fit one pass 1 chunk (m is then final after
+  // it): no second QK^T, dO v^T and exp per key block, and no PSUM reads
+  // for them.
+  const OperandPairing pairing = operand_pairing(s);
+  const bool reuse = tile_keys(s, L - 1, 1) <= chunk1 &&
+                     set_bytes(s, pairing, true) <= kSbufBytesPerPartition / 2;
+  const OperandPairing pair =
+      set_bytes(s, pairing, reuse) <= kSbufBytesPerPartition / 2 ? pairing : OperandPairing{};
+  // Where q, dO (k, v) sit in their rows tiles, and q^T, dO^T (k^T, v^T) on
+  // the partitions of theirs: paired, dO after q in one tile.
+  const int64_t q_pitch = pair.on ? pair.pitch : E, do_pitch = pair.on ? pair.pitch : Ev;
+  const int64_t do_col = pair.on ? pair.second : 0;
+  // Resident per batch-head, up to kMaxSets sets (batch-head h in set h %
   // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
-  // this one's work.
+  // this one's work (issued kMaxSets - 1 batch-heads ahead).
   struct HeadSet {
     int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum, negd,
         dq_out;
     int32_t kbias = -1; ///< valid_seq_len's key bias
     int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
+    std::vector<int32_t> p_kept, dp_kept; ///< reuse: per Q tile, exp(scale S - m) and dP
   };
-  const int nsets = 3 * backward_bytes(s) <= kSbufBytesPerPartition / 2   ? 3
-                    : 2 * backward_bytes(s) <= kSbufBytesPerPartition / 2 ? 2
-                                                                          : 1;
+  constexpr int64_t kMaxSets = 6;
+  const int nsets = static_cast<int>(std::clamp<int64_t>(
+      kSbufBytesPerPartition / 2 / set_bytes(s, pair, reuse), 1, kMaxSets));
   std::vector<HeadSet> sets;
   for (int g = 0; g < nsets; ++g) {
     auto n = [&](const char* what) { return absl::StrCat(what, g); };
-    sets.push_back({sbuf(L * es, n("qT")), sbuf(S * es, n("kT")), sbuf(L * es, n("doT")),
-                    sbuf(S * es, n("vT")), sbuf(tiles * E * es, n("q_rows")),
-                    sbuf(tiles * Ev * es, n("do_rows")), sbuf(blocks * E * es, n("k_rows")),
-                    sbuf(blocks * Ev * es, n("v_rows")),
-                    dq_in_psum ? -1 : sbuf(tiles * E * 4, n("dq_acc")), sbuf(tiles * 4, n("neg_m")),
-                    sbuf(tiles * 4, n("inv_l")), sbuf(tiles * 4, n("l")), sbuf(tiles * 4, n("D")),
-                    sbuf(tiles * 4, n("neg_D")), sbuf(tiles * E * es, n("dq_out"))});
-    sets.back().kbias = valid.allocate_bias(b, g);
-    if (mask.on()) sets.back().kept = sbuf(tiles * 4, n("row_kept"));
+    HeadSet hs;
+    hs.qT = sbuf(L * es, n(pair.on ? "qdT" : "qT"));
+    hs.doT = pair.on ? hs.qT : sbuf(L * es, n("doT"));
+    hs.kT = sbuf(S * es, n(pair.on ? "kvT" : "kT"));
+    hs.vT = pair.on ? hs.kT : sbuf(S * es, n("vT"));
+    hs.q_rows = sbuf(tiles * q_pitch * es, n(pair.on ? "qd_rows" : "q_rows"));
+    hs.do_rows = pair.on ? hs.q_rows : sbuf(tiles * Ev * es, n("do_rows"));
+    hs.k_rows = sbuf(blocks * q_pitch * es, n(pair.on ? "kv_rows" : "k_rows"));
+    hs.v_rows = pair.on ? hs.k_rows : sbuf(blocks * Ev * es, n("v_rows"));
+    hs.dq_acc = dq_in_psum ? -1 : sbuf(tiles * E * 4, n("dq_acc"));
+    hs.negm = sbuf(tiles * 4, n("neg_m"));
+    hs.rl = sbuf(tiles * 4, n("inv_l"));
+    hs.l = sbuf(tiles * 4, n("l"));
+    hs.dsum = sbuf(tiles * 4, n("D"));
+    hs.negd = sbuf(tiles * 4, n("neg_D"));
+    hs.dq_out = sbuf(tiles * E * es, n("dq_out"));
+    hs.kbias = valid.allocate_bias(b, g);
+    if (mask.on()) hs.kept = sbuf(tiles * 4, n("row_kept"));
+    for (int64_t t = 0; reuse && t < tiles; ++t) {
+      const int64_t keys = tile_keys(s, t * kBlock, std::min(kBlock, L - t * kBlock));
+      hs.p_kept.push_back(sbuf(keys * 4, absl::StrCat("p_kept", g, "_", t)));
+      hs.dp_kept.push_back(sbuf(keys * 4, absl::StrCat("dP_kept", g, "_", t)));
+    }
+    sets.push_back(std::move(hs));
   }
+  // The operands of Q tile t (key block kb) by rows, and their transposes.
+  auto q_rows = [&](const HeadSet& hs, int64_t rows, int64_t t) {
+    return sb(hs.q_rows, dt, rows, t * q_pitch, E);
+  };
+  auto do_rows = [&](const HeadSet& hs, int64_t rows, int64_t t) {
+    return sb(hs.do_rows, dt, rows, t * do_pitch + do_col, Ev);
+  };
+  auto k_rows = [&](const HeadSet& hs, int64_t keys, int64_t kb) {
+    return sb(hs.k_rows, dt, keys, kb * q_pitch, E);
+  };
+  auto on_parts = [&](int32_t alloc, int64_t p0, int64_t parts, int64_t col, int64_t cols) {
+    return tile_pattern(BufferKind::sbuf, alloc, dt, static_cast<int32_t>(p0),
+                        static_cast<int32_t>(parts), col, {{cols, 1}});
+  };
   // Pass 1's key chunks (chunk1): 256 keys, so its scores and dP share one PSUM bank.
   // Working tiles, four sets (item n uses set n % 4): the items are software
   // pipelined (below), so the items in flight use different buffers; an
@@ -149,12 +233,24 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // batch-head's first item.
   const OnChipTranspose tr{ident, psum("T_psum"), dt};
   std::vector<bool> loaded(s.batch, false), transposed(s.batch, false);
+  // Rows [row0, row0 + len) of a [.., d] HBM tensor into a rows tile,
+  // 128-row block j at column j x pitch + col (OnChipTranspose::load with
+  // the pairing's layout).
+  auto load_rows = [&](int32_t rows_tile, int32_t src, int64_t d, int64_t row0, int64_t len,
+                       int64_t pitch, int64_t col) {
+    for (int64_t j = 0; j * kBlock < len; ++j) {
+      const int64_t r = std::min(kBlock, len - j * kBlock);
+      deps.track(b.dma_copy(sb(rows_tile, dt, r, j * pitch + col, d),
+                            hbm_rows(src, dt, d, row0 + j * kBlock, static_cast<int32_t>(r), 0, d)),
+                 /*partial_write=*/true);
+    }
+  };
   auto load_head = [&](int64_t h) {
     const HeadSet& hs = sets[h % nsets];
-    tr.load(b, deps, hs.q_rows, q_hbm, E, h * L, L);
-    tr.load(b, deps, hs.do_rows, do_hbm, Ev, h * L, L);
-    tr.load(b, deps, hs.k_rows, k_hbm, E, h * S, S);
-    tr.load(b, deps, hs.v_rows, v_hbm, Ev, h * S, S);
+    load_rows(hs.q_rows, q_hbm, E, h * L, L, q_pitch, 0);
+    load_rows(hs.do_rows, do_hbm, Ev, h * L, L, do_pitch, do_col);
+    load_rows(hs.k_rows, k_hbm, E, h * S, S, q_pitch, 0);
+    load_rows(hs.v_rows, v_hbm, Ev, h * S, S, do_pitch, do_col);
     loaded[h] = true;
   };
   // valid_seq_len: a batch-head's key masks, and its padded keys and query
@@ -163,21 +259,22 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // key or row of the transpose through the identity matmul, 0 x NaN =
   // NaN; and dV += P^T dO would take it even where P = 0), with the
   // transposes, not with the loads, because the Vector queue is in order:
-  // a select there would hold it until the DMA lands.
+  // a select there would hold it until the DMA lands. Paired, one select
+  // and one transpose cover both operands of a rows tile.
   auto transpose_head = [&](int64_t h) {
     if (!loaded[h] || transposed[h]) return;
     const HeadSet& hs = sets[h % nsets];
     if (valid.on()) {
       valid.prepare_head(b, deps, h, hs.kbias);
-      valid.zero_query_rows(b, deps, hs.q_rows, dt, E);
-      valid.zero_query_rows(b, deps, hs.do_rows, dt, Ev);
-      valid.zero_key_rows(b, deps, hs.k_rows, dt, E);
-      valid.zero_key_rows(b, deps, hs.v_rows, dt, Ev);
+      valid.zero_query_rows(b, deps, hs.q_rows, dt, q_pitch);
+      if (!pair.on) valid.zero_query_rows(b, deps, hs.do_rows, dt, Ev);
+      valid.zero_key_rows(b, deps, hs.k_rows, dt, q_pitch);
+      if (!pair.on) valid.zero_key_rows(b, deps, hs.v_rows, dt, Ev);
     }
-    tr.transpose(b, deps, hs.q_rows, E, L, hs.qT);
-    tr.transpose(b, deps, hs.do_rows, Ev, L, hs.doT);
-    tr.transpose(b, deps, hs.k_rows, E, S, hs.kT);
-    tr.transpose(b, deps, hs.v_rows, Ev, S, hs.vT);
+    tr.transpose(b, deps, hs.q_rows, q_pitch, L, hs.qT);
+    if (!pair.on) tr.transpose(b, deps, hs.do_rows, Ev, L, hs.doT);
+    tr.transpose(b, deps, hs.k_rows, q_pitch, S, hs.kT);
+    if (!pair.on) tr.transpose(b, deps, hs.v_rows, Ev, S, hs.vT);
     transposed[h] = true;
   };
 
@@ -201,8 +298,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
       for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += chunk1) {
-        // Causal: not the keys past the tile's last row (no row sees them).
-        const int64_t w = std::min({chunk1, S - k0, s.causal ? q0 + rows - k0 : S});
+        // Causal: not the keys past the tile's last row (no row sees them);
+        // with reuse, up to its key block's end (pass 2 reads whole blocks).
+        const int64_t w = reuse ? tile_keys(s, q0, rows)
+                                : std::min({chunk1, S - k0, s.causal ? q0 + rows - k0 : S});
         p1.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
                       s.causal && k0 + w - 1 > q0});
       }
@@ -281,6 +380,16 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
   }
 
+  // An item's exp(scale S - m) and dP, fp32 [rows, w] in SBUF: with reuse
+  // the Q tile's kept ones at the item's keys, else the working set's.
+  auto p_of = [&](const Item& it, const Work& wk, const HeadSet& hs) {
+    return reuse ? sb(hs.p_kept[it.t], DType::f32, it.rows, it.k0, it.w)
+                 : sb(wk.p_f, DType::f32, it.rows, 0, it.w);
+  };
+  auto dp_of = [&](const Item& it, const Work& wk, const HeadSet& hs) {
+    return reuse ? sb(hs.dp_kept[it.t], DType::f32, it.rows, it.k0, it.w)
+                 : sb(wk.dp_sb, DType::f32, it.rows, 0, it.w);
+  };
   // Stage A: the matmuls that need only the resident operands (scores,
   // the causal mask, dP); pass 1 also takes the chunk's max and -m, and
   // copies dP to SBUF.
@@ -291,12 +400,14 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
     const bool p1 = it.kind == Kind::pass1;
+    if (!p1 && reuse) return;
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
     if (valid.bias_in_psum()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
     deps.track(b.matmul(p1 ? ps(wk.sd, rows, chunk1, w) : ps(wk.sd, rows, kDpAt, w),
-                        sb(hs.doT, dt, Ev, it.q0, rows), sb(hs.vT, dt, Ev, it.k0, w), false));
+                        on_parts(hs.doT, do_col, Ev, it.q0, rows),
+                        on_parts(hs.vT, do_col, Ev, it.k0, w), false));
     if (!p1 && mask.on()) { // scale x S + mask into SBUF for stage B's exp
       const AccessPattern scores = sb(wk.s_sb, DType::f32, rows, 0, w);
       deps.track(
@@ -345,8 +456,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
     // dP into SBUF by Scalar: the Vector product in stage B then runs at
     // its SBUF rate (one PSUM operand doubles its cost).
-    deps.track(b.tensor_copy(Engine::scalar, sb(wk.dp_sb, DType::f32, rows, 0, w),
-                             ps(wk.sd, rows, chunk1, w)));
+    deps.track(b.tensor_copy(Engine::scalar, dp_of(it, wk, hs), ps(wk.sd, rows, chunk1, w)));
   };
   // Stage B. Pass 1: p = exp(scale S - m) with its row sum l (online over
   // the chunks), D = sum_j p_j dP_j / l; after a tile's last chunk 1 / l
@@ -362,28 +472,34 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const bool raw = s.scale > 0 && !mask.on();
       const AccessPattern scores =
           raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
-      int64_t i = b.activation(sb(wk.p_f, DType::f32, rows, 0, w), scores, ActivationFunction::exp,
+      int64_t i = b.activation(p_of(it, wk, hs), scores, ActivationFunction::exp,
                                raw ? s.scale : 1.0f);
       b.at(i).bias = column(hs.negm, rows, t);
       b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
       deps.track(i);
       return;
     }
-    const AccessPattern p = sb(wk.p_f, DType::f32, rows, 0, w);
-    int64_t i = mask.on()
-                    ? b.activation(p, sb(wk.s_sb, DType::f32, rows, 0, w), ActivationFunction::exp)
-                    : b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
-    b.at(i).bias = column(hs.negm, rows, t);
-    deps.track(i);
-    if (it.diagonal && !mm_mask)
-      deps.track(
-          b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}}, CmpOp::greater_equal, 0.0f));
-    if (valid.masks_keys() && !valid.bias_in_psum())
-      valid.drop_padded_keys(b, deps, p, rows, hs.kbias, it.k0, w);
+    // With reuse P and dP come from pass 1 (its masking included), else
+    // they are recomputed here.
+    const AccessPattern p = p_of(it, wk, hs);
+    if (!reuse) {
+      int64_t i =
+          mask.on()
+              ? b.activation(p, sb(wk.s_sb, DType::f32, rows, 0, w), ActivationFunction::exp)
+              : b.activation(p, ps(wk.sd, rows, 0, w), ActivationFunction::exp, s.scale);
+      b.at(i).bias = column(hs.negm, rows, t);
+      deps.track(i);
+      if (it.diagonal && !mm_mask)
+        deps.track(b.affine_select(p, p, AffineExpr{it.q0 - it.k0, 1, {-1}},
+                                   CmpOp::greater_equal, 0.0f));
+      if (valid.masks_keys() && !valid.bias_in_psum())
+        valid.drop_padded_keys(b, deps, p, rows, hs.kbias, it.k0, w);
+    }
     // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
     // straight into the matmul dtype.
     const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
-    i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
+    int64_t i = b.activation(ds, reuse ? dp_of(it, wk, hs) : ps(wk.sd, rows, kDpAt, w),
+                             ActivationFunction::identity);
     b.at(i).bias = column(hs.negd, rows, t);
     deps.track(i);
     const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
@@ -404,17 +520,16 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const int64_t rows = it.rows, keys = it.w, t = it.t;
     if (it.kind == Kind::pass1) { // p dP on Vector (its row sum in stage D)
       deps.track(b.tensor_tensor(Engine::vector, sb(wk.pd, DType::f32, rows, 0, keys),
-                                 sb(wk.p_f, DType::f32, rows, 0, keys),
-                                 sb(wk.dp_sb, DType::f32, rows, 0, keys), AluOp::multiply));
+                                 p_of(it, wk, hs), dp_of(it, wk, hs), AluOp::multiply));
       return;
     }
     const int ob = static_cast<int>(it.kb % 2);
     if (it.kind == Kind::pass2) {
       const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
       deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
-                          sb(hs.do_rows, dt, rows, t * Ev, Ev), !it.first));
+                          do_rows(hs, rows, t), !it.first));
       deps.track(
-          b.matmul(ps(ps_dk, keys, 0, E), ds_in, sb(hs.q_rows, dt, rows, t * E, E), !it.first));
+          b.matmul(ps(ps_dk, keys, 0, E), ds_in, q_rows(hs, rows, t), !it.first));
       deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
                           false));
       if (it.last) {
@@ -492,7 +607,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, keys = it.w, t = it.t;
     if (it.kind == Kind::pass2) {
-      const AccessPattern k_blk = sb(hs.k_rows, dt, keys, it.kb * E, E);
+      const AccessPattern k_blk = k_rows(hs, keys, it.kb);
       if (dq_in_psum) {
         deps.track(b.matmul(ps(ps_dq, rows, t * E, E), sb(wk.dsT, dt, keys, 0, rows), k_blk,
                             it.kb > 0));
@@ -539,7 +654,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   auto load_masks = [&](int64_t upto) {
     for (; mask.on() && mask_loaded <= upto && mask_loaded < n_items; ++mask_loaded) {
       const Item& it = items[mask_loaded];
-      if (it.kind != Kind::empty)
+      if (it.kind == Kind::pass1 || (it.kind == Kind::pass2 && !reuse))
         mask.load(b, deps, static_cast<int>(mask_loaded % nwork), it.h, it.q0, it.rows, it.k0,
                   it.w);
     }
