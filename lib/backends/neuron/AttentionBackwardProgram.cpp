@@ -61,7 +61,7 @@ int64_t tile_keys(const AttentionShape& s, int64_t q0, int64_t rows) {
 
 /// SBUF bytes per partition of a resident set: as backward_bytes, with the
 /// pairing's rows tiles and, when pass 2 reuses pass 1's exp(S - m) and dP
-/// (fp32 [rows, tile_keys] per Q tile), those.
+/// ([rows, tile_keys] per Q tile: fp32, and exp also in the dtype) and -dO / l, those.
 int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reuse) {
   const int64_t es = static_cast<int64_t>(element_size(s.dtype));
   const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
@@ -69,7 +69,7 @@ int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reus
   if (pair.on)
     bytes += es * (-(s.q_len + s.kv_len) + tiles * (pair.pitch - s.head_dim - s.value_dim) +
                    blocks * (pair.pitch - s.head_dim - s.value_dim));
-  if (reuse) bytes += 2 * 4 * tiles * tile_keys(s, s.q_len - 1, 1);
+  if (reuse) bytes += (8 + es) * tiles * tile_keys(s, s.q_len - 1, 1) + es * tiles * s.value_dim;
   return bytes;
 }
 
@@ -126,6 +126,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   const OperandPairing pairing = operand_pairing(s);
   const bool reuse = tile_keys(s, L - 1, 1) <= chunk1 &&
                      set_bytes(s, pairing, true) <= kSbufBytesPerPartition / 2;
+  constexpr Engine kScaleEngine = Engine::gpsimd, kCopyEngine = Engine::gpsimd;
+  const float sign = reuse ? -1.0f : 1.0f; // reuse: the gradients are accumulated negated
   const OperandPairing pair =
       set_bytes(s, pairing, reuse) <= kSbufBytesPerPartition / 2 ? pairing : OperandPairing{};
   // Where q, dO (k, v) sit in their rows tiles, and q^T, dO^T (k^T, v^T) on
@@ -136,11 +138,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
   // this one's work (issued kMaxSets - 1 batch-heads ahead).
   struct HeadSet {
-    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum, negd,
-        dq_out;
+    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum;
+    int32_t ds_bias; ///< per tile, pass 2's bias: -D (with reuse D / l)
+    int32_t dq_out;
     int32_t kbias = -1; ///< valid_seq_len's key bias
     int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
-    std::vector<int32_t> p_kept, dp_kept; ///< reuse: per Q tile, exp(scale S - m) and dP
+    /// reuse: per Q tile exp(scale S - m) (fp32 and the dtype) and dP (fp32), and
+    /// -dO / l by rows.
+    std::vector<int32_t> p_kept, p_in_kept, dp_kept;
+    int32_t do_scaled = -1;
   };
   constexpr int64_t kMaxSets = 6;
   const int nsets = static_cast<int>(std::clamp<int64_t>(
@@ -162,15 +168,17 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     hs.rl = sbuf(tiles * 4, n("inv_l"));
     hs.l = sbuf(tiles * 4, n("l"));
     hs.dsum = sbuf(tiles * 4, n("D"));
-    hs.negd = sbuf(tiles * 4, n("neg_D"));
+    hs.ds_bias = sbuf(tiles * 4, n("ds_bias"));
     hs.dq_out = sbuf(tiles * E * es, n("dq_out"));
     hs.kbias = valid.allocate_bias(b, g);
     if (mask.on()) hs.kept = sbuf(tiles * 4, n("row_kept"));
     for (int64_t t = 0; reuse && t < tiles; ++t) {
       const int64_t keys = tile_keys(s, t * kBlock, std::min(kBlock, L - t * kBlock));
       hs.p_kept.push_back(sbuf(keys * 4, absl::StrCat("p_kept", g, "_", t)));
+      hs.p_in_kept.push_back(sbuf(keys * es, absl::StrCat("p_in_kept", g, "_", t)));
       hs.dp_kept.push_back(sbuf(keys * 4, absl::StrCat("dP_kept", g, "_", t)));
     }
+    if (reuse) hs.do_scaled = sbuf(tiles * Ev * es, n("dO_scaled"));
     sets.push_back(std::move(hs));
   }
   // The operands of Q tile t (key block kb) by rows, and their transposes.
@@ -232,7 +240,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // partitions) are made on chip (transpose_head), shortly before the
   // batch-head's first item.
   const OnChipTranspose tr{ident, psum("T_psum"), dt};
-  std::vector<bool> loaded(s.batch, false), transposed(s.batch, false);
+  std::vector<bool> loaded(s.batch, false), zeroed(s.batch, false), transposed(s.batch, false);
   // Rows [row0, row0 + len) of a [.., d] HBM tensor into a rows tile,
   // 128-row block j at column j x pitch + col (OnChipTranspose::load with
   // the pairing's layout).
@@ -259,18 +267,25 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // key or row of the transpose through the identity matmul, 0 x NaN =
   // NaN; and dV += P^T dO would take it even where P = 0), with the
   // transposes, not with the loads, because the Vector queue is in order:
-  // a select there would hold it until the DMA lands. Paired, one select
-  // and one transpose cover both operands of a rows tile.
+  // a select there would hold it until the DMA lands; but a few items
+  // ahead of the transposes (zero_head), so that they do not wait for the
+  // selects in the Vector queue. Paired, one select and one transpose cover
+  // both operands of a rows tile.
+  auto zero_head = [&](int64_t h) {
+    if (!loaded[h] || zeroed[h]) return;
+    zeroed[h] = true;
+    if (!valid.on()) return;
+    const HeadSet& hs = sets[h % nsets];
+    valid.prepare_head(b, deps, h, hs.kbias);
+    valid.zero_query_rows(b, deps, hs.q_rows, dt, q_pitch);
+    if (!pair.on) valid.zero_query_rows(b, deps, hs.do_rows, dt, Ev);
+    valid.zero_key_rows(b, deps, hs.k_rows, dt, q_pitch);
+    if (!pair.on) valid.zero_key_rows(b, deps, hs.v_rows, dt, Ev);
+  };
   auto transpose_head = [&](int64_t h) {
     if (!loaded[h] || transposed[h]) return;
     const HeadSet& hs = sets[h % nsets];
-    if (valid.on()) {
-      valid.prepare_head(b, deps, h, hs.kbias);
-      valid.zero_query_rows(b, deps, hs.q_rows, dt, q_pitch);
-      if (!pair.on) valid.zero_query_rows(b, deps, hs.do_rows, dt, Ev);
-      valid.zero_key_rows(b, deps, hs.k_rows, dt, q_pitch);
-      if (!pair.on) valid.zero_key_rows(b, deps, hs.v_rows, dt, Ev);
-    }
+    zero_head(h);
     tr.transpose(b, deps, hs.q_rows, q_pitch, L, hs.qT);
     if (!pair.on) tr.transpose(b, deps, hs.do_rows, Ev, L, hs.doT);
     tr.transpose(b, deps, hs.k_rows, q_pitch, S, hs.kT);
@@ -356,7 +371,18 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       // Two sets: kStages - 1 of pass 2 first, so h + 1's first item is
       // kStages places after the end of the block before (where h - 1 may
       // end). Then a pass 1 item whenever as many are left as pass 2 items,
-      // so the block ends with pass 2 (h + 1's pass 2 follows it).
+      // so the block ends with pass 2 (h + 1's pass 2 follows it). With as
+      // many pass 1 items as pass 2 or more (e.g. one each) that would end
+      // it with pass 1: then, with three sets or more, the pass 1 items are
+      // spread before the pass 2 items, all before the last.
+      if (nsets >= 3 && a.size() <= c.size()) {
+        for (size_t i = 0, j = 0; i < a.size() || j < c.size(); ++i) {
+          const size_t upto = i + 1 >= a.size() ? c.size() : (i + 1) * c.size() / a.size();
+          while (j < upto) place(c[j++]);
+          if (i < a.size()) place(a[i]);
+        }
+        continue;
+      }
       const size_t first_c = nsets >= 3 ? 0 : kStages - 1;
       for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
         if (i < a.size()) place(a[i++]);
@@ -382,6 +408,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
 
   // An item's exp(scale S - m) and dP, fp32 [rows, w] in SBUF: with reuse
   // the Q tile's kept ones at the item's keys, else the working set's.
+  // (D needs p in fp32: an error in D reaches every dS of its row alike,
+  // and so adds up in dQ and dK.)
   auto p_of = [&](const Item& it, const Work& wk, const HeadSet& hs) {
     return reuse ? sb(hs.p_kept[it.t], DType::f32, it.rows, it.k0, it.w)
                  : sb(wk.p_f, DType::f32, it.rows, 0, it.w);
@@ -495,12 +523,20 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       if (valid.masks_keys() && !valid.bias_in_psum())
         valid.drop_padded_keys(b, deps, p, rows, hs.kbias, it.k0, w);
     }
+    const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
+    if (reuse) { // -dS = p x -(dP - D) / l: Scalar (scale -1/l, bias D/l), then Vector
+      int64_t i = b.activation(ds, dp_of(it, wk, hs), ActivationFunction::identity);
+      b.at(i).scale_column = column(hs.rl, rows, t);
+      b.at(i).bias = column(hs.ds_bias, rows, t);
+      deps.track(i);
+      deps.track(
+          b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p, AluOp::multiply));
+      return;
+    }
     // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
     // straight into the matmul dtype.
-    const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
-    int64_t i = b.activation(ds, reuse ? dp_of(it, wk, hs) : ps(wk.sd, rows, kDpAt, w),
-                             ActivationFunction::identity);
-    b.at(i).bias = column(hs.negd, rows, t);
+    int64_t i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
+    b.at(i).bias = column(hs.ds_bias, rows, t);
     deps.track(i);
     const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
     deps.track(
@@ -521,22 +557,30 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     if (it.kind == Kind::pass1) { // p dP on Vector (its row sum in stage D)
       deps.track(b.tensor_tensor(Engine::vector, sb(wk.pd, DType::f32, rows, 0, keys),
                                  p_of(it, wk, hs), dp_of(it, wk, hs), AluOp::multiply));
+      if (reuse) // p in the dtype, pass 2's dV operand
+        deps.track(b.tensor_copy(kCopyEngine, sb(hs.p_in_kept[t], dt, rows, 0, keys),
+                                 p_of(it, wk, hs)));
       return;
     }
     const int ob = static_cast<int>(it.kb % 2);
     if (it.kind == Kind::pass2) {
       const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
-      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
-                          do_rows(hs, rows, t), !it.first));
+      // With reuse -dV += p^T (-dO / l) (every gradient negated, flipped
+      // back by the output scales).
+      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev),
+                          sb(reuse ? hs.p_in_kept[t] : wk.p_in, dt, rows, reuse ? it.k0 : 0, keys),
+                          reuse ? sb(hs.do_scaled, dt, rows, t * Ev, Ev) : do_rows(hs, rows, t),
+                          !it.first));
       deps.track(
           b.matmul(ps(ps_dk, keys, 0, E), ds_in, q_rows(hs, rows, t), !it.first));
       deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
                           false));
       if (it.last) {
         deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
-                                ActivationFunction::identity, s.scale));
-        deps.track(b.tensor_copy(Engine::vector, sb(dv_out[ob], dt, keys, 0, Ev),
-                                 ps(ps_dv, keys, 0, Ev)));
+                                ActivationFunction::identity, sign * s.scale));
+        const AccessPattern dv = sb(dv_out[ob], dt, keys, 0, Ev), acc = ps(ps_dv, keys, 0, Ev);
+        deps.track(reuse ? b.tensor_scalar(Engine::vector, dv, acc, AluOp::multiply, -1.0f)
+                         : b.tensor_copy(Engine::vector, dv, acc));
       }
     } else {
       deps.track(b.iota(sb(dk_out[ob], dt, keys, 0, E), AffineExpr{0, 0, {0}}));
@@ -585,13 +629,38 @@ TileProgram attention_backward_program(const AttentionShape& s) {
           deps.track(b.tensor_tensor(Engine::vector, rl, rl, kept, AluOp::multiply));
         else if (mask.on())
           deps.track(b.tensor_copy(Engine::vector, rl, kept));
+        if (reuse) { // -1 / l, -D, D / l and -dO / l (stage B, C of pass 2)
+          const AccessPattern l = column(hs.l, rows, t), d = column(hs.dsum, rows, t);
+          if (valid.on() || mask.on()) {
+            deps.track(b.tensor_tensor(Engine::vector, rl, rl, l, AluOp::divide));
+            deps.track(b.tensor_scalar(Engine::vector, rl, rl, AluOp::multiply, -1.0f));
+          } else {
+            const int64_t i = b.tensor_scalar(Engine::vector, rl, l, AluOp::divide, -1.0f);
+            b.at(i).reverse = true;
+            deps.track(i);
+          }
+          deps.track(b.tensor_tensor(Engine::vector, d, d, rl, AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::vector, column(hs.ds_bias, rows, t), d, rl,
+                                     AluOp::multiply));
+          if (kScaleEngine == Engine::scalar) {
+            const int64_t i = b.activation(sb(hs.do_scaled, dt, rows, t * Ev, Ev),
+                                           do_rows(hs, rows, t), ActivationFunction::identity);
+            b.at(i).scale_column = column(hs.rl, rows, t);
+            deps.track(i);
+          } else {
+            deps.track(b.tensor_tensor(kScaleEngine, sb(hs.do_scaled, dt, rows, t * Ev, Ev),
+                                       do_rows(hs, rows, t), broadcast(hs.rl, rows, Ev, t),
+                                       AluOp::multiply));
+          }
+          return;
+        }
         deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t),
                                    valid.on() || mask.on() ? rl : column(ones, rows),
                                    column(hs.l, rows, t), AluOp::divide));
         deps.track(b.tensor_tensor(Engine::vector, column(hs.dsum, rows, t),
                                    column(hs.dsum, rows, t), column(hs.rl, rows, t),
                                    AluOp::multiply));
-        deps.track(b.tensor_scalar(Engine::vector, column(hs.negd, rows, t),
+        deps.track(b.tensor_scalar(Engine::vector, column(hs.ds_bias, rows, t),
                                    column(hs.dsum, rows, t), AluOp::multiply, -1.0f));
       }
       return;
@@ -628,7 +697,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const AccessPattern acc = dq_in_psum ? ps(ps_dq, r, tt * E, E)
                                            : sb(hs.dq_acc, DType::f32, r, tt * E, E);
       deps.track(b.activation(sb(hs.dq_out, dt, r, tt * E, E), acc, ActivationFunction::identity,
-                              s.scale),
+                              sign * s.scale),
                  true);
     }
     for (int64_t tt = 0; tt < tiles; ++tt) {
@@ -659,6 +728,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                   it.w);
     }
   };
+  constexpr int64_t kZeroAhead = 4; // valid_seq_len's selects, items ahead of stage A
   int64_t lo = 0;
   while (lo < n_items) {
     int64_t hi = lo + 1; // [lo, hi): one pipelined group
@@ -666,6 +736,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     for (int64_t i = lo; i < hi + kStages - 1; ++i) {
       // The next item's batch-head transposed an iteration ahead when its
       // rows are loaded, so the copies out of PSUM overlap this iteration.
+      for (int64_t j = i + 2; j <= std::min(hi - 1, i + kZeroAhead); ++j) zero_head(items[j].h);
       if (i + 1 < hi) transpose_head(items[i + 1].h);
       if (i >= lo + 4) {
         stage_e(i - 4);
