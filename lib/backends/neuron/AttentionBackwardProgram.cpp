@@ -207,14 +207,19 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     int32_t mc, nm, alpha, rowsum, dpart;
     int32_t kept = -1; ///< attn_mask: the chunk's row flags
   };
+  // Pass 2's items: with reuse one per Q tile (all its key blocks, dK and
+  // dV of every key block accumulated side by side in their PSUM banks
+  // across the batch-head, stored after its last item), else one per key
+  // block and Q tile (dK and dV per key block).
+  const int64_t pass2_cols = reuse ? chunk1 : kBlock, out_blocks = reuse ? blocks : 1;
   std::vector<Work> work;
   for (int g = 0; g < nwork; ++g) {
     auto n = [&](const char* what) { return absl::StrCat(what, g); };
     work.push_back({psum(n("scores")), sbuf(chunk1 * 4, n("s")),
                     sbuf(chunk1 * 4, n("p")), sbuf(chunk1 * 4, n("dP_sb")),
                     sbuf(chunk1 * 4, n("p_dP")), sbuf(kBlock * es, n("p_in")),
-                    sbuf(kBlock * 4, n("dS")), sbuf(kBlock * es, n("dS_in")),
-                    sbuf(kBlock * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
+                    sbuf(pass2_cols * 4, n("dS")), sbuf(pass2_cols * es, n("dS_in")),
+                    sbuf(pass2_cols * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
                     sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
     if (mask.on()) work.back().kept = sbuf(4, n("chunk_kept"));
   }
@@ -222,8 +227,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   const int32_t ps_dq = psum(dq_in_psum ? "dq_acc" : "dq_part");
   int32_t dk_out[2], dv_out[2];
   for (int g = 0; g < 2; ++g) {
-    dk_out[g] = sbuf(E * es, absl::StrCat("dk_out", g));
-    dv_out[g] = sbuf(Ev * es, absl::StrCat("dv_out", g));
+    dk_out[g] = sbuf(out_blocks * E * es, absl::StrCat("dk_out", g));
+    dv_out[g] = sbuf(out_blocks * Ev * es, absl::StrCat("dv_out", g));
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // Causal masking on the Tensor engine when the scale is positive (CausalMask).
@@ -302,8 +307,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     int64_t h, t, q0, rows, k0, w; ///< pass 2: k0 = the block's first key, w = its keys
     int64_t kb = 0;
     bool first = false, last = false; ///< pass 1: of the tile; pass 2: of the key block
+                                      ///< (reuse: last of the batch-head)
     bool diagonal = false;
     bool head_last = false;
+    uint64_t fresh = 0; ///< reuse, pass 2: bit kb where the item starts key block kb's sums
   };
   // Per batch-head: its pass 1 and pass 2 items.
   std::vector<std::vector<Item>> pass1(s.batch), pass2(s.batch);
@@ -322,7 +329,15 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       }
       p1.back().last = true;
     }
-    for (int64_t kb = 0; kb < blocks; ++kb) {
+    for (int64_t t = 0, seen = 0; reuse && t < tiles; ++t) { // seen: key blocks begun
+      const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
+      const int64_t w = tile_keys(s, q0, rows), nb = ceil_div(w, kBlock);
+      p2.push_back({Kind::pass2, h, t, q0, rows, 0, w});
+      for (int64_t kb = seen; kb < nb; ++kb) p2.back().fresh |= uint64_t{1} << kb;
+      seen = std::max(seen, nb);
+      p2.back().last = t + 1 == tiles;
+    }
+    for (int64_t kb = 0; !reuse && kb < blocks; ++kb) {
       const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
       const size_t before = p2.size();
       for (int64_t t = 0; t < tiles; ++t) {
@@ -549,6 +564,86 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // 2's bias). Pass 2: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T
   // by the identity; after a key block's last item its dK and dV (zeros
   // when no row sees these keys) are stored.
+  // Pass 2 with reuse, a Q tile's item over its nb key blocks (-dS in
+  // [rows, w] from stage B). Stage C: per key block -dV += p^T (-dO / l),
+  // -dK += (-dS)^T q and -dS^T by the identity (block kb at column kb x 128
+  // of the item's PSUM bank); every gradient is accumulated negated and
+  // flipped back by the output scales. After the batch-head's last item
+  // its dK and dV: one Scalar and one Vector instruction for all key
+  // blocks when they are whole and every one was begun, else per block
+  // (zeros for a block no row sees).
+  const bool whole_blocks = S % kBlock == 0 && tile_keys(s, L - 1, 1) == S;
+  auto tile_pass2_c = [&](const Item& it, const HeadSet& hs, const Work& wk) {
+    const int64_t rows = it.rows, t = it.t, nb = ceil_div(it.w, kBlock);
+    for (int64_t kb = 0; kb < nb; ++kb) {
+      const int64_t keys = std::min(kBlock, it.w - kb * kBlock);
+      const bool acc = !(it.fresh >> kb & 1);
+      const AccessPattern ds_in = sb(wk.ds_in, dt, rows, kb * kBlock, keys);
+      deps.track(b.matmul(ps(ps_dv, keys, kb * Ev, Ev),
+                          sb(hs.p_in_kept[t], dt, rows, kb * kBlock, keys),
+                          sb(hs.do_scaled, dt, rows, t * Ev, Ev), acc));
+      deps.track(b.matmul(ps(ps_dk, keys, kb * E, E), ds_in, q_rows(hs, rows, t), acc));
+      deps.track(b.matmul(ps(wk.sd, keys, kb * kBlock, rows), ds_in,
+                          sb(ident, dt, rows, 0, rows), false));
+    }
+    if (!it.last) return;
+    const int ob = static_cast<int>(it.h % 2);
+    auto out = [&](int64_t keys, int64_t kb, int64_t nblk) {
+      const std::initializer_list<FreeDim> dk = {{nblk * E, 1}}, dv = {{nblk * Ev, 1}};
+      const AccessPattern dk_sb = at(BufferKind::sbuf, dk_out[ob], dt, keys, kb * E, dk),
+                          dv_sb = at(BufferKind::sbuf, dv_out[ob], dt, keys, kb * Ev, dv);
+      if (kb * kBlock >= tile_keys(s, L - 1, 1)) { // no row sees these keys
+        deps.track(b.iota(dk_sb, AffineExpr{0, 0, {0}}));
+        deps.track(b.iota(dv_sb, AffineExpr{0, 0, {0}}));
+        return;
+      }
+      deps.track(b.activation(dk_sb, at(BufferKind::psum, ps_dk, DType::f32, keys, kb * E, dk),
+                              ActivationFunction::identity, -s.scale));
+      deps.track(b.tensor_scalar(Engine::vector, dv_sb,
+                                 at(BufferKind::psum, ps_dv, DType::f32, keys, kb * Ev, dv),
+                                 AluOp::multiply, -1.0f));
+    };
+    if (whole_blocks)
+      out(kBlock, 0, blocks);
+    else
+      for (int64_t kb = 0; kb < blocks; ++kb) out(std::min(kBlock, S - kb * kBlock), kb, 1);
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const int64_t keys = std::min(kBlock, S - kb * kBlock);
+      const int32_t nk = static_cast<int32_t>(keys);
+      deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + kb * kBlock, nk, 0, E),
+                            sb(dk_out[ob], dt, keys, kb * E, E)));
+      deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + kb * kBlock, nk, 0, Ev),
+                            sb(dv_out[ob], dt, keys, kb * Ev, Ev)));
+    }
+  };
+  // Stage D: -dS^T to SBUF, one Scalar copy when the key blocks are whole.
+  auto tile_pass2_d = [&](const Item& it, const Work& wk) {
+    const int64_t nb = ceil_div(it.w, kBlock);
+    if (it.w % kBlock == 0) {
+      const std::initializer_list<FreeDim> dims = {{nb, kBlock}, {it.rows, 1}};
+      deps.track(b.tensor_copy(Engine::scalar, at(BufferKind::sbuf, wk.dsT, dt, kBlock, 0, dims),
+                               at(BufferKind::psum, wk.sd, DType::f32, kBlock, 0, dims)));
+      return;
+    }
+    for (int64_t kb = 0; kb < nb; ++kb) {
+      const int64_t keys = std::min(kBlock, it.w - kb * kBlock);
+      deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, keys, kb * kBlock, it.rows),
+                               ps(wk.sd, keys, kb * kBlock, it.rows)));
+    }
+  };
+  // Stage E: -dQ += (-dS) k over the key blocks, in PSUM (or added to the
+  // fp32 SBUF sums: each Q tile has one pass 2 item).
+  auto tile_pass2_e = [&](const Item& it, const HeadSet& hs, const Work& wk) {
+    const int64_t rows = it.rows, t = it.t, nb = ceil_div(it.w, kBlock);
+    for (int64_t kb = 0; kb < nb; ++kb) {
+      const int64_t keys = std::min(kBlock, it.w - kb * kBlock);
+      deps.track(b.matmul(dq_in_psum ? ps(ps_dq, rows, t * E, E) : ps(ps_dq, rows, 0, E),
+                          sb(wk.dsT, dt, keys, kb * kBlock, rows), k_rows(hs, keys, kb), kb > 0));
+    }
+    if (!dq_in_psum)
+      deps.track(b.tensor_copy(Engine::vector, sb(hs.dq_acc, DType::f32, rows, t * E, E),
+                               ps(ps_dq, rows, 0, E)));
+  };
   auto stage_c = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
@@ -562,25 +657,24 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                                  p_of(it, wk, hs)));
       return;
     }
+    if (reuse) {
+      tile_pass2_c(it, hs, wk);
+      return;
+    }
     const int ob = static_cast<int>(it.kb % 2);
     if (it.kind == Kind::pass2) {
       const AccessPattern ds_in = sb(wk.ds_in, dt, rows, 0, keys);
-      // With reuse -dV += p^T (-dO / l) (every gradient negated, flipped
-      // back by the output scales).
-      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev),
-                          sb(reuse ? hs.p_in_kept[t] : wk.p_in, dt, rows, reuse ? it.k0 : 0, keys),
-                          reuse ? sb(hs.do_scaled, dt, rows, t * Ev, Ev) : do_rows(hs, rows, t),
-                          !it.first));
+      deps.track(b.matmul(ps(ps_dv, keys, 0, Ev), sb(wk.p_in, dt, rows, 0, keys),
+                          do_rows(hs, rows, t), !it.first));
       deps.track(
           b.matmul(ps(ps_dk, keys, 0, E), ds_in, q_rows(hs, rows, t), !it.first));
       deps.track(b.matmul(ps(wk.sd, keys, kDsTAt, rows), ds_in, sb(ident, dt, rows, 0, rows),
                           false));
       if (it.last) {
         deps.track(b.activation(sb(dk_out[ob], dt, keys, 0, E), ps(ps_dk, keys, 0, E),
-                                ActivationFunction::identity, sign * s.scale));
-        const AccessPattern dv = sb(dv_out[ob], dt, keys, 0, Ev), acc = ps(ps_dv, keys, 0, Ev);
-        deps.track(reuse ? b.tensor_scalar(Engine::vector, dv, acc, AluOp::multiply, -1.0f)
-                         : b.tensor_copy(Engine::vector, dv, acc));
+                                ActivationFunction::identity, s.scale));
+        deps.track(b.tensor_copy(Engine::vector, sb(dv_out[ob], dt, keys, 0, Ev),
+                                 ps(ps_dv, keys, 0, Ev)));
       }
     } else {
       deps.track(b.iota(sb(dk_out[ob], dt, keys, 0, E), AffineExpr{0, 0, {0}}));
@@ -666,6 +760,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       return;
     }
     if (it.kind != Kind::pass2) return;
+    if (reuse) return tile_pass2_d(it, wk);
     deps.track(b.tensor_copy(Engine::scalar, sb(wk.dsT, dt, it.w, 0, it.rows),
                              ps(wk.sd, it.w, kDsTAt, it.rows)));
   };
@@ -675,7 +770,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const HeadSet& hs = sets[it.h % nsets];
     const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, keys = it.w, t = it.t;
-    if (it.kind == Kind::pass2) {
+    if (it.kind == Kind::pass2 && reuse) {
+      tile_pass2_e(it, hs, wk);
+    } else if (it.kind == Kind::pass2) {
       const AccessPattern k_blk = k_rows(hs, keys, it.kb);
       if (dq_in_psum) {
         deps.track(b.matmul(ps(ps_dq, rows, t * E, E), sb(wk.dsT, dt, keys, 0, rows), k_blk,
@@ -690,9 +787,16 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       }
     }
     if (!it.head_last) return;
-    // Every tile scaled first, then the stores (a store reads dq_out: a
-    // scale after it would wait for the transfer).
-    for (int64_t tt = 0; tt < tiles; ++tt) {
+    // Every tile scaled first (in PSUM and whole, by one instruction), then
+    // the stores (a store reads dq_out: a scale after it would wait for
+    // the transfer).
+    if (dq_in_psum && L % kBlock == 0) {
+      deps.track(b.activation(sb(hs.dq_out, dt, kBlock, 0, tiles * E),
+                              ps(ps_dq, kBlock, 0, tiles * E), ActivationFunction::identity,
+                              sign * s.scale),
+                 true);
+    }
+    for (int64_t tt = 0; tt < tiles && !(dq_in_psum && L % kBlock == 0); ++tt) {
       const int64_t r = std::min(kBlock, L - tt * kBlock);
       const AccessPattern acc = dq_in_psum ? ps(ps_dq, r, tt * E, E)
                                            : sb(hs.dq_acc, DType::f32, r, tt * E, E);
