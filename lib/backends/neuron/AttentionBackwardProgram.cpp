@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/AttentionBackwardPlan.h"
 #include "lib/backends/neuron/AttentionMask.h"
 #include "lib/backends/neuron/AttentionTiles.h"
 #include "lib/backends/neuron/AttentionValidLength.h"
@@ -18,62 +19,7 @@
 namespace mstep::neuron {
 
 using namespace attention_tiles;
-
-namespace {
-
-/// SBUF bytes per partition of one batch-head's operands in the backward.
-int64_t backward_bytes(const AttentionShape& s) {
-  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
-  const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
-  // q^T, k^T, dO^T, v^T; q, dO, k and v by rows; dQ (fp32 and the output);
-  // m, 1/l, l, D, -D per tile.
-  return es * (2 * s.q_len + 2 * s.kv_len + tiles * (2 * s.head_dim + s.value_dim) +
-               blocks * (s.head_dim + s.value_dim) + (s.lengths > 0 ? s.kv_len : 0)) +
-         4 * tiles * (s.head_dim + 7);
-}
-
-/// q and dO side by side in one rows tile (k and v in another) when both
-/// fit the 128 partitions of one transpose: one Tensor transpose and one
-/// PSUM copy then make q^T and dO^T together (on partitions [0, E) and
-/// [second, second + Ev); k^T and v^T likewise), half the copies of
-/// transposing them apart. `second` keeps the second operand's partitions
-/// aligned as the engines require (Validator: 33-64 partitions start at 0
-/// or 64, up to 32 at a multiple of 32).
-struct OperandPairing {
-  bool on = false;
-  int64_t second = 0; ///< dO's (v's) first column in a block of the rows tile
-  int64_t pitch = 0;  ///< columns per 128-row block of the rows tile
-};
-
-OperandPairing operand_pairing(const AttentionShape& s) {
-  const int64_t E = s.head_dim, Ev = s.value_dim;
-  const int64_t second = Ev > 64 ? -1 : Ev > 32 ? (E <= 64 ? 64 : -1) : ceil_div(E, 32) * 32;
-  if (second < 0 || second + Ev > kBlock) return {};
-  return {true, second, second + Ev};
-}
-
-/// The keys pass 1 covers for Q tile [q0, q0 + rows) when pass 2 reuses
-/// its P and dP (below): causal, up to the key block of its last row (the
-/// keys past that row come out 0: masked like any key above the diagonal).
-int64_t tile_keys(const AttentionShape& s, int64_t q0, int64_t rows) {
-  return s.causal ? std::min(s.kv_len, ceil_div(q0 + rows, kBlock) * kBlock) : s.kv_len;
-}
-
-/// SBUF bytes per partition of a resident set: as backward_bytes, with the
-/// pairing's rows tiles and, when pass 2 reuses pass 1's exp(S - m) and dP
-/// ([rows, tile_keys] per Q tile: fp32, and exp also in the dtype) and -dO / l, those.
-int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reuse) {
-  const int64_t es = static_cast<int64_t>(element_size(s.dtype));
-  const int64_t tiles = ceil_div(s.q_len, kBlock), blocks = ceil_div(s.kv_len, kBlock);
-  int64_t bytes = backward_bytes(s);
-  if (pair.on)
-    bytes += es * (-(s.q_len + s.kv_len) + tiles * (pair.pitch - s.head_dim - s.value_dim) +
-                   blocks * (pair.pitch - s.head_dim - s.value_dim));
-  if (reuse) bytes += (8 + es) * tiles * tile_keys(s, s.q_len - 1, 1) + es * tiles * s.value_dim;
-  return bytes;
-}
-
-} // namespace
+using namespace attention_backward;
 
 absl::Status attention_backward_tileable(const AttentionShape& s) {
   MSTEP_RETURN_IF_ERROR(attention_tileable(s));
@@ -298,128 +244,19 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     transposed[h] = true;
   };
 
-  // The work items, in order, per batch-head: pass 1 (a Q tile's key
-  // chunk), then pass 2 (a key block's Q tile at or below the diagonal; a
-  // key block no row sees gets one `empty` item: zero dK and dV).
-  enum class Kind { pass1, pass2, empty };
-  struct Item {
-    Kind kind;
-    int64_t h, t, q0, rows, k0, w; ///< pass 2: k0 = the block's first key, w = its keys
-    int64_t kb = 0;
-    bool first = false, last = false; ///< pass 1: of the tile; pass 2: of the key block
-                                      ///< (reuse: last of the batch-head)
-    bool diagonal = false;
-    bool head_last = false;
-    uint64_t fresh = 0; ///< reuse, pass 2: bit kb where the item starts key block kb's sums
-  };
-  // Per batch-head: its pass 1 and pass 2 items.
-  std::vector<std::vector<Item>> pass1(s.batch), pass2(s.batch);
-  for (int64_t h = 0; h < s.batch; ++h) {
-    std::vector<Item>& p1 = pass1[h];
-    std::vector<Item>& p2 = pass2[h];
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
-      for (int64_t k0 = 0; k0 < S && !(s.causal && k0 > q0 + rows - 1); k0 += chunk1) {
-        // Causal: not the keys past the tile's last row (no row sees them);
-        // with reuse, up to its key block's end (pass 2 reads whole blocks).
-        const int64_t w = reuse ? tile_keys(s, q0, rows)
-                                : std::min({chunk1, S - k0, s.causal ? q0 + rows - k0 : S});
-        p1.push_back({Kind::pass1, h, t, q0, rows, k0, w, 0, k0 == 0, false,
-                      s.causal && k0 + w - 1 > q0});
-      }
-      p1.back().last = true;
-    }
-    for (int64_t t = 0, seen = 0; reuse && t < tiles; ++t) { // seen: key blocks begun
-      const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
-      const int64_t w = tile_keys(s, q0, rows), nb = ceil_div(w, kBlock);
-      p2.push_back({Kind::pass2, h, t, q0, rows, 0, w});
-      for (int64_t kb = seen; kb < nb; ++kb) p2.back().fresh |= uint64_t{1} << kb;
-      seen = std::max(seen, nb);
-      p2.back().last = t + 1 == tiles;
-    }
-    for (int64_t kb = 0; !reuse && kb < blocks; ++kb) {
-      const int64_t k0 = kb * kBlock, keys = std::min(kBlock, S - k0);
-      const size_t before = p2.size();
-      for (int64_t t = 0; t < tiles; ++t) {
-        const int64_t q0 = t * kBlock, rows = std::min(kBlock, L - q0);
-        if (s.causal && k0 > q0 + rows - 1) continue;
-        p2.push_back({Kind::pass2, h, t, q0, rows, k0, keys, kb, p2.size() == before, false,
-                      s.causal && k0 + keys - 1 > q0});
-      }
-      if (p2.size() == before) p2.push_back({Kind::empty, h, 0, 0, 0, k0, keys, kb});
-      p2.back().last = true;
-    }
-  }
-  // Stages (below): an item's instructions in five groups A..E, software
+  // The work items and their order (AttentionBackwardPlan.h). Stages
+  // (below): an item's instructions in five groups A..E, software
   // pipelined: iteration i emits E of item i-4, D of i-3, C of i-2, B of
   // i-1 and A of i, so each engine's in-order queue interleaves independent
   // items, and no engine waits within an iteration for work of its own
   // later in that iteration.
   constexpr int64_t kStages = 5;
-  // The order: with more than one set, batch-head h + 1's pass 1
-  // alternates with h's pass 2 (they share no buffer but the working
-  // tiles), so the engines' queues hold independent work across the pass
-  // boundary, where each batch-head's pass 2 waits for its statistics. A
-  // set is reloaded (for batch-head h + nsets) once stage E of h's last
-  // item is emitted, so an item of batch-head g must come at least kStages
-  // places after the last of g - nsets. Otherwise batch-head by batch-head,
-  // the pipeline drained at each one's end (`drain`). Pass 2 reads the
-  // statistics in stage B, which pass 1 finishes in its stage D: a
-  // batch-head's first pass 2 item comes at least two places after its
-  // last pass 1 item (D of item i is emitted before B of item i + 2), else
-  // the pipeline is drained between them (`starts`).
-  std::vector<Item> items;
-  bool drain = nsets == 1;
-  if (!drain) {
-    std::vector<int64_t> last_of(s.batch, -1);
-    auto place = [&](const Item& it) {
-      if (it.h >= nsets && static_cast<int64_t>(items.size()) < last_of[it.h - nsets] + kStages)
-        drain = true;
-      last_of[it.h] = static_cast<int64_t>(items.size());
-      items.push_back(it);
-    };
-    for (const Item& it : pass1[0]) place(it);
-    for (int64_t h = 0; h < s.batch; ++h) {
-      const std::vector<Item>& a = pass2[h];
-      static const std::vector<Item> kNone;
-      const std::vector<Item>& c = h + 1 < s.batch ? pass1[h + 1] : kNone;
-      // Two sets: kStages - 1 of pass 2 first, so h + 1's first item is
-      // kStages places after the end of the block before (where h - 1 may
-      // end). Then a pass 1 item whenever as many are left as pass 2 items,
-      // so the block ends with pass 2 (h + 1's pass 2 follows it). With as
-      // many pass 1 items as pass 2 or more (e.g. one each) that would end
-      // it with pass 1: then, with three sets or more, the pass 1 items are
-      // spread before the pass 2 items, all before the last.
-      if (nsets >= 3 && a.size() <= c.size()) {
-        for (size_t i = 0, j = 0; i < a.size() || j < c.size(); ++i) {
-          const size_t upto = i + 1 >= a.size() ? c.size() : (i + 1) * c.size() / a.size();
-          while (j < upto) place(c[j++]);
-          if (i < a.size()) place(a[i]);
-        }
-        continue;
-      }
-      const size_t first_c = nsets >= 3 ? 0 : kStages - 1;
-      for (size_t i = 0, j = 0; i < a.size() || j < c.size();) {
-        if (i < a.size()) place(a[i++]);
-        while (j < c.size() && ((i >= first_c && c.size() - j >= a.size() - i) || i == a.size()))
-          place(c[j++]);
-      }
-    }
-  }
-  if (drain) {
-    items.clear();
-    for (int64_t h = 0; h < s.batch; ++h) {
-      items.insert(items.end(), pass1[h].begin(), pass1[h].end());
-      items.insert(items.end(), pass2[h].begin(), pass2[h].end());
-    }
-  }
-  {
-    std::vector<bool> seen(s.batch, false);
-    for (auto it = items.rbegin(); it != items.rend(); ++it) {
-      it->head_last = !seen[it->h];
-      seen[it->h] = true;
-    }
-  }
+  const BackwardItems plan = backward_items(s, reuse, nsets, chunk1, kStages);
+  const std::vector<WorkItem>& items = plan.items;
+  const std::vector<bool>& starts = plan.starts;
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  using Item = WorkItem;
+  using Kind = ItemKind;
 
   // An item's exp(scale S - m) and dP, fp32 [rows, w] in SBUF: with reuse
   // the Q tile's kept ones at the item's keys, else the working set's.
@@ -812,16 +649,6 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
   };
 
-  // Where a pipelined group starts (the one before drained): after each
-  // batch-head when `drain`, and at a first pass 2 item that comes right
-  // after its batch-head's last pass 1 item.
-  const int64_t n_items = static_cast<int64_t>(items.size());
-  std::vector<bool> starts(n_items + 1, false);
-  for (int64_t n = 1; n < n_items; ++n)
-    starts[n] = (drain && items[n - 1].head_last) ||
-                (items[n].kind != Kind::pass1 && items[n - 1].kind == Kind::pass1 &&
-                 items[n - 1].h == items[n].h);
-  starts[n_items] = true;
   for (int64_t h = 0; h < std::min<int64_t>(nsets, s.batch); ++h) load_head(h);
   int64_t mask_loaded = 0;
   auto load_masks = [&](int64_t upto) {
