@@ -38,7 +38,7 @@ int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reus
   if (pair.on)
     bytes += es * (-(s.q_len + s.kv_len) + tiles * (pair.pitch - s.head_dim - s.value_dim) +
                    blocks * (pair.pitch - s.head_dim - s.value_dim));
-  if (reuse) bytes += (8 + es) * tiles * tile_keys(s, s.q_len - 1, 1) + es * tiles * s.value_dim;
+  if (reuse) bytes += (4 + es) * tiles * tile_keys(s, s.q_len - 1, 1);
   return bytes;
 }
 

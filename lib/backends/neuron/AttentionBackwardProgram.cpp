@@ -72,7 +72,6 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   const OperandPairing pairing = operand_pairing(s);
   const bool reuse = tile_keys(s, L - 1, 1) <= chunk1 &&
                      set_bytes(s, pairing, true) <= kSbufBytesPerPartition / 2;
-  constexpr Engine kScaleEngine = Engine::gpsimd, kCopyEngine = Engine::gpsimd;
   const float sign = reuse ? -1.0f : 1.0f; // reuse: the gradients are accumulated negated
   const OperandPairing pair =
       set_bytes(s, pairing, reuse) <= kSbufBytesPerPartition / 2 ? pairing : OperandPairing{};
@@ -85,14 +84,12 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // this one's work (issued kMaxSets - 1 batch-heads ahead).
   struct HeadSet {
     int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum;
-    int32_t ds_bias; ///< per tile, pass 2's bias: -D (with reuse D / l)
+    int32_t ds_bias; ///< per tile, pass 2's bias: -D
     int32_t dq_out;
     int32_t kbias = -1; ///< valid_seq_len's key bias
     int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
-    /// reuse: per Q tile exp(scale S - m) (fp32 and the dtype) and dP (fp32), and
-    /// -dO / l by rows.
-    std::vector<int32_t> p_kept, p_in_kept, dp_kept;
-    int32_t do_scaled = -1;
+    /// reuse: per Q tile -P = -exp(scale S - m) / l in the dtype and dP (fp32).
+    std::vector<int32_t> p_in_kept, dp_kept;
   };
   constexpr int64_t kMaxSets = 6;
   const int nsets = static_cast<int>(std::clamp<int64_t>(
@@ -120,11 +117,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     if (mask.on()) hs.kept = sbuf(tiles * 4, n("row_kept"));
     for (int64_t t = 0; reuse && t < tiles; ++t) {
       const int64_t keys = tile_keys(s, t * kBlock, std::min(kBlock, L - t * kBlock));
-      hs.p_kept.push_back(sbuf(keys * 4, absl::StrCat("p_kept", g, "_", t)));
       hs.p_in_kept.push_back(sbuf(keys * es, absl::StrCat("p_in_kept", g, "_", t)));
       hs.dp_kept.push_back(sbuf(keys * 4, absl::StrCat("dP_kept", g, "_", t)));
     }
-    if (reuse) hs.do_scaled = sbuf(tiles * Ev * es, n("dO_scaled"));
     sets.push_back(std::move(hs));
   }
   // The operands of Q tile t (key block kb) by rows, and their transposes.
@@ -258,13 +253,12 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   using Item = WorkItem;
   using Kind = ItemKind;
 
-  // An item's exp(scale S - m) and dP, fp32 [rows, w] in SBUF: with reuse
-  // the Q tile's kept ones at the item's keys, else the working set's.
-  // (D needs p in fp32: an error in D reaches every dS of its row alike,
-  // and so adds up in dQ and dK.)
-  auto p_of = [&](const Item& it, const Work& wk, const HeadSet& hs) {
-    return reuse ? sb(hs.p_kept[it.t], DType::f32, it.rows, it.k0, it.w)
-                 : sb(wk.p_f, DType::f32, it.rows, 0, it.w);
+  // An item's exp(scale S - m) and dP, fp32 [rows, w] in SBUF: the working
+  // set's, dP with reuse the Q tile's kept one at the item's keys. (D needs
+  // p in fp32: an error in D reaches every dS of its row alike, and so
+  // adds up in dQ and dK.)
+  auto p_of = [&](const Item& it, const Work& wk) {
+    return sb(wk.p_f, DType::f32, it.rows, 0, it.w);
   };
   auto dp_of = [&](const Item& it, const Work& wk, const HeadSet& hs) {
     return reuse ? sb(hs.dp_kept[it.t], DType::f32, it.rows, it.k0, it.w)
@@ -352,7 +346,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const bool raw = s.scale > 0 && !mask.on();
       const AccessPattern scores =
           raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
-      int64_t i = b.activation(p_of(it, wk, hs), scores, ActivationFunction::exp,
+      int64_t i = b.activation(p_of(it, wk), scores, ActivationFunction::exp,
                                raw ? s.scale : 1.0f);
       b.at(i).bias = column(hs.negm, rows, t);
       b.at(i).accum = it.first ? column(hs.l, rows, t) : column(wk.rowsum, rows);
@@ -361,7 +355,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
     // With reuse P and dP come from pass 1 (its masking included), else
     // they are recomputed here.
-    const AccessPattern p = p_of(it, wk, hs);
+    const AccessPattern p = p_of(it, wk);
     if (!reuse) {
       int64_t i =
           mask.on()
@@ -376,13 +370,12 @@ TileProgram attention_backward_program(const AttentionShape& s) {
         valid.drop_padded_keys(b, deps, p, rows, hs.kbias, it.k0, w);
     }
     const AccessPattern ds = sb(wk.ds_f, DType::f32, rows, 0, w);
-    if (reuse) { // -dS = p x -(dP - D) / l: Scalar (scale -1/l, bias D/l), then Vector
+    if (reuse) { // -dS = (dP - D) (-P): Scalar (bias -D), then Vector
       int64_t i = b.activation(ds, dp_of(it, wk, hs), ActivationFunction::identity);
-      b.at(i).scale_column = column(hs.rl, rows, t);
       b.at(i).bias = column(hs.ds_bias, rows, t);
       deps.track(i);
-      deps.track(
-          b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p, AluOp::multiply));
+      deps.track(b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds,
+                                 sb(hs.p_in_kept[t], dt, rows, 0, w), AluOp::multiply));
       return;
     }
     // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
@@ -402,7 +395,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // by the identity; after a key block's last item its dK and dV (zeros
   // when no row sees these keys) are stored.
   // Pass 2 with reuse, a Q tile's item over its nb key blocks (-dS in
-  // [rows, w] from stage B). Stage C: per key block -dV += p^T (-dO / l),
+  // [rows, w] from stage B). Stage C: per key block -dV += (-P)^T dO,
   // -dK += (-dS)^T q and -dS^T by the identity (block kb at column kb x 128
   // of the item's PSUM bank); every gradient is accumulated negated and
   // flipped back by the output scales. After the batch-head's last item
@@ -418,7 +411,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const AccessPattern ds_in = sb(wk.ds_in, dt, rows, kb * kBlock, keys);
       deps.track(b.matmul(ps(ps_dv, keys, kb * Ev, Ev),
                           sb(hs.p_in_kept[t], dt, rows, kb * kBlock, keys),
-                          sb(hs.do_scaled, dt, rows, t * Ev, Ev), acc));
+                          do_rows(hs, rows, t), acc));
       deps.track(b.matmul(ps(ps_dk, keys, kb * E, E), ds_in, q_rows(hs, rows, t), acc));
       deps.track(b.matmul(ps(wk.sd, keys, kb * kBlock, rows), ds_in,
                           sb(ident, dt, rows, 0, rows), false));
@@ -488,10 +481,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const int64_t rows = it.rows, keys = it.w, t = it.t;
     if (it.kind == Kind::pass1) { // p dP on Vector (its row sum in stage D)
       deps.track(b.tensor_tensor(Engine::vector, sb(wk.pd, DType::f32, rows, 0, keys),
-                                 p_of(it, wk, hs), dp_of(it, wk, hs), AluOp::multiply));
-      if (reuse) // p in the dtype, pass 2's dV operand
-        deps.track(b.tensor_copy(kCopyEngine, sb(hs.p_in_kept[t], dt, rows, 0, keys),
-                                 p_of(it, wk, hs)));
+                                 p_of(it, wk), dp_of(it, wk, hs), AluOp::multiply));
       return;
     }
     if (reuse) {
@@ -560,8 +550,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
           deps.track(b.tensor_tensor(Engine::vector, rl, rl, kept, AluOp::multiply));
         else if (mask.on())
           deps.track(b.tensor_copy(Engine::vector, rl, kept));
-        if (reuse) { // -1 / l, -D, D / l and -dO / l (stage B, C of pass 2)
-          const AccessPattern l = column(hs.l, rows, t), d = column(hs.dsum, rows, t);
+        if (reuse) { // -1 / l, -D and -P in the dtype (pass 2's dV operand)
+          const AccessPattern l = column(hs.l, rows, t);
           if (valid.on() || mask.on()) {
             deps.track(b.tensor_tensor(Engine::vector, rl, rl, l, AluOp::divide));
             deps.track(b.tensor_scalar(Engine::vector, rl, rl, AluOp::multiply, -1.0f));
@@ -570,19 +560,11 @@ TileProgram attention_backward_program(const AttentionShape& s) {
             b.at(i).reverse = true;
             deps.track(i);
           }
-          deps.track(b.tensor_tensor(Engine::vector, d, d, rl, AluOp::multiply));
-          deps.track(b.tensor_tensor(Engine::vector, column(hs.ds_bias, rows, t), d, rl,
+          deps.track(b.tensor_tensor(Engine::vector, column(hs.ds_bias, rows, t),
+                                     column(hs.dsum, rows, t), rl, AluOp::multiply));
+          deps.track(b.tensor_tensor(Engine::gpsimd, sb(hs.p_in_kept[t], dt, rows, 0, keys),
+                                     p_of(it, wk), broadcast(hs.rl, rows, keys, t),
                                      AluOp::multiply));
-          if (kScaleEngine == Engine::scalar) {
-            const int64_t i = b.activation(sb(hs.do_scaled, dt, rows, t * Ev, Ev),
-                                           do_rows(hs, rows, t), ActivationFunction::identity);
-            b.at(i).scale_column = column(hs.rl, rows, t);
-            deps.track(i);
-          } else {
-            deps.track(b.tensor_tensor(kScaleEngine, sb(hs.do_scaled, dt, rows, t * Ev, Ev),
-                                       do_rows(hs, rows, t), broadcast(hs.rl, rows, Ev, t),
-                                       AluOp::multiply));
-          }
           return;
         }
         deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t),
