@@ -319,18 +319,19 @@ TEST(NeuronAttention, BackwardBf16Causal) {
   check_backward(shape(1, 100, 700, 32, DType::bf16, true));
 }
 
-// The backward keeps up to three batch-heads' operands resident and
-// reloads a set for batch-head h + 3 (five heads: sets reused); with one
-// key block per head (64 keys) its pass 2 has a single item.
-TEST(NeuronAttention, BackwardBf16CausalFiveHeadsReuseTheResidentSets) {
-  check_backward(shape(5, 200, 200, 64, DType::bf16, true));
-  check_backward(shape(5, 64, 64, 32, DType::bf16, true));
+// The backward keeps up to eight batch-heads' operands resident and
+// reloads a set for batch-head h + 8 (ten heads: sets reused); with one
+// key block per head (64 keys) its pass 2 has a single item, and one pass
+// 1 item (each Q tile's keys fit one chunk: pass 2 reuses its P and dP).
+TEST(NeuronAttention, BackwardBf16CausalTenHeadsReuseTheResidentSets) {
+  check_backward(shape(10, 200, 200, 64, DType::bf16, true));
+  check_backward(shape(10, 64, 64, 32, DType::bf16, true));
 }
-// 768 x 768, head dim 64, f32: two resident sets fit (three do not), so
+// 2048 x 2048, head dim 64, f32: two resident sets fit (three do not), so
 // batch-head h + 2 reuses h's set (three heads: one reload) and h + 1's
 // pass 1 interleaves with h's pass 2 after kStages - 1 of its items.
 TEST(NeuronAttention, BackwardF32CausalTwoResidentSets) {
-  check_backward(shape(3, 768, 768, 64, DType::f32, true));
+  check_backward(shape(3, 2048, 2048, 64, DType::f32, true));
 }
 // 128 rows over 4000 keys in f32: two batch-heads' operands do not fit
 // half of SBUF, so one set is reloaded between the heads (the pipeline

@@ -91,7 +91,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     /// reuse: per Q tile -P = -exp(scale S - m) / l in the dtype and dP (fp32).
     std::vector<int32_t> p_in_kept, dp_kept;
   };
-  constexpr int64_t kMaxSets = 6;
+  constexpr int64_t kMaxSets = 8;
   const int nsets = static_cast<int>(std::clamp<int64_t>(
       kSbufBytesPerPartition / 2 / set_bytes(s, pair, reuse), 1, kMaxSets));
   std::vector<HeadSet> sets;
