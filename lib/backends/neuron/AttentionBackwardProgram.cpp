@@ -79,6 +79,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // the partitions of theirs: paired, dO after q in one tile.
   const int64_t q_pitch = pair.on ? pair.pitch : E, do_pitch = pair.on ? pair.pitch : Ev;
   const int64_t do_col = pair.on ? pair.second : 0;
+  // Paired, with L + S columns in one PSUM bank: q^T|dO^T and k^T|v^T side
+  // by side in one SBUF tile (k^T from column L), one copy out of PSUM.
+  const bool one_copy = pair.on && L + S <= kChunk;
+  const int64_t kT_col = one_copy ? L : 0;
   // Resident per batch-head, up to kMaxSets sets (batch-head h in set h %
   // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
   // this one's work (issued kMaxSets - 1 batch-heads ahead).
@@ -98,9 +102,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   for (int g = 0; g < nsets; ++g) {
     auto n = [&](const char* what) { return absl::StrCat(what, g); };
     HeadSet hs;
-    hs.qT = sbuf(L * es, n(pair.on ? "qdT" : "qT"));
+    hs.qT = sbuf((one_copy ? L + S : L) * es, n(one_copy ? "qdkvT" : pair.on ? "qdT" : "qT"));
     hs.doT = pair.on ? hs.qT : sbuf(L * es, n("doT"));
-    hs.kT = sbuf(S * es, n(pair.on ? "kvT" : "kT"));
+    hs.kT = one_copy ? hs.qT : sbuf(S * es, n(pair.on ? "kvT" : "kT"));
     hs.vT = pair.on ? hs.kT : sbuf(S * es, n("vT"));
     hs.q_rows = sbuf(tiles * q_pitch * es, n(pair.on ? "qd_rows" : "q_rows"));
     hs.do_rows = pair.on ? hs.q_rows : sbuf(tiles * Ev * es, n("do_rows"));
@@ -232,6 +236,20 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     if (!loaded[h] || transposed[h]) return;
     const HeadSet& hs = sets[h % nsets];
     zero_head(h);
+    if (one_copy) {
+      for (int64_t x = 0; x < L + S; x += kBlock) {
+        const bool q = x < L;
+        const int64_t r = std::min(kBlock, q ? L - x : L + S - x), j = (q ? x : x - L) / kBlock;
+        deps.track(b.matmul(ps(tr.bank, q_pitch, x, r),
+                            sb(q ? hs.q_rows : hs.k_rows, dt, r, j * q_pitch, q_pitch),
+                            sb(ident, dt, r, 0, r), false));
+        if (q && x + kBlock >= L) x = L - kBlock; // k's blocks start at column L
+      }
+      deps.track(b.tensor_copy(Engine::scalar, sb(hs.qT, dt, q_pitch, 0, L + S),
+                               ps(tr.bank, q_pitch, 0, L + S)));
+      transposed[h] = true;
+      return;
+    }
     tr.transpose(b, deps, hs.q_rows, q_pitch, L, hs.qT);
     if (!pair.on) tr.transpose(b, deps, hs.do_rows, Ev, L, hs.doT);
     tr.transpose(b, deps, hs.k_rows, q_pitch, S, hs.kT);
@@ -276,12 +294,12 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const bool p1 = it.kind == Kind::pass1;
     if (!p1 && reuse) return;
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
-                        sb(hs.kT, dt, E, it.k0, w), false));
+                        sb(hs.kT, dt, E, kT_col + it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
     if (valid.bias_in_psum()) valid.add_bias(b, deps, wk.sd, 0, rows, hs.kbias, it.k0, w);
     deps.track(b.matmul(p1 ? ps(wk.sd, rows, chunk1, w) : ps(wk.sd, rows, kDpAt, w),
                         on_parts(hs.doT, do_col, Ev, it.q0, rows),
-                        on_parts(hs.vT, do_col, Ev, it.k0, w), false));
+                        on_parts(hs.vT, do_col, Ev, kT_col + it.k0, w), false));
     if (!p1 && mask.on()) { // scale x S + mask into SBUF for stage B's exp
       const AccessPattern scores = sb(wk.s_sb, DType::f32, rows, 0, w);
       deps.track(
