@@ -160,6 +160,26 @@ TEST(XlaF32Epilogue, NaNsPassTheEpilogueAsOnCpu) {
   EXPECT_EQ(xla[1][3], 0.0f); // relu of 2 * -1 + 3 * 2 - 8 = -4
 }
 
+TEST(XlaF32Epilogue, LoadingAStepMakesItsGemmPrimitives) {
+  // One entry per distinct call: the epilogue gemm, and one for the two
+  // plain products of one shape. create() makes their primitives, so the
+  // first run makes and allocates nothing for them.
+  RecordSteps record;
+  Tensor x = on(kXla, {8, 24}, 1), y = on(kXla, {8, 24}, 2), z = on(kXla, {8, 24}, 3);
+  Tensor w = on(kXla, {16, 24}, 4), b = on(kXla, {16}, 5), v = on(kXla, {24, 5}, 6);
+  mark_step();
+  std::vector<Tensor> out = {relu(linear(x, w, b)), matmul(y, v), matmul(z, v)};
+  mark_step();
+  const StepRecord& step = Tracer::get().last_step();
+  ASSERT_NE(step.graph, nullptr);
+  auto compiled =
+      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::xla), {}, RuntimeOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto* xla = dynamic_cast<xla::XlaExecutable*>(compiled->executable.get());
+  ASSERT_NE(xla, nullptr);
+  EXPECT_EQ(xla->prepared_gemms(), 2u);
+}
+
 /// `steps` SGD steps of a two-layer MLP (linear + bias + relu, linear +
 /// bias, cross_entropy; nn::Linear's [out, in] weights, read transposed)
 /// on `device`: the losses, then the trained weights.

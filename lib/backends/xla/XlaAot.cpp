@@ -176,6 +176,10 @@ absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
   llvm::Function* step = module.getFunction(kXlaStepSymbol);
   if (!step) return absl::InternalError("mstep-aot: the module has no step function");
   step->setLinkage(llvm::GlobalValue::InternalLinkage);
+  // The gemm table is the runtime's (the object makes its primitives on
+  // their first call): not exported, and dropped as unused.
+  if (llvm::GlobalVariable* table = module.getGlobalVariable(kXlaGemmCallsSymbol))
+    table->setLinkage(llvm::GlobalValue::InternalLinkage);
   llvm::LLVMContext& c = module.getContext();
   auto* ptr = llvm::PointerType::getUnqual(c);
   // XlaRuntimeCalls: its fields in order, the context last.

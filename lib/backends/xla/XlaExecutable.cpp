@@ -100,6 +100,13 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
   // The gemm library makes a primitive per thread count (oneDNN's keep the
   // count they were made under).
   mstep_xla_gemm_set_thread_count(omp_get_max_threads);
+  // The gemms' primitives, made now rather than in the first run.
+  if (absl::StatusOr<void*> table = exe->library_->symbol(kXlaGemmCallsSymbol); table.ok()) {
+    const auto* calls = static_cast<const int64_t*>(*table);
+    for (int64_t i = 0; i < calls[0]; ++i)
+      mstep_xla_gemm_prepare(calls + 1 + i * MSTEP_GEMM_CALL_LENGTH);
+    exe->prepared_gemms_ = static_cast<size_t>(calls[0]);
+  }
   exe->calls_ = {gemm_f32,  serial_nest,         run_callout,
                  exe.get(), mstep_xla_gemm_bf16, mstep_xla_gemm_f32};
   const size_t align = 64;

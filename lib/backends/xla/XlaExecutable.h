@@ -46,6 +46,9 @@ public:
   /// OpenMP threads: it ran on more than one thread, outside any parallel
   /// region (decided once per run).
   bool last_run_split_nests() const;
+  /// The gemm calls whose oneDNN primitives create() made (the step's gemm
+  /// table, kXlaGemmCallsSymbol).
+  size_t prepared_gemms() const { return prepared_gemms_; }
 
 private:
   explicit XlaExecutable(XlaProgram program) : program_(std::move(program)) {}
@@ -57,6 +60,7 @@ private:
   XlaStepFunction step_ = nullptr;
   std::vector<std::unique_ptr<cpu::CpuKernel>> callouts_;
   std::vector<HostFallbackOp> fallbacks_;
+  size_t prepared_gemms_ = 0;
   XlaRuntimeCalls calls_{};
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
   // Per run.

@@ -228,6 +228,16 @@ static void run_gemm(const int64_t* key, const void* a, const void* b, void* c, 
   if (activation == MSTEP_GEMM_RELU && key[11] == dnnl_bf16) relu_bits(c, count);
 }
 
+void mstep_xla_gemm_prepare(const int64_t* call) {
+  // A call with an empty product or sum makes no primitive (run_gemm).
+  if (call[1] == 0 || call[2] == 0 || call[3] == 0 || call[4] == 0) return;
+  int64_t key[kKeyLength];
+  memcpy(key, call + 1, (MSTEP_GEMM_CALL_LENGTH - 1) * sizeof *key);
+  key[11] = call[0] == MSTEP_GEMM_F32 ? dnnl_f32 : dnnl_bf16;
+  key[12] = threads();
+  find_gemm(key);
+}
+
 void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                          const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
                          int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,

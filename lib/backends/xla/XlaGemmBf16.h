@@ -55,6 +55,23 @@ mstep_xla_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans
                    int64_t a_stride, int64_t trans_b, const float* b, int64_t b_stride, float* c,
                    const float* bias, int64_t activation, const float* residual);
 
+/// The data type of a gemm call (mstep_xla_gemm_prepare).
+enum MstepGemmType {
+  MSTEP_GEMM_BF16 = 0,
+  MSTEP_GEMM_F32 = 1,
+};
+
+/// The length of one call in a step's gemm table (kXlaGemmCallsSymbol,
+/// XlaStep.h): {MstepGemmType, batch, m, n, k, trans_a, a_stride, trans_b,
+/// b_stride, has bias, activation, has residual}.
+enum { MSTEP_GEMM_CALL_LENGTH = 12 };
+
+/// Makes the primitive of one gemm call (a table entry) at the current
+/// thread count, if it is not made yet, so that the step's first run
+/// neither makes nor allocates anything for it: the runtime prepares a
+/// step's gemms when it loads the step.
+__attribute__((visibility("hidden"))) void mstep_xla_gemm_prepare(const int64_t* call);
+
 /// The thread count a primitive is made for and looked up by: oneDNN's
 /// primitives keep the thread count they were made under, so a call under
 /// another count gets a primitive of its own. The runtime passes

@@ -70,6 +70,11 @@ using XlaStepFunction = int32_t (*)(void* const* inputs, void* const* outputs, v
 
 /// The step function's symbol in the shared object.
 inline constexpr char kXlaStepSymbol[] = "mstep_xla_step";
+/// The step's gemm table in the shared object: i64 n, then n calls of
+/// MSTEP_GEMM_CALL_LENGTH values (XlaGemmBf16.h), one per distinct
+/// matmul_f32 / gemm_bf16 call, whose primitives the runtime makes when it
+/// loads the step (an object without it prepares nothing).
+inline constexpr char kXlaGemmCallsSymbol[] = "mstep_xla_gemm_calls";
 
 /// Where one value (a result of a node) lives during a run.
 struct ValueLocation {

@@ -2,6 +2,7 @@
 #include "lib/backends/xla/XlaStepEmitter.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <unordered_map>
 
@@ -100,7 +101,9 @@ public:
       emit_callout(node);
     }
     b_.CreateRet(llvm::ConstantInt::get(i32_, 0));
-    // The step function is the only export; the nests inline into it.
+    emit_gemm_table();
+    // The step function (and its gemm table) is the only export; the
+    // nests inline into it.
     for (const cpu::FusionInfo& info : fusions)
       for (const cpu::FusionNestInfo& nest : info.nests)
         if (llvm::Function* entry = module_.getFunction(nest.symbol))
@@ -353,6 +356,22 @@ private:
     args.insert(args.end(),
                 {pointer_or_null(g.bias), b_.getInt64(g.activation), pointer_or_null(g.residual)});
     b_.CreateCall(type, calls_[bf16 ? kGemmBf16 : kMatmulF32], args);
+    const std::array<int64_t, MSTEP_GEMM_CALL_LENGTH> call = {
+        bf16 ? MSTEP_GEMM_BF16 : MSTEP_GEMM_F32,
+        g.shape.batch, m, n, g.shape.k, trans_first, first_stride, trans_second, second_stride,
+        g.bias.has_value(), g.activation, g.residual.has_value()};
+    if (std::find(gemm_calls_.begin(), gemm_calls_.end(), call) == gemm_calls_.end())
+      gemm_calls_.push_back(call);
+  }
+
+  /// kXlaGemmCallsSymbol: the distinct gemm calls emit_gemm made.
+  void emit_gemm_table() {
+    std::vector<llvm::Constant*> values = {b_.getInt64(gemm_calls_.size())};
+    for (const std::array<int64_t, MSTEP_GEMM_CALL_LENGTH>& call : gemm_calls_)
+      for (int64_t v : call) values.push_back(b_.getInt64(v));
+    auto* type = llvm::ArrayType::get(i64_, values.size());
+    new llvm::GlobalVariable(module_, type, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                             llvm::ConstantArray::get(type, values), kXlaGemmCallsSymbol);
   }
 
   /// The node's own loop; one that can fail returns loop_failure_status
@@ -444,6 +463,7 @@ private:
   std::vector<bool> needed_;               // per node: emitted
   std::vector<uint32_t> node_of_value_;
   std::vector<uint32_t> callouts_;
+  std::vector<std::array<int64_t, MSTEP_GEMM_CALL_LENGTH>> gemm_calls_; // distinct, in order
   OpLoops loops_;
 };
 
