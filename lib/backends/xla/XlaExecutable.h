@@ -21,7 +21,8 @@ public:
   /// Loads `program`'s shared object, builds the kernel of each callout
   /// (the cpu backend's kernels, minus the families `disabled_families`
   /// turns off: RuntimeOptions::cpu_disable; a fusion the function does not
-  /// compute runs on the ref interpreter) and allocates the arena.
+  /// compute runs on the ref interpreter), makes the oneDNN primitives of
+  /// the step's gemm table (kXlaGemmCallsSymbol) and allocates the arena.
   static absl::StatusOr<std::unique_ptr<XlaExecutable>>
   create(XlaProgram program, const std::string& disabled_families = "");
 

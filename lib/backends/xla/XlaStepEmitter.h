@@ -36,8 +36,8 @@ namespace mstep::xla {
 ///    checked for failure where they can fail;
 /// 5. every other node is a callout (XlaRuntimeCalls::callout), checked
 ///    for failure.
-/// The nests' entries become internal: the function is the object's only
-/// export. Returns the callouts' nodes, in callout number order.
+/// The nests' entries become internal: the function and its gemm table
+/// (kXlaGemmCallsSymbol) are the object's exports. Returns the callouts' nodes, in callout number order.
 absl::StatusOr<std::vector<uint32_t>>
 emit_step_function(llvm::Module& module, const TraceGraph& graph, const XlaLayout& layout,
                    const std::vector<cpu::FusionInfo>& fusions);
