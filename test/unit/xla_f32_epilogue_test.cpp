@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "examples/models/GptMini.h"
 #include "mstep/runtime/Tracer.h"
+#include "test/unit/GptTrainingLosses.h"
 #include "test/unit/TestUtil.h"
 #include "test/unit/XlaStepCallouts.h"
 
@@ -222,38 +222,11 @@ TEST(XlaF32Epilogue, MlpTrainingEqualsTheCpuBackendBitForBit) {
   expect_same_bits(mlp_training(kXla, 5), mlp_training(kCpu, 5), "mlp");
 }
 
-/// Three AdamW steps of a small f32 GPT-mini on `device`: the losses.
-std::vector<float> gpt_losses(Device device) {
-  const Device saved = default_device();
-  set_default_device(device);
-  manual_seed(3);
-  examples::GptMini model(
-      examples::GptConfig{.vocab = 40, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
-  model.train();
-  optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.1});
-  std::vector<float> losses;
-  for (int step = 0; step < 3; ++step) {
-    std::vector<int64_t> tokens(4 * 16);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      tokens[i] = static_cast<int64_t>((i * 7 + step) % 40);
-    Tensor x = from_vector(tokens, {4, 16});
-    opt.zero_grad();
-    Tensor logits = model.forward(x, Tensor());
-    Tensor loss = cross_entropy(logits.reshape({-1, 40}), x.reshape({-1}));
-    loss.backward();
-    opt.step();
-    mark_step();
-    losses.push_back(loss.item());
-  }
-  set_default_device(saved);
-  return losses;
-}
-
 TEST(XlaF32Epilogue, GptMiniTrainingLossesAreTheCpuBackendsWithinItsNormRounding) {
   // The layer norms differ (xla: ref's f64 statistics; cpu: oneDNN's f32
   // ones), a few f32 ulps per step; everything else is the same math.
-  const std::vector<float> xla = gpt_losses(kXla);
-  const std::vector<float> cpu = gpt_losses(kCpu);
+  const std::vector<float> xla = testing::gpt_training_losses(kXla, std::nullopt);
+  const std::vector<float> cpu = testing::gpt_training_losses(kCpu, std::nullopt);
   ASSERT_EQ(xla.size(), cpu.size());
   for (size_t i = 0; i < xla.size(); ++i)
     EXPECT_NEAR(xla[i], cpu[i], 1e-5 * std::abs(cpu[i])) << "step " << i;

@@ -238,24 +238,30 @@ void mstep_xla_gemm_prepare(const int64_t* call) {
   find_gemm(key);
 }
 
+/// Both entries: a call over memory of data type `type`.
+static void gemm_call(dnnl_data_type_t type, int64_t batch, int64_t m, int64_t n, int64_t k,
+                      int64_t trans_a, const void* a, int64_t a_stride, int64_t trans_b,
+                      const void* b, int64_t b_stride, void* c, const void* bias,
+                      int64_t activation, const void* residual) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  const int64_t key[kKeyLength] = {batch,      m,       n,        k,      trans_a,
+                                   a_stride,   trans_b, b_stride, !!bias, activation,
+                                   !!residual, type,    threads()};
+  run_gemm(key, a, b, c, bias, residual);
+}
+
 void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                          const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
                          int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
                          const uint16_t* residual) {
-  if (batch == 0 || m == 0 || n == 0) return;
-  const int64_t key[kKeyLength] = {batch,      m,         n,        k,      trans_a,
-                                   a_stride,   trans_b,   b_stride, !!bias, activation,
-                                   !!residual, dnnl_bf16, threads()};
-  run_gemm(key, a, b, c, bias, residual);
+  gemm_call(dnnl_bf16, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c, bias,
+            activation, residual);
 }
 
 void mstep_xla_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                         const float* a, int64_t a_stride, int64_t trans_b, const float* b,
                         int64_t b_stride, float* c, const float* bias, int64_t activation,
                         const float* residual) {
-  if (batch == 0 || m == 0 || n == 0) return;
-  const int64_t key[kKeyLength] = {batch,      m,        n,        k,      trans_a,
-                                   a_stride,   trans_b,  b_stride, !!bias, activation,
-                                   !!residual, dnnl_f32, threads()};
-  run_gemm(key, a, b, c, bias, residual);
+  gemm_call(dnnl_f32, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c, bias,
+            activation, residual);
 }
