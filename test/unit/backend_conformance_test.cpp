@@ -219,7 +219,8 @@ class BackendConformance : public ::testing::TestWithParam<ConformanceParam> {};
 /// (lib/backends/xla/XlaOpLoops.h has loops for the others): bf16 ops
 /// outside attention (and a bf16 attention mask's gradient).
 bool xla_may_call_out(const ConformanceCase& c) {
-  return c.name.find("bf16") != std::string::npos;
+  (void)c;
+  return false;
 }
 
 /// The ops the executable of the last step (recorded) calls out for, when

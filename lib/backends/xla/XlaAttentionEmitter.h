@@ -57,8 +57,11 @@ inline bool transpose_keys_once(const AttentionParams& P) {
 
 class AttentionEmitter {
 public:
-  AttentionEmitter(LoopBuilder& lb, const AttentionParams& P)
-      : lb_(lb), b_(lb.b()), P_(P), f32_(lb.f32()) {}
+  /// `mask_gradient_sum`: where a bf16 mask gradient's f32 sums go (the
+  /// result itself for f32: null).
+  AttentionEmitter(LoopBuilder& lb, const AttentionParams& P,
+                   llvm::Value* mask_gradient_sum = nullptr)
+      : lb_(lb), b_(lb.b()), P_(P), f32_(lb.f32()), mask_gradient_sum_(mask_gradient_sum) {}
 
   void emit_forward();
   void emit_backward();
@@ -429,13 +432,22 @@ private:
   llvm::Value* kt_ = nullptr; // [E x kBc]: the K tile transposed
   llvm::Value* vt_ = nullptr; // [Ev x kBc]: the V tile transposed (backward)
   llvm::Value* saved_in_ = nullptr; // the forward's saved probabilities (backward)
-  llvm::Value* dmask_ = nullptr;    // the mask gradient (f32, backward)
+  llvm::Value* dmask_ = nullptr;    // the mask gradient's f32 sums (backward)
+  llvm::Value* mask_gradient_sum_ = nullptr;
 };
 
-/// `i32 (ptr operands, ptr results)` that zeroes the mask gradient (result
-/// P.dmask, f32) and returns 0: the step runs it before the rows, which
-/// then add into it.
+/// `i32 (ptr operands, ptr results)` that zeroes the mask gradient's f32
+/// sums and returns 0: the step runs it before the rows, which then add
+/// into them. The sums are result P.dmask (f32), or with `in_scratch`
+/// (bf16) the scratch after the node's `operands` (OpLoop::calls_runtime).
 llvm::Function* emit_zero_mask_gradient(llvm::Module& module, const std::string& name,
-                                        size_t operands, size_t results, const AttentionParams& P);
+                                        size_t operands, size_t results, const AttentionParams& P,
+                                        bool in_scratch);
+/// `i32 (ptr operands, ptr results)` that rounds a bf16 mask gradient's
+/// f32 sums (the scratch after the node's `operands`) into result P.dmask,
+/// once per element; the step runs it after the rows (OpLoop::after_rows).
+llvm::Function* emit_round_mask_gradient(llvm::Module& module, const std::string& name,
+                                         size_t operands, size_t results,
+                                         const AttentionParams& P);
 
 } // namespace mstep::xla::attention

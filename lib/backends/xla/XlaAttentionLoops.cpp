@@ -265,7 +265,7 @@ void AttentionEmitter::emit_backward() {
   llvm::Value* dv = lb_.result(2);
   llvm::Value* scale = lb_.f32(static_cast<float>(P_.scale));
   if (P_.saved_probs_in >= 0) saved_in_ = lb_.operand(P_.saved_probs_in);
-  if (P_.dmask >= 0) dmask_ = lb_.result(P_.dmask);
+  if (P_.dmask >= 0) dmask_ = mask_gradient_sum_ ? mask_gradient_sum_ : lb_.result(P_.dmask);
   lb_.loop(lb_.row_begin(), lb_.row_end(), [&](llvm::Value* b) {
     valid_ranges(b);
     // 1. Rows pass: lse and D per valid row (rows outside stay unread);
@@ -417,9 +417,10 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
   if (!read.ok()) return std::nullopt;
   const AttentionParams& P = *read;
   if (P.dtype != DType::f32 && P.dtype != DType::bf16) return std::nullopt;
-  // A bf16 mask gradient would need an f32 sum the size of the mask (the
-  // cpu backend leaves it to the ref kernel too).
-  if (P.dmask >= 0 && P.dtype != DType::f32) return std::nullopt;
+  // A bf16 mask gradient sums in f32 in the step's scratch (the size of
+  // the mask, XlaLoopScratch.h) and is rounded once after the rows.
+  const bool mask_sum_in_scratch = P.dmask >= 0 && P.dtype != DType::f32;
+  const size_t operands = nd.operands.size();
   if (P.E > kMostHeadDim || P.Ev > kMostHeadDim || P.L == 0 || P.S == 0 || P.batch == 0)
     return std::nullopt;
   if (stack_floats(P, false) * 4 > kMostStackBytes) return std::nullopt;
@@ -428,9 +429,9 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
   // out, probabilities and dropout mask (dq, dk, dv) and keeps its tiles on
   // its own stack, so the step function may split them over the threads
   // without changing a bit.
-  LoopBuilder lb(module, lb_name(nd, node), nd.operands.size(),
+  LoopBuilder lb(module, lb_name(nd, node), operands + (mask_sum_in_scratch ? kRuntimeOperands : 0),
                  nd.results.size(), LoopBuilder::Rows{});
-  AttentionEmitter emitter(lb, P);
+  AttentionEmitter emitter(lb, P, mask_sum_in_scratch ? lb.operand(operands) : nullptr);
   if (P.backward)
     emitter.emit_backward();
   else
@@ -442,7 +443,12 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
     // batch or head dim) would add into the same ones, so they stay on
     // one thread, in order, as the cpu kernel's keys pass does.
     loop.check = emit_zero_mask_gradient(module, absl::StrCat(lb_name(nd, node), "_zero_dmask"),
-                                         nd.operands.size(), nd.results.size(), P);
+                                         operands, nd.results.size(), P, mask_sum_in_scratch);
+    if (mask_sum_in_scratch) {
+      loop.after_rows = emit_round_mask_gradient(
+          module, absl::StrCat(lb_name(nd, node), "_round_dmask"), operands, nd.results.size(), P);
+      loop.calls_runtime = true;
+    }
     if (P.mask_shared_across_batch) loop.work = 0;
   }
   return loop;

@@ -1,0 +1,24 @@
+// mask_gradient_scratch_bytes and loop_scratch_bytes (XlaLoopScratch.h).
+#include "lib/backends/xla/XlaLoopScratch.h"
+
+#include <algorithm>
+
+#include "lib/backends/xla/XlaConvShape.h"
+
+namespace mstep::xla {
+
+int64_t mask_gradient_scratch_bytes(const GraphNode& node) {
+  // sdpa_grad's results: dq, dk, dv, then the mask gradient when asked.
+  if (node.op != OpKind::sdpa_grad || attr_int(node.attrs, AttrName::return_mask) == 0 ||
+      node.results.size() < 4 || node.results[3].dtype != DType::bf16)
+    return 0;
+  return node.results[3].numel() * 4;
+}
+
+int64_t loop_scratch_bytes(const TraceGraph& graph) {
+  int64_t most = conv_scratch_bytes(graph);
+  for (const GraphNode& n : graph.nodes) most = std::max(most, mask_gradient_scratch_bytes(n));
+  return most;
+}
+
+} // namespace mstep::xla
