@@ -1,4 +1,5 @@
-// mask_gradient_scratch_bytes and loop_scratch_bytes (XlaLoopScratch.h).
+// mask_gradient_scratch_bytes, pool_gradient_scratch_bytes and
+// loop_scratch_bytes (XlaLoopScratch.h).
 #include "lib/backends/xla/XlaLoopScratch.h"
 
 #include <algorithm>
@@ -15,9 +16,17 @@ int64_t mask_gradient_scratch_bytes(const GraphNode& node) {
   return node.results[3].numel() * 4;
 }
 
+int64_t pool_gradient_scratch_bytes(const GraphNode& node) {
+  if ((node.op != OpKind::max_pool2d_grad && node.op != OpKind::avg_pool2d_grad) ||
+      node.results.size() != 1 || node.results[0].dtype != DType::bf16)
+    return 0;
+  return node.results[0].numel() * 4;
+}
+
 int64_t loop_scratch_bytes(const TraceGraph& graph) {
   int64_t most = conv_scratch_bytes(graph);
-  for (const GraphNode& n : graph.nodes) most = std::max(most, mask_gradient_scratch_bytes(n));
+  for (const GraphNode& n : graph.nodes)
+    most = std::max({most, mask_gradient_scratch_bytes(n), pool_gradient_scratch_bytes(n)});
   return most;
 }
 
