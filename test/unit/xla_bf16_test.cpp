@@ -372,6 +372,15 @@ TEST(XlaBf16, IndexAddScatterAddAndEmbeddingGradientOfBf16EqualRefBitForBit) {
   expect_same(xla, ref);
 }
 
+TEST(XlaBf16, ABroadcastBatchMatmulOfBf16EqualsRefBitForBit) {
+  // Batch dims that broadcast both ways are no gemm call: the loop sums in
+  // f32 in order of k and rounds once, as the ref's bf16 matmul.
+  auto [xla, ref] = on_xla_and(kRef, [](Device d) {
+    return std::vector<Tensor>{matmul(on(d, {2, 1, 3, 37}, 1), on(d, {1, 4, 37, 5}, 2))};
+  });
+  expect_same(xla, ref);
+}
+
 TEST(XlaBf16, GptTrainingStepUnderAutocastCallsOutForNothing) {
   const std::vector<float> xla = gpt_losses(kXla, true);
   const std::vector<float> ref = gpt_losses(kRef, false);
