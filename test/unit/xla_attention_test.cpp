@@ -12,7 +12,8 @@
 // Dropout draws the same Philox keep mask as ref (the same seed): the
 // returned mask is ref's exactly. A bf16 mask gradient sums in f32 in the
 // step's scratch and rounds once, with no callout (the cpu backend hands it
-// to the ref kernel), within the bf16 tolerance of ref.
+// to the ref kernel), within the bf16 tolerance of ref; so do a bf16
+// backward's dq sums (a long sequence no longer needs them on the stack).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -309,6 +310,13 @@ INSTANTIATE_TEST_SUITE_P(
              [](Case& c) {
                c.dtype = DType::bf16, c.mask = Case::Mask::grad_ls, c.saved = true;
                c.lens = Case::Lens::left, c.L = c.S = 100;
+             }),
+        // dq's f32 sums (L x E = 1.2 MB) live in the step's scratch: on the
+        // stack (its 1 MiB) this backward was a callout.
+        with("bf16_long_rows_dq_sums_in_scratch",
+             [](Case& c) {
+               c.dtype = DType::bf16, c.B = 1, c.H = 1, c.L = c.S = 600, c.E = c.Ev = 512;
+               c.causal = true;
              })),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 

@@ -123,18 +123,22 @@ void AttentionEmitter::add_mask_gradient(llvm::Value* i, llvm::Value* j0, llvm::
 
 llvm::Function* emit_zero_mask_gradient(llvm::Module& module, const std::string& name,
                                         size_t operands, size_t results, const AttentionParams& P,
-                                        bool in_scratch) {
+                                        int64_t scratch_at) {
+  const bool in_scratch = scratch_at >= 0;
   LoopBuilder lb(module, name, operands + (in_scratch ? kRuntimeOperands : 0), results);
-  lb.b().CreateMemSet(in_scratch ? lb.operand(operands) : lb.result(P.dmask), lb.b().getInt8(0),
-                      lb.i64(P.mask_numel * 4), llvm::MaybeAlign(4));
+  llvm::Value* sums =
+      in_scratch ? lb.b().CreateConstInBoundsGEP1_64(lb.f32(), lb.operand(operands), scratch_at)
+                 : lb.result(P.dmask);
+  lb.b().CreateMemSet(sums, lb.b().getInt8(0), lb.i64(P.mask_numel * 4), llvm::MaybeAlign(4));
   return lb.finish();
 }
 
 llvm::Function* emit_round_mask_gradient(llvm::Module& module, const std::string& name,
                                          size_t operands, size_t results,
-                                         const AttentionParams& P) {
+                                         const AttentionParams& P, int64_t scratch_at) {
   LoopBuilder lb(module, name, operands + kRuntimeOperands, results);
-  llvm::Value* sums = lb.operand(operands);
+  llvm::Value* sums =
+      lb.b().CreateConstInBoundsGEP1_64(lb.f32(), lb.operand(operands), scratch_at);
   lb.loop(
       P.mask_numel,
       [&](llvm::Value* i) {
