@@ -141,7 +141,7 @@ grep -q '^dnnl_primitive_execute$' undefined || fail "the bf16 gemms do not run 
 
 # 5c. bf16 convolutions (forward with a bias, both gradients) are im2col /
 #     col2im loops over f32 staging around dnnl_sgemm: no callout, and
-#     nothing beyond oneDNN, libc and libm (xla_conv_bf16_test checks the
+#     nothing beyond oneDNN, libc and libm (xla_conv_gemm_test checks the
 #     numbers against ref and cpu).
 "$aot" "$src/test/aot/conv_bf16_step.mlir" -o libconvbf16.so --header conv_bf16.h >log 2>&1 ||
   fail "mstep-aot on conv_bf16_step.mlir (the step should not call out)" log
