@@ -351,9 +351,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(b.tensor_copy(Engine::scalar, dp_of(it, wk, hs), ps(wk.sd, rows, chunk1, w)));
   };
   // Stage B. Pass 1: p = exp(scale S - m) with its row sum l (online over
-  // the chunks), D = sum_j p_j dP_j / l; after a tile's last chunk 1 / l
-  // and -D (pass 2's bias). Pass 2: P = exp(scale S - m) / l and
-  // dS = P (dP - D), both in the matmul dtype.
+  // the chunks). Pass 2: P = exp(scale S - m) / l and dS = P (dP - D), both
+  // in the matmul dtype (with reuse -dS = (dP - D) (-P) from pass 1's dP
+  // and -P, over the Q tile's keys).
   auto stage_b = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
@@ -407,11 +407,6 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(
         b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
   };
-  // Stage C. Pass 1: the row sum of p dP (Scalar), the online updates of l
-  // and D; after a tile's last chunk 1 / l and -D = -(sum p dP) / l (pass
-  // 2's bias). Pass 2: dV += P^T dO, dK += dS^T q (scaled at the end), dS^T
-  // by the identity; after a key block's last item its dK and dV (zeros
-  // when no row sees these keys) are stored.
   // Pass 2 with reuse, a Q tile's item over its nb key blocks (-dS in
   // [rows, w] from stage B). Stage C: per key block -dV += (-P)^T dO,
   // -dK += (-dS)^T q and -dS^T by the identity (block kb at column kb x 128
@@ -492,6 +487,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       deps.track(b.tensor_copy(Engine::vector, sb(hs.dq_acc, DType::f32, rows, t * E, E),
                                ps(ps_dq, rows, 0, E)));
   };
+  // Stage C. Pass 1: p dP (Vector; its row sum in stage D). Pass 2 (with
+  // reuse: tile_pass2_c): dV += P^T dO, dK += dS^T q (scaled at the end),
+  // dS^T by the identity; after a key block's last item its dK and dV
+  // (zeros when no row sees these keys) are stored.
   auto stage_c = [&](int64_t n) {
     const Item& it = items[n];
     const HeadSet& hs = sets[it.h % nsets];
@@ -532,8 +531,11 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
                           sb(dv_out[ob], dt, keys, 0, Ev)));
   };
-  // Stage D: dS^T copied to SBUF (Scalar), a stage of its own so that the
-  // Scalar engine's next stage B does not wait for this item's stage C.
+  // Stage D. Pass 1: the row sum of p dP (Scalar), the online updates of l
+  // and D; after a tile's last chunk 1 / l and -D = -(sum p dP) / l (pass
+  // 2's bias; with reuse -1 / l, -D and -P in the dtype). Pass 2: dS^T
+  // copied to SBUF (Scalar), a stage of its own so that the Scalar
+  // engine's next stage B does not wait for this item's stage C.
   auto stage_d = [&](int64_t n) {
     const Item& it = items[n];
     const Work& wk = work[n % nwork];
