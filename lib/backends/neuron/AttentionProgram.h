@@ -84,8 +84,10 @@ TileProgram attention_forward_program(const AttentionShape& shape);
 /// masked by affine_select, blocks above the diagonal skipped) and
 /// accumulates dV += P^T dO and dK += dS^T q in PSUM across Q tiles
 /// (dS = P (dP - D)), and dQ += dS k in SBUF (dS^T by a matmul against the
-/// identity); dK and dQ are scaled at the end. q, dO, k and v are loaded
-/// by rows, their transposes made on chip. HBM tensors, in order:
+/// identity); dK and dQ are scaled at the end. When every Q tile's keys
+/// fit one pass 1 chunk, pass 2 reuses pass 1's P and dP instead
+/// (AttentionBackwardPlan.h). q, dO, k and v are loaded by rows, their
+/// transposes made on chip. HBM tensors, in order:
 /// "grad_out" [B, L, Ev], "q", "k", "v", "dq" [B, L, E], "dk" [B, S, E],
 /// "dv" [B, S, Ev]. save_stats is ignored.
 absl::Status attention_backward_tileable(const AttentionShape& shape);
