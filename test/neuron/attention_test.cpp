@@ -157,13 +157,13 @@ TEST(NeuronAttention, F32CausalMoreRowsThanKeys) {
 TEST(NeuronAttention, SlotsShareOneRowsTileWhenSbufIsTight) {
   const AttentionShape s = shape(2, 128, 4000, 128, DType::f32, true);
   const TileProgram p = attention_forward_program(s);
-  int64_t q_rows = 0, qT = 0;
+  int64_t q_rows = 0, qkT = 0;
   for (const Allocation& a : p.allocations) {
     q_rows += a.name.rfind("q_rows", 0) == 0;
-    qT += a.name.rfind("qT", 0) == 0;
+    qkT += a.name.rfind("qkT", 0) == 0;
   }
   EXPECT_EQ(q_rows, 1);
-  EXPECT_EQ(qT, 2);
+  EXPECT_EQ(qkT, 2);
   check_attention(s);
 }
 TEST(NeuronAttention, ValueDimDiffersAndStatsSaved) {

@@ -1,4 +1,4 @@
-# NKI kernel 'attention_fwd_causal': 40 instructions, written by mstep from its tile
+# NKI kernel 'attention_fwd_causal': 39 instructions, written by mstep from its tile
 # program (lib/backends/neuron, issue 19): one statement per tile instruction, in
 # program order; HBM tensors are the (flat) arguments, outputs are dst= operands.
 # Not compiled against the Neuron SDK: NKI 0.2+ style, checked only to be valid
@@ -19,84 +19,131 @@ def attention_fwd_causal(q, k, v, out):
     # out: HBM bf16 [6400]
     sb_ones = nl.ndarray((nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [0, 256), live [0, end)
     sb_identity = nl.ndarray((nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [256, 512), live [0, end)
-    sb_qT0 = nl.ndarray((nl.par_dim(128), 200), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [512, 912), live [2, end)
-    sb_kT0 = nl.ndarray((nl.par_dim(128), 160), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [960, 1280), live [2, end)
-    sb_v0 = nl.ndarray((nl.par_dim(128), 64), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [1280, 1408), live [2, end)
-    sb_q_rows0 = nl.ndarray((nl.par_dim(128), 64), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [1408, 1536), live [2, end)
-    sb_k_rows0 = nl.ndarray((nl.par_dim(128), 64), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [1536, 1664), live [2, end)
+    sb_qkT0 = nl.ndarray((nl.par_dim(128), 360), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [512, 1232), live [2, end)
+    sb_v0 = nl.ndarray((nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [1280, 1536), live [2, end)
+    sb_q_rows0 = nl.ndarray((nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [1536, 1792), live [2, end)
+    sb_k_rows0 = nl.ndarray((nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [1792, 2048), live [2, end)
     ps_scores0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [0, 2048), live [2, end)
-    sb_s0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [1664, 3712), live [2, end)
-    sb_p0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [3712, 4736), live [2, end)
-    sb_neg_m0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4736, 4740), live [2, end)
-    sb_chunk_neg_m0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4800, 4804), live [2, end)
-    sb_rowsum0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4864, 4868), live [2, end)
-    sb_alpha0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4928, 4932), live [2, end)
-    sb_l0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [4992, 4996), live [2, end)
     ps_scores1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [2048, 4096), live [2, end)
-    sb_s1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [5056, 7104), live [2, end)
-    sb_p1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [7104, 8128), live [2, end)
-    sb_neg_m1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8128, 8132), live [2, end)
-    sb_chunk_neg_m1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8192, 8196), live [2, end)
-    sb_rowsum1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8256, 8260), live [2, end)
-    sb_alpha1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8320, 8324), live [2, end)
-    sb_l1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8384, 8388), live [2, end)
     ps_scores2 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [4096, 6144), live [2, end)
-    sb_s2 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [8448, 10496), live [2, end)
-    sb_p2 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10496, 11520), live [2, end)
-    sb_neg_m2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11520, 11524), live [2, end)
-    sb_chunk_neg_m2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11584, 11588), live [2, end)
-    sb_rowsum2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11648, 11652), live [2, end)
-    sb_alpha2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11712, 11716), live [2, end)
-    sb_l2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11776, 11780), live [2, end)
+    sb_s0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [2048, 4096), live [2, end)
+    sb_p0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [4096, 5120), live [2, end)
+    sb_pT0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [5120, 6144), live [2, end)
+    sb_neg_m0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [6144, 6148), live [2, end)
+    sb_chunk_neg_m0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [6208, 6212), live [2, end)
+    sb_rowsum0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [6272, 6276), live [2, end)
+    sb_alpha0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [6336, 6340), live [2, end)
+    sb_l0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [6400, 6404), live [2, end)
+    sb_out_factor0 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [6464, 6468), live [2, end)
+    sb_s1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [6528, 8576), live [2, end)
+    sb_p1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [8576, 9600), live [2, end)
+    sb_pT1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [9600, 10624), live [2, end)
+    sb_neg_m1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10624, 10628), live [2, end)
+    sb_chunk_neg_m1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10688, 10692), live [2, end)
+    sb_rowsum1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10752, 10756), live [2, end)
+    sb_alpha1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10816, 10820), live [2, end)
+    sb_l1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10880, 10884), live [2, end)
+    sb_out_factor1 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [10944, 10948), live [2, end)
+    sb_s2 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [11008, 13056), live [2, end)
+    sb_p2 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [13056, 14080), live [2, end)
+    sb_pT2 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [14080, 15104), live [2, end)
+    sb_neg_m2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [15104, 15108), live [2, end)
+    sb_chunk_neg_m2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [15168, 15172), live [2, end)
+    sb_rowsum2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [15232, 15236), live [2, end)
+    sb_alpha2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [15296, 15300), live [2, end)
+    sb_l2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [15360, 15364), live [2, end)
+    sb_out_factor2 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [15424, 15428), live [2, end)
+    sb_s3 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [15488, 17536), live [2, end)
+    sb_p3 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [17536, 18560), live [2, end)
+    sb_pT3 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [18560, 19584), live [2, end)
+    sb_neg_m3 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [19584, 19588), live [2, end)
+    sb_chunk_neg_m3 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [19648, 19652), live [2, end)
+    sb_rowsum3 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [19712, 19716), live [2, end)
+    sb_alpha3 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [19776, 19780), live [2, end)
+    sb_l3 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [19840, 19844), live [2, end)
+    sb_out_factor3 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [19904, 19908), live [2, end)
+    sb_s4 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [19968, 22016), live [2, end)
+    sb_p4 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [22016, 23040), live [2, end)
+    sb_pT4 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [23040, 24064), live [2, end)
+    sb_neg_m4 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [24064, 24068), live [2, end)
+    sb_chunk_neg_m4 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [24128, 24132), live [2, end)
+    sb_rowsum4 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [24192, 24196), live [2, end)
+    sb_alpha4 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [24256, 24260), live [2, end)
+    sb_l4 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [24320, 24324), live [2, end)
+    sb_out_factor4 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [24384, 24388), live [2, end)
+    sb_s5 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [24448, 26496), live [2, end)
+    sb_p5 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [26496, 27520), live [2, end)
+    sb_pT5 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [27520, 28544), live [2, end)
+    sb_neg_m5 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [28544, 28548), live [2, end)
+    sb_chunk_neg_m5 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [28608, 28612), live [2, end)
+    sb_rowsum5 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [28672, 28676), live [2, end)
+    sb_alpha5 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [28736, 28740), live [2, end)
+    sb_l5 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [28800, 28804), live [2, end)
+    sb_out_factor5 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [28864, 28868), live [2, end)
+    sb_s6 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [28928, 30976), live [2, end)
+    sb_p6 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [30976, 32000), live [2, end)
+    sb_pT6 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [32000, 33024), live [2, end)
+    sb_neg_m6 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [33024, 33028), live [2, end)
+    sb_chunk_neg_m6 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [33088, 33092), live [2, end)
+    sb_rowsum6 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [33152, 33156), live [2, end)
+    sb_alpha6 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [33216, 33220), live [2, end)
+    sb_l6 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [33280, 33284), live [2, end)
+    sb_out_factor6 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [33344, 33348), live [2, end)
+    sb_s7 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.sbuf)  # bytes [33408, 35456), live [2, end)
+    sb_p7 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [35456, 36480), live [2, end)
+    sb_pT7 = nl.ndarray((nl.par_dim(128), 256), dtype=nl.float32, buffer=nl.sbuf)  # bytes [36480, 37504), live [2, end)
+    sb_neg_m7 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [37504, 37508), live [2, end)
+    sb_chunk_neg_m7 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [37568, 37572), live [2, end)
+    sb_rowsum7 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [37632, 37636), live [2, end)
+    sb_alpha7 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [37696, 37700), live [2, end)
+    sb_l7 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [37760, 37764), live [2, end)
+    sb_out_factor7 = nl.ndarray((nl.par_dim(128), 1), dtype=nl.float32, buffer=nl.sbuf)  # bytes [37824, 37828), live [2, end)
     ps_pT_psum0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [6144, 8192), live [2, end)
     ps_pv0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [8192, 10240), live [2, end)
-    sb_pT0 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [11840, 12864), live [2, end)
     ps_pT_psum1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [10240, 12288), live [2, end)
     ps_pv1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [12288, 14336), live [2, end)
-    sb_pT1 = nl.ndarray((nl.par_dim(128), 512), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [12864, 13888), live [2, end)
-    sb_o0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [13888, 14016), live [2, end)
-    sb_o1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [14016, 14144), live [2, end)
-    sb_o_out0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [14144, 14208), live [2, end)
-    sb_o_out1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [14208, 14272), live [2, end)
-    ps_qkT_psum = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [14336, 16384), live [2, end)
-    sb_causal_mask = nl.ndarray((nl.par_dim(128), 1152), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [14272, 16576), live [2, end)
+    sb_o0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [37888, 38016), live [2, end)
+    sb_o1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.float32, buffer=nl.sbuf)  # bytes [38016, 38144), live [2, end)
+    sb_o_out0 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [38144, 38208), live [2, end)
+    sb_o_out1 = nl.ndarray((nl.par_dim(128), 32), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [38208, 38272), live [2, end)
+    ps_transposes_psum = nl.ndarray((nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)  # bytes [14336, 16384), live [2, end)
+    sb_causal_mask = nl.ndarray((nl.par_dim(128), 1152), dtype=nl.bfloat16, buffer=nl.sbuf)  # bytes [38272, 40576), live [2, end)
     nisa.iota(dst=sb_ones[0:128, 0:128], pattern=[[0, 128]], offset=1, channel_multiplier=0)  # #0 GpSimd; signal s3
     nisa.affine_select(dst=sb_identity[0:128, 0:128], pattern=[[-1, 128]], offset=0, channel_multiplier=1, on_true_tile=sb_ones[0:128, 0:128], on_false_value=0.0, cmp_op=nl.equal)  # #1 GpSimd; signal s3
     nisa.iota(dst=sb_causal_mask[0:128, 0:1152], pattern=[[0, 1152]], offset=0, channel_multiplier=0)  # #2 GpSimd; signal s3
     nisa.affine_select(dst=sb_causal_mask[0:128, 0:1152], pattern=[[-1, 1152]], offset=512, channel_multiplier=1, on_true_tile=sb_causal_mask[0:128, 0:1152], on_false_value=-1.00000002e+30, cmp_op=nl.greater_equal)  # #3 GpSimd; signal s3
     nisa.dma_copy(dst=sb_q_rows0[0:128, 0:32], src=q.ap(pattern=[[32, 128], [1, 32]], offset=0))  # #4 Sync dma0; signal s4
-    nisa.dma_copy(dst=sb_q_rows0[0:72, 32:64], src=q.ap(pattern=[[32, 72], [1, 32]], offset=4096))  # #5 Sync dma1; signal s5
+    nisa.dma_copy(dst=sb_q_rows0[0:72, 64:96], src=q.ap(pattern=[[32, 72], [1, 32]], offset=4096))  # #5 Sync dma1; signal s5
     nisa.dma_copy(dst=sb_k_rows0[0:128, 0:32], src=k.ap(pattern=[[32, 128], [1, 32]], offset=0))  # #6 Sync dma2; signal s6
-    nisa.dma_copy(dst=sb_k_rows0[0:32, 32:64], src=k.ap(pattern=[[32, 32], [1, 32]], offset=4096))  # #7 Sync dma3; signal s7
+    nisa.dma_copy(dst=sb_k_rows0[0:32, 64:96], src=k.ap(pattern=[[32, 32], [1, 32]], offset=4096))  # #7 Sync dma3; signal s7
     nisa.dma_copy(dst=sb_v0[0:128, 0:32], src=v.ap(pattern=[[32, 128], [1, 32]], offset=0))  # #8 Sync dma4; signal s8
     nisa.dma_copy(dst=sb_v0[0:32, 32:64], src=v.ap(pattern=[[32, 32], [1, 32]], offset=4096))  # #9 Sync dma5; signal s9
-    nisa.nc_matmul(dst=ps_qkT_psum[0:32, 0:128], stationary=sb_q_rows0[0:128, 0:32], moving=sb_identity[0:128, 0:128], accumulate=False)  # #10 Tensor; wait s3>=2 s4>=1 s5>=1; signal s0
-    nisa.nc_matmul(dst=ps_qkT_psum[0:32, 128:200], stationary=sb_q_rows0[0:72, 32:64], moving=sb_identity[0:72, 0:72], accumulate=False)  # #11 Tensor; wait s3>=2 s4>=1 s5>=1; signal s0
-    nisa.tensor_copy(dst=sb_qT0[0:32, 0:200], src=ps_qkT_psum[0:32, 0:200], engine=nisa.engine.scalar)  # #12 Scalar; wait s0>=2; signal s2
-    nisa.nc_matmul(dst=ps_qkT_psum[0:32, 0:128], stationary=sb_k_rows0[0:128, 0:32], moving=sb_identity[0:128, 0:128], accumulate=False)  # #13 Tensor; wait s2>=1 s3>=2 s6>=1 s7>=1; signal s0
-    nisa.nc_matmul(dst=ps_qkT_psum[0:32, 128:160], stationary=sb_k_rows0[0:32, 32:64], moving=sb_identity[0:32, 0:32], accumulate=False)  # #14 Tensor; wait s3>=2 s6>=1 s7>=1; signal s0
-    nisa.tensor_copy(dst=sb_kT0[0:32, 0:160], src=ps_qkT_psum[0:32, 0:160], engine=nisa.engine.scalar)  # #15 Scalar; wait s0>=4; signal s2
-    nisa.nc_matmul(dst=ps_scores0[0:128, 0:128], stationary=sb_qT0[0:32, 0:128], moving=sb_kT0[0:32, 0:128], accumulate=False)  # #16 Tensor; wait s2>=2; signal s0
-    nisa.nc_matmul(dst=ps_scores0[0:128, 0:128], stationary=sb_identity[0:128, 0:128], moving=sb_causal_mask[0:128, 512:640], accumulate=True)  # #17 Tensor; wait s3>=4; signal s0
-    nisa.tensor_reduce(dst=sb_chunk_neg_m0[0:128, 0:1], op=nl.maximum, data=ps_scores0[0:128, 0:128], axis=(1,))  # #18 Vector; wait s0>=6; signal s1
-    nisa.tensor_scalar(dst=sb_neg_m0[0:128, 0:1], data=sb_chunk_neg_m0[0:128, 0:1], op0=nl.multiply, operand0=-0.125, engine=nisa.engine.vector)  # #19 Vector; signal s1
-    nisa.activation(dst=sb_p0[0:128, 0:128], op=nl.exp, data=ps_scores0[0:128, 0:128], bias=sb_neg_m0[0:128, 0:1], scale=0.125, reduce_op=nl.add, reduce_res=sb_l0[0:128, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #20 Scalar; wait s0>=6 s1>=2; signal s2
-    nisa.nc_matmul(dst=ps_scores1[0:72, 0:160], stationary=sb_qT0[0:32, 128:200], moving=sb_kT0[0:32, 0:160], accumulate=False)  # #21 Tensor; wait s2>=2; signal s0
-    nisa.nc_matmul(dst=ps_scores1[0:72, 0:160], stationary=sb_identity[0:72, 0:72], moving=sb_causal_mask[0:72, 384:544], accumulate=True)  # #22 Tensor; wait s3>=4; signal s0
-    nisa.nc_matmul(dst=ps_pT_psum0[0:128, 0:128], stationary=sb_p0[0:128, 0:128], moving=sb_identity[0:128, 0:128], accumulate=False)  # #23 Tensor; wait s2>=3 s3>=2; signal s0
-    nisa.tensor_copy(dst=sb_pT0[0:128, 0:128], src=ps_pT_psum0[0:128, 0:128], engine=nisa.engine.scalar)  # #24 Scalar; wait s0>=9; signal s2
-    nisa.nc_matmul(dst=ps_pv0[0:128, 0:32], stationary=sb_pT0[0:128, 0:128], moving=sb_v0[0:128, 0:32], accumulate=False)  # #25 Tensor; wait s2>=4 s8>=1 s9>=1; signal s0
-    nisa.tensor_reduce(dst=sb_chunk_neg_m1[0:72, 0:1], op=nl.maximum, data=ps_scores1[0:72, 0:160], axis=(1,))  # #26 Vector; wait s0>=8; signal s1
-    nisa.tensor_scalar(dst=sb_neg_m1[0:72, 0:1], data=sb_chunk_neg_m1[0:72, 0:1], op0=nl.multiply, operand0=-0.125, engine=nisa.engine.vector)  # #27 Vector; signal s1
-    nisa.activation(dst=sb_p1[0:72, 0:160], op=nl.exp, data=ps_scores1[0:72, 0:160], bias=sb_neg_m1[0:72, 0:1], scale=0.125, reduce_op=nl.add, reduce_res=sb_l1[0:72, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #28 Scalar; wait s0>=8 s1>=4; signal s2
-    nisa.tensor_copy(dst=sb_o0[0:128, 0:32], src=ps_pv0[0:128, 0:32], engine=nisa.engine.vector)  # #29 Vector; wait s0>=10; signal s1
-    nisa.tensor_tensor(dst=sb_o_out0[0:128, 0:32], data1=sb_o0[0:128, 0:32], data2=sb_l0.ap(pattern=[[1, 128], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #30 Vector; wait s2>=3; signal s1
-    nisa.dma_copy(dst=out.ap(pattern=[[32, 128], [1, 32]], offset=0), src=sb_o_out0[0:128, 0:32])  # #31 Sync dma6; wait s1>=6; signal s10
-    nisa.nc_matmul(dst=ps_pT_psum1[0:128, 0:72], stationary=sb_p1[0:72, 0:128], moving=sb_identity[0:72, 0:72], accumulate=False)  # #32 Tensor; wait s2>=5 s3>=2; signal s0
-    nisa.nc_matmul(dst=ps_pT_psum1[0:32, 72:144], stationary=sb_p1[0:72, 128:160], moving=sb_identity[0:72, 0:72], accumulate=False)  # #33 Tensor; wait s2>=5 s3>=2; signal s0
-    nisa.tensor_copy(dst=sb_pT1[0:128, 0:144], src=ps_pT_psum1[0:128, 0:144], engine=nisa.engine.scalar)  # #34 Scalar; wait s0>=12; signal s2
-    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:128, 0:72], moving=sb_v0[0:128, 0:32], accumulate=False)  # #35 Tensor; wait s2>=6 s8>=1 s9>=1; signal s0
-    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:32, 72:144], moving=sb_v0[0:32, 32:64], accumulate=True)  # #36 Tensor; wait s2>=6 s8>=1 s9>=1; signal s0
-    nisa.tensor_copy(dst=sb_o1[0:72, 0:32], src=ps_pv1[0:72, 0:32], engine=nisa.engine.vector)  # #37 Vector; wait s0>=14; signal s1
-    nisa.tensor_tensor(dst=sb_o_out1[0:72, 0:32], data1=sb_o1[0:72, 0:32], data2=sb_l1.ap(pattern=[[1, 72], [0, 32]], offset=0), op=nl.divide, engine=nisa.engine.vector)  # #38 Vector; wait s2>=5; signal s1
-    nisa.dma_copy(dst=out.ap(pattern=[[32, 72], [1, 32]], offset=4096), src=sb_o_out1[0:72, 0:32])  # #39 Sync dma7; wait s1>=8; signal s11
+    nisa.nc_matmul(dst=ps_transposes_psum[0:32, 0:128], stationary=sb_q_rows0[0:128, 0:32], moving=sb_identity[0:128, 0:128], accumulate=False)  # #10 Tensor; wait s3>=2 s4>=1 s5>=1; signal s0
+    nisa.nc_matmul(dst=ps_transposes_psum[0:32, 128:200], stationary=sb_q_rows0[0:72, 64:96], moving=sb_identity[0:72, 0:72], accumulate=False)  # #11 Tensor; wait s3>=2 s4>=1 s5>=1; signal s0
+    nisa.nc_matmul(dst=ps_transposes_psum[0:32, 200:328], stationary=sb_k_rows0[0:128, 0:32], moving=sb_identity[0:128, 0:128], accumulate=False)  # #12 Tensor; wait s3>=2 s6>=1 s7>=1; signal s0
+    nisa.nc_matmul(dst=ps_transposes_psum[0:32, 328:360], stationary=sb_k_rows0[0:32, 64:96], moving=sb_identity[0:32, 0:32], accumulate=False)  # #13 Tensor; wait s3>=2 s6>=1 s7>=1; signal s0
+    nisa.tensor_copy(dst=sb_qkT0[0:32, 0:360], src=ps_transposes_psum[0:32, 0:360], engine=nisa.engine.scalar)  # #14 Scalar; wait s0>=4; signal s2
+    nisa.nc_matmul(dst=ps_scores0[0:128, 0:128], stationary=sb_qkT0[0:32, 0:128], moving=sb_qkT0[0:32, 200:328], accumulate=False)  # #15 Tensor; wait s2>=1; signal s0
+    nisa.nc_matmul(dst=ps_scores0[0:128, 0:128], stationary=sb_identity[0:128, 0:128], moving=sb_causal_mask[0:128, 512:640], accumulate=True)  # #16 Tensor; wait s3>=4; signal s0
+    nisa.activation(dst=sb_s0[0:128, 0:128], op=nl.copy, data=ps_scores0[0:128, 0:128], bias=0.0, scale=-0.125)  # #17 Scalar; wait s0>=6; signal s2
+    nisa.nc_matmul(dst=ps_scores1[0:72, 0:160], stationary=sb_qkT0[0:32, 128:200], moving=sb_qkT0[0:32, 200:360], accumulate=False)  # #18 Tensor; wait s2>=1; signal s0
+    nisa.nc_matmul(dst=ps_scores1[0:72, 0:160], stationary=sb_identity[0:72, 0:72], moving=sb_causal_mask[0:72, 384:544], accumulate=True)  # #19 Tensor; wait s3>=4; signal s0
+    nisa.tensor_reduce(dst=sb_neg_m0[0:128, 0:1], op=nl.minimum, data=sb_s0[0:128, 0:128], axis=(1,))  # #20 Vector; wait s2>=2; signal s1
+    nisa.activation(dst=sb_s1[0:72, 0:160], op=nl.copy, data=ps_scores1[0:72, 0:160], bias=0.0, scale=-0.125)  # #21 Scalar; wait s0>=8; signal s2
+    nisa.activation(dst=sb_p0[0:128, 0:128], op=nl.exp, data=sb_s0[0:128, 0:128], bias=sb_neg_m0[0:128, 0:1], scale=-1.0, reduce_op=nl.add, reduce_res=sb_l0[0:128, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #22 Scalar; wait s1>=1; signal s2
+    nisa.tensor_reduce(dst=sb_neg_m1[0:72, 0:1], op=nl.minimum, data=sb_s1[0:72, 0:160], axis=(1,))  # #23 Vector; wait s2>=3; signal s1
+    nisa.nc_matmul(dst=ps_pT_psum0[0:128, 0:128], stationary=sb_p0[0:128, 0:128], moving=sb_identity[0:128, 0:128], accumulate=False)  # #24 Tensor; wait s2>=4 s3>=2; signal s0
+    nisa.tensor_scalar(dst=sb_out_factor0[0:128, 0:1], data=sb_l0[0:128, 0:1], op0=nl.divide, operand0=1.0, reverse0=True, engine=nisa.engine.vector)  # #25 Vector; wait s2>=4; signal s1
+    nisa.activation(dst=sb_p1[0:72, 0:160], op=nl.exp, data=sb_s1[0:72, 0:160], bias=sb_neg_m1[0:72, 0:1], scale=-1.0, reduce_op=nl.add, reduce_res=sb_l1[0:72, 0:1], reduce_cmd=nisa.reduce_cmd.reset_reduce)  # #26 Scalar; wait s1>=2; signal s2
+    nisa.tensor_copy(dst=sb_pT0[0:128, 0:128], src=ps_pT_psum0[0:128, 0:128], engine=nisa.engine.vector)  # #27 Vector; wait s0>=9; signal s1
+    nisa.nc_matmul(dst=ps_pT_psum1[0:128, 0:72], stationary=sb_p1[0:72, 0:128], moving=sb_identity[0:72, 0:72], accumulate=False)  # #28 Tensor; wait s2>=5 s3>=2; signal s0
+    nisa.nc_matmul(dst=ps_pT_psum1[0:32, 72:144], stationary=sb_p1[0:72, 128:160], moving=sb_identity[0:72, 0:72], accumulate=False)  # #29 Tensor; wait s2>=5 s3>=2; signal s0
+    nisa.tensor_scalar(dst=sb_out_factor1[0:72, 0:1], data=sb_l1[0:72, 0:1], op0=nl.divide, operand0=1.0, reverse0=True, engine=nisa.engine.vector)  # #30 Vector; wait s2>=5; signal s1
+    nisa.nc_matmul(dst=ps_pv0[0:128, 0:32], stationary=sb_pT0[0:128, 0:128], moving=sb_v0[0:128, 0:32], accumulate=False)  # #31 Tensor; wait s1>=4 s8>=1 s9>=1; signal s0
+    nisa.tensor_copy(dst=sb_pT1[0:128, 0:144], src=ps_pT_psum1[0:128, 0:144], engine=nisa.engine.vector)  # #32 Vector; wait s0>=11; signal s1
+    nisa.activation(dst=sb_o_out0[0:128, 0:32], op=nl.copy, data=ps_pv0[0:128, 0:32], bias=0.0, scale=1.0)  # #33 Scalar; wait s0>=12 s1>=3; signal s2
+    nisa.dma_copy(dst=out.ap(pattern=[[32, 128], [1, 32]], offset=0), src=sb_o_out0[0:128, 0:32])  # #34 Sync dma6; wait s2>=6; signal s10
+    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:128, 0:72], moving=sb_v0[0:128, 0:32], accumulate=False)  # #35 Tensor; wait s1>=6 s8>=1 s9>=1; signal s0
+    nisa.nc_matmul(dst=ps_pv1[0:72, 0:32], stationary=sb_pT1[0:32, 72:144], moving=sb_v0[0:32, 32:64], accumulate=True)  # #36 Tensor; wait s1>=6 s8>=1 s9>=1; signal s0
+    nisa.activation(dst=sb_o_out1[0:72, 0:32], op=nl.copy, data=ps_pv1[0:72, 0:32], bias=0.0, scale=1.0)  # #37 Scalar; wait s0>=14 s1>=5; signal s2
+    nisa.dma_copy(dst=out.ap(pattern=[[32, 72], [1, 32]], offset=4096), src=sb_o_out1[0:72, 0:32])  # #38 Sync dma7; wait s2>=7; signal s11
