@@ -45,6 +45,8 @@ namespace {
 constexpr int kMaxSlots = 8; ///< batch-heads resident in the forward
 /// The pipeline's stages per chunk (attention_forward_program), 0..kLastStage.
 constexpr int kLastStage = 7;
+/// Chunks per group (their PSUM evacuations shared) at most.
+constexpr int kGroup = 2;
 /// attn_mask tiles: loaded kMaskAhead chunks ahead; a tile is read in its
 /// chunk's stage 1, so kMaskAhead + 2 slots leave one load in flight.
 constexpr int kMaskAhead = 2, kMaskSlots = kMaskAhead + 2;
@@ -150,7 +152,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   // to two stages later), p and p^T over 3 (read a stage later), the row
   // statistics over kRing (read up to kLastStage - 2 stages later, and
   // chunk n-1's by chunk n); p^T and p v in PSUM over 2.
-  constexpr int kPsumRing = 3, kScoresRing = 4, kPRing = 3, kRing = kLastStage + 1;
+  constexpr int kPsumRing = 3, kScoresRing = 4, kPRing = 3, kRing = kGroup * (kLastStage + 1);
   int32_t s_ps[kPsumRing], s_sb[kScoresRing], p_sb[kPRing], pT_sb[kPRing];
   int32_t negm[kRing], mc[kRing], rowsum[kRing], alpha[kRing], l[kRing], m[kRing], keep[kRing];
   int32_t kept[kRing]; // attn_mask: the chunk's "some key kept" row flags
@@ -278,6 +280,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   struct Chunk {
     int64_t h, q0, rows, tile, k0, w;
     bool first, last, diagonal;
+    int64_t col = 0, pT_col = 0, pv_col = 0; ///< in its group's PSUM banks
   };
   std::vector<Chunk> chunks;
   int64_t tiles = 0;
@@ -291,6 +294,41 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       }
       chunks.back().last = true;
     }
+  // Consecutive chunks of a unit with the same rows go by groups of up to
+  // kGroup whose scores (and p^T, p v) share a PSUM bank: one copy out of
+  // PSUM per group, not per chunk, each paying the fixed ~60 cycles once
+  // (GPT-mini, causal: a batch-head's two Q tiles, 128 + 256 keys). In
+  // bf16 only: fp32 matmuls run at a quarter of the rate, the Tensor engine
+  // is then the busier and the coarser steps leave it waiting (GPT-mini
+  // f32 with valid_seq_len: 100 -> 110 us, bf16 45.9 -> 46.1 us, not
+  // causal 53.9 -> 50.4 us, bench/neuron_attention_masking). Not with
+  // attn_mask (its tiles are loaded per chunk, a fixed distance ahead).
+  struct Group {
+    int64_t first = 0, count = 0;
+  };
+  std::vector<Group> groups;
+  const bool grouped = !mask.on() && dt == DType::bf16;
+  {
+    int64_t cols = 0, pT_cols = 0;
+    for (int64_t n = 0; n < static_cast<int64_t>(chunks.size()); ++n) {
+      Chunk& c = chunks[n];
+      const int64_t pT_w = ceil_div(c.w, kBlock) * c.rows;
+      const Chunk* last = groups.empty() ? nullptr : &chunks[n - 1];
+      const bool joins = last && grouped && groups.back().count < kGroup &&
+                         last->h / G == c.h / G && last->rows == c.rows && cols + c.w <= kChunk &&
+                         pT_cols + pT_w <= kChunk && (groups.back().count + 1) * Ev <= kChunk;
+      if (!joins) {
+        groups.push_back({n, 0});
+        cols = pT_cols = 0;
+      }
+      c.col = cols;
+      c.pT_col = pT_cols;
+      c.pv_col = groups.back().count * Ev;
+      cols += c.w;
+      pT_cols += pT_w;
+      ++groups.back().count;
+    }
+  }
 
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // A chunk's scores are scaled out of PSUM into SBUF (fp32) at once, so
@@ -314,16 +352,17 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   auto ring = [&](int64_t n) { return static_cast<int>(n % kRing); };
   auto prev = [&](int64_t n) { return static_cast<int>((n + kRing - 1) % kRing); };
   // Stage 0 (Tensor): the raw scores in PSUM, masked there (causal, valid_seq_len).
-  auto scores_matmul = [&](int64_t n) {
+  auto scores_matmul = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
-    const int hs = slot(c.h), g = static_cast<int>(n % kPsumRing);
+    const int hs = slot(c.h);
+    const int32_t bank = s_ps[gi % kPsumRing];
     auto qk = [&](int64_t col, int64_t cols) {
       return tile_pattern(BufferKind::sbuf, qkT[hs], dt, part0(c.h), static_cast<int32_t>(E), col,
                           {{cols, 1}});
     };
-    deps.track(b.matmul(ps(s_ps[g], c.rows, 0, c.w), qk(c.q0, c.rows), qk(L + c.k0, c.w), false));
-    if (c.diagonal && mm_mask) cmask->add(b, deps, s_ps[g], 0, c.rows, c.q0, c.k0, c.w);
-    if (valid.bias_in_psum()) valid.add_bias(b, deps, s_ps[g], 0, c.rows, kbias[hs], c.k0, c.w);
+    deps.track(b.matmul(ps(bank, c.rows, c.col, c.w), qk(c.q0, c.rows), qk(L + c.k0, c.w), false));
+    if (c.diagonal && mm_mask) cmask->add(b, deps, bank, c.col, c.rows, c.q0, c.k0, c.w);
+    if (valid.bias_in_psum()) valid.add_bias(b, deps, bank, c.col, c.rows, kbias[hs], c.k0, c.w);
   };
   // Without masking in SBUF the scores are kept negated, -s: their min is
   // -m, the exp's bias, with no negation per chunk.
@@ -332,15 +371,21 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   const float sign = negated ? -1.0f : 1.0f;
   // Stage 1 (Scalar or Vector, whichever is less loaded): s = scale x scores
   // (or -s) into SBUF; masked there when not in PSUM.
-  auto scale_scores = [&](int64_t n) {
+  auto scale_scores = [&](int64_t gi) {
+    const Chunk& last = chunks[groups[gi].first + groups[gi].count - 1];
+    const int64_t cols = last.col + last.w;
+    const AccessPattern raw = ps(s_ps[gi % kPsumRing], last.rows, 0, cols);
+    const AccessPattern all = sb(s_sb[gi % kScoresRing], DType::f32, last.rows, 0, cols);
+    if (load.lighter(b.program(), cols) == Engine::vector)
+      deps.track(b.tensor_scalar(Engine::vector, all, raw, AluOp::multiply, sign * s.scale));
+    else
+      deps.track(b.activation(all, raw, ActivationFunction::identity, sign * s.scale));
+  };
+  // The masks applied in SBUF, per chunk after scale_scores.
+  auto mask_scores = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
     const int hs = slot(c.h), g = ring(n);
-    const AccessPattern raw = ps(s_ps[n % kPsumRing], c.rows, 0, c.w);
-    const AccessPattern scores = sb(s_sb[n % kScoresRing], DType::f32, c.rows, 0, c.w);
-    if (load.lighter(b.program(), c.w) == Engine::vector)
-      deps.track(b.tensor_scalar(Engine::vector, scores, raw, AluOp::multiply, sign * s.scale));
-    else
-      deps.track(b.activation(scores, raw, ActivationFunction::identity, sign * s.scale));
+    const AccessPattern scores = sb(s_sb[gi % kScoresRing], DType::f32, c.rows, c.col, c.w);
     // Keep key k0 + x for row q0 + p when (q0 - k0) + p - x >= 0.
     if (c.diagonal && !mm_mask)
       deps.track(b.affine_select(scores, scores, AffineExpr{c.q0 - c.k0, 1, {-1}},
@@ -355,11 +400,11 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     mask.apply(b, deps, scores, slot, c.rows, c.w);
   };
   // Stage 2 (Vector): the running max, kept negated (-m, the exp's bias).
-  auto row_max = [&](int64_t n) {
+  auto row_max = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
     const int g = ring(n), pg = prev(n);
     const int64_t rows = c.rows;
-    const AccessPattern scores = sb(s_sb[n % kScoresRing], DType::f32, rows, 0, c.w);
+    const AccessPattern scores = sb(s_sb[gi % kScoresRing], DType::f32, rows, c.col, c.w);
     const int32_t dst = c.first ? negm[g] : mc[g]; // the chunk's -m
     if (negated) {
       deps.track(b.tensor_reduce(Engine::vector, column(dst, rows), scores, AluOp::min));
@@ -374,12 +419,12 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   };
   // Stage 3 (Scalar): p = exp(s - m) with its row sum (the tile's l when
   // first); alpha = exp(m_old - m).
-  auto exp_scores = [&](int64_t n) {
+  auto exp_scores = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
     const int g = ring(n), pg = prev(n);
     const int64_t rows = c.rows;
-    int64_t i = b.activation(sb(p_sb[n % kPRing], dt, rows, 0, c.w),
-                             sb(s_sb[n % kScoresRing], DType::f32, rows, 0, c.w),
+    int64_t i = b.activation(sb(p_sb[gi % kPRing], dt, rows, c.col, c.w),
+                             sb(s_sb[gi % kScoresRing], DType::f32, rows, c.col, c.w),
                              ActivationFunction::exp, sign);
     b.at(i).bias = column(negm[g], rows);
     b.at(i).accum = column(c.first ? l[g] : rowsum[g], rows);
@@ -393,7 +438,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   };
   // Stage 4 (Vector): l = l alpha + rowsum; after a tile's last chunk the
   // output's factor keep / l (keep: 0 for the rows that keep no key, else 1).
-  auto row_stats = [&](int64_t n) {
+  auto row_stats = [&](int64_t n, int64_t) {
     const Chunk& c = chunks[n];
     const int g = ring(n), pg = prev(n), t = static_cast<int>(c.tile % 2);
     const int64_t rows = c.rows;
@@ -428,44 +473,49 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   };
   // Stage 4 (Tensor): p^T per 128-key block, [keys, rows] side by side in
   // one PSUM bank.
-  auto transpose_p = [&](int64_t n) {
+  auto transpose_p = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
     const int64_t rows = c.rows, w = c.w;
     for (int64_t blk = 0; blk * kBlock < w; ++blk) {
       const int64_t kb = std::min(kBlock, w - blk * kBlock);
-      deps.track(b.matmul(ps(pT_ps[n % 2], kb, blk * rows, rows),
-                          sb(p_sb[n % kPRing], dt, rows, blk * kBlock, kb),
+      deps.track(b.matmul(ps(pT_ps[gi % 2], kb, c.pT_col + blk * rows, rows),
+                          sb(p_sb[gi % kPRing], dt, rows, c.col + blk * kBlock, kb),
                           sb(ident, dt, rows, 0, rows), false));
     }
   };
   // Stage 5 (Scalar or Vector): p^T copied to SBUF.
-  auto copy_pT = [&](int64_t n) {
-    const Chunk& c = chunks[n];
-    const int64_t cols = ceil_div(c.w, kBlock) * c.rows, kparts = std::min(kBlock, c.w);
-    deps.track(b.tensor_copy(load.lighter(b.program(), cols), sb(pT_sb[n % kPRing], dt, kparts, 0, cols),
-                             ps(pT_ps[n % 2], kparts, 0, cols)));
+  auto copy_pT = [&](int64_t gi) {
+    int64_t cols = 0, kparts = 0;
+    for (int64_t n = groups[gi].first; n < groups[gi].first + groups[gi].count; ++n) {
+      cols = chunks[n].pT_col + ceil_div(chunks[n].w, kBlock) * chunks[n].rows;
+      kparts = std::max(kparts, std::min(kBlock, chunks[n].w));
+    }
+    deps.track(b.tensor_copy(load.lighter(b.program(), cols),
+                             sb(pT_sb[gi % kPRing], dt, kparts, 0, cols),
+                             ps(pT_ps[gi % 2], kparts, 0, cols)));
   };
   // Stage 6 (Tensor): p v accumulated over the blocks.
-  auto pv_matmul = [&](int64_t n) {
+  auto pv_matmul = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
     const int hs = slot(c.h);
     const int64_t rows = c.rows, w = c.w;
     for (int64_t blk = 0; blk * kBlock < w; ++blk) {
       const int64_t kb = std::min(kBlock, w - blk * kBlock);
-      deps.track(b.matmul(ps(pv_ps[n % 2], rows, 0, Ev), sb(pT_sb[n % kPRing], dt, kb, blk * rows, rows),
+      deps.track(b.matmul(ps(pv_ps[gi % 2], rows, c.pv_col, Ev),
+                          sb(pT_sb[gi % kPRing], dt, kb, c.pT_col + blk * rows, rows),
                           sb(vv[hs], dt, kb, v_col(c.h) + (c.k0 / kBlock + blk) * Ev, Ev),
                           blk > 0));
     }
   };
   // Stage 7 (Vector): l = l alpha + rowsum, o = o alpha + p v; after a
   // tile's last chunk out = o / l, stored (and the statistics when asked for).
-  auto update_output = [&](int64_t n) {
+  auto update_output = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
     const int g = ring(n);
     const int t = static_cast<int>(c.tile % 2), to = static_cast<int>(c.tile % nout);
     const int64_t rows = c.rows;
     const AccessPattern o = sb(o_run[t], DType::f32, rows, 0, Ev);
-    const AccessPattern pv = ps(pv_ps[n % 2], rows, 0, Ev);
+    const AccessPattern pv = ps(pv_ps[gi % 2], rows, c.pv_col, Ev);
     if (c.first && !c.last) {
       deps.track(b.tensor_copy(Engine::vector, o, pv));
     } else if (!c.first) {
@@ -490,45 +540,74 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     }
   };
 
-  // Software pipelined, one stage per iteration: iteration i emits stage k
-  // of chunk i - k, the last stage first, so each engine's queue
-  // interleaves kLastStage + 1 independent chunks and every instruction
-  // waits for work emitted an iteration earlier, not for its own chunk's
+  // Software pipelined: iteration i emits stage k of group i - kLag[k],
+  // the later groups' stages first (equal lags in stage order), so each
+  // engine's queue interleaves independent groups and an instruction mostly
+  // waits for work emitted an iteration earlier, not for its own group's
   // previous stage (the queues are in order: a wait there would hold
-  // everything behind it). A unit's slot is reloaded (for unit u + nslots)
-  // once its last reader, the p v of its last chunk, is emitted.
+  // everything behind it). The lags: the scores matmul and their copy out
+  // of PSUM go together, as do p v and the output (each pair's second
+  // reads PSUM the first just wrote: short waits), the stages between an
+  // iteration apart (chosen on the masking bench's shapes: within ~1% of
+  // the best of the 128 lag tables with steps of 0 or 1 on each, and at
+  // most 2% slower than it on any). A unit's slot is reloaded (for unit
+  // u + nslots) once its last reader, the p v of its last chunk, is
+  // emitted. With attn_mask a group is one chunk: its tiles are loaded
+  // kMaskAhead ahead.
+  constexpr int kLag[kLastStage + 1] = {0, 0, 1, 2, 3, 4, 5, 5};
   for (int64_t u = 0; u < std::min<int64_t>(nslots, units); ++u) load_unit(u);
-  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
-  auto emits = [&](int64_t i, int stage) { return i >= stage && i - stage < n_chunks; };
-  for (int64_t i = 0; i < n_chunks + kLastStage; ++i) {
+  const int64_t n_groups = static_cast<int64_t>(groups.size());
+  auto unit_of = [&](int64_t gi) { return chunks[groups[gi].first].h / G; };
+  auto stage = [&](int k, int64_t gi) {
+    auto each = [&](auto&& emit) {
+      for (int64_t n = groups[gi].first; n < groups[gi].first + groups[gi].count; ++n) emit(n, gi);
+    };
+    switch (k) {
+    case 0:
+      transpose_unit(unit_of(gi));
+      each(scores_matmul);
+      return;
+    case 1:
+      scale_scores(gi);
+      each(mask_scores);
+      return;
+    case 2:
+      each(row_max);
+      return;
+    case 3:
+      each(exp_scores);
+      return;
+    case 4:
+      each(transpose_p);
+      each(row_stats);
+      return;
+    case 5:
+      copy_pT(gi);
+      return;
+    case 6: {
+      each(pv_matmul);
+      const int64_t u = unit_of(gi);
+      if ((gi + 1 == n_groups || unit_of(gi + 1) != u) && u + nslots < units) load_unit(u + nslots);
+      return;
+    }
+    default:
+      each(update_output);
+    }
+  };
+  for (int64_t i = 0; i < n_groups + kLag[kLastStage]; ++i) {
     load_masks(i + kMaskAhead);
-    // The next chunk's batch-head transposed an iteration ahead, so the
-    // copies out of PSUM overlap this iteration, when its loads were
-    // emitted two iterations ago or earlier: a transpose (and a zeroing
-    // select) waiting for a DMA just issued would hold the in-order Tensor
-    // (and Vector) queue.
+    // The next group's unit transposed an iteration ahead, so the copies
+    // out of PSUM overlap this iteration, when its loads were emitted two
+    // iterations ago or earlier: a transpose (and a zeroing select) waiting
+    // for a DMA just issued would hold the in-order Tensor (and Vector) queue.
     now = i;
-    if (i + 1 < n_chunks && loaded_at[chunks[i + 1].h / G] <= i - 2)
-      transpose_unit(chunks[i + 1].h / G);
-    if (emits(i, 7)) update_output(i - 7);
-    if (emits(i, 6)) {
-      pv_matmul(i - 6);
-      const Chunk& c = chunks[i - 6];
-      const int64_t u = c.h / G;
-      const bool unit_done = i - 6 + 1 == n_chunks || chunks[i - 5].h / G != u;
-      if (unit_done && u + nslots < units) load_unit(u + nslots);
-    }
-    if (emits(i, 5)) copy_pT(i - 5);
-    if (emits(i, 4)) {
-      transpose_p(i - 4);
-      row_stats(i - 4);
-    }
-    if (emits(i, 3)) exp_scores(i - 3);
-    if (emits(i, 2)) row_max(i - 2);
-    if (emits(i, 1)) scale_scores(i - 1);
-    if (i < n_chunks) {
-      transpose_unit(chunks[i].h / G);
-      scores_matmul(i);
+    if (i + 1 < n_groups && loaded_at[unit_of(i + 1)] <= i - 2) transpose_unit(unit_of(i + 1));
+    for (int k = kLastStage; k >= 0;) { // by decreasing lag, equal lags in stage order
+      int first = k;
+      while (first > 0 && kLag[first - 1] == kLag[k]) --first;
+      for (int j = first; j <= k; ++j)
+        if (i - kLag[j] >= 0 && i - kLag[j] < n_groups) stage(j, i - kLag[j]);
+      k = first - 1;
     }
   }
   return b.take();
