@@ -42,7 +42,7 @@ absl::Status attention_tileable(const AttentionShape& s) {
 }
 
 namespace {
-constexpr int kMaxSlots = 8; ///< batch-heads resident in the forward
+constexpr int kMaxSlots = 8; ///< units of batch-heads resident (kLag's depth needs more than 4)
 /// The pipeline's stages per chunk (attention_forward_program), 0..kLastStage.
 constexpr int kLastStage = 7;
 /// Chunks per group (their PSUM evacuations shared) at most.
@@ -127,7 +127,6 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   const int64_t G =
       s.batch > 1 && (E == 32 || E == 64) && !valid.on() && 2 * unit_bytes(2) <= half ? 2 : 1;
   const int64_t units = ceil_div(s.batch, G);
-  const int64_t rows_bytes = es * G * E * (qblocks + kblocks);
   const bool rows_per_slot = 2 * unit_bytes(G) <= half;
   const int nslots =
       rows_per_slot ? static_cast<int>(std::clamp<int64_t>(half / unit_bytes(G), 2, kMaxSlots)) : 2;
@@ -142,16 +141,15 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     q_rows[u] = sbuf(es * G * E * qblocks, absl::StrCat("q_rows", u));
     k_rows[u] = sbuf(es * G * E * kblocks, absl::StrCat("k_rows", u));
   }
-  (void)rows_bytes;
   // Batch-head h: its unit's slot, its first partition in qk^T, its column in v.
   auto slot = [&](int64_t h) { return static_cast<int>(h / G % nslots); };
   auto part0 = [&](int64_t h) { return static_cast<int32_t>(h % G * E); };
   auto v_col = [&](int64_t h) { return h % G * kblocks * Ev; };
-  // Per chunk, rotating: the raw scores in PSUM over 3 chunks (read by
-  // the stage after the matmul); in SBUF the scaled scores over 4 (read up
-  // to two stages later), p and p^T over 3 (read a stage later), the row
-  // statistics over kRing (read up to kLastStage - 2 stages later, and
-  // chunk n-1's by chunk n); p^T and p v in PSUM over 2.
+  // Per group of chunks (below), rotating: the raw scores in PSUM over 3
+  // groups; in SBUF the scaled scores over 4 (read up to two stages
+  // later), p and p^T over 3 (read a stage later); p^T and p v in PSUM over
+  // 2. Per chunk, the row statistics over kRing (read up to kLastStage - 2
+  // stages later, and chunk n-1's by chunk n).
   constexpr int kPsumRing = 3, kScoresRing = 4, kPRing = 3, kRing = kGroup * (kLastStage + 1);
   int32_t s_ps[kPsumRing], s_sb[kScoresRing], p_sb[kPRing], pT_sb[kPRing];
   int32_t negm[kRing], mc[kRing], rowsum[kRing], alpha[kRing], l[kRing], m[kRing], keep[kRing];
