@@ -239,14 +239,14 @@ double select_ns(const TileProgram& p) {
 // (here one chunk per Q tile: 2 tiles x 32 heads; the backward's pass 1
 // and pass 2 items: 2 + 3 per head), a bias row per batch-head and a
 // column op per Q tile, no per-chunk Vector or GpSimd mask (forward /
-// backward +25% / +7% in f32, +40% / +9% in bf16, the zeroing below and
+// backward +25% / +7% in f32, +53% / +9% in bf16, the zeroing below and
 // the forward's unpaired transposes included); with right padding no key
 // bias at all, the same matmuls as without lengths but for those transposes. Zeroing the padded keys and query rows (NaN-safe) is
 // one Vector select per batch-head on each of q, k, v (and the backward's
 // dO), by rows (before the on-chip transposes, which carry the zeros),
 // L E / 128, S E / 128, S Ev / 128 (L Ev / 128) elements: ~16 us forward
 // and ~22 us backward of Vector time here in bf16, partly hidden (right
-// padding adds 9.5 us forward, 10 us backward in all;
+// padding adds 13 us forward, 10 us backward in all;
 // ./build/bench/neuron_attention_masking).
 TEST(NeuronAttentionValidLen, MaskingCostsLittle) {
   for (DType dt : {DType::f32, DType::bf16})
@@ -282,8 +282,9 @@ TEST(NeuronAttentionValidLen, MaskingCostsLittle) {
       // The masking adds two [rows, 1] Vector instructions per Q tile (the
       // row keep, folded into 1 / l) and, with left padding, a K=1 matmul per
       // key chunk: mostly fixed per-instruction costs, so ~20% of the bf16
-      // forward here (46 us for 64 Q tiles; with lengths it also transposes
-      // one batch-head at a time, not two: +40% in all), less in f32 and
+      // forward here (42 us for 64 Q tiles; with lengths it also transposes
+      // one batch-head at a time, not two, and groups fewer chunks: +53% in
+      // all), less in f32 and
       // backward; then the selects' Vector time, no more.
       EXPECT_LT(masked->total_ns, 1.4 * plain->total_ns + select_ns(p_left));
     }

@@ -46,7 +46,7 @@ constexpr int kMaxSlots = 8; ///< units of batch-heads resident (kLag's depth ne
 /// The pipeline's stages per chunk (attention_forward_program), 0..kLastStage.
 constexpr int kLastStage = 7;
 /// Chunks per group (their PSUM evacuations shared) at most.
-constexpr int kGroup = 2;
+constexpr int kGroup = 3;
 /// attn_mask tiles: loaded kMaskAhead chunks ahead; a tile is read in its
 /// chunk's stage 1, so kMaskAhead + 2 slots leave one load in flight.
 constexpr int kMaskAhead = 2, kMaskSlots = kMaskAhead + 2;
@@ -295,11 +295,12 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   // Consecutive chunks of a unit with the same rows go by groups of up to
   // kGroup whose scores (and p^T, p v) share a PSUM bank: one copy out of
   // PSUM per group, not per chunk, each paying the fixed ~60 cycles once
-  // (GPT-mini, causal: a batch-head's two Q tiles, 128 + 256 keys). In
-  // bf16 only: fp32 matmuls run at a quarter of the rate, the Tensor engine
-  // is then the busier and the coarser steps leave it waiting (GPT-mini
-  // f32 with valid_seq_len: 100 -> 110 us, bf16 45.9 -> 46.1 us, not
-  // causal 53.9 -> 50.4 us, bench/neuron_attention_masking). Not with
+  // (GPT-mini, causal: 128 + 256 + 128 keys, a batch-head's two Q tiles
+  // and the next one's first). In bf16 only: fp32 matmuls run at a quarter
+  // of the rate, the Tensor engine is then the busier and the coarser
+  // steps leave it waiting (GPT-mini f32 with valid_seq_len: 100 -> 110
+  // us with groups of two; bf16, causal 45.9 -> 42.1 us with groups of
+  // three, not causal 53.9 -> 48.7 us, bench/neuron_attention_masking). Not with
   // attn_mask (its tiles are loaded per chunk, a fixed distance ahead).
   struct Group {
     int64_t first = 0, count = 0;
@@ -546,9 +547,9 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   // everything behind it). The lags: the scores matmul and their copy out
   // of PSUM go together, as do p v and the output (each pair's second
   // reads PSUM the first just wrote: short waits), the stages between an
-  // iteration apart (chosen on the masking bench's shapes: within ~1% of
-  // the best of the 128 lag tables with steps of 0 or 1 on each, and at
-  // most 2% slower than it on any). A unit's slot is reloaded (for unit
+  // iteration apart (chosen among the 128 tables with steps of 0 or 1 on
+  // GPT-mini's attention, bf16 causal, not causal, f32 and with lengths:
+  // within 1.5% of the best table on each). A unit's slot is reloaded (for unit
   // u + nslots) once its last reader, the p v of its last chunk, is
   // emitted. With attn_mask a group is one chunk: its tiles are loaded
   // kMaskAhead ahead.

@@ -28,7 +28,7 @@
 //   7. Vector:  o = o alpha + p v (fp32, SBUF); after a tile's last chunk,
 //               Scalar: out = o / l in the input dtype, DMA'd out.
 // In bf16, consecutive chunks of a unit with the same rows share their
-// PSUM banks by groups of two (one copy out of PSUM per group). The stages
+// PSUM banks by groups of up to three (one copy out of PSUM per group). The stages
 // of consecutive groups are interleaved (software pipelining), the waits
 // come from a DependencyTracker.
 //
