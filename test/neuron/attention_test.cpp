@@ -166,6 +166,14 @@ TEST(NeuronAttention, SlotsShareOneRowsTileWhenSbufIsTight) {
   EXPECT_EQ(qkT, 2);
   check_attention(s);
 }
+// Causal with L 100 and S 4000: one chunk per batch-head, but k^T and v
+// of 4000 keys leave room for few resident batch-heads, fewer than the
+// pipeline holds in flight: a batch-head's loads must wait for the slot's
+// last reader (the pipeline stalls), not overwrite v under it.
+TEST(NeuronAttention, FewSlotsAndOneChunkPerBatchHead) {
+  check_attention(shape(3, 100, 4000, 64, DType::f32, true));
+  check_attention(shape(3, 100, 4000, 128, DType::bf16, true));
+}
 TEST(NeuronAttention, ValueDimDiffersAndStatsSaved) {
   AttentionShape s = shape(3, 70, 1100, 32, DType::f32, true);
   s.value_dim = 96;

@@ -214,7 +214,10 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     loaded[u] = true;
     loaded_at[u] = now;
   };
+  std::vector<bool> unit_loaded(units, false);
   auto load_unit = [&](int64_t u) {
+    if (unit_loaded[u]) return;
+    unit_loaded[u] = true;
     const int us = static_cast<int>(u % nslots);
     loaded_at[u] = now;
     if (rows_per_slot || u == 0) load_rows(u);
@@ -563,6 +566,10 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     };
     switch (k) {
     case 0:
+      // `start` (below) emits a unit's loads before its first group.
+      if (!unit_loaded[unit_of(gi)])
+        throw_if_error(absl::InternalError(absl::StrCat(
+            "attention_forward_program: unit ", unit_of(gi), " not loaded before its first group")));
       transpose_unit(unit_of(gi));
       each(scores_matmul);
       return;
@@ -593,19 +600,43 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       each(update_output);
     }
   };
-  for (int64_t i = 0; i < n_groups + kLag[kLastStage]; ++i) {
-    load_masks(i + kMaskAhead);
+  // The iteration each group starts at: the one after the previous group's,
+  // or later when its unit's slot is freed (the p v of the last group of
+  // unit u - nslots, stage 6) less than an iteration before: fewer slots
+  // than units in flight (large resident operands, one group per unit),
+  // the pipeline then waits instead of overwriting a slot still to be read.
+  std::vector<int64_t> start(n_groups, 0), last_group(units, 0);
+  for (int64_t g = 0; g < n_groups; ++g) last_group[unit_of(g)] = g;
+  for (int64_t g = 1; g < n_groups; ++g) {
+    start[g] = start[g - 1] + 1;
+    const int64_t u = unit_of(g);
+    if (u != unit_of(g - 1) && u >= nslots)
+      start[g] = std::max(start[g], start[last_group[u - nslots]] + kLag[6] + 1);
+  }
+  const int64_t iterations = n_groups == 0 ? 0 : start.back() + kLag[kLastStage] + 1;
+  std::vector<int64_t> group_at(iterations, -1); // the group starting at an iteration
+  for (int64_t g = 0; g < n_groups; ++g) group_at[start[g]] = g;
+  auto group_started = [&](int64_t t) {
+    return t >= 0 && t < iterations ? group_at[t] : int64_t{-1};
+  };
+  int64_t started = -1; // the last group whose start is at most the iteration
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (int64_t t = i; t <= i + kMaskAhead; ++t)
+      if (group_started(t) >= 0) started = std::max(started, group_started(t));
+    load_masks(started);
     // The next group's unit transposed an iteration ahead, so the copies
     // out of PSUM overlap this iteration, when its loads were emitted two
     // iterations ago or earlier: a transpose (and a zeroing select) waiting
     // for a DMA just issued would hold the in-order Tensor (and Vector) queue.
     now = i;
-    if (i + 1 < n_groups && loaded_at[unit_of(i + 1)] <= i - 2) transpose_unit(unit_of(i + 1));
+    if (const int64_t next = group_started(i + 1);
+        next >= 0 && unit_loaded[unit_of(next)] && loaded_at[unit_of(next)] <= i - 2)
+      transpose_unit(unit_of(next));
     for (int k = kLastStage; k >= 0;) { // by decreasing lag, equal lags in stage order
       int first = k;
       while (first > 0 && kLag[first - 1] == kLag[k]) --first;
       for (int j = first; j <= k; ++j)
-        if (i - kLag[j] >= 0 && i - kLag[j] < n_groups) stage(j, i - kLag[j]);
+        if (const int64_t g = group_started(i - kLag[j]); g >= 0) stage(j, g);
       k = first - 1;
     }
   }
