@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/CostParams.h"
 #include "lib/backends/neuron/CreationLowering.h"
 #include "lib/backends/neuron/IntegerValues.h"
 #include "lib/backends/neuron/LoweringCommon.h"
@@ -59,6 +60,67 @@ struct Plan {
   std::vector<int32_t> outputs;
   std::vector<bool> per_row; ///< per output: of the per-row shape
 };
+
+/// Whether step `st` has an exact Scalar-engine form (scalar_step): a cast
+/// (tensor_copy), or x * c, x + c, x - c with an immediate c (activation
+/// identity: x * c + -0, x * 1 + c, x * 1 + -c are the same fp32 result as
+/// the Vector op; the bias -0 keeps a -0 product -0).
+bool scalar_eligible(const Step& st) {
+  if (st.pred >= 0) return false;
+  if (st.cast) return true;
+  return st.op.opcode == Opcode::tensor_scalar && !st.reverse && !st.alu2 &&
+         (st.op.alu == AluOp::multiply || st.op.alu == AluOp::add ||
+          st.op.alu == AluOp::subtract);
+}
+
+/// Per step: run it on the Scalar engine. The eligible steps go, in order,
+/// to whichever of Vector and Scalar (CostParams' clocks) would then be
+/// busy for less per column, after the steps only one engine can run
+/// (activations on Scalar, the rest on Vector): the two stream their SBUF
+/// tiles concurrently (only Vector and GpSimd share the SBUF port).
+std::vector<bool> balance_engines(const std::vector<Step>& steps) {
+  const CostParams clocks;
+  const double per_vector = 1 / clocks.vector_ghz, per_scalar = 1 / clocks.scalar_ghz;
+  double vector = 0, scalar = 0;
+  for (const Step& st : steps) {
+    if (scalar_eligible(st)) continue;
+    if (st.op.opcode == Opcode::activation)
+      scalar += per_scalar;
+    else
+      vector += per_vector;
+  }
+  std::vector<bool> on_scalar(steps.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!scalar_eligible(steps[i])) continue;
+    on_scalar[i] = scalar + per_scalar < vector + per_vector;
+    if (on_scalar[i])
+      scalar += per_scalar;
+    else
+      vector += per_vector;
+  }
+  return on_scalar;
+}
+
+/// Step `st` (scalar_eligible) on the Scalar engine.
+void scalar_step(RowKit& k, const Step& st, const AccessPattern& dst, const AccessPattern& a) {
+  if (st.cast) {
+    k.before_write(dst);
+    k.deps.track(k.b.tensor_copy(Engine::scalar, dst, a));
+    return;
+  }
+  const float c = st.op.scalar;
+  switch (st.op.alu) {
+  case AluOp::multiply:
+    k.act(dst, a, ActivationFunction::identity, c, nullptr, -0.0f);
+    return;
+  case AluOp::add:
+    k.act(dst, a, ActivationFunction::identity, 1.0f, nullptr, c);
+    return;
+  default: // subtract
+    k.act(dst, a, ActivationFunction::identity, 1.0f, nullptr, -c);
+    return;
+  }
+}
 
 /// How a value of shape `v` is read against the result shape `s`.
 std::optional<Load> classify(const Shape& v, const Shape& s) {
@@ -423,6 +485,7 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
 
   int64_t iteration = 0;
   int ts = 0;
+  const std::vector<bool> on_scalar = balance_engines(plan.steps);
   for (const RowTile& t : result_row_tiles(rows, period)) {
     const int32_t p = t.parts;
     // Per-row values: loaded and computed once per row tile.
@@ -473,6 +536,8 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
           sel.dst = dst;
           sel.srcs = {read(st.pred, wide), a, read(st.op.b, wide)};
           k.deps.track(k.b.emit(std::move(sel)));
+        } else if (wide && on_scalar[&st - plan.steps.data()]) {
+          scalar_step(k, st, dst, a);
         } else if (st.cast) {
           k.copy(dst, a);
         } else if (st.op.opcode == Opcode::activation) {
