@@ -73,6 +73,24 @@ TEST(NeuronReductionLowering, SumBf16) {
   check_reduction(OpKind::sum, DType::bf16, Shape({129, 40}), {1});
 }
 // 10000 columns: three chunks of at most 4096, reduced into partials.
+// Many short rows: g rows per partition (row groups), then the rest in
+// ragged row tiles: 2 x 4 x 128 + 77 rows.
+TEST(NeuronReductionLowering, ShortRowsGoInGroups) {
+  const Shape shape({1101, 40});
+  for (OpKind k : {OpKind::sum, OpKind::mean, OpKind::max, OpKind::min})
+    check_reduction(k, DType::f32, shape, {1});
+  check_reduction(OpKind::mean, DType::bf16, shape, {1});
+  // The groups are one reduce instruction over [128, g, 40] each.
+  absl::StatusOr<LoweredOp> low =
+      lower_node(reduction(OpKind::sum, shape, {1}, DType::f32), {TensorType{shape, DType::f32}});
+  ASSERT_TRUE(low.ok()) << low.status();
+  bool grouped = false;
+  for (const Instruction& i : low->program.instructions)
+    grouped = grouped || (i.opcode == Opcode::tensor_reduce && i.srcs[0].dims.size() == 2 &&
+                          i.srcs[0].dims.back().size == 40 && i.srcs[0].dims.front().size > 1);
+  EXPECT_TRUE(grouped);
+}
+
 TEST(NeuronReductionLowering, LongRowsAreChunked) {
   check_reduction(OpKind::mean, DType::f32, Shape({5, 10000}), {1});
   check_reduction(OpKind::max, DType::bf16, Shape({5, 10000}), {1});

@@ -11,6 +11,8 @@
 // The result shape is the largest result's; a result of the per-row shape
 // (layer_norm's backward yields its rsqrt column next to the wide values)
 // is stored from its [p, 1] tile once per row tile.
+#include <functional>
+#include <iterator>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -121,6 +123,35 @@ void scalar_step(RowKit& k, const Step& st, const AccessPattern& dst, const Acce
     return;
   }
 }
+
+/// Emits each iteration's work (steps and stores, in order) interleaved
+/// with the second half of the iteration before's: two dependent chains in
+/// flight on the in-order Vector and Scalar queues instead of one. At most
+/// two iterations are live, so the next one's loads (into the slots of the
+/// one before the last, all emitted) still overlap the compute.
+class StepPipeline {
+public:
+  /// `interleave` false: each iteration's work as pushed, in order.
+  explicit StepPipeline(bool interleave) : interleave_(interleave) {}
+
+  void push(std::vector<std::function<void()>> work) {
+    const size_t half = interleave_ ? work.size() / 2 : work.size();
+    for (size_t i = 0, j = 0; i < tail_.size() || j < half;) {
+      if (i < tail_.size()) tail_[i++]();
+      if (j < half) work[j++]();
+    }
+    tail_.assign(std::make_move_iterator(work.begin() + static_cast<std::ptrdiff_t>(half)),
+                 std::make_move_iterator(work.end()));
+  }
+  void finish() {
+    for (auto& f : tail_) f();
+    tail_.clear();
+  }
+
+private:
+  bool interleave_;
+  std::vector<std::function<void()>> tail_;
+};
 
 /// How a value of shape `v` is read against the result shape `s`.
 std::optional<Load> classify(const Shape& v, const Shape& s) {
@@ -383,8 +414,13 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
 
 } // namespace
 
-absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
-                                          absl::Span<const TensorType> types) {
+namespace {
+
+/// lower_broadcast's program, the iterations' steps interleaved by
+/// StepPipeline or (`interleave` false) emitted one iteration after another.
+absl::StatusOr<LoweredOp> lower_broadcast_program(const GraphNode& node,
+                                                  absl::Span<const TensorType> types,
+                                                  bool interleave) {
   if (node.results.empty()) return refuse(node.op, "no results");
   const Shape* widest = &node.results[0].shape;
   for (const TensorType& t : node.results)
@@ -486,6 +522,7 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
   int64_t iteration = 0;
   int ts = 0;
   const std::vector<bool> on_scalar = balance_engines(plan.steps);
+  StepPipeline pipeline(interleave);
   for (const RowTile& t : result_row_tiles(rows, period)) {
     const int32_t p = t.parts;
     // Per-row values: loaded and computed once per row tile.
@@ -522,53 +559,71 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
                                              {(t.r0 + q) % period, n}, c)));
           }
       }
+      // The iteration's steps and stores, emitted interleaved with the last
+      // iteration's (StepPipeline): each is a dependent chain across
+      // Vector and Scalar, and the engines' queues are in program order.
+      std::vector<std::function<void()>> work;
       for (const Step& st : plan.steps) {
         const bool wide = plan.values[st.result].wide;
         if (!wide && !first) continue; // per-row: once per row tile
         const AccessPattern dst =
             wide ? RowKit::at(tile[st.result], s, p, c.w) : RowKit::at(tile[st.result], ts, p, 1);
         const AccessPattern a = read(st.op.a, wide);
-        if (st.pred >= 0) { // where: Vector select
-          k.before_write(dst);
-          Instruction sel;
-          sel.engine = Engine::vector;
-          sel.opcode = Opcode::select;
-          sel.dst = dst;
-          sel.srcs = {read(st.pred, wide), a, read(st.op.b, wide)};
-          k.deps.track(k.b.emit(std::move(sel)));
-        } else if (wide && on_scalar[&st - plan.steps.data()]) {
-          scalar_step(k, st, dst, a);
-        } else if (st.cast) {
-          k.copy(dst, a);
-        } else if (st.op.opcode == Opcode::activation) {
-          k.act(dst, a, st.op.function);
-        } else if (st.op.opcode == Opcode::tensor_scalar) {
-          const int64_t idx = k.ts(dst, a, st.op.alu, st.op.scalar);
-          k.b.at(idx).reverse = st.reverse;
-          if (st.alu2) {
-            k.b.at(idx).alu2 = st.alu2;
-            k.b.at(idx).scalar2 = st.scalar2;
+        const AccessPattern pred = st.pred >= 0 ? read(st.pred, wide) : a;
+        const AccessPattern b = st.op.b >= 0 ? read(st.op.b, wide) : a;
+        const bool scalar = wide && on_scalar[&st - plan.steps.data()];
+        work.push_back([&k, &st, dst, a, pred, b, scalar] {
+          if (st.pred >= 0) { // where: Vector select
+            k.before_write(dst);
+            Instruction sel;
+            sel.engine = Engine::vector;
+            sel.opcode = Opcode::select;
+            sel.dst = dst;
+            sel.srcs = {pred, a, b};
+            k.deps.track(k.b.emit(std::move(sel)));
+          } else if (scalar) {
+            scalar_step(k, st, dst, a);
+          } else if (st.cast) {
+            k.copy(dst, a);
+          } else if (st.op.opcode == Opcode::activation) {
+            k.act(dst, a, st.op.function);
+          } else if (st.op.opcode == Opcode::tensor_scalar) {
+            const int64_t idx = k.ts(dst, a, st.op.alu, st.op.scalar);
+            k.b.at(idx).reverse = st.reverse;
+            if (st.alu2) {
+              k.b.at(idx).alu2 = st.alu2;
+              k.b.at(idx).scalar2 = st.scalar2;
+            }
+          } else {
+            k.tt(dst, a, b, st.op.alu);
           }
-        } else {
-          k.tt(dst, a, read(st.op.b, wide), st.op.alu);
-        }
+        });
       }
       for (size_t o = 0; o < plan.outputs.size(); ++o) {
         const int32_t v = plan.outputs[o];
         if (plan.per_row[o]) { // its [p, 1] column, once per row tile
-          if (first) store_out(o, hbm_column(hbm[inputs + o], plan.values[v].dtype, t), read(v, false), ts);
+          if (first)
+            work.push_back([&store_out, o, to = hbm_column(hbm[inputs + o], plan.values[v].dtype, t),
+                            from = read(v, false), ts] { store_out(o, to, from, ts); });
           continue;
         }
-        AccessPattern src = read(v, true);
-        if (!plan.values[v].wide) {
-          src = RowKit::at(copy_out[o], s, p, c.w);
-          k.copy(src, read(v, true));
+        const AccessPattern to = hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c);
+        const AccessPattern value = read(v, true);
+        if (plan.values[v].wide) {
+          work.push_back([&store_out, o, to, value, s] { store_out(o, to, value, s); });
+          continue;
         }
-        store_out(o, hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c), src, s);
+        const AccessPattern src = RowKit::at(copy_out[o], s, p, c.w);
+        work.push_back([&k, &store_out, o, to, value, src, s] {
+          k.copy(src, value);
+          store_out(o, to, src, s);
+        });
       }
+      pipeline.push(std::move(work));
     }
     ts ^= 1;
   }
+  pipeline.finish();
   LoweredOp out = k.finish(binding);
   if (!int64_inputs.empty())
     out.stage = [op = node.op, int64_inputs](absl::Span<const host::HostBuffer* const> in,
@@ -576,6 +631,19 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
       return check_integer_range(op, in, int64_inputs);
     };
   return out;
+}
+
+} // namespace
+
+absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
+                                          absl::Span<const TensorType> types) {
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp interleaved, lower_broadcast_program(node, types, true));
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp in_order, lower_broadcast_program(node, types, false));
+  // Interleaving wins on long chains over few, large iterations, and can
+  // lose where the stores it delays were the bound: keep the faster.
+  MSTEP_ASSIGN_OR_RETURN(CostReport a, estimate_cost(interleaved.program));
+  MSTEP_ASSIGN_OR_RETURN(CostReport b, estimate_cost(in_order.program));
+  return a.total_ns < b.total_ns ? std::move(interleaved) : std::move(in_order);
 }
 
 } // namespace mstep::neuron

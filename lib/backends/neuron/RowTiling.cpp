@@ -59,9 +59,7 @@ AccessPattern RowKit::spread(const Tile& t, int s, int32_t parts, int64_t w, int
 
 int64_t RowKit::load(const AccessPattern& dst, const AccessPattern& src) {
   before_write(dst);
-  const int64_t i = deps.track(b.dma_copy(dst, src));
-  flush_stores();
-  return i;
+  return deps.track(b.dma_copy(dst, src));
 }
 
 int64_t RowKit::indirect(const AccessPattern& dst, const AccessPattern& src,
@@ -91,8 +89,7 @@ void RowKit::flush_stores() {
 int64_t RowKit::act(const AccessPattern& dst, const AccessPattern& src, ActivationFunction f,
                     float scale, const AccessPattern* bias, float bias_value,
                     const AccessPattern* accum, const AccessPattern* scale_column) {
-  before_write(dst);
-  if (accum) before_write(*accum);
+  flush_stores();
   const int64_t i = b.activation(dst, src, f, scale, bias_value);
   if (bias) b.at(i).bias = *bias;
   if (accum) b.at(i).accum = *accum;
