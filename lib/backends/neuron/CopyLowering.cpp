@@ -403,8 +403,6 @@ absl::StatusOr<LoweredOp> lower_copy_dma(const GraphNode& node, absl::Span<const
     }
   const int32_t out = k.b.hbm_tensor("out", dt, result.numel() * factor);
   binding.push_back(-1);
-  const RowKit::Tile stage = k.tile(dt, cap, "stage");
-  int64_t n = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const StridedCopy& c = parts[i];
     const CopyPlan& pl = plans[i];
@@ -420,10 +418,12 @@ absl::StatusOr<LoweredOp> lower_copy_dma(const GraphNode& node, absl::Span<const
       for (const RowTile& t : row_tiles(c.sizes[pl.p]))
         for (int64_t c0 = 0; c0 < len; c0 += pl.chunk) {
           const int64_t w = std::min(pl.chunk, len - c0);
-          const int s = static_cast<int>(n++ % 2);
-          const AccessPattern tile = RowKit::at(stage, s, t.parts, w * pl.inner);
-          k.load(tile, hbm_piece(hbm[c.operand], dt, c, pl, c.src, src_at, t.r0, t.parts, c0, w));
-          k.store(hbm_piece(out, dt, c, pl, c.dst, dst_at, t.r0, t.parts, c0, w), tile);
+          // HBM to HBM: the pieces are disjoint and independent, so they
+          // spread over the DMA engines with no SBUF round trip (a staged
+          // load + store pair was two DMA latencies, two in flight).
+          k.deps.track(
+              k.b.dma_copy(hbm_piece(out, dt, c, pl, c.dst, dst_at, t.r0, t.parts, c0, w),
+                           hbm_piece(hbm[c.operand], dt, c, pl, c.src, src_at, t.r0, t.parts, c0, w)));
         }
       size_t m = pl.chunk_at;
       while (m > 0 && ++loop[m - 1] == c.sizes[pl.free[m - 1]]) loop[--m] = 0;
