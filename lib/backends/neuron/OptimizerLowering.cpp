@@ -121,12 +121,12 @@ public:
     scalars_ = k.tile(DType::f32, kNumScalars, "scalars");
   }
 
-  /// The per-parameter scalars, row `i` of `table`, on every partition.
-  void load_scalars(int32_t table, int64_t i) {
-    ss_ ^= 1;
+  /// The per-parameter scalars, row `i` of `table`, on every partition of
+  /// slot `ss`.
+  void load_scalars(int32_t table, int64_t i, int ss) {
     AccessPattern src = hbm_rows(table, DType::f32, 0, 0, kPartitions, 0, kNumScalars);
     src.offset = i * kNumScalars;
-    k_.load(RowKit::at(scalars_, ss_, kPartitions, kNumScalars), src);
+    k_.load(RowKit::at(scalars_, ss, kPartitions, kNumScalars), src);
   }
 
   /// One chunk of parameter i: loads, ref's formula, stores. `clamp` is the
@@ -137,13 +137,19 @@ public:
     std::array<int32_t, 3> state{-1, -1, -1}, new_state{-1, -1, -1};
     int32_t new_param, clipped = -1;
   };
-  void chunk(const FlatPiece& pc, int s, const Tensors& t, int slots, const RowKit::Tile* clamp) {
+  /// The chunk's inputs into slot s (emitted a chunk ahead of chunk()).
+  void load(const FlatPiece& pc, int s, const Tensors& t, int slots) {
+    auto into = [&](const RowKit::Tile& tile) { return RowKit::at(tile, s, pc.parts, pc.w); };
+    k_.load(into(in_[0]), flat_hbm(t.param, dt_, pc));
+    k_.load(into(in_[1]), flat_hbm(t.grad, dt_, pc));
+    for (int j = 0; j < slots; ++j) k_.load(into(in_[2 + j]), flat_hbm(t.state[j], dt_, pc));
+  }
+  /// The formula over the chunk loaded into slot s, the scalars in slot ss.
+  void chunk(const FlatPiece& pc, int s, int ss, const Tensors& t, const RowKit::Tile* clamp) {
     s_ = s;
+    ss_ = ss;
     pc_ = pc;
     next_ = 0;
-    k_.load(value(in_[0]), flat_hbm(t.param, dt_, pc));
-    k_.load(value(in_[1]), flat_hbm(t.grad, dt_, pc));
-    for (int j = 0; j < slots; ++j) k_.load(value(in_[2 + j]), flat_hbm(t.state[j], dt_, pc));
     const AccessPattern param = value(in_[0]);
     AccessPattern g = value(in_[1]);
     if (clamp) {
@@ -268,7 +274,7 @@ private:
   std::array<RowKit::Tile, kInputs> in_;
   std::array<RowKit::Tile, kTemps> tmp_;
   RowKit::Tile scalars_;
-  int ss_ = 1; ///< the scalars' slot
+  int ss_ = 0; ///< the scalars' slot
   int s_ = 0;
   FlatPiece pc_;
   int next_ = 0;
@@ -417,14 +423,33 @@ absl::StatusOr<LoweredOp> lower_multi_tensor_update(const GraphNode& node,
     k.tt(col(coef), col(max_norm), col(denom), AluOp::divide);
     k.ts(col(*clamp), col(coef), AluOp::min, 1.0f); // NaN stays NaN
   }
-  // Pass 2: the update, parameter by parameter, chunk by chunk.
-  int s = 0;
+  // Pass 2: the update, parameter by parameter, chunk by chunk; each
+  // chunk's loads (and its parameter's scalars) emitted before the chunk
+  // before it computes, so the Sync queue has them ahead of that chunk's
+  // stores (two slots: the chunk before that is all emitted).
+  struct Work {
+    int64_t param;
+    FlatPiece pc;
+    int s, ss;
+    bool first; ///< the parameter's first chunk: loads its scalars
+  };
+  std::vector<Work> work;
   for (int64_t i = 0; i < n; ++i) {
-    update.load_scalars(table, i);
+    bool first = true;
     for (const FlatPiece& pc : flat_pieces(types[lay.operand(kParams, i)].numel(), width)) {
-      update.chunk(pc, s, tensors[i], slots, clamp ? &*clamp : nullptr);
-      s ^= 1;
+      work.push_back({i, pc, static_cast<int>(work.size() % 2), static_cast<int>(i % 2), first});
+      first = false;
     }
+  }
+  auto load = [&](const Work& w) {
+    if (w.first) update.load_scalars(table, w.param, w.ss);
+    update.load(w.pc, w.s, tensors[w.param], slots);
+  };
+  if (!work.empty()) load(work[0]);
+  for (size_t q = 0; q < work.size(); ++q) {
+    if (q + 1 < work.size()) load(work[q + 1]);
+    const Work& w = work[q];
+    update.chunk(w.pc, w.s, w.ss, tensors[w.param], clamp ? &*clamp : nullptr);
   }
   LoweredOp low = k.finish(std::move(binding));
   low.stage = stage_scalars(lay, c, dt, table);
