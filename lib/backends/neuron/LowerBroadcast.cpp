@@ -7,7 +7,10 @@
 // a [p, 1] tile per row tile (per-row scalars; 1-element tensors loaded
 // with partition stride 0), read by wide ops with free stride 0. Ops run on
 // Vector (tensor_tensor, tensor_scalar, tensor_copy for casts) and Scalar
-// (activations); each writes its result's dtype, as the engines convert.
+// (activations); casts and x * c, x + c, x - c move to Scalar where that
+// balances the two (balance_engines; the same fp32 results). Consecutive
+// iterations' steps are interleaved (StepPipeline) where the cost model
+// times that faster. Each op writes its result's dtype, as the engines convert.
 // The result shape is the largest result's; a result of the per-row shape
 // (layer_norm's backward yields its rsqrt column next to the wide values)
 // is stored from its [p, 1] tile once per row tile.
