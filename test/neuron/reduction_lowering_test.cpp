@@ -130,6 +130,27 @@ TEST(NeuronReductionLowering, LeadingAxesUseTheTensorEngine) {
   EXPECT_EQ(reduces, 0);
 }
 
+// A few leading rows (<= 32) and columns a multiple of 128: summed on the
+// Vector engine in row order, the columns on the partitions; 32 x 89600:
+// two column chunks per partition.
+TEST(NeuronReductionLowering, FewLeadingRowsSumOnVector) {
+  check_reduction(OpKind::sum, DType::f32, Shape({8, 64, 256}), {0});
+  check_reduction(OpKind::mean, DType::f32, Shape({8, 64, 256}), {0});
+  check_reduction(OpKind::sum, DType::bf16, Shape({3, 1280}), {0});
+  check_reduction(OpKind::mean, DType::bf16, Shape({1, 384}), {0});
+  check_reduction(OpKind::sum, DType::f32, Shape({32, 89600}), {0});
+  const TensorType t{Shape({8, 64, 256}), DType::f32};
+  absl::StatusOr<LoweredOp> low = lower_node(reduction(OpKind::sum, t.shape, {0}, DType::f32), {t});
+  ASSERT_TRUE(low.ok()) << low.status();
+  int matmuls = 0, adds = 0;
+  for (const Instruction& i : low->program.instructions) {
+    matmuls += i.opcode == Opcode::nc_matmul;
+    adds += i.opcode == Opcode::tensor_tensor && i.dst.partitions == kPartitions;
+  }
+  EXPECT_EQ(matmuls, 0);
+  EXPECT_EQ(adds, 7); // 8 rows, one chunk of 128 columns per partition
+}
+
 // max/min over leading axes: the input loaded transposed (columns on
 // partitions), reduced along the free axis. 9000 rows: three chunks into
 // partials; 130 columns: two column tiles (128 + 2).

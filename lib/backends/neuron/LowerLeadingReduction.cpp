@@ -8,7 +8,8 @@
 // up to 4 banks (2048 columns) are loaded at once, double-buffered; after
 // the last row tile the Vector engine copies the bank to SBUF (mean:
 // dividing by rows, converting to the result's dtype) and it is stored.
-// max and min have no such matmul: their input is loaded transposed (a
+// A few rows (<= 32) are summed on the Vector engine instead, columns on
+// the partitions (few_rows_sum). max and min have no such matmul: their input is loaded transposed (a
 // block of up to 128 columns on the partitions, the rows along the free
 // axis: partition stride 1, free stride cols, what the cost model charges
 // at half bandwidth), each row chunk reduced on Vector into one column of
@@ -64,6 +65,57 @@ LoweredOp leading_extremum(const GraphNode& node, const TensorType& in, int64_t 
   return k.finish({0, -1});
 }
 
+/// Most leading rows summed on the Vector engine (few_rows_sum) instead of
+/// a ones matmul, whose K (the rows in a tile) would use a few of 128 rows
+/// and whose [1, w] result leaves PSUM on one partition.
+constexpr int64_t kFewRows = 32;
+/// DMAs per load of few_rows_sum (on as many DMA engines).
+constexpr int32_t kLoadParts = 4;
+
+/// sum/mean over `rows` (<= kFewRows) leading rows of [rows, cols], cols a
+/// multiple of 128: partition p holds columns [p f, p f + f) of every row
+/// (f = cols / 128, in chunks), so the rows are summed elementwise on all
+/// 128 lanes in row order (fp32), then divided (mean) and stored.
+LoweredOp few_rows_sum(const GraphNode& node, const TensorType& in, int64_t rows) {
+  const DType dt = in.dtype;
+  const int64_t n = in.numel(), cols = n / rows, f = cols / kPartitions;
+  const int64_t esize = static_cast<int64_t>(element_size(dt));
+  // x (rows x w) and y (w) in dt, acc (w) in f32, two slots each.
+  const int64_t width = chunk_width(f, 2 * (rows + 1) * esize + 2 * 4);
+  RowKit k(absl::StrCat("neuron_", op_name(node.op), "_leading_rows"));
+  const int32_t x_hbm = k.b.hbm_tensor("in", dt, n), y_hbm = k.b.hbm_tensor("out", dt, cols);
+  const RowKit::Tile x = k.tile(dt, rows * width, "x"), acc = k.tile(DType::f32, width, "acc"),
+                     y = k.tile(dt, width, "y");
+  int s = 0;
+  for (const ColChunk& c : col_chunks(f, width)) {
+    // Row r of the chunk at free offset r w.
+    for (int32_t q = 0; q < kPartitions; q += kPartitions / kLoadParts) {
+      AccessPattern dst = RowKit::at(x, s, kPartitions / kLoadParts, rows * c.w);
+      dst.start_partition = q;
+      dst.dims = {{rows, c.w}, {c.w, 1}};
+      AccessPattern src = hbm_rows(x_hbm, dt, f, q, kPartitions / kLoadParts, c.c0, c.w);
+      src.dims = {{rows, cols}, {c.w, 1}};
+      k.before_write(dst);
+      k.deps.track(k.b.dma_copy(dst, src), /*partial_write=*/true);
+    }
+    auto row = [&](int64_t r) { return RowKit::at(x, s, kPartitions, c.w, r * c.w); };
+    const AccessPattern a = RowKit::at(acc, s, kPartitions, c.w);
+    if (rows == 1)
+      k.copy(a, row(0));
+    else
+      k.tt(a, row(0), row(1), AluOp::add);
+    for (int64_t r = 2; r < rows; ++r) k.tt(a, a, row(r), AluOp::add);
+    const AccessPattern yc = RowKit::at(y, s, kPartitions, c.w);
+    if (node.op == OpKind::mean)
+      k.ts(yc, a, AluOp::divide, static_cast<float>(rows));
+    else
+      k.copy(yc, a);
+    k.store(hbm_rows(y_hbm, dt, f, 0, kPartitions, c.c0, c.w), yc);
+    s ^= 1;
+  }
+  return k.finish({0, -1});
+}
+
 } // namespace
 
 absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const TensorType& in,
@@ -74,6 +126,7 @@ absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const T
                                                         "max and min"));
   const DType dt = in.dtype;
   const int64_t n = in.numel(), cols = n / rows;
+  if (rows <= kFewRows && cols % kPartitions == 0) return few_rows_sum(node, in, rows);
   const int64_t block = std::min({cols, kBankColumns * kBlockBanks,
                                   chunk_width(cols, 2 * static_cast<int64_t>(element_size(dt)) +
                                                         static_cast<int64_t>(element_size(dt)))});
