@@ -110,6 +110,12 @@ TEST(NeuronReductionLowering, LeadingAxesSum) {
   check_reduction(OpKind::sum, DType::f32, Shape({2, 150, 3}), {0, 1});
   check_reduction(OpKind::sum, DType::f32, Shape({3, 5000}), {0});
 }
+// Many narrow rows: g rows per partition per load (2 x 4 x 128 of 1074
+// rows grouped), the ragged rest in row tiles, all into the same PSUM sums.
+TEST(NeuronReductionLowering, LeadingAxesGroupNarrowRows) {
+  check_reduction(OpKind::sum, DType::f32, Shape({1074, 70}), {0});
+  check_reduction(OpKind::mean, DType::bf16, Shape({1074, 70}), {0});
+}
 TEST(NeuronReductionLowering, LeadingAxesMeanAndBf16) {
   check_reduction(OpKind::mean, DType::f32, Shape({16, 64, 64}), {0, 1});
   check_reduction(OpKind::sum, DType::bf16, Shape({129, 40}), {0});

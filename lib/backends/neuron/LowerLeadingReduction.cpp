@@ -137,19 +137,47 @@ absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const T
   const int32_t acc = k.b.allocate(BufferKind::psum, kBankColumns * kBlockBanks * 4, "column_sums");
   // The stationary ones column: GpSimd iota of the constant 1.
   k.deps.track(k.b.iota(RowKit::at(ones, 0, kPartitions, 1), AffineExpr{1, 0, {0}}));
-  const std::vector<RowTile> tiles = row_tiles(rows);
+  // Narrow rows (one column block) in groups: g consecutive rows per
+  // partition, one load (in kLoadParts DMAs) per 128 g rows, g matmuls
+  // into the same PSUM sums (a 128-row tile per load is latency-bound).
+  int64_t g = 1;
+  if (cols <= block)
+    while (rows / (kPartitions * 2 * g) >= 4 && 2 * g * cols <= kBankColumns * kBlockBanks) g *= 2;
+  const int64_t grouped = g > 1 ? rows / (kPartitions * g) * kPartitions * g : 0;
+  RowKit::Tile xg;
+  if (grouped > 0) xg = k.tile(dt, g * cols, "x_rows");
+  std::vector<RowTile> tiles = row_tiles(rows - grouped);
+  for (RowTile& t : tiles) t.r0 += grouped;
   int64_t load = 0;
   for (const ColChunk& c : col_chunks(cols, block)) {
-    for (size_t t = 0; t < tiles.size(); ++t, ++load) {
-      const int s = static_cast<int>(load % 2);
-      const int32_t p = tiles[t].parts;
-      k.load(RowKit::at(x, s, p, c.w), hbm_block(x_hbm, dt, cols, tiles[t], c));
+    bool first = true; // the first matmul into the sums overwrites them
+    auto add_rows = [&](const RowKit::Tile& from, int s, int32_t p, int64_t offset) {
       for (const ColChunk& bank : col_chunks(c.w, kBankColumns)) {
         const AccessPattern sums =
             tile_pattern(BufferKind::psum, acc, DType::f32, 0, 1, bank.c0, {{bank.w, 1}});
         k.deps.track(k.b.matmul(sums, RowKit::at(ones, 0, p, 1),
-                                RowKit::at(x, s, p, bank.w, bank.c0), /*accumulate=*/t > 0));
+                                RowKit::at(from, s, p, bank.w, offset + bank.c0),
+                                /*accumulate=*/!first));
       }
+      first = false;
+    };
+    for (int64_t r0 = 0; r0 < grouped; r0 += kPartitions * g, ++load) {
+      const int s = static_cast<int>(load % 2);
+      for (int32_t q = 0; q < kPartitions; q += kPartitions / kLoadParts) {
+        AccessPattern dst = RowKit::at(xg, s, kPartitions / kLoadParts, g * cols);
+        dst.start_partition = q;
+        k.before_write(dst);
+        k.deps.track(k.b.dma_copy(dst, hbm_rows(x_hbm, dt, g * cols, r0 / g + q,
+                                                kPartitions / kLoadParts, 0, g * cols)),
+                     /*partial_write=*/true);
+      }
+      for (int64_t j = 0; j < g; ++j) add_rows(xg, s, kPartitions, j * cols);
+    }
+    for (size_t t = 0; t < tiles.size(); ++t, ++load) {
+      const int s = static_cast<int>(load % 2);
+      const int32_t p = tiles[t].parts;
+      k.load(RowKit::at(x, s, p, c.w), hbm_block(x_hbm, dt, cols, tiles[t], c));
+      add_rows(x, s, p, 0);
     }
     const AccessPattern sums = tile_pattern(BufferKind::psum, acc, DType::f32, 0, 1, 0, {{c.w, 1}});
     const AccessPattern yc = RowKit::at(y, 0, 1, c.w);
