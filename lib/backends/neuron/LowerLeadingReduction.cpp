@@ -69,8 +69,6 @@ LoweredOp leading_extremum(const GraphNode& node, const TensorType& in, int64_t 
 /// a ones matmul, whose K (the rows in a tile) would use a few of 128 rows
 /// and whose [1, w] result leaves PSUM on one partition.
 constexpr int64_t kFewRows = 32;
-/// DMAs per load of few_rows_sum (on as many DMA engines).
-constexpr int32_t kLoadParts = 4;
 
 /// sum/mean over `rows` (<= kFewRows) leading rows of [rows, cols], cols a
 /// multiple of 128: partition p holds columns [p f, p f + f) of every row
@@ -89,15 +87,11 @@ LoweredOp few_rows_sum(const GraphNode& node, const TensorType& in, int64_t rows
   int s = 0;
   for (const ColChunk& c : col_chunks(f, width)) {
     // Row r of the chunk at free offset r w.
-    for (int32_t q = 0; q < kPartitions; q += kPartitions / kLoadParts) {
-      AccessPattern dst = RowKit::at(x, s, kPartitions / kLoadParts, rows * c.w);
-      dst.start_partition = q;
-      dst.dims = {{rows, c.w}, {c.w, 1}};
-      AccessPattern src = hbm_rows(x_hbm, dt, f, q, kPartitions / kLoadParts, c.c0, c.w);
-      src.dims = {{rows, cols}, {c.w, 1}};
-      k.before_write(dst);
-      k.deps.track(k.b.dma_copy(dst, src), /*partial_write=*/true);
-    }
+    AccessPattern dst = RowKit::at(x, s, kPartitions, rows * c.w);
+    dst.dims = {{rows, c.w}, {c.w, 1}};
+    AccessPattern src = hbm_rows(x_hbm, dt, f, 0, kPartitions, c.c0, c.w);
+    src.dims = {{rows, cols}, {c.w, 1}};
+    k.load_split(dst, src);
     auto row = [&](int64_t r) { return RowKit::at(x, s, kPartitions, c.w, r * c.w); };
     const AccessPattern a = RowKit::at(acc, s, kPartitions, c.w);
     if (rows == 1)
@@ -138,7 +132,7 @@ absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const T
   // The stationary ones column: GpSimd iota of the constant 1.
   k.deps.track(k.b.iota(RowKit::at(ones, 0, kPartitions, 1), AffineExpr{1, 0, {0}}));
   // Narrow rows (one column block) in groups: g consecutive rows per
-  // partition, one load (in kLoadParts DMAs) per 128 g rows, g matmuls
+  // partition, one load (split over DMA engines) per 128 g rows, g matmuls
   // into the same PSUM sums (a 128-row tile per load is latency-bound).
   int64_t g = 1;
   if (cols <= block)
@@ -163,14 +157,8 @@ absl::StatusOr<LoweredOp> lower_leading_reduction(const GraphNode& node, const T
     };
     for (int64_t r0 = 0; r0 < grouped; r0 += kPartitions * g, ++load) {
       const int s = static_cast<int>(load % 2);
-      for (int32_t q = 0; q < kPartitions; q += kPartitions / kLoadParts) {
-        AccessPattern dst = RowKit::at(xg, s, kPartitions / kLoadParts, g * cols);
-        dst.start_partition = q;
-        k.before_write(dst);
-        k.deps.track(k.b.dma_copy(dst, hbm_rows(x_hbm, dt, g * cols, r0 / g + q,
-                                                kPartitions / kLoadParts, 0, g * cols)),
-                     /*partial_write=*/true);
-      }
+      k.load_split(RowKit::at(xg, s, kPartitions, g * cols),
+                   hbm_rows(x_hbm, dt, g * cols, r0 / g, kPartitions, 0, g * cols));
       for (int64_t j = 0; j < g; ++j) add_rows(xg, s, kPartitions, j * cols);
     }
     for (size_t t = 0; t < tiles.size(); ++t, ++load) {

@@ -17,8 +17,6 @@ namespace mstep::neuron {
 namespace {
 /// Row groups a grouped reduction keeps at least (loads to overlap).
 constexpr int64_t kMinRowGroups = 4;
-/// DMAs per group load.
-constexpr int32_t kLoadParts = 4;
 } // namespace
 
 absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
@@ -81,7 +79,7 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
   int64_t load = 0; // chunks loaded so far: the input's slot
   int ts = 0;       // the per-tile tiles' slot
   // Short rows (one chunk) in groups: g consecutive rows per partition, so
-  // one load, one reduce per step and one store cover 128 g rows (a row
+  // one load (split over DMA engines), one reduce per step and one store cover 128 g rows (a row
   // tile per 128 rows is latency-bound: a DMA's ~1.3 us fixed cost with two
   // in flight). The same operations per row as below: the same results.
   const int64_t esize = static_cast<int64_t>(element_size(dt));
@@ -101,15 +99,8 @@ absl::StatusOr<LoweredOp> lower_reduction(const GraphNode& node,
     };
     for (int64_t r0 = 0; r0 < grouped; r0 += kPartitions * g, ++load) {
       const int s = static_cast<int>(load % 2);
-      // In kLoadParts DMAs (on as many DMA engines): partitions [q, q + n).
-      for (int32_t q = 0; q < kPartitions; q += kPartitions / kLoadParts) {
-        AccessPattern dst = RowKit::at(xg, s, kPartitions / kLoadParts, g * cols);
-        dst.start_partition = q;
-        AccessPattern src = hbm_rows(x_hbm, dt, g * cols, r0 / g + q,
-                                     static_cast<int32_t>(kPartitions / kLoadParts), 0, g * cols);
-        k.before_write(dst);
-        k.deps.track(k.b.dma_copy(dst, src), /*partial_write=*/true);
-      }
+      k.load_split(RowKit::at(xg, s, kPartitions, g * cols),
+                   hbm_rows(x_hbm, dt, g * cols, r0 / g, kPartitions, 0, g * cols));
       k.reduce(RowKit::at(pg, ts, kPartitions, g), rows_of(xg, s, cols), alu);
       const AccessPattern y = RowKit::at(yg, ts, kPartitions, g);
       if (node.op == OpKind::mean) {

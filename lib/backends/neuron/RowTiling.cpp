@@ -62,6 +62,18 @@ int64_t RowKit::load(const AccessPattern& dst, const AccessPattern& src) {
   return deps.track(b.dma_copy(dst, src));
 }
 
+void RowKit::load_split(const AccessPattern& dst, const AccessPattern& src) {
+  constexpr int32_t kPiece = 32; // partitions per DMA (any start of 32 is aligned)
+  before_write(dst);
+  for (int32_t q = 0; q < dst.partitions; q += kPiece) {
+    AccessPattern to = dst, from = src;
+    to.start_partition = q;
+    to.partitions = from.partitions = std::min(kPiece, dst.partitions - q);
+    from.offset += q * src.partition_stride;
+    deps.track(b.dma_copy(to, from), /*partial_write=*/true);
+  }
+}
+
 int64_t RowKit::indirect(const AccessPattern& dst, const AccessPattern& src,
                          const AccessPattern& index, bool accumulate, int32_t dma_engine) {
   if (dst.kind != BufferKind::hbm) before_write(dst);

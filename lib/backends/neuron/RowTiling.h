@@ -68,6 +68,10 @@ public:
 
   /// HBM -> SBUF (the pending stores stay pending unless one reads `dst`).
   int64_t load(const AccessPattern& dst, const AccessPattern& src);
+  /// load() as one DMA per 32 partitions (on as many DMA engines: a large
+  /// load's transfer is split, its fixed cost paid in parallel); `dst`
+  /// starts at partition 0.
+  void load_split(const AccessPattern& dst, const AccessPattern& src);
   /// dma_indirect (TileInstruction.h): HBM rows picked by `index` to SBUF,
   /// or SBUF rows to (with `accumulate`, added into) HBM rows; on DMA
   /// engine `dma_engine` when >= 0 (the same engine keeps HBM writes in
