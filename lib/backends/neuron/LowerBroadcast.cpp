@@ -548,8 +548,8 @@ absl::StatusOr<LoweredOp> lower_broadcast_program(const GraphNode& node,
       };
       for (int32_t i = 0; i < inputs; ++i) {
         if (plan.loads[i] == Load::full)
-          k.load(RowKit::at(tile[i], s, p, c.w),
-                 in_hbm(i, hbm_block(hbm[i], tile[i].dtype, cols, t, c)));
+          k.load_split(RowKit::at(tile[i], s, p, c.w),
+                       in_hbm(i, hbm_block(hbm[i], tile[i].dtype, cols, t, c)));
         if (plan.loads[i] == Load::row && !resident) load_row(i, s, p, c);
         if (plan.loads[i] == Load::block) // whole periods, or a part of one
           for (int32_t q = 0; q < p; q += static_cast<int32_t>(std::min<int64_t>(period, p))) {
