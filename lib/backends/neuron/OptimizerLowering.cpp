@@ -140,9 +140,10 @@ public:
   /// The chunk's inputs into slot s (emitted a chunk ahead of chunk()).
   void load(const FlatPiece& pc, int s, const Tensors& t, int slots) {
     auto into = [&](const RowKit::Tile& tile) { return RowKit::at(tile, s, pc.parts, pc.w); };
-    k_.load(into(in_[0]), flat_hbm(t.param, dt_, pc));
-    k_.load(into(in_[1]), flat_hbm(t.grad, dt_, pc));
-    for (int j = 0; j < slots; ++j) k_.load(into(in_[2 + j]), flat_hbm(t.state[j], dt_, pc));
+    k_.load_split(into(in_[0]), flat_hbm(t.param, dt_, pc));
+    k_.load_split(into(in_[1]), flat_hbm(t.grad, dt_, pc));
+    for (int j = 0; j < slots; ++j)
+      k_.load_split(into(in_[2 + j]), flat_hbm(t.state[j], dt_, pc));
   }
   /// The formula over the chunk loaded into slot s, the scalars in slot ss.
   void chunk(const FlatPiece& pc, int s, int ss, const Tensors& t, const RowKit::Tile* clamp) {

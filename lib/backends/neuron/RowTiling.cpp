@@ -112,8 +112,8 @@ int64_t RowKit::act(const AccessPattern& dst, const AccessPattern& src, Activati
 AccessPattern RowInput::chunk(const RowTile& t, int64_t c, bool first_pass) {
   if (first_pass || chunks_.size() > 1) {
     slot_ = static_cast<int>(loads_++ % 2);
-    k_.load(RowKit::at(x_, slot_, t.parts, chunks_[c].w),
-            hbm_block(hbm_, x_.dtype, cols_, t, chunks_[c]));
+    k_.load_split(RowKit::at(x_, slot_, t.parts, chunks_[c].w),
+                  hbm_block(hbm_, x_.dtype, cols_, t, chunks_[c]));
   }
   return RowKit::at(x_, slot_, t.parts, chunks_[c].w);
 }
