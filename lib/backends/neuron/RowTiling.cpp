@@ -64,6 +64,14 @@ int64_t RowKit::load(const AccessPattern& dst, const AccessPattern& src) {
 
 void RowKit::load_split(const AccessPattern& dst, const AccessPattern& src) {
   constexpr int32_t kPiece = 32; // partitions per DMA (any start of 32 is aligned)
+  // Below this a split saves less transfer time (3/4 of bytes / 282.5 B/ns
+  // for four pieces) than the Sync engine spends triggering the extra DMAs
+  // (3 x 64 cycles at 1.4 GHz).
+  constexpr int64_t kMinSplitBytes = 64 * 1024;
+  if (dst.elements() * static_cast<int64_t>(element_size(dst.dtype)) < kMinSplitBytes) {
+    load(dst, src);
+    return;
+  }
   before_write(dst);
   for (int32_t q = 0; q < dst.partitions; q += kPiece) {
     AccessPattern to = dst, from = src;

@@ -68,9 +68,9 @@ public:
 
   /// HBM -> SBUF (the pending stores stay pending unless one reads `dst`).
   int64_t load(const AccessPattern& dst, const AccessPattern& src);
-  /// load() as one DMA per 32 partitions (on as many DMA engines: a large
-  /// load's transfer is split, its fixed cost paid in parallel); `dst`
-  /// starts at partition 0.
+  /// load() as one DMA per 32 partitions when it moves 64 KiB or more (on
+  /// as many DMA engines: a large load's transfer is split, its fixed cost
+  /// paid in parallel); `dst` starts at partition 0.
   void load_split(const AccessPattern& dst, const AccessPattern& src);
   /// dma_indirect (TileInstruction.h): HBM rows picked by `index` to SBUF,
   /// or SBUF rows to (with `accumulate`, added into) HBM rows; on DMA
