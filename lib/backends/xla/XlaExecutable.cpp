@@ -15,6 +15,7 @@
 #include "lib/backends/host/HostBuffer.h"
 #include "lib/backends/xla/XlaGemmBf16.h"
 #include "lib/backends/xla/XlaStepFailure.h"
+#include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"
 #include "oneapi/dnnl/dnnl.h"
 
@@ -73,29 +74,17 @@ bool XlaExecutable::last_run_split_nests() const {
 }
 
 absl::StatusOr<std::unique_ptr<XlaExecutable>>
-XlaExecutable::create(XlaProgram program, const std::string& disabled_families) {
+XlaExecutable::create(XlaProgram program, const std::string& disabled_families,
+                      bool log_rebuilds) {
   std::unique_ptr<XlaExecutable> exe(new XlaExecutable(std::move(program)));
   const XlaProgram& p = exe->program_;
   MSTEP_ASSIGN_OR_RETURN(exe->library_,
                          cpu::SharedLibrary::load(p.shared_object, "xla backend: the step's code"));
   MSTEP_ASSIGN_OR_RETURN(void* step, exe->library_->symbol(kXlaStepSymbol));
   exe->step_ = reinterpret_cast<XlaStepFunction>(step);
-  // The callouts: the cpu backend's kernels, minus the fusion JIT (a
-  // fusion here is one the function could not compile) and minus oneDNN's
-  // matmul, which reads transposed operands through permutes the step
-  // function has already materialized.
-  // A callout that runs a ref kernel is a host fallback, as on cpu.
-  const std::string disabled =
-      disabled_families.empty() ? "jit" : absl::StrCat("jit,", disabled_families);
-  for (uint32_t node : p.callouts) {
-    const GraphNode& n = p.graph.nodes[node];
-    MSTEP_ASSIGN_OR_RETURN(cpu::SelectedKernel selected,
-                           cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1,
-                                              disabled, /*skip_onednn=*/n.op == OpKind::matmul));
-    if (selected.fallback)
-      exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
-    exe->callouts_.push_back(std::move(selected.kernel));
-  }
+  exe->disabled_families_ = disabled_families;
+  exe->log_rebuilds_ = log_rebuilds;
+  MSTEP_RETURN_IF_ERROR(exe->build_callouts());
   exe->calls_ = {gemm_f32, serial_nest, run_callout, exe.get(), mstep_xla_gemm_bf16};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
@@ -109,6 +98,31 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
   exe->output_ptrs_.resize(p.layout.output_values.size());
   exe->output_buffers_.resize(p.layout.output_values.size());
   return exe;
+}
+
+absl::Status XlaExecutable::build_callouts() {
+  const XlaProgram& p = program_;
+  // The count the callouts size their thread split and scratch for.
+  built_threads_ = omp_get_max_threads();
+  callouts_.clear();
+  fallbacks_.clear();
+  // The callouts: the cpu backend's kernels, minus the fusion JIT (a
+  // fusion here is one the function could not compile) and minus oneDNN's
+  // matmul, which reads transposed operands through permutes the step
+  // function has already materialized.
+  // A callout that runs a ref kernel is a host fallback, as on cpu.
+  const std::string disabled =
+      disabled_families_.empty() ? "jit" : absl::StrCat("jit,", disabled_families_);
+  for (uint32_t node : p.callouts) {
+    const GraphNode& n = p.graph.nodes[node];
+    MSTEP_ASSIGN_OR_RETURN(cpu::SelectedKernel selected,
+                           cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1,
+                                              disabled, /*skip_onednn=*/n.op == OpKind::matmul));
+    if (selected.fallback)
+      fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
+    callouts_.push_back(std::move(selected.kernel));
+  }
+  return absl::OkStatus();
 }
 
 int32_t XlaExecutable::run_callout(void* context, int64_t k, const void* const* operands,
@@ -137,6 +151,15 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
                                                           const Donation& donation) {
   const TraceGraph& graph = program_.graph;
   const XlaLayout& layout = program_.layout;
+  // One ICV read per run (it also picks the nest splitter below); a changed
+  // count rebuilds the callouts once. The function's loops and sgemm read
+  // the count as they run.
+  const int threads = omp_get_max_threads();
+  if (threads != built_threads_) [[unlikely]] {
+    if (!program_.callouts.empty())
+      internal::record_thread_rebuild("xla", built_threads_, threads, log_rebuilds_);
+    MSTEP_RETURN_IF_ERROR(build_callouts());
+  }
   if (inputs.size() != graph.input_types.size())
     return absl::InvalidArgumentError(absl::StrCat(
         "xla executable expects ", graph.input_types.size(), " inputs, got ", inputs.size()));
@@ -169,8 +192,7 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
   }
   // The thread count and nesting hold for the whole call (every nest and
   // callout returns before the next starts).
-  calls_.parallel_nest =
-      omp_get_max_threads() == 1 || omp_in_parallel() ? serial_nest : parallel_nest;
+  calls_.parallel_nest = threads == 1 || omp_in_parallel() ? serial_nest : parallel_nest;
   const int32_t status = step_(input_ptrs_.data(), output_ptrs_.data(), arena_.get(), &calls_);
   // A loop of the function that found bad data names it (the buffers
   // still hold what the step read).

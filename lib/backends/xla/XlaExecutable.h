@@ -22,10 +22,19 @@ public:
   /// (the cpu backend's kernels, minus the families `disabled_families`
   /// turns off: RuntimeOptions::cpu_disable; a fusion the function does not
   /// compute runs on the ref interpreter) and allocates the arena.
+  /// `log_rebuilds` (MSTEP_LOG_RECOMPILES): say on stderr when a run
+  /// rebuilds the callouts for a new thread count.
   static absl::StatusOr<std::unique_ptr<XlaExecutable>>
-  create(XlaProgram program, const std::string& disabled_families = "");
+  create(XlaProgram program, const std::string& disabled_families = "",
+         bool log_rebuilds = false);
 
   using Executable::run;
+  /// Runs the step. The function's own loops and its f32 gemms read the
+  /// thread count at each run; the callouts (cpu kernels: oneDNN
+  /// primitives, per-thread scratch) are rebuilt first when
+  /// omp_get_max_threads() differs from the count they were built for
+  /// (Metrics::thread_rebuilds). The bf16 gemm keys its primitives by the
+  /// thread count (XlaGemmBf16.c).
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
                                              const Donation& donation) override;
   /// One: the step function.
@@ -46,17 +55,24 @@ public:
   /// OpenMP threads: it ran on more than one thread, outside any parallel
   /// region (decided once per run).
   bool last_run_split_nests() const;
+  /// The OpenMP thread count the callouts were last built for.
+  int built_for_threads() const { return built_threads_; }
 
 private:
   explicit XlaExecutable(XlaProgram program) : program_(std::move(program)) {}
   static int32_t run_callout(void* context, int64_t k, const void* const* operands,
                              void* const* results);
+  /// (Re)builds callouts_ and fallbacks_ for the current thread count.
+  absl::Status build_callouts();
 
   XlaProgram program_;
   std::unique_ptr<cpu::SharedLibrary> library_;
   XlaStepFunction step_ = nullptr;
   std::vector<std::unique_ptr<cpu::CpuKernel>> callouts_;
   std::vector<HostFallbackOp> fallbacks_;
+  std::string disabled_families_;
+  bool log_rebuilds_ = false;
+  int built_threads_ = 0;  // omp_get_max_threads() when the callouts were built
   XlaRuntimeCalls calls_{};
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
   // Per run.

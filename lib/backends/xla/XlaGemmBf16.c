@@ -15,8 +15,16 @@
 #include "oneapi/dnnl/dnnl.h"
 
 /// batch, m, n, k, trans_a, a_stride, trans_b, b_stride, has bias,
-/// activation, has residual.
-enum { kKeyLength = 11 };
+/// activation, has residual, OpenMP thread count: oneDNN may fix a
+/// primitive's thread split when it is created (its own primitive cache
+/// keys on the count), so a new count makes a new primitive, once.
+enum { kKeyLength = 12 };
+
+/// OpenMP's, weak: a stand-alone mstep-aot object links oneDNN alone (-z
+/// defs) and finds libgomp through it at load; 0 where it is absent.
+extern int omp_get_max_threads(void) __attribute__((weak));
+
+static int64_t thread_count(void) { return omp_get_max_threads ? omp_get_max_threads() : 0; }
 
 /// One distinct call: its primitive and the memories it runs over
 /// (pointed at the operands on each call), or none (primitive NULL) where
@@ -165,8 +173,9 @@ void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t
                          int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
                          const uint16_t* residual) {
   if (batch == 0 || m == 0 || n == 0) return;
-  const int64_t key[kKeyLength] = {batch,    m,       n, k, trans_a, a_stride, trans_b,
-                                   b_stride, !!bias, activation, !!residual};
+  const int64_t key[kKeyLength] = {batch,    m,       n,        k,      trans_a,
+                                   a_stride, trans_b, b_stride, !!bias, activation,
+                                   !!residual, thread_count()};
   struct Gemm* g = k == 0 ? NULL : find_gemm(key);
   // An empty sum (oneDNN skips zero-volume primitives) or no primitive.
   if (!g || !g->primitive) {

@@ -1,0 +1,246 @@
+// A compiled cpu or xla step follows the OpenMP thread count it runs under:
+// compiled and run at 1 thread, then run again (module-cache hit, or
+// replay) after omp_set_num_threads(2), its kernels run on 2 threads, with
+// the values of a step compiled at 2 threads.
+//
+// The observable is CPU time: the process's minus the calling thread's is
+// what OpenMP's other threads spent. A oneDNN primitive created for one
+// thread runs entirely on the caller, so before the rebuild that time stays
+// near 0; with two threads the worker computes about half (static split).
+// The control is the same step compiled anew at 2 threads: when even that
+// does not use the worker (a oneDNN that declines the op on this CPU), the
+// test is skipped rather than passed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <time.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <functional>
+#include <vector>
+
+#include "mstep/mstep.h"
+#include "lib/runtime/DiskCache.h"
+#include "mstep/runtime/Tracer.h"
+
+namespace mstep {
+namespace {
+
+constexpr Device kCpu{DeviceType::cpu, 0};
+constexpr Device kXla{DeviceType::xla, 0};
+constexpr Device kRef{DeviceType::ref, 0};
+
+double cpu_seconds(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+/// CPU seconds the calling thread and all other threads spent in `body`.
+struct CpuSplit {
+  double caller = 0, others = 0;
+  double others_share() const { return others / std::max(caller, 1e-9); }
+};
+CpuSplit cpu_split(const std::function<void()>& body) {
+  const double p0 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID), t0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+  body();
+  const double t1 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID), p1 = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  return {t1 - t0, std::max(0.0, (p1 - p0) - (t1 - t0))};
+}
+
+Tensor wave(Device d, Shape s, int seed, DType dtype = DType::f32) {
+  std::vector<float> v(s.numel());
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(std::sin(0.731 * static_cast<double>(i) + 1.37 * seed));
+  return from_vector(v, s, DType::f32, d).to(dtype);
+}
+
+void expect_near(const std::vector<float>& a, const std::vector<float>& b, float rel) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], rel * (1 + std::abs(b[i]))) << "element " << i;
+}
+
+/// The CPU time split of `runs` calls of `step`, after one call (a rebuild
+/// or compile happens there, not in the figure).
+CpuSplit measure(const std::function<void()>& step, int runs = 6) {
+  step();
+  return cpu_split([&] {
+    for (int i = 0; i < runs; ++i) step();
+  });
+}
+
+/// Restores OpenMP's thread count and the module cache; skips where the
+/// process cannot have 2 OpenMP threads.
+class ThreadCountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (omp_get_thread_limit() < 2) GTEST_SKIP() << "OMP_THREAD_LIMIT allows one thread";
+    Tracer::get().cache().clear();
+    mark_step();
+    reset_metrics();
+  }
+  void TearDown() override {
+    omp_set_num_threads(saved_);
+    Tracer::get().cache().clear();
+  }
+  const int saved_ = omp_get_max_threads();
+};
+
+// A step's "other threads" share when it uses two threads is ~1 (more on
+// a busy machine: the caller's wait counts too); a one-thread primitive
+// leaves it near 0 (a worker still spinning from an earlier region: about
+// 0.15 for a 1 ms step, hence steps of 10+ ms). The line between.
+constexpr double kUsesTheWorker = 0.5;
+
+/// One matmul step (a oneDNN primitive on cpu) over fixed inputs: the same
+/// graph at every call, so the module cache hits after the first.
+struct MatmulStep {
+  explicit MatmulStep(Device d, DType dtype = DType::f32, int64_t m = 776)
+      : a(wave(d, {m, 1032}, 1, dtype)), b(wave(d, {1032, 760}, 2, dtype)) {
+    mark_step();
+  }
+  std::vector<float> operator()() const {
+    Tensor y = matmul(a, b);
+    mark_step();
+    return y.to(DType::f32).to_vector<float>();
+  }
+  Tensor a, b;
+};
+
+TEST_F(ThreadCountTest, CachedCpuStepRebuildsItsKernelsForANewCount) {
+  MatmulStep step(kCpu);
+  omp_set_num_threads(1);
+  const std::vector<float> one = step();
+  ASSERT_EQ(metrics().compiles, 1);
+  // The control: compiled anew at 2 threads.
+  omp_set_num_threads(2);
+  Tracer::get().cache().clear();
+  const std::vector<float> fresh_two = step();
+  const CpuSplit fresh = measure(step);
+  if (fresh.others_share() < kUsesTheWorker)
+    GTEST_SKIP() << "oneDNN's matmul here does not split over 2 threads (share "
+                 << fresh.others_share() << ")";
+  // Compiled at 1 thread, then run (a cache hit) at 2.
+  Tracer::get().cache().clear();
+  omp_set_num_threads(1);
+  (void)step();
+  reset_metrics();
+  omp_set_num_threads(2);
+  const std::vector<float> two = step();
+  EXPECT_EQ(metrics().compiles, 0);
+  EXPECT_EQ(metrics().cache_hits, 1);
+  EXPECT_EQ(metrics().thread_rebuilds, 1);
+  const CpuSplit reused = measure(step);
+  EXPECT_GT(reused.others_share(), kUsesTheWorker)
+      << "the cached step ran on one thread after omp_set_num_threads(2): caller "
+      << reused.caller << " s, others " << reused.others << " s (fresh: " << fresh.others_share()
+      << ")";
+  EXPECT_EQ(metrics().thread_rebuilds, 1) << "rebuilt once, not per run";
+  // The same primitives as a step compiled at 2 threads: the same bits;
+  // against 1 thread and ref, f32 rounding of a 1032-term sum.
+  EXPECT_EQ(two, fresh_two);
+  expect_near(two, one, 1e-5f);
+  MatmulStep ref(kRef);
+  expect_near(two, ref(), 1e-5f);
+  // And back to 1: rebuilt again, the worker idle.
+  omp_set_num_threads(1);
+  EXPECT_EQ(step(), one);
+  EXPECT_EQ(metrics().thread_rebuilds, 2);
+  EXPECT_LT(measure(step).others_share(), kUsesTheWorker);
+}
+
+TEST_F(ThreadCountTest, ReplayedGraphFollowsTheNewCount) {
+  MatmulStep step(kCpu);
+  omp_set_num_threads(2);
+  const std::vector<float> lazy_two = step();
+  Tracer::get().cache().clear();
+  omp_set_num_threads(1);
+  Graph g;
+  Tensor y;
+  {
+    CaptureGuard capture(g);
+    y = matmul(step.a, step.b);
+  }
+  const std::vector<float> one = y.to_vector<float>();
+  reset_metrics();
+  omp_set_num_threads(2);
+  g.replay();
+  EXPECT_EQ(metrics().thread_rebuilds, 1);
+  EXPECT_EQ(y.to_vector<float>(), lazy_two);
+  expect_near(y.to_vector<float>(), one, 1e-5f);
+  const CpuSplit replayed = measure([&] { g.replay(); });
+  EXPECT_GT(replayed.others_share(), kUsesTheWorker)
+      << "replays ran on one thread after omp_set_num_threads(2): caller " << replayed.caller
+      << " s, others " << replayed.others << " s";
+  EXPECT_EQ(metrics().thread_rebuilds, 1);
+}
+
+// The disk cache stores nothing that depends on the thread count (the
+// graph, the arena plan, the fusion object): a step stored at 1 thread and
+// loaded at 2 builds its kernels at load, for 2.
+TEST_F(ThreadCountTest, DiskCacheEntryStoredAtOneThreadLoadsForTwo) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "mstep_thread_count_disk_cache").string();
+  std::filesystem::remove_all(dir);
+  RuntimeOptions saved = Tracer::get().options();
+  Tracer::get().mutable_options().disk_cache = dir + ",false,64";
+  Tracer::get().reset_disk_cache();
+  MatmulStep step(kCpu);
+  omp_set_num_threads(1);
+  const std::vector<float> one = step();
+  Tracer::get().disk_cache()->flush();
+  Tracer::get().cache().clear();
+  reset_metrics();
+  omp_set_num_threads(2);
+  const std::vector<float> loaded = step();
+  const Metrics m = metrics();
+  const CpuSplit split = measure(step);
+  Tracer::get().mutable_options() = saved;
+  Tracer::get().reset_disk_cache();
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(m.compiles, 0);
+  EXPECT_EQ(m.disk_hits, 1);
+  EXPECT_EQ(m.thread_rebuilds, 0) << "built at load for the count then";
+  expect_near(loaded, one, 1e-5f);
+  EXPECT_GT(split.others_share(), kUsesTheWorker)
+      << "caller " << split.caller << " s, others " << split.others << " s";
+}
+
+/// A bf16 matmul on xla: the step function's oneDNN matmul
+/// (mstep_xla_gemm_bf16), whose primitives live for the process, one per
+/// shape and thread count. The control has its own shape (m), so that it
+/// does not create the primitive the test then checks.
+TEST_F(ThreadCountTest, XlaBf16MatmulFollowsTheNewCount) {
+  omp_set_num_threads(2);
+  const CpuSplit fresh = measure(MatmulStep(kXla, DType::bf16, 712));
+  if (fresh.others_share() < kUsesTheWorker)
+    GTEST_SKIP() << "oneDNN's bf16 matmul does not split over 2 threads here (share "
+                 << fresh.others_share() << ")";
+  MatmulStep step(kXla, DType::bf16, 744);
+  omp_set_num_threads(1);
+  const std::vector<float> one = step();
+  reset_metrics();
+  omp_set_num_threads(2);
+  const std::vector<float> two = step();
+  EXPECT_EQ(metrics().compiles, 0);
+  const CpuSplit reused = measure(step);
+  EXPECT_GT(reused.others_share(), kUsesTheWorker)
+      << "the cached xla step ran on one thread after omp_set_num_threads(2): caller "
+      << reused.caller << " s, others " << reused.others << " s (fresh " << fresh.others_share()
+      << ")";
+  // bf16 results of f32 sums: a thread split may move a rounding by one
+  // bf16 step (2^-8 relative); ref computes the same products.
+  expect_near(two, one, 1e-2f);
+  MatmulStep ref(kRef, DType::bf16, 744);
+  expect_near(two, ref(), 1e-2f);
+  // And back to 1: the 1-thread primitive again, the worker idle.
+  omp_set_num_threads(1);
+  EXPECT_EQ(step(), one);
+  EXPECT_LT(measure(step).others_share(), kUsesTheWorker);
+}
+
+}  // namespace
+}  // namespace mstep
