@@ -242,5 +242,41 @@ TEST_F(ThreadCountTest, XlaBf16MatmulFollowsTheNewCount) {
   EXPECT_LT(measure(step).others_share(), kUsesTheWorker);
 }
 
+/// The backward of a bf16 attention whose floating mask requires grad:
+/// xla calls out to the cpu backend for its sdpa_grad (which runs the ref
+/// kernel). Inputs made anew at each call, with the same values: the same
+/// graph, a module-cache hit after the first.
+std::vector<std::vector<float>> attention_mask_gradient_step() {
+  Tensor q = wave(kXla, {1, 2, 9, 8}, 1, DType::bf16).requires_grad_();
+  Tensor k = wave(kXla, {1, 2, 11, 8}, 2, DType::bf16).requires_grad_();
+  Tensor v = wave(kXla, {1, 2, 11, 8}, 3, DType::bf16).requires_grad_();
+  Tensor mask = wave(kXla, {1, 2, 9, 11}, 4, DType::bf16).requires_grad_();
+  SdpaOptions o;
+  o.attn_mask = mask;
+  Tensor out = scaled_dot_product_attention(q, k, v, o);
+  sum(to(out, DType::f32)).backward();
+  mark_step();
+  std::vector<std::vector<float>> r;
+  for (const Tensor& t : {out, q.grad(), k.grad(), v.grad(), mask.grad()})
+    r.push_back(to(t, DType::f32).to_vector<float>());
+  return r;
+}
+
+// The xla step's callouts are cpu kernels built once: a new count rebuilds
+// them (no callout left today holds thread-dependent state, so what is
+// observed is the rebuild and unchanged values).
+TEST_F(ThreadCountTest, XlaCalloutsAreRebuiltForANewCount) {
+  omp_set_num_threads(1);
+  const std::vector<std::vector<float>> one = attention_mask_gradient_step();
+  reset_metrics();
+  omp_set_num_threads(2);
+  const std::vector<std::vector<float>> two = attention_mask_gradient_step();
+  EXPECT_EQ(metrics().compiles, 0);
+  EXPECT_EQ(metrics().thread_rebuilds, 1) << "the step has no callout any more?";
+  EXPECT_EQ(two, one);  // the ref kernel: one order whatever the count
+  (void)attention_mask_gradient_step();
+  EXPECT_EQ(metrics().thread_rebuilds, 1) << "rebuilt once, not per run";
+}
+
 }  // namespace
 }  // namespace mstep

@@ -67,6 +67,13 @@ void serial_nest(cpu::FusionEntry nest, const void* const* operands, void* const
   nest(operands, results, 0, outer);
 }
 
+/// The step function's bf16 gemms key their oneDNN primitives by the
+/// thread count (XlaGemmBf16.h), as the callouts are rebuilt for it.
+const bool gemm_keyed_by_threads = [] {
+  mstep_xla_gemm_bf16_key_threads_by(omp_get_max_threads);
+  return true;
+}();
+
 } // namespace
 
 bool XlaExecutable::last_run_split_nests() const {

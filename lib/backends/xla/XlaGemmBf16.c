@@ -15,16 +15,17 @@
 #include "oneapi/dnnl/dnnl.h"
 
 /// batch, m, n, k, trans_a, a_stride, trans_b, b_stride, has bias,
-/// activation, has residual, OpenMP thread count: oneDNN may fix a
-/// primitive's thread split when it is created (its own primitive cache
-/// keys on the count), so a new count makes a new primitive, once.
+/// activation, has residual, thread count: oneDNN may fix a primitive's
+/// thread split when it is created (its own primitive cache keys on the
+/// count), so a new count makes a new primitive, once.
 enum { kKeyLength = 12 };
 
-/// OpenMP's, weak: a stand-alone mstep-aot object links oneDNN alone (-z
-/// defs) and finds libgomp through it at load; 0 where it is absent.
-extern int omp_get_max_threads(void) __attribute__((weak));
+/// Set once, before any step runs (mstep_xla_gemm_bf16_key_threads_by).
+static int (*key_thread_count)(void);
 
-static int64_t thread_count(void) { return omp_get_max_threads ? omp_get_max_threads() : 0; }
+void mstep_xla_gemm_bf16_key_threads_by(int (*thread_count)(void)) {
+  key_thread_count = thread_count;
+}
 
 /// One distinct call: its primitive and the memories it runs over
 /// (pointed at the operands on each call), or none (primitive NULL) where
@@ -175,7 +176,7 @@ void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t
   if (batch == 0 || m == 0 || n == 0) return;
   const int64_t key[kKeyLength] = {batch,    m,       n,        k,      trans_a,
                                    a_stride, trans_b, b_stride, !!bias, activation,
-                                   !!residual, thread_count()};
+                                   !!residual, key_thread_count ? key_thread_count() : 0};
   struct Gemm* g = k == 0 ? NULL : find_gemm(key);
   // An empty sum (oneDNN skips zero-volume primitives) or no primitive.
   if (!g || !g->primitive) {

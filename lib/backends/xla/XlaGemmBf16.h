@@ -42,6 +42,15 @@ mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t tran
                     int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
                     const uint16_t* residual);
 
+/// Makes mstep_xla_gemm_bf16 key its primitives by `thread_count()` too, so
+/// that a new OpenMP thread count gets a primitive created for it (oneDNN
+/// may fix a primitive's thread split at creation). The runtime passes
+/// omp_get_max_threads (XlaExecutable.cpp); a stand-alone mstep-aot object,
+/// which calls nothing outside oneDNN, libc and libm, does not: each of its
+/// primitives keeps the count of its first call.
+__attribute__((visibility("hidden"))) void
+mstep_xla_gemm_bf16_key_threads_by(int (*thread_count)(void));
+
 #ifdef __cplusplus
 }
 #endif
