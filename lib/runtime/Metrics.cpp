@@ -119,14 +119,15 @@ void record_recompile_reason(absl::string_view reason) {
   std::lock_guard<std::mutex> lock(g_samples_mutex);
   ++g_metrics.recompile_reasons[std::string(reason)];
 }
-void record_thread_rebuild(absl::string_view backend, int from, int to, bool log) {
+void record_thread_rebuild(absl::string_view backend, int from, int to, double seconds,
+                           bool log) {
   {
     std::lock_guard<std::mutex> lock(g_samples_mutex);
     ++g_metrics.thread_rebuilds;
   }
   if (log)
-    std::fprintf(stderr, "mstep: rebuilding a %.*s step's kernels: thread count %d -> %d\n",
-                 static_cast<int>(backend.size()), backend.data(), from, to);
+    std::fprintf(stderr, "mstep: %.*s step: kernels rebuilt for thread count %d -> %d (%.1f ms)\n",
+                 static_cast<int>(backend.size()), backend.data(), from, to, seconds * 1e3);
 }
 } // namespace internal
 

@@ -359,7 +359,8 @@ absl::Status CpuExecutable::build() {
 }
 
 absl::Status CpuExecutable::rebuild_for_threads(int threads) {
-  internal::record_thread_rebuild("cpu", built_threads_, threads, options_.log_rebuilds);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int from = built_threads_;
   report_profile();  // the calls it timed go away
   // Everything build() appends to; the rest it assigns.
   kernels_.clear();
@@ -374,7 +375,12 @@ absl::Status CpuExecutable::rebuild_for_threads(int threads) {
   dynamic_operands_.clear();
   dynamic_results_.clear();
   output_buffers_.clear();
-  return build();
+  MSTEP_RETURN_IF_ERROR(build());
+  internal::record_thread_rebuild(
+      "cpu", from, threads,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+      options_.log_rebuilds);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const BufferPtr> inputs,

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -163,9 +164,14 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
   // the count as they run.
   const int threads = omp_get_max_threads();
   if (threads != built_threads_) [[unlikely]] {
-    if (!program_.callouts.empty())
-      internal::record_thread_rebuild("xla", built_threads_, threads, log_rebuilds_);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int from = built_threads_;
     MSTEP_RETURN_IF_ERROR(build_callouts());
+    if (!program_.callouts.empty())
+      internal::record_thread_rebuild(
+          "xla", from, threads,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          log_rebuilds_);
   }
   if (inputs.size() != graph.input_types.size())
     return absl::InvalidArgumentError(absl::StrCat(
