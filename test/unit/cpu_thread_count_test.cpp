@@ -26,6 +26,7 @@
 
 #include "mstep/mstep.h"
 #include "lib/runtime/DiskCache.h"
+#include "mstep/runtime/LoadedGraph.h"
 #include "mstep/runtime/Tracer.h"
 
 namespace mstep {
@@ -123,87 +124,94 @@ struct MatmulStep {
     mark_step();
     return y.to(DType::f32).to_vector<float>();
   }
+  /// The step captured into `g` (at the current thread count): its result.
+  Tensor capture(Graph& g) const {
+    CaptureGuard capturing(g);
+    return matmul(a, b);
+  }
   Tensor a, b;
 };
 
-/// The control: `step` compiled anew at 2 threads, its values and CPU split
-/// (a test skips when it does not use the worker: oneDNN does not split the
-/// op here).
+/// What the tests compare with: `step` compiled and run at 1 thread (its
+/// values, and its CPU time: the work), then `at_two` compiled anew at 2
+/// threads (its values and CPU split). Leaves 1 thread set and the module
+/// cache empty. A test skips when `at_two` does not use the worker: oneDNN
+/// does not split the op here.
 struct Control {
-  explicit Control(const MatmulStep& step) {
+  Control(const MatmulStep& step, const MatmulStep& at_two) {
+    Tracer::get().cache().clear();
+    omp_set_num_threads(1);
+    one = step();
+    single = measure(step);
     omp_set_num_threads(2);
     Tracer::get().cache().clear();
-    values = step();
-    split = measure(step);
+    two = at_two();
+    split = measure(at_two);
+    omp_set_num_threads(1);
+    Tracer::get().cache().clear();
   }
-  std::vector<float> values;
-  CpuSplit split;
+  explicit Control(const MatmulStep& step) : Control(step, step) {}
+  bool splits() const { return uses_the_worker(split, single); }
+  std::string why_not() const {
+    return "oneDNN does not split the matmul over 2 threads here: " + explain(split, single);
+  }
+  std::vector<float> one, two;
+  CpuSplit single, split;
 };
+
+/// `step` compiled and run at 1 thread (the Control's values), then run
+/// again, a module-cache hit, at 2: its values, the metrics counting from
+/// that run.
+std::vector<float> compiled_at_one_run_at_two(const MatmulStep& step, const Control& c) {
+  EXPECT_EQ(step(), c.one);
+  reset_metrics();
+  omp_set_num_threads(2);
+  std::vector<float> two = step();
+  EXPECT_EQ(metrics().compiles, 0);
+  return two;
+}
 
 TEST_F(ThreadCountTest, CachedCpuStepRebuildsItsKernelsForANewCount) {
   MatmulStep step(kCpu);
-  omp_set_num_threads(1);
-  const std::vector<float> one = step();
-  ASSERT_EQ(metrics().compiles, 1);
-  const CpuSplit single = measure(step);
-  const Control fresh(step);
-  if (!uses_the_worker(fresh.split, single))
-    GTEST_SKIP() << "oneDNN does not split the matmul here: " << explain(fresh.split, single);
-  // Compiled at 1 thread, then run (a cache hit) at 2.
-  Tracer::get().cache().clear();
-  omp_set_num_threads(1);
-  (void)step();
-  reset_metrics();
-  omp_set_num_threads(2);
-  const std::vector<float> two = step();
-  EXPECT_EQ(metrics().compiles, 0);
+  const Control c(step);
+  if (!c.splits()) GTEST_SKIP() << c.why_not();
+  const std::vector<float> two = compiled_at_one_run_at_two(step, c);
   EXPECT_EQ(metrics().cache_hits, 1);
   EXPECT_EQ(metrics().thread_rebuilds, 1);
   const CpuSplit reused = measure(step);
-  EXPECT_TRUE(uses_the_worker(reused, single))
-      << "the cached step ran on one thread at 2: " << explain(reused, single)
-      << "; compiled at 2: " << fresh.split.describe();
+  EXPECT_TRUE(uses_the_worker(reused, c.single))
+      << "the cached step ran on one thread at 2: " << explain(reused, c.single)
+      << "; compiled at 2: " << c.split.describe();
   EXPECT_EQ(metrics().thread_rebuilds, 1) << "rebuilt once, not per run";
   // The same primitives as a step compiled at 2 threads: the same bits;
   // against 1 thread and ref, f32 rounding of a 1032-term sum.
-  EXPECT_EQ(two, fresh.values);
-  expect_near(two, one, 1e-5f);
+  EXPECT_EQ(two, c.two);
+  expect_near(two, c.one, 1e-5f);
   MatmulStep ref(kRef);
   expect_near(two, ref(), 1e-5f);
   // And back to 1: rebuilt again, the worker idle.
   omp_set_num_threads(1);
-  EXPECT_EQ(step(), one);
+  EXPECT_EQ(step(), c.one);
   EXPECT_EQ(metrics().thread_rebuilds, 2);
   const CpuSplit back = measure(step);
-  EXPECT_FALSE(uses_the_worker(back, single)) << explain(back, single);
+  EXPECT_FALSE(uses_the_worker(back, c.single)) << explain(back, c.single);
 }
 
 TEST_F(ThreadCountTest, ReplayedGraphFollowsTheNewCount) {
   MatmulStep step(kCpu);
-  omp_set_num_threads(1);
-  (void)step();
-  const CpuSplit single = measure(step);
-  const Control fresh(step);
-  if (!uses_the_worker(fresh.split, single))
-    GTEST_SKIP() << "oneDNN does not split the matmul here: " << explain(fresh.split, single);
-  Tracer::get().cache().clear();
-  omp_set_num_threads(1);
+  const Control c(step);
+  if (!c.splits()) GTEST_SKIP() << c.why_not();
   Graph g;
-  Tensor y;
-  {
-    CaptureGuard capture(g);
-    y = matmul(step.a, step.b);
-  }
-  const std::vector<float> one = y.to_vector<float>();
+  const Tensor y = step.capture(g);
+  EXPECT_EQ(y.to_vector<float>(), c.one);
   reset_metrics();
   omp_set_num_threads(2);
   g.replay();
   EXPECT_EQ(metrics().thread_rebuilds, 1);
-  EXPECT_EQ(y.to_vector<float>(), fresh.values);
-  expect_near(y.to_vector<float>(), one, 1e-5f);
+  EXPECT_EQ(y.to_vector<float>(), c.two);
   const CpuSplit replayed = measure([&] { g.replay(); });
-  EXPECT_TRUE(uses_the_worker(replayed, single))
-      << "replays ran on one thread at 2: " << explain(replayed, single);
+  EXPECT_TRUE(uses_the_worker(replayed, c.single))
+      << "replays ran on one thread at 2: " << explain(replayed, c.single);
   EXPECT_EQ(metrics().thread_rebuilds, 1);
 }
 
@@ -211,16 +219,16 @@ TEST_F(ThreadCountTest, ReplayedGraphFollowsTheNewCount) {
 // graph, the arena plan, the fusion object): a step stored at 1 thread and
 // loaded at 2 builds its kernels at load, for 2.
 TEST_F(ThreadCountTest, DiskCacheEntryStoredAtOneThreadLoadsForTwo) {
+  MatmulStep step(kCpu);
+  const Control c(step);
+  if (!c.splits()) GTEST_SKIP() << c.why_not();
   const std::string dir =
       (std::filesystem::temp_directory_path() / "mstep_thread_count_disk_cache").string();
   std::filesystem::remove_all(dir);
   RuntimeOptions saved = Tracer::get().options();
   Tracer::get().mutable_options().disk_cache = dir + ",false,64";
   Tracer::get().reset_disk_cache();
-  MatmulStep step(kCpu);
-  omp_set_num_threads(1);
-  const std::vector<float> one = step();
-  const CpuSplit single = measure(step);
+  EXPECT_EQ(step(), c.one);  // compiled at 1 thread, and stored
   Tracer::get().disk_cache()->flush();
   Tracer::get().cache().clear();
   reset_metrics();
@@ -234,8 +242,42 @@ TEST_F(ThreadCountTest, DiskCacheEntryStoredAtOneThreadLoadsForTwo) {
   EXPECT_EQ(m.compiles, 0);
   EXPECT_EQ(m.disk_hits, 1);
   EXPECT_EQ(m.thread_rebuilds, 0) << "built at load for the count then";
-  expect_near(loaded, one, 1e-5f);
-  EXPECT_TRUE(uses_the_worker(split, single)) << explain(split, single);
+  EXPECT_EQ(loaded, c.two);
+  EXPECT_TRUE(uses_the_worker(split, c.single)) << explain(split, c.single);
+}
+
+// An exported graph (Graph::save, load_graph: what mstep-run replays) holds
+// nothing thread-dependent either: loaded at 1 thread and replayed at 2,
+// it rebuilds its kernels once; loaded at 2, it builds them for 2.
+TEST_F(ThreadCountTest, ExportedGraphFollowsTheCountItRunsUnder) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / "mstep_thread_count_export.mstep";
+  MatmulStep step(kCpu);
+  const Control c(step);
+  if (!c.splits()) GTEST_SKIP() << c.why_not();
+  Graph g;
+  const Tensor y = step.capture(g);
+  g.save(path.string(), {{"a", step.a}, {"b", step.b}, {"y", y}});
+  std::vector<float> out(c.two.size());
+  auto replay_loaded = [&](LoadedGraph& loaded) {
+    ASSERT_TRUE(loaded.replay().ok());
+    ASSERT_TRUE(loaded.read("y", out.data(), out.size() * sizeof(float)).ok());
+  };
+  for (const int load_at : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << "loaded at " << load_at << " thread(s)");
+    omp_set_num_threads(load_at);
+    auto loaded = load_graph(path.string());
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    replay_loaded(**loaded);
+    reset_metrics();
+    omp_set_num_threads(2);
+    replay_loaded(**loaded);
+    EXPECT_EQ(metrics().thread_rebuilds, load_at == 1 ? 1 : 0);
+    EXPECT_EQ(out, c.two);
+    const CpuSplit split = measure([&] { replay_loaded(**loaded); });
+    EXPECT_TRUE(uses_the_worker(split, c.single)) << explain(split, c.single);
+  }
+  std::filesystem::remove(path);
 }
 
 /// A bf16 matmul on xla: the step function's oneDNN matmul
@@ -244,33 +286,22 @@ TEST_F(ThreadCountTest, DiskCacheEntryStoredAtOneThreadLoadsForTwo) {
 /// does not create the primitive the test then checks.
 TEST_F(ThreadCountTest, XlaBf16MatmulFollowsTheNewCount) {
   MatmulStep step(kXla, DType::bf16, 744);
-  omp_set_num_threads(1);
-  const std::vector<float> one = step();
-  const CpuSplit single = measure(step);
-  const Control fresh(MatmulStep(kXla, DType::bf16, 712));
-  if (!uses_the_worker(fresh.split, single))
-    GTEST_SKIP() << "oneDNN does not split the bf16 matmul here: "
-                 << explain(fresh.split, single);
-  Tracer::get().cache().clear();
-  omp_set_num_threads(1);
-  (void)step();
-  reset_metrics();
-  omp_set_num_threads(2);
-  const std::vector<float> two = step();
-  EXPECT_EQ(metrics().compiles, 0);
+  const Control c(step, MatmulStep(kXla, DType::bf16, 712));
+  if (!c.splits()) GTEST_SKIP() << c.why_not();
+  const std::vector<float> two = compiled_at_one_run_at_two(step, c);
   const CpuSplit reused = measure(step);
-  EXPECT_TRUE(uses_the_worker(reused, single))
-      << "the cached xla step ran on one thread at 2: " << explain(reused, single);
+  EXPECT_TRUE(uses_the_worker(reused, c.single))
+      << "the cached xla step ran on one thread at 2: " << explain(reused, c.single);
   // bf16 results of f32 sums: a thread split may move a rounding by one
   // bf16 step (2^-8 relative); ref computes the same products.
-  expect_near(two, one, 1e-2f);
+  expect_near(two, c.one, 1e-2f);
   MatmulStep ref(kRef, DType::bf16, 744);
   expect_near(two, ref(), 1e-2f);
   // And back to 1: the 1-thread primitive again, the worker idle.
   omp_set_num_threads(1);
-  EXPECT_EQ(step(), one);
+  EXPECT_EQ(step(), c.one);
   const CpuSplit back = measure(step);
-  EXPECT_FALSE(uses_the_worker(back, single)) << explain(back, single);
+  EXPECT_FALSE(uses_the_worker(back, c.single)) << explain(back, c.single);
 }
 
 /// The backward of a bf16 attention whose floating mask requires grad:
