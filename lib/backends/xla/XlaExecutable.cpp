@@ -1,6 +1,7 @@
 // XlaExecutable (XlaExecutable.h) and the runtime entry points the step
-// function calls (XlaRuntimeCalls): oneDNN's sgemm, the OpenMP split of a
-// fusion nest, and the callouts.
+// function calls (XlaRuntimeCalls): oneDNN's sgemm (the convolutions'), the
+// matmul primitives (XlaGemmBf16.h), the OpenMP split of a fusion nest, and
+// the callouts.
 #include "lib/backends/xla/XlaExecutable.h"
 
 #include <omp.h>
@@ -68,13 +69,6 @@ void serial_nest(cpu::FusionEntry nest, const void* const* operands, void* const
   nest(operands, results, 0, outer);
 }
 
-/// The step function's bf16 gemms key their oneDNN primitives by the
-/// thread count (XlaGemmBf16.h), as the callouts are rebuilt for it.
-const bool gemm_keyed_by_threads = [] {
-  mstep_xla_gemm_bf16_key_threads_by(omp_get_max_threads);
-  return true;
-}();
-
 } // namespace
 
 bool XlaExecutable::last_run_split_nests() const {
@@ -92,8 +86,12 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families,
   exe->step_ = reinterpret_cast<XlaStepFunction>(step);
   exe->disabled_families_ = disabled_families;
   exe->log_rebuilds_ = log_rebuilds;
-  MSTEP_RETURN_IF_ERROR(exe->build_callouts());
-  exe->calls_ = {gemm_f32, serial_nest, run_callout, exe.get(), mstep_xla_gemm_bf16};
+  // The gemm library makes a primitive per thread count (oneDNN's keep the
+  // count they were made under).
+  mstep_xla_gemm_set_thread_count(omp_get_max_threads);
+  MSTEP_RETURN_IF_ERROR(exe->build_for_thread_count());
+  exe->calls_ = {gemm_f32,  serial_nest,         run_callout,
+                 exe.get(), mstep_xla_gemm_bf16, mstep_xla_gemm_f32};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
   exe->arena_ = {
@@ -108,9 +106,10 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families,
   return exe;
 }
 
-absl::Status XlaExecutable::build_callouts() {
+absl::Status XlaExecutable::build_for_thread_count() {
   const XlaProgram& p = program_;
-  // The count the callouts size their thread split and scratch for.
+  // The count the callouts and gemm primitives size their thread split
+  // and scratch for.
   built_threads_ = omp_get_max_threads();
   callouts_.clear();
   fallbacks_.clear();
@@ -129,6 +128,13 @@ absl::Status XlaExecutable::build_callouts() {
     if (selected.fallback)
       fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
     callouts_.push_back(std::move(selected.kernel));
+  }
+  // The gemms' primitives, made now rather than in the first run.
+  if (absl::StatusOr<void*> table = library_->symbol(kXlaGemmCallsSymbol); table.ok()) {
+    const auto* calls = static_cast<const int64_t*>(*table);
+    for (int64_t i = 0; i < calls[0]; ++i)
+      mstep_xla_gemm_prepare(calls + 1 + i * MSTEP_GEMM_CALL_LENGTH);
+    prepared_gemms_ = static_cast<size_t>(calls[0]);
   }
   return absl::OkStatus();
 }
@@ -166,8 +172,8 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
   if (threads != built_threads_) [[unlikely]] {
     const auto t0 = std::chrono::steady_clock::now();
     const int from = built_threads_;
-    MSTEP_RETURN_IF_ERROR(build_callouts());
-    if (!program_.callouts.empty())
+    MSTEP_RETURN_IF_ERROR(build_for_thread_count());
+    if (!program_.callouts.empty() || prepared_gemms_ > 0)
       internal::record_thread_rebuild(
           "xla", from, threads,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
