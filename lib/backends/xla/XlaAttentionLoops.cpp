@@ -116,6 +116,36 @@ llvm::Value* AttentionEmitter::dropout_factor(llvm::Value* flat) {
   return b_.CreateSelect(kept(flat), lb_.f32(keep_scale), lb_.f32(0.0f));
 }
 
+llvm::Value* AttentionEmitter::dropout_factors(llvm::Value* flat, llvm::Value* nc) {
+  if (keep_mask_) {
+    const float keep_scale = P_.p < 1 ? static_cast<float>(1.0 / (1.0 - P_.p)) : 0.0f;
+    auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), kBc);
+    llvm::Value* keep =
+        b_.CreateMaskedLoad(bytes, b_.CreateInBoundsGEP(b_.getInt8Ty(), keep_mask_, flat),
+                            llvm::Align(1), lanes_below(nc), llvm::Constant::getNullValue(bytes));
+    llvm::Value* row = llvm::Constant::getNullValue(tile_row());
+    return b_.CreateSelect(b_.CreateICmpNE(keep, llvm::Constant::getNullValue(bytes)),
+                           splat(row, lb_.f32(keep_scale)), row);
+  }
+  lb_.loop(
+      kBc, [&](llvm::Value* c) { lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t_, c); },
+      /*parallel=*/true);
+  return load(DType::f32, f_t_, lb_.i64(0), kBc);
+}
+
+llvm::Value* AttentionEmitter::apply_mask_lanes(llvm::Value* i, llvm::Value* j0, llvm::Value* nc,
+                                                llvm::Value* s) {
+  llvm::Value* at = b_.CreateAdd(mask_b_, b_.CreateAdd(mul(i, P_.mask_row_stride), j0));
+  if (!P_.bool_mask) return b_.CreateFAdd(s, load_lanes(P_.dtype, mask_, at, nc));
+  // Lanes past nc read as false: their scores are -inf already.
+  auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), kBc);
+  llvm::Value* keep =
+      b_.CreateMaskedLoad(bytes, b_.CreateInBoundsGEP(b_.getInt8Ty(), mask_, at), llvm::Align(1),
+                          lanes_below(nc), llvm::Constant::getNullValue(bytes));
+  return b_.CreateSelect(b_.CreateICmpEQ(keep, llvm::Constant::getNullValue(bytes)),
+                         splat(s, neg_inf()), s);
+}
+
 void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
                                    const TileDone& tile_done) {
   const int64_t E = P_.E, Ev = P_.Ev;
@@ -163,21 +193,13 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
           llvm::Value* alpha = exp(b_.CreateFSub(m_old, m_used));
           llvm::Value* p = exp(b_.CreateFSub(s, splat(s, m_used)));
           llvm::Value* at = lb_.i64(static_cast<int64_t>(k) * kBc);
-          store(DType::f32, p, p_, at);
           lb_.store(m_new, m_, r);
           lb_.store(fma(lb_.load(f32_, l_, r), alpha, reduce_add(p)), l_, r);
-          if (P_.dropout) {
-            llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
-            lb_.loop(
-                lb_.i64(0), nc,
-                [&](llvm::Value* c) {
-                  llvm::Value* pc = b_.CreateAdd(at, c);
-                  lb_.store(b_.CreateFMul(lb_.load(f32_, p_, pc),
-                                          dropout_factor(b_.CreateAdd(flat, c))),
-                            p_, pc);
-                },
-                /*parallel=*/true);
-          }
+          // Past nc p is 0 whatever the factor.
+          if (P_.dropout)
+            p = b_.CreateFMul(
+                p, dropout_factors(b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0), nc));
+          store(DType::f32, p, p_, at);
           p_at.push_back(at);
           alphas.push_back(alpha);
         }
@@ -210,6 +232,10 @@ void AttentionEmitter::emit_forward() {
   s_ = tile(kBc);
   p_ = tile(kRowGroup * kBc);
   kt_ = transposed_key_tiles();
+  if (P_.dropout) f_t_ = tile(kBc);
+  // The returned keep mask is written first for the whole batch-head, then
+  // read back instead of drawing again (as the cpu kernel does).
+  if (P_.dropout && P_.dropout_mask >= 0) keep_mask_ = lb_.result(P_.dropout_mask);
   llvm::Value* out = lb_.result(0);
   llvm::Value* probs = P_.probs >= 0 ? lb_.result(P_.probs) : nullptr;
   llvm::Value* saved = P_.saved_probs_out >= 0 ? lb_.result(P_.saved_probs_out) : nullptr;
@@ -249,7 +275,7 @@ void AttentionEmitter::emit_backward() {
   kt_ = transposed_key_tiles();
   vt_ = tile(Ev * kBc);
   llvm::Value* ds_t = tile(kRowGroup * kBc);
-  llvm::Value* f_t = P_.dropout ? tile(kBc) : nullptr;
+  if (P_.dropout) f_t_ = tile(kBc);
   llvm::Value* lse = tile(P_.L);
   llvm::Value* d = tile(P_.L);
   llvm::Value* dk_t = tile(E * kBc);  // dk^T of the key tile, unscaled
@@ -340,12 +366,7 @@ void AttentionEmitter::emit_backward() {
         for (size_t k = 0; k < is.size(); ++k) {
           llvm::Value *p = ps[k], *dp = dps[k], *pf = p;
           if (P_.dropout) {
-            llvm::Value* flat = b_.CreateAdd(mul(rows[k], P_.S), j0);
-            lb_.loop(
-                kBc,
-                [&](llvm::Value* c) { lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t, c); },
-                /*parallel=*/true);
-            llvm::Value* f = load(DType::f32, f_t, lb_.i64(0), kBc);
+            llvm::Value* f = dropout_factors(b_.CreateAdd(mul(rows[k], P_.S), j0), nc);
             dp = b_.CreateFMul(dp, f);
             pf = b_.CreateFMul(p, f);
           }

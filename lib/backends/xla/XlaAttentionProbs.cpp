@@ -42,80 +42,100 @@ void AttentionEmitter::write_probabilities(llvm::Value* b, llvm::Value* first, l
     llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
     llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
     llvm::Value* keys_t = key_tile(kt, b_.CreateAdd(mul(b, P_.S), j0), nc);
-    lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
-      llvm::Value* i = b_.CreateAdd(first, r);
-      // The first pass's scores, normalized with the row's final m and l
-      // (a row with every key excluded keeps m = -inf and l = 0: zeros).
-      llvm::Value* s = mask_tile(i, j0, nc, row_times_tile(qs_, mul(r, E), keys_t, E));
-      llvm::Value* m = lb_.load(f32_, m_, r);
-      llvm::Value* l = lb_.load(f32_, l_, r);
-      llvm::Value* m_used = b_.CreateSelect(b_.CreateFCmpOEQ(m, neg_inf()), lb_.f32(0.0f), m);
-      llvm::Value* inv_l = b_.CreateSelect(b_.CreateFCmpOGT(l, lb_.f32(0.0f)),
-                                           b_.CreateFDiv(lb_.f32(1.0f), l), lb_.f32(0.0f));
-      llvm::Value* p = b_.CreateFMul(exp(b_.CreateFSub(s, splat(s, m_used))), splat(s, inv_l));
-      store(DType::f32, p, s_, lb_.i64(0));
-      llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
-      lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-        llvm::Value* at = b_.CreateAdd(flat, c);
-        llvm::Value* pc = lb_.load(f32_, s_, c);
-        if (saved) store(P_.dtype, pc, saved, at);
-        if (!probs) return;
-        if (P_.dropout) pc = b_.CreateFMul(pc, dropout_factor(at));
-        store(P_.dtype, pc, probs, at);
-      });
+    row_groups(lb_.i64(0), nr, [&](const Rows& rs) {
+      Rows q_at;
+      for (llvm::Value* r : rs) q_at.push_back(mul(r, E));
+      // The first pass's scores (the same sums), normalized with the row's
+      // final m and l (a row with every key excluded keeps m = -inf and
+      // l = 0: zeros).
+      Rows products = rows_times_tile(qs_, q_at, keys_t, E);
+      for (size_t k = 0; k < rs.size(); ++k) {
+        llvm::Value* r = rs[k];
+        llvm::Value* i = b_.CreateAdd(first, r);
+        llvm::Value* s = mask_tile(i, j0, nc, products[k]);
+        llvm::Value* m = lb_.load(f32_, m_, r);
+        llvm::Value* l = lb_.load(f32_, l_, r);
+        llvm::Value* m_used = b_.CreateSelect(b_.CreateFCmpOEQ(m, neg_inf()), lb_.f32(0.0f), m);
+        llvm::Value* inv_l = b_.CreateSelect(b_.CreateFCmpOGT(l, lb_.f32(0.0f)),
+                                             b_.CreateFDiv(lb_.f32(1.0f), l), lb_.f32(0.0f));
+        llvm::Value* p = b_.CreateFMul(exp(b_.CreateFSub(s, splat(s, m_used))), splat(s, inv_l));
+        llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
+        if (saved) store_lanes(P_.dtype, p, saved, flat, nc);
+        if (!probs) continue;
+        if (P_.dropout) p = b_.CreateFMul(p, dropout_factors(flat, nc));
+        store_lanes(P_.dtype, p, probs, flat, nc);
+      }
     });
   });
 }
 
 void AttentionEmitter::saved_row_statistics(llvm::Value* b, llvm::Value* g, llvm::Value* d) {
   const int64_t Ev = P_.Ev;
-  lb_.loop(row_lo_, row_hi_, [&](llvm::Value* i) {
-    llvm::Value* row = b_.CreateAdd(mul(b, P_.L), i);
+  row_groups(row_lo_, row_hi_, [&](const Rows& is) {
     // Keys past row i are above the causal diagonal (their P is 0; not
-    // reading them keeps a padded value out, as the ref kernel skips them).
-    llvm::Value* key_end = P_.causal ? smin(key_hi_, add(i, 1)) : key_hi_;
-    llvm::Value* keys = smax(b_.CreateSub(key_end, key_lo_), lb_.i64(0));
-    chunks(Ev, [&](int64_t off, unsigned w) {
-      store(DType::f32, llvm::Constant::getNullValue(vec(w)), acc_, lb_.i64(off));
-    });
-    // acc = sum_j P_ij f_ij v_j, a key tile at a time.
+    // reading them keeps a padded value out, as the ref kernel skips
+    // them): the group goes to its last row's keys, each row's P is 0
+    // past its own.
+    auto key_end = [&](llvm::Value* i) { return P_.causal ? smin(key_hi_, add(i, 1)) : key_hi_; };
+    llvm::Value* group_end = key_end(is.back());
+    llvm::Value* keys = smax(b_.CreateSub(group_end, key_lo_), lb_.i64(0));
+    Rows rows, p_at;
+    for (size_t k = 0; k < is.size(); ++k) {
+      rows.push_back(b_.CreateAdd(mul(b, P_.L), is[k]));
+      p_at.push_back(lb_.i64(static_cast<int64_t>(k) * kBc));
+      chunks(Ev, [&](int64_t off, unsigned w) {
+        store(DType::f32, llvm::Constant::getNullValue(vec(w)), acc_,
+              lb_.i64(static_cast<int64_t>(k) * Ev + off));
+      });
+    }
+    // acc_k = sum_j P_kj f_kj v_j, a key tile at a time (each V vector
+    // loaded once for the group).
     lb_.loop(lb_.i64(0), b_.CreateSDiv(add(keys, kBc - 1), lb_.i64(kBc)), [&](llvm::Value* kt) {
       llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
-      llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
-      llvm::Value* flat = b_.CreateAdd(mul(row, P_.S), j0);
-      lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-        llvm::Value* p = load(P_.dtype, saved_in_, b_.CreateAdd(flat, c));
-        if (P_.dropout) p = b_.CreateFMul(p, dropout_factor(b_.CreateAdd(flat, c)));
-        lb_.store(p, s_, c);
-      });
-      std::vector<llvm::Value*> pv =
-          weighted_rows(s_, P_.dtype, v_, b_.CreateAdd(mul(b, P_.S), j0), nc, Ev);
-      size_t n = 0;
-      chunks(Ev, [&](int64_t off, unsigned w) {
-        llvm::Value* at = lb_.i64(off);
-        store(DType::f32, b_.CreateFAdd(load(DType::f32, acc_, at, w), pv[n++]), acc_, at);
-      });
+      llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(group_end, j0));
+      for (size_t k = 0; k < is.size(); ++k) {
+        llvm::Value* flat = b_.CreateAdd(mul(rows[k], P_.S), j0);
+        llvm::Value* row_nc = smin(nc, b_.CreateSub(key_end(is[k]), j0));
+        llvm::Value* p = load_lanes(P_.dtype, saved_in_, flat, row_nc);
+        if (P_.dropout) p = b_.CreateFMul(p, dropout_factors(flat, row_nc));
+        store(DType::f32, p, p_, p_at[k]);
+      }
+      std::vector<Rows> pv = weighted_rows(p_, p_at, P_.dtype, v_, b_.CreateAdd(mul(b, P_.S), j0),
+                                           nc, Ev);
+      for (size_t k = 0; k < is.size(); ++k) {
+        size_t n = 0;
+        chunks(Ev, [&](int64_t off, unsigned w) {
+          llvm::Value* at = lb_.i64(static_cast<int64_t>(k) * Ev + off);
+          store(DType::f32, b_.CreateFAdd(load(DType::f32, acc_, at, w), pv[k][n++]), acc_, at);
+        });
+      }
     });
-    lb_.store(dot(P_.dtype, g, mul(row, Ev), DType::f32, acc_, lb_.i64(0), Ev), d, i);
+    for (size_t k = 0; k < is.size(); ++k)
+      lb_.store(dot(P_.dtype, g, mul(rows[k], Ev), DType::f32, acc_,
+                    lb_.i64(static_cast<int64_t>(k) * Ev), Ev),
+                d, is[k]);
   });
 }
 
 llvm::Value* AttentionEmitter::saved_tile(llvm::Value* row, llvm::Value* j0, llvm::Value* nc) {
-  llvm::Value* flat = b_.CreateAdd(mul(row, P_.S), j0);
-  store(DType::f32, llvm::Constant::getNullValue(tile_row()), s_, lb_.i64(0));
-  lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
-    lb_.store(load(P_.dtype, saved_in_, b_.CreateAdd(flat, c)), s_, c);
-  });
-  return load(DType::f32, s_, lb_.i64(0), kBc);
+  return load_lanes(P_.dtype, saved_in_, b_.CreateAdd(mul(row, P_.S), j0), nc);
 }
 
 void AttentionEmitter::add_mask_gradient(llvm::Value* i, llvm::Value* j0, llvm::Value* nc,
                                          llvm::Value* ds_t) {
   llvm::Value* row = b_.CreateAdd(mask_b_, mul(i, P_.mask_row_stride));
+  if (P_.mask_col_stride == 1) return add_mask_gradient_lanes(b_.CreateAdd(row, j0), nc, ds_t);
   lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
     llvm::Value* at = b_.CreateAdd(row, mul(b_.CreateAdd(j0, c), P_.mask_col_stride));
     lb_.store(b_.CreateFAdd(lb_.load(f32_, dmask_, at), lb_.load(f32_, ds_t, c)), dmask_, at);
   });
+}
+
+void AttentionEmitter::add_mask_gradient_lanes(llvm::Value* at, llvm::Value* nc,
+                                               llvm::Value* ds_t) {
+  llvm::Value* ds = load(DType::f32, ds_t, lb_.i64(0), kBc);
+  store_lanes(DType::f32, b_.CreateFAdd(load_lanes(DType::f32, dmask_, at, nc), ds), dmask_, at,
+              nc);
 }
 
 llvm::Function* emit_zero_mask_gradient(llvm::Module& module, const std::string& name,
