@@ -22,8 +22,10 @@
 //   mask excludes the key, and past the tile's last key),
 //   m' = max(m, max s), p = e^(s - m') (the cpu kernels' f32 exp),
 //   l = l e^(m - m') + sum p, p *= the dropout factor (Philox, the ref
-//   kernel's draws bit for bit), acc = acc e^(m - m') + p v (the group's
-//   rows against each V vector; a lone row sums in four interleaved ways).
+//   kernel's draws bit for bit, drawn by a loop the vectorizer widens, or
+//   read from the keep mask the node returns), acc = acc e^(m - m') + p v
+//   (the group's rows against each V vector; a lone row sums in four
+//   interleaved ways). A mask contiguous in the keys is read as kBc lanes.
 // out = acc / l (0 where l = 0: a row with every key excluded, and the
 // rows outside valid_seq_len).
 //

@@ -3,19 +3,25 @@
 // (lib/backends/cpu/FlashAttention.cpp, FlashAttentionGrad.cpp; the ref
 // kernels are the oracle):
 // - a returned dropout mask: the keep bit of every [L, S] position (the
-//   ref kernel's Philox draw, also where a key is excluded);
+//   ref kernel's Philox draw, also where a key is excluded), written first
+//   for the batch-head; the passes then read it back instead of drawing
+//   again (dropout_factors), as the cpu kernel does;
 // - returned probabilities (after dropout) and saved ones (before it, for
 //   a backward with recompute = 0): a second pass over each finished Q
 //   tile recomputes the scores with the rows' final max m and sum l and
 //   writes e^(s - m) / l; positions it does not visit (excluded rows,
 //   padded keys, key tiles above the causal diagonal) are zeroed first.
 //   `out` is the first pass's, bit for bit the out of the same node
-//   without these results;
+//   without these results. The rows go in groups of kRowGroup against
+//   each transposed K tile (the first pass's products, the same sums),
+//   and each row's kBc probabilities are stored as masked lanes;
 // - the backward from saved probabilities: its rows pass needs only
-//   D_i = g_i . sum_j P_ij f_ij v_j, and its keys pass reads P instead of
-//   recomputing it;
+//   D_i = g_i . sum_j P_ij f_ij v_j (row groups share each V vector; a
+//   causal group reads up to its last row's keys, each row's P being 0
+//   past its own), and its keys pass reads P instead of recomputing it;
 // - a float mask's gradient: dmask at (b, i, j)'s broadcast position +=
-//   dS_ij, in f32, zeroed before the rows (emit_zero_mask_gradient).
+//   dS_ij, in f32, zeroed before the rows (emit_zero_mask_gradient); a
+//   row's kBc lanes at once where the mask is contiguous in the keys.
 #include "lib/backends/xla/XlaAttentionEmitter.h"
 
 namespace mstep::xla::attention {
