@@ -415,6 +415,14 @@ private:
   using RowDone =
       std::function<void(llvm::Value* i, llvm::Value* acc_index, llvm::Value* m, llvm::Value* l)>;
   using TileDone = std::function<void(llvm::Value* first, llvm::Value* nr, llvm::Value* key_end)>;
+  /// Per K tile of keys [key_lo_, key_end) of batch-head b (j0 + c, c <
+  /// nc, flat key row key_row0) and per row group rs of the Q tile's rows
+  /// first + r, r < nr (scaled in qs_): body with the rows' masked scores
+  /// (mask_tile of q_r k^T, the group against the transposed tile).
+  using ScoresBody = std::function<void(llvm::Value* j0, llvm::Value* nc, llvm::Value* key_row0,
+                                        const Rows& rs, const Rows& scores)>;
+  void score_groups(llvm::Value* b, llvm::Value* first, llvm::Value* nr, llvm::Value* key_end,
+                    const ScoresBody& body);
   void attend_rows(llvm::Value* b, const RowDone& finish, const TileDone& tile_done = nullptr);
 
   // --- Nodes with [L, S] results or operands (XlaAttentionProbs.cpp) ----

@@ -148,6 +148,25 @@ llvm::Value* AttentionEmitter::apply_mask_lanes(llvm::Value* i, llvm::Value* j0,
                          splat(s, neg_inf()), s);
 }
 
+void AttentionEmitter::score_groups(llvm::Value* b, llvm::Value* first, llvm::Value* nr,
+                                    llvm::Value* key_end, const ScoresBody& body) {
+  llvm::Value* keys = smax(b_.CreateSub(key_end, key_lo_), lb_.i64(0));
+  lb_.loop(lb_.i64(0), b_.CreateSDiv(add(keys, kBc - 1), lb_.i64(kBc)), [&](llvm::Value* kt) {
+    llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
+    llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
+    llvm::Value* key_row0 = b_.CreateAdd(mul(b, P_.S), j0);
+    llvm::Value* keys_t = key_tile(kt, key_row0, nc);
+    row_groups(lb_.i64(0), nr, [&](const Rows& rs) {
+      Rows q_at, scores;
+      for (llvm::Value* r : rs) q_at.push_back(mul(r, P_.E));
+      Rows products = rows_times_tile(qs_, q_at, keys_t, P_.E);
+      for (size_t k = 0; k < rs.size(); ++k)
+        scores.push_back(mask_tile(b_.CreateAdd(first, rs[k]), j0, nc, products[k]));
+      body(j0, nc, key_row0, rs, scores);
+    });
+  });
+}
+
 void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
                                    const TileDone& tile_done) {
   const int64_t E = P_.E, Ev = P_.Ev;
@@ -160,7 +179,6 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
     llvm::Value* last = b_.CreateAdd(first, nr);
     // Key tiles past the Q tile's last row are wholly above the diagonal.
     llvm::Value* key_end = P_.causal ? smin(key_hi_, last) : key_hi_;
-    llvm::Value* keys = smax(b_.CreateSub(key_end, key_lo_), lb_.i64(0));
     // The tile's rows: scale * q, and empty statistics.
     lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
       llvm::Value* row = b_.CreateAdd(mul(b, P_.L), b_.CreateAdd(first, r));
@@ -172,21 +190,15 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
         store(DType::f32, llvm::Constant::getNullValue(vec(w)), acc_, add(mul(r, Ev), off));
       });
     });
-    llvm::Value* key_tiles = b_.CreateSDiv(add(keys, kBc - 1), lb_.i64(kBc));
-    lb_.loop(lb_.i64(0), key_tiles, [&](llvm::Value* kt) {
-      llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
-      llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
-      llvm::Value* key_row0 = b_.CreateAdd(mul(b, P_.S), j0);
-      llvm::Value* keys_t = key_tile(kt, key_row0, nc);
-      row_groups(lb_.i64(0), nr, [&](const Rows& rs) {
-        Rows q_at, p_at, alphas;
-        for (llvm::Value* r : rs) q_at.push_back(mul(r, E));
-        Rows products = rows_times_tile(qs_, q_at, keys_t, E);
+    score_groups(b, first, nr, key_end,
+                 [&](llvm::Value* j0, llvm::Value* nc, llvm::Value* key_row0, const Rows& rs,
+                     const Rows& scores) {
+        Rows p_at, alphas;
         for (size_t k = 0; k < rs.size(); ++k) {
           llvm::Value* r = rs[k];
           llvm::Value* i = b_.CreateAdd(first, r);
           // The online softmax on the kBc lanes of the tile.
-          llvm::Value* s = mask_tile(i, j0, nc, products[k]);
+          llvm::Value* s = scores[k];
           llvm::Value* m_old = lb_.load(f32_, m_, r);
           llvm::Value* m_new = b_.CreateMaxNum(m_old, b_.CreateFPMaxReduce(s));
           // A row with no key yet keeps m = -inf; subtracting 0 keeps p = 0.
@@ -216,7 +228,6 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
           });
         }
       });
-    });
     lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
       finish(b_.CreateAdd(first, r), mul(r, Ev), lb_.load(f32_, m_, r), lb_.load(f32_, l_, r));
     });

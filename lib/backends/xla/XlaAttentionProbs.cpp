@@ -41,37 +41,27 @@ void AttentionEmitter::write_keep_mask(llvm::Value* b, llvm::Value* keep_mask) {
 void AttentionEmitter::write_probabilities(llvm::Value* b, llvm::Value* first, llvm::Value* nr,
                                            llvm::Value* key_end, llvm::Value* saved,
                                            llvm::Value* probs) {
-  const int64_t E = P_.E;
-  llvm::Value* keys = smax(b_.CreateSub(key_end, key_lo_), lb_.i64(0));
-  llvm::Value* key_tiles = b_.CreateSDiv(add(keys, kBc - 1), lb_.i64(kBc));
-  lb_.loop(lb_.i64(0), key_tiles, [&](llvm::Value* kt) {
-    llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
-    llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
-    llvm::Value* keys_t = key_tile(kt, b_.CreateAdd(mul(b, P_.S), j0), nc);
-    row_groups(lb_.i64(0), nr, [&](const Rows& rs) {
-      Rows q_at;
-      for (llvm::Value* r : rs) q_at.push_back(mul(r, E));
-      // The first pass's scores (the same sums), normalized with the row's
-      // final m and l (a row with every key excluded keeps m = -inf and
-      // l = 0: zeros).
-      Rows products = rows_times_tile(qs_, q_at, keys_t, E);
-      for (size_t k = 0; k < rs.size(); ++k) {
-        llvm::Value* r = rs[k];
-        llvm::Value* i = b_.CreateAdd(first, r);
-        llvm::Value* s = mask_tile(i, j0, nc, products[k]);
-        llvm::Value* m = lb_.load(f32_, m_, r);
-        llvm::Value* l = lb_.load(f32_, l_, r);
-        llvm::Value* m_used = b_.CreateSelect(b_.CreateFCmpOEQ(m, neg_inf()), lb_.f32(0.0f), m);
-        llvm::Value* inv_l = b_.CreateSelect(b_.CreateFCmpOGT(l, lb_.f32(0.0f)),
-                                             b_.CreateFDiv(lb_.f32(1.0f), l), lb_.f32(0.0f));
-        llvm::Value* p = b_.CreateFMul(exp(b_.CreateFSub(s, splat(s, m_used))), splat(s, inv_l));
-        llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
-        if (saved) store_lanes(P_.dtype, p, saved, flat, nc);
-        if (!probs) continue;
-        if (P_.dropout) p = b_.CreateFMul(p, dropout_factors(flat, nc));
-        store_lanes(P_.dtype, p, probs, flat, nc);
-      }
-    });
+  // The first pass's scores (the same sums), normalized with the rows'
+  // final m and l (a row with every key excluded keeps m = -inf and l = 0:
+  // zeros).
+  score_groups(b, first, nr, key_end,
+               [&](llvm::Value* j0, llvm::Value* nc, llvm::Value*, const Rows& rs,
+                   const Rows& scores) {
+    for (size_t k = 0; k < rs.size(); ++k) {
+      llvm::Value* s = scores[k];
+      llvm::Value* m = lb_.load(f32_, m_, rs[k]);
+      llvm::Value* l = lb_.load(f32_, l_, rs[k]);
+      llvm::Value* m_used = b_.CreateSelect(b_.CreateFCmpOEQ(m, neg_inf()), lb_.f32(0.0f), m);
+      llvm::Value* inv_l = b_.CreateSelect(b_.CreateFCmpOGT(l, lb_.f32(0.0f)),
+                                           b_.CreateFDiv(lb_.f32(1.0f), l), lb_.f32(0.0f));
+      llvm::Value* p = b_.CreateFMul(exp(b_.CreateFSub(s, splat(s, m_used))), splat(s, inv_l));
+      llvm::Value* row = b_.CreateAdd(mul(b, P_.L), b_.CreateAdd(first, rs[k]));
+      llvm::Value* flat = b_.CreateAdd(mul(row, P_.S), j0);
+      if (saved) store_lanes(P_.dtype, p, saved, flat, nc);
+      if (!probs) continue;
+      if (P_.dropout) p = b_.CreateFMul(p, dropout_factors(flat, nc));
+      store_lanes(P_.dtype, p, probs, flat, nc);
+    }
   });
 }
 
