@@ -264,9 +264,6 @@ private:
     for (llvm::AllocaInst* sum : sums) result.push_back(lb_.get(sum));
     return result;
   }
-  llvm::Value* row_times_tile(llvm::Value* a, llvm::Value* ai, llvm::Value* kt, int64_t width) {
-    return rows_times_tile(a, {ai}, kt, width)[0];
-  }
 
   /// kt[e][0..kBc) += a[ai[k] + e] * w[k] for e < width, rows k in order
   /// (w[k] kBc-lane vectors): the rows' share of a transposed tile's
@@ -376,10 +373,6 @@ private:
         }
     }
     return sums;
-  }
-  Rows weighted_rows(llvm::Value* w, DType xt, llvm::Value* x, llvm::Value* row0, llvm::Value* nc,
-                     int64_t width) {
-    return weighted_rows(w, {lb_.i64(0)}, xt, x, row0, nc, width)[0];
   }
 
   // --- What both passes share -------------------------------------------
