@@ -11,7 +11,8 @@
 # So does a small conv net's step (conv_step.mlir: convolutions, pools, a
 # sum over dims 0, 2 and 3, pad, gather, scatter_add), whose convolutions
 # a C program checks against plain loops (conv_step_main.c), and a step with
-# bf16 matmuls (bf16_matmul.mlir, checked by bf16_matmul_main.c). A step the function
+# bf16 matmuls (bf16_matmul.mlir, checked by bf16_matmul_main.c), and a bf16
+# conv layer's step (conv_bf16_step.mlir). A step the function
 # calls out for (an all_reduce) is refused with the op named, and bad
 # arguments are errors.
 #
@@ -45,21 +46,25 @@ done
 libdir=$(dirname "$(${cc} -print-file-name=libc.so.6)")
 nm -D --defined-only "$libdir/libc.so.6" "$libdir/libm.so.6" 2>/dev/null | awk '{print $3}' |
   sed 's/@.*//' | sort -u >libc_symbols
-check_dependencies() { # SO [gemm]: gemm says the step has gemms (dnnl_sgemm)
+check_dependencies() { # SO [gemm|matmul]: the step has the convolutions' im2col
+  # gemms (they call dnnl_sgemm) or matmuls (mstep_xla_gemm_f32/bf16 run a
+  # oneDNN primitive: dnnl_primitive_execute)
   readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' >needed
   grep -v -E '^(libdnnl\.so(\.[0-9]+)*|libc\.so\.6|libm\.so\.6)$' needed >others || true
   [[ ! -s others ]] || fail "$1 needs more than oneDNN, libc and libm" others
   nm -D --defined-only "$1" | awk '$2 ~ /[TtWw]/ {print $3}' >exports
   [[ "$(cat exports)" == mstep_step ]] || fail "$1 exports more than mstep_step" exports
   nm -D --undefined-only "$1" | awk '{print $2}' | sed 's/@.*//' >undefined
-  if [[ ${2:-} == gemm ]]; then
+  if [[ -n ${2:-} ]]; then
+    local entry=dnnl_sgemm
+    [[ $2 == matmul ]] && entry=dnnl_primitive_execute
     grep -q '^libdnnl\.so' needed || fail "$1 does not link oneDNN" needed
-    grep -q '^dnnl_sgemm$' undefined || fail "the gemms do not call dnnl_sgemm" undefined
+    grep -q "^$entry\$" undefined || fail "the ${2}s of $1 do not call $entry" undefined
   fi
   { grep -v '^dnnl_' undefined || true; } | sort -u | comm -23 - libc_symbols >unknown
   [[ ! -s unknown ]] || fail "$1 calls symbols outside oneDNN, libc and libm" unknown
 }
-check_dependencies libstep.so gemm
+check_dependencies libstep.so matmul
 
 # 3. A C11 program against the header: the step's numbers.
 "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/mlp_forward_main.c" \
@@ -137,6 +142,14 @@ grep -q '^dnnl_primitive_execute$' undefined || fail "the bf16 gemms do not run 
 "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/bf16_matmul_main.c" \
   -L. -lbf16 -lm -Wl,-rpath,"$tmp" -o bf16_matmul >log 2>&1 || fail "building the bf16 C program" log
 ./bf16_matmul >log 2>&1 || fail "the stand-alone bf16 step's results" log
+
+# 5c. bf16 convolutions (forward with a bias, both gradients) are im2col /
+#     col2im loops over f32 staging around dnnl_sgemm: no callout, and
+#     nothing beyond oneDNN, libc and libm (xla_conv_gemm_test checks the
+#     numbers against ref and cpu).
+"$aot" "$src/test/aot/conv_bf16_step.mlir" -o libconvbf16.so --header conv_bf16.h >log 2>&1 ||
+  fail "mstep-aot on conv_bf16_step.mlir (the step should not call out)" log
+check_dependencies libconvbf16.so gemm
 
 # 6. Bad arguments.
 expect_error() { # CODE TEXT COMMAND...
