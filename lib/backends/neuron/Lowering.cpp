@@ -173,9 +173,9 @@ Shape batch_dims(const Shape& s) {
 }
 
 /// [..., M, K] x [..., K, N], batch dims broadcast. When B has no batch
-/// (a linear layer on [B, T, D]) the batch folds into M: one 2-d product,
-/// A^T staged by run_lowered. Otherwise one product per batch index, A
-/// read transposed by the DMA (TiledMatmulProgram.h).
+/// (a linear layer on [B, T, D]) the batch folds into M: one 2-d product.
+/// Otherwise one product per batch index. A is loaded as the graph holds
+/// it and transposed on chip (TiledMatmulProgram.h).
 absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types) {
   const TensorType& a = types[0];
   const TensorType& bt = types[1];
@@ -194,15 +194,15 @@ absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const T
                   absl::StrCat(a.to_string(), " x ", bt.to_string(), ": empty or K mismatch"));
   LoweredOp out;
   out.hbm_binding = {0, 1, -1};
+  TiledMatmulShape s{m, k, n, a.dtype, c.dtype};
+  s.a_row_major = true;
   if (batch_dims(bt.shape).numel() == 1 && batch_dims(a.shape).numel() == batch.numel()) {
-    out.program = tiled_matmul_program({batch.numel() * m, k, n, a.dtype, c.dtype});
-    out.transpose_first = true;
+    s.m = batch.numel() * m;
+    out.program = tiled_matmul_program(s);
     return out;
   }
-  TiledMatmulShape s{m, k, n, a.dtype, c.dtype};
   s.a_elements = a.numel();
   s.b_elements = bt.numel();
-  s.a_row_major = true;
   const Shape::Dims sa = ref::broadcast_strides(batch_dims(a.shape), batch);
   const Shape::Dims sb = ref::broadcast_strides(batch_dims(bt.shape), batch);
   std::array<Shape::Dims, 2> strides = {sa, sb};
@@ -281,16 +281,7 @@ absl::Status run_lowered(const LoweredOp& op, Simulator& sim,
     const int32_t bind = op.hbm_binding[t];
     if (bind < 0) continue; // a result, or staged below
     const host::HostBuffer& in = *inputs[bind];
-    if (t == 0 && op.transpose_first) { // [..., K] as [M, K] -> [K, M]
-      const Shape& shape = in.type().shape;
-      const int64_t k = shape[shape.rank() - 1], m = shape.numel() / k;
-      const size_t es = element_size(h.dtype);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < k; ++j)
-          std::memcpy(hbm[t].data() + (j * m + i) * es, in.bytes() + (i * k + j) * es, es);
-    } else {
-      std::memcpy(hbm[t].data(), in.bytes(), hbm[t].size());
-    }
+    std::memcpy(hbm[t].data(), in.bytes(), hbm[t].size());
   }
   if (op.stage) MSTEP_RETURN_IF_ERROR(op.stage(inputs, outputs, hbm));
   MSTEP_RETURN_IF_ERROR(sim.run(op.program, hbm).status());

@@ -54,8 +54,6 @@ struct LoweredOp {
   std::function<absl::Status(absl::Span<const host::HostBuffer* const> inputs,
                              absl::Span<host::HostBuffer* const> outputs, HbmContents& hbm)>
       stage;
-  /// Matmul: HBM tensor 0 holds operand 0 ([..., K] as [M, K]) transposed, [K, M].
-  bool transpose_first = false;
   /// The cost model's estimate of one run.
   double estimated_ns = 0;
 };

@@ -10,11 +10,15 @@
 // Batched (bmm, attention's composed q·kᵀ and p·v): `batches` lists, per
 // product, where its A and B start in their HBM tensors (the batch
 // dims' broadcast resolved by the caller); the tiles of every product run
-// through the same pipeline. With `a_row_major` the first tensor is "A"
-// as the graph holds it ([M, K] per product) and each stationary tile is
-// loaded transposed by the DMA: K on partitions, M walked with a stride of
-// K elements (the cost model's half bandwidth for a most-minor stride
-// over 16 B).
+// through the same pipeline. With `a_row_major` (the lowering's 2-d and
+// batched matmuls) the first tensor is "A" as the graph holds it ([M, K]
+// per product): its rows are DMA'd contiguously (K on the free axis) and
+// each 128 x 128 block is transposed on the Tensor engine (a matmul
+// against an on-chip identity into PSUM, copied to SBUF by Scalar), so
+// the transpose is simulated work, not a host step. Such a transpose
+// multiplies by the identity's zeros, so a non-finite element of A turns
+// into NaN across its K row of the 128-row block (ref: only its own row
+// of C), as on hardware that transposes by a matmul.
 #pragma once
 
 #include <vector>
