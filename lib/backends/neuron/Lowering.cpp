@@ -215,6 +215,32 @@ absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const T
 
 } // namespace
 
+bool is_matrix_transpose(const GraphNode& node, absl::Span<const TensorType> types) {
+  if (node.op != OpKind::permute || types.size() != 1 || types[0].shape.rank() != 2) return false;
+  const IntList& perm = attr_ints(node.attrs, AttrName::perm);
+  return perm.size() == 2 && perm[0] == 1 && perm[1] == 0;
+}
+
+absl::StatusOr<LoweredOp> lower_matmul_of_transpose(const GraphNode& node, const TensorType& at,
+                                                    const TensorType& b) {
+  const TensorType& c = node.results[0];
+  if (at.shape.rank() != 2 || b.shape.rank() != 2 || c.shape.rank() != 2)
+    return refuse(node.op, "a transposed operand is read as A^T by 2-d products only");
+  const int64_t k = at.shape[0], m = at.shape[1], n = b.shape[1];
+  if (at.dtype != b.dtype || at.dtype != c.dtype || !tileable_dtype(at.dtype))
+    return refuse(node.op, absl::StrCat(at.to_string(), "^T x ", b.to_string(),
+                                        ": only f32 or bf16, one dtype"));
+  if (c.numel() == 0 || k == 0 || b.shape[0] != k || c.shape[0] != m || c.shape[1] != n)
+    return refuse(node.op,
+                  absl::StrCat(at.to_string(), "^T x ", b.to_string(), ": empty or K mismatch"));
+  LoweredOp out;
+  out.hbm_binding = {0, 1, -1};
+  out.program = tiled_matmul_program({m, k, n, at.dtype, c.dtype});
+  MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
+  out.estimated_ns = cost.total_ns;
+  return out;
+}
+
 absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
                                      absl::Span<const TensorType> operand_types) {
   LoweredOp out;

@@ -57,13 +57,27 @@ public:
     alias_.assign(n, false);
     std::vector<bool> is_output(n, false);
     for (ValueRef v : graph_.outputs) is_output[v.node] = true;
+    std::vector<std::unique_ptr<LoweredOp>> of_transpose = read_transposes_as_at(is_output);
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
       for (ValueRef v : node.operands) last_use_[v.node] = i;
-      if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty())
+      if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty() ||
+          read_as_at_[i])
         continue;
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
+      if (of_transpose[i]) { // a matmul reading a transpose's operand as A^T
+        estimated_ns_ += of_transpose[i]->estimated_ns;
+        lowered_[i] = std::move(of_transpose[i]);
+        absl::StatusOr<CostReport> report = estimate_cost(lowered_[i]->program);
+        if (!report.ok()) {
+          if (error_.ok()) error_ = report.status();
+          continue;
+        }
+        timeline_.add(absl::StrCat(op_name(node.op), " #", i), lowered_[i]->program,
+                      *std::move(report));
+        continue;
+      }
       // Bytes that stay where they are: no program (an output still gets
       // its own HBM, so it is copied by its DMA program).
       if (!is_output[i] && layout_alias(node, types)) {
@@ -97,6 +111,42 @@ public:
     for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
   }
 
+  /// The matrix transposes whose every use is a 2-d matmul's first
+  /// operand (not a graph output): marked in read_as_at_ (no program; the
+  /// matmuls read the transpose's operand as their A^T). Returns those
+  /// matmuls' programs, by node. A transpose any of whose matmuls does not
+  /// lower that way stays a program of its own.
+  std::vector<std::unique_ptr<LoweredOp>> read_transposes_as_at(const std::vector<bool>& is_output) {
+    const size_t n = graph_.nodes.size();
+    read_as_at_.assign(n, false);
+    std::vector<std::vector<std::pair<uint32_t, size_t>>> uses(n);
+    for (uint32_t i = 0; i < n; ++i)
+      for (size_t o = 0; o < graph_.nodes[i].operands.size(); ++o)
+        uses[graph_.nodes[i].operands[o].node].push_back({i, o});
+    std::vector<std::unique_ptr<LoweredOp>> programs(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      const GraphNode& node = graph_.nodes[i];
+      if (is_output[i] || uses[i].empty() || node.operands.size() != 1) continue;
+      const TensorType x = graph_.type_of(node.operands[0]);
+      if (!is_matrix_transpose(node, {x})) continue;
+      std::vector<std::pair<uint32_t, LoweredOp>> lowered;
+      for (const auto& [u, o] : uses[i]) {
+        const GraphNode& mm = graph_.nodes[u];
+        if (mm.op != OpKind::matmul || o != 0 || mm.operands.size() != 2 ||
+            mm.operands[1].node == i)
+          break;
+        absl::StatusOr<LoweredOp> low =
+            lower_matmul_of_transpose(mm, x, graph_.type_of(mm.operands[1]));
+        if (!low.ok()) break;
+        lowered.push_back({u, *std::move(low)});
+      }
+      if (lowered.size() != uses[i].size()) continue;
+      read_as_at_[i] = true;
+      for (auto& [u, low] : lowered) programs[u] = std::make_unique<LoweredOp>(std::move(low));
+    }
+    return programs;
+  }
+
   /// Makes the ref interpreters of the fusion bodies that run on the host.
   absl::Status prepare() {
     MSTEP_RETURN_IF_ERROR(error_);
@@ -111,7 +161,8 @@ public:
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   NeuronLoweringStats stats() const {
     return {num_lowered(), estimated_ns_,
-            static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true))};
+            static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true)),
+            static_cast<size_t>(std::count(read_as_at_.begin(), read_as_at_.end(), true))};
   }
   std::vector<const TileProgram*> programs() const {
     std::vector<const TileProgram*> out;
@@ -172,6 +223,8 @@ public:
       if (alias_[i]) {
         values[i].push_back(
             alias_of(values[node.operands[0].node][node.operands[0].index], node.results[0]));
+      } else if (read_as_at_[i]) { // X itself: its matmuls read it as A^T
+        values[i].push_back(values[node.operands[0].node][node.operands[0].index]);
       } else if (bodies_[i]) {
         std::vector<BufferPtr> body_inputs;
         for (ValueRef v : node.operands) body_inputs.push_back(values[v.node][v.index]);
@@ -229,6 +282,9 @@ private:
   TraceGraph graph_;
   std::vector<std::unique_ptr<LoweredOp>> lowered_;
   std::vector<bool> alias_; ///< per node: a layout alias of operand 0
+  /// Per node: a transpose whose matmuls read its operand as A^T; its
+  /// value is the operand's buffer, not transposed (read by them only).
+  std::vector<bool> read_as_at_;
 
   std::vector<std::unique_ptr<Executable>> bodies_;
   std::vector<uint32_t> last_use_;

@@ -363,10 +363,10 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     const bool a_first = order.first_tile[u] == t, a_last = order.last_tile[u] == t;
     // B's first use (its first M tile) and last (streamed: the last M tile).
     const bool b_first = mi == 0, b_last = !b_resident && mi == mt - 1;
-    // 1. Prefetch the next block's B; fill the A^T slots that are free:
-    // loads as deep as the ring, transposes one use ahead (rows loads as
-    // deep as their ring).
-    if (!b_resident && mi == 0 && nb + 1 < blocks) load_b(nb + 1);
+    // 1. Fill the A^T slots that are free: loads as deep as the ring,
+    // transposes one use ahead (rows loads as deep as their ring); then
+    // prefetch the next block's B (A first: a block of B can be MiBs, and
+    // the next tile's A^T must not queue behind it on HBM).
     // A^T of this tile not made yet: all of it before the matmuls; the
     // next use's: its groups spread over this tile's K steps, so Scalar
     // copies a bank while Tensor goes on with the matmuls.
@@ -384,6 +384,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     } else {
       for (; next_fill < a_uses && slot_free(next_fill, t); ++next_fill) load_at(next_fill);
     }
+    if (!b_resident && mi == 0 && nb + 1 < blocks) load_b(nb + 1);
     // 2. K accumulation into PSUM bank `pslot`, the next use's transpose
     // groups between the K steps, group j before step j kt / (groups + 1):
     // the last one's copy has the last K steps to finish in.

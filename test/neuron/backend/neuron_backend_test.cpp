@@ -235,5 +235,74 @@ TEST(NeuronBackend, CopiesAreDmaProgramsOrAliases) {
   for (int i = 0; i < 24; ++i) EXPECT_EQ(re[i], v[i]) << i;
 }
 
+// matmul(transpose(X), B), X [K, M]: the matmul reads X as its A^T, the
+// transpose gets no program (and no on-chip transposes either) when all
+// its uses are such matmuls; a transpose also read by another op, or
+// returned, keeps its program. Values against a double-precision product.
+TEST(NeuronBackend, MatmulReadsATransposesOperandAsItsAT) {
+  const int64_t k = 200, m = 150, n = 70;
+  const TensorType xt{Shape({k, m}), DType::f32}, at{Shape({m, k}), DType::f32},
+      bt{Shape({k, n}), DType::f32}, ct{Shape({m, n}), DType::f32};
+  // extra: 0 none, 1 the transpose also feeds a tanh, 2 it is also returned.
+  auto graph = [&](int extra) {
+    TraceGraph g;
+    g.input_types = {xt, bt};
+    for (int64_t i = 0; i < 2; ++i) {
+      GraphNode p{OpKind::parameter, {}, {}, {g.input_types[i]}, nullptr};
+      p.attrs.push_back({AttrName::index, AttrValue(i)});
+      g.nodes.push_back(p); // %0 X, %1 B
+    }
+    GraphNode t{OpKind::permute, {}, {ValueRef{0, 0}}, {at}, nullptr};
+    t.attrs.push_back({AttrName::perm, AttrValue(IntList{1, 0})});
+    g.nodes.push_back(t);                                                                   // %2
+    g.nodes.push_back(GraphNode{OpKind::matmul, {}, {ValueRef{2, 0}, ValueRef{1, 0}}, {ct}, nullptr}); // %3
+    g.outputs = {ValueRef{3, 0}};
+    if (extra == 1) {
+      g.nodes.push_back(GraphNode{OpKind::tanh, {}, {ValueRef{2, 0}}, {at}, nullptr}); // %4
+      g.outputs.push_back(ValueRef{4, 0});
+    }
+    if (extra == 2) g.outputs.push_back(ValueRef{2, 0});
+    return g;
+  };
+  std::vector<float> x(k * m), bv(k * n);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int64_t(i * 37 % 101) - 50) / 64.0f;
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = float(int64_t(i * 53 % 89) - 44) / 32.0f;
+  Backend& b = neuron_backend();
+  for (int extra = 0; extra < 3; ++extra) {
+    SCOPED_TRACE(extra);
+    absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(graph(extra));
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_EQ((*exe)->host_fallbacks().size(), 0u);
+    const NeuronLoweringStats stats = lowering_stats(**exe);
+    EXPECT_EQ(stats.transposes_read_as_at, extra == 0 ? 1u : 0u);
+    EXPECT_EQ(stats.lowered_ops, extra == 0 ? 1u : extra == 1 ? 3u : 2u);
+    absl::StatusOr<BufferPtr> xb = b.allocate(xt), bb = b.allocate(bt);
+    ASSERT_TRUE(xb.ok() && bb.ok());
+    ASSERT_TRUE(b.copy_in(**xb, x.data(), x.size() * sizeof(float)).ok());
+    ASSERT_TRUE(b.copy_in(**bb, bv.data(), bv.size() * sizeof(float)).ok());
+    absl::StatusOr<std::vector<BufferPtr>> out = (*exe)->run({*xb, *bb});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> c(m * n);
+    ASSERT_TRUE(b.copy_out(*(*out)[0], c.data(), c.size() * sizeof(float)).ok());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, abs_sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          ref += double(x[p * m + i]) * double(bv[p * n + j]);
+          abs_sum += std::fabs(double(x[p * m + i]) * double(bv[p * n + j]));
+        }
+        // fp32 accumulation: at most K ulps of the absolute sum.
+        ASSERT_NEAR(c[i * n + j], ref, k * std::ldexp(1.0, -24) * abs_sum) << i << "," << j;
+      }
+    if (extra == 2) { // the returned transpose holds X^T
+      std::vector<float> tr(m * k);
+      ASSERT_TRUE(b.copy_out(*(*out)[1], tr.data(), tr.size() * sizeof(float)).ok());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t p = 0; p < k; ++p) ASSERT_EQ(tr[i * k + p], x[p * m + i]);
+    }
+  }
+}
+
+
 } // namespace
 } // namespace mstep::neuron
