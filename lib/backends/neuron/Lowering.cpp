@@ -175,10 +175,19 @@ Shape batch_dims(const Shape& s) {
 /// [..., M, K] x [..., K, N], batch dims broadcast. When B has no batch
 /// (a linear layer on [B, T, D]) the batch folds into M: one 2-d product.
 /// Otherwise one product per batch index. A is loaded as the graph holds
-/// it and transposed on chip (TiledMatmulProgram.h).
-absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types) {
-  const TensorType& a = types[0];
-  const TensorType& bt = types[1];
+/// it and transposed on chip (TiledMatmulProgram.h). With `a_t` / `b_t`
+/// (2-d products only), types[0] / types[1] is the operand of a matrix
+/// transpose that the graph feeds in as A / B: X [K, M] is A^T as the
+/// program wants it, Y [N, K] is B^T (transposed on chip).
+absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types,
+                                       bool a_t = false, bool b_t = false) {
+  auto swapped = [](const TensorType& t) {
+    return TensorType{Shape({t.shape[1], t.shape[0]}), t.dtype};
+  };
+  if ((a_t && types[0].shape.rank() != 2) || (b_t && types[1].shape.rank() != 2))
+    return refuse(node.op, "a transposed operand is read as it is by 2-d products only");
+  const TensorType a = a_t ? swapped(types[0]) : types[0];
+  const TensorType bt = b_t ? swapped(types[1]) : types[1];
   const TensorType& c = node.results[0];
   const int64_t ar = a.shape.rank(), br = bt.shape.rank();
   if (ar < 2 || br < 2)
@@ -192,15 +201,20 @@ absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const T
   if (c.numel() == 0 || k == 0 || bt.shape[br - 2] != k)
     return refuse(node.op,
                   absl::StrCat(a.to_string(), " x ", bt.to_string(), ": empty or K mismatch"));
+  // B^T's rows are staged two blocks deep: 4 x 128 rows of K each.
+  if (b_t && 2 * 4 * k * static_cast<int64_t>(element_size(a.dtype)) > 48 * 1024)
+    return refuse(node.op, absl::StrCat("B^T with K = ", k, ": its staged rows do not fit SBUF"));
   LoweredOp out;
   out.hbm_binding = {0, 1, -1};
   TiledMatmulShape s{m, k, n, a.dtype, c.dtype};
-  s.a_row_major = true;
+  s.a_row_major = !a_t;
+  s.b_transposed = b_t;
   if (batch_dims(bt.shape).numel() == 1 && batch_dims(a.shape).numel() == batch.numel()) {
     s.m = batch.numel() * m;
     out.program = tiled_matmul_program(s);
     return out;
   }
+  if (a_t || b_t) return refuse(node.op, "a transposed operand of a batched product");
   s.a_elements = a.numel();
   s.b_elements = bt.numel();
   const Shape::Dims sa = ref::broadcast_strides(batch_dims(a.shape), batch);
@@ -221,21 +235,10 @@ bool is_matrix_transpose(const GraphNode& node, absl::Span<const TensorType> typ
   return perm.size() == 2 && perm[0] == 1 && perm[1] == 0;
 }
 
-absl::StatusOr<LoweredOp> lower_matmul_of_transpose(const GraphNode& node, const TensorType& at,
-                                                    const TensorType& b) {
-  const TensorType& c = node.results[0];
-  if (at.shape.rank() != 2 || b.shape.rank() != 2 || c.shape.rank() != 2)
-    return refuse(node.op, "a transposed operand is read as A^T by 2-d products only");
-  const int64_t k = at.shape[0], m = at.shape[1], n = b.shape[1];
-  if (at.dtype != b.dtype || at.dtype != c.dtype || !tileable_dtype(at.dtype))
-    return refuse(node.op, absl::StrCat(at.to_string(), "^T x ", b.to_string(),
-                                        ": only f32 or bf16, one dtype"));
-  if (c.numel() == 0 || k == 0 || b.shape[0] != k || c.shape[0] != m || c.shape[1] != n)
-    return refuse(node.op,
-                  absl::StrCat(at.to_string(), "^T x ", b.to_string(), ": empty or K mismatch"));
-  LoweredOp out;
-  out.hbm_binding = {0, 1, -1};
-  out.program = tiled_matmul_program({m, k, n, at.dtype, c.dtype});
+absl::StatusOr<LoweredOp> lower_matmul_of_transposes(const GraphNode& node,
+                                                     absl::Span<const TensorType> types, bool a_t,
+                                                     bool b_t) {
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp out, lower_matmul(node, types, a_t, b_t));
   MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
   out.estimated_ns = cost.total_ns;
   return out;

@@ -12,7 +12,7 @@
 // semaphores. Matmul: TiledMatmulProgram (K accumulated in PSUM); A is
 // loaded as the graph holds it and transposed on chip, or, where A is a
 // transpose in the graph, the transpose's operand is read as A^T
-// (lower_matmul_of_transpose). Last-axis reductions, softmax, log_softmax,
+// (lower_matmul_of_transposes; B likewise, as B^T). Last-axis reductions, softmax, log_softmax,
 // layer_norm, rms_norm, and elementwise ops with row/per-row broadcasts or
 // casts: RowLowering.h. Embedding's index_select / index_add (dma_indirect):
 // IndexedLowering.h; dropout (Philox on GpSimd): DropoutLowering.h; the
@@ -66,12 +66,15 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
 
 /// Whether `node` transposes a matrix (a permute {1, 0} of a rank-2 operand).
 bool is_matrix_transpose(const GraphNode& node, absl::Span<const TensorType> types);
-/// A 2-d matmul whose first operand is transpose(X), X `at` [K, M], B `b`
-/// [K, N]: X is tiled_matmul_program's A^T as it is (operand 0 is bound to
-/// X's bytes), so neither a transposing copy nor on-chip transposes are
-/// needed (NeuronBackend skips the transpose when all its uses are such).
-absl::StatusOr<LoweredOp> lower_matmul_of_transpose(const GraphNode& node, const TensorType& at,
-                                                    const TensorType& b);
+/// A 2-d matmul whose first operand is transpose(X) (`a_t`; types[0] is
+/// X [K, M]) and/or whose second is transpose(Y) (`b_t`; types[1] is Y
+/// [N, K]): the operands are bound to X's and Y's bytes. X is
+/// tiled_matmul_program's A^T as it is (no transposes at all), Y is B^T
+/// (transposed on chip, TiledMatmulShape::b_transposed). NeuronBackend
+/// runs no program for a transpose all of whose uses are such matmuls.
+absl::StatusOr<LoweredOp> lower_matmul_of_transposes(const GraphNode& node,
+                                                     absl::Span<const TensorType> types, bool a_t,
+                                                     bool b_t);
 
 /// Runs `op` on `sim`: stages the inputs into HBM, runs, copies the results
 /// out (each output buffer has the node's result type).

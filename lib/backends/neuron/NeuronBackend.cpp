@@ -111,11 +111,12 @@ public:
     for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
   }
 
-  /// The matrix transposes whose every use is a 2-d matmul's first
-  /// operand (not a graph output): marked in read_as_at_ (no program; the
-  /// matmuls read the transpose's operand as their A^T). Returns those
-  /// matmuls' programs, by node. A transpose any of whose matmuls does not
-  /// lower that way stays a program of its own.
+  /// The matrix transposes whose every use is a 2-d matmul's operand (not
+  /// a graph output): marked in read_as_at_ (no program; the matmuls read
+  /// the transpose's operand as their A^T or B^T). Returns those matmuls'
+  /// programs, by node. A transpose any of whose matmuls does not lower
+  /// that way stays a program of its own (and those matmuls are lowered
+  /// again without it).
   std::vector<std::unique_ptr<LoweredOp>> read_transposes_as_at(const std::vector<bool>& is_output) {
     const size_t n = graph_.nodes.size();
     read_as_at_.assign(n, false);
@@ -123,26 +124,49 @@ public:
     for (uint32_t i = 0; i < n; ++i)
       for (size_t o = 0; o < graph_.nodes[i].operands.size(); ++o)
         uses[graph_.nodes[i].operands[o].node].push_back({i, o});
-    std::vector<std::unique_ptr<LoweredOp>> programs(n);
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
-      if (is_output[i] || uses[i].empty() || node.operands.size() != 1) continue;
-      const TensorType x = graph_.type_of(node.operands[0]);
-      if (!is_matrix_transpose(node, {x})) continue;
-      std::vector<std::pair<uint32_t, LoweredOp>> lowered;
+      if (is_output[i] || uses[i].empty() || node.operands.size() != 1 ||
+          !is_matrix_transpose(node, {graph_.type_of(node.operands[0])}))
+        continue;
+      bool all = true;
       for (const auto& [u, o] : uses[i]) {
         const GraphNode& mm = graph_.nodes[u];
-        if (mm.op != OpKind::matmul || o != 0 || mm.operands.size() != 2 ||
-            mm.operands[1].node == i)
-          break;
-        absl::StatusOr<LoweredOp> low =
-            lower_matmul_of_transpose(mm, x, graph_.type_of(mm.operands[1]));
-        if (!low.ok()) break;
-        lowered.push_back({u, *std::move(low)});
+        all = all && mm.op == OpKind::matmul && mm.operands.size() == 2 &&
+              mm.operands[0].node != mm.operands[1].node;
       }
-      if (lowered.size() != uses[i].size()) continue;
-      read_as_at_[i] = true;
-      for (auto& [u, low] : lowered) programs[u] = std::make_unique<LoweredOp>(std::move(low));
+      read_as_at_[i] = all;
+    }
+    // A matmul reads operand o as it is where o is such a transpose.
+    std::vector<std::unique_ptr<LoweredOp>> programs(n);
+    auto fused = [&](const GraphNode& mm, size_t o) {
+      return graph_.nodes[mm.operands[o].node].op == OpKind::permute &&
+             read_as_at_[mm.operands[o].node];
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t u = 0; u < n && !changed; ++u) {
+        const GraphNode& mm = graph_.nodes[u];
+        if (mm.op != OpKind::matmul || mm.operands.size() != 2) continue;
+        const bool a_t = fused(mm, 0), b_t = fused(mm, 1);
+        programs[u].reset();
+        if (!a_t && !b_t) continue;
+        std::vector<TensorType> types;
+        for (size_t o = 0; o < 2; ++o) {
+          const ValueRef v = mm.operands[o];
+          types.push_back(fused(mm, o) ? graph_.type_of(graph_.nodes[v.node].operands[0])
+                                       : graph_.type_of(v));
+        }
+        absl::StatusOr<LoweredOp> low = lower_matmul_of_transposes(mm, types, a_t, b_t);
+        if (low.ok()) {
+          programs[u] = std::make_unique<LoweredOp>(*std::move(low));
+          continue;
+        }
+        // Not this way: its transposes keep their programs; start again.
+        for (size_t o = 0; o < 2; ++o)
+          if (fused(mm, o)) read_as_at_[mm.operands[o].node] = false;
+        changed = true;
+      }
     }
     return programs;
   }
@@ -223,7 +247,7 @@ public:
       if (alias_[i]) {
         values[i].push_back(
             alias_of(values[node.operands[0].node][node.operands[0].index], node.results[0]));
-      } else if (read_as_at_[i]) { // X itself: its matmuls read it as A^T
+      } else if (read_as_at_[i]) { // X itself: its matmuls read it as A^T or B^T
         values[i].push_back(values[node.operands[0].node][node.operands[0].index]);
       } else if (bodies_[i]) {
         std::vector<BufferPtr> body_inputs;
@@ -282,8 +306,8 @@ private:
   TraceGraph graph_;
   std::vector<std::unique_ptr<LoweredOp>> lowered_;
   std::vector<bool> alias_; ///< per node: a layout alias of operand 0
-  /// Per node: a transpose whose matmuls read its operand as A^T; its
-  /// value is the operand's buffer, not transposed (read by them only).
+  /// Per node: a transpose whose matmuls read its operand as A^T or B^T;
+  /// its value is the operand's buffer, not transposed (read by them only).
   std::vector<bool> read_as_at_;
 
   std::vector<std::unique_ptr<Executable>> bodies_;

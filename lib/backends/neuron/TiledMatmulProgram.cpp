@@ -113,7 +113,9 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   TileBuilder b(nbatch > 1 || rows_in ? "batched_matmul" : "tiled_matmul");
   const int32_t at = b.hbm_tensor(rows_in ? "A" : "AT", s.input,
                                   s.batches.empty() ? s.k * s.m : s.a_elements);
-  const int32_t bt = b.hbm_tensor("B", s.input, s.batches.empty() ? s.k * s.n : s.b_elements);
+  const bool b_rows = s.b_transposed; // B^T [N, K] in HBM, B made on chip
+  const int32_t bt =
+      b.hbm_tensor(b_rows ? "BT" : "B", s.input, s.batches.empty() ? s.k * s.n : s.b_elements);
   const int32_t ct = b.hbm_tensor("C", s.output, nbatch * s.m * s.n);
   const int64_t kt = ceil_div(s.k, 128), mt = ceil_div(s.m, 128), nt = ceil_div(s.n, 512);
   const int64_t in_size = static_cast<int64_t>(element_size(s.input));
@@ -123,7 +125,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   const int64_t blocks = nbatch * nt, tiles = blocks * mt;
   const int64_t a_bytes = kt * mb_max * in_size, b_bytes = kt * nb_max * in_size,
                 out_bytes = nb_max * static_cast<int64_t>(element_size(s.output)),
-                rows_bytes = s.k * in_size, ident_bytes = rows_in ? 2 * 128 * in_size : 0;
+                rows_bytes = s.k * in_size, ident_bytes = rows_in || b_rows ? 2 * 128 * in_size : 0,
+                staging_bytes = b_rows ? ceil_div(nb_max, 128) * s.k * in_size : 0;
   auto depth_for = [&](int64_t bytes, int64_t budget, int64_t uses) {
     return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(budget / bytes, uses), 2,
                                                  kMaxDepth));
@@ -143,7 +146,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   const int64_t a_uses = static_cast<int64_t>(order.use_mtile.size());
   const int out_depth = depth_for(out_bytes, kMaxDepth * out_bytes, tiles);
   const int b_depth = b_resident ? static_cast<int>(nt) : 2;
-  const int64_t left = kSbufBudget - b_depth * b_bytes - out_depth * out_bytes - ident_bytes;
+  const int64_t left = kSbufBudget - b_depth * b_bytes - out_depth * out_bytes - ident_bytes -
+                       2 * staging_bytes;
   int a_depth;
   if (a_resident) // the next product's A^T made while this one's last block runs, if it fits
     a_depth = static_cast<int>(mt * (nbatch > 1 && 2 * mt * a_bytes <= left / 2 ? 2 : 1));
@@ -156,14 +160,16 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   Ring ps = ring(b, BufferKind::psum, nb_max * 4,
                  static_cast<int>(std::clamp<int64_t>(tiles, 2, kPsumDepth)), "psum");
   Ring out = ring(b, BufferKind::sbuf, out_bytes, out_depth, "out");
-  // A row-major: A's rows (the loads in flight), the transposes' PSUM
-  // banks and the identity.
-  Ring rw, tp;
+  // A row-major: A's rows (the loads in flight); B^T: its rows (two
+  // blocks' staging); either: the transposes' PSUM banks and the identity.
+  Ring rw, bst, tp;
   int32_t ident = -1, ident_ready = -1;
-  if (rows_in) {
+  if (rows_in)
     rw = ring(b, BufferKind::sbuf, rows_bytes, depth_for(rows_bytes, left - a_depth * a_bytes,
                                                           std::min<int64_t>(a_uses, 4)),
               "a_rows");
+  if (b_rows) bst = ring(b, BufferKind::sbuf, staging_bytes, 2, "b_rows");
+  if (rows_in || b_rows) {
     tp = ring(b, BufferKind::psum, 512 * 4, kTransposeBanks, "transpose_psum");
     // The [128, 128] identity: ones by iota, the diagonal kept by affine_select.
     const int32_t ones = b.allocate(BufferKind::sbuf, 128 * in_size, "ones");
@@ -194,8 +200,71 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   std::vector<std::vector<int32_t>> b_filled(b_depth);
   for (auto& f : b_filled)
     for (int64_t g = 0; g * b_group < kt; ++g) f.push_back(b.semaphore());
-  // Loads B's column block `blk` into its ring slot (one DMA per K tile).
+  // The first transpose waits for the identity.
+  bool ident_waited = false;
+  auto wait_identity = [&](int64_t i) {
+    if (!ident_waited) b.wait(i, ident_ready, 1);
+    ident_waited = true;
+  };
+  int64_t bank_uses = 0; // transposes' PSUM banks used so far (A's and B's)
+  // B^T given: DMAs column block blk's rows of B^T (128 rows of K per
+  // DMA) into its staging slot.
+  auto load_bt_rows = [&](int64_t blk) {
+    const int slot = bst.slot(blk);
+    const int64_t w = block_width(blk);
+    for (int64_t c = 0; c * 128 < w; ++c) {
+      const int32_t rc = static_cast<int32_t>(std::min<int64_t>(128, w - c * 128));
+      AccessPattern src = hbm_rows(bt, s.input, s.k, blk % nt * 512 + c * 128, rc, 0, s.k);
+      src.offset += batches[blk / nt].b;
+      const int64_t i = b.dma_copy(
+          tile_pattern(BufferKind::sbuf, bst.alloc[slot], s.input, 0, rc, c * s.k, {{s.k, 1}}),
+          src);
+      if (bst.uses[slot] > 0) b.wait(i, bst.freed[slot], bst.uses[slot]);
+      b.signal(i, bst.filled[slot]);
+    }
+    ++bst.uses[slot];
+  };
+  // B^T given: makes column block blk of B from its staged rows, per K
+  // tile: its (up to 4) 128-row chunks transposed into one PSUM bank,
+  // copied by Scalar into the B slot (exact).
+  auto transpose_b = [&](int64_t blk) {
+    const int slot = bb.slot(blk), sslot = bst.slot(blk);
+    const int64_t w = block_width(blk), chunks = ceil_div(w, 128);
+    for (int64_t ki = 0; ki < kt; ++ki) {
+      const int bank = tp.slot(bank_uses);
+      const int32_t bank_round = tp.round(bank_uses++);
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t rc = std::min<int64_t>(128, w - c * 128);
+        const int32_t r = static_cast<int32_t>(rc);
+        const int64_t i = b.matmul(
+            tile_pattern(BufferKind::psum, tp.alloc[bank], DType::f32, 0, k_rows(ki), c * 128,
+                         {{rc, 1}}),
+            tile_pattern(BufferKind::sbuf, bst.alloc[sslot], s.input, 0, r, c * s.k + ki * 128,
+                         {{k_rows(ki), 1}}),
+            tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rc, 1}}), false);
+        wait_identity(i);
+        if (ki == 0 && c == 0)
+          b.wait(i, bst.filled[sslot], (bst.round(blk) + 1) * static_cast<int32_t>(chunks));
+        if (c == 0 && bank_round > 0) b.wait(i, tp.freed[bank], bank_round);
+        if (ki == kt - 1 && c == chunks - 1) b.signal(i, bst.freed[sslot]);
+        if (c == chunks - 1) b.signal(i, tp.filled[bank]);
+      }
+      const int64_t cp = b.tensor_copy(
+          Engine::scalar,
+          tile_pattern(BufferKind::sbuf, bb.alloc[slot], s.input, 0, k_rows(ki), ki * nb_max,
+                       {{w, 1}}),
+          tile_pattern(BufferKind::psum, tp.alloc[bank], DType::f32, 0, k_rows(ki), 0, {{w, 1}}));
+      b.wait(cp, tp.filled[bank], bank_round + 1);
+      if (ki == 0 && bb.uses[slot] > 0) b.wait(cp, bb.freed[slot], bb.uses[slot]);
+      b.signal(cp, b_filled[slot][ki / b_group]);
+      b.signal(cp, tp.freed[bank]);
+    }
+    ++bb.uses[slot];
+  };
+  // Loads B's column block `blk` into its ring slot (one DMA per K tile);
+  // B^T given: its rows into the staging slot (transpose_b makes B).
   auto load_b = [&](int64_t blk) {
+    if (b_rows) return load_bt_rows(blk);
     const int slot = bb.slot(blk);
     const int64_t w = block_width(blk);
     for (int64_t ki = 0; ki < kt; ++ki) {
@@ -273,7 +342,6 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   auto full_blocks = [&](int64_t g) {
     return group_blocks(g) - (g == groups - 1 && ragged_k ? 1 : 0);
   };
-  int64_t bank_uses = 0;
   int32_t a_fills = 1; // fills (loads or copies) of an A^T slot per use
   if (rows_in) {
     a_fills = 0;
@@ -296,7 +364,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
           tile_pattern(BufferKind::sbuf, rw.alloc[rslot], s.input, 0, r, ki * 128,
                        {{k_rows(ki), 1}}),
           tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rows, 1}}), false);
-      if (u == 0 && ki == 0) b.wait(i, ident_ready, 1);
+      wait_identity(i);
       if (ki == 0)
         b.wait(i, rw.filled[rslot], (rw.round(u) + 1) * static_cast<int32_t>(row_pieces));
       if (j == 0 && bank_round > 0) b.wait(i, tp.freed[bank], bank_round);
@@ -353,8 +421,11 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     load_b(0);
     for (; next_fill < std::min<int64_t>(a.depth - 1, a_uses); ++next_fill) load_at(next_fill);
   }
-  if (b_resident)
+  if (b_rows) { // two blocks staged; block blk + 2 after blk's transposes
+    if (blocks > 1) load_b(1);
+  } else if (b_resident) {
     for (int64_t blk = 1; blk < nt; ++blk) load_b(blk);
+  }
   for (int64_t t = 0; t < tiles; ++t) {
     const TileOrder::Tile& x = order.tiles[t];
     const int64_t nb = x.block, mi = x.mtile, u = x.use, rows = tile_rows(mi), w = block_width(nb);
@@ -384,7 +455,12 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     } else {
       for (; next_fill < a_uses && slot_free(next_fill, t); ++next_fill) load_at(next_fill);
     }
-    if (!b_resident && mi == 0 && nb + 1 < blocks) load_b(nb + 1);
+    if (b_rows && mi == 0) { // this block's B, from its staged rows
+      transpose_b(nb);
+      if (nb + 2 < blocks) load_b(nb + 2);
+    } else if (!b_rows && !b_resident && mi == 0 && nb + 1 < blocks) {
+      load_b(nb + 1);
+    }
     // 2. K accumulation into PSUM bank `pslot`, the next use's transpose
     // groups between the K steps, group j before step j kt / (groups + 1):
     // the last one's copy has the last K steps to finish in.

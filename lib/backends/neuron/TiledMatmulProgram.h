@@ -43,6 +43,11 @@ struct TiledMatmulShape {
   std::vector<MatmulOffsets> batches = {};
   int64_t a_elements = 0, b_elements = 0;
   bool a_row_major = false;
+  /// B given as B^T ("BT" [N, K] per product, e.g. a weight the graph
+  /// transposes): its rows are DMA'd contiguously and each 128 x 128
+  /// block transposed on chip like A's (so at most ~3K columns of K: two
+  /// staging buffers of 4 x 128 rows of K each).
+  bool b_transposed = false;
 };
 
 TileProgram tiled_matmul_program(const TiledMatmulShape& shape);
