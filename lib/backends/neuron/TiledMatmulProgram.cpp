@@ -224,13 +224,13 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     }
     ++bst.uses[slot];
   };
-  // B^T given: makes column block blk of B from its staged rows, per K
-  // tile: its (up to 4) 128-row chunks transposed into one PSUM bank,
-  // copied by Scalar into the B slot (exact).
-  auto transpose_b = [&](int64_t blk) {
+  // B^T given: makes K tiles [k0, k1) of column block blk of B from its
+  // staged rows, per K tile: its (up to 4) 128-row chunks transposed into
+  // one PSUM bank, copied by Scalar into the B slot (exact).
+  auto transpose_b = [&](int64_t blk, int64_t k0, int64_t k1) {
     const int slot = bb.slot(blk), sslot = bst.slot(blk);
     const int64_t w = block_width(blk), chunks = ceil_div(w, 128);
-    for (int64_t ki = 0; ki < kt; ++ki) {
+    for (int64_t ki = k0; ki < k1; ++ki) {
       const int bank = tp.slot(bank_uses);
       const int32_t bank_round = tp.round(bank_uses++);
       for (int64_t c = 0; c < chunks; ++c) {
@@ -259,7 +259,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       b.signal(cp, b_filled[slot][ki / b_group]);
       b.signal(cp, tp.freed[bank]);
     }
-    ++bb.uses[slot];
+    if (k1 == kt) ++bb.uses[slot];
   };
   // Loads B's column block `blk` into its ring slot (one DMA per K tile);
   // B^T given: its rows into the staging slot (transpose_b makes B).
@@ -455,12 +455,11 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     } else {
       for (; next_fill < a_uses && slot_free(next_fill, t); ++next_fill) load_at(next_fill);
     }
-    if (b_rows && mi == 0) { // this block's B, from its staged rows
-      transpose_b(nb);
-      if (nb + 2 < blocks) load_b(nb + 2);
-    } else if (!b_rows && !b_resident && mi == 0 && nb + 1 < blocks) {
-      load_b(nb + 1);
-    }
+    // This block's B from its staged rows: two K tiles ahead of the
+    // matmuls that read them (the rest between the K steps below).
+    const bool b_make = b_rows && mi == 0;
+    if (b_make) transpose_b(nb, 0, std::min<int64_t>(kt, 2));
+    if (!b_rows && !b_resident && mi == 0 && nb + 1 < blocks) load_b(nb + 1);
     // 2. K accumulation into PSUM bank `pslot`, the next use's transpose
     // groups between the K steps, group j before step j kt / (groups + 1):
     // the last one's copy has the last K steps to finish in.
@@ -471,6 +470,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
         transpose_group(ahead[emitted / groups], emitted % groups);
     };
     for (int64_t ki = 0; ki < kt; ++ki) {
+      if (b_make && ki + 2 < kt) transpose_b(nb, ki + 2, ki + 3);
       emit_ahead(std::min(spread, ki * (spread + 1) / kt + 1));
       const int64_t i = b.matmul(tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32, 0,
                                               static_cast<int32_t>(rows), 0, {{w, 1}}),
@@ -493,6 +493,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       }
     }
     emit_ahead(spread);
+    // The block's B is made: its staging slot takes block nb + 2's rows.
+    if (b_make && nb + 2 < blocks) load_b(nb + 2);
     // 3. PSUM -> SBUF output tile on Scalar, converting to C's dtype. The
     // last tile in two halves, each stored as soon as it is copied: the
     // program's tail is one half's copy and store, not the whole tile's.
