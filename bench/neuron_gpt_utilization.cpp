@@ -54,8 +54,7 @@ double transpose_ns(const TileProgram& p, const CostReport& r) {
   double ns = 0;
   for (size_t i = 0; i < p.instructions.size(); ++i) {
     const Instruction& inst = p.instructions[i];
-    if (inst.opcode == Opcode::nc_matmul &&
-        p.allocations[inst.srcs[1].buffer].name == "identity")
+    if (inst.opcode == Opcode::nc_matmul && p.allocations[inst.srcs[1].buffer].name == "identity")
       ns += r.timing[i].end_ns - r.timing[i].start_ns;
   }
   return ns;

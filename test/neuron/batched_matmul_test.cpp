@@ -97,8 +97,8 @@ TEST(NeuronBatchedMatmul, CostModelChargesFp32AtAQuarterOfBf16) {
   // transposes of 128 columns, 60 + 4 x 128 vs 60 + 128; each + the
   // fitted overhead.
   const double o = CostParams{}.matmul_overhead_cycles;
-  EXPECT_NEAR(f32 / bf16,
-              (60 + 4.0 * 512 + o + 60 + 4.0 * 128 + o) / (60 + 512 + o + 60 + 128 + o), 1e-9);
+  EXPECT_NEAR(f32 / bf16, (60 + 4.0 * 512 + o + 60 + 4.0 * 128 + o) / (60 + 512 + o + 60 + 128 + o),
+              1e-9);
 }
 
 } // namespace

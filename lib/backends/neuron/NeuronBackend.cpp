@@ -117,7 +117,8 @@ public:
   /// programs, by node. A transpose any of whose matmuls does not lower
   /// that way stays a program of its own (and those matmuls are lowered
   /// again without it).
-  std::vector<std::unique_ptr<LoweredOp>> read_transposes_as_at(const std::vector<bool>& is_output) {
+  std::vector<std::unique_ptr<LoweredOp>>
+  read_transposes_as_at(const std::vector<bool>& is_output) {
     const size_t n = graph_.nodes.size();
     read_as_at_.assign(n, false);
     std::vector<std::vector<std::pair<uint32_t, size_t>>> uses(n);

@@ -111,8 +111,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   const int64_t nbatch = static_cast<int64_t>(batches.size());
   const bool rows_in = s.a_row_major; // A [M, K] in HBM, A^T made on chip
   TileBuilder b(nbatch > 1 || rows_in ? "batched_matmul" : "tiled_matmul");
-  const int32_t at = b.hbm_tensor(rows_in ? "A" : "AT", s.input,
-                                  s.batches.empty() ? s.k * s.m : s.a_elements);
+  const int32_t at =
+      b.hbm_tensor(rows_in ? "A" : "AT", s.input, s.batches.empty() ? s.k * s.m : s.a_elements);
   const bool b_rows = s.b_transposed; // B^T [N, K] in HBM, B made on chip
   const int32_t bt =
       b.hbm_tensor(b_rows ? "BT" : "B", s.input, s.batches.empty() ? s.k * s.n : s.b_elements);
@@ -128,8 +128,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
                 rows_bytes = s.k * in_size, ident_bytes = rows_in || b_rows ? 2 * 128 * in_size : 0,
                 staging_bytes = b_rows ? ceil_div(nb_max, 128) * s.k * in_size : 0;
   auto depth_for = [&](int64_t bytes, int64_t budget, int64_t uses) {
-    return static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(budget / bytes, uses), 2,
-                                                 kMaxDepth));
+    return static_cast<int>(
+        std::clamp<int64_t>(std::min<int64_t>(budget / bytes, uses), 2, kMaxDepth));
   };
   // B resident: one product wider than a column block, whose B fits in a
   // third of the budget and is no larger than A (M >= N: reloading A per
@@ -139,15 +139,14 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   // prefetches crowd out the stores (C is the larger transfer) on HBM.
   // Else A resident: a product's whole A^T (a third of the budget at
   // most) is made once and kept while B streams by column blocks.
-  const bool b_resident =
-      nbatch == 1 && nt > 1 && s.m >= s.n && nt * b_bytes <= kSbufBudget / 3;
+  const bool b_resident = nbatch == 1 && nt > 1 && s.m >= s.n && nt * b_bytes <= kSbufBudget / 3;
   const bool a_resident = !b_resident && nt > 1 && mt > 1 && mt * a_bytes <= kSbufBudget / 3;
   const TileOrder order = tile_order(nbatch, nt, mt, b_resident, a_resident);
   const int64_t a_uses = static_cast<int64_t>(order.use_mtile.size());
   const int out_depth = depth_for(out_bytes, kMaxDepth * out_bytes, tiles);
   const int b_depth = b_resident ? static_cast<int>(nt) : 2;
-  const int64_t left = kSbufBudget - b_depth * b_bytes - out_depth * out_bytes - ident_bytes -
-                       2 * staging_bytes;
+  const int64_t left =
+      kSbufBudget - b_depth * b_bytes - out_depth * out_bytes - ident_bytes - 2 * staging_bytes;
   int a_depth;
   if (a_resident) // the next product's A^T made while this one's last block runs, if it fits
     a_depth = static_cast<int>(mt * (nbatch > 1 && 2 * mt * a_bytes <= left / 2 ? 2 : 1));
@@ -165,8 +164,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   Ring rw, bst, tp;
   int32_t ident = -1, ident_ready = -1;
   if (rows_in)
-    rw = ring(b, BufferKind::sbuf, rows_bytes, depth_for(rows_bytes, left - a_depth * a_bytes,
-                                                          std::min<int64_t>(a_uses, 4)),
+    rw = ring(b, BufferKind::sbuf, rows_bytes,
+              depth_for(rows_bytes, left - a_depth * a_bytes, std::min<int64_t>(a_uses, 4)),
               "a_rows");
   if (b_rows) bst = ring(b, BufferKind::sbuf, staging_bytes, 2, "b_rows");
   if (rows_in || b_rows) {
@@ -236,12 +235,12 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       for (int64_t c = 0; c < chunks; ++c) {
         const int64_t rc = std::min<int64_t>(128, w - c * 128);
         const int32_t r = static_cast<int32_t>(rc);
-        const int64_t i = b.matmul(
-            tile_pattern(BufferKind::psum, tp.alloc[bank], DType::f32, 0, k_rows(ki), c * 128,
-                         {{rc, 1}}),
-            tile_pattern(BufferKind::sbuf, bst.alloc[sslot], s.input, 0, r, c * s.k + ki * 128,
-                         {{k_rows(ki), 1}}),
-            tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rc, 1}}), false);
+        const int64_t i =
+            b.matmul(tile_pattern(BufferKind::psum, tp.alloc[bank], DType::f32, 0, k_rows(ki),
+                                  c * 128, {{rc, 1}}),
+                     tile_pattern(BufferKind::sbuf, bst.alloc[sslot], s.input, 0, r,
+                                  c * s.k + ki * 128, {{k_rows(ki), 1}}),
+                     tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rc, 1}}), false);
         wait_identity(i);
         if (ki == 0 && c == 0)
           b.wait(i, bst.filled[sslot], (bst.round(blk) + 1) * static_cast<int32_t>(chunks));
@@ -358,12 +357,12 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     const int32_t bank_round = tp.round(bank_uses++);
     for (int64_t j = 0; j < gn; ++j) {
       const int64_t ki = g0 + j;
-      const int64_t i = b.matmul(
-          tile_pattern(BufferKind::psum, tp.alloc[bank], DType::f32, 0, k_rows(ki), j * mb_max,
-                       {{rows, 1}}),
-          tile_pattern(BufferKind::sbuf, rw.alloc[rslot], s.input, 0, r, ki * 128,
-                       {{k_rows(ki), 1}}),
-          tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rows, 1}}), false);
+      const int64_t i =
+          b.matmul(tile_pattern(BufferKind::psum, tp.alloc[bank], DType::f32, 0, k_rows(ki),
+                                j * mb_max, {{rows, 1}}),
+                   tile_pattern(BufferKind::sbuf, rw.alloc[rslot], s.input, 0, r, ki * 128,
+                                {{k_rows(ki), 1}}),
+                   tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rows, 1}}), false);
       wait_identity(i);
       if (ki == 0)
         b.wait(i, rw.filled[rslot], (rw.round(u) + 1) * static_cast<int32_t>(row_pieces));
@@ -466,8 +465,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     const int64_t spread = static_cast<int64_t>(ahead.size()) * groups;
     int64_t emitted = 0;
     auto emit_ahead = [&](int64_t upto) {
-      for (; emitted < upto; ++emitted)
-        transpose_group(ahead[emitted / groups], emitted % groups);
+      for (; emitted < upto; ++emitted) transpose_group(ahead[emitted / groups], emitted % groups);
     };
     for (int64_t ki = 0; ki < kt; ++ki) {
       if (b_make && ki + 2 < kt) transpose_b(nb, ki + 2, ki + 3);
@@ -504,8 +502,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       const int64_t c = b.tensor_copy(Engine::scalar,
                                       tile_pattern(BufferKind::sbuf, out.alloc[oslot], s.output, 0,
                                                    static_cast<int32_t>(rows), c0, {{cw, 1}}),
-                                      tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32,
-                                                   0, static_cast<int32_t>(rows), c0, {{cw, 1}}));
+                                      tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32, 0,
+                                                   static_cast<int32_t>(rows), c0, {{cw, 1}}));
       b.wait(c, ps.filled[pslot], ps.round(t) + 1);
       if (h == 0 && t >= out.depth) b.wait(c, out.freed[oslot], out.round(t));
       if (h == pieces - 1) b.signal(c, ps.freed[pslot]);
@@ -517,8 +515,8 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       const int32_t ready = b.semaphore();
       b.signal(c, ready);
       if (h == 0 && t >= 1) store_c(t - 1);
-      AccessPattern dst = hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows),
-                                   nb % nt * 512 + c0, cw);
+      AccessPattern dst =
+          hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), nb % nt * 512 + c0, cw);
       dst.offset += nb / nt * s.m * s.n;
       b.wait(b.dma_copy(dst, tile_pattern(BufferKind::sbuf, out.alloc[oslot], s.output, 0,
                                           static_cast<int32_t>(rows), c0, {{cw, 1}})),

@@ -301,7 +301,8 @@ TEST(NeuronBackend, MatmulReadsATransposesOperandAsItIs) {
         in1[cs.b_t ? j * k + p : p * n + j] = bv[p * n + j];
       }
     Backend& be = neuron_backend();
-    absl::StatusOr<BufferPtr> x0 = be.allocate(g.input_types[0]), x1 = be.allocate(g.input_types[1]);
+    absl::StatusOr<BufferPtr> x0 = be.allocate(g.input_types[0]),
+                              x1 = be.allocate(g.input_types[1]);
     ASSERT_TRUE(x0.ok() && x1.ok());
     ASSERT_TRUE(be.copy_in(**x0, in0.data(), in0.size() * sizeof(float)).ok());
     ASSERT_TRUE(be.copy_in(**x1, in1.data(), in1.size() * sizeof(float)).ok());
