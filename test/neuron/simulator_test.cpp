@@ -84,6 +84,51 @@ TEST(NeuronSimulator, TiledMatmulStreamsBWhenAIsSmaller) {
   check_tiled_matmul(DType::f32, 256, 1);
 }
 
+// A given row-major ([M, K]: A^T made on chip) and/or B given as B^T
+// ([N, K]: B made on chip), ragged M, K (a K tile of 44 rows) and N (two
+// column blocks, a ragged 128-row chunk): the transposes against the
+// identity are exact, so C is the same product as from A^T and B.
+void check_on_chip_transposes(bool a_row_major, bool b_transposed) {
+  const int64_t m = 200, k = 300, n = 600;
+  const std::vector<BFloat16> a = to_bf16(random_values(m * k, 5));  // A [M, K]
+  const std::vector<BFloat16> bm = to_bf16(random_values(k * n, 6)); // B [K, N]
+  std::vector<BFloat16> at(k * m), btr(n * k);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) at[j * m + i] = a[i * k + j];
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t c = 0; c < n; ++c) btr[c * k + j] = bm[j * n + c];
+  TiledMatmulShape s{m, k, n, DType::bf16, DType::bf16};
+  s.a_row_major = a_row_major;
+  s.b_transposed = b_transposed;
+  const TileProgram program = tiled_matmul_program(s);
+  HbmContents hbm = {bytes_of(a_row_major ? a : at), bytes_of(b_transposed ? btr : bm),
+                     std::vector<std::byte>(m * n * 2)};
+  Simulator sim;
+  absl::StatusOr<SimulationStats> stats = sim.run(program, hbm);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const std::vector<BFloat16> c = values_of<BFloat16>(hbm[2]);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, abs_sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double prod = double(float(a[i * k + p])) * double(float(bm[p * n + j]));
+        ref += prod;
+        abs_sum += std::fabs(prod);
+      }
+      // fp32 accumulation, then C's bf16 rounding (as check_tiled_matmul).
+      const double tol = k * std::ldexp(1.0, -24) * abs_sum + std::ldexp(1.0, -8) * std::fabs(ref);
+      if (!(std::fabs(float(c[i * n + j]) - ref) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "C[" << i << "," << j << "] = " << float(c[i * n + j]) << ", want "
+                      << ref << " +- " << tol;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(NeuronSimulator, TiledMatmulTransposesARowsOnChip) { check_on_chip_transposes(true, false); }
+TEST(NeuronSimulator, TiledMatmulTransposesBtOnChip) { check_on_chip_transposes(false, true); }
+TEST(NeuronSimulator, TiledMatmulTransposesBothOnChip) { check_on_chip_transposes(true, true); }
+
 /// One Vector/Scalar instruction on [128, 64] f32 tiles loaded from HBM
 /// "a" and "b", its result stored to HBM "out": returns out.
 struct Elementwise {
