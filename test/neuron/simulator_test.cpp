@@ -119,8 +119,8 @@ void check_on_chip_transposes(bool a_row_major, bool b_transposed) {
       // fp32 accumulation, then C's bf16 rounding (as check_tiled_matmul).
       const double tol = k * std::ldexp(1.0, -24) * abs_sum + std::ldexp(1.0, -8) * std::fabs(ref);
       if (!(std::fabs(float(c[i * n + j]) - ref) <= tol) && bad++ < 5)
-        ADD_FAILURE() << "C[" << i << "," << j << "] = " << float(c[i * n + j]) << ", want "
-                      << ref << " +- " << tol;
+        ADD_FAILURE() << "C[" << i << "," << j << "] = " << float(c[i * n + j]) << ", want " << ref
+                      << " +- " << tol;
     }
   EXPECT_EQ(bad, 0);
 }
