@@ -7,7 +7,9 @@
 //   2. with A row-major, Tensor turns the next use's A rows into A^T (a
 //      matmul against the identity per 128 x 128 block, four blocks to a
 //      PSUM bank) and Scalar copies the banks to the A^T ring slot, one
-//      use ahead of the matmuls that read it;
+//      use ahead of the matmuls that read it; with B^T given, a block's
+//      first tile makes its B from the staged B^T rows the same way, two
+//      K tiles ahead of the matmuls;
 //   3. Tensor runs the K tiles' nc_matmul into PSUM bank t % banks;
 //   4. Scalar copies the bank to an SBUF output tile (converting to C's
 //      dtype). The Vector and Scalar engines share the PSUM port (v2), so

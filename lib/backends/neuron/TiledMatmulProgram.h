@@ -1,11 +1,11 @@
-// The tiled matmul tile program C[M, N] = A[M, K] . B[K, N], the way the
-// lowering will tile matmul: 128x128 stationary tiles of A^T against
-// 128x512 moving tiles of B, K accumulated in a PSUM bank, the bank copied
-// to SBUF by the Vector engine (converting to C's dtype) and DMA'd out.
-// A column block of B (all of K, 512 wide) and a row block of A^T stay in
-// SBUF, each double-buffered, so DMA overlaps compute.
-// HBM tensors, in order: "AT" [K, M] (A transposed, as nc_matmul's
-// stationary operand wants it), "B" [K, N], "C" [M, N].
+// The tiled matmul tile program C[M, N] = A[M, K] . B[K, N]: 128x128
+// stationary tiles of A^T against 128x512 moving tiles of B, K accumulated
+// in a PSUM bank, the bank copied to SBUF by the Scalar engine (converting
+// to C's dtype) and DMA'd out; loads, copies and stores pipelined through
+// rings of buffers (TiledMatmulProgram.cpp). HBM tensors, in order: "AT"
+// [K, M] (A transposed, as nc_matmul's stationary operand wants it; the
+// calibration point's form, and the lowering's when A is a transpose in
+// the graph), "B" [K, N], "C" [M, N].
 //
 // Batched (bmm, attention's composed q·kᵀ and p·v): `batches` lists, per
 // product, where its A and B start in their HBM tensors (the batch
@@ -15,10 +15,12 @@
 // per product): its rows are DMA'd contiguously (K on the free axis) and
 // each 128 x 128 block is transposed on the Tensor engine (a matmul
 // against an on-chip identity into PSUM, copied to SBUF by Scalar), so
-// the transpose is simulated work, not a host step. Such a transpose
-// multiplies by the identity's zeros, so a non-finite element of A turns
-// into NaN across its K row of the 128-row block (ref: only its own row
-// of C), as on hardware that transposes by a matmul.
+// the transpose is simulated work, not a host step. With `b_transposed`
+// the second is "BT" [N, K], made into B the same way. Such a transpose
+// multiplies by the identity's zeros, so a non-finite element of A makes
+// NaN the whole 128-row tile of C it reaches (ref: only its own row), and
+// one of B^T a 128-column chunk, as on hardware that transposes on the PE
+// array.
 #pragma once
 
 #include <vector>
