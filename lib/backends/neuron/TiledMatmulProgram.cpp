@@ -145,8 +145,11 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   const bool a_resident = !b_resident && nt > 1 && mt > 1 && mt * a_bytes <= kSbufBudget / 3;
   const TileOrder order = tile_order(nbatch, nt, mt, b_resident, a_resident);
   const int64_t a_uses = static_cast<int64_t>(order.use_mtile.size());
-  const int out_depth = depth_for(out_bytes, kMaxDepth * out_bytes, tiles);
   const int b_depth = b_resident ? static_cast<int>(nt) : 2;
+  // Output tiles as deep as 8, in at most a quarter of what B leaves.
+  const int out_depth = depth_for(
+      out_bytes, std::min<int64_t>(kMaxDepth * out_bytes, (kSbufBudget - b_depth * b_bytes) / 4),
+      tiles);
   const int64_t left =
       kSbufBudget - b_depth * b_bytes - out_depth * out_bytes - ident_bytes - 2 * staging_bytes;
   int a_depth;
@@ -166,8 +169,11 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   Ring rw, bst, tp;
   int32_t ident = -1, ident_ready = -1;
   if (rows_in)
-    rw = ring(b, BufferKind::sbuf, rows_bytes,
-              depth_for(rows_bytes, left - a_depth * a_bytes, std::min<int64_t>(a_uses, 4)),
+    rw = ring(b, BufferKind::sbuf, rows_bytes, // one slot where a long K leaves no room for two
+              static_cast<int>(
+                  std::clamp<int64_t>(std::min<int64_t>((left - a_depth * a_bytes) / rows_bytes,
+                                                        std::min<int64_t>(a_uses, 4)),
+                                      1, kMaxDepth)),
               "a_rows");
   if (b_rows) bst = ring(b, BufferKind::sbuf, staging_bytes, 2, "b_rows");
   if (rows_in || b_rows) {
@@ -411,10 +417,17 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     return v < a.depth || order.last_tile[v - a.depth] < t;
   };
   int64_t next_fill = 0, next_rows = 0, newest_use = -1;
+  // Rows loads for the uses whose slot's previous use has all its
+  // transposes emitted (`made` uses): a load never waits on Sync for a
+  // transpose the Tensor queue has not reached yet behind later matmuls.
+  int64_t made = 0;
+  auto load_rows_ahead = [&] {
+    for (; next_rows < a_uses && next_rows < made + rw.depth; ++next_rows) load_rows(next_rows);
+  };
   // The first tile's A (A^T, or A's rows) first: A's rows of the first
   // two uses go through the transposes before the first matmul.
   if (rows_in) {
-    for (; next_rows < std::min<int64_t>(2, a_uses); ++next_rows) load_rows(next_rows);
+    for (; next_rows < std::min<int64_t>({2, rw.depth, a_uses}); ++next_rows) load_rows(next_rows);
     load_b(0);
     for (; next_rows < std::min<int64_t>(rw.depth, a_uses); ++next_rows) load_rows(next_rows);
   } else {
@@ -448,11 +461,12 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
            ++next_fill) {
         if (next_fill <= u) {
           for (int64_t g = 0; g < groups; ++g) transpose_group(next_fill, g);
+          made = next_fill + 1;
         } else {
           ahead.push_back(next_fill);
         }
-        if (next_rows < a_uses) load_rows(next_rows++);
       }
+      load_rows_ahead();
     } else {
       for (; next_fill < a_uses && slot_free(next_fill, t); ++next_fill) load_at(next_fill);
     }
@@ -493,6 +507,10 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       }
     }
     emit_ahead(spread);
+    if (!ahead.empty()) {
+      made = ahead.back() + 1;
+      load_rows_ahead();
+    }
     // The block's B is made: its staging slot takes block nb + 2's rows.
     if (b_make && nb + 2 < blocks) load_b(nb + 2);
     // 3. PSUM -> SBUF output tile on Scalar, converting to C's dtype. The
