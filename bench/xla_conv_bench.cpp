@@ -8,12 +8,15 @@
 //   xla_conv_bench [--steps N] [--threads 1,2] [--batch 32] [--channels 32]
 //                  [--size 28] [--filters 64] [--kernel 3] [--groups 1]
 //                  [--only xla|cpu]   (one side, e.g. under perf; no ratio)
+//                  [--dtype f32|bf16] (bf16: xla's f32-staged gemms vs cpu's
+//                                      oneDNN bf16 convolution)
 //
 // The layer pads by kernel / 2 (stride 1). Two lazy warmup steps, the
 // captured step, then N timed replays (each reads the bias gradient back).
 // Prints per side a RESULT line with the median replay time and the
 // threads it ran on, a checksum of the gradients (both sides agree to
-// f32 rounding), then the xla / cpu ratio per thread count.
+// f32 rounding; bf16 to bf16 rounding), then the xla / cpu ratio per
+// thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -37,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Layer {
   int64_t batch = 32, channels = 32, size = 28, filters = 64, kernel = 3, groups = 1;
+  DType dtype = DType::f32;
 };
 
 std::vector<float> wave(int64_t n, int seed) {
@@ -58,16 +62,16 @@ Side time_side(DeviceType device, const Layer& l, int64_t steps) {
   set_default_device(Device{device, 0});
   const int64_t pad = l.kernel / 2;
   Tensor x = from_vector(wave(l.batch * l.channels * l.size * l.size, 1),
-                         {l.batch, l.channels, l.size, l.size})
+                         {l.batch, l.channels, l.size, l.size}, l.dtype)
                  .requires_grad_();
   const int64_t per_group = l.channels / l.groups;
   Tensor w = from_vector(wave(l.filters * per_group * l.kernel * l.kernel, 2),
-                         {l.filters, per_group, l.kernel, l.kernel}) *
+                         {l.filters, per_group, l.kernel, l.kernel}, l.dtype) *
              0.1;
   w = w.detach().requires_grad_();
-  Tensor b = from_vector(wave(l.filters, 3), {l.filters}).requires_grad_();
+  Tensor b = from_vector(wave(l.filters, 3), {l.filters}, l.dtype).requires_grad_();
   Tensor g = from_vector(wave(l.batch * l.filters * l.size * l.size, 4),
-                         {l.batch, l.filters, l.size, l.size});
+                         {l.batch, l.filters, l.size, l.size}, l.dtype);
   Tensor y;
   auto step = [&] {
     for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
@@ -119,6 +123,11 @@ int main(int argc, char** argv) {
       }
       continue;
     }
+    if (flag == "--dtype") {
+      if (value != "f32" && value != "bf16") return fail("--dtype takes f32 or bf16");
+      layer.dtype = value == "bf16" ? DType::bf16 : DType::f32;
+      continue;
+    }
     if (flag == "--only") {
       if (value != "xla" && value != "cpu") return fail("--only takes xla or cpu");
       only = value;
@@ -138,12 +147,12 @@ int main(int argc, char** argv) {
   if (layer.channels % layer.groups != 0 || layer.filters % layer.groups != 0)
     return fail("--groups must divide --channels and --filters");
   std::printf("layer: input [%lld, %lld, %lld, %lld], weight [%lld, %lld, %lld, %lld], pad %lld, "
-              "groups %lld; %lld replays\n",
+              "groups %lld, %s; %lld replays\n",
               (long long)layer.batch, (long long)layer.channels, (long long)layer.size,
               (long long)layer.size, (long long)layer.filters,
               (long long)(layer.channels / layer.groups), (long long)layer.kernel,
               (long long)layer.kernel, (long long)(layer.kernel / 2), (long long)layer.groups,
-              (long long)steps);
+              layer.dtype == DType::bf16 ? "bf16" : "f32", (long long)steps);
   for (int t : threads) {
     omp_set_num_threads(t);
     Side sides[2];

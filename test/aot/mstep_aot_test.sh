@@ -11,7 +11,8 @@
 # So does a small conv net's step (conv_step.mlir: convolutions, pools, a
 # sum over dims 0, 2 and 3, pad, gather, scatter_add), whose convolutions
 # a C program checks against plain loops (conv_step_main.c), and a step with
-# bf16 matmuls (bf16_matmul.mlir, checked by bf16_matmul_main.c). A step the function
+# bf16 matmuls (bf16_matmul.mlir, checked by bf16_matmul_main.c), and a bf16
+# conv layer's step (conv_bf16_step.mlir). A step the function
 # calls out for (an all_reduce) is refused with the op named, and bad
 # arguments are errors.
 #
@@ -137,6 +138,14 @@ grep -q '^dnnl_primitive_execute$' undefined || fail "the bf16 gemms do not run 
 "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/bf16_matmul_main.c" \
   -L. -lbf16 -lm -Wl,-rpath,"$tmp" -o bf16_matmul >log 2>&1 || fail "building the bf16 C program" log
 ./bf16_matmul >log 2>&1 || fail "the stand-alone bf16 step's results" log
+
+# 5c. bf16 convolutions (forward with a bias, both gradients) are im2col /
+#     col2im loops over f32 staging around dnnl_sgemm: no callout, and
+#     nothing beyond oneDNN, libc and libm (xla_conv_gemm_test checks the
+#     numbers against ref and cpu).
+"$aot" "$src/test/aot/conv_bf16_step.mlir" -o libconvbf16.so --header conv_bf16.h >log 2>&1 ||
+  fail "mstep-aot on conv_bf16_step.mlir (the step should not call out)" log
+check_dependencies libconvbf16.so gemm
 
 # 6. Bad arguments.
 expect_error() { # CODE TEXT COMMAND...

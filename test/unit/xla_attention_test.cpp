@@ -10,8 +10,10 @@
 // the cpu flash kernel's tolerance (test/unit/cpu_flash_attention_test.cpp:
 // 1e-4 f32, 2e-2 bf16, relative to the largest reference magnitude).
 // Dropout draws the same Philox keep mask as ref (the same seed): the
-// returned mask is ref's exactly. A bf16 mask gradient stays a callout (the
-// cpu backend hands it to the ref kernel too).
+// returned mask is ref's exactly. A bf16 mask gradient sums in f32 in the
+// step's scratch and rounds once, with no callout (the cpu backend hands it
+// to the ref kernel), within the bf16 tolerance of ref; so do a bf16
+// backward's dq sums (a long sequence no longer needs them on the stack).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -212,8 +214,10 @@ TEST(XlaAttentionThreads, BatchHeadsSplitOverThreadsGiveOneThreadsValuesBitForBi
   own.mask = Case::Mask::grad_bhls;
   Case shared = own;
   shared.mask = Case::Mask::grad_b1ls;
+  Case own_bf16 = own; // its mask gradient sums in the step's scratch
+  own_bf16.dtype = DType::bf16;
   const int threads = omp_get_max_threads();
-  for (const Case& c : {plain, own, shared}) {
+  for (const Case& c : {plain, own, shared, own_bf16}) {
     omp_set_num_threads(1);
     const std::vector<std::vector<float>> one = run(c, kXla);
     omp_set_num_threads(4);
@@ -224,20 +228,6 @@ TEST(XlaAttentionThreads, BatchHeadsSplitOverThreadsGiveOneThreadsValuesBitForBi
   omp_set_num_threads(threads);
 }
 
-// A bf16 floating mask's gradient: the backward stays a named callout to the
-// cpu backend (which runs the ref kernel), with ref's values.
-TEST(XlaAttentionCallouts, ABf16MaskGradientStaysACallout) {
-  Case c;
-  c.dtype = DType::bf16, c.mask = Case::Mask::grad_bhls, c.L = 9, c.S = 11;
-  std::vector<std::vector<float>> xla;
-  {
-    RecordSteps record;
-    Compiled compiled;
-    xla = run(c, kXla, &compiled);
-    EXPECT_THAT(compiled.callouts, ::testing::ElementsAre("sdpa_grad"));
-  }
-  expect_refs_values(c, xla, run(c, kRef));
-}
 
 Case with(std::string name, void (*set)(Case&)) {
   Case c;
@@ -308,6 +298,25 @@ INSTANTIATE_TEST_SUITE_P(
              [](Case& c) {
                c.probs = true, c.saved = true, c.dropout = 0.2;
                c.mask = Case::Mask::grad_bhls, c.lens = Case::Lens::right;
+             }),
+        // bf16 mask gradients: f32 sums in the step's scratch, one rounding.
+        with("bf16_mask_grad_per_batch_head",
+             [](Case& c) { c.dtype = DType::bf16, c.mask = Case::Mask::grad_bhls; }),
+        with("bf16_mask_grad_shared_by_heads_dropout",
+             [](Case& c) {
+               c.dtype = DType::bf16, c.mask = Case::Mask::grad_b1ls, c.dropout = 0.1;
+             }),
+        with("bf16_mask_grad_ls_left_saved",
+             [](Case& c) {
+               c.dtype = DType::bf16, c.mask = Case::Mask::grad_ls, c.saved = true;
+               c.lens = Case::Lens::left, c.L = c.S = 100;
+             }),
+        // dq's f32 sums (L x E = 1.2 MB) live in the step's scratch: on the
+        // stack (its 1 MiB) this backward was a callout.
+        with("bf16_long_rows_dq_sums_in_scratch",
+             [](Case& c) {
+               c.dtype = DType::bf16, c.B = 1, c.H = 1, c.L = c.S = 600, c.E = c.Ev = 512;
+               c.causal = true;
              })),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 

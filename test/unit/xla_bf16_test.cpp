@@ -315,6 +315,118 @@ std::vector<float> gpt_losses(Device device, bool check) {
   return losses;
 }
 
+/// A bf16 leaf that requires grad (values of `on`, rounded once).
+Tensor leaf(Device d, Shape s, int seed, double scale = 1.0) {
+  std::vector<float> v(s.numel());
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
+                              (1 + 0.5 * std::cos(0.17 * i)));
+  return from_vector(v, s, DType::bf16, d).requires_grad_();
+}
+
+// Ops that were callouts in bf16 until this round, now loops that compute
+// as the ref kernel's bf16 instantiation does (the cpu backend runs those
+// kernels for them): bit for bit equal to ref.
+
+TEST(XlaBf16, RandRandnAndArangeOfBf16EqualRefBitForBit) {
+  // rand keeps 8 bits of its draw (floor(u * 2^8) / 2^8), randn rounds
+  // its f32 value once, arange rounds start + i * step (f64 -> f32 -> bf16).
+  auto [xla, ref] = on_xla_and(kRef, [](Device d) {
+    manual_seed(1234);
+    return std::vector<Tensor>{rand({7, 33}, DType::bf16, d), randn({5, 9}, DType::bf16, d),
+                               arange(-3.0, 300.0, 0.7, DType::bf16, d)};
+  });
+  expect_same(xla, ref);
+}
+
+TEST(XlaBf16, PoolsAndTheirGradientsOfBf16EqualRefBitForBit) {
+  // Overlapping windows (stride 2 under kernel 3), padding, and the avg
+  // divisor without the padding: a gradient's plane sums its windows in
+  // f32 (the step's scratch) and rounds once, as the ref kernel.
+  auto [xla, ref] = on_xla_and(kRef, [](Device d) {
+    Tensor x = leaf(d, {2, 3, 9, 10}, 1, 2.0), z = leaf(d, {2, 3, 9, 10}, 2, 2.0);
+    Tensor m = max_pool2d(x, {3, 3}, {2, 2}, {1, 1});
+    Tensor a = avg_pool2d(z, {3, 3}, {2, 2}, {1, 1}, false, /*count_include_pad=*/false);
+    (sum(m * on(d, m.shape(), 3)) + sum(a * on(d, a.shape(), 4))).backward();
+    return std::vector<Tensor>{m, a, x.grad(), z.grad()};
+  });
+  expect_same(xla, ref);
+}
+
+TEST(XlaBf16, IndexAddScatterAddAndEmbeddingGradientOfBf16EqualRefBitForBit) {
+  // Duplicate indices add in order, each addition in f32 rounded to bf16
+  // (the ref's add in its storage type).
+  auto [xla, ref] = on_xla_and(kRef, [](Device d) {
+    Tensor x = on(d, {6, 17}, 1, 4.0);
+    Tensor rows = from_vector(std::vector<int64_t>{2, 0, 2, 5, 2, 1, 0}, {7}, std::nullopt, d);
+    Tensor added = index_add(x, 0, rows, on(d, {7, 17}, 2, 3.0));
+    std::vector<int64_t> cols(6 * 9);
+    for (size_t i = 0; i < cols.size(); ++i) cols[i] = static_cast<int64_t>((i * 7) % 17);
+    Tensor scattered =
+        scatter_add(x, 1, from_vector(cols, {6, 9}, std::nullopt, d), on(d, {6, 9}, 3, 3.0));
+    Tensor table = leaf(d, {11, 8}, 4);
+    Tensor tokens = from_vector(std::vector<int64_t>{3, 3, 7, 0, 3, 10}, {6}, std::nullopt, d);
+    sum(index_select(table, 0, tokens) * on(d, {6, 8}, 5)).backward();
+    return std::vector<Tensor>{added, scattered, table.grad()};
+  });
+  expect_same(xla, ref);
+}
+
+TEST(XlaBf16, ABroadcastBatchMatmulOfBf16EqualsRefBitForBit) {
+  // Batch dims that broadcast both ways are no gemm call: the loop sums in
+  // f32 in order of k and rounds once, as the ref's bf16 matmul.
+  auto [xla, ref] = on_xla_and(kRef, [](Device d) {
+    return std::vector<Tensor>{matmul(on(d, {2, 1, 3, 37}, 1), on(d, {1, 4, 37, 5}, 2))};
+  });
+  expect_same(xla, ref);
+}
+
+/// Three optimizer steps on bf16 parameters (gradients of an elementwise
+/// loss): the parameters and every state as floats; on xla, each update
+/// step calls out for nothing.
+template <typename Make>
+std::vector<std::vector<float>> train_bf16(Device d, Make make_optimizer) {
+  RecordSteps record;
+  std::vector<Tensor> params = {leaf(d, {17, 33}, 1), leaf(d, {33}, 2, 0.5)};
+  auto opt = make_optimizer(params);
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    (sum(params[0] * on(d, {17, 33}, 3)) + sum(params[1] * params[1])).backward();
+    opt.step();
+    mark_step();
+    if (d == kXla) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
+  }
+  std::vector<std::vector<float>> values;
+  for (const Tensor& p : params) values.push_back(p.to(DType::f32).to_vector<float>());
+  for (const auto& [name, value] : opt.state_dict()) {
+    const Tensor state = value;
+    if (name.rfind("state.", 0) == 0 && state.dtype() == DType::bf16)
+      values.push_back(state.to(DType::f32).to_vector<float>());
+  }
+  return values;
+}
+
+TEST(XlaBf16, OptimizerUpdatesOfBf16ParametersEqualRefBitForBit) {
+  // Every product, sum, quotient and root rounded to bf16, the
+  // coefficients cast f64 -> f32 -> bf16: the ref kernel's bf16 update.
+  auto check = [](auto make) {
+    const auto xla = train_bf16(kXla, make);
+    const auto ref = train_bf16(kRef, make);
+    expect_same(xla, ref);
+  };
+  check([](std::vector<Tensor> p) {
+    return optim::SGD(p, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  });
+  check([](std::vector<Tensor> p) {
+    return optim::SGD(p, {.lr = 0.1, .momentum = 0.5, .dampening = 0.25});
+  });
+  check([](std::vector<Tensor> p) {
+    return optim::Adam(p, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+  });
+  check([](std::vector<Tensor> p) { return optim::AdamW(p, {.lr = 0.01, .weight_decay = 0.1}); });
+  check([](std::vector<Tensor> p) { return optim::Adadelta(p, {.lr = 0.5}); });
+}
+
 TEST(XlaBf16, GptTrainingStepUnderAutocastCallsOutForNothing) {
   const std::vector<float> xla = gpt_losses(kXla, true);
   const std::vector<float> ref = gpt_losses(kRef, false);

@@ -8,7 +8,8 @@
 // computation on ref over the operands' absolute values. The step calls
 // out for nothing, and has the conv scratch after its planned arena. A
 // sample whose im2col matrix is above the cap keeps the direct loops
-// (ref's bits).
+// (ref's bits). bf16 convs (XlaConvBf16, below): no callout, within one
+// bf16 rounding of ref and cpu.
 #include <omp.h>
 
 #include <cmath>
@@ -30,6 +31,7 @@ using testing::callouts_of_last_step;
 using ::testing::IsEmpty;
 
 constexpr Device kXla{DeviceType::xla, 0};
+constexpr Device kCpu{DeviceType::cpu, 0};
 constexpr Device kRef{DeviceType::ref, 0};
 
 struct ConvCase {
@@ -73,6 +75,27 @@ std::vector<std::vector<float>> run(Device d, const ConvCase& c, bool absolute) 
   return out;
 }
 
+/// The last recorded step compiled for xla: its planned arena and the
+/// executable's (with the loops' scratch after it); a test failure and
+/// {-1, -1} when there is none.
+std::pair<int64_t, int64_t> last_step_arena() {
+  const StepRecord& step = Tracer::get().last_step();
+  if (!step.graph) {
+    ADD_FAILURE() << "no step recorded";
+    return {-1, -1};
+  }
+  auto compiled =
+      compile_graph(*step.graph, **BackendRegistry::get(DeviceType::xla), {}, RuntimeOptions{});
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  auto* exe = compiled.ok() ? dynamic_cast<xla::XlaExecutable*>(compiled->executable.get())
+                            : nullptr;
+  if (!exe) {
+    ADD_FAILURE() << "the step did not compile to an xla executable";
+    return {-1, -1};
+  }
+  return {static_cast<int64_t>(compiled->arena_bytes), static_cast<int64_t>(exe->arena_bytes())};
+}
+
 class XlaConvGemm : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(XlaConvGemm, WithinTheF32SumBoundOfRef) {
@@ -84,17 +107,11 @@ TEST_P(XlaConvGemm, WithinTheF32SumBoundOfRef) {
     EXPECT_THAT(callouts_of_last_step(), IsEmpty());
     // The im2col + gemm path planned its scratch after the arena; the
     // direct loops need none.
-    const StepRecord& step = Tracer::get().last_step();
-    ASSERT_TRUE(step.graph);
-    auto compiled =
-        compile_graph(*step.graph, **BackendRegistry::get(DeviceType::xla), {}, RuntimeOptions{});
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    auto* exe = dynamic_cast<xla::XlaExecutable*>(compiled->executable.get());
-    ASSERT_NE(exe, nullptr);
+    const auto [planned, arena] = last_step_arena();
     if (c.gemm)
-      EXPECT_GT(exe->arena_bytes(), compiled->arena_bytes);
+      EXPECT_GT(arena, planned);
     else
-      EXPECT_EQ(exe->arena_bytes(), compiled->arena_bytes);
+      EXPECT_EQ(arena, planned);
   }
   const std::vector<std::vector<float>> ref = run(kRef, c, false);
   const std::vector<std::vector<float>> magnitude = run(kRef, c, true);
@@ -121,23 +138,33 @@ TEST_P(XlaConvGemm, WithinTheF32SumBoundOfRef) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, XlaConvGemm,
-    ::testing::Values(
-        ConvCase{"odd_pad1", {3, 5, 11, 13}, {7, 5, 3, 3}, true, {1}, {1}, {1}, 1},
-        ConvCase{"stride_pad_per_dim_groups2", {2, 6, 13, 9}, {4, 3, 3, 2}, true, {2, 3}, {1, 2},
-                 {1}, 2},
-        ConvCase{"dilation", {5, 4, 10, 12}, {6, 4, 3, 3}, false, {1}, {2}, {2, 3}, 1},
-        ConvCase{"pad_wider_than_kernel", {2, 3, 4, 5}, {2, 3, 2, 2}, true, {2}, {3}, {1}, 1},
-        ConvCase{"depthwise", {3, 6, 9, 9}, {6, 1, 5, 5}, false, {1}, {2}, {1}, 6},
-        ConvCase{"groups3_two_per_group", {2, 6, 7, 8}, {9, 2, 3, 3}, true, {1}, {1}, {1}, 3},
-        ConvCase{"pointwise_stride2", {4, 8, 7, 5}, {3, 8, 1, 1}, true, {2}, {0}, {1}, 1},
-        // 11 samples of 0.9 MiB of im2col: chunks of 6 and 5 samples.
-        ConvCase{"uneven_chunks", {11, 16, 40, 40}, {16, 16, 3, 3}, true, {1}, {1}, {1}, 1},
-        // 64 x 64 taps over 130 x 130 windows: 264 MiB of im2col per sample.
-        ConvCase{"huge_sample_direct_loops", {1, 1, 193, 193}, {1, 1, 64, 64}, true, {1}, {0},
-                 {1}, 1, false}),
-    [](const ::testing::TestParamInfo<ConvCase>& info) { return std::string(info.param.label); });
+/// The shapes both dtypes run on the gemm path.
+std::vector<ConvCase> gemm_shapes() {
+  return {
+      ConvCase{"odd_pad1", {3, 5, 11, 13}, {7, 5, 3, 3}, true, {1}, {1}, {1}, 1},
+      ConvCase{"stride_pad_per_dim_groups2", {2, 6, 13, 9}, {4, 3, 3, 2}, true, {2, 3}, {1, 2},
+               {1}, 2},
+      ConvCase{"dilation", {5, 4, 10, 12}, {6, 4, 3, 3}, false, {1}, {2}, {2, 3}, 1},
+      ConvCase{"pad_wider_than_kernel", {2, 3, 4, 5}, {2, 3, 2, 2}, true, {2}, {3}, {1}, 1},
+      ConvCase{"depthwise", {3, 6, 9, 9}, {6, 1, 5, 5}, false, {1}, {2}, {1}, 6},
+      ConvCase{"groups3_two_per_group", {2, 6, 7, 8}, {9, 2, 3, 3}, true, {1}, {1}, {1}, 3},
+      ConvCase{"pointwise_stride2", {4, 8, 7, 5}, {3, 8, 1, 1}, true, {2}, {0}, {1}, 1},
+      // 11 samples of 0.9 MiB of im2col: chunks of 6 and 5 samples (bf16,
+      // with its staging: smaller chunks).
+      ConvCase{"uneven_chunks", {11, 16, 40, 40}, {16, 16, 3, 3}, true, {1}, {1}, {1}, 1}};
+}
+
+std::vector<ConvCase> f32_shapes() {
+  std::vector<ConvCase> shapes = gemm_shapes();
+  // 64 x 64 taps over 130 x 130 windows: 264 MiB of im2col per sample.
+  shapes.push_back(ConvCase{"huge_sample_direct_loops", {1, 1, 193, 193}, {1, 1, 64, 64}, true,
+                            {1}, {0}, {1}, 1, false});
+  return shapes;
+}
+
+std::string label(const ::testing::TestParamInfo<ConvCase>& info) { return info.param.label; }
+
+INSTANTIATE_TEST_SUITE_P(Shapes, XlaConvGemm, ::testing::ValuesIn(f32_shapes()), label);
 
 /// The threads take whole samples: 1 and 3 threads agree with ref alike.
 TEST(XlaConvGemmThreads, OneAndThreeThreadsAreBothWithinTheBound) {
@@ -158,6 +185,105 @@ TEST(XlaConvGemmThreads, OneAndThreeThreadsAreBothWithinTheBound) {
       ASSERT_LE(std::abs(double(three[k][i]) - ref[k][i]), bound) << k << " " << i;
     }
 }
+
+// ---- bf16 ------------------------------------------------------------------
+// bf16 convs run the same im2col / col2im + sgemm over f32 staging in the
+// scratch and round each result element to bf16 once. The step calls out
+// for nothing (before: conv2d, conv2d_input_grad and conv2d_weight_grad were
+// callouts) and plans its scratch after the arena. Oracles: the ref backend
+// (its bf16 kernels sum in f32 and round once) and the cpu backend (oneDNN's
+// bf16 convolution: f32 sums, one rounding), on the same bf16 operands.
+// Both sides round a sum that differs from the exact one by at most
+// K u sum|x w|, so a result element differs by at most that twice plus one
+// bf16 ulp (<= 2^-7 of its magnitude): |xla - want| <= 2 K u sum|x w| +
+// 2^-7 |want| (x 1.01 for the ulp of the larger side), with sum|x w| the
+// same computation on ref in f32 over the operands' absolute values.
+
+/// wave's values rounded to bf16 (by the ref backend), as floats.
+std::vector<float> bf16_wave(int64_t n, int seed) {
+  return from_vector(wave(n, seed), Shape{n}, DType::bf16, kRef).to(DType::f32).to_vector<float>();
+}
+
+/// y = conv2d(x, w, b), then the gradients of sum(y * g), one step: y, dx,
+/// dw, db; in `dtype` (bf16, or f32 over the absolute values: the bound's
+/// sums).
+std::vector<Tensor> bf16_step(Device d, const ConvCase& c, DType dtype) {
+  const bool absolute = dtype == DType::f32;
+  auto values = [&](int64_t n, int seed) {
+    std::vector<float> v = bf16_wave(n, seed);
+    if (absolute)
+      for (float& x : v) x = std::abs(x);
+    return v;
+  };
+  auto tensor = [&](Shape s, int seed) {
+    return from_vector(values(s.numel(), seed), s, dtype, d).requires_grad_();
+  };
+  Tensor x = tensor(c.input, 1), w = tensor(c.weight, 2);
+  Tensor b = c.bias ? tensor({c.weight[0]}, 3) : Tensor();
+  Tensor y = conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+  Tensor g = from_vector(values(y.numel(), 4), y.shape(), dtype, d);
+  sum(y * g).backward();
+  mark_step();
+  std::vector<Tensor> out = {y, x.grad(), w.grad()};
+  if (c.bias) out.push_back(b.grad());
+  return out;
+}
+
+/// The step's results as floats (bf16 widens exactly; a step of its own).
+std::vector<std::vector<float>> floats(const std::vector<Tensor>& ts) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& t : ts) out.push_back(t.to(DType::f32).to_vector<float>());
+  return out;
+}
+
+std::vector<std::vector<float>> run_bf16(Device d, const ConvCase& c, DType dtype) {
+  return floats(bf16_step(d, c, dtype));
+}
+
+class XlaConvBf16 : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(XlaConvBf16, NoCalloutAndWithinOneRoundingOfRefAndCpu) {
+  const ConvCase& c = GetParam();
+  std::vector<Tensor> xla_tensors;
+  {
+    RecordSteps record;
+    xla_tensors = bf16_step(kXla, c, DType::bf16);
+    // The conv step (the widening after it is a step of its own).
+    EXPECT_THAT(callouts_of_last_step(), IsEmpty());
+    const auto [planned, arena] = last_step_arena();
+    EXPECT_GT(arena, planned) << "no scratch planned for the gemms";
+  }
+  const std::vector<std::vector<float>> xla = floats(xla_tensors);
+  const std::vector<std::vector<float>> magnitude = run_bf16(kRef, c, DType::f32);
+  const int64_t batch = c.input[0], taps = c.weight[2] * c.weight[3];
+  const int64_t out_plane = magnitude[0].size() / (batch * c.weight[0]);
+  // Products per sum: output (and its bias), input, weight and bias gradients.
+  const int64_t terms[] = {c.weight[1] * taps + 1, c.weight[0] / c.groups * taps,
+                           batch * out_plane, batch * out_plane};
+  const char* names[] = {"output", "input gradient", "weight gradient", "bias gradient"};
+  for (Device other : {kRef, kCpu}) {
+    SCOPED_TRACE(other.to_string());
+    const std::vector<std::vector<float>> want = run_bf16(other, c, DType::bf16);
+    ASSERT_EQ(xla.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      SCOPED_TRACE(names[k]);
+      ASSERT_EQ(xla[k].size(), want[k].size());
+      int64_t unequal = 0;
+      for (size_t i = 0; i < want[k].size(); ++i) {
+        const double bound =
+            2 * terms[k] * 0x1p-24 * magnitude[k][i] + 1.01 * 0x1p-7 * std::abs(want[k][i]);
+        ASSERT_LE(std::abs(double(xla[k][i]) - want[k][i]), bound)
+            << "element " << i << ": xla " << xla[k][i] << ", want " << want[k][i];
+        unequal += xla[k][i] != want[k][i];
+      }
+      // One rounding of nearly the same sum: most elements are equal (two
+      // roundings, or a bf16 gemm per sample, would move far more).
+      EXPECT_LE(unequal * 10, static_cast<int64_t>(want[k].size()));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, XlaConvBf16, ::testing::ValuesIn(gemm_shapes()), label);
 
 } // namespace
 } // namespace mstep

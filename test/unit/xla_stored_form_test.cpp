@@ -126,14 +126,14 @@ TEST(XlaStoredForm, AConvStepLoadsWithItsScratchAndComputesTheSameBits) {
 }
 
 TEST(XlaStoredForm, CalloutsAreStoredAndRunAfterALoad) {
-  // A bf16 scatter_add is a callout (the function's loop takes f32, f64,
-  // i64 and i32).
+  // An f16 scatter_add is a callout (the function's loop takes f32, bf16,
+  // f64, i64 and i32).
   const TraceGraph graph = graph_of([] {
     std::vector<int64_t> index(2 * 5 * 7);
     for (size_t i = 0; i < index.size(); ++i) index[i] = static_cast<int64_t>(i * 3 % 5);
     Tensor idx = from_vector(index, {2, 5, 7}, std::nullopt, kXla);
-    return relu(to(scatter_add(to(on_xla({2, 5, 7}, 1), DType::bf16), 1, idx,
-                               to(on_xla({2, 5, 7}, 2), DType::bf16)),
+    return relu(to(scatter_add(to(on_xla({2, 5, 7}, 1), DType::f16), 1, idx,
+                               to(on_xla({2, 5, 7}, 2), DType::f16)),
                    DType::f32));
   });
   std::unique_ptr<Executable> compiled = compile_on_xla(graph);

@@ -42,9 +42,10 @@ constexpr int64_t kMostStackBytes = 1 << 20;
 inline int64_t stack_floats(const AttentionParams& P, bool all_key_tiles) {
   const int64_t key_tiles = all_key_tiles ? (P.S + kBc - 1) / kBc : 1;
   int64_t floats = kBr * (P.E + P.Ev + 2) + kBc * (1 + kRowGroup) + key_tiles * kBc * P.E;
+  // (bf16's dq sums live in the step's scratch.)
   if (P.backward)
     floats += 2 * P.L + kBc * (2 + kRowGroup + P.E + 2 * P.Ev) +
-              (P.dtype == DType::f32 ? 0 : kRowGroup * (P.E + P.Ev) + P.L * P.E);
+              (P.dtype == DType::f32 ? 0 : kRowGroup * (P.E + P.Ev));
   return floats;
 }
 
@@ -57,8 +58,14 @@ inline bool transpose_keys_once(const AttentionParams& P) {
 
 class AttentionEmitter {
 public:
-  AttentionEmitter(LoopBuilder& lb, const AttentionParams& P)
-      : lb_(lb), b_(lb.b()), P_(P), f32_(lb.f32()) {}
+  /// bf16 backward: `dq_sums`, one [L, E] f32 slice per batch-head, and
+  /// `mask_gradient_sum`, where the mask gradient's f32 sums go (both in
+  /// the step's scratch, XlaLoopScratch.h); null for f32 (dq's sums are
+  /// dq itself, the mask gradient's the result).
+  AttentionEmitter(LoopBuilder& lb, const AttentionParams& P, llvm::Value* dq_sums = nullptr,
+                   llvm::Value* mask_gradient_sum = nullptr)
+      : lb_(lb), b_(lb.b()), P_(P), f32_(lb.f32()), dq_sums_(dq_sums),
+        mask_gradient_sum_(mask_gradient_sum) {}
 
   void emit_forward();
   void emit_backward();
@@ -429,13 +436,25 @@ private:
   llvm::Value* kt_ = nullptr; // [E x kBc]: the K tile transposed
   llvm::Value* vt_ = nullptr; // [Ev x kBc]: the V tile transposed (backward)
   llvm::Value* saved_in_ = nullptr; // the forward's saved probabilities (backward)
-  llvm::Value* dmask_ = nullptr;    // the mask gradient (f32, backward)
+  llvm::Value* dmask_ = nullptr;    // the mask gradient's f32 sums (backward)
+  llvm::Value* dq_sums_ = nullptr;
+  llvm::Value* mask_gradient_sum_ = nullptr;
 };
 
-/// `i32 (ptr operands, ptr results)` that zeroes the mask gradient (result
-/// P.dmask, f32) and returns 0: the step runs it before the rows, which
-/// then add into it.
+/// `i32 (ptr operands, ptr results)` that zeroes the mask gradient's f32
+/// sums and returns 0: the step runs it before the rows, which then add
+/// into them. The sums are result P.dmask (f32: `scratch_at` < 0), or
+/// (bf16) at float `scratch_at` of the scratch after the node's
+/// `operands` (OpLoop::calls_runtime).
 llvm::Function* emit_zero_mask_gradient(llvm::Module& module, const std::string& name,
-                                        size_t operands, size_t results, const AttentionParams& P);
+                                        size_t operands, size_t results, const AttentionParams& P,
+                                        int64_t scratch_at);
+/// `i32 (ptr operands, ptr results)` that rounds a bf16 mask gradient's
+/// f32 sums (at float `scratch_at` of the scratch after the node's
+/// `operands`) into result P.dmask, once per element; the step runs it
+/// after the rows (OpLoop::after_rows).
+llvm::Function* emit_round_mask_gradient(llvm::Module& module, const std::string& name,
+                                         size_t operands, size_t results,
+                                         const AttentionParams& P, int64_t scratch_at);
 
 } // namespace mstep::xla::attention

@@ -34,7 +34,8 @@
 // p = e^(scale q k^T + mask - lse), dp = (g v^T) f, ds = p (dp - D),
 // dv^T += g (p f), dk^T += q ds (transposed f32 tiles), dq += ds k (dq, dk
 // scaled by `scale` when written; dq's sums in the result itself for f32,
-// in an f32 stack buffer for bf16).
+// for bf16 in the batch-head's f32 slice of the step's scratch, so a long
+// sequence does not need them on the stack).
 //
 // Sums run in vector order (reassociated), as the cpu kernels' vector code
 // does; values agree with ref within the cpu kernels' tolerance (1e-4 f32,
@@ -50,6 +51,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaAttentionEmitter.h"
+#include "lib/backends/xla/XlaLoopScratch.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
 namespace mstep::xla::attention {
@@ -255,17 +257,18 @@ void AttentionEmitter::emit_backward() {
   llvm::Value* dk_t = tile(E * kBc);  // dk^T of the key tile, unscaled
   llvm::Value* dv_t = tile(Ev * kBc); // dv^T
   const bool convert = P_.dtype != DType::f32;
-  // bf16 rows as f32, and dq's f32 sums (the result itself for f32).
+  // bf16 rows as f32, and dq's f32 sums (the result itself for f32, else
+  // the scratch's).
   llvm::Value* q_row = convert ? tile(kRowGroup * E) : nullptr;
   llvm::Value* g_row = convert ? tile(kRowGroup * Ev) : nullptr;
-  llvm::Value* dq_sum = convert ? tile(P_.L * E) : nullptr;
+  llvm::Value* dq_sum = convert ? dq_sums_ : nullptr;
   llvm::Value* g = lb_.operand(P_.grad_out);
   llvm::Value* dq = lb_.result(0);
   llvm::Value* dk = lb_.result(1);
   llvm::Value* dv = lb_.result(2);
   llvm::Value* scale = lb_.f32(static_cast<float>(P_.scale));
   if (P_.saved_probs_in >= 0) saved_in_ = lb_.operand(P_.saved_probs_in);
-  if (P_.dmask >= 0) dmask_ = lb_.result(P_.dmask);
+  if (P_.dmask >= 0) dmask_ = mask_gradient_sum_ ? mask_gradient_sum_ : lb_.result(P_.dmask);
   lb_.loop(lb_.row_begin(), lb_.row_end(), [&](llvm::Value* b) {
     valid_ranges(b);
     // 1. Rows pass: lse and D per valid row (rows outside stay unread);
@@ -285,7 +288,7 @@ void AttentionEmitter::emit_backward() {
                 lse, i);
     });
     // 2. Keys pass.
-    llvm::Value* dq_base = convert ? lb_.i64(0) : mul(b, P_.L * E);
+    llvm::Value* dq_base = mul(b, P_.L * E); // in dq, or in the scratch's sums
     llvm::Value* dq_acc = convert ? dq_sum : dq;
     zero(DType::f32, dq_acc, dq_base, lb_.i64(P_.L * E));
     llvm::Value* k_base = mul(b, P_.S);
@@ -417,9 +420,13 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
   if (!read.ok()) return std::nullopt;
   const AttentionParams& P = *read;
   if (P.dtype != DType::f32 && P.dtype != DType::bf16) return std::nullopt;
-  // A bf16 mask gradient would need an f32 sum the size of the mask (the
-  // cpu backend leaves it to the ref kernel too).
-  if (P.dmask >= 0 && P.dtype != DType::f32) return std::nullopt;
+  // A bf16 backward sums dq, and a mask gradient, in f32 in the step's
+  // scratch (XlaLoopScratch.h); the mask gradient is rounded once after
+  // the rows.
+  const bool in_scratch = P.backward && P.dtype != DType::f32;
+  const bool mask_sum_in_scratch = P.dmask >= 0 && in_scratch;
+  const int64_t mask_at = in_scratch ? attention_dq_scratch_floats(nd) : -1;
+  const size_t operands = nd.operands.size();
   if (P.E > kMostHeadDim || P.Ev > kMostHeadDim || P.L == 0 || P.S == 0 || P.batch == 0)
     return std::nullopt;
   if (stack_floats(P, false) * 4 > kMostStackBytes) return std::nullopt;
@@ -428,21 +435,30 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
   // out, probabilities and dropout mask (dq, dk, dv) and keeps its tiles on
   // its own stack, so the step function may split them over the threads
   // without changing a bit.
-  LoopBuilder lb(module, lb_name(nd, node), nd.operands.size(),
+  LoopBuilder lb(module, lb_name(nd, node), operands + (in_scratch ? kRuntimeOperands : 0),
                  nd.results.size(), LoopBuilder::Rows{});
-  AttentionEmitter emitter(lb, P);
+  llvm::Value* scratch = in_scratch ? lb.operand(operands) : nullptr;
+  AttentionEmitter emitter(
+      lb, P, scratch,
+      mask_sum_in_scratch ? lb.b().CreateConstInBoundsGEP1_64(lb.f32(), scratch, mask_at)
+                          : nullptr);
   if (P.backward)
     emitter.emit_backward();
   else
     emitter.emit_forward();
   OpLoop loop{lb.finish(), false, P.batch, 1, P.batch * P.L * P.S};
+  loop.calls_runtime = in_scratch;
   if (P.dmask >= 0) {
     // The mask gradient is zeroed first, then each batch-head adds into
     // it. Batch-heads that share mask elements (a mask broadcast over a
     // batch or head dim) would add into the same ones, so they stay on
     // one thread, in order, as the cpu kernel's keys pass does.
     loop.check = emit_zero_mask_gradient(module, absl::StrCat(lb_name(nd, node), "_zero_dmask"),
-                                         nd.operands.size(), nd.results.size(), P);
+                                         operands, nd.results.size(), P, mask_at);
+    if (mask_sum_in_scratch)
+      loop.after_rows =
+          emit_round_mask_gradient(module, absl::StrCat(lb_name(nd, node), "_round_dmask"),
+                                   operands, nd.results.size(), P, mask_at);
     if (P.mask_shared_across_batch) loop.work = 0;
   }
   return loop;

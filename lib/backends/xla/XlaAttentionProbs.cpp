@@ -15,8 +15,11 @@
 //   D_i = g_i . sum_j P_ij f_ij v_j, and its keys pass reads P instead of
 //   recomputing it;
 // - a float mask's gradient: dmask at (b, i, j)'s broadcast position +=
-//   dS_ij, in f32, zeroed before the rows (emit_zero_mask_gradient).
+//   dS_ij, in f32, zeroed before the rows (emit_zero_mask_gradient); a
+//   bf16 one sums in f32 in the step's scratch and is rounded once after
+//   the rows (emit_round_mask_gradient), as the ref kernel rounds its sums.
 #include "lib/backends/xla/XlaAttentionEmitter.h"
+#include "lib/backends/xla/XlaOpLoops.h"
 
 namespace mstep::xla::attention {
 
@@ -119,11 +122,29 @@ void AttentionEmitter::add_mask_gradient(llvm::Value* i, llvm::Value* j0, llvm::
 }
 
 llvm::Function* emit_zero_mask_gradient(llvm::Module& module, const std::string& name,
-                                        size_t operands, size_t results,
-                                        const AttentionParams& P) {
-  LoopBuilder lb(module, name, operands, results);
-  lb.b().CreateMemSet(lb.result(P.dmask), lb.b().getInt8(0), lb.i64(P.mask_numel * 4),
-                      llvm::MaybeAlign(4));
+                                        size_t operands, size_t results, const AttentionParams& P,
+                                        int64_t scratch_at) {
+  const bool in_scratch = scratch_at >= 0;
+  LoopBuilder lb(module, name, operands + (in_scratch ? kRuntimeOperands : 0), results);
+  llvm::Value* sums =
+      in_scratch ? lb.b().CreateConstInBoundsGEP1_64(lb.f32(), lb.operand(operands), scratch_at)
+                 : lb.result(P.dmask);
+  lb.b().CreateMemSet(sums, lb.b().getInt8(0), lb.i64(P.mask_numel * 4), llvm::MaybeAlign(4));
+  return lb.finish();
+}
+
+llvm::Function* emit_round_mask_gradient(llvm::Module& module, const std::string& name,
+                                         size_t operands, size_t results,
+                                         const AttentionParams& P, int64_t scratch_at) {
+  LoopBuilder lb(module, name, operands + kRuntimeOperands, results);
+  llvm::Value* sums =
+      lb.b().CreateConstInBoundsGEP1_64(lb.f32(), lb.operand(operands), scratch_at);
+  lb.loop(
+      P.mask_numel,
+      [&](llvm::Value* i) {
+        store_f32(lb, P.dtype, lb.load(lb.f32(), sums, i), lb.result(P.dmask), i);
+      },
+      /*parallel=*/true);
   return lb.finish();
 }
 

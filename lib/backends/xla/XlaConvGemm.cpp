@@ -16,9 +16,20 @@
 // driver walks the chunks. Each sum is an f32 gemm's (sgemm's order), not
 // ref's f64 sum rounded once: within K u sum|x w| of it (K the sum's
 // length, u = 2^-24), as the cpu backend's oneDNN convolution.
+//
+// bf16 convs run the same gemm_f32 calls over f32 staging in the scratch
+// (ConvGemmPlan): im2col widens the input (exact), the weight and grad_out
+// are widened before their gemm, the forward adds the bias to the f32
+// result, col2im and the weight gradient's sum over samples stay f32, and
+// each result element is rounded to bf16 once at the end. That is what
+// oneDNN's bf16 convolution on the cpu backend computes (exact products,
+// f32 sums, one rounding), in another order: within one bf16 ulp plus the
+// f32 sums' K u sum|x w| of it. (mstep_xla_gemm_bf16 would round every
+// gemm result to bf16: col2im and the sum over samples would round twice.)
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/xla/XlaConvShape.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -29,6 +40,25 @@ namespace {
 /// &base[offset] over f32 elements.
 llvm::Value* element(LoopBuilder& lb, llvm::Value* base, llvm::Value* offset) {
   return lb.b().CreateInBoundsGEP(lb.f32(), base, offset);
+}
+
+/// &base[offset] over elements of `dtype` (f32 or bf16).
+llvm::Value* element_of(LoopBuilder& lb, DType dtype, llvm::Value* base, llvm::Value* offset) {
+  return lb.b().CreateInBoundsGEP(storage_type(lb.b(), dtype), base, offset);
+}
+
+/// to[i] = from[i] (of `dtype`) as f32, for i < count.
+void widen(LoopBuilder& lb, DType dtype, llvm::Value* from, llvm::Value* to, int64_t count) {
+  lb.loop(
+      count, [&](llvm::Value* i) { lb.store(load_f32(lb, dtype, from, i), to, i); },
+      /*parallel=*/true);
+}
+
+/// to[i] (of `dtype`) = the f32 from[i], rounded once, for i < count.
+void round_into(LoopBuilder& lb, DType dtype, llvm::Value* from, llvm::Value* to, int64_t count) {
+  lb.loop(
+      count, [&](llvm::Value* i) { store_f32(lb, dtype, lb.load(lb.f32(), from, i), to, i); },
+      /*parallel=*/true);
 }
 
 /// c[i] = a[i] x b[i] for i < batch (XlaRuntimeCalls::gemm_f32 through the
@@ -83,7 +113,7 @@ void for_tap_rows(LoopBuilder& lb, const ConvShape& c, RowBody body) {
 }
 
 /// col = the im2col matrix of one sample `in` [channels, height, width]
-/// (zeros where a tap falls outside the input).
+/// (zeros where a tap falls outside the input), in f32.
 void im2col(LoopBuilder& lb, const ConvShape& c, llvm::Value* in, llvm::Value* col) {
   auto& b = lb.b();
   auto zeros = [&](llvm::Value* base, llvm::Value* from, llvm::Value* to) {
@@ -104,8 +134,8 @@ void im2col(LoopBuilder& lb, const ConvShape& c, llvm::Value* in, llvm::Value* c
       lb.loop(
           ow_lo, ow_hi,
           [&](llvm::Value* ow) {
-            llvm::Value* x = lb.load(lb.f32(), in,
-                                     b.CreateAdd(from, b.CreateMul(ow, lb.i64(c.stride[1]))));
+            llvm::Value* x = load_f32(lb, c.dtype, in,
+                                      b.CreateAdd(from, b.CreateMul(ow, lb.i64(c.stride[1]))));
             lb.store(x, col, b.CreateAdd(row, ow));
           },
           /*parallel=*/true);
@@ -141,54 +171,73 @@ void col2im(LoopBuilder& lb, const ConvShape& c, llvm::Value* col, llvm::Value* 
 
 /// The row function over the samples [begin, end) of a chunk; its
 /// operands are the node's (sample-indexed ones at the chunk's first
-/// sample), the scratch and gemm_f32, its result the node's.
+/// sample), the scratch and gemm_f32, its result the node's. A bf16 conv
+/// reads the f32 weight the driver left at the scratch's start.
 llvm::Function* emit_samples(llvm::Module& module, const std::string& name, OpKind op,
                              const ConvGemmPlan& p, size_t operands, bool bias) {
   const ConvShape& c = p.conv;
+  const bool bf16 = c.dtype == DType::bf16;
   LoopBuilder lb(module, name + "_samples", operands + 2, 1, LoopBuilder::Rows{});
   auto& b = lb.b();
   llvm::Value* scratch = lb.operand(operands);
   llvm::Value* gemm = lb.operand(operands + 1);
+  llvm::Value* weight = bf16 ? scratch : lb.operand(1);
+  llvm::Value* samples = element(lb, scratch, lb.i64(p.shared_floats));
   const int64_t og = c.outs_per_group(), taps = c.group_taps(), plane = c.out_plane();
   const int64_t in_sample = c.channels * c.in_plane(), out_sample = c.out_channels * plane;
   lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* s) {
     auto sample = [&](llvm::Value* base, int64_t size) {
-      return element(lb, base, b.CreateMul(s, lb.i64(size)));
+      return element_of(lb, c.dtype, base, b.CreateMul(s, lb.i64(size)));
     };
-    llvm::Value* col = sample(scratch, p.sample_floats);
+    llvm::Value* col = element(lb, samples, b.CreateMul(s, lb.i64(p.sample_floats)));
+    llvm::Value* out_stage = element(lb, col, lb.i64(p.col_floats + p.partial_floats));
+    llvm::Value* in_stage = element(lb, out_stage, lb.i64(p.out_stage_floats));
+    // grad_out of the sample as f32 (widened into the staging for bf16).
+    auto grad_out = [&](llvm::Value* stored) {
+      if (!bf16) return stored;
+      widen(lb, c.dtype, stored, out_stage, out_sample);
+      return out_stage;
+    };
     if (op == OpKind::conv2d) {
       im2col(lb, c, sample(lb.operand(0), in_sample), col);
       llvm::Value* y = sample(lb.result(0), out_sample);
-      call_gemm(lb, gemm, c.groups, og, plane, taps, false, lb.operand(1), og * taps, false, col,
-                taps * plane, y);
-      if (bias)
+      llvm::Value* sums = bf16 ? out_stage : y;
+      call_gemm(lb, gemm, c.groups, og, plane, taps, false, weight, og * taps, false, col,
+                taps * plane, sums);
+      // y = sums + bias, rounded once (f32: in place).
+      if (bias || bf16)
         lb.loop(c.out_channels, [&](llvm::Value* o) {
-          llvm::Value* add = lb.load(lb.f32(), lb.operand(2), o);
+          llvm::Value* add = bias ? load_f32(lb, c.dtype, lb.operand(2), o) : nullptr;
           llvm::Value* first = b.CreateMul(o, lb.i64(plane));
           lb.loop(
               plane,
               [&](llvm::Value* k) {
                 llvm::Value* at = b.CreateAdd(first, k);
-                lb.store(b.CreateFAdd(lb.load(lb.f32(), y, at), add), y, at);
+                llvm::Value* v = lb.load(lb.f32(), sums, at);
+                store_f32(lb, c.dtype, add ? b.CreateFAdd(v, add) : v, y, at);
               },
               /*parallel=*/true);
         });
     } else if (op == OpKind::conv2d_input_grad) {
-      call_gemm(lb, gemm, c.groups, taps, plane, og, true, lb.operand(1), og * taps, false,
-                sample(lb.operand(0), out_sample), og * plane, col);
-      col2im(lb, c, col, sample(lb.result(0), in_sample));
+      call_gemm(lb, gemm, c.groups, taps, plane, og, true, weight, og * taps, false,
+                grad_out(sample(lb.operand(0), out_sample)), og * plane, col);
+      llvm::Value* grad_in = sample(lb.result(0), in_sample);
+      col2im(lb, c, col, bf16 ? in_stage : grad_in);
+      if (bf16) round_into(lb, c.dtype, in_stage, grad_in, in_sample);
     } else { // conv2d_weight_grad: the sample's partial after its col
       im2col(lb, c, sample(lb.operand(0), in_sample), col);
-      call_gemm(lb, gemm, c.groups, og, taps, plane, false, sample(lb.operand(1), out_sample),
-                og * plane, true, col, taps * plane, element(lb, col, lb.i64(p.col_floats)));
+      call_gemm(lb, gemm, c.groups, og, taps, plane, false,
+                grad_out(sample(lb.operand(1), out_sample)), og * plane, true, col, taps * plane,
+                element(lb, col, lb.i64(p.col_floats)));
     }
   });
   return lb.finish();
 }
 
 /// The weight gradient's row function over output channels: y[o] += the
-/// partials of the chunk's samples, in order (operands: the scratch and
-/// the sample count as an integer).
+/// partials of the chunk's samples, in order (operands: the scratch's
+/// samples and the sample count as an integer; y f32: the result, or
+/// bf16's f32 sum).
 llvm::Function* emit_partial_sums(llvm::Module& module, const std::string& name,
                                   const ConvGemmPlan& p) {
   const int64_t taps = p.conv.group_taps();
@@ -233,6 +282,9 @@ std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& gra
 
   // The driver: the chunks in order, each a call of the row function
   // (split over the threads when large), then the weight gradient's sums.
+  // bf16: the weight widened before, the weight gradient's f32 sum
+  // rounded after.
+  const bool bf16 = c.dtype == DType::bf16;
   LoopBuilder lb(module, name, operands + kRuntimeOperands, 1);
   auto& b = lb.b();
   llvm::Type* ptr = llvm::PointerType::getUnqual(b.getContext());
@@ -245,21 +297,28 @@ std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& gra
   sample_operands.push_back(gemm);
   llvm::Value* sample_array = lb.array(ptr, sample_operands);
   llvm::Value* result_array = lb.array(ptr, {lb.result(0)});
-  llvm::Value* sum_array = lb.array(ptr, {scratch, llvm::ConstantPointerNull::get(
-                                                       llvm::PointerType::getUnqual(b.getContext()))});
+  llvm::Value* sum_array =
+      lb.array(ptr, {element(lb, scratch, lb.i64(plan->shared_floats)),
+                     llvm::ConstantPointerNull::get(llvm::PointerType::getUnqual(b.getContext()))});
+  // The f32 weight gradient the partials add into.
+  llvm::Value* weight_sum = bf16 ? scratch : lb.result(0);
+  llvm::Value* sum_result_array = lb.array(ptr, {weight_sum});
+  const int64_t weight_elements = c.out_channels * c.group_taps();
   const int64_t in_sample = c.channels * c.in_plane(), out_sample = c.out_channels * c.out_plane();
   const int64_t work = c.batch * c.out_channels * c.out_plane() * c.group_taps();
-  auto run = [&](llvm::Function* rows, llvm::Value* ops, llvm::Value* count, bool split) {
+  auto run = [&](llvm::Function* rows, llvm::Value* ops, llvm::Value* results,
+                 llvm::Value* count, bool split) {
     if (split)
       b.CreateCall(llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, lb.i64(), lb.i64()},
                                            false),
-                   parallel_nest, {rows, ops, result_array, count, lb.i64(1)});
+                   parallel_nest, {rows, ops, results, count, lb.i64(1)});
     else
-      b.CreateCall(rows, {ops, result_array, lb.i64(0), count});
+      b.CreateCall(rows, {ops, results, lb.i64(0), count});
   };
   if (op == OpKind::conv2d_weight_grad)
-    b.CreateMemSet(lb.result(0), b.getInt8(0), c.out_channels * c.group_taps() * 4,
-                   llvm::MaybeAlign(4));
+    b.CreateMemSet(weight_sum, b.getInt8(0), weight_elements * 4, llvm::MaybeAlign(4));
+  else if (bf16)
+    widen(lb, c.dtype, lb.operand(1), scratch, weight_elements);
   const int64_t chunks = (c.batch + plan->chunk - 1) / plan->chunk;
   lb.loop(chunks, [&](llvm::Value* k) {
     llvm::Value* first = b.CreateMul(k, lb.i64(plan->chunk));
@@ -268,7 +327,7 @@ std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& gra
                                         lb.i64(plan->chunk));
     // The sample-indexed pointers at the chunk's first sample.
     auto at_first = [&](llvm::Value* array, size_t slot, llvm::Value* base, int64_t size) {
-      b.CreateStore(element(lb, base, b.CreateMul(first, lb.i64(size))),
+      b.CreateStore(element_of(lb, c.dtype, base, b.CreateMul(first, lb.i64(size))),
                     b.CreateConstInBoundsGEP1_64(ptr, array, slot));
     };
     if (op == OpKind::conv2d) {
@@ -281,15 +340,16 @@ std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& gra
       at_first(sample_array, 0, lb.operand(0), in_sample);
       at_first(sample_array, 1, lb.operand(1), out_sample);
     }
-    run(samples, sample_array, count,
+    run(samples, sample_array, result_array, count,
         plan->chunk >= 2 && work >= cpu::FusionJit::kParallelElements);
     if (sums) {
       b.CreateStore(b.CreateIntToPtr(count, ptr), b.CreateConstInBoundsGEP1_64(ptr, sum_array, 1));
-      run(sums, sum_array, lb.i64(c.out_channels),
+      run(sums, sum_array, sum_result_array, lb.i64(c.out_channels),
           c.out_channels >= 2 &&
-              plan->chunk * c.out_channels * c.group_taps() >= cpu::FusionJit::kParallelElements);
+              plan->chunk * weight_elements >= cpu::FusionJit::kParallelElements);
     }
   });
+  if (sums && bf16) round_into(lb, c.dtype, weight_sum, lb.result(0), weight_elements);
   OpLoop loop;
   loop.function = lb.finish();
   loop.calls_runtime = true;

@@ -96,7 +96,8 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
     return std::nullopt;
   const bool bias = op == OpKind::conv2d && attr_int(n.attrs, AttrName::has_bias) != 0;
   const std::optional<Conv> conv = conv_shape(graph, n);
-  if (!conv) return std::nullopt;
+  // bf16 convs take the im2col + gemm path or stay callouts.
+  if (!conv || conv->dtype != DType::f32) return std::nullopt;
   const Conv& c = *conv;
   const int64_t outs_per_group = c.out_channels / c.groups;
   const int64_t taps = c.kh * c.kw;

@@ -45,11 +45,14 @@ std::optional<ConvShape> conv_shape(const TraceGraph& graph, const GraphNode& n)
     weight = &n.results[0];
     break;
   }
+  const DType dtype = n.results[0].dtype;
+  if (dtype != DType::f32 && dtype != DType::bf16) return std::nullopt;
   for (const TensorType* t : {input, weight, output})
-    if (t->dtype != DType::f32 || t->shape.rank() != 4 || t->numel() == 0) return std::nullopt;
+    if (t->dtype != dtype || t->shape.rank() != 4 || t->numel() == 0) return std::nullopt;
   for (ValueRef v : n.operands)
-    if (graph.type_of(v).dtype != DType::f32) return std::nullopt;
+    if (graph.type_of(v).dtype != dtype) return std::nullopt;
   ConvShape c;
+  c.dtype = dtype;
   c.batch = input->shape[0];
   c.channels = input->shape[1];
   c.height = input->shape[2];
@@ -77,9 +80,16 @@ std::optional<ConvGemmPlan> conv_gemm_plan(const TraceGraph& graph, const GraphN
   const ConvShape& c = *shape;
   ConvGemmPlan plan{c};
   plan.col_floats = round_to_64_bytes(c.channels * c.kh * c.kw * c.out_plane());
-  plan.sample_floats = plan.col_floats;
-  if (node.op == OpKind::conv2d_weight_grad)
-    plan.sample_floats += round_to_64_bytes(c.out_channels * c.group_taps());
+  const int64_t weight_floats = round_to_64_bytes(c.out_channels * c.group_taps());
+  if (node.op == OpKind::conv2d_weight_grad) plan.partial_floats = weight_floats;
+  if (c.dtype == DType::bf16) {
+    plan.shared_floats = weight_floats;
+    plan.out_stage_floats = round_to_64_bytes(c.out_channels * c.out_plane());
+    if (node.op == OpKind::conv2d_input_grad)
+      plan.in_stage_floats = round_to_64_bytes(c.channels * c.in_plane());
+  }
+  plan.sample_floats =
+      plan.col_floats + plan.partial_floats + plan.out_stage_floats + plan.in_stage_floats;
   const int64_t sample_bytes = plan.sample_floats * 4;
   if (sample_bytes > kMaxSampleScratch) return std::nullopt;
   // As many samples as fit kChunkScratch, spread evenly over the chunks.

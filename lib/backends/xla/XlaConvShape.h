@@ -1,4 +1,4 @@
-// The f32 conv2d nodes of an xla step (conv2d, conv2d_input_grad,
+// The f32 and bf16 conv2d nodes of an xla step (conv2d, conv2d_input_grad,
 // conv2d_weight_grad) read as one geometry, and the plan of the step
 // function's im2col + gemm path for one (XlaConvGemm.cpp): how many
 // samples one parallel call covers and the scratch it needs. Both halves
@@ -15,6 +15,7 @@
 namespace mstep::xla {
 
 struct ConvShape {
+  DType dtype; // of every operand and the result: f32 or bf16
   int64_t batch, channels, height, width;       // the input
   int64_t out_channels, group_channels, kh, kw; // the weight
   int64_t out_h, out_w, groups;
@@ -27,25 +28,38 @@ struct ConvShape {
   int64_t in_plane() const { return height * width; }
 };
 
-/// The geometry of an f32 conv node (its operands and result f32, rank 4,
-/// none empty, the attributes consistent), or nullopt.
+/// The geometry of an f32 or bf16 conv node (its operands and result all
+/// of that dtype, rank 4, none empty, the attributes consistent), or
+/// nullopt.
 std::optional<ConvShape> conv_shape(const TraceGraph& graph, const GraphNode& node);
 
 /// How the im2col + gemm path runs a conv node: chunks of `chunk` samples,
 /// each sample one row of a row function with its own `sample_floats` of
 /// scratch (its im2col matrix [channels * kh * kw, out_h * out_w], and for
 /// the weight gradient its partial [out_channels, group_taps] after it).
+/// A bf16 conv computes in f32 (bf16 widens exactly, so the gemm's
+/// products are exact and its sums f32, as oneDNN's bf16 convolution) and
+/// rounds once per result element: its scratch starts with `shared_floats`
+/// (the weight widened to f32, or for the weight gradient its f32 sum over
+/// the samples), and each sample adds f32 staging after its partial: the
+/// [out_channels, out_plane] output (the forward's gemm result, or the
+/// gradients' grad_out widened) and, for the input gradient, its f32
+/// [channels, in_plane] col2im sum.
 struct ConvGemmPlan {
   ConvShape conv;
   int64_t chunk = 1;
-  int64_t col_floats = 0;    // the im2col matrix, rounded up to 64 bytes
-  int64_t sample_floats = 0; // col_floats (+ the partial, rounded)
-  int64_t scratch_bytes() const { return chunk * sample_floats * 4; }
+  int64_t col_floats = 0;     // the im2col matrix, rounded up to 64 bytes
+  int64_t partial_floats = 0; // the weight gradient's partial (rounded), or 0
+  int64_t out_stage_floats = 0, in_stage_floats = 0; // bf16's staging, or 0
+  int64_t sample_floats = 0;  // the sum of the four
+  int64_t shared_floats = 0;  // bf16: the f32 weight or weight gradient sum
+  int64_t scratch_bytes() const { return (shared_floats + chunk * sample_floats) * 4; }
 };
 
 /// The plan of `node` when the step function runs it as im2col + gemm,
-/// nullopt when it keeps the direct loops (XlaConvLoops.cpp): not an f32
-/// conv, or one sample's im2col matrix above kMaxSampleScratch.
+/// nullopt when it does not: not an f32 or bf16 conv, or one sample's
+/// scratch above kMaxSampleScratch (an f32 conv then keeps the direct
+/// loops, XlaConvLoops.cpp; a bf16 one is a callout).
 std::optional<ConvGemmPlan> conv_gemm_plan(const TraceGraph& graph, const GraphNode& node);
 
 /// The scratch the step's conv nodes need: the largest plan's.

@@ -1,11 +1,12 @@
-// gather (any dtype) and scatter_add (f32, f64, i64, i32) with i64 or i32
+// gather (any dtype) and scatter_add (f32, bf16, f64, i64, i32) with i64 or i32
 // indices as loops (XlaOpLoops.h), with the ref kernels' semantics
 // (lib/backends/ref/RefShape.cpp, RefScatter.cpp): the index has the
 // input's rank; at each index position p, gather reads the input at p with
 // dim `dim` replaced by index[p]; scatter_add starts from a copy of the
 // input and adds src at p (src's own strides) into the output at p with
 // dim `dim` replaced by index[p], in the index's row-major order, floats in
-// their own precision (f32 + f32 rounded to f32, as the ref's add).
+// their own precision (f32 + f32 rounded to f32, as the ref's add; bf16
+// added in f32 and rounded to bf16).
 //
 // Every index is checked to be in [0, size) first (OpLoop::check, which
 // for scatter_add then copies the input): one that is not stops the step
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -88,6 +90,7 @@ std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& g
       if (index_shape[d] > src.shape[d]) return std::nullopt;
     switch (out.dtype) {
     case DType::f32: element = llvm::Type::getFloatTy(c); break;
+    case DType::bf16: element = llvm::Type::getInt16Ty(c); break; // as f32, below
     case DType::f64: element = llvm::Type::getDoubleTy(c); break;
     case DType::i64: element = llvm::Type::getInt64Ty(c); break;
     case DType::i32: element = llvm::Type::getInt32Ty(c); break;
@@ -125,6 +128,13 @@ std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& g
               at, b.CreateMul(load_index(lb, index.dtype, p), lb.i64(in_strides[dim])));
           if (!scatter) {
             lb.store(lb.load(element, lb.operand(0), moved), lb.result(0), p);
+            return;
+          }
+          if (out.dtype == DType::bf16) {
+            store_f32(lb, out.dtype,
+                      b.CreateFAdd(load_f32(lb, out.dtype, lb.result(0), moved),
+                                   load_f32(lb, out.dtype, lb.operand(2), s)),
+                      lb.result(0), moved);
             return;
           }
           llvm::Value* x = lb.load(element, lb.result(0), moved);

@@ -1,16 +1,18 @@
-// index_select (any dtype; embedding's forward) and f32, i64 or i32
+// index_select (any dtype; embedding's forward) and f32, bf16, i64 or i32
 // index_add (its gradient) with i64 or i32 indices as loops (XlaOpLoops.h), with the ref
 // kernels' semantics (lib/backends/ref/RefShape.cpp, RefScatter.cpp):
 // blocks of `inner` contiguous elements, output block (o, j) = input block
 // (o, index[j]) for index_select; out = input, then out block
 // (o, index[j]) += source block (o, j) in f32, duplicates in index order,
-// for index_add. Every index is checked to be in [0, size) before anything
+// for index_add (bf16: each addition in f32, rounded to bf16, as the ref's
+// add in its storage type). Every index is checked to be in [0, size) before anything
 // is written (OpLoop::check): one that is not returns 1 and the step stops
 // there (the runtime names it, XlaStepFailure.cpp). Both are row functions
 // the step function splits over the threads: index_select over its output
 // blocks, index_add over (o, column block), whose duplicates add in index
 // order within the row, so any split gives one thread's bits.
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -29,7 +31,7 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
   if ((index.dtype != DType::i64 && index.dtype != DType::i32) || index.shape.rank() > 1)
     return std::nullopt;
   const bool integer_add = out.dtype == DType::i64 || out.dtype == DType::i32;
-  if (op == OpKind::index_add && ((out.dtype != DType::f32 && !integer_add) || in != out ||
+  if (op == OpKind::index_add && ((!is_f32_or_bf16(out.dtype) && !integer_add) || in != out ||
                                   graph.type_of(nd.operands[2]).dtype != out.dtype))
     return std::nullopt;
   if (out.dtype != in.dtype || in.shape.rank() == 0 || out.numel() == 0) return std::nullopt;
@@ -77,9 +79,7 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
   // indices sum in one order whatever the split (integers wrap).
   constexpr int64_t kColumns = 16;
   const int64_t blocks = (inner + kColumns - 1) / kColumns;
-  llvm::Type* element = integer_add
-                            ? b.getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8))
-                            : lb.f32();
+  llvm::Type* element = b.getIntNTy(static_cast<unsigned>(element_size(out.dtype) * 8));
   lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) {
     llvm::Value* o = b.CreateSDiv(row, lb.i64(blocks));
     llvm::Value* k0 = b.CreateMul(b.CreateSRem(row, lb.i64(blocks)), lb.i64(kColumns));
@@ -93,9 +93,16 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
           k0, k1,
           [&](llvm::Value* k) {
             llvm::Value* at = b.CreateAdd(to, k);
-            llvm::Value* x = lb.load(element, y, at);
-            llvm::Value* add = lb.load(element, lb.operand(2), b.CreateAdd(from, k));
-            lb.store(integer_add ? b.CreateAdd(x, add) : b.CreateFAdd(x, add), y, at);
+            llvm::Value* source = b.CreateAdd(from, k);
+            if (integer_add) {
+              lb.store(b.CreateAdd(lb.load(element, y, at), lb.load(element, lb.operand(2), source)),
+                       y, at);
+              return;
+            }
+            store_f32(lb, out.dtype,
+                      b.CreateFAdd(load_f32(lb, out.dtype, y, at),
+                                   load_f32(lb, out.dtype, lb.operand(2), source)),
+                      y, at);
           },
           /*parallel=*/true);
     });

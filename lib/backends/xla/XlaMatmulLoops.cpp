@@ -3,9 +3,12 @@
 // as a loop (XlaOpLoops.h): out[b, i, j] = sum over k of lhs[b', i, k] *
 // rhs[b'', k, j] in f64, k in order, rounded once, with b' and b'' the
 // operands' batch positions (broadcast dims read stride 0): the ref
-// kernel's sum (lib/backends/ref/RefLinalg.cpp) bit for bit. A row
-// function over the output's rows (b, i), split over the threads.
+// kernel's sum (lib/backends/ref/RefLinalg.cpp) bit for bit. bf16 as the
+// ref's bf16 instantiation: elements widened to f32, an f32 sum in order
+// of k, rounded once to bf16. A row function over the output's rows
+// (b, i), split over the threads.
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 #include "lib/backends/xla/XlaStep.h"
@@ -21,8 +24,8 @@ std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& g
   const TensorType& lhs = graph.type_of(nd.operands[0]);
   const TensorType& rhs = graph.type_of(nd.operands[1]);
   const TensorType& out = nd.results[0];
-  if (lhs.dtype != DType::f32 || rhs.dtype != DType::f32 || out.dtype != DType::f32)
-    return std::nullopt;
+  const DType dtype = out.dtype;
+  if (!is_f32_or_bf16(dtype) || lhs.dtype != dtype || rhs.dtype != dtype) return std::nullopt;
   const int64_t rank = out.shape.rank();
   if (rank < 2 || lhs.shape.rank() < 2 || rhs.shape.rank() < 2 || out.numel() == 0)
     return std::nullopt;
@@ -65,15 +68,19 @@ std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& g
                                        b.CreateMul(i, lb.i64(k)));
     llvm::Value* rhs_base = b.CreateMul(rhs_matrix, lb.i64(k * p));
     llvm::Value* out_row = b.CreateMul(row, lb.i64(p));
+    // The ref's accumulator: f64 for f32, f32 for bf16.
+    const bool f32_sum = dtype == DType::bf16;
+    auto widen = [&](llvm::Value* v) { return f32_sum ? v : lb.to_f64(v); };
     lb.loop(p, [&](llvm::Value* j) {
-      llvm::AllocaInst* acc = lb.local(lb.f64(), lb.f64(0));
+      llvm::AllocaInst* acc = f32_sum ? lb.local(lb.f32(), lb.f32(0.0f)) : lb.local(lb.f64(), lb.f64(0));
       lb.loop(k, [&](llvm::Value* kk) {
-        llvm::Value* x = lb.to_f64(lb.load(lb.f32(), lb.operand(0), b.CreateAdd(lhs_row, kk)));
-        llvm::Value* y = lb.to_f64(lb.load(
-            lb.f32(), lb.operand(1), b.CreateAdd(rhs_base, b.CreateAdd(b.CreateMul(kk, lb.i64(p)), j))));
+        llvm::Value* x = widen(load_f32(lb, dtype, lb.operand(0), b.CreateAdd(lhs_row, kk)));
+        llvm::Value* y = widen(load_f32(
+            lb, dtype, lb.operand(1), b.CreateAdd(rhs_base, b.CreateAdd(b.CreateMul(kk, lb.i64(p)), j))));
         lb.set(acc, b.CreateFAdd(lb.get(acc), b.CreateFMul(x, y)));
       });
-      lb.store(lb.to_f32(lb.get(acc)), lb.result(0), b.CreateAdd(out_row, j));
+      llvm::Value* sum = lb.get(acc);
+      store_f32(lb, dtype, f32_sum ? sum : lb.to_f32(sum), lb.result(0), b.CreateAdd(out_row, j));
     });
   });
   return OpLoop{lb.finish(), false, out.numel() / p, 1, out.numel() * k};

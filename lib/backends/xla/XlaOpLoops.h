@@ -51,9 +51,11 @@ struct OpLoop {
   /// once after all rows, or null.
   llvm::Function* after_rows = nullptr;
   /// A plain function (cannot fail) whose operand array has, after the
-  /// node's operands: the arena's conv scratch (XlaLayout::scratch_offset)
-  /// and the runtime's gemm_f32 and parallel_nest (XlaRuntimeCalls), which
-  /// it calls itself (the im2col + gemm convs, XlaConvGemm.cpp).
+  /// node's operands: the arena's loop scratch (XlaLayout::scratch_offset,
+  /// XlaLoopScratch.h) and the runtime's gemm_f32 and parallel_nest
+  /// (XlaRuntimeCalls), which it calls itself (the im2col + gemm convs,
+  /// XlaConvGemm.cpp). A row function may have it too (a bf16 attention
+  /// mask gradient summing in the scratch); so may its check and after_rows.
   bool calls_runtime = false;
 };
 

@@ -11,6 +11,11 @@
 // backend's and ref's. The clipping norms (any norm type: 2, 1, inf, p)
 // are f64 sums in another order (as on cpu).
 //
+// bf16 parameters (all of one dtype, without clipping) follow the ref
+// kernel's bf16 instantiation: each coefficient cast f64 -> f32 -> bf16,
+// and every product, sum, quotient and square root of the update rounded
+// to bf16 and read back (its rnd_same), elements widened on load.
+//
 // The update is a row function over the elements of all parameters in
 // turn, which the step function splits over the threads (each element
 // computed as on one thread, so the split changes no bit), and the
@@ -27,6 +32,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 #include "mstep/ir/MultiTensorUpdate.h"
@@ -58,15 +64,19 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     if (t.dtype != DType::i64 || t.numel() != 1) return std::nullopt;
   }
   std::vector<int64_t> sizes;
+  const DType dtype = operand_type(in->at(kParams, 0)).dtype;
+  if (!is_f32_or_bf16(dtype)) return std::nullopt;
   for (int i = 0; i < n; ++i) {
     const TensorType p = operand_type(in->at(kParams, i));
-    if (p.dtype != DType::f32 || operand_type(in->at(kGrads, i)) != p) return std::nullopt;
+    if (p.dtype != dtype || operand_type(in->at(kGrads, i)) != p) return std::nullopt;
     for (int s = 0; s < slots; ++s)
       if (operand_type(in->at(kStates, s * n + i)) != p) return std::nullopt;
     sizes.push_back(p.numel());
   }
   const bool clip = out->count[kTotalNorm] != 0;
   double max_norm = 0, norm_type = 2;
+  // The ref's bf16 norms round differently (a callout).
+  if (clip && dtype != DType::f32) return std::nullopt;
   if (clip) {
     if (nd.results[out->at(kTotalNorm)].dtype != DType::f32) return std::nullopt;
     norm_type = attr_double(nd.attrs, AttrName::grad_norm_type);
@@ -106,12 +116,24 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   const bool decoupled = rule == Rule::adamw && has_weight_decay;
   // The function being built: this one, or the per-parameter ones below.
   LoopBuilder* cur = &lb;
-  auto f32 = [&](llvm::Value* v) { return cur->to_f32(v); };
-  auto sub = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFSub(a, c); };
-  auto mul = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFMul(a, c); };
-  auto add = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFAdd(a, c); };
-  auto div = [&](llvm::Value* a, llvm::Value* c) { return cur->b().CreateFDiv(a, c); };
-  auto sqrt = [&](llvm::Value* v) { return cur->call(llvm::Intrinsic::sqrt, v); };
+  // While the update loop is built for bf16: each f32 result rounded to
+  // bf16 and read back (the ref's rnd_same).
+  bool round_results = false;
+  auto rounded = [&](llvm::Value* v) {
+    if (!round_results) return v;
+    return widen_to_f32(cur->b(), dtype, round_to_storage(cur->b(), dtype, v));
+  };
+  // An f64 scalar cast to the parameters' dtype, as f32 (the ref's rnd).
+  auto f32 = [&](llvm::Value* v) {
+    llvm::Value* x = cur->to_f32(v);
+    if (dtype == DType::f32) return x;
+    return widen_to_f32(cur->b(), dtype, round_to_storage(cur->b(), dtype, x));
+  };
+  auto sub = [&](llvm::Value* a, llvm::Value* c) { return rounded(cur->b().CreateFSub(a, c)); };
+  auto mul = [&](llvm::Value* a, llvm::Value* c) { return rounded(cur->b().CreateFMul(a, c)); };
+  auto add = [&](llvm::Value* a, llvm::Value* c) { return rounded(cur->b().CreateFAdd(a, c)); };
+  auto div = [&](llvm::Value* a, llvm::Value* c) { return rounded(cur->b().CreateFDiv(a, c)); };
+  auto sqrt = [&](llvm::Value* v) { return rounded(cur->call(llvm::Intrinsic::sqrt, v)); };
 
   // 1. Each parameter's scalars, from the step counters it reads.
   struct Coefficients {
@@ -306,11 +328,14 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
       state[s] = update.operand(4 + s);
       new_state[s] = update.result(1 + s);
     }
+    round_results = dtype != DType::f32;
     update.loop(
         first, end,
         [&](llvm::Value* k) {
-          auto load = [&](llvm::Value* base) { return cur->load(cur->f32(), base, k); };
-          auto store = [&](llvm::Value* v, llvm::Value* base) { cur->store(v, base, k); };
+          auto load = [&](llvm::Value* base) { return load_f32(*cur, dtype, base, k); };
+          auto store = [&](llvm::Value* v, llvm::Value* base) {
+            store_f32(*cur, dtype, v, base, k);
+          };
           llvm::Value* param = load(param_in);
           llvm::Value* g = load(grad_in);
           if (clip) {
@@ -375,6 +400,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
           }
         },
         /*parallel=*/true);
+    round_results = false;
   }
   llvm::Function* update_parameter = update.finish();
   cur = &lb;

@@ -1,4 +1,4 @@
-// f32 max_pool2d, avg_pool2d and their gradients (NCHW) as loops
+// f32 and bf16 max_pool2d, avg_pool2d and their gradients (NCHW) as loops
 // (XlaOpLoops.h), with the ref kernels' semantics
 // (lib/backends/ref/RefLinalg.cpp, RefLinalgGrad.cpp):
 // - max: the largest tap inside the input (taps in the padding skipped), a
@@ -14,11 +14,16 @@
 // only on its own plane, so the split over threads changes no result. The
 // gradients add into their plane of the output in f32 (the ref adds in
 // f64 and rounds once: the same to f32 rounding of each addition).
+// bf16 computes as the ref's bf16 kernels: elements widened to f32, the
+// avg window's sum and its share in f32, and a gradient's plane summed in
+// f32 (in the step's scratch, XlaLoopScratch.h) and rounded to bf16 once
+// at the end of its row.
 #include <algorithm>
 #include <functional>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -27,6 +32,7 @@ namespace mstep::xla {
 namespace {
 
 struct Pool {
+  DType dtype; // f32 or bf16, of every operand and the result
   int64_t planes, height, width, out_h, out_w;
   IntList kernel, stride, pad, dilation;
   bool include_pad = false;
@@ -39,12 +45,13 @@ std::optional<Pool> pool_of(const TraceGraph& graph, const GraphNode& n) {
   const bool grad = n.op == OpKind::max_pool2d_grad || n.op == OpKind::avg_pool2d_grad;
   const TensorType& input = grad ? n.results[0] : graph.type_of(n.operands[0]);
   const TensorType& output = grad ? graph.type_of(n.operands[0]) : n.results[0];
-  if (input.dtype != DType::f32 || output.dtype != DType::f32 || input.shape.rank() != 4 ||
+  if (!is_f32_or_bf16(input.dtype) || output.dtype != input.dtype || input.shape.rank() != 4 ||
       output.shape.rank() != 4 || input.numel() == 0 || output.numel() == 0)
     return std::nullopt;
   for (ValueRef v : n.operands)
-    if (graph.type_of(v).dtype != DType::f32) return std::nullopt;
+    if (graph.type_of(v).dtype != input.dtype) return std::nullopt;
   Pool p;
+  p.dtype = input.dtype;
   p.planes = input.shape[0] * input.shape[1];
   p.height = input.shape[2];
   p.width = input.shape[3];
@@ -126,18 +133,23 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
   const std::optional<Pool> pool = pool_of(graph, n);
   if (!pool) return std::nullopt;
   const Pool& p = *pool;
-  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), operands, 1,
-                 LoopBuilder::Rows{});
+  const bool bf16 = p.dtype == DType::bf16;
+  const bool grad = op == OpKind::max_pool2d_grad || op == OpKind::avg_pool2d_grad;
+  // A bf16 gradient's f32 sums live in the scratch after the operands.
+  const bool sums_in_scratch = grad && bf16;
+  LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node),
+                 operands + (sums_in_scratch ? kRuntimeOperands : 0), 1, LoopBuilder::Rows{});
   auto& b = lb.b();
   llvm::Value* y = lb.result(0);
+  llvm::Value* sums = sums_in_scratch ? lb.operand(operands) : y; // a gradient's, f32
+  auto load = [&](llvm::Value* base, llvm::Value* at) { return load_f32(lb, p.dtype, base, at); };
   const int64_t plane = p.height * p.width, out_plane = p.out_h * p.out_w;
   lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* pl) {
     llvm::Value* in_base = b.CreateMul(pl, lb.i64(plane));
     llvm::Value* out_base = b.CreateMul(pl, lb.i64(out_plane));
-    const bool grad = op == OpKind::max_pool2d_grad || op == OpKind::avg_pool2d_grad;
     // A gradient's plane starts at zero and windows add into it.
     if (grad)
-      lb.loop(plane, [&](llvm::Value* i) { lb.store(lb.f32(0), y, b.CreateAdd(in_base, i)); },
+      lb.loop(plane, [&](llvm::Value* i) { lb.store(lb.f32(0), sums, b.CreateAdd(in_base, i)); },
               /*parallel=*/true);
     lb.loop(p.out_h, [&](llvm::Value* oh) {
       lb.loop(p.out_w, [&](llvm::Value* ow) {
@@ -148,7 +160,7 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
               lb.local(lb.f32(), lb.f32(-std::numeric_limits<float>::infinity()));
           llvm::AllocaInst* pick = lb.local(lb.i64(), lb.i64(-1));
           for_each_tap(lb, p, oh, ow, [&](llvm::Value* in_range, llvm::Value* at) {
-            llvm::Value* v = lb.load(lb.f32(), x, b.CreateAdd(in_base, at));
+            llvm::Value* v = load(x, b.CreateAdd(in_base, at));
             llvm::Value* take = b.CreateAnd(
                 in_range, b.CreateOr(b.CreateFCmpOGT(v, lb.get(best)), lb.is_nan(v)));
             llvm::Value* first = b.CreateAnd(in_range, b.CreateICmpSLT(lb.get(pick), lb.i64(0)));
@@ -156,7 +168,7 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
             lb.set(pick, b.CreateSelect(b.CreateOr(take, first), at, lb.get(pick)));
           });
           if (op == OpKind::max_pool2d) {
-            lb.store(lb.get(best), y, out_at);
+            store_f32(lb, p.dtype, lb.get(best), y, out_at);
             return;
           }
           // The window's gradient into its pick (every window holds a tap
@@ -165,41 +177,57 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
               in_base, b.CreateSelect(b.CreateICmpSLT(lb.get(pick), lb.i64(0)), lb.i64(0),
                                       lb.get(pick)));
           llvm::Value* g = b.CreateSelect(b.CreateICmpSLT(lb.get(pick), lb.i64(0)), lb.f32(0),
-                                          lb.load(lb.f32(), lb.operand(0), out_at));
-          lb.store(b.CreateFAdd(lb.load(lb.f32(), y, at), g), y, at);
+                                          load(lb.operand(0), out_at));
+          lb.store(b.CreateFAdd(lb.load(lb.f32(), sums, at), g), sums, at);
           return;
         }
         const Span h = avg_span(lb, oh, p.stride[0], p.pad[0], p.kernel[0], p.height);
         const Span w = avg_span(lb, ow, p.stride[1], p.pad[1], p.kernel[1], p.width);
         llvm::Value* count = avg_count(lb, p, h, w);
-        llvm::Value* divisor = b.CreateSIToFP(count, lb.f64());
+        // The ref's accumulator: f64 for f32, f32 for bf16.
+        llvm::Type* acc = bf16 ? lb.f32() : lb.f64();
+        auto widen = [&](llvm::Value* v) { return bf16 ? v : lb.to_f64(v); };
+        llvm::Value* divisor = b.CreateSIToFP(count, acc);
         if (op == OpKind::avg_pool2d) {
-          llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
+          llvm::AllocaInst* sum = lb.local(acc, llvm::ConstantFP::get(acc, 0.0));
           lb.loop(h.lo, h.hi, [&](llvm::Value* ih) {
             lb.loop(w.lo, w.hi, [&](llvm::Value* iw) {
               llvm::Value* at =
                   b.CreateAdd(in_base, b.CreateAdd(b.CreateMul(ih, lb.i64(p.width)), iw));
-              lb.set(sum, b.CreateFAdd(lb.get(sum), lb.to_f64(lb.load(lb.f32(), lb.operand(0), at))));
+              lb.set(sum, b.CreateFAdd(lb.get(sum), widen(load(lb.operand(0), at))));
             });
           });
-          lb.store(lb.to_f32(b.CreateFDiv(lb.get(sum), divisor)), y, out_at);
+          llvm::Value* mean = b.CreateFDiv(lb.get(sum), divisor);
+          store_f32(lb, p.dtype, bf16 ? mean : lb.to_f32(mean), y, out_at);
           return;
         }
         // avg grad: no taps when the count is not positive.
-        llvm::Value* share = b.CreateFDiv(lb.to_f64(lb.load(lb.f32(), lb.operand(0), out_at)), divisor);
+        llvm::Value* share = b.CreateFDiv(widen(load(lb.operand(0), out_at)), divisor);
         llvm::Value* h_end =
             b.CreateSelect(b.CreateICmpSGT(count, lb.i64(0)), h.hi, h.lo);
         lb.loop(h.lo, h_end, [&](llvm::Value* ih) {
           lb.loop(w.lo, w.hi, [&](llvm::Value* iw) {
             llvm::Value* at =
                 b.CreateAdd(in_base, b.CreateAdd(b.CreateMul(ih, lb.i64(p.width)), iw));
-            lb.store(lb.to_f32(b.CreateFAdd(lb.to_f64(lb.load(lb.f32(), y, at)), share)), y, at);
+            llvm::Value* sum = b.CreateFAdd(widen(lb.load(lb.f32(), sums, at)), share);
+            lb.store(bf16 ? sum : lb.to_f32(sum), sums, at);
           });
         });
       });
     });
+    // bf16: the plane's f32 sums rounded once.
+    if (sums_in_scratch)
+      lb.loop(
+          plane,
+          [&](llvm::Value* i) {
+            llvm::Value* at = b.CreateAdd(in_base, i);
+            store_f32(lb, p.dtype, lb.load(lb.f32(), sums, at), y, at);
+          },
+          /*parallel=*/true);
   });
-  return OpLoop{lb.finish(), false, p.planes, 1, p.planes * std::max(plane, out_plane)};
+  OpLoop loop{lb.finish(), false, p.planes, 1, p.planes * std::max(plane, out_plane)};
+  loop.calls_runtime = sums_in_scratch;
+  return loop;
 }
 
 } // namespace mstep::xla

@@ -5,12 +5,15 @@
 // computed here in integer IR, 10 rounds per element; the seed and the
 // base offset are the node's rng-state operand (i64[2]) plus its `offset`
 // attribute.
-// - rand: (w0 >> 8) * 2^-24, exact in f32 (the ref kernel's 24-bit grid).
-// - randn: Box-Muller in f32 on (w0, w1), as Philox::normal.
+// - rand: (w0 >> 8) * 2^-24, exact in f32 (the ref kernel's 24-bit grid);
+//   bf16 keeps 8 bits, (w0 >> 24) * 2^-8 (the ref's floor(u * 2^8) / 2^8).
+// - randn: Box-Muller in f32 on (w0, w1), as Philox::normal; bf16 rounds
+//   that f32 once.
 // - dropout: kept iff (w0 >> 8) * 2^-24 >= p; x * (kept ? 1/(1-p) : 0) in
 //   f64, rounded once (NaN stays NaN where dropped); bf16 loaded as f32 and
 //   stored f64 -> f32 -> bf16, as the cpu backend's dropout kernel rounds.
-// - arange: start + i * step in f64, then f32 (or truncated to i64).
+// - arange: start + i * step in f64, then f32 (-> bf16; or truncated to
+//   i64).
 // Each is a row function over the elements (a row per element), which the
 // step function splits over the threads: an element's value depends only
 // on its index, so the split changes no bit. The Philox ops weigh 16 per
@@ -69,10 +72,9 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
   const int64_t numel = out.numel();
   size_t state_operand = 0;
   if (op == OpKind::arange) {
-    if (out.dtype != DType::f32 && out.dtype != DType::i64) return std::nullopt;
+    if (!is_f32_or_bf16(out.dtype) && out.dtype != DType::i64) return std::nullopt;
   } else {
-    if (out.dtype != DType::f32 && !(op == OpKind::dropout && out.dtype == DType::bf16))
-      return std::nullopt;
+    if (!is_f32_or_bf16(out.dtype)) return std::nullopt;
     state_operand = op == OpKind::dropout ? 1 : 0;
     if (nd.operands.size() != state_operand + 1) return std::nullopt;
     const TensorType& state = graph.type_of(nd.operands[state_operand]);
@@ -100,7 +102,10 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
         [&](llvm::Value* i) {
           llvm::Value* v =
               b.CreateFAdd(lb.f64(start), b.CreateFMul(b.CreateSIToFP(i, lb.f64()), lb.f64(step)));
-          lb.store(out.dtype == DType::i64 ? b.CreateFPToSI(v, lb.i64()) : lb.to_f32(v), y, i);
+          if (out.dtype == DType::i64)
+            lb.store(b.CreateFPToSI(v, lb.i64()), y, i);
+          else
+            store_f32(lb, out.dtype, lb.to_f32(v), y, i);
         },
         /*parallel=*/true);
     loop.function = lb.finish();
@@ -117,7 +122,9 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
         auto [w0, w1] = philox(lb, seed, b.CreateAdd(first, i));
         llvm::Value* v = nullptr;
         const float grid = 1.0f / 16777216.0f;
-        if (op == OpKind::rand) {
+        if (op == OpKind::rand && out.dtype == DType::bf16) {
+          v = b.CreateFMul(b.CreateUIToFP(b.CreateLShr(w0, 24), lb.f32()), lb.f32(1.0f / 256.0f));
+        } else if (op == OpKind::rand) {
           v = b.CreateFMul(top_24_bits(lb, w0), lb.f32(grid));
         } else if (op == OpKind::randn) {
           llvm::Value* u1 = b.CreateFMul(b.CreateFAdd(top_24_bits(lb, w0), lb.f32(1.0f)),
@@ -137,7 +144,7 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
           store_f32(lb, out.dtype, v, y, i);
           return;
         }
-        lb.store(v, y, i);
+        store_f32(lb, out.dtype, v, y, i);
       },
       /*parallel=*/true);
   loop.function = lb.finish();

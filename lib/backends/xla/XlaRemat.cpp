@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "lib/backends/xla/XlaConvShape.h"
+#include "lib/backends/xla/XlaLoopScratch.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Pass/Pass.h"
@@ -76,14 +77,15 @@ public:
     }
     mlir::FailureOr<passes::MemoryPlan> plan = passes::plan_memory(func);
     if (mlir::failed(plan)) return signalPassFailure();
-    // The arena also holds the convolutions' scratch, which recomputing
-    // values does not change (lay_out_step).
+    // The arena also holds the loops' scratch (convolutions, a bf16 mask
+    // gradient's sums), which recomputing values does not change
+    // (lay_out_step).
     absl::StatusOr<TraceGraph> graph = export_trace_graph(func);
     if (!graph.ok()) {
       func.emitError() << std::string(graph.status().message());
       return signalPassFailure();
     }
-    const int64_t scratch = conv_scratch_bytes(*graph);
+    const int64_t scratch = loop_scratch_bytes(*graph);
     auto with_scratch = [&](int64_t planned) { return arena_with_conv_scratch(planned, scratch); };
     const int64_t unlimited = with_scratch(plan->arena_bytes);
     func->setAttr("mstep.arena_size_unlimited",

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaConvShape.h"
+#include "lib/backends/xla/XlaLoopScratch.h"
 
 namespace mstep::xla {
 
@@ -14,7 +15,7 @@ absl::StatusOr<XlaLayout> lay_out_step(const TraceGraph& graph, const cpu::Arena
                                             graph.nodes.size() - num_args));
   XlaLayout layout;
   layout.arena_bytes = plan.arena_bytes;
-  const int64_t scratch = conv_scratch_bytes(graph);
+  const int64_t scratch = loop_scratch_bytes(graph);
   layout.scratch_offset = conv_scratch_offset(plan.arena_bytes);
   layout.arena_bytes = arena_with_conv_scratch(plan.arena_bytes, scratch);
   layout.value_base.resize(graph.nodes.size());
