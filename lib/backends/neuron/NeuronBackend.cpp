@@ -57,12 +57,12 @@ public:
     alias_.assign(n, false);
     std::vector<bool> is_output(n, false);
     for (ValueRef v : graph_.outputs) is_output[v.node] = true;
-    std::vector<std::unique_ptr<LoweredOp>> of_transpose = read_transposes_as_at(is_output);
+    std::vector<std::unique_ptr<LoweredOp>> of_transpose = fuse_transposes_into_matmuls(is_output);
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
       for (ValueRef v : node.operands) last_use_[v.node] = i;
       if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty() ||
-          read_as_at_[i])
+          read_by_matmuls_[i])
         continue;
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
@@ -112,15 +112,15 @@ public:
   }
 
   /// The matrix transposes whose every use is a 2-d matmul's operand (not
-  /// a graph output): marked in read_as_at_ (no program; the matmuls read
+  /// a graph output): marked in read_by_matmuls_ (no program; the matmuls read
   /// the transpose's operand as their A^T or B^T). Returns those matmuls'
   /// programs, by node. A transpose any of whose matmuls does not lower
   /// that way stays a program of its own (and those matmuls are lowered
   /// again without it).
   std::vector<std::unique_ptr<LoweredOp>>
-  read_transposes_as_at(const std::vector<bool>& is_output) {
+  fuse_transposes_into_matmuls(const std::vector<bool>& is_output) {
     const size_t n = graph_.nodes.size();
-    read_as_at_.assign(n, false);
+    read_by_matmuls_.assign(n, false);
     std::vector<std::vector<std::pair<uint32_t, size_t>>> uses(n);
     for (uint32_t i = 0; i < n; ++i)
       for (size_t o = 0; o < graph_.nodes[i].operands.size(); ++o)
@@ -136,13 +136,13 @@ public:
         all = all && mm.op == OpKind::matmul && mm.operands.size() == 2 &&
               mm.operands[0].node != mm.operands[1].node;
       }
-      read_as_at_[i] = all;
+      read_by_matmuls_[i] = all;
     }
     // A matmul reads operand o as it is where o is such a transpose.
     std::vector<std::unique_ptr<LoweredOp>> programs(n);
     auto fused = [&](const GraphNode& mm, size_t o) {
       return graph_.nodes[mm.operands[o].node].op == OpKind::permute &&
-             read_as_at_[mm.operands[o].node];
+             read_by_matmuls_[mm.operands[o].node];
     };
     for (bool changed = true; changed;) {
       changed = false;
@@ -165,7 +165,7 @@ public:
         }
         // Not this way: its transposes keep their programs; start again.
         for (size_t o = 0; o < 2; ++o)
-          if (fused(mm, o)) read_as_at_[mm.operands[o].node] = false;
+          if (fused(mm, o)) read_by_matmuls_[mm.operands[o].node] = false;
         changed = true;
       }
     }
@@ -185,9 +185,10 @@ public:
   size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   NeuronLoweringStats stats() const {
-    return {num_lowered(), estimated_ns_,
-            static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true)),
-            static_cast<size_t>(std::count(read_as_at_.begin(), read_as_at_.end(), true))};
+    return {
+        num_lowered(), estimated_ns_,
+        static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true)),
+        static_cast<size_t>(std::count(read_by_matmuls_.begin(), read_by_matmuls_.end(), true))};
   }
   std::vector<const TileProgram*> programs() const {
     std::vector<const TileProgram*> out;
@@ -248,7 +249,7 @@ public:
       if (alias_[i]) {
         values[i].push_back(
             alias_of(values[node.operands[0].node][node.operands[0].index], node.results[0]));
-      } else if (read_as_at_[i]) { // X itself: its matmuls read it as A^T or B^T
+      } else if (read_by_matmuls_[i]) { // X itself: its matmuls read it as A^T or B^T
         values[i].push_back(values[node.operands[0].node][node.operands[0].index]);
       } else if (bodies_[i]) {
         std::vector<BufferPtr> body_inputs;
@@ -309,7 +310,7 @@ private:
   std::vector<bool> alias_; ///< per node: a layout alias of operand 0
   /// Per node: a transpose whose matmuls read its operand as A^T or B^T;
   /// its value is the operand's buffer, not transposed (read by them only).
-  std::vector<bool> read_as_at_;
+  std::vector<bool> read_by_matmuls_;
 
   std::vector<std::unique_ptr<Executable>> bodies_;
   std::vector<uint32_t> last_use_;

@@ -285,7 +285,7 @@ TEST(NeuronBackend, MatmulReadsATransposesOperandAsItIs) {
     ASSERT_TRUE(exe.ok()) << exe.status();
     EXPECT_EQ((*exe)->host_fallbacks().size(), 0u);
     const NeuronLoweringStats stats = lowering_stats(**exe);
-    EXPECT_EQ(stats.transposes_read_as_at, cs.extra == 0 ? transposes.size() : 0u);
+    EXPECT_EQ(stats.transposes_read_by_matmuls, cs.extra == 0 ? transposes.size() : 0u);
     EXPECT_EQ(stats.lowered_ops, cs.extra == 0 ? 1u : cs.extra == 1 ? 3u : 2u);
 
     // Logical A [M, K] and B [K, N]; the inputs hold them or their transposes.
