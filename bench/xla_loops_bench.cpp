@@ -14,6 +14,11 @@
 //               gradient (index_add with duplicates), cross_entropy without
 //               reduction over 8192 x 1000 logits
 //   clip_adamw  clip_grad_norm_ then AdamW over 2.1M parameters
+//   mlp_block_fwd  a transformer's MLP block without grad, x + fc2(gelu(
+//               fc1(x))) over 2048 x 256 tokens, 1024 hidden: both linears
+//               fold their bias (gelu, residual) into the matmul's epilogue
+//   mlp_block   the same with the backward (the weight and bias gradients;
+//               fc1's gelu input is saved, so only fc2 folds)
 //
 //   xla_loops_bench [--steps N] [--threads 1,2] [--cases attention_plain,attention_fwd]
 //
@@ -137,6 +142,24 @@ std::function<void()> clip_adamw(Device d) {
   };
 }
 
+/// The MLP block: x + fc2(gelu(fc1(x))), nn::Linear's [out, in] weights.
+std::function<void()> mlp_block(Device d, bool grad) {
+  Tensor x = filled({2048, 256}, 1, d);
+  Tensor w1 = (filled({1024, 256}, 2, d) * 0.05).requires_grad_(grad);
+  Tensor b1 = (filled({1024}, 3, d) * 0.1).requires_grad_(grad);
+  Tensor w2 = (filled({256, 1024}, 4, d) * 0.05).requires_grad_(grad);
+  Tensor b2 = (filled({256}, 5, d) * 0.1).requires_grad_(grad);
+  mark_step();
+  return [=]() mutable {
+    Tensor y = x + linear(gelu(linear(x, w1, b1)), w2, b2);
+    if (grad) {
+      for (Tensor* t : {&w1, &b1, &w2, &b2}) t->set_grad(Tensor{});
+      sum(y * y).backward();
+    }
+    mark_step();
+  };
+}
+
 double median_ms(const std::function<void()>& step, int steps) {
   for (int i = 0; i < 2; ++i) step();
   std::vector<double> ms;
@@ -178,7 +201,9 @@ int main(int argc, char** argv) {
       {"attention_plain", attention_plain},
       {"attention_fwd", attention_fwd},
       {"embedding", embedding_step},
-      {"clip_adamw", clip_adamw}};
+      {"clip_adamw", clip_adamw},
+      {"mlp_block_fwd", [](Device d) { return mlp_block(d, false); }},
+      {"mlp_block", [](Device d) { return mlp_block(d, true); }}};
   for (int n : threads) {
     omp_set_num_threads(n);
     // Compiled anew per thread count: a cached cpu step keeps the count its

@@ -1,6 +1,7 @@
 // Reads mstep's environment variables, once.
 #include "mstep/runtime/Options.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include "absl/strings/numbers.h"
@@ -58,6 +59,17 @@ RuntimeOptions RuntimeOptions::from_env() {
     } else {
       std::fprintf(stderr, "mstep warning: MSTEP_DIST_TIMEOUT=%s is not a positive number of "
                    "seconds; using %g\n", t, o.dist_timeout_s);
+    }
+  }
+  if (const char* b = std::getenv("MSTEP_DIST_MAX_CALL_BYTES")) {
+    int64_t v = 0;
+    if (absl::SimpleAtoi(b, &v) && v > 0 && v <= INT32_MAX) {
+      o.dist_max_call_bytes = v;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_DIST_MAX_CALL_BYTES=%s is not an integer in [1, %d]; "
+                   "using %lld\n",
+                   b, INT32_MAX, static_cast<long long>(o.dist_max_call_bytes));
     }
   }
   if (const char* r = std::getenv("MSTEP_CUDA_ROW_REDUCTION")) {

@@ -46,21 +46,25 @@ done
 libdir=$(dirname "$(${cc} -print-file-name=libc.so.6)")
 nm -D --defined-only "$libdir/libc.so.6" "$libdir/libm.so.6" 2>/dev/null | awk '{print $3}' |
   sed 's/@.*//' | sort -u >libc_symbols
-check_dependencies() { # SO [gemm]: gemm says the step has gemms (dnnl_sgemm)
+check_dependencies() { # SO [gemm|matmul]: the step has the convolutions' im2col
+  # gemms (they call dnnl_sgemm) or matmuls (mstep_xla_gemm_f32/bf16 run a
+  # oneDNN primitive: dnnl_primitive_execute)
   readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' >needed
   grep -v -E '^(libdnnl\.so(\.[0-9]+)*|libc\.so\.6|libm\.so\.6)$' needed >others || true
   [[ ! -s others ]] || fail "$1 needs more than oneDNN, libc and libm" others
   nm -D --defined-only "$1" | awk '$2 ~ /[TtWw]/ {print $3}' >exports
   [[ "$(cat exports)" == mstep_step ]] || fail "$1 exports more than mstep_step" exports
   nm -D --undefined-only "$1" | awk '{print $2}' | sed 's/@.*//' >undefined
-  if [[ ${2:-} == gemm ]]; then
+  if [[ -n ${2:-} ]]; then
+    local entry=dnnl_sgemm
+    [[ $2 == matmul ]] && entry=dnnl_primitive_execute
     grep -q '^libdnnl\.so' needed || fail "$1 does not link oneDNN" needed
-    grep -q '^dnnl_sgemm$' undefined || fail "the gemms do not call dnnl_sgemm" undefined
+    grep -q "^$entry\$" undefined || fail "the ${2}s of $1 do not call $entry" undefined
   fi
   { grep -v '^dnnl_' undefined || true; } | sort -u | comm -23 - libc_symbols >unknown
   [[ ! -s unknown ]] || fail "$1 calls symbols outside oneDNN, libc and libm" unknown
 }
-check_dependencies libstep.so gemm
+check_dependencies libstep.so matmul
 
 # 3. A C11 program against the header: the step's numbers.
 "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -I. "$src/test/aot/mlp_forward_main.c" \

@@ -109,6 +109,30 @@ TEST(NcclFake, AWorldOfOneIssuesTheCallOnTheStream) {
   EXPECT_THAT(fake_log(), HasSubstr("stream=0xabc0"));
 }
 
+// NCCL counts are size_t: a collective above 2 GiB (MPI's per-call limit,
+// which the cpu path slices around) is one NCCL call with its full count.
+// Plans and calls only: the fake touches no memory.
+TEST(NcclFake, CollectivesAbove2GiBAreOneCallWithTheirFullCount) {
+  auto api = load_nccl(MSTEP_FAKE_LIBNCCL);
+  ASSERT_TRUE(api.ok()) << api.status();
+  auto comm = NcclComm::world_of_one(**api, /*timeout_s=*/60);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  const int64_t n = int64_t{3} << 30;  // 12 GiB of f32
+  const TensorType big{Shape{n}, DType::f32};
+  auto reduce = plan_nccl_call(CudaCollectiveInfo{"mstep.all_reduce #0", OpKind::all_reduce}, big, big);
+  ASSERT_TRUE(reduce.ok()) << reduce.status();
+  EXPECT_EQ(reduce->count, static_cast<size_t>(n));
+  auto scatter = plan_nccl_call(step(OpKind::reduce_scatter), big, TensorType{Shape{n / 2}, DType::f32});
+  ASSERT_TRUE(scatter.ok()) << scatter.status();
+  EXPECT_EQ(scatter->count, static_cast<size_t>(n / 2));
+  clear_fake_log();
+  const void* in = reinterpret_cast<const void*>(0x1000);
+  void* out = reinterpret_cast<void*>(0x2000);
+  ASSERT_TRUE(issue_nccl_call(**api, **comm, *reduce, in, out, reinterpret_cast<void*>(0xabc0)).ok());
+  EXPECT_EQ(count(fake_log(), "ncclAllReduce "), 1u);
+  EXPECT_THAT(fake_log(), HasSubstr("count=3221225472 "));
+}
+
 // ncclCommInitRankConfig with blocking = 0, then ncclCommGetAsyncError
 // until the init leaves ncclInProgress.
 TEST(NcclFake, TheCommunicatorInitIsNonBlockingAndPolled) {

@@ -481,6 +481,59 @@ TEST(Ddp, BadBucketCapIsRefused) {
 // The checkpoint: the 2-rank run saves (rank 0 writes, all wait), every
 // rank loads it back; the 1-rank run (no mpirun) loads the same file and
 // compares it with its own one-process reference.
+// Collectives split into several MPI calls (MSTEP_DIST_MAX_CALL_BYTES,
+// CallSlices.h) reduce each element exactly as one call does, so a run
+// with a tiny per-call limit must give the unsplit run's losses and
+// weights bit for bit. Two runs of this test (ctest fixtures): without
+// the limit it writes its traces to MSTEP_DDP_SLICED_RECORD (one file per
+// rank); with it, it reads them back and compares.
+TEST(DdpSlicedCalls, LossesAndWeightsAreTheUnslicedRunsBitForBit) {
+  const char* record = std::getenv("MSTEP_DDP_SLICED_RECORD");
+  if (!record) GTEST_SKIP() << "MSTEP_DDP_SLICED_RECORD not set";
+  const bool sliced = std::getenv("MSTEP_DIST_MAX_CALL_BYTES") != nullptr;
+  const std::string path = std::string(record) + "." + std::to_string(dist::rank());
+  std::vector<std::string> lines;  // "what name values..." in %a (exact)
+  auto add = [&](const std::string& what, const std::string& name, const auto& values) {
+    std::string line = what + " " + name;
+    char buf[64];
+    for (double v : values) {
+      std::snprintf(buf, sizeof(buf), " %a", v);
+      line += buf;
+    }
+    lines.push_back(line);
+  };
+  for (bool replay : {false, true})
+    for (auto [what, family] : {std::pair{"mlp", mlp()}, std::pair{"gpt", gpt()}}) {
+      const std::string run = std::string(what) + (replay ? "_replay" : "_lazy");
+      const Trace t = train(family, /*ddp=*/true, replay);
+      add(run, "losses", t.losses);
+      for (const auto& [name, w] : t.weights) add(run, name, w);
+    }
+  if (!sliced) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr) << path;
+    for (const std::string& l : lines) std::fprintf(f, "%s\n", l.c_str());
+    std::fclose(f);
+    return;
+  }
+  FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr) << path << ": run the unsliced record first (ctest fixture)";
+  std::vector<std::string> want;
+  std::string cur;
+  for (int c; (c = std::fgetc(f)) != EOF;) {
+    if (c == '\n') {
+      want.push_back(cur);
+      cur.clear();
+    } else {
+      cur += static_cast<char>(c);
+    }
+  }
+  std::fclose(f);
+  ASSERT_EQ(lines.size(), want.size());
+  for (size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(lines[i], want[i]) << "(sliced run against the unsliced one, bit for bit)";
+}
+
 TEST(DdpCheckpoint, SavedOnRankZeroLoadsEverywhere) {
   const char* path = std::getenv("MSTEP_DDP_CHECKPOINT");
   if (!path) GTEST_SKIP() << "MSTEP_DDP_CHECKPOINT not set";

@@ -157,14 +157,22 @@ TEST(NeuronAttention, F32CausalMoreRowsThanKeys) {
 TEST(NeuronAttention, SlotsShareOneRowsTileWhenSbufIsTight) {
   const AttentionShape s = shape(2, 128, 4000, 128, DType::f32, true);
   const TileProgram p = attention_forward_program(s);
-  int64_t q_rows = 0, qT = 0;
+  int64_t q_rows = 0, qkT = 0;
   for (const Allocation& a : p.allocations) {
     q_rows += a.name.rfind("q_rows", 0) == 0;
-    qT += a.name.rfind("qT", 0) == 0;
+    qkT += a.name.rfind("qkT", 0) == 0;
   }
   EXPECT_EQ(q_rows, 1);
-  EXPECT_EQ(qT, 2);
+  EXPECT_EQ(qkT, 2);
   check_attention(s);
+}
+// Causal with L 100 and S 4000: one chunk per batch-head, but k^T and v
+// of 4000 keys leave room for few resident batch-heads, fewer than the
+// pipeline holds in flight: a batch-head's loads must wait for the slot's
+// last reader (the pipeline stalls), not overwrite v under it.
+TEST(NeuronAttention, FewSlotsAndOneChunkPerBatchHead) {
+  check_attention(shape(3, 100, 4000, 64, DType::f32, true));
+  check_attention(shape(3, 100, 4000, 128, DType::bf16, true));
 }
 TEST(NeuronAttention, ValueDimDiffersAndStatsSaved) {
   AttentionShape s = shape(3, 70, 1100, 32, DType::f32, true);

@@ -26,11 +26,11 @@
 #include <string>
 #include <vector>
 
-#include "examples/models/GptMini.h"
 #include "lib/backends/xla/XlaExecutable.h"
 #include "lib/compiler/Compiler.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/Tracer.h"
+#include "test/unit/GptTrainingLosses.h"
 #include "test/unit/TestUtil.h"
 #include "test/unit/XlaStepCallouts.h"
 
@@ -282,36 +282,12 @@ TEST(XlaBf16, MatmulWithBiasActivationOrResidualEqualsTheCpuBackendBitForBit) {
 /// when `check`.
 std::vector<float> gpt_losses(Device device, bool check) {
   RecordSteps record;
-  const Device saved = default_device();
-  set_default_device(device);
-  manual_seed(3);
-  examples::GptMini model(
-      examples::GptConfig{.vocab = 40, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
-  model.train();
-  optim::AdamW opt(model.parameters(), {.lr = 3e-3, .weight_decay = 0.1});
-  std::vector<float> losses;
   reset_metrics();
-  for (int step = 0; step < 3; ++step) {
-    std::vector<int64_t> tokens(4 * 16);
-    for (size_t i = 0; i < tokens.size(); ++i)
-      tokens[i] = static_cast<int64_t>((i * 7 + step) % 40);
-    Tensor x = from_vector(tokens, {4, 16});
-    opt.zero_grad();
-    Tensor logits;
-    {
-      AutocastScope bf16(DType::bf16);
-      logits = model.forward(x, from_vector(std::vector<int64_t>{16, 12, 9, 16}, {4}));
-    }
-    Tensor loss = cross_entropy(logits.reshape({-1, 40}), x.reshape({-1}));
-    loss.backward();
-    optim::clip_grad_norm_(model.parameters(), 1.0);
-    opt.step();
-    mark_step();
-    if (check) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
-    losses.push_back(loss.to(DType::f32).item());
-  }
+  const std::vector<float> losses =
+      testing::gpt_training_losses(device, DType::bf16, 3, [&](int step) {
+        if (check) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
+      });
   if (check) EXPECT_EQ(metrics().fallbacks, 0);
-  set_default_device(saved);
   return losses;
 }
 

@@ -62,6 +62,12 @@ struct RuntimeOptions {
   /// MSTEP_DIST_TIMEOUT: seconds a collective waits for its peers before
   /// it fails naming the collective and the rank that did not arrive.
   double dist_timeout_s = 300;
+  /// MSTEP_DIST_MAX_CALL_BYTES: the most bytes one MPI call of a collective
+  /// moves (per rank); a larger collective is split into several calls,
+  /// all outstanding at once (lib/runtime/distributed/CallSlices.h). 1 GiB
+  /// by default, at most INT32_MAX. A testing knob: tests lower it to split
+  /// small collectives. Read by distributed::init().
+  int64_t dist_max_call_bytes = int64_t{1} << 30;
   /// MSTEP_CUDA_ROW_REDUCTION=block|thread: how the cuda backend's
   /// row-wise kernels (softmax, log_softmax, layer_norm, rms_norm,
   /// nll_loss's sum) reduce a row: a block of threads per row through

@@ -2,27 +2,35 @@
 // batch-head, out = softmax(scale * q k^T [causal]) v without the [L, S]
 // matrix ever leaving the chip.
 //
-// Per batch-head, q and k by rows and v ([128 keys, S/128 blocks, Ev]) are
-// loaded into SBUF (contiguous DMAs), double-buffered across batch-heads,
-// and q^T and k^T ([E, L], [E, S]: head dim on the partitions) made from
-// them on chip by Tensor-engine transposes (OnChipTranspose in
-// AttentionTiles.h: a transposing DMA moves one element per descriptor,
-// far slower). Per Q tile of
-// up to 128 rows and key chunk of up to 512 keys, in four stages:
-//   1. Tensor:  S = q^T' k^T chunk into a PSUM bank [rows, 512] (fp32); a
-//               chunk crossing the causal diagonal is scaled into SBUF
-//               (Scalar) and masked by affine_select (GpSimd: key > row ->
-//               -inf); chunks wholly above the diagonal are skipped;
+// Per unit of batch-heads (two when the head dim is 32 or 64: their q^T
+// and k^T share the 128 partitions; else one), q and k are loaded by rows
+// and v ([128 keys, S/128 blocks, Ev]) into SBUF (contiguous DMAs), up to
+// eight units resident, and q^T and k^T ([E, L], [E, S]: head dim on the
+// partitions) made from them on chip by Tensor-engine transposes
+// (AttentionTiles.h: a transposing DMA moves one element per descriptor,
+// far slower). Per Q tile of up to 128 rows and key chunk of up to 512
+// keys, in eight stages:
+//   0. Tensor:  S = q^T' k^T chunk into a PSUM bank [rows, 512] (fp32); a
+//               chunk crossing the causal diagonal masked there by an
+//               accumulated 0/-1e30 tile (CausalMask; chunks wholly above
+//               the diagonal are skipped);
+//   1. Scalar or Vector: s = scale S (or -s) copied to SBUF, the PSUM
+//               port the two engines share taken once per score (masks
+//               that cannot go in PSUM applied there);
 //   2. Vector:  the chunk's row max, the running max m (online softmax);
-//      Scalar:  p = exp(scale S - m) in the input dtype with its row sum
-//               (the activation's add-reduce), alpha = exp(m_old - m);
-//   3. Tensor:  p^T per 128-key block by a matmul against the identity
-//               (made on chip by iota + affine_select), copied to SBUF
-//               (Scalar); p v accumulated over the blocks in a PSUM bank;
-//   4. Vector:  l = l alpha + rowsum, o = o alpha + p v (fp32, SBUF);
-// then out = o / l in the input dtype, DMA'd out. The stages of four
-// consecutive chunks are interleaved (software pipelining), the waits come
-// from a DependencyTracker.
+//   3. Scalar:  p = exp(s - m) in the input dtype with its row sum (the
+//               activation's add-reduce), alpha = exp(m_old - m);
+//   4. Tensor:  p^T per 128-key block by a matmul against the identity
+//               (made on chip by iota + affine_select); Vector: l = l alpha
+//               + rowsum and, after a tile's last chunk, 1 / l;
+//   5. Scalar or Vector: p^T copied to SBUF;
+//   6. Tensor:  p v accumulated over the blocks in a PSUM bank;
+//   7. Vector:  o = o alpha + p v (fp32, SBUF); after a tile's last chunk,
+//               Scalar: out = o / l in the input dtype, DMA'd out.
+// In bf16, consecutive chunks of a unit with the same rows share their
+// PSUM banks by groups of up to three (one copy out of PSUM per group). The stages
+// of consecutive groups are interleaved (software pipelining), the waits
+// come from a DependencyTracker.
 //
 // HBM tensors, in order: "q" [B, L, E], "k" [B, S, E], "v" [B, S, Ev],
 // "out" [B, L, Ev] (all `dtype`, row-major), and with save_stats the fp32

@@ -3,8 +3,9 @@
 //   i32 mstep_step(ptr inputs, ptr outputs, ptr temp)
 // calls the step function with a constant XlaRuntimeCalls of functions
 // defined in the same object: gemm_f32 as a loop over dnnl_sgemm,
-// gemm_bf16 as the runtime's mstep_xla_gemm_bf16 (C over oneDNN's C API,
-// linked in from its static library), the parallel split as one call of
+// gemm_bf16 and matmul_f32 as the runtime's mstep_xla_gemm_bf16 and
+// mstep_xla_gemm_f32 (C over oneDNN's C API, linked in from their static
+// library), the parallel split as one call of
 // the nest on the calling thread (no OpenMP in the object), and a callout
 // that fails (never called: a step with callouts is refused). After LLVM's -O2 the table's loads fold and the
 // calls are direct.
@@ -42,23 +43,26 @@ absl::Status check_no_callouts(const XlaProgram& program) {
       "compiled into the function"));
 }
 
-/// XlaRuntimeCalls::gemm_bf16: mstep_xla_gemm_bf16 (XlaGemmBf16.h), the
-/// runtime's own definition, linked in from its static library; null for
-/// a step without bf16 matmuls (the object then does not carry it).
-llvm::Constant* bf16_gemm(llvm::Module& module, const XlaProgram& program) {
+/// XlaRuntimeCalls::gemm_bf16 (`dtype` bf16) or matmul_f32 (f32):
+/// mstep_xla_gemm_bf16 or mstep_xla_gemm_f32 (XlaGemmBf16.h), the
+/// runtime's own definitions, linked in from their static library; null
+/// for a step without matmuls of that dtype (the object then does not
+/// carry it).
+llvm::Constant* library_gemm(llvm::Module& module, const XlaProgram& program, DType dtype) {
   auto* ptr = llvm::PointerType::getUnqual(module.getContext());
   bool any = false;
   for (const GraphNode& node : program.graph.nodes) {
     std::optional<GemmShape> gemm = native_gemm_shape(program.graph, node);
-    any |= gemm && gemm->dtype == DType::bf16;
+    any |= gemm && gemm->dtype == dtype;
   }
   if (!any) return llvm::ConstantPointerNull::get(ptr);
   auto* i64 = llvm::Type::getInt64Ty(module.getContext());
   auto* type = llvm::FunctionType::get(
       llvm::Type::getVoidTy(module.getContext()),
       {i64, i64, i64, i64, i64, ptr, i64, i64, ptr, i64, ptr, ptr, i64, ptr}, false);
-  auto* gemm = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
-                                      "mstep_xla_gemm_bf16", module);
+  auto* gemm = llvm::Function::Create(
+      type, llvm::GlobalValue::ExternalLinkage,
+      dtype == DType::bf16 ? "mstep_xla_gemm_bf16" : "mstep_xla_gemm_f32", module);
   gemm->setVisibility(llvm::GlobalValue::HiddenVisibility); // not exported
   return gemm;
 }
@@ -164,7 +168,7 @@ llvm::Function* define_no_callout(llvm::Module& module) {
 
 // The table below binds every field of XlaRuntimeCalls, in order: a new
 // field needs its stand-alone definition here too.
-static_assert(sizeof(XlaRuntimeCalls) == 5 * sizeof(void*),
+static_assert(sizeof(XlaRuntimeCalls) == 6 * sizeof(void*),
               "XlaRuntimeCalls changed: bind the new field in add_aot_entry");
 
 absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
@@ -172,16 +176,21 @@ absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
   llvm::Function* step = module.getFunction(kXlaStepSymbol);
   if (!step) return absl::InternalError("mstep-aot: the module has no step function");
   step->setLinkage(llvm::GlobalValue::InternalLinkage);
+  // The gemm table is the runtime's (the object makes its primitives on
+  // their first call): not exported, and dropped as unused.
+  if (llvm::GlobalVariable* table = module.getGlobalVariable(kXlaGemmCallsSymbol))
+    table->setLinkage(llvm::GlobalValue::InternalLinkage);
   llvm::LLVMContext& c = module.getContext();
   auto* ptr = llvm::PointerType::getUnqual(c);
   // XlaRuntimeCalls: its fields in order, the context last.
-  auto* table_type = llvm::ArrayType::get(ptr, 5);
+  auto* table_type = llvm::ArrayType::get(ptr, 6);
   auto* table = new llvm::GlobalVariable(
       module, table_type, /*isConstant=*/true, llvm::GlobalValue::InternalLinkage,
       llvm::ConstantArray::get(table_type,
                                {define_gemm(module), define_serial_nest(module),
                                 define_no_callout(module), llvm::ConstantPointerNull::get(ptr),
-                                bf16_gemm(module, program)}),
+                                library_gemm(module, program, DType::bf16),
+                                library_gemm(module, program, DType::f32)}),
       "mstep_aot_calls");
   llvm::IRBuilder<> b(c);
   auto* type = llvm::FunctionType::get(b.getInt32Ty(), {ptr, ptr, ptr}, false);
@@ -196,7 +205,7 @@ absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
 } // namespace
 
 absl::StatusOr<XlaProgram> compile_xla_aot(mlir::ModuleOp module) {
-  // The bf16 gemm's archive (pulled in when the step has a bf16 matmul),
+  // The matmuls' archive (pulled in when the step has a matmul),
   // then oneDNN by path (its soname becomes the object's one NEEDED
   // library besides libc and libm); -z defs: no symbol is left for a loader.
   return compile_xla_program(module, add_aot_entry,

@@ -1,6 +1,7 @@
 // XlaExecutable (XlaExecutable.h) and the runtime entry points the step
-// function calls (XlaRuntimeCalls): oneDNN's sgemm, the OpenMP split of a
-// fusion nest, and the callouts.
+// function calls (XlaRuntimeCalls): oneDNN's sgemm (the convolutions'), the
+// matmul primitives (XlaGemmBf16.h), the OpenMP split of a fusion nest, and
+// the callouts.
 #include "lib/backends/xla/XlaExecutable.h"
 
 #include <omp.h>
@@ -96,7 +97,18 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
       exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
     exe->callouts_.push_back(std::move(selected.kernel));
   }
-  exe->calls_ = {gemm_f32, serial_nest, run_callout, exe.get(), mstep_xla_gemm_bf16};
+  // The gemm library makes a primitive per thread count (oneDNN's keep the
+  // count they were made under).
+  mstep_xla_gemm_set_thread_count(omp_get_max_threads);
+  // The gemms' primitives, made now rather than in the first run.
+  if (absl::StatusOr<void*> table = exe->library_->symbol(kXlaGemmCallsSymbol); table.ok()) {
+    const auto* calls = static_cast<const int64_t*>(*table);
+    for (int64_t i = 0; i < calls[0]; ++i)
+      mstep_xla_gemm_prepare(calls + 1 + i * MSTEP_GEMM_CALL_LENGTH);
+    exe->prepared_gemms_ = static_cast<size_t>(calls[0]);
+  }
+  exe->calls_ = {gemm_f32,  serial_nest,         run_callout,
+                 exe.get(), mstep_xla_gemm_bf16, mstep_xla_gemm_f32};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
   exe->arena_ = {

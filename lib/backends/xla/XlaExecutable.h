@@ -21,7 +21,8 @@ public:
   /// Loads `program`'s shared object, builds the kernel of each callout
   /// (the cpu backend's kernels, minus the families `disabled_families`
   /// turns off: RuntimeOptions::cpu_disable; a fusion the function does not
-  /// compute runs on the ref interpreter) and allocates the arena.
+  /// compute runs on the ref interpreter), makes the oneDNN primitives of
+  /// the step's gemm table (kXlaGemmCallsSymbol) and allocates the arena.
   static absl::StatusOr<std::unique_ptr<XlaExecutable>>
   create(XlaProgram program, const std::string& disabled_families = "");
 
@@ -46,6 +47,9 @@ public:
   /// OpenMP threads: it ran on more than one thread, outside any parallel
   /// region (decided once per run).
   bool last_run_split_nests() const;
+  /// The gemm calls whose oneDNN primitives create() made (the step's gemm
+  /// table, kXlaGemmCallsSymbol).
+  size_t prepared_gemms() const { return prepared_gemms_; }
 
 private:
   explicit XlaExecutable(XlaProgram program) : program_(std::move(program)) {}
@@ -57,6 +61,7 @@ private:
   XlaStepFunction step_ = nullptr;
   std::vector<std::unique_ptr<cpu::CpuKernel>> callouts_;
   std::vector<HostFallbackOp> fallbacks_;
+  size_t prepared_gemms_ = 0;
   XlaRuntimeCalls calls_{};
   std::unique_ptr<std::byte, void (*)(std::byte*)> arena_{nullptr, nullptr};
   // Per run.

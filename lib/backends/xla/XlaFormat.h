@@ -22,7 +22,9 @@ namespace mstep::xla {
 
 /// 2: XlaRuntimeCalls::gemm_bf16 takes the matmul epilogue (bias,
 /// activation, residual), so a version-1 object would call it wrongly.
-inline constexpr uint32_t kXlaFormatVersion = 2;
+/// 3: XlaRuntimeCalls has matmul_f32 (f32 matmuls with their epilogue), a
+/// field a version-2 runtime's table lacks.
+inline constexpr uint32_t kXlaFormatVersion = 3;
 
 std::string write_xla_format(const XlaProgram& program);
 

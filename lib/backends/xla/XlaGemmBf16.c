@@ -1,4 +1,5 @@
-// mstep_xla_gemm_bf16 (XlaGemmBf16.h): one oneDNN matmul per call over
+// mstep_xla_gemm_bf16 and mstep_xla_gemm_f32 (XlaGemmBf16.h): one oneDNN
+// matmul per call over
 // [batch, m, k] x [batch, k, n] -> [batch, m, n], an operand with stride 0
 // given one batch (oneDNN broadcasts it), a transposed operand read in
 // place through swapped strides, the bias and the gelu / residual add as
@@ -15,8 +16,9 @@
 #include "oneapi/dnnl/dnnl.h"
 
 /// batch, m, n, k, trans_a, a_stride, trans_b, b_stride, has bias,
-/// activation, has residual.
-enum { kKeyLength = 11 };
+/// activation, has residual, data type (dnnl_bf16 or dnnl_f32), threads
+/// (a primitive keeps the thread count it was made under).
+enum { kKeyLength = 13 };
 
 /// One distinct call: its primitive and the memories it runs over
 /// (pointed at the operands on each call), or none (primitive NULL) where
@@ -31,8 +33,11 @@ struct Gemm {
 };
 
 static pthread_mutex_t gemms_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct Gemm* gemms;   // under gemms_lock; never freed (process lifetime)
-static dnnl_engine_t engine; // made under gemms_lock on first use
+static struct Gemm* gemms;                // under gemms_lock; never freed (process lifetime)
+static dnnl_engine_t engine;              // made under gemms_lock on first use
+static int (*_Atomic thread_count)(void); // mstep_xla_gemm_set_thread_count; NULL: 0
+
+void mstep_xla_gemm_set_thread_count(int (*query)(void)) { thread_count = query; }
 
 static float bf16_value(uint16_t bits) {
   const uint32_t u = (uint32_t)bits << 16;
@@ -53,13 +58,13 @@ static uint16_t bf16_bits(float f) {
 /// The desc of an operand of logical dims [batch, rows, cols], stored
 /// dense as [rows, cols] per batch, or as [cols, rows] when `transposed`.
 static dnnl_memory_desc_t operand_desc(int64_t batch, int64_t rows, int64_t cols, int64_t stride,
-                                       int64_t transposed) {
+                                       int64_t transposed, dnnl_data_type_t type) {
   const dnnl_dims_t dims = {stride == 0 ? 1 : batch, rows, cols};
   const int64_t batch_stride = stride == 0 ? rows * cols : stride;
   dnnl_dims_t strides = {batch_stride, cols, 1};
   if (transposed) strides[1] = 1, strides[2] = rows;
   dnnl_memory_desc_t md;
-  dnnl_memory_desc_init_by_strides(&md, 3, dims, dnnl_bf16, strides);
+  dnnl_memory_desc_init_by_strides(&md, 3, dims, type, strides);
   return md;
 }
 
@@ -69,13 +74,14 @@ static void make_primitive(struct Gemm* g) {
   const int64_t* key = g->key;
   const int64_t batch = key[0], m = key[1], n = key[2], k = key[3];
   const int64_t activation = key[9];
+  const dnnl_data_type_t type = (dnnl_data_type_t)key[11];
   if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) return;
-  const dnnl_memory_desc_t a = operand_desc(batch, m, k, key[5], key[4]);
-  const dnnl_memory_desc_t b = operand_desc(batch, k, n, key[7], key[6]);
-  const dnnl_memory_desc_t c = operand_desc(batch, m, n, m * n, 0);
+  const dnnl_memory_desc_t a = operand_desc(batch, m, k, key[5], key[4], type);
+  const dnnl_memory_desc_t b = operand_desc(batch, k, n, key[7], key[6], type);
+  const dnnl_memory_desc_t c = operand_desc(batch, m, n, m * n, 0, type);
   const dnnl_dims_t bias_dims = {1, 1, n}, bias_strides = {n, n, 1};
   dnnl_memory_desc_t bias;
-  dnnl_memory_desc_init_by_strides(&bias, 3, bias_dims, dnnl_bf16, bias_strides);
+  dnnl_memory_desc_init_by_strides(&bias, 3, bias_dims, type, bias_strides);
   dnnl_matmul_desc_t desc;
   if (dnnl_matmul_desc_init(&desc, &a, &b, key[8] ? &bias : NULL, &c) != dnnl_success) return;
   dnnl_primitive_attr_t attr = NULL;
@@ -130,25 +136,34 @@ static float gelu(float x, int64_t activation) {
   return 0.5f * x * (1.f + tanhf(inner));
 }
 
+/// Element i of bf16 (`f32` zero) or f32 memory.
+static float element(const void* p, int64_t i, int f32) {
+  return f32 ? ((const float*)p)[i] : bf16_value(((const uint16_t*)p)[i]);
+}
+
 /// The plain loop: each product summed in f32 in order of k, the epilogue
-/// in f32, rounded once.
-static void plain_gemm(const int64_t* key, const uint16_t* a, const uint16_t* b, uint16_t* c,
-                       const uint16_t* bias, const uint16_t* residual) {
+/// in f32, rounded once (to bf16; f32 stores the sum).
+static void plain_gemm(const int64_t* key, const void* a, const void* b, void* c, const void* bias,
+                       const void* residual) {
   const int64_t batch = key[0], m = key[1], n = key[2], k = key[3], trans_a = key[4],
                 a_stride = key[5], trans_b = key[6], b_stride = key[7], activation = key[9];
+  const int f32 = key[11] == dnnl_f32;
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t col = 0; col < n; ++col) {
         float sum = 0;
         for (int64_t j = 0; j < k; ++j)
-          sum += bf16_value(a[i * a_stride + (trans_a ? j * m + r : r * k + j)]) *
-                 bf16_value(b[i * b_stride + (trans_b ? col * k + j : j * n + col)]);
+          sum += element(a, i * a_stride + (trans_a ? j * m + r : r * k + j), f32) *
+                 element(b, i * b_stride + (trans_b ? col * k + j : j * n + col), f32);
         const int64_t at = (i * m + r) * n + col;
-        if (bias) sum += bf16_value(bias[col]);
+        if (bias) sum += element(bias, col, f32);
         if (activation == MSTEP_GEMM_GELU_ERF || activation == MSTEP_GEMM_GELU_TANH)
           sum = gelu(sum, activation);
-        if (residual) sum += bf16_value(residual[at]);
-        c[at] = bf16_bits(sum);
+        if (residual) sum += element(residual, at, f32);
+        if (f32)
+          ((float*)c)[at] = sum;
+        else
+          ((uint16_t*)c)[at] = bf16_bits(sum);
       }
 }
 
@@ -160,13 +175,22 @@ static void relu_bits(uint16_t* c, int64_t count) {
     if (c[i] > 0x8000 && (c[i] & 0x7FFF) <= 0x7F80) c[i] = 0;
 }
 
-void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
-                         const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
-                         int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
-                         const uint16_t* residual) {
-  if (batch == 0 || m == 0 || n == 0) return;
-  const int64_t key[kKeyLength] = {batch,    m,       n, k, trans_a, a_stride, trans_b,
-                                   b_stride, !!bias, activation, !!residual};
+/// relu on f32 values, as ReluAfterKernel: x < 0 ? 0 : x (NaN and -0 kept).
+static void relu_f32(float* c, int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    if (c[i] < 0.f) c[i] = 0.f;
+}
+
+/// The thread count a call's primitive is made for.
+static int64_t threads(void) {
+  int (*query)(void) = thread_count;
+  return query ? query() : 0;
+}
+
+/// Both entries: the gemm of `key` over memory of its data type.
+static void run_gemm(const int64_t* key, const void* a, const void* b, void* c, const void* bias,
+                     const void* residual) {
+  const int64_t k = key[3], activation = key[9];
   struct Gemm* g = k == 0 ? NULL : find_gemm(key);
   // An empty sum (oneDNN skips zero-volume primitives) or no primitive.
   if (!g || !g->primitive) {
@@ -199,5 +223,45 @@ void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t
     // plain loop computes it instead of returning garbage.
     if (!ran) plain_gemm(key, a, b, c, bias, residual);
   }
-  if (activation == MSTEP_GEMM_RELU) relu_bits(c, batch * m * n);
+  const int64_t count = key[0] * key[1] * key[2];
+  if (activation == MSTEP_GEMM_RELU && key[11] == dnnl_f32) relu_f32(c, count);
+  if (activation == MSTEP_GEMM_RELU && key[11] == dnnl_bf16) relu_bits(c, count);
+}
+
+void mstep_xla_gemm_prepare(const int64_t* call) {
+  // A call with an empty product or sum makes no primitive (run_gemm).
+  if (call[1] == 0 || call[2] == 0 || call[3] == 0 || call[4] == 0) return;
+  int64_t key[kKeyLength];
+  memcpy(key, call + 1, (MSTEP_GEMM_CALL_LENGTH - 1) * sizeof *key);
+  key[11] = call[0] == MSTEP_GEMM_F32 ? dnnl_f32 : dnnl_bf16;
+  key[12] = threads();
+  find_gemm(key);
+}
+
+/// Both entries: a call over memory of data type `type`.
+static void gemm_call(dnnl_data_type_t type, int64_t batch, int64_t m, int64_t n, int64_t k,
+                      int64_t trans_a, const void* a, int64_t a_stride, int64_t trans_b,
+                      const void* b, int64_t b_stride, void* c, const void* bias,
+                      int64_t activation, const void* residual) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  const int64_t key[kKeyLength] = {batch,      m,       n,        k,      trans_a,
+                                   a_stride,   trans_b, b_stride, !!bias, activation,
+                                   !!residual, type,    threads()};
+  run_gemm(key, a, b, c, bias, residual);
+}
+
+void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                         const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
+                         int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
+                         const uint16_t* residual) {
+  gemm_call(dnnl_bf16, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c, bias,
+            activation, residual);
+}
+
+void mstep_xla_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                        const float* a, int64_t a_stride, int64_t trans_b, const float* b,
+                        int64_t b_stride, float* c, const float* bias, int64_t activation,
+                        const float* residual) {
+  gemm_call(dnnl_f32, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c, bias,
+            activation, residual);
 }

@@ -1,5 +1,6 @@
-// XlaRuntimeCalls::gemm_bf16 (XlaStep.h), in C: the step function's bf16
-// matmuls as oneDNN matmul primitives over bf16 memory descriptors, the
+// XlaRuntimeCalls::gemm_bf16 and matmul_f32 (XlaStep.h), in C: the
+// step function's bf16 and f32 matmuls as oneDNN matmul primitives over
+// bf16 (f32) memory descriptors, the
 // primitive the cpu backend runs for a bf16 matmul and for a matmul with a
 // bias / gelu / residual epilogue (lib/backends/cpu/OneDnnMatmul.cpp), so
 // the products accumulate in f32, the epilogue applies to that f32 sum and
@@ -41,6 +42,42 @@ mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t tran
                     const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
                     int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
                     const uint16_t* residual);
+
+/// mstep_xla_gemm_bf16's contract over f32 a, b, c, bias and residual: the
+/// oneDNN f32 matmul primitive with the same epilogue, which the cpu
+/// backend runs for an f32 matmul (with or without one), so the bias,
+/// gelu and residual apply to the accumulator with no extra pass and no
+/// second rounding. Its primitives are kept as the bf16 ones are: made
+/// on a call's first use (with a user scratchpad allocated then), none
+/// allocated per call. The plain loop sums in f32 in order of k.
+__attribute__((visibility("hidden"))) void
+mstep_xla_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a, const float* a,
+                   int64_t a_stride, int64_t trans_b, const float* b, int64_t b_stride, float* c,
+                   const float* bias, int64_t activation, const float* residual);
+
+/// The data type of a gemm call (mstep_xla_gemm_prepare).
+enum MstepGemmType {
+  MSTEP_GEMM_BF16 = 0,
+  MSTEP_GEMM_F32 = 1,
+};
+
+/// The length of one call in a step's gemm table (kXlaGemmCallsSymbol,
+/// XlaStep.h): {MstepGemmType, batch, m, n, k, trans_a, a_stride, trans_b,
+/// b_stride, has bias, activation, has residual}.
+enum { MSTEP_GEMM_CALL_LENGTH = 12 };
+
+/// Makes the primitive of one gemm call (a table entry) at the current
+/// thread count, if it is not made yet, so that the step's first run
+/// neither makes nor allocates anything for it: the runtime prepares a
+/// step's gemms when it loads the step.
+__attribute__((visibility("hidden"))) void mstep_xla_gemm_prepare(const int64_t* call);
+
+/// The thread count a primitive is made for and looked up by: oneDNN's
+/// primitives keep the thread count they were made under, so a call under
+/// another count gets a primitive of its own. The runtime passes
+/// omp_get_max_threads; unset (an mstep-aot object, which links no OpenMP
+/// runtime), every call counts as 0.
+__attribute__((visibility("hidden"))) void mstep_xla_gemm_set_thread_count(int (*query)(void));
 
 #ifdef __cplusplus
 }

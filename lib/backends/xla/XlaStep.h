@@ -25,7 +25,8 @@ struct XlaRuntimeCalls {
   /// (stored as its transpose [k, m] when trans_a is nonzero), b [k, n]
   /// (stored [n, k] when trans_b), c [m, n]; a_stride and b_stride are the
   /// elements between consecutive a[i] (b[i]), 0 for an operand broadcast
-  /// over the batch. oneDNN's sgemm.
+  /// over the batch. oneDNN's sgemm (the convolutions' im2col gemms; a
+  /// matmul node calls matmul_f32).
   void (*gemm_f32)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a, const float* a,
                    int64_t a_stride, int64_t trans_b, const float* b, int64_t b_stride, float* c);
   /// Runs a fusion loop nest over [0, outer) of its outer dimension, split
@@ -48,6 +49,15 @@ struct XlaRuntimeCalls {
                     const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
                     int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
                     const uint16_t* residual);
+  /// gemm_bf16's contract over f32 memory, for the step's f32 matmul nodes
+  /// (gemm_f32 stays the convolutions' sgemm): the cpu backend's f32
+  /// oneDNN matmul with its epilogue folded in, one pass, one rounding;
+  /// mstep_xla_gemm_f32 (XlaGemmBf16.h) in the runtime and in an mstep-aot
+  /// object alike.
+  void (*matmul_f32)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                     const float* a, int64_t a_stride, int64_t trans_b, const float* b,
+                     int64_t b_stride, float* c, const float* bias, int64_t activation,
+                     const float* residual);
 };
 
 /// The step: `inputs[i]` is graph input i, `outputs[j]` the buffer of the
@@ -60,6 +70,11 @@ using XlaStepFunction = int32_t (*)(void* const* inputs, void* const* outputs, v
 
 /// The step function's symbol in the shared object.
 inline constexpr char kXlaStepSymbol[] = "mstep_xla_step";
+/// The step's gemm table in the shared object: i64 n, then n calls of
+/// MSTEP_GEMM_CALL_LENGTH values (XlaGemmBf16.h), one per distinct
+/// matmul_f32 / gemm_bf16 call, whose primitives the runtime makes when it
+/// loads the step (an object without it prepares nothing).
+inline constexpr char kXlaGemmCallsSymbol[] = "mstep_xla_gemm_calls";
 
 /// Where one value (a result of a node) lives during a run.
 struct ValueLocation {

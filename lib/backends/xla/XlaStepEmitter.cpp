@@ -2,6 +2,7 @@
 #include "lib/backends/xla/XlaStepEmitter.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <unordered_map>
 
@@ -27,6 +28,7 @@ enum CallsField : unsigned {
   kCallout = 2,
   kContext = 3,
   kGemmBf16 = 4,
+  kMatmulF32 = 5,
   kNumCallsFields
 };
 
@@ -99,7 +101,9 @@ public:
       emit_callout(node);
     }
     b_.CreateRet(llvm::ConstantInt::get(i32_, 0));
-    // The step function is the only export; the nests inline into it.
+    emit_gemm_table();
+    // The step function (and its gemm table) is the only export; the
+    // nests inline into it.
     for (const cpu::FusionInfo& info : fusions)
       for (const cpu::FusionNestInfo& nest : info.nests)
         if (llvm::Function* entry = module_.getFunction(nest.symbol))
@@ -212,23 +216,23 @@ private:
       if (absorbed_[node]) needed_[node] = false;
   }
 
-  /// A bf16 matmul whose only reader is a fusion computing
+  /// A matmul whose only reader is a fusion computing
   /// act(matmul + bias) + residual (cpu::find_matmul_epilogue) runs that
   /// fusion as its gemm's epilogue, as the cpu backend runs the pair
   /// (CpuExecutable): the bias, gelu and residual apply to the f32 sum
-  /// before the one rounding to bf16, so both backends give the same bits.
+  /// before the one rounding (to bf16, or to f32 with no separate pass
+  /// that rounds the product first), so both backends give the same bits.
   /// The gemm runs at the matmul's place and writes the fusion's result,
   /// which needs the bias and residual computed by then and the result's
   /// memory free there: the matmul's own bytes (the plan put the fusion in
-  /// place), or an output buffer that is no donated input. (f32 matmuls
-  /// call sgemm, which has no epilogue: their fusion runs as a loop.)
+  /// place), or an output buffer that is no donated input.
   void plan_epilogues() {
     for (uint32_t f = 0; f < graph_.nodes.size(); ++f) {
       if (graph_.nodes[f].op != OpKind::fusion) continue;
       const std::optional<cpu::MatmulEpilogue> e = cpu::find_matmul_epilogue(graph_, f);
       if (!e || !gemms_[e->matmul]) continue;
       Gemm& g = *gemms_[e->matmul];
-      if (g.shape.dtype != DType::bf16 || g.result_transposed) continue;
+      if (g.result_transposed) continue;
       if ((e->bias && e->bias->node >= e->matmul) ||
           (e->residual && e->residual->node >= e->matmul))
         continue;
@@ -319,15 +323,16 @@ private:
     return source; // an output value has a buffer of its own
   }
 
-  /// c = a b, or c^T = b^T a^T when the result is written transposed; a
-  /// bf16 gemm with its epilogue (null bias and residual when none).
+  /// c = a b, or c^T = b^T a^T when the result is written transposed,
+  /// with its epilogue (null bias and residual when none): gemm_bf16 or
+  /// matmul_f32, oneDNN's matmul primitive as on the cpu backend.
   void emit_gemm(uint32_t node) {
     const Gemm& g = *gemms_[node];
     const bool bf16 = g.shape.dtype == DType::bf16;
-    std::vector<llvm::Type*> params = {i64_, i64_, i64_, i64_, i64_, ptr_,
-                                       i64_, i64_, ptr_, i64_, ptr_};
-    if (bf16) params.insert(params.end(), {ptr_, i64_, ptr_});
-    auto* type = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+    auto* type = llvm::FunctionType::get(
+        b_.getVoidTy(),
+        {i64_, i64_, i64_, i64_, i64_, ptr_, i64_, i64_, ptr_, i64_, ptr_, ptr_, i64_, ptr_},
+        false);
     int64_t m = g.shape.m, n = g.shape.n;
     int first = 0, second = 1;
     bool trans_first = g.transposed[0], trans_second = g.transposed[1];
@@ -345,14 +350,28 @@ private:
         b_.getInt64(first_stride), b_.getInt64(trans_second),
         value_pointer(layout_.value_of(g.operands[second])), b_.getInt64(second_stride),
         value_pointer(g.result)};
-    if (bf16) {
-      auto pointer_or_null = [&](const std::optional<ValueRef>& v) -> llvm::Value* {
-        return v ? value_pointer(layout_.value_of(*v)) : llvm::ConstantPointerNull::get(ptr_);
-      };
-      args.insert(args.end(),
-                  {pointer_or_null(g.bias), b_.getInt64(g.activation), pointer_or_null(g.residual)});
-    }
-    b_.CreateCall(type, calls_[bf16 ? kGemmBf16 : kGemm], args);
+    auto pointer_or_null = [&](const std::optional<ValueRef>& v) -> llvm::Value* {
+      return v ? value_pointer(layout_.value_of(*v)) : llvm::ConstantPointerNull::get(ptr_);
+    };
+    args.insert(args.end(),
+                {pointer_or_null(g.bias), b_.getInt64(g.activation), pointer_or_null(g.residual)});
+    b_.CreateCall(type, calls_[bf16 ? kGemmBf16 : kMatmulF32], args);
+    const std::array<int64_t, MSTEP_GEMM_CALL_LENGTH> call = {
+        bf16 ? MSTEP_GEMM_BF16 : MSTEP_GEMM_F32,
+        g.shape.batch, m, n, g.shape.k, trans_first, first_stride, trans_second, second_stride,
+        g.bias.has_value(), g.activation, g.residual.has_value()};
+    if (std::find(gemm_calls_.begin(), gemm_calls_.end(), call) == gemm_calls_.end())
+      gemm_calls_.push_back(call);
+  }
+
+  /// kXlaGemmCallsSymbol: the distinct gemm calls emit_gemm made.
+  void emit_gemm_table() {
+    std::vector<llvm::Constant*> values = {b_.getInt64(gemm_calls_.size())};
+    for (const std::array<int64_t, MSTEP_GEMM_CALL_LENGTH>& call : gemm_calls_)
+      for (int64_t v : call) values.push_back(b_.getInt64(v));
+    auto* type = llvm::ArrayType::get(i64_, values.size());
+    new llvm::GlobalVariable(module_, type, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+                             llvm::ConstantArray::get(type, values), kXlaGemmCallsSymbol);
   }
 
   /// The node's own loop; one that can fail returns loop_failure_status
@@ -435,7 +454,7 @@ private:
     bool transposed[2];
     uint32_t result = 0;            // the value it writes
     bool result_transposed = false; // the next node's, a transpose of its result
-    // A bf16 gemm's epilogue (plan_epilogues): the fusion's operands.
+    // The gemm's epilogue (plan_epilogues): the fusion's operands.
     std::optional<ValueRef> bias, residual;
     int64_t activation = MSTEP_GEMM_NO_ACTIVATION;
   };
@@ -444,6 +463,7 @@ private:
   std::vector<bool> needed_;               // per node: emitted
   std::vector<uint32_t> node_of_value_;
   std::vector<uint32_t> callouts_;
+  std::vector<std::array<int64_t, MSTEP_GEMM_CALL_LENGTH>> gemm_calls_; // distinct, in order
   OpLoops loops_;
 };
 

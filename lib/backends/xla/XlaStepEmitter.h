@@ -19,13 +19,13 @@ namespace mstep::xla {
 /// one per fusion node in program order). Per node:
 /// 1. a compiled fusion calls its nests' entries (inlined by LLVM), on the
 ///    OpenMP threads through XlaRuntimeCalls::parallel_nest when large;
-/// 2. a matmul of native_gemm_shape calls XlaRuntimeCalls::gemm_f32 (or
+/// 2. a matmul of native_gemm_shape calls XlaRuntimeCalls::matmul_f32 (or
 ///    gemm_bf16); an
 ///    operand that is a transpose of the last two dims is read from the
 ///    transpose's source (trans_a, trans_b) when nothing overwrote the
 ///    source's bytes since, and a transpose no other node reads is dropped;
 ///    a gemm whose only reader is a transpose of it writes the transpose's
-///    result (as b^T a^T) when that memory holds nothing it reads; a bf16
+///    result (as b^T a^T) when that memory holds nothing it reads; a
 ///    gemm whose only reader is a fusion adding a bias (then gelu or relu)
 ///    or a residual computes that fusion as its epilogue, as the cpu
 ///    backend does (cpu::find_matmul_epilogue), and the fusion is dropped;
@@ -36,8 +36,8 @@ namespace mstep::xla {
 ///    checked for failure where they can fail;
 /// 5. every other node is a callout (XlaRuntimeCalls::callout), checked
 ///    for failure.
-/// The nests' entries become internal: the function is the object's only
-/// export. Returns the callouts' nodes, in callout number order.
+/// The nests' entries become internal: the function and its gemm table
+/// (kXlaGemmCallsSymbol) are the object's exports. Returns the callouts' nodes, in callout number order.
 absl::StatusOr<std::vector<uint32_t>>
 emit_step_function(llvm::Module& module, const TraceGraph& graph, const XlaLayout& layout,
                    const std::vector<cpu::FusionInfo>& fusions);

@@ -1,29 +1,22 @@
-// The process group on MPI (Communicator.h): init and finalize, the
-// collectives as nonblocking MPI calls on host memory polled under a
-// deadline, the arrival notes that name a missing rank, and the check that
-// every rank runs the same step graph.
+// The process group on MPI (Communicator.h): init and finalize, and the
+// collectives as nonblocking MPI calls on host memory (several per
+// collective above the per-call limit: CallSlices.h) polled under a
+// deadline. The shared state and arrival notes are in ProcessGroup.h, the
+// same-graph check in SameGraphCheck.cpp.
 #include "lib/runtime/distributed/Communicator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
+#include "lib/runtime/distributed/CallSlices.h"
+#include "lib/runtime/distributed/ProcessGroup.h"
 #include "mstep/core/HalfTypes.h"
-#include "mstep/core/Hash.h"
-
-#if MSTEP_HAVE_MPI
-#define OMPI_SKIP_MPICXX 1  // MPI's C API only: the C++ bindings need libmpi_cxx
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-#endif
 
 namespace mstep::dist {
 
@@ -81,77 +74,7 @@ int64_t recorded_world_size(const TraceGraph& graph) {
 
 namespace {
 
-/// Process-wide state, guarded by `mu` (MPI calls included).
-struct State {
-  std::mutex mu;
-  bool initialized = false;
-  bool finalized = false;
-  int rank = 0;
-  int world = 1;
-  double timeout = 300;
-  std::string failure;  // the first collective that failed, for later calls
-  uint64_t entered = 0; // collectives this rank entered
 #if MSTEP_HAVE_MPI
-  MPI_Comm data = MPI_COMM_NULL;   // the collectives
-  MPI_Comm notes = MPI_COMM_NULL;  // arrival notes
-  MPI_Comm check = MPI_COMM_NULL;  // check_same_graph
-  MPI_Op half_ops[2][3] = {};      // [bf16, f16][sum, max, min]
-  bool we_initialized_mpi = false;
-#endif
-};
-
-State& state() {
-  static State* s = new State();  // never destroyed: atexit order
-  return *s;
-}
-
-using Clock = std::chrono::steady_clock;
-
-/// Polls `done` until it returns true or the deadline passes; spins a
-/// little, then sleeps briefly, so a waiting rank leaves its core to the
-/// others on an oversubscribed machine.
-template <typename Done>
-bool poll_until(Clock::time_point deadline, Done done) {
-  for (int i = 0;; ++i) {
-    if (done()) return true;
-    if (Clock::now() > deadline) return false;
-    if (i < 64)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(i < 1024 ? 20 : 200));
-  }
-}
-
-Clock::time_point deadline_from_now() {
-  return Clock::now() + std::chrono::microseconds(
-                            static_cast<int64_t>(state().timeout * 1e6));
-}
-
-std::string seconds_text(double s) { return absl::StrCat(s, " s"); }
-
-/// The arrival note a rank sends every peer as it enters a collective.
-struct Note {
-  uint64_t seq = 0;
-  char what[120] = {};
-};
-
-std::string note_text(const Note& n) {
-  return std::string(n.what, strnlen(n.what, sizeof(n.what)));
-}
-
-#if MSTEP_HAVE_MPI
-
-std::string mpi_error(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  return std::string(text, len);
-}
-
-absl::Status mpi_check(int code, absl::string_view call, absl::string_view what) {
-  if (code == MPI_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", call, " failed: ", mpi_error(code)));
-}
 
 template <typename T, int kOp>
 void half_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -185,64 +108,6 @@ MPI_Op mpi_op(DType d, int64_t reduce) {
 
 /// The arrival notes of one collective (or graph check): posted as a rank
 /// enters it, tested with it, read when it ends or times out.
-struct ArrivalNotes {
-  std::vector<MPI_Request> requests;  // receives from each peer, then sends
-  std::vector<Note> received;         // per peer (own slot unused)
-  Note sent;
-
-  /// Under the state's lock.
-  void post(State& s, absl::string_view what) {
-    const int world = s.world;
-    sent.seq = ++s.entered;
-    std::memset(sent.what, 0, sizeof(sent.what));
-    std::memcpy(sent.what, what.data(), std::min(what.size(), sizeof(sent.what) - 1));
-    received.assign(world, Note{});
-    requests.assign(2 * world, MPI_REQUEST_NULL);
-    for (int p = 0; p < world; ++p) {
-      if (p == s.rank) continue;
-      MPI_Irecv(&received[p], sizeof(Note), MPI_BYTE, p, 0, s.notes, &requests[p]);
-      MPI_Isend(&sent, sizeof(Note), MPI_BYTE, p, 0, s.notes, &requests[world + p]);
-    }
-  }
-  /// Under the state's lock: whether every note went and came.
-  bool test() {
-    bool done = true;
-    for (MPI_Request& r : requests) {
-      int flag = 0;
-      MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-      done &= flag != 0;
-    }
-    return done;
-  }
-  /// The peers whose note did not come.
-  std::vector<int> missing(const State& s) const {
-    std::vector<int> out;
-    for (int p = 0; p < s.world; ++p)
-      if (p != s.rank && requests[p] != MPI_REQUEST_NULL) out.push_back(p);
-    return out;
-  }
-  /// The peers whose note came from another collective (another count, or
-  /// with `compare_what` another description), described.
-  std::vector<std::string> out_of_step(const State& s, bool compare_what) const {
-    std::vector<std::string> out;
-    for (int p = 0; p < s.world; ++p) {
-      if (p == s.rank || requests[p] != MPI_REQUEST_NULL) continue;
-      const Note& n = received[p];
-      if (n.seq != sent.seq || (compare_what && note_text(n) != note_text(sent)))
-        out.push_back(absl::StrCat("rank ", p, " is at its collective #", n.seq, ", ",
-                                   note_text(n)));
-    }
-    return out;
-  }
-  /// "rank 1 never arrived", or what else kept the transfer.
-  std::string who_is_missing(const State& s) const {
-    std::vector<int> m = missing(s);
-    if (m.empty()) return "every rank arrived but the transfer did not complete";
-    return absl::StrCat(m.size() == 1 ? "rank " : "ranks ", absl::StrJoin(m, ", "),
-                        " never arrived");
-  }
-};
-
 #endif  // MSTEP_HAVE_MPI
 
 /// Divides `n` elements of `dtype` at `p` by `by` (the mean after a sum).
@@ -338,6 +203,7 @@ absl::Status init(const RuntimeOptions& options) {
         "mstep::distributed::init: called after finalize(); MPI cannot be started twice in one "
         "process");
   s.timeout = options.dist_timeout_s;
+  s.max_call_bytes = options.dist_max_call_bytes;
 #if !MSTEP_HAVE_MPI
   return absl::FailedPreconditionError(
       "mstep::distributed::init: this mstep was built without MPI; install libopenmpi-dev "
@@ -433,12 +299,23 @@ absl::Status barrier() {
 
 #if MSTEP_HAVE_MPI
 struct CollectiveRun::Mpi {
-  MPI_Request op = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> calls;  // one per slice (CallSlices.h)
   ArrivalNotes notes;
   std::vector<std::byte> scratch;
 };
 #else
 struct CollectiveRun::Mpi {};
+#endif
+
+#if MSTEP_HAVE_MPI
+namespace {
+/// ", 2 of 5 MPI calls done" for a sliced collective, else nothing.
+std::string slices_done(const std::vector<MPI_Request>& calls) {
+  if (calls.size() < 2) return "";
+  const auto done = std::count(calls.begin(), calls.end(), MPI_REQUEST_NULL);
+  return absl::StrCat(", ", done, " of ", calls.size(), " MPI calls done");
+}
+}  // namespace
 #endif
 
 CollectiveRun::CollectiveRun(Collective c) : c_(std::move(c)), mpi_(std::make_unique<Mpi>()) {}
@@ -481,62 +358,90 @@ absl::Status CollectiveRun::start(const void* in, void* out) {
   // 1. Arrival notes: tell every peer we are here, and listen for theirs.
   m.notes.post(s, what);
   // 2. The collective itself, nonblocking, on memory it owns until wait():
-  //    `out` (in place) or the scratch.
+  //    `out` (in place) or the scratch; one call per slice (CallSlices.h),
+  //    all outstanding at once.
   const int64_t in_bytes = static_cast<int64_t>(c_.input.bytes());
   const int64_t count = c_.input.numel();
-  if (in_bytes > INT32_MAX)
-    return absl::UnimplementedError(
-        absl::StrCat(what, ": ", in_bytes, " bytes is more than one MPI call moves (2 GiB)"));
+  const int64_t elem = static_cast<int64_t>(element_size(c_.input.dtype));
   const MPI_Datatype type = mpi_type(c_.input.dtype);
+  std::byte* const out_bytes = static_cast<std::byte*>(out);
+  // reduce_scatter slices each rank's part; the others the whole input.
+  const CallSlices slices = CallSlices::of(
+      c_.op == OpKind::reduce_scatter ? count / world : count, elem, s.max_call_bytes);
+  m.calls.assign(slices.count(), MPI_REQUEST_NULL);
   int rc = MPI_SUCCESS;
   const char* call = "";
+  int64_t k = 0;  // the slice being issued
   switch (c_.op) {
     case OpKind::all_reduce:
       std::memmove(out, in, in_bytes);
       call = "MPI_Iallreduce";
-      rc = MPI_Iallreduce(MPI_IN_PLACE, out, static_cast<int>(count), type,
-                          mpi_op(c_.input.dtype, c_.reduce_op), s.data, &m.op);
+      for (; k < slices.count() && rc == MPI_SUCCESS; ++k)
+        rc = MPI_Iallreduce(MPI_IN_PLACE, out_bytes + slices.offset(k) * elem,
+                            static_cast<int>(slices.size(k)), type,
+                            mpi_op(c_.input.dtype, c_.reduce_op), s.data, &m.calls[k]);
       break;
     case OpKind::broadcast:
       std::memmove(out, in, in_bytes);
       call = "MPI_Ibcast";
-      rc = MPI_Ibcast(out, static_cast<int>(in_bytes), MPI_BYTE, static_cast<int>(c_.root), s.data,
-                      &m.op);
+      for (; k < slices.count() && rc == MPI_SUCCESS; ++k)
+        rc = MPI_Ibcast(out_bytes + slices.offset(k) * elem,
+                        static_cast<int>(slices.size(k) * elem), MPI_BYTE,
+                        static_cast<int>(c_.root), s.data, &m.calls[k]);
       break;
     case OpKind::all_gather: {
       // Rank r's block lands at r along dim; with blocks before dim
       // (outer > 1) the gathered copies are interleaved at wait().
       const auto [outer, block] = blocks(c_.input, c_.dim);
-      std::byte* dst = static_cast<std::byte*>(out);
+      std::byte* dst = out_bytes;
       if (outer != 1) {
         m.scratch.resize(static_cast<size_t>(in_bytes) * world);
         dst = m.scratch.data();
       }
       std::memcpy(dst + in_bytes * s.rank, in, in_bytes);
+      // Slice k of every rank's input: its bytes, then a stride of a whole
+      // input to the next rank's (the extent), so each rank's slice lands
+      // in its own block.
       call = "MPI_Iallgather";
-      rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, dst, static_cast<int>(in_bytes),
-                          MPI_BYTE, s.data, &m.op);
+      for (; k < slices.count() && rc == MPI_SUCCESS; ++k) {
+        MPI_Datatype slice = MPI_DATATYPE_NULL, strided = MPI_DATATYPE_NULL;
+        MPI_Type_contiguous(static_cast<int>(slices.size(k) * elem), MPI_BYTE, &slice);
+        MPI_Type_create_resized(slice, 0, static_cast<MPI_Aint>(in_bytes), &strided);
+        MPI_Type_commit(&strided);
+        rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, dst + slices.offset(k) * elem, 1,
+                            strided, s.data, &m.calls[k]);
+        // Freed types stay valid for the calls already issued on them.
+        MPI_Type_free(&strided);
+        MPI_Type_free(&slice);
+      }
       break;
     }
     case OpKind::reduce_scatter: {
-      // Rank w's part of the input (slice w along dim) made contiguous.
+      // Rank w's part of the input (slice w along dim), packed slice by
+      // slice (CallSlices::pack).
       const auto [outer, block] = blocks(c_.input, c_.dim);
-      const int64_t part = block / world;
+      const int64_t part = block / world;  // bytes of rank w's share of one block
       m.scratch.resize(in_bytes);
       const std::byte* src = static_cast<const std::byte*>(in);
       for (int w = 0; w < world; ++w)
         for (int64_t o = 0; o < outer; ++o)
-          std::memcpy(m.scratch.data() + (w * outer + o) * part, src + o * block + w * part, part);
+          slices.pack(m.scratch.data(), src + o * block + w * part, elem, world, w,
+                      o * (part / elem), part / elem);
       call = "MPI_Ireduce_scatter_block";
-      rc = MPI_Ireduce_scatter_block(m.scratch.data(), out, static_cast<int>(count / world), type,
-                                     mpi_op(c_.input.dtype, c_.reduce_op), s.data, &m.op);
+      for (; k < slices.count() && rc == MPI_SUCCESS; ++k)
+        rc = MPI_Ireduce_scatter_block(
+            m.scratch.data() + world * slices.offset(k) * elem, out_bytes + slices.offset(k) * elem,
+            static_cast<int>(slices.size(k)), type, mpi_op(c_.input.dtype, c_.reduce_op), s.data,
+            &m.calls[k]);
       break;
     }
     default:
       return absl::InternalError(absl::StrCat("not a collective: ", op_name(c_.op)));
   }
   if (rc != MPI_SUCCESS) {
-    s.failure = absl::StrCat(what, ": ", call, " failed: ", mpi_error(rc));
+    s.failure = absl::StrCat(what, ": ", call, " failed", slices.count() > 1 ?
+                             absl::StrCat(" (slice ", k, " of ", slices.count(), ")") : "", ": ",
+                             mpi_error(rc));
     return absl::InternalError(s.failure);
   }
   out_ = out;
@@ -550,10 +455,9 @@ bool CollectiveRun::progress() {
   if (!in_flight_) return true;
 #if MSTEP_HAVE_MPI
   std::lock_guard<std::mutex> lock(state().mu);
-  int done = 0;
-  MPI_Test(&mpi_->op, &done, MPI_STATUS_IGNORE);
-  done_ = done_ || done != 0;
-  return done != 0;
+  const bool done = test_requests(mpi_->calls);
+  done_ = done_ || done;
+  return done;
 #else
   return true;
 #endif
@@ -577,12 +481,12 @@ absl::Status CollectiveRun::wait() {
   Mpi& m = *mpi_;
   const int world = s.world;
   const std::string what = c_.describe();
-  // Poll every request; a request stays MPI_REQUEST_NULL once complete.
+  // Poll every request, every slice's included; a request stays
+  // MPI_REQUEST_NULL once complete.
   auto all_done = [&] {
     std::lock_guard<std::mutex> lock(s.mu);
-    int flag = 0;
-    MPI_Test(&m.op, &flag, MPI_STATUS_IGNORE);
-    return m.notes.test() && flag != 0;
+    const bool calls_done = test_requests(m.calls);
+    return m.notes.test() && calls_done;
   };
   const bool finished = poll_until(deadline_from_now(), all_done);
   // Peers whose note came with another collective are out of step, be the
@@ -597,8 +501,8 @@ absl::Status CollectiveRun::wait() {
   }
   if (!finished) {
     s.failure = absl::StrCat(
-        what, " (collective #", m.notes.sent.seq, " on rank ", s.rank, "): ",
-        m.notes.who_is_missing(s), " within ", seconds_text(s.timeout),
+        what, " (collective #", m.notes.sent.seq, " on rank ", s.rank, slices_done(m.calls),
+        "): ", m.notes.who_is_missing(s), " within ", seconds_text(s.timeout),
         " (MSTEP_DIST_TIMEOUT). A rank that died, hangs or skips a collective stalls the others; "
         "check that every rank runs the same steps");
     return absl::DeadlineExceededError(s.failure);
@@ -617,133 +521,6 @@ absl::Status CollectiveRun::wait() {
       (c_.op == OpKind::all_reduce || c_.op == OpKind::reduce_scatter))
     divide(out_, c_.result.dtype, c_.result.numel(), world);
   return absl::OkStatus();
-#endif
-}
-
-// ---- the same graph on every rank --------------------------------------------
-
-namespace {
-
-struct Identity {
-  uint64_t structure, types, collectives, inputs;
-  uint64_t text_bytes;
-};
-
-std::string first_line_difference(const std::string& mine, const std::string& theirs,
-                                   absl::string_view what, int other_rank) {
-  std::vector<std::string> a = absl::StrSplit(mine, '\n', absl::SkipEmpty());
-  std::vector<std::string> b = absl::StrSplit(theirs, '\n', absl::SkipEmpty());
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    if (a[i] != b[i])
-      return absl::StrCat("its ", what, " #", i, " is ", b[i], " where rank 0's is ", a[i]);
-  return absl::StrCat("it has ", b.size(), " ", what, "s where rank 0 has ", a.size(),
-                      b.size() > a.size() ? absl::StrCat(" (its extra one: ", b[a.size()], ")")
-                                          : absl::StrCat(" (rank 0's extra one: ", a[b.size()], ")"));
-}
-
-}  // namespace
-
-absl::Status check_same_graph(const GraphIdentity& mine) {
-  State& s = state();
-  const int world = s.world;
-  if (world == 1) return absl::OkStatus();
-  if (!s.failure.empty())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "an earlier collective failed (", s.failure, "); the process group is unusable"));
-#if !MSTEP_HAVE_MPI
-  return absl::OkStatus();
-#else
-  // 1. Every rank's hashes; 2. only when they differ, every rank's text,
-  //    from which each rank writes the same message.
-  std::string text = mine.collectives + '\0' + mine.inputs;
-  Identity me{mine.structure, mine.types, hash_string(mine.collectives), hash_string(mine.inputs),
-              text.size()};
-  std::vector<Identity> all(world);
-  // The first exchange carries arrival notes, so a rank that never comes
-  // is named; the second follows only when every rank came to the first.
-  const std::string first = mine.collectives.substr(0, mine.collectives.find('\n'));
-  const std::string what = absl::StrCat("the step-graph check before ", first);
-  ArrivalNotes notes;
-  auto gather = [&](auto issue, absl::string_view call, ArrivalNotes* arrivals) -> absl::Status {
-    MPI_Request req = MPI_REQUEST_NULL;
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (arrivals) arrivals->post(s, what);
-      int rc = issue(&req);
-      if (rc != MPI_SUCCESS) return mpi_check(rc, call, "mstep: comparing the step graphs");
-    }
-    bool ok = poll_until(deadline_from_now(), [&] {
-      std::lock_guard<std::mutex> lock(s.mu);
-      int flag = 0;
-      MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-      return (!arrivals || arrivals->test()) && flag != 0;
-    });
-    if (ok) return absl::OkStatus();
-    s.failure = absl::StrCat(
-        "comparing the step graphs across ranks at their first run, before ", first, " (rank ",
-        s.rank, "): ",
-        arrivals ? arrivals->who_is_missing(s) : std::string("a rank did not answer"), " within ",
-        seconds_text(s.timeout),
-        " (MSTEP_DIST_TIMEOUT). A rank that died, hangs or runs another step stalls the others");
-    return absl::DeadlineExceededError(s.failure);
-  };
-  absl::Status st = gather(
-      [&](MPI_Request* r) {
-        return MPI_Iallgather(&me, sizeof(Identity), MPI_BYTE, all.data(), sizeof(Identity),
-                              MPI_BYTE, s.check, r);
-      },
-      "MPI_Iallgather", &notes);
-  if (!st.ok()) return st;
-  int differs = -1;
-  for (int p = 0; p < world && differs < 0; ++p)
-    if (std::memcmp(&all[p], &all[0], sizeof(Identity)) != 0) differs = p;
-  if (differs < 0) return absl::OkStatus();
-
-  std::vector<int> sizes(world), offsets(world);
-  int total = 0;
-  for (int p = 0; p < world; ++p) {
-    sizes[p] = static_cast<int>(all[p].text_bytes);
-    offsets[p] = total;
-    total += sizes[p];
-  }
-  std::string texts(total, '\0');
-  st = gather(
-      [&](MPI_Request* r) {
-        return MPI_Iallgatherv(text.data(), static_cast<int>(text.size()), MPI_BYTE, texts.data(),
-                               sizes.data(), offsets.data(), MPI_BYTE, s.check, r);
-      },
-      "MPI_Iallgatherv", nullptr);
-  if (!st.ok()) return st;
-  auto part = [&](int p, int which) {
-    std::string t = texts.substr(offsets[p], sizes[p]);
-    const size_t cut = t.find('\0');
-    return which == 0 ? t.substr(0, cut) : t.substr(cut == std::string::npos ? t.size() : cut + 1);
-  };
-  const Identity& a = all[0];
-  const Identity& b = all[differs];
-  std::string how;
-  if (a.collectives != b.collectives) {
-    how = first_line_difference(part(0, 0), part(differs, 0), "collective", differs);
-  } else if (a.inputs != b.inputs) {
-    std::vector<std::string> x = absl::StrSplit(part(0, 1), ", ");
-    std::vector<std::string> y = absl::StrSplit(part(differs, 1), ", ");
-    how = absl::StrCat("it has ", y.size(), " inputs where rank 0 has ", x.size());
-    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
-      if (x[i] != y[i]) {
-        how = absl::StrCat("shapes ", y[i], " vs ", x[i], " (its input ", i, " against rank 0's)");
-        break;
-      }
-  } else if (a.types != b.types) {
-    how = "the same inputs and collectives, but the types of its intermediate values differ";
-  } else {
-    how = absl::StrCat("another structure (structural hash ", absl::Hex(b.structure), " vs ",
-                       absl::Hex(a.structure), "): an op that runs on one rank only?");
-  }
-  s.failure = absl::StrCat(
-      "rank ", differs, " has another graph than rank 0 at the first run of this step: ", how,
-      ". Every rank must run the same step on the same shapes (give each rank an equal share of "
-      "the batch)");
-  return absl::FailedPreconditionError(s.failure);
 #endif
 }
 

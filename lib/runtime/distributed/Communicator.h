@@ -7,6 +7,9 @@
 // Without init() the world is one process and every collective copies its
 // input (the identity), so single-process code needs no MPI at all.
 //
+// A collective above RuntimeOptions::dist_max_call_bytes is several MPI
+// calls over slices of its buffer, all outstanding at once (CallSlices.h).
+//
 // Faults never hang: a collective polls its MPI requests (MPI_Test) until
 // RuntimeOptions::dist_timeout_s, and each rank, as it enters a collective,
 // sends every peer a small arrival note (its collective count and what the
@@ -97,7 +100,7 @@ class CollectiveRun {
   int64_t waits_found_done() const { return waits_found_done_; }
 
  private:
-  struct Mpi;  // requests and scratch memory (Communicator.cpp)
+  struct Mpi;  // requests (one per slice) and scratch memory (Communicator.cpp)
   Collective c_;
   std::unique_ptr<Mpi> mpi_;
   void* out_ = nullptr;
