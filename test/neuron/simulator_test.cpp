@@ -27,6 +27,38 @@ std::vector<BFloat16> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
+/// C [M, N] in `c_bytes` (f32 or bf16) against a double-precision A B.
+/// The inputs are exact bf16 values, so the error is fp32 accumulation
+/// (at most K ulps of the absolute sum) plus, for a bf16 C, its rounding
+/// (half a bf16 ulp: 8 significant bits, so up to 2^-8 relative).
+void expect_product(const std::vector<BFloat16>& a, const std::vector<BFloat16>& bm,
+                    const std::vector<std::byte>& c_bytes, DType output, int64_t m, int64_t k,
+                    int64_t n) {
+  std::vector<float> c(m * n);
+  if (output == DType::bf16) {
+    const std::vector<BFloat16> cb = values_of<BFloat16>(c_bytes);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = float(cb[i]);
+  } else {
+    c = values_of<float>(c_bytes);
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, abs_sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double prod = double(float(a[i * k + p])) * double(float(bm[p * n + j]));
+        ref += prod;
+        abs_sum += std::fabs(prod);
+      }
+      double tol = k * std::ldexp(1.0, -24) * abs_sum;
+      if (output == DType::bf16) tol += std::ldexp(1.0, -8) * std::fabs(ref);
+      if (!(std::fabs(c[i * n + j] - ref) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "C[" << i << "," << j << "] = " << c[i * n + j] << ", want " << ref
+                      << " +- " << tol;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
 /// [m, 384] x [384, 640]: two 512-wide column blocks of B; A^T is loaded
 /// `a_loads` times (once when B stays resident, once per column block
 /// when B streams).
@@ -46,32 +78,7 @@ void check_tiled_matmul(DType output, int64_t m, int64_t a_loads) {
   // Multiply-adds, plus the elements the DMAs and the PSUM copy move.
   EXPECT_EQ(stats->element_ops, m * k * n + a_loads * k * m + k * n + 2 * m * n);
 
-  std::vector<float> c(m * n);
-  if (output == DType::bf16) {
-    const std::vector<BFloat16> cb = values_of<BFloat16>(hbm[2]);
-    for (size_t i = 0; i < c.size(); ++i) c[i] = float(cb[i]);
-  } else {
-    c = values_of<float>(hbm[2]);
-  }
-  // The inputs are exact bf16 values, so the error is fp32 accumulation
-  // (at most K ulps of the absolute sum) plus, for a bf16 C, its rounding
-  // (half a bf16 ulp: 8 significant bits, so up to 2^-8 relative).
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, abs_sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double prod = double(float(a[i * k + p])) * double(float(bm[p * n + j]));
-        ref += prod;
-        abs_sum += std::fabs(prod);
-      }
-      double tol = k * std::ldexp(1.0, -24) * abs_sum;
-      if (output == DType::bf16) tol += std::ldexp(1.0, -8) * std::fabs(ref);
-      if (!(std::fabs(c[i * n + j] - ref) <= tol) && bad++ < 5)
-        ADD_FAILURE() << "C[" << i << "," << j << "] = " << c[i * n + j] << ", want " << ref
-                      << " +- " << tol;
-    }
-  EXPECT_EQ(bad, 0);
+  expect_product(a, bm, hbm[2], output, m, k, n);
 }
 
 // M = 768 >= N: B's two column blocks (3 x 512 bf16 per partition each)
@@ -106,23 +113,7 @@ void check_on_chip_transposes(bool a_row_major, bool b_transposed) {
   Simulator sim;
   absl::StatusOr<SimulationStats> stats = sim.run(program, hbm);
   ASSERT_TRUE(stats.ok()) << stats.status();
-  const std::vector<BFloat16> c = values_of<BFloat16>(hbm[2]);
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, abs_sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double prod = double(float(a[i * k + p])) * double(float(bm[p * n + j]));
-        ref += prod;
-        abs_sum += std::fabs(prod);
-      }
-      // fp32 accumulation, then C's bf16 rounding (as check_tiled_matmul).
-      const double tol = k * std::ldexp(1.0, -24) * abs_sum + std::ldexp(1.0, -8) * std::fabs(ref);
-      if (!(std::fabs(float(c[i * n + j]) - ref) <= tol) && bad++ < 5)
-        ADD_FAILURE() << "C[" << i << "," << j << "] = " << float(c[i * n + j]) << ", want " << ref
-                      << " +- " << tol;
-    }
-  EXPECT_EQ(bad, 0);
+  expect_product(a, bm, hbm[2], DType::bf16, m, k, n);
 }
 
 TEST(NeuronSimulator, TiledMatmulTransposesARowsOnChip) { check_on_chip_transposes(true, false); }
