@@ -16,7 +16,8 @@
 //                       (nc_matmul FLOPs include the attention's transposes
 //                       against the identity; the bias gradients' ones
 //                       matmuls are sum nodes, not counted);
-//   - the top 10 kernels by simulated time.
+//   - the top 10 kernels by simulated time (NEURON_GPT_TOP=n: n of them;
+//     NEURON_GPT_TRACE="<kernel>": its instructions, start and end in ns).
 // Target (issue 19): Tensor busy >= 60% over those kernels. Exits 0 either
 // way (a bench, not a test).
 #include <algorithm>
@@ -124,6 +125,12 @@ int main() {
       return 2;
     }
     const double flops = r->tensor_utilization * params.tensor_peak_flops * r->total_ns * 1e-9;
+    // NEURON_GPT_TRACE=<kernel name>: that kernel's instructions with their
+    // simulated start and end (what bounds it).
+    if (const char* trace = std::getenv("NEURON_GPT_TRACE"); trace && k.name == trace)
+      for (size_t i = 0; i < k.program->instructions.size(); ++i)
+        std::printf("%10.1f %10.1f  %s\n", r->timing[i].start_ns, r->timing[i].end_ns,
+                    describe_instruction(static_cast<int64_t>(i), k.program->instructions[i]).c_str());
     const double tr_ns = transpose_ns(*k.program, *r);
     kernels.push_back({k.name, k.op, *std::move(r), flops, tr_ns});
   }
@@ -165,9 +172,13 @@ int main() {
   }
   std::sort(kernels.begin(), kernels.end(),
             [](const Kernel& a, const Kernel& b) { return a.report.total_ns > b.report.total_ns; });
-  std::printf("\ntop 10 kernels by simulated time:\n%-44s %9s %7s %7s %7s %7s %7s %7s  %s\n",
-              "kernel", "us", "Tensor", "Vector", "Scalar", "GpSimd", "HBM", "util", "bottleneck");
-  for (size_t i = 0; i < std::min<size_t>(10, kernels.size()); ++i) {
+  // NEURON_GPT_TOP=n: the n slowest kernels (default 10).
+  const char* top_env = std::getenv("NEURON_GPT_TOP");
+  const size_t top = top_env ? static_cast<size_t>(std::max(1, std::atoi(top_env))) : 10;
+  std::printf("\ntop %zu kernels by simulated time:\n%-44s %9s %7s %7s %7s %7s %7s %7s  %s\n",
+              top, "kernel", "us", "Tensor", "Vector", "Scalar", "GpSimd", "HBM", "util",
+              "bottleneck");
+  for (size_t i = 0; i < std::min(top, kernels.size()); ++i) {
     const CostReport& r = kernels[i].report;
     std::printf("%-44s %9.1f %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%%  %s\n",
                 kernels[i].name.c_str(), r.total_ns / 1e3, 100 * r.busy_fraction(Engine::tensor),

@@ -4,6 +4,7 @@
 // pairs); which copies are layout aliases; the refusals.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "lib/backends/neuron/CopyLowering.h"
@@ -159,10 +160,71 @@ TEST(CopyLowering, LayoutAliasesAreTheCopiesThatMoveNothing) {
   EXPECT_FALSE(layout_alias(op(OpKind::exp, {0}, x), {x}));
 }
 
+/// How many nc_matmul instructions `node`'s program has (the on-chip
+/// transpose path has some, the DMA path none).
+int64_t matmuls_of(const GraphNode& node, const std::vector<TensorType>& types) {
+  absl::StatusOr<LoweredOp> low = lower_node(node, types);
+  EXPECT_TRUE(low.ok()) << low.status();
+  if (!low.ok()) return -1;
+  return std::count_if(low->program.instructions.begin(), low->program.instructions.end(),
+                       [](const Instruction& i) { return i.opcode == Opcode::nc_matmul; });
+}
+
+// Minor-dim transposes on chip (TransposeCopy.h): byte planes through the
+// Tensor engine, so every bit pattern survives, NaN payloads, infinities
+// and -0 included (a value transpose by the identity matmul would spread a
+// NaN along the row and turn -0 into +0 on NeuronCore-v2).
+TEST(CopyLowering, MinorTransposesRunOnChipBitForBit) {
+  // Ragged on both axes, every element size (8 bytes: 64-row tiles).
+  for (DType dt : {DType::bf16, DType::f32, DType::i64, DType::boolean}) {
+    const TensorType x{Shape({300, 260}), dt};
+    auto in = distinct_bytes(x, 40);
+    if (dt == DType::boolean) // bool bytes are 0 or 1
+      for (size_t i = 0; i < x.bytes(); ++i) in->bytes()[i] = static_cast<std::byte>(i % 3 == 0);
+    const GraphNode t = permute_node(permuted(x, {1, 0}), {1, 0});
+    expect_ref_bytes(t, {in});
+    EXPECT_GT(matmuls_of(t, {x}), 0) << x.to_string();
+  }
+  // The values an identity matmul would not carry, in the first 128 x 128 block.
+  const TensorType f{Shape({256, 384}), DType::f32};
+  auto special = distinct_bytes(f, 41);
+  float* v = special->data<float>();
+  const uint32_t payload_nan = 0x7fc12345u;
+  v[0] = std::numeric_limits<float>::infinity();
+  v[1] = -std::numeric_limits<float>::infinity();
+  v[385] = -0.0f;
+  std::memcpy(&v[770], &payload_nan, 4);
+  v[1000] = std::numeric_limits<float>::denorm_min();
+  const GraphNode ft = permute_node(permuted(f, {1, 0}), {1, 0});
+  expect_ref_bytes(ft, {special});
+  EXPECT_GT(matmuls_of(ft, {f}), 0);
+  // Batched: [4, 130, 200] -> [4, 200, 130] (the batch dim loops).
+  const TensorType b{Shape({4, 130, 200}), DType::bf16};
+  const GraphNode bt = permute_node(permuted(b, {0, 2, 1}), {0, 2, 1});
+  expect_ref_bytes(bt, {distinct_bytes(b, 42)});
+  EXPECT_GT(matmuls_of(bt, {b}), 0);
+  // GPT-mini's h^T for the MLP weight gradient: on chip, and faster than
+  // element-wise DMAs could be (one 64-byte burst per 2-byte element,
+  // CostParams::dma_descriptor_bytes, at the 410 B/ns of HBM: 327 us).
+  const TensorType h{Shape({2048, 1024}), DType::bf16};
+  const GraphNode ht = permute_node(permuted(h, {1, 0}), {1, 0});
+  absl::StatusOr<LoweredOp> low = lower_node(ht, {h});
+  ASSERT_TRUE(low.ok()) << low.status();
+  EXPECT_LT(low->estimated_ns, 2048.0 * 1024 * 64 / 410 / 4);
+  EXPECT_GT(matmuls_of(ht, {h}), 0);
+  // Few rows: the element-wise DMAs stay (no identity, no PSUM round trip).
+  const TensorType thin{Shape({3, 5}), DType::f32};
+  const GraphNode tt = permute_node(permuted(thin, {1, 0}), {1, 0});
+  expect_ref_bytes(tt, {distinct_bytes(thin, 43)});
+  EXPECT_EQ(matmuls_of(tt, {thin}), 0);
+}
+
 TEST(CopyLowering, RefusesByteTypesAndTooFragmentedLayouts) {
+  // A bool copy that is not a minor-dim transpose: DMAs, which have no 8-bit type.
   const TensorType mask{Shape({4, 8}), DType::boolean};
-  EXPECT_THAT(testing::refusal(permute_node(permuted(mask, {1, 0}), {1, 0}), {mask}),
-              ::testing::HasSubstr("neuron lowering: permute not tiled: bool[8, 4]: 1-byte "
+  EXPECT_THAT(testing::refusal(slice_node(TensorType{Shape({2, 8}), DType::boolean}, 0, 0, 2, 1),
+                               {mask}),
+              ::testing::HasSubstr("neuron lowering: slice not tiled: bool[2, 8]: 1-byte "
                                    "elements (the tile IR has no 8-bit type)"));
   // 18 dims of 2 reversed: no two merge, 2^13 loops of 2 chunks.
   Shape s;

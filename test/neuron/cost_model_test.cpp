@@ -226,6 +226,24 @@ TEST(NeuronCost, DmaEnginesShareHbmBandwidth) {
   EXPECT_EQ(r->bottleneck(), "HBM");
 }
 
+TEST(NeuronCost, AnHbmToHbmCopyReadsAndWritesHbm) {
+  // Two 1 MiB HBM-to-HBM copies on two engines: 2 MiB of HBM traffic each
+  // (read and write), so the second starts after the first's 2 MiB.
+  TileBuilder b("hbm_to_hbm");
+  const int32_t x = b.hbm_tensor("x", DType::f32, 2 * 128 * 2048);
+  const int32_t y = b.hbm_tensor("y", DType::f32, 2 * 128 * 2048);
+  for (int i = 0; i < 2; ++i)
+    b.dma_copy(hbm_rows(y, DType::f32, 2 * 2048, 0, 128, i * 2048, 2048),
+               hbm_rows(x, DType::f32, 2 * 2048, 0, 128, i * 2048, 2048));
+  CostParams p;
+  p.dma_engine_bytes_per_ns = 1e6;
+  absl::StatusOr<CostReport> r = estimate_cost(b.program(), p);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double mib = 1024.0 * 1024.0;
+  EXPECT_NEAR(r->hbm_busy_ns, 4 * mib / p.hbm_bytes_per_ns, 1e-6);
+  EXPECT_NEAR(r->total_ns, p.dma_fixed_ns + 2 * mib / p.hbm_bytes_per_ns + mib / 1e6, 1e-6);
+}
+
 TEST(NeuronCost, MatmulUtilization) {
   // Two back-to-back full bf16 matmuls: 2 x (60 + 512 + overhead) cycles
   // at 2.8 GHz; utilization = 512 / (572 + overhead).

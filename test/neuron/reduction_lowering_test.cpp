@@ -73,6 +73,24 @@ TEST(NeuronReductionLowering, SumBf16) {
   check_reduction(OpKind::sum, DType::bf16, Shape({129, 40}), {1});
 }
 // 10000 columns: three chunks of at most 4096, reduced into partials.
+// Many short rows: g rows per partition (row groups), then the rest in
+// ragged row tiles: 2 x 4 x 128 + 77 rows.
+TEST(NeuronReductionLowering, ShortRowsGoInGroups) {
+  const Shape shape({1101, 40});
+  for (OpKind k : {OpKind::sum, OpKind::mean, OpKind::max, OpKind::min})
+    check_reduction(k, DType::f32, shape, {1});
+  check_reduction(OpKind::mean, DType::bf16, shape, {1});
+  // The groups are one reduce instruction over [128, g, 40] each.
+  absl::StatusOr<LoweredOp> low =
+      lower_node(reduction(OpKind::sum, shape, {1}, DType::f32), {TensorType{shape, DType::f32}});
+  ASSERT_TRUE(low.ok()) << low.status();
+  bool grouped = false;
+  for (const Instruction& i : low->program.instructions)
+    grouped = grouped || (i.opcode == Opcode::tensor_reduce && i.srcs[0].dims.size() == 2 &&
+                          i.srcs[0].dims.back().size == 40 && i.srcs[0].dims.front().size > 1);
+  EXPECT_TRUE(grouped);
+}
+
 TEST(NeuronReductionLowering, LongRowsAreChunked) {
   check_reduction(OpKind::mean, DType::f32, Shape({5, 10000}), {1});
   check_reduction(OpKind::max, DType::bf16, Shape({5, 10000}), {1});
@@ -92,6 +110,12 @@ TEST(NeuronReductionLowering, LeadingAxesSum) {
   check_reduction(OpKind::sum, DType::f32, Shape({2, 150, 3}), {0, 1});
   check_reduction(OpKind::sum, DType::f32, Shape({3, 5000}), {0});
 }
+// Many narrow rows: g rows per partition per load (2 x 4 x 128 of 1074
+// rows grouped), the ragged rest in row tiles, all into the same PSUM sums.
+TEST(NeuronReductionLowering, LeadingAxesGroupNarrowRows) {
+  check_reduction(OpKind::sum, DType::f32, Shape({1074, 70}), {0});
+  check_reduction(OpKind::mean, DType::bf16, Shape({1074, 70}), {0});
+}
 TEST(NeuronReductionLowering, LeadingAxesMeanAndBf16) {
   check_reduction(OpKind::mean, DType::f32, Shape({16, 64, 64}), {0, 1});
   check_reduction(OpKind::sum, DType::bf16, Shape({129, 40}), {0});
@@ -110,6 +134,27 @@ TEST(NeuronReductionLowering, LeadingAxesUseTheTensorEngine) {
   }
   EXPECT_EQ(matmuls, 3); // 128 + 128 + 44 rows, 70 columns: one bank
   EXPECT_EQ(reduces, 0);
+}
+
+// A few leading rows (<= 32) and columns a multiple of 128: summed on the
+// Vector engine in row order, the columns on the partitions; 32 x 89600:
+// two column chunks per partition.
+TEST(NeuronReductionLowering, FewLeadingRowsSumOnVector) {
+  check_reduction(OpKind::sum, DType::f32, Shape({8, 64, 256}), {0});
+  check_reduction(OpKind::mean, DType::f32, Shape({8, 64, 256}), {0});
+  check_reduction(OpKind::sum, DType::bf16, Shape({3, 1280}), {0});
+  check_reduction(OpKind::mean, DType::bf16, Shape({1, 384}), {0});
+  check_reduction(OpKind::sum, DType::f32, Shape({32, 89600}), {0});
+  const TensorType t{Shape({8, 64, 256}), DType::f32};
+  absl::StatusOr<LoweredOp> low = lower_node(reduction(OpKind::sum, t.shape, {0}, DType::f32), {t});
+  ASSERT_TRUE(low.ok()) << low.status();
+  int matmuls = 0, adds = 0;
+  for (const Instruction& i : low->program.instructions) {
+    matmuls += i.opcode == Opcode::nc_matmul;
+    adds += i.opcode == Opcode::tensor_tensor && i.dst.partitions == kPartitions;
+  }
+  EXPECT_EQ(matmuls, 0);
+  EXPECT_EQ(adds, 7); // 8 rows, one chunk of 128 columns per partition
 }
 
 // max/min over leading axes: the input loaded transposed (columns on

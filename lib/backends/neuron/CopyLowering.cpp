@@ -2,11 +2,13 @@
 #include "lib/backends/neuron/CopyLowering.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/LoweringCommon.h"
 #include "lib/backends/neuron/RowTiling.h"
+#include "lib/backends/neuron/TransposeCopy.h"
 #include "lib/backends/ref/RefKernels.h"
 #include "mstep/core/Error.h"
 
@@ -333,8 +335,39 @@ bool layout_alias(const GraphNode& node, absl::Span<const TensorType> types) {
          (c.sizes.empty() || (c.src[0] == 1 && c.dst[0] == 1));
 }
 
-absl::StatusOr<LoweredOp> lower_copy(const GraphNode& node, absl::Span<const TensorType> types) {
-  MSTEP_ASSIGN_OR_RETURN(std::vector<StridedCopy> copies, simplified(node, types));
+namespace {
+
+/// The copy as a transpose of its two minor dims when it is one: a single
+/// copy whose result rows read the input down a column (element-wise on
+/// both sides for the DMAs).
+std::optional<MinorTranspose> minor_transpose(const GraphNode& node,
+                                              absl::Span<const TensorType> types,
+                                              const std::vector<StridedCopy>& copies) {
+  if (copies.size() != 1) return std::nullopt;
+  const StridedCopy& c = copies[0];
+  const size_t r = c.sizes.size();
+  if (c.operand != 0 || r < 2 || c.src[r - 2] != 1 || c.dst[r - 1] != 1 || c.sizes[r - 2] < 2 ||
+      c.sizes[r - 1] < 2)
+    return std::nullopt;
+  MinorTranspose t;
+  t.element_bytes = static_cast<int64_t>(element_size(node.results[0].dtype));
+  t.batch_sizes.assign(c.sizes.begin(), c.sizes.end() - 2);
+  t.batch_src.assign(c.src.begin(), c.src.end() - 2);
+  t.batch_dst.assign(c.dst.begin(), c.dst.end() - 2);
+  t.x = c.sizes[r - 2];
+  t.y = c.sizes[r - 1];
+  t.in_row = c.src[r - 1];
+  t.out_row = c.dst[r - 2];
+  t.src_offset = c.src_offset;
+  t.dst_offset = c.dst_offset;
+  t.in_elements = types[0].numel();
+  t.out_elements = node.results[0].numel();
+  return t;
+}
+
+/// The DMA program of the simplified `copies`.
+absl::StatusOr<LoweredOp> lower_copy_dma(const GraphNode& node, absl::Span<const TensorType> types,
+                                         std::vector<StridedCopy> copies) {
   const TensorType& result = node.results[0];
   const auto [dt, factor] = moved_as(result.dtype);
   if (factor == 0)
@@ -370,8 +403,6 @@ absl::StatusOr<LoweredOp> lower_copy(const GraphNode& node, absl::Span<const Ten
     }
   const int32_t out = k.b.hbm_tensor("out", dt, result.numel() * factor);
   binding.push_back(-1);
-  const RowKit::Tile stage = k.tile(dt, cap, "stage");
-  int64_t n = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const StridedCopy& c = parts[i];
     const CopyPlan& pl = plans[i];
@@ -387,10 +418,12 @@ absl::StatusOr<LoweredOp> lower_copy(const GraphNode& node, absl::Span<const Ten
       for (const RowTile& t : row_tiles(c.sizes[pl.p]))
         for (int64_t c0 = 0; c0 < len; c0 += pl.chunk) {
           const int64_t w = std::min(pl.chunk, len - c0);
-          const int s = static_cast<int>(n++ % 2);
-          const AccessPattern tile = RowKit::at(stage, s, t.parts, w * pl.inner);
-          k.load(tile, hbm_piece(hbm[c.operand], dt, c, pl, c.src, src_at, t.r0, t.parts, c0, w));
-          k.store(hbm_piece(out, dt, c, pl, c.dst, dst_at, t.r0, t.parts, c0, w), tile);
+          // HBM to HBM: the pieces are disjoint and independent, so they
+          // spread over the DMA engines with no SBUF round trip (a staged
+          // load + store pair was two DMA latencies, two in flight).
+          k.deps.track(
+              k.b.dma_copy(hbm_piece(out, dt, c, pl, c.dst, dst_at, t.r0, t.parts, c0, w),
+                           hbm_piece(hbm[c.operand], dt, c, pl, c.src, src_at, t.r0, t.parts, c0, w)));
         }
       size_t m = pl.chunk_at;
       while (m > 0 && ++loop[m - 1] == c.sizes[pl.free[m - 1]]) loop[--m] = 0;
@@ -398,6 +431,23 @@ absl::StatusOr<LoweredOp> lower_copy(const GraphNode& node, absl::Span<const Ten
     }
   }
   return k.finish(binding);
+}
+
+} // namespace
+
+absl::StatusOr<LoweredOp> lower_copy(const GraphNode& node, absl::Span<const TensorType> types) {
+  MSTEP_ASSIGN_OR_RETURN(std::vector<StridedCopy> copies, simplified(node, types));
+  const std::optional<MinorTranspose> transpose = minor_transpose(node, types, copies);
+  absl::StatusOr<LoweredOp> dma = lower_copy_dma(node, types, std::move(copies));
+  if (!transpose) return dma;
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp on_chip, lower_minor_transpose(*transpose, node.op));
+  if (!dma.ok()) return on_chip;
+  // The element-wise DMAs win on small or few-row transposes (no identity,
+  // no PSUM round trip): keep whichever the cost model times faster.
+  MSTEP_ASSIGN_OR_RETURN(CostReport on_chip_cost, estimate_cost(on_chip.program));
+  MSTEP_ASSIGN_OR_RETURN(CostReport dma_cost, estimate_cost(dma->program));
+  if (on_chip_cost.total_ns < dma_cost.total_ns) return on_chip;
+  return dma;
 }
 
 } // namespace mstep::neuron

@@ -2,15 +2,18 @@
 // slice_scatter) on the
 // NeuronCore: each is a set of strided copies — per result dimension a size
 // and the element strides of source and destination (0 for a broadcast
-// dimension) — lowered to DMA tile programs: HBM -> SBUF with the source's
-// strides, SBUF -> HBM with the destination's, double-buffered. Adjacent
-// dimensions that are contiguous on both sides are merged first, one
-// dimension (the largest outer one, or a flat run split as [128, n/128])
-// goes on the partitions, at most four free dimensions per descriptor (the
-// outer rest become separate DMAs). A most-minor stride above 16 B (e.g. a
-// transpose of the last two dims) is what the cost model charges at half
-// bandwidth. 8-byte elements move as int32 pairs; 1-byte dtypes are
-// refused (the tile IR has no 8-bit type).
+// dimension) — lowered to DMA tile programs of HBM -> HBM DMAs (the
+// source's strides on one side, the destination's on the other; the pieces
+// are independent and spread over the DMA engines). Adjacent dimensions
+// that are contiguous on both sides are merged first, one dimension (the
+// largest outer one, or a flat run split as [128, n/128]) goes on the
+// partitions, at most four free dimensions per descriptor (the outer rest
+// become separate DMAs). A DMA pays a descriptor per contiguous run (the
+// cost model: at least 64 B each), so a transpose of the two minor dims is
+// also lowered on chip (TransposeCopy.h: bit-exact byte planes through the
+// Tensor engine) and the program the cost model times faster is kept.
+// 8-byte elements move as int32 pairs; other 1-byte copies are refused
+// (the DMA path has no 8-bit type; the on-chip transpose moves bytes).
 //
 // A copy that keeps every byte where it is (reshape; a permute, expand or
 // slice that only moves or adds size-1 dims or takes everything) needs no

@@ -175,9 +175,11 @@ absl::StatusOr<CostReport> estimate_cost(const TileProgram& program, const CostP
       tm.end_ns = t + transfer;
       if (by != best_by) tm.bound_by = by;
       dma[inst.dma_engine] = {tm.end_ns, i};
-      if (uses_hbm) {
-        hbm = {t + bytes / params.hbm_bytes_per_ns, i};
-        report.hbm_busy_ns += bytes / params.hbm_bytes_per_ns;
+      if (uses_hbm) { // an HBM-to-HBM copy reads and writes HBM: twice the traffic
+        const double sides = (inst.dst.kind == BufferKind::hbm ? 1.0 : 0.0) +
+                              (inst.srcs[0].kind == BufferKind::hbm ? 1.0 : 0.0);
+        hbm = {t + sides * bytes / params.hbm_bytes_per_ns, i};
+        report.hbm_busy_ns += sides * bytes / params.hbm_bytes_per_ns;
       }
       report.dma_busy_ns += transfer;
       report.dma_engine_busy_ns[inst.dma_engine] += transfer;

@@ -7,13 +7,19 @@
 // a [p, 1] tile per row tile (per-row scalars; 1-element tensors loaded
 // with partition stride 0), read by wide ops with free stride 0. Ops run on
 // Vector (tensor_tensor, tensor_scalar, tensor_copy for casts) and Scalar
-// (activations); each writes its result's dtype, as the engines convert.
+// (activations); casts and x * c, x + c, x - c move to Scalar where that
+// balances the two (balance_engines; the same fp32 results). Consecutive
+// iterations' steps are interleaved (StepPipeline) where the cost model
+// times that faster. Each op writes its result's dtype, as the engines convert.
 // The result shape is the largest result's; a result of the per-row shape
 // (layer_norm's backward yields its rsqrt column next to the wide values)
 // is stored from its [p, 1] tile once per row tile.
+#include <functional>
+#include <iterator>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/CostParams.h"
 #include "lib/backends/neuron/CreationLowering.h"
 #include "lib/backends/neuron/IntegerValues.h"
 #include "lib/backends/neuron/LoweringCommon.h"
@@ -58,6 +64,96 @@ struct Plan {
   std::vector<std::pair<int32_t, float>> fills;
   std::vector<int32_t> outputs;
   std::vector<bool> per_row; ///< per output: of the per-row shape
+};
+
+/// Whether step `st` has an exact Scalar-engine form (scalar_step): a cast
+/// (tensor_copy), or x * c, x + c, x - c with an immediate c (activation
+/// identity: x * c + -0, x * 1 + c, x * 1 + -c are the same fp32 result as
+/// the Vector op; the bias -0 keeps a -0 product -0).
+bool scalar_eligible(const Step& st) {
+  if (st.pred >= 0) return false;
+  if (st.cast) return true;
+  return st.op.opcode == Opcode::tensor_scalar && !st.reverse && !st.alu2 &&
+         (st.op.alu == AluOp::multiply || st.op.alu == AluOp::add ||
+          st.op.alu == AluOp::subtract);
+}
+
+/// Per step: run it on the Scalar engine. The eligible steps go, in order,
+/// to whichever of Vector and Scalar (CostParams' clocks) would then be
+/// busy for less per column, after the steps only one engine can run
+/// (activations on Scalar, the rest on Vector): the two stream their SBUF
+/// tiles concurrently (only Vector and GpSimd share the SBUF port).
+std::vector<bool> balance_engines(const std::vector<Step>& steps) {
+  const CostParams clocks;
+  const double per_vector = 1 / clocks.vector_ghz, per_scalar = 1 / clocks.scalar_ghz;
+  double vector = 0, scalar = 0;
+  for (const Step& st : steps) {
+    if (scalar_eligible(st)) continue;
+    if (st.op.opcode == Opcode::activation)
+      scalar += per_scalar;
+    else
+      vector += per_vector;
+  }
+  std::vector<bool> on_scalar(steps.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!scalar_eligible(steps[i])) continue;
+    on_scalar[i] = scalar + per_scalar < vector + per_vector;
+    if (on_scalar[i])
+      scalar += per_scalar;
+    else
+      vector += per_vector;
+  }
+  return on_scalar;
+}
+
+/// Step `st` (scalar_eligible) on the Scalar engine.
+void scalar_step(RowKit& k, const Step& st, const AccessPattern& dst, const AccessPattern& a) {
+  if (st.cast) {
+    k.before_write(dst);
+    k.deps.track(k.b.tensor_copy(Engine::scalar, dst, a));
+    return;
+  }
+  const float c = st.op.scalar;
+  switch (st.op.alu) {
+  case AluOp::multiply:
+    k.act(dst, a, ActivationFunction::identity, c, nullptr, -0.0f);
+    return;
+  case AluOp::add:
+    k.act(dst, a, ActivationFunction::identity, 1.0f, nullptr, c);
+    return;
+  default: // subtract
+    k.act(dst, a, ActivationFunction::identity, 1.0f, nullptr, -c);
+    return;
+  }
+}
+
+/// Emits each iteration's work (steps and stores, in order) interleaved
+/// with the second half of the iteration before's: two dependent chains in
+/// flight on the in-order Vector and Scalar queues instead of one. At most
+/// two iterations are live, so the next one's loads (into the slots of the
+/// one before the last, all emitted) still overlap the compute.
+class StepPipeline {
+public:
+  /// `interleave` false: each iteration's work as pushed, in order.
+  explicit StepPipeline(bool interleave) : interleave_(interleave) {}
+
+  void push(std::vector<std::function<void()>> work) {
+    const size_t half = interleave_ ? work.size() / 2 : work.size();
+    for (size_t i = 0, j = 0; i < tail_.size() || j < half;) {
+      if (i < tail_.size()) tail_[i++]();
+      if (j < half) work[j++]();
+    }
+    tail_.assign(std::make_move_iterator(work.begin() + static_cast<std::ptrdiff_t>(half)),
+                 std::make_move_iterator(work.end()));
+  }
+  void finish() {
+    for (auto& f : tail_) f();
+    tail_.clear();
+  }
+
+private:
+  bool interleave_;
+  std::vector<std::function<void()>> tail_;
 };
 
 /// How a value of shape `v` is read against the result shape `s`.
@@ -321,8 +417,13 @@ absl::StatusOr<Plan> plan_body(OpKind kind, const TraceGraph& body, const Shape&
 
 } // namespace
 
-absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
-                                          absl::Span<const TensorType> types) {
+namespace {
+
+/// lower_broadcast's program, the iterations' steps interleaved by
+/// StepPipeline or (`interleave` false) emitted one iteration after another.
+absl::StatusOr<LoweredOp> lower_broadcast_program(const GraphNode& node,
+                                                  absl::Span<const TensorType> types,
+                                                  bool interleave) {
   if (node.results.empty()) return refuse(node.op, "no results");
   const Shape* widest = &node.results[0].shape;
   for (const TensorType& t : node.results)
@@ -423,6 +524,8 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
 
   int64_t iteration = 0;
   int ts = 0;
+  const std::vector<bool> on_scalar = balance_engines(plan.steps);
+  StepPipeline pipeline(interleave);
   for (const RowTile& t : result_row_tiles(rows, period)) {
     const int32_t p = t.parts;
     // Per-row values: loaded and computed once per row tile.
@@ -445,8 +548,8 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
       };
       for (int32_t i = 0; i < inputs; ++i) {
         if (plan.loads[i] == Load::full)
-          k.load(RowKit::at(tile[i], s, p, c.w),
-                 in_hbm(i, hbm_block(hbm[i], tile[i].dtype, cols, t, c)));
+          k.load_split(RowKit::at(tile[i], s, p, c.w),
+                       in_hbm(i, hbm_block(hbm[i], tile[i].dtype, cols, t, c)));
         if (plan.loads[i] == Load::row && !resident) load_row(i, s, p, c);
         if (plan.loads[i] == Load::block) // whole periods, or a part of one
           for (int32_t q = 0; q < p; q += static_cast<int32_t>(std::min<int64_t>(period, p))) {
@@ -459,51 +562,71 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
                                              {(t.r0 + q) % period, n}, c)));
           }
       }
+      // The iteration's steps and stores, emitted interleaved with the last
+      // iteration's (StepPipeline): each is a dependent chain across
+      // Vector and Scalar, and the engines' queues are in program order.
+      std::vector<std::function<void()>> work;
       for (const Step& st : plan.steps) {
         const bool wide = plan.values[st.result].wide;
         if (!wide && !first) continue; // per-row: once per row tile
         const AccessPattern dst =
             wide ? RowKit::at(tile[st.result], s, p, c.w) : RowKit::at(tile[st.result], ts, p, 1);
         const AccessPattern a = read(st.op.a, wide);
-        if (st.pred >= 0) { // where: Vector select
-          k.before_write(dst);
-          Instruction sel;
-          sel.engine = Engine::vector;
-          sel.opcode = Opcode::select;
-          sel.dst = dst;
-          sel.srcs = {read(st.pred, wide), a, read(st.op.b, wide)};
-          k.deps.track(k.b.emit(std::move(sel)));
-        } else if (st.cast) {
-          k.copy(dst, a);
-        } else if (st.op.opcode == Opcode::activation) {
-          k.act(dst, a, st.op.function);
-        } else if (st.op.opcode == Opcode::tensor_scalar) {
-          const int64_t idx = k.ts(dst, a, st.op.alu, st.op.scalar);
-          k.b.at(idx).reverse = st.reverse;
-          if (st.alu2) {
-            k.b.at(idx).alu2 = st.alu2;
-            k.b.at(idx).scalar2 = st.scalar2;
+        const AccessPattern pred = st.pred >= 0 ? read(st.pred, wide) : a;
+        const AccessPattern b = st.op.b >= 0 ? read(st.op.b, wide) : a;
+        const bool scalar = wide && on_scalar[&st - plan.steps.data()];
+        work.push_back([&k, &st, dst, a, pred, b, scalar] {
+          if (st.pred >= 0) { // where: Vector select
+            k.before_write(dst);
+            Instruction sel;
+            sel.engine = Engine::vector;
+            sel.opcode = Opcode::select;
+            sel.dst = dst;
+            sel.srcs = {pred, a, b};
+            k.deps.track(k.b.emit(std::move(sel)));
+          } else if (scalar) {
+            scalar_step(k, st, dst, a);
+          } else if (st.cast) {
+            k.copy(dst, a);
+          } else if (st.op.opcode == Opcode::activation) {
+            k.act(dst, a, st.op.function);
+          } else if (st.op.opcode == Opcode::tensor_scalar) {
+            const int64_t idx = k.ts(dst, a, st.op.alu, st.op.scalar);
+            k.b.at(idx).reverse = st.reverse;
+            if (st.alu2) {
+              k.b.at(idx).alu2 = st.alu2;
+              k.b.at(idx).scalar2 = st.scalar2;
+            }
+          } else {
+            k.tt(dst, a, b, st.op.alu);
           }
-        } else {
-          k.tt(dst, a, read(st.op.b, wide), st.op.alu);
-        }
+        });
       }
       for (size_t o = 0; o < plan.outputs.size(); ++o) {
         const int32_t v = plan.outputs[o];
         if (plan.per_row[o]) { // its [p, 1] column, once per row tile
-          if (first) store_out(o, hbm_column(hbm[inputs + o], plan.values[v].dtype, t), read(v, false), ts);
+          if (first)
+            work.push_back([&store_out, o, to = hbm_column(hbm[inputs + o], plan.values[v].dtype, t),
+                            from = read(v, false), ts] { store_out(o, to, from, ts); });
           continue;
         }
-        AccessPattern src = read(v, true);
-        if (!plan.values[v].wide) {
-          src = RowKit::at(copy_out[o], s, p, c.w);
-          k.copy(src, read(v, true));
+        const AccessPattern to = hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c);
+        const AccessPattern value = read(v, true);
+        if (plan.values[v].wide) {
+          work.push_back([&store_out, o, to, value, s] { store_out(o, to, value, s); });
+          continue;
         }
-        store_out(o, hbm_block(hbm[inputs + o], plan.values[v].dtype, cols, t, c), src, s);
+        const AccessPattern src = RowKit::at(copy_out[o], s, p, c.w);
+        work.push_back([&k, &store_out, o, to, value, src, s] {
+          k.copy(src, value);
+          store_out(o, to, src, s);
+        });
       }
+      pipeline.push(std::move(work));
     }
     ts ^= 1;
   }
+  pipeline.finish();
   LoweredOp out = k.finish(binding);
   if (!int64_inputs.empty())
     out.stage = [op = node.op, int64_inputs](absl::Span<const host::HostBuffer* const> in,
@@ -511,6 +634,19 @@ absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
       return check_integer_range(op, in, int64_inputs);
     };
   return out;
+}
+
+} // namespace
+
+absl::StatusOr<LoweredOp> lower_broadcast(const GraphNode& node,
+                                          absl::Span<const TensorType> types) {
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp interleaved, lower_broadcast_program(node, types, true));
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp in_order, lower_broadcast_program(node, types, false));
+  // Interleaving wins on long chains over few, large iterations, and can
+  // lose where the stores it delays were the bound: keep the faster.
+  MSTEP_ASSIGN_OR_RETURN(CostReport a, estimate_cost(interleaved.program));
+  MSTEP_ASSIGN_OR_RETURN(CostReport b, estimate_cost(in_order.program));
+  return a.total_ns < b.total_ns ? std::move(interleaved) : std::move(in_order);
 }
 
 } // namespace mstep::neuron

@@ -121,12 +121,12 @@ public:
     scalars_ = k.tile(DType::f32, kNumScalars, "scalars");
   }
 
-  /// The per-parameter scalars, row `i` of `table`, on every partition.
-  void load_scalars(int32_t table, int64_t i) {
-    ss_ ^= 1;
+  /// The per-parameter scalars, row `i` of `table`, on every partition of
+  /// slot `ss`.
+  void load_scalars(int32_t table, int64_t i, int ss) {
     AccessPattern src = hbm_rows(table, DType::f32, 0, 0, kPartitions, 0, kNumScalars);
     src.offset = i * kNumScalars;
-    k_.load(RowKit::at(scalars_, ss_, kPartitions, kNumScalars), src);
+    k_.load(RowKit::at(scalars_, ss, kPartitions, kNumScalars), src);
   }
 
   /// One chunk of parameter i: loads, ref's formula, stores. `clamp` is the
@@ -137,17 +137,24 @@ public:
     std::array<int32_t, 3> state{-1, -1, -1}, new_state{-1, -1, -1};
     int32_t new_param, clipped = -1;
   };
-  void chunk(const FlatPiece& pc, int s, const Tensors& t, int slots, const RowKit::Tile* clamp) {
+  /// The chunk's inputs into slot s (emitted a chunk ahead of chunk()).
+  void load(const FlatPiece& pc, int s, const Tensors& t, int slots) {
+    auto into = [&](const RowKit::Tile& tile) { return RowKit::at(tile, s, pc.parts, pc.w); };
+    k_.load_split(into(in_[0]), flat_hbm(t.param, dt_, pc));
+    k_.load_split(into(in_[1]), flat_hbm(t.grad, dt_, pc));
+    for (int j = 0; j < slots; ++j)
+      k_.load_split(into(in_[2 + j]), flat_hbm(t.state[j], dt_, pc));
+  }
+  /// The formula over the chunk loaded into slot s, the scalars in slot ss.
+  void chunk(const FlatPiece& pc, int s, int ss, const Tensors& t, const RowKit::Tile* clamp) {
     s_ = s;
+    ss_ = ss;
     pc_ = pc;
     next_ = 0;
-    k_.load(value(in_[0]), flat_hbm(t.param, dt_, pc));
-    k_.load(value(in_[1]), flat_hbm(t.grad, dt_, pc));
-    for (int j = 0; j < slots; ++j) k_.load(value(in_[2 + j]), flat_hbm(t.state[j], dt_, pc));
     const AccessPattern param = value(in_[0]);
     AccessPattern g = value(in_[1]);
     if (clamp) {
-      g = mul(g, RowKit::spread(*clamp, 0, pc.parts, pc.w));
+      g = scaled(g, RowKit::at(*clamp, 0, pc.parts, 1));
       if (t.clipped >= 0) store(t.clipped, g);
     }
     if (c_.maximize) {
@@ -157,20 +164,20 @@ public:
     }
     auto state = [&](int j) { return value(in_[2 + j]); };
     auto decayed = [&](const AccessPattern& grad) {
-      return lay_.count(kWeightDecay) ? op(grad, mul(sc(kSWeightDecay), param), AluOp::add) : grad;
+      return lay_.count(kWeightDecay) ? op(grad, scaled(param, kSWeightDecay), AluOp::add) : grad;
     };
     AccessPattern new_param;
     switch (c_.rule) {
     case Rule::sgd: {
       AccessPattern d = decayed(g);
       if (lay_.count(kMomentum)) {
-        const AccessPattern kept = mul(state(0), sc(kSMomentum));
+        const AccessPattern kept = scaled(state(0), kSMomentum);
         const AccessPattern buf =
-            op(kept, lay_.count(kDampening) ? mul(sc(kSDampening), d) : d, AluOp::add);
+            op(kept, lay_.count(kDampening) ? scaled(d, kSDampening) : d, AluOp::add);
         store(t.new_state[0], buf);
-        d = c_.nesterov ? op(d, mul(sc(kSMomentum), buf), AluOp::add) : buf;
+        d = c_.nesterov ? op(d, scaled(buf, kSMomentum), AluOp::add) : buf;
       }
-      new_param = op(param, mul(sc(kSLr), d), AluOp::subtract);
+      new_param = op(param, scaled(d, kSLr), AluOp::subtract);
       break;
     }
     case Rule::adam:
@@ -178,13 +185,13 @@ public:
       const bool decoupled = c_.rule == Rule::adamw && lay_.count(kWeightDecay);
       AccessPattern base = param;
       if (decoupled)
-        base = mul(param, sc(kSDecay));
+        base = scaled(param, kSDecay);
       else
         g = decayed(g);
       const AccessPattern m =
-          op(mul(state(0), sc(kSBeta1)), mul(sc(kSOneMinusBeta1), g), AluOp::add);
+          op(scaled(state(0), kSBeta1), scaled(g, kSOneMinusBeta1), AluOp::add);
       AccessPattern v =
-          op(mul(state(1), sc(kSBeta2)), mul(mul(sc(kSOneMinusBeta2), g), g), AluOp::add);
+          op(scaled(state(1), kSBeta2), mul(scaled(g, kSOneMinusBeta2), g), AluOp::add);
       store(t.new_state[0], m);
       store(t.new_state[1], v);
       if (c_.amsgrad) { // maximum(max_exp_avg_sq, v); NaN wins either way
@@ -192,22 +199,22 @@ public:
         store(t.new_state[2], v);
       }
       const AccessPattern denom =
-          op(op(sqrt(v), sc(kSBiasCorrection2Sqrt), AluOp::divide), sc(kSEps), AluOp::add);
-      new_param = op(base, op(mul(sc(kSStepSize), m), denom, AluOp::divide), AluOp::subtract);
+          plus(op(sqrt(v), sc(kSBiasCorrection2Sqrt), AluOp::divide), kSEps);
+      new_param = op(base, op(scaled(m, kSStepSize), denom, AluOp::divide), AluOp::subtract);
       break;
     }
     case Rule::adadelta: {
       g = decayed(g);
       const AccessPattern acc_delta = state(1);
       const AccessPattern square_avg =
-          op(mul(state(0), sc(kSRho)), mul(mul(sc(kSOneMinusRho), g), g), AluOp::add);
-      const AccessPattern rms_grad = sqrt(op(square_avg, sc(kSEps), AluOp::add));
+          op(scaled(state(0), kSRho), mul(scaled(g, kSOneMinusRho), g), AluOp::add);
+      const AccessPattern rms_grad = sqrt(plus(square_avg, kSEps));
       const AccessPattern delta =
-          mul(op(sqrt(op(acc_delta, sc(kSEps), AluOp::add)), rms_grad, AluOp::divide), g);
+          mul(op(sqrt(plus(acc_delta, kSEps)), rms_grad, AluOp::divide), g);
       store(t.new_state[0], square_avg);
       store(t.new_state[1],
-            op(mul(acc_delta, sc(kSRho)), mul(mul(sc(kSOneMinusRho), delta), delta), AluOp::add));
-      new_param = op(param, mul(sc(kSLr), delta), AluOp::subtract);
+            op(scaled(acc_delta, kSRho), mul(scaled(delta, kSOneMinusRho), delta), AluOp::add));
+      new_param = op(param, scaled(delta, kSLr), AluOp::subtract);
       break;
     }
     }
@@ -233,6 +240,27 @@ private:
   AccessPattern mul(const AccessPattern& a, const AccessPattern& b) {
     return op(a, b, AluOp::multiply);
   }
+  /// a * scalar `which` on the Scalar engine (activation identity with a
+  /// [P, 1] scale column): the same fp32 product as the Vector multiply it
+  /// replaces; the bias -0 keeps a -0 product -0 (x + -0 == x for every x,
+  /// where + 0 would turn -0 into +0). Frees the Vector engine, which does
+  /// the tensor-tensor operations of the formula.
+  AccessPattern scaled(const AccessPattern& a, Scalar which) {
+    return scaled(a, RowKit::at(scalars_, ss_, pc_.parts, 1, which));
+  }
+  AccessPattern scaled(const AccessPattern& a, const AccessPattern& scale_column) {
+    const AccessPattern r = fresh();
+    k_.act(r, a, ActivationFunction::identity, 1.0f, nullptr, -0.0f, nullptr, &scale_column);
+    return r;
+  }
+  /// a + scalar `which` on the Scalar engine (identity, scale 1, the scalar
+  /// as a [P, 1] bias column): a * 1 is a, then the one fp32 add.
+  AccessPattern plus(const AccessPattern& a, Scalar which) {
+    const AccessPattern r = fresh();
+    const AccessPattern bias = RowKit::at(scalars_, ss_, pc_.parts, 1, which);
+    k_.act(r, a, ActivationFunction::identity, 1.0f, &bias);
+    return r;
+  }
   AccessPattern sqrt(const AccessPattern& a) {
     const AccessPattern r = fresh();
     k_.act(r, a, ActivationFunction::sqrt);
@@ -247,7 +275,7 @@ private:
   std::array<RowKit::Tile, kInputs> in_;
   std::array<RowKit::Tile, kTemps> tmp_;
   RowKit::Tile scalars_;
-  int ss_ = 1; ///< the scalars' slot
+  int ss_ = 0; ///< the scalars' slot
   int s_ = 0;
   FlatPiece pc_;
   int next_ = 0;
@@ -396,14 +424,33 @@ absl::StatusOr<LoweredOp> lower_multi_tensor_update(const GraphNode& node,
     k.tt(col(coef), col(max_norm), col(denom), AluOp::divide);
     k.ts(col(*clamp), col(coef), AluOp::min, 1.0f); // NaN stays NaN
   }
-  // Pass 2: the update, parameter by parameter, chunk by chunk.
-  int s = 0;
+  // Pass 2: the update, parameter by parameter, chunk by chunk; each
+  // chunk's loads (and its parameter's scalars) emitted before the chunk
+  // before it computes, so the Sync queue has them ahead of that chunk's
+  // stores (two slots: the chunk before that is all emitted).
+  struct Work {
+    int64_t param;
+    FlatPiece pc;
+    int s, ss;
+    bool first; ///< the parameter's first chunk: loads its scalars
+  };
+  std::vector<Work> work;
   for (int64_t i = 0; i < n; ++i) {
-    update.load_scalars(table, i);
+    bool first = true;
     for (const FlatPiece& pc : flat_pieces(types[lay.operand(kParams, i)].numel(), width)) {
-      update.chunk(pc, s, tensors[i], slots, clamp ? &*clamp : nullptr);
-      s ^= 1;
+      work.push_back({i, pc, static_cast<int>(work.size() % 2), static_cast<int>(i % 2), first});
+      first = false;
     }
+  }
+  auto load = [&](const Work& w) {
+    if (w.first) update.load_scalars(table, w.param, w.ss);
+    update.load(w.pc, w.s, tensors[w.param], slots);
+  };
+  if (!work.empty()) load(work[0]);
+  for (size_t q = 0; q < work.size(); ++q) {
+    if (q + 1 < work.size()) load(work[q + 1]);
+    const Work& w = work[q];
+    update.chunk(w.pc, w.s, w.ss, tensors[w.param], clamp ? &*clamp : nullptr);
   }
   LoweredOp low = k.finish(std::move(binding));
   low.stage = stage_scalars(lay, c, dt, table);

@@ -10,10 +10,14 @@
 //     norm, the total norm, and min(max_norm / (total + 1e-6), 1) as a
 //     [128, 1] column, as RefOptimizer.cpp orders them (sums in fp32 here,
 //     double there: the clip coefficient agrees to about 1e-7).
-//   Update: per parameter, chunk by chunk (double-buffered), one Vector
-//     instruction per operation of ref's formula, in ref's order, each
-//     result stored in the parameter's dtype as ref rounds it (f32: the
-//     same bits as ref; sqrt on the Scalar engine).
+//   Update: per parameter, chunk by chunk (double-buffered, each chunk's
+//     loads emitted before the chunk before it computes), one instruction
+//     per operation of ref's formula, in ref's order, each result stored in
+//     the parameter's dtype as ref rounds it (f32: the same bits as ref).
+//     Tensor-tensor operations run on Vector; a product with (or a sum
+//     with) a per-parameter scalar runs on the Scalar engine as an identity
+//     activation with a [P, 1] scale (bias -0: x * s + -0 is exactly the
+//     fp32 product, -0 included) or bias column (x * 1 + s), as does sqrt.
 // The 0-d hyperparameters (f64 operands) and step counts are runtime
 // values: LoweredOp::stage computes the per-parameter scalars from them on
 // the host exactly as ref does (f64, then one cast to the dtype), and the

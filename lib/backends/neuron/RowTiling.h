@@ -66,42 +66,47 @@ public:
   /// free axis (a per-row scalar broadcast along the row).
   static AccessPattern spread(const Tile& t, int s, int32_t parts, int64_t w, int64_t col = 0);
 
-  /// HBM -> SBUF; then the stores waiting for a load are emitted.
+  /// HBM -> SBUF (the pending stores stay pending unless one reads `dst`).
   int64_t load(const AccessPattern& dst, const AccessPattern& src);
+  /// load() as one DMA per 32 partitions when it moves 64 KiB or more (on
+  /// as many DMA engines: a large load's transfer is split, its fixed cost
+  /// paid in parallel); `dst` starts at partition 0.
+  void load_split(const AccessPattern& dst, const AccessPattern& src);
   /// dma_indirect (TileInstruction.h): HBM rows picked by `index` to SBUF,
   /// or SBUF rows to (with `accumulate`, added into) HBM rows; on DMA
   /// engine `dma_engine` when >= 0 (the same engine keeps HBM writes in
   /// order). Emitted now, as load().
   int64_t indirect(const AccessPattern& dst, const AccessPattern& src, const AccessPattern& index,
                    bool accumulate = false, int32_t dma_engine = -1);
-  /// SBUF -> HBM, emitted after the next load (or before anything that
-  /// overwrites its source): the Sync queue is in order, so a store that
-  /// waits for its chunk's compute would otherwise hold back the next
-  /// chunk's load (no overlap of load and compute).
+  /// SBUF -> HBM, emitted before the next compute instruction emitted
+  /// through RowKit (or before anything that overwrites its source), so
+  /// after all of the next chunk's loads: the Sync queue is in order, so a
+  /// store that waits for its chunk's compute would otherwise hold back the
+  /// next chunk's loads (no overlap of load and compute).
   void store(const AccessPattern& dst, const AccessPattern& src);
 
   int64_t tt(const AccessPattern& dst, const AccessPattern& a, const AccessPattern& x, AluOp op) {
-    before_write(dst);
+    flush_stores();
     return deps.track(b.tensor_tensor(Engine::vector, dst, a, x, op));
   }
   int64_t ts(const AccessPattern& dst, const AccessPattern& src, AluOp op, float s) {
-    before_write(dst);
+    flush_stores();
     return deps.track(b.tensor_scalar(Engine::vector, dst, src, op, s));
   }
   int64_t reduce(const AccessPattern& dst, const AccessPattern& src, AluOp op) {
-    before_write(dst);
+    flush_stores();
     return deps.track(b.tensor_reduce(Engine::vector, dst, src, op));
   }
   int64_t copy(const AccessPattern& dst, const AccessPattern& src) {
-    before_write(dst);
+    flush_stores();
     return deps.track(b.tensor_copy(Engine::vector, dst, src));
   }
   int64_t bn_stats(const AccessPattern& dst, const AccessPattern& src) {
-    before_write(dst);
+    flush_stores();
     return deps.track(b.bn_stats(dst, src));
   }
   int64_t bn_aggr(const AccessPattern& dst, const AccessPattern& src) {
-    before_write(dst);
+    flush_stores();
     return deps.track(b.bn_aggr(dst, src));
   }
   /// Scalar: dst = f(src * scale + bias) with bias (and, when given,
