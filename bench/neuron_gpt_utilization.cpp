@@ -10,6 +10,8 @@
 //   - over the step's matmul and attention kernels only (the programs of
 //     its matmul, sdpa and sdpa_grad nodes):
 //       Tensor busy   = Tensor engine busy time / those kernels' time,
+//                       and the share of it that is transposes against
+//                       the identity (the matmuls' A^T, attention's q^T...),
 //       FLOP util.    = their nc_matmul FLOPs / (92 TFLOPS peak x time)
 //                       (nc_matmul FLOPs include the attention's transposes
 //                       against the identity; the bias gradients' ones
@@ -43,7 +45,21 @@ struct Kernel {
   OpKind op;
   CostReport report;
   double flops = 0;
+  /// Tensor time of the transposes against the identity (A^T, q^T, ...).
+  double transpose_ns = 0;
 };
+
+/// Tensor time of `p`'s nc_matmul against an allocation named "identity"
+/// (on-chip transposes: data movement, not the op's product).
+double transpose_ns(const TileProgram& p, const CostReport& r) {
+  double ns = 0;
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const Instruction& inst = p.instructions[i];
+    if (inst.opcode == Opcode::nc_matmul && p.allocations[inst.srcs[1].buffer].name == "identity")
+      ns += r.timing[i].end_ns - r.timing[i].start_ns;
+  }
+  return ns;
+}
 
 bool matmul_or_attention(OpKind op) {
   return op == OpKind::matmul || op == OpKind::sdpa || op == OpKind::sdpa_grad;
@@ -115,7 +131,8 @@ int main() {
       for (size_t i = 0; i < k.program->instructions.size(); ++i)
         std::printf("%10.1f %10.1f  %s\n", r->timing[i].start_ns, r->timing[i].end_ns,
                     describe_instruction(static_cast<int64_t>(i), k.program->instructions[i]).c_str());
-    kernels.push_back({k.name, k.op, *std::move(r), flops});
+    const double tr_ns = transpose_ns(*k.program, *r);
+    kernels.push_back({k.name, k.op, *std::move(r), flops, tr_ns});
   }
 
   std::printf("\nGPT-mini training step (dim %lld, %lld layers, %lld heads, seq %lld, batch %lld, "
@@ -126,7 +143,7 @@ int main() {
   std::printf("  %lld tile programs, %lld host fallbacks (no simulated time)\n",
               (long long)step.programs, (long long)fallbacks);
 
-  double mm_ns = 0, mm_tensor_ns = 0, mm_flops = 0, all_ns = 0;
+  double mm_ns = 0, mm_tensor_ns = 0, mm_flops = 0, all_ns = 0, mm_transpose_ns = 0;
   int mm_count = 0;
   for (const Kernel& k : kernels) {
     all_ns += k.report.total_ns;
@@ -135,18 +152,22 @@ int main() {
     mm_ns += k.report.total_ns;
     mm_tensor_ns += k.report.busy_ns[static_cast<int>(Engine::tensor)];
     mm_flops += k.flops;
+    mm_transpose_ns += k.transpose_ns;
   }
   std::printf("\nmatmul + attention kernels: %d of %zu programs, %.3f ms of %.3f ms (%.1f%%)\n",
               mm_count, kernels.size(), mm_ns / 1e6, all_ns / 1e6, 100 * mm_ns / all_ns);
   std::printf("  Tensor busy over them   %.1f%%  (Tensor busy time / their time; target >= 60%%)\n",
               100 * mm_tensor_ns / mm_ns);
+  std::printf("  of which transposes     %.1f%%  (nc_matmul against the identity: A^T, q^T, k^T, "
+              "p^T, ...)\n",
+              100 * mm_transpose_ns / mm_ns);
   std::printf("  FLOP utilization        %.1f%%  (%.2f GFLOP / (%.0f TFLOPS x their time))\n",
               100 * mm_flops / (params.tensor_peak_flops * mm_ns * 1e-9), mm_flops / 1e9,
               params.tensor_peak_flops / 1e12);
 
-  if (std::getenv("NEURON_GPT_ALL")) { // every matmul/attention kernel, in node order
+  if (std::getenv("NEURON_GPT_ALL")) { // every matmul/attention/permute kernel, in node order
     for (const Kernel& k : kernels)
-      if (matmul_or_attention(k.op))
+      if (matmul_or_attention(k.op) || k.op == OpKind::permute)
         std::printf("  %-44s %s\n", k.name.c_str(), k.report.summary().c_str());
   }
   std::sort(kernels.begin(), kernels.end(),

@@ -6,6 +6,7 @@
 // clipping; one mark_step), captured and replayed on one backend:
 //
 //   xla_step_bench --model mlp|gpt --device cpu|xla --steps N [--export DIR]
+//                  [--then-threads T]
 //
 // Two lazy warmup steps, the captured step, then N timed replays. The
 // batches come from fixed seeds, so every run (and every peer) trains on
@@ -33,6 +34,11 @@
 //                       (Metrics::compile_seconds; the first step's own
 //                       graph, where the optimizer creates its state, not
 //                       counted; all graphs' total and count printed too)
+//   <model>_switch_ms   with --then-threads T: after those replays,
+//                       omp_set_num_threads(T) and N more replays of the
+//                       same captured step; value the median, first the
+//                       first replay's wall time, which rebuilds the step's
+//                       kernels for T threads (Metrics::thread_rebuilds)
 // The thread count is OMP_NUM_THREADS (bench/xla_peers.sh pins it).
 #include <omp.h>
 
@@ -156,16 +162,19 @@ Workload gpt(int64_t batches) {
 int main(int argc, char** argv) {
   std::string model_name, device, export_dir;
   int64_t steps = 0;
+  int then_threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--model") model_name = value;
     else if (flag == "--device") device = value;
     else if (flag == "--steps") steps = std::atoll(value.c_str());
     else if (flag == "--export") export_dir = value;
+    else if (flag == "--then-threads") then_threads = std::atoi(value.c_str());
     else return fail("unknown flag " + flag);
   }
   if ((model_name != "mlp" && model_name != "gpt") || device.empty() || steps < 1 || argc % 2 == 0)
-    return fail("usage: xla_step_bench --model mlp|gpt --device cpu|xla --steps N [--export DIR]");
+    return fail("usage: xla_step_bench --model mlp|gpt --device cpu|xla --steps N [--export DIR] "
+                "[--then-threads T]");
   absl::StatusOr<DeviceType> type = BackendRegistry::device_type(device);
   if (!type.ok()) return fail(std::string(type.status().message()));
   set_default_device(Device{*type, 0});
@@ -251,5 +260,26 @@ int main(int argc, char** argv) {
               "all_ms=%.1f\n",
               model_name.c_str(), impl.c_str(), 1e3 * step_compile, threads,
               static_cast<long long>(compiled.compiles), 1e3 * compiled.compile_seconds);
+  if (then_threads > 0) {
+    // The same captured step under another count: its first replay
+    // rebuilds the kernels.
+    omp_set_num_threads(then_threads);
+    const int64_t rebuilds = metrics().thread_rebuilds;
+    std::vector<double> switched;
+    for (int64_t i = 0; i < steps; ++i) {
+      const auto t0 = Clock::now();
+      feed(kWarmup + 1 + i);
+      graph.replay();
+      last_loss = loss.item();
+      switched.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    const double first = switched.front();
+    std::sort(switched.begin(), switched.end());
+    std::printf("RESULT metric=%s_switch_ms impl=%s value=%.3f threads=%d from=%d first=%.3f "
+                "rebuilds=%lld loss=%.5f\n",
+                model_name.c_str(), impl.c_str(), switched[switched.size() / 2], then_threads,
+                threads, first, static_cast<long long>(metrics().thread_rebuilds - rebuilds),
+                last_loss);
+  }
   return 0;
 }

@@ -437,7 +437,9 @@ MSTEP_C_API mstep_status* mstep_metrics_report(mstep_context* context, char* dst
                                                size_t capacity, size_t* out_length);
 /* One counter by name: "mark_steps", "sync_points", "graphs_executed",
  * "cache_hits", "cache_misses", "disk_hits", "disk_misses", "disk_corrupt",
- * "compiles", "fallbacks", "replays", "warnings", "arena_bytes",
+ * "compiles", "thread_rebuilds" (compiled cpu/xla steps whose kernels were
+ * rebuilt for a new OpenMP thread count), "fallbacks", "replays",
+ * "warnings", "arena_bytes",
  * "compile_seconds", "execute_seconds", and a simulated device's (neuron)
  * "simulated_seconds" (its cost model's time, summed over runs) and
  * "simulated_tensor_utilization" (0 to 1). Unknown names are

@@ -22,6 +22,7 @@ double counter(const Metrics& m, const std::string& name) {
       {"disk_misses", double(m.disk_misses)},
       {"disk_corrupt", double(m.disk_corrupt)},
       {"compiles", double(m.compiles)},
+      {"thread_rebuilds", double(m.thread_rebuilds)},
       {"fallbacks", double(m.fallbacks)},
       {"replays", double(m.replays)},
       {"warnings", double(m.warnings)},

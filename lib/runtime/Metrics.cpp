@@ -119,6 +119,16 @@ void record_recompile_reason(absl::string_view reason) {
   std::lock_guard<std::mutex> lock(g_samples_mutex);
   ++g_metrics.recompile_reasons[std::string(reason)];
 }
+void record_thread_rebuild(absl::string_view backend, int from, int to, double seconds,
+                           bool log) {
+  {
+    std::lock_guard<std::mutex> lock(g_samples_mutex);
+    ++g_metrics.thread_rebuilds;
+  }
+  if (log)
+    std::fprintf(stderr, "mstep: %.*s step: kernels rebuilt for thread count %d -> %d (%.1f ms)\n",
+                 static_cast<int>(backend.size()), backend.data(), from, to, seconds * 1e3);
+}
 } // namespace internal
 
 Metrics metrics() {
@@ -197,6 +207,8 @@ std::string metrics_report() {
   for (const auto& [reason, n] : reasons)
     absl::StrAppendFormat(&out, "  %-*s  %d\n", static_cast<int>(width), reason, n);
   counter_line(&out, "constant_recompiles", m.constant_recompiles);
+  // Only where a compiled step met a new OpenMP thread count (cpu, xla).
+  if (m.thread_rebuilds > 0) counter_line(&out, "thread_rebuilds", m.thread_rebuilds);
   counter_line(&out, "warnings", m.warnings);
   counter_line(&out, "fallbacks", m.fallbacks);
   // Only where a cuBLASLt epilogue ran as kernels (cuda).

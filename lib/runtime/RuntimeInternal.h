@@ -33,6 +33,12 @@ void record_replay_time(double seconds);
 void record_simulated_run(const SimulatedTime& run);
 /// Counts one compile under `reason` (a short, fixed phrase).
 void record_recompile_reason(absl::string_view reason);
+/// Counts one rebuild of `backend`'s step kernels for a new OpenMP thread
+/// count, which took `seconds` (Metrics::thread_rebuilds); with `log`
+/// (MSTEP_LOG_RECOMPILES) says so on stderr, naming "thread count <from>
+/// -> <to>".
+void record_thread_rebuild(absl::string_view backend, int from, int to, double seconds,
+                           bool log);
 /// An op that ran on the host instead of the device: counted, logged with
 /// MSTEP_LOG_FALLBACK=1, and tabulated at exit.
 void record_fallback(absl::string_view op, DType dtype);

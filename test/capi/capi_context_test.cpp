@@ -173,6 +173,7 @@ TEST_F(CapiContextTest, MetricsCountersAndReport) {
   EXPECT_EQ(values(b), (std::vector<float>{2, 4}));
   EXPECT_EQ(metric("mark_steps"), 1);
   EXPECT_EQ(metric("graphs_executed"), 1);
+  EXPECT_EQ(metric("thread_rebuilds"), 0);  // the thread count did not change
 
   size_t length = 0;
   MSTEP_ASSERT_OK(mstep_metrics_report(ctx, nullptr, 0, &length));

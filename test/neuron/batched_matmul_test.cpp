@@ -92,10 +92,13 @@ TEST(NeuronBatchedMatmul, CostModelChargesFp32AtAQuarterOfBf16) {
     return r->busy_ns[static_cast<int>(Engine::tensor)];
   };
   const double f32 = tensor_ns(DType::f32), bf16 = tensor_ns(DType::bf16);
-  // Per nc_matmul: 60 + 4 x 512 cycles vs 60 + 512 (the access cost plus
-  // the streamed columns), each + the fitted overhead.
+  // Per product: 4 nc_matmul of 512 columns, 60 + 4 x 512 cycles vs 60 +
+  // 512 (the access cost plus the streamed columns), and A^T's 4 on-chip
+  // transposes of 128 columns, 60 + 4 x 128 vs 60 + 128; each + the
+  // fitted overhead.
   const double o = CostParams{}.matmul_overhead_cycles;
-  EXPECT_NEAR(f32 / bf16, (60 + 4.0 * 512 + o) / (60 + 512 + o), 1e-9);
+  EXPECT_NEAR(f32 / bf16, (60 + 4.0 * 512 + o + 60 + 4.0 * 128 + o) / (60 + 512 + o + 60 + 128 + o),
+              1e-9);
 }
 
 } // namespace

@@ -27,6 +27,38 @@ std::vector<BFloat16> to_bf16(const std::vector<float>& v) {
   return out;
 }
 
+/// C [M, N] in `c_bytes` (f32 or bf16) against a double-precision A B.
+/// The inputs are exact bf16 values, so the error is fp32 accumulation
+/// (at most K ulps of the absolute sum) plus, for a bf16 C, its rounding
+/// (half a bf16 ulp: 8 significant bits, so up to 2^-8 relative).
+void expect_product(const std::vector<BFloat16>& a, const std::vector<BFloat16>& bm,
+                    const std::vector<std::byte>& c_bytes, DType output, int64_t m, int64_t k,
+                    int64_t n) {
+  std::vector<float> c(m * n);
+  if (output == DType::bf16) {
+    const std::vector<BFloat16> cb = values_of<BFloat16>(c_bytes);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = float(cb[i]);
+  } else {
+    c = values_of<float>(c_bytes);
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, abs_sum = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double prod = double(float(a[i * k + p])) * double(float(bm[p * n + j]));
+        ref += prod;
+        abs_sum += std::fabs(prod);
+      }
+      double tol = k * std::ldexp(1.0, -24) * abs_sum;
+      if (output == DType::bf16) tol += std::ldexp(1.0, -8) * std::fabs(ref);
+      if (!(std::fabs(c[i * n + j] - ref) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "C[" << i << "," << j << "] = " << c[i * n + j] << ", want " << ref
+                      << " +- " << tol;
+    }
+  EXPECT_EQ(bad, 0);
+}
+
 /// [m, 384] x [384, 640]: two 512-wide column blocks of B; A^T is loaded
 /// `a_loads` times (once when B stays resident, once per column block
 /// when B streams).
@@ -46,42 +78,47 @@ void check_tiled_matmul(DType output, int64_t m, int64_t a_loads) {
   // Multiply-adds, plus the elements the DMAs and the PSUM copy move.
   EXPECT_EQ(stats->element_ops, m * k * n + a_loads * k * m + k * n + 2 * m * n);
 
-  std::vector<float> c(m * n);
-  if (output == DType::bf16) {
-    const std::vector<BFloat16> cb = values_of<BFloat16>(hbm[2]);
-    for (size_t i = 0; i < c.size(); ++i) c[i] = float(cb[i]);
-  } else {
-    c = values_of<float>(hbm[2]);
-  }
-  // The inputs are exact bf16 values, so the error is fp32 accumulation
-  // (at most K ulps of the absolute sum) plus, for a bf16 C, its rounding
-  // (half a bf16 ulp: 8 significant bits, so up to 2^-8 relative).
-  int64_t bad = 0;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, abs_sum = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double prod = double(float(a[i * k + p])) * double(float(bm[p * n + j]));
-        ref += prod;
-        abs_sum += std::fabs(prod);
-      }
-      double tol = k * std::ldexp(1.0, -24) * abs_sum;
-      if (output == DType::bf16) tol += std::ldexp(1.0, -8) * std::fabs(ref);
-      if (!(std::fabs(c[i * n + j] - ref) <= tol) && bad++ < 5)
-        ADD_FAILURE() << "C[" << i << "," << j << "] = " << c[i * n + j] << ", want " << ref
-                      << " +- " << tol;
-    }
-  EXPECT_EQ(bad, 0);
+  expect_product(a, bm, hbm[2], output, m, k, n);
 }
 
 // M = 768 >= N: B's two column blocks (3 x 512 bf16 per partition each)
 // stay resident, A^T is loaded once.
 TEST(NeuronSimulator, TiledMatmulBf16IntoF32) { check_tiled_matmul(DType::f32, 768, 1); }
 TEST(NeuronSimulator, TiledMatmulBf16IntoBf16) { check_tiled_matmul(DType::bf16, 768, 1); }
-// M = 256 < N: A is the smaller operand, B streams, A^T is loaded per block.
+// M = 256 < N: A is the smaller operand, B streams, A^T stays resident
+// (loaded once, not once per column block).
 TEST(NeuronSimulator, TiledMatmulStreamsBWhenAIsSmaller) {
-  check_tiled_matmul(DType::f32, 256, 2);
+  check_tiled_matmul(DType::f32, 256, 1);
 }
+
+// A given row-major ([M, K]: A^T made on chip) and/or B given as B^T
+// ([N, K]: B made on chip), ragged M, K (a K tile of 44 rows) and N (two
+// column blocks, a ragged 128-row chunk): the transposes against the
+// identity are exact, so C is the same product as from A^T and B.
+void check_on_chip_transposes(bool a_row_major, bool b_transposed) {
+  const int64_t m = 200, k = 300, n = 600;
+  const std::vector<BFloat16> a = to_bf16(random_values(m * k, 5));  // A [M, K]
+  const std::vector<BFloat16> bm = to_bf16(random_values(k * n, 6)); // B [K, N]
+  std::vector<BFloat16> at(k * m), btr(n * k);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) at[j * m + i] = a[i * k + j];
+  for (int64_t j = 0; j < k; ++j)
+    for (int64_t c = 0; c < n; ++c) btr[c * k + j] = bm[j * n + c];
+  TiledMatmulShape s{m, k, n, DType::bf16, DType::bf16};
+  s.a_row_major = a_row_major;
+  s.b_transposed = b_transposed;
+  const TileProgram program = tiled_matmul_program(s);
+  HbmContents hbm = {bytes_of(a_row_major ? a : at), bytes_of(b_transposed ? btr : bm),
+                     std::vector<std::byte>(m * n * 2)};
+  Simulator sim;
+  absl::StatusOr<SimulationStats> stats = sim.run(program, hbm);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  expect_product(a, bm, hbm[2], DType::bf16, m, k, n);
+}
+
+TEST(NeuronSimulator, TiledMatmulTransposesARowsOnChip) { check_on_chip_transposes(true, false); }
+TEST(NeuronSimulator, TiledMatmulTransposesBtOnChip) { check_on_chip_transposes(false, true); }
+TEST(NeuronSimulator, TiledMatmulTransposesBothOnChip) { check_on_chip_transposes(true, true); }
 
 /// One Vector/Scalar instruction on [128, 64] f32 tiles loaded from HBM
 /// "a" and "b", its result stored to HBM "out": returns out.

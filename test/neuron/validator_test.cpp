@@ -23,6 +23,25 @@ TEST(NeuronValidator, TiledMatmulProgramsAreValid) {
   }
 }
 
+// A row-major and/or B^T given, over the pipeline's orders (B resident,
+// A resident, streamed), ragged tiles, one M row, long K (one rows slot
+// where two do not fit: a rows load once waited on Sync for transposes
+// queued behind matmuls that needed the B behind it, a deadlock).
+TEST(NeuronValidator, TiledMatmulProgramsWithOnChipTransposesAreValid) {
+  for (TiledMatmulShape s : {TiledMatmulShape{2048, 256, 768, DType::bf16, DType::bf16},
+                             TiledMatmulShape{256, 2048, 1024, DType::bf16, DType::bf16},
+                             TiledMatmulShape{1000, 513, 1100, DType::bf16, DType::f32},
+                             TiledMatmulShape{129, 300, 1, DType::f32, DType::f32},
+                             TiledMatmulShape{1, 5000, 2048, DType::f32, DType::f32},
+                             TiledMatmulShape{7, 5000, 500, DType::f32, DType::f32}})
+    for (int mode = 1; mode < 4; ++mode) {
+      s.a_row_major = mode & 1;
+      s.b_transposed = (mode & 2) && s.k <= 3000;
+      const absl::Status st = validate(tiled_matmul_program(s));
+      EXPECT_TRUE(st.ok()) << s.m << "x" << s.k << "x" << s.n << " mode " << mode << ": " << st;
+    }
+}
+
 TEST(NeuronValidator, Dtype) {
   BaseProgram p;
   p.inst(p.act).dst.dtype = DType::f64;

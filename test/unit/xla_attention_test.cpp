@@ -5,10 +5,11 @@
 // right, f32 and bf16, several Q and K/V tiles; fused_sdpa returning its
 // probabilities and dropout mask, recompute = false saving probabilities
 // for the backward, the gradient of a floating mask of its own per
-// batch-head or shared by heads or by all), and its output, probabilities
-// and the gradients of q, k, v and the mask equal the ref backend's within
-// the cpu flash kernel's tolerance (test/unit/cpu_flash_attention_test.cpp:
-// 1e-4 f32, 2e-2 bf16, relative to the largest reference magnitude).
+// batch-head, shared by heads or by all, or broadcast over the keys), and
+// its output, probabilities and the gradients of q, k, v and the mask equal
+// the ref backend's within the cpu flash kernel's tolerance
+// (test/unit/cpu_flash_attention_test.cpp: 1e-4 f32, 2e-2 bf16, relative to
+// the largest reference magnitude).
 // Dropout draws the same Philox keep mask as ref (the same seed): the
 // returned mask is ref's exactly. A bf16 mask gradient sums in f32 in the
 // step's scratch and rounds once, with no callout (the cpu backend hands it
@@ -53,10 +54,13 @@ struct Case {
   int64_t B = 2, H = 2, L = 70, S = 131, E = 24, Ev = 20;
   DType dtype = DType::f32;
   bool causal = false;
-  // A bool [L, S] mask; a floating [B, 1, L, S] one; or a floating one that
+  // A bool [L, S] mask or an [L, 1] one (broadcast over the keys: not
+  // contiguous in them); a floating [B, 1, L, S] one; or a floating one that
   // requires grad: [B, H, L, S] (its own elements per batch-head),
-  // [B, 1, L, S] (shared by the heads) or [L, S] (shared by all).
-  enum class Mask { none, bool_ls, float_b1ls, grad_bhls, grad_b1ls, grad_ls } mask = Mask::none;
+  // [B, 1, L, S] (shared by the heads), [L, S] (shared by all) or [L, 1].
+  enum class Mask {
+    none, bool_ls, bool_l1, float_b1ls, grad_bhls, grad_b1ls, grad_ls, grad_l1
+  } mask = Mask::none;
   double dropout = 0;
   enum class Lens { none, right, left, left_i32 } lens = Lens::none;
   bool probs = false; // fused_sdpa returning probabilities (and the mask with dropout)
@@ -90,11 +94,17 @@ std::vector<std::vector<float>> run(const Case& c, Device d, Compiled* compiled 
     for (int64_t i = 0; i < c.L; ++i)
       for (int64_t j = 0; j < c.S; ++j) m[i * c.S + j] = i != 5 && (i + j) % 3 != 0;
     o.attn_mask = from_vector(m, {c.L, c.S}, d);
+  } else if (c.mask == Case::Mask::bool_l1) {
+    // Every third row attends to nothing.
+    std::vector<bool> m(c.L);
+    for (int64_t i = 0; i < c.L; ++i) m[i] = i % 3 != 0;
+    o.attn_mask = from_vector(m, {c.L, 1}, d);
   } else if (c.mask == Case::Mask::float_b1ls) {
     o.attn_mask = filled(d, {c.B, 1, c.L, c.S}, 4, c.dtype);
   } else if (c.mask != Case::Mask::none) {
     const Shape shape = c.mask == Case::Mask::grad_bhls   ? Shape{c.B, c.H, c.L, c.S}
                         : c.mask == Case::Mask::grad_b1ls ? Shape{c.B, 1, c.L, c.S}
+                        : c.mask == Case::Mask::grad_l1   ? Shape{c.L, 1}
                                                           : Shape{c.L, c.S};
     mask = filled(d, shape, 4, c.dtype).requires_grad_();
     o.attn_mask = mask;
@@ -298,6 +308,25 @@ INSTANTIATE_TEST_SUITE_P(
              [](Case& c) {
                c.probs = true, c.saved = true, c.dropout = 0.2;
                c.mask = Case::Mask::grad_bhls, c.lens = Case::Lens::right;
+             }),
+        // Row groups of 4 whose rows see different causal key ends, then a
+        // tail of 3 rows, in the probabilities and saved-probabilities passes.
+        with("probs_saved_causal_dropout_tail",
+             [](Case& c) {
+               c.probs = true, c.saved = true, c.causal = true, c.dropout = 0.2;
+               c.L = c.S = 71;
+             }),
+        // Masks not contiguous in the keys: the per-key mask and mask
+        // gradient loops rather than whole lanes.
+        with("probs_saved_bool_mask_key_broadcast",
+             [](Case& c) {
+               c.probs = true, c.saved = true, c.dropout = 0.1;
+               c.mask = Case::Mask::bool_l1;
+             }),
+        with("probs_saved_mask_grad_key_broadcast",
+             [](Case& c) {
+               c.probs = true, c.saved = true, c.dropout = 0.1;
+               c.mask = Case::Mask::grad_l1;
              }),
         // bf16 mask gradients: f32 sums in the step's scratch, one rounding.
         with("bf16_mask_grad_per_batch_head",

@@ -57,6 +57,10 @@ struct Metrics {
   int64_t memory_evictions = 0;  // LRU evictions beyond MSTEP_MAX_GRAPHS
   int64_t compiles = 0;          // graphs compiled (misses in memory and on disk)
   int64_t constant_recompiles = 0;  // compiles that differed only in constants
+  /// Runs of a compiled cpu or xla step that first rebuilt its kernels
+  /// (oneDNN primitives, per-thread scratch) because the OpenMP thread
+  /// count changed since they were built (not compiles: no MLIR or LLVM).
+  int64_t thread_rebuilds = 0;
   /// Why each compile happened ("new structure", "input shape changed",
   /// "host constant changed", ...), with counts.
   std::map<std::string, int64_t> recompile_reasons;

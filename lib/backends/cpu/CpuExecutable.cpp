@@ -9,6 +9,8 @@
 #include <string_view>
 #include <cstring>
 
+#include <omp.h>
+
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/CollectiveKernel.h"
 #include "lib/backends/cpu/FusionJit.h"
@@ -16,6 +18,7 @@
 #include "lib/backends/cpu/NativeFormat.h"
 #include "lib/backends/cpu/OneDnnKernels.h"
 #include "lib/backends/host/HostBuffer.h"
+#include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"
 
 namespace mstep::cpu {
@@ -105,6 +108,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(
 }
 
 absl::Status CpuExecutable::build() {
+  // The count the kernels below size their thread split and scratch for.
+  built_threads_ = omp_get_max_threads();
   const size_t num_args = graph_.input_types.size();
   if (plan_.ops.size() + num_args != graph_.nodes.size())
     return absl::InternalError(absl::StrCat("cpu backend: the memory plan covers ", plan_.ops.size(),
@@ -163,8 +168,10 @@ absl::Status CpuExecutable::build() {
   // get their fixed addresses.
   const size_t arena = static_cast<size_t>(std::max<int64_t>(plan_.arena_bytes, 1));
   const size_t align = static_cast<size_t>(std::max<int64_t>(plan_.alignment, 64));
-  arena_ = {static_cast<std::byte*>(std::aligned_alloc(align, (arena + align - 1) / align * align)),
-            [](std::byte* p) { std::free(p); }};
+  if (!arena_)
+    arena_ = {
+        static_cast<std::byte*>(std::aligned_alloc(align, (arena + align - 1) / align * align)),
+        [](std::byte* p) { std::free(p); }};
   if (!arena_)
     return absl::ResourceExhaustedError(
         absl::StrCat("cpu backend: cannot allocate the step's arena of ", arena, " bytes"));
@@ -332,7 +339,8 @@ absl::Status CpuExecutable::build() {
       g_profiled = new std::vector<CpuExecutable*>();
       std::atexit(report_profiles);
     }
-    g_profiled->push_back(this);
+    if (!profile_registered_) g_profiled->push_back(this);
+    profile_registered_ = true;
   }
   // Arena addresses are fixed: fill them in once; a run patches only the
   // positions that name an input or an output.
@@ -350,8 +358,36 @@ absl::Status CpuExecutable::build() {
   return absl::OkStatus();
 }
 
+absl::Status CpuExecutable::rebuild_for_threads(int threads) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int from = built_threads_;
+  report_profile();  // the calls it timed go away
+  // Everything build() appends to; the rest it assigns.
+  kernels_.clear();
+  calls_.clear();
+  collectives_.clear();
+  waits_.clear();
+  fallbacks_.clear();
+  operand_slots_.clear();
+  result_slots_.clear();
+  outputs_.clear();
+  output_values_.clear();
+  dynamic_operands_.clear();
+  dynamic_results_.clear();
+  output_buffers_.clear();
+  MSTEP_RETURN_IF_ERROR(build());
+  internal::record_thread_rebuild(
+      "cpu", from, threads,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+      options_.log_rebuilds);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<BufferPtr>> CpuExecutable::run(absl::Span<const BufferPtr> inputs,
                                                            const Donation& donation) {
+  // One ICV read per run; a changed count rebuilds the kernels once.
+  if (const int threads = omp_get_max_threads(); threads != built_threads_) [[unlikely]]
+    MSTEP_RETURN_IF_ERROR(rebuild_for_threads(threads));
   if (inputs.size() != graph_.input_types.size())
     return absl::InvalidArgumentError(absl::StrCat("cpu executable expects ",
                                                    graph_.input_types.size(), " inputs, got ",

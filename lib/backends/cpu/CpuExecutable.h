@@ -32,9 +32,14 @@ class CpuExecutable final : public Executable {
     std::string disabled_families;
     /// Time every call; report the slowest at exit.
     bool profile = false;
-    /// The settings RuntimeOptions holds (MSTEP_CPU_DISABLE, MSTEP_CPU_PROFILE).
+    /// Say on stderr when a run rebuilds the kernels for a new thread count.
+    bool log_rebuilds = false;
+    /// The settings RuntimeOptions holds (MSTEP_CPU_DISABLE, MSTEP_CPU_PROFILE,
+    /// MSTEP_LOG_RECOMPILES).
     static BuildOptions from(const RuntimeOptions& options) {
-      return {.disabled_families = options.cpu_disable, .profile = options.cpu_profile};
+      return {.disabled_families = options.cpu_disable,
+              .profile = options.cpu_profile,
+              .log_rebuilds = options.log_recompiles};
     }
   };
   /// Builds the call list for `graph` (exported from the step function that
@@ -46,9 +51,16 @@ class CpuExecutable final : public Executable {
   ~CpuExecutable() override;
 
   using Executable::run;
+  /// Runs the step. When OpenMP's thread count (omp_get_max_threads())
+  /// differs from the one the kernels were built for, first rebuilds them
+  /// for the new count (Metrics::thread_rebuilds): oneDNN fixes a
+  /// primitive's thread split when it is created, and some kernels size
+  /// per-thread scratch then.
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
                                              const Donation& donation) override;
   size_t num_kernels() const override { return calls_.size(); }
+  /// The OpenMP thread count the kernels were last built for.
+  int built_for_threads() const { return built_threads_; }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   absl::StatusOr<std::string> serialize(absl::string_view module_text) const override;
 
@@ -64,6 +76,9 @@ class CpuExecutable final : public Executable {
   CpuExecutable(TraceGraph graph, ArenaPlan plan, std::shared_ptr<FusionJit> jit,
                 BuildOptions options);
   absl::Status build();
+  /// build() again for the current thread count, from a clean slate (the
+  /// arena is kept: the plan has not changed).
+  absl::Status rebuild_for_threads(int threads);
   /// Removes the calls whose results nobody reads.
   void drop_unread_calls();
   /// Moves each collective's wait right before the first call that reads
@@ -123,7 +138,10 @@ class CpuExecutable final : public Executable {
   std::vector<BufferPtr> output_buffers_;  // per slot, during a run
   // MSTEP_CPU_PROFILE=1: seconds per call, summed over runs.
   std::vector<double> profile_;
+  bool profile_registered_ = false;
   int64_t runs_ = 0;
+  /// omp_get_max_threads() when build() last ran.
+  int built_threads_ = 0;
 };
 
 }  // namespace mstep::cpu

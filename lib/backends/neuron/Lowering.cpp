@@ -173,12 +173,21 @@ Shape batch_dims(const Shape& s) {
 }
 
 /// [..., M, K] x [..., K, N], batch dims broadcast. When B has no batch
-/// (a linear layer on [B, T, D]) the batch folds into M: one 2-d product,
-/// A^T staged by run_lowered. Otherwise one product per batch index, A
-/// read transposed by the DMA (TiledMatmulProgram.h).
-absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types) {
-  const TensorType& a = types[0];
-  const TensorType& bt = types[1];
+/// (a linear layer on [B, T, D]) the batch folds into M: one 2-d product.
+/// Otherwise one product per batch index. A is loaded as the graph holds
+/// it and transposed on chip (TiledMatmulProgram.h). With `a_t` / `b_t`
+/// (2-d products only), types[0] / types[1] is the operand of a matrix
+/// transpose that the graph feeds in as A / B: X [K, M] is A^T as the
+/// program wants it, Y [N, K] is B^T (transposed on chip).
+absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const TensorType> types,
+                                       bool a_t = false, bool b_t = false) {
+  auto swapped = [](const TensorType& t) {
+    return TensorType{Shape({t.shape[1], t.shape[0]}), t.dtype};
+  };
+  if ((a_t && types[0].shape.rank() != 2) || (b_t && types[1].shape.rank() != 2))
+    return refuse(node.op, "a transposed operand is read as it is by 2-d products only");
+  const TensorType a = a_t ? swapped(types[0]) : types[0];
+  const TensorType bt = b_t ? swapped(types[1]) : types[1];
   const TensorType& c = node.results[0];
   const int64_t ar = a.shape.rank(), br = bt.shape.rank();
   if (ar < 2 || br < 2)
@@ -192,17 +201,22 @@ absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const T
   if (c.numel() == 0 || k == 0 || bt.shape[br - 2] != k)
     return refuse(node.op,
                   absl::StrCat(a.to_string(), " x ", bt.to_string(), ": empty or K mismatch"));
+  // B^T's rows are staged two blocks deep: 4 x 128 rows of K each.
+  if (b_t && 2 * 4 * k * static_cast<int64_t>(element_size(a.dtype)) > 48 * 1024)
+    return refuse(node.op, absl::StrCat("B^T with K = ", k, ": its staged rows do not fit SBUF"));
   LoweredOp out;
   out.hbm_binding = {0, 1, -1};
+  TiledMatmulShape s{m, k, n, a.dtype, c.dtype};
+  s.a_row_major = !a_t;
+  s.b_transposed = b_t;
   if (batch_dims(bt.shape).numel() == 1 && batch_dims(a.shape).numel() == batch.numel()) {
-    out.program = tiled_matmul_program({batch.numel() * m, k, n, a.dtype, c.dtype});
-    out.transpose_first = true;
+    s.m = batch.numel() * m;
+    out.program = tiled_matmul_program(s);
     return out;
   }
-  TiledMatmulShape s{m, k, n, a.dtype, c.dtype};
+  if (a_t || b_t) return refuse(node.op, "a transposed operand of a batched product");
   s.a_elements = a.numel();
   s.b_elements = bt.numel();
-  s.a_row_major = true;
   const Shape::Dims sa = ref::broadcast_strides(batch_dims(a.shape), batch);
   const Shape::Dims sb = ref::broadcast_strides(batch_dims(bt.shape), batch);
   std::array<Shape::Dims, 2> strides = {sa, sb};
@@ -214,6 +228,21 @@ absl::StatusOr<LoweredOp> lower_matmul(const GraphNode& node, absl::Span<const T
 }
 
 } // namespace
+
+bool is_matrix_transpose(const GraphNode& node, absl::Span<const TensorType> types) {
+  if (node.op != OpKind::permute || types.size() != 1 || types[0].shape.rank() != 2) return false;
+  const IntList& perm = attr_ints(node.attrs, AttrName::perm);
+  return perm.size() == 2 && perm[0] == 1 && perm[1] == 0;
+}
+
+absl::StatusOr<LoweredOp> lower_matmul_of_transposes(const GraphNode& node,
+                                                     absl::Span<const TensorType> types, bool a_t,
+                                                     bool b_t) {
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp out, lower_matmul(node, types, a_t, b_t));
+  MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
+  out.estimated_ns = cost.total_ns;
+  return out;
+}
 
 absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
                                      absl::Span<const TensorType> operand_types) {
@@ -281,16 +310,7 @@ absl::Status run_lowered(const LoweredOp& op, Simulator& sim,
     const int32_t bind = op.hbm_binding[t];
     if (bind < 0) continue; // a result, or staged below
     const host::HostBuffer& in = *inputs[bind];
-    if (t == 0 && op.transpose_first) { // [..., K] as [M, K] -> [K, M]
-      const Shape& shape = in.type().shape;
-      const int64_t k = shape[shape.rank() - 1], m = shape.numel() / k;
-      const size_t es = element_size(h.dtype);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < k; ++j)
-          std::memcpy(hbm[t].data() + (j * m + i) * es, in.bytes() + (i * k + j) * es, es);
-    } else {
-      std::memcpy(hbm[t].data(), in.bytes(), hbm[t].size());
-    }
+    std::memcpy(hbm[t].data(), in.bytes(), hbm[t].size());
   }
   if (op.stage) MSTEP_RETURN_IF_ERROR(op.stage(inputs, outputs, hbm));
   MSTEP_RETURN_IF_ERROR(sim.run(op.program, hbm).status());

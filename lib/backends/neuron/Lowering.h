@@ -9,9 +9,10 @@
 // (partition p holds elements [p*F, (p+1)*F), F = N/128) and the tail of
 // N mod 128 elements as one partition. The free dimension is cut into chunks, double-buffered in
 // SBUF: DMA in, one Vector/Scalar instruction per op, DMA out, ordered by
-// semaphores. Matmul: TiledMatmulProgram (K accumulated in PSUM); its A^T
-// operand is staged transposed into HBM by run_lowered (no on-chip
-// transpose instruction yet). Last-axis reductions, softmax, log_softmax,
+// semaphores. Matmul: TiledMatmulProgram (K accumulated in PSUM); A is
+// loaded as the graph holds it and transposed on chip, or, where A is a
+// transpose in the graph, the transpose's operand is read as A^T
+// (lower_matmul_of_transposes; B likewise, as B^T). Last-axis reductions, softmax, log_softmax,
 // layer_norm, rms_norm, and elementwise ops with row/per-row broadcasts or
 // casts: RowLowering.h. Embedding's index_select / index_add (dma_indirect):
 // IndexedLowering.h; dropout (Philox on GpSimd): DropoutLowering.h; the
@@ -54,8 +55,6 @@ struct LoweredOp {
   std::function<absl::Status(absl::Span<const host::HostBuffer* const> inputs,
                              absl::Span<host::HostBuffer* const> outputs, HbmContents& hbm)>
       stage;
-  /// Matmul: HBM tensor 0 holds operand 0 ([..., K] as [M, K]) transposed, [K, M].
-  bool transpose_first = false;
   /// The cost model's estimate of one run.
   double estimated_ns = 0;
 };
@@ -64,6 +63,18 @@ struct LoweredOp {
 /// and costed, or an error naming the op and why it cannot be tiled.
 absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
                                      absl::Span<const TensorType> operand_types);
+
+/// Whether `node` transposes a matrix (a permute {1, 0} of a rank-2 operand).
+bool is_matrix_transpose(const GraphNode& node, absl::Span<const TensorType> types);
+/// A 2-d matmul whose first operand is transpose(X) (`a_t`; types[0] is
+/// X [K, M]) and/or whose second is transpose(Y) (`b_t`; types[1] is Y
+/// [N, K]): the operands are bound to X's and Y's bytes. X is
+/// tiled_matmul_program's A^T as it is (no transposes at all), Y is B^T
+/// (transposed on chip, TiledMatmulShape::b_transposed). NeuronBackend
+/// runs no program for a transpose all of whose uses are such matmuls.
+absl::StatusOr<LoweredOp> lower_matmul_of_transposes(const GraphNode& node,
+                                                     absl::Span<const TensorType> types, bool a_t,
+                                                     bool b_t);
 
 /// Runs `op` on `sim`: stages the inputs into HBM, runs, copies the results
 /// out (each output buffer has the node's result type).

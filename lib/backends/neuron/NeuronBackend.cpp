@@ -57,13 +57,27 @@ public:
     alias_.assign(n, false);
     std::vector<bool> is_output(n, false);
     for (ValueRef v : graph_.outputs) is_output[v.node] = true;
+    std::vector<std::unique_ptr<LoweredOp>> of_transpose = fuse_transposes_into_matmuls(is_output);
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
       for (ValueRef v : node.operands) last_use_[v.node] = i;
-      if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty())
+      if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty() ||
+          read_by_matmuls_[i])
         continue;
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
+      if (of_transpose[i]) { // a matmul reading a transpose's operand as A^T
+        estimated_ns_ += of_transpose[i]->estimated_ns;
+        lowered_[i] = std::move(of_transpose[i]);
+        absl::StatusOr<CostReport> report = estimate_cost(lowered_[i]->program);
+        if (!report.ok()) {
+          if (error_.ok()) error_ = report.status();
+          continue;
+        }
+        timeline_.add(absl::StrCat(op_name(node.op), " #", i), lowered_[i]->program,
+                      *std::move(report));
+        continue;
+      }
       // Bytes that stay where they are: no program (an output still gets
       // its own HBM, so it is copied by its DMA program).
       if (!is_output[i] && layout_alias(node, types)) {
@@ -97,6 +111,67 @@ public:
     for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
   }
 
+  /// The matrix transposes whose every use is a 2-d matmul's operand (not
+  /// a graph output): marked in read_by_matmuls_ (no program; the matmuls read
+  /// the transpose's operand as their A^T or B^T). Returns those matmuls'
+  /// programs, by node. A transpose any of whose matmuls does not lower
+  /// that way stays a program of its own (and those matmuls are lowered
+  /// again without it).
+  std::vector<std::unique_ptr<LoweredOp>>
+  fuse_transposes_into_matmuls(const std::vector<bool>& is_output) {
+    const size_t n = graph_.nodes.size();
+    read_by_matmuls_.assign(n, false);
+    std::vector<std::vector<std::pair<uint32_t, size_t>>> uses(n);
+    for (uint32_t i = 0; i < n; ++i)
+      for (size_t o = 0; o < graph_.nodes[i].operands.size(); ++o)
+        uses[graph_.nodes[i].operands[o].node].push_back({i, o});
+    for (uint32_t i = 0; i < n; ++i) {
+      const GraphNode& node = graph_.nodes[i];
+      if (is_output[i] || uses[i].empty() || node.operands.size() != 1 ||
+          !is_matrix_transpose(node, {graph_.type_of(node.operands[0])}))
+        continue;
+      bool all = true;
+      for (const auto& [u, o] : uses[i]) {
+        const GraphNode& mm = graph_.nodes[u];
+        all = all && mm.op == OpKind::matmul && mm.operands.size() == 2 &&
+              mm.operands[0].node != mm.operands[1].node;
+      }
+      read_by_matmuls_[i] = all;
+    }
+    // A matmul reads operand o as it is where o is such a transpose.
+    std::vector<std::unique_ptr<LoweredOp>> programs(n);
+    auto fused = [&](const GraphNode& mm, size_t o) {
+      return graph_.nodes[mm.operands[o].node].op == OpKind::permute &&
+             read_by_matmuls_[mm.operands[o].node];
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t u = 0; u < n && !changed; ++u) {
+        const GraphNode& mm = graph_.nodes[u];
+        if (mm.op != OpKind::matmul || mm.operands.size() != 2) continue;
+        const bool a_t = fused(mm, 0), b_t = fused(mm, 1);
+        programs[u].reset();
+        if (!a_t && !b_t) continue;
+        std::vector<TensorType> types;
+        for (size_t o = 0; o < 2; ++o) {
+          const ValueRef v = mm.operands[o];
+          types.push_back(fused(mm, o) ? graph_.type_of(graph_.nodes[v.node].operands[0])
+                                       : graph_.type_of(v));
+        }
+        absl::StatusOr<LoweredOp> low = lower_matmul_of_transposes(mm, types, a_t, b_t);
+        if (low.ok()) {
+          programs[u] = std::make_unique<LoweredOp>(*std::move(low));
+          continue;
+        }
+        // Not this way: its transposes keep their programs; start again.
+        for (size_t o = 0; o < 2; ++o)
+          if (fused(mm, o)) read_by_matmuls_[mm.operands[o].node] = false;
+        changed = true;
+      }
+    }
+    return programs;
+  }
+
   /// Makes the ref interpreters of the fusion bodies that run on the host.
   absl::Status prepare() {
     MSTEP_RETURN_IF_ERROR(error_);
@@ -110,8 +185,10 @@ public:
   size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   NeuronLoweringStats stats() const {
-    return {num_lowered(), estimated_ns_,
-            static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true))};
+    return {
+        num_lowered(), estimated_ns_,
+        static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true)),
+        static_cast<size_t>(std::count(read_by_matmuls_.begin(), read_by_matmuls_.end(), true))};
   }
   std::vector<const TileProgram*> programs() const {
     std::vector<const TileProgram*> out;
@@ -172,6 +249,8 @@ public:
       if (alias_[i]) {
         values[i].push_back(
             alias_of(values[node.operands[0].node][node.operands[0].index], node.results[0]));
+      } else if (read_by_matmuls_[i]) { // X itself: its matmuls read it as A^T or B^T
+        values[i].push_back(values[node.operands[0].node][node.operands[0].index]);
       } else if (bodies_[i]) {
         std::vector<BufferPtr> body_inputs;
         for (ValueRef v : node.operands) body_inputs.push_back(values[v.node][v.index]);
@@ -229,6 +308,9 @@ private:
   TraceGraph graph_;
   std::vector<std::unique_ptr<LoweredOp>> lowered_;
   std::vector<bool> alias_; ///< per node: a layout alias of operand 0
+  /// Per node: a transpose whose matmuls read its operand as A^T or B^T;
+  /// its value is the operand's buffer, not transposed (read by them only).
+  std::vector<bool> read_by_matmuls_;
 
   std::vector<std::unique_ptr<Executable>> bodies_;
   std::vector<uint32_t> last_use_;

@@ -66,6 +66,10 @@ struct NeuronLoweringStats {
   double estimated_ns = 0;
   /// Copy ops that need no program (CopyLowering.h: layout aliases).
   size_t aliased_ops = 0;
+  /// Matrix transposes that need no program: every use is a 2-d matmul
+  /// that reads the transpose's operand as its A^T or B^T
+  /// (lower_matmul_of_transposes).
+  size_t transposes_read_by_matmuls = 0;
 };
 /// The stats of a make_neuron_executable result (zeros for any other).
 NeuronLoweringStats lowering_stats(const Executable& exe);

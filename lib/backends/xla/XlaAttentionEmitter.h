@@ -41,7 +41,7 @@ constexpr int64_t kMostStackBytes = 1 << 20;
 /// transposed at once (`all_key_tiles`) or one K tile at a time.
 inline int64_t stack_floats(const AttentionParams& P, bool all_key_tiles) {
   const int64_t key_tiles = all_key_tiles ? (P.S + kBc - 1) / kBc : 1;
-  int64_t floats = kBr * (P.E + P.Ev + 2) + kBc * (1 + kRowGroup) + key_tiles * kBc * P.E;
+  int64_t floats = kBr * (P.E + P.Ev + 2) + kBc * (2 + kRowGroup) + key_tiles * kBc * P.E;
   // (bf16's dq sums live in the step's scratch.)
   if (P.backward)
     floats += 2 * P.L + kBc * (2 + kRowGroup + P.E + 2 * P.Ev) +
@@ -219,6 +219,25 @@ private:
     });
   }
 
+  /// <kBc x i1>: lane c set when c < n (an i64; none when n <= 0).
+  llvm::Value* lanes_below(llvm::Value* n) {
+    std::vector<uint32_t> numbers(kBc);
+    for (int64_t c = 0; c < kBc; ++c) numbers[c] = static_cast<uint32_t>(c);
+    llvm::Value* lane = llvm::ConstantDataVector::get(lb_.module().getContext(), numbers);
+    return b_.CreateICmpSLT(lane, splat(lane, b_.CreateTrunc(n, b_.getInt32Ty())));
+  }
+  /// Elements base[index + c] of `dt` for the kBc lanes c < n as an f32
+  /// vector, 0 in the other lanes (which are not read).
+  llvm::Value* load_lanes(DType dt, llvm::Value* base, llvm::Value* index, llvm::Value* n) {
+    return masked_load_f32(b_, dt, kBc, b_.CreateInBoundsGEP(storage(dt), base, index),
+                           lanes_below(n), llvm::Constant::getNullValue(tile_row()));
+  }
+  /// Stores the lanes c < n of the f32 vector `v` as `dt` at base[index + c].
+  void store_lanes(DType dt, llvm::Value* v, llvm::Value* base, llvm::Value* index,
+                   llvm::Value* n) {
+    masked_store_f32(b_, dt, v, b_.CreateInBoundsGEP(storage(dt), base, index), lanes_below(n));
+  }
+
   /// Calls body(rows) for the rows [begin, end): kRowGroup at a time,
   /// then the rest one at a time.
   using Rows = std::vector<llvm::Value*>;
@@ -251,9 +270,6 @@ private:
     Rows result;
     for (llvm::AllocaInst* sum : sums) result.push_back(lb_.get(sum));
     return result;
-  }
-  llvm::Value* row_times_tile(llvm::Value* a, llvm::Value* ai, llvm::Value* kt, int64_t width) {
-    return rows_times_tile(a, {ai}, kt, width)[0];
   }
 
   /// kt[e][0..kBc) += a[ai[k] + e] * w[k] for e < width, rows k in order
@@ -301,16 +317,13 @@ private:
   /// products s: -inf for c >= nc and for keys the causal rule or a false
   /// bool mask excludes; a floating mask added.
   llvm::Value* mask_tile(llvm::Value* i, llvm::Value* j0, llvm::Value* nc, llvm::Value* s) {
-    std::vector<uint32_t> numbers(kBc);
-    for (int64_t c = 0; c < kBc; ++c) numbers[c] = static_cast<uint32_t>(c);
-    llvm::Value* lane = llvm::ConstantDataVector::get(lb_.module().getContext(), numbers);
-    auto splat32 = [&](llvm::Value* v) { return splat(lane, b_.CreateTrunc(v, b_.getInt32Ty())); };
-    llvm::Value* excluded = b_.CreateICmpSGE(lane, splat32(nc));
+    llvm::Value* included = lanes_below(nc);
     // Key j0 + c is above row i's diagonal when c > i - j0.
     if (P_.causal)
-      excluded = b_.CreateOr(excluded, b_.CreateICmpSGT(lane, splat32(b_.CreateSub(i, j0))));
-    s = b_.CreateSelect(excluded, splat(s, neg_inf()), s);
+      included = b_.CreateAnd(included, lanes_below(add(b_.CreateSub(i, j0), 1)));
+    s = b_.CreateSelect(included, s, splat(s, neg_inf()));
     if (!mask_) return s;
+    if (P_.mask_col_stride == 1) return apply_mask_lanes(i, j0, nc, s);
     store(DType::f32, s, s_, lb_.i64(0));
     lb_.loop(lb_.i64(0), nc, [&](llvm::Value* c) {
       lb_.store(apply_mask(i, b_.CreateAdd(j0, c), lb_.load(f32_, s_, c)), s_, c);
@@ -368,10 +381,6 @@ private:
     }
     return sums;
   }
-  Rows weighted_rows(llvm::Value* w, DType xt, llvm::Value* x, llvm::Value* row0, llvm::Value* nc,
-                     int64_t width) {
-    return weighted_rows(w, {lb_.i64(0)}, xt, x, row0, nc, width)[0];
-  }
 
   // --- What both passes share -------------------------------------------
 
@@ -382,12 +391,20 @@ private:
   /// Score `s` of row i, key j with the attention mask applied: -inf
   /// where a bool mask is false, the floating mask added. Scalars.
   llvm::Value* apply_mask(llvm::Value* i, llvm::Value* j, llvm::Value* s);
+  /// apply_mask on the lanes c < nc of row i's scores s of keys j0 + c at
+  /// once, for a mask whose keys are contiguous (mask_col_stride 1).
+  llvm::Value* apply_mask_lanes(llvm::Value* i, llvm::Value* j0, llvm::Value* nc, llvm::Value* s);
   /// Whether element `flat` of the [..., L, S] stream is kept by dropout
   /// (i1): Philox's uniform >= p, as the ref kernel draws it.
   llvm::Value* kept(llvm::Value* flat);
   /// The dropout factor (keep ? 1 / (1 - p) : 0) of element `flat` of the
   /// [..., L, S] stream.
   llvm::Value* dropout_factor(llvm::Value* flat);
+  /// The dropout factors of elements flat + c of the [..., L, S] stream as
+  /// a kBc-lane vector: read from the keep mask the node returns (keep_mask_;
+  /// lanes c >= nc are 0), else drawn for every lane into f_t_ (a loop the
+  /// vectorizer widens).
+  llvm::Value* dropout_factors(llvm::Value* flat, llvm::Value* nc);
 
   /// The forward's loop nest over the Q tiles of batch-head b; `finish(r,
   /// i, acc_row_index, m, l)` per row of a tile once its keys are done
@@ -398,6 +415,14 @@ private:
   using RowDone =
       std::function<void(llvm::Value* i, llvm::Value* acc_index, llvm::Value* m, llvm::Value* l)>;
   using TileDone = std::function<void(llvm::Value* first, llvm::Value* nr, llvm::Value* key_end)>;
+  /// Per K tile of keys [key_lo_, key_end) of batch-head b (j0 + c, c <
+  /// nc, flat key row key_row0) and per row group rs of the Q tile's rows
+  /// first + r, r < nr (scaled in qs_): body with the rows' masked scores
+  /// (mask_tile of q_r k^T, the group against the transposed tile).
+  using ScoresBody = std::function<void(llvm::Value* j0, llvm::Value* nc, llvm::Value* key_row0,
+                                        const Rows& rs, const Rows& scores)>;
+  void score_groups(llvm::Value* b, llvm::Value* first, llvm::Value* nr, llvm::Value* key_end,
+                    const ScoresBody& body);
   void attend_rows(llvm::Value* b, const RowDone& finish, const TileDone& tile_done = nullptr);
 
   // --- Nodes with [L, S] results or operands (XlaAttentionProbs.cpp) ----
@@ -420,6 +445,9 @@ private:
   llvm::Value* saved_tile(llvm::Value* row, llvm::Value* j0, llvm::Value* nc);
   /// dmask at (b, i, j0 + c)'s broadcast position += ds_t[c] for c < nc.
   void add_mask_gradient(llvm::Value* i, llvm::Value* j0, llvm::Value* nc, llvm::Value* ds_t);
+  /// add_mask_gradient's lanes at once where the mask's keys are
+  /// contiguous: dmask[at + c] += ds_t[c] for c < nc.
+  void add_mask_gradient_lanes(llvm::Value* at, llvm::Value* nc, llvm::Value* ds_t);
 
   LoopBuilder& lb_;
   llvm::IRBuilder<>& b_;
@@ -439,6 +467,8 @@ private:
   llvm::Value* dmask_ = nullptr;    // the mask gradient's f32 sums (backward)
   llvm::Value* dq_sums_ = nullptr;
   llvm::Value* mask_gradient_sum_ = nullptr;
+  llvm::Value* keep_mask_ = nullptr; // the returned dropout mask (forward), read back
+  llvm::Value* f_t_ = nullptr;       // [kBc]: drawn dropout factors
 };
 
 /// `i32 (ptr operands, ptr results)` that zeroes the mask gradient's f32

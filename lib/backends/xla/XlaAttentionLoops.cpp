@@ -22,8 +22,10 @@
 //   mask excludes the key, and past the tile's last key),
 //   m' = max(m, max s), p = e^(s - m') (the cpu kernels' f32 exp),
 //   l = l e^(m - m') + sum p, p *= the dropout factor (Philox, the ref
-//   kernel's draws bit for bit), acc = acc e^(m - m') + p v (the group's
-//   rows against each V vector; a lone row sums in four interleaved ways).
+//   kernel's draws bit for bit, drawn by a loop the vectorizer widens, or
+//   read from the keep mask the node returns), acc = acc e^(m - m') + p v
+//   (the group's rows against each V vector; a lone row sums in four
+//   interleaved ways). A mask contiguous in the keys is read as kBc lanes.
 // out = acc / l (0 where l = 0: a row with every key excluded, and the
 // rows outside valid_seq_len).
 //
@@ -118,6 +120,55 @@ llvm::Value* AttentionEmitter::dropout_factor(llvm::Value* flat) {
   return b_.CreateSelect(kept(flat), lb_.f32(keep_scale), lb_.f32(0.0f));
 }
 
+llvm::Value* AttentionEmitter::dropout_factors(llvm::Value* flat, llvm::Value* nc) {
+  if (keep_mask_) {
+    const float keep_scale = P_.p < 1 ? static_cast<float>(1.0 / (1.0 - P_.p)) : 0.0f;
+    auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), kBc);
+    llvm::Value* keep =
+        b_.CreateMaskedLoad(bytes, b_.CreateInBoundsGEP(b_.getInt8Ty(), keep_mask_, flat),
+                            llvm::Align(1), lanes_below(nc), llvm::Constant::getNullValue(bytes));
+    llvm::Value* row = llvm::Constant::getNullValue(tile_row());
+    return b_.CreateSelect(b_.CreateICmpNE(keep, llvm::Constant::getNullValue(bytes)),
+                           splat(row, lb_.f32(keep_scale)), row);
+  }
+  lb_.loop(
+      kBc, [&](llvm::Value* c) { lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t_, c); },
+      /*parallel=*/true);
+  return load(DType::f32, f_t_, lb_.i64(0), kBc);
+}
+
+llvm::Value* AttentionEmitter::apply_mask_lanes(llvm::Value* i, llvm::Value* j0, llvm::Value* nc,
+                                                llvm::Value* s) {
+  llvm::Value* at = b_.CreateAdd(mask_b_, b_.CreateAdd(mul(i, P_.mask_row_stride), j0));
+  if (!P_.bool_mask) return b_.CreateFAdd(s, load_lanes(P_.dtype, mask_, at, nc));
+  // Lanes past nc read as false: their scores are -inf already.
+  auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), kBc);
+  llvm::Value* keep =
+      b_.CreateMaskedLoad(bytes, b_.CreateInBoundsGEP(b_.getInt8Ty(), mask_, at), llvm::Align(1),
+                          lanes_below(nc), llvm::Constant::getNullValue(bytes));
+  return b_.CreateSelect(b_.CreateICmpEQ(keep, llvm::Constant::getNullValue(bytes)),
+                         splat(s, neg_inf()), s);
+}
+
+void AttentionEmitter::score_groups(llvm::Value* b, llvm::Value* first, llvm::Value* nr,
+                                    llvm::Value* key_end, const ScoresBody& body) {
+  llvm::Value* keys = smax(b_.CreateSub(key_end, key_lo_), lb_.i64(0));
+  lb_.loop(lb_.i64(0), b_.CreateSDiv(add(keys, kBc - 1), lb_.i64(kBc)), [&](llvm::Value* kt) {
+    llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
+    llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
+    llvm::Value* key_row0 = b_.CreateAdd(mul(b, P_.S), j0);
+    llvm::Value* keys_t = key_tile(kt, key_row0, nc);
+    row_groups(lb_.i64(0), nr, [&](const Rows& rs) {
+      Rows q_at, scores;
+      for (llvm::Value* r : rs) q_at.push_back(mul(r, P_.E));
+      Rows products = rows_times_tile(qs_, q_at, keys_t, P_.E);
+      for (size_t k = 0; k < rs.size(); ++k)
+        scores.push_back(mask_tile(b_.CreateAdd(first, rs[k]), j0, nc, products[k]));
+      body(j0, nc, key_row0, rs, scores);
+    });
+  });
+}
+
 void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
                                    const TileDone& tile_done) {
   const int64_t E = P_.E, Ev = P_.Ev;
@@ -130,7 +181,6 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
     llvm::Value* last = b_.CreateAdd(first, nr);
     // Key tiles past the Q tile's last row are wholly above the diagonal.
     llvm::Value* key_end = P_.causal ? smin(key_hi_, last) : key_hi_;
-    llvm::Value* keys = smax(b_.CreateSub(key_end, key_lo_), lb_.i64(0));
     // The tile's rows: scale * q, and empty statistics.
     lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
       llvm::Value* row = b_.CreateAdd(mul(b, P_.L), b_.CreateAdd(first, r));
@@ -142,21 +192,15 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
         store(DType::f32, llvm::Constant::getNullValue(vec(w)), acc_, add(mul(r, Ev), off));
       });
     });
-    llvm::Value* key_tiles = b_.CreateSDiv(add(keys, kBc - 1), lb_.i64(kBc));
-    lb_.loop(lb_.i64(0), key_tiles, [&](llvm::Value* kt) {
-      llvm::Value* j0 = b_.CreateAdd(key_lo_, mul(kt, kBc));
-      llvm::Value* nc = smin(lb_.i64(kBc), b_.CreateSub(key_end, j0));
-      llvm::Value* key_row0 = b_.CreateAdd(mul(b, P_.S), j0);
-      llvm::Value* keys_t = key_tile(kt, key_row0, nc);
-      row_groups(lb_.i64(0), nr, [&](const Rows& rs) {
-        Rows q_at, p_at, alphas;
-        for (llvm::Value* r : rs) q_at.push_back(mul(r, E));
-        Rows products = rows_times_tile(qs_, q_at, keys_t, E);
+    score_groups(b, first, nr, key_end,
+                 [&](llvm::Value* j0, llvm::Value* nc, llvm::Value* key_row0, const Rows& rs,
+                     const Rows& scores) {
+        Rows p_at, alphas;
         for (size_t k = 0; k < rs.size(); ++k) {
           llvm::Value* r = rs[k];
           llvm::Value* i = b_.CreateAdd(first, r);
           // The online softmax on the kBc lanes of the tile.
-          llvm::Value* s = mask_tile(i, j0, nc, products[k]);
+          llvm::Value* s = scores[k];
           llvm::Value* m_old = lb_.load(f32_, m_, r);
           llvm::Value* m_new = b_.CreateMaxNum(m_old, b_.CreateFPMaxReduce(s));
           // A row with no key yet keeps m = -inf; subtracting 0 keeps p = 0.
@@ -165,21 +209,13 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
           llvm::Value* alpha = exp(b_.CreateFSub(m_old, m_used));
           llvm::Value* p = exp(b_.CreateFSub(s, splat(s, m_used)));
           llvm::Value* at = lb_.i64(static_cast<int64_t>(k) * kBc);
-          store(DType::f32, p, p_, at);
           lb_.store(m_new, m_, r);
           lb_.store(fma(lb_.load(f32_, l_, r), alpha, reduce_add(p)), l_, r);
-          if (P_.dropout) {
-            llvm::Value* flat = b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0);
-            lb_.loop(
-                lb_.i64(0), nc,
-                [&](llvm::Value* c) {
-                  llvm::Value* pc = b_.CreateAdd(at, c);
-                  lb_.store(b_.CreateFMul(lb_.load(f32_, p_, pc),
-                                          dropout_factor(b_.CreateAdd(flat, c))),
-                            p_, pc);
-                },
-                /*parallel=*/true);
-          }
+          // Past nc p is 0 whatever the factor.
+          if (P_.dropout)
+            p = b_.CreateFMul(
+                p, dropout_factors(b_.CreateAdd(mul(b_.CreateAdd(mul(b, P_.L), i), P_.S), j0), nc));
+          store(DType::f32, p, p_, at);
           p_at.push_back(at);
           alphas.push_back(alpha);
         }
@@ -194,7 +230,6 @@ void AttentionEmitter::attend_rows(llvm::Value* b, const RowDone& finish,
           });
         }
       });
-    });
     lb_.loop(lb_.i64(0), nr, [&](llvm::Value* r) {
       finish(b_.CreateAdd(first, r), mul(r, Ev), lb_.load(f32_, m_, r), lb_.load(f32_, l_, r));
     });
@@ -212,6 +247,10 @@ void AttentionEmitter::emit_forward() {
   s_ = tile(kBc);
   p_ = tile(kRowGroup * kBc);
   kt_ = transposed_key_tiles();
+  if (P_.dropout) f_t_ = tile(kBc);
+  // The returned keep mask is written first for the whole batch-head, then
+  // read back instead of drawing again (as the cpu kernel does).
+  if (P_.dropout && P_.dropout_mask >= 0) keep_mask_ = lb_.result(P_.dropout_mask);
   llvm::Value* out = lb_.result(0);
   llvm::Value* probs = P_.probs >= 0 ? lb_.result(P_.probs) : nullptr;
   llvm::Value* saved = P_.saved_probs_out >= 0 ? lb_.result(P_.saved_probs_out) : nullptr;
@@ -251,7 +290,7 @@ void AttentionEmitter::emit_backward() {
   kt_ = transposed_key_tiles();
   vt_ = tile(Ev * kBc);
   llvm::Value* ds_t = tile(kRowGroup * kBc);
-  llvm::Value* f_t = P_.dropout ? tile(kBc) : nullptr;
+  if (P_.dropout) f_t_ = tile(kBc);
   llvm::Value* lse = tile(P_.L);
   llvm::Value* d = tile(P_.L);
   llvm::Value* dk_t = tile(E * kBc);  // dk^T of the key tile, unscaled
@@ -343,12 +382,7 @@ void AttentionEmitter::emit_backward() {
         for (size_t k = 0; k < is.size(); ++k) {
           llvm::Value *p = ps[k], *dp = dps[k], *pf = p;
           if (P_.dropout) {
-            llvm::Value* flat = b_.CreateAdd(mul(rows[k], P_.S), j0);
-            lb_.loop(
-                kBc,
-                [&](llvm::Value* c) { lb_.store(dropout_factor(b_.CreateAdd(flat, c)), f_t, c); },
-                /*parallel=*/true);
-            llvm::Value* f = load(DType::f32, f_t, lb_.i64(0), kBc);
+            llvm::Value* f = dropout_factors(b_.CreateAdd(mul(rows[k], P_.S), j0), nc);
             dp = b_.CreateFMul(dp, f);
             pf = b_.CreateFMul(p, f);
           }

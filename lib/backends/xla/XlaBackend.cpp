@@ -29,7 +29,8 @@ public:
     MSTEP_ASSIGN_OR_RETURN(XlaProgram program, read_xla_format(blob));
     MSTEP_RETURN_IF_ERROR(cpu::check_target(program.target, "xla executable"));
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<XlaExecutable> exe,
-                           XlaExecutable::create(std::move(program), options.cpu_disable));
+                           XlaExecutable::create(std::move(program), options.cpu_disable,
+                                                 options.log_recompiles));
     return std::unique_ptr<Executable>(std::move(exe));
   }
 

@@ -78,7 +78,8 @@ public:
                                                       const RuntimeOptions& options) override {
     MSTEP_ASSIGN_OR_RETURN(XlaProgram program, compile_xla_program(module));
     MSTEP_ASSIGN_OR_RETURN(std::unique_ptr<XlaExecutable> exe,
-                           XlaExecutable::create(std::move(program), options.cpu_disable));
+                           XlaExecutable::create(std::move(program), options.cpu_disable,
+                                                 options.log_recompiles));
     // MSTEP_LOG_FALLBACK=1: what the function calls out for, once per compile.
     if (options.log_fallback && exe->num_callouts() > 0)
       std::fprintf(stderr, "mstep xla: the step function calls out for %zu ops: %s\n",

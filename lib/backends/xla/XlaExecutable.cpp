@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,6 +17,7 @@
 #include "lib/backends/host/HostBuffer.h"
 #include "lib/backends/xla/XlaGemmBf16.h"
 #include "lib/backends/xla/XlaStepFailure.h"
+#include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"
 #include "oneapi/dnnl/dnnl.h"
 
@@ -74,39 +76,20 @@ bool XlaExecutable::last_run_split_nests() const {
 }
 
 absl::StatusOr<std::unique_ptr<XlaExecutable>>
-XlaExecutable::create(XlaProgram program, const std::string& disabled_families) {
+XlaExecutable::create(XlaProgram program, const std::string& disabled_families,
+                      bool log_rebuilds) {
   std::unique_ptr<XlaExecutable> exe(new XlaExecutable(std::move(program)));
   const XlaProgram& p = exe->program_;
   MSTEP_ASSIGN_OR_RETURN(exe->library_,
                          cpu::SharedLibrary::load(p.shared_object, "xla backend: the step's code"));
   MSTEP_ASSIGN_OR_RETURN(void* step, exe->library_->symbol(kXlaStepSymbol));
   exe->step_ = reinterpret_cast<XlaStepFunction>(step);
-  // The callouts: the cpu backend's kernels, minus the fusion JIT (a
-  // fusion here is one the function could not compile) and minus oneDNN's
-  // matmul, which reads transposed operands through permutes the step
-  // function has already materialized.
-  // A callout that runs a ref kernel is a host fallback, as on cpu.
-  const std::string disabled =
-      disabled_families.empty() ? "jit" : absl::StrCat("jit,", disabled_families);
-  for (uint32_t node : p.callouts) {
-    const GraphNode& n = p.graph.nodes[node];
-    MSTEP_ASSIGN_OR_RETURN(cpu::SelectedKernel selected,
-                           cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1,
-                                              disabled, /*skip_onednn=*/n.op == OpKind::matmul));
-    if (selected.fallback)
-      exe->fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
-    exe->callouts_.push_back(std::move(selected.kernel));
-  }
+  exe->disabled_families_ = disabled_families;
+  exe->log_rebuilds_ = log_rebuilds;
   // The gemm library makes a primitive per thread count (oneDNN's keep the
   // count they were made under).
   mstep_xla_gemm_set_thread_count(omp_get_max_threads);
-  // The gemms' primitives, made now rather than in the first run.
-  if (absl::StatusOr<void*> table = exe->library_->symbol(kXlaGemmCallsSymbol); table.ok()) {
-    const auto* calls = static_cast<const int64_t*>(*table);
-    for (int64_t i = 0; i < calls[0]; ++i)
-      mstep_xla_gemm_prepare(calls + 1 + i * MSTEP_GEMM_CALL_LENGTH);
-    exe->prepared_gemms_ = static_cast<size_t>(calls[0]);
-  }
+  MSTEP_RETURN_IF_ERROR(exe->build_for_thread_count());
   exe->calls_ = {gemm_f32,  serial_nest,         run_callout,
                  exe.get(), mstep_xla_gemm_bf16, mstep_xla_gemm_f32};
   const size_t align = 64;
@@ -121,6 +104,39 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families) 
   exe->output_ptrs_.resize(p.layout.output_values.size());
   exe->output_buffers_.resize(p.layout.output_values.size());
   return exe;
+}
+
+absl::Status XlaExecutable::build_for_thread_count() {
+  const XlaProgram& p = program_;
+  // The count the callouts and gemm primitives size their thread split
+  // and scratch for.
+  built_threads_ = omp_get_max_threads();
+  callouts_.clear();
+  fallbacks_.clear();
+  // The callouts: the cpu backend's kernels, minus the fusion JIT (a
+  // fusion here is one the function could not compile) and minus oneDNN's
+  // matmul, which reads transposed operands through permutes the step
+  // function has already materialized.
+  // A callout that runs a ref kernel is a host fallback, as on cpu.
+  const std::string disabled =
+      disabled_families_.empty() ? "jit" : absl::StrCat("jit,", disabled_families_);
+  for (uint32_t node : p.callouts) {
+    const GraphNode& n = p.graph.nodes[node];
+    MSTEP_ASSIGN_OR_RETURN(cpu::SelectedKernel selected,
+                           cpu::select_kernel(cpu::KernelRequest{p.graph, node}, nullptr, -1,
+                                              disabled, /*skip_onednn=*/n.op == OpKind::matmul));
+    if (selected.fallback)
+      fallbacks_.push_back({n.op, n.results.empty() ? DType::f32 : n.results[0].dtype});
+    callouts_.push_back(std::move(selected.kernel));
+  }
+  // The gemms' primitives, made now rather than in the first run.
+  if (absl::StatusOr<void*> table = library_->symbol(kXlaGemmCallsSymbol); table.ok()) {
+    const auto* calls = static_cast<const int64_t*>(*table);
+    for (int64_t i = 0; i < calls[0]; ++i)
+      mstep_xla_gemm_prepare(calls + 1 + i * MSTEP_GEMM_CALL_LENGTH);
+    prepared_gemms_ = static_cast<size_t>(calls[0]);
+  }
+  return absl::OkStatus();
 }
 
 int32_t XlaExecutable::run_callout(void* context, int64_t k, const void* const* operands,
@@ -149,6 +165,20 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
                                                           const Donation& donation) {
   const TraceGraph& graph = program_.graph;
   const XlaLayout& layout = program_.layout;
+  // One ICV read per run (it also picks the nest splitter below); a changed
+  // count rebuilds the callouts once. The function's loops and sgemm read
+  // the count as they run.
+  const int threads = omp_get_max_threads();
+  if (threads != built_threads_) [[unlikely]] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int from = built_threads_;
+    MSTEP_RETURN_IF_ERROR(build_for_thread_count());
+    if (!program_.callouts.empty() || prepared_gemms_ > 0)
+      internal::record_thread_rebuild(
+          "xla", from, threads,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+          log_rebuilds_);
+  }
   if (inputs.size() != graph.input_types.size())
     return absl::InvalidArgumentError(absl::StrCat(
         "xla executable expects ", graph.input_types.size(), " inputs, got ", inputs.size()));
@@ -181,8 +211,7 @@ absl::StatusOr<std::vector<BufferPtr>> XlaExecutable::run(absl::Span<const Buffe
   }
   // The thread count and nesting hold for the whole call (every nest and
   // callout returns before the next starts).
-  calls_.parallel_nest =
-      omp_get_max_threads() == 1 || omp_in_parallel() ? serial_nest : parallel_nest;
+  calls_.parallel_nest = threads == 1 || omp_in_parallel() ? serial_nest : parallel_nest;
   const int32_t status = step_(input_ptrs_.data(), output_ptrs_.data(), arena_.get(), &calls_);
   // A loop of the function that found bad data names it (the buffers
   // still hold what the step read).

@@ -235,5 +235,98 @@ TEST(NeuronBackend, CopiesAreDmaProgramsOrAliases) {
   for (int i = 0; i < 24; ++i) EXPECT_EQ(re[i], v[i]) << i;
 }
 
+// matmul(transpose(X), B), X [K, M], and matmul(A, transpose(Y)), Y [N,
+// K]: the matmul reads X as its A^T (no transposes at all) and Y as its
+// B^T (transposed on chip); a transpose gets no program when all its uses
+// are such matmuls. One also read by another op, or returned, keeps its
+// program. Values against a double-precision product (ragged K, M and
+// two column blocks of N).
+TEST(NeuronBackend, MatmulReadsATransposesOperandAsItIs) {
+  const int64_t k = 200, m = 150, n = 600;
+  struct Case {
+    bool a_t, b_t;
+    int extra; // 0 none, 1 the first transpose also feeds a tanh, 2 it is also returned
+  };
+  for (const Case cs : {Case{true, false, 0}, Case{false, true, 0}, Case{true, true, 0},
+                        Case{true, false, 1}, Case{false, true, 2}}) {
+    SCOPED_TRACE(testing::Message() << cs.a_t << cs.b_t << cs.extra);
+    const TensorType a{Shape({m, k}), DType::f32}, b{Shape({k, n}), DType::f32},
+        c{Shape({m, n}), DType::f32};
+    auto swapped = [](const TensorType& t) {
+      return TensorType{Shape({t.shape[1], t.shape[0]}), t.dtype};
+    };
+    TraceGraph g;
+    g.input_types = {cs.a_t ? swapped(a) : a, cs.b_t ? swapped(b) : b};
+    for (int64_t i = 0; i < 2; ++i) {
+      GraphNode p{OpKind::parameter, {}, {}, {g.input_types[i]}, nullptr};
+      p.attrs.push_back({AttrName::index, AttrValue(i)});
+      g.nodes.push_back(p); // %0, %1
+    }
+    ValueRef operand[2] = {ValueRef{0, 0}, ValueRef{1, 0}};
+    std::vector<uint32_t> transposes;
+    for (int i = 0; i < 2; ++i) {
+      if (!(i == 0 ? cs.a_t : cs.b_t)) continue;
+      GraphNode t{OpKind::permute, {}, {operand[i]}, {i == 0 ? a : b}, nullptr};
+      t.attrs.push_back({AttrName::perm, AttrValue(IntList{1, 0})});
+      transposes.push_back(static_cast<uint32_t>(g.nodes.size()));
+      operand[i] = ValueRef{transposes.back(), 0};
+      g.nodes.push_back(t);
+    }
+    g.nodes.push_back(GraphNode{OpKind::matmul, {}, {operand[0], operand[1]}, {c}, nullptr});
+    g.outputs = {ValueRef{static_cast<uint32_t>(g.nodes.size() - 1), 0}};
+    const ValueRef first{transposes[0], 0};
+    if (cs.extra == 1) {
+      g.nodes.push_back(
+          GraphNode{OpKind::tanh, {}, {first}, {g.nodes[transposes[0]].results[0]}, nullptr});
+      g.outputs.push_back(ValueRef{static_cast<uint32_t>(g.nodes.size() - 1), 0});
+    }
+    if (cs.extra == 2) g.outputs.push_back(first);
+    absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(g);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_EQ((*exe)->host_fallbacks().size(), 0u);
+    const NeuronLoweringStats stats = lowering_stats(**exe);
+    EXPECT_EQ(stats.transposes_read_by_matmuls, cs.extra == 0 ? transposes.size() : 0u);
+    EXPECT_EQ(stats.lowered_ops, cs.extra == 0 ? 1u : cs.extra == 1 ? 3u : 2u);
+
+    // Logical A [M, K] and B [K, N]; the inputs hold them or their transposes.
+    std::vector<float> av(m * k), bv(k * n), in0(m * k), in1(k * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) {
+        av[i * k + p] = float((i * 37 + p * 11) % 101 - 50) / 64.0f;
+        in0[cs.a_t ? p * m + i : i * k + p] = av[i * k + p];
+      }
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) {
+        bv[p * n + j] = float((p * 53 + j * 7) % 89 - 44) / 32.0f;
+        in1[cs.b_t ? j * k + p : p * n + j] = bv[p * n + j];
+      }
+    Backend& be = neuron_backend();
+    absl::StatusOr<BufferPtr> x0 = be.allocate(g.input_types[0]),
+                              x1 = be.allocate(g.input_types[1]);
+    ASSERT_TRUE(x0.ok() && x1.ok());
+    ASSERT_TRUE(be.copy_in(**x0, in0.data(), in0.size() * sizeof(float)).ok());
+    ASSERT_TRUE(be.copy_in(**x1, in1.data(), in1.size() * sizeof(float)).ok());
+    absl::StatusOr<std::vector<BufferPtr>> out = (*exe)->run({*x0, *x1});
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<float> got(m * n);
+    ASSERT_TRUE(be.copy_out(*(*out)[0], got.data(), got.size() * sizeof(float)).ok());
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, abs_sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          ref += double(av[i * k + p]) * double(bv[p * n + j]);
+          abs_sum += std::fabs(double(av[i * k + p]) * double(bv[p * n + j]));
+        }
+        // fp32 accumulation: at most K ulps of the absolute sum.
+        ASSERT_NEAR(got[i * n + j], ref, k * std::ldexp(1.0, -24) * abs_sum) << i << "," << j;
+      }
+    if (cs.extra == 2) { // the returned transpose holds B
+      std::vector<float> tr(k * n);
+      ASSERT_TRUE(be.copy_out(*(*out)[1], tr.data(), tr.size() * sizeof(float)).ok());
+      EXPECT_EQ(tr, bv);
+    }
+  }
+}
+
 } // namespace
 } // namespace mstep::neuron
