@@ -1,7 +1,7 @@
 // bf16 matmuls in a stand-alone step: y = x w + b, whose bias add the xla
 // step function folds into the gemm's epilogue (one rounding of the f32
 // sum, as the cpu backend's oneDNN matmul with a bias), and z = x v, a
-// plain bf16 product. Both run mstep_xla_gemm_bf16 (XlaGemmBf16.h), linked
+// plain bf16 product. Both run mstep_xla_gemm_bf16 (XlaGemm.h), linked
 // into the object from its static library (bf16_matmul_main.c checks them).
 func.func @step(%x: tensor<4x8xbf16> {mstep.role = "input"},
                 %w: tensor<8x3xbf16> {mstep.role = "parameter"},

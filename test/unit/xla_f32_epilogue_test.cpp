@@ -1,5 +1,5 @@
 // f32 matmuls on the xla backend: the step function calls oneDNN's f32
-// matmul primitive (mstep_xla_gemm_f32, XlaGemmBf16.h) with the cpu
+// matmul primitive (mstep_xla_gemm_f32, XlaGemm.h) with the cpu
 // backend's epilogue, so a matmul whose only reader adds a bias (then gelu
 // or relu) or a residual is one call, with no pass of its own over the
 // product, and gives the cpu backend's bits (which run the same primitive

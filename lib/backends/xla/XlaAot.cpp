@@ -22,8 +22,8 @@
 #ifndef MSTEP_DNNL_LIBRARY
 #error "MSTEP_DNNL_LIBRARY: the build defines oneDNN's shared library (lib/backends/xla/CMakeLists.txt)"
 #endif
-#ifndef MSTEP_XLA_GEMM_BF16_LIBRARY
-#error "MSTEP_XLA_GEMM_BF16_LIBRARY: the build defines the bf16 gemm's static library (lib/backends/xla/CMakeLists.txt)"
+#ifndef MSTEP_XLA_GEMM_LIBRARY
+#error "MSTEP_XLA_GEMM_LIBRARY: the build defines the bf16 gemm's static library (lib/backends/xla/CMakeLists.txt)"
 #endif
 
 namespace mstep::xla {
@@ -44,7 +44,7 @@ absl::Status check_no_callouts(const XlaProgram& program) {
 }
 
 /// XlaRuntimeCalls::gemm_bf16 (`dtype` bf16) or matmul_f32 (f32):
-/// mstep_xla_gemm_bf16 or mstep_xla_gemm_f32 (XlaGemmBf16.h), the
+/// mstep_xla_gemm_bf16 or mstep_xla_gemm_f32 (XlaGemm.h), the
 /// runtime's own definitions, linked in from their static library; null
 /// for a step without matmuls of that dtype (the object then does not
 /// carry it).
@@ -209,7 +209,7 @@ absl::StatusOr<XlaProgram> compile_xla_aot(mlir::ModuleOp module) {
   // then oneDNN by path (its soname becomes the object's one NEEDED
   // library besides libc and libm); -z defs: no symbol is left for a loader.
   return compile_xla_program(module, add_aot_entry,
-                             {MSTEP_XLA_GEMM_BF16_LIBRARY, MSTEP_DNNL_LIBRARY, "--as-needed", "-lm", "--no-as-needed", "-lc",
+                             {MSTEP_XLA_GEMM_LIBRARY, MSTEP_DNNL_LIBRARY, "--as-needed", "-lm", "--no-as-needed", "-lc",
                               "-z", "defs"});
 }
 

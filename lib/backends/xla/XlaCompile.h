@@ -40,7 +40,7 @@ inline constexpr char kAotStepSymbol[] = "mstep_step";
 /// The step of `module` as a stand-alone shared object exporting
 ///   int mstep_step(const void* const* inputs, void* const* outputs, void* temp)
 /// (kXlaStepSymbol's convention without the XlaRuntimeCalls table: the
-/// matmuls call the runtime's oneDNN matmul code linked in (XlaGemmBf16.h),
+/// matmuls call the runtime's oneDNN matmul code linked in (XlaGemm.h),
 /// the convolutions' gemms oneDNN's dnnl_sgemm, the loop nests run on the
 /// calling thread), linked against libdnnl (and libc, libm) with no other
 /// undefined symbol. A step whose function calls out for ops is refused

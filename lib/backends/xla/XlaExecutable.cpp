@@ -1,6 +1,6 @@
 // XlaExecutable (XlaExecutable.h) and the runtime entry points the step
 // function calls (XlaRuntimeCalls): oneDNN's sgemm (the convolutions'), the
-// matmul primitives (XlaGemmBf16.h), the OpenMP split of a fusion nest, and
+// matmul primitives (XlaGemm.h), the OpenMP split of a fusion nest, and
 // the callouts.
 #include "lib/backends/xla/XlaExecutable.h"
 
@@ -15,7 +15,7 @@
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/KernelSelection.h"
 #include "lib/backends/host/HostBuffer.h"
-#include "lib/backends/xla/XlaGemmBf16.h"
+#include "lib/backends/xla/XlaGemm.h"
 #include "lib/backends/xla/XlaStepFailure.h"
 #include "lib/runtime/RuntimeInternal.h"
 #include "mstep/core/Error.h"

@@ -35,7 +35,7 @@ public:
   /// callouts (cpu kernels: oneDNN primitives, per-thread scratch) were
   /// built for, they are rebuilt first and the gemm table's primitives
   /// made for the new count (Metrics::thread_rebuilds; the gemm library
-  /// keys its primitives by the count, XlaGemmBf16.h).
+  /// keys its primitives by the count, XlaGemm.h).
   absl::StatusOr<std::vector<BufferPtr>> run(absl::Span<const BufferPtr> inputs,
                                              const Donation& donation) override;
   /// One: the step function.

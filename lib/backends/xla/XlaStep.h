@@ -43,7 +43,7 @@ struct XlaRuntimeCalls {
   /// (MstepGemmActivation) and a residual (or null). The products
   /// accumulate in f32, the epilogue applies to that sum and each c element
   /// is rounded once to bf16, as the cpu backend's oneDNN bf16 matmul
-  /// computes them: mstep_xla_gemm_bf16 (XlaGemmBf16.h) in the runtime and
+  /// computes them: mstep_xla_gemm_bf16 (XlaGemm.h) in the runtime and
   /// in an mstep-aot object alike.
   void (*gemm_bf16)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                     const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
@@ -52,7 +52,7 @@ struct XlaRuntimeCalls {
   /// gemm_bf16's contract over f32 memory, for the step's f32 matmul nodes
   /// (gemm_f32 stays the convolutions' sgemm): the cpu backend's f32
   /// oneDNN matmul with its epilogue folded in, one pass, one rounding;
-  /// mstep_xla_gemm_f32 (XlaGemmBf16.h) in the runtime and in an mstep-aot
+  /// mstep_xla_gemm_f32 (XlaGemm.h) in the runtime and in an mstep-aot
   /// object alike.
   void (*matmul_f32)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                      const float* a, int64_t a_stride, int64_t trans_b, const float* b,
@@ -71,7 +71,7 @@ using XlaStepFunction = int32_t (*)(void* const* inputs, void* const* outputs, v
 /// The step function's symbol in the shared object.
 inline constexpr char kXlaStepSymbol[] = "mstep_xla_step";
 /// The step's gemm table in the shared object: i64 n, then n calls of
-/// MSTEP_GEMM_CALL_LENGTH values (XlaGemmBf16.h), one per distinct
+/// MSTEP_GEMM_CALL_LENGTH values (XlaGemm.h), one per distinct
 /// matmul_f32 / gemm_bf16 call, whose primitives the runtime makes when it
 /// loads the step (an object without it prepares nothing).
 inline constexpr char kXlaGemmCallsSymbol[] = "mstep_xla_gemm_calls";

@@ -10,7 +10,7 @@
 #include "lib/backends/cpu/CpuKernel.h"
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/cpu/OneDnnKernels.h"
-#include "lib/backends/xla/XlaGemmBf16.h"
+#include "lib/backends/xla/XlaGemm.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 #include "lib/backends/xla/XlaStepFailure.h"
 #include "mstep/core/Error.h"

@@ -1,4 +1,4 @@
-// mstep_xla_gemm_bf16 and mstep_xla_gemm_f32 (XlaGemmBf16.h): one oneDNN
+// mstep_xla_gemm_bf16 and mstep_xla_gemm_f32 (XlaGemm.h): one oneDNN
 // matmul per call over
 // [batch, m, k] x [batch, k, n] -> [batch, m, n], an operand with stride 0
 // given one batch (oneDNN broadcasts it), a transposed operand read in
@@ -6,7 +6,7 @@
 // the primitive's epilogue on its f32 accumulator (the cpu backend's
 // build_matmul). Written against oneDNN's C API so that a stand-alone
 // mstep-aot object can carry it with no C++ runtime.
-#include "XlaGemmBf16.h"
+#include "XlaGemm.h"
 
 #include <math.h>
 #include <pthread.h>

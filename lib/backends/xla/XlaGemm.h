@@ -8,7 +8,7 @@
 //
 // One definition for both halves: the runtime (the JIT step's table) and
 // every mstep-aot object (XlaAot.cpp links the static library built from
-// XlaGemmBf16.c into it), so a stand-alone step needs only oneDNN's C API,
+// XlaGemm.c into it), so a stand-alone step needs only oneDNN's C API,
 // libc and libm. No C++, no LLVM or MLIR.
 #pragma once
 
