@@ -114,6 +114,41 @@ TEST(XlaMoreLoops, SplitOverThreadsGiveOneThreadsValuesBitForBitAndRefs) {
   for (size_t i : {13, 14}) EXPECT_EQ(one[i], ref[i]) << i;
 }
 
+// Transposing permutes copy 16 x 16 blocks (XlaCopyLoops.cpp): sides that
+// are no multiple of 16, row ranges split unevenly over 3 threads, a
+// batch of matrices, the last two dims moved to the front, i64 and bf16
+// elements: each is a copy, so ref's values bit for bit at 1 and 3 threads.
+TEST(XlaMoreLoops, TransposesInBlocksAreRefsCopiesAtOneAndThreeThreads) {
+  const int threads = omp_get_max_threads();
+  auto run = [&](Device d, int n) {
+    omp_set_num_threads(n);
+    Tensor m = on(d, {333, 517}, 1);
+    Tensor cube = on(d, {3, 70, 53}, 2);
+    Tensor ints = to(on(d, {70, 531}, 3) * 1000.0, DType::i64);
+    Tensor halves = to(on(d, {45, 1001}, 4), DType::bf16);
+    std::vector<Tensor> out = {permute(m, {1, 0}),
+                               permute(cube, {0, 2, 1}),
+                               permute(cube, {1, 2, 0}),
+                               permute(cube, {2, 0, 1}),
+                               to(permute(ints, {1, 0}), DType::f32),
+                               to(permute(halves, {1, 0}), DType::f32),
+                               permute(on(d, {1, 17}, 5), {1, 0})};
+    mark_step();
+    std::vector<std::vector<float>> values;
+    for (const Tensor& t : out) values.push_back(t.to_vector<float>());
+    return values;
+  };
+  const std::vector<std::vector<float>> one = run(kXla, 1), three = run(kXla, 3);
+  omp_set_num_threads(threads);
+  const std::vector<std::vector<float>> ref = run(kRef, threads);
+  ASSERT_EQ(one.size(), ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(one[i], ref[i]);
+    EXPECT_EQ(three[i], ref[i]);
+  }
+}
+
 TEST(XlaMoreLoops, AnOutOfRangeIndexStopsTheStepBeforeTheParameterIsWritten) {
   Tensor w = on(kXla, {4, 3}, 1);
   mark_step();

@@ -9,7 +9,11 @@
 // - cat: each input into its block of the output along `dim`;
 // - slice_scatter: the input, then src over its slice (start, step).
 // Elements move as integers of their size. Size-1 dims get no loop, and
-// an innermost dim contiguous on both sides is one memmove per row.
+// an innermost dim contiguous on both sides is one memmove per row. A
+// transposing permute (the innermost written dim reads strided, the one
+// above it reads contiguously: a matrix transpose) copies kTile x kTile
+// blocks, as the cpu backend's transpose does, so each source cache line
+// is used whole while it is loaded (a column walk missed on every read).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +31,10 @@ struct StridedCopy {
   size_t source = 0; // operand number
   std::vector<int64_t> shape, in_strides, out_strides;
   int64_t in_base = 0, out_base = 0;
+  bool blocked = false; // a permute: its last two loops may go in tiles
 };
+
+constexpr int64_t kTile = 16;
 
 std::vector<int64_t> row_major_strides(const Shape& shape) {
   std::vector<int64_t> strides(shape.rank(), 1);
@@ -55,6 +62,39 @@ void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element, bo
   const bool rows =
       !dims.empty() && copy.in_strides[dims.back()] == 1 && copy.out_strides[dims.back()] == 1;
   const size_t loops = rows ? dims.size() - 1 : dims.size();
+  const bool transposed = copy.blocked && !rows && loops >= 2 &&
+                          copy.in_strides[dims[loops - 1]] != 1 &&
+                          copy.in_strides[dims[loops - 2]] == 1;
+  auto smin = [&](llvm::Value* x, llvm::Value* y) {
+    return b.CreateSelect(b.CreateICmpSLT(x, y), x, y);
+  };
+  // The last two dims (a outer, c inner) in kTile x kTile blocks; a is the
+  // row range when it is the row function's outermost loop.
+  auto emit_blocked = [&](size_t level, llvm::Value* in, llvm::Value* out) {
+    const int64_t a = dims[level], c = dims[level + 1];
+    const bool row_range = level == 0 && rows_outer;
+    llvm::Value* a_begin = row_range ? lb.row_begin() : lb.i64(0);
+    llvm::Value* a_end = row_range ? lb.row_end() : lb.i64(copy.shape[a]);
+    llvm::Value* a_tiles =
+        b.CreateSDiv(b.CreateAdd(b.CreateSub(a_end, a_begin), lb.i64(kTile - 1)), lb.i64(kTile));
+    lb.loop(lb.i64(0), a_tiles, [&](llvm::Value* ta) {
+      llvm::Value* a0 = b.CreateAdd(a_begin, b.CreateMul(ta, lb.i64(kTile)));
+      llvm::Value* a1 = smin(a_end, b.CreateAdd(a0, lb.i64(kTile)));
+      lb.loop((copy.shape[c] + kTile - 1) / kTile, [&](llvm::Value* tc) {
+        llvm::Value* c0 = b.CreateMul(tc, lb.i64(kTile));
+        llvm::Value* c1 = smin(lb.i64(copy.shape[c]), b.CreateAdd(c0, lb.i64(kTile)));
+        lb.loop(a0, a1, [&](llvm::Value* i) {
+          llvm::Value* in_a = b.CreateAdd(in, b.CreateMul(i, lb.i64(copy.in_strides[a])));
+          llvm::Value* out_a = b.CreateAdd(out, b.CreateMul(i, lb.i64(copy.out_strides[a])));
+          lb.loop(c0, c1, [&](llvm::Value* j) {
+            lb.store(lb.load(element, src,
+                             b.CreateAdd(in_a, b.CreateMul(j, lb.i64(copy.in_strides[c])))),
+                     dst, b.CreateAdd(out_a, b.CreateMul(j, lb.i64(copy.out_strides[c]))));
+          });
+        });
+      });
+    });
+  };
   // Nests dims[level..] at input and output positions `in` and `out`.
   std::function<void(size_t, llvm::Value*, llvm::Value*)> nest = [&](size_t level, llvm::Value* in,
                                                                      llvm::Value* out) {
@@ -68,6 +108,10 @@ void emit_copy(LoopBuilder& lb, const StridedCopy& copy, llvm::Type* element, bo
       return;
     }
     const int64_t d = dims[level];
+    if (transposed && level + 2 == loops) {
+      emit_blocked(level, in, out);
+      return;
+    }
     auto body = [&](llvm::Value* k) {
       nest(level + 1, b.CreateAdd(in, b.CreateMul(k, lb.i64(copy.in_strides[d]))),
            b.CreateAdd(out, b.CreateMul(k, lb.i64(copy.out_strides[d]))));
@@ -110,6 +154,7 @@ std::optional<OpLoop> emit_copy_loop(llvm::Module& module, const TraceGraph& gra
     if (static_cast<int64_t>(perm.size()) != out.shape.rank()) return std::nullopt;
     StridedCopy c = whole(0);
     for (size_t d = 0; d < perm.size(); ++d) c.in_strides.push_back(in_strides[perm[d]]);
+    c.blocked = true;
     copies.push_back(c);
     break;
   }
