@@ -84,19 +84,24 @@ std::vector<Tensor> new_families(Device d) {
   return out;
 }
 
-TEST(XlaMoreLoops, SplitOverThreadsGiveOneThreadsValuesBitForBitAndRefs) {
+/// `make(d)`'s values (as f32) computed in one step at `n` OpenMP threads
+/// (0: the default count).
+template <typename F>
+std::vector<std::vector<float>> values_at(F make, Device d, int n) {
   const int threads = omp_get_max_threads();
-  auto run = [&](Device d, int n) {
-    omp_set_num_threads(n);
-    std::vector<Tensor> out = new_families(d);
-    mark_step();
-    std::vector<std::vector<float>> values;
-    for (const Tensor& t : out) values.push_back(t.to_vector<float>());
-    return values;
-  };
-  const std::vector<std::vector<float>> one = run(kXla, 1), three = run(kXla, 3);
+  omp_set_num_threads(n > 0 ? n : threads);
+  std::vector<Tensor> out = make(d);
+  mark_step();
+  std::vector<std::vector<float>> values;
+  for (const Tensor& t : out) values.push_back(t.to_vector<float>());
   omp_set_num_threads(threads);
-  const std::vector<std::vector<float>> ref = run(kRef, threads);
+  return values;
+}
+
+TEST(XlaMoreLoops, SplitOverThreadsGiveOneThreadsValuesBitForBitAndRefs) {
+  const std::vector<std::vector<float>> one = values_at(new_families, kXla, 1),
+                                        three = values_at(new_families, kXla, 3),
+                                        ref = values_at(new_families, kRef, 0);
   ASSERT_EQ(one.size(), ref.size());
   for (size_t i = 0; i < ref.size(); ++i) {
     SCOPED_TRACE(i);
@@ -118,29 +123,24 @@ TEST(XlaMoreLoops, SplitOverThreadsGiveOneThreadsValuesBitForBitAndRefs) {
 // are no multiple of 16, row ranges split unevenly over 3 threads, a
 // batch of matrices, the last two dims moved to the front, i64 and bf16
 // elements: each is a copy, so ref's values bit for bit at 1 and 3 threads.
+std::vector<Tensor> transposes(Device d) {
+  Tensor m = on(d, {333, 517}, 1);
+  Tensor cube = on(d, {3, 70, 53}, 2);
+  Tensor ints = to(on(d, {70, 531}, 3) * 1000.0, DType::i64);
+  Tensor halves = to(on(d, {45, 1001}, 4), DType::bf16);
+  return {permute(m, {1, 0}),
+          permute(cube, {0, 2, 1}),
+          permute(cube, {1, 2, 0}),
+          permute(cube, {2, 0, 1}),
+          to(permute(ints, {1, 0}), DType::f32),
+          to(permute(halves, {1, 0}), DType::f32),
+          permute(on(d, {1, 17}, 5), {1, 0})};
+}
+
 TEST(XlaMoreLoops, TransposesInBlocksAreRefsCopiesAtOneAndThreeThreads) {
-  const int threads = omp_get_max_threads();
-  auto run = [&](Device d, int n) {
-    omp_set_num_threads(n);
-    Tensor m = on(d, {333, 517}, 1);
-    Tensor cube = on(d, {3, 70, 53}, 2);
-    Tensor ints = to(on(d, {70, 531}, 3) * 1000.0, DType::i64);
-    Tensor halves = to(on(d, {45, 1001}, 4), DType::bf16);
-    std::vector<Tensor> out = {permute(m, {1, 0}),
-                               permute(cube, {0, 2, 1}),
-                               permute(cube, {1, 2, 0}),
-                               permute(cube, {2, 0, 1}),
-                               to(permute(ints, {1, 0}), DType::f32),
-                               to(permute(halves, {1, 0}), DType::f32),
-                               permute(on(d, {1, 17}, 5), {1, 0})};
-    mark_step();
-    std::vector<std::vector<float>> values;
-    for (const Tensor& t : out) values.push_back(t.to_vector<float>());
-    return values;
-  };
-  const std::vector<std::vector<float>> one = run(kXla, 1), three = run(kXla, 3);
-  omp_set_num_threads(threads);
-  const std::vector<std::vector<float>> ref = run(kRef, threads);
+  const std::vector<std::vector<float>> one = values_at(transposes, kXla, 1),
+                                        three = values_at(transposes, kXla, 3),
+                                        ref = values_at(transposes, kRef, 0);
   ASSERT_EQ(one.size(), ref.size());
   for (size_t i = 0; i < ref.size(); ++i) {
     SCOPED_TRACE(i);
