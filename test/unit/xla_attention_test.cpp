@@ -17,6 +17,7 @@
 // backward's dq sums (a long sequence no longer needs them on the stack).
 #include <algorithm>
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,9 @@ struct Case {
   bool probs = false; // fused_sdpa returning probabilities (and the mask with dropout)
   bool saved = false; // recompute = false
 };
+
+/// gtest prints a parameter by its name (not its bytes) in test listings.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 /// The last step's graph compiled for xla: the names of its callouts, and
 /// how many sdpa and sdpa_grad nodes it has.
