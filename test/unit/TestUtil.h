@@ -35,6 +35,16 @@ inline Tensor filled(Shape s, int seed) {
   return f32(v, s);
 }
 
+/// f32 values spread over a few binades (none exact in few bits), scaled by
+/// `scale`, a different sequence per `seed`, on device `d`.
+inline Tensor spread(Device d, Shape s, int seed, double scale = 1.0) {
+  std::vector<float> v(s.numel());
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
+                              (1 + 0.5 * std::cos(0.17 * i)));
+  return from_vector(v, s, DType::f32, d);
+}
+
 /// The message of the mstep::Error `fn` throws ("" and a failure if none).
 template <typename F> std::string error_of(F&& fn) {
   try {

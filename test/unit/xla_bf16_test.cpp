@@ -48,11 +48,7 @@ constexpr Device kRef{DeviceType::ref, 0};
 
 /// Values spread over a few binades, rounded to bf16 on the way in.
 Tensor on(Device d, Shape s, int seed, double scale = 1.0) {
-  std::vector<float> v(s.numel());
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
-                              (1 + 0.5 * std::cos(0.17 * i)));
-  return from_vector(v, s, DType::f32, d).to(DType::bf16);
+  return testing::spread(d, s, seed, scale).to(DType::bf16);
 }
 
 /// `make(device)`'s results as f32 (bf16 widens exactly), on xla (whose

@@ -33,11 +33,7 @@ constexpr Device kRef{DeviceType::ref, 0};
 
 /// Values spread over a few binades, none exact in few bits.
 Tensor on(Device d, Shape s, int seed, double scale = 1.0) {
-  std::vector<float> v(s.numel());
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
-                              (1 + 0.5 * std::cos(0.17 * i)));
-  return from_vector(v, s, DType::f32, d);
+  return testing::spread(d, s, seed, scale);
 }
 
 /// Sets the OpenMP thread count for a scope.
