@@ -110,6 +110,20 @@ absl::StatusOr<std::unique_ptr<CpuExecutable>> CpuExecutable::create(
 absl::Status CpuExecutable::build() {
   // The count the kernels below size their thread split and scratch for.
   built_threads_ = omp_get_max_threads();
+  // build() runs again when that count changes: start from empty lists of
+  // everything it appends to (the rest it assigns).
+  kernels_.clear();
+  calls_.clear();
+  collectives_.clear();
+  waits_.clear();
+  fallbacks_.clear();
+  operand_slots_.clear();
+  result_slots_.clear();
+  outputs_.clear();
+  output_values_.clear();
+  dynamic_operands_.clear();
+  dynamic_results_.clear();
+  output_buffers_.clear();
   const size_t num_args = graph_.input_types.size();
   if (plan_.ops.size() + num_args != graph_.nodes.size())
     return absl::InternalError(absl::StrCat("cpu backend: the memory plan covers ", plan_.ops.size(),
@@ -362,19 +376,6 @@ absl::Status CpuExecutable::rebuild_for_threads(int threads) {
   const auto t0 = std::chrono::steady_clock::now();
   const int from = built_threads_;
   report_profile();  // the calls it timed go away
-  // Everything build() appends to; the rest it assigns.
-  kernels_.clear();
-  calls_.clear();
-  collectives_.clear();
-  waits_.clear();
-  fallbacks_.clear();
-  operand_slots_.clear();
-  result_slots_.clear();
-  outputs_.clear();
-  output_values_.clear();
-  dynamic_operands_.clear();
-  dynamic_results_.clear();
-  output_buffers_.clear();
   MSTEP_RETURN_IF_ERROR(build());
   internal::record_thread_rebuild(
       "cpu", from, threads,

@@ -33,7 +33,10 @@ struct Gemm {
 };
 
 static pthread_mutex_t gemms_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct Gemm* gemms;                // under gemms_lock; never freed (process lifetime)
+// Hash buckets of entries, so a call's lookup scans only its bucket (a
+// GPT-mini step has dozens of distinct gemms, each looked up per call).
+enum { kGemmBuckets = 64 };
+static struct Gemm* gemms[kGemmBuckets]; // under gemms_lock; never freed (process lifetime)
 static dnnl_engine_t engine;              // made under gemms_lock on first use
 static int (*_Atomic thread_count)(void); // mstep_xla_gemm_set_thread_count; NULL: 0
 
@@ -116,15 +119,18 @@ static void make_primitive(struct Gemm* g) {
 
 /// The entry of `key`, made on first use.
 static struct Gemm* find_gemm(const int64_t* key) {
+  uint64_t hash = 1469598103934665603ull; // FNV-1a over the key's words
+  for (int i = 0; i < kKeyLength; ++i) hash = (hash ^ (uint64_t)key[i]) * 1099511628211ull;
+  struct Gemm** bucket = &gemms[hash % kGemmBuckets];
   pthread_mutex_lock(&gemms_lock);
-  struct Gemm* g = gemms;
+  struct Gemm* g = *bucket;
   while (g && memcmp(g->key, key, sizeof g->key) != 0) g = g->next;
   if (!g && (g = calloc(1, sizeof *g))) {
     memcpy(g->key, key, sizeof g->key);
     pthread_mutex_init(&g->running, NULL);
     make_primitive(g);
-    g->next = gemms;
-    gemms = g;
+    g->next = *bucket;
+    *bucket = g;
   }
   pthread_mutex_unlock(&gemms_lock);
   return g;
