@@ -168,7 +168,8 @@ int main() {
   if (std::getenv("NEURON_GPT_ALL")) { // every matmul/attention/permute kernel, in node order
     for (const Kernel& k : kernels)
       if (matmul_or_attention(k.op) || k.op == OpKind::permute)
-        std::printf("  %-44s %s\n", k.name.c_str(), k.report.summary().c_str());
+        std::printf("  %-44s %s; transposes %.1f%%\n", k.name.c_str(), k.report.summary().c_str(),
+                    100 * k.transpose_ns / k.report.total_ns);
   }
   std::sort(kernels.begin(), kernels.end(),
             [](const Kernel& a, const Kernel& b) { return a.report.total_ns > b.report.total_ns; });
