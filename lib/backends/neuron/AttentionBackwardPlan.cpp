@@ -1,12 +1,30 @@
-// The attention backward's plan: resident bytes, operand pairing and the
-// work items' order (AttentionBackwardPlan.h).
+// The attention backward's plan: what it tiles (attention_backward_tileable,
+// AttentionProgram.h), resident bytes, operand pairing and the work items'
+// order (AttentionBackwardPlan.h).
 #include "lib/backends/neuron/AttentionBackwardPlan.h"
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionTiles.h"
+#include "mstep/core/Error.h"
 
-namespace mstep::neuron::attention_backward {
+namespace mstep::neuron {
+
+absl::Status attention_backward_tileable(const AttentionShape& s) {
+  MSTEP_RETURN_IF_ERROR(attention_tileable(s));
+  if (s.value_dim > kMatmulMaxK)
+    return absl::UnimplementedError(absl::StrCat("attention backward: value dim Ev = ", s.value_dim,
+                                                 " > ", kMatmulMaxK, " (the dP contraction)"));
+  if (const int64_t bytes = attention_backward::backward_bytes(s);
+      bytes > kSbufBytesPerPartition / 2)
+    return absl::UnimplementedError(absl::StrCat("attention backward: one batch-head needs ", bytes,
+                                                 " SBUF bytes per partition, over ",
+                                                 kSbufBytesPerPartition / 2));
+  return absl::OkStatus();
+}
+
+namespace attention_backward {
 
 using namespace attention_tiles;
 
@@ -38,7 +56,8 @@ int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reus
   if (pair.on)
     bytes += es * (-(s.q_len + s.kv_len) + tiles * (pair.pitch - s.head_dim - s.value_dim) +
                    blocks * (pair.pitch - s.head_dim - s.value_dim));
-  if (reuse) bytes += (4 + es) * tiles * tile_keys(s, s.q_len - 1, 1);
+  // With dropout also -P dropped (dV's operand) per Q tile.
+  if (reuse) bytes += (4 + es + (s.dropout ? es : 0)) * tiles * tile_keys(s, s.q_len - 1, 1);
   return bytes;
 }
 
@@ -162,4 +181,5 @@ BackwardItems backward_items(const AttentionShape& s, bool reuse, int nsets, int
   return {std::move(items), std::move(starts)};
 }
 
-} // namespace mstep::neuron::attention_backward
+} // namespace attention_backward
+} // namespace mstep::neuron

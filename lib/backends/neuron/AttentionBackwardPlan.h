@@ -36,7 +36,8 @@ int64_t tile_keys(const AttentionShape& s, int64_t q0, int64_t rows);
 
 /// SBUF bytes per partition of a resident set: as backward_bytes, with the
 /// pairing's rows tiles and, when pass 2 reuses pass 1's P (in the dtype)
-/// and dP (fp32), [rows, tile_keys] per Q tile, those.
+/// and dP (fp32), [rows, tile_keys] per Q tile, those (with dropout, the
+/// dropped P too).
 int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reuse);
 
 /// Pass 1: a Q tile's key chunk (its statistics m, l, D); pass 2: the

@@ -9,29 +9,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionBackwardPlan.h"
+#include "lib/backends/neuron/AttentionDropout.h"
 #include "lib/backends/neuron/AttentionMask.h"
 #include "lib/backends/neuron/AttentionTiles.h"
 #include "lib/backends/neuron/AttentionValidLength.h"
 #include "lib/backends/neuron/DependencyTracker.h"
 #include "lib/backends/neuron/TileBuilder.h"
-#include "mstep/core/Error.h"
 
 namespace mstep::neuron {
 
 using namespace attention_tiles;
 using namespace attention_backward;
-
-absl::Status attention_backward_tileable(const AttentionShape& s) {
-  MSTEP_RETURN_IF_ERROR(attention_tileable(s));
-  if (s.value_dim > kMatmulMaxK)
-    return absl::UnimplementedError(absl::StrCat("attention backward: value dim Ev = ", s.value_dim,
-                                                 " > ", kMatmulMaxK, " (the dP contraction)"));
-  if (backward_bytes(s) > kSbufBytesPerPartition / 2)
-    return absl::UnimplementedError(
-        absl::StrCat("attention backward: one batch-head needs ", backward_bytes(s),
-                     " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2));
-  return absl::OkStatus();
-}
 
 TileProgram attention_backward_program(const AttentionShape& s) {
   const DType dt = s.dtype;
@@ -60,6 +48,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   constexpr int nwork = 4;
   constexpr int64_t chunk1 = kChunk / 2; // pass 1's key chunks (below)
   AttentionMask mask(b, deps, s, nwork, chunk1);
+  AttentionDropout drop(b, deps, s);
   const int32_t ones = sbuf(4, "one");
   deps.track(b.iota(column(ones, kBlock), AffineExpr{1, 0, {0}}));
   // dQ accumulates in one PSUM bank across the key blocks when every Q
@@ -92,8 +81,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     int32_t dq_out;
     int32_t kbias = -1; ///< valid_seq_len's key bias
     int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
-    /// reuse: per Q tile -P = -exp(scale S - m) / l in the dtype and dP (fp32).
-    std::vector<int32_t> p_in_kept, dp_kept;
+    /// reuse: per Q tile -P = -exp(scale S - m) / l in the dtype and dP
+    /// (fp32, dropped); with dropout -P dropped too (dV's operand).
+    std::vector<int32_t> p_in_kept, dp_kept, p_drop_kept;
   };
   constexpr int64_t kMaxSets = 8;
   const int nsets = static_cast<int>(std::clamp<int64_t>(
@@ -123,6 +113,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const int64_t keys = tile_keys(s, t * kBlock, std::min(kBlock, L - t * kBlock));
       hs.p_in_kept.push_back(sbuf(keys * es, absl::StrCat("p_in_kept", g, "_", t)));
       hs.dp_kept.push_back(sbuf(keys * 4, absl::StrCat("dP_kept", g, "_", t)));
+      if (drop.on()) hs.p_drop_kept.push_back(sbuf(keys * es, absl::StrCat("p_drop", g, "_", t)));
     }
     sets.push_back(std::move(hs));
   }
@@ -151,6 +142,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     int32_t p_in, ds_f, ds_in, dsT;  ///< [rows, 128]: P, dS (fp32 and dt), dS^T (dt)
     int32_t mc, nm, alpha, rowsum, dpart;
     int32_t kept = -1; ///< attn_mask: the chunk's row flags
+    int32_t keep = -1; ///< dropout: the item's keep factors, fp32 [rows, chunk1]
   };
   // Pass 2's items: with reuse one per Q tile (all its key blocks, dK and
   // dV of every key block accumulated side by side in their PSUM banks
@@ -167,6 +159,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
                     sbuf(pass2_cols * es, n("dST")), sbuf(4, n("chunk_neg_m")), sbuf(4, n("new_neg_m")),
                     sbuf(4, n("alpha")), sbuf(4, n("rowsum")), sbuf(4, n("D_part"))});
     if (mask.on()) work.back().kept = sbuf(4, n("chunk_kept"));
+    if (drop.on()) work.back().keep = sbuf(chunk1 * 4, n("dropout_keep"));
   }
   const int32_t ps_dv = psum("dv_acc"), ps_dk = psum("dk_acc");
   const int32_t ps_dq = psum(dq_in_psum ? "dq_acc" : "dq_part");
@@ -293,6 +286,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     if (it.kind == Kind::empty) return;
     const bool p1 = it.kind == Kind::pass1;
     if (!p1 && reuse) return;
+    if (drop.on()) drop.draw(b, deps, sb(wk.keep, DType::f32, rows, 0, w), it.h, it.q0, it.k0);
     deps.track(b.matmul(ps(wk.sd, rows, 0, w), sb(hs.qT, dt, E, it.q0, rows),
                         sb(hs.kT, dt, E, kT_col + it.k0, w), false));
     if (it.diagonal && mm_mask) add_mask(wk.sd, 0, rows, it.q0, it.k0, w);
@@ -360,7 +354,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     const Work& wk = work[n % nwork];
     const int64_t rows = it.rows, w = it.w, t = it.t;
     if (it.kind == Kind::empty) return;
+    const AccessPattern keep = sb(wk.keep, DType::f32, rows, 0, w);
+    if (drop.on() && !(it.kind == Kind::pass2 && reuse)) drop.to_factor(b, deps, keep);
     if (it.kind == Kind::pass1) {
+      if (drop.on()) drop.apply(b, deps, dp_of(it, wk, hs), keep); // dP dropped before D
       const bool raw = s.scale > 0 && !mask.on();
       const AccessPattern scores =
           raw ? ps(wk.sd, rows, 0, w) : sb(wk.s_sb, DType::f32, rows, 0, w);
@@ -397,8 +394,11 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       return;
     }
     // dP - D on Scalar (bias -D), P / l and dS = P (dP - D) on Vector,
-    // straight into the matmul dtype.
-    int64_t i = b.activation(ds, ps(wk.sd, rows, kDpAt, w), ActivationFunction::identity);
+    // straight into the matmul dtype. Dropout: dP dropped first (Vector),
+    // and P after dS, for dV.
+    const AccessPattern dp = ps(wk.sd, rows, kDpAt, w);
+    if (drop.on()) deps.track(b.tensor_tensor(Engine::vector, ds, dp, keep, AluOp::multiply));
+    int64_t i = b.activation(ds, drop.on() ? ds : dp, ActivationFunction::identity);
     b.at(i).bias = column(hs.ds_bias, rows, t);
     deps.track(i);
     const AccessPattern p_in = sb(wk.p_in, dt, rows, 0, w);
@@ -406,6 +406,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
         b.tensor_tensor(Engine::vector, p_in, p, broadcast(hs.rl, rows, w, t), AluOp::multiply));
     deps.track(
         b.tensor_tensor(Engine::vector, sb(wk.ds_in, dt, rows, 0, w), ds, p_in, AluOp::multiply));
+    if (drop.on()) drop.apply(b, deps, p_in, keep);
   };
   // Pass 2 with reuse, a Q tile's item over its nb key blocks (-dS in
   // [rows, w] from stage B). Stage C: per key block -dV += (-P)^T dO,
@@ -423,7 +424,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
       const bool acc = !(it.fresh >> kb & 1);
       const AccessPattern ds_in = sb(wk.ds_in, dt, rows, kb * kBlock, keys);
       deps.track(b.matmul(ps(ps_dv, keys, kb * Ev, Ev),
-                          sb(hs.p_in_kept[t], dt, rows, kb * kBlock, keys),
+                          sb((drop.on() ? hs.p_drop_kept : hs.p_in_kept)[t], dt, rows,
+                             kb * kBlock, keys),
                           do_rows(hs, rows, t), acc));
       deps.track(b.matmul(ps(ps_dk, keys, kb * E, E), ds_in, q_rows(hs, rows, t), acc));
       deps.track(b.matmul(ps(wk.sd, keys, kb * kBlock, rows), ds_in,
@@ -585,6 +587,10 @@ TileProgram attention_backward_program(const AttentionShape& s) {
           deps.track(b.tensor_tensor(Engine::gpsimd, sb(hs.p_in_kept[t], dt, rows, 0, keys),
                                      p_of(it, wk), broadcast(hs.rl, rows, keys, t),
                                      AluOp::multiply));
+          if (drop.on())
+            deps.track(b.tensor_tensor(Engine::vector, sb(hs.p_drop_kept[t], dt, rows, 0, keys),
+                                       sb(hs.p_in_kept[t], dt, rows, 0, keys),
+                                       sb(wk.keep, DType::f32, rows, 0, keys), AluOp::multiply));
           return;
         }
         deps.track(b.tensor_tensor(Engine::vector, column(hs.rl, rows, t),

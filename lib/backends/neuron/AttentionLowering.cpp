@@ -55,22 +55,23 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   if (!backward && node.op != OpKind::sdpa) return refuse("not an attention op");
   const AttrList& attrs = node.attrs;
   const bool has_mask = attr_int_or(attrs, AttrName::has_mask, 0) != 0;
-  if (attr_int_or(attrs, AttrName::offset, -1) >= 0) return refuse("dropout");
   // sdpa_grad's return_mask asks for the float mask's gradient (dmask).
   if (backward && attr_int_or(attrs, AttrName::return_mask, 0) != 0)
     return refuse("the attn_mask gradient (an [..., L, S] result)");
   if (attr_int_or(attrs, AttrName::return_probs, 0) != 0 ||
       attr_int_or(attrs, AttrName::return_mask, 0) != 0)
-    return refuse("returned probabilities or dropout mask");
+    return refuse("returned probabilities or dropout mask (an [..., L, S] result)");
   if (attr_int_or(attrs, AttrName::recompute, 1) == 0 || node.results.size() != (backward ? 3 : 1))
     return refuse("probabilities saved for the backward (recompute = 0)");
   // The backward's operands: grad_out, then the forward's q, k, v [,
-  // attn_mask] [, valid_seq_len].
+  // attn_mask] [, valid_seq_len] [, the RNG state (dropout)].
   const size_t first = backward ? 1 : 0;
   const bool has_len = attr_int_or(attrs, AttrName::has_valid_len, 0) != 0;
-  if (types.size() != first + 3 + has_mask + has_len)
-    return refuse("operands other than q, k, v, attn_mask, valid_seq_len");
-  const size_t len_at = first + 3 + has_mask;
+  const int64_t offset = attr_int_or(attrs, AttrName::offset, -1);
+  const bool has_rng = offset >= 0; // -1: no RNG operand (dropout_p == 0)
+  if (types.size() != first + 3 + has_mask + has_len + has_rng)
+    return refuse("operands other than q, k, v, attn_mask, valid_seq_len, RNG state");
+  const size_t len_at = first + 3 + has_mask, rng_at = len_at + has_len;
   const TensorType &q = types[first], &k = types[first + 1], &v = types[first + 2];
   const int64_t r = q.shape.rank();
   if (r < 2 || k.shape.rank() != r || v.shape.rank() != r || q.dtype != k.dtype ||
@@ -100,6 +101,14 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
     if (absl::Status ok = read_mask(types[first + 3], q.shape, s); !ok.ok())
       return refuse(ok.message());
   }
+  if (has_rng) {
+    if (types[rng_at].dtype != DType::i64 || types[rng_at].numel() != 2)
+      return refuse(absl::StrCat("RNG state ", types[rng_at].to_string(), " is not i64 [2]"));
+    // p = 0 keeps every probability (u >= 0): the program without dropout.
+    s.dropout_p = attr_double(attrs, AttrName::dropout_p);
+    s.dropout = s.dropout_p != 0;
+    s.dropout_offset = offset;
+  }
   Shape out_shape = q.shape; // [..., L, Ev]
   out_shape[r - 1] = s.value_dim;
   if (backward && (types[0] != TensorType{out_shape, q.dtype} || node.results[1].dtype != q.dtype ||
@@ -115,9 +124,11 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
     out.program = attention_forward_program(s);
     out.hbm_binding = {0, 1, 2, -1};
   }
-  // The lengths (int64 as int32 word pairs: the same bytes), then the mask.
+  // The lengths (int64 as int32 word pairs: the same bytes), then the mask,
+  // then the RNG state (int64 [2] as int32 [4]).
   if (has_len) out.hbm_binding.push_back(static_cast<int32_t>(len_at));
   if (has_mask) out.hbm_binding.push_back(static_cast<int32_t>(first + 3));
+  if (s.dropout) out.hbm_binding.push_back(static_cast<int32_t>(rng_at));
   return out;
 }
 

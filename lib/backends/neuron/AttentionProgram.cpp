@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/AttentionDropout.h"
 #include "lib/backends/neuron/AttentionMask.h"
 #include "lib/backends/neuron/AttentionTiles.h"
 #include "lib/backends/neuron/AttentionValidLength.h"
@@ -34,6 +35,7 @@ absl::Status attention_tileable(const AttentionShape& s) {
   if (absl::Status ok = ValidLength::tileable(s); s.lengths > 0 && !ok.ok())
     return no(ok.message());
   if (absl::Status ok = AttentionMask::tileable(s); !ok.ok()) return no(ok.message());
+  if (absl::Status ok = AttentionDropout::tileable(s); !ok.ok()) return no(ok.message());
   if (2 * head_bytes(s) > kSbufBytesPerPartition / 2)
     return no("q^T, k^T and v of two batch-heads need ", 2 * head_bytes(s),
               " SBUF bytes per partition, over ", kSbufBytesPerPartition / 2,
@@ -106,6 +108,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   const int32_t ident = make_identity(b, deps, dt);
   ValidLength valid(b, deps, s);
   AttentionMask mask(b, deps, s, kMaskSlots, kChunk);
+  AttentionDropout drop(b, deps, s);
 
   // Batch-heads by units of G: two (head dim 32 or 64, no valid_seq_len)
   // share the partitions of their q^T and k^T, head g of a unit at
@@ -156,6 +159,10 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   int32_t kept[kRing]; // attn_mask: the chunk's "some key kept" row flags
   for (int g = 0; g < kPsumRing; ++g) s_ps[g] = psum(absl::StrCat("scores", g));
   for (int g = 0; g < kScoresRing; ++g) s_sb[g] = sbuf(kChunk * 4, absl::StrCat("s", g));
+  // Dropout: a group's keep factors (fp32), drawn in stage 0, used in stage 3.
+  int32_t keep_sb[kScoresRing];
+  for (int g = 0; g < kScoresRing && drop.on(); ++g)
+    keep_sb[g] = sbuf(kChunk * 4, absl::StrCat("dropout_keep", g));
   for (int g = 0; g < kPRing; ++g) {
     p_sb[g] = sbuf(kChunk * es, absl::StrCat("p", g));
     pT_sb[g] = sbuf(kChunk * es, absl::StrCat("pT", g));
@@ -365,6 +372,9 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     deps.track(b.matmul(ps(bank, c.rows, c.col, c.w), qk(c.q0, c.rows), qk(L + c.k0, c.w), false));
     if (c.diagonal && mm_mask) cmask->add(b, deps, bank, c.col, c.rows, c.q0, c.k0, c.w);
     if (valid.bias_in_psum()) valid.add_bias(b, deps, bank, c.col, c.rows, kbias[hs], c.k0, c.w);
+    if (drop.on())
+      drop.draw(b, deps, sb(keep_sb[gi % kScoresRing], DType::f32, c.rows, c.col, c.w), c.h, c.q0,
+                c.k0);
   };
   // Without masking in SBUF the scores are kept negated, -s: their min is
   // -m, the exp's bias, with no negation per chunk.
@@ -420,7 +430,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
                                  column(mc[g], rows), AluOp::min));
   };
   // Stage 3 (Scalar): p = exp(s - m) with its row sum (the tile's l when
-  // first); alpha = exp(m_old - m).
+  // first); alpha = exp(m_old - m). Dropout (Vector): p times its keep factors.
   auto exp_scores = [&](int64_t n, int64_t gi) {
     const Chunk& c = chunks[n];
     const int g = ring(n), pg = prev(n);
@@ -431,6 +441,11 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     b.at(i).bias = column(negm[g], rows);
     b.at(i).accum = column(c.first ? l[g] : rowsum[g], rows);
     deps.track(i);
+    if (drop.on()) { // p dropped after its (undropped) row sum, as ref
+      const AccessPattern keep = sb(keep_sb[gi % kScoresRing], DType::f32, rows, c.col, c.w);
+      drop.to_factor(b, deps, keep);
+      drop.apply(b, deps, sb(p_sb[gi % kPRing], dt, rows, c.col, c.w), keep);
+    }
     if (!c.first) { // exp(-(-m_old) + (-m))
       i = b.activation(column(alpha[g], rows), column(negm[pg], rows), ActivationFunction::exp,
                        -1.0f);

@@ -77,6 +77,12 @@ struct AttentionShape {
   DType mask_dtype = DType::boolean;
   int64_t mask_elements = 0, mask_row_stride = 0, mask_col_stride = 0;
   std::vector<int64_t> mask_head_offset; ///< one per batch-head
+  /// Dropout on the probabilities (AttentionDropout.h), drawn on chip from
+  /// the HBM tensor "rng_state" (the last): the int64 [2] (seed, offset)
+  /// state as int32 [4]; the node's offset is added to the counters.
+  bool dropout = false;
+  double dropout_p = 0;
+  int64_t dropout_offset = 0;
 };
 
 /// OK, or why attention_forward_program cannot tile `shape`.

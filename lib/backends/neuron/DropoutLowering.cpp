@@ -9,6 +9,12 @@
 
 namespace mstep::neuron {
 
+float dropout_keep_threshold(double p) {
+  float threshold = static_cast<float>(p);
+  if (static_cast<double>(threshold) < p) threshold = std::nextafter(threshold, 2.0f);
+  return threshold;
+}
+
 absl::StatusOr<LoweredOp> lower_dropout(const GraphNode& node, absl::Span<const TensorType> types) {
   if (types.size() != 2 || node.results.size() != 1)
     return refuse(node.op, "expects an input, an RNG state and one result");
@@ -23,9 +29,7 @@ absl::StatusOr<LoweredOp> lower_dropout(const GraphNode& node, absl::Span<const 
   const int64_t n = x.numel();
   if (n == 0) return refuse(node.op, absl::StrCat(x.to_string(), " has no elements"));
   if (!(p >= 0 && p < 1)) return refuse(node.op, absl::StrCat("p = ", p, " is not in [0, 1)"));
-  // u (a float) >= p (a double) exactly when u >= the smallest float >= p.
-  float threshold = static_cast<float>(p);
-  if (static_cast<double>(threshold) < p) threshold = std::nextafter(threshold, 2.0f);
+  const float threshold = dropout_keep_threshold(p);
   const float scale = static_cast<float>(1.0 / (1.0 - p));
 
   // Per column: x and y in dt, u and keep in fp32, two slots each.

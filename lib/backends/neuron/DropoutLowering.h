@@ -19,6 +19,10 @@
 
 namespace mstep::neuron {
 
+/// The float that u (a float) is compared with: u >= it exactly when u >=
+/// p (a double, as ref compares), i.e. the smallest float >= p.
+float dropout_keep_threshold(double p);
+
 absl::StatusOr<LoweredOp> lower_dropout(const GraphNode& node,
                                         absl::Span<const TensorType> operand_types);
 
