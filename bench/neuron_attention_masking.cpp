@@ -10,8 +10,10 @@
 // (AttentionMask.h) at the same shapes without causal (sdpa refuses
 // is_causal with a mask): no mask, a bool padding mask [B, 1, 1, S] (every
 // row and head reads the same keys' flags), a bool [L, S] mask and an
-// additive (q's dtype) [B*H, L, S] one. Prints tables; exits 0 (a bench,
-// not a test).
+// additive (q's dtype) [B*H, L, S] one. Then dropout on the probabilities
+// (AttentionDropout.h: one Philox draw per probability on GpSimd) at p =
+// 0.1 against none, causal, with the GpSimd engine's busy time and the
+// bottleneck. Prints tables; exits 0 (a bench, not a test).
 #include <cstdio>
 #include <cstdlib>
 
@@ -76,6 +78,22 @@ void mask_row(const char* name, AttentionShape s, int64_t heads) {
   }
 }
 
+void dropout_row(const char* name, AttentionShape s) {
+  AttentionShape d = s;
+  d.dropout = true;
+  d.dropout_p = 0.1;
+  for (bool backward : {false, true}) {
+    auto program = backward ? attention_backward_program : attention_forward_program;
+    absl::StatusOr<CostReport> plain = estimate_cost(program(s)), drop = estimate_cost(program(d));
+    if (!plain.ok() || !drop.ok()) std::exit(2);
+    const double a = plain->total_ns / 1e3, b = drop->total_ns / 1e3;
+    std::printf("%-34s %-8s %10.1f %10.1f (%+6.0f%%) %12.1f %12s\n", name,
+                backward ? "backward" : "forward", a, b, 100 * (b / a - 1),
+                drop->busy_ns[static_cast<int>(Engine::gpsimd)] / 1e3,
+                drop->bottleneck().c_str());
+  }
+}
+
 /// `batch` causal batch-heads of n x n, head dim e.
 AttentionShape causal(int64_t batch, int64_t n, int64_t e, DType dt, float scale) {
   AttentionShape s;
@@ -102,5 +120,10 @@ int main() {
   mask_row("GPT-mini 32 x 256^2, E 64, bf16", causal(32, 256, 64, DType::bf16, 0.125f), 4);
   mask_row("GPT-mini 32 x 256^2, E 64, f32", causal(32, 256, 64, DType::f32, 0.125f), 4);
   mask_row("8 x 1024^2, E 64, bf16", causal(8, 1024, 64, DType::bf16, 0.125f), 4);
+  std::printf("\n%-34s %-8s %10s %21s %12s %12s\n", "dropout 0.1, causal (sim. us)", "",
+              "no dropout", "dropout", "GpSimd busy", "bottleneck");
+  dropout_row("gpt_train 64 x 64^2, E 16, f32", causal(64, 64, 16, DType::f32, 0.25f));
+  dropout_row("GPT-mini 32 x 256^2, E 64, bf16", causal(32, 256, 64, DType::bf16, 0.125f));
+  dropout_row("GPT-mini 32 x 256^2, E 64, f32", causal(32, 256, 64, DType::f32, 0.125f));
   return 0;
 }

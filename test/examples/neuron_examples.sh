@@ -6,7 +6,8 @@
 # has the device's engine and DMA tracks with every slice inside a run;
 # scripts/neuron_timeline_png.py renders a run to a PNG and refuses a
 # trace without the device; gpt_train's step saved on neuron replays in
-# mstep-run, whose --time prints the simulated step time too.
+# mstep-run, whose --time prints the simulated step time too; gpt_train
+# with dropout runs its attention on chip with ref's losses.
 #
 #   neuron_examples.sh MNIST_MLP GPT_TRAIN TIMELINE_SCRIPT MSTEP_RUN
 set -euo pipefail
@@ -105,4 +106,20 @@ run_ok "$out" "$gpt_train" --device neuron --mode replay --steps 4 --seq 16 --di
 grep -q "^steps 2 load_ms .* replay_host_us " "$tmp/run.out" || fail "mstep-run: no time line" "$tmp/run.out"
 grep -q "^simulated step_ms [0-9.]* *(.* bottleneck " "$tmp/run.out" ||
   fail "mstep-run: no simulated step line" "$tmp/run.out"
+# Dropout (attention probabilities and residual branches): attention runs
+# on chip (no sdpa or sdpa_grad host fallback), losses those of ref within
+# 1e-4 (the README's neuron training tolerance; printed to 4 decimals).
+for mode in lazy replay; do
+  for dev in ref neuron; do
+    MSTEP_LOG_FALLBACK=1 run_ok "$tmp/drop_$dev.out" "$gpt_train" --device "$dev" --mode "$mode" \
+      --dropout 0.1 --steps 4 --seq 32 --dim 32 --layers 1 --batch 4 --samples 0
+  done
+  grep -Eq "^mstep fallback: sdpa(_grad)? " "$tmp/drop_neuron.out" &&
+    fail "gpt_train --dropout 0.1 $mode: attention ran on the host" "$tmp/drop_neuron.out"
+  paste <(awk '/^step /{print $4}' "$tmp/drop_ref.out") \
+    <(awk '/^step /{print $4}' "$tmp/drop_neuron.out") >"$tmp/losses"
+  [[ $(wc -l <"$tmp/losses") -eq 4 ]] || fail "gpt_train --dropout 0.1 $mode: not 4 steps" "$tmp/losses"
+  awk '{d = $1 - $2; if (NF != 2 || d > 1.0001e-4 || d < -1.0001e-4) exit 1}' "$tmp/losses" ||
+    fail "gpt_train --dropout 0.1 $mode: neuron's losses are not ref's" "$tmp/losses"
+done
 echo "neuron examples: ok"

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "lib/backends/neuron/AttentionProgram.h"
 #include "lib/backends/neuron/NeuronBackend.h"
+#include "lib/backends/neuron/Validator.h"
 
 namespace mstep::neuron {
 namespace {
@@ -208,6 +209,33 @@ TEST(NeuronAttentionDropout, PZeroIsTheProgramWithoutDropout) {
   for (const Instruction& inst : low->program.instructions)
     EXPECT_NE(inst.opcode, Opcode::philox_uniform);
   expect_lowered_matches_ref(node, in, c.dtype, true);
+}
+
+// The dropout tiles fit next to the largest resident operands: wherever
+// the program without dropout lowers, the one with it passes the
+// validator (SBUF capacity at every point) too.
+TEST(NeuronAttentionDropout, LargeShapesValidate) {
+  int checked = 0;
+  for (const Case& c : {Case{.batch = 1, .heads = 1, .L = 4096, .S = 4096, .E = 128, .Ev = 128,
+                             .dtype = DType::bf16, .causal = true},
+                        Case{.batch = 1, .heads = 2, .L = 2048, .S = 2048, .E = 64, .Ev = 64},
+                        Case{.batch = 1, .heads = 1, .L = 300, .S = 8192, .E = 64, .Ev = 64,
+                             .dtype = DType::bf16}})
+    for (bool backward : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << (backward ? "sdpa_grad" : "sdpa") << " L " << c.L
+                                        << " S " << c.S << " " << dtype_name(c.dtype));
+      Case plain = c;
+      plain.p = 0;
+      std::vector<TensorType> types;
+      for (const TensorType& t : types_of(inputs(c, dropout_node(c, backward), backward)))
+        types.push_back(t);
+      if (!lower_node(dropout_node(plain, backward), types).ok()) continue;
+      absl::StatusOr<LoweredOp> low = lower_node(dropout_node(c, backward), types);
+      ASSERT_TRUE(low.ok()) << low.status();
+      EXPECT_TRUE(validate(low->program).ok()) << validate(low->program);
+      ++checked;
+    }
+  EXPECT_GE(checked, 4); // the backward may refuse the largest operands
 }
 
 // What stays on the host, counted, with the reason: the returned dropout

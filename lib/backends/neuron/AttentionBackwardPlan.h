@@ -40,6 +40,19 @@ int64_t tile_keys(const AttentionShape& s, int64_t q0, int64_t rows);
 /// dropped P too).
 int64_t set_bytes(const AttentionShape& s, const OperandPairing& pair, bool reuse);
 
+/// A resident batch-head set's SBUF allocations (per Q tile where a tile
+/// holds a column or columns per tile).
+struct HeadSet {
+  int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum;
+  int32_t ds_bias; ///< per tile, pass 2's bias: -D
+  int32_t dq_out;
+  int32_t kbias = -1; ///< valid_seq_len's key bias
+  int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
+  /// reuse: per Q tile -P = -exp(scale S - m) / l in the dtype and dP
+  /// (fp32, dropped); with dropout -P dropped too (dV's operand).
+  std::vector<int32_t> p_in_kept, dp_kept, p_drop_kept;
+};
+
 /// Pass 1: a Q tile's key chunk (its statistics m, l, D); pass 2: the
 /// gradients of a key block's Q tile at or below the diagonal (with
 /// reuse: of a Q tile over all its key blocks); empty: a key block no row

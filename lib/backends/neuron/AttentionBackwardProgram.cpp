@@ -74,17 +74,8 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   const int64_t kT_col = one_copy ? L : 0;
   // Resident per batch-head, up to kMaxSets sets (batch-head h in set h %
   // nsets) as fit in half of SBUF, so the next batch-heads' loads overlap
-  // this one's work (issued kMaxSets - 1 batch-heads ahead).
-  struct HeadSet {
-    int32_t qT, kT, doT, vT, q_rows, do_rows, k_rows, v_rows, dq_acc, negm, rl, l, dsum;
-    int32_t ds_bias; ///< per tile, pass 2's bias: -D
-    int32_t dq_out;
-    int32_t kbias = -1; ///< valid_seq_len's key bias
-    int32_t kept = -1;  ///< attn_mask: per tile, 1 where the row keeps a key
-    /// reuse: per Q tile -P = -exp(scale S - m) / l in the dtype and dP
-    /// (fp32, dropped); with dropout -P dropped too (dV's operand).
-    std::vector<int32_t> p_in_kept, dp_kept, p_drop_kept;
-  };
+  // this one's work (issued kMaxSets - 1 batch-heads ahead); HeadSet in
+  // AttentionBackwardPlan.h.
   constexpr int64_t kMaxSets = 8;
   const int nsets = static_cast<int>(std::clamp<int64_t>(
       kSbufBytesPerPartition / 2 / set_bytes(s, pair, reuse), 1, kMaxSets));

@@ -35,8 +35,11 @@
 // HBM tensors, in order: "q" [B, L, E], "k" [B, S, E], "v" [B, S, Ev],
 // "out" [B, L, Ev] (all `dtype`, row-major), and with save_stats the fp32
 // "row_max" and "row_sum" [B, L] (m in scaled-score units and l, so the
-// log-sum-exp a backward recomputes from is m + ln l); with `lengths` last
-// the int32 "valid_len" (ValidLength in AttentionTiles.h).
+// log-sum-exp a backward recomputes from is m + ln l); with `lengths`
+// the int32 "valid_len" (ValidLength in AttentionTiles.h), then with a mask
+// "mask", then with dropout "rng_state". Dropout (AttentionDropout.h): each
+// chunk's keep factors drawn by GpSimd in stage 0, p multiplied by them on
+// Vector in stage 3 (after its row sum: l stays undropped, as ref).
 #pragma once
 
 #include <vector>
@@ -103,7 +106,9 @@ TileProgram attention_forward_program(const AttentionShape& shape);
 /// (AttentionBackwardPlan.h). q, dO, k and v are loaded by rows, their
 /// transposes made on chip. HBM tensors, in order:
 /// "grad_out" [B, L, Ev], "q", "k", "v", "dq" [B, L, E], "dk" [B, S, E],
-/// "dv" [B, S, Ev]. save_stats is ignored.
+/// "dv" [B, S, Ev], then as the forward's. save_stats is ignored. Dropout:
+/// the forward's keep factors F drawn again per item (stage A), dP = F dO
+/// v^T (before D and dS), dV += (F P)^T dO.
 absl::Status attention_backward_tileable(const AttentionShape& shape);
 TileProgram attention_backward_program(const AttentionShape& shape);
 
