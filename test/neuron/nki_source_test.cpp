@@ -179,6 +179,11 @@ TEST(NeuronNkiSource, AttentionIsValidPython) {
   s.save_stats = true;
   check_program(attention_forward_program(s));
   check_program(attention_backward_program(s));
+  s.dropout = true; // the draws (mstep_philox_uniform) in both programs
+  s.dropout_p = 0.1;
+  s.dropout_offset = 12;
+  check_program(attention_forward_program(s));
+  check_program(attention_backward_program(s));
 }
 
 // The golden attention kernel: one head, 200 query rows (a full and a
