@@ -9,7 +9,7 @@
 // conformance suite's for sdpa) and bit for bit against the neuron run
 // with the fold off (MSTEP_NEURON_HEAD_STRIDES=0: the permutes run as DMA
 // programs; a permute moves bytes exactly, so nothing may differ). Causal,
-// bool attn_mask and valid_seq_len cases; a permute with another consumer
+// bool attn_mask, valid_seq_len and dropout cases; a permute with another consumer
 // (or a result also returned) keeps its program.
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +30,8 @@ struct Case {
   int64_t batch = 2, heads = 3, len = 150, dim = 64;
   DType dtype = DType::bf16;
   bool causal = true, mask = false, lengths = false;
+  /// Dropout p = 0.5 on the probabilities (an RNG state operand, last).
+  bool dropout = false;
   bool backward = true;
   /// The q permute also feeds a tanh that is returned: it keeps its program.
   bool q_read_elsewhere = false;
@@ -100,6 +102,15 @@ Built build(const Case& c) {
       l->data<int32_t>()[i] = static_cast<int32_t>(c.len - 40 * i);
     b.inputs.push_back(l);
   }
+  uint32_t rng = 0;
+  if (c.dropout) {
+    const TensorType t{Shape({2}), DType::i64};
+    rng = input(t);
+    auto st = std::make_shared<host::HostBuffer>(t);
+    st->data<int64_t>()[0] = 99;
+    st->data<int64_t>()[1] = 1000;
+    b.inputs.push_back(st);
+  }
   const uint32_t q = add(permuted(xq, x)), k = add(permuted(xk, x)), v = add(permuted(xv, x));
   const TensorType heads = g.nodes[q].results[0];
   auto attention = [&](OpKind kind, std::vector<uint32_t> operands, size_t results) {
@@ -107,6 +118,13 @@ Built build(const Case& c) {
     n.attrs = testing::sdpa_attrs(c.causal, 0.125, c.mask, c.lengths, false);
     if (c.mask) operands.push_back(mask);
     if (c.lengths) operands.push_back(lengths);
+    if (c.dropout) {
+      operands.push_back(rng);
+      for (Attr& a : n.attrs) {
+        if (a.name == AttrName::dropout_p) a.value = AttrValue(0.5);
+        if (a.name == AttrName::offset) a.value = AttrValue(int64_t{7});
+      }
+    }
     for (uint32_t o : operands) n.operands.push_back(ValueRef{o, 0});
     n.results.assign(results, heads);
     return add(std::move(n));
@@ -197,6 +215,10 @@ TEST(NeuronAttentionHeadStrides, F32NotCausalBoolMask) {
 TEST(NeuronAttentionHeadStrides, F32CausalValidSeqLen) {
   check({.heads = 2, .len = 130, .dim = 64, .dtype = DType::f32, .lengths = true});
 }
+
+// Dropout (AttentionDropout.h): the keep mask is drawn per batch-head
+// whatever the layout, so folded, unfolded and ref agree.
+TEST(NeuronAttentionHeadStrides, Bf16CausalDropout) { check({.dropout = true}); }
 
 TEST(NeuronAttentionHeadStrides, PermuteWithAnotherConsumerStillRuns) {
   check({.q_read_elsewhere = true});
