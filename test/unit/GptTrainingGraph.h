@@ -1,7 +1,8 @@
 // GPT-mini's second training step as gpt_train runs it (cross-entropy,
 // clip_grad_norm_(1.0), AdamW with weight decay): the graph in which the
 // parameters and the optimizer state are arguments; with `ddp`, under
-// nn::DistributedDataParallel as gpt_train --ddp runs it. Shared by the tests
+// nn::DistributedDataParallel as gpt_train --ddp runs it; with `dropout`, as
+// gpt_train --dropout (attention probabilities and residual branches). Shared by the tests
 // that compile a whole training step (fuse-optimizer, cuda coverage).
 #pragma once
 
@@ -14,10 +15,10 @@
 
 namespace mstep::testing {
 
-inline TraceGraph gpt_training_step_graph(uint64_t seed, bool ddp = false) {
+inline TraceGraph gpt_training_step_graph(uint64_t seed, bool ddp = false, double dropout = 0.0) {
   manual_seed(seed);
-  examples::GptMini model(
-      examples::GptConfig{.vocab = 96, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16});
+  examples::GptMini model(examples::GptConfig{
+      .vocab = 96, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16, .dropout = dropout});
   model.train();
   // gpt_train --ddp: default buckets (rebuilt after the first step).
   std::optional<nn::DistributedDataParallel> wrapper;

@@ -52,5 +52,27 @@ TEST(NeuronGptStepFallbacks, CopiesMatmulsSumsFillsLossAndAttentionAreLowered) {
   EXPECT_EQ(compiled->executable->host_fallbacks().size(), 0u);
 }
 
+// gpt_train --dropout 0.1's step: the attention nodes carry an RNG state
+// and draw their keep mask on chip (AttentionDropout.h), the residual
+// dropouts are the standalone dropout program: still nothing on the host,
+// and the head permutes still folded.
+TEST(NeuronGptStepFallbacks, WithDropoutNothingRunsOnTheHost) {
+  const TraceGraph graph = testing::gpt_training_step_graph(5, false, 0.1);
+  int attention = 0, dropouts = 0;
+  for (const GraphNode& n : graph.nodes) {
+    attention += (n.op == OpKind::sdpa || n.op == OpKind::sdpa_grad) &&
+                 attr_int_or(n.attrs, AttrName::offset, -1) >= 0;
+    dropouts += n.op == OpKind::dropout;
+  }
+  EXPECT_EQ(attention, 4); // per layer sdpa and sdpa_grad, with dropout
+  EXPECT_GT(dropouts, 0);
+  Backend& backend = **BackendRegistry::get(DeviceType::neuron);
+  absl::StatusOr<CompiledGraph> compiled = compile_graph(graph, backend, {}, RuntimeOptions{});
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  for (const HostFallbackOp& f : compiled->executable->host_fallbacks())
+    ADD_FAILURE() << "host fallback: " << op_name(f.op);
+  EXPECT_EQ(lowering_stats(*compiled->executable).head_permutes_folded, 16u);
+}
+
 } // namespace
 } // namespace mstep::neuron
