@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -348,7 +348,8 @@ private:
   const HappensBefore& hb_;
   std::vector<Access> accesses_;
   std::optional<Race> race_;
-  absl::flat_hash_map<int32_t, std::vector<Range>> footprints_; ///< the accesses expanded so far
+  /// The accesses expanded so far (a node map: references stay valid).
+  absl::node_hash_map<int32_t, std::vector<Range>> footprints_;
 };
 
 absl::Status RaceFinder::run() {
