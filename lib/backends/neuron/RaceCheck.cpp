@@ -65,12 +65,14 @@ private:
 
   const TileProgram& program_;
   HappensBefore hb_;
+  std::vector<VectorClock> next_; ///< the clocks a pass computes (then swapped into hb_)
   std::vector<absl::InlinedVector<QueueSignals, 1>> signals_; ///< per semaphore
 };
 
 ClockBuilder::ClockBuilder(const TileProgram& program) : program_(program) {
   const int64_t n = static_cast<int64_t>(program.instructions.size());
   hb_.start.assign(n, VectorClock{});
+  next_.assign(n, VectorClock{});
   hb_.queue.resize(n);
   hb_.ordinal.resize(n);
   std::array<int32_t, kCompletionQueues> issued{};
@@ -114,7 +116,7 @@ size_t ClockBuilder::usable(const QueueSignals& qs, int64_t w) const {
 
 absl::StatusOr<bool> ClockBuilder::pass(absl::Span<const int64_t> order) {
   const int64_t n = static_cast<int64_t>(program_.instructions.size());
-  std::vector<VectorClock> start(n, VectorClock{});
+  std::vector<VectorClock>& start = next_; // every instruction's is written below
   std::vector<bool> processed(n, false);
   std::array<VectorClock, kCompletionQueues> queue_done{}; ///< after each queue's latest
   VectorClock sync_issued{}; ///< the waits met by every Sync instruction issued so far
@@ -125,6 +127,21 @@ absl::StatusOr<bool> ClockBuilder::pass(absl::Span<const int64_t> order) {
     VectorClock clock{};
     for (const SemaphoreWait& w : inst.waits) {
       const auto& queues = signals_[w.semaphore];
+      if (queues.size() == 1) { // one queue's signals: the w.value-th, whatever the clocks
+        if (w.value <= 0) continue;
+        const auto& c = queues[0].cumulative;
+        const auto it = std::lower_bound(
+            c.begin(), c.end(), w.value,
+            [](const std::pair<int64_t, int64_t>& e, int64_t v) { return e.first < v; });
+        if (it == c.end() || !processed[it->second])
+          return absl::InternalError(absl::StrCat(
+              "tile program '", program_.name, "': race check: ", describe_instruction(i, inst),
+              " runs before the signal it waits for"));
+        join(clock, start[it->second]);
+        const int q = hb_.queue[it->second];
+        clock[q] = std::max(clock[q], hb_.ordinal[it->second]);
+        continue;
+      }
       ends.clear();
       int64_t available = 0;
       for (const QueueSignals& qs : queues) {
@@ -163,7 +180,7 @@ absl::StatusOr<bool> ClockBuilder::pass(absl::Span<const int64_t> order) {
     processed[i] = true;
   }
   const bool again = shared && start != hb_.start;
-  hb_.start = std::move(start);
+  std::swap(hb_.start, next_);
   return again;
 }
 
