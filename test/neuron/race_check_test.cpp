@@ -13,6 +13,15 @@ using testing::expect_breach;
 
 constexpr char kRule[] = "unordered access by two engines: add a semaphore wait";
 
+/// Valid when `ordered`; otherwise a race naming `first` and `second`.
+void expect_valid_or_race(bool ordered, const TileProgram& program, const std::string& first,
+                          const std::string& second) {
+  if (ordered)
+    EXPECT_TRUE(validate(program).ok()) << validate(program);
+  else
+    expect_breach(program, "race", first, second);
+}
+
 /// Two SBUF tiles "t" and "u" of [128, 64] f32 and an HBM tensor "x".
 struct Tiles {
   TileBuilder b{"race"};
@@ -111,7 +120,8 @@ TEST(NeuronRaceCheck, DisjointPartitionsOrBytesDoNotRace) {
                 "partitions [32, 64) bytes [0, 256)");
 
   Tiles bytes; // columns [0, 33) and [32, 64): one f32 column shared
-  bytes.vector(bytes.view(bytes.u, 0, 128, 0, {{33, 1}}), bytes.view(bytes.t, 0, 128, 0, {{33, 1}}));
+  bytes.vector(bytes.view(bytes.u, 0, 128, 0, {{33, 1}}),
+               bytes.view(bytes.t, 0, 128, 0, {{33, 1}}));
   bytes.gpsimd(bytes.view(bytes.u, 0, 128, 32, {{32, 1}}),
                bytes.view(bytes.t, 0, 128, 32, {{32, 1}}));
   expect_breach(bytes.b.program(), "race", "#0 Vector tensor_scalar writes dst",
@@ -129,11 +139,8 @@ TEST(NeuronRaceCheck, OrderThroughAThirdEngineCounts) {
     const int64_t s = p.scalar(p.all(out), p.all(p.t));
     p.order(g, s);
     if (linked) p.order(v, g);
-    if (linked)
-      EXPECT_TRUE(validate(p.b.program()).ok()) << validate(p.b.program());
-    else
-      expect_breach(p.b.program(), "race", "#0 Vector tensor_scalar writes dst",
-                    "#2 Scalar activation reads src0");
+    expect_valid_or_race(linked, p.b.program(), "#0 Vector tensor_scalar writes dst",
+                         "#2 Scalar activation reads src0");
   }
 }
 
@@ -150,16 +157,14 @@ TEST(NeuronRaceCheck, AWaitForAnEarlierSignalDoesNotOrderALaterWrite) {
     p.b.signal(first, s);
     p.b.signal(second, s);
     p.b.wait(read, s, count);
-    if (count == 2)
-      EXPECT_TRUE(validate(p.b.program()).ok()) << validate(p.b.program());
-    else
-      expect_breach(p.b.program(), "race", "#1 Vector tensor_scalar writes dst",
-                    "#2 Scalar activation reads src0");
+    expect_valid_or_race(count == 2, p.b.program(), "#1 Vector tensor_scalar writes dst",
+                         "#2 Scalar activation reads src0");
   }
 }
 
 TEST(NeuronRaceCheck, ASemaphoreTwoEnginesSignalOrdersOnlyWhenTheCountNeedsBoth) {
-  // Vector writes t, GpSimd writes u, both signal s; Scalar reads u after s >= count.
+  // Vector writes t, GpSimd writes u, both signal s; Scalar reads u after
+  // s >= count: a count of 1 may be Vector's signal alone.
   for (int32_t count : {1, 2}) {
     Tiles p;
     const int32_t s = p.b.semaphore();
@@ -171,11 +176,8 @@ TEST(NeuronRaceCheck, ASemaphoreTwoEnginesSignalOrdersOnlyWhenTheCountNeedsBoth)
     p.b.signal(v, s);
     p.b.signal(g, s);
     p.b.wait(read, s, count);
-    if (count == 2)
-      EXPECT_TRUE(validate(p.b.program()).ok()) << validate(p.b.program());
-    else // s >= 1 may be Vector's signal alone
-      expect_breach(p.b.program(), "race", "#1 GpSimd tensor_scalar writes dst",
-                    "#2 Scalar activation reads src0");
+    expect_valid_or_race(count == 2, p.b.program(), "#1 GpSimd tensor_scalar writes dst",
+                         "#2 Scalar activation reads src0");
   }
 }
 
@@ -188,11 +190,8 @@ TEST(NeuronRaceCheck, DmaEnginesCompleteOutOfOrderButEachInOrder) {
     const int64_t load = p.b.dma_copy(p.all(p.t), hbm_rows(p.x, DType::f32, 64, 0, 128, 0, 64));
     const int64_t store = p.b.dma_copy(hbm_rows(y, DType::f32, 64, 0, 128, 0, 64), p.all(p.t));
     p.b.set_dma_engine(store, same_engine ? p.b.at(load).dma_engine : 5);
-    if (same_engine)
-      EXPECT_TRUE(validate(p.b.program()).ok()) << validate(p.b.program());
-    else
-      expect_breach(p.b.program(), "race", "#0 Sync dma_copy (DMA engine 0) writes dst",
-                    "#1 Sync dma_copy (DMA engine 5) reads src0");
+    expect_valid_or_race(same_engine, p.b.program(), "#0 Sync dma_copy (DMA engine 0) writes dst",
+                         "#1 Sync dma_copy (DMA engine 5) reads src0");
   }
 }
 
@@ -203,9 +202,10 @@ TEST(NeuronRaceCheck, TwoDmaEnginesStoringOneHbmRangeRace) {
   p.b.dma_copy(hbm_rows(y, DType::f32, 64, 0, 128, 32, 32), p.view(p.t, 0, 128, 0, {{32, 1}}));
   EXPECT_TRUE(validate(p.b.program()).ok()) << validate(p.b.program());
   p.b.dma_copy(hbm_rows(y, DType::f32, 64, 0, 128, 16, 32), p.view(p.t, 0, 128, 0, {{32, 1}}));
-  expect_breach(p.b.program(), "race", "#0 Sync dma_copy (DMA engine 0) writes dst HBM#1",
-                "#2 Sync dma_copy (DMA engine 2) writes dst HBM#1[p0+128 stride 64, off 16, (32,1)] "
-                "f32 are not ordered by any semaphore and overlap in HBM tensor 'y' elements [16, 32)");
+  expect_breach(
+      p.b.program(), "race", "#0 Sync dma_copy (DMA engine 0) writes dst HBM#1",
+      "#2 Sync dma_copy (DMA engine 2) writes dst HBM#1[p0+128 stride 64, off 16, (32,1)] "
+      "f32 are not ordered by any semaphore and overlap in HBM tensor 'y' elements [16, 32)");
 }
 
 TEST(NeuronRaceCheck, ReusedBytesOfAReleasedAllocationAreCompared) {
@@ -232,9 +232,8 @@ TEST(NeuronRaceCheck, ARingsLaterFillsDoNotCountTowardsAnEarlierWait) {
   const int32_t out = p.b.allocate(BufferKind::sbuf, 64 * 4, "out");
   for (int round = 0; round < 2; ++round) {
     for (int half = 0; half < 2; ++half) {
-      const int64_t fill =
-          p.b.dma_copy(p.view(p.t, 0, 128, 32 * half, {{32, 1}}),
-                       hbm_rows(p.x, DType::f32, 64, 0, 128, 32 * half, 32));
+      const int64_t fill = p.b.dma_copy(p.view(p.t, 0, 128, 32 * half, {{32, 1}}),
+                                        hbm_rows(p.x, DType::f32, 64, 0, 128, 32 * half, 32));
       p.b.set_dma_engine(fill, half);
       p.b.signal(fill, f);
       if (round > 0) p.b.wait(fill, freed, round);

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/node_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
@@ -107,10 +107,9 @@ size_t ClockBuilder::usable(const QueueSignals& qs, int64_t w) const {
   const bool issued_after = program_.instructions[w].engine == Engine::sync && qs.queue >= 4;
   if (qs.queue == qw || issued_after)
     end = std::min<size_t>(
-        end, std::partition_point(
-                 c.begin(), c.end(),
-                 [&](const std::pair<int64_t, int64_t>& e) { return e.second < w; }) -
-                 c.begin());
+        end, std::partition_point(c.begin(), c.end(), [&](const std::pair<int64_t, int64_t>& e) {
+               return e.second < w;
+             }) - c.begin());
   return end;
 }
 
@@ -134,9 +133,9 @@ absl::StatusOr<bool> ClockBuilder::pass(absl::Span<const int64_t> order) {
             c.begin(), c.end(), w.value,
             [](const std::pair<int64_t, int64_t>& e, int64_t v) { return e.first < v; });
         if (it == c.end() || !processed[it->second])
-          return absl::InternalError(absl::StrCat(
-              "tile program '", program_.name, "': race check: ", describe_instruction(i, inst),
-              " runs before the signal it waits for"));
+          return absl::InternalError(absl::StrCat("tile program '", program_.name,
+                                                  "': race check: ", describe_instruction(i, inst),
+                                                  " runs before the signal it waits for"));
         join(clock, start[it->second]);
         const int q = hb_.queue[it->second];
         clock[q] = std::max(clock[q], hb_.ordinal[it->second]);
@@ -194,7 +193,6 @@ absl::StatusOr<HappensBefore> happens_before(const TileProgram& program,
   }
   return builder.take();
 }
-
 
 /// Bytes [lo, hi).
 struct Range {
