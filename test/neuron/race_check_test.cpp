@@ -144,41 +144,38 @@ TEST(NeuronRaceCheck, OrderThroughAThirdEngineCounts) {
   }
 }
 
+/// Vector writes t, then `second` (Vector or GpSimd) writes u, each
+/// signalling one semaphore; Scalar reads u after that semaphore reaches
+/// `count`.
+TileProgram two_signals_then_read(Engine second, int32_t count) {
+  Tiles p;
+  const int32_t s = p.b.semaphore();
+  const int32_t src = p.b.allocate(BufferKind::sbuf, 64 * 4, "src");
+  const int32_t out = p.b.allocate(BufferKind::sbuf, 64 * 4, "out");
+  const int64_t first = p.vector(p.all(p.t), p.all(src));
+  const int64_t then = second == Engine::vector ? p.vector(p.all(p.u), p.all(src))
+                                                : p.gpsimd(p.all(p.u), p.all(src));
+  const int64_t read = p.scalar(p.all(out), p.all(p.u));
+  p.b.signal(first, s);
+  p.b.signal(then, s);
+  p.b.wait(read, s, count);
+  return p.b.take();
+}
+
 TEST(NeuronRaceCheck, AWaitForAnEarlierSignalDoesNotOrderALaterWrite) {
-  // Vector signals s twice: first after writing u, then after writing t.
-  // Scalar reads t after s >= 1: only the first write is behind it.
-  for (int32_t count : {1, 2}) {
-    Tiles p;
-    const int32_t s = p.b.semaphore();
-    const int64_t first = p.vector(p.all(p.u), p.all(p.u));
-    const int64_t second = p.vector(p.all(p.t), p.all(p.u));
-    const int32_t out = p.b.allocate(BufferKind::sbuf, 64 * 4, "out");
-    const int64_t read = p.scalar(p.all(out), p.all(p.t));
-    p.b.signal(first, s);
-    p.b.signal(second, s);
-    p.b.wait(read, s, count);
-    expect_valid_or_race(count == 2, p.b.program(), "#1 Vector tensor_scalar writes dst",
-                         "#2 Scalar activation reads src0");
-  }
+  // Vector signals twice: a wait for 1 is behind its first write only, not
+  // the second one (u), which Scalar reads.
+  for (int32_t count : {1, 2})
+    expect_valid_or_race(count == 2, two_signals_then_read(Engine::vector, count),
+                         "#1 Vector tensor_scalar writes dst", "#2 Scalar activation reads src0");
 }
 
 TEST(NeuronRaceCheck, ASemaphoreTwoEnginesSignalOrdersOnlyWhenTheCountNeedsBoth) {
-  // Vector writes t, GpSimd writes u, both signal s; Scalar reads u after
-  // s >= count: a count of 1 may be Vector's signal alone.
-  for (int32_t count : {1, 2}) {
-    Tiles p;
-    const int32_t s = p.b.semaphore();
-    const int32_t src = p.b.allocate(BufferKind::sbuf, 64 * 4, "src");
-    const int32_t out = p.b.allocate(BufferKind::sbuf, 64 * 4, "out");
-    const int64_t v = p.vector(p.all(p.t), p.all(src));
-    const int64_t g = p.gpsimd(p.all(p.u), p.all(src));
-    const int64_t read = p.scalar(p.all(out), p.all(p.u));
-    p.b.signal(v, s);
-    p.b.signal(g, s);
-    p.b.wait(read, s, count);
-    expect_valid_or_race(count == 2, p.b.program(), "#1 GpSimd tensor_scalar writes dst",
-                         "#2 Scalar activation reads src0");
-  }
+  // Vector and GpSimd each signal once: a count of 1 may be Vector's
+  // signal alone, so only 2 orders GpSimd's write of u before the read.
+  for (int32_t count : {1, 2})
+    expect_valid_or_race(count == 2, two_signals_then_read(Engine::gpsimd, count),
+                         "#1 GpSimd tensor_scalar writes dst", "#2 Scalar activation reads src0");
 }
 
 TEST(NeuronRaceCheck, DmaEnginesCompleteOutOfOrderButEachInOrder) {
