@@ -124,6 +124,17 @@ absl::StatusOr<bool> ClockBuilder::pass(absl::Span<const int64_t> order) {
   for (int64_t i : order) {
     const Instruction& inst = program_.instructions[i];
     VectorClock clock{};
+    // Orders i after signaller j's completion; an error if the order ran j later.
+    auto follow = [&](int64_t j, const SemaphoreWait& w) -> absl::Status {
+      if (j < 0 || !processed[j])
+        return absl::InternalError(absl::StrCat(
+            "tile program '", program_.name, "': race check: ", describe_instruction(i, inst),
+            " waits for semaphore ", w.semaphore, " >= ", w.value,
+            ", a signal the execution order has not run"));
+      join(clock, start[j]);
+      clock[hb_.queue[j]] = std::max(clock[hb_.queue[j]], hb_.ordinal[j]);
+      return absl::OkStatus();
+    };
     for (const SemaphoreWait& w : inst.waits) {
       const auto& queues = signals_[w.semaphore];
       if (queues.size() == 1) { // one queue's signals: the w.value-th, whatever the clocks
@@ -132,13 +143,8 @@ absl::StatusOr<bool> ClockBuilder::pass(absl::Span<const int64_t> order) {
         const auto it = std::lower_bound(
             c.begin(), c.end(), w.value,
             [](const std::pair<int64_t, int64_t>& e, int64_t v) { return e.first < v; });
-        if (it == c.end() || !processed[it->second])
-          return absl::InternalError(absl::StrCat("tile program '", program_.name,
-                                                  "': race check: ", describe_instruction(i, inst),
-                                                  " runs before the signal it waits for"));
-        join(clock, start[it->second]);
-        const int q = hb_.queue[it->second];
-        clock[q] = std::max(clock[q], hb_.ordinal[it->second]);
+        if (it == c.end()) return follow(-1, w);
+        if (absl::Status s = follow(it->second, w); !s.ok()) return s;
         continue;
       }
       ends.clear();
@@ -157,14 +163,8 @@ absl::StatusOr<bool> ClockBuilder::pass(absl::Span<const int64_t> order) {
         const auto it = std::lower_bound(
             c.begin(), c.begin() + ends[k], need,
             [](const std::pair<int64_t, int64_t>& e, int64_t v) { return e.first < v; });
-        if (it == c.begin() + ends[k] || !processed[it->second])
-          return absl::InternalError(absl::StrCat(
-              "tile program '", program_.name, "': race check: ", describe_instruction(i, inst),
-              " waits for semaphore ", w.semaphore, " >= ", w.value,
-              ", more signals than can come before it"));
-        join(clock, start[it->second]);
-        const int q = hb_.queue[it->second];
-        clock[q] = std::max(clock[q], hb_.ordinal[it->second]);
+        if (it == c.begin() + ends[k]) return follow(-1, w);
+        if (absl::Status s = follow(it->second, w); !s.ok()) return s;
       }
     }
     if (inst.engine == Engine::sync) { // issued in order: it follows every earlier DMA's waits
