@@ -22,9 +22,12 @@
 #include "lib/backends/neuron/TiledMatmulProgram.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "lib/backends/neuron/CostModel.h"
+#include "lib/backends/neuron/MatmulCopyGroups.h"
 #include "lib/backends/neuron/TileBuilder.h"
 
 namespace mstep::neuron {
@@ -56,9 +59,21 @@ Ring ring(TileBuilder& b, BufferKind kind, int64_t bytes, int depth, const char*
   return r;
 }
 
-/// Ring depths: as deep as 8 where SBUF holds it (PSUM: 4 of its 8 banks
-/// for the products, 2 for the transposes).
-constexpr int kMaxDepth = 8, kPsumDepth = 4, kTransposeBanks = 2;
+/// Ring depths: as deep as 8 where SBUF holds it. PSUM: 2 of its 8 banks
+/// for the transposes, up to 4 (a copy per tile) or the rest (groups of
+/// tiles per copy, MatmulCopyGroups.h) for the products.
+constexpr int kMaxDepth = 8, kTransposeBanks = 2, kSingleTileBanks = 4;
+constexpr int64_t kPsumBanks = kPsumBytesPerPartition / kPsumBankBytes;
+
+/// A pipeline's choices the cost model picks between: output tiles per
+/// PSUM copy (in up to `copy_banks` banks) and how many A^T uses ahead of
+/// the matmuls the transposes of a row-major A run.
+/// With `late_start`, the first tile's first matmul goes before the next
+/// use's transposes (it waits for one use's rows, not two).
+struct Pipeline {
+  int64_t copy_banks = 1, copy_tiles = 1, a_ahead = 1;
+  bool late_start = false;
+};
 /// SBUF bytes per partition the program may take (of 192 KiB).
 constexpr int64_t kSbufBudget = 160 * 1024;
 /// A row-major A's row loads are split into DMAs of at least this many
@@ -105,9 +120,8 @@ TileOrder tile_order(int64_t nbatch, int64_t nt, int64_t mt, bool b_resident, bo
   return o;
 }
 
-} // namespace
 
-TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
+TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   const std::vector<MatmulOffsets> batches =
       s.batches.empty() ? std::vector<MatmulOffsets>{MatmulOffsets{}} : s.batches;
   const int64_t nbatch = static_cast<int64_t>(batches.size());
@@ -126,7 +140,6 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   // (blk % nt) * 512; C holds the products one after another.
   const int64_t blocks = nbatch * nt, tiles = blocks * mt;
   const int64_t a_bytes = kt * mb_max * in_size, b_bytes = kt * nb_max * in_size,
-                out_bytes = nb_max * static_cast<int64_t>(element_size(s.output)),
                 rows_bytes = s.k * in_size, ident_bytes = rows_in || b_rows ? 2 * 128 * in_size : 0,
                 staging_bytes = b_rows ? ceil_div(nb_max, 128) * s.k * in_size : 0;
   auto depth_for = [&](int64_t bytes, int64_t budget, int64_t uses) {
@@ -144,25 +157,42 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   const bool b_resident = nbatch == 1 && nt > 1 && s.m >= s.n && nt * b_bytes <= kSbufBudget / 3;
   const bool a_resident = !b_resident && nt > 1 && mt > 1 && mt * a_bytes <= kSbufBudget / 3;
   const TileOrder order = tile_order(nbatch, nt, mt, b_resident, a_resident);
+  // Output tiles that leave PSUM by one copy: per group, a PSUM buffer of
+  // up to kCopyBanks banks and an SBUF output buffer laid out alike.
+  std::vector<int64_t> rows_of_tile, width_of_tile;
+  for (const TileOrder::Tile& x : order.tiles) {
+    rows_of_tile.push_back(std::min<int64_t>(128, s.m - x.mtile * 128));
+    width_of_tile.push_back(std::min<int64_t>(512, s.n - x.block % nt * 512));
+  }
+  const CopyGroups cg = plan_copy_groups(rows_of_tile, width_of_tile, nb_max, pipe.copy_banks, pipe.copy_tiles);
+  const int64_t ngroups = static_cast<int64_t>(cg.groups.size());
+  int64_t group_cols = 0; // columns of the widest group's buffers
+  for (const CopyGroup& g : cg.groups) group_cols = std::max(group_cols, g.count * cg.pitch);
+  const int64_t out_bytes = group_cols * static_cast<int64_t>(element_size(s.output));
   const int64_t a_uses = static_cast<int64_t>(order.use_mtile.size());
   const int b_depth = b_resident ? static_cast<int>(nt) : 2;
-  // Output tiles as deep as 8, in at most a quarter of what B leaves.
+  // Output groups as deep as 8, in at most a quarter of what B leaves.
   const int out_depth = depth_for(
       out_bytes, std::min<int64_t>(kMaxDepth * out_bytes, (kSbufBudget - b_depth * b_bytes) / 4),
-      tiles);
+      ngroups);
   const int64_t left =
       kSbufBudget - b_depth * b_bytes - out_depth * out_bytes - ident_bytes - 2 * staging_bytes;
   int a_depth;
   if (a_resident) // the next product's A^T made while this one's last block runs, if it fits
     a_depth = static_cast<int>(mt * (nbatch > 1 && 2 * mt * a_bytes <= left / 2 ? 2 : 1));
   else if (rows_in) // made one use ahead of the matmuls
-    a_depth = depth_for(a_bytes, left / 2, 3);
+    a_depth = depth_for(a_bytes, left / 2, 2 + pipe.a_ahead);
   else
     a_depth = depth_for(a_bytes, left, b_resident ? std::min<int64_t>(mt, 4) : tiles);
   Ring a = ring(b, BufferKind::sbuf, a_bytes, a_depth, "a");
   Ring bb = ring(b, BufferKind::sbuf, b_bytes, b_depth, "b");
-  Ring ps = ring(b, BufferKind::psum, nb_max * 4,
-                 static_cast<int>(std::clamp<int64_t>(tiles, 2, kPsumDepth)), "psum");
+  // The products' PSUM: the banks the transposes leave, per group.
+  const int64_t group_banks = ceil_div(group_cols * 4, kPsumBankBytes);
+  const int64_t product_banks = cg.capacity == 1 ? kSingleTileBanks
+                                                 : kPsumBanks - (rows_in || b_rows ? kTransposeBanks : 0);
+  Ring ps = ring(b, BufferKind::psum, group_cols * 4,
+                 static_cast<int>(std::clamp<int64_t>(ngroups, 2, product_banks / group_banks)),
+                 "psum");
   Ring out = ring(b, BufferKind::sbuf, out_bytes, out_depth, "out");
   // A row-major: A's rows (the loads in flight); B^T: its rows (two
   // blocks' staging); either: the transposes' PSUM banks and the identity.
@@ -397,17 +427,19 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     if (full < gn) copy(full, 1, k_rows(kt - 1), true);
     if (g == groups - 1) ++a.uses[slot];
   };
-  // DMAs output tile t (from its out ring slot) to C.
+  // DMAs output tile t (from its group's out ring slot) to C.
   auto store_c = [&](int64_t t) {
-    const int slot = out.slot(t);
+    const int64_t g = cg.group_of[t];
+    const int slot = out.slot(g);
     const int64_t blk = order.tiles[t].block, mi = order.tiles[t].mtile, rows = tile_rows(mi),
                   w = block_width(blk);
     AccessPattern dst =
         hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), blk % nt * 512, w);
     dst.offset += blk / nt * s.m * s.n;
     const int64_t i = b.dma_copy(dst, tile_pattern(BufferKind::sbuf, out.alloc[slot], s.output, 0,
-                                                   static_cast<int32_t>(rows), 0, {{w, 1}}));
-    b.wait(i, out.filled[slot], out.round(t) + 1);
+                                                   static_cast<int32_t>(rows),
+                                                   cg.position[t] * cg.pitch, {{w, 1}}));
+    b.wait(i, out.filled[slot], out.round(g) + 1);
     b.signal(i, out.freed[slot]);
   };
 
@@ -425,9 +457,12 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     for (; next_rows < a_uses && next_rows < made + rw.depth; ++next_rows) load_rows(next_rows);
   };
   // The first tile's A (A^T, or A's rows) first: A's rows of the first
-  // two uses go through the transposes before the first matmul.
+  // two uses go through the transposes before the first matmul. With B^T
+  // given, B^T's first block goes second: B is made on chip from it before
+  // any matmul, so it is the longer way to the first one.
   if (rows_in) {
-    for (; next_rows < std::min<int64_t>({2, rw.depth, a_uses}); ++next_rows) load_rows(next_rows);
+    for (; next_rows < std::min<int64_t>({b_rows ? 1 : 2, rw.depth, a_uses}); ++next_rows)
+      load_rows(next_rows);
     load_b(0);
     for (; next_rows < std::min<int64_t>(rw.depth, a_uses); ++next_rows) load_rows(next_rows);
   } else {
@@ -440,11 +475,23 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   } else if (b_resident) {
     for (int64_t blk = 1; blk < nt; ++blk) load_b(blk);
   }
+  // Per PSUM slot: its tiles so far (each signals `filled` once); per out
+  // slot: its tiles so far (each store signals `freed` once); the tiles
+  // copied out but not yet stored.
+  std::vector<int32_t> ps_tiles(ps.depth, 0), out_tiles(out.depth, 0);
+  std::vector<int64_t> pending;
+  auto store_pending = [&] {
+    for (int64_t i : pending) store_c(i);
+    pending.clear();
+  };
   for (int64_t t = 0; t < tiles; ++t) {
     const TileOrder::Tile& x = order.tiles[t];
     const int64_t nb = x.block, mi = x.mtile, u = x.use, rows = tile_rows(mi), w = block_width(nb);
     newest_use = std::max(newest_use, u);
-    const int aslot = a.slot(u), bslot = bb.slot(nb), pslot = ps.slot(t), oslot = out.slot(t);
+    // The tile's copy group, its PSUM and out slots and its columns there.
+    const int64_t g = cg.group_of[t], col0 = cg.position[t] * cg.pitch;
+    const CopyGroup& group = cg.groups[g];
+    const int aslot = a.slot(u), bslot = bb.slot(nb), pslot = ps.slot(g), oslot = out.slot(g);
     const bool a_first = order.first_tile[u] == t, a_last = order.last_tile[u] == t;
     // B's first use (its first M tile) and last (streamed: the last M tile).
     const bool b_first = mi == 0, b_last = !b_resident && mi == mt - 1;
@@ -457,7 +504,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     // copies a bank while Tensor goes on with the matmuls.
     std::vector<int64_t> ahead; // uses whose groups go between the K steps
     if (rows_in) {
-      for (; next_fill < a_uses && next_fill <= newest_use + 1 && slot_free(next_fill, t);
+      for (; next_fill < a_uses && next_fill <= newest_use + pipe.a_ahead && slot_free(next_fill, t);
            ++next_fill) {
         if (next_fill <= u) {
           for (int64_t g = 0; g < groups; ++g) transpose_group(next_fill, g);
@@ -485,9 +532,9 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     };
     for (int64_t ki = 0; ki < kt; ++ki) {
       if (b_make && ki + 2 < kt) transpose_b(nb, ki + 2, ki + 3);
-      emit_ahead(std::min(spread, ki * (spread + 1) / kt + 1));
+      emit_ahead(std::min(spread, ki * (spread + 1) / kt + (t == 0 && pipe.late_start ? 0 : 1)));
       const int64_t i = b.matmul(tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32, 0,
-                                              static_cast<int32_t>(rows), 0, {{w, 1}}),
+                                              static_cast<int32_t>(rows), col0, {{w, 1}}),
                                  tile_pattern(BufferKind::sbuf, a.alloc[aslot], s.input, 0,
                                               k_rows(ki), ki * mb_max, {{rows, 1}}),
                                  tile_pattern(BufferKind::sbuf, bb.alloc[bslot], s.input, 0,
@@ -495,7 +542,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
                                  ki > 0);
       if (ki == 0) {
         if (a_first) b.wait(i, a.filled[aslot], (a.round(u) + 1) * a_fills);
-        if (t >= ps.depth) b.wait(i, ps.freed[pslot], ps.round(t));
+        if (t == group.first && g >= ps.depth) b.wait(i, ps.freed[pslot], ps.round(g));
       }
       if (b_first && ki % b_group == 0)
         b.wait(i, b_filled[bslot][ki / b_group],
@@ -513,19 +560,28 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     }
     // The block's B is made: its staging slot takes block nb + 2's rows.
     if (b_make && nb + 2 < blocks) load_b(nb + 2);
-    // 3. PSUM -> SBUF output tile on Scalar, converting to C's dtype. The
-    // last tile in two halves, each stored as soon as it is copied: the
+    // 3. PSUM -> SBUF on Scalar, converting to C's dtype, once the group's
+    // last tile is in: one copy for the group. The last tile (a group of
+    // its own) in two halves, each stored as soon as it is copied: the
     // program's tail is one half's copy and store, not the whole tile's.
+    if (t != group.first + group.count - 1) continue;
+    ps_tiles[pslot] += static_cast<int32_t>(group.count);
     const int64_t pieces = t == tiles - 1 && w >= 256 ? 2 : 1;
     for (int64_t h = 0; h < pieces; ++h) {
       const int64_t c0 = h * w / pieces, cw = (h + 1) * w / pieces - c0;
-      const int64_t c = b.tensor_copy(Engine::scalar,
-                                      tile_pattern(BufferKind::sbuf, out.alloc[oslot], s.output, 0,
-                                                   static_cast<int32_t>(rows), c0, {{cw, 1}}),
-                                      tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32, 0,
-                                                   static_cast<int32_t>(rows), c0, {{cw, 1}}));
-      b.wait(c, ps.filled[pslot], ps.round(t) + 1);
-      if (h == 0 && t >= out.depth) b.wait(c, out.freed[oslot], out.round(t));
+      auto view = [&](BufferKind kind, int32_t alloc, DType dt) {
+        AccessPattern ap = tile_pattern(kind, alloc, dt, 0, static_cast<int32_t>(rows), c0, {});
+        if (pieces == 1)
+          ap.dims.assign(group.dims.begin(), group.dims.end());
+        else
+          ap.dims = {{cw, 1}};
+        return ap;
+      };
+      const int64_t c =
+          b.tensor_copy(Engine::scalar, view(BufferKind::sbuf, out.alloc[oslot], s.output),
+                        view(BufferKind::psum, ps.alloc[pslot], DType::f32));
+      b.wait(c, ps.filled[pslot], ps_tiles[pslot]);
+      if (h == 0 && out_tiles[oslot] > 0) b.wait(c, out.freed[oslot], out_tiles[oslot]);
       if (h == pieces - 1) b.signal(c, ps.freed[pslot]);
       if (pieces == 1) {
         b.signal(c, out.filled[oslot]);
@@ -534,7 +590,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
       // The last tile's halves: each stored on its own.
       const int32_t ready = b.semaphore();
       b.signal(c, ready);
-      if (h == 0 && t >= 1) store_c(t - 1);
+      if (h == 0) store_pending();
       AccessPattern dst =
           hbm_rows(ct, s.output, s.n, mi * 128, static_cast<int32_t>(rows), nb % nt * 512 + c0, cw);
       dst.offset += nb / nt * s.m * s.n;
@@ -542,11 +598,39 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
                                           static_cast<int32_t>(rows), c0, {{cw, 1}})),
              ready, 1);
     }
-    // 4. The previous tile's store (Sync issues the next loads first).
-    if (pieces == 1 && t >= 1) store_c(t - 1);
-    if (pieces == 1 && t == tiles - 1) store_c(t);
+    out_tiles[oslot] += static_cast<int32_t>(group.count);
+    if (pieces == 2) continue;
+    // 4. The previous group's stores (Sync issues the next loads first).
+    store_pending();
+    for (int64_t i = group.first; i <= t; ++i) pending.push_back(i);
+    if (t == tiles - 1) store_pending();
   }
   return b.take();
+}
+
+} // namespace
+
+TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
+  // A copy per output tile, or pairs of tiles per copy (a 60-cycle access
+  // cost saved per pair, but a longer wait before the first copy and
+  // coarser work on the Scalar queue), A^T made one or two uses ahead, the
+  // first matmul before or after the next use's first transposes: the
+  // cost model keeps the fastest. The copies are exact and the K order is
+  // the same, so every candidate writes the same C.
+  const bool rows_in = s.a_row_major;
+  TileProgram best;
+  double best_ns = std::numeric_limits<double>::infinity();
+  for (const Pipeline& pipe : {Pipeline{1, 1, 1}, Pipeline{2, 2, 1}, Pipeline{2, 2, 2},
+                               Pipeline{1, 1, 1, true}, Pipeline{2, 2, 1, true}}) {
+    if ((pipe.a_ahead > 1 || pipe.late_start) && !rows_in) continue; // as the first ones
+    TileProgram p = pipelined_matmul(s, pipe);
+    const absl::StatusOr<CostReport> cost = estimate_cost(p);
+    if (best.instructions.empty() || (cost.ok() && cost->total_ns < best_ns)) {
+      if (cost.ok()) best_ns = cost->total_ns;
+      best = std::move(p);
+    }
+  }
+  return best;
 }
 
 } // namespace mstep::neuron
