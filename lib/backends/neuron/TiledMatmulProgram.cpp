@@ -28,6 +28,7 @@
 
 #include "lib/backends/neuron/CostModel.h"
 #include "lib/backends/neuron/MatmulCopyGroups.h"
+#include "lib/backends/neuron/MatmulTileOrder.h"
 #include "lib/backends/neuron/TileBuilder.h"
 
 namespace mstep::neuron {
@@ -67,58 +68,26 @@ constexpr int64_t kPsumBanks = kPsumBytesPerPartition / kPsumBankBytes;
 
 /// A pipeline's choices the cost model picks between: output tiles per
 /// PSUM copy (in up to `copy_banks` banks) and how many A^T uses ahead of
-/// the matmuls the transposes of a row-major A run.
-/// With `late_start`, the first tile's first matmul goes before the next
-/// use's transposes (it waits for one use's rows, not two).
+/// the matmuls the transposes of a row-major A run. With `late_start`, the first tile's first matmul goes before the next
+/// use's transposes (it waits for one use's rows, not two). With
+/// `side_by_side` (A^T and B given), a copy group's tiles run their K
+/// steps side by side (K outer), so the tiles of a streamed block of B all
+/// follow its K tiles as they arrive, not the first tile alone.
 struct Pipeline {
   int64_t copy_banks = 1, copy_tiles = 1, a_ahead = 1;
-  bool late_start = false;
+  bool late_start = false, side_by_side = false;
 };
 /// SBUF bytes per partition the program may take (of 192 KiB).
 constexpr int64_t kSbufBudget = 160 * 1024;
 /// A row-major A's row loads are split into DMAs of at least this many
 /// bytes per partition (the issue: >= 2 KiB per partition), at most 4.
 constexpr int64_t kRowsDmaBytes = 2048;
+/// A's row loads of at least kSplitBytes go as one DMA per
+/// kSplitPartitions partitions: their transfers on several DMA engines at
+/// once (K >= 512 in bf16; below, the extra triggers cost more on Sync).
+constexpr int64_t kSplitBytes = 128 * 1024;
+constexpr int32_t kSplitPartitions = 32;
 
-/// The order of the output tiles and the A^T use each reads. B resident:
-/// M tile outer, every column block of B inner (each A^T made once). A
-/// resident: per product, column block outer, M tile inner, all of the
-/// product's A^T kept (each made once). Streamed: column block outer, M
-/// tile inner, A^T made again for every tile.
-struct TileOrder {
-  struct Tile {
-    int64_t block = 0, mtile = 0, use = 0;
-  };
-  std::vector<Tile> tiles;
-  /// Per A^T use: its M tile, the product it belongs to, its first and
-  /// last tile.
-  std::vector<int64_t> use_mtile, use_product, first_tile, last_tile;
-};
-
-TileOrder tile_order(int64_t nbatch, int64_t nt, int64_t mt, bool b_resident, bool a_resident) {
-  TileOrder o;
-  const int64_t blocks = nbatch * nt;
-  for (int64_t t = 0; t < blocks * mt; ++t) {
-    TileOrder::Tile x;
-    if (b_resident) {
-      x = {t % nt, t / nt, t / nt};
-    } else if (a_resident) {
-      const int64_t p = t / (nt * mt), r = t % (nt * mt);
-      x = {p * nt + r / mt, r % mt, p * mt + r % mt};
-    } else {
-      x = {t / mt, t % mt, t};
-    }
-    if (x.use == static_cast<int64_t>(o.use_mtile.size())) {
-      o.use_mtile.push_back(x.mtile);
-      o.use_product.push_back(x.block / nt);
-      o.first_tile.push_back(t);
-      o.last_tile.push_back(t);
-    }
-    o.last_tile[x.use] = t;
-    o.tiles.push_back(x);
-  }
-  return o;
-}
 
 
 TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
@@ -234,9 +203,13 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   // not when the whole block is.
   const int64_t b_group = ceil_div(kt, std::min<int64_t>(kt, 8));
   auto group_tiles = [&](int64_t g) { return std::min(b_group, kt - g * b_group); };
-  std::vector<std::vector<int32_t>> b_filled(b_depth);
+  const int64_t k_groups = ceil_div(kt, b_group);
+  std::vector<std::vector<int32_t>> b_filled(b_depth), a_group_filled(a.depth);
   for (auto& f : b_filled)
-    for (int64_t g = 0; g * b_group < kt; ++g) f.push_back(b.semaphore());
+    for (int64_t g = 0; g < k_groups; ++g) f.push_back(b.semaphore());
+  if (pipe.side_by_side)
+    for (auto& f : a_group_filled)
+      for (int64_t g = 0; g < k_groups; ++g) f.push_back(b.semaphore());
   // The first transpose waits for the identity.
   bool ident_waited = false;
   auto wait_identity = [&](int64_t i) {
@@ -300,11 +273,12 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   };
   // Loads B's column block `blk` into its ring slot (one DMA per K tile);
   // B^T given: its rows into the staging slot (transpose_b makes B).
-  auto load_b = [&](int64_t blk) {
+  auto load_b = [&](int64_t blk, int64_t k0 = 0, int64_t k1 = -1) {
     if (b_rows) return load_bt_rows(blk);
+    if (k1 < 0) k1 = kt;
     const int slot = bb.slot(blk);
     const int64_t w = block_width(blk);
-    for (int64_t ki = 0; ki < kt; ++ki) {
+    for (int64_t ki = k0; ki < k1; ++ki) {
       AccessPattern src = hbm_rows(bt, s.input, s.n, ki * 128, k_rows(ki), blk % nt * 512, w);
       src.offset += batches[blk / nt].b;
       const int64_t i = b.dma_copy(tile_pattern(BufferKind::sbuf, bb.alloc[slot], s.input, 0,
@@ -313,58 +287,75 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
       if (bb.uses[slot] > 0) b.wait(i, bb.freed[slot], bb.uses[slot]);
       b.signal(i, b_filled[slot][ki / b_group]);
     }
-    ++bb.uses[slot];
+    if (k1 == kt) ++bb.uses[slot];
   };
   // AT [K, M] given: loads use u's A^T row block (all K tiles, one DMA
   // where K is a multiple of 128) into its ring slot.
-  auto load_at = [&](int64_t u) {
+  // With side by side tiles, in B's K groups [g0, g1) (g1 < 0: all), each
+  // group's loads signalling their own semaphore (a_group_filled), so the
+  // first K steps start before the whole A^T is in.
+  auto load_at = [&](int64_t u, int64_t g0 = 0, int64_t g1 = -1) {
     const int slot = a.slot(u);
     const int64_t mi = order.use_mtile[u], rows = tile_rows(mi);
     const int64_t a0 = batches[order.use_product[u]].a;
+    const bool by_group = pipe.side_by_side;
+    if (g1 < 0) g1 = by_group ? k_groups : 1;
     auto src_of = [&](int64_t ki) {
       AccessPattern ap = hbm_rows(at, s.input, s.m, ki * 128, k_rows(ki), mi * 128, rows);
       ap.offset += a0;
       return ap;
     };
-    std::vector<int64_t> loads;
-    if (kt == 1 || s.k % 128 == 0) { // all K tiles in one transfer: [128, (kt, rows)]
-      AccessPattern src = src_of(0);
-      AccessPattern dst =
-          tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(0), 0, {{rows, 1}});
-      if (kt > 1) {
-        src.dims = {{kt, 128 * s.m}, src.dims[0]};
-        dst.dims = {{kt, mb_max}, {rows, 1}};
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t k0 = by_group ? g * b_group : 0, kn = by_group ? group_tiles(g) : kt;
+      std::vector<int64_t> loads;
+      if (kn == 1 || s.k % 128 == 0) { // the K tiles in one transfer: [128, (kn, rows)]
+        AccessPattern src = src_of(k0);
+        AccessPattern dst = tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0, k_rows(k0),
+                                         k0 * mb_max, {{rows, 1}});
+        if (kn > 1) {
+          src.dims = {{kn, 128 * s.m}, src.dims[0]};
+          dst.dims = {{kn, mb_max}, {rows, 1}};
+        }
+        loads.push_back(b.dma_copy(dst, src));
+      } else { // a ragged last K tile: one DMA per K tile
+        for (int64_t ki = k0; ki < k0 + kn; ++ki)
+          loads.push_back(b.dma_copy(tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0,
+                                                  k_rows(ki), ki * mb_max, {{rows, 1}}),
+                                     src_of(ki)));
       }
-      loads.push_back(b.dma_copy(dst, src));
-    } else { // a ragged last K tile: one DMA per K tile
-      for (int64_t ki = 0; ki < kt; ++ki)
-        loads.push_back(b.dma_copy(tile_pattern(BufferKind::sbuf, a.alloc[slot], s.input, 0,
-                                                k_rows(ki), ki * mb_max, {{rows, 1}}),
-                                   src_of(ki)));
+      for (int64_t i : loads) {
+        if (a.uses[slot] > 0) b.wait(i, a.freed[slot], a.uses[slot]);
+        b.signal(i, by_group ? a_group_filled[slot][g] : a.filled[slot]);
+      }
     }
-    for (int64_t i : loads) {
-      if (a.uses[slot] > 0) b.wait(i, a.freed[slot], a.uses[slot]);
-      b.signal(i, a.filled[slot]);
-    }
-    ++a.uses[slot];
+    if (g1 == (by_group ? k_groups : 1)) ++a.uses[slot];
   };
   // A [M, K] given: DMAs use u's 128 rows of A (contiguous K per
-  // partition) into its rows slot, in pieces of >= 2 KiB per partition.
-  const int64_t piece_cols = ceil_div(s.k, std::clamp<int64_t>(rows_bytes / kRowsDmaBytes, 1, 4)),
-                row_pieces = ceil_div(s.k, piece_cols);
+  // partition) into its rows slot, in pieces of >= 2 KiB per partition
+  // (large ones split by partitions); rows_filled[u]: the slot's fills
+  // its transposes wait for.
+  const int64_t piece_cols = ceil_div(s.k, std::clamp<int64_t>(rows_bytes / kRowsDmaBytes, 1, 4));
+  std::vector<int32_t> rows_fills(rw.depth, 0), rows_filled(a_uses, 0);
   auto load_rows = [&](int64_t u) {
     const int slot = rw.slot(u);
     const int64_t mi = order.use_mtile[u];
     const int32_t rows = static_cast<int32_t>(tile_rows(mi));
     for (int64_t c0 = 0; c0 < s.k; c0 += piece_cols) {
       const int64_t w = std::min(piece_cols, s.k - c0);
-      AccessPattern src = hbm_rows(at, s.input, s.k, mi * 128, rows, c0, w);
-      src.offset += batches[order.use_product[u]].a;
-      const int64_t i = b.dma_copy(
-          tile_pattern(BufferKind::sbuf, rw.alloc[slot], s.input, 0, rows, c0, {{w, 1}}), src);
-      if (rw.uses[slot] > 0) b.wait(i, rw.freed[slot], rw.uses[slot]);
-      b.signal(i, rw.filled[slot]);
+      const bool split = rows * w * in_size >= kSplitBytes;
+      const int32_t step = split ? kSplitPartitions : rows;
+      for (int32_t p0 = 0; p0 < rows; p0 += step) {
+        const int32_t pn = std::min(step, rows - p0);
+        AccessPattern src = hbm_rows(at, s.input, s.k, mi * 128 + p0, pn, c0, w);
+        src.offset += batches[order.use_product[u]].a;
+        const int64_t i = b.dma_copy(
+            tile_pattern(BufferKind::sbuf, rw.alloc[slot], s.input, p0, pn, c0, {{w, 1}}), src);
+        if (rw.uses[slot] > 0) b.wait(i, rw.freed[slot], rw.uses[slot]);
+        b.signal(i, rw.filled[slot]);
+        ++rows_fills[slot];
+      }
     }
+    rows_filled[u] = rows_fills[slot];
     ++rw.uses[slot];
   };
   // Makes use u's A^T from its rows, group `g` of four K tiles at a time:
@@ -403,7 +394,7 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
                    tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rows, 1}}), false);
       wait_identity(i);
       if (ki == 0)
-        b.wait(i, rw.filled[rslot], (rw.round(u) + 1) * static_cast<int32_t>(row_pieces));
+        b.wait(i, rw.filled[rslot], rows_filled[u]);
       if (j == 0 && bank_round > 0) b.wait(i, tp.freed[bank], bank_round);
       if (ki == kt - 1) b.signal(i, rw.freed[rslot]);
       if (j == gn - 1) b.signal(i, tp.filled[bank]);
@@ -456,6 +447,9 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   auto load_rows_ahead = [&] {
     for (; next_rows < a_uses && next_rows < made + rw.depth; ++next_rows) load_rows(next_rows);
   };
+  auto side_by_side = [&](const CopyGroup& group) {
+    return pipe.side_by_side && !rows_in && !b_rows && group.count > 1;
+  };
   // The first tile's A (A^T, or A's rows) first: A's rows of the first
   // two uses go through the transposes before the first matmul. With B^T
   // given, B^T's first block goes second: B is made on chip from it before
@@ -465,9 +459,19 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
       load_rows(next_rows);
     load_b(0);
     for (; next_rows < std::min<int64_t>(rw.depth, a_uses); ++next_rows) load_rows(next_rows);
-  } else {
-    load_at(next_fill++);
-    load_b(0);
+  } else { // side by side: the A^T of every tile of the first group first
+    const int64_t first_uses =
+        side_by_side(cg.groups[0]) ? order.tiles[cg.groups[0].count - 1].use + 1 : 1;
+    if (pipe.side_by_side) { // K group by K group: those uses' A^T, then B's
+      for (int64_t g = 0; g < k_groups; ++g) {
+        for (int64_t v = 0; v < first_uses; ++v) load_at(v, g, g + 1);
+        load_b(0, g * b_group, g * b_group + group_tiles(g));
+      }
+      next_fill = first_uses;
+    } else {
+      load_at(next_fill++);
+      load_b(0);
+    }
     for (; next_fill < std::min<int64_t>(a.depth - 1, a_uses); ++next_fill) load_at(next_fill);
   }
   if (b_rows) { // two blocks staged; block blk + 2 after blk's transposes
@@ -484,17 +488,57 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
     for (int64_t i : pending) store_c(i);
     pending.clear();
   };
+  // A^T given: loads A^T into the slots free from tile t_free on; then,
+  // with tile t the first of a column block, prefetches the next block of
+  // a streamed B (A first: a block of B can be MiBs, and the next tile's
+  // A^T must not queue behind it on HBM).
+  auto fill_given = [&](int64_t t, int64_t t_free) {
+    if (!rows_in)
+      for (; next_fill < a_uses && slot_free(next_fill, t_free); ++next_fill) load_at(next_fill);
+    const int64_t nb = order.tiles[t].block;
+    if (!b_rows && !b_resident && order.tiles[t].mtile == 0 && nb + 1 < blocks) load_b(nb + 1);
+  };
+  // K step ki of tile t: its matmul into its PSUM columns.
+  auto k_step = [&](int64_t t, int64_t ki) {
+    const TileOrder::Tile& x = order.tiles[t];
+    const int64_t nb = x.block, mi = x.mtile, u = x.use, rows = tile_rows(mi), w = block_width(nb);
+    const int64_t g = cg.group_of[t], col0 = cg.position[t] * cg.pitch;
+    const int aslot = a.slot(u), bslot = bb.slot(nb), pslot = ps.slot(g);
+    const bool a_first = order.first_tile[u] == t, a_last = order.last_tile[u] == t;
+    // B's first use (its first M tile) and last (streamed: the last M tile).
+    const bool b_first = mi == 0, b_last = !b_resident && mi == mt - 1;
+    const int64_t i = b.matmul(tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32, 0,
+                                            static_cast<int32_t>(rows), col0, {{w, 1}}),
+                               tile_pattern(BufferKind::sbuf, a.alloc[aslot], s.input, 0,
+                                            k_rows(ki), ki * mb_max, {{rows, 1}}),
+                               tile_pattern(BufferKind::sbuf, bb.alloc[bslot], s.input, 0,
+                                            k_rows(ki), ki * nb_max, {{w, 1}}),
+                               ki > 0);
+    if (a_first && pipe.side_by_side && ki % b_group == 0) {
+      const int32_t per_use = s.k % 128 == 0 ? 1 : static_cast<int32_t>(group_tiles(ki / b_group));
+      b.wait(i, a_group_filled[aslot][ki / b_group], (a.round(u) + 1) * per_use);
+    }
+    if (ki == 0) {
+      if (a_first && !pipe.side_by_side) b.wait(i, a.filled[aslot], (a.round(u) + 1) * a_fills);
+      if (t == cg.groups[g].first && g >= ps.depth) b.wait(i, ps.freed[pslot], ps.round(g));
+    }
+    if (b_first && ki % b_group == 0)
+      b.wait(i, b_filled[bslot][ki / b_group],
+             (bb.round(nb) + 1) * static_cast<int32_t>(group_tiles(ki / b_group)));
+    if (ki == kt - 1) {
+      if (a_last) b.signal(i, a.freed[aslot]);
+      b.signal(i, ps.filled[pslot]);
+      if (b_last) b.signal(i, bb.freed[bslot]);
+    }
+  };
   for (int64_t t = 0; t < tiles; ++t) {
     const TileOrder::Tile& x = order.tiles[t];
     const int64_t nb = x.block, mi = x.mtile, u = x.use, rows = tile_rows(mi), w = block_width(nb);
     newest_use = std::max(newest_use, u);
     // The tile's copy group, its PSUM and out slots and its columns there.
-    const int64_t g = cg.group_of[t], col0 = cg.position[t] * cg.pitch;
+    const int64_t g = cg.group_of[t];
     const CopyGroup& group = cg.groups[g];
-    const int aslot = a.slot(u), bslot = bb.slot(nb), pslot = ps.slot(g), oslot = out.slot(g);
-    const bool a_first = order.first_tile[u] == t, a_last = order.last_tile[u] == t;
-    // B's first use (its first M tile) and last (streamed: the last M tile).
-    const bool b_first = mi == 0, b_last = !b_resident && mi == mt - 1;
+    const int pslot = ps.slot(g), oslot = out.slot(g);
     // 1. Fill the A^T slots that are free: loads as deep as the ring,
     // transposes one use ahead (rows loads as deep as their ring); then
     // prefetch the next block's B (A first: a block of B can be MiBs, and
@@ -514,14 +558,12 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
         }
       }
       load_rows_ahead();
-    } else {
-      for (; next_fill < a_uses && slot_free(next_fill, t); ++next_fill) load_at(next_fill);
     }
+    fill_given(t, t);
     // This block's B from its staged rows: two K tiles ahead of the
     // matmuls that read them (the rest between the K steps below).
     const bool b_make = b_rows && mi == 0;
     if (b_make) transpose_b(nb, 0, std::min<int64_t>(kt, 2));
-    if (!b_rows && !b_resident && mi == 0 && nb + 1 < blocks) load_b(nb + 1);
     // 2. K accumulation into PSUM bank `pslot`, the next use's transpose
     // groups between the K steps, group j before step j kt / (groups + 1):
     // the last one's copy has the last K steps to finish in.
@@ -530,27 +572,19 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
     auto emit_ahead = [&](int64_t upto) {
       for (; emitted < upto; ++emitted) transpose_group(ahead[emitted / groups], emitted % groups);
     };
-    for (int64_t ki = 0; ki < kt; ++ki) {
-      if (b_make && ki + 2 < kt) transpose_b(nb, ki + 2, ki + 3);
-      emit_ahead(std::min(spread, ki * (spread + 1) / kt + (t == 0 && pipe.late_start ? 0 : 1)));
-      const int64_t i = b.matmul(tile_pattern(BufferKind::psum, ps.alloc[pslot], DType::f32, 0,
-                                              static_cast<int32_t>(rows), col0, {{w, 1}}),
-                                 tile_pattern(BufferKind::sbuf, a.alloc[aslot], s.input, 0,
-                                              k_rows(ki), ki * mb_max, {{rows, 1}}),
-                                 tile_pattern(BufferKind::sbuf, bb.alloc[bslot], s.input, 0,
-                                              k_rows(ki), ki * nb_max, {{w, 1}}),
-                                 ki > 0);
-      if (ki == 0) {
-        if (a_first) b.wait(i, a.filled[aslot], (a.round(u) + 1) * a_fills);
-        if (t == group.first && g >= ps.depth) b.wait(i, ps.freed[pslot], ps.round(g));
+    if (side_by_side(group)) { // the group's tiles, K outer; t moves to its last tile
+      for (int64_t j = t + 1; j < group.first + group.count; ++j) {
+        newest_use = std::max(newest_use, order.tiles[j].use);
+        fill_given(j, t);
       }
-      if (b_first && ki % b_group == 0)
-        b.wait(i, b_filled[bslot][ki / b_group],
-               (bb.round(nb) + 1) * static_cast<int32_t>(group_tiles(ki / b_group)));
-      if (ki == kt - 1) {
-        if (a_last) b.signal(i, a.freed[aslot]);
-        b.signal(i, ps.filled[pslot]);
-        if (b_last) b.signal(i, bb.freed[bslot]);
+      for (int64_t ki = 0; ki < kt; ++ki)
+        for (int64_t j = t; j < group.first + group.count; ++j) k_step(j, ki);
+      t = group.first + group.count - 1;
+    } else {
+      for (int64_t ki = 0; ki < kt; ++ki) {
+        if (b_make && ki + 2 < kt) transpose_b(nb, ki + 2, ki + 3);
+        emit_ahead(std::min(spread, ki * (spread + 1) / kt + (t == 0 && pipe.late_start ? 0 : 1)));
+        k_step(t, ki);
       }
     }
     emit_ahead(spread);
@@ -610,27 +644,39 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
 
 } // namespace
 
+std::vector<TileProgram> tiled_matmul_variants(const TiledMatmulShape& s) {
+  std::vector<TileProgram> out;
+  for (const Pipeline& pipe :
+       {Pipeline{1, 1, 1}, Pipeline{2, 2, 1}, Pipeline{2, 2, 2}, Pipeline{1, 1, 1, true},
+        Pipeline{2, 2, 1, true}, Pipeline{2, 2, 1, false, true}}) {
+    // Options that change nothing for this shape: the same program again.
+    if ((pipe.a_ahead > 1 || pipe.late_start) && !s.a_row_major) continue;
+    if (pipe.side_by_side && (s.a_row_major || s.b_transposed)) continue;
+    out.push_back(pipelined_matmul(s, pipe));
+  }
+  return out;
+}
+
 TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
   // A copy per output tile, or pairs of tiles per copy (a 60-cycle access
   // cost saved per pair, but a longer wait before the first copy and
   // coarser work on the Scalar queue), A^T made one or two uses ahead, the
-  // first matmul before or after the next use's first transposes: the
-  // cost model keeps the fastest. The copies are exact and the K order is
-  // the same, so every candidate writes the same C.
-  const bool rows_in = s.a_row_major;
-  TileProgram best;
+  // first matmul before or after the next use's first transposes, a
+  // group's tiles side by side: the cost model keeps the fastest (the
+  // first where it rejects them all, for the validator to report). The
+  // copies are exact and the K order is the same, so every variant writes
+  // the same C.
+  std::vector<TileProgram> variants = tiled_matmul_variants(s);
+  size_t best = 0;
   double best_ns = std::numeric_limits<double>::infinity();
-  for (const Pipeline& pipe : {Pipeline{1, 1, 1}, Pipeline{2, 2, 1}, Pipeline{2, 2, 2},
-                               Pipeline{1, 1, 1, true}, Pipeline{2, 2, 1, true}}) {
-    if ((pipe.a_ahead > 1 || pipe.late_start) && !rows_in) continue; // as the first ones
-    TileProgram p = pipelined_matmul(s, pipe);
-    const absl::StatusOr<CostReport> cost = estimate_cost(p);
-    if (best.instructions.empty() || (cost.ok() && cost->total_ns < best_ns)) {
-      if (cost.ok()) best_ns = cost->total_ns;
-      best = std::move(p);
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const absl::StatusOr<CostReport> cost = estimate_cost(variants[i]);
+    if (cost.ok() && cost->total_ns < best_ns) {
+      best_ns = cost->total_ns;
+      best = i;
     }
   }
-  return best;
+  return std::move(variants[best]);
 }
 
 } // namespace mstep::neuron
