@@ -7,7 +7,6 @@
 // K order is the same, so the variant the cost model picks cannot change
 // results).
 #include <cmath>
-#include <random>
 
 #include "lib/backends/neuron/TiledMatmulProgram.h"
 #include "test/neuron/NeuronTestPrograms.h"
@@ -15,37 +14,15 @@
 namespace mstep::neuron {
 namespace {
 
-using testing::bytes_of;
-using testing::values_of;
+using testing::decode;
+using testing::encode;
+using testing::random_rounded;
 
 struct Case {
   int64_t m, k, n;
   DType input, output;
   int64_t products = 1;
 };
-
-/// Values exact in the input dtype (bf16: rounded through BFloat16).
-std::vector<float> inputs(size_t n, uint32_t seed, DType dtype) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dtype == DType::bf16 ? float(BFloat16(dist(gen))) : dist(gen);
-  return v;
-}
-
-std::vector<std::byte> stored(const std::vector<float>& v, DType dtype) {
-  if (dtype == DType::f32) return bytes_of(v);
-  std::vector<BFloat16> b;
-  for (float x : v) b.emplace_back(x);
-  return bytes_of(b);
-}
-
-std::vector<float> loaded(const std::vector<std::byte>& bytes, DType dtype) {
-  if (dtype == DType::f32) return values_of<float>(bytes);
-  std::vector<float> out;
-  for (BFloat16 x : values_of<BFloat16>(bytes)) out.push_back(float(x));
-  return out;
-}
 
 /// A [P, M, K] and B [P, K, N] as the HBM tensors want them (A or A^T, B
 /// or B^T), the program's C checked against the host's double product:
@@ -55,7 +32,8 @@ void check_variants(const Case& c, bool a_row_major, bool b_transposed) {
                                     << ", " << c.n << "] A row-major " << a_row_major
                                     << " B^T " << b_transposed);
   const int64_t p = c.products, m = c.m, k = c.k, n = c.n;
-  const std::vector<float> a = inputs(p * m * k, 11, c.input), bm = inputs(p * k * n, 12, c.input);
+  const std::vector<float> a = random_rounded(p * m * k, c.input, 11),
+                           bm = random_rounded(p * k * n, c.input, 12);
   std::vector<float> a_hbm(a.size()), b_hbm(bm.size());
   for (int64_t q = 0; q < p; ++q) {
     for (int64_t i = 0; i < m; ++i)
@@ -79,14 +57,14 @@ void check_variants(const Case& c, bool a_row_major, bool b_transposed) {
   for (size_t v = 0; v < variants.size(); ++v) {
     SCOPED_TRACE(::testing::Message() << "variant " << v);
     ASSERT_TRUE(validate(variants[v]).ok()) << validate(variants[v]);
-    HbmContents hbm = {stored(a_hbm, c.input), stored(b_hbm, c.input),
+    HbmContents hbm = {encode(a_hbm, c.input), encode(b_hbm, c.input),
                        std::vector<std::byte>(p * m * n * element_size(c.output))};
     Simulator sim;
     absl::StatusOr<SimulationStats> stats = sim.run(variants[v], hbm);
     ASSERT_TRUE(stats.ok()) << stats.status();
     if (v == 0) {
       first = hbm[2];
-      const std::vector<float> got = loaded(hbm[2], c.output);
+      const std::vector<float> got = decode(hbm[2], c.output);
       int64_t bad = 0;
       for (int64_t q = 0; q < p; ++q)
         for (int64_t i = 0; i < m; ++i)
