@@ -198,10 +198,10 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
     return static_cast<int32_t>(std::min<int64_t>(128, s.k - ki * 128));
   };
 
-  // B's K tiles arrive in up to 8 groups, a "filled" semaphore per group
-  // and slot, so a block's first matmuls start when their K tiles are in,
-  // not when the whole block is.
-  const int64_t b_group = ceil_div(kt, std::min<int64_t>(kt, 8));
+  // B's K tiles arrive in up to 8 groups (side by side, with A^T's: 16),
+  // a "filled" semaphore per group and slot, so a block's first matmuls
+  // start when their K tiles are in, not when the whole block is.
+  const int64_t b_group = ceil_div(kt, std::min<int64_t>(kt, pipe.side_by_side ? 16 : 8));
   auto group_tiles = [&](int64_t g) { return std::min(b_group, kt - g * b_group); };
   const int64_t k_groups = ceil_div(kt, b_group);
   std::vector<std::vector<int32_t>> b_filled(b_depth), a_group_filled(a.depth);
