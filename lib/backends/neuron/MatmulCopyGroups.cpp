@@ -7,7 +7,7 @@ namespace mstep::neuron {
 
 CopyGroups plan_copy_groups(const std::vector<int64_t>& rows, const std::vector<int64_t>& widths,
                             int64_t max_width, int64_t banks,
-                            int64_t max_tiles) {
+                            int64_t max_tiles, bool last_alone) {
   constexpr int64_t kBankColumns = kPsumBankBytes / 4; // fp32 products
   CopyGroups g;
   g.pitch = 1;
@@ -19,7 +19,8 @@ CopyGroups plan_copy_groups(const std::vector<int64_t>& rows, const std::vector<
   // pattern for its width (all tiles one width, or all a full pitch but a
   // narrower last one, which closes the group).
   auto joins = [&](const CopyGroup& open, int64_t t) {
-    if (open.count == g.capacity || rows[t] != open.rows || t == tiles - 1) return false;
+    if (open.count == g.capacity || rows[t] != open.rows || (last_alone && t == tiles - 1))
+      return false;
     bool all_pitch = true, all_same = true;
     for (int64_t i = open.first; i < t; ++i) {
       all_pitch = all_pitch && widths[i] == g.pitch;

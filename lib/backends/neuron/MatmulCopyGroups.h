@@ -36,10 +36,10 @@ struct CopyGroups {
 /// most `max_width` <= 512) into copies of up to `banks` PSUM banks and
 /// `max_tiles` tiles (1: a copy per tile, the pipeline before groups). A
 /// group's tiles have the same rows and either one width, or the pitch as
-/// width but for the last. The last tile is a group of its own: the
-/// program copies and stores it in halves (its tail).
+/// width but for the last. With `last_alone`, the last tile is a group of
+/// its own: the program copies and stores it in halves (its tail).
 CopyGroups plan_copy_groups(const std::vector<int64_t>& rows, const std::vector<int64_t>& widths,
                             int64_t max_width, int64_t banks,
-                            int64_t max_tiles);
+                            int64_t max_tiles, bool last_alone);
 
 } // namespace mstep::neuron

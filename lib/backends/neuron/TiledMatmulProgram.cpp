@@ -73,9 +73,12 @@ constexpr int64_t kPsumBanks = kPsumBytesPerPartition / kPsumBankBytes;
 /// `side_by_side` (A^T and B given), a copy group's tiles run their K
 /// steps side by side (K outer), so the tiles of a streamed block of B all
 /// follow its K tiles as they arrive, not the first tile alone.
+/// With `last_paired`, the last tile is paired too (side by side: the last
+/// block's tiles all follow its K tiles as they arrive, instead of the last
+/// one starting after them; but its copy is a pair's, not half a tile's).
 struct Pipeline {
   int64_t copy_banks = 1, copy_tiles = 1, a_ahead = 1;
-  bool late_start = false, side_by_side = false;
+  bool late_start = false, side_by_side = false, last_paired = false;
 };
 /// SBUF bytes per partition the program may take (of 192 KiB).
 constexpr int64_t kSbufBudget = 160 * 1024;
@@ -133,7 +136,8 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
     rows_of_tile.push_back(std::min<int64_t>(128, s.m - x.mtile * 128));
     width_of_tile.push_back(std::min<int64_t>(512, s.n - x.block % nt * 512));
   }
-  const CopyGroups cg = plan_copy_groups(rows_of_tile, width_of_tile, nb_max, pipe.copy_banks, pipe.copy_tiles);
+  const CopyGroups cg = plan_copy_groups(rows_of_tile, width_of_tile, nb_max, pipe.copy_banks,
+                                         pipe.copy_tiles, !pipe.last_paired);
   const int64_t ngroups = static_cast<int64_t>(cg.groups.size());
   int64_t group_cols = 0; // columns of the widest group's buffers
   for (const CopyGroup& g : cg.groups) group_cols = std::max(group_cols, g.count * cg.pitch);
@@ -595,12 +599,12 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
     // The block's B is made: its staging slot takes block nb + 2's rows.
     if (b_make && nb + 2 < blocks) load_b(nb + 2);
     // 3. PSUM -> SBUF on Scalar, converting to C's dtype, once the group's
-    // last tile is in: one copy for the group. The last tile (a group of
-    // its own) in two halves, each stored as soon as it is copied: the
-    // program's tail is one half's copy and store, not the whole tile's.
+    // last tile is in: one copy for the group. The last tile, alone, in two
+    // halves, each stored as soon as it is copied: the program's tail is
+    // one half's copy and store, not the whole tile's.
     if (t != group.first + group.count - 1) continue;
     ps_tiles[pslot] += static_cast<int32_t>(group.count);
-    const int64_t pieces = t == tiles - 1 && w >= 256 ? 2 : 1;
+    const int64_t pieces = t == tiles - 1 && group.count == 1 && w >= 256 ? 2 : 1;
     for (int64_t h = 0; h < pieces; ++h) {
       const int64_t c0 = h * w / pieces, cw = (h + 1) * w / pieces - c0;
       auto view = [&](BufferKind kind, int32_t alloc, DType dt) {
@@ -648,7 +652,8 @@ std::vector<TileProgram> tiled_matmul_variants(const TiledMatmulShape& s) {
   std::vector<TileProgram> out;
   for (const Pipeline& pipe :
        {Pipeline{1, 1, 1}, Pipeline{2, 2, 1}, Pipeline{2, 2, 2}, Pipeline{1, 1, 1, true},
-        Pipeline{2, 2, 1, true}, Pipeline{2, 2, 1, false, true}}) {
+        Pipeline{2, 2, 1, true}, Pipeline{2, 2, 1, false, true},
+        Pipeline{2, 2, 1, false, true, true}}) {
     // Options that change nothing for this shape: the same program again.
     if ((pipe.a_ahead > 1 || pipe.late_start) && !s.a_row_major) continue;
     if (pipe.side_by_side && (s.a_row_major || s.b_transposed)) continue;
