@@ -28,9 +28,9 @@ struct Case {
 /// or B^T), the program's C checked against the host's double product:
 /// fp32 accumulation (K ulps of the absolute sum) plus a bf16 C's rounding.
 void check_variants(const Case& c, bool a_row_major, bool b_transposed) {
-  SCOPED_TRACE(::testing::Message() << c.products << " x [" << c.m << ", " << c.k << "] x [" << c.k
-                                    << ", " << c.n << "] A row-major " << a_row_major
-                                    << " B^T " << b_transposed);
+  SCOPED_TRACE(::testing::Message()
+               << c.products << " x [" << c.m << ", " << c.k << "] x [" << c.k << ", " << c.n
+               << "] A row-major " << a_row_major << " B^T " << b_transposed);
   const int64_t p = c.products, m = c.m, k = c.k, n = c.n;
   const std::vector<float> a = random_rounded(p * m * k, c.input, 11),
                            bm = random_rounded(p * k * n, c.input, 12);

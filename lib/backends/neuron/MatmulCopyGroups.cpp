@@ -6,8 +6,7 @@
 namespace mstep::neuron {
 
 CopyGroups plan_copy_groups(const std::vector<int64_t>& rows, const std::vector<int64_t>& widths,
-                            int64_t max_width, int64_t banks,
-                            int64_t max_tiles, bool last_alone) {
+                            int64_t max_width, int64_t banks, int64_t max_tiles, bool last_alone) {
   constexpr int64_t kBankColumns = kPsumBankBytes / 4; // fp32 products
   CopyGroups g;
   g.pitch = 1;

@@ -39,7 +39,6 @@ struct CopyGroups {
 /// width but for the last. With `last_alone`, the last tile is a group of
 /// its own: the program copies and stores it in halves (its tail).
 CopyGroups plan_copy_groups(const std::vector<int64_t>& rows, const std::vector<int64_t>& widths,
-                            int64_t max_width, int64_t banks,
-                            int64_t max_tiles, bool last_alone);
+                            int64_t max_width, int64_t banks, int64_t max_tiles, bool last_alone);
 
 } // namespace mstep::neuron

@@ -68,11 +68,12 @@ constexpr int64_t kPsumBanks = kPsumBytesPerPartition / kPsumBankBytes;
 
 /// A pipeline's choices the cost model picks between: output tiles per
 /// PSUM copy (in up to `copy_banks` banks) and how many A^T uses ahead of
-/// the matmuls the transposes of a row-major A run. With `late_start`, the first tile's first matmul goes before the next
-/// use's transposes (it waits for one use's rows, not two). With
-/// `side_by_side` (A^T and B given), a copy group's tiles run their K
-/// steps side by side (K outer), so the tiles of a streamed block of B all
-/// follow its K tiles as they arrive, not the first tile alone.
+/// the matmuls the transposes of a row-major A run. With `late_start`, the
+/// first tile's first matmul goes before the next use's transposes (it
+/// waits for one use's rows, not two). With `side_by_side` (A^T and B
+/// given), a copy group's tiles run their K steps side by side (K outer),
+/// so the tiles of a streamed block of B all follow its K tiles as they
+/// arrive, not the first tile alone.
 /// With `last_paired`, the last tile is paired too (side by side: the last
 /// block's tiles all follow its K tiles as they arrive, instead of the last
 /// one starting after them; but its copy is a pair's, not half a tile's).
@@ -90,8 +91,6 @@ constexpr int64_t kRowsDmaBytes = 2048;
 /// once (K >= 512 in bf16; below, the extra triggers cost more on Sync).
 constexpr int64_t kSplitBytes = 128 * 1024;
 constexpr int32_t kSplitPartitions = 32;
-
-
 
 TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   const std::vector<MatmulOffsets> batches =
@@ -161,11 +160,11 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   Ring bb = ring(b, BufferKind::sbuf, b_bytes, b_depth, "b");
   // The products' PSUM: the banks the transposes leave, per group.
   const int64_t group_banks = ceil_div(group_cols * 4, kPsumBankBytes);
-  const int64_t product_banks = cg.capacity == 1 ? kSingleTileBanks
-                                                 : kPsumBanks - (rows_in || b_rows ? kTransposeBanks : 0);
-  Ring ps = ring(b, BufferKind::psum, group_cols * 4,
-                 static_cast<int>(std::clamp<int64_t>(ngroups, 2, product_banks / group_banks)),
-                 "psum");
+  const int64_t product_banks =
+      cg.capacity == 1 ? kSingleTileBanks : kPsumBanks - (rows_in || b_rows ? kTransposeBanks : 0);
+  Ring ps =
+      ring(b, BufferKind::psum, group_cols * 4,
+           static_cast<int>(std::clamp<int64_t>(ngroups, 2, product_banks / group_banks)), "psum");
   Ring out = ring(b, BufferKind::sbuf, out_bytes, out_depth, "out");
   // A row-major: A's rows (the loads in flight); B^T: its rows (two
   // blocks' staging); either: the transposes' PSUM banks and the identity.
@@ -397,8 +396,7 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
                                 {{k_rows(ki), 1}}),
                    tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rows, 1}}), false);
       wait_identity(i);
-      if (ki == 0)
-        b.wait(i, rw.filled[rslot], rows_filled[u]);
+      if (ki == 0) b.wait(i, rw.filled[rslot], rows_filled[u]);
       if (j == 0 && bank_round > 0) b.wait(i, tp.freed[bank], bank_round);
       if (ki == kt - 1) b.signal(i, rw.freed[rslot]);
       if (j == gn - 1) b.signal(i, tp.filled[bank]);
@@ -552,7 +550,8 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
     // copies a bank while Tensor goes on with the matmuls.
     std::vector<int64_t> ahead; // uses whose groups go between the K steps
     if (rows_in) {
-      for (; next_fill < a_uses && next_fill <= newest_use + pipe.a_ahead && slot_free(next_fill, t);
+      for (;
+           next_fill < a_uses && next_fill <= newest_use + pipe.a_ahead && slot_free(next_fill, t);
            ++next_fill) {
         if (next_fill <= u) {
           for (int64_t g = 0; g < groups; ++g) transpose_group(next_fill, g);
