@@ -1,11 +1,11 @@
 // Every pipeline variant of the tiled matmul (tiled_matmul_variants: a PSUM
 // copy per output tile or per pair, two M tiles in one PSUM bank, copies
 // over two banks, a pair's K steps side by side with A^T loaded in K
-// groups, row-major A's transposes one or two uses ahead) on the simulator:
-// each validates, each matches a double-precision product computed on the
-// host, and all write the same C bytes (the PSUM copies are exact and the
-// K order is the same, so the variant the cost model picks cannot change
-// results).
+// groups, row-major A's transposes one or two uses ahead; B^T staged in K
+// pieces) on the simulator: each validates, each matches a double-precision
+// product computed on the host, and all write the same C bytes (the PSUM
+// copies are exact and the K order is the same, so the variant the cost
+// model picks cannot change results).
 #include <cmath>
 
 #include "lib/backends/neuron/TiledMatmulProgram.h"
@@ -112,6 +112,8 @@ TEST(TiledMatmulVariants, PairedCopiesAndSideBySideTilesWriteTheSameC) {
            Case{300, 200, 100, DType::f32, DType::f32},
            // batched, ragged
            Case{100, 130, 200, DType::bf16, DType::f32, 3},
+           // B^T staged in two K pieces (512 + 88 columns), ragged K
+           Case{200, 600, 300, DType::bf16, DType::bf16},
        })
     for (int mode = 0; mode < 4; ++mode) check_variants(c, mode & 1, mode & 2);
 }

@@ -91,6 +91,8 @@ constexpr int64_t kRowsDmaBytes = 2048;
 /// once (K >= 512 in bf16; below, the extra triggers cost more on Sync).
 constexpr int64_t kSplitBytes = 128 * 1024;
 constexpr int32_t kSplitPartitions = 32;
+/// B^T's rows are staged in pieces of this many K columns (4 K tiles).
+constexpr int64_t kBtPieceCols = 512;
 
 TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   const std::vector<MatmulOffsets> batches =
@@ -177,7 +179,13 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
                                                         std::min<int64_t>(a_uses, 4)),
                                       1, kMaxDepth)),
               "a_rows");
-  if (b_rows) bst = ring(b, BufferKind::sbuf, staging_bytes, 2, "b_rows");
+  std::vector<std::vector<int32_t>> bt_piece_filled;
+  if (b_rows) {
+    bst = ring(b, BufferKind::sbuf, staging_bytes, 2, "b_rows");
+    bt_piece_filled.resize(2);
+    for (auto& f : bt_piece_filled)
+      for (int64_t k0 = 0; k0 < s.k; k0 += kBtPieceCols) f.push_back(b.semaphore());
+  }
   if (rows_in || b_rows) {
     tp = ring(b, BufferKind::psum, 512 * 4, kTransposeBanks, "transpose_psum");
     // The [128, 128] identity: ones by iota, the diagonal kept by affine_select.
@@ -222,19 +230,23 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   int64_t bank_uses = 0; // transposes' PSUM banks used so far (A's and B's)
   // B^T given: DMAs column block blk's rows of B^T (128 rows of K per
   // DMA) into its staging slot.
+  // K pieces of kBtPieceCols columns, piece by piece (each its own
+  // semaphore), so B's first K tiles are made before the rest is in.
   auto load_bt_rows = [&](int64_t blk) {
     const int slot = bst.slot(blk);
     const int64_t w = block_width(blk);
-    for (int64_t c = 0; c * 128 < w; ++c) {
-      const int32_t rc = static_cast<int32_t>(std::min<int64_t>(128, w - c * 128));
-      AccessPattern src = hbm_rows(bt, s.input, s.k, blk % nt * 512 + c * 128, rc, 0, s.k);
-      src.offset += batches[blk / nt].b;
-      const int64_t i = b.dma_copy(
-          tile_pattern(BufferKind::sbuf, bst.alloc[slot], s.input, 0, rc, c * s.k, {{s.k, 1}}),
-          src);
-      if (bst.uses[slot] > 0) b.wait(i, bst.freed[slot], bst.uses[slot]);
-      b.signal(i, bst.filled[slot]);
-    }
+    for (int64_t k0 = 0; k0 < s.k; k0 += kBtPieceCols)
+      for (int64_t c = 0; c * 128 < w; ++c) {
+        const int32_t rc = static_cast<int32_t>(std::min<int64_t>(128, w - c * 128));
+        const int64_t kw = std::min(kBtPieceCols, s.k - k0);
+        AccessPattern src = hbm_rows(bt, s.input, s.k, blk % nt * 512 + c * 128, rc, k0, kw);
+        src.offset += batches[blk / nt].b;
+        const int64_t i = b.dma_copy(tile_pattern(BufferKind::sbuf, bst.alloc[slot], s.input, 0, rc,
+                                                  c * s.k + k0, {{kw, 1}}),
+                                     src);
+        if (bst.uses[slot] > 0) b.wait(i, bst.freed[slot], bst.uses[slot]);
+        b.signal(i, bt_piece_filled[slot][k0 / kBtPieceCols]);
+      }
     ++bst.uses[slot];
   };
   // B^T given: makes K tiles [k0, k1) of column block blk of B from its
@@ -256,8 +268,9 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
                                   c * s.k + ki * 128, {{k_rows(ki), 1}}),
                      tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rc, 1}}), false);
         wait_identity(i);
-        if (ki == 0 && c == 0)
-          b.wait(i, bst.filled[sslot], (bst.round(blk) + 1) * static_cast<int32_t>(chunks));
+        if (ki * 128 % kBtPieceCols == 0 && c == 0)
+          b.wait(i, bt_piece_filled[sslot][ki * 128 / kBtPieceCols],
+                 (bst.round(blk) + 1) * static_cast<int32_t>(chunks));
         if (c == 0 && bank_round > 0) b.wait(i, tp.freed[bank], bank_round);
         if (ki == kt - 1 && c == chunks - 1) b.signal(i, bst.freed[sslot]);
         if (c == chunks - 1) b.signal(i, tp.filled[bank]);
