@@ -228,10 +228,10 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
     ident_waited = true;
   };
   int64_t bank_uses = 0; // transposes' PSUM banks used so far (A's and B's)
-  // B^T given: DMAs column block blk's rows of B^T (128 rows of K per
-  // DMA) into its staging slot.
-  // K pieces of kBtPieceCols columns, piece by piece (each its own
-  // semaphore), so B's first K tiles are made before the rest is in.
+  // B^T given: DMAs column block blk's rows of B^T (128 rows per DMA) into
+  // its staging slot, in K pieces of kBtPieceCols columns, piece by piece
+  // (each its own semaphore): B's first K tiles are made before the rest
+  // is in.
   auto load_bt_rows = [&](int64_t blk) {
     const int slot = bst.slot(blk);
     const int64_t w = block_width(blk);
