@@ -68,15 +68,12 @@ constexpr int64_t kPsumBanks = kPsumBytesPerPartition / kPsumBankBytes;
 
 /// A pipeline's choices the cost model picks between: output tiles per
 /// PSUM copy (in up to `copy_banks` banks) and how many A^T uses ahead of
-/// the matmuls the transposes of a row-major A run. With `late_start`, the
-/// first tile's first matmul goes before the next use's transposes (it
-/// waits for one use's rows, not two). With `side_by_side` (A^T and B
-/// given), a copy group's tiles run their K steps side by side (K outer),
-/// so the tiles of a streamed block of B all follow its K tiles as they
-/// arrive, not the first tile alone.
-/// With `last_paired`, the last tile is paired too (side by side: the last
-/// block's tiles all follow its K tiles as they arrive, instead of the last
-/// one starting after them; but its copy is a pair's, not half a tile's).
+/// the matmuls the transposes of a row-major A run. `late_start`: the
+/// first tile's first matmul before the next use's transposes (it waits
+/// for one use's rows, not two). `side_by_side` (A^T and B given): a copy
+/// group's tiles run their K steps side by side (K outer), all following
+/// B's K tiles as they arrive. `last_paired`: the last tile paired too (the
+/// last block's tiles side by side; its copy a pair's, not half a tile's).
 struct Pipeline {
   int64_t copy_banks = 1, copy_tiles = 1, a_ahead = 1;
   bool late_start = false, side_by_side = false, last_paired = false;
@@ -231,7 +228,10 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
   // B^T given: DMAs column block blk's rows of B^T (128 rows per DMA) into
   // its staging slot, in K pieces of kBtPieceCols columns, piece by piece
   // (each its own semaphore): B's first K tiles are made before the rest
-  // is in.
+  // is in. Per slot, the DMAs of each piece so far (a block's count is its
+  // width in chunks, not round x chunks: the last block may be narrower),
+  // and per block the count its transposes wait for.
+  std::vector<int32_t> bst_fills(b_rows ? bst.depth : 0, 0), bt_rows_ready;
   auto load_bt_rows = [&](int64_t blk) {
     const int slot = bst.slot(blk);
     const int64_t w = block_width(blk);
@@ -247,7 +247,10 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
         if (bst.uses[slot] > 0) b.wait(i, bst.freed[slot], bst.uses[slot]);
         b.signal(i, bt_piece_filled[slot][k0 / kBtPieceCols]);
       }
+    bst_fills[slot] += static_cast<int32_t>(ceil_div(w, 128));
     ++bst.uses[slot];
+    if (static_cast<int64_t>(bt_rows_ready.size()) <= blk) bt_rows_ready.resize(blk + 1, 0);
+    bt_rows_ready[blk] = bst_fills[slot];
   };
   // B^T given: makes K tiles [k0, k1) of column block blk of B from its
   // staged rows, per K tile: its (up to 4) 128-row chunks transposed into
@@ -269,8 +272,7 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
                      tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rc, 1}}), false);
         wait_identity(i);
         if (ki * 128 % kBtPieceCols == 0 && c == 0)
-          b.wait(i, bt_piece_filled[sslot][ki * 128 / kBtPieceCols],
-                 (bst.round(blk) + 1) * static_cast<int32_t>(chunks));
+          b.wait(i, bt_piece_filled[sslot][ki * 128 / kBtPieceCols], bt_rows_ready[blk]);
         if (c == 0 && bank_round > 0) b.wait(i, tp.freed[bank], bank_round);
         if (ki == kt - 1 && c == chunks - 1) b.signal(i, bst.freed[sslot]);
         if (c == chunks - 1) b.signal(i, tp.filled[bank]);
@@ -675,14 +677,11 @@ std::vector<TileProgram> tiled_matmul_variants(const TiledMatmulShape& s) {
 }
 
 TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
-  // A copy per output tile, or pairs of tiles per copy (a 60-cycle access
-  // cost saved per pair, but a longer wait before the first copy and
-  // coarser work on the Scalar queue), A^T made one or two uses ahead, the
-  // first matmul before or after the next use's first transposes, a
-  // group's tiles side by side: the cost model keeps the fastest (the
-  // first where it rejects them all, for the validator to report). The
-  // copies are exact and the K order is the same, so every variant writes
-  // the same C.
+  // Pairs of tiles per copy save a 60-cycle access cost per pair but wait
+  // longer for the first copy and put coarser work on the Scalar queue, so
+  // the cost model keeps the fastest variant (the first where it rejects
+  // them all, for the validator to report). The copies are exact and the K
+  // order is the same: every variant writes the same C.
   std::vector<TileProgram> variants = tiled_matmul_variants(s);
   size_t best = 0;
   double best_ns = std::numeric_limits<double>::infinity();
