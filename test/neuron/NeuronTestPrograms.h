@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,29 @@ template <typename T> std::vector<T> values_of(const std::vector<std::byte>& byt
   std::vector<T> out(bytes.size() / sizeof(T));
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
+}
+
+/// Random values in [-1, 1], already rounded to `dtype` (so the host
+/// reference sees exactly what the program sees); f32 or bf16 HBM bytes
+/// of such values and back.
+inline std::vector<float> random_rounded(int64_t n, DType dtype, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = dtype == DType::bf16 ? float(BFloat16(u(rng))) : u(rng);
+  return v;
+}
+
+inline std::vector<std::byte> encode(const std::vector<float>& v, DType dtype) {
+  if (dtype == DType::f32) return bytes_of(v);
+  std::vector<BFloat16> h(v.begin(), v.end());
+  return bytes_of(h);
+}
+
+inline std::vector<float> decode(const std::vector<std::byte>& bytes, DType dtype) {
+  if (dtype == DType::f32) return values_of<float>(bytes);
+  std::vector<BFloat16> h = values_of<BFloat16>(bytes);
+  return std::vector<float>(h.begin(), h.end());
 }
 
 } // namespace mstep::neuron::testing

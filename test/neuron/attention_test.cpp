@@ -17,30 +17,11 @@ namespace mstep::neuron {
 namespace {
 
 using testing::bytes_of;
+using testing::decode;
+using testing::encode;
 using ::testing::HasSubstr;
+using testing::random_rounded;
 using testing::values_of;
-
-/// Random values in [-1, 1], already rounded to `dtype` (so the host
-/// reference sees exactly what the program sees).
-std::vector<float> random_rounded(int64_t n, DType dtype, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = dtype == DType::bf16 ? float(BFloat16(u(rng))) : u(rng);
-  return v;
-}
-
-std::vector<std::byte> encode(const std::vector<float>& v, DType dtype) {
-  if (dtype == DType::f32) return bytes_of(v);
-  std::vector<BFloat16> h(v.begin(), v.end());
-  return bytes_of(h);
-}
-
-std::vector<float> decode(const std::vector<std::byte>& bytes, DType dtype) {
-  if (dtype == DType::f32) return values_of<float>(bytes);
-  std::vector<BFloat16> h = values_of<BFloat16>(bytes);
-  return std::vector<float>(h.begin(), h.end());
-}
 
 struct HostAttention {
   std::vector<double> out, row_max, row_sum;

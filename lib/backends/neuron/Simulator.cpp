@@ -169,13 +169,30 @@ int64_t Machine::matmul(const Instruction& inst) {
   // The K-sum in fp32, added into PSUM's fp32 (or replacing it).
   float* acc = out(m * n);
   std::fill(acc, acc + m * n, 0.0f);
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int64_t mm = 0; mm < m; ++mm) {
+  // Four rows of the result per pass over a moving row (the same sum
+  // order per element: kk ascending), so the inner loop does four
+  // multiply-adds per load of v.
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* vrow = v + kk * n;
+    int64_t mm = 0;
+    for (; mm + 4 <= m; mm += 4) {
+      const float a0 = s[kk * m + mm], a1 = s[kk * m + mm + 1], a2 = s[kk * m + mm + 2],
+                  a3 = s[kk * m + mm + 3];
+      float *r0 = acc + mm * n, *r1 = r0 + n, *r2 = r1 + n, *r3 = r2 + n;
+      for (int64_t nn = 0; nn < n; ++nn) {
+        const float x = vrow[nn];
+        r0[nn] += a0 * x;
+        r1[nn] += a1 * x;
+        r2[nn] += a2 * x;
+        r3[nn] += a3 * x;
+      }
+    }
+    for (; mm < m; ++mm) {
       const float a = s[kk * m + mm];
-      const float* vrow = v + kk * n;
       float* arow = acc + mm * n;
       for (int64_t nn = 0; nn < n; ++nn) arow[nn] += a * vrow[nn];
     }
+  }
   if (inst.accumulate) {
     const float* old = load(inst.dst, 2);
     for (int64_t i = 0; i < m * n; ++i) acc[i] += old[i];

@@ -52,6 +52,13 @@ struct TiledMatmulShape {
   bool b_transposed = false;
 };
 
+/// The fastest by the cost model of tiled_matmul_variants.
 TileProgram tiled_matmul_program(const TiledMatmulShape& shape);
+
+/// The pipelines tiled_matmul_program chooses between (the same C from
+/// each): a PSUM copy per output tile or per pair of tiles
+/// (MatmulCopyGroups.h), row-major A's transposes one or two uses ahead,
+/// a pair's K steps side by side.
+std::vector<TileProgram> tiled_matmul_variants(const TiledMatmulShape& shape);
 
 } // namespace mstep::neuron
