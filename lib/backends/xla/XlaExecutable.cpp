@@ -88,10 +88,18 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families,
   exe->log_rebuilds_ = log_rebuilds;
   // The gemm library makes a primitive per thread count (oneDNN's keep the
   // count they were made under).
+  // and per thread of a parallel region (the bf16 convolutions' gemms run
+  // on every thread at once).
   mstep_xla_gemm_set_thread_count(omp_get_max_threads);
+  mstep_xla_gemm_set_thread_index(omp_get_thread_num);
   MSTEP_RETURN_IF_ERROR(exe->build_for_thread_count());
-  exe->calls_ = {gemm_f32,  serial_nest,         run_callout,
-                 exe.get(), mstep_xla_gemm_bf16, mstep_xla_gemm_f32};
+  exe->calls_ = {gemm_f32,
+                 serial_nest,
+                 run_callout,
+                 exe.get(),
+                 mstep_xla_gemm_bf16,
+                 mstep_xla_gemm_f32,
+                 mstep_xla_gemm_bf16_f32};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
   exe->arena_ = {
