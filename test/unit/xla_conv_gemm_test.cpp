@@ -287,6 +287,17 @@ TEST_P(XlaConvBf16, NoCalloutAndWithinOneRoundingOfRefAndCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, XlaConvBf16, ::testing::ValuesIn(gemm_shapes()), label);
 
+/// Shapes whose gemms are large enough (2^16 multiply-adds each and up)
+/// for oneDNN's bf16 matmul, where most of gemm_shapes' are sgemm over
+/// widened operands: groups (a batch of gemms), stride and dilation.
+std::vector<ConvCase> primitive_shapes() {
+  return {ConvCase{"groups2", {3, 32, 20, 20}, {32, 16, 3, 3}, true, {1}, {1}, {1}, 2},
+          ConvCase{"stride2_dilation2", {2, 24, 33, 31}, {40, 24, 3, 3}, false, {2}, {2}, {2}, 1}};
+}
+
+INSTANTIATE_TEST_SUITE_P(PrimitiveShapes, XlaConvBf16, ::testing::ValuesIn(primitive_shapes()),
+                         label);
+
 /// The threads take whole samples, each calling the bf16 gemm at once on
 /// a primitive of its own (per thread index): at 1 and 3 threads every
 /// result is within one rounding of ref's, and the split runs (11 samples

@@ -66,8 +66,10 @@ mstep_xla_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans
 /// oneDNN bf16 convolution). Each thread of a parallel region gets
 /// primitives of its own (mstep_xla_gemm_set_thread_index), so the
 /// convolutions' per-sample calls on the threads run side by side. Where
-/// oneDNN has no bf16 matmul (no avx512_core), a and b are widened to f32
-/// (exact) and multiplied by dnnl_sgemm.
+/// oneDNN has no bf16 matmul (no avx512_core), and for a batch of tiny
+/// products (under 2^16 multiply-adds each: a depthwise conv's, where the
+/// primitive is slower than sgemm), a and b are widened to f32 (exact)
+/// and multiplied by dnnl_sgemm.
 __attribute__((visibility("hidden"))) void
 mstep_xla_gemm_bf16_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                         const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
