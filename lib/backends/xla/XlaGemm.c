@@ -18,7 +18,7 @@
 /// batch, m, n, k, trans_a, a_stride, trans_b, b_stride, has bias,
 /// activation, has residual, the operands' data type (dnnl_bf16 or
 /// dnnl_f32), threads (a primitive keeps the thread count it was made
-/// under), the result's data type, and the calling thread's index (each
+/// under), the result's data type, and the calling thread's slot (each
 /// thread of a parallel region runs a primitive of its own, so the
 /// convolutions' per-sample calls do not wait on each other's lock).
 enum { kKeyLength = 15 };
@@ -42,10 +42,14 @@ enum { kGemmBuckets = 64 };
 static struct Gemm* gemms[kGemmBuckets]; // under gemms_lock; never freed (process lifetime)
 static dnnl_engine_t engine;              // made under gemms_lock on first use
 static int (*_Atomic thread_count)(void); // mstep_xla_gemm_set_thread_count; NULL: 0
-static int (*_Atomic thread_index)(void); // mstep_xla_gemm_set_thread_index; NULL: 0
+static int (*_Atomic thread_slot_query)(void); // mstep_xla_gemm_set_thread_slot; NULL: 0
+static void (*_Atomic on_one_thread)(void (*)(void*), void*); // NULL: f(arg) as it is
 
 void mstep_xla_gemm_set_thread_count(int (*query)(void)) { thread_count = query; }
-void mstep_xla_gemm_set_thread_index(int (*query)(void)) { thread_index = query; }
+void mstep_xla_gemm_set_thread_slot(int (*slot)(void), void (*one_thread)(void (*)(void*), void*)) {
+  thread_slot_query = slot;
+  on_one_thread = one_thread;
+}
 
 static float bf16_value(uint16_t bits) {
   const uint32_t u = (uint32_t)bits << 16;
@@ -123,7 +127,9 @@ static void make_primitive(struct Gemm* g) {
   dnnl_primitive_attr_destroy(attr);
 }
 
-/// The entry of `key`, made on first use.
+static void make_primitive_of(void* g) { make_primitive(g); }
+
+/// The entry of `key`, made on first use (a thread slot's on one thread).
 static struct Gemm* find_gemm(const int64_t* key) {
   uint64_t hash = 1469598103934665603ull; // FNV-1a over the key's words
   for (int i = 0; i < kKeyLength; ++i) hash = (hash ^ (uint64_t)key[i]) * 1099511628211ull;
@@ -134,7 +140,11 @@ static struct Gemm* find_gemm(const int64_t* key) {
   if (!g && (g = calloc(1, sizeof *g))) {
     memcpy(g->key, key, sizeof g->key);
     pthread_mutex_init(&g->running, NULL);
-    make_primitive(g);
+    void (*one_thread)(void (*)(void*), void*) = on_one_thread;
+    if (key[14] > 0 && one_thread)
+      one_thread(make_primitive_of, g);
+    else
+      make_primitive(g);
     g->next = *bucket;
     *bucket = g;
   }
@@ -199,9 +209,9 @@ static int64_t threads(void) {
   return query ? query() : 0;
 }
 
-/// The calling thread's index in its parallel region (0 outside one).
+/// The calling thread's slot (mstep_xla_gemm_set_thread_slot).
 static int64_t thread_slot(void) {
-  int (*query)(void) = thread_index;
+  int (*query)(void) = thread_slot_query;
   return query ? query() : 0;
 }
 

@@ -99,12 +99,19 @@ __attribute__((visibility("hidden"))) void mstep_xla_gemm_prepare(const int64_t*
 /// runtime), every call counts as 0.
 __attribute__((visibility("hidden"))) void mstep_xla_gemm_set_thread_count(int (*query)(void));
 
-/// The calling thread's index in its parallel region, which a primitive is
-/// also looked up by, so threads running gemms at once do not share one
-/// (its memories and scratchpad are set per call, under its lock). The
-/// runtime passes omp_get_thread_num; unset (mstep-aot: its parallel
-/// nests run on the calling thread), every call counts as thread 0.
-__attribute__((visibility("hidden"))) void mstep_xla_gemm_set_thread_index(int (*query)(void));
+/// The calling thread's slot, which a primitive is also looked up by, so
+/// threads running gemms at once do not share one (its memories and
+/// scratchpad are set per call, under its lock): 0 outside a parallel
+/// region, 1 + the thread's index inside one. A primitive for a slot above
+/// 0 is made inside `on_one_thread` (runs f(arg) with the calling thread's
+/// OpenMP thread count set to 1): it runs on that one thread (oneDNN does
+/// not split inside a parallel region), so it plans for one and sizes its
+/// scratchpad for one, not for the whole team (T threads would otherwise
+/// hold T primitives of T threads' scratchpads). Unset (mstep-aot: its
+/// parallel nests run on the calling thread), every call is slot 0.
+__attribute__((visibility("hidden"))) void
+mstep_xla_gemm_set_thread_slot(int (*slot)(void), void (*on_one_thread)(void (*f)(void*),
+                                                                        void* arg));
 
 #ifdef __cplusplus
 }
