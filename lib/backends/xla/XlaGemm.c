@@ -215,11 +215,11 @@ static int64_t thread_slot(void) {
   return query ? query() : 0;
 }
 
-/// mstep_xla_gemm_bf16_f32 where oneDNN has no bf16 matmul (it needs
-/// avx512_core): the operands widened to f32 (exact) and multiplied by
-/// dnnl_sgemm, as the convolutions' f32 gemms, so a CPU without bf16
-/// instructions keeps sgemm's speed. The plain loop when the staging
-/// cannot be allocated.
+/// mstep_xla_gemm_bf16_f32 without a primitive (oneDNN has no bf16 matmul
+/// below avx512_core; a batch of tiny products, small_mixed_gemm): the
+/// operands widened to f32 (exact) and multiplied by dnnl_sgemm, as the
+/// convolutions' f32 gemms, so a CPU without bf16 instructions keeps
+/// sgemm's speed. The plain loop when the staging cannot be allocated.
 static void widened_gemm(const int64_t* key, const uint16_t* a, const uint16_t* b, float* c) {
   const int64_t batch = key[0], m = key[1], n = key[2], k = key[3], trans_a = key[4],
                 a_stride = key[5], trans_b = key[6], b_stride = key[7];
