@@ -191,24 +191,24 @@ TileProgram attention_backward_program(const AttentionShape& s) {
   // batch-head's first item.
   const OnChipTranspose tr{ident, psum("T_psum"), dt};
   std::vector<bool> loaded(s.batch, false), zeroed(s.batch, false), transposed(s.batch, false);
-  // Rows [row0, row0 + len) of a [.., d] HBM tensor into a rows tile,
-  // 128-row block j at column j x pitch + col (OnChipTranspose::load with
-  // the pairing's layout).
-  auto load_rows = [&](int32_t rows_tile, int32_t src, int64_t d, int64_t row0, int64_t len,
-                       int64_t pitch, int64_t col) {
+  // Batch-head h's `len` rows of a [.., d] HBM tensor (laid out as
+  // `heads` says, head_rows) into a rows tile, 128-row block j at column j
+  // x pitch + col (OnChipTranspose::load with the pairing's layout).
+  auto load_rows = [&](int32_t rows_tile, int32_t src, int64_t heads, int64_t d, int64_t h,
+                       int64_t len, int64_t pitch, int64_t col) {
     for (int64_t j = 0; j * kBlock < len; ++j) {
       const int64_t r = std::min(kBlock, len - j * kBlock);
       deps.track(b.dma_copy(sb(rows_tile, dt, r, j * pitch + col, d),
-                            hbm_rows(src, dt, d, row0 + j * kBlock, static_cast<int32_t>(r), 0, d)),
+                            head_rows(src, dt, heads, len, d, h, j * kBlock, r)),
                  /*partial_write=*/true);
     }
   };
   auto load_head = [&](int64_t h) {
     const HeadSet& hs = sets[h % nsets];
-    load_rows(hs.q_rows, q_hbm, E, h * L, L, q_pitch, 0);
-    load_rows(hs.do_rows, do_hbm, Ev, h * L, L, do_pitch, do_col);
-    load_rows(hs.k_rows, k_hbm, E, h * S, S, q_pitch, 0);
-    load_rows(hs.v_rows, v_hbm, Ev, h * S, S, do_pitch, do_col);
+    load_rows(hs.q_rows, q_hbm, s.heads.q, E, h, L, q_pitch, 0);
+    load_rows(hs.do_rows, do_hbm, s.heads.grad_out, Ev, h, L, do_pitch, do_col);
+    load_rows(hs.k_rows, k_hbm, s.heads.k, E, h, S, q_pitch, 0);
+    load_rows(hs.v_rows, v_hbm, s.heads.v, Ev, h, S, do_pitch, do_col);
     loaded[h] = true;
   };
   // valid_seq_len: a batch-head's key masks, and its padded keys and query
@@ -453,9 +453,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t keys = std::min(kBlock, S - kb * kBlock);
       const int32_t nk = static_cast<int32_t>(keys);
-      deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + kb * kBlock, nk, 0, E),
+      deps.track(b.dma_copy(head_rows(dk_hbm, dt, s.heads.dk, S, E, it.h, kb * kBlock, nk),
                             sb(dk_out[ob], dt, keys, kb * E, E)));
-      deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + kb * kBlock, nk, 0, Ev),
+      deps.track(b.dma_copy(head_rows(dv_hbm, dt, s.heads.dv, S, Ev, it.h, kb * kBlock, nk),
                             sb(dv_out[ob], dt, keys, kb * Ev, Ev)));
     }
   };
@@ -526,9 +526,9 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
     if (!it.last) return;
     const int32_t nk = static_cast<int32_t>(keys);
-    deps.track(b.dma_copy(hbm_rows(dk_hbm, dt, E, it.h * S + it.k0, nk, 0, E),
+    deps.track(b.dma_copy(head_rows(dk_hbm, dt, s.heads.dk, S, E, it.h, it.k0, nk),
                           sb(dk_out[ob], dt, keys, 0, E)));
-    deps.track(b.dma_copy(hbm_rows(dv_hbm, dt, Ev, it.h * S + it.k0, nk, 0, Ev),
+    deps.track(b.dma_copy(head_rows(dv_hbm, dt, s.heads.dv, S, Ev, it.h, it.k0, nk),
                           sb(dv_out[ob], dt, keys, 0, Ev)));
   };
   // Stage D. Pass 1: the row sum of p dP (Scalar), the online updates of l
@@ -645,8 +645,7 @@ TileProgram attention_backward_program(const AttentionShape& s) {
     }
     for (int64_t tt = 0; tt < tiles; ++tt) {
       const int64_t r = std::min(kBlock, L - tt * kBlock);
-      deps.track(b.dma_copy(hbm_rows(dq_hbm, dt, E, it.h * L + tt * kBlock,
-                                     static_cast<int32_t>(r), 0, E),
+      deps.track(b.dma_copy(head_rows(dq_hbm, dt, s.heads.dq, L, E, it.h, tt * kBlock, r),
                             sb(hs.dq_out, dt, r, tt * E, E)));
     }
   };

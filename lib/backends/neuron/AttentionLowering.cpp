@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/AttentionProgram.h"
+#include "mstep/core/Error.h"
 
 namespace mstep::neuron {
 
@@ -43,10 +44,50 @@ absl::Status read_mask(const TensorType& mask, const Shape& q, AttentionShape& s
   return absl::OkStatus();
 }
 
+/// s.heads from `strided` (AttentionHeadStrides): H = the flagged
+/// tensor's dim -3, which must be q's (the batch-heads b H + j).
+absl::Status read_head_strides(const AttentionHeadStrides& strided,
+                               absl::Span<const TensorType> types,
+                               absl::Span<const TensorType> results, size_t first,
+                               AttentionShape& s) {
+  const Shape& q = types[first].shape;
+  const int64_t r = q.rank();
+  auto heads = [&](const std::vector<bool>& flags, size_t i, const Shape& t,
+                   int64_t& field) -> absl::Status {
+    if (i >= flags.size() || !flags[i]) return absl::OkStatus();
+    if (r < 3 || t.rank() != r || t[r - 3] != q[r - 3])
+      return absl::UnimplementedError(absl::StrCat("heads-strided ", t.to_string(), " has not q ",
+                                                   q.to_string(), "'s heads (dim -3)"));
+    field = t[r - 3];
+    return absl::OkStatus();
+  };
+  for (size_t o = first + 3; o < strided.operands.size(); ++o)
+    if (strided.operands[o])
+      return absl::UnimplementedError("only q, k, v and grad_out can be read heads-strided");
+  AttentionShape::HeadStrides& h = s.heads;
+  int64_t* operand_field[] = {&h.grad_out, &h.q, &h.k, &h.v};
+  for (size_t o = 0; o < first + 3; ++o)
+    MSTEP_RETURN_IF_ERROR(
+        heads(strided.operands, o, types[o].shape, *operand_field[o + 1 - first]));
+  int64_t* result_field[] = {first ? &h.dq : &h.out, &h.dk, &h.dv};
+  for (size_t i = 0; i < results.size(); ++i)
+    MSTEP_RETURN_IF_ERROR(heads(strided.results, i, results[i].shape, *result_field[i]));
+  return absl::OkStatus();
+}
+
 } // namespace
 
-absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
-                                          absl::Span<const TensorType> types) {
+absl::StatusOr<LoweredOp> lower_attention_at_head_strides(const GraphNode& node,
+                                                          absl::Span<const TensorType> types,
+                                                          const AttentionHeadStrides& strided) {
+  MSTEP_ASSIGN_OR_RETURN(LoweredOp out, lower_attention(node, types, strided));
+  MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
+  out.estimated_ns = cost.total_ns;
+  return out;
+}
+
+absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node, absl::Span<const TensorType> types,
+                                          const AttentionHeadStrides& strided) {
   auto refuse = [&](absl::string_view why) {
     return absl::UnimplementedError(
         absl::StrCat("neuron lowering: ", op_name(node.op), " not tiled: ", why));
@@ -105,6 +146,8 @@ absl::StatusOr<LoweredOp> lower_attention(const GraphNode& node,
   if (backward && (types[0] != TensorType{out_shape, q.dtype} || node.results[1].dtype != q.dtype ||
                    node.results[2].dtype != q.dtype))
     return refuse(absl::StrCat("grad_out ", types[0].to_string(), " does not match the output"));
+  if (absl::Status ok = read_head_strides(strided, types, node.results, first, s); !ok.ok())
+    return refuse(ok.message());
   if (absl::Status ok = backward ? attention_backward_tileable(s) : attention_tileable(s); !ok.ok())
     return refuse(ok.message());
   LoweredOp out;

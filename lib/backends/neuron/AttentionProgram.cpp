@@ -199,17 +199,17 @@ TileProgram attention_forward_program(const AttentionShape& s) {
   auto unit_heads = [&](int64_t u) { return std::min(G, s.batch - u * G); };
   auto load_rows = [&](int64_t u) {
     const int r = static_cast<int>(u % nrows);
-    auto rows_of = [&](int32_t tile, int32_t src, int64_t h, int64_t len) {
+    auto rows_of = [&](int32_t tile, int32_t src, int64_t heads, int64_t h, int64_t len) {
       for (int64_t j = 0; j * kBlock < len; ++j) {
         const int64_t n = std::min(kBlock, len - j * kBlock);
         deps.track(b.dma_copy(sb(tile, dt, n, (j * G + h % G) * E, E),
-                              hbm_rows(src, dt, E, h * len + j * kBlock, static_cast<int32_t>(n), 0, E)),
+                              head_rows(src, dt, heads, len, E, h, j * kBlock, n)),
                    /*partial_write=*/true);
       }
     };
     for (int64_t h = u * G; h < u * G + unit_heads(u); ++h) {
-      rows_of(q_rows[r], q_hbm, h, L);
-      rows_of(k_rows[r], k_hbm, h, S);
+      rows_of(q_rows[r], q_hbm, s.heads.q, h, L);
+      rows_of(k_rows[r], k_hbm, s.heads.k, h, S);
     }
     loaded[u] = true;
     loaded_at[u] = now;
@@ -225,8 +225,7 @@ TileProgram attention_forward_program(const AttentionShape& s) {
       for (int64_t kb = 0; kb < kblocks; ++kb) {
         const int64_t rows = std::min(kBlock, S - kb * kBlock);
         deps.track(b.dma_copy(sb(vv[us], dt, rows, v_col(h) + kb * Ev, Ev),
-                              hbm_rows(v_hbm, dt, Ev, h * S + kb * kBlock,
-                                       static_cast<int32_t>(rows), 0, Ev)),
+                              head_rows(v_hbm, dt, s.heads.v, S, Ev, h, kb * kBlock, rows)),
                    /*partial_write=*/true);
       }
   };
@@ -532,8 +531,8 @@ TileProgram attention_forward_program(const AttentionShape& s) {
     deps.track(i);
     const int64_t row0 = c.h * L + c.q0;
     const int32_t r = static_cast<int32_t>(rows);
-    deps.track(
-        b.dma_copy(hbm_rows(out_hbm, dt, Ev, row0, r, 0, Ev), sb(o_out[to], dt, rows, 0, Ev)));
+    deps.track(b.dma_copy(head_rows(out_hbm, dt, s.heads.out, L, Ev, c.h, c.q0, rows),
+                          sb(o_out[to], dt, rows, 0, Ev)));
     if (s.save_stats) {
       deps.track(b.tensor_scalar(Engine::vector, column(m[g], rows), column(negm[g], rows),
                                  AluOp::multiply, -1.0f));

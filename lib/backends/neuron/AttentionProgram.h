@@ -33,7 +33,8 @@
 // come from a DependencyTracker.
 //
 // HBM tensors, in order: "q" [B, L, E], "k" [B, S, E], "v" [B, S, Ev],
-// "out" [B, L, Ev] (all `dtype`, row-major), and with save_stats the fp32
+// "out" [B, L, Ev] (all `dtype`, row-major, or each at the heads' strides
+// of a [B', L, H, E] tensor: AttentionShape::heads), and with save_stats the fp32
 // "row_max" and "row_sum" [B, L] (m in scaled-score units and l, so the
 // log-sum-exp a backward recomputes from is m + ln l); with `lengths` last
 // the int32 "valid_len" (ValidLength in AttentionTiles.h).
@@ -77,6 +78,17 @@ struct AttentionShape {
   DType mask_dtype = DType::boolean;
   int64_t mask_elements = 0, mask_row_stride = 0, mask_col_stride = 0;
   std::vector<int64_t> mask_head_offset; ///< one per batch-head
+  /// Per HBM tensor: 0, the row-major [batch, len, d] above; else H, the
+  /// tensor is [B, len, H, d] (the bytes a head permute [..., len, H, d] ->
+  /// [..., H, len, d] reads; batch = B H): batch-head b H + j's row i is at
+  /// ((b len + i) H + j) d, rows H d apart, each d contiguous elements
+  /// (128 bytes for bf16 d 64: above the DMA descriptor floor). Only the
+  /// DMAs' HBM addresses differ (head_rows in AttentionTiles.h).
+  struct HeadStrides {
+    int64_t q = 0, k = 0, v = 0, out = 0;         ///< forward (and q, k, v of the backward)
+    int64_t grad_out = 0, dq = 0, dk = 0, dv = 0; ///< backward only
+  };
+  HeadStrides heads;
 };
 
 /// OK, or why attention_forward_program cannot tile `shape`.

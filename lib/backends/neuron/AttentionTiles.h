@@ -53,6 +53,16 @@ inline AccessPattern broadcast(int32_t alloc, int64_t parts, int64_t cols, int64
   return at(BufferKind::sbuf, alloc, DType::f32, parts, c, {{cols, 0}});
 }
 
+/// Rows [row0, row0 + parts) of batch-head h of an HBM tensor of `len`
+/// rows of d elements per batch-head, laid out as `heads` says
+/// (AttentionShape::HeadStrides: 0 contiguous, else H of [B, len, H, d]).
+inline AccessPattern head_rows(int32_t tensor, DType dt, int64_t heads, int64_t len, int64_t d,
+                               int64_t h, int64_t row0, int64_t parts) {
+  const int32_t p = static_cast<int32_t>(parts);
+  if (heads == 0) return hbm_rows(tensor, dt, d, h * len + row0, p, 0, d);
+  return hbm_rows(tensor, dt, heads * d, h / heads * len + row0, p, h % heads * d, d);
+}
+
 /// The [128, 128] identity in `dt` for transposes by nc_matmul: ones by
 /// iota, then the diagonal kept by affine_select.
 inline int32_t make_identity(TileBuilder& b, DependencyTracker& deps, DType dt) {

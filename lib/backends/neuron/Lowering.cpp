@@ -235,6 +235,16 @@ bool is_matrix_transpose(const GraphNode& node, absl::Span<const TensorType> typ
   return perm.size() == 2 && perm[0] == 1 && perm[1] == 0;
 }
 
+bool is_head_permute(const GraphNode& node, absl::Span<const TensorType> types) {
+  if (node.op != OpKind::permute || types.size() != 1) return false;
+  const int64_t r = types[0].shape.rank();
+  const IntList& perm = attr_ints(node.attrs, AttrName::perm);
+  if (r < 3 || static_cast<int64_t>(perm.size()) != r) return false;
+  for (int64_t d = 0; d < r; ++d)
+    if (perm[d] != (d == r - 3 ? r - 2 : d == r - 2 ? r - 3 : d)) return false;
+  return true;
+}
+
 absl::StatusOr<LoweredOp> lower_matmul_of_transposes(const GraphNode& node,
                                                      absl::Span<const TensorType> types, bool a_t,
                                                      bool b_t) {

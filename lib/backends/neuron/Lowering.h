@@ -66,6 +66,10 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
 
 /// Whether `node` transposes a matrix (a permute {1, 0} of a rank-2 operand).
 bool is_matrix_transpose(const GraphNode& node, absl::Span<const TensorType> types);
+/// Whether `node` swaps the heads and sequence dims of attention's operand
+/// or result: a permute of a rank r >= 3 operand exchanging dims r - 3 and
+/// r - 2 ([..., S, H, D] <-> [..., H, S, D]; its own inverse).
+bool is_head_permute(const GraphNode& node, absl::Span<const TensorType> types);
 /// A 2-d matmul whose first operand is transpose(X) (`a_t`; types[0] is
 /// X [K, M]) and/or whose second is transpose(Y) (`b_t`; types[1] is Y
 /// [N, K]): the operands are bound to X's and Y's bytes. X is

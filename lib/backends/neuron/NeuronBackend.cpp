@@ -4,9 +4,11 @@
 #include "lib/backends/neuron/NeuronBackend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/neuron/AttentionLowering.h"
 #include "lib/backends/neuron/CopyLowering.h"
 #include "lib/backends/neuron/CustomKernelLowering.h"
 #include "lib/backends/neuron/Lowering.h"
@@ -57,18 +59,27 @@ public:
     alias_.assign(n, false);
     std::vector<bool> is_output(n, false);
     for (ValueRef v : graph_.outputs) is_output[v.node] = true;
-    std::vector<std::unique_ptr<LoweredOp>> of_transpose = fuse_transposes_into_matmuls(is_output);
+    uses_.assign(n, {});
+    for (uint32_t i = 0; i < n; ++i)
+      for (size_t o = 0; o < graph_.nodes[i].operands.size(); ++o)
+        uses_[graph_.nodes[i].operands[o].node].push_back({i, o});
+    // Matmuls reading a transpose's operand as A^T (B^T), attention reading
+    // and writing at the heads' strides: lowered with their permutes.
+    std::vector<std::unique_ptr<LoweredOp>> with_permutes = fuse_transposes_into_matmuls(is_output);
+    std::vector<std::unique_ptr<LoweredOp>> of_heads = fold_head_permutes_into_attention(is_output);
+    for (uint32_t i = 0; i < n; ++i)
+      if (of_heads[i]) with_permutes[i] = std::move(of_heads[i]);
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
       for (ValueRef v : node.operands) last_use_[v.node] = i;
       if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty() ||
-          read_by_matmuls_[i])
+          read_by_matmuls_[i] || read_by_attention_[i] || written_by_attention_[i])
         continue;
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
-      if (of_transpose[i]) { // a matmul reading a transpose's operand as A^T
-        estimated_ns_ += of_transpose[i]->estimated_ns;
-        lowered_[i] = std::move(of_transpose[i]);
+      if (with_permutes[i]) {
+        estimated_ns_ += with_permutes[i]->estimated_ns;
+        lowered_[i] = std::move(with_permutes[i]);
         absl::StatusOr<CostReport> report = estimate_cost(lowered_[i]->program);
         if (!report.ok()) {
           if (error_.ok()) error_ = report.status();
@@ -121,10 +132,7 @@ public:
   fuse_transposes_into_matmuls(const std::vector<bool>& is_output) {
     const size_t n = graph_.nodes.size();
     read_by_matmuls_.assign(n, false);
-    std::vector<std::vector<std::pair<uint32_t, size_t>>> uses(n);
-    for (uint32_t i = 0; i < n; ++i)
-      for (size_t o = 0; o < graph_.nodes[i].operands.size(); ++o)
-        uses[graph_.nodes[i].operands[o].node].push_back({i, o});
+    const std::vector<std::vector<std::pair<uint32_t, size_t>>>& uses = uses_;
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
       if (is_output[i] || uses[i].empty() || node.operands.size() != 1 ||
@@ -172,6 +180,97 @@ public:
     return programs;
   }
 
+  /// Attention at the heads' strides (AttentionShape::HeadStrides; the
+  /// CUDA backend's cuDNN does the same): a head permute (is_head_permute)
+  /// all of whose uses are attention's q, k, v or grad_out (not a graph
+  /// output) is marked read_by_attention_ (no program: its value is its
+  /// operand's buffer, which those attention programs read strided), and
+  /// one that is the only use of an attention result is marked
+  /// written_by_attention_ (no program: the attention program stores the
+  /// result permuted, and the permute's value views those bytes). Returns
+  /// the attention programs lowered so, by node. Where an attention node
+  /// does not lower so, its permutes keep their programs (and the other
+  /// attention nodes are lowered again: the forward and the backward may
+  /// share q, k and v). The permutes are exact data movement, so the
+  /// results are the bits of the unfolded graph.
+  /// MSTEP_NEURON_HEAD_STRIDES=0 turns the fold off (tests compare the two).
+  std::vector<std::unique_ptr<LoweredOp>>
+  fold_head_permutes_into_attention(const std::vector<bool>& is_output) {
+    const size_t n = graph_.nodes.size();
+    read_by_attention_.assign(n, false);
+    written_by_attention_.assign(n, false);
+    std::vector<std::unique_ptr<LoweredOp>> programs(n);
+    const char* env = std::getenv("MSTEP_NEURON_HEAD_STRIDES");
+    if (env && std::string(env) == "0") return programs;
+    auto is_attention = [&](uint32_t i) {
+      return graph_.nodes[i].op == OpKind::sdpa || graph_.nodes[i].op == OpKind::sdpa_grad;
+    };
+    // q, k, v; the backward's grad_out, q, k, v.
+    auto strided_operand = [&](uint32_t a, size_t o) {
+      return o < (graph_.nodes[a].op == OpKind::sdpa_grad ? 4u : 3u);
+    };
+    auto head_permute = [&](uint32_t i) {
+      const GraphNode& p = graph_.nodes[i];
+      return p.operands.size() == 1 && is_head_permute(p, {graph_.type_of(p.operands[0])});
+    };
+    for (uint32_t i = 0; i < n; ++i) {
+      if (is_output[i] || uses_[i].empty() || !head_permute(i)) continue;
+      bool all = true;
+      for (const auto& [u, o] : uses_[i]) all = all && is_attention(u) && strided_operand(u, o);
+      read_by_attention_[i] = all;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!head_permute(i) || read_by_attention_[i]) continue;
+      const ValueRef src = graph_.nodes[i].operands[0];
+      if (!is_attention(src.node) ||
+          std::find(graph_.outputs.begin(), graph_.outputs.end(), src) != graph_.outputs.end())
+        continue;
+      size_t reads = 0; // of this result
+      for (const auto& [u, o] : uses_[src.node]) reads += graph_.nodes[u].operands[o] == src;
+      written_by_attention_[i] = reads == 1;
+    }
+    auto folded = [&](uint32_t a, size_t o) {
+      const uint32_t p = graph_.nodes[a].operands[o].node;
+      return strided_operand(a, o) && graph_.nodes[p].op == OpKind::permute &&
+             read_by_attention_[p];
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t a = 0; a < n && !changed; ++a) {
+        if (!is_attention(a)) continue;
+        const GraphNode& node = graph_.nodes[a];
+        programs[a].reset();
+        AttentionHeadStrides strided;
+        strided.operands.assign(node.operands.size(), false);
+        strided.results.assign(node.results.size(), false);
+        bool any = false;
+        for (size_t o = 0; o < node.operands.size(); ++o) {
+          strided.operands[o] = folded(a, o);
+          any = any || strided.operands[o];
+        }
+        for (const auto& [u, o] : uses_[a]) {
+          if (!written_by_attention_[u]) continue;
+          strided.results[graph_.nodes[u].operands[o].index] = true;
+          any = true;
+        }
+        if (!any) continue;
+        std::vector<TensorType> types;
+        for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
+        absl::StatusOr<LoweredOp> low = lower_attention_at_head_strides(node, types, strided);
+        if (low.ok()) {
+          programs[a] = std::make_unique<LoweredOp>(*std::move(low));
+          continue;
+        }
+        // Not this way: its permutes keep their programs; start again.
+        for (size_t o = 0; o < node.operands.size(); ++o)
+          if (strided.operands[o]) read_by_attention_[node.operands[o].node] = false;
+        for (const auto& [u, o] : uses_[a]) written_by_attention_[u] = false;
+        changed = true;
+      }
+    }
+    return programs;
+  }
+
   /// Makes the ref interpreters of the fusion bodies that run on the host.
   absl::Status prepare() {
     MSTEP_RETURN_IF_ERROR(error_);
@@ -185,10 +284,11 @@ public:
   size_t num_kernels() const override { return fallbacks_.size() + num_lowered(); }
   absl::Span<const HostFallbackOp> host_fallbacks() const override { return fallbacks_; }
   NeuronLoweringStats stats() const {
-    return {
-        num_lowered(), estimated_ns_,
-        static_cast<size_t>(std::count(alias_.begin(), alias_.end(), true)),
-        static_cast<size_t>(std::count(read_by_matmuls_.begin(), read_by_matmuls_.end(), true))};
+    auto count = [](const std::vector<bool>& v) {
+      return static_cast<size_t>(std::count(v.begin(), v.end(), true));
+    };
+    return {num_lowered(), estimated_ns_, count(alias_), count(read_by_matmuls_),
+            count(read_by_attention_) + count(written_by_attention_)};
   }
   std::vector<const TileProgram*> programs() const {
     std::vector<const TileProgram*> out;
@@ -246,10 +346,11 @@ public:
       in_ptrs.clear();
       out_ptrs.clear();
       for (ValueRef v : node.operands) in_ptrs.push_back(values[v.node][v.index].get());
-      if (alias_[i]) {
+      if (alias_[i] || written_by_attention_[i]) { // the latter: bytes stored permuted
         values[i].push_back(
             alias_of(values[node.operands[0].node][node.operands[0].index], node.results[0]));
-      } else if (read_by_matmuls_[i]) { // X itself: its matmuls read it as A^T or B^T
+      } else if (read_by_matmuls_[i] || read_by_attention_[i]) {
+        // X itself: its matmuls read it as A^T or B^T, its attention strided
         values[i].push_back(values[node.operands[0].node][node.operands[0].index]);
       } else if (bodies_[i]) {
         std::vector<BufferPtr> body_inputs;
@@ -311,6 +412,13 @@ private:
   /// Per node: a transpose whose matmuls read its operand as A^T or B^T;
   /// its value is the operand's buffer, not transposed (read by them only).
   std::vector<bool> read_by_matmuls_;
+  /// Per node: a head permute whose attention uses read its operand at
+  /// the heads' strides (its value: the operand's buffer, not permuted),
+  /// or one whose attention operand wrote its bytes permuted (its value
+  /// views them); fold_head_permutes_into_attention.
+  std::vector<bool> read_by_attention_, written_by_attention_;
+  /// Per node: its uses, (consumer node, operand index).
+  std::vector<std::vector<std::pair<uint32_t, size_t>>> uses_;
 
   std::vector<std::unique_ptr<Executable>> bodies_;
   std::vector<uint32_t> last_use_;

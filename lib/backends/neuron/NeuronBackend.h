@@ -70,6 +70,10 @@ struct NeuronLoweringStats {
   /// that reads the transpose's operand as its A^T or B^T
   /// (lower_matmul_of_transposes).
   size_t transposes_read_by_matmuls = 0;
+  /// Head permutes that need no program: attention reads their operand or
+  /// writes their result at the heads' strides (NeuronBackend.cpp's
+  /// fold_head_permutes_into_attention; MSTEP_NEURON_HEAD_STRIDES=0: none).
+  size_t head_permutes_folded = 0;
 };
 /// The stats of a make_neuron_executable result (zeros for any other).
 NeuronLoweringStats lowering_stats(const Executable& exe);
