@@ -16,11 +16,15 @@
 //                       (nc_matmul FLOPs include the attention's transposes
 //                       against the identity; the bias gradients' ones
 //                       matmuls are sum nodes, not counted);
+//   - the host time of compiling the step's graph once more (this
+//     process, warm) and of validating its tile programs (the race
+//     check's share of it), for the validator's compile-time cost;
 //   - the top 10 kernels by simulated time (NEURON_GPT_TOP=n: n of them;
 //     NEURON_GPT_TRACE="<kernel>": its instructions, start and end in ns).
 // Target (issue 19): Tensor busy >= 60% over those kernels. Exits 0 either
 // way (a bench, not a test).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -29,7 +33,10 @@
 
 #include "examples/models/GptMini.h"
 #include "lib/backends/neuron/CostModel.h"
+#include "lib/backends/neuron/ExecutionOrder.h"
 #include "lib/backends/neuron/NeuronBackend.h"
+#include "lib/backends/neuron/RaceCheck.h"
+#include "lib/backends/neuron/Validator.h"
 #include "lib/compiler/Compiler.h"
 #include "mstep/mstep.h"
 
@@ -112,10 +119,36 @@ int main() {
   }
 
   Backend& backend = **BackendRegistry::get(DeviceType::neuron);
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  const Clock::time_point compile_start = Clock::now();
   absl::StatusOr<CompiledGraph> compiled = compile_graph(graph, backend, {}, RuntimeOptions{});
+  const double compile_ms = ms_since(compile_start);
   if (!compiled.ok()) {
     std::fprintf(stderr, "compile: %s\n", std::string(compiled.status().message()).c_str());
     return 2;
+  }
+  // The validator alone over every program (it also runs inside the
+  // compile, the simulator and the cost model).
+  const Clock::time_point validate_start = Clock::now();
+  int64_t validated = 0, instructions = 0;
+  for (const LoweredKernel& k : lowered_kernels(*compiled->executable)) {
+    if (absl::Status s = validate(*k.program); !s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", k.name.c_str(), std::string(s.message()).c_str());
+      return 2;
+    }
+    ++validated;
+    instructions += static_cast<int64_t>(k.program->instructions.size());
+  }
+  const double validate_ms = ms_since(validate_start);
+  double race_ms = 0; // the rule race alone (RaceCheck.h), given the execution order
+  for (const LoweredKernel& k : lowered_kernels(*compiled->executable)) {
+    absl::StatusOr<std::vector<int64_t>> order = execution_order(*k.program);
+    const Clock::time_point race_start = Clock::now();
+    if (!order.ok() || !check_races(*k.program, *order).ok()) return 2;
+    race_ms += ms_since(race_start);
   }
   std::vector<Kernel> kernels;
   for (const LoweredKernel& k : lowered_kernels(*compiled->executable)) {
@@ -142,6 +175,9 @@ int main() {
   std::printf("whole step: %s\n", step.summary().c_str());
   std::printf("  %lld tile programs, %lld host fallbacks (no simulated time)\n",
               (long long)step.programs, (long long)fallbacks);
+  std::printf("host: compile of the step graph %.1f ms; validate() of its %lld programs "
+              "(%lld instructions) %.1f ms, of which the race check %.1f ms\n",
+              compile_ms, (long long)validated, (long long)instructions, validate_ms, race_ms);
 
   double mm_ns = 0, mm_tensor_ns = 0, mm_flops = 0, all_ns = 0, mm_transpose_ns = 0;
   int mm_count = 0;

@@ -144,10 +144,11 @@ TEST(NeuronCost, VectorAndScalarTakeTurnsOnPsumOnly) {
   TileBuilder b("psum_port");
   const int32_t ps = b.allocate(BufferKind::psum, 8192, "ps");
   const int32_t s = b.allocate(BufferKind::sbuf, 8192, "s");
+  const int32_t t = b.allocate(BufferKind::sbuf, 8192, "t"); // no shared write: no race
   const AccessPattern pv = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{1060, 1}});
   const AccessPattern pa = tile_pattern(BufferKind::psum, ps, DType::f32, 0, 128, 0, {{1340, 1}});
   b.tensor_copy(Engine::vector, sbuf(s, 1060), pv);
-  b.activation(sbuf(s, 1340), pa, ActivationFunction::exp);
+  b.activation(sbuf(t, 1340), pa, ActivationFunction::exp);
   absl::StatusOr<CostReport> r = estimate_cost(b.program());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->total_ns, 2000);

@@ -76,7 +76,9 @@ TEST(NeuronDependencyTracker, SameDmaEngineIsInOrder) {
   const int64_t same = b.dma_copy(f.rows(f.y), f.tile(f.in));
   b.at(same).dma_engine = b.at(load).dma_engine;
   f.deps.track(same);
-  const int64_t other = b.dma_copy(f.rows(f.y), f.tile(f.in));
+  // Into another tensor: two DMA engines storing into y would race.
+  const int32_t z = b.hbm_tensor("z", DType::f32, 128 * 8);
+  const int64_t other = b.dma_copy(f.rows(z), f.tile(f.in));
   b.at(other).dma_engine = (b.at(load).dma_engine + 1) % kDmaEngines;
   f.deps.track(other);
   EXPECT_TRUE(waits_on(b.program(), same).empty());

@@ -147,10 +147,20 @@ struct Elementwise {
   /// Runs the program with `op` (already emitted), storing `result` (default the out tile).
   std::vector<float> run(std::optional<AccessPattern> result = std::nullopt) {
     const AccessPattern r = result.value_or(tile(tout));
-    b.dma_copy(hbm_rows(hout, DType::f32, r.free_elements(), 0, 128, 0, r.free_elements()), r);
-    // No semaphores: with nothing waiting, the simulator runs program order
-    // (ExecutionOrder.h). These tests check arithmetic, not timing; the
-    // validator does not yet report unsynchronised engines.
+    const int64_t store =
+        b.dma_copy(hbm_rows(hout, DType::f32, r.free_elements(), 0, 128, 0, r.free_elements()), r);
+    // These tests check arithmetic, not timing: one chain of semaphores
+    // orders everything (the two loads, then each op, then the store), so
+    // no two engines touch a tile unordered (the validator's rule race).
+    const int32_t loaded = b.semaphore(), done = b.semaphore();
+    b.signal(0, loaded);
+    b.signal(1, loaded);
+    for (int64_t i = 2; i < store; ++i) {
+      b.wait(i, loaded, 2);
+      if (i > 2) b.wait(i, done, static_cast<int32_t>(i - 2));
+      b.signal(i, done);
+    }
+    b.wait(store, done, static_cast<int32_t>(store - 2));
     HbmContents hbm = {bytes_of(a), bytes_of(bv), std::vector<std::byte>(128 * 64 * 4)};
     Simulator sim;
     absl::StatusOr<SimulationStats> st = sim.run(b.program(), hbm);

@@ -40,12 +40,14 @@
 //   - dtypes bf16, f16, f32, int32; the engines compute in fp32.
 //
 // The kernel must store every element of its outputs (checked: an output
-// element no store writes is an error), must store each element once, and
-// reads its inputs only. A call whose tensors have a dtype the engines lack
-// (f64, int64, bool) runs the op's host kernel instead, as a counted host
-// fallback; so does a call the function declines by returning an
-// Unimplemented status. A custom op without a "neuron" kernel runs its
-// "ref" host kernel the same way (MSTEP_LOG_FALLBACK=1 lists it).
+// element no store writes is an error), must store each element once
+// (checked: two stores of one element run on different DMA engines, which
+// the validator refuses as a race), and reads its inputs only. A call
+// whose tensors have a dtype the engines lack (f64, int64, bool) runs the
+// op's host kernel instead, as a counted host fallback; so does a call the
+// function declines by returning an Unimplemented status. A custom op
+// without a "neuron" kernel runs its "ref" host kernel the same way
+// (MSTEP_LOG_FALLBACK=1 lists it).
 //
 // This header is the runtime's: no MLIR, no LLVM, no internal header.
 #pragma once

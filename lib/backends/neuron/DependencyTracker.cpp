@@ -7,25 +7,9 @@ DependencyTracker::DependencyTracker(TileBuilder& b) : b_(b) {
   for (int32_t& s : semaphore_) s = b_.semaphore();
 }
 
-int DependencyTracker::queue_of(const Instruction& inst) const {
-  switch (inst.engine) {
-  case Engine::tensor:
-    return 0;
-  case Engine::vector:
-    return 1;
-  case Engine::scalar:
-    return 2;
-  case Engine::gpsimd:
-    return 3;
-  case Engine::sync:
-    return 4 + inst.dma_engine;
-  }
-  return 0;
-}
-
 int64_t DependencyTracker::track(int64_t index, bool partial_write) {
   const Instruction& inst = b_.program().instructions[index];
-  const int q = queue_of(inst);
+  const int q = completion_queue(inst);
   if (static_cast<int64_t>(queue_.size()) <= index) {
     queue_.resize(index + 1, -1);
     ordinal_.resize(index + 1, 0);

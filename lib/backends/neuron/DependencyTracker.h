@@ -30,12 +30,11 @@ public:
   int64_t track(int64_t index, bool partial_write = false);
 
 private:
-  static constexpr int kQueues = 4 + kDmaEngines; ///< Tensor, Vector, Scalar, GpSimd, DMA 0..15
+  static constexpr int kQueues = kCompletionQueues; ///< Tensor, Vector, Scalar, GpSimd, DMA 0..15
 
   struct Uses {
     std::vector<int64_t> writes, reads;
   };
-  int queue_of(const Instruction& inst) const;
 
   TileBuilder& b_;
   std::array<int32_t, kQueues> semaphore_{};

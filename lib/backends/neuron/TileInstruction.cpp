@@ -99,4 +99,20 @@ std::string describe_instruction(int64_t index, const Instruction& inst) {
   return absl::StrCat("#", index, " ", engine_name(inst.engine), " ", opcode_name(inst.opcode));
 }
 
+int completion_queue(const Instruction& inst) {
+  switch (inst.engine) {
+  case Engine::tensor:
+    return 0;
+  case Engine::vector:
+    return 1;
+  case Engine::scalar:
+    return 2;
+  case Engine::gpsimd:
+    return 3;
+  case Engine::sync:
+    return 4 + inst.dma_engine;
+  }
+  return 0;
+}
+
 } // namespace mstep::neuron

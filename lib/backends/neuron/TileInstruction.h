@@ -150,4 +150,13 @@ struct Instruction {
 /// "#12 Vector tensor_tensor", how errors name an instruction.
 std::string describe_instruction(int64_t index, const Instruction& inst);
 
+/// The queues that complete instructions in order: the four compute
+/// engines, then the DMA engines (Sync issues DMAs in program order, but
+/// each DMA engine moves its own one after another, so transfers on two
+/// DMA engines may complete in either order).
+inline constexpr int kCompletionQueues = 4 + kDmaEngines;
+
+/// 0 Tensor, 1 Vector, 2 Scalar, 3 GpSimd, 4 + d DMA engine d.
+int completion_queue(const Instruction& inst);
+
 } // namespace mstep::neuron

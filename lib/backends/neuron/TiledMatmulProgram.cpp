@@ -214,6 +214,12 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
     ident_waited = true;
   };
   int64_t bank_uses = 0; // transposes' PSUM banks used so far (A's and B's)
+  // B^T given: per staging slot, the DMAs that filled it so far, and per
+  // column block the count its transposes wait for. A block's DMA count
+  // is its width in 128-row chunks, so the last (narrower) block's count
+  // is not its round times its own chunks: waiting for that was met by
+  // the earlier blocks' DMAs and read the slot before its rows arrived.
+  std::vector<int32_t> bst_fills(b_rows ? bst.depth : 0, 0), bt_rows_ready;
   // B^T given: DMAs column block blk's rows of B^T (128 rows of K per
   // DMA) into its staging slot.
   auto load_bt_rows = [&](int64_t blk) {
@@ -228,8 +234,11 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
           src);
       if (bst.uses[slot] > 0) b.wait(i, bst.freed[slot], bst.uses[slot]);
       b.signal(i, bst.filled[slot]);
+      ++bst_fills[slot];
     }
     ++bst.uses[slot];
+    if (static_cast<int64_t>(bt_rows_ready.size()) <= blk) bt_rows_ready.resize(blk + 1, 0);
+    bt_rows_ready[blk] = bst_fills[slot];
   };
   // B^T given: makes K tiles [k0, k1) of column block blk of B from its
   // staged rows, per K tile: its (up to 4) 128-row chunks transposed into
@@ -250,8 +259,7 @@ TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
                                   c * s.k + ki * 128, {{k_rows(ki), 1}}),
                      tile_pattern(BufferKind::sbuf, ident, s.input, 0, r, 0, {{rc, 1}}), false);
         wait_identity(i);
-        if (ki == 0 && c == 0)
-          b.wait(i, bst.filled[sslot], (bst.round(blk) + 1) * static_cast<int32_t>(chunks));
+        if (ki == 0 && c == 0) b.wait(i, bst.filled[sslot], bt_rows_ready[blk]);
         if (c == 0 && bank_round > 0) b.wait(i, tp.freed[bank], bank_round);
         if (ki == kt - 1 && c == chunks - 1) b.signal(i, bst.freed[sslot]);
         if (c == chunks - 1) b.signal(i, tp.filled[bank]);

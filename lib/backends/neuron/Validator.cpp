@@ -1,5 +1,5 @@
 // validate(): the per-operand rules, the per-opcode rules, then the
-// program-wide ones (semaphores, capacity at every point, deadlock).
+// program-wide ones (semaphores, capacity at every point, deadlock, races).
 #include "lib/backends/neuron/Validator.h"
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/neuron/ExecutionOrder.h"
+#include "lib/backends/neuron/RaceCheck.h"
 
 namespace mstep::neuron {
 
@@ -426,7 +427,9 @@ absl::Status validate(const TileProgram& program) {
     checker.check_instruction(i);
   if (!checker.failed()) checker.check_semaphores();
   if (checker.failed()) return checker.status();
-  return execution_order(program).status();
+  absl::StatusOr<std::vector<int64_t>> order = execution_order(program);
+  if (!order.ok()) return order.status();
+  return check_races(program, *order);
 }
 
 } // namespace mstep::neuron

@@ -28,6 +28,9 @@
 //   capacity           live SBUF (192 KiB) / PSUM (16 KiB) per partition at every program point
 //   allocation_overlap live allocations of one memory do not overlap
 //   deadlock           the queues can run to completion (ExecutionOrder.h)
+//   race               two instructions on different engines (or DMA engines) that touch
+//                      overlapping SBUF/PSUM bytes or HBM elements, one of them writing, are
+//                      ordered by semaphores (RaceCheck.h)
 // The v2 rule that Vector and GpSimd cannot use SBUF at the same time (and
 // Vector and Scalar PSUM) is a timing rule: the cost model serialises them.
 #pragma once
@@ -39,7 +42,7 @@ namespace mstep::neuron {
 
 /// OK, or the first breach found: allocations first (at the point each
 /// becomes live), then the instructions in program order, then semaphores
-/// and deadlock.
+/// and deadlock, then races.
 absl::Status validate(const TileProgram& program);
 
 } // namespace mstep::neuron

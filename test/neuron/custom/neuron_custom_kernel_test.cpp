@@ -43,7 +43,7 @@ std::shared_ptr<const CustomKernel> host_exp2() {
 }
 
 /// What the test kernels do wrong, if anything.
-enum class Flaw { none, misaligned, tail_unstored, loads_output, declines };
+enum class Flaw { none, misaligned, tail_unstored, loads_output, declines, stores_twice };
 
 /// y = exp(x) * 2 over n elements viewed as [128, n / 128] plus the n mod
 /// 128 left one per partition: Scalar exp, Vector multiply.
@@ -64,6 +64,8 @@ NeuronKernelFn exp2_kernel(Flaw flaw) {
       if (flaw == Flaw::misaligned)
         b.tensor_copy(NeuronEngine::vector, yv.part(16, 64), yv.part(16, 64));
       b.store(b.output(0, row_len, row0, parts, 0, w), yv);
+      // The same rows again from x: two DMA engines writing one HBM range unordered.
+      if (flaw == Flaw::stores_twice) b.store(b.output(0, row_len, row0, parts, 0, w), xv);
     };
     if (f > 0) piece(f, 0, 128, f);
     if (r > 0 && flaw != Flaw::tail_unstored) piece(1, 128 * f, static_cast<int32_t>(r), 1);
@@ -131,6 +133,15 @@ TEST(NeuronCustomKernel, AHardwareRuleBreachNamesTheOpTheInstructionAndTheRule) 
   expect_error(op("misaligned", neuron_kernel(exp2_kernel(Flaw::misaligned))),
                {"custom op 'neuron_custom_test.misaligned'", "breaks a hardware rule",
                 "Vector tensor_copy", "rule partition_start", "p16+64"});
+}
+
+// Stores of one output range on two DMA engines, nothing ordering them:
+// the value left in HBM depends on timing (the validator's rule race).
+TEST(NeuronCustomKernel, TwoUnorderedStoresOfOneRangeAreARace) {
+  expect_error(op("stores_twice", neuron_kernel(exp2_kernel(Flaw::stores_twice))),
+               {"custom op 'neuron_custom_test.stores_twice'", "breaks a hardware rule",
+                "rule race", "Sync dma_copy", "writes dst", "HBM tensor 'out0' elements [0, 256)",
+                "unordered access by two engines: add a semaphore wait"});
 }
 
 TEST(NeuronCustomKernel, AnUnstoredOutputElementIsAnError) {
