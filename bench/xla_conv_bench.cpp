@@ -8,7 +8,7 @@
 //   xla_conv_bench [--steps N] [--threads 1,2] [--batch 32] [--channels 32]
 //                  [--size 28] [--filters 64] [--kernel 3] [--groups 1]
 //                  [--only xla|cpu]   (one side, e.g. under perf; no ratio)
-//                  [--dtype f32|bf16] (bf16: xla's f32-staged gemms vs cpu's
+//                  [--dtype f32|bf16] (bf16: xla's bf16 -> f32 gemms vs cpu's
 //                                      oneDNN bf16 convolution)
 //
 // The layer pads by kernel / 2 (stride 1). Two lazy warmup steps, the

@@ -144,12 +144,16 @@ grep -q '^dnnl_primitive_execute$' undefined || fail "the bf16 gemms do not run 
 ./bf16_matmul >log 2>&1 || fail "the stand-alone bf16 step's results" log
 
 # 5c. bf16 convolutions (forward with a bias, both gradients) are im2col /
-#     col2im loops over f32 staging around dnnl_sgemm: no callout, and
+#     col2im loops around bf16 x bf16 -> f32 gemms: no callout, and
 #     nothing beyond oneDNN, libc and libm (xla_conv_gemm_test checks the
 #     numbers against ref and cpu).
 "$aot" "$src/test/aot/conv_bf16_step.mlir" -o libconvbf16.so --header conv_bf16.h >log 2>&1 ||
   fail "mstep-aot on conv_bf16_step.mlir (the step should not call out)" log
 check_dependencies libconvbf16.so gemm
+# Their gemms are mstep_xla_gemm_bf16_f32's oneDNN bf16 matmul (dnnl_sgemm
+# above is its fallback where oneDNN has no bf16 matmul).
+grep -q '^dnnl_primitive_execute$' undefined ||
+  fail "the bf16 conv gemms do not run a oneDNN primitive" undefined
 
 # 6. Bad arguments.
 expect_error() { # CODE TEXT COMMAND...

@@ -187,8 +187,10 @@ TEST(XlaConvGemmThreads, OneAndThreeThreadsAreBothWithinTheBound) {
 }
 
 // ---- bf16 ------------------------------------------------------------------
-// bf16 convs run the same im2col / col2im + sgemm over f32 staging in the
-// scratch and round each result element to bf16 once. The step calls out
+// bf16 convs run the same im2col / col2im with bf16 x bf16 -> f32 gemms
+// (gemm_bf16_f32: oneDNN's matmul, or sgemm over widened operands where
+// oneDNN has no bf16 matmul), keep col2im and the sum over samples in f32
+// in the scratch and round each result element to bf16 once. The step calls out
 // for nothing (before: conv2d, conv2d_input_grad and conv2d_weight_grad were
 // callouts) and plans its scratch after the arena. Oracles: the ref backend
 // (its bf16 kernels sum in f32 and round once) and the cpu backend (oneDNN's
@@ -284,6 +286,41 @@ TEST_P(XlaConvBf16, NoCalloutAndWithinOneRoundingOfRefAndCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, XlaConvBf16, ::testing::ValuesIn(gemm_shapes()), label);
+
+/// Shapes whose gemms are large enough (2^16 multiply-adds each and up)
+/// for oneDNN's bf16 matmul, where most of gemm_shapes' are sgemm over
+/// widened operands: groups (a batch of gemms), stride and dilation.
+std::vector<ConvCase> primitive_shapes() {
+  return {ConvCase{"groups2", {3, 32, 20, 20}, {32, 16, 3, 3}, true, {1}, {1}, {1}, 2},
+          ConvCase{"stride2_dilation2", {2, 24, 33, 31}, {40, 24, 3, 3}, false, {2}, {2}, {2}, 1}};
+}
+
+INSTANTIATE_TEST_SUITE_P(PrimitiveShapes, XlaConvBf16, ::testing::ValuesIn(primitive_shapes()),
+                         label);
+
+/// The threads take whole samples, each calling the bf16 gemm at once on
+/// a primitive of its own (per thread index): at 1 and 3 threads every
+/// result is within one rounding of ref's, and the split runs (11 samples
+/// in chunks of several).
+TEST(XlaConvBf16Threads, OneAndThreeThreadsAreBothWithinOneRoundingOfRef) {
+  const ConvCase c{"uneven_chunks", {11, 16, 40, 40}, {16, 16, 3, 3}, true, {1}, {1}, {1}, 1};
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<std::vector<float>> one = run_bf16(kXla, c, DType::bf16);
+  omp_set_num_threads(3);
+  const std::vector<std::vector<float>> three = run_bf16(kXla, c, DType::bf16);
+  omp_set_num_threads(threads);
+  const std::vector<std::vector<float>> ref = run_bf16(kRef, c, DType::bf16);
+  const std::vector<std::vector<float>> magnitude = run_bf16(kRef, c, DType::f32);
+  const int64_t terms[] = {16 * 9 + 1, 16 * 9, 11 * 1600, 11 * 1600};
+  for (size_t k = 0; k < ref.size(); ++k)
+    for (size_t i = 0; i < ref[k].size(); ++i) {
+      const double bound =
+          2 * terms[k] * 0x1p-24 * magnitude[k][i] + 1.01 * 0x1p-7 * std::abs(ref[k][i]);
+      ASSERT_LE(std::abs(double(one[k][i]) - ref[k][i]), bound) << k << " " << i;
+      ASSERT_LE(std::abs(double(three[k][i]) - ref[k][i]), bound) << k << " " << i;
+    }
+}
 
 } // namespace
 } // namespace mstep

@@ -3,16 +3,17 @@
 //   i32 mstep_step(ptr inputs, ptr outputs, ptr temp)
 // calls the step function with a constant XlaRuntimeCalls of functions
 // defined in the same object: gemm_f32 as a loop over dnnl_sgemm,
-// gemm_bf16 and matmul_f32 as the runtime's mstep_xla_gemm_bf16 and
-// mstep_xla_gemm_f32 (C over oneDNN's C API, linked in from their static
-// library), the parallel split as one call of
+// gemm_bf16, matmul_f32 and gemm_bf16_f32 as the runtime's
+// mstep_xla_gemm_bf16, mstep_xla_gemm_f32 and mstep_xla_gemm_bf16_f32 (C
+// over oneDNN's C API, linked in from their static library), the parallel split as one call of
 // the nest on the calling thread (no OpenMP in the object), and a callout
-// that fails (never called: a step with callouts is refused). After LLVM's -O2 the table's loads fold and the
-// calls are direct.
+// that fails (never called: a step with callouts is refused). After LLVM's -O2 the table's loads
+// fold and the calls are direct.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/backends/cpu/SharedObjectLink.h"
 #include "lib/backends/xla/XlaCompile.h"
+#include "lib/backends/xla/XlaConvShape.h"
 #include "lib/compiler/Compiler.h"
 #include "mstep/core/Error.h"
 #include "llvm/IR/IRBuilder.h"
@@ -63,6 +64,27 @@ llvm::Constant* library_gemm(llvm::Module& module, const XlaProgram& program, DT
   auto* gemm = llvm::Function::Create(
       type, llvm::GlobalValue::ExternalLinkage,
       dtype == DType::bf16 ? "mstep_xla_gemm_bf16" : "mstep_xla_gemm_f32", module);
+  gemm->setVisibility(llvm::GlobalValue::HiddenVisibility); // not exported
+  return gemm;
+}
+
+/// XlaRuntimeCalls::gemm_bf16_f32: mstep_xla_gemm_bf16_f32 (XlaGemm.h),
+/// linked in from the gemm library; null for a step without bf16
+/// convolutions on the im2col + gemm path.
+llvm::Constant* library_conv_gemm(llvm::Module& module, const XlaProgram& program) {
+  auto* ptr = llvm::PointerType::getUnqual(module.getContext());
+  bool any = false;
+  for (const GraphNode& node : program.graph.nodes) {
+    std::optional<ConvGemmPlan> plan = conv_gemm_plan(program.graph, node);
+    any |= plan && plan->conv.dtype == DType::bf16;
+  }
+  if (!any) return llvm::ConstantPointerNull::get(ptr);
+  auto* i64 = llvm::Type::getInt64Ty(module.getContext());
+  auto* type =
+      llvm::FunctionType::get(llvm::Type::getVoidTy(module.getContext()),
+                              {i64, i64, i64, i64, i64, ptr, i64, i64, ptr, i64, ptr}, false);
+  auto* gemm = llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage,
+                                      "mstep_xla_gemm_bf16_f32", module);
   gemm->setVisibility(llvm::GlobalValue::HiddenVisibility); // not exported
   return gemm;
 }
@@ -168,7 +190,7 @@ llvm::Function* define_no_callout(llvm::Module& module) {
 
 // The table below binds every field of XlaRuntimeCalls, in order: a new
 // field needs its stand-alone definition here too.
-static_assert(sizeof(XlaRuntimeCalls) == 6 * sizeof(void*),
+static_assert(sizeof(XlaRuntimeCalls) == 7 * sizeof(void*),
               "XlaRuntimeCalls changed: bind the new field in add_aot_entry");
 
 absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
@@ -183,14 +205,14 @@ absl::Status add_aot_entry(llvm::Module& module, const XlaProgram& program) {
   llvm::LLVMContext& c = module.getContext();
   auto* ptr = llvm::PointerType::getUnqual(c);
   // XlaRuntimeCalls: its fields in order, the context last.
-  auto* table_type = llvm::ArrayType::get(ptr, 6);
+  auto* table_type = llvm::ArrayType::get(ptr, 7);
   auto* table = new llvm::GlobalVariable(
       module, table_type, /*isConstant=*/true, llvm::GlobalValue::InternalLinkage,
-      llvm::ConstantArray::get(table_type,
-                               {define_gemm(module), define_serial_nest(module),
-                                define_no_callout(module), llvm::ConstantPointerNull::get(ptr),
-                                library_gemm(module, program, DType::bf16),
-                                library_gemm(module, program, DType::f32)}),
+      llvm::ConstantArray::get(
+          table_type,
+          {define_gemm(module), define_serial_nest(module), define_no_callout(module),
+           llvm::ConstantPointerNull::get(ptr), library_gemm(module, program, DType::bf16),
+           library_gemm(module, program, DType::f32), library_conv_gemm(module, program)}),
       "mstep_aot_calls");
   llvm::IRBuilder<> b(c);
   auto* type = llvm::FunctionType::get(b.getInt32Ty(), {ptr, ptr, ptr}, false);

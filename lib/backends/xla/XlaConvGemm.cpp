@@ -17,15 +17,17 @@
 // ref's f64 sum rounded once: within K u sum|x w| of it (K the sum's
 // length, u = 2^-24), as the cpu backend's oneDNN convolution.
 //
-// bf16 convs run the same gemm_f32 calls over f32 staging in the scratch
-// (ConvGemmPlan): im2col widens the input (exact), the weight and grad_out
-// are widened before their gemm, the forward adds the bias to the f32
-// result, col2im and the weight gradient's sum over samples stay f32, and
-// each result element is rounded to bf16 once at the end. That is what
-// oneDNN's bf16 convolution on the cpu backend computes (exact products,
-// f32 sums, one rounding), in another order: within one bf16 ulp plus the
-// f32 sums' K u sum|x w| of it. (mstep_xla_gemm_bf16 would round every
-// gemm result to bf16: col2im and the sum over samples would round twice.)
+// bf16 convs make the same calls to gemm_bf16_f32 (oneDNN's matmul over
+// bf16 operands into an f32 result, on the CPU's bf16 dot products where
+// it has them): im2col copies the input's bf16 as it is, the weight and
+// grad_out are read in place, the forward adds the bias to the f32
+// result, col2im and the weight gradient's sum over samples stay f32 in
+// the scratch (ConvGemmPlan), and each result element is rounded to bf16
+// once at the end. That is what oneDNN's bf16 convolution on the cpu
+// backend computes (exact products, f32 sums, one rounding), in another
+// order: within one bf16 ulp plus the f32 sums' K u sum|x w| of it.
+// (gemm_bf16 would round every gemm result to bf16: col2im and the sum
+// over samples would round twice.)
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cpu/FusionJit.h"
 #include "lib/backends/xla/XlaConvShape.h"
@@ -37,6 +39,10 @@ namespace mstep::xla {
 
 namespace {
 
+/// The lanes of im2col's and col2im's window-row loops: their trip count
+/// is at most out_w, which LLVM sees and answers with 4 lanes.
+constexpr unsigned kRowLanes = 8;
+
 /// &base[offset] over f32 elements.
 llvm::Value* element(LoopBuilder& lb, llvm::Value* base, llvm::Value* offset) {
   return lb.b().CreateInBoundsGEP(lb.f32(), base, offset);
@@ -47,13 +53,6 @@ llvm::Value* element_of(LoopBuilder& lb, DType dtype, llvm::Value* base, llvm::V
   return lb.b().CreateInBoundsGEP(storage_type(lb.b(), dtype), base, offset);
 }
 
-/// to[i] = from[i] (of `dtype`) as f32, for i < count.
-void widen(LoopBuilder& lb, DType dtype, llvm::Value* from, llvm::Value* to, int64_t count) {
-  lb.loop(
-      count, [&](llvm::Value* i) { lb.store(load_f32(lb, dtype, from, i), to, i); },
-      /*parallel=*/true);
-}
-
 /// to[i] (of `dtype`) = the f32 from[i], rounded once, for i < count.
 void round_into(LoopBuilder& lb, DType dtype, llvm::Value* from, llvm::Value* to, int64_t count) {
   lb.loop(
@@ -61,9 +60,9 @@ void round_into(LoopBuilder& lb, DType dtype, llvm::Value* from, llvm::Value* to
       /*parallel=*/true);
 }
 
-/// c[i] = a[i] x b[i] for i < batch (XlaRuntimeCalls::gemm_f32 through the
-/// pointer `gemm`); a[i] is [m, k] (stored [k, m] when trans_a), b[i]
-/// [k, n] (stored [n, k] when trans_b), c[i] at c + i * m * n.
+/// c[i] = a[i] x b[i] for i < batch (XlaRuntimeCalls::gemm_f32, or
+/// gemm_bf16_f32 for bf16 a and b, through the pointer `gemm`); a[i] is [m, k] (stored [k, m] when
+/// trans_a), b[i] [k, n] (stored [n, k] when trans_b), c[i] at c + i * m * n.
 void call_gemm(LoopBuilder& lb, llvm::Value* gemm, int64_t batch, int64_t m, int64_t n, int64_t k,
                bool trans_a, llvm::Value* a, int64_t a_stride, bool trans_b, llvm::Value* b,
                int64_t b_stride, llvm::Value* c) {
@@ -113,12 +112,15 @@ void for_tap_rows(LoopBuilder& lb, const ConvShape& c, RowBody body) {
 }
 
 /// col = the im2col matrix of one sample `in` [channels, height, width]
-/// (zeros where a tap falls outside the input), in f32.
+/// (zeros where a tap falls outside the input), in the input's dtype (a
+/// copy: bf16 stays bf16, the gemm's operand).
 void im2col(LoopBuilder& lb, const ConvShape& c, llvm::Value* in, llvm::Value* col) {
   auto& b = lb.b();
+  llvm::Type* element_type = storage_type(b, c.dtype);
+  llvm::Value* zero = llvm::Constant::getNullValue(element_type);
   auto zeros = [&](llvm::Value* base, llvm::Value* from, llvm::Value* to) {
     lb.loop(
-        from, to, [&](llvm::Value* k) { lb.store(lb.f32(0.0f), col, b.CreateAdd(base, k)); },
+        from, to, [&](llvm::Value* k) { lb.store(zero, col, b.CreateAdd(base, k)); },
         /*parallel=*/true);
   };
   for_tap_rows(lb, c, [&](llvm::Value* base, llvm::Value* oh_lo, llvm::Value* oh_hi,
@@ -134,11 +136,11 @@ void im2col(LoopBuilder& lb, const ConvShape& c, llvm::Value* in, llvm::Value* c
       lb.loop(
           ow_lo, ow_hi,
           [&](llvm::Value* ow) {
-            llvm::Value* x = load_f32(lb, c.dtype, in,
-                                      b.CreateAdd(from, b.CreateMul(ow, lb.i64(c.stride[1]))));
+            llvm::Value* x =
+                lb.load(element_type, in, b.CreateAdd(from, b.CreateMul(ow, lb.i64(c.stride[1]))));
             lb.store(x, col, b.CreateAdd(row, ow));
           },
-          /*parallel=*/true);
+          /*parallel=*/true, kRowLanes);
     });
   });
 }
@@ -164,15 +166,15 @@ void col2im(LoopBuilder& lb, const ConvShape& c, llvm::Value* col, llvm::Value* 
                                   lb.load(lb.f32(), col, b.CreateAdd(row, ow))),
                      out, at);
           },
-          /*parallel=*/true);
+          /*parallel=*/true, kRowLanes);
     });
   });
 }
 
 /// The row function over the samples [begin, end) of a chunk; its
 /// operands are the node's (sample-indexed ones at the chunk's first
-/// sample), the scratch and gemm_f32, its result the node's. A bf16 conv
-/// reads the f32 weight the driver left at the scratch's start.
+/// sample), the scratch and the gemm (gemm_f32, or gemm_bf16_f32 for
+/// bf16), its result the node's.
 llvm::Function* emit_samples(llvm::Module& module, const std::string& name, OpKind op,
                              const ConvGemmPlan& p, size_t operands, bool bias) {
   const ConvShape& c = p.conv;
@@ -181,7 +183,7 @@ llvm::Function* emit_samples(llvm::Module& module, const std::string& name, OpKi
   auto& b = lb.b();
   llvm::Value* scratch = lb.operand(operands);
   llvm::Value* gemm = lb.operand(operands + 1);
-  llvm::Value* weight = bf16 ? scratch : lb.operand(1);
+  llvm::Value* weight = lb.operand(1);
   llvm::Value* samples = element(lb, scratch, lb.i64(p.shared_floats));
   const int64_t og = c.outs_per_group(), taps = c.group_taps(), plane = c.out_plane();
   const int64_t in_sample = c.channels * c.in_plane(), out_sample = c.out_channels * plane;
@@ -192,12 +194,6 @@ llvm::Function* emit_samples(llvm::Module& module, const std::string& name, OpKi
     llvm::Value* col = element(lb, samples, b.CreateMul(s, lb.i64(p.sample_floats)));
     llvm::Value* out_stage = element(lb, col, lb.i64(p.col_floats + p.partial_floats));
     llvm::Value* in_stage = element(lb, out_stage, lb.i64(p.out_stage_floats));
-    // grad_out of the sample as f32 (widened into the staging for bf16).
-    auto grad_out = [&](llvm::Value* stored) {
-      if (!bf16) return stored;
-      widen(lb, c.dtype, stored, out_stage, out_sample);
-      return out_stage;
-    };
     if (op == OpKind::conv2d) {
       im2col(lb, c, sample(lb.operand(0), in_sample), col);
       llvm::Value* y = sample(lb.result(0), out_sample);
@@ -220,15 +216,14 @@ llvm::Function* emit_samples(llvm::Module& module, const std::string& name, OpKi
         });
     } else if (op == OpKind::conv2d_input_grad) {
       call_gemm(lb, gemm, c.groups, taps, plane, og, true, weight, og * taps, false,
-                grad_out(sample(lb.operand(0), out_sample)), og * plane, col);
+                sample(lb.operand(0), out_sample), og * plane, col);
       llvm::Value* grad_in = sample(lb.result(0), in_sample);
       col2im(lb, c, col, bf16 ? in_stage : grad_in);
       if (bf16) round_into(lb, c.dtype, in_stage, grad_in, in_sample);
     } else { // conv2d_weight_grad: the sample's partial after its col
       im2col(lb, c, sample(lb.operand(0), in_sample), col);
-      call_gemm(lb, gemm, c.groups, og, taps, plane, false,
-                grad_out(sample(lb.operand(1), out_sample)), og * plane, true, col, taps * plane,
-                element(lb, col, lb.i64(p.col_floats)));
+      call_gemm(lb, gemm, c.groups, og, taps, plane, false, sample(lb.operand(1), out_sample),
+                og * plane, true, col, taps * plane, element(lb, col, lb.i64(p.col_floats)));
     }
   });
   return lb.finish();
@@ -282,8 +277,7 @@ std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& gra
 
   // The driver: the chunks in order, each a call of the row function
   // (split over the threads when large), then the weight gradient's sums.
-  // bf16: the weight widened before, the weight gradient's f32 sum
-  // rounded after.
+  // bf16: the weight gradient's f32 sum rounded after.
   const bool bf16 = c.dtype == DType::bf16;
   LoopBuilder lb(module, name, operands + kRuntimeOperands, 1);
   auto& b = lb.b();
@@ -317,8 +311,6 @@ std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& gra
   };
   if (op == OpKind::conv2d_weight_grad)
     b.CreateMemSet(weight_sum, b.getInt8(0), weight_elements * 4, llvm::MaybeAlign(4));
-  else if (bf16)
-    widen(lb, c.dtype, lb.operand(1), scratch, weight_elements);
   const int64_t chunks = (c.batch + plan->chunk - 1) / plan->chunk;
   lb.loop(chunks, [&](llvm::Value* k) {
     llvm::Value* first = b.CreateMul(k, lb.i64(plan->chunk));
@@ -353,6 +345,7 @@ std::optional<OpLoop> emit_conv_gemm(llvm::Module& module, const TraceGraph& gra
   OpLoop loop;
   loop.function = lb.finish();
   loop.calls_runtime = true;
+  loop.gemm_bf16_f32 = bf16;
   return loop;
 }
 

@@ -79,12 +79,17 @@ std::optional<ConvGemmPlan> conv_gemm_plan(const TraceGraph& graph, const GraphN
   if (!shape) return std::nullopt;
   const ConvShape& c = *shape;
   ConvGemmPlan plan{c};
-  plan.col_floats = round_to_64_bytes(c.channels * c.kh * c.kw * c.out_plane());
+  const int64_t col_elements = c.channels * c.kh * c.kw * c.out_plane();
+  // bf16 im2col (the forward's and the weight gradient's) holds 2-byte
+  // elements; the input gradient's col is its gemm's f32 result.
+  const bool bf16_col = c.dtype == DType::bf16 && node.op != OpKind::conv2d_input_grad;
+  plan.col_floats = round_to_64_bytes(bf16_col ? (col_elements + 1) / 2 : col_elements);
   const int64_t weight_floats = round_to_64_bytes(c.out_channels * c.group_taps());
   if (node.op == OpKind::conv2d_weight_grad) plan.partial_floats = weight_floats;
   if (c.dtype == DType::bf16) {
-    plan.shared_floats = weight_floats;
-    plan.out_stage_floats = round_to_64_bytes(c.out_channels * c.out_plane());
+    if (node.op == OpKind::conv2d_weight_grad) plan.shared_floats = weight_floats;
+    if (node.op == OpKind::conv2d)
+      plan.out_stage_floats = round_to_64_bytes(c.out_channels * c.out_plane());
     if (node.op == OpKind::conv2d_input_grad)
       plan.in_stage_floats = round_to_64_bytes(c.channels * c.in_plane());
   }

@@ -37,22 +37,22 @@ std::optional<ConvShape> conv_shape(const TraceGraph& graph, const GraphNode& no
 /// each sample one row of a row function with its own `sample_floats` of
 /// scratch (its im2col matrix [channels * kh * kw, out_h * out_w], and for
 /// the weight gradient its partial [out_channels, group_taps] after it).
-/// A bf16 conv computes in f32 (bf16 widens exactly, so the gemm's
-/// products are exact and its sums f32, as oneDNN's bf16 convolution) and
-/// rounds once per result element: its scratch starts with `shared_floats`
-/// (the weight widened to f32, or for the weight gradient its f32 sum over
-/// the samples), and each sample adds f32 staging after its partial: the
-/// [out_channels, out_plane] output (the forward's gemm result, or the
-/// gradients' grad_out widened) and, for the input gradient, its f32
-/// [channels, in_plane] col2im sum.
+/// A bf16 conv multiplies bf16 operands into f32 results (gemm_bf16_f32:
+/// exact products, f32 sums, as oneDNN's bf16 convolution) and rounds once
+/// per result element: the forward's and the weight gradient's im2col
+/// matrix holds bf16 (half the bytes; the input gradient's col is its
+/// gemm's f32 result), the weight gradient's scratch starts with
+/// `shared_floats` (its f32 sum over the samples), and each sample adds
+/// f32 staging after its partial: the forward's [out_channels, out_plane]
+/// gemm result, or the input gradient's [channels, in_plane] col2im sum.
 struct ConvGemmPlan {
   ConvShape conv;
   int64_t chunk = 1;
-  int64_t col_floats = 0;     // the im2col matrix, rounded up to 64 bytes
+  int64_t col_floats = 0;     // the im2col matrix (4-byte units), rounded up to 64 bytes
   int64_t partial_floats = 0; // the weight gradient's partial (rounded), or 0
   int64_t out_stage_floats = 0, in_stage_floats = 0; // bf16's staging, or 0
   int64_t sample_floats = 0;  // the sum of the four
-  int64_t shared_floats = 0;  // bf16: the f32 weight or weight gradient sum
+  int64_t shared_floats = 0;  // bf16: the weight gradient's f32 sum, or 0
   int64_t scratch_bytes() const { return (shared_floats + chunk * sample_floats) * 4; }
 };
 

@@ -69,6 +69,19 @@ void serial_nest(cpu::FusionEntry nest, const void* const* operands, void* const
   nest(operands, results, 0, outer);
 }
 
+/// The gemm library's thread slot (mstep_xla_gemm_set_thread_slot): 0
+/// outside a parallel region, 1 + the thread's index inside one.
+int gemm_thread_slot() { return omp_in_parallel() ? 1 + omp_get_thread_num() : 0; }
+
+/// f(arg) with this thread's OpenMP thread count 1 (the primitive it makes
+/// plans for the one thread it will run on).
+void on_one_thread(void (*f)(void*), void* arg) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  f(arg);
+  omp_set_num_threads(threads);
+}
+
 } // namespace
 
 bool XlaExecutable::last_run_split_nests() const {
@@ -88,10 +101,18 @@ XlaExecutable::create(XlaProgram program, const std::string& disabled_families,
   exe->log_rebuilds_ = log_rebuilds;
   // The gemm library makes a primitive per thread count (oneDNN's keep the
   // count they were made under).
+  // and per thread of a parallel region (the bf16 convolutions' gemms run
+  // on every thread at once, each on a primitive made for one thread).
   mstep_xla_gemm_set_thread_count(omp_get_max_threads);
+  mstep_xla_gemm_set_thread_slot(gemm_thread_slot, on_one_thread);
   MSTEP_RETURN_IF_ERROR(exe->build_for_thread_count());
-  exe->calls_ = {gemm_f32,  serial_nest,         run_callout,
-                 exe.get(), mstep_xla_gemm_bf16, mstep_xla_gemm_f32};
+  exe->calls_ = {gemm_f32,
+                 serial_nest,
+                 run_callout,
+                 exe.get(),
+                 mstep_xla_gemm_bf16,
+                 mstep_xla_gemm_f32,
+                 mstep_xla_gemm_bf16_f32};
   const size_t align = 64;
   const size_t arena = static_cast<size_t>(std::max<int64_t>(p.layout.arena_bytes, 1));
   exe->arena_ = {

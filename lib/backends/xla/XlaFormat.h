@@ -24,7 +24,8 @@ namespace mstep::xla {
 /// activation, residual), so a version-1 object would call it wrongly.
 /// 3: XlaRuntimeCalls has matmul_f32 (f32 matmuls with their epilogue), a
 /// field a version-2 runtime's table lacks.
-inline constexpr uint32_t kXlaFormatVersion = 3;
+/// 4: XlaRuntimeCalls has gemm_bf16_f32 (the bf16 convolutions' gemms).
+inline constexpr uint32_t kXlaFormatVersion = 4;
 
 std::string write_xla_format(const XlaProgram& program);
 

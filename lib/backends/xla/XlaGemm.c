@@ -1,5 +1,5 @@
-// mstep_xla_gemm_bf16 and mstep_xla_gemm_f32 (XlaGemm.h): one oneDNN
-// matmul per call over
+// mstep_xla_gemm_bf16, mstep_xla_gemm_f32 and mstep_xla_gemm_bf16_f32
+// (XlaGemm.h): one oneDNN matmul per call over
 // [batch, m, k] x [batch, k, n] -> [batch, m, n], an operand with stride 0
 // given one batch (oneDNN broadcasts it), a transposed operand read in
 // place through swapped strides, the bias and the gelu / residual add as
@@ -16,9 +16,12 @@
 #include "oneapi/dnnl/dnnl.h"
 
 /// batch, m, n, k, trans_a, a_stride, trans_b, b_stride, has bias,
-/// activation, has residual, data type (dnnl_bf16 or dnnl_f32), threads
-/// (a primitive keeps the thread count it was made under).
-enum { kKeyLength = 13 };
+/// activation, has residual, the operands' data type (dnnl_bf16 or
+/// dnnl_f32), threads (a primitive keeps the thread count it was made
+/// under), the result's data type, and the calling thread's slot (each
+/// thread of a parallel region runs a primitive of its own, so the
+/// convolutions' per-sample calls do not wait on each other's lock).
+enum { kKeyLength = 15 };
 
 /// One distinct call: its primitive and the memories it runs over
 /// (pointed at the operands on each call), or none (primitive NULL) where
@@ -39,8 +42,14 @@ enum { kGemmBuckets = 64 };
 static struct Gemm* gemms[kGemmBuckets]; // under gemms_lock; never freed (process lifetime)
 static dnnl_engine_t engine;              // made under gemms_lock on first use
 static int (*_Atomic thread_count)(void); // mstep_xla_gemm_set_thread_count; NULL: 0
+static int (*_Atomic thread_slot_query)(void); // mstep_xla_gemm_set_thread_slot; NULL: 0
+static void (*_Atomic on_one_thread)(void (*)(void*), void*); // NULL: f(arg) as it is
 
 void mstep_xla_gemm_set_thread_count(int (*query)(void)) { thread_count = query; }
+void mstep_xla_gemm_set_thread_slot(int (*slot)(void), void (*one_thread)(void (*)(void*), void*)) {
+  thread_slot_query = slot;
+  on_one_thread = one_thread;
+}
 
 static float bf16_value(uint16_t bits) {
   const uint32_t u = (uint32_t)bits << 16;
@@ -78,10 +87,11 @@ static void make_primitive(struct Gemm* g) {
   const int64_t batch = key[0], m = key[1], n = key[2], k = key[3];
   const int64_t activation = key[9];
   const dnnl_data_type_t type = (dnnl_data_type_t)key[11];
+  const dnnl_data_type_t result_type = (dnnl_data_type_t)key[13];
   if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) return;
   const dnnl_memory_desc_t a = operand_desc(batch, m, k, key[5], key[4], type);
   const dnnl_memory_desc_t b = operand_desc(batch, k, n, key[7], key[6], type);
-  const dnnl_memory_desc_t c = operand_desc(batch, m, n, m * n, 0, type);
+  const dnnl_memory_desc_t c = operand_desc(batch, m, n, m * n, 0, result_type);
   const dnnl_dims_t bias_dims = {1, 1, n}, bias_strides = {n, n, 1};
   dnnl_memory_desc_t bias;
   dnnl_memory_desc_init_by_strides(&bias, 3, bias_dims, type, bias_strides);
@@ -117,7 +127,9 @@ static void make_primitive(struct Gemm* g) {
   dnnl_primitive_attr_destroy(attr);
 }
 
-/// The entry of `key`, made on first use.
+static void make_primitive_of(void* g) { make_primitive(g); }
+
+/// The entry of `key`, made on first use (a thread slot's on one thread).
 static struct Gemm* find_gemm(const int64_t* key) {
   uint64_t hash = 1469598103934665603ull; // FNV-1a over the key's words
   for (int i = 0; i < kKeyLength; ++i) hash = (hash ^ (uint64_t)key[i]) * 1099511628211ull;
@@ -128,7 +140,11 @@ static struct Gemm* find_gemm(const int64_t* key) {
   if (!g && (g = calloc(1, sizeof *g))) {
     memcpy(g->key, key, sizeof g->key);
     pthread_mutex_init(&g->running, NULL);
-    make_primitive(g);
+    void (*one_thread)(void (*)(void*), void*) = on_one_thread;
+    if (key[14] > 0 && one_thread)
+      one_thread(make_primitive_of, g);
+    else
+      make_primitive(g);
     g->next = *bucket;
     *bucket = g;
   }
@@ -148,12 +164,12 @@ static float element(const void* p, int64_t i, int f32) {
 }
 
 /// The plain loop: each product summed in f32 in order of k, the epilogue
-/// in f32, rounded once (to bf16; f32 stores the sum).
+/// in f32, rounded once (to a bf16 result; an f32 one stores the sum).
 static void plain_gemm(const int64_t* key, const void* a, const void* b, void* c, const void* bias,
                        const void* residual) {
   const int64_t batch = key[0], m = key[1], n = key[2], k = key[3], trans_a = key[4],
                 a_stride = key[5], trans_b = key[6], b_stride = key[7], activation = key[9];
-  const int f32 = key[11] == dnnl_f32;
+  const int f32 = key[11] == dnnl_f32, f32_result = key[13] == dnnl_f32;
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t col = 0; col < n; ++col) {
@@ -166,7 +182,7 @@ static void plain_gemm(const int64_t* key, const void* a, const void* b, void* c
         if (activation == MSTEP_GEMM_GELU_ERF || activation == MSTEP_GEMM_GELU_TANH)
           sum = gelu(sum, activation);
         if (residual) sum += element(residual, at, f32);
-        if (f32)
+        if (f32_result)
           ((float*)c)[at] = sum;
         else
           ((uint16_t*)c)[at] = bf16_bits(sum);
@@ -193,14 +209,66 @@ static int64_t threads(void) {
   return query ? query() : 0;
 }
 
+/// The calling thread's slot (mstep_xla_gemm_set_thread_slot).
+static int64_t thread_slot(void) {
+  int (*query)(void) = thread_slot_query;
+  return query ? query() : 0;
+}
+
+/// mstep_xla_gemm_bf16_f32 without a primitive (oneDNN has no bf16 matmul
+/// below avx512_core; a batch of tiny products, small_mixed_gemm): the
+/// operands widened to f32 (exact) and multiplied by dnnl_sgemm, as the
+/// convolutions' f32 gemms, so a CPU without bf16 instructions keeps
+/// sgemm's speed. The plain loop when the staging cannot be allocated.
+static void widened_gemm(const int64_t* key, const uint16_t* a, const uint16_t* b, float* c) {
+  const int64_t batch = key[0], m = key[1], n = key[2], k = key[3], trans_a = key[4],
+                a_stride = key[5], trans_b = key[6], b_stride = key[7];
+  float* a32 = malloc((size_t)(m * k + k * n) * sizeof(float));
+  if (!a32) {
+    plain_gemm(key, a, b, c, NULL, NULL);
+    return;
+  }
+  float* b32 = a32 + m * k;
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t j = 0; j < m * k; ++j) a32[j] = bf16_value(a[i * a_stride + j]);
+    for (int64_t j = 0; j < k * n; ++j) b32[j] = bf16_value(b[i * b_stride + j]);
+    dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, 1.f, a32, trans_a ? m : k, b32,
+               trans_b ? k : n, 0.f, c + i * m * n, n);
+  }
+  free(a32);
+}
+
+/// A bf16 x bf16 -> f32 call whose gemms take fewer multiply-adds each
+/// than this runs as widened_gemm: oneDNN's matmul is slower than sgemm
+/// on a batch of tiny products, as a depthwise conv's (32 x [1, 9] x
+/// [9, 784]: 21 us as a primitive; xla_conv_bench --groups 32: 4.7 ms a
+/// step that way, 4.25 widened), and faster from a 1x1 conv's
+/// [64, 64] x [64, 196] up (0.86 ms a step vs 1.3 widened).
+enum { kSmallMixedGemm = 1 << 16 };
+
+static int small_mixed_gemm(const int64_t* key) {
+  return key[11] == dnnl_bf16 && key[13] == dnnl_f32 &&
+         key[1] * key[2] * key[3] < kSmallMixedGemm;
+}
+
+/// The fallback of a call oneDNN's matmul does not run.
+static void fallback_gemm(const int64_t* key, const void* a, const void* b, void* c,
+                          const void* bias, const void* residual) {
+  if (key[11] == dnnl_bf16 && key[13] == dnnl_f32 && key[3] > 0)
+    widened_gemm(key, a, b, c); // no epilogue: mstep_xla_gemm_bf16_f32's calls
+  else
+    plain_gemm(key, a, b, c, bias, residual);
+}
+
 /// Both entries: the gemm of `key` over memory of its data type.
 static void run_gemm(const int64_t* key, const void* a, const void* b, void* c, const void* bias,
                      const void* residual) {
   const int64_t k = key[3], activation = key[9];
-  struct Gemm* g = k == 0 ? NULL : find_gemm(key);
-  // An empty sum (oneDNN skips zero-volume primitives) or no primitive.
+  struct Gemm* g = k == 0 || small_mixed_gemm(key) ? NULL : find_gemm(key);
+  // An empty sum (oneDNN skips zero-volume primitives), a small mixed
+  // call or no primitive.
   if (!g || !g->primitive) {
-    plain_gemm(key, a, b, c, bias, residual);
+    fallback_gemm(key, a, b, c, bias, residual);
   } else {
     pthread_mutex_lock(&g->running);
     dnnl_memory_set_data_handle(g->a, (void*)a);
@@ -227,11 +295,11 @@ static void run_gemm(const int64_t* key, const void* a, const void* b, void* c, 
     pthread_mutex_unlock(&g->running);
     // A failed run (out of memory inside oneDNN) leaves c undefined: the
     // plain loop computes it instead of returning garbage.
-    if (!ran) plain_gemm(key, a, b, c, bias, residual);
+    if (!ran) fallback_gemm(key, a, b, c, bias, residual);
   }
   const int64_t count = key[0] * key[1] * key[2];
-  if (activation == MSTEP_GEMM_RELU && key[11] == dnnl_f32) relu_f32(c, count);
-  if (activation == MSTEP_GEMM_RELU && key[11] == dnnl_bf16) relu_bits(c, count);
+  if (activation == MSTEP_GEMM_RELU && key[13] == dnnl_f32) relu_f32(c, count);
+  if (activation == MSTEP_GEMM_RELU && key[13] == dnnl_bf16) relu_bits(c, count);
 }
 
 void mstep_xla_gemm_prepare(const int64_t* call) {
@@ -241,18 +309,21 @@ void mstep_xla_gemm_prepare(const int64_t* call) {
   memcpy(key, call + 1, (MSTEP_GEMM_CALL_LENGTH - 1) * sizeof *key);
   key[11] = call[0] == MSTEP_GEMM_F32 ? dnnl_f32 : dnnl_bf16;
   key[12] = threads();
+  key[13] = key[11];
+  key[14] = thread_slot();
   find_gemm(key);
 }
 
-/// Both entries: a call over memory of data type `type`.
-static void gemm_call(dnnl_data_type_t type, int64_t batch, int64_t m, int64_t n, int64_t k,
-                      int64_t trans_a, const void* a, int64_t a_stride, int64_t trans_b,
-                      const void* b, int64_t b_stride, void* c, const void* bias,
+/// The entries: a call over operands of data type `type` and a result of
+/// `result_type`.
+static void gemm_call(dnnl_data_type_t type, dnnl_data_type_t result_type, int64_t batch, int64_t m,
+                      int64_t n, int64_t k, int64_t trans_a, const void* a, int64_t a_stride,
+                      int64_t trans_b, const void* b, int64_t b_stride, void* c, const void* bias,
                       int64_t activation, const void* residual) {
   if (batch == 0 || m == 0 || n == 0) return;
-  const int64_t key[kKeyLength] = {batch,      m,       n,        k,      trans_a,
-                                   a_stride,   trans_b, b_stride, !!bias, activation,
-                                   !!residual, type,    threads()};
+  const int64_t key[kKeyLength] = {batch,      m,       n,         k,           trans_a,
+                                   a_stride,   trans_b, b_stride,  !!bias,      activation,
+                                   !!residual, type,    threads(), result_type, thread_slot()};
   run_gemm(key, a, b, c, bias, residual);
 }
 
@@ -260,14 +331,21 @@ void mstep_xla_gemm_bf16(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t
                          const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
                          int64_t b_stride, uint16_t* c, const uint16_t* bias, int64_t activation,
                          const uint16_t* residual) {
-  gemm_call(dnnl_bf16, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c, bias,
-            activation, residual);
+  gemm_call(dnnl_bf16, dnnl_bf16, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c,
+            bias, activation, residual);
 }
 
 void mstep_xla_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
                         const float* a, int64_t a_stride, int64_t trans_b, const float* b,
                         int64_t b_stride, float* c, const float* bias, int64_t activation,
                         const float* residual) {
-  gemm_call(dnnl_f32, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c, bias,
+  gemm_call(dnnl_f32, dnnl_f32, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c, bias,
             activation, residual);
+}
+
+void mstep_xla_gemm_bf16_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                             const uint16_t* a, int64_t a_stride, int64_t trans_b,
+                             const uint16_t* b, int64_t b_stride, float* c) {
+  gemm_call(dnnl_bf16, dnnl_f32, batch, m, n, k, trans_a, a, a_stride, trans_b, b, b_stride, c,
+            NULL, MSTEP_GEMM_NO_ACTIVATION, NULL);
 }

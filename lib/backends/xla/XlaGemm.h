@@ -1,6 +1,7 @@
-// XlaRuntimeCalls::gemm_bf16 and matmul_f32 (XlaStep.h), in C: the
-// step function's bf16 and f32 matmuls as oneDNN matmul primitives over
-// bf16 (f32) memory descriptors, the
+// XlaRuntimeCalls::gemm_bf16, matmul_f32 and gemm_bf16_f32 (XlaStep.h),
+// in C: the step function's bf16 and f32 matmuls (and the bf16
+// convolutions' gemms) as oneDNN matmul primitives over bf16 (f32) memory
+// descriptors, the
 // primitive the cpu backend runs for a bf16 matmul and for a matmul with a
 // bias / gelu / residual epilogue (lib/backends/cpu/OneDnnMatmul.cpp), so
 // the products accumulate in f32, the epilogue applies to that f32 sum and
@@ -55,6 +56,25 @@ mstep_xla_gemm_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans
                    int64_t a_stride, int64_t trans_b, const float* b, int64_t b_stride, float* c,
                    const float* bias, int64_t activation, const float* residual);
 
+/// c[i] = a[i] x b[i] for i < batch over bf16 a and b and an f32 c, with
+/// no epilogue: XlaRuntimeCalls::gemm_bf16_f32, the bf16 convolutions'
+/// im2col gemms, whose results col2im and the weight gradient's sum over
+/// samples add in f32 before the one rounding (mstep_xla_gemm_bf16 would
+/// round each product to bf16 first). oneDNN's matmul with bf16 source and
+/// weights and an f32 destination: the products exact, the sums f32 (on
+/// the CPU's bf16 dot products where it has them, as the cpu backend's
+/// oneDNN bf16 convolution). Each thread of a parallel region gets
+/// primitives of its own (mstep_xla_gemm_set_thread_index), so the
+/// convolutions' per-sample calls on the threads run side by side. Where
+/// oneDNN has no bf16 matmul (no avx512_core), and for a batch of tiny
+/// products (under 2^16 multiply-adds each: a depthwise conv's, where the
+/// primitive is slower than sgemm), a and b are widened to f32 (exact)
+/// and multiplied by dnnl_sgemm.
+__attribute__((visibility("hidden"))) void
+mstep_xla_gemm_bf16_f32(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                        const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
+                        int64_t b_stride, float* c);
+
 /// The data type of a gemm call (mstep_xla_gemm_prepare).
 enum MstepGemmType {
   MSTEP_GEMM_BF16 = 0,
@@ -78,6 +98,20 @@ __attribute__((visibility("hidden"))) void mstep_xla_gemm_prepare(const int64_t*
 /// omp_get_max_threads; unset (an mstep-aot object, which links no OpenMP
 /// runtime), every call counts as 0.
 __attribute__((visibility("hidden"))) void mstep_xla_gemm_set_thread_count(int (*query)(void));
+
+/// The calling thread's slot, which a primitive is also looked up by, so
+/// threads running gemms at once do not share one (its memories and
+/// scratchpad are set per call, under its lock): 0 outside a parallel
+/// region, 1 + the thread's index inside one. A primitive for a slot above
+/// 0 is made inside `on_one_thread` (runs f(arg) with the calling thread's
+/// OpenMP thread count set to 1): it runs on that one thread (oneDNN does
+/// not split inside a parallel region), so it plans for one and sizes its
+/// scratchpad for one, not for the whole team (T threads would otherwise
+/// hold T primitives of T threads' scratchpads). Unset (mstep-aot: its
+/// parallel nests run on the calling thread), every call is slot 0.
+__attribute__((visibility("hidden"))) void
+mstep_xla_gemm_set_thread_slot(int (*slot)(void), void (*on_one_thread)(void (*f)(void*),
+                                                                        void* arg));
 
 #ifdef __cplusplus
 }

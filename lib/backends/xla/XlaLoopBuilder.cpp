@@ -41,7 +41,8 @@ void LoopBuilder::begin(const std::string& name, llvm::FunctionType* type, size_
   pointers(function_->getArg(1), results, results_);
 }
 
-void LoopBuilder::loop(llvm::Value* begin, llvm::Value* end, const Body& body, bool parallel) {
+void LoopBuilder::loop(llvm::Value* begin, llvm::Value* end, const Body& body, bool parallel,
+                       unsigned vector_width) {
   llvm::BasicBlock* before = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(context_, "loop", function_);
   auto* inside = llvm::BasicBlock::Create(context_, "body", function_);
@@ -66,8 +67,12 @@ void LoopBuilder::loop(llvm::Value* begin, llvm::Value* end, const Body& body, b
         llvm::ConstantAsMetadata::get(llvm::ConstantInt::getTrue(context_))};
     llvm::Metadata* accesses[] = {llvm::MDString::get(context_, "llvm.loop.parallel_accesses"),
                                   group};
-    llvm::Metadata* properties[] = {nullptr, llvm::MDNode::get(context_, enable),
-                                    llvm::MDNode::get(context_, accesses)};
+    llvm::Metadata* width[] = {
+        llvm::MDString::get(context_, "llvm.loop.vectorize.width"),
+        llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(b_.getInt32Ty(), vector_width))};
+    llvm::SmallVector<llvm::Metadata*, 4> properties = {
+        nullptr, llvm::MDNode::get(context_, enable), llvm::MDNode::get(context_, accesses)};
+    if (vector_width > 0) properties.push_back(llvm::MDNode::get(context_, width));
     llvm::MDNode* id = llvm::MDNode::getDistinct(context_, properties);
     id->replaceOperandWith(0, id);
     latch->setMetadata(llvm::LLVMContext::MD_loop, id);

@@ -48,8 +48,11 @@ public:
   /// iterations are independent (each reads and writes only its own
   /// elements through load/store below): the loop is marked for LLVM's
   /// vectorizer, without runtime alias checks (results may be their
-  /// operands' memory, element for element).
-  void loop(llvm::Value* begin, llvm::Value* end, const Body& body, bool parallel = false);
+  /// operands' memory, element for element). A nonzero `vector_width`
+  /// asks the vectorizer for that many lanes (a short row whose trip count
+  /// LLVM bounds, which it would otherwise give 4).
+  void loop(llvm::Value* begin, llvm::Value* end, const Body& body, bool parallel = false,
+            unsigned vector_width = 0);
   void loop(int64_t count, const Body& body, bool parallel = false) {
     loop(i64(0), i64(count), body, parallel);
   }

@@ -57,6 +57,9 @@ struct OpLoop {
   /// XlaConvGemm.cpp). A row function may have it too (a bf16 attention
   /// mask gradient summing in the scratch); so may its check and after_rows.
   bool calls_runtime = false;
+  /// With calls_runtime: the gemm pointer after the scratch is
+  /// XlaRuntimeCalls::gemm_bf16_f32 (the bf16 convolutions'), not gemm_f32.
+  bool gemm_bf16_f32 = false;
 };
 
 /// The pointers a calls_runtime function reads after the node's operands.

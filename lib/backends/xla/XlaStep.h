@@ -58,6 +58,14 @@ struct XlaRuntimeCalls {
                      const float* a, int64_t a_stride, int64_t trans_b, const float* b,
                      int64_t b_stride, float* c, const float* bias, int64_t activation,
                      const float* residual);
+  /// gemm_f32's contract over bf16 a and b (uint16_t bits) and an f32 c:
+  /// the bf16 convolutions' im2col gemms (exact products, f32 sums, the
+  /// result left in f32 for col2im and the sum over samples).
+  /// mstep_xla_gemm_bf16_f32 (XlaGemm.h) in the runtime and in an
+  /// mstep-aot object alike.
+  void (*gemm_bf16_f32)(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t trans_a,
+                        const uint16_t* a, int64_t a_stride, int64_t trans_b, const uint16_t* b,
+                        int64_t b_stride, float* c);
 };
 
 /// The step: `inputs[i]` is graph input i, `outputs[j]` the buffer of the

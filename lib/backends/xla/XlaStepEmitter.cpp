@@ -29,6 +29,7 @@ enum CallsField : unsigned {
   kContext = 3,
   kGemmBf16 = 4,
   kMatmulF32 = 5,
+  kGemmBf16F32 = 6,
   kNumCallsFields
 };
 
@@ -382,8 +383,9 @@ private:
       const size_t after = graph_.nodes[node].operands.size();
       llvm::Value* scratch = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), function_->getArg(2),
                                                            layout_.scratch_offset);
-      for (auto [slot, pointer] : {std::pair{0, scratch}, std::pair{1, calls_[kGemm]},
-                                   std::pair{2, calls_[kParallelNest]}})
+      for (auto [slot, pointer] :
+           {std::pair{0, scratch}, std::pair{1, calls_[loop.gemm_bf16_f32 ? kGemmBf16F32 : kGemm]},
+            std::pair{2, calls_[kParallelNest]}})
         b_.CreateStore(pointer, b_.CreateConstInBoundsGEP1_64(ptr_, operands_, after + slot));
     }
     if (loop.check) stop_unless_zero(node, b_.CreateCall(loop.check, {operands_, results_}));
