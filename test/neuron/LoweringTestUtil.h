@@ -68,7 +68,7 @@ run_node(const GraphNode& node, const std::vector<std::shared_ptr<host::HostBuff
   absl::StatusOr<LoweredOp> low = lower_node(node, types);
   EXPECT_TRUE(low.ok()) << low.status();
   if (!low.ok()) return nullptr;
-  EXPECT_GT(low->estimated_ns, 0);
+  EXPECT_GT(low->cost.total_ns, 0);
   auto out = std::make_shared<host::HostBuffer>(node.results[0]);
   host::HostBuffer* outs[] = {out.get()};
   Simulator sim;
@@ -109,7 +109,7 @@ inline absl::StatusOr<Buffers> run_lowered_all(const GraphNode& node, const Buff
   for (const auto& b : in) types.push_back(b->type());
   absl::StatusOr<LoweredOp> low = lower_node(node, types);
   if (!low.ok()) return low.status();
-  EXPECT_GT(low->estimated_ns, 0);
+  EXPECT_GT(low->cost.total_ns, 0);
   Simulator sim;
   return run_all(node, in, [&](auto& i, auto& o) { return run_lowered(*low, sim, i, o); });
 }

@@ -370,7 +370,7 @@ TEST(NeuronAttention, SdpaNodeLowersAndMatchesHost) {
   const TensorType types[] = {t, t, t};
   absl::StatusOr<LoweredOp> low = lower_node(node, types);
   ASSERT_TRUE(low.ok()) << low.status();
-  EXPECT_GT(low->estimated_ns, 0);
+  EXPECT_GT(low->cost.total_ns, 0);
   AttentionShape s = shape(6, 150, 150, 64, DType::f32, true);
   s.scale = 0.125f;
   std::vector<std::shared_ptr<host::HostBuffer>> in;
@@ -403,7 +403,7 @@ TEST(NeuronAttention, SdpaGradNodeLowers) {
   ASSERT_TRUE(low.ok()) << low.status();
   EXPECT_EQ(low->program.name, "attention_bwd_causal");
   EXPECT_EQ(low->hbm_binding, (std::vector<int32_t>{0, 1, 2, 3, -1, -2, -3}));
-  EXPECT_GT(low->estimated_ns, 0);
+  EXPECT_GT(low->cost.total_ns, 0);
 }
 
 TEST(NeuronAttention, SdpaOptionsNotCoveredAreRefused) {

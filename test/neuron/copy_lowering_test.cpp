@@ -210,7 +210,7 @@ TEST(CopyLowering, MinorTransposesRunOnChipBitForBit) {
   const GraphNode ht = permute_node(permuted(h, {1, 0}), {1, 0});
   absl::StatusOr<LoweredOp> low = lower_node(ht, {h});
   ASSERT_TRUE(low.ok()) << low.status();
-  EXPECT_LT(low->estimated_ns, 2048.0 * 1024 * 64 / 410 / 4);
+  EXPECT_LT(low->cost.total_ns, 2048.0 * 1024 * 64 / 410 / 4);
   EXPECT_GT(matmuls_of(ht, {h}), 0);
   // Few rows: the element-wise DMAs stay (no identity, no PSUM round trip).
   const TensorType thin{Shape({3, 5}), DType::f32};

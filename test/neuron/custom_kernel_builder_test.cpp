@@ -93,7 +93,7 @@ TEST(NeuronCustomKernelBuilder, EnginesWaitForTheTilesTheyShare) {
   // queue: the load is not kept waiting for the first piece's compute).
   EXPECT_GT(stores[0], loads[1]);
   EXPECT_EQ(op->hbm_binding, (std::vector<int32_t>{0, -1}));
-  EXPECT_GT(op->estimated_ns, 0);
+  EXPECT_GT(op->cost.total_ns, 0);
   EXPECT_TRUE(validate(p).ok()) << validate(p);
 }
 

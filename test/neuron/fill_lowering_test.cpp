@@ -41,7 +41,7 @@ run_all(const GraphNode& node, const std::vector<std::shared_ptr<host::HostBuffe
   absl::StatusOr<LoweredOp> low = lower_node(node, types);
   EXPECT_TRUE(low.ok()) << low.status();
   if (!low.ok()) return {};
-  EXPECT_GT(low->estimated_ns, 0);
+  EXPECT_GT(low->cost.total_ns, 0);
   std::vector<std::shared_ptr<host::HostBuffer>> out;
   std::vector<host::HostBuffer*> outs;
   for (const TensorType& t : node.results) {

@@ -6,8 +6,11 @@
 // product computed on the host, and all write the same C bytes (the PSUM
 // copies are exact and the K order is the same, so the variant the cost
 // model picks cannot change results).
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "lib/backends/neuron/CostModel.h"
 #include "lib/backends/neuron/TiledMatmulProgram.h"
 #include "test/neuron/NeuronTestPrograms.h"
 
@@ -125,6 +128,29 @@ TEST(TiledMatmulVariants, CopiesSpanTwoTilesWhereTheyFit) {
   EXPECT_TRUE(some_copy_of({512, 256, 256, DType::bf16, DType::bf16}, 512));
   EXPECT_TRUE(some_copy_of({256, 384, 1024, DType::bf16, DType::bf16}, 1024));
   EXPECT_TRUE(some_copy_of({300, 200, 100, DType::f32, DType::f32}, 200));
+}
+
+// tiled_matmul_program keeps the variant the cost model times fastest,
+// and the choice it remembers per shape gives the same program again.
+TEST(TiledMatmulVariants, TheProgramIsTheFastestVariantFirstAndRemembered) {
+  for (bool a_row_major : {false, true}) {
+    TiledMatmulShape s{512, 256, 256, DType::bf16, DType::bf16};
+    s.a_row_major = a_row_major;
+    double fastest = std::numeric_limits<double>::infinity();
+    for (const TileProgram& p : tiled_matmul_variants(s)) {
+      absl::StatusOr<CostReport> cost = estimate_cost(p);
+      ASSERT_TRUE(cost.ok()) << cost.status();
+      fastest = std::min(fastest, cost->total_ns);
+    }
+    const TileProgram first = tiled_matmul_program(s), again = tiled_matmul_program(s);
+    absl::StatusOr<CostReport> cost = estimate_cost(first);
+    ASSERT_TRUE(cost.ok()) << cost.status();
+    EXPECT_EQ(cost->total_ns, fastest);
+    ASSERT_EQ(first.instructions.size(), again.instructions.size());
+    for (size_t i = 0; i < first.instructions.size(); ++i)
+      EXPECT_EQ(describe_instruction(static_cast<int64_t>(i), first.instructions[i]),
+                describe_instruction(static_cast<int64_t>(i), again.instructions[i]));
+  }
 }
 
 } // namespace

@@ -81,8 +81,7 @@ absl::StatusOr<LoweredOp> lower_attention_at_head_strides(const GraphNode& node,
                                                           absl::Span<const TensorType> types,
                                                           const AttentionHeadStrides& strided) {
   MSTEP_ASSIGN_OR_RETURN(LoweredOp out, lower_attention(node, types, strided));
-  MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
-  out.estimated_ns = cost.total_ns;
+  MSTEP_ASSIGN_OR_RETURN(out.cost, estimate_cost(out.program));
   return out;
 }
 

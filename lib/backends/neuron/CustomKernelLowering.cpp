@@ -425,7 +425,7 @@ absl::StatusOr<LoweredOp> build_neuron_kernel(absl::string_view label,
   if (!cost.ok())
     return absl::InvalidArgumentError(
         absl::StrCat(what, " breaks a hardware rule: ", cost.status().message()));
-  out.estimated_ns = cost->total_ns;
+  out.cost = *std::move(cost);
   return out;
 }
 

@@ -249,8 +249,7 @@ absl::StatusOr<LoweredOp> lower_matmul_of_transposes(const GraphNode& node,
                                                      absl::Span<const TensorType> types, bool a_t,
                                                      bool b_t) {
   MSTEP_ASSIGN_OR_RETURN(LoweredOp out, lower_matmul(node, types, a_t, b_t));
-  MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
-  out.estimated_ns = cost.total_ns;
+  MSTEP_ASSIGN_OR_RETURN(out.cost, estimate_cost(out.program));
   return out;
 }
 
@@ -305,8 +304,7 @@ absl::StatusOr<LoweredOp> lower_node(const GraphNode& node,
       out.hbm_binding.push_back(-1 - static_cast<int32_t>(o));
   }
   // estimate_cost validates the program first: nothing unvalidated runs.
-  MSTEP_ASSIGN_OR_RETURN(CostReport cost, estimate_cost(out.program));
-  out.estimated_ns = cost.total_ns;
+  MSTEP_ASSIGN_OR_RETURN(out.cost, estimate_cost(out.program));
   return out;
 }
 

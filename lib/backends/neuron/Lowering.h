@@ -55,8 +55,9 @@ struct LoweredOp {
   std::function<absl::Status(absl::Span<const host::HostBuffer* const> inputs,
                              absl::Span<host::HostBuffer* const> outputs, HbmContents& hbm)>
       stage;
-  /// The cost model's estimate of one run.
-  double estimated_ns = 0;
+  /// The cost model's report of one run (the program validated first);
+  /// cost.total_ns is the estimate.
+  CostReport cost;
 };
 
 /// The tile program of `node` (operand types `operand_types`), validated

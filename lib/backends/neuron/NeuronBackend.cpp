@@ -78,15 +78,10 @@ public:
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
       if (with_permutes[i]) {
-        estimated_ns_ += with_permutes[i]->estimated_ns;
+        estimated_ns_ += with_permutes[i]->cost.total_ns;
         lowered_[i] = std::move(with_permutes[i]);
-        absl::StatusOr<CostReport> report = estimate_cost(lowered_[i]->program);
-        if (!report.ok()) {
-          if (error_.ok()) error_ = report.status();
-          continue;
-        }
         timeline_.add(absl::StrCat(op_name(node.op), " #", i), lowered_[i]->program,
-                      *std::move(report));
+                      lowered_[i]->cost);
         continue;
       }
       // Bytes that stay where they are: no program (an output still gets
@@ -105,16 +100,14 @@ public:
         if (error_.ok()) error_ = low.status();
         continue;
       }
-      // lower_node costed the program already; the full report (busy
+      // The lowering validated and costed the program; its report (busy
       // engines, instruction timing) is the timeline's.
-      absl::StatusOr<CostReport> report =
-          low.ok() ? estimate_cost(low->program) : absl::StatusOr<CostReport>(low.status());
-      if (report.ok()) {
-        estimated_ns_ += low->estimated_ns;
+      if (low.ok()) {
+        estimated_ns_ += low->cost.total_ns;
         lowered_[i] = std::make_unique<LoweredOp>(*std::move(low));
         timeline_.add(
             absl::StrCat(custom ? custom_op_label(node) : std::string(op_name(node.op)), " #", i),
-            lowered_[i]->program, *std::move(report));
+            lowered_[i]->program, lowered_[i]->cost);
         continue;
       }
       fallbacks_.push_back({node.op, node.results[0].dtype});

@@ -662,37 +662,31 @@ TileProgram pipelined_matmul(const TiledMatmulShape& s, const Pipeline& pipe) {
 
 } // namespace
 
-std::vector<TileProgram> tiled_matmul_variants(const TiledMatmulShape& s) {
-  std::vector<TileProgram> out;
+namespace {
+
+/// The pipelines worth trying for `s` (options that change nothing for
+/// its shape would give the same program again).
+std::vector<Pipeline> variant_pipelines(const TiledMatmulShape& s) {
+  std::vector<Pipeline> out;
   for (const Pipeline& pipe :
        {Pipeline{1, 1, 1}, Pipeline{2, 2, 1}, Pipeline{2, 2, 2}, Pipeline{1, 1, 1, true},
         Pipeline{2, 2, 1, true}, Pipeline{2, 2, 1, false, true},
         Pipeline{2, 2, 1, false, true, true}}) {
-    // Options that change nothing for this shape: the same program again.
     if ((pipe.a_ahead > 1 || pipe.late_start) && !s.a_row_major) continue;
     if (pipe.side_by_side && (s.a_row_major || s.b_transposed)) continue;
-    out.push_back(pipelined_matmul(s, pipe));
+    out.push_back(pipe);
   }
   return out;
 }
 
-TileProgram tiled_matmul_program(const TiledMatmulShape& s) {
-  // Pairs of tiles per copy save a 60-cycle access cost per pair but wait
-  // longer for the first copy and put coarser work on the Scalar queue, so
-  // the cost model keeps the fastest variant (the first where it rejects
-  // them all, for the validator to report). The copies are exact and the K
-  // order is the same: every variant writes the same C.
-  std::vector<TileProgram> variants = tiled_matmul_variants(s);
-  size_t best = 0;
-  double best_ns = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < variants.size(); ++i) {
-    const absl::StatusOr<CostReport> cost = estimate_cost(variants[i]);
-    if (cost.ok() && cost->total_ns < best_ns) {
-      best_ns = cost->total_ns;
-      best = i;
-    }
-  }
-  return std::move(variants[best]);
+} // namespace
+
+int tiled_matmul_variant_count(const TiledMatmulShape& s) {
+  return static_cast<int>(variant_pipelines(s).size());
+}
+
+TileProgram tiled_matmul_variant(const TiledMatmulShape& s, int i) {
+  return pipelined_matmul(s, variant_pipelines(s).at(static_cast<size_t>(i)));
 }
 
 } // namespace mstep::neuron

@@ -52,13 +52,18 @@ struct TiledMatmulShape {
   bool b_transposed = false;
 };
 
-/// The fastest by the cost model of tiled_matmul_variants.
+/// The fastest variant by the cost model (TiledMatmulChoice.cpp: the
+/// choice is remembered per shape, so a step's repeated layers build and
+/// cost the variants once).
 TileProgram tiled_matmul_program(const TiledMatmulShape& shape);
 
 /// The pipelines tiled_matmul_program chooses between (the same C from
 /// each): a PSUM copy per output tile or per pair of tiles
 /// (MatmulCopyGroups.h), row-major A's transposes one or two uses ahead,
-/// a pair's K steps side by side.
+/// a pair's K steps side by side. Variant i of tiled_matmul_variant_count.
+int tiled_matmul_variant_count(const TiledMatmulShape& shape);
+TileProgram tiled_matmul_variant(const TiledMatmulShape& shape, int i);
+/// All of them, in that order.
 std::vector<TileProgram> tiled_matmul_variants(const TiledMatmulShape& shape);
 
 } // namespace mstep::neuron
