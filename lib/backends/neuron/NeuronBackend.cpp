@@ -66,6 +66,7 @@ public:
     // Matmuls reading a transpose's operand as A^T (B^T), attention reading
     // and writing at the heads' strides: lowered with their permutes.
     std::vector<std::unique_ptr<LoweredOp>> with_permutes = fuse_transposes_into_matmuls(is_output);
+    store_transposed_matmul_results(is_output, with_permutes);
     std::vector<std::unique_ptr<LoweredOp>> of_heads = fold_head_permutes_into_attention(is_output);
     for (uint32_t i = 0; i < n; ++i)
       if (of_heads[i]) with_permutes[i] = std::move(of_heads[i]);
@@ -73,7 +74,8 @@ public:
       const GraphNode& node = graph_.nodes[i];
       for (ValueRef v : node.operands) last_use_[v.node] = i;
       if (node.op == OpKind::parameter || node.op == OpKind::constant || node.results.empty() ||
-          read_by_matmuls_[i] || read_by_attention_[i] || written_by_attention_[i])
+          read_by_matmuls_[i] || read_by_attention_[i] || written_by_attention_[i] ||
+          written_by_matmul_[i])
         continue;
       std::vector<TensorType> types;
       for (ValueRef v : node.operands) types.push_back(graph_.type_of(v));
@@ -171,6 +173,51 @@ public:
       }
     }
     return programs;
+  }
+
+  /// A matrix transpose that is the only use of a 2-d matmul's result
+  /// (the weight gradient X^T dY of a layer whose forward reads W^T) is
+  /// marked written_by_matmul_ (no program): the matmul computes
+  /// C^T = B^T A^T instead (its operands swapped, each read as the
+  /// transpose of what it was: a fused transpose's operand as it is, any
+  /// other operand as A^T or B^T) and the transpose's value views those
+  /// bytes. Same products, same K order: the bits of C^T. Not where the
+  /// transpose is itself read by matmuls as A^T or B^T (they would read
+  /// its operand) or the matmul does not lower so.
+  void store_transposed_matmul_results(const std::vector<bool>& is_output,
+                                       std::vector<std::unique_ptr<LoweredOp>>& programs) {
+    const size_t n = graph_.nodes.size();
+    written_by_matmul_.assign(n, false);
+    auto fused = [&](const GraphNode& mm, size_t o) {
+      return graph_.nodes[mm.operands[o].node].op == OpKind::permute &&
+             read_by_matmuls_[mm.operands[o].node];
+    };
+    for (uint32_t p = 0; p < n; ++p) {
+      const GraphNode& t = graph_.nodes[p];
+      if (read_by_matmuls_[p] || t.operands.size() != 1 ||
+          !is_matrix_transpose(t, {graph_.type_of(t.operands[0])}))
+        continue;
+      const uint32_t u = t.operands[0].node;
+      const GraphNode& mm = graph_.nodes[u];
+      if (mm.op != OpKind::matmul || mm.operands.size() != 2 || is_output[u] ||
+          uses_[u].size() != 1 || mm.operands[0].node == mm.operands[1].node)
+        continue;
+      // C^T = B^T A^T: the new A is B^T, the new B is A^T.
+      std::vector<TensorType> types;
+      bool transposed[2];
+      for (size_t o = 0; o < 2; ++o) {
+        const ValueRef v = mm.operands[1 - o];
+        const bool f = fused(mm, 1 - o);
+        types.push_back(f ? graph_.type_of(graph_.nodes[v.node].operands[0]) : graph_.type_of(v));
+        transposed[o] = !f;
+      }
+      absl::StatusOr<LoweredOp> low =
+          lower_matmul_of_transposes(mm, types, transposed[0], transposed[1]);
+      if (!low.ok()) continue;
+      low->hbm_binding = {1, 0, -1}; // the program's A from operand 1, its B from operand 0
+      programs[u] = std::make_unique<LoweredOp>(*std::move(low));
+      written_by_matmul_[p] = true;
+    }
   }
 
   /// Attention at the heads' strides (AttentionShape::HeadStrides; the
@@ -280,7 +327,8 @@ public:
     auto count = [](const std::vector<bool>& v) {
       return static_cast<size_t>(std::count(v.begin(), v.end(), true));
     };
-    return {num_lowered(), estimated_ns_, count(alias_), count(read_by_matmuls_),
+    return {num_lowered(), estimated_ns_, count(alias_),
+            count(read_by_matmuls_) + count(written_by_matmul_),
             count(read_by_attention_) + count(written_by_attention_)};
   }
   std::vector<const TileProgram*> programs() const {
@@ -339,7 +387,7 @@ public:
       in_ptrs.clear();
       out_ptrs.clear();
       for (ValueRef v : node.operands) in_ptrs.push_back(values[v.node][v.index].get());
-      if (alias_[i] || written_by_attention_[i]) { // the latter: bytes stored permuted
+      if (alias_[i] || written_by_attention_[i] || written_by_matmul_[i]) { // bytes stored permuted
         values[i].push_back(
             alias_of(values[node.operands[0].node][node.operands[0].index], node.results[0]));
       } else if (read_by_matmuls_[i] || read_by_attention_[i]) {
@@ -410,6 +458,9 @@ private:
   /// or one whose attention operand wrote its bytes permuted (its value
   /// views them); fold_head_permutes_into_attention.
   std::vector<bool> read_by_attention_, written_by_attention_;
+  /// Per node: a transpose whose matmul operand stored C^T (its value
+  /// views those bytes); store_transposed_matmul_results.
+  std::vector<bool> written_by_matmul_;
   /// Per node: its uses, (consumer node, operand index).
   std::vector<std::vector<std::pair<uint32_t, size_t>>> uses_;
 

@@ -68,7 +68,8 @@ struct NeuronLoweringStats {
   size_t aliased_ops = 0;
   /// Matrix transposes that need no program: every use is a 2-d matmul
   /// that reads the transpose's operand as its A^T or B^T
-  /// (lower_matmul_of_transposes).
+  /// (lower_matmul_of_transposes), or the transpose is the only use of a
+  /// 2-d matmul that stores its result transposed.
   size_t transposes_read_by_matmuls = 0;
   /// Head permutes that need no program: attention reads their operand or
   /// writes their result at the heads' strides (NeuronBackend.cpp's

@@ -240,16 +240,21 @@ TEST(NeuronBackend, CopiesAreDmaProgramsOrAliases) {
 // B^T (transposed on chip); a transpose gets no program when all its uses
 // are such matmuls. One also read by another op, or returned, keeps its
 // program. Values against a double-precision product (ragged K, M and
-// two column blocks of N).
+// two column blocks of N). With `out_t` the graph returns transpose(C)
+// (a weight gradient's form): the matmul stores C^T = B^T A^T itself and
+// that transpose gets no program either.
 TEST(NeuronBackend, MatmulReadsATransposesOperandAsItIs) {
   const int64_t k = 200, m = 150, n = 600;
   struct Case {
     bool a_t, b_t;
     int extra; // 0 none, 1 the first transpose also feeds a tanh, 2 it is also returned
+    bool out_t = false;
   };
-  for (const Case cs : {Case{true, false, 0}, Case{false, true, 0}, Case{true, true, 0},
-                        Case{true, false, 1}, Case{false, true, 2}}) {
-    SCOPED_TRACE(testing::Message() << cs.a_t << cs.b_t << cs.extra);
+  for (const Case cs :
+       {Case{true, false, 0}, Case{false, true, 0}, Case{true, true, 0}, Case{true, false, 1},
+        Case{false, true, 2}, Case{true, false, 0, true}, Case{false, true, 0, true},
+        Case{false, false, 0, true}, Case{true, true, 0, true}}) {
+    SCOPED_TRACE(testing::Message() << cs.a_t << cs.b_t << cs.extra << cs.out_t);
     const TensorType a{Shape({m, k}), DType::f32}, b{Shape({k, n}), DType::f32},
         c{Shape({m, n}), DType::f32};
     auto swapped = [](const TensorType& t) {
@@ -273,8 +278,14 @@ TEST(NeuronBackend, MatmulReadsATransposesOperandAsItIs) {
       g.nodes.push_back(t);
     }
     g.nodes.push_back(GraphNode{OpKind::matmul, {}, {operand[0], operand[1]}, {c}, nullptr});
+    if (cs.out_t) {
+      GraphNode t{OpKind::permute, {}, {ValueRef{static_cast<uint32_t>(g.nodes.size() - 1), 0}},
+                  {swapped(c)}, nullptr};
+      t.attrs.push_back({AttrName::perm, AttrValue(IntList{1, 0})});
+      g.nodes.push_back(t);
+    }
     g.outputs = {ValueRef{static_cast<uint32_t>(g.nodes.size() - 1), 0}};
-    const ValueRef first{transposes[0], 0};
+    const ValueRef first{transposes.empty() ? 0u : transposes[0], 0};
     if (cs.extra == 1) {
       g.nodes.push_back(
           GraphNode{OpKind::tanh, {}, {first}, {g.nodes[transposes[0]].results[0]}, nullptr});
@@ -285,7 +296,8 @@ TEST(NeuronBackend, MatmulReadsATransposesOperandAsItIs) {
     ASSERT_TRUE(exe.ok()) << exe.status();
     EXPECT_EQ((*exe)->host_fallbacks().size(), 0u);
     const NeuronLoweringStats stats = lowering_stats(**exe);
-    EXPECT_EQ(stats.transposes_read_by_matmuls, cs.extra == 0 ? transposes.size() : 0u);
+    EXPECT_EQ(stats.transposes_read_by_matmuls,
+              (cs.extra == 0 ? transposes.size() : 0u) + (cs.out_t ? 1u : 0u));
     EXPECT_EQ(stats.lowered_ops, cs.extra == 0 ? 1u : cs.extra == 1 ? 3u : 2u);
 
     // Logical A [M, K] and B [K, N]; the inputs hold them or their transposes.
@@ -318,7 +330,8 @@ TEST(NeuronBackend, MatmulReadsATransposesOperandAsItIs) {
           abs_sum += std::fabs(double(av[i * k + p]) * double(bv[p * n + j]));
         }
         // fp32 accumulation: at most K ulps of the absolute sum.
-        ASSERT_NEAR(got[i * n + j], ref, k * std::ldexp(1.0, -24) * abs_sum) << i << "," << j;
+        ASSERT_NEAR(got[cs.out_t ? j * m + i : i * n + j], ref, k * std::ldexp(1.0, -24) * abs_sum)
+            << i << "," << j;
       }
     if (cs.extra == 2) { // the returned transpose holds B
       std::vector<float> tr(k * n);
