@@ -22,11 +22,9 @@
 #include "lib/backends/neuron/TiledMatmulProgram.h"
 
 #include <algorithm>
-#include <limits>
 #include <string>
 #include <vector>
 
-#include "lib/backends/neuron/CostModel.h"
 #include "lib/backends/neuron/MatmulCopyGroups.h"
 #include "lib/backends/neuron/MatmulTileOrder.h"
 #include "lib/backends/neuron/TileBuilder.h"
