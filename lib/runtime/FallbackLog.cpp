@@ -71,7 +71,7 @@ void init_log_fallback(bool on) {
   g_log_mode.compare_exchange_strong(expected, on ? 2 : 1); // set_log_fallback may have won
 }
 
-void record_fallback(absl::string_view op, DType dtype) {
+void record_fallback(absl::string_view op, DType dtype, absl::string_view reason) {
   ++mutable_metrics().fallbacks;
   const bool log = log_enabled();
   FallbackState& s = state();
@@ -81,13 +81,15 @@ void record_fallback(absl::string_view op, DType dtype) {
     if (log) register_atexit_locked(s);
   }
   if (log)
-    std::fprintf(stderr, "mstep fallback: %.*s (%.*s) ran on the host\n",
+    std::fprintf(stderr, "mstep fallback: %.*s (%.*s) ran on the host%s%.*s\n",
                  static_cast<int>(op.size()), op.data(), static_cast<int>(dtype_name(dtype).size()),
-                 dtype_name(dtype).data());
+                 dtype_name(dtype).data(), reason.empty() ? "" : ": ",
+                 static_cast<int>(reason.size()), reason.data());
 }
 
 void record_host_fallbacks(const Executable& executable) {
-  for (const HostFallbackOp& f : executable.host_fallbacks()) record_fallback(op_name(f.op), f.dtype);
+  for (const HostFallbackOp& f : executable.host_fallbacks())
+    record_fallback(op_name(f.op), f.dtype, f.reason);
 }
 
 std::string fallback_table() {

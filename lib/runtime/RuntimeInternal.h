@@ -41,7 +41,7 @@ void record_thread_rebuild(absl::string_view backend, int from, int to, double s
                            bool log);
 /// An op that ran on the host instead of the device: counted, logged with
 /// MSTEP_LOG_FALLBACK=1, and tabulated at exit.
-void record_fallback(absl::string_view op, DType dtype);
+void record_fallback(absl::string_view op, DType dtype, absl::string_view reason = {});
 /// Records the host fallbacks one run of `executable` made.
 void record_host_fallbacks(const Executable& executable);
 /// Turns the fallback log on or off (the C API's log_fallback, tests).

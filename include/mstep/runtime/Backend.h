@@ -51,6 +51,9 @@ using BufferPtr = std::shared_ptr<Buffer>;
 struct HostFallbackOp {
   OpKind op;
   DType dtype;
+  /// Why the backend did not run it (empty where it does not say);
+  /// MSTEP_LOG_FALLBACK=1 prints it.
+  std::string reason = {};
 };
 
 /// What the caller of Executable::run() hands over besides read access to

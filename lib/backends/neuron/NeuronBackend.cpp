@@ -112,7 +112,7 @@ public:
             lowered_[i]->program, lowered_[i]->cost);
         continue;
       }
-      fallbacks_.push_back({node.op, node.results[0].dtype});
+      fallbacks_.push_back({node.op, node.results[0].dtype, std::string(low.status().message())});
     }
     for (ValueRef v : graph_.outputs) last_use_[v.node] = UINT32_MAX;
   }

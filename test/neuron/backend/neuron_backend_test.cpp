@@ -141,7 +141,12 @@ TEST(NeuronBackend, LoweringStatsAndFallbackCount) {
   g.outputs = {ValueRef{2, 0}, ValueRef{3, 0}};
   absl::StatusOr<std::unique_ptr<Executable>> exe = make_neuron_executable(g);
   ASSERT_TRUE(exe.ok()) << exe.status();
-  EXPECT_EQ((*exe)->host_fallbacks().size(), 1u);
+  ASSERT_EQ((*exe)->host_fallbacks().size(), 1u);
+  // The fallback says why (MSTEP_LOG_FALLBACK=1 prints it): the op and the lowering's refusal.
+  const HostFallbackOp& f = (*exe)->host_fallbacks()[0];
+  EXPECT_EQ(f.op, OpKind::log);
+  EXPECT_NE(f.reason.find("log"), std::string::npos) << f.reason;
+  EXPECT_NE(f.reason.find("no engine lowering"), std::string::npos) << f.reason;
   EXPECT_EQ((*exe)->num_kernels(), 2u);
   const NeuronLoweringStats stats = lowering_stats(**exe);
   EXPECT_EQ(stats.lowered_ops, 1u);
