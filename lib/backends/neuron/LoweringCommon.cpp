@@ -41,6 +41,8 @@ std::optional<ActivationFunction> unary_activation(OpKind op) {
     return ActivationFunction::relu;
   case OpKind::rsqrt:
     return ActivationFunction::rsqrt;
+  case OpKind::sqrt: // fp32 sqrt is correctly rounded: ref's bits
+    return ActivationFunction::sqrt;
   case OpKind::erf:
     return ActivationFunction::erf;
   case OpKind::gelu: // the erf form; ew_op_of picks the tanh form by the attribute
