@@ -127,38 +127,32 @@ public:
   fuse_transposes_into_matmuls(const std::vector<bool>& is_output) {
     const size_t n = graph_.nodes.size();
     read_by_matmuls_.assign(n, false);
-    const std::vector<std::vector<std::pair<uint32_t, size_t>>>& uses = uses_;
     for (uint32_t i = 0; i < n; ++i) {
       const GraphNode& node = graph_.nodes[i];
-      if (is_output[i] || uses[i].empty() || node.operands.size() != 1 ||
+      if (is_output[i] || uses_[i].empty() || node.operands.size() != 1 ||
           !is_matrix_transpose(node, {graph_.type_of(node.operands[0])}))
         continue;
       bool all = true;
-      for (const auto& [u, o] : uses[i]) {
+      for (const auto& [u, o] : uses_[i]) {
         const GraphNode& mm = graph_.nodes[u];
         all = all && mm.op == OpKind::matmul && mm.operands.size() == 2 &&
               mm.operands[0].node != mm.operands[1].node;
       }
       read_by_matmuls_[i] = all;
     }
-    // A matmul reads operand o as it is where o is such a transpose.
     std::vector<std::unique_ptr<LoweredOp>> programs(n);
-    auto fused = [&](const GraphNode& mm, size_t o) {
-      return graph_.nodes[mm.operands[o].node].op == OpKind::permute &&
-             read_by_matmuls_[mm.operands[o].node];
-    };
     for (bool changed = true; changed;) {
       changed = false;
       for (uint32_t u = 0; u < n && !changed; ++u) {
         const GraphNode& mm = graph_.nodes[u];
         if (mm.op != OpKind::matmul || mm.operands.size() != 2) continue;
-        const bool a_t = fused(mm, 0), b_t = fused(mm, 1);
+        const bool a_t = fused_transpose(mm, 0), b_t = fused_transpose(mm, 1);
         programs[u].reset();
         if (!a_t && !b_t) continue;
         std::vector<TensorType> types;
         for (size_t o = 0; o < 2; ++o) {
           const ValueRef v = mm.operands[o];
-          types.push_back(fused(mm, o) ? graph_.type_of(graph_.nodes[v.node].operands[0])
+          types.push_back(fused_transpose(mm, o) ? graph_.type_of(graph_.nodes[v.node].operands[0])
                                        : graph_.type_of(v));
         }
         absl::StatusOr<LoweredOp> low = lower_matmul_of_transposes(mm, types, a_t, b_t);
@@ -168,11 +162,18 @@ public:
         }
         // Not this way: its transposes keep their programs; start again.
         for (size_t o = 0; o < 2; ++o)
-          if (fused(mm, o)) read_by_matmuls_[mm.operands[o].node] = false;
+          if (fused_transpose(mm, o)) read_by_matmuls_[mm.operands[o].node] = false;
         changed = true;
       }
     }
     return programs;
+  }
+
+  /// Whether matmul `mm` reads its operand `o` as it is: a transpose
+  /// marked read_by_matmuls_ (its operand is the matmul's A^T or B^T).
+  bool fused_transpose(const GraphNode& mm, size_t o) const {
+    return graph_.nodes[mm.operands[o].node].op == OpKind::permute &&
+           read_by_matmuls_[mm.operands[o].node];
   }
 
   /// A matrix transpose that is the only use of a 2-d matmul's result
@@ -188,10 +189,6 @@ public:
                                        std::vector<std::unique_ptr<LoweredOp>>& programs) {
     const size_t n = graph_.nodes.size();
     written_by_matmul_.assign(n, false);
-    auto fused = [&](const GraphNode& mm, size_t o) {
-      return graph_.nodes[mm.operands[o].node].op == OpKind::permute &&
-             read_by_matmuls_[mm.operands[o].node];
-    };
     for (uint32_t p = 0; p < n; ++p) {
       const GraphNode& t = graph_.nodes[p];
       if (read_by_matmuls_[p] || t.operands.size() != 1 ||
@@ -207,7 +204,7 @@ public:
       bool transposed[2];
       for (size_t o = 0; o < 2; ++o) {
         const ValueRef v = mm.operands[1 - o];
-        const bool f = fused(mm, 1 - o);
+        const bool f = fused_transpose(mm, 1 - o);
         types.push_back(f ? graph_.type_of(graph_.nodes[v.node].operands[0]) : graph_.type_of(v));
         transposed[o] = !f;
       }
