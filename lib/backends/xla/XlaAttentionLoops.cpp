@@ -453,7 +453,7 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
       cpu::flash::read_attention_params(cpu::KernelRequest{graph, node});
   if (!read.ok()) return std::nullopt;
   const AttentionParams& P = *read;
-  if (P.dtype != DType::f32 && P.dtype != DType::bf16) return std::nullopt;
+  if (!is_loop_float(P.dtype)) return std::nullopt;
   // A bf16 backward sums dq, and a mask gradient, in f32 in the step's
   // scratch (XlaLoopScratch.h); the mask gradient is rounded once after
   // the rows.
