@@ -1,4 +1,4 @@
-// index_select (any dtype; embedding's forward) and f32, bf16, i64 or i32
+// index_select (any dtype; embedding's forward) and f32, bf16, f16, i64 or i32
 // index_add (its gradient) with i64 or i32 indices as loops (XlaOpLoops.h), with the ref
 // kernels' semantics (lib/backends/ref/RefShape.cpp, RefScatter.cpp):
 // blocks of `inner` contiguous elements, output block (o, j) = input block

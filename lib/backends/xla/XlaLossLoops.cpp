@@ -1,4 +1,4 @@
-// nll_loss over f32 or bf16 log-probs [..., C] and i64 targets as a loop
+// nll_loss over f32, bf16 or f16 log-probs [..., C] and i64 targets as a loop
 // (XlaOpLoops.h), with the ref kernel's semantics (lib/backends/ref/
 // RefLoss.cpp, as the cpu kernel LossKernels.cpp): loss i =
 // -log_probs[i, target[i]], 0 for ignore_index; reduction 0 none, 1 mean

@@ -3,9 +3,11 @@
 // as a loop (XlaOpLoops.h): out[b, i, j] = sum over k of lhs[b', i, k] *
 // rhs[b'', k, j] in f64, k in order, rounded once, with b' and b'' the
 // operands' batch positions (broadcast dims read stride 0): the ref
-// kernel's sum (lib/backends/ref/RefLinalg.cpp) bit for bit. bf16 as the
-// ref's bf16 instantiation: elements widened to f32, an f32 sum in order
-// of k, rounded once to bf16. A row function over the output's rows
+// kernel's sum (lib/backends/ref/RefLinalg.cpp) bit for bit. bf16 and f16
+// as the ref's instantiations for them: elements widened to f32, an f32 sum
+// in order of k, rounded once. Every f16 matmul is this loop (the cpu
+// backend runs ref's for it; Debian's oneDNN 2.6 has no f16 matmul on
+// CPUs without AVX512-FP16). A row function over the output's rows
 // (b, i), split over the threads.
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaElementTypes.h"

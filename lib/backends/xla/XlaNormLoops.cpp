@@ -1,4 +1,4 @@
-// f32 and bf16 layer_norm and rms_norm as loops (XlaOpLoops.h), computed
+// f32, bf16 and f16 layer_norm and rms_norm as loops (XlaOpLoops.h), computed
 // as the ref kernels (lib/backends/ref/RefNN.cpp) do: the input as rows of
 // the trailing `normalized_ndim` dims; per row in f64, layer_norm takes the
 // mean and the biased variance in two passes and writes

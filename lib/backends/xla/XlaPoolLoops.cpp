@@ -1,4 +1,4 @@
-// f32 and bf16 max_pool2d, avg_pool2d and their gradients (NCHW) as loops
+// f32, bf16 and f16 max_pool2d, avg_pool2d and their gradients (NCHW) as loops
 // (XlaOpLoops.h), with the ref kernels' semantics
 // (lib/backends/ref/RefLinalg.cpp, RefLinalgGrad.cpp):
 // - max: the largest tap inside the input (taps in the padding skipped), a

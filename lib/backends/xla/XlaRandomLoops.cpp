@@ -1,4 +1,4 @@
-// The creation ops arange, rand and randn and f32 and bf16 dropout as loops
+// The creation ops arange, rand and randn and f32, bf16 and f16 dropout as loops
 // (XlaOpLoops.h), drawing the ref kernels' numbers (lib/backends/ref/
 // RefCreation.cpp, RefNN.cpp): element i of a stream at (seed, offset)
 // takes Philox4x32-10 block(seed, offset + i) (mstep/core/Philox.h),

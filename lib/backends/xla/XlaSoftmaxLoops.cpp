@@ -1,4 +1,4 @@
-// softmax and log_softmax of f32 or bf16 along one dim as loops
+// softmax and log_softmax of f32, bf16 or f16 along one dim as loops
 // (XlaOpLoops.h), computed as the ref kernel (lib/backends/ref/RefNN.cpp)
 // and the cpu kernel (lib/backends/cpu/SoftmaxKernel.cpp) do: per lane of
 // the dim, m = its maximum, sum = the f64 sum of exp(x - m), then
