@@ -29,6 +29,7 @@
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/GptTrainingLosses.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/XlaHalfTests.h"
 #include "test/unit/XlaStepCallouts.h"
 
 namespace mstep {
@@ -45,55 +46,21 @@ constexpr Device kRef{DeviceType::ref, 0};
 
 /// Values spread over a few binades, rounded to `dtype` on the way in.
 Tensor on(Device d, Shape s, int seed, double scale = 1.0, DType dtype = DType::f16) {
-  return testing::spread(d, s, seed, scale).to(dtype);
+  return testing::half_input(d, s, seed, scale, dtype);
 }
 
-/// A leaf of `dtype` that requires grad: data (not an op's result, so an
-/// optimizer's update of it fuses), the values of `on` rounded once.
+/// A leaf of `dtype` that requires grad (data, values of `on`).
 Tensor leaf(Device d, Shape s, int seed, double scale = 1.0, DType dtype = DType::f16) {
-  std::vector<float> v(s.numel());
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
-                              (1 + 0.5 * std::cos(0.17 * i)));
-  return from_vector(v, s, dtype, d).requires_grad_();
+  return testing::half_leaf(d, s, seed, scale, dtype);
 }
 
-/// `make(device)`'s results as f32 (f16 widens exactly): on xla, whose step
-/// must call out for nothing, and on `other`.
-template <typename F>
-std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> on_xla_and(Device other,
-                                                                                       F make) {
-  RecordSteps record;
-  reset_metrics();
-  std::vector<Tensor> xla = make(kXla);
-  mark_step();
-  EXPECT_THAT(callouts_of_last_step(), IsEmpty());
-  EXPECT_EQ(metrics().fallbacks, 0);
-  std::vector<Tensor> want = make(other);
-  mark_step();
-  auto values = [](const std::vector<Tensor>& ts) {
-    std::vector<std::vector<float>> out;
-    for (const Tensor& t : ts) out.push_back(t.to(DType::f32).to_vector<float>());
-    return out;
-  };
-  return {values(xla), values(want)};
+/// `make(device)`'s f16 results as f32, on xla (no callout, no fallback)
+/// and on `other`.
+template <typename F> auto on_xla_and(Device other, F make) {
+  return testing::on_xla_and(other, DType::f16, make);
 }
 
-/// Equal bit for bit (as f32 values; a NaN equal to a NaN).
-void expect_same(const std::vector<std::vector<float>>& got,
-                 const std::vector<std::vector<float>>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].size(), want[i].size()) << "result " << i;
-    size_t bad = 0;
-    for (size_t j = 0; j < got[i].size() && bad < 5; ++j) {
-      if (std::isnan(want[i][j]) && std::isnan(got[i][j])) continue;
-      if (got[i][j] != want[i][j])
-        ++bad, ADD_FAILURE() << "result " << i << " element " << j << ": xla " << got[i][j]
-                             << ", want " << want[i][j];
-    }
-  }
-}
+using testing::expect_same;
 
 TEST(XlaF16, ReductionsSoftmaxAndNllLossEqualRefBitForBit) {
   auto [xla, ref] = on_xla_and(kRef, [](Device d) {
