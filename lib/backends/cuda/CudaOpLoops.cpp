@@ -215,8 +215,9 @@ void nll_loss_loops(dialect::NllLossOp op, const CudaCodegenOptions& options, Ne
 
 // ---- sum, mean over trailing dims -----------------------------------------
 
-/// The rows of a float mstep.sum / mstep.mean over its input's trailing
-/// dims (each output element one contiguous row): {rows, row length}.
+/// The rows of an mstep.sum / mstep.mean over its input's trailing dims
+/// (each output element one contiguous row): {rows, row length}. Float
+/// inputs, and integer ones (not bool) for sum.
 std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
   ArrayRef<int64_t> dims;
   if (auto sum = dyn_cast<dialect::SumOp>(op))
@@ -226,7 +227,10 @@ std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
   else
     return std::nullopt;
   auto type = cast<ShapedType>(op->getOperand(0).getType());
-  if (!isa<FloatType>(type.getElementType()) || dims.empty()) return std::nullopt;
+  Type element = type.getElementType();
+  const bool integer_sum = isa<dialect::SumOp>(op) && element.isSignlessInteger() &&
+                           !element.isInteger(1);
+  if ((!isa<FloatType>(element) && !integer_sum) || dims.empty()) return std::nullopt;
   const int64_t rank = type.getRank(), first = rank - static_cast<int64_t>(dims.size());
   for (size_t k = 0; k < dims.size(); ++k)
     if (dims[k] != first + static_cast<int64_t>(k)) return std::nullopt;
@@ -235,28 +239,43 @@ std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
 }
 
 /// RefReduction.cpp's sum and mean: an f64 sum of the row (then / n),
-/// rounded once. (With one thread per row these stay on
+/// rounded once; an integer sum in i64 (exact, so any order is ref's),
+/// truncated to the dtype. (With one thread per row these stay on
 /// mstep-lower-to-linalg's loops, the first form.)
 void reduction_loops(Operation* op, std::pair<int64_t, int64_t> rows, Nest& nest) {
   const auto [count, n] = rows;
   const bool mean = isa<dialect::MeanOp>(op);
   Flat x = nest.flat(0), y = nest.flat(1);
   ImplicitLocOpBuilder& b = nest.b;
+  const bool integer = !isa<FloatType>(x.element());
   row_loops(nest, /*block=*/true, count, n, [&](Value row) {
     Value base = nest.affine(row, n, Value());
     RowSpec spec;
-    spec.stats.push_back(
-        {0.0,
-         [&nest, &b, x, base](Value j, ArrayRef<Value>) {
-           return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, j)));
-         },
-         [&b](Value s, Value v) { return add(b, s, v); },
-         mean ? std::function<Value(Value)>([&nest, &b, n](Value total) -> Value {
-           return b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(n)));
-         })
-              : nullptr});
-    spec.row_output = [&nest, y, row](ArrayRef<Value> stats) {
-      nest.store(nest.round_to(stats[0], y.element()), y, row);
+    RowStat sum;
+    if (integer) {
+      sum.type = b.getI64Type();
+      sum.term = [&nest, &b, x, base](Value j, ArrayRef<Value>) -> Value {
+        Value v = nest.load(x, b.create<arith::AddIOp>(base, j));
+        return v.getType().isInteger(64) ? v : b.create<arith::ExtSIOp>(b.getI64Type(), v);
+      };
+      sum.combine = [&b](Value s, Value v) -> Value { return b.create<arith::AddIOp>(s, v); };
+    } else {
+      sum.term = [&nest, &b, x, base](Value j, ArrayRef<Value>) {
+        return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, j)));
+      };
+      sum.combine = [&b](Value s, Value v) { return add(b, s, v); };
+      if (mean)
+        sum.finish = [&nest, &b, n](Value total) -> Value {
+          return b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(n)));
+        };
+    }
+    spec.stats.push_back(std::move(sum));
+    spec.row_output = [&nest, &b, y, row, integer](ArrayRef<Value> stats) {
+      Type element = y.element();
+      Value v = !integer                  ? nest.round_to(stats[0], element)
+                : element.isInteger(64) ? stats[0]
+                                        : b.create<arith::TruncIOp>(element, stats[0]).getResult();
+      nest.store(v, y, row);
     };
     return spec;
   });
