@@ -147,25 +147,29 @@ TEST_F(StableHloExport, BeforeCaptureIsNotCaptured) {
 }
 
 TEST_F(StableHloExport, AnOpWithNoStableHloFormIsAnErrorNamingIt) {
-  Tensor x = filled({3, 4}, 1), index;
+  // Attention returning its probabilities is one such op.
+  Tensor x = filled({1, 2, 4, 8}, 1), out, probs;
   {
     CaptureGuard capture(graph_);
-    index = argmax(relu(x), 1);
+    SdpaResult r = fused_sdpa(relu(x), x, x, {.return_attn_probs = true});
+    out = r.out;
+    probs = r.attn_probs;
   }
   try {
-    graph_.export_stablehlo(dir_ + "/step.mlir", {{"x", x}, {"index", index}});
+    graph_.export_stablehlo(dir_ + "/step.mlir", {{"x", x}, {"out", out}, {"probs", probs}});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("Graph::export_stablehlo"));
-    EXPECT_THAT(e.what(), HasSubstr("op 'mstep.argmax' has no StableHLO export"));
+    EXPECT_THAT(e.what(), HasSubstr("op 'mstep.sdpa' returning probabilities"));
+    EXPECT_THAT(e.what(), HasSubstr("has no StableHLO export yet"));
     // The trace node, as every mstep diagnostic names it.
     EXPECT_TRUE(std::regex_search(std::string(e.what()), std::regex("\"%\\d+\"")));
   }
   EXPECT_FALSE(fs::exists(dir_ + "/step.mlir"));
   // The process keeps working: the graph still replays.
-  const std::vector<int64_t> captured = index.to_vector<int64_t>();
+  const std::vector<float> captured = out.to_vector<float>();
   graph_.replay();
-  EXPECT_EQ(index.to_vector<int64_t>(), captured);
+  EXPECT_EQ(out.to_vector<float>(), captured);
 }
 
 }  // namespace
