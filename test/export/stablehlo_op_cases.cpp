@@ -90,6 +90,15 @@ void append(HostTensor& stack, int64_t steps, const HostTensor& t) {
   stack.bytes += t.bytes;
 }
 
+/// The batches and the expected values, as test/interop reads them.
+void write_files(const std::string& dir, const std::map<std::string, HostTensor>& inputs,
+                 const std::map<std::string, HostTensor>& expected) {
+  for (const auto& [file, tensors] : {std::pair{"/inputs.safetensors", &inputs},
+                                      std::pair{"/expected.safetensors", &expected}})
+    if (absl::Status s = write_safetensors(dir + file, *tensors); !s.ok())
+      throw std::runtime_error(std::string(s.message()));
+}
+
 bool is_float(const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::f64; }
 
 int OpCase::run(const std::string& dir, int64_t steps,
@@ -155,10 +164,7 @@ int OpCase::run(const std::string& dir, int64_t steps,
       append(expected[name], steps, is_float(t) ? host_f32(t) : host_i64(t));
     }
   }
-  if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", inputs); !s.ok())
-    throw std::runtime_error(std::string(s.message()));
-  if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
-    throw std::runtime_error(std::string(s.message()));
+  write_files(dir, inputs, expected);
   std::printf("exported %s/step.stablehlo.mlir (%zu outputs and gradients); replayed %lld steps\n",
               dir.c_str(), expected.size(), static_cast<long long>(steps));
   return 0;
@@ -324,10 +330,7 @@ int convnet_case(const std::string& dir, int64_t steps) {
     append(expected["loss"], steps, host_f32(loss));
     for (auto& [name, p] : params) append(expected[name], steps, host_f32(p));
   }
-  if (absl::Status s = write_safetensors(dir + "/inputs.safetensors", inputs); !s.ok())
-    throw std::runtime_error(std::string(s.message()));
-  if (absl::Status s = write_safetensors(dir + "/expected.safetensors", expected); !s.ok())
-    throw std::runtime_error(std::string(s.message()));
+  write_files(dir, inputs, expected);
   std::printf("exported %s/step.stablehlo.mlir (conv net, %zu segments); replayed %lld steps\n",
               dir.c_str(), graph.num_segments(), static_cast<long long>(steps));
   return 0;
