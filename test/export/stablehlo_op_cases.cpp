@@ -14,7 +14,7 @@
 // a crop; pools with ceil mode, dilation and both count_include_pad
 // rules, an input full of ties and one with NaNs (max_pool2d's gradient
 // must land on ref's element); argmax with ties and NaNs; a bool mask
-// with a row masked out.
+// with a row masked out; attention with dropout returning every extra.
 #include <functional>
 #include <limits>
 #include <map>
@@ -221,6 +221,7 @@ int misc_case(const std::string& dir, int64_t steps) {
   Tensor t = c.leaf("ties", {4, 6}, /*ties=*/true, /*grad=*/false);
   Tensor x3 = c.leaf("x3", {2, 3, 5});
   Tensor n = c.leaf("nans", with_nans(), {4, 4});
+  Tensor gain = c.leaf("gain", {5});
   const Tensor index = from_vector(std::vector<int64_t>{5, 0, 2, 2, 1, 4, 3, 3, 0, 1, 5, 5}, {4, 3});
   const Tensor rows = from_vector(std::vector<int64_t>{3, 0, 1, 1, 2, 0, 3, 3, 1}, {3, 3});
   c.input("index", index);
@@ -234,6 +235,7 @@ int misc_case(const std::string& dir, int64_t steps) {
             {"var_rows", var(x, {1})},
             {"var_all", var(x3, {}, 0)},
             {"var_keepdim", var(x3, {0, 2}, 1, true)},
+            {"rms_norm", rms_norm(x3, {5}, gain, 1e-5)},
             {"pad", pad(x3, {2, -1, -1, 1}, 0.5)},
             {"triu", triu(x, 1)},
             {"tril", tril(x3, -1)},
@@ -255,7 +257,15 @@ int attention_case(const std::string& dir, int64_t steps) {
   c.input("bool_mask", bool_mask);
   c.input("lens", lens);
   return c.run(dir, steps, [&]() -> std::map<std::string, Tensor> {
-    return {{"additive", scaled_dot_product_attention(q, k, v, {.attn_mask = additive})},
+    // Dropout with every extra result, the backward reading the saved
+    // probabilities (recompute = false); the extras take no gradient.
+    SdpaResult extras = fused_sdpa(q, k, v,
+                                   {.dropout_p = 0.3, .valid_seq_len = lens, .return_attn_probs = true,
+                                    .return_dropout_mask = true, .recompute = false});
+    return {{"extras", extras.out},
+            {"extras_probs", extras.attn_probs.detach()},
+            {"extras_mask", extras.dropout_mask},
+            {"additive", scaled_dot_product_attention(q, k, v, {.attn_mask = additive})},
             {"bool", scaled_dot_product_attention(q, k, v, {.attn_mask = bool_mask})},
             {"len_right_causal",
              scaled_dot_product_attention(q, k, v, {.is_causal = true, .valid_seq_len = lens})},

@@ -147,21 +147,30 @@ TEST_F(StableHloExport, BeforeCaptureIsNotCaptured) {
 }
 
 TEST_F(StableHloExport, AnOpWithNoStableHloFormIsAnErrorNamingIt) {
-  // Attention returning its probabilities is one such op.
-  Tensor x = filled({1, 2, 4, 8}, 1), out, probs;
+  // A custom op is one: its kernels are mstep's.
+  auto kernel = host_kernel([](const HostKernelCall& call) {
+    const auto* x = static_cast<const float*>(call.inputs[0]);
+    auto* y = static_cast<float*>(call.outputs[0]);
+    for (int64_t i = 0; i < call.input_types[0].numel(); ++i) y[i] = 2 * x[i];
+    return absl::OkStatus();
+  });
+  register_custom_op({.name = "shlo_test.twice",
+                      .version = 1,
+                      .schema = {.inputs = {{"x"}}},
+                      .shape_rule = same_type_as_input(),
+                      .kernels = {{"ref", kernel}}});
+  Tensor x = filled({3, 4}, 1), out;
   {
     CaptureGuard capture(graph_);
-    SdpaResult r = fused_sdpa(relu(x), x, x, {.return_attn_probs = true});
-    out = r.out;
-    probs = r.attn_probs;
+    out = custom("shlo_test.twice", {relu(x)})[0];
   }
   try {
-    graph_.export_stablehlo(dir_ + "/step.mlir", {{"x", x}, {"out", out}, {"probs", probs}});
+    graph_.export_stablehlo(dir_ + "/step.mlir", {{"x", x}, {"out", out}});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("Graph::export_stablehlo"));
-    EXPECT_THAT(e.what(), HasSubstr("op 'mstep.sdpa' returning probabilities"));
-    EXPECT_THAT(e.what(), HasSubstr("has no StableHLO export yet"));
+    EXPECT_THAT(e.what(), HasSubstr("custom op 'shlo_test.twice' (mstep.custom) has no StableHLO export"));
+    EXPECT_THAT(e.what(), HasSubstr("write it with built-in ops for the export"));
     // The trace node, as every mstep diagnostic names it.
     EXPECT_TRUE(std::regex_search(std::string(e.what()), std::regex("\"%\\d+\"")));
   }

@@ -13,10 +13,12 @@
 // key left has P = 0 (zero output and gradients; softmax would give NaN),
 // and positions outside valid_seq_len are zeroed in q, k, v and the
 // output gradient first, so that garbage (even NaN) there cannot leak
-// through a 0 * NaN, as the ref kernels skip them. Supported: q, k, v of
-// one batch shape, softmax_mode none, no extra results (probabilities,
-// dropout mask, saved probabilities); anything else is Unimplemented
-// naming what.
+// through a 0 * NaN, as the ref kernels skip them. The forward also
+// returns, when the op asks, the probabilities after dropout, the dropout
+// keep mask and the probabilities before dropout (recompute_mode = false),
+// which the backward then reads instead of recomputing them. Supported:
+// q, k, v of one batch shape, softmax_mode none; anything else is
+// Unimplemented naming what.
 #include "lib/compiler/stablehlo/StableHloAttention.h"
 
 #include <limits>
@@ -207,18 +209,24 @@ Value mask_gradient(FunctionText& f, const Value& ds, const Value& mask) {
 absl::StatusOr<Values> lower_sdpa(FunctionText& f, mlir::Operation* op, const Values& in,
                                   const Values& out) {
   auto sdpa = mlir::cast<dialect::SdpaOp>(op);
-  if (op->getNumResults() != 1)
-    return absl::UnimplementedError(
-        "op 'mstep.sdpa' returning probabilities, a dropout mask or saved probabilities has no "
-        "StableHLO export yet");
   MSTEP_ASSIGN_OR_RETURN(Attention a, read_attention(sdpa, 0, in));
+  const bool want_probs = sdpa.getAttnProbs() != nullptr, want_mask = sdpa.getDropoutMask() != nullptr,
+             want_saved = sdpa.getSavedProbs() != nullptr;
   const std::string decomposition =
       f.add_function("mstep_sdpa", in, [&](FunctionText& g, const Values& raw) {
         const Values args = sanitized(g, raw, {0, 1, 2}, a);
         const Value p = probabilities(g, args, 0, a);
         const auto d = dropout_factor(g, args, a, p.shape, p.elem);
         const Value pd = d ? g.same("stablehlo.multiply", {p, *d}) : p;
-        return Values{batched_dot(g, pd, args[2], 1, 0)};
+        Values results{batched_dot(g, pd, args[2], 1, 0)};
+        // The extras in the op's order: probabilities after dropout, the
+        // keep mask (all true without dropout), the probabilities before.
+        if (want_probs) results.push_back(pd);
+        if (want_mask)
+          results.push_back(d ? g.compare(*d, g.splat(0, p.shape, p.elem), "NE")
+                              : g.splat(1, p.shape, "i1"));
+        if (want_saved) results.push_back(p);
+        return results;
       });
   return f.op_results("stablehlo.composite", in, out, composite_attrs(a, "mstep.sdpa", decomposition));
 }
@@ -226,17 +234,16 @@ absl::StatusOr<Values> lower_sdpa(FunctionText& f, mlir::Operation* op, const Va
 absl::StatusOr<Values> lower_sdpa_backward(FunctionText& f, mlir::Operation* op, const Values& in,
                                            const Values& out) {
   auto bw = mlir::cast<dialect::SdpaBackwardOp>(op);
-  if (bw.getSavedProbs())
-    return absl::UnimplementedError(
-        "op 'mstep.sdpa_backward' with saved probabilities (recompute_mode = false) has no "
-        "StableHLO export yet; export the step with recompute_mode = true");
   MSTEP_ASSIGN_OR_RETURN(Attention a, read_attention(bw, 1, in));
+  // The forward's probabilities before dropout, when it saved them: the
+  // operand after the RNG state.
+  const int saved = bw.getSavedProbs() ? static_cast<int>(in.size()) - 1 : -1;
   const bool mask_grad = bw.getGradMask() != nullptr;
   const std::string decomposition =
       f.add_function("mstep_sdpa_backward", in, [&](FunctionText& g, const Values& raw) {
         const Values args = sanitized(g, raw, {0, 1, 2, 3}, a);
         const Value &grad = args[0], &q = args[1], &k = args[2], &v = args[3];
-        const Value p = probabilities(g, args, 1, a);
+        const Value p = saved >= 0 ? args[saved] : probabilities(g, args, 1, a);
         const auto d = dropout_factor(g, args, a, p.shape, p.elem);
         const Value pd = d ? g.same("stablehlo.multiply", {p, *d}) : p;
         const Value dv = batched_dot(g, pd, grad, 0, 0);

@@ -1,10 +1,10 @@
 // The mstep ops as StableHLO. Elementwise ops broadcast their operands to
 // the result's shape explicitly (StableHLO does not broadcast); reductions
 // are stablehlo.reduce with an add / maximum / minimum region, keepdim a
-// reshape after it; matmul is dot_general; softmax, log_softmax and
-// nll_loss, layer_norm are written out in those ops; index_select is a
-// gather, index_add a scatter with an add region, slice_scatter a
-// dynamic_update_slice; dropout draws mstep's Philox stream
+// reshape after it; matmul is dot_general; softmax, log_softmax,
+// nll_loss, layer_norm and rms_norm are written out in those ops;
+// index_select is a gather, index_add a scatter with an add region,
+// slice_scatter a dynamic_update_slice; dropout draws mstep's Philox stream
 // (StableHloPhilox.h); attention is a composite (StableHloAttention.h);
 // convolutions, pools, argmax/var and gather/scatter_add/pad/triu/tril
 // have files of their own (StableHloOpFamilies.h). An op with no entry is
@@ -283,6 +283,27 @@ absl::StatusOr<Values> layer_norm(FunctionText& f, mlir::Operation* op, const Va
   return Values{y};
 }
 
+absl::StatusOr<Values> rms_norm(FunctionText& f, mlir::Operation* op, const Values& in,
+                                const Values&) {
+  // x * rsqrt(mean(x^2) + eps) * weight over the last normalized_ndim dims.
+  const Value& x = in[0];
+  const int64_t n = i64_attr(op, "normalized_ndim");
+  const auto r = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> dims;
+  int64_t count = 1;
+  for (int64_t d = r - n; d < r; ++d) {
+    dims.push_back(d);
+    count *= x.shape[d];
+  }
+  const Value s = sum(f, f.same("stablehlo.multiply", {x, x}), dims);
+  const Value mean = f.same("stablehlo.divide", {s, f.splat(static_cast<double>(count), s.shape, s.elem)});
+  const Value inv = f.same("stablehlo.rsqrt",
+                           {f.same("stablehlo.add", {mean, f.splat(f64_attr(op, "eps"), mean.shape, mean.elem)})});
+  Value y = f.same("stablehlo.multiply", {x, unreduce(f, inv, x.shape, dims)});
+  if (in.size() > 1) y = f.same("stablehlo.multiply", {y, f.broadcast(in[1], x.shape)});
+  return Values{y};
+}
+
 /// The dimension positions of `shape` other than `dim`.
 std::vector<int64_t> all_but(size_t rank, int64_t dim) {
   std::vector<int64_t> out;
@@ -458,6 +479,7 @@ const absl::flat_hash_map<std::string, Lowering>& table() {
       {"mstep.nll_loss", nll_loss},
       {"mstep.dropout", dropout},
       {"mstep.layer_norm", layer_norm},
+      {"mstep.rms_norm", rms_norm},
       {"mstep.index_select", index_select},
       {"mstep.index_add", index_add},
       {"mstep.slice_scatter", slice_scatter},
@@ -500,7 +522,7 @@ absl::StatusOr<std::vector<Value>> lower_op(FunctionText& f, mlir::Operation* op
         "elementwise ops, sum/mean/max/min/argmax/var/logsumexp, reshape/permute/expand/slice/"
         "cat/pad/triu/tril/slice_scatter, index_select/index_add/gather/scatter_add, matmul, "
         "conv2d, max/avg_pool2d and their gradients, softmax, log_softmax, layer_norm, "
-        "nll_loss, dropout, sdpa); run the step without it, or add its lowering to "
+        "rms_norm, nll_loss, dropout, sdpa); run the step without it, or add its lowering to "
         "lib/compiler/stablehlo/StableHloOps.cpp"));
   return it->second(f, op, operands, results);
 }
