@@ -99,7 +99,9 @@ void write_files(const std::string& dir, const std::map<std::string, HostTensor>
       throw std::runtime_error(std::string(s.message()));
 }
 
-bool is_float(const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::f64; }
+bool is_float(const Tensor& t) {
+  return t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::bf16;
+}
 
 int OpCase::run(const std::string& dir, int64_t steps,
                 const std::function<std::map<std::string, Tensor>()>& forward) {
@@ -274,6 +276,22 @@ int attention_case(const std::string& dir, int64_t steps) {
   });
 }
 
+/// conv2d and the pools in bf16 (autocast's dtype), forward and backward:
+/// the leaves are f32 and cast, so their gradients come back through the
+/// casts. Each output is rounded to bf16 once, so one bf16 ulp (2^-8
+/// relative) is the expected difference.
+int bf16_case(const std::string& dir, int64_t steps) {
+  OpCase c(26);
+  Tensor x = c.leaf("x", {2, 4, 7, 7});
+  Tensor w = c.leaf("w", {6, 2, 3, 3}), b = c.leaf("b", {6});
+  return c.run(dir, steps, [&]() -> std::map<std::string, Tensor> {
+    const Tensor xb = x.to(DType::bf16);
+    return {{"conv", conv2d(xb, w.to(DType::bf16), b.to(DType::bf16), {2}, {1}, {1}, 2)},
+            {"max", max_pool2d(xb, {3}, {2}, {1})},
+            {"avg", avg_pool2d(xb, {2}, {2}, {1}, true, false)}};
+  });
+}
+
 /// A whole training step of a small convolutional classifier (conv, ReLU,
 /// max pool, grouped strided conv, avg pool, linear, cross entropy; SGD
 /// with momentum), exported and replayed on fresh batches: expected holds
@@ -357,6 +375,7 @@ int export_stablehlo_op_case(const std::string& name, const std::string& dir, in
   if (name == "misc") return misc_case(dir, steps);
   if (name == "attention") return attention_case(dir, steps);
   if (name == "convnet") return convnet_case(dir, steps);
+  if (name == "bf16") return bf16_case(dir, steps);
   return -1;
 }
 

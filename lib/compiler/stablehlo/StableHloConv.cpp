@@ -13,7 +13,9 @@
 //                 groups, padding (p, (OH - 1) s + 1 + K - H - p).
 // Negative padding (rows the forward never read) is a crop instead: the
 // input grad's output is sliced, the weight grad's input is sliced, so
-// every padding the consumers see is >= 0.
+// every padding the consumers see is >= 0. bf16 and f16 convolve in f32
+// and round once, as the ref kernels accumulate (a consumer's own 16-bit
+// accumulation would differ by far more than one ulp).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -40,9 +42,13 @@ struct ConvCall {
   int64_t feature_groups = 1, batch_groups = 1;
 };
 
-Value convolution(FunctionText& f, const Value& lhs, const Value& rhs, std::vector<int64_t> shape,
+/// The convolution in the accumulator type (accumulator_type); the
+/// callers round once at the end.
+Value convolution(FunctionText& f, const Value& lhs_in, const Value& rhs_in, std::vector<int64_t> shape,
                   const ConvCall& c) {
-  return f.op("stablehlo.convolution", {lhs, rhs}, std::move(shape), lhs.elem,
+  const std::string acc = accumulator_type(lhs_in.elem);
+  const Value lhs = f.convert(lhs_in, acc), rhs = f.convert(rhs_in, acc);
+  return f.op("stablehlo.convolution", {lhs, rhs}, std::move(shape), acc,
               absl::StrCat("batch_group_count = ", c.batch_groups,
                            " : i64, dimension_numbers = #stablehlo.conv<", c.dims,
                            ">, feature_group_count = ", c.feature_groups,
@@ -67,8 +73,8 @@ absl::StatusOr<Values> lower_conv2d(FunctionText& f, mlir::Operation* op, const 
              .feature_groups = p.groups};
   Value y = convolution(f, in[0], in[1], out[0].shape, c);
   if (in.size() > 2)
-    y = f.same("stablehlo.add", {y, f.broadcast_in_dim(in[2], out[0].shape, {1})});
-  return Values{y};
+    y = f.same("stablehlo.add", {y, f.broadcast_in_dim(f.convert(in[2], y.elem), out[0].shape, {1})});
+  return Values{f.convert(y, out[0].elem)};
 }
 
 absl::StatusOr<Values> lower_conv2d_input_grad(FunctionText& f, mlir::Operation* op,
@@ -102,7 +108,7 @@ absl::StatusOr<Values> lower_conv2d_input_grad(FunctionText& f, mlir::Operation*
   const Value full = convolution(f, grad, k, shape, c);
   std::vector<int64_t> limit = shape;
   for (int d = 0; d < 4; ++d) limit[d] -= crop_high[d];
-  return Values{f.slice(full, crop_low, limit)};
+  return Values{f.convert(f.slice(full, crop_low, limit), out[0].elem)};
 }
 
 absl::StatusOr<Values> lower_conv2d_weight_grad(FunctionText& f, mlir::Operation* op,
@@ -125,7 +131,7 @@ absl::StatusOr<Values> lower_conv2d_weight_grad(FunctionText& f, mlir::Operation
     if (hi < 0) limit[2 + s] += hi;  // input rows past the last window
   }
   x = f.slice(x, std::vector<int64_t>(4, 0), limit);
-  return Values{convolution(f, x, grad, w_shape, c)};
+  return Values{f.convert(convolution(f, x, grad, w_shape, c), out[0].elem)};
 }
 
 }  // namespace mstep::stablehlo

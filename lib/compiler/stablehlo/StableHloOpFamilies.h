@@ -26,6 +26,12 @@ inline std::vector<int64_t> array_attr(mlir::Operation* op, llvm::StringRef name
            : std::vector<int64_t>{};
 }
 
+/// The type sums of `elem` accumulate in, as the ref kernels: f32 for
+/// bf16 and f16 (each result rounded once on store), else `elem`.
+inline std::string accumulator_type(const std::string& elem) {
+  return elem == "bf16" || elem == "f16" ? "f32" : elem;
+}
+
 // Each: absl::StatusOr<Values>(FunctionText&, mlir::Operation*, operands, results).
 absl::StatusOr<Values> lower_conv2d(FunctionText& f, mlir::Operation* op, const Values& in,
                                     const Values& out);

@@ -86,13 +86,15 @@ Lowering reduction(Reducer reducer, bool mean) {
     const std::vector<int64_t> dims = array_attr(op, "dims");
     Value x = in[0];
     if (reducer == Reducer::add && x.elem == "i1") x = f.convert(x, out[0].elem);
+    // 16-bit float sums accumulate in f32 and round once, as ref's.
+    if (reducer == Reducer::add) x = f.convert(x, accumulator_type(x.elem));
     Value r = f.reduce(x, dims, reducer, f.reduce_init(reducer, x.elem));
     if (mean) {
       int64_t count = 1;
       for (int64_t d : dims) count *= x.shape[d];
       r = f.same("stablehlo.divide", {r, f.splat(static_cast<double>(count), r.shape, r.elem)});
     }
-    return Values{f.reshape(r, out[0].shape)};
+    return Values{f.convert(f.reshape(r, out[0].shape), out[0].elem)};
   };
 }
 

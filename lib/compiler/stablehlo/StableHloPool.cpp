@@ -16,6 +16,8 @@
 // gradient lands on the element ref (and PyTorch's CPU kernel) picks;
 // select_and_scatter's select region could say the same, but this form is
 // plain slices, selects and pads that every consumer lowers alike.
+// Sums (avg_pool, the gradients' shares) of bf16 and f16 run in f32 and
+// round once, as the ref kernels.
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -123,17 +125,18 @@ absl::StatusOr<Values> lower_max_pool2d(FunctionText& f, mlir::Operation* op, co
 
 absl::StatusOr<Values> lower_avg_pool2d(FunctionText& f, mlir::Operation* op, const Values& in,
                                         const Values& out) {
-  const Value& x = in[0];
+  const Value x = f.convert(in[0], accumulator_type(in[0].elem));
   const Window w = read_window(op, x.shape, out[0].shape);
   const Value sum = reduce_window(f, x, w, Reducer::add, out[0].shape, w.padding[0], w.padding[1],
                                  w.high[0], w.high[1]);
   const Value count = divisor(f, op, w, x.shape, x.elem);
-  return Values{f.same("stablehlo.divide", {sum, f.broadcast(count, out[0].shape)})};
+  return Values{f.convert(f.same("stablehlo.divide", {sum, f.broadcast(count, out[0].shape)}), out[0].elem)};
 }
 
 absl::StatusOr<Values> lower_max_pool2d_grad(FunctionText& f, mlir::Operation* op,
                                              const Values& in, const Values& out) {
-  const Value &grad = in[0], &x = in[1];
+  const Value grad = f.convert(in[0], accumulator_type(in[0].elem));
+  const Value& x = in[1];
   const Window w = read_window(op, x.shape, grad.shape);
   const std::vector<int64_t> low{0, 0, w.padding[0], w.padding[1]};
   const std::vector<int64_t> high{0, 0, w.high[0], w.high[1]};
@@ -166,12 +169,12 @@ absl::StatusOr<Values> lower_max_pool2d_grad(FunctionText& f, mlir::Operation* o
       const Value share = untap(f, f.select(mine, grad, f.splat(0, g_shape, grad.elem)), w, kh, kw, p_shape);
       acc = acc.name.empty() ? share : f.same("stablehlo.add", {acc, share});
     }
-  return Values{crop(f, acc, w, out[0].shape)};
+  return Values{f.convert(crop(f, acc, w, out[0].shape), out[0].elem)};
 }
 
 absl::StatusOr<Values> lower_avg_pool2d_grad(FunctionText& f, mlir::Operation* op,
                                              const Values& in, const Values& out) {
-  const Value& grad = in[0];
+  const Value grad = f.convert(in[0], accumulator_type(in[0].elem));
   const std::vector<int64_t>& x_shape = out[0].shape;
   const Window w = read_window(op, x_shape, grad.shape);
   const Value count = divisor(f, op, w, x_shape, grad.elem);
@@ -183,7 +186,7 @@ absl::StatusOr<Values> lower_avg_pool2d_grad(FunctionText& f, mlir::Operation* o
       const Value part = untap(f, share, w, kh, kw, p_shape);
       acc = acc.name.empty() ? part : f.same("stablehlo.add", {acc, part});
     }
-  return Values{crop(f, acc, w, x_shape)};
+  return Values{f.convert(crop(f, acc, w, x_shape), out[0].elem)};
 }
 
 }  // namespace mstep::stablehlo
