@@ -257,23 +257,28 @@ absl::StatusOr<Values> gelu(FunctionText& f, mlir::Operation* op, const Values& 
   return Values{mul(mul(c(0.5), x), add(c(1), inner))};
 }
 
+/// The last normalized_ndim dims of `x` (layer_norm, rms_norm).
+std::vector<int64_t> normalized_dims(mlir::Operation* op, const Value& x) {
+  const auto r = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = r - i64_attr(op, "normalized_ndim"); d < r; ++d) dims.push_back(d);
+  return dims;
+}
+
+/// The mean of `v` over `dims` (reduced away).
+Value mean_over(FunctionText& f, const Value& v, const std::vector<int64_t>& dims) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= v.shape[d];
+  const Value s = sum(f, v, dims);
+  return f.same("stablehlo.divide", {s, f.splat(static_cast<double>(count), s.shape, s.elem)});
+}
+
 absl::StatusOr<Values> layer_norm(FunctionText& f, mlir::Operation* op, const Values& in,
                                   const Values&) {
   auto ln = mlir::cast<dialect::LayerNormOp>(op);
   const Value& x = in[0];
-  const int64_t n = i64_attr(op, "normalized_ndim");
-  const auto r = static_cast<int64_t>(x.shape.size());
-  std::vector<int64_t> dims;
-  int64_t count = 1;
-  for (int64_t d = r - n; d < r; ++d) {
-    dims.push_back(d);
-    count *= x.shape[d];
-  }
-  auto mean = [&](const Value& v) {
-    const Value s = sum(f, v, dims);
-    return unreduce(f, f.same("stablehlo.divide", {s, f.splat(static_cast<double>(count), s.shape, s.elem)}),
-                    x.shape, dims);
-  };
+  const std::vector<int64_t> dims = normalized_dims(op, x);
+  auto mean = [&](const Value& v) { return unreduce(f, mean_over(f, v, dims), x.shape, dims); };
   const Value centered = f.same("stablehlo.subtract", {x, mean(x)});
   const Value var = mean(f.same("stablehlo.multiply", {centered, centered}));
   Value y = f.same("stablehlo.multiply",
@@ -289,16 +294,8 @@ absl::StatusOr<Values> rms_norm(FunctionText& f, mlir::Operation* op, const Valu
                                 const Values&) {
   // x * rsqrt(mean(x^2) + eps) * weight over the last normalized_ndim dims.
   const Value& x = in[0];
-  const int64_t n = i64_attr(op, "normalized_ndim");
-  const auto r = static_cast<int64_t>(x.shape.size());
-  std::vector<int64_t> dims;
-  int64_t count = 1;
-  for (int64_t d = r - n; d < r; ++d) {
-    dims.push_back(d);
-    count *= x.shape[d];
-  }
-  const Value s = sum(f, f.same("stablehlo.multiply", {x, x}), dims);
-  const Value mean = f.same("stablehlo.divide", {s, f.splat(static_cast<double>(count), s.shape, s.elem)});
+  const std::vector<int64_t> dims = normalized_dims(op, x);
+  const Value mean = mean_over(f, f.same("stablehlo.multiply", {x, x}), dims);
   const Value inv = f.same("stablehlo.rsqrt",
                            {f.same("stablehlo.add", {mean, f.splat(f64_attr(op, "eps"), mean.shape, mean.elem)})});
   Value y = f.same("stablehlo.multiply", {x, unreduce(f, inv, x.shape, dims)});
