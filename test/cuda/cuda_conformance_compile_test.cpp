@@ -90,8 +90,6 @@ const std::set<std::string>& not_yet_for_cuda() {
     // fusions that fail the GPU mapping ("operand does not dominate this use")
     "cross_entropy_label_smoothing_f32_17x33_i64_17",
     "cross_entropy_smoothing_ignore_f32_7x5_i64_7", "layer_norm_eps_0_1_f32_7_f32_7_f32_7",
-    // a batched matmul whose batch dims broadcast partly
-    "matmul_batch_dims_broadcast_f32_2x1x4x5_f32_3x5x2",
   };
   return cases;
 }
