@@ -7,30 +7,12 @@
 // conformance/ConformanceCase.h, the cases in conformance/*Cases.h.
 #pragma once
 
-#include "absl/strings/str_replace.h"
 #include "test/unit/conformance/ElementwiseCases.h"
+#include "test/unit/conformance/HalfCases.h"
 #include "test/unit/conformance/NNCases.h"
 #include "test/unit/conformance/ShapeCases.h"
 
 namespace mstep::conformance {
-
-/// The f16 twin of every case with a bf16 input: the same op on f16
-/// inputs, named with "f16" for "bf16", so each 16-bit float case runs in
-/// both formats (the cases that make their own 16-bit tensors list f16
-/// themselves).
-inline void add_f16_twins(std::vector<ConformanceCase>& cases) {
-  const size_t n = cases.size();
-  for (size_t i = 0; i < n; ++i) {
-    bool bf16 = false;
-    for (const InputSpec& s : cases[i].inputs) bf16 |= s.dtype == DType::bf16;
-    if (!bf16) continue;
-    ConformanceCase twin = cases[i];
-    for (InputSpec& s : twin.inputs)
-      if (s.dtype == DType::bf16) s.dtype = DType::f16;
-    twin.name = absl::StrReplaceAll(twin.name, {{"bf16", "f16"}});
-    cases.push_back(std::move(twin));
-  }
-}
 
 /// Every case, built once.
 inline const std::vector<ConformanceCase>& all_cases() {
@@ -52,9 +34,21 @@ inline const std::vector<ConformanceCase>& all_cases() {
     add_attention_cases(t);
     add_loss_cases(t);
     add_optimizer_cases(t);
-    std::vector<ConformanceCase> cases = t.take();
-    add_f16_twins(cases);
-    return cases;
+    return t.take();
+  }();
+  return cases;
+}
+
+/// Every case, the 16-bit ones of HalfCases.h, and the f16 twin of every
+/// case with a bf16 input, built once (backend_conformance_test's list).
+inline const std::vector<ConformanceCase>& all_cases_with_f16() {
+  static const std::vector<ConformanceCase> cases = [] {
+    CaseTable t;
+    add_16_bit_cases(t);
+    std::vector<ConformanceCase> out = all_cases();
+    for (ConformanceCase& c : t.take()) out.push_back(std::move(c));
+    for (ConformanceCase& c : f16_twins(out)) out.push_back(std::move(c));
+    return out;
   }();
   return cases;
 }

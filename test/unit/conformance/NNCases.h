@@ -450,14 +450,6 @@ inline void add_optimizer_cases(CaseTable& t) {
                       optimizer_steps(optimizers[5].second));
   t.add_without_grads("optim_sgd_momentum", {arg({17, 33}, DType::bf16), arg({33}, DType::bf16)},
                       optimizer_steps(optimizers[1].second));
-  // Clipping 16-bit gradients: the norms in the parameters' arithmetic (ref's).
-  t.add_without_grads("optim_adamw_clip_grad_norm",
-                      {arg({17, 33}, DType::bf16), arg({33}, DType::bf16)},
-                      optimizer_steps(optimizers[5].second, /*clip=*/true));
-  t.add_without_grads("optim_sgd_momentum_clip_grad_norm_inf",
-                      {arg({17, 33}, DType::bf16), arg({33}, DType::bf16)},
-                      optimizer_steps(optimizers[1].second, /*clip=*/true,
-                                      std::numeric_limits<double>::infinity()));
 }
 
 } // namespace mstep::conformance
