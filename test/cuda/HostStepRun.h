@@ -13,8 +13,8 @@ namespace mstep::cuda::testing {
 
 struct HostStepRun {
   CudaPlan plan;
-  std::vector<std::vector<char>> outputs;  ///< the plan's outputs' bytes
-  std::vector<std::string> tiled;          ///< each op's tiled loop nest
+  std::vector<std::vector<char>> outputs; ///< the plan's outputs' bytes
+  std::vector<std::string> tiled;         ///< each op's tiled loop nest
 };
 
 /// `text` compiled with `options`, run on `inputs` (every other value
@@ -27,7 +27,8 @@ inline HostStepRun run_step_on_host(const char* text, const std::vector<std::vec
   EXPECT_TRUE(compiled.ok()) << compiled.status();
   if (!compiled.ok()) return run;
   std::vector<std::vector<char>> values;
-  for (const TensorType& type : compiled->plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  for (const TensorType& type : compiled->plan.values)
+    values.emplace_back(type.bytes(), char{0x7f});
   for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
   run_tiled_on_host(step.context(), *compiled, values);
   for (int id : compiled->plan.outputs) run.outputs.push_back(values[id]);

@@ -102,9 +102,9 @@ double expect_within_bound(const ColumnCase& c, const std::vector<char>& input,
       EXPECT_TRUE(std::isnan(have)) << form << " column " << col;
       continue;
     }
-    const double bound = 2.0 * static_cast<double>(std::max<int64_t>(c.rows - 1, 0)) * unit *
-                             magnitude +
-                         ulp(std::max(std::fabs(want), std::fabs(have)), c.bf16);
+    const double bound =
+        2.0 * static_cast<double>(std::max<int64_t>(c.rows - 1, 0)) * unit * magnitude +
+        ulp(std::max(std::fabs(want), std::fabs(have)), c.bf16);
     EXPECT_LE(std::fabs(have - want), bound)
         << form << " input " << c.input << " column " << col << ": " << have << " vs ref " << want;
     worst = std::max(worst, std::fabs(have - want) / bound);
@@ -127,9 +127,8 @@ func.func @step(%a: tensor<1001x300xf32>, %b: tensor<1x300xf32>, %c: tensor<5000
   return %s0, %s1, %s2, %s3, %s4 : tensor<300xf32>, tensor<300xf32>, tensor<1xf32>, tensor<1x1x30xf32>, tensor<768xbf16>
 })";
 
-const std::vector<ColumnCase> kColumnCases = {{0, 1001, 300},          {1, 1, 300},
-                                              {2, 5000, 1},            {3, 200, 30, true},
-                                              {4, 2048, 768, false, true}};
+const std::vector<ColumnCase> kColumnCases = {
+    {0, 1001, 300}, {1, 1, 300}, {2, 5000, 1}, {3, 200, 30, true}, {4, 2048, 768, false, true}};
 
 std::vector<std::vector<char>> column_inputs() {
   std::vector<float> a = testing::random_floats(1001 * 300, 60);
@@ -180,12 +179,13 @@ TEST(CudaColumnSumsHost, LaunchesAreChunksTimesTilesThenOneThreadPerColumn) {
   // 30: 7 chunks of 32 (the last of 8); 2048 x 768: 24 tiles x 11 chunks
   // of 192 (the last of 128).
   std::vector<std::array<unsigned, 3>> grids;
-  for (const CudaLaunchStep& launch : plan.launches) grids.push_back(plan.kernels[launch.kernel].grid);
-  EXPECT_THAT(grids, ElementsAre(ElementsAre(260u, 1u, 1u), ElementsAre(2u, 1u, 1u),
-                                 ElementsAre(10u, 1u, 1u), ElementsAre(5u, 1u, 1u),
-                                 ElementsAre(1u, 1u, 1u), ElementsAre(7u, 1u, 1u),
-                                 ElementsAre(1u, 1u, 1u), ElementsAre(264u, 1u, 1u),
-                                 ElementsAre(3u, 1u, 1u)));
+  for (const CudaLaunchStep& launch : plan.launches)
+    grids.push_back(plan.kernels[launch.kernel].grid);
+  EXPECT_THAT(grids,
+              ElementsAre(ElementsAre(260u, 1u, 1u), ElementsAre(2u, 1u, 1u),
+                          ElementsAre(10u, 1u, 1u), ElementsAre(5u, 1u, 1u),
+                          ElementsAre(1u, 1u, 1u), ElementsAre(7u, 1u, 1u), ElementsAre(1u, 1u, 1u),
+                          ElementsAre(264u, 1u, 1u), ElementsAre(3u, 1u, 1u)));
   // Blocks of 256 threads, but one column's pass 2: one thread.
   for (size_t l = 0; l < plan.launches.size(); ++l)
     EXPECT_THAT(plan.kernels[plan.launches[l].kernel].block,
@@ -196,7 +196,7 @@ TEST(CudaColumnSumsHost, LaunchesAreChunksTimesTilesThenOneThreadPerColumn) {
   const CudaLaunchStep& second = plan.launches[1];
   ASSERT_EQ(first.args.size(), 2u);
   ASSERT_EQ(second.args.size(), 2u);
-  EXPECT_EQ(first.args[0], 0);  // input %a
+  EXPECT_EQ(first.args[0], 0); // input %a
   EXPECT_EQ(second.args[0], first.args[1]);
   EXPECT_EQ(plan.values[first.args[1]], (TensorType{Shape({26 * 300}), DType::f64}));
   EXPECT_EQ(second.args[1], plan.outputs[0]);
@@ -224,7 +224,7 @@ func.func @step(%x: tensor<8x256x256xf32>, %y: tensor<8x256x256xbf16>) -> (tenso
       EXPECT_THAT(kernel.ptx, HasSubstr(".shared"));
       EXPECT_THAT(kernel.ptx, HasSubstr("bar.sync"));
     }
-    ASSERT_EQ(kernel.reports.size(), 2u) << kernel.name;  // sm_80, sm_90
+    ASSERT_EQ(kernel.reports.size(), 2u) << kernel.name; // sm_80, sm_90
     for (const PtxasKernelReport& report : kernel.reports) {
       EXPECT_EQ(report.shared_bytes, pass1 ? 256 * 8 : 0) << kernel.name << " " << report.arch;
       EXPECT_EQ(report.spill_store_bytes, 0) << kernel.name << " " << report.arch;
@@ -288,15 +288,15 @@ TEST(CudaColumnSumsHost, ClipNormsSplitOverBlocksMatchRef) {
       const double total = element(run.outputs[4], false, 0);
       const double want = element((*ref)[4], false, 0);
       EXPECT_NEAR(total, want, 4 * ulp(want, false)) << norm << " " << name;
-      EXPECT_GT(want, 1.0) << norm;  // it clips
+      EXPECT_GT(want, 1.0) << norm; // it clips
       for (int o = 0; o < 4; ++o) {
         const size_t n = run.outputs[o].size() / sizeof(float);
         for (size_t i = 0; i < n; ++i) {
           const double p = element(run.outputs[o], false, i), r = element((*ref)[o], false, i);
           const double scale = std::fabs(element(inputs[o], false, i)) +
                                0.05 * std::fabs(element(inputs[4 + o], false, i));
-          ASSERT_NEAR(p, r, 8 * ulp(scale, false)) << norm << " " << name << " param " << o
-                                                   << " element " << i;
+          ASSERT_NEAR(p, r, 8 * ulp(scale, false))
+              << norm << " " << name << " param " << o << " element " << i;
         }
       }
     }
@@ -332,8 +332,7 @@ TEST(CudaColumnSumsHost, ClipNormsAreTwoLaunchesSplitAndOnePerGradientThread) {
   // thread: a launch of one thread per gradient, then the total.
   EXPECT_EQ(thread->plan.launches.size(), plan.launches.size() - 2 + 5);
   EXPECT_THAT(thread->plan.kernels[thread->plan.launches[0].kernel].grid, ElementsAre(1u, 1u, 1u));
-  EXPECT_THAT(thread->plan.kernels[thread->plan.launches[0].kernel].block,
-              ElementsAre(1u, 1u, 1u));
+  EXPECT_THAT(thread->plan.kernels[thread->plan.launches[0].kernel].block, ElementsAre(1u, 1u, 1u));
 }
 
 // ---- the fake driver ----------------------------------------------------------
@@ -366,7 +365,7 @@ func.func @step(%x: tensor<1001x300xf32>) -> tensor<300xf32> {
   EXPECT_THAT(launches[1].grid, ElementsAre(2u, 1u, 1u));
   for (const testing::FakeCall& launch : launches) {
     EXPECT_THAT(launch.block, ElementsAre(256u, 1u, 1u));
-    EXPECT_EQ(launch.shared_bytes, 0u);  // static shared memory only
+    EXPECT_EQ(launch.shared_bytes, 0u); // static shared memory only
     ASSERT_EQ(launch.args.size(), 2u);
     for (const std::string& arg : launch.args) EXPECT_EQ(arg.size(), sizeof(CUdeviceptr));
   }

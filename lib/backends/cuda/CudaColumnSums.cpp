@@ -34,13 +34,13 @@ ColumnSplit split_columns(int64_t rows, int64_t columns, int64_t threads, int64_
 Value strided_fold(Nest& nest, Value from, Value end, int64_t step, const Fold& fold,
                    function_ref<Value(Value)> term) {
   ImplicitLocOpBuilder& b = nest.b;
-  auto loop = b.create<scf::ForOp>(from, end, nest.index(step), ValueRange{nest.f64(fold.init)},
-                                   [&](OpBuilder& nested, Location, Value r, ValueRange acc) {
-                                     OpBuilder::InsertionGuard guard(b);
-                                     b.setInsertionPointToEnd(nested.getInsertionBlock());
-                                     b.create<scf::YieldOp>(
-                                         ValueRange{fold.combine(acc[0], term(r))});
-                                   });
+  auto loop =
+      b.create<scf::ForOp>(from, end, nest.index(step), ValueRange{nest.f64(fold.init)},
+                           [&](OpBuilder& nested, Location, Value r, ValueRange acc) {
+                             OpBuilder::InsertionGuard guard(b);
+                             b.setInsertionPointToEnd(nested.getInsertionBlock());
+                             b.create<scf::YieldOp>(ValueRange{fold.combine(acc[0], term(r))});
+                           });
   return loop.getResult(0);
 }
 
@@ -128,8 +128,7 @@ void column_sum_loops(Operation* op, std::pair<int64_t, int64_t> shape,
   // Chunk k's partial of column c at [k · columns + c] (a plan temporary).
   Value partials;
   if (split.chunks > 1)
-    partials = b.create<memref::AllocOp>(
-        MemRefType::get({split.chunks * columns}, b.getF64Type()));
+    partials = b.create<memref::AllocOp>(MemRefType::get({split.chunks * columns}, b.getF64Type()));
   block_rows(nest, split.blocks(), options.threads, [&](Value block, BlockRow& blk) {
     Value tile_index = nest.rem(block, split.tiles), chunk = nest.div(block, split.tiles);
     Value first = nest.affine(chunk, split.chunk_rows, Value());
@@ -138,10 +137,9 @@ void column_sum_loops(Operation* op, std::pair<int64_t, int64_t> shape,
     tile_partials(
         nest, blk, split.tile, tile_index, columns, sum,
         [&](Value column, Value lane) {
-          return strided_fold(nest, b.create<arith::AddIOp>(first, lane), end, split.row_lanes,
-                              sum, [&](Value r) {
-                                return nest.ext(nest.load(x, nest.affine(r, columns, column)));
-                              });
+          return strided_fold(
+              nest, b.create<arith::AddIOp>(first, lane), end, split.row_lanes, sum,
+              [&](Value r) { return nest.ext(nest.load(x, nest.affine(r, columns, column))); });
         },
         [&](Value column, Value value) {
           if (split.chunks == 1)
@@ -153,12 +151,11 @@ void column_sum_loops(Operation* op, std::pair<int64_t, int64_t> shape,
   });
   if (split.chunks == 1) return;
   nest.parallel(columns, [&](Value column) {
-    Value total = nest.loop(split.chunks, {nest.f64(0)},
-                            [&](Value k, ValueRange acc) -> SmallVector<Value> {
-                              Value at = nest.affine(k, columns, column);
-                              return {sum.combine(
-                                  acc[0], b.create<memref::LoadOp>(partials, ValueRange{at}))};
-                            })[0];
+    Value total =
+        nest.loop(split.chunks, {nest.f64(0)}, [&](Value k, ValueRange acc) -> SmallVector<Value> {
+          Value at = nest.affine(k, columns, column);
+          return {sum.combine(acc[0], b.create<memref::LoadOp>(partials, ValueRange{at}))};
+        })[0];
     store_output(column, total);
   });
 }

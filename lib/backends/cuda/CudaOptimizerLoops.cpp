@@ -106,10 +106,10 @@ NormFold norm_fold(Nest& nest, UpdateMath& m, double p) {
 /// lane, in ref's order.
 Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)> at, double p) {
   NormFold f = norm_fold(nest, m, p);
-  Value acc = nest.loop(count, {nest.f64(f.fold.init)},
-                        [&](Value j, ValueRange acc) -> SmallVector<Value> {
-                          return {f.fold.combine(acc[0], f.term(at(j)))};
-                        })[0];
+  Value acc =
+      nest.loop(count, {nest.f64(f.fold.init)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+        return {f.fold.combine(acc[0], f.term(at(j)))};
+      })[0];
   return f.finish(acc);
 }
 
@@ -128,8 +128,7 @@ void split_norms(Nest& nest, ArrayRef<Flat> grads, ArrayRef<int64_t> sizes, Type
   const int64_t n = static_cast<int64_t>(grads.size()), threads = options.threads;
   int64_t elements = 0;
   for (int64_t size : sizes) elements += size;
-  const int64_t chunk =
-      split_columns(elements, 1, threads, options.split_target_blocks).chunk_rows;
+  const int64_t chunk = split_columns(elements, 1, threads, options.split_target_blocks).chunk_rows;
   // Gradient i's chunks are partials [first[i], first[i] + chunks[i]).
   std::vector<int64_t> first, chunks;
   int64_t blocks = 0;
@@ -139,10 +138,36 @@ void split_norms(Nest& nest, ArrayRef<Flat> grads, ArrayRef<int64_t> sizes, Type
     blocks += chunks.back();
   }
   Value partials = b.create<memref::AllocOp>(MemRefType::get({blocks}, b.getF64Type()));
-  // Pass 1 for gradients [g0, g1).
+  // Pass 1 for gradients [g0, g1): block `block` (of the run) is chunk
+  // block - (first[g] - base) of gradient g = g0 + which.
   auto pass1 = [&](int64_t g0, int64_t g1) {
     const int64_t base = first[g0], count = g1 - g0;
-    block_rows(nest, first[g1 - 1] + chunks[g1 - 1] - base, threads, [&](Value block, BlockRow& blk) {
+    const int64_t run_blocks = first[g1 - 1] + chunks[g1 - 1] - base;
+    std::vector<int64_t> cases(count);
+    for (int64_t i = 0; i < count; ++i) cases[i] = i;
+    // Thread `lane`'s partial of its block's chunk (a switch over the
+    // run's gradients: each its own buffer).
+    auto chunk_partial = [&](Value block, Value which, Value lane, UpdateMath& m,
+                             const NormFold& f) -> Value {
+      auto on = b.create<scf::IndexSwitchOp>(TypeRange{b.getF64Type()}, which, cases,
+                                             static_cast<unsigned>(count));
+      OpBuilder::InsertionGuard guard(b);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t g = g0 + i;
+        b.setInsertionPointToStart(&on.getCaseRegions()[i].emplaceBlock());
+        Value k = b.create<arith::SubIOp>(block, nest.index(first[g] - base));
+        Value start = nest.affine(k, chunk, Value());
+        Value end = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(start, nest.index(chunk)),
+                                             nest.index(sizes[g]));
+        b.create<scf::YieldOp>(ValueRange{
+            strided_fold(nest, b.create<arith::AddIOp>(start, lane), end, threads, f.fold,
+                         [&](Value e) { return f.term(m.widen(nest.load(grads[g], e))); })});
+      }
+      b.setInsertionPointToStart(&on.getDefaultRegion().emplaceBlock());
+      b.create<scf::YieldOp>(ValueRange{nest.f64(f.fold.init)});
+      return on.getResult(0);
+    };
+    block_rows(nest, run_blocks, threads, [&](Value block, BlockRow& blk) {
       Value which = nest.index(0);
       for (int64_t i = 1; i < count; ++i) {
         Value past = b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, block,
@@ -152,31 +177,11 @@ void split_norms(Nest& nest, ArrayRef<Flat> grads, ArrayRef<int64_t> sizes, Type
       UpdateMath m(nest, norm_dtype);
       NormFold f = norm_fold(nest, m, p);
       tile_partials(
-          nest, blk, /*tile=*/1, block, /*columns=*/first[g1 - 1] + chunks[g1 - 1] - base, f.fold,
-          [&](Value, Value lane) -> Value {
-            std::vector<int64_t> cases(count);
-            for (int64_t i = 0; i < count; ++i) cases[i] = i;
-            auto on = b.create<scf::IndexSwitchOp>(TypeRange{b.getF64Type()}, which, cases,
-                                                   static_cast<unsigned>(count));
-            OpBuilder::InsertionGuard guard(b);
-            for (int64_t i = 0; i < count; ++i) {
-              const int64_t g = g0 + i;
-              b.setInsertionPointToStart(&on.getCaseRegions()[i].emplaceBlock());
-              Value k = b.create<arith::SubIOp>(block, nest.index(first[g] - base));
-              Value start = nest.affine(k, chunk, Value());
-              Value end = b.create<arith::MinUIOp>(
-                  b.create<arith::AddIOp>(start, nest.index(chunk)), nest.index(sizes[g]));
-              b.create<scf::YieldOp>(ValueRange{strided_fold(
-                  nest, b.create<arith::AddIOp>(start, lane), end, threads, f.fold,
-                  [&](Value e) { return f.term(m.widen(nest.load(grads[g], e))); })});
-            }
-            b.setInsertionPointToStart(&on.getDefaultRegion().emplaceBlock());
-            b.create<scf::YieldOp>(ValueRange{nest.f64(f.fold.init)});
-            return on.getResult(0);
-          },
+          nest, blk, /*tile=*/1, block, run_blocks, f.fold,
+          [&](Value, Value lane) { return chunk_partial(block, which, lane, m, f); },
           [&](Value column, Value value) {
-            b.create<memref::StoreOp>(value, partials,
-                                      ValueRange{b.create<arith::AddIOp>(column, nest.index(base))});
+            Value at = b.create<arith::AddIOp>(column, nest.index(base));
+            b.create<memref::StoreOp>(value, partials, ValueRange{at});
           });
     });
   };
@@ -189,8 +194,8 @@ void split_norms(Nest& nest, ArrayRef<Flat> grads, ArrayRef<int64_t> sizes, Type
       blk.strided(t, n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
         std::vector<int64_t> cases(n);
         for (int64_t i = 0; i < n; ++i) cases[i] = i;
-        auto range = b.create<scf::IndexSwitchOp>(TypeRange{b.getIndexType(), b.getIndexType()},
-                                                  j, cases, static_cast<unsigned>(n));
+        auto range = b.create<scf::IndexSwitchOp>(TypeRange{b.getIndexType(), b.getIndexType()}, j,
+                                                  cases, static_cast<unsigned>(n));
         {
           OpBuilder::InsertionGuard guard(b);
           for (int64_t i = 0; i < n; ++i) {
@@ -203,10 +208,9 @@ void split_norms(Nest& nest, ArrayRef<Flat> grads, ArrayRef<int64_t> sizes, Type
         }
         UpdateMath m(nest, norm_dtype);
         NormFold f = norm_fold(nest, m, p);
-        Value acc = strided_fold(nest, range.getResult(0), range.getResult(1), 1, f.fold,
-                                 [&](Value k) -> Value {
-                                   return b.create<memref::LoadOp>(partials, ValueRange{k});
-                                 });
+        Value acc = strided_fold(
+            nest, range.getResult(0), range.getResult(1), 1, f.fold,
+            [&](Value k) -> Value { return b.create<memref::LoadOp>(partials, ValueRange{k}); });
         b.create<memref::StoreOp>(m.narrow(f.finish(acc)), norms, ValueRange{j});
         return {};
       });
