@@ -473,7 +473,8 @@ if [ "${MSTEP_SANITIZE:-0}" = 1 ] && [ -d "$bundle/steps" ]; then
 fi
 # The GPT-mini bf16 step against PyTorch on this GPU (when bundled, with
 # --bench): bench.log has mstep-run's replay figures (--time: median step
-# time, through the read of the loss) and torch_steps.py's RESULT lines.
+# time, through the read of the loss) and torch_steps.py's RESULT lines;
+# profile.log the default plan's time per step (mstep-run --profile).
 if [ -d "$bundle/bench" ]; then
   {
     cat "$bundle/bench/plans.txt"
@@ -492,6 +493,13 @@ if [ -d "$bundle/bench" ]; then
     with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time \
       --device-graph 2>&1
+    # Where the step's time goes, plan step by plan step (a timing event
+    # after each; not a timing run): profile.log.
+    echo "== the default plan profiled (mstep-run --profile, 10 steps): profile.log"
+    with_libs \
+      timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 10 \
+      --profile > "$out/profile.log" 2>&1
+    grep -A12 "^mstep cuda profile" "$out/profile.log"
     echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())' 2>&1)"
     timeout 400 python3 "$bundle/bench/torch_steps.py" --threads 4 --cases gpt --device cuda \
       --autocast bf16 --modes "${MSTEP_BENCH_TORCH_MODES:-eager,compile}" 2>&1 | grep -v Warning

@@ -103,6 +103,7 @@ RuntimeOptions RuntimeOptions::from_env() {
     }
   }
   o.cuda_no_epilogues = env_flag("MSTEP_CUDA_NO_EPILOGUES");
+  o.cuda_profile = env_flag("MSTEP_CUDA_PROFILE");
   if (const char* l = std::getenv(kXlaMemoryLimitVariable)) o.xla_memory_limit = l;
   if (const char* dev = std::getenv("MSTEP_DEVICE")) {
     absl::StatusOr<DeviceType> type = BackendRegistry::device_type(dev);

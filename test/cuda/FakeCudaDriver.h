@@ -11,7 +11,8 @@
 // (cuGraphGetNodes, cuGraphKernelNodeGetParams, ...) and an instantiated
 // graph's patched (cuGraphExecKernelNodeSetParams and
 // cuGraphExecMemcpyNodeSetParams, logged with the node's new arguments or
-// ends); calls that CUDA refuses inside a capture
+// ends); the time between two events is 1 ms per kernel launch between
+// their records; calls that CUDA refuses inside a capture
 // (allocation, synchronization, queries) fail with
 // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it, as the driver
 // does. One fake at a time (the functions reach it through a

@@ -175,6 +175,38 @@ func.func @step(%x: tensor<4x50x256xf32>) -> (tensor<4x50x1xf32>, tensor<4xf32>,
   EXPECT_GT(thread.plan.launches.size(), 3u);
 }
 
+TEST(CudaBlockRowsHost, IntegerSumsAreOneBlockPerRowAndExact) {
+  // A loss's count of targets (i64[2048] to a scalar: one thread walking
+  // 2048 elements before) and i32 rows whose sums leave i32's range (ref:
+  // an i64 sum cast to i32, i.e. modulo 2^32): one block-rows launch each,
+  // equal to ref in both forms (an integer sum is exact in any order).
+  const char* text = R"(
+func.func @step(%n: tensor<2048xi64>, %r: tensor<3x1000xi32>) -> (tensor<i64>, tensor<3xi32>) {
+  %c = mstep.sum %n {dims = array<i64: 0>, keepdim = false} : tensor<2048xi64> -> tensor<i64>
+  %s = mstep.sum %r {dims = array<i64: 1>, keepdim = false} : tensor<3x1000xi32> -> tensor<3xi32>
+  return %c, %s : tensor<i64>, tensor<3xi32>
+})";
+  std::vector<int64_t> counts(2048);
+  for (size_t k = 0; k < counts.size(); ++k) counts[k] = static_cast<int64_t>(k % 3 != 0) - 7 * (k % 5 == 0);
+  std::vector<int32_t> rows(3000);
+  for (size_t k = 0; k < rows.size(); ++k)
+    rows[k] = k < 1000 ? static_cast<int32_t>(k) - 500 : 2000000000 + static_cast<int32_t>(k % 7);
+  auto bytes = [](const auto& v) {
+    std::vector<char> out(v.size() * sizeof(v[0]));
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  };
+  const HostRun block = expect_both_forms_are_refs(text, {bytes(counts), bytes(rows)});
+  ASSERT_EQ(block.plan.launches.size(), 2u);
+  EXPECT_THAT(block.plan.kernels[0].block, ElementsAre(256u, 1u, 1u));
+  EXPECT_THAT(block.plan.kernels[1].grid, ElementsAre(3u, 1u, 1u));
+  int64_t total = 0;
+  std::memcpy(&total, block.outputs[0].data(), sizeof total);
+  int64_t expected = 0;
+  for (int64_t c : counts) expected += c;
+  EXPECT_EQ(total, expected);
+}
+
 TEST(CudaBlockRowsHost, ColumnSumsAreNotRows) {
   // A bias gradient (sum over the leading dims): not rows, so one thread
   // per column with MSTEP_CUDA_COLUMN_REDUCTION=thread whatever the row

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/match.h"
 
@@ -166,6 +167,43 @@ func.func @step(%x: tensor<5x4xf32>, %i: tensor<3xi64>) -> tensor<3x4xf32> {
               StartsWith("mstep::index_select: index 7 (element 1 of the index) is out of range "
                          "[0, 5) for dim 0 of the input. Indices must be in [0, size); negative "
                          "indices are not wrapped. Found on the device by kernel "));
+}
+
+TEST(CudaErrorWordIndex, IndexAddReportsABadIndexOnceInEitherForm) {
+  // index_add (op #0) of 4 rows into 5 by indices {1, 9, 1, 0}: the bad
+  // index is reported (value, element, bound, dim) and adds nothing; the
+  // other rows add as usual. The sequential form (a lane per column) and
+  // the owner form (a lane per output element, lane 0 reporting).
+  testing::CudaStepContext step(R"(
+func.func @step(%x: tensor<5x3xf32>, %i: tensor<4xi64>, %s: tensor<4x3xf32>) -> tensor<5x3xf32> {
+  %y = mstep.index_add %x, %i, %s {dim = 0 : i64} : tensor<5x3xf32>, tensor<4xi64>, tensor<4x3xf32>
+  return %y : tensor<5x3xf32>
+})");
+  for (double ratio : {0.0, std::numeric_limits<double>::infinity()}) {
+    SCOPED_TRACE(ratio == 0.0 ? "sequential" : "owner");
+    CudaCompileOptions options = default_cuda_compile_options();
+    options.codegen.index_add_owner_max_ratio = ratio;
+    auto compiled = compile_cuda_step(step.module(), options);
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    ASSERT_GE(compiled->plan.error_word, 0);
+    std::vector<std::vector<char>> values;
+    for (const TensorType& type : compiled->plan.values)
+      values.emplace_back(type.bytes(), char{0x7f});
+    values[0] = bytes_of(std::vector<float>(15, 1.f));
+    values[1] = bytes_of(std::vector<int64_t>{1, 9, 1, 0});
+    values[2] = bytes_of(std::vector<float>{1, 2, 3, 10, 20, 30, 100, 200, 300, 5, 6, 7});
+    ASSERT_NO_FATAL_FAILURE(testing::run_tiled_on_host(step.context(), *compiled, values));
+    int64_t word[error_word::kWords];
+    std::memcpy(word, values[compiled->plan.error_word].data(), sizeof word);
+    EXPECT_EQ(word[error_word::kCodes], error_word::kIndex);
+    EXPECT_EQ(word[error_word::kValue], 9);
+    EXPECT_EQ(word[error_word::kPosition], 1);
+    EXPECT_EQ(word[error_word::kBound], 5);
+    EXPECT_EQ(word[error_word::kExtra], 0);
+    EXPECT_EQ(word[error_word::kOp], 0);
+    EXPECT_EQ(values[compiled->plan.outputs[0]],
+              bytes_of(std::vector<float>{6, 7, 8, 102, 203, 304, 1, 1, 1, 1, 1, 1, 1, 1, 1}));
+  }
 }
 
 /// `op_text` (an index op, op #0, reading %x f32[5x4] and %i i64[3x4]

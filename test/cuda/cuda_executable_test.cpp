@@ -78,6 +78,43 @@ TEST_F(CudaExecutableTest, LaunchesRunInProgramOrderWithTheStepsBuffers) {
   EXPECT_TRUE(fake_.calls_named("cuEventSynchronize").size() >= 1u);
 }
 
+TEST_F(CudaExecutableTest, AProfiledRunTimesEachStepBetweenEventsAroundIt) {
+  // CudaBackendOptions::profile (MSTEP_CUDA_PROFILE=1): a timing event
+  // before the first step and after each; the fake's clock is 1 ms per
+  // kernel launch, so each of the chain's 3 steps takes 1 ms per run, and
+  // a mark out of place would show as a step of 0 or 2 ms.
+  CudaBackendOptions options;
+  options.profile = true;
+  auto profiled = CudaBackend::create(fake_.driver(), options);
+  ASSERT_TRUE(profiled.ok()) << profiled.status();
+  testing::CudaStepContext step(testing::kChainStep);
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  add_kernels(compiled->plan);
+  auto exe = CudaExecutable::create(**profiled, compiled->plan);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  ASSERT_NE((*exe)->profile(), nullptr);
+  const TensorType type{Shape({8, 64}), DType::f32};
+  for (int run = 0; run < 2; ++run) {
+    BufferPtr x = *(*profiled)->allocate(type), y = *(*profiled)->allocate(type);
+    auto outputs = (*exe)->run({x, y});
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+  }
+  const CudaStepProfile& profile = *(*exe)->profile();
+  EXPECT_EQ(profile.runs(), 2);
+  for (size_t i = 0; i < 3; ++i) EXPECT_DOUBLE_EQ(profile.total_ms(i), 2.0) << "step " << i;
+  const std::string report = profile.report((*exe)->plan(), 2);
+  EXPECT_THAT(report, HasSubstr("2 run(s), 3 steps, 3.000 ms per run"));
+  EXPECT_THAT(report, HasSubstr("1000.0 us  33.3%  step 0: kernel "));
+  EXPECT_THAT(report, HasSubstr("(mstep.exp #"));
+  EXPECT_THAT(report, ::testing::Not(HasSubstr("step 2:")));  // the top 2 only
+  EXPECT_THAT(report, HasSubstr("kernels: 3 steps, 3000.0 us (100.0%)"));
+  // Not profiled unless asked.
+  auto plain = CudaExecutable::create(*backend_, compiled->plan);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->profile(), nullptr);
+}
+
 TEST_F(CudaExecutableTest, TheCudaCompilerIsRegisteredAndBuildsTheExecutable) {
   testing::CudaStepContext step(testing::kFusionStep);
   auto compiler = CompilerRegistry::get("cuda");

@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
+#include "mstep/core/HalfTypes.h"
 #include "mstep/core/Philox.h"
 #include "test/cuda/CudaStepText.h"
 #include "test/cuda/RefOracle.h"
@@ -79,6 +81,12 @@ void expect_same_as_ref(const Outputs& out) {
 
 std::vector<char> random_bytes(size_t n, uint32_t seed) {
   return bytes_of(testing::random_floats(n, seed));
+}
+
+std::vector<char> bf16_bytes(size_t n, uint32_t seed) {
+  std::vector<BFloat16> values;
+  for (float v : testing::random_floats(n, seed)) values.push_back(BFloat16(v));
+  return bytes_of(values);
 }
 
 TEST(CudaOpLoopsHost, SoftmaxOverAMiddleDimOneLanePerOuterInnerPair) {
@@ -370,6 +378,61 @@ func.func @step(%table: tensor<50x24xf32>, %t: tensor<70xi64>, %g: tensor<70x24x
 })",
                {random_bytes(50 * 24, 32), bytes_of(tokens), random_bytes(70 * 24, 33)});
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
+}
+
+/// index_add in its sequential form (a lane per column, a copy first) or
+/// its owner form (a lane per output element), forced.
+CudaCompileOptions index_add_form(bool owner) {
+  CudaCompileOptions options = default_cuda_compile_options();
+  options.codegen.index_add_owner_max_ratio = owner ? std::numeric_limits<double>::infinity() : 0.0;
+  return options;
+}
+
+TEST(CudaOpLoopsHost, IndexAddInBothFormsAddsDuplicatesInRefsOrder) {
+  // Along dim 0 (an embedding gradient, f32 and bf16) and along a middle
+  // dim with an i32 index (outer > 1); tokens repeated so that rows take
+  // several additions whose order shows in the rounding.
+  std::vector<int64_t> tokens(70);
+  for (int i = 0; i < 70; ++i) tokens[i] = (i * 13) % 50 / 2;
+  std::vector<int32_t> middle(9);
+  for (int i = 0; i < 9; ++i) middle[i] = (i * 5) % 4;
+  const char* text = R"(
+func.func @step(%table: tensor<50x24xf32>, %t: tensor<70xi64>, %g: tensor<70x24xf32>, %hb: tensor<50x24xbf16>, %gb: tensor<70x24xbf16>, %x: tensor<3x4x5xf32>, %m: tensor<9xi32>, %s: tensor<3x9x5xf32>) -> (tensor<50x24xf32>, tensor<50x24xbf16>, tensor<3x4x5xf32>) {
+  %d = mstep.index_add %table, %t, %g {dim = 0 : i64} : tensor<50x24xf32>, tensor<70xi64>, tensor<70x24xf32>
+  %b = mstep.index_add %hb, %t, %gb {dim = 0 : i64} : tensor<50x24xbf16>, tensor<70xi64>, tensor<70x24xbf16>
+  %y = mstep.index_add %x, %m, %s {dim = 1 : i64} : tensor<3x4x5xf32>, tensor<9xi32>, tensor<3x9x5xf32>
+  return %d, %b, %y : tensor<50x24xf32>, tensor<50x24xbf16>, tensor<3x4x5xf32>
+})";
+  const std::vector<std::vector<char>> inputs = {
+      random_bytes(50 * 24, 50), bytes_of(tokens), random_bytes(70 * 24, 51),
+      bf16_bytes(50 * 24, 52), bf16_bytes(70 * 24, 53), random_bytes(3 * 4 * 5, 54),
+      bytes_of(middle), random_bytes(3 * 9 * 5, 55)};
+  for (bool owner : {false, true}) {
+    const Outputs out = run_both(text, inputs, index_add_form(owner));
+    ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out)) << (owner ? "owner" : "sequential");
+    // The sequential form copies the input first (2 launches per op), the
+    // owner form starts each lane from its input element (1 launch).
+    EXPECT_EQ(out.plan.launches.size(), owner ? 3u : 6u);
+  }
+}
+
+TEST(CudaOpLoopsHost, IndexAddChoosesTheOwnerFormForAnEmbeddingOfGptMinisSize) {
+  // GPT-mini's token embedding gradient (1024 x 256 from 2048 tokens):
+  // the owner form (one launch); a 50257 x 768 vocabulary from 8192
+  // tokens: the sequential form (the owner lanes' index walks cost more).
+  auto launches = [](const std::string& rows, const std::string& n) {
+    const std::string table = "tensor<" + rows + "xf32>", index = "tensor<" + n + "xi64>",
+                      grads = "tensor<" + n + rows.substr(rows.find('x')) + "xf32>";
+    const std::string text = "func.func @step(%w: " + table + ", %t: " + index + ", %g: " + grads +
+                             ") -> " + table + " {\n  %d = mstep.index_add %w, %t, %g {dim = 0 : i64} : " +
+                             table + ", " + index + ", " + grads + "\n  return %d : " + table + "\n}";
+    testing::CudaStepContext step(text.c_str());
+    auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+    EXPECT_TRUE(compiled.ok()) << compiled.status();
+    return compiled.ok() ? compiled->plan.launches.size() : size_t{0};
+  };
+  EXPECT_EQ(launches("1024x256", "2048"), 1u);
+  EXPECT_EQ(launches("50257x768", "8192"), 2u);
 }
 
 TEST(CudaOpLoopsHost, GatherAndScatterAddAlongEachDimWithRepeatedIndices) {

@@ -22,6 +22,11 @@
 //   export_worker stablehlo_random <dir> <steps>
 //       the creation ops alone: rand (f32, bf16), randn, a float arange,
 //       each step's values in expected.safetensors (no loss, no batches)
+//   export_worker stablehlo_ops_<conv|pool|misc|attention> <dir> <steps>
+//       one op family, forward and backward, with each output and
+//       gradient per step in expected.safetensors (stablehlo_op_cases.cpp);
+//       stablehlo_ops_convnet: a conv net's whole training step (loss and
+//       weights per step, as `stablehlo`)
 //   export_worker compare <expected.safetensors> <got.safetensors>
 //       exit 0 when every tensor of the first is in the second, bitwise
 //   export_worker bad_inputs <file>
@@ -37,6 +42,10 @@
 #include "mstep/mstep.h"
 #include "mstep/runtime/Backend.h"
 #include "mstep/runtime/SafetensorsFile.h"
+
+namespace mstep::export_test {
+int export_stablehlo_op_case(const std::string& name, const std::string& dir, int64_t steps);
+}
 
 namespace {
 
@@ -268,6 +277,12 @@ int main(int argc, char** argv) {
     if (mode == "stablehlo_gpt" && argc == 4) return export_gpt_stablehlo(argv[2], std::atoll(argv[3]));
     if (mode == "stablehlo_random" && argc == 4)
       return export_random_stablehlo(argv[2], std::atoll(argv[3]));
+    if (mode.rfind("stablehlo_ops_", 0) == 0 && argc == 4) {
+      const std::string name = mode.substr(std::strlen("stablehlo_ops_"));
+      const int rc = export_test::export_stablehlo_op_case(name, argv[2], std::atoll(argv[3]));
+      if (rc >= 0) return rc;
+      return fail("unknown stablehlo_ops case '" + name + "'");
+    }
     if (mode == "compare" && argc == 4) return compare(argv[2], argv[3]);
     if (mode == "bad_inputs" && argc == 3) return bad_inputs(argv[2]);
   } catch (const std::exception& e) {
@@ -275,6 +290,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "usage: export_worker export <dir> <cpu|ref> <steps> | "
                        "stablehlo[_gpt|_random] <dir> <steps> | "
+                       "stablehlo_ops_<case> <dir> <steps> | "
                        "compare <a> <b>\n");
   return 2;
 }

@@ -35,6 +35,10 @@ average out. The creation ops get the weights' bounds: rand and arange
 come out bitwise, randn within 5e-7 on values up to 3 (its log and cos
 differ by an ulp between math libraries).
 
+Outputs that are not floats (argmax's indices) must be equal exactly;
+--tol ATOL:RTOL sets the float bounds (default 1e-6:1e-5, the weights'
+above); a NaN matches only a NaN.
+
 --noise names a flat range of a weight whose true gradient is zero, so its
 computed gradient is rounding noise and an Adam-type update, which divides
 by the gradient's own magnitude, turns that noise into steps of up to the
@@ -161,7 +165,10 @@ def main():
     p.add_argument("--dir", required=True)
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--noise", action="append", default=[])
+    p.add_argument("--tol", default="1e-6:1e-5",
+                   help="ATOL:RTOL of the float values that --noise does not name")
     a = p.parse_args()
+    atol, rtol = (float(v) for v in a.tol.split(":"))
     noise = {}
     for spec in a.noise:
         name, begin, end, bound = spec.split(":")
@@ -184,6 +191,10 @@ def main():
         for w in sorted(expected):
             if w == "loss":
                 continue
+            if not np.issubdtype(expected[w].dtype, np.floating):
+                # Indices and flags: exactly.
+                checks.append((w, state[w].reshape(-1), expected[w][i].reshape(-1), 0.0, 0.0))
+                continue
             got = state[w].astype(np.float32).reshape(-1)
             want = expected[w][i].reshape(-1)
             if w in noise:
@@ -192,10 +203,12 @@ def main():
                                bound * (i + 1), 0.0))
                 got = np.concatenate([got[:begin], got[end:]])
                 want = np.concatenate([want[:begin], want[end:]])
-            checks.append((w, got, want, 1e-6, 1e-5))
+            checks.append((w, got, want, atol, rtol))
         for name, got, want, atol, rtol in checks:
-            err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))
-            ok = np.allclose(got, want, atol=atol, rtol=rtol)
+            err = np.nanmax(np.abs(got.astype(np.float64) - want.astype(np.float64)), initial=0.0)
+            # NaN where ref has NaN (a pool over NaNs) is equal.
+            ok = (np.array_equal(got, want) if atol == 0 and rtol == 0
+                  else np.allclose(got, want, atol=atol, rtol=rtol, equal_nan=True))
             print(f"step {i} {name:12s} max |{a.consumer} - ref| = {err:.3e} "
                   f"(atol {atol:g}, rtol {rtol:g}){'' if ok else '  FAIL'}")
             failures += not ok

@@ -147,25 +147,38 @@ TEST_F(StableHloExport, BeforeCaptureIsNotCaptured) {
 }
 
 TEST_F(StableHloExport, AnOpWithNoStableHloFormIsAnErrorNamingIt) {
-  Tensor x = filled({3, 4}, 1), index;
+  // A custom op is one: its kernels are mstep's.
+  auto kernel = host_kernel([](const HostKernelCall& call) {
+    const auto* x = static_cast<const float*>(call.inputs[0]);
+    auto* y = static_cast<float*>(call.outputs[0]);
+    for (int64_t i = 0; i < call.input_types[0].numel(); ++i) y[i] = 2 * x[i];
+    return absl::OkStatus();
+  });
+  register_custom_op({.name = "shlo_test.twice",
+                      .version = 1,
+                      .schema = {.inputs = {{"x"}}},
+                      .shape_rule = same_type_as_input(),
+                      .kernels = {{"ref", kernel}}});
+  Tensor x = filled({3, 4}, 1), out;
   {
     CaptureGuard capture(graph_);
-    index = argmax(relu(x), 1);
+    out = custom("shlo_test.twice", {relu(x)})[0];
   }
   try {
-    graph_.export_stablehlo(dir_ + "/step.mlir", {{"x", x}, {"index", index}});
+    graph_.export_stablehlo(dir_ + "/step.mlir", {{"x", x}, {"out", out}});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("Graph::export_stablehlo"));
-    EXPECT_THAT(e.what(), HasSubstr("op 'mstep.argmax' has no StableHLO export"));
+    EXPECT_THAT(e.what(), HasSubstr("custom op 'shlo_test.twice' (mstep.custom) has no StableHLO export"));
+    EXPECT_THAT(e.what(), HasSubstr("write it with built-in ops for the export"));
     // The trace node, as every mstep diagnostic names it.
     EXPECT_TRUE(std::regex_search(std::string(e.what()), std::regex("\"%\\d+\"")));
   }
   EXPECT_FALSE(fs::exists(dir_ + "/step.mlir"));
   // The process keeps working: the graph still replays.
-  const std::vector<int64_t> captured = index.to_vector<int64_t>();
+  const std::vector<float> captured = out.to_vector<float>();
   graph_.replay();
-  EXPECT_EQ(index.to_vector<int64_t>(), captured);
+  EXPECT_EQ(out.to_vector<float>(), captured);
 }
 
 }  // namespace

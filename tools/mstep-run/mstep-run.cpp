@@ -2,7 +2,7 @@
 //
 //   mstep-run step.mstep [--plugin libmyops.so]... [--inputs batch.safetensors]
 //                        [--steps N] [--outputs out.safetensors] [--list] [--time]
-//                        [--device-graph] [--bad-value NAME:STEP:VALUE]
+//                        [--device-graph] [--bad-value NAME:STEP:VALUE] [--profile]
 //
 // --plugin: a shared library that registers custom ops (mstep/runtime/
 //   Plugin.h), loaded before the step; repeatable, in order. A step that
@@ -28,6 +28,10 @@
 //   check's replay-after-failure case (a class index out of range). A step
 //   that then fails is reported on stdout ("step S failed: ..."), left out
 //   of the stacked outputs, and the run goes on.
+// --profile: MSTEP_CUDA_PROFILE=1 for this run: a cuda step times each
+//   kernel and library call and prints its slowest steps on stderr at exit
+//   (lib/backends/cuda/CudaStepProfile.h; each step then waits for the
+//   device, so leave it out of timing runs).
 // Exit status: 0 ok, 1 the file does not load (a custom op it needs is not
 // registered, say) or a step fails, 2 bad arguments or inputs (a plugin
 // that does not load).
@@ -56,7 +60,7 @@ struct Args {
   std::string step, inputs, outputs;
   std::vector<std::string> plugins;
   int64_t steps = 1;
-  bool list = false, time = false, device_graph = false;
+  bool list = false, time = false, device_graph = false, profile = false;
   // --bad-value
   std::string bad_name, bad_value;
   int64_t bad_step = -1;
@@ -85,6 +89,7 @@ Args parse(int argc, char** argv) {
     } else if (arg == "--list") a.list = true;
     else if (arg == "--time") a.time = true;
     else if (arg == "--device-graph") a.device_graph = true;
+    else if (arg == "--profile") a.profile = true;
     else if (arg == "--bad-value") {
       const std::string v = value();
       const size_t first = v.find(':'), second = v.find(':', first + 1);
@@ -98,7 +103,7 @@ Args parse(int argc, char** argv) {
     else if (arg == "-h" || arg == "--help") {
       std::printf("usage: mstep-run step.mstep [--plugin libmyops.so]... [--inputs in.safetensors] "
                   "[--steps N] [--outputs out.safetensors] [--list] [--time] [--device-graph] "
-                  "[--bad-value NAME:STEP:VALUE]\n");
+                  "[--bad-value NAME:STEP:VALUE] [--profile]\n");
       std::exit(0);
     } else if (!arg.empty() && arg[0] == '-') fail(2, absl::StrCat("unknown option ", arg));
     else if (a.step.empty()) a.step = arg;
@@ -189,6 +194,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  if (a.profile) setenv("MSTEP_CUDA_PROFILE", "1", /*overwrite=*/1);  // read as the backend is made
   for (const std::string& plugin : a.plugins)
     if (absl::Status s = load_plugin(plugin); !s.ok()) fail(2, std::string(s.message()));
   const auto load_start = std::chrono::steady_clock::now();

@@ -94,6 +94,13 @@ struct RuntimeOptions {
   /// (Metrics::epilogue_fallbacks). For checking the fallback on a GPU.
   /// Read when the cuda backend is created.
   bool cuda_no_epilogues = false;
+  /// MSTEP_CUDA_PROFILE=1: every cuda executable times each step of its
+  /// plan (a timing event after each kernel, cuBLASLt, cuDNN or NCCL call;
+  /// each run then waits for the device) and prints the slowest steps and
+  /// the time per kind on stderr when it is destroyed
+  /// (lib/backends/cuda/CudaStepProfile.h; `mstep-run --profile`). Read
+  /// when the cuda backend is created.
+  bool cuda_profile = false;
   /// MSTEP_XLA_MEMORY_LIMIT=bytes: the xla backend's temp arena limit;
   /// above it, cheap values are recomputed instead of kept
   /// (lib/backends/xla/XlaRemat.h). Empty: no limit. Also the C API's

@@ -102,6 +102,9 @@ struct CudaBackendOptions {
   bool no_epilogues = false;
   /// Each epilogue fallback is printed once (RuntimeOptions::log_fallback).
   bool log_fallback = false;
+  /// Executables time each plan step (CudaStepProfile.h) and print the
+  /// report when destroyed (RuntimeOptions::cuda_profile).
+  bool profile = false;
 };
 
 class CudaBackend final : public Backend {

@@ -18,6 +18,7 @@ const bool registered = [] {
                                       const RuntimeOptions env = RuntimeOptions::from_env();
                                       options.no_epilogues = env.cuda_no_epilogues;
                                       options.log_fallback = env.log_fallback;
+                                      options.profile = env.cuda_profile;
                                       options.load_executable = [](CudaBackend& backend,
                                                                    absl::string_view blob) {
                                         return load_cuda_executable(backend, blob);

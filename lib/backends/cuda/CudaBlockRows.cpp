@@ -77,12 +77,16 @@ void block_rows(Nest& nest, int64_t rows, int64_t threads,
 void row_loops(Nest& nest, bool block, int64_t rows, int64_t n,
                function_ref<RowSpec(Value)> spec) {
   ImplicitLocOpBuilder& b = nest.b;
+  auto type_of = [&b](const RowStat& stat) { return stat.type ? stat.type : b.getF64Type(); };
+  auto init_of = [&nest, &type_of](const RowStat& stat) {
+    return nest.constant(type_of(stat), stat.init);
+  };
   if (!block) {
     nest.parallel(rows, [&](Value row) {
       RowSpec r = spec(row);
       SmallVector<Value> stats;
       for (const RowStat& stat : r.stats) {
-        Value v = nest.loop(n, {nest.f64(stat.init)},
+        Value v = nest.loop(n, {init_of(stat)},
                             [&](Value j, ValueRange acc) -> SmallVector<Value> {
                               return {stat.combine(acc[0], stat.term(j, stats))};
                             })[0];
@@ -100,7 +104,7 @@ void row_loops(Nest& nest, bool block, int64_t rows, int64_t n,
   block_rows(nest, rows, block_threads_for(n), [&](Value row, BlockRow& blk) {
     RowSpec r = spec(row);
     SmallVector<Value> buffers;
-    for (size_t k = 0; k < r.stats.size(); ++k) buffers.push_back(blk.shared(b.getF64Type()));
+    for (const RowStat& stat : r.stats) buffers.push_back(blk.shared(type_of(stat)));
     // Within a phase: the first k statistics, finished.
     auto finished = [&](size_t k) {
       SmallVector<Value> stats;
@@ -114,7 +118,7 @@ void row_loops(Nest& nest, bool block, int64_t rows, int64_t n,
       const RowStat& stat = r.stats[k];
       blk.phase([&](Value t) {
         SmallVector<Value> stats = finished(k);
-        Value partial = blk.strided(t, n, {nest.f64(stat.init)},
+        Value partial = blk.strided(t, n, {init_of(stat)},
                                     [&](Value j, ValueRange acc) -> SmallVector<Value> {
                                       return {stat.combine(acc[0], stat.term(j, stats))};
                                     })[0];

@@ -86,14 +86,16 @@ private:
 void block_rows(Nest& nest, int64_t rows, int64_t threads,
                 function_ref<void(Value, BlockRow&)> body);
 
-/// A statistic of a row: `combine` over the row's terms from `init` (an
-/// f64), then `finish` (if any) on the result. `term(j, stats)` is element
-/// j's term given the finished statistics before this one.
+/// A statistic of a row: `combine` over the row's terms from `init` (of
+/// `type`: f64 unless set, e.g. i64 for an integer sum), then `finish`
+/// (if any) on the result. `term(j, stats)` is element j's term given the
+/// finished statistics before this one.
 struct RowStat {
   double init = 0;
   std::function<Value(Value, ArrayRef<Value>)> term;
   std::function<Value(Value, Value)> combine;
   std::function<Value(Value)> finish;
+  Type type;
 };
 
 /// A row-wise op's row: its statistics, in order, then `output(j, stats)`

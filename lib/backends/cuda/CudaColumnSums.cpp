@@ -83,7 +83,7 @@ void tile_partials(Nest& nest, BlockRow& block, int64_t tile, Value tile_index, 
   });
 }
 
-std::optional<ArrayRef<int64_t>> float_sum_dims(Operation* op) {
+std::optional<ArrayRef<int64_t>> reduced_dims(Operation* op) {
   ArrayRef<int64_t> dims;
   if (auto sum = dyn_cast<dialect::SumOp>(op))
     dims = sum.getDims();
@@ -91,19 +91,17 @@ std::optional<ArrayRef<int64_t>> float_sum_dims(Operation* op) {
     dims = mean.getDims();
   else
     return std::nullopt;
-  if (!isa<FloatType>(cast<ShapedType>(op->getOperand(0).getType()).getElementType()) ||
-      dims.empty())
-    return std::nullopt;
+  if (dims.empty()) return std::nullopt;
   return dims;
 }
 
 std::optional<std::pair<int64_t, int64_t>> leading_columns(Operation* op) {
-  std::optional<ArrayRef<int64_t>> sum_dims = float_sum_dims(op);
+  std::optional<ArrayRef<int64_t>> sum_dims = reduced_dims(op);
   if (!sum_dims) return std::nullopt;
   ArrayRef<int64_t> dims = *sum_dims;
   auto type = cast<ShapedType>(op->getOperand(0).getType());
   const int64_t reduced = static_cast<int64_t>(dims.size());
-  if (reduced >= type.getRank()) return std::nullopt;
+  if (!isa<FloatType>(type.getElementType()) || reduced >= type.getRank()) return std::nullopt;
   for (int64_t k = 0; k < reduced; ++k)
     if (dims[k] != k) return std::nullopt;
   return std::pair{product(type.getShape().take_front(reduced)),

@@ -72,9 +72,9 @@ void tile_partials(Nest& nest, BlockRow& block, int64_t tile, Value tile_index, 
                    const Fold& fold, function_ref<Value(Value, Value)> partial,
                    function_ref<void(Value, Value)> write);
 
-/// The dims a float mstep.sum / mstep.mean reduces (not empty), or none
-/// for any other op (also CudaOpLoops.cpp's rows).
-std::optional<ArrayRef<int64_t>> float_sum_dims(Operation* op);
+/// The dims an mstep.sum / mstep.mean reduces (not empty), or none for
+/// any other op (also CudaOpLoops.cpp's rows).
+std::optional<ArrayRef<int64_t>> reduced_dims(Operation* op);
 
 /// The {rows, columns} of a float mstep.sum / mstep.mean over its input's
 /// leading dims (not all of them: that is a row, CudaOpLoops.cpp).

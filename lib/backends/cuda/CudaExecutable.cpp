@@ -214,6 +214,10 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
       host->names.kernels.push_back({.name = k.name, .origin = k.origin});
     exe->error_host_ = std::move(host);
   }
+  if (backend.options().profile) {
+    MSTEP_ASSIGN_OR_RETURN(exe->profile_,
+                           CudaStepProfile::create(backend, exe->plan_.launches.size()));
+  }
   return exe;
 }
 
@@ -281,6 +285,8 @@ absl::StatusOr<std::unique_ptr<Executable>> load_cuda_executable(
 }
 
 CudaExecutable::~CudaExecutable() {
+  if (profile_ && profile_->runs() > 0)
+    std::fprintf(stderr, "%s", profile_->report(plan_, /*top=*/40).c_str());
   // Stream-ordered (CudaAllocator.h): work still queued on the arena runs
   // before whatever gets the block next.
   if (arena_.pointer != 0) arena_allocator_->release(arena_);
@@ -386,6 +392,41 @@ std::string CudaExecutable::writer_of(int value) const {
   return "no launch";
 }
 
+absl::Status CudaExecutable::run_kernel(const CudaLaunchStep& launch, const RunValues& values) {
+  const CudaKernelInfo& info = plan_.kernels[launch.kernel];
+  CudaKernelArgs args;
+  if (info.slots.empty()) {
+    for (int value : launch.args) args.add(values.pointers[value]);
+  } else {
+    for (const CudaKernelSlot& slot : info.slots) {
+      if (slot.arg >= 0)
+        args.add(values.pointers[launch.args[slot.arg]]);
+      else if (slot.bytes == 4)
+        args.add(static_cast<uint32_t>(slot.bits));
+      else
+        args.add(slot.bits);
+    }
+  }
+  std::vector<const Buffer*> reads, writes;
+  values.add_buffers(launch.args, reads);
+  values.add_buffers(launch.writes, writes);
+  CudaLaunchConfig config;
+  config.grid = info.grid;
+  config.block = info.block;
+  config.shared_bytes = info.shared_bytes;
+  const CudaKernel& kernel = *kernels_[launch.kernel];
+  return backend_.enqueue(
+      absl::StrCat("kernel ", info.name, " (", info.origin, ")"),
+      [&] { return launch_kernel(backend_.context(), kernel, config, args); }, reads, writes);
+}
+
+absl::Status CudaExecutable::run_step(const CudaLaunchStep& launch, const RunValues& values) {
+  if (launch.matmul >= 0) return run_matmul(launch, values);
+  if (launch.attention >= 0) return run_attention(launch, values);
+  if (launch.collective >= 0) return run_collective(launch, values);
+  return run_kernel(launch, values);
+}
+
 absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const BufferPtr> inputs,
                                                            const Donation& donation) {
   if (inputs.size() != plan_.num_inputs)
@@ -450,45 +491,14 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
     values.buffers[alias.value] = values.buffers[alias.root];
   }
   if (error_host_) MSTEP_RETURN_IF_ERROR(reset_error_word(values));
-  for (const CudaLaunchStep& launch : plan_.launches) {
-    if (launch.matmul >= 0) {
-      MSTEP_RETURN_IF_ERROR(run_matmul(launch, values));
-      continue;
-    }
-    if (launch.attention >= 0) {
-      MSTEP_RETURN_IF_ERROR(run_attention(launch, values));
-      continue;
-    }
-    if (launch.collective >= 0) {
-      MSTEP_RETURN_IF_ERROR(run_collective(launch, values));
-      continue;
-    }
-    const CudaKernelInfo& info = plan_.kernels[launch.kernel];
-    CudaKernelArgs args;
-    if (info.slots.empty()) {
-      for (int value : launch.args) args.add(values.pointers[value]);
-    } else {
-      for (const CudaKernelSlot& slot : info.slots) {
-        if (slot.arg >= 0)
-          args.add(values.pointers[launch.args[slot.arg]]);
-        else if (slot.bytes == 4)
-          args.add(static_cast<uint32_t>(slot.bits));
-        else
-          args.add(slot.bits);
-      }
-    }
-    std::vector<const Buffer*> reads, writes;
-    values.add_buffers(launch.args, reads);
-    values.add_buffers(launch.writes, writes);
-    CudaLaunchConfig config;
-    config.grid = info.grid;
-    config.block = info.block;
-    config.shared_bytes = info.shared_bytes;
-    const CudaKernel& kernel = *kernels_[launch.kernel];
-    MSTEP_RETURN_IF_ERROR(backend_.enqueue(
-        absl::StrCat("kernel ", info.name, " (", info.origin, ")"),
-        [&] { return launch_kernel(backend_.context(), kernel, config, args); }, reads, writes));
+  // Not inside a CUDA graph capture: its timing events would be nodes.
+  CudaStepProfile* profile = backend_.capturing() ? nullptr : profile_.get();
+  if (profile) MSTEP_RETURN_IF_ERROR(profile->mark(0));
+  for (size_t i = 0; i < plan_.launches.size(); ++i) {
+    MSTEP_RETURN_IF_ERROR(run_step(plan_.launches[i], values));
+    if (profile) MSTEP_RETURN_IF_ERROR(profile->mark(i + 1));
   }
+  if (profile) MSTEP_RETURN_IF_ERROR(profile->collect());
   std::vector<BufferPtr> outputs;
   for (int value : plan_.outputs) outputs.push_back(values.buffers[value]);
   if (error_host_) MSTEP_RETURN_IF_ERROR(check_error_word(values, outputs));

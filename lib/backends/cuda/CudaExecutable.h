@@ -22,6 +22,7 @@
 #include "lib/backends/cuda/CudaModule.h"
 #include "lib/backends/cuda/CudaPlan.h"
 #include "lib/backends/cuda/CudaPlanValidation.h"
+#include "lib/backends/cuda/CudaStepProfile.h"
 #include "mstep/runtime/Backend.h"
 
 namespace mstep::cuda {
@@ -74,6 +75,8 @@ class CudaExecutable final : public Executable {
   CUdeviceptr attention_workspace() const { return workspace_.pointer; }
   /// The device address of the error word (0: the plan has none).
   CUdeviceptr error_word_pointer() const;
+  /// The step times of its runs (CudaBackendOptions::profile), or null.
+  const CudaStepProfile* profile() const { return profile_.get(); }
 
  private:
   /// One run's values: a buffer (inputs, outputs) or none (in the arena),
@@ -100,6 +103,10 @@ class CudaExecutable final : public Executable {
   absl::Status run_attention(const CudaLaunchStep& launch, const RunValues& values);
   /// Queues collective step `launch` (one NCCL call).
   absl::Status run_collective(const CudaLaunchStep& launch, const RunValues& values);
+  /// Queues kernel step `launch`.
+  absl::Status run_kernel(const CudaLaunchStep& launch, const RunValues& values);
+  /// Queues step `launch`, whatever its kind.
+  absl::Status run_step(const CudaLaunchStep& launch, const RunValues& values);
 
   CudaBackend& backend_;
   CudaPlan plan_;
@@ -118,6 +125,7 @@ class CudaExecutable final : public Executable {
   /// queued on the backend (they may outlive the executable).
   struct ErrorWordHost;
   std::shared_ptr<ErrorWordHost> error_host_;  // null: the plan has no error word
+  std::unique_ptr<CudaStepProfile> profile_;   // null: not profiled
   /// Queues the error word's reset (before the run's launches), or its
   /// copy to the host and the check that reads it there (after them; the
   /// check is done as the run's `outputs` are waited for).

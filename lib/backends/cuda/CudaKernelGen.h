@@ -83,6 +83,11 @@ struct CudaCodegenOptions {
   /// parameters, the limit of PTX before ISA 8.1 (the rest of the
   /// parameters go to further launches).
   int64_t multi_tensor_max_buffers = 4096 / 8;
+  /// index_add takes its owner form (a lane per output element) when that
+  /// form's estimated cost is at most this times the sequential form's
+  /// (CudaOpLoops.cpp: index_add_by_owner); 0 keeps the sequential form,
+  /// infinity takes the owner form.
+  double index_add_owner_max_ratio = 1.0;
 };
 
 /// One kernel launch of an op.

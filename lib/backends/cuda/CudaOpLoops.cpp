@@ -10,6 +10,7 @@
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOptimizerLoops.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -215,13 +216,18 @@ void nll_loss_loops(dialect::NllLossOp op, const CudaCodegenOptions& options, Ne
 
 // ---- sum, mean over trailing dims -----------------------------------------
 
-/// The rows of a float mstep.sum / mstep.mean over its input's trailing
-/// dims (each output element one contiguous row): {rows, row length}.
+/// The rows of an mstep.sum / mstep.mean over its input's trailing dims
+/// (each output element one contiguous row): {rows, row length}. Float
+/// inputs, and integer ones (not bool) for sum.
 std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
-  std::optional<ArrayRef<int64_t>> sum_dims = float_sum_dims(op);
+  std::optional<ArrayRef<int64_t>> sum_dims = reduced_dims(op);
   if (!sum_dims) return std::nullopt;
   ArrayRef<int64_t> dims = *sum_dims;
   auto type = cast<ShapedType>(op->getOperand(0).getType());
+  Type element = type.getElementType();
+  const bool integer_sum = isa<dialect::SumOp>(op) && element.isSignlessInteger() &&
+                           !element.isInteger(1);
+  if (!isa<FloatType>(element) && !integer_sum) return std::nullopt;
   const int64_t rank = type.getRank(), first = rank - static_cast<int64_t>(dims.size());
   for (size_t k = 0; k < dims.size(); ++k)
     if (dims[k] != first + static_cast<int64_t>(k)) return std::nullopt;
@@ -230,28 +236,43 @@ std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
 }
 
 /// RefReduction.cpp's sum and mean: an f64 sum of the row (then / n),
-/// rounded once. (With one thread per row these stay on
+/// rounded once; an integer sum in i64 (exact, so any order is ref's),
+/// truncated to the dtype. (With one thread per row these stay on
 /// mstep-lower-to-linalg's loops, the first form.)
 void reduction_loops(Operation* op, std::pair<int64_t, int64_t> rows, Nest& nest) {
   const auto [count, n] = rows;
   const bool mean = isa<dialect::MeanOp>(op);
   Flat x = nest.flat(0), y = nest.flat(1);
   ImplicitLocOpBuilder& b = nest.b;
+  const bool integer = !isa<FloatType>(x.element());
   row_loops(nest, /*block=*/true, count, n, [&](Value row) {
     Value base = nest.affine(row, n, Value());
     RowSpec spec;
-    spec.stats.push_back(
-        {0.0,
-         [&nest, &b, x, base](Value j, ArrayRef<Value>) {
-           return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, j)));
-         },
-         [&b](Value s, Value v) { return add(b, s, v); },
-         mean ? std::function<Value(Value)>([&nest, &b, n](Value total) -> Value {
-           return b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(n)));
-         })
-              : nullptr});
-    spec.row_output = [&nest, y, row](ArrayRef<Value> stats) {
-      nest.store(nest.round_to(stats[0], y.element()), y, row);
+    RowStat sum;
+    if (integer) {
+      sum.type = b.getI64Type();
+      sum.term = [&nest, &b, x, base](Value j, ArrayRef<Value>) -> Value {
+        Value v = nest.load(x, b.create<arith::AddIOp>(base, j));
+        return v.getType().isInteger(64) ? v : b.create<arith::ExtSIOp>(b.getI64Type(), v);
+      };
+      sum.combine = [&b](Value s, Value v) -> Value { return b.create<arith::AddIOp>(s, v); };
+    } else {
+      sum.term = [&nest, &b, x, base](Value j, ArrayRef<Value>) {
+        return nest.ext(nest.load(x, b.create<arith::AddIOp>(base, j)));
+      };
+      sum.combine = [&b](Value s, Value v) { return add(b, s, v); };
+      if (mean)
+        sum.finish = [&nest, &b, n](Value total) -> Value {
+          return b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(n)));
+        };
+    }
+    spec.stats.push_back(std::move(sum));
+    spec.row_output = [&nest, &b, y, row, integer](ArrayRef<Value> stats) {
+      Type element = y.element();
+      Value v = !integer                  ? nest.round_to(stats[0], element)
+                : element.isInteger(64) ? stats[0]
+                                        : b.create<arith::TruncIOp>(element, stats[0]).getResult();
+      nest.store(v, y, row);
     };
     return spec;
   });
@@ -451,13 +472,17 @@ Value add_as_ref(Nest& nest, Value a, Value b_value) {
   return b.create<arith::TruncFOp>(type, sum);
 }
 
-/// RefScatter.cpp's index_add (embedding backward): a copy of the input,
-/// then one lane per (outer, inner) column adding source block (o, j)
-/// into output block (o, index[j]) for j in order, so that duplicates add
-/// in ref's order and no two lanes touch an element (no atomics, the same
-/// result every run). An index out of range adds nothing and is reported
-/// in the error word (ref: an error).
-void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
+/// RefScatter.cpp's index_add (embedding backward) in one of two forms
+/// that both add duplicates in ref's order with no atomics, so the result
+/// is ref's, the same every run. An index out of range adds nothing and
+/// is reported in the error word (ref: an error).
+///
+/// Sequential: a copy of the input, then one lane per (outer, inner)
+/// column adding source block (o, j) into output block (o, index[j]) for
+/// j in order. Only outer * inner lanes, each a chain of n dependent
+/// read-modify-writes through global memory: GPT-mini's token embedding
+/// gradient is 256 lanes walking 2048 tokens.
+void index_add_sequential(dialect::IndexAddOp op, Nest& nest) {
   const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
   const int64_t n = numel(op.getIndex());
   nest.copy(0, 3);
@@ -476,6 +501,66 @@ void index_add_loops(dialect::IndexAddOp op, Nest& nest) {
       return {};
     });
   });
+}
+
+/// Owner: one lane per output element (o, r, k), walking the whole index
+/// and adding source (o, j, k) wherever index[j] == r, in j order, into a
+/// register that starts at the input's element; one launch, no copy. Every
+/// lane reads all n indices (the same address across a warp: cached), so
+/// its cost grows with the output's size times n; lane 0 reports a bad
+/// index.
+void index_add_owner(dialect::IndexAddOp op, Nest& nest) {
+  const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
+  const int64_t n = numel(op.getIndex());
+  Flat input = nest.flat(0), index = nest.flat(1), source = nest.flat(2), y = nest.flat(3);
+  ImplicitLocOpBuilder& b = nest.b;
+  nest.parallel(outer * size * inner, [&](Value lane) {
+    Value k = nest.rem(lane, inner), r = nest.rem(nest.div(lane, inner), size),
+          o = nest.div(lane, size * inner);
+    Value first_lane = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, lane, nest.index(0));
+    Value start = nest.load(input, lane);
+    SmallVector<Value> sum = nest.loop(n, start, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+      Value v = nest.load(index, j);
+      Type type = v.getType();
+      Value in_range = b.create<arith::AndIOp>(
+          b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, v, nest.integer(type, 0)),
+          b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, v, nest.integer(type, size)));
+      Value wide = type.isInteger(64) ? v : b.create<arith::ExtSIOp>(b.getI64Type(), v).getResult();
+      nest.report_error(b.create<arith::AndIOp>(
+                            first_lane, b.create<arith::XOrIOp>(in_range, nest.integer(b.getI1Type(), 1))),
+                        error_word::kIndex, wide, j, size, op.getDim());
+      Value mine = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, v,
+                                           b.create<arith::IndexCastOp>(type, r));
+      auto branch = b.create<scf::IfOp>(TypeRange{acc[0].getType()}, mine, /*withElseRegion=*/true);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(branch.thenBlock());
+        Value from = nest.affine(b.create<arith::AddIOp>(nest.affine(o, n, Value()), j), inner, k);
+        b.create<scf::YieldOp>(ValueRange{add_as_ref(nest, acc[0], nest.load(source, from))});
+        b.setInsertionPointToStart(branch.elseBlock());
+        b.create<scf::YieldOp>(ValueRange{acc[0]});
+      }
+      return {branch.getResult(0)};
+    });
+    nest.store(sum[0], y, lane);
+  });
+}
+
+/// Whether the owner form is expected to be faster: its lanes' total
+/// index walk, spread over a GPU's lanes, against the sequential form's
+/// chain of n global read-modify-writes (each ~1 µs of latency). The
+/// constants are an H100's order of magnitude (16896 FP32 lanes, a few
+/// cycles per cached index read and compare, ~800 cycles per dependent
+/// global round trip), not a measurement; the choice is a compile-time
+/// one (CudaCodegenOptions::index_add_owner_max_ratio overrides it).
+bool index_add_by_owner(dialect::IndexAddOp op, const CudaCodegenOptions& options) {
+  const auto [outer, size, inner] = around(shape_of(op.getInput()), op.getDim());
+  const double n = static_cast<double>(numel(op.getIndex()));
+  const double lanes = 16896.0;
+  const double owner_cycles = static_cast<double>(outer * size * inner) * n * 4.0 / lanes;
+  const double sequential_cycles =
+      n * 800.0 * std::max(1.0, static_cast<double>(outer * inner) / lanes);
+  return owner_cycles <= sequential_cycles * options.index_add_owner_max_ratio;
 }
 
 /// `shape`, or [1] for a 0-d one (RefShape.cpp's gather: a 0-d input
@@ -610,7 +695,10 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
   } else if (auto select = dyn_cast<dialect::IndexSelectOp>(op)) {
     index_select_loops(select, nest);
   } else if (auto add = dyn_cast<dialect::IndexAddOp>(op)) {
-    index_add_loops(add, nest);
+    if (index_add_by_owner(add, options))
+      index_add_owner(add, nest);
+    else
+      index_add_sequential(add, nest);
   } else if (auto gather = dyn_cast<dialect::GatherOp>(op)) {
     gather_loops(gather, nest);
   } else if (auto scatter_add = dyn_cast<dialect::ScatterAddOp>(op)) {

@@ -115,6 +115,27 @@ void describe_kernel_launch(const CudaPlan& plan, const CudaLaunchStep& launch,
 
 }  // namespace
 
+std::string describe_cuda_step(const CudaPlan& plan, const CudaLaunchStep& step) {
+  if (step.matmul >= 0) {
+    const CudaMatmulInfo& m = plan.matmuls[step.matmul];
+    std::string text = absl::StrCat("cublaslt matmul (", m.origin, ") ", m.shape.to_string());
+    if (m.batch > 1) absl::StrAppend(&text, " x ", m.batch);
+    return text;
+  }
+  if (step.attention >= 0) {
+    const CudaAttentionInfo& a = plan.attentions[step.attention];
+    return absl::StrCat("cudnn sdpa ", a.backward ? "backward" : "forward", " (", a.origin, ") ",
+                        a.config.to_string());
+  }
+  if (step.collective >= 0) {
+    const CudaCollectiveInfo& c = plan.collectives[step.collective];
+    return absl::StrCat("nccl (", c.origin, ") world ", c.world_size);
+  }
+  const CudaKernelInfo& k = plan.kernels[step.kernel];
+  return absl::StrCat("kernel ", k.name, " (", k.origin, ") grid (", absl::StrJoin(k.grid, ", "),
+                      ") block (", absl::StrJoin(k.block, ", "), ")");
+}
+
 std::string describe_cuda_plan(const CudaPlan& plan) {
   std::string text = absl::StrCat("cuda plan: ", plan.num_inputs, " inputs, ",
                                   plan.values.size() - plan.num_inputs, " computed values, ",

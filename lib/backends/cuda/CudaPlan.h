@@ -220,5 +220,8 @@ void apply_epilogue_fallbacks(CudaPlan& plan, const std::vector<int>& matmuls);
 /// with its grid, block, arguments and ptxas's registers, shared memory and
 /// spills per architecture (the IR dump's "cuda plan" stage).
 std::string describe_cuda_plan(const CudaPlan& plan);
+/// One step of `plan` on one line: the kernel (its op, grid and block), or
+/// the cuBLASLt, cuDNN or NCCL call (its op and shape).
+std::string describe_cuda_step(const CudaPlan& plan, const CudaLaunchStep& step);
 
 }  // namespace mstep::cuda

@@ -1,12 +1,14 @@
 // The mstep ops as StableHLO. Elementwise ops broadcast their operands to
 // the result's shape explicitly (StableHLO does not broadcast); reductions
 // are stablehlo.reduce with an add / maximum / minimum region, keepdim a
-// reshape after it; matmul is dot_general; softmax, log_softmax and
-// nll_loss, layer_norm are written out in those ops; index_select is a
-// gather, index_add a scatter with an add region, slice_scatter a
-// dynamic_update_slice; dropout draws mstep's Philox stream
-// (StableHloPhilox.h); attention is a composite (StableHloAttention.h). An
-// op with no entry is Unimplemented.
+// reshape after it; matmul is dot_general; softmax, log_softmax,
+// nll_loss, layer_norm and rms_norm are written out in those ops;
+// index_select is a gather, index_add a scatter with an add region,
+// slice_scatter a dynamic_update_slice; dropout draws mstep's Philox stream
+// (StableHloPhilox.h); attention is a composite (StableHloAttention.h);
+// convolutions, pools, argmax/var and gather/scatter_add/pad/triu/tril
+// have files of their own (StableHloOpFamilies.h). An op with no entry is
+// Unimplemented.
 #include "lib/compiler/stablehlo/StableHloOps.h"
 
 #include <array>
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lib/compiler/stablehlo/StableHloAttention.h"
+#include "lib/compiler/stablehlo/StableHloOpFamilies.h"
 #include "lib/compiler/stablehlo/StableHloPhilox.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mstep/ir/dialect/MstepDialect.h"
@@ -26,20 +29,11 @@ namespace mstep::stablehlo {
 
 namespace {
 
-using Values = std::vector<Value>;
 using Lowering = std::function<absl::StatusOr<Values>(FunctionText&, mlir::Operation*,
                                                       const Values&, const Values&)>;
 
 double f64_attr(mlir::Operation* op, llvm::StringRef name) {
   return op->getAttrOfType<mlir::FloatAttr>(name).getValueAsDouble();
-}
-int64_t i64_attr(mlir::Operation* op, llvm::StringRef name) {
-  return op->getAttrOfType<mlir::IntegerAttr>(name).getInt();
-}
-std::vector<int64_t> array_attr(mlir::Operation* op, llvm::StringRef name) {
-  auto a = op->getAttrOfType<mlir::DenseI64ArrayAttr>(name);
-  return a ? std::vector<int64_t>(a.asArrayRef().begin(), a.asArrayRef().end())
-           : std::vector<int64_t>{};
 }
 
 /// The shape without `dims`.
@@ -92,13 +86,15 @@ Lowering reduction(Reducer reducer, bool mean) {
     const std::vector<int64_t> dims = array_attr(op, "dims");
     Value x = in[0];
     if (reducer == Reducer::add && x.elem == "i1") x = f.convert(x, out[0].elem);
+    // 16-bit float sums accumulate in f32 and round once, as ref's.
+    if (reducer == Reducer::add) x = f.convert(x, accumulator_type(x.elem));
     Value r = f.reduce(x, dims, reducer, f.reduce_init(reducer, x.elem));
     if (mean) {
       int64_t count = 1;
       for (int64_t d : dims) count *= x.shape[d];
       r = f.same("stablehlo.divide", {r, f.splat(static_cast<double>(count), r.shape, r.elem)});
     }
-    return Values{f.reshape(r, out[0].shape)};
+    return Values{f.convert(f.reshape(r, out[0].shape), out[0].elem)};
   };
 }
 
@@ -261,23 +257,28 @@ absl::StatusOr<Values> gelu(FunctionText& f, mlir::Operation* op, const Values& 
   return Values{mul(mul(c(0.5), x), add(c(1), inner))};
 }
 
+/// The last normalized_ndim dims of `x` (layer_norm, rms_norm).
+std::vector<int64_t> normalized_dims(mlir::Operation* op, const Value& x) {
+  const auto r = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t d = r - i64_attr(op, "normalized_ndim"); d < r; ++d) dims.push_back(d);
+  return dims;
+}
+
+/// The mean of `v` over `dims` (reduced away).
+Value mean_over(FunctionText& f, const Value& v, const std::vector<int64_t>& dims) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= v.shape[d];
+  const Value s = sum(f, v, dims);
+  return f.same("stablehlo.divide", {s, f.splat(static_cast<double>(count), s.shape, s.elem)});
+}
+
 absl::StatusOr<Values> layer_norm(FunctionText& f, mlir::Operation* op, const Values& in,
                                   const Values&) {
   auto ln = mlir::cast<dialect::LayerNormOp>(op);
   const Value& x = in[0];
-  const int64_t n = i64_attr(op, "normalized_ndim");
-  const auto r = static_cast<int64_t>(x.shape.size());
-  std::vector<int64_t> dims;
-  int64_t count = 1;
-  for (int64_t d = r - n; d < r; ++d) {
-    dims.push_back(d);
-    count *= x.shape[d];
-  }
-  auto mean = [&](const Value& v) {
-    const Value s = sum(f, v, dims);
-    return unreduce(f, f.same("stablehlo.divide", {s, f.splat(static_cast<double>(count), s.shape, s.elem)}),
-                    x.shape, dims);
-  };
+  const std::vector<int64_t> dims = normalized_dims(op, x);
+  auto mean = [&](const Value& v) { return unreduce(f, mean_over(f, v, dims), x.shape, dims); };
   const Value centered = f.same("stablehlo.subtract", {x, mean(x)});
   const Value var = mean(f.same("stablehlo.multiply", {centered, centered}));
   Value y = f.same("stablehlo.multiply",
@@ -286,6 +287,19 @@ absl::StatusOr<Values> layer_norm(FunctionText& f, mlir::Operation* op, const Va
   size_t next = 1;
   if (ln.getWeight()) y = f.same("stablehlo.multiply", {y, f.broadcast(in[next++], x.shape)});
   if (ln.getBias()) y = f.same("stablehlo.add", {y, f.broadcast(in[next++], x.shape)});
+  return Values{y};
+}
+
+absl::StatusOr<Values> rms_norm(FunctionText& f, mlir::Operation* op, const Values& in,
+                                const Values&) {
+  // x * rsqrt(mean(x^2) + eps) * weight over the last normalized_ndim dims.
+  const Value& x = in[0];
+  const std::vector<int64_t> dims = normalized_dims(op, x);
+  const Value mean = mean_over(f, f.same("stablehlo.multiply", {x, x}), dims);
+  const Value inv = f.same("stablehlo.rsqrt",
+                           {f.same("stablehlo.add", {mean, f.splat(f64_attr(op, "eps"), mean.shape, mean.elem)})});
+  Value y = f.same("stablehlo.multiply", {x, unreduce(f, inv, x.shape, dims)});
+  if (in.size() > 1) y = f.same("stablehlo.multiply", {y, f.broadcast(in[1], x.shape)});
   return Values{y};
 }
 
@@ -438,17 +452,14 @@ const absl::flat_hash_map<std::string, Lowering>& table() {
          return Values{f.broadcast(in[0], out[0].shape)};
        }},
       {"mstep.slice",
-       [](FunctionText& f, mlir::Operation* op, const Values& in, const Values& out) -> absl::StatusOr<Values> {
+       [](FunctionText& f, mlir::Operation* op, const Values& in, const Values&) -> absl::StatusOr<Values> {
          const Value& x = in[0];
          const auto d = static_cast<size_t>(i64_attr(op, "dim"));
          std::vector<int64_t> start(x.shape.size(), 0), limit = x.shape, strides(x.shape.size(), 1);
          start[d] = i64_attr(op, "start");
          limit[d] = i64_attr(op, "end");
          strides[d] = i64_attr(op, "step");
-         return Values{f.op("stablehlo.slice", {x}, out[0].shape, x.elem,
-                            absl::StrCat("start_indices = ", i64_array(start),
-                                         ", limit_indices = ", i64_array(limit),
-                                         ", strides = ", i64_array(strides)))};
+         return Values{f.slice(x, start, limit, strides)};
        }},
       {"mstep.cat",
        [](FunctionText& f, mlir::Operation* op, const Values& in, const Values& out) -> absl::StatusOr<Values> {
@@ -467,9 +478,24 @@ const absl::flat_hash_map<std::string, Lowering>& table() {
       {"mstep.nll_loss", nll_loss},
       {"mstep.dropout", dropout},
       {"mstep.layer_norm", layer_norm},
+      {"mstep.rms_norm", rms_norm},
       {"mstep.index_select", index_select},
       {"mstep.index_add", index_add},
       {"mstep.slice_scatter", slice_scatter},
+      {"mstep.conv2d", lower_conv2d},
+      {"mstep.conv2d_input_grad", lower_conv2d_input_grad},
+      {"mstep.conv2d_weight_grad", lower_conv2d_weight_grad},
+      {"mstep.max_pool2d", lower_max_pool2d},
+      {"mstep.avg_pool2d", lower_avg_pool2d},
+      {"mstep.max_pool2d_grad", lower_max_pool2d_grad},
+      {"mstep.avg_pool2d_grad", lower_avg_pool2d_grad},
+      {"mstep.argmax", lower_argmax},
+      {"mstep.var", lower_var},
+      {"mstep.gather", lower_gather},
+      {"mstep.scatter_add", lower_scatter_add},
+      {"mstep.pad", lower_pad},
+      {"mstep.triu", lower_triu},
+      {"mstep.tril", lower_tril},
       {"mstep.sdpa", lower_sdpa},
       {"mstep.sdpa_backward", lower_sdpa_backward},
   };
@@ -483,12 +509,19 @@ absl::StatusOr<std::vector<Value>> lower_op(FunctionText& f, mlir::Operation* op
                                             const std::vector<Value>& results) {
   const std::string name = op->getName().getStringRef().str();
   auto it = table().find(name);
+  if (name == "mstep.custom")
+    return absl::UnimplementedError(absl::StrCat(
+        "custom op '", op->getAttrOfType<mlir::StringAttr>("op_name").getValue().str(),
+        "' (mstep.custom) has no StableHLO export: its kernels are mstep's, which a StableHLO "
+        "consumer cannot call; write it with built-in ops for the export, or export the step "
+        "without it"));
   if (it == table().end())
     return absl::UnimplementedError(absl::StrCat(
         "op '", name, "' has no StableHLO export yet (supported: constant/full/arange/rand/randn, "
-        "elementwise ops, sum/mean/max/"
-        "min/logsumexp, reshape/permute/expand/slice/cat/slice_scatter, index_select/index_add, "
-        "matmul, softmax, log_softmax, layer_norm, nll_loss, dropout, sdpa); run the step without it, or add its lowering to "
+        "elementwise ops, sum/mean/max/min/argmax/var/logsumexp, reshape/permute/expand/slice/"
+        "cat/pad/triu/tril/slice_scatter, index_select/index_add/gather/scatter_add, matmul, "
+        "conv2d, max/avg_pool2d and their gradients, softmax, log_softmax, layer_norm, "
+        "rms_norm, nll_loss, dropout, sdpa); run the step without it, or add its lowering to "
         "lib/compiler/stablehlo/StableHloOps.cpp"));
   return it->second(f, op, operands, results);
 }

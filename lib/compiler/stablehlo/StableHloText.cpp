@@ -49,6 +49,12 @@ std::string i64_array(absl::Span<const int64_t> values) {
   return values.empty() ? "array<i64>" : absl::StrCat("array<i64: ", absl::StrJoin(values, ", "), ">");
 }
 
+std::string padding_attr(absl::Span<const int64_t> low, absl::Span<const int64_t> high) {
+  std::vector<std::string> rows;
+  for (size_t i = 0; i < low.size(); ++i) rows.push_back(absl::StrCat("[", low[i], ", ", high[i], "]"));
+  return absl::StrCat("dense<[", absl::StrJoin(rows, ", "), "]> : tensor<", low.size(), "x2xi64>");
+}
+
 std::string FunctionText::type(absl::Span<const int64_t> shape, const std::string& elem) {
   std::string t = "tensor<";
   for (int64_t d : shape) absl::StrAppend(&t, d, "x");
@@ -124,10 +130,30 @@ std::string FunctionText::add_function(
 }
 
 std::string FunctionText::region(Reducer reducer, const std::string& elem) {
+  return region(reducer_op(reducer), elem);
+}
+
+std::string FunctionText::region(const std::string& op_name, const std::string& elem) {
   const std::string scalar = type({}, elem);
   return absl::StrCat("({\n    ^bb0(%lhs: ", scalar, ", %rhs: ", scalar, "):\n      %r = \"",
-                      reducer_op(reducer), "\"(%lhs, %rhs) : (", scalar, ", ", scalar, ") -> ",
+                      op_name, "\"(%lhs, %rhs) : (", scalar, ", ", scalar, ") -> ",
                       scalar, "\n      \"stablehlo.return\"(%r) : (", scalar, ") -> ()\n    })");
+}
+
+std::string FunctionText::region(const std::string& tag, absl::Span<const Value> params,
+                                 const std::function<std::vector<Value>(FunctionText&)>& body) {
+  FunctionText g;
+  g.tag_ = tag;
+  const std::vector<Value> results = body(g);
+  std::vector<std::string> args, names, types;
+  for (const Value& p : params) args.push_back(absl::StrCat(p.name, ": ", type(p)));
+  for (const Value& r : results) {
+    names.push_back(r.name);
+    types.push_back(type(r));
+  }
+  return absl::StrCat("({\n    ^bb0(", absl::StrJoin(args, ", "), "):\n", g.text(),
+                      "      \"stablehlo.return\"(", absl::StrJoin(names, ", "), ") : (",
+                      absl::StrJoin(types, ", "), ") -> ()\n    })");
 }
 
 Value FunctionText::same(const std::string& name, absl::Span<const Value> operands) {
@@ -172,6 +198,29 @@ Value FunctionText::broadcast_in_dim(const Value& v, std::vector<int64_t> shape,
 Value FunctionText::reshape(const Value& v, std::vector<int64_t> shape) {
   if (v.shape == shape) return v;
   return op("stablehlo.reshape", {v}, std::move(shape), v.elem);
+}
+
+Value FunctionText::slice(const Value& v, absl::Span<const int64_t> start,
+                          absl::Span<const int64_t> limit, std::vector<int64_t> strides) {
+  if (strides.empty()) strides.assign(v.shape.size(), 1);
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < v.shape.size(); ++d)
+    shape.push_back((limit[d] - start[d] + strides[d] - 1) / strides[d]);
+  if (shape == v.shape) return v;
+  return op("stablehlo.slice", {v}, std::move(shape), v.elem,
+            absl::StrCat("start_indices = ", i64_array(start), ", limit_indices = ",
+                         i64_array(limit), ", strides = ", i64_array(strides)));
+}
+
+Value FunctionText::pad(const Value& v, const Value& fill, absl::Span<const int64_t> low,
+                        absl::Span<const int64_t> high, absl::Span<const int64_t> interior) {
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < v.shape.size(); ++d)
+    shape.push_back(low[d] + high[d] + v.shape[d] + std::max<int64_t>(0, v.shape[d] - 1) * interior[d]);
+  if (shape == v.shape) return v;
+  return op("stablehlo.pad", {v, fill}, std::move(shape), v.elem,
+            absl::StrCat("edge_padding_high = ", i64_array(high), ", edge_padding_low = ",
+                         i64_array(low), ", interior_padding = ", i64_array(interior)));
 }
 
 Value FunctionText::transpose(const Value& v, absl::Span<const int64_t> perm) {

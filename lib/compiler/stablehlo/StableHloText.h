@@ -68,6 +68,13 @@ class FunctionText {
   Value broadcast_in_dim(const Value& v, std::vector<int64_t> shape,
                          absl::Span<const int64_t> dims);
   Value reshape(const Value& v, std::vector<int64_t> shape);
+  /// stablehlo.slice [start, limit) with `strides` (all 1 when empty).
+  Value slice(const Value& v, absl::Span<const int64_t> start, absl::Span<const int64_t> limit,
+              std::vector<int64_t> strides = {});
+  /// stablehlo.pad with `fill` (0-d): `low`/`high` elements before/after
+  /// and `interior` between neighbours along each dim (all >= 0).
+  Value pad(const Value& v, const Value& fill, absl::Span<const int64_t> low,
+            absl::Span<const int64_t> high, absl::Span<const int64_t> interior);
   Value transpose(const Value& v, absl::Span<const int64_t> perm);
   Value convert(const Value& v, const std::string& elem);
   Value bitcast(const Value& v, const std::string& elem);
@@ -84,6 +91,14 @@ class FunctionText {
   Value reduce_init(Reducer reducer, const std::string& elem);
   /// The `({ ^bb0(%lhs, %rhs): reducer })` region of reduce and scatter.
   static std::string region(Reducer reducer, const std::string& elem);
+  /// The same with any elementwise binary op (`stablehlo.or`, ...).
+  static std::string region(const std::string& op_name, const std::string& elem);
+  /// A region `({ ^bb0(params): ...; stablehlo.return results })` whose
+  /// body `body` writes into a FunctionText of its own, its values named
+  /// `%<tag>N` so that they cannot clash with the enclosing function's.
+  /// `params` name the block arguments (`%a`, ...).
+  static std::string region(const std::string& tag, absl::Span<const Value> params,
+                            const std::function<std::vector<Value>(FunctionText&)>& body);
 
   /// A private function of the module that this one calls (a composite's
   /// decomposition): `body` writes its ops into a fresh FunctionText given
@@ -99,8 +114,9 @@ class FunctionText {
   const std::string& text() const { return text_; }
 
  private:
-  std::string fresh() { return "%" + std::to_string(next_++); }
+  std::string fresh() { return "%" + tag_ + std::to_string(next_++); }
   std::string text_;
+  std::string tag_;  // prefix of the value names (regions' own values)
   int next_ = 0;
   // Shared with the functions added and the module's other functions.
   std::shared_ptr<std::vector<std::string>> functions_;
@@ -108,5 +124,8 @@ class FunctionText {
 
 /// "array<i64: 1, 2>".
 std::string i64_array(absl::Span<const int64_t> values);
+/// "dense<[[1, 1], [0, 2]]> : tensor<2x2xi64>": (low, high) per dim, the
+/// form of convolution's and reduce_window's `padding`.
+std::string padding_attr(absl::Span<const int64_t> low, absl::Span<const int64_t> high);
 
 }  // namespace mstep::stablehlo
