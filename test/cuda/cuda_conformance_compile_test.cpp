@@ -55,17 +55,6 @@ const std::set<std::string>& not_yet_for_cuda() {
     "conv2d_relu_pool_f32_2x3x8x8_f32_4x3x3x3_f32_4",
     "conv2d_stride2_pad1_f32_2x3x7x9_f32_4x3x3x3_f32_4",
     "conv2d_stride_pad_per_dim_f32_1x2x8x5_f32_3x2x3x2",
-    // attention the composed form does not take yet (returned probabilities or dropout mask, saved probabilities, the mask gradient, i64 lengths)
-    "fused_sdpa_probs_f32_2x5x4_f32_2x7x4_f32_2x7x3",
-    "fused_sdpa_probs_mask_dropout_causal_valid_len_left_f32_3x6x8_f32_3x6x8_f32_3x6x8_i64_3",
-    "fused_sdpa_probs_mask_dropout_f32_2x2x6x4_f32_2x2x7x4_f32_2x2x7x4",
-    "fused_sdpa_probs_recompute_off_dropout_f32_2x6x4_f32_2x6x4_f32_2x6x4",
-    "sdpa_float_mask_f32_2x3x5x4_f32_2x3x7x4_f32_2x3x7x3_f32_2x1x5x7",
-    "sdpa_recompute_off_causal_dropout_f32_2x3x9x8_f32_2x3x9x8_f32_2x3x9x8",
-    "sdpa_recompute_off_f32_2x3x9x8_f32_2x3x9x8_f32_2x3x9x8",
-    "sdpa_recompute_off_float_mask_f32_2x5x4_f32_2x7x4_f32_2x7x3_f32_5x7",
-    "sdpa_recompute_off_valid_len_left_dropout_f32_3x6x8_f32_3x6x8_f32_3x6x8_i64_3",
-    "sdpa_valid_len_left_float_mask_f32_3x2x6x4_f32_3x2x6x4_f32_3x2x6x4_f32_6x6_i64_3",
     // max_pool2d: no loop nest yet
     "max_pool2d_dilation2_f32_1x2x9x9", "max_pool2d_k1_f32_1x1x1x7", "max_pool2d_k2_bf16_2x3x8x8",
     "max_pool2d_k2_f32_2x3x8x8", "max_pool2d_k2x3_s2x1_p1x0_f32_2x1x7x5",
@@ -101,8 +90,6 @@ const std::set<std::string>& not_yet_for_cuda() {
     // fusions that fail the GPU mapping ("operand does not dominate this use")
     "cross_entropy_label_smoothing_f32_17x33_i64_17",
     "cross_entropy_smoothing_ignore_f32_7x5_i64_7", "layer_norm_eps_0_1_f32_7_f32_7_f32_7",
-    // a batched matmul whose batch dims broadcast partly
-    "matmul_batch_dims_broadcast_f32_2x1x4x5_f32_3x5x2",
   };
   return cases;
 }
