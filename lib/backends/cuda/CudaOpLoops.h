@@ -5,7 +5,9 @@
 // arange, reshape, permute, slice, slice_scatter, cat (CudaCatLoops.h),
 // index_select (embedding), index_add (its backward), gather,
 // scatter_add and the multi-tensor optimizer update (SGD, Adam, AdamW,
-// Adadelta; clip_grad_norm_ included).
+// Adadelta; clip_grad_norm_ included); and, in files of their own, the
+// creation ops, triu/tril and pad (CudaCreationLoops.h), the 2-D pools
+// (CudaPoolLoops.h) and conv2d (CudaConvLoops.h).
 //
 // Each op is one or more top-level scf.parallel loops (one GPU launch
 // each; CudaKernelGen tiles them by the block size): a block per row for
