@@ -17,16 +17,9 @@
 #include "mstep/core/Philox.h"
 #include "test/cuda/HostVsRef.h"
 
-namespace mstep::cuda {
+// (In mstep::cuda::testing: HostVsRef.h's helpers by their names.)
+namespace mstep::cuda::testing {
 namespace {
-
-using testing::bf16_bytes;
-using testing::bytes_of;
-using testing::expect_same_as_ref;
-using testing::Outputs;
-using testing::random_bytes;
-using testing::run_both;
-using testing::values_of;
 
 TEST(CudaCreationLoopsHost, TriuAndTrilWithDiagonalOffsetsOverABatch) {
   std::vector<int64_t> ints(49);
@@ -118,4 +111,4 @@ func.func @step(%x: tensor<3x1x5xf32>, %i: tensor<7xi64>, %b: tensor<4x3xbf16>) 
 }
 
 }  // namespace
-}  // namespace mstep::cuda
+}  // namespace mstep::cuda::testing

@@ -5,7 +5,8 @@
 // inputs. The nests add each element's terms in ref's order in ref's
 // accumulator (f64 for f32, f32 for bf16), so the outputs are expected bit
 // for bit, here and on a GPU (no transcendental functions; the products of
-// widened elements are exact, so a fused multiply-add rounds the same).
+// widened f32 or bf16 elements are exact, so even a fused multiply-add
+// rounds the same).
 // Shapes: odd sizes, padding, stride, dilation, ceil mode, groups, ties
 // and a NaN in the max windows.
 #include <gmock/gmock.h>
@@ -16,16 +17,9 @@
 
 #include "test/cuda/HostVsRef.h"
 
-namespace mstep::cuda {
+// (In mstep::cuda::testing: HostVsRef.h's helpers by their names.)
+namespace mstep::cuda::testing {
 namespace {
-
-using testing::bf16_bytes;
-using testing::bytes_of;
-using testing::expect_same_as_ref;
-using testing::Outputs;
-using testing::random_bytes;
-using testing::run_both;
-using testing::values_of;
 
 /// Random values on a grid of halves in [-2, 2]: nine levels, so the
 /// windows of a max pool hold ties.
@@ -142,4 +136,4 @@ func.func @step(%x: tensor<1x3x6x5xbf16>, %w: tensor<4x3x3x3xbf16>, %g: tensor<1
 }
 
 }  // namespace
-}  // namespace mstep::cuda
+}  // namespace mstep::cuda::testing

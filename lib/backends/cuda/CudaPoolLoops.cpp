@@ -30,6 +30,14 @@ Value narrow(Nest& nest, Value v, Type element) {
   return nest.b.create<arith::TruncFOp>(element, v);
 }
 
+Value both(Nest& nest, Value a, Value b) { return nest.b.create<arith::AndIOp>(a, b); }
+
+Value inside(Nest& nest, Value i, int64_t n) {
+  ImplicitLocOpBuilder& b = nest.b;
+  return both(nest, b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, i, nest.index(0)),
+              b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, i, nest.index(n)));
+}
+
 }  // namespace loops
 
 namespace {
@@ -58,14 +66,6 @@ Value sub(Nest& nest, Value a, Value b) { return nest.b.create<arith::SubIOp>(a,
 Value add(Nest& nest, Value a, Value b) { return nest.b.create<arith::AddIOp>(a, b); }
 Value smin(Nest& nest, Value a, Value b) { return nest.b.create<arith::MinSIOp>(a, b); }
 Value smax(Nest& nest, Value a, Value b) { return nest.b.create<arith::MaxSIOp>(a, b); }
-Value both(Nest& nest, Value a, Value b) { return nest.b.create<arith::AndIOp>(a, b); }
-/// Whether 0 <= i < n.
-Value inside(Nest& nest, Value i, int64_t n) {
-  ImplicitLocOpBuilder& b = nest.b;
-  return both(nest, b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, i, nest.index(0)),
-              b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, i, nest.index(n)));
-}
-
 /// A serial loop for j in [lo, hi) (none when lo >= hi) carrying `init`.
 SmallVector<Value> range_loop(Nest& nest, Value lo, Value hi, ValueRange init,
                               function_ref<SmallVector<Value>(Value, ValueRange)> body) {

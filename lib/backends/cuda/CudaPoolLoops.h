@@ -3,9 +3,11 @@
 // the forward ops and one lane per input element for the gradients, which
 // gather from the windows that hold the element in ref's window order
 // (RefLinalg.cpp, RefLinalgGrad.cpp): no atomics, the same sums as ref
-// bit for bit. Also the accumulator those kernels and the convolutions'
-// (CudaConvLoops.h) share. Library-internal; MLIR.
+// bit for bit. Also the accumulator and bounds test those kernels and the
+// convolutions' (CudaConvLoops.h) share. Library-internal; MLIR.
 #pragma once
+
+#include <cstdint>
 
 #include "absl/status/status.h"
 #include "mlir/IR/Operation.h"
@@ -24,6 +26,11 @@ mlir::Value widen(Nest& nest, mlir::Value v, mlir::Type element);
 /// An accumulator `v` rounded to `element` as ref narrows: through f32
 /// for the 16-bit floats.
 mlir::Value narrow(Nest& nest, mlir::Value v, mlir::Type element);
+/// a && b (i1s).
+mlir::Value both(Nest& nest, mlir::Value a, mlir::Value b);
+/// Whether 0 <= i < n, `i` a signed index (a window's tap in the padding
+/// is negative).
+mlir::Value inside(Nest& nest, mlir::Value i, int64_t n);
 }  // namespace loops
 
 /// Whether `op` is one of the ops build_pool_loops builds.
