@@ -67,6 +67,24 @@ func.func @step(%x: tensor<2x3x8x8xbf16>, %g: tensor<2x3x4x4xbf16>, %z: tensor<2
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 
+TEST(CudaImageLoopsHost, MaxPoolOfIntegersStartsFromTheLowestInteger) {
+  // Negative integers only, with padding: the padding taps are skipped,
+  // not read as 0.
+  std::vector<int64_t> x(2 * 5 * 7);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -1000 - static_cast<int64_t>((i * 37) % 11);
+  std::vector<int32_t> y(2 * 5 * 7);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int32_t>((i * 53) % 17) - 8;
+  const Outputs out = run_both(R"(
+func.func @step(%x: tensor<1x2x5x7xi64>, %y: tensor<2x1x5x7xi32>) -> (tensor<1x2x3x4xi64>, tensor<2x1x5x7xi32>) {
+  %p = mstep.max_pool2d %x {ceil_mode = false, dilation = array<i64: 1, 1>, kernel = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 2, 2>} : tensor<1x2x5x7xi64> -> tensor<1x2x3x4xi64>
+  %q = mstep.max_pool2d %y {ceil_mode = false, dilation = array<i64: 1, 1>, kernel = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : tensor<2x1x5x7xi32> -> tensor<2x1x5x7xi32>
+  return %p, %q : tensor<1x2x3x4xi64>, tensor<2x1x5x7xi32>
+})",
+                               {bytes_of(x), bytes_of(y)});
+  ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
+  for (int64_t v : values_of<int64_t>(out.cuda[0])) EXPECT_LE(v, -1000);
+}
+
 TEST(CudaImageLoopsHost, AvgPoolForwardAndGradientWithAndWithoutPadCount) {
   // k3 s2 p1 in ceil mode without the padding in the count on 9x9, k2x3
   // s2x1 p1x0 with it on 7x5, and bf16.

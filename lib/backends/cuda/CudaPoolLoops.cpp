@@ -290,8 +290,8 @@ bool builds_pool_loops(Operation* op) {
 absl::Status build_pool_loops(Operation* op, Nest& nest) {
   if (auto max = dyn_cast<dialect::MaxPool2dOp>(op)) {
     Type element = cast<ShapedType>(max.getInput().getType()).getElementType();
-    if (!isa<FloatType>(element) && (element.isInteger(1) || element.isUnsignedInteger()))
-      return not_lowered_for_cuda(op, "a max_pool2d of bool or unsigned integers");
+    if (element.isInteger(1))
+      return not_lowered_for_cuda(op, "a max_pool2d of bool (ref refuses it too)");
     max_pool_loops(max, nest);
   } else if (auto avg = dyn_cast<dialect::AvgPool2dOp>(op)) {
     avg_pool_loops(avg, nest);

@@ -37,8 +37,7 @@ mlir::Value inside(Nest& nest, mlir::Value i, int64_t n);
 bool builds_pool_loops(mlir::Operation* op);
 
 /// `op`'s loops in `nest` (parameters: its operands, then its result). An
-/// error (not_lowered_for_cuda) for a max_pool2d of integers other than
-/// signed ones.
+/// error (not_lowered_for_cuda) for a max_pool2d of bool.
 absl::Status build_pool_loops(mlir::Operation* op, loops::Nest& nest);
 
 }  // namespace mstep::cuda
