@@ -79,12 +79,12 @@ func.func @step(%x: tensor<7x45xf32>) -> tensor<f32> {
 }
 )";
 
-/// A batched matmul whose batch dims broadcast partly: not lowered for
+/// An integer matmul (cuBLASLt steps take f32 or bf16): not lowered for
 /// cuda yet.
 inline constexpr const char* kNotLoweredStep = R"(
-func.func @step(%a: tensor<2x1x4x5xf32>, %b: tensor<3x5x2xf32>) -> tensor<2x3x4x2xf32> {
-  %c = mstep.matmul %a, %b : tensor<2x1x4x5xf32>, tensor<3x5x2xf32> -> tensor<2x3x4x2xf32>
-  return %c : tensor<2x3x4x2xf32>
+func.func @step(%a: tensor<4x5xi64>, %b: tensor<5x2xi64>) -> tensor<4x2xi64> {
+  %c = mstep.matmul %a, %b : tensor<4x5xi64>, tensor<5x2xi64> -> tensor<4x2xi64>
+  return %c : tensor<4x2xi64>
 }
 )";
 

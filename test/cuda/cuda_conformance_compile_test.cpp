@@ -22,13 +22,12 @@
 #include "lib/compiler/Compiler.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mstep/mstep.h"
-#include "test/cuda/ConformanceStep.h"
+#include "test/cuda/ConformanceSteps.h"
 
 namespace mstep::cuda {
 namespace {
 
 using conformance::ConformanceCase;
-using testing::step_graph;
 
 /// The cases cuda's compile half refuses today (the first op it refuses).
 const std::set<std::string>& not_yet_for_cuda() {
@@ -47,17 +46,6 @@ const std::set<std::string>& not_yet_for_cuda() {
     "var_biased_dlast_keep_f32_17x33", "var_d02_f32_3x1x5", "var_d0_f32_17x33",
     "var_d1_keep_f32_3x1x5", "var_dlast_f32_64x257", "var_dlast_keep_f32_17x33",
     "var_single_element_f32_1",
-    // attention the composed form does not take yet (returned probabilities or dropout mask, saved probabilities, the mask gradient, i64 lengths)
-    "fused_sdpa_probs_f32_2x5x4_f32_2x7x4_f32_2x7x3",
-    "fused_sdpa_probs_mask_dropout_causal_valid_len_left_f32_3x6x8_f32_3x6x8_f32_3x6x8_i64_3",
-    "fused_sdpa_probs_mask_dropout_f32_2x2x6x4_f32_2x2x7x4_f32_2x2x7x4",
-    "fused_sdpa_probs_recompute_off_dropout_f32_2x6x4_f32_2x6x4_f32_2x6x4",
-    "sdpa_float_mask_f32_2x3x5x4_f32_2x3x7x4_f32_2x3x7x3_f32_2x1x5x7",
-    "sdpa_recompute_off_causal_dropout_f32_2x3x9x8_f32_2x3x9x8_f32_2x3x9x8",
-    "sdpa_recompute_off_f32_2x3x9x8_f32_2x3x9x8_f32_2x3x9x8",
-    "sdpa_recompute_off_float_mask_f32_2x5x4_f32_2x7x4_f32_2x7x3_f32_5x7",
-    "sdpa_recompute_off_valid_len_left_dropout_f32_3x6x8_f32_3x6x8_f32_3x6x8_i64_3",
-    "sdpa_valid_len_left_float_mask_f32_3x2x6x4_f32_3x2x6x4_f32_3x2x6x4_f32_6x6_i64_3",
     // logsumexp: no loop nest yet
     "logsumexp_all_f32_3x1x5", "logsumexp_all_f32_64x257", "logsumexp_all_f32_7",
     "logsumexp_d02_f32_3x1x5", "logsumexp_d0_f32_17x33", "logsumexp_d1_keep_f32_3x1x5",
@@ -68,8 +56,6 @@ const std::set<std::string>& not_yet_for_cuda() {
     // fusions that fail the GPU mapping ("operand does not dominate this use")
     "cross_entropy_label_smoothing_f32_17x33_i64_17",
     "cross_entropy_smoothing_ignore_f32_7x5_i64_7", "layer_norm_eps_0_1_f32_7_f32_7_f32_7",
-    // a batched matmul whose batch dims broadcast partly
-    "matmul_batch_dims_broadcast_f32_2x1x4x5_f32_3x5x2",
   };
   return cases;
 }
@@ -79,13 +65,13 @@ TEST(CudaConformanceCompile, EveryCaseButTheListedOnesCompilesForCuda) {
   std::set<std::string> compiled_but_listed;
   int compiled = 0, empty = 0;
   for (const ConformanceCase& c : conformance::all_cases()) {
-    std::optional<TraceGraph> graph = step_graph(c);
-    if (!graph || graph->nodes.empty()) {
+    std::optional<testing::RefStep> step = testing::run_case_on_ref(c);
+    if (!step) {
       ++empty;
       continue;
     }
     absl::Status status = with_optimized_module(
-        *graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
+        *step->graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
           return compile_cuda_step(module, default_cuda_compile_options()).status();
         });
     const bool listed = not_yet_for_cuda().count(c.name) > 0;
