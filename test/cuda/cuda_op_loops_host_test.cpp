@@ -21,6 +21,7 @@
 #include "mstep/core/HalfTypes.h"
 #include "mstep/core/Philox.h"
 #include "test/cuda/CudaStepText.h"
+#include "test/cuda/HostVsRef.h"
 #include "test/cuda/RefOracle.h"
 #include "test/cuda/TiledHost.h"
 
@@ -29,65 +30,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename T> std::vector<char> bytes_of(const std::vector<T>& values) {
-  std::vector<char> bytes(values.size() * sizeof(T));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
-}
-
-template <typename T> std::vector<T> values_of(const std::vector<char>& bytes) {
-  std::vector<T> values(bytes.size() / sizeof(T));
-  std::memcpy(values.data(), bytes.data(), bytes.size());
-  return values;
-}
-
-/// A step's outputs from its cuda loop nests run on the host, and from ref.
-struct Outputs {
-  std::vector<std::vector<char>> cuda, ref;
-  CudaPlan plan;
-};
-
-Outputs run_both(const char* text, const std::vector<std::vector<char>>& inputs,
-                 const CudaCompileOptions& options = default_cuda_compile_options()) {
-  Outputs out;
-  testing::CudaStepContext step(text);
-  auto compiled = compile_cuda_step(step.module(), options);
-  EXPECT_TRUE(compiled.ok()) << compiled.status();
-  if (!compiled.ok()) return out;
-  std::vector<std::vector<char>> values;
-  for (const TensorType& type : compiled->plan.values)
-    values.emplace_back(type.bytes(), char{0x7f});
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    EXPECT_EQ(values[i].size(), inputs[i].size()) << "input " << i;
-    values[i] = inputs[i];
-  }
-  testing::run_tiled_on_host(step.context(), *compiled, values);
-  for (int id : compiled->plan.outputs) out.cuda.push_back(values[id]);
-  auto ref = testing::ref_outputs(step.module(), inputs);
-  EXPECT_TRUE(ref.ok()) << ref.status();
-  if (ref.ok()) out.ref = std::move(*ref);
-  out.plan = std::move(compiled->plan);
-  return out;
-}
-
-/// Every output equal to ref's, byte for byte (NaNs included).
-void expect_same_as_ref(const Outputs& out) {
-  ASSERT_EQ(out.cuda.size(), out.ref.size());
-  for (size_t o = 0; o < out.cuda.size(); ++o) {
-    ASSERT_EQ(out.cuda[o].size(), out.ref[o].size()) << "output " << o;
-    EXPECT_TRUE(out.cuda[o] == out.ref[o]) << "output " << o << " differs from ref";
-  }
-}
-
-std::vector<char> random_bytes(size_t n, uint32_t seed) {
-  return bytes_of(testing::random_floats(n, seed));
-}
-
-std::vector<char> bf16_bytes(size_t n, uint32_t seed) {
-  std::vector<BFloat16> values;
-  for (float v : testing::random_floats(n, seed)) values.push_back(BFloat16(v));
-  return bytes_of(values);
-}
+using testing::bf16_bytes;
+using testing::bytes_of;
+using testing::expect_same_as_ref;
+using testing::Outputs;
+using testing::random_bytes;
+using testing::run_both;
+using testing::values_of;
 
 TEST(CudaOpLoopsHost, SoftmaxOverAMiddleDimOneLanePerOuterInnerPair) {
   // dim 1 of [3, 5, 70]: 210 lanes, each 5 elements 70 apart.

@@ -6,7 +6,10 @@
 #include "lib/backends/cuda/CudaBlockRows.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
 #include "lib/backends/cuda/CudaColumnSums.h"
+#include "lib/backends/cuda/CudaConvLoops.h"
+#include "lib/backends/cuda/CudaCreationLoops.h"
 #include "lib/backends/cuda/CudaIndexLoops.h"
+#include "lib/backends/cuda/CudaPoolLoops.h"
 #include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOptimizerLoops.h"
@@ -281,35 +284,6 @@ void reduction_loops(Operation* op, std::pair<int64_t, int64_t> rows, Nest& nest
 
 // ---- dropout, arange --------------------------------------------------------
 
-/// Word 0 of Philox4x32-10 for `counter` under key `seed` (both i64), as
-/// mstep::Philox::block computes it.
-Value philox_word0(Nest& nest, Value seed, Value counter) {
-  ImplicitLocOpBuilder& b = nest.b;
-  Type i32 = b.getI32Type(), i64 = b.getI64Type();
-  auto u32 = [&](uint32_t v) {
-    return b.create<arith::ConstantOp>(b.getIntegerAttr(i32, APInt(32, v))).getResult();
-  };
-  auto lo = [&](Value v) { return b.create<arith::TruncIOp>(i32, v).getResult(); };
-  auto hi = [&](Value v) { return lo(b.create<arith::ShRUIOp>(v, nest.integer(i64, 32))); };
-  auto wide_mul = [&](uint32_t m, Value v) { // the 64-bit product of two u32
-    return b.create<arith::MulIOp>(b.create<arith::ExtUIOp>(i64, v), nest.integer(i64, m))
-        .getResult();
-  };
-  Value c0 = lo(counter), c1 = hi(counter), c2 = u32(0), c3 = u32(0);
-  Value k0 = lo(seed), k1 = hi(seed);
-  for (int round = 0; round < 10; ++round) {
-    Value p0 = wide_mul(0xD2511F53u, c0), p1 = wide_mul(0xCD9E8D57u, c2);
-    Value n0 = b.create<arith::XOrIOp>(b.create<arith::XOrIOp>(hi(p1), c1), k0);
-    Value n1 = lo(p1);
-    Value n2 = b.create<arith::XOrIOp>(b.create<arith::XOrIOp>(hi(p0), c3), k1);
-    Value n3 = lo(p0);
-    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
-    k0 = b.create<arith::AddIOp>(k0, u32(0x9E3779B9u));
-    k1 = b.create<arith::AddIOp>(k1, u32(0xBB67AE85u));
-  }
-  return c0;
-}
-
 /// RefNN.cpp's dropout: element i is kept iff Philox::uniform(seed,
 /// state offset + op offset, i) >= p; y = x * (kept ? 1/(1-p) : 0) in f64.
 void dropout_loops(dialect::DropoutOp op, Nest& nest) {
@@ -420,6 +394,7 @@ bool builds_op_loops(Operation* op, const CudaCodegenOptions& options) {
     return block_per_row(options, rows->second);
   // A sum or mean over leading dims: split into chunks, when those are on.
   if (leading_columns(op)) return options.column_reduction == CudaColumnReduction::split;
+  if (builds_creation_loops(op) || builds_pool_loops(op) || builds_conv_loops(op)) return true;
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
              dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
@@ -475,23 +450,17 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
     build_scatter_add(scatter_add, nest);
   } else if (auto update = dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
     status = multi_tensor_update_loops(update, options, nest);
+  } else if (builds_creation_loops(op)) {
+    build_creation_loops(op, nest);
+  } else if (builds_pool_loops(op)) {
+    status = build_pool_loops(op, nest);
+  } else if (builds_conv_loops(op)) {
+    build_conv_loops(op, nest);
   } else {
     status = not_lowered_for_cuda(op, "no loop nest is built for it");
   }
   nest.b.create<func::ReturnOp>();
   return status;
 }
-
-namespace loops {
-
-Value philox_uniform(Nest& nest, Value seed, Value counter) {
-  ImplicitLocOpBuilder& b = nest.b;
-  Value word = philox_word0(nest, seed, counter);
-  Value bits = b.create<arith::ShRUIOp>(word, nest.integer(b.getI32Type(), 8));
-  return b.create<arith::MulFOp>(b.create<arith::UIToFPOp>(b.getF32Type(), bits),
-                                 nest.constant(b.getF32Type(), 1.0 / 16777216.0));
-}
-
-} // namespace loops
 
 } // namespace mstep::cuda

@@ -5,8 +5,10 @@
 // over leading dims (column sums split into chunks, CudaColumnSums.h),
 // arange, reshape, permute, slice, slice_scatter, cat (CudaCatLoops.h),
 // index_select (embedding), index_add (its backward), gather and
-// scatter_add (CudaIndexLoops.h), and the multi-tensor optimizer update
-// (SGD, Adam, AdamW, Adadelta; clip_grad_norm_ included).
+// scatter_add (CudaIndexLoops.h), the multi-tensor optimizer update
+// (SGD, Adam, AdamW, Adadelta; clip_grad_norm_ included), the creation
+// ops, triu/tril and pad (CudaCreationLoops.h), the 2-D pools
+// (CudaPoolLoops.h) and conv2d (CudaConvLoops.h).
 //
 // Each op is one or more top-level scf.parallel loops (one GPU launch
 // each; CudaKernelGen tiles them by the block size): a block per row for
