@@ -8,6 +8,7 @@
 #include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOptimizerLoops.h"
+#include "lib/backends/cuda/CudaReductionLoops.h"
 
 #include <algorithm>
 #include <array>
@@ -648,6 +649,7 @@ bool builds_op_loops(Operation* op, const CudaCodegenOptions& options) {
   // A sum or mean of rows: a block per row, when those are on.
   if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op))
     return block_per_row(options, rows->second);
+  if (builds_reduction_loops(op)) return true;
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
              dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
@@ -677,6 +679,8 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
     nll_loss_loops(nll, options, nest);
   } else if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op)) {
     reduction_loops(op, *rows, nest);
+  } else if (builds_reduction_loops(op)) {
+    status = reduction_op_loops(op, [&](int64_t n) { return block_per_row(options, n); }, nest);
   } else if (auto dropout = dyn_cast<dialect::DropoutOp>(op)) {
     dropout_loops(dropout, nest);
   } else if (auto arange = dyn_cast<dialect::ArangeOp>(op)) {
