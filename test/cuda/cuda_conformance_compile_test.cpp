@@ -22,8 +22,7 @@
 #include "lib/compiler/Compiler.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mstep/mstep.h"
-#include "test/cuda/ConformanceStep.h"
-#include "test/unit/ConformanceCases.h"
+#include "test/cuda/ConformanceSteps.h"
 
 namespace mstep::cuda {
 namespace {
@@ -42,17 +41,6 @@ const std::set<std::string>& not_yet_for_cuda() {
     "conv2d_relu_pool_f32_2x3x8x8_f32_4x3x3x3_f32_4",
     "conv2d_stride2_pad1_f32_2x3x7x9_f32_4x3x3x3_f32_4",
     "conv2d_stride_pad_per_dim_f32_1x2x8x5_f32_3x2x3x2",
-    // attention the composed form does not take yet (returned probabilities or dropout mask, saved probabilities, the mask gradient, i64 lengths)
-    "fused_sdpa_probs_f32_2x5x4_f32_2x7x4_f32_2x7x3",
-    "fused_sdpa_probs_mask_dropout_causal_valid_len_left_f32_3x6x8_f32_3x6x8_f32_3x6x8_i64_3",
-    "fused_sdpa_probs_mask_dropout_f32_2x2x6x4_f32_2x2x7x4_f32_2x2x7x4",
-    "fused_sdpa_probs_recompute_off_dropout_f32_2x6x4_f32_2x6x4_f32_2x6x4",
-    "sdpa_float_mask_f32_2x3x5x4_f32_2x3x7x4_f32_2x3x7x3_f32_2x1x5x7",
-    "sdpa_recompute_off_causal_dropout_f32_2x3x9x8_f32_2x3x9x8_f32_2x3x9x8",
-    "sdpa_recompute_off_f32_2x3x9x8_f32_2x3x9x8_f32_2x3x9x8",
-    "sdpa_recompute_off_float_mask_f32_2x5x4_f32_2x7x4_f32_2x7x3_f32_5x7",
-    "sdpa_recompute_off_valid_len_left_dropout_f32_3x6x8_f32_3x6x8_f32_3x6x8_i64_3",
-    "sdpa_valid_len_left_float_mask_f32_3x2x6x4_f32_3x2x6x4_f32_3x2x6x4_f32_6x6_i64_3",
     // max_pool2d: no loop nest yet
     "max_pool2d_dilation2_f32_1x2x9x9", "max_pool2d_k1_f32_1x1x1x7", "max_pool2d_k2_bf16_2x3x8x8",
     "max_pool2d_k2_f32_2x3x8x8", "max_pool2d_k2x3_s2x1_p1x0_f32_2x1x7x5",
@@ -78,8 +66,6 @@ const std::set<std::string>& not_yet_for_cuda() {
     "pad_two_dims_f32_3x1x5", "scatter_add_d1_f32_7x5_i64_7x6_f32_7x9",
     // randn: no loop nest yet
     "randn_1", "randn_17x33", "randn_3x1x5", "randn_64x257",
-    // a batched matmul whose batch dims broadcast partly
-    "matmul_batch_dims_broadcast_f32_2x1x4x5_f32_3x5x2",
   };
   return cases;
 }
@@ -89,13 +75,13 @@ TEST(CudaConformanceCompile, EveryCaseButTheListedOnesCompilesForCuda) {
   std::set<std::string> compiled_but_listed;
   int compiled = 0, empty = 0;
   for (const ConformanceCase& c : conformance::all_cases()) {
-    std::optional<TraceGraph> graph = testing::conformance_step_graph(c);
-    if (!graph || graph->nodes.empty()) {
+    std::optional<testing::RefStep> step = testing::run_case_on_ref(c);
+    if (!step) {
       ++empty;
       continue;
     }
     absl::Status status = with_optimized_module(
-        *graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
+        *step->graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
           return compile_cuda_step(module, default_cuda_compile_options()).status();
         });
     const bool listed = not_yet_for_cuda().count(c.name) > 0;

@@ -435,6 +435,31 @@ TEST(CudaOpLoopsHost, IndexAddChoosesTheOwnerFormForAnEmbeddingOfGptMinisSize) {
   EXPECT_EQ(launches("50257x768", "8192"), 2u);
 }
 
+TEST(CudaOpLoopsHost, ABatchedMatmulWhoseBatchDimsBroadcastPartly) {
+  // [2, 1, 4, 5] x [3, 5, 2] -> [2, 3, 4, 2]: each operand is expanded to
+  // the result's batch dims (a kernel), then one strided cuBLASLt call
+  // (a host GEMM here).
+  testing::CudaStepContext step(R"(
+func.func @step(%a: tensor<2x1x4x5xf32>, %b: tensor<3x5x2xf32>) -> tensor<2x3x4x2xf32> {
+  %c = mstep.matmul %a, %b : tensor<2x1x4x5xf32>, tensor<3x5x2xf32> -> tensor<2x3x4x2xf32>
+  return %c : tensor<2x3x4x2xf32>
+})");
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  ASSERT_EQ(compiled->plan.matmuls.size(), 1u);
+  EXPECT_EQ(compiled->plan.matmuls[0].batch, 6);
+  const std::vector<std::vector<char>> inputs = {random_bytes(2 * 4 * 5, 60),
+                                                 random_bytes(3 * 5 * 2, 61)};
+  std::vector<std::vector<char>> values;
+  for (const TensorType& type : compiled->plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
+  testing::run_plan_on_host(step.context(), *compiled, values);
+  auto ref = testing::ref_outputs(step.module(), inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  // Both sum 5 products in double and round once: the same floats.
+  EXPECT_TRUE(values[compiled->plan.outputs[0]] == (*ref)[0]);
+}
+
 TEST(CudaOpLoopsHost, GatherAndScatterAddAlongEachDimWithRepeatedIndices) {
   // Index smaller than the input off the indexed dim (and than src),
   // indices repeated so that scatter_add adds duplicates (in index order,

@@ -24,7 +24,7 @@
 #include <string>
 
 #include "mstep/core/HalfTypes.h"
-#include "test/cuda/ConformanceStep.h"
+#include "test/cuda/ConformanceSteps.h"
 #include "test/cuda/CudaStepText.h"
 #include "test/cuda/RefOracle.h"
 #include "test/cuda/TiledHost.h"
@@ -145,15 +145,16 @@ TEST(CudaReductionLoopsHost, ConformanceCasesRunAsRef) {
         !starts("isfinite_") && !starts("pow_int_exponent") && !starts("layer_norm_eps") &&
         !starts("cross_entropy_label_smoothing") && !starts("cross_entropy_smoothing_ignore"))
       continue;
-    std::optional<TraceGraph> graph = testing::conformance_step_graph(c);
-    ASSERT_TRUE(graph.has_value()) << name;
+    std::optional<testing::RefStep> ref_step = testing::run_case_on_ref(c);
+    ASSERT_TRUE(ref_step.has_value()) << name;
+    const TraceGraph& graph = *ref_step->graph;
     // Classes of the cross-entropy cases: [0, 5).
     const int64_t max_integer = 5;
     const bool sums = starts("var_") || starts("logsumexp_") || starts("layer_norm") ||
                       starts("cross_entropy");
     for (CudaRowReduction form : {CudaRowReduction::block, CudaRowReduction::thread}) {
       testing::CudaStepContext step(nullptr);
-      mlir::OwningOpRef<mlir::ModuleOp> module = testing::pipelined(*graph, step);
+      mlir::OwningOpRef<mlir::ModuleOp> module = testing::pipelined(graph, step);
       ASSERT_TRUE(module) << name;
       const Runs runs = run_both(step, *module, with_rows(form), max_integer);
       // The case's result: a block's tree sums within an f32 ulp (see the

@@ -102,19 +102,24 @@ Value score(Nest& nest, const AttentionRows& rows, const Buffers& buffers, const
   return b.create<arith::SelectOp>(excluded, nest.f64(kNegInf), s);
 }
 
-/// dropout's factor for element `flat` of [..., L, S]: keep / (1 - p),
-/// keep iff Philox::uniform(seed, state offset + rng_offset, flat) >= p.
-Value dropout_factor(Nest& nest, const AttentionRows& rows, Value rng, Value flat) {
+/// dropout's keep decision for element `flat` of [..., L, S]:
+/// Philox::uniform(seed, state offset + rng_offset, flat) >= p.
+Value dropout_keep(Nest& nest, const AttentionRows& rows, Value rng, Value flat) {
   ImplicitLocOpBuilder& b = nest.b;
   Value seed = b.create<memref::LoadOp>(rng, ValueRange{nest.index(0)});
   Value start = b.create<arith::AddIOp>(b.create<memref::LoadOp>(rng, ValueRange{nest.index(1)}),
                                         nest.integer(b.getI64Type(), rows.rng_offset));
   Value counter =
       b.create<arith::AddIOp>(start, b.create<arith::IndexCastUIOp>(b.getI64Type(), flat));
-  Value keep = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGE,
-                                       nest.ext(philox_uniform(nest, seed, counter)),
-                                       nest.f64(rows.dropout_p));
-  return b.create<arith::SelectOp>(keep, nest.f64(keep_scale(rows)), nest.f64(0));
+  return b.create<arith::CmpFOp>(arith::CmpFPredicate::OGE,
+                                nest.ext(philox_uniform(nest, seed, counter)),
+                                nest.f64(rows.dropout_p));
+}
+
+/// dropout's factor for element `flat`: keep / (1 - p).
+Value dropout_factor(Nest& nest, const AttentionRows& rows, Value rng, Value flat) {
+  return nest.b.create<arith::SelectOp>(dropout_keep(nest, rows, rng, flat),
+                                        nest.f64(keep_scale(rows)), nest.f64(0));
 }
 
 } // namespace
@@ -125,6 +130,10 @@ void build_attention_probs(func::FuncOp func, const AttentionRows& rows,
   ImplicitLocOpBuilder& b = nest.b;
   const Buffers buffers = buffers_of(nest, params);
   const Flat scores = nest.flat(params.scores);
+  std::optional<Flat> saved, returned, keep_mask;
+  if (params.saved >= 0) saved = nest.flat(params.saved);
+  if (params.returned >= 0) returned = nest.flat(params.returned);
+  if (params.dropout_mask >= 0) keep_mask = nest.flat(params.dropout_mask);
   nest.parallel(rows.rows(), [&](Value r) {
     const Row row = row_of(nest, rows, buffers, r);
     auto s = [&](Value j) { return score(nest, rows, buffers, scores, row, j); };
@@ -151,9 +160,17 @@ void build_attention_probs(func::FuncOp func, const AttentionRows& rows,
     nest.loop(rows.S, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
       Value p = b.create<arith::SelectOp>(live, b.create<arith::DivFOp>(e(j), sum), nest.f64(0));
       Value flat = b.create<arith::AddIOp>(row.base, j);
-      if (dropout && buffers.rng)
-        p = b.create<arith::MulFOp>(p, dropout_factor(nest, rows, buffers.rng, flat));
-      nest.store(nest.round_to(p, scores.element()), scores, flat);
+      if (saved) nest.store(nest.round_to(p, saved->element()), *saved, flat);
+      Value keep = nest.integer(b.getI1Type(), 1);
+      if (dropout && buffers.rng) {
+        keep = dropout_keep(nest, rows, buffers.rng, flat);
+        p = b.create<arith::SelectOp>(keep, b.create<arith::MulFOp>(p, nest.f64(keep_scale(rows))),
+                                      nest.f64(0));
+      }
+      if (keep_mask) nest.store(keep, *keep_mask, flat);
+      Value stored = nest.round_to(p, scores.element());
+      nest.store(stored, scores, flat);
+      if (returned) nest.store(stored, *returned, flat);
       return {};
     });
   });
@@ -166,6 +183,8 @@ void build_attention_probs_grad(func::FuncOp func, const AttentionRows& rows,
   ImplicitLocOpBuilder& b = nest.b;
   const Buffers buffers = buffers_of(nest, params);
   const Flat probs = nest.flat(params.probs), dprobs = nest.flat(params.dprobs);
+  std::optional<Flat> ds_out;
+  if (params.ds >= 0) ds_out = nest.flat(params.ds);
   nest.parallel(rows.rows(), [&](Value r) {
     Value base = nest.affine(r, rows.S, Value());
     // (P, dropout's factor, dP) of key j; dP is 0 for a key with P = 0 or
@@ -192,11 +211,52 @@ void build_attention_probs_grad(func::FuncOp func, const AttentionRows& rows,
       Value zero = b.create<arith::CmpFOp>(arith::CmpFPredicate::OEQ, p, nest.f64(0));
       Value ds = b.create<arith::SelectOp>(
           zero, nest.f64(0), b.create<arith::MulFOp>(p, b.create<arith::SubFOp>(dp, d)));
+      if (ds_out) nest.store(ds, *ds_out, flat);
       nest.store(nest.round_to(b.create<arith::MulFOp>(nest.f64(rows.scale), ds), dprobs.element()),
                  dprobs, flat);
       nest.store(nest.round_to(b.create<arith::MulFOp>(p, factor), probs.element()), probs, flat);
       return {};
     });
+  });
+  b.create<func::ReturnOp>();
+}
+
+void build_attention_mask_grad(func::FuncOp func, const AttentionRows& rows,
+                               const AttentionParams& params) {
+  Nest nest(func);
+  ImplicitLocOpBuilder& b = nest.b;
+  const Flat ds = nest.flat(params.ds), out = nest.flat(params.grad_mask);
+  const std::vector<int64_t>& shape = rows.scores_shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  // The scores' row-major strides; the dims the mask broadcasts over
+  // (stride 0 in mask_strides) are summed, the others fixed by the lane.
+  std::vector<int64_t> strides(rank, 1), summed_dims, summed_strides;
+  for (int64_t d = rank - 1; d > 0; --d) strides[d - 1] = strides[d] * shape[d];
+  int64_t terms = 1, elements = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (rows.mask_strides[d] == 0) {
+      summed_dims.push_back(shape[d]);
+      summed_strides.push_back(strides[d]);
+      terms *= shape[d];
+    } else {
+      elements *= shape[d];
+    }
+  }
+  nest.parallel(elements, [&](Value m) {
+    // The lane's fixed coordinates: mask element m's, placed at the
+    // scores' strides.
+    Value base = nest.index(0);
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t stride = rows.mask_strides[d];
+      if (stride == 0) continue;
+      base = nest.affine(nest.rem(nest.div(m, stride), shape[d]), strides[d], base);
+    }
+    Value sum = nest.loop(terms, {nest.f64(0)}, [&](Value t, ValueRange acc) -> SmallVector<Value> {
+      Value flat = nest.strided(t, summed_dims, summed_strides, 0);
+      return {b.create<arith::AddFOp>(
+          acc[0], nest.load(ds, b.create<arith::AddIOp>(base, flat)))};
+    })[0];
+    nest.store(nest.round_to(sum, out.element()), out, m);
   });
   b.create<func::ReturnOp>();
 }

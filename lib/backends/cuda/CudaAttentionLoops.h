@@ -55,8 +55,15 @@ struct AttentionRows {
 struct AttentionParams {
   int mask = -1, valid_seq_len = -1, rng = -1;
   int scores = -1; ///< probs: the scores, overwritten by the probabilities
+  /// probs, written when present: the probabilities before dropout (the
+  /// forward's saved_probs), after it (its returned probs, a copy of what
+  /// `scores` gets), and dropout's keep decisions (i1; all true without
+  /// dropout).
+  int saved = -1, returned = -1, dropout_mask = -1;
   int probs = -1;  ///< probs_grad: P, overwritten by P'
   int dprobs = -1; ///< probs_grad: dP', overwritten by scale·dS
+  int ds = -1;     ///< probs_grad, when present: dS in f64 (for the mask's gradient)
+  int grad_mask = -1; ///< mask_grad: the mask's gradient (from `ds`)
 };
 
 /// The probs loop nest in `func` (its entry block empty; a return added).
@@ -67,5 +74,12 @@ void build_attention_probs(mlir::func::FuncOp func, const AttentionRows& rows,
 /// The probs_grad loop nest in `func` (its entry block empty).
 void build_attention_probs_grad(mlir::func::FuncOp func, const AttentionRows& rows,
                                 const AttentionParams& params);
+
+/// The mask_grad loop nest in `func`: one lane per element of an additive
+/// mask, summing dS (probs_grad's f64 `ds`) over every position of
+/// [..., L, S] broadcasting maps onto it, in ref's order (ascending flat
+/// position), rounded once (RefAttentionGrad.cpp's dmask).
+void build_attention_mask_grad(mlir::func::FuncOp func, const AttentionRows& rows,
+                               const AttentionParams& params);
 
 } // namespace mstep::cuda

@@ -43,12 +43,42 @@ int64_t product(const Shape& shape, size_t begin, size_t end) {
   return n;
 }
 
+/// Before lowering: an operand of a batched mstep.matmul whose batch dims
+/// broadcast partly onto the result's ([2, 1] against [2, 3]) is expanded
+/// to the result's batch dims (an mstep.expand kernel), so that the call
+/// takes it at a stride of one matrix; one strided call covers only batch
+/// dims that are all the result's or all 1.
+void expand_partly_broadcast_batches(mlir::func::FuncOp step) {
+  step.walk([](dialect::MatmulOp matmul) {
+    auto result = mlir::cast<mlir::RankedTensorType>(matmul.getResult().getType());
+    const int64_t out_rank = result.getRank();
+    if (mlir::cast<mlir::RankedTensorType>(matmul->getOperand(1).getType()).getRank() == 2) return;
+    const llvm::ArrayRef<int64_t> out_batch = result.getShape().drop_back(2);
+    for (unsigned i = 0; i < 2; ++i) {
+      mlir::Value operand = matmul->getOperand(i);
+      auto type = mlir::cast<mlir::RankedTensorType>(operand.getType());
+      llvm::SmallVector<int64_t> padded(out_rank - type.getRank(), 1);
+      llvm::append_range(padded, type.getShape().drop_back(2));
+      if (llvm::ArrayRef<int64_t>(padded) == out_batch ||
+          llvm::all_of(padded, [](int64_t d) { return d == 1; }))
+        continue;
+      llvm::SmallVector<int64_t> dims(out_batch);
+      llvm::append_range(dims, type.getShape().take_back(2));
+      mlir::OpBuilder b(matmul);
+      mlir::Value expanded = b.create<dialect::ExpandOp>(
+          matmul.getLoc(), mlir::RankedTensorType::get(dims, type.getElementType()), operand);
+      matmul->setOperand(i, expanded);
+    }
+  });
+}
+
 /// mstep.matmul as a cuBLASLt step: lhs [..., m, k] x rhs [..., k, n]. A 2-D
 /// rhs folds lhs's batch dims into m (one matmul); otherwise one strided
 /// batched call over the result's batch dims, where each operand's batch
 /// dims (padded with 1s on the left) are the result's (stride: its matrix)
-/// or all 1 (stride 0: broadcast). Batch dims that broadcast partly
-/// ([4, 1] x [1, 3]) and dtypes other than f32 / bf16 are not lowered yet.
+/// or all 1 (stride 0: broadcast); expand_partly_broadcast_batches has
+/// made every batched matmul so. Dtypes other than f32 / bf16 are not
+/// lowered yet.
 absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorType& rhs,
                                            const TensorType& result, std::string origin) {
   auto unimplemented = [&](absl::string_view why) {
@@ -333,6 +363,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
                                                    const CudaCompileOptions& options) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
   if (!step) return absl::InvalidArgumentError("cuda backend: the module has no func @step");
+  expand_partly_broadcast_batches(step);
   CompiledCudaStep compiled;
   CudaPlan& plan = compiled.plan;
   const CudaViews views(step, &CudaAttentionLowering::runs_on_cudnn);

@@ -2,9 +2,11 @@
 #include "lib/backends/cuda/CudaComposedAttention.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaAttentionLoops.h"
+#include "lib/backends/cuda/CudaLoopNest.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mstep/core/Error.h"
@@ -163,8 +165,13 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
   const AttentionRows& rows = node.rows;
   const int64_t L = rows.L, S = rows.S;
   MSTEP_ASSIGN_OR_RETURN(TensorType scores_type, tensor_type_from_mlir(node.scores_type));
-  // The probs kernel on `scores` (read and written in place).
-  auto probs_kernel = [&](int scores, bool dropout, const std::string& kernel) -> absl::Status {
+  // The probs kernel on `scores` (read and written in place), also
+  // writing `extra`'s results (saved, returned probabilities, dropout mask).
+  struct Extra {
+    mlir::Value saved, returned, dropout_mask;
+  };
+  auto probs_kernel = [&](int scores, bool dropout, const std::string& kernel,
+                          const Extra& extra) -> absl::Status {
     AttentionParams params;
     std::vector<int> values;
     std::vector<mlir::Type> types;
@@ -172,6 +179,15 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
     params.scores = static_cast<int>(values.size());
     values.push_back(scores);
     types.push_back(node.scores_type);
+    for (auto [value, slot] : {std::pair{extra.saved, &params.saved},
+                               std::pair{extra.returned, &params.returned},
+                               std::pair{extra.dropout_mask, &params.dropout_mask}}) {
+      if (!value) continue;
+      MSTEP_ASSIGN_OR_RETURN(int id, add_plan_result(plan, ids, value));
+      *slot = static_cast<int>(values.size());
+      values.push_back(id);
+      types.push_back(value.getType());
+    }
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, generate_loop_kernels(
                                                          op, kernel, types,
                                                          [&](mlir::func::FuncOp func) {
@@ -180,31 +196,40 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
                                                            return absl::OkStatus();
                                                          },
                                                          codegen_));
-    const size_t first_written = values.size() - 1;
+    const size_t first_written = static_cast<size_t>(params.scores);
     return sink_(std::move(kernels), kernel, std::move(values), first_written,
                  absl::StrCat(origin, ": probabilities"));
   };
+  // A kernel of `build` over `values` (the first `first_written` read).
+  auto loop_kernel = [&](const std::string& kernel, const std::vector<int>& values,
+                         const std::vector<mlir::Type>& types, size_t first_written,
+                         const std::string& what,
+                         const std::function<void(mlir::func::FuncOp)>& build) -> absl::Status {
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
+                           generate_loop_kernels(op, kernel, types,
+                                                 [&](mlir::func::FuncOp func) {
+                                                   build(func);
+                                                   return absl::OkStatus();
+                                                 },
+                                                 codegen_));
+    return sink_(std::move(kernels), kernel, values, first_written, absl::StrCat(origin, what));
+  };
 
   if (auto sdpa = mlir::dyn_cast<dialect::SdpaOp>(op)) {
-    if (sdpa.getReturnAttnProbs() || sdpa.getReturnDropoutMask() || sdpa.getSavedProbs())
-      return absl::UnimplementedError(
-          "returned probabilities or dropout mask, or probabilities saved for the backward "
-          "(recompute_mode = false)");
     MSTEP_ASSIGN_OR_RETURN(int out, add_plan_result(plan, ids, sdpa.getOut()));
     const int scores = add_plan_value(plan, scores_type);
     scratch_.push_back({scores});
     add_gemm(plan, node, origin,
              {ids.at(a.q), ids.at(a.k), scores, L, S, node.E, false, true, "scores = q·kᵀ"});
-    MSTEP_RETURN_IF_ERROR(probs_kernel(scores, true, name + "_probs"));
+    MSTEP_RETURN_IF_ERROR(probs_kernel(
+        scores, true, name + "_probs",
+        {sdpa.getSavedProbs(), sdpa.getAttnProbs(), sdpa.getDropoutMask()}));
     add_gemm(plan, node, origin,
              {scores, ids.at(a.v), out, L, node.Ev, S, false, false, "out = probs·v"});
     return absl::OkStatus();
   }
 
   auto grad = mlir::cast<dialect::SdpaBackwardOp>(op);
-  if (grad.getGradMask()) return absl::UnimplementedError("the mask's gradient");
-  if (grad.getSavedProbs())
-    return absl::UnimplementedError("probabilities saved by the forward (recompute_mode = false)");
   const int g = ids.at(grad.getGradOut()), q = ids.at(a.q), k = ids.at(a.k), v = ids.at(a.v);
   std::vector<int> results;
   for (mlir::Value result : {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()}) {
@@ -212,9 +237,26 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
     results.push_back(id);
   }
   const int probs = add_plan_value(plan, scores_type), dprobs = add_plan_value(plan, scores_type);
-  scratch_.push_back({probs, dprobs});
-  add_gemm(plan, node, origin, {q, k, probs, L, S, node.E, false, true, "scores = q·kᵀ"});
-  MSTEP_RETURN_IF_ERROR(probs_kernel(probs, false, name + "_probs"));
+  // The mask's gradient sums dS, kept in f64 until then (ref's order and
+  // rounding).
+  const int ds = grad.getGradMask()
+                     ? add_plan_value(plan, TensorType{Shape(rows.scores_shape), DType::f64})
+                     : -1;
+  scratch_.push_back(ds >= 0 ? std::vector<int>{probs, dprobs, ds} : std::vector<int>{probs, dprobs});
+  if (mlir::Value saved = grad.getSavedProbs()) {
+    // P as the forward saved it (before dropout), into the scratch that
+    // the softmax backward overwrites.
+    MSTEP_RETURN_IF_ERROR(loop_kernel(name + "_saved_probs", {ids.at(saved), probs},
+                                      {saved.getType(), node.scores_type}, 1,
+                                      ": saved probabilities", [](mlir::func::FuncOp func) {
+                                        loops::Nest nest(func);
+                                        nest.copy(0, 1);
+                                        nest.b.create<mlir::func::ReturnOp>();
+                                      }));
+  } else {
+    add_gemm(plan, node, origin, {q, k, probs, L, S, node.E, false, true, "scores = q·kᵀ"});
+    MSTEP_RETURN_IF_ERROR(probs_kernel(probs, false, name + "_probs", {}));
+  }
   add_gemm(plan, node, origin, {g, v, dprobs, L, S, node.Ev, false, true, "dprobs = g·vᵀ"});
   {
     AttentionParams params;
@@ -230,6 +272,12 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
     params.dprobs = params.probs + 1;
     values.insert(values.end(), {probs, dprobs});
     types.insert(types.end(), {node.scores_type, node.scores_type});
+    if (ds >= 0) {
+      params.ds = static_cast<int>(values.size());
+      values.push_back(ds);
+      types.push_back(mlir::RankedTensorType::get(rows.scores_shape,
+                                                  mlir::Float64Type::get(op->getContext())));
+    }
     const std::string kernel = name + "_probs_grad";
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, generate_loop_kernels(
                                                          op, kernel, types,
@@ -241,6 +289,19 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
                                                          codegen_));
     MSTEP_RETURN_IF_ERROR(sink_(std::move(kernels), kernel, std::move(values), first_written,
                                 absl::StrCat(origin, ": softmax backward")));
+  }
+  if (mlir::Value grad_mask = grad.getGradMask()) {
+    MSTEP_ASSIGN_OR_RETURN(int id, add_plan_result(plan, ids, grad_mask));
+    MSTEP_RETURN_IF_ERROR(loop_kernel(
+        name + "_mask_grad", {ds, id},
+        {mlir::RankedTensorType::get(rows.scores_shape, mlir::Float64Type::get(op->getContext())),
+         grad_mask.getType()},
+        1, ": the mask's gradient", [&rows](mlir::func::FuncOp func) {
+          AttentionParams params;
+          params.ds = 0;
+          params.grad_mask = 1;
+          build_attention_mask_grad(func, rows, params);
+        }));
   }
   add_gemm(plan, node, origin,
            {probs, g, results[2], S, node.Ev, L, true, false, "grad_v = probsᵀ·g"});

@@ -427,9 +427,9 @@ std::array<int64_t, 3> around(ArrayRef<int64_t> shape, int64_t dim) {
 /// Index value j of `index` (i32 or i64) as an index, whether it is in
 /// [0, size) (ref checks and fails; a kernel cannot), and the value
 /// clamped to 0 when it is not, so nothing is read or written out of
-/// bounds.
+/// bounds. Only lanes where `reporting` holds report (null: every lane).
 std::pair<Value, Value> checked_index(Nest& nest, const Flat& index, Value j, int64_t size,
-                                      int64_t dim) {
+                                      int64_t dim, Value reporting = Value()) {
   ImplicitLocOpBuilder& b = nest.b;
   Value v = nest.load(index, j);
   Type type = v.getType();
@@ -439,8 +439,9 @@ std::pair<Value, Value> checked_index(Nest& nest, const Flat& index, Value j, in
   // Reported in the error word (CudaErrorWord.h): the step then fails at
   // its sync point and its optimizer update changes nothing.
   Value wide = type.isInteger(64) ? v : b.create<arith::ExtSIOp>(b.getI64Type(), v).getResult();
-  nest.report_error(b.create<arith::XOrIOp>(valid, nest.integer(b.getI1Type(), 1)),
-                    error_word::kIndex, wide, j, size, dim);
+  Value bad = b.create<arith::XOrIOp>(valid, nest.integer(b.getI1Type(), 1));
+  if (reporting) bad = b.create<arith::AndIOp>(reporting, bad);
+  nest.report_error(bad, error_word::kIndex, wide, j, size, dim);
   Value safe = b.create<arith::SelectOp>(valid, v, nest.integer(type, 0));
   return {b.create<arith::IndexCastOp>(b.getIndexType(), safe), valid};
 }
@@ -524,17 +525,9 @@ void index_add_owner(dialect::IndexAddOp op, Nest& nest) {
     Value first_lane = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, lane, nest.index(0));
     Value start = nest.load(input, lane);
     SmallVector<Value> sum = nest.loop(n, start, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-      Value v = nest.load(index, j);
-      Type type = v.getType();
-      Value in_range = b.create<arith::AndIOp>(
-          b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, v, nest.integer(type, 0)),
-          b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, v, nest.integer(type, size)));
-      Value wide = type.isInteger(64) ? v : b.create<arith::ExtSIOp>(b.getI64Type(), v).getResult();
-      nest.report_error(b.create<arith::AndIOp>(
-                            first_lane, b.create<arith::XOrIOp>(in_range, nest.integer(b.getI1Type(), 1))),
-                        error_word::kIndex, wide, j, size, op.getDim());
-      Value mine = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, v,
-                                           b.create<arith::IndexCastOp>(type, r));
+      auto [at, valid] = checked_index(nest, index, j, size, op.getDim(), first_lane);
+      Value mine = b.create<arith::AndIOp>(
+          valid, b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, at, r));
       auto branch = b.create<scf::IfOp>(TypeRange{acc[0].getType()}, mine, /*withElseRegion=*/true);
       {
         OpBuilder::InsertionGuard guard(b);

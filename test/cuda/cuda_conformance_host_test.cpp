@@ -1,0 +1,120 @@
+// Host numerics of the conformance suite on cuda (issue 21 §3): each case
+// that compiles for cuda (cuda_conformance_compile_test.cpp) has its plan
+// run on this CPU (run_plan_on_host: every kernel's tiled loop nest, taken
+// before the GPU mapping, and the cuBLASLt steps as host GEMMs) on the
+// inputs ref ran the case with, and every output is compared with ref's:
+// integers and bools exactly, floats within the conformance suite's
+// tolerance (f32: 1e-4 relative + 1e-5, bf16 and f16: 2e-2 each, times
+// the case's scale for long accumulations), NaN only with NaN. Plans with
+// cuDNN steps (bf16 attention) have no host form and are counted apart.
+// The cases are split into shards so that ctest runs them in parallel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "lib/backends/cuda/CudaCompiler.h"
+#include "lib/compiler/Compiler.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mstep/core/HalfTypes.h"
+#include "test/cuda/ConformanceSteps.h"
+#include "test/cuda/TiledHost.h"
+
+namespace mstep::cuda {
+namespace {
+
+constexpr int kShards = 6;
+
+/// Element `i` of `bytes` (of `dtype`) as a double.
+double element(const std::vector<char>& bytes, DType dtype, size_t i) {
+  auto read = [&]<typename T>() {
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    return v;
+  };
+  switch (dtype) {
+  case DType::f32: return read.operator()<float>();
+  case DType::f64: return read.operator()<double>();
+  case DType::bf16: return float(read.operator()<BFloat16>());
+  case DType::f16: return float(read.operator()<Float16>());
+  case DType::i64: return static_cast<double>(read.operator()<int64_t>());
+  case DType::i32: return read.operator()<int32_t>();
+  case DType::boolean: return read.operator()<uint8_t>() != 0;
+  default: ADD_FAILURE() << "no reader for " << dtype_name(dtype); return 0;
+  }
+}
+
+/// Whether `got` is ref's `want` within the conformance tolerance; the
+/// first mismatch in `why`.
+bool within_tolerance(const TensorType& type, const std::vector<char>& want, const char* got,
+                      double scale, std::string& why) {
+  const bool exact = !is_floating(type.dtype);
+  const bool half = type.dtype == DType::bf16 || type.dtype == DType::f16;
+  const double rtol = exact ? 0 : (half ? 2e-2 : 1e-4) * scale;
+  const double atol = exact ? 0 : (half ? 2e-2 : 1e-5) * scale;
+  const std::vector<char> bytes(got, got + type.bytes());
+  for (int64_t i = 0; i < type.numel(); ++i) {
+    const double w = element(want, type.dtype, i), g = element(bytes, type.dtype, i);
+    const bool ok = std::isnan(w) || std::isnan(g) ? std::isnan(w) && std::isnan(g)
+                    : std::isinf(w) || std::isinf(g) ? w == g
+                                                     : std::fabs(w - g) <= atol + rtol * std::fabs(w);
+    if (ok) continue;
+    why = absl::StrCat(type.to_string(), " element ", i, ": ref ", w, ", cuda (host) ", g);
+    return false;
+  }
+  return true;
+}
+
+class CudaConformanceHost : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaConformanceHost, EveryCompiledCaseMatchesRefOnTheHost) {
+  int checked = 0, with_cudnn = 0, not_compiled = 0, index = -1;
+  for (const conformance::ConformanceCase& c : conformance::all_cases()) {
+    if (++index % kShards != GetParam()) continue;
+    std::optional<testing::RefStep> step = testing::run_case_on_ref(c);
+    if (!step) continue;
+    absl::Status status = with_optimized_module(
+        *step->graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
+          absl::StatusOr<CompiledCudaStep> compiled =
+              compile_cuda_step(module, default_cuda_compile_options());
+          if (!compiled.ok()) {
+            ++not_compiled;  // listed in cuda_conformance_compile_test.cpp
+            return absl::OkStatus();
+          }
+          const CudaPlan& plan = compiled->plan;
+          for (const CudaLaunchStep& launch : plan.launches)
+            if (launch.attention >= 0) {
+              ++with_cudnn;
+              return absl::OkStatus();
+            }
+          EXPECT_EQ(plan.num_inputs, step->inputs.size()) << c.name;
+          EXPECT_EQ(plan.outputs.size(), step->results.size()) << c.name;
+          if (plan.num_inputs != step->inputs.size() || plan.outputs.size() != step->results.size())
+            return absl::OkStatus();
+          std::vector<std::vector<char>> values;
+          for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
+          for (size_t i = 0; i < step->inputs.size(); ++i) values[i] = step->inputs[i];
+          testing::run_plan_on_host(*module.getContext(), *compiled, values);
+          for (size_t k = 0; k < plan.outputs.size(); ++k) {
+            const int v = plan.outputs[k];
+            std::string why;
+            EXPECT_TRUE(within_tolerance(plan.values[v], step->results[k],
+                                         testing::host_bytes(&plan, values, v), c.tol_scale, why))
+                << c.name << ": output " << k << " differs from ref: " << why;
+          }
+          ++checked;
+          return absl::OkStatus();
+        });
+    EXPECT_TRUE(status.ok()) << c.name << ": " << status;
+  }
+  std::printf("shard %d: %d cases match ref on the host, %d have cuDNN steps (GPU only), %d do "
+              "not compile yet\n",
+              GetParam(), checked, with_cudnn, not_compiled);
+  EXPECT_GT(checked, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, CudaConformanceHost, ::testing::Range(0, kShards));
+
+} // namespace
+} // namespace mstep::cuda
