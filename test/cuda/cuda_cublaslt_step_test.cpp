@@ -146,14 +146,22 @@ TEST(CudaCublasLtPlan, A2DRhsFoldsTheBatchIntoRows) {
   EXPECT_EQ(plan->matmuls[0].shape.m, 4 * 8);
 }
 
-TEST(CudaCublasLtPlan, BroadcastBatchDimsAreNotYetLoweredNamingTheOp) {
+TEST(CudaCublasLtPlan, BatchDimsThatBroadcastPartlyAreExpandedFirst) {
+  // [4, 1] against [1, 3]: each operand is expanded to the result's batch
+  // dims [4, 3] by a kernel, then one strided call of 12 products, each
+  // operand at a stride of one matrix (CudaOpLoopsHost's
+  // ABatchedMatmulWhoseBatchDimsBroadcastPartly checks the values).
   auto plan = plan_of(kBroadcastBatchStep);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(plan.status().message(),
-              HasSubstr("cuda: op 'mstep.matmul' (mstep.matmul #0, f32[4, 1, 8, 16]"));
-  EXPECT_THAT(plan.status().message(),
-              HasSubstr("is not yet lowered for cuda: its batch dims broadcast"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->matmuls.size(), 1u);
+  const CudaMatmulInfo& m = plan->matmuls[0];
+  EXPECT_EQ(m.batch, 12);
+  EXPECT_EQ(m.a_stride, 8 * 16);
+  EXPECT_EQ(m.b_stride, 16 * 32);
+  EXPECT_EQ(m.c_stride, 8 * 32);
+  int kernels = 0;
+  for (const CudaLaunchStep& launch : plan->launches) kernels += launch.matmul < 0 ? 1 : 0;
+  EXPECT_EQ(kernels, 2);  // the two expands
 }
 
 // ---- the executable over a fake cuBLASLt table (FakeCublasLt.h) -----------

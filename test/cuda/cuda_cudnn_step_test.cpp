@@ -169,14 +169,6 @@ TEST(CudaCudnnPlan, WhatNeitherCudnnNorTheComposedFormTakesIsNamedWithBothReason
        "expressible in cuDNN: a boolean mask (cuDNN's SDPA takes an additive one); nor does the "
        "composed attention (cuBLASLt and "
        "kernels of its own) take dtype f16 (its matmuls are cuBLASLt's: f32 or bf16)"},
-      {R"(
-func.func @step(%q: )" BF16 R"(, %k: )" BF16 R"(, %v: )" BF16 R"() -> )" BF16 R"( {
-  %o, %p = mstep.sdpa %q, %k, %v {return_attn_probs = true, scale = 1.250000e-01 : f64}
-      : )" BF16 ", " BF16 ", " BF16 " -> " BF16 R"( probs tensor<2x4x16x16xbf16>
-  return %o : )" BF16 R"(
-})",
-       "is not yet lowered for cuda: returned probabilities or dropout mask; nor does the "
-       "composed attention (cuBLASLt and kernels of its own) take returned probabilities"},
   };
   for (const Case& c : cases) {
     auto plan = plan_of(c.text.c_str());
@@ -184,6 +176,20 @@ func.func @step(%q: )" BF16 R"(, %k: )" BF16 R"(, %v: )" BF16 R"() -> )" BF16 R"
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented) << plan.status();
     EXPECT_THAT(std::string(plan.status().message()), HasSubstr(c.why)) << c.text;
   }
+}
+
+TEST(CudaCudnnPlan, ReturnedProbabilitiesTakeTheComposedForm) {
+  // cuDNN cannot return the probabilities; the composed form writes them
+  // beside its scores: two cuBLASLt calls and its probs kernel, no cuDNN.
+  auto plan = plan_of(R"(
+func.func @step(%q: )" BF16 R"(, %k: )" BF16 R"(, %v: )" BF16 R"() -> ()" BF16 R"(, tensor<2x4x16x16xbf16>) {
+  %o, %p = mstep.sdpa %q, %k, %v {return_attn_probs = true, scale = 1.250000e-01 : f64}
+      : )" BF16 ", " BF16 ", " BF16 " -> " BF16 R"( probs tensor<2x4x16x16xbf16>
+  return %o, %p : )" BF16 R"(, tensor<2x4x16x16xbf16>
+})");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->attentions.empty());
+  EXPECT_EQ(plan->matmuls.size(), 2u);
 }
 
 TEST(CudaCudnnPlan, TheStoredPlanKeepsTheSteps) {

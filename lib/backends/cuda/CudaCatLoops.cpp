@@ -14,8 +14,6 @@ using mlir::Value;
 
 namespace {
 
-ArrayRef<int64_t> shape_of(Value value) { return cast<ShapedType>(value.getType()).getShape(); }
-
 /// A fill operand: its first element in the result's row (the operands
 /// before it along dim, times the inner extent), its elements per row,
 /// and its constant.

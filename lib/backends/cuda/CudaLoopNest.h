@@ -34,6 +34,18 @@ inline int64_t numel(Value value) {
   return type.getNumElements();
 }
 
+inline ArrayRef<int64_t> shape_of(Value value) {
+  return cast<ShapedType>(value.getType()).getShape();
+}
+
+/// Row-major strides of `shape`.
+inline std::vector<int64_t> strides_of(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
 /// Builds the loop nest of one op in its kernel func.
 class Nest {
 public:

@@ -3,9 +3,9 @@
 // softmax, log_softmax, layer_norm, rms_norm, nll_loss, dropout (Philox),
 // sum and mean over trailing dims (with block-wide row reductions),
 // arange, reshape, permute, slice, slice_scatter, cat (CudaCatLoops.h),
-// index_select (embedding), index_add (its backward), gather,
-// scatter_add and the multi-tensor optimizer update (SGD, Adam, AdamW,
-// Adadelta; clip_grad_norm_ included).
+// index_select (embedding), index_add (its backward), gather and
+// scatter_add (CudaIndexLoops.h), and the multi-tensor optimizer update
+// (SGD, Adam, AdamW, Adadelta; clip_grad_norm_ included).
 //
 // Each op is one or more top-level scf.parallel loops (one GPU launch
 // each; CudaKernelGen tiles them by the block size): a block per row for
@@ -13,8 +13,8 @@
 // rows shorter than a warp excepted), else one lane per row for
 // the row-wise ops (softmax: each of the outer x inner lanes of the
 // normalized dim), one lane per element for the elementwise and copy
-// ops, one lane per column for index_add (per index position off the
-// scattered dim for scatter_add), one lane in all for a reduction
+// ops, one lane per column or per output element for index_add (per
+// index position off the scattered dim for scatter_add), one lane in all for a reduction
 // to a scalar (the clipping norms; nll_loss mean / sum too with
 // MSTEP_CUDA_ROW_REDUCTION=thread, else a block). Within a lane,
 // plain scf.for loops. The numerics follow lib/backends/ref op for op:
