@@ -26,10 +26,9 @@ struct Rows {
 };
 
 Rows rows_of(Operation* op, ArrayRef<int64_t> dims) {
-  ArrayRef<int64_t> shape = cast<ShapedType>(op->getOperand(0).getType()).getShape();
+  ArrayRef<int64_t> shape = shape_of(op->getOperand(0));
   const int64_t rank = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> strides(rank, 1);
-  for (int64_t d = rank - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  const std::vector<int64_t> strides = strides_of(shape);
   Rows rows;
   for (int64_t d = 0; d < rank; ++d) {
     const bool reduced = llvm::is_contained(dims, d);
