@@ -14,7 +14,7 @@
 //                                         fuses it back into mstep.sdpa)
 //             [--mode lazy|replay|graphed|cacher] [--samples 0]
 //             [--device cpu|ref|neuron]   (default cpu)   [--vocab N] (pad the vocabulary)
-//             [--autocast bf16]   (matmuls and attention in bf16, f32 master weights)
+//             [--autocast bf16|f16]   (matmuls and attention in bf16 or f16, f32 master weights)
 //             [--clip C]   (clip_grad_norm_ max norm, default 1.0; 0: no clipping)
 //             [--save step.mstep]   (--mode replay: write the captured step for mstep-run)
 //             [--padding 0]   (full-length windows, no valid_seq_len: the
@@ -84,7 +84,7 @@ struct Args {
   bool explicit_attention = false;
   std::string mode = "lazy";
   std::string device = "cpu";
-  bool autocast_bf16 = false;
+  std::optional<DType> autocast; // --autocast bf16|f16
   bool samples = true;
   double clip = 1.0;    // 0: no clipping
   bool padding = true;  // false: every window is seq long, no valid_seq_len
@@ -133,11 +133,11 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--bucket-mb") a.bucket_mb = std::atof(v);
     else if (flag == "--first-bucket-mb") a.first_bucket_mb = std::atof(v);
     else if (flag == "--autocast") {
-      if (std::string(v) != "bf16") {
-        std::fprintf(stderr, "gpt_train: --autocast takes bf16, got %s\n", v);
+      if (std::string(v) != "bf16" && std::string(v) != "f16") {
+        std::fprintf(stderr, "gpt_train: --autocast takes bf16 or f16, got %s\n", v);
         std::exit(2);
       }
-      a.autocast_bf16 = true;
+      a.autocast = std::string(v) == "f16" ? DType::f16 : DType::bf16;
     }
     else {
       std::fprintf(stderr, "gpt_train: unknown flag %s\n", flag.c_str());
@@ -357,10 +357,10 @@ int main(int argc, char** argv) {
   // One training step on `b`: forward, loss, backward, clip, AdamW, one
   // mark_step(). `forward` is the model itself or its graphed form.
   auto forward = [&](const Tensor& tokens, const Tensor& lengths) {
-    // Under --autocast bf16 the matmuls and attention run in bf16; the
-    // backward follows the forward's dtypes.
-    std::optional<AutocastScope> bf16;
-    if (args.autocast_bf16) bf16.emplace(DType::bf16);
+    // Under --autocast bf16 (or f16) the matmuls and attention run in
+    // bf16 (f16); the backward follows the forward's dtypes.
+    std::optional<AutocastScope> scope;
+    if (args.autocast) scope.emplace(*args.autocast);
     return model.forward(tokens, lengths);
   };
   std::optional<GraphedCallable> graphed;

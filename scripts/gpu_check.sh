@@ -162,15 +162,17 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
     # Compiled three times, to time the kernel forms against each other:
     # the defaults (block-wide row reductions, one optimizer launch), one
     # thread per row (MSTEP_CUDA_ROW_REDUCTION=thread), and the first forms
-    # (thread, and a launch per parameter: MSTEP_CUDA_OPTIMIZER=per_tensor).
+    # (thread, a launch per parameter: MSTEP_CUDA_OPTIMIZER=per_tensor, and
+    # one thread per column: MSTEP_CUDA_COLUMN_REDUCTION=thread).
     # plans.txt has each plan's summary (launches, copies, cuBLASLt and
     # cuDNN calls).
     : > "$bundle/bench/plans.txt"
-    for variant in "default" "thread:thread:multi" "first:thread:per_tensor"; do
-      IFS=: read -r name rows optimizer <<< "$variant"
+    for variant in "default" "thread:thread:multi" "first:thread:per_tensor:thread"; do
+      IFS=: read -r name rows optimizer columns <<< "$variant"
       file=gpt_bench.cuda.mstep
       [ "$name" = default ] || file=gpt_bench.$name.cuda.mstep
       MSTEP_CUDA_ROW_REDUCTION=${rows:-block} MSTEP_CUDA_OPTIMIZER=${optimizer:-multi} \
+        MSTEP_CUDA_COLUMN_REDUCTION=${columns:-split} \
         "$compiler_tool" "$stage/gpt_bench.ref.mstep" --device cuda --zero-values \
         -o "$bundle/bench/$file" | sed "s/^/$name: /" >> "$bundle/bench/plans.txt"
     done
@@ -483,7 +485,7 @@ if [ -d "$bundle/bench" ]; then
     with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.thread.cuda.mstep" --steps 50 \
       --time 2>&1
-    echo "== the same, the first forms (thread, and MSTEP_CUDA_OPTIMIZER=per_tensor)"
+    echo "== the same, the first forms (thread, MSTEP_CUDA_OPTIMIZER=per_tensor, MSTEP_CUDA_COLUMN_REDUCTION=thread)"
     with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.first.cuda.mstep" --steps 50 \
       --time 2>&1

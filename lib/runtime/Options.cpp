@@ -82,6 +82,16 @@ RuntimeOptions RuntimeOptions::from_env() {
                    r, o.cuda_row_reduction.c_str());
     }
   }
+  if (const char* c = std::getenv("MSTEP_CUDA_COLUMN_REDUCTION")) {
+    if (absl::string_view(c) == "split" || absl::string_view(c) == "thread") {
+      o.cuda_column_reduction = c;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_CUDA_COLUMN_REDUCTION=%s is neither 'split' nor 'thread'; "
+                   "using '%s'\n",
+                   c, o.cuda_column_reduction.c_str());
+    }
+  }
   if (const char* u = std::getenv("MSTEP_CUDA_OPTIMIZER")) {
     if (absl::string_view(u) == "multi" || absl::string_view(u) == "per_tensor") {
       o.cuda_optimizer = u;

@@ -19,6 +19,13 @@ protected:
     ASSERT_TRUE(backend.ok()) << backend.status();
     backend_ = std::move(*backend);
   }
+  /// The fake's kernel launches from call `before` on.
+  std::vector<FakeCall> launches_since(size_t before) const {
+    std::vector<FakeCall> launches;
+    for (size_t i = before; i < fake_.calls.size(); ++i)
+      if (fake_.calls[i].name == "cuLaunchKernel") launches.push_back(fake_.calls[i]);
+    return launches;
+  }
   /// Makes every kernel of `plan` known to the fake (pointer parameters).
   void add_kernels(const CudaPlan& plan) {
     // In the plan's kernel order (the executable loads them so), each

@@ -18,9 +18,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "test/cuda/CudaStepText.h"
+#include "test/cuda/HostStepRun.h"
 #include "test/cuda/RefOracle.h"
-#include "test/cuda/TiledHost.h"
 
 namespace mstep::cuda {
 namespace {
@@ -40,28 +39,12 @@ CudaCompileOptions with_rows(CudaRowReduction form) {
   return options;
 }
 
-/// A step compiled with `form`, its tiled nests run on the host.
-struct HostRun {
-  CudaPlan plan;
-  std::vector<std::vector<char>> outputs;
-  std::vector<std::string> tiled;
-};
+using HostRun = testing::HostStepRun;
 
+/// A step compiled with `form`, its tiled nests run on the host.
 HostRun run_host(const char* text, const std::vector<std::vector<char>>& inputs,
                  CudaRowReduction form) {
-  HostRun run;
-  testing::CudaStepContext step(text);
-  auto compiled = compile_cuda_step(step.module(), with_rows(form));
-  EXPECT_TRUE(compiled.ok()) << compiled.status();
-  if (!compiled.ok()) return run;
-  std::vector<std::vector<char>> values;
-  for (const TensorType& type : compiled->plan.values) values.emplace_back(type.bytes(), char{0x7f});
-  for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
-  testing::run_tiled_on_host(step.context(), *compiled, values);
-  for (int id : compiled->plan.outputs) run.outputs.push_back(values[id]);
-  for (const TiledOp& op : compiled->tiled) run.tiled.push_back(op.module);
-  run.plan = std::move(compiled->plan);
-  return run;
+  return testing::run_step_on_host(text, inputs, with_rows(form));
 }
 
 /// Block and thread forms against ref, byte for byte; the block form's run.
@@ -224,15 +207,18 @@ func.func @step(%n: tensor<2048xi64>, %r: tensor<3x1000xi32>) -> (tensor<i64>, t
   EXPECT_EQ(total, expected);
 }
 
-TEST(CudaBlockRowsHost, ColumnSumsStayOneThreadPerColumn) {
-  // A bias gradient (sum over the leading dims): not rows, so the first
-  // form whatever the option.
+TEST(CudaBlockRowsHost, ColumnSumsAreNotRows) {
+  // A bias gradient (sum over the leading dims): not rows, so one thread
+  // per column with MSTEP_CUDA_COLUMN_REDUCTION=thread whatever the row
+  // option (split: cuda_column_sums_host_test.cpp).
   testing::CudaStepContext step(R"(
 func.func @step(%x: tensor<64x300xf32>) -> tensor<300xf32> {
   %s = mstep.sum %x {dims = array<i64: 0>, keepdim = false} : tensor<64x300xf32> -> tensor<300xf32>
   return %s : tensor<300xf32>
 })");
-  auto compiled = compile_cuda_step(step.module(), with_rows(CudaRowReduction::block));
+  CudaCompileOptions options = with_rows(CudaRowReduction::block);
+  options.codegen.column_reduction = CudaColumnReduction::thread;
+  auto compiled = compile_cuda_step(step.module(), options);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   for (const TiledOp& op : compiled->tiled)
     EXPECT_THAT(op.module, ::testing::Not(HasSubstr("mstep_block_threads")));

@@ -363,9 +363,13 @@ bool generate(const Case& c, const std::filesystem::path& out) {
 
   CodegenCase file;
   file.bandwidth = c.bandwidth;
-  for (const TensorType& type : plan.values) {
-    if (type.dtype != DType::f32 && !c.raw_inputs)
-      return fail(c.name + ": a value is " + type.to_string() + ", not f32");
+  for (size_t id = 0; id < plan.values.size(); ++id) {
+    const TensorType& type = plan.values[id];
+    // Inputs are f32 unless given as bytes; a temporary may be of any
+    // dtype (a split column sum's f64 partials), the format says its size.
+    if (type.dtype != DType::f32 && !c.raw_inputs && id < plan.num_inputs)
+      return fail(c.name + ": input " + std::to_string(id) + " is " + type.to_string() +
+                  ", not f32");
     file.elements.push_back(type.numel());
     file.element_bytes.push_back(static_cast<int>(element_size(type.dtype)));
   }

@@ -80,8 +80,12 @@ TEST(CudaTiledHost, RowReductionOneThreadPerRow) {
 }
 
 TEST(CudaTiledHost, ColumnSumOneThreadPerColumn) {
+  // The first form (MSTEP_CUDA_COLUMN_REDUCTION=thread; the default,
+  // split, is cuda_column_sums_host_test.cpp's).
   testing::CudaStepContext step(testing::kColumnSumStep);
-  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  CudaCompileOptions options = default_cuda_compile_options();
+  options.codegen.column_reduction = CudaColumnReduction::thread;
+  auto compiled = compile_cuda_step(step.module(), options);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   // The accumulation runs on 300 threads (two blocks), not on one.
   ASSERT_EQ(compiled->plan.launches.size(), 2u);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "test/unit/conformance/ElementwiseCases.h"
+#include "test/unit/conformance/HalfCases.h"
 #include "test/unit/conformance/NNCases.h"
 #include "test/unit/conformance/ShapeCases.h"
 
@@ -34,6 +35,20 @@ inline const std::vector<ConformanceCase>& all_cases() {
     add_loss_cases(t);
     add_optimizer_cases(t);
     return t.take();
+  }();
+  return cases;
+}
+
+/// Every case, the 16-bit ones of HalfCases.h, and the f16 twin of every
+/// case with a bf16 input, built once (backend_conformance_test's list).
+inline const std::vector<ConformanceCase>& all_cases_with_f16() {
+  static const std::vector<ConformanceCase> cases = [] {
+    CaseTable t;
+    add_16_bit_cases(t);
+    std::vector<ConformanceCase> out = all_cases();
+    for (ConformanceCase& c : t.take()) out.push_back(std::move(c));
+    for (ConformanceCase& c : f16_twins(out)) out.push_back(std::move(c));
+    return out;
   }();
   return cases;
 }

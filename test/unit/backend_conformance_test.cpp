@@ -1,6 +1,7 @@
 // Backend conformance: every case of ConformanceCases.h (every op of the
 // public API, forward and backward, on odd and size-1 shapes, in f32 and
-// where the op allows bf16, integers and bool) runs on the ref backend,
+// where the op allows bf16 and f16, integers and bool; all_cases_with_f16)
+// runs on the ref backend,
 // the oracle, and on each other registered backend with the same inputs
 // and the same RNG seed; outputs and input gradients must match. Then two
 // small training graphs (an MLP with SGD, a transformer block with AdamW)
@@ -205,7 +206,7 @@ struct ConformanceParam {
 std::vector<ConformanceParam> all_params() {
   std::vector<ConformanceParam> out;
   for (DeviceType backend : backends_under_test())
-    for (const ConformanceCase& c : all_cases()) out.push_back({&c, backend});
+    for (const ConformanceCase& c : all_cases_with_f16()) out.push_back({&c, backend});
   return out;
 }
 
@@ -287,7 +288,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendConformance);
 
 TEST(BackendConformanceTable, CaseNamesAreUniqueAndCoverEveryFamily) {
   std::set<std::string> names;
-  for (const ConformanceCase& c : all_cases()) {
+  for (const ConformanceCase& c : all_cases_with_f16()) {
     EXPECT_TRUE(names.insert(c.name).second) << "duplicate case " << c.name;
     EXPECT_EQ(
         c.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"),

@@ -290,6 +290,16 @@ TEST_F(RecompileReasonTest, FlippingFusionIsACompileOptionsChange) {
   EXPECT_EQ(metrics().compiles, compiles);
 }
 
+TEST_F(RecompileReasonTest, FlippingTheCudaColumnReductionIsACompileOptionsChange) {
+  // Part of the key whatever the device (the cuda compile half reads it).
+  run_step(3, 2.0);
+  Tracer::get().mutable_options().cuda_column_reduction = "thread";
+  std::string log = logged([] { EXPECT_EQ(run_step(3, 2.0), (V{1, 1, 3})); });
+  EXPECT_THAT(log, AllOf(HasSubstr("compile options changed"),
+                         HasSubstr("MSTEP_CUDA_COLUMN_REDUCTION")))
+      << log;
+}
+
 TEST_F(RecompileReasonTest, AGraphEvictedByTheLruIsExplainedAsEvicted) {
   Tracer::get().cache().set_max_entries(1);
   Tensor x = from_vector(V{-1, 0, 2}, {3});

@@ -32,6 +32,7 @@
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/GptTrainingLosses.h"
 #include "test/unit/TestUtil.h"
+#include "test/unit/XlaHalfTests.h"
 #include "test/unit/XlaStepCallouts.h"
 
 namespace mstep {
@@ -48,50 +49,16 @@ constexpr Device kRef{DeviceType::ref, 0};
 
 /// Values spread over a few binades, rounded to bf16 on the way in.
 Tensor on(Device d, Shape s, int seed, double scale = 1.0) {
-  return testing::spread(d, s, seed, scale).to(DType::bf16);
+  return testing::half_input(d, s, seed, scale, DType::bf16);
 }
 
-/// `make(device)`'s results as f32 (bf16 widens exactly), on xla (whose
-/// step must call out for nothing and fall back for nothing) and on
-/// `other`.
-template <typename F>
-std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> on_xla_and(Device other,
-                                                                                       F make) {
-  RecordSteps record;
-  reset_metrics();
-  std::vector<Tensor> xla = make(kXla);
-  mark_step();
-  EXPECT_THAT(callouts_of_last_step(), IsEmpty());
-  std::vector<Tensor> want = make(other);
-  mark_step();
-  auto values = [](const std::vector<Tensor>& ts) {
-    std::vector<std::vector<float>> out;
-    for (const Tensor& t : ts) {
-      EXPECT_EQ(t.dtype(), DType::bf16);
-      out.push_back(t.to(DType::f32).to_vector<float>());
-    }
-    return out;
-  };
-  std::vector<std::vector<float>> got = values(xla);
-  EXPECT_EQ(metrics().fallbacks, 0);
-  return {got, values(want)};
+/// `make(device)`'s bf16 results as f32, on xla (no callout, no fallback)
+/// and on `other`.
+template <typename F> auto on_xla_and(Device other, F make) {
+  return testing::on_xla_and(other, DType::bf16, make);
 }
 
-/// Equal bit for bit, a NaN equal to a NaN.
-void expect_same(const std::vector<std::vector<float>>& got,
-                 const std::vector<std::vector<float>>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].size(), want[i].size()) << "result " << i;
-    for (size_t j = 0; j < got[i].size(); ++j) {
-      if (std::isnan(want[i][j])) {
-        EXPECT_TRUE(std::isnan(got[i][j])) << "result " << i << " element " << j;
-        continue;
-      }
-      EXPECT_EQ(got[i][j], want[i][j]) << "result " << i << " element " << j;
-    }
-  }
-}
+using testing::expect_same;
 
 TEST(XlaBf16, ReductionsEqualTheCpuBackendBitForBit) {
   auto [xla, cpu] = on_xla_and(kCpu, [](Device d) {
@@ -289,11 +256,7 @@ std::vector<float> gpt_losses(Device device, bool check) {
 
 /// A bf16 leaf that requires grad (values of `on`, rounded once).
 Tensor leaf(Device d, Shape s, int seed, double scale = 1.0) {
-  std::vector<float> v(s.numel());
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = static_cast<float>(scale * std::sin(0.731 * i + 1.37 * seed) *
-                              (1 + 0.5 * std::cos(0.17 * i)));
-  return from_vector(v, s, DType::bf16, d).requires_grad_();
+  return testing::half_leaf(d, s, seed, scale, DType::bf16);
 }
 
 // Ops that were callouts in bf16 until this round, now loops that compute

@@ -75,6 +75,14 @@ struct RuntimeOptions {
   /// the first form, kept to compare the two). Read when a cuda step is
   /// compiled; part of the compile key.
   std::string cuda_row_reduction = "block";
+  /// MSTEP_CUDA_COLUMN_REDUCTION=split|thread: how the cuda backend sums
+  /// over leading dims (bias and layer_norm weight gradients) and
+  /// clip_grad_norm_'s per-gradient norms: the rows split into chunks of
+  /// a block each, then the chunks' partials summed in order (split, the
+  /// default), or one thread per column (thread, the first form, kept to
+  /// compare the two). Read when a cuda step is compiled; part of the
+  /// compile key.
+  std::string cuda_column_reduction = "split";
   /// MSTEP_CUDA_OPTIMIZER=multi|per_tensor: the cuda backend's optimizer
   /// update as one launch for every parameter (multi, the default), or a
   /// launch per parameter (per_tensor, the first form). Read when a cuda

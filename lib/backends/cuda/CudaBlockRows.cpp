@@ -41,15 +41,15 @@ SmallVector<Value> BlockRow::strided(Value t, int64_t n, ValueRange init,
   return SmallVector<Value>(for_op.getResults());
 }
 
-void BlockRow::reduce(Value buffer, function_ref<Value(Value, Value)> combine) {
+void BlockRow::reduce(Value buffer, function_ref<Value(Value, Value)> combine, int64_t width) {
   ImplicitLocOpBuilder& b = nest_.b;
-  for (int64_t s = threads_ / 2; s >= 1; s /= 2) {
+  for (int64_t s = threads_ / width / 2; s >= 1; s /= 2) {
     phase([&](Value t) {
-      Value active = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, t, nest_.index(s));
+      Value active = b.create<arith::CmpIOp>(arith::CmpIPredicate::ult, t, nest_.index(s * width));
       auto branch = b.create<scf::IfOp>(active, /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(branch.thenBlock()->getTerminator());
-      Value other = b.create<arith::AddIOp>(t, nest_.index(s));
+      Value other = b.create<arith::AddIOp>(t, nest_.index(s * width));
       Value mine = b.create<memref::LoadOp>(buffer, ValueRange{t});
       Value theirs = b.create<memref::LoadOp>(buffer, ValueRange{other});
       b.create<memref::StoreOp>(combine(mine, theirs), buffer, ValueRange{t});

@@ -66,7 +66,10 @@ public:
   /// thread t < s takes combine(buffer[t], buffer[t + s]) for s = T/2,
   /// ..., 1). `combine` must be associative and commutative for the
   /// values it sees (f64 sums: as exact as the serial order, not equal).
-  void reduce(Value buffer, function_ref<Value(Value, Value)> combine);
+  /// With `width` w (a power of two dividing T): buffer as T/w rows of w,
+  /// reduced over the rows into buffer[0 .. w) (s counts rows: thread
+  /// t < s·w takes buffer[t + s·w]); a column sum's tile (CudaColumnSums.h).
+  void reduce(Value buffer, function_ref<Value(Value, Value)> combine, int64_t width = 1);
 
   /// Within a phase: the reduced value, buffer[0].
   Value result(Value buffer);

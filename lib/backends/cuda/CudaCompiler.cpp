@@ -355,6 +355,9 @@ CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime) {
   options.codegen.row_reduction = runtime.cuda_row_reduction == "thread"
                                       ? CudaRowReduction::thread
                                       : CudaRowReduction::block;
+  options.codegen.column_reduction = runtime.cuda_column_reduction == "thread"
+                                         ? CudaColumnReduction::thread
+                                         : CudaColumnReduction::split;
   options.codegen.multi_tensor_launch = runtime.cuda_optimizer != "per_tensor";
   return options;
 }

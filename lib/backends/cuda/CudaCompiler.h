@@ -37,7 +37,7 @@ struct CudaCompileOptions {
 CudaCompileOptions default_cuda_compile_options();
 
 /// The defaults with `runtime`'s choices (MSTEP_CUDA_ROW_REDUCTION,
-/// MSTEP_CUDA_OPTIMIZER).
+/// MSTEP_CUDA_COLUMN_REDUCTION, MSTEP_CUDA_OPTIMIZER).
 CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime);
 
 /// A tiled loop nest, right before the GPU mapping: func @<name> on

@@ -51,6 +51,14 @@ namespace mstep::cuda {
 /// one thread per row (the first form; kept to compare the two on a GPU).
 enum class CudaRowReduction { block, thread };
 
+/// How a float sum or mean over leading dims (a column sum: bias and
+/// layer_norm weight gradients) and clip_grad_norm_'s per-tensor norms are
+/// reduced (MSTEP_CUDA_COLUMN_REDUCTION): the rows split into chunks, a
+/// block per chunk and column tile, then a pass over the chunks' partials
+/// (CudaColumnSums.h), or one thread per column (per gradient's norm), the
+/// first form (kept to compare the two on a GPU).
+enum class CudaColumnReduction { split, thread };
+
 struct CudaCodegenOptions {
   /// The PTX's target: sm_80 PTX assembles for sm_80 and sm_90 and JITs on
   /// newer GPUs.
@@ -64,6 +72,10 @@ struct CudaCodegenOptions {
   /// With block reductions, rows shorter than this stay one thread per
   /// row (a block would leave most of its threads idle).
   int64_t block_row_min = 32;
+  CudaColumnReduction column_reduction = CudaColumnReduction::split;
+  /// Blocks a split reduction's first pass aims at: two per SM of a
+  /// 132-SM H100 (fewer where the rows run out first).
+  int64_t split_target_blocks = 264;
   /// The optimizer update of every parameter in one launch
   /// (MSTEP_CUDA_OPTIMIZER=multi), or a launch per parameter (per_tensor).
   bool multi_tensor_launch = true;

@@ -5,6 +5,7 @@
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "lib/backends/cuda/CudaBlockRows.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
+#include "lib/backends/cuda/CudaColumnSums.h"
 #include "lib/backends/cuda/CudaIndexLoops.h"
 #include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
@@ -221,18 +222,14 @@ void nll_loss_loops(dialect::NllLossOp op, const CudaCodegenOptions& options, Ne
 /// (each output element one contiguous row): {rows, row length}. Float
 /// inputs, and integer ones (not bool) for sum.
 std::optional<std::pair<int64_t, int64_t>> trailing_rows(Operation* op) {
-  ArrayRef<int64_t> dims;
-  if (auto sum = dyn_cast<dialect::SumOp>(op))
-    dims = sum.getDims();
-  else if (auto mean = dyn_cast<dialect::MeanOp>(op))
-    dims = mean.getDims();
-  else
-    return std::nullopt;
+  std::optional<ArrayRef<int64_t>> sum_dims = reduced_dims(op);
+  if (!sum_dims) return std::nullopt;
+  ArrayRef<int64_t> dims = *sum_dims;
   auto type = cast<ShapedType>(op->getOperand(0).getType());
   Type element = type.getElementType();
   const bool integer_sum = isa<dialect::SumOp>(op) && element.isSignlessInteger() &&
                            !element.isInteger(1);
-  if ((!isa<FloatType>(element) && !integer_sum) || dims.empty()) return std::nullopt;
+  if (!isa<FloatType>(element) && !integer_sum) return std::nullopt;
   const int64_t rank = type.getRank(), first = rank - static_cast<int64_t>(dims.size());
   for (size_t k = 0; k < dims.size(); ++k)
     if (dims[k] != first + static_cast<int64_t>(k)) return std::nullopt;
@@ -423,6 +420,8 @@ bool builds_op_loops(Operation* op, const CudaCodegenOptions& options) {
   if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op))
     return block_per_row(options, rows->second);
   if (builds_reduction_loops(op)) return true;
+  // A sum or mean over leading dims: split into chunks, when those are on.
+  if (leading_columns(op)) return options.column_reduction == CudaColumnReduction::split;
   return isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp,
              dialect::NllLossOp, dialect::DropoutOp, dialect::ArangeOp, dialect::ReshapeOp,
              dialect::PermuteOp, dialect::SliceOp, dialect::SliceScatterOp, dialect::IndexSelectOp,
@@ -454,6 +453,8 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
     reduction_loops(op, *rows, nest);
   } else if (builds_reduction_loops(op)) {
     status = reduction_op_loops(op, [&](int64_t n) { return block_per_row(options, n); }, nest);
+  } else if (std::optional<std::pair<int64_t, int64_t>> columns = leading_columns(op)) {
+    column_sum_loops(op, *columns, options, nest);
   } else if (auto dropout = dyn_cast<dialect::DropoutOp>(op)) {
     dropout_loops(dropout, nest);
   } else if (auto arange = dyn_cast<dialect::ArangeOp>(op)) {
@@ -477,9 +478,7 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
   } else if (auto scatter_add = dyn_cast<dialect::ScatterAddOp>(op)) {
     build_scatter_add(scatter_add, nest);
   } else if (auto update = dyn_cast<dialect::MultiTensorUpdateOp>(op)) {
-    status = multi_tensor_update_loops(
-        update, options.multi_tensor_launch ? options.multi_tensor_max_buffers : 0,
-        options.threads, nest);
+    status = multi_tensor_update_loops(update, options, nest);
   } else {
     status = not_lowered_for_cuda(op, "no loop nest is built for it");
   }

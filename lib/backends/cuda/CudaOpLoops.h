@@ -1,7 +1,8 @@
 // Loop nests for the ops that mstep-lower-to-linalg does not lower, built
 // directly on memrefs for the cuda compile half (CudaKernelGen.cpp):
 // softmax, log_softmax, layer_norm, rms_norm, nll_loss, dropout (Philox),
-// sum and mean over trailing dims (with block-wide row reductions),
+// sum and mean over trailing dims (with block-wide row reductions) and
+// over leading dims (column sums split into chunks, CudaColumnSums.h),
 // arange, reshape, permute, slice, slice_scatter, cat (CudaCatLoops.h),
 // index_select (embedding), index_add (its backward), gather and
 // scatter_add (CudaIndexLoops.h), and the multi-tensor optimizer update
@@ -52,7 +53,8 @@ absl::Status not_lowered_for_cuda(mlir::Operation* op, absl::string_view why);
 /// Whether `op`'s kernels are built here rather than through
 /// mstep-lower-to-linalg (under `options`: a float sum or mean over
 /// trailing dims is built here as block-wide row reductions, and left to
-/// mstep-lower-to-linalg with one thread per row).
+/// mstep-lower-to-linalg with one thread per row; over leading dims, as a
+/// split column sum, and left to it with one thread per column).
 bool builds_op_loops(mlir::Operation* op, const CudaCodegenOptions& options);
 
 /// Fills the empty entry block of `func` (parameters: memrefs of `op`'s

@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaColumnSums.h"
+#include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "mstep/ir/MultiTensorUpdate.h"
 
@@ -36,6 +38,8 @@ public:
     return v.getType() == c_ ? v : b.create<arith::ExtFOp>(c_, v).getResult();
   }
   Value narrow(Value v) { return t_ == c_ ? v : b.create<arith::TruncFOp>(t_, v).getResult(); }
+  /// C, the type computed in.
+  Type compute() const { return c_; }
   Value mul(Value x, Value y) { return same(b.create<arith::MulFOp>(x, y)); }
   Value add(Value x, Value y) { return same(b.create<arith::AddFOp>(x, y)); }
   Value div(Value x, Value y) { return same(b.create<arith::DivFOp>(x, y)); }
@@ -49,46 +53,190 @@ private:
   Type t_, c_;
 };
 
-/// ClipGrad.cpp's norm of `count` values read by `at` (C values of type
-/// T), as RefOptimizer.cpp's p_norm: the inf-norm (max |x|, a NaN wins),
-/// or the f64 sum of |x|^p rounded to T, then its root. One lane.
-Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)> at, double p) {
+/// ClipGrad.cpp's norm as RefOptimizer.cpp's p_norm computes it, in
+/// pieces a lane or a split reduction (CudaColumnSums.h) puts together:
+/// each value's f64 term (a C value of type T: |x|^p rounded to T as ref
+/// rounds it, or |x| for the inf-norm), how terms fold (an f64 sum, or
+/// the inf-norm's max where a NaN wins: both exact in any order but for
+/// the sum's f64 roundings), and the norm (C) from the fold: the sum
+/// rounded to T, then its root.
+struct NormFold {
+  Fold fold;
+  std::function<Value(Value)> term, finish;
+};
+
+NormFold norm_fold(Nest& nest, UpdateMath& m, double p) {
   ImplicitLocOpBuilder& b = nest.b;
+  NormFold f;
   if (std::isinf(p)) {
-    Value first = b.create<math::AbsFOp>(at(nest.index(0)));
-    Value best = nest.loop(count, {first}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-      Value v = b.create<math::AbsFOp>(at(j));
-      Value acc_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, acc[0], acc[0]);
+    f.fold.combine = [&nest, &b](Value acc, Value v) -> Value {
+      Value acc_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, acc, acc);
       Value v_nan = b.create<arith::CmpFOp>(arith::CmpFPredicate::UNO, v, v);
-      Value greater = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, acc[0]);
+      Value greater = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, v, acc);
       Value take =
           b.create<arith::AndIOp>(b.create<arith::XOrIOp>(acc_nan, nest.integer(b.getI1Type(), 1)),
                                   b.create<arith::OrIOp>(v_nan, greater));
-      return {b.create<arith::SelectOp>(take, v, acc[0])};
-    })[0];
-    return m.same(best);
+      return b.create<arith::SelectOp>(take, v, acc);
+    };
+    f.term = [&nest, &b](Value x) { return nest.ext(b.create<math::AbsFOp>(x)); };
+    // The max of widened C values is one of them: back to C exactly.
+    f.finish = [&m, &b](Value best) -> Value {
+      return m.same(m.compute() == best.getType()
+                        ? best
+                        : b.create<arith::TruncFOp>(m.compute(), best).getResult());
+    };
+    return f;
   }
-  Value exponent = m.rnd(nest.f64(p));
-  Value acc = nest.loop(count, {nest.f64(0)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
-    Value x = at(j), term;
-    if (p == 2)
-      term = m.mul(x, x);
-    else if (p == 1)
-      term = b.create<math::AbsFOp>(x);
-    else
-      term = m.same(b.create<math::PowFOp>(b.create<math::AbsFOp>(x), exponent));
-    return {b.create<arith::AddFOp>(acc[0], nest.ext(term))};
-  })[0];
-  Value sum = m.rnd(acc);
-  if (p == 2) return m.sqrt(sum);
-  if (p == 1) return sum;
-  return m.same(b.create<math::PowFOp>(sum, m.rnd(nest.f64(1.0 / p))));
+  f.fold.combine = [&b](Value acc, Value v) -> Value { return b.create<arith::AddFOp>(acc, v); };
+  f.term = [&nest, &m, &b, p](Value x) -> Value {
+    if (p == 2) return nest.ext(m.mul(x, x));
+    if (p == 1) return nest.ext(b.create<math::AbsFOp>(x));
+    return nest.ext(m.same(b.create<math::PowFOp>(b.create<math::AbsFOp>(x), m.rnd(nest.f64(p)))));
+  };
+  f.finish = [&nest, &m, &b, p](Value acc) -> Value {
+    Value sum = m.rnd(acc);
+    if (p == 2) return m.sqrt(sum);
+    if (p == 1) return sum;
+    return m.same(b.create<math::PowFOp>(sum, m.rnd(nest.f64(1.0 / p))));
+  };
+  return f;
+}
+
+/// The norm of `count` values read by `at` (C values of type T) in one
+/// lane, in ref's order.
+Value p_norm(Nest& nest, UpdateMath& m, int64_t count, function_ref<Value(Value)> at, double p) {
+  NormFold f = norm_fold(nest, m, p);
+  Value acc =
+      nest.loop(count, {nest.f64(f.fold.init)}, [&](Value j, ValueRange acc) -> SmallVector<Value> {
+        return {f.fold.combine(acc[0], f.term(at(j)))};
+      })[0];
+  return f.finish(acc);
+}
+
+/// clip_grad_norm_'s norms split (MSTEP_CUDA_COLUMN_REDUCTION=split): each
+/// gradient is one column of numel rows, cut into chunks of `chunk`
+/// elements; pass 1 is one block-rows launch per run of gradients whose
+/// buffers fit `max_buffers` kernel parameters (a block per chunk, its
+/// gradient found from the chunk tables, an f64 partial per chunk); pass 2
+/// is one block: thread j folds gradient j's partials in chunk order into
+/// its norm (`norms`, as the one-lane form writes it), then thread 0 the
+/// total from the norms in order.
+void split_norms(Nest& nest, ArrayRef<Flat> grads, ArrayRef<int64_t> sizes, Type norm_dtype,
+                 double p, Value norms, Value total_norm, const CudaCodegenOptions& options,
+                 int64_t max_buffers) {
+  ImplicitLocOpBuilder& b = nest.b;
+  const int64_t n = static_cast<int64_t>(grads.size()), threads = options.threads;
+  int64_t elements = 0;
+  for (int64_t size : sizes) elements += size;
+  const int64_t chunk = split_columns(elements, 1, threads, options.split_target_blocks).chunk_rows;
+  // Gradient i's chunks are partials [first[i], first[i] + chunks[i]).
+  std::vector<int64_t> first, chunks;
+  int64_t blocks = 0;
+  for (int64_t size : sizes) {
+    first.push_back(blocks);
+    chunks.push_back(std::max<int64_t>((size + chunk - 1) / chunk, 1));
+    blocks += chunks.back();
+  }
+  Value partials = b.create<memref::AllocOp>(MemRefType::get({blocks}, b.getF64Type()));
+  // Pass 1 for gradients [g0, g1): block `block` (of the run) is chunk
+  // block - (first[g] - base) of gradient g = g0 + which.
+  auto pass1 = [&](int64_t g0, int64_t g1) {
+    const int64_t base = first[g0], count = g1 - g0;
+    const int64_t run_blocks = first[g1 - 1] + chunks[g1 - 1] - base;
+    std::vector<int64_t> cases(count);
+    for (int64_t i = 0; i < count; ++i) cases[i] = i;
+    // Thread `lane`'s partial of its block's chunk (a switch over the
+    // run's gradients: each its own buffer).
+    auto chunk_partial = [&](Value block, Value which, Value lane, UpdateMath& m,
+                             const NormFold& f) -> Value {
+      auto on = b.create<scf::IndexSwitchOp>(TypeRange{b.getF64Type()}, which, cases,
+                                             static_cast<unsigned>(count));
+      OpBuilder::InsertionGuard guard(b);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t g = g0 + i;
+        b.setInsertionPointToStart(&on.getCaseRegions()[i].emplaceBlock());
+        Value k = b.create<arith::SubIOp>(block, nest.index(first[g] - base));
+        Value start = nest.affine(k, chunk, Value());
+        Value end = b.create<arith::MinUIOp>(b.create<arith::AddIOp>(start, nest.index(chunk)),
+                                             nest.index(sizes[g]));
+        b.create<scf::YieldOp>(ValueRange{
+            strided_fold(nest, b.create<arith::AddIOp>(start, lane), end, threads, f.fold,
+                         [&](Value e) { return f.term(m.widen(nest.load(grads[g], e))); })});
+      }
+      b.setInsertionPointToStart(&on.getDefaultRegion().emplaceBlock());
+      b.create<scf::YieldOp>(ValueRange{nest.f64(f.fold.init)});
+      return on.getResult(0);
+    };
+    block_rows(nest, run_blocks, threads, [&](Value block, BlockRow& blk) {
+      Value which = nest.index(0);
+      for (int64_t i = 1; i < count; ++i) {
+        Value past = b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, block,
+                                             nest.index(first[g0 + i] - base));
+        which = b.create<arith::SelectOp>(past, nest.index(i), which);
+      }
+      UpdateMath m(nest, norm_dtype);
+      NormFold f = norm_fold(nest, m, p);
+      tile_partials(
+          nest, blk, /*tile=*/1, block, run_blocks, f.fold,
+          [&](Value, Value lane) { return chunk_partial(block, which, lane, m, f); },
+          [&](Value column, Value value) {
+            Value at = b.create<arith::AddIOp>(column, nest.index(base));
+            b.create<memref::StoreOp>(value, partials, ValueRange{at});
+          });
+    });
+  };
+  // The gradients in runs of at most max_buffers - 2 (partials, norms).
+  const int64_t per_launch = max_buffers > 2 ? max_buffers - 2 : n;
+  for (int64_t g0 = 0; g0 < n; g0 += per_launch) pass1(g0, std::min(n, g0 + per_launch));
+  // Pass 2.
+  block_rows(nest, 1, block_threads_for(n), [&](Value, BlockRow& blk) {
+    blk.phase([&](Value t) {
+      blk.strided(t, n, {}, [&](Value j, ValueRange) -> SmallVector<Value> {
+        std::vector<int64_t> cases(n);
+        for (int64_t i = 0; i < n; ++i) cases[i] = i;
+        auto range = b.create<scf::IndexSwitchOp>(TypeRange{b.getIndexType(), b.getIndexType()}, j,
+                                                  cases, static_cast<unsigned>(n));
+        {
+          OpBuilder::InsertionGuard guard(b);
+          for (int64_t i = 0; i < n; ++i) {
+            b.setInsertionPointToStart(&range.getCaseRegions()[i].emplaceBlock());
+            b.create<scf::YieldOp>(
+                ValueRange{nest.index(first[i]), nest.index(first[i] + chunks[i])});
+          }
+          b.setInsertionPointToStart(&range.getDefaultRegion().emplaceBlock());
+          b.create<scf::YieldOp>(ValueRange{nest.index(0), nest.index(0)});
+        }
+        UpdateMath m(nest, norm_dtype);
+        NormFold f = norm_fold(nest, m, p);
+        Value acc = strided_fold(
+            nest, range.getResult(0), range.getResult(1), 1, f.fold,
+            [&](Value k) -> Value { return b.create<memref::LoadOp>(partials, ValueRange{k}); });
+        b.create<memref::StoreOp>(m.narrow(f.finish(acc)), norms, ValueRange{j});
+        return {};
+      });
+    });
+    blk.phase([&](Value t) {
+      Value first_thread = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, t, nest.index(0));
+      auto branch = b.create<scf::IfOp>(first_thread, /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(branch.thenBlock()->getTerminator());
+      UpdateMath m(nest, norm_dtype);
+      auto at = [&](Value j) {
+        return m.widen(b.create<memref::LoadOp>(norms, ValueRange{j}).getResult());
+      };
+      Value total = n == 1 ? at(nest.index(0)) : p_norm(nest, m, n, at, p);
+      b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
+    });
+  });
 }
 
 } // namespace
 
-absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t max_launch_buffers,
-                                       int64_t block, Nest& nest) {
+absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op,
+                                       const CudaCodegenOptions& options, Nest& nest) {
+  const int64_t max_launch_buffers =
+      options.multi_tensor_launch ? options.multi_tensor_max_buffers : 0;
+  const int64_t block = options.threads;
   const unsigned num_operands = op->getNumOperands();
   auto operand = [&](Operand segment, int64_t i = 0) {
     return static_cast<unsigned>(op.getODSOperandIndexAndLength(segment).first + i);
@@ -108,9 +256,11 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
   auto hyper = [&](Operand segment) -> Value {
     return count(segment) ? nest.load0(nest.param(operand(segment))) : Value();
   };
-  // Clipping (clip_grad_norm_): each gradient's norm in a lane of its own
-  // into a temporary buffer, then the total norm in one lane, written to
-  // total_grad_norm, from which every update lane derives the coefficient.
+  // Clipping (clip_grad_norm_): each gradient's norm into a temporary
+  // buffer (split over blocks, or a lane of its own with
+  // MSTEP_CUDA_COLUMN_REDUCTION=thread), then the total norm in one lane,
+  // written to total_grad_norm, from which every update lane derives the
+  // coefficient.
   const std::optional<double> max_norm =
       op.getMaxGradNorm() ? std::optional<double>(op.getMaxGradNorm()->convertToDouble())
                           : std::nullopt;
@@ -127,7 +277,18 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
         return not_lowered_for_cuda(op, "the inf-norm of an empty gradient");
     }
     Value norms = b.create<memref::AllocOp>(MemRefType::get({n}, norm_dtype));
-    for (int64_t i = 0; i < n; ++i) {
+    const bool split = options.column_reduction == CudaColumnReduction::split && n > 0;
+    if (split) {
+      std::vector<Flat> grads;
+      std::vector<int64_t> sizes;
+      for (int64_t i = 0; i < n; ++i) {
+        grads.push_back(nest.flat(operand(kGrads, i)));
+        sizes.push_back(numel(op.getGrads()[i]));
+      }
+      split_norms(nest, grads, sizes, norm_dtype, norm_type, norms, total_norm, options,
+                  options.multi_tensor_max_buffers);
+    }
+    for (int64_t i = 0; i < n && !split; ++i) {
       Flat grad = nest.flat(operand(kGrads, i));
       nest.parallel(1, [&](Value) {
         UpdateMath m(nest, norm_dtype);
@@ -137,14 +298,15 @@ absl::Status multi_tensor_update_loops(dialect::MultiTensorUpdateOp op, int64_t 
         b.create<memref::StoreOp>(m.narrow(norm), norms, ValueRange{nest.index(i)});
       });
     }
-    nest.parallel(1, [&](Value) {
-      UpdateMath m(nest, norm_dtype);
-      auto at = [&](Value j) {
-        return m.widen(b.create<memref::LoadOp>(norms, ValueRange{j}).getResult());
-      };
-      Value total = n == 1 ? at(nest.index(0)) : p_norm(nest, m, n, at, norm_type);
-      b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
-    });
+    if (!split)
+      nest.parallel(1, [&](Value) {
+        UpdateMath m(nest, norm_dtype);
+        auto at = [&](Value j) {
+          return m.widen(b.create<memref::LoadOp>(norms, ValueRange{j}).getResult());
+        };
+        Value total = n == 1 ? at(nest.index(0)) : p_norm(nest, m, n, at, norm_type);
+        b.create<memref::StoreOp>(m.narrow(total), total_norm, ValueRange{});
+      });
   }
   // Each parameter's buffers (views made at the top level, where the
   // kernels take them).

@@ -44,6 +44,12 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
     if (from_op(kernel, {"mstep.softmax", "mstep.log_softmax", "mstep.layer_norm",
                          "mstep.rms_norm", "mstep.nll_loss"}))
       ++summary.row_launches;
+    if (from_op(kernel, {"mstep.sum", "mstep.mean"})) {
+      ++summary.sum_launches;
+      int64_t threads = 1;
+      for (int d = 0; d < 3; ++d) threads *= int64_t{kernel.grid[d]} * kernel.block[d];
+      summary.sum_threads += threads;
+    }
   }
   return summary;
 }
@@ -51,10 +57,10 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
 std::string describe_cuda_plan_summary(const CudaPlanSummary& s) {
   return absl::StrFormat(
       "%d steps: %d kernel launches (%d copies, %d row-wise), %d cuBLASLt (%d transposed, %d with "
-      "an epilogue), %d cuDNN; %d aliases; arena %.1f MiB",
+      "an epilogue), %d cuDNN; %d aliases; arena %.1f MiB; sum/mean: %d launches, %d threads",
       s.steps, s.launches, s.copies, s.row_launches, s.cublaslt, s.transposed, s.epilogues,
-      s.cudnn, s.aliases,
-      static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0));
+      s.cudnn, s.aliases, static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0),
+      s.sum_launches, s.sum_threads);
 }
 
 } // namespace mstep::cuda

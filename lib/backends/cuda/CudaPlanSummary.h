@@ -27,13 +27,19 @@ struct CudaPlanSummary {
   /// Launches of the row-wise ops' kernels (softmax, log_softmax,
   /// layer_norm, rms_norm, nll_loss), whichever MSTEP_CUDA_ROW_REDUCTION.
   int64_t row_launches = 0;
+  /// Launches of mstep.sum / mstep.mean kernels (rows and columns, both
+  /// passes of a split column sum: MSTEP_CUDA_COLUMN_REDUCTION) and their
+  /// threads (grid x block).
+  int64_t sum_launches = 0;
+  int64_t sum_threads = 0;
   int64_t arena_bytes = 0;
 };
 
 CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan);
 
 /// "412 steps: 300 kernel launches (40 copies, 30 row-wise), 100 cuBLASLt (20 transposed, 10
-/// with an epilogue), 12 cuDNN; 60 aliases; arena 12.5 MiB"
+/// with an epilogue), 12 cuDNN; 60 aliases; arena 12.5 MiB; sum/mean: 40 launches, 1048576
+/// threads"
 std::string describe_cuda_plan_summary(const CudaPlanSummary& summary);
 
 } // namespace mstep::cuda

@@ -82,7 +82,7 @@ private:
     llvm::Type* element = storage(dt);
     llvm::Type* type = width ? llvm::FixedVectorType::get(element, width) : element;
     llvm::Value* v = b_.CreateAlignedLoad(type, b_.CreateInBoundsGEP(element, base, index),
-                                          llvm::Align(dt == DType::bf16 ? 2 : 4));
+                                          llvm::Align(loop_float_bytes(dt)));
     return widen_to_f32(b_, dt, v);
   }
 
@@ -91,7 +91,7 @@ private:
   void store(DType dt, llvm::Value* v, llvm::Value* base, llvm::Value* index) {
     b_.CreateAlignedStore(round_to_storage(b_, dt, v),
                           b_.CreateInBoundsGEP(storage(dt), base, index),
-                          llvm::Align(dt == DType::bf16 ? 2 : 4));
+                          llvm::Align(loop_float_bytes(dt)));
   }
 
   /// Calls f(offset, width) for the vectors of a row of n elements: full
@@ -176,7 +176,7 @@ private:
 
   /// dst[di + e] = 0 over n elements (runtime n) of `dt` (zero bits).
   void zero(DType dt, llvm::Value* dst, llvm::Value* di, llvm::Value* n) {
-    const int64_t bytes = dt == DType::bf16 ? 2 : 4;
+    const int64_t bytes = loop_float_bytes(dt);
     b_.CreateMemSet(b_.CreateInBoundsGEP(storage(dt), dst, di), b_.getInt8(0), mul(n, bytes),
                     llvm::MaybeAlign(bytes));
   }

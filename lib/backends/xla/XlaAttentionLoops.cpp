@@ -2,7 +2,7 @@
 // function (XlaOpLoops.h), with the cpu backend's flash kernels' numerics
 // (lib/backends/cpu/FlashAttention.cpp, FlashAttentionGrad.cpp; the ref
 // kernels are the oracle): scores, exp and sums in f32, an online softmax
-// that never holds an [L, S] matrix, f32 or bf16 storage (bf16 computes in
+// that never holds an [L, S] matrix, f32, bf16 or f16 storage (16-bit floats compute in
 // f32 and rounds to nearest even once per stored element).
 //
 // The node is read by the cpu kernels' own reader (read_attention_params),
@@ -453,7 +453,7 @@ std::optional<OpLoop> emit_attention_loop(llvm::Module& module, const TraceGraph
       cpu::flash::read_attention_params(cpu::KernelRequest{graph, node});
   if (!read.ok()) return std::nullopt;
   const AttentionParams& P = *read;
-  if (P.dtype != DType::f32 && P.dtype != DType::bf16) return std::nullopt;
+  if (!is_loop_float(P.dtype)) return std::nullopt;
   // A bf16 backward sums dq, and a mask gradient, in f32 in the step's
   // scratch (XlaLoopScratch.h); the mask gradient is rounded once after
   // the rows.

@@ -5,6 +5,7 @@
 // callouts (XlaStepEmitter.h), lowered to LLVM, generated for this host
 // and linked into one shared object that XlaExecutable loads
 // (compile_xla_program, XlaCompile.h).
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_join.h"
@@ -13,10 +14,12 @@
 #include "lib/backends/cpu/FusionKernelEmitter.h"
 #include "lib/backends/cpu/SharedObjectLink.h"
 #include "lib/backends/xla/XlaCompile.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaExecutable.h"
 #include "lib/backends/xla/XlaFormat.h"
 #include "lib/backends/xla/XlaRemat.h"
 #include "lib/backends/xla/XlaStepEmitter.h"
+#include "llvm/IR/Module.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -42,6 +45,10 @@ absl::StatusOr<XlaProgram> compile_xla_program(mlir::ModuleOp module, const Exte
   cpu::EmittedKernels emitted = cpu::emit_fusion_kernels(step, *kernels);
   program.target = cpu::host_target();
   auto add_step = [&](llvm::Module& llvm_module) -> absl::Status {
+    // f16 loads and stores use F16C where the target has it (XlaElementTypes.h).
+    const std::vector<std::string>& features = program.target.features;
+    if (std::find(features.begin(), features.end(), "f16c") != features.end())
+      llvm_module.addModuleFlag(llvm::Module::Max, kF16cModuleFlag, 1);
     MSTEP_ASSIGN_OR_RETURN(program.callouts, emit_step_function(llvm_module, program.graph,
                                                                 program.layout, emitted.fusions));
     return extend ? extend(llvm_module, program) : absl::OkStatus();

@@ -1,9 +1,11 @@
 // f32 conv2d and its two gradients (NCHW, stride, padding, dilation,
 // groups) as direct loops (XlaOpLoops.h), for a conv whose im2col + gemm
 // path (XlaConvGemm.cpp, faster on every shape measured) would need more
-// than its cap of scratch per sample (conv_gemm_plan), with the ref kernels' sums
-// (lib/backends/ref/RefLinalg.cpp, RefLinalgGrad.cpp), each output
-// accumulated in f64 and rounded once:
+// than its cap of scratch per sample (conv_gemm_plan), and every f16 conv,
+// with the ref kernels' sums (lib/backends/ref/RefLinalg.cpp,
+// RefLinalgGrad.cpp), each output accumulated in f64 (f16: in f32, each
+// product and sum an f32 operation, as the ref's f16 instantiation) and
+// rounded once:
 // - conv2d: out[n, o, oh, ow] = bias[o] + sum over the group's channels
 //   c', then the taps (kh, kw) inside the input, of w * in;
 // - conv2d_input_grad: grad_in[n, c, ih, iw] = sum over o in c's group and
@@ -20,6 +22,7 @@
 // result.
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaConvShape.h"
+#include "lib/backends/xla/XlaElementTypes.h"
 #include "lib/backends/xla/XlaLoopBuilder.h"
 #include "lib/backends/xla/XlaOpLoops.h"
 
@@ -55,11 +58,24 @@ std::pair<llvm::Value*, llvm::Value*> window_of(LoopBuilder& lb, const Conv& c, 
   return {b.CreateSelect(valid, o, lb.i64(0)), valid};
 }
 
-/// acc += a * b in f64 where `valid`.
-void add_product(LoopBuilder& lb, llvm::AllocaInst* acc, llvm::Value* valid, llvm::Value* x,
+/// The ref's accumulator for a conv of `dtype`: f64 for f32, f32 for f16.
+struct Accumulator {
+  LoopBuilder& lb;
+  bool f32;
+  llvm::Type* type() const { return f32 ? lb.f32() : lb.f64(); }
+  llvm::Value* zero() const { return f32 ? lb.f32(0.0f) : lb.f64(0); }
+  /// An element loaded as f32, widened to the accumulator.
+  llvm::Value* widen(llvm::Value* v) const { return f32 ? v : lb.to_f64(v); }
+  /// A sum as f32 (then rounded to the dtype on store).
+  llvm::Value* narrow(llvm::Value* v) const { return f32 ? v : lb.to_f32(v); }
+};
+
+/// acc += a * b in the accumulator's type where `valid`.
+void add_product(const Accumulator& a, llvm::AllocaInst* acc, llvm::Value* valid, llvm::Value* x,
                  llvm::Value* y) {
+  LoopBuilder& lb = a.lb;
   auto& b = lb.b();
-  llvm::Value* sum = b.CreateFAdd(lb.get(acc), b.CreateFMul(lb.to_f64(x), lb.to_f64(y)));
+  llvm::Value* sum = b.CreateFAdd(lb.get(acc), b.CreateFMul(a.widen(x), a.widen(y)));
   lb.set(acc, b.CreateSelect(valid, sum, lb.get(acc)));
 }
 
@@ -97,14 +113,20 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
   const bool bias = op == OpKind::conv2d && attr_int(n.attrs, AttrName::has_bias) != 0;
   const std::optional<Conv> conv = conv_shape(graph, n);
   // bf16 convs take the im2col + gemm path or stay callouts.
-  if (!conv || conv->dtype != DType::f32) return std::nullopt;
+  if (!conv || conv->dtype == DType::bf16) return std::nullopt;
   const Conv& c = *conv;
+  const DType dtype = c.dtype;
   const int64_t outs_per_group = c.out_channels / c.groups;
   const int64_t taps = c.kh * c.kw;
   LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node), n.operands.size(), 1,
                  LoopBuilder::Rows{});
   auto& b = lb.b();
   llvm::Value* y = lb.result(0);
+  const Accumulator acc_of{lb, dtype == DType::f16};
+  llvm::Type* acc_type = acc_of.type();
+  // Element `at` of operand `i` as f32; `v` (f32) stored as result element `at`.
+  auto load = [&](unsigned i, llvm::Value* at) { return load_f32(lb, dtype, lb.operand(i), at); };
+  auto store = [&](llvm::Value* v, llvm::Value* at) { store_f32(lb, dtype, v, y, at); };
   // Element offsets in NCHW tensors.
   auto nchw = [&](llvm::Value* i0, int64_t d1, llvm::Value* i1, int64_t d2, llvm::Value* i2,
                   int64_t d3, llvm::Value* i3) {
@@ -132,7 +154,7 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
       auto [oh_lo, oh_hi] = conv_tap_range(lb, c, 0, kh);
       lb.loop(c.kw, [&](llvm::Value* kw) {
         auto [ow_lo, ow_hi] = conv_tap_range(lb, c, 1, kw);
-        llvm::Value* wv = lb.to_f64(lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)));
+        llvm::Value* wv = acc_of.widen(load(1, weight_at(o, gc, kh, kw)));
         lb.loop(oh_lo, oh_hi, [&](llvm::Value* oh) {
           llvm::Value* ih = tap(lb, c, 0, oh, kh).first;
           lb.loop(
@@ -143,16 +165,17 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
       });
     });
   };
-  // plane[at] += w * v in f64.
+  // plane[at] += w * v in the accumulator's type.
   auto add_to_plane = [&](llvm::Value* plane, llvm::Value* at, llvm::Value* w, llvm::Value* v) {
-    lb.store(b.CreateFAdd(lb.load(lb.f64(), plane, at), b.CreateFMul(w, lb.to_f64(v))), plane, at);
+    lb.store(b.CreateFAdd(lb.load(acc_type, plane, at), b.CreateFMul(w, acc_of.widen(v))), plane,
+             at);
   };
-  // y[base + i] = plane[i] as f32, for i < count.
+  // y[base + i] = plane[i] rounded, for i < count.
   auto store_plane = [&](llvm::Value* plane, int64_t count, llvm::Value* base) {
     lb.loop(
         count,
         [&](llvm::Value* i) {
-          lb.store(lb.to_f32(lb.load(lb.f64(), plane, i)), y, b.CreateAdd(base, i));
+          store(acc_of.narrow(lb.load(acc_type, plane, i)), b.CreateAdd(base, i));
         },
         /*parallel=*/true);
   };
@@ -163,20 +186,20 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
     // channel and tap the rows of windows whose tap is inside the input,
     // the columns a vector loop (each window's sum in the ref's order).
     rows = c.batch * c.out_channels;
-    llvm::Value* plane = b.CreateAlloca(lb.f64(), lb.i64(out_plane));
+    llvm::Value* plane = b.CreateAlloca(acc_type, lb.i64(out_plane));
     lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, o)
       llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.out_channels));
       llvm::Value* o = b.CreateSRem(row, lb.i64(c.out_channels));
       llvm::Value* first = b.CreateMul(b.CreateSDiv(o, lb.i64(outs_per_group)),
                                        lb.i64(c.group_channels));
-      llvm::Value* init = bias ? lb.to_f64(lb.load(lb.f32(), lb.operand(2), o)) : lb.f64(0);
+      llvm::Value* init = bias ? acc_of.widen(load(2, o)) : acc_of.zero();
       lb.loop(out_plane, [&](llvm::Value* i) { lb.store(init, plane, i); }, /*parallel=*/true);
       lb.loop(c.group_channels, [&](llvm::Value* gc) {
         llvm::Value* channel = b.CreateAdd(first, gc);
         for_taps(o, gc, [&](llvm::Value* wv, llvm::Value* oh, llvm::Value* ow, llvm::Value* ih,
                             llvm::Value* iw) {
           add_to_plane(plane, b.CreateAdd(b.CreateMul(oh, lb.i64(c.out_w)), ow), wv,
-                      lb.load(lb.f32(), lb.operand(0), input_at(batch, channel, ih, iw)));
+                      load(0, input_at(batch, channel, ih, iw)));
         });
       });
       store_plane(plane, out_plane, output_at(batch, o, lb.i64(0), lb.i64(0)));
@@ -187,20 +210,21 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
     // the input add w * grad_out into it (each element's sum in the ref's
     // order).
     rows = c.batch * c.channels;
-    llvm::Value* plane = b.CreateAlloca(lb.f64(), lb.i64(in_plane));
+    llvm::Value* plane = b.CreateAlloca(acc_type, lb.i64(in_plane));
     lb.loop(lb.row_begin(), lb.row_end(), [&](llvm::Value* row) { // (n, c)
       llvm::Value* batch = b.CreateSDiv(row, lb.i64(c.channels));
       llvm::Value* channel = b.CreateSRem(row, lb.i64(c.channels));
       llvm::Value* gc = b.CreateSRem(channel, lb.i64(c.group_channels));
       llvm::Value* first = b.CreateMul(b.CreateSDiv(channel, lb.i64(c.group_channels)),
                                        lb.i64(outs_per_group));
-      lb.loop(in_plane, [&](llvm::Value* i) { lb.store(lb.f64(0), plane, i); }, /*parallel=*/true);
+      lb.loop(in_plane, [&](llvm::Value* i) { lb.store(acc_of.zero(), plane, i); },
+              /*parallel=*/true);
       lb.loop(outs_per_group, [&](llvm::Value* k) {
         llvm::Value* o = b.CreateAdd(first, k);
         for_taps(o, gc, [&](llvm::Value* wv, llvm::Value* oh, llvm::Value* ow, llvm::Value* ih,
                             llvm::Value* iw) {
           add_to_plane(plane, b.CreateAdd(b.CreateMul(ih, lb.i64(c.width)), iw), wv,
-                      lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
+                      load(0, output_at(batch, o, oh, ow)));
         });
       });
       store_plane(plane, in_plane, input_at(batch, channel, lb.i64(0), lb.i64(0)));
@@ -214,8 +238,8 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
                                        lb.i64(c.group_channels));
       lb.loop(c.out_h, [&](llvm::Value* oh) {
         lb.loop(c.out_w, [&](llvm::Value* ow) {
-          llvm::AllocaInst* acc = lb.local(
-              lb.f64(), bias ? lb.to_f64(lb.load(lb.f32(), lb.operand(2), o)) : lb.f64(0));
+          llvm::AllocaInst* acc =
+              lb.local(acc_type, bias ? acc_of.widen(load(2, o)) : acc_of.zero());
           lb.loop(c.group_channels, [&](llvm::Value* gc) {
             llvm::Value* channel = b.CreateAdd(first, gc);
             lb.loop(c.kh, [&](llvm::Value* kh) {
@@ -224,12 +248,11 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
                 auto [iw, w_in] = tap(lb, c, 1, ow, kw);
                 llvm::Value* valid = b.CreateAnd(h_in, w_in);
                 llvm::Value* at = b.CreateSelect(valid, input_at(batch, channel, ih, iw), lb.i64(0));
-                add_product(lb, acc, valid, lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)),
-                            lb.load(lb.f32(), lb.operand(0), at));
+                add_product(acc_of, acc, valid, load(1, weight_at(o, gc, kh, kw)), load(0, at));
               });
             });
           });
-          lb.store(lb.to_f32(lb.get(acc)), y, output_at(batch, o, oh, ow));
+          store(acc_of.narrow(lb.get(acc)), output_at(batch, o, oh, ow));
         });
       });
     });
@@ -243,20 +266,19 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
                                        lb.i64(outs_per_group));
       lb.loop(c.height, [&](llvm::Value* ih) {
         lb.loop(c.width, [&](llvm::Value* iw) {
-          llvm::AllocaInst* acc = lb.local(lb.f64(), lb.f64(0));
+          llvm::AllocaInst* acc = lb.local(acc_type, acc_of.zero());
           lb.loop(outs_per_group, [&](llvm::Value* k) {
             llvm::Value* o = b.CreateAdd(first, k);
             lb.loop(c.kh, [&](llvm::Value* kh) {
               auto [oh, h_ok] = window_of(lb, c, 0, ih, kh);
               lb.loop(c.kw, [&](llvm::Value* kw) {
                 auto [ow, w_ok] = window_of(lb, c, 1, iw, kw);
-                add_product(lb, acc, b.CreateAnd(h_ok, w_ok),
-                            lb.load(lb.f32(), lb.operand(1), weight_at(o, gc, kh, kw)),
-                            lb.load(lb.f32(), lb.operand(0), output_at(batch, o, oh, ow)));
+                add_product(acc_of, acc, b.CreateAnd(h_ok, w_ok), load(1, weight_at(o, gc, kh, kw)),
+                            load(0, output_at(batch, o, oh, ow)));
               });
             });
           });
-          lb.store(lb.to_f32(lb.get(acc)), y, input_at(batch, channel, ih, iw));
+          store(acc_of.narrow(lb.get(acc)), input_at(batch, channel, ih, iw));
         });
       });
     });
@@ -269,9 +291,9 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
         llvm::Value* channel = b.CreateAdd(first, gc);
         lb.loop(c.kh, [&](llvm::Value* kh) {
           lb.loop(c.kw, [&](llvm::Value* kw) {
-            llvm::AllocaInst* acc = lb.local(lb.f64(), lb.f64(0));
+            llvm::AllocaInst* acc = lb.local(acc_type, acc_of.zero());
             lb.loop(c.batch, [&](llvm::Value* batch) {
-              llvm::AllocaInst* sum = lb.local(lb.f64(), lb.f64(0));
+              llvm::AllocaInst* sum = lb.local(acc_type, acc_of.zero());
               lb.loop(c.out_h, [&](llvm::Value* oh) {
                 auto [ih, h_in] = tap(lb, c, 0, oh, kh);
                 lb.loop(c.out_w, [&](llvm::Value* ow) {
@@ -279,13 +301,12 @@ std::optional<OpLoop> emit_conv_loop(llvm::Module& module, const TraceGraph& gra
                   llvm::Value* valid = b.CreateAnd(h_in, w_in);
                   llvm::Value* at =
                       b.CreateSelect(valid, input_at(batch, channel, ih, iw), lb.i64(0));
-                  add_product(lb, sum, valid, lb.load(lb.f32(), lb.operand(0), at),
-                              lb.load(lb.f32(), lb.operand(1), output_at(batch, o, oh, ow)));
+                  add_product(acc_of, sum, valid, load(0, at), load(1, output_at(batch, o, oh, ow)));
                 });
               });
               lb.set(acc, b.CreateFAdd(lb.get(acc), lb.get(sum)));
             });
-            lb.store(lb.to_f32(lb.get(acc)), y, weight_at(o, gc, kh, kw));
+            store(acc_of.narrow(lb.get(acc)), weight_at(o, gc, kh, kw));
           });
         });
       });

@@ -46,7 +46,7 @@ std::optional<ConvShape> conv_shape(const TraceGraph& graph, const GraphNode& n)
     break;
   }
   const DType dtype = n.results[0].dtype;
-  if (dtype != DType::f32 && dtype != DType::bf16) return std::nullopt;
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) return std::nullopt;
   for (const TensorType* t : {input, weight, output})
     if (t->dtype != dtype || t->shape.rank() != 4 || t->numel() == 0) return std::nullopt;
   for (ValueRef v : n.operands)
@@ -76,7 +76,8 @@ std::optional<ConvShape> conv_shape(const TraceGraph& graph, const GraphNode& n)
 
 std::optional<ConvGemmPlan> conv_gemm_plan(const TraceGraph& graph, const GraphNode& node) {
   std::optional<ConvShape> shape = conv_shape(graph, node);
-  if (!shape) return std::nullopt;
+  // f16 convs take the direct loops (the ref's f32 sums, XlaConvLoops.cpp).
+  if (!shape || shape->dtype == DType::f16) return std::nullopt;
   const ConvShape& c = *shape;
   ConvGemmPlan plan{c};
   const int64_t col_elements = c.channels * c.kh * c.kw * c.out_plane();

@@ -131,6 +131,13 @@ bool constant_bytes(double v, DType dtype, uint64_t& bits) {
     return true;
   case DType::boolean: bits = v != 0; return true;
   case DType::bf16: bits = BFloat16(static_cast<float>(v)).bits; return true;
+  case DType::f16: {
+    const Float16 h(static_cast<float>(v));
+    uint16_t u;
+    std::memcpy(&u, &h, sizeof u);
+    bits = u;
+    return true;
+  }
   default: return false;
   }
 }

@@ -1,4 +1,4 @@
-// gather (any dtype) and scatter_add (f32, bf16, f64, i64, i32) with i64 or i32
+// gather (any dtype) and scatter_add (f32, bf16, f16, f64, i64, i32) with i64 or i32
 // indices as loops (XlaOpLoops.h), with the ref kernels' semantics
 // (lib/backends/ref/RefShape.cpp, RefScatter.cpp): the index has the
 // input's rank; at each index position p, gather reads the input at p with
@@ -6,7 +6,7 @@
 // input and adds src at p (src's own strides) into the output at p with
 // dim `dim` replaced by index[p], in the index's row-major order, floats in
 // their own precision (f32 + f32 rounded to f32, as the ref's add; bf16
-// added in f32 and rounded to bf16).
+// and f16 added in f32 and rounded to their dtype).
 //
 // Every index is checked to be in [0, size) first (OpLoop::check, which
 // for scatter_add then copies the input): one that is not stops the step
@@ -90,7 +90,8 @@ std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& g
       if (index_shape[d] > src.shape[d]) return std::nullopt;
     switch (out.dtype) {
     case DType::f32: element = llvm::Type::getFloatTy(c); break;
-    case DType::bf16: element = llvm::Type::getInt16Ty(c); break; // as f32, below
+    case DType::bf16:
+    case DType::f16: element = llvm::Type::getInt16Ty(c); break; // as f32, below
     case DType::f64: element = llvm::Type::getDoubleTy(c); break;
     case DType::i64: element = llvm::Type::getInt64Ty(c); break;
     case DType::i32: element = llvm::Type::getInt32Ty(c); break;
@@ -130,7 +131,7 @@ std::optional<OpLoop> emit_gather_loop(llvm::Module& module, const TraceGraph& g
             lb.store(lb.load(element, lb.operand(0), moved), lb.result(0), p);
             return;
           }
-          if (out.dtype == DType::bf16) {
+          if (is_half(out.dtype)) {
             store_f32(lb, out.dtype,
                       b.CreateFAdd(load_f32(lb, out.dtype, lb.result(0), moved),
                                    load_f32(lb, out.dtype, lb.operand(2), s)),

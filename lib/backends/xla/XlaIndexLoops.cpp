@@ -1,4 +1,4 @@
-// index_select (any dtype; embedding's forward) and f32, bf16, i64 or i32
+// index_select (any dtype; embedding's forward) and f32, bf16, f16, i64 or i32
 // index_add (its gradient) with i64 or i32 indices as loops (XlaOpLoops.h), with the ref
 // kernels' semantics (lib/backends/ref/RefShape.cpp, RefScatter.cpp):
 // blocks of `inner` contiguous elements, output block (o, j) = input block
@@ -31,7 +31,7 @@ std::optional<OpLoop> emit_index_loop(llvm::Module& module, const TraceGraph& gr
   if ((index.dtype != DType::i64 && index.dtype != DType::i32) || index.shape.rank() > 1)
     return std::nullopt;
   const bool integer_add = out.dtype == DType::i64 || out.dtype == DType::i32;
-  if (op == OpKind::index_add && ((!is_f32_or_bf16(out.dtype) && !integer_add) || in != out ||
+  if (op == OpKind::index_add && ((!is_loop_float(out.dtype) && !integer_add) || in != out ||
                                   graph.type_of(nd.operands[2]).dtype != out.dtype))
     return std::nullopt;
   if (out.dtype != in.dtype || in.shape.rank() == 0 || out.numel() == 0) return std::nullopt;

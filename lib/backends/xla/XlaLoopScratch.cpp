@@ -8,10 +8,16 @@
 
 namespace mstep::xla {
 
+namespace {
+
+bool is_16_bit_float(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
+
+} // namespace
+
 int64_t attention_dq_scratch_floats(const GraphNode& node) {
   // sdpa_grad's results: dq, dk, dv, then the mask gradient when asked.
   if (node.op != OpKind::sdpa_grad || node.results.empty() ||
-      node.results[0].dtype != DType::bf16)
+      !is_16_bit_float(node.results[0].dtype))
     return 0;
   return (node.results[0].numel() + 15) / 16 * 16;
 }
@@ -25,7 +31,7 @@ int64_t attention_scratch_bytes(const GraphNode& node) {
 
 int64_t pool_gradient_scratch_bytes(const GraphNode& node) {
   if ((node.op != OpKind::max_pool2d_grad && node.op != OpKind::avg_pool2d_grad) ||
-      node.results.size() != 1 || node.results[0].dtype != DType::bf16)
+      node.results.size() != 1 || !is_16_bit_float(node.results[0].dtype))
     return 0;
   return node.results[0].numel() * 4;
 }

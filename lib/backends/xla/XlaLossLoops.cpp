@@ -1,4 +1,4 @@
-// nll_loss over f32 or bf16 log-probs [..., C] and i64 targets as a loop
+// nll_loss over f32, bf16 or f16 log-probs [..., C] and i64 targets as a loop
 // (XlaOpLoops.h), with the ref kernel's semantics (lib/backends/ref/
 // RefLoss.cpp, as the cpu kernel LossKernels.cpp): loss i =
 // -log_probs[i, target[i]], 0 for ignore_index; reduction 0 none, 1 mean
@@ -28,7 +28,7 @@ std::optional<OpLoop> emit_loss_loop(llvm::Module& module, const TraceGraph& gra
   const TensorType& log_probs = graph.type_of(nd.operands[0]);
   const TensorType& target = graph.type_of(nd.operands[1]);
   const DType dtype = log_probs.dtype;
-  if (!is_f32_or_bf16(dtype) || nd.results[0].dtype != dtype || target.dtype != DType::i64 ||
+  if (!is_loop_float(dtype) || nd.results[0].dtype != dtype || target.dtype != DType::i64 ||
       log_probs.shape.rank() < 1)
     return std::nullopt;
   const int64_t classes = log_probs.shape[log_probs.shape.rank() - 1];

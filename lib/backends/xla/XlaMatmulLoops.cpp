@@ -3,9 +3,11 @@
 // as a loop (XlaOpLoops.h): out[b, i, j] = sum over k of lhs[b', i, k] *
 // rhs[b'', k, j] in f64, k in order, rounded once, with b' and b'' the
 // operands' batch positions (broadcast dims read stride 0): the ref
-// kernel's sum (lib/backends/ref/RefLinalg.cpp) bit for bit. bf16 as the
-// ref's bf16 instantiation: elements widened to f32, an f32 sum in order
-// of k, rounded once to bf16. A row function over the output's rows
+// kernel's sum (lib/backends/ref/RefLinalg.cpp) bit for bit. bf16 and f16
+// as the ref's instantiations for them: elements widened to f32, an f32 sum
+// in order of k, rounded once. Every f16 matmul is this loop (the cpu
+// backend runs ref's for it; Debian's oneDNN 2.6 has no f16 matmul on
+// CPUs without AVX512-FP16). A row function over the output's rows
 // (b, i), split over the threads.
 #include "absl/strings/str_cat.h"
 #include "lib/backends/xla/XlaElementTypes.h"
@@ -25,7 +27,7 @@ std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& g
   const TensorType& rhs = graph.type_of(nd.operands[1]);
   const TensorType& out = nd.results[0];
   const DType dtype = out.dtype;
-  if (!is_f32_or_bf16(dtype) || lhs.dtype != dtype || rhs.dtype != dtype) return std::nullopt;
+  if (!is_loop_float(dtype) || lhs.dtype != dtype || rhs.dtype != dtype) return std::nullopt;
   const int64_t rank = out.shape.rank();
   if (rank < 2 || lhs.shape.rank() < 2 || rhs.shape.rank() < 2 || out.numel() == 0)
     return std::nullopt;
@@ -69,7 +71,7 @@ std::optional<OpLoop> emit_matmul_loop(llvm::Module& module, const TraceGraph& g
     llvm::Value* rhs_base = b.CreateMul(rhs_matrix, lb.i64(k * p));
     llvm::Value* out_row = b.CreateMul(row, lb.i64(p));
     // The ref's accumulator: f64 for f32, f32 for bf16.
-    const bool f32_sum = dtype == DType::bf16;
+    const bool f32_sum = is_half(dtype);
     auto widen = [&](llvm::Value* v) { return f32_sum ? v : lb.to_f64(v); };
     lb.loop(p, [&](llvm::Value* j) {
       llvm::AllocaInst* acc = f32_sum ? lb.local(lb.f32(), lb.f32(0.0f)) : lb.local(lb.f64(), lb.f64(0));

@@ -1,4 +1,4 @@
-// f32 and bf16 layer_norm and rms_norm as loops (XlaOpLoops.h), computed
+// f32, bf16 and f16 layer_norm and rms_norm as loops (XlaOpLoops.h), computed
 // as the ref kernels (lib/backends/ref/RefNN.cpp) do: the input as rows of
 // the trailing `normalized_ndim` dims; per row in f64, layer_norm takes the
 // mean and the biased variance in two passes and writes
@@ -21,7 +21,7 @@ std::optional<OpLoop> emit_norm_loop(llvm::Module& module, const TraceGraph& gra
     return std::nullopt;
   const TensorType& in = graph.type_of(nd.operands[0]);
   const DType dtype = in.dtype;
-  if (!is_f32_or_bf16(dtype) || nd.results[0] != in || in.numel() == 0) return std::nullopt;
+  if (!is_loop_float(dtype) || nd.results[0] != in || in.numel() == 0) return std::nullopt;
   const bool has_weight = attr_int(nd.attrs, AttrName::has_weight) != 0;
   const bool has_bias = op == OpKind::layer_norm && attr_int(nd.attrs, AttrName::has_bias) != 0;
   if (nd.operands.size() != static_cast<size_t>(1 + has_weight + has_bias)) return std::nullopt;

@@ -11,10 +11,13 @@
 // backend's and ref's. The clipping norms (any norm type: 2, 1, inf, p)
 // are f64 sums in another order (as on cpu).
 //
-// bf16 parameters (all of one dtype, without clipping) follow the ref
-// kernel's bf16 instantiation: each coefficient cast f64 -> f32 -> bf16,
+// bf16 and f16 parameters (all of one dtype) follow the ref kernel's
+// instantiation for the dtype: each coefficient cast f64 -> f32 -> dtype,
 // and every product, sum, quotient and square root of the update rounded
-// to bf16 and read back (its rnd_same), elements widened on load.
+// to the dtype and read back (its rnd_same), elements widened on load;
+// with clipping, the norms too (each square or power rounded before the
+// f64 sum; sums, roots and exponents rounded; the total norm of the
+// dtype).
 //
 // The update is a row function over the elements of all parameters in
 // turn, which the step function splits over the threads (each element
@@ -65,7 +68,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   }
   std::vector<int64_t> sizes;
   const DType dtype = operand_type(in->at(kParams, 0)).dtype;
-  if (!is_f32_or_bf16(dtype)) return std::nullopt;
+  if (!is_loop_float(dtype)) return std::nullopt;
   for (int i = 0; i < n; ++i) {
     const TensorType p = operand_type(in->at(kParams, i));
     if (p.dtype != dtype || operand_type(in->at(kGrads, i)) != p) return std::nullopt;
@@ -75,10 +78,8 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   }
   const bool clip = out->count[kTotalNorm] != 0;
   double max_norm = 0, norm_type = 2;
-  // The ref's bf16 norms round differently (a callout).
-  if (clip && dtype != DType::f32) return std::nullopt;
   if (clip) {
-    if (nd.results[out->at(kTotalNorm)].dtype != DType::f32) return std::nullopt;
+    if (nd.results[out->at(kTotalNorm)].dtype != dtype) return std::nullopt;
     norm_type = attr_double(nd.attrs, AttrName::grad_norm_type);
     max_norm = attr_double(nd.attrs, AttrName::max_grad_norm);
     // The inf-norm of an empty gradient is the kernels' error (a callout).
@@ -188,9 +189,13 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
   //    kernel's p_norm): p = 2 sqrt(f32(f64 sum of f32 squares)), p = 1
   //    f32(f64 sum of |x|), p = inf the largest |x| (NaN wins), other p
   //    powf(f32(f64 sum of powf(|x|, p)), 1/p).
+  //    bf16 and f16 as the ref kernel's instantiation: each square or power
+  //    rounded to the dtype (its rnd_same) before the f64 sum, the exponents
+  //    p and 1/p, the sums, roots, max_norm and 1e-6 rounded to it too.
   llvm::Value* clip_coef = nullptr;
   llvm::Function* norm_check = nullptr;
   if (clip) {
+    round_results = dtype != DType::f32;
     const bool inf_norm = std::isinf(norm_type);
     auto* pow_f32 = llvm::Intrinsic::getDeclaration(&module, llvm::Intrinsic::pow, {lb.f32()});
     // |x| raised as the norm sums it (f32).
@@ -198,7 +203,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
       if (norm_type == 2.0) return mul(x, x);
       llvm::Value* a = cur->call(llvm::Intrinsic::fabs, x);
       if (norm_type == 1.0) return a;
-      return cur->b().CreateCall(pow_f32, {a, cur->f32(static_cast<float>(norm_type))});
+      return rounded(cur->b().CreateCall(pow_f32, {a, f32(cur->f64(norm_type))}));
     };
     // The largest of `best` and |x|, a NaN staying.
     auto larger = [&](llvm::Value* best, llvm::Value* x) {
@@ -217,14 +222,15 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
       if (inf_norm) {
         llvm::AllocaInst* best = partial.local(partial.f32(), partial.f32(0));
         partial.loop(partial.i64(0), count, [&](llvm::Value* k) {
-          partial.set(best, larger(partial.get(best), partial.load(partial.f32(), partial.operand(0), k)));
+          partial.set(best, larger(partial.get(best),
+                                   load_f32(partial, dtype, partial.operand(0), k)));
         });
         partial.store(partial.to_f64(partial.get(best)), partial.result(0), partial.i64(0));
       } else {
         llvm::AllocaInst* sum = partial.local(partial.f64(), partial.f64(0));
         partial.loop(partial.i64(0), count, [&](llvm::Value* k) {
-          llvm::Value* x = partial.load(partial.f32(), partial.operand(0), k);
-          partial.set(sum, add(partial.get(sum), partial.to_f64(power(x))));
+          llvm::Value* x = load_f32(partial, dtype, partial.operand(0), k);
+          partial.set(sum, partial.b().CreateFAdd(partial.get(sum), partial.to_f64(power(x))));
         });
         partial.store(partial.get(sum), partial.result(0), partial.i64(0));
       }
@@ -239,7 +245,7 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
     auto root = [&](llvm::Value* sum) -> llvm::Value* {
       if (norm_type == 2.0) return sqrt(f32(sum));
       if (norm_type == 1.0) return f32(sum);
-      return nb.CreateCall(pow_f32, {f32(sum), norm.f32(static_cast<float>(1.0 / norm_type))});
+      return rounded(nb.CreateCall(pow_f32, {f32(sum), f32(norm.f64(1.0 / norm_type))}));
     };
     std::vector<llvm::Value*> norms;
     llvm::Type* ptr = nb.getPtrTy();
@@ -257,18 +263,18 @@ std::optional<OpLoop> emit_optimizer_loop(llvm::Module& module, const TraceGraph
       for (llvm::Value* v : norms) total_norm = larger(total_norm, v);
     } else if (n > 1) {
       llvm::Value* acc = norm.f64(0);
-      for (llvm::Value* v : norms) acc = add(acc, norm.to_f64(power(v)));
+      for (llvm::Value* v : norms) acc = nb.CreateFAdd(acc, norm.to_f64(power(v)));
       total_norm = root(acc);
     }
-    norm.store(total_norm, norm.result(out->at(kTotalNorm)), norm.i64(0));
+    store_f32(norm, dtype, total_norm, norm.result(out->at(kTotalNorm)), norm.i64(0));
     norm_check = norm.finish();
     // Each row: the coefficient from the total the check wrote.
     cur = &lb;
-    llvm::Value* total_in = lb.load(lb.f32(), lb.result(out->at(kTotalNorm)), lb.i64(0));
-    llvm::Value* coef =
-        div(lb.f32(static_cast<float>(max_norm)), add(total_in, lb.f32(static_cast<float>(1e-6))));
+    llvm::Value* total_in = load_f32(lb, dtype, lb.result(out->at(kTotalNorm)), lb.i64(0));
+    llvm::Value* coef = div(f32(lb.f64(max_norm)), add(total_in, f32(lb.f64(1e-6))));
     llvm::Value* keep = b.CreateFCmpULT(coef, lb.f32(1.0f)); // NaN or below 1
     clip_coef = b.CreateSelect(keep, coef, lb.f32(1.0f));
+    round_results = false;
   }
 
   // 3. The updates: one function runs elements [begin, end) of a

@@ -1,4 +1,4 @@
-// f32 and bf16 max_pool2d, avg_pool2d and their gradients (NCHW) as loops
+// f32, bf16 and f16 max_pool2d, avg_pool2d and their gradients (NCHW) as loops
 // (XlaOpLoops.h), with the ref kernels' semantics
 // (lib/backends/ref/RefLinalg.cpp, RefLinalgGrad.cpp):
 // - max: the largest tap inside the input (taps in the padding skipped), a
@@ -45,7 +45,7 @@ std::optional<Pool> pool_of(const TraceGraph& graph, const GraphNode& n) {
   const bool grad = n.op == OpKind::max_pool2d_grad || n.op == OpKind::avg_pool2d_grad;
   const TensorType& input = grad ? n.results[0] : graph.type_of(n.operands[0]);
   const TensorType& output = grad ? graph.type_of(n.operands[0]) : n.results[0];
-  if (!is_f32_or_bf16(input.dtype) || output.dtype != input.dtype || input.shape.rank() != 4 ||
+  if (!is_loop_float(input.dtype) || output.dtype != input.dtype || input.shape.rank() != 4 ||
       output.shape.rank() != 4 || input.numel() == 0 || output.numel() == 0)
     return std::nullopt;
   for (ValueRef v : n.operands)
@@ -133,10 +133,10 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
   const std::optional<Pool> pool = pool_of(graph, n);
   if (!pool) return std::nullopt;
   const Pool& p = *pool;
-  const bool bf16 = p.dtype == DType::bf16;
+  const bool half = is_half(p.dtype); // bf16 or f16: the same f32 arithmetic
   const bool grad = op == OpKind::max_pool2d_grad || op == OpKind::avg_pool2d_grad;
   // A bf16 gradient's f32 sums live in the scratch after the operands.
-  const bool sums_in_scratch = grad && bf16;
+  const bool sums_in_scratch = grad && half;
   LoopBuilder lb(module, absl::StrCat("mstep_xla_", op_name(op), "_", node),
                  operands + (sums_in_scratch ? kRuntimeOperands : 0), 1, LoopBuilder::Rows{});
   auto& b = lb.b();
@@ -185,8 +185,8 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
         const Span w = avg_span(lb, ow, p.stride[1], p.pad[1], p.kernel[1], p.width);
         llvm::Value* count = avg_count(lb, p, h, w);
         // The ref's accumulator: f64 for f32, f32 for bf16.
-        llvm::Type* acc = bf16 ? lb.f32() : lb.f64();
-        auto widen = [&](llvm::Value* v) { return bf16 ? v : lb.to_f64(v); };
+        llvm::Type* acc = half ? lb.f32() : lb.f64();
+        auto widen = [&](llvm::Value* v) { return half ? v : lb.to_f64(v); };
         llvm::Value* divisor = b.CreateSIToFP(count, acc);
         if (op == OpKind::avg_pool2d) {
           llvm::AllocaInst* sum = lb.local(acc, llvm::ConstantFP::get(acc, 0.0));
@@ -198,7 +198,7 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
             });
           });
           llvm::Value* mean = b.CreateFDiv(lb.get(sum), divisor);
-          store_f32(lb, p.dtype, bf16 ? mean : lb.to_f32(mean), y, out_at);
+          store_f32(lb, p.dtype, half ? mean : lb.to_f32(mean), y, out_at);
           return;
         }
         // avg grad: no taps when the count is not positive.
@@ -210,7 +210,7 @@ std::optional<OpLoop> emit_pool_loop(llvm::Module& module, const TraceGraph& gra
             llvm::Value* at =
                 b.CreateAdd(in_base, b.CreateAdd(b.CreateMul(ih, lb.i64(p.width)), iw));
             llvm::Value* sum = b.CreateFAdd(widen(lb.load(lb.f32(), sums, at)), share);
-            lb.store(bf16 ? sum : lb.to_f32(sum), sums, at);
+            lb.store(half ? sum : lb.to_f32(sum), sums, at);
           });
         });
       });

@@ -1,4 +1,4 @@
-// The creation ops arange, rand and randn and f32 and bf16 dropout as loops
+// The creation ops arange, rand and randn and f32, bf16 and f16 dropout as loops
 // (XlaOpLoops.h), drawing the ref kernels' numbers (lib/backends/ref/
 // RefCreation.cpp, RefNN.cpp): element i of a stream at (seed, offset)
 // takes Philox4x32-10 block(seed, offset + i) (mstep/core/Philox.h),
@@ -6,7 +6,8 @@
 // base offset are the node's rng-state operand (i64[2]) plus its `offset`
 // attribute.
 // - rand: (w0 >> 8) * 2^-24, exact in f32 (the ref kernel's 24-bit grid);
-//   bf16 keeps 8 bits, (w0 >> 24) * 2^-8 (the ref's floor(u * 2^8) / 2^8).
+//   bf16 keeps 8 bits, (w0 >> 24) * 2^-8 (the ref's floor(u * 2^8) / 2^8),
+//   f16 11, (w0 >> 21) * 2^-11.
 // - randn: Box-Muller in f32 on (w0, w1), as Philox::normal; bf16 rounds
 //   that f32 once.
 // - dropout: kept iff (w0 >> 8) * 2^-24 >= p; x * (kept ? 1/(1-p) : 0) in
@@ -72,9 +73,9 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
   const int64_t numel = out.numel();
   size_t state_operand = 0;
   if (op == OpKind::arange) {
-    if (!is_f32_or_bf16(out.dtype) && out.dtype != DType::i64) return std::nullopt;
+    if (!is_loop_float(out.dtype) && out.dtype != DType::i64) return std::nullopt;
   } else {
-    if (!is_f32_or_bf16(out.dtype)) return std::nullopt;
+    if (!is_loop_float(out.dtype)) return std::nullopt;
     state_operand = op == OpKind::dropout ? 1 : 0;
     if (nd.operands.size() != state_operand + 1) return std::nullopt;
     const TensorType& state = graph.type_of(nd.operands[state_operand]);
@@ -124,6 +125,8 @@ std::optional<OpLoop> emit_random_loop(llvm::Module& module, const TraceGraph& g
         const float grid = 1.0f / 16777216.0f;
         if (op == OpKind::rand && out.dtype == DType::bf16) {
           v = b.CreateFMul(b.CreateUIToFP(b.CreateLShr(w0, 24), lb.f32()), lb.f32(1.0f / 256.0f));
+        } else if (op == OpKind::rand && out.dtype == DType::f16) {
+          v = b.CreateFMul(b.CreateUIToFP(b.CreateLShr(w0, 21), lb.f32()), lb.f32(1.0f / 2048.0f));
         } else if (op == OpKind::rand) {
           v = b.CreateFMul(top_24_bits(lb, w0), lb.f32(grid));
         } else if (op == OpKind::randn) {

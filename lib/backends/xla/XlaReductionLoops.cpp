@@ -197,7 +197,7 @@ std::optional<OpLoop> emit_reduction_loop(llvm::Module& module, const TraceGraph
       (op == OpKind::max || op == OpKind::min || op == OpKind::argmax) &&
       (in.dtype == DType::i64 || in.dtype == DType::i32) &&
       out_dtype == (op == OpKind::argmax ? DType::i64 : in.dtype);
-  const bool float_in = is_f32_or_bf16(in.dtype);
+  const bool float_in = is_loop_float(in.dtype);
   const DType want_out = op == OpKind::argmax ? DType::i64 : in.dtype;
   if (!integer_sum && !integer_extremum && !(float_in && out_dtype == want_out))
     return std::nullopt;

@@ -1,4 +1,4 @@
-// softmax and log_softmax of f32 or bf16 along one dim as loops
+// softmax and log_softmax of f32, bf16 or f16 along one dim as loops
 // (XlaOpLoops.h), computed as the ref kernel (lib/backends/ref/RefNN.cpp)
 // and the cpu kernel (lib/backends/cpu/SoftmaxKernel.cpp) do: per lane of
 // the dim, m = its maximum, sum = the f64 sum of exp(x - m), then
@@ -35,7 +35,7 @@ std::optional<OpLoop> emit_softmax_loop(llvm::Module& module, const TraceGraph& 
       nd.results.size() != 1)
     return std::nullopt;
   const TensorType& in = graph.type_of(nd.operands[0]);
-  if (!is_f32_or_bf16(in.dtype) || nd.results[0] != in || in.numel() == 0) return std::nullopt;
+  if (!is_loop_float(in.dtype) || nd.results[0] != in || in.numel() == 0) return std::nullopt;
   const DType dtype = in.dtype;
   const int64_t dim = attr_int(nd.attrs, AttrName::dim);
   if (dim < 0 || dim >= in.shape.rank()) return std::nullopt;
