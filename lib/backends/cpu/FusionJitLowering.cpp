@@ -47,6 +47,7 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "lib/backends/cpu/HostCpuFeatures.h"
+#include "lib/passes/IntegerPowExpansion.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -65,50 +66,6 @@ namespace mstep::cpu {
 namespace {
 
 using namespace mlir;
-
-/// An integer or a splat of it, in `type` (an integer or a vector of them).
-Value integerConstant(OpBuilder& b, Location loc, Type type, int64_t value) {
-  Type element = getElementTypeOrSelf(type);
-  auto attr = b.getIntegerAttr(element, value);
-  if (auto vector = dyn_cast<VectorType>(type))
-    return b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(vector, attr));
-  return b.create<arith::ConstantOp>(loc, attr);
-}
-
-/// math.ipowi as square-and-multiply over the exponent's bits, with
-/// selects instead of branches so it vectorizes, and PyTorch's integer pow
-/// for negative exponents (0 unless the base is 1 or -1). Products wrap.
-/// (MLIR's math-to-funcs version divides by zero for 0 ** -n.)
-struct ExpandIntegerPow : OpRewritePattern<math::IPowIOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(math::IPowIOp op, PatternRewriter& b) const override {
-    Location loc = op.getLoc();
-    Type type = op.getType();
-    const unsigned width = getElementTypeOrSelf(type).getIntOrFloatBitWidth();
-    auto constant = [&](int64_t value) { return integerConstant(b, loc, type, value); };
-    Value zero = constant(0), one = constant(1), minusOne = constant(-1);
-    Value base = op.getLhs(), exponent = op.getRhs();
-    Value power = one;
-    for (unsigned bit = 0; bit + 1 < width; ++bit) {
-      Value masked = b.create<arith::AndIOp>(loc, exponent, constant(int64_t{1} << bit));
-      Value set = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne, masked, zero);
-      power = b.create<arith::SelectOp>(loc, set, b.create<arith::MulIOp>(loc, power, base), power);
-      base = b.create<arith::MulIOp>(loc, base, base);
-    }
-    base = op.getLhs();
-    Value odd = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ne,
-                                        b.create<arith::AndIOp>(loc, exponent, one), zero);
-    Value ofMinusOne = b.create<arith::SelectOp>(loc, odd, minusOne, one);
-    Value isOne = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, base, one);
-    Value isMinusOne = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, base, minusOne);
-    Value negativePower = b.create<arith::SelectOp>(
-        loc, isOne, one, b.create<arith::SelectOp>(loc, isMinusOne, ofMinusOne, zero));
-    Value negative = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, exponent, zero);
-    b.replaceOpWithNewOp<arith::SelectOp>(op, negative, negativePower, power);
-    return success();
-  }
-};
 
 /// Rewrites the ops `select` picks into libm calls (vector ops unrolled).
 LogicalResult callLibm(ModuleOp kernels, llvm::function_ref<bool(Operation*)> select) {
@@ -132,7 +89,7 @@ LogicalResult rewriteMath(ModuleOp kernels) {
     return failure();
   // 2. The rest in one greedy walk.
   RewritePatternSet patterns(context);
-  patterns.add<ExpandIntegerPow>(context);
+  passes::populate_integer_pow_expansion(patterns);
   populateMathPolynomialApproximationPatterns(patterns);
   arith::populateExpandBFloat16Patterns(patterns);
   if (failed(applyPatternsAndFoldGreedily(kernels, std::move(patterns)))) return failure();

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaBlockRows.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
+#include "lib/backends/cuda/CudaMathExpansion.h"
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
@@ -219,20 +220,26 @@ void collapse_and_tile(func::FuncOp func, int threads) {
       op = op->getNextNode();
       continue;
     }
-    Operation* end = op;
-    while (end->getNextNode() && serial(*end->getNextNode())) end = end->getNextNode();
-    Operation* after = end->getNextNode();
+    // The run goes on to the next loop: a constant or view between its ops
+    // (the canonicalizer leaves them anywhere) moves before it rather than
+    // splitting it, so that the run's values stay within one loop and the
+    // constant stays visible to the later loops that use it too.
+    SmallVector<Operation*> run;
+    Operation* after = op;
+    for (; !isa<scf::ParallelOp, func::ReturnOp>(after); after = after->getNextNode())
+      if (serial(*after)) run.push_back(after);
+    for (Operation* inner = op->getNextNode(); inner != after;) {
+      Operation* next = inner->getNextNode();
+      if (!serial(*inner)) inner->moveBefore(op);
+      inner = next;
+    }
     builder.setInsertionPoint(op);
     Value zero = builder.create<arith::ConstantIndexOp>(loc, 0);
     Value one = builder.create<arith::ConstantIndexOp>(loc, 1);
     auto single = builder.create<scf::ParallelOp>(loc, ValueRange{zero}, ValueRange{one},
                                                   ValueRange{one});
     Operation* terminator = single.getBody()->getTerminator();
-    for (Operation* inner = op; inner != after;) {
-      Operation* next = inner->getNextNode();
-      inner->moveBefore(terminator);
-      inner = next;
-    }
+    for (Operation* inner : run) inner->moveBefore(terminator);
     op = after;
   }
   SmallVector<scf::ParallelOp> loops;
@@ -370,6 +377,7 @@ absl::StatusOr<GeneratedKernels> kernels_of_func(Operation* op, func::FuncOp fun
   GeneratedKernels generated;
   MSTEP_ASSIGN_OR_RETURN(generated.temporaries,
                          hoist_temporaries(op, func, &generated.error_word));
+  expand_math_for_nvvm(func);
   collapse_and_tile(func, options.threads);
   generated.tiled_loops = print(module.getOperation());
 

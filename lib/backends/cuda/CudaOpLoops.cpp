@@ -13,6 +13,7 @@
 #include "lib/backends/cuda/CudaKernelGen.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOptimizerLoops.h"
+#include "lib/backends/cuda/CudaReductionLoops.h"
 
 #include <algorithm>
 #include <array>
@@ -392,6 +393,7 @@ bool builds_op_loops(Operation* op, const CudaCodegenOptions& options) {
   // A sum or mean of rows: a block per row, when those are on.
   if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op))
     return block_per_row(options, rows->second);
+  if (builds_reduction_loops(op)) return true;
   // A sum or mean over leading dims: split into chunks, when those are on.
   if (leading_columns(op)) return options.column_reduction == CudaColumnReduction::split;
   if (builds_creation_loops(op) || builds_pool_loops(op) || builds_conv_loops(op)) return true;
@@ -424,6 +426,8 @@ absl::Status build_op_loops(Operation* op, func::FuncOp func,
     nll_loss_loops(nll, options, nest);
   } else if (std::optional<std::pair<int64_t, int64_t>> rows = trailing_rows(op)) {
     reduction_loops(op, *rows, nest);
+  } else if (builds_reduction_loops(op)) {
+    status = reduction_op_loops(op, [&](int64_t n) { return block_per_row(options, n); }, nest);
   } else if (std::optional<std::pair<int64_t, int64_t>> columns = leading_columns(op)) {
     column_sum_loops(op, *columns, options, nest);
   } else if (auto dropout = dyn_cast<dialect::DropoutOp>(op)) {
