@@ -16,19 +16,6 @@
 
 namespace mstep::cuda::testing {
 
-/// sum(out * w) over the outputs that require grad (the conformance
-/// driver's loss), or undefined.
-inline Tensor conformance_loss(const conformance::Outputs& outputs, Device device) {
-  Tensor loss;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& out = outputs[i];
-    if (!out.requires_grad()) continue;
-    Tensor term = sum(to(out, DType::f32) * conformance::fixed_tensor(out.shape(), 500 + i, device));
-    loss = loss.defined() ? loss + term : term;
-  }
-  return loss;
-}
-
 /// A case's last step as ref ran it.
 struct RefStep {
   std::shared_ptr<const TraceGraph> graph;
@@ -49,7 +36,7 @@ inline std::optional<RefStep> run_case_on_ref(const conformance::ConformanceCase
       in.push_back(conformance::make_input(c.inputs[i], i, ref));
     conformance::Outputs out = c.fn(in, ref);
     if (c.check_grads)
-      if (Tensor loss = conformance_loss(out, ref); loss.defined()) loss.backward();
+      if (Tensor loss = conformance::weighted_loss(out, ref); loss.defined()) loss.backward();
     mark_step();
     const StepRecord& record = tracer.last_step();
     if (record.graph && !record.graph->nodes.empty()) {

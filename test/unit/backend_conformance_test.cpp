@@ -70,20 +70,6 @@ struct RunResult {
   std::string error;             // what the run threw, if it threw
 };
 
-/// sum(out * w) over every output that requires grad, w fixed per output,
-/// accumulated in f32; undefined when no output requires grad.
-Tensor weighted_loss(const Outputs& outputs, Device device) {
-  Tensor loss;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor& out = outputs[i];
-    if (!out.requires_grad()) continue;
-    Tensor w = fixed_tensor(out.shape(), 500 + i, device);
-    Tensor term = sum(to(out, DType::f32) * w);
-    loss = loss.defined() ? loss + term : term;
-  }
-  return loss;
-}
-
 /// Which graph a run records.
 enum class Pass : uint8_t {
   training,  // forward and, when the case checks grads, backward, in one graph

@@ -492,7 +492,7 @@ absl::StatusOr<std::vector<BufferPtr>> CudaExecutable::run(absl::Span<const Buff
   }
   if (error_host_) MSTEP_RETURN_IF_ERROR(reset_error_word(values));
   // Not inside a CUDA graph capture: its timing events would be nodes.
-  CudaStepProfile* profile = backend_.capturing() ? nullptr : profile_.get();
+  CudaStepProfile* profile = profile_ && !backend_.capturing() ? profile_.get() : nullptr;
   if (profile) MSTEP_RETURN_IF_ERROR(profile->mark(0));
   for (size_t i = 0; i < plan_.launches.size(); ++i) {
     MSTEP_RETURN_IF_ERROR(run_step(plan_.launches[i], values));

@@ -150,6 +150,20 @@ inline Tensor fixed_tensor(Shape shape, uint64_t seed, Device device, double sca
   return from_vector(v, shape, std::nullopt, device);
 }
 
+/// The loss a case's backward runs from: sum(out * w) over every output
+/// that requires grad, w fixed per output, accumulated in f32; undefined
+/// when no output requires grad.
+inline Tensor weighted_loss(const std::vector<Tensor>& outputs, Device device) {
+  Tensor loss;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    if (!out.requires_grad()) continue;
+    Tensor term = sum(to(out, DType::f32) * fixed_tensor(out.shape(), 500 + i, device));
+    loss = loss.defined() ? loss + term : term;
+  }
+  return loss;
+}
+
 struct ConformanceCase {
   std::string name; // unique, [A-Za-z0-9_]: op, then each input's dtype and shape
   std::vector<InputSpec> inputs;
