@@ -124,7 +124,7 @@ ModuleCache::MissReason ModuleCache::explain_miss(const GraphKey& key,
     return {"compile options changed", "the same graph was compiled with fusion switched "
                                        "the other way (MSTEP_FUSE), or other cuda kernel "
                                        "forms (MSTEP_CUDA_ROW_REDUCTION, MSTEP_CUDA_OPTIMIZER, "
-                                       "MSTEP_CUDA_COLUMN_REDUCTION)"};
+                                       "MSTEP_CUDA_COLUMN_REDUCTION, MSTEP_CUDA_CONV)"};
   if (h.key.types != key.types) {
     const size_t n = std::min(h.input_types.size(), graph.input_types.size());
     for (size_t i = 0; i < n; ++i) {

@@ -92,6 +92,16 @@ RuntimeOptions RuntimeOptions::from_env() {
                    c, o.cuda_column_reduction.c_str());
     }
   }
+  if (const char* c = std::getenv("MSTEP_CUDA_CONV")) {
+    if (absl::string_view(c) == "im2col" || absl::string_view(c) == "direct") {
+      o.cuda_conv = c;
+    } else {
+      std::fprintf(stderr,
+                   "mstep warning: MSTEP_CUDA_CONV=%s is neither 'im2col' nor 'direct'; "
+                   "using '%s'\n",
+                   c, o.cuda_conv.c_str());
+    }
+  }
   if (const char* u = std::getenv("MSTEP_CUDA_OPTIMIZER")) {
     if (absl::string_view(u) == "multi" || absl::string_view(u) == "per_tensor") {
       o.cuda_optimizer = u;

@@ -206,7 +206,8 @@ absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, D
   key.backend = hash_combine(static_cast<uint64_t>(device.type), device.index);
   key.compile_options = (options_.fuse ? 1 : 2) + (options_.cuda_row_reduction == "thread" ? 4 : 0) +
                         (options_.cuda_optimizer == "per_tensor" ? 8 : 0) +
-                        (options_.cuda_column_reduction == "thread" ? 16 : 0);
+                        (options_.cuda_column_reduction == "thread" ? 16 : 0) +
+                        (options_.cuda_conv == "direct" ? 32 : 0);
   // The xla memory limit changes the xla step's code (values recomputed).
   if (device.type == DeviceType::xla && !options_.xla_memory_limit.empty())
     key.compile_options = hash_combine(key.compile_options, hash_string(options_.xla_memory_limit));

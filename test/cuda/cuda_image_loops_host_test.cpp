@@ -8,7 +8,9 @@
 // widened f32 or bf16 elements are exact, so even a fused multiply-add
 // rounds the same).
 // Shapes: odd sizes, padding, stride, dilation, ceil mode, groups, ties
-// and a NaN in the max windows.
+// and a NaN in the max windows. The convolutions here take their direct
+// loops (MSTEP_CUDA_CONV=direct); cuda_conv_im2col_host_test.cpp checks
+// the im2col form, the default.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +25,13 @@ namespace {
 
 /// Random values on a grid of halves in [-2, 2]: nine levels, so the
 /// windows of a max pool hold ties.
+/// The compile options of the convolutions' direct loops.
+CudaCompileOptions direct_convolutions() {
+  CudaCompileOptions options = default_cuda_compile_options();
+  options.codegen.conv = CudaConvForm::direct;
+  return options;
+}
+
 std::vector<float> coarse(size_t n, uint32_t seed) {
   std::vector<float> v = testing::random_floats(n, seed);
   for (float& x : v) x = std::round(x * 2.f) / 2.f;
@@ -118,7 +127,8 @@ func.func @step(%x: tensor<2x4x7x9xf32>, %w: tensor<6x2x3x2xf32>, %b: tensor<6xf
   return %y, %dx, %dw : tensor<2x6x4x11xf32>, tensor<2x4x7x9xf32>, tensor<6x2x3x2xf32>
 })",
                                {random_bytes(2 * 4 * 63, 14), random_bytes(72, 15), random_bytes(6, 16),
-                                random_bytes(2 * 6 * 44, 17)});
+                                random_bytes(2 * 6 * 44, 17)},
+                               direct_convolutions());
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
   // One output by hand (not ref's loops: a check of the indexing):
   // y[1, 4, 2, 3] = b[4] + sum over group 1's channels 2, 3 and the taps
@@ -149,7 +159,8 @@ func.func @step(%x: tensor<1x3x6x5xbf16>, %w: tensor<4x3x3x3xbf16>, %g: tensor<1
 })",
                                {bf16_bytes(90, 18), bf16_bytes(108, 19), bf16_bytes(120, 20),
                                 random_bytes(150, 21), random_bytes(27, 22), random_bytes(35, 23),
-                                random_bytes(20, 24)});
+                                random_bytes(20, 24)},
+                               direct_convolutions());
   ASSERT_NO_FATAL_FAILURE(expect_same_as_ref(out));
 }
 

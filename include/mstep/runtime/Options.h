@@ -83,6 +83,13 @@ struct RuntimeOptions {
   /// compare the two). Read when a cuda step is compiled; part of the
   /// compile key.
   std::string cuda_column_reduction = "split";
+  /// MSTEP_CUDA_CONV=im2col|direct: the cuda backend's conv2d and its
+  /// gradients as im2col/col2im kernels around cuBLASLt matmuls (im2col,
+  /// the default; the direct loops where its scratch would be too large or
+  /// the dtype is not f32/bf16), or always as the direct loop nests
+  /// (direct, ref's sums bit for bit). Read when a cuda step is compiled;
+  /// part of the compile key.
+  std::string cuda_conv = "im2col";
   /// MSTEP_CUDA_OPTIMIZER=multi|per_tensor: the cuda backend's optimizer
   /// update as one launch for every parameter (multi, the default), or a
   /// launch per parameter (per_tensor, the first form). Read when a cuda

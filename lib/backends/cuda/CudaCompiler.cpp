@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaAttentionLowering.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
+#include "lib/backends/cuda/CudaConvLoops.h"
+#include "lib/backends/cuda/CudaConvLowering.h"
 #include "lib/backends/cuda/CudaCustomLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
@@ -359,6 +361,7 @@ CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime) {
                                          ? CudaColumnReduction::thread
                                          : CudaColumnReduction::split;
   options.codegen.multi_tensor_launch = runtime.cuda_optimizer != "per_tensor";
+  options.codegen.conv = runtime.cuda_conv == "direct" ? CudaConvForm::direct : CudaConvForm::im2col;
   return options;
 }
 
@@ -413,6 +416,13 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
         return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
                            kernel_origin, options, compiled);
       });
+  CudaConvLowering convolutions(
+      options.codegen,
+      [&](GeneratedKernels kernels, const std::string& kernel_name, std::vector<int> params,
+          size_t first_written, const std::string& kernel_origin) {
+        return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
+                           kernel_origin, options, compiled);
+      });
   // An epilogue's fallback: op's kernels, on plan values `params`
   // (operands, then results), into `launches`.
   auto add_fallback = [&](mlir::Operation* op, const std::string& kernel_name,
@@ -432,7 +442,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       continue;
     }
     const std::string name = absl::StrCat("op", op_index);
-    const std::string origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index++);
+    std::string origin = absl::StrCat(op.getName().getStringRef().str(), " #", op_index++);
     if (views.launches_nothing(&op)) {
       // A view of its operand (an alias), or a value another op writes
       // (that has its id already, or gets it here: a matmul's bias
@@ -478,6 +488,17 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
       MSTEP_RETURN_IF_ERROR(attention.lower(&op, origin, name, views, ids, plan));
       continue;
     }
+    if (builds_conv_loops(&op)) {
+      // A convolution: im2col kernels around a cuBLASLt matmul, or the
+      // direct loops (CudaConvLowering.h); its origin says which.
+      const std::string direct = conv_direct_reason(&op, options.codegen);
+      if (direct.empty()) {
+        MSTEP_ASSIGN_OR_RETURN(int result, written_value(op.getResult(0), &op));
+        MSTEP_RETURN_IF_ERROR(convolutions.lower(&op, origin, name, ids, result, plan));
+        continue;
+      }
+      absl::StrAppend(&origin, ": direct loops (", direct, ")");
+    }
     if (auto custom = mlir::dyn_cast<dialect::CustomOp>(op)) {
       // A custom op's own CUDA C++ kernel, compiled with NVRTC.
       std::vector<int> operands, results;
@@ -503,6 +524,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
   MSTEP_RETURN_IF_ERROR(plan_arena(step, ids, views, plan));
   place_in_own_arena_slots(plan, std::move(own_slots));
   MSTEP_RETURN_IF_ERROR(attention.place_in_arena(plan));
+  convolutions.place_in_arena(plan);
   MSTEP_RETURN_IF_ERROR(validate_cuda_arena(plan));
   return compiled;
 }

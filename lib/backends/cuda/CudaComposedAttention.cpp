@@ -313,23 +313,7 @@ absl::Status CudaComposedAttention::lower(mlir::Operation* op, const std::string
 }
 
 void CudaComposedAttention::place_in_arena(CudaPlan& plan) const {
-  if (scratch_.empty()) return;
-  plan.arena_offsets.resize(plan.values.size(), -1);
-  auto align = [](int64_t offset) {
-    return (offset + kCudaArenaAlignment - 1) / kCudaArenaAlignment * kCudaArenaAlignment;
-  };
-  const int64_t region = align(plan.arena_bytes);
-  int64_t end = region;
-  for (const std::vector<int>& values : scratch_) {
-    int64_t offset = region;
-    for (int v : values) {
-      offset = align(offset);
-      plan.arena_offsets[v] = offset;
-      offset += static_cast<int64_t>(plan.values[v].bytes());
-    }
-    end = std::max(end, offset);
-  }
-  plan.arena_bytes = end;
+  place_scratch_at_arena_end(plan, scratch_);
 }
 
 int add_plan_value(CudaPlan& plan, TensorType type) {

@@ -1,12 +1,7 @@
 // The loops of CudaConvLoops.h; each follows its ref kernel
 // (RefLinalg.cpp's conv2d, RefLinalgGrad.cpp's gradients).
 #include "lib/backends/cuda/CudaConvLoops.h"
-#include "lib/backends/cuda/CudaLoopNest.h"
-#include "lib/backends/cuda/CudaPoolLoops.h"
-
-#include <array>
-
-#include "mstep/ir/dialect/MstepOps.h"
+#include "lib/backends/cuda/CudaConvGeometry.h"
 
 namespace mstep::cuda {
 
@@ -14,29 +9,12 @@ namespace {
 
 using namespace mlir;
 using namespace loops;
+using conv::add;
+using conv::Conv;
+using conv::output_at;
+using conv::safe;
+using conv::tap;
 
-/// The geometry of a conv2d: batch, channels, H x W in, O output channels
-/// in `groups` groups (each of `group_channels` input channels), a
-/// kernel_h x kernel_w kernel, OH x OW out, stride, padding, dilation.
-struct Conv {
-  int64_t batch, channels, height, width, out_channels, group_channels, kernel_h, kernel_w, out_h,
-      out_w, groups;
-  std::array<int64_t, 2> stride, pad, dilation;
-
-  Conv(Value input, Value weight, Value output, ArrayRef<int64_t> s, ArrayRef<int64_t> p,
-       ArrayRef<int64_t> d, int64_t g) {
-    auto in = cast<ShapedType>(input.getType()).getShape();
-    auto w = cast<ShapedType>(weight.getType()).getShape();
-    auto out = cast<ShapedType>(output.getType()).getShape();
-    batch = in[0], channels = in[1], height = in[2], width = in[3];
-    out_channels = w[0], group_channels = w[1], kernel_h = w[2], kernel_w = w[3];
-    out_h = out[2], out_w = out[3], groups = g;
-    stride = {s[0], s[1]}, pad = {p[0], p[1]}, dilation = {d[0], d[1]};
-  }
-  int64_t outs_per_group() const { return out_channels / groups; }
-};
-
-Value add(Nest& nest, Value a, Value b) { return nest.b.create<arith::AddIOp>(a, b); }
 /// acc + x * y where `take` holds, else acc (a tap in the padding adds
 /// nothing). For f32 and 16-bit elements the product of two widened
 /// elements is exact, so even a contracted multiply-add rounds as ref.
@@ -44,18 +22,6 @@ Value add_product(Nest& nest, Value take, Value acc, Value x, Value y) {
   ImplicitLocOpBuilder& b = nest.b;
   Value sum = b.create<arith::AddFOp>(acc, b.create<arith::MulFOp>(x, y));
   return b.create<arith::SelectOp>(take, sum, acc);
-}
-
-/// Input position o * stride - pad + k * dilation along dim `d` (signed).
-Value tap(Nest& nest, const Conv& conv, int d, Value o, Value k) {
-  Value start = nest.b.create<arith::SubIOp>(nest.affine(o, conv.stride[d], Value()),
-                                             nest.index(conv.pad[d]));
-  return nest.affine(k, conv.dilation[d], start);
-}
-
-/// `at` if `in`, else 0: an address that is always in bounds.
-Value safe(Nest& nest, Value in, Value at) {
-  return nest.b.create<arith::SelectOp>(in, at, nest.index(0));
 }
 
 /// RefLinalg.cpp's conv2d: one lane per output element (n, o, oh, ow),
@@ -98,22 +64,6 @@ void conv_loops(dialect::Conv2dOp op, Nest& nest) {
         });
     nest.store(narrow(nest, sum[0], element), y, i);
   });
-}
-
-/// The output position o with o * stride - pad + k * dilation == at along
-/// dim `d`, and whether there is one (inside the output).
-std::pair<Value, Value> output_at(Nest& nest, const Conv& conv, int d, Value at, Value k) {
-  ImplicitLocOpBuilder& b = nest.b;
-  Value distance = b.create<arith::SubIOp>(add(nest, at, nest.index(conv.pad[d])),
-                                           nest.affine(k, conv.dilation[d], Value()));
-  Value ahead = b.create<arith::CmpIOp>(arith::CmpIPredicate::sge, distance, nest.index(0));
-  Value nonneg = safe(nest, ahead, distance);
-  Value o = nest.div(nonneg, conv.stride[d]);
-  Value on_grid = b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, nest.rem(nonneg, conv.stride[d]),
-                                          nest.index(0));
-  Value within = b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, o,
-                                         nest.index(d == 0 ? conv.out_h : conv.out_w));
-  return {o, both(nest, both(nest, ahead, on_grid), within)};
 }
 
 /// RefLinalgGrad.cpp's input gradient, gathered: one lane per input

@@ -59,6 +59,14 @@ enum class CudaRowReduction { block, thread };
 /// first form (kept to compare the two on a GPU).
 enum class CudaColumnReduction { split, thread };
 
+/// How mstep.conv2d and its two gradients are lowered (MSTEP_CUDA_CONV):
+/// im2col (or col2im) kernels around cuBLASLt matmuls (CudaConvLowering.h),
+/// or the direct loop nests (CudaConvLoops.h), ref's sums bit for bit but
+/// one lane per element. im2col falls back to the direct loops for dtypes
+/// cuBLASLt does not take and where its scratch would pass
+/// conv_im2col_max_bytes.
+enum class CudaConvForm { im2col, direct };
+
 struct CudaCodegenOptions {
   /// The PTX's target: sm_80 PTX assembles for sm_80 and sm_90 and JITs on
   /// newer GPUs.
@@ -88,6 +96,11 @@ struct CudaCodegenOptions {
   /// (CudaOpLoops.cpp: index_add_by_owner); 0 keeps the sequential form,
   /// infinity takes the owner form.
   double index_add_owner_max_ratio = 1.0;
+  CudaConvForm conv = CudaConvForm::im2col;
+  /// The most scratch bytes (columns, transposed gradients) one
+  /// convolution's im2col form may take; a larger one keeps the direct
+  /// loops.
+  int64_t conv_im2col_max_bytes = int64_t{1} << 30;
 };
 
 /// One kernel launch of an op.

@@ -68,6 +68,26 @@ void place_in_own_arena_slots(CudaPlan& plan, std::vector<int> values) {
   }
 }
 
+void place_scratch_at_arena_end(CudaPlan& plan, const std::vector<std::vector<int>>& scratch) {
+  if (scratch.empty()) return;
+  plan.arena_offsets.resize(plan.values.size(), -1);
+  auto align = [](int64_t offset) {
+    return (offset + kCudaArenaAlignment - 1) / kCudaArenaAlignment * kCudaArenaAlignment;
+  };
+  const int64_t region = align(plan.arena_bytes);
+  int64_t end = region;
+  for (const std::vector<int>& values : scratch) {
+    int64_t offset = region;
+    for (int v : values) {
+      offset = align(offset);
+      plan.arena_offsets[v] = offset;
+      offset += static_cast<int64_t>(plan.values[v].bytes());
+    }
+    end = std::max(end, offset);
+  }
+  plan.arena_bytes = end;
+}
+
 void apply_epilogue_fallbacks(CudaPlan& plan, const std::vector<int>& matmuls) {
   std::vector<bool> falls(plan.matmuls.size(), false);
   for (int m : matmuls) falls.at(m) = true;

@@ -210,6 +210,12 @@ struct CudaPlan {
 /// (arena_offsets empty) is left as it is.
 void place_in_own_arena_slots(CudaPlan& plan, std::vector<int> values);
 
+/// Places each op's scratch values (`scratch`: a list per op) in one
+/// region at the arena's end, every op's list from the region's start:
+/// values an op uses only within its own steps, which never overlap
+/// another op's. A plan without scratch is left as it is.
+void place_scratch_at_arena_end(CudaPlan& plan, const std::vector<std::vector<int>>& scratch);
+
 /// `plan` as it runs where cuBLASLt has no algorithm for the epilogues of
 /// `matmuls` (indices into plan.matmuls, each with a fallback): each of
 /// those calls without its epilogue (its bias operand and bias-gradient

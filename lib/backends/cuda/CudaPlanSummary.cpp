@@ -27,6 +27,7 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
     if (step.matmul >= 0) {
       ++summary.cublaslt;
       const MatmulShape& shape = plan.matmuls.at(step.matmul).shape;
+      if (absl::EndsWith(plan.matmuls.at(step.matmul).origin, ": im2col gemm")) ++summary.conv_gemms;
       if (shape.transpose_a || shape.transpose_b) ++summary.transposed;
       if (shape.bias || shape.epilogue != MatmulEpilogue::none ||
           shape.bias_grad != MatmulBiasGrad::none)
@@ -41,6 +42,7 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
     ++summary.launches;
     const CudaKernelInfo& kernel = plan.kernels.at(step.kernel);
     if (from_op(kernel, {"mstep.reshape", "mstep.permute", "mstep.slice"})) ++summary.copies;
+    if (absl::StrContains(kernel.origin, ": direct loops")) ++summary.conv_direct;
     if (from_op(kernel, {"mstep.softmax", "mstep.log_softmax", "mstep.layer_norm",
                          "mstep.rms_norm", "mstep.nll_loss"}))
       ++summary.row_launches;
@@ -55,12 +57,16 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
 }
 
 std::string describe_cuda_plan_summary(const CudaPlanSummary& s) {
+  std::string conv;
+  if (s.conv_gemms > 0 || s.conv_direct > 0)
+    conv = absl::StrFormat("; conv: %d im2col gemms, %d direct launches", s.conv_gemms,
+                           s.conv_direct);
   return absl::StrFormat(
       "%d steps: %d kernel launches (%d copies, %d row-wise), %d cuBLASLt (%d transposed, %d with "
-      "an epilogue), %d cuDNN; %d aliases; arena %.1f MiB; sum/mean: %d launches, %d threads",
+      "an epilogue), %d cuDNN; %d aliases; arena %.1f MiB; sum/mean: %d launches, %d threads%s",
       s.steps, s.launches, s.copies, s.row_launches, s.cublaslt, s.transposed, s.epilogues,
       s.cudnn, s.aliases, static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0),
-      s.sum_launches, s.sum_threads);
+      s.sum_launches, s.sum_threads, conv);
 }
 
 } // namespace mstep::cuda

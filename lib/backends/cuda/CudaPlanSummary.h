@@ -33,13 +33,18 @@ struct CudaPlanSummary {
   int64_t sum_launches = 0;
   int64_t sum_threads = 0;
   int64_t arena_bytes = 0;
+  /// Convolutions (conv2d and its gradients) by form: the cuBLASLt
+  /// matmuls of the im2col form, and the launches of the direct loops
+  /// (MSTEP_CUDA_CONV, CudaConvLowering.h).
+  int64_t conv_gemms = 0;
+  int64_t conv_direct = 0;
 };
 
 CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan);
 
 /// "412 steps: 300 kernel launches (40 copies, 30 row-wise), 100 cuBLASLt (20 transposed, 10
 /// with an epilogue), 12 cuDNN; 60 aliases; arena 12.5 MiB; sum/mean: 40 launches, 1048576
-/// threads"
+/// threads" (and "; conv: 3 im2col gemms, 1 direct launches" where the plan has convolutions)
 std::string describe_cuda_plan_summary(const CudaPlanSummary& summary);
 
 } // namespace mstep::cuda

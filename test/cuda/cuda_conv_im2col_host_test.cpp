@@ -1,0 +1,273 @@
+// Host numerics of the im2col form of the convolutions on cuda
+// (CudaConvLowering.h): steps of conv2d, its input gradient and its weight
+// gradient are compiled for cuda (their kernels assembled for sm_80 and
+// sm_90 by ptxas), and their plans run on this CPU (run_plan_on_host: the
+// im2col, col2im, swap and bias kernels' tiled loop nests, the cuBLASLt
+// steps as host GEMMs). cuBLASLt adds in its own order, so each element is
+// checked against ref's within the sum's rounding: |cuda - ref| <=
+// (n + 2) u S + u |ref|, with n the terms of the element's sum (R = C/G x
+// kh x kw for the forward op, O/G x kh x kw for the input gradient, N x OH
+// x OW for the weight gradient), u the dtype's unit roundoff (2^-24, or
+// 2^-8 for bf16, whose matmul result is rounded before col2im and the bias
+// add) and S = sum |x w| (+ |bias|): ref's outputs for |x|, |w|, |bias|.
+// The same steps with MSTEP_CUDA_CONV=direct match ref bit for bit.
+// Shapes: groups, stride 2, dilation, padding, 1x1, batch 1, bf16.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaPlanSummary.h"
+#include "test/cuda/HostVsRef.h"
+
+namespace mstep::cuda::testing {
+namespace {
+
+struct Geometry {
+  int64_t n, c, h, w, o, groups, kh, kw;
+  std::array<int64_t, 2> stride = {1, 1}, pad = {0, 0}, dilation = {1, 1};
+  bool bias = false;
+  bool bf16 = false;
+  int64_t out(int d) const {
+    const int64_t in = d == 0 ? h : w, k = d == 0 ? kh : kw;
+    return (in + 2 * pad[d] - dilation[d] * (k - 1) - 1) / stride[d] + 1;
+  }
+};
+
+std::string dims(std::initializer_list<int64_t> d, bool bf16) {
+  std::string s = "tensor<";
+  for (int64_t v : d) absl::StrAppend(&s, v, "x");
+  return absl::StrCat(s, bf16 ? "bf16>" : "f32>");
+}
+
+/// func @step(x, w, [b,] dy) -> (y, dx, dw) of `g`.
+std::string step_text(const Geometry& g) {
+  const std::string x = dims({g.n, g.c, g.h, g.w}, g.bf16),
+                    w = dims({g.o, g.c / g.groups, g.kh, g.kw}, g.bf16), b = dims({g.o}, g.bf16),
+                    y = dims({g.n, g.o, g.out(0), g.out(1)}, g.bf16);
+  const std::string attrs = absl::StrCat(
+      "{dilation = array<i64: ", g.dilation[0], ", ", g.dilation[1], ">, groups = ", g.groups,
+      " : i64, padding = array<i64: ", g.pad[0], ", ", g.pad[1], ">, stride = array<i64: ",
+      g.stride[0], ", ", g.stride[1], ">}");
+  return absl::StrCat(
+      "func.func @step(%x: ", x, ", %w: ", w, g.bias ? absl::StrCat(", %b: ", b) : "", ", %g: ", y,
+      ") -> (", y, ", ", x, ", ", w, ") {\n",
+      "  %y = mstep.conv2d %x, %w", g.bias ? ", %b " : " ", attrs, " : ", x, ", ", w,
+      g.bias ? absl::StrCat(", ", b) : "", " -> ", y, "\n",
+      "  %dx = mstep.conv2d_input_grad %g, %w ", attrs, " : ", y, ", ", w, " -> ", x, "\n",
+      "  %dw = mstep.conv2d_weight_grad %x, %g ", attrs, " : ", x, ", ", y, " -> ", w, "\n",
+      "  return %y, %dx, %dw : ", y, ", ", x, ", ", w, "\n}");
+}
+
+/// Random inputs of `g` (x, w, [b,] dy), and their absolute values.
+struct Inputs {
+  std::vector<std::vector<char>> values, magnitudes;
+};
+
+Inputs inputs_of(const Geometry& g, uint32_t seed) {
+  std::vector<int64_t> sizes = {g.n * g.c * g.h * g.w, g.o * (g.c / g.groups) * g.kh * g.kw};
+  if (g.bias) sizes.push_back(g.o);
+  sizes.push_back(g.n * g.o * g.out(0) * g.out(1));
+  Inputs in;
+  for (int64_t size : sizes) {
+    std::vector<float> v = random_floats(static_cast<size_t>(size), seed++), a = v;
+    for (float& x : a) x = std::fabs(x);
+    if (g.bf16) {
+      std::vector<BFloat16> bv, ba;
+      for (float x : v) bv.push_back(BFloat16(x));
+      for (float x : a) ba.push_back(BFloat16(x));
+      in.values.push_back(bytes_of(bv));
+      in.magnitudes.push_back(bytes_of(ba));
+    } else {
+      in.values.push_back(bytes_of(v));
+      in.magnitudes.push_back(bytes_of(a));
+    }
+  }
+  return in;
+}
+
+std::vector<double> doubles(const std::vector<char>& bytes, bool bf16) {
+  std::vector<double> out;
+  if (bf16)
+    for (BFloat16 v : values_of<BFloat16>(bytes)) out.push_back(float(v));
+  else
+    for (float v : values_of<float>(bytes)) out.push_back(v);
+  return out;
+}
+
+/// The plan of `text` under `options`, run on the host (run_plan_on_host).
+struct PlanRun {
+  CudaPlan plan;
+  std::vector<std::vector<char>> outputs;
+};
+
+PlanRun run_plan(const std::string& text, const std::vector<std::vector<char>>& inputs,
+                 const CudaCompileOptions& options) {
+  PlanRun run;
+  CudaStepContext step(text.c_str());
+  auto compiled = compile_cuda_step(step.module(), options);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  if (!compiled.ok()) return run;
+  std::vector<std::vector<char>> values;
+  for (const TensorType& type : compiled->plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
+  run_plan_on_host(step.context(), *compiled, values);
+  for (int id : compiled->plan.outputs) {
+    const char* bytes = host_bytes(&compiled->plan, values, id);
+    run.outputs.emplace_back(bytes, bytes + compiled->plan.values[id].bytes());
+  }
+  run.plan = std::move(compiled->plan);
+  return run;
+}
+
+CudaCompileOptions with_form(CudaConvForm form) {
+  CudaCompileOptions options = default_cuda_compile_options();
+  options.codegen.conv = form;
+  return options;
+}
+
+/// How many kernels of `plan` have an origin ending in `what`.
+int kernels_named(const CudaPlan& plan, const std::string& what) {
+  int n = 0;
+  for (const CudaKernelInfo& kernel : plan.kernels)
+    if (absl::EndsWith(kernel.origin, what)) ++n;
+  return n;
+}
+
+/// Both forms of `g`'s step against ref: the direct loops bit for bit, the
+/// im2col form within the rounding bound above. Returns the im2col plan.
+CudaPlan check_both_forms(const Geometry& g, uint32_t seed) {
+  SCOPED_TRACE(step_text(g));
+  const std::string text = step_text(g);
+  const Inputs in = inputs_of(g, seed);
+  CudaStepContext step(text.c_str());
+  auto ref = ref_outputs(step.module(), in.values);
+  auto magnitude = ref_outputs(step.module(), in.magnitudes);
+  EXPECT_TRUE(ref.ok() && magnitude.ok());
+  if (!ref.ok() || !magnitude.ok()) return {};
+
+  const PlanRun direct = run_plan(text, in.values, with_form(CudaConvForm::direct));
+  EXPECT_EQ(summarize_cuda_plan(direct.plan).conv_gemms, 0);
+  EXPECT_EQ(summarize_cuda_plan(direct.plan).conv_direct, 3);
+  for (size_t k = 0; k < direct.outputs.size(); ++k)
+    EXPECT_TRUE(direct.outputs[k] == (*ref)[k]) << "direct form, output " << k;
+
+  const PlanRun im2col = run_plan(text, in.values, with_form(CudaConvForm::im2col));
+  EXPECT_EQ(summarize_cuda_plan(im2col.plan).conv_gemms, 3);
+  EXPECT_EQ(summarize_cuda_plan(im2col.plan).conv_direct, 0);
+  const double u = g.bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -24);
+  const int64_t taps = g.kh * g.kw;
+  const int64_t terms[3] = {g.c / g.groups * taps, g.o / g.groups * taps,
+                            g.n * g.out(0) * g.out(1)};
+  EXPECT_EQ(im2col.outputs.size(), 3u);
+  for (size_t k = 0; k < im2col.outputs.size() && k < 3; ++k) {
+    const std::vector<double> got = doubles(im2col.outputs[k], g.bf16),
+                              want = doubles((*ref)[k], g.bf16),
+                              scale = doubles((*magnitude)[k], g.bf16);
+    EXPECT_EQ(got.size(), want.size());
+    if (got.size() != want.size()) continue;
+    int bad = 0;
+    double worst = 0;  // the largest error as a fraction of its bound
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double bound = (terms[k] + 2) * u * scale[i] * (1 + 2 * u) + u * std::fabs(want[i]);
+      const double error = std::fabs(got[i] - want[i]);
+      worst = std::max(worst, bound > 0 ? error / bound : error);
+      if (!(error <= bound) && bad++ < 5)
+        ADD_FAILURE() << "im2col form, output " << k << " element " << i << ": ref " << want[i]
+                      << ", cuda (host) " << got[i] << ", bound " << bound;
+    }
+    EXPECT_EQ(bad, 0) << "output " << k << ": " << bad << " elements over the bound";
+    std::printf("output %zu: worst error %.3f of its bound\n", k, worst);
+  }
+  return im2col.plan;
+}
+
+TEST(CudaConvIm2colHost, GroupsStrideTwoPaddingAndDilationWithBias) {
+  // Two groups and a batch of 2: the columns by group, the forward
+  // product swapped back to [N][O][P] with the bias, dy swapped for both
+  // gradients.
+  const CudaPlan plan = check_both_forms(
+      {.n = 2, .c = 4, .h = 7, .w = 9, .o = 6, .groups = 2, .kh = 3, .kw = 2, .stride = {2, 1},
+       .pad = {1, 2}, .dilation = {1, 2}, .bias = true},
+      30);
+  EXPECT_EQ(kernels_named(plan, ": im2col"), 2);  // forward, weight gradient
+  EXPECT_EQ(kernels_named(plan, ": col2im"), 1);
+  EXPECT_EQ(kernels_named(plan, ": swap_out_bias"), 1);
+  EXPECT_EQ(kernels_named(plan, ": swap_grad"), 2);
+}
+
+TEST(CudaConvIm2colHost, StrideTwoOneGroupBatchThree) {
+  // One group: a batch of images per matmul, the bias added in place.
+  const CudaPlan plan = check_both_forms({.n = 3, .c = 3, .h = 8, .w = 8, .o = 5, .groups = 1,
+                                          .kh = 3, .kw = 3, .stride = {2, 2}, .pad = {1, 1},
+                                          .bias = true},
+                                         40);
+  EXPECT_EQ(kernels_named(plan, ": bias"), 1);
+  EXPECT_EQ(kernels_named(plan, ": swap_grad"), 1);  // the weight gradient's
+}
+
+TEST(CudaConvIm2colHost, DilationAndPaddingAtBatchOne) {
+  check_both_forms({.n = 1, .c = 2, .h = 9, .w = 7, .o = 3, .groups = 1, .kh = 3, .kw = 3,
+                    .pad = {2, 2}, .dilation = {2, 2}},
+                   50);
+}
+
+TEST(CudaConvIm2colHost, PointwiseReadsTheInputAsItsColumns) {
+  // 1x1 at stride 1: no im2col for the forward op, no col2im for the input
+  // gradient (the matmul writes dx); the weight gradient of a batch of 2
+  // still lays its columns out by group.
+  const CudaPlan plan = check_both_forms(
+      {.n = 2, .c = 5, .h = 3, .w = 7, .o = 4, .groups = 1, .kh = 1, .kw = 1, .bias = true}, 60);
+  EXPECT_EQ(kernels_named(plan, ": im2col"), 1);
+  EXPECT_EQ(kernels_named(plan, ": col2im"), 0);
+  // Batch 1 with groups: every layout is the input's.
+  const CudaPlan one = check_both_forms(
+      {.n = 1, .c = 6, .h = 4, .w = 5, .o = 4, .groups = 2, .kh = 1, .kw = 1}, 70);
+  EXPECT_EQ(one.kernels.size(), 0u);
+  EXPECT_EQ(one.launches.size(), 3u);
+}
+
+TEST(CudaConvIm2colHost, DepthwiseWithBias) {
+  check_both_forms({.n = 2, .c = 3, .h = 5, .w = 5, .o = 3, .groups = 3, .kh = 3, .kw = 3,
+                    .pad = {1, 1}, .bias = true},
+                   80);
+}
+
+TEST(CudaConvIm2colHost, Bf16GroupsAndBias) {
+  check_both_forms({.n = 2, .c = 4, .h = 6, .w = 5, .o = 4, .groups = 2, .kh = 3, .kw = 3,
+                    .pad = {1, 1}, .bias = true, .bf16 = true},
+                   90);
+  check_both_forms({.n = 1, .c = 3, .h = 6, .w = 5, .o = 4, .groups = 1, .kh = 3, .kw = 3,
+                    .stride = {2, 2}, .pad = {1, 1}, .bf16 = true},
+                   95);
+}
+
+TEST(CudaConvIm2colHost, DirectLoopsWhereTheScratchIsTooLargeOrTheDtypeIsNotCublasLts) {
+  const Geometry g{.n = 2, .c = 4, .h = 7, .w = 9, .o = 6, .groups = 2, .kh = 3, .kw = 2,
+                   .pad = {1, 1}, .bias = true};
+  CudaCompileOptions options = with_form(CudaConvForm::im2col);
+  options.codegen.conv_im2col_max_bytes = 64;
+  const std::string text = step_text(g);
+  CudaStepContext step(text.c_str());
+  auto compiled = compile_cuda_step(step.module(), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(summarize_cuda_plan(compiled->plan).conv_gemms, 0);
+  EXPECT_EQ(summarize_cuda_plan(compiled->plan).conv_direct, 3);
+  EXPECT_THAT(compiled->plan.kernels[0].origin,
+              ::testing::HasSubstr("direct loops (im2col scratch of"));
+  CudaStepContext f16(R"(
+func.func @step(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x3x3xf16> {
+  %y = mstep.conv2d %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : tensor<1x2x5x5xf16>, tensor<3x2x3x3xf16> -> tensor<1x3x3x3xf16>
+  return %y : tensor<1x3x3x3xf16>
+})");
+  auto half = compile_cuda_step(f16.module(), default_cuda_compile_options());
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_THAT(describe_cuda_step(half->plan, half->plan.launches[0]),
+              ::testing::HasSubstr("direct loops (f16: cuBLASLt takes f32 and bf16)"));
+}
+
+}  // namespace
+}  // namespace mstep::cuda::testing
