@@ -21,6 +21,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaPlanSummary.h"
+#include "lib/compiler/Compiler.h"
+#include "test/cuda/ConformanceSteps.h"
 #include "test/cuda/HostVsRef.h"
 
 namespace mstep::cuda::testing {
@@ -267,6 +269,43 @@ func.func @step(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x
   ASSERT_TRUE(half.ok()) << half.status();
   EXPECT_THAT(describe_cuda_step(half->plan, half->plan.launches[0]),
               ::testing::HasSubstr("direct loops (f16: cuBLASLt takes f32 and bf16)"));
+}
+
+TEST(CudaConvIm2colHost, ConformanceConvCasesTakeTheIm2colForm) {
+  // The conformance suite's conv2d training steps (test/unit/conformance/
+  // NNCases.h: forward, input and weight gradients) in both forms: every
+  // f32 and bf16 convolution takes the im2col form; the steps per replay
+  // of each plan are printed (README, notes: the launch counts).
+  int cases = 0;
+  for (const conformance::ConformanceCase& c : conformance::all_cases()) {
+    if (!absl::StartsWith(c.name, "conv2d")) continue;
+    std::optional<RefStep> step = run_case_on_ref(c);
+    if (!step) continue;
+    CudaPlanSummary forms[2];
+    for (CudaConvForm form : {CudaConvForm::direct, CudaConvForm::im2col}) {
+      absl::Status status = with_optimized_module(
+          *step->graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
+            absl::StatusOr<CompiledCudaStep> compiled = compile_cuda_step(module, with_form(form));
+            if (!compiled.ok()) return compiled.status();
+            forms[form == CudaConvForm::im2col] = summarize_cuda_plan(compiled->plan);
+            return absl::OkStatus();
+          });
+      ASSERT_TRUE(status.ok()) << c.name << ": " << status;
+    }
+    const CudaPlanSummary &direct = forms[0], &im2col = forms[1];
+    EXPECT_GT(direct.conv_direct, 0) << c.name;
+    EXPECT_EQ(im2col.conv_direct, 0) << c.name;
+    EXPECT_EQ(im2col.conv_gemms, direct.conv_direct) << c.name << ": a gemm per convolution";
+    std::printf("%-28s direct: %3lld steps (%3lld launches, %lld cuBLASLt)   im2col: %3lld steps "
+                "(%3lld launches, %lld cuBLASLt, %lld of them convolutions), arena %.1f -> %.1f KiB\n",
+                c.name.c_str(), static_cast<long long>(direct.steps),
+                static_cast<long long>(direct.launches), static_cast<long long>(direct.cublaslt),
+                static_cast<long long>(im2col.steps), static_cast<long long>(im2col.launches),
+                static_cast<long long>(im2col.cublaslt), static_cast<long long>(im2col.conv_gemms),
+                direct.arena_bytes / 1024.0, im2col.arena_bytes / 1024.0);
+    ++cases;
+  }
+  EXPECT_GE(cases, 8);
 }
 
 }  // namespace
