@@ -409,20 +409,16 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
     MSTEP_RETURN_IF_ERROR(add_value(arg, nullptr).status());
   }
   plan.num_inputs = plan.values.size();
-  CudaAttentionLowering attention(
-      options.codegen,
-      [&](GeneratedKernels kernels, const std::string& kernel_name, std::vector<int> params,
-          size_t first_written, const std::string& kernel_origin) {
-        return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
-                           kernel_origin, options, compiled);
-      });
-  CudaConvLowering convolutions(
-      options.codegen,
-      [&](GeneratedKernels kernels, const std::string& kernel_name, std::vector<int> params,
-          size_t first_written, const std::string& kernel_origin) {
-        return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
-                           kernel_origin, options, compiled);
-      });
+  // Kernels the attention and convolution lowerings generate, into the plan.
+  const CudaKernelSink add_op_kernels = [&](GeneratedKernels kernels,
+                                            const std::string& kernel_name,
+                                            std::vector<int> params, size_t first_written,
+                                            const std::string& kernel_origin) {
+    return add_kernels(std::move(kernels), kernel_name, std::move(params), first_written,
+                       kernel_origin, options, compiled);
+  };
+  CudaAttentionLowering attention(options.codegen, add_op_kernels);
+  CudaConvLowering convolutions(options.codegen, add_op_kernels);
   // An epilogue's fallback: op's kernels, on plan values `params`
   // (operands, then results), into `launches`.
   auto add_fallback = [&](mlir::Operation* op, const std::string& kernel_name,
