@@ -271,6 +271,19 @@ func.func @step(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x
               ::testing::HasSubstr("direct loops (f16: cuBLASLt takes f32 and bf16)"));
 }
 
+TEST(CudaConvIm2colOption, EnvironmentPicksTheFormAndRejectsOtherValues) {
+  EXPECT_EQ(cuda_compile_options(RuntimeOptions{}).codegen.conv, CudaConvForm::im2col);
+  ::setenv("MSTEP_CUDA_CONV", "direct", 1);
+  EXPECT_EQ(cuda_compile_options(RuntimeOptions::from_env()).codegen.conv, CudaConvForm::direct);
+  ::setenv("MSTEP_CUDA_CONV", "winograd", 1);
+  ::testing::internal::CaptureStderr();
+  const RuntimeOptions bad = RuntimeOptions::from_env();
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              ::testing::HasSubstr("MSTEP_CUDA_CONV=winograd is neither 'im2col' nor 'direct'"));
+  EXPECT_EQ(cuda_compile_options(bad).codegen.conv, CudaConvForm::im2col);
+  ::unsetenv("MSTEP_CUDA_CONV");
+}
+
 TEST(CudaConvIm2colHost, ConformanceConvCasesTakeTheIm2colForm) {
   // The conformance suite's conv2d training steps (test/unit/conformance/
   // NNCases.h: forward, input and weight gradients) in both forms: every
