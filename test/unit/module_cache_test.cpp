@@ -300,6 +300,14 @@ TEST_F(RecompileReasonTest, FlippingTheCudaColumnReductionIsACompileOptionsChang
       << log;
 }
 
+TEST_F(RecompileReasonTest, FlippingTheCudaConvFormIsACompileOptionsChange) {
+  run_step(3, 2.0);
+  Tracer::get().mutable_options().cuda_conv = "direct";
+  std::string log = logged([] { EXPECT_EQ(run_step(3, 2.0), (V{1, 1, 3})); });
+  EXPECT_THAT(log, AllOf(HasSubstr("compile options changed"), HasSubstr("MSTEP_CUDA_CONV")))
+      << log;
+}
+
 TEST_F(RecompileReasonTest, AGraphEvictedByTheLruIsExplainedAsEvicted) {
   Tracer::get().cache().set_max_entries(1);
   Tensor x = from_vector(V{-1, 0, 2}, {3});
