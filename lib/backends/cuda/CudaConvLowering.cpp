@@ -33,8 +33,9 @@ Im2col im2col_of(mlir::Operation* op, const Conv& c, DType dtype) {
   const int64_t O = c.out_channels, Og = c.outs_per_group();
   Im2col f;
   f.shape.dtype = dtype;
-  // One image's matrices: a batch over the images; else one matrix per
-  // group with the images side by side (the layouts agree for N = 1).
+  // One group: a matrix per image, batched over the images. Groups, and
+  // the weight gradient (a sum over the images): a matrix per group with
+  // the images side by side. (The layouts agree for N = 1.)
   f.layout = G == 1 && !mlir::isa<dialect::Conv2dWeightGradOp>(op) ? ColumnLayout::by_batch
                                                                    : ColumnLayout::by_group;
   const bool by_batch = f.layout == ColumnLayout::by_batch;
