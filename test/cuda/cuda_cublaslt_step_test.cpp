@@ -300,6 +300,55 @@ TEST_F(CudaCublasLtExecutableTest, ABatchedMatmulIsOneStridedBatchedCall) {
               ::testing::ElementsAre(16 * 32, 8 * 16, 8 * 32));
 }
 
+TEST_F(CudaCublasLtExecutableTest, AConvolutionIsIm2colThenOneBatchedCallThenTheBias) {
+  // conv2d's im2col form (CudaConvLowering.h), one group: the im2col
+  // kernel writes the columns (arena scratch), one call batched over the
+  // 2 images reads them with w shared (stride 0) and writes y, then the
+  // bias kernel adds to y in place.
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>) -> tensor<2x4x6x6xf32> {
+  %y = mstep.conv2d %x, %w, %b {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32> -> tensor<2x4x6x6xf32>
+  return %y : tensor<2x4x6x6xf32>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const CudaLaunchStep& l : plan->launches)
+    if (l.matmul < 0) fake_.add_kernel(plan->kernels[l.kernel].name, l.args.size());
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  BufferPtr x = input({Shape({2, 3, 6, 6}), DType::f32});
+  BufferPtr w = input({Shape({4, 3, 3, 3}), DType::f32});
+  BufferPtr b = input({Shape({4}), DType::f32});
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run({x, w, b});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 3u);
+  auto pointer_bytes = [](CUdeviceptr p) {
+    return std::string(reinterpret_cast<const char*>(&p), sizeof p);
+  };
+  const CUdeviceptr y = CudaBackend::device_pointer(*(*outputs)[0]);
+  EXPECT_EQ(work[0].name, "cuLaunchKernel");  // im2col(x) -> columns
+  ASSERT_EQ(work[0].args.size(), 2u);
+  EXPECT_EQ(work[0].args[0], pointer_bytes(CudaBackend::device_pointer(*x)));
+  CUdeviceptr columns = 0;
+  std::memcpy(&columns, work[0].args[1].data(), sizeof columns);
+  EXPECT_NE(columns, y);
+  EXPECT_EQ(work[1].name, "cublasLtMatmul");
+  // cuBLASLt's A is mstep's B (the columns), its B mstep's A (w).
+  EXPECT_EQ(work[1].args[0], address(columns));
+  EXPECT_EQ(work[1].args[1], address(CudaBackend::device_pointer(*w)));
+  EXPECT_EQ(work[1].target, y);
+  EXPECT_THAT(layout_values<int32_t>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT),
+              ::testing::ElementsAre(2, 2, 2));
+  // Columns [27, 36] per image, w shared, y [4, 36] per image.
+  EXPECT_THAT(layout_values<int64_t>(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET),
+              ::testing::ElementsAre(27 * 36, 0, 4 * 36));
+  EXPECT_EQ(work[2].name, "cuLaunchKernel");  // y += bias
+  EXPECT_THAT(work[2].args, ::testing::ElementsAre(pointer_bytes(CudaBackend::device_pointer(*b)),
+                                                   pointer_bytes(y)));
+}
+
 TEST_F(CudaCublasLtExecutableTest, ABroadcastBatchDimIsAStrideOfZero) {
   // rhs [1, 16, 32]: one matrix shared by the 4 of lhs.
   auto plan = plan_of(R"(
