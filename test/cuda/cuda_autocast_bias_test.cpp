@@ -7,8 +7,9 @@
 //   cast to f32 reads before the weight gradient's matmul is that call's
 //   BGRADB, the cast after it.
 // Plans are checked for the steps they make and run on the host
-// (host_matmul) against ref, with and without their epilogue fallbacks,
-// and loaded by an executable over a fake cuBLASLt without the epilogues.
+// (host_matmul) against ref, with and without their epilogue fallbacks
+// (an executable over a fake cuBLASLt without the epilogues loads both with
+// their fallbacks: cuda_epilogue_fallback_test).
 //
 // Tolerances, from the ops' rounding (u = 2^-8, bf16's unit roundoff with
 // round to nearest; the inputs in [-2, 2)): ref rounds the product P to
@@ -24,69 +25,23 @@
 #include <cmath>
 #include <string>
 
-#include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
-#include "mstep/runtime/Metrics.h"
-#include "test/cuda/FakeCublasLt.h"
-#include "test/cuda/FakeCudaBackendTest.h"
+#include "test/cuda/AutocastBiasSteps.h"
 #include "test/cuda/HostVsRef.h"
 
 namespace mstep::cuda {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::fake_cublaslt;
-using testing::fake_cublaslt_state;
+using testing::autocast_linear;
+using testing::kAutocastBiasGrad;
+using testing::kGeluErf;
+using testing::kGeluTanh;
+using testing::kRelu;
 using testing::plan_of;
 
 constexpr double kU = 0x1p-8;  // bf16's unit roundoff
 constexpr int64_t kRows = 64, kIn = 96, kOut = 80;
-
-/// GPT-mini's form under autocast: x·w (bf16) and the f32 bias, cast to
-/// bf16 and added in the fusion that reads the product (bias first), then
-/// `activation` (an op on %s named %a, or empty).
-std::string autocast_linear(const std::string& activation) {
-  std::string text = R"(
-func.func @step(%x: tensor<64x96xbf16>, %w: tensor<96x80xbf16>, %b: tensor<80xf32>)
-    -> tensor<64x80xbf16> {
-  %0 = mstep.matmul %x, %w : tensor<64x96xbf16>, tensor<96x80xbf16> -> tensor<64x80xbf16>
-  %1 = mstep.fusion ins(%b, %0 : tensor<80xf32>, tensor<64x80xbf16>) -> tensor<64x80xbf16> {
-  ^bb0(%c: tensor<80xf32>, %p: tensor<64x80xbf16>):
-    %cb = mstep.cast %c : tensor<80xf32> -> tensor<80xbf16>
-    %s = mstep.add %p, %cb : tensor<64x80xbf16>, tensor<80xbf16> -> tensor<64x80xbf16>
-)";
-  if (!activation.empty()) text += "    %a = " + activation + " : tensor<64x80xbf16>\n";
-  text += activation.empty() ? "    mstep.yield %s : tensor<64x80xbf16>\n"
-                             : "    mstep.yield %a : tensor<64x80xbf16>\n";
-  return text + "  }\n  return %1 : tensor<64x80xbf16>\n}\n";
-}
-
-const char* kRelu = "mstep.relu %s";
-const char* kGeluTanh = "mstep.gelu %s {approximate = #mstep.gelu_approximation<tanh>}";
-const char* kGeluErf = "mstep.gelu %s";
-
-/// GPT-mini's backward of an autocast linear (the transposed weight
-/// gradient of W [out, in]): db = cast(sum(dY over B, S)) to f32, read
-/// before dW = (x^T dY)^T.
-constexpr const char* kAutocastBiasGrad = R"(
-func.func @step(%x: tensor<4x16x96xbf16>, %dy: tensor<4x16x80xbf16>)
-    -> (tensor<80xf32>, tensor<80x96xbf16>) {
-  %s = mstep.sum %dy {dims = array<i64: 0, 1>, keepdim = true} : tensor<4x16x80xbf16> -> tensor<1x1x80xbf16>
-  %r = mstep.reshape %s : tensor<1x1x80xbf16> -> tensor<80xbf16>
-  %db = mstep.fusion ins(%r : tensor<80xbf16>) -> tensor<80xf32> {
-  ^bb0(%v: tensor<80xbf16>):
-    %c = mstep.cast %v : tensor<80xbf16> -> tensor<80xf32>
-    mstep.yield %c : tensor<80xf32>
-  }
-  %x2 = mstep.reshape %x : tensor<4x16x96xbf16> -> tensor<64x96xbf16>
-  %xt = mstep.permute %x2 {perm = array<i64: 1, 0>} : tensor<64x96xbf16> -> tensor<96x64xbf16>
-  %d = mstep.reshape %dy : tensor<4x16x80xbf16> -> tensor<64x80xbf16>
-  %p = mstep.matmul %xt, %d : tensor<96x64xbf16>, tensor<64x80xbf16> -> tensor<96x80xbf16>
-  %dw = mstep.permute %p {perm = array<i64: 1, 0>} : tensor<96x80xbf16> -> tensor<80x96xbf16>
-  return %db, %dw : tensor<80xf32>, tensor<80x96xbf16>
-}
-)";
 
 float bf16_at(const std::vector<char>& bytes, int64_t i) {
   return float(reinterpret_cast<const BFloat16*>(bytes.data())[i]);
@@ -139,20 +94,18 @@ TEST(CudaAutocastBias, AnErfGeluKeepsItsFusionWithTheCastInside) {
     EXPECT_FALSE(type.dtype == DType::bf16 && type.shape == Shape({kOut})) << "a bf16 bias value";
 }
 
-/// `text` (an autocast linear) run on the host as planned, or with its
-/// epilogue fallback taken, against ref: each element within the bound
-/// of the header comment, the product P and sum |x w| from the inputs.
-void expect_linear_matches_ref(const std::string& text, bool take_fallbacks) {
-  const std::vector<std::vector<char>> inputs = {testing::bf16_bytes(kRows * kIn, 3),
-                                                 testing::bf16_bytes(kIn * kOut, 4),
-                                                 testing::random_bytes(kOut, 5)};
-  testing::CudaStepContext step(text.c_str());
-  testing::CudaStepContext oracle(text.c_str());  // ref runs the step as written
+/// `text`'s plan (its epilogue fallback taken when `take_fallback`) run on
+/// the host on `inputs`, and ref's run of the step as written: `out`.
+void run_on_host_and_ref(const char* text, const std::vector<std::vector<char>>& inputs,
+                         bool take_fallback, testing::Outputs& out) {
+  testing::CudaStepContext step(text);
+  testing::CudaStepContext oracle(text);  // compile_cuda_step rewrites `step`
   auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  if (take_fallbacks) {
+  if (take_fallback) {
     apply_epilogue_fallbacks(compiled->plan, {0});
     ASSERT_FALSE(compiled->plan.matmuls[0].shape.bias);
+    ASSERT_EQ(compiled->plan.matmuls[0].shape.bias_grad, MatmulBiasGrad::none);
   }
   const CudaPlan& plan = compiled->plan;
   std::vector<std::vector<char>> values;
@@ -161,7 +114,21 @@ void expect_linear_matches_ref(const std::string& text, bool take_fallbacks) {
   ASSERT_NO_FATAL_FAILURE(testing::run_plan_on_host(step.context(), *compiled, values));
   auto ref = testing::ref_outputs(oracle.module(), inputs);
   ASSERT_TRUE(ref.ok()) << ref.status();
-  const std::vector<char>& got = values[plan.outputs[0]];
+  for (int id : plan.outputs) out.cuda.push_back(values[id]);
+  out.ref = std::move(*ref);
+  out.plan = plan;
+}
+
+/// `text` (an autocast linear) run on the host as planned, or with its
+/// epilogue fallback taken, against ref: each element within the bound
+/// of the header comment, the product P and sum |x w| from the inputs.
+void expect_linear_matches_ref(const std::string& text, bool take_fallbacks) {
+  const std::vector<std::vector<char>> inputs = {testing::bf16_bytes(kRows * kIn, 3),
+                                                 testing::bf16_bytes(kIn * kOut, 4),
+                                                 testing::random_bytes(kOut, 5)};
+  testing::Outputs out;
+  ASSERT_NO_FATAL_FAILURE(run_on_host_and_ref(text.c_str(), inputs, take_fallbacks, out));
+  const std::vector<char>& got = out.cuda[0];
   const float* bias = reinterpret_cast<const float*>(inputs[2].data());
   int wrong = 0;
   for (int64_t i = 0; i < kRows; ++i)
@@ -176,7 +143,7 @@ void expect_linear_matches_ref(const std::string& text, bool take_fallbacks) {
       const double tol =
           1.13 * (kU * (std::fabs(product) + 2 * std::fabs(sum)) + kIn * 0x1p-24 * magnitude);
       const int64_t k = i * kOut + j;
-      const float g = bf16_at(got, k), w = bf16_at((*ref)[0], k);
+      const float g = bf16_at(got, k), w = bf16_at(out.ref[0], k);
       if (!(std::fabs(g - w) <= tol) && wrong++ < 3)
         ADD_FAILURE() << "[" << i << ", " << j << "] = " << g << ", ref " << w << " (tolerance "
                       << tol << ")";
@@ -217,69 +184,21 @@ TEST(CudaAutocastBias, TheBiasGradientOnTheHostMatchesRefWithAndWithoutItsFallba
     SCOPED_TRACE(fallback ? "fallback taken" : "the call's BGRAD");
     const std::vector<std::vector<char>> inputs = {testing::bf16_bytes(kRows * kIn, 6),
                                                    testing::bf16_bytes(kRows * kOut, 7)};
-    testing::CudaStepContext step(kAutocastBiasGrad);
-    testing::CudaStepContext oracle(kAutocastBiasGrad);
-    auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
-    ASSERT_TRUE(compiled.ok()) << compiled.status();
-    if (fallback) apply_epilogue_fallbacks(compiled->plan, {0});
-    const CudaPlan& plan = compiled->plan;
-    std::vector<std::vector<char>> values;
-    for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
-    for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
-    ASSERT_NO_FATAL_FAILURE(testing::run_plan_on_host(step.context(), *compiled, values));
-    auto ref = testing::ref_outputs(oracle.module(), inputs);
-    ASSERT_TRUE(ref.ok()) << ref.status();
+    testing::Outputs out;
+    ASSERT_NO_FATAL_FAILURE(run_on_host_and_ref(kAutocastBiasGrad, inputs, fallback, out));
     // db (f32 of a bf16 sum of 64 rows of |dY| < 2).
-    const float* db = reinterpret_cast<const float*>(values[plan.outputs[0]].data());
-    const float* want_db = reinterpret_cast<const float*>((*ref)[0].data());
+    const float* db = reinterpret_cast<const float*>(out.cuda[0].data());
+    const float* want_db = reinterpret_cast<const float*>(out.ref[0].data());
     for (int64_t j = 0; j < kOut; ++j)
       EXPECT_NEAR(db[j], want_db[j], kU * std::fabs(want_db[j]) + kRows * 0x1p-24 * 2 * kRows)
           << "db[" << j << "]";
     // dW [out, in]: 64-term dot products of values under 2.
     int wrong = 0;
     for (int64_t k = 0; k < kOut * kIn; ++k) {
-      const float g = bf16_at(values[plan.outputs[1]], k), w = bf16_at((*ref)[1], k);
+      const float g = bf16_at(out.cuda[1], k), w = bf16_at(out.ref[1], k);
       if (!(std::fabs(g - w) <= kU * std::fabs(w) + kRows * 0x1p-24 * 4 * kRows) && wrong++ < 3)
         ADD_FAILURE() << "dW[" << k << "] = " << g << ", ref " << w;
     }
-  }
-}
-
-// ---- loaded by an executable over a fake cuBLASLt without the epilogues ----
-
-class CudaAutocastBiasExecutable : public testing::FakeCudaBackendTest {
- protected:
-  void SetUp() override {
-    FakeCudaBackendTest::SetUp();
-    fake_cublaslt_state() = {};
-    fake_cublaslt_state().recorder = &fake_;
-  }
-  void TearDown() override { fake_cublaslt_state() = {}; }
-};
-
-TEST_F(CudaAutocastBiasExecutable, WithoutTheAlgorithmsBothFormsLoadTheirFallbacks) {
-  for (const std::string& text : {autocast_linear(kGeluTanh), std::string(kAutocastBiasGrad)}) {
-    SCOPED_TRACE(text);
-    fake_cublaslt_state() = {};
-    fake_cublaslt_state().recorder = &fake_;
-    auto plan = plan_of(text.c_str());
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    add_kernels(*plan);
-    fake_cublaslt_state().no_algorithm = {CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_BGRADA,
-                                          CUBLASLT_EPILOGUE_BGRADB};
-    const int64_t before = metrics().epilogue_fallbacks;
-    auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
-    ASSERT_TRUE(exe.ok()) << exe.status();
-    EXPECT_THAT((*exe)->epilogue_fallbacks(), ElementsAre(0));
-    EXPECT_EQ(metrics().epilogue_fallbacks - before, 1);
-    CudaPlan expected = *plan;
-    apply_epilogue_fallbacks(expected, {0});
-    EXPECT_EQ((*exe)->plan(), expected);
-    std::vector<BufferPtr> inputs;
-    for (size_t i = 0; i < plan->num_inputs; ++i) inputs.push_back(input(plan->values[i]));
-    auto outputs = (*exe)->run(inputs);
-    ASSERT_TRUE(outputs.ok()) << outputs.status();
-    EXPECT_THAT(fake_cublaslt_state().matmul_epilogues, ElementsAre(CUBLASLT_EPILOGUE_DEFAULT));
   }
 }
 

@@ -44,12 +44,7 @@ std::vector<std::vector<float>> train(Device d, DType dtype, Make make_optimizer
     mark_step();
   }
   std::vector<std::vector<float>> values;
-  for (const Tensor& p : params) values.push_back(p.to(DType::f32).to_vector<float>());
-  for (const auto& [name, value] : opt.state_dict()) {
-    const Tensor state = value;
-    if (name.rfind("state.", 0) == 0 && state.dtype() == dtype)
-      values.push_back(state.to(DType::f32).to_vector<float>());
-  }
+  testing::append_parameters_and_states(values, params, opt, dtype);
   return values;
 }
 
@@ -99,19 +94,10 @@ class UnfusedHalfUpdate : public ::testing::TestWithParam<DeviceType> {};
 
 TEST_P(UnfusedHalfUpdate, LoadsAndEqualsRefBitForBit) {
   const Device d{GetParam(), 0};
-  auto sgd = [](std::vector<Tensor> p) {
-    return optim::SGD(p, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
-  };
-  auto adam = [](std::vector<Tensor> p) {
-    return optim::Adam(p, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
-  };
-  auto adamw = [](std::vector<Tensor> p) {
-    return optim::AdamW(p, {.lr = 0.01, .weight_decay = 0.1});
-  };
   for (DType dtype : {DType::bf16, DType::f16}) {
-    expect_equals_ref(d, dtype, sgd);
-    expect_equals_ref(d, dtype, adam);
-    expect_equals_ref(d, dtype, adamw);
+    expect_equals_ref(d, dtype, testing::nesterov_sgd);
+    expect_equals_ref(d, dtype, testing::amsgrad_adam);
+    expect_equals_ref(d, dtype, testing::decayed_adamw);
   }
 }
 
