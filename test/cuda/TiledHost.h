@@ -108,25 +108,29 @@ inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep
 /// transposed, B [n, k]; bias [n] shared by the batch), each dot product
 /// accumulated in double and rounded once to f32, then the bias added and
 /// ReLU or GELU (tanh form, cuBLASLt's) applied in f32, and C rounded to
-/// the dtype (f32 or bf16, cuBLASLt's f32 accumulation); and the bias
+/// the dtype (f32, bf16 or f16, cuBLASLt's f32 accumulation); and the bias
 /// gradient (shape.bias_grad, into `grad`): op(A) or op(B) summed over k
 /// in double, rounded once.
 inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b, const char* bias,
                         char* c, char* grad = nullptr) {
   const MatmulShape& s = info.shape;
-  ASSERT_TRUE(s.dtype == DType::f32 || s.dtype == DType::bf16) << dtype_name(s.dtype);
+  ASSERT_TRUE(s.dtype == DType::f32 || s.dtype == DType::bf16 || s.dtype == DType::f16)
+      << dtype_name(s.dtype);
   ASSERT_EQ(s.bias, bias != nullptr);
   ASSERT_EQ(s.bias_grad != MatmulBiasGrad::none, grad != nullptr);
-  const bool bf16 = s.dtype == DType::bf16;
   auto load = [&](const char* p, int64_t i) {
-    return bf16 ? float(reinterpret_cast<const BFloat16*>(p)[i])
-                : reinterpret_cast<const float*>(p)[i];
+    switch (s.dtype) {
+    case DType::bf16: return float(reinterpret_cast<const BFloat16*>(p)[i]);
+    case DType::f16: return float(reinterpret_cast<const Float16*>(p)[i]);
+    default: return reinterpret_cast<const float*>(p)[i];
+    }
   };
   auto store = [&](char* p, int64_t i, float v) {
-    if (bf16)
-      reinterpret_cast<BFloat16*>(p)[i] = BFloat16(v);
-    else
-      reinterpret_cast<float*>(p)[i] = v;
+    switch (s.dtype) {
+    case DType::bf16: reinterpret_cast<BFloat16*>(p)[i] = BFloat16(v); break;
+    case DType::f16: reinterpret_cast<Float16*>(p)[i] = Float16(v); break;
+    default: reinterpret_cast<float*>(p)[i] = v;
+    }
   };
   auto at_a = [&](int64_t t, int64_t i, int64_t l) {
     return load(a, t * info.a_stride + (s.transpose_a ? l * s.m + i : i * s.k + l));

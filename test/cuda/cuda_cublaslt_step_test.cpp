@@ -376,6 +376,37 @@ func.func @step(%x: tensor<64x96xbf16>, %w: tensor<96x80xbf16>, %b: tensor<80xbf
   EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_16BF);
 }
 
+TEST_F(CudaCublasLtExecutableTest, AnF16LinearIsF16ThroughoutWithF32Accumulation) {
+  // f16 as bf16: A, B, C and the bias in f16 (CUDA_R_16F), the sums and
+  // the scale in f32 (ref's f16 matmul accumulates in f32 too).
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<64x96xf16>, %w: tensor<96x80xf16>, %b: tensor<80xf16>)
+    -> tensor<64x80xf16> {
+  %0 = mstep.matmul %x, %w : tensor<64x96xf16>, tensor<96x80xf16> -> tensor<64x80xf16>
+  %1 = mstep.add %0, %b : tensor<64x80xf16>, tensor<80xf16> -> tensor<64x80xf16>
+  return %1 : tensor<64x80xf16>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->launches.size(), 1u);
+  EXPECT_EQ(plan->matmuls[0].shape.dtype, DType::f16);
+  EXPECT_TRUE(plan->matmuls[0].shape.bias);
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto outputs =
+      (*exe)->run({input({Shape({64, 96}), DType::f16}), input({Shape({96, 80}), DType::f16}),
+                   input({Shape({80}), DType::f16})});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const testing::FakeCublasLtState& state = testing::fake_cublaslt_state();
+  EXPECT_THAT(state.layout_types, ::testing::ElementsAre(CUDA_R_16F, CUDA_R_16F, CUDA_R_16F));
+  ASSERT_EQ(state.desc_types.size(), 1u);
+  EXPECT_EQ(state.desc_types[0].first, CUBLAS_COMPUTE_32F);
+  EXPECT_EQ(state.desc_types[0].second, CUDA_R_32F);
+  EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
+            CUBLASLT_EPILOGUE_BIAS);
+  EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_16F);
+}
+
 TEST_F(CudaCublasLtExecutableTest, ACublasLtThatCannotStartFailsCreate) {
   auto plan = plan_of(kBatchedStep);
   ASSERT_TRUE(plan.ok()) << plan.status();
