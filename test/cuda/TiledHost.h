@@ -31,7 +31,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mstep/core/HalfTypes.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
 
 namespace mstep::cuda::testing {
 
@@ -43,6 +45,45 @@ inline char* host_bytes(const CudaPlan* plan, std::vector<std::vector<char>>& va
     if (const CudaAlias* alias = plan->alias_of(v))
       return values[alias->root].data() + alias->byte_offset;
   return values[v].data();
+}
+
+/// Target features the host runs change from this CPU's, while one of
+/// these lives: {"f16c", false} compiles as for a CPU without F16C, where
+/// LLVM turns every f16 <-> f32 conversion into a call of libgcc's
+/// __extendhfsf2 / __truncsfhf2 (resolved in this process, which links
+/// libgcc_s).
+class ScopedHostFeature {
+public:
+  ScopedHostFeature(const std::string& feature, bool enable) {
+    features().AddFeature(feature, enable);
+  }
+  ~ScopedHostFeature() { features() = {}; }
+  ScopedHostFeature(const ScopedHostFeature&) = delete;
+  ScopedHostFeature& operator=(const ScopedHostFeature&) = delete;
+
+  static llvm::SubtargetFeatures& features() {
+    static llvm::SubtargetFeatures changed;
+    return changed;
+  }
+};
+
+/// The machine the host runs compile for: this CPU's, with the changes of
+/// a live ScopedHostFeature (none: the engine's own choice, this CPU).
+inline std::unique_ptr<llvm::TargetMachine> host_target_machine() {
+  if (ScopedHostFeature::features().getFeatures().empty()) return nullptr;
+  llvm::Expected<llvm::orc::JITTargetMachineBuilder> builder =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder) {
+    ADD_FAILURE() << llvm::toString(builder.takeError());
+    return nullptr;
+  }
+  builder->addFeatures(ScopedHostFeature::features().getFeatures());
+  llvm::Expected<std::unique_ptr<llvm::TargetMachine>> machine = builder->createTargetMachine();
+  if (!machine) {
+    ADD_FAILURE() << llvm::toString(machine.takeError());
+    return nullptr;
+  }
+  return std::move(*machine);
 }
 
 /// Runs the tiled loop nest of `op` on host buffers (one std::vector<char>
@@ -77,7 +118,7 @@ inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << op.module;
-  auto engine = mlir::ExecutionEngine::create(*module);
+  auto engine = mlir::ExecutionEngine::create(*module, {}, host_target_machine());
   ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
   std::vector<void*> pointers, args;
   for (int value : op.params) pointers.push_back(host_bytes(plan, values, value));
