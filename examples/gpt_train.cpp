@@ -293,7 +293,7 @@ void print_indented(const std::string& text) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int train(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
   std::ifstream file(args.text, std::ios::binary);
   if (!file) {
@@ -390,12 +390,14 @@ int main(int argc, char** argv) {
   constexpr int64_t kSettleSteps = 2;
   double settled_engine_seconds = 0;
   Metrics settled;
+  std::chrono::steady_clock::time_point settled_at;
   std::optional<ShardedWindows> sharded;
   if (args.ddp) sharded.emplace(ids, args.seq, args.seed);
   for (int64_t step = 0; step < args.steps; ++step) {
     if (step == kSettleSteps) {
       settled_engine_seconds = engine_seconds;
       settled = metrics();
+      settled_at = std::chrono::steady_clock::now();
     }
     int64_t step_tokens = 0;  // every rank's, under --ddp
     Batch batch = sharded ? sharded->next(ids, args.batch, args.seq, args.padding, step_tokens)
@@ -489,12 +491,29 @@ int main(int argc, char** argv) {
     const double kernels = (m.execute_seconds - settled.execute_seconds) +
                            (m.replay_execute_seconds - settled.replay_execute_seconds);
     const double compile = m.compile_seconds - settled.compile_seconds;
-    std::printf("mode %s  step_ms %.3f  host_us_per_step %.1f  (steps %lld..%lld)\n",
+    // wall_ms_per_step: the whole loop, the batch and the read of the loss
+    // included; on an asynchronous device (cuda) the loss's read waits for
+    // the step, so this is the step's time there, while step_ms is the
+    // time to enqueue it.
+    const double loop = std::chrono::duration<double>(std::chrono::steady_clock::now() - settled_at).count();
+    std::printf("mode %s  step_ms %.3f  host_us_per_step %.1f  wall_ms_per_step %.3f  (steps %lld..%lld)\n",
                 args.mode.c_str(), 1e3 * wall / n, 1e6 * (wall - kernels - compile) / n,
-                (long long)kSettleSteps + 1, (long long)args.steps);
+                1e3 * loop / n, (long long)kSettleSteps + 1, (long long)args.steps);
     examples::print_simulated_step(settled, m, n);
   }
   std::printf("\nmetrics_report():\n%s", metrics_report().c_str());
   if (args.ddp) distributed::finalize();
   return args.steps < 20 || window_loss < first_loss ? 0 : 1;  // short runs (timing) need not learn
+}
+
+// An mstep error the program cannot recover from (a graph that does not
+// compile, a runtime-only build without the graph in its disk cache):
+// said on stderr, exit status 2, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return train(argc, argv);
+  } catch (const mstep::Error& e) {
+    std::fprintf(stderr, "gpt_train: %s\n", e.what());
+    return 2;
+  }
 }

@@ -223,7 +223,7 @@ constexpr int64_t kUnmeasuredSteps = kReplayWarmupSteps + 1;
 
 } // namespace
 
-int main(int argc, char** argv) {
+int train(int argc, char** argv) {
   const Flags flags = parse_flags(argc, argv);
   if (flags.ddp) {
     distributed::init();
@@ -423,4 +423,16 @@ int main(int argc, char** argv) {
   std::printf("test accuracy after %lld steps: %.1f%%\n", (long long)step, 100 * acc);
   if (flags.ddp) distributed::finalize();
   return acc > 0.5 ? 0 : 1;
+}
+
+// An mstep error the program cannot recover from (a graph that does not
+// compile, a runtime-only build without the graph in its disk cache):
+// said on stderr, exit status 2, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return train(argc, argv);
+  } catch (const mstep::Error& e) {
+    std::fprintf(stderr, "mnist_mlp: %s\n", e.what());
+    return 2;
+  }
 }

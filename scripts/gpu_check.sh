@@ -46,7 +46,7 @@ if [ "$do_build" = 1 ]; then
   if cmake --build "$build" --target help | grep -q '^cuda_codegen_gpu_test\b'; then
     cmake --build "$build" --target cuda_codegen_gpu_test
   fi
-  cmake --build "$build" --target mstep-run mstep-compile mnist_mlp gpt_train \
+  cmake --build "$build" --target mstep-run mstep-compile mnist_mlp gpt_train mstep_compiler_absent \
     mstep_giou_export_worker mstep_giou_plugin
 fi
 binary=$build/test/cuda/cuda_driver_gpu_test
@@ -151,6 +151,56 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
   echo '--plugin @BUNDLE@/lib/libmstep_giou_plugin.so --inputs @BUNDLE@/steps/giou.inputs.safetensors' \
     > "$bundle/steps/giou.args"
   cp "$plugin" "$bundle/lib/"
+  # The examples themselves on the GPU, lazily and captured (issue 22 §4;
+  # test/cuda/gpu/run_examples.sh runs them there): each runs here on ref
+  # in replay mode with the disk cache filled for cuda too
+  # (MSTEP_CACHE=<dir>,,,cuda: every graph also compiled by the cuda
+  # compile half; a replay-mode run meets every graph a lazy run does).
+  # There they run from that cache with libmstep_compiler's runtime-only
+  # stand-in (lib/compiler/absent: no MLIR travels), so nothing compiles.
+  #   add_example NAME TOLERANCE FILL_STEPS RUN_STEPS EXAMPLE ARGS...
+  # TOLERANCE: each printed loss's distance from ref's, relative to it.
+  examples=$bundle/examples
+  mkdir -p "$examples/cache"
+  cp "$root/examples/data/sonnets.txt" "$examples/"
+  fill=$stage/cuda_cache
+  add_example() {
+    local name=$1 tolerance=$2 fill_steps=$3 run_steps=$4 example=$5
+    shift 5
+    local steps_flag=--steps text=()
+    [ "$example" = mnist_mlp ] && steps_flag=--max-steps
+    [ "$example" = gpt_train ] && text=(--text "$examples/sonnets.txt")
+    local rc=0
+    MSTEP_CACHE="$fill,,,cuda" "$build/examples/$example" --device ref --mode replay "${text[@]}" "$@" \
+      "$steps_flag" "$fill_steps" > "$examples/$name.ref.txt" 2>&1 || rc=$?
+    # (1: a short run under the example's accuracy or loss bar.)
+    if [ $rc -gt 1 ] || grep -q "is not stored for cuda" "$examples/$name.ref.txt"; then
+      echo "gpu_check.sh: $example $* did not fill the cache for cuda:" >&2
+      grep -E "is not stored|error|$example:" "$examples/$name.ref.txt" >&2
+      exit 1
+    fi
+    echo "$example $steps_flag $run_steps ${text:+--text @EXAMPLES@/sonnets.txt} $*" > "$examples/$name.args"
+    echo "$tolerance" > "$examples/$name.tolerance"
+  }
+  # f32, 8 steps: the losses (6 decimals) within 1e-4 of ref's; dropout's
+  # Philox numbers are ref's.
+  add_example mnist_mlp 1e-4 8 8 mnist_mlp --synthetic --log-every 1
+  # f32 with dropout (attention composed of our kernels, right-padded
+  # windows, clipping): 1e-3; bf16 (cuDNN attention, full windows): 2e-2.
+  add_example gpt_train_f32 1e-3 8 8 gpt_train --dim 64 --layers 2 --heads 2 --seq 64 --batch 8 \
+    --samples 0 --dropout 0.1
+  add_example gpt_train_bf16 2e-2 8 8 gpt_train --dim 64 --layers 2 --heads 2 --seq 64 --batch 16 \
+    --samples 0 --autocast bf16 --padding 0
+  if [ "$bench" = 1 ]; then
+    # The bench's GPT-mini bf16 step, lazy against replayed (issue 22: replay
+    # at least 1.3x faster than lazy mode on the GPU), 30 steps there.
+    add_example gpt_bench 2e-2 4 30 gpt_train --dim 256 --layers 4 --heads 4 --seq 256 --batch 8 \
+      --vocab 1024 --lr 3e-4 --samples 0 --clip 0 --padding 0 --autocast bf16
+  fi
+  cp "$fill"/cuda-*.mstep "$examples/cache/"
+  cp "$build/examples/gpt_train" "$build/examples/mnist_mlp" "$root/test/cuda/gpu/run_examples.sh" \
+    "$root/test/cuda/gpu/compare_example_losses.py" "$bundle/bin/"
+  binaries+=("$build/examples/gpt_train" "$build/examples/mnist_mlp")
   if [ "$bench" = 1 ]; then
     # The peers' GPT-mini step (bench/peers.sh's mstep_gpt, in bf16), its
     # values zeroed (its time does not depend on them; the file shrinks to
@@ -187,7 +237,10 @@ fi
 # glibc's libraries and the loader stay the GPU machine's (its glibc is
 # newer; ours would not load under it), and libcuda is the driver's.
 system='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so)'
-for each in "${binaries[@]}"; do ldd "$each"; done | sort -u | while read -r name arrow path _; do
+# libmstep_compiler resolves to its runtime-only stand-in (no MLIR, no LLVM).
+for each in "${binaries[@]}"; do
+  LD_LIBRARY_PATH=$build/lib/absent${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$each"
+done | sort -u | while read -r name arrow path _; do
   [ "$arrow" = "=>" ] || continue
   if [[ "$name" =~ $system ]]; then continue; fi
   if [ "$path" = "not" ]; then
@@ -240,7 +293,8 @@ cat > "$out/run.sh" <<'RUN'
 # in a process of its own, last: it leaves the context unusable),
 # cuda_codegen_gpu_test.log (PASS/FAIL per case, BANDWIDTH), steps.log (the
 # training steps replayed by mstep-run against ref, and the replay-after-
-# failure case), bench.log (--bench),
+# failure case), examples.log (mnist_mlp and gpt_train lazy and captured),
+# bench.log (--bench),
 # sanitize.log (MSTEP_SANITIZE=1), summary.txt.
 # Exit code: 0 all passed, 77 no usable GPU, else the first failure's.
 set -uo pipefail
@@ -449,6 +503,13 @@ if [ -d "$bundle/steps" ]; then
     [ "$result" = 0 ] || steps_status=$result
   fi
 fi
+# The examples themselves (when bundled), lazily and captured, from the
+# disk cache filled for cuda: examples.log (test/cuda/gpu/run_examples.sh).
+examples_status=
+if [ -d "$bundle/examples" ] && [ "$status" != 77 ]; then
+  with_libs bash "$bundle/bin/run_examples.sh" "$bundle" "$out" "$work" > "$out/examples.log" 2>&1
+  examples_status=$?
+fi
 # With MSTEP_SANITIZE=1: each training step replayed once under
 # compute-sanitizer's initcheck and memcheck (the GPU machine's toolkit);
 # sanitize.log counts the reports per kernel (a bf16 GPT step read 1.24 M
@@ -502,7 +563,7 @@ if [ -d "$bundle/bench" ]; then
     grep -A12 "^mstep cuda profile" "$out/profile.log"
     echo "== PyTorch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())' 2>&1)"
     timeout 400 python3 "$bundle/bench/torch_steps.py" --threads 4 --cases gpt --device cuda \
-      --autocast bf16 --modes "${MSTEP_BENCH_TORCH_MODES:-eager,compile}" 2>&1 | grep -v Warning
+      --autocast bf16 --modes "${MSTEP_BENCH_TORCH_MODES:-eager,compile,cudagraph}" 2>&1 | grep -v Warning
   } > "$out/bench.log" 2>&1
 fi
 # The compile half's kernels (built here, run from the bundle's files);
@@ -519,6 +580,7 @@ fault_status=$?
 cat "$out/cuda_driver_gpu_test.log" "$out/cuda_device_fault_gpu_test.log"
 [ -n "$codegen_status" ] && cat "$out/cuda_codegen_gpu_test.log"
 [ -n "$steps_status" ] && cat "$out/steps.log"
+[ -n "$examples_status" ] && cat "$out/examples.log"
 [ -f "$out/bench.log" ] && cat "$out/bench.log"
 if [ -n "$cublaslt_dir" ]; then echo "libcublasLt.so.13 from $cublaslt_dir"; else echo "libcublasLt.so.13 not found"; fi
 if [ -n "$cudnn_library" ]; then echo "libcudnn.so.9 from $cudnn_library"; else echo "libcudnn.so.9 not found"; fi
@@ -527,12 +589,14 @@ if [ -n "$cudnn_library" ]; then echo "libcudnn.so.9 from $cudnn_library"; else 
   echo "cuda_device_fault_gpu_test exit code: $fault_status"
   echo "cuda_codegen_gpu_test exit code: ${codegen_status:-not bundled}"
   echo "training steps (steps.log) exit code: ${steps_status:-not bundled}"
+  echo "examples (examples.log) exit code: ${examples_status:-not run}"
 } | tee "$out/summary.txt"
 if [ "$status" = 0 ] && [ "$fault_status" != 0 ] && [ "$fault_status" != 77 ]; then status=$fault_status; fi
 if [ "$status" = 0 ] && [ -n "$codegen_status" ] && [ "$codegen_status" != 0 ] && [ "$codegen_status" != 77 ]; then
   status=$codegen_status
 fi
 if [ "$status" = 0 ] && [ -n "$steps_status" ] && [ "$steps_status" != 0 ]; then status=$steps_status; fi
+if [ "$status" = 0 ] && [ -n "$examples_status" ] && [ "$examples_status" != 0 ]; then status=$examples_status; fi
 exit $status
 RUN
 chmod +x "$out/run.sh"

@@ -15,11 +15,14 @@ Runs under Debian's PyTorch 1.13 (/usr/bin/python3) and under PyTorch 2.x
         written out (matmul, mask, softmax, matmul), and on PyTorch 2.x also
         F.scaled_dot_product_attention (its fused CPU kernel).
   matmul  a @ b, 1024 x 1024 f32.
-Modes: eager, and on PyTorch 2.x also torch.compile (inductor, CPU).
+Modes: eager, and on PyTorch 2.x also torch.compile (inductor, CPU);
+cudagraph (gpt with --device cuda only): the whole step captured into one
+CUDA graph (torch.cuda.graph) and replayed, with host_us, the host time of
+one replay() call.
 Random data, made before timing: the time of a step does not depend on it.
 
     python3 bench/peers/torch_steps.py --threads N [--cases mlp,gpt,sdpa,matmul]
-                                       [--modes eager,compile] [--quick]
+                                       [--modes eager,compile,cudagraph] [--quick]
                                        [--device cuda] [--autocast bf16]
 
 --device cuda and --autocast bf16 apply to the gpt case (the CUDA GPU
@@ -29,6 +32,8 @@ which waits for the GPU.
 """
 import contextlib
 import re
+import statistics
+import time
 
 import torch
 import torch.nn as nn
@@ -143,6 +148,57 @@ def run_gpt(impl, compile_, reps, a):
     report("gpt_step_ms", impl, ms, params=params, loss=f"{losses[0]:.3f}->{losses[-1]:.3f}")
 
 
+def run_gpt_cuda_graph(impl, reps, a):
+    """The gpt step captured whole into one CUDA graph (PyTorch's
+    whole-network capture: warmup on a side stream, AdamW capturable,
+    autocast without its weight cache) and replayed: issue 22's peer for
+    mstep's replay. Also reports the host time of one replay() call
+    (host_us, median; the GPU idle before each)."""
+    torch.manual_seed(0)
+    model = Gpt(a.vocab, a.dim, a.heads, a.layers, a.seq).to(a.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, capturable=True)
+    ids = torch.randint(0, a.vocab, (a.batch, a.seq + 1), device=a.device)
+    autocast = (torch.autocast(a.device, dtype=torch.bfloat16, cache_enabled=False)
+                if a.autocast == "bf16" else contextlib.nullcontext())
+
+    def train_step():
+        with autocast:
+            logits = model(ids[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            train_step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = train_step()
+    losses = []
+
+    def step():
+        graph.replay()
+        losses.append(static_loss.item())
+
+    ms = timed(step, warmup=2, reps=reps)
+    host = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        graph.replay()
+        host.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    params = sum(p.numel() for p in model.parameters())
+    report("gpt_step_ms", impl, ms, params=params, loss=f"{losses[0]:.3f}->{losses[-1]:.3f}",
+           host_us=f"{statistics.median(host):.1f}")
+
+
 def run_sdpa(impl, fused, reps):
     torch.manual_seed(0)
     q, k, v = (torch.randn(4, 4, 1024, 64, requires_grad=True) for _ in range(3))
@@ -178,6 +234,10 @@ def main():
         if a.device != "cpu" or a.autocast != "none":
             impl += f"-{a.device}-{a.autocast}"
         compile_ = mode == "compile"
+        if mode == "cudagraph":  # the gpt step on a GPU only
+            if "gpt" in cases and a.device == "cuda":
+                run_gpt_cuda_graph(impl, 30, a)
+            continue
         if "mlp" in cases:
             run_mlp(impl, compile_, reps=20 if a.quick else 100)
         if "gpt" in cases:

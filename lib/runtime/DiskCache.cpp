@@ -41,7 +41,8 @@ constexpr size_t kFixedHeaderBytes = 8 + 4 + 4 + 8 + 8;  // all but the key
 constexpr absl::string_view kTempMarker = ".mstep.tmp-";
 constexpr absl::string_view kLockFile = "eviction.lock";
 constexpr absl::string_view kExpectedForm =
-    "expected MSTEP_CACHE=<dir>,<clear_on_start>,<max_mb>, e.g. /tmp/mstep,false,1024";
+    "expected MSTEP_CACHE=<dir>,<clear_on_start>,<max_mb>,<also_for>, e.g. /tmp/mstep,false,1024 "
+    "or /tmp/mstep,,,cuda";
 // Temporaries older than this were left by a process that died mid-write.
 constexpr time_t kStaleTempSeconds = 3600;
 
@@ -199,9 +200,9 @@ absl::StatusOr<DiskCache::Config> DiskCache::Config::parse(absl::string_view tex
     return absl::InvalidArgumentError(
         absl::StrCat("MSTEP_CACHE=\"", text, "\": ", what, "; ", kExpectedForm));
   };
-  if (fields.size() > 3)
+  if (fields.size() > 4)
     return bad(absl::StrCat("has ", fields.size(),
-                            " comma-separated fields, at most 3 (a directory name may not "
+                            " comma-separated fields, at most 4 (a directory name may not "
                             "contain a comma)"));
   Config c;
   c.dir = std::string(fields[0]);
@@ -224,6 +225,7 @@ absl::StatusOr<DiskCache::Config> DiskCache::Config::parse(absl::string_view tex
                               "\", not a positive number of megabytes"));
     c.max_mb = mb;
   }
+  if (fields.size() > 3) c.also_for = std::string(fields[3]);  // checked by the tracer
   return c;
 }
 

@@ -2,7 +2,14 @@
 // that points MSTEP_CACHE at the same directory (Gaudi's
 // PT_HPU_RECIPE_CACHE_CONFIG):
 //
-//   MSTEP_CACHE=<dir>,<clear_on_start>,<max_mb>     e.g. /tmp/mstep,false,1024
+//   MSTEP_CACHE=<dir>,<clear_on_start>,<max_mb>,<also_for>   e.g. /tmp/mstep,false,1024
+//
+// <also_for> (a backend name, e.g. cuda) fills the cache for a device this
+// machine may not have: every graph the process compiles is compiled again
+// by that backend's compile half (no device needed) and stored under the
+// key it has on that device (Tracer.cpp), so a machine with the device,
+// running the same program, finds every graph on disk; a runtime-only build
+// (no compiler) can then run it.
 //
 // One file per entry, <dir>/<name>.mstep, written to a temporary file in the
 // same directory and renamed, so a reader never sees half an entry. Each
@@ -51,9 +58,13 @@ class DiskCache {
     /// MSTEP_LOG_CACHE: log each removal and the directory size after it
     /// (to the `log` logger of open(), stderr by default). Off: no lines.
     bool log = false;
+    /// Another backend's name: graphs are also compiled for it and stored
+    /// under its key (empty: off).
+    std::string also_for;
 
-    /// Parses "dir,clear_on_start,max_mb" (the last two optional or empty;
-    /// clear_on_start is true/false/1/0, max_mb a positive number).
+    /// Parses "dir,clear_on_start,max_mb,also_for" (the last three optional
+    /// or empty; clear_on_start is true/false/1/0, max_mb a positive number,
+    /// also_for a backend name, checked when the tracer opens the cache).
     /// Errors name the bad field and show the expected form.
     static absl::StatusOr<Config> parse(absl::string_view text);
 

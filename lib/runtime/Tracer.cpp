@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lib/compiler/Compiler.h"
+#include "lib/runtime/CrossDeviceCache.h"
 #include "lib/runtime/CustomOpNeeds.h"
 #include "lib/runtime/DiskCache.h"
 #include "lib/runtime/RuntimeInternal.h"
@@ -204,12 +205,7 @@ absl::StatusOr<Tracer::Cut> Tracer::cut(absl::Span<TensorImpl* const> outputs, D
   Cut c;
   GraphKey& key = c.key;
   key.backend = hash_combine(static_cast<uint64_t>(device.type), device.index);
-  key.compile_options = (options_.fuse ? 1 : 2) + (options_.cuda_row_reduction == "thread" ? 4 : 0) +
-                        (options_.cuda_optimizer == "per_tensor" ? 8 : 0) +
-                        (options_.cuda_column_reduction == "thread" ? 16 : 0);
-  // The xla memory limit changes the xla step's code (values recomputed).
-  if (device.type == DeviceType::xla && !options_.xla_memory_limit.empty())
-    key.compile_options = hash_combine(key.compile_options, hash_string(options_.xla_memory_limit));
+  key.compile_options = compile_options_key(options_, device.type);
   struct Frame {
     const Node* node;
     uint32_t next_operand;
@@ -382,6 +378,18 @@ absl::StatusOr<ModuleCache::Entry*> Tracer::load_or_compile(
     }
     const double seconds = seconds_since(t0);
     internal::record_compile_time(seconds);
+  }
+  if (disk && !disk->config().also_for.empty() && disk->config().also_for != backend.name()) {
+    internal::TraceScope scope("compile for another device", "compile");
+    const std::string& other = disk->config().also_for;
+    absl::StatusOr<DeviceType> other_type = cross_device_type(other);
+    absl::Status stored = other_type.ok() ? store_for_device(*disk, other, *other_type, key, graph,
+                                                             entry.custom_ops, options_)
+                                          : other_type.status();
+    if (!stored.ok())
+      internal::emit_warning(absl::StrCat("graph ", disk_name, " (", num_nodes,
+                                          " nodes) is not stored for ", other,
+                                          " in the disk cache: ", stored.message()));
   }
   if (record_steps_ || recorder_)
     entry.graph = std::make_shared<const TraceGraph>(std::move(graph));

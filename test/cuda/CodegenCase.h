@@ -32,6 +32,11 @@
 //                                          and bias value id (-1: none), its
 //                                          cuBLASLt epilogue
 //   bandwidth                              report this case's bandwidth
+//   fill <id> <value>                      input <id> is <value> everywhere (no
+//                                          file: the HBM-sized case, whose
+//                                          files would not fit the bundle)
+//   expect <id> <value>                    output <id> must be exactly <value>
+//                                          everywhere (no expected or bound file)
 // Launches and matmuls run in file order on one stream.
 #pragma once
 
@@ -40,6 +45,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mstep::cuda::testing {
@@ -70,7 +76,16 @@ struct CodegenCase {
   std::vector<CodegenCaseKernel> kernels;
   std::vector<CodegenCaseLaunch> launches;
   bool bandwidth = false;
+  std::vector<std::pair<int, float>> fills;   ///< input id, its every element
+  std::vector<std::pair<int, float>> expects; ///< output id, its every element
 };
+
+/// The fill or expectation of value `id` in `list`, or nullptr.
+inline const float* codegen_case_constant(const std::vector<std::pair<int, float>>& list, int id) {
+  for (const auto& [value, constant] : list)
+    if (value == id) return &constant;
+  return nullptr;
+}
 
 inline std::string codegen_case_text(const CodegenCase& c) {
   std::ostringstream out;
@@ -106,6 +121,9 @@ inline std::string codegen_case_text(const CodegenCase& c) {
     out << "\n";
   }
   if (c.bandwidth) out << "bandwidth\n";
+  out.precision(9);  // round-trips an f32
+  for (const auto& [id, value] : c.fills) out << "fill " << id << " " << value << "\n";
+  for (const auto& [id, value] : c.expects) out << "expect " << id << " " << value << "\n";
   return out.str();
 }
 
@@ -174,6 +192,12 @@ inline bool parse_codegen_case(const std::string& text, CodegenCase& c, std::str
       if (ok) m->transpose_a = ta, m->transpose_b = tb;
     } else if (tag == "bandwidth") {
       c.bandwidth = true;
+    } else if (tag == "fill" || tag == "expect") {
+      int id = -1;
+      float value = 0;
+      ok = static_cast<bool>(in >> id >> value) && id >= 0 &&
+           id < static_cast<int>(c.elements.size());
+      if (ok) (tag == "fill" ? c.fills : c.expects).push_back({id, value});
     } else {
       ok = false;
     }

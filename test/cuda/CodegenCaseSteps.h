@@ -3,6 +3,10 @@
 // runs their loop nests on the host against those files).
 #pragma once
 
+#include <string>
+
+#include "absl/strings/str_replace.h"
+
 namespace mstep::cuda::testing {
 
 // relu(a * b + c), c a scalar broadcast over 1,000,003 elements: 3907
@@ -21,6 +25,13 @@ func.func @step(%a: tensor<1000003xf32>, %b: tensor<1000003xf32>, %c: tensor<f32
   return %r : tensor<1000003xf32>
 }
 )";
+
+// The same over 2^26 + 3 = 67,108,867 elements (805 MB moved: past any
+// L2), for the HBM bandwidth figure; its inputs are constants.
+inline const std::string& fma_relu_hbm_step() {
+  static const std::string text = absl::StrReplaceAll(kFmaRelu, {{"1000003", "67108867"}});
+  return text;
+}
 
 // Three unfused ops, so three launches through intermediate buffers:
 // tanh(exp(x) * y), with exp(x) also returned. 129 * 257 = 33153 elements

@@ -52,6 +52,10 @@ struct Case {
   /// Expected outputs (in the step's output order) from the inputs.
   std::function<std::vector<Expected>(const Values&)> expected;
   bool bandwidth = false;
+  /// Instead of input files and expected outputs: input i is fills[i]
+  /// everywhere, output o must be exactly expects[o] everywhere.
+  std::vector<float> fills;
+  std::vector<float> expects;
   /// Instead of `inputs` and `expected`: inputs of any dtype (bytes per
   /// step input), the expected outputs from the ref backend, each
   /// element within `ref_ulps` f32 ulps of ref's.
@@ -149,6 +153,19 @@ std::vector<Case> cases() {
                    return std::vector<Expected>{e};
                  },
                  /*bandwidth=*/true});
+  {
+    // The same fusion over 2^26 + 3 elements (805 MB moved): past any L2,
+    // the HBM bandwidth figure. Constant inputs (files this size
+    // would not fit the bundle): 1.5 * 2 + 0.25 = 3.25 exactly, contracted
+    // or not.
+    Case big;
+    big.name = "fma_relu_hbm";
+    big.step = fma_relu_hbm_step().c_str();
+    big.bandwidth = true;
+    big.fills = {1.5f, 2.f, 0.25f};
+    big.expects = {3.25f};
+    all.push_back(std::move(big));
+  }
   all.push_back({"exp_tanh_chain", kExpTanh,
                  [](const std::vector<int64_t>& n) {
                    return Values{sequence(n[0], 3, -4.f, 4.f), sequence(n[1], 4, -2.f, 2.f)};
@@ -338,6 +355,55 @@ bool write_floats(const std::filesystem::path& path, const std::vector<float>& v
          fail("cannot write " + path.string());
 }
 
+/// Writes `c`'s input files and its expected outputs with their bounds.
+bool write_inputs_and_expected(const Case& c, mlir::ModuleOp module, const CudaPlan& plan,
+                               const CodegenCase& file, const std::vector<int64_t>& input_sizes,
+                               const std::filesystem::path& dir) {
+  std::vector<Expected> expected;
+  if (c.raw_inputs) {
+    // Bytes in, ref's outputs expected.
+    std::vector<std::vector<char>> raw = c.raw_inputs(input_sizes);
+    for (size_t i = 0; i < raw.size(); ++i) {
+      const std::string path = (dir / ("v" + std::to_string(i) + ".in.f32")).string();
+      if (!write_file_bytes(path, raw[i].data(), raw[i].size())) return fail("cannot write " + path);
+    }
+    absl::StatusOr<std::vector<std::vector<char>>> ref = ref_outputs(module, raw);
+    if (!ref.ok()) return fail(c.name + ": ref: " + std::string(ref.status().message()));
+    for (size_t o = 0; o < ref->size(); ++o) {
+      const std::vector<char>& bytes = (*ref)[o];
+      const double floor = o < c.ref_magnitude_floor.size() ? c.ref_magnitude_floor[o] : 0.0;
+      Expected e;
+      e.value.resize(bytes.size() / sizeof(float));
+      std::memcpy(e.value.data(), bytes.data(), bytes.size());
+      for (float v : e.value)
+        e.bound.push_back(
+            static_cast<float>(c.ref_ulps * kUlp * std::max<double>(std::fabs(v), floor) + kTiny));
+      expected.push_back(std::move(e));
+    }
+  } else {
+    Values inputs = c.inputs(input_sizes);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (static_cast<int64_t>(inputs[i].size()) != input_sizes[i])
+        return fail(c.name + ": input " + std::to_string(i) + " has the wrong size");
+      if (!write_floats(dir / ("v" + std::to_string(i) + ".in.f32"), inputs[i])) return false;
+    }
+    expected = c.expected(inputs);
+  }
+  if (expected.size() != plan.outputs.size())
+    return fail(c.name + ": " + std::to_string(plan.outputs.size()) + " outputs, " +
+                std::to_string(expected.size()) + " expected");
+  for (size_t o = 0; o < expected.size(); ++o) {
+    int id = plan.outputs[o];
+    if (static_cast<int64_t>(expected[o].value.size()) != file.elements[id])
+      return fail(c.name + ": expected output " + std::to_string(o) + " has the wrong size");
+    std::string stem = "v" + std::to_string(id);
+    if (!write_floats(dir / (stem + ".expected.f32"), expected[o].value) ||
+        !write_floats(dir / (stem + ".bound.f32"), expected[o].bound))
+      return false;
+  }
+  return true;
+}
+
 /// Compiles `c` and writes its folder under `out`.
 bool generate(const Case& c, const std::filesystem::path& out) {
   mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
@@ -426,47 +492,14 @@ bool generate(const Case& c, const std::filesystem::path& out) {
     file.launches.push_back(l);
   }
 
-  std::vector<Expected> expected;
-  if (c.raw_inputs) {
-    // Bytes in, ref's outputs expected.
-    std::vector<std::vector<char>> raw = c.raw_inputs(input_sizes);
-    for (size_t i = 0; i < raw.size(); ++i) {
-      const std::string path = (dir / ("v" + std::to_string(i) + ".in.f32")).string();
-      if (!write_file_bytes(path, raw[i].data(), raw[i].size())) return fail("cannot write " + path);
-    }
-    absl::StatusOr<std::vector<std::vector<char>>> ref = ref_outputs(**module, raw);
-    if (!ref.ok()) return fail(c.name + ": ref: " + std::string(ref.status().message()));
-    for (size_t o = 0; o < ref->size(); ++o) {
-      const std::vector<char>& bytes = (*ref)[o];
-      const double floor = o < c.ref_magnitude_floor.size() ? c.ref_magnitude_floor[o] : 0.0;
-      Expected e;
-      e.value.resize(bytes.size() / sizeof(float));
-      std::memcpy(e.value.data(), bytes.data(), bytes.size());
-      for (float v : e.value)
-        e.bound.push_back(
-            static_cast<float>(c.ref_ulps * kUlp * std::max<double>(std::fabs(v), floor) + kTiny));
-      expected.push_back(std::move(e));
-    }
-  } else {
-    Values inputs = c.inputs(input_sizes);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (static_cast<int64_t>(inputs[i].size()) != input_sizes[i])
-        return fail(c.name + ": input " + std::to_string(i) + " has the wrong size");
-      if (!write_floats(dir / ("v" + std::to_string(i) + ".in.f32"), inputs[i])) return false;
-    }
-    expected = c.expected(inputs);
-  }
-  if (expected.size() != plan.outputs.size())
-    return fail(c.name + ": " + std::to_string(plan.outputs.size()) + " outputs, " +
-                std::to_string(expected.size()) + " expected");
-  for (size_t o = 0; o < expected.size(); ++o) {
-    int id = plan.outputs[o];
-    if (static_cast<int64_t>(expected[o].value.size()) != file.elements[id])
-      return fail(c.name + ": expected output " + std::to_string(o) + " has the wrong size");
-    std::string stem = "v" + std::to_string(id);
-    if (!write_floats(dir / (stem + ".expected.f32"), expected[o].value) ||
-        !write_floats(dir / (stem + ".bound.f32"), expected[o].bound))
-      return false;
+  if (!c.fills.empty()) {
+    // Constant inputs, exact constant outputs: no files.
+    if (c.fills.size() != plan.num_inputs || c.expects.size() != plan.outputs.size())
+      return fail(c.name + ": a fill per input and an expectation per output");
+    for (size_t i = 0; i < c.fills.size(); ++i) file.fills.push_back({static_cast<int>(i), c.fills[i]});
+    for (size_t o = 0; o < c.expects.size(); ++o) file.expects.push_back({plan.outputs[o], c.expects[o]});
+  } else if (!write_inputs_and_expected(c, **module, plan, file, input_sizes, dir)) {
+    return false;
   }
   std::string text = codegen_case_text(file);
   if (!write_file_bytes((dir / "case.txt").string(), text.data(), text.size()))

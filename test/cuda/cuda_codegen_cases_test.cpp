@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -111,6 +112,28 @@ TEST(CodegenCaseFormat, AnOutputThatIsNotF32OrABadElementSizeIsNamed) {
   EXPECT_THAT(error, HasSubstr("line 1 is malformed: 'value 0 4 3'"));
 }
 
+TEST(CodegenCaseFormat, ConstantInputsAndOutputsRoundTrip) {
+  CodegenCase c;
+  c.elements = {5, 5};
+  c.inputs = {0};
+  c.outputs = {1};
+  c.kernels.push_back({"k", {1, 1, 1}, {256, 1, 1}, {"sm_90"}});
+  c.launches.push_back({0, {0, 1}});
+  c.fills = {{0, 0.1f}};  // not a short decimal: 9 digits round-trip it
+  c.expects = {{1, 3.25f}};
+  CodegenCase back;
+  std::string error;
+  ASSERT_TRUE(parse_codegen_case(codegen_case_text(c), back, error)) << error;
+  ASSERT_NE(codegen_case_constant(back.fills, 0), nullptr);
+  EXPECT_EQ(*codegen_case_constant(back.fills, 0), 0.1f);
+  EXPECT_EQ(codegen_case_constant(back.fills, 1), nullptr);
+  ASSERT_NE(codegen_case_constant(back.expects, 1), nullptr);
+  EXPECT_EQ(*codegen_case_constant(back.expects, 1), 3.25f);
+  CodegenCase bad;
+  EXPECT_FALSE(parse_codegen_case("value 0 4\nfill 3 1.0\n", bad, error));
+  EXPECT_THAT(error, HasSubstr("line 2 is malformed: 'fill 3 1.0'"));
+}
+
 TEST(CodegenCaseFormat, AMatmulWithoutThreeValuesIsNamed) {
   CodegenCase c;
   std::string error;
@@ -169,9 +192,11 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       }
     }
     for (int id : c.inputs)
-      EXPECT_EQ(file_size(dir + "/v" + std::to_string(id) + ".in.f32"),
-                c.elements[id] * c.element_bytes[id]);
+      if (!codegen_case_constant(c.fills, id))
+        EXPECT_EQ(file_size(dir + "/v" + std::to_string(id) + ".in.f32"),
+                  c.elements[id] * c.element_bytes[id]);
     for (int id : c.outputs) {
+      if (codegen_case_constant(c.expects, id)) continue;
       std::string stem = dir + "/v" + std::to_string(id);
       EXPECT_EQ(file_size(stem + ".expected.f32"), c.elements[id] * sizeof(float));
       std::string bound;
@@ -188,6 +213,16 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       ASSERT_EQ(c.kernels.size(), 1u);
       EXPECT_THAT(c.kernels[0].grid, ElementsAre(3907u, 1u, 1u));
       EXPECT_TRUE(c.bandwidth);
+    }
+    if (name == "fma_relu_hbm") {
+      // 67,108,867 elements: 262,145 blocks of 256, the last partial; the
+      // inputs and the output constants, no data files.
+      ASSERT_EQ(c.kernels.size(), 1u);
+      EXPECT_THAT(c.kernels[0].grid, ElementsAre(262145u, 1u, 1u));
+      EXPECT_TRUE(c.bandwidth);
+      EXPECT_EQ(c.fills.size(), 3u);
+      EXPECT_EQ(c.expects.size(), 1u);
+      EXPECT_EQ(file_size(dir + "/v0.in.f32"), 0u);
     }
     if (name == "linear_relu") {
       // One cuBLASLt step (x, w -> %3) whose epilogue adds the bias (%2)
@@ -230,7 +265,7 @@ TEST(CodegenCaseFiles, GeneratedCasesAreComplete) {
       EXPECT_EQ(c.outputs.size(), 4u);
     }
   }
-  EXPECT_EQ(cases, 12);
+  EXPECT_EQ(cases, 13);
 }
 
 /// Runs case `name`'s step (`text`) on the host from its input files and
@@ -250,6 +285,11 @@ void expect_case_holds_on_host(const char* text, const std::string& name) {
   ASSERT_EQ(values.size(), c.elements.size());
   for (int id : c.inputs) {
     std::string bytes;
+    if (const float* fill = codegen_case_constant(c.fills, id)) {
+      for (size_t at = 0; at < values[id].size(); at += sizeof(float))
+        std::memcpy(values[id].data() + at, fill, sizeof(float));
+      continue;
+    }
     ASSERT_TRUE(read_file_bytes(dir + "/v" + std::to_string(id) + ".in.f32", bytes));
     ASSERT_EQ(bytes.size(), values[id].size()) << "v" << id;
     std::memcpy(values[id].data(), bytes.data(), bytes.size());
@@ -262,6 +302,12 @@ void expect_case_holds_on_host(const char* text, const std::string& name) {
   }
   ASSERT_NO_FATAL_FAILURE(run_tiled_on_host(step.context(), *compiled, values));
   for (int id : c.outputs) {
+    if (const float* exact = codegen_case_constant(c.expects, id)) {
+      const float* got = as<float>(values[id]);
+      const size_t n = values[id].size() / sizeof(float);
+      EXPECT_EQ(std::count(got, got + n, *exact), static_cast<std::ptrdiff_t>(n)) << "v" << id;
+      continue;
+    }
     const std::string stem = dir + "/v" + std::to_string(id);
     std::string expected, bound;
     ASSERT_TRUE(read_file_bytes(stem + ".expected.f32", expected));
@@ -287,7 +333,8 @@ TEST(CodegenCaseFiles, ExpectedOutputsHoldForTheLoopNestsOnTheHost) {
       {kRowSum, "row_sum"},           {kColumnSum, "column_sum"},
       {kSoftmaxRows, "softmax_rows"}, {kNorms, "norms"},
       {kShapeCopies, "shape_copies"}, {kDropout, "dropout"},
-      {kLossEmbedding, "loss_embedding"}, {kClippedAdadelta, "clipped_adadelta"}};
+      {kLossEmbedding, "loss_embedding"}, {kClippedAdadelta, "clipped_adadelta"},
+      {fma_relu_hbm_step().c_str(), "fma_relu_hbm"}};
   for (const auto& [text, name] : cases) expect_case_holds_on_host(text, name);
 }
 

@@ -75,8 +75,28 @@ if [ -x "$build/test/cuda/cuda_codegen_gpu_test" ]; then
               codegen_cases/linear_relu_fallback/case.txt; do
     grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"
   done
-  grep -qi "libMLIR\|libLLVM\|libmstep_compiler\|libmstep\.so" <<<"$listing" &&
-    fail "the tarball bundles MLIR, LLVM or the compiler"
+  grep -qi "libMLIR\|libLLVM" <<<"$listing" && fail "the tarball bundles MLIR or LLVM"
+  # libmstep_compiler only as its runtime-only stand-in (lib/compiler/absent).
+  grep -qx "mstep_gpu/lib/libmstep_compiler.so" <<<"$listing" || fail "the tarball has no compiler stand-in"
+  nm -D --defined-only "$bundle/lib/libmstep_compiler.so" | grep -q "_ZN4mlir\\|_ZNK4mlir" &&
+    fail "the bundled libmstep_compiler is the real compiler, not the stand-in"
+  # The examples, lazily and captured from the disk cache filled for cuda.
+  for file in bin/gpt_train bin/mnist_mlp bin/run_examples.sh bin/compare_example_losses.py \
+              lib/libmstep.so examples/sonnets.txt examples/mnist_mlp.args examples/mnist_mlp.ref.txt \
+              examples/gpt_train_f32.args examples/gpt_train_bf16.tolerance; do
+    grep -qx "mstep_gpu/$file" <<<"$listing" || fail "the tarball has no $file"
+  done
+  grep -q "^mstep_gpu/examples/cache/cuda-[0-9a-f]*\.mstep$" <<<"$listing" ||
+    fail "the tarball's disk cache has no cuda entry"
+  grep -q "^mstep_gpu/examples/cache/ref-" <<<"$listing" && fail "the tarball's disk cache has ref entries"
+  # The examples resolve every library but glibc's from the bundle.
+  for example in gpt_train mnist_mlp; do
+    while read -r name arrow path _; do
+      [ "$arrow" = "=>" ] || continue
+      [[ "$name" =~ $system ]] && continue
+      [ "$path" = "$bundle/lib/$name" ] || fail "$example: $name resolves to $path, not the bundle's"
+    done < <(LD_LIBRARY_PATH=$bundle/lib ldd "$bundle/bin/$example")
+  done
   # The training steps: compiled here, replayed there by mstep-run (the
   # runtime alone), against ref's outputs.
   for file in bin/mstep-run bin/compare_step_outputs.py lib/libmstep_runtime.so \

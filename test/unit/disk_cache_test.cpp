@@ -139,6 +139,12 @@ TEST(DiskCacheConfig, OmittedFieldsTakeDefaults) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->clear_on_start);
   EXPECT_DOUBLE_EQ(c->max_mb, 64);
+  EXPECT_EQ(c->also_for, "");
+
+  c = DiskCache::Config::parse("/tmp/mstep,,,cuda");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->max_mb, 1024);
+  EXPECT_EQ(c->also_for, "cuda");
 }
 
 TEST(DiskCacheConfig, BadValuesNameTheFieldAndTheForm) {
@@ -156,7 +162,7 @@ TEST(DiskCacheConfig, BadValuesNameTheFieldAndTheForm) {
            {"/tmp/x,true,0", "max_mb (field 3) is \"0\""},
            {"/tmp/x,true,inf", "max_mb (field 3) is \"inf\""},
            {"/tmp/x,true,nan", "max_mb (field 3) is \"nan\""},
-           {"/tmp/x,true,1,more", "has 4 comma-separated fields"},
+           {"/tmp/x,true,1,cuda,more", "has 5 comma-separated fields"},
        }) {
     auto parsed = DiskCache::Config::parse(c.text);
     ASSERT_FALSE(parsed.ok()) << c.text;
