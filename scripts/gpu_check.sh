@@ -109,7 +109,8 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
   # the key third of each qkv bias has a zero true gradient (softmax is
   # unchanged by a shift of every key), so AdamW moves it on rounding
   # noise by up to lr (6e-3) a step, either way: 2 * lr * 4 steps.
-  # Full-length windows (--padding 0): i64 valid_seq_len is not lowered yet.
+  # Full-length windows (--padding 0) here; the examples below run bf16
+  # with padded windows (cuDNN with the i64 lengths converted to i32).
   # f32, padded windows (right-padded valid_seq_len): attention composed of
   # cuBLASLt matmuls and mstep's row kernels (cuDNN takes no f32). A deeper
   # graph than mnist's (two blocks, attention, layer norms, cross-entropy
@@ -186,11 +187,12 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
   # Philox numbers are ref's.
   add_example mnist_mlp 1e-4 8 8 mnist_mlp --synthetic --log-every 1
   # f32 with dropout (attention composed of our kernels, right-padded
-  # windows, clipping): 1e-3; bf16 (cuDNN attention, full windows): 2e-2.
+  # windows, clipping): 1e-3; bf16 (cuDNN attention, right-padded windows:
+  # i64 lengths converted to i32): 2e-2.
   add_example gpt_train_f32 1e-3 8 8 gpt_train --dim 64 --layers 2 --heads 2 --seq 64 --batch 8 \
     --samples 0 --dropout 0.1
   add_example gpt_train_bf16 2e-2 8 8 gpt_train --dim 64 --layers 2 --heads 2 --seq 64 --batch 16 \
-    --samples 0 --autocast bf16 --padding 0
+    --samples 0 --autocast bf16
   if [ "$bench" = 1 ]; then
     # The bench's GPT-mini bf16 step, lazy against replayed (issue 22: replay
     # at least 1.3x faster than lazy mode on the GPU), 30 steps there.
@@ -389,6 +391,12 @@ with tarfile.open(sys.argv[1]) as t:
   echo "run.sh: cannot unpack into $1" >&2
   return 1
 }
+# MSTEP_GPU_SECTIONS (comma-separated; default all): which of codegen,
+# steps, examples and bench run, to fit a run into the GPU machine's
+# time (the driver tests and the fault run always run). summary.txt has
+# each section's time.
+want() { [[ ",${MSTEP_GPU_SECTIONS:-codegen,steps,examples,bench}," == *",$1,"* ]]; }
+timings=
 # Runs a command with the bundle's libraries, cuBLASLt's and cuDNN's first
 # on the loader's path.
 with_libs() {
@@ -435,7 +443,8 @@ extra_args() {
   fi
 }
 steps_status=
-if [ -d "$bundle/steps" ]; then
+if [ -d "$bundle/steps" ] && want steps; then
+  section_start=$SECONDS
   steps_status=0
   # Each step three times: kernel by kernel, then through one CUDA graph
   # (mstep-run --device-graph), then kernel by kernel with every cuBLASLt
@@ -502,13 +511,16 @@ if [ -d "$bundle/steps" ]; then
     } >> "$out/steps.log" 2>&1
     [ "$result" = 0 ] || steps_status=$result
   fi
+  timings+="steps $((SECONDS - section_start)) s; "
 fi
 # The examples themselves (when bundled), lazily and captured, from the
 # disk cache filled for cuda: examples.log (test/cuda/gpu/run_examples.sh).
 examples_status=
-if [ -d "$bundle/examples" ] && [ "$status" != 77 ]; then
+if [ -d "$bundle/examples" ] && [ "$status" != 77 ] && want examples; then
+  section_start=$SECONDS
   with_libs bash "$bundle/bin/run_examples.sh" "$bundle" "$out" "$work" > "$out/examples.log" 2>&1
   examples_status=$?
+  timings+="examples $((SECONDS - section_start)) s; "
 fi
 # With MSTEP_SANITIZE=1: each training step replayed once under
 # compute-sanitizer's initcheck and memcheck (the GPU machine's toolkit);
@@ -536,7 +548,8 @@ fi
 # --bench): bench.log has mstep-run's replay figures (--time: median step
 # time, through the read of the loss) and torch_steps.py's RESULT lines;
 # profile.log the default plan's time per step (mstep-run --profile).
-if [ -d "$bundle/bench" ]; then
+if [ -d "$bundle/bench" ] && want bench; then
+  section_start=$SECONDS
   {
     cat "$bundle/bench/plans.txt"
     echo "== mstep replay (mstep-run, cuda plan compiled by mstep-compile)"
@@ -565,15 +578,18 @@ if [ -d "$bundle/bench" ]; then
     timeout 400 python3 "$bundle/bench/torch_steps.py" --threads 4 --cases gpt --device cuda \
       --autocast bf16 --modes "${MSTEP_BENCH_TORCH_MODES:-eager,compile,cudagraph}" 2>&1 | grep -v Warning
   } > "$out/bench.log" 2>&1
+  timings+="bench $((SECONDS - section_start)) s; "
 fi
 # The compile half's kernels (built here, run from the bundle's files);
 # its matmul steps are cuBLASLt calls, so cuBLASLt's folder is on the path.
 codegen_status=
-if [ -x "$bundle/bin/cuda_codegen_gpu_test" ]; then
+if [ -x "$bundle/bin/cuda_codegen_gpu_test" ] && want codegen; then
+  section_start=$SECONDS
   with_libs \
     timeout 120 "$bundle/bin/cuda_codegen_gpu_test" --case_dir="$bundle/codegen_cases" \
     > "$out/cuda_codegen_gpu_test.log" 2>&1
   codegen_status=$?
+  timings+="codegen $((SECONDS - section_start)) s; "
 fi
 run_test cuda_device_fault_gpu_test 30 'CudaDeviceFaultGpuTest.*'
 fault_status=$?
@@ -590,6 +606,7 @@ if [ -n "$cudnn_library" ]; then echo "libcudnn.so.9 from $cudnn_library"; else 
   echo "cuda_codegen_gpu_test exit code: ${codegen_status:-not bundled}"
   echo "training steps (steps.log) exit code: ${steps_status:-not bundled}"
   echo "examples (examples.log) exit code: ${examples_status:-not run}"
+  echo "section times: ${timings:-none}(total $SECONDS s)"
 } | tee "$out/summary.txt"
 if [ "$status" = 0 ] && [ "$fault_status" != 0 ] && [ "$fault_status" != 77 ]; then status=$fault_status; fi
 if [ "$status" = 0 ] && [ -n "$codegen_status" ] && [ "$codegen_status" != 0 ] && [ "$codegen_status" != 77 ]; then

@@ -12,6 +12,7 @@
 #include "mstep/core/ByteStream.h"
 #include "test/cuda/CudaStepText.h"
 #include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/TiledHost.h"
 
 namespace mstep::cuda {
 namespace {
@@ -143,8 +144,6 @@ TEST(CudaCudnnPlan, WhatCudnnCannotExpressIsComposedInstead) {
       forward_step(bf16, ", %m: tensor<16x16xi1>", "mask(%m : tensor<16x16xi1>)",
                    "scale = 1.250000e-01 : f64"),
       forward_step("tensor<2x4x16x12xbf16>", "", "", "scale = 1.250000e-01 : f64"),
-      forward_step(bf16, ", %l: tensor<2xi64>", "valid_seq_len(%l : tensor<2xi64>)",
-                   "scale = 1.250000e-01 : f64"),
       forward_step(bf16, ", %m: tensor<2x4x1x16xbf16>", "mask(%m : tensor<2x4x1x16xbf16>)",
                    "scale = 1.250000e-01 : f64"),
       // f16 as bf16: cuBLASLt's matmuls take it too.
@@ -157,6 +156,58 @@ TEST(CudaCudnnPlan, WhatCudnnCannotExpressIsComposedInstead) {
     EXPECT_TRUE(plan->attentions.empty()) << text;
     EXPECT_EQ(plan->matmuls.size(), 2u) << text;
     EXPECT_EQ(plan->kernels.size(), 1u) << text;
+  }
+}
+
+/// A forward and its backward with right padding by i64 lengths.
+constexpr const char* kI64LengthsStep = R"(
+func.func @step(%q: )" BF16 R"(, %k: )" BF16 R"(, %v: )" BF16 R"(, %g: )" BF16 R"(,
+                %l: tensor<2xi64>)
+    -> ()" BF16 ", " BF16 ", " BF16 ", " BF16 R"() {
+  %o = mstep.sdpa %q, %k, %v valid_seq_len(%l : tensor<2xi64>) {scale = 1.250000e-01 : f64}
+      : )" BF16 ", " BF16 ", " BF16 " -> " BF16 R"(
+  %dq, %dk, %dv = mstep.sdpa_backward %g, %q, %k, %v valid_seq_len(%l : tensor<2xi64>)
+      {scale = 1.250000e-01 : f64} : )" BF16 ", " BF16 ", " BF16 ", " BF16 R"(
+  return %o, %dq, %dk, %dv : )" BF16 ", " BF16 ", " BF16 ", " BF16 R"(
+}
+)";
+
+TEST(CudaCudnnPlan, I64LengthsAreConvertedToI32OnceForCudnn) {
+  testing::CudaStepContext step(kI64LengthsStep);
+  auto compiled = compile_cuda_step(step.module(), default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const CudaPlan& plan = compiled->plan;
+  // One conversion kernel, then the two cuDNN steps reading its i32 copy.
+  ASSERT_EQ(plan.attentions.size(), 2u) << describe_cuda_plan(plan);
+  ASSERT_EQ(plan.launches.size(), 3u) << describe_cuda_plan(plan);
+  const CudaLaunchStep& convert = plan.launches[0];
+  ASSERT_GE(convert.kernel, 0);
+  ASSERT_EQ(convert.args.size(), 2u);
+  EXPECT_EQ(convert.args[0], 4);  // %l
+  const int lengths = convert.args[1];
+  EXPECT_EQ(plan.values[lengths], (TensorType{Shape({2}), DType::i32}));
+  EXPECT_EQ(plan.attentions[0].config.padding, SdpaPadding::right);
+  EXPECT_EQ(plan.launches[1].args.back(), lengths);
+  EXPECT_EQ(plan.launches[2].args.back(), lengths);
+  EXPECT_GE(plan.arena_offsets[lengths], 0);
+  EXPECT_TRUE(validate_cuda_plan(plan).ok());
+
+  // The kernel's loop nest on the host: clamped to [0, 2^31 - 1], as ref
+  // clamps a length to [0, L] anyway; a plain truncation would wrap.
+  ASSERT_EQ(compiled->tiled.size(), 1u);
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> cases = {
+      {{7, 16}, {7, 16}},
+      {{-5, int64_t{1} << 40}, {0, INT32_MAX}},
+      {{(int64_t{1} << 32) + 3, 0}, {INT32_MAX, 0}}};
+  for (const auto& [in, expected] : cases) {
+    std::vector<std::vector<char>> values;
+    for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
+    std::memcpy(values[4].data(), in.data(), 2 * sizeof(int64_t));
+    ASSERT_NO_FATAL_FAILURE(
+        testing::run_tiled_op_on_host(step.context(), compiled->tiled[0], values, &plan));
+    std::vector<int32_t> got(2);
+    std::memcpy(got.data(), values[lengths].data(), sizeof(int32_t) * 2);
+    EXPECT_EQ(got, expected) << in[0] << ", " << in[1];
   }
 }
 

@@ -261,4 +261,18 @@ void build_attention_mask_grad(func::FuncOp func, const AttentionRows& rows,
   b.create<func::ReturnOp>();
 }
 
+void build_lengths_as_i32(func::FuncOp func) {
+  Nest nest(func);
+  ImplicitLocOpBuilder& b = nest.b;
+  const Flat in = nest.flat(0), out = nest.flat(1);
+  nest.parallel(numel(nest.param(0)), [&](Value i) {
+    Value len = nest.load(in, i);
+    Value zero = b.create<arith::ConstantIntOp>(0, 64);
+    Value most = b.create<arith::ConstantIntOp>(std::numeric_limits<int32_t>::max(), 64);
+    Value clamped = b.create<arith::MinSIOp>(b.create<arith::MaxSIOp>(len, zero), most);
+    nest.store(b.create<arith::TruncIOp>(b.getI32Type(), clamped), out, i);
+  });
+  b.create<func::ReturnOp>();
+}
+
 } // namespace mstep::cuda

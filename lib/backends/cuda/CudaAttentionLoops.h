@@ -82,4 +82,11 @@ void build_attention_probs_grad(mlir::func::FuncOp func, const AttentionRows& ro
 void build_attention_mask_grad(mlir::func::FuncOp func, const AttentionRows& rows,
                                const AttentionParams& params);
 
+/// i64 valid_seq_len as the i32 lengths cuDNN's SDPA takes (parameter 0:
+/// i64[n], 1: i32[n]), one lane per length, clamped to [0, 2^31 - 1]
+/// first: ref clamps a length to [0, L] (or S) anyway, so the attention is
+/// unchanged while a plain truncation would wrap a huge length into any
+/// value.
+void build_lengths_as_i32(mlir::func::FuncOp func);
+
 } // namespace mstep::cuda

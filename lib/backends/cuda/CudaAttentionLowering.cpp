@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaAttentionLoops.h"
 #include "mstep/core/Error.h"
 #include "mstep/ir/MlirImport.h"
 #include "mstep/ir/dialect/MstepOps.h"
@@ -80,10 +81,9 @@ public:
     if (a.valid_seq_len) {
       MSTEP_ASSIGN_OR_RETURN(TensorType lens, tensor_type_from_mlir(a.valid_seq_len.getType()));
       c.padding = a.left_padding ? SdpaPadding::left : SdpaPadding::right;
-      if (lens.dtype != DType::i32)
-        return not_lowered(absl::StrCat("valid_seq_len is ", lens.to_string(),
-                                        "; cuDNN's SDPA takes i32 lengths (converting them is "
-                                        "not lowered yet)"));
+      // i64 lengths: converted to i32 (cudnn_option_ids).
+      if (lens.dtype != DType::i32 && lens.dtype != DType::i64)
+        return not_lowered(absl::StrCat("valid_seq_len is ", lens.to_string()));
     }
     if (absl::Status ok = cudnn_sdpa_expressible(c); !ok.ok()) {
       if (ok.code() == absl::StatusCode::kUnimplemented) return not_lowered(ok.message());
@@ -199,8 +199,9 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
     MSTEP_ASSIGN_OR_RETURN(int out, result_id(plan, ids, sdpa.getOut()));
     const int stats = add_plan_value(plan, stats_type(config));
     own_slots_.push_back(stats);
-    add_step(plan, {origin, false, config}, concat(input_ids(a, ids), option_ids(a, ids)),
-             {out, stats});
+    MSTEP_ASSIGN_OR_RETURN(std::vector<int> options,
+                           cudnn_option_ids(op, a, name, origin, ids, plan));
+    add_step(plan, {origin, false, config}, concat(input_ids(a, ids), options), {out, stats});
     forwards_.push_back({{a.q, a.k, a.v, a.mask, a.valid_seq_len}, config, out, stats});
     return absl::OkStatus();
   }
@@ -236,13 +237,16 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
     out = add_plan_value(plan, std::move(out_type));
     stats = add_plan_value(plan, stats_type(config));
     own_slots_.insert(own_slots_.end(), {out, stats});
+    MSTEP_ASSIGN_OR_RETURN(std::vector<int> options,
+                           cudnn_option_ids(op, a, name, origin, ids, plan));
     add_step(plan, {absl::StrCat(origin, " (its forward)"), false, config},
-             concat(input_ids(a, ids), option_ids(a, ids)), {out, stats});
+             concat(input_ids(a, ids), std::move(options)), {out, stats});
     forwards_.push_back({key, config, out, stats});
   }
   std::vector<int> args = input_ids(a, ids);
   args.insert(args.end(), {out, stats, ids.at(grad.getGradOut())});
-  args = concat(std::move(args), option_ids(a, ids));
+  MSTEP_ASSIGN_OR_RETURN(std::vector<int> options, cudnn_option_ids(op, a, name, origin, ids, plan));
+  args = concat(std::move(args), std::move(options));
   std::vector<int> writes;
   for (mlir::Value result : {grad.getGradQuery(), grad.getGradKey(), grad.getGradValue()}) {
     MSTEP_ASSIGN_OR_RETURN(int id, result_id(plan, ids, result));
@@ -250,6 +254,35 @@ absl::Status CudaAttentionLowering::lower(mlir::Operation* op, const std::string
   }
   add_step(plan, {origin, true, config}, std::move(args), std::move(writes));
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> CudaAttentionLowering::cudnn_option_ids(
+    mlir::Operation* op, const AttentionOperands& a, const std::string& name,
+    const std::string& origin, const llvm::DenseMap<mlir::Value, int>& ids, CudaPlan& plan) {
+  std::vector<int> options = option_ids(a, ids);
+  if (!a.valid_seq_len) return options;
+  auto lens = mlir::cast<mlir::RankedTensorType>(a.valid_seq_len.getType());
+  if (!lens.getElementType().isInteger(64)) return options;
+  auto found = lengths_i32_.find(a.valid_seq_len);
+  if (found == lengths_i32_.end()) {
+    auto i32 = mlir::RankedTensorType::get(lens.getShape(), mlir::IntegerType::get(op->getContext(), 32));
+    const int converted =
+        add_plan_value(plan, TensorType{Shape(lens.getShape()), DType::i32});
+    own_slots_.push_back(converted);  // read by later steps: kept apart
+    const std::string kernel = name + "_lengths";
+    MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels,
+                           generate_loop_kernels(op, kernel, {lens, i32},
+                                                 [](mlir::func::FuncOp func) {
+                                                   build_lengths_as_i32(func);
+                                                   return absl::OkStatus();
+                                                 },
+                                                 codegen_));
+    MSTEP_RETURN_IF_ERROR(sink_(std::move(kernels), kernel, {ids.at(a.valid_seq_len), converted}, 1,
+                                absl::StrCat(origin, ": valid_seq_len as i32")));
+    found = lengths_i32_.try_emplace(a.valid_seq_len, converted).first;
+  }
+  options.back() = found->second;  // the lengths come last
+  return options;
 }
 
 absl::Status CudaAttentionLowering::place_in_arena(CudaPlan& plan) const {

@@ -1,7 +1,8 @@
 // The cuda compile half's lowering of mstep.sdpa / mstep.sdpa_backward to
 // cuDNN SDPA steps of the launch plan (CudaAttentionInfo in CudaPlan.h):
 // the node's shapes and options become a CudnnSdpaConfig (mstep's leading
-// dims flattened to B = dim 0, H = the rest), checked by
+// dims flattened to B = dim 0, H = the rest; i64 lengths converted to
+// the i32 cuDNN takes by a kernel of their own), checked by
 // cudnn_sdpa_expressible; an option cuDNN cannot express, or a form it
 // does not take, goes to the composed attention (CudaComposedAttention.h:
 // cuBLASLt matmuls and kernels of our own), and what neither takes is an
@@ -36,7 +37,7 @@ class CudaAttentionLowering {
 public:
   /// `codegen` and `sink` build and add the composed attention's kernels.
   CudaAttentionLowering(CudaCodegenOptions codegen, CudaKernelSink sink)
-      : composed_(std::move(codegen), std::move(sink)) {}
+      : codegen_(codegen), sink_(sink), composed_(std::move(codegen), std::move(sink)) {}
 
   static bool is_attention(mlir::Operation* op);
   /// Whether `op` (an attention op) is a cuDNN SDPA step, not the composed
@@ -61,6 +62,14 @@ public:
 
 private:
   void place_own_slots(CudaPlan& plan) const;
+  /// A cuDNN step's [mask] [, valid_seq_len] plan values: i64 lengths as
+  /// i32, converted by a kernel of their own the first time a step reads
+  /// them (build_lengths_as_i32).
+  absl::StatusOr<std::vector<int>> cudnn_option_ids(mlir::Operation* op, const AttentionOperands& a,
+                                                    const std::string& name,
+                                                    const std::string& origin,
+                                                    const llvm::DenseMap<mlir::Value, int>& ids,
+                                                    CudaPlan& plan);
 
   struct Forward {
     std::vector<mlir::Value> key; ///< q, k, v, mask, valid_seq_len
@@ -70,6 +79,10 @@ private:
   std::vector<Forward> forwards_;
   /// Values the arena must hold apart (added, or lifetimes extended).
   std::vector<int> own_slots_;
+  /// i64 lengths -> their i32 copy's plan value.
+  llvm::DenseMap<mlir::Value, int> lengths_i32_;
+  CudaCodegenOptions codegen_;
+  CudaKernelSink sink_;
   CudaComposedAttention composed_;
 };
 

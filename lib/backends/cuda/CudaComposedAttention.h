@@ -1,6 +1,6 @@
 // The cuda compile half's attention of its own, for what cuDNN's SDPA
 // cannot express (f32, dropout with mstep's Philox numbers, boolean
-// masks, left padding, i64 lengths, masks broadcast over rows or keys,
+// masks, left padding, masks broadcast over rows or keys,
 // head dims cuDNN refuses): mstep.sdpa and mstep.sdpa_backward composed
 // of cuBLASLt batched matmuls (CudaPlan.h) and the loop-nest kernels of
 // CudaAttentionLoops.h, following ref's math (RefAttention.cpp,
