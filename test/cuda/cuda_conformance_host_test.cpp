@@ -1,15 +1,16 @@
 // Host numerics of the conformance suite on cuda (issue 21 §3): each case
-// (all_cases_with_f16: the f16 twins too) that compiles for cuda (cuda_conformance_compile_test.cpp) has its plan
-// run on this CPU (run_plan_on_host: every kernel's tiled loop nest, taken
-// before the GPU mapping, and the cuBLASLt steps as host GEMMs) on the
-// inputs ref ran the case with, and every output is compared with ref's:
-// integers and bools exactly, floats within the conformance suite's
-// tolerance (f32: 1e-4 relative + 1e-5, bf16 and f16: 2e-2 each, times
-// the case's scale for long accumulations), NaN only with NaN. Plans with
-// cuDNN steps (bf16 and f16 attention) have no host form and are counted
-// apart. The cases are split into shards so that ctest runs them in
-// parallel. A quarter of the f16 cases run again as on a CPU without F16C
-// (f16 conversions as libgcc calls).
+// (all_cases_with_f16: the f16 twins too) that compiles for cuda
+// (cuda_conformance_compile_test.cpp) has its plan run on this CPU
+// (run_plan_on_host: every kernel's tiled loop nest, taken before the GPU
+// mapping, and the cuBLASLt steps as host GEMMs) on the inputs ref ran the
+// case with, and every output is compared with ref's: integers and bools
+// exactly, floats within the conformance suite's tolerance (f32: 1e-4
+// relative + 1e-5, bf16 and f16: 2e-2 each, times the case's scale for
+// long accumulations), NaN only with NaN. Plans with cuDNN steps (bf16 and
+// f16 attention) have no host form and are counted apart. The cases are
+// split into shards so that ctest runs them in parallel. A quarter of the
+// f16 cases run again as on a CPU without F16C (f16 conversions as libgcc
+// calls).
 #include <gtest/gtest.h>
 
 #include <cmath>
