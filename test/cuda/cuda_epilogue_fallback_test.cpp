@@ -15,6 +15,7 @@
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "mstep/runtime/Metrics.h"
+#include "test/cuda/AutocastBiasSteps.h"
 #include "test/cuda/BiasGradSteps.h"
 #include "test/cuda/FakeCublasLt.h"
 #include "test/cuda/FakeCudaBackendTest.h"
@@ -304,6 +305,35 @@ TEST_F(CudaEpilogueFallbackExecutable, ACallWithoutAnyAlgorithmFailsItsLoadNamin
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_FALSE(exe.ok());
   EXPECT_THAT(exe.status().message(), HasSubstr("with or without its epilogue"));
+}
+
+// An autocast linear (CudaAutocastBias.h): the GELU_BIAS call with its bf16
+// bias, and the bf16 bias gradient's BGRADB.
+TEST_F(CudaEpilogueFallbackExecutable, AutocastBiasAndItsGradientLoadTheirFallbacks) {
+  for (const std::string& text : {testing::autocast_linear(testing::kGeluTanh),
+                                  std::string(testing::kAutocastBiasGrad)}) {
+    SCOPED_TRACE(text);
+    fake_cublaslt_state() = {};
+    fake_cublaslt_state().recorder = &fake_;
+    auto plan = plan_of(text.c_str());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    add_kernels(*plan);
+    fake_cublaslt_state().no_algorithm = {CUBLASLT_EPILOGUE_GELU_BIAS, CUBLASLT_EPILOGUE_BGRADA,
+                                          CUBLASLT_EPILOGUE_BGRADB};
+    const int64_t before = metrics().epilogue_fallbacks;
+    auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_THAT((*exe)->epilogue_fallbacks(), ElementsAre(0));
+    EXPECT_EQ(metrics().epilogue_fallbacks - before, 1);
+    CudaPlan expected = *plan;
+    apply_epilogue_fallbacks(expected, {0});
+    EXPECT_EQ((*exe)->plan(), expected);
+    std::vector<BufferPtr> inputs;
+    for (size_t i = 0; i < plan->num_inputs; ++i) inputs.push_back(input(plan->values[i]));
+    auto outputs = (*exe)->run(inputs);
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    EXPECT_THAT(fake_cublaslt_state().matmul_epilogues, ElementsAre(CUBLASLT_EPILOGUE_DEFAULT));
+  }
 }
 
 TEST_F(CudaEpilogueFallbackExecutable, MnistWithoutBgradAlgorithmsLoadsAPlanThatMatchesRef) {

@@ -38,6 +38,31 @@ inline Tensor half_leaf(Device d, Shape s, int seed, double scale, DType dtype) 
   return from_vector(spread_values(s, seed, scale), s, dtype, d).requires_grad_();
 }
 
+/// The optimizers the 16-bit update tests train with: SGD with momentum,
+/// Nesterov and weight decay; Adam with amsgrad and weight decay; AdamW.
+inline optim::SGD nesterov_sgd(std::vector<Tensor> p) {
+  return optim::SGD(p, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+}
+inline optim::Adam amsgrad_adam(std::vector<Tensor> p) {
+  return optim::Adam(p, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+}
+inline optim::AdamW decayed_adamw(std::vector<Tensor> p) {
+  return optim::AdamW(p, {.lr = 0.01, .weight_decay = 0.1});
+}
+
+/// A 16-bit update test's results: `params` and every state of `opt` of
+/// `dtype`, as floats (16-bit floats widen exactly), appended to `values`.
+template <typename Optimizer>
+void append_parameters_and_states(std::vector<std::vector<float>>& values,
+                                  const std::vector<Tensor>& params, Optimizer& opt, DType dtype) {
+  for (const Tensor& p : params) values.push_back(p.to(DType::f32).to_vector<float>());
+  for (const auto& [name, value] : opt.state_dict()) {
+    const Tensor state = value;
+    if (name.rfind("state.", 0) == 0 && state.dtype() == dtype)
+      values.push_back(state.to(DType::f32).to_vector<float>());
+  }
+}
+
 /// `make(device)`'s results (each of `dtype`) as f32 (16-bit floats widen
 /// exactly), on xla (whose step must call out for nothing and fall back
 /// for nothing) and on `other`.

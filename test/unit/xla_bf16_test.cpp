@@ -332,12 +332,7 @@ std::vector<std::vector<float>> train_bf16(Device d, Make make_optimizer) {
     if (d == kXla) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
   }
   std::vector<std::vector<float>> values;
-  for (const Tensor& p : params) values.push_back(p.to(DType::f32).to_vector<float>());
-  for (const auto& [name, value] : opt.state_dict()) {
-    const Tensor state = value;
-    if (name.rfind("state.", 0) == 0 && state.dtype() == DType::bf16)
-      values.push_back(state.to(DType::f32).to_vector<float>());
-  }
+  testing::append_parameters_and_states(values, params, opt, DType::bf16);
   return values;
 }
 

@@ -172,12 +172,7 @@ std::vector<std::vector<float>> train(Device d, DType dtype, Make make_optimizer
     if (d == kXla) EXPECT_THAT(callouts_of_last_step(), IsEmpty()) << "step " << step;
     if (clip) values.push_back(total_norm.to(DType::f32).to_vector<float>());
   }
-  for (const Tensor& p : params) values.push_back(p.to(DType::f32).to_vector<float>());
-  for (const auto& [name, value] : opt.state_dict()) {
-    const Tensor state = value;
-    if (name.rfind("state.", 0) == 0 && state.dtype() == dtype)
-      values.push_back(state.to(DType::f32).to_vector<float>());
-  }
+  testing::append_parameters_and_states(values, params, opt, dtype);
   return values;
 }
 
@@ -189,19 +184,10 @@ void expect_training_equals_ref(DType dtype, Make make, bool clip, double norm_t
 }
 
 TEST(XlaF16, OptimizerUpdatesOfF16ParametersEqualRefBitForBit) {
-  auto sgd = [](std::vector<Tensor> p) {
-    return optim::SGD(p, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
-  };
-  auto adam = [](std::vector<Tensor> p) {
-    return optim::Adam(p, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
-  };
-  auto adamw = [](std::vector<Tensor> p) {
-    return optim::AdamW(p, {.lr = 0.01, .weight_decay = 0.1});
-  };
   auto adadelta = [](std::vector<Tensor> p) { return optim::Adadelta(p, {.lr = 0.5}); };
-  expect_training_equals_ref(DType::f16, sgd, false);
-  expect_training_equals_ref(DType::f16, adam, false);
-  expect_training_equals_ref(DType::f16, adamw, false);
+  expect_training_equals_ref(DType::f16, testing::nesterov_sgd, false);
+  expect_training_equals_ref(DType::f16, testing::amsgrad_adam, false);
+  expect_training_equals_ref(DType::f16, testing::decayed_adamw, false);
   expect_training_equals_ref(DType::f16, adadelta, false);
 }
 

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "lib/backends/cuda/CudaAttentionLowering.h"
+#include "lib/backends/cuda/CudaAutocastBias.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
 #include "lib/backends/cuda/CudaCustomLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
@@ -367,6 +368,8 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
   auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
   if (!step) return absl::InvalidArgumentError("cuda backend: the module has no func @step");
   expand_partly_broadcast_batches(step);
+  hoist_bias_casts(step);
+  sink_bias_grad_casts(step);
   CompiledCudaStep compiled;
   CudaPlan& plan = compiled.plan;
   const CudaViews views(step, &CudaAttentionLowering::runs_on_cudnn);

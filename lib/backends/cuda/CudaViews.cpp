@@ -60,16 +60,6 @@ std::optional<int64_t> contiguous_slice_offset(dialect::SliceOp slice) {
 /// the rows when rhs is 2-D, which a transposed lhs does not allow.
 bool lhs_may_transpose(size_t lr, size_t rr) { return lr == 2 || rr > 2; }
 
-/// The activation `op` is as a cuBLASLt epilogue (ReLU, or GELU's tanh
-/// form: cuBLASLt has no erf form), or nullopt.
-std::optional<MatmulEpilogue> activation_of(mlir::Operation* op) {
-  if (llvm::isa<dialect::ReluOp>(op)) return MatmulEpilogue::relu;
-  if (auto gelu = llvm::dyn_cast<dialect::GeluOp>(op);
-      gelu && gelu.getApproximate() == dialect::GeluApproximation::tanh)
-    return MatmulEpilogue::gelu;
-  return std::nullopt;
-}
-
 /// Whether `add` adds a bias to `product`: its other operand is [n] (the
 /// product's last dim) of the product's element type, and the sum has the
 /// product's type. The bias, or null.
@@ -114,7 +104,7 @@ std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
                                 fusion->getResult(0), {}};
     mlir::Value last = add->getResult(0);
     if (it != ops.end()) {
-      std::optional<MatmulEpilogue> activation = activation_of(&*it);
+      std::optional<MatmulEpilogue> activation = cublaslt_activation_of(&*it);
       if (!activation || it->getOperand(0) != last) return std::nullopt;
       epilogue.activation = *activation;
       last = it->getResult(0);
@@ -133,32 +123,13 @@ std::optional<CudaMatmulEpilogue> find_epilogue(mlir::Value product,
   mlir::Value sum = user->getResult(0);
   if (sum.hasOneUse() && !returned.contains(sum))
     if (mlir::Operation* next = *sum.getUsers().begin())
-      if (std::optional<MatmulEpilogue> activation = activation_of(next)) {
+      if (std::optional<MatmulEpilogue> activation = cublaslt_activation_of(next)) {
         absorbed.push_back(next);
         inner.push_back(sum);
         epilogue.activation = *activation;
         epilogue.result = next->getResult(0);
       }
   return epilogue;
-}
-
-/// `value` through the reshapes that made it: the value whose row-major
-/// bytes it is.
-mlir::Value reshape_root(mlir::Value value) {
-  while (auto reshape = value.getDefiningOp<dialect::ReshapeOp>()) value = reshape.getInput();
-  return value;
-}
-
-/// Whether `sum` adds up its input over every dim but the last.
-bool sums_all_but_last(dialect::SumOp sum) {
-  const int64_t rank = static_cast<int64_t>(shape_of(sum.getInput()).size());
-  llvm::ArrayRef<int64_t> dims = sum.getDims();
-  if (rank < 2 || static_cast<int64_t>(dims.size()) != rank - 1) return false;
-  llvm::SmallVector<int64_t> sorted(dims.begin(), dims.end());
-  llvm::sort(sorted);
-  for (int64_t d = 0; d + 1 < rank; ++d)
-    if (sorted[d] != d) return false;
-  return true;
 }
 
 /// The constant a mstep.full of a mstep.constant fills `value` with (DDP's
@@ -178,6 +149,30 @@ std::optional<double> constant_fill(mlir::Value value) {
 }
 
 }  // namespace
+
+mlir::Value reshape_root(mlir::Value value) {
+  while (auto reshape = value.getDefiningOp<dialect::ReshapeOp>()) value = reshape.getInput();
+  return value;
+}
+
+bool sums_all_but_last(dialect::SumOp sum) {
+  const int64_t rank = static_cast<int64_t>(shape_of(sum.getInput()).size());
+  llvm::ArrayRef<int64_t> dims = sum.getDims();
+  if (rank < 2 || static_cast<int64_t>(dims.size()) != rank - 1) return false;
+  llvm::SmallVector<int64_t> sorted(dims.begin(), dims.end());
+  llvm::sort(sorted);
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (sorted[d] != d) return false;
+  return true;
+}
+
+std::optional<MatmulEpilogue> cublaslt_activation_of(mlir::Operation* op) {
+  if (llvm::isa<dialect::ReluOp>(op)) return MatmulEpilogue::relu;
+  if (auto gelu = llvm::dyn_cast<dialect::GeluOp>(op);
+      gelu && gelu.getApproximate() == dialect::GeluApproximation::tanh)
+    return MatmulEpilogue::gelu;
+  return std::nullopt;
+}
 
 bool CudaViews::read_only_after(mlir::Value value, mlir::Operation* op) const {
   for (mlir::Operation* user : value.getUsers()) {

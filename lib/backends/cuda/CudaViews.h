@@ -85,6 +85,16 @@ struct CudaMatmulBiasGrad {
   mlir::Value matrix;
 };
 
+/// The activation `op` is as a cuBLASLt epilogue (ReLU, or GELU's tanh
+/// form: cuBLASLt has no erf form), or nullopt.
+std::optional<MatmulEpilogue> cublaslt_activation_of(mlir::Operation* op);
+
+/// `value` through the reshapes that made it: the value whose row-major
+/// bytes it is.
+mlir::Value reshape_root(mlir::Value value);
+/// Whether `sum` adds up its input over every dim but the last.
+bool sums_all_but_last(dialect::SumOp sum);
+
 /// Whether cuDNN runs attention op `op` (CudaAttentionLowering::runs_on_cudnn):
 /// only its operands and results may be strided views.
 using CudaRunsOnCudnn = std::function<bool(mlir::Operation*)>;

@@ -163,7 +163,14 @@ Value convertScalar(OpBuilder& b, Location loc, Value value, Type to) {
       return fromBool ? b.create<arith::UIToFPOp>(loc, to, value).getResult()
                       : b.create<arith::SIToFPOp>(loc, to, value).getResult();
     if (fromFloat.getWidth() < toFloat.getWidth()) return b.create<arith::ExtFOp>(loc, to, value);
-    if (fromFloat.getWidth() > toFloat.getWidth()) return b.create<arith::TruncFOp>(loc, to, value);
+    if (fromFloat.getWidth() > toFloat.getWidth()) {
+      // f64 -> bf16/f16 through f32, as ref's and PyTorch's casts (the
+      // 16-bit types convert from float): two roundings, not one. (A direct
+      // truncf also lowers to `__truncdfbf2`, which the JIT cannot resolve.)
+      if (from.isF64() && isHalfFloat(to))
+        value = b.create<arith::TruncFOp>(loc, b.getF32Type(), value);
+      return b.create<arith::TruncFOp>(loc, to, value);
+    }
     // bf16 <-> f16: widening to f32 is exact, so this rounds once.
     Value wide = b.create<arith::ExtFOp>(loc, b.getF32Type(), value);
     return b.create<arith::TruncFOp>(loc, to, wide);

@@ -1,5 +1,5 @@
 // Conformance cases in f16, and bf16 cases the other 16-bit-float cases
-// need: f16 creation and casts, the clipped optimizer update of bf16
+// need: f16 creation and casts, f64 to bf16 / f16 casts, the clipped optimizer update of bf16
 // parameters, and (f16_twins) the f16 twin of every case with a bf16
 // input. backend_conformance_test runs them on every backend, and the
 // cuda suites compile them and run their plans on the host
@@ -8,6 +8,7 @@
 
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "test/unit/conformance/NNCases.h"
 
@@ -21,6 +22,11 @@ inline void add_16_bit_cases(CaseTable& t) {
     // f32 to f16 rounds to nearest even (ties, overflow, subnormals).
     t.add("to_f16", {arg(s)}, unary([](const Tensor& x) { return to(x * 3.0, DType::f16); }));
   }
+  // f64 to bf16 / f16 goes through f32 (two roundings, as ref and PyTorch),
+  // also inside a fusion (x * 3 and the cast fuse).
+  for (DType to_dtype : {DType::bf16, DType::f16})
+    t.add(absl::StrCat("to_", dtype_name(to_dtype), "_from_f64"), {arg({17, 33}, DType::f64)},
+          unary([to_dtype](const Tensor& x) { return to(x * 3.0, to_dtype); }));
   t.add("arange_f16", {}, on_device([](Device d) { return arange(0, 17, 1, DType::f16, d); }));
   // Clipping 16-bit gradients: the norms in the parameters' arithmetic
   // (ref's); f16_twins adds the f16 ones.
