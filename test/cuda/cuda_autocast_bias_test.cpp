@@ -25,6 +25,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/str_replace.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "test/cuda/AutocastBiasSteps.h"
 #include "test/cuda/HostVsRef.h"
@@ -200,6 +201,33 @@ TEST(CudaAutocastBias, TheBiasGradientOnTheHostMatchesRefWithAndWithoutItsFallba
         ADD_FAILURE() << "dW[" << k << "] = " << g << ", ref " << w;
     }
   }
+}
+
+TEST(CudaAutocastBias, F16AutocastGetsTheSameEpiloguesAsBf16) {
+  // The same steps with f16 for bf16: the rewrites are dtype-generic and
+  // cuBLASLt takes f16 (CUDA_R_16F) as it takes bf16.
+  auto f16 = [](const std::string& text) {
+    return absl::StrReplaceAll(text, {{"bf16", "f16"}});
+  };
+  for (auto [activation, epilogue] :
+       {std::pair<const char*, cublasLtEpilogue_t>{"", CUBLASLT_EPILOGUE_BIAS},
+        {kRelu, CUBLASLT_EPILOGUE_RELU_BIAS},
+        {kGeluTanh, CUBLASLT_EPILOGUE_GELU_BIAS}}) {
+    SCOPED_TRACE(activation);
+    auto plan = plan_of(f16(autocast_linear(activation)).c_str());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->matmuls.size(), 1u);
+    EXPECT_EQ(plan->matmuls[0].shape.dtype, DType::f16);
+    EXPECT_EQ(cublaslt_epilogue(plan->matmuls[0].shape), epilogue);
+    const int call = writer_of(*plan, plan->outputs[0]);
+    ASSERT_GE(call, 1);
+    EXPECT_EQ(plan->values[plan->launches[call].args[2]].dtype, DType::f16);
+  }
+  auto plan = plan_of(f16(kAutocastBiasGrad).c_str());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->matmuls.size(), 1u);
+  EXPECT_EQ(plan->matmuls[0].shape.bias_grad, MatmulBiasGrad::lhs);
+  EXPECT_EQ(plan->launches.size(), 2u) << describe_cuda_plan(*plan);
 }
 
 }  // namespace
