@@ -131,6 +131,17 @@ protected:
         reads, writes);
   }
 
+  /// The 16-bit shapes: plain, bias, transposed B with bias + ReLU,
+  /// transposed A with bias + GELU over k = 1000.
+  void check_16_bit(DType dtype) {
+    check({.m = 128, .n = 96, .k = 80, .dtype = dtype});
+    check({.m = 33, .n = 17, .k = 71, .dtype = dtype, .bias = true});
+    check({.m = 33, .n = 24, .k = 71, .transpose_b = true, .dtype = dtype,
+           .epilogue = MatmulEpilogue::relu, .bias = true});
+    check({.m = 200, .n = 72, .k = 1000, .transpose_a = true, .dtype = dtype,
+           .epilogue = MatmulEpilogue::gelu, .bias = true});
+  }
+
   /// Runs `shape` on inputs of multiples of 1/8 in [-1, 1] (exact in
   /// bf16) and checks every element against the host.
   void check(const MatmulShape& shape) {
@@ -314,23 +325,13 @@ TEST_F(CublasLtGpuTest, F32MatmulsMatchTheHost) {
 }
 
 TEST_F(CublasLtGpuTest, Bf16MatmulsMatchTheHost) {
-  check({.m = 128, .n = 96, .k = 80, .dtype = DType::bf16});
-  check({.m = 33, .n = 17, .k = 71, .dtype = DType::bf16, .bias = true});
-  check({.m = 33, .n = 24, .k = 71, .transpose_b = true, .dtype = DType::bf16,
-         .epilogue = MatmulEpilogue::relu, .bias = true});
-  check({.m = 200, .n = 72, .k = 1000, .transpose_a = true, .dtype = DType::bf16,
-         .epilogue = MatmulEpilogue::gelu, .bias = true});
+  check_16_bit(DType::bf16);
   check({.m = 256, .n = 512, .k = 1024, .dtype = DType::bf16, .epilogue = MatmulEpilogue::gelu});
 }
 
 TEST_F(CublasLtGpuTest, F16MatmulsMatchTheHost) {
   // As bf16 (CUDA_R_16F, f32 compute); results stay under f16's 65504.
-  check({.m = 128, .n = 96, .k = 80, .dtype = DType::f16});
-  check({.m = 33, .n = 17, .k = 71, .dtype = DType::f16, .bias = true});
-  check({.m = 33, .n = 24, .k = 71, .transpose_b = true, .dtype = DType::f16,
-         .epilogue = MatmulEpilogue::relu, .bias = true});
-  check({.m = 200, .n = 72, .k = 1000, .transpose_a = true, .dtype = DType::f16,
-         .epilogue = MatmulEpilogue::gelu, .bias = true});
+  check_16_bit(DType::f16);
 }
 
 TEST_F(CublasLtGpuTest, TheHeuristicIsAskedOncePerShape) {
