@@ -57,7 +57,7 @@ public:
   ScopedHostFeature(const std::string& feature, bool enable) {
     features().AddFeature(feature, enable);
   }
-  ~ScopedHostFeature() { features() = {}; }
+  ~ScopedHostFeature() { features() = llvm::SubtargetFeatures(); }
   ScopedHostFeature(const ScopedHostFeature&) = delete;
   ScopedHostFeature& operator=(const ScopedHostFeature&) = delete;
 
