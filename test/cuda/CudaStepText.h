@@ -79,7 +79,7 @@ func.func @step(%x: tensor<7x45xf32>) -> tensor<f32> {
 }
 )";
 
-/// An integer matmul (cuBLASLt steps take f32 or bf16): not lowered for
+/// An integer matmul (cuBLASLt steps take f32, bf16 or f16): not lowered for
 /// cuda yet.
 inline constexpr const char* kNotLoweredStep = R"(
 func.func @step(%a: tensor<4x5xi64>, %b: tensor<5x2xi64>) -> tensor<4x2xi64> {

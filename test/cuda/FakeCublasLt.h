@@ -27,6 +27,10 @@ struct FakeCublasLtState {
   FakeCudaDriver* recorder = nullptr;
   /// Every descriptor attribute the fake was given, in order, with its bytes.
   std::vector<std::pair<cublasLtMatmulDescAttributes_t, std::string>> attributes;
+  /// Each matmul descriptor's compute and scale types, in order.
+  std::vector<std::pair<cublasComputeType_t, cudaDataType_t>> desc_types;
+  /// Each matrix layout's element type, in order (three per plan: A, B, C).
+  std::vector<cudaDataType_t> layout_types;
   /// Every matrix layout attribute, in order (three per layout: A, B, C).
   std::vector<std::pair<cublasLtMatrixLayoutAttribute_t, std::string>> layout_attributes;
   /// Make cublasLtCreate / cublasLtMatmul fail (NOT_SUPPORTED).
@@ -80,7 +84,8 @@ inline std::shared_ptr<const CublasLtApi> fake_cublaslt() {
   api->cublasLtDestroy = [](auto) { return CUBLAS_STATUS_SUCCESS; };
   api->cublasLtGetStatusName = [](auto) { return "CUBLAS_STATUS_FAKE"; };
   api->cublasLtGetStatusString = [](auto) { return "fake"; };
-  api->cublasLtMatmulDescCreate = [](auto* d, auto, auto) {
+  api->cublasLtMatmulDescCreate = [](auto* d, cublasComputeType_t compute, cudaDataType_t scale) {
+    fake_cublaslt_state().desc_types.push_back({compute, scale});
     *d = reinterpret_cast<cublasLtMatmulDesc_t>(new FakeCublasLtDesc);
     return CUBLAS_STATUS_SUCCESS;
   };
@@ -96,7 +101,8 @@ inline std::shared_ptr<const CublasLtApi> fake_cublaslt() {
       std::memcpy(&reinterpret_cast<FakeCublasLtDesc*>(d)->epilogue, value, size);
     return CUBLAS_STATUS_SUCCESS;
   };
-  api->cublasLtMatrixLayoutCreate = [](auto* l, auto, auto, auto, auto) {
+  api->cublasLtMatrixLayoutCreate = [](auto* l, cudaDataType_t type, auto, auto, auto) {
+    fake_cublaslt_state().layout_types.push_back(type);
     *l = reinterpret_cast<cublasLtMatrixLayout_t>(new char);
     return CUBLAS_STATUS_SUCCESS;
   };

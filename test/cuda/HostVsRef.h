@@ -76,4 +76,10 @@ inline std::vector<char> bf16_bytes(size_t n, uint32_t seed) {
   return bytes_of(values);
 }
 
+inline std::vector<char> f16_bytes(size_t n, uint32_t seed) {
+  std::vector<Float16> values;
+  for (float v : random_floats(n, seed)) values.push_back(Float16(v));
+  return bytes_of(values);
+}
+
 } // namespace mstep::cuda::testing

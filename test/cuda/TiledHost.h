@@ -31,7 +31,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mstep/core/HalfTypes.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
 
 namespace mstep::cuda::testing {
 
@@ -43,6 +45,45 @@ inline char* host_bytes(const CudaPlan* plan, std::vector<std::vector<char>>& va
     if (const CudaAlias* alias = plan->alias_of(v))
       return values[alias->root].data() + alias->byte_offset;
   return values[v].data();
+}
+
+/// Target features the host runs change from this CPU's, while one of
+/// these lives: {"f16c", false} compiles as for a CPU without F16C, where
+/// LLVM turns every f16 <-> f32 conversion into a call of libgcc's
+/// __extendhfsf2 / __truncsfhf2 (resolved in this process, which links
+/// libgcc_s).
+class ScopedHostFeature {
+public:
+  ScopedHostFeature(const std::string& feature, bool enable) {
+    features().AddFeature(feature, enable);
+  }
+  ~ScopedHostFeature() { features() = llvm::SubtargetFeatures(); }
+  ScopedHostFeature(const ScopedHostFeature&) = delete;
+  ScopedHostFeature& operator=(const ScopedHostFeature&) = delete;
+
+  static llvm::SubtargetFeatures& features() {
+    static llvm::SubtargetFeatures changed;
+    return changed;
+  }
+};
+
+/// The machine the host runs compile for: this CPU's, with the changes of
+/// a live ScopedHostFeature (none: the engine's own choice, this CPU).
+inline std::unique_ptr<llvm::TargetMachine> host_target_machine() {
+  if (ScopedHostFeature::features().getFeatures().empty()) return nullptr;
+  llvm::Expected<llvm::orc::JITTargetMachineBuilder> builder =
+      llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder) {
+    ADD_FAILURE() << llvm::toString(builder.takeError());
+    return nullptr;
+  }
+  builder->addFeatures(ScopedHostFeature::features().getFeatures());
+  llvm::Expected<std::unique_ptr<llvm::TargetMachine>> machine = builder->createTargetMachine();
+  if (!machine) {
+    ADD_FAILURE() << llvm::toString(machine.takeError());
+    return nullptr;
+  }
+  return std::move(*machine);
 }
 
 /// Runs the tiled loop nest of `op` on host buffers (one std::vector<char>
@@ -77,7 +118,7 @@ inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
   pm.addPass(mlir::createConvertControlFlowToLLVMPass());
   pm.addPass(mlir::createReconcileUnrealizedCastsPass());
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << op.module;
-  auto engine = mlir::ExecutionEngine::create(*module);
+  auto engine = mlir::ExecutionEngine::create(*module, {}, host_target_machine());
   ASSERT_TRUE(static_cast<bool>(engine)) << llvm::toString(engine.takeError());
   std::vector<void*> pointers, args;
   for (int value : op.params) pointers.push_back(host_bytes(plan, values, value));
@@ -108,25 +149,29 @@ inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep
 /// transposed, B [n, k]; bias [n] shared by the batch), each dot product
 /// accumulated in double and rounded once to f32, then the bias added and
 /// ReLU or GELU (tanh form, cuBLASLt's) applied in f32, and C rounded to
-/// the dtype (f32 or bf16, cuBLASLt's f32 accumulation); and the bias
+/// the dtype (f32, bf16 or f16, cuBLASLt's f32 accumulation); and the bias
 /// gradient (shape.bias_grad, into `grad`): op(A) or op(B) summed over k
 /// in double, rounded once.
 inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b, const char* bias,
                         char* c, char* grad = nullptr) {
   const MatmulShape& s = info.shape;
-  ASSERT_TRUE(s.dtype == DType::f32 || s.dtype == DType::bf16) << dtype_name(s.dtype);
+  ASSERT_TRUE(s.dtype == DType::f32 || s.dtype == DType::bf16 || s.dtype == DType::f16)
+      << dtype_name(s.dtype);
   ASSERT_EQ(s.bias, bias != nullptr);
   ASSERT_EQ(s.bias_grad != MatmulBiasGrad::none, grad != nullptr);
-  const bool bf16 = s.dtype == DType::bf16;
   auto load = [&](const char* p, int64_t i) {
-    return bf16 ? float(reinterpret_cast<const BFloat16*>(p)[i])
-                : reinterpret_cast<const float*>(p)[i];
+    switch (s.dtype) {
+    case DType::bf16: return float(reinterpret_cast<const BFloat16*>(p)[i]);
+    case DType::f16: return float(reinterpret_cast<const Float16*>(p)[i]);
+    default: return reinterpret_cast<const float*>(p)[i];
+    }
   };
   auto store = [&](char* p, int64_t i, float v) {
-    if (bf16)
-      reinterpret_cast<BFloat16*>(p)[i] = BFloat16(v);
-    else
-      reinterpret_cast<float*>(p)[i] = v;
+    switch (s.dtype) {
+    case DType::bf16: reinterpret_cast<BFloat16*>(p)[i] = BFloat16(v); break;
+    case DType::f16: reinterpret_cast<Float16*>(p)[i] = Float16(v); break;
+    default: reinterpret_cast<float*>(p)[i] = v;
+    }
   };
   auto at_a = [&](int64_t t, int64_t i, int64_t l) {
     return load(a, t * info.a_stride + (s.transpose_a ? l * s.m + i : i * s.k + l));

@@ -171,7 +171,7 @@ TEST(CublasLtPlan, BadShapesAndDtypesAreErrorsNamingTheMatmul) {
   auto i32 = plan_cublaslt_gemm({.m = 2, .n = 2, .k = 2, .transpose_b = true, .dtype = DType::i32,
                                  .epilogue = MatmulEpilogue::relu, .bias = true});
   EXPECT_THAT(i32.status().message(),
-              HasSubstr("[2, 2] x [2, 2] i32, B transposed, bias + relu: only f32 and bf16"));
+              HasSubstr("[2, 2] x [2, 2] i32, B transposed, bias + relu: only f32, bf16 and f16"));
 }
 
 } // namespace

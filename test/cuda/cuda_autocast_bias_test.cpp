@@ -12,7 +12,7 @@
 // their fallbacks: cuda_epilogue_fallback_test).
 //
 // Tolerances, from the ops' rounding (u = 2^-8, bf16's unit roundoff with
-// round to nearest; the inputs in [-2, 2)): ref rounds the product P to
+// round to nearest, 2^-11 for the f16 twins; the inputs in [-2, 2)): ref rounds the product P to
 // bf16, adds the bf16 bias b and rounds again; the call adds b to P in f32
 // and rounds once, so |call - ref| <= u |P| + 2u |P + b| (+ the f32 sums'
 // order: k 2^-24 sum |x w|), times the activation's slope (<= 1.13 for
@@ -25,6 +25,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/str_replace.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "test/cuda/AutocastBiasSteps.h"
 #include "test/cuda/HostVsRef.h"
@@ -45,6 +46,14 @@ constexpr int64_t kRows = 64, kIn = 96, kOut = 80;
 
 float bf16_at(const std::vector<char>& bytes, int64_t i) {
   return float(reinterpret_cast<const BFloat16*>(bytes.data())[i]);
+}
+float f16_at(const std::vector<char>& bytes, int64_t i) {
+  return float(reinterpret_cast<const Float16*>(bytes.data())[i]);
+}
+
+/// The step texts with f16 for bf16.
+std::string as_f16(const std::string& text) {
+  return absl::StrReplaceAll(text, {{"bf16", "f16"}});
 }
 
 /// The launch that writes plan value `id` (its index), or -1.
@@ -119,12 +128,18 @@ void run_on_host_and_ref(const char* text, const std::vector<std::vector<char>>&
   out.plan = plan;
 }
 
-/// `text` (an autocast linear) run on the host as planned, or with its
-/// epilogue fallback taken, against ref: each element within the bound
-/// of the header comment, the product P and sum |x w| from the inputs.
-void expect_linear_matches_ref(const std::string& text, bool take_fallbacks) {
-  const std::vector<std::vector<char>> inputs = {testing::bf16_bytes(kRows * kIn, 3),
-                                                 testing::bf16_bytes(kIn * kOut, 4),
+/// `text` (an autocast linear, bf16 or f16 as `dtype`) run on the host as
+/// planned, or with its epilogue fallback taken, against ref: each element
+/// within the bound of the header comment (u the dtype's unit roundoff),
+/// the product P and sum |x w| from the inputs.
+void expect_linear_matches_ref(const std::string& text, bool take_fallbacks,
+                               DType dtype = DType::bf16) {
+  const bool f16 = dtype == DType::f16;
+  auto half_bytes = f16 ? testing::f16_bytes : testing::bf16_bytes;
+  auto at = f16 ? f16_at : bf16_at;
+  const double u = f16 ? 0x1p-11 : kU;
+  const std::vector<std::vector<char>> inputs = {half_bytes(kRows * kIn, 3),
+                                                 half_bytes(kIn * kOut, 4),
                                                  testing::random_bytes(kOut, 5)};
   testing::Outputs out;
   ASSERT_NO_FATAL_FAILURE(run_on_host_and_ref(text.c_str(), inputs, take_fallbacks, out));
@@ -135,15 +150,15 @@ void expect_linear_matches_ref(const std::string& text, bool take_fallbacks) {
     for (int64_t j = 0; j < kOut; ++j) {
       double product = 0, magnitude = 0;
       for (int64_t l = 0; l < kIn; ++l) {
-        const double term = double(bf16_at(inputs[0], i * kIn + l)) * bf16_at(inputs[1], l * kOut + j);
+        const double term = double(at(inputs[0], i * kIn + l)) * at(inputs[1], l * kOut + j);
         product += term;
         magnitude += std::fabs(term);
       }
-      const double sum = product + float(BFloat16(bias[j]));
+      const double sum = product + (f16 ? float(Float16(bias[j])) : float(BFloat16(bias[j])));
       const double tol =
-          1.13 * (kU * (std::fabs(product) + 2 * std::fabs(sum)) + kIn * 0x1p-24 * magnitude);
+          1.13 * (u * (std::fabs(product) + 2 * std::fabs(sum)) + kIn * 0x1p-24 * magnitude);
       const int64_t k = i * kOut + j;
-      const float g = bf16_at(got, k), w = bf16_at(out.ref[0], k);
+      const float g = at(got, k), w = at(out.ref[0], k);
       if (!(std::fabs(g - w) <= tol) && wrong++ < 3)
         ADD_FAILURE() << "[" << i << ", " << j << "] = " << g << ", ref " << w << " (tolerance "
                       << tol << ")";
@@ -200,6 +215,39 @@ TEST(CudaAutocastBias, TheBiasGradientOnTheHostMatchesRefWithAndWithoutItsFallba
         ADD_FAILURE() << "dW[" << k << "] = " << g << ", ref " << w;
     }
   }
+}
+
+TEST(CudaAutocastBias, F16AutocastGetsTheSameEpiloguesAsBf16) {
+  // The same steps with f16 for bf16: the rewrites are dtype-generic and
+  // cuBLASLt takes f16 (CUDA_R_16F) as it takes bf16.
+  for (auto [activation, epilogue] :
+       {std::pair<const char*, cublasLtEpilogue_t>{"", CUBLASLT_EPILOGUE_BIAS},
+        {kRelu, CUBLASLT_EPILOGUE_RELU_BIAS},
+        {kGeluTanh, CUBLASLT_EPILOGUE_GELU_BIAS}}) {
+    SCOPED_TRACE(activation);
+    auto plan = plan_of(as_f16(autocast_linear(activation)).c_str());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->matmuls.size(), 1u);
+    EXPECT_EQ(plan->matmuls[0].shape.dtype, DType::f16);
+    EXPECT_EQ(cublaslt_epilogue(plan->matmuls[0].shape), epilogue);
+    const int call = writer_of(*plan, plan->outputs[0]);
+    ASSERT_GE(call, 1);
+    EXPECT_EQ(plan->values[plan->launches[call].args[2]].dtype, DType::f16);
+  }
+  auto plan = plan_of(as_f16(kAutocastBiasGrad).c_str());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->matmuls.size(), 1u);
+  EXPECT_EQ(plan->matmuls[0].shape.bias_grad, MatmulBiasGrad::lhs);
+  EXPECT_EQ(plan->launches.size(), 2u) << describe_cuda_plan(*plan);
+}
+
+TEST(CudaAutocastBias, TheF16LinearOnTheHostMatchesRefWithAndWithoutItsFallback) {
+  for (const char* activation : {"", kRelu, kGeluTanh})
+    for (bool fallback : {false, true}) {
+      SCOPED_TRACE(std::string(activation) + (fallback ? ", fallback taken" : ""));
+      ASSERT_NO_FATAL_FAILURE(
+          expect_linear_matches_ref(as_f16(autocast_linear(activation)), fallback, DType::f16));
+    }
 }
 
 }  // namespace

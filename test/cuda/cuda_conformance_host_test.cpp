@@ -1,13 +1,16 @@
 // Host numerics of the conformance suite on cuda (issue 21 §3): each case
-// that compiles for cuda (cuda_conformance_compile_test.cpp) has its plan
-// run on this CPU (run_plan_on_host: every kernel's tiled loop nest, taken
-// before the GPU mapping, and the cuBLASLt steps as host GEMMs) on the
-// inputs ref ran the case with, and every output is compared with ref's:
-// integers and bools exactly, floats within the conformance suite's
-// tolerance (f32: 1e-4 relative + 1e-5, bf16 and f16: 2e-2 each, times
-// the case's scale for long accumulations), NaN only with NaN. Plans with
-// cuDNN steps (bf16 attention) have no host form and are counted apart.
-// The cases are split into shards so that ctest runs them in parallel.
+// (all_cases_with_f16: the f16 twins too) that compiles for cuda
+// (cuda_conformance_compile_test.cpp) has its plan run on this CPU
+// (run_plan_on_host: every kernel's tiled loop nest, taken before the GPU
+// mapping, and the cuBLASLt steps as host GEMMs) on the inputs ref ran the
+// case with, and every output is compared with ref's: integers and bools
+// exactly, floats within the conformance suite's tolerance (f32: 1e-4
+// relative + 1e-5, bf16 and f16: 2e-2 each, times the case's scale for
+// long accumulations), NaN only with NaN. Plans with cuDNN steps (bf16 and
+// f16 attention) have no host form and are counted apart. The cases are
+// split into shards so that ctest runs them in parallel. A quarter of the
+// f16 cases run again as on a CPU without F16C (f16 conversions as libgcc
+// calls).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,52 +69,83 @@ bool within_tolerance(const TensorType& type, const std::vector<char>& want, con
   return true;
 }
 
+/// What check_case found, summed over cases.
+struct Counts {
+  int checked = 0, with_cudnn = 0, not_compiled = 0;
+};
+
+/// Compiles `c`'s step (traced on ref) for cuda, runs its plan on the
+/// host on ref's inputs and compares its outputs with ref's.
+void check_case(const conformance::ConformanceCase& c, Counts& counts) {
+  std::optional<testing::RefStep> step = testing::run_case_on_ref(c);
+  if (!step) return;
+  absl::Status status = with_optimized_module(
+      *step->graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
+        absl::StatusOr<CompiledCudaStep> compiled =
+            compile_cuda_step(module, default_cuda_compile_options());
+        if (!compiled.ok()) {
+          ++counts.not_compiled;  // listed in cuda_conformance_compile_test.cpp
+          return absl::OkStatus();
+        }
+        const CudaPlan& plan = compiled->plan;
+        for (const CudaLaunchStep& launch : plan.launches)
+          if (launch.attention >= 0) {
+            ++counts.with_cudnn;
+            return absl::OkStatus();
+          }
+        EXPECT_EQ(plan.num_inputs, step->inputs.size()) << c.name;
+        EXPECT_EQ(plan.outputs.size(), step->results.size()) << c.name;
+        if (plan.num_inputs != step->inputs.size() || plan.outputs.size() != step->results.size())
+          return absl::OkStatus();
+        std::vector<std::vector<char>> values;
+        for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
+        for (size_t i = 0; i < step->inputs.size(); ++i) values[i] = step->inputs[i];
+        testing::run_plan_on_host(*module.getContext(), *compiled, values);
+        for (size_t k = 0; k < plan.outputs.size(); ++k) {
+          const int v = plan.outputs[k];
+          std::string why;
+          EXPECT_TRUE(within_tolerance(plan.values[v], step->results[k],
+                                       testing::host_bytes(&plan, values, v), c.tol_scale, why))
+              << c.name << ": output " << k << " differs from ref: " << why;
+        }
+        ++counts.checked;
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(status.ok()) << c.name << ": " << status;
+}
+
 class CudaConformanceHost : public ::testing::TestWithParam<int> {};
 
 TEST_P(CudaConformanceHost, EveryCompiledCaseMatchesRefOnTheHost) {
-  int checked = 0, with_cudnn = 0, not_compiled = 0, index = -1;
-  for (const conformance::ConformanceCase& c : conformance::all_cases()) {
-    if (++index % kShards != GetParam()) continue;
-    std::optional<testing::RefStep> step = testing::run_case_on_ref(c);
-    if (!step) continue;
-    absl::Status status = with_optimized_module(
-        *step->graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
-          absl::StatusOr<CompiledCudaStep> compiled =
-              compile_cuda_step(module, default_cuda_compile_options());
-          if (!compiled.ok()) {
-            ++not_compiled;  // listed in cuda_conformance_compile_test.cpp
-            return absl::OkStatus();
-          }
-          const CudaPlan& plan = compiled->plan;
-          for (const CudaLaunchStep& launch : plan.launches)
-            if (launch.attention >= 0) {
-              ++with_cudnn;
-              return absl::OkStatus();
-            }
-          EXPECT_EQ(plan.num_inputs, step->inputs.size()) << c.name;
-          EXPECT_EQ(plan.outputs.size(), step->results.size()) << c.name;
-          if (plan.num_inputs != step->inputs.size() || plan.outputs.size() != step->results.size())
-            return absl::OkStatus();
-          std::vector<std::vector<char>> values;
-          for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
-          for (size_t i = 0; i < step->inputs.size(); ++i) values[i] = step->inputs[i];
-          testing::run_plan_on_host(*module.getContext(), *compiled, values);
-          for (size_t k = 0; k < plan.outputs.size(); ++k) {
-            const int v = plan.outputs[k];
-            std::string why;
-            EXPECT_TRUE(within_tolerance(plan.values[v], step->results[k],
-                                         testing::host_bytes(&plan, values, v), c.tol_scale, why))
-                << c.name << ": output " << k << " differs from ref: " << why;
-          }
-          ++checked;
-          return absl::OkStatus();
-        });
-    EXPECT_TRUE(status.ok()) << c.name << ": " << status;
-  }
+  Counts counts;
+  int index = -1;
+  for (const conformance::ConformanceCase& c : conformance::all_cases_with_f16())
+    if (++index % kShards == GetParam()) check_case(c, counts);
   std::printf("shard %d: %d cases match ref on the host, %d have cuDNN steps (GPU only), %d do "
               "not compile yet\n",
-              GetParam(), checked, with_cudnn, not_compiled);
-  EXPECT_GT(checked, 0);
+              GetParam(), counts.checked, counts.with_cudnn, counts.not_compiled);
+  EXPECT_GT(counts.checked, 0);
+}
+
+/// Whether `c` computes in f16 (an f16 input, or an f16 creation or cast).
+bool is_f16_case(const conformance::ConformanceCase& c) {
+  for (const conformance::InputSpec& s : c.inputs)
+    if (s.dtype == DType::f16) return true;
+  return c.name.find("_f16") != std::string::npos;
+}
+
+TEST(CudaConformanceHostWithoutF16C, F16CasesMatchRefWhenConversionsAreLibgccCalls) {
+  // A CPU without F16C (the host runs above use this CPU's): every f16
+  // conversion is a call of __extendhfsf2 / __truncsfhf2, which must
+  // resolve in the process and round as the instructions do. A quarter of
+  // the f16 cases (time).
+  testing::ScopedHostFeature no_f16c("f16c", false);
+  Counts counts;
+  int index = -1;
+  for (const conformance::ConformanceCase& c : conformance::all_cases_with_f16())
+    if (is_f16_case(c) && ++index % 4 == 0) check_case(c, counts);
+  std::printf("without F16C: %d f16 cases match ref on the host\n", counts.checked);
+  EXPECT_GT(counts.checked, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, CudaConformanceHost, ::testing::Range(0, kShards));

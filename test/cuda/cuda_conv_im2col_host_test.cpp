@@ -268,7 +268,7 @@ func.func @step(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x
   auto half = compile_cuda_step(f16.module(), default_cuda_compile_options());
   ASSERT_TRUE(half.ok()) << half.status();
   EXPECT_THAT(describe_cuda_step(half->plan, half->plan.launches[0]),
-              ::testing::HasSubstr("direct loops (f16: cuBLASLt takes f32 and bf16)"));
+              ::testing::HasSubstr("direct loops (f16: the im2col form takes f32 and bf16)"));
 }
 
 TEST(CudaConvIm2colOption, EnvironmentPicksTheFormAndRejectsOtherValues) {

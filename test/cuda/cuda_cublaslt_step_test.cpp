@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "lib/backends/cuda/CudaCompiler.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "mstep/core/Error.h"
@@ -402,27 +403,42 @@ TEST_F(CudaCublasLtExecutableTest, ABiasGradientIsWrittenWhereTheBiasPointerPoin
             CudaBackend::device_pointer(*(*outputs)[1]));
 }
 
-TEST_F(CudaCublasLtExecutableTest, ABf16LinearsBiasIsBf16AsItsOutput) {
-  auto plan = plan_of(R"(
-func.func @step(%x: tensor<64x96xbf16>, %w: tensor<96x80xbf16>, %b: tensor<80xbf16>)
-    -> tensor<64x80xbf16> {
-  %0 = mstep.matmul %x, %w : tensor<64x96xbf16>, tensor<96x80xbf16> -> tensor<64x80xbf16>
-  %1 = mstep.add %0, %b : tensor<64x80xbf16>, tensor<80xbf16> -> tensor<64x80xbf16>
-  return %1 : tensor<64x80xbf16>
+TEST_F(CudaCublasLtExecutableTest, A16BitLinearIsItsDtypeThroughoutWithF32Accumulation) {
+  // A, B, C and the bias in bf16 or f16 (the bias has the output's type),
+  // the sums and the scale in f32 (ref's 16-bit matmuls accumulate in f32).
+  for (const auto& [dtype, cuda_type] :
+       {std::pair{DType::bf16, CUDA_R_16BF}, std::pair{DType::f16, CUDA_R_16F}}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::string text = absl::StrReplaceAll(R"(
+func.func @step(%x: tensor<64x96x$T>, %w: tensor<96x80x$T>, %b: tensor<80x$T>)
+    -> tensor<64x80x$T> {
+  %0 = mstep.matmul %x, %w : tensor<64x96x$T>, tensor<96x80x$T> -> tensor<64x80x$T>
+  %1 = mstep.add %0, %b : tensor<64x80x$T>, tensor<80x$T> -> tensor<64x80x$T>
+  return %1 : tensor<64x80x$T>
 }
-)");
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  ASSERT_EQ(plan->launches.size(), 1u);
-  EXPECT_TRUE(plan->matmuls[0].shape.bias);
-  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
-  ASSERT_TRUE(exe.ok()) << exe.status();
-  auto outputs =
-      (*exe)->run({input({Shape({64, 96}), DType::bf16}), input({Shape({96, 80}), DType::bf16}),
-                   input({Shape({80}), DType::bf16})});
-  ASSERT_TRUE(outputs.ok()) << outputs.status();
-  EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
-            CUBLASLT_EPILOGUE_BIAS);
-  EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), CUDA_R_16BF);
+)",
+                                                 {{"$T", dtype_name(dtype)}});
+    auto plan = plan_of(text.c_str());
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->launches.size(), 1u);
+    EXPECT_EQ(plan->matmuls[0].shape.dtype, dtype);
+    EXPECT_TRUE(plan->matmuls[0].shape.bias);
+    testing::fake_cublaslt_state().desc_types.clear();
+    testing::fake_cublaslt_state().layout_types.clear();
+    auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    auto outputs = (*exe)->run({input({Shape({64, 96}), dtype}), input({Shape({96, 80}), dtype}),
+                                input({Shape({80}), dtype})});
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    const testing::FakeCublasLtState& state = testing::fake_cublaslt_state();
+    EXPECT_THAT(state.layout_types, ::testing::ElementsAre(cuda_type, cuda_type, cuda_type));
+    ASSERT_EQ(state.desc_types.size(), 1u);
+    EXPECT_EQ(state.desc_types[0].first, CUBLAS_COMPUTE_32F);
+    EXPECT_EQ(state.desc_types[0].second, CUDA_R_32F);
+    EXPECT_EQ(last_attribute<cublasLtEpilogue_t>(CUBLASLT_MATMUL_DESC_EPILOGUE),
+              CUBLASLT_EPILOGUE_BIAS);
+    EXPECT_EQ(last_attribute<cudaDataType_t>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), cuda_type);
+  }
 }
 
 TEST_F(CudaCublasLtExecutableTest, ACublasLtThatCannotStartFailsCreate) {

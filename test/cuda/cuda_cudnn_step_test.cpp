@@ -146,6 +146,9 @@ TEST(CudaCudnnPlan, WhatCudnnCannotExpressIsComposedInstead) {
       forward_step("tensor<2x4x16x12xbf16>", "", "", "scale = 1.250000e-01 : f64"),
       forward_step(bf16, ", %m: tensor<2x4x1x16xbf16>", "mask(%m : tensor<2x4x1x16xbf16>)",
                    "scale = 1.250000e-01 : f64"),
+      // f16 as bf16: cuBLASLt's matmuls take it too.
+      forward_step("tensor<2x4x16x64xf16>", ", %m: tensor<16x16xi1>",
+                   "mask(%m : tensor<16x16xi1>)", "scale = 1.250000e-01 : f64"),
   };
   for (const std::string& text : cases) {
     auto plan = plan_of(text.c_str());
@@ -213,13 +216,13 @@ TEST(CudaCudnnPlan, WhatNeitherCudnnNorTheComposedFormTakesIsNamedWithBothReason
     std::string text, why;
   };
   const std::vector<Case> cases = {
-      {forward_step("tensor<2x4x16x64xf16>", ", %m: tensor<16x16xi1>",
+      {forward_step("tensor<2x4x16x64xf64>", ", %m: tensor<16x16xi1>",
                     "mask(%m : tensor<16x16xi1>)", "scale = 1.250000e-01 : f64"),
-       "cuda: op 'mstep.sdpa' (mstep.sdpa #0, f16[2, 4, 16, 64]) is not yet lowered for cuda: "
-       "cudnn sdpa [2, 4, 16, 64] x [2, 4, 16, 64] f16, scale 0.125, boolean mask: not "
-       "expressible in cuDNN: a boolean mask (cuDNN's SDPA takes an additive one); nor does the "
+       "cuda: op 'mstep.sdpa' (mstep.sdpa #0, f64[2, 4, 16, 64]) is not yet lowered for cuda: "
+       "cudnn sdpa [2, 4, 16, 64] x [2, 4, 16, 64] f64, scale 0.125, boolean mask: not "
+       "expressible in cuDNN: dtype f64 (cuDNN's SDPA takes bf16 or f16); nor does the "
        "composed attention (cuBLASLt and "
-       "kernels of its own) take dtype f16 (its matmuls are cuBLASLt's: f32 or bf16)"},
+       "kernels of its own) take dtype f64 (its matmuls are cuBLASLt's: f32, bf16 or f16)"},
   };
   for (const Case& c : cases) {
     auto plan = plan_of(c.text.c_str());

@@ -40,7 +40,8 @@ inline const std::vector<ConformanceCase>& all_cases() {
 }
 
 /// Every case, the 16-bit ones of HalfCases.h, and the f16 twin of every
-/// case with a bf16 input, built once (backend_conformance_test's list).
+/// case with a bf16 input, built once (backend_conformance_test's list,
+/// and the cuda conformance suites').
 inline const std::vector<ConformanceCase>& all_cases_with_f16() {
   static const std::vector<ConformanceCase> cases = [] {
     CaseTable t;

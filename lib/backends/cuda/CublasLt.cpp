@@ -92,9 +92,9 @@ absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape,
     return absl::InvalidArgumentError(absl::StrCat(
         "cublasLt matmul ", shape.to_string(), ": every size must be at least 1 (m=", shape.m,
         ", n=", shape.n, ", k=", shape.k, ")"));
-  if (shape.dtype != DType::f32 && shape.dtype != DType::bf16)
+  if (shape.dtype != DType::f32 && shape.dtype != DType::bf16 && shape.dtype != DType::f16)
     return absl::InvalidArgumentError(absl::StrCat("cublasLt matmul ", shape.to_string(),
-                                                   ": only f32 and bf16 are supported"));
+                                                   ": only f32, bf16 and f16 are supported"));
   if (shape.bias_grad != MatmulBiasGrad::none &&
       (shape.bias || shape.epilogue != MatmulEpilogue::none || batch.count != 1))
     return absl::InvalidArgumentError(absl::StrCat(
@@ -205,7 +205,9 @@ absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::find_plan(const MatmulShap
   const CublasLtApi& api = *api_;
   auto plan = std::make_unique<Plan>();
   plan->api = api_.get();
-  const cudaDataType_t type = shape.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType_t type = shape.dtype == DType::bf16  ? CUDA_R_16BF
+                              : shape.dtype == DType::f16 ? CUDA_R_16F
+                                                          : CUDA_R_32F;
   MSTEP_RETURN_IF_ERROR(check(api.cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                               "cublasLtMatmulDescCreate", shape));
   auto set_desc = [&](cublasLtMatmulDescAttributes_t attribute, const auto& value) {

@@ -3,9 +3,9 @@
 // table of functions, as the driver is (CudaDriverApi.h), so nothing links
 // it and a machine without it reports "cublasLt: unavailable: <reason>";
 // and CublasLtMatmul, which runs mstep's row-major matmuls (f32, or bf16
-// with fp32 accumulation; transposes; bias, ReLU and GELU epilogues; the
-// bias-gradient epilogues; a strided batch in one call) on a context's
-// stream. Only cublasLt.h's types are used. Library-internal.
+// or f16 with fp32 accumulation; transposes; bias, ReLU and GELU
+// epilogues; the bias-gradient epilogues; a strided batch in one call) on
+// a context's stream. Only cublasLt.h's types are used. Library-internal.
 //
 // Row-major to column-major: cuBLASLt is column-major, and a row-major
 // [r, c] matrix is the column-major [c, r] matrix with leading dimension
@@ -16,8 +16,8 @@
 // plan_cublaslt_gemm does this arithmetic as a pure function.
 //
 // Bias data types (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE): a
-// bias, and a bias gradient, have the output's type (f32, or bf16 for a bf16
-// matmul): no other combination is planned.
+// bias, and a bias gradient, have the output's type (f32, or bf16 / f16 for
+// a bf16 / f16 matmul): no other combination is planned.
 //
 // The heuristic is asked once per (shape, transposes, dtype, epilogue, batch) on
 // the device, on first use (or has_algorithm(), which CudaExecutable calls
@@ -97,8 +97,8 @@ enum class MatmulBiasGrad : uint8_t { none, lhs, rhs };
 /// [m, k] ([k, m] with transpose_a), B stored [k, n] ([n, k] with
 /// transpose_b), bias [n] when `bias`; or C = op(A) op(B) and a bias
 /// gradient (`bias_grad`, written where the bias pointer points). A, B, C,
-/// the bias and the bias gradient have `dtype` (f32, or bf16 accumulated in
-/// f32). GELU is the tanh approximation.
+/// the bias and the bias gradient have `dtype` (f32, or bf16 or f16
+/// accumulated in f32). GELU is the tanh approximation.
 struct MatmulShape {
   int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;
@@ -156,8 +156,8 @@ struct CublasLtGemm {
   int32_t batch_count = 1;
 };
 
-/// The arithmetic above. Errors: a size below 1, a dtype other than f32
-/// and bf16, a bias gradient with a bias, an activation or a batch, a batch
+/// The arithmetic above. Errors: a size below 1, a dtype other than f32,
+/// bf16 and f16, a bias gradient with a bias, an activation or a batch, a batch
 /// below 1 or above INT32_MAX, a negative stride, a C stride under C's
 /// matrix (each names the shape).
 absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape,

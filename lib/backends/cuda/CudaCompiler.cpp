@@ -80,8 +80,8 @@ void expand_partly_broadcast_batches(mlir::func::FuncOp step) {
 /// batched call over the result's batch dims, where each operand's batch
 /// dims (padded with 1s on the left) are the result's (stride: its matrix)
 /// or all 1 (stride 0: broadcast); expand_partly_broadcast_batches has
-/// made every batched matmul so. Dtypes other than f32 / bf16 are not
-/// lowered yet.
+/// made every batched matmul so. Dtypes other than f32 / bf16 / f16 are
+/// not lowered yet.
 absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorType& rhs,
                                            const TensorType& result, std::string origin) {
   auto unimplemented = [&](absl::string_view why) {
@@ -89,8 +89,8 @@ absl::StatusOr<CudaMatmulInfo> matmul_info(const TensorType& lhs, const TensorTy
                                                  lhs.to_string(), " x ", rhs.to_string(),
                                                  ") is not yet lowered for cuda: ", why));
   };
-  if (lhs.dtype != DType::f32 && lhs.dtype != DType::bf16)
-    return unimplemented("cuBLASLt steps take f32 or bf16");
+  if (lhs.dtype != DType::f32 && lhs.dtype != DType::bf16 && lhs.dtype != DType::f16)
+    return unimplemented("cuBLASLt steps take f32, bf16 or f16");
   const size_t lr = lhs.shape.rank(), rr = rhs.shape.rank();
   CudaMatmulInfo info;
   info.origin = origin;

@@ -58,9 +58,9 @@ absl::StatusOr<Node> node_of(const AttentionOperands& a) {
   if (r < 2 || k.shape.rank() != r || v.shape.rank() != r)
     return absl::UnimplementedError(absl::StrCat("query, key and value of ranks ", r, ", ",
                                                  k.shape.rank(), " and ", v.shape.rank()));
-  if (q.dtype != DType::f32 && q.dtype != DType::bf16)
-    return absl::UnimplementedError(
-        absl::StrCat("dtype ", dtype_name(q.dtype), " (its matmuls are cuBLASLt's: f32 or bf16)"));
+  if (q.dtype != DType::f32 && q.dtype != DType::bf16 && q.dtype != DType::f16)
+    return absl::UnimplementedError(absl::StrCat(
+        "dtype ", dtype_name(q.dtype), " (its matmuls are cuBLASLt's: f32, bf16 or f16)"));
   Node node;
   node.dtype = q.dtype;
   AttentionRows& rows = node.rows;

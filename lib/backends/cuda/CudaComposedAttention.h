@@ -14,7 +14,7 @@
 // The [..., L, S] matrices are scratch values of the plan, live only
 // within their op's steps: one region at the arena's end holds every
 // op's scratch in turn. The matmuls are in the input's dtype (f32, or
-// bf16 accumulated in f32), so S and dP' are rounded to it before the
+// bf16 or f16 accumulated in f32), so S and dP' are rounded to it before the
 // f64 row arithmetic (ref keeps the dot products in f64). One difference
 // from ref: ref skips excluded and dropped keys, so a NaN or inf in a
 // padded position of v (or of q, k, g in the backward) cannot reach a
@@ -63,7 +63,7 @@ public:
   /// `plan`; `ids` maps the step's MLIR values to plan values and gets the
   /// op's results; `name` ("op3") prefixes its kernels. Unimplemented
   /// "<what>" (no prefix: the caller names the op) for a form not
-  /// composed: a dtype other than f32 and bf16, lengths other than i32
+  /// composed: a dtype other than f32, bf16 and f16, lengths other than i32
   /// and i64, returned probabilities or dropout mask, probabilities saved
   /// for the backward, the mask's gradient.
   absl::Status lower(mlir::Operation* op, const std::string& origin, const std::string& name,

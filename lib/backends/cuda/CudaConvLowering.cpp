@@ -82,7 +82,7 @@ std::string conv_direct_reason(mlir::Operation* op, const CudaCodegenOptions& op
   absl::StatusOr<TensorType> result = tensor_type_from_mlir(type);
   if (!result.ok()) return std::string(result.status().message());
   if (result->dtype != DType::f32 && result->dtype != DType::bf16)
-    return absl::StrCat(dtype_name(result->dtype), ": cuBLASLt takes f32 and bf16");
+    return absl::StrCat(dtype_name(result->dtype), ": the im2col form takes f32 and bf16");
   for (mlir::Value value : op->getOperands())
     if (mlir::cast<mlir::ShapedType>(value.getType()).getNumElements() == 0)
       return "an empty tensor";

@@ -1,12 +1,13 @@
 // cuBLASLt on a real GPU (in cuda_driver_gpu_test's binary, label gpu):
 // matmuls of several shapes (sizes not multiples of 16, transposes), f32
-// and bf16, with and without bias / ReLU / GELU epilogues, queued through
+// bf16 and f16, with and without bias / ReLU / GELU epilogues, queued through
 // CudaBackend::enqueue and read back with copy_out, against a host
 // reference in double from the same (bf16-rounded) inputs. The tolerance
 // follows the dtype, relative to S = sum_l |a_il b_lj| + |bias_j| (which
 // bounds |C_ij| before the epilogue): f32 accumulates in f32, k * 2^-23 * S;
 // bf16 (f32 accumulation, bf16 output) 2^-8 * S (the output's rounding is
-// 2^-9 relative); GELU adds 2^-10 * S for the device's tanh. The heuristic
+// 2^-9 relative); f16 (f32 accumulation, f16 output) (2^-10 + k * 2^-23) * S;
+// GELU adds 2^-10 * S for the device's tanh. The heuristic
 // is asked once per shape. Bias gradients (BGRADA / BGRADB) and strided
 // batches (a stride of 0 for a broadcast operand) likewise; a bias
 // gradient the heuristic has no algorithm for is printed ("NO ALGORITHM")
@@ -24,22 +25,44 @@
 
 #include "lib/backends/cuda/CudaBackend.h"
 #include "lib/backends/cuda/CublasLt.h"
+#include "mstep/core/HalfTypes.h"
 #include "test/cuda/gpu/GpuBackendTest.h"
 
 namespace mstep::cuda {
 namespace {
 
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1); // round to nearest even (no NaNs here)
-  return static_cast<uint16_t>(u >> 16);
+/// `f` in the 16-bit `dtype`, rounded to nearest even.
+uint16_t to_half(float f, DType dtype) {
+  uint16_t bits;
+  if (dtype == DType::f16) {
+    const Float16 h(f);
+    std::memcpy(&bits, &h, 2);
+  } else {
+    const BFloat16 h(f);
+    std::memcpy(&bits, &h, 2);
+  }
+  return bits;
 }
-float from_bf16(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
+float from_half(uint16_t bits, DType dtype) {
+  if (dtype == DType::f16) {
+    Float16 h;
+    std::memcpy(&h, &bits, 2);
+    return float(h);
+  }
+  BFloat16 h;
+  std::memcpy(&h, &bits, 2);
+  return float(h);
+}
+/// The accumulation's tolerance relative to S for `dtype` (header comment).
+double relative_tolerance(DType dtype, int64_t k) {
+  if (dtype == DType::bf16) return std::ldexp(1.0, -8);
+  if (dtype == DType::f16) return std::ldexp(1.0, -10) + k * std::ldexp(1.0, -23);
+  return k * std::ldexp(1.0, -23);
+}
+/// One ulp of a 16-bit result relative to its magnitude (0 for f32):
+/// with an epilogue cuBLASLt may round before the bias or activation too.
+double result_ulp(DType dtype) {
+  return dtype == DType::bf16 ? std::ldexp(1.0, -7) : dtype == DType::f16 ? std::ldexp(1.0, -10) : 0;
 }
 double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -65,7 +88,7 @@ protected:
     backend_.reset();
   }
 
-  /// A device buffer holding `values` in `dtype` (f32 or bf16).
+  /// A device buffer holding `values` in `dtype` (f32, bf16 or f16).
   BufferPtr upload(const std::vector<float>& values, DType dtype) {
     TensorType type{Shape{static_cast<int64_t>(values.size())}, dtype};
     BufferPtr buffer = *backend_->allocate(type);
@@ -73,7 +96,7 @@ protected:
       EXPECT_TRUE(backend_->copy_in(*buffer, values.data(), type.bytes()).ok());
     } else {
       std::vector<uint16_t> bits(values.size());
-      for (size_t i = 0; i < values.size(); ++i) bits[i] = to_bf16(values[i]);
+      for (size_t i = 0; i < values.size(); ++i) bits[i] = to_half(values[i], dtype);
       EXPECT_TRUE(backend_->copy_in(*buffer, bits.data(), type.bytes()).ok());
     }
     return buffer;
@@ -88,7 +111,7 @@ protected:
       std::vector<uint16_t> bits(n);
       absl::Status s = backend_->copy_out(*buffer, bits.data(), n * 2);
       EXPECT_TRUE(s.ok()) << s;
-      for (size_t i = 0; i < n; ++i) out[i] = from_bf16(bits[i]);
+      for (size_t i = 0; i < n; ++i) out[i] = from_half(bits[i], buffer->type().dtype);
     }
     return out;
   }
@@ -106,6 +129,17 @@ protected:
                               CudaBackend::device_pointer(*c));
         },
         reads, writes);
+  }
+
+  /// The 16-bit shapes: plain, bias, transposed B with bias + ReLU,
+  /// transposed A with bias + GELU over k = 1000.
+  void check_16_bit(DType dtype) {
+    check({.m = 128, .n = 96, .k = 80, .dtype = dtype});
+    check({.m = 33, .n = 17, .k = 71, .dtype = dtype, .bias = true});
+    check({.m = 33, .n = 24, .k = 71, .transpose_b = true, .dtype = dtype,
+           .epilogue = MatmulEpilogue::relu, .bias = true});
+    check({.m = 200, .n = 72, .k = 1000, .transpose_a = true, .dtype = dtype,
+           .epilogue = MatmulEpilogue::gelu, .bias = true});
   }
 
   /// Runs `shape` on inputs of multiples of 1/8 in [-1, 1] (exact in
@@ -128,7 +162,7 @@ protected:
     std::vector<float> c = download(dc);
     auto A = [&](int64_t i, int64_t l) { return shape.transpose_a ? a[l * m + i] : a[i * k + l]; };
     auto B = [&](int64_t l, int64_t j) { return shape.transpose_b ? b[j * k + l] : b[l * n + j]; };
-    double rel = shape.dtype == DType::bf16 ? std::ldexp(1.0, -8) : k * std::ldexp(1.0, -23);
+    double rel = relative_tolerance(shape.dtype, k);
     if (shape.epilogue == MatmulEpilogue::gelu) rel += std::ldexp(1.0, -10);
     int wrong = 0;
     double worst = 0; // the largest error / tolerance
@@ -146,11 +180,11 @@ protected:
         double expected = shape.epilogue == MatmulEpilogue::relu   ? std::max(sum, 0.0)
                           : shape.epilogue == MatmulEpilogue::gelu ? gelu_tanh(sum)
                                                                    : sum;
-        // A bf16 result is rounded to bf16, and with an epilogue cuBLASLt
-        // may round before the bias or activation as well: up to one ulp
-        // of the result (2^-7 of its magnitude) on top of the accumulation.
-        double tolerance = rel * scale + 1e-6;
-        if (shape.dtype == DType::bf16) tolerance += std::ldexp(std::fabs(expected), -7);
+        // A 16-bit result is rounded to its dtype, and with an epilogue
+        // cuBLASLt may round before the bias or activation as well: up to
+        // one ulp of the result (bf16 2^-7, f16 2^-10 of its magnitude) on
+        // top of the accumulation.
+        double tolerance = rel * scale + 1e-6 + result_ulp(shape.dtype) * std::fabs(expected);
         double error = std::fabs(c[i * n + j] - expected);
         worst = std::max(worst, error / tolerance);
         if (!(error <= tolerance) && ++wrong <= 5)
@@ -213,12 +247,11 @@ protected:
     auto B = [&](int64_t t, int64_t l, int64_t j) {
       return b[t * batch.b_stride + (shape.transpose_b ? j * k + l : l * n + j)];
     };
-    const double rel = shape.dtype == DType::bf16 ? std::ldexp(1.0, -8) : k * std::ldexp(1.0, -23);
+    const double rel = relative_tolerance(shape.dtype, k);
     int wrong = 0;
     auto expect_near = [&](const char* what, int64_t at, double got, double expected,
                            double scale) {
-      double tolerance = rel * scale + 1e-6;
-      if (shape.dtype == DType::bf16) tolerance += std::ldexp(std::fabs(expected), -7);
+      double tolerance = rel * scale + 1e-6 + result_ulp(shape.dtype) * std::fabs(expected);
       if (!(std::fabs(got - expected) <= tolerance) && ++wrong <= 5)
         ADD_FAILURE() << what << "[" << at << "] = " << got << ", expected " << expected
                       << " within " << tolerance;
@@ -292,13 +325,13 @@ TEST_F(CublasLtGpuTest, F32MatmulsMatchTheHost) {
 }
 
 TEST_F(CublasLtGpuTest, Bf16MatmulsMatchTheHost) {
-  check({.m = 128, .n = 96, .k = 80, .dtype = DType::bf16});
-  check({.m = 33, .n = 17, .k = 71, .dtype = DType::bf16, .bias = true});
-  check({.m = 33, .n = 24, .k = 71, .transpose_b = true, .dtype = DType::bf16,
-         .epilogue = MatmulEpilogue::relu, .bias = true});
-  check({.m = 200, .n = 72, .k = 1000, .transpose_a = true, .dtype = DType::bf16,
-         .epilogue = MatmulEpilogue::gelu, .bias = true});
+  check_16_bit(DType::bf16);
   check({.m = 256, .n = 512, .k = 1024, .dtype = DType::bf16, .epilogue = MatmulEpilogue::gelu});
+}
+
+TEST_F(CublasLtGpuTest, F16MatmulsMatchTheHost) {
+  // As bf16 (CUDA_R_16F, f32 compute); results stay under f16's 65504.
+  check_16_bit(DType::f16);
 }
 
 TEST_F(CublasLtGpuTest, TheHeuristicIsAskedOncePerShape) {

@@ -1,9 +1,9 @@
 // Conformance cases in f16, and bf16 cases the other 16-bit-float cases
 // need: f16 creation and casts, f64 to bf16 / f16 casts, the clipped optimizer update of bf16
 // parameters, and (f16_twins) the f16 twin of every case with a bf16
-// input. backend_conformance_test runs them on every backend
-// (all_cases_with_f16, ../ConformanceCases.h); the suites that keep their
-// own lists of all_cases() (cuda) do not see them.
+// input. backend_conformance_test runs them on every backend, and the
+// cuda suites compile them and run their plans on the host
+// (all_cases_with_f16, ../ConformanceCases.h).
 #pragma once
 
 #include <limits>
