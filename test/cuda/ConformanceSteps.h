@@ -16,6 +16,19 @@
 
 namespace mstep::cuda::testing {
 
+/// The conformance tests on cuda run in shards, which ctest runs in
+/// parallel: case i of all_cases_with_f16() is shard i % kConformanceShards's
+/// (the compile test's shards and the host test's hold the same cases).
+constexpr int kConformanceShards = 6;
+
+/// The cases of all_cases_with_f16() that `shard` holds, in order.
+inline std::vector<const conformance::ConformanceCase*> conformance_shard(int shard) {
+  std::vector<const conformance::ConformanceCase*> cases;
+  const std::vector<conformance::ConformanceCase>& all = conformance::all_cases_with_f16();
+  for (size_t i = shard; i < all.size(); i += kConformanceShards) cases.push_back(&all[i]);
+  return cases;
+}
+
 /// A case's last step as ref ran it.
 struct RefStep {
   std::shared_ptr<const TraceGraph> graph;

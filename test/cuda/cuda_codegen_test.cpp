@@ -4,6 +4,12 @@
 // shapes, and an op that is not lowered is an error naming it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "lib/backends/cuda/CudaCompiler.h"
 #include "lib/backends/cuda/CudaModule.h"
@@ -100,6 +106,45 @@ TEST(CudaCodegen, AMissingPtxasIsAnError) {
       assemble_ptx(".version 8.0\n", "sm_90", "kernel k", "/nonexistent/bin/ptxas");
   ASSERT_FALSE(assembled.ok());
   EXPECT_THAT(assembled.status().message(), HasSubstr("cannot run ptxas '/nonexistent/bin/ptxas'"));
+}
+
+TEST(CudaCodegen, TheSamePtxIsAssembledOncePerArchitecture) {
+  // A ptxas that counts its runs before it runs the configured one.
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mstep_ptxas_runs_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path counter = dir / "runs", ptxas = dir / "ptxas";
+  {
+    std::ofstream script(ptxas);
+    script << "#!/bin/sh\necho run >> '" << counter.string() << "'\nexec '" << configured_ptxas()
+           << "' \"$@\"\n";
+  }
+  fs::permissions(ptxas, fs::perms::owner_all);
+  auto runs = [&] {
+    std::ifstream in(counter);
+    return std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+  };
+  testing::CudaStepContext step(testing::kFusionStep);
+  CudaCompileOptions ptx_only = default_cuda_compile_options();
+  ptx_only.archs.clear();
+  absl::StatusOr<CompiledCudaStep> compiled = compile_cuda_step(step.module(), ptx_only);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  const std::string& ptx = compiled->plan.kernels.at(0).ptx;
+
+  absl::StatusOr<AssembledPtx> first = assemble_ptx(ptx, "sm_80", "kernel k", ptxas.string());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(runs(), 1);
+  absl::StatusOr<AssembledPtx> again = assemble_ptx(ptx, "sm_80", "kernel k", ptxas.string());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(runs(), 1);
+  EXPECT_EQ(again->cubin, first->cubin);
+  EXPECT_EQ(again->reports, first->reports);
+  // Another architecture, or another text, runs ptxas again.
+  ASSERT_TRUE(assemble_ptx(ptx, "sm_90", "kernel k", ptxas.string()).ok());
+  EXPECT_EQ(runs(), 2);
+  ASSERT_TRUE(assemble_ptx(ptx + "// again\n", "sm_80", "kernel k", ptxas.string()).ok());
+  EXPECT_EQ(runs(), 3);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
-// assemble_ptx: ptxas through run_external_tool (no shell, private files).
+// assemble_ptx: ptxas through run_external_tool (no shell, private files),
+// each (ptxas, arch, PTX) once per process.
 #include "lib/backends/cuda/CudaPtxas.h"
+
+#include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "lib/compiler/ExternalTool.h"
@@ -23,8 +27,24 @@ const std::string& configured_cuda_toolkit() {
   return *root;
 }
 
-absl::StatusOr<AssembledPtx> assemble_ptx(absl::string_view ptx, absl::string_view arch,
-                                          absl::string_view what, const std::string& ptxas) {
+namespace {
+
+/// What ptxas made of each text so far; dropped whole past kMaxBytes.
+struct AssembledCache {
+  static constexpr size_t kMaxBytes = size_t{256} << 20;
+  std::mutex mutex;
+  std::map<std::string, AssembledPtx> entries;
+  size_t bytes = 0;
+};
+
+AssembledCache& assembled_cache() {
+  static auto* cache = new AssembledCache();
+  return *cache;
+}
+
+/// ptxas on `ptx`, uncached.
+absl::StatusOr<AssembledPtx> run_ptxas(absl::string_view ptx, absl::string_view arch,
+                                       absl::string_view what, const std::string& ptxas) {
   ExternalToolRun run;
   run.who = absl::StrCat("cuda: assembling ", what, " for ", arch);
   run.tool = "ptxas";
@@ -42,6 +62,28 @@ absl::StatusOr<AssembledPtx> assemble_ptx(absl::string_view ptx, absl::string_vi
     return absl::InternalError(absl::StrCat(run.who, ": ptxas -v's report does not parse: ",
                                             reports.status().message()));
   out.reports = std::move(*reports);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<AssembledPtx> assemble_ptx(absl::string_view ptx, absl::string_view arch,
+                                          absl::string_view what, const std::string& ptxas) {
+  AssembledCache& cache = assembled_cache();
+  std::string key = absl::StrCat(ptxas, "\n", arch, "\n", ptx);
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (auto it = cache.entries.find(key); it != cache.entries.end()) return it->second;
+  }
+  absl::StatusOr<AssembledPtx> out = run_ptxas(ptx, arch, what, ptxas);
+  if (!out.ok()) return out;  // not kept: each caller gets the error naming its kernel
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  const size_t bytes = key.size() + out->cubin.size();
+  if (cache.bytes + bytes > AssembledCache::kMaxBytes) {
+    cache.entries.clear();
+    cache.bytes = 0;
+  }
+  if (cache.entries.emplace(std::move(key), *out).second) cache.bytes += bytes;
   return out;
 }
 

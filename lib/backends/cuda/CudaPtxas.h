@@ -24,6 +24,10 @@ struct AssembledPtx {
 
 /// `ptxas -v -O3 -arch=<arch>` on `ptx`. ptxas refusing the PTX is an
 /// error with its log, naming `what` (the kernel) and the architecture.
+/// The same (ptxas, arch, PTX) is assembled once per process (ptxas is
+/// deterministic; one process's steps, and a test's cases, often share a
+/// kernel's text): up to 256 MiB of texts and cubins are kept, then
+/// dropped together. Thread-safe.
 absl::StatusOr<AssembledPtx> assemble_ptx(absl::string_view ptx, absl::string_view arch,
                                           absl::string_view what,
                                           const std::string& ptxas = configured_ptxas());
