@@ -39,7 +39,7 @@ using namespace loops;
 
 /// Whether rows of `n` elements reduce a block per row (CudaBlockRows.h).
 bool block_per_row(const CudaCodegenOptions& options, int64_t n) {
-  return options.row_reduction == CudaRowReduction::block && n >= options.block_row_min;
+  return options.row_reduction != CudaRowReduction::thread && n >= options.block_row_min;
 }
 
 /// std::max(m, v) as ref takes it: v when m < v (a NaN is skipped; it
