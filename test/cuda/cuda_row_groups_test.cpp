@@ -74,12 +74,34 @@ std::pair<CudaPlan, CudaPlan> expect_fused_is_block(const TraceGraph& graph, int
 
 TEST(CudaRowGroups, GptStepFusedGivesTheBytesOfAKernelPerOpInFewerLaunches) {
   // GPT-mini's f32 step (its attention composed): each layer_norm's
-  // backward (4 means, 4 fusions) is one kernel.
+  // backward (4 means, 4 fusions) is one kernel, and each forward one
+  // with its residual add (156 launches a kernel per op, 93 fused).
   auto [fused, block] = expect_fused_is_block(testing::gpt_step_graph(), 16);
   const Launches f = launches_of(fused), b = launches_of(block);
   EXPECT_EQ(b.groups, 0);
-  EXPECT_GE(f.groups, 5);  // 2 layers x 2 layer norms + the final one
-  EXPECT_LE(f.all, b.all - 6 * f.groups) << f.all << " fused launches, " << b.all << " block";
+  EXPECT_GE(f.groups, 10);  // 5 layer norms (2 layers x 2 + the final one), each way
+  EXPECT_LE(3 * f.all, 2 * b.all) << f.all << " fused launches, " << b.all << " block";
+}
+
+TEST(CudaRowGroups, GptStepsLayerNormsAndLogSoftmaxJoinTheirFusions) {
+  testing::CudaStepContext step(nullptr);
+  mlir::OwningOpRef<mlir::ModuleOp> module = testing::pipelined(testing::gpt_step_graph(), step);
+  ASSERT_TRUE(module);
+  auto compiled = compile_cuda_step(*module, default_cuda_compile_options());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  int norms = 0, log_softmax = 0, alone = 0;
+  for (const CudaKernelInfo& kernel : compiled->plan.kernels) {
+    if (kernel.origin.rfind("row group", 0) == 0) {
+      norms += kernel.origin.find("mstep.layer_norm") != std::string::npos;
+      log_softmax += kernel.origin.find("mstep.log_softmax") != std::string::npos;
+    }
+    alone += kernel.origin.rfind("mstep.layer_norm", 0) == 0;
+  }
+  // Each forward layer_norm with the residual add before it or the cast
+  // after it; the loss's log_softmax with its backward.
+  EXPECT_GE(norms, 5);
+  EXPECT_EQ(log_softmax, 1);
+  EXPECT_EQ(alone, 0);
 }
 
 TEST(CudaRowGroups, MnistStepFusedGivesTheBytesOfAKernelPerOp) {
@@ -91,12 +113,14 @@ TEST(CudaRowGroups, MnistStepFusedGivesTheBytesOfAKernelPerOp) {
 
 // layer_norm's backward written out as the autograd formula makes it, with
 // a column sum (outside: it reduces the leading dims), an operand that
-// broadcasts over the middle dim ([4, 1, 64]: no class, so its fusion
-// stays out) and a per-row result returned.
+// broadcasts over the middle dim ([4, 1, 64]: read at strides, in the
+// group), a product of higher rank ([2, 4, 8, 64]: not on the group's rows,
+// so it stays out) and a per-row result returned.
 constexpr const char* kNormBackward = R"(
 func.func @step(%x: tensor<4x8x64xf32>, %g: tensor<4x8x64xf32>, %w: tensor<64xf32>,
-                %m: tensor<4x1x64xf32>)
-    -> (tensor<4x8x64xbf16>, tensor<64xf32>, tensor<4x8x1xf32>, tensor<4x8x64xf32>) {
+                %m: tensor<4x1x64xf32>, %big: tensor<2x4x8x64xf32>)
+    -> (tensor<4x8x64xbf16>, tensor<64xf32>, tensor<4x8x1xf32>, tensor<4x8x64xf32>,
+        tensor<2x4x8x64xf32>) {
   %mean = mstep.mean %x {dims = array<i64: 2>, keepdim = true} : tensor<4x8x64xf32> -> tensor<4x8x1xf32>
   %c:2 = mstep.fusion ins(%x, %mean : tensor<4x8x64xf32>, tensor<4x8x1xf32>) -> tensor<4x8x64xf32>, tensor<4x8x64xf32> {
   ^bb0(%a: tensor<4x8x64xf32>, %b: tensor<4x8x1xf32>):
@@ -128,13 +152,15 @@ func.func @step(%x: tensor<4x8x64xf32>, %g: tensor<4x8x64xf32>, %w: tensor<64xf3
   }
   %dw = mstep.sum %d#2 {dims = array<i64: 0, 1>, keepdim = false} : tensor<4x8x64xf32> -> tensor<64xf32>
   %masked = mstep.mul %d#0, %m : tensor<4x8x64xf32>, tensor<4x1x64xf32> -> tensor<4x8x64xf32>
-  return %dx, %dw, %r, %masked : tensor<4x8x64xbf16>, tensor<64xf32>, tensor<4x8x1xf32>, tensor<4x8x64xf32>
+  %outer = mstep.mul %d#0, %big : tensor<4x8x64xf32>, tensor<2x4x8x64xf32> -> tensor<2x4x8x64xf32>
+  return %dx, %dw, %r, %masked, %outer : tensor<4x8x64xbf16>, tensor<64xf32>, tensor<4x8x1xf32>, tensor<4x8x64xf32>, tensor<2x4x8x64xf32>
 }
 )";
 
 std::vector<std::vector<char>> norm_backward_inputs() {
   return {testing::random_bytes(4 * 8 * 64, 1), testing::random_bytes(4 * 8 * 64, 2),
-          testing::random_bytes(64, 3), testing::random_bytes(4 * 64, 4)};
+          testing::random_bytes(64, 3), testing::random_bytes(4 * 64, 4),
+          testing::random_bytes(2 * 4 * 8 * 64, 5)};
 }
 
 TEST(CudaRowGroups, LayerNormBackwardIsOneKernelWithTheBytesOfOnePerOp) {
@@ -143,16 +169,18 @@ TEST(CudaRowGroups, LayerNormBackwardIsOneKernelWithTheBytesOfOnePerOp) {
       testing::run_step_on_host(kNormBackward, inputs, with_rows(CudaRowReduction::fused));
   testing::HostStepRun block =
       testing::run_step_on_host(kNormBackward, inputs, with_rows(CudaRowReduction::block));
-  ASSERT_EQ(fused.outputs.size(), 4u);
-  ASSERT_EQ(block.outputs.size(), 4u);
-  for (size_t o = 0; o < 4; ++o) EXPECT_TRUE(fused.outputs[o] == block.outputs[o]) << "output " << o;
-  // One group (4 means, 3 fusions, the add and the rsqrt); the column sum
-  // (2 launches: chunks, then their sum) and the [4, 1, 64] product stay.
+  ASSERT_EQ(fused.outputs.size(), 5u);
+  ASSERT_EQ(block.outputs.size(), 5u);
+  for (size_t o = 0; o < 5; ++o) EXPECT_TRUE(fused.outputs[o] == block.outputs[o]) << "output " << o;
+  // One group (4 means, 3 fusions, the add, the rsqrt and the [4, 1, 64]
+  // product); the column sum (2 launches: chunks, then their sum) and the
+  // [2, 4, 8, 64] product stay.
   const Launches f = launches_of(fused.plan);
   EXPECT_EQ(f.groups, 1);
   EXPECT_EQ(f.all, 4);
-  EXPECT_EQ(launches_of(block.plan).all, 4 + 3 + 2 + 2 + 1)
-      << "a kernel per op: 4 means, 3 fusions, add and rsqrt, 2 column-sum passes, the product";
+  EXPECT_EQ(launches_of(block.plan).all, 4 + 3 + 2 + 1 + 2 + 1)
+      << "a kernel per op: 4 means, 3 fusions, add and rsqrt, the [4, 1, 64] product, 2 "
+         "column-sum passes, the [2, 4, 8, 64] product";
   for (const CudaKernelInfo& kernel : fused.plan.kernels)
     if (kernel.origin.rfind("row group", 0) == 0)
       EXPECT_THAT(kernel.origin, HasSubstr("over [4, 8, 64] (4 mstep.mean"));
@@ -161,18 +189,47 @@ TEST(CudaRowGroups, LayerNormBackwardIsOneKernelWithTheBytesOfOnePerOp) {
 TEST(CudaRowGroups, LayerNormBackwardMatchesRef) {
   const std::vector<std::vector<char>> inputs = norm_backward_inputs();
   testing::Outputs out = testing::run_both(kNormBackward, inputs);
-  ASSERT_EQ(out.cuda.size(), 4u);
-  ASSERT_EQ(out.ref.size(), 4u);
+  ASSERT_EQ(out.cuda.size(), 5u);
+  ASSERT_EQ(out.ref.size(), 5u);
   // dx in bf16 and the per-row rsqrt: ref's bytes (f64 statistics rounded
   // once, then the same f32 operations). The column sum's chunks add in
   // another order than ref's: within 64 ulps of the sum of magnitudes.
   EXPECT_TRUE(out.cuda[0] == out.ref[0]) << "dx";
   EXPECT_TRUE(out.cuda[2] == out.ref[2]) << "rsqrt(var + eps)";
   EXPECT_TRUE(out.cuda[3] == out.ref[3]) << "the [4, 1, 64] product";
+  EXPECT_TRUE(out.cuda[4] == out.ref[4]) << "the [2, 4, 8, 64] product";
   const std::vector<float> dw = testing::values_of<float>(out.cuda[1]);
   const std::vector<float> want = testing::values_of<float>(out.ref[1]);
   for (size_t k = 0; k < dw.size(); ++k)
     EXPECT_NEAR(dw[k], want[k], 32 * 4e-7 * (1 + std::fabs(want[k]))) << "dw[" << k << "]";
+}
+
+// A residual add, rms_norm, softmax and a cast to bf16 over the same rows:
+// one kernel of three statistics, softmax's reading rms_norm's elements
+// as rms_norm alone would have stored them.
+constexpr const char* kNormSoftmax = R"(
+func.func @step(%x: tensor<16x96xf32>, %y: tensor<16x96xf32>, %w: tensor<96xf32>)
+    -> (tensor<16x96xf32>, tensor<16x96xbf16>) {
+  %h = mstep.add %x, %y : tensor<16x96xf32>, tensor<16x96xf32> -> tensor<16x96xf32>
+  %n = mstep.rms_norm %h weight(%w : tensor<96xf32>) {eps = 1.0e-06 : f64, normalized_ndim = 1 : i64} : tensor<16x96xf32>
+  %s = mstep.softmax %n {dim = 1 : i64} : tensor<16x96xf32>
+  %c = mstep.cast %s : tensor<16x96xf32> -> tensor<16x96xbf16>
+  return %h, %c : tensor<16x96xf32>, tensor<16x96xbf16>
+}
+)";
+
+TEST(CudaRowGroups, NormAndSoftmaxOverTheSameRowsAreOneKernelWithRefsBytes) {
+  const std::vector<std::vector<char>> inputs = {
+      testing::random_bytes(16 * 96, 7), testing::random_bytes(16 * 96, 8),
+      testing::random_bytes(96, 9)};
+  testing::Outputs out = testing::run_both(kNormSoftmax, inputs);
+  testing::expect_same_as_ref(out);
+  const Launches n = launches_of(out.plan);
+  EXPECT_EQ(n.groups, 1);
+  EXPECT_EQ(n.all, 1);
+  testing::HostStepRun block =
+      testing::run_step_on_host(kNormSoftmax, inputs, with_rows(CudaRowReduction::block));
+  EXPECT_EQ(launches_of(block.plan).all, 4);
 }
 
 // mean(x) -> d = x - mean -> p = d . W (a matmul) -> e = d * p -> mean(e):

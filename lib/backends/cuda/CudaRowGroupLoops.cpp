@@ -5,6 +5,7 @@
 #include "lib/backends/cuda/CudaBlockRows.h"
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOpLoops.h"
+#include "lib/backends/cuda/CudaRowForms.h"
 #include "lib/backends/cuda/CudaRowGroups.h"
 #include "llvm/ADT/DenseMap.h"
 #include "mstep/ir/dialect/MstepOps.h"
@@ -21,6 +22,8 @@ using namespace loops;
 /// the per-row phase), the statistics finished so far, and the values
 /// built so far.
 struct Scope {
+  Scope(Value row, Value base, Value j, ArrayRef<Value> stats)
+      : row(row), base(base), j(j), stats(stats) {}
   Value row, base, j;
   ArrayRef<Value> stats;
   llvm::DenseMap<Value, Value> built;
@@ -36,11 +39,6 @@ class RowGroupBuilder {
     Block& body = group_->getRegion(0).front();
     unsigned param = 0;
     for (Value input : row_group_inputs(group_)) inputs_[input] = nest_.flat(param++);
-    for (Operation& op : body.without_terminator())
-      if (isa<dialect::SumOp, dialect::MeanOp>(op)) {
-        statistic_[op.getResult(0)] = static_cast<int>(reductions_.size());
-        reductions_.push_back(&op);
-      }
     std::vector<std::pair<Value, Flat>> wide_out, row_out;
     for (Value yielded : body.getTerminator()->getOperands()) {
       const Flat out = nest_.flat(param++);
@@ -51,32 +49,25 @@ class RowGroupBuilder {
     row_loops(nest_, /*block=*/true, rows_, n_, [&](Value row) {
       Value base = nest_.affine(row, n_, Value());
       RowSpec spec;
-      for (Operation* reduction : reductions_) {
-        RowStat stat;
-        stat.term = [this, row, base, reduction](Value j, ArrayRef<Value> stats) {
-          Scope scope{row, base, j, stats, {}};
-          return nest_.ext(value(reduction->getOperand(0), scope));
+      for (Operation& op : body.without_terminator()) add_statistics(&op, spec.stats);
+      // Each statistic's term, and the outputs, in a scope of their own.
+      for (RowStat& stat : spec.stats)
+        stat.term = [this, row, base, term = std::move(stat.term)](Value j, ArrayRef<Value> stats) {
+          Scope scope(row, base, j, stats);
+          current_ = &scope;
+          return term(j, stats);
         };
-        stat.combine = [&b](Value s, Value v) -> Value { return b.create<arith::AddFOp>(s, v); };
-        const bool mean = isa<dialect::MeanOp>(reduction);
-        Type element = cast<ShapedType>(reduction->getResult(0).getType()).getElementType();
-        stat.finish = [this, &b, mean, element](Value total) {
-          Value v = mean ? b.create<arith::DivFOp>(total, nest_.f64(static_cast<double>(n_)))
-                               .getResult()
-                         : total;
-          return nest_.round_to(v, element);
-        };
-        spec.stats.push_back(std::move(stat));
-      }
       if (!wide_out.empty())
         spec.output = [this, row, base, wide_out](Value j, ArrayRef<Value> stats) {
-          Scope scope{row, base, j, stats, {}};
+          Scope scope(row, base, j, stats);
+          current_ = &scope;
           for (const auto& [v, out] : wide_out)
             nest_.store(value(v, scope), out, nest_.b.create<arith::AddIOp>(base, j));
         };
       if (!row_out.empty())
         spec.row_output = [this, row, base, row_out](ArrayRef<Value> stats) {
-          Scope scope{row, base, Value(), stats, {}};
+          Scope scope(row, base, Value(), stats);
+          current_ = &scope;
           for (const auto& [v, out] : row_out) nest_.store(value(v, scope), out, row);
         };
       return spec;
@@ -87,6 +78,58 @@ class RowGroupBuilder {
 
  private:
   static ArrayRef<int64_t> shape_of(Value v) { return cast<ShapedType>(v.getType()).getShape(); }
+
+  /// `op`'s statistics, appended to `stats` (whose terms read the element
+  /// values of the scope current_ points at): a reduction's one, a row
+  /// op's (CudaRowForms.h).
+  void add_statistics(Operation* op, std::vector<RowStat>& stats) {
+    ImplicitLocOpBuilder& b = nest_.b;
+    const int first = static_cast<int>(stats.size());
+    auto read = [this](Value operand) -> RowElement {
+      return [this, operand](Value) { return nest_.ext(value(operand, *current_)); };
+    };
+    if (isa<dialect::SumOp, dialect::MeanOp>(op)) {
+      RowStat stat;
+      stat.term = [read = read(op->getOperand(0))](Value j, ArrayRef<Value>) { return read(j); };
+      stat.combine = [&b](Value s, Value v) -> Value { return b.create<arith::AddFOp>(s, v); };
+      const bool mean = isa<dialect::MeanOp>(op);
+      Type element = cast<ShapedType>(op->getResult(0).getType()).getElementType();
+      // The reduction's result is the statistic, rounded as it alone
+      // rounds it.
+      stat.finish = [this, &b, mean, element](Value total) {
+        Value v = mean ? b.create<arith::DivFOp>(total, nest_.f64(static_cast<double>(n_)))
+                             .getResult()
+                       : total;
+        return nest_.round_to(v, element);
+      };
+      statistic_[op->getResult(0)] = first;
+      stats.push_back(std::move(stat));
+      return;
+    }
+    std::optional<RowForm> form;
+    if (auto softmax = dyn_cast<dialect::SoftmaxOp>(op))
+      form = softmax_form(nest_, /*log=*/false, read(op->getOperand(0)));
+    else if (isa<dialect::LogSoftmaxOp>(op))
+      form = softmax_form(nest_, /*log=*/true, read(op->getOperand(0)));
+    else if (auto norm = dyn_cast<dialect::LayerNormOp>(op))
+      form = norm_form(nest_, n_, norm.getEps().convertToDouble(), /*rms=*/false,
+                       read(norm.getInput()), norm.getWeight() ? read(norm.getWeight()) : nullptr,
+                       norm.getBias() ? read(norm.getBias()) : nullptr);
+    else if (auto norm = dyn_cast<dialect::RmsNormOp>(op))
+      form = norm_form(nest_, n_, norm.getEps().convertToDouble(), /*rms=*/true,
+                       read(norm.getInput()), norm.getWeight() ? read(norm.getWeight()) : nullptr,
+                       nullptr);
+    if (!form) return;
+    // A row op's statistics read the ones before them in the form: the
+    // slice of the group's from its first.
+    const int count = static_cast<int>(form->stats.size());
+    for (RowStat& stat : form->stats)
+      stat.term = [first, term = std::move(stat.term)](Value j, ArrayRef<Value> all) {
+        return term(j, all.drop_front(first));
+      };
+    row_ops_[op->getResult(0)] = {std::move(form->element), first, count};
+    for (RowStat& stat : form->stats) stats.push_back(std::move(stat));
+  }
 
   /// `v` at the scope's element (or row), built once per scope.
   Value value(Value v, Scope& scope) {
@@ -103,6 +146,13 @@ class RowGroupBuilder {
       if (static_cast<size_t>(stat->second) >= scope.stats.size())
         return fail(v, "a statistic read before it is reduced");
       return scope.stats[stat->second];
+    }
+    if (auto row_op = row_ops_.find(v); row_op != row_ops_.end()) {
+      const RowOpValue& r = row_op->second;
+      if (static_cast<size_t>(r.first + r.count) > scope.stats.size() || !scope.j)
+        return fail(v, "a row op's element read before its statistics are reduced");
+      Value element = r.element(scope.j, scope.stats.slice(r.first, r.count));
+      return nest_.round_to(element, cast<ShapedType>(v.getType()).getElementType());
     }
     // A fusion's body argument is the fusion's input.
     if (auto arg = dyn_cast<BlockArgument>(v)) {
@@ -125,15 +175,28 @@ class RowGroupBuilder {
   Value load(Value v, const Flat& flat, Scope& scope) {
     std::optional<RowClass> c = row_class(shape_of(v), wide_);
     if (!c) return fail(v, "an input that does not broadcast to the group's rows");
-    if ((*c == RowClass::wide || *c == RowClass::column) && !scope.j)
-      return fail(v, "a per-row value computed from a whole row");
+    const bool along_row = shape_of(v).empty() ? false : shape_of(v).back() == n_;
+    if (along_row && !scope.j) return fail(v, "a per-row value computed from a whole row");
+    ImplicitLocOpBuilder& b = nest_.b;
     switch (*c) {
-      case RowClass::wide: return nest_.load(flat, nest_.b.create<arith::AddIOp>(scope.base, scope.j));
+      case RowClass::wide: return nest_.load(flat, b.create<arith::AddIOp>(scope.base, scope.j));
       case RowClass::per_row: return nest_.load(flat, scope.row);
       case RowClass::column: return nest_.load(flat, scope.j);
       case RowClass::scalar: return nest_.load(flat, nest_.index(0));
+      case RowClass::strided: break;
     }
-    return Value();
+    // The row's batch coordinates at the value's own strides, 0 along the
+    // dims it broadcasts over.
+    ArrayRef<int64_t> batch = ArrayRef<int64_t>(wide_).drop_back();
+    SmallVector<int64_t> padded(wide_.size() - shape_of(v).size(), 1);
+    llvm::append_range(padded, shape_of(v));
+    std::vector<int64_t> strides = strides_of(padded);
+    strides.pop_back();
+    for (size_t k = 0; k < batch.size(); ++k)
+      if (padded[k] == 1) strides[k] = 0;
+    Value at = nest_.strided(scope.row, batch, strides, 0);
+    if (along_row) at = b.create<arith::AddIOp>(at, scope.j);
+    return nest_.load(flat, at);
   }
 
   /// Records an internal error (the grouping let through what the kernel
@@ -150,8 +213,16 @@ class RowGroupBuilder {
   SmallVector<int64_t> wide_;
   int64_t rows_, n_;
   llvm::DenseMap<Value, Flat> inputs_;
+  /// A reduction's result: its statistic.
   llvm::DenseMap<Value, int> statistic_;
-  std::vector<Operation*> reductions_;
+  /// A row op's result: its element, from its statistics.
+  struct RowOpValue {
+    std::function<Value(Value, ArrayRef<Value>)> element;
+    int first = 0, count = 0;
+  };
+  llvm::DenseMap<Value, RowOpValue> row_ops_;
+  /// The scope of the phase being built, for the row ops' element reads.
+  Scope* current_ = nullptr;
   absl::Status status_ = absl::OkStatus();
 };
 

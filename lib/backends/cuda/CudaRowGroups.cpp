@@ -53,14 +53,50 @@ std::optional<SmallVector<int64_t>> reduction_geometry(Operation* op) {
   return SmallVector<int64_t>(type.getShape());
 }
 
-bool is_reduction_member(Operation* op, ArrayRef<int64_t> wide) {
-  std::optional<SmallVector<int64_t>> geometry = reduction_geometry(op);
-  return geometry && ArrayRef<int64_t>(*geometry) == wide;
+/// softmax or log_softmax over the last dim, or layer_norm or rms_norm
+/// over it (their weight and bias [n]), of a float tensor of rank 2 or
+/// more: the geometry it seeds (its input's shape), or nullopt.
+std::optional<SmallVector<int64_t>> row_op_geometry(Operation* op) {
+  if (!isa<dialect::SoftmaxOp, dialect::LogSoftmaxOp, dialect::LayerNormOp, dialect::RmsNormOp>(op))
+    return std::nullopt;
+  auto type = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  if (!type || !type.hasStaticShape() || type.getRank() < 2 ||
+      !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  const int64_t last = type.getRank() - 1;
+  int64_t along = -1;
+  if (auto softmax = dyn_cast<dialect::SoftmaxOp>(op)) along = static_cast<int64_t>(softmax.getDim());
+  if (auto log = dyn_cast<dialect::LogSoftmaxOp>(op)) along = static_cast<int64_t>(log.getDim());
+  if (auto norm = dyn_cast<dialect::LayerNormOp>(op))
+    along = norm.getNormalizedNdim() == 1 ? last : -1;
+  if (auto norm = dyn_cast<dialect::RmsNormOp>(op))
+    along = norm.getNormalizedNdim() == 1 ? last : -1;
+  if (along != last) return std::nullopt;
+  // The weight and bias of a norm: [n], the row's columns.
+  for (Value operand : op->getOperands().drop_front())
+    if (shape_of(operand) != type.getShape().take_back()) return std::nullopt;
+  return SmallVector<int64_t>(type.getShape());
+}
+
+}  // namespace
+
+size_t row_statistics(Operation* op) {
+  if (reduction_geometry(op)) return 1;
+  if (!row_op_geometry(op)) return 0;
+  return isa<dialect::RmsNormOp>(op) ? 1 : 2;
+}
+
+namespace {
+
+/// The geometry `op` seeds a group with: a reduction's or a row op's.
+std::optional<SmallVector<int64_t>> seed_geometry(Operation* op) {
+  if (std::optional<SmallVector<int64_t>> geometry = reduction_geometry(op)) return geometry;
+  return row_op_geometry(op);
 }
 
 /// Whether elementwise `op` (a fusion or a standalone op with a scalar
-/// form) fits W: every value it reads, makes or holds has a class, and
-/// its results are wide or per-row.
+/// form) fits W: every value it reads, makes or holds broadcasts to W,
+/// and its results are wide or per-row.
 bool is_elementwise_member(Operation* op, ArrayRef<int64_t> wide) {
   auto fits = [&](Value value) { return static_tensor(value) && row_class(shape_of(value), wide); };
   auto fits_as_result = [&](Value value) {
@@ -92,10 +128,10 @@ class Grouping {
   /// those of two ops or more, each in program order.
   std::vector<std::pair<SmallVector<int64_t>, std::vector<Operation*>>> find() {
     for (Operation& op : body_) {
-      std::optional<SmallVector<int64_t>> geometry = reduction_geometry(&op);
+      std::optional<SmallVector<int64_t>> geometry = seed_geometry(&op);
       if (!geometry || !free(&op) || geometry->back() < options_.block_row_min) continue;
       group_of_[&op] = static_cast<int>(groups_.size());
-      groups_.push_back({*geometry, {&op}, 1, true});
+      groups_.push_back({*geometry, {&op}, row_statistics(&op), true});
     }
     // Consumers and merges first, then producers: a producer taken early
     // can tie a group to an earlier part of the step and keep it from the
@@ -288,6 +324,8 @@ std::optional<RowClass> row_class(ArrayRef<int64_t> shape, ArrayRef<int64_t> wid
   if (shape.size() > wide.size() || wide.empty()) return std::nullopt;
   SmallVector<int64_t> padded(wide.size() - shape.size(), 1);
   llvm::append_range(padded, shape);
+  for (auto [d, w] : llvm::zip(padded, wide))
+    if (d != w && d != 1) return std::nullopt;
   ArrayRef<int64_t> batch = ArrayRef<int64_t>(padded).drop_back();
   const bool ones = llvm::all_of(batch, [](int64_t d) { return d == 1; });
   const int64_t last = padded.back();
@@ -295,7 +333,7 @@ std::optional<RowClass> row_class(ArrayRef<int64_t> shape, ArrayRef<int64_t> wid
   if (last == 1 && batch == wide.drop_back()) return RowClass::per_row;
   if (ones && last == wide.back()) return RowClass::column;
   if (ones && last == 1) return RowClass::scalar;
-  return std::nullopt;
+  return RowClass::strided;
 }
 
 int group_rows(func::FuncOp step, const CudaViews& views, const CudaCodegenOptions& options) {
