@@ -15,6 +15,7 @@
 #include "lib/backends/cuda/CudaAutocastBias.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
 #include "lib/backends/cuda/CudaConvLoops.h"
+#include "lib/backends/cuda/CudaColumnSumBatches.h"
 #include "lib/backends/cuda/CudaConvLowering.h"
 #include "lib/backends/cuda/CudaElementwiseBatches.h"
 #include "lib/backends/cuda/CudaCustomLowering.h"
@@ -332,13 +333,14 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
   return absl::OkStatus();
 }
 
-/// A row group's kernel (CudaRowGroupLoops.h) or an elementwise batch's
-/// (CudaElementwiseBatches.h), on its inputs' and results' plan values
+/// A row group's kernel (CudaRowGroupLoops.h), an elementwise batch's
+/// (CudaElementwiseBatches.h) or a column-sum batch's
+/// (CudaColumnSumBatches.h), on its inputs' and results' plan values
 /// `params`, into the plan.
 absl::Status lower_op_group(mlir::Operation& group, const std::string& name, int index,
                             std::vector<int> params, const CudaCompileOptions& options,
                             CompiledCudaStep& compiled) {
-  const bool rows = is_row_group(&group);
+  const bool rows = is_row_group(&group), columns = is_column_sum_batch(&group);
   llvm::SmallVector<mlir::Value> inputs = op_group_inputs(&group);
   llvm::SmallVector<mlir::Type> types;
   for (mlir::Value input : inputs) types.push_back(input.getType());
@@ -355,7 +357,8 @@ absl::Status lower_op_group(mlir::Operation& group, const std::string& name, int
   std::string origin =
       rows ? absl::StrCat("row group #", index, " over [",
                           absl::StrJoin(row_group_shape(&group), ", "), "] (")
-           : absl::StrCat("elementwise batch #", index, " (");
+      : columns ? absl::StrCat("column-sum batch #", index, " (")
+                : absl::StrCat("elementwise batch #", index, " (");
   for (size_t i = 0; i < counts.size(); ++i)
     absl::StrAppend(&origin, i ? ", " : "", counts[i].second, " ", counts[i].first);
   absl::StrAppend(&origin, ")");
@@ -363,8 +366,11 @@ absl::Status lower_op_group(mlir::Operation& group, const std::string& name, int
       GeneratedKernels kernels,
       generate_loop_kernels(&group, name, types,
                             [&](mlir::func::FuncOp func) {
-                              return rows ? build_row_group_loops(&group, func)
-                                          : build_elementwise_batch_loops(&group, func);
+                              if (rows) return build_row_group_loops(&group, func);
+                              if (columns)
+                                return build_column_sum_batch_loops(&group, func,
+                                                                    options.codegen);
+                              return build_elementwise_batch_loops(&group, func);
                             },
                             options.codegen));
   return add_kernels(std::move(kernels), name, std::move(params), inputs.size(), origin, options,
@@ -428,6 +434,8 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
   if (options.codegen.row_reduction == CudaRowReduction::fused) {
     group_rows(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn), options.codegen);
     batch_elementwise(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn));
+    batch_column_sums(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn),
+                      options.codegen);
   }
   const CudaViews views(step, &CudaAttentionLowering::runs_on_cudnn);
   llvm::DenseMap<mlir::Value, int> ids;
@@ -563,7 +571,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
       MSTEP_RETURN_IF_ERROR(lower_custom_op(custom, origin, operands, results, options.archs, plan));
       continue;
     }
-    if (is_row_group(&op) || is_elementwise_batch(&op)) {
+    if (is_row_group(&op) || is_elementwise_batch(&op) || is_column_sum_batch(&op)) {
       std::vector<int> params;
       for (mlir::Value input : op_group_inputs(&op)) params.push_back(ids.at(input));
       for (mlir::Value result : op.getResults()) {

@@ -91,36 +91,9 @@ int batch_elementwise(func::FuncOp step, const CudaViews& views) {
     if (may_join_op_group(&op, body, views) && is_member(&op)) members.push_back(&op);
   sink(body, members);
   llvm::DenseSet<Operation*> candidate(members.begin(), members.end());
-
-  // Runs of independent members in program order: a run ends at the first
-  // op that launches something and reads one of its results, directly or
-  // through views (a weight's cast is read through its transpose, which
-  // launches nothing: the view moves after the batch).
-  std::vector<std::vector<Operation*>> runs(1);
-  llvm::DenseSet<Value> tainted;
-  size_t params = 0;
-  auto close = [&] {
-    if (!runs.back().empty()) runs.emplace_back();
-    tainted.clear();
-    params = 0;
-  };
-  for (Operation& op : body) {
-    bool reads = false;
-    op.walk([&](Operation* inner) {
-      for (Value operand : inner->getOperands()) reads |= tainted.contains(operand);
-    });
-    if (reads && views.launches_nothing(&op)) {
-      for (Value result : op.getResults()) tainted.insert(result);
-      continue;
-    }
-    if (reads) close();
-    if (!candidate.contains(&op)) continue;
-    const size_t op_params = op.getNumOperands() + op.getNumResults();
-    if (runs.back().size() == kMaxMembers || params + op_params > kMaxParams) close();
-    runs.back().push_back(&op);
-    params += op_params;
-    for (Value result : op.getResults()) tainted.insert(result);
-  }
+  std::vector<std::vector<Operation*>> runs = independent_runs(
+      body, views, [&](Operation* op) { return candidate.contains(op); },
+      [](Operation*, Operation*) { return true; }, kMaxMembers, kMaxParams);
   int batches = 0;
   Attribute unit = UnitAttr::get(step.getContext());
   for (const std::vector<Operation*>& run : runs)

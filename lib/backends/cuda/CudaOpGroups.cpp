@@ -81,6 +81,41 @@ bool wrap_op_group(Block& body, StringRef attr, Attribute value,
   return true;
 }
 
+std::vector<std::vector<Operation*>> independent_runs(
+    Block& body, const CudaViews& views, const std::function<bool(Operation*)>& member,
+    const std::function<bool(Operation*, Operation*)>& same_run, size_t max_members,
+    size_t max_params) {
+  std::vector<std::vector<Operation*>> runs(1);
+  llvm::DenseSet<Value> tainted;
+  size_t params = 0;
+  auto close = [&] {
+    if (!runs.back().empty()) runs.emplace_back();
+    tainted.clear();
+    params = 0;
+  };
+  for (Operation& op : body) {
+    bool reads = false;
+    op.walk([&](Operation* inner) {
+      for (Value operand : inner->getOperands()) reads |= tainted.contains(operand);
+    });
+    if (reads && views.launches_nothing(&op)) {
+      for (Value result : op.getResults()) tainted.insert(result);
+      continue;
+    }
+    if (reads) close();
+    if (!member(&op)) continue;
+    const size_t op_params = op.getNumOperands() + op.getNumResults();
+    if (runs.back().size() == max_members || params + op_params > max_params ||
+        (!runs.back().empty() && !same_run(runs.back().front(), &op)))
+      close();
+    runs.back().push_back(&op);
+    params += op_params;
+    for (Value result : op.getResults()) tainted.insert(result);
+  }
+  if (runs.back().empty()) runs.pop_back();
+  return runs;
+}
+
 SmallVector<Value> op_group_inputs(Operation* group) {
   SmallVector<Value> inputs;
   llvm::DenseSet<Value> seen;

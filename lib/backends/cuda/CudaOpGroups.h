@@ -9,6 +9,7 @@
 // Library-internal; MLIR.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "llvm/ADT/SmallVector.h"
@@ -37,6 +38,18 @@ bool may_join_op_group(mlir::Operation* op, mlir::Block& body, const CudaViews& 
 /// outside world).
 bool wrap_op_group(mlir::Block& body, llvm::StringRef attr, mlir::Attribute value,
                    const std::vector<mlir::Operation*>& members);
+
+/// Runs of independent ops of `body` in program order that `member` takes:
+/// a run ends at the first op that launches something and reads a result
+/// of the run, directly or through views (which launch nothing; such a
+/// view moves after the wrapped run), at a member that `same_run` (given
+/// the run's first member) refuses, and at `max_members` members or
+/// `max_params` kernel parameters. Runs of one member included.
+std::vector<std::vector<mlir::Operation*>> independent_runs(
+    mlir::Block& body, const CudaViews& views,
+    const std::function<bool(mlir::Operation*)>& member,
+    const std::function<bool(mlir::Operation*, mlir::Operation*)>& same_run, size_t max_members,
+    size_t max_params);
 
 /// The values a wrapped set reads from outside it, in order of first use:
 /// its kernel's first parameters (its results follow).
