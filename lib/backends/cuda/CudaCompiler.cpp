@@ -25,6 +25,7 @@
 #include "lib/backends/cuda/CudaRowGroupLoops.h"
 #include "lib/backends/cuda/CudaOpGroups.h"
 #include "lib/backends/cuda/CudaRowGroups.h"
+#include "lib/backends/cuda/CudaSliceScatterFusions.h"
 #include "lib/backends/cuda/CudaViews.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -334,13 +335,15 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
 }
 
 /// A row group's kernel (CudaRowGroupLoops.h), an elementwise batch's
-/// (CudaElementwiseBatches.h) or a column-sum batch's
-/// (CudaColumnSumBatches.h), on its inputs' and results' plan values
+/// (CudaElementwiseBatches.h), a column-sum batch's
+/// (CudaColumnSumBatches.h) or a fusion's with its slice_scatters
+/// (CudaSliceScatterFusions.h), on its inputs' and results' plan values
 /// `params`, into the plan.
 absl::Status lower_op_group(mlir::Operation& group, const std::string& name, int index,
                             std::vector<int> params, const CudaCompileOptions& options,
                             CompiledCudaStep& compiled) {
-  const bool rows = is_row_group(&group), columns = is_column_sum_batch(&group);
+  const bool rows = is_row_group(&group), columns = is_column_sum_batch(&group),
+             scatters = is_slice_scatter_fusion(&group);
   llvm::SmallVector<mlir::Value> inputs = op_group_inputs(&group);
   llvm::SmallVector<mlir::Type> types;
   for (mlir::Value input : inputs) types.push_back(input.getType());
@@ -357,7 +360,8 @@ absl::Status lower_op_group(mlir::Operation& group, const std::string& name, int
   std::string origin =
       rows ? absl::StrCat("row group #", index, " over [",
                           absl::StrJoin(row_group_shape(&group), ", "), "] (")
-      : columns ? absl::StrCat("column-sum batch #", index, " (")
+      : columns  ? absl::StrCat("column-sum batch #", index, " (")
+      : scatters ? absl::StrCat("fusion with its slice_scatters #", index, " (")
                 : absl::StrCat("elementwise batch #", index, " (");
   for (size_t i = 0; i < counts.size(); ++i)
     absl::StrAppend(&origin, i ? ", " : "", counts[i].second, " ", counts[i].first);
@@ -367,6 +371,7 @@ absl::Status lower_op_group(mlir::Operation& group, const std::string& name, int
       generate_loop_kernels(&group, name, types,
                             [&](mlir::func::FuncOp func) {
                               if (rows) return build_row_group_loops(&group, func);
+                              if (scatters) return build_slice_scatter_fusion_loops(&group, func);
                               if (columns)
                                 return build_column_sum_batch_loops(&group, func,
                                                                     options.codegen);
@@ -433,6 +438,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
   // outside them; the analysis then runs again on the step with them.
   if (options.codegen.row_reduction == CudaRowReduction::fused) {
     group_rows(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn), options.codegen);
+    fuse_slice_scatters(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn));
     batch_elementwise(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn));
     batch_column_sums(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn),
                       options.codegen);
@@ -571,7 +577,8 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
       MSTEP_RETURN_IF_ERROR(lower_custom_op(custom, origin, operands, results, options.archs, plan));
       continue;
     }
-    if (is_row_group(&op) || is_elementwise_batch(&op) || is_column_sum_batch(&op)) {
+    if (is_row_group(&op) || is_elementwise_batch(&op) || is_column_sum_batch(&op) ||
+        is_slice_scatter_fusion(&op)) {
       std::vector<int> params;
       for (mlir::Value input : op_group_inputs(&op)) params.push_back(ids.at(input));
       for (mlir::Value result : op.getResults()) {
