@@ -350,6 +350,49 @@ func.func @step(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf
                                                    pointer_bytes(y)));
 }
 
+TEST_F(CudaCublasLtExecutableTest, AnF16ConvolutionsProductIsF32UntilItsBiasKernel) {
+  // f16 (CudaConvLowering.h): A and B f16, C f32 (arena scratch, not y),
+  // f32 compute; the bias kernel reads the f32 product and the bias and
+  // writes y, rounding once.
+  auto plan = plan_of(R"(
+func.func @step(%x: tensor<2x3x6x6xf16>, %w: tensor<4x3x3x3xf16>, %b: tensor<4xf16>) -> tensor<2x4x6x6xf16> {
+  %y = mstep.conv2d %x, %w, %b {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : tensor<2x3x6x6xf16>, tensor<4x3x3x3xf16>, tensor<4xf16> -> tensor<2x4x6x6xf16>
+  return %y : tensor<2x4x6x6xf16>
+}
+)");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->matmuls.size(), 1u);
+  EXPECT_EQ(plan->matmuls[0].shape.dtype, DType::f16);
+  EXPECT_TRUE(plan->matmuls[0].shape.f32_result);
+  for (const CudaLaunchStep& l : plan->launches)
+    if (l.matmul < 0) fake_.add_kernel(plan->kernels[l.kernel].name, l.args.size());
+  testing::fake_cublaslt_state().desc_types.clear();
+  testing::fake_cublaslt_state().layout_types.clear();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  BufferPtr b = input({Shape({4}), DType::f16});
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run({input({Shape({2, 3, 6, 6}), DType::f16}),
+                              input({Shape({4, 3, 3, 3}), DType::f16}), b});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const testing::FakeCublasLtState& state = testing::fake_cublaslt_state();
+  EXPECT_THAT(state.layout_types, ::testing::ElementsAre(CUDA_R_16F, CUDA_R_16F, CUDA_R_32F));
+  ASSERT_EQ(state.desc_types.size(), 1u);
+  EXPECT_EQ(state.desc_types[0].first, CUBLAS_COMPUTE_32F);
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 3u);  // im2col, the matmul, the bias
+  const CUdeviceptr y = CudaBackend::device_pointer(*(*outputs)[0]);
+  EXPECT_EQ(work[1].name, "cublasLtMatmul");
+  EXPECT_NE(work[1].target, y);
+  auto pointer_bytes = [](CUdeviceptr p) {
+    return std::string(reinterpret_cast<const char*>(&p), sizeof p);
+  };
+  EXPECT_EQ(work[2].name, "cuLaunchKernel");  // y = product + bias (the kernel's order)
+  EXPECT_THAT(work[2].args, ::testing::UnorderedElementsAre(pointer_bytes(work[1].target),
+                                                   pointer_bytes(CudaBackend::device_pointer(*b)),
+                                                   pointer_bytes(y)));
+}
+
 TEST_F(CudaCublasLtExecutableTest, ABroadcastBatchDimIsAStrideOfZero) {
   // rhs [1, 16, 32]: one matrix shared by the 4 of lhs.
   auto plan = plan_of(R"(
