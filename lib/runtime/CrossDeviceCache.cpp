@@ -16,7 +16,8 @@ uint64_t compile_options_key(const RuntimeOptions& options, DeviceType type) {
   uint64_t key = (options.fuse ? 1 : 2) + (options.cuda_row_reduction == "thread" ? 4 : 0) +
                  (options.cuda_optimizer == "per_tensor" ? 8 : 0) +
                  (options.cuda_column_reduction == "thread" ? 16 : 0) +
-                 (options.cuda_conv == "direct" ? 32 : 0);
+                 (options.cuda_conv == "direct" ? 32 : 0) +
+                 (options.cuda_row_reduction == "block" ? 64 : 0);
   // The xla memory limit changes the xla step's code (values recomputed).
   if (type == DeviceType::xla && !options.xla_memory_limit.empty())
     key = hash_combine(key, hash_string(options.xla_memory_limit));

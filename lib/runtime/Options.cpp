@@ -73,12 +73,13 @@ RuntimeOptions RuntimeOptions::from_env() {
     }
   }
   if (const char* r = std::getenv("MSTEP_CUDA_ROW_REDUCTION")) {
-    if (absl::string_view(r) == "block" || absl::string_view(r) == "thread") {
+    if (absl::string_view(r) == "fused" || absl::string_view(r) == "block" ||
+        absl::string_view(r) == "thread") {
       o.cuda_row_reduction = r;
     } else {
       std::fprintf(stderr,
-                   "mstep warning: MSTEP_CUDA_ROW_REDUCTION=%s is neither 'block' nor 'thread'; "
-                   "using '%s'\n",
+                   "mstep warning: MSTEP_CUDA_ROW_REDUCTION=%s is not 'fused', 'block' or "
+                   "'thread'; using '%s'\n",
                    r, o.cuda_row_reduction.c_str());
     }
   }

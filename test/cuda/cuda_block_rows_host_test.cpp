@@ -256,10 +256,13 @@ TEST(CudaBlockRowsOption, EnvironmentPicksTheFormAndRejectsOtherValues) {
   const RuntimeOptions bad = RuntimeOptions::from_env();
   const std::string warning = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(warning, HasSubstr("MSTEP_CUDA_ROW_REDUCTION=warp"));
-  EXPECT_EQ(cuda_compile_options(bad).codegen.row_reduction, CudaRowReduction::block);
-  ::unsetenv("MSTEP_CUDA_ROW_REDUCTION");
+  EXPECT_EQ(cuda_compile_options(bad).codegen.row_reduction, CudaRowReduction::fused);
+  ::setenv("MSTEP_CUDA_ROW_REDUCTION", "block", 1);
   EXPECT_EQ(cuda_compile_options(RuntimeOptions::from_env()).codegen.row_reduction,
             CudaRowReduction::block);
+  ::unsetenv("MSTEP_CUDA_ROW_REDUCTION");
+  EXPECT_EQ(cuda_compile_options(RuntimeOptions::from_env()).codegen.row_reduction,
+            CudaRowReduction::fused);
   // The optimizer's launches likewise (MSTEP_CUDA_OPTIMIZER).
   ::setenv("MSTEP_CUDA_OPTIMIZER", "per_tensor", 1);
   EXPECT_FALSE(cuda_compile_options(RuntimeOptions::from_env()).codegen.multi_tensor_launch);

@@ -68,13 +68,15 @@ struct RuntimeOptions {
   /// by default, at most INT32_MAX. A testing knob: tests lower it to split
   /// small collectives. Read by distributed::init().
   int64_t dist_max_call_bytes = int64_t{1} << 30;
-  /// MSTEP_CUDA_ROW_REDUCTION=block|thread: how the cuda backend's
+  /// MSTEP_CUDA_ROW_REDUCTION=fused|block|thread: how the cuda backend's
   /// row-wise kernels (softmax, log_softmax, layer_norm, rms_norm,
-  /// nll_loss's sum) reduce a row: a block of threads per row through
-  /// shared memory (block, the default), or one thread per row (thread,
-  /// the first form, kept to compare the two). Read when a cuda step is
+  /// nll_loss's sum, sums and means over the last dim) reduce a row: a
+  /// block of threads per row through shared memory, the reductions over
+  /// the same rows and the elementwise ops between them in one kernel
+  /// (fused, the default: row groups) or a kernel per op (block); or one
+  /// thread per row (thread, the first form). Read when a cuda step is
   /// compiled; part of the compile key.
-  std::string cuda_row_reduction = "block";
+  std::string cuda_row_reduction = "fused";
   /// MSTEP_CUDA_COLUMN_REDUCTION=split|thread: how the cuda backend sums
   /// over leading dims (bias and layer_norm weight gradients) and
   /// clip_grad_norm_'s per-gradient norms: the rows split into chunks of

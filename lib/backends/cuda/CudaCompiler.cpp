@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lib/backends/cuda/CudaAttentionLowering.h"
 #include "lib/backends/cuda/CudaAutocastBias.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
@@ -19,6 +20,8 @@
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "lib/backends/cuda/CudaPtxas.h"
+#include "lib/backends/cuda/CudaRowGroupLoops.h"
+#include "lib/backends/cuda/CudaRowGroups.h"
 #include "lib/backends/cuda/CudaViews.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -327,6 +330,39 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
   return absl::OkStatus();
 }
 
+/// A row group's kernel (CudaRowGroupLoops.h), on its inputs' and
+/// results' plan values `params`, into the plan.
+absl::Status lower_row_group(mlir::Operation& group, const std::string& name, int index,
+                             std::vector<int> params, const CudaCompileOptions& options,
+                             CompiledCudaStep& compiled) {
+  llvm::SmallVector<mlir::Value> inputs = row_group_inputs(&group);
+  llvm::SmallVector<mlir::Type> types;
+  for (mlir::Value input : inputs) types.push_back(input.getType());
+  llvm::append_range(types, group.getResultTypes());
+  // Its origin counts the ops it holds: "row group #12 over [8, 256, 256]
+  // (4 mstep.mean, 5 mstep.fusion)".
+  std::vector<std::pair<std::string, int>> counts;
+  for (mlir::Operation& op : group.getRegion(0).front().without_terminator()) {
+    const std::string kind = op.getName().getStringRef().str();
+    auto it = std::find_if(counts.begin(), counts.end(), [&](auto& c) { return c.first == kind; });
+    if (it == counts.end()) counts.push_back({kind, 1}); else ++it->second;
+  }
+  std::string origin = absl::StrCat("row group #", index, " over [",
+                                    absl::StrJoin(row_group_shape(&group), ", "), "] (");
+  for (size_t i = 0; i < counts.size(); ++i)
+    absl::StrAppend(&origin, i ? ", " : "", counts[i].second, " ", counts[i].first);
+  absl::StrAppend(&origin, ")");
+  MSTEP_ASSIGN_OR_RETURN(
+      GeneratedKernels kernels,
+      generate_loop_kernels(&group, name, types,
+                            [&](mlir::func::FuncOp func) {
+                              return build_row_group_loops(&group, func);
+                            },
+                            options.codegen));
+  return add_kernels(std::move(kernels), name, std::move(params), inputs.size(), origin, options,
+                     compiled);
+}
+
 /// `op`'s generated kernels: a cat with operands written in place or
 /// filled gets its loops per operand (CudaCatLoops.h).
 absl::StatusOr<GeneratedKernels> op_kernels(mlir::Operation& op, const std::string& name,
@@ -355,9 +391,10 @@ CudaCompileOptions default_cuda_compile_options() {
 
 CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime) {
   CudaCompileOptions options = default_cuda_compile_options();
-  options.codegen.row_reduction = runtime.cuda_row_reduction == "thread"
-                                      ? CudaRowReduction::thread
-                                      : CudaRowReduction::block;
+  options.codegen.row_reduction = runtime.cuda_row_reduction == "thread" ? CudaRowReduction::thread
+                                  : runtime.cuda_row_reduction == "block"
+                                      ? CudaRowReduction::block
+                                      : CudaRowReduction::fused;
   options.codegen.column_reduction = runtime.cuda_column_reduction == "thread"
                                          ? CudaColumnReduction::thread
                                          : CudaColumnReduction::split;
@@ -366,15 +403,22 @@ CudaCompileOptions cuda_compile_options(const RuntimeOptions& runtime) {
   return options;
 }
 
-absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
+absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
                                                    const CudaCompileOptions& options) {
-  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  // The rewrites below (row groups among them) are the plan's business:
+  // the caller's module stays as it was.
+  mlir::OwningOpRef<mlir::ModuleOp> module = caller_module.clone();
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
   if (!step) return absl::InvalidArgumentError("cuda backend: the module has no func @step");
   expand_partly_broadcast_batches(step);
   hoist_bias_casts(step);
   sink_bias_grad_casts(step);
   CompiledCudaStep compiled;
   CudaPlan& plan = compiled.plan;
+  // Row groups leave the ops the views analysis gives a role outside them;
+  // the analysis then runs again on the step with its groups.
+  if (options.codegen.row_reduction == CudaRowReduction::fused)
+    group_rows(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn), options.codegen);
   const CudaViews views(step, &CudaAttentionLowering::runs_on_cudnn);
   llvm::DenseMap<mlir::Value, int> ids;
   // A new plan value; a view is an alias of its root (the root of the
@@ -507,6 +551,17 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp module,
         results.push_back(id);
       }
       MSTEP_RETURN_IF_ERROR(lower_custom_op(custom, origin, operands, results, options.archs, plan));
+      continue;
+    }
+    if (is_row_group(&op)) {
+      std::vector<int> params;
+      for (mlir::Value input : row_group_inputs(&op)) params.push_back(ids.at(input));
+      for (mlir::Value result : op.getResults()) {
+        MSTEP_ASSIGN_OR_RETURN(int id, written_value(result, &op));
+        params.push_back(id);
+      }
+      MSTEP_RETURN_IF_ERROR(
+          lower_row_group(op, name, op_index - 1, std::move(params), options, compiled));
       continue;
     }
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, op_kernels(op, name, views, options.codegen));

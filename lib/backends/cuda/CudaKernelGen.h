@@ -46,10 +46,13 @@ class FuncOp;
 namespace mstep::cuda {
 
 /// How the row-wise ops (softmax, log_softmax, layer_norm, rms_norm,
-/// nll_loss's sum) reduce a row (MSTEP_CUDA_ROW_REDUCTION): a block of
-/// threads per row, reducing through shared memory (CudaBlockRows.h), or
-/// one thread per row (the first form; kept to compare the two on a GPU).
-enum class CudaRowReduction { block, thread };
+/// nll_loss's sum, sums and means over the last dims) reduce a row
+/// (MSTEP_CUDA_ROW_REDUCTION): a block of threads per row, reducing
+/// through shared memory (CudaBlockRows.h), with the ops over the same
+/// rows in one kernel (fused: row groups, CudaRowGroups.h) or a kernel
+/// per op (block); or one thread per row (the first form; kept to
+/// compare the forms on a GPU).
+enum class CudaRowReduction { fused, block, thread };
 
 /// How a float sum or mean over leading dims (a column sum: bias and
 /// layer_norm weight gradients) and clip_grad_norm_'s per-tensor norms are
@@ -76,7 +79,7 @@ struct CudaCodegenOptions {
   std::string toolkit;
   /// Threads per block.
   int threads = 256;
-  CudaRowReduction row_reduction = CudaRowReduction::block;
+  CudaRowReduction row_reduction = CudaRowReduction::fused;
   /// With block reductions, rows shorter than this stay one thread per
   /// row (a block would leave most of its threads idle).
   int64_t block_row_min = 32;

@@ -14,6 +14,7 @@
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOptimizerLoops.h"
 #include "lib/backends/cuda/CudaReductionLoops.h"
+#include "lib/backends/cuda/CudaRowForms.h"
 
 #include <algorithm>
 #include <array>
@@ -39,14 +40,7 @@ using namespace loops;
 
 /// Whether rows of `n` elements reduce a block per row (CudaBlockRows.h).
 bool block_per_row(const CudaCodegenOptions& options, int64_t n) {
-  return options.row_reduction == CudaRowReduction::block && n >= options.block_row_min;
-}
-
-/// std::max(m, v) as ref takes it: v when m < v (a NaN is skipped; it
-/// poisons a sum instead).
-Value max_as_ref(ImplicitLocOpBuilder& b, Value m, Value v) {
-  Value less = b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, m, v);
-  return b.create<arith::SelectOp>(less, v, m);
+  return options.row_reduction != CudaRowReduction::thread && n >= options.block_row_min;
 }
 
 Value add(ImplicitLocOpBuilder& b, Value x, Value y) { return b.create<arith::AddFOp>(x, y); }
@@ -61,31 +55,15 @@ void softmax_loops(Operation* op, int64_t dim, bool log, const CudaCodegenOption
   const int64_t outer = product(shape.take_front(dim)), n = shape[dim],
                 inner = product(shape.drop_front(dim + 1));
   Flat x = nest.flat(0), y = nest.flat(1);
-  ImplicitLocOpBuilder& b = nest.b;
   row_loops(nest, block_per_row(options, n), outer * inner, n, [&](Value lane) {
     Value base = nest.affine(nest.div(lane, inner), n * inner, nest.rem(lane, inner));
     auto at = [&nest, base, inner](Value j) { return nest.affine(j, inner, base); };
     auto value = [&nest, x, at](Value j) { return nest.ext(nest.load(x, at(j))); };
+    RowForm form = softmax_form(nest, log, value);
     RowSpec row;
-    row.stats.push_back({-std::numeric_limits<double>::infinity(),
-                         [value](Value j, ArrayRef<Value>) { return value(j); },
-                         [&b](Value m, Value v) { return max_as_ref(b, m, v); }, nullptr});
-    row.stats.push_back(
-        {0.0,
-         [&b, value](Value j, ArrayRef<Value> stats) -> Value {
-           return b.create<math::ExpOp>(b.create<arith::SubFOp>(value(j), stats[0]));
-         },
-         [&b](Value s, Value e) { return add(b, s, e); },
-         log ? std::function<Value(Value)>([&b](Value sum) -> Value {
-           return b.create<math::LogOp>(sum);
-         })
-             : nullptr});
-    row.output = [&nest, &b, value, at, y, log](Value j, ArrayRef<Value> stats) {
-      Value shifted = b.create<arith::SubFOp>(value(j), stats[0]);
-      Value out = log ? b.create<arith::SubFOp>(shifted, stats[1]).getResult()
-                      : b.create<arith::DivFOp>(b.create<math::ExpOp>(shifted), stats[1])
-                            .getResult();
-      nest.store(nest.round_to(out, y.element()), y, at(j));
+    row.stats = std::move(form.stats);
+    row.output = [&nest, at, y, element = form.element](Value j, ArrayRef<Value> stats) {
+      nest.store(nest.round_to(element(j, stats), y.element()), y, at(j));
     };
     return row;
   });
@@ -107,45 +85,17 @@ void norm_loops(Operation* op, int64_t normalized_ndim, double eps, bool rms, in
   if (weight >= 0) w = nest.flat(weight);
   if (bias >= 0) bs = nest.flat(bias);
   ImplicitLocOpBuilder& b = nest.b;
-  auto sum = [&b](Value s, Value v) { return add(b, s, v); };
-  // 1 / sqrt(total / cols + eps).
-  auto inverse_root = [&nest, &b, cols, eps](Value total) -> Value {
-    Value mean = b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(cols)));
-    return b.create<arith::DivFOp>(
-        nest.f64(1.0), b.create<math::SqrtOp>(b.create<arith::AddFOp>(mean, nest.f64(eps))));
-  };
   row_loops(nest, block_per_row(options, cols), rows, cols, [&](Value row) {
     Value base = nest.affine(row, cols, Value());
     auto at = [&b, base](Value c) { return b.create<arith::AddIOp>(base, c).getResult(); };
-    auto value = [&nest, x, at](Value c) { return nest.ext(nest.load(x, at(c))); };
+    auto read = [&nest](Flat f) { return [&nest, f](Value c) { return nest.ext(nest.load(f, c)); }; };
+    RowForm form = norm_form(nest, cols, eps, rms,
+                             [&nest, x, at](Value c) { return nest.ext(nest.load(x, at(c))); },
+                             w ? read(*w) : RowElement(), bs ? read(*bs) : RowElement());
     RowSpec spec;
-    if (rms) {
-      spec.stats.push_back({0.0,
-                            [&b, value](Value c, ArrayRef<Value>) -> Value {
-                              Value v = value(c);
-                              return b.create<arith::MulFOp>(v, v);
-                            },
-                            sum, inverse_root});
-    } else {
-      spec.stats.push_back({0.0, [value](Value c, ArrayRef<Value>) { return value(c); }, sum,
-                            [&nest, &b, cols](Value total) -> Value {
-                              return b.create<arith::DivFOp>(
-                                  total, nest.f64(static_cast<double>(cols)));
-                            }});
-      spec.stats.push_back({0.0,
-                            [&b, value](Value c, ArrayRef<Value> stats) -> Value {
-                              Value d = b.create<arith::SubFOp>(value(c), stats[0]);
-                              return b.create<arith::MulFOp>(d, d);
-                            },
-                            sum, inverse_root});
-    }
-    spec.output = [&nest, &b, value, at, y, w, bs, rms](Value c, ArrayRef<Value> stats) {
-      Value v = value(c);
-      if (!rms) v = b.create<arith::SubFOp>(v, stats[0]);
-      v = b.create<arith::MulFOp>(v, stats.back());
-      if (w) v = b.create<arith::MulFOp>(v, nest.ext(nest.load(*w, c)));
-      if (bs) v = b.create<arith::AddFOp>(v, nest.ext(nest.load(*bs, c)));
-      nest.store(nest.round_to(v, y.element()), y, at(c));
+    spec.stats = std::move(form.stats);
+    spec.output = [&nest, at, y, element = form.element](Value c, ArrayRef<Value> stats) {
+      nest.store(nest.round_to(element(c, stats), y.element()), y, at(c));
     };
     return spec;
   });
