@@ -216,18 +216,19 @@ if [ -x "$codegen_binary" ] && [ -x "$compiler_tool" ] && [ -x "$runner" ]; then
       --layers 4 --heads 4 --seq 256 --batch 8 --vocab 1024 --lr 3e-4 --steps 2 --samples 0 \
       --clip 0 --padding 0 --autocast bf16 --save "$stage/gpt_bench.ref.mstep" > /dev/null
     # Compiled three times, to time the kernel forms against each other:
-    # the defaults (block-wide row reductions, one optimizer launch), one
-    # thread per row (MSTEP_CUDA_ROW_REDUCTION=thread), and the first forms
+    # the defaults (row groups: the ops over the same rows in one
+    # block-per-row kernel; one optimizer launch), a kernel per row op
+    # (MSTEP_CUDA_ROW_REDUCTION=block), and the first forms
     # (thread, a launch per parameter: MSTEP_CUDA_OPTIMIZER=per_tensor, and
     # one thread per column: MSTEP_CUDA_COLUMN_REDUCTION=thread).
     # plans.txt has each plan's summary (launches, copies, cuBLASLt and
     # cuDNN calls).
     : > "$bundle/bench/plans.txt"
-    for variant in "default" "thread:thread:multi" "first:thread:per_tensor:thread"; do
+    for variant in "default" "block:block:multi" "first:thread:per_tensor:thread"; do
       IFS=: read -r name rows optimizer columns <<< "$variant"
       file=gpt_bench.cuda.mstep
       [ "$name" = default ] || file=gpt_bench.$name.cuda.mstep
-      MSTEP_CUDA_ROW_REDUCTION=${rows:-block} MSTEP_CUDA_OPTIMIZER=${optimizer:-multi} \
+      MSTEP_CUDA_ROW_REDUCTION=${rows:-fused} MSTEP_CUDA_OPTIMIZER=${optimizer:-multi} \
         MSTEP_CUDA_COLUMN_REDUCTION=${columns:-split} \
         "$compiler_tool" "$stage/gpt_bench.ref.mstep" --device cuda --zero-values \
         -o "$bundle/bench/$file" | sed "s/^/$name: /" >> "$bundle/bench/plans.txt"
@@ -559,9 +560,9 @@ if [ -d "$bundle/bench" ] && want bench; then
     echo "== mstep replay (mstep-run, cuda plan compiled by mstep-compile)"
     with_libs \
       timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.cuda.mstep" --steps 50 --time 2>&1
-    echo "== the same, one thread per row (MSTEP_CUDA_ROW_REDUCTION=thread)"
+    echo "== the same, a kernel per row op (MSTEP_CUDA_ROW_REDUCTION=block)"
     with_libs \
-      timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.thread.cuda.mstep" --steps 50 \
+      timeout 120 "$bundle/bin/mstep-run" "$bundle/bench/gpt_bench.block.cuda.mstep" --steps 50 \
       --time 2>&1
     echo "== the same, the first forms (thread, MSTEP_CUDA_OPTIMIZER=per_tensor, MSTEP_CUDA_COLUMN_REDUCTION=thread)"
     with_libs \
