@@ -202,16 +202,21 @@ TEST(CudaColumnSumsHost, LaunchesAreChunksTimesTilesThenOneThreadPerColumn) {
   EXPECT_EQ(second.args[1], plan.outputs[0]);
 }
 
-TEST(CudaColumnSumsHost, KernelsAssembleWithSharedMemoryAndNoSpills) {
-  // GPT-mini's column sums: layer_norm weight gradients (f32) and bias
-  // gradients (bf16) over [8·256, 256].
-  testing::CudaStepContext step(R"(
+// GPT-mini's column sums: layer_norm weight gradients (f32) and bias
+// gradients (bf16) over [8·256, 256].
+constexpr const char* kNormGradientSums = R"(
 func.func @step(%x: tensor<8x256x256xf32>, %y: tensor<8x256x256xbf16>) -> (tensor<256xf32>, tensor<1x1x256xbf16>) {
   %s = mstep.sum %x {dims = array<i64: 0, 1>, keepdim = false} : tensor<8x256x256xf32> -> tensor<256xf32>
   %t = mstep.sum %y {dims = array<i64: 0, 1>, keepdim = true} : tensor<8x256x256xbf16> -> tensor<1x1x256xbf16>
   return %s, %t : tensor<256xf32>, tensor<1x1x256xbf16>
-})");
-  auto compiled = compile_cuda_step(step.module(), with_columns(CudaColumnReduction::split));
+})";
+
+TEST(CudaColumnSumsHost, KernelsAssembleWithSharedMemoryAndNoSpills) {
+  // A kernel pair per sum (MSTEP_CUDA_ROW_REDUCTION=block: no batches).
+  testing::CudaStepContext step(kNormGradientSums);
+  CudaCompileOptions options = with_columns(CudaColumnReduction::split);
+  options.codegen.row_reduction = CudaRowReduction::block;
+  auto compiled = compile_cuda_step(step.module(), options);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   const CudaPlan& plan = compiled->plan;
   ASSERT_EQ(plan.launches.size(), 4u);
@@ -235,6 +240,31 @@ func.func @step(%x: tensor<8x256x256xf32>, %y: tensor<8x256x256xbf16>) -> (tenso
                   report.shared_bytes, report.spill_store_bytes, report.spill_load_bytes);
     }
   }
+}
+
+TEST(CudaColumnSumsHost, SiblingSumsAreOneBatchWithTheBytesOfTheirOwnKernels) {
+  // With the default (fused): one kernel pair for both sums
+  // (CudaColumnSumBatches.h), each sum's bytes those of its own pair.
+  const std::vector<std::vector<char>> inputs = {
+      f32_bytes(testing::random_floats(8 * 256 * 256, 31)),
+      bf16_bytes(testing::random_floats(8 * 256 * 256, 32))};
+  CudaCompileOptions block = with_columns(CudaColumnReduction::split);
+  block.codegen.row_reduction = CudaRowReduction::block;
+  const HostRun batched = testing::run_step_on_host(kNormGradientSums, inputs,
+                                                    with_columns(CudaColumnReduction::split));
+  const HostRun alone = testing::run_step_on_host(kNormGradientSums, inputs, block);
+  ASSERT_EQ(batched.plan.launches.size(), 2u);
+  ASSERT_EQ(alone.plan.launches.size(), 4u);
+  const CudaKernelInfo& pass1 = batched.plan.kernels[batched.plan.launches[0].kernel];
+  EXPECT_THAT(pass1.origin, HasSubstr("column-sum batch"));
+  EXPECT_THAT(pass1.grid, ElementsAre(256u, 1u, 1u));
+  for (const PtxasKernelReport& report : pass1.reports) {
+    EXPECT_EQ(report.shared_bytes, 2 * 256 * 8) << report.arch;  // a tree buffer per sum
+    EXPECT_EQ(report.spill_store_bytes, 0) << report.arch;
+  }
+  ASSERT_EQ(batched.outputs.size(), 2u);
+  ASSERT_EQ(alone.outputs.size(), 2u);
+  for (size_t o = 0; o < 2; ++o) EXPECT_TRUE(batched.outputs[o] == alone.outputs[o]) << "output " << o;
 }
 
 // ---- clip_grad_norm_ --------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "test/cuda/HostStepCheck.h"
 #include "test/cuda/HostStepRun.h"
@@ -270,6 +271,52 @@ TEST(CudaRowGroups, AGroupNeverWaitsOnItselfThroughAnotherOp) {
   const std::vector<float> want = testing::values_of<float>((*ref)[0]);
   for (size_t k = 0; k < got.size(); ++k)
     EXPECT_NEAR(got[k], want[k], 1e-5 * (1 + std::fabs(want[k]))) << "mean(d * p)[" << k << "]";
+}
+
+// q, k and v's gradients put back into their packed projection's shape:
+// slice_scatters into zeros added by a fusion (the last dim, in thirds),
+// one more along the middle dim with a step of 2, and one read twice
+// (which stays a kernel of its own).
+constexpr const char* kScatters = R"(
+func.func @step(%z: tensor<2x6x12xf32>, %a: tensor<2x6x4xf32>, %b: tensor<2x6x4xf32>,
+                %c: tensor<2x6x4xf32>, %d: tensor<2x3x12xf32>, %s: tensor<f32>)
+    -> (tensor<2x6x12xf32>, tensor<2x6x12xf32>) {
+  %0 = mstep.slice_scatter %z, %a {dim = 2 : i64, end = 4 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x6x12xf32>, tensor<2x6x4xf32>
+  %1 = mstep.slice_scatter %z, %b {dim = 2 : i64, end = 8 : i64, start = 4 : i64, step = 1 : i64} : tensor<2x6x12xf32>, tensor<2x6x4xf32>
+  %2 = mstep.slice_scatter %z, %c {dim = 2 : i64, end = 12 : i64, start = 8 : i64, step = 1 : i64} : tensor<2x6x12xf32>, tensor<2x6x4xf32>
+  %3 = mstep.slice_scatter %z, %d {dim = 1 : i64, end = 6 : i64, start = 1 : i64, step = 2 : i64} : tensor<2x6x12xf32>, tensor<2x3x12xf32>
+  %4 = mstep.fusion ins(%0, %1, %2, %3, %s : tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<2x6x12xf32>, tensor<f32>) -> tensor<2x6x12xf32> {
+  ^bb0(%x0: tensor<2x6x12xf32>, %x1: tensor<2x6x12xf32>, %x2: tensor<2x6x12xf32>, %x3: tensor<2x6x12xf32>, %k: tensor<f32>):
+    %5 = mstep.add %x0, %x1 : tensor<2x6x12xf32>, tensor<2x6x12xf32> -> tensor<2x6x12xf32>
+    %6 = mstep.add %5, %x2 : tensor<2x6x12xf32>, tensor<2x6x12xf32> -> tensor<2x6x12xf32>
+    %7 = mstep.mul %x3, %k : tensor<2x6x12xf32>, tensor<f32> -> tensor<2x6x12xf32>
+    %8 = mstep.sub %6, %7 : tensor<2x6x12xf32>, tensor<2x6x12xf32> -> tensor<2x6x12xf32>
+    mstep.yield %8 : tensor<2x6x12xf32>
+  }
+  return %4, %3 : tensor<2x6x12xf32>, tensor<2x6x12xf32>
+}
+)";
+
+TEST(CudaRowGroups, AFusionTakesTheSliceScattersOnlyItReadsWithRefsBytes) {
+  std::vector<std::vector<char>> inputs = {
+      testing::random_bytes(2 * 6 * 12, 11), testing::random_bytes(2 * 6 * 4, 12),
+      testing::random_bytes(2 * 6 * 4, 13), testing::random_bytes(2 * 6 * 4, 14),
+      testing::random_bytes(2 * 3 * 12, 15), testing::random_bytes(1, 16)};
+  // A -0.0 in a source: the sum with the other scatters' +0.0 makes it
+  // +0.0, which the fused kernel keeps too.
+  const float negative_zero = -0.0f;
+  std::memcpy(inputs[1].data(), &negative_zero, sizeof negative_zero);
+  testing::Outputs out = testing::run_both(kScatters, inputs);
+  testing::expect_same_as_ref(out);
+  const Launches n = launches_of(out.plan);
+  EXPECT_EQ(n.all, 3) << "the fusion with 3 scatters, and the one read twice: a copy and a scatter";
+  int with_scatters = 0;
+  for (const CudaKernelInfo& kernel : out.plan.kernels)
+    with_scatters += kernel.origin.find("3 mstep.slice_scatter, 1 mstep.fusion") != std::string::npos;
+  EXPECT_EQ(with_scatters, 1);
+  testing::HostStepRun block =
+      testing::run_step_on_host(kScatters, inputs, with_rows(CudaRowReduction::block));
+  EXPECT_EQ(launches_of(block.plan).all, 9);
 }
 
 TEST(CudaRowGroups, TheBlockFormKeepsAKernelPerOp) {

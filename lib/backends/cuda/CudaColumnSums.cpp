@@ -110,51 +110,77 @@ std::optional<std::pair<int64_t, int64_t>> leading_columns(Operation* op) {
 
 void column_sum_loops(Operation* op, std::pair<int64_t, int64_t> shape,
                       const CudaCodegenOptions& options, Nest& nest) {
+  column_sums_loops({{nest.flat(0), nest.flat(1), isa<dialect::MeanOp>(op)}}, shape, options,
+                    nest);
+}
+
+void column_sums_loops(ArrayRef<ColumnSum> sums, std::pair<int64_t, int64_t> shape,
+                       const CudaCodegenOptions& options, Nest& nest) {
   const auto [rows, columns] = shape;
-  if (columns == 0) return;
-  const bool mean = isa<dialect::MeanOp>(op);
+  if (columns == 0 || sums.empty()) return;
+  const int64_t count = static_cast<int64_t>(sums.size());
   const ColumnSplit split =
       split_columns(rows, columns, options.threads, options.split_target_blocks);
-  Flat x = nest.flat(0), y = nest.flat(1);
   ImplicitLocOpBuilder& b = nest.b;
   const Fold sum{0.0, [&b](Value s, Value v) -> Value { return b.create<arith::AddFOp>(s, v); }};
   // ref's rounding: the f64 sum (/ rows for a mean), rounded once.
-  auto store_output = [&nest, &b, y, rows, mean](Value column, Value total) {
-    if (mean) total = b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(rows)));
-    nest.store(nest.round_to(total, y.element()), y, column);
+  auto store_output = [&nest, &b, rows](const ColumnSum& s, Value column, Value total) {
+    if (s.mean) total = b.create<arith::DivFOp>(total, nest.f64(static_cast<double>(rows)));
+    nest.store(nest.round_to(total, s.y.element()), s.y, column);
   };
-  // Chunk k's partial of column c at [k · columns + c] (a plan temporary).
+  // Sum s's chunk k's partial of column c at [(s · chunks + k) · columns
+  // + c] (a plan temporary).
   Value partials;
   if (split.chunks > 1)
-    partials = b.create<memref::AllocOp>(MemRefType::get({split.chunks * columns}, b.getF64Type()));
+    partials = b.create<memref::AllocOp>(
+        MemRefType::get({count * split.chunks * columns}, b.getF64Type()));
   block_rows(nest, split.blocks(), options.threads, [&](Value block, BlockRow& blk) {
     Value tile_index = nest.rem(block, split.tiles), chunk = nest.div(block, split.tiles);
     Value first = nest.affine(chunk, split.chunk_rows, Value());
     Value end = b.create<arith::MinUIOp>(
         b.create<arith::AddIOp>(first, nest.index(split.chunk_rows)), nest.index(rows));
-    tile_partials(
-        nest, blk, split.tile, tile_index, columns, sum,
-        [&](Value column, Value lane) {
-          return strided_fold(
-              nest, b.create<arith::AddIOp>(first, lane), end, split.row_lanes, sum,
-              [&](Value r) { return nest.ext(nest.load(x, nest.affine(r, columns, column))); });
-        },
-        [&](Value column, Value value) {
-          if (split.chunks == 1)
-            store_output(column, value);
-          else
-            b.create<memref::StoreOp>(value, partials,
-                                      ValueRange{nest.affine(chunk, columns, column)});
-        });
+    for (int64_t k = 0; k < count; ++k) {
+      const ColumnSum& s = sums[k];
+      tile_partials(
+          nest, blk, split.tile, tile_index, columns, sum,
+          [&](Value column, Value lane) {
+            return strided_fold(
+                nest, b.create<arith::AddIOp>(first, lane), end, split.row_lanes, sum,
+                [&](Value r) { return nest.ext(nest.load(s.x, nest.affine(r, columns, column))); });
+          },
+          [&](Value column, Value value) {
+            if (split.chunks == 1) {
+              store_output(s, column, value);
+              return;
+            }
+            Value at = nest.affine(nest.affine(chunk, columns, column), 1,
+                                   nest.index(k * split.chunks * columns));
+            b.create<memref::StoreOp>(value, partials, ValueRange{at});
+          });
+    }
   });
   if (split.chunks == 1) return;
-  nest.parallel(columns, [&](Value column) {
+  // The chunks' partials in order, a lane per column of each sum.
+  nest.parallel(count * columns, [&](Value lane) {
+    Value k = nest.div(lane, columns), column = nest.rem(lane, columns);
+    Value base = nest.affine(k, split.chunks * columns, column);
     Value total =
-        nest.loop(split.chunks, {nest.f64(0)}, [&](Value k, ValueRange acc) -> SmallVector<Value> {
-          Value at = nest.affine(k, columns, column);
+        nest.loop(split.chunks, {nest.f64(0)}, [&](Value c, ValueRange acc) -> SmallVector<Value> {
+          Value at = nest.affine(c, columns, base);
           return {sum.combine(acc[0], b.create<memref::LoadOp>(partials, ValueRange{at}))};
         })[0];
-    store_output(column, total);
+    for (int64_t i = 0; i < count; ++i) {
+      if (count == 1) {
+        store_output(sums[i], column, total);
+        break;
+      }
+      auto mine = b.create<scf::IfOp>(
+          b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, k, nest.index(i)),
+          /*withElseRegion=*/false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(mine.thenBlock()->getTerminator());
+      store_output(sums[i], column, total);
+    }
   });
 }
 

@@ -85,4 +85,19 @@ std::optional<std::pair<int64_t, int64_t>> leading_columns(Operation* op);
 void column_sum_loops(Operation* op, std::pair<int64_t, int64_t> shape,
                       const CudaCodegenOptions& options, Nest& nest);
 
+/// One sum of several over the same {rows, columns}: its input, its
+/// output, and whether it is a mean.
+struct ColumnSum {
+  Flat x, y;
+  bool mean = false;
+};
+
+/// `sums`' split column sums in one launch per pass: each block does its
+/// chunk and column tile of every sum in turn, the second pass a lane per
+/// column of each sum. Each sum's bytes are those of its own kernels (the
+/// same folds in the same order). A column-sum batch
+/// (CudaColumnSumBatches.h): a layer_norm's weight and bias gradients.
+void column_sums_loops(ArrayRef<ColumnSum> sums, std::pair<int64_t, int64_t> shape,
+                       const CudaCodegenOptions& options, Nest& nest);
+
 } // namespace mstep::cuda::loops

@@ -15,13 +15,17 @@
 #include "lib/backends/cuda/CudaAutocastBias.h"
 #include "lib/backends/cuda/CudaCatLoops.h"
 #include "lib/backends/cuda/CudaConvLoops.h"
+#include "lib/backends/cuda/CudaColumnSumBatches.h"
 #include "lib/backends/cuda/CudaConvLowering.h"
+#include "lib/backends/cuda/CudaElementwiseBatches.h"
 #include "lib/backends/cuda/CudaCustomLowering.h"
 #include "lib/backends/cuda/CudaExecutable.h"
 #include "lib/backends/cuda/CudaPlanFormat.h"
 #include "lib/backends/cuda/CudaPtxas.h"
 #include "lib/backends/cuda/CudaRowGroupLoops.h"
+#include "lib/backends/cuda/CudaOpGroups.h"
 #include "lib/backends/cuda/CudaRowGroups.h"
+#include "lib/backends/cuda/CudaSliceScatterFusions.h"
 #include "lib/backends/cuda/CudaViews.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -330,25 +334,35 @@ absl::Status add_kernels(GeneratedKernels kernels, const std::string& name, std:
   return absl::OkStatus();
 }
 
-/// A row group's kernel (CudaRowGroupLoops.h), on its inputs' and
-/// results' plan values `params`, into the plan.
-absl::Status lower_row_group(mlir::Operation& group, const std::string& name, int index,
-                             std::vector<int> params, const CudaCompileOptions& options,
-                             CompiledCudaStep& compiled) {
-  llvm::SmallVector<mlir::Value> inputs = row_group_inputs(&group);
+/// A row group's kernel (CudaRowGroupLoops.h), an elementwise batch's
+/// (CudaElementwiseBatches.h), a column-sum batch's
+/// (CudaColumnSumBatches.h) or a fusion's with its slice_scatters
+/// (CudaSliceScatterFusions.h), on its inputs' and results' plan values
+/// `params`, into the plan.
+absl::Status lower_op_group(mlir::Operation& group, const std::string& name, int index,
+                            std::vector<int> params, const CudaCompileOptions& options,
+                            CompiledCudaStep& compiled) {
+  const bool rows = is_row_group(&group), columns = is_column_sum_batch(&group),
+             scatters = is_slice_scatter_fusion(&group);
+  llvm::SmallVector<mlir::Value> inputs = op_group_inputs(&group);
   llvm::SmallVector<mlir::Type> types;
   for (mlir::Value input : inputs) types.push_back(input.getType());
   llvm::append_range(types, group.getResultTypes());
   // Its origin counts the ops it holds: "row group #12 over [8, 256, 256]
-  // (4 mstep.mean, 5 mstep.fusion)".
+  // (4 mstep.mean, 5 mstep.fusion)", "elementwise batch #30 (14
+  // mstep.fusion)".
   std::vector<std::pair<std::string, int>> counts;
   for (mlir::Operation& op : group.getRegion(0).front().without_terminator()) {
     const std::string kind = op.getName().getStringRef().str();
     auto it = std::find_if(counts.begin(), counts.end(), [&](auto& c) { return c.first == kind; });
     if (it == counts.end()) counts.push_back({kind, 1}); else ++it->second;
   }
-  std::string origin = absl::StrCat("row group #", index, " over [",
-                                    absl::StrJoin(row_group_shape(&group), ", "), "] (");
+  std::string origin =
+      rows ? absl::StrCat("row group #", index, " over [",
+                          absl::StrJoin(row_group_shape(&group), ", "), "] (")
+      : columns  ? absl::StrCat("column-sum batch #", index, " (")
+      : scatters ? absl::StrCat("fusion with its slice_scatters #", index, " (")
+                : absl::StrCat("elementwise batch #", index, " (");
   for (size_t i = 0; i < counts.size(); ++i)
     absl::StrAppend(&origin, i ? ", " : "", counts[i].second, " ", counts[i].first);
   absl::StrAppend(&origin, ")");
@@ -356,7 +370,12 @@ absl::Status lower_row_group(mlir::Operation& group, const std::string& name, in
       GeneratedKernels kernels,
       generate_loop_kernels(&group, name, types,
                             [&](mlir::func::FuncOp func) {
-                              return build_row_group_loops(&group, func);
+                              if (rows) return build_row_group_loops(&group, func);
+                              if (scatters) return build_slice_scatter_fusion_loops(&group, func);
+                              if (columns)
+                                return build_column_sum_batch_loops(&group, func,
+                                                                    options.codegen);
+                              return build_elementwise_batch_loops(&group, func);
                             },
                             options.codegen));
   return add_kernels(std::move(kernels), name, std::move(params), inputs.size(), origin, options,
@@ -415,10 +434,15 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
   sink_bias_grad_casts(step);
   CompiledCudaStep compiled;
   CudaPlan& plan = compiled.plan;
-  // Row groups leave the ops the views analysis gives a role outside them;
-  // the analysis then runs again on the step with its groups.
-  if (options.codegen.row_reduction == CudaRowReduction::fused)
+  // Row groups and batches leave the ops the views analysis gives a role
+  // outside them; the analysis then runs again on the step with them.
+  if (options.codegen.row_reduction == CudaRowReduction::fused) {
     group_rows(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn), options.codegen);
+    fuse_slice_scatters(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn));
+    batch_elementwise(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn));
+    batch_column_sums(step, CudaViews(step, &CudaAttentionLowering::runs_on_cudnn),
+                      options.codegen);
+  }
   const CudaViews views(step, &CudaAttentionLowering::runs_on_cudnn);
   llvm::DenseMap<mlir::Value, int> ids;
   // A new plan value; a view is an alias of its root (the root of the
@@ -553,15 +577,16 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
       MSTEP_RETURN_IF_ERROR(lower_custom_op(custom, origin, operands, results, options.archs, plan));
       continue;
     }
-    if (is_row_group(&op)) {
+    if (is_row_group(&op) || is_elementwise_batch(&op) || is_column_sum_batch(&op) ||
+        is_slice_scatter_fusion(&op)) {
       std::vector<int> params;
-      for (mlir::Value input : row_group_inputs(&op)) params.push_back(ids.at(input));
+      for (mlir::Value input : op_group_inputs(&op)) params.push_back(ids.at(input));
       for (mlir::Value result : op.getResults()) {
         MSTEP_ASSIGN_OR_RETURN(int id, written_value(result, &op));
         params.push_back(id);
       }
       MSTEP_RETURN_IF_ERROR(
-          lower_row_group(op, name, op_index - 1, std::move(params), options, compiled));
+          lower_op_group(op, name, op_index - 1, std::move(params), options, compiled));
       continue;
     }
     MSTEP_ASSIGN_OR_RETURN(GeneratedKernels kernels, op_kernels(op, name, views, options.codegen));

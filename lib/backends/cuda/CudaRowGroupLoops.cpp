@@ -6,6 +6,7 @@
 #include "lib/backends/cuda/CudaLoopNest.h"
 #include "lib/backends/cuda/CudaOpLoops.h"
 #include "lib/backends/cuda/CudaRowForms.h"
+#include "lib/backends/cuda/CudaOpGroups.h"
 #include "lib/backends/cuda/CudaRowGroups.h"
 #include "llvm/ADT/DenseMap.h"
 #include "mstep/ir/dialect/MstepOps.h"
@@ -38,7 +39,7 @@ class RowGroupBuilder {
   absl::Status build() {
     Block& body = group_->getRegion(0).front();
     unsigned param = 0;
-    for (Value input : row_group_inputs(group_)) inputs_[input] = nest_.flat(param++);
+    for (Value input : op_group_inputs(group_)) inputs_[input] = nest_.flat(param++);
     std::vector<std::pair<Value, Flat>> wide_out, row_out;
     for (Value yielded : body.getTerminator()->getOperands()) {
       const Flat out = nest_.flat(param++);

@@ -24,7 +24,7 @@ class FuncOp;
 namespace mstep::cuda {
 
 /// Fills the empty entry block of `func` (parameters: memrefs of the
-/// group's inputs, row_group_inputs' order, then of its results) with
+/// group's inputs, op_group_inputs' order, then of its results) with
 /// `group`'s loops and a return.
 absl::Status build_row_group_loops(mlir::Operation* group, mlir::func::FuncOp func);
 

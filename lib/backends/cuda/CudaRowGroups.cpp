@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "lib/backends/cuda/CudaKernelGen.h"
+#include "lib/backends/cuda/CudaOpGroups.h"
 #include "lib/backends/cuda/CudaViews.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -161,14 +162,7 @@ class Grouping {
     bool alive = false;
   };
 
-  /// Whether `op` may join a group: a top-level op that launches a
-  /// kernel of its own whose results have bytes of their own.
-  bool free(Operation* op) const {
-    if (op->getBlock() != &body_ || views_.launches_nothing(op)) return false;
-    return llvm::none_of(op->getResults(), [&](Value result) {
-      return views_.view_of(result) || views_.attention_strides(result);
-    });
-  }
+  bool free(Operation* op) const { return may_join_op_group(op, body_, views_); }
 
   /// The top-level op holding `op`.
   Operation* top(Operation* op) const { return body_.findAncestorOpInBlock(*op); }
@@ -257,67 +251,6 @@ class Grouping {
   std::vector<Group> groups_;
 };
 
-/// Ops a group may not move past (their order is part of the step's
-/// contract with other ranks or with the outside world).
-bool pinned(Operation* op) {
-  return isa<dialect::AllReduceOp, dialect::AllGatherOp, dialect::BroadcastOp,
-             dialect::ReduceScatterOp, dialect::CustomOp>(op);
-}
-
-/// Wraps `members` (program order) in a row group at the last one's place;
-/// false (and nothing changed) where an op that depends on them would
-/// have to move past a pinned op.
-bool wrap(Block& body, ArrayRef<int64_t> wide, const std::vector<Operation*>& members) {
-  llvm::DenseSet<Operation*> in_group(members.begin(), members.end());
-  Operation* last = members.back();
-  // Ops between the first member and the last that depend on the group.
-  llvm::DenseSet<Operation*> moved_set;
-  std::vector<Operation*> moved;
-  for (Operation* op = members.front()->getNextNode(); op != last; op = op->getNextNode()) {
-    if (in_group.contains(op)) continue;
-    bool depends = false;
-    op->walk([&](Operation* inner) {
-      for (Value operand : inner->getOperands())
-        if (Operation* producer = operand.getDefiningOp())
-          if (Operation* outer = body.findAncestorOpInBlock(*producer);
-              outer && (in_group.contains(outer) || moved_set.contains(outer)))
-            depends = true;
-    });
-    if (!depends) continue;
-    if (pinned(op)) return false;
-    moved_set.insert(op);
-    moved.push_back(op);
-  }
-  // The values read after the group: its results.
-  SmallVector<Value> outputs;
-  for (Operation* member : members)
-    for (Value result : member->getResults())
-      if (llvm::any_of(result.getUsers(), [&](Operation* user) {
-            Operation* outer = body.findAncestorOpInBlock(*user);
-            return !outer || !in_group.contains(outer);
-          }))
-        outputs.push_back(result);
-  OpBuilder b(last);
-  SmallVector<Type> types;
-  for (Value output : outputs) types.push_back(output.getType());
-  auto group = b.create<scf::ExecuteRegionOp>(last->getLoc(), types);
-  group->setAttr(kRowGroupAttr, b.getDenseI64ArrayAttr(wide));
-  Block* inner = b.createBlock(&group.getRegion());
-  for (Operation* member : members) member->moveBefore(inner, inner->end());
-  b.setInsertionPointToEnd(inner);
-  b.create<scf::YieldOp>(last->getLoc(), outputs);
-  for (auto [output, result] : llvm::zip(outputs, group.getResults()))
-    output.replaceUsesWithIf(result, [&](OpOperand& use) {
-      return !group->isAncestor(use.getOwner());
-    });
-  Operation* after = group;
-  for (Operation* op : moved) {
-    op->moveAfter(after);
-    after = op;
-  }
-  return true;
-}
-
 } // namespace
 
 std::optional<RowClass> row_class(ArrayRef<int64_t> shape, ArrayRef<int64_t> wide) {
@@ -342,7 +275,10 @@ int group_rows(func::FuncOp step, const CudaViews& views, const CudaCodegenOptio
   Grouping grouping(step, views, options);
   int wrapped = 0;
   for (auto& [wide, members] : grouping.find())
-    wrapped += wrap(step.getBody().front(), wide, members) ? 1 : 0;
+    wrapped += wrap_op_group(step.getBody().front(), kRowGroupAttr,
+                             OpBuilder(step).getDenseI64ArrayAttr(wide), members)
+                   ? 1
+                   : 0;
   return wrapped;
 }
 
@@ -352,20 +288,6 @@ bool is_row_group(Operation* op) {
 
 SmallVector<int64_t> row_group_shape(Operation* group) {
   return SmallVector<int64_t>(cast<DenseI64ArrayAttr>(group->getAttr(kRowGroupAttr)).asArrayRef());
-}
-
-SmallVector<Value> row_group_inputs(Operation* group) {
-  SmallVector<Value> inputs;
-  llvm::DenseSet<Value> seen;
-  group->walk([&](Operation* op) {
-    for (Value operand : op->getOperands()) {
-      Operation* producer = operand.getDefiningOp();
-      const bool outside = producer ? !group->isAncestor(producer)
-                                    : !group->isAncestor(operand.getParentBlock()->getParentOp());
-      if (outside && seen.insert(operand).second) inputs.push_back(operand);
-    }
-  });
-  return inputs;
 }
 
 } // namespace mstep::cuda

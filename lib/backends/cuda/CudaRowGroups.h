@@ -20,13 +20,9 @@
 // elementwise value recomputed from the group's inputs where it is needed,
 // the values read outside the group stored once.
 //
-// In the step, a group is an scf.execute_region marked kRowGroupAttr (its
-// value: W) at the place of its last op, holding the ops in order and
-// yielding the values read outside it; ops between its first and last op
-// that depend on it move after it. The memory planner sees one op: the
-// group's inputs live until it ends, its results from then on, and the
-// values inside it get no bytes. Ops the views analysis (CudaViews.h)
-// gives a role (views, epilogues, bias gradients) stay outside groups.
+// In the step, a group is wrapped as CudaOpGroups.h says, marked
+// kRowGroupAttr (its value: W). Ops the views analysis (CudaViews.h) gives
+// a role (views, epilogues, bias gradients) stay outside groups.
 // Library-internal; MLIR.
 #pragma once
 
@@ -80,9 +76,5 @@ bool is_row_group(mlir::Operation* op);
 
 /// A row group's W.
 llvm::SmallVector<int64_t> row_group_shape(mlir::Operation* group);
-
-/// The values a row group reads from outside it, in order of first use:
-/// its kernel's first parameters (its results follow).
-llvm::SmallVector<mlir::Value> row_group_inputs(mlir::Operation* group);
 
 } // namespace mstep::cuda
