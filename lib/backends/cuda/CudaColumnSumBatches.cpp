@@ -3,6 +3,7 @@
 
 #include "lib/backends/cuda/CudaColumnSums.h"
 #include "lib/backends/cuda/CudaKernelGen.h"
+#include "lib/backends/cuda/CudaOpGroupLoops.h"
 #include "lib/backends/cuda/CudaOpGroups.h"
 #include "lib/backends/cuda/CudaViews.h"
 #include "llvm/ADT/DenseMap.h"
@@ -47,10 +48,7 @@ absl::Status build_column_sum_batch_loops(Operation* batch, func::FuncOp func,
                                           const CudaCodegenOptions& options) {
   loops::Nest nest(func);
   Block& body = batch->getRegion(0).front();
-  llvm::DenseMap<Value, loops::Flat> buffers;
-  unsigned param = 0;
-  for (Value input : op_group_inputs(batch)) buffers[input] = nest.flat(param++);
-  for (Value result : body.getTerminator()->getOperands()) buffers[result] = nest.flat(param++);
+  llvm::DenseMap<Value, loops::Flat> buffers = op_group_buffers(nest, batch);
   std::vector<loops::ColumnSum> sums;
   for (Operation& op : body.without_terminator())
     if (auto out = buffers.find(op.getResult(0)); out != buffers.end())  // (read after it)

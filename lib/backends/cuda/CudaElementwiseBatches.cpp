@@ -2,6 +2,7 @@
 #include "lib/backends/cuda/CudaElementwiseBatches.h"
 
 #include "lib/backends/cuda/CudaLoopNest.h"
+#include "lib/backends/cuda/CudaOpGroupLoops.h"
 #include "lib/backends/cuda/CudaOpGroups.h"
 #include "lib/backends/cuda/CudaViews.h"
 #include "llvm/ADT/DenseMap.h"
@@ -109,10 +110,7 @@ absl::Status build_elementwise_batch_loops(Operation* batch, func::FuncOp func) 
   Nest nest(func);
   ImplicitLocOpBuilder& b = nest.b;
   Block& body = batch->getRegion(0).front();
-  llvm::DenseMap<Value, Flat> buffers;
-  unsigned param = 0;
-  for (Value input : op_group_inputs(batch)) buffers[input] = nest.flat(param++);
-  for (Value result : body.getTerminator()->getOperands()) buffers[result] = nest.flat(param++);
+  llvm::DenseMap<Value, Flat> buffers = op_group_buffers(nest, batch);
   int64_t total = 0;
   for (Operation& op : body.without_terminator()) total += elements(op.getResult(0));
   nest.parallel(total, [&](Value i) {
@@ -135,17 +133,8 @@ absl::Status build_elementwise_batch_loops(Operation* batch, func::FuncOp func) 
         return element[v] = nest.load(flat, elements(v) == n ? at : nest.index(0));
       };
       SmallVector<Value> results;
-      if (auto fusion = dyn_cast<dialect::FusionOp>(op)) {
-        Block& inner = fusion.getBody().front();
-        for (auto [arg, input] : llvm::zip(inner.getArguments(), fusion.getInputs()))
-          element[arg] = read(input);
-        for (Operation& scalar : inner.without_terminator()) {
-          SmallVector<Value> operands;
-          for (Value operand : scalar.getOperands()) operands.push_back(element.at(operand));
-          element[scalar.getResult(0)] = dialect::emitScalarOp(b, &scalar, operands);
-        }
-        for (Value yielded : inner.getTerminator()->getOperands())
-          results.push_back(element.at(yielded));
+      if (isa<dialect::FusionOp>(op)) {
+        results = fusion_elements(nest, &op, read);
       } else {
         SmallVector<Value> operands;
         for (Value operand : op.getOperands()) operands.push_back(read(operand));

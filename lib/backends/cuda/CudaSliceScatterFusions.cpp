@@ -2,6 +2,7 @@
 #include "lib/backends/cuda/CudaSliceScatterFusions.h"
 
 #include "lib/backends/cuda/CudaLoopNest.h"
+#include "lib/backends/cuda/CudaOpGroupLoops.h"
 #include "lib/backends/cuda/CudaOpGroups.h"
 #include "lib/backends/cuda/CudaViews.h"
 #include "llvm/ADT/DenseMap.h"
@@ -80,10 +81,7 @@ absl::Status build_slice_scatter_fusion_loops(Operation* group, func::FuncOp fun
   Nest nest(func);
   ImplicitLocOpBuilder& b = nest.b;
   Block& body = group->getRegion(0).front();
-  llvm::DenseMap<Value, Flat> buffers;
-  unsigned param = 0;
-  for (Value input : op_group_inputs(group)) buffers[input] = nest.flat(param++);
-  for (Value result : body.getTerminator()->getOperands()) buffers[result] = nest.flat(param++);
+  llvm::DenseMap<Value, Flat> buffers = op_group_buffers(nest, group);
   auto fusion = cast<dialect::FusionOp>(body.getTerminator()->getPrevNode());
   ArrayRef<int64_t> shape = shape_of(fusion.getResult(0));
   const int64_t n = product(shape);
@@ -126,19 +124,9 @@ absl::Status build_slice_scatter_fusion_loops(Operation* group, func::FuncOp fun
       }
       return pick.getResult(0);
     };
-    Block& inner = fusion.getBody().front();
-    llvm::DenseMap<Value, Value> element;
-    for (auto [arg, input] : llvm::zip(inner.getArguments(), fusion.getInputs()))
-      element[arg] = read(input);
-    for (Operation& scalar : inner.without_terminator()) {
-      SmallVector<Value> operands;
-      for (Value operand : scalar.getOperands()) operands.push_back(element.at(operand));
-      element[scalar.getResult(0)] = dialect::emitScalarOp(b, &scalar, operands);
-    }
-    for (auto [result, yielded] :
-         llvm::zip(fusion.getResults(), inner.getTerminator()->getOperands()))
-      if (auto out = buffers.find(result); out != buffers.end())
-        nest.store(element.at(yielded), out->second, e);
+    SmallVector<Value> results = fusion_elements(nest, fusion, read);
+    for (auto [result, value] : llvm::zip(fusion.getResults(), results))
+      if (auto out = buffers.find(result); out != buffers.end()) nest.store(value, out->second, e);
   });
   b.create<func::ReturnOp>();
   return absl::OkStatus();
