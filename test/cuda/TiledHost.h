@@ -149,7 +149,8 @@ inline void run_tiled_on_host(mlir::MLIRContext& context, const CompiledCudaStep
 /// transposed, B [n, k]; bias [n] shared by the batch), each dot product
 /// accumulated in double and rounded once to f32, then the bias added and
 /// ReLU or GELU (tanh form, cuBLASLt's) applied in f32, and C rounded to
-/// the dtype (f32, bf16 or f16, cuBLASLt's f32 accumulation); and the bias
+/// the dtype (f32, bf16 or f16, cuBLASLt's f32 accumulation; f32 with
+/// shape.f32_result); and the bias
 /// gradient (shape.bias_grad, into `grad`): op(A) or op(B) summed over k
 /// in double, rounded once.
 inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b, const char* bias,
@@ -190,7 +191,10 @@ inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b
         if (s.epilogue == MatmulEpilogue::gelu)
           out = 0.5f * out *
                 (1.f + std::tanh(0.7978845608f * (out + 0.044715f * out * out * out)));
-        store(c, t * info.c_stride + i * s.n + j, out);
+        if (s.f32_result)
+          reinterpret_cast<float*>(c)[t * info.c_stride + i * s.n + j] = out;
+        else
+          store(c, t * info.c_stride + i * s.n + j, out);
       }
   if (grad == nullptr) return;
   ASSERT_EQ(info.batch, 1);

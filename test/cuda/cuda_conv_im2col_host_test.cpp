@@ -7,19 +7,23 @@
 // checked against ref's within the sum's rounding: |cuda - ref| <=
 // (n + 2) u S + u |ref|, with n the terms of the element's sum (R = C/G x
 // kh x kw for the forward op, O/G x kh x kw for the input gradient, N x OH
-// x OW for the weight gradient), u the dtype's unit roundoff (2^-24, or
-// 2^-8 for bf16, whose matmul result is rounded before col2im and the bias
-// add) and S = sum |x w| (+ |bias|): ref's outputs for |x|, |w|, |bias|.
-// The same steps with MSTEP_CUDA_CONV=direct match ref bit for bit.
-// Shapes: groups, stride 2, dilation, padding, 1x1, batch 1, bf16.
+// x OW for the weight gradient), u the dtype's unit roundoff (2^-24; 2^-8
+// for bf16, whose matmul result is rounded before col2im and the bias add;
+// 2^-11 for f16, whose matmul result stays f32 there) and S = sum |x w|
+// (+ |bias|): ref's outputs for |x|, |w|, |bias|. The same steps with
+// MSTEP_CUDA_CONV=direct match ref bit for bit. Shapes: groups, stride 2,
+// dilation, padding, 1x1, batch 1, bf16, f16 (also the conformance cases'
+// f16 convolutions, and f16 sums past f16's range).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lib/backends/cuda/CudaConvGeometry.h"
 #include "lib/backends/cuda/CudaPlanSummary.h"
 #include "lib/compiler/Compiler.h"
 #include "test/cuda/ConformanceSteps.h"
@@ -32,24 +36,24 @@ struct Geometry {
   int64_t n, c, h, w, o, groups, kh, kw;
   std::array<int64_t, 2> stride = {1, 1}, pad = {0, 0}, dilation = {1, 1};
   bool bias = false;
-  bool bf16 = false;
+  DType dtype = DType::f32;
   int64_t out(int d) const {
     const int64_t in = d == 0 ? h : w, k = d == 0 ? kh : kw;
     return (in + 2 * pad[d] - dilation[d] * (k - 1) - 1) / stride[d] + 1;
   }
 };
 
-std::string dims(std::initializer_list<int64_t> d, bool bf16) {
+std::string dims(std::initializer_list<int64_t> d, DType dtype) {
   std::string s = "tensor<";
   for (int64_t v : d) absl::StrAppend(&s, v, "x");
-  return absl::StrCat(s, bf16 ? "bf16>" : "f32>");
+  return absl::StrCat(s, dtype_name(dtype), ">");
 }
 
 /// func @step(x, w, [b,] dy) -> (y, dx, dw) of `g`.
 std::string step_text(const Geometry& g) {
-  const std::string x = dims({g.n, g.c, g.h, g.w}, g.bf16),
-                    w = dims({g.o, g.c / g.groups, g.kh, g.kw}, g.bf16), b = dims({g.o}, g.bf16),
-                    y = dims({g.n, g.o, g.out(0), g.out(1)}, g.bf16);
+  const std::string x = dims({g.n, g.c, g.h, g.w}, g.dtype),
+                    w = dims({g.o, g.c / g.groups, g.kh, g.kw}, g.dtype), b = dims({g.o}, g.dtype),
+                    y = dims({g.n, g.o, g.out(0), g.out(1)}, g.dtype);
   const std::string attrs = absl::StrCat(
       "{dilation = array<i64: ", g.dilation[0], ", ", g.dilation[1], ">, groups = ", g.groups,
       " : i64, padding = array<i64: ", g.pad[0], ", ", g.pad[1], ">, stride = array<i64: ",
@@ -69,6 +73,19 @@ struct Inputs {
   std::vector<std::vector<char>> values, magnitudes;
 };
 
+/// `v` rounded to `dtype` (f32, bf16 or f16), as bytes.
+std::vector<char> bytes_in(const std::vector<float>& v, DType dtype) {
+  if (dtype == DType::f32) return bytes_of(v);
+  if (dtype == DType::bf16) {
+    std::vector<BFloat16> out;
+    for (float x : v) out.push_back(BFloat16(x));
+    return bytes_of(out);
+  }
+  std::vector<Float16> out;
+  for (float x : v) out.push_back(Float16(x));
+  return bytes_of(out);
+}
+
 Inputs inputs_of(const Geometry& g, uint32_t seed) {
   std::vector<int64_t> sizes = {g.n * g.c * g.h * g.w, g.o * (g.c / g.groups) * g.kh * g.kw};
   if (g.bias) sizes.push_back(g.o);
@@ -77,27 +94,26 @@ Inputs inputs_of(const Geometry& g, uint32_t seed) {
   for (int64_t size : sizes) {
     std::vector<float> v = random_floats(static_cast<size_t>(size), seed++), a = v;
     for (float& x : a) x = std::fabs(x);
-    if (g.bf16) {
-      std::vector<BFloat16> bv, ba;
-      for (float x : v) bv.push_back(BFloat16(x));
-      for (float x : a) ba.push_back(BFloat16(x));
-      in.values.push_back(bytes_of(bv));
-      in.magnitudes.push_back(bytes_of(ba));
-    } else {
-      in.values.push_back(bytes_of(v));
-      in.magnitudes.push_back(bytes_of(a));
-    }
+    in.values.push_back(bytes_in(v, g.dtype));
+    in.magnitudes.push_back(bytes_in(a, g.dtype));
   }
   return in;
 }
 
-std::vector<double> doubles(const std::vector<char>& bytes, bool bf16) {
+std::vector<double> doubles(const std::vector<char>& bytes, DType dtype) {
   std::vector<double> out;
-  if (bf16)
+  if (dtype == DType::bf16)
     for (BFloat16 v : values_of<BFloat16>(bytes)) out.push_back(float(v));
+  else if (dtype == DType::f16)
+    for (Float16 v : values_of<Float16>(bytes)) out.push_back(float(v));
   else
     for (float v : values_of<float>(bytes)) out.push_back(v);
   return out;
+}
+
+/// The unit roundoff of `dtype`'s results (f32, bf16 or f16).
+double unit_roundoff(DType dtype) {
+  return std::ldexp(1.0, dtype == DType::bf16 ? -8 : dtype == DType::f16 ? -11 : -24);
 }
 
 /// The plan of `text` under `options`, run on the host (run_plan_on_host).
@@ -160,15 +176,15 @@ CudaPlan check_both_forms(const Geometry& g, uint32_t seed) {
   const PlanRun im2col = run_plan(text, in.values, with_form(CudaConvForm::im2col));
   EXPECT_EQ(summarize_cuda_plan(im2col.plan).conv_gemms, 3);
   EXPECT_EQ(summarize_cuda_plan(im2col.plan).conv_direct, 0);
-  const double u = g.bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -24);
+  const double u = unit_roundoff(g.dtype);
   const int64_t taps = g.kh * g.kw;
   const int64_t terms[3] = {g.c / g.groups * taps, g.o / g.groups * taps,
                             g.n * g.out(0) * g.out(1)};
   EXPECT_EQ(im2col.outputs.size(), 3u);
   for (size_t k = 0; k < im2col.outputs.size() && k < 3; ++k) {
-    const std::vector<double> got = doubles(im2col.outputs[k], g.bf16),
-                              want = doubles((*ref)[k], g.bf16),
-                              scale = doubles((*magnitude)[k], g.bf16);
+    const std::vector<double> got = doubles(im2col.outputs[k], g.dtype),
+                              want = doubles((*ref)[k], g.dtype),
+                              scale = doubles((*magnitude)[k], g.dtype);
     EXPECT_EQ(got.size(), want.size());
     if (got.size() != want.size()) continue;
     int bad = 0;
@@ -240,11 +256,125 @@ TEST(CudaConvIm2colHost, DepthwiseWithBias) {
 
 TEST(CudaConvIm2colHost, Bf16GroupsAndBias) {
   check_both_forms({.n = 2, .c = 4, .h = 6, .w = 5, .o = 4, .groups = 2, .kh = 3, .kw = 3,
-                    .pad = {1, 1}, .bias = true, .bf16 = true},
+                    .pad = {1, 1}, .bias = true, .dtype = DType::bf16},
                    90);
   check_both_forms({.n = 1, .c = 3, .h = 6, .w = 5, .o = 4, .groups = 1, .kh = 3, .kw = 3,
-                    .stride = {2, 2}, .pad = {1, 1}, .bf16 = true},
+                    .stride = {2, 2}, .pad = {1, 1}, .dtype = DType::bf16},
                    95);
+}
+
+/// How many of `plan`'s matmul steps write an f32 result (f16's sums that
+/// a kernel adds to: the forward product before its bias, the column
+/// gradients col2im sums).
+int f32_results(const CudaPlan& plan) {
+  int n = 0;
+  for (const CudaMatmulInfo& m : plan.matmuls) n += m.shape.f32_result;
+  return n;
+}
+
+TEST(CudaConvIm2colHost, F16ShapesRoundOnlyTheirOutputs) {
+  // Groups, stride 2x1, padding, dilation and a bias at batch 2: the f32
+  // product swapped back with the bias, col2im from f32 column gradients.
+  CudaPlan plan = check_both_forms(
+      {.n = 2, .c = 4, .h = 7, .w = 9, .o = 6, .groups = 2, .kh = 3, .kw = 2, .stride = {2, 1},
+       .pad = {1, 2}, .dilation = {1, 2}, .bias = true, .dtype = DType::f16},
+      130);
+  EXPECT_EQ(kernels_named(plan, ": swap_out_bias"), 1);
+  EXPECT_EQ(f32_results(plan), 2);
+  // Stride 2 at batch 1 with a bias: the bias added to the f32 product out
+  // of place.
+  plan = check_both_forms({.n = 1, .c = 3, .h = 8, .w = 7, .o = 5, .groups = 1, .kh = 3,
+                           .kw = 3, .stride = {2, 2}, .pad = {1, 1}, .bias = true,
+                           .dtype = DType::f16},
+                          140);
+  EXPECT_EQ(kernels_named(plan, ": bias"), 1);
+  EXPECT_EQ(f32_results(plan), 2);
+  // Dilation and padding at batch 3 without a bias: the forward matmul
+  // writes y (f16) itself; only col2im's columns are f32.
+  plan = check_both_forms({.n = 3, .c = 2, .h = 9, .w = 7, .o = 3, .groups = 1, .kh = 3,
+                           .kw = 3, .pad = {2, 2}, .dilation = {2, 2}, .dtype = DType::f16},
+                          150);
+  EXPECT_EQ(f32_results(plan), 1);
+  // 1x1 with a bias at batch 2: no col2im (the matmul writes dx).
+  plan = check_both_forms({.n = 2, .c = 5, .h = 3, .w = 7, .o = 4, .groups = 1, .kh = 1,
+                           .kw = 1, .bias = true, .dtype = DType::f16},
+                          160);
+  EXPECT_EQ(kernels_named(plan, ": col2im"), 0);
+  EXPECT_EQ(f32_results(plan), 1);
+  // Depthwise with a bias at batch 1: the groups' product is y's layout.
+  plan = check_both_forms({.n = 1, .c = 3, .h = 5, .w = 5, .o = 3, .groups = 3, .kh = 3,
+                           .kw = 3, .pad = {1, 1}, .bias = true, .dtype = DType::f16},
+                          170);
+  EXPECT_EQ(kernels_named(plan, ": swap_out_bias"), 0);
+  EXPECT_EQ(kernels_named(plan, ": bias"), 1);
+}
+
+TEST(CudaConvIm2colHost, F16SumsPastItsRangeAreInfWhereRefsAreAndOnlyThere) {
+  // x [1, 1, 4, 1] = (400, 100, 100, 300), w [1, 1, 2, 1] = (256, -256),
+  // bias -20000, dy = (300, 300, -300). Every partial sum is an integer
+  // below 2^24, exact in f32 in any order, so cuda's outputs must equal
+  // ref's bit for bit, infinities included:
+  //   y  = (256 (400 - 100) - 20000, -20000, 256 (100 - 300) - 20000)
+  //      = (56800, -20000, -inf): y[0]'s product 76800 is past f16's 65504;
+  //   dx = (76800, 76800 - 76800, -76800 - 76800, 76800) = (inf, 0, -inf,
+  //      inf): every column gradient is +-76800 (in f16 they would be
+  //      +-inf and dx[1] inf - inf = NaN);
+  //   dw = (300 (400 + 100 - 100), 300 (100 + 100 - 300)) = (inf, -30000).
+  const Geometry g{.n = 1, .c = 1, .h = 4, .w = 1, .o = 1, .groups = 1, .kh = 2, .kw = 1,
+                   .bias = true, .dtype = DType::f16};
+  const std::string text = step_text(g);
+  const std::vector<std::vector<char>> inputs = {
+      bytes_in({400, 100, 100, 300}, DType::f16), bytes_in({256, -256}, DType::f16),
+      bytes_in({-20000}, DType::f16), bytes_in({300, 300, -300}, DType::f16)};
+  CudaStepContext step(text.c_str());
+  auto ref = ref_outputs(step.module(), inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_EQ(ref->size(), 3u);
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(doubles((*ref)[0], DType::f16), ::testing::ElementsAre(56800, -20000, -inf));
+  EXPECT_THAT(doubles((*ref)[1], DType::f16), ::testing::ElementsAre(inf, 0, -inf, inf));
+  EXPECT_THAT(doubles((*ref)[2], DType::f16), ::testing::ElementsAre(inf, -30000));
+  for (CudaConvForm form : {CudaConvForm::direct, CudaConvForm::im2col}) {
+    const PlanRun run = run_plan(text, inputs, with_form(form));
+    ASSERT_EQ(run.outputs.size(), 3u);
+    for (size_t k = 0; k < 3; ++k)
+      EXPECT_TRUE(run.outputs[k] == (*ref)[k])
+          << (form == CudaConvForm::im2col ? "im2col" : "direct") << " form, output " << k
+          << ": " << ::testing::PrintToString(doubles(run.outputs[k], DType::f16));
+  }
+}
+
+TEST(CudaConvIm2colHost, ConformanceF16ConvolutionsWithinTheirBound) {
+  // The convolutions of the conformance suite's f16 cases (the f16 twins
+  // of all_cases_with_f16()), each geometry checked as above on random
+  // inputs: the direct loops bit for bit, the im2col form within (n + 2)
+  // u S + u |ref|, u = 2^-11.
+  std::vector<Geometry> geometries;
+  for (const conformance::ConformanceCase& c : conformance::all_cases_with_f16()) {
+    bool f16 = false;
+    for (const conformance::InputSpec& s : c.inputs) f16 |= s.dtype == DType::f16;
+    if (!f16) continue;
+    std::optional<RefStep> step = run_case_on_ref(c);
+    if (!step) continue;
+    absl::Status status = with_optimized_module(
+        *step->graph, "cuda", CompileOptions{}, RuntimeOptions{}, [&](mlir::ModuleOp module) {
+          module.walk([&](dialect::Conv2dOp op) {
+            const conv::Conv v = conv::geometry_of(op);
+            const auto element = mlir::cast<mlir::ShapedType>(op.getType()).getElementType();
+            if (!element.isF16()) return;
+            geometries.push_back({.n = v.batch, .c = v.channels, .h = v.height, .w = v.width,
+                                  .o = v.out_channels, .groups = v.groups, .kh = v.kernel_h,
+                                  .kw = v.kernel_w, .stride = v.stride, .pad = v.pad,
+                                  .dilation = v.dilation, .bias = static_cast<bool>(op.getBias()),
+                                  .dtype = DType::f16});
+          });
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(status.ok()) << c.name << ": " << status;
+  }
+  ASSERT_FALSE(geometries.empty()) << "no f16 convolution among the conformance cases";
+  uint32_t seed = 200;
+  for (const Geometry& g : geometries) check_both_forms(g, seed += 10);
 }
 
 TEST(CudaConvIm2colHost, DirectLoopsWhereTheScratchIsTooLargeOrTheDtypeIsNotCublasLts) {
@@ -260,15 +390,15 @@ TEST(CudaConvIm2colHost, DirectLoopsWhereTheScratchIsTooLargeOrTheDtypeIsNotCubl
   EXPECT_EQ(summarize_cuda_plan(compiled->plan).conv_direct, 3);
   EXPECT_THAT(compiled->plan.kernels[0].origin,
               ::testing::HasSubstr("direct loops (im2col scratch of"));
-  CudaStepContext f16(R"(
-func.func @step(%x: tensor<1x2x5x5xf16>, %w: tensor<3x2x3x3xf16>) -> tensor<1x3x3x3xf16> {
-  %y = mstep.conv2d %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : tensor<1x2x5x5xf16>, tensor<3x2x3x3xf16> -> tensor<1x3x3x3xf16>
-  return %y : tensor<1x3x3x3xf16>
+  CudaStepContext f64(R"(
+func.func @step(%x: tensor<1x2x5x5xf64>, %w: tensor<3x2x3x3xf64>) -> tensor<1x3x3x3xf64> {
+  %y = mstep.conv2d %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} : tensor<1x2x5x5xf64>, tensor<3x2x3x3xf64> -> tensor<1x3x3x3xf64>
+  return %y : tensor<1x3x3x3xf64>
 })");
-  auto half = compile_cuda_step(f16.module(), default_cuda_compile_options());
-  ASSERT_TRUE(half.ok()) << half.status();
-  EXPECT_THAT(describe_cuda_step(half->plan, half->plan.launches[0]),
-              ::testing::HasSubstr("direct loops (f16: the im2col form takes f32 and bf16)"));
+  auto wide = compile_cuda_step(f64.module(), default_cuda_compile_options());
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_THAT(describe_cuda_step(wide->plan, wide->plan.launches[0]),
+              ::testing::HasSubstr("direct loops (f64: the im2col form takes f32, bf16 and f16"));
 }
 
 TEST(CudaConvIm2colOption, EnvironmentPicksTheFormAndRejectsOtherValues) {
@@ -286,11 +416,12 @@ TEST(CudaConvIm2colOption, EnvironmentPicksTheFormAndRejectsOtherValues) {
 
 TEST(CudaConvIm2colHost, ConformanceConvCasesTakeTheIm2colForm) {
   // The conformance suite's conv2d training steps (test/unit/conformance/
-  // NNCases.h: forward, input and weight gradients) in both forms: every
-  // f32 and bf16 convolution takes the im2col form; the steps per replay
-  // of each plan are printed (README, notes: the launch counts).
+  // NNCases.h: forward, input and weight gradients; their f16 twins) in
+  // both forms: every f32, bf16 and f16 convolution takes the im2col form;
+  // the steps per replay of each plan are printed (README, notes: the
+  // launch counts).
   int cases = 0;
-  for (const conformance::ConformanceCase& c : conformance::all_cases()) {
+  for (const conformance::ConformanceCase& c : conformance::all_cases_with_f16()) {
     if (!absl::StartsWith(c.name, "conv2d")) continue;
     std::optional<RefStep> step = run_case_on_ref(c);
     if (!step) continue;

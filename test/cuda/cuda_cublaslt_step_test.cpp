@@ -200,6 +200,26 @@ protected:
     return work;
   }
   static std::string address(CUdeviceptr p) { return std::to_string(p); }
+  /// A pointer as a kernel launch's argument bytes.
+  static std::string pointer_bytes(CUdeviceptr p) {
+    return std::string(reinterpret_cast<const char*>(&p), sizeof p);
+  }
+  /// The plan of a conv2d of x [2, 3, 6, 6], w [4, 3, 3, 3] and a bias
+  /// (padding 1) in `dtype`, its kernels known to the fake driver.
+  absl::StatusOr<CudaPlan> conv_plan(DType dtype) {
+    const std::string text = absl::StrReplaceAll(R"(
+func.func @step(%x: tensor<2x3x6x6x$T>, %w: tensor<4x3x3x3x$T>, %b: tensor<4x$T>) -> tensor<2x4x6x6x$T> {
+  %y = mstep.conv2d %x, %w, %b {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : tensor<2x3x6x6x$T>, tensor<4x3x3x3x$T>, tensor<4x$T> -> tensor<2x4x6x6x$T>
+  return %y : tensor<2x4x6x6x$T>
+}
+)",
+                                                 {{"$T", dtype_name(dtype)}});
+    absl::StatusOr<CudaPlan> plan = plan_of(text.c_str());
+    if (plan.ok())
+      for (const CudaLaunchStep& l : plan->launches)
+        if (l.matmul < 0) fake_.add_kernel(plan->kernels[l.kernel].name, l.args.size());
+    return plan;
+  }
   testing::FakeCudaDriver fake_;
   std::unique_ptr<CudaBackend> backend_;
 };
@@ -306,15 +326,8 @@ TEST_F(CudaCublasLtExecutableTest, AConvolutionIsIm2colThenOneBatchedCallThenThe
   // kernel writes the columns (arena scratch), one call batched over the
   // 2 images reads them with w shared (stride 0) and writes y, then the
   // bias kernel adds to y in place.
-  auto plan = plan_of(R"(
-func.func @step(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>) -> tensor<2x4x6x6xf32> {
-  %y = mstep.conv2d %x, %w, %b {dilation = array<i64: 1, 1>, groups = 1 : i64, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : tensor<2x3x6x6xf32>, tensor<4x3x3x3xf32>, tensor<4xf32> -> tensor<2x4x6x6xf32>
-  return %y : tensor<2x4x6x6xf32>
-}
-)");
+  auto plan = conv_plan(DType::f32);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  for (const CudaLaunchStep& l : plan->launches)
-    if (l.matmul < 0) fake_.add_kernel(plan->kernels[l.kernel].name, l.args.size());
   auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
   ASSERT_TRUE(exe.ok()) << exe.status();
   BufferPtr x = input({Shape({2, 3, 6, 6}), DType::f32});
@@ -325,9 +338,6 @@ func.func @step(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   std::vector<testing::FakeCall> work = work_since(before);
   ASSERT_EQ(work.size(), 3u);
-  auto pointer_bytes = [](CUdeviceptr p) {
-    return std::string(reinterpret_cast<const char*>(&p), sizeof p);
-  };
   const CUdeviceptr y = CudaBackend::device_pointer(*(*outputs)[0]);
   EXPECT_EQ(work[0].name, "cuLaunchKernel");  // im2col(x) -> columns
   ASSERT_EQ(work[0].args.size(), 2u);
@@ -347,6 +357,39 @@ func.func @step(%x: tensor<2x3x6x6xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf
               ::testing::ElementsAre(27 * 36, 0, 4 * 36));
   EXPECT_EQ(work[2].name, "cuLaunchKernel");  // y += bias
   EXPECT_THAT(work[2].args, ::testing::ElementsAre(pointer_bytes(CudaBackend::device_pointer(*b)),
+                                                   pointer_bytes(y)));
+}
+
+TEST_F(CudaCublasLtExecutableTest, AnF16ConvolutionsProductIsF32UntilItsBiasKernel) {
+  // f16 (CudaConvLowering.h): A and B f16, C f32 (arena scratch, not y),
+  // f32 compute; the bias kernel reads the f32 product and the bias and
+  // writes y, rounding once.
+  auto plan = conv_plan(DType::f16);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->matmuls.size(), 1u);
+  EXPECT_EQ(plan->matmuls[0].shape.dtype, DType::f16);
+  EXPECT_TRUE(plan->matmuls[0].shape.f32_result);
+  testing::fake_cublaslt_state().desc_types.clear();
+  testing::fake_cublaslt_state().layout_types.clear();
+  auto exe = CudaExecutable::create(*backend_, *plan, fake_cublaslt());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  BufferPtr b = input({Shape({4}), DType::f16});
+  const size_t before = fake_.calls.size();
+  auto outputs = (*exe)->run({input({Shape({2, 3, 6, 6}), DType::f16}),
+                              input({Shape({4, 3, 3, 3}), DType::f16}), b});
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const testing::FakeCublasLtState& state = testing::fake_cublaslt_state();
+  EXPECT_THAT(state.layout_types, ::testing::ElementsAre(CUDA_R_16F, CUDA_R_16F, CUDA_R_32F));
+  ASSERT_EQ(state.desc_types.size(), 1u);
+  EXPECT_EQ(state.desc_types[0].first, CUBLAS_COMPUTE_32F);
+  std::vector<testing::FakeCall> work = work_since(before);
+  ASSERT_EQ(work.size(), 3u);  // im2col, the matmul, the bias
+  const CUdeviceptr y = CudaBackend::device_pointer(*(*outputs)[0]);
+  EXPECT_EQ(work[1].name, "cublasLtMatmul");
+  EXPECT_NE(work[1].target, y);
+  EXPECT_EQ(work[2].name, "cuLaunchKernel");  // y = product + bias (the kernel's order)
+  EXPECT_THAT(work[2].args, ::testing::UnorderedElementsAre(pointer_bytes(work[1].target),
+                                                   pointer_bytes(CudaBackend::device_pointer(*b)),
                                                    pointer_bytes(y)));
 }
 

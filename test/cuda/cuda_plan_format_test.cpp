@@ -104,6 +104,22 @@ CudaPlan small_plan() {
   return plan;
 }
 
+TEST(CudaPlanFormat, AMatmulsF32ResultRoundTrips) {
+  // Version 10: a 16-bit matmul that writes f32 (an f16 convolution's
+  // product before its bias, CudaConvLowering.h).
+  CudaPlan plan = small_plan();
+  plan.matmuls[0].shape.dtype = DType::f16;
+  plan.matmuls[0].shape.f32_result = true;
+  auto back = deserialize_cuda_plan(serialize_cuda_plan(plan));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->matmuls[0].shape.f32_result);
+  EXPECT_TRUE(*back == plan);
+  // An f32 result of f32 operands is no call cuBLASLt is asked for.
+  plan.matmuls[0].shape.dtype = DType::f32;
+  EXPECT_THAT(deserialize_cuda_plan(serialize_cuda_plan(plan)).status().message(),
+              HasSubstr("an f32 result goes with bf16 or f16 operands"));
+}
+
 TEST(CudaPlanFormat, ACorruptOrTruncatedBlobIsAClearError) {
   auto plan = plan_of(testing::kFourChainStep);
   ASSERT_TRUE(plan.ok()) << plan.status();

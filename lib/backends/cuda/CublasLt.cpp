@@ -56,6 +56,7 @@ std::string MatmulShape::to_string() const {
                                dtype_name(dtype));
   if (transpose_a) absl::StrAppend(&s, ", A transposed");
   if (transpose_b) absl::StrAppend(&s, ", B transposed");
+  if (f32_result) absl::StrAppend(&s, ", f32 result");
   if (bias || epilogue != MatmulEpilogue::none)
     absl::StrAppend(&s, ", ", bias ? "bias" : "", bias && epilogue != MatmulEpilogue::none ? " + " : "",
                     epilogue != MatmulEpilogue::none ? epilogue_name(epilogue) : "");
@@ -95,6 +96,13 @@ absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape,
   if (shape.dtype != DType::f32 && shape.dtype != DType::bf16 && shape.dtype != DType::f16)
     return absl::InvalidArgumentError(absl::StrCat("cublasLt matmul ", shape.to_string(),
                                                    ": only f32, bf16 and f16 are supported"));
+  if (shape.f32_result && (shape.dtype == DType::f32 || shape.bias ||
+                           shape.epilogue != MatmulEpilogue::none ||
+                           shape.bias_grad != MatmulBiasGrad::none))
+    return absl::InvalidArgumentError(
+        absl::StrCat("cublasLt matmul ", shape.to_string(),
+                     ": an f32 result goes with bf16 or f16 operands and no bias, activation or "
+                     "bias gradient"));
   if (shape.bias_grad != MatmulBiasGrad::none &&
       (shape.bias || shape.epilogue != MatmulEpilogue::none || batch.count != 1))
     return absl::InvalidArgumentError(absl::StrCat(
@@ -222,8 +230,9 @@ absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::find_plan(const MatmulShap
   // The bias, or the bias gradient, has the output's type (the top).
   if (shape.bias || shape.bias_grad != MatmulBiasGrad::none)
     MSTEP_RETURN_IF_ERROR(set_desc(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type));
-  auto layout = [&](cublasLtMatrixLayout_t* out, const CublasLtOperand& o) -> absl::Status {
-    MSTEP_RETURN_IF_ERROR(check(api.cublasLtMatrixLayoutCreate(out, type, o.rows, o.cols, o.ld),
+  auto layout = [&](cublasLtMatrixLayout_t* out, const CublasLtOperand& o,
+                    cudaDataType_t layout_type) -> absl::Status {
+    MSTEP_RETURN_IF_ERROR(check(api.cublasLtMatrixLayoutCreate(out, layout_type, o.rows, o.cols, o.ld),
                                 "cublasLtMatrixLayoutCreate", shape));
     if (gemm.batch_count == 1) return absl::OkStatus();
     auto set_layout = [&](cublasLtMatrixLayoutAttribute_t attribute, const auto& value) {
@@ -233,9 +242,9 @@ absl::StatusOr<CublasLtMatmul::Plan*> CublasLtMatmul::find_plan(const MatmulShap
     MSTEP_RETURN_IF_ERROR(set_layout(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, gemm.batch_count));
     return set_layout(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, o.batch_stride);
   };
-  MSTEP_RETURN_IF_ERROR(layout(&plan->a, gemm.a));
-  MSTEP_RETURN_IF_ERROR(layout(&plan->b, gemm.b));
-  MSTEP_RETURN_IF_ERROR(layout(&plan->c, gemm.c));
+  MSTEP_RETURN_IF_ERROR(layout(&plan->a, gemm.a, type));
+  MSTEP_RETURN_IF_ERROR(layout(&plan->b, gemm.b, type));
+  MSTEP_RETURN_IF_ERROR(layout(&plan->c, gemm.c, shape.f32_result ? CUDA_R_32F : type));
 
   cublasLtMatmulPreference_t preference = nullptr;
   MSTEP_RETURN_IF_ERROR(check(api.cublasLtMatmulPreferenceCreate(&preference),

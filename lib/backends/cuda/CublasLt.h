@@ -98,11 +98,14 @@ enum class MatmulBiasGrad : uint8_t { none, lhs, rhs };
 /// transpose_b), bias [n] when `bias`; or C = op(A) op(B) and a bias
 /// gradient (`bias_grad`, written where the bias pointer points). A, B, C,
 /// the bias and the bias gradient have `dtype` (f32, or bf16 or f16
-/// accumulated in f32). GELU is the tanh approximation.
+/// accumulated in f32), except that with `f32_result` C is f32 (a 16-bit
+/// product that a kernel rounds later: no bias, epilogue or bias
+/// gradient). GELU is the tanh approximation.
 struct MatmulShape {
   int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;
   DType dtype = DType::f32;
+  bool f32_result = false;
   MatmulEpilogue epilogue = MatmulEpilogue::none;
   bool bias = false;
   MatmulBiasGrad bias_grad = MatmulBiasGrad::none;
@@ -112,9 +115,10 @@ struct MatmulShape {
   friend bool operator==(const MatmulShape&, const MatmulShape&) = default;
   /// The order of the plan cache.
   friend bool operator<(const MatmulShape& x, const MatmulShape& y) {
-    return std::tie(x.m, x.n, x.k, x.transpose_a, x.transpose_b, x.dtype, x.epilogue, x.bias,
-                    x.bias_grad) < std::tie(y.m, y.n, y.k, y.transpose_a, y.transpose_b, y.dtype,
-                                            y.epilogue, y.bias, y.bias_grad);
+    return std::tie(x.m, x.n, x.k, x.transpose_a, x.transpose_b, x.dtype, x.f32_result,
+                    x.epilogue, x.bias, x.bias_grad) <
+           std::tie(y.m, y.n, y.k, y.transpose_a, y.transpose_b, y.dtype, y.f32_result,
+                    y.epilogue, y.bias, y.bias_grad);
   }
 };
 
@@ -157,7 +161,8 @@ struct CublasLtGemm {
 };
 
 /// The arithmetic above. Errors: a size below 1, a dtype other than f32,
-/// bf16 and f16, a bias gradient with a bias, an activation or a batch, a batch
+/// bf16 and f16, an f32 result of f32 or with a bias, an epilogue or a
+/// bias gradient, a bias gradient with a bias, an activation or a batch, a batch
 /// below 1 or above INT32_MAX, a negative stride, a C stride under C's
 /// matrix (each names the shape).
 absl::StatusOr<CublasLtGemm> plan_cublaslt_gemm(const MatmulShape& shape,

@@ -16,10 +16,16 @@ Value column_at(Nest& nest, const Conv& conv, ColumnLayout layout, Value n, Valu
   return nest.affine(nest.affine(nest.affine(g, rows, r), conv.batch, n), positions, p);
 }
 
-/// b + y (`element`s) in ref's accumulator, rounded back.
+/// `v` (an `element`, or already in its accumulator: f16's f32 matmul
+/// results) in ref's accumulator for `element`.
+Value in_accumulator(Nest& nest, Value v, Type element) {
+  return v.getType() == loops::accumulator_of(element) ? v : loops::widen(nest, v, element);
+}
+
+/// x + y in ref's accumulator for `element`, rounded to `element`.
 Value add_in_accumulator(Nest& nest, Value x, Value y, Type element) {
-  Value sum = nest.b.create<arith::AddFOp>(loops::widen(nest, x, element),
-                                           loops::widen(nest, y, element));
+  Value sum = nest.b.create<arith::AddFOp>(in_accumulator(nest, x, element),
+                                           in_accumulator(nest, y, element));
   return loops::narrow(nest, sum, element);
 }
 
@@ -75,8 +81,8 @@ void build_col2im(const Conv& conv, ColumnLayout layout, func::FuncOp func) {
             Value has = loops::both(nest, has_h, has_w);
             Value r = nest.affine(kh, conv.kernel_w, add(nest, first_row, kw));
             Value p = safe(nest, has, nest.affine(oh, conv.out_w, ow));
-            Value v = loops::widen(nest, nest.load(columns, column_at(nest, conv, layout, n, g, r, p)),
-                                   element);
+            Value v = in_accumulator(
+                nest, nest.load(columns, column_at(nest, conv, layout, n, g, r, p)), element);
             Value next = b.create<arith::AddFOp>(s1[0], v);
             return {b.create<arith::SelectOp>(has, next, s1[0])};
           });
@@ -97,7 +103,7 @@ void build_swap_outer_dims(int64_t outer, int64_t inner, int64_t positions, bool
     Value p = nest.rem(i, positions), in = nest.rem(nest.div(i, positions), inner);
     Value out = nest.div(i, positions * inner);
     Value v = nest.load(x, nest.affine(nest.affine(in, outer, out), positions, p));
-    if (b) v = add_in_accumulator(nest, v, nest.load(*b, in), element);
+    v = b ? add_in_accumulator(nest, v, nest.load(*b, in), element) : loops::narrow(nest, v, element);
     nest.store(v, y, i);
   });
   nest.b.create<func::ReturnOp>();
@@ -105,11 +111,13 @@ void build_swap_outer_dims(int64_t outer, int64_t inner, int64_t positions, bool
 
 void build_add_bias(int64_t channels, int64_t positions, func::FuncOp func) {
   Nest nest(func);
-  Flat bias = nest.flat(0), y = nest.flat(1);
+  const unsigned bias_arg = func.getNumArguments() == 2 ? 0 : 1;
+  Flat bias = nest.flat(bias_arg), y = nest.flat(bias_arg + 1);
+  const Flat product = bias_arg == 0 ? y : nest.flat(0);
   const Type element = y.element();
-  nest.parallel(loops::numel(nest.param(1)), [&](Value i) {
+  nest.parallel(loops::numel(nest.param(bias_arg + 1)), [&](Value i) {
     Value o = nest.rem(nest.div(i, positions), channels);
-    nest.store(add_in_accumulator(nest, nest.load(y, i), nest.load(bias, o), element), y, i);
+    nest.store(add_in_accumulator(nest, nest.load(product, i), nest.load(bias, o), element), y, i);
   });
   nest.b.create<func::ReturnOp>();
 }

@@ -29,16 +29,19 @@ void build_im2col(const Conv& conv, ColumnLayout layout, func::FuncOp func);
 
 /// func(columns, dx): dx[n, c, ih, iw] = sum over the kernel taps (kh, kw),
 /// in that order, of columns[n, g, (c', kh, kw), p] where the output
-/// position p's tap (kh, kw) is (ih, iw); summed in ref's accumulator.
+/// position p's tap (kh, kw) is (ih, iw); summed in ref's accumulator
+/// (the columns are dx's dtype, or f32 for f16: CudaConvLowering.cpp).
 void build_col2im(const Conv& conv, ColumnLayout layout, func::FuncOp func);
 
 /// func(x, [bias,] y): y[a, b, p] = x[b, a, p] (+ bias[b]) for y of dims
 /// [outer, inner, positions]: [N][O][P] and [O][N][P] swapped; the bias
-/// added in ref's accumulator.
+/// added in ref's accumulator (x is y's dtype, or f32 rounded to y's).
 void build_swap_outer_dims(int64_t outer, int64_t inner, int64_t positions, bool bias,
                            func::FuncOp func);
 
-/// func(bias, y): y[n, o, p] += bias[o] in place (y [N][O][P]).
+/// func(bias, y): y[n, o, p] += bias[o] in place (y [N][O][P]); or
+/// func(product, bias, y): y[n, o, p] = product[n, o, p] + bias[o], the
+/// product f32 (f16's) or y's dtype, rounded once.
 void build_add_bias(int64_t channels, int64_t positions, func::FuncOp func);
 
 }  // namespace mstep::cuda::conv

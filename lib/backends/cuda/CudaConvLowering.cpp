@@ -23,10 +23,19 @@ struct Im2col {
   bool col2im = false;         ///< the matmul writes column gradients, col2im sums them
   bool swap_grad = false;      ///< dy swapped to [O][N][P] before the matmul
   bool swap_out = false;       ///< the matmul writes [O][N][P], swapped into y
-  MatmulShape shape;
+  bool product = false;        ///< the forward's matmul writes scratch (swap_out, or the bias
+                               ///< added out of place to an f32 product)
+  MatmulShape shape;           ///< f32_result: f16's sums stay f32 until their kernel rounds
   MatmulBatch batch;
-  int64_t scratch_elements = 0;
+  int64_t scratch_bytes = 0;
 };
+
+/// The dtype of a matmul's scratch result that a kernel adds to (col2im's
+/// taps, the bias): f16's stays f32, so that only the output is rounded,
+/// once, as ref does, and a partial sum past f16's range (65504) does not
+/// become inf where the output would not; bf16 has f32's range and keeps
+/// its own dtype.
+DType summed_product_dtype(DType dtype) { return dtype == DType::f16 ? DType::f32 : dtype; }
 
 Im2col im2col_of(mlir::Operation* op, const Conv& c, DType dtype) {
   const int64_t N = c.batch, G = c.groups, R = c.column_rows(), P = c.positions();
@@ -41,7 +50,8 @@ Im2col im2col_of(mlir::Operation* op, const Conv& c, DType dtype) {
   const bool by_batch = f.layout == ColumnLayout::by_batch;
   const bool x_is_columns = c.pointwise() && (by_batch || N == 1);
   const int64_t column_elements = conv::column_elements(c);
-  if (mlir::isa<dialect::Conv2dOp>(op)) {
+  DType product_dtype = dtype;
+  if (auto forward = mlir::dyn_cast<dialect::Conv2dOp>(op)) {
     f.columns = !x_is_columns;
     if (by_batch) {
       f.shape.m = O, f.shape.n = P, f.shape.k = R;
@@ -51,8 +61,11 @@ Im2col im2col_of(mlir::Operation* op, const Conv& c, DType dtype) {
       f.batch = {G, Og * R, R * N * P, Og * N * P};
       f.swap_out = N > 1;
     }
+    if (forward.getBias()) product_dtype = summed_product_dtype(dtype);
+    f.product = f.swap_out || product_dtype != dtype;
   } else if (mlir::isa<dialect::Conv2dInputGradOp>(op)) {
     f.col2im = !x_is_columns;
+    if (f.col2im) product_dtype = summed_product_dtype(dtype);
     f.shape.transpose_a = true;  // w_g stored [O/G, R]
     if (by_batch) {
       f.shape.m = R, f.shape.n = P, f.shape.k = O;
@@ -69,8 +82,11 @@ Im2col im2col_of(mlir::Operation* op, const Conv& c, DType dtype) {
     f.shape.m = Og, f.shape.n = R, f.shape.k = N * P;
     f.batch = {G, Og * N * P, R * N * P, Og * R};
   }
-  f.scratch_elements = (f.columns || f.col2im ? column_elements : 0) +
-                       (f.swap_grad || f.swap_out ? N * O * P : 0);
+  f.shape.f32_result = product_dtype != dtype;
+  const int64_t size = element_size(dtype), product_size = element_size(product_dtype);
+  f.scratch_bytes = (f.columns ? column_elements * size : 0) +
+                    (f.col2im ? column_elements * product_size : 0) +
+                    (f.swap_grad ? N * O * P * size : 0) + (f.product ? N * O * P * product_size : 0);
   return f;
 }
 
@@ -81,17 +97,17 @@ std::string conv_direct_reason(mlir::Operation* op, const CudaCodegenOptions& op
   auto type = mlir::cast<mlir::RankedTensorType>(op->getResult(0).getType());
   absl::StatusOr<TensorType> result = tensor_type_from_mlir(type);
   if (!result.ok()) return std::string(result.status().message());
-  if (result->dtype != DType::f32 && result->dtype != DType::bf16)
-    return absl::StrCat(dtype_name(result->dtype), ": the im2col form takes f32 and bf16");
+  if (result->dtype != DType::f32 && result->dtype != DType::bf16 && result->dtype != DType::f16)
+    return absl::StrCat(dtype_name(result->dtype),
+                        ": the im2col form takes f32, bf16 and f16 (cuBLASLt's matmul dtypes)");
   for (mlir::Value value : op->getOperands())
     if (mlir::cast<mlir::ShapedType>(value.getType()).getNumElements() == 0)
       return "an empty tensor";
   if (type.getNumElements() == 0) return "an empty tensor";
   const Conv c = conv::geometry_of(op);
   const Im2col f = im2col_of(op, c, result->dtype);
-  const int64_t bytes = f.scratch_elements * static_cast<int64_t>(element_size(result->dtype));
-  if (bytes > options.conv_im2col_max_bytes)
-    return absl::StrCat("im2col scratch of ", bytes, " bytes over the bound of ",
+  if (f.scratch_bytes > options.conv_im2col_max_bytes)
+    return absl::StrCat("im2col scratch of ", f.scratch_bytes, " bytes over the bound of ",
                         options.conv_im2col_max_bytes);
   if (f.batch.count > INT32_MAX) return "a batch over cuBLASLt's";
   return "";
@@ -108,11 +124,14 @@ absl::Status CudaConvLowering::lower(mlir::Operation* op, const std::string& ori
   const Im2col f = im2col_of(op, c, result_tensor.dtype);
   const int64_t N = c.batch, O = c.out_channels, P = c.positions();
   std::vector<int>& scratch = scratch_.emplace_back();
-  // A scratch value of `elements` and its kernel parameter type.
-  auto scratch_value = [&](int64_t elements) -> std::pair<int, mlir::Type> {
-    const int id = add_plan_value(plan, TensorType{Shape({elements}), result_tensor.dtype});
+  // A scratch value of `elements` (of the conv's dtype, or the matmul's
+  // f32 result) and its kernel parameter type.
+  auto scratch_value = [&](int64_t elements, bool f32 = false) -> std::pair<int, mlir::Type> {
+    const int id = add_plan_value(plan, TensorType{Shape({elements}),
+                                                   f32 ? DType::f32 : result_tensor.dtype});
     scratch.push_back(id);
-    return {id, mlir::RankedTensorType::get({elements}, element)};
+    mlir::Type type = f32 ? mlir::Float32Type::get(op->getContext()) : element;
+    return {id, mlir::RankedTensorType::get({elements}, type)};
   };
   // The kernels of `build` over `values` (those from `first_written` on written).
   auto kernel = [&](const std::string& suffix, std::vector<int> values,
@@ -168,14 +187,17 @@ absl::Status CudaConvLowering::lower(mlir::Operation* op, const std::string& ori
   if (auto forward = mlir::dyn_cast<dialect::Conv2dOp>(op)) {
     MSTEP_ASSIGN_OR_RETURN(int columns, columns_of(forward.getInput()));
     const mlir::Value bias = forward.getBias();
-    if (f.swap_out) {
-      auto [product, type] = scratch_value(N * O * P);
+    if (f.product) {
+      auto [product, type] = scratch_value(N * O * P, f.shape.f32_result);
       gemm(ids.at(forward.getWeight()), columns, product);
       std::vector<int> values = {product};
       std::vector<mlir::Type> types = {type};
       if (bias) values.push_back(ids.at(bias)), types.push_back(bias.getType());
       values.push_back(result);
       types.push_back(result_type);
+      if (!f.swap_out)  // f16's f32 product plus the bias, rounded once
+        return kernel("bias", values, types, values.size() - 1,
+                      [&](mlir::func::FuncOp func) { conv::build_add_bias(O, P, func); });
       return kernel(bias ? "swap_out_bias" : "swap_out", values, types, values.size() - 1,
                     [&](mlir::func::FuncOp func) {
                       conv::build_swap_outer_dims(N, O, P, static_cast<bool>(bias), func);
@@ -192,7 +214,7 @@ absl::Status CudaConvLowering::lower(mlir::Operation* op, const std::string& ori
       gemm(ids.at(input_grad.getWeight()), dy, result);
       return absl::OkStatus();
     }
-    auto [columns, type] = scratch_value(conv::column_elements(c));
+    auto [columns, type] = scratch_value(conv::column_elements(c), f.shape.f32_result);
     gemm(ids.at(input_grad.getWeight()), dy, columns);
     return kernel("col2im", {columns, result}, {type, result_type}, 1,
                   [&](mlir::func::FuncOp func) { conv::build_col2im(c, f.layout, func); });

@@ -21,12 +21,17 @@
 // swapped matrices) live only within their op's steps: one region at the
 // arena's end holds every convolution's scratch in turn.
 //
-// Numerics: cuBLASLt sums in its own order (f32, or bf16 accumulated in
-// f32 and rounded to bf16 before col2im and the bias add), not ref's, so
-// results differ from ref's within the sums' rounding (the host test
-// checks n u sum |x w| per element). The direct loops (CudaConvLoops.h)
-// stay for MSTEP_CUDA_CONV=direct, other dtypes, empty tensors, and
-// scratch over CudaCodegenOptions::conv_im2col_max_bytes.
+// Numerics: cuBLASLt sums in its own order (f32; bf16 and f16 accumulated
+// in f32), not ref's, so results differ from ref's within the sums'
+// rounding (the host test checks (n + 2) u sum |x w| + u |ref| per
+// element). bf16's column gradients and pre-bias products are rounded to
+// bf16 before col2im and the bias add; f16's stay f32 (an f32 matmul
+// result), so an f16 output is rounded once from f32, as ref's: it is inf
+// where its sum passes f16's range, and a partial sum past the range does
+// not make inf or NaN of an output that is in range. The direct loops
+// (CudaConvLoops.h) stay for MSTEP_CUDA_CONV=direct, dtypes cuBLASLt does
+// not take (f64), empty tensors, and scratch over
+// CudaCodegenOptions::conv_im2col_max_bytes.
 // Library-internal; MLIR.
 #pragma once
 
@@ -38,7 +43,7 @@
 namespace mstep::cuda {
 
 /// Why `op` (an mstep.conv2d or a gradient, builds_conv_loops) keeps the
-/// direct loops under `options` ("MSTEP_CUDA_CONV=direct", "f16: ..."), or
+/// direct loops under `options` ("MSTEP_CUDA_CONV=direct", "f64: ..."), or
 /// "" where it takes the im2col form.
 std::string conv_direct_reason(mlir::Operation* op, const CudaCodegenOptions& options);
 

@@ -236,6 +236,8 @@ std::string serialize_cuda_plan(const CudaPlan& plan) {
   for (const CudaAttentionInfo& a : plan.attentions)
     for (const SdpaStrides* strides : layout_strides(a.config.layout))
       for (int64_t stride : *strides) w.i64(stride);
+  // Version 10: each matmul's f32 result flag.
+  for (const CudaMatmulInfo& m : plan.matmuls) w.u8(m.shape.f32_result);
   return seal(kMagic, kCudaPlanFormatVersion, w.data());
 }
 
@@ -244,7 +246,8 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
   // kernels' parameter slots, 3 is 4 without the error word, 4 is 5 without
   // the aliases, 5 is 6 without the collective steps, 6 is 7 without the
   // matmuls' bias gradients, 7 is 8 without their epilogue fallbacks, 8 is
-  // 9 without the attention steps' strides.
+  // 9 without the attention steps' strides, 9 is 10 without the matmuls'
+  // f32 result flags.
   const uint32_t stored = sealed_version(blob);
   const uint32_t version =
       stored >= kCudaPlanFormatOldestVersion && stored < kCudaPlanFormatVersion
@@ -351,6 +354,9 @@ absl::StatusOr<CudaPlan> deserialize_cuda_plan(absl::string_view blob) {
       for (SdpaStrides* strides : layout_strides(a.config.layout))
         for (int64_t& stride : *strides)
           stride = r.i64("an attention step's stride");
+  if (version >= 10)
+    for (CudaMatmulInfo& m : plan.matmuls)
+      m.shape.f32_result = read_small(r, "a matmul's f32 result flag", 1);
   r.expect_end();
   MSTEP_RETURN_IF_ERROR(r.status());
   // Stored bytes that pass the checksum but not the plan's own checks are

@@ -15,10 +15,11 @@
 // (MatmulShape::bias_grad, a u8), version 8 each matmul's epilogue
 // fallback (CudaMatmulInfo::fallback: its kernel launches), version 9 each
 // attention step's strides (SdpaLayout: 8 x 4 i64, q, k, v, out, grad_out,
-// grad_q, grad_k, grad_v).
+// grad_q, grad_k, grad_v), version 10 each matmul's f32 result flag
+// (MatmulShape::f32_result, a u8).
 // Versions 1 (no attention steps), 2 (no slots), 3 (no error word), 4 (no
 // aliases), 5 (no collectives), 6 (no bias gradients), 7 (no epilogue
-// fallbacks) and 8 (no attention strides) are still read.
+// fallbacks), 8 (no attention strides) and 9 (no f32 results) are still read.
 // Library-internal.
 #pragma once
 
@@ -33,7 +34,7 @@ namespace mstep::cuda {
 
 /// Bump on any change of the layout above (and keep reading the old one
 /// where it is a subset, as each version is of the next).
-inline constexpr uint32_t kCudaPlanFormatVersion = 9;
+inline constexpr uint32_t kCudaPlanFormatVersion = 10;
 /// The oldest version deserialize_cuda_plan reads.
 inline constexpr uint32_t kCudaPlanFormatOldestVersion = 1;
 

@@ -334,6 +334,42 @@ TEST_F(CublasLtGpuTest, F16MatmulsMatchTheHost) {
   check_16_bit(DType::f16);
 }
 
+TEST_F(CublasLtGpuTest, AnF16MatmulWithAnF32ResultKeepsSumsPastF16sRange) {
+  // f16 A and B, f32 C (an f16 convolution's product before its bias or
+  // col2im, CudaConvLowering.h): multiples of 32 in [-256, 256] (exact in
+  // f16), so every sum is an integer multiple of 1024 under 2^24, exact in
+  // f32 in any order, and many pass f16's 65504: C must be exact.
+  for (bool transpose_a : {false, true}) {
+    const MatmulShape shape{.m = 24, .n = 40, .k = 64, .transpose_a = transpose_a,
+                            .dtype = DType::f16, .f32_result = true};
+    SCOPED_TRACE(shape.to_string());
+    const int64_t m = shape.m, n = shape.n, k = shape.k;
+    auto value = [](int64_t i, int salt) {
+      return static_cast<float>(((i * 37 + salt * 11) % 17 - 8) * 32);
+    };
+    std::vector<float> a(m * k), b(k * n);
+    for (int64_t i = 0; i < m * k; ++i) a[i] = value(i, 1);
+    for (int64_t i = 0; i < k * n; ++i) b[i] = value(i, 2);
+    BufferPtr da = upload(a, DType::f16), db = upload(b, DType::f16);
+    BufferPtr dc = *backend_->allocate(TensorType{Shape{m, n}, DType::f32});
+    absl::Status ran = run(shape, da, db, nullptr, dc);
+    ASSERT_TRUE(ran.ok()) << ran;
+    std::vector<float> c = download(dc);
+    int wrong = 0, past_range = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t l = 0; l < k; ++l)
+          sum += double(transpose_a ? a[l * m + i] : a[i * k + l]) * b[l * n + j];
+        past_range += std::fabs(sum) > 65504;
+        if (c[i * n + j] != sum && wrong++ < 5)
+          ADD_FAILURE() << "[" << i << ", " << j << "]: " << c[i * n + j] << ", want " << sum;
+      }
+    EXPECT_EQ(wrong, 0);
+    EXPECT_GT(past_range, 0);
+  }
+}
+
 TEST_F(CublasLtGpuTest, TheHeuristicIsAskedOncePerShape) {
   MatmulShape shape{.m = 64, .n = 64, .k = 64, .dtype = DType::bf16};
   check(shape);
