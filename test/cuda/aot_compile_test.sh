@@ -24,7 +24,7 @@ MSTEP_FUSE=0 "$mnist" --synthetic --device ref --mode replay --max-steps 4 --sav
 "$compile" ref.mstep --device cuda -o cuda.mstep > log 2>&1 || fail "mstep-compile: $(cat log)"
 grep -q "cuda, 2 segment(s)" log || fail "unexpected report: $(cat log)"
 # Each segment's plan summarized (the launches a replay makes, by kind).
-grep -Eq "^mstep-compile: segment 1: [0-9]+ steps: [0-9]+ kernel launches \([0-9]+ copies, [0-9]+ row-wise\), [0-9]+ cuBLASLt \([0-9]+ transposed, [0-9]+ with an epilogue\), [0-9]+ cuDNN; [0-9]+ aliases; arena" log ||
+grep -Eq "^mstep-compile: segment 1: [0-9]+ steps: [0-9]+ kernel launches \([0-9]+ copies, [0-9]+ row-wise, [0-9]+ fused\), [0-9]+ cuBLASLt \([0-9]+ transposed, [0-9]+ with an epilogue\), [0-9]+ cuDNN; [0-9]+ aliases; arena" log ||
   fail "no plan summary for segment 1: $(cat log)"
 [ -s cuda.mstep ] || fail "no cuda.mstep"
 if "$run" cuda.mstep --list > log 2>&1; then

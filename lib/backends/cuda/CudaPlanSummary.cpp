@@ -46,6 +46,9 @@ CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan) {
     if (from_op(kernel, {"mstep.softmax", "mstep.log_softmax", "mstep.layer_norm",
                          "mstep.rms_norm", "mstep.nll_loss"}))
       ++summary.row_launches;
+    for (const char* fused : {"row group #", "elementwise batch #", "column-sum batch #",
+                              "fusion with its slice_scatters #"})
+      if (absl::StartsWith(kernel.origin, fused)) ++summary.fused_launches;
     if (from_op(kernel, {"mstep.sum", "mstep.mean"})) {
       ++summary.sum_launches;
       int64_t threads = 1;
@@ -62,9 +65,10 @@ std::string describe_cuda_plan_summary(const CudaPlanSummary& s) {
     conv = absl::StrFormat("; conv: %d im2col gemms, %d direct launches", s.conv_gemms,
                            s.conv_direct);
   return absl::StrFormat(
-      "%d steps: %d kernel launches (%d copies, %d row-wise), %d cuBLASLt (%d transposed, %d with "
-      "an epilogue), %d cuDNN; %d aliases; arena %.1f MiB; sum/mean: %d launches, %d threads%s",
-      s.steps, s.launches, s.copies, s.row_launches, s.cublaslt, s.transposed, s.epilogues,
+      "%d steps: %d kernel launches (%d copies, %d row-wise, %d fused), %d cuBLASLt (%d "
+      "transposed, %d with an epilogue), %d cuDNN; %d aliases; arena %.1f MiB; sum/mean: %d "
+      "launches, %d threads%s",
+      s.steps, s.launches, s.copies, s.row_launches, s.fused_launches, s.cublaslt, s.transposed, s.epilogues,
       s.cudnn, s.aliases, static_cast<double>(s.arena_bytes) / (1024.0 * 1024.0),
       s.sum_launches, s.sum_threads, conv);
 }

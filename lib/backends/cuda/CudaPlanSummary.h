@@ -27,6 +27,10 @@ struct CudaPlanSummary {
   /// Launches of the row-wise ops' kernels (softmax, log_softmax,
   /// layer_norm, rms_norm, nll_loss), whichever MSTEP_CUDA_ROW_REDUCTION.
   int64_t row_launches = 0;
+  /// Launches of kernels that do several ops' work (MSTEP_CUDA_ROW_REDUCTION=
+  /// fused): row groups, elementwise and column-sum batches, fusions with
+  /// their slice_scatters.
+  int64_t fused_launches = 0;
   /// Launches of mstep.sum / mstep.mean kernels (rows and columns, both
   /// passes of a split column sum: MSTEP_CUDA_COLUMN_REDUCTION) and their
   /// threads (grid x block).
@@ -42,7 +46,7 @@ struct CudaPlanSummary {
 
 CudaPlanSummary summarize_cuda_plan(const CudaPlan& plan);
 
-/// "412 steps: 300 kernel launches (40 copies, 30 row-wise), 100 cuBLASLt (20 transposed, 10
+/// "412 steps: 300 kernel launches (40 copies, 30 row-wise, 20 fused), 100 cuBLASLt (20 transposed, 10
 /// with an epilogue), 12 cuDNN; 60 aliases; arena 12.5 MiB; sum/mean: 40 launches, 1048576
 /// threads" (and "; conv: 3 im2col gemms, 1 direct launches" where the plan has convolutions)
 std::string describe_cuda_plan_summary(const CudaPlanSummary& summary);
