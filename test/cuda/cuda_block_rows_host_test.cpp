@@ -1,5 +1,6 @@
 // Host numerics of the block-wide row reductions (CudaBlockRows.h,
-// MSTEP_CUDA_ROW_REDUCTION=block, the default): softmax, log_softmax,
+// MSTEP_CUDA_ROW_REDUCTION=block; fused, the default, has the same kernels
+// for ops alone on their rows): softmax, log_softmax,
 // layer_norm, rms_norm and nll_loss's sum with a block of threads per row.
 // Each step's tiled loop nest (the phases of each block, run one after
 // the other) runs on this CPU against ref, and the same step compiled with
@@ -10,7 +11,8 @@
 //
 // What only a GPU can show (the barriers between phases, the shared
 // memory, the timing) is for scripts/gpu_check.sh: its training steps are
-// compiled with the default, block, and --bench times both forms.
+// compiled with the default, and --bench times it against block and the
+// first forms (thread).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
