@@ -73,7 +73,9 @@ struct RuntimeOptions {
   /// nll_loss's sum, sums and means over the last dim) reduce a row: a
   /// block of threads per row through shared memory, the reductions over
   /// the same rows and the elementwise ops between them in one kernel
-  /// (fused, the default: row groups) or a kernel per op (block); or one
+  /// (fused, the default: row groups; with it, independent elementwise ops
+  /// and column sums are batched into one launch and slice_scatters join
+  /// the fusion that reads them) or a kernel per op (block); or one
   /// thread per row (thread, the first form). Read when a cuda step is
   /// compiled; part of the compile key.
   std::string cuda_row_reduction = "fused";
