@@ -31,30 +31,11 @@ int64_t elements(Value value) {
   return type && type.hasStaticShape() ? type.getNumElements() : -1;
 }
 
-/// Whether `op` may be a member: a fusion (every body value of the
-/// results' shape or one element) or a standalone elementwise op, its
-/// operands of the results' shape or one element.
+/// Whether `op` may be a member: elementwise over one shape
+/// (CudaOpGroups.h), not empty, and no standalone expand.
 bool is_member(Operation* op) {
-  if (op->getNumResults() == 0) return false;
-  auto shape = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  if (!shape || !shape.hasStaticShape() || shape.getNumElements() == 0) return false;
-  auto fits = [&](Value v) {
-    auto type = dyn_cast<RankedTensorType>(v.getType());
-    return type && type.hasStaticShape() &&
-           (type.getShape() == shape.getShape() || type.getNumElements() == 1);
-  };
-  if (!llvm::all_of(op->getResults(), [&](Value r) {
-        return cast<RankedTensorType>(r.getType()).getShape() == shape.getShape();
-      }) ||
-      !llvm::all_of(op->getOperands(), fits))
-    return false;
-  if (auto fusion = dyn_cast<dialect::FusionOp>(op)) {
-    for (Operation& inner : fusion.getBody().front().without_terminator())
-      if (!dialect::hasScalarForm(&inner) || !llvm::all_of(inner.getResults(), fits)) return false;
-    return true;
-  }
-  return dialect::hasScalarForm(op) &&
-         !isa<dialect::ConstantOp, dialect::FullOp, dialect::ExpandOp>(op);
+  return elementwise_over_one_shape(op) && elements(op->getResult(0)) > 0 &&
+         !isa<dialect::ExpandOp>(op);
 }
 
 /// Ops a member does not move past.

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mstep/ir/dialect/MstepOps.h"
+#include "mstep/ir/dialect/ScalarForms.h"
 
 namespace mstep::cuda {
 
@@ -27,6 +28,34 @@ bool may_join_op_group(Operation* op, Block& body, const CudaViews& views) {
   return llvm::none_of(op->getResults(), [&](Value result) {
     return views.view_of(result) || views.attention_strides(result);
   });
+}
+
+bool elementwise_over(Operation* op, function_ref<bool(Value)> fits,
+                      function_ref<bool(Value)> fits_result) {
+  if (op->getNumResults() == 0 || !llvm::all_of(op->getOperands(), fits) ||
+      !llvm::all_of(op->getResults(), fits_result))
+    return false;
+  if (auto fusion = dyn_cast<dialect::FusionOp>(op)) {
+    for (Operation& inner : fusion.getBody().front().without_terminator())
+      if (!dialect::hasScalarForm(&inner) || !llvm::all_of(inner.getResults(), fits)) return false;
+    return true;
+  }
+  return dialect::hasScalarForm(op) && !isa<dialect::ConstantOp, dialect::FullOp>(op);
+}
+
+bool elementwise_over_one_shape(Operation* op) {
+  if (op->getNumResults() == 0) return false;
+  auto shape = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!shape || !shape.hasStaticShape()) return false;
+  auto fits = [&](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return type && type.hasStaticShape() &&
+           (type.getShape() == shape.getShape() || type.getNumElements() == 1);
+  };
+  auto fits_result = [&](Value r) {
+    return cast<RankedTensorType>(r.getType()).getShape() == shape.getShape();
+  };
+  return elementwise_over(op, fits, fits_result);
 }
 
 bool wrap_op_group(Block& body, StringRef attr, Attribute value,

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <functional>
+
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include <vector>
 
 #include "llvm/ADT/SmallVector.h"
@@ -30,6 +32,18 @@ class CudaViews;
 /// in the views analysis: aliases, cuBLASLt epilogues, bias gradients,
 /// cuDNN's strided operands).
 bool may_join_op_group(mlir::Operation* op, mlir::Block& body, const CudaViews& views);
+
+/// Whether `op` computes elementwise from scalar forms alone: an
+/// mstep.fusion, or a standalone op with a scalar form that is not a
+/// constant or full fill (those are fills of their own); every value it
+/// reads or holds passes `fits`, and every result `fits_result`.
+bool elementwise_over(mlir::Operation* op, llvm::function_ref<bool(mlir::Value)> fits,
+                      llvm::function_ref<bool(mlir::Value)> fits_result);
+
+/// elementwise_over with all results of one static shape and every other
+/// value of that shape or of one element: one lane per element computes
+/// the op (batches, a fusion with its slice_scatters).
+bool elementwise_over_one_shape(mlir::Operation* op);
 
 /// Wraps `members` (ops of `body`, in program order) at the last one's
 /// place, marked `attr` = `value`; false, and nothing changed, where an op

@@ -13,7 +13,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mstep/ir/dialect/MstepOps.h"
-#include "mstep/ir/dialect/ScalarForms.h"
 
 namespace mstep::cuda {
 
@@ -105,16 +104,7 @@ bool is_elementwise_member(Operation* op, ArrayRef<int64_t> wide) {
     std::optional<RowClass> c = row_class(shape_of(value), wide);
     return c == RowClass::wide || c == RowClass::per_row;
   };
-  if (op->getNumResults() == 0 || !llvm::all_of(op->getOperands(), fits) ||
-      !llvm::all_of(op->getResults(), fits_as_result))
-    return false;
-  if (auto fusion = dyn_cast<dialect::FusionOp>(op)) {
-    for (Operation& inner : fusion.getBody().front().without_terminator())
-      if (!dialect::hasScalarForm(&inner) || !llvm::all_of(inner.getResults(), fits)) return false;
-    return true;
-  }
-  // A standalone constant or full is its own fill; nothing gains.
-  return dialect::hasScalarForm(op) && !isa<dialect::ConstantOp, dialect::FullOp>(op);
+  return elementwise_over(op, fits, fits_as_result);
 }
 
 /// The groups of one step while they grow.

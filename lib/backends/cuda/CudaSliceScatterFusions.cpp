@@ -8,7 +8,6 @@
 #include "llvm/ADT/DenseMap.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mstep/ir/dialect/MstepOps.h"
-#include "mstep/ir/dialect/ScalarForms.h"
 
 namespace mstep::cuda {
 
@@ -29,17 +28,8 @@ bool static_shape(Value v) {
 /// or one element, a body value of another).
 std::vector<Operation*> joining_scatters(dialect::FusionOp fusion, Block& body,
                                          const CudaViews& views) {
-  if (!may_join_op_group(fusion, body, views) || !static_shape(fusion.getResult(0))) return {};
+  if (!may_join_op_group(fusion, body, views) || !elementwise_over_one_shape(fusion)) return {};
   ArrayRef<int64_t> shape = shape_of(fusion.getResult(0));
-  auto fits = [&](Value v) {
-    return static_shape(v) &&
-           (shape_of(v) == shape || cast<ShapedType>(v.getType()).getNumElements() == 1);
-  };
-  if (!llvm::all_of(fusion.getResults(), [&](Value r) { return shape_of(r) == shape; }) ||
-      !llvm::all_of(fusion.getInputs(), fits))
-    return {};
-  for (Operation& inner : fusion.getBody().front().without_terminator())
-    if (!dialect::hasScalarForm(&inner) || !llvm::all_of(inner.getResults(), fits)) return {};
   std::vector<Operation*> scatters;
   for (Value input : fusion.getInputs()) {
     auto scatter = input.getDefiningOp<dialect::SliceScatterOp>();
