@@ -91,6 +91,7 @@ CudaPlan small_plan() {
   attention.config.seq_q = attention.config.seq_kv = attention.config.head_dim = 8;
   attention.config.causal = true;
   plan.attentions.push_back(attention);
+  plan.launches.push_back({.kernel = 0, .args = {0, 3}, .writes = {3}});
   plan.launches.push_back({.attention = 0, .args = {3, 3, 3}, .writes = {4, 5}});
   // An NCCL all_gather of %2 into %6 (f32 [4, 2]).
   plan.values.push_back(TensorType{Shape({4, 2}), DType::f32});

@@ -604,6 +604,7 @@ absl::StatusOr<CompiledCudaStep> compile_cuda_step(mlir::ModuleOp caller_module,
   place_in_own_arena_slots(plan, std::move(own_slots));
   MSTEP_RETURN_IF_ERROR(attention.place_in_arena(plan));
   convolutions.place_in_arena(plan);
+  MSTEP_RETURN_IF_ERROR(validate_cuda_definitions(plan));
   MSTEP_RETURN_IF_ERROR(validate_cuda_arena(plan));
   return compiled;
 }

@@ -3,6 +3,8 @@
 #include "lib/backends/cuda/CudaPlanValidation.h"
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -149,6 +151,7 @@ absl::Status validate_cuda_plan(const CudaPlan& plan) {
                  error_word::type().to_string(), " outside the arena and not an output");
   }
   MSTEP_RETURN_IF_ERROR(validate_cuda_aliases(plan));
+  MSTEP_RETURN_IF_ERROR(validate_cuda_definitions(plan));
   return validate_cuda_arena(plan);
 }
 
@@ -183,6 +186,63 @@ absl::Status validate_cuda_aliases(const CudaPlan& plan) {
       for (int value : plan.launches[l].writes)
         if (value == alias.value && alias.root < static_cast<int>(plan.num_inputs))
           return bad("launch ", l, " writes alias %", value, " of step input %", alias.root);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validate_cuda_definitions(const CudaPlan& plan) {
+  const size_t num_values = plan.values.size();
+  // Per root, the byte ranges written so far.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> written(num_values);
+  auto range_of = [&](int value) {
+    const int64_t bytes = static_cast<int64_t>(plan.values[value].bytes());
+    const CudaAlias* alias = plan.alias_of(value);
+    const int root = alias ? alias->root : value;
+    const int64_t offset = alias ? alias->byte_offset : 0;
+    return std::make_tuple(root, offset, offset + bytes);
+  };
+  auto write = [&](int value) {
+    auto [root, lo, hi] = range_of(value);
+    if (lo < hi) written[root].emplace_back(lo, hi);
+  };
+  // The first byte of [lo, hi) no write covers, or hi.
+  auto first_unwritten = [&](int root, int64_t lo, int64_t hi) {
+    std::vector<std::pair<int64_t, int64_t>>& ranges = written[root];
+    std::sort(ranges.begin(), ranges.end());
+    for (const auto& [begin, end] : ranges) {
+      if (begin > lo) break;
+      lo = std::max(lo, end);
+      if (lo >= hi) return hi;
+    }
+    return lo;
+  };
+  for (size_t v = 0; v < plan.num_inputs && v < num_values; ++v) write(static_cast<int>(v));
+  if (plan.error_word >= 0) write(plan.error_word);
+  auto check_reads = [&](const CudaLaunchStep& step, const std::string& where) -> absl::Status {
+    const bool kernel = step.matmul < 0 && step.attention < 0 && step.collective < 0;
+    for (int value : step.args) {
+      // A kernel's written arguments are its results; whether it also
+      // reads them the plan does not say.
+      if (kernel && std::find(step.writes.begin(), step.writes.end(), value) != step.writes.end())
+        continue;
+      auto [root, lo, hi] = range_of(value);
+      const int64_t gap = first_unwritten(root, lo, hi);
+      if (gap < hi)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cuda plan: ", where, " (", describe_cuda_step(plan, step), ") reads %", value, " (",
+            plan.values[value].to_string(), ") before any step writes it: byte ", gap,
+            root != value ? absl::StrCat(" of its root %", root) : std::string(),
+            " is never written earlier (a read of uninitialized device memory)"));
+    }
+    for (int value : step.writes) write(value);
+    return absl::OkStatus();
+  };
+  for (size_t l = 0; l < plan.launches.size(); ++l) {
+    const CudaLaunchStep& step = plan.launches[l];
+    MSTEP_RETURN_IF_ERROR(check_reads(step, absl::StrCat("launch ", l)));
+    if (step.matmul >= 0)
+      for (const CudaLaunchStep& fallback : plan.matmuls[step.matmul].fallback)
+        MSTEP_RETURN_IF_ERROR(check_reads(fallback, absl::StrCat("launch ", l, "'s fallback")));
   }
   return absl::OkStatus();
 }
