@@ -18,7 +18,9 @@ struct HostStepRun {
 };
 
 /// `text` compiled with `options`, run on `inputs` (every other value
-/// starts as 0x7f bytes, so that an element nothing writes shows).
+/// starts as 0x7f bytes, so that an element nothing writes shows); run
+/// twice, the second time with its parallel loops backwards, and expected
+/// to give the same bytes both times.
 inline HostStepRun run_step_on_host(const char* text, const std::vector<std::vector<char>>& inputs,
                                     const CudaCompileOptions& options) {
   HostStepRun run;
@@ -30,7 +32,15 @@ inline HostStepRun run_step_on_host(const char* text, const std::vector<std::vec
   for (const TensorType& type : compiled->plan.values)
     values.emplace_back(type.bytes(), char{0x7f});
   for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
+  std::vector<std::vector<char>> backward = values;
   run_tiled_on_host(step.context(), *compiled, values);
+  {
+    // Again with every parallel loop backwards: the same bytes, or a
+    // kernel races on the GPU (cuda_host_races_test.cpp).
+    ScopedReversedParallelLoops reversed;
+    run_tiled_on_host(step.context(), *compiled, backward);
+    expect_the_same_bytes(compiled->plan, values, backward, "the step");
+  }
   for (int id : compiled->plan.outputs) run.outputs.push_back(values[id]);
   for (const TiledOp& op : compiled->tiled) run.tiled.push_back(op.module);
   run.plan = std::move(compiled->plan);

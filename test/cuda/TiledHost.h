@@ -23,7 +23,9 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/Parser/Parser.h"
@@ -67,6 +69,47 @@ public:
   }
 };
 
+/// While one lives, host runs iterate every scf.parallel loop backwards
+/// (each induction variable from its last value to its first). The
+/// iterations of a parallel loop run concurrently on the GPU (threads,
+/// blocks, a block-rows phase's threads), so a kernel whose results
+/// depend on their order races there: its bytes differ between the two
+/// orders here.
+class ScopedReversedParallelLoops {
+public:
+  ScopedReversedParallelLoops() { on() = true; }
+  ~ScopedReversedParallelLoops() { on() = false; }
+  ScopedReversedParallelLoops(const ScopedReversedParallelLoops&) = delete;
+  ScopedReversedParallelLoops& operator=(const ScopedReversedParallelLoops&) = delete;
+
+  static bool& on() {
+    static bool reversed = false;
+    return reversed;
+  }
+};
+
+/// Rewrites each scf.parallel of `module` to visit its iterations in the
+/// reverse order: i = lb + k * step becomes lb + (n - 1 - k) * step.
+inline void reverse_parallel_loops(mlir::ModuleOp module) {
+  namespace arith = mlir::arith;
+  module.walk([](mlir::scf::ParallelOp loop) {
+    mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(loop.getBody());
+    const mlir::Location loc = loop.getLoc();
+    for (auto [iv, lb, ub, step] : llvm::zip(loop.getInductionVars(), loop.getLowerBound(),
+                                             loop.getUpperBound(), loop.getStep())) {
+      mlir::Value one = b.create<arith::ConstantIndexOp>(loc, 1);
+      auto offset = b.create<arith::SubIOp>(loc, iv, lb);
+      mlir::Value k = b.create<arith::DivSIOp>(loc, offset, step);
+      mlir::Value span = b.create<arith::SubIOp>(loc, ub, lb);
+      mlir::Value rounded = b.create<arith::SubIOp>(loc, b.create<arith::AddIOp>(loc, span, step), one);
+      mlir::Value n = b.create<arith::DivSIOp>(loc, rounded, step);
+      mlir::Value back = b.create<arith::SubIOp>(loc, b.create<arith::SubIOp>(loc, n, one), k);
+      mlir::Value reversed = b.create<arith::AddIOp>(loc, lb, b.create<arith::MulIOp>(loc, back, step));
+      iv.replaceAllUsesExcept(reversed, offset);
+    }
+  });
+}
+
 /// The machine the host runs compile for: this CPU's, with the changes of
 /// a live ScopedHostFeature (none: the engine's own choice, this CPU).
 inline std::unique_ptr<llvm::TargetMachine> host_target_machine() {
@@ -103,6 +146,8 @@ inline void run_tiled_op_on_host(mlir::MLIRContext& context, const TiledOp& op,
     mlir::populateExpandRsqrtPattern(patterns);
     ASSERT_TRUE(mlir::succeeded(mlir::applyPatternsAndFoldGreedily(*module, std::move(patterns))));
   }
+  if (ScopedReversedParallelLoops::on())
+    reverse_parallel_loops(*module);
   mlir::PassManager pm(&context);
   pm.addPass(mlir::createConvertSCFToCFPass());
   pm.addPass(mlir::createConvertMathToLibmPass());
@@ -246,6 +291,32 @@ inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep&
     done[t] = true;
     ASSERT_NO_FATAL_FAILURE(run_tiled_op_on_host(context, compiled.tiled[t], values, &plan));
   }
+}
+
+/// Expects the plan's values equal byte for byte between two runs of it
+/// (`forward`, then with ScopedReversedParallelLoops, `backward`); each
+/// value that differs is named with the launch that writes it. `what`
+/// names the step.
+inline void expect_the_same_bytes(const CudaPlan& plan,
+                                  const std::vector<std::vector<char>>& forward,
+                                  const std::vector<std::vector<char>>& backward,
+                                  const std::string& what) {
+  int differ = 0;
+  for (size_t v = 0; v < plan.values.size(); ++v) {
+    if (forward[v] == backward[v]) continue;
+    std::string writer = "no launch";
+    for (const CudaLaunchStep& launch : plan.launches)
+      if (std::find(launch.writes.begin(), launch.writes.end(), static_cast<int>(v)) !=
+          launch.writes.end()) {
+        writer = describe_cuda_step(plan, launch);
+        break;
+      }
+    if (differ++ < 5)
+      ADD_FAILURE() << what << ": %" << v << " (" << plan.values[v].to_string()
+                    << ") depends on the order of parallel iterations (a race on the GPU); "
+                    << "written by " << writer;
+  }
+  EXPECT_EQ(differ, 0) << what;
 }
 
 /// Host buffers for `plan`'s values (0x7f bytes: an unwritten element

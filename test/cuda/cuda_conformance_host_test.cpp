@@ -11,7 +11,10 @@
 // compiled to PTX only: the host runs their loop nests, and the compile
 // test assembles the same kernels for sm_80 and sm_90 (ptxas is most of a
 // compile's time). The cases are split into shards (ConformanceSteps.h) so
-// that ctest runs them in parallel. A quarter of the
+// that ctest runs them in parallel. Each plan runs a second time with
+// its parallel loops backwards and must give the same bytes (a kernel
+// whose results depend on the order of its threads races on the GPU). A
+// quarter of the
 // f16 cases run again as on a CPU without F16C (f16 conversions as libgcc
 // calls).
 #include <gtest/gtest.h>
@@ -104,10 +107,16 @@ void check_case(const conformance::ConformanceCase& c, Counts& counts) {
         EXPECT_EQ(plan.outputs.size(), step->results.size()) << c.name;
         if (plan.num_inputs != step->inputs.size() || plan.outputs.size() != step->results.size())
           return absl::OkStatus();
-        std::vector<std::vector<char>> values;
-        for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
-        for (size_t i = 0; i < step->inputs.size(); ++i) values[i] = step->inputs[i];
+        std::vector<std::vector<char>> values = testing::host_values(plan, step->inputs);
         testing::run_plan_on_host(*module.getContext(), *compiled, values);
+        {
+          // Again with every parallel loop backwards: the same bytes, or a
+          // kernel races (cuda_host_races_test.cpp).
+          testing::ScopedReversedParallelLoops reversed;
+          std::vector<std::vector<char>> backward = testing::host_values(plan, step->inputs);
+          testing::run_plan_on_host(*module.getContext(), *compiled, backward);
+          testing::expect_the_same_bytes(plan, values, backward, c.name);
+        }
         for (size_t k = 0; k < plan.outputs.size(); ++k) {
           const int v = plan.outputs[k];
           std::string why;
