@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -16,16 +17,23 @@
 
 namespace mstep::cuda::testing {
 
+/// How a float output of a host run is compared with ref's.
+enum class HostTolerance {
+  per_element,  ///< each element within tolerance * (1 + |ref|)
+  of_largest,   ///< each element within tolerance * the output's largest |ref|
+};
+
 /// `graph`'s step compiled for cuda and run on the host in plan order,
 /// against ref on the same inputs (integers in [1, max_integer]): floats
-/// within tolerance * (1 + |ref|), the rest equal. `compiled`, when given,
+/// within `tolerance` (`kind`), the rest equal. `compiled`, when given,
 /// gets the compiled step (for checks of the plan). `load`, when given,
 /// changes the plan before it runs (to the plan an executable runs, with
 /// its epilogue fallbacks).
 inline void expect_step_on_host_matches_ref(
     const TraceGraph& graph, int64_t max_integer, float tolerance,
     CompiledCudaStep* compiled_out = nullptr,
-    const std::function<void(CompiledCudaStep&)>& load = nullptr) {
+    const std::function<void(CompiledCudaStep&)>& load = nullptr,
+    HostTolerance kind = HostTolerance::per_element) {
   CudaStepContext step(nullptr);
   mlir::OwningOpRef<mlir::ModuleOp> module = pipelined(graph, step);
   ASSERT_TRUE(module);
@@ -56,9 +64,15 @@ inline void expect_step_on_host_matches_ref(
     // composed attention rounds its intermediates to f32: close, not equal.
     const float* g = as<float>(got);
     const float* w = as<float>(want);
+    float largest = 0;
+    for (int64_t k = 0; k < type.numel(); ++k) largest = std::max(largest, std::fabs(w[k]));
+    auto bound = [&](float ref) {
+      return kind == HostTolerance::of_largest ? tolerance * largest
+                                               : tolerance * (1 + std::fabs(ref));
+    };
     int wrong = 0;
     for (int64_t k = 0; k < type.numel(); ++k)
-      if (!(std::fabs(g[k] - w[k]) <= tolerance * (1 + std::fabs(w[k]))) && wrong++ < 3)
+      if (!(std::fabs(g[k] - w[k]) <= bound(w[k])) && wrong++ < 3)
         ADD_FAILURE() << "output " << o << " " << type.to_string() << " [" << k << "] = " << g[k]
                       << ", ref " << w[k];
   }

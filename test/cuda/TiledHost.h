@@ -33,6 +33,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mstep/core/HalfTypes.h"
+#include "test/cuda/HostSdpa.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
@@ -254,8 +255,9 @@ inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b
 /// Runs `compiled`'s plan on host buffers in plan order: each cuBLASLt
 /// step as host_matmul, each collective of a world of one as a copy, each
 /// func of kernels' whole tiled loop nest at its first launch (a func's
-/// launches are consecutive); aliases in their roots' bytes. No cuDNN
-/// steps.
+/// launches are consecutive), each cuDNN SDPA step as run_sdpa_on_host
+/// (HostSdpa.h: mstep's semantics, not cuDNN's own arithmetic); aliases
+/// in their roots' bytes.
 inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep& compiled,
                              std::vector<std::vector<char>>& values) {
   const CudaPlan& plan = compiled.plan;
@@ -265,7 +267,10 @@ inline void run_plan_on_host(mlir::MLIRContext& context, const CompiledCudaStep&
   std::vector<bool> done(compiled.tiled.size(), false);
   reset_error_word(plan, values);
   for (const CudaLaunchStep& launch : plan.launches) {
-    ASSERT_LT(launch.attention, 0) << "a cuDNN step has no host form";
+    if (launch.attention >= 0) {
+      ASSERT_NO_FATAL_FAILURE(run_sdpa_on_host(plan, launch, values));
+      continue;
+    }
     if (launch.collective >= 0) {
       // A collective of one rank (each kind, and mean) is the identity.
       const CudaCollectiveInfo& c = plan.collectives[launch.collective];

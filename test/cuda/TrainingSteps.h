@@ -44,6 +44,12 @@ inline TraceGraph mnist_step_graph() {
 /// GPT-mini's second training step as gpt_train runs it.
 inline TraceGraph gpt_step_graph() { return mstep::testing::gpt_training_step_graph(3); }
 
+/// The same step under --autocast bf16: bf16 matmuls (cuBLASLt) and
+/// attention (cuDNN: head dim 8, right-padded rows).
+inline TraceGraph gpt_bf16_step_graph() {
+  return mstep::testing::gpt_training_step_graph(3, false, 0.0, DType::bf16);
+}
+
 /// A training step's inputs: floats in (0, 1) (so Adadelta's averages of
 /// squares are positive), integers in [1, max_integer] (valid classes or
 /// tokens, sequence lengths, a step count, an RNG state), as

@@ -95,5 +95,9 @@ TEST(CudaHostRaces, GptMinisWholeF32StepGivesTheSameBytesInEitherOrder) {
   expect_the_same_bytes_in_either_order(testing::gpt_step_graph(), 16);
 }
 
+TEST(CudaHostRaces, GptMinisWholeBf16AutocastStepGivesTheSameBytesInEitherOrder) {
+  expect_the_same_bytes_in_either_order(testing::gpt_bf16_step_graph(), 16);
+}
+
 }  // namespace
 }  // namespace mstep::cuda

@@ -31,5 +31,31 @@ TEST(CudaGptHost, TheWholeF32StepWithItsComposedAttentionOnTheHostMatchesRef) {
   testing::expect_step_on_host_matches_ref(testing::gpt_step_graph(), 16, 5e-5f);
 }
 
+TEST(CudaGptHost, TheWholeBf16AutocastStepWithItsCudnnAttentionOnTheHostMatchesRef) {
+  // As gpt_train --autocast bf16: bf16 cuBLASLt matmuls, cuDNN attention
+  // reading and writing the heads at the projections' strides (run as
+  // HostSdpa.h does, which also checks that the backward is given the
+  // forward's out and stats), the fused row groups and batches. The bias
+  // epilogues run as their fallback kernels, which round the product and
+  // then the sum as ref does (a cuBLASLt epilogue adds in f32 and rounds
+  // once: a bf16 ulp apart, which these inputs, all weights positive,
+  // amplify to 7% of the logits). So the logits are ref's bytes; the
+  // gradients and what AdamW makes of them differ from ref's by the bf16
+  // roundings of the backward's products taken in another order (worst
+  // 0.93% of an output's largest value), bounded as the GPU check bounds
+  // bf16 steps: 2e-2 of the largest value. A miswired view or stride
+  // moves outputs by their whole size.
+  testing::expect_step_on_host_matches_ref(
+      testing::gpt_bf16_step_graph(), 16, 2e-2f, nullptr,
+      [](CompiledCudaStep& compiled) {
+        std::vector<int> with_fallback;
+        for (size_t m = 0; m < compiled.plan.matmuls.size(); ++m)
+          if (!compiled.plan.matmuls[m].fallback.empty()) with_fallback.push_back(static_cast<int>(m));
+        ASSERT_FALSE(with_fallback.empty());
+        apply_epilogue_fallbacks(compiled.plan, with_fallback);
+      },
+      testing::HostTolerance::of_largest);
+}
+
 } // namespace
 } // namespace mstep::cuda

@@ -2,7 +2,8 @@
 // clip_grad_norm_(1.0), AdamW with weight decay): the graph in which the
 // parameters and the optimizer state are arguments; with `ddp`, under
 // nn::DistributedDataParallel as gpt_train --ddp runs it; with `dropout`, as
-// gpt_train --dropout (attention probabilities and residual branches). Shared by the tests
+// gpt_train --dropout (attention probabilities and residual branches); with `autocast`, as
+// gpt_train --autocast bf16|f16 (the forward under mstep::autocast). Shared by the tests
 // that compile a whole training step (fuse-optimizer, cuda coverage).
 #pragma once
 
@@ -15,7 +16,8 @@
 
 namespace mstep::testing {
 
-inline TraceGraph gpt_training_step_graph(uint64_t seed, bool ddp = false, double dropout = 0.0) {
+inline TraceGraph gpt_training_step_graph(uint64_t seed, bool ddp = false, double dropout = 0.0,
+                                          std::optional<DType> autocast = std::nullopt) {
   manual_seed(seed);
   examples::GptMini model(examples::GptConfig{
       .vocab = 96, .dim = 32, .heads = 4, .layers = 2, .max_seq = 16, .dropout = dropout});
@@ -30,7 +32,12 @@ inline TraceGraph gpt_training_step_graph(uint64_t seed, bool ddp = false, doubl
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + k) % 96);
     Tensor x = from_vector(tokens, {4, 16});
     opt.zero_grad();
-    Tensor logits = model.forward(x, from_vector(lengths, {4}));
+    Tensor logits;
+    {
+      std::optional<AutocastScope> scope;
+      if (autocast) scope.emplace(*autocast);
+      logits = model.forward(x, from_vector(lengths, {4}));
+    }
     cross_entropy(logits.reshape({-1, 96}), x.reshape({-1})).backward();
     optim::clip_grad_norm_(model.parameters(), 1.0);
     opt.step();
