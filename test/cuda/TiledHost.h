@@ -324,13 +324,31 @@ inline void expect_the_same_bytes(const CudaPlan& plan,
   EXPECT_EQ(differ, 0) << what;
 }
 
-/// Host buffers for `plan`'s values (0x7f bytes: an unwritten element
-/// shows), the inputs filled from `inputs`.
+/// Expects the plan's outputs equal byte for byte between a run whose
+/// other values started as 0x7f bytes (`first`) and one where they started
+/// as 0xff (`poisoned`: NaN in every float type): an output that differs
+/// depends on bytes no step wrote (compute-sanitizer's initcheck on a
+/// GPU). `what` names the step.
+inline void expect_no_unwritten_reads(const CudaPlan& plan,
+                                      const std::vector<std::vector<char>>& first,
+                                      const std::vector<std::vector<char>>& poisoned,
+                                      const std::string& what) {
+  for (size_t k = 0; k < plan.outputs.size(); ++k) {
+    const int v = plan.outputs[k];
+    EXPECT_TRUE(first[v] == poisoned[v])
+        << what << ": output " << k << " (%" << v << ", " << plan.values[v].to_string()
+        << ") changes with the bytes of memory no step wrote (a read of uninitialized memory)";
+  }
+}
+
+/// Host buffers for `plan`'s values (`fill` bytes, 0x7f by default: an
+/// unwritten element shows), the inputs filled from `inputs`.
 template <typename T = float>
 std::vector<std::vector<char>> host_values(const CudaPlan& plan,
-                                           const std::vector<std::vector<T>>& inputs) {
+                                           const std::vector<std::vector<T>>& inputs,
+                                           char fill = char{0x7f}) {
   std::vector<std::vector<char>> values;
-  for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
+  for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), fill);
   for (size_t i = 0; i < inputs.size(); ++i)
     std::memcpy(values[i].data(), inputs[i].data(), values[i].size());
   return values;

@@ -14,7 +14,9 @@
 // compile's time). The cases are split into shards (ConformanceSteps.h) so
 // that ctest runs them in parallel. Each plan runs a second time with
 // its parallel loops backwards and must give the same bytes (a kernel
-// whose results depend on the order of its threads races on the GPU). A
+// whose results depend on the order of its threads races on the GPU), and
+// a third time with every value that is no input starting as 0xff bytes
+// (NaN) instead of 0x7f, which must not change an output. A
 // quarter of the
 // f16 cases run again as on a CPU without F16C (f16 conversions as libgcc
 // calls).
@@ -117,6 +119,13 @@ void check_case(const conformance::ConformanceCase& c, Counts& counts) {
           std::vector<std::vector<char>> backward = testing::host_values(plan, step->inputs);
           testing::run_plan_on_host(*module.getContext(), *compiled, backward);
           testing::expect_the_same_bytes(plan, values, backward, c.name);
+        }
+        {
+          // Again with every other value 0xff bytes: the same outputs.
+          std::vector<std::vector<char>> poisoned =
+              testing::host_values(plan, step->inputs, char(0xff));
+          testing::run_plan_on_host(*module.getContext(), *compiled, poisoned);
+          testing::expect_no_unwritten_reads(plan, values, poisoned, c.name);
         }
         for (size_t k = 0; k < plan.outputs.size(); ++k) {
           const int v = plan.outputs[k];

@@ -7,11 +7,16 @@
 // (ScopedReversedParallelLoops, TiledHost.h), must give the same bytes in
 // every value, intermediates included. A comparison with ref within a
 // tolerance would let a race that moves the last bits pass; this does not.
+// A third run starts every value that is no input as 0xff bytes (NaN)
+// instead of 0x7f: an output that changes read bytes no step wrote (what
+// validate_cuda_definitions cannot see: a part of a value its producer
+// left unwritten).
 //
 // What this cannot see: a race between a phase's threads that the
 // barrier placement (map_block_rows) would introduce, which only a GPU
 // run shows (scripts/gpu_check.sh).
 #include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include "test/cuda/RefOracle.h"
@@ -61,8 +66,39 @@ TEST(CudaHostRaces, ReversedLoopsRunTheirLastIterationFirst) {
   EXPECT_EQ(last_writer(1, 8, 2), 1);
 }
 
+TEST(CudaHostRaces, AnOutputReadFromBytesNoStepWroteIsCaught) {
+  // %1 (f32[2], no input) has only its element 0 written; the output %2
+  // copies both elements: its element 1 is whatever %1 held.
+  const char* text =
+      "func.func @op0(%in: memref<2xf32>, %scratch: memref<2xf32>, %out: memref<2xf32>) {\n"
+      "  %c0 = arith.constant 0 : index\n"
+      "  %c1 = arith.constant 1 : index\n"
+      "  %x = memref.load %in[%c0] : memref<2xf32>\n"
+      "  memref.store %x, %scratch[%c0] : memref<2xf32>\n"
+      "  %a = memref.load %scratch[%c0] : memref<2xf32>\n"
+      "  %b = memref.load %scratch[%c1] : memref<2xf32>\n"
+      "  memref.store %a, %out[%c0] : memref<2xf32>\n"
+      "  memref.store %b, %out[%c1] : memref<2xf32>\n"
+      "  return\n"
+      "}\n";
+  CudaStepContext step_context(nullptr);
+  CudaPlan plan;
+  plan.values.assign(3, TensorType{Shape({2}), DType::f32});
+  plan.num_inputs = 1;
+  plan.outputs = {2};
+  TiledOp op{.name = "op0", .module = text, .params = {0, 1, 2}};
+  const std::vector<std::vector<float>> inputs = {{1.5f, 2.5f}};
+  std::vector<std::vector<char>> first = testing::host_values(plan, inputs),
+                                 poisoned = testing::host_values(plan, inputs, char(0xff));
+  run_tiled_op_on_host(step_context.context(), op, first);
+  run_tiled_op_on_host(step_context.context(), op, poisoned);
+  EXPECT_NONFATAL_FAILURE(testing::expect_no_unwritten_reads(plan, first, poisoned, "the step"),
+                          "output 0 (%2, f32[2]) changes with the bytes of memory no step wrote");
+}
+
 /// `graph`'s step compiled for cuda and run on the host forwards and
-/// backwards: every value's bytes equal.
+/// backwards: every value's bytes equal; and once more with the values
+/// that are no inputs starting as NaN bytes: the same outputs.
 void expect_the_same_bytes_in_either_order(const TraceGraph& graph, int64_t max_integer) {
   CudaStepContext step(nullptr);
   mlir::OwningOpRef<mlir::ModuleOp> module = testing::pipelined(graph, step);
@@ -71,17 +107,20 @@ void expect_the_same_bytes_in_either_order(const TraceGraph& graph, int64_t max_
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   const CudaPlan& plan = compiled->plan;
   const std::vector<std::vector<char>> inputs = testing::step_inputs(plan, max_integer);
-  auto run = [&](std::vector<std::vector<char>>& values) {
-    values = testing::host_values(plan, inputs);
+  auto run = [&](std::vector<std::vector<char>>& values, char fill) {
+    values = testing::host_values(plan, inputs, fill);
     ASSERT_NO_FATAL_FAILURE(testing::run_plan_on_host(step.context(), *compiled, values));
   };
-  std::vector<std::vector<char>> forward, backward;
-  ASSERT_NO_FATAL_FAILURE(run(forward));
+  std::vector<std::vector<char>> forward, backward, poisoned;
+  ASSERT_NO_FATAL_FAILURE(run(forward, char{0x7f}));
   {
     testing::ScopedReversedParallelLoops reversed;
-    ASSERT_NO_FATAL_FAILURE(run(backward));
+    ASSERT_NO_FATAL_FAILURE(run(backward, char{0x7f}));
   }
   testing::expect_the_same_bytes(plan, forward, backward, "the whole step");
+  // And no output depends on bytes no step wrote.
+  ASSERT_NO_FATAL_FAILURE(run(poisoned, char(0xff)));
+  testing::expect_no_unwritten_reads(plan, forward, poisoned, "the whole step");
 }
 
 TEST(CudaHostRaces, MnistsWholeStepGivesTheSameBytesInEitherOrder) {
