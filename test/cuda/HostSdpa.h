@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "lib/backends/cuda/CudaPlan.h"
-#include "mstep/core/HalfTypes.h"
+#include "test/cuda/HostElements.h"
 
 namespace mstep::cuda::testing {
 
@@ -41,35 +41,10 @@ struct HostSdpaTensor {
     return b * strides[0] + h * strides[1] + i * strides[2] + d * strides[3];
   }
   double get(int64_t b, int64_t h, int64_t i, int64_t d) const {
-    const int64_t k = at(b, h, i, d);
-    if (dtype == DType::f32) {
-      float v;
-      std::memcpy(&v, base + k * 4, 4);
-      return v;
-    }
-    uint16_t bits;
-    std::memcpy(&bits, base + k * 2, 2);
-    if (dtype == DType::bf16) {
-      BFloat16 v;
-      std::memcpy(&v, &bits, 2);
-      return float(v);
-    }
-    Float16 v;
-    std::memcpy(&v, &bits, 2);
-    return float(v);
+    return load_element(base, at(b, h, i, d), dtype);
   }
   void set(int64_t b, int64_t h, int64_t i, int64_t d, double value) const {
-    const int64_t k = at(b, h, i, d);
-    const float f = static_cast<float>(value);
-    if (dtype == DType::f32) {
-      std::memcpy(base + k * 4, &f, 4);
-    } else if (dtype == DType::bf16) {
-      const BFloat16 v(f);
-      std::memcpy(base + k * 2, &v, 2);
-    } else {
-      const Float16 v(f);
-      std::memcpy(base + k * 2, &v, 2);
-    }
+    store_element(base, at(b, h, i, d), dtype, static_cast<float>(value));
   }
 };
 

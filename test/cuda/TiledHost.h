@@ -33,6 +33,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mstep/core/HalfTypes.h"
+#include "test/cuda/HostElements.h"
 #include "test/cuda/HostSdpa.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/TargetSelect.h"
@@ -206,20 +207,8 @@ inline void host_matmul(const CudaMatmulInfo& info, const char* a, const char* b
       << dtype_name(s.dtype);
   ASSERT_EQ(s.bias, bias != nullptr);
   ASSERT_EQ(s.bias_grad != MatmulBiasGrad::none, grad != nullptr);
-  auto load = [&](const char* p, int64_t i) {
-    switch (s.dtype) {
-    case DType::bf16: return float(reinterpret_cast<const BFloat16*>(p)[i]);
-    case DType::f16: return float(reinterpret_cast<const Float16*>(p)[i]);
-    default: return reinterpret_cast<const float*>(p)[i];
-    }
-  };
-  auto store = [&](char* p, int64_t i, float v) {
-    switch (s.dtype) {
-    case DType::bf16: reinterpret_cast<BFloat16*>(p)[i] = BFloat16(v); break;
-    case DType::f16: reinterpret_cast<Float16*>(p)[i] = Float16(v); break;
-    default: reinterpret_cast<float*>(p)[i] = v;
-    }
-  };
+  auto load = [&](const char* p, int64_t i) { return load_element(p, i, s.dtype); };
+  auto store = [&](char* p, int64_t i, float v) { store_element(p, i, s.dtype, v); };
   auto at_a = [&](int64_t t, int64_t i, int64_t l) {
     return load(a, t * info.a_stride + (s.transpose_a ? l * s.m + i : i * s.k + l));
   };
