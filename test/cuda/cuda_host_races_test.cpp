@@ -134,6 +134,13 @@ TEST(CudaHostRaces, GptMinisWholeF32StepGivesTheSameBytesInEitherOrder) {
   expect_the_same_bytes_in_either_order(testing::gpt_step_graph(), 16);
 }
 
+TEST(CudaHostRaces, GptMinisStepWithDropoutAndDdpBucketsGivesTheSameBytesInEitherOrder) {
+  // gpt_train --dropout 0.1 --ddp (a world of one on the host): Philox
+  // masks in the composed attention and the residual branches, gradient
+  // buckets written in place for their collectives.
+  expect_the_same_bytes_in_either_order(mstep::testing::gpt_training_step_graph(3, true, 0.1), 16);
+}
+
 TEST(CudaHostRaces, GptMinisWholeBf16AutocastStepGivesTheSameBytesInEitherOrder) {
   expect_the_same_bytes_in_either_order(testing::gpt_bf16_step_graph(), 16);
 }
