@@ -24,8 +24,9 @@ enum class HostTolerance {
 };
 
 /// `graph`'s step compiled for cuda and run on the host in plan order,
-/// against ref on the same inputs (integers in [1, max_integer]): floats
-/// within `tolerance` (`kind`), the rest equal. `compiled`, when given,
+/// against ref on the same inputs (step_inputs: integers in [1,
+/// max_integer]; with `centred_parameters`, the parameters centred on 0):
+/// floats within `tolerance` (`kind`), the rest equal. `compiled`, when given,
 /// gets the compiled step (for checks of the plan). `load`, when given,
 /// changes the plan before it runs (to the plan an executable runs, with
 /// its epilogue fallbacks).
@@ -33,7 +34,7 @@ inline void expect_step_on_host_matches_ref(
     const TraceGraph& graph, int64_t max_integer, float tolerance,
     CompiledCudaStep* compiled_out = nullptr,
     const std::function<void(CompiledCudaStep&)>& load = nullptr,
-    HostTolerance kind = HostTolerance::per_element) {
+    HostTolerance kind = HostTolerance::per_element, bool centred_parameters = false) {
   CudaStepContext step(nullptr);
   mlir::OwningOpRef<mlir::ModuleOp> module = pipelined(graph, step);
   ASSERT_TRUE(module);
@@ -41,7 +42,10 @@ inline void expect_step_on_host_matches_ref(
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   if (load) ASSERT_NO_FATAL_FAILURE(load(*compiled));
   const CudaPlan& plan = compiled->plan;
-  const std::vector<std::vector<char>> inputs = step_inputs(plan, max_integer);
+  ASSERT_TRUE(!centred_parameters || graph.input_roles.size() == plan.num_inputs)
+      << graph.input_roles.size() << " input roles for " << plan.num_inputs << " inputs";
+  const std::vector<std::vector<char>> inputs = step_inputs(
+      plan, max_integer, centred_parameters ? graph.input_roles : std::vector<InputRole>{});
   auto ref = ref_outputs(*module, inputs);
   ASSERT_TRUE(ref.ok()) << ref.status();
 

@@ -53,14 +53,21 @@ inline TraceGraph gpt_bf16_step_graph() {
 /// A training step's inputs: floats in (0, 1) (so Adadelta's averages of
 /// squares are positive), integers in [1, max_integer] (valid classes or
 /// tokens, sequence lengths, a step count, an RNG state), as
-/// fuse_optimizer_test feeds its training graphs.
-inline std::vector<std::vector<char>> step_inputs(const CudaPlan& plan, int64_t max_integer) {
+/// fuse_optimizer_test feeds its training graphs. With `roles` (the
+/// graph's input_roles, parallel to the plan's inputs), the parameters
+/// instead are spread over (-0.1, 0.1), centred as an initialized model's
+/// weights are: all-positive weights make activations that grow layer by
+/// layer, and bf16 roundings with them.
+inline std::vector<std::vector<char>> step_inputs(const CudaPlan& plan, int64_t max_integer,
+                                                  const std::vector<InputRole>& roles = {}) {
   std::vector<std::vector<char>> inputs;
   for (size_t i = 0; i < plan.num_inputs; ++i) {
     const TensorType& type = plan.values[i];
     std::vector<char> bytes(type.bytes());
+    const bool parameter = i < roles.size() && roles[i] == InputRole::parameter;
     for (int64_t k = 0; k < type.numel(); ++k) {
-      const double unit = ((k * 13 + i * 7) % 89 + 5) / 100.0;
+      const double unit = parameter ? ((k * 7919 + i * 104729) % 1009 / 1009.0 - 0.5) * 0.2
+                                    : ((k * 13 + i * 7) % 89 + 5) / 100.0;
       if (type.dtype == DType::f32) {
         const float v = static_cast<float>(unit);
         std::memcpy(bytes.data() + k * 4, &v, 4);
