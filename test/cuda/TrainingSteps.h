@@ -50,6 +50,34 @@ inline TraceGraph gpt_bf16_step_graph() {
   return mstep::testing::gpt_training_step_graph(3, false, 0.0, DType::bf16);
 }
 
+/// The step the GPU check's bench times (gpt_train --autocast bf16 --dim
+/// 256 --layers 4 --heads 4 --seq 256 --batch 8 --vocab 1024 --clip 0
+/// --padding 0: full-length windows, AdamW lr 3e-4, weight decay 0.1).
+inline TraceGraph gpt_bench_bf16_step_graph() {
+  manual_seed(3);
+  examples::GptMini model(
+      examples::GptConfig{.vocab = 1024, .dim = 256, .heads = 4, .layers = 4, .max_seq = 256});
+  model.train();
+  optim::AdamW opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1});
+  TraceGraph graph;
+  for (int k = 0; k < 2; ++k) {
+    std::vector<int64_t> tokens(8 * 256), lengths(8, 256);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + k) % 1024);
+    Tensor x = from_vector(tokens, {8, 256});
+    opt.zero_grad();
+    Tensor logits;
+    {
+      AutocastScope scope(DType::bf16);
+      logits = model.forward(x, from_vector(lengths, {8}));
+    }
+    cross_entropy(logits.reshape({-1, 1024}), x.reshape({-1})).backward();
+    opt.step();
+    graph = pending_graph();
+    mark_step();
+  }
+  return graph;
+}
+
 /// A training step's inputs: floats in (0, 1) (so Adadelta's averages of
 /// squares are positive), integers in [1, max_integer] (valid classes or
 /// tokens, sequence lengths, a step count, an RNG state), as
