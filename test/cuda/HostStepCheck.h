@@ -49,9 +49,7 @@ inline void expect_step_on_host_matches_ref(
   auto ref = ref_outputs(*module, inputs);
   ASSERT_TRUE(ref.ok()) << ref.status();
 
-  std::vector<std::vector<char>> values;
-  for (const TensorType& type : plan.values) values.emplace_back(type.bytes(), char{0x7f});
-  for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
+  std::vector<std::vector<char>> values = host_values(plan, inputs);
   ASSERT_NO_FATAL_FAILURE(run_plan_on_host(step.context(), *compiled, values));
 
   ASSERT_EQ(plan.outputs.size(), ref->size());

@@ -4,7 +4,6 @@
 // tests of the kernel forms (row and column reductions) compare with ref.
 #pragma once
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -34,20 +33,7 @@ inline HostStepRun run_step_on_host(const char* text, const std::vector<std::vec
   for (const TensorType& type : compiled->plan.values)
     values.emplace_back(type.bytes(), char{0x7f});
   for (size_t i = 0; i < inputs.size(); ++i) values[i] = inputs[i];
-  std::vector<std::vector<char>> backward = values, poisoned = values;
-  for (size_t v = inputs.size(); v < poisoned.size(); ++v)
-    std::fill(poisoned[v].begin(), poisoned[v].end(), char(0xff));
-  run_plan_on_host(step.context(), *compiled, values);
-  {
-    // Again with every parallel loop backwards: the same bytes, or a
-    // kernel races on the GPU (cuda_host_races_test.cpp).
-    ScopedReversedParallelLoops reversed;
-    run_plan_on_host(step.context(), *compiled, backward);
-    expect_the_same_bytes(compiled->plan, values, backward, "the step");
-  }
-  // And with every other value NaN bytes at first: the same outputs.
-  run_plan_on_host(step.context(), *compiled, poisoned);
-  expect_no_unwritten_reads(compiled->plan, values, poisoned, "the step");
+  values = run_plan_on_host_checked(step.context(), *compiled, values, "the step");
   for (int id : compiled->plan.outputs) run.outputs.push_back(values[id]);
   for (const TiledOp& op : compiled->tiled) run.tiled.push_back(op.module);
   run.plan = std::move(compiled->plan);

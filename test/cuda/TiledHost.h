@@ -330,6 +330,32 @@ inline void expect_no_unwritten_reads(const CudaPlan& plan,
   }
 }
 
+/// Runs `compiled`'s plan on host buffers three times from `initial` (its
+/// inputs set, every other value 0x7f bytes, as host_values makes them):
+/// as it is; with every parallel loop backwards, expecting the same bytes
+/// in every value (expect_the_same_bytes: no race); and with every value
+/// past the plan's inputs starting as 0xff bytes, expecting the same
+/// outputs (expect_no_unwritten_reads). Returns the first run's values;
+/// `what` names the step in failures.
+inline std::vector<std::vector<char>> run_plan_on_host_checked(
+    mlir::MLIRContext& context, const CompiledCudaStep& compiled,
+    const std::vector<std::vector<char>>& initial, const std::string& what) {
+  const CudaPlan& plan = compiled.plan;
+  std::vector<std::vector<char>> forward = initial, backward = initial, poisoned = initial;
+  for (size_t v = plan.num_inputs; v < poisoned.size(); ++v)
+    std::fill(poisoned[v].begin(), poisoned[v].end(), char(0xff));
+  run_plan_on_host(context, compiled, forward);
+  if (::testing::Test::HasFatalFailure()) return forward;
+  {
+    ScopedReversedParallelLoops reversed;
+    run_plan_on_host(context, compiled, backward);
+  }
+  expect_the_same_bytes(plan, forward, backward, what);
+  run_plan_on_host(context, compiled, poisoned);
+  expect_no_unwritten_reads(plan, forward, poisoned, what);
+  return forward;
+}
+
 /// Host buffers for `plan`'s values (`fill` bytes, 0x7f by default: an
 /// unwritten element shows), the inputs filled from `inputs`.
 template <typename T = float>

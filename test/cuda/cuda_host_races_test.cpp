@@ -106,21 +106,9 @@ void expect_the_same_bytes_in_either_order(const TraceGraph& graph, int64_t max_
   auto compiled = compile_cuda_step(*module, default_cuda_compile_options());
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   const CudaPlan& plan = compiled->plan;
-  const std::vector<std::vector<char>> inputs = testing::step_inputs(plan, max_integer);
-  auto run = [&](std::vector<std::vector<char>>& values, char fill) {
-    values = testing::host_values(plan, inputs, fill);
-    ASSERT_NO_FATAL_FAILURE(testing::run_plan_on_host(step.context(), *compiled, values));
-  };
-  std::vector<std::vector<char>> forward, backward, poisoned;
-  ASSERT_NO_FATAL_FAILURE(run(forward, char{0x7f}));
-  {
-    testing::ScopedReversedParallelLoops reversed;
-    ASSERT_NO_FATAL_FAILURE(run(backward, char{0x7f}));
-  }
-  testing::expect_the_same_bytes(plan, forward, backward, "the whole step");
-  // And no output depends on bytes no step wrote.
-  ASSERT_NO_FATAL_FAILURE(run(poisoned, char(0xff)));
-  testing::expect_no_unwritten_reads(plan, forward, poisoned, "the whole step");
+  testing::run_plan_on_host_checked(
+      step.context(), *compiled,
+      testing::host_values(plan, testing::step_inputs(plan, max_integer)), "the whole step");
 }
 
 TEST(CudaHostRaces, MnistsWholeStepGivesTheSameBytesInEitherOrder) {
