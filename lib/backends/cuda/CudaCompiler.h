@@ -2,15 +2,15 @@
 // libmstep_compiler): the step function's ops, in program order, become a
 // CudaPlan: matmuls are cuBLASLt steps; elementwise fusions, standalone
 // elementwise ops, reductions, softmax, norms, losses, dropout, the shape
-// and index ops and the optimizer update are GPU kernels (CudaKernelGen.h,
-// CudaOpLoops.h) assembled by ptxas for each architecture with -v (its
-// report kept per kernel); the PTX is kept for the JIT; attention is a
-// cuDNN step, or composed of cuBLASLt steps and kernels where cuDNN
-// cannot express it (CudaAttentionLowering.h); a custom op (mstep.custom)
-// is its registered CUDA C++ kernel compiled with NVRTC
-// (CudaCustomLowering.h). Any other op
-// (convolutions, ...) is an error naming it: "... is not yet lowered for
-// cuda" (no silent host fallback). Library-internal; MLIR.
+// and index ops, convolutions and pools, and the optimizer update are GPU
+// kernels (CudaKernelGen.h, CudaOpLoops.h) assembled by ptxas for each
+// architecture with -v (its report kept per kernel); the PTX is kept for
+// the JIT; attention is a cuDNN step, or composed of cuBLASLt steps and
+// kernels where cuDNN cannot express it (CudaAttentionLowering.h); a
+// custom op (mstep.custom) is its registered CUDA C++ kernel compiled with
+// NVRTC (CudaCustomLowering.h); a collective is an NCCL step. An op it
+// cannot lower is an error naming it: "... is not yet lowered for cuda"
+// (no silent host fallback). Library-internal; MLIR.
 #pragma once
 
 #include <string>
