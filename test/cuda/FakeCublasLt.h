@@ -1,6 +1,7 @@
 // A fake cuBLASLt table for tests without a GPU: every function succeeds
-// (unless told to fail); cublasLtMatmul appends a FakeCall named
-// "cublasLtMatmul" to the recording fake driver's calls, with the stream,
+// (unless told to fail); cublasLtMatmul records a FakeCall named
+// "cublasLtMatmul" on the recording fake driver (a node of the graph being
+// captured when its stream is capturing), with the stream,
 // target = D and args = {A, B} (its A and B, i.e. mstep's rhs and lhs),
 // and the descriptor's epilogue to `matmul_epilogues`. The heuristic finds
 // an algorithm unless the descriptor's epilogue is in `no_algorithm` (a
@@ -138,13 +139,14 @@ inline std::shared_ptr<const CublasLtApi> fake_cublaslt() {
   api->cublasLtMatmul = [](auto, auto d, auto, const void* a, auto, const void* b, auto, auto,
                            auto, auto, void* out, auto, auto, auto, auto, cudaStream_t stream) {
     FakeCublasLtState& state = fake_cublaslt_state();
-    FakeCall call;
-    call.name = "cublasLtMatmul";
-    call.stream = reinterpret_cast<CUstream>(stream);
-    call.target = reinterpret_cast<uintptr_t>(out);
-    call.args = {std::to_string(reinterpret_cast<uintptr_t>(a)),
-                 std::to_string(reinterpret_cast<uintptr_t>(b))};
-    if (state.recorder != nullptr) state.recorder->calls.push_back(call);
+    if (state.recorder != nullptr) {
+      // A node of the graph being captured when the stream is capturing.
+      FakeCall& call = state.recorder->record_stream_call(
+          "cublasLtMatmul", reinterpret_cast<CUstream>(stream),
+          std::to_string(reinterpret_cast<uintptr_t>(a)));
+      call.target = reinterpret_cast<uintptr_t>(out);
+      call.args.push_back(std::to_string(reinterpret_cast<uintptr_t>(b)));
+    }
     state.matmul_epilogues.push_back(reinterpret_cast<const FakeCublasLtDesc*>(d)->epilogue);
     return state.fail_matmul ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
   };

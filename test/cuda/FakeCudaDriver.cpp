@@ -9,6 +9,7 @@
 #include <map>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "lib/backends/cuda/CudaModule.h"
 
@@ -301,6 +302,29 @@ void* option(CUjit_option* options, void** values, unsigned count, CUjit_option 
     if (options[i] == wanted) return values[i];
   return nullptr;
 }
+/// kernels_from_ptx: each `.entry NAME(.param .u64 ..., ...)` of `ptx`
+/// known to `library`, its parameters at their natural alignment.
+void add_ptx_entries(absl::string_view ptx, CUlibrary library) {
+  for (size_t at = ptx.find(".entry "); at != absl::string_view::npos;
+       at = ptx.find(".entry ", at + 1)) {
+    const size_t open = ptx.find('(', at), close = ptx.find(')', open);
+    if (open == absl::string_view::npos || close == absl::string_view::npos) return;
+    FakeKernelInfo info{"", {}};
+    info.owned_name = std::string(absl::StripAsciiWhitespace(ptx.substr(at + 7, open - at - 7)));
+    size_t offset = 0;
+    const absl::string_view params = ptx.substr(open, close - open);
+    for (size_t p = params.find(".param"); p != absl::string_view::npos;
+         p = params.find(".param", p + 1)) {
+      const size_t size = params.substr(p, 16).find(".u64") != absl::string_view::npos ? 8 : 4;
+      offset = (offset + size - 1) / size * size;
+      info.params.push_back({offset, size});
+      offset += size;
+    }
+    info.library = library;
+    added_kernels().push_back(std::move(info));
+    added_kernels().back().name = added_kernels().back().owned_name.c_str();
+  }
+}
 CUresult library_load_data(CUlibrary* library, const void* code, CUjit_option* options,
                            void** values, unsigned count, CUlibraryOption*, void**, unsigned) {
   absl::string_view image(static_cast<const char*>(code));
@@ -321,6 +345,7 @@ CUresult library_load_data(CUlibrary* library, const void* code, CUjit_option* o
     return CUDA_ERROR_INVALID_PTX;
   }
   *library = new_handle<CUlibrary>();
+  if (!elf && g_fake->kernels_from_ptx) add_ptx_entries(image, *library);
   return CUDA_SUCCESS;
 }
 CUresult library_unload(CUlibrary) {
@@ -381,6 +406,7 @@ CUresult launch_kernel(CUfunction function, unsigned gx, unsigned gy, unsigned g
   FakeCall& call = record("cuLaunchKernel", stream);
   if (g_fake->device_fault != CUDA_SUCCESS) g_sticky = std::exchange(g_fake->device_fault, CUDA_SUCCESS);
   call.kernel = info->name;
+  call.function = info;  // kernels of one name in several libraries differ
   call.grid[0] = gx, call.grid[1] = gy, call.grid[2] = gz;
   call.block[0] = bx, call.block[1] = by, call.block[2] = bz;
   call.shared_bytes = shared;
@@ -501,7 +527,8 @@ CUresult graph_kernel_node_get_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS*
   args.clear();
   for (const std::string& arg : call.args) args.push_back(const_cast<char*>(arg.data()));
   *params = {};
-  params->func = reinterpret_cast<CUfunction>(const_cast<FakeKernelInfo*>(kernel_named(call.kernel)));
+  params->func = reinterpret_cast<CUfunction>(const_cast<FakeKernelInfo*>(
+      call.function != nullptr ? info_of(call.function) : kernel_named(call.kernel)));
   params->gridDimX = call.grid[0], params->gridDimY = call.grid[1], params->gridDimZ = call.grid[2];
   params->blockDimX = call.block[0], params->blockDimY = call.block[1];
   params->blockDimZ = call.block[2];
@@ -580,9 +607,11 @@ FakeCudaDriver::~FakeCudaDriver() {
 }
 FakeCudaDriver& FakeCudaDriver::current() { return *g_fake; }
 
-void FakeCudaDriver::record_stream_call(const std::string& name, CUstream stream,
-                                        std::string detail) {
-  record(name.c_str(), stream).args.push_back(std::move(detail));
+FakeCall& FakeCudaDriver::record_stream_call(const std::string& name, CUstream stream,
+                                             std::string detail) {
+  FakeCall& call = record(name.c_str(), stream);
+  call.args.push_back(std::move(detail));
+  return call;
 }
 
 void FakeCudaDriver::add_kernel(const std::string& name, size_t pointer_params) {

@@ -38,6 +38,7 @@ struct FakeCall {
   uintptr_t source = 0;          ///< copies: the source
   size_t bytes = 0;              ///< copies: the size
   std::string kernel;            ///< launches: the kernel
+  const void* function = nullptr; ///< launches: the fake's handle of that kernel
   unsigned grid[3] = {0, 0, 0};  ///< launches
   unsigned block[3] = {0, 0, 0}; ///< launches
   unsigned shared_bytes = 0;     ///< launches
@@ -66,6 +67,12 @@ public:
   /// Set: every PTX fails to JIT with CUDA_ERROR_INVALID_PTX and this in
   /// the JIT's error log.
   std::string ptx_error;
+  /// Set: each PTX loaded (cuLibraryLoadData) makes its `.entry`
+  /// functions known to that library, a parameter per `.param` (.u64: 8
+  /// bytes, else 4), so that steps compiled inside the process (the
+  /// registry's cuda backend) need no add_kernel. A device with no cubin in
+  /// the plans (compute_major 10) makes every kernel load its PTX.
+  bool kernels_from_ptx = false;
   /// Set: the next cuLaunchKernel fails with it.
   CUresult launch_result = CUDA_SUCCESS;
   /// Set: the next launch (a kernel's or a graph's) "faults" on the device: it is accepted, and from
@@ -106,7 +113,7 @@ public:
   /// of the graph being captured when `stream` is capturing, else a call.
   /// `detail` is its one argument. Its node is a memset node to
   /// cuGraphNodeGetType (not a kernel or a copy).
-  void record_stream_call(const std::string& name, CUstream stream, std::string detail);
+  FakeCall& record_stream_call(const std::string& name, CUstream stream, std::string detail);
 
   /// Makes kernel `name` known (any module "has" it), taking
   /// `pointer_params` device pointers: the compiled steps' kernels.

@@ -84,6 +84,45 @@ TEST_F(CudaLaunchCopyTest, CopyInLaunchCopyOutRunInOrderOnOneStreamThroughStagin
   EXPECT_EQ(back, host);
 }
 
+// A small copy_in (a learning rate, a replay's RNG state) takes the ring's
+// next slot: no wait for the copy before it (whose event, behind the work
+// queued before it, would hold the host to the device), an event per
+// group of slots, and a wait only when the ring comes round to a group.
+TEST_F(CudaLaunchCopyTest, SmallCopiesInTakeRingSlotsAndWaitOnlyWhenTheRingComesRound) {
+  auto staging = CudaStaging::create(*context_, /*chunk_bytes=*/1024);
+  ASSERT_TRUE(staging.ok()) << staging.status();
+  constexpr size_t kSlots = CudaStaging::kRingGroups * CudaStaging::kSlotsPerGroup;
+  auto device = CudaDeviceBuffer::allocate(*context_, 16 * (kSlots + 1));
+  ASSERT_TRUE(device.ok());
+  std::set<uintptr_t> sources;
+  for (size_t i = 0; i <= kSlots; ++i) {
+    const int64_t state[2] = {7, static_cast<int64_t>(4 * i)};
+    ASSERT_TRUE((*staging)->copy_in(device->pointer() + 16 * i, std::as_bytes(std::span(state))).ok());
+    if (i + 1 == kSlots) {
+      // Every slot used once; an event per filled group; nothing waited.
+      for (const auto& call : fake_.calls_named("cuMemcpyHtoDAsync")) sources.insert(call.source);
+      EXPECT_EQ(sources.size(), kSlots);
+      EXPECT_EQ(fake_.calls_named("cuEventRecord").size(), CudaStaging::kRingGroups);
+      EXPECT_TRUE(fake_.calls_named("cuEventSynchronize").empty());
+    }
+  }
+  // Slot 0 again: its group's event is waited for, once.
+  EXPECT_EQ(fake_.calls_named("cuEventSynchronize").size(), 1u);
+  EXPECT_EQ(fake_.calls_named("cuMemcpyHtoDAsync").back().source, *sources.begin());
+  // The bytes arrived (the fake's device memory is host memory).
+  std::vector<int64_t> back(2 * (kSlots + 1));
+  std::memcpy(back.data(), reinterpret_cast<const void*>(device->pointer()), 16 * (kSlots + 1));
+  for (size_t i = 0; i <= kSlots; ++i) {
+    EXPECT_EQ(back[2 * i], 7);
+    EXPECT_EQ(back[2 * i + 1], static_cast<int64_t>(4 * i));
+  }
+  // A copy over the small size still goes through the chunk buffers.
+  std::vector<std::byte> large(CudaStaging::kSmallCopyBytes + 1, std::byte{1});
+  ASSERT_TRUE((*staging)->copy_in(device->pointer(), large).ok());
+  EXPECT_EQ(fake_.calls_named("cuMemcpyHtoDAsync").back().bytes, large.size());
+  EXPECT_EQ(sources.count(fake_.calls_named("cuMemcpyHtoDAsync").back().source), 0u);
+}
+
 TEST_F(CudaLaunchCopyTest, LaunchPassesConfigurationAndEachArgumentsBytes) {
   CudaKernelArgs args;
   CUdeviceptr x = 0x7000, y = 0x8000;

@@ -81,10 +81,33 @@ CudaBackend::create(std::shared_ptr<const CudaDriver> driver, const CudaBackendO
   return backend;
 }
 
+namespace {
+/// use_for_testing's tables (set once, before the registry's first use).
+struct TestingTables {
+  std::shared_ptr<const CudaDriver> driver;
+  std::shared_ptr<const CublasLtApi> cublaslt;
+};
+TestingTables& testing_tables() {
+  static TestingTables tables;
+  return tables;
+}
+} // namespace
+
+void CudaBackend::use_for_testing(std::shared_ptr<const CudaDriver> driver,
+                                  std::shared_ptr<const CublasLtApi> cublaslt) {
+  testing_tables() = {std::move(driver), std::move(cublaslt)};
+}
+
 absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::create_default(
     const CudaBackendOptions& options) {
-  MSTEP_ASSIGN_OR_RETURN(std::shared_ptr<const CudaDriver> driver, load_cuda_driver());
-  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = create(std::move(driver), options);
+  std::shared_ptr<const CudaDriver> driver = testing_tables().driver;
+  CudaBackendOptions chosen = options;
+  if (driver != nullptr) {
+    chosen.cublaslt = testing_tables().cublaslt;
+  } else {
+    MSTEP_ASSIGN_OR_RETURN(driver, load_cuda_driver());
+  }
+  absl::StatusOr<std::unique_ptr<CudaBackend>> backend = create(std::move(driver), chosen);
   if (!backend.ok())
     return absl::UnavailableError(
         absl::StrCat("cuda: unavailable: ", backend.status().message()));

@@ -76,6 +76,7 @@ private:
 };
 
 class CudaBackend;
+struct CublasLtApi;
 
 struct CudaBackendOptions {
   int device = 0;
@@ -105,6 +106,9 @@ struct CudaBackendOptions {
   /// Executables time each plan step (CudaStepProfile.h) and print the
   /// report when destroyed (RuntimeOptions::cuda_profile).
   bool profile = false;
+  /// The cuBLASLt table this backend's executables use; null: each loads
+  /// cuBLASLt (load_cublaslt) when it has a matmul. Tests give a fake.
+  std::shared_ptr<const CublasLtApi> cublaslt;
 };
 
 class CudaBackend final : public Backend {
@@ -116,6 +120,12 @@ public:
   /// usable driver: UnavailableError "cuda: unavailable: <reason>".
   static absl::StatusOr<std::unique_ptr<Backend>> create_default(
       const CudaBackendOptions& options = {});
+  /// From now on create_default() builds the backend over `driver` and
+  /// `cublaslt` instead of loading libcuda and cuBLASLt: a test process
+  /// whose registry's "cuda" is a fake (test/cuda/FakeCudaDriver.h). Call
+  /// it before the registry first creates the cuda backend.
+  static void use_for_testing(std::shared_ptr<const CudaDriver> driver,
+                              std::shared_ptr<const CublasLtApi> cublaslt);
 
   ~CudaBackend() override;
 

@@ -109,6 +109,7 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
   MSTEP_RETURN_IF_ERROR(validate_cuda_plan(plan));
   std::unique_ptr<CudaExecutable> exe(new CudaExecutable(backend, std::move(plan)));
   if (!exe->plan_.matmuls.empty()) {
+    if (cublaslt == nullptr) cublaslt = backend.options().cublaslt;
     if (cublaslt == nullptr) {
       MSTEP_ASSIGN_OR_RETURN(cublaslt, load_cublaslt());
     }

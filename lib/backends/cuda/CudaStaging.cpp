@@ -1,6 +1,7 @@
 // CudaStaging. copy_in: for each chunk, 1. wait until its slot's previous
 // copy has run, 2. memcpy the chunk into the slot's pinned buffer, 3. queue
-// cuMemcpyHtoDAsync from it and record the slot's event. copy_out: queue
+// cuMemcpyHtoDAsync from it and record the slot's event; a small copy
+// takes the ring's next slot instead. copy_out: queue
 // the device-to-pinned copy of chunk i, then finish chunk i-1 (wait for
 // its event, memcpy it to the caller), so both directions overlap. Each
 // host memcpy runs on the copy pool's threads.
@@ -33,8 +34,34 @@ absl::Status CudaStaging::wait(Slot& slot) {
   return absl::OkStatus();
 }
 
+absl::Status CudaStaging::copy_in_small(CUdeviceptr target, std::span<const std::byte> source) {
+  constexpr size_t kSlots = kRingGroups * kSlotsPerGroup;
+  if (ring_.data() == nullptr) {
+    MSTEP_ASSIGN_OR_RETURN(ring_, CudaPinnedBuffer::allocate(context_, kSlots * kSmallCopyBytes));
+    for (Slot& group : ring_groups_) {
+      MSTEP_ASSIGN_OR_RETURN(group.done, CudaEvent::create(context_));
+    }
+  }
+  const size_t slot = ring_next_;
+  Slot& group = ring_groups_[slot / kSlotsPerGroup];
+  if (slot % kSlotsPerGroup == 0) MSTEP_RETURN_IF_ERROR(wait(group));
+  std::byte* pinned = ring_.data() + slot * kSmallCopyBytes;
+  std::memcpy(pinned, source.data(), source.size());
+  const CudaDriverApi& api = context_.api();
+  MSTEP_RETURN_IF_ERROR(check_cuda(
+      api, api.cuMemcpyHtoDAsync(target, pinned, source.size(), context_.stream()),
+      "cuMemcpyHtoDAsync", absl::StrCat("copying ", describe_bytes(source.size()), " in")));
+  ring_next_ = (slot + 1) % kSlots;
+  if (ring_next_ % kSlotsPerGroup == 0) {
+    MSTEP_RETURN_IF_ERROR(group.done.record());
+    group.in_use = true;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CudaStaging::copy_in(CUdeviceptr target, std::span<const std::byte> source) {
   MSTEP_RETURN_IF_ERROR(context_.make_current());
+  if (!source.empty() && source.size() <= kSmallCopyBytes) return copy_in_small(target, source);
   const CudaDriverApi& api = context_.api();
   for (size_t offset = 0, chunk = 0; offset < source.size(); offset += chunk_bytes_, ++chunk) {
     Slot& slot = slots_[chunk % slots_.size()];

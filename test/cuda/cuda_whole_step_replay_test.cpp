@@ -1,0 +1,218 @@
+// Whole training steps captured and replayed through the user's API on
+// `--device cuda`, over the fake driver (issue 22 §1 and §2, without a
+// GPU): the registry's cuda backend is built over FakeCudaDriver and a fake
+// cuBLASLt (CudaBackend::use_for_testing), so the steps are traced, compiled
+// by the cuda compile half and run as they would be on a GPU, except that
+// the fake runs no kernel. What that checks, for mnist_mlp's step and
+// GPT-mini's (f32, dropout):
+//   - the capture of the whole step succeeds (nothing allocates or syncs
+//     inside it: the first GPU run of whole steps failed there);
+//   - a replay is one cuGraphLaunch, with the RNG state written before it
+//     and no allocation, capture, instantiation or host sync;
+//   - each launch of the graph runs the kernels and cuBLASLt calls a lazy
+//     run of the same step queues, in the same order with the same grids;
+//   - the Philox offset moves on by the same amount each replay, so each
+//     replay draws new numbers (dropout), as lazy steps do.
+// A binary of its own: the registry creates the cuda backend once per
+// process, and here it must be the fake's.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "examples/models/GptMini.h"
+#include "examples/models/Mlp.h"
+#include "lib/backends/cuda/CudaBackend.h"
+#include "mstep/mstep.h"
+#include "test/cuda/FakeCublasLt.h"
+#include "test/cuda/FakeCudaDriver.h"
+
+namespace mstep::cuda {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::SizeIs;
+
+/// The process's fake driver, which the registry's cuda backend uses (it
+/// lives as long as the backend: the process).
+testing::FakeCudaDriver& fake() {
+  static auto* driver = [] {
+    auto* d = new testing::FakeCudaDriver();
+    d->compute_major = 10;  // no cubin in the plans: every kernel loads its PTX
+    d->kernels_from_ptx = true;
+    return d;
+  }();
+  return *driver;
+}
+
+class FakeCudaEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    testing::fake_cublaslt_state() = {};
+    testing::fake_cublaslt_state().recorder = &fake();
+    CudaBackend::use_for_testing(fake().driver(), testing::fake_cublaslt());
+    set_default_device(Device{DeviceType::cuda, 0});
+  }
+};
+[[maybe_unused]] const auto* const environment =
+    ::testing::AddGlobalTestEnvironment(new FakeCudaEnvironment);
+
+/// A kernel launch or cuBLASLt call as a comparable line.
+std::string work_line(const testing::FakeCall& call) {
+  if (call.name == "cuLaunchKernel")
+    return call.kernel + " grid " + std::to_string(call.grid[0]) + "x" +
+           std::to_string(call.grid[1]) + " block " + std::to_string(call.block[0]);
+  return call.name;
+}
+bool is_work(const testing::FakeCall& call) {
+  return call.name == "cuLaunchKernel" || call.name == "cublasLtMatmul";
+}
+
+/// The kernels and cuBLASLt calls from call `from` on that ran outside any
+/// graph launch (graph_launch 0) or in graph launch `launch`.
+std::vector<std::string> work_since(size_t from, int launch) {
+  std::vector<std::string> lines;
+  for (size_t i = from; i < fake().calls.size(); ++i)
+    if (is_work(fake().calls[i]) && fake().calls[i].graph_launch == launch)
+      lines.push_back(work_line(fake().calls[i]));
+  return lines;
+}
+
+/// The calls from `from` on made directly (not by a graph's nodes).
+std::vector<testing::FakeCall> direct_since(size_t from) {
+  std::vector<testing::FakeCall> calls;
+  for (size_t i = from; i < fake().calls.size(); ++i)
+    if (fake().calls[i].graph_launch == 0) calls.push_back(fake().calls[i]);
+  return calls;
+}
+
+/// Two lazy steps (compiles, optimizer state), the lazy work of a third,
+/// then a capture and `replays` replays, each checked as the file's
+/// comment says. Returns the Philox offsets written before each replay.
+std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& step, int replays) {
+  for (int i = 0; i < 2; ++i) (void)step().item();
+  size_t before = fake().calls.size();
+  (void)step().item();
+  const std::vector<std::string> lazy = work_since(before, 0);
+  EXPECT_FALSE(lazy.empty());
+
+  const Metrics start = metrics();
+  Graph graph;
+  Tensor loss;
+  {
+    CaptureGuard capture(graph);
+    loss = step();
+  }
+  EXPECT_TRUE(graph.on_device_graph()) << "the whole step is not on one CUDA graph";
+
+  std::vector<int64_t> offsets;
+  const std::set<std::string> forbidden = {
+      "cuMemAlloc",          "cuMemAllocAsync",       "cuMemHostAlloc",     "cuMemAllocHost",
+      "cuStreamBeginCapture", "cuGraphInstantiateWithFlags", "cuGraphExecUpdate",
+      "cuStreamSynchronize", "cuCtxSynchronize",      "cuEventSynchronize"};
+  for (int r = 1; r <= replays; ++r) {
+    before = fake().calls.size();
+    const int launches_before = static_cast<int>(fake().calls_named("cuGraphLaunch").size());
+    graph.replay();
+    const std::vector<testing::FakeCall> direct = direct_since(before);
+    std::vector<std::string> names;
+    int graph_launches = 0;  // so far in this replay
+    const testing::FakeCall* rng = nullptr;
+    for (const testing::FakeCall& call : direct) names.push_back(call.name);
+    for (const testing::FakeCall& call : direct) {
+      EXPECT_EQ(forbidden.count(call.name), 0u)
+          << "replay " << r << " calls " << call.name << ": " << ::testing::PrintToString(names);
+      if (call.name == "cuGraphLaunch") ++graph_launches;
+      // The RNG state (seed, offset: two i64) goes in before the launch.
+      if (call.name == "cuMemcpyHtoDAsync" && call.bytes == 16 && graph_launches == 0) rng = &call;
+    }
+    // Issue 22: a replay's host work is one graph launch and its
+    // bookkeeping: here the RNG state's copy, the launch, and events
+    // (the launch's, and the small-copy ring's when a group of it fills).
+    std::vector<std::string> besides_events;
+    for (const std::string& name : names)
+      if (name != "cuEventRecord") besides_events.push_back(name);
+    EXPECT_THAT(besides_events, ElementsAre("cuMemcpyHtoDAsync", "cuGraphLaunch"))
+        << "replay " << r << ": " << ::testing::PrintToString(names);
+    EXPECT_LE(names.size() - besides_events.size(), 2u)
+        << "replay " << r << ": " << ::testing::PrintToString(names);
+    (void)loss.item();  // waits: the fake has run the graph's nodes
+    EXPECT_EQ(work_since(before, launches_before + 1), lazy)
+        << "replay " << r << " ran other work than a lazy step";
+    if (rng != nullptr) {
+      int64_t state[2];
+      std::memcpy(state, reinterpret_cast<const void*>(rng->target), sizeof state);
+      offsets.push_back(state[1]);
+    }
+  }
+  const Metrics end = metrics();
+  EXPECT_EQ(end.device_graph_launches - start.device_graph_launches, replays);
+  EXPECT_EQ(end.device_graph_rerecords - start.device_graph_rerecords, 0);
+  EXPECT_EQ(end.compiles, start.compiles) << "a replay compiled";
+  return offsets;
+}
+
+/// The offsets advance by one positive stride, a multiple of 4 (Philox
+/// draws four words per counter), replay after replay.
+void expect_offsets_advance(const std::vector<int64_t>& offsets, int replays) {
+  ASSERT_THAT(offsets, SizeIs(replays)) << "no RNG state written before a replay";
+  const int64_t stride = offsets[1] - offsets[0];
+  EXPECT_GT(stride, 0);
+  EXPECT_EQ(stride % 4, 0);
+  for (size_t i = 1; i < offsets.size(); ++i)
+    EXPECT_EQ(offsets[i] - offsets[i - 1], stride) << "replay " << i + 1;
+}
+
+TEST(CudaWholeStepReplay, TheMnistStepReplaysAsOneGraphLaunchOfTheLazyStepsWork) {
+  manual_seed(0);
+  auto model = std::make_shared<examples::Mlp>(64, 32, 10);  // Dropout(0.5)
+  optim::Adadelta opt(model->parameters(), optim::AdadeltaOptions{.lr = 0.1});
+  std::vector<float> pixels(16 * 64);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i % 7) / 7.0f;
+  std::vector<int64_t> classes(16);
+  for (size_t i = 0; i < classes.size(); ++i) classes[i] = static_cast<int64_t>(i % 10);
+  Tensor x = from_vector(pixels, Shape({16, 64}));
+  Tensor y = from_vector(classes, Shape({16}));
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss = nll_loss(model->forward(x), y);
+    loss.backward();
+    mark_step();
+    opt.step();
+    mark_step();
+    return loss;
+  };
+  expect_offsets_advance(check_capture_and_replays(step, 4), 4);
+}
+
+TEST(CudaWholeStepReplay, TheGptMiniStepWithDropoutReplaysAsOneGraphLaunchOfTheLazyStepsWork) {
+  manual_seed(0);
+  examples::GptConfig config{.vocab = 32, .dim = 32, .heads = 2, .layers = 2, .max_seq = 16,
+                             .dropout = 0.1};
+  examples::GptMini model(config);
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.1});
+  std::vector<int64_t> ids(4 * 16), next(4 * 16);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>((i * 7) % 32);
+    next[i] = static_cast<int64_t>((i * 7 + 7) % 32);
+  }
+  Tensor tokens = from_vector(ids, Shape({4, 16}));
+  Tensor targets = from_vector(next, Shape({4, 16}));
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor logits = model.forward(tokens, Tensor());
+    Tensor loss = cross_entropy(logits.reshape({-1, config.vocab}), targets.reshape({-1}));
+    loss.backward();
+    opt.step();
+    mark_step();
+    return loss;
+  };
+  expect_offsets_advance(check_capture_and_replays(step, 3), 3);
+}
+
+} // namespace
+} // namespace mstep::cuda
