@@ -8,7 +8,10 @@
 //   - the capture of the whole step succeeds (nothing allocates or syncs
 //     inside it: the first GPU run of whole steps failed there);
 //   - a replay is one cuGraphLaunch, with the RNG state written before it
-//     and no allocation, capture, instantiation or host sync;
+//     and no allocation, capture, instantiation or host sync, also back to
+//     back with no read between replays; a lazy step does not wait for
+//     the device either (before the pinned ring of CudaStaging.h, each
+//     small copy_in waited for the one before it);
 //   - each launch of the graph runs the kernels and cuBLASLt calls a lazy
 //     run of the same step queues, in the same order with the same grids;
 //   - the Philox offset moves on by the same amount each replay, so each
@@ -94,9 +97,18 @@ std::vector<testing::FakeCall> direct_since(size_t from) {
 /// then a capture and `replays` replays, each checked as the file's
 /// comment says. Returns the Philox offsets written before each replay.
 std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& step, int replays) {
+  const std::set<std::string> forbidden = {
+      "cuMemAlloc",          "cuMemAllocAsync",       "cuMemHostAlloc",     "cuMemAllocHost",
+      "cuStreamBeginCapture", "cuGraphInstantiateWithFlags", "cuGraphExecUpdate",
+      "cuStreamSynchronize", "cuCtxSynchronize",      "cuEventSynchronize"};
   for (int i = 0; i < 2; ++i) (void)step().item();
   size_t before = fake().calls.size();
-  (void)step().item();
+  Tensor lazy_loss = step();
+  // A lazy step queues its work and returns: no wait for the device
+  // until its loss is read.
+  for (const testing::FakeCall& call : direct_since(before))
+    EXPECT_EQ(forbidden.count(call.name), 0u) << "a lazy step calls " << call.name;
+  (void)lazy_loss.item();
   const std::vector<std::string> lazy = work_since(before, 0);
   EXPECT_FALSE(lazy.empty());
 
@@ -110,10 +122,6 @@ std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& st
   EXPECT_TRUE(graph.on_device_graph()) << "the whole step is not on one CUDA graph";
 
   std::vector<int64_t> offsets;
-  const std::set<std::string> forbidden = {
-      "cuMemAlloc",          "cuMemAllocAsync",       "cuMemHostAlloc",     "cuMemAllocHost",
-      "cuStreamBeginCapture", "cuGraphInstantiateWithFlags", "cuGraphExecUpdate",
-      "cuStreamSynchronize", "cuCtxSynchronize",      "cuEventSynchronize"};
   for (int r = 1; r <= replays; ++r) {
     before = fake().calls.size();
     const int launches_before = static_cast<int>(fake().calls_named("cuGraphLaunch").size());
@@ -149,8 +157,15 @@ std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& st
       offsets.push_back(state[1]);
     }
   }
+  // Replays back to back, with no read between them (a loop that reads
+  // the loss now and then): none waits for the device.
+  before = fake().calls.size();
+  for (int r = 0; r < 3; ++r) graph.replay();
+  for (const testing::FakeCall& call : direct_since(before))
+    EXPECT_EQ(forbidden.count(call.name), 0u) << "a back-to-back replay calls " << call.name;
+  (void)loss.item();
   const Metrics end = metrics();
-  EXPECT_EQ(end.device_graph_launches - start.device_graph_launches, replays);
+  EXPECT_EQ(end.device_graph_launches - start.device_graph_launches, replays + 3);
   EXPECT_EQ(end.device_graph_rerecords - start.device_graph_rerecords, 0);
   EXPECT_EQ(end.compiles, start.compiles) << "a replay compiled";
   return offsets;
