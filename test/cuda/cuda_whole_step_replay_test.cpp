@@ -229,5 +229,54 @@ TEST(CudaWholeStepReplay, TheGptMiniStepWithDropoutReplaysAsOneGraphLaunchOfTheL
   expect_offsets_advance(check_capture_and_replays(step, 3), 3);
 }
 
+// Issue 22's bad input: a replay whose input was freed, or whose
+// parameters Module::to moved to another device, is a ReplayError naming
+// it, raised before anything is queued on the device; moved back, the
+// graph follows the new buffers.
+TEST(CudaWholeStepReplay, AReplayOfAFreedOrMovedInputFailsBeforeAnyDeviceWork) {
+  manual_seed(0);
+  auto model = std::make_shared<examples::Mlp>(64, 32, 10);
+  optim::Adadelta opt(model->parameters(), optim::AdadeltaOptions{.lr = 0.1});
+  auto x = std::make_unique<Tensor>(from_vector(std::vector<float>(16 * 64, 0.5f), Shape({16, 64})));
+  Tensor y = from_vector(std::vector<int64_t>(16, 3), Shape({16}));
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss = nll_loss(model->forward(*x), y);
+    loss.backward();
+    mark_step();
+    opt.step();
+    mark_step();
+    return loss;
+  };
+  (void)step().item();
+  Graph graph;
+  {
+    CaptureGuard capture(graph);
+    (void)step();
+  }
+  graph.replay();
+  auto expect_refused = [&](ReplayError::Kind kind, const std::string& why) {
+    const size_t before = fake().calls.size();
+    const int64_t launches = metrics().device_graph_launches;
+    try {
+      graph.replay();
+      ADD_FAILURE() << why << ": the replay ran";
+    } catch (const ReplayError& e) {
+      EXPECT_EQ(e.kind(), kind) << why << ": " << e.what();
+    }
+    EXPECT_THAT(direct_since(before), SizeIs(0)) << why << ": the refused replay called the driver";
+    EXPECT_EQ(metrics().device_graph_launches, launches) << why;
+  };
+  model->to(Device{DeviceType::cpu, 0});
+  expect_refused(ReplayError::Kind::device_mismatch, "parameters moved to the cpu");
+  // Back on cuda (in other buffers): the graph follows them and replays.
+  model->to(Device{DeviceType::cuda, 0});
+  const int64_t updates = metrics().device_graph_updates;
+  graph.replay();
+  EXPECT_EQ(metrics().device_graph_updates, updates + 1);
+  x.reset();
+  expect_refused(ReplayError::Kind::input_freed, "the batch freed");
+}
+
 } // namespace
 } // namespace mstep::cuda
