@@ -15,7 +15,9 @@
 //   - each launch of the graph runs the kernels and cuBLASLt calls a lazy
 //     run of the same step queues, in the same order with the same grids;
 //   - the Philox offset moves on by the same amount each replay, so each
-//     replay draws new numbers (dropout), as lazy steps do.
+//     replay draws new numbers (dropout), as lazy steps do;
+//   - a custom op's CUDA kernels (GIoU, NVRTC) run inside the graph;
+//   - a replay of a freed or moved input is refused before any driver call.
 // A binary of its own: the registry creates the cuda backend once per
 // process, and here it must be the fake's.
 #include <gmock/gmock.h>
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/custom_ops/giou_loss/GiouLoss.h"
 #include "examples/models/GptMini.h"
 #include "examples/models/Mlp.h"
 #include "lib/backends/cuda/CudaBackend.h"
@@ -95,8 +98,10 @@ std::vector<testing::FakeCall> direct_since(size_t from) {
 
 /// Two lazy steps (compiles, optimizer state), the lazy work of a third,
 /// then a capture and `replays` replays, each checked as the file's
-/// comment says. Returns the Philox offsets written before each replay.
-std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& step, int replays) {
+/// comment says (`draws`: the step has random ops, so each replay writes
+/// the RNG state). Returns the Philox offsets written before each replay.
+std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& step, int replays,
+                                               bool draws = true) {
   const std::set<std::string> forbidden = {
       "cuMemAlloc",          "cuMemAllocAsync",       "cuMemHostAlloc",     "cuMemAllocHost",
       "cuStreamBeginCapture", "cuGraphInstantiateWithFlags", "cuGraphExecUpdate",
@@ -144,8 +149,10 @@ std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& st
     std::vector<std::string> besides_events;
     for (const std::string& name : names)
       if (name != "cuEventRecord") besides_events.push_back(name);
-    EXPECT_THAT(besides_events, ElementsAre("cuMemcpyHtoDAsync", "cuGraphLaunch"))
-        << "replay " << r << ": " << ::testing::PrintToString(names);
+    const std::vector<std::string> expected =
+        draws ? std::vector<std::string>{"cuMemcpyHtoDAsync", "cuGraphLaunch"}
+              : std::vector<std::string>{"cuGraphLaunch"};
+    EXPECT_EQ(besides_events, expected) << "replay " << r << ": " << ::testing::PrintToString(names);
     EXPECT_LE(names.size() - besides_events.size(), 2u)
         << "replay " << r << ": " << ::testing::PrintToString(names);
     (void)loss.item();  // waits: the fake has run the graph's nodes
@@ -227,6 +234,43 @@ TEST(CudaWholeStepReplay, TheGptMiniStepWithDropoutReplaysAsOneGraphLaunchOfTheL
     return loss;
   };
   expect_offsets_advance(check_capture_and_replays(step, 3), 3);
+}
+
+// Issue 22 §3: a custom op's CUDA C++ kernels (GIoU's, compiled by NVRTC)
+// run inside the captured graph, as in a lazy step.
+TEST(CudaWholeStepReplay, TheGiouCustomKernelsRunInsideTheCapturedGraph) {
+  std::vector<float> boxes, targets;
+  for (int i = 0; i < 8; ++i) {
+    const float x = static_cast<float>(i);
+    boxes.insert(boxes.end(), {x, x, x + 2.0f, x + 3.0f});
+    targets.insert(targets.end(), {x + 0.5f, x, x + 2.5f, x + 2.0f});
+  }
+  Tensor pred = from_vector(boxes, Shape({8, 4}));
+  pred.requires_grad_();
+  Tensor target = from_vector(targets, Shape({8, 4}));
+  optim::SGD opt({pred}, optim::SGDOptions{.lr = 0.1});
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss = examples::giou_loss(pred, target, "mean");
+    loss.backward();
+    opt.step();
+    mark_step();
+    return loss;
+  };
+  const size_t before = fake().calls.size();
+  EXPECT_THAT(check_capture_and_replays(step, 2, /*draws=*/false), SizeIs(0));
+  int launches = 0, forward = 0, backward = 0;
+  for (size_t i = before; i < fake().calls.size(); ++i) {
+    const testing::FakeCall& call = fake().calls[i];
+    launches += call.name == "cuGraphLaunch";
+    if (call.graph_launch > 0 && call.name == "cuLaunchKernel") {
+      forward += call.kernel.find("giou_forward") != std::string::npos;
+      backward += call.kernel.find("giou_backward") != std::string::npos;
+    }
+  }
+  EXPECT_EQ(launches, 2 + 3);  // the checked replays and the back-to-back ones
+  EXPECT_EQ(forward, launches) << "one forward kernel per graph launch";
+  EXPECT_EQ(backward, launches) << "one backward kernel per graph launch";
 }
 
 // Issue 22's bad input: a replay whose input was freed, or whose
