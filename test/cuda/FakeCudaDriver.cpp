@@ -460,6 +460,7 @@ CUresult graph_launch(CUgraphExec exec, CUstream stream) {
   // A fault in one of the graph's kernels: accepted, then sticky.
   if (g_fake->device_fault != CUDA_SUCCESS) g_sticky = std::exchange(g_fake->device_fault, CUDA_SUCCESS);
   const int launch = ++g_graph_launches;
+  if (!g_fake->run_graph_nodes) return CUDA_SUCCESS;
   for (const FakeCall& node : reinterpret_cast<FakeGraph*>(exec)->nodes) {
     if (node.name != "cuLaunchKernel" && node.bytes > 0)  // a copy node: copy now
       std::memcpy(reinterpret_cast<void*>(node.target), reinterpret_cast<const void*>(node.source),

@@ -73,6 +73,10 @@ public:
   /// registry's cuda backend) need no add_kernel. A device with no cubin in
   /// the plans (compute_major 10) makes every kernel load its PTX.
   bool kernels_from_ptx = false;
+  /// Unset: a cuGraphLaunch neither runs its nodes (no copy is done) nor
+  /// records them: only the launch call is left, for a bench that times
+  /// the host's side of a launch.
+  bool run_graph_nodes = true;
   /// Set: the next cuLaunchKernel fails with it.
   CUresult launch_result = CUDA_SUCCESS;
   /// Set: the next launch (a kernel's or a graph's) "faults" on the device: it is accepted, and from

@@ -14,10 +14,16 @@ namespace mstep::cuda {
 
 namespace {
 
-absl::Status check_buffer(const Buffer& b, absl::string_view what, size_t bytes) {
+/// A buffer of another device is an error naming `what`.
+absl::Status check_device(const Buffer& b, absl::string_view what) {
   if (b.device().type != DeviceType::cuda)
     return absl::InvalidArgumentError(
         absl::StrCat("cuda ", what, " of a ", b.device().to_string(), " buffer"));
+  return absl::OkStatus();
+}
+
+absl::Status check_buffer(const Buffer& b, absl::string_view what, size_t bytes) {
+  MSTEP_RETURN_IF_ERROR(check_device(b, what));
   if (bytes != b.type().bytes())
     return absl::InvalidArgumentError(absl::StrCat("cuda ", what, " of ", bytes, " bytes with ",
                                                    b.type().to_string(), " (", b.type().bytes(),
@@ -254,8 +260,9 @@ absl::Status CudaBackend::enqueue(absl::string_view what, const std::function<ab
                                   absl::Span<const Buffer* const> reads,
                                   absl::Span<const Buffer* const> writes,
                                   std::function<absl::Status()> check) {
-  for (const Buffer* b : reads) MSTEP_RETURN_IF_ERROR(check_buffer(*b, what, b->type().bytes()));
-  for (const Buffer* b : writes) MSTEP_RETURN_IF_ERROR(check_buffer(*b, what, b->type().bytes()));
+  // Only the device: a graph launch passes every buffer of its step here.
+  for (const Buffer* b : reads) MSTEP_RETURN_IF_ERROR(check_device(*b, what));
+  for (const Buffer* b : writes) MSTEP_RETURN_IF_ERROR(check_device(*b, what));
   std::lock_guard<std::mutex> lock(mutex_);
   MSTEP_RETURN_IF_ERROR(lost_);
   MSTEP_RETURN_IF_ERROR(context_->make_current());
