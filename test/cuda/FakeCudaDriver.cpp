@@ -2,6 +2,7 @@
 // least that keeps the code above it honest (copies copy, allocations
 // allocate host memory, library loads check the image's architecture).
 #include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/PtxEntries.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -9,7 +10,6 @@
 #include <map>
 #include <cstring>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "lib/backends/cuda/CudaModule.h"
 
@@ -302,24 +302,11 @@ void* option(CUjit_option* options, void** values, unsigned count, CUjit_option 
     if (options[i] == wanted) return values[i];
   return nullptr;
 }
-/// kernels_from_ptx: each `.entry NAME(.param .u64 ..., ...)` of `ptx`
-/// known to `library`, its parameters at their natural alignment.
+/// kernels_from_ptx: the entries of `ptx` known to `library`.
 void add_ptx_entries(absl::string_view ptx, CUlibrary library) {
-  for (size_t at = ptx.find(".entry "); at != absl::string_view::npos;
-       at = ptx.find(".entry ", at + 1)) {
-    const size_t open = ptx.find('(', at), close = ptx.find(')', open);
-    if (open == absl::string_view::npos || close == absl::string_view::npos) return;
-    FakeKernelInfo info{"", {}};
-    info.owned_name = std::string(absl::StripAsciiWhitespace(ptx.substr(at + 7, open - at - 7)));
-    size_t offset = 0;
-    const absl::string_view params = ptx.substr(open, close - open);
-    for (size_t p = params.find(".param"); p != absl::string_view::npos;
-         p = params.find(".param", p + 1)) {
-      const size_t size = params.substr(p, 16).find(".u64") != absl::string_view::npos ? 8 : 4;
-      offset = (offset + size - 1) / size * size;
-      info.params.push_back({offset, size});
-      offset += size;
-    }
+  for (PtxEntry& entry : ptx_entries(ptx)) {
+    FakeKernelInfo info{"", std::move(entry.params)};
+    info.owned_name = std::move(entry.name);
     info.library = library;
     added_kernels().push_back(std::move(info));
     added_kernels().back().name = added_kernels().back().owned_name.c_str();

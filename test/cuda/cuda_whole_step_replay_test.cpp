@@ -178,6 +178,18 @@ std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& st
   return offsets;
 }
 
+/// mnist_mlp's training step: forward and backward, then the update, each
+/// cut by mark_step (two segments).
+Tensor mlp_step(examples::Mlp& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y) {
+  opt.zero_grad();
+  Tensor loss = nll_loss(model.forward(x), y);
+  loss.backward();
+  mark_step();
+  opt.step();
+  mark_step();
+  return loss;
+}
+
 /// The offsets advance by one positive stride, a multiple of 4 (Philox
 /// draws four words per counter), replay after replay.
 void expect_offsets_advance(const std::vector<int64_t>& offsets, int replays) {
@@ -199,15 +211,7 @@ TEST(CudaWholeStepReplay, TheMnistStepReplaysAsOneGraphLaunchOfTheLazyStepsWork)
   for (size_t i = 0; i < classes.size(); ++i) classes[i] = static_cast<int64_t>(i % 10);
   Tensor x = from_vector(pixels, Shape({16, 64}));
   Tensor y = from_vector(classes, Shape({16}));
-  auto step = [&] {
-    opt.zero_grad();
-    Tensor loss = nll_loss(model->forward(x), y);
-    loss.backward();
-    mark_step();
-    opt.step();
-    mark_step();
-    return loss;
-  };
+  auto step = [&] { return mlp_step(*model, opt, x, y); };
   expect_offsets_advance(check_capture_and_replays(step, 4), 4);
 }
 
@@ -283,15 +287,7 @@ TEST(CudaWholeStepReplay, AReplayOfAFreedOrMovedInputFailsBeforeAnyDeviceWork) {
   optim::Adadelta opt(model->parameters(), optim::AdadeltaOptions{.lr = 0.1});
   auto x = std::make_unique<Tensor>(from_vector(std::vector<float>(16 * 64, 0.5f), Shape({16, 64})));
   Tensor y = from_vector(std::vector<int64_t>(16, 3), Shape({16}));
-  auto step = [&] {
-    opt.zero_grad();
-    Tensor loss = nll_loss(model->forward(*x), y);
-    loss.backward();
-    mark_step();
-    opt.step();
-    mark_step();
-    return loss;
-  };
+  auto step = [&] { return mlp_step(*model, opt, *x, y); };
   (void)step().item();
   Graph graph;
   {
