@@ -280,8 +280,9 @@ TEST(CudaWholeStepReplay, TheGiouCustomKernelsRunInsideTheCapturedGraph) {
 // Issue 22's bad input: a replay whose input was freed, or whose
 // parameters Module::to moved to another device, is a ReplayError naming
 // it, raised before anything is queued on the device; moved back, the
-// graph follows the new buffers.
-TEST(CudaWholeStepReplay, AReplayOfAFreedOrMovedInputFailsBeforeAnyDeviceWork) {
+// graph follows the new buffers. A new batch shared by copy_() patches the
+// graph's head copy instead.
+TEST(CudaWholeStepReplay, ANewBatchPatchesTheHeadCopyAndAFreedOrMovedInputFailsBeforeAnyDeviceWork) {
   manual_seed(0);
   auto model = std::make_shared<examples::Mlp>(64, 32, 10);
   optim::Adadelta opt(model->parameters(), optim::AdadeltaOptions{.lr = 0.1});
@@ -307,6 +308,27 @@ TEST(CudaWholeStepReplay, AReplayOfAFreedOrMovedInputFailsBeforeAnyDeviceWork) {
     EXPECT_THAT(direct_since(before), SizeIs(0)) << why << ": the refused replay called the driver";
     EXPECT_EQ(metrics().device_graph_launches, launches) << why;
   };
+  // A new batch by copy_() from a materialized tensor shares its buffer:
+  // the graph's head copy of the batch is patched to read it (no new
+  // capture, no graph update), and the copy runs at the next launch.
+  {
+    Tensor next = from_vector(std::vector<float>(16 * 64, 0.75f), Shape({16, 64}));
+    x->copy_(next);
+    const Metrics m0 = metrics();
+    const size_t before = fake().calls.size();
+    graph.replay();
+    const Metrics m1 = metrics();
+    EXPECT_EQ(m1.device_graph_updates - m0.device_graph_updates, 1);
+    EXPECT_EQ(m1.device_graph_rerecords - m0.device_graph_rerecords, 0);
+    EXPECT_GE(m1.device_graph_node_patches - m0.device_graph_node_patches, 1);
+    int patches = 0;
+    for (const testing::FakeCall& call : direct_since(before)) {
+      EXPECT_NE(call.name, "cuStreamBeginCapture");
+      EXPECT_NE(call.name, "cuGraphExecUpdate");
+      patches += call.name == "cuGraphExecMemcpyNodeSetParams";
+    }
+    EXPECT_EQ(patches, 1) << "the batch's head copy, once";
+  }
   model->to(Device{DeviceType::cpu, 0});
   expect_refused(ReplayError::Kind::device_mismatch, "parameters moved to the cpu");
   // Back on cuda (in other buffers): the graph follows them and replays.
