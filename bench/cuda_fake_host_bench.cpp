@@ -10,12 +10,13 @@
 // are printed, to multiply by a GPU's per-call cost (README: 3.7 us per
 // kernel launch and 3.8 us per graph launch on an H200).
 //
-//   cuda_fake_host_bench [--model mlp|gpt] [--steps N] [--replays N]
+//   cuda_fake_host_bench [--model mlp|gpt] [--autocast bf16] [--steps N] [--replays N]
 //
 // mlp: mnist_mlp's step (784-128-10, Dropout(0.5), batch 200, Adadelta; two
 // segments). gpt: GPT-mini at the peers' size (dim 256, 4 layers, 4 heads,
-// seq 256, batch 8, vocabulary 1024, dropout 0.1, AdamW) in f32 (bf16's
-// attention is a cuDNN step, which needs a GPU to load).
+// seq 256, batch 8, vocabulary 1024, AdamW): in f32 with dropout 0.1
+// (attention composed of our kernels), or with --autocast bf16 the GPU
+// check's bench step (no dropout; cuDNN attention, here the fake's calls).
 //
 // Each step is timed on its own and the median printed; the loss is read
 // after each step, outside the timing, so each step starts from an idle
@@ -27,15 +28,14 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "examples/models/GptMini.h"
 #include "examples/models/Mlp.h"
-#include "lib/backends/cuda/CudaBackend.h"
 #include "mstep/mstep.h"
-#include "test/cuda/FakeCublasLt.h"
-#include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/FakeRegistryCuda.h"
 
 using namespace mstep;
 using Clock = std::chrono::steady_clock;
@@ -71,11 +71,13 @@ std::pair<double, double> time_runs(cuda::testing::FakeCudaDriver& fake, int ste
 int main(int argc, char** argv) {
   std::string model_name = "mlp";
   int steps = 30, replays = 0;  // replays: as many as steps unless set
+  std::optional<DType> autocast;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--model") model_name = argv[i + 1];
     else if (flag == "--steps") steps = std::max(3, std::atoi(argv[i + 1]));
     else if (flag == "--replays") replays = std::max(3, std::atoi(argv[i + 1]));
+    else if (flag == "--autocast" && std::string(argv[i + 1]) == "bf16") autocast = DType::bf16;
     else {
       std::fprintf(stderr, "cuda_fake_host_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -85,14 +87,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cuda_fake_host_bench: --model is mlp or gpt\n");
     return 2;
   }
-  // Left alive at exit: the registry's backend, destroyed after main,
-  // still calls into it.
-  cuda::testing::FakeCudaDriver& fake = *new cuda::testing::FakeCudaDriver();
-  fake.compute_major = 10;       // no cubin in the plans: each kernel loads its PTX
-  fake.kernels_from_ptx = true;  // and the fake learns its parameters there
+  cuda::testing::FakeCudaDriver& fake = cuda::testing::use_fakes_for_registry_cuda();
   fake.run_graph_nodes = false;  // a launch's copies are device work
-  cuda::testing::fake_cublaslt_state().recorder = &fake;
-  cuda::CudaBackend::use_for_testing(fake.driver(), cuda::testing::fake_cublaslt());
   set_default_device(Device{DeviceType::cuda, 0});
   manual_seed(0);
 
@@ -117,7 +113,7 @@ int main(int argc, char** argv) {
     };
   } else {
     examples::GptConfig config{.vocab = 1024, .dim = 256, .heads = 4, .layers = 4,
-                               .max_seq = 256, .dropout = 0.1};
+                               .max_seq = 256, .dropout = autocast ? 0.0 : 0.1};
     gpt = std::make_shared<examples::GptMini>(config);
     opt = std::make_unique<optim::AdamW>(gpt->parameters(),
                                          optim::AdamWOptions{.lr = 3e-4, .weight_decay = 0.1});
@@ -127,8 +123,12 @@ int main(int argc, char** argv) {
     y = from_vector(ids, Shape({8, 256}));
     step = [&] {
       opt->zero_grad();
-      Tensor logits = gpt->forward(x, Tensor());
-      Tensor loss = cross_entropy(logits.reshape({-1, 1024}), y.reshape({-1}));
+      Tensor loss;
+      {
+        AutocastScope scope(autocast);
+        Tensor logits = gpt->forward(x, Tensor());
+        loss = cross_entropy(logits.reshape({-1, 1024}), y.reshape({-1}));
+      }
       loss.backward();
       opt->step();
       mark_step();
@@ -154,9 +154,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cuda_fake_host_bench: the step is not on one CUDA graph\n");
     return 1;
   }
-  std::printf("cuda backend over the fake driver, model %s, median of %d lazy steps and %d "
+  std::printf("cuda backend over the fake driver, model %s%s, median of %d lazy steps and %d "
               "replays; driver calls are those made directly (a graph's nodes are not calls)\n",
-              model_name.c_str(), steps, replays > 0 ? replays : steps);
+              model_name.c_str(), autocast ? " (autocast bf16)" : "", steps,
+              replays > 0 ? replays : steps);
   std::printf("lazy_host_us %.1f replay_host_us %.2f lazy_driver_calls %.0f "
               "replay_driver_calls %.0f ratio %.0f\n",
               lazy_us, replay_us, lazy_calls, replay_calls, lazy_us / replay_us);

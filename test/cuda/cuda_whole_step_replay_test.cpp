@@ -32,10 +32,8 @@
 #include "examples/custom_ops/giou_loss/GiouLoss.h"
 #include "examples/models/GptMini.h"
 #include "examples/models/Mlp.h"
-#include "lib/backends/cuda/CudaBackend.h"
 #include "mstep/mstep.h"
-#include "test/cuda/FakeCublasLt.h"
-#include "test/cuda/FakeCudaDriver.h"
+#include "test/cuda/FakeRegistryCuda.h"
 
 namespace mstep::cuda {
 namespace {
@@ -43,24 +41,13 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::SizeIs;
 
-/// The process's fake driver, which the registry's cuda backend uses (it
-/// lives as long as the backend: the process).
-testing::FakeCudaDriver& fake() {
-  static auto* driver = [] {
-    auto* d = new testing::FakeCudaDriver();
-    d->compute_major = 10;  // no cubin in the plans: every kernel loads its PTX
-    d->kernels_from_ptx = true;
-    return d;
-  }();
-  return *driver;
-}
+/// The process's fake driver, which the registry's cuda backend uses.
+testing::FakeCudaDriver& fake() { return testing::use_fakes_for_registry_cuda(); }
 
 class FakeCudaEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    testing::fake_cublaslt_state() = {};
-    testing::fake_cublaslt_state().recorder = &fake();
-    CudaBackend::use_for_testing(fake().driver(), testing::fake_cublaslt());
+    (void)fake();
     set_default_device(Device{DeviceType::cuda, 0});
   }
 };
@@ -75,7 +62,8 @@ std::string work_line(const testing::FakeCall& call) {
   return call.name;
 }
 bool is_work(const testing::FakeCall& call) {
-  return call.name == "cuLaunchKernel" || call.name == "cublasLtMatmul";
+  return call.name == "cuLaunchKernel" || call.name == "cublasLtMatmul" ||
+         call.name.rfind("sdpa ", 0) == 0;
 }
 
 /// The kernels and cuBLASLt calls from call `from` on that ran outside any
@@ -238,6 +226,52 @@ TEST(CudaWholeStepReplay, TheGptMiniStepWithDropoutReplaysAsOneGraphLaunchOfTheL
     return loss;
   };
   expect_offsets_advance(check_capture_and_replays(step, 3), 3);
+}
+
+// The bench's form of GPT-mini (bf16 autocast: cuBLASLt bf16 matmuls with
+// bias epilogues, cuDNN attention at the heads' strides, the casts in
+// batches), smaller: each replay runs its cuDNN steps inside the graph.
+TEST(CudaWholeStepReplay, TheGptMiniBf16StepWithCudnnAttentionReplaysAsOneGraphLaunch) {
+  manual_seed(0);
+  examples::GptConfig config{.vocab = 64, .dim = 64, .heads = 2, .layers = 2, .max_seq = 16};
+  examples::GptMini model(config);
+  optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.1});
+  std::vector<int64_t> ids(2 * 16), next(2 * 16);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>((i * 5) % 64);
+    next[i] = static_cast<int64_t>((i * 5 + 5) % 64);
+  }
+  Tensor tokens = from_vector(ids, Shape({2, 16}));
+  Tensor targets = from_vector(next, Shape({2, 16}));
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      AutocastScope scope(DType::bf16);
+      Tensor logits = model.forward(tokens, Tensor());
+      loss = cross_entropy(logits.reshape({-1, config.vocab}), targets.reshape({-1}));
+    }
+    loss.backward();
+    opt.step();
+    mark_step();
+    return loss;
+  };
+  const size_t before = fake().calls.size();
+  EXPECT_THAT(check_capture_and_replays(step, 2, /*draws=*/false), SizeIs(0));
+  int launches = 0, forward = 0, backward = 0;
+  for (size_t i = before; i < fake().calls.size(); ++i) {
+    const testing::FakeCall& call = fake().calls[i];
+    launches += call.name == "cuGraphLaunch";
+    forward += call.graph_launch > 0 && call.name == "sdpa forward";
+    backward += call.graph_launch > 0 && call.name == "sdpa backward";
+  }
+  EXPECT_EQ(launches, 2 + 3);
+  EXPECT_EQ(forward, config.layers * launches) << "a cuDNN forward per layer per launch";
+  EXPECT_EQ(backward, config.layers * launches) << "a cuDNN backward per layer per launch";
+  int epilogues = 0;
+  for (cublasLtEpilogue_t e : testing::fake_cublaslt_state().matmul_epilogues)
+    epilogues += e != CUBLASLT_EPILOGUE_DEFAULT;
+  EXPECT_GT(epilogues, 0) << "no cuBLASLt call with an epilogue (bias, bias gradient)";
 }
 
 // Issue 22 §3: a custom op's CUDA C++ kernels (GIoU's, compiled by NVRTC)

@@ -92,6 +92,7 @@ namespace {
 struct TestingTables {
   std::shared_ptr<const CudaDriver> driver;
   std::shared_ptr<const CublasLtApi> cublaslt;
+  decltype(CudaBackendOptions::attention) attention;
 };
 TestingTables& testing_tables() {
   static TestingTables tables;
@@ -100,8 +101,9 @@ TestingTables& testing_tables() {
 } // namespace
 
 void CudaBackend::use_for_testing(std::shared_ptr<const CudaDriver> driver,
-                                  std::shared_ptr<const CublasLtApi> cublaslt) {
-  testing_tables() = {std::move(driver), std::move(cublaslt)};
+                                  std::shared_ptr<const CublasLtApi> cublaslt,
+                                  decltype(CudaBackendOptions::attention) attention) {
+  testing_tables() = {std::move(driver), std::move(cublaslt), std::move(attention)};
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::create_default(
@@ -110,6 +112,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::create_default(
   CudaBackendOptions chosen = options;
   if (driver != nullptr) {
     chosen.cublaslt = testing_tables().cublaslt;
+    chosen.attention = testing_tables().attention;
   } else {
     MSTEP_ASSIGN_OR_RETURN(driver, load_cuda_driver());
   }

@@ -77,6 +77,8 @@ private:
 
 class CudaBackend;
 struct CublasLtApi;
+class CudaAttentionRunner;
+struct CudaAttentionInfo;
 
 struct CudaBackendOptions {
   int device = 0;
@@ -109,6 +111,11 @@ struct CudaBackendOptions {
   /// The cuBLASLt table this backend's executables use; null: each loads
   /// cuBLASLt (load_cublaslt) when it has a matmul. Tests give a fake.
   std::shared_ptr<const CublasLtApi> cublaslt;
+  /// What makes this backend's attention steps' runners
+  /// (CudaAttentionFactory, CudaAttention.h); null: cuDNN's, made when an
+  /// executable first has an attention step. Tests give a fake.
+  std::function<absl::StatusOr<std::unique_ptr<CudaAttentionRunner>>(const CudaAttentionInfo&)>
+      attention;
 };
 
 class CudaBackend final : public Backend {
@@ -120,12 +127,14 @@ public:
   /// usable driver: UnavailableError "cuda: unavailable: <reason>".
   static absl::StatusOr<std::unique_ptr<Backend>> create_default(
       const CudaBackendOptions& options = {});
-  /// From now on create_default() builds the backend over `driver` and
-  /// `cublaslt` instead of loading libcuda and cuBLASLt: a test process
-  /// whose registry's "cuda" is a fake (test/cuda/FakeCudaDriver.h). Call
-  /// it before the registry first creates the cuda backend.
+  /// From now on create_default() builds the backend over `driver`,
+  /// `cublaslt` and `attention` (CudaBackendOptions) instead of loading
+  /// libcuda, cuBLASLt and cuDNN: a test process whose registry's "cuda"
+  /// is a fake (test/cuda/FakeCudaDriver.h). Call it before the registry
+  /// first creates the cuda backend.
   static void use_for_testing(std::shared_ptr<const CudaDriver> driver,
-                              std::shared_ptr<const CublasLtApi> cublaslt);
+                              std::shared_ptr<const CublasLtApi> cublaslt,
+                              decltype(CudaBackendOptions::attention) attention = nullptr);
 
   ~CudaBackend() override;
 

@@ -148,6 +148,7 @@ CudaExecutable::create(CudaBackend& backend, CudaPlan plan,
   }
   exe->arena_allocator_ = backend.shared_allocator();
   if (!exe->plan_.attentions.empty()) {
+    if (attention == nullptr) attention = backend.options().attention;
     if (attention == nullptr) {
       MSTEP_ASSIGN_OR_RETURN(attention, cudnn_attention_factory(backend));
     }
