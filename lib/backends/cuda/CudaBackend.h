@@ -130,7 +130,7 @@ public:
   /// From now on create_default() builds the backend over `driver`,
   /// `cublaslt` and `attention` (CudaBackendOptions) instead of loading
   /// libcuda, cuBLASLt and cuDNN: a test process whose registry's "cuda"
-  /// is a fake (test/cuda/FakeCudaDriver.h). Call it before the registry
+  /// is a fake (test/cuda/FakeRegistryCuda.h). Call it before the registry
   /// first creates the cuda backend.
   static void use_for_testing(std::shared_ptr<const CudaDriver> driver,
                               std::shared_ptr<const CublasLtApi> cublaslt,
