@@ -24,7 +24,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -203,51 +205,25 @@ TEST(CudaWholeStepReplay, TheMnistStepReplaysAsOneGraphLaunchOfTheLazyStepsWork)
   expect_offsets_advance(check_capture_and_replays(step, 4), 4);
 }
 
-TEST(CudaWholeStepReplay, TheGptMiniStepWithDropoutReplaysAsOneGraphLaunchOfTheLazyStepsWork) {
-  manual_seed(0);
-  examples::GptConfig config{.vocab = 32, .dim = 32, .heads = 2, .layers = 2, .max_seq = 16,
-                             .dropout = 0.1};
-  examples::GptMini model(config);
-  optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.1});
-  std::vector<int64_t> ids(4 * 16), next(4 * 16);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<int64_t>((i * 7) % 32);
-    next[i] = static_cast<int64_t>((i * 7 + 7) % 32);
+/// GPT-mini's training step on a fixed batch of `batch` x max_seq tokens
+/// (next-token targets), AdamW, under `autocast` when set.
+struct GptStep {
+  GptStep(const examples::GptConfig& config, int64_t batch, std::optional<DType> autocast)
+      : config(config), model(config), autocast(autocast),
+        opt(model.parameters(), optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.1}) {
+    std::vector<int64_t> ids(batch * config.max_seq), next(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<int64_t>((i * 7) % config.vocab);
+      next[i] = static_cast<int64_t>((i * 7 + 7) % config.vocab);
+    }
+    tokens = from_vector(ids, Shape({batch, config.max_seq}));
+    targets = from_vector(next, Shape({batch, config.max_seq}));
   }
-  Tensor tokens = from_vector(ids, Shape({4, 16}));
-  Tensor targets = from_vector(next, Shape({4, 16}));
-  auto step = [&] {
-    opt.zero_grad();
-    Tensor logits = model.forward(tokens, Tensor());
-    Tensor loss = cross_entropy(logits.reshape({-1, config.vocab}), targets.reshape({-1}));
-    loss.backward();
-    opt.step();
-    mark_step();
-    return loss;
-  };
-  expect_offsets_advance(check_capture_and_replays(step, 3), 3);
-}
-
-// The bench's form of GPT-mini (bf16 autocast: cuBLASLt bf16 matmuls with
-// bias epilogues, cuDNN attention at the heads' strides, the casts in
-// batches), smaller: each replay runs its cuDNN steps inside the graph.
-TEST(CudaWholeStepReplay, TheGptMiniBf16StepWithCudnnAttentionReplaysAsOneGraphLaunch) {
-  manual_seed(0);
-  examples::GptConfig config{.vocab = 64, .dim = 64, .heads = 2, .layers = 2, .max_seq = 16};
-  examples::GptMini model(config);
-  optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 1e-3, .weight_decay = 0.1});
-  std::vector<int64_t> ids(2 * 16), next(2 * 16);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    ids[i] = static_cast<int64_t>((i * 5) % 64);
-    next[i] = static_cast<int64_t>((i * 5 + 5) % 64);
-  }
-  Tensor tokens = from_vector(ids, Shape({2, 16}));
-  Tensor targets = from_vector(next, Shape({2, 16}));
-  auto step = [&] {
+  Tensor operator()() {
     opt.zero_grad();
     Tensor loss;
     {
-      AutocastScope scope(DType::bf16);
+      AutocastScope scope(autocast);
       Tensor logits = model.forward(tokens, Tensor());
       loss = cross_entropy(logits.reshape({-1, config.vocab}), targets.reshape({-1}));
     }
@@ -255,19 +231,47 @@ TEST(CudaWholeStepReplay, TheGptMiniBf16StepWithCudnnAttentionReplaysAsOneGraphL
     opt.step();
     mark_step();
     return loss;
-  };
-  const size_t before = fake().calls.size();
-  EXPECT_THAT(check_capture_and_replays(step, 2, /*draws=*/false), SizeIs(0));
-  int launches = 0, forward = 0, backward = 0;
-  for (size_t i = before; i < fake().calls.size(); ++i) {
-    const testing::FakeCall& call = fake().calls[i];
-    launches += call.name == "cuGraphLaunch";
-    forward += call.graph_launch > 0 && call.name == "sdpa forward";
-    backward += call.graph_launch > 0 && call.name == "sdpa backward";
   }
-  EXPECT_EQ(launches, 2 + 3);
-  EXPECT_EQ(forward, config.layers * launches) << "a cuDNN forward per layer per launch";
-  EXPECT_EQ(backward, config.layers * launches) << "a cuDNN backward per layer per launch";
+  examples::GptConfig config;
+  examples::GptMini model;
+  std::optional<DType> autocast;
+  optim::AdamW opt;
+  Tensor tokens, targets;
+};
+
+/// How many calls from `from` on that graph launches ran are named `name`.
+int in_launches(size_t from, const std::string& name) {
+  int n = 0;
+  for (size_t i = from; i < fake().calls.size(); ++i)
+    n += fake().calls[i].graph_launch > 0 && fake().calls[i].name == name;
+  return n;
+}
+/// How many graph launches were made from call `from` on.
+int graph_launches_since(size_t from) {
+  int n = 0;
+  for (size_t i = from; i < fake().calls.size(); ++i) n += fake().calls[i].name == "cuGraphLaunch";
+  return n;
+}
+
+TEST(CudaWholeStepReplay, TheGptMiniStepWithDropoutReplaysAsOneGraphLaunchOfTheLazyStepsWork) {
+  manual_seed(0);
+  GptStep step({.vocab = 32, .dim = 32, .heads = 2, .layers = 2, .max_seq = 16, .dropout = 0.1},
+               4, std::nullopt);
+  expect_offsets_advance(check_capture_and_replays(std::ref(step), 3), 3);
+}
+
+// The bench's form of GPT-mini (bf16 autocast: cuBLASLt bf16 matmuls with
+// bias epilogues, cuDNN attention at the heads' strides, the casts in
+// batches), smaller: each replay runs its cuDNN steps inside the graph.
+TEST(CudaWholeStepReplay, TheGptMiniBf16StepWithCudnnAttentionReplaysAsOneGraphLaunch) {
+  manual_seed(0);
+  GptStep step({.vocab = 64, .dim = 64, .heads = 2, .layers = 2, .max_seq = 16}, 2, DType::bf16);
+  const size_t before = fake().calls.size();
+  EXPECT_THAT(check_capture_and_replays(std::ref(step), 2, /*draws=*/false), SizeIs(0));
+  const int launches = graph_launches_since(before);
+  EXPECT_EQ(launches, 2 + 3);  // the checked replays and the back-to-back ones
+  EXPECT_EQ(in_launches(before, "sdpa forward"), 2 * launches) << "a cuDNN forward per layer";
+  EXPECT_EQ(in_launches(before, "sdpa backward"), 2 * launches) << "a cuDNN backward per layer";
   int epilogues = 0;
   for (cublasLtEpilogue_t e : testing::fake_cublaslt_state().matmul_epilogues)
     epilogues += e != CUBLASLT_EPILOGUE_DEFAULT;
@@ -297,10 +301,10 @@ TEST(CudaWholeStepReplay, TheGiouCustomKernelsRunInsideTheCapturedGraph) {
   };
   const size_t before = fake().calls.size();
   EXPECT_THAT(check_capture_and_replays(step, 2, /*draws=*/false), SizeIs(0));
-  int launches = 0, forward = 0, backward = 0;
+  const int launches = graph_launches_since(before);
+  int forward = 0, backward = 0;
   for (size_t i = before; i < fake().calls.size(); ++i) {
     const testing::FakeCall& call = fake().calls[i];
-    launches += call.name == "cuGraphLaunch";
     if (call.graph_launch > 0 && call.name == "cuLaunchKernel") {
       forward += call.kernel.find("giou_forward") != std::string::npos;
       backward += call.kernel.find("giou_backward") != std::string::npos;
