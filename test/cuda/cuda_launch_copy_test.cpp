@@ -84,43 +84,47 @@ TEST_F(CudaLaunchCopyTest, CopyInLaunchCopyOutRunInOrderOnOneStreamThroughStagin
   EXPECT_EQ(back, host);
 }
 
-// A small copy_in (a learning rate, a replay's RNG state) takes the ring's
-// next slot: no wait for the copy before it (whose event, behind the work
-// queued before it, would hold the host to the device), an event per
-// group of slots, and a wait only when the ring comes round to a group.
-TEST_F(CudaLaunchCopyTest, SmallCopiesInTakeRingSlotsAndWaitOnlyWhenTheRingComesRound) {
-  auto staging = CudaStaging::create(*context_, /*chunk_bytes=*/1024);
+// A copy_in of at most CudaStaging::kRingCopyBytes (a learning rate, a
+// replay's RNG state, a batch of token ids) takes the ring's next bytes: no
+// wait for the copy before it (whose event, behind the work queued before
+// it, would hold the host to the device), an event per group the ring
+// leaves, a wait only when the ring comes round to a group, and a copy
+// that does not fit the rest of a group starts the next one.
+TEST_F(CudaLaunchCopyTest, CopiesInThroughTheRingWaitOnlyWhenItComesRound) {
+  auto staging = CudaStaging::create(*context_);
   ASSERT_TRUE(staging.ok()) << staging.status();
-  constexpr size_t kSlots = CudaStaging::kRingGroups * CudaStaging::kSlotsPerGroup;
-  auto device = CudaDeviceBuffer::allocate(*context_, 16 * (kSlots + 1));
+  constexpr size_t kGroup = CudaStaging::kRingGroupBytes, kGroups = CudaStaging::kRingGroups;
+  constexpr size_t kCopy = kGroup / 4;  // four copies a group
+  auto device = CudaDeviceBuffer::allocate(*context_, kCopy * (4 * kGroups + 1));
   ASSERT_TRUE(device.ok());
-  std::set<uintptr_t> sources;
-  for (size_t i = 0; i <= kSlots; ++i) {
-    const int64_t state[2] = {7, static_cast<int64_t>(4 * i)};
-    ASSERT_TRUE((*staging)->copy_in(device->pointer() + 16 * i, std::as_bytes(std::span(state))).ok());
-    if (i + 1 == kSlots) {
-      // Every slot used once; an event per filled group; nothing waited.
-      for (const auto& call : fake_.calls_named("cuMemcpyHtoDAsync")) sources.insert(call.source);
-      EXPECT_EQ(sources.size(), kSlots);
-      EXPECT_EQ(fake_.calls_named("cuEventRecord").size(), CudaStaging::kRingGroups);
-      EXPECT_TRUE(fake_.calls_named("cuEventSynchronize").empty());
-    }
-  }
-  // Slot 0 again: its group's event is waited for, once.
+  std::vector<uintptr_t> sources;
+  auto copy = [&](size_t bytes, size_t at, int value) {
+    std::vector<std::byte> host(bytes, std::byte(value));
+    ASSERT_TRUE((*staging)->copy_in(device->pointer() + at, host).ok());
+    sources.push_back(fake_.calls_named("cuMemcpyHtoDAsync").back().source);
+  };
+  for (size_t i = 0; i < 4 * kGroups; ++i) copy(kCopy, i * kCopy, static_cast<int>(i % 250));
+  // Every byte of the ring used once, in order; an event as each group
+  // filled; nothing waited.
+  for (size_t i = 1; i < sources.size(); ++i) EXPECT_EQ(sources[i], sources[0] + i * kCopy);
+  EXPECT_EQ(fake_.calls_named("cuEventRecord").size(), kGroups);
+  EXPECT_TRUE(fake_.calls_named("cuEventSynchronize").empty());
+  // Round again: group 0's event is waited for, once.
+  copy(kCopy, 4 * kGroups * kCopy, 7);
+  EXPECT_EQ(sources.back(), sources[0]);
   EXPECT_EQ(fake_.calls_named("cuEventSynchronize").size(), 1u);
-  EXPECT_EQ(fake_.calls_named("cuMemcpyHtoDAsync").back().source, *sources.begin());
   // The bytes arrived (the fake's device memory is host memory).
-  std::vector<int64_t> back(2 * (kSlots + 1));
-  std::memcpy(back.data(), reinterpret_cast<const void*>(device->pointer()), 16 * (kSlots + 1));
-  for (size_t i = 0; i <= kSlots; ++i) {
-    EXPECT_EQ(back[2 * i], 7);
-    EXPECT_EQ(back[2 * i + 1], static_cast<int64_t>(4 * i));
-  }
-  // A copy over the small size still goes through the chunk buffers.
-  std::vector<std::byte> large(CudaStaging::kSmallCopyBytes + 1, std::byte{1});
-  ASSERT_TRUE((*staging)->copy_in(device->pointer(), large).ok());
-  EXPECT_EQ(fake_.calls_named("cuMemcpyHtoDAsync").back().bytes, large.size());
-  EXPECT_EQ(sources.count(fake_.calls_named("cuMemcpyHtoDAsync").back().source), 0u);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(device->pointer());
+  for (size_t i = 0; i < 4 * kGroups; ++i) EXPECT_EQ(bytes[i * kCopy + kCopy - 1], i % 250);
+  EXPECT_EQ(bytes[4 * kGroups * kCopy], 7);
+  // Three quarters of a group do not fit after the quarter used: the ring
+  // leaves group 0 (its event recorded) for group 1.
+  copy(3 * kCopy + 1, 0, 9);
+  EXPECT_EQ(sources.back(), sources[0] + kGroup);
+  EXPECT_EQ(fake_.calls_named("cuEventRecord").size(), kGroups + 1);
+  // Over kRingCopyBytes: through the chunk buffers.
+  copy(CudaStaging::kRingCopyBytes + 1, 0, 3);
+  EXPECT_TRUE(sources.back() < sources[0] || sources.back() >= sources[0] + kGroups * kGroup);
 }
 
 TEST_F(CudaLaunchCopyTest, LaunchPassesConfigurationAndEachArgumentsBytes) {

@@ -11,7 +11,7 @@
 //     and no allocation, capture, instantiation or host sync, also back to
 //     back with no read between replays; a lazy step does not wait for
 //     the device either (before the pinned ring of CudaStaging.h, each
-//     small copy_in waited for the one before it);
+//     copy_in waited for the one before it);
 //   - each launch of the graph runs the kernels and cuBLASLt calls a lazy
 //     run of the same step queues, in the same order with the same grids;
 //   - the Philox offset moves on by the same amount each replay, so each

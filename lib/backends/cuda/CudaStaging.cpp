@@ -1,7 +1,7 @@
 // CudaStaging. copy_in: for each chunk, 1. wait until its slot's previous
 // copy has run, 2. memcpy the chunk into the slot's pinned buffer, 3. queue
-// cuMemcpyHtoDAsync from it and record the slot's event; a small copy
-// takes the ring's next slot instead. copy_out: queue
+// cuMemcpyHtoDAsync from it and record the slot's event; a copy of at
+// most kRingCopyBytes takes the ring's next bytes instead. copy_out: queue
 // the device-to-pinned copy of chunk i, then finish chunk i-1 (wait for
 // its event, memcpy it to the caller), so both directions overlap. Each
 // host memcpy runs on the copy pool's threads.
@@ -34,34 +34,47 @@ absl::Status CudaStaging::wait(Slot& slot) {
   return absl::OkStatus();
 }
 
-absl::Status CudaStaging::copy_in_small(CUdeviceptr target, std::span<const std::byte> source) {
-  constexpr size_t kSlots = kRingGroups * kSlotsPerGroup;
+absl::Status CudaStaging::close_ring_group() {
+  Slot& group = ring_groups_[ring_next_ / kRingGroupBytes];
+  MSTEP_RETURN_IF_ERROR(group.done.record());
+  group.in_use = true;
+  ring_next_ = (ring_next_ / kRingGroupBytes + 1) % kRingGroups * kRingGroupBytes;
+  return absl::OkStatus();
+}
+
+absl::Status CudaStaging::copy_in_ring(CUdeviceptr target, std::span<const std::byte> source) {
   if (ring_.data() == nullptr) {
-    MSTEP_ASSIGN_OR_RETURN(ring_, CudaPinnedBuffer::allocate(context_, kSlots * kSmallCopyBytes));
+    MSTEP_ASSIGN_OR_RETURN(ring_,
+                           CudaPinnedBuffer::allocate(context_, kRingGroups * kRingGroupBytes));
     for (Slot& group : ring_groups_) {
       MSTEP_ASSIGN_OR_RETURN(group.done, CudaEvent::create(context_));
     }
   }
-  const size_t slot = ring_next_;
-  Slot& group = ring_groups_[slot / kSlotsPerGroup];
-  if (slot % kSlotsPerGroup == 0) MSTEP_RETURN_IF_ERROR(wait(group));
-  std::byte* pinned = ring_.data() + slot * kSmallCopyBytes;
+  const size_t bytes = (source.size() + kRingAlignment - 1) / kRingAlignment * kRingAlignment;
+  // Past the rest of this group: the next group's start.
+  if (ring_next_ % kRingGroupBytes + bytes > kRingGroupBytes)
+    MSTEP_RETURN_IF_ERROR(close_ring_group());
+  // Entering a group: its copies of the last round must have run.
+  if (ring_next_ % kRingGroupBytes == 0)
+    MSTEP_RETURN_IF_ERROR(wait(ring_groups_[ring_next_ / kRingGroupBytes]));
+  std::byte* pinned = ring_.data() + ring_next_;
   std::memcpy(pinned, source.data(), source.size());
   const CudaDriverApi& api = context_.api();
   MSTEP_RETURN_IF_ERROR(check_cuda(
       api, api.cuMemcpyHtoDAsync(target, pinned, source.size(), context_.stream()),
       "cuMemcpyHtoDAsync", absl::StrCat("copying ", describe_bytes(source.size()), " in")));
-  ring_next_ = (slot + 1) % kSlots;
-  if (ring_next_ % kSlotsPerGroup == 0) {
-    MSTEP_RETURN_IF_ERROR(group.done.record());
-    group.in_use = true;
+  ring_next_ += bytes;
+  if (ring_next_ % kRingGroupBytes == 0) {
+    ring_next_ -= bytes;  // still inside the group that just filled
+    MSTEP_RETURN_IF_ERROR(close_ring_group());
   }
   return absl::OkStatus();
 }
 
 absl::Status CudaStaging::copy_in(CUdeviceptr target, std::span<const std::byte> source) {
   MSTEP_RETURN_IF_ERROR(context_.make_current());
-  if (!source.empty() && source.size() <= kSmallCopyBytes) return copy_in_small(target, source);
+  if (!source.empty() && source.size() <= std::min(kRingCopyBytes, chunk_bytes_))
+    return copy_in_ring(target, source);
   const CudaDriverApi& api = context_.api();
   for (size_t offset = 0, chunk = 0; offset < source.size(); offset += chunk_bytes_, ++chunk) {
     Slot& slot = slots_[chunk % slots_.size()];

@@ -6,12 +6,14 @@
 // bottleneck (5.8 GB/s through staging against 55 GB/s pinned, H200 host,
 // 16 MiB chunks). All copies go on the
 // context's stream, so they are ordered with the kernels queued there.
-// A small copy_in (a learning rate, a replay's RNG state) goes through a
-// ring of pinned slots instead of a chunk buffer: reusing the one chunk
-// buffer would wait for the copy before it, which runs only once all the
-// work queued before that copy has run, so every small copy would hold
-// the host to at most one step ahead of the device. A ring's group of
-// slots is waited for only when the ring comes round to it again.
+// A copy_in of at most kRingCopyBytes (a learning rate, a replay's RNG
+// state, a batch of token ids) goes through a ring of pinned memory
+// instead of a chunk buffer: reusing one chunk buffer would wait for the
+// copy before it, which runs only once all the work queued before that
+// copy has run, so every such copy would hold the host to about one step
+// ahead of the device. The ring is cut into groups; a group's event is
+// recorded when the ring leaves it, and waited for only when the ring
+// comes round to it again.
 // Library-internal.
 //
 // Ownership: must not outlive its CudaContext. Thread-safety: one thread
@@ -31,10 +33,11 @@ namespace mstep::cuda {
 class CudaStaging {
 public:
   static constexpr size_t kDefaultChunkBytes = size_t{32} << 20;
-  /// A copy_in of at most this many bytes takes a slot of the ring.
-  static constexpr size_t kSmallCopyBytes = 64;
-  /// The ring: groups of slots, an event recorded as each group fills.
-  static constexpr size_t kRingGroups = 16, kSlotsPerGroup = 64;
+  /// The ring: kRingGroups groups of kRingGroupBytes. A copy_in of at
+  /// most kRingCopyBytes (and at most a chunk) goes through it, at the
+  /// next multiple of kRingAlignment.
+  static constexpr size_t kRingGroups = 16, kRingGroupBytes = size_t{256} << 10;
+  static constexpr size_t kRingCopyBytes = kRingGroupBytes, kRingAlignment = 64;
 
   /// Two pinned buffers of `chunk_bytes` each; host copies on
   /// `copy_threads` threads (0: HostCopyPool::default_threads()).
@@ -67,17 +70,20 @@ private:
       : context_(context), chunk_bytes_(chunk_bytes), pool_(copy_threads) {}
   /// Waits until `slot`'s last copy has run.
   absl::Status wait(Slot& slot);
-  /// A small copy_in through the ring (allocated on first use).
-  absl::Status copy_in_small(CUdeviceptr target, std::span<const std::byte> source);
+  /// A copy_in through the ring (allocated on first use).
+  absl::Status copy_in_ring(CUdeviceptr target, std::span<const std::byte> source);
+  /// Leaves the ring's group at ring_next_ (its event recorded) for the
+  /// start of the next one.
+  absl::Status close_ring_group();
 
   const CudaContext& context_;
   size_t chunk_bytes_;
   std::array<Slot, 2> slots_;
-  /// The ring's memory (kRingGroups * kSlotsPerGroup slots of
-  /// kSmallCopyBytes); each group's `done` is recorded after its last
-  /// slot's copy.
+  /// The ring's memory; each group's `done` is recorded after the last
+  /// copy from it.
   CudaPinnedBuffer ring_;
   std::array<Slot, kRingGroups> ring_groups_;
+  /// The byte offset the next copy takes.
   size_t ring_next_ = 0;
   HostCopyPool pool_;
 };
