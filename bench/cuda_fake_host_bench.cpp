@@ -1,8 +1,8 @@
 // cuda_fake_host_bench: mstep's own host work per training step on the
 // cuda backend, lazy against replayed, without a GPU. The process's cuda
-// backend is built over the fake driver and fake cuBLASLt of the tests
-// (test/cuda/FakeCudaDriver.h, CudaBackend::use_for_testing), whose calls
-// only record themselves (and copy host memory), so what is timed is
+// backend is built over the tests' fake driver, cuBLASLt and attention
+// runners (test/cuda/FakeRegistryCuda.h), whose calls only record
+// themselves (a graph launch runs none of its nodes here), so what is timed is
 // mstep's part of a step's host time: lazy, tracing, hashing, the cache
 // lookup and the plan's steps queued call by call; replayed, Graph::replay
 // (input checks, the RNG state, one graph launch, the results bound). A

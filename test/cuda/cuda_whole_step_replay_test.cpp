@@ -1,10 +1,11 @@
 // Whole training steps captured and replayed through the user's API on
 // `--device cuda`, over the fake driver (issue 22 §1 and §2, without a
-// GPU): the registry's cuda backend is built over FakeCudaDriver and a fake
-// cuBLASLt (CudaBackend::use_for_testing), so the steps are traced, compiled
-// by the cuda compile half and run as they would be on a GPU, except that
-// the fake runs no kernel. What that checks, for mnist_mlp's step and
-// GPT-mini's (f32, dropout):
+// GPU): the registry's cuda backend is built over the fake driver, cuBLASLt
+// and attention runners (test/cuda/FakeRegistryCuda.h), so the steps are
+// traced, compiled by the cuda compile half and run as they would be on a
+// GPU, except that the fake runs no kernel. What that checks, for
+// mnist_mlp's step and GPT-mini's (f32 with dropout; bf16 autocast with
+// cuDNN attention and cuBLASLt epilogues):
 //   - the capture of the whole step succeeds (nothing allocates or syncs
 //     inside it: the first GPU run of whole steps failed there);
 //   - a replay is one cuGraphLaunch, with the RNG state written before it
