@@ -24,6 +24,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -91,19 +92,25 @@ std::vector<testing::FakeCall> direct_since(size_t from) {
 /// then a capture and `replays` replays, each checked as the file's
 /// comment says (`draws`: the step has random ops, so each replay writes
 /// the RNG state). Returns the Philox offsets written before each replay.
-std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& step, int replays,
-                                               bool draws = true) {
-  const std::set<std::string> forbidden = {
+/// No call since `from` allocates, captures, instantiates, updates a graph
+/// or waits for the device; `what` names the work for a failure.
+void expect_no_allocation_capture_or_wait(size_t from, const std::string& what) {
+  static const std::set<std::string> forbidden = {
       "cuMemAlloc",          "cuMemAllocAsync",       "cuMemHostAlloc",     "cuMemAllocHost",
       "cuStreamBeginCapture", "cuGraphInstantiateWithFlags", "cuGraphExecUpdate",
       "cuStreamSynchronize", "cuCtxSynchronize",      "cuEventSynchronize"};
+  for (const testing::FakeCall& call : direct_since(from))
+    EXPECT_EQ(forbidden.count(call.name), 0u) << what << " calls " << call.name;
+}
+
+std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& step, int replays,
+                                               bool draws = true) {
   for (int i = 0; i < 2; ++i) (void)step().item();
   size_t before = fake().calls.size();
   Tensor lazy_loss = step();
   // A lazy step queues its work and returns: no wait for the device
   // until its loss is read.
-  for (const testing::FakeCall& call : direct_since(before))
-    EXPECT_EQ(forbidden.count(call.name), 0u) << "a lazy step calls " << call.name;
+  expect_no_allocation_capture_or_wait(before, "a lazy step");
   (void)lazy_loss.item();
   const std::vector<std::string> lazy = work_since(before, 0);
   EXPECT_FALSE(lazy.empty());
@@ -122,21 +129,19 @@ std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& st
     before = fake().calls.size();
     const int launches_before = static_cast<int>(fake().calls_named("cuGraphLaunch").size());
     graph.replay();
+    expect_no_allocation_capture_or_wait(before, "replay " + std::to_string(r));
     const std::vector<testing::FakeCall> direct = direct_since(before);
     std::vector<std::string> names;
-    int graph_launches = 0;  // so far in this replay
     const testing::FakeCall* rng = nullptr;
-    for (const testing::FakeCall& call : direct) names.push_back(call.name);
     for (const testing::FakeCall& call : direct) {
-      EXPECT_EQ(forbidden.count(call.name), 0u)
-          << "replay " << r << " calls " << call.name << ": " << ::testing::PrintToString(names);
-      if (call.name == "cuGraphLaunch") ++graph_launches;
       // The RNG state (seed, offset: two i64) goes in before the launch.
-      if (call.name == "cuMemcpyHtoDAsync" && call.bytes == 16 && graph_launches == 0) rng = &call;
+      const bool launched = std::count(names.begin(), names.end(), "cuGraphLaunch") > 0;
+      if (call.name == "cuMemcpyHtoDAsync" && call.bytes == 16 && !launched) rng = &call;
+      names.push_back(call.name);
     }
     // Issue 22: a replay's host work is one graph launch and its
     // bookkeeping: here the RNG state's copy, the launch, and events
-    // (the launch's, and the small-copy ring's when a group of it fills).
+    // (the launch's, and the staging ring's when it leaves a group).
     std::vector<std::string> besides_events;
     for (const std::string& name : names)
       if (name != "cuEventRecord") besides_events.push_back(name);
@@ -159,8 +164,7 @@ std::vector<int64_t> check_capture_and_replays(const std::function<Tensor()>& st
   // the loss now and then): none waits for the device.
   before = fake().calls.size();
   for (int r = 0; r < 3; ++r) graph.replay();
-  for (const testing::FakeCall& call : direct_since(before))
-    EXPECT_EQ(forbidden.count(call.name), 0u) << "a back-to-back replay calls " << call.name;
+  expect_no_allocation_capture_or_wait(before, "a back-to-back replay");
   (void)loss.item();
   const Metrics end = metrics();
   EXPECT_EQ(end.device_graph_launches - start.device_graph_launches, replays + 3);

@@ -34,11 +34,10 @@ absl::Status CudaStaging::wait(Slot& slot) {
   return absl::OkStatus();
 }
 
-absl::Status CudaStaging::close_ring_group() {
-  Slot& group = ring_groups_[ring_next_ / kRingGroupBytes];
-  MSTEP_RETURN_IF_ERROR(group.done.record());
-  group.in_use = true;
-  ring_next_ = (ring_next_ / kRingGroupBytes + 1) % kRingGroups * kRingGroupBytes;
+absl::Status CudaStaging::close_ring_group(size_t group) {
+  MSTEP_RETURN_IF_ERROR(ring_groups_[group].done.record());
+  ring_groups_[group].in_use = true;
+  ring_next_ = (group + 1) % kRingGroups * kRingGroupBytes;
   return absl::OkStatus();
 }
 
@@ -53,7 +52,7 @@ absl::Status CudaStaging::copy_in_ring(CUdeviceptr target, std::span<const std::
   const size_t bytes = (source.size() + kRingAlignment - 1) / kRingAlignment * kRingAlignment;
   // Past the rest of this group: the next group's start.
   if (ring_next_ % kRingGroupBytes + bytes > kRingGroupBytes)
-    MSTEP_RETURN_IF_ERROR(close_ring_group());
+    MSTEP_RETURN_IF_ERROR(close_ring_group(ring_next_ / kRingGroupBytes));
   // Entering a group: its copies of the last round must have run.
   if (ring_next_ % kRingGroupBytes == 0)
     MSTEP_RETURN_IF_ERROR(wait(ring_groups_[ring_next_ / kRingGroupBytes]));
@@ -64,10 +63,9 @@ absl::Status CudaStaging::copy_in_ring(CUdeviceptr target, std::span<const std::
       api, api.cuMemcpyHtoDAsync(target, pinned, source.size(), context_.stream()),
       "cuMemcpyHtoDAsync", absl::StrCat("copying ", describe_bytes(source.size()), " in")));
   ring_next_ += bytes;
-  if (ring_next_ % kRingGroupBytes == 0) {
-    ring_next_ -= bytes;  // still inside the group that just filled
-    MSTEP_RETURN_IF_ERROR(close_ring_group());
-  }
+  // The group is full: leave it now.
+  if (ring_next_ % kRingGroupBytes == 0)
+    MSTEP_RETURN_IF_ERROR(close_ring_group(ring_next_ / kRingGroupBytes - 1));
   return absl::OkStatus();
 }
 

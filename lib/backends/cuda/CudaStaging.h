@@ -72,9 +72,9 @@ private:
   absl::Status wait(Slot& slot);
   /// A copy_in through the ring (allocated on first use).
   absl::Status copy_in_ring(CUdeviceptr target, std::span<const std::byte> source);
-  /// Leaves the ring's group at ring_next_ (its event recorded) for the
-  /// start of the next one.
-  absl::Status close_ring_group();
+  /// Leaves the ring's group `group` (its event recorded) for the start of
+  /// the next one.
+  absl::Status close_ring_group(size_t group);
 
   const CudaContext& context_;
   size_t chunk_bytes_;
