@@ -58,22 +58,27 @@ std::string describe_scalar(Scalar s) {
   return absl::StrCat(s.dtype() == DType::i64 ? "int" : "float", " scalar ", s.value());
 }
 
+// `inputs` describes the operands; it is called only to throw (these
+// checks run on the tracing hot path).
+
 /// PyTorch rejects subtraction with any bool operand, even when the
 /// result type would be numeric (bool - 1).
-void check_sub(bool a_bool, bool b_bool, absl::string_view inputs) {
+template <typename Inputs>
+void check_sub(bool a_bool, bool b_bool, const Inputs& inputs) {
   if (a_bool && b_bool)
-    throw_op_error("sub", "is not defined for two bool operands", inputs,
+    throw_op_error("sub", "is not defined for two bool operands", inputs(),
                    "Use ne(a, b) (logical xor) instead.");
   if (a_bool || b_bool)
-    throw_op_error("sub", "is not defined for a bool operand", inputs,
+    throw_op_error("sub", "is not defined for a bool operand", inputs(),
                    "To invert a mask use logical_not(); otherwise convert the "
                    "bool operand with .to(DType::i64) or .to(DType::f32) first.");
 }
 
 /// pow computes in the promoted dtype, which must not be bool.
-void check_pow(DType compute, absl::string_view inputs) {
+template <typename Inputs>
+void check_pow(DType compute, const Inputs& inputs) {
   if (compute == DType::boolean)
-    throw_op_error("pow", "is not defined for bool operands", inputs,
+    throw_op_error("pow", "is not defined for bool operands", inputs(),
                    "Convert an operand to a numeric dtype first, e.g. "
                    ".to(DType::i64).");
 }
@@ -97,7 +102,7 @@ Tensor binary(absl::string_view name, OpKind op, const Tensor& a,
   DType compute = detail::result_type({a, b});
   if (kind == ResultKind::floating && !is_floating(compute)) compute = kDefaultFloat;
   if (op == OpKind::sub || op == OpKind::pow) {
-    const std::string inputs = absl::StrCat(describe(a), " and ", describe(b));
+    auto inputs = [&] { return absl::StrCat(describe(a), " and ", describe(b)); };
     if (op == OpKind::sub)
       check_sub(a.dtype() == DType::boolean, b.dtype() == DType::boolean, inputs);
     else
@@ -118,9 +123,10 @@ Tensor binary_scalar(absl::string_view name, OpKind op, const Tensor& a,
   DType compute = detail::result_type({a}, {s});
   if (kind == ResultKind::floating && !is_floating(compute)) compute = kDefaultFloat;
   if (op == OpKind::sub || op == OpKind::pow) {
-    const std::string inputs = scalar_first
-                                   ? absl::StrCat(describe_scalar(s), " and ", describe(a))
-                                   : absl::StrCat(describe(a), " and ", describe_scalar(s));
+    auto inputs = [&] {
+      return scalar_first ? absl::StrCat(describe_scalar(s), " and ", describe(a))
+                          : absl::StrCat(describe(a), " and ", describe_scalar(s));
+    };
     const bool a_bool = a.dtype() == DType::boolean;
     const bool s_bool = s.dtype() == DType::boolean;
     if (op == OpKind::sub) check_sub(scalar_first ? s_bool : a_bool,
@@ -129,7 +135,7 @@ Tensor binary_scalar(absl::string_view name, OpKind op, const Tensor& a,
     if (op == OpKind::pow && !scalar_first && is_integral(compute) &&
         s.dtype() == DType::i64 && s.value() < 0)
       throw_op_error("pow", "integers to negative integer powers are not allowed",
-                     inputs,
+                     inputs(),
                      "Use a floating exponent (e.g. -1.0) or convert the tensor "
                      "to a floating dtype first.");
   }

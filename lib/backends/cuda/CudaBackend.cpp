@@ -172,8 +172,9 @@ absl::StatusOr<GraphPool> CudaBackend::allocate_graph_pool(absl::Span<const Tens
   {
     std::lock_guard<std::mutex> lock(mutex_);
     MSTEP_RETURN_IF_ERROR(lost_);
-    MSTEP_RETURN_IF_ERROR(refuse_in_capture(
-        absl::StrCat("allocating a ", total, "-byte pool for a graph's static buffers")));
+    if (capturing_)
+      return refuse_in_capture(
+          absl::StrCat("allocating a ", total, "-byte pool for a graph's static buffers"));
   }
   absl::StatusOr<CudaAllocator::Block> block = allocator_->allocate(total);
   if (!block.ok())
@@ -202,8 +203,9 @@ absl::StatusOr<BufferPtr> CudaBackend::allocate(const TensorType& type) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     MSTEP_RETURN_IF_ERROR(lost_);
-    MSTEP_RETURN_IF_ERROR(
-        refuse_in_capture(absl::StrCat("allocating a buffer of ", type.to_string())));
+    // The message is built only when refusing (allocate is on the lazy hot path).
+    if (capturing_)
+      return refuse_in_capture(absl::StrCat("allocating a buffer of ", type.to_string()));
   }
   absl::StatusOr<CudaAllocator::Block> block = allocator_->allocate(type.bytes());
   if (!block.ok())
