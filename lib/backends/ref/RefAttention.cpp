@@ -21,44 +21,20 @@
 #include <vector>
 
 #include "lib/backends/ref/RefKernels.h"
+#include "lib/backends/ref/RefSdpaParams.h"
 #include "mstep/core/Philox.h"
 
 namespace mstep::ref {
 
 namespace {
 
-/// The node's static description, read once from the attributes.
-struct SdpaParams {
-  int64_t batch = 1;        // product of the leading dims
-  int64_t rows_per_b0 = 1;  // flat batch-heads per index of dim 0
-  int64_t L = 0, S = 0, E = 0, Ev = 0;
-  bool causal = false, has_mask = false, has_len = false, left_pad = false;
+/// The forward's params: the shared ones and which extra results it writes.
+struct SdpaForwardParams : SdpaParams {
   bool return_probs = false, return_mask = false, save_probs = false;
-  double scale = 1, p = 0;
-  bool dropout = false;
-  uint64_t seed = 0, offset = 0;
 };
 
-/// Clamps a runtime valid length to [0, n] and returns the kept range.
-void valid_range(int64_t len, int64_t n, bool left, int64_t& lo, int64_t& hi) {
-  len = len < 0 ? 0 : len > n ? n : len;
-  lo = left ? n - len : 0;
-  hi = left ? n : len;
-}
-
-/// Offset of the mask element for batch-head b (row 0, column 0), with
-/// `strides` the mask's broadcast strides over [..., L, S].
-int64_t mask_base(const Shape& scores, const Shape::Dims& strides, int64_t b) {
-  int64_t off = 0;
-  for (int64_t d = scores.rank() - 3; d >= 0; --d) {
-    off += (b % scores[d]) * strides[d];
-    b /= scores[d];
-  }
-  return off;
-}
-
 template <typename T>
-absl::Status run_sdpa(const KernelArgs& a, const SdpaParams& P) {
+absl::Status run_sdpa(const KernelArgs& a, const SdpaForwardParams& P) {
   const T* q = a.in(0).data<T>();
   const T* k = a.in(1).data<T>();
   const T* v = a.in(2).data<T>();
@@ -162,36 +138,13 @@ absl::Status run_sdpa(const KernelArgs& a, const SdpaParams& P) {
 
 absl::Status sdpa(const KernelArgs& a) {
   const AttrList& attrs = a.node.attrs;
-  const Shape& qs = a.in(0).type().shape;
-  SdpaParams P;
-  const int64_t r = qs.rank();
-  for (int64_t d = 0; d < r - 2; ++d) P.batch *= qs[d];
-  for (int64_t d = 1; d < r - 2; ++d) P.rows_per_b0 *= qs[d];
-  P.L = qs[r - 2];
-  P.E = qs[r - 1];
-  P.S = a.in(1).type().shape[r - 2];
-  P.Ev = a.in(2).type().shape[r - 1];
-  P.causal = attr_int(attrs, AttrName::is_causal) != 0;
-  P.scale = attr_double(attrs, AttrName::scale);
-  P.p = attr_double(attrs, AttrName::dropout_p);
-  P.has_mask = attr_int(attrs, AttrName::has_mask) != 0;
-  P.has_len = attr_int(attrs, AttrName::has_valid_len) != 0;
-  P.left_pad = attr_int(attrs, AttrName::padding_side) == 1;
+  SdpaForwardParams P;
+  MSTEP_RETURN_IF_ERROR(read_sdpa_params(a, 0, "sdpa", P));
   P.return_probs = attr_int(attrs, AttrName::return_probs) != 0;
   P.return_mask = attr_int(attrs, AttrName::return_mask) != 0;
   P.save_probs = attr_int(attrs, AttrName::recompute) == 0;
   if (a.outputs.size() != size_t{1} + P.return_probs + P.return_mask + P.save_probs)
     return absl::InternalError("sdpa: result count disagrees with the attrs");
-  const int64_t offset = attr_int(attrs, AttrName::offset);
-  P.dropout = offset >= 0;  // -1: no RNG operand (dropout_p == 0)
-  if (P.dropout) {
-    const size_t rng = 3 + P.has_mask + P.has_len;
-    if (a.inputs.size() <= rng)
-      return absl::InternalError("sdpa: dropout without an RNG state operand");
-    const int64_t* state = a.in(rng).data<int64_t>();
-    P.seed = static_cast<uint64_t>(state[0]);
-    P.offset = static_cast<uint64_t>(state[1]) + static_cast<uint64_t>(offset);
-  }
   return dispatch_floating(a.in(0).type().dtype,
                            [&]<typename T>() { return run_sdpa<T>(a, P); });
 }
