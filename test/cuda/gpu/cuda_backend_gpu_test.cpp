@@ -33,12 +33,7 @@ protected:
   void SetUp() override {
     GpuBackendTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    const CudaDeviceInfo& device = backend_->context().device();
-    std::string cubin = testing::read_test_kernel("test_kernels.sm_" +
-                                                  std::to_string(device.compute_major) + "0.cubin");
-    std::string ptx = testing::read_test_kernel("test_kernels.compute_80.ptx");
-    std::vector<std::string> names = {"saxpy"};
-    auto module = CudaKernelModule::load(backend_->context(), cubin, ptx, names);
+    auto module = testing::load_test_kernels(backend_->context(), {"saxpy"});
     ASSERT_TRUE(module.ok()) << module.status();
     module_ = std::move(*module);
   }

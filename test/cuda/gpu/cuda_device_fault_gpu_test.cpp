@@ -12,7 +12,7 @@
 #include "lib/backends/cuda/CudaLaunch.h"
 #include "lib/backends/cuda/CudaModule.h"
 #include "test/cuda/TestKernels.h"
-#include "test/cuda/gpu/GpuDriver.h"
+#include "test/cuda/gpu/GpuBackendTest.h"
 
 namespace mstep::cuda {
 namespace {
@@ -25,12 +25,7 @@ TEST(CudaDeviceFaultGpuTest, AnIllegalAddressNamesTheKernelAndTheContextStaysRep
   if (!driver.ok()) GTEST_SKIP() << driver.status().message();
   auto backend = CudaBackend::create(*driver);
   ASSERT_TRUE(backend.ok()) << backend.status();
-  const CudaDeviceInfo& device = (*backend)->context().device();
-  std::vector<std::string> names = {"write_out_of_bounds"};
-  auto module = CudaKernelModule::load(
-      (*backend)->context(),
-      testing::read_test_kernel("test_kernels.sm_" + std::to_string(device.compute_major) + "0.cubin"),
-      testing::read_test_kernel("test_kernels.compute_80.ptx"), names);
+  auto module = testing::load_test_kernels((*backend)->context(), {"write_out_of_bounds"});
   ASSERT_TRUE(module.ok()) << module.status();
   const CudaKernel* kernel = *(*module)->kernel("write_out_of_bounds");
   TensorType type{Shape{4}, DType::f32};
