@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "oneapi/dnnl/dnnl.h"
 #include "mstep/runtime/Tracer.h"
 #include "test/unit/GptTrainingLosses.h"
 #include "test/unit/TestUtil.h"
@@ -214,7 +215,15 @@ std::vector<std::vector<float>> mlp_training(Device device, int steps) {
 TEST(XlaF32Epilogue, MlpTrainingEqualsTheCpuBackendBitForBit) {
   // Both backends run each layer as the same oneDNN matmul with the same
   // epilogue, and the loss and update as the same f32 arithmetic: the
-  // losses and the trained weights are cpu's.
+  // losses and the trained weights are cpu's. Where oneDNN runs its
+  // AVX-512 (brgemm) matmul, the two backends' descs (cpu's of the op's
+  // rank, xla's with a batch dim) give one kernel; below avx512_core its
+  // gemm may split a sum differently for the two (1-2 ulps, measured with
+  // ONEDNN_MAX_CPU_ISA=AVX2), and the closeness is
+  // GptMiniTrainingLossesAreTheCpuBackendsWithinItsNormRounding's.
+  if ((dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core)
+    GTEST_SKIP() << "oneDNN runs below avx512_core here: its gemm need not sum as for the "
+                    "other backend's descs";
   expect_same_bits(mlp_training(kXla, 5), mlp_training(kCpu, 5), "mlp");
 }
 

@@ -27,8 +27,12 @@ struct ConvGeometry {
   int64_t groups;
   /// Let the primitives pick blocked layouts (see the file comment).
   bool blocked;
+  /// The primitives' dtype: the tensors', or f32 for widened bf16 ones
+  /// (build_or_widen).
+  memory::data_type compute;
 
-  ConvGeometry(const AttrList& attrs, bool blocked_layouts) : blocked(blocked_layouts) {
+  ConvGeometry(const AttrList& attrs, bool blocked_layouts, memory::data_type compute_type)
+      : blocked(blocked_layouts), compute(compute_type) {
     const IntList& stride = attr_ints(attrs, AttrName::stride);
     const IntList& pad = attr_ints(attrs, AttrName::padding);
     const IntList& dilation = attr_ints(attrs, AttrName::dilation);
@@ -38,11 +42,11 @@ struct ConvGeometry {
     groups = attr_int(attrs, AttrName::groups);
   }
 
-  /// The desc a primitive is described with: layout left open when
-  /// blocked, else the plain one.
+  /// The desc a primitive is described with, in `compute`: layout left
+  /// open when blocked, else the plain one.
   memory::desc layout(const memory::desc& plain) const {
-    if (!blocked) return plain;
-    return memory::desc(plain.dims(), plain.data_type(), memory::format_tag::any);
+    if (!blocked) return in_compute(plain, compute);
+    return memory::desc(plain.dims(), compute, memory::format_tag::any);
   }
 };
 
@@ -85,7 +89,8 @@ dnnl::convolution_forward::primitive_desc forward_pd(dnnl::prop_kind prop, const
                                                      const ConvGeometry& g) {
   const auto alg = dnnl::algorithm::convolution_direct;
   const dnnl::convolution_forward::desc desc =
-      bias ? dnnl::convolution_forward::desc(prop, alg, g.layout(src), g.layout(weights), *bias,
+      bias ? dnnl::convolution_forward::desc(prop, alg, g.layout(src), g.layout(weights),
+                                             in_compute(*bias, g.compute),
                                              g.layout(dst), g.strides, g.dilates, g.padding,
                                              g.padding)
            : dnnl::convolution_forward::desc(prop, alg, g.layout(src), g.layout(weights),
@@ -95,10 +100,11 @@ dnnl::convolution_forward::primitive_desc forward_pd(dnnl::prop_kind prop, const
 }
 
 /// input [N, C, H, W], weight, optional bias -> [N, O, OH, OW].
-std::unique_ptr<CpuKernel> build_conv2d(const KernelRequest& request, memory::data_type type) {
+std::unique_ptr<CpuKernel> build_conv2d(const KernelRequest& request, memory::data_type type,
+                                        memory::data_type compute) {
   const GraphNode& node = request.node();
-  const ConvGeometry g(node.attrs,
-                       blocked_layouts_pay_off(request.graph.type_of(node.operands[0]).shape));
+  const ConvGeometry g(
+      node.attrs, blocked_layouts_pay_off(request.graph.type_of(node.operands[0]).shape), compute);
   const bool has_bias = attr_int(node.attrs, AttrName::has_bias) != 0;
   const memory::desc src = dense_desc(request.graph.type_of(node.operands[0]).shape, type);
   const memory::desc weights =
@@ -114,7 +120,7 @@ std::unique_ptr<CpuKernel> build_conv2d(const KernelRequest& request, memory::da
       {DNNL_ARG_SRC, kernel->reordered_to(kernel->bind_operand(0, src), pd.src_desc())},
       {DNNL_ARG_WEIGHTS,
        kernel->reordered_to(kernel->bind_operand(1, weights), pd.weights_desc())}};
-  if (bias) args[DNNL_ARG_BIAS] = kernel->bind_operand(2, *bias);
+  if (bias) args[DNNL_ARG_BIAS] = kernel->reordered_to(kernel->bind_operand(2, *bias), pd.bias_desc());
   const ResultMemory out = bind_result_as(*kernel, 0, dst, pd.dst_desc());
   args[DNNL_ARG_DST] = out.produced;
   kernel->add_step(pd, dnnl::convolution_forward(pd), std::move(args));
@@ -123,10 +129,10 @@ std::unique_ptr<CpuKernel> build_conv2d(const KernelRequest& request, memory::da
 }
 
 /// grad_out [N, O, OH, OW], weight -> grad_in [N, C, H, W].
-std::unique_ptr<CpuKernel> build_input_grad(const KernelRequest& request,
-                                            memory::data_type type) {
+std::unique_ptr<CpuKernel> build_input_grad(const KernelRequest& request, memory::data_type type,
+                                            memory::data_type compute) {
   const GraphNode& node = request.node();
-  const ConvGeometry g(node.attrs, blocked_layouts_pay_off(node.results[0].shape));
+  const ConvGeometry g(node.attrs, blocked_layouts_pay_off(node.results[0].shape), compute);
   const memory::desc diff_dst = dense_desc(request.graph.type_of(node.operands[0]).shape, type);
   const memory::desc weights =
       weights_desc(request.graph.type_of(node.operands[1]).shape, g.groups, type);
@@ -153,10 +159,10 @@ std::unique_ptr<CpuKernel> build_input_grad(const KernelRequest& request,
 }
 
 /// input [N, C, H, W], grad_out [N, O, OH, OW] -> grad_weight.
-std::unique_ptr<CpuKernel> build_weight_grad(const KernelRequest& request,
-                                             memory::data_type type) {
+std::unique_ptr<CpuKernel> build_weight_grad(const KernelRequest& request, memory::data_type type,
+                                             memory::data_type compute) {
   const GraphNode& node = request.node();
-  const ConvGeometry g(node.attrs, /*blocked=*/true);
+  const ConvGeometry g(node.attrs, /*blocked=*/true, compute);
   const memory::desc src = dense_desc(request.graph.type_of(node.operands[0]).shape, type);
   const memory::desc diff_dst = dense_desc(request.graph.type_of(node.operands[1]).shape, type);
   const memory::desc diff_weights = weights_desc(node.results[0].shape, g.groups, type);
@@ -194,14 +200,18 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_conv_kernel(const KernelRequest&
   for (ValueRef v : node.operands)
     if (request.graph.type_of(v).numel() == 0) return nullptr;
   return guard_special_values(
-      request, build_or_decline(describe_node(request), [&]() -> std::unique_ptr<CpuKernel> {
-        switch (node.op) {
-          case OpKind::conv2d: return build_conv2d(request, *type);
-          case OpKind::conv2d_input_grad: return build_input_grad(request, *type);
-          case OpKind::conv2d_weight_grad: return build_weight_grad(request, *type);
-          default: return nullptr;
-        }
-      }));
+      request, build_or_widen(describe_node(request), *type,
+                              [&](memory::data_type compute) -> std::unique_ptr<CpuKernel> {
+                                switch (node.op) {
+                                  case OpKind::conv2d:
+                                    return build_conv2d(request, *type, compute);
+                                  case OpKind::conv2d_input_grad:
+                                    return build_input_grad(request, *type, compute);
+                                  case OpKind::conv2d_weight_grad:
+                                    return build_weight_grad(request, *type, compute);
+                                  default: return nullptr;
+                                }
+                              }));
 }
 
 }  // namespace mstep::cpu::onednn

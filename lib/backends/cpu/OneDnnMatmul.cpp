@@ -136,7 +136,9 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
   const int64_t rank = spec.result.shape.rank();
   if (rank < 2 || rank > DNNL_MAX_NDIMS || lhs.shape.rank() > rank || rhs.shape.rank() > rank)
     return nullptr;
-  return build_or_decline(what, [&]() -> std::unique_ptr<CpuKernel> {
+  // `compute`: the operands' dtype, or f32 for widened bf16 operands
+  // (build_or_widen; the epilogue then applies to the f32 sum).
+  auto build = [&](memory::data_type compute) -> std::unique_ptr<CpuKernel> {
     const bool swap = spec.transposed_product;
     const memory::desc lhs_desc =
         swap ? operand_desc(graph, spec.rhs, rank, *type, spec.see_through, /*transpose=*/true)
@@ -153,32 +155,42 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
       dims[rank - 1] = spec.result.shape[rank - 1];
       bias_desc = dense_desc(dims, *type);
     }
+    auto computed = [&](const memory::desc& desc) { return in_compute(desc, compute); };
     dnnl::primitive_attr attr = user_scratchpad_attr();
     dnnl::post_ops ops;
     if (spec.activation == Activation::gelu_erf || spec.activation == Activation::gelu_tanh)
       ops.append_eltwise(1.f, eltwise_algorithm(spec.activation), 0.f, 0.f);
-    if (spec.residual) ops.append_binary(dnnl::algorithm::binary_add, out_desc);
+    if (spec.residual) ops.append_binary(dnnl::algorithm::binary_add, computed(out_desc));
     if (ops.len() > 0) attr.set_post_ops(ops);
     const dnnl::matmul::desc desc =
-        bias_desc ? dnnl::matmul::desc(lhs_desc, rhs_desc, *bias_desc, out_desc)
-                  : dnnl::matmul::desc(lhs_desc, rhs_desc, out_desc);
+        bias_desc ? dnnl::matmul::desc(computed(lhs_desc), computed(rhs_desc),
+                                       computed(*bias_desc), computed(out_desc))
+                  : dnnl::matmul::desc(computed(lhs_desc), computed(rhs_desc), computed(out_desc));
     const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
     auto kernel = std::make_unique<PrimitiveKernel>(
         spec.bias || spec.residual ? "onednn.matmul_epilogue" : "onednn.matmul");
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, kernel->bind_operand(swap ? 1 : 0, lhs_desc)},
-        {DNNL_ARG_WEIGHTS, kernel->bind_operand(swap ? 0 : 1, rhs_desc)},
-        {DNNL_ARG_DST, kernel->bind_result(0, out_desc)}};
+    // Widening reorders are appended now, before the matmul's step.
+    auto operand = [&](int index, const memory::desc& desc) {
+      return kernel->operand_in(index, desc, compute);
+    };
+    const bool widen = compute != *type;
+    const memory result = kernel->bind_result(0, out_desc);
+    const memory dst = widen ? kernel->owned(computed(out_desc)) : result;
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, operand(swap ? 1 : 0, lhs_desc)},
+                                            {DNNL_ARG_WEIGHTS, operand(swap ? 0 : 1, rhs_desc)},
+                                            {DNNL_ARG_DST, dst}};
     int next_operand = 2;
-    if (bias_desc) args[DNNL_ARG_BIAS] = kernel->bind_operand(next_operand++, *bias_desc);
+    if (bias_desc) args[DNNL_ARG_BIAS] = operand(next_operand++, *bias_desc);
     if (spec.residual)
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len() - 1) | DNNL_ARG_SRC_1] =
-          kernel->bind_operand(next_operand++, out_desc);
+          operand(next_operand++, out_desc);
     kernel->add_step(pd, dnnl::matmul(pd), std::move(args));
+    if (widen) kernel->add_reorder(dst, result);  // the one rounding to bf16
     if (spec.activation != Activation::relu) return kernel;
     return std::make_unique<ReluAfterKernel>(std::move(kernel), spec.result.dtype,
                                              spec.result.numel());
-  });
+  };
+  return build_or_widen(what, *type, build);
 }
 
 /// `node` is `param` of `body`, or `expand(param)`: the body input index.

@@ -16,8 +16,9 @@ namespace {
 
 using dnnl::memory;
 
-std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request,
-                                            memory::data_type type) {
+/// `compute`: `type`, or f32 for widened bf16 data (build_or_widen).
+std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request, memory::data_type type,
+                                            memory::data_type compute) {
   const GraphNode& node = request.node();
   const Shape& shape = node.results[0].shape;
   const int64_t normalized = attr_int(node.attrs, AttrName::normalized_ndim);
@@ -30,7 +31,7 @@ std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request,
   if (has_weight) flags |= dnnl::normalization_flags::use_scale;
   if (has_bias) flags |= dnnl::normalization_flags::use_shift;
   const dnnl::layer_normalization_forward::desc desc(
-      dnnl::prop_kind::forward_inference, data,
+      dnnl::prop_kind::forward_inference, in_compute(data, compute),
       static_cast<float>(attr_double(node.attrs, AttrName::eps)), flags);
   const dnnl::layer_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(),
                                                              cpu_engine());
@@ -38,14 +39,18 @@ std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request,
   // Scale and shift: the operand itself when f32, else a converted copy.
   const memory::desc affine = dense_desc(memory::dims{cols}, type);
   const memory::desc affine_f32 = dense_desc(memory::dims{cols}, memory::data_type::f32);
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, kernel->bind_operand(0, data)},
-                                          {DNNL_ARG_DST, kernel->bind_result(0, data)}};
+  const memory result = kernel->bind_result(0, data);
+  const bool widen = compute != type;
+  const memory dst = widen ? kernel->owned(in_compute(data, compute)) : result;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, kernel->operand_in(0, data, compute)},
+                                          {DNNL_ARG_DST, dst}};
   int operand = 1;
   if (has_weight)
     args[DNNL_ARG_SCALE] = kernel->reordered_to(kernel->bind_operand(operand++, affine), affine_f32);
   if (has_bias)
     args[DNNL_ARG_SHIFT] = kernel->reordered_to(kernel->bind_operand(operand++, affine), affine_f32);
   kernel->add_step(pd, dnnl::layer_normalization_forward(pd), std::move(args));
+  if (widen) kernel->add_reorder(dst, result);  // the one rounding to bf16
   return kernel;
 }
 
@@ -60,8 +65,9 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_normalization_kernel(
   if (!type || result.numel() == 0 || result.shape.rank() == 0) return nullptr;
   for (ValueRef v : node.operands)
     if (request.graph.type_of(v).dtype != result.dtype) return nullptr;
-  return build_or_decline(describe_node(request),
-                          [&] { return build_layer_norm(request, *type); });
+  return build_or_widen(describe_node(request), *type, [&](memory::data_type compute) {
+    return build_layer_norm(request, *type, compute);
+  });
 }
 
 }  // namespace mstep::cpu::onednn

@@ -58,15 +58,34 @@ dnnl::pooling_v2_forward::primitive_desc forward_pd(dnnl::prop_kind prop, dnnl::
   return dnnl::pooling_v2_forward::primitive_desc(desc, user_scratchpad_attr(), cpu_engine());
 }
 
-/// The forward op: input -> result.
+/// Result 0 as `desc`, and the memory a primitive computing in `compute`
+/// writes it to: the result, or an owned f32 memory that finish_result
+/// rounds into it.
+struct PoolResult {
+  memory user, produced;
+};
+PoolResult bind_pool_result(PrimitiveKernel& kernel, const memory::desc& desc,
+                            memory::data_type compute) {
+  memory user = kernel.bind_result(0, desc);
+  const memory::desc produced = in_compute(desc, compute);
+  return {user, produced == desc ? user : kernel.owned(produced)};
+}
+void finish_result(PrimitiveKernel& kernel, const PoolResult& result) {
+  if (result.produced != result.user) kernel.add_reorder(result.produced, result.user);
+}
+
+/// The forward op: input -> result. `compute`: the tensors' dtype, or f32
+/// for widened bf16 ones (build_or_widen).
 std::unique_ptr<PrimitiveKernel> build_forward(absl::string_view name, dnnl::algorithm alg,
                                                const memory::desc& src, const memory::desc& dst,
-                                               const PoolGeometry& g) {
-  const auto pd = forward_pd(dnnl::prop_kind::forward_inference, alg, src, dst, g);
+                                               const PoolGeometry& g, memory::data_type compute) {
+  const auto pd = forward_pd(dnnl::prop_kind::forward_inference, alg, in_compute(src, compute),
+                             in_compute(dst, compute), g);
   auto kernel = std::make_unique<PrimitiveKernel>(std::string(name));
-  kernel->add_step(pd, dnnl::pooling_v2_forward(pd),
-                   {{DNNL_ARG_SRC, kernel->bind_operand(0, src)},
-                    {DNNL_ARG_DST, kernel->bind_result(0, dst)}});
+  const memory in = kernel->operand_in(0, src, compute);
+  const PoolResult out = bind_pool_result(*kernel, dst, compute);
+  kernel->add_step(pd, dnnl::pooling_v2_forward(pd), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, out.produced}});
+  finish_result(*kernel, out);
   return kernel;
 }
 
@@ -75,24 +94,27 @@ std::unique_ptr<PrimitiveKernel> build_forward(absl::string_view name, dnnl::alg
 /// pick.
 std::unique_ptr<PrimitiveKernel> build_backward(absl::string_view name, dnnl::algorithm alg,
                                                 const memory::desc& src, const memory::desc& dst,
-                                                const PoolGeometry& g) {
-  const auto hint = forward_pd(dnnl::prop_kind::forward_training, alg, src, dst, g);
-  const dnnl::pooling_v2_backward::desc desc(alg, src, dst, g.strides, g.kernel, g.dilation,
+                                                const PoolGeometry& g, memory::data_type compute) {
+  const memory::desc src_c = in_compute(src, compute), dst_c = in_compute(dst, compute);
+  const auto hint = forward_pd(dnnl::prop_kind::forward_training, alg, src_c, dst_c, g);
+  const dnnl::pooling_v2_backward::desc desc(alg, src_c, dst_c, g.strides, g.kernel, g.dilation,
                                              g.pad_l, g.pad_r);
   const dnnl::pooling_v2_backward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine(),
                                                      hint);
   auto kernel = std::make_unique<PrimitiveKernel>(std::string(name));
-  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, kernel->bind_operand(0, dst)},
-                                          {DNNL_ARG_DIFF_SRC, kernel->bind_result(0, src)}};
+  const PoolResult out = bind_pool_result(*kernel, src, compute);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, kernel->operand_in(0, dst, compute)},
+                                          {DNNL_ARG_DIFF_SRC, out.produced}};
   if (alg == dnnl::algorithm::pooling_max) {
     const memory workspace = kernel->owned(hint.workspace_desc());
     kernel->add_step(hint, dnnl::pooling_v2_forward(hint),
-                     {{DNNL_ARG_SRC, kernel->bind_operand(1, src)},
-                      {DNNL_ARG_DST, kernel->owned(dst)},
+                     {{DNNL_ARG_SRC, kernel->operand_in(1, src, compute)},
+                      {DNNL_ARG_DST, kernel->owned(dst_c)},
                       {DNNL_ARG_WORKSPACE, workspace}});
     args[DNNL_ARG_WORKSPACE] = workspace;
   }
   kernel->add_step(pd, dnnl::pooling_v2_backward(pd), std::move(args));
+  finish_result(*kernel, out);
   return kernel;
 }
 
@@ -124,10 +146,11 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> make_pool_kernel(const KernelRequest&
   const memory::desc dst = dense_desc(output, *type);
   const std::string name = absl::StrCat("onednn.", op_name(node.op));
   absl::StatusOr<std::unique_ptr<CpuKernel>> kernel =
-      build_or_decline(describe_node(request), [&]() -> std::unique_ptr<CpuKernel> {
-        if (grad) return build_backward(name, alg, src, dst, geometry);
-        return build_forward(name, alg, src, dst, geometry);
-      });
+      build_or_widen(describe_node(request), *type,
+                     [&](memory::data_type compute) -> std::unique_ptr<CpuKernel> {
+                       if (grad) return build_backward(name, alg, src, dst, geometry, compute);
+                       return build_forward(name, alg, src, dst, geometry, compute);
+                     });
   return max ? guard_special_values(request, std::move(kernel)) : std::move(kernel);
 }
 

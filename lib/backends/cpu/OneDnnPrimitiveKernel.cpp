@@ -117,6 +117,19 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_decline(
   }
 }
 
+absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_widen(
+    const std::string& what, dnnl::memory::data_type type,
+    const std::function<std::unique_ptr<CpuKernel>(dnnl::memory::data_type compute)>& build) {
+  absl::StatusOr<std::unique_ptr<CpuKernel>> kernel =
+      build_or_decline(what, [&] { return build(type); });
+  if (!kernel.ok() || *kernel != nullptr || type != dnnl::memory::data_type::bf16) return kernel;
+  return build_or_decline(what, [&] { return build(dnnl::memory::data_type::f32); });
+}
+
+dnnl::memory::desc in_compute(const dnnl::memory::desc& desc, dnnl::memory::data_type compute) {
+  return desc.data_type() == compute ? desc : dense_desc(desc.dims(), compute);
+}
+
 std::string describe_node(const KernelRequest& request) {
   const GraphNode& node = request.node();
   std::string text(op_name(node.op));

@@ -39,6 +39,11 @@ inline dnnl::memory::desc dense_desc(const Shape& shape, dnnl::memory::data_type
 /// PrimitiveKernel allocates it once instead of oneDNN per call.
 dnnl::primitive_attr user_scratchpad_attr();
 
+/// `desc` as a primitive computing in `compute` reads or writes it: itself
+/// when it holds `compute`, else dense `compute` of its dims (a widened
+/// copy, see build_or_widen).
+dnnl::memory::desc in_compute(const dnnl::memory::desc& desc, dnnl::memory::data_type compute);
+
 /// A CpuKernel that runs oneDNN primitives in order. Build it with
 /// bind_operand/bind_result/owned and add_step; after that it is fixed.
 /// run() is not reentrant: one kernel runs on one thread at a time.
@@ -64,6 +69,12 @@ class PrimitiveKernel final : public CpuKernel {
   /// `from` in the layout `desc`: `from` itself when the layouts match,
   /// else an owned memory that a reorder step, appended now, fills.
   dnnl::memory reordered_to(const dnnl::memory& from, const dnnl::memory::desc& desc);
+  /// Operand `index` bound as `desc` and read by a primitive computing in
+  /// `compute`: reordered_to(..., in_compute(desc, compute)).
+  dnnl::memory operand_in(int index, const dnnl::memory::desc& desc,
+                          dnnl::memory::data_type compute) {
+    return reordered_to(bind_operand(index, desc), in_compute(desc, compute));
+  }
 
   void run(const void* const* operands, void* const* results) override;
   absl::string_view name() const override { return name_; }
@@ -91,6 +102,15 @@ class PrimitiveKernel final : public CpuKernel {
 /// `what` (the op and its shapes).
 absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_decline(
     const std::string& what, const std::function<std::unique_ptr<CpuKernel>()>& build);
+
+/// build_or_decline(build(type)), and where oneDNN declines a bf16 kernel
+/// (it has none below avx512_core), build(f32): that kernel widens its bf16
+/// operands to f32 (exact) and rounds each result once to bf16, the
+/// contract of oneDNN's bf16 kernels (f32 arithmetic inside), instead of
+/// leaving the op to the ref kernel.
+absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_widen(
+    const std::string& what, dnnl::memory::data_type type,
+    const std::function<std::unique_ptr<CpuKernel>(dnnl::memory::data_type compute)>& build);
 
 /// "conv2d f32[2, 3, 8, 8], f32[4, 3, 3, 3]": the node's op and operand
 /// types, for error messages.
