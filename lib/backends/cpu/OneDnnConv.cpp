@@ -65,21 +65,6 @@ memory::desc weights_desc(const Shape& w, int64_t groups, memory::data_type type
   return dense_desc(memory::dims{groups, w[0] / groups, w[1], w[2], w[3]}, type);
 }
 
-/// The memory a primitive writes result `index` into: the result buffer
-/// itself when the primitive's layout is the plain one, else an owned
-/// buffer that a reorder after the primitive copies out (finish_result).
-struct ResultMemory {
-  memory user, produced;
-};
-ResultMemory bind_result_as(PrimitiveKernel& kernel, int index, const memory::desc& user,
-                            const memory::desc& produced) {
-  memory user_memory = kernel.bind_result(index, user);
-  return {user_memory, produced == user ? user_memory : kernel.owned(produced)};
-}
-void finish_result(PrimitiveKernel& kernel, const ResultMemory& result) {
-  if (result.produced != result.user) kernel.add_reorder(result.produced, result.user);
-}
-
 /// The forward primitive for these descs, as trained (the gradients'
 /// primitives need it as a hint).
 dnnl::convolution_forward::primitive_desc forward_pd(dnnl::prop_kind prop, const memory::desc& src,
@@ -121,10 +106,10 @@ std::unique_ptr<CpuKernel> build_conv2d(const KernelRequest& request, memory::da
       {DNNL_ARG_WEIGHTS,
        kernel->reordered_to(kernel->bind_operand(1, weights), pd.weights_desc())}};
   if (bias) args[DNNL_ARG_BIAS] = kernel->reordered_to(kernel->bind_operand(2, *bias), pd.bias_desc());
-  const ResultMemory out = bind_result_as(*kernel, 0, dst, pd.dst_desc());
+  const PrimitiveKernel::Result out = kernel->bind_result_as(0, dst, pd.dst_desc());
   args[DNNL_ARG_DST] = out.produced;
   kernel->add_step(pd, dnnl::convolution_forward(pd), std::move(args));
-  finish_result(*kernel, out);
+  kernel->finish_result(out);
   return kernel;
 }
 
@@ -151,10 +136,10 @@ std::unique_ptr<CpuKernel> build_input_grad(const KernelRequest& request, memory
        kernel->reordered_to(kernel->bind_operand(0, diff_dst), pd.diff_dst_desc())},
       {DNNL_ARG_WEIGHTS,
        kernel->reordered_to(kernel->bind_operand(1, weights), pd.weights_desc())}};
-  const ResultMemory out = bind_result_as(*kernel, 0, diff_src, pd.diff_src_desc());
+  const PrimitiveKernel::Result out = kernel->bind_result_as(0, diff_src, pd.diff_src_desc());
   args[DNNL_ARG_DIFF_SRC] = out.produced;
   kernel->add_step(pd, dnnl::convolution_backward_data(pd), std::move(args));
-  finish_result(*kernel, out);
+  kernel->finish_result(out);
   return kernel;
 }
 
@@ -179,10 +164,10 @@ std::unique_ptr<CpuKernel> build_weight_grad(const KernelRequest& request, memor
       {DNNL_ARG_SRC, kernel->reordered_to(kernel->bind_operand(0, src), pd.src_desc())},
       {DNNL_ARG_DIFF_DST,
        kernel->reordered_to(kernel->bind_operand(1, diff_dst), pd.diff_dst_desc())}};
-  const ResultMemory out = bind_result_as(*kernel, 0, diff_weights, pd.diff_weights_desc());
+  const PrimitiveKernel::Result out = kernel->bind_result_as(0, diff_weights, pd.diff_weights_desc());
   args[DNNL_ARG_DIFF_WEIGHTS] = out.produced;
   kernel->add_step(pd, dnnl::convolution_backward_weights(pd), std::move(args));
-  finish_result(*kernel, out);
+  kernel->finish_result(out);
   return kernel;
 }
 

@@ -173,19 +173,17 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
     auto operand = [&](int index, const memory::desc& desc) {
       return kernel->operand_in(index, desc, compute);
     };
-    const bool widen = compute != *type;
-    const memory result = kernel->bind_result(0, out_desc);
-    const memory dst = widen ? kernel->owned(computed(out_desc)) : result;
+    const PrimitiveKernel::Result out = kernel->bind_result_as(0, out_desc, computed(out_desc));
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, operand(swap ? 1 : 0, lhs_desc)},
                                             {DNNL_ARG_WEIGHTS, operand(swap ? 0 : 1, rhs_desc)},
-                                            {DNNL_ARG_DST, dst}};
+                                            {DNNL_ARG_DST, out.produced}};
     int next_operand = 2;
     if (bias_desc) args[DNNL_ARG_BIAS] = operand(next_operand++, *bias_desc);
     if (spec.residual)
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len() - 1) | DNNL_ARG_SRC_1] =
           operand(next_operand++, out_desc);
     kernel->add_step(pd, dnnl::matmul(pd), std::move(args));
-    if (widen) kernel->add_reorder(dst, result);  // the one rounding to bf16
+    kernel->finish_result(out);  // widened: the one rounding to bf16
     if (spec.activation != Activation::relu) return kernel;
     return std::make_unique<ReluAfterKernel>(std::move(kernel), spec.result.dtype,
                                              spec.result.numel());

@@ -39,18 +39,16 @@ std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request, memory
   // Scale and shift: the operand itself when f32, else a converted copy.
   const memory::desc affine = dense_desc(memory::dims{cols}, type);
   const memory::desc affine_f32 = dense_desc(memory::dims{cols}, memory::data_type::f32);
-  const memory result = kernel->bind_result(0, data);
-  const bool widen = compute != type;
-  const memory dst = widen ? kernel->owned(in_compute(data, compute)) : result;
+  const PrimitiveKernel::Result out = kernel->bind_result_as(0, data, in_compute(data, compute));
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, kernel->operand_in(0, data, compute)},
-                                          {DNNL_ARG_DST, dst}};
+                                          {DNNL_ARG_DST, out.produced}};
   int operand = 1;
   if (has_weight)
     args[DNNL_ARG_SCALE] = kernel->reordered_to(kernel->bind_operand(operand++, affine), affine_f32);
   if (has_bias)
     args[DNNL_ARG_SHIFT] = kernel->reordered_to(kernel->bind_operand(operand++, affine), affine_f32);
   kernel->add_step(pd, dnnl::layer_normalization_forward(pd), std::move(args));
-  if (widen) kernel->add_reorder(dst, result);  // the one rounding to bf16
+  kernel->finish_result(out);  // widened: the one rounding to bf16
   return kernel;
 }
 

@@ -58,22 +58,6 @@ dnnl::pooling_v2_forward::primitive_desc forward_pd(dnnl::prop_kind prop, dnnl::
   return dnnl::pooling_v2_forward::primitive_desc(desc, user_scratchpad_attr(), cpu_engine());
 }
 
-/// Result 0 as `desc`, and the memory a primitive computing in `compute`
-/// writes it to: the result, or an owned f32 memory that finish_result
-/// rounds into it.
-struct PoolResult {
-  memory user, produced;
-};
-PoolResult bind_pool_result(PrimitiveKernel& kernel, const memory::desc& desc,
-                            memory::data_type compute) {
-  memory user = kernel.bind_result(0, desc);
-  const memory::desc produced = in_compute(desc, compute);
-  return {user, produced == desc ? user : kernel.owned(produced)};
-}
-void finish_result(PrimitiveKernel& kernel, const PoolResult& result) {
-  if (result.produced != result.user) kernel.add_reorder(result.produced, result.user);
-}
-
 /// The forward op: input -> result. `compute`: the tensors' dtype, or f32
 /// for widened bf16 ones (build_or_widen).
 std::unique_ptr<PrimitiveKernel> build_forward(absl::string_view name, dnnl::algorithm alg,
@@ -83,9 +67,9 @@ std::unique_ptr<PrimitiveKernel> build_forward(absl::string_view name, dnnl::alg
                              in_compute(dst, compute), g);
   auto kernel = std::make_unique<PrimitiveKernel>(std::string(name));
   const memory in = kernel->operand_in(0, src, compute);
-  const PoolResult out = bind_pool_result(*kernel, dst, compute);
+  const PrimitiveKernel::Result out = kernel->bind_result_as(0, dst, in_compute(dst, compute));
   kernel->add_step(pd, dnnl::pooling_v2_forward(pd), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, out.produced}});
-  finish_result(*kernel, out);
+  kernel->finish_result(out);
   return kernel;
 }
 
@@ -102,7 +86,7 @@ std::unique_ptr<PrimitiveKernel> build_backward(absl::string_view name, dnnl::al
   const dnnl::pooling_v2_backward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine(),
                                                      hint);
   auto kernel = std::make_unique<PrimitiveKernel>(std::string(name));
-  const PoolResult out = bind_pool_result(*kernel, src, compute);
+  const PrimitiveKernel::Result out = kernel->bind_result_as(0, src, src_c);
   std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, kernel->operand_in(0, dst, compute)},
                                           {DNNL_ARG_DIFF_SRC, out.produced}};
   if (alg == dnnl::algorithm::pooling_max) {
@@ -114,7 +98,7 @@ std::unique_ptr<PrimitiveKernel> build_backward(absl::string_view name, dnnl::al
     args[DNNL_ARG_WORKSPACE] = workspace;
   }
   kernel->add_step(pd, dnnl::pooling_v2_backward(pd), std::move(args));
-  finish_result(*kernel, out);
+  kernel->finish_result(out);
   return kernel;
 }
 

@@ -83,6 +83,16 @@ dnnl::memory PrimitiveKernel::reordered_to(const dnnl::memory& from,
   return to;
 }
 
+PrimitiveKernel::Result PrimitiveKernel::bind_result_as(int index, const dnnl::memory::desc& user,
+                                                        const dnnl::memory::desc& produced) {
+  dnnl::memory user_memory = bind_result(index, user);
+  return {user_memory, produced == user ? user_memory : owned(produced)};
+}
+
+void PrimitiveKernel::finish_result(const Result& result) {
+  if (result.produced != result.user) add_reorder(result.produced, result.user);
+}
+
 void PrimitiveKernel::run(const void* const* operands, void* const* results) {
   // oneDNN takes non-const handles; it never writes a primitive's inputs.
   for (const Binding& b : operand_bindings_)

@@ -69,6 +69,18 @@ class PrimitiveKernel final : public CpuKernel {
   /// `from` in the layout `desc`: `from` itself when the layouts match,
   /// else an owned memory that a reorder step, appended now, fills.
   dnnl::memory reordered_to(const dnnl::memory& from, const dnnl::memory::desc& desc);
+  /// Result `index` bound as `user`, and the memory a primitive producing
+  /// `produced` writes: the result itself when the descs match, else an
+  /// owned memory that finish_result() reorders into it (a blocked layout
+  /// back to plain, or a widened f32 result rounded once to bf16).
+  struct Result {
+    dnnl::memory user, produced;
+  };
+  Result bind_result_as(int index, const dnnl::memory::desc& user,
+                        const dnnl::memory::desc& produced);
+  /// Appends bind_result_as's reorder, if it needs one (after the step
+  /// that writes `result.produced`).
+  void finish_result(const Result& result);
   /// Operand `index` bound as `desc` and read by a primitive computing in
   /// `compute`: reordered_to(..., in_compute(desc, compute)).
   dnnl::memory operand_in(int index, const dnnl::memory::desc& desc,
