@@ -1,7 +1,9 @@
 // oneDNN matmul kernels: the plain `matmul` node, and matmul with a fused
 // bias + activation epilogue taken from the `fusion` node that consumes it.
 // (oneDNN's matmul keeps NaN and inf as IEEE arithmetic does, measured on
-// f32 and bf16 with odd k, so unlike conv it needs no SpecialValueGuard.)
+// f32 and bf16 with odd k, so unlike conv it needs no SpecialValueGuard;
+// bf16 only on the CPU's own bf16 dot products: where oneDNN emulates
+// them, the matmul is widened to f32 instead, see build_or_widen.)
 //
 // Batch dims: oneDNN wants src, weights and dst of one rank, so an operand
 // of lower rank gets leading unit dims; unit batch dims broadcast, as the
@@ -188,7 +190,7 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
     return std::make_unique<ReluAfterKernel>(std::move(kernel), spec.result.dtype,
                                              spec.result.numel());
   };
-  return build_or_widen(what, *type, build);
+  return build_or_widen(what, *type, build, /*widen_emulated=*/true);
 }
 
 /// `node` is `param` of `body`, or `expand(param)`: the body input index.

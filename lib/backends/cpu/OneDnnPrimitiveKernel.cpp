@@ -127,13 +127,22 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_decline(
   }
 }
 
+bool has_native_bf16() {
+  constexpr unsigned bf16 = dnnl_cpu_isa_avx512_core_bf16;  // ISAs include their subsets' bits
+  return (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
+}
+
 absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_widen(
     const std::string& what, dnnl::memory::data_type type,
-    const std::function<std::unique_ptr<CpuKernel>(dnnl::memory::data_type compute)>& build) {
+    const std::function<std::unique_ptr<CpuKernel>(dnnl::memory::data_type compute)>& build,
+    bool widen_emulated) {
+  constexpr auto kBf16 = dnnl::memory::data_type::bf16, kF32 = dnnl::memory::data_type::f32;
+  if (type == kBf16 && widen_emulated && !has_native_bf16())
+    return build_or_decline(what, [&] { return build(kF32); });
   absl::StatusOr<std::unique_ptr<CpuKernel>> kernel =
       build_or_decline(what, [&] { return build(type); });
-  if (!kernel.ok() || *kernel != nullptr || type != dnnl::memory::data_type::bf16) return kernel;
-  return build_or_decline(what, [&] { return build(dnnl::memory::data_type::f32); });
+  if (!kernel.ok() || *kernel != nullptr || type != kBf16) return kernel;
+  return build_or_decline(what, [&] { return build(kF32); });
 }
 
 dnnl::memory::desc in_compute(const dnnl::memory::desc& desc, dnnl::memory::data_type compute) {

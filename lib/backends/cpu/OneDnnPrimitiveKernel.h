@@ -115,14 +115,23 @@ class PrimitiveKernel final : public CpuKernel {
 absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_decline(
     const std::string& what, const std::function<std::unique_ptr<CpuKernel>()>& build);
 
+/// Whether oneDNN runs bf16 on the CPU's own bf16 dot products
+/// (avx512_core_bf16 and up); on avx512_core it emulates them.
+bool has_native_bf16();
+
 /// build_or_decline(build(type)), and where oneDNN declines a bf16 kernel
 /// (it has none below avx512_core), build(f32): that kernel widens its bf16
 /// operands to f32 (exact) and rounds each result once to bf16, the
 /// contract of oneDNN's bf16 kernels (f32 arithmetic inside), instead of
-/// leaving the op to the ref kernel.
+/// leaving the op to the ref kernel. `widen_emulated`: build(f32) at once
+/// where oneDNN would emulate bf16 (!has_native_bf16()); its emulated
+/// matmul pairs the k terms, padding an odd k with a zero that meets an
+/// inf as NaN (OneDnnMatmul.PropagatesNaNAndInf with oneDNN held to
+/// AVX512_CORE).
 absl::StatusOr<std::unique_ptr<CpuKernel>> build_or_widen(
     const std::string& what, dnnl::memory::data_type type,
-    const std::function<std::unique_ptr<CpuKernel>(dnnl::memory::data_type compute)>& build);
+    const std::function<std::unique_ptr<CpuKernel>(dnnl::memory::data_type compute)>& build,
+    bool widen_emulated = false);
 
 /// "conv2d f32[2, 3, 8, 8], f32[4, 3, 3, 3]": the node's op and operand
 /// types, for error messages.
