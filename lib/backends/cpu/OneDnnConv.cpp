@@ -105,7 +105,8 @@ std::unique_ptr<CpuKernel> build_conv2d(const KernelRequest& request, memory::da
       {DNNL_ARG_SRC, kernel->reordered_to(kernel->bind_operand(0, src), pd.src_desc())},
       {DNNL_ARG_WEIGHTS,
        kernel->reordered_to(kernel->bind_operand(1, weights), pd.weights_desc())}};
-  if (bias) args[DNNL_ARG_BIAS] = kernel->reordered_to(kernel->bind_operand(2, *bias), pd.bias_desc());
+  if (bias)
+    args[DNNL_ARG_BIAS] = kernel->reordered_to(kernel->bind_operand(2, *bias), pd.bias_desc());
   const PrimitiveKernel::Result out = kernel->bind_result_as(0, dst, pd.dst_desc());
   args[DNNL_ARG_DST] = out.produced;
   kernel->add_step(pd, dnnl::convolution_forward(pd), std::move(args));
@@ -164,7 +165,8 @@ std::unique_ptr<CpuKernel> build_weight_grad(const KernelRequest& request, memor
       {DNNL_ARG_SRC, kernel->reordered_to(kernel->bind_operand(0, src), pd.src_desc())},
       {DNNL_ARG_DIFF_DST,
        kernel->reordered_to(kernel->bind_operand(1, diff_dst), pd.diff_dst_desc())}};
-  const PrimitiveKernel::Result out = kernel->bind_result_as(0, diff_weights, pd.diff_weights_desc());
+  const PrimitiveKernel::Result out =
+      kernel->bind_result_as(0, diff_weights, pd.diff_weights_desc());
   args[DNNL_ARG_DIFF_WEIGHTS] = out.produced;
   kernel->add_step(pd, dnnl::convolution_backward_weights(pd), std::move(args));
   kernel->finish_result(out);

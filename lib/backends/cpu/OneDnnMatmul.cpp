@@ -175,7 +175,7 @@ absl::StatusOr<std::unique_ptr<CpuKernel>> build_matmul(const TraceGraph& graph,
     auto operand = [&](int index, const memory::desc& desc) {
       return kernel->operand_in(index, desc, compute);
     };
-    const PrimitiveKernel::Result out = kernel->bind_result_as(0, out_desc, computed(out_desc));
+    const PrimitiveKernel::Result out = kernel->result_in(0, out_desc, compute);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, operand(swap ? 1 : 0, lhs_desc)},
                                             {DNNL_ARG_WEIGHTS, operand(swap ? 0 : 1, rhs_desc)},
                                             {DNNL_ARG_DST, out.produced}};

@@ -39,7 +39,7 @@ std::unique_ptr<CpuKernel> build_layer_norm(const KernelRequest& request, memory
   // Scale and shift: the operand itself when f32, else a converted copy.
   const memory::desc affine = dense_desc(memory::dims{cols}, type);
   const memory::desc affine_f32 = dense_desc(memory::dims{cols}, memory::data_type::f32);
-  const PrimitiveKernel::Result out = kernel->bind_result_as(0, data, in_compute(data, compute));
+  const PrimitiveKernel::Result out = kernel->result_in(0, data, compute);
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, kernel->operand_in(0, data, compute)},
                                           {DNNL_ARG_DST, out.produced}};
   int operand = 1;

@@ -67,8 +67,9 @@ std::unique_ptr<PrimitiveKernel> build_forward(absl::string_view name, dnnl::alg
                              in_compute(dst, compute), g);
   auto kernel = std::make_unique<PrimitiveKernel>(std::string(name));
   const memory in = kernel->operand_in(0, src, compute);
-  const PrimitiveKernel::Result out = kernel->bind_result_as(0, dst, in_compute(dst, compute));
-  kernel->add_step(pd, dnnl::pooling_v2_forward(pd), {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, out.produced}});
+  const PrimitiveKernel::Result out = kernel->result_in(0, dst, compute);
+  kernel->add_step(pd, dnnl::pooling_v2_forward(pd),
+                   {{DNNL_ARG_SRC, in}, {DNNL_ARG_DST, out.produced}});
   kernel->finish_result(out);
   return kernel;
 }
@@ -86,7 +87,7 @@ std::unique_ptr<PrimitiveKernel> build_backward(absl::string_view name, dnnl::al
   const dnnl::pooling_v2_backward::primitive_desc pd(desc, user_scratchpad_attr(), cpu_engine(),
                                                      hint);
   auto kernel = std::make_unique<PrimitiveKernel>(std::string(name));
-  const PrimitiveKernel::Result out = kernel->bind_result_as(0, src, src_c);
+  const PrimitiveKernel::Result out = kernel->result_in(0, src, compute);
   std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, kernel->operand_in(0, dst, compute)},
                                           {DNNL_ARG_DIFF_SRC, out.produced}};
   if (alg == dnnl::algorithm::pooling_max) {

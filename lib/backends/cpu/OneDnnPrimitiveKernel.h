@@ -87,6 +87,11 @@ class PrimitiveKernel final : public CpuKernel {
                           dnnl::memory::data_type compute) {
     return reordered_to(bind_operand(index, desc), in_compute(desc, compute));
   }
+  /// Result `index` bound as `desc` and written by a primitive computing in
+  /// `compute`: bind_result_as(index, desc, in_compute(desc, compute)).
+  Result result_in(int index, const dnnl::memory::desc& desc, dnnl::memory::data_type compute) {
+    return bind_result_as(index, desc, in_compute(desc, compute));
+  }
 
   void run(const void* const* operands, void* const* results) override;
   absl::string_view name() const override { return name_; }
